@@ -1,0 +1,768 @@
+//! The embedded backend: a durable MVCC store in one [redb](https://docs.rs/redb) file.
+//!
+//! # Layout
+//!
+//! The file `watchkeeper.redb` in the data directory holds three tables:
+//!
+//! - `kv`: `(key, revision) -> version`, like etcd's key index plus its revision-keyed
+//!   bucket: every retained version of every key, deletions as tombstones. A read at
+//!   revision `r` takes, per key, the newest version `<= r`.
+//! - `log`: `revision -> events`: every retained revision's events with their previous
+//!   values, so a watch from a past revision is one sequential scan (no per-event lookups).
+//!   This duplicates values (about twice the space of `kv` alone) in exchange for cheap
+//!   catch-up.
+//! - `meta`: the current revision and the compaction floor.
+//!
+//! # Guarantees
+//!
+//! - **Atomic revisions.** A transaction's versions, its log entry and the new current
+//!   revision are written in one redb write transaction: after any crash either all of a
+//!   revision is present or none of it.
+//! - **Durability.** With [`EmbeddedConfig::durable_commits`] (the default) each commit is
+//!   fsynced before the call returns (`redb::Durability::Immediate`): an acknowledged write
+//!   survives `kill -9` and power loss. Turned off, commits are not fsynced: a crash can
+//!   lose the latest acknowledged writes (whole revisions, never part of one).
+//! - **One writer.** Transactions and compactions are serialized by a mutex; reads run
+//!   concurrently on redb's MVCC snapshots and never block writers.
+//! - **Watches** never poll the disk: writers bump a `tokio::sync::watch` of the latest
+//!   revision after each commit, and watches read new revisions from the log. A slow
+//!   watcher costs its channel plus one batch of decoded revisions and never blocks
+//!   writers; it reads back from the log where it stopped (see [`crate::watch`]).
+//! - **Compaction** at `c` removes versions not visible at `c` or later and log entries
+//!   below `c`, in one write transaction (writers wait meanwhile). It runs on request and
+//!   automatically: whenever the current revision is a multiple of
+//!   [`EmbeddedConfig::auto_compact_every`], the store compacts to current −
+//!   [`EmbeddedConfig::retain_revisions`]. A watcher that falls behind the floor ends with
+//!   `Compacted`. Freed pages are reused by redb; the file does not shrink.
+//!
+//! All disk work runs on tokio's blocking pool (`spawn_blocking`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::watch;
+
+use crate::error::storage;
+use crate::memory::{check_read_revision, validate_progress};
+use crate::mvcc::{self, Plan};
+use crate::types::KeyBounds;
+use crate::watch::{LogRead, LogSource, LogWatchSettings, run_log_watch};
+use crate::{
+    BackendError, CompactError, Event, EventKind, KeySelector, KeyValue, OpenError, RangeError,
+    RangeRequest, RangeResponse, Store, StoreCounters, TxnError, TxnRequest, TxnResponse, Watch,
+    WatchError,
+};
+
+const KV: TableDefinition<(&[u8], u64), &[u8]> = TableDefinition::new("kv");
+const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const META_CURRENT: &str = "current";
+const META_COMPACTED: &str = "compacted";
+/// The database file inside [`EmbeddedConfig::data_dir`].
+const FILE_NAME: &str = "watchkeeper.redb";
+
+/// Configuration of [`EmbeddedStore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmbeddedConfig {
+    /// Directory holding the database file (`watchkeeper.redb`); created if missing.
+    pub data_dir: PathBuf,
+    /// Fsync every commit before acknowledging it. Default `true`. `false` trades the
+    /// latest acknowledged writes on a crash for write throughput.
+    pub durable_commits: bool,
+    /// Revisions of history kept by automatic compaction (the floor is set to current −
+    /// this). `0` disables automatic compaction. Default 100 000 revisions.
+    pub retain_revisions: u64,
+    /// Run automatic compaction each time the current revision is a multiple of this
+    /// many revisions. Default 1000; ≥ 1.
+    pub auto_compact_every: u64,
+    /// redb page cache size in bytes. Default 64 MiB.
+    pub cache_size_bytes: usize,
+    /// Items buffered per watch before its task waits for the consumer. Default 128; ≥ 1.
+    pub watch_channel_capacity: usize,
+    /// Most revisions a watch reads from the log at once. Default 1000; ≥ 1.
+    pub watch_batch_revisions: u64,
+    /// How often a caught-up, idle watch sends a progress item; `None` disables.
+    /// Default 1 s; at least 1 ms when set.
+    pub progress_interval: Option<Duration>,
+}
+
+impl EmbeddedConfig {
+    /// Defaults, storing in `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            durable_commits: true,
+            retain_revisions: 100_000,
+            auto_compact_every: 1000,
+            cache_size_bytes: 64 << 20,
+            watch_channel_capacity: 128,
+            watch_batch_revisions: 1000,
+            progress_interval: Some(Duration::from_secs(1)),
+        }
+    }
+
+    /// Checks every value is in range.
+    pub fn validate(&self) -> Result<(), OpenError> {
+        let bad = |m: &str| Err(OpenError::InvalidConfig(m.into()));
+        if self.data_dir.as_os_str().is_empty() {
+            return bad("data_dir must not be empty");
+        }
+        if self.auto_compact_every == 0 {
+            return bad("auto_compact_every must be at least 1");
+        }
+        if self.watch_channel_capacity == 0 {
+            return bad("watch_channel_capacity must be at least 1");
+        }
+        if self.watch_batch_revisions == 0 {
+            return bad("watch_batch_revisions must be at least 1");
+        }
+        validate_progress(self.progress_interval)
+    }
+}
+
+/// What [`EmbeddedStore::check_integrity`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntegrityReport {
+    /// The current revision.
+    pub current: u64,
+    /// The compaction floor.
+    pub compacted: u64,
+    /// Revisions in the change log.
+    pub log_revisions: u64,
+    /// Key versions (including tombstones) in the `kv` table.
+    pub kv_versions: u64,
+}
+
+/// The durable embedded store. Cloning shares the same open database.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore")
+            .field("data_dir", &self.inner.config.data_dir)
+            .field("current", &*self.inner.rev_tx.borrow())
+            .finish()
+    }
+}
+
+struct Inner {
+    db: Database,
+    /// Serializes write transactions so revision notifications go out in order.
+    writer: Mutex<()>,
+    rev_tx: watch::Sender<u64>,
+    counters: StoreCounters,
+    config: EmbeddedConfig,
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store in `config.data_dir`. Blocks on disk I/O (including
+    /// redb's recovery after a crash); call it at startup or inside `spawn_blocking`.
+    pub fn open(config: EmbeddedConfig) -> Result<Self, OpenError> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir).map_err(storage)?;
+        let db = Database::builder()
+            .set_cache_size(config.cache_size_bytes)
+            .create(config.data_dir.join(FILE_NAME))
+            .map_err(storage)?;
+        let current = init(&db).map_err(storage)?;
+        let (rev_tx, _) = watch::channel(current);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db,
+                writer: Mutex::new(()),
+                rev_tx,
+                counters: StoreCounters::default(),
+                config,
+            }),
+        })
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.config.data_dir
+    }
+
+    /// The compaction floor: the oldest revision still readable (0 before any compaction).
+    pub fn compact_revision(&self) -> Result<u64, BackendError> {
+        let rtxn = self.inner.db.begin_read().map_err(storage)?;
+        let meta = rtxn.open_table(META).map_err(storage)?;
+        Ok(meta_get(&meta, META_COMPACTED).map_err(storage)?)
+    }
+
+    /// Verifies the whole database (slow; for tests and diagnostics): every log revision
+    /// decodes and matches the `kv` table, every retained version after the floor has its
+    /// log entry, and no revision between the floor and the current one is missing.
+    pub fn check_integrity(&self) -> Result<IntegrityReport, BackendError> {
+        let corrupt = |m: String| BackendError::Storage(format!("integrity: {m}"));
+        let rtxn = self.inner.db.begin_read().map_err(storage)?;
+        let meta = rtxn.open_table(META).map_err(storage)?;
+        let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+        let compacted = meta_get(&meta, META_COMPACTED).map_err(storage)?;
+        let kv = rtxn.open_table(KV).map_err(storage)?;
+        let log = rtxn.open_table(LOG).map_err(storage)?;
+        let mut expected = compacted.max(2);
+        let mut log_revisions = 0;
+        for item in log.iter().map_err(storage)? {
+            let (r, v) = item.map_err(storage)?;
+            let rev = r.value();
+            if rev < compacted || rev > current {
+                return Err(corrupt(format!(
+                    "log revision {rev} outside [{compacted}, {current}]"
+                )));
+            }
+            if rev != expected {
+                return Err(corrupt(format!("log revision {expected} missing")));
+            }
+            expected += 1;
+            log_revisions += 1;
+            let events = decode_events(rev, v.value())?;
+            if events.is_empty() {
+                return Err(corrupt(format!("log revision {rev} has no events")));
+            }
+            for ev in events {
+                let stored = kv
+                    .get((ev.kv.key.as_ref(), rev))
+                    .map_err(storage)?
+                    .map(|g| decode_version(&ev.kv.key, rev, g.value()))
+                    .transpose()?;
+                let ok = match (ev.kind, stored) {
+                    (EventKind::Put, Some(Some(kv))) => kv == ev.kv,
+                    (EventKind::Delete, Some(None)) => true,
+                    (EventKind::Delete, None) => rev == compacted,
+                    _ => false,
+                };
+                if !ok {
+                    return Err(corrupt(format!("kv does not match log at revision {rev}")));
+                }
+            }
+        }
+        if expected <= current && current >= compacted.max(2) {
+            return Err(corrupt(format!(
+                "log revisions {expected}..={current} missing"
+            )));
+        }
+        let mut kv_versions = 0;
+        for item in kv.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let (key, rev) = k.value();
+            kv_versions += 1;
+            if rev > current {
+                return Err(corrupt(format!("kv version at future revision {rev}")));
+            }
+            if rev > compacted {
+                let Some(entry) = log.get(rev).map_err(storage)? else {
+                    return Err(corrupt(format!("kv version at {rev} without log entry")));
+                };
+                let events = decode_events(rev, entry.value())?;
+                if !events.iter().any(|e| e.kv.key.as_ref() == key) {
+                    return Err(corrupt(format!("kv version at {rev} not in its log entry")));
+                }
+            }
+        }
+        Ok(IntegrityReport {
+            current,
+            compacted,
+            log_revisions,
+            kv_versions,
+        })
+    }
+
+    async fn blocking<T: Send + 'static, E: From<BackendError> + Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, E> {
+        let inner = self.inner.clone();
+        match tokio::task::spawn_blocking(move || f(&inner)).await {
+            Ok(r) => r,
+            Err(e) => Err(BackendError::Storage(format!("store task failed: {e}")).into()),
+        }
+    }
+}
+
+fn init(db: &Database) -> Result<u64, redb::Error> {
+    let wtxn = db.begin_write()?;
+    let current;
+    {
+        let mut meta = wtxn.open_table(META)?;
+        let existing = meta.get(META_CURRENT)?.map(|g| g.value());
+        current = match existing {
+            Some(c) => c,
+            None => {
+                meta.insert(META_CURRENT, 1)?;
+                meta.insert(META_COMPACTED, 0)?;
+                1
+            }
+        };
+        wtxn.open_table(KV)?;
+        wtxn.open_table(LOG)?;
+    }
+    wtxn.commit()?;
+    Ok(current)
+}
+
+fn meta_get(meta: &impl ReadableTable<&'static str, u64>, name: &str) -> Result<u64, redb::Error> {
+    Ok(meta.get(name)?.map(|g| g.value()).unwrap_or(0))
+}
+
+/// The newest version of `key`, `None` if absent or deleted.
+fn latest(
+    kv: &impl ReadableTable<(&'static [u8], u64), &'static [u8]>,
+    key: &Bytes,
+) -> Result<Option<KeyValue>, BackendError> {
+    let mut it = kv
+        .range((key.as_ref(), 0u64)..=(key.as_ref(), u64::MAX))
+        .map_err(storage)?;
+    match it.next_back() {
+        None => Ok(None),
+        Some(item) => {
+            let (k, v) = item.map_err(storage)?;
+            decode_version(key, k.value().1, v.value())
+        }
+    }
+}
+
+impl Inner {
+    fn durability(&self) -> Durability {
+        if self.config.durable_commits {
+            Durability::Immediate
+        } else {
+            Durability::None
+        }
+    }
+
+    fn range(&self, req: &RangeRequest) -> Result<RangeResponse, RangeError> {
+        let rtxn = self.db.begin_read().map_err(storage)?;
+        let meta = rtxn.open_table(META).map_err(storage)?;
+        let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+        let compacted = meta_get(&meta, META_COMPACTED).map_err(storage)?;
+        let rev = check_read_revision(req.revision, current, compacted)?;
+        let bounds = KeyBounds::new(&req.keys, req.start.as_ref());
+        let mut out = RangeResponse {
+            kvs: Vec::new(),
+            more: false,
+            revision: rev,
+        };
+        if bounds.is_empty() {
+            return Ok(out);
+        }
+        let kv = rtxn.open_table(KV).map_err(storage)?;
+        let lo = (bounds.lo.as_ref(), 0u64);
+        let iter = match &bounds.hi {
+            Some(hi) => kv.range(lo..(hi.as_ref(), 0u64)),
+            None => kv.range(lo..),
+        }
+        .map_err(storage)?;
+        // Versions come sorted by (key, revision): remember the newest version <= rev of
+        // the current key, emit it when the key changes.
+        let mut cur: Option<(Vec<u8>, Option<(u64, Vec<u8>)>)> = None;
+        let emit = |cur: Option<(Vec<u8>, Option<(u64, Vec<u8>)>)>,
+                    out: &mut RangeResponse|
+         -> Result<bool, BackendError> {
+            if let Some((key, Some((r, raw)))) = cur {
+                if let Some(kv) = decode_version(&Bytes::from(key), r, &raw)? {
+                    if req.limit > 0 && out.kvs.len() == req.limit {
+                        out.more = true;
+                        return Ok(false);
+                    }
+                    out.kvs.push(kv);
+                }
+            }
+            Ok(true)
+        };
+        for item in iter {
+            let (k, v) = item.map_err(storage)?;
+            let (key, r) = k.value();
+            if cur.as_ref().is_none_or(|(ck, _)| ck.as_slice() != key) {
+                if !emit(cur.take(), &mut out)? {
+                    return Ok(out);
+                }
+                cur = Some((key.to_vec(), None));
+            }
+            if r <= rev {
+                if let Some((_, best)) = cur.as_mut() {
+                    *best = Some((r, v.value().to_vec()));
+                }
+            }
+        }
+        emit(cur, &mut out)?;
+        Ok(out)
+    }
+
+    fn txn(&self, req: &TxnRequest) -> Result<TxnResponse, TxnError> {
+        mvcc::check_duplicates(req)?;
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut wtxn = self.db.begin_write().map_err(storage)?;
+        wtxn.set_durability(self.durability()).map_err(storage)?;
+        let (current, rev, events) = {
+            let mut meta = wtxn.open_table(META).map_err(storage)?;
+            let mut kv = wtxn.open_table(KV).map_err(storage)?;
+            let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+            let rev = current + 1;
+            let events = match mvcc::plan(req, rev, |k| latest(&kv, k))? {
+                Plan::Failed(cur) => {
+                    self.counters.conflict();
+                    return Ok(TxnResponse {
+                        succeeded: false,
+                        revision: current,
+                        events: Vec::new(),
+                        current: cur,
+                    });
+                }
+                Plan::Apply(events) if events.is_empty() => {
+                    return Ok(TxnResponse {
+                        succeeded: true,
+                        revision: current,
+                        events,
+                        current: Vec::new(),
+                    });
+                }
+                Plan::Apply(events) => events,
+            };
+            for ev in &events {
+                let enc = encode_version(ev);
+                kv.insert((ev.kv.key.as_ref(), rev), enc.as_slice())
+                    .map_err(storage)?;
+            }
+            let mut log = wtxn.open_table(LOG).map_err(storage)?;
+            log.insert(rev, encode_events(&events).as_slice())
+                .map_err(storage)?;
+            meta.insert(META_CURRENT, rev).map_err(storage)?;
+            (current, rev, events)
+        };
+        debug_assert_eq!(rev, current + 1);
+        wtxn.commit().map_err(storage)?;
+        self.rev_tx.send_replace(rev);
+        let every = self.config.auto_compact_every;
+        let retain = self.config.retain_revisions;
+        if retain > 0 && rev % every == 0 && rev > retain {
+            match self.compact_locked(rev - retain) {
+                Ok(()) | Err(CompactError::AlreadyCompacted { .. }) => {}
+                Err(e) => tracing::warn!(error = %e, "automatic compaction failed"),
+            }
+        }
+        Ok(TxnResponse {
+            succeeded: true,
+            revision: rev,
+            events,
+            current: Vec::new(),
+        })
+    }
+
+    fn compact(&self, floor: u64) -> Result<(), CompactError> {
+        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.compact_locked(floor)
+    }
+
+    /// Compacts; the caller holds `writer`.
+    fn compact_locked(&self, floor: u64) -> Result<(), CompactError> {
+        let mut wtxn = self.db.begin_write().map_err(storage)?;
+        wtxn.set_durability(self.durability()).map_err(storage)?;
+        {
+            let mut meta = wtxn.open_table(META).map_err(storage)?;
+            let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+            let compacted = meta_get(&meta, META_COMPACTED).map_err(storage)?;
+            if floor <= compacted {
+                return Err(CompactError::AlreadyCompacted {
+                    requested: floor,
+                    compact_revision: compacted,
+                });
+            }
+            if floor > current {
+                return Err(CompactError::FutureRevision {
+                    requested: floor,
+                    current,
+                });
+            }
+            let mut kv = wtxn.open_table(KV).map_err(storage)?;
+            let mut doomed: Vec<(Vec<u8>, u64)> = Vec::new();
+            {
+                // Per key, the versions <= floor: all but the newest go, and the newest
+                // too when it is a deletion.
+                let mut key: Vec<u8> = Vec::new();
+                let mut below: Vec<(u64, bool)> = Vec::new();
+                let mut flush = |key: &[u8], below: &mut Vec<(u64, bool)>| {
+                    let keep_last = below.last().is_some_and(|(_, live)| *live);
+                    let n = below.len() - usize::from(keep_last && !below.is_empty());
+                    doomed.extend(below.drain(..).take(n).map(|(r, _)| (key.to_vec(), r)));
+                };
+                for item in kv.iter().map_err(storage)? {
+                    let (k, v) = item.map_err(storage)?;
+                    let (k, r) = k.value();
+                    if k != key.as_slice() {
+                        flush(&key, &mut below);
+                        key = k.to_vec();
+                    }
+                    if r <= floor {
+                        below.push((r, v.value().first() == Some(&1)));
+                    }
+                }
+                flush(&key, &mut below);
+            }
+            for (k, r) in &doomed {
+                kv.remove((k.as_slice(), *r)).map_err(storage)?;
+            }
+            let mut log = wtxn.open_table(LOG).map_err(storage)?;
+            log.retain_in(..floor, |_, _| false).map_err(storage)?;
+            meta.insert(META_COMPACTED, floor).map_err(storage)?;
+        }
+        wtxn.commit().map_err(storage)?;
+        self.counters.compaction();
+        tracing::debug!(floor, "compacted embedded store");
+        Ok(())
+    }
+
+    fn read_log(
+        &self,
+        bounds: &KeyBounds,
+        from: u64,
+        max_revs: u64,
+    ) -> Result<LogRead, BackendError> {
+        let rtxn = self.db.begin_read().map_err(storage)?;
+        let meta = rtxn.open_table(META).map_err(storage)?;
+        let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+        let compacted = meta_get(&meta, META_COMPACTED).map_err(storage)?;
+        if from < compacted {
+            return Ok(LogRead::Compacted {
+                compact_revision: compacted,
+            });
+        }
+        let mut items = Vec::new();
+        if from > current {
+            return Ok(LogRead::Batch {
+                items,
+                next: from,
+                current,
+            });
+        }
+        let upto = current.min(from.saturating_add(max_revs - 1));
+        let log = rtxn.open_table(LOG).map_err(storage)?;
+        for item in log.range(from..=upto).map_err(storage)? {
+            let (r, v) = item.map_err(storage)?;
+            let rev = r.value();
+            let mut events = decode_events(rev, v.value())?;
+            events.retain(|e| bounds.contains(&e.kv.key));
+            if !events.is_empty() {
+                items.push((rev, events));
+            }
+        }
+        Ok(LogRead::Batch {
+            items,
+            next: upto + 1,
+            current,
+        })
+    }
+}
+
+impl LogSource for EmbeddedStore {
+    async fn read_log(
+        &self,
+        bounds: Arc<KeyBounds>,
+        from: u64,
+        max_revs: u64,
+    ) -> Result<LogRead, BackendError> {
+        self.blocking(move |inner| inner.read_log(&bounds, from, max_revs))
+            .await
+    }
+
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.rev_tx.subscribe()
+    }
+}
+
+impl Store for EmbeddedStore {
+    async fn current_revision(&self) -> Result<u64, RangeError> {
+        Ok(*self.inner.rev_tx.borrow())
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResponse, RangeError> {
+        self.inner.counters.range();
+        self.blocking(move |inner| inner.range(&req)).await
+    }
+
+    async fn txn(&self, req: TxnRequest) -> Result<TxnResponse, TxnError> {
+        self.inner.counters.txn();
+        self.blocking(move |inner| inner.txn(&req)).await
+    }
+
+    async fn watch(&self, keys: KeySelector, from_revision: u64) -> Result<Watch, WatchError> {
+        self.inner.counters.watch();
+        let next = if from_revision == 0 {
+            *self.inner.rev_tx.borrow() + 1
+        } else {
+            from_revision
+        };
+        let (tx, watch) = Watch::channel(self.inner.config.watch_channel_capacity);
+        let settings = LogWatchSettings {
+            progress_interval: self.inner.config.progress_interval,
+            batch_revisions: self.inner.config.watch_batch_revisions,
+        };
+        tokio::spawn(run_log_watch(
+            self.clone(),
+            KeyBounds::new(&keys, None),
+            next,
+            tx,
+            settings,
+        ));
+        Ok(watch)
+    }
+
+    async fn compact(&self, revision: u64) -> Result<(), CompactError> {
+        self.blocking(move |inner| inner.compact(revision)).await
+    }
+
+    fn counters(&self) -> &StoreCounters {
+        &self.inner.counters
+    }
+}
+
+// ---- encoding -------------------------------------------------------------------------
+//
+// A version in `kv`: `[0]` for a deletion, or `[1] create_revision:u64be version:u64be
+// value`. A log entry: `count:u32be` then per event `kind:u8 (0 put, 1 delete)
+// key_len:u32be key value_len:u32be value create:u64be version:u64be has_prev:u8` and,
+// when `has_prev` is 1, `value_len:u32be value create:u64be mod:u64be version:u64be`.
+
+fn encode_version(ev: &Event) -> Vec<u8> {
+    match ev.kind {
+        EventKind::Delete => vec![0],
+        EventKind::Put => {
+            let mut b = Vec::with_capacity(17 + ev.kv.value.len());
+            b.push(1);
+            b.extend_from_slice(&ev.kv.create_revision.to_be_bytes());
+            b.extend_from_slice(&ev.kv.version.to_be_bytes());
+            b.extend_from_slice(&ev.kv.value);
+            b
+        }
+    }
+}
+
+fn decode_version(key: &Bytes, rev: u64, raw: &[u8]) -> Result<Option<KeyValue>, BackendError> {
+    match raw.first() {
+        Some(0) => Ok(None),
+        Some(1) => {
+            let mut r = Reader(&raw[1..]);
+            let create_revision = r.u64()?;
+            let version = r.u64()?;
+            Ok(Some(KeyValue {
+                key: key.clone(),
+                value: Bytes::copy_from_slice(r.0),
+                create_revision,
+                mod_revision: rev,
+                version,
+            }))
+        }
+        _ => Err(BackendError::Storage(format!(
+            "corrupt version at revision {rev}"
+        ))),
+    }
+}
+
+fn put_bytes(b: &mut Vec<u8>, s: &[u8]) {
+    // Keys and values above 4 GiB cannot reach here: redb limits values to 3 GiB.
+    b.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    b.extend_from_slice(s);
+}
+
+fn encode_events(events: &[Event]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&(events.len() as u32).to_be_bytes());
+    for ev in events {
+        b.push(match ev.kind {
+            EventKind::Put => 0,
+            EventKind::Delete => 1,
+        });
+        put_bytes(&mut b, &ev.kv.key);
+        put_bytes(&mut b, &ev.kv.value);
+        b.extend_from_slice(&ev.kv.create_revision.to_be_bytes());
+        b.extend_from_slice(&ev.kv.version.to_be_bytes());
+        match &ev.prev_kv {
+            None => b.push(0),
+            Some(p) => {
+                b.push(1);
+                put_bytes(&mut b, &p.value);
+                b.extend_from_slice(&p.create_revision.to_be_bytes());
+                b.extend_from_slice(&p.mod_revision.to_be_bytes());
+                b.extend_from_slice(&p.version.to_be_bytes());
+            }
+        }
+    }
+    b
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], BackendError> {
+        if self.0.len() < n {
+            return Err(BackendError::Storage("corrupt log entry".into()));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, BackendError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, BackendError> {
+        let mut a = [0; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_be_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, BackendError> {
+        let mut a = [0; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_be_bytes(a))
+    }
+    fn bytes(&mut self) -> Result<Bytes, BackendError> {
+        let n = self.u32()? as usize;
+        Ok(Bytes::copy_from_slice(self.take(n)?))
+    }
+}
+
+fn decode_events(rev: u64, raw: &[u8]) -> Result<Vec<Event>, BackendError> {
+    let mut r = Reader(raw);
+    let n = r.u32()? as usize;
+    let mut events = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let kind = match r.u8()? {
+            0 => EventKind::Put,
+            1 => EventKind::Delete,
+            _ => return Err(BackendError::Storage("corrupt log entry".into())),
+        };
+        let key = r.bytes()?;
+        let value = r.bytes()?;
+        let create_revision = r.u64()?;
+        let version = r.u64()?;
+        let prev_kv = match r.u8()? {
+            0 => None,
+            _ => Some(KeyValue {
+                key: key.clone(),
+                value: r.bytes()?,
+                create_revision: r.u64()?,
+                mod_revision: r.u64()?,
+                version: r.u64()?,
+            }),
+        };
+        events.push(Event {
+            kind,
+            kv: KeyValue {
+                key,
+                value,
+                create_revision,
+                mod_revision: rev,
+                version,
+            },
+            prev_kv,
+        });
+    }
+    if !r.0.is_empty() {
+        return Err(BackendError::Storage("corrupt log entry".into()));
+    }
+    Ok(events)
+}
