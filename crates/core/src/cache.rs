@@ -1,0 +1,495 @@
+//! The cache's shared state, its handle for readers and watch registration, and the mailboxes
+//! that carry watcher ownership between the dispatcher and the catch-up worker.
+//!
+//! ## Who owns what
+//! - [`Data`] (history, snapshots, the current state and resource version) is written only by
+//!   the [`Dispatcher`](crate::Dispatcher), under a write lock held for one revision's append.
+//!   The catch-up worker and readers (LIST, GET, watch registration) take the read lock briefly
+//!   and copy out what they need (`Arc` clones), never iterating under it.
+//! - `dispatched` is the last revision the dispatcher has dispatched to synced watchers
+//!   (events or progress). It is the resync point.
+//! - A watcher is owned by exactly one actor at a time. It moves by message:
+//!   registration → dispatcher; dispatcher → worker when it stalls (or starts behind);
+//!   worker → dispatcher when it has caught up. Only the owner writes its queue.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::task::{Context, Poll, Waker};
+
+use crate::config::{CacheConfig, ConfigError};
+use crate::event::WatchItem;
+use crate::history::History;
+use crate::metrics::Metrics;
+use crate::object::{Object, Revision};
+use crate::queue::{Pop, WatchEnd, WatchQueue, WatcherState};
+use crate::snapshot::{Snapshot, Snapshots, StateMap};
+use crate::time::Instant;
+use crate::watcher::{Selection, WatchRequest, WatchStart, Watcher, WatcherId};
+use crate::{CatchUpWorker, Dispatcher};
+
+/// The data under the cache lock.
+#[derive(Debug)]
+pub(crate) struct Data {
+    pub(crate) history: History,
+    pub(crate) snapshots: Snapshots,
+    /// The current state (equal to the newest snapshot's).
+    pub(crate) state: StateMap,
+    /// The cache's resource version: the newest event's, or higher after a progress
+    /// notification.
+    pub(crate) revision: Revision,
+    /// Bumped when the cache is re-initialised; watchers of an older epoch get a 410.
+    pub(crate) epoch: u64,
+}
+
+/// A queue of messages to one actor, with an optional hook that wakes the actor's thread.
+pub(crate) struct Mailbox<T> {
+    queue: Mutex<VecDeque<T>>,
+    notify: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl<T> std::fmt::Debug for Mailbox<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailbox").finish_non_exhaustive()
+    }
+}
+
+impl<T> Default for Mailbox<T> {
+    fn default() -> Self {
+        Mailbox {
+            queue: Mutex::new(VecDeque::new()),
+            notify: OnceLock::new(),
+        }
+    }
+}
+
+impl<T> Mailbox<T> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn send(&self, message: T) {
+        self.lock().push_back(message);
+        if let Some(notify) = self.notify.get() {
+            notify();
+        }
+    }
+
+    pub(crate) fn take_all(&self, out: &mut VecDeque<T>) {
+        let mut queue = self.lock();
+        out.append(&mut queue);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    pub(crate) fn set_notify(&self, notify: Box<dyn Fn() + Send + Sync>) {
+        // Only the first hook is kept; drivers install one at start.
+        let _ = self.notify.set(notify);
+    }
+}
+
+/// Messages to the dispatcher.
+#[derive(Debug)]
+pub(crate) enum ToDispatcher {
+    /// A new watch.
+    Register(Box<Watcher>, WatchStart),
+    /// The worker caught this watcher up to its position; the dispatcher pushes the few events
+    /// it dispatched since and adds it to the synced set.
+    Resync(Box<Watcher>),
+    /// The client went away.
+    Cancel(WatcherId),
+}
+
+/// Messages to the catch-up worker.
+#[derive(Debug)]
+pub(crate) enum ToWorker {
+    /// A watcher the worker now owns: it stalled, started behind the live stream, or needs its
+    /// initial state streamed.
+    Unsynced(Box<Watcher>),
+}
+
+/// Everything both actors and all readers share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: CacheConfig,
+    pub(crate) data: RwLock<Data>,
+    pub(crate) dispatched: AtomicU64,
+    pub(crate) to_dispatcher: Mailbox<ToDispatcher>,
+    pub(crate) to_worker: Mailbox<ToWorker>,
+    pub(crate) metrics: Metrics,
+    next_id: AtomicU64,
+    fresh_waiters: Mutex<Vec<(Revision, Waker)>>,
+}
+
+impl Shared {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Data> {
+        self.data
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Data> {
+        self.data
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn dispatched(&self) -> Revision {
+        self.dispatched.load(Ordering::Acquire)
+    }
+
+    /// Publishes a new dispatched revision and wakes readers waiting for it.
+    pub(crate) fn set_dispatched(&self, revision: Revision) {
+        self.dispatched.store(revision, Ordering::Release);
+        let ready: Vec<Waker> = {
+            let mut waiters = self
+                .fresh_waiters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if waiters.is_empty() {
+                return;
+            }
+            let mut ready = Vec::new();
+            waiters.retain(|(wanted, waker)| {
+                if *wanted <= revision {
+                    ready.push(waker.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            ready
+        };
+        for waker in ready {
+            waker.wake();
+        }
+    }
+}
+
+/// Why a read at a resource version cannot be served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// 410: the snapshot at that revision was evicted.
+    TooOld {
+        /// What was asked for.
+        requested: Revision,
+        /// The oldest revision still readable.
+        oldest: Revision,
+    },
+    /// The cache has not reached that revision yet.
+    TooLarge {
+        /// What was asked for.
+        requested: Revision,
+        /// The cache's resource version.
+        current: Revision,
+    },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::TooOld { requested, .. } => {
+                write!(f, "too old resource version: {requested}")
+            }
+            ReadError::TooLarge { requested, current } => write!(
+                f,
+                "Too large resource version: {requested}, current: {current}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// What the history holds now, for operators and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryInfo {
+    /// The oldest revision the history can replay.
+    pub oldest: Revision,
+    /// The newest event's revision.
+    pub newest: Revision,
+    /// Events held.
+    pub len: usize,
+    /// Current capacity.
+    pub capacity: usize,
+    /// When the oldest event entered the cache.
+    pub oldest_time: Option<Instant>,
+    /// The cache's resource version.
+    pub revision: Revision,
+}
+
+/// A handle to one watch cache: registration of watches and reads. Cheap to clone and usable
+/// from any thread. The two actors that move events, [`Dispatcher`] and [`CatchUpWorker`],
+/// are returned beside it by [`WatchCache::new`].
+#[derive(Clone, Debug)]
+pub struct WatchCache {
+    shared: Arc<Shared>,
+}
+
+impl WatchCache {
+    /// A cache loaded with `objects` listed at `list_revision`, and its two actors.
+    ///
+    /// # Errors
+    /// The configuration is invalid.
+    pub fn new(
+        config: CacheConfig,
+        list_revision: Revision,
+        objects: impl IntoIterator<Item = Arc<Object>>,
+    ) -> Result<(WatchCache, Dispatcher, CatchUpWorker), ConfigError> {
+        config.validate()?;
+        let mut state = StateMap::new_sync();
+        for object in objects {
+            state.insert_mut(object.key().clone(), object);
+        }
+        let mut snapshots = Snapshots::default();
+        snapshots.push(Snapshot::new(list_revision, state.clone()));
+        let history = History::new(&config, list_revision);
+        let metrics = Metrics::default();
+        metrics.history_capacity.set(history.capacity() as i64);
+        let shared = Arc::new(Shared {
+            config,
+            data: RwLock::new(Data {
+                history,
+                snapshots,
+                state,
+                revision: list_revision,
+                epoch: 0,
+            }),
+            dispatched: AtomicU64::new(list_revision),
+            to_dispatcher: Mailbox::default(),
+            to_worker: Mailbox::default(),
+            metrics,
+            next_id: AtomicU64::new(1),
+            fresh_waiters: Mutex::new(Vec::new()),
+        });
+        Ok((
+            WatchCache {
+                shared: shared.clone(),
+            },
+            Dispatcher::new(shared.clone()),
+            CatchUpWorker::new(shared),
+        ))
+    }
+
+    /// Registers a watch. The watch is placed by the dispatcher at its next step; everything
+    /// it will ever receive, errors included, arrives through the returned [`Watch`].
+    pub fn watch(&self, request: WatchRequest, now: Instant) -> Watch {
+        let config = &self.shared.config;
+        let capacity = request
+            .queue_capacity
+            .unwrap_or_else(|| config.queue_capacity_for(self.shared.read().history.capacity()));
+        let queue = Arc::new(WatchQueue::new(capacity.max(1)));
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let watcher = Watcher {
+            id,
+            queue: queue.clone(),
+            selection: Arc::new(Selection::new(&request, config.trigger_field.as_deref())),
+            allow_bookmarks: request.allow_bookmarks,
+            deadline: request.deadline,
+            position: 0,
+            last_sent: 0,
+            reached_live: false,
+            catchup_events: 0,
+            initial: None,
+            initial_bookmark_owed: false,
+            in_initial_phase: true,
+            last_progress: now,
+            unsynced_since: now,
+            passes_waited: 0,
+            fresh_stall: true,
+            epoch: 0,
+        };
+        self.shared.metrics.watchers.add(1);
+        self.shared
+            .to_dispatcher
+            .send(ToDispatcher::Register(Box::new(watcher), request.start));
+        Watch {
+            id,
+            queue,
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The cache's resource version.
+    #[must_use]
+    pub fn revision(&self) -> Revision {
+        self.shared.read().revision
+    }
+
+    /// The last revision dispatched to watchers; reads at or below it are fresh.
+    #[must_use]
+    pub fn dispatched(&self) -> Revision {
+        self.shared.dispatched()
+    }
+
+    /// The current state.
+    #[must_use]
+    pub fn latest(&self) -> Snapshot {
+        let data = self.shared.read();
+        Snapshot::new(data.revision, data.state.clone())
+    }
+
+    /// The state at exactly `revision` (for `resourceVersionMatch=Exact` and continue tokens).
+    ///
+    /// # Errors
+    /// [`ReadError::TooOld`] when it was evicted, [`ReadError::TooLarge`] when the cache has not
+    /// reached it.
+    pub fn snapshot_at(&self, revision: Revision) -> Result<Snapshot, ReadError> {
+        let data = self.shared.read();
+        if revision > data.revision {
+            return Err(ReadError::TooLarge {
+                requested: revision,
+                current: data.revision,
+            });
+        }
+        let floor = data.history.servable_floor();
+        match data.snapshots.at(revision) {
+            Some(snapshot) if revision >= floor => {
+                Ok(Snapshot::new(revision, snapshot_map(snapshot)))
+            }
+            _ => Err(ReadError::TooOld {
+                requested: revision,
+                oldest: floor,
+            }),
+        }
+    }
+
+    /// The object under `key` now, with the cache's resource version.
+    #[must_use]
+    pub fn get(&self, key: &str) -> (Option<Arc<Object>>, Revision) {
+        let data = self.shared.read();
+        (data.state.get(key).cloned(), data.revision)
+    }
+
+    /// Ready once the cache has dispatched `revision`; registers `cx` to be woken otherwise.
+    pub fn poll_fresh(&self, revision: Revision, cx: &mut Context<'_>) -> Poll<Revision> {
+        let dispatched = self.shared.dispatched();
+        if dispatched >= revision {
+            return Poll::Ready(dispatched);
+        }
+        self.shared
+            .fresh_waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((revision, cx.waker().clone()));
+        // Re-check: the dispatcher may have published between the load and the push.
+        let dispatched = self.shared.dispatched();
+        if dispatched >= revision {
+            return Poll::Ready(dispatched);
+        }
+        Poll::Pending
+    }
+
+    /// A future that completes once the cache has dispatched `revision` (the wait-until-fresh
+    /// primitive of consistent reads). The caller bounds it with its own timeout (the core has
+    /// no clock); on timeout Kubernetes answers 504 with `retryAfterSeconds: 1`.
+    #[must_use]
+    pub fn wait_fresh(&self, revision: Revision) -> WaitFresh {
+        WaitFresh {
+            cache: self.clone(),
+            revision,
+        }
+    }
+
+    /// What the history holds now.
+    #[must_use]
+    pub fn history_info(&self) -> HistoryInfo {
+        let data = self.shared.read();
+        HistoryInfo {
+            oldest: data.history.oldest(),
+            newest: data.history.newest(),
+            len: data.history.len(),
+            capacity: data.history.capacity(),
+            oldest_time: data.history.oldest_time(),
+            revision: data.revision,
+        }
+    }
+
+    /// The cache's metrics.
+    #[must_use]
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    /// The cache's configuration.
+    #[must_use]
+    pub fn config(&self) -> &CacheConfig {
+        &self.shared.config
+    }
+}
+
+fn snapshot_map(snapshot: &Snapshot) -> StateMap {
+    snapshot.map_clone()
+}
+
+/// See [`WatchCache::wait_fresh`].
+#[derive(Debug)]
+pub struct WaitFresh {
+    cache: WatchCache,
+    revision: Revision,
+}
+
+impl Future for WaitFresh {
+    type Output = Revision;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Revision> {
+        self.cache.poll_fresh(self.revision, cx)
+    }
+}
+
+/// One registered watch: the consumer end of its queue. Dropping it cancels the watch.
+#[derive(Debug)]
+pub struct Watch {
+    id: WatcherId,
+    queue: Arc<WatchQueue>,
+    shared: Arc<Shared>,
+}
+
+impl Watch {
+    /// The watcher's id.
+    #[must_use]
+    pub fn id(&self) -> WatcherId {
+        self.id
+    }
+
+    /// The queue (for its state, capacity and fill).
+    #[must_use]
+    pub fn queue(&self) -> &Arc<WatchQueue> {
+        &self.queue
+    }
+
+    /// Pops the next item, or the end once every item was delivered.
+    pub fn try_pop(&self) -> Pop {
+        self.queue.try_pop()
+    }
+
+    /// Pops up to `max` items (see [`WatchQueue::poll_pop_many`]).
+    pub fn poll_pop_many(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+        out: &mut Vec<WatchItem>,
+    ) -> Poll<Option<WatchEnd>> {
+        self.queue.poll_pop_many(cx, max, out)
+    }
+
+    /// Whether the watch has ended (its end is queued).
+    #[must_use]
+    pub fn state(&self) -> WatcherState {
+        self.queue.state()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.queue.close();
+        self.shared
+            .to_dispatcher
+            .send(ToDispatcher::Cancel(self.id));
+    }
+}

@@ -1,0 +1,1012 @@
+//! The dispatcher: appends each revision to the history and delivers it to synced watchers.
+//!
+//! ## Never waits (stall-resume mode)
+//! The dispatcher offers each revision to every synced watcher that selects it with one
+//! non-blocking, all-or-nothing push. When a watcher's queue cannot take the revision, the
+//! watcher becomes *unsynced*: its position is set to the revision minus one (never lower than
+//! it was), it leaves the synced set, and it is handed to the catch-up worker, which from then
+//! on is the only writer of its queue. The dispatcher offers unsynced watchers nothing, so a
+//! stalled client costs the live path one failed push, once.
+//!
+//! ## Resync
+//! When the worker has caught a watcher up to position `p`, it sends it back. Between two
+//! revisions the dispatcher pushes the events in `(p, dispatched]` itself (a few at most: the
+//! worker hands over only at the end of the history) and adds the watcher to the synced set,
+//! or, if that push fails, hands it back with the new position. The resync point is therefore
+//! the last dispatched revision and the live path never has an event to skip; the skip check
+//! stays as a safety net and counts into `watcher_skipped_events`, which must stay zero.
+//!
+//! ## Bookmarks
+//! Synced watchers that allow bookmarks get one about every `bookmark_interval`, and one
+//! `bookmark_before_deadline` before their deadline, at the last dispatched revision, and only
+//! when that revision is above the last one they were sent. Unsynced watchers get none. A
+//! bookmark that does not fit is skipped, never a reason to stall.
+//!
+//! ## Legacy mode
+//! For comparison with Kubernetes before KEP-6268: after the non-blocking pushes, blocked
+//! watchers are waited for on a shared time budget (refilled at
+//! `legacy_budget_refill_per_second`, capped at `legacy_budget_max`, taken whole for each
+//! revision). While it waits the dispatcher accepts no revision (`is_blocked`); the driver
+//! calls [`Dispatcher::retry_blocked`] when consumers make room and
+//! [`Dispatcher::handle_timeout`] at [`Dispatcher::poll_timeout`]. Watchers still blocked when
+//! the budget runs out are force-closed as `unresponsive`.
+//!
+//! ## Driving contract
+//! Call from one thread at a time, with non-decreasing `now`:
+//! [`handle_revision`](Dispatcher::handle_revision) for each revision from the store (only
+//! while not blocked), [`handle_progress`](Dispatcher::handle_progress) for progress
+//! notifications, [`handle_reset`](Dispatcher::handle_reset) after a relist,
+//! [`handle_messages`](Dispatcher::handle_messages) when the mailbox hook fires, and
+//! [`handle_timeout`](Dispatcher::handle_timeout) at or after
+//! [`poll_timeout`](Dispatcher::poll_timeout). Every `handle_*` call drains the mailbox first.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cache::{Shared, ToDispatcher, ToWorker};
+use crate::config::WatchMode;
+use crate::event::{Event, SharedEvent, WatchItem};
+use crate::history::CapacityChange;
+use crate::object::{Object, Revision};
+use crate::queue::{PushResult, TerminationReason, WatchEnd, WatcherState};
+use crate::snapshot::{Snapshot, StateMap};
+use crate::time::Instant;
+use crate::watcher::{InitialPhase, Route, WatchStart, Watcher, WatcherId};
+
+/// A hash map with a fixed hasher: lookups only, or iteration whose order depends only on the
+/// sequence of inserts, so runs are reproducible.
+pub(crate) type DetHashMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+
+/// One change to apply: the object under `key` becomes `object` (`None`: deleted).
+#[derive(Clone, Debug)]
+pub struct Change {
+    /// The cache key (see [`crate::object::object_key`]).
+    pub key: Arc<str>,
+    /// The new object, or `None` for a deletion.
+    pub object: Option<Arc<Object>>,
+}
+
+impl Change {
+    /// A create or update.
+    #[must_use]
+    pub fn put(object: Arc<Object>) -> Change {
+        Change {
+            key: object.key().clone(),
+            object: Some(object),
+        }
+    }
+
+    /// A deletion.
+    #[must_use]
+    pub fn delete(key: impl Into<Arc<str>>) -> Change {
+        Change {
+            key: key.into(),
+            object: None,
+        }
+    }
+}
+
+/// A synced watcher in its slot.
+#[derive(Debug)]
+struct Slot {
+    watcher: Watcher,
+    route: Route,
+    /// Index of this slot in `routes[route]`.
+    route_index: usize,
+    /// When its next bookmark is due, if scheduled.
+    bookmark_due: Option<Instant>,
+}
+
+/// A watcher waiting for the cache to reach its start revision.
+#[derive(Debug)]
+struct Waiting {
+    watcher: Box<Watcher>,
+    /// Start with the initial state (else: events after `revision`).
+    initial_state: bool,
+    /// Give up with 504 at this time (initial-state waits only).
+    give_up_at: Option<Instant>,
+}
+
+/// Legacy mode: a revision whose pushes are blocked on full queues.
+#[derive(Debug)]
+struct Blocked {
+    /// Slots still blocked, with the items they are owed.
+    pending: Vec<(usize, Vec<WatchItem>)>,
+    /// When the budget taken for this revision runs out.
+    budget_deadline: Instant,
+}
+
+/// The live path of one cache (see the module docs).
+#[derive(Debug)]
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    slots: Vec<Option<Slot>>,
+    free_slots: Vec<usize>,
+    by_id: DetHashMap<WatcherId, usize>,
+    routes: DetHashMap<Route, Vec<usize>>,
+    /// Watchers whose start revision is above the dispatched revision, by start revision.
+    waiting: BTreeMap<(Revision, WatcherId), Waiting>,
+    waiting_by_id: DetHashMap<WatcherId, Revision>,
+    /// (due, id) of bookmark timers; stale entries are skipped when popped.
+    bookmarks: BTreeSet<(Instant, WatcherId)>,
+    /// (deadline, id) of synced and waiting watchers.
+    deadlines: BTreeSet<(Instant, WatcherId)>,
+    /// (give up, start revision, id) of initial-state waits.
+    wait_give_ups: BTreeSet<(Instant, Revision, WatcherId)>,
+    last_now: Instant,
+    legacy_budget: Duration,
+    legacy_refilled_at: Instant,
+    blocked: Option<Blocked>,
+    /// Scratch: (slot, event index, item) matches of the current revision.
+    matches: Vec<(usize, u32, WatchItem)>,
+    /// Scratch: the items of one watcher's batch.
+    batch: Vec<WatchItem>,
+    inbox: VecDeque<ToDispatcher>,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(shared: Arc<Shared>) -> Dispatcher {
+        let legacy_budget = shared.config.legacy_budget_max;
+        Dispatcher {
+            shared,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            by_id: DetHashMap::default(),
+            routes: DetHashMap::default(),
+            waiting: BTreeMap::new(),
+            waiting_by_id: DetHashMap::default(),
+            bookmarks: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            wait_give_ups: BTreeSet::new(),
+            last_now: Instant::ZERO,
+            legacy_budget,
+            legacy_refilled_at: Instant::ZERO,
+            blocked: None,
+            matches: Vec::new(),
+            batch: Vec::new(),
+            inbox: VecDeque::new(),
+        }
+    }
+
+    /// Installs the hook called when a message arrives for the dispatcher (registration,
+    /// resync, cancel), so a driver thread can wake up. Only the first hook is kept.
+    pub fn set_notify(&self, notify: Box<dyn Fn() + Send + Sync>) {
+        self.shared.to_dispatcher.set_notify(notify);
+    }
+
+    /// The number of synced watchers.
+    #[must_use]
+    pub fn synced_len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// The number of watchers waiting for a future start revision.
+    #[must_use]
+    pub fn waiting_len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Legacy mode: whether a revision is still being pushed to blocked watchers. No revision
+    /// may be handed in while blocked.
+    #[must_use]
+    pub fn is_blocked(&self) -> bool {
+        self.blocked.is_some()
+    }
+
+    /// Whether messages are waiting (the driver may call [`Dispatcher::handle_messages`]).
+    #[must_use]
+    pub fn has_messages(&self) -> bool {
+        !self.shared.to_dispatcher.is_empty()
+    }
+
+    /// The earliest time at which [`Dispatcher::handle_timeout`] has work.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.bookmarks.first().map(|(t, _)| *t),
+            self.deadlines.first().map(|(t, _)| *t),
+            self.wait_give_ups.first().map(|(t, _, _)| *t),
+            self.blocked.as_ref().map(|b| b.budget_deadline),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn advance(&mut self, now: Instant) {
+        debug_assert!(now >= self.last_now, "time went backwards");
+        self.last_now = self.last_now.max(now);
+    }
+
+    /// Handles pending messages: registrations, resyncs and cancels.
+    pub fn handle_messages(&mut self, now: Instant) {
+        self.advance(now);
+        self.drain_inbox(now);
+    }
+
+    /// Appends one revision to the history and delivers it to synced watchers.
+    ///
+    /// # Panics
+    /// If `changes` is empty, `revision` is not above the cache's resource version, or the
+    /// dispatcher is blocked (legacy mode).
+    pub fn handle_revision(&mut self, now: Instant, revision: Revision, changes: Vec<Change>) {
+        assert!(!changes.is_empty(), "a revision has changes");
+        assert!(
+            self.blocked.is_none(),
+            "no revision may be dispatched while legacy pushes are blocked"
+        );
+        self.advance(now);
+        self.drain_inbox(now);
+        let events = self.apply(now, revision, changes);
+        // Watchers waiting for a start revision below this one begin here.
+        self.promote_waiting(now, revision - 1);
+        self.dispatch(now, revision, &events);
+        if self.blocked.is_none() {
+            self.finish_revision(now, revision);
+        }
+    }
+
+    /// The store's revision advanced to `revision` without changes for this resource.
+    pub fn handle_progress(&mut self, now: Instant, revision: Revision) {
+        self.advance(now);
+        self.drain_inbox(now);
+        if self.blocked.is_some() {
+            return;
+        }
+        let mut data = self.shared.write();
+        if revision <= data.revision {
+            return;
+        }
+        data.revision = revision;
+        drop(data);
+        self.finish_revision(now, revision);
+    }
+
+    /// The cache was re-listed at `revision` (after the store compacted past it): the state is
+    /// replaced, the history restarts, and every watcher gets an in-stream 410 after its
+    /// backlog, so clients re-list too. Never a silent gap.
+    pub fn handle_reset(
+        &mut self,
+        now: Instant,
+        revision: Revision,
+        objects: impl IntoIterator<Item = Arc<Object>>,
+    ) {
+        self.advance(now);
+        self.drain_inbox(now);
+        let mut state = StateMap::new_sync();
+        for object in objects {
+            state.insert_mut(object.key().clone(), object);
+        }
+        {
+            let mut data = self.shared.write();
+            data.history.reset(revision);
+            data.snapshots.clear();
+            data.snapshots.push(Snapshot::new(revision, state.clone()));
+            data.state = state;
+            data.revision = revision;
+            data.epoch += 1;
+        }
+        self.shared.metrics.cache_resets.inc();
+        self.blocked = None;
+        let floor = revision;
+        let ids: Vec<WatcherId> = self.by_id.keys().copied().collect();
+        for id in ids {
+            if let Some(watcher) = self.remove_synced(id) {
+                let position = self.shared.dispatched();
+                self.end(watcher, expired(position, floor, true));
+            }
+        }
+        let waiting: Vec<Waiting> = std::mem::take(&mut self.waiting).into_values().collect();
+        self.waiting_by_id.clear();
+        self.wait_give_ups.clear();
+        for waiting in waiting {
+            let position = waiting.watcher.position;
+            self.end(*waiting.watcher, expired(position, floor, false));
+        }
+        self.deadlines.clear();
+        self.bookmarks.clear();
+        self.shared.set_dispatched(revision);
+    }
+
+    /// Handles every timer due at `now`: bookmarks, deadlines, start-revision waits that gave
+    /// up, and (legacy) the end of the dispatch budget.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+        self.drain_inbox(now);
+        if let Some(blocked) = &self.blocked {
+            if blocked.budget_deadline <= now {
+                self.expire_blocked(now);
+            } else {
+                self.retry_blocked(now);
+            }
+        }
+        while let Some(&(due, id)) = self.deadlines.first() {
+            if due > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            if let Some(watcher) = self.remove_synced(id) {
+                self.end(watcher, WatchEnd::Deadline);
+            } else if let Some(revision) = self.waiting_by_id.remove(&id) {
+                if let Some(waiting) = self.waiting.remove(&(revision, id)) {
+                    self.end(*waiting.watcher, WatchEnd::Deadline);
+                }
+            }
+        }
+        while let Some(&(due, revision, id)) = self.wait_give_ups.first() {
+            if due > now {
+                break;
+            }
+            self.wait_give_ups.pop_first();
+            if let Some(waiting) = self.waiting.remove(&(revision, id)) {
+                self.waiting_by_id.remove(&id);
+                let current = self.shared.dispatched();
+                self.end(
+                    *waiting.watcher,
+                    WatchEnd::TooLargeResourceVersion {
+                        requested: revision,
+                        current,
+                    },
+                );
+            }
+        }
+        if self.blocked.is_none() {
+            self.send_due_bookmarks(now);
+        }
+    }
+
+    /// Legacy mode: retries the blocked pushes (call when consumers made room).
+    pub fn retry_blocked(&mut self, now: Instant) {
+        self.advance(now);
+        let Some(mut blocked) = self.blocked.take() else {
+            return;
+        };
+        let revision = self.shared.read().revision;
+        blocked.pending.retain(|(slot, items)| {
+            let Some(entry) = self.slots[*slot].as_mut() else {
+                return false;
+            };
+            match entry.watcher.queue.push_batch(items) {
+                PushResult::Pushed => {
+                    entry.watcher.last_sent = revision;
+                    false
+                }
+                PushResult::Full => true,
+                PushResult::Closed => false,
+            }
+        });
+        if blocked.pending.is_empty() {
+            // Unused budget goes back.
+            self.legacy_budget = (self.legacy_budget
+                + blocked.budget_deadline.saturating_duration_since(now))
+            .min(self.shared.config.legacy_budget_max);
+            self.finish_revision(now, revision);
+        } else {
+            self.blocked = Some(blocked);
+        }
+    }
+
+    fn expire_blocked(&mut self, now: Instant) {
+        let Some(blocked) = self.blocked.take() else {
+            return;
+        };
+        let revision = self.shared.read().revision;
+        for (slot, _) in blocked.pending {
+            let id = match &self.slots[slot] {
+                Some(entry) => entry.watcher.id,
+                None => continue,
+            };
+            if let Some(watcher) = self.remove_synced(id) {
+                self.end(watcher, WatchEnd::Unresponsive);
+            }
+        }
+        self.legacy_budget = Duration::ZERO;
+        self.finish_revision(now, revision);
+    }
+
+    /// Builds the revision's events, applies them to the state and appends them to the history
+    /// with a snapshot, all under one write lock.
+    fn apply(
+        &mut self,
+        now: Instant,
+        revision: Revision,
+        changes: Vec<Change>,
+    ) -> Vec<SharedEvent> {
+        let metrics = &self.shared.metrics;
+        let mut data = self.shared.write();
+        assert!(
+            revision > data.revision,
+            "revision {revision} is not above the cache's {}",
+            data.revision
+        );
+        let mut events = Vec::with_capacity(changes.len());
+        for change in changes {
+            let prev = data.state.get(&change.key).cloned();
+            match &change.object {
+                Some(object) => {
+                    data.state.insert_mut(change.key.clone(), object.clone());
+                }
+                None => {
+                    if prev.is_none() {
+                        // Deleting what the cache does not hold changes nothing visible.
+                        continue;
+                    }
+                    data.state.remove_mut(&change.key);
+                }
+            }
+            events.push(Arc::new(Event::new(revision, change.object, prev)));
+        }
+        data.revision = revision;
+        if events.is_empty() {
+            return events;
+        }
+        let (change, _evicted) = data.history.append_revision(&events, now);
+        match change {
+            Some(CapacityChange::Grew(capacity)) => {
+                metrics.history_capacity_increases.inc();
+                metrics.history_capacity.set(capacity as i64);
+            }
+            Some(CapacityChange::Shrank(capacity)) => {
+                metrics.history_capacity_decreases.inc();
+                metrics.history_capacity.set(capacity as i64);
+            }
+            None => {}
+        }
+        let snapshot = Snapshot::new(revision, data.state.clone());
+        data.snapshots.push(snapshot);
+        let floor = data.history.servable_floor();
+        data.snapshots.trim(floor);
+        metrics.events_dispatched.add(events.len() as u64);
+        metrics.revisions_dispatched.inc();
+        events
+    }
+
+    /// Offers one revision to the synced watchers that select it.
+    fn dispatch(&mut self, now: Instant, revision: Revision, events: &[SharedEvent]) {
+        let mut matches = std::mem::take(&mut self.matches);
+        matches.clear();
+        for (index, event) in events.iter().enumerate() {
+            self.collect_matches(index as u32, event, &mut matches);
+        }
+        if events.len() > 1 {
+            // Group each watcher's items, keeping the store's order within the revision.
+            matches.sort_by_key(|(slot, index, _)| (*slot, *index));
+        }
+        let mut stalled: Vec<usize> = Vec::new();
+        let mut closed: Vec<usize> = Vec::new();
+        let mut blocked: Vec<(usize, Vec<WatchItem>)> = Vec::new();
+        let mut start = 0;
+        while start < matches.len() {
+            let slot = matches[start].0;
+            let mut end = start + 1;
+            while end < matches.len() && matches[end].0 == slot {
+                end += 1;
+            }
+            self.batch.clear();
+            self.batch
+                .extend(matches[start..end].iter().map(|(_, _, item)| item.clone()));
+            start = end;
+            let Some(entry) = self.slots[slot].as_mut() else {
+                continue;
+            };
+            if entry.watcher.last_sent >= revision {
+                // Safety net: the resync point is the last dispatched revision, so this never
+                // happens; counted so a test can prove it.
+                self.shared
+                    .metrics
+                    .watcher_skipped_events
+                    .add(self.batch.len() as u64);
+                continue;
+            }
+            match entry.watcher.queue.push_batch(&self.batch) {
+                PushResult::Pushed => {
+                    entry.watcher.last_sent = revision;
+                    self.shared.metrics.live_pushes.add(self.batch.len() as u64);
+                }
+                PushResult::Full => match self.shared.config.mode {
+                    WatchMode::StallResume => stalled.push(slot),
+                    WatchMode::Legacy => blocked.push((slot, self.batch.clone())),
+                },
+                PushResult::Closed => closed.push(slot),
+            }
+        }
+        self.matches = matches;
+        for slot in closed {
+            self.drop_slot(slot);
+        }
+        for slot in stalled {
+            self.stall(now, slot, revision);
+        }
+        if !blocked.is_empty() {
+            self.block(now, blocked);
+        }
+    }
+
+    fn collect_matches(
+        &self,
+        index: u32,
+        event: &SharedEvent,
+        out: &mut Vec<(usize, u32, WatchItem)>,
+    ) {
+        let object = event
+            .object()
+            .or(event.prev())
+            .expect("an event has an object");
+        let namespace: Arc<str> = Arc::from(object.namespace());
+        let name: Arc<str> = Arc::from(object.name());
+        let mut visit = |route: &Route| {
+            if let Some(slots) = self.routes.get(route) {
+                for &slot in slots {
+                    let entry = self.slots[slot].as_ref().expect("routed slots are live");
+                    if let Some(event_type) = entry.watcher.selection.event_type(event) {
+                        out.push((
+                            slot,
+                            index,
+                            WatchItem::Event {
+                                event_type,
+                                event: event.clone(),
+                            },
+                        ));
+                    }
+                }
+            }
+        };
+        if self.routes.is_empty() {
+            return;
+        }
+        visit(&Route::Scope(None, None));
+        visit(&Route::Scope(Some(namespace.clone()), None));
+        visit(&Route::Scope(None, Some(name.clone())));
+        visit(&Route::Scope(Some(namespace), Some(name)));
+        if let Some(field) = &self.shared.config.trigger_field {
+            let new_value = event.object().map(|o| o.field(field));
+            let old_value = event.prev().map(|o| o.field(field));
+            if let Some(value) = new_value {
+                visit(&Route::Trigger(Arc::from(value)));
+            }
+            if let Some(value) = old_value {
+                if Some(value) != new_value {
+                    visit(&Route::Trigger(Arc::from(value)));
+                }
+            }
+        }
+    }
+
+    /// Publishes the dispatched revision and starts the watchers waiting for it.
+    fn finish_revision(&mut self, now: Instant, revision: Revision) {
+        self.shared.set_dispatched(revision);
+        self.promote_waiting(now, revision);
+    }
+
+    /// Starts waiting watchers whose start revision is at or below `revision`, which must be
+    /// the dispatched revision or the one just below the revision being dispatched.
+    fn promote_waiting(&mut self, now: Instant, revision: Revision) {
+        while let Some(entry) = self.waiting.first_entry() {
+            let (start, _) = *entry.key();
+            if start > revision {
+                break;
+            }
+            let waiting = entry.remove();
+            self.waiting_by_id.remove(&waiting.watcher.id);
+            if let Some(give_up) = waiting.give_up_at {
+                self.wait_give_ups
+                    .remove(&(give_up, start, waiting.watcher.id));
+            }
+            if let Some(deadline) = waiting.watcher.deadline {
+                self.deadlines.remove(&(deadline, waiting.watcher.id));
+            }
+            if waiting.initial_state {
+                self.start_initial_state(now, *waiting.watcher);
+            } else {
+                let mut watcher = *waiting.watcher;
+                watcher.position = start;
+                watcher.last_sent = start;
+                self.add_synced(now, watcher);
+            }
+        }
+    }
+
+    fn drain_inbox(&mut self, now: Instant) {
+        self.shared.to_dispatcher.take_all(&mut self.inbox);
+        while let Some(message) = self.inbox.pop_front() {
+            match message {
+                ToDispatcher::Register(watcher, start) => self.register(now, *watcher, start),
+                ToDispatcher::Resync(watcher) => self.resync(now, *watcher),
+                ToDispatcher::Cancel(id) => self.cancel(id),
+            }
+        }
+    }
+
+    fn register(&mut self, now: Instant, mut watcher: Watcher, start: WatchStart) {
+        if watcher.queue.is_closed() {
+            self.forget(&watcher);
+            return;
+        }
+        let (dispatched, floor, epoch) = {
+            let data = self.shared.read();
+            (
+                self.shared.dispatched(),
+                data.history.servable_floor(),
+                data.epoch,
+            )
+        };
+        watcher.epoch = epoch;
+        match start {
+            WatchStart::Now => {
+                watcher.position = dispatched;
+                watcher.last_sent = dispatched;
+                self.add_synced(now, watcher);
+            }
+            WatchStart::After(revision) if revision < floor => {
+                watcher.position = revision;
+                self.end(watcher, expired(revision, floor, false));
+            }
+            WatchStart::After(revision) if revision == dispatched => {
+                watcher.position = revision;
+                watcher.last_sent = revision;
+                self.add_synced(now, watcher);
+            }
+            WatchStart::After(revision) if revision > dispatched => {
+                watcher.position = revision;
+                self.add_waiting(watcher, revision, false, None);
+            }
+            WatchStart::After(revision) => {
+                // Behind the live stream: the catch-up worker serves it from the history,
+                // exactly like a watcher that stalled (one resync path).
+                watcher.position = revision;
+                watcher.last_sent = revision;
+                self.hand_to_worker(now, watcher);
+            }
+            WatchStart::InitialState { min_revision } => match min_revision {
+                Some(min) if min > dispatched => {
+                    let give_up = now + self.shared.config.fresh_wait_max;
+                    self.add_waiting(watcher, min, true, Some(give_up));
+                }
+                _ => self.start_initial_state(now, watcher),
+            },
+        }
+    }
+
+    /// Captures the current state in O(1) and hands the watcher to the worker, which streams it
+    /// (the initial state is served by the same resync path as a stalled watcher).
+    fn start_initial_state(&mut self, now: Instant, mut watcher: Watcher) {
+        let snapshot = {
+            let data = self.shared.read();
+            Snapshot::new(data.revision, data.state.clone())
+        };
+        watcher.position = snapshot.revision();
+        watcher.last_sent = 0;
+        watcher.initial = Some(InitialPhase {
+            snapshot,
+            after_key: None,
+        });
+        watcher.last_progress = now;
+        self.hand_to_worker(now, watcher);
+    }
+
+    fn add_waiting(
+        &mut self,
+        watcher: Watcher,
+        revision: Revision,
+        initial_state: bool,
+        give_up_at: Option<Instant>,
+    ) {
+        let id = watcher.id;
+        if let Some(deadline) = watcher.deadline {
+            self.deadlines.insert((deadline, id));
+        }
+        if let Some(give_up) = give_up_at {
+            self.wait_give_ups.insert((give_up, revision, id));
+        }
+        self.waiting_by_id.insert(id, revision);
+        self.waiting.insert(
+            (revision, id),
+            Waiting {
+                watcher: Box::new(watcher),
+                initial_state,
+                give_up_at,
+            },
+        );
+    }
+
+    fn resync(&mut self, now: Instant, mut watcher: Watcher) {
+        if watcher.queue.is_closed() {
+            self.shared.metrics.stalled_watchers.add(-1);
+            self.forget(&watcher);
+            return;
+        }
+        let dispatched = self.shared.dispatched();
+        let mut events = Vec::new();
+        let (floor, epoch) = {
+            let data = self.shared.read();
+            if watcher.position < dispatched && watcher.position >= data.history.servable_floor() {
+                data.history
+                    .read_range(watcher.position, dispatched, &mut events);
+            }
+            (data.history.servable_floor(), data.epoch)
+        };
+        debug_assert!(
+            watcher.position <= dispatched,
+            "the worker hands over at most at the dispatched revision"
+        );
+        if watcher.epoch != epoch || watcher.position < floor {
+            self.shared.metrics.stalled_watchers.add(-1);
+            let reached_live = watcher.reached_live;
+            let position = watcher.position;
+            self.end(watcher, expired(position, floor, reached_live));
+            return;
+        }
+        // Push the few events dispatched since the worker's last scan, a revision at a time.
+        let mut index = 0;
+        while index < events.len() {
+            let revision = events[index].revision();
+            self.batch.clear();
+            while index < events.len() && events[index].revision() == revision {
+                if let Some(event_type) = watcher.selection.event_type(&events[index]) {
+                    self.batch.push(WatchItem::Event {
+                        event_type,
+                        event: events[index].clone(),
+                    });
+                }
+                index += 1;
+            }
+            if self.batch.is_empty() {
+                continue;
+            }
+            match watcher.queue.push_batch(&self.batch) {
+                PushResult::Pushed => {
+                    watcher.position = revision;
+                    watcher.last_sent = revision;
+                    watcher.catchup_events += self.batch.len() as u64;
+                    self.shared
+                        .metrics
+                        .watcher_deferred_events
+                        .add(self.batch.len() as u64);
+                }
+                PushResult::Full => {
+                    watcher.position = revision - 1;
+                    self.shared
+                        .to_worker
+                        .send(ToWorker::Unsynced(Box::new(watcher)));
+                    return;
+                }
+                PushResult::Closed => {
+                    self.shared.metrics.stalled_watchers.add(-1);
+                    self.forget(&watcher);
+                    return;
+                }
+            }
+        }
+        watcher.position = dispatched;
+        let metrics = &self.shared.metrics;
+        metrics.watcher_catchup_rounds.inc();
+        metrics
+            .watcher_catchup_events
+            .observe(watcher.catchup_events);
+        metrics.stalled_watchers.add(-1);
+        watcher.catchup_events = 0;
+        watcher.reached_live = true;
+        watcher.in_initial_phase = false;
+        self.add_synced(now, watcher);
+    }
+
+    fn cancel(&mut self, id: WatcherId) {
+        if let Some(watcher) = self.remove_synced(id) {
+            self.forget(&watcher);
+        } else if let Some(revision) = self.waiting_by_id.remove(&id) {
+            if let Some(waiting) = self.waiting.remove(&(revision, id)) {
+                if let Some(give_up) = waiting.give_up_at {
+                    self.wait_give_ups.remove(&(give_up, revision, id));
+                }
+                if let Some(deadline) = waiting.watcher.deadline {
+                    self.deadlines.remove(&(deadline, id));
+                }
+                self.forget(&waiting.watcher);
+            }
+        }
+        // Otherwise the worker owns it (it sees the closed queue) or it already ended.
+    }
+
+    fn add_synced(&mut self, now: Instant, mut watcher: Watcher) {
+        // On the live stream: past its initial phase for good.
+        watcher.reached_live = true;
+        watcher.in_initial_phase = false;
+        let route = watcher.selection.route();
+        let slot = match self.free_slots.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        let bucket = self.routes.entry(route.clone()).or_default();
+        bucket.push(slot);
+        let route_index = bucket.len() - 1;
+        let id = watcher.id;
+        watcher.queue.set_state(WatcherState::Synced);
+        if let Some(deadline) = watcher.deadline {
+            self.deadlines.insert((deadline, id));
+        }
+        let bookmark_due = self.next_bookmark(now, &watcher);
+        if let Some(due) = bookmark_due {
+            self.bookmarks.insert((due, id));
+        }
+        self.by_id.insert(id, slot);
+        self.slots[slot] = Some(Slot {
+            watcher,
+            route,
+            route_index,
+            bookmark_due,
+        });
+        self.shared.metrics.synced_watchers.add(1);
+    }
+
+    fn next_bookmark(&self, now: Instant, watcher: &Watcher) -> Option<Instant> {
+        if !watcher.allow_bookmarks {
+            return None;
+        }
+        let config = &self.shared.config;
+        let mut due = now + config.bookmark_interval;
+        if let Some(deadline) = watcher.deadline {
+            let before = deadline.saturating_sub(config.bookmark_before_deadline);
+            if before > now {
+                due = due.min(before);
+            } else if due >= deadline {
+                return None;
+            }
+        }
+        Some(due)
+    }
+
+    /// Removes a synced watcher from every index and returns it.
+    fn remove_synced(&mut self, id: WatcherId) -> Option<Watcher> {
+        let slot = self.by_id.remove(&id)?;
+        let entry = self.slots[slot].take().expect("indexed slots are live");
+        let bucket = self
+            .routes
+            .get_mut(&entry.route)
+            .expect("a synced watcher's route exists");
+        bucket.swap_remove(entry.route_index);
+        if let Some(&moved) = bucket.get(entry.route_index) {
+            self.slots[moved]
+                .as_mut()
+                .expect("routed slots are live")
+                .route_index = entry.route_index;
+        }
+        if bucket.is_empty() {
+            self.routes.remove(&entry.route);
+        }
+        if let Some(due) = entry.bookmark_due {
+            self.bookmarks.remove(&(due, id));
+        }
+        if let Some(deadline) = entry.watcher.deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
+        self.free_slots.push(slot);
+        self.shared.metrics.synced_watchers.add(-1);
+        Some(entry.watcher)
+    }
+
+    fn drop_slot(&mut self, slot: usize) {
+        let id = match &self.slots[slot] {
+            Some(entry) => entry.watcher.id,
+            None => return,
+        };
+        if let Some(watcher) = self.remove_synced(id) {
+            self.forget(&watcher);
+        }
+    }
+
+    /// A synced watcher's push failed: it becomes unsynced at `revision - 1`.
+    fn stall(&mut self, now: Instant, slot: usize, revision: Revision) {
+        let id = match &self.slots[slot] {
+            Some(entry) => entry.watcher.id,
+            None => return,
+        };
+        let Some(mut watcher) = self.remove_synced(id) else {
+            return;
+        };
+        // Every selected event up to revision - 1 is queued (it was synced); revision is in the
+        // history (appended before dispatch), so a pass re-offers it.
+        watcher.position = watcher.position.max(revision - 1);
+        self.shared.metrics.watcher_stalls.inc();
+        self.hand_to_worker(now, watcher);
+    }
+
+    fn hand_to_worker(&mut self, now: Instant, mut watcher: Watcher) {
+        watcher.unsynced_since = now;
+        watcher.fresh_stall = true;
+        watcher.catchup_events = 0;
+        watcher.queue.set_state(if watcher.initial.is_some() {
+            WatcherState::Initial
+        } else {
+            WatcherState::Unsynced
+        });
+        self.shared.metrics.stalled_watchers.add(1);
+        self.shared
+            .to_worker
+            .send(ToWorker::Unsynced(Box::new(watcher)));
+    }
+
+    fn block(&mut self, now: Instant, pending: Vec<(usize, Vec<WatchItem>)>) {
+        let config = &self.shared.config;
+        let elapsed = now.saturating_duration_since(self.legacy_refilled_at);
+        self.legacy_refilled_at = now;
+        let refill = config
+            .legacy_budget_refill_per_second
+            .mul_f64(elapsed.as_secs_f64());
+        let budget = (self.legacy_budget + refill).min(config.legacy_budget_max);
+        // The budget is taken whole for this revision; what is left is returned.
+        self.legacy_budget = Duration::ZERO;
+        self.blocked = Some(Blocked {
+            pending,
+            budget_deadline: now + budget,
+        });
+        if budget.is_zero() {
+            self.expire_blocked(now);
+        }
+    }
+
+    fn send_due_bookmarks(&mut self, now: Instant) {
+        let dispatched = self.shared.dispatched();
+        while let Some(&(due, id)) = self.bookmarks.first() {
+            if due > now {
+                break;
+            }
+            self.bookmarks.pop_first();
+            let Some(&slot) = self.by_id.get(&id) else {
+                continue;
+            };
+            let next = {
+                let entry = self.slots[slot].as_ref().expect("indexed slots are live");
+                self.next_bookmark(now, &entry.watcher)
+            };
+            let entry = self.slots[slot].as_mut().expect("indexed slots are live");
+            if entry.bookmark_due != Some(due) {
+                continue;
+            }
+            if dispatched > entry.watcher.last_sent {
+                let item = WatchItem::Bookmark {
+                    revision: dispatched,
+                    initial_events_end: false,
+                };
+                if entry.watcher.queue.push(item) == PushResult::Pushed {
+                    entry.watcher.last_sent = dispatched;
+                    self.shared.metrics.bookmarks_sent.inc();
+                }
+            }
+            entry.bookmark_due = next;
+            if let Some(next) = next {
+                self.bookmarks.insert((next, id));
+            }
+        }
+    }
+
+    fn end(&mut self, watcher: Watcher, end: WatchEnd) {
+        self.shared.metrics.terminated(end.reason());
+        watcher.queue.push_end(end);
+        self.shared.metrics.watchers.add(-1);
+    }
+
+    /// The client went away: no end to deliver, just forget it.
+    fn forget(&mut self, watcher: &Watcher) {
+        watcher.queue.set_state(WatcherState::Ended);
+        self.shared.metrics.watchers.add(-1);
+    }
+}
+
+/// The 410 for a watcher at `position` when the history's floor is `floor`.
+pub(crate) fn expired(position: Revision, floor: Revision, reached_live: bool) -> WatchEnd {
+    WatchEnd::Expired {
+        position,
+        floor,
+        reason: if reached_live {
+            TerminationReason::ResourceExpired
+        } else {
+            TerminationReason::ResourceExpiredInitial
+        },
+    }
+}

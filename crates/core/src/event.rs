@@ -1,0 +1,205 @@
+//! Events as they flow from the store into the history and out to watchers.
+//!
+//! An [`Event`] is built once, when its revision enters the cache, and shared by `Arc`
+//! ([`SharedEvent`]) between the history, the live path, catch-up passes and every watcher
+//! queue. It never changes afterwards. The object it carries caches its own encoding (see
+//! [`crate::object`]); the one encoding that belongs to the event itself, the previous object at
+//! the deletion's resource version that a DELETED watch event carries, is cached here. So an
+//! event is serialized at most once per encoding however many watchers receive it, on the live
+//! path, in catch-up passes and in initial replays alike.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::object::{EncodeStats, Encoding, Object, Revision};
+
+/// What happened to the object, as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// The key was created.
+    Added,
+    /// The key was updated.
+    Modified,
+    /// The key was deleted.
+    Deleted,
+}
+
+/// The type of a watch event as one watcher sees it, after its selection is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// The object entered the watcher's selection (or was created inside it).
+    Added,
+    /// The object changed and stayed inside the selection.
+    Modified,
+    /// The object left the selection (or was deleted); carries the previous object at the
+    /// event's resource version.
+    Deleted,
+}
+
+impl EventType {
+    /// The Kubernetes wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change to one key at one revision. Several events may share a revision.
+#[derive(Debug)]
+pub struct Event {
+    revision: Revision,
+    kind: EventKind,
+    object: Option<Arc<Object>>,
+    prev: Option<Arc<Object>>,
+    deleted_encoded: [OnceLock<Bytes>; Encoding::ALL.len()],
+}
+
+/// An event shared between the history, passes and watcher queues.
+pub type SharedEvent = Arc<Event>;
+
+impl Event {
+    /// Builds an event. `object` is the new object (`None` for a deletion); `prev` the object
+    /// before the change (`None` for a creation).
+    ///
+    /// # Panics
+    /// If neither object is given, or the new object's resource version is not `revision`.
+    #[must_use]
+    pub fn new(
+        revision: Revision,
+        object: Option<Arc<Object>>,
+        prev: Option<Arc<Object>>,
+    ) -> Event {
+        let kind = match (&object, &prev) {
+            (Some(_), None) => EventKind::Added,
+            (Some(_), Some(_)) => EventKind::Modified,
+            (None, Some(_)) => EventKind::Deleted,
+            (None, None) => panic!("an event needs an object or a previous object"),
+        };
+        if let Some(object) = &object {
+            assert_eq!(
+                object.resource_version(),
+                revision,
+                "an event's object carries the event's revision"
+            );
+        }
+        Event {
+            revision,
+            kind,
+            object,
+            prev,
+            deleted_encoded: Default::default(),
+        }
+    }
+
+    /// The revision (resource version) of the change.
+    #[must_use]
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// What happened in the store.
+    #[must_use]
+    pub fn kind(&self) -> EventKind {
+        self.kind
+    }
+
+    /// The object after the change; `None` for a deletion.
+    #[must_use]
+    pub fn object(&self) -> Option<&Arc<Object>> {
+        self.object.as_ref()
+    }
+
+    /// The object before the change; `None` for a creation.
+    #[must_use]
+    pub fn prev(&self) -> Option<&Arc<Object>> {
+        self.prev.as_ref()
+    }
+
+    /// The key of the changed object.
+    #[must_use]
+    pub fn key(&self) -> &Arc<str> {
+        self.object
+            .as_ref()
+            .or(self.prev.as_ref())
+            .map(|o| o.key())
+            .expect("an event has an object or a previous object")
+    }
+
+    /// The encoding a watcher receives for this event as `event_type`, computed at most once
+    /// per encoding and shared by all watchers.
+    pub fn encoded(&self, event_type: EventType, encoding: Encoding, stats: &EncodeStats) -> Bytes {
+        match event_type {
+            EventType::Added | EventType::Modified => self
+                .object
+                .as_ref()
+                .expect("ADDED and MODIFIED carry the new object")
+                .encoded(encoding, stats)
+                .clone(),
+            EventType::Deleted => {
+                let prev = self
+                    .prev
+                    .as_ref()
+                    .expect("DELETED carries the previous object");
+                self.deleted_encoded[encoding.slot()]
+                    .get_or_init(|| {
+                        crate::object::count_serialization(stats);
+                        prev.encode_at(self.revision, encoding)
+                    })
+                    .clone()
+            }
+        }
+    }
+}
+
+/// One item in a watcher's queue.
+#[derive(Clone, Debug)]
+pub enum WatchItem {
+    /// A change, typed for this watcher.
+    Event {
+        /// ADDED, MODIFIED or DELETED as this watcher sees it.
+        event_type: EventType,
+        /// The shared event.
+        event: SharedEvent,
+    },
+    /// One object of a watch's initial state, delivered as ADDED.
+    Initial(Arc<Object>),
+    /// A bookmark: every event up to `revision` that this watcher selects has been delivered.
+    Bookmark {
+        /// The bookmark's resource version.
+        revision: Revision,
+        /// Whether this is the bookmark that ends the initial events
+        /// (annotation `k8s.io/initial-events-end: "true"`).
+        initial_events_end: bool,
+    },
+}
+
+impl WatchItem {
+    /// The resource version this item moves the client to.
+    #[must_use]
+    pub fn revision(&self) -> Revision {
+        match self {
+            WatchItem::Event { event, .. } => event.revision(),
+            WatchItem::Initial(object) => object.resource_version(),
+            WatchItem::Bookmark { revision, .. } => *revision,
+        }
+    }
+
+    /// The watch event type and the object's encoding, for items that carry an object.
+    /// Bookmarks return `None`: their body depends on the resource's kind (the server's part).
+    pub fn encoded(&self, encoding: Encoding, stats: &EncodeStats) -> Option<(EventType, Bytes)> {
+        match self {
+            WatchItem::Event { event_type, event } => {
+                Some((*event_type, event.encoded(*event_type, encoding, stats)))
+            }
+            WatchItem::Initial(object) => {
+                Some((EventType::Added, object.encoded(encoding, stats).clone()))
+            }
+            WatchItem::Bookmark { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The event history: a ring of the most recent events, sized by a time window.
+//!
+//! ## Capacity
+//! The history holds between `history_capacity_min` and `history_capacity_max` events. When an
+//! append finds it full, it doubles if even its oldest event is still fresh (younger than
+//! `event_fresh_duration`), and halves if the event a quarter of the capacity back from the
+//! newest is already stale; otherwise it evicts. This is Kubernetes' `watchCacheHistory` rule.
+//!
+//! ## Atomic revisions
+//! Events are appended a whole revision at a time and evicted a whole revision at a time, so the
+//! history never holds part of a revision. Reads ([`History::read_after`]) also end on a
+//! revision boundary. A resume point therefore never falls inside a revision.
+//!
+//! ## Servable positions
+//! `oldest` is `list_revision + 1` until the first eviction after a (re)list, then the revision
+//! of the first buffered event. A watcher at position `N` (it has every event `<= N`) can be
+//! served iff `N >= oldest - 1`; otherwise it gets 410 "too old resource version".
+
+use std::collections::VecDeque;
+
+use crate::config::CacheConfig;
+use crate::event::SharedEvent;
+use crate::object::Revision;
+use crate::time::Instant;
+
+/// One buffered event and when it entered the cache.
+#[derive(Debug)]
+struct Entry {
+    event: SharedEvent,
+    time: Instant,
+}
+
+/// A capacity change, reported so the caller can count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityChange {
+    /// The capacity doubled to the value.
+    Grew(usize),
+    /// The capacity halved to the value.
+    Shrank(usize),
+}
+
+/// The bounded, time-windowed history of events.
+#[derive(Debug)]
+pub struct History {
+    entries: VecDeque<Entry>,
+    capacity: usize,
+    capacity_min: usize,
+    capacity_max: usize,
+    fresh: std::time::Duration,
+    /// The revision of the last (re)list; `oldest` is one above it until something is evicted.
+    list_revision: Revision,
+    /// Whether an event was evicted since the last (re)list.
+    evicted_since_list: bool,
+}
+
+impl History {
+    /// An empty history after a list at `list_revision`.
+    #[must_use]
+    pub fn new(config: &CacheConfig, list_revision: Revision) -> History {
+        History {
+            entries: VecDeque::with_capacity(config.history_capacity_min),
+            capacity: config.history_capacity_min,
+            capacity_min: config.history_capacity_min,
+            capacity_max: config.history_capacity_max,
+            fresh: config.event_fresh_duration,
+            list_revision,
+            evicted_since_list: false,
+        }
+    }
+
+    /// Forgets everything: the cache was re-listed at `list_revision`.
+    pub fn reset(&mut self, list_revision: Revision) {
+        self.entries.clear();
+        self.list_revision = list_revision;
+        self.evicted_since_list = false;
+    }
+
+    /// The current capacity in events.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The number of buffered events.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is buffered.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The oldest revision the history can replay (see the module docs).
+    #[must_use]
+    pub fn oldest(&self) -> Revision {
+        match self.entries.front() {
+            Some(entry) if self.evicted_since_list => entry.event.revision(),
+            _ => self.list_revision + 1,
+        }
+    }
+
+    /// The lowest position a watcher may have and still be served: `oldest - 1`.
+    #[must_use]
+    pub fn servable_floor(&self) -> Revision {
+        self.oldest() - 1
+    }
+
+    /// The revision of the newest buffered event, or the list revision.
+    #[must_use]
+    pub fn newest(&self) -> Revision {
+        self.entries
+            .back()
+            .map_or(self.list_revision, |e| e.event.revision())
+    }
+
+    /// When the oldest buffered event entered the cache.
+    #[must_use]
+    pub fn oldest_time(&self) -> Option<Instant> {
+        self.entries.front().map(|e| e.time)
+    }
+
+    /// Appends all events of one revision. Returns a capacity change, if any, and the number of
+    /// events evicted.
+    ///
+    /// # Panics
+    /// If `events` is empty or not all of one revision above the newest.
+    pub fn append_revision(
+        &mut self,
+        events: &[SharedEvent],
+        now: Instant,
+    ) -> (Option<CapacityChange>, usize) {
+        let revision = events.first().expect("a revision has events").revision();
+        assert!(events.iter().all(|e| e.revision() == revision));
+        assert!(
+            revision > self.newest(),
+            "revisions are appended in order: {revision} after {}",
+            self.newest()
+        );
+        let mut change = None;
+        if self.entries.len() + events.len() > self.capacity {
+            change = self.resize(now);
+        }
+        let mut evicted = 0;
+        while !self.entries.is_empty() && self.entries.len() + events.len() > self.capacity {
+            evicted += self.evict_oldest_revision();
+        }
+        for event in events {
+            self.entries.push_back(Entry {
+                event: event.clone(),
+                time: now,
+            });
+        }
+        (change, evicted)
+    }
+
+    fn resize(&mut self, now: Instant) -> Option<CapacityChange> {
+        let oldest_time = self.entries.front()?.time;
+        if self.capacity < self.capacity_max
+            && now.saturating_duration_since(oldest_time) < self.fresh
+        {
+            self.capacity = (self.capacity * 2).min(self.capacity_max);
+            return Some(CapacityChange::Grew(self.capacity));
+        }
+        if self.capacity > self.capacity_min {
+            let quarter = self.capacity / 4;
+            if let Some(index) = self.entries.len().checked_sub(quarter + 1) {
+                if now.saturating_duration_since(self.entries[index].time) >= self.fresh {
+                    self.capacity = (self.capacity / 2).max(self.capacity_min);
+                    return Some(CapacityChange::Shrank(self.capacity));
+                }
+            }
+        }
+        None
+    }
+
+    fn evict_oldest_revision(&mut self) -> usize {
+        let Some(first) = self.entries.front() else {
+            return 0;
+        };
+        let revision = first.event.revision();
+        let mut evicted = 0;
+        while self
+            .entries
+            .front()
+            .is_some_and(|e| e.event.revision() == revision)
+        {
+            self.entries.pop_front();
+            evicted += 1;
+        }
+        self.evicted_since_list = true;
+        evicted
+    }
+
+    /// Copies into `out` the events with revision `> position`, whole revisions only: at most
+    /// `max_events`, except that the first revision is always taken whole. Returns how many
+    /// events were copied.
+    ///
+    /// The caller checks servability first; reading from an evicted position returns what is
+    /// left, which would be a gap.
+    pub fn read_after(
+        &self,
+        position: Revision,
+        max_events: usize,
+        out: &mut Vec<SharedEvent>,
+    ) -> usize {
+        debug_assert!(
+            position >= self.servable_floor(),
+            "read from an evicted position"
+        );
+        let start = self
+            .entries
+            .partition_point(|e| e.event.revision() <= position);
+        let mut taken = 0;
+        let mut index = start;
+        while index < self.entries.len() {
+            let revision = self.entries[index].event.revision();
+            let end = index
+                + self
+                    .entries
+                    .range(index..)
+                    .take_while(|e| e.event.revision() == revision)
+                    .count();
+            if taken > 0 && taken + (end - index) > max_events {
+                break;
+            }
+            out.extend(self.entries.range(index..end).map(|e| e.event.clone()));
+            taken += end - index;
+            index = end;
+            if taken >= max_events {
+                break;
+            }
+        }
+        taken
+    }
+
+    /// The events of exactly the revisions in `(after, up_to]`, for the dispatcher's final
+    /// hand-off.
+    pub fn read_range(&self, after: Revision, up_to: Revision, out: &mut Vec<SharedEvent>) {
+        let start = self
+            .entries
+            .partition_point(|e| e.event.revision() <= after);
+        out.extend(
+            self.entries
+                .range(start..)
+                .take_while(|e| e.event.revision() <= up_to)
+                .map(|e| e.event.clone()),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Event;
+    use crate::object::Object;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn event(revision: Revision, name: &str) -> SharedEvent {
+        let object = Arc::new(Object::new(
+            "ns",
+            name,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            revision,
+            serde_json::json!({"metadata": {}}),
+        ));
+        Arc::new(Event::new(revision, Some(object), None))
+    }
+
+    fn config(min: usize, max: usize) -> CacheConfig {
+        CacheConfig {
+            history_capacity_min: min,
+            history_capacity_max: max,
+            event_fresh_duration: Duration::from_secs(10),
+            ..CacheConfig::default()
+        }
+    }
+
+    #[test]
+    fn grows_while_fresh_and_evicts_when_stale() {
+        let mut history = History::new(&config(4, 16), 10);
+        assert_eq!(history.oldest(), 11);
+        let t0 = Instant::ZERO;
+        for rv in 11..=30 {
+            history.append_revision(&[event(rv, "a")], t0);
+        }
+        // All fresh: grew to the max, then evicted.
+        assert_eq!(history.capacity(), 16);
+        assert_eq!(history.len(), 16);
+        assert_eq!(history.oldest(), 15);
+        assert_eq!(history.servable_floor(), 14);
+        // Much later: the newest quarter is stale, so it halves.
+        history.append_revision(&[event(31, "a")], t0 + Duration::from_secs(100));
+        assert_eq!(history.capacity(), 8);
+        assert_eq!(history.len(), 8);
+    }
+
+    #[test]
+    fn evicts_and_reads_whole_revisions() {
+        let mut history = History::new(&config(4, 4), 0);
+        let t = Instant::ZERO + Duration::from_secs(100);
+        history.append_revision(
+            &[event(1, "a"), event(1, "b"), event(1, "c")],
+            Instant::ZERO,
+        );
+        history.append_revision(&[event(2, "a")], t);
+        // Appending 2 events to a full-ish buffer evicts all of revision 1, never part of it.
+        history.append_revision(&[event(3, "a"), event(3, "b")], t);
+        assert_eq!(history.oldest(), 2);
+        assert_eq!(history.len(), 3);
+        let mut out = Vec::new();
+        // max 1 event, but revision 3 has two: the first revision is taken whole.
+        assert_eq!(history.read_after(2, 1, &mut out), 2);
+        assert!(out.iter().all(|e| e.revision() == 3));
+        out.clear();
+        assert_eq!(
+            history.read_after(1, 2, &mut out),
+            1,
+            "stops before splitting revision 3"
+        );
+        out.clear();
+        history.read_range(1, 2, &mut out);
+        assert_eq!(out.len(), 1);
+    }
+}

@@ -1,0 +1,85 @@
+//! # watchkeeper-core
+//!
+//! The sans-IO heart of watchkeeper: a versioned in-memory cache of one resource's objects, fed
+//! by one upstream stream of revisions, that fans events out to many watchers so that a slow
+//! watcher never delays a healthy one and is never terminated while the history still holds
+//! what it needs (KEP-6268, target design).
+//!
+//! ## Data flow
+//! store → reflector → [`Dispatcher::handle_revision`] → history and snapshots → live dispatch
+//! to synced watchers' [`WatchQueue`]s → clients. A watcher whose queue is full becomes
+//! unsynced and moves to the [`CatchUpWorker`], which serves it from the history in shared,
+//! bounded passes and hands it back to the dispatcher when it reaches the present.
+//!
+//! ## Guarantees (named as etcd's robustness tests name them)
+//! - **Ordered**: a watcher receives events in revision order, and within a revision in the
+//!   store's order.
+//! - **Unique**: no event is delivered twice to a watcher, across any number of stalls and
+//!   resyncs.
+//! - **Atomic**: a revision's events that a watcher selects are queued together; no resume
+//!   point (position, bookmark, 410) falls inside a revision.
+//! - **Reliable**: from its start until it ends, a watcher receives every event it selects, with
+//!   no gap; the only alternative is an honest in-stream 410 when the history no longer holds
+//!   what it needs, delivered after its backlog.
+//! - **Resumable**: a watch started after the last revision (event or bookmark) a client saw
+//!   continues exactly where the old one stopped, as long as the history holds it.
+//! - **Bookmarkable**: a bookmark's revision is at or above every event delivered before it and
+//!   resuming from it loses nothing; no bookmark is sent while a watcher is unsynced, so no
+//!   bookmark ever moves a client's resource version backwards.
+//!
+//! ## Overload
+//! - A watcher that cannot keep up is never waited for and never force-closed for a full queue
+//!   (stall-resume mode). It costs the live path one failed push, then nothing until it
+//!   resyncs. Its memory is bounded by its queue; the events it is owed stay in the shared
+//!   history.
+//! - Catch-up work is bounded per pass (members, scan units, pushes) and paced so that passes
+//!   take about a tenth of a core; it runs off the dispatcher, which pays only for the final
+//!   hand-off of the last few events.
+//! - A watcher slower than the write rate eventually ages out of the history window and gets
+//!   one 410 (`resource_expired`); a watch stuck in its initial phase is ended after
+//!   `initial_no_progress_timeout` without progress (`initial_no_progress`).
+//! - [`WatchMode::Legacy`] reproduces Kubernetes' pre-KEP behaviour for comparison.
+//!
+//! ## Driving contract
+//! The core reads no clock, spawns no threads and uses no randomness; every input carries
+//! `now` ([`Instant`]), every timer is reported by a `poll_timeout` query, and iteration order
+//! is deterministic. Three parties drive it:
+//! - the **reflector** calls [`Dispatcher::handle_revision`], [`Dispatcher::handle_progress`]
+//!   and [`Dispatcher::handle_reset`] (through whatever thread owns the dispatcher);
+//! - the **dispatcher's driver** also calls [`Dispatcher::handle_messages`] when the mailbox
+//!   hook ([`Dispatcher::set_notify`]) fires and [`Dispatcher::handle_timeout`] at
+//!   [`Dispatcher::poll_timeout`];
+//! - the **worker's driver** calls [`CatchUpWorker::run_pass`] at
+//!   [`CatchUpWorker::poll_timeout`] (woken early by [`CatchUpWorker::set_notify`]) and reports
+//!   the pass's duration with [`CatchUpWorker::record_pass_duration`].
+//!
+//! Readers and watch registration go through the cloneable [`WatchCache`] handle from any
+//! thread. The server runs the dispatcher and the worker on their own threads; the simulator
+//! and the tests step both from one thread with a virtual clock. The code is the same.
+
+pub mod cache;
+pub mod catchup;
+pub mod config;
+pub mod dispatcher;
+pub mod event;
+pub mod history;
+pub mod metrics;
+pub mod object;
+pub mod queue;
+pub mod selector;
+pub mod snapshot;
+pub mod time;
+pub mod watcher;
+
+pub use cache::{HistoryInfo, ReadError, WaitFresh, Watch, WatchCache};
+pub use catchup::{CatchUpWorker, PassReport};
+pub use config::{CacheConfig, CandidateOrder, ConfigError, WatchMode};
+pub use dispatcher::{Change, Dispatcher};
+pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
+pub use metrics::Metrics;
+pub use object::{EncodeStats, Encoding, Object, Revision, object_key};
+pub use queue::{Pop, PushResult, TerminationReason, WatchEnd, WatchQueue, WatcherState};
+pub use selector::{FieldSelector, LabelSelector, SelectorError};
+pub use snapshot::Snapshot;
+pub use time::Instant;
+pub use watcher::{WatchRequest, WatchStart, WatcherId};

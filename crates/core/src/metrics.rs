@@ -1,0 +1,211 @@
+//! Counters, gauges and histograms of one cache, read by the server's `/metrics`, the
+//! simulator and the benchmarks.
+//!
+//! Each cache owns its own [`Metrics`]; an exporter labels them by resource, so gauges such as
+//! `stalled_watchers` stay correct when several caches share one registry. Everything is a
+//! relaxed atomic: the numbers are reports, never used for decisions.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use crate::object::EncodeStats;
+use crate::queue::TerminationReason;
+
+/// A histogram with power-of-two bucket bounds `1, 2, 4, ..., 2^(BUCKETS-1)` and `+Inf`.
+#[derive(Debug)]
+pub struct Histogram {
+    buckets: [AtomicU64; Histogram::BUCKETS + 1],
+    sum: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Histogram {
+    /// Finite buckets.
+    pub const BUCKETS: usize = 21;
+
+    /// Records one observation.
+    pub fn observe(&self, value: u64) {
+        let index = if value <= 1 {
+            0
+        } else {
+            (64 - (value - 1).leading_zeros() as usize).min(Self::BUCKETS)
+        };
+        self.buckets[index].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Upper bound of finite bucket `index`.
+    #[must_use]
+    pub fn bound(index: usize) -> u64 {
+        1 << index
+    }
+
+    /// Cumulative counts per bucket (the last is `+Inf`), the sum and the count.
+    #[must_use]
+    pub fn snapshot(&self) -> (Vec<u64>, u64, u64) {
+        let mut cumulative = Vec::with_capacity(Self::BUCKETS + 1);
+        let mut total = 0;
+        for bucket in &self.buckets {
+            total += bucket.load(Ordering::Relaxed);
+            cumulative.push(total);
+        }
+        (
+            cumulative,
+            self.sum.load(Ordering::Relaxed),
+            self.count.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Number of observations.
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// A monotonically increasing counter.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// The current value.
+    #[must_use]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    /// Adds `n` (may be negative).
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Sets the value.
+    pub fn set(&self, n: i64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    #[must_use]
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Everything one cache counts. Names follow KEP-6268's metric list without the
+/// `apiserver_watch_cache_` prefix, which the exporter adds.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Transitions from synced to unsynced (`watcher_stalls_total`).
+    pub watcher_stalls: Counter,
+    /// Events pushed by catch-up passes rather than the live path
+    /// (`watcher_deferred_events_total`).
+    pub watcher_deferred_events: Counter,
+    /// Transitions from unsynced back to synced (`watcher_catchup_rounds_total`).
+    pub watcher_catchup_rounds: Counter,
+    /// Events pushed to one watcher between going unsynced and resyncing
+    /// (`watcher_catchup_events`); its count equals `watcher_catchup_rounds`.
+    pub watcher_catchup_events: Histogram,
+    /// Unsynced watchers now (`stalled_watchers`).
+    pub stalled_watchers: Gauge,
+    /// Synced watchers now.
+    pub synced_watchers: Gauge,
+    /// Watchers registered and not yet ended.
+    pub watchers: Gauge,
+    /// Events the live path skipped because they were at or below a watcher's position
+    /// (`watcher_skipped_events_total`). Must stay zero: the resync point is the last
+    /// dispatched revision.
+    pub watcher_skipped_events: Counter,
+    /// Terminations by reason (`terminated_watchers_total{reason}`).
+    pub terminated_watchers: [Counter; TerminationReason::ALL.len()],
+    /// Serializations (`serializations_total`).
+    pub encode: EncodeStats,
+    /// Events appended and dispatched (`events_dispatched_total`).
+    pub events_dispatched: Counter,
+    /// Revisions dispatched.
+    pub revisions_dispatched: Counter,
+    /// Pushes made by the live path.
+    pub live_pushes: Counter,
+    /// Bookmarks queued.
+    pub bookmarks_sent: Counter,
+    /// History capacity in events.
+    pub history_capacity: Gauge,
+    /// Times the history doubled.
+    pub history_capacity_increases: Counter,
+    /// Times the history halved.
+    pub history_capacity_decreases: Counter,
+    /// Catch-up passes run.
+    pub passes: Counter,
+    /// History intervals opened by passes (each a history read under the lock).
+    pub pass_interval_opens: Counter,
+    /// History events scanned by passes.
+    pub pass_events_scanned: Counter,
+    /// Snapshot objects scanned by passes (initial states).
+    pub pass_objects_scanned: Counter,
+    /// Pushes made by passes (events, initial objects and bookmarks).
+    pub pass_pushes: Counter,
+    /// Members served per pass.
+    pub pass_members: Histogram,
+    /// Pass duration in microseconds, as reported by the driver.
+    pub pass_duration_micros: Histogram,
+    /// Watchers re-listed after the cache was re-initialised.
+    pub cache_resets: Counter,
+}
+
+impl Metrics {
+    /// Counts a termination.
+    pub fn terminated(&self, reason: TerminationReason) {
+        self.terminated_watchers[reason.index()].inc();
+    }
+
+    /// Terminations for one reason.
+    #[must_use]
+    pub fn terminations(&self, reason: TerminationReason) -> u64 {
+        self.terminated_watchers[reason.index()].get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_powers_of_two() {
+        let histogram = Histogram::default();
+        for value in [0, 1, 2, 3, 4, 1000, u64::MAX / 2] {
+            histogram.observe(value);
+        }
+        let (cumulative, _, count) = histogram.snapshot();
+        assert_eq!(count, 7);
+        assert_eq!(cumulative[0], 2); // 0 and 1
+        assert_eq!(cumulative[1], 3); // 2
+        assert_eq!(cumulative[2], 5); // 3, 4
+        assert_eq!(cumulative[10], 6); // 1000 <= 1024
+        assert_eq!(*cumulative.last().unwrap(), 7);
+    }
+}

@@ -1,0 +1,422 @@
+//! The bounded queue between the cache and one watch connection.
+//!
+//! ## One producer at a time
+//! Exactly one actor writes a watcher's queue at any moment: the dispatcher while the watcher
+//! is synced (or waiting to start), the catch-up worker while it is unsynced. Ownership moves
+//! only by message between the two (see [`crate::cache`]), so pushes are never concurrent and
+//! the queue is FIFO in revision order. The consumer (the HTTP response body, or a simulated
+//! client) pops concurrently; the mutex only guards that pair.
+//!
+//! ## Back-pressure becomes "unsynced"
+//! Pushes never block. A push of a revision's items either fits whole or fails with
+//! [`PushResult::Full`], and the producer then records the watcher's position and moves on.
+//! When the transport cannot take more (TCP or HTTP/2 window full), the consumer stops
+//! popping, the queue fills, and the next push fails: transport back-pressure turns into an
+//! unsynced watcher with no extra mechanism.
+//!
+//! ## Atomic revisions
+//! A batch (all of one revision's items for this watcher) is admitted whole if it fits, or if
+//! the queue is empty (so a revision larger than the queue still makes progress), and refused
+//! whole otherwise. The queue never holds part of a revision.
+//!
+//! ## The end
+//! A terminal [`WatchEnd`] is delivered after every queued item, and it bypasses the
+//! capacity: a watcher whose position aged out gets its backlog and then one 410.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use crate::event::WatchItem;
+use crate::object::Revision;
+
+/// Why a watch ended. Delivered after every queued item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// 410 Gone, reason Expired: the watcher's position is older than the history holds.
+    /// Message: `too old resource version: {position} ({floor})`.
+    Expired {
+        /// The watcher's position (every event up to it was delivered).
+        position: Revision,
+        /// The lowest servable position at the time (`oldest - 1`).
+        floor: Revision,
+        /// `resource_expired` or `resource_expired_initial`.
+        reason: TerminationReason,
+    },
+    /// 504 Timeout: the requested resource version stayed above the cache's for too long.
+    TooLargeResourceVersion {
+        /// What the client asked for.
+        requested: Revision,
+        /// The cache's resource version when it gave up.
+        current: Revision,
+    },
+    /// Legacy mode: force-closed because its queue stayed full past the dispatch budget.
+    Unresponsive,
+    /// Still in its initial phase, it accepted nothing for the configured timeout.
+    InitialNoProgress,
+    /// Its deadline (the request's `timeoutSeconds`) passed: a clean end of stream.
+    Deadline,
+    /// The cache is shutting down.
+    Shutdown,
+}
+
+impl WatchEnd {
+    /// The termination reason, for `terminated_watchers_total{reason}`.
+    #[must_use]
+    pub fn reason(&self) -> TerminationReason {
+        match self {
+            WatchEnd::Expired { reason, .. } => *reason,
+            WatchEnd::TooLargeResourceVersion { .. } => TerminationReason::TooLargeResourceVersion,
+            WatchEnd::Unresponsive => TerminationReason::Unresponsive,
+            WatchEnd::InitialNoProgress => TerminationReason::InitialNoProgress,
+            WatchEnd::Deadline => TerminationReason::Deadline,
+            WatchEnd::Shutdown => TerminationReason::Shutdown,
+        }
+    }
+}
+
+/// Why the cache ended a watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TerminationReason {
+    /// Legacy force-close.
+    Unresponsive,
+    /// A watcher that had reached the live stream aged out of the history.
+    ResourceExpired,
+    /// A watcher that never reached the live stream aged out of the history.
+    ResourceExpiredInitial,
+    /// No progress during the initial phase.
+    InitialNoProgress,
+    /// The request deadline passed.
+    Deadline,
+    /// The requested resource version never arrived.
+    TooLargeResourceVersion,
+    /// The cache shut down.
+    Shutdown,
+}
+
+impl TerminationReason {
+    /// Every reason, in label order.
+    pub const ALL: [TerminationReason; 7] = [
+        TerminationReason::Unresponsive,
+        TerminationReason::ResourceExpired,
+        TerminationReason::ResourceExpiredInitial,
+        TerminationReason::InitialNoProgress,
+        TerminationReason::Deadline,
+        TerminationReason::TooLargeResourceVersion,
+        TerminationReason::Shutdown,
+    ];
+
+    /// The metric label.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Unresponsive => "unresponsive",
+            TerminationReason::ResourceExpired => "resource_expired",
+            TerminationReason::ResourceExpiredInitial => "resource_expired_initial",
+            TerminationReason::InitialNoProgress => "initial_no_progress",
+            TerminationReason::Deadline => "deadline",
+            TerminationReason::TooLargeResourceVersion => "too_large_resource_version",
+            TerminationReason::Shutdown => "shutdown",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The result of a push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum PushResult {
+    /// Every item was queued.
+    Pushed,
+    /// Nothing was queued: the batch does not fit.
+    Full,
+    /// Nothing was queued: the consumer is gone.
+    Closed,
+}
+
+/// What a pop found.
+#[derive(Clone, Debug)]
+pub enum Pop {
+    /// The next item.
+    Item(WatchItem),
+    /// Every item was delivered; this is how the watch ended.
+    End(WatchEnd),
+    /// Nothing to deliver yet.
+    Empty,
+}
+
+/// The watcher's state as operators see it (`/debug/watchers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatcherState {
+    /// Registered, not yet placed.
+    Pending,
+    /// Served by the live path.
+    Synced,
+    /// Served from history by the catch-up worker.
+    Unsynced,
+    /// Streaming its initial state.
+    Initial,
+    /// Ended.
+    Ended,
+}
+
+#[derive(Debug)]
+struct Inner {
+    items: VecDeque<WatchItem>,
+    end: Option<WatchEnd>,
+    consumer_waker: Option<Waker>,
+    consumer_closed: bool,
+    /// Set by the consumer when a pop empties the queue; taken by the catch-up worker.
+    drained: bool,
+    /// The revision of the last item pushed.
+    last_pushed: Revision,
+}
+
+/// A bounded single-producer, single-consumer queue of watch items (see the module docs).
+#[derive(Debug)]
+pub struct WatchQueue {
+    inner: Mutex<Inner>,
+    capacity: usize,
+    state: AtomicU8,
+}
+
+impl WatchQueue {
+    /// An empty queue holding at most `capacity` items.
+    ///
+    /// # Panics
+    /// If `capacity` is zero.
+    #[must_use]
+    pub fn new(capacity: usize) -> WatchQueue {
+        assert!(capacity > 0, "a watch queue holds at least one item");
+        WatchQueue {
+            inner: Mutex::new(Inner {
+                items: VecDeque::new(),
+                end: None,
+                consumer_waker: None,
+                consumer_closed: false,
+                drained: false,
+                last_pushed: 0,
+            }),
+            capacity,
+            state: AtomicU8::new(WatcherState::Pending as u8),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding this lock cannot leave the queue inconsistent (every update is
+        // a single push or pop), so a poisoned lock is still usable.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The capacity in items.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Items queued now.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().items.len()
+    }
+
+    /// Whether nothing is queued.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Free slots now.
+    #[must_use]
+    pub fn free(&self) -> usize {
+        self.capacity.saturating_sub(self.len())
+    }
+
+    /// Whether the consumer went away.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.lock().consumer_closed
+    }
+
+    /// The watcher's state, for operators.
+    #[must_use]
+    pub fn state(&self) -> WatcherState {
+        match self.state.load(Ordering::Relaxed) {
+            0 => WatcherState::Pending,
+            1 => WatcherState::Synced,
+            2 => WatcherState::Unsynced,
+            3 => WatcherState::Initial,
+            _ => WatcherState::Ended,
+        }
+    }
+
+    pub(crate) fn set_state(&self, state: WatcherState) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// The revision of the last item pushed.
+    #[must_use]
+    pub fn last_pushed(&self) -> Revision {
+        self.lock().last_pushed
+    }
+
+    /// Pushes one revision's items for this watcher, all or nothing (see the module docs).
+    pub(crate) fn push_batch(&self, items: &[WatchItem]) -> PushResult {
+        let waker = {
+            let mut inner = self.lock();
+            if inner.consumer_closed {
+                return PushResult::Closed;
+            }
+            debug_assert!(inner.end.is_none(), "push after the end");
+            if !inner.items.is_empty() && inner.items.len() + items.len() > self.capacity {
+                return PushResult::Full;
+            }
+            inner.items.extend(items.iter().cloned());
+            if let Some(last) = items.last() {
+                inner.last_pushed = last.revision();
+            }
+            inner.consumer_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        PushResult::Pushed
+    }
+
+    /// Pushes one item (a bookmark or an initial-state object).
+    pub(crate) fn push(&self, item: WatchItem) -> PushResult {
+        self.push_batch(std::slice::from_ref(&item))
+    }
+
+    /// Ends the watch after the queued items. Idempotent: the first end wins.
+    pub(crate) fn push_end(&self, end: WatchEnd) {
+        let waker = {
+            let mut inner = self.lock();
+            if inner.end.is_none() {
+                inner.end = Some(end);
+            }
+            inner.consumer_waker.take()
+        };
+        self.set_state(WatcherState::Ended);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Whether the consumer emptied the queue since the last call.
+    pub(crate) fn take_drained(&self) -> bool {
+        std::mem::take(&mut self.lock().drained)
+    }
+
+    /// Pops the next item, or the end once every item was delivered.
+    pub fn try_pop(&self) -> Pop {
+        let mut inner = self.lock();
+        Self::pop_locked(&mut inner)
+    }
+
+    fn pop_locked(inner: &mut Inner) -> Pop {
+        match inner.items.pop_front() {
+            Some(item) => {
+                if inner.items.is_empty() {
+                    inner.drained = true;
+                }
+                Pop::Item(item)
+            }
+            None => match &inner.end {
+                Some(end) => Pop::End(end.clone()),
+                None => Pop::Empty,
+            },
+        }
+    }
+
+    /// Pops up to `max` items into `out`. Returns the end if every item has been delivered and
+    /// the watch ended. Registers `cx`'s waker when it finds nothing.
+    pub fn poll_pop_many(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+        out: &mut Vec<WatchItem>,
+    ) -> Poll<Option<WatchEnd>> {
+        let mut inner = self.lock();
+        let take = inner.items.len().min(max);
+        if take > 0 {
+            out.extend(inner.items.drain(..take));
+            if inner.items.is_empty() {
+                inner.drained = true;
+            }
+            return Poll::Ready(None);
+        }
+        if let Some(end) = &inner.end {
+            return Poll::Ready(Some(end.clone()));
+        }
+        inner.consumer_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// The consumer is gone: pushes fail from now on and the owner drops the watcher.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        inner.consumer_closed = true;
+        inner.items.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bookmark(revision: Revision) -> WatchItem {
+        WatchItem::Bookmark {
+            revision,
+            initial_events_end: false,
+        }
+    }
+
+    #[test]
+    fn batches_are_all_or_nothing_and_end_follows_the_backlog() {
+        let queue = WatchQueue::new(3);
+        assert_eq!(
+            queue.push_batch(&[bookmark(1), bookmark(1)]),
+            PushResult::Pushed
+        );
+        assert_eq!(
+            queue.push_batch(&[bookmark(2), bookmark(2)]),
+            PushResult::Full
+        );
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.push(bookmark(3)), PushResult::Pushed);
+        queue.push_end(WatchEnd::Deadline);
+        let mut revisions = Vec::new();
+        loop {
+            match queue.try_pop() {
+                Pop::Item(item) => revisions.push(item.revision()),
+                Pop::End(end) => {
+                    assert_eq!(end, WatchEnd::Deadline);
+                    break;
+                }
+                Pop::Empty => panic!("end lost"),
+            }
+        }
+        assert_eq!(revisions, [1, 1, 3]);
+        assert!(queue.take_drained());
+        assert!(!queue.take_drained());
+    }
+
+    #[test]
+    fn an_oversized_batch_enters_an_empty_queue() {
+        let queue = WatchQueue::new(1);
+        assert_eq!(
+            queue.push_batch(&[bookmark(1), bookmark(1), bookmark(1)]),
+            PushResult::Pushed
+        );
+        assert_eq!(queue.push(bookmark(2)), PushResult::Full);
+        queue.close();
+        assert_eq!(queue.push(bookmark(2)), PushResult::Closed);
+    }
+}

@@ -1,0 +1,210 @@
+//! Watch requests, the selection a watcher applies, and the per-watcher state that moves
+//! between the dispatcher and the catch-up worker.
+
+use std::sync::Arc;
+
+use crate::event::{Event, EventType};
+use crate::object::{Object, Revision};
+use crate::queue::WatchQueue;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::snapshot::Snapshot;
+use crate::time::Instant;
+
+/// A watcher's identity, unique within one cache, assigned in registration order.
+pub type WatcherId = u64;
+
+/// Where a watch starts. The server maps Kubernetes' `resourceVersion`,
+/// `resourceVersionMatch` and `sendInitialEvents` onto these (see docs/ARCHITECTURE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchStart {
+    /// From the cache's current resource version, with no initial state
+    /// (`resourceVersion=0`, `sendInitialEvents=false`).
+    Now,
+    /// Every event with a resource version above `N` (`resourceVersion=N`). A position below
+    /// the history's floor gets an in-stream 410; one above the cache's resource version waits
+    /// for the cache rather than fail.
+    After(Revision),
+    /// The full state at a cache resource version of at least `min_revision` as ADDED events,
+    /// then (if bookmarks are allowed) the initial-events-end bookmark, then every later change
+    /// (`sendInitialEvents=true`). If the cache does not reach `min_revision` within
+    /// `fresh_wait_max`, the watch ends with 504 "Too large resource version".
+    InitialState {
+        /// The lowest acceptable resource version of the initial state; `None` takes the
+        /// cache as it is (`resourceVersion=0`).
+        min_revision: Option<Revision>,
+    },
+}
+
+/// A request to watch one resource of the cache.
+#[derive(Clone, Debug)]
+pub struct WatchRequest {
+    /// Where the watch starts.
+    pub start: WatchStart,
+    /// The namespace of the request path, if any (narrower than a field selector).
+    pub namespace: Option<String>,
+    /// The label selector.
+    pub labels: LabelSelector,
+    /// The field selector. Exact `metadata.name`, `metadata.namespace` and trigger-field
+    /// requirements also choose which events visit the watcher at all.
+    pub fields: FieldSelector,
+    /// Whether the client accepts BOOKMARK events.
+    pub allow_bookmarks: bool,
+    /// When the watch ends by itself (`timeoutSeconds`); a bookmark is sent shortly before.
+    pub deadline: Option<Instant>,
+    /// The queue capacity; `None` sizes it like Kubernetes from the history capacity.
+    pub queue_capacity: Option<usize>,
+}
+
+impl WatchRequest {
+    /// A watch of everything, from `start`, with bookmarks and no deadline.
+    #[must_use]
+    pub fn new(start: WatchStart) -> WatchRequest {
+        WatchRequest {
+            start,
+            namespace: None,
+            labels: LabelSelector::everything(),
+            fields: FieldSelector::everything(),
+            allow_bookmarks: true,
+            deadline: None,
+            queue_capacity: None,
+        }
+    }
+}
+
+/// How events reach a watcher on the live path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Route {
+    /// By the object's trigger-field value.
+    Trigger(Arc<str>),
+    /// By the object's namespace and name; `None` matches any.
+    Scope(Option<Arc<str>>, Option<Arc<str>>),
+}
+
+/// What a watcher selects: a copy taken at registration, shared by the live path and passes so
+/// both select exactly the same events (KEP-6268 invariant 4).
+#[derive(Debug)]
+pub(crate) struct Selection {
+    pub(crate) namespace: Option<Arc<str>>,
+    pub(crate) name: Option<Arc<str>>,
+    trigger: Option<(Arc<str>, Arc<str>)>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Selection {
+    pub(crate) fn new(request: &WatchRequest, trigger_field: Option<&str>) -> Selection {
+        let namespace = request
+            .namespace
+            .as_deref()
+            .or_else(|| request.fields.exact("metadata.namespace"))
+            .map(Arc::from);
+        let name = request.fields.exact("metadata.name").map(Arc::from);
+        let trigger = trigger_field.and_then(|field| {
+            request
+                .fields
+                .exact(field)
+                .map(|value| (Arc::from(field), Arc::from(value)))
+        });
+        Selection {
+            namespace,
+            name,
+            trigger,
+            labels: request.labels.clone(),
+            fields: request.fields.clone(),
+        }
+    }
+
+    pub(crate) fn route(&self) -> Route {
+        match &self.trigger {
+            Some((_, value)) => Route::Trigger(value.clone()),
+            None => Route::Scope(self.namespace.clone(), self.name.clone()),
+        }
+    }
+
+    /// Whether the object is selected.
+    pub(crate) fn matches(&self, object: &Object) -> bool {
+        if let Some(namespace) = &self.namespace {
+            if object.namespace() != &**namespace {
+                return false;
+            }
+        }
+        if let Some(name) = &self.name {
+            if object.name() != &**name {
+                return false;
+            }
+        }
+        if let Some((field, value)) = &self.trigger {
+            if object.field(field) != &**value {
+                return false;
+            }
+        }
+        self.labels.matches(object.labels()) && self.fields.matches(object.fields())
+    }
+
+    /// The event as this watcher sees it: ADDED when the object enters the selection, DELETED
+    /// (carrying the previous object) when it leaves, MODIFIED when it stays; `None` when it is
+    /// outside both before and after.
+    pub(crate) fn event_type(&self, event: &Event) -> Option<EventType> {
+        let now = event.object().is_some_and(|o| self.matches(o));
+        let before = event.prev().is_some_and(|o| self.matches(o));
+        match (now, before) {
+            (true, false) => Some(EventType::Added),
+            (true, true) => Some(EventType::Modified),
+            (false, true) => Some(EventType::Deleted),
+            (false, false) => None,
+        }
+    }
+
+    /// The key range of the initial state this watcher can select: a single key, a namespace
+    /// prefix, or everything.
+    pub(crate) fn key_prefix(&self) -> Option<String> {
+        self.namespace.as_ref().map(|ns| format!("{ns}/"))
+    }
+}
+
+/// Streaming progress through a watch's initial state.
+#[derive(Debug)]
+pub(crate) struct InitialPhase {
+    /// The state being streamed; pinned until the phase ends.
+    pub(crate) snapshot: Snapshot,
+    /// The last key pushed, so the next pass resumes after it.
+    pub(crate) after_key: Option<Arc<str>>,
+}
+
+/// One watcher's state. Owned by exactly one actor at a time: the dispatcher while synced or
+/// waiting to start, the catch-up worker while unsynced; it moves between them by message.
+#[derive(Debug)]
+pub(crate) struct Watcher {
+    pub(crate) id: WatcherId,
+    pub(crate) queue: Arc<WatchQueue>,
+    pub(crate) selection: Arc<Selection>,
+    pub(crate) allow_bookmarks: bool,
+    pub(crate) deadline: Option<Instant>,
+    /// Every selected event with a revision at or below this has been queued, and every
+    /// selected event above it is still to be offered. For a synced watcher the dispatcher
+    /// keeps it at the last dispatched revision lazily (it is exact again on a stall).
+    pub(crate) position: Revision,
+    /// The revision of the last item queued (events or bookmarks): a bookmark is only sent
+    /// above it, so the client's resource version never moves backwards.
+    pub(crate) last_sent: Revision,
+    /// Whether the watcher ever reached the live stream (picks the 410 reason).
+    pub(crate) reached_live: bool,
+    /// Events pushed by passes since it went unsynced (`watcher_catchup_events`).
+    pub(crate) catchup_events: u64,
+    /// Present while the initial state is being streamed.
+    pub(crate) initial: Option<InitialPhase>,
+    /// Whether the initial-events-end bookmark is still owed (after the initial state).
+    pub(crate) initial_bookmark_owed: bool,
+    /// Still in the initial phase (initial state or history replay before first resync).
+    pub(crate) in_initial_phase: bool,
+    /// When it last accepted an item while in its initial phase.
+    pub(crate) last_progress: Instant,
+    /// When it went unsynced (for operators and the simulator).
+    pub(crate) unsynced_since: Instant,
+    /// Catch-up passes that found it with room but did not serve it.
+    pub(crate) passes_waited: u64,
+    /// Marked by the worker when it is new to the unsynced set.
+    pub(crate) fresh_stall: bool,
+    /// Set when the watcher's cache epoch ended (a relist); it must get a 410.
+    pub(crate) epoch: u64,
+}

@@ -1,0 +1,784 @@
+//! Scenario tests for KEP-6268's invariants and the core's watch semantics, on the step/drive
+//! harness (real dispatcher and catch-up worker, virtual clock).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use watchkeeper_core::{
+    CacheConfig, CandidateOrder, Change, Encoding, EventType, FieldSelector, LabelSelector,
+    TerminationReason, WatchEnd, WatchMode, WatchRequest, WatchStart, WatcherState,
+};
+
+fn config() -> CacheConfig {
+    CacheConfig {
+        trigger_field: Some("spec.nodeName".to_owned()),
+        ..CacheConfig::default()
+    }
+}
+
+fn assert_no_skips(h: &Harness) {
+    assert_eq!(
+        h.cache.metrics().watcher_skipped_events.get(),
+        0,
+        "the live path skipped events"
+    );
+}
+
+/// Goal: a watcher whose queue fills becomes unsynced (never closed), a healthy watcher is
+/// unaffected, and once the slow one reads it receives every event exactly once, in order,
+/// and rejoins the live stream. Method: queue of 2, five writes, then drain and pass.
+#[test]
+fn stall_records_position_and_resumes_without_loss() {
+    let mut h = Harness::new(config());
+    let slow = h.watch_from(WatchStart::Now, 2);
+    let healthy = h.watch_from(WatchStart::Now, 100);
+    let mut written = Vec::new();
+    for i in 0..5 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    assert_eq!(slow.state(), WatcherState::Unsynced);
+    assert_eq!(h.cache.metrics().watcher_stalls.get(), 1);
+    assert_eq!(h.cache.metrics().stalled_watchers.get(), 1);
+    assert_eq!(
+        revisions(&drain(&healthy)),
+        written,
+        "healthy watcher got everything live"
+    );
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&slow], &mut seen, 20);
+    assert_eq!(revisions(&seen[0]), written, "every event once, in order");
+    assert_eq!(
+        slow.state(),
+        WatcherState::Synced,
+        "back on the live stream"
+    );
+    assert_eq!(h.cache.metrics().stalled_watchers.get(), 0);
+    assert_eq!(h.cache.metrics().watcher_catchup_rounds.get(), 1);
+    assert_eq!(h.cache.metrics().watcher_catchup_events.count(), 1);
+    // Live again: the next write arrives without a pass.
+    let rv = h.put("ns", "after", &[], "n1");
+    assert_eq!(revisions(&drain(&slow)), [rv]);
+    assert!(end_of(&slow).is_none(), "never closed");
+    assert_no_skips(&h);
+}
+
+/// Goal: order and single delivery across repeated stalls and partial reads while writes
+/// continue. Method: a reader that takes one item per write, a queue of 3, 200 writes.
+#[test]
+fn order_and_single_delivery_across_repeated_stalls() {
+    let mut h = Harness::new(config());
+    let watch = h.watch_from(WatchStart::Now, 3);
+    let mut got = Vec::new();
+    let mut written = Vec::new();
+    for i in 0..200 {
+        written.push(h.put("ns", &format!("p{}", i % 7), &[], "n1"));
+        // Alternate slow phases (one read per two writes) with fast ones (a pass and a full
+        // read after every write).
+        if (i / 20) % 2 == 1 {
+            h.advance(Duration::from_millis(10));
+            got.extend(drain(&watch));
+        } else {
+            if i % 2 == 0 {
+                got.extend(take(&watch, 1));
+            }
+            if i % 5 == 0 {
+                h.advance(Duration::from_millis(10));
+            }
+        }
+    }
+    let mut seen = vec![got];
+    h.settle(&[&watch], &mut seen, 200);
+    assert_eq!(revisions(&seen[0]), written);
+    assert!(
+        h.cache.metrics().watcher_stalls.get() > 1,
+        "the scenario must stall repeatedly"
+    );
+    assert_no_skips(&h);
+}
+
+/// Goal: bookmarks go only to synced watchers, only when the revision advanced, never below
+/// what the client has; none while unsynced. Method: two watchers allowing bookmarks, one
+/// stalled, advance past the bookmark interval.
+#[test]
+fn bookmarks_only_when_synced_and_never_backwards() {
+    let mut h = Harness::new(config());
+    let synced = h.watch_from(WatchStart::Now, 100);
+    let stalled = h.watch_from(WatchStart::Now, 1);
+    h.put("ns", "a", &[], "n1");
+    h.put("ns", "b", &[], "n1");
+    assert_eq!(stalled.state(), WatcherState::Unsynced);
+    let before = drain(&synced);
+    h.dispatcher.handle_progress(h.now, 10);
+    h.advance(Duration::from_secs(61));
+    let after = drain(&synced);
+    assert_eq!(after, [Seen::Bookmark(10, false)], "{before:?}");
+    // The stalled watcher got no bookmark while unsynced: only its one queued event.
+    let queued = take(&stalled, 10);
+    assert_eq!(queued.len(), 1);
+    assert!(matches!(queued[0], Seen::Event(..)));
+    // Catch up; after resync the next bookmark is at or above everything it saw.
+    let mut seen = vec![queued];
+    h.settle(&[&stalled], &mut seen, 20);
+    h.advance(Duration::from_secs(61));
+    seen[0].extend(drain(&stalled));
+    let mut last = 0;
+    for item in &seen[0] {
+        let rv = match item {
+            Seen::Event(_, _, rv) | Seen::Bookmark(rv, _) => *rv,
+            Seen::Initial(..) => continue,
+        };
+        assert!(rv >= last, "resource version went backwards: {:?}", seen[0]);
+        last = rv;
+    }
+    assert!(
+        seen[0].contains(&Seen::Bookmark(10, false)),
+        "{:?}",
+        seen[0]
+    );
+    // Nothing advanced since: no new bookmark for either.
+    h.advance(Duration::from_secs(61));
+    assert!(drain(&synced).is_empty());
+    assert_no_skips(&h);
+}
+
+/// Goal: a pass selects exactly what the live path selects (KEP invariant 4): ADDED on
+/// entering a label selection, MODIFIED inside, DELETED with the previous object on leaving.
+/// Method: the same selector on a live watcher and on one that stalls at the start.
+#[test]
+fn selection_parity_between_live_path_and_passes() {
+    let mut h = Harness::new(config());
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.labels = LabelSelector::parse("app=web").unwrap();
+    request.queue_capacity = Some(100);
+    let live = h.watch(request.clone());
+    request.queue_capacity = Some(1);
+    let slow = h.watch(request);
+    h.put("ns", "x", &[("app", "db")], "n1");
+    h.put("ns", "x", &[("app", "web")], "n1");
+    h.put("ns", "x", &[("app", "web"), ("v", "2")], "n1");
+    h.put("ns", "x", &[("app", "db")], "n1");
+    h.put("ns", "x", &[("app", "web")], "n1");
+    h.delete("ns", "x");
+    let expected = vec![
+        Seen::Event(EventType::Added, "ns/x".into(), 3),
+        Seen::Event(EventType::Modified, "ns/x".into(), 4),
+        Seen::Event(EventType::Deleted, "ns/x".into(), 5),
+        Seen::Event(EventType::Added, "ns/x".into(), 6),
+        Seen::Event(EventType::Deleted, "ns/x".into(), 7),
+    ];
+    assert_eq!(drain(&live), expected);
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&slow], &mut seen, 50);
+    assert_eq!(seen[0], expected);
+    assert!(h.cache.metrics().watcher_stalls.get() >= 1);
+    assert_no_skips(&h);
+}
+
+/// Goal: a DELETED on leaving the selection carries the previous object at the event's
+/// resource version. Method: encode the item and parse it.
+#[test]
+fn leaving_the_selection_carries_the_previous_object_at_the_event_revision() {
+    let mut h = Harness::new(config());
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.labels = LabelSelector::parse("app=web").unwrap();
+    let watch = h.watch(request);
+    h.put("ns", "x", &[("app", "web")], "n1");
+    let rv = h.put("ns", "x", &[("app", "db")], "n1");
+    let _added = watch.try_pop();
+    let watchkeeper_core::Pop::Item(item) = watch.try_pop() else {
+        panic!("expected the DELETED event");
+    };
+    let (event_type, bytes) = item
+        .encoded(Encoding::Json, &h.cache.metrics().encode)
+        .unwrap();
+    assert_eq!(event_type, EventType::Deleted);
+    let object: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(object["metadata"]["resourceVersion"], rv.to_string());
+    assert_eq!(
+        object["metadata"]["labels"]["app"], "web",
+        "the previous object"
+    );
+}
+
+/// Goal: the candidate order is free share, then new-or-drained, then rotation from the cursor.
+/// Method: one member per pass; watchers with different free shares.
+#[test]
+fn candidate_order_prefers_free_share_then_drained_then_rotation() {
+    let config = CacheConfig {
+        pass_members_max: 1,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let a = h.watch_from(WatchStart::Now, 4);
+    let b = h.watch_from(WatchStart::Now, 4);
+    let c = h.watch_from(WatchStart::Now, 4);
+    for i in 0..5 {
+        h.put("ns", &format!("p{i}"), &[], "n1");
+    }
+    // All three are unsynced with full queues. Free one slot in a, all of b, two of c.
+    take(&a, 1);
+    take(&b, 4);
+    take(&c, 2);
+    let report = h.pass();
+    assert_eq!(report.candidates, 3);
+    assert_eq!(report.members, 1);
+    assert_eq!(report.served[0].0, b.id(), "largest free share first");
+    assert_eq!(report.waited, 2);
+    let report = h.pass();
+    assert_eq!(report.served[0].0, c.id());
+    let report = h.pass();
+    assert_eq!(report.served[0].0, a.id());
+    assert_eq!(report.served[0].1, 2, "a waited two passes with room");
+}
+
+/// Goal: rotation-only order serves every candidate within (candidates / member cap) passes.
+/// Method: ten laggards with room, a member cap of 3, count passes until all were served.
+#[test]
+fn rotation_serves_every_candidate_within_a_bounded_number_of_passes() {
+    let config = CacheConfig {
+        pass_members_max: 3,
+        candidate_order: CandidateOrder::RotationOnly,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let watches: Vec<_> = (0..10).map(|_| h.watch_from(WatchStart::Now, 2)).collect();
+    for i in 0..3 {
+        h.put(&format!("ns{i}"), "p", &[], "n1");
+    }
+    for w in &watches {
+        take(w, 2);
+    }
+    let mut served = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let report = h.pass();
+        assert!(report.members <= 3);
+        served.extend(report.served.iter().map(|(id, _)| *id));
+    }
+    assert_eq!(
+        served.len(),
+        10,
+        "every laggard served within ceil(10/3) = 4 passes"
+    );
+}
+
+/// Goal: watchers at the same position form one cohort: one history read and one
+/// serialization per event, however many members. Method: 100 watchers stall together, one
+/// pass, then encode everything every watcher received.
+#[test]
+fn one_cohort_one_read_and_one_serialization_per_event() {
+    let mut h = Harness::new(config());
+    let watches: Vec<_> = (0..100).map(|_| h.watch_from(WatchStart::Now, 1)).collect();
+    let mut written = Vec::new();
+    for i in 0..20 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    for w in &watches {
+        assert_eq!(w.state(), WatcherState::Unsynced);
+        take(w, 1);
+    }
+    let cache = h.cache.clone();
+    let stats = &cache.metrics().encode;
+    let before = stats.serializations();
+    let report = h.pass();
+    assert_eq!(report.cohorts, 1, "one history read for all members");
+    assert_eq!(report.members, 100);
+    assert_eq!(report.events_scanned, 19);
+    // Everyone now holds event 2 (rv of p1); encode what they all hold.
+    for w in &watches {
+        while let watchkeeper_core::Pop::Item(item) = w.try_pop() {
+            item.encoded(Encoding::Json, stats);
+        }
+    }
+    let mut seen: Vec<Vec<Seen>> = vec![Vec::new(); watches.len()];
+    let refs: Vec<&_> = watches.iter().collect();
+    h.settle(&refs, &mut seen, 100);
+    for w in &watches {
+        while let watchkeeper_core::Pop::Item(item) = w.try_pop() {
+            item.encoded(Encoding::Json, stats);
+        }
+    }
+    let serializations = stats.serializations() - before;
+    assert!(
+        serializations <= 20,
+        "{serializations} serializations for 20 events x 100 watchers"
+    );
+    assert_no_skips(&h);
+}
+
+/// Goal: a pass respects its scan budget, its push budget and its member cap.
+/// Method: tiny budgets, many watchers and events.
+#[test]
+fn pass_budgets_and_member_cap_hold() {
+    let config = CacheConfig {
+        pass_members_max: 5,
+        pass_scan_units_max: 64 + 10,
+        pass_pushes_max: 7,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let watches: Vec<_> = (0..8).map(|_| h.watch_from(WatchStart::Now, 50)).collect();
+    // Stall them all at rv 1 by filling their queues with one oversized revision.
+    h.write(|rv| {
+        (0..50)
+            .map(|i| Change::put(pod("ns", &format!("big{i}"), rv, &[], "n1")))
+            .collect()
+    });
+    h.put("ns", "x", &[], "n1");
+    for i in 0..30 {
+        h.put("ns", &format!("p{i}"), &[], "n1");
+    }
+    for w in &watches {
+        assert_eq!(w.state(), WatcherState::Unsynced);
+        take(w, 50);
+    }
+    let report = h.pass();
+    assert_eq!(report.candidates, 8);
+    assert!(report.members <= 5);
+    assert!(report.events_scanned <= 10, "scan budget: {report:?}");
+    assert!(report.pushes <= 7, "push budget: {report:?}");
+    assert!(
+        report.busy,
+        "a spent budget makes the next pass come sooner"
+    );
+    let mut seen: Vec<Vec<Seen>> = vec![Vec::new(); watches.len()];
+    let refs: Vec<&_> = watches.iter().collect();
+    h.settle(&refs, &mut seen, 500);
+    for s in &seen {
+        assert_eq!(revisions(s), (3..=33).collect::<Vec<_>>());
+    }
+    assert_no_skips(&h);
+}
+
+/// Goal: a member that cannot take everything keeps its position and is owed the rest, which
+/// a later pass delivers with nothing lost or repeated. Method: a queue of 2 behind 10 events.
+#[test]
+fn owed_events_are_offered_again() {
+    let mut h = Harness::new(config());
+    let watch = h.watch_from(WatchStart::Now, 2);
+    let written: Vec<_> = (0..10)
+        .map(|i| h.put("ns", &format!("p{i}"), &[], "n1"))
+        .collect();
+    let mut got = take(&watch, 2);
+    let report = h.pass();
+    assert_eq!(report.pushes, 2);
+    assert!(report.busy);
+    got.extend(take(&watch, 2));
+    let report = h.pass();
+    assert_eq!(report.pushes, 2);
+    let mut seen = vec![got];
+    h.settle(&[&watch], &mut seen, 50);
+    assert_eq!(revisions(&seen[0]), written);
+}
+
+/// Goal: a namespace-scoped and a trigger-indexed watcher that stall cross unrelated churn in
+/// one scan (position follows the scan), and get exactly their events. Method: stall them, then
+/// 500 writes elsewhere, then one pass.
+#[test]
+fn scoped_and_trigger_watchers_cross_unrelated_churn() {
+    let mut h = Harness::new(config());
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.namespace = Some("a".to_owned());
+    request.queue_capacity = Some(1);
+    let scoped = h.watch(request);
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.fields = FieldSelector::parse("spec.nodeName=n1").unwrap();
+    request.queue_capacity = Some(1);
+    let node = h.watch(request);
+    let a1 = h.put("a", "p", &[], "n1");
+    let a2 = h.put("a", "p", &[], "n2");
+    assert_eq!(scoped.state(), WatcherState::Unsynced);
+    for i in 0..500 {
+        h.put("b", &format!("q{i}"), &[], "n3");
+    }
+    assert_eq!(
+        drain(&scoped),
+        [Seen::Event(EventType::Added, "a/p".into(), a1)]
+    );
+    assert_eq!(
+        drain(&node),
+        [Seen::Event(EventType::Added, "a/p".into(), a1)]
+    );
+    let report = h.pass();
+    assert_eq!(report.resynced, 2, "{report:?}");
+    // The pod moved from n1 to n2: the node watcher sees it leave.
+    assert_eq!(
+        drain(&scoped),
+        [Seen::Event(EventType::Modified, "a/p".into(), a2)]
+    );
+    assert_eq!(
+        drain(&node),
+        [Seen::Event(EventType::Deleted, "a/p".into(), a2)]
+    );
+    assert_eq!(scoped.state(), WatcherState::Synced);
+    assert_eq!(node.state(), WatcherState::Synced);
+    // Live trigger routing: a pod on n1 reaches the node watcher, one on n3 does not.
+    let on_n1 = h.put("c", "r", &[], "n1");
+    h.put("c", "s", &[], "n3");
+    assert_eq!(
+        drain(&node),
+        [Seen::Event(EventType::Added, "c/r".into(), on_n1)]
+    );
+    assert!(drain(&scoped).is_empty());
+    assert_no_skips(&h);
+}
+
+/// Goal: a stalled watcher whose position ages out gets its queued backlog, then one 410
+/// (resource_expired, it had reached the live stream); a watch started far behind that never
+/// reached the live stream gets resource_expired_initial. Method: a tiny history.
+#[test]
+fn expiry_delivers_the_backlog_then_one_410_with_the_right_reason() {
+    let config = CacheConfig {
+        history_capacity_min: 10,
+        history_capacity_max: 10,
+        event_fresh_duration: Duration::from_secs(1),
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let live = h.watch_from(WatchStart::Now, 2);
+    let first = h.put("ns", "a", &[], "n1");
+    let second = h.put("ns", "b", &[], "n1");
+    h.put("ns", "b2", &[], "n1");
+    // Starts behind; the first pass fills its queue and leaves it owed, short of the live stream.
+    let behind = h.watch_from(WatchStart::After(first), 1);
+    h.pass();
+    for i in 0..30 {
+        h.put("ns", &format!("c{i}"), &[], "n1");
+    }
+    h.pass();
+    assert_eq!(
+        drain(&live),
+        [
+            Seen::Event(EventType::Added, "ns/a".into(), first),
+            Seen::Event(EventType::Added, "ns/b".into(), second),
+        ]
+    );
+    match end_of(&live) {
+        Some(WatchEnd::Expired {
+            reason, position, ..
+        }) => {
+            assert_eq!(reason, TerminationReason::ResourceExpired);
+            assert_eq!(position, second);
+        }
+        other => panic!("expected a 410, got {other:?}"),
+    }
+    assert_eq!(
+        drain(&behind),
+        [Seen::Event(EventType::Added, "ns/b".into(), second)]
+    );
+    match end_of(&behind) {
+        Some(WatchEnd::Expired { reason, .. }) => {
+            assert_eq!(reason, TerminationReason::ResourceExpiredInitial)
+        }
+        other => panic!("expected a 410, got {other:?}"),
+    }
+    let metrics = h.cache.metrics();
+    assert_eq!(metrics.terminations(TerminationReason::ResourceExpired), 1);
+    assert_eq!(
+        metrics.terminations(TerminationReason::ResourceExpiredInitial),
+        1
+    );
+    assert_eq!(metrics.stalled_watchers.get(), 0);
+    assert_eq!(metrics.watchers.get(), 0);
+}
+
+/// Goal: a watch from a revision already evicted gets an immediate in-stream 410 with
+/// Kubernetes' message inputs; one above the cache waits, then starts there.
+#[test]
+fn too_old_fails_and_future_waits() {
+    let config = CacheConfig {
+        history_capacity_min: 5,
+        history_capacity_max: 5,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    for i in 0..20 {
+        h.put("ns", &format!("p{i}"), &[], "n1");
+    }
+    let old = h.watch_from(WatchStart::After(3), 10);
+    match end_of(&old) {
+        Some(WatchEnd::Expired {
+            position, floor, ..
+        }) => {
+            assert_eq!(position, 3);
+            assert_eq!(floor, h.cache.history_info().oldest - 1);
+        }
+        other => panic!("expected 410, got {other:?}"),
+    }
+    let future = h.watch_from(WatchStart::After(h.revision + 2), 10);
+    assert_eq!(future.state(), WatcherState::Pending);
+    h.put("ns", "x", &[], "n1");
+    h.put("ns", "y", &[], "n1");
+    assert!(
+        drain(&future).is_empty(),
+        "events at or below the start are not sent"
+    );
+    let rv = h.put("ns", "z", &[], "n1");
+    assert_eq!(revisions(&drain(&future)), [rv]);
+}
+
+/// Goal: a client that cancels between its stall and the next pass is dropped cleanly.
+#[test]
+fn cancel_between_stall_and_pass() {
+    let mut h = Harness::new(config());
+    let watch = h.watch_from(WatchStart::Now, 1);
+    h.put("ns", "a", &[], "n1");
+    h.put("ns", "b", &[], "n1");
+    assert_eq!(watch.state(), WatcherState::Unsynced);
+    drop(watch);
+    let report = h.pass();
+    assert_eq!(report.dropped, 1);
+    let metrics = h.cache.metrics();
+    assert_eq!(metrics.stalled_watchers.get(), 0);
+    assert_eq!(metrics.watchers.get(), 0);
+    assert_eq!(h.worker.poll_timeout(), None, "nothing left to serve");
+}
+
+/// Goal: sendInitialEvents streams the state as ADDED in key order, then the
+/// initial-events-end bookmark, then changes; with a selector only matching objects.
+#[test]
+fn initial_state_then_end_bookmark_then_changes() {
+    let objects = vec![
+        pod("b", "2", 1, &[("app", "web")], "n1"),
+        pod("a", "1", 1, &[("app", "web")], "n1"),
+        pod("a", "3", 1, &[("app", "db")], "n1"),
+    ];
+    let mut h = Harness::with_objects(config(), 1, objects);
+    let mut request = WatchRequest::new(WatchStart::InitialState { min_revision: None });
+    request.labels = LabelSelector::parse("app=web").unwrap();
+    request.queue_capacity = Some(1);
+    let watch = h.watch(request);
+    assert_eq!(watch.state(), WatcherState::Initial);
+    let rv = h.put("c", "4", &[("app", "web")], "n1");
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&watch], &mut seen, 50);
+    assert_eq!(
+        seen[0],
+        [
+            Seen::Initial("a/1".into(), 1),
+            Seen::Initial("b/2".into(), 1),
+            Seen::Bookmark(1, true),
+            Seen::Event(EventType::Added, "c/4".into(), rv),
+        ]
+    );
+    assert_eq!(watch.state(), WatcherState::Synced);
+    assert_no_skips(&h);
+}
+
+/// Goal: sendInitialEvents with a minimum revision above the cache waits for it, and gives up
+/// with 504 "Too large resource version" after fresh_wait_max.
+#[test]
+fn initial_state_waits_for_min_revision_then_times_out() {
+    let mut h = Harness::new(config());
+    let waits = h.watch_from(
+        WatchStart::InitialState {
+            min_revision: Some(3),
+        },
+        10,
+    );
+    let gives_up = h.watch_from(
+        WatchStart::InitialState {
+            min_revision: Some(100),
+        },
+        10,
+    );
+    h.put("ns", "a", &[], "n1");
+    h.put("ns", "b", &[], "n1");
+    assert!(drain(&waits).is_empty());
+    h.advance(Duration::from_millis(1));
+    h.pass();
+    assert_eq!(
+        drain(&waits),
+        [
+            Seen::Initial("ns/a".into(), 2),
+            Seen::Initial("ns/b".into(), 3),
+            Seen::Bookmark(3, true),
+        ]
+    );
+    h.advance(Duration::from_secs(4));
+    assert_eq!(
+        end_of(&gives_up),
+        Some(WatchEnd::TooLargeResourceVersion {
+            requested: 100,
+            current: 3
+        })
+    );
+}
+
+/// Goal: the initial-phase no-progress timeout ends a watch that accepts nothing for 30 s and
+/// releases it; a slow watch that accepts something at least every 20 s is never ended.
+#[test]
+fn initial_phase_timeout_only_without_progress() {
+    let objects: Vec<_> = (0..10)
+        .map(|i| pod("ns", &format!("p{i}"), 1, &[], "n1"))
+        .collect();
+    let mut h = Harness::with_objects(config(), 1, objects);
+    let stuck = h.watch_from(WatchStart::InitialState { min_revision: None }, 1);
+    let slow = h.watch_from(WatchStart::InitialState { min_revision: None }, 1);
+    let mut slow_seen = Vec::new();
+    for _ in 0..15 {
+        for _ in 0..200 {
+            h.advance(Duration::from_millis(100));
+        }
+        slow_seen.extend(take(&slow, 1));
+    }
+    assert_eq!(end_of(&stuck), None, "queued item first");
+    assert_eq!(take(&stuck, 1).len(), 1);
+    assert_eq!(end_of(&stuck), Some(WatchEnd::InitialNoProgress));
+    assert_eq!(
+        h.cache
+            .metrics()
+            .terminations(TerminationReason::InitialNoProgress),
+        1
+    );
+    let mut seen = vec![slow_seen];
+    h.settle(&[&slow], &mut seen, 50);
+    assert_eq!(
+        seen[0].len(),
+        11,
+        "ten objects and the end bookmark: {:?}",
+        seen[0]
+    );
+    assert_eq!(slow.state(), WatcherState::Synced);
+}
+
+/// Goal: legacy mode reproduces Kubernetes before KEP-6268: an overflowing watcher is waited
+/// for on the budget, then force-closed as unresponsive; a healthy one is unaffected.
+#[test]
+fn legacy_mode_force_closes_an_overflowing_watcher() {
+    let config = CacheConfig {
+        mode: WatchMode::Legacy,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let slow = h.watch_from(WatchStart::Now, 1);
+    let healthy = h.watch_from(WatchStart::Now, 100);
+    h.put("ns", "a", &[], "n1");
+    h.put("ns", "b", &[], "n1");
+    assert!(
+        h.dispatcher.is_blocked(),
+        "the dispatcher waits on the budget"
+    );
+    let deadline = h.dispatcher.poll_timeout().unwrap();
+    assert!(deadline > h.now);
+    h.advance(deadline - h.now);
+    assert!(!h.dispatcher.is_blocked());
+    assert_eq!(take(&slow, 5).len(), 1);
+    assert_eq!(end_of(&slow), Some(WatchEnd::Unresponsive));
+    assert_eq!(
+        h.cache
+            .metrics()
+            .terminations(TerminationReason::Unresponsive),
+        1
+    );
+    assert_eq!(drain(&healthy).len(), 2);
+    // A blocked watcher that makes room in time is not closed.
+    let slow2 = h.watch_from(WatchStart::Now, 1);
+    h.put("ns", "c", &[], "n1");
+    h.put("ns", "d", &[], "n1");
+    assert!(h.dispatcher.is_blocked());
+    take(&slow2, 1);
+    h.dispatcher.retry_blocked(h.now);
+    assert!(!h.dispatcher.is_blocked());
+    assert_eq!(take(&slow2, 5).len(), 1);
+    assert_eq!(end_of(&slow2), None);
+}
+
+/// Goal: a multi-event revision is delivered whole, even when it is larger than the queue,
+/// and a stall never splits it. Method: a queue of 2, a revision of 5 events.
+#[test]
+fn revisions_are_never_split() {
+    let mut h = Harness::new(config());
+    let watch = h.watch_from(WatchStart::Now, 2);
+    let one = h.put("ns", "a", &[], "n1");
+    let big = h.write(|rv| {
+        (0..5)
+            .map(|i| Change::put(pod("ns", &format!("b{i}"), rv, &[], "n1")))
+            .collect()
+    });
+    assert_eq!(watch.state(), WatcherState::Unsynced);
+    assert_eq!(revisions(&drain(&watch)), [one]);
+    h.pass();
+    assert_eq!(
+        revisions(&drain(&watch)),
+        [big; 5],
+        "the whole revision at once"
+    );
+}
+
+/// Goal: a relist tells every watcher the truth with a 410 after its backlog.
+#[test]
+fn reset_ends_every_watcher_with_410() {
+    let mut h = Harness::new(config());
+    let synced = h.watch_from(WatchStart::Now, 10);
+    let unsynced = h.watch_from(WatchStart::Now, 1);
+    h.put("ns", "a", &[], "n1");
+    h.put("ns", "b", &[], "n1");
+    h.dispatcher
+        .handle_reset(h.now, 100, vec![pod("ns", "z", 90, &[], "n1")]);
+    h.pass();
+    assert_eq!(drain(&synced).len(), 2);
+    assert!(matches!(end_of(&synced), Some(WatchEnd::Expired { .. })));
+    assert_eq!(drain(&unsynced).len(), 1);
+    assert!(matches!(end_of(&unsynced), Some(WatchEnd::Expired { .. })));
+    assert_eq!(h.cache.latest().len(), 1);
+    assert_eq!(h.cache.revision(), 100);
+    assert_eq!(h.cache.metrics().watchers.get(), 0);
+}
+
+/// Goal: snapshots serve reads at exact revisions inside the window and refuse others.
+#[test]
+fn snapshots_serve_exact_revisions() {
+    let config = CacheConfig {
+        history_capacity_min: 5,
+        history_capacity_max: 5,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let r1 = h.put("ns", "a", &[], "n1");
+    let r2 = h.put("ns", "b", &[], "n1");
+    assert_eq!(h.cache.snapshot_at(r1).unwrap().len(), 1);
+    assert_eq!(h.cache.snapshot_at(r2).unwrap().len(), 2);
+    assert!(matches!(
+        h.cache.snapshot_at(r2 + 1),
+        Err(watchkeeper_core::ReadError::TooLarge { .. })
+    ));
+    for i in 0..10 {
+        h.put("ns", &format!("c{i}"), &[], "n1");
+    }
+    assert!(matches!(
+        h.cache.snapshot_at(r1),
+        Err(watchkeeper_core::ReadError::TooOld { .. })
+    ));
+    let latest = h.cache.latest();
+    assert_eq!(latest.len(), 12);
+    assert_eq!(latest.range(Some("ns/c"), None).count(), 10);
+}
+
+/// Goal: the request deadline ends a watch cleanly, synced or not, with a bookmark shortly
+/// before it for synced watchers that allow bookmarks.
+#[test]
+fn deadlines_end_watches_with_a_bookmark_before() {
+    let mut h = Harness::new(config());
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.deadline = Some(h.now + Duration::from_secs(10));
+    let synced = h.watch(request.clone());
+    request.queue_capacity = Some(1);
+    let unsynced = h.watch(request);
+    h.put("ns", "a", &[], "n1");
+    h.put("ns", "b", &[], "n1");
+    assert_eq!(drain(&synced).len(), 2);
+    h.dispatcher.handle_progress(h.now, 5);
+    h.advance(Duration::from_millis(8_500));
+    assert_eq!(
+        drain(&synced),
+        [Seen::Bookmark(5, false)],
+        "a bookmark 2 s before the deadline"
+    );
+    assert_eq!(end_of(&synced), None);
+    h.advance(Duration::from_secs(2));
+    assert_eq!(end_of(&synced), Some(WatchEnd::Deadline));
+    take(&unsynced, 5);
+    assert_eq!(end_of(&unsynced), Some(WatchEnd::Deadline));
+}
