@@ -89,6 +89,21 @@ impl Change {
     }
 }
 
+/// What dispatching one revision did, for the simulator's cost model and for benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DispatchReport {
+    /// Events in the revision (after dropping deletions of absent keys).
+    pub events: usize,
+    /// Watchers visited and evaluated against their selection (sum over events).
+    pub evaluated: usize,
+    /// Items pushed to synced watchers.
+    pub pushed: usize,
+    /// Watchers that stalled on this revision.
+    pub stalled: usize,
+    /// Watchers (legacy mode) blocked on this revision.
+    pub blocked: usize,
+}
+
 /// A synced watcher in its slot.
 #[derive(Debug)]
 struct Slot {
@@ -232,7 +247,12 @@ impl Dispatcher {
     /// # Panics
     /// If `changes` is empty, `revision` is not above the cache's resource version, or the
     /// dispatcher is blocked (legacy mode).
-    pub fn handle_revision(&mut self, now: Instant, revision: Revision, changes: Vec<Change>) {
+    pub fn handle_revision(
+        &mut self,
+        now: Instant,
+        revision: Revision,
+        changes: Vec<Change>,
+    ) -> DispatchReport {
         assert!(!changes.is_empty(), "a revision has changes");
         assert!(
             self.blocked.is_none(),
@@ -243,10 +263,11 @@ impl Dispatcher {
         let events = self.apply(now, revision, changes);
         // Watchers waiting for a start revision below this one begin here.
         self.promote_waiting(now, revision - 1);
-        self.dispatch(now, revision, &events);
+        let report = self.dispatch(now, revision, &events);
         if self.blocked.is_none() {
             self.finish_revision(now, revision);
         }
+        report
     }
 
     /// The store's revision advanced to `revision` without changes for this resource.
@@ -465,11 +486,20 @@ impl Dispatcher {
     }
 
     /// Offers one revision to the synced watchers that select it.
-    fn dispatch(&mut self, now: Instant, revision: Revision, events: &[SharedEvent]) {
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        revision: Revision,
+        events: &[SharedEvent],
+    ) -> DispatchReport {
+        let mut report = DispatchReport {
+            events: events.len(),
+            ..DispatchReport::default()
+        };
         let mut matches = std::mem::take(&mut self.matches);
         matches.clear();
         for (index, event) in events.iter().enumerate() {
-            self.collect_matches(index as u32, event, &mut matches);
+            report.evaluated += self.collect_matches(index as u32, event, &mut matches);
         }
         if events.len() > 1 {
             // Group each watcher's items, keeping the store's order within the revision.
@@ -504,6 +534,7 @@ impl Dispatcher {
             match entry.watcher.queue.push_batch(&self.batch) {
                 PushResult::Pushed => {
                     entry.watcher.last_sent = revision;
+                    report.pushed += self.batch.len();
                     self.shared.metrics.live_pushes.add(self.batch.len() as u64);
                 }
                 PushResult::Full => match self.shared.config.mode {
@@ -514,6 +545,8 @@ impl Dispatcher {
             }
         }
         self.matches = matches;
+        report.stalled = stalled.len();
+        report.blocked = blocked.len();
         for slot in closed {
             self.drop_slot(slot);
         }
@@ -523,6 +556,7 @@ impl Dispatcher {
         if !blocked.is_empty() {
             self.block(now, blocked);
         }
+        report
     }
 
     fn collect_matches(
@@ -530,15 +564,17 @@ impl Dispatcher {
         index: u32,
         event: &SharedEvent,
         out: &mut Vec<(usize, u32, WatchItem)>,
-    ) {
+    ) -> usize {
         let object = event
             .object()
             .or(event.prev())
             .expect("an event has an object");
         let namespace: Arc<str> = Arc::from(object.namespace());
         let name: Arc<str> = Arc::from(object.name());
+        let mut evaluated = 0;
         let mut visit = |route: &Route| {
             if let Some(slots) = self.routes.get(route) {
+                evaluated += slots.len();
                 for &slot in slots {
                     let entry = self.slots[slot].as_ref().expect("routed slots are live");
                     if let Some(event_type) = entry.watcher.selection.event_type(event) {
@@ -555,7 +591,7 @@ impl Dispatcher {
             }
         };
         if self.routes.is_empty() {
-            return;
+            return 0;
         }
         visit(&Route::Scope(None, None));
         visit(&Route::Scope(Some(namespace.clone()), None));
@@ -573,6 +609,7 @@ impl Dispatcher {
                 }
             }
         }
+        evaluated
     }
 
     /// Publishes the dispatched revision and starts the watchers waiting for it.

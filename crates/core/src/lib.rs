@@ -74,7 +74,7 @@ pub mod watcher;
 pub use cache::{HistoryInfo, ReadError, WaitFresh, Watch, WatchCache};
 pub use catchup::{CatchUpWorker, PassReport};
 pub use config::{CacheConfig, CandidateOrder, ConfigError, WatchMode};
-pub use dispatcher::{Change, Dispatcher};
+pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
 pub use metrics::Metrics;
 pub use object::{EncodeStats, Encoding, Object, Revision, object_key};
