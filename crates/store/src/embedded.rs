@@ -192,7 +192,7 @@ impl EmbeddedStore {
     pub fn compact_revision(&self) -> Result<u64, BackendError> {
         let rtxn = self.inner.db.begin_read().map_err(storage)?;
         let meta = rtxn.open_table(META).map_err(storage)?;
-        Ok(meta_get(&meta, META_COMPACTED).map_err(storage)?)
+        meta_get(&meta, META_COMPACTED).map_err(storage)
     }
 
     /// Verifies the whole database (slow; for tests and diagnostics): every log revision
@@ -310,6 +310,10 @@ fn meta_get(meta: &impl ReadableTable<&'static str, u64>, name: &str) -> Result<
     Ok(meta.get(name)?.map(|g| g.value()).unwrap_or(0))
 }
 
+/// A key being scanned by `range`, with its newest raw version at or below the read
+/// revision.
+type Pending = Option<(Vec<u8>, Option<(u64, Vec<u8>)>)>;
+
 /// The newest version of `key`, `None` if absent or deleted.
 fn latest(
     kv: &impl ReadableTable<(&'static [u8], u64), &'static [u8]>,
@@ -360,10 +364,8 @@ impl Inner {
         .map_err(storage)?;
         // Versions come sorted by (key, revision): remember the newest version <= rev of
         // the current key, emit it when the key changes.
-        let mut cur: Option<(Vec<u8>, Option<(u64, Vec<u8>)>)> = None;
-        let emit = |cur: Option<(Vec<u8>, Option<(u64, Vec<u8>)>)>,
-                    out: &mut RangeResponse|
-         -> Result<bool, BackendError> {
+        let mut cur: Pending = None;
+        let emit = |cur: Pending, out: &mut RangeResponse| -> Result<bool, BackendError> {
             if let Some((key, Some((r, raw)))) = cur {
                 if let Some(kv) = decode_version(&Bytes::from(key), r, &raw)? {
                     if req.limit > 0 && out.kvs.len() == req.limit {

@@ -115,7 +115,8 @@ impl EtcdConfig {
 /// A store backed by etcd. Cloning shares the same connection.
 #[derive(Clone)]
 pub struct EtcdStore {
-    client: Client,
+    // Boxed: the client is several KiB and would bloat every `AnyStore`.
+    client: Arc<Client>,
     config: Arc<EtcdConfig>,
     counters: Arc<StoreCounters>,
 }
@@ -192,7 +193,7 @@ impl EtcdStore {
                 _ => OpenError::Backend(BackendError::Unavailable("etcd connect failed".into())),
             })?;
         Ok(Self {
-            client,
+            client: Arc::new(client),
             config: Arc::new(config),
             counters: Arc::new(StoreCounters::default()),
         })
@@ -443,7 +444,7 @@ impl Store for EtcdStore {
     }
 
     async fn compact(&self, revision: u64) -> Result<(), CompactError> {
-        let mut client = self.client.clone();
+        let mut client = (*self.client).clone();
         let opts = CompactionOptions::new().with_physical();
         match self
             .timed(client.compact(revision as i64, Some(opts)))
@@ -514,7 +515,7 @@ impl Backoff {
 /// The watch task: runs etcd watch streams back to back until the consumer goes away or
 /// the watch hits compaction.
 async fn run_watch(
-    client: Client,
+    client: Arc<Client>,
     config: Arc<EtcdConfig>,
     bounds: KeyBounds,
     mut next: u64,

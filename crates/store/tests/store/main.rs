@@ -6,3 +6,7 @@
 
 mod common;
 mod conformance;
+mod crash;
+mod etcd_extra;
+mod model;
+mod progress;
