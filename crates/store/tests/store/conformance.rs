@@ -310,6 +310,28 @@ pub(crate) async fn watch_live<S: Store>(s: &S, p: &str) {
     }
 }
 
+/// A watcher that does not read while many revisions are written blocks no writer and,
+/// when it reads, gets every revision in order.
+pub(crate) async fn slow_watcher_loses_nothing<S: Store>(s: &S, p: &str) {
+    let mut w = s
+        .watch(KeySelector::prefix(p.to_string()), 0)
+        .await
+        .unwrap();
+    let mut revs = Vec::new();
+    for i in 0..300 {
+        revs.push(
+            s.put(k(p, &format!("k{}", i % 10)), format!("{i}"))
+                .await
+                .unwrap(),
+        );
+    }
+    for (i, want) in revs.iter().enumerate() {
+        let (rev, ev) = next_revision(&mut w).await;
+        assert_eq!(rev, *want);
+        assert_eq!(ev[0].kv.value, format!("{i}"));
+    }
+}
+
 /// Needs a store no other test writes to (compaction is global).
 pub(crate) async fn compaction<S: Store>(s: &S, p: &str) {
     let r1 = s.put(k(p, "a"), "1").await.unwrap();
@@ -400,7 +422,8 @@ macro_rules! shared_suite {
     ($factory:path) => {
         crate::conformance::conformance!($factory;
             put_get, range_paging, range_past_revision, txn_compare,
-            multi_op_txn_is_one_revision, watch_from_past, watch_live);
+            multi_op_txn_is_one_revision, watch_from_past, watch_live,
+            slow_watcher_loses_nothing);
     };
 }
 
