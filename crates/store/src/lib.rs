@@ -54,7 +54,7 @@ mod types;
 mod watch;
 
 pub use any::{AnyStore, StoreConfig, StoreKind};
-pub use embedded::{EmbeddedConfig, EmbeddedStore};
+pub use embedded::{EmbeddedConfig, EmbeddedStore, IntegrityReport};
 pub use error::{
     BackendError, CompactError, OpenError, RangeError, StoreError, TxnError, WatchError,
 };

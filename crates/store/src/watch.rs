@@ -22,7 +22,9 @@ use crate::{BackendError, Event, WatchItem};
 
 /// A stream of [`WatchItem`]s. Drop it to cancel the watch.
 ///
-/// Items come in revision order. After `Compacted` or `Failed` the stream ends.
+/// Items come in revision order. After `Compacted` or `Failed` the stream ends. The
+/// watch's task runs on the tokio runtime that opened it and keeps the store alive until
+/// the `Watch` is dropped.
 #[derive(Debug)]
 pub struct Watch {
     rx: mpsc::Receiver<WatchItem>,
