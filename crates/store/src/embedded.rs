@@ -768,3 +768,44 @@ fn decode_events(rev: u64, raw: &[u8]) -> Result<Vec<Event>, BackendError> {
     }
     Ok(events)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_and_reject_garbage() {
+        let kv = |v: &'static str, r| KeyValue {
+            key: Bytes::from_static(b"k"),
+            value: Bytes::from_static(v.as_bytes()),
+            create_revision: 2,
+            mod_revision: r,
+            version: r - 1,
+        };
+        let events = vec![
+            Event {
+                kind: EventKind::Put,
+                kv: kv("new", 7),
+                prev_kv: Some(kv("old", 5)),
+            },
+            Event {
+                kind: EventKind::Delete,
+                kv: crate::mvcc::tombstone(Bytes::from_static(b"d"), 7),
+                prev_kv: None,
+            },
+        ];
+        let enc = encode_events(&events);
+        assert_eq!(decode_events(7, &enc).unwrap(), events);
+        assert!(decode_events(7, &enc[..enc.len() - 1]).is_err());
+        assert!(decode_version(&Bytes::new(), 1, &[9]).is_err());
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(EmbeddedConfig::new("/tmp/x").validate().is_ok());
+        assert!(EmbeddedConfig::new("").validate().is_err());
+        let mut c = EmbeddedConfig::new("/tmp/x");
+        c.progress_interval = Some(Duration::from_micros(1));
+        assert!(c.validate().is_err());
+    }
+}

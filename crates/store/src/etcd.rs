@@ -642,3 +642,37 @@ fn group_by_revision(events: &[etcd_client::Event], next: u64) -> Vec<(u64, Vec<
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_caps() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(400));
+        for cap in [100, 200, 400, 400, 400] {
+            let d = b.next_delay();
+            let cap = Duration::from_millis(cap);
+            assert!(
+                d >= cap / 2 && d <= cap,
+                "{d:?} not in [{:?}, {cap:?}]",
+                cap / 2
+            );
+        }
+        b.reset();
+        assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(
+            EtcdConfig::new(["http://127.0.0.1:2379"])
+                .validate()
+                .is_ok()
+        );
+        assert!(EtcdConfig::new(Vec::<String>::new()).validate().is_err());
+        let mut c = EtcdConfig::new(["http://127.0.0.1:2379"]);
+        c.reconnect_backoff_max = Duration::from_millis(1);
+        assert!(c.validate().is_err());
+    }
+}
