@@ -96,10 +96,18 @@ fn run_and_kill(dir: &std::path::Path, n: usize) -> Vec<(u64, u64)> {
     acks
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill9_keeps_every_acknowledged_write() {
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn kill9_keeps_every_acknowledged_write() {
     if let Ok(dir) = std::env::var(CHILD_ENV) {
-        child(&dir).await;
+        runtime().block_on(child(&dir));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -111,45 +119,52 @@ async fn kill9_keeps_every_acknowledged_write() {
                 .all(|w| w[0].0 < w[1].0 && w[0].1 + 1 == w[1].1)
         );
         all.extend(acks);
-        let s = EmbeddedStore::open(config(dir.path())).unwrap();
-        let report = s.check_integrity().unwrap();
-        let (max_rev, max_step) = *all.last().unwrap();
-        assert!(
-            report.current >= max_rev,
-            "round {round}: acknowledged {max_rev} lost"
-        );
-        // Every acknowledged revision reads back exactly as written.
-        for &(rev, step) in &all {
-            let r = s
-                .range(RangeRequest::key("/last").at_revision(rev))
-                .await
-                .unwrap();
-            assert_eq!(r.kvs[0].value, step.to_string(), "revision {rev}");
-            assert_eq!(r.kvs[0].mod_revision, rev);
-        }
-        // A write after the last ack (committed but not yet printed) may exist; at most
-        // one, and whole.
-        let last = s.get("/last").await.unwrap().unwrap();
-        let last_step: u64 = String::from_utf8_lossy(&last.value).parse().unwrap();
-        assert!(last_step == max_step || last_step == max_step + 1);
-        // The change log agrees: a watch from the first revision replays every revision
-        // whole (four ops, three or four events).
-        let first = all[0].0;
-        let mut w = s.watch(KeySelector::prefix("/"), first).await.unwrap();
-        let mut rev = first;
-        while rev <= report.current {
-            let (r, events) = crate::common::next_revision(&mut w).await;
-            assert_eq!(r, rev);
-            assert!(
-                events.len() == 3 || events.len() == 4,
-                "revision {r}: {events:?}"
-            );
-            rev += 1;
-        }
-        let mut counts = BTreeMap::new();
-        for kv in s.range(RangeRequest::prefix("/")).await.unwrap().kvs {
-            *counts.entry(kv.key.slice(..3)).or_insert(0) += 1;
-        }
-        assert_eq!(counts.get(&b"/la"[..]), Some(&1));
+        // A runtime per round: shutting it down ends the watch task, which keeps the store
+        // (and redb's file lock) open, before the next writer starts.
+        runtime().block_on(verify(dir.path(), round, &all));
     }
+}
+
+/// Reopens the store after a kill and checks every acknowledged write.
+async fn verify(dir: &std::path::Path, round: usize, all: &[(u64, u64)]) {
+    let s = EmbeddedStore::open(config(dir)).unwrap();
+    let report = s.check_integrity().unwrap();
+    let (max_rev, max_step) = *all.last().unwrap();
+    assert!(
+        report.current >= max_rev,
+        "round {round}: acknowledged {max_rev} lost"
+    );
+    // Every acknowledged revision reads back exactly as written.
+    for &(rev, step) in all {
+        let r = s
+            .range(RangeRequest::key("/last").at_revision(rev))
+            .await
+            .unwrap();
+        assert_eq!(r.kvs[0].value, step.to_string(), "revision {rev}");
+        assert_eq!(r.kvs[0].mod_revision, rev);
+    }
+    // A write after the last ack (committed but not yet printed) may exist; at most one,
+    // and whole.
+    let last = s.get("/last").await.unwrap().unwrap();
+    let last_step: u64 = String::from_utf8_lossy(&last.value).parse().unwrap();
+    assert!(last_step == max_step || last_step == max_step + 1);
+    // The change log agrees: a watch from the first revision replays every revision whole
+    // (four ops: three or four events).
+    let first = all[0].0;
+    let mut w = s.watch(KeySelector::prefix("/"), first).await.unwrap();
+    let mut rev = first;
+    while rev <= report.current {
+        let (r, events) = crate::common::next_revision(&mut w).await;
+        assert_eq!(r, rev);
+        assert!(
+            events.len() == 3 || events.len() == 4,
+            "revision {r}: {events:?}"
+        );
+        rev += 1;
+    }
+    let mut counts = BTreeMap::new();
+    for kv in s.range(RangeRequest::prefix("/")).await.unwrap().kvs {
+        *counts.entry(kv.key.slice(..3)).or_insert(0) += 1;
+    }
+    assert_eq!(counts.get(&b"/la"[..]), Some(&1));
 }
