@@ -515,9 +515,7 @@ impl Dispatcher {
             while end < matches.len() && matches[end].0 == slot {
                 end += 1;
             }
-            self.batch.clear();
-            self.batch
-                .extend(matches[start..end].iter().map(|(_, _, item)| item.clone()));
+            let group = &matches[start..end];
             start = end;
             let Some(entry) = self.slots[slot].as_mut() else {
                 continue;
@@ -528,22 +526,28 @@ impl Dispatcher {
                 self.shared
                     .metrics
                     .watcher_skipped_events
-                    .add(self.batch.len() as u64);
+                    .add(group.len() as u64);
                 continue;
             }
-            match entry.watcher.queue.push_batch(&self.batch) {
+            match entry
+                .watcher
+                .queue
+                .push_items(group.iter().map(|(_, _, item)| item))
+            {
                 PushResult::Pushed => {
                     entry.watcher.last_sent = revision;
-                    report.pushed += self.batch.len();
-                    self.shared.metrics.live_pushes.add(self.batch.len() as u64);
+                    report.pushed += group.len();
                 }
                 PushResult::Full => match self.shared.config.mode {
                     WatchMode::StallResume => stalled.push(slot),
-                    WatchMode::Legacy => blocked.push((slot, self.batch.clone())),
+                    WatchMode::Legacy => {
+                        blocked.push((slot, group.iter().map(|(_, _, i)| i.clone()).collect()));
+                    }
                 },
                 PushResult::Closed => closed.push(slot),
             }
         }
+        self.shared.metrics.live_pushes.add(report.pushed as u64);
         self.matches = matches;
         report.stalled = stalled.len();
         report.blocked = blocked.len();

@@ -268,18 +268,27 @@ impl WatchQueue {
 
     /// Pushes one revision's items for this watcher, all or nothing (see the module docs).
     pub(crate) fn push_batch(&self, items: &[WatchItem]) -> PushResult {
+        self.push_items(items.iter())
+    }
+
+    /// [`WatchQueue::push_batch`] over borrowed items, so the caller need not collect them.
+    pub(crate) fn push_items<'a>(
+        &self,
+        items: impl ExactSizeIterator<Item = &'a WatchItem>,
+    ) -> PushResult {
+        let count = items.len();
         let waker = {
             let mut inner = self.lock();
             if inner.consumer_closed {
                 return PushResult::Closed;
             }
             debug_assert!(inner.end.is_none(), "push after the end");
-            if !inner.items.is_empty() && inner.items.len() + items.len() > self.capacity {
+            if !inner.items.is_empty() && inner.items.len() + count > self.capacity {
                 return PushResult::Full;
             }
-            inner.items.extend(items.iter().cloned());
-            if let Some(last) = items.last() {
-                inner.last_pushed = last.revision();
+            for item in items {
+                inner.last_pushed = item.revision();
+                inner.items.push_back(item.clone());
             }
             inner.consumer_waker.take()
         };
