@@ -1,6 +1,7 @@
 //! Microbenchmarks of the core's two hot paths, with 10,000 watchers:
 //! - live dispatch: cost per event per synced watcher;
 //! - catch-up: cost per event delivered by passes, when every watcher stalled together;
+//!
 //! and serializations per event on both paths.
 //!
 //! Run: `cargo bench -p watchkeeper-core --bench core` (add `-- --smoke` for a tiny run).

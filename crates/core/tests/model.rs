@@ -73,10 +73,16 @@ enum StartKind {
     Initial,
 }
 
+/// One change: (namespace, name, Some((app is web, node)) or None for a delete).
+type ChangeSpec = (u8, u8, Option<(bool, u8)>);
+
+/// One committed change: key, new object, previous object.
+type Logged = (String, Option<Obj>, Option<Obj>);
+
 #[derive(Clone, Debug)]
 enum Op {
-    /// One revision: (namespace, name, Some((app, node)) or None for delete).
-    Write(Vec<(u8, u8, Option<(bool, u8)>)>),
+    /// One revision.
+    Write(Vec<ChangeSpec>),
     Read {
         watcher: u8,
         count: u8,
@@ -140,7 +146,7 @@ struct Client {
 struct Reference {
     state: BTreeMap<String, Obj>,
     /// Every committed revision: (revision, [(key, new, prev)]).
-    log: Vec<(Revision, Vec<(String, Option<Obj>, Option<Obj>)>)>,
+    log: Vec<(Revision, Vec<Logged>)>,
 }
 
 impl Reference {
