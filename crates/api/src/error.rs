@@ -1,0 +1,499 @@
+//! API errors as Kubernetes' `metav1.Status`.
+//!
+//! Each constructor mirrors one of apimachinery's `k8s.io/apimachinery/pkg/api/errors`
+//! constructors: same code, reason, message wording and details, so clients that switch on
+//! `reason` (client-go's `IsNotFound`, kube-rs's `ErrorResponse`) behave as against Kubernetes.
+
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+use crate::resources::ResourceDef;
+
+/// A failed request, rendered as a `Status` object by [`ApiError::to_status`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    /// The HTTP status code, e.g. 404.
+    pub code: u16,
+    /// The machine-readable reason, e.g. `NotFound`.
+    pub reason: String,
+    /// The human-readable message.
+    pub message: String,
+    /// `Status.details` (name, group, kind, causes, retryAfterSeconds), when Kubernetes sets it.
+    pub details: Option<Value>,
+    /// Seconds a client should wait before retrying; the server also sends it as `Retry-After`.
+    pub retry_after_seconds: Option<u32>,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// `{name, group, kind}` details as Kubernetes fills them (empty fields omitted).
+fn details(group: &str, kind: &str, name: &str) -> Value {
+    let mut map = Map::new();
+    if !name.is_empty() {
+        map.insert("name".into(), Value::String(name.to_owned()));
+    }
+    if !group.is_empty() {
+        map.insert("group".into(), Value::String(group.to_owned()));
+    }
+    if !kind.is_empty() {
+        map.insert("kind".into(), Value::String(kind.to_owned()));
+    }
+    Value::Object(map)
+}
+
+impl ApiError {
+    /// An error with no details.
+    #[must_use]
+    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            reason: reason.to_owned(),
+            message: message.into(),
+            details: None,
+            retry_after_seconds: None,
+        }
+    }
+
+    /// 400 BadRequest with the message as given.
+    #[must_use]
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    /// 401 Unauthorized.
+    #[must_use]
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(401, "Unauthorized", message)
+    }
+
+    /// 403 Forbidden: `pods "x" is forbidden: {message}` (`pods is forbidden: ...` without a name).
+    #[must_use]
+    pub fn forbidden(def: &ResourceDef, name: &str, message: impl fmt::Display) -> ApiError {
+        let resource = def.qualified_resource();
+        let text = if name.is_empty() {
+            format!("{resource} is forbidden: {message}")
+        } else {
+            format!("{resource} {name:?} is forbidden: {message}")
+        };
+        ApiError {
+            details: Some(details(&def.group, &def.plural, name)),
+            ..ApiError::new(403, "Forbidden", text)
+        }
+    }
+
+    /// 404 NotFound: `pods "x" not found`, details `{name, group, kind: plural}`.
+    #[must_use]
+    pub fn not_found(def: &ResourceDef, name: &str) -> ApiError {
+        ApiError {
+            details: Some(details(&def.group, &def.plural, name)),
+            ..ApiError::new(
+                404,
+                "NotFound",
+                format!("{} {name:?} not found", def.qualified_resource()),
+            )
+        }
+    }
+
+    /// 404 NotFound for a namespace: `namespaces "x" not found`.
+    #[must_use]
+    pub fn namespace_not_found(namespace: &str) -> ApiError {
+        ApiError {
+            details: Some(details("", "namespaces", namespace)),
+            ..ApiError::new(
+                404,
+                "NotFound",
+                format!("namespaces {namespace:?} not found"),
+            )
+        }
+    }
+
+    /// 404 NotFound for a path that names no resource (`the server could not find the
+    /// requested resource`), as Kubernetes answers unknown URLs.
+    #[must_use]
+    pub fn path_not_found() -> ApiError {
+        ApiError {
+            details: Some(json!({})),
+            ..ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        }
+    }
+
+    /// 409 AlreadyExists: `pods "x" already exists`.
+    #[must_use]
+    pub fn already_exists(def: &ResourceDef, name: &str) -> ApiError {
+        ApiError {
+            details: Some(details(&def.group, &def.plural, name)),
+            ..ApiError::new(
+                409,
+                "AlreadyExists",
+                format!("{} {name:?} already exists", def.qualified_resource()),
+            )
+        }
+    }
+
+    /// 409 Conflict: `Operation cannot be fulfilled on pods "x": {message}`.
+    #[must_use]
+    pub fn conflict(def: &ResourceDef, name: &str, message: impl fmt::Display) -> ApiError {
+        ApiError {
+            details: Some(details(&def.group, &def.plural, name)),
+            ..ApiError::new(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} {name:?}: {message}",
+                    def.qualified_resource()
+                ),
+            )
+        }
+    }
+
+    /// The optimistic-concurrency conflict: a stale `resourceVersion` on update.
+    #[must_use]
+    pub fn conflict_modified(def: &ResourceDef, name: &str) -> ApiError {
+        ApiError::conflict(def, name, OBJECT_MODIFIED)
+    }
+
+    /// 410 Expired (Kubernetes' `NewResourceExpired`), e.g. `too old resource version: 5 (10)`.
+    #[must_use]
+    pub fn gone(message: impl Into<String>) -> ApiError {
+        ApiError::new(410, "Expired", message)
+    }
+
+    /// 422 Invalid: `Pod "x" is invalid: {field}: {message}` (several causes are bracketed and
+    /// comma-separated); details carry `causes` of `{reason, message, field}`.
+    /// Each cause is `(field, message, reason)`, e.g.
+    /// `("metadata.name", "Invalid value: \"A\": ...", "FieldValueInvalid")`.
+    #[must_use]
+    pub fn invalid(
+        def: &ResourceDef,
+        name: &str,
+        causes: Vec<(String, String, String)>,
+    ) -> ApiError {
+        let texts: Vec<String> = causes
+            .iter()
+            .map(|(field, message, _)| {
+                if field.is_empty() {
+                    message.clone()
+                } else {
+                    format!("{field}: {message}")
+                }
+            })
+            .collect();
+        let joined = match texts.len() {
+            0 => String::new(),
+            1 => texts[0].clone(),
+            _ => format!("[{}]", texts.join(", ")),
+        };
+        let mut detail = details(&def.group, &def.kind, name);
+        let causes: Vec<Value> = causes
+            .into_iter()
+            .map(|(field, message, reason)| json!({"reason": reason, "message": message, "field": field}))
+            .collect();
+        detail["causes"] = Value::Array(causes);
+        ApiError {
+            details: Some(detail),
+            ..ApiError::new(
+                422,
+                "Invalid",
+                format!("{} {name:?} is invalid: {joined}", def.qualified_kind()),
+            )
+        }
+    }
+
+    /// 413 RequestEntityTooLarge: `Request entity too large: {message}`.
+    #[must_use]
+    pub fn request_entity_too_large(message: impl fmt::Display) -> ApiError {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {message}"),
+        )
+    }
+
+    /// 429 TooManyRequests with `details.retryAfterSeconds`.
+    #[must_use]
+    pub fn too_many_requests(message: impl Into<String>, retry_after_seconds: u32) -> ApiError {
+        ApiError {
+            details: Some(json!({"retryAfterSeconds": retry_after_seconds})),
+            retry_after_seconds: Some(retry_after_seconds),
+            ..ApiError::new(429, "TooManyRequests", message)
+        }
+    }
+
+    /// 405 MethodNotAllowed.
+    #[must_use]
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        ApiError::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 406 NotAcceptable.
+    #[must_use]
+    pub fn not_acceptable(message: impl Into<String>) -> ApiError {
+        ApiError::new(406, "NotAcceptable", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    #[must_use]
+    pub fn unsupported_media_type(message: impl Into<String>) -> ApiError {
+        ApiError::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// 500 InternalError: `Internal error occurred: {message}`, with the message as a cause.
+    #[must_use]
+    pub fn internal(message: impl fmt::Display) -> ApiError {
+        let message = message.to_string();
+        ApiError {
+            details: Some(json!({"causes": [{"message": message}]})),
+            ..ApiError::new(
+                500,
+                "InternalError",
+                format!("Internal error occurred: {message}"),
+            )
+        }
+    }
+
+    /// 504 Timeout: `Timeout: {message}` with `details.retryAfterSeconds`.
+    #[must_use]
+    pub fn timeout(message: impl fmt::Display, retry_after_seconds: u32) -> ApiError {
+        ApiError {
+            details: Some(json!({"retryAfterSeconds": retry_after_seconds})),
+            retry_after_seconds: Some(retry_after_seconds),
+            ..ApiError::new(504, "Timeout", format!("Timeout: {message}"))
+        }
+    }
+
+    /// The watch cache's "too large resource version" 504 (storage's
+    /// `NewTooLargeResourceVersionError`), with the `ResourceVersionTooLarge` cause.
+    #[must_use]
+    pub fn too_large_resource_version(
+        minimum: u64,
+        current: u64,
+        retry_after_seconds: u32,
+    ) -> ApiError {
+        let mut error = ApiError::timeout(
+            format_args!("Too large resource version: {minimum}, current: {current}"),
+            retry_after_seconds,
+        );
+        if let Some(details) = error.details.as_mut() {
+            details["causes"] = json!([{
+                "reason": "ResourceVersionTooLarge",
+                "message": "Too large resource version"
+            }]);
+        }
+        error
+    }
+
+    /// 503 ServiceUnavailable.
+    #[must_use]
+    pub fn service_unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "ServiceUnavailable", message)
+    }
+
+    /// The `Status` object: `{"kind":"Status","apiVersion":"v1","metadata":{},
+    /// "status":"Failure","message":..,"reason":..,"details":..,"code":..}`
+    /// (`details` only when set).
+    #[must_use]
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+/// The message of a conflict on a stale resourceVersion, Kubernetes' `OptimisticLockErrorMsg`.
+pub const OBJECT_MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// A `Status` of success, as DELETE of a collection or some deletes return.
+#[must_use]
+pub fn success_status(details: Option<Value>) -> Value {
+    let mut status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+    });
+    if let Some(details) = details {
+        status["details"] = details;
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::builtin_resources;
+
+    fn def(plural: &str) -> ResourceDef {
+        builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn not_found_status() {
+        let status = ApiError::not_found(&def("pods"), "x").to_status();
+        assert_eq!(
+            status,
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"pods \"x\" not found","reason":"NotFound",
+                   "details":{"name":"x","kind":"pods"},"code":404})
+        );
+        let status = ApiError::not_found(&def("deployments"), "web").to_status();
+        assert_eq!(
+            status,
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"deployments.apps \"web\" not found","reason":"NotFound",
+                   "details":{"name":"web","group":"apps","kind":"deployments"},"code":404})
+        );
+        assert_eq!(
+            ApiError::namespace_not_found("nope").to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"namespaces \"nope\" not found","reason":"NotFound",
+                   "details":{"name":"nope","kind":"namespaces"},"code":404})
+        );
+    }
+
+    #[test]
+    fn conflict_and_exists_status() {
+        assert_eq!(
+            ApiError::conflict_modified(&def("pods"), "x").to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"Operation cannot be fulfilled on pods \"x\": the object has been modified; please apply your changes to the latest version and try again",
+                   "reason":"Conflict","details":{"name":"x","kind":"pods"},"code":409})
+        );
+        assert_eq!(
+            ApiError::already_exists(&def("configmaps"), "c").to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"configmaps \"c\" already exists","reason":"AlreadyExists",
+                   "details":{"name":"c","kind":"configmaps"},"code":409})
+        );
+    }
+
+    #[test]
+    fn expired_bad_request_and_timeout_status() {
+        assert_eq!(
+            ApiError::gone("too old resource version: 5 (10)").to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"too old resource version: 5 (10)","reason":"Expired","code":410})
+        );
+        assert_eq!(
+            ApiError::bad_request("field label not supported: x").to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"field label not supported: x","reason":"BadRequest","code":400})
+        );
+        let too_large = ApiError::too_large_resource_version(20, 10, 1);
+        assert_eq!(too_large.retry_after_seconds, Some(1));
+        assert_eq!(
+            too_large.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"Timeout: Too large resource version: 20, current: 10","reason":"Timeout",
+                   "details":{"causes":[{"reason":"ResourceVersionTooLarge","message":"Too large resource version"}],"retryAfterSeconds":1},
+                   "code":504})
+        );
+        let busy = ApiError::too_many_requests("storage is (re)initializing", 3);
+        assert_eq!(busy.to_status()["details"], json!({"retryAfterSeconds": 3}));
+        assert_eq!(busy.code, 429);
+    }
+
+    #[test]
+    fn invalid_status() {
+        let error = ApiError::invalid(
+            &def("pods"),
+            "A",
+            vec![(
+                "metadata.name".into(),
+                "Invalid value: \"A\": must be lowercase".into(),
+                "FieldValueInvalid".into(),
+            )],
+        );
+        assert_eq!(
+            error.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"Pod \"A\" is invalid: metadata.name: Invalid value: \"A\": must be lowercase",
+                   "reason":"Invalid",
+                   "details":{"name":"A","kind":"Pod","causes":[{"reason":"FieldValueInvalid","message":"Invalid value: \"A\": must be lowercase","field":"metadata.name"}]},
+                   "code":422})
+        );
+        let two = ApiError::invalid(
+            &def("deployments"),
+            "d",
+            vec![
+                ("a".into(), "x".into(), "FieldValueRequired".into()),
+                ("b".into(), "y".into(), "FieldValueInvalid".into()),
+            ],
+        );
+        assert_eq!(
+            two.message,
+            "Deployment.apps \"d\" is invalid: [a: x, b: y]"
+        );
+        assert_eq!(two.details.unwrap()["group"], "apps");
+    }
+
+    #[test]
+    fn other_codes() {
+        let cases = [
+            (ApiError::unauthorized("u"), 401, "Unauthorized"),
+            (
+                ApiError::forbidden(&def("pods"), "p", "no"),
+                403,
+                "Forbidden",
+            ),
+            (ApiError::method_not_allowed("m"), 405, "MethodNotAllowed"),
+            (ApiError::not_acceptable("n"), 406, "NotAcceptable"),
+            (
+                ApiError::request_entity_too_large("big"),
+                413,
+                "RequestEntityTooLarge",
+            ),
+            (
+                ApiError::unsupported_media_type("t"),
+                415,
+                "UnsupportedMediaType",
+            ),
+            (ApiError::internal("boom"), 500, "InternalError"),
+            (
+                ApiError::service_unavailable("s"),
+                503,
+                "ServiceUnavailable",
+            ),
+            (ApiError::timeout("slow", 2), 504, "Timeout"),
+        ];
+        for (error, code, reason) in cases {
+            let status = error.to_status();
+            assert_eq!(status["code"], code);
+            assert_eq!(status["reason"], reason);
+            assert_eq!(status["status"], "Failure");
+        }
+        assert_eq!(
+            ApiError::forbidden(&def("pods"), "p", "no").message,
+            "pods \"p\" is forbidden: no"
+        );
+        assert_eq!(
+            ApiError::internal("boom").to_status()["message"],
+            "Internal error occurred: boom"
+        );
+        assert_eq!(success_status(None)["status"], "Success");
+    }
+}

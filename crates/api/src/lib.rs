@@ -1,0 +1,47 @@
+//! The Kubernetes REST API surface of watchkeeper, as pure functions: no I/O, no clock, no
+//! threads and no randomness (the current time, UIDs and random name suffixes are parameters).
+//!
+//! The server calls into this crate to turn requests and stored objects into exactly what
+//! kubectl, kube-rs and client-python expect:
+//!
+//! - [`resources`]: the served kinds ([`ResourceDef`], [`builtin_resources`], custom kinds from
+//!   [`parse_resources_file`]), their selectable fields ([`field_values`]) and labels.
+//! - [`error`]: failures as `metav1.Status` ([`ApiError`]), with Kubernetes' codes, reasons
+//!   and messages.
+//! - [`meta`]: name rules and the metadata handling of create and update
+//!   ([`prepare_create`], [`prepare_update`]).
+//! - [`patch`]: merge, JSON and strategic merge patches ([`apply_patch`]).
+//! - [`table`]: `meta.k8s.io/v1` Table output for `kubectl get` ([`to_table`]).
+//! - [`discovery`] and [`openapi`]: `/version`, `/api`, `/apis`, resource lists, and the
+//!   OpenAPI v3 documents `kubectl apply` and `kubectl explain` read.
+//! - [`time`]: RFC 3339 conversion and kubectl's age format.
+//!
+//! ## Order of calls for a write
+//! Create: decode the body, [`prepare_create`], store. Update: decode, [`prepare_update`]
+//! against the stored object, compare `metadata.resourceVersion` with the stored one
+//! ([`ApiError::conflict_modified`] on mismatch), store. Patch: [`apply_patch`] to the stored
+//! object, then [`prepare_update`] as for an update.
+
+pub mod discovery;
+pub mod error;
+pub mod meta;
+pub mod openapi;
+pub mod patch;
+pub mod resources;
+pub mod table;
+pub mod time;
+
+pub use discovery::{
+    api_group, api_group_list, api_resource_list, api_versions, api_versions_with_address,
+    version_info,
+};
+pub use error::{ApiError, success_status};
+pub use meta::{CreateContext, prepare_create, prepare_update, validate_name};
+pub use openapi::{openapi_v3_group_version, openapi_v3_root};
+pub use patch::{PatchType, apply_patch, unsupported_patch_type};
+pub use resources::{
+    ResourceDef, builtin_resources, field_values, find_resource, labels_of, parse_resources_file,
+    validate_field_selector,
+};
+pub use table::{to_table, to_table_with};
+pub use time::{human_duration, rfc3339_from_unix, rfc3339_micro_from_unix, unix_from_rfc3339};

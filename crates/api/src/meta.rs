@@ -1,0 +1,823 @@
+//! Object metadata on writes: name rules, and the preparation of an object for create and update.
+//!
+//! This is the part of Kubernetes' `rest.BeforeCreate`/`rest.BeforeUpdate` and
+//! `ValidateObjectMeta` that applies to any kind: the server has no per-kind strategies, so
+//! `status` is stored as the client sends it (there is no kubelet or controller to own it) and
+//! only metadata is defaulted and checked. Time and randomness arrive in [`CreateContext`].
+
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::resources::ResourceDef;
+
+/// The largest object the server stores, in bytes of compact JSON: etcd's default request
+/// limit (`--max-request-bytes`, 1.5 MiB).
+pub const OBJECT_SIZE_MAX_BYTES: usize = 1536 * 1024;
+
+/// The largest total size of an object's annotations (keys plus values), Kubernetes' limit.
+pub const ANNOTATIONS_SIZE_MAX_BYTES: usize = 256 * 1024;
+
+/// Longest `generateName` prefix kept before the random suffix, as Kubernetes truncates it.
+const GENERATE_NAME_PREFIX_MAX: usize = 58;
+
+const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+const QUALIFIED_NAME_PART_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const QUALIFIED_NAME_MESSAGE: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
+const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+fn is_lower_alnum(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+fn dns1123_label_ok(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes.iter().all(|&b| is_lower_alnum(b) || b == b'-')
+        && is_lower_alnum(bytes[0])
+        && is_lower_alnum(bytes[bytes.len() - 1])
+}
+
+/// Checks a DNS-1123 label (at most 63 characters), with Kubernetes' messages.
+///
+/// # Errors
+/// The reason the value is not a label.
+pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
+    if s.len() > 63 {
+        return Err("must be no more than 63 characters".to_owned());
+    }
+    if !dns1123_label_ok(s) {
+        return Err(DNS1123_LABEL_MESSAGE.to_owned());
+    }
+    Ok(())
+}
+
+/// Checks a DNS-1123 subdomain (at most 253 characters), with Kubernetes' messages.
+///
+/// # Errors
+/// The reason the value is not a subdomain.
+pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
+    if s.len() > 253 {
+        return Err("must be no more than 253 characters".to_owned());
+    }
+    if !s.split('.').all(dns1123_label_ok) {
+        return Err(DNS1123_SUBDOMAIN_MESSAGE.to_owned());
+    }
+    Ok(())
+}
+
+fn validate_dns1035_label(s: &str) -> Result<(), String> {
+    if s.len() > 63 {
+        return Err("must be no more than 63 characters".to_owned());
+    }
+    if !dns1123_label_ok(s) || !s.as_bytes()[0].is_ascii_lowercase() {
+        return Err(DNS1035_LABEL_MESSAGE.to_owned());
+    }
+    Ok(())
+}
+
+/// Checks an object name: a DNS-1123 label for namespaces, a DNS-1035 label for services and a
+/// DNS-1123 subdomain for every other kind, with Kubernetes' messages (the part after
+/// `Invalid value: "name": `).
+///
+/// # Errors
+/// The reason the name is not acceptable.
+pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "namespaces") => validate_dns1123_label(name),
+        ("", "services") => validate_dns1035_label(name),
+        _ => validate_dns1123_subdomain(name),
+    }
+}
+
+fn qualified_name_part_ok(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Checks a label or annotation key: an optional DNS subdomain prefix and `/`, then a name of at
+/// most 63 characters.
+///
+/// # Errors
+/// Kubernetes' message for the first rule broken.
+pub fn validate_qualified_name(key: &str) -> Result<(), String> {
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                return Err("prefix part must be non-empty".to_owned());
+            }
+            if let Err(message) = validate_dns1123_subdomain(prefix) {
+                return Err(format!("prefix part {message}"));
+            }
+            *name
+        }
+        _ => return Err(QUALIFIED_NAME_MESSAGE.to_owned()),
+    };
+    if name.is_empty() {
+        return Err("name part must be non-empty".to_owned());
+    }
+    if name.len() > 63 {
+        return Err("name part must be no more than 63 characters".to_owned());
+    }
+    if !qualified_name_part_ok(name) {
+        return Err(QUALIFIED_NAME_PART_MESSAGE.to_owned());
+    }
+    Ok(())
+}
+
+/// Checks a label value: empty, or at most 63 characters of the label alphabet.
+///
+/// # Errors
+/// Kubernetes' message.
+pub fn validate_label_value(value: &str) -> Result<(), String> {
+    if value.len() > 63 {
+        return Err("must be no more than 63 characters".to_owned());
+    }
+    if !value.is_empty() && !qualified_name_part_ok(value) {
+        return Err(LABEL_VALUE_MESSAGE.to_owned());
+    }
+    Ok(())
+}
+
+/// What a create needs that the body does not carry. The server draws `uid` and
+/// `random_suffix` and reads the clock; this crate does neither.
+#[derive(Clone, Debug)]
+pub struct CreateContext<'a> {
+    /// The namespace from the URL, `None` for cluster-scoped paths.
+    pub namespace: Option<&'a str>,
+    /// The new object's UID.
+    pub uid: String,
+    /// The creation time, RFC 3339 in UTC with seconds, e.g. `2026-11-29T15:00:00Z`.
+    pub creation_timestamp: String,
+    /// Five characters appended to `generateName`, from Kubernetes' alphabet
+    /// `bcdfghjklmnpqrstvwxz2456789`.
+    pub random_suffix: String,
+}
+
+/// A cause of an Invalid error: `(field, message, reason)`.
+type Cause = (String, String, String);
+
+fn invalid_value(field: &str, value: &str, message: &str) -> Cause {
+    (
+        field.to_owned(),
+        format!("Invalid value: {value:?}: {message}"),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
+fn quote(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Checks and fills `apiVersion` and `kind`.
+fn check_type(def: &ResourceDef, object: &mut Map<String, Value>) -> Result<(), ApiError> {
+    let expected_version = def.api_version();
+    match object.get("apiVersion") {
+        None | Some(Value::Null) => {
+            object.insert("apiVersion".into(), Value::String(expected_version));
+        }
+        Some(Value::String(s)) if s.is_empty() => {
+            object.insert("apiVersion".into(), Value::String(expected_version));
+        }
+        Some(Value::String(s)) if *s == expected_version => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({}) does not match the expected API version ({expected_version})",
+                quote(other)
+            )));
+        }
+    }
+    match object.get("kind") {
+        None | Some(Value::Null) => {
+            object.insert("kind".into(), Value::String(def.kind.clone()));
+        }
+        Some(Value::String(s)) if s.is_empty() => {
+            object.insert("kind".into(), Value::String(def.kind.clone()));
+        }
+        Some(Value::String(s)) if *s == def.kind => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({}) does not match the expected kind ({}) for resource {}",
+                quote(other),
+                def.kind,
+                def.qualified_resource()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn as_object(value: Value, what: &str) -> Result<Map<String, Value>, ApiError> {
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(ApiError::bad_request(format!(
+            "{what} must be a JSON object, not {}",
+            type_name(&other)
+        ))),
+    }
+}
+
+pub(crate) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Takes `metadata` out of the object as a map (absent or null reads as empty).
+fn take_metadata(object: &mut Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    match object.remove("metadata") {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(value) => as_object(value, "metadata"),
+    }
+}
+
+fn string_field(meta: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+    match meta.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "metadata.{key} must be a string, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// Validates labels and annotations, collecting Invalid causes; wrong JSON types are a 400.
+fn validate_labels_and_annotations(
+    meta: &Map<String, Value>,
+    causes: &mut Vec<Cause>,
+) -> Result<(), ApiError> {
+    for key in ["labels", "annotations"] {
+        let map = match meta.get(key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Object(map)) => map,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "metadata.{key} must be an object of strings, not {}",
+                    type_name(other)
+                )));
+            }
+        };
+        let field = format!("metadata.{key}");
+        let mut total = 0usize;
+        for (name, value) in map {
+            let Value::String(value) = value else {
+                return Err(ApiError::bad_request(format!(
+                    "metadata.{key}[{name:?}] must be a string, not {}",
+                    type_name(value)
+                )));
+            };
+            total += name.len() + value.len();
+            if let Err(message) = validate_qualified_name(name) {
+                causes.push(invalid_value(&field, name, &message));
+            }
+            if key == "labels"
+                && let Err(message) = validate_label_value(value)
+            {
+                causes.push(invalid_value(&field, value, &message));
+            }
+        }
+        if key == "annotations" && total > ANNOTATIONS_SIZE_MAX_BYTES {
+            causes.push((
+                field,
+                format!("Too long: may not be more than {ANNOTATIONS_SIZE_MAX_BYTES} bytes"),
+                "FieldValueTooLong".to_owned(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_size(object: &Value) -> Result<(), ApiError> {
+    let size = serde_json::to_vec(object).map_or(0, |bytes| bytes.len());
+    if size > OBJECT_SIZE_MAX_BYTES {
+        return Err(ApiError::request_entity_too_large(format!(
+            "the object is {size} bytes, more than the limit of {OBJECT_SIZE_MAX_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Fields the server owns and a client may not set; removed on create and restored on update.
+const SYSTEM_FIELDS: &[&str] = &[
+    "resourceVersion",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+    "managedFields",
+];
+
+/// Prepares a new object for storage, as Kubernetes' `BeforeCreate` does for any kind.
+///
+/// - `apiVersion` and `kind`: filled when missing; a different value is a 400.
+/// - namespace: for namespaced kinds the URL's namespace is filled in, and a different one in
+///   the body is a 400 `the namespace of the provided object does not match the namespace sent
+///   on the request`; cluster-scoped objects have any namespace cleared, as Kubernetes does.
+/// - name: `metadata.name`, or `generateName` (truncated to 58 characters) plus the random
+///   suffix; validated with [`validate_name`] (422 Invalid).
+/// - labels and annotations validated (422), size at most [`OBJECT_SIZE_MAX_BYTES`] (413).
+/// - sets `uid`, `creationTimestamp` and `generation: 1`; removes `resourceVersion`,
+///   `deletionTimestamp`, `deletionGracePeriodSeconds`, `selfLink` and `managedFields`.
+/// - namespaces get `status.phase: Active` and the `kubernetes.io/metadata.name` label, as in
+///   Kubernetes.
+///
+/// # Errors
+/// 400 for malformed bodies and mismatches, 422 for invalid names, labels or annotations,
+/// 413 for oversized objects.
+pub fn prepare_create(
+    def: &ResourceDef,
+    object: Value,
+    ctx: &CreateContext<'_>,
+) -> Result<Value, ApiError> {
+    let mut object = as_object(object, "the object")?;
+    check_type(def, &mut object)?;
+    let mut meta = take_metadata(&mut object)?;
+
+    // Namespace.
+    let body_namespace = string_field(&meta, "namespace")?;
+    let url_namespace = ctx.namespace.filter(|ns| !ns.is_empty());
+    let mut causes = Vec::new();
+    if def.namespaced {
+        let namespace = match (url_namespace, body_namespace) {
+            (Some(url), Some(body)) if url != body => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (Some(url), _) => Some(url.to_owned()),
+            (None, body) => body,
+        };
+        match namespace {
+            Some(namespace) => {
+                if let Err(message) = validate_dns1123_label(&namespace) {
+                    causes.push(invalid_value("metadata.namespace", &namespace, &message));
+                }
+                meta.insert("namespace".into(), Value::String(namespace));
+            }
+            None => causes.push((
+                "metadata.namespace".to_owned(),
+                "Required value".to_owned(),
+                "FieldValueRequired".to_owned(),
+            )),
+        }
+    } else {
+        meta.remove("namespace");
+    }
+
+    // Name.
+    let name = match string_field(&meta, "name")? {
+        Some(name) => Some(name),
+        None => string_field(&meta, "generateName")?.map(|prefix| {
+            let cut = prefix
+                .char_indices()
+                .nth(GENERATE_NAME_PREFIX_MAX)
+                .map_or(prefix.len(), |(index, _)| index);
+            format!("{}{}", &prefix[..cut], ctx.random_suffix)
+        }),
+    };
+    let name = match name {
+        Some(name) => {
+            if let Err(message) = validate_name(def, &name) {
+                causes.push(invalid_value("metadata.name", &name, &message));
+            }
+            meta.insert("name".into(), Value::String(name.clone()));
+            name
+        }
+        None => {
+            causes.push((
+                "metadata.name".to_owned(),
+                "Required value: name or generateName is required".to_owned(),
+                "FieldValueRequired".to_owned(),
+            ));
+            String::new()
+        }
+    };
+    validate_labels_and_annotations(&meta, &mut causes)?;
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(def, &name, causes));
+    }
+
+    for field in SYSTEM_FIELDS {
+        meta.remove(*field);
+    }
+    meta.insert("uid".into(), Value::String(ctx.uid.clone()));
+    meta.insert(
+        "creationTimestamp".into(),
+        Value::String(ctx.creation_timestamp.clone()),
+    );
+    meta.insert("generation".into(), Value::from(1));
+
+    if def.group.is_empty() && def.plural == "namespaces" {
+        namespace_defaults(&mut object, &mut meta, &name);
+    }
+    object.insert("metadata".into(), Value::Object(meta));
+    let object = Value::Object(object);
+    check_size(&object)?;
+    Ok(object)
+}
+
+/// Kubernetes' namespace strategy: phase Active and the immutable name label.
+fn namespace_defaults(object: &mut Map<String, Value>, meta: &mut Map<String, Value>, name: &str) {
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    labels["kubernetes.io/metadata.name"] = Value::String(name.to_owned());
+    let status = object
+        .entry("status")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(status) = status
+        && !status.get("phase").is_some_and(Value::is_string)
+    {
+        status.insert("phase".into(), Value::String("Active".into()));
+    }
+}
+
+fn immutable(field: &str, value: &str) -> Cause {
+    invalid_value(field, value, "field is immutable")
+}
+
+/// Prepares the new version of an object for an update or patch, as Kubernetes'
+/// `BeforeUpdate`:
+///
+/// - `apiVersion`/`kind` filled or checked as on create;
+/// - `name` and `namespace` filled from the old object when missing; a different name is a 400
+///   (`the name of the object (b) does not match the name on the URL (a)`), a different
+///   namespace a 400 as on create;
+/// - `uid` filled from the old object when missing, and a different one is a 422 (immutable);
+/// - `creationTimestamp`, `deletionTimestamp` and `deletionGracePeriodSeconds` are kept from the
+///   old object whatever the new one says; `managedFields` and `selfLink` are dropped;
+/// - `generation` is the old one, plus one when anything outside `metadata` and `status`
+///   changed;
+/// - labels, annotations and size validated as on create.
+///
+/// `metadata.resourceVersion` is left as the client sent it: the caller compares it with the
+/// stored one (a precondition) and the store assigns the new one.
+///
+/// # Errors
+/// 400, 422 or 413 as described.
+pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Value, ApiError> {
+    let mut object = as_object(new, "the object")?;
+    check_type(def, &mut object)?;
+    let mut meta = take_metadata(&mut object)?;
+    let empty = Map::new();
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let old_string = |key: &str| {
+        old_meta
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+
+    let old_name = old_string("name");
+    match string_field(&meta, "name")? {
+        Some(name) if name != old_name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({name}) does not match the name on the URL ({old_name})"
+            )));
+        }
+        _ => {
+            meta.insert("name".into(), Value::String(old_name.clone()));
+        }
+    }
+    if def.namespaced {
+        let old_namespace = old_string("namespace");
+        match string_field(&meta, "namespace")? {
+            Some(namespace) if namespace != old_namespace => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), Value::String(old_namespace));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+
+    let mut causes = Vec::new();
+    let old_uid = old_string("uid");
+    match string_field(&meta, "uid")? {
+        Some(uid) if uid != old_uid => causes.push(immutable("metadata.uid", &uid)),
+        _ => {
+            meta.insert("uid".into(), Value::String(old_uid));
+        }
+    }
+    validate_labels_and_annotations(&meta, &mut causes)?;
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(def, &old_name, causes));
+    }
+
+    for key in [
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old_meta.get(key) {
+            Some(value) if !value.is_null() => {
+                meta.insert(key.into(), value.clone());
+            }
+            _ => {
+                meta.remove(key);
+            }
+        }
+    }
+    meta.remove("managedFields");
+    meta.remove("selfLink");
+
+    let old_generation = old_meta.get("generation").and_then(Value::as_i64);
+    let spec_changed = {
+        let outside = |map: &Map<String, Value>| -> Vec<(String, Value)> {
+            map.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let old_map = old.as_object().unwrap_or(&empty);
+        outside(old_map) != outside(&object)
+    };
+    match (old_generation, spec_changed) {
+        (Some(generation), true) => {
+            meta.insert("generation".into(), Value::from(generation + 1));
+        }
+        (Some(generation), false) => {
+            meta.insert("generation".into(), Value::from(generation));
+        }
+        (None, true) => {
+            meta.insert("generation".into(), Value::from(1));
+        }
+        (None, false) => {
+            meta.remove("generation");
+        }
+    }
+
+    object.insert("metadata".into(), Value::Object(meta));
+    let object = Value::Object(object);
+    check_size(&object)?;
+    Ok(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::builtin_resources;
+    use serde_json::json;
+
+    fn def(plural: &str) -> ResourceDef {
+        builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    fn ctx(namespace: Option<&str>) -> CreateContext<'_> {
+        CreateContext {
+            namespace,
+            uid: "uid-1".into(),
+            creation_timestamp: "2026-11-29T15:00:00Z".into(),
+            random_suffix: "x7k2p".into(),
+        }
+    }
+
+    #[test]
+    fn names() {
+        let pods = def("pods");
+        assert!(validate_name(&pods, "web-0").is_ok());
+        assert!(validate_name(&pods, "a.b.c").is_ok());
+        assert_eq!(
+            validate_name(&pods, "Web").unwrap_err(),
+            DNS1123_SUBDOMAIN_MESSAGE
+        );
+        assert!(validate_name(&pods, "-a").is_err());
+        assert!(validate_name(&pods, "a_b").is_err());
+        assert!(validate_name(&pods, "").is_err());
+        assert!(validate_name(&pods, "a..b").is_err());
+        assert_eq!(
+            validate_name(&pods, &"a".repeat(254)).unwrap_err(),
+            "must be no more than 253 characters"
+        );
+        assert!(validate_name(&pods, &"a".repeat(253)).is_ok());
+        let ns = def("namespaces");
+        assert!(validate_name(&ns, "kube-system").is_ok());
+        assert_eq!(
+            validate_name(&ns, "a.b").unwrap_err(),
+            DNS1123_LABEL_MESSAGE
+        );
+        assert!(validate_name(&ns, &"a".repeat(64)).is_err());
+        let svc = def("services");
+        assert!(validate_name(&svc, "web").is_ok());
+        assert_eq!(
+            validate_name(&svc, "1web").unwrap_err(),
+            DNS1035_LABEL_MESSAGE
+        );
+        assert!(validate_qualified_name("app.kubernetes.io/name").is_ok());
+        assert!(validate_qualified_name("MyKey").is_ok());
+        assert!(validate_qualified_name("/x").is_err());
+        assert!(validate_qualified_name("a/b/c").is_err());
+        assert!(validate_qualified_name("Bad_Prefix/x").is_err());
+        assert!(validate_label_value("").is_ok());
+        assert!(validate_label_value("v1.2_3").is_ok());
+        assert!(validate_label_value("bad value").is_err());
+    }
+
+    #[test]
+    fn create_fills_metadata() {
+        let pod = json!({"metadata": {"name": "a", "resourceVersion": "5", "uid": "client", "managedFields": []}, "spec": {}});
+        let out = prepare_create(&def("pods"), pod, &ctx(Some("default"))).unwrap();
+        assert_eq!(
+            out,
+            json!({"apiVersion": "v1", "kind": "Pod", "spec": {},
+                   "metadata": {"name": "a", "namespace": "default", "uid": "uid-1",
+                                "creationTimestamp": "2026-11-29T15:00:00Z", "generation": 1}})
+        );
+    }
+
+    #[test]
+    fn create_generate_name() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-"}});
+        let out = prepare_create(&def("pods"), pod, &ctx(Some("default"))).unwrap();
+        assert_eq!(out["metadata"]["name"], "web-x7k2p");
+        assert_eq!(out["metadata"]["generateName"], "web-");
+        let long = json!({"metadata": {"generateName": "a".repeat(80)}});
+        let out = prepare_create(&def("pods"), long, &ctx(Some("d"))).unwrap();
+        assert_eq!(out["metadata"]["name"].as_str().unwrap().len(), 63);
+        let err =
+            prepare_create(&def("pods"), json!({"metadata": {}}), &ctx(Some("d"))).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            "Pod \"\" is invalid: metadata.name: Required value: name or generateName is required"
+        );
+    }
+
+    #[test]
+    fn create_namespace_rules() {
+        let pod = json!({"metadata": {"name": "a", "namespace": "other"}});
+        let err = prepare_create(&def("pods"), pod.clone(), &ctx(Some("default"))).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "the namespace of the provided object does not match the namespace sent on the request"
+        );
+        let out = prepare_create(&def("pods"), pod, &ctx(None)).unwrap();
+        assert_eq!(out["metadata"]["namespace"], "other");
+        let node = json!({"metadata": {"name": "n1", "namespace": "default"}});
+        let out = prepare_create(&def("nodes"), node, &ctx(None)).unwrap();
+        assert!(out["metadata"].get("namespace").is_none());
+        let err = prepare_create(&def("pods"), json!({"metadata": {"name": "a"}}), &ctx(None))
+            .unwrap_err();
+        assert_eq!(err.code, 422);
+        let ns = prepare_create(
+            &def("namespaces"),
+            json!({"metadata": {"name": "team"}}),
+            &ctx(None),
+        )
+        .unwrap();
+        assert_eq!(ns["status"]["phase"], "Active");
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+    }
+
+    #[test]
+    fn create_rejects_wrong_type_and_bad_metadata() {
+        let wrong_kind =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let err = prepare_create(&def("pods"), wrong_kind, &ctx(Some("d"))).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message.contains("kind in the data (ConfigMap)"),
+            "{}",
+            err.message
+        );
+        let wrong_version =
+            json!({"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "a"}});
+        let err = prepare_create(&def("pods"), wrong_version, &ctx(Some("d"))).unwrap_err();
+        assert_eq!(
+            err.message,
+            "the API version in the data (apps/v1) does not match the expected API version (v1)"
+        );
+        let err = prepare_create(&def("pods"), json!([1]), &ctx(Some("d"))).unwrap_err();
+        assert_eq!(err.code, 400);
+        let err = prepare_create(
+            &def("pods"),
+            json!({"metadata": {"name": "A"}}),
+            &ctx(Some("d")),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.details.as_ref().unwrap()["causes"][0]["field"],
+            "metadata.name"
+        );
+        let bad_label = json!({"metadata": {"name": "a", "labels": {"app": "bad value"}}});
+        let err = prepare_create(&def("pods"), bad_label, &ctx(Some("d"))).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message
+                .starts_with("Pod \"a\" is invalid: metadata.labels: Invalid value: \"bad value\"")
+        );
+        let number_label = json!({"metadata": {"name": "a", "labels": {"app": 1}}});
+        assert_eq!(
+            prepare_create(&def("pods"), number_label, &ctx(Some("d")))
+                .unwrap_err()
+                .code,
+            400
+        );
+        let big =
+            json!({"metadata": {"name": "a"}, "data": {"k": "x".repeat(OBJECT_SIZE_MAX_BYTES)}});
+        assert_eq!(
+            prepare_create(&def("configmaps"), big, &ctx(Some("d")))
+                .unwrap_err()
+                .code,
+            413
+        );
+    }
+
+    fn stored() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "web", "namespace": "d", "uid": "u1", "generation": 3,
+                            "creationTimestamp": "2026-01-01T00:00:00Z", "resourceVersion": "10"},
+               "spec": {"replicas": 1}, "status": {"replicas": 1}})
+    }
+
+    #[test]
+    fn update_bumps_generation_only_on_spec_change() {
+        let deployments = def("deployments");
+        let mut same_spec = stored();
+        same_spec["status"]["replicas"] = json!(2);
+        same_spec["metadata"]["labels"] = json!({"a": "b"});
+        let out = prepare_update(&deployments, &stored(), same_spec).unwrap();
+        assert_eq!(out["metadata"]["generation"], 3);
+        assert_eq!(out["metadata"]["labels"]["a"], "b");
+        let mut new_spec = stored();
+        new_spec["spec"]["replicas"] = json!(5);
+        let out = prepare_update(&deployments, &stored(), new_spec).unwrap();
+        assert_eq!(out["metadata"]["generation"], 4);
+        assert_eq!(out["metadata"]["resourceVersion"], "10");
+    }
+
+    #[test]
+    fn update_keeps_immutable_metadata() {
+        let deployments = def("deployments");
+        let new = json!({"metadata": {"name": "web", "creationTimestamp": "2000-01-01T00:00:00Z"}, "spec": {"replicas": 1}});
+        let out = prepare_update(&deployments, &stored(), new).unwrap();
+        assert_eq!(out["metadata"]["uid"], "u1");
+        assert_eq!(out["metadata"]["namespace"], "d");
+        assert_eq!(out["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
+        assert_eq!(out["kind"], "Deployment");
+        let mut other_uid = stored();
+        other_uid["metadata"]["uid"] = json!("u2");
+        let err = prepare_update(&deployments, &stored(), other_uid).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message
+                .contains("metadata.uid: Invalid value: \"u2\": field is immutable"),
+            "{}",
+            err.message
+        );
+        let mut renamed = stored();
+        renamed["metadata"]["name"] = json!("api");
+        let err = prepare_update(&deployments, &stored(), renamed).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(
+            err.message,
+            "the name of the object (api) does not match the name on the URL (web)"
+        );
+        let mut moved = stored();
+        moved["metadata"]["namespace"] = json!("e");
+        assert_eq!(
+            prepare_update(&deployments, &stored(), moved)
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+}

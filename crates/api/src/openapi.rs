@@ -1,0 +1,661 @@
+//! OpenAPI v3 documents: the `/openapi/v3` index and one document per group/version.
+//!
+//! What clients need from them:
+//! - `kubectl apply`/`create` (validation on, the default) look for a `patch` operation
+//!   carrying `x-kubernetes-group-version-kind` for the object's kind and a `fieldValidation`
+//!   query parameter; finding it, kubectl leaves validation to the server and sends
+//!   `fieldValidation=Strict`. Without any OpenAPI, apply fails with
+//!   `failed to download openapi`.
+//! - `kubectl explain` finds the kind's schema in `components.schemas` by its
+//!   `x-kubernetes-group-version-kind` and walks `properties`.
+//!
+//! The kind schemas are permissive (`x-kubernetes-preserve-unknown-fields`) with the real
+//! `ObjectMeta`. The patch operations deliberately do **not** list
+//! `application/strategic-merge-patch+json` in their request body: kubectl apply would then
+//! compute the strategic patch from these schemas, which carry no `x-kubernetes-patch-merge-key`
+//! metadata, and would replace keyed lists (containers, env) instead of merging them. Without
+//! it kubectl falls back to its compiled-in patch metadata for built-in kinds (exactly
+//! Kubernetes' struct tags) and to a JSON merge patch for custom resources — which is also
+//! what Kubernetes does for custom resources.
+
+use serde_json::{Map, Value, json};
+
+use crate::resources::ResourceDef;
+
+const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
+
+fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// The package part of a schema name: `io.k8s.api.core.v1` for core, reversed domain for
+/// custom groups (`com.example.v1alpha1`).
+fn schema_package(def: &ResourceDef) -> String {
+    match def.group.as_str() {
+        "" => format!("io.k8s.api.core.{}", def.version),
+        "apps" => format!("io.k8s.api.apps.{}", def.version),
+        "coordination.k8s.io" => format!("io.k8s.api.coordination.{}", def.version),
+        "discovery.k8s.io" => format!("io.k8s.api.discovery.{}", def.version),
+        group => {
+            let reversed: Vec<&str> = group.split('.').rev().collect();
+            format!("{}.{}", reversed.join("."), def.version)
+        }
+    }
+}
+
+/// The schema name of the kind, e.g. `io.k8s.api.core.v1.Pod`.
+#[must_use]
+pub fn schema_name(def: &ResourceDef) -> String {
+    format!("{}.{}", schema_package(def), def.kind)
+}
+
+fn gvk(def: &ResourceDef, kind: &str) -> Value {
+    json!({"group": def.group, "version": def.version, "kind": kind})
+}
+
+/// `Core`, `Apps`, `Coordination`, `ExampleCom`: the group in operation ids.
+fn group_camel(group: &str) -> String {
+    if group.is_empty() {
+        return "Core".to_owned();
+    }
+    let trimmed = group.strip_suffix(".k8s.io").unwrap_or(group);
+    trimmed
+        .split(['.', '-'])
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or(String::new(), |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect()
+}
+
+fn tag(def: &ResourceDef) -> String {
+    let group = if def.group.is_empty() {
+        "core".to_owned()
+    } else {
+        def.group
+            .strip_suffix(".k8s.io")
+            .unwrap_or(&def.group)
+            .replace('.', "_")
+    };
+    format!("{group}_{}", def.version)
+}
+
+fn query(name: &str, kind: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "in": "query",
+        "description": description,
+        "schema": {"type": kind, "uniqueItems": true},
+    })
+}
+
+fn path_parameter(name: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "in": "path",
+        "description": description,
+        "required": true,
+        "schema": {"type": "string", "uniqueItems": true},
+    })
+}
+
+fn write_parameters(with_force: bool) -> Vec<Value> {
+    let mut parameters = vec![
+        query(
+            "dryRun",
+            "string",
+            "When present, indicates that modifications should not be persisted.",
+        ),
+        query(
+            "fieldManager",
+            "string",
+            "fieldManager is a name associated with the actor or entity that is making these changes.",
+        ),
+        query(
+            "fieldValidation",
+            "string",
+            "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: Ignore, Warn, Strict.",
+        ),
+    ];
+    if with_force {
+        parameters.push(query(
+            "force",
+            "boolean",
+            "Force is going to \"force\" Apply requests. It is not supported by this server.",
+        ));
+    }
+    parameters
+}
+
+fn list_parameters() -> Vec<Value> {
+    vec![
+        query(
+            "allowWatchBookmarks",
+            "boolean",
+            "allowWatchBookmarks requests watch events with type \"BOOKMARK\".",
+        ),
+        query(
+            "continue",
+            "string",
+            "The continue option should be set when retrieving more results from the server.",
+        ),
+        query(
+            "fieldSelector",
+            "string",
+            "A selector to restrict the list of returned objects by their fields.",
+        ),
+        query(
+            "labelSelector",
+            "string",
+            "A selector to restrict the list of returned objects by their labels.",
+        ),
+        query(
+            "limit",
+            "integer",
+            "limit is a maximum number of responses to return for a list call.",
+        ),
+        query(
+            "resourceVersion",
+            "string",
+            "resourceVersion sets a constraint on what resource versions a request may be served from.",
+        ),
+        query(
+            "resourceVersionMatch",
+            "string",
+            "resourceVersionMatch determines how resourceVersion is applied to list calls.",
+        ),
+        query(
+            "sendInitialEvents",
+            "boolean",
+            "`sendInitialEvents=true` may be set together with `watch=true`.",
+        ),
+        query(
+            "timeoutSeconds",
+            "integer",
+            "Timeout for the list/watch call.",
+        ),
+        query(
+            "watch",
+            "boolean",
+            "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.",
+        ),
+    ]
+}
+
+fn json_response(schema: &str) -> Value {
+    json!({
+        "200": {
+            "description": "OK",
+            "content": {
+                "application/json": {"schema": schema_ref(schema)},
+                "application/yaml": {"schema": schema_ref(schema)},
+            }
+        },
+        "401": {"description": "Unauthorized"},
+    })
+}
+
+fn operation(
+    def: &ResourceDef,
+    action: &str,
+    operation_id: String,
+    response_schema: &str,
+    parameters: Vec<Value>,
+    kind: &str,
+) -> Value {
+    json!({
+        "tags": [tag(def)],
+        "description": format!("{action} {}", def.kind),
+        "operationId": operation_id,
+        "parameters": parameters,
+        "responses": json_response(response_schema),
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk(def, kind),
+    })
+}
+
+/// The paths of one resource: collection, item and (namespaced) all-namespaces list.
+fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
+    let base = if def.group.is_empty() {
+        format!("/api/{}", def.version)
+    } else {
+        format!("/apis/{}/{}", def.group, def.version)
+    };
+    let id = format!(
+        "{}{}{}",
+        group_camel(&def.group),
+        def.version[..1].to_ascii_uppercase() + &def.version[1..],
+        if def.namespaced { "Namespaced" } else { "" }
+    );
+    let kind_schema = schema_name(def);
+    let list_schema = format!("{kind_schema}List");
+    let (collection, item) = if def.namespaced {
+        (
+            format!("{base}/namespaces/{{namespace}}/{}", def.plural),
+            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", def.plural),
+        )
+    } else {
+        (
+            format!("{base}/{}", def.plural),
+            format!("{base}/{}/{{name}}", def.plural),
+        )
+    };
+    let mut shared = vec![query(
+        "pretty",
+        "string",
+        "If 'true', then the output is pretty printed.",
+    )];
+    if def.namespaced {
+        shared.push(path_parameter(
+            "namespace",
+            "object name and auth scope, such as for teams and projects",
+        ));
+    }
+
+    let mut post = operation(
+        def,
+        "post",
+        format!("create{id}{}", def.kind),
+        &kind_schema,
+        write_parameters(false),
+        &def.kind,
+    );
+    post["requestBody"] = json!({
+        "content": {"*/*": {"schema": schema_ref(&kind_schema)}},
+        "required": true,
+    });
+    paths.insert(
+        collection,
+        json!({
+            "get": operation(def, "list", format!("list{id}{}", def.kind), &list_schema, list_parameters(), &def.kind),
+            "post": post,
+            "delete": operation(def, "deletecollection", format!("deletecollection{id}{}", def.kind), &format!("{META}.Status"), list_parameters(), &def.kind),
+            "parameters": shared.clone(),
+        }),
+    );
+
+    let mut item_shared = shared;
+    item_shared.insert(
+        0,
+        path_parameter("name", &format!("name of the {}", def.kind)),
+    );
+    let mut put = operation(
+        def,
+        "put",
+        format!("replace{id}{}", def.kind),
+        &kind_schema,
+        write_parameters(false),
+        &def.kind,
+    );
+    put["requestBody"] = json!({
+        "content": {"*/*": {"schema": schema_ref(&kind_schema)}},
+        "required": true,
+    });
+    let mut patch = operation(
+        def,
+        "patch",
+        format!("patch{id}{}", def.kind),
+        &kind_schema,
+        write_parameters(true),
+        &def.kind,
+    );
+    // No strategic-merge-patch content type here: see the module documentation.
+    let patch_body = json!({"schema": schema_ref(&format!("{META}.Patch"))});
+    patch["requestBody"] = json!({
+        "content": {
+            "application/json-patch+json": patch_body,
+            "application/merge-patch+json": patch_body,
+        },
+        "required": true,
+    });
+    paths.insert(
+        item,
+        json!({
+            "get": operation(def, "get", format!("read{id}{}", def.kind), &kind_schema, Vec::new(), &def.kind),
+            "put": put,
+            "patch": patch,
+            "delete": operation(def, "delete", format!("delete{id}{}", def.kind), &format!("{META}.Status"), write_parameters(false), &def.kind),
+            "parameters": item_shared,
+        }),
+    );
+
+    if def.namespaced {
+        let all_id = format!(
+            "list{}{}{}ForAllNamespaces",
+            group_camel(&def.group),
+            def.version[..1].to_ascii_uppercase() + &def.version[1..],
+            def.kind
+        );
+        paths.insert(
+            format!("{base}/{}", def.plural),
+            json!({
+                "get": operation(def, "list", all_id, &list_schema, list_parameters(), &def.kind),
+            }),
+        );
+    }
+}
+
+fn string_map(description: &str) -> Value {
+    json!({"type": "object", "description": description, "additionalProperties": {"type": "string", "default": ""}})
+}
+
+fn meta_schemas(schemas: &mut Map<String, Value>) {
+    schemas.insert(
+        format!("{META}.ObjectMeta"),
+        json!({
+            "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
+            "type": "object",
+            "properties": {
+                "annotations": string_map("Annotations is an unstructured key value map stored with a resource that may be set by external tools to store and retrieve arbitrary metadata."),
+                "creationTimestamp": {"description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "type": "string", "format": "date-time"},
+                "deletionGracePeriodSeconds": {"description": "Number of seconds allowed for this object to gracefully terminate before it will be removed from the system.", "type": "integer", "format": "int64"},
+                "deletionTimestamp": {"description": "DeletionTimestamp is RFC 3339 date and time at which this resource will be deleted.", "type": "string", "format": "date-time"},
+                "finalizers": {"description": "Must be empty before the object is deleted from the registry.", "type": "array", "items": {"type": "string", "default": ""}, "x-kubernetes-list-type": "set", "x-kubernetes-patch-strategy": "merge"},
+                "generateName": {"description": "GenerateName is an optional prefix, used by the server, to generate a unique name ONLY IF the Name field has not been provided.", "type": "string"},
+                "generation": {"description": "A sequence number representing a specific generation of the desired state.", "type": "integer", "format": "int64"},
+                "labels": string_map("Map of string keys and values that can be used to organize and categorize (scope and select) objects."),
+                "managedFields": {"description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow.", "type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "name": {"description": "Name must be unique within a namespace.", "type": "string"},
+                "namespace": {"description": "Namespace defines the space within which each name must be unique.", "type": "string"},
+                "ownerReferences": {"description": "List of objects depended by this object.", "type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "x-kubernetes-list-map-keys": ["uid"], "x-kubernetes-list-type": "map", "x-kubernetes-patch-merge-key": "uid", "x-kubernetes-patch-strategy": "merge"},
+                "resourceVersion": {"description": "An opaque value that represents the internal version of this object.", "type": "string"},
+                "selfLink": {"description": "Deprecated: selfLink is a legacy read-only field that is no longer populated by the system.", "type": "string"},
+                "uid": {"description": "UID is the unique in time and space value for this object.", "type": "string"}
+            }
+        }),
+    );
+    schemas.insert(
+        format!("{META}.ListMeta"),
+        json!({
+            "description": "ListMeta describes metadata that synthetic resources must have, including lists and various status objects.",
+            "type": "object",
+            "properties": {
+                "continue": {"type": "string", "description": "continue may be set if the user set a limit on the number of items returned."},
+                "remainingItemCount": {"type": "integer", "format": "int64", "description": "remainingItemCount is the number of subsequent items in the list which are not included in this list response."},
+                "resourceVersion": {"type": "string", "description": "String that identifies the server's internal version of this object."},
+                "selfLink": {"type": "string", "description": "Deprecated: selfLink is a legacy read-only field that is no longer populated by the system."}
+            }
+        }),
+    );
+    schemas.insert(
+        format!("{META}.Patch"),
+        json!({"description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body.", "type": "object"}),
+    );
+    schemas.insert(
+        format!("{META}.Status"),
+        json!({
+            "description": "Status is a return value for calls that don't return other objects.",
+            "type": "object",
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "code": {"type": "integer", "format": "int32"},
+                "details": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "kind": {"type": "string"},
+                "message": {"type": "string"},
+                "metadata": {"allOf": [schema_ref(&format!("{META}.ListMeta"))], "default": {}},
+                "reason": {"type": "string"},
+                "status": {"type": "string"}
+            },
+            "x-kubernetes-group-version-kind": [{"group": "", "kind": "Status", "version": "v1"}]
+        }),
+    );
+}
+
+fn type_meta_properties(def: &ResourceDef) -> Map<String, Value> {
+    let mut properties = Map::new();
+    properties.insert(
+        "apiVersion".into(),
+        json!({"description": format!("APIVersion defines the versioned schema of this representation of an object; here {}.", def.api_version()), "type": "string"}),
+    );
+    properties.insert(
+        "kind".into(),
+        json!({"description": "Kind is a string value representing the REST resource this object represents.", "type": "string"}),
+    );
+    properties
+}
+
+fn kind_schemas(def: &ResourceDef, schemas: &mut Map<String, Value>) {
+    let mut properties = type_meta_properties(def);
+    properties.insert(
+        "metadata".into(),
+        json!({"description": "Standard object's metadata.", "allOf": [schema_ref(&format!("{META}.ObjectMeta"))], "default": {}}),
+    );
+    let open = |description: String| json!({"description": description, "type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    properties.insert(
+        "spec".into(),
+        open(format!(
+            "The desired state of the {} (not schema-checked by this server).",
+            def.kind
+        )),
+    );
+    properties.insert(
+        "status".into(),
+        open(format!(
+            "The observed state of the {} (not schema-checked by this server).",
+            def.kind
+        )),
+    );
+    schemas.insert(
+        schema_name(def),
+        json!({
+            "description": format!("{} ({}). Fields other than metadata are accepted as sent.", def.kind, def.api_version()),
+            "type": "object",
+            "properties": properties,
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-group-version-kind": [gvk(def, &def.kind)],
+        }),
+    );
+    let mut list_properties = type_meta_properties(def);
+    list_properties.insert(
+        "items".into(),
+        json!({"description": format!("List of {}.", def.plural), "type": "array", "items": {"allOf": [schema_ref(&schema_name(def))], "default": {}}}),
+    );
+    list_properties.insert(
+        "metadata".into(),
+        json!({"description": "Standard list metadata.", "allOf": [schema_ref(&format!("{META}.ListMeta"))], "default": {}}),
+    );
+    schemas.insert(
+        format!("{}List", schema_name(def)),
+        json!({
+            "description": format!("{} is a list of {}.", def.list_kind(), def.kind),
+            "type": "object",
+            "required": ["items"],
+            "properties": list_properties,
+            "x-kubernetes-group-version-kind": [gvk(def, &def.list_kind())],
+        }),
+    );
+}
+
+/// The OpenAPI v3 document of one group/version (`/openapi/v3/api/v1`,
+/// `/openapi/v3/apis/{group}/{version}`), `None` when nothing is served there.
+#[must_use]
+pub fn openapi_v3_group_version(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+    let served: Vec<&ResourceDef> = defs
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+        .collect();
+    if served.is_empty() {
+        return None;
+    }
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    meta_schemas(&mut schemas);
+    for def in served {
+        resource_paths(def, &mut paths);
+        kind_schemas(def, &mut schemas);
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {
+            "title": "Kubernetes",
+            "version": format!("v1.{}.0", crate::discovery::KUBERNETES_MINOR),
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}
+
+/// FNV-1a, 64 bits: a stable content hash for the `?hash=` cache key (not a security hash).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The index key of a group/version: `api/v1` or `apis/{group}/{version}`.
+fn index_key(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `/openapi/v3`: `{"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=..."}}}`,
+/// one entry per served group/version; the hash changes when the document does.
+#[must_use]
+pub fn openapi_v3_root(defs: &[ResourceDef]) -> Value {
+    let mut group_versions: Vec<(&str, &str)> = Vec::new();
+    for def in defs {
+        let gv = (def.group.as_str(), def.version.as_str());
+        if !group_versions.contains(&gv) {
+            group_versions.push(gv);
+        }
+    }
+    let mut paths = Map::new();
+    for (group, version) in group_versions {
+        let Some(document) = openapi_v3_group_version(defs, group, version) else {
+            continue;
+        };
+        let hash = fnv1a(document.to_string().as_bytes());
+        let key = index_key(group, version);
+        paths.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash:016X}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{builtin_resources, parse_resources_file};
+
+    fn all_defs() -> Vec<ResourceDef> {
+        let mut defs = builtin_resources();
+        defs.extend(
+            parse_resources_file(
+                "[[resource]]\ngroup = \"example.com\"\nversion = \"v1alpha1\"\nkind = \"Widget\"\nplural = \"widgets\"\nnamespaced = false\n",
+            )
+            .unwrap(),
+        );
+        defs
+    }
+
+    #[test]
+    fn root_index() {
+        let root = openapi_v3_root(&all_defs());
+        let paths = root["paths"].as_object().unwrap();
+        let keys: Vec<&String> = paths.keys().collect();
+        assert_eq!(keys.len(), 5);
+        for key in [
+            "api/v1",
+            "apis/apps/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/discovery.k8s.io/v1",
+            "apis/example.com/v1alpha1",
+        ] {
+            let url = paths[key]["serverRelativeURL"].as_str().unwrap();
+            assert!(
+                url.starts_with(&format!("/openapi/v3/{key}?hash=")),
+                "{url}"
+            );
+        }
+        assert_eq!(openapi_v3_root(&all_defs()), root, "deterministic");
+    }
+
+    #[test]
+    fn every_kind_has_its_gvk() {
+        let defs = all_defs();
+        for def in &defs {
+            let doc = openapi_v3_group_version(&defs, &def.group, &def.version).unwrap();
+            assert_eq!(doc["openapi"], "3.0.0");
+            let schemas = doc["components"]["schemas"].as_object().unwrap();
+            let expected = json!([{"group": def.group, "version": def.version, "kind": def.kind}]);
+            let found = schemas
+                .values()
+                .filter(|s| s["x-kubernetes-group-version-kind"] == expected)
+                .count();
+            assert_eq!(found, 1, "{}", def.kind);
+            let list =
+                json!([{"group": def.group, "version": def.version, "kind": def.list_kind()}]);
+            assert!(
+                schemas
+                    .values()
+                    .any(|s| s["x-kubernetes-group-version-kind"] == list)
+            );
+            // The patch operation kubectl looks for: GVK plus a fieldValidation parameter.
+            let paths = doc["paths"].as_object().unwrap();
+            let patch = paths
+                .values()
+                .filter_map(|p| p.get("patch"))
+                .find(|op| {
+                    op["x-kubernetes-group-version-kind"]
+                        == json!({"group": def.group, "version": def.version, "kind": def.kind})
+                })
+                .unwrap_or_else(|| panic!("no patch operation for {}", def.kind));
+            assert!(
+                patch["parameters"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["name"] == "fieldValidation")
+            );
+            let content = patch["requestBody"]["content"].as_object().unwrap();
+            assert!(content.contains_key("application/merge-patch+json"));
+            assert!(!content.contains_key("application/strategic-merge-patch+json"));
+            // Every $ref resolves.
+            let text = doc.to_string();
+            for piece in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+                let name = &piece[..piece.find('"').unwrap()];
+                assert!(schemas.contains_key(name), "dangling $ref {name}");
+            }
+        }
+        assert!(openapi_v3_group_version(&defs, "apps", "v2").is_none());
+    }
+
+    #[test]
+    fn paths_and_names() {
+        let defs = all_defs();
+        let core = openapi_v3_group_version(&defs, "", "v1").unwrap();
+        let paths = core["paths"].as_object().unwrap();
+        assert!(paths.contains_key("/api/v1/namespaces/{namespace}/pods/{name}"));
+        assert!(paths.contains_key("/api/v1/namespaces/{namespace}/pods"));
+        assert!(paths.contains_key("/api/v1/pods"));
+        assert!(paths.contains_key("/api/v1/nodes/{name}"));
+        assert!(!paths.contains_key("/api/v1/namespaces/{namespace}/nodes"));
+        assert_eq!(
+            paths["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]["operationId"],
+            "patchCoreV1NamespacedPod"
+        );
+        let schemas = core["components"]["schemas"].as_object().unwrap();
+        assert!(schemas.contains_key("io.k8s.api.core.v1.Pod"));
+        assert!(schemas.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        let custom = openapi_v3_group_version(&defs, "example.com", "v1alpha1").unwrap();
+        assert!(
+            custom["components"]["schemas"]
+                .get("com.example.v1alpha1.Widget")
+                .is_some()
+        );
+        assert!(
+            custom["paths"]
+                .get("/apis/example.com/v1alpha1/widgets/{name}")
+                .is_some()
+        );
+        assert_eq!(group_camel("coordination.k8s.io"), "Coordination");
+        assert_eq!(group_camel("example.com"), "ExampleCom");
+    }
+}

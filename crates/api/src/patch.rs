@@ -1,0 +1,1219 @@
+//! PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and Kubernetes' strategic
+//! merge patch.
+//!
+//! The result of [`apply_patch`] is the patched object only; the caller then runs
+//! [`crate::prepare_update`] on it, which checks `apiVersion`/`kind`, keeps immutable metadata
+//! and bumps the generation.
+//!
+//! ## Errors
+//! A patch that cannot be decoded, or whose directives are malformed, is a 400 BadRequest. A
+//! well-formed JSON patch that cannot be applied to this object (a missing path, a failed
+//! `test`) is a 422, as in Kubernetes. Nothing here panics on any input; the recursion depth is
+//! bounded by serde_json's nesting limit (128) on the patch.
+//!
+//! ## Strategic merge patch
+//! Kubernetes drives strategic merge from Go struct tags. This implementation carries the tags
+//! of the fields that matter in practice (see [`list_strategy`]): lists of containers, env,
+//! ports, volumes, volume mounts, image pull secrets, host aliases, owner references,
+//! conditions, node addresses, pod IPs and topology spread constraints merge by key;
+//! `metadata.finalizers` merges as a set; every other list is replaced whole. Directives:
+//! `$patch: replace | delete | merge` on maps and list items, `$retainKeys`,
+//! `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>` (used to order the merged
+//! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
+//! `kubectl apply` sends them a JSON merge patch instead.
+
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::meta::type_name;
+use crate::resources::ResourceDef;
+
+/// The most operations one JSON patch may carry, Kubernetes' `maxJSONPatchOperations`.
+pub const JSON_PATCH_OPERATIONS_MAX: usize = 10_000;
+
+/// The kind of PATCH body, from its `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/merge-patch+json`: RFC 7386.
+    Merge,
+    /// `application/json-patch+json`: RFC 6902.
+    Json,
+    /// `application/strategic-merge-patch+json`: Kubernetes' strategic merge patch.
+    StrategicMerge,
+    /// `application/apply-patch+yaml`: server-side apply (not supported, answered with 415).
+    Apply,
+}
+
+impl PatchType {
+    /// Maps a `Content-Type` (parameters such as `charset` ignored, case-insensitive) to a patch
+    /// type; `None` for anything else.
+    #[must_use]
+    pub fn from_content_type(content_type: &str) -> Option<PatchType> {
+        let essence = content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match essence.as_str() {
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+                Some(PatchType::Apply)
+            }
+            _ => None,
+        }
+    }
+
+    /// The `Content-Type` of this patch type.
+    #[must_use]
+    pub fn content_type(self) -> &'static str {
+        match self {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+            PatchType::StrategicMerge => "application/strategic-merge-patch+json",
+            PatchType::Apply => "application/apply-patch+yaml",
+        }
+    }
+}
+
+/// The 415 for an unknown patch `Content-Type`, with Kubernetes' list of accepted types.
+#[must_use]
+pub fn unsupported_patch_type(content_type: &str) -> ApiError {
+    ApiError::unsupported_media_type(format!(
+        "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+    ))
+}
+
+/// Applies a PATCH body to the stored object and returns the patched object.
+///
+/// # Errors
+/// 400 for undecodable or malformed patches and for results that are not JSON objects, 422 for
+/// JSON patches that do not apply, 413 for more than [`JSON_PATCH_OPERATIONS_MAX`] operations,
+/// 415 for server-side apply and for strategic merge on custom resources.
+pub fn apply_patch(
+    def: &ResourceDef,
+    patch_type: PatchType,
+    original: &Value,
+    patch: &[u8],
+) -> Result<Value, ApiError> {
+    let result = match patch_type {
+        PatchType::Apply => {
+            return Err(ApiError::unsupported_media_type(
+                "server-side apply (application/apply-patch+yaml) is not supported by this server; use client-side `kubectl apply` (without --server-side), or a merge, JSON or strategic merge patch",
+            ));
+        }
+        PatchType::Merge => {
+            let patch = decode(patch, "merge patch")?;
+            let mut target = original.clone();
+            merge_patch(&mut target, &patch);
+            target
+        }
+        PatchType::Json => {
+            let patch = decode(patch, "JSON patch")?;
+            json_patch(original, &patch)?
+        }
+        PatchType::StrategicMerge => {
+            if !def.is_builtin() {
+                return Err(ApiError::unsupported_media_type(format!(
+                    "strategic merge patch is not supported for custom resources ({}); use application/merge-patch+json or application/json-patch+json",
+                    def.qualified_resource()
+                )));
+            }
+            let patch = decode(patch, "strategic merge patch")?;
+            strategic_merge_patch(original, &patch)?
+        }
+    };
+    if !result.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the patched object must be a JSON object, not {}",
+            type_name(&result)
+        )));
+    }
+    Ok(result)
+}
+
+fn decode(bytes: &[u8], what: &str) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
+}
+
+/// RFC 7386 JSON merge patch, in place.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(map) = target {
+        for (key, value) in patch {
+            if value.is_null() {
+                map.remove(key);
+            } else {
+                merge_patch(map.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RFC 6902
+
+fn unprocessable(message: String) -> ApiError {
+    ApiError::new(422, "Invalid", message)
+}
+
+/// Splits an RFC 6901 pointer into unescaped tokens.
+fn parse_pointer(pointer: &str) -> Result<Vec<String>, String> {
+    if pointer.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(rest) = pointer.strip_prefix('/') else {
+        return Err(format!(
+            "JSON pointer {pointer:?} must be empty or start with '/'"
+        ));
+    };
+    rest.split('/')
+        .map(|token| {
+            let mut out = String::with_capacity(token.len());
+            let mut chars = token.chars();
+            while let Some(c) = chars.next() {
+                if c == '~' {
+                    match chars.next() {
+                        Some('0') => out.push('~'),
+                        Some('1') => out.push('/'),
+                        _ => {
+                            return Err(format!(
+                                "JSON pointer {pointer:?} has an invalid escape: '~' must be followed by 0 or 1"
+                            ));
+                        }
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// An array index token: digits without a leading zero.
+fn parse_index(token: &str) -> Option<usize> {
+    if token.is_empty()
+        || !token.bytes().all(|b| b.is_ascii_digit())
+        || (token.len() > 1 && token.starts_with('0'))
+    {
+        return None;
+    }
+    token.parse().ok()
+}
+
+fn pointer_get<'a>(doc: &'a Value, tokens: &[String]) -> Option<&'a Value> {
+    tokens.iter().try_fold(doc, |value, token| match value {
+        Value::Object(map) => map.get(token),
+        Value::Array(items) => parse_index(token).and_then(|i| items.get(i)),
+        _ => None,
+    })
+}
+
+fn pointer_get_mut<'a>(doc: &'a mut Value, tokens: &[String]) -> Option<&'a mut Value> {
+    let mut value = doc;
+    for token in tokens {
+        value = match value {
+            Value::Object(map) => map.get_mut(token)?,
+            Value::Array(items) => items.get_mut(parse_index(token)?)?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+fn pointer_add(doc: &mut Value, path: &str, tokens: &[String], value: Value) -> Result<(), String> {
+    let Some((last, parent)) = tokens.split_last() else {
+        *doc = value;
+        return Ok(());
+    };
+    let parent = pointer_get_mut(doc, parent)
+        .ok_or_else(|| format!("the parent of path {path:?} does not exist"))?;
+    match parent {
+        Value::Object(map) => {
+            map.insert(last.clone(), value);
+            Ok(())
+        }
+        Value::Array(items) => {
+            if last == "-" {
+                items.push(value);
+                return Ok(());
+            }
+            match parse_index(last) {
+                Some(index) if index <= items.len() => {
+                    items.insert(index, value);
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "path {path:?}: index {last:?} is out of range for an array of {} items",
+                    items.len()
+                )),
+            }
+        }
+        other => Err(format!(
+            "path {path:?}: cannot add a member to {}",
+            type_name(other)
+        )),
+    }
+}
+
+fn pointer_remove(doc: &mut Value, path: &str, tokens: &[String]) -> Result<Value, String> {
+    let Some((last, parent)) = tokens.split_last() else {
+        return Err("cannot remove the whole document".to_owned());
+    };
+    let missing = || format!("path {path:?} does not exist");
+    match pointer_get_mut(doc, parent).ok_or_else(missing)? {
+        Value::Object(map) => map.remove(last).ok_or_else(missing),
+        Value::Array(items) => match parse_index(last) {
+            Some(index) if index < items.len() => Ok(items.remove(index)),
+            _ => Err(missing()),
+        },
+        _ => Err(missing()),
+    }
+}
+
+/// JSON equality with numbers compared by value (`1` equals `1.0`).
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q)) if p == q)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Applies an RFC 6902 JSON patch to a copy of `original`.
+///
+/// # Errors
+/// 400 when the patch is not an array of well-formed operations, 413 for too many operations,
+/// 422 when an operation does not apply (missing path, failed `test`).
+pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
+    let Value::Array(operations) = patch else {
+        return Err(ApiError::bad_request(format!(
+            "a JSON patch must be an array of operations, not {}",
+            type_name(patch)
+        )));
+    };
+    if operations.len() > JSON_PATCH_OPERATIONS_MAX {
+        return Err(ApiError::request_entity_too_large(format!(
+            "The allowed maximum operations in a JSON patch is {JSON_PATCH_OPERATIONS_MAX}, got {}",
+            operations.len()
+        )));
+    }
+    let mut doc = original.clone();
+    for (index, operation) in operations.iter().enumerate() {
+        let bad = |message: String| {
+            ApiError::bad_request(format!("JSON patch operation {index}: {message}"))
+        };
+        let Value::Object(operation) = operation else {
+            return Err(bad(format!(
+                "must be an object, not {}",
+                type_name(operation)
+            )));
+        };
+        let string = |key: &str| -> Result<&str, ApiError> {
+            match operation.get(key) {
+                Some(Value::String(s)) => Ok(s.as_str()),
+                Some(other) => Err(bad(format!(
+                    "{key:?} must be a string, not {}",
+                    type_name(other)
+                ))),
+                None => Err(bad(format!("missing {key:?}"))),
+            }
+        };
+        let op = string("op")?;
+        let path = string("path")?;
+        let tokens = parse_pointer(path).map_err(bad)?;
+        let value = || {
+            operation
+                .get("value")
+                .cloned()
+                .ok_or_else(|| bad(format!("{op:?} operation is missing \"value\"")))
+        };
+        let failed = |message: String| {
+            unprocessable(format!(
+                "JSON patch operation {index} ({op}) failed: {message}"
+            ))
+        };
+        match op {
+            "add" => pointer_add(&mut doc, path, &tokens, value()?).map_err(failed)?,
+            "remove" => {
+                pointer_remove(&mut doc, path, &tokens).map_err(failed)?;
+            }
+            "replace" => {
+                let value = value()?;
+                let target = pointer_get_mut(&mut doc, &tokens)
+                    .ok_or_else(|| failed(format!("path {path:?} does not exist")))?;
+                *target = value;
+            }
+            "move" | "copy" => {
+                let from = string("from")?;
+                let from_tokens = parse_pointer(from).map_err(bad)?;
+                let moved = if op == "move" {
+                    if tokens.len() > from_tokens.len() && tokens.starts_with(&from_tokens) {
+                        return Err(failed(format!(
+                            "cannot move {from:?} into its own child {path:?}"
+                        )));
+                    }
+                    if tokens == from_tokens {
+                        continue;
+                    }
+                    pointer_remove(&mut doc, from, &from_tokens).map_err(failed)?
+                } else {
+                    pointer_get(&doc, &from_tokens)
+                        .cloned()
+                        .ok_or_else(|| failed(format!("path {from:?} does not exist")))?
+                };
+                pointer_add(&mut doc, path, &tokens, moved).map_err(failed)?;
+            }
+            "test" => {
+                let expected = value()?;
+                match pointer_get(&doc, &tokens) {
+                    Some(actual) if json_equal(actual, &expected) => {}
+                    Some(actual) => {
+                        return Err(failed(format!(
+                            "the value at {path:?} is {actual}, not {expected}"
+                        )));
+                    }
+                    None => return Err(failed(format!("path {path:?} does not exist"))),
+                }
+            }
+            other => {
+                return Err(bad(format!(
+                    "unknown op {other:?}; expected add, remove, replace, move, copy or test"
+                )));
+            }
+        }
+    }
+    Ok(doc)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strategic merge patch
+
+/// How a list field merges under strategic merge patch (Kubernetes' `patchStrategy` and
+/// `patchMergeKey` struct tags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListStrategy {
+    /// The patch's list replaces the original (no strategy tag).
+    Replace,
+    /// Items are maps merged by the value of this key.
+    MergeByKey(&'static str),
+    /// A list of scalars merged as a set (original order, then new values).
+    MergeSet,
+}
+
+const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
+
+/// The list strategy of the field at `path` (field names from the object root; list positions
+/// are not part of the path). Covers the core/apps fields that `kubectl apply` and
+/// `kubectl patch` touch in practice; everything else replaces.
+#[must_use]
+pub fn list_strategy(path: &[String]) -> ListStrategy {
+    let Some((last, parents)) = path.split_last() else {
+        return ListStrategy::Replace;
+    };
+    let parent = parents.last().map_or("", String::as_str);
+    let in_container = CONTAINER_LISTS.contains(&parent);
+    match (parent, last.as_str()) {
+        ("spec", name) if CONTAINER_LISTS.contains(&name) => ListStrategy::MergeByKey("name"),
+        ("spec", "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates") => {
+            ListStrategy::MergeByKey("name")
+        }
+        ("spec", "hostAliases") => ListStrategy::MergeByKey("ip"),
+        ("spec", "topologySpreadConstraints") => ListStrategy::MergeByKey("topologyKey"),
+        ("spec", "ports") if parents.len() == 1 => ListStrategy::MergeByKey("port"),
+        (_, "env") if in_container => ListStrategy::MergeByKey("name"),
+        (_, "ports") if in_container => ListStrategy::MergeByKey("containerPort"),
+        (_, "volumeMounts") if in_container => ListStrategy::MergeByKey("mountPath"),
+        (_, "volumeDevices") if in_container => ListStrategy::MergeByKey("devicePath"),
+        ("metadata", "ownerReferences") => ListStrategy::MergeByKey("uid"),
+        ("metadata", "finalizers") => ListStrategy::MergeSet,
+        ("status", "conditions" | "addresses") => ListStrategy::MergeByKey("type"),
+        ("status", "podIPs" | "hostIPs") => ListStrategy::MergeByKey("ip"),
+        _ => ListStrategy::Replace,
+    }
+}
+
+const DIRECTIVE: &str = "$patch";
+const RETAIN_KEYS: &str = "$retainKeys";
+const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
+const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
+
+/// Applies a strategic merge patch to a copy of `original`.
+///
+/// # Errors
+/// 400 when the patch is not an object, a directive is malformed, or an item of a keyed list
+/// lacks its merge key.
+pub fn strategic_merge_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
+    let Value::Object(patch) = patch else {
+        return Err(ApiError::bad_request(format!(
+            "a strategic merge patch must be a JSON object, not {}",
+            type_name(patch)
+        )));
+    };
+    let original = match original {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    let mut path = Vec::new();
+    match merge_map(original, patch, &mut path)? {
+        Some(map) => Ok(Value::Object(map)),
+        None => Err(ApiError::bad_request(
+            "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
+        )),
+    }
+}
+
+fn smp_error(path: &[String], message: impl std::fmt::Display) -> ApiError {
+    if path.is_empty() {
+        ApiError::bad_request(format!("strategic merge patch: {message}"))
+    } else {
+        ApiError::bad_request(format!(
+            "strategic merge patch at {}: {message}",
+            path.join(".")
+        ))
+    }
+}
+
+/// Removes every directive key from a map patch, recursively, for values placed verbatim.
+fn strip_directives(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .filter(|item| {
+                    !item
+                        .as_object()
+                        .is_some_and(|m| m.contains_key(DIRECTIVE) && m.len() == 1)
+                })
+                .map(strip_directives)
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Merges a map patch into `original`. `None` means the patch deletes the map.
+fn merge_map(
+    mut original: Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Result<Option<Map<String, Value>>, ApiError> {
+    match patch.get(DIRECTIVE) {
+        None => {}
+        Some(Value::String(directive)) => match directive.as_str() {
+            "replace" => {
+                let mut replaced = Map::new();
+                return merge_map_into(&mut replaced, patch, path).map(|()| Some(replaced));
+            }
+            "delete" => return Ok(None),
+            "merge" => {}
+            other => {
+                return Err(smp_error(
+                    path,
+                    format!(
+                        "unknown $patch directive {other:?}; expected replace, delete or merge"
+                    ),
+                ));
+            }
+        },
+        Some(other) => {
+            return Err(smp_error(
+                path,
+                format!("$patch must be a string, not {}", type_name(other)),
+            ));
+        }
+    }
+    merge_map_into(&mut original, patch, path)?;
+    Ok(Some(original))
+}
+
+/// Merges the non-directive keys of `patch` into `target`, then applies the map-level
+/// directives `$retainKeys`, `$deleteFromPrimitiveList/` and `$setElementOrder/`.
+fn merge_map_into(
+    target: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    for (key, value) in patch {
+        if key.starts_with('$') {
+            continue;
+        }
+        path.push(key.clone());
+        let merged = merge_value(target.remove(key), value, path)?;
+        path.pop();
+        if let Some(merged) = merged {
+            target.insert(key.clone(), merged);
+        }
+    }
+    for (key, value) in patch {
+        if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
+            let Value::Array(doomed) = value else {
+                return Err(smp_error(path, format!("{key} must be a list")));
+            };
+            if let Some(Value::Array(items)) = target.get_mut(field) {
+                items.retain(|item| !doomed.contains(item));
+            }
+        } else if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
+            let Value::Array(order) = value else {
+                return Err(smp_error(path, format!("{key} must be a list")));
+            };
+            path.push(field.to_owned());
+            let strategy = list_strategy(path);
+            path.pop();
+            if let Some(Value::Array(items)) = target.get_mut(field) {
+                reorder(items, order, strategy);
+            }
+        }
+    }
+    if let Some(retain) = patch.get(RETAIN_KEYS) {
+        let Value::Array(keys) = retain else {
+            return Err(smp_error(path, "$retainKeys must be a list of strings"));
+        };
+        let mut keep = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Value::String(key) = key else {
+                return Err(smp_error(path, "$retainKeys must be a list of strings"));
+            };
+            keep.push(key.as_str());
+        }
+        target.retain(|key, _| keep.contains(&key.as_str()));
+    }
+    Ok(())
+}
+
+/// Orders `items` as `order` lists them; items not in `order` keep their relative order after
+/// the listed ones (Kubernetes places server-only items by their original position; after is a
+/// good enough approximation for display order).
+fn reorder(items: &mut Vec<Value>, order: &[Value], strategy: ListStrategy) {
+    let position = |item: &Value| -> Option<usize> {
+        match strategy {
+            ListStrategy::MergeByKey(key) => {
+                let value = item.get(key)?;
+                order.iter().position(|o| o.get(key) == Some(value))
+            }
+            ListStrategy::MergeSet => order.iter().position(|o| o == item),
+            ListStrategy::Replace => None,
+        }
+    };
+    if strategy == ListStrategy::Replace {
+        return;
+    }
+    let mut keyed: Vec<(usize, usize, Value)> = items
+        .drain(..)
+        .enumerate()
+        .map(|(index, item)| (position(&item).unwrap_or(usize::MAX), index, item))
+        .collect();
+    keyed.sort_by_key(|(position, index, _)| (*position, *index));
+    items.extend(keyed.into_iter().map(|(_, _, item)| item));
+}
+
+/// Merges one patch value into the original value of the same key. `None` deletes the key.
+fn merge_value(
+    original: Option<Value>,
+    patch: &Value,
+    path: &mut Vec<String>,
+) -> Result<Option<Value>, ApiError> {
+    match patch {
+        Value::Null => Ok(None),
+        Value::Object(patch_map) => {
+            let original = match original {
+                Some(Value::Object(map)) => map,
+                _ => Map::new(),
+            };
+            Ok(merge_map(original, patch_map, path)?.map(Value::Object))
+        }
+        Value::Array(patch_items) => match list_strategy(path) {
+            ListStrategy::Replace => Ok(Some(strip_directives(patch))),
+            ListStrategy::MergeSet => {
+                let mut items = match original {
+                    Some(Value::Array(items)) => items,
+                    _ => Vec::new(),
+                };
+                for item in patch_items {
+                    if !items.contains(item) {
+                        items.push(item.clone());
+                    }
+                }
+                Ok(Some(Value::Array(items)))
+            }
+            ListStrategy::MergeByKey(key) => {
+                let original = match original {
+                    Some(Value::Array(items)) => items,
+                    _ => Vec::new(),
+                };
+                merge_keyed_list(original, patch_items, key, path)
+                    .map(|items| Some(Value::Array(items)))
+            }
+        },
+        scalar => Ok(Some(scalar.clone())),
+    }
+}
+
+fn merge_keyed_list(
+    mut items: Vec<Value>,
+    patch_items: &[Value],
+    key: &str,
+    path: &mut Vec<String>,
+) -> Result<Vec<Value>, ApiError> {
+    // A `{"$patch": "replace"}` item replaces the whole list with the other patch items.
+    let replace = patch_items
+        .iter()
+        .any(|item| item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"));
+    if replace {
+        items.clear();
+    }
+    for patch_item in patch_items {
+        let Value::Object(patch_map) = patch_item else {
+            return Err(smp_error(
+                path,
+                format!(
+                    "items of this list must be objects merged by {key:?}, not {}",
+                    type_name(patch_item)
+                ),
+            ));
+        };
+        let directive = match patch_map.get(DIRECTIVE) {
+            None => None,
+            Some(Value::String(d)) if matches!(d.as_str(), "replace" | "delete" | "merge") => {
+                Some(d.as_str())
+            }
+            Some(other) => {
+                return Err(smp_error(
+                    path,
+                    format!(
+                        "unknown $patch directive {other} in a list item; expected replace, delete or merge"
+                    ),
+                ));
+            }
+        };
+        if directive == Some("replace") && patch_map.len() == 1 {
+            continue;
+        }
+        let Some(key_value) = patch_map.get(key) else {
+            return Err(smp_error(
+                path,
+                format!(
+                    "map: {} does not contain declared merge key: {key}",
+                    Value::Object(patch_map.clone())
+                ),
+            ));
+        };
+        let found = items
+            .iter()
+            .position(|item| item.get(key) == Some(key_value));
+        match (directive, found) {
+            (Some("delete"), Some(index)) => {
+                items.remove(index);
+            }
+            (Some("delete"), None) => {}
+            (_, Some(index)) => {
+                let original = match std::mem::take(&mut items[index]) {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
+                };
+                match merge_map(original, patch_map, path)? {
+                    Some(map) => items[index] = Value::Object(map),
+                    None => {
+                        items.remove(index);
+                    }
+                }
+            }
+            (_, None) => {
+                if let Some(map) = merge_map(Map::new(), patch_map, path)? {
+                    items.push(Value::Object(map));
+                }
+            }
+        }
+    }
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::builtin_resources;
+    use serde_json::json;
+
+    fn def(plural: &str) -> ResourceDef {
+        builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    fn apply(
+        plural: &str,
+        patch_type: PatchType,
+        original: &Value,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        apply_patch(
+            &def(plural),
+            patch_type,
+            original,
+            patch.to_string().as_bytes(),
+        )
+    }
+
+    fn pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "d", "labels": {"app": "web", "tier": "fe"}},
+            "spec": {
+                "containers": [
+                    {"name": "web", "image": "nginx:1.25",
+                     "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                     "ports": [{"containerPort": 80}]},
+                    {"name": "sidecar", "image": "envoy:1"}
+                ],
+                "tolerations": [{"key": "x", "operator": "Exists"}]
+            }
+        })
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            PatchType::from_content_type("application/merge-patch+json"),
+            Some(PatchType::Merge)
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/strategic-merge-patch+json; charset=utf-8"),
+            Some(PatchType::StrategicMerge)
+        );
+        assert_eq!(
+            PatchType::from_content_type("Application/JSON-Patch+JSON"),
+            Some(PatchType::Json)
+        );
+        assert_eq!(
+            PatchType::from_content_type("application/apply-patch+yaml"),
+            Some(PatchType::Apply)
+        );
+        assert_eq!(PatchType::from_content_type("application/json"), None);
+        for t in [
+            PatchType::Merge,
+            PatchType::Json,
+            PatchType::StrategicMerge,
+            PatchType::Apply,
+        ] {
+            assert_eq!(PatchType::from_content_type(t.content_type()), Some(t));
+        }
+        assert_eq!(unsupported_patch_type("text/plain").code, 415);
+    }
+
+    #[test]
+    fn merge_patch_rfc7386() {
+        let out = apply(
+            "pods",
+            PatchType::Merge,
+            &pod(),
+            &json!({"metadata": {"labels": {"tier": null, "new": "x"}}, "spec": {"containers": [{"name": "only"}]}}),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"app": "web", "new": "x"}));
+        assert_eq!(out["spec"]["containers"], json!([{"name": "only"}]));
+        let mut target = json!({"a": "b"});
+        merge_patch(&mut target, &json!({"a": {"c": null, "d": 1}}));
+        assert_eq!(target, json!({"a": {"d": 1}}));
+        let err = apply("pods", PatchType::Merge, &pod(), &json!([1])).unwrap_err();
+        assert_eq!(err.code, 400);
+        let err = apply_patch(&def("pods"), PatchType::Merge, &pod(), b"{not json").unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message.starts_with("error decoding merge patch"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn json_patch_operations() {
+        let original =
+            json!({"metadata": {"name": "a", "labels": {"a/b": "1"}}, "list": [1, 2, 3]});
+        let patch = json!([
+            {"op": "add", "path": "/metadata/labels/new", "value": "x"},
+            {"op": "remove", "path": "/metadata/labels/a~1b"},
+            {"op": "replace", "path": "/list/0", "value": 10},
+            {"op": "add", "path": "/list/-", "value": 4},
+            {"op": "add", "path": "/list/1", "value": 5},
+            {"op": "copy", "from": "/list", "path": "/copy"},
+            {"op": "move", "from": "/copy", "path": "/moved"},
+            {"op": "test", "path": "/moved/0", "value": 10.0}
+        ]);
+        let out = apply("configmaps", PatchType::Json, &original, &patch).unwrap();
+        assert_eq!(
+            out,
+            json!({"metadata": {"name": "a", "labels": {"new": "x"}}, "list": [10, 5, 2, 3, 4], "moved": [10, 5, 2, 3, 4]})
+        );
+    }
+
+    #[test]
+    fn json_patch_errors() {
+        let original = json!({"a": {"b": 1}, "l": [1]});
+        let cases = [
+            (json!({"op": "add"}), 400, "must be an array"),
+            (
+                json!([{"op": "add", "path": "/x"}]),
+                400,
+                "missing \"value\"",
+            ),
+            (json!([{"op": "frob", "path": "/x"}]), 400, "unknown op"),
+            (json!([{"path": "/x"}]), 400, "missing \"op\""),
+            (
+                json!([{"op": "add", "path": "x", "value": 1}]),
+                400,
+                "must be empty or start with '/'",
+            ),
+            (
+                json!([{"op": "add", "path": "/a~2", "value": 1}]),
+                400,
+                "invalid escape",
+            ),
+            (json!([5]), 400, "must be an object"),
+            (
+                json!([{"op": "remove", "path": "/nope"}]),
+                422,
+                "does not exist",
+            ),
+            (
+                json!([{"op": "replace", "path": "/a/c", "value": 1}]),
+                422,
+                "does not exist",
+            ),
+            (
+                json!([{"op": "add", "path": "/x/y", "value": 1}]),
+                422,
+                "parent",
+            ),
+            (
+                json!([{"op": "add", "path": "/l/5", "value": 1}]),
+                422,
+                "out of range",
+            ),
+            (
+                json!([{"op": "add", "path": "/l/01", "value": 1}]),
+                422,
+                "out of range",
+            ),
+            (
+                json!([{"op": "test", "path": "/a/b", "value": 2}]),
+                422,
+                "is 1, not 2",
+            ),
+            (
+                json!([{"op": "move", "from": "/a", "path": "/a/b/c"}]),
+                422,
+                "own child",
+            ),
+            (
+                json!([{"op": "replace", "path": "", "value": [1]}]),
+                400,
+                "patched object must be a JSON object",
+            ),
+        ];
+        for (patch, code, text) in cases {
+            let err = apply("configmaps", PatchType::Json, &original, &patch).unwrap_err();
+            assert_eq!(err.code, code, "{patch}: {}", err.message);
+            assert!(err.message.contains(text), "{patch}: {}", err.message);
+        }
+        let many = Value::Array(vec![
+            json!({"op": "test", "path": "", "value": 1});
+            JSON_PATCH_OPERATIONS_MAX + 1
+        ]);
+        assert_eq!(
+            apply("configmaps", PatchType::Json, &original, &many)
+                .unwrap_err()
+                .code,
+            413
+        );
+    }
+
+    #[test]
+    fn strategic_merges_containers_and_env_by_name() {
+        let patch = json!({"spec": {"containers": [
+            {"name": "web", "image": "nginx:1.26", "env": [{"name": "B", "value": "20"}, {"name": "C", "value": "3"}]},
+            {"name": "new", "image": "busybox"}
+        ]}});
+        let out = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap();
+        let containers = out["spec"]["containers"].as_array().unwrap();
+        assert_eq!(containers.len(), 3);
+        assert_eq!(containers[0]["image"], "nginx:1.26");
+        assert_eq!(
+            containers[0]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}])
+        );
+        assert_eq!(containers[0]["ports"], json!([{"containerPort": 80}]));
+        assert_eq!(containers[1]["name"], "sidecar");
+        assert_eq!(containers[2], json!({"name": "new", "image": "busybox"}));
+        // Unknown lists replace whole.
+        let out = apply(
+            "pods",
+            PatchType::StrategicMerge,
+            &pod(),
+            &json!({"spec": {"tolerations": [{"key": "y"}]}}),
+        )
+        .unwrap();
+        assert_eq!(out["spec"]["tolerations"], json!([{"key": "y"}]));
+    }
+
+    #[test]
+    fn strategic_delete_and_replace_directives() {
+        let patch = json!({"spec": {"containers": [
+            {"$patch": "delete", "name": "sidecar"},
+            {"name": "web", "env": [{"$patch": "delete", "name": "A"}], "ports": null}
+        ]}, "metadata": {"labels": {"$patch": "replace", "only": "this"}}});
+        let out = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap();
+        assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            out["spec"]["containers"][0]["env"],
+            json!([{"name": "B", "value": "2"}])
+        );
+        assert!(out["spec"]["containers"][0].get("ports").is_none());
+        assert_eq!(out["metadata"]["labels"], json!({"only": "this"}));
+
+        let replace_list = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "solo", "image": "x"}]}});
+        let out = apply("pods", PatchType::StrategicMerge, &pod(), &replace_list).unwrap();
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "solo", "image": "x"}])
+        );
+
+        let delete_map = json!({"spec": {"$patch": "delete"}});
+        let out = apply("pods", PatchType::StrategicMerge, &pod(), &delete_map).unwrap();
+        assert!(out.get("spec").is_none());
+    }
+
+    #[test]
+    fn strategic_other_directives() {
+        let original = json!({"metadata": {"name": "a", "finalizers": ["a", "b"]},
+                              "spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let patch = json!({
+            "metadata": {"finalizers": ["c", "a"], "$deleteFromPrimitiveList/finalizers": ["b"]},
+            "spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}
+        });
+        let out = apply("deployments", PatchType::StrategicMerge, &original, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]));
+        assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
+    }
+
+    #[test]
+    fn kubectl_apply_style_patch_twice() {
+        // What `kubectl apply` sends after the image and env of a deployment changed and a
+        // container was removed from the manifest.
+        let live = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "d", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"old\":true}\n"}},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "web", "image": "nginx:1.25", "env": [{"name": "A", "value": "1"}]},
+                {"name": "log", "image": "fluentbit"}
+            ]}}}
+        });
+        let patch = json!({
+            "metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"new\":true}\n"}},
+            "spec": {"replicas": 2, "template": {"spec": {
+                "$setElementOrder/containers": [{"name": "web"}],
+                "containers": [
+                    {"$setElementOrder/env": [{"name": "B"}, {"name": "A"}], "env": [{"name": "B", "value": "2"}], "image": "nginx:1.26", "name": "web"},
+                    {"$patch": "delete", "name": "log"}
+                ]
+            }}}
+        });
+        let once = apply("deployments", PatchType::StrategicMerge, &live, &patch).unwrap();
+        assert_eq!(
+            once["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+            "{\"new\":true}\n"
+        );
+        assert_eq!(once["spec"]["replicas"], 2);
+        assert_eq!(
+            once["spec"]["template"]["spec"]["containers"],
+            json!([{"name": "web", "image": "nginx:1.26", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]}])
+        );
+        // Applying the same patch again is a no-op.
+        let twice = apply("deployments", PatchType::StrategicMerge, &once, &patch).unwrap();
+        assert_eq!(once, twice);
+    }
+
+    #[test]
+    fn strategic_errors() {
+        let cases = [
+            (json!([1]), "must be a JSON object"),
+            (
+                json!({"spec": {"$patch": "explode"}}),
+                "unknown $patch directive",
+            ),
+            (
+                json!({"spec": {"containers": [{"image": "x"}]}}),
+                "does not contain declared merge key: name",
+            ),
+            (json!({"spec": {"containers": ["web"]}}), "must be objects"),
+            (json!({"spec": {"$retainKeys": "x"}}), "$retainKeys"),
+            (json!({"$patch": "delete"}), "whole object"),
+        ];
+        for (patch, text) in cases {
+            let err = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap_err();
+            assert_eq!(err.code, 400, "{patch}");
+            assert!(err.message.contains(text), "{patch}: {}", err.message);
+        }
+        let mut crd = def("pods");
+        crd.group = "example.com".into();
+        let err = apply_patch(&crd, PatchType::StrategicMerge, &pod(), b"{}").unwrap_err();
+        assert_eq!(err.code, 415);
+        let err = apply("pods", PatchType::Apply, &pod(), &json!({})).unwrap_err();
+        assert_eq!(err.code, 415);
+        assert!(err.message.contains("server-side apply"));
+    }
+
+    #[test]
+    fn list_strategies() {
+        let path = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            list_strategy(&path("spec.template.spec.containers")),
+            ListStrategy::MergeByKey("name")
+        );
+        assert_eq!(
+            list_strategy(&path("spec.containers.ports")),
+            ListStrategy::MergeByKey("containerPort")
+        );
+        assert_eq!(
+            list_strategy(&path("spec.ports")),
+            ListStrategy::MergeByKey("port")
+        );
+        assert_eq!(
+            list_strategy(&path("spec.template.spec.initContainers.volumeMounts")),
+            ListStrategy::MergeByKey("mountPath")
+        );
+        assert_eq!(
+            list_strategy(&path("spec.tolerations")),
+            ListStrategy::Replace
+        );
+        assert_eq!(
+            list_strategy(&path("spec.containers.args")),
+            ListStrategy::Replace
+        );
+        assert_eq!(
+            list_strategy(&path("metadata.finalizers")),
+            ListStrategy::MergeSet
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                "[a-z$/~0-9-]{0,8}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::btree_map(
+                        prop_oneof![
+                            Just("$patch".to_owned()),
+                            Just("name".to_owned()),
+                            Just("containers".to_owned()),
+                            Just("spec".to_owned()),
+                            Just("op".to_owned()),
+                            Just("path".to_owned()),
+                            Just("value".to_owned()),
+                            Just("$retainKeys".to_owned()),
+                            Just("$setElementOrder/containers".to_owned()),
+                            "[a-z]{1,4}",
+                        ],
+                        inner,
+                        0..6
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// Objects whose keys are plain lowercase words (no directives, no keyed lists).
+        fn arb_plain_object() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i32>().prop_map(Value::from),
+                "[a-z]{0,3}".prop_map(Value::String),
+            ];
+            let value = leaf.prop_recursive(3, 32, 5, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-z]{1,2}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            });
+            prop::collection::btree_map("[a-z]{1,2}", value, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+        }
+
+        const TYPES: [PatchType; 4] = [
+            PatchType::Merge,
+            PatchType::Json,
+            PatchType::StrategicMerge,
+            PatchType::Apply,
+        ];
+
+        proptest! {
+            #[test]
+            fn patches_never_panic_on_values(original in arb_json(), patch in arb_json()) {
+                for plural in ["pods", "deployments"] {
+                    for patch_type in TYPES {
+                        if let Ok(out) = apply(plural, patch_type, &original, &patch) {
+                            prop_assert!(out.is_object());
+                        }
+                    }
+                }
+            }
+
+            #[test]
+            fn patches_never_panic_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+                for patch_type in TYPES {
+                    if let Err(err) = apply_patch(&def("pods"), patch_type, &pod(), &bytes) {
+                        prop_assert!(matches!(err.code, 400 | 413 | 415 | 422));
+                    }
+                }
+            }
+
+            #[test]
+            fn strategic_patch_on_unkeyed_fields_is_merge_patch(
+                original in arb_plain_object(), patch in arb_plain_object()
+            ) {
+                // Outside keyed lists and without `$` keys the two agree.
+                let smp = strategic_merge_patch(&original, &patch).unwrap();
+                let mut merged = original.clone();
+                merge_patch(&mut merged, &patch);
+                prop_assert_eq!(smp, merged);
+            }
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Timestamps without a clock: RFC 3339 conversion and kubectl's human-readable durations.
+
+/// Days from 1970-01-01 to the given civil date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The civil date of a day count since 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Formats Unix seconds as RFC 3339 in UTC with whole seconds, the form Kubernetes uses for
+/// `metav1.Time`: `2026-11-29T15:00:00Z`.
+#[must_use]
+pub fn rfc3339_from_unix(seconds: i64) -> String {
+    let days = seconds.div_euclid(86_400);
+    let rest = seconds.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// Formats Unix microseconds as RFC 3339 with six fractional digits, Kubernetes'
+/// `metav1.MicroTime` (used by `eventTime` and leases): `2026-11-29T15:00:00.000000Z`.
+#[must_use]
+pub fn rfc3339_micro_from_unix(micros: i64) -> String {
+    let seconds = micros.div_euclid(1_000_000);
+    let fraction = micros.rem_euclid(1_000_000);
+    let whole = rfc3339_from_unix(seconds);
+    format!("{}.{fraction:06}Z", &whole[..whole.len() - 1])
+}
+
+fn digits(s: &str) -> Option<i64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses an RFC 3339 timestamp (`Z` or `±hh:mm` offset, optional fraction, which is
+/// truncated) into Unix seconds; `None` when malformed.
+#[must_use]
+pub fn unix_from_rfc3339(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if text.len() < 20 || !text.is_char_boundary(10) || !text.is_char_boundary(19) {
+        return None;
+    }
+    let (date, rest) = text.split_at(10);
+    let (time, zone) = rest.split_at(9);
+    let date: Vec<&str> = date.split('-').collect();
+    let [year, month, day] = date.as_slice() else {
+        return None;
+    };
+    let time = time.strip_prefix(['T', 't', ' '])?;
+    let clock: Vec<&str> = time.split(':').collect();
+    let [hour, minute, second] = clock.as_slice() else {
+        return None;
+    };
+    let (year, month, day) = (digits(year)?, digits(month)?, digits(day)?);
+    let (hour, minute, second) = (digits(hour)?, digits(minute)?, digits(second)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let zone = match zone.strip_prefix('.') {
+        Some(fraction) => {
+            let end = fraction
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(fraction.len());
+            if end == 0 {
+                return None;
+            }
+            &fraction[end..]
+        }
+        None => zone,
+    };
+    let offset = match zone {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match zone.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let (hours, minutes) = zone[1..].split_once(':')?;
+            sign * (digits(hours)? * 3600 + digits(minutes)? * 60)
+        }
+    };
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset)
+}
+
+/// kubectl's `duration.HumanDuration` for a number of seconds: `45s`, `5m`, `7m30s`, `3h`,
+/// `2d`, `3y`; `<invalid>` more than a second in the future.
+#[must_use]
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".to_owned();
+    }
+    if seconds < 0 {
+        return "0s".to_owned();
+    }
+    if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = seconds / 3600;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let days = (hours / 24) % 365;
+        return if days == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{days}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        assert_eq!(rfc3339_from_unix(0), "1970-01-01T00:00:00Z");
+        assert_eq!(unix_from_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        let t = unix_from_rfc3339("2026-11-29T15:00:00Z").unwrap();
+        assert_eq!(rfc3339_from_unix(t), "2026-11-29T15:00:00Z");
+        assert_eq!(unix_from_rfc3339("2026-11-29T15:00:00.123456Z"), Some(t));
+        assert_eq!(unix_from_rfc3339("2026-11-29T16:30:00+01:30"), Some(t));
+        assert_eq!(
+            rfc3339_micro_from_unix(t * 1_000_000 + 5),
+            "2026-11-29T15:00:00.000005Z"
+        );
+        assert_eq!(rfc3339_from_unix(951_782_400), "2000-02-29T00:00:00Z");
+        for bad in [
+            "",
+            "2026-11-29",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29T15:00:00",
+            "2026-11-29T15:00:00.Z",
+            "xxxx-11-29T15:00:00Z",
+            "2026-11-29T15:00:00é",
+        ] {
+            assert_eq!(unix_from_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        let cases = [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (450, "7m30s"),
+            (600, "10m"),
+            (10_799, "179m"),
+            (10_800, "3h"),
+            (5 * 3600 + 60, "5h1m"),
+            (47 * 3600, "47h"),
+            (2 * 86_400, "2d"),
+            (3 * 86_400 + 3600, "3d1h"),
+            (30 * 86_400, "30d"),
+            (3 * 365 * 86_400, "3y"),
+            (3 * 365 * 86_400 + 86_400, "3y1d"),
+            (10 * 365 * 86_400, "10y"),
+        ];
+        for (seconds, expected) in cases {
+            assert_eq!(human_duration(seconds), expected, "{seconds}");
+        }
+    }
+}
