@@ -820,4 +820,55 @@ mod tests {
             400
         );
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn arb_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                "[a-zA-Z0-9./-]{0,6}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(3, 32, 5, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map(
+                        prop_oneof![
+                            Just("metadata".to_owned()),
+                            Just("name".to_owned()),
+                            Just("namespace".to_owned()),
+                            Just("generateName".to_owned()),
+                            Just("labels".to_owned()),
+                            Just("uid".to_owned()),
+                            Just("kind".to_owned()),
+                            Just("spec".to_owned()),
+                            "[a-z]{1,3}",
+                        ],
+                        inner,
+                        0..5
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn writes_never_panic(object in arb_json(), old in arb_json()) {
+                for plural in ["pods", "namespaces", "nodes"] {
+                    let d = def(plural);
+                    if let Ok(created) = prepare_create(&d, object.clone(), &ctx(Some("default"))) {
+                        prop_assert!(validate_name(&d, created["metadata"]["name"].as_str().unwrap()).is_ok());
+                        prop_assert_eq!(&created["metadata"]["uid"], "uid-1");
+                    }
+                    if let Ok(updated) = prepare_update(&d, &old, object.clone()) {
+                        prop_assert!(updated.is_object());
+                    }
+                }
+            }
+        }
+    }
 }
