@@ -17,8 +17,8 @@ use std::time::Instant as WallInstant;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use watchkeeper_core::{
-    CacheConfig, Change, DispatchReport, Encoding, Instant, LabelSelector, Object, PassReport,
-    Pop, WatchCache, WatchRequest, WatchStart,
+    CacheConfig, Change, DispatchReport, Encoding, Instant, LabelSelector, Object, PassReport, Pop,
+    WatchCache, WatchRequest, WatchStart,
 };
 
 use crate::SimError;
@@ -224,7 +224,9 @@ fn time_dispatch(watchers: usize, matching: bool, revisions: usize) -> f64 {
         watches.push(cache.watch(request, Instant::ZERO));
     }
     dispatcher.handle_messages(Instant::ZERO);
-    let objects: Vec<Arc<Object>> = (0..revisions).map(|i| pod(i % 64, i as u64 + 2, "a", 64)).collect();
+    let objects: Vec<Arc<Object>> = (0..revisions)
+        .map(|i| pod(i % 64, i as u64 + 2, "a", 64))
+        .collect();
     let start = WallInstant::now();
     for (i, object) in objects.into_iter().enumerate() {
         let now = Instant::from_nanos(i as u64 * 1000);
@@ -304,7 +306,8 @@ pub fn calibrate() -> CostTable {
     table.dispatch_push_ns = (per_eval_push - per_eval).max(1.0);
     // Messages: registration of many watchers.
     {
-        let (cache, mut dispatcher, _w) = WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        let (cache, mut dispatcher, _w) =
+            WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
         let n = 20_000;
         let start = WallInstant::now();
         let watches: Vec<_> = (0..n)
@@ -357,8 +360,7 @@ pub fn calibrate() -> CostTable {
         dispatcher.handle_messages(Instant::ZERO);
         let start = WallInstant::now();
         let report = worker.run_pass(Instant::ZERO);
-        table.pass_object_scanned_ns =
-            ns(start.elapsed()) / report.objects_scanned.max(1) as f64;
+        table.pass_object_scanned_ns = ns(start.elapsed()) / report.objects_scanned.max(1) as f64;
         drop(watch);
     }
     // Serialization: JSON encodes of objects of two sizes.

@@ -69,10 +69,17 @@ enum Ev {
     Worker,
     Read(u32),
     Connect(u32),
-    StallStart { client: u32, until: u64 },
+    StallStart {
+        client: u32,
+        until: u64,
+    },
     StallEnd(u32),
     Reconnect(u32),
-    Disconnect { client: u32, backoff: u64, offline: u64 },
+    Disconnect {
+        client: u32,
+        backoff: u64,
+        offline: u64,
+    },
     Halt(u32),
     Sample,
     Drain,
@@ -234,7 +241,9 @@ impl<'a> World<'a> {
                 let jitter = 1.0 + spec.read_jitter * rng.symmetric();
                 let scope = match spec.scope {
                     Scope::Cluster => ScopeSel::Cluster,
-                    Scope::Namespace => ScopeSel::Namespace((i % scenario.objects.namespaces) as u32),
+                    Scope::Namespace => {
+                        ScopeSel::Namespace((i % scenario.objects.namespaces) as u32)
+                    }
                     Scope::Object => ScopeSel::Slot((i % scenario.objects.count) as u32),
                     Scope::Node => ScopeSel::Node((i % scenario.objects.nodes) as u32),
                     Scope::Hot => ScopeSel::Slot(store.hot_slot.expect("validated hot object")),
@@ -373,10 +382,10 @@ impl<'a> World<'a> {
                 let c = (first + i) as u32;
                 let start = spec.start_at_s + spec.start_spread_s * group_rng.unit();
                 self.at(secs_to_ns(start), Ev::Connect(c));
-                if let Some(every) = spec.reconnect_every_s {
-                    if every > 0.0 {
-                        self.at(secs_to_ns(start + every), Ev::Reconnect(c));
-                    }
+                if let Some(every) = spec.reconnect_every_s
+                    && every > 0.0
+                {
+                    self.at(secs_to_ns(start + every), Ev::Reconnect(c));
                 }
             }
             for stall in &spec.stalls {
@@ -531,6 +540,9 @@ impl<'a> World<'a> {
         let (rate, _) = self.store.rate_at(t);
         if rate > 0.0 {
             let (rv, changes) = self.store.write(self.now, t);
+            for entry in self.store.entries.iter().rev().take_while(|e| e.rv == rv) {
+                self.hash.record(&[0, self.now, rv, u64::from(entry.slot)]);
+            }
             self.incoming.push_back(Pending { rv, changes });
             self.incoming_max = self.incoming_max.max(self.incoming.len());
             self.dispatch_end.push(NEVER);
@@ -571,14 +583,20 @@ impl<'a> World<'a> {
             cost += std::mem::take(&mut self.message_cost_ns);
             did = true;
         }
-        if self.dispatcher.poll_timeout().is_some_and(|t| t.as_nanos() <= now) {
+        if self
+            .dispatcher
+            .poll_timeout()
+            .is_some_and(|t| t.as_nanos() <= now)
+        {
             self.dispatcher.handle_timeout(instant);
             cost += self.costs.dispatch_timeout_ns;
             did = true;
         }
         let mut dispatched_rv = None;
-        if !self.dispatcher.is_blocked() {
-            if let Some(p) = self.incoming.pop_front() {
+        if !self.dispatcher.is_blocked()
+            && let Some(p) = self.incoming.pop_front()
+        {
+            {
                 let report = self.dispatcher.handle_revision(instant, p.rv, p.changes);
                 cost += std::mem::take(&mut self.message_cost_ns);
                 cost += self.costs.dispatch(&report);
@@ -643,11 +661,11 @@ impl<'a> World<'a> {
     fn resolve_now_starts(&mut self, dispatched_before: Revision) {
         for c in std::mem::take(&mut self.pending_now) {
             let client = &mut self.clients[c as usize];
-            if let Some(conn) = &mut client.conn {
-                if conn.pending_now {
-                    conn.pending_now = false;
-                    conn.check.start_after(&self.store, dispatched_before);
-                }
+            if let Some(conn) = &mut client.conn
+                && conn.pending_now
+            {
+                conn.pending_now = false;
+                conn.check.start_after(&self.store, dispatched_before);
             }
         }
     }
@@ -670,6 +688,13 @@ impl<'a> World<'a> {
         let now = self.now;
         if now < self.worker_busy_until {
             self.wake_worker(self.worker_busy_until);
+            return;
+        }
+        if self.dispatcher.is_blocked() {
+            // Legacy mode: while a revision is half dispatched the history already holds it,
+            // and a pass would hand a watcher back above the dispatched revision (the core's
+            // `Dispatcher::resync` asserts against that). Passes wait for the dispatcher;
+            // Kubernetes' legacy path has no passes at all.
             return;
         }
         match self.worker.poll_timeout() {
@@ -771,7 +796,9 @@ impl<'a> World<'a> {
                     Store::slot_name(slot, Some(slot) == self.store.hot_slot)
                 ));
             }
-            ScopeSel::Node(node) => fields.push(format!("spec.nodeName={}", Store::node_name(node))),
+            ScopeSel::Node(node) => {
+                fields.push(format!("spec.nodeName={}", Store::node_name(node)))
+            }
         }
         if !fields.is_empty() {
             request.fields = FieldSelector::parse(&fields.join(",")).expect("valid field selector");
@@ -860,11 +887,12 @@ impl<'a> World<'a> {
             return;
         }
         client.stalled_until = 0;
-        if let Some(conn) = &client.conn {
-            if conn.check.is_started() && !conn.check.in_initial() {
-                let backlog = conn.check.remaining(&self.store);
-                client.resumed = Some((now, backlog, self.store.revision));
-            }
+        if let Some(conn) = &client.conn
+            && conn.check.is_started()
+            && !conn.check.in_initial()
+        {
+            let backlog = conn.check.remaining(&self.store);
+            client.resumed = Some((now, backlog, self.store.revision));
         }
         self.schedule_read(c, now);
     }
@@ -978,6 +1006,7 @@ impl<'a> World<'a> {
             self.after_core_op(now);
             if !self.dispatcher.is_blocked() {
                 self.wake_dispatcher(now.max(self.disp_busy_until));
+                self.wake_worker_if_needed(now);
             }
         }
     }
@@ -1042,7 +1071,8 @@ impl<'a> World<'a> {
             WatchItem::Initial(object) => {
                 self.relist_objects += 1;
                 self.groups[g].stats.relist_objects += 1;
-                self.hash.record(&[4, now, u64::from(c), object.resource_version()]);
+                self.hash
+                    .record(&[4, now, u64::from(c), object.resource_version()]);
                 match self.store.slot_of_key(object.key()) {
                     Some(slot) => conn.check.initial_object(object.resource_version(), slot),
                     None => Some(Violation {
@@ -1062,7 +1092,8 @@ impl<'a> World<'a> {
                     client.needs_relist = false;
                 }
                 self.hash.record(&[5, now, u64::from(c), *revision]);
-                conn.check.bookmark(&self.store, *revision, *initial_events_end)
+                conn.check
+                    .bookmark(&self.store, *revision, *initial_events_end)
             }
         };
         if let Some(v) = violation {
@@ -1096,10 +1127,8 @@ impl<'a> World<'a> {
         let client = &mut self.clients[c as usize];
         let Some(conn) = &client.conn else { return };
         match conn.watch.state() {
-            WatcherState::Unsynced | WatcherState::Initial => {
-                if client.unsynced_since.is_none() {
-                    client.unsynced_since = Some(now);
-                }
+            WatcherState::Unsynced | WatcherState::Initial if client.unsynced_since.is_none() => {
+                client.unsynced_since = Some(now);
             }
             WatcherState::Synced => {
                 let Some(since) = client.unsynced_since.take() else {
@@ -1116,7 +1145,11 @@ impl<'a> World<'a> {
                             rv_at_resume + 1,
                             self.store.revision,
                         );
-                        let rate = if after > 0.0 { selected as f64 / after } else { 0.0 };
+                        let rate = if after > 0.0 {
+                            selected as f64 / after
+                        } else {
+                            0.0
+                        };
                         let bound = if read_rate > 0.0 && read_rate > rate {
                             Some(backlog as f64 / (read_rate - rate))
                         } else if read_rate == 0.0 {
@@ -1344,4 +1377,3 @@ impl<'a> World<'a> {
         }
     }
 }
-

@@ -65,7 +65,13 @@ pub(crate) struct Store {
     rng: Rng,
 }
 
-fn body(ns: &str, name: &str, labels: &BTreeMap<String, String>, node: Option<&str>, size: usize) -> serde_json::Value {
+fn body(
+    ns: &str,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    node: Option<&str>,
+    size: usize,
+) -> serde_json::Value {
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -263,7 +269,11 @@ impl Store {
         let rv = self.revision;
         let mut changes = Vec::new();
         let mut used: Vec<u32> = Vec::new();
-        let n = if hot { 1 } else { self.writes.events_per_revision };
+        let n = if hot {
+            1
+        } else {
+            self.writes.events_per_revision
+        };
         let slots = self.objects.count;
         for _ in 0..n {
             let (slot, op) = match self.hot_slot {

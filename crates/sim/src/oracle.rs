@@ -46,7 +46,11 @@ impl Selection {
             ScopeSel::Slot(slot) => entry_slot == slot,
             ScopeSel::Node(node) => attrs.node == node,
         };
-        scope && self.labels.as_ref().is_none_or(|l| l.matches(&attrs.labels))
+        scope
+            && self
+                .labels
+                .as_ref()
+                .is_none_or(|l| l.matches(&attrs.labels))
     }
 
     /// The event type this selection implies for `entry`, or `None` when it is not selected.
@@ -185,7 +189,10 @@ impl ConnCheck {
             );
         }
         if !self.started {
-            return self.fail("Reliable", format!("event at {rv} before the start was known"));
+            return self.fail(
+                "Reliable",
+                format!("event at {rv} before the start was known"),
+            );
         }
         self.last_rv = rv;
         let len = index_len(&self.sel, store);
@@ -209,7 +216,7 @@ impl ConnCheck {
                 }
                 return None;
             }
-            if entry.rv < rv || (entry.rv == rv) {
+            if entry.rv <= rv {
                 return self.fail(
                     "Reliable",
                     format!(
@@ -228,7 +235,9 @@ impl ConnCheck {
         }
         self.fail(
             "Unique",
-            format!("received {rv} on slot {slot} but no selected event is left: duplicate or invented"),
+            format!(
+                "received {rv} on slot {slot} but no selected event is left: duplicate or invented"
+            ),
         )
     }
 
@@ -271,7 +280,10 @@ impl ConnCheck {
             };
             objects.sort_unstable();
             if objects.windows(2).any(|w| w[0].0 == w[1].0) {
-                return self.fail("Unique", format!("an initial object was sent twice (end at {rv})"));
+                return self.fail(
+                    "Unique",
+                    format!("an initial object was sent twice (end at {rv})"),
+                );
             }
             for &(slot, object_rv) in &objects {
                 match store.version_at(slot, rv) {
@@ -343,7 +355,12 @@ impl ConnCheck {
     }
 
     /// Selected events committed in `[from_rv, to_rv]` (for the resync rate).
-    pub(crate) fn selected_between(&self, store: &Store, from_rv: Revision, to_rv: Revision) -> usize {
+    pub(crate) fn selected_between(
+        &self,
+        store: &Store,
+        from_rv: Revision,
+        to_rv: Revision,
+    ) -> usize {
         let len = index_len(&self.sel, store);
         (0..len)
             .rev()

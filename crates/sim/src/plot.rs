@@ -115,19 +115,17 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> Resu
             .filter(|(a, b)| a.is_finite() && b.is_finite())
             .collect();
         if s.scatter {
-            ctx.draw_series(
-                points
-                    .iter()
-                    .map(|&p| Circle::new(p, 3, color.filled())),
-            )
-            .map_err(e)?
-            .label(s.label.as_str())
-            .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+            ctx.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(e)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
         } else {
             ctx.draw_series(LineSeries::new(points, color.stroke_width(2)))
                 .map_err(e)?
                 .label(s.label.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
         }
     }
     ctx.configure_series_labels()
@@ -145,10 +143,16 @@ fn write_chart(dir: &Path, name: &str, chart: &Chart) -> Result<(), SimError> {
     ensure_font();
     let png = dir.join(format!("{name}.png"));
     let svg = dir.join(format!("{name}.svg"));
-    draw(BitMapBackend::new(&png, (1000, 640)).into_drawing_area(), chart)
-        .map_err(|e| SimError::Io(format!("{}: {e}", png.display())))?;
-    draw(SVGBackend::new(&svg, (1000, 640)).into_drawing_area(), chart)
-        .map_err(|e| SimError::Io(format!("{}: {e}", svg.display())))?;
+    draw(
+        BitMapBackend::new(&png, (1000, 640)).into_drawing_area(),
+        chart,
+    )
+    .map_err(|e| SimError::Io(format!("{}: {e}", png.display())))?;
+    draw(
+        SVGBackend::new(&svg, (1000, 640)).into_drawing_area(),
+        chart,
+    )
+    .map_err(|e| SimError::Io(format!("{}: {e}", svg.display())))?;
     Ok(())
 }
 

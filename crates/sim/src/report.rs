@@ -494,7 +494,8 @@ impl Report {
     /// # Errors
     /// The directory or a file cannot be written.
     pub fn write(&self, dir: &Path) -> Result<(), SimError> {
-        std::fs::create_dir_all(dir).map_err(|e| SimError::Io(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| SimError::Io(format!("{}: {e}", dir.display())))?;
         let json = serde_json::to_string_pretty(self).map_err(|e| SimError::Io(e.to_string()))?;
         let io = |e: std::io::Error| SimError::Io(e.to_string());
         std::fs::write(dir.join("report.json"), json).map_err(io)?;
@@ -526,12 +527,16 @@ impl Report {
             let cells: Vec<String> = self.variants.iter().map(f).collect();
             let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
         };
-        row(&mut md, "healthy latency p50 / p99 / p99.9 / max (ms)", &|v| {
-            q(&v.healthy_latency_ms)
-        });
-        row(&mut md, "other latency p50 / p99 / p99.9 / max (ms)", &|v| {
-            q(&v.slow_latency_ms)
-        });
+        row(
+            &mut md,
+            "healthy latency p50 / p99 / p99.9 / max (ms)",
+            &|v| q(&v.healthy_latency_ms),
+        );
+        row(
+            &mut md,
+            "other latency p50 / p99 / p99.9 / max (ms)",
+            &|v| q(&v.slow_latency_ms),
+        );
         row(&mut md, "terminations (all reasons)", &|v| {
             v.terminations_total.to_string()
         });
@@ -558,11 +563,15 @@ impl Report {
                 .sum::<u64>()
                 .to_string()
         });
-        row(&mut md, "events dispatched", &|v| v.events_dispatched.to_string());
+        row(&mut md, "events dispatched", &|v| {
+            v.events_dispatched.to_string()
+        });
         row(&mut md, "serializations per event", &|v| {
             format!("{:.3}", v.serializations_per_event)
         });
-        row(&mut md, "relist objects sent", &|v| v.relist_objects.to_string());
+        row(&mut md, "relist objects sent", &|v| {
+            v.relist_objects.to_string()
+        });
         row(&mut md, "reconnects", &|v| v.client_reconnects.to_string());
         row(&mut md, "stalls / catch-up rounds", &|v| {
             format!("{} / {}", v.watcher_stalls, v.catchup_rounds)
@@ -571,7 +580,10 @@ impl Report {
             format!("{} ({})", v.passes.count, v.passes.busy)
         });
         row(&mut md, "history reads per pass p50 / max", &|v| {
-            format!("{} / {}", v.passes.history_reads.p50, v.passes.history_reads.max)
+            format!(
+                "{} / {}",
+                v.passes.history_reads.p50, v.passes.history_reads.max
+            )
         });
         row(&mut md, "pushes per pass p50 / max", &|v| {
             format!("{} / {}", v.passes.pushes.p50, v.passes.pushes.max)
@@ -580,10 +592,16 @@ impl Report {
             format!("{} / {}", v.passes.members.p50, v.passes.members.max)
         });
         row(&mut md, "pass duration p50 / max (µs)", &|v| {
-            format!("{:.1} / {:.1}", v.passes.duration_us.p50, v.passes.duration_us.max)
+            format!(
+                "{:.1} / {:.1}",
+                v.passes.duration_us.p50, v.passes.duration_us.max
+            )
         });
         row(&mut md, "pass period p50 / p99 (ms)", &|v| {
-            format!("{:.2} / {:.2}", v.passes.period_ms.p50, v.passes.period_ms.p99)
+            format!(
+                "{:.2} / {:.2}",
+                v.passes.period_ms.p50, v.passes.period_ms.p99
+            )
         });
         row(&mut md, "passes waited p99 / max (starved)", &|v| {
             format!(
@@ -592,7 +610,11 @@ impl Report {
             )
         });
         row(&mut md, "dispatcher utilization / blocked (s)", &|v| {
-            format!("{:.1}% / {:.3}", v.dispatcher_utilization * 100.0, v.dispatcher_blocked_s)
+            format!(
+                "{:.1}% / {:.3}",
+                v.dispatcher_utilization * 100.0,
+                v.dispatcher_blocked_s
+            )
         });
         row(&mut md, "worker utilization", &|v| {
             format!("{:.2}%", v.worker_utilization * 100.0)
@@ -683,14 +705,21 @@ impl Report {
             .collect();
         if !small.is_empty() && small.len() <= 64 {
             let _ = writeln!(md, "\n## Per watcher (small groups)\n");
-            let _ = writeln!(md, "| variant | watcher | group | events | p50 / p99 / p99.9 / max (ms) |");
+            let _ = writeln!(
+                md,
+                "| variant | watcher | group | events | p50 / p99 / p99.9 / max (ms) |"
+            );
             let _ = writeln!(md, "|---|---|---|---|---|");
             for v in &self.variants {
                 for w in &v.per_watcher_latency {
                     let _ = writeln!(
                         md,
                         "| {} | {} | {} | {} | {} |",
-                        v.name, w.watcher, w.group, w.latency_ms.count, q(&w.latency_ms)
+                        v.name,
+                        w.watcher,
+                        w.group,
+                        w.latency_ms.count,
+                        q(&w.latency_ms)
                     );
                 }
             }
@@ -709,8 +738,11 @@ impl Report {
                 let _ = writeln!(md, "  - ... (all in report.json)");
             }
         }
-        let violations: Vec<&ViolationRecord> =
-            self.variants.iter().flat_map(|v| v.violations.iter()).collect();
+        let violations: Vec<&ViolationRecord> = self
+            .variants
+            .iter()
+            .flat_map(|v| v.violations.iter())
+            .collect();
         let _ = writeln!(md, "\n## Oracle\n");
         if violations.is_empty() {
             let _ = writeln!(

@@ -476,7 +476,9 @@ impl ConfigOverrides {
             config.mode = mode.parse::<WatchMode>().map_err(SimError::Scenario)?;
         }
         if let Some(order) = &self.candidate_order {
-            config.candidate_order = order.parse::<CandidateOrder>().map_err(SimError::Scenario)?;
+            config.candidate_order = order
+                .parse::<CandidateOrder>()
+                .map_err(SimError::Scenario)?;
         }
         macro_rules! set {
             ($field:ident) => {
@@ -504,11 +506,19 @@ impl ConfigOverrides {
         set!(pass_period_busy_max, pass_period_busy_max_ms, millis);
         set!(pass_period_idle, pass_period_idle_ms, millis);
         set!(pass_busy_factor);
-        set!(initial_no_progress_timeout, initial_no_progress_timeout_s, secs);
+        set!(
+            initial_no_progress_timeout,
+            initial_no_progress_timeout_s,
+            secs
+        );
         set!(bookmark_interval, bookmark_interval_s, secs);
         set!(bookmark_before_deadline, bookmark_before_deadline_s, secs);
         set!(fresh_wait_max, fresh_wait_max_s, secs);
-        set!(legacy_budget_refill_per_second, legacy_budget_refill_per_second_ms, millis);
+        set!(
+            legacy_budget_refill_per_second,
+            legacy_budget_refill_per_second_ms,
+            millis
+        );
         set!(legacy_budget_max, legacy_budget_max_ms, millis);
         if let Some(field) = &self.trigger_field {
             config.trigger_field = if field.is_empty() {
@@ -607,7 +617,7 @@ impl Scenario {
     /// The first problem found.
     pub fn validate(&self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Scenario(m));
-        if !(self.duration_s > 0.0) {
+        if self.duration_s.is_nan() || self.duration_s <= 0.0 {
             return bad("duration_s must be positive".into());
         }
         if self.groups.is_empty() {
@@ -622,12 +632,15 @@ impl Scenario {
         if self.writes.events_per_revision > self.objects.count {
             return bad("events_per_revision cannot exceed objects.count".into());
         }
-        if !(self.sample_interval_s > 0.0) {
+        if self.sample_interval_s.is_nan() || self.sample_interval_s <= 0.0 {
             return bad("sample_interval_s must be positive".into());
         }
         for g in &self.groups {
             if g.scope == Scope::Node && self.objects.nodes == 0 {
-                return bad(format!("group {}: scope node needs objects.nodes > 0", g.name));
+                return bad(format!(
+                    "group {}: scope node needs objects.nodes > 0",
+                    g.name
+                ));
             }
             if g.scope == Scope::Hot && self.objects.hot_size_bytes.is_none() {
                 return bad(format!(
