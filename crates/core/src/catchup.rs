@@ -345,11 +345,11 @@ impl CatchUpWorker {
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut candidates = Vec::new();
         for (id, watcher) in &mut self.unsynced {
-            let free = watcher.queue.free();
-            if watcher.queue.take_drained() {
+            let (closed, free, drained) = watcher.queue.inspect();
+            if drained {
                 watcher.fresh_stall = true;
             }
-            if free == 0 {
+            if free == 0 || closed {
                 continue;
             }
             candidates.push(Candidate {

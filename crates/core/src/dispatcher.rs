@@ -351,10 +351,10 @@ impl Dispatcher {
             self.deadlines.pop_first();
             if let Some(watcher) = self.remove_synced(id) {
                 self.end(watcher, WatchEnd::Deadline);
-            } else if let Some(revision) = self.waiting_by_id.remove(&id) {
-                if let Some(waiting) = self.waiting.remove(&(revision, id)) {
-                    self.end(*waiting.watcher, WatchEnd::Deadline);
-                }
+            } else if let Some(revision) = self.waiting_by_id.remove(&id)
+                && let Some(waiting) = self.waiting.remove(&(revision, id))
+            {
+                self.end(*waiting.watcher, WatchEnd::Deadline);
             }
         }
         while let Some(&(due, revision, id)) = self.wait_give_ups.first() {
@@ -607,10 +607,10 @@ impl Dispatcher {
             if let Some(value) = new_value {
                 visit(&Route::Trigger(Arc::from(value)));
             }
-            if let Some(value) = old_value {
-                if Some(value) != new_value {
-                    visit(&Route::Trigger(Arc::from(value)));
-                }
+            if let Some(value) = old_value
+                && Some(value) != new_value
+            {
+                visit(&Route::Trigger(Arc::from(value)));
             }
         }
         evaluated
@@ -837,16 +837,16 @@ impl Dispatcher {
     fn cancel(&mut self, id: WatcherId) {
         if let Some(watcher) = self.remove_synced(id) {
             self.forget(&watcher);
-        } else if let Some(revision) = self.waiting_by_id.remove(&id) {
-            if let Some(waiting) = self.waiting.remove(&(revision, id)) {
-                if let Some(give_up) = waiting.give_up_at {
-                    self.wait_give_ups.remove(&(give_up, revision, id));
-                }
-                if let Some(deadline) = waiting.watcher.deadline {
-                    self.deadlines.remove(&(deadline, id));
-                }
-                self.forget(&waiting.watcher);
+        } else if let Some(revision) = self.waiting_by_id.remove(&id)
+            && let Some(waiting) = self.waiting.remove(&(revision, id))
+        {
+            if let Some(give_up) = waiting.give_up_at {
+                self.wait_give_ups.remove(&(give_up, revision, id));
             }
+            if let Some(deadline) = waiting.watcher.deadline {
+                self.deadlines.remove(&(deadline, id));
+            }
+            self.forget(&waiting.watcher);
         }
         // Otherwise the worker owns it (it sees the closed queue) or it already ended.
     }

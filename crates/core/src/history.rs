@@ -166,11 +166,11 @@ impl History {
         }
         if self.capacity > self.capacity_min {
             let quarter = self.capacity / 4;
-            if let Some(index) = self.entries.len().checked_sub(quarter + 1) {
-                if now.saturating_duration_since(self.entries[index].time) >= self.fresh {
-                    self.capacity = (self.capacity / 2).max(self.capacity_min);
-                    return Some(CapacityChange::Shrank(self.capacity));
-                }
+            if let Some(index) = self.entries.len().checked_sub(quarter + 1)
+                && now.saturating_duration_since(self.entries[index].time) >= self.fresh
+            {
+                self.capacity = (self.capacity / 2).max(self.capacity_min);
+                return Some(CapacityChange::Shrank(self.capacity));
             }
         }
         None

@@ -318,9 +318,16 @@ impl WatchQueue {
         }
     }
 
-    /// Whether the consumer emptied the queue since the last call.
-    pub(crate) fn take_drained(&self) -> bool {
-        std::mem::take(&mut self.lock().drained)
+    /// One look at the queue for a catch-up pass: whether the consumer went away, the free
+    /// slots, and whether it drained the queue since the last look (which this clears).
+    pub(crate) fn inspect(&self) -> (bool, usize, bool) {
+        let mut inner = self.lock();
+        let drained = std::mem::take(&mut inner.drained);
+        (
+            inner.consumer_closed,
+            self.capacity.saturating_sub(inner.items.len()),
+            drained,
+        )
     }
 
     /// Pops the next item, or the end once every item was delivered.
@@ -413,8 +420,8 @@ mod tests {
             }
         }
         assert_eq!(revisions, [1, 1, 3]);
-        assert!(queue.take_drained());
-        assert!(!queue.take_drained());
+        assert!(queue.inspect().2, "drained");
+        assert!(!queue.inspect().2, "cleared");
     }
 
     #[test]

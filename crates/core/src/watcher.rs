@@ -123,20 +123,20 @@ impl Selection {
 
     /// Whether the object is selected.
     pub(crate) fn matches(&self, object: &Object) -> bool {
-        if let Some(namespace) = &self.namespace {
-            if object.namespace() != &**namespace {
-                return false;
-            }
+        if let Some(namespace) = &self.namespace
+            && object.namespace() != &**namespace
+        {
+            return false;
         }
-        if let Some(name) = &self.name {
-            if object.name() != &**name {
-                return false;
-            }
+        if let Some(name) = &self.name
+            && object.name() != &**name
+        {
+            return false;
         }
-        if let Some((field, value)) = &self.trigger {
-            if object.field(field) != &**value {
-                return false;
-            }
+        if let Some((field, value)) = &self.trigger
+            && object.field(field) != &**value
+        {
+            return false;
         }
         self.labels.matches(object.labels()) && self.fields.matches(object.fields())
     }

@@ -242,12 +242,12 @@ fn run(ops: Vec<Op>, order: CandidateOrder) -> Result<(), TestCaseError> {
                 }
             }
             Op::Read { watcher, count } => {
-                if let Some(client) = clients.get_mut(watcher as usize) {
-                    if let Some(watch) = &client.watch {
-                        client.seen.extend(take(watch, count as usize));
-                        if client.end.is_none() {
-                            client.end = end_of(watch);
-                        }
+                if let Some(client) = clients.get_mut(watcher as usize)
+                    && let Some(watch) = &client.watch
+                {
+                    client.seen.extend(take(watch, count as usize));
+                    if client.end.is_none() {
+                        client.end = end_of(watch);
                     }
                 }
             }
@@ -306,11 +306,11 @@ fn run(ops: Vec<Op>, order: CandidateOrder) -> Result<(), TestCaseError> {
                 });
             }
             Op::Cancel(watcher) => {
-                if let Some(client) = clients.get_mut(watcher as usize) {
-                    if client.end.is_none() {
-                        client.watch = None;
-                        client.cancelled = true;
-                    }
+                if let Some(client) = clients.get_mut(watcher as usize)
+                    && client.end.is_none()
+                {
+                    client.watch = None;
+                    client.cancelled = true;
                 }
             }
         }

@@ -366,14 +366,14 @@ impl Inner {
         // the current key, emit it when the key changes.
         let mut cur: Pending = None;
         let emit = |cur: Pending, out: &mut RangeResponse| -> Result<bool, BackendError> {
-            if let Some((key, Some((r, raw)))) = cur {
-                if let Some(kv) = decode_version(&Bytes::from(key), r, &raw)? {
-                    if req.limit > 0 && out.kvs.len() == req.limit {
-                        out.more = true;
-                        return Ok(false);
-                    }
-                    out.kvs.push(kv);
+            if let Some((key, Some((r, raw)))) = cur
+                && let Some(kv) = decode_version(&Bytes::from(key), r, &raw)?
+            {
+                if req.limit > 0 && out.kvs.len() == req.limit {
+                    out.more = true;
+                    return Ok(false);
                 }
+                out.kvs.push(kv);
             }
             Ok(true)
         };
@@ -386,10 +386,10 @@ impl Inner {
                 }
                 cur = Some((key.to_vec(), None));
             }
-            if r <= rev {
-                if let Some((_, best)) = cur.as_mut() {
-                    *best = Some((r, v.value().to_vec()));
-                }
+            if r <= rev
+                && let Some((_, best)) = cur.as_mut()
+            {
+                *best = Some((r, v.value().to_vec()));
             }
         }
         emit(cur, &mut out)?;

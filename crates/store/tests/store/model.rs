@@ -202,10 +202,12 @@ impl Model {
         self.current = rev;
         self.snaps.insert(rev, next);
         self.log.insert(rev, events.clone());
-        if let Some((retain, every)) = self.auto {
-            if rev % every == 0 && rev > retain && rev - retain > self.compacted {
-                let _ = self.compact(rev - retain);
-            }
+        if let Some((retain, every)) = self.auto
+            && rev.is_multiple_of(every)
+            && rev > retain
+            && rev - retain > self.compacted
+        {
+            let _ = self.compact(rev - retain);
         }
         Ok(TxnResponse {
             succeeded: true,

@@ -1,0 +1,282 @@
+//! The `watchkeeper serve` configuration: command-line flags and the same keys in an optional
+//! TOML file (flags win), validated into one [`ServeConfig`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+use watchkeeper_core::{CacheConfig, WatchMode};
+use watchkeeper_store::StoreKind;
+
+/// Flags of `watchkeeper serve`. Every field is optional so that a flag given on the command
+/// line can be told from a default; see [`ServeConfig`] for the defaults.
+#[derive(Args, Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Data directory of the embedded store [default: ./watchkeeper-data].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Store backend: embedded, memory or etcd [default: embedded].
+    #[arg(long)]
+    pub store: Option<String>,
+    /// etcd endpoints, comma-separated (with --store etcd).
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_endpoints: Option<Vec<String>>,
+    /// Key prefix of every object in the store [default: /registry].
+    #[arg(long)]
+    pub etcd_prefix: Option<String>,
+    /// A TOML file of extra (custom) resource definitions.
+    #[arg(long)]
+    pub resources: Option<PathBuf>,
+    /// stall-resume (default) or legacy (Kubernetes before KEP-6268, for comparison).
+    #[arg(long)]
+    pub watch_mode: Option<String>,
+    /// A TOML file with these same keys; flags given on the command line win.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Serve consistent GETs from the cache after proving it fresh [default: true]; false
+    /// reads them from the store (for comparison).
+    #[arg(long)]
+    pub consistent_get_from_cache: Option<bool>,
+    /// Events younger than this stay in the history, in seconds [default: 75].
+    #[arg(long)]
+    pub event_fresh_seconds: Option<u64>,
+    /// Largest history capacity in events [default: 102400].
+    #[arg(long)]
+    pub history_capacity_max: Option<usize>,
+    /// Largest per-watcher queue in events [default: 1000].
+    #[arg(long)]
+    pub queue_capacity_max: Option<usize>,
+    /// Watchers served per catch-up pass [default: 512].
+    #[arg(long)]
+    pub pass_members_max: Option<usize>,
+    /// Scan units per catch-up pass [default: 2000].
+    #[arg(long)]
+    pub pass_scan_units_max: Option<usize>,
+    /// Pushes per catch-up pass [default: 2000].
+    #[arg(long)]
+    pub pass_pushes_max: Option<usize>,
+    /// Initial-phase no-progress timeout in seconds [default: 30].
+    #[arg(long)]
+    pub initial_no_progress_seconds: Option<u64>,
+    /// Minimum request timeout for watches in seconds; a watch without timeoutSeconds gets a
+    /// random deadline between this and twice this [default: 1800].
+    #[arg(long)]
+    pub min_request_timeout_seconds: Option<u64>,
+    /// How long consistent reads wait for the cache, in milliseconds [default: 3000].
+    #[arg(long)]
+    pub fresh_wait_ms: Option<u64>,
+    /// fsync every commit of the embedded store [default: true].
+    #[arg(long)]
+    pub durable_commits: Option<bool>,
+}
+
+impl ServeArgs {
+    /// `self` with unset fields taken from `file`.
+    #[must_use]
+    pub fn or(self, file: ServeArgs) -> ServeArgs {
+        macro_rules! pick {
+            ($($field:ident),*) => { ServeArgs { $($field: self.$field.or(file.$field),)* config: self.config } };
+        }
+        pick!(
+            listen,
+            data_dir,
+            store,
+            etcd_endpoints,
+            etcd_prefix,
+            resources,
+            watch_mode,
+            consistent_get_from_cache,
+            event_fresh_seconds,
+            history_capacity_max,
+            queue_capacity_max,
+            pass_members_max,
+            pass_scan_units_max,
+            pass_pushes_max,
+            initial_no_progress_seconds,
+            min_request_timeout_seconds,
+            fresh_wait_ms,
+            durable_commits
+        )
+    }
+}
+
+/// The validated configuration of a server.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Which store.
+    pub store: StoreKind,
+    /// Embedded store directory.
+    pub data_dir: PathBuf,
+    /// etcd endpoints.
+    pub etcd_endpoints: Vec<String>,
+    /// Key prefix, without a trailing slash (e.g. `/registry`).
+    pub prefix: String,
+    /// Extra resources file.
+    pub resources: Option<PathBuf>,
+    /// Every cache's tunables (the trigger field is set per resource).
+    pub cache: CacheConfig,
+    /// Consistent GETs from the cache (true) or the store (false).
+    pub consistent_get_from_cache: bool,
+    /// Watch deadline base (`--min-request-timeout`).
+    pub min_request_timeout: Duration,
+    /// Freshness wait bound for consistent reads.
+    pub fresh_wait: Duration,
+    /// fsync every embedded commit.
+    pub durable_commits: bool,
+}
+
+impl ServeConfig {
+    /// Merges flags over the file named by `--config` (if any) over defaults, and validates.
+    ///
+    /// # Errors
+    /// A message naming the bad key.
+    pub fn load(args: ServeArgs) -> Result<ServeConfig, String> {
+        let args = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                let file: ServeArgs = toml::from_str(&text)
+                    .map_err(|e| format!("invalid config file {}: {e}", path.display()))?;
+                args.or(file)
+            }
+            None => args,
+        };
+        ServeConfig::from_args(args)
+    }
+
+    /// Validates fully merged arguments.
+    ///
+    /// # Errors
+    /// A message naming the bad key.
+    pub fn from_args(args: ServeArgs) -> Result<ServeConfig, String> {
+        let store: StoreKind = args
+            .store
+            .as_deref()
+            .unwrap_or("embedded")
+            .parse()
+            .map_err(|e| format!("--store: {e}"))?;
+        let mode: WatchMode = args
+            .watch_mode
+            .as_deref()
+            .unwrap_or("stall-resume")
+            .parse()
+            .map_err(|e| format!("--watch-mode: {e}"))?;
+        let mut cache = CacheConfig {
+            mode,
+            ..CacheConfig::default()
+        };
+        if let Some(seconds) = args.event_fresh_seconds {
+            cache.event_fresh_duration = Duration::from_secs(seconds);
+        }
+        if let Some(v) = args.history_capacity_max {
+            cache.history_capacity_max = v;
+        }
+        if let Some(v) = args.queue_capacity_max {
+            cache.queue_capacity_max = v;
+        }
+        if let Some(v) = args.pass_members_max {
+            cache.pass_members_max = v;
+        }
+        if let Some(v) = args.pass_scan_units_max {
+            cache.pass_scan_units_max = v;
+        }
+        if let Some(v) = args.pass_pushes_max {
+            cache.pass_pushes_max = v;
+        }
+        if let Some(v) = args.initial_no_progress_seconds {
+            cache.initial_no_progress_timeout = Duration::from_secs(v);
+        }
+        let fresh_wait = Duration::from_millis(args.fresh_wait_ms.unwrap_or(3000));
+        cache.fresh_wait_max = fresh_wait;
+        cache.validate().map_err(|e| e.to_string())?;
+        let prefix = args.etcd_prefix.unwrap_or_else(|| "/registry".to_owned());
+        if !prefix.starts_with('/') || prefix.len() < 2 || prefix.ends_with('/') {
+            return Err(format!(
+                "--etcd-prefix {prefix:?}: must start with '/', not end with '/', and not be empty"
+            ));
+        }
+        let etcd_endpoints = args.etcd_endpoints.unwrap_or_default();
+        if store == StoreKind::Etcd && etcd_endpoints.is_empty() {
+            return Err("--store etcd needs --etcd-endpoints".to_owned());
+        }
+        let min_request_timeout =
+            Duration::from_secs(args.min_request_timeout_seconds.unwrap_or(1800));
+        if min_request_timeout.is_zero() {
+            return Err("--min-request-timeout-seconds must be positive".to_owned());
+        }
+        Ok(ServeConfig {
+            listen: args
+                .listen
+                .unwrap_or_else(|| "127.0.0.1:8080".parse().expect("a valid default")),
+            store,
+            data_dir: args
+                .data_dir
+                .unwrap_or_else(|| PathBuf::from("watchkeeper-data")),
+            etcd_endpoints,
+            prefix,
+            resources: args.resources,
+            cache,
+            consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
+            min_request_timeout,
+            fresh_wait,
+            durable_commits: args.durable_commits.unwrap_or(true),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_flags_over_file() {
+        let config = ServeConfig::from_args(ServeArgs::default()).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.store, StoreKind::Embedded);
+        assert_eq!(config.prefix, "/registry");
+        let file: ServeArgs =
+            toml::from_str("store = \"memory\"\npass-members-max = 7\nlisten = \"127.0.0.1:9\"")
+                .unwrap();
+        let flags = ServeArgs {
+            listen: Some("127.0.0.1:10".parse().unwrap()),
+            ..ServeArgs::default()
+        };
+        let config = ServeConfig::from_args(flags.or(file)).unwrap();
+        assert_eq!(config.store, StoreKind::Memory);
+        assert_eq!(config.cache.pass_members_max, 7);
+        assert_eq!(config.listen.port(), 10, "flags win");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = ServeConfig::from_args(ServeArgs {
+            store: Some("mysql".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("--store"), "{err}");
+        let err = ServeConfig::from_args(ServeArgs {
+            pass_members_max: Some(0),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("pass_members_max"), "{err}");
+        assert!(
+            ServeConfig::from_args(ServeArgs {
+                store: Some("etcd".into()),
+                ..ServeArgs::default()
+            })
+            .is_err()
+        );
+        assert!(toml::from_str::<ServeArgs>("nonsense = 1").is_err());
+    }
+}

@@ -1,0 +1,205 @@
+//! Drives one resource's watch cache on real threads: the dispatcher on one OS thread fed by a
+//! channel, the catch-up worker on another, both with the wall clock converted to the core's
+//! [`Instant`]. (The simulator drives the same core single-threaded on a virtual clock.)
+//!
+//! The dispatcher runs on its own OS thread rather than as a tokio task: under saturation a
+//! task competes with connection tasks and falls behind (research/performance-references.md).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use watchkeeper_core::{
+    CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, Revision, WatchCache,
+};
+
+/// Converts the wall clock into the core's [`Instant`].
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: std::time::Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    #[must_use]
+    pub fn new() -> Clock {
+        Clock {
+            origin: std::time::Instant::now(),
+        }
+    }
+
+    /// Now, for the core.
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// How long from now until `at` (zero if past).
+    #[must_use]
+    pub fn until(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.now())
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// Input to a dispatcher thread.
+#[derive(Debug)]
+pub enum Input {
+    /// One revision's changes for this resource.
+    Revision(Revision, Vec<Change>),
+    /// The store reached this revision with nothing for this resource.
+    Progress(Revision),
+    /// The resource was (re)listed at this revision.
+    Reset(Revision, Vec<Arc<Object>>),
+    /// The dispatcher's mailbox has messages.
+    Wake,
+    /// Stop the threads.
+    Stop,
+}
+
+/// One resource's cache and the threads that drive it.
+#[derive(Debug)]
+pub struct CacheDriver {
+    /// The cache handle.
+    pub cache: WatchCache,
+    input: Sender<Input>,
+    stop: Arc<AtomicBool>,
+    worker_thread: Arc<OnceLock<Thread>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl CacheDriver {
+    /// Starts the dispatcher and worker threads of a cache named `name`.
+    ///
+    /// # Errors
+    /// The configuration is invalid or a thread could not start.
+    pub fn start(name: &str, config: CacheConfig, clock: Clock) -> Result<CacheDriver, String> {
+        let (cache, dispatcher, worker) =
+            WatchCache::new(config, 0, Vec::new()).map_err(|e| e.to_string())?;
+        let (input, receiver) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let wake = input.clone();
+        dispatcher.set_notify(Box::new(move || {
+            let _ = wake.send(Input::Wake);
+        }));
+        let worker_thread: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
+        let hook = worker_thread.clone();
+        worker.set_notify(Box::new(move || {
+            if let Some(thread) = hook.get() {
+                thread.unpark();
+            }
+        }));
+        let dispatcher_handle = std::thread::Builder::new()
+            .name(format!("dispatch-{name}"))
+            .spawn(move || run_dispatcher(dispatcher, &receiver, clock))
+            .map_err(|e| format!("cannot start the dispatcher thread: {e}"))?;
+        let worker_stop = stop.clone();
+        let worker_handle = std::thread::Builder::new()
+            .name(format!("catchup-{name}"))
+            .spawn(move || run_worker(worker, &worker_stop, clock))
+            .map_err(|e| format!("cannot start the catch-up thread: {e}"))?;
+        let _ = worker_thread.set(worker_handle.thread().clone());
+        Ok(CacheDriver {
+            cache,
+            input,
+            stop,
+            worker_thread,
+            threads: vec![dispatcher_handle, worker_handle],
+        })
+    }
+
+    /// A sender for the reflector.
+    #[must_use]
+    pub fn sender(&self) -> Sender<Input> {
+        self.input.clone()
+    }
+
+    /// Stops both threads and waits for them.
+    pub fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.input.send(Input::Stop);
+        if let Some(thread) = self.worker_thread.get() {
+            thread.unpark();
+        }
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for CacheDriver {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn run_dispatcher(mut dispatcher: Dispatcher, receiver: &Receiver<Input>, clock: Clock) {
+    // Inputs held while a legacy-mode revision is blocked on full queues.
+    let mut held: VecDeque<Input> = VecDeque::new();
+    loop {
+        let mut timeout = dispatcher
+            .poll_timeout()
+            .map_or(Duration::from_secs(1), |at| clock.until(at))
+            .min(Duration::from_secs(1));
+        if dispatcher.is_blocked() {
+            // Legacy mode waits on consumers; poll for room often.
+            timeout = timeout.min(Duration::from_millis(1));
+        }
+        let input = if !dispatcher.is_blocked() && !held.is_empty() {
+            held.pop_front()
+        } else {
+            match receiver.recv_timeout(timeout) {
+                Ok(input) => Some(input),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        };
+        let now = clock.now();
+        match input {
+            Some(Input::Stop) => return,
+            Some(Input::Wake) => dispatcher.handle_messages(now),
+            Some(input) if dispatcher.is_blocked() => held.push_back(input),
+            Some(Input::Revision(revision, changes)) => {
+                if !changes.is_empty() {
+                    let _ = dispatcher.handle_revision(now, revision, changes);
+                } else {
+                    dispatcher.handle_progress(now, revision);
+                }
+            }
+            Some(Input::Progress(revision)) => dispatcher.handle_progress(now, revision),
+            Some(Input::Reset(revision, objects)) => {
+                dispatcher.handle_reset(now, revision, objects)
+            }
+            None => {}
+        }
+        if dispatcher.is_blocked() {
+            dispatcher.retry_blocked(now);
+        }
+        if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
+            dispatcher.handle_timeout(now);
+        }
+    }
+}
+
+fn run_worker(mut worker: CatchUpWorker, stop: &AtomicBool, clock: Clock) {
+    while !stop.load(Ordering::Acquire) {
+        let now = clock.now();
+        match worker.poll_timeout() {
+            Some(at) if at <= now => {
+                let started = std::time::Instant::now();
+                let _ = worker.run_pass(now);
+                worker.record_pass_duration(started.elapsed());
+            }
+            Some(at) => std::thread::park_timeout(clock.until(at).min(Duration::from_millis(100))),
+            None => std::thread::park_timeout(Duration::from_millis(100)),
+        }
+    }
+}
