@@ -100,6 +100,21 @@ pub fn error_response(error: &ApiError) -> Response {
     response
 }
 
+/// Bodies are JSON (or a JSON patch type). Protobuf and CBOR get 415, which makes client-go
+/// (kubectl 1.33 sends protobuf for built-in types) fall back to JSON and stay there.
+fn unsupported_body(headers: &HeaderMap) -> Option<ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    (media.contains("protobuf") || media.contains("cbor")).then(|| {
+        ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {media})"
+        ))
+    })
+}
+
 fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
@@ -132,6 +147,11 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             )));
         }
     };
+    if !body.is_empty() {
+        if let Some(error) = unsupported_body(&parts.headers) {
+            return error_response(&error);
+        }
+    }
     let segments: Vec<&str> = path
         .trim_matches('/')
         .split('/')
