@@ -282,9 +282,28 @@ fn time_passes(watchers: usize, backlog: usize, matching: bool) -> (f64, Vec<Pas
     (total, reports)
 }
 
-/// Measures the cost table on this machine (wall-clock timing of the real core).
+/// Measures the cost table on this machine (wall-clock timing of the real core): the median of
+/// five measurements per field, because single timings on a shared machine are noisy.
 #[must_use]
 pub fn calibrate() -> CostTable {
+    let runs: Vec<serde_json::Value> = (0..5)
+        .map(|_| serde_json::to_value(calibrate_once()).expect("a cost table serializes"))
+        .collect();
+    let mut median = runs[0].clone();
+    if let Some(fields) = median.as_object_mut() {
+        for (key, value) in fields.iter_mut() {
+            let mut samples: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.get(key).and_then(serde_json::Value::as_f64))
+                .collect();
+            samples.sort_by(f64::total_cmp);
+            *value = serde_json::json!(samples[samples.len() / 2]);
+        }
+    }
+    serde_json::from_value(median).expect("the median table deserializes")
+}
+
+fn calibrate_once() -> CostTable {
     let mut table = CostTable::default();
     // Dispatcher: revision base, evaluation and push costs from watcher counts.
     let revisions = 2000;
@@ -335,10 +354,18 @@ pub fn calibrate() -> CostTable {
         let pushes: usize = reports2.iter().map(|r| r.pushes + r.retry_pushes).sum();
         push_points.push((pushes as f64, (t2 - t).max(0.0)));
     }
-    let (intercept, per_evaluation) = fit(&eval_points);
+    let (_, per_evaluation) = fit(&eval_points);
     table.pass_evaluation_ns = per_evaluation.max(1.0);
-    table.pass_event_scanned_ns = (intercept.max(0.0) / scanned_per_pass.max(1.0)).max(1.0);
-    table.pass_ns = (intercept * 0.1).max(500.0);
+    // One member: what is left after its evaluations is the scan (history read) itself.
+    let (t1, reports1) = time_passes(1, 4000, false);
+    let passes1 = reports1.len().max(1) as f64;
+    let scanned1: usize = reports1.iter().map(|r| r.events_scanned).sum();
+    let per_pass1 = t1 / passes1;
+    let scanned_per_pass1 = (scanned1 as f64 / passes1).max(1.0);
+    let _ = scanned_per_pass;
+    table.pass_event_scanned_ns =
+        ((per_pass1 / scanned_per_pass1) - table.pass_evaluation_ns).max(1.0);
+    table.pass_ns = (per_pass1 * 0.05).max(200.0);
     let (_, per_push) = fit(&push_points);
     table.pass_push_ns = per_push.max(1.0);
     table.pass_member_ns = table.pass_push_ns * 2.0;

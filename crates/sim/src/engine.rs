@@ -189,6 +189,9 @@ pub(crate) struct World<'a> {
     last_pass_start: Option<u64>,
     clients_halted_until: u64,
     clients: Vec<Client>,
+    /// Clients last observed unsynced: re-observed whenever the dispatcher takes hand-offs,
+    /// so a resync is timed when it happens, not at the client's next read.
+    unsynced_clients: std::collections::BTreeSet<u32>,
     groups: Vec<GroupRt>,
     ready: Arc<Mutex<Vec<u32>>>,
     buf: Vec<WatchItem>,
@@ -333,6 +336,7 @@ impl<'a> World<'a> {
             last_pass_start: None,
             clients_halted_until: 0,
             clients,
+            unsynced_clients: std::collections::BTreeSet::new(),
             groups,
             ready,
             buf: Vec::new(),
@@ -578,10 +582,12 @@ impl<'a> World<'a> {
         let before = self.cache.dispatched();
         let mut cost = 0.0;
         let mut did = false;
+        let mut handed_back = false;
         if self.dispatcher.has_messages() {
             self.dispatcher.handle_messages(instant);
             cost += std::mem::take(&mut self.message_cost_ns);
             did = true;
+            handed_back = true;
         }
         if self
             .dispatcher
@@ -615,6 +621,12 @@ impl<'a> World<'a> {
             }
         }
         self.resolve_now_starts(before);
+        if handed_back {
+            let watched: Vec<u32> = self.unsynced_clients.iter().copied().collect();
+            for c in watched {
+                self.observe_state(c);
+            }
+        }
         let end = now + cost.round() as u64;
         if let Some(rv) = dispatched_rv {
             let i = (rv - self.store.list_revision - 1) as usize;
@@ -1125,12 +1137,17 @@ impl<'a> World<'a> {
     fn observe_state(&mut self, c: u32) {
         let now = self.now;
         let client = &mut self.clients[c as usize];
-        let Some(conn) = &client.conn else { return };
+        let Some(conn) = &client.conn else {
+            self.unsynced_clients.remove(&c);
+            return;
+        };
         match conn.watch.state() {
             WatcherState::Unsynced | WatcherState::Initial if client.unsynced_since.is_none() => {
                 client.unsynced_since = Some(now);
+                self.unsynced_clients.insert(c);
             }
             WatcherState::Synced => {
+                self.unsynced_clients.remove(&c);
                 let Some(since) = client.unsynced_since.take() else {
                     return;
                 };

@@ -203,8 +203,11 @@ pub struct ResyncGroup {
     pub group: String,
     /// Episodes.
     pub episodes: u64,
-    /// Stall end to resynced, seconds.
+    /// Stall end to resynced, seconds (episodes that began with a stall).
     pub after_resume_s: Summary,
+    /// First seen unsynced to resynced, seconds (every episode: stalls, blips, halts,
+    /// reconnects behind).
+    pub unsynced_s: Summary,
     /// Median of the fluid bound over the same episodes, seconds.
     pub fluid_bound_p50_s: Option<f64>,
 }
@@ -373,10 +376,15 @@ pub(crate) fn build(p: Parts) -> Outcome {
         }
         let mut bounds: Vec<f64> = episodes.iter().filter_map(|e| e.fluid_bound_s).collect();
         bounds.sort_by(f64::total_cmp);
+        let mut unsynced = LogHistogram::default();
+        for e in &episodes {
+            unsynced.record((e.unsynced_s * 1e9) as u64);
+        }
         resync_by_group.push(ResyncGroup {
             group: g.name.clone(),
             episodes: episodes.len() as u64,
             after_resume_s: g.resync_after_resume_s.clone(),
+            unsynced_s: unsynced.summary(1e9),
             fluid_bound_p50_s: bounds.get(bounds.len() / 2).copied(),
         });
     }
@@ -678,17 +686,20 @@ impl Report {
             );
             let _ = writeln!(
                 md,
-                "| variant | group | episodes | after resume p50 / p99 / max (s) | fluid bound p50 (s) |"
+                "| variant | group | episodes | unsynced p50 / p99 / max (s) | after stall end p50 / p99 / max (s) | fluid bound p50 (s) |"
             );
-            let _ = writeln!(md, "|---|---|---|---|---|");
+            let _ = writeln!(md, "|---|---|---|---|---|---|");
             for v in &self.variants {
                 for r in &v.resync_by_group {
                     let _ = writeln!(
                         md,
-                        "| {} | {} | {} | {:.3} / {:.3} / {:.3} | {} |",
+                        "| {} | {} | {} | {:.3} / {:.3} / {:.3} | {:.3} / {:.3} / {:.3} | {} |",
                         v.name,
                         r.group,
                         r.episodes,
+                        r.unsynced_s.p50,
+                        r.unsynced_s.p99,
+                        r.unsynced_s.max,
                         r.after_resume_s.p50,
                         r.after_resume_s.p99,
                         r.after_resume_s.max,
