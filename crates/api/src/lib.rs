@@ -11,6 +11,7 @@
 //! - [`meta`]: name rules and the metadata handling of create and update
 //!   ([`prepare_create`], [`prepare_update`]).
 //! - [`patch`]: merge, JSON and strategic merge patches ([`apply_patch`]).
+//! - [`protobuf`]: Kubernetes protobuf request bodies decoded to JSON ([`decode_protobuf`]).
 //! - [`table`]: `meta.k8s.io/v1` Table output for `kubectl get` ([`to_table`]).
 //! - [`discovery`] and [`openapi`]: `/version`, `/api`, `/apis`, resource lists, and the
 //!   OpenAPI v3 documents `kubectl apply` and `kubectl explain` read.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod meta;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod table;
 pub mod time;
@@ -39,6 +41,7 @@ pub use error::{ApiError, success_status};
 pub use meta::{CreateContext, prepare_create, prepare_update, validate_name};
 pub use openapi::{openapi_v3_group_version, openapi_v3_root};
 pub use patch::{PatchType, apply_patch, unsupported_patch_type};
+pub use protobuf::{PROTOBUF_MEDIA_TYPE, decode_protobuf, is_protobuf_media_type, protobuf_kinds};
 pub use resources::{
     ResourceDef, builtin_resources, field_values, find_resource, labels_of, parse_resources_file,
     validate_field_selector,
