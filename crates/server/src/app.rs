@@ -189,7 +189,9 @@ pub struct ListPage {
     pub remaining: Option<usize>,
 }
 
-const GUARANTEED_UPDATE_ATTEMPTS: usize = 8;
+/// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
+/// request times out; a bound keeps a pathological hot key from spinning forever).
+const GUARANTEED_UPDATE_ATTEMPTS: usize = 100;
 
 impl App {
     /// Finds a served resource.

@@ -1,0 +1,658 @@
+//! The REST API over the cache, over real HTTP, against each store: the same tests run on the
+//! memory, embedded and etcd backends (etcd from scripts/test; a missing WATCHKEEPER_TEST_ETCD
+//! fails the etcd tests with a message, it never skips them).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use serde_json::{Value, json};
+use watchkeeper::Server;
+use watchkeeper::config::ServeArgs;
+
+fn etcd_endpoint() -> String {
+    std::env::var("WATCHKEEPER_TEST_ETCD").expect(
+        "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
+    )
+}
+
+fn unique_prefix() -> String {
+    format!("/t{}/registry", uuid_like())
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{nanos:x}{:x}", std::process::id())
+}
+
+async fn start(store: &str) -> (Server, Option<tempfile::TempDir>) {
+    match store {
+        "memory" => (server().await, None),
+        "embedded" => {
+            let dir = tempfile::tempdir().unwrap();
+            let server = server_with(ServeArgs {
+                store: Some("embedded".into()),
+                data_dir: Some(dir.path().to_owned()),
+                durable_commits: Some(false),
+                ..ServeArgs::default()
+            })
+            .await;
+            (server, Some(dir))
+        }
+        "etcd" => {
+            let server = server_with(ServeArgs {
+                store: Some("etcd".into()),
+                etcd_endpoints: Some(vec![etcd_endpoint()]),
+                etcd_prefix: Some(unique_prefix()),
+                ..ServeArgs::default()
+            })
+            .await;
+            (server, None)
+        }
+        other => panic!("unknown store {other}"),
+    }
+}
+
+/// Goal: create, consistent GET and LIST, update with a precondition, conflict, patch,
+/// delete, all with Kubernetes' codes and shapes.
+async fn crud(store: &str) {
+    let (server, _dir) = start(store).await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let (status, created) = send_json(addr, "POST", base, &configmap("a", 10)).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["metadata"]["uid"].is_string());
+    assert!(created["metadata"]["creationTimestamp"].is_string());
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, again) = send_json(addr, "POST", base, &configmap("a", 10)).await;
+    assert_eq!(
+        (status, again["reason"].as_str()),
+        (409, Some("AlreadyExists"))
+    );
+    // Consistent GET (resourceVersion unset) sees the write.
+    let (status, got) = get_json(addr, &format!("{base}/a")).await;
+    assert_eq!(status, 200);
+    assert_eq!(got["metadata"]["resourceVersion"], rv);
+    // Update with the right precondition, then with a stale one.
+    let mut update = got.clone();
+    update["data"]["k"] = json!("v");
+    let (status, updated) = send_json(addr, "PUT", &format!("{base}/a"), &update).await;
+    assert_eq!(status, 200, "{updated}");
+    let (status, conflict) = send_json(addr, "PUT", &format!("{base}/a"), &update).await;
+    assert_eq!(
+        (status, conflict["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{conflict}"
+    );
+    // Merge patch.
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{base}/a"),
+        "application/merge-patch+json",
+        r#"{"data":{"m":"1"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let patched: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(patched["data"]["m"], "1");
+    assert_eq!(patched["data"]["k"], "v");
+    // A no-op patch writes nothing: same resourceVersion.
+    let (_, body) = request(
+        addr,
+        "PATCH",
+        &format!("{base}/a"),
+        "application/merge-patch+json",
+        r#"{"data":{"m":"1"}}"#,
+    )
+    .await;
+    let noop: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        noop["metadata"]["resourceVersion"],
+        patched["metadata"]["resourceVersion"]
+    );
+    // List.
+    let (status, list) = get_json(addr, base).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    // Delete, then 404.
+    let (status, _) = request(addr, "DELETE", &format!("{base}/a"), "application/json", "").await;
+    assert_eq!(status, 200);
+    let (status, missing) = get_json(addr, &format!("{base}/a")).await;
+    assert_eq!(
+        (status, missing["reason"].as_str()),
+        (404, Some("NotFound"))
+    );
+    assert_eq!(missing["message"], "configmaps \"a\" not found");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_memory() {
+    crud("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_embedded() {
+    crud("embedded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_etcd() {
+    crud("etcd").await;
+}
+
+/// Goal: concurrent conflicting guaranteed updates lose nothing. Method: 8 writers each add
+/// their own key to one ConfigMap by strategic patch 10 times; every key must be there.
+async fn no_lost_update(store: &str) {
+    let (server, _dir) = start(store).await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let (status, _) = send_json(addr, "POST", base, &configmap("shared", 1)).await;
+    assert_eq!(status, 201);
+    let mut tasks = Vec::new();
+    for writer in 0..8 {
+        tasks.push(tokio::spawn(async move {
+            for round in 0..10 {
+                let patch = format!(r#"{{"data":{{"w{writer}-{round}":"x"}}}}"#);
+                let (status, body) = request(
+                    addr,
+                    "PATCH",
+                    &format!("{base}/shared"),
+                    "application/strategic-merge-patch+json",
+                    &patch,
+                )
+                .await;
+                assert_eq!(status, 200, "{body}");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let (_, object) = get_json(addr, &format!("{base}/shared")).await;
+    let data = object["data"].as_object().unwrap();
+    for writer in 0..8 {
+        for round in 0..10 {
+            assert!(
+                data.contains_key(&format!("w{writer}-{round}")),
+                "lost update w{writer}-{round}"
+            );
+        }
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lost_update_memory() {
+    no_lost_update("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lost_update_etcd() {
+    no_lost_update("etcd").await;
+}
+
+/// Goal: a write through one instance is visible to a consistent read through another
+/// instance sharing the same etcd (the read proves the cache fresh against etcd first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_read_after_write_through_another_instance() {
+    let prefix = unique_prefix();
+    let args = || ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_prefix: Some(prefix.clone()),
+        ..ServeArgs::default()
+    };
+    let one = server_with(args()).await;
+    let two = server_with(args()).await;
+    for i in 0..20 {
+        let name = format!("x{i}");
+        let (status, _) = send_json(
+            one.addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &configmap(&name, 1),
+        )
+        .await;
+        assert_eq!(status, 201);
+        let (status, got) = get_json(
+            two.addr,
+            &format!("/api/v1/namespaces/default/configmaps/{name}"),
+        )
+        .await;
+        assert_eq!(
+            status, 200,
+            "instance two missed a write it must see: {got}"
+        );
+        let (_, list) = get_json(two.addr, "/api/v1/namespaces/default/configmaps").await;
+        assert_eq!(list["items"].as_array().unwrap().len(), i + 1);
+    }
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
+/// Goal: an object written into etcd by another tool (no uid, no creationTimestamp, no
+/// resourceVersion) appears in the cache and in watches like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_writes_show_up() {
+    let prefix = unique_prefix();
+    let server = server_with(ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_prefix: Some(prefix.clone()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (_, list) = get_json(server.addr, "/api/v1/namespaces/default/configmaps").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = WatchReader::open(
+        server.addr,
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    let value = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"from-etcdctl","namespace":"default"},"data":{"a":"b"}}"#;
+    let output = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([
+            "--endpoints",
+            &etcd_endpoint(),
+            "put",
+            &format!("{prefix}/configmaps/default/from-etcdctl"),
+            value,
+        ])
+        .output()
+        .await
+        .expect("etcdctl runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "from-etcdctl");
+    assert_eq!(event["object"]["data"]["a"], "b");
+    let (status, got) = get_json(
+        server.addr,
+        "/api/v1/namespaces/default/configmaps/from-etcdctl",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        got["metadata"]["resourceVersion"],
+        event["object"]["metadata"]["resourceVersion"]
+    );
+    server.shutdown().await;
+}
+
+/// Goal: bad input gets a clear Status with the right code and loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_get_clear_statuses() {
+    let server = server().await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let cases: Vec<(&str, String, &str, String, u16)> = vec![
+        (
+            "POST",
+            base.to_owned(),
+            "application/json",
+            "{not json".to_owned(),
+            400,
+        ),
+        (
+            "POST",
+            base.to_owned(),
+            "application/json",
+            "[1,2]".to_owned(),
+            400,
+        ),
+        (
+            "POST",
+            base.to_owned(),
+            "application/json",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}).to_string(),
+            400,
+        ),
+        (
+            "POST",
+            base.to_owned(),
+            "application/json",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Bad_Name"}})
+                .to_string(),
+            422,
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/nope/configmaps".to_owned(),
+            "application/json",
+            configmap("x", 1).to_string(),
+            404,
+        ),
+        (
+            "GET",
+            "/api/v1/widgets".to_owned(),
+            "application/json",
+            String::new(),
+            404,
+        ),
+        (
+            "GET",
+            format!("{base}?labelSelector=a%20in%20("),
+            "application/json",
+            String::new(),
+            400,
+        ),
+        (
+            "GET",
+            format!("{base}?fieldSelector=spec.nodeName%3Dx"),
+            "application/json",
+            String::new(),
+            400,
+        ),
+        (
+            "GET",
+            format!("{base}?resourceVersion=banana"),
+            "application/json",
+            String::new(),
+            400,
+        ),
+        (
+            "GET",
+            format!("{base}?limit=2&continue=garbage"),
+            "application/json",
+            String::new(),
+            400,
+        ),
+        (
+            "GET",
+            format!("{base}?watch=true&sendInitialEvents=true&resourceVersion=5"),
+            "application/json",
+            String::new(),
+            422,
+        ),
+        (
+            "PATCH",
+            format!("{base}/missing"),
+            "application/merge-patch+json",
+            "{}".to_owned(),
+            404,
+        ),
+        (
+            "PATCH",
+            format!("{base}/missing"),
+            "text/plain",
+            "{}".to_owned(),
+            415,
+        ),
+        (
+            "PUT",
+            base.to_owned(),
+            "application/json",
+            "{}".to_owned(),
+            405,
+        ),
+    ];
+    for (method, path, content_type, body, code) in cases {
+        let (status, text) = request(addr, method, &path, content_type, &body).await;
+        assert_eq!(status, code, "{method} {path}: {text}");
+        let status_object: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {path} is not a Status: {text}"));
+        assert_eq!(status_object["kind"], "Status", "{text}");
+        assert_eq!(status_object["code"], code);
+        assert!(
+            !status_object["message"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+        );
+    }
+    let (_, list) = get_json(addr, base).await;
+    assert_eq!(
+        list["items"].as_array().unwrap().len(),
+        0,
+        "nothing half-written"
+    );
+    server.shutdown().await;
+}
+
+/// Goal: watch semantics as kube-apiserver: initial events then the end bookmark; an
+/// in-stream 410 for a too-old resourceVersion; an in-stream 504 for a future one with
+/// sendInitialEvents; label selectors turn leaving into DELETED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_semantics() {
+    let server = server_with(ServeArgs {
+        history_capacity_max: Some(100),
+        fresh_wait_ms: Some(300),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    for i in 0..3 {
+        send_json(addr, "POST", base, &configmap(&format!("c{i}"), 1)).await;
+    }
+    let mut initial = WatchReader::open(
+        addr,
+        &format!("{base}?watch=true&allowWatchBookmarks=true"),
+        None,
+    )
+    .await;
+    let mut names = Vec::new();
+    loop {
+        let event = initial.next().await.unwrap();
+        if event["type"] == "BOOKMARK" {
+            assert_eq!(
+                event["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+                "true"
+            );
+            break;
+        }
+        assert_eq!(event["type"], "ADDED");
+        names.push(
+            event["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_eq!(names, ["c0", "c1", "c2"]);
+    // Label selection: leaving the selection is a DELETED.
+    let mut selected = WatchReader::open(addr, &format!("{base}?watch=true&resourceVersion=0&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&labelSelector=app%3Dtest"), None).await;
+    let (_, body) = request(
+        addr,
+        "PATCH",
+        &format!("{base}/c0"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"labels":{"app":"other"}}}"#,
+    )
+    .await;
+    assert!(body.contains("other"));
+    let event = selected.next().await.unwrap();
+    assert_eq!(event["type"], "DELETED");
+    assert_eq!(
+        event["object"]["metadata"]["labels"]["app"], "test",
+        "the previous object"
+    );
+    // Evict the history, then a watch from rv 1 gets an in-stream 410.
+    for i in 0..300 {
+        let (_, _) = request(
+            addr,
+            "PATCH",
+            &format!("{base}/c1"),
+            "application/merge-patch+json",
+            &format!(r#"{{"data":{{"i":"{i}"}}}}"#),
+        )
+        .await;
+    }
+    let mut old =
+        WatchReader::open(addr, &format!("{base}?watch=true&resourceVersion=2"), None).await;
+    let event = old.next().await.unwrap();
+    assert_eq!(event["type"], "ERROR");
+    assert_eq!(event["object"]["code"], 410);
+    assert_eq!(event["object"]["reason"], "Expired");
+    assert!(
+        event["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version: 2 (")
+    );
+    // A future resourceVersion with sendInitialEvents: 504 in the stream after the wait.
+    let mut future = WatchReader::open(addr, &format!("{base}?watch=true&resourceVersion=999999&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"), None).await;
+    let event = future.next().await.unwrap();
+    assert_eq!(event["type"], "ERROR");
+    assert_eq!(event["object"]["code"], 504);
+    server.shutdown().await;
+}
+
+/// Goal: LIST pages are consistent snapshots; continue tokens work across writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paginated_lists_are_consistent() {
+    let server = server().await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    for i in 0..25 {
+        send_json(addr, "POST", base, &configmap(&format!("p{i:02}"), 1)).await;
+    }
+    let (_, first) = get_json(addr, &format!("{base}?limit=10")).await;
+    let rv = first["metadata"]["resourceVersion"].clone();
+    assert_eq!(first["metadata"]["remainingItemCount"], 15);
+    // A write between pages does not show up in later pages of the same list.
+    send_json(addr, "POST", base, &configmap("p99", 1)).await;
+    let mut names: Vec<String> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    let mut token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    loop {
+        let (status, page) = get_json(addr, &format!("{base}?limit=10&continue={token}")).await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(page["metadata"]["resourceVersion"], rv);
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()),
+        );
+        match page["metadata"]["continue"].as_str() {
+            Some(next) => token = next.to_owned(),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
+    assert_eq!(names, expected);
+    server.shutdown().await;
+}
+
+/// Goal: deleting a namespace deletes its objects; finalizers hold a deletion until removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_and_finalizers() {
+    let server = server().await;
+    let addr = server.addr;
+    let (status, _) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let mut held = configmap("held", 1);
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let (status, _) = send_json(addr, "POST", "/api/v1/namespaces/team/configmaps", &held).await;
+    assert_eq!(status, 201);
+    send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/team/configmaps",
+        &configmap("free", 1),
+    )
+    .await;
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/team/configmaps/held",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, still) = get_json(addr, "/api/v1/namespaces/team/configmaps/held").await;
+    assert_eq!(status, 200);
+    assert!(still["metadata"]["deletionTimestamp"].is_string());
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        "/api/v1/namespaces/team/configmaps/held",
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = get_json(addr, "/api/v1/namespaces/team/configmaps/held").await;
+    assert_eq!(
+        status, 404,
+        "removing the last finalizer completes the deletion"
+    );
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/team",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = get_json(addr, "/api/v1/namespaces/team/configmaps/free").await;
+    assert_eq!(status, 404);
+    let _ = Arc::new(());
+    server.shutdown().await;
+}
+
+/// Goal: consistent GETs are served from the cache, not the store; with the switch off they
+/// read and decode from the store (the saving the benchmark reports).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_gets_from_cache_switch() {
+    for from_cache in [true, false] {
+        let server = server_with(ServeArgs {
+            consistent_get_from_cache: Some(from_cache),
+            ..ServeArgs::default()
+        })
+        .await;
+        send_json(
+            server.addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &configmap("g", 1),
+        )
+        .await;
+        for _ in 0..5 {
+            let (status, _) =
+                get_json(server.addr, "/api/v1/namespaces/default/configmaps/g").await;
+            assert_eq!(status, 200);
+        }
+        let decodes = server
+            .app
+            .counters
+            .request_decodes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(decodes, if from_cache { 0 } else { 5 });
+        server.shutdown().await;
+    }
+}
