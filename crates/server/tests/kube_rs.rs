@@ -1,0 +1,654 @@
+//! kube-rs (the client and its runtime: `watcher`, `reflector`) against an in-process
+//! watchkeeper, unchanged: paged lists and continue tokens, list-then-watch and streaming-list
+//! watchers, the reflector's store, recovery from an in-stream 410, bookmarks, writes and
+//! their errors, selectors, and a slow consumer that loses nothing.
+//!
+//! No test sleeps on wall time or asserts a duration: every wait is for an event, bounded by
+//! [`common::HANG_GUARD`] as a hang guard only.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+
+use common::HANG_GUARD;
+use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use kube::runtime::{reflector, watcher};
+use kube::{Client, Config, ResourceExt};
+use serde_json::json;
+use watchkeeper::config::ServeArgs;
+
+type Events = BoxStream<'static, watcher::Result<watcher::Event<ConfigMap>>>;
+
+fn client(server: &watchkeeper::Server) -> Client {
+    let url = format!("http://{}", server.addr)
+        .parse()
+        .expect("a server url");
+    Client::try_from(Config::new(url)).expect("a kube client")
+}
+
+fn configmaps(server: &watchkeeper::Server) -> Api<ConfigMap> {
+    Api::namespaced(client(server), "default")
+}
+
+/// A ConfigMap with `app=<app>` and a payload of `payload` bytes.
+fn cm(name: &str, app: &str, payload: usize) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "data": {"payload": "x".repeat(payload)}
+    }))
+    .expect("a ConfigMap")
+}
+
+async fn create(api: &Api<ConfigMap>, name: &str, app: &str, payload: usize) -> ConfigMap {
+    api.create(&PostParams::default(), &cm(name, app, payload))
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
+fn rv_of(object: &ConfigMap) -> u64 {
+    object
+        .resource_version()
+        .expect("a resourceVersion")
+        .parse()
+        .expect("a numeric resourceVersion")
+}
+
+/// The API error inside a kube error, or a panic naming what came instead.
+fn api_status<T: Debug>(result: kube::Result<T>) -> Box<Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// The next item of a stream, bounded by the hang guard.
+async fn next<S: Stream + Unpin>(stream: &mut S) -> S::Item {
+    tokio::time::timeout(HANG_GUARD, stream.next())
+        .await
+        .expect("hang guard: no event")
+        .expect("the stream ended")
+}
+
+/// The next watcher event, which must not be an error, as text (`Apply(name)`, `InitDone`).
+async fn next_event(events: &mut Events) -> String {
+    match next(events).await {
+        Ok(event) => event.to_string(),
+        Err(e) => panic!("watcher error: {e}"),
+    }
+}
+
+/// Reads an Init sequence (Init, InitApply*, InitDone) and returns the names in it.
+async fn init_sequence(events: &mut Events) -> BTreeSet<String> {
+    assert_eq!(next_event(events).await, "Init");
+    let mut names = BTreeSet::new();
+    loop {
+        let event = next_event(events).await;
+        if event == "InitDone" {
+            return names;
+        }
+        let name = event
+            .strip_prefix("InitApply(")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("expected InitApply or InitDone, got {event}"));
+        assert!(names.insert(name.to_owned()), "{name} listed twice");
+    }
+}
+
+/// Names and resource versions of a fresh (consistent) LIST.
+async fn list_state(api: &Api<ConfigMap>, params: &ListParams) -> BTreeMap<String, String> {
+    api.list(params)
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+        .collect()
+}
+
+fn names(range: std::ops::Range<usize>) -> BTreeSet<String> {
+    range.map(|i| format!("cm-{i:02}")).collect()
+}
+
+/// A server whose history holds at most 100 events (the smallest it allows), so a few hundred
+/// writes evict positions.
+async fn small_history_server() -> watchkeeper::Server {
+    common::server_with(ServeArgs {
+        history_capacity_max: Some(100),
+        event_fresh_seconds: Some(1),
+        ..ServeArgs::default()
+    })
+    .await
+}
+
+/// 1. Paged lists: every object exactly once, one resourceVersion across pages; a garbage
+///    continue token is a 400; a token whose revision left the history is a 410.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_follow_continue_tokens() {
+    let server = small_history_server().await;
+    let api = configmaps(&server);
+    for i in 0..25 {
+        create(&api, &format!("cm-{i:02}"), "test", 16).await;
+    }
+    let mut seen = Vec::new();
+    let mut list_rv = None;
+    let mut params = ListParams::default().limit(10);
+    let mut pages = 0;
+    loop {
+        let page = api.list(&params).await.expect("a page");
+        pages += 1;
+        let rv = page.metadata.resource_version.clone().expect("a list rv");
+        assert_eq!(
+            list_rv.get_or_insert_with(|| rv.clone()),
+            &rv,
+            "every page has the first page's resourceVersion"
+        );
+        assert!(page.items.len() <= 10);
+        seen.extend(page.items.iter().map(ResourceExt::name_any));
+        match page.metadata.continue_.filter(|t| !t.is_empty()) {
+            Some(token) => {
+                assert!(page.metadata.remaining_item_count.unwrap_or(1) > 0);
+                params = ListParams::default().limit(10).continue_token(&token);
+            }
+            None => break,
+        }
+        // A write between pages does not show up: pages are served at the first page's rv.
+        if pages == 1 {
+            create(&api, "cm-99-late", "test", 16).await;
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 25, "{seen:?}");
+    assert_eq!(
+        seen.iter().cloned().collect::<BTreeSet<_>>(),
+        names(0..25),
+        "every object exactly once"
+    );
+
+    // A garbage continue token: 400 BadRequest.
+    let status = api_status(
+        api.list(&ListParams::default().limit(10).continue_token("garbage"))
+            .await,
+    );
+    assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+
+    // An expired token: take one, write past the history, continue: 410 Expired.
+    let first = api
+        .list(&ListParams::default().limit(10))
+        .await
+        .expect("a page");
+    let token = first.metadata.continue_.expect("a continue token");
+    for i in 0..150 {
+        api.patch(
+            "cm-00",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"n": i.to_string()}})),
+        )
+        .await
+        .expect("patch");
+    }
+    let status = api_status(
+        api.list(&ListParams::default().limit(10).continue_token(&token))
+            .await,
+    );
+    assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+    server.shutdown().await;
+}
+
+/// After an Init sequence: a create, a patch and a delete arrive as Apply, Apply, Delete.
+async fn expect_live_events(api: &Api<ConfigMap>, events: &mut Events) {
+    create(api, "late", "test", 16).await;
+    assert_eq!(next_event(events).await, "Apply(late)");
+    api.patch(
+        "cm-00",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "v"}})),
+    )
+    .await
+    .expect("patch");
+    match next(events).await.expect("an event") {
+        watcher::Event::Apply(object) => {
+            assert_eq!(object.name_any(), "cm-00");
+            assert_eq!(object.data.unwrap_or_default().get("k").unwrap(), "v");
+        }
+        other => panic!("expected Apply(cm-00), got {other}"),
+    }
+    api.delete("cm-01", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert_eq!(next_event(events).await, "Delete(cm-01)");
+}
+
+/// 2a. `watcher` in list-then-watch mode with pages of 5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_list_then_watch() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    for i in 0..12 {
+        create(&api, &format!("cm-{i:02}"), "test", 16).await;
+    }
+    let mut events: Events = watcher(api.clone(), watcher::Config::default().page_size(5)).boxed();
+    assert_eq!(init_sequence(&mut events).await, names(0..12));
+    expect_live_events(&api, &mut events).await;
+    server.shutdown().await;
+}
+
+/// 2b. `watcher` in streaming-list mode: one watch with sendInitialEvents; InitDone comes from
+///     the initial-events-end bookmark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_streaming_list() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    for i in 0..12 {
+        create(&api, &format!("cm-{i:02}"), "test", 16).await;
+    }
+    let mut events: Events =
+        watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
+    assert_eq!(init_sequence(&mut events).await, names(0..12));
+    expect_live_events(&api, &mut events).await;
+    server.shutdown().await;
+}
+
+/// 3. A reflector's store equals a fresh LIST after a mix of writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_store_matches_list() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    for i in 0..10 {
+        create(&api, &format!("cm-{i:02}"), "test", 16).await;
+    }
+    let (store, writer) = reflector::store::<ConfigMap>();
+    let mut events: Events = reflector(
+        writer,
+        watcher(api.clone(), watcher::Config::default().page_size(4)),
+    )
+    .boxed();
+    assert_eq!(init_sequence(&mut events).await, names(0..10));
+    let mut last_rv = 0;
+    for i in 10..20 {
+        last_rv = rv_of(&create(&api, &format!("cm-{i:02}"), "test", 16).await);
+    }
+    for i in (0..20).step_by(3) {
+        let patched = api
+            .patch(
+                &format!("cm-{i:02}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"i": i.to_string()}})),
+            )
+            .await
+            .expect("patch");
+        last_rv = rv_of(&patched);
+    }
+    for i in (1..20).step_by(4) {
+        api.delete(&format!("cm-{i:02}"), &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+    // The deletes' revisions are not in their answers: mark the end with one more write.
+    last_rv = last_rv.max(rv_of(&create(&api, "end", "test", 16).await));
+    loop {
+        match next(&mut events).await.expect("an event") {
+            watcher::Event::Apply(object) if rv_of(&object) >= last_rv => break,
+            _ => {}
+        }
+    }
+    let reflected: BTreeMap<String, String> = store
+        .state()
+        .iter()
+        .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+        .collect();
+    let listed = list_state(&api, &ListParams::default()).await;
+    assert_eq!(listed.len(), 20 - 5 + 1);
+    assert_eq!(reflected, listed);
+    server.shutdown().await;
+}
+
+/// 4. A watcher whose position leaves the history gets an in-stream 410 and re-lists; the raw
+///    API shows the 410 as an ERROR event in an HTTP 200 stream, not an HTTP error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_recovers_from_in_stream_410() {
+    let server = small_history_server().await;
+    let api = configmaps(&server);
+    create(&api, "watched-0", "watched", 16).await;
+    // The watcher sees only app=watched and asks for no bookmarks, so writes to other objects
+    // do not move its position; its watches end after a second and resume from that position.
+    let (store, writer) = reflector::store::<ConfigMap>();
+    let config = watcher::Config::default()
+        .labels("app=watched")
+        .disable_bookmarks()
+        .timeout(1);
+    let mut events: Events = reflector(writer, watcher(api.clone(), config)).boxed();
+    assert_eq!(
+        init_sequence(&mut events).await,
+        BTreeSet::from(["watched-0".to_owned()])
+    );
+    // 150 writes the watcher does not see push its position out of the 100-event history.
+    for i in 0..150 {
+        create(&api, &format!("other-{i:03}"), "other", 16).await;
+    }
+    // Its next resumed watch starts below the history's floor: an in-stream 410, then a relist.
+    match next(&mut events).await {
+        Err(watcher::Error::WatchError(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+        }
+        other => panic!("expected an in-stream 410, got {other:?}"),
+    }
+    assert_eq!(
+        init_sequence(&mut events).await,
+        BTreeSet::from(["watched-0".to_owned()])
+    );
+    // Then it watches live again and ends with the right state.
+    create(&api, "watched-1", "watched", 16).await;
+    assert_eq!(next_event(&mut events).await, "Apply(watched-1)");
+    api.delete("watched-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert_eq!(next_event(&mut events).await, "Delete(watched-0)");
+    let reflected: BTreeMap<String, String> = store
+        .state()
+        .iter()
+        .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        reflected,
+        list_state(&api, &ListParams::default().labels("app=watched")).await
+    );
+
+    // The raw API: a watch at resourceVersion 1 (long gone) is HTTP 200 with an ERROR event.
+    let mut stream = api
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("HTTP 200 for a watch of a gone resourceVersion")
+        .boxed();
+    match next(&mut stream).await {
+        Ok(WatchEvent::Error(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    server.shutdown().await;
+}
+
+/// 5. Bookmarks: a streaming-list watch (sendInitialEvents, allowWatchBookmarks) sends the
+///    existing objects as ADDED, then a BOOKMARK annotated `k8s.io/initial-events-end`, then
+///    live events; the watcher with bookmarks (its default) turns that bookmark into InitDone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_mark_the_end_of_initial_events() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    let mut last_rv = 0;
+    for i in 0..7 {
+        last_rv = rv_of(&create(&api, &format!("cm-{i:02}"), "test", 16).await);
+    }
+    let mut expected = names(0..7);
+    for rv in ["0", ""] {
+        let params = WatchParams::streaming_lists();
+        assert!(params.bookmarks && params.send_initial_events);
+        let mut stream = api.watch(&params, rv).await.expect("watch").boxed();
+        let mut added = BTreeSet::new();
+        let bookmark = loop {
+            match next(&mut stream).await.expect("an event") {
+                WatchEvent::Added(object) => {
+                    assert!(added.insert(object.name_any()));
+                }
+                WatchEvent::Bookmark(bookmark) => break bookmark,
+                other => panic!("expected ADDED or BOOKMARK, got {other:?}"),
+            }
+        };
+        assert_eq!(added, expected, "resourceVersion={rv:?}");
+        assert_eq!(
+            bookmark
+                .metadata
+                .annotations
+                .get("k8s.io/initial-events-end")
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(bookmark.types.kind, "ConfigMap");
+        let bookmark_rv: u64 = bookmark.metadata.resource_version.parse().unwrap();
+        assert!(bookmark_rv >= last_rv, "{bookmark_rv} < {last_rv}");
+        let created = create(&api, &format!("live-{}", expected.len()), "test", 16).await;
+        match next(&mut stream).await.expect("an event") {
+            WatchEvent::Added(object) => assert_eq!(object.name_any(), created.name_any()),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+        last_rv = rv_of(&created);
+        expected.insert(created.name_any());
+    }
+
+    // A plain watch with allowWatchBookmarks from a list's rv: no initial events, just changes.
+    let list_rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &list_rv)
+        .await
+        .expect("watch")
+        .boxed();
+    api.delete("cm-03", &DeleteParams::default())
+        .await
+        .expect("delete");
+    match next(&mut stream).await.expect("an event") {
+        WatchEvent::Deleted(object) => assert_eq!(object.name_any(), "cm-03"),
+        other => panic!("expected DELETED, got {other:?}"),
+    }
+
+    // The watcher with bookmarks on (the default) in streaming-list mode reaches InitDone.
+    let config = watcher::Config::default().streaming_lists();
+    assert!(config.bookmarks);
+    let mut events: Events = watcher(api.clone(), config).boxed();
+    expected.remove("cm-03");
+    assert_eq!(init_sequence(&mut events).await, expected);
+    server.shutdown().await;
+}
+
+/// 6. Writes and their errors, and selectors in lists and watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_errors_and_selectors() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    let created = create(&api, "w", "test", 16).await;
+    assert!(created.uid().is_some());
+    assert!(created.creation_timestamp().is_some());
+
+    // Creating it again: 409 AlreadyExists.
+    let status = api_status(
+        api.create(&PostParams::default(), &cm("w", "test", 1))
+            .await,
+    );
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "AlreadyExists")
+    );
+
+    // Replace with the current resourceVersion, then with the stale one: 409 Conflict.
+    let mut fresh = created.clone();
+    fresh
+        .data
+        .get_or_insert_default()
+        .insert("r".into(), "1".into());
+    let replaced = api
+        .replace("w", &PostParams::default(), &fresh)
+        .await
+        .expect("replace");
+    assert!(rv_of(&replaced) > rv_of(&created));
+    assert_eq!(replaced.data.as_ref().unwrap()["r"], "1");
+    let status = api_status(api.replace("w", &PostParams::default(), &fresh).await);
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+
+    // Patches: merge, JSON and strategic merge.
+    let params = PatchParams::default();
+    let merged = api
+        .patch("w", &params, &Patch::Merge(json!({"data": {"m": "1"}})))
+        .await
+        .expect("merge patch");
+    assert_eq!(merged.data.as_ref().unwrap()["m"], "1");
+    let json_patch = serde_json::from_value(json!([
+        {"op": "add", "path": "/data/j", "value": "2"},
+        {"op": "remove", "path": "/data/r"}
+    ]))
+    .unwrap();
+    let patched = api
+        .patch("w", &params, &Patch::Json::<()>(json_patch))
+        .await
+        .expect("json patch");
+    let data = patched.data.as_ref().unwrap();
+    assert_eq!(data["j"], "2");
+    assert!(!data.contains_key("r"));
+    let strategic = api
+        .patch(
+            "w",
+            &params,
+            &Patch::Strategic(json!({"metadata": {"labels": {"tier": "a"}}})),
+        )
+        .await
+        .expect("strategic merge patch");
+    assert_eq!(strategic.labels()["tier"], "a");
+    assert_eq!(strategic.labels()["app"], "test");
+    assert!(rv_of(&strategic) > rv_of(&patched));
+    // A bad JSON patch (test fails): an error, not a write.
+    let failing =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/j", "value": "x"}])).unwrap();
+    let status = api_status(api.patch("w", &params, &Patch::Json::<()>(failing)).await);
+    assert!((400..500).contains(&status.code), "{status:?}");
+    assert_eq!(rv_of(&api.get("w").await.unwrap()), rv_of(&strategic));
+
+    // Selectors in lists.
+    create(&api, "x", "other", 16).await;
+    create(&api, "y", "other", 16).await;
+    let by_name = list_state(&api, &ListParams::default().fields("metadata.name=x")).await;
+    assert_eq!(by_name.keys().collect::<Vec<_>>(), ["x"]);
+    let not_name = list_state(&api, &ListParams::default().fields("metadata.name!=x")).await;
+    assert_eq!(not_name.keys().collect::<Vec<_>>(), ["w", "y"]);
+    let by_label = list_state(&api, &ListParams::default().labels("app=other")).await;
+    assert_eq!(by_label.keys().collect::<Vec<_>>(), ["x", "y"]);
+    let by_set = list_state(&api, &ListParams::default().labels("tier in (a,b)")).await;
+    assert_eq!(by_set.keys().collect::<Vec<_>>(), ["w"]);
+    let status = api_status(api.list(&ListParams::default().labels("app in (a")).await);
+    assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+    let status = api_status(
+        api.list(&ListParams::default().fields("metadata.nonsense=1"))
+            .await,
+    );
+    assert_eq!(status.code, 400, "{status:?}");
+
+    // Selectors in watches: only matching objects' events arrive.
+    let list_rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut by_field = api
+        .watch(&WatchParams::default().fields("metadata.name=z"), &list_rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut by_label = api
+        .watch(&WatchParams::default().labels("app=zed"), &list_rv)
+        .await
+        .expect("watch")
+        .boxed();
+    create(&api, "v", "zed", 16).await;
+    create(&api, "z", "other", 16).await;
+    match next(&mut by_field).await.expect("an event") {
+        WatchEvent::Added(object) => assert_eq!(object.name_any(), "z"),
+        other => panic!("expected ADDED z, got {other:?}"),
+    }
+    match next(&mut by_label).await.expect("an event") {
+        WatchEvent::Added(object) => assert_eq!(object.name_any(), "v"),
+        other => panic!("expected ADDED v, got {other:?}"),
+    }
+    let status = api_status(
+        api.watch(&WatchParams::default().labels("!!"), &list_rv)
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!((status.code, status.reason.as_str()), (400, "BadRequest"));
+
+    // Delete, then GET and delete again: 404 NotFound.
+    api.delete("w", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let status = api_status(api.get("w").await);
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+    assert_eq!(status.details.as_ref().map(|d| d.name.as_str()), Some("w"));
+    let status = api_status(api.delete("w", &DeleteParams::default()).await);
+    assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+    assert!(api.get_opt("w").await.expect("get_opt").is_none());
+    server.shutdown().await;
+}
+
+/// 7. A consumer that stops reading while ~2000 objects of 8 KiB are written (far more than
+///    the socket buffers and its queue hold) gets every event, in order, on the same stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_consumer_loses_nothing() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    let list_rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    // The watch runs on its own connection (a second client), not polled while writing.
+    let mut stream = configmaps(&server)
+        .watch(&WatchParams::default(), &list_rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut written = Vec::new();
+    for i in 0..2000 {
+        written.push(rv_of(
+            &create(&api, &format!("cm-{i:04}"), "test", 8 * 1024).await,
+        ));
+    }
+    let mut received = Vec::new();
+    while received.len() < written.len() {
+        match next(&mut stream).await {
+            Ok(WatchEvent::Added(object)) => received.push(rv_of(&object)),
+            Ok(WatchEvent::Bookmark(_)) => {}
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+    }
+    assert_eq!(received, written, "every event, in order, exactly once");
+    let metrics = server
+        .app
+        .resources
+        .iter()
+        .find(|r| r.def.plural == "configmaps")
+        .unwrap()
+        .cache()
+        .metrics();
+    eprintln!(
+        "slow consumer: {} stalls, {} skipped events",
+        metrics.watcher_stalls.get(),
+        metrics.watcher_skipped_events.get()
+    );
+    assert!(
+        metrics.watcher_stalls.get() >= 1,
+        "the consumer really fell behind"
+    );
+    assert_eq!(metrics.watcher_skipped_events.get(), 0);
+    // The stream is still open: a later write still arrives on it.
+    let later = create(&api, "later", "test", 16).await;
+    match next(&mut stream).await {
+        Ok(WatchEvent::Added(object)) => assert_eq!(rv_of(&object), rv_of(&later)),
+        other => panic!("expected ADDED later, got {other:?}"),
+    }
+    server.shutdown().await;
+}
