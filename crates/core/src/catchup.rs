@@ -216,6 +216,13 @@ impl CatchUpWorker {
         if self.last_pass_busy {
             self.set_busy_period();
         }
+        // Whatever the period, the next pass starts no sooner than `duration * factor` after
+        // this one, so the worker never takes more than 1/factor of a core, however large the
+        // passes get (the simulator showed 41 ms passes back to back at a million watchers).
+        if let (Some(last), Some(next)) = (self.last_pass_at, self.next_pass_at) {
+            let floor = last + duration * self.shared.config.pass_busy_factor;
+            self.next_pass_at = Some(next.max(floor));
+        }
     }
 
     fn set_busy_period(&mut self) {
@@ -419,14 +426,19 @@ impl CatchUpWorker {
             scan_left -= config.interval_open_cost;
             let lead_position = candidates[lead].position;
             let stretch = {
+                // Scan only what the dispatcher has dispatched: the history can briefly hold a
+                // revision the dispatcher is still delivering (or, in legacy mode, is blocked
+                // on), and the hand-off point must never be above the dispatched revision.
+                let dispatched = self.shared.dispatched();
                 let data = self.shared.read();
                 let mut events = Vec::new();
                 data.history
                     .read_after(lead_position, scan_left, &mut events);
-                let newest = data.history.newest();
+                let cut = events.partition_point(|e| e.revision() <= dispatched);
+                events.truncate(cut);
                 let last_scanned = events.last().map_or(lead_position, |e| e.revision());
                 Stretch {
-                    reached_end: last_scanned >= newest,
+                    reached_end: last_scanned >= dispatched.min(data.history.newest()),
                     last_scanned: last_scanned.max(lead_position),
                     events,
                 }

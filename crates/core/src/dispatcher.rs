@@ -155,6 +155,8 @@ pub struct Dispatcher {
     legacy_budget: Duration,
     legacy_refilled_at: Instant,
     blocked: Option<Blocked>,
+    /// Legacy mode: a progress notification that arrived while a revision was blocked.
+    held_progress: Revision,
     /// Scratch: (slot, event index, item) matches of the current revision.
     matches: Vec<(usize, u32, WatchItem)>,
     /// Scratch: the items of one watcher's batch.
@@ -180,6 +182,7 @@ impl Dispatcher {
             legacy_budget,
             legacy_refilled_at: Instant::ZERO,
             blocked: None,
+            held_progress: 0,
             matches: Vec::new(),
             batch: Vec::new(),
             inbox: VecDeque::new(),
@@ -220,8 +223,15 @@ impl Dispatcher {
     /// The earliest time at which [`Dispatcher::handle_timeout`] has work.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        // Bookmarks wait while a legacy revision is blocked; reporting their (past) due time
+        // would make a driver spin.
+        let bookmarks = if self.blocked.is_some() {
+            None
+        } else {
+            self.bookmarks.first().map(|(t, _)| *t)
+        };
         [
-            self.bookmarks.first().map(|(t, _)| *t),
+            bookmarks,
             self.deadlines.first().map(|(t, _)| *t),
             self.wait_give_ups.first().map(|(t, _, _)| *t),
             self.blocked.as_ref().map(|b| b.budget_deadline),
@@ -275,8 +285,14 @@ impl Dispatcher {
         self.advance(now);
         self.drain_inbox(now);
         if self.blocked.is_some() {
+            // Applied once the blocked revision is done.
+            self.held_progress = self.held_progress.max(revision);
             return;
         }
+        self.apply_progress(now, revision);
+    }
+
+    fn apply_progress(&mut self, now: Instant, revision: Revision) {
         let mut data = self.shared.write();
         if revision <= data.revision {
             return;
@@ -620,6 +636,10 @@ impl Dispatcher {
     fn finish_revision(&mut self, now: Instant, revision: Revision) {
         self.shared.set_dispatched(revision);
         self.promote_waiting(now, revision);
+        let held = std::mem::take(&mut self.held_progress);
+        if held > revision {
+            self.apply_progress(now, held);
+        }
     }
 
     /// Starts waiting watchers whose start revision is at or below `revision`, which must be
@@ -651,6 +671,11 @@ impl Dispatcher {
     }
 
     fn drain_inbox(&mut self, now: Instant) {
+        if self.blocked.is_some() {
+            // Legacy mode, mid-revision: a watcher registered now would miss the revision
+            // being pushed. Messages wait until the revision is done.
+            return;
+        }
         self.shared.to_dispatcher.take_all(&mut self.inbox);
         while let Some(message) = self.inbox.pop_front() {
             match message {
@@ -694,6 +719,9 @@ impl Dispatcher {
                 watcher.position = revision;
                 self.add_waiting(watcher, revision, false, None);
             }
+            WatchStart::After(revision) if self.shared.config.mode == WatchMode::Legacy => {
+                self.legacy_replay_history(now, watcher, revision);
+            }
             WatchStart::After(revision) => {
                 // Behind the live stream: the catch-up worker serves it from the history,
                 // exactly like a watcher that stalled (one resync path).
@@ -714,10 +742,21 @@ impl Dispatcher {
     /// Captures the current state in O(1) and hands the watcher to the worker, which streams it
     /// (the initial state is served by the same resync path as a stalled watcher).
     fn start_initial_state(&mut self, now: Instant, mut watcher: Watcher) {
+        // The state at the dispatched revision: in legacy mode the dispatcher can be blocked
+        // in the middle of a revision whose state is already applied.
+        let dispatched = self.shared.dispatched();
         let snapshot = {
             let data = self.shared.read();
-            Snapshot::new(data.revision, data.state.clone())
+            let map = data
+                .snapshots
+                .at(dispatched)
+                .map_or_else(|| data.state.clone(), Snapshot::map_clone);
+            Snapshot::new(dispatched, map)
         };
+        if self.shared.config.mode == WatchMode::Legacy {
+            self.legacy_replay_initial(now, watcher, &snapshot);
+            return;
+        }
         watcher.position = snapshot.revision();
         watcher.last_sent = 0;
         watcher.initial = Some(InitialPhase {
@@ -726,6 +765,55 @@ impl Dispatcher {
         });
         watcher.last_progress = now;
         self.hand_to_worker(now, watcher);
+    }
+
+    /// Legacy mode, as Kubernetes before KEP-6268: a watch that starts behind replays its
+    /// initial state on its own, outside the queue's bound (Kubernetes' per-watcher
+    /// `processInterval`), and meanwhile takes live events into its bounded queue like any
+    /// synced watcher; if they overflow, the budget runs out and it is force-closed.
+    fn legacy_replay_initial(&mut self, now: Instant, mut watcher: Watcher, snapshot: &Snapshot) {
+        let mut items: Vec<WatchItem> = snapshot
+            .range(watcher.selection.key_prefix().as_deref(), None)
+            .filter(|object| watcher.selection.matches(object))
+            .map(|object| WatchItem::Initial(object.clone()))
+            .collect();
+        if watcher.allow_bookmarks {
+            items.push(WatchItem::Bookmark {
+                revision: snapshot.revision(),
+                initial_events_end: true,
+            });
+        }
+        watcher.queue.push_unbounded(&items);
+        watcher.position = snapshot.revision();
+        watcher.last_sent = snapshot.revision();
+        self.add_synced(now, watcher);
+    }
+
+    /// Legacy mode: the replay of a watch that starts at an old revision (see
+    /// [`Dispatcher::legacy_replay_initial`]).
+    fn legacy_replay_history(&mut self, now: Instant, mut watcher: Watcher, from: Revision) {
+        let dispatched = self.shared.dispatched();
+        let mut events = Vec::new();
+        self.shared
+            .read()
+            .history
+            .read_range(from, dispatched, &mut events);
+        let items: Vec<WatchItem> = events
+            .iter()
+            .filter_map(|event| {
+                watcher
+                    .selection
+                    .event_type(event)
+                    .map(|event_type| WatchItem::Event {
+                        event_type,
+                        event: event.clone(),
+                    })
+            })
+            .collect();
+        watcher.queue.push_unbounded(&items);
+        watcher.position = dispatched;
+        watcher.last_sent = dispatched;
+        self.add_synced(now, watcher);
     }
 
     fn add_waiting(

@@ -298,6 +298,25 @@ impl WatchQueue {
         PushResult::Pushed
     }
 
+    /// Legacy mode only: queues a watch's replay regardless of the capacity (Kubernetes'
+    /// per-watcher replay before KEP-6268 was not bounded by the input channel).
+    pub(crate) fn push_unbounded(&self, items: &[WatchItem]) {
+        let waker = {
+            let mut inner = self.lock();
+            if inner.consumer_closed {
+                return;
+            }
+            for item in items {
+                inner.last_pushed = item.revision();
+                inner.items.push_back(item.clone());
+            }
+            inner.consumer_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
     /// Pushes one item (a bookmark or an initial-state object).
     pub(crate) fn push(&self, item: WatchItem) -> PushResult {
         self.push_batch(std::slice::from_ref(&item))

@@ -173,7 +173,16 @@ impl Reference {
 }
 
 fn run(ops: Vec<Op>, order: CandidateOrder) -> Result<(), TestCaseError> {
+    run_mode(ops, order, watchkeeper_core::WatchMode::StallResume)
+}
+
+fn run_mode(
+    ops: Vec<Op>,
+    order: CandidateOrder,
+    mode: watchkeeper_core::WatchMode,
+) -> Result<(), TestCaseError> {
     let config = CacheConfig {
+        mode,
         trigger_field: Some("spec.nodeName".to_owned()),
         history_capacity_min: 16,
         history_capacity_max: 32,
@@ -253,6 +262,7 @@ fn run(ops: Vec<Op>, order: CandidateOrder) -> Result<(), TestCaseError> {
             }
             Op::Advance(ms) => h.advance(Duration::from_millis(u64::from(ms))),
             Op::Progress => {
+                h.unblock();
                 let revision = h.revision + 1;
                 h.revision = revision;
                 h.dispatcher.handle_progress(h.now, revision);
@@ -325,7 +335,10 @@ fn run(ops: Vec<Op>, order: CandidateOrder) -> Result<(), TestCaseError> {
                 }
             }
         }
-        if h.worker.poll_timeout().is_none() && !h.dispatcher.has_messages() {
+        if h.worker.poll_timeout().is_none()
+            && !h.dispatcher.has_messages()
+            && !h.dispatcher.is_blocked()
+        {
             break;
         }
         h.advance(Duration::from_millis(50));
@@ -409,6 +422,15 @@ fn run(ops: Vec<Op>, order: CandidateOrder) -> Result<(), TestCaseError> {
                     "client {index}: 410 before its backlog: {owed:?}"
                 );
             }
+            (Some(WatchEnd::Unresponsive), _) if mode == watchkeeper_core::WatchMode::Legacy => {
+                prop_assert!(got.len() <= expected.len());
+                prop_assert_eq!(
+                    &got[..],
+                    &expected[..got.len()],
+                    "client {} prefix before force-close",
+                    index
+                );
+            }
             (Some(other), _) => prop_assert!(false, "client {index}: unexpected end {other:?}"),
             (None, true) => {
                 prop_assert!(got.len() <= expected.len());
@@ -443,6 +465,13 @@ proptest! {
         ops in prop::collection::vec(op_strategy(), 1..160)
     ) {
         run(ops, CandidateOrder::FreeShareThenRotation)?;
+    }
+
+    #[test]
+    fn legacy_mode_delivers_a_prefix_then_force_closes(
+        ops in prop::collection::vec(op_strategy(), 1..120)
+    ) {
+        run_mode(ops, CandidateOrder::FreeShareThenRotation, watchkeeper_core::WatchMode::Legacy)?;
     }
 
     #[test]

@@ -74,7 +74,20 @@ impl Harness {
     }
 
     /// Writes one revision of changes built by `build(revision)`.
+    /// Legacy mode: a blocked dispatcher takes no input until its budget runs out (inputs
+    /// queue before it); the harness lets that time pass.
+    pub fn unblock(&mut self) {
+        while self.dispatcher.is_blocked() {
+            let until = self
+                .dispatcher
+                .poll_timeout()
+                .expect("a blocked dispatcher has a deadline");
+            self.advance(until.saturating_duration_since(self.now));
+        }
+    }
+
     pub fn write(&mut self, build: impl FnOnce(Revision) -> Vec<Change>) -> Revision {
+        self.unblock();
         self.revision += 1;
         let changes = build(self.revision);
         self.dispatcher
@@ -98,6 +111,7 @@ impl Harness {
     }
 
     pub fn watch(&mut self, request: WatchRequest) -> Watch {
+        self.unblock();
         let watch = self.cache.watch(request, self.now);
         self.dispatcher.handle_messages(self.now);
         watch
@@ -134,7 +148,10 @@ impl Harness {
             for (watch, seen) in watches.iter().zip(seen.iter_mut()) {
                 seen.extend(drain(watch));
             }
-            if self.worker.poll_timeout().is_none() && !self.dispatcher.has_messages() {
+            if self.worker.poll_timeout().is_none()
+                && !self.dispatcher.has_messages()
+                && !self.dispatcher.is_blocked()
+            {
                 break;
             }
             self.advance(self.cache.config().pass_period_idle);
