@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kube::core::Status;
+use kube::core::{PartialObjectMeta, Status};
 use kube::runtime::{reflector, watcher};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
@@ -650,5 +650,49 @@ async fn slow_consumer_loses_nothing() {
         Ok(WatchEvent::Added(object)) => assert_eq!(rv_of(&object), rv_of(&later)),
         other => panic!("expected ADDED later, got {other:?}"),
     }
+    server.shutdown().await;
+}
+
+/// More of what kube-rs sends: the `any` list semantic (`resourceVersion=0`), `get_metadata`
+/// and `list_metadata` (which ask for `PartialObjectMetadata`), and a watcher over
+/// `Api<PartialObjectMeta<_>>` (metadata-only lists and watches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_semantic_and_metadata_requests() {
+    let server = common::server().await;
+    let api = configmaps(&server);
+    for i in 0..6 {
+        create(&api, &format!("cm-{i:02}"), "test", 16).await;
+    }
+    let mut events: Events =
+        watcher(api.clone(), watcher::Config::default().any_semantic()).boxed();
+    assert_eq!(init_sequence(&mut events).await, names(0..6));
+
+    let metadata = api.get_metadata("cm-02").await.expect("get_metadata");
+    assert_eq!(metadata.name_any(), "cm-02");
+    assert!(metadata.resource_version().is_some());
+    let listed = api
+        .list_metadata(&ListParams::default().limit(4))
+        .await
+        .expect("list_metadata");
+    assert_eq!(listed.items.len(), 4);
+    assert!(listed.metadata.continue_.is_some());
+
+    let metadata_api: Api<PartialObjectMeta<ConfigMap>> =
+        Api::namespaced(client(&server), "default");
+    let mut metadata_events = watcher(metadata_api, watcher::Config::default())
+        .map(|event| event.map(|e| e.to_string()))
+        .boxed();
+    assert_eq!(next(&mut metadata_events).await.unwrap(), "Init");
+    let mut seen = BTreeSet::new();
+    loop {
+        let event = next(&mut metadata_events).await.expect("an event");
+        if event == "InitDone" {
+            break;
+        }
+        seen.insert(event);
+    }
+    assert_eq!(seen.len(), 6, "{seen:?}");
+    create(&api, "late", "test", 16).await;
+    assert_eq!(next(&mut metadata_events).await.unwrap(), "Apply(late)");
     server.shutdown().await;
 }
