@@ -198,6 +198,11 @@ async fn no_lost_update_memory() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lost_update_embedded() {
+    no_lost_update("embedded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_lost_update_etcd() {
     no_lost_update("etcd").await;
 }
