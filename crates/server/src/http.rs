@@ -100,19 +100,41 @@ pub fn error_response(error: &ApiError) -> Response {
     response
 }
 
-/// Bodies are JSON (or a JSON patch type). Protobuf and CBOR get 415, which makes client-go
-/// (kubectl 1.33 sends protobuf for built-in types) fall back to JSON and stay there.
+/// Bodies are JSON (or a JSON patch type), or Kubernetes protobuf (kubectl's generator
+/// commands send built-in kinds that way and never fall back to JSON), which
+/// [`protobuf_to_json`] turns into JSON once the resource is known. CBOR gets 415.
 fn unsupported_body(headers: &HeaderMap) -> Option<ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     let media = content_type.split(';').next().unwrap_or_default().trim();
+    if watchkeeper_api::is_protobuf_media_type(media) {
+        return None;
+    }
     (media.contains("protobuf") || media.contains("cbor")).then(|| {
         ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {media})"
         ))
     })
+}
+
+/// A protobuf body decoded to JSON bytes for `def` (so create, update and delete read JSON
+/// whatever the client sent); other bodies unchanged.
+fn protobuf_to_json(
+    def: &ResourceDef,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Bytes, ApiError> {
+    let protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(watchkeeper_api::is_protobuf_media_type);
+    if !protobuf || body.is_empty() {
+        return Ok(body);
+    }
+    let value = watchkeeper_api::decode_protobuf(def, &body)?;
+    Ok(Bytes::from(value.to_string()))
 }
 
 fn wants_table(headers: &HeaderMap) -> bool {
@@ -147,10 +169,10 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             )));
         }
     };
-    if !body.is_empty() {
-        if let Some(error) = unsupported_body(&parts.headers) {
-            return error_response(&error);
-        }
+    if !body.is_empty()
+        && let Some(error) = unsupported_body(&parts.headers)
+    {
+        return error_response(&error);
     }
     let segments: Vec<&str> = path
         .trim_matches('/')
@@ -312,6 +334,10 @@ async fn serve_resource(
     if let Err(error) = app.ensure_ready() {
         return ("", Err(error));
     }
+    let body = match protobuf_to_json(def, headers, body) {
+        Ok(body) => body,
+        Err(error) => return ("", Err(error)),
+    };
     let namespace = target.namespace;
     match (method.clone(), target.name) {
         (Method::GET, name) if target.watch_path || options.watch => {
