@@ -1,0 +1,499 @@
+//! The real kubectl against an in-process server, on the embedded store and on etcd: discovery,
+//! tables, the protobuf bodies of the generator commands (`create configmap`, `create secret`,
+//! `create namespace`, `create serviceaccount`, `create deployment`, `create service`,
+//! `expose`, `run`), `create -f`, `apply` (created, unchanged, configured), the three patch
+//! types, `label`, `annotate`, `get -w`, `delete` (which waits with a `metadata.name` field
+//! selector), namespace deletion and NotFound errors.
+//!
+//! The etcd variant needs `WATCHKEEPER_TEST_ETCD` (scripts/test starts etcd and sets it); it
+//! fails without it rather than skipping.
+
+mod common;
+mod kubectl_support;
+
+use serde_json::Value;
+use watchkeeper::config::ServeArgs;
+
+use kubectl_support::{Kubectl, names, with_flags};
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand::random::<u64>())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::server_with(ServeArgs {
+        store: Some("embedded".to_owned()),
+        data_dir: Some(dir.path().join("data")),
+        durable_commits: Some(false),
+        ..ServeArgs::default()
+    })
+    .await;
+    scenario(&Kubectl::new(server.addr)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_on_etcd() {
+    let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
+        "WATCHKEEPER_TEST_ETCD is not set: run the tests with scripts/test, which starts etcd and sets it",
+    );
+    let server = common::server_with(ServeArgs {
+        store: Some("etcd".to_owned()),
+        etcd_endpoints: Some(vec![endpoint]),
+        etcd_prefix: Some(format!("/{}/registry", unique("t"))),
+        ..ServeArgs::default()
+    })
+    .await;
+    scenario(&Kubectl::new(server.addr)).await;
+}
+
+async fn scenario(k: &Kubectl) {
+    discovery_and_tables(k).await;
+    generators_send_protobuf(k).await;
+    create_from_file_and_get_json(k).await;
+    watch_sees_changes(k).await;
+    apply_twice_then_change(k).await;
+    patches_labels_annotations(k).await;
+    deletes(k).await;
+}
+
+/// `get namespaces` prints the server's Table with the three built-in namespaces.
+async fn discovery_and_tables(k: &Kubectl) {
+    let out = k.ok(&["get", "namespaces"]).await;
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(out.lines().next().unwrap().contains("STATUS"), "{out}");
+    let names = names(&out);
+    for ns in ["default", "kube-system", "kube-public"] {
+        assert!(names.iter().any(|n| n == ns), "{ns} missing from:\n{out}");
+    }
+}
+
+/// The object as the server stores it, without the fields the server sets.
+fn without_server_fields(mut object: Value) -> Value {
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        for key in [
+            "creationTimestamp",
+            "generation",
+            "resourceVersion",
+            "uid",
+            "namespace",
+        ] {
+            meta.remove(key);
+        }
+    }
+    object
+}
+
+/// Runs a generator command (which POSTs protobuf), checks kubectl's message, and checks that
+/// the object the server stored is exactly the one kubectl built: the same command with
+/// `--dry-run=client -o json` prints Go's JSON of the object kubectl encoded.
+async fn generated(k: &Kubectl, args: &[&str], message: &str, get: &[&str]) -> Value {
+    let built = k.json(&with_flags(args, &["--dry-run=client"])).await;
+    assert_eq!(k.ok(args).await.trim(), message);
+    let stored = k.json(get).await;
+    assert_eq!(
+        without_server_fields(stored.clone()),
+        without_server_fields(built),
+        "kubectl {} stored something else than it sent",
+        args.join(" ")
+    );
+    stored
+}
+
+/// The generator commands POST `application/vnd.kubernetes.protobuf`; the server decodes it
+/// and answers JSON, which kubectl accepts.
+async fn generators_send_protobuf(k: &Kubectl) {
+    let cm = generated(
+        k,
+        &[
+            "create",
+            "configmap",
+            "demo",
+            "--from-literal=a=1",
+            "--from-literal=b=two",
+        ],
+        "configmap/demo created",
+        &["get", "configmap", "demo"],
+    )
+    .await;
+    assert_eq!(cm["data"], serde_json::json!({"a": "1", "b": "two"}));
+    assert_eq!(cm["metadata"]["namespace"], "default");
+    assert!(cm["metadata"]["creationTimestamp"].is_string(), "{cm}");
+
+    // Not UTF-8, so kubectl puts it in binaryData (protobuf bytes, base64 in JSON).
+    let binary = k.dir().join("blob.bin");
+    std::fs::write(&binary, [0_u8, 1, 2, 255]).unwrap();
+    let from_file = format!("--from-file=blob={}", binary.display());
+    let cm = generated(
+        k,
+        &["create", "configmap", "binary", &from_file],
+        "configmap/binary created",
+        &["get", "configmap", "binary"],
+    )
+    .await;
+    assert_eq!(cm["binaryData"]["blob"], "AAEC/w==", "{cm}");
+
+    let secret = generated(
+        k,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            "--from-literal=password=hunter2",
+        ],
+        "secret/creds created",
+        &["get", "secret", "creds"],
+    )
+    .await;
+    assert_eq!(secret["data"]["password"], "aHVudGVyMg==");
+
+    // The server adds the name label and the Active phase to a namespace, as Kubernetes does.
+    let built = k
+        .json(&["create", "namespace", "team-a", "--dry-run=client"])
+        .await;
+    assert_eq!(
+        built,
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "team-a", "creationTimestamp": null}, "spec": {}, "status": {}})
+    );
+    assert_eq!(
+        k.ok(&["create", "namespace", "team-a"]).await.trim(),
+        "namespace/team-a created"
+    );
+    let ns = k.json(&["get", "namespace", "team-a"]).await;
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(
+        ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team-a"
+    );
+
+    generated(
+        k,
+        &["create", "serviceaccount", "bot", "-n", "team-a"],
+        "serviceaccount/bot created",
+        &["get", "serviceaccount", "bot", "-n", "team-a"],
+    )
+    .await;
+
+    let deploy = generated(
+        k,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "--port=8080",
+            "-n",
+            "team-a",
+        ],
+        "deployment.apps/web created",
+        &["get", "deployment", "web", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    assert_eq!(deploy["spec"]["selector"]["matchLabels"]["app"], "web");
+    let container = &deploy["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "nginx:1.27");
+    assert_eq!(container["ports"][0]["containerPort"], 8080);
+
+    let svc = generated(
+        k,
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "web",
+            "--tcp=80:8080",
+            "-n",
+            "team-a",
+        ],
+        "service/web created",
+        &["get", "service", "web", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+
+    generated(
+        k,
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "np",
+            "--tcp=80:http",
+            "--node-port=30080",
+            "-n",
+            "team-a",
+        ],
+        "service/np created",
+        &["get", "service", "np", "-n", "team-a"],
+    )
+    .await;
+
+    // expose reads the deployment's selector, then POSTs the Service.
+    let svc = generated(
+        k,
+        &[
+            "expose",
+            "deployment",
+            "web",
+            "--name=web-public",
+            "--port=81",
+            "--target-port=8080",
+            "-n",
+            "team-a",
+        ],
+        "service/web-public exposed",
+        &["get", "service", "web-public", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(svc["spec"]["selector"]["app"], "web");
+
+    let pod = generated(
+        k,
+        &[
+            "run",
+            "once",
+            "--image=busybox:1.36",
+            "--restart=Never",
+            "--env=MODE=test",
+            "--labels=role=job",
+            "--port=90",
+            "--privileged",
+            "-n",
+            "team-a",
+            "--",
+            "sleep",
+            "1",
+        ],
+        "pod/once created",
+        &["get", "pod", "once", "-n", "team-a"],
+    )
+    .await;
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "busybox:1.36");
+    assert_eq!(container["args"], serde_json::json!(["sleep", "1"]));
+    assert_eq!(
+        container["env"][0],
+        serde_json::json!({"name": "MODE", "value": "test"})
+    );
+    assert_eq!(container["securityContext"]["privileged"], true);
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+
+    let out = k.ok(&["get", "all", "-n", "team-a"]).await;
+    for name in ["pod/once", "service/web", "deployment.apps/web"] {
+        assert!(out.contains(name), "{name} missing from:\n{out}");
+    }
+}
+
+/// `create -f` sends JSON; `get -o json` lists and gets parse.
+async fn create_from_file_and_get_json(k: &Kubectl) {
+    let file = k.manifest(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-file\n  labels: {source: file}\ndata:\n  key: value\n",
+    );
+    assert_eq!(
+        k.ok(&["create", "-f", &file]).await.trim(),
+        "configmap/from-file created"
+    );
+    let list = k.json(&["get", "configmaps", "-l", "source=file"]).await;
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(items[0]["data"]["key"], "value");
+    let again = k.fails(&["create", "-f", &file]).await;
+    assert!(again.stderr.contains("AlreadyExists"), "{}", again.stderr);
+}
+
+/// `get -w` prints the initial rows, then one row per change made by another kubectl.
+async fn watch_sees_changes(k: &Kubectl) {
+    let mut watch = k.spawn(&["get", "configmaps", "-w"]);
+    watch.line_matching(|l| l.starts_with("NAME")).await;
+    watch.line_matching(|l| l.starts_with("demo ")).await;
+    k.ok(&["create", "configmap", "watched", "--from-literal=x=1"])
+        .await;
+    let line = watch.line_matching(|l| l.starts_with("watched ")).await;
+    assert!(line.split_whitespace().nth(1) == Some("1"), "{line}");
+    k.ok(&[
+        "patch",
+        "configmap",
+        "watched",
+        "-p",
+        r#"{"data":{"y":"2"}}"#,
+    ])
+    .await;
+    let line = watch.line_matching(|l| l.starts_with("watched ")).await;
+    assert!(line.split_whitespace().nth(1) == Some("2"), "{line}");
+}
+
+/// `apply` creates, then reports unchanged, then configures a changed image.
+async fn apply_twice_then_change(k: &Kubectl) {
+    let pod = |image: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: applied\n  labels: {{app: applied}}\nspec:\n  containers:\n  - name: main\n    image: {image}\n"
+        )
+    };
+    let file = k.manifest("pod.yaml", &pod("nginx:1.27"));
+    assert_eq!(
+        k.ok(&["apply", "-f", &file]).await.trim(),
+        "pod/applied created"
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &file]).await.trim(),
+        "pod/applied unchanged"
+    );
+    let file = k.manifest("pod.yaml", &pod("nginx:1.28"));
+    assert_eq!(
+        k.ok(&["apply", "-f", &file]).await.trim(),
+        "pod/applied configured"
+    );
+    let image = k
+        .ok(&[
+            "get",
+            "pod",
+            "applied",
+            "-o",
+            "jsonpath={.spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(image, "nginx:1.28");
+    let pod = k.json(&["get", "pod", "applied"]).await;
+    let last_applied =
+        pod["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .unwrap_or_default();
+    assert!(last_applied.contains("nginx:1.28"), "{pod}");
+}
+
+async fn patches_labels_annotations(k: &Kubectl) {
+    let jsonpath = |path: &str| format!("jsonpath={path}");
+    assert_eq!(
+        k.ok(&[
+            "patch",
+            "configmap",
+            "demo",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"a":"2"}}"#
+        ])
+        .await
+        .trim(),
+        "configmap/demo patched"
+    );
+    k.ok(&[
+        "patch",
+        "configmap",
+        "demo",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/data/c","value":"3"},{"op":"remove","path":"/data/b"}]"#,
+    ])
+    .await;
+    let cm = k.json(&["get", "configmap", "demo"]).await;
+    assert_eq!(cm["data"], serde_json::json!({"a": "2", "c": "3"}));
+
+    // Strategic merge: the container list merges by name, keeping the port.
+    k.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "team-a",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}}}"#,
+    ])
+    .await;
+    let deploy = k.json(&["get", "deployment", "web", "-n", "team-a"]).await;
+    let containers = deploy["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(containers.len(), 1, "{deploy}");
+    assert_eq!(containers[0]["image"], "nginx:1.28");
+    assert_eq!(containers[0]["ports"][0]["containerPort"], 8080);
+    assert_eq!(deploy["metadata"]["generation"], 2, "{deploy}");
+
+    assert_eq!(
+        k.ok(&["label", "configmap", "demo", "tier=gold"])
+            .await
+            .trim(),
+        "configmap/demo labeled"
+    );
+    assert_eq!(
+        k.ok(&["annotate", "configmap", "demo", "note=hello"])
+            .await
+            .trim(),
+        "configmap/demo annotated"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmap",
+            "demo",
+            "-o",
+            &jsonpath("{.metadata.labels.tier}")
+        ])
+        .await,
+        "gold"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmap",
+            "demo",
+            "-o",
+            &jsonpath("{.metadata.annotations.note}")
+        ])
+        .await,
+        "hello"
+    );
+    let selected = k
+        .ok(&["get", "configmaps", "-l", "tier=gold", "-o", "name"])
+        .await;
+    assert_eq!(selected.trim(), "configmap/demo");
+    // Overwriting a label needs --overwrite; removing one is `key-`.
+    let out = k
+        .fails(&["label", "configmap", "demo", "tier=silver"])
+        .await;
+    assert!(out.stderr.contains("already has a value"), "{}", out.stderr);
+    k.ok(&["label", "configmap", "demo", "tier-"]).await;
+    let cm: Value = k.json(&["get", "configmap", "demo"]).await;
+    assert!(cm["metadata"]["labels"].get("tier").is_none(), "{cm}");
+}
+
+async fn deletes(k: &Kubectl) {
+    // delete waits for the object to be gone (a watch with fieldSelector=metadata.name).
+    assert_eq!(
+        k.ok(&["delete", "configmap", "demo"]).await.trim(),
+        "configmap \"demo\" deleted"
+    );
+    let missing = k.fails(&["get", "configmap", "demo"]).await;
+    assert!(missing.stderr.contains("NotFound"), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains(r#"configmaps "demo" not found"#),
+        "{}",
+        missing.stderr
+    );
+    let missing = k.fails(&["delete", "configmap", "never-was"]).await;
+    assert!(missing.stderr.contains("NotFound"), "{}", missing.stderr);
+
+    k.ok(&["delete", "pod", "applied", "--wait=true"]).await;
+
+    // Deleting a namespace removes what is in it.
+    let out = k.ok(&["delete", "namespace", "team-a"]).await;
+    assert_eq!(out.trim(), "namespace \"team-a\" deleted");
+    let missing = k.fails(&["get", "namespace", "team-a"]).await;
+    assert!(missing.stderr.contains("NotFound"), "{}", missing.stderr);
+    for kind in ["deployments", "services", "pods", "serviceaccounts"] {
+        let list = k.json(&["get", kind, "-n", "team-a"]).await;
+        assert_eq!(
+            list["items"],
+            serde_json::json!([]),
+            "{kind} left in team-a"
+        );
+    }
+}
