@@ -214,10 +214,11 @@ impl Dispatcher {
         self.blocked.is_some()
     }
 
-    /// Whether messages are waiting (the driver may call [`Dispatcher::handle_messages`]).
+    /// Whether messages are waiting that [`Dispatcher::handle_messages`] would handle now.
+    /// While a legacy-mode revision is blocked, messages wait for it and this is `false`.
     #[must_use]
     pub fn has_messages(&self) -> bool {
-        !self.shared.to_dispatcher.is_empty()
+        self.blocked.is_none() && !self.shared.to_dispatcher.is_empty()
     }
 
     /// The earliest time at which [`Dispatcher::handle_timeout`] has work.
