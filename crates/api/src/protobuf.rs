@@ -1364,6 +1364,41 @@ mod tests {
         );
     }
 
+    fn unhex(text: &str) -> Vec<u8> {
+        (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// The exact body kubectl 1.33.1 POSTs for
+    /// `kubectl create deployment fixture3 --image=nginx:1.27 --replicas=0 --port=8080 -n fx`
+    /// (from `-v=9`); the expected value is that command's `--dry-run=client -o json` output.
+    #[test]
+    fn kubectl_create_deployment_body() {
+        let body = unhex(&[
+        "6b3873000a150a07617070732f7631120a4465706c6f796d656e7412d4010a2b0a08666978747572653312001a026678",
+        "22002a003200380042005a0f0a0361707012086669787475726533129601080012110a0f0a0361707012086669787475",
+        "7265331a770a210a0012001a0022002a003200380042005a0f0a0361707012086669787475726533125212340a056e67",
+        "696e78120a6e67696e783a312e32372a00320b0a00100018903f22002a0042006a007200800100880100900100a20100",
+        "1a00320042004a0052005800600068008201008a01009a0100c2010022020a00280038001a0c08001000180020002800",
+        "38001a002200",
+        ]
+        .concat());
+        let value = decode_protobuf(&def("deployments"), &body).unwrap();
+        assert_eq!(
+            value,
+            json!({"kind": "Deployment", "apiVersion": "apps/v1",
+                "metadata": {"name": "fixture3", "namespace": "fx", "creationTimestamp": null, "labels": {"app": "fixture3"}},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "fixture3"}},
+                    "template": {"metadata": {"creationTimestamp": null, "labels": {"app": "fixture3"}},
+                        "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27",
+                            "ports": [{"containerPort": 8080}], "resources": {}}]}},
+                    "strategy": {}},
+                "status": {}})
+        );
+    }
+
     #[test]
     fn secret_data_is_base64() {
         let mut raw = Enc::default();
