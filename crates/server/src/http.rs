@@ -137,6 +137,13 @@ fn protobuf_to_json(
     Ok(Bytes::from(value.to_string()))
 }
 
+/// Whether the query asks for a dry run (`dryRun=All`).
+fn wants_dry_run(query: Option<&str>) -> bool {
+    query
+        .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+        .is_some_and(|pairs| pairs.iter().any(|(k, v)| k == "dryRun" && !v.is_empty()))
+}
+
 fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
@@ -333,6 +340,19 @@ async fn serve_resource(
     }
     if let Err(error) = app.ensure_ready() {
         return ("", Err(error));
+    }
+    if matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) && wants_dry_run(query)
+    {
+        // Applying a dry-run write would change the store (kubectl --dry-run=server, diff).
+        return (
+            "",
+            Err(ApiError::bad_request(
+                "dryRun is not supported by this server: the request was not applied".to_owned(),
+            )),
+        );
     }
     let body = match protobuf_to_json(def, headers, body) {
         Ok(body) => body,

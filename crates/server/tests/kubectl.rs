@@ -51,6 +51,7 @@ async fn kubectl_on_etcd() {
 async fn scenario(k: &Kubectl) {
     discovery_and_tables(k).await;
     generators_send_protobuf(k).await;
+    dry_run_is_not_applied(k).await;
     create_from_file_and_get_json(k).await;
     watch_sees_changes(k).await;
     apply_twice_then_change(k).await;
@@ -289,6 +290,26 @@ async fn generators_send_protobuf(k: &Kubectl) {
     for name in ["pod/once", "service/web", "deployment.apps/web"] {
         assert!(out.contains(name), "{name} missing from:\n{out}");
     }
+}
+
+/// A server-side dry run is refused rather than applied (the server cannot dry-run).
+async fn dry_run_is_not_applied(k: &Kubectl) {
+    let out = k
+        .fails(&[
+            "create",
+            "configmap",
+            "dry",
+            "--from-literal=a=1",
+            "--dry-run=server",
+        ])
+        .await;
+    assert!(
+        out.stderr.contains("dryRun is not supported"),
+        "{}",
+        out.stderr
+    );
+    let missing = k.fails(&["get", "configmap", "dry"]).await;
+    assert!(missing.stderr.contains("NotFound"), "{}", missing.stderr);
 }
 
 /// `create -f` sends JSON; `get -o json` lists and gets parse.
