@@ -14,7 +14,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve the Kubernetes API over the cache.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run a simulator scenario on a virtual clock (see `watchkeeper sim --help`).
     #[command(disable_help_flag = true)]
     Sim {
@@ -34,7 +34,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Sim { args } => {
             let argv = std::iter::once("watchkeeper sim".to_owned()).chain(args);
             match watchkeeper_sim::main_with_args(argv) {
