@@ -729,7 +729,7 @@ async fn watch(
 }
 
 fn label_text(options: &Options) -> String {
-    format!("{:?}", options.labels.requirements().len())
+    options.label_selector_text.clone()
 }
 
 fn field_text(options: &Options) -> String {
@@ -874,7 +874,7 @@ fn debug_watchers(app: &App) -> Value {
                 "id": id,
                 "namespace": info.namespace,
                 "fieldSelector": info.field_selector,
-                "labelRequirements": info.label_selector,
+                "labelSelector": info.label_selector,
                 "userAgent": info.user_agent,
                 "state": state,
                 "position": info.queue.last_pushed(),

@@ -29,6 +29,8 @@ pub enum Match {
 pub struct Options {
     /// `labelSelector`.
     pub labels: LabelSelector,
+    /// `labelSelector` as sent (for operators).
+    pub label_selector_text: String,
     /// `fieldSelector`.
     pub fields: FieldSelector,
     /// `resourceVersion`.
@@ -72,6 +74,7 @@ impl Options {
         };
         let mut options = Options {
             labels: LabelSelector::everything(),
+            label_selector_text: String::new(),
             fields: FieldSelector::everything(),
             resource_version: ResourceVersion::Latest,
             resource_version_match: None,
@@ -85,6 +88,7 @@ impl Options {
         for (name, value) in pairs {
             match name.as_str() {
                 "labelSelector" => {
+                    options.label_selector_text.clone_from(&value);
                     options.labels = LabelSelector::parse(&value).map_err(|e| {
                         ApiError::bad_request(format!("unable to parse requirement: {e}"))
                     })?;
