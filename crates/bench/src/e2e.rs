@@ -1,0 +1,994 @@
+//! End-to-end suites: an in-process watchkeeper server (memory store) on its own tokio
+//! runtime, HTTP clients on raw TCP on another runtime or in a child process.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use watchkeeper::Server;
+use watchkeeper::config::{ServeArgs, ServeConfig};
+use watchkeeper_core::{Metrics, TerminationReason, WatchMode};
+
+use crate::http::{Conn, WatchStream, now_ns};
+use crate::inproc::{Pattern, TaxRun, tax_sizes, tax_table};
+use crate::report::Table;
+use crate::{Latency, Options};
+
+/// A server on its own multi-thread runtime (2 workers, like the machine).
+pub struct Running {
+    /// The server's runtime.
+    pub runtime: tokio::runtime::Runtime,
+    /// The server.
+    pub server: Option<Server>,
+    /// Its address.
+    pub addr: SocketAddr,
+}
+
+impl Running {
+    /// Starts a memory-store server with `args` (listen and store are filled in).
+    ///
+    /// # Errors
+    /// The server could not start.
+    pub fn start(args: ServeArgs) -> Result<Running, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("server")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let args = ServeArgs {
+            listen: Some("127.0.0.1:0".parse().expect("address")),
+            store: args.store.or(Some("memory".to_owned())),
+            ..args
+        };
+        let server = runtime.block_on(async {
+            let server = watchkeeper::start(ServeConfig::from_args(args)?).await?;
+            tokio::time::timeout(Duration::from_secs(60), server.ready())
+                .await
+                .map_err(|_| "server not ready".to_owned())?;
+            Ok::<_, String>(server)
+        })?;
+        let addr = server.addr;
+        Ok(Running {
+            runtime,
+            server: Some(server),
+            addr,
+        })
+    }
+
+    /// The configmaps cache's metrics.
+    #[must_use]
+    pub fn configmaps(&self) -> &Metrics {
+        self.server
+            .as_ref()
+            .expect("running")
+            .app
+            .resources
+            .iter()
+            .find(|r| r.def.plural == "configmaps")
+            .expect("configmaps")
+            .cache()
+            .metrics()
+    }
+
+    /// The server's shared state.
+    #[must_use]
+    pub fn app(&self) -> &watchkeeper::app::App {
+        &self.server.as_ref().expect("running").app
+    }
+
+    /// Stops the server.
+    pub fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            self.runtime.block_on(server.shutdown());
+        }
+        self.runtime.shutdown_timeout(Duration::from_secs(5));
+    }
+}
+
+/// A client runtime.
+fn client_runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("client")
+        .enable_all()
+        .build()
+        .expect("client runtime")
+}
+
+/// A ConfigMap with `payload` bytes of data and a `sent` timestamp.
+#[must_use]
+pub fn configmap(name: &str, payload: usize) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "data": {"payload": "x".repeat(payload), "sent": "0"}
+    })
+}
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// Creates `count` configmaps of `payload` bytes; returns the list's resource version.
+///
+/// # Errors
+/// A request failed.
+pub async fn seed(addr: SocketAddr, count: usize, payload: usize) -> Result<u64, String> {
+    let mut conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
+    for i in 0..count {
+        let body = configmap(&format!("cm-{i}"), payload).to_string();
+        let (status, text) = conn
+            .request("POST", CONFIGMAPS, "application/json", body.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        if status != 201 && status != 409 {
+            return Err(format!(
+                "create answered {status}: {}",
+                String::from_utf8_lossy(&text)
+            ));
+        }
+    }
+    let (status, list) = conn
+        .request("GET", CONFIGMAPS, "application/json", b"")
+        .await
+        .map_err(|e| e.to_string())?;
+    let list: Value = serde_json::from_slice(&list).map_err(|e| format!("list {status}: {e}"))?;
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| "list without resourceVersion".to_owned())
+}
+
+fn watch_path(rv: u64) -> String {
+    format!("{CONFIGMAPS}?watch=true&resourceVersion={rv}")
+}
+
+/// Paces `events` merge-PATCHes (a fresh `data.sent` each) over `objects` configmaps at `rate`.
+/// Returns (writes that succeeded, seconds taken).
+async fn write_patches(addr: SocketAddr, events: usize, objects: usize, rate: f64) -> (u64, f64) {
+    let Ok(mut conn) = Conn::connect(addr).await else {
+        return (0, 0.0);
+    };
+    let start = Instant::now();
+    let mut ok = 0;
+    for i in 0..events {
+        if rate > 0.0 {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let body = format!("{{\"data\":{{\"sent\":\"{}\"}}}}", now_ns());
+        let path = format!("{CONFIGMAPS}/cm-{}", i % objects);
+        match conn
+            .request(
+                "PATCH",
+                &path,
+                "application/merge-patch+json",
+                body.as_bytes(),
+            )
+            .await
+        {
+            Ok((200, _)) => ok += 1,
+            Ok(_) => {}
+            Err(_) => {
+                if let Ok(c) = Conn::connect(addr).await {
+                    conn = c;
+                }
+            }
+        }
+    }
+    (ok, start.elapsed().as_secs_f64())
+}
+
+async fn slow_companion(
+    addr: SocketAddr,
+    rv: u64,
+    pattern: Pattern,
+    index: usize,
+    count: usize,
+    secs: f64,
+    stop: Arc<AtomicBool>,
+) {
+    const RCVBUF: u32 = 4096;
+    let start = Instant::now();
+    let mut last = rv;
+    let Ok(mut watch) = WatchStream::open(addr, &watch_path(last), Some(RCVBUF)).await else {
+        return;
+    };
+    match pattern {
+        Pattern::StalledOnce => {
+            tokio::time::sleep(Duration::from_secs_f64(secs / 2.0)).await;
+            while !stop.load(Ordering::Acquire) {
+                match tokio::time::timeout(Duration::from_millis(100), watch.read(&mut |_| {}))
+                    .await
+                {
+                    Ok(Ok(seen)) => {
+                        if seen.last_rv > 0 {
+                            last = seen.last_rv;
+                        }
+                    }
+                    Ok(Err(_)) => watch.ended = true,
+                    Err(_) => {}
+                }
+                if watch.ended {
+                    match WatchStream::open(addr, &watch_path(last), Some(RCVBUF)).await {
+                        Ok(w) => watch = w,
+                        Err(_) => return,
+                    }
+                }
+            }
+        }
+        Pattern::Reconnecting => {
+            let period = Duration::from_millis(500);
+            let mut next = start + period.mul_f64(index as f64 / count.max(1) as f64) + period;
+            while !stop.load(Ordering::Acquire) {
+                tokio::time::sleep_until(next.into()).await;
+                next += period;
+                if let Ok(seen) = watch.read_available()
+                    && seen.last_rv > 0
+                {
+                    last = seen.last_rv;
+                }
+                drop(watch);
+                match WatchStream::open(addr, &watch_path(last), Some(RCVBUF)).await {
+                    Ok(w) => watch = w,
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+}
+
+/// One slow-watcher-tax run over HTTP.
+///
+/// # Errors
+/// The server or a client failed.
+pub fn tax_http_run(
+    mode: WatchMode,
+    pattern: Pattern,
+    slow: usize,
+    rate: f64,
+    secs: f64,
+) -> Result<TaxRun, String> {
+    let running = Running::start(ServeArgs {
+        watch_mode: Some(mode.as_str().to_owned()),
+        ..ServeArgs::default()
+    })?;
+    let addr = running.addr;
+    let clients = client_runtime(2);
+    let events = (rate * secs) as usize;
+    let objects = 100;
+    let result = clients.block_on(async move {
+        let rv = seed(addr, objects, 1024).await?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut healthy = WatchStream::open(addr, &watch_path(rv), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut companions = Vec::new();
+        for i in 0..slow {
+            companions.push(tokio::spawn(slow_companion(
+                addr,
+                rv,
+                pattern,
+                i,
+                slow,
+                secs,
+                stop.clone(),
+            )));
+        }
+        let writes_done = Arc::new(AtomicU64::new(u64::MAX));
+        let writer = {
+            let writes_done = writes_done.clone();
+            tokio::spawn(async move {
+                let (ok, _) = write_patches(addr, events, objects, rate).await;
+                writes_done.store(ok, Ordering::Release);
+            })
+        };
+        let mut latencies = Vec::with_capacity(events);
+        let mut received = 0u64;
+        let mut grace: Option<Instant> = None;
+        loop {
+            let target = writes_done.load(Ordering::Acquire);
+            if received >= target || healthy.ended {
+                break;
+            }
+            if target != u64::MAX {
+                let since = *grace.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(10) {
+                    break;
+                }
+            }
+            if let Ok(Ok(seen)) = tokio::time::timeout(
+                Duration::from_millis(100),
+                healthy.read(&mut |l| latencies.push(l)),
+            )
+            .await
+            {
+                received += seen.events;
+            }
+        }
+        let _ = writer.await;
+        stop.store(true, Ordering::Release);
+        for c in companions {
+            c.abort();
+        }
+        Ok::<_, String>((Latency::from_nanos(latencies), healthy.ended))
+    });
+    clients.shutdown_timeout(Duration::from_secs(5));
+    let (latency, healthy_ended) = result?;
+    let metrics = running.configmaps();
+    let force_closes = metrics.terminations(TerminationReason::Unresponsive);
+    let terminations = TerminationReason::ALL
+        .iter()
+        .filter(|r| **r != TerminationReason::Shutdown)
+        .map(|r| metrics.terminations(*r))
+        .sum();
+    let stalls = metrics.watcher_stalls.get();
+    running.stop();
+    Ok(TaxRun {
+        latency,
+        force_closes,
+        terminations,
+        stalls,
+        events,
+        healthy_ended,
+    })
+}
+
+/// Suite `tax-http`: the slow-watcher tax end to end over HTTP.
+///
+/// # Errors
+/// A run failed.
+pub fn tax_http(options: &Options) -> Result<Vec<Table>, String> {
+    let (rates, slow, secs) = tax_sizes(options);
+    let mut results = Vec::new();
+    for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
+        for &rate in &rates {
+            let mut resume = Vec::new();
+            let mut legacy = Vec::new();
+            for run in 0..options.runs {
+                for mode in [WatchMode::StallResume, WatchMode::Legacy] {
+                    let result = tax_http_run(mode, pattern, slow, rate, secs)?;
+                    eprintln!(
+                        "  tax-http {pattern:?} {rate}/s {} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs (n={}), force-closes {}, terminations {}",
+                        mode.as_str(),
+                        result.latency.p50,
+                        result.latency.p99,
+                        result.latency.max,
+                        result.latency.count,
+                        result.force_closes,
+                        result.terminations
+                    );
+                    match mode {
+                        WatchMode::StallResume => resume.push(result),
+                        WatchMode::Legacy => legacy.push(result),
+                    }
+                }
+            }
+            results.push((pattern, rate, resume, legacy));
+        }
+    }
+    let mut table = tax_table(
+        "tax-http",
+        &format!(
+            "1b. Slow watcher tax, end to end over HTTP: 1 healthy watch + {slow} slow companion watches, {secs} s per run"
+        ),
+        &results,
+    );
+    table.note("In-process server (memory store) on its own 2-worker runtime; clients on raw TCP on a second runtime in the same process. Writes: one keep-alive connection sending merge-PATCHes of 100 ConfigMaps (~1 KiB) round-robin, each carrying its send time.");
+    table.note("Latency: from just before the PATCH is sent to the healthy watch parsing the event (store write, reflector, dispatch, HTTP delivery and JSON parse).");
+    table.note("Slow companions: SO_RCVBUF 4096, stop reading their socket. Stalled once: no reads for the first half, then full speed. Reconnecting: every 500 ms (staggered) read what the socket holds, close, and re-watch from the last resourceVersion seen.");
+    Ok(vec![table])
+}
+
+/// A client child process: the bench executable re-run as `__clients`, talking over
+/// stdin/stdout (`ready` → parent writes `go` → `done {json}`).
+struct Child {
+    child: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    stdin: std::process::ChildStdin,
+}
+
+impl Child {
+    fn spawn(exe: &std::path::Path, args: &[String]) -> Result<Child, String> {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(exe)
+            .arg("__clients")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the client process {}: {e}", exe.display()))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        Ok(Child {
+            child,
+            lines: std::io::BufReader::new(stdout).lines(),
+            stdin,
+        })
+    }
+
+    fn expect(&mut self, prefix: &str) -> Result<String, String> {
+        for line in self.lines.by_ref() {
+            let line = line.map_err(|e| e.to_string())?;
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return Ok(rest.trim().to_owned());
+            }
+        }
+        Err(format!("the client process ended before {prefix:?}"))
+    }
+
+    fn go(&mut self) -> Result<(), String> {
+        use std::io::Write as _;
+        self.stdin.write_all(b"go\n").map_err(|e| e.to_string())
+    }
+
+    fn finish(mut self) {
+        let _ = self.child.wait();
+    }
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn wait_go() {
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+/// The client child process's entry point (`watchkeeper-bench __clients fanout|alloc ...`).
+#[must_use]
+pub fn child_main(args: &[String]) -> i32 {
+    crate::sys::raise_fd_limit();
+    let Some(addr) = arg::<SocketAddr>(args, "--addr") else {
+        eprintln!("__clients needs --addr");
+        return 2;
+    };
+    let rv: u64 = arg(args, "--rv").unwrap_or(0);
+    let watchers: usize = arg(args, "--watchers").unwrap_or(1);
+    let runtime = client_runtime(2);
+    let result = match args.first().map(String::as_str) {
+        Some("fanout") => runtime.block_on(child_fanout(
+            addr,
+            rv,
+            watchers,
+            arg(args, "--rate").unwrap_or(100.0),
+            arg(args, "--secs").unwrap_or(1.0),
+            arg(args, "--objects").unwrap_or(100),
+        )),
+        Some("alloc") => runtime.block_on(child_alloc(
+            addr,
+            rv,
+            watchers,
+            arg(args, "--patches").unwrap_or(10),
+            arg::<String>(args, "--path").unwrap_or_default(),
+        )),
+        _ => Err("unknown client mode".to_owned()),
+    };
+    runtime.shutdown_background();
+    match result {
+        Ok(value) => {
+            println!("done {value}");
+            0
+        }
+        Err(message) => {
+            eprintln!("client process: {message}");
+            println!("done {}", json!({"error": message}));
+            1
+        }
+    }
+}
+
+async fn open_many(
+    addr: SocketAddr,
+    path: &str,
+    n: usize,
+    parse: bool,
+) -> Result<Vec<WatchStream>, String> {
+    let mut watches = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut w = WatchStream::open(addr, path, None)
+            .await
+            .map_err(|e| format!("watch {} of {n}: {e}", watches.len() + 1))?;
+        w.parse = parse;
+        watches.push(w);
+    }
+    Ok(watches)
+}
+
+async fn child_fanout(
+    addr: SocketAddr,
+    rv: u64,
+    watchers: usize,
+    rate: f64,
+    secs: f64,
+    objects: usize,
+) -> Result<Value, String> {
+    let watches = open_many(addr, &watch_path(rv), watchers, false).await?;
+    println!("ready");
+    tokio::task::spawn_blocking(wait_go)
+        .await
+        .map_err(|e| e.to_string())?;
+    let delivered = Arc::new(AtomicU64::new(0));
+    let target = Arc::new(AtomicU64::new(u64::MAX));
+    let last_delivery = Arc::new(AtomicU64::new(0));
+    let start_ns = now_ns();
+    let mut readers = Vec::new();
+    for mut w in watches {
+        let delivered = delivered.clone();
+        let target = target.clone();
+        let last_delivery = last_delivery.clone();
+        readers.push(tokio::spawn(async move {
+            let mut mine = 0u64;
+            while mine < target.load(Ordering::Acquire) && !w.ended {
+                match tokio::time::timeout(Duration::from_millis(200), w.read(&mut |_| {})).await {
+                    Ok(Ok(seen)) if seen.events > 0 => {
+                        mine += seen.events;
+                        delivered.fetch_add(seen.events, Ordering::Relaxed);
+                        last_delivery.fetch_max(now_ns(), Ordering::Relaxed);
+                    }
+                    Ok(Err(_)) => break,
+                    _ => {}
+                }
+            }
+        }));
+    }
+    let events = (rate * secs) as usize;
+    let (ok, write_secs) = write_patches(addr, events, objects, rate).await;
+    target.store(ok, Ordering::Release);
+    let all = futures_join(readers, Duration::from_secs(30)).await;
+    let elapsed = (last_delivery
+        .load(Ordering::Relaxed)
+        .saturating_sub(start_ns)) as f64
+        / 1e9;
+    Ok(json!({
+        "delivered": delivered.load(Ordering::Relaxed),
+        "expected": ok * watchers as u64,
+        "writes": ok,
+        "write_secs": write_secs,
+        "delivery_secs": elapsed,
+        "complete": all,
+    }))
+}
+
+/// Awaits every handle within `limit`; false if some did not finish.
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut all = true;
+    for h in handles {
+        let abort = h.abort_handle();
+        if tokio::time::timeout_at(deadline, h).await.is_err() {
+            abort.abort();
+            all = false;
+        }
+    }
+    all
+}
+
+async fn child_alloc(
+    addr: SocketAddr,
+    rv: u64,
+    watchers: usize,
+    patches: usize,
+    path: String,
+) -> Result<Value, String> {
+    let collection = path.rsplit_once('/').map_or("", |(c, _)| c).to_owned();
+    let mut watches = open_many(
+        addr,
+        &format!("{collection}?watch=true&resourceVersion={rv}"),
+        watchers,
+        true,
+    )
+    .await?;
+    let mut conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
+    println!("ready");
+    tokio::task::spawn_blocking(wait_go)
+        .await
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    for i in 0..patches {
+        let body = format!("{{\"metadata\":{{\"annotations\":{{\"bench/seq\":\"{i}\"}}}}}}");
+        let (status, text) = conn
+            .request(
+                "PATCH",
+                &path,
+                "application/merge-patch+json",
+                body.as_bytes(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if status != 200 {
+            return Err(format!(
+                "PATCH answered {status}: {}",
+                String::from_utf8_lossy(&text)
+            ));
+        }
+        let object: Value = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+        let target: u64 = object["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .ok_or("no resourceVersion")?;
+        for w in &mut watches {
+            let mut last = 0;
+            while last < target {
+                let seen = tokio::time::timeout(Duration::from_secs(30), w.read(&mut |_| {}))
+                    .await
+                    .map_err(|_| "delivery timed out".to_owned())?
+                    .map_err(|e| e.to_string())?;
+                last = last.max(seen.last_rv);
+                if w.ended {
+                    return Err("watch ended".to_owned());
+                }
+            }
+        }
+    }
+    Ok(json!({"patches": patches, "secs": started.elapsed().as_secs_f64()}))
+}
+
+/// Suite `fanout`: N HTTP watchers × write rate, events delivered per second and server CPU
+/// time per delivered event (clients in a child process, so the bench process's CPU time is
+/// the server's).
+///
+/// # Errors
+/// A run failed.
+pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
+    let fd_limit = crate::sys::fd_limit();
+    let (mut ns, rates, secs): (Vec<usize>, Vec<f64>, f64) = if options.smoke {
+        (vec![20], vec![100.0], 0.5)
+    } else {
+        (vec![100, 1_000, 10_000], vec![100.0, 1_000.0], 5.0)
+    };
+    ns.retain(|n| (*n as u64) + 500 < fd_limit);
+    let mut table = Table::new(
+        "fanout",
+        &format!(
+            "4. Fan-out throughput end to end: N HTTP watches × write rate, {secs} s of writes per run"
+        ),
+        &[
+            "watchers",
+            "writes/s",
+            "events delivered/s",
+            "server CPU µs per delivered event",
+            "bare hyper pipe (reference)",
+            "ratio to the pipe",
+            "RSS per watch, KiB",
+            "complete",
+        ],
+    );
+    for &n in &ns {
+        for &rate in &rates {
+            let mut rates_seen = Vec::new();
+            let mut cpu = Vec::new();
+            let mut rss = Vec::new();
+            let mut complete = true;
+            for _ in 0..options.runs {
+                let running = Running::start(ServeArgs::default())?;
+                let addr = running.addr;
+                let rv = running.runtime.block_on(seed(addr, 100, 1024))?;
+                let rss_before = crate::sys::rss_bytes();
+                let mut child = Child::spawn(
+                    &options.exe,
+                    &[
+                        "fanout".into(),
+                        "--addr".into(),
+                        addr.to_string(),
+                        "--rv".into(),
+                        rv.to_string(),
+                        "--watchers".into(),
+                        n.to_string(),
+                        "--rate".into(),
+                        rate.to_string(),
+                        "--secs".into(),
+                        secs.to_string(),
+                    ],
+                )?;
+                child.expect("ready")?;
+                let rss_ready = crate::sys::rss_bytes();
+                let cpu0 = crate::sys::cpu_seconds();
+                child.go()?;
+                let done: Value =
+                    serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
+                let cpu1 = crate::sys::cpu_seconds();
+                child.finish();
+                running.stop();
+                if let Some(error) = done.get("error") {
+                    return Err(format!("fanout client: {error}"));
+                }
+                let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
+                let per_second =
+                    delivered / done["delivery_secs"].as_f64().unwrap_or(1.0).max(1e-9);
+                let cpu_us = (cpu1 - cpu0) * 1e6 / delivered.max(1.0);
+                let rss_kib = (rss_ready.saturating_sub(rss_before)) as f64 / 1024.0 / n as f64;
+                complete &= done["complete"].as_bool().unwrap_or(false)
+                    && done["delivered"] == done["expected"];
+                eprintln!(
+                    "  fanout {n} x {rate}/s: {per_second:.0} events/s, {cpu_us:.2} CPU-µs/event, {rss_kib:.1} KiB/watch, {done}"
+                );
+                table.raw(json!({"watchers": n, "rate": rate, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before}));
+                rates_seen.push(per_second);
+                cpu.push(cpu_us);
+                rss.push(rss_kib);
+            }
+            let reference = match (n, rate as u64) {
+                (100, 100) => Some(10.9),
+                (1_000, 100) => Some(8.15),
+                (1_000, 1_000) => Some(1.4),
+                (10_000, 100) => Some(1.3),
+                (10_000, 1_000) => Some(0.62),
+                _ => None,
+            };
+            let cpu_median = crate::median(&cpu);
+            table.row(vec![
+                n.to_string(),
+                crate::report::f(rate, 0),
+                crate::report::f(crate::median(&rates_seen), 0),
+                crate::report::f(cpu_median, 2),
+                reference.map_or("–".into(), |r| crate::report::f(r, 2)),
+                reference.map_or("–".into(), |r| crate::report::x(cpu_median / r)),
+                crate::report::f(crate::median(&rss), 1),
+                complete.to_string(),
+            ]);
+        }
+    }
+    table.note("Server in the bench process (memory store, 2-worker runtime); watch clients and the writer (keep-alive merge-PATCHes of 100 ~1 KiB ConfigMaps) in a child process, so the bench process's utime+stime delta (/proc/self/stat, from all watches open to the last delivery) is the server's CPU, store and reflector included; the child competes for the same 2 cores.");
+    table.note("Events delivered/s: deliveries counted by the clients divided by the time from the first write to the last delivery (so it is bounded by N × writes/s). RSS per watch: the server process's RSS growth while the child opened its watches, divided by N.");
+    table.note(format!("Reference: the bare hyper pipe of research/performance-references.md (1 KiB pre-encoded events). RLIMIT_NOFILE here: {fd_limit}."));
+    Ok(vec![table])
+}
+
+/// A pod of about `size` bytes of JSON.
+fn big_pod(name: &str, size: usize) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "bench"}, "annotations": {"bench/padding": "p".repeat(size.saturating_sub(400))}},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}], "nodeName": "node-1"},
+        "status": {"phase": "Running"}
+    })
+}
+
+/// Suite `alloc`: allocations per PATCH of a 10 KB pod end to end, and store decodes per
+/// conflict with consistent GETs from the cache on vs off.
+///
+/// # Errors
+/// A run failed.
+pub fn allocations(options: &Options) -> Result<Vec<Table>, String> {
+    let mut tables = Vec::new();
+    let installed = crate::alloc::installed();
+    let size = 10 * 1024;
+    let (ns, patches): (Vec<usize>, usize) = if options.smoke {
+        (vec![1, 5], 10)
+    } else {
+        (vec![1, 10, 100], 500)
+    };
+    let mut table = Table::new(
+        "alloc",
+        &format!(
+            "6a. Allocations per PATCH of a {} KB pod, end to end (request to the last watcher's delivery)",
+            size / 1024
+        ),
+        &[
+            "watchers",
+            "allocations per PATCH",
+            "bytes per PATCH",
+            "bytes / object size",
+        ],
+    );
+    let path = "/api/v1/namespaces/default/pods/big";
+    let mut object_size = size;
+    for &n in &ns {
+        let mut allocs = Vec::new();
+        let mut bytes = Vec::new();
+        for _ in 0..options.runs {
+            let running = Running::start(ServeArgs::default())?;
+            let addr = running.addr;
+            let rv = running.runtime.block_on(async {
+                let mut conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
+                let body = big_pod("big", size).to_string();
+                let (status, text) = conn
+                    .request(
+                        "POST",
+                        "/api/v1/namespaces/default/pods",
+                        "application/json",
+                        body.as_bytes(),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if status != 201 {
+                    return Err(format!(
+                        "create pod: {status} {}",
+                        String::from_utf8_lossy(&text)
+                    ));
+                }
+                object_size = text.len();
+                let created: Value = serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+                created["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| "no rv".to_owned())
+            })?;
+            let mut child = Child::spawn(
+                &options.exe,
+                &[
+                    "alloc".into(),
+                    "--addr".into(),
+                    addr.to_string(),
+                    "--rv".into(),
+                    rv.to_string(),
+                    "--watchers".into(),
+                    n.to_string(),
+                    "--patches".into(),
+                    patches.to_string(),
+                    "--path".into(),
+                    path.into(),
+                ],
+            )?;
+            child.expect("ready")?;
+            let before = crate::alloc::counts();
+            child.go()?;
+            let done: Value =
+                serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
+            let after = crate::alloc::counts();
+            child.finish();
+            running.stop();
+            if let Some(error) = done.get("error") {
+                return Err(format!("alloc client: {error}"));
+            }
+            let a = (after.0 - before.0) as f64 / patches as f64;
+            let b = (after.1 - before.1) as f64 / patches as f64;
+            eprintln!("  alloc {n} watchers: {a:.0} allocations, {b:.0} bytes per PATCH");
+            table.raw(json!({"watchers": n, "allocations_per_patch": a, "bytes_per_patch": b, "object_bytes": object_size}));
+            allocs.push(a);
+            bytes.push(b);
+        }
+        let b = crate::median(&bytes);
+        table.row(vec![
+            n.to_string(),
+            if installed {
+                crate::report::f(crate::median(&allocs), 0)
+            } else {
+                "n/a".into()
+            },
+            if installed {
+                crate::report::f(b, 0)
+            } else {
+                "n/a".into()
+            },
+            if installed {
+                crate::report::x(b / object_size as f64)
+            } else {
+                "n/a".into()
+            },
+        ]);
+    }
+    table.note(format!("Counted by a counting global allocator in the bench binary, which holds only the server (memory store): the watch clients and the PATCH client run in a child process. Each PATCH (a merge patch of one annotation on a {object_size}-byte pod) is sent only after the previous one reached every watcher. Includes the store, the reflector, the cache and every HTTP response."));
+    tables.push(table);
+    tables.push(conflicts(options)?);
+    Ok(tables)
+}
+
+/// Store decodes per conflict, consistent GETs from the cache on vs off.
+fn conflicts(options: &Options) -> Result<Table, String> {
+    let (writers, rounds) = if options.smoke { (2, 20) } else { (4, 300) };
+    let mut table = Table::new(
+        "alloc",
+        &format!(
+            "6b. Store reads and decodes per conflict: {writers} clients doing GET + PUT(resourceVersion) loops and {writers} doing PATCH loops on one ConfigMap"
+        ),
+        &[
+            "consistent GETs from",
+            "conflicts (409s + server retries)",
+            "store GETs per conflict",
+            "request decodes per conflict",
+            "ratio of decodes, store / cache",
+        ],
+    );
+    let mut per_mode: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(), Vec::new()];
+    for _ in 0..options.runs {
+        for (index, from_cache) in [true, false].into_iter().enumerate() {
+            let running = Running::start(ServeArgs {
+                consistent_get_from_cache: Some(from_cache),
+                ..ServeArgs::default()
+            })?;
+            let addr = running.addr;
+            let clients = client_runtime(2);
+            let client_409s: u64 = clients.block_on(async move {
+                seed(addr, 1, 1024).await?;
+                let mut tasks = Vec::new();
+                for w in 0..writers * 2 {
+                    tasks.push(tokio::spawn(async move {
+                        let mut conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
+                        let path = format!("{CONFIGMAPS}/cm-0");
+                        let mut conflicts = 0u64;
+                        for i in 0..rounds {
+                            if w % 2 == 1 {
+                                let body = format!("{{\"data\":{{\"w{w}\":\"{i}\"}}}}");
+                                let _ = conn
+                                    .request(
+                                        "PATCH",
+                                        &path,
+                                        "application/merge-patch+json",
+                                        body.as_bytes(),
+                                    )
+                                    .await;
+                                continue;
+                            }
+                            let (_, text) = conn
+                                .request("GET", &path, "application/json", b"")
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            let mut object: Value =
+                                serde_json::from_slice(&text).map_err(|e| e.to_string())?;
+                            object["data"][format!("w{w}")] = json!(i.to_string());
+                            let (status, _) = conn
+                                .request(
+                                    "PUT",
+                                    &path,
+                                    "application/json",
+                                    object.to_string().as_bytes(),
+                                )
+                                .await
+                                .map_err(|e| e.to_string())?;
+                            if status == 409 {
+                                conflicts += 1;
+                            }
+                        }
+                        Ok::<u64, String>(conflicts)
+                    }));
+                }
+                let mut total = 0;
+                for t in tasks {
+                    total += t.await.map_err(|e| e.to_string())??;
+                }
+                Ok::<u64, String>(total)
+            })?;
+            clients.shutdown_timeout(Duration::from_secs(5));
+            let counters = &running.app().counters;
+            let server_conflicts = counters.conflicts.load(Ordering::Relaxed);
+            let decodes = counters.request_decodes.load(Ordering::Relaxed) as f64;
+            let store_gets = counters.store_gets.load(Ordering::Relaxed) as f64;
+            let total = (client_409s + server_conflicts) as f64;
+            eprintln!(
+                "  conflicts from_cache={from_cache}: 409s {client_409s}, server retries {server_conflicts}, store GETs {store_gets}, decodes {decodes}"
+            );
+            table.raw(json!({"from_cache": from_cache, "client_409s": client_409s, "server_conflicts": server_conflicts, "store_gets": store_gets, "request_decodes": decodes}));
+            per_mode[index].push((total, store_gets / total.max(1.0), decodes / total.max(1.0)));
+            running.stop();
+        }
+    }
+    let ratios: Vec<f64> = per_mode[1]
+        .iter()
+        .zip(&per_mode[0])
+        .map(|(off, on)| {
+            if on.2 > 0.0 {
+                off.2 / on.2
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    for (index, name) in ["cache", "store"].into_iter().enumerate() {
+        let runs = &per_mode[index];
+        let med = |g: &dyn Fn(&(f64, f64, f64)) -> f64| {
+            crate::median(&runs.iter().map(g).collect::<Vec<_>>())
+        };
+        table.row(vec![
+            name.into(),
+            crate::report::f(med(&|r| r.0), 0),
+            crate::report::f(med(&|r| r.1), 2),
+            crate::report::f(med(&|r| r.2), 2),
+            if index == 1 {
+                crate::report::x(crate::median(&ratios))
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    table.note("Counters: the server's `app.counters` (`conflicts`: guaranteed-update retries inside PATCH; `store_gets`, `request_decodes`) plus the clients' own 409s. Runs interleaved cache, store, cache, store.");
+    Ok(table)
+}

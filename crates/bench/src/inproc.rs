@@ -1,0 +1,658 @@
+//! In-process suites: the core driven on threads exactly as the server drives it (the server's
+//! own [`CacheDriver`]: dispatcher and catch-up worker on their own OS threads, wall clock),
+//! with watch consumers on bench threads popping the queues as an HTTP body would (encoding
+//! every item, up to 64 per pull).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use watchkeeper::driver::{CacheDriver, Clock, Input};
+use watchkeeper_core::{
+    CacheConfig, Change, Encoding, Object, Pop, Revision, TerminationReason, Watch, WatchCache,
+    WatchItem, WatchMode, WatchRequest, WatchStart,
+};
+
+use crate::report::{Table, f, x};
+use crate::{Latency, Options, median};
+
+/// A pod of about 1 KiB (like the references' 1 KiB values).
+#[must_use]
+pub fn pod(i: usize, revision: Revision) -> Arc<Object> {
+    let name = format!("pod-{i}");
+    let mut labels = BTreeMap::new();
+    labels.insert("app".to_owned(), "web".to_owned());
+    Arc::new(Object::new(
+        "default",
+        &name,
+        labels,
+        BTreeMap::new(),
+        revision,
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+                "annotations": {"bench/padding": "p".repeat(700)}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}], "nodeName": "node-1"},
+            "status": {"phase": "Running"}}),
+    ))
+}
+
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A cache on the server's driver threads plus the bookkeeping of a timed write run.
+struct Rig {
+    driver: CacheDriver,
+    cache: WatchCache,
+    clock: Clock,
+    /// Send time (nanos since `origin`) per revision.
+    sent: Arc<Vec<AtomicU64>>,
+    origin: Instant,
+}
+
+impl Rig {
+    fn new(mode: WatchMode, max_events: usize) -> Rig {
+        let clock = Clock::new();
+        let config = CacheConfig {
+            mode,
+            ..CacheConfig::default()
+        };
+        let driver = CacheDriver::start("pods", config, clock).expect("driver");
+        let cache = driver.cache.clone();
+        Rig {
+            driver,
+            cache,
+            clock,
+            sent: Arc::new((0..max_events + 2).map(|_| AtomicU64::new(0)).collect()),
+            origin: Instant::now(),
+        }
+    }
+
+    fn watch(&self, start: WatchStart, capacity: Option<usize>) -> Watch {
+        let mut request = WatchRequest::new(start);
+        request.allow_bookmarks = false;
+        request.queue_capacity = capacity;
+        self.cache.watch(request, self.clock.now())
+    }
+
+    /// Waits (bench code, not a test) until `n` watchers are synced.
+    fn wait_synced(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while (self.cache.metrics().synced_watchers.get() as usize) < n {
+            assert!(Instant::now() < deadline, "watchers never registered");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Writes `events` revisions of one pod change each at `rate` per second (or as fast as
+    /// possible with `rate` 0), recording send times. Returns the last revision.
+    fn write(&self, events: usize, rate: f64) -> Revision {
+        let input = self.driver.sender();
+        let start = Instant::now();
+        for i in 0..events {
+            let revision = (i + 1) as Revision;
+            let object = pod(i % 1000, revision);
+            if rate > 0.0 {
+                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+            }
+            self.sent[i + 1].store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let _ = input.send(Input::Revision(revision, vec![Change::put(object)]));
+        }
+        events as Revision
+    }
+
+    fn latency_of(&self, revision: Revision) -> Option<u64> {
+        let sent = self.sent.get(revision as usize)?.load(Ordering::Relaxed);
+        (sent > 0).then(|| (self.origin.elapsed().as_nanos() as u64).saturating_sub(sent))
+    }
+
+    fn terminations(&self) -> (u64, u64) {
+        let metrics = self.cache.metrics();
+        let force = metrics.terminations(TerminationReason::Unresponsive);
+        let all = TerminationReason::ALL
+            .iter()
+            .filter(|r| **r != TerminationReason::Shutdown)
+            .map(|r| metrics.terminations(*r))
+            .sum();
+        (force, all)
+    }
+}
+
+/// Healthy consumers: one thread pops every healthy watch as an HTTP body would and records
+/// each event's delivery latency, until every watch has seen `until` (or `stop` is set and a
+/// grace period passed).
+#[derive(Debug, Default)]
+struct Consumed {
+    latencies: Vec<u64>,
+    ended: usize,
+}
+
+fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &AtomicBool) -> Consumed {
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let stats = &rig.cache.metrics().encode;
+    let mut out = Consumed::default();
+    let mut last = vec![0 as Revision; watches.len()];
+    let mut done = vec![false; watches.len()];
+    let mut buffer = Vec::with_capacity(64);
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        let mut progressed = false;
+        for (i, watch) in watches.iter().enumerate() {
+            if done[i] {
+                continue;
+            }
+            loop {
+                buffer.clear();
+                match watch.poll_pop_many(&mut cx, 64, &mut buffer) {
+                    Poll::Ready(end) => {
+                        for item in buffer.drain(..) {
+                            let _ = item.encoded(Encoding::Json, stats);
+                            if let WatchItem::Event { event, .. } = &item {
+                                last[i] = event.revision();
+                                if let Some(latency) = rig.latency_of(event.revision()) {
+                                    out.latencies.push(latency);
+                                }
+                            }
+                        }
+                        progressed = true;
+                        if end.is_some() {
+                            done[i] = true;
+                            out.ended += 1;
+                            break;
+                        }
+                    }
+                    Poll::Pending => break,
+                }
+            }
+            let target = until.load(Ordering::Acquire);
+            if target > 0 && last[i] >= target {
+                done[i] = true;
+            }
+        }
+        if done.iter().all(|d| *d) {
+            return out;
+        }
+        if stop.load(Ordering::Acquire) {
+            let since = *stop_seen.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(10) {
+                return out;
+            }
+        }
+        if !progressed {
+            std::thread::park_timeout(Duration::from_millis(5));
+        }
+    }
+}
+
+/// How the slow companions behave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Read nothing for the first half of the run, then read at full speed.
+    StalledOnce,
+    /// Read nothing; every 500 ms (staggered) drain what is queued, disconnect, and reconnect
+    /// from the last revision seen.
+    Reconnecting,
+}
+
+impl Pattern {
+    fn as_str(self) -> &'static str {
+        match self {
+            Pattern::StalledOnce => "stalled once",
+            Pattern::Reconnecting => "stall + reconnect every 500 ms",
+        }
+    }
+}
+
+fn drain_all(watch: &Watch, stats: &watchkeeper_core::EncodeStats, last: &mut Revision) -> bool {
+    loop {
+        match watch.try_pop() {
+            Pop::Item(item) => {
+                let _ = item.encoded(Encoding::Json, stats);
+                if let WatchItem::Event { event, .. } = &item {
+                    *last = event.revision();
+                }
+            }
+            Pop::Empty => return false,
+            Pop::End(_) => return true,
+        }
+    }
+}
+
+/// Drives the slow companions until `stop`.
+fn run_slow(rig: &Rig, mut slow: Vec<Watch>, pattern: Pattern, secs: f64, stop: &AtomicBool) {
+    let stats = &rig.cache.metrics().encode;
+    let start = Instant::now();
+    let n = slow.len().max(1);
+    let mut last = vec![0 as Revision; slow.len()];
+    let period = Duration::from_millis(500);
+    let mut next: Vec<Instant> = (0..slow.len())
+        .map(|i| start + period.mul_f64(i as f64 / n as f64) + period)
+        .collect();
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        match pattern {
+            Pattern::StalledOnce => {
+                if now.duration_since(start).as_secs_f64() >= secs / 2.0 {
+                    for (i, watch) in slow.iter_mut().enumerate() {
+                        if drain_all(watch, stats, &mut last[i]) {
+                            // Ended (legacy force-close): reconnect from the last event seen.
+                            *watch = rig.watch(WatchStart::After(last[i]), None);
+                        }
+                    }
+                }
+            }
+            Pattern::Reconnecting => {
+                for (i, watch) in slow.iter_mut().enumerate() {
+                    if now >= next[i] {
+                        let _ = drain_all(watch, stats, &mut last[i]);
+                        let start_at = if last[i] == 0 {
+                            WatchStart::Now
+                        } else {
+                            WatchStart::After(last[i])
+                        };
+                        *watch = rig.watch(start_at, None);
+                        next[i] += period;
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One slow-watcher-tax run's result.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct TaxRun {
+    /// The healthy watcher's delivery latency.
+    pub latency: Latency,
+    /// Legacy force-closes (`unresponsive`).
+    pub force_closes: u64,
+    /// Every termination except shutdown.
+    pub terminations: u64,
+    /// Synced → unsynced transitions.
+    pub stalls: u64,
+    /// Events written.
+    pub events: usize,
+    /// Whether the healthy watcher's own stream ended.
+    pub healthy_ended: bool,
+}
+
+/// One in-process slow-watcher-tax run.
+#[must_use]
+pub fn tax_run(mode: WatchMode, pattern: Pattern, slow: usize, rate: f64, secs: f64) -> TaxRun {
+    let events = (rate * secs) as usize;
+    let rig = Rig::new(mode, events);
+    let healthy = vec![rig.watch(WatchStart::Now, None)];
+    let slow_watches: Vec<Watch> = (0..slow)
+        .map(|_| rig.watch(WatchStart::Now, None))
+        .collect();
+    rig.wait_synced(1 + slow);
+    let until = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let slow_stop = AtomicBool::new(false);
+    let consumed = std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| consume_healthy(&rig, &healthy, &until, &stop));
+        let slow_thread = scope.spawn(|| run_slow(&rig, slow_watches, pattern, secs, &slow_stop));
+        let last = rig.write(events, rate);
+        until.store(last, Ordering::Release);
+        stop.store(true, Ordering::Release);
+        let consumed = consumer.join().expect("consumer");
+        slow_stop.store(true, Ordering::Release);
+        slow_thread.join().expect("slow companions");
+        consumed
+    });
+    let (force_closes, terminations) = rig.terminations();
+    TaxRun {
+        latency: Latency::from_nanos(consumed.latencies),
+        force_closes,
+        terminations,
+        stalls: rig.cache.metrics().watcher_stalls.get(),
+        events,
+        healthy_ended: consumed.ended > 0,
+    }
+}
+
+/// Sizes of the tax suites.
+pub(crate) fn tax_sizes(options: &Options) -> (Vec<f64>, usize, f64) {
+    if options.smoke {
+        (vec![100.0], 5, 0.6)
+    } else {
+        (vec![100.0, 1000.0], 100, 10.0)
+    }
+}
+
+/// Formats one tax table from runs keyed by (pattern, rate) → (stall-resume runs, legacy runs).
+pub(crate) fn tax_table(
+    suite: &str,
+    title: &str,
+    results: &[(Pattern, f64, Vec<TaxRun>, Vec<TaxRun>)],
+) -> Table {
+    let mut table = Table::new(
+        suite,
+        title,
+        &[
+            "companions",
+            "events/s",
+            "mode",
+            "healthy p50 µs",
+            "p99 µs",
+            "max µs",
+            "force-closes",
+            "terminations",
+            "legacy/stall-resume p99",
+        ],
+    );
+    for (pattern, rate, resume, legacy) in results {
+        let ratios: Vec<f64> = resume
+            .iter()
+            .zip(legacy)
+            .map(|(a, b)| b.latency.p99 / a.latency.p99)
+            .collect();
+        for (mode, runs) in [("stall-resume", resume), ("legacy", legacy)] {
+            let med = |g: &dyn Fn(&TaxRun) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
+            table.row(vec![
+                pattern.as_str().to_owned(),
+                f(*rate, 0),
+                mode.to_owned(),
+                f(med(&|r| r.latency.p50), 0),
+                f(med(&|r| r.latency.p99), 0),
+                f(med(&|r| r.latency.max), 0),
+                f(med(&|r| r.force_closes as f64), 0),
+                f(med(&|r| r.terminations as f64), 0),
+                if mode == "legacy" {
+                    x(median(&ratios))
+                } else {
+                    String::new()
+                },
+            ]);
+            for run in runs {
+                table.raw(
+                    json!({"pattern": pattern.as_str(), "rate": rate, "mode": mode, "run": run}),
+                );
+            }
+        }
+    }
+    table
+}
+
+/// Suite `tax`: one healthy watcher next to N slow companions, stall-resume vs legacy,
+/// in-process.
+///
+/// # Errors
+/// Never (kept for symmetry with the other suites).
+pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
+    let (rates, slow, secs) = tax_sizes(options);
+    let mut results = Vec::new();
+    for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
+        for &rate in &rates {
+            let mut resume = Vec::new();
+            let mut legacy = Vec::new();
+            for run in 0..options.runs {
+                for mode in [WatchMode::StallResume, WatchMode::Legacy] {
+                    let result = tax_run(mode, pattern, slow, rate, secs);
+                    eprintln!(
+                        "  tax {} {rate}/s {} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs, force-closes {}, terminations {}",
+                        pattern.as_str(),
+                        mode.as_str(),
+                        result.latency.p50,
+                        result.latency.p99,
+                        result.latency.max,
+                        result.force_closes,
+                        result.terminations
+                    );
+                    match mode {
+                        WatchMode::StallResume => resume.push(result),
+                        WatchMode::Legacy => legacy.push(result),
+                    }
+                }
+            }
+            results.push((pattern, rate, resume, legacy));
+        }
+    }
+    let mut table = tax_table(
+        "tax",
+        &format!(
+            "1. Slow watcher tax, in-process: 1 healthy watcher + {slow} slow companions, {secs} s per run"
+        ),
+        &results,
+    );
+    table.note("The core runs on the server's own driver threads (dispatcher and catch-up worker on OS threads, wall clock); consumers pop up to 64 items per pull and encode each, as the HTTP body does.");
+    table.note("Latency: from the writer handing the revision to the dispatcher's channel to the healthy consumer popping it.");
+    table.note("Stalled once: companions read nothing for the first half of the run, then read at full speed. Reconnecting: companions read nothing; every 500 ms each (staggered) drains its queue, drops its watch and re-watches from the last revision it saw (resourceVersion=N).");
+    table.note("Queues are sized like Kubernetes (from the history capacity; 10 at first). Legacy mode: Kubernetes' pre-KEP dispatch budget and force-close (`unresponsive`); a force-closed companion reconnects from its last revision.");
+    Ok(vec![table])
+}
+
+/// One population run: healthy latencies with `stalled` never-reading watchers.
+fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> (Latency, u64) {
+    let events = (rate * secs) as usize;
+    let rig = Rig::new(WatchMode::StallResume, events);
+    let healthy_watches: Vec<Watch> = (0..healthy)
+        .map(|_| rig.watch(WatchStart::Now, None))
+        .collect();
+    let stalled_watches: Vec<Watch> = (0..stalled)
+        .map(|_| rig.watch(WatchStart::Now, None))
+        .collect();
+    rig.wait_synced(healthy + stalled);
+    let until = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let consumed = std::thread::scope(|scope| {
+        let consumer = scope.spawn(|| consume_healthy(&rig, &healthy_watches, &until, &stop));
+        let last = rig.write(events, rate);
+        until.store(last, Ordering::Release);
+        stop.store(true, Ordering::Release);
+        consumer.join().expect("consumer")
+    });
+    let (_, terminations) = rig.terminations();
+    drop(stalled_watches);
+    (Latency::from_nanos(consumed.latencies), terminations)
+}
+
+/// Suite `population`: healthy p99 with N = 0, 100, 1,000, 10,000 stalled watchers, as a
+/// ratio to N = 0 (runs interleaved N = 0, 100, ..., 0, 100, ...).
+///
+/// # Errors
+/// Never.
+pub fn population(options: &Options) -> Result<Vec<Table>, String> {
+    let (ns, healthy, rate, secs): (Vec<usize>, usize, f64, f64) = if options.smoke {
+        (vec![0, 100], 2, 200.0, 0.5)
+    } else {
+        (vec![0, 100, 1_000, 10_000], 10, 1000.0, 5.0)
+    };
+    let mut runs: Vec<Vec<(Latency, u64)>> = vec![Vec::new(); ns.len()];
+    for run in 0..options.runs {
+        for (i, &n) in ns.iter().enumerate() {
+            let result = population_run(healthy, n, rate, secs);
+            eprintln!(
+                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs",
+                result.0.p50, result.0.p99, result.0.max
+            );
+            runs[i].push(result);
+        }
+    }
+    let mut table = Table::new(
+        "population",
+        &format!(
+            "2. Healthy latency vs stalled population, in-process: {healthy} healthy watchers, {rate} events/s, {secs} s per run"
+        ),
+        &[
+            "stalled N",
+            "healthy p50 µs",
+            "p99 µs",
+            "max µs",
+            "p99 / p99(N=0)",
+            "terminations",
+        ],
+    );
+    for (i, &n) in ns.iter().enumerate() {
+        let ratios: Vec<f64> = runs[i]
+            .iter()
+            .zip(&runs[0])
+            .map(|(a, b)| a.0.p99 / b.0.p99)
+            .collect();
+        let med =
+            |g: &dyn Fn(&(Latency, u64)) -> f64| median(&runs[i].iter().map(g).collect::<Vec<_>>());
+        table.row(vec![
+            n.to_string(),
+            f(med(&|r| r.0.p50), 0),
+            f(med(&|r| r.0.p99), 0),
+            f(med(&|r| r.0.max), 0),
+            x(median(&ratios)),
+            f(med(&|r| r.1 as f64), 0),
+        ]);
+        for r in &runs[i] {
+            table.raw(json!({"stalled": n, "latency": r.0, "terminations": r.1}));
+        }
+    }
+    table.note("Stalled watchers never read (queues sized like Kubernetes); stall-resume mode. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs.");
+    Ok(vec![table])
+}
+
+/// One shared catch-up run's figures.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct CatchUpRun {
+    /// Serializations per event written (live path and passes together).
+    pub serializations_per_event: f64,
+    /// Catch-up passes run while the watchers caught up.
+    pub passes: u64,
+    /// History intervals opened by those passes.
+    pub interval_opens: u64,
+    /// Events pushed by passes.
+    pub deferred: u64,
+    /// Wall time from the consumers starting to read until every watcher had every event.
+    pub catchup_seconds: f64,
+    /// Every watcher got every event exactly once.
+    pub complete: bool,
+}
+
+fn catchup_run(watchers: usize, events: usize) -> CatchUpRun {
+    let rig = Rig::new(WatchMode::StallResume, events);
+    let watches: Vec<Watch> = (0..watchers)
+        .map(|_| rig.watch(WatchStart::Now, None))
+        .collect();
+    rig.wait_synced(watchers);
+    let metrics = rig.cache.metrics();
+    let serializations_before = metrics.encode.serializations();
+    let last = rig.write(events, 0.0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rig.cache.dispatched() < last && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let passes_before = metrics.passes.get();
+    let opens_before = metrics.pass_interval_opens.get();
+    let deferred_before = metrics.watcher_deferred_events.get();
+    let started = Instant::now();
+    let stats = &metrics.encode;
+    let mut seen = vec![0 as Revision; watchers];
+    let mut counts = vec![0usize; watchers];
+    let mut remaining = watchers;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while remaining > 0 && Instant::now() < deadline {
+        let mut progressed = false;
+        for (i, watch) in watches.iter().enumerate() {
+            if seen[i] >= last {
+                continue;
+            }
+            while let Pop::Item(item) = watch.try_pop() {
+                let _ = item.encoded(Encoding::Json, stats);
+                if let WatchItem::Event { event, .. } = &item {
+                    seen[i] = event.revision();
+                    counts[i] += 1;
+                }
+                progressed = true;
+            }
+            if seen[i] >= last {
+                remaining -= 1;
+            }
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    let catchup_seconds = started.elapsed().as_secs_f64();
+    CatchUpRun {
+        serializations_per_event: (metrics.encode.serializations() - serializations_before) as f64
+            / events as f64,
+        passes: metrics.passes.get() - passes_before,
+        interval_opens: metrics.pass_interval_opens.get() - opens_before,
+        deferred: metrics.watcher_deferred_events.get() - deferred_before,
+        catchup_seconds,
+        complete: remaining == 0 && counts.iter().all(|c| *c == events),
+    }
+}
+
+/// Suite `catchup`: 10,000 watchers stall together and catch up.
+///
+/// # Errors
+/// Never.
+pub fn catchup(options: &Options) -> Result<Vec<Table>, String> {
+    let (watchers, events) = if options.smoke {
+        (200, 200)
+    } else {
+        (10_000, 1_000)
+    };
+    let mut runs = Vec::new();
+    for run in 0..options.runs {
+        let result = catchup_run(watchers, events);
+        eprintln!("  catchup run {run}: {result:?}");
+        runs.push(result);
+    }
+    let med = |g: &dyn Fn(&CatchUpRun) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
+    let mut table = Table::new(
+        "catchup",
+        &format!(
+            "3. Shared catch-up, in-process: {watchers} watchers stall together over {events} events, then catch up"
+        ),
+        &["measurement", "value"],
+    );
+    let per_pass = med(&|r| r.interval_opens as f64 / r.passes.max(1) as f64);
+    table.row(vec![
+        "serializations per event".into(),
+        f(med(&|r| r.serializations_per_event), 3),
+    ]);
+    table.row(vec![
+        "history reads (interval opens) per pass".into(),
+        f(per_pass, 2),
+    ]);
+    table.row(vec!["passes".into(), f(med(&|r| r.passes as f64), 0)]);
+    table.row(vec![
+        "history reads".into(),
+        f(med(&|r| r.interval_opens as f64), 0),
+    ]);
+    table.row(vec![
+        "events pushed by passes per history read".into(),
+        f(
+            med(&|r| r.deferred as f64 / r.interval_opens.max(1) as f64),
+            0,
+        ),
+    ]);
+    table.row(vec![
+        "catch-up wall time, s".into(),
+        f(med(&|r| r.catchup_seconds), 2),
+    ]);
+    table.row(vec![
+        "every watcher got every event once".into(),
+        runs.iter().all(|r| r.complete).to_string(),
+    ]);
+    for run in &runs {
+        table.raw(json!(run));
+    }
+    table.note("Writes go to the dispatcher as fast as it takes them while no watcher reads, so every watcher stalls at its queue's capacity; then one consumer thread drains every queue (encoding each item) until every watcher has every event. Serializations are counted by the core over the whole run (live and passes) and divided by events written.");
+    Ok(vec![table])
+}

@@ -1,0 +1,187 @@
+//! # watchkeeper-bench
+//!
+//! The benchmark suite of watchkeeper (issue #6): `watchkeeper-bench [SUITE...] [--smoke]
+//! [--runs N] [--out DIR]` runs suites, prints tables, and writes BENCHMARKS.md-ready Markdown
+//! (`DIR/results.md`) and raw JSON (`DIR/results.json`).
+//!
+//! Machines are noisy, so every figure is the median of several runs, and every comparison is
+//! the median of per-pair ratios of two configurations run interleaved in one invocation
+//! (A, B, A, B, ...). `--smoke` shrinks every size so the whole suite runs in seconds; the
+//! crate's smoke test runs it (it asserts nothing about timings).
+//!
+//! Suites (in the issue's priority order):
+//! - `tax`: the slow-watcher tax (KEP-6268's benchmark), in-process on the server's driver
+//!   threads;
+//! - `tax-http`: the same, end to end over HTTP against an in-process server;
+//! - `population`: healthy latency vs the stalled population (in-process);
+//! - `catchup`: shared catch-up of many watchers stalled together (in-process);
+//! - `fanout`: fan-out throughput end to end, clients in a child process;
+//! - `alloc`: allocations per PATCH end to end and store decodes per conflict.
+
+pub mod alloc;
+pub mod e2e;
+pub mod http;
+pub mod inproc;
+pub mod report;
+pub mod sys;
+
+use std::path::PathBuf;
+
+pub use report::{Report, Table};
+
+/// Command-line options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Suites to run, in order; empty means every suite.
+    pub suites: Vec<String>,
+    /// Tiny sizes, one run.
+    pub smoke: bool,
+    /// Runs per figure (medians are taken over them).
+    pub runs: usize,
+    /// Where results.md and results.json go.
+    pub out: PathBuf,
+    /// The benchmark executable (for client child processes).
+    pub exe: PathBuf,
+}
+
+/// Every suite, in priority order.
+pub const SUITES: [&str; 6] = [
+    "tax",
+    "tax-http",
+    "population",
+    "catchup",
+    "fanout",
+    "alloc",
+];
+
+impl Options {
+    /// Parses `args` (without the program name).
+    ///
+    /// # Errors
+    /// An unknown flag or suite.
+    pub fn parse(args: &[String], exe: PathBuf) -> Result<Options, String> {
+        let mut options = Options {
+            suites: Vec::new(),
+            smoke: false,
+            runs: 0,
+            out: PathBuf::from("target/bench-results"),
+            exe,
+        };
+        let mut i = 0;
+        while i < args.len() {
+            match args[i].as_str() {
+                "--smoke" => options.smoke = true,
+                "--out" => {
+                    i += 1;
+                    options.out = PathBuf::from(args.get(i).ok_or("--out needs a directory")?);
+                }
+                "--runs" => {
+                    i += 1;
+                    options.runs = args
+                        .get(i)
+                        .and_then(|v| v.parse().ok())
+                        .filter(|&n| n > 0)
+                        .ok_or("--runs needs a positive number")?;
+                }
+                "-h" | "--help" => {
+                    return Err(format!(
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR]\nsuites: {}",
+                        SUITES.join(", ")
+                    ));
+                }
+                suite if SUITES.contains(&suite) => options.suites.push(suite.to_owned()),
+                other => {
+                    return Err(format!(
+                        "unknown argument {other:?} (suites: {})",
+                        SUITES.join(", ")
+                    ));
+                }
+            }
+            i += 1;
+        }
+        if options.suites.is_empty() {
+            options.suites = SUITES.iter().map(|s| (*s).to_owned()).collect();
+        }
+        if options.runs == 0 {
+            options.runs = if options.smoke { 1 } else { 3 };
+        }
+        Ok(options)
+    }
+}
+
+/// Runs the chosen suites, printing each table as it completes, and writes the results.
+///
+/// # Errors
+/// A suite could not run or the results could not be written.
+pub fn run(options: &Options) -> Result<Report, String> {
+    sys::raise_fd_limit();
+    let mut report = Report::new(options);
+    for suite in &options.suites {
+        let started = std::time::Instant::now();
+        eprintln!("== suite {suite} ...");
+        let tables = match suite.as_str() {
+            "tax" => inproc::tax(options)?,
+            "tax-http" => e2e::tax_http(options)?,
+            "population" => inproc::population(options)?,
+            "catchup" => inproc::catchup(options)?,
+            "fanout" => e2e::fanout(options)?,
+            "alloc" => e2e::allocations(options)?,
+            other => return Err(format!("unknown suite {other}")),
+        };
+        for table in tables {
+            println!("{}", table.markdown());
+            report.tables.push(table);
+        }
+        eprintln!(
+            "== suite {suite} took {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    report.write(&options.out)?;
+    Ok(report)
+}
+
+/// The median of `values` (the upper median for an even count); 0 when empty.
+#[must_use]
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+/// Latency summary of one run, in microseconds.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Latency {
+    /// Samples.
+    pub count: usize,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Latency {
+    /// Summarises samples in nanoseconds.
+    #[must_use]
+    pub fn from_nanos(mut samples: Vec<u64>) -> Latency {
+        if samples.is_empty() {
+            return Latency::default();
+        }
+        samples.sort_unstable();
+        let at = |q: f64| {
+            let index = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
+            samples[index] as f64 / 1000.0
+        };
+        Latency {
+            count: samples.len(),
+            p50: at(0.50),
+            p99: at(0.99),
+            max: samples[samples.len() - 1] as f64 / 1000.0,
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Smoke test: runs every suite with tiny sizes through the real binary (so the counting
+//! allocator and the client child process are exercised) and checks the results were written.
+//! It asserts nothing about timings.
+
+use std::process::Command;
+
+#[test]
+fn every_suite_runs_in_smoke_mode_and_writes_results() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_watchkeeper-bench"))
+        .args(["--smoke", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let markdown = std::fs::read_to_string(out.path().join("results.md")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
+            .unwrap();
+    let suites: Vec<&str> = json["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["suite"].as_str().unwrap())
+        .collect();
+    for suite in watchkeeper_bench::SUITES {
+        assert!(suites.contains(&suite), "{suite} missing from {suites:?}");
+    }
+    for table in json["tables"].as_array().unwrap() {
+        assert!(!table["rows"].as_array().unwrap().is_empty(), "{table}");
+    }
+    assert!(markdown.contains("Slow watcher tax"), "{markdown}");
+}
+
+#[test]
+fn unknown_arguments_are_refused() {
+    let options = watchkeeper_bench::Options::parse(&["nonsense".to_owned()], "x".into());
+    assert!(options.is_err());
+    let options =
+        watchkeeper_bench::Options::parse(&["tax".to_owned(), "--smoke".to_owned()], "x".into())
+            .unwrap();
+    assert_eq!(options.suites, ["tax"]);
+    assert_eq!(options.runs, 1);
+}
