@@ -91,6 +91,8 @@ pub struct WatchInfo {
     pub field_selector: String,
     /// Client user agent.
     pub user_agent: String,
+    /// The authenticated user's name.
+    pub user: String,
     /// When it started (core clock).
     pub started: watchkeeper_core::Instant,
     /// The queue (state, fill, position).
@@ -122,6 +124,8 @@ pub struct App {
     pub requests: crate::metrics::RequestMetrics,
     /// Flips to true on shutdown: watch streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Who may do what (`--token-auth-file`, `--authorization-policy-file`).
+    pub auth: crate::auth::Auth,
 }
 
 /// A continue token: the snapshot revision and the last key served.
@@ -374,7 +378,7 @@ impl App {
                 .store
                 .get(Bytes::from(resource.store_key(namespace, name)))
                 .await
-                .map_err(|e| ApiError::service_unavailable(format!("cannot read the store: {e}")))?
+                .map_err(store_read_error)?
                 .ok_or_else(|| ApiError::not_found(&resource.def, name))?;
             self.counters
                 .request_decodes
@@ -487,9 +491,7 @@ impl App {
                     }),
             )
             .await
-            .map_err(|e| {
-                ApiError::service_unavailable(format!("cannot write to the store: {e}"))
-            })?;
+            .map_err(store_write_error)?;
         if !response.succeeded {
             return Err(ApiError::already_exists(&resource.def, &name));
         }
@@ -620,9 +622,7 @@ impl App {
                         .then(operation),
                 )
                 .await
-                .map_err(|e| {
-                    ApiError::service_unavailable(format!("cannot write to the store: {e}"))
-                })?;
+                .map_err(store_write_error)?;
             if response.succeeded {
                 self.settle(cache, response.revision).await;
                 return Ok(Self::with_revision(new, response.revision));
@@ -757,9 +757,7 @@ impl App {
                         .then(operation),
                 )
                 .await
-                .map_err(|e| {
-                    ApiError::service_unavailable(format!("cannot write to the store: {e}"))
-                })?;
+                .map_err(store_write_error)?;
             if response.succeeded {
                 self.settle(cache, response.revision).await;
                 return Ok(if has_finalizers {
@@ -792,9 +790,7 @@ impl App {
                 self.store
                     .txn(TxnRequest::default().then(TxnOp::Delete { key }))
                     .await
-                    .map_err(|e| {
-                        ApiError::service_unavailable(format!("cannot write to the store: {e}"))
-                    })?;
+                    .map_err(store_write_error)?;
             }
         }
         Ok(())
@@ -842,6 +838,16 @@ impl App {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&id);
     }
+}
+
+/// 503 for a store that cannot be written.
+fn store_write_error(error: impl std::fmt::Display) -> ApiError {
+    ApiError::service_unavailable(format!("cannot write to the store: {error}"))
+}
+
+/// 503 for a store that cannot be read.
+pub(crate) fn store_read_error(error: impl std::fmt::Display) -> ApiError {
+    ApiError::service_unavailable(format!("cannot read the store: {error}"))
 }
 
 /// The object without its resource version, to detect no-op writes.
