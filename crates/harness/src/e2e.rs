@@ -1,0 +1,1072 @@
+//! The end-to-end driver: the running server (in-process `watchkeeper::start`) over HTTP, with
+//! concurrent writers (POST, PATCH, PUT with a resourceVersion precondition, DELETE; 409s and
+//! 404s are fine), consistent readers, and many watchers over raw TCP: normal, slow (small
+//! receive buffer, paced by the writers), stalling (stop reading until the writers have moved
+//! on), reconnecting (disconnect mid-stream, resume from the last resource version seen) and
+//! streaming lists (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan&
+//! allowWatchBookmarks=true`). Every watcher relists after a 410.
+//!
+//! No wall-clock pacing: slow and stalling watchers wait on the writers' progress counter.
+//! The run ends with *fences*: one write per (namespace, app) that every selection used here
+//! sees, so each watcher knows the revision it must reach.
+//!
+//! The committed history comes from the store itself (`Store::watch` over the configmaps
+//! prefix from revision 1, or from the compaction floor with a range read there), so the
+//! checker compares the clients' view with the store's truth, not with the server's.
+//!
+//! 410s: the server states `too old resource version: {position} ({floor})`; the driver reads
+//! the cache's `history_info()` when the 410 arrives (an upper bound of the floor at the time
+//! it was produced) and its reset counter (a relist ends every watch: `epoch_ended`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use watchkeeper::Server;
+use watchkeeper::config::{ServeArgs, ServeConfig};
+use watchkeeper_core::WatchCache;
+use watchkeeper_store::{AnyStore, EventKind, KeySelector, RangeRequest, Store, WatchItem};
+
+use crate::checker::{
+    self, AckedWrite, EType, End, History, Item, Obj, Read, ReadKind, Recording, Report, Req, Rev,
+    Selection, Session, Start,
+};
+use crate::rng::Rng;
+
+/// A hang guard on every network wait: exceeding it is a bug (reported), not slowness.
+pub const HANG_GUARD: Duration = Duration::from_secs(45);
+
+/// Namespaces written (they exist on every server: bootstrap creates them).
+pub const NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+const APPS: [&str; 2] = ["web", "db"];
+
+/// Which store the server runs on.
+#[derive(Clone, Debug)]
+pub enum StoreChoice {
+    /// In memory.
+    Memory,
+    /// Embedded (redb) in this directory.
+    Embedded(PathBuf),
+    /// etcd at this endpoint, under this key prefix.
+    Etcd {
+        /// Client URL.
+        endpoint: String,
+        /// Unique key prefix (e.g. `/harness-1234`).
+        prefix: String,
+    },
+}
+
+/// One end-to-end run.
+#[derive(Clone, Debug)]
+pub struct E2eConfig {
+    /// Seed for every random choice (the interleaving itself is not deterministic).
+    pub seed: u64,
+    /// The store.
+    pub store: StoreChoice,
+    /// Concurrent watchers.
+    pub watchers: usize,
+    /// Concurrent writers.
+    pub writers: usize,
+    /// Writes per writer.
+    pub writes_per_writer: usize,
+    /// Consistent reads done by the reader task.
+    pub reads: usize,
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct E2eOutcome {
+    /// The checker's report.
+    pub report: Report,
+    /// Acknowledged writes.
+    pub acked: u64,
+    /// 409s and 404s seen by writers.
+    pub rejected: u64,
+    /// 410s received by watchers.
+    pub gone: u64,
+    /// Client-side disconnects.
+    pub disconnects: u64,
+    /// Last store revision.
+    pub revision: Rev,
+}
+
+/// The server arguments used by the harness: a small history (100 events, 1 s fresh window)
+/// and small queues (10), so stalls, catch-up and 410s happen within a short run.
+#[must_use]
+pub fn serve_args(store: &StoreChoice) -> ServeArgs {
+    let mut args = ServeArgs {
+        listen: Some("127.0.0.1:0".parse().expect("address")),
+        event_fresh_seconds: Some(1),
+        history_capacity_max: Some(100),
+        queue_capacity_max: Some(10),
+        ..ServeArgs::default()
+    };
+    match store {
+        StoreChoice::Memory => args.store = Some("memory".to_owned()),
+        StoreChoice::Embedded(dir) => {
+            args.store = Some("embedded".to_owned());
+            args.data_dir = Some(dir.clone());
+            args.durable_commits = Some(true);
+        }
+        StoreChoice::Etcd { endpoint, prefix } => {
+            args.store = Some("etcd".to_owned());
+            args.etcd_endpoints = Some(vec![endpoint.clone()]);
+            args.etcd_prefix = Some(prefix.clone());
+        }
+    }
+    args
+}
+
+/// Starts a server and waits until it is ready.
+///
+/// # Errors
+/// It cannot start.
+pub async fn start_server(args: ServeArgs) -> Result<Server, String> {
+    let server = watchkeeper::start(ServeConfig::from_args(args)?).await?;
+    tokio::time::timeout(HANG_GUARD, server.ready())
+        .await
+        .map_err(|_| "server not ready in time".to_owned())?;
+    Ok(server)
+}
+
+fn configmaps(server: &Server) -> WatchCache {
+    server
+        .app
+        .resources
+        .iter()
+        .find(|r| r.def.plural == "configmaps" && r.def.group.is_empty())
+        .expect("configmaps are served")
+        .cache()
+        .clone()
+}
+
+/// One HTTP/1.1 request with `Connection: close`: status and body.
+///
+/// # Errors
+/// Connection errors or a hang.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    let io = async {
+        let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(body.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        stream
+            .read_to_end(&mut raw)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(raw)
+    };
+    let raw = tokio::time::timeout(HANG_GUARD, io)
+        .await
+        .map_err(|_| format!("{method} {path}: hang"))??;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status: u16 = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Ok((status, body))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest.get(size + 2..).unwrap_or("");
+    }
+    out
+}
+
+async fn send(addr: SocketAddr, method: &str, path: &str, ct: &str, body: &Value) -> (u16, Value) {
+    match request(addr, method, path, ct, &body.to_string()).await {
+        Ok((status, text)) => (status, serde_json::from_str(&text).unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
+    }
+}
+
+fn rv_of(v: &Value) -> Rev {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn token_of(v: &Value) -> String {
+    v.pointer("/data/w")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn key_of_json(v: &Value) -> String {
+    let ns = v
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    checker::key_of(ns, name)
+}
+
+fn obj_of_json(v: &Value, rv: Rev) -> Obj {
+    let labels = v
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Obj {
+        namespace: v
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        name: v
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        labels,
+        fields: BTreeMap::new(),
+        rv,
+        token: token_of(v),
+    }
+}
+
+/// Reads the committed history of configmaps from the store, up to revision `up_to`.
+///
+/// # Errors
+/// The store cannot be read.
+pub async fn read_history(store: &AnyStore, prefix: &str, up_to: Rev) -> Result<History, String> {
+    let key_prefix = format!("{prefix}/configmaps/");
+    let parse_key = |key: &[u8]| -> Option<(String, String)> {
+        let key = std::str::from_utf8(key).ok()?;
+        let rest = key.strip_prefix(&key_prefix)?;
+        let (ns, name) = rest.split_once('/')?;
+        Some((ns.to_owned(), name.to_owned()))
+    };
+    let mut from = 1;
+    let mut history = History::new(0, Vec::new());
+    loop {
+        let mut watch = store
+            .watch(KeySelector::prefix(key_prefix.clone()), from)
+            .await
+            .map_err(|e| format!("store watch: {e}"))?;
+        let mut restart = None;
+        while history.last_rv() < up_to {
+            let item = tokio::time::timeout(HANG_GUARD, watch.next())
+                .await
+                .map_err(|_| "store watch hang".to_owned())?;
+            match item {
+                Some(WatchItem::Revision { revision, events }) => {
+                    let writes = events
+                        .iter()
+                        .filter_map(|e| {
+                            let (ns, name) = parse_key(&e.kv.key)?;
+                            let key = checker::key_of(&ns, &name);
+                            match e.kind {
+                                EventKind::Delete => Some((key, None)),
+                                EventKind::Put => {
+                                    let v: Value = serde_json::from_slice(&e.kv.value).ok()?;
+                                    let mut o = obj_of_json(&v, revision);
+                                    o.namespace = ns;
+                                    o.name = name;
+                                    Some((key, Some(o)))
+                                }
+                            }
+                        })
+                        .collect();
+                    history.commit(revision, writes);
+                }
+                Some(WatchItem::Progress { revision }) => history.advance(revision),
+                Some(WatchItem::Compacted {
+                    compact_revision, ..
+                }) => {
+                    restart = Some(compact_revision);
+                    break;
+                }
+                Some(WatchItem::Failed(e)) => return Err(format!("store watch failed: {e}")),
+                None => return Err("store watch ended".to_owned()),
+            }
+        }
+        let Some(compact) = restart else {
+            return Ok(history);
+        };
+        // Start from the state at the compaction floor.
+        let response = store
+            .range(RangeRequest::prefix(key_prefix.clone()).at_revision(compact))
+            .await
+            .map_err(|e| format!("store range: {e}"))?;
+        let objects = response.kvs.iter().filter_map(|kv| {
+            let (ns, name) = parse_key(&kv.key)?;
+            let v: Value = serde_json::from_slice(&kv.value).ok()?;
+            let mut o = obj_of_json(&v, kv.mod_revision);
+            o.namespace = ns;
+            o.name = name;
+            Some(o)
+        });
+        history = History::new(compact, objects.collect::<Vec<_>>());
+        from = compact + 1;
+    }
+}
+
+/// Shared progress of the writers.
+#[derive(Debug)]
+struct Progress {
+    writes: tokio::sync::watch::Sender<u64>,
+    /// Per selection-relevant fence: set when the fences are written.
+    fences: tokio::sync::watch::Sender<Option<Vec<Obj>>>,
+}
+
+fn random_selection(rng: &mut Rng) -> Selection {
+    let ns = (*rng.pick(&NAMESPACES)).to_owned();
+    let s = |v: &str| v.to_owned();
+    match rng.below(7) {
+        0 | 1 => Selection::all(),
+        2 => Selection {
+            namespace: Some(ns),
+            reqs: vec![],
+        },
+        3 => Selection {
+            namespace: None,
+            reqs: vec![Req::LabelEq(s("app"), s("web"))],
+        },
+        4 => Selection {
+            namespace: None,
+            reqs: vec![Req::LabelNotEq(s("app"), s("web"))],
+        },
+        5 => Selection {
+            namespace: Some(ns),
+            reqs: vec![Req::LabelIn(s("app"), vec![s("web"), s("db")])],
+        },
+        _ => Selection {
+            namespace: None,
+            reqs: vec![
+                Req::FieldEq(s("metadata.namespace"), ns),
+                Req::LabelEq(s("app"), s("db")),
+            ],
+        },
+    }
+}
+
+fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+fn collection_path(selection: &Selection) -> String {
+    match &selection.namespace {
+        Some(ns) => format!("/api/v1/namespaces/{ns}/configmaps"),
+        None => "/api/v1/configmaps".to_owned(),
+    }
+}
+
+fn selector_query(selection: &Selection) -> String {
+    let mut q = String::new();
+    let labels = selection.label_selector();
+    if !labels.is_empty() {
+        q.push_str(&format!("&labelSelector={}", enc(&labels)));
+    }
+    let fields = selection.field_selector();
+    if !fields.is_empty() {
+        q.push_str(&format!("&fieldSelector={}", enc(&fields)));
+    }
+    q
+}
+
+/// A raw watch connection.
+struct WatchConn {
+    reader: BufReader<TcpStream>,
+    pending: String,
+}
+
+impl WatchConn {
+    async fn open(
+        addr: SocketAddr,
+        path: &str,
+        recv_buffer: Option<u32>,
+    ) -> Result<WatchConn, String> {
+        let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+        if let Some(size) = recv_buffer {
+            socket
+                .set_recv_buffer_size(size)
+                .map_err(|e| e.to_string())?;
+        }
+        let mut stream = tokio::time::timeout(HANG_GUARD, socket.connect(addr))
+            .await
+            .map_err(|_| "connect hang".to_owned())?
+            .map_err(|e| e.to_string())?;
+        let head =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        let mut status = String::new();
+        loop {
+            line.clear();
+            tokio::time::timeout(HANG_GUARD, reader.read_line(&mut line))
+                .await
+                .map_err(|_| "watch headers hang".to_owned())?
+                .map_err(|e| e.to_string())?;
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if line.starts_with("HTTP/1.1") {
+                status = line.trim().to_owned();
+            }
+        }
+        if !status.contains(" 200 ") {
+            return Err(format!("watch answered {status}"));
+        }
+        Ok(WatchConn {
+            reader,
+            pending: String::new(),
+        })
+    }
+
+    /// The next frame; `Ok(None)` at the end of the stream.
+    async fn next(&mut self) -> Result<Option<Value>, String> {
+        loop {
+            if let Some(index) = self.pending.find('\n') {
+                let line: String = self.pending.drain(..=index).collect();
+                if line.trim().is_empty() {
+                    continue;
+                }
+                return serde_json::from_str(line.trim())
+                    .map(Some)
+                    .map_err(|e| format!("bad frame {line:?}: {e}"));
+            }
+            let mut size_line = String::new();
+            let n = tokio::time::timeout(HANG_GUARD, self.reader.read_line(&mut size_line))
+                .await
+                .map_err(|_| "watch hang".to_owned())?
+                .map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let size = usize::from_str_radix(size_line.trim(), 16)
+                .map_err(|_| format!("bad chunk size {size_line:?}"))?;
+            if size == 0 {
+                return Ok(None);
+            }
+            let mut chunk = vec![0; size + 2];
+            self.reader
+                .read_exact(&mut chunk)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.pending
+                .push_str(&String::from_utf8_lossy(&chunk[..size]));
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Normal,
+    Slow,
+    Staller,
+    Reconnector,
+    Streamer,
+}
+
+struct Ctx {
+    addr: SocketAddr,
+    cache: WatchCache,
+    store: AnyStore,
+    progress: Progress,
+    sessions: Mutex<Vec<Session>>,
+    next_id: AtomicU64,
+    gone: AtomicU64,
+    disconnects: AtomicU64,
+    hangs: Mutex<Vec<String>>,
+}
+
+impl Ctx {
+    async fn store_revision(&self) -> Rev {
+        self.store.current_revision().await.unwrap_or(0)
+    }
+
+    fn target(&self, selection: &Selection) -> Option<Rev> {
+        let fences = self.progress.fences.borrow();
+        let fences = fences.as_ref()?;
+        fences
+            .iter()
+            .filter(|f| selection.matches(f))
+            .map(|f| f.rv)
+            .max()
+    }
+
+    async fn wait_writes(&self, at_least: u64) {
+        let mut rx = self.progress.writes.subscribe();
+        let _ = rx
+            .wait_for(|w| *w >= at_least || self.progress.fences.borrow().is_some())
+            .await;
+    }
+}
+
+/// One watch session from opening to its end (or the fence). Returns the session.
+async fn run_session(
+    ctx: &Ctx,
+    rng: &mut Rng,
+    role: Role,
+    selection: &Selection,
+    start: Start,
+    resumes: Option<u64>,
+) -> Session {
+    let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
+    let lo_store = ctx.store_revision().await;
+    let lo_cache = ctx.cache.dispatched();
+    let bookmarks = matches!(start, Start::InitialState { .. }) || rng.chance(50);
+    let mut query = String::from("?watch=1");
+    let (start, consistent_now) = match start {
+        Start::After(n) => {
+            query.push_str(&format!("&resourceVersion={n}"));
+            (Start::After(n), false)
+        }
+        Start::Now => {
+            if rng.chance(50) {
+                query.push_str("&resourceVersion=0");
+                (Start::Now, false)
+            } else {
+                (Start::Now, true)
+            }
+        }
+        Start::InitialState { .. } => {
+            query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
+            (
+                Start::InitialState {
+                    min: Some(lo_store),
+                },
+                true,
+            )
+        }
+    };
+    if bookmarks {
+        query.push_str("&allowWatchBookmarks=true");
+    }
+    query.push_str(&selector_query(selection));
+    let path = format!("{}{query}", collection_path(selection));
+    let recv = matches!(role, Role::Slow | Role::Staller).then_some(4096);
+    let resets_before = ctx.cache.metrics().cache_resets.get();
+    let mut session = Session {
+        id,
+        selection: selection.clone(),
+        start,
+        bookmarks,
+        window: (if consistent_now { lo_store } else { lo_cache }, lo_store),
+        items: Vec::new(),
+        end: End::ClientClosed,
+        resumes,
+    };
+    let mut conn = match WatchConn::open(ctx.addr, &path, recv).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            session.end = End::Error(e);
+            return session;
+        }
+    };
+    session.window.1 = ctx.store_revision().await.max(session.window.0);
+    let initial_phase = matches!(start, Start::InitialState { .. });
+    let mut in_initial = initial_phase;
+    let mut seen: Rev = match start {
+        Start::After(n) => n,
+        _ => 0,
+    };
+    let cut_after = (role == Role::Reconnector).then(|| rng.range(1, 40) as usize);
+    let mut stall_at = (role == Role::Staller).then(|| rng.range(0, 20) as usize);
+    loop {
+        // Done once the fence this selection sees has arrived.
+        if let Some(target) = ctx.target(selection)
+            && seen >= target
+            && !in_initial
+        {
+            session.end = End::Open {
+                complete_through: Some(target),
+            };
+            return session;
+        }
+        if let Some(cut) = cut_after
+            && session.items.len() >= cut
+            && ctx.progress.fences.borrow().is_none()
+        {
+            ctx.disconnects.fetch_add(1, Ordering::Relaxed);
+            session.end = End::ClientClosed;
+            return session;
+        }
+        if let Some(at) = stall_at
+            && session.items.len() >= at
+        {
+            let writes = *ctx.progress.writes.borrow();
+            ctx.wait_writes(writes + rng.range(20, 150)).await;
+            stall_at = Some(at + rng.range(5, 60) as usize);
+        }
+        if role == Role::Slow && session.items.len().is_multiple_of(2) {
+            let writes = *ctx.progress.writes.borrow();
+            ctx.wait_writes(writes + 1).await;
+        }
+        let frame = match conn.next().await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                session.end = End::ServerClosed;
+                return session;
+            }
+            Err(e) => {
+                if e.contains("hang") {
+                    ctx.hangs
+                        .lock()
+                        .expect("lock")
+                        .push(format!("session {id} ({path}): {e} after {seen}"));
+                }
+                session.end = End::Error(e);
+                return session;
+            }
+        };
+        let object = &frame["object"];
+        let kind = frame["type"].as_str().unwrap_or_default();
+        match kind {
+            "ADDED" | "MODIFIED" | "DELETED" => {
+                let rv = rv_of(object);
+                let key = key_of_json(object);
+                if in_initial && kind == "ADDED" {
+                    session.items.push(Item::Initial {
+                        key,
+                        rv,
+                        token: token_of(object),
+                    });
+                    continue;
+                }
+                in_initial = false;
+                let etype = match kind {
+                    "ADDED" => EType::Added,
+                    "MODIFIED" => EType::Modified,
+                    _ => EType::Deleted,
+                };
+                session.items.push(Item::Event {
+                    etype,
+                    key,
+                    rv,
+                    token: token_of(object),
+                });
+                seen = seen.max(rv);
+            }
+            "BOOKMARK" => {
+                let rv = rv_of(object);
+                let initial_end = object
+                    .pointer("/metadata/annotations/k8s.io~1initial-events-end")
+                    .and_then(Value::as_str)
+                    == Some("true");
+                if initial_end {
+                    in_initial = false;
+                }
+                session.items.push(Item::Bookmark { rv, initial_end });
+                seen = seen.max(rv);
+            }
+            "ERROR" => {
+                let code = object["code"].as_u64().unwrap_or(0);
+                let message = object["message"].as_str().unwrap_or_default().to_owned();
+                session.end = if code == 410 {
+                    ctx.gone.fetch_add(1, Ordering::Relaxed);
+                    let claimed =
+                        message
+                            .strip_prefix("too old resource version: ")
+                            .and_then(|rest| {
+                                let (p, f) = rest.split_once(" (")?;
+                                Some((p.parse().ok()?, f.trim_end_matches(')').parse().ok()?))
+                            });
+                    let floor_now = ctx.cache.history_info().oldest.saturating_sub(1);
+                    End::Gone {
+                        claimed,
+                        observed_floor: Some((0, floor_now)),
+                        epoch_ended: ctx.cache.metrics().cache_resets.get() != resets_before,
+                    }
+                } else {
+                    End::Error(format!("{code}: {message}"))
+                };
+                return session;
+            }
+            other => {
+                session.end = End::Error(format!("unknown frame type {other}"));
+                return session;
+            }
+        }
+    }
+}
+
+/// One watcher: sessions until its fence, reconnecting and relisting as clients do.
+async fn watcher(ctx: Arc<Ctx>, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let role = *rng.pick(&[
+        Role::Normal,
+        Role::Slow,
+        Role::Staller,
+        Role::Reconnector,
+        Role::Streamer,
+        Role::Reconnector,
+    ]);
+    let selection = random_selection(&mut rng);
+    let mut start = match role {
+        Role::Streamer => Start::InitialState { min: None },
+        _ => match rng.below(3) {
+            0 => Start::Now,
+            1 => Start::InitialState { min: None },
+            _ => {
+                let current = ctx.store_revision().await;
+                Start::After(current.saturating_sub(rng.below(20)).max(1))
+            }
+        },
+    };
+    let mut resumes = None;
+    for _ in 0..200 {
+        let session = run_session(&ctx, &mut rng, role, &selection, start, resumes).await;
+        let end = session.end.clone();
+        let id = session.id;
+        let last = session
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Event { rv, .. } | Item::Bookmark { rv, .. } => Some(*rv),
+                Item::Initial { .. } => None,
+            })
+            .max()
+            .or(match session.start {
+                Start::After(n) => Some(n),
+                _ => None,
+            });
+        let cut_initial = matches!(session.start, Start::InitialState { .. })
+            && !session.items.iter().any(|i| {
+                matches!(
+                    i,
+                    Item::Bookmark {
+                        initial_end: true,
+                        ..
+                    } | Item::Event { .. }
+                )
+            });
+        ctx.sessions.lock().expect("lock").push(session);
+        match end {
+            End::Open { .. } => return,
+            End::Error(_) if ctx.progress.fences.borrow().is_some() => return,
+            End::Gone { .. } => {
+                start = Start::InitialState { min: None };
+                resumes = None;
+            }
+            _ => match last {
+                Some(rv) if !cut_initial => {
+                    start = Start::After(rv);
+                    resumes = Some(id);
+                }
+                _ => {
+                    start = Start::InitialState { min: None };
+                    resumes = None;
+                }
+            },
+        }
+    }
+}
+
+async fn writer(
+    ctx: Arc<Ctx>,
+    seed: u64,
+    writes: usize,
+    acked: Arc<Mutex<Vec<AckedWrite>>>,
+    rejected: Arc<AtomicU64>,
+) {
+    let mut rng = Rng::new(seed);
+    for i in 0..writes {
+        let ns = *rng.pick(&NAMESPACES);
+        let name = format!("cm{}", rng.below(8));
+        let token = format!("s{seed}-{i}");
+        let app = *rng.pick(&APPS);
+        let item = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+        let (status, body) = match rng.below(10) {
+            0..=2 => {
+                send(
+                    ctx.addr,
+                    "POST",
+                    &format!("/api/v1/namespaces/{ns}/configmaps"),
+                    "application/json",
+                    &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": name, "labels": {"app": app}},
+                            "data": {"w": token}}),
+                )
+                .await
+            }
+            3..=5 => {
+                send(
+                    ctx.addr,
+                    "PATCH",
+                    &item,
+                    "application/merge-patch+json",
+                    &json!({"metadata": {"labels": {"app": app}}, "data": {"w": token}}),
+                )
+                .await
+            }
+            6 | 7 => {
+                let (status, mut current) =
+                    send(ctx.addr, "GET", &item, "application/json", &Value::Null).await;
+                if status != 200 {
+                    (status, current)
+                } else {
+                    current["metadata"]["labels"] = json!({"app": app});
+                    current["data"] = json!({"w": token});
+                    send(ctx.addr, "PUT", &item, "application/json", &current).await
+                }
+            }
+            _ => {
+                let (status, _) =
+                    send(ctx.addr, "DELETE", &item, "application/json", &Value::Null).await;
+                (status, Value::Null)
+            }
+        };
+        match status {
+            200 | 201 if !body.is_null() && token_of(&body) == token => {
+                acked.lock().expect("lock").push(AckedWrite {
+                    key: checker::key_of(ns, &name),
+                    rv: rv_of(&body),
+                    token: Some(token),
+                });
+            }
+            200 | 201 => {}
+            _ => {
+                rejected.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        ctx.progress.writes.send_modify(|w| *w += 1);
+    }
+}
+
+async fn reader(ctx: Arc<Ctx>, seed: u64, reads: usize, out: Arc<Mutex<Vec<Read>>>) {
+    let mut rng = Rng::new(seed);
+    for i in 0..reads {
+        let lo = ctx.store_revision().await;
+        let kind = if rng.chance(50) {
+            let ns = *rng.pick(&NAMESPACES);
+            let name = format!("cm{}", rng.below(8));
+            let (status, body) = send(
+                ctx.addr,
+                "GET",
+                &format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+                "application/json",
+                &Value::Null,
+            )
+            .await;
+            let result = match status {
+                200 => Some((rv_of(&body), token_of(&body))),
+                404 => None,
+                _ => continue,
+            };
+            (
+                ReadKind::Get {
+                    key: checker::key_of(ns, &name),
+                    result,
+                },
+                None,
+            )
+        } else {
+            let selection = random_selection(&mut rng);
+            let path = format!(
+                "{}?x=1{}",
+                collection_path(&selection),
+                selector_query(&selection)
+            );
+            let (status, body) =
+                send(ctx.addr, "GET", &path, "application/json", &Value::Null).await;
+            if status != 200 {
+                continue;
+            }
+            let result = body["items"]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|o| (key_of_json(o), (rv_of(o), token_of(o))))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (ReadKind::List { selection, result }, Some(rv_of(&body)))
+        };
+        let hi = ctx.store_revision().await;
+        out.lock().expect("lock").push(Read {
+            id: 1_000_000 + i as u64,
+            kind: kind.0,
+            window: (lo, hi),
+            result_rv: kind.1,
+        });
+        let writes = *ctx.progress.writes.borrow();
+        ctx.wait_writes(writes + rng.range(1, 10)).await;
+    }
+}
+
+/// Runs one end-to-end workload against a started server and checks it.
+///
+/// # Errors
+/// Setup failures (the store cannot be read, a task panicked).
+pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutcome, String> {
+    let ctx = Arc::new(Ctx {
+        addr: server.addr,
+        cache: configmaps(server),
+        store: server.app.store.clone(),
+        progress: Progress {
+            writes: tokio::sync::watch::channel(0).0,
+            fences: tokio::sync::watch::channel(None).0,
+        },
+        sessions: Mutex::new(Vec::new()),
+        next_id: AtomicU64::new(1),
+        gone: AtomicU64::new(0),
+        disconnects: AtomicU64::new(0),
+        hangs: Mutex::new(Vec::new()),
+    });
+    let mut rng = Rng::new(config.seed);
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let rejected = Arc::new(AtomicU64::new(0));
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let mut watchers = Vec::new();
+    for _ in 0..config.watchers {
+        watchers.push(tokio::spawn(watcher(ctx.clone(), rng.next_u64())));
+    }
+    let mut writers = Vec::new();
+    for _ in 0..config.writers {
+        writers.push(tokio::spawn(writer(
+            ctx.clone(),
+            rng.next_u64() % 1_000_000,
+            config.writes_per_writer,
+            acked.clone(),
+            rejected.clone(),
+        )));
+    }
+    let reader_task = tokio::spawn(reader(
+        ctx.clone(),
+        rng.next_u64(),
+        config.reads,
+        reads.clone(),
+    ));
+    for w in writers {
+        w.await.map_err(|e| format!("writer: {e}"))?;
+    }
+    // Fences: one per (namespace, app), so every selection sees at least one.
+    let mut fences = Vec::new();
+    for ns in NAMESPACES {
+        for app in APPS {
+            let token = format!("fence-{ns}-{app}-{}", config.seed);
+            let name = format!("fence-{app}");
+            let path = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+                "data": {"w": token}});
+            let (mut status, mut response) = send(
+                ctx.addr,
+                "POST",
+                &format!("/api/v1/namespaces/{ns}/configmaps"),
+                "application/json",
+                &body,
+            )
+            .await;
+            if status == 409 {
+                (status, response) = send(
+                    ctx.addr,
+                    "PATCH",
+                    &path,
+                    "application/merge-patch+json",
+                    &json!({"data": {"w": token}}),
+                )
+                .await;
+            }
+            if status != 200 && status != 201 {
+                return Err(format!("fence {ns}/{name}: {status} {response}"));
+            }
+            let rv = rv_of(&response);
+            acked.lock().expect("lock").push(AckedWrite {
+                key: checker::key_of(ns, &name),
+                rv,
+                token: Some(token.clone()),
+            });
+            fences.push(obj_of_json(&response, rv));
+        }
+    }
+    let last = fences.iter().map(|f| f.rv).max().unwrap_or(0);
+    ctx.progress.fences.send_replace(Some(fences));
+    ctx.progress.writes.send_modify(|w| *w += 1);
+    reader_task.await.map_err(|e| format!("reader: {e}"))?;
+    for w in watchers {
+        w.await.map_err(|e| format!("watcher: {e}"))?;
+    }
+    let prefix = server.app.config.prefix.clone();
+    let history = read_history(&ctx.store, &prefix, last).await?;
+    let recording = Recording {
+        sessions: std::mem::take(&mut *ctx.sessions.lock().expect("lock")),
+        reads: std::mem::take(&mut *reads.lock().expect("lock")),
+        acked: std::mem::take(&mut *acked.lock().expect("lock")),
+    };
+    let mut report = checker::check(&history, &recording);
+    for hang in ctx.hangs.lock().expect("lock").iter() {
+        report.violations.push(checker::Violation {
+            guarantee: checker::Guarantee::Reliable,
+            subject: "hang".to_owned(),
+            message: hang.clone(),
+        });
+    }
+    Ok(E2eOutcome {
+        acked: recording.acked.len() as u64,
+        rejected: rejected.load(Ordering::Relaxed),
+        gone: ctx.gone.load(Ordering::Relaxed),
+        disconnects: ctx.disconnects.load(Ordering::Relaxed),
+        revision: last,
+        report,
+    })
+}
+
+/// Starts a server on `config.store`, runs the workload, shuts it down.
+///
+/// # Errors
+/// Setup failures.
+pub async fn run(config: &E2eConfig) -> Result<E2eOutcome, String> {
+    let server = start_server(serve_args(&config.store)).await?;
+    let outcome = run_against(&server, config).await;
+    server.shutdown().await;
+    outcome
+}

@@ -1,0 +1,147 @@
+//! `watchkeeper-harness`: run in-process seeds, a soak, or an end-to-end run.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use watchkeeper_harness::{inprocess, soak};
+
+#[derive(Parser)]
+#[command(
+    name = "watchkeeper-harness",
+    about = "Model-based correctness harness of watchkeeper"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run in-process seeds on the real core and check them.
+    Inprocess {
+        /// One seed (reproduces a failure).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// First seed of a range.
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Number of seeds.
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// Print every violation, not just the first per seed.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Run in-process seeds until N sessions or M minutes, on all cores.
+    Soak {
+        /// Stop after this many sessions were checked.
+        #[arg(long)]
+        sessions: Option<u64>,
+        /// Stop after this many minutes.
+        #[arg(long)]
+        minutes: Option<f64>,
+        /// First seed.
+        #[arg(long, default_value_t = 1_000_000)]
+        first: u64,
+        /// Threads [default: available cores].
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Inprocess {
+            seed,
+            first,
+            seeds,
+            verbose,
+        } => {
+            let (first, count) = match seed {
+                Some(seed) => (seed, 1),
+                None => (first, seeds),
+            };
+            let mut failed = 0;
+            let mut ends = std::collections::BTreeMap::new();
+            let total = inprocess::run_seeds(first, count, false, |outcome| {
+                for (k, v) in &outcome.ends {
+                    *ends.entry(*k).or_insert(0u64) += v;
+                }
+                if outcome.report.violations.is_empty() {
+                    if count == 1 {
+                        println!(
+                            "seed {}: ok ({}; {} sessions, {} events, {} reads, {} revisions)",
+                            outcome.seed,
+                            outcome.config,
+                            outcome.report.sessions,
+                            outcome.report.events,
+                            outcome.report.reads,
+                            outcome.revisions
+                        );
+                    }
+                    return;
+                }
+                failed += 1;
+                println!("seed {} FAILED ({}):", outcome.seed, outcome.config);
+                let shown = if verbose { usize::MAX } else { 5 };
+                for violation in outcome.report.violations.iter().take(shown) {
+                    println!("  {violation}");
+                }
+                println!("  reproduce: {}", outcome.command());
+            });
+            println!(
+                "{count} seed(s): {} sessions, {} events, {} reads checked; {} violation(s) in {failed} seed(s)",
+                total.sessions,
+                total.events,
+                total.reads,
+                total.violations.len()
+            );
+            println!("coverage: {ends:?}");
+            if failed > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Command::Soak {
+            sessions,
+            minutes,
+            first,
+            threads,
+        } => {
+            let budget = match (sessions, minutes) {
+                (Some(n), _) => soak::Budget::Sessions(n),
+                (None, Some(m)) => soak::Budget::Time(Duration::from_secs_f64(m * 60.0)),
+                (None, None) => soak::Budget::Sessions(1_000_000),
+            };
+            let threads = threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            });
+            let report = soak::soak(first, budget, threads, true);
+            println!(
+                "soak: {} seeds, {} sessions, {} events, {} reads checked in {:.1?}; {} failing seed(s)",
+                report.seeds,
+                report.sessions,
+                report.events,
+                report.reads,
+                report.elapsed,
+                report.failures.len()
+            );
+            for (seed, violations) in &report.failures {
+                for v in violations {
+                    println!("  seed {seed}: {v}");
+                }
+                println!(
+                    "  reproduce: cargo run -p watchkeeper-harness -- inprocess --seed {seed}"
+                );
+            }
+            if report.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
