@@ -197,6 +197,12 @@ async fn slow_companion(
         return;
     };
     match pattern {
+        Pattern::Never => {
+            while !stop.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            drop(watch);
+        }
         Pattern::StalledOnce => {
             tokio::time::sleep(Duration::from_secs_f64(secs / 2.0)).await;
             while !stop.load(Ordering::Acquire) {
@@ -333,6 +339,7 @@ pub fn tax_http_run(
         stalls,
         events,
         healthy_ended,
+        healthy_unsynced_seen: 0,
     })
 }
 
@@ -991,4 +998,39 @@ fn conflicts(options: &Options) -> Result<Table, String> {
     }
     table.note("Counters: the server's `app.counters` (`conflicts`: guaranteed-update retries inside PATCH; `store_gets`, `request_decodes`) plus the clients' own 409s. Runs interleaved cache, store, cache, store.");
     Ok(table)
+}
+
+/// Server RSS growth per idle HTTP watch, with `n` watches opened by a child process.
+///
+/// # Errors
+/// The server or the child failed.
+pub fn idle_rss_per_watch(options: &Options, n: usize) -> Result<f64, String> {
+    let running = Running::start(ServeArgs::default())?;
+    let addr = running.addr;
+    let rv = running.runtime.block_on(seed(addr, 1, 1024))?;
+    let rss_before = crate::sys::rss_bytes();
+    let mut child = Child::spawn(
+        &options.exe,
+        &[
+            "fanout".into(),
+            "--addr".into(),
+            addr.to_string(),
+            "--rv".into(),
+            rv.to_string(),
+            "--watchers".into(),
+            n.to_string(),
+            "--rate".into(),
+            "0".into(),
+            "--secs".into(),
+            "0".into(),
+        ],
+    )?;
+    child.expect("ready")?;
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = crate::sys::rss_bytes().saturating_sub(rss_before) as f64 / 1024.0 / n as f64;
+    child.go()?;
+    let _ = child.expect("done");
+    child.finish();
+    running.stop();
+    Ok(rss)
 }

@@ -140,6 +140,8 @@ impl Rig {
 struct Consumed {
     latencies: Vec<u64>,
     ended: usize,
+    /// Times a healthy watch was seen unsynced (its own queue filled).
+    unsynced_seen: u64,
 }
 
 fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &AtomicBool) -> Consumed {
@@ -180,6 +182,9 @@ fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &Atomi
                     Poll::Pending => break,
                 }
             }
+            if watch.state() == watchkeeper_core::WatcherState::Unsynced {
+                out.unsynced_seen += 1;
+            }
             let target = until.load(Ordering::Acquire);
             if target > 0 && last[i] >= target {
                 done[i] = true;
@@ -208,6 +213,8 @@ pub enum Pattern {
     /// Read nothing; every 500 ms (staggered) drain what is queued, disconnect, and reconnect
     /// from the last revision seen.
     Reconnecting,
+    /// Never read (the etcd reference's stalled watchers).
+    Never,
 }
 
 impl Pattern {
@@ -215,6 +222,7 @@ impl Pattern {
         match self {
             Pattern::StalledOnce => "stalled once",
             Pattern::Reconnecting => "stall + reconnect every 500 ms",
+            Pattern::Never => "never reading",
         }
     }
 }
@@ -257,6 +265,7 @@ fn run_slow(rig: &Rig, mut slow: Vec<Watch>, pattern: Pattern, secs: f64, stop: 
                     }
                 }
             }
+            Pattern::Never => {}
             Pattern::Reconnecting => {
                 for (i, watch) in slow.iter_mut().enumerate() {
                     if now >= next[i] {
@@ -291,6 +300,8 @@ pub struct TaxRun {
     pub events: usize,
     /// Whether the healthy watcher's own stream ended.
     pub healthy_ended: bool,
+    /// Consumer loop iterations that found the healthy watcher unsynced (in-process only).
+    pub healthy_unsynced_seen: u64,
 }
 
 /// One in-process slow-watcher-tax run.
@@ -325,6 +336,7 @@ pub fn tax_run(mode: WatchMode, pattern: Pattern, slow: usize, rate: f64, secs: 
         stalls: rig.cache.metrics().watcher_stalls.get(),
         events,
         healthy_ended: consumed.ended > 0,
+        healthy_unsynced_seen: consumed.unsynced_seen,
     }
 }
 
@@ -353,6 +365,8 @@ pub(crate) fn tax_table(
             "healthy p50 µs",
             "p99 µs",
             "max µs",
+            "stalls",
+            "runs where the healthy watcher went unsynced",
             "force-closes",
             "terminations",
             "legacy/stall-resume p99",
@@ -373,6 +387,12 @@ pub(crate) fn tax_table(
                 f(med(&|r| r.latency.p50), 0),
                 f(med(&|r| r.latency.p99), 0),
                 f(med(&|r| r.latency.max), 0),
+                f(med(&|r| r.stalls as f64), 0),
+                format!(
+                    "{}/{}",
+                    runs.iter().filter(|r| r.healthy_unsynced_seen > 0).count(),
+                    runs.len()
+                ),
                 f(med(&|r| r.force_closes as f64), 0),
                 f(med(&|r| r.terminations as f64), 0),
                 if mode == "legacy" {
@@ -435,6 +455,8 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     table.note("The core runs on the server's own driver threads (dispatcher and catch-up worker on OS threads, wall clock); consumers pop up to 64 items per pull and encode each, as the HTTP body does.");
     table.note("Latency: from the writer handing the revision to the dispatcher's channel to the healthy consumer popping it.");
     table.note("Stalled once: companions read nothing for the first half of the run, then read at full speed. Reconnecting: companions read nothing; every 500 ms each (staggered) drains its queue, drops its watch and re-watches from the last revision it saw (resourceVersion=N).");
+    table.note("The healthy watcher has a Kubernetes-sized queue too (10 events at first): when its consumer thread is descheduled for longer than the queue covers, it stalls itself and is served by catch-up passes alongside the companions; the column counts the runs where the consumer saw it unsynced (n/a over HTTP: always 0/N there).");
+    table.note("Stalls: synced → unsynced transitions (the core's `watcher_stalls`); in legacy mode a full queue blocks dispatch on the shared budget instead.");
     table.note("Queues are sized like Kubernetes (from the history capacity; 10 at first). Legacy mode: Kubernetes' pre-KEP dispatch budget and force-close (`unresponsive`); a force-closed companion reconnects from its last revision.");
     Ok(vec![table])
 }

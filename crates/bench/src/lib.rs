@@ -16,10 +16,12 @@
 //! - `population`: healthy latency vs the stalled population (in-process);
 //! - `catchup`: shared catch-up of many watchers stalled together (in-process);
 //! - `fanout`: fan-out throughput end to end, clients in a child process;
+//! - `etcd`: etcd 3.4 side by side (slow-watcher tax, RSS per idle watch);
 //! - `alloc`: allocations per PATCH end to end and store decodes per conflict.
 
 pub mod alloc;
 pub mod e2e;
+pub mod etcd;
 pub mod http;
 pub mod inproc;
 pub mod report;
@@ -45,12 +47,13 @@ pub struct Options {
 }
 
 /// Every suite, in priority order.
-pub const SUITES: [&str; 6] = [
+pub const SUITES: [&str; 7] = [
     "tax",
     "tax-http",
     "population",
     "catchup",
     "fanout",
+    "etcd",
     "alloc",
 ];
 
@@ -125,6 +128,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
             "population" => inproc::population(options)?,
             "catchup" => inproc::catchup(options)?,
             "fanout" => e2e::fanout(options)?,
+            "etcd" => etcd::etcd(options)?,
             "alloc" => e2e::allocations(options)?,
             other => return Err(format!("unknown suite {other}")),
         };

@@ -84,6 +84,8 @@ pub struct Report {
     pub date: String,
     /// `nproc` and CPU model.
     pub machine: String,
+    /// /proc/loadavg when the run started (other work on the machine).
+    pub load: String,
     /// Runs per figure.
     pub runs: usize,
     /// Smoke mode.
@@ -109,6 +111,9 @@ impl Report {
             command,
             date: crate::sys::utc_now(),
             machine: crate::sys::machine(),
+            load: std::fs::read_to_string("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_default(),
             runs: options.runs,
             smoke: options.smoke,
             tables: Vec::new(),
@@ -122,6 +127,11 @@ impl Report {
         let _ = writeln!(out, "Command: `{}`  ", self.command);
         let _ = writeln!(out, "Date: {}  ", self.date);
         let _ = writeln!(out, "Machine: {}  ", self.machine);
+        let _ = writeln!(
+            out,
+            "Load average when the run started (other work shares the machine): {}  ",
+            self.load
+        );
         let _ = writeln!(
             out,
             "Each figure is the median of {} run(s); each ratio is the median of per-pair ratios of runs interleaved A, B, A, B.\n",
@@ -141,6 +151,7 @@ impl Report {
             "command": self.command,
             "date": self.date,
             "machine": self.machine,
+            "load": self.load,
             "runs": self.runs,
             "smoke": self.smoke,
             "tables": self.tables.iter().map(|t| json!({

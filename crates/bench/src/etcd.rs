@@ -1,0 +1,208 @@
+//! Suite `etcd`: the same workloads against Debian's etcd 3.4 (its own gRPC watches through
+//! etcd-client) and against watchkeeper (HTTP watches, memory store), interleaved.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, WatchOptions};
+use serde_json::json;
+use watchkeeper_core::WatchMode;
+
+use crate::http::now_ns;
+use crate::inproc::Pattern;
+use crate::report::{Table, f, x};
+use crate::{Latency, Options, median};
+
+/// A private etcd on loopback ports with its data under /dev/shm.
+struct Etcd {
+    child: Child,
+    dir: PathBuf,
+    endpoint: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
+}
+
+impl Etcd {
+    fn start() -> Result<Etcd, String> {
+        let dir = PathBuf::from(format!("/dev/shm/watchkeeper-bench-etcd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let client = free_port();
+        let peer = free_port();
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .args(["--name", "bench", "--data-dir"])
+            .arg(&dir)
+            .args(["--listen-client-urls", &endpoint, "--advertise-client-urls", &endpoint])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("bench={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start etcd (is it on PATH?): {e}"))?;
+        Ok(Etcd { child, dir, endpoint })
+    }
+
+    fn rss(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/statm", self.child.id()))
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            .unwrap_or(0)
+            * 4096
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn connect(endpoint: &str) -> Result<Client, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut c) = Client::connect([endpoint], None).await
+            && c.status().await.is_ok()
+        {
+            return Ok(c);
+        }
+        if Instant::now() >= deadline {
+            return Err("etcd did not become ready".to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn value(payload: usize) -> Vec<u8> {
+    let mut v = format!("{:020}", now_ns()).into_bytes();
+    v.resize(payload, b'x');
+    v
+}
+
+/// One etcd tax run: healthy p99 with `stalled` never-reading watchers, each on its own
+/// connection. Returns (healthy latency, stalled watchers still open at the end).
+async fn etcd_tax(endpoint: &str, stalled: usize, rate: f64, secs: f64) -> Result<Latency, String> {
+    let writer = connect(endpoint).await?;
+    let mut healthy_client = connect(endpoint).await?;
+    let prefix = format!("/bench/{}/", now_ns());
+    let opts = || Some(WatchOptions::new().with_prefix());
+    let mut healthy = healthy_client.watch(prefix.clone(), opts()).await.map_err(|e| e.to_string())?;
+    let mut hold = Vec::new();
+    for _ in 0..stalled {
+        let mut c = connect(endpoint).await?;
+        let stream = c.watch(prefix.clone(), opts()).await.map_err(|e| e.to_string())?;
+        hold.push((c, stream));
+    }
+    let events = (rate * secs) as usize;
+    let write = tokio::spawn(async move {
+        let mut kv = writer.kv_client();
+        let start = Instant::now();
+        for i in 0..events {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+            let _ = kv.put(format!("{prefix}{}", i % 100), value(1024), None).await;
+        }
+    });
+    let mut latencies = Vec::with_capacity(events);
+    while latencies.len() < events {
+        match tokio::time::timeout(Duration::from_secs(10), healthy.message()).await {
+            Ok(Ok(Some(resp))) => {
+                for event in resp.events() {
+                    if let Some(kv) = event.kv()
+                        && let Some(sent) = std::str::from_utf8(&kv.value()[..20.min(kv.value().len())])
+                            .ok()
+                            .and_then(|s| s.parse::<u64>().ok())
+                    {
+                        latencies.push(now_ns().saturating_sub(sent));
+                    }
+                }
+            }
+            _ => break,
+        }
+    }
+    let _ = write.await;
+    drop(hold);
+    Ok(Latency::from_nanos(latencies))
+}
+
+/// Suite `etcd`.
+///
+/// # Errors
+/// etcd could not start or a run failed.
+pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
+    let (rates, stalled, secs, idle) = if options.smoke {
+        (vec![100.0], 5, 0.5, 20)
+    } else {
+        (vec![100.0, 1000.0], 100, 10.0, 1000)
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let etcd = Etcd::start()?;
+    let endpoint = etcd.endpoint.clone();
+    runtime.block_on(connect(&endpoint))?;
+    let mut table = Table::new(
+        "etcd",
+        &format!("5. etcd 3.4 side by side: healthy p99 with {stalled} never-reading watchers, {secs} s per run"),
+        &["system", "writes/s", "p99 µs, 0 stalled", &format!("p99 µs, {stalled} stalled"), "p99 ratio (the tax)"],
+    );
+    for &rate in &rates {
+        let mut e = (Vec::new(), Vec::new(), Vec::new());
+        let mut w = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..options.runs {
+            let base = runtime.block_on(etcd_tax(&endpoint, 0, rate, secs))?;
+            let tax = runtime.block_on(etcd_tax(&endpoint, stalled, rate, secs))?;
+            eprintln!("  etcd {rate}/s: p99 {:.0} -> {:.0} µs", base.p99, tax.p99);
+            let wbase = crate::e2e::tax_http_run(WatchMode::StallResume, Pattern::Never, 0, rate, secs)?;
+            let wtax = crate::e2e::tax_http_run(WatchMode::StallResume, Pattern::Never, stalled, rate, secs)?;
+            eprintln!("  watchkeeper {rate}/s: p99 {:.0} -> {:.0} µs", wbase.latency.p99, wtax.latency.p99);
+            table.raw(json!({"rate": rate, "etcd": [base, tax], "watchkeeper": [wbase.latency, wtax.latency]}));
+            e.0.push(base.p99);
+            e.1.push(tax.p99);
+            e.2.push(tax.p99 / base.p99);
+            w.0.push(wbase.latency.p99);
+            w.1.push(wtax.latency.p99);
+            w.2.push(wtax.latency.p99 / wbase.latency.p99);
+        }
+        for (name, s) in [("etcd 3.4 (gRPC)", &e), ("watchkeeper (HTTP, memory store)", &w)] {
+            table.row(vec![name.into(), f(rate, 0), f(median(&s.0), 0), f(median(&s.1), 0), x(median(&s.2))]);
+        }
+    }
+    table.note("Order per round: etcd 0 stalled, etcd N stalled, watchkeeper 0, watchkeeper N. etcd: each watcher on its own client connection, all on one key prefix; a stalled watcher never polls its stream (HTTP/2 flow control stops it). watchkeeper: stalled watches set SO_RCVBUF 4096 and never read. 1 KiB values; latency from before the write to the healthy watcher's receipt (both include the write path).");
+    // RSS per idle watch.
+    let rss_before = etcd.rss();
+    let held = runtime.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..idle {
+            let mut c = connect(&endpoint).await?;
+            let s = c.watch("/idle/", Some(WatchOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+            held.push((c, s));
+        }
+        Ok::<_, String>(held)
+    })?;
+    std::thread::sleep(Duration::from_millis(500));
+    let etcd_rss = (etcd.rss().saturating_sub(rss_before)) as f64 / idle as f64 / 1024.0;
+    drop(held);
+    let wk_rss = crate::e2e::idle_rss_per_watch(options, idle)?;
+    let mut memory = Table::new(
+        "etcd",
+        &format!("5b. RSS per idle watch, {idle} watches, one connection each"),
+        &["system", "RSS per watch, KiB", "watchkeeper / etcd"],
+    );
+    memory.row(vec!["etcd 3.4 (gRPC)".into(), f(etcd_rss, 1), String::new()]);
+    memory.row(vec!["watchkeeper (HTTP)".into(), f(wk_rss, 1), x(wk_rss / etcd_rss)]);
+    memory.note("Server RSS growth while the watches opened, divided by their number (etcd: /proc/<pid>/statm; watchkeeper: the bench process with the clients in a child process). Not interleaved (one measurement each).");
+    memory.raw(json!({"etcd_kib": etcd_rss, "watchkeeper_kib": wk_rss, "watches": idle}));
+    drop(etcd);
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(vec![table, memory])
+}
