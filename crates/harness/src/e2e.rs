@@ -561,6 +561,9 @@ async fn run_session(
     let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
     let lo_store = ctx.store_revision().await;
     let lo_cache = ctx.cache.dispatched();
+    // `resourceVersion` unset or `0` without `sendInitialEvents` implies the initial state
+    // (Kubernetes' legacy synthetic ADDED events); bookmarks are asked for with every initial
+    // state, so the end of the initial events is marked.
     let bookmarks = matches!(start, Start::InitialState { .. }) || rng.chance(50);
     let mut query = String::from("?watch=1");
     let (start, consistent_now) = match start {
@@ -568,24 +571,29 @@ async fn run_session(
             query.push_str(&format!("&resourceVersion={n}"));
             (Start::After(n), false)
         }
-        Start::Now => {
-            if rng.chance(50) {
+        Start::Now | Start::InitialState { .. } => match rng.below(3) {
+            0 => {
                 query.push_str("&resourceVersion=0");
-                (Start::Now, false)
-            } else {
-                (Start::Now, true)
+                (Start::InitialState { min: None }, false)
             }
-        }
-        Start::InitialState { .. } => {
-            query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
-            (
+            1 => (
                 Start::InitialState {
                     min: Some(lo_store),
                 },
                 true,
-            )
-        }
+            ),
+            _ => {
+                query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
+                (
+                    Start::InitialState {
+                        min: Some(lo_store),
+                    },
+                    true,
+                )
+            }
+        },
     };
+    let bookmarks = bookmarks || matches!(start, Start::InitialState { .. });
     if bookmarks {
         query.push_str("&allowWatchBookmarks=true");
     }
@@ -626,7 +634,7 @@ async fn run_session(
             && !in_initial
         {
             session.end = End::Open {
-                complete_through: Some(target),
+                complete_through: Some(seen),
             };
             return session;
         }
@@ -752,7 +760,21 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
     let mut start = match role {
         Role::Streamer => Start::InitialState { min: None },
         _ => match rng.below(3) {
-            0 => Start::Now,
+            0 => {
+                // List, then watch from the list's resource version (a reflector).
+                let path = format!(
+                    "{}?x=1{}",
+                    collection_path(&selection),
+                    selector_query(&selection)
+                );
+                let (status, body) =
+                    send(ctx.addr, "GET", &path, "application/json", &Value::Null).await;
+                if status == 200 {
+                    Start::After(rv_of(&body))
+                } else {
+                    Start::Now
+                }
+            }
             1 => Start::InitialState { min: None },
             _ => {
                 let current = ctx.store_revision().await;
@@ -942,6 +964,41 @@ async fn reader(ctx: Arc<Ctx>, seed: u64, reads: usize, out: Arc<Mutex<Vec<Read>
     }
 }
 
+async fn write_fence(
+    addr: SocketAddr,
+    ns: &str,
+    name: &str,
+    app: &str,
+    token: &str,
+) -> Result<Obj, String> {
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+        "data": {"w": token}});
+    let (mut status, mut response) = send(
+        addr,
+        "POST",
+        &format!("/api/v1/namespaces/{ns}/configmaps"),
+        "application/json",
+        &body,
+    )
+    .await;
+    if status == 409 {
+        (status, response) = send(
+            addr,
+            "PATCH",
+            &format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"app": app}}, "data": {"w": token}}),
+        )
+        .await;
+    }
+    if status != 200 && status != 201 {
+        return Err(format!("fence {ns}/{name}: {status} {response}"));
+    }
+    let rv = rv_of(&response);
+    Ok(obj_of_json(&response, rv))
+}
+
 /// Runs one end-to-end workload against a started server and checks it.
 ///
 /// # Errors
@@ -988,49 +1045,33 @@ pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutco
     for w in writers {
         w.await.map_err(|e| format!("writer: {e}"))?;
     }
-    // Fences: one per (namespace, app), so every selection sees at least one.
-    let mut fences = Vec::new();
-    for ns in NAMESPACES {
-        for app in APPS {
-            let token = format!("fence-{ns}-{app}-{}", config.seed);
-            let name = format!("fence-{app}");
-            let path = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
-            let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
-                "data": {"w": token}});
-            let (mut status, mut response) = send(
-                ctx.addr,
-                "POST",
-                &format!("/api/v1/namespaces/{ns}/configmaps"),
-                "application/json",
-                &body,
-            )
-            .await;
-            if status == 409 {
-                (status, response) = send(
-                    ctx.addr,
-                    "PATCH",
-                    &path,
-                    "application/merge-patch+json",
-                    &json!({"data": {"w": token}}),
-                )
-                .await;
+    // Fences: one write per (namespace, app), so every selection sees at least one, in two
+    // rounds. The first round's revisions are published before the second round is written,
+    // so a watcher that receives a second-round event knows its target (it was published
+    // before that write) and has passed it: no watcher waits on a stream that has nothing
+    // more to send.
+    let mut last = 0;
+    for round in 0..2 {
+        let mut fences = Vec::new();
+        for ns in NAMESPACES {
+            for app in APPS {
+                let token = format!("fence{round}-{ns}-{app}-{}", config.seed);
+                let name = format!("fence-{app}");
+                let fence = write_fence(ctx.addr, ns, &name, app, &token).await?;
+                acked.lock().expect("lock").push(AckedWrite {
+                    key: checker::key_of(ns, &name),
+                    rv: fence.rv,
+                    token: Some(token),
+                });
+                last = last.max(fence.rv);
+                fences.push(fence);
             }
-            if status != 200 && status != 201 {
-                return Err(format!("fence {ns}/{name}: {status} {response}"));
-            }
-            let rv = rv_of(&response);
-            acked.lock().expect("lock").push(AckedWrite {
-                key: checker::key_of(ns, &name),
-                rv,
-                token: Some(token.clone()),
-            });
-            fences.push(obj_of_json(&response, rv));
+        }
+        if round == 0 {
+            ctx.progress.fences.send_replace(Some(fences));
+            ctx.progress.writes.send_modify(|w| *w += 1);
         }
     }
-    let last = fences.iter().map(|f| f.rv).max().unwrap_or(0);
-    ctx.progress.fences.send_replace(Some(fences));
-    ctx.progress.writes.send_modify(|w| *w += 1);
     reader_task.await.map_err(|e| format!("reader: {e}"))?;
     for w in watchers {
         w.await.map_err(|e| format!("watcher: {e}"))?;
