@@ -77,6 +77,9 @@ pub struct E2eConfig {
     pub writes_per_writer: usize,
     /// Consistent reads done by the reader task.
     pub reads: usize,
+    /// Fault: compact the store at its current revision every this many writes (the server
+    /// relists when its watch is compacted; every open watch must then get an honest 410).
+    pub compact_every: Option<u64>,
 }
 
 /// What a run did.
@@ -524,6 +527,8 @@ struct Ctx {
     gone: AtomicU64,
     disconnects: AtomicU64,
     hangs: Mutex<Vec<String>>,
+    /// The first revision of the recorded history: watches start at or after it.
+    base: Rev,
 }
 
 impl Ctx {
@@ -778,7 +783,7 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
             1 => Start::InitialState { min: None },
             _ => {
                 let current = ctx.store_revision().await;
-                Start::After(current.saturating_sub(rng.below(20)).max(1))
+                Start::After(current.saturating_sub(rng.below(20)).max(ctx.base))
             }
         },
     };
@@ -999,12 +1004,155 @@ async fn write_fence(
     Ok(obj_of_json(&response, rv))
 }
 
+/// Records the committed history of configmaps from the store while the run goes on: the
+/// state at the current revision, then a store watch from the next one (a watch that is
+/// caught up survives compactions, so the history stays complete).
+async fn start_recorder(
+    store: &AnyStore,
+    prefix: &str,
+) -> Result<
+    (
+        Rev,
+        tokio::sync::watch::Sender<Rev>,
+        tokio::task::JoinHandle<Result<History, String>>,
+    ),
+    String,
+> {
+    let key_prefix = format!("{prefix}/configmaps/");
+    let base = store
+        .current_revision()
+        .await
+        .map_err(|e| format!("store revision: {e}"))?;
+    let response = store
+        .range(RangeRequest::prefix(key_prefix.clone()).at_revision(base))
+        .await
+        .map_err(|e| format!("store range: {e}"))?;
+    let parse_key = {
+        let key_prefix = key_prefix.clone();
+        move |key: &[u8]| -> Option<(String, String)> {
+            let key = std::str::from_utf8(key).ok()?;
+            let (ns, name) = key.strip_prefix(&key_prefix)?.split_once('/')?;
+            Some((ns.to_owned(), name.to_owned()))
+        }
+    };
+    let objects: Vec<Obj> = response
+        .kvs
+        .iter()
+        .filter_map(|kv| {
+            let (ns, name) = parse_key(&kv.key)?;
+            let v: Value = serde_json::from_slice(&kv.value).ok()?;
+            let mut o = obj_of_json(&v, kv.mod_revision);
+            o.namespace = ns;
+            o.name = name;
+            Some(o)
+        })
+        .collect();
+    let mut history = History::new(base, objects);
+    let mut watch = store
+        .watch(KeySelector::prefix(key_prefix), base + 1)
+        .await
+        .map_err(|e| format!("store watch: {e}"))?;
+    let (until_tx, mut until_rx) = tokio::sync::watch::channel(Rev::MAX);
+    let task = tokio::spawn(async move {
+        loop {
+            if history.last_rv() >= *until_rx.borrow() {
+                return Ok(history);
+            }
+            let item = tokio::select! {
+                item = watch.next() => item,
+                _ = until_rx.changed() => continue,
+            };
+            match item {
+                Some(WatchItem::Revision { revision, events }) => {
+                    let writes = events
+                        .iter()
+                        .filter_map(|e| {
+                            let (ns, name) = parse_key(&e.kv.key)?;
+                            let key = checker::key_of(&ns, &name);
+                            match e.kind {
+                                EventKind::Delete => Some((key, None)),
+                                EventKind::Put => {
+                                    let v: Value = serde_json::from_slice(&e.kv.value).ok()?;
+                                    let mut o = obj_of_json(&v, revision);
+                                    o.namespace = ns;
+                                    o.name = name;
+                                    Some((key, Some(o)))
+                                }
+                            }
+                        })
+                        .collect();
+                    history.commit(revision, writes);
+                }
+                Some(WatchItem::Progress { revision }) => history.advance(revision),
+                Some(other) => return Err(format!("the history's store watch ended: {other:?}")),
+                None => return Err("the history's store watch ended".to_owned()),
+            }
+        }
+    });
+    Ok((base, until_tx, task))
+}
+
+/// Writes to the server at `addr` until `stop` is set or `max` writes were made, recording
+/// every acknowledged write (for the kill-and-restart test).
+pub async fn write_until(
+    addr: SocketAddr,
+    seed: u64,
+    max: usize,
+    acked: Arc<Mutex<Vec<AckedWrite>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut rng = Rng::new(seed);
+    for i in 0..max {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let ns = *rng.pick(&NAMESPACES);
+        let name = format!("cm{}", rng.below(8));
+        let token = format!("k{seed}-{i}");
+        let (status, body) = send(
+            addr,
+            "PATCH",
+            &format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
+            "application/merge-patch+json",
+            &json!({"data": {"w": token}}),
+        )
+        .await;
+        let (status, body) = if status == 404 {
+            send(
+                addr,
+                "POST",
+                &format!("/api/v1/namespaces/{ns}/configmaps"),
+                "application/json",
+                &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": name, "labels": {"app": "web"}},
+                        "data": {"w": token}}),
+            )
+            .await
+        } else {
+            (status, body)
+        };
+        if (status == 200 || status == 201) && token_of(&body) == token {
+            acked.lock().expect("lock").push(AckedWrite {
+                key: checker::key_of(ns, &name),
+                rv: rv_of(&body),
+                token: Some(token),
+            });
+        }
+        if status == 0 {
+            return; // the server is gone
+        }
+    }
+}
+
 /// Runs one end-to-end workload against a started server and checks it.
 ///
 /// # Errors
 /// Setup failures (the store cannot be read, a task panicked).
 pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutcome, String> {
+    let prefix = server.app.config.prefix.clone();
+    let (base, until, recorder) = start_recorder(&server.app.store, &prefix).await?;
     let ctx = Arc::new(Ctx {
+        base,
         addr: server.addr,
         cache: configmaps(server),
         store: server.app.store.clone(),
@@ -1036,6 +1184,22 @@ pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutco
             rejected.clone(),
         )));
     }
+    let compactor = config.compact_every.map(|every| {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let mut next = every;
+            loop {
+                ctx.wait_writes(next).await;
+                if ctx.progress.fences.borrow().is_some() {
+                    return;
+                }
+                if let Ok(revision) = ctx.store.current_revision().await {
+                    let _ = ctx.store.compact(revision).await;
+                }
+                next += every;
+            }
+        })
+    });
     let reader_task = tokio::spawn(reader(
         ctx.clone(),
         rng.next_u64(),
@@ -1073,11 +1237,17 @@ pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutco
         }
     }
     reader_task.await.map_err(|e| format!("reader: {e}"))?;
+    if let Some(compactor) = compactor {
+        compactor.await.map_err(|e| format!("compactor: {e}"))?;
+    }
     for w in watchers {
         w.await.map_err(|e| format!("watcher: {e}"))?;
     }
-    let prefix = server.app.config.prefix.clone();
-    let history = read_history(&ctx.store, &prefix, last).await?;
+    until.send_replace(last);
+    let history = tokio::time::timeout(HANG_GUARD, recorder)
+        .await
+        .map_err(|_| "history recorder hang".to_owned())?
+        .map_err(|e| format!("recorder: {e}"))??;
     let recording = Recording {
         sessions: std::mem::take(&mut *ctx.sessions.lock().expect("lock")),
         reads: std::mem::take(&mut *reads.lock().expect("lock")),

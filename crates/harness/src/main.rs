@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use watchkeeper_harness::{inprocess, soak};
+use watchkeeper_harness::{e2e, inprocess, soak};
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +47,16 @@ enum Command {
         /// Threads [default: available cores].
         #[arg(long)]
         threads: Option<usize>,
+    },
+    /// Run a watchkeeper server with the harness's settings (small history and queues) and
+    /// print `listening ADDR`; used by the kill-and-restart test, which SIGKILLs it.
+    Serve {
+        /// memory or embedded.
+        #[arg(long, default_value = "embedded")]
+        store: String,
+        /// Data directory of the embedded store.
+        #[arg(long)]
+        data_dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -104,6 +114,30 @@ fn main() -> ExitCode {
             } else {
                 ExitCode::SUCCESS
             }
+        }
+        Command::Serve { store, data_dir } => {
+            let choice = match (store.as_str(), data_dir) {
+                ("embedded", Some(dir)) => e2e::StoreChoice::Embedded(dir),
+                ("memory", _) => e2e::StoreChoice::Memory,
+                _ => {
+                    eprintln!("serve: --store memory, or --store embedded --data-dir DIR");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let runtime = tokio::runtime::Runtime::new().expect("runtime");
+            runtime.block_on(async {
+                match e2e::start_server(e2e::serve_args(&choice)).await {
+                    Ok(server) => {
+                        println!("listening {}", server.addr);
+                        std::future::pending::<()>().await;
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("serve: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            })
         }
         Command::Soak {
             sessions,

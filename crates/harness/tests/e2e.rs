@@ -40,6 +40,7 @@ async fn memory_store_many_watchers_and_writers() {
         writers: 4,
         writes_per_writer: 150,
         reads: 60,
+        compact_every: None,
     };
     let outcome = e2e::run(&config).await.expect("run");
     assert_clean("memory", &outcome);
@@ -55,7 +56,161 @@ async fn embedded_store_many_watchers_and_writers() {
         writers: 3,
         writes_per_writer: 100,
         reads: 40,
+        compact_every: None,
     };
     let outcome = e2e::run(&config).await.expect("run");
     assert_clean("embedded", &outcome);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_compactions_relist_and_every_watcher_gets_an_honest_410() {
+    let config = E2eConfig {
+        seed: 3,
+        store: StoreChoice::Memory,
+        watchers: 16,
+        writers: 3,
+        writes_per_writer: 120,
+        reads: 30,
+        compact_every: Some(90),
+    };
+    let outcome = e2e::run(&config).await.expect("run");
+    assert_clean("memory+compaction", &outcome);
+}
+
+/// The etcd endpoint of the shared test etcd (scripts/test starts it).
+fn etcd_endpoint() -> String {
+    std::env::var("WATCHKEEPER_TEST_ETCD").unwrap_or_else(|_| {
+        panic!(
+            "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd"
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_store_with_compactions() {
+    let endpoint = etcd_endpoint();
+    let prefix = format!(
+        "/harness-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let config = E2eConfig {
+        seed: 4,
+        store: StoreChoice::Etcd { endpoint, prefix },
+        watchers: 12,
+        writers: 3,
+        writes_per_writer: 80,
+        reads: 30,
+        compact_every: Some(70),
+    };
+    let outcome = e2e::run(&config).await.expect("run");
+    assert_clean("etcd+compaction", &outcome);
+}
+
+/// SIGKILL the server (a child process on the embedded store) while writes are in flight,
+/// restart it on the same data: every write that got a 2xx is in the store, and the restarted
+/// server passes a full checked workload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_store_kill_and_restart_loses_no_acknowledged_write() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::AsyncBufReadExt;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut acked_all = Vec::new();
+    for round in 0..2u64 {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_watchkeeper-harness"))
+            .args(["serve", "--store", "embedded", "--data-dir"])
+            .arg(&data)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(e2e::HANG_GUARD, lines.next_line())
+            .await
+            .expect("server start hang")
+            .expect("read")
+            .expect("a listening line");
+        let addr: std::net::SocketAddr = line
+            .strip_prefix("listening ")
+            .expect("listening ADDR")
+            .parse()
+            .expect("address");
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..3)
+            .map(|w| {
+                tokio::spawn(e2e::write_until(
+                    addr,
+                    round * 10 + w,
+                    100_000,
+                    acked.clone(),
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        // Kill once enough writes were acknowledged, with writes still in flight.
+        loop {
+            if acked.lock().unwrap().len() >= 150 {
+                break;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        child.start_kill().expect("SIGKILL");
+        child.wait().await.expect("reaped");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in writers {
+            w.await.expect("writer");
+        }
+        acked_all.extend(acked.lock().unwrap().drain(..));
+    }
+    // The store after two kills holds every acknowledged write.
+    let store = watchkeeper_store::AnyStore::open(watchkeeper_store::StoreConfig::Embedded(
+        watchkeeper_store::EmbeddedConfig::new(data.clone()),
+    ))
+    .await
+    .expect("open the embedded store");
+    let up_to = acked_all.iter().map(|a| a.rv).max().expect("writes");
+    let history = e2e::read_history(&store, "/registry", up_to)
+        .await
+        .expect("history");
+    let recording = watchkeeper_harness::checker::Recording {
+        acked: acked_all.clone(),
+        ..Default::default()
+    };
+    let report = watchkeeper_harness::checker::check(&history, &recording);
+    eprintln!(
+        "{} acknowledged writes checked after two SIGKILLs",
+        acked_all.len()
+    );
+    assert!(
+        report.violations.is_empty(),
+        "{}",
+        report
+            .violations
+            .iter()
+            .take(10)
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    drop(store);
+    // The restarted server serves correctly.
+    let config = E2eConfig {
+        seed: 5,
+        store: StoreChoice::Embedded(data),
+        watchers: 8,
+        writers: 2,
+        writes_per_writer: 60,
+        reads: 20,
+        compact_every: None,
+    };
+    let outcome = e2e::run(&config).await.expect("run after restart");
+    assert_clean("embedded after kill", &outcome);
 }
