@@ -82,6 +82,9 @@ pub struct E2eConfig {
     pub compact_every: Option<u64>,
 }
 
+/// A fault injected after a number of writes.
+pub type FaultHook = Box<dyn FnMut(u64) + Send>;
+
 /// What a run did.
 #[derive(Debug, Default)]
 pub struct E2eOutcome {
@@ -1049,10 +1052,11 @@ async fn start_recorder(
         .collect();
     let mut history = History::new(base, objects);
     let mut watch = store
-        .watch(KeySelector::prefix(key_prefix), base + 1)
+        .watch(KeySelector::prefix(key_prefix.clone()), base + 1)
         .await
         .map_err(|e| format!("store watch: {e}"))?;
     let (until_tx, mut until_rx) = tokio::sync::watch::channel(Rev::MAX);
+    let store = store.clone();
     let task = tokio::spawn(async move {
         loop {
             if history.last_rv() >= *until_rx.borrow() {
@@ -1084,8 +1088,28 @@ async fn start_recorder(
                     history.commit(revision, writes);
                 }
                 Some(WatchItem::Progress { revision }) => history.advance(revision),
-                Some(other) => return Err(format!("the history's store watch ended: {other:?}")),
-                None => return Err("the history's store watch ended".to_owned()),
+                Some(WatchItem::Compacted { .. }) => {
+                    return Err("the history's store watch was compacted".to_owned());
+                }
+                Some(WatchItem::Failed(_)) | None => {
+                    // The store went away (an etcd restart): watch again from the next
+                    // revision, polling for it to come back (bounded).
+                    let mut again = None;
+                    for _ in 0..400 {
+                        if let Ok(w) = store
+                            .watch(
+                                KeySelector::prefix(key_prefix.clone()),
+                                history.last_rv() + 1,
+                            )
+                            .await
+                        {
+                            again = Some(w);
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    watch = again.ok_or("the store did not come back")?;
+                }
             }
         }
     });
@@ -1149,6 +1173,19 @@ pub async fn write_until(
 /// # Errors
 /// Setup failures (the store cannot be read, a task panicked).
 pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutcome, String> {
+    run_with_faults(server, config, None).await
+}
+
+/// [`run_against`] with `fault(n)` called from a task after every `every` writes (n = 1, 2,
+/// ...), until the fences.
+///
+/// # Errors
+/// Setup failures.
+pub async fn run_with_faults(
+    server: &Server,
+    config: &E2eConfig,
+    faults: Option<(u64, FaultHook)>,
+) -> Result<E2eOutcome, String> {
     let prefix = server.app.config.prefix.clone();
     let (base, until, recorder) = start_recorder(&server.app.store, &prefix).await?;
     let ctx = Arc::new(Ctx {
@@ -1200,6 +1237,26 @@ pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutco
             }
         })
     });
+    let fault_task = faults.map(|(every, mut fault)| {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let mut n = 1;
+            loop {
+                ctx.wait_writes(every * n).await;
+                if ctx.progress.fences.borrow().is_some() {
+                    return;
+                }
+                // Faults block (signals, process restarts): off the async workers.
+                fault = tokio::task::spawn_blocking(move || {
+                    fault(n);
+                    fault
+                })
+                .await
+                .expect("fault");
+                n += 1;
+            }
+        })
+    });
     let reader_task = tokio::spawn(reader(
         ctx.clone(),
         rng.next_u64(),
@@ -1237,6 +1294,9 @@ pub async fn run_against(server: &Server, config: &E2eConfig) -> Result<E2eOutco
         }
     }
     reader_task.await.map_err(|e| format!("reader: {e}"))?;
+    if let Some(task) = fault_task {
+        task.await.map_err(|e| format!("faults: {e}"))?;
+    }
     if let Some(compactor) = compactor {
         compactor.await.map_err(|e| format!("compactor: {e}"))?;
     }

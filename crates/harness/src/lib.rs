@@ -17,6 +17,7 @@
 
 pub mod checker;
 pub mod e2e;
+pub mod etcd;
 pub mod inprocess;
 pub mod rng;
 pub mod soak;
