@@ -75,6 +75,14 @@ pub struct ServeArgs {
     /// fsync every commit of the embedded store [default: true].
     #[arg(long)]
     pub durable_commits: Option<bool>,
+    /// Static bearer tokens, kube-apiserver's CSV `token,user,uid,"group1,group2"`; when set,
+    /// requests need `Authorization: Bearer <token>` (see the `auth` module).
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// kube-apiserver's ABAC policy file (one JSON policy per line); without it every
+    /// authenticated request is allowed.
+    #[arg(long)]
+    pub authorization_policy_file: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -102,7 +110,9 @@ impl ServeArgs {
             initial_no_progress_seconds,
             min_request_timeout_seconds,
             fresh_wait_ms,
-            durable_commits
+            durable_commits,
+            token_auth_file,
+            authorization_policy_file
         )
     }
 }
@@ -132,6 +142,10 @@ pub struct ServeConfig {
     pub fresh_wait: Duration,
     /// fsync every embedded commit.
     pub durable_commits: bool,
+    /// `--token-auth-file`.
+    pub token_auth_file: Option<PathBuf>,
+    /// `--authorization-policy-file`.
+    pub authorization_policy_file: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -229,6 +243,8 @@ impl ServeConfig {
             min_request_timeout,
             fresh_wait,
             durable_commits: args.durable_commits.unwrap_or(true),
+            token_auth_file: args.token_auth_file,
+            authorization_policy_file: args.authorization_policy_file,
         })
     }
 }
@@ -254,6 +270,23 @@ mod tests {
         assert_eq!(config.store, StoreKind::Memory);
         assert_eq!(config.cache.pass_members_max, 7);
         assert_eq!(config.listen.port(), 10, "flags win");
+        let file: ServeArgs = toml::from_str(
+            "token-auth-file = \"/etc/tokens.csv\"\nauthorization-policy-file = \"/etc/abac.jsonl\"",
+        )
+        .unwrap();
+        let flags = ServeArgs {
+            token_auth_file: Some("/flag/tokens.csv".into()),
+            ..ServeArgs::default()
+        };
+        let config = ServeConfig::from_args(flags.or(file)).unwrap();
+        assert_eq!(
+            config.token_auth_file,
+            Some(PathBuf::from("/flag/tokens.csv"))
+        );
+        assert_eq!(
+            config.authorization_policy_file,
+            Some(PathBuf::from("/etc/abac.jsonl"))
+        );
     }
 
     #[test]

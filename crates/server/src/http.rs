@@ -27,6 +27,7 @@ use watchkeeper_core::{Encoding, Revision, WatchEnd, WatchItem, WatchRequest, Wa
 use watchkeeper_store::Store;
 
 use crate::app::{App, Resource, WatchInfo, too_large};
+use crate::auth::{Attributes, User};
 use crate::query::{Options, ResourceVersion};
 
 /// Largest request body accepted (3 MiB, as kube-apiserver).
@@ -176,6 +177,10 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             )));
         }
     };
+    let user = match app.auth.authenticate(&path, &parts.headers) {
+        Ok(user) => user,
+        Err(error) => return error_response(&error),
+    };
     if !body.is_empty()
         && let Some(error) = unsupported_body(&parts.headers)
     {
@@ -186,6 +191,19 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         .split('/')
         .filter(|s| !s.is_empty())
         .collect();
+    // Resource requests are authorized once their verb is known (in `serve_resource`).
+    if !matches!(segments[..], ["api", "v1", _, ..] | ["apis", _, _, _, ..]) {
+        let verb = crate::auth::non_resource_verb(&parts.method);
+        if let Err(error) = app.auth.authorize(
+            &user,
+            &Attributes::NonResource {
+                verb: &verb,
+                path: &path,
+            },
+        ) {
+            return error_response(&error);
+        }
+    }
     let (verb, group, resource, response) = route(
         &app,
         &parts.method,
@@ -193,6 +211,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         query.as_deref(),
         &parts.headers,
         body,
+        &user,
     )
     .await;
     if !verb.is_empty() {
@@ -210,6 +229,7 @@ async fn route(
     query: Option<&str>,
     headers: &HeaderMap,
     body: Bytes,
+    user: &User,
 ) -> (&'static str, String, String, Response) {
     let ok = |value: Value| json_response(StatusCode::OK, value.to_string());
     let not_found = || error_response(&ApiError::path_not_found());
@@ -244,10 +264,13 @@ async fn route(
                 .map_or_else(not_found, ok)
         }
         ["api", "v1", rest @ ..] => {
-            return resource_request(app, method, "", "v1", rest, query, headers, body).await;
+            return resource_request(app, method, "", "v1", rest, query, headers, body, user).await;
         }
         ["apis", group, version, rest @ ..] => {
-            return resource_request(app, method, group, version, rest, query, headers, body).await;
+            return resource_request(
+                app, method, group, version, rest, query, headers, body, user,
+            )
+            .await;
         }
         _ => not_found(),
     };
@@ -274,6 +297,7 @@ async fn resource_request(
     query: Option<&str>,
     headers: &HeaderMap,
     body: Bytes,
+    user: &User,
 ) -> (&'static str, String, String, Response) {
     let Some(target) = parse_target(group, version, rest) else {
         return (
@@ -296,7 +320,7 @@ async fn resource_request(
     };
     let label = (group.to_owned(), target.plural.to_owned());
     let (verb, result) =
-        serve_resource(app, method, &resource, &target, query, headers, body).await;
+        serve_resource(app, method, &resource, &target, query, headers, body, user).await;
     let response = match result {
         Ok(response) => response,
         Err(error) => error_response(&error),
@@ -304,6 +328,7 @@ async fn resource_request(
     (verb, label.0, label.1, response)
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve_resource(
     app: &Arc<App>,
     method: &Method,
@@ -312,6 +337,7 @@ async fn serve_resource(
     query: Option<&str>,
     headers: &HeaderMap,
     body: Bytes,
+    user: &User,
 ) -> (&'static str, Result<Response, ApiError>) {
     let def = &resource.def;
     // Scope checks: a cluster-scoped resource has no namespace in its path.
@@ -335,6 +361,19 @@ async fn serve_resource(
         Ok(options) => options,
         Err(error) => return ("", Err(error)),
     };
+    let verb = kube_verb(method, target, options.watch);
+    if let Err(error) = app.auth.authorize(
+        user,
+        &Attributes::Resource {
+            verb: &verb,
+            def,
+            namespace: target.namespace.unwrap_or_default(),
+            name: target.name.unwrap_or_default(),
+            subresource: target.subresource.unwrap_or_default(),
+        },
+    ) {
+        return ("", Err(error));
+    }
     if let Err(error) = validate_field_selector(def, &options.fields) {
         return ("", Err(error));
     }
@@ -371,7 +410,7 @@ async fn serve_resource(
             }
             (
                 "WATCH",
-                watch(app, resource, namespace, options, headers).await,
+                watch(app, resource, namespace, options, headers, &user.name).await,
             )
         }
         (Method::GET, None) => (
@@ -406,6 +445,22 @@ async fn serve_resource(
             ))),
         ),
     }
+}
+
+/// The Kubernetes verb of a resource request, as authorization sees it.
+fn kube_verb(method: &Method, target: &Target<'_>, watch: bool) -> String {
+    match (method.clone(), target.name) {
+        (Method::GET, _) if target.watch_path || watch => "watch",
+        (Method::GET, None) => "list",
+        (Method::GET, Some(_)) => "get",
+        (Method::POST, _) => "create",
+        (Method::PUT, _) => "update",
+        (Method::PATCH, _) => "patch",
+        (Method::DELETE, Some(_)) => "delete",
+        (Method::DELETE, None) => "deletecollection",
+        (method, _) => return method.as_str().to_ascii_lowercase(),
+    }
+    .to_owned()
 }
 
 fn merge_fields(
@@ -653,6 +708,7 @@ async fn watch(
     namespace: Option<&str>,
     mut options: Options,
     headers: &HeaderMap,
+    user: &str,
 ) -> Result<Response, ApiError> {
     options.validate_watch(&resource.def.plural)?;
     let start = watch_start(app, resource, &options).await?;
@@ -690,6 +746,7 @@ async fn watch(
         label_selector: label_text(&options),
         field_selector: field_text(&options),
         user_agent,
+        user: user.to_owned(),
         started: now,
         queue: watch.queue().clone(),
     });
@@ -876,6 +933,7 @@ fn debug_watchers(app: &App) -> Value {
                 "fieldSelector": info.field_selector,
                 "labelSelector": info.label_selector,
                 "userAgent": info.user_agent,
+                "user": info.user,
                 "state": state,
                 "position": info.queue.last_pushed(),
                 "queueLength": info.queue.len(),

@@ -5,6 +5,7 @@
 //! kubectl, kube-rs and client-python work unchanged. See docs/ARCHITECTURE.md.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod driver;
 pub mod http;
@@ -148,6 +149,10 @@ async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), String>
 /// # Errors
 /// Configuration, store or socket errors, as messages.
 pub async fn start(config: ServeConfig) -> Result<Server, String> {
+    let auth = crate::auth::Auth::load(
+        config.token_auth_file.as_deref(),
+        config.authorization_policy_file.as_deref(),
+    )?;
     let defs = resource_defs(&config)?;
     let store = open_store(&config).await?;
     bootstrap(&store, &config).await?;
@@ -197,6 +202,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         next_watch: AtomicU64::new(1),
         requests: crate::metrics::RequestMetrics::default(),
         shutdown: shutdown_rx.clone(),
+        auth,
     });
     let router = axum::Router::new()
         .fallback(http::handle)

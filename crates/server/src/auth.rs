@@ -1,0 +1,742 @@
+//! Authentication and authorization, as kube-apiserver does them with `--token-auth-file` and
+//! `--authorization-mode=ABAC --authorization-policy-file`.
+//!
+//! ## Authentication: static bearer tokens
+//! The token file is kube-apiserver's CSV: `token,user,uid,"group1,group2"` (the groups column
+//! is optional and quoted when it holds several groups; blank lines and lines starting with `#`
+//! are skipped). A malformed line is a startup error naming the line. Every authenticated user
+//! is also in the group `system:authenticated`, as in Kubernetes.
+//!
+//! A request presents `Authorization: Bearer <token>`. The token is compared with every token
+//! of the file, each comparison touching every byte (no early exit), so the time taken does not
+//! tell how much of a token matched. Tokens are never logged (the [`Auth`] debug output counts
+//! them and nothing more).
+//!
+//! When a token file is given, a request without a valid token gets 401 Unauthorized (a
+//! `metav1.Status`), except [`OPEN_PATHS`]: `/healthz`, `/livez`, `/readyz` and `/version` stay
+//! open to anyone, as kube-apiserver's default `system:public-info-viewer` binding leaves them
+//! to anonymous users (probes and `kubectl version` work without credentials). They reveal
+//! nothing about the stored objects. Everything else — discovery, OpenAPI, `/metrics`,
+//! `/debug/watchers` and every resource — needs a token. Without a token file every request is
+//! the anonymous user `system:anonymous` (groups `system:unauthenticated`).
+//!
+//! ## Authorization: ABAC
+//! The policy file is kube-apiserver's ABAC format, one JSON object per line:
+//! `{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {...}}`
+//! with the spec keys `user`, `group`, `readonly`, `namespace`, `resource`, `apiGroup` and
+//! `nonResourcePath`. The semantics are Kubernetes' (`pkg/auth/authorizer/abac`): a request is
+//! allowed when any line matches it, a line matching when
+//! - its `user` (or `*`) names the user and/or its `group` (or `*`) names one of the user's
+//!   groups (a line with neither matches nobody);
+//! - it is not `readonly`, or the verb is `get`, `list` or `watch`;
+//! - for a resource request: `namespace`, `resource` and `apiGroup` each equal the request's or
+//!   are `*` (a cluster-wide request has the namespace `""`, so a line for one namespace does not
+//!   allow a list or watch across all namespaces);
+//! - for any other path: `nonResourcePath` is `*`, the path itself, or ends in `*` and is a
+//!   prefix of the path.
+//!
+//! Otherwise the answer is 403 Forbidden with kube-apiserver's message, e.g.
+//! `configmaps is forbidden: User "bob" cannot list resource "configmaps" in API group "" in the
+//! namespace "team": No policy matched.` Without a policy file every (authenticated) request is
+//! allowed. Lists and watches are authorized on their namespace, so a watch or list only ever
+//! returns what the caller may read.
+
+use std::fmt;
+use std::path::Path;
+
+use axum::http::{HeaderMap, Method, header};
+use serde::Deserialize;
+use watchkeeper_api::{ApiError, ResourceDef};
+
+/// Paths served to anyone, with or without credentials.
+pub const OPEN_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
+
+/// The API version of an ABAC policy line.
+pub const ABAC_API_VERSION: &str = "abac.authorization.kubernetes.io/v1beta1";
+
+/// Who made a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// The user name.
+    pub name: String,
+    /// The uid from the token file (empty for the anonymous user).
+    pub uid: String,
+    /// Groups, including `system:authenticated` or `system:unauthenticated`.
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// The user of every request when no authentication is configured.
+    #[must_use]
+    pub fn anonymous() -> User {
+        User {
+            name: "system:anonymous".to_owned(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".to_owned()],
+        }
+    }
+}
+
+/// What a request does, for authorization.
+#[derive(Debug)]
+pub enum Attributes<'a> {
+    /// A request on a resource.
+    Resource {
+        /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection.
+        verb: &'a str,
+        /// The resource's definition.
+        def: &'a ResourceDef,
+        /// The namespace, `""` for cluster-scoped or cluster-wide requests.
+        namespace: &'a str,
+        /// The object's name, `""` for collections.
+        name: &'a str,
+        /// The subresource, `""` for none.
+        subresource: &'a str,
+    },
+    /// A request on any other path.
+    NonResource {
+        /// Lowercase HTTP method (get, post, put, patch, delete...).
+        verb: &'a str,
+        /// The URL path.
+        path: &'a str,
+    },
+}
+
+impl Attributes<'_> {
+    fn verb(&self) -> &str {
+        match self {
+            Attributes::Resource { verb, .. } | Attributes::NonResource { verb, .. } => verb,
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        matches!(self.verb(), "get" | "list" | "watch")
+    }
+}
+
+/// The verb of a non-resource request (kube-apiserver lowercases the method).
+#[must_use]
+pub fn non_resource_verb(method: &Method) -> String {
+    method.as_str().to_ascii_lowercase()
+}
+
+/// The authenticators and the authorizer of a server, loaded once at startup.
+pub struct Auth {
+    /// `None` without `--token-auth-file`: every request is anonymous.
+    tokens: Option<Vec<(Vec<u8>, User)>>,
+    /// `None` without `--authorization-policy-file`: everything is allowed.
+    policies: Option<Vec<PolicySpec>>,
+}
+
+impl fmt::Debug for Auth {
+    /// Never prints a token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Auth")
+            .field("tokens", &self.tokens.as_ref().map(Vec::len))
+            .field("policies", &self.policies.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+impl Auth {
+    /// Neither authentication nor authorization.
+    #[must_use]
+    pub fn none() -> Auth {
+        Auth {
+            tokens: None,
+            policies: None,
+        }
+    }
+
+    /// Reads the token file and the policy file, if given.
+    ///
+    /// # Errors
+    /// A file cannot be read, or a line is malformed (the message names the flag, the file and
+    /// the line number).
+    pub fn load(token_file: Option<&Path>, policy_file: Option<&Path>) -> Result<Auth, String> {
+        let read = |flag: &str, path: &Path| {
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))
+        };
+        let tokens = match token_file {
+            Some(path) => Some(
+                parse_token_file(&read("--token-auth-file", path)?)
+                    .map_err(|e| format!("--token-auth-file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        let policies = match policy_file {
+            Some(path) => Some(
+                parse_policy_file(&read("--authorization-policy-file", path)?)
+                    .map_err(|e| format!("--authorization-policy-file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        Ok(Auth { tokens, policies })
+    }
+
+    /// Whether requests need a token.
+    #[must_use]
+    pub fn authentication_enabled(&self) -> bool {
+        self.tokens.is_some()
+    }
+
+    /// Who sent a request. Open paths and servers without a token file give the anonymous user.
+    ///
+    /// # Errors
+    /// 401 Unauthorized: no bearer token, or not one of the file's.
+    pub fn authenticate(&self, path: &str, headers: &HeaderMap) -> Result<User, ApiError> {
+        let Some(tokens) = &self.tokens else {
+            return Ok(User::anonymous());
+        };
+        if OPEN_PATHS.contains(&path) {
+            return Ok(User::anonymous());
+        }
+        let presented = bearer_token(headers).ok_or_else(unauthorized)?;
+        let mut found = None;
+        // Every token is compared, whichever matches.
+        for (token, user) in tokens {
+            if constant_time_eq(token, presented.as_bytes()) {
+                found = Some(user);
+            }
+        }
+        found.cloned().ok_or_else(unauthorized)
+    }
+
+    /// Whether `user` may do `attributes`. Open paths are always allowed.
+    ///
+    /// # Errors
+    /// 403 Forbidden with kube-apiserver's message.
+    pub fn authorize(&self, user: &User, attributes: &Attributes<'_>) -> Result<(), ApiError> {
+        let Some(policies) = &self.policies else {
+            return Ok(());
+        };
+        if let Attributes::NonResource { path, .. } = attributes
+            && OPEN_PATHS.contains(path)
+        {
+            return Ok(());
+        }
+        if policies.iter().any(|p| p.matches(user, attributes)) {
+            return Ok(());
+        }
+        Err(forbidden(user, attributes))
+    }
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::unauthorized("Unauthorized")
+}
+
+/// kube-apiserver's 403 message (`forbiddenMessage` plus the ABAC reason).
+fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
+    const REASON: &str = "No policy matched.";
+    match attributes {
+        Attributes::Resource {
+            verb,
+            def,
+            namespace,
+            name,
+            subresource,
+        } => {
+            let resource = if subresource.is_empty() {
+                def.plural.clone()
+            } else {
+                format!("{}/{subresource}", def.plural)
+            };
+            let scope = if namespace.is_empty() {
+                "at the cluster scope".to_owned()
+            } else {
+                format!("in the namespace {namespace:?}")
+            };
+            ApiError::forbidden(
+                def,
+                name,
+                format!(
+                    "User {:?} cannot {verb} resource {resource:?} in API group {:?} {scope}: {REASON}",
+                    user.name, def.group
+                ),
+            )
+        }
+        Attributes::NonResource { verb, path } => ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "forbidden: User {:?} cannot {verb} path {path:?}: {REASON}",
+                user.name
+            ),
+        ),
+    }
+}
+
+/// The token of `Authorization: Bearer <token>` (scheme case-insensitive, as Kubernetes).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let mut parts = value.splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Equality that looks at every byte of both inputs, whatever differs first.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut difference = a.len() ^ b.len();
+    for index in 0..a.len().max(b.len()) {
+        let x = a.get(index).copied().unwrap_or(0);
+        let y = b.get(index).copied().unwrap_or(0);
+        difference |= usize::from(x ^ y);
+    }
+    std::hint::black_box(difference) == 0
+}
+
+/// Parses a token file: `token,user,uid[,"group1,group2"]` per line.
+///
+/// # Errors
+/// `line N: ...` for the first malformed line.
+pub fn parse_token_file(text: &str) -> Result<Vec<(Vec<u8>, User)>, String> {
+    let mut tokens: Vec<(Vec<u8>, User)> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields = split_csv(line).map_err(|e| format!("line {number}: {e}"))?;
+        if fields.len() < 3 {
+            return Err(format!(
+                "line {number}: must have at least 3 columns (token, user name, user uid), found {}",
+                fields.len()
+            ));
+        }
+        if fields.len() > 4 {
+            return Err(format!(
+                "line {number}: has {} columns, at most 4 (token, user name, user uid, groups); quote the groups column when it holds several groups",
+                fields.len()
+            ));
+        }
+        if fields[0].is_empty() {
+            return Err(format!("line {number}: the token is empty"));
+        }
+        if fields[1].is_empty() {
+            return Err(format!("line {number}: the user name is empty"));
+        }
+        if tokens
+            .iter()
+            .any(|(token, _)| constant_time_eq(token, fields[0].as_bytes()))
+        {
+            return Err(format!(
+                "line {number}: the token repeats an earlier line's"
+            ));
+        }
+        let mut groups: Vec<String> = fields
+            .get(3)
+            .map(|groups| {
+                groups
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        groups.push("system:authenticated".to_owned());
+        let mut fields = fields.into_iter();
+        let token = fields.next().unwrap_or_default().into_bytes();
+        let name = fields.next().unwrap_or_default();
+        let uid = fields.next().unwrap_or_default();
+        tokens.push((token, User { name, uid, groups }));
+    }
+    Ok(tokens)
+}
+
+/// Splits one CSV record as Go's `encoding/csv` with `TrimLeadingSpace` (Kubernetes' reader):
+/// fields may be quoted, `""` inside quotes is a quote, a bare quote inside an unquoted field is
+/// an error.
+fn split_csv(line: &str) -> Result<Vec<String>, String> {
+    let mut fields = Vec::new();
+    let mut chars = line.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| *c == ' ' || *c == '\t') {
+            chars.next();
+        }
+        let mut field = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    None => {
+                        return Err(format!(
+                            "field {} has an opening quote without a closing one",
+                            fields.len() + 1
+                        ));
+                    }
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        field.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => field.push(c),
+                }
+            }
+            match chars.next() {
+                None => {
+                    fields.push(field);
+                    return Ok(fields);
+                }
+                Some(',') => fields.push(field),
+                Some(c) => {
+                    return Err(format!(
+                        "field {}: unexpected {c:?} after the closing quote",
+                        fields.len() + 1
+                    ));
+                }
+            }
+        } else {
+            loop {
+                match chars.next() {
+                    None => {
+                        fields.push(field);
+                        return Ok(fields);
+                    }
+                    Some(',') => {
+                        fields.push(field);
+                        break;
+                    }
+                    Some('"') => {
+                        return Err(format!(
+                            "field {}: a quote inside an unquoted field",
+                            fields.len() + 1
+                        ));
+                    }
+                    Some(c) => field.push(c),
+                }
+            }
+        }
+    }
+}
+
+/// One line of an ABAC policy file.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicyLine {
+    api_version: String,
+    kind: String,
+    spec: PolicySpec,
+}
+
+/// What one policy line allows (Kubernetes' `abac.v1beta1.PolicySpec`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct PolicySpec {
+    user: String,
+    group: String,
+    readonly: bool,
+    api_group: String,
+    resource: String,
+    namespace: String,
+    non_resource_path: String,
+}
+
+impl PolicySpec {
+    /// Kubernetes' `matches`: subject, then verb, then the resource or the path.
+    fn matches(&self, user: &User, attributes: &Attributes<'_>) -> bool {
+        self.subject_matches(user)
+            && (attributes.is_read_only() || !self.readonly)
+            && match attributes {
+                Attributes::Resource { def, namespace, .. } => {
+                    wildcard_eq(&self.namespace, namespace)
+                        && wildcard_eq(&self.resource, &def.plural)
+                        && wildcard_eq(&self.api_group, &def.group)
+                }
+                Attributes::NonResource { path, .. } => {
+                    let pattern = self.non_resource_path.as_str();
+                    pattern == "*"
+                        || pattern == *path
+                        || pattern
+                            .strip_suffix('*')
+                            .is_some_and(|prefix| path.starts_with(prefix.trim_end_matches('*')))
+                }
+            }
+    }
+
+    /// A line names a user, a group or both; each named must match.
+    fn subject_matches(&self, user: &User) -> bool {
+        let mut matched = false;
+        if !self.user.is_empty() {
+            if self.user != "*" && self.user != user.name {
+                return false;
+            }
+            matched = true;
+        }
+        if !self.group.is_empty() {
+            if self.group != "*" && !user.groups.contains(&self.group) {
+                return false;
+            }
+            matched = true;
+        }
+        matched
+    }
+}
+
+fn wildcard_eq(pattern: &str, value: &str) -> bool {
+    pattern == "*" || pattern == value
+}
+
+/// Parses an ABAC policy file, one JSON policy per line.
+///
+/// # Errors
+/// `line N: ...` for the first malformed line.
+fn parse_policy_file(text: &str) -> Result<Vec<PolicySpec>, String> {
+    let mut policies = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let policy: PolicyLine =
+            serde_json::from_str(line).map_err(|e| format!("line {number}: {e}"))?;
+        if policy.api_version != ABAC_API_VERSION || policy.kind != "Policy" {
+            return Err(format!(
+                "line {number}: expected apiVersion {ABAC_API_VERSION:?} and kind \"Policy\", found {:?} and {:?}",
+                policy.api_version, policy.kind
+            ));
+        }
+        if policy.spec.user.is_empty() && policy.spec.group.is_empty() {
+            return Err(format!(
+                "line {number}: the spec names neither a user nor a group, so it matches nobody"
+            ));
+        }
+        policies.push(policy.spec);
+    }
+    Ok(policies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_file_csv() {
+        let tokens = parse_token_file(
+            "# comment\n\nt1,alice,u1\n t2 , bob,u2,\"dev,ops\"\r\nt3,carol,u3,single\n\"t,4\",dave,u4,\"a \"\"quoted\"\" group\"\n",
+        )
+        .unwrap();
+        assert_eq!(tokens.len(), 4);
+        assert_eq!(tokens[0].1.name, "alice");
+        assert_eq!(tokens[0].1.groups, ["system:authenticated"]);
+        assert_eq!(tokens[1].0, b"t2 ");
+        assert_eq!(tokens[1].1.name, "bob");
+        assert_eq!(tokens[1].1.groups, ["dev", "ops", "system:authenticated"]);
+        assert_eq!(tokens[2].1.groups, ["single", "system:authenticated"]);
+        assert_eq!(tokens[3].0, b"t,4");
+        assert_eq!(tokens[3].1.groups[0], "a \"quoted\" group");
+        for (text, line, what) in [
+            ("t1,alice\n", 1, "at least 3 columns"),
+            ("# c\nt1,alice,u1\nt2,bob,u2,dev,ops\n", 3, "at most 4"),
+            ("t1,alice,u1,\"dev\n", 1, "closing"),
+            ("t1,al\"ice,u1\n", 1, "quote inside"),
+            (",alice,u1\n", 1, "token is empty"),
+            ("t1,,u1\n", 1, "user name is empty"),
+            ("t1,a,u1\nt1,b,u2\n", 2, "repeats"),
+        ] {
+            let error = parse_token_file(text).unwrap_err();
+            assert!(error.starts_with(&format!("line {line}: ")), "{error}");
+            assert!(error.contains(what), "{error}");
+        }
+    }
+
+    #[test]
+    fn constant_time_equality() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn bearer_header() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer_token(&headers), None);
+        headers.insert(header::AUTHORIZATION, "Bearer abc".parse().unwrap());
+        assert_eq!(bearer_token(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, "bearer abc".parse().unwrap());
+        assert_eq!(bearer_token(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer_token(&headers), None);
+        headers.insert(header::AUTHORIZATION, "Bearer ".parse().unwrap());
+        assert_eq!(bearer_token(&headers), None);
+    }
+
+    fn policy(spec: &str) -> Vec<PolicySpec> {
+        parse_policy_file(&format!(
+            "{{\"apiVersion\": \"{ABAC_API_VERSION}\", \"kind\": \"Policy\", \"spec\": {spec}}}"
+        ))
+        .unwrap()
+    }
+
+    fn user(name: &str, groups: &[&str]) -> User {
+        User {
+            name: name.to_owned(),
+            uid: String::new(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn abac_matching() {
+        let defs = watchkeeper_api::builtin_resources();
+        let configmaps = defs.iter().find(|d| d.plural == "configmaps").unwrap();
+        let deployments = defs.iter().find(|d| d.plural == "deployments").unwrap();
+        let resource = |verb, def, namespace| Attributes::Resource {
+            verb,
+            def,
+            namespace,
+            name: "",
+            subresource: "",
+        };
+        let alice = user("alice", &["dev"]);
+        let bob = user("bob", &["ops"]);
+
+        let p = policy(
+            r#"{"user": "alice", "namespace": "team", "resource": "*", "apiGroup": "*", "readonly": true}"#,
+        );
+        assert!(p[0].matches(&alice, &resource("list", configmaps, "team")));
+        assert!(p[0].matches(&alice, &resource("watch", deployments, "team")));
+        assert!(!p[0].matches(&alice, &resource("create", configmaps, "team")));
+        assert!(!p[0].matches(&alice, &resource("list", configmaps, "other")));
+        assert!(!p[0].matches(&alice, &resource("list", configmaps, "")));
+        assert!(!p[0].matches(&bob, &resource("list", configmaps, "team")));
+        let path = Attributes::NonResource {
+            verb: "get",
+            path: "/api",
+        };
+        assert!(!p[0].matches(&alice, &path), "a resource line, not a path");
+
+        let p = policy(
+            r#"{"group": "dev", "namespace": "*", "resource": "configmaps", "apiGroup": ""}"#,
+        );
+        assert!(p[0].matches(&alice, &resource("delete", configmaps, "x")));
+        assert!(!p[0].matches(&alice, &resource("get", deployments, "x")));
+        assert!(!p[0].matches(&bob, &resource("get", configmaps, "x")));
+
+        let p = policy(
+            r#"{"user": "alice", "group": "ops", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
+        );
+        assert!(
+            !p[0].matches(&alice, &resource("get", configmaps, "x")),
+            "both must match"
+        );
+
+        let p = policy(r#"{"user": "*", "nonResourcePath": "/apis/*", "readonly": true}"#);
+        let get = |path| Attributes::NonResource { verb: "get", path };
+        assert!(p[0].matches(&bob, &get("/apis/apps/v1")));
+        assert!(!p[0].matches(&bob, &get("/api")));
+        assert!(!p[0].matches(&bob, &resource("get", configmaps, "x")));
+        let p = policy(r#"{"user": "*", "nonResourcePath": "*"}"#);
+        assert!(p[0].matches(&bob, &get("/metrics")));
+        let p = policy(r#"{"user": "*", "nonResourcePath": "/version"}"#);
+        assert!(p[0].matches(&bob, &get("/version")));
+        assert!(!p[0].matches(&bob, &get("/version/x")));
+    }
+
+    #[test]
+    fn forbidden_messages_like_kube_apiserver() {
+        let defs = watchkeeper_api::builtin_resources();
+        let configmaps = defs.iter().find(|d| d.plural == "configmaps").unwrap();
+        let auth = Auth {
+            tokens: None,
+            policies: Some(policy(
+                r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
+            )),
+        };
+        let bob = user("bob", &[]);
+        let error = auth
+            .authorize(
+                &bob,
+                &Attributes::Resource {
+                    verb: "list",
+                    def: configmaps,
+                    namespace: "team",
+                    name: "",
+                    subresource: "",
+                },
+            )
+            .unwrap_err();
+        assert_eq!(error.code, 403);
+        assert_eq!(
+            error.message,
+            "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team\": No policy matched."
+        );
+        let error = auth
+            .authorize(
+                &bob,
+                &Attributes::Resource {
+                    verb: "get",
+                    def: configmaps,
+                    namespace: "",
+                    name: "x",
+                    subresource: "status",
+                },
+            )
+            .unwrap_err();
+        assert!(
+            error.message.starts_with("configmaps \"x\" is forbidden: User \"bob\" cannot get resource \"configmaps/status\" in API group \"\" at the cluster scope"),
+            "{}",
+            error.message
+        );
+        let error = auth
+            .authorize(
+                &bob,
+                &Attributes::NonResource {
+                    verb: "get",
+                    path: "/metrics",
+                },
+            )
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            "forbidden: User \"bob\" cannot get path \"/metrics\": No policy matched."
+        );
+        assert!(
+            auth.authorize(
+                &bob,
+                &Attributes::NonResource {
+                    verb: "get",
+                    path: "/healthz"
+                }
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn malformed_policy_lines_are_numbered() {
+        for (text, line, what) in [
+            ("# c\n{not json\n", 2, "line 2: "),
+            (
+                "{\"apiVersion\": \"v1\", \"kind\": \"Policy\", \"spec\": {\"user\": \"a\"}}\n",
+                1,
+                "expected apiVersion",
+            ),
+            (
+                &format!(
+                    "\n{{\"apiVersion\": \"{ABAC_API_VERSION}\", \"kind\": \"Policy\", \"spec\": {{\"usr\": \"a\"}}}}\n"
+                ),
+                2,
+                "unknown field",
+            ),
+            (
+                &format!(
+                    "{{\"apiVersion\": \"{ABAC_API_VERSION}\", \"kind\": \"Policy\", \"spec\": {{\"namespace\": \"*\"}}}}\n"
+                ),
+                1,
+                "neither a user nor a group",
+            ),
+        ] {
+            let error = parse_policy_file(text).unwrap_err();
+            assert!(error.starts_with(&format!("line {line}: ")), "{error}");
+            assert!(error.contains(what), "{error}");
+        }
+    }
+}
