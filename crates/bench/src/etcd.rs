@@ -29,7 +29,10 @@ fn free_port() -> u16 {
 
 impl Etcd {
     fn start() -> Result<Etcd, String> {
-        let dir = PathBuf::from(format!("/dev/shm/watchkeeper-bench-etcd-{}", std::process::id()));
+        let dir = PathBuf::from(format!(
+            "/dev/shm/watchkeeper-bench-etcd-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         let client = free_port();
         let peer = free_port();
@@ -38,20 +41,38 @@ impl Etcd {
         let child = Command::new("etcd")
             .args(["--name", "bench", "--data-dir"])
             .arg(&dir)
-            .args(["--listen-client-urls", &endpoint, "--advertise-client-urls", &endpoint])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args([
+                "--listen-client-urls",
+                &endpoint,
+                "--advertise-client-urls",
+                &endpoint,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
             .args(["--initial-cluster", &format!("bench={peer_url}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start etcd (is it on PATH?): {e}"))?;
-        Ok(Etcd { child, dir, endpoint })
+        Ok(Etcd {
+            child,
+            dir,
+            endpoint,
+        })
     }
 
     fn rss(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/statm", self.child.id()))
             .ok()
-            .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            .and_then(|s| {
+                s.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
             .unwrap_or(0)
             * 4096
     }
@@ -93,11 +114,17 @@ async fn etcd_tax(endpoint: &str, stalled: usize, rate: f64, secs: f64) -> Resul
     let mut healthy_client = connect(endpoint).await?;
     let prefix = format!("/bench/{}/", now_ns());
     let opts = || Some(WatchOptions::new().with_prefix());
-    let mut healthy = healthy_client.watch(prefix.clone(), opts()).await.map_err(|e| e.to_string())?;
+    let mut healthy = healthy_client
+        .watch(prefix.clone(), opts())
+        .await
+        .map_err(|e| e.to_string())?;
     let mut hold = Vec::new();
     for _ in 0..stalled {
         let mut c = connect(endpoint).await?;
-        let stream = c.watch(prefix.clone(), opts()).await.map_err(|e| e.to_string())?;
+        let stream = c
+            .watch(prefix.clone(), opts())
+            .await
+            .map_err(|e| e.to_string())?;
         hold.push((c, stream));
     }
     let events = (rate * secs) as usize;
@@ -107,7 +134,9 @@ async fn etcd_tax(endpoint: &str, stalled: usize, rate: f64, secs: f64) -> Resul
         for i in 0..events {
             let due = start + Duration::from_secs_f64(i as f64 / rate);
             tokio::time::sleep_until(due.into()).await;
-            let _ = kv.put(format!("{prefix}{}", i % 100), value(1024), None).await;
+            let _ = kv
+                .put(format!("{prefix}{}", i % 100), value(1024), None)
+                .await;
         }
     });
     let mut latencies = Vec::with_capacity(events);
@@ -116,9 +145,10 @@ async fn etcd_tax(endpoint: &str, stalled: usize, rate: f64, secs: f64) -> Resul
             Ok(Ok(Some(resp))) => {
                 for event in resp.events() {
                     if let Some(kv) = event.kv()
-                        && let Some(sent) = std::str::from_utf8(&kv.value()[..20.min(kv.value().len())])
-                            .ok()
-                            .and_then(|s| s.parse::<u64>().ok())
+                        && let Some(sent) =
+                            std::str::from_utf8(&kv.value()[..20.min(kv.value().len())])
+                                .ok()
+                                .and_then(|s| s.parse::<u64>().ok())
                     {
                         latencies.push(now_ns().saturating_sub(sent));
                     }
@@ -152,8 +182,16 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
     runtime.block_on(connect(&endpoint))?;
     let mut table = Table::new(
         "etcd",
-        &format!("5. etcd 3.4 side by side: healthy p99 with {stalled} never-reading watchers, {secs} s per run"),
-        &["system", "writes/s", "p99 µs, 0 stalled", &format!("p99 µs, {stalled} stalled"), "p99 ratio (the tax)"],
+        &format!(
+            "5. etcd 3.4 side by side: healthy p99 with {stalled} never-reading watchers, {secs} s per run"
+        ),
+        &[
+            "system",
+            "writes/s",
+            "p99 µs, 0 stalled",
+            &format!("p99 µs, {stalled} stalled"),
+            "p99 ratio (the tax)",
+        ],
     );
     for &rate in &rates {
         let mut e = (Vec::new(), Vec::new(), Vec::new());
@@ -162,9 +200,19 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
             let base = runtime.block_on(etcd_tax(&endpoint, 0, rate, secs))?;
             let tax = runtime.block_on(etcd_tax(&endpoint, stalled, rate, secs))?;
             eprintln!("  etcd {rate}/s: p99 {:.0} -> {:.0} µs", base.p99, tax.p99);
-            let wbase = crate::e2e::tax_http_run(WatchMode::StallResume, Pattern::Never, 0, rate, secs)?;
-            let wtax = crate::e2e::tax_http_run(WatchMode::StallResume, Pattern::Never, stalled, rate, secs)?;
-            eprintln!("  watchkeeper {rate}/s: p99 {:.0} -> {:.0} µs", wbase.latency.p99, wtax.latency.p99);
+            let wbase =
+                crate::e2e::tax_http_run(WatchMode::StallResume, Pattern::Never, 0, rate, secs)?;
+            let wtax = crate::e2e::tax_http_run(
+                WatchMode::StallResume,
+                Pattern::Never,
+                stalled,
+                rate,
+                secs,
+            )?;
+            eprintln!(
+                "  watchkeeper {rate}/s: p99 {:.0} -> {:.0} µs",
+                wbase.latency.p99, wtax.latency.p99
+            );
             table.raw(json!({"rate": rate, "etcd": [base, tax], "watchkeeper": [wbase.latency, wtax.latency]}));
             e.0.push(base.p99);
             e.1.push(tax.p99);
@@ -173,8 +221,17 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
             w.1.push(wtax.latency.p99);
             w.2.push(wtax.latency.p99 / wbase.latency.p99);
         }
-        for (name, s) in [("etcd 3.4 (gRPC)", &e), ("watchkeeper (HTTP, memory store)", &w)] {
-            table.row(vec![name.into(), f(rate, 0), f(median(&s.0), 0), f(median(&s.1), 0), x(median(&s.2))]);
+        for (name, s) in [
+            ("etcd 3.4 (gRPC)", &e),
+            ("watchkeeper (HTTP, memory store)", &w),
+        ] {
+            table.row(vec![
+                name.into(),
+                f(rate, 0),
+                f(median(&s.0), 0),
+                f(median(&s.1), 0),
+                x(median(&s.2)),
+            ]);
         }
     }
     table.note("Order per round: etcd 0 stalled, etcd N stalled, watchkeeper 0, watchkeeper N. etcd: each watcher on its own client connection, all on one key prefix; a stalled watcher never polls its stream (HTTP/2 flow control stops it). watchkeeper: stalled watches set SO_RCVBUF 4096 and never read. 1 KiB values; latency from before the write to the healthy watcher's receipt (both include the write path).");
@@ -184,7 +241,10 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
         let mut held = Vec::new();
         for _ in 0..idle {
             let mut c = connect(&endpoint).await?;
-            let s = c.watch("/idle/", Some(WatchOptions::new().with_prefix())).await.map_err(|e| e.to_string())?;
+            let s = c
+                .watch("/idle/", Some(WatchOptions::new().with_prefix()))
+                .await
+                .map_err(|e| e.to_string())?;
             held.push((c, s));
         }
         Ok::<_, String>(held)
@@ -198,8 +258,16 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
         &format!("5b. RSS per idle watch, {idle} watches, one connection each"),
         &["system", "RSS per watch, KiB", "watchkeeper / etcd"],
     );
-    memory.row(vec!["etcd 3.4 (gRPC)".into(), f(etcd_rss, 1), String::new()]);
-    memory.row(vec!["watchkeeper (HTTP)".into(), f(wk_rss, 1), x(wk_rss / etcd_rss)]);
+    memory.row(vec![
+        "etcd 3.4 (gRPC)".into(),
+        f(etcd_rss, 1),
+        String::new(),
+    ]);
+    memory.row(vec![
+        "watchkeeper (HTTP)".into(),
+        f(wk_rss, 1),
+        x(wk_rss / etcd_rss),
+    ]);
     memory.note("Server RSS growth while the watches opened, divided by their number (etcd: /proc/<pid>/statm; watchkeeper: the bench process with the clients in a child process). Not interleaved (one measurement each).");
     memory.raw(json!({"etcd_kib": etcd_rss, "watchkeeper_kib": wk_rss, "watches": idle}));
     drop(etcd);
