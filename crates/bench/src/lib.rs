@@ -136,6 +136,8 @@ pub fn run(options: &Options) -> Result<Report, String> {
             println!("{}", table.markdown());
             report.tables.push(table);
         }
+        // Written after every suite, so an interrupted invocation keeps what it measured.
+        report.write(&options.out)?;
         eprintln!(
             "== suite {suite} took {:.1} s",
             started.elapsed().as_secs_f64()
