@@ -209,6 +209,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         .with_state(app.clone());
     let mut stop = shutdown_rx;
     let serve = tokio::spawn(async move {
+        // Watch events are small writes; without TCP_NODELAY, Nagle's algorithm meets the
+        // client's delayed ACKs and every event waits ~40 ms (the benchmark found it).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
         let result = axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
