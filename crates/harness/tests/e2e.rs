@@ -162,7 +162,6 @@ async fn embedded_store_kill_and_restart_loses_no_acknowledged_write() {
                 break;
             }
             tokio::task::yield_now().await;
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         child.start_kill().expect("SIGKILL");
         child.wait().await.expect("reaped");

@@ -350,7 +350,7 @@ async fn a_namespace_scoped_user_lists_and_watches_only_its_namespace() {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "no watcher of alice");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::task::yield_now().await;
     }
     assert_eq!(watch.await.unwrap().0, 200);
     server.shutdown().await;
