@@ -202,6 +202,26 @@ async fn embedded_store_kill_and_restart_loses_no_acknowledged_write() {
             .join("\n")
     );
     drop(store);
+    // The history watch's background task lets go of redb's file lock when it notices the drop;
+    // wait for that (by trying to open the store) before the restarted server opens it.
+    let mut attempts = 0;
+    loop {
+        match watchkeeper_store::AnyStore::open(watchkeeper_store::StoreConfig::Embedded(
+            watchkeeper_store::EmbeddedConfig::new(data.clone()),
+        ))
+        .await
+        {
+            Ok(store) => {
+                drop(store);
+                break;
+            }
+            Err(error) => {
+                attempts += 1;
+                assert!(attempts < 100_000, "the store stayed locked: {error}");
+                tokio::task::yield_now().await;
+            }
+        }
+    }
     // The restarted server serves correctly.
     let config = E2eConfig {
         seed: 5,
