@@ -590,8 +590,9 @@ impl Dispatcher {
             .object()
             .or(event.prev())
             .expect("an event has an object");
-        let namespace: Arc<str> = Arc::from(object.namespace());
-        let name: Arc<str> = Arc::from(object.name());
+        // Reference-count bumps, not allocations: the object holds these as `Arc<str>`.
+        let namespace = object.namespace_arc().clone();
+        let name = object.name_arc().clone();
         let mut evaluated = 0;
         let mut visit = |route: &Route| {
             if let Some(slots) = self.routes.get(route) {

@@ -128,6 +128,16 @@ impl Object {
         &self.name
     }
 
+    /// The namespace as a shared string (for index lookups without allocating).
+    pub(crate) fn namespace_arc(&self) -> &Arc<str> {
+        &self.namespace
+    }
+
+    /// The name as a shared string.
+    pub(crate) fn name_arc(&self) -> &Arc<str> {
+        &self.name
+    }
+
     /// The labels.
     #[must_use]
     pub fn labels(&self) -> &BTreeMap<String, String> {

@@ -20,7 +20,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -530,14 +529,13 @@ impl App {
                 )));
             }
         };
-        self.guaranteed_update(resource, namespace, name, precondition, |old| {
+        self.guaranteed_update(resource, namespace, name, precondition, |_current| {
             let mut new = body.clone();
             if new.pointer("/metadata/name").is_none()
                 && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
             {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
-            let _ = old;
             Ok(new)
         })
         .await
@@ -879,12 +877,6 @@ fn random_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-/// A short duration helper for tests and callers.
-#[must_use]
-pub fn millis(ms: u64) -> Duration {
-    Duration::from_millis(ms)
 }
 
 #[cfg(test)]

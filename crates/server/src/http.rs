@@ -672,11 +672,7 @@ async fn delete_collection(
 
 /// Maps Kubernetes' watch parameters onto the core's start (see research: kubernetes-cacher.md
 /// section 2.3).
-async fn watch_start(
-    app: &App,
-    resource: &Resource,
-    options: &Options,
-) -> Result<WatchStart, ApiError> {
+async fn watch_start(app: &App, options: &Options) -> Result<WatchStart, ApiError> {
     let current = || async {
         app.store
             .current_revision()
@@ -693,10 +689,7 @@ async fn watch_start(
                 min_revision: Some(rv),
             },
             (_, ResourceVersion::Latest) => WatchStart::After(current().await?),
-            (_, ResourceVersion::Any) => {
-                let _ = resource;
-                WatchStart::Now
-            }
+            (_, ResourceVersion::Any) => WatchStart::Now,
             (_, ResourceVersion::At(rv)) => WatchStart::After(rv),
         },
     )
@@ -711,7 +704,7 @@ async fn watch(
     user: &str,
 ) -> Result<Response, ApiError> {
     options.validate_watch(&resource.def.plural)?;
-    let start = watch_start(app, resource, &options).await?;
+    let start = watch_start(app, &options).await?;
     let timeout = match options.timeout_seconds {
         Some(seconds) => Duration::from_secs(seconds),
         None => {

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use serde_json::{Value, json};
 use watchkeeper::Server;
@@ -626,7 +624,6 @@ async fn namespaces_and_finalizers() {
     assert_eq!(status, 200);
     let (status, _) = get_json(addr, "/api/v1/namespaces/team/configmaps/free").await;
     assert_eq!(status, 404);
-    let _ = Arc::new(());
     server.shutdown().await;
 }
 

@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
 use watchkeeper::config::ServeArgs;
 
 async fn run(mode: &str) -> (Vec<u64>, Vec<u64>, bool, watchkeeper::Server) {
@@ -109,6 +108,5 @@ async fn legacy_mode_terminates_the_slow_reader() {
         metrics.terminations(watchkeeper_core::TerminationReason::Unresponsive),
         1
     );
-    let _: Value = Value::Null;
     server.shutdown().await;
 }
