@@ -95,24 +95,44 @@ impl OwnEtcd {
         self.signal("-CONT");
     }
 
+    /// SIGKILL, then run `offline` against the same data served on another client port (so
+    /// nothing that knows the usual port can reach it), then SIGKILL again and start on the
+    /// usual ports. `offline` gets the temporary endpoint: what it writes or compacts happens
+    /// while every usual client is disconnected.
+    ///
+    /// # Errors
+    /// etcd cannot start on either port.
+    pub fn offline<T>(&mut self, offline: impl FnOnce(&str) -> T) -> Result<T, String> {
+        self.stop();
+        let usual = self.client_port;
+        self.client_port = free_port().map_err(|e| e.to_string())?;
+        let started = self.spawn();
+        let result = started.map(|()| offline(&self.endpoint()));
+        self.stop();
+        self.client_port = usual;
+        self.spawn()?;
+        result
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// SIGKILL, then start again on the same data and ports.
     ///
     /// # Errors
     /// It cannot start again.
     pub fn kill_and_restart(&mut self) -> Result<(), String> {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop();
         self.spawn()
     }
 }
 
 impl Drop for OwnEtcd {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.stop();
     }
 }

@@ -238,6 +238,16 @@ pub fn render(app: &App) -> String {
     }
     counter(
         &mut out,
+        "watchkeeper_reflector_lists_total",
+        "Lists of the store done by the reflector: the first, then one per relist (after compaction or a failed watch).",
+    );
+    let _ = writeln!(
+        out,
+        "watchkeeper_reflector_lists_total {}",
+        app.reflector.lists.load(Ordering::Relaxed)
+    );
+    counter(
+        &mut out,
         "watchkeeper_store_decodes_total",
         "Objects decoded from store values.",
     );
