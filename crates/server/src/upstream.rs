@@ -820,16 +820,16 @@ impl Upstream {
         let revision = object
             .as_ref()
             .and_then(|o| parse_revision(o.pointer("/metadata/resourceVersion")).ok());
-        let still_there = object.as_ref().is_some_and(|o| {
-            o.pointer("/metadata/deletionTimestamp").is_some()
-                && o.pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_some_and(|f| !f.is_empty())
-        });
-        match (verb, name, revision) {
-            ("DELETE", Some(name), _) if !still_there => {
-                // The answer carries the object's last version, not the deletion's: wait until
-                // the object is gone from the cache.
+        let terminating = object
+            .as_ref()
+            .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some());
+        if verb == "DELETE"
+            && let Some(name) = name
+        {
+            {
+                // Deleted at once, the answer carries the object's last version, not the
+                // deletion's: wait until the object is gone from the cache. Marked for deletion
+                // (finalizers, grace period), wait until the cache has the marked version.
                 let key = object_key(
                     if def.namespaced {
                         namespace.unwrap_or_default()
@@ -838,16 +838,28 @@ impl Upstream {
                     },
                     name,
                 );
+                let marked = revision.filter(|_| terminating);
                 let wait = async {
-                    while cache.get(&key).0.is_some() {
-                        cache.wait_fresh(cache.dispatched() + 1).await;
+                    loop {
+                        let (current, _) = cache.get(&key);
+                        match (current, marked) {
+                            (None, _) => return,
+                            (Some(current), Some(marked))
+                                if current.resource_version() >= marked =>
+                            {
+                                return;
+                            }
+                            _ => {
+                                cache.wait_fresh(cache.dispatched() + 1).await;
+                            }
+                        }
                     }
                 };
-                tokio::time::timeout(self.fresh_wait, wait).await.is_ok()
+                return tokio::time::timeout(self.fresh_wait, wait).await.is_ok();
             }
-            (_, _, Some(revision)) if verb != "DELETECOLLECTION" => {
-                self.wait_for(cache, revision).await
-            }
+        }
+        match revision {
+            Some(revision) if verb != "DELETECOLLECTION" => self.wait_for(cache, revision).await,
             _ => match self.current_revision(def).await {
                 Ok(revision) => self.wait_for(cache, revision).await,
                 Err(_) => false,

@@ -619,3 +619,53 @@ async fn proxy_configuration_errors_are_clear() {
     );
     upstream.shutdown().await;
 }
+
+/// A consistent read the cache cannot prove fresh in time (the upstream's resource version
+/// moved on through another resource, and no bookmark came) is forwarded, never stale; one the
+/// cache can prove fresh is served from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprovable_consistent_reads_are_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let proxy = proxy_of(upstream.addr, &["configmaps"]).await;
+    let forwarded =
+        "watchkeeper_upstream_forwarded_reads_total{group=\"\",resource=\"configmaps\"}";
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap("c1", 8)).await;
+    assert_eq!(status, 201);
+    // The configmaps cache is at the upstream's resource version: served from the cache.
+    let (status, list) = get_json(proxy.addr, path).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(metric(proxy.addr, forwarded).await, 0);
+
+    // A namespace write moves the upstream's resource version past the configmaps cache.
+    let (status, _) = send_json(
+        upstream.addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, via_proxy) = get_json(proxy.addr, path).await;
+    assert_eq!(status, 200);
+    let (_, direct) = get_json(upstream.addr, path).await;
+    assert_eq!(
+        via_proxy["metadata"]["resourceVersion"],
+        direct["metadata"]["resourceVersion"]
+    );
+    assert_eq!(via_proxy["items"], direct["items"]);
+    assert_eq!(
+        metric(proxy.addr, forwarded).await,
+        1,
+        "answered by the upstream"
+    );
+    // A read at resourceVersion=0 is still the cache's.
+    let (status, cached) = get_json(proxy.addr, &format!("{path}?resourceVersion=0")).await;
+    assert_eq!(status, 200);
+    assert_eq!(cached["items"].as_array().unwrap().len(), 1);
+    assert_eq!(metric(proxy.addr, forwarded).await, 1);
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}
