@@ -793,7 +793,12 @@ impl Upstream {
             Ok(answer) => answer,
             Err(error) => return Some((verb, Err(error))),
         };
-        if code.is_success() {
+        // A dry run changes nothing upstream: nothing to wait for.
+        let dry_run = query.is_some_and(|q| {
+            serde_urlencoded::from_str::<Vec<(String, String)>>(q)
+                .is_ok_and(|pairs| pairs.iter().any(|(k, v)| k == "dryRun" && !v.is_empty()))
+        });
+        if code.is_success() && !dry_run {
             let settled = self
                 .settle_write(def, cache, verb, namespace, name, &answer)
                 .await;
