@@ -669,3 +669,69 @@ async fn unprovable_consistent_reads_are_forwarded() {
     proxy.shutdown().await;
     upstream.shutdown().await;
 }
+
+/// `--upstream-kubeconfig`: the proxy authenticates to the upstream with the kubeconfig's
+/// bearer token (and is refused, clearly, without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_credentials_come_from_the_kubeconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "s3cret-proxy-token,proxy,uid-proxy,\"system:masters\"\n",
+    )
+    .unwrap();
+    let config = ServeConfig::from_args(ServeArgs {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        store: Some("embedded".to_owned()),
+        data_dir: Some(dir.path().join("data")),
+        durable_commits: Some(false),
+        token_auth_file: Some(tokens),
+        ..ServeArgs::default()
+    })
+    .unwrap();
+    let upstream = watchkeeper::start(config).await.unwrap();
+    tokio::time::timeout(HANG_GUARD, upstream.ready())
+        .await
+        .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig.yaml");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: up, cluster: {{server: \"http://{}\"}}}}]\nusers: [{{name: proxy, user: {{token: s3cret-proxy-token}}}}]\ncontexts: [{{name: up, context: {{cluster: up, user: proxy}}}}]\ncurrent-context: up\n",
+            upstream.addr
+        ),
+    )
+    .unwrap();
+    let proxy_config = |kubeconfig: Option<std::path::PathBuf>| {
+        ServeConfig::from_args(ServeArgs {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            upstream: kubeconfig
+                .is_none()
+                .then(|| format!("http://{}", upstream.addr)),
+            upstream_kubeconfig: kubeconfig,
+            upstream_resources: Some(vec!["configmaps".into()]),
+            ..ServeArgs::default()
+        })
+        .unwrap()
+    };
+    let err = watchkeeper::start(proxy_config(None)).await.unwrap_err();
+    assert!(err.contains("401") || err.contains("Unauthorized"), "{err}");
+    let proxy = watchkeeper::start(proxy_config(Some(kubeconfig)))
+        .await
+        .unwrap();
+    tokio::time::timeout(HANG_GUARD, proxy.ready())
+        .await
+        .unwrap();
+    let api = configmaps(proxy.addr);
+    let created = api
+        .create(&PostParams::default(), &cm("tok", "1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rv(&api.get_with("tok", &GetParams::any()).await.unwrap()),
+        rv(&created)
+    );
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}
