@@ -99,6 +99,11 @@ pub struct ServeArgs {
     /// caller (the upstream must allow the proxy's identity to impersonate) [default: false].
     #[arg(long)]
     pub upstream_impersonate: Option<bool>,
+    /// Load the caches with streaming lists (`sendInitialEvents`) when the upstream is
+    /// Kubernetes 1.27 or newer, falling back to paged lists if it refuses [default: true];
+    /// false always uses paged lists.
+    #[arg(long)]
+    pub upstream_streaming_lists: Option<bool>,
 }
 
 impl ServeArgs {
@@ -132,7 +137,8 @@ impl ServeArgs {
             upstream,
             upstream_kubeconfig,
             upstream_resources,
-            upstream_impersonate
+            upstream_impersonate,
+            upstream_streaming_lists
         )
     }
 }
@@ -181,15 +187,20 @@ pub struct UpstreamConfig {
     pub resources: Vec<String>,
     /// `--upstream-impersonate`.
     pub impersonate: bool,
+    /// `--upstream-streaming-lists`.
+    pub streaming_lists: bool,
 }
 
 impl UpstreamConfig {
     /// The upstream settings of `args`, validated against the store settings.
     fn from_args(args: &ServeArgs) -> Result<Option<UpstreamConfig>, String> {
         if args.upstream.is_none() && args.upstream_kubeconfig.is_none() {
-            if args.upstream_resources.is_some() || args.upstream_impersonate.is_some() {
+            if args.upstream_resources.is_some()
+                || args.upstream_impersonate.is_some()
+                || args.upstream_streaming_lists.is_some()
+            {
                 return Err(
-                    "--upstream-resources and --upstream-impersonate need --upstream or --upstream-kubeconfig (caching-proxy mode)".to_owned(),
+                    "--upstream-resources, --upstream-impersonate and --upstream-streaming-lists need --upstream or --upstream-kubeconfig (caching-proxy mode)".to_owned(),
                 );
             }
             return Ok(None);
@@ -236,6 +247,7 @@ impl UpstreamConfig {
             kubeconfig: args.upstream_kubeconfig.clone(),
             resources: resources.iter().map(|r| r.trim().to_owned()).collect(),
             impersonate: args.upstream_impersonate.unwrap_or(false),
+            streaming_lists: args.upstream_streaming_lists.unwrap_or(true),
         }))
     }
 }
@@ -421,6 +433,7 @@ mod tests {
                 kubeconfig: Some("/etc/kubeconfig".into()),
                 resources: vec!["pods".into(), "deployments.apps".into()],
                 impersonate: true,
+                streaming_lists: true,
             })
         );
         assert_eq!(

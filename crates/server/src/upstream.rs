@@ -6,9 +6,11 @@
 //!   version whose verbs include `list` and `watch` (subresources excluded), optionally narrowed
 //!   by `--upstream-resources`. Discovery and OpenAPI are served from that set; field-selector
 //!   fields and trigger fields of built-in resources come from the built-in table.
-//! - **One reflector task per resource** lists the upstream a page at a time at one resource
-//!   version, loads the cache (`Input::Reset`), then watches from that version with
-//!   `allowWatchBookmarks`: every event is one revision for the cache, every bookmark a progress
+//! - **One reflector task per resource** loads the cache (`Input::Reset`) from a streaming
+//!   list (`sendInitialEvents=true`, up to the `k8s.io/initial-events-end` bookmark; the same
+//!   stream goes on as the watch) when the upstream is Kubernetes 1.27 or newer and accepts it,
+//!   else from a paged list at one resource version followed by a watch from that version, with
+//!   `allowWatchBookmarks` either way: every event is one revision for the cache, every bookmark a progress
 //!   notification. A broken or ended watch resumes from the last event or bookmark; a 410 (the
 //!   resume version is gone) relists, which re-initialises the cache: its downstream watchers
 //!   get an honest in-stream 410, never a silent gap. Resource versions are parsed as `u64`: an
@@ -94,6 +96,8 @@ pub struct ResourceStats {
 pub struct Upstream {
     client: kube::Client,
     impersonate: bool,
+    /// Whether to try streaming lists (cleared when the upstream turns out not to do them).
+    streaming: AtomicBool,
     fresh_wait: Duration,
     /// The resources cached, in the order of the server's resources.
     pub defs: Vec<ResourceDef>,
@@ -109,6 +113,20 @@ impl std::fmt::Debug for Upstream {
             .field("resources", &self.defs.len())
             .finish_non_exhaustive()
     }
+}
+
+/// An upstream watch's events.
+type EventStream =
+    futures_util::stream::BoxStream<'static, kube::Result<kube::core::WatchEvent<Value>>>;
+
+/// How a streaming list went.
+enum Streamed {
+    /// The initial state at a resource version, and the stream that goes on as the watch.
+    Loaded(Revision, Vec<Arc<Object>>, EventStream),
+    /// The upstream does not do streaming lists: use paged lists from now on.
+    Unsupported(String),
+    /// A failure: retry after a back-off, or relist.
+    Failed(Stop),
 }
 
 /// Why a list or watch stopped.
@@ -271,6 +289,19 @@ fn defs_of(list: &Value, group: &str, version: &str, builtins: &[ResourceDef]) -
     defs
 }
 
+/// Whether a `/version` answer is Kubernetes 1.27 or newer.
+fn supports_streaming_lists(version: &Value) -> bool {
+    let number = |key: &str| {
+        version
+            .get(key)
+            .and_then(Value::as_str)
+            .map(|v| v.trim_end_matches('+'))
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    matches!((number("major"), number("minor")), (Some(1), Some(minor)) if minor >= 27)
+        || matches!(number("major"), Some(major) if major > 1)
+}
+
 /// A delay between half and all of `base`.
 fn jitter(base: Duration) -> Duration {
     base.mul_f64(rand::random::<f64>() * 0.5 + 0.5)
@@ -319,6 +350,7 @@ impl Upstream {
         let mut upstream = Upstream {
             client,
             impersonate: config.impersonate,
+            streaming: AtomicBool::new(false),
             fresh_wait,
             defs: Vec::new(),
             stats: Vec::new(),
@@ -343,6 +375,14 @@ impl Upstream {
             .map_err(|e| format!("the upstream {server}: cannot list {}: {e}", first.plural))?;
         parse_revision(list.pointer("/metadata/resourceVersion"))
             .map_err(|e| format!("the upstream {server}: {e}"))?;
+        // Streaming lists exist from Kubernetes 1.27 (behind the WatchList gate: a server with
+        // it off rejects them and we fall back); older servers would take them for a plain
+        // watch and never end the initial events, so they are not even tried.
+        let version = upstream.get_json("/version").await.unwrap_or_default();
+        upstream.streaming.store(
+            config.streaming_lists && supports_streaming_lists(&version),
+            Ordering::Relaxed,
+        );
         upstream.stats = defs.iter().map(|_| Arc::default()).collect();
         upstream.defs = defs;
         tracing::info!(%server, resources = upstream.defs.len(), "caching the upstream");
@@ -517,6 +557,99 @@ impl Upstream {
         Ok((revision.unwrap_or_default(), objects))
     }
 
+    /// Opens a watch of `def` with `params` (besides `watch=true`, bookmarks and the timeout).
+    async fn open_watch(
+        &self,
+        def: &ResourceDef,
+        stats: &ResourceStats,
+        params: &[(&str, String)],
+    ) -> Result<EventStream, kube::Error> {
+        let mut query = vec![
+            ("watch", "true".to_owned()),
+            ("allowWatchBookmarks", "true".to_owned()),
+            ("timeoutSeconds", WATCH_TIMEOUT_SECONDS.to_string()),
+        ];
+        query.extend(params.iter().cloned());
+        let query = serde_urlencoded::to_string(&query).unwrap_or_default();
+        let path = format!("{}?{query}", resource_path(def, None, None, None));
+        let request = Request::get(path)
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        stats.watches.fetch_add(1, Ordering::Relaxed);
+        Ok(self.client.request_events::<Value>(request).await?.boxed())
+    }
+
+    /// A streaming list (`sendInitialEvents=true`): the initial state up to the
+    /// `k8s.io/initial-events-end` bookmark, and the stream, which goes on as the watch.
+    async fn stream_list(&self, def: &ResourceDef, stats: &ResourceStats) -> Streamed {
+        let params = [
+            ("sendInitialEvents", "true".to_owned()),
+            ("resourceVersionMatch", "NotOlderThan".to_owned()),
+        ];
+        let mut stream = match self.open_watch(def, stats, &params).await {
+            Ok(stream) => stream,
+            Err(kube::Error::Api(status))
+                if (400..500).contains(&status.code) && !matches!(status.code, 410 | 429) =>
+            {
+                return Streamed::Unsupported(format!("{} ({})", status.message, status.code));
+            }
+            Err(error) => return Streamed::Failed(kube_stop(&error)),
+        };
+        let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS) + WATCH_IDLE_MARGIN;
+        let mut objects = Vec::new();
+        loop {
+            let event = match tokio::time::timeout(idle, stream.next()).await {
+                Ok(Some(Ok(event))) => event,
+                Ok(Some(Err(error))) => return Streamed::Failed(kube_stop(&error)),
+                Ok(None) => {
+                    return Streamed::Failed(Stop::Retry(
+                        "the streaming list ended before its initial events did".to_owned(),
+                    ));
+                }
+                Err(_) => {
+                    return Streamed::Failed(Stop::Retry(
+                        "the streaming list went silent".to_owned(),
+                    ));
+                }
+            };
+            match event {
+                kube::core::WatchEvent::Added(object) => match decode_object(def, object) {
+                    Ok(object) => objects.push(object),
+                    Err(error) => return Streamed::Failed(Stop::Retry(error)),
+                },
+                kube::core::WatchEvent::Bookmark(bookmark)
+                    if bookmark
+                        .metadata
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .is_some_and(|v| v == "true") =>
+                {
+                    return match bookmark.metadata.resource_version.parse::<Revision>() {
+                        Ok(revision) => Streamed::Loaded(revision, objects, stream),
+                        Err(_) => Streamed::Failed(Stop::Retry(format!(
+                            "the upstream's bookmark resourceVersion {:?} is not an integer",
+                            bookmark.metadata.resource_version
+                        ))),
+                    };
+                }
+                kube::core::WatchEvent::Error(status) => {
+                    return Streamed::Failed(if status.code == 410 {
+                        Stop::Relist(status.message.clone())
+                    } else {
+                        Stop::Retry(format!("{} ({})", status.message, status.code))
+                    });
+                }
+                // Anything else before the end of the initial events: the upstream treats
+                // this as a plain watch.
+                other => {
+                    return Streamed::Unsupported(format!(
+                        "{other:?} before the initial-events-end bookmark"
+                    ));
+                }
+            }
+        }
+    }
+
     /// Watches `def` from `*last`, feeding every event and bookmark; returns why it stopped.
     async fn watch(
         &self,
@@ -525,23 +658,22 @@ impl Upstream {
         input: &std::sync::mpsc::Sender<Input>,
         last: &mut Revision,
     ) -> Result<Stop, ()> {
-        let query = serde_urlencoded::to_string([
-            ("watch", "true".to_owned()),
-            ("resourceVersion", last.to_string()),
-            ("allowWatchBookmarks", "true".to_owned()),
-            ("timeoutSeconds", WATCH_TIMEOUT_SECONDS.to_string()),
-        ])
-        .unwrap_or_default();
-        let path = format!("{}?{query}", resource_path(def, None, None, None));
-        let Ok(request) = Request::get(path).body(Vec::new()) else {
-            return Ok(Stop::Retry("cannot build the watch request".to_owned()));
-        };
-        stats.watches.fetch_add(1, Ordering::Relaxed);
-        let stream = match self.client.request_events::<Value>(request).await {
-            Ok(stream) => stream,
-            Err(error) => return Ok(kube_stop(&error)),
-        };
-        let mut stream = std::pin::pin!(stream);
+        let params = [("resourceVersion", last.to_string())];
+        match self.open_watch(def, stats, &params).await {
+            Ok(stream) => self.follow(def, stats, input, last, stream).await,
+            Err(error) => Ok(kube_stop(&error)),
+        }
+    }
+
+    /// Feeds the events and bookmarks of an open watch until it stops; why it stopped.
+    async fn follow(
+        &self,
+        def: &ResourceDef,
+        stats: &ResourceStats,
+        input: &std::sync::mpsc::Sender<Input>,
+        last: &mut Revision,
+        mut stream: EventStream,
+    ) -> Result<Stop, ()> {
         stats.watch_open.store(true, Ordering::Relaxed);
         let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS) + WATCH_IDLE_MARGIN;
         let stop = loop {
@@ -625,7 +757,31 @@ impl Upstream {
         let mut backoff = Duration::from_millis(100);
         let mut first = true;
         loop {
-            let (revision, objects) = match self.list(def).await {
+            let streamed = if self.streaming.load(Ordering::Relaxed) {
+                match self.stream_list(def, &stats).await {
+                    Streamed::Loaded(revision, objects, stream) => {
+                        Some((revision, objects, Some(stream)))
+                    }
+                    Streamed::Unsupported(reason) => {
+                        tracing::info!(resource = %def.plural, %reason, "the upstream does not do streaming lists; using paged lists");
+                        self.streaming.store(false, Ordering::Relaxed);
+                        None
+                    }
+                    Streamed::Failed(Stop::Relist(error) | Stop::Retry(error)) => {
+                        tracing::warn!(resource = %def.plural, %error, ?backoff, "the streaming list of the upstream failed; retrying");
+                        tokio::time::sleep(jitter(backoff)).await;
+                        backoff = (backoff * 2).min(BACKOFF_MAX);
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let listed = match streamed {
+                Some(streamed) => Ok(streamed),
+                None => self.list(def).await.map(|(r, o)| (r, o, None)),
+            };
+            let (revision, objects, mut stream) = match listed {
                 Ok(listed) => listed,
                 Err(Stop::Relist(error) | Stop::Retry(error)) => {
                     tracing::warn!(resource = %def.plural, %error, ?backoff, "listing the upstream failed; retrying");
@@ -656,7 +812,14 @@ impl Upstream {
             let mut last = revision;
             loop {
                 let before = last;
-                match self.watch(def, &stats, &feed.input, &mut last).await {
+                let stopped = match stream.take() {
+                    Some(stream) => {
+                        self.follow(def, &stats, &feed.input, &mut last, stream)
+                            .await
+                    }
+                    None => self.watch(def, &stats, &feed.input, &mut last).await,
+                };
+                match stopped {
                     Err(()) => return,
                     Ok(Stop::Relist(reason)) => {
                         tracing::warn!(resource = %def.plural, %reason, "relisting the upstream (downstream watchers get 410)");
@@ -961,6 +1124,11 @@ pub fn render_metrics(app: &App, out: &mut String) {
     }
     let _ = writeln!(
         out,
+        "# HELP watchkeeper_upstream_streaming_lists Whether the caches load with streaming lists (1) or paged lists (0).\n# TYPE watchkeeper_upstream_streaming_lists gauge\nwatchkeeper_upstream_streaming_lists {}",
+        u64::from(upstream.streaming.load(Ordering::Relaxed))
+    );
+    let _ = writeln!(
+        out,
         "# HELP watchkeeper_upstream_lag_revisions Newest resource version the upstream reported for the resource minus the cache's.\n# TYPE watchkeeper_upstream_lag_revisions gauge"
     );
     let _ = writeln!(
@@ -1045,6 +1213,21 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn streaming_lists_from_kubernetes_1_27() {
+        for (major, minor, expected) in [
+            ("1", "26", false),
+            ("1", "27", true),
+            ("1", "33+", true),
+            ("2", "0", true),
+            ("x", "40", false),
+        ] {
+            let version = json!({"major": major, "minor": minor});
+            assert_eq!(supports_streaming_lists(&version), expected, "{version}");
+        }
+        assert!(!supports_streaming_lists(&Value::Null));
     }
 
     #[test]

@@ -57,7 +57,13 @@ async fn upstream_at(dir: &Path, listen: SocketAddr) -> Server {
 
 /// A proxy in front of `upstream`, caching `resources` (all when empty).
 async fn proxy_of(upstream: SocketAddr, resources: &[&str]) -> Server {
+    proxy_with(upstream, resources, true).await
+}
+
+/// [`proxy_of`], loading with streaming lists or paged lists.
+async fn proxy_with(upstream: SocketAddr, resources: &[&str], streaming: bool) -> Server {
     let config = ServeConfig::from_args(ServeArgs {
+        upstream_streaming_lists: Some(streaming),
         listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: Some(format!("http://{upstream}")),
         upstream_resources: (!resources.is_empty())
@@ -289,6 +295,14 @@ async fn kube_rs_through_two_tiers() {
 
     // The proxy's metrics describe its upstream traffic.
     assert_eq!(
+        metric(tier1.addr, "watchkeeper_upstream_streaming_lists").await,
+        1
+    );
+    assert_eq!(
+        metric(tier2.addr, "watchkeeper_upstream_streaming_lists").await,
+        1
+    );
+    assert_eq!(
         metric(
             tier1.addr,
             "watchkeeper_upstream_open_watches{group=\"\",resource=\"configmaps\"}"
@@ -433,7 +447,12 @@ async fn upstream_restart_keeps_proxy_watchers() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
     let port = upstream.addr;
-    let proxy = proxy_of(upstream.addr, &["configmaps"]).await;
+    // Paged lists here (the other tests load with streaming lists).
+    let proxy = proxy_with(upstream.addr, &["configmaps"], false).await;
+    assert_eq!(
+        metric(proxy.addr, "watchkeeper_upstream_streaming_lists").await,
+        0
+    );
     let path = "/api/v1/namespaces/default/configmaps";
     let (_, list) = get_json(proxy.addr, path).await;
     let start = list["metadata"]["resourceVersion"]
