@@ -849,7 +849,7 @@ impl Upstream {
         headers: &HeaderMap,
         body: Bytes,
         user: &User,
-    ) -> Result<(StatusCode, Option<HeaderValue>, Bytes), ApiError> {
+    ) -> Result<(StatusCode, HeaderMap, Bytes), ApiError> {
         let mut builder = Request::builder()
             .method(method.clone())
             .uri(path_and_query);
@@ -875,11 +875,17 @@ impl Upstream {
             .await
             .map_err(|e| unreachable(&e))?;
         let code = response.status();
-        let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+        // The headers a client acts on; hop-by-hop and framing headers are the proxy's own.
+        let mut kept = HeaderMap::new();
+        for name in [header::CONTENT_TYPE, header::RETRY_AFTER, header::WARNING] {
+            for value in response.headers().get_all(&name) {
+                kept.append(name.clone(), value.clone());
+            }
+        }
         let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX)
             .await
             .map_err(|e| unreachable(&e))?;
-        Ok((code, content_type, bytes))
+        Ok((code, kept, bytes))
     }
 
     /// Handles a resource request in proxy mode before the cache paths: forwards writes, and
@@ -941,7 +947,7 @@ impl Upstream {
                     verb,
                     self.send(method, &path_and_query, headers, Bytes::new(), user)
                         .await
-                        .map(|(code, content_type, body)| respond(code, content_type, body)),
+                        .map(|(code, kept, body)| respond(code, kept, body)),
                 ));
             }
             _ => return None,
@@ -949,7 +955,7 @@ impl Upstream {
         if let Some(stats) = self.stats_of(def) {
             stats.forwarded_writes.fetch_add(1, Ordering::Relaxed);
         }
-        let (code, content_type, answer) = match self
+        let (code, kept, answer) = match self
             .send(method, &path_and_query, headers, body.clone(), user)
             .await
         {
@@ -963,27 +969,36 @@ impl Upstream {
         });
         if code.is_success() && !dry_run {
             let settled = self
-                .settle_write(def, cache, verb, namespace, name, &answer)
+                .settle_write(resource, verb, namespace, name, &kept, &answer)
                 .await;
             if !settled && let Some(stats) = self.stats_of(def) {
                 stats.write_wait_timeouts.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Some((verb, Ok(respond(code, content_type, answer))))
+        Some((verb, Ok(respond(code, kept, answer))))
     }
 
     /// Read-your-writes: waits (at most the fresh wait) until the cache reflects a successful
     /// write whose answer was `answer`. Whether it did.
     async fn settle_write(
         &self,
-        def: &ResourceDef,
-        cache: &WatchCache,
+        resource: &Resource,
         verb: &str,
         namespace: Option<&str>,
         name: Option<&str>,
+        headers: &HeaderMap,
         answer: &Bytes,
     ) -> bool {
-        let object: Option<Value> = serde_json::from_slice(answer).ok();
+        let (def, cache) = (&resource.def, resource.cache());
+        let protobuf = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(watchkeeper_api::is_protobuf_media_type);
+        let object: Option<Value> = if protobuf {
+            watchkeeper_api::decode_protobuf(def, answer).ok()
+        } else {
+            serde_json::from_slice(answer).ok()
+        };
         let object = object.filter(|o| o.get("kind").and_then(Value::as_str) != Some("Status"));
         let revision = object
             .as_ref()
@@ -994,37 +1009,33 @@ impl Upstream {
         if verb == "DELETE"
             && let Some(name) = name
         {
-            {
-                // Deleted at once, the answer carries the object's last version, not the
-                // deletion's: wait until the object is gone from the cache. Marked for deletion
-                // (finalizers, grace period), wait until the cache has the marked version.
-                let key = object_key(
-                    if def.namespaced {
-                        namespace.unwrap_or_default()
-                    } else {
-                        ""
-                    },
-                    name,
-                );
-                let marked = revision.filter(|_| terminating);
-                let wait = async {
-                    loop {
-                        let (current, _) = cache.get(&key);
-                        match (current, marked) {
-                            (None, _) => return,
-                            (Some(current), Some(marked))
-                                if current.resource_version() >= marked =>
-                            {
-                                return;
-                            }
-                            _ => {
-                                cache.wait_fresh(cache.dispatched() + 1).await;
-                            }
+            // Deleted at once, the answer carries the object's last version, not the
+            // deletion's: wait until the object is gone from the cache. Marked for deletion
+            // (finalizers, grace period), wait until the cache has the marked version.
+            let key = object_key(
+                if def.namespaced {
+                    namespace.unwrap_or_default()
+                } else {
+                    ""
+                },
+                name,
+            );
+            let marked = revision.filter(|_| terminating);
+            let wait = async {
+                loop {
+                    let (current, _) = cache.get(&key);
+                    match (current, marked) {
+                        (None, _) => return,
+                        (Some(current), Some(marked)) if current.resource_version() >= marked => {
+                            return;
+                        }
+                        _ => {
+                            cache.wait_fresh(cache.dispatched() + 1).await;
                         }
                     }
-                };
-                return tokio::time::timeout(self.fresh_wait, wait).await.is_ok();
-            }
+                }
+            };
+            return tokio::time::timeout(self.fresh_wait, wait).await.is_ok();
         }
         match revision {
             Some(revision) if verb != "DELETECOLLECTION" => self.wait_for(cache, revision).await,
@@ -1055,13 +1066,13 @@ fn impersonation(user: &User) -> Vec<(&'static str, HeaderValue)> {
     headers
 }
 
-fn respond(code: StatusCode, content_type: Option<HeaderValue>, body: Bytes) -> Response {
+fn respond(code: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response {
     let mut response = Response::new(axum::body::Body::from(body));
     *response.status_mut() = code;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        content_type.unwrap_or_else(|| HeaderValue::from_static("application/json")),
-    );
+    headers
+        .entry(header::CONTENT_TYPE)
+        .or_insert_with(|| HeaderValue::from_static("application/json"));
+    *response.headers_mut() = headers;
     response
 }
 
