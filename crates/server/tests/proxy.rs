@@ -754,3 +754,75 @@ async fn upstream_credentials_come_from_the_kubeconfig() {
     proxy.shutdown().await;
     upstream.shutdown().await;
 }
+
+/// When the proxy cannot resume (the restarted upstream's history starts after the proxy's
+/// last version of the resource), it relists and its watchers get an honest in-stream 410;
+/// the cache is then whole again and new watches see new writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_ends_proxy_watchers_with_410() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let port = upstream.addr;
+    let proxy = proxy_of(upstream.addr, &["configmaps"]).await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (_, list) = get_json(proxy.addr, path).await;
+    let start = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = WatchReader::open(
+        proxy.addr,
+        &format!("{path}?watch=true&resourceVersion={start}"),
+        None,
+    )
+    .await;
+    let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap("kept", 8)).await;
+    assert_eq!(status, 201);
+    assert_eq!(read_until(&mut watch, "kept").await.len(), 1);
+    // Another resource moves the upstream's version on; the restarted upstream's history
+    // starts there, after the proxy's last configmaps version.
+    let (status, _) = send_json(
+        upstream.addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "moved-on"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    upstream.shutdown().await;
+    let upstream = upstream_at(dir.path(), port).await;
+    let relists = "watchkeeper_upstream_relists_total{group=\"\",resource=\"configmaps\"}";
+    wait_metric(proxy.addr, relists, |n| n >= 1).await;
+    let event = tokio::time::timeout(HANG_GUARD, watch.next())
+        .await
+        .unwrap()
+        .expect("an in-stream error before the end");
+    assert_eq!(event["type"], "ERROR", "{event}");
+    assert_eq!(event["object"]["code"], 410, "{event}");
+    assert!(
+        watch.next().await.is_none(),
+        "the stream ends after the 410"
+    );
+    // The relisted cache is whole, and a new watch from it sees new writes.
+    let (_, list) = get_json(proxy.addr, &format!("{path}?resourceVersion=0")).await;
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["kept"]);
+    let from = list["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut watch = WatchReader::open(
+        proxy.addr,
+        &format!("{path}?watch=true&resourceVersion={from}"),
+        None,
+    )
+    .await;
+    let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap("new", 8)).await;
+    assert_eq!(status, 201);
+    let seen = read_until(&mut watch, "new").await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}
