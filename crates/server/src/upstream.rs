@@ -10,10 +10,10 @@
 //!   list (`sendInitialEvents=true`, up to the `k8s.io/initial-events-end` bookmark; the same
 //!   stream goes on as the watch) when the upstream is Kubernetes 1.27 or newer and accepts it,
 //!   else from a paged list at one resource version followed by a watch from that version, with
-//!   `allowWatchBookmarks` either way: every event is one revision for the cache, every bookmark a progress
-//!   notification. A broken or ended watch resumes from the last event or bookmark; a 410 (the
-//!   resume version is gone) relists, which re-initialises the cache: its downstream watchers
-//!   get an honest in-stream 410, never a silent gap. Resource versions are parsed as `u64`: an
+//!   `allowWatchBookmarks` either way: every event is one revision for the cache, every
+//!   bookmark a progress notification. A broken or ended watch resumes from the last event or
+//!   bookmark; a 410 (the resume version is gone) relists, which re-initialises the cache: its
+//!   downstream watchers get an honest in-stream 410, never a silent gap. Resource versions are parsed as `u64`: an
 //!   upstream whose versions are not integers is rejected at start with a clear message (every
 //!   real kube-apiserver uses integers). Retries back off with jitter, up to 5 s.
 //! - **Reads** are served from the cache with the store modes' semantics. A consistent read
@@ -39,7 +39,8 @@
 //! slow the upstream watch. Consistent reads cost one `LIST limit=1` each (plus the forwarded
 //! read when the cache cannot prove itself fresh in time); writes cost what they cost upstream.
 //! When the upstream is unreachable, reads at `resourceVersion=0` or a known version keep being
-//! served from the cache, consistent reads and writes fail with 503.
+//! served from the cache, consistent reads and writes fail with 503. Subresources other than
+//! `status` are not served (as in the store modes), and a forwarded answer is buffered whole.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
