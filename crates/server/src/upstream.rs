@@ -889,6 +889,23 @@ impl Upstream {
         Ok((code, kept, bytes))
     }
 
+    /// Forwards a read the cache cannot serve (counted in `forwarded_reads`).
+    async fn forward_read(
+        &self,
+        method: &Method,
+        def: &ResourceDef,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        user: &User,
+    ) -> Result<Response, ApiError> {
+        if let Some(stats) = self.stats_of(def) {
+            stats.forwarded_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        self.send(method, path_and_query, headers, Bytes::new(), user)
+            .await
+            .map(|(code, kept, body)| respond(code, kept, body))
+    }
+
     /// Handles a resource request in proxy mode before the cache paths: forwards writes, and
     /// consistent reads the cache cannot prove fresh in time; otherwise pins a consistent
     /// read's resource version into `options` and lets the cache serve it (`None`).
@@ -920,9 +937,22 @@ impl Upstream {
             (Method::DELETE, Some(_)) => "DELETE",
             (Method::DELETE, None) => "DELETECOLLECTION",
             (Method::GET, _) => {
-                if options.resource_version != ResourceVersion::Latest
-                    || options.continue_token.is_some()
-                {
+                if let Some(token) = &options.continue_token {
+                    // The next page of a list: from the cache's snapshot when it still has it,
+                    // else from the upstream (a page of a forwarded list, or one whose snapshot
+                    // left the history; the upstream may still have that version).
+                    let cached = crate::app::ContinueToken::decode(token)
+                        .is_ok_and(|t| cache.snapshot_at(t.revision).is_ok());
+                    if cached || options.watch {
+                        return None;
+                    }
+                    return Some((
+                        "LIST",
+                        self.forward_read(method, def, &path_and_query, headers, user)
+                            .await,
+                    ));
+                }
+                if options.resource_version != ResourceVersion::Latest {
                     return None;
                 }
                 let revision = match self.current_revision(def).await {
@@ -940,15 +970,11 @@ impl Upstream {
                     options.resource_version = ResourceVersion::At(revision);
                     return None;
                 }
-                if let Some(stats) = self.stats_of(def) {
-                    stats.forwarded_reads.fetch_add(1, Ordering::Relaxed);
-                }
                 let verb = if name.is_some() { "GET" } else { "LIST" };
                 return Some((
                     verb,
-                    self.send(method, &path_and_query, headers, Bytes::new(), user)
-                        .await
-                        .map(|(code, kept, body)| respond(code, kept, body)),
+                    self.forward_read(method, def, &path_and_query, headers, user)
+                        .await,
                 ));
             }
             _ => return None,

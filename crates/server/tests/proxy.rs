@@ -650,12 +650,14 @@ async fn unprovable_consistent_reads_are_forwarded() {
     let forwarded =
         "watchkeeper_upstream_forwarded_reads_total{group=\"\",resource=\"configmaps\"}";
     let path = "/api/v1/namespaces/default/configmaps";
-    let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap("c1", 8)).await;
-    assert_eq!(status, 201);
+    for name in ["c1", "c2"] {
+        let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap(name, 8)).await;
+        assert_eq!(status, 201);
+    }
     // The configmaps cache is at the upstream's resource version: served from the cache.
     let (status, list) = get_json(proxy.addr, path).await;
     assert_eq!(status, 200);
-    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
     assert_eq!(metric(proxy.addr, forwarded).await, 0);
 
     // A namespace write moves the upstream's resource version past the configmaps cache.
@@ -683,8 +685,34 @@ async fn unprovable_consistent_reads_are_forwarded() {
     // A read at resourceVersion=0 is still the cache's.
     let (status, cached) = get_json(proxy.addr, &format!("{path}?resourceVersion=0")).await;
     assert_eq!(status, 200);
-    assert_eq!(cached["items"].as_array().unwrap().len(), 1);
+    assert_eq!(cached["items"].as_array().unwrap().len(), 2);
     assert_eq!(metric(proxy.addr, forwarded).await, 1);
+    // A forwarded paged list: its pages come from the upstream, at the upstream's version.
+    let (status, first) = get_json(proxy.addr, &format!("{path}?limit=1")).await;
+    assert_eq!(status, 200, "{first}");
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token");
+    let (status, second) = get_json(proxy.addr, &format!("{path}?limit=1&continue={token}")).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        first["metadata"]["resourceVersion"],
+        direct["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        direct["metadata"]["resourceVersion"]
+    );
+    assert!(
+        second["metadata"].get("continue").is_none_or(|c| c == ""),
+        "{second}"
+    );
+    let pages: Vec<Value> = [first, second]
+        .iter()
+        .flat_map(|page| page["items"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(Value::Array(pages), direct["items"]);
+    assert_eq!(metric(proxy.addr, forwarded).await, 3);
     proxy.shutdown().await;
     upstream.shutdown().await;
 }
