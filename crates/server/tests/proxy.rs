@@ -854,3 +854,67 @@ async fn a_relist_ends_proxy_watchers_with_410() {
     proxy.shutdown().await;
     upstream.shutdown().await;
 }
+
+/// kube-rs' runtime `watcher` (list-then-watch and streaming lists, both starting without a
+/// resource version) through two tiers: the initial state, then live changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_watchers_through_two_tiers() {
+    use kube::runtime::watcher;
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
+    let tier1 = proxy_of(upstream.addr, &["namespaces", "configmaps"]).await;
+    let tier2 = proxy_of(tier1.addr, &["configmaps"]).await;
+    let (up, p2) = (configmaps(upstream.addr), configmaps(tier2.addr));
+    for i in 0..3 {
+        up.create(&PostParams::default(), &cm(&format!("w{i}"), "0"))
+            .await
+            .unwrap();
+    }
+    for (round, config) in [
+        watcher::Config::default(),
+        watcher::Config::default().streaming_lists(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let value = format!("changed-{round}");
+        let mut events = watcher(p2.clone(), config).boxed();
+        let mut next = async || {
+            tokio::time::timeout(HANG_GUARD, events.next())
+                .await
+                .expect("a watcher event in time")
+                .expect("the watcher goes on")
+                .expect("no watcher error")
+        };
+        assert!(matches!(next().await, watcher::Event::Init));
+        let mut initial = Vec::new();
+        loop {
+            match next().await {
+                watcher::Event::InitApply(o) => initial.push(o.name_any()),
+                watcher::Event::InitDone => break,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        initial.sort();
+        assert_eq!(initial, ["w0", "w1", "w2"]);
+        up.patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"v": &value}})),
+        )
+        .await
+        .unwrap();
+        match next().await {
+            watcher::Event::Apply(o) => {
+                assert_eq!(
+                    (o.name_any().as_str(), o.data.unwrap()["v"].as_str()),
+                    ("w1", value.as_str())
+                );
+            }
+            other => panic!("expected the change, got {other:?}"),
+        }
+    }
+    tier2.shutdown().await;
+    tier1.shutdown().await;
+    upstream.shutdown().await;
+}
