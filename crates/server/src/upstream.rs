@@ -365,17 +365,36 @@ impl Upstream {
                 "the upstream {server} lists no resource with the list and watch verbs"
             ));
         }
-        // Resource versions must be integers: check once, clearly, before serving anything.
-        let first = &defs[0];
-        let list = upstream
-            .get_json(&format!(
-                "{}?limit=1",
-                resource_path(first, None, None, None)
-            ))
+        // Every resource must be listable with these credentials (else the proxy would never
+        // be ready), and resource versions must be integers: check both, clearly, before
+        // serving anything (one small LIST per resource).
+        let checks = defs.iter().map(|def| {
+            let upstream = &upstream;
+            async move {
+                let name = if def.group.is_empty() {
+                    def.plural.clone()
+                } else {
+                    format!("{}.{}", def.plural, def.group)
+                };
+                let list = upstream
+                    .get_json(&format!("{}?limit=1", resource_path(def, None, None, None)))
+                    .await
+                    .map_err(|e| format!("cannot list {name}: {e}"))?;
+                parse_revision(list.pointer("/metadata/resourceVersion"))
+                    .map_err(|e| format!("{name}: {e}"))
+            }
+        });
+        let failures: Vec<String> = futures_util::future::join_all(checks)
             .await
-            .map_err(|e| format!("the upstream {server}: cannot list {}: {e}", first.plural))?;
-        parse_revision(list.pointer("/metadata/resourceVersion"))
-            .map_err(|e| format!("the upstream {server}: {e}"))?;
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        if !failures.is_empty() {
+            return Err(format!(
+                "the upstream {server}: {} (choose the resources to cache with --upstream-resources)",
+                failures.join("; ")
+            ));
+        }
         // Streaming lists exist from Kubernetes 1.27 (behind the WatchList gate: a server with
         // it off rejects them and we fall back); older servers would take them for a plain
         // watch and never end the initial events, so they are not even tried.

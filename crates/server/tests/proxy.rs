@@ -718,7 +718,8 @@ async fn unprovable_consistent_reads_are_forwarded() {
 }
 
 /// `--upstream-kubeconfig`: the proxy authenticates to the upstream with the kubeconfig's
-/// bearer token (and is refused, clearly, without it).
+/// bearer token (and is refused, clearly, without it); resources its identity may not list
+/// are named at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_credentials_come_from_the_kubeconfig() {
     let dir = tempfile::tempdir().unwrap();
@@ -728,12 +729,28 @@ async fn upstream_credentials_come_from_the_kubeconfig() {
         "s3cret-proxy-token,proxy,uid-proxy,\"system:masters\"\n",
     )
     .unwrap();
+    // The proxy's identity may read discovery and use configmaps, nothing else.
+    let policy = dir.path().join("abac.jsonl");
+    let rule = |spec: Value| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": spec})
+            .to_string()
+    };
+    std::fs::write(
+        &policy,
+        [
+            rule(json!({"user": "proxy", "nonResourcePath": "*", "readonly": true})),
+            rule(json!({"user": "proxy", "namespace": "*", "resource": "configmaps", "apiGroup": ""})),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
     let config = ServeConfig::from_args(ServeArgs {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         store: Some("embedded".to_owned()),
         data_dir: Some(dir.path().join("data")),
         durable_commits: Some(false),
         token_auth_file: Some(tokens),
+        authorization_policy_file: Some(policy),
         ..ServeArgs::default()
     })
     .unwrap();
