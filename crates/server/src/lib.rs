@@ -1,8 +1,9 @@
 //! # watchkeeper (the server)
 //!
 //! The HTTP server and command line around the watch cache core and the stores: one cache per
-//! resource, fed by one reflector over the store, served in the Kubernetes REST shape so
-//! kubectl, kube-rs and client-python work unchanged. See docs/ARCHITECTURE.md.
+//! resource, fed by one reflector over the store (or, in caching-proxy mode, by one reflector
+//! per resource over an upstream API server: the `upstream` module), served in the Kubernetes
+//! REST shape so kubectl, kube-rs and client-python work unchanged. See docs/ARCHITECTURE.md.
 
 pub mod app;
 pub mod auth;
