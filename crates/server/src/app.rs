@@ -125,6 +125,9 @@ pub struct App {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Who may do what (`--token-auth-file`, `--authorization-policy-file`).
     pub auth: crate::auth::Auth,
+    /// Caching-proxy mode: the upstream API server that is the source of truth (writes and
+    /// consistent reads go through it); `None` in the store modes.
+    pub upstream: Option<Arc<crate::upstream::Upstream>>,
 }
 
 /// A continue token: the snapshot revision and the last key served.

@@ -83,6 +83,27 @@ pub struct ServeArgs {
     /// authenticated request is allowed.
     #[arg(long)]
     pub authorization_policy_file: Option<PathBuf>,
+    /// Caching-proxy mode: the URL of an upstream Kubernetes API server (or watchkeeper) to
+    /// cache instead of a store; overrides the server of `--upstream-kubeconfig`.
+    #[arg(long)]
+    pub upstream: Option<String>,
+    /// Credentials of the upstream (server, certificate authority, client certificate, bearer
+    /// token of the current context, as kubectl reads them); enables caching-proxy mode.
+    #[arg(long)]
+    pub upstream_kubeconfig: Option<PathBuf>,
+    /// Resources to cache from the upstream, comma-separated `plural` or `plural.group`
+    /// [default: every resource the upstream's discovery lists with the list and watch verbs].
+    #[arg(long, value_delimiter = ',')]
+    pub upstream_resources: Option<Vec<String>>,
+    /// Forward writes with `Impersonate-User`/`Impersonate-Group` headers of the authenticated
+    /// caller (the upstream must allow the proxy's identity to impersonate) [default: false].
+    #[arg(long)]
+    pub upstream_impersonate: Option<bool>,
+    /// Load the caches with streaming lists (`sendInitialEvents`) when the upstream is
+    /// Kubernetes 1.27 or newer, falling back to paged lists if it refuses [default: true];
+    /// false always uses paged lists.
+    #[arg(long)]
+    pub upstream_streaming_lists: Option<bool>,
 }
 
 impl ServeArgs {
@@ -112,7 +133,12 @@ impl ServeArgs {
             fresh_wait_ms,
             durable_commits,
             token_auth_file,
-            authorization_policy_file
+            authorization_policy_file,
+            upstream,
+            upstream_kubeconfig,
+            upstream_resources,
+            upstream_impersonate,
+            upstream_streaming_lists
         )
     }
 }
@@ -146,6 +172,84 @@ pub struct ServeConfig {
     pub token_auth_file: Option<PathBuf>,
     /// `--authorization-policy-file`.
     pub authorization_policy_file: Option<PathBuf>,
+    /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
+    pub upstream: Option<UpstreamConfig>,
+}
+
+/// The upstream of caching-proxy mode (see the `upstream` module).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// `--upstream`: overrides the kubeconfig's server.
+    pub url: Option<String>,
+    /// `--upstream-kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--upstream-resources`: `plural` or `plural.group`; empty means all.
+    pub resources: Vec<String>,
+    /// `--upstream-impersonate`.
+    pub impersonate: bool,
+    /// `--upstream-streaming-lists`.
+    pub streaming_lists: bool,
+}
+
+impl UpstreamConfig {
+    /// The upstream settings of `args`, validated against the store settings.
+    fn from_args(args: &ServeArgs) -> Result<Option<UpstreamConfig>, String> {
+        if args.upstream.is_none() && args.upstream_kubeconfig.is_none() {
+            if args.upstream_resources.is_some()
+                || args.upstream_impersonate.is_some()
+                || args.upstream_streaming_lists.is_some()
+            {
+                return Err(
+                    "--upstream-resources, --upstream-impersonate and --upstream-streaming-lists need --upstream or --upstream-kubeconfig (caching-proxy mode)".to_owned(),
+                );
+            }
+            return Ok(None);
+        }
+        for (given, flag) in [
+            (args.store.is_some(), "--store"),
+            (args.data_dir.is_some(), "--data-dir"),
+            (args.etcd_endpoints.is_some(), "--etcd-endpoints"),
+            (args.etcd_prefix.is_some(), "--etcd-prefix"),
+            (args.resources.is_some(), "--resources"),
+            (args.durable_commits.is_some(), "--durable-commits"),
+            (
+                args.consistent_get_from_cache.is_some(),
+                "--consistent-get-from-cache",
+            ),
+        ] {
+            if given {
+                return Err(format!(
+                    "{flag} cannot be combined with --upstream/--upstream-kubeconfig: in caching-proxy mode the upstream API server is the source of truth and its discovery decides the resources"
+                ));
+            }
+        }
+        if let Some(url) = &args.upstream {
+            let uri: axum::http::Uri = url
+                .parse()
+                .map_err(|e| format!("--upstream {url:?}: not a URL: {e}"))?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+                return Err(format!(
+                    "--upstream {url:?}: expected an http:// or https:// URL with a host"
+                ));
+            }
+        }
+        let resources = args.upstream_resources.clone().unwrap_or_default();
+        if let Some(bad) = resources
+            .iter()
+            .find(|r| r.trim().is_empty() || r.contains('/'))
+        {
+            return Err(format!(
+                "--upstream-resources: {bad:?} is not `plural` or `plural.group`"
+            ));
+        }
+        Ok(Some(UpstreamConfig {
+            url: args.upstream.clone(),
+            kubeconfig: args.upstream_kubeconfig.clone(),
+            resources: resources.iter().map(|r| r.trim().to_owned()).collect(),
+            impersonate: args.upstream_impersonate.unwrap_or(false),
+            streaming_lists: args.upstream_streaming_lists.unwrap_or(true),
+        }))
+    }
 }
 
 impl ServeConfig {
@@ -172,6 +276,7 @@ impl ServeConfig {
     /// # Errors
     /// A message naming the bad key.
     pub fn from_args(args: ServeArgs) -> Result<ServeConfig, String> {
+        let upstream = UpstreamConfig::from_args(&args)?;
         let store: StoreKind = args
             .store
             .as_deref()
@@ -245,6 +350,7 @@ impl ServeConfig {
             durable_commits: args.durable_commits.unwrap_or(true),
             token_auth_file: args.token_auth_file,
             authorization_policy_file: args.authorization_policy_file,
+            upstream,
         })
     }
 }
@@ -311,5 +417,52 @@ mod tests {
             .is_err()
         );
         assert!(toml::from_str::<ServeArgs>("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn upstream_mode_is_validated() {
+        let file: ServeArgs = toml::from_str(
+            "upstream = \"https://10.0.0.1:6443\"\nupstream-kubeconfig = \"/etc/kubeconfig\"\nupstream-resources = [\"pods\", \"deployments.apps\"]\nupstream-impersonate = true",
+        )
+        .unwrap();
+        let config = ServeConfig::from_args(ServeArgs::default().or(file)).unwrap();
+        assert_eq!(
+            config.upstream,
+            Some(UpstreamConfig {
+                url: Some("https://10.0.0.1:6443".into()),
+                kubeconfig: Some("/etc/kubeconfig".into()),
+                resources: vec!["pods".into(), "deployments.apps".into()],
+                impersonate: true,
+                streaming_lists: true,
+            })
+        );
+        assert_eq!(
+            ServeConfig::from_args(ServeArgs::default())
+                .unwrap()
+                .upstream,
+            None
+        );
+        let err = ServeConfig::from_args(ServeArgs {
+            upstream: Some("http://127.0.0.1:1".into()),
+            store: Some("memory".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.contains("--store cannot be combined with --upstream"),
+            "{err}"
+        );
+        let err = ServeConfig::from_args(ServeArgs {
+            upstream: Some("ftp://x".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("--upstream"), "{err}");
+        let err = ServeConfig::from_args(ServeArgs {
+            upstream_impersonate: Some(true),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("need --upstream"), "{err}");
     }
 }

@@ -357,7 +357,7 @@ async fn serve_resource(
             )),
         );
     }
-    let options = match Options::parse(query) {
+    let mut options = match Options::parse(query) {
         Ok(options) => options,
         Err(error) => return ("", Err(error)),
     };
@@ -379,6 +379,24 @@ async fn serve_resource(
     }
     if let Err(error) = app.ensure_ready() {
         return ("", Err(error));
+    }
+    if let Some(upstream) = &app.upstream
+        && let Some(answer) = upstream
+            .intercept(
+                method,
+                resource,
+                target.namespace,
+                target.name,
+                target.subresource,
+                query,
+                headers,
+                &body,
+                user,
+                &mut options,
+            )
+            .await
+    {
+        return answer;
     }
     if matches!(
         *method,

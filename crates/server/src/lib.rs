@@ -1,8 +1,9 @@
 //! # watchkeeper (the server)
 //!
 //! The HTTP server and command line around the watch cache core and the stores: one cache per
-//! resource, fed by one reflector over the store, served in the Kubernetes REST shape so
-//! kubectl, kube-rs and client-python work unchanged. See docs/ARCHITECTURE.md.
+//! resource, fed by one reflector over the store (or, in caching-proxy mode, by one reflector
+//! per resource over an upstream API server: the `upstream` module), served in the Kubernetes
+//! REST shape so kubectl, kube-rs and client-python work unchanged. See docs/ARCHITECTURE.md.
 
 pub mod app;
 pub mod auth;
@@ -12,6 +13,7 @@ pub mod http;
 pub mod metrics;
 pub mod query;
 pub mod reflector;
+pub mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -153,9 +155,27 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         config.token_auth_file.as_deref(),
         config.authorization_policy_file.as_deref(),
     )?;
-    let defs = resource_defs(&config)?;
-    let store = open_store(&config).await?;
-    bootstrap(&store, &config).await?;
+    // Caching-proxy mode: the upstream's discovery decides the resources, and the store is an
+    // empty placeholder that nothing reads or writes (see the `upstream` module).
+    let upstream = match &config.upstream {
+        Some(upstream) => Some(Arc::new(
+            upstream::Upstream::connect(upstream, config.fresh_wait).await?,
+        )),
+        None => None,
+    };
+    let (defs, store) = match &upstream {
+        Some(upstream) => (
+            upstream.defs.clone(),
+            AnyStore::open(StoreConfig::Memory(MemoryConfig::default()))
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        None => {
+            let store = open_store(&config).await?;
+            bootstrap(&store, &config).await?;
+            (resource_defs(&config)?, store)
+        }
+    };
     let clock = Clock::new();
     let status = Arc::new(ReflectorStatus::default());
     let mut resources = Vec::new();
@@ -182,8 +202,12 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             driver,
         }));
     }
-    let reflector = Reflector::new(store.clone(), &config.prefix, feeds, status.clone());
-    let reflector = tokio::spawn(reflector.run());
+    let reflector = match &upstream {
+        Some(upstream) => tokio::spawn(upstream.clone().run(feeds, status.clone())),
+        None => {
+            tokio::spawn(Reflector::new(store.clone(), &config.prefix, feeds, status.clone()).run())
+        }
+    };
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -203,6 +227,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         requests: crate::metrics::RequestMetrics::default(),
         shutdown: shutdown_rx.clone(),
         auth,
+        upstream,
     });
     let router = axum::Router::new()
         .fallback(http::handle)

@@ -349,5 +349,6 @@ pub fn render(app: &App) -> String {
             1e-6,
         );
     }
+    crate::upstream::render_metrics(app, &mut out);
     out
 }

@@ -1,0 +1,1311 @@
+//! Caching-proxy mode (`watchkeeper serve --upstream URL`): an upstream Kubernetes API server
+//! (or another watchkeeper) is the source of truth instead of a store.
+//!
+//! ## What it does
+//! - **Resources** come from the upstream's discovery: every resource of every group's preferred
+//!   version whose verbs include `list` and `watch` (subresources excluded), optionally narrowed
+//!   by `--upstream-resources`. Discovery and OpenAPI are served from that set; field-selector
+//!   fields and trigger fields of built-in resources come from the built-in table.
+//! - **One reflector task per resource** loads the cache (`Input::Reset`) from a streaming
+//!   list (`sendInitialEvents=true`, up to the `k8s.io/initial-events-end` bookmark; the same
+//!   stream goes on as the watch) when the upstream is Kubernetes 1.27 or newer and accepts it,
+//!   else from a paged list at one resource version followed by a watch from that version, with
+//!   `allowWatchBookmarks` either way: every event is one revision for the cache, every
+//!   bookmark a progress notification. A broken or ended watch resumes from the last event or
+//!   bookmark; a 410 (the resume version is gone) relists, which re-initialises the cache: its
+//!   downstream watchers get an honest in-stream 410, never a silent gap. Resource versions are parsed as `u64`: an
+//!   upstream whose versions are not integers is rejected at start with a clear message (every
+//!   real kube-apiserver uses integers). Retries back off with jitter, up to 5 s.
+//! - **Reads** are served from the cache with the store modes' semantics. A consistent read
+//!   (`resourceVersion` unset) asks the upstream for its current resource version with a
+//!   `LIST limit=1` of that resource and waits (at most `--fresh-wait-ms`) until the cache has
+//!   it. The cache of a resource only advances on that resource's events and bookmarks, and a
+//!   kube-apiserver sends bookmarks about once a minute, so when the wait runs out the read is
+//!   forwarded to the upstream and answered from there (counted in
+//!   `watchkeeper_upstream_forwarded_reads_total`): a consistent read never gets stale data.
+//!   A watch without a resource version starts at the upstream's current version when the cache
+//!   reaches it within the wait, else at the cache's newest revision; either way it misses no
+//!   event after its start.
+//! - **Writes** (create, update, patch, delete, deletecollection) are forwarded unchanged with
+//!   the proxy's credentials, plus `Impersonate-User`/`Impersonate-Group`/`Impersonate-Uid` of
+//!   the authenticated caller with `--upstream-impersonate`. The upstream's status code and body
+//!   are returned unchanged, after the cache has reached the written resource version (for a
+//!   delete: until the object is gone from the cache or carries the returned version), at most
+//!   `--fresh-wait-ms`: a client reads its own writes through the proxy.
+//!
+//! ## Overload
+//! The upstream sees one list and one watch per resource whatever the number of downstream
+//! watchers; slow downstream watchers are the cache's business (stall and resume) and never
+//! slow the upstream watch. Consistent reads cost one `LIST limit=1` each (plus the forwarded
+//! read when the cache cannot prove itself fresh in time); writes cost what they cost upstream.
+//! When the upstream is unreachable, reads at `resourceVersion=0` or a known version keep being
+//! served from the cache, consistent reads and writes fail with 503. Subresources other than
+//! `status` are not served (as in the store modes), and a forwarded answer is buffered whole.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::Value;
+use watchkeeper_api::{ApiError, ResourceDef, builtin_resources, field_values, labels_of};
+use watchkeeper_core::{Change, Object, Revision, WatchCache, object_key};
+
+use crate::app::{App, Resource};
+use crate::auth::User;
+use crate::config::UpstreamConfig;
+use crate::driver::Input;
+use crate::query::{Options, ResourceVersion};
+use crate::reflector::{Feed, ReflectorStatus};
+
+/// Objects per page of the upstream list.
+const LIST_PAGE: usize = 500;
+/// `timeoutSeconds` of every upstream watch (kube-rs' default; the upstream ends it, we resume).
+const WATCH_TIMEOUT_SECONDS: u64 = 290;
+/// A watch silent for this long past its timeout is treated as broken and resumed.
+const WATCH_IDLE_MARGIN: Duration = Duration::from_secs(30);
+/// Longest retry back-off.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Counters of one cached resource's upstream traffic (for `/metrics`).
+#[derive(Debug, Default)]
+pub struct ResourceStats {
+    /// Lists of the upstream (the first and every relist).
+    pub lists: AtomicU64,
+    /// Watches opened on the upstream (the first and every resume).
+    pub watches: AtomicU64,
+    /// Relists after a 410 or a protocol error.
+    pub relists: AtomicU64,
+    /// Whether an upstream watch is open now.
+    pub watch_open: AtomicBool,
+    /// The newest resource version the upstream reported for this resource (lists, probes,
+    /// events, bookmarks).
+    pub upstream_revision: AtomicU64,
+    /// Consistent reads forwarded to the upstream because the cache was not proven fresh in
+    /// time.
+    pub forwarded_reads: AtomicU64,
+    /// Writes forwarded to the upstream.
+    pub forwarded_writes: AtomicU64,
+    /// Writes answered before the cache reached the written version (the wait ran out).
+    pub write_wait_timeouts: AtomicU64,
+}
+
+/// The upstream: a kube-rs client, the discovered resources and their counters.
+pub struct Upstream {
+    client: kube::Client,
+    impersonate: bool,
+    /// Whether to try streaming lists (cleared when the upstream turns out not to do them).
+    streaming: AtomicBool,
+    fresh_wait: Duration,
+    /// The resources cached, in the order of the server's resources.
+    pub defs: Vec<ResourceDef>,
+    /// Counters, one per entry of `defs`.
+    pub stats: Vec<Arc<ResourceStats>>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("impersonate", &self.impersonate)
+            .field("fresh_wait", &self.fresh_wait)
+            .field("resources", &self.defs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An upstream watch's events.
+type EventStream =
+    futures_util::stream::BoxStream<'static, kube::Result<kube::core::WatchEvent<Value>>>;
+
+/// How a streaming list went.
+enum Streamed {
+    /// The initial state at a resource version, and the stream that goes on as the watch.
+    Loaded(Revision, Vec<Arc<Object>>, EventStream),
+    /// The upstream does not do streaming lists: use paged lists from now on.
+    Unsupported(String),
+    /// A failure: retry after a back-off, or relist.
+    Failed(Stop),
+}
+
+/// Why a list or watch stopped.
+enum Stop {
+    /// The resume version is gone (410) or the stream broke the rules: relist.
+    Relist(String),
+    /// A transient failure: retry the same step after a back-off.
+    Retry(String),
+}
+
+fn kube_stop(error: &kube::Error) -> Stop {
+    match error {
+        kube::Error::Api(status) if status.code == 410 => Stop::Relist(status.message.clone()),
+        other => Stop::Retry(other.to_string()),
+    }
+}
+
+/// Parses a resource version; the upstream's must be integers.
+///
+/// # Errors
+/// A message saying why watchkeeper cannot cache this upstream.
+pub fn parse_revision(value: Option<&Value>) -> Result<Revision, String> {
+    let text = value.and_then(Value::as_str).unwrap_or_default();
+    text.parse::<Revision>().map_err(|_| {
+        format!(
+            "the upstream's resourceVersion {text:?} is not an unsigned integer; watchkeeper orders resource versions as integers, as every kube-apiserver issues them, and cannot cache this upstream"
+        )
+    })
+}
+
+/// The URL path of a resource's collection (in `namespace`), object, or subresource.
+#[must_use]
+pub fn resource_path(
+    def: &ResourceDef,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    subresource: Option<&str>,
+) -> String {
+    let mut path = if def.group.is_empty() {
+        format!("/api/{}", def.version)
+    } else {
+        format!("/apis/{}/{}", def.group, def.version)
+    };
+    if let Some(namespace) = namespace.filter(|_| def.namespaced) {
+        path.push_str("/namespaces/");
+        path.push_str(namespace);
+    }
+    path.push('/');
+    path.push_str(&def.plural);
+    if let Some(name) = name {
+        path.push('/');
+        path.push_str(name);
+        if let Some(sub) = subresource {
+            path.push('/');
+            path.push_str(sub);
+        }
+    }
+    path
+}
+
+/// A cache object from an upstream object of `def`.
+///
+/// # Errors
+/// No name, or a resource version that is not an integer.
+pub fn decode_object(def: &ResourceDef, mut body: Value) -> Result<Arc<Object>, String> {
+    let revision = parse_revision(body.pointer("/metadata/resourceVersion"))?;
+    let map = body
+        .as_object_mut()
+        .ok_or_else(|| "an upstream object is not a JSON object".to_owned())?;
+    map.entry("apiVersion")
+        .or_insert_with(|| Value::String(def.api_version()));
+    map.entry("kind")
+        .or_insert_with(|| Value::String(def.kind.clone()));
+    let name = body
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("an upstream {} has no metadata.name", def.kind))?
+        .to_owned();
+    let namespace = if def.namespaced {
+        body.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    } else {
+        String::new()
+    };
+    let labels = labels_of(&body);
+    let mut fields = field_values(def, &body);
+    fields.remove("metadata.name");
+    fields.remove("metadata.namespace");
+    Ok(Arc::new(Object::new(
+        &namespace, &name, labels, fields, revision, body,
+    )))
+}
+
+/// The resources of an upstream API resource list with the list and watch verbs.
+fn defs_of(list: &Value, group: &str, version: &str, builtins: &[ResourceDef]) -> Vec<ResourceDef> {
+    let strings = |value: Option<&Value>| -> Vec<String> {
+        value
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut defs = Vec::new();
+    for resource in list
+        .get("resources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let plural = resource
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let verbs = strings(resource.get("verbs"));
+        if plural.is_empty()
+            || plural.contains('/')
+            || !verbs.iter().any(|v| v == "list")
+            || !verbs.iter().any(|v| v == "watch")
+        {
+            continue;
+        }
+        let kind = resource
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let builtin = builtins
+            .iter()
+            .find(|d| d.group == group && d.plural == plural);
+        let singular = resource
+            .get("singularName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map_or_else(|| kind.to_lowercase(), str::to_owned);
+        defs.push(ResourceDef {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind,
+            plural: plural.to_owned(),
+            singular,
+            short_names: strings(resource.get("shortNames")),
+            namespaced: resource
+                .get("namespaced")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            selectable_fields: builtin
+                .map(|d| d.selectable_fields.clone())
+                .unwrap_or_default(),
+            trigger_field: builtin.and_then(|d| d.trigger_field.clone()),
+            categories: strings(resource.get("categories")),
+        });
+    }
+    defs
+}
+
+/// Whether a `/version` answer is Kubernetes 1.27 or newer.
+fn supports_streaming_lists(version: &Value) -> bool {
+    let number = |key: &str| {
+        version
+            .get(key)
+            .and_then(Value::as_str)
+            .map(|v| v.trim_end_matches('+'))
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    matches!((number("major"), number("minor")), (Some(1), Some(minor)) if minor >= 27)
+        || matches!(number("major"), Some(major) if major > 1)
+}
+
+/// A delay between half and all of `base`.
+fn jitter(base: Duration) -> Duration {
+    base.mul_f64(rand::random::<f64>() * 0.5 + 0.5)
+}
+
+impl Upstream {
+    /// Builds the client from the kubeconfig and/or URL, reads the upstream's discovery, and
+    /// checks that its resource versions are integers.
+    ///
+    /// # Errors
+    /// Unreadable kubeconfig, unreachable upstream, unknown `--upstream-resources`, or
+    /// resource versions that are not integers; as messages.
+    pub async fn connect(
+        config: &UpstreamConfig,
+        fresh_wait: Duration,
+    ) -> Result<Upstream, String> {
+        let mut kube_config = match &config.kubeconfig {
+            Some(path) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| format!("--upstream-kubeconfig {}: {e}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(
+                    kubeconfig,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| format!("--upstream-kubeconfig {}: {e}", path.display()))?
+            }
+            None => {
+                let url = config.url.as_deref().unwrap_or_default();
+                kube::Config::new(
+                    url.parse()
+                        .map_err(|e| format!("--upstream {url:?}: not a URL: {e}"))?,
+                )
+            }
+        };
+        if let Some(url) = &config.url {
+            kube_config.cluster_url = url
+                .parse()
+                .map_err(|e| format!("--upstream {url:?}: not a URL: {e}"))?;
+        }
+        // Writes are forwarded once; the reflector retries lists and watches itself.
+        kube_config.default_retry = false;
+        let server = kube_config.cluster_url.to_string();
+        let client = kube::Client::try_from(kube_config)
+            .map_err(|e| format!("cannot build a client for the upstream {server}: {e}"))?;
+        let mut upstream = Upstream {
+            client,
+            impersonate: config.impersonate,
+            streaming: AtomicBool::new(false),
+            fresh_wait,
+            defs: Vec::new(),
+            stats: Vec::new(),
+        };
+        let defs = upstream
+            .discover(&config.resources)
+            .await
+            .map_err(|e| format!("the upstream {server}: {e}"))?;
+        if defs.is_empty() {
+            return Err(format!(
+                "the upstream {server} lists no resource with the list and watch verbs"
+            ));
+        }
+        // Every resource must be listable with these credentials (else the proxy would never
+        // be ready), and resource versions must be integers: check both, clearly, before
+        // serving anything (one small LIST per resource).
+        let checks = defs.iter().map(|def| {
+            let upstream = &upstream;
+            async move {
+                let name = if def.group.is_empty() {
+                    def.plural.clone()
+                } else {
+                    format!("{}.{}", def.plural, def.group)
+                };
+                let list = upstream
+                    .get_json(&format!("{}?limit=1", resource_path(def, None, None, None)))
+                    .await
+                    .map_err(|e| format!("cannot list {name}: {e}"))?;
+                parse_revision(list.pointer("/metadata/resourceVersion"))
+                    .map_err(|e| format!("{name}: {e}"))
+            }
+        });
+        let failures: Vec<String> = futures_util::future::join_all(checks)
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
+        if !failures.is_empty() {
+            return Err(format!(
+                "the upstream {server}: {} (choose the resources to cache with --upstream-resources)",
+                failures.join("; ")
+            ));
+        }
+        // Streaming lists exist from Kubernetes 1.27 (behind the WatchList gate: a server with
+        // it off rejects them and we fall back); older servers would take them for a plain
+        // watch and never end the initial events, so they are not even tried.
+        let version = upstream.get_json("/version").await.unwrap_or_default();
+        upstream.streaming.store(
+            config.streaming_lists && supports_streaming_lists(&version),
+            Ordering::Relaxed,
+        );
+        upstream.stats = defs.iter().map(|_| Arc::default()).collect();
+        upstream.defs = defs;
+        tracing::info!(%server, resources = upstream.defs.len(), "caching the upstream");
+        Ok(upstream)
+    }
+
+    async fn get_json(&self, path_and_query: &str) -> Result<Value, kube::Error> {
+        let request = Request::get(path_and_query)
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        self.client.request::<Value>(request).await
+    }
+
+    /// Every group's preferred version's resources with list and watch, filtered by `wanted`.
+    async fn discover(&self, wanted: &[String]) -> Result<Vec<ResourceDef>, String> {
+        let builtins = builtin_resources();
+        let mut defs = Vec::new();
+        let core = self
+            .get_json("/api/v1")
+            .await
+            .map_err(|e| format!("cannot read discovery /api/v1: {e}"))?;
+        defs.extend(defs_of(&core, "", "v1", &builtins));
+        let groups = self
+            .get_json("/apis")
+            .await
+            .map_err(|e| format!("cannot read discovery /apis: {e}"))?;
+        for group in groups
+            .get("groups")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(group_version) = group
+                .pointer("/preferredVersion/groupVersion")
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let Some((name, version)) = group_version.split_once('/') else {
+                continue;
+            };
+            match self.get_json(&format!("/apis/{group_version}")).await {
+                Ok(list) => defs.extend(defs_of(&list, name, version, &builtins)),
+                // An unavailable aggregated API (metrics.k8s.io, say) must not stop the proxy.
+                Err(error) => {
+                    tracing::warn!(%group_version, %error, "skipping an API group the upstream cannot describe");
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(defs);
+        }
+        let name_of = |d: &ResourceDef| {
+            if d.group.is_empty() {
+                d.plural.clone()
+            } else {
+                format!("{}.{}", d.plural, d.group)
+            }
+        };
+        let mut chosen = Vec::new();
+        for want in wanted {
+            match defs.iter().find(|d| &name_of(d) == want) {
+                Some(def) => {
+                    if !chosen.iter().any(|c: &ResourceDef| name_of(c) == *want) {
+                        chosen.push(def.clone());
+                    }
+                }
+                None => {
+                    let known: Vec<String> = defs.iter().map(name_of).collect();
+                    return Err(format!(
+                        "--upstream-resources: {want:?} is not a resource the upstream serves with list and watch (it serves: {})",
+                        known.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(chosen)
+    }
+
+    fn index(&self, def: &ResourceDef) -> Option<usize> {
+        self.defs
+            .iter()
+            .position(|d| d.group == def.group && d.plural == def.plural)
+    }
+
+    fn stats_of(&self, def: &ResourceDef) -> Option<&ResourceStats> {
+        self.index(def).map(|i| &*self.stats[i])
+    }
+
+    /// The upstream's current resource version, from a `LIST limit=1` of `def`.
+    ///
+    /// # Errors
+    /// 503 when the upstream cannot be asked.
+    pub async fn current_revision(&self, def: &ResourceDef) -> Result<Revision, ApiError> {
+        let list = self
+            .get_json(&format!("{}?limit=1", resource_path(def, None, None, None)))
+            .await
+            .map_err(|e| {
+                ApiError::service_unavailable(format!(
+                    "cannot read the current resource version from the upstream: {e}"
+                ))
+            })?;
+        let revision = parse_revision(list.pointer("/metadata/resourceVersion"))
+            .map_err(ApiError::service_unavailable)?;
+        if let Some(stats) = self.stats_of(def) {
+            stats
+                .upstream_revision
+                .fetch_max(revision, Ordering::Relaxed);
+        }
+        Ok(revision)
+    }
+
+    /// Waits at most the fresh wait for `cache` to reach `revision`; whether it did.
+    async fn wait_for(&self, cache: &WatchCache, revision: Revision) -> bool {
+        cache.dispatched() >= revision
+            || tokio::time::timeout(self.fresh_wait, cache.wait_fresh(revision))
+                .await
+                .is_ok()
+    }
+
+    /// Runs one reflector per resource until aborted.
+    pub async fn run(self: Arc<Self>, feeds: Vec<Feed>, status: Arc<ReflectorStatus>) {
+        let loaded = Arc::new(AtomicUsize::new(0));
+        let total = feeds.len();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, feed) in feeds.into_iter().enumerate() {
+            let upstream = self.clone();
+            let status = status.clone();
+            let loaded = loaded.clone();
+            tasks.spawn(async move {
+                upstream.reflect(index, feed, &status, &loaded, total).await;
+            });
+        }
+        // Dropping the set (when this task is aborted) aborts every reflector.
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// Lists `def` a page at a time at one resource version.
+    async fn list(&self, def: &ResourceDef) -> Result<(Revision, Vec<Arc<Object>>), Stop> {
+        let base = resource_path(def, None, None, None);
+        let mut objects = Vec::new();
+        let mut revision = None;
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = vec![("limit", LIST_PAGE.to_string())];
+            if let Some(token) = token.take() {
+                query.push(("continue", token));
+            }
+            let query = serde_urlencoded::to_string(&query).unwrap_or_default();
+            let page = self
+                .get_json(&format!("{base}?{query}"))
+                .await
+                .map_err(|e| kube_stop(&e))?;
+            if revision.is_none() {
+                revision = Some(
+                    parse_revision(page.pointer("/metadata/resourceVersion"))
+                        .map_err(Stop::Retry)?,
+                );
+            }
+            let items = match page.get("items") {
+                Some(Value::Array(items)) => items.clone(),
+                _ => Vec::new(),
+            };
+            for item in items {
+                objects.push(decode_object(def, item).map_err(Stop::Retry)?);
+            }
+            match page.pointer("/metadata/continue").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() => token = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok((revision.unwrap_or_default(), objects))
+    }
+
+    /// Opens a watch of `def` with `params` (besides `watch=true`, bookmarks and the timeout).
+    async fn open_watch(
+        &self,
+        def: &ResourceDef,
+        stats: &ResourceStats,
+        params: &[(&str, String)],
+    ) -> Result<EventStream, kube::Error> {
+        let mut query = vec![
+            ("watch", "true".to_owned()),
+            ("allowWatchBookmarks", "true".to_owned()),
+            ("timeoutSeconds", WATCH_TIMEOUT_SECONDS.to_string()),
+        ];
+        query.extend(params.iter().cloned());
+        let query = serde_urlencoded::to_string(&query).unwrap_or_default();
+        let path = format!("{}?{query}", resource_path(def, None, None, None));
+        let request = Request::get(path)
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        stats.watches.fetch_add(1, Ordering::Relaxed);
+        Ok(self.client.request_events::<Value>(request).await?.boxed())
+    }
+
+    /// A streaming list (`sendInitialEvents=true`): the initial state up to the
+    /// `k8s.io/initial-events-end` bookmark, and the stream, which goes on as the watch.
+    async fn stream_list(&self, def: &ResourceDef, stats: &ResourceStats) -> Streamed {
+        let params = [
+            ("sendInitialEvents", "true".to_owned()),
+            ("resourceVersionMatch", "NotOlderThan".to_owned()),
+        ];
+        let mut stream = match self.open_watch(def, stats, &params).await {
+            Ok(stream) => stream,
+            Err(kube::Error::Api(status))
+                if (400..500).contains(&status.code) && !matches!(status.code, 410 | 429) =>
+            {
+                return Streamed::Unsupported(format!("{} ({})", status.message, status.code));
+            }
+            Err(error) => return Streamed::Failed(kube_stop(&error)),
+        };
+        let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS) + WATCH_IDLE_MARGIN;
+        let mut objects = Vec::new();
+        loop {
+            let event = match tokio::time::timeout(idle, stream.next()).await {
+                Ok(Some(Ok(event))) => event,
+                Ok(Some(Err(error))) => return Streamed::Failed(kube_stop(&error)),
+                Ok(None) => {
+                    return Streamed::Failed(Stop::Retry(
+                        "the streaming list ended before its initial events did".to_owned(),
+                    ));
+                }
+                Err(_) => {
+                    return Streamed::Failed(Stop::Retry(
+                        "the streaming list went silent".to_owned(),
+                    ));
+                }
+            };
+            match event {
+                kube::core::WatchEvent::Added(object) => match decode_object(def, object) {
+                    Ok(object) => objects.push(object),
+                    Err(error) => return Streamed::Failed(Stop::Retry(error)),
+                },
+                kube::core::WatchEvent::Bookmark(bookmark)
+                    if bookmark
+                        .metadata
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .is_some_and(|v| v == "true") =>
+                {
+                    return match bookmark.metadata.resource_version.parse::<Revision>() {
+                        Ok(revision) => Streamed::Loaded(revision, objects, stream),
+                        Err(_) => Streamed::Failed(Stop::Retry(format!(
+                            "the upstream's bookmark resourceVersion {:?} is not an integer",
+                            bookmark.metadata.resource_version
+                        ))),
+                    };
+                }
+                kube::core::WatchEvent::Error(status) => {
+                    return Streamed::Failed(if status.code == 410 {
+                        Stop::Relist(status.message.clone())
+                    } else {
+                        Stop::Retry(format!("{} ({})", status.message, status.code))
+                    });
+                }
+                // Anything else before the end of the initial events: the upstream treats
+                // this as a plain watch.
+                other => {
+                    return Streamed::Unsupported(format!(
+                        "{other:?} before the initial-events-end bookmark"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Watches `def` from `*last`, feeding every event and bookmark; returns why it stopped.
+    async fn watch(
+        &self,
+        def: &ResourceDef,
+        stats: &ResourceStats,
+        input: &std::sync::mpsc::Sender<Input>,
+        last: &mut Revision,
+    ) -> Result<Stop, ()> {
+        let params = [("resourceVersion", last.to_string())];
+        match self.open_watch(def, stats, &params).await {
+            Ok(stream) => self.follow(def, stats, input, last, stream).await,
+            Err(error) => Ok(kube_stop(&error)),
+        }
+    }
+
+    /// Feeds the events and bookmarks of an open watch until it stops; why it stopped.
+    async fn follow(
+        &self,
+        def: &ResourceDef,
+        stats: &ResourceStats,
+        input: &std::sync::mpsc::Sender<Input>,
+        last: &mut Revision,
+        mut stream: EventStream,
+    ) -> Result<Stop, ()> {
+        stats.watch_open.store(true, Ordering::Relaxed);
+        let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS) + WATCH_IDLE_MARGIN;
+        let stop = loop {
+            let item = match tokio::time::timeout(idle, stream.next()).await {
+                Ok(Some(item)) => item,
+                Ok(None) => break Stop::Retry("the watch ended".to_owned()),
+                Err(_) => break Stop::Retry("the watch went silent".to_owned()),
+            };
+            let event = match item {
+                Ok(event) => event,
+                Err(error) => break kube_stop(&error),
+            };
+            let (revision, change) = match event {
+                kube::core::WatchEvent::Added(object)
+                | kube::core::WatchEvent::Modified(object) => match decode_object(def, object) {
+                    Ok(object) => (object.resource_version(), Some(Change::put(object))),
+                    Err(error) => break Stop::Relist(error),
+                },
+                kube::core::WatchEvent::Deleted(object) => match decode_object(def, object) {
+                    Ok(object) => (
+                        object.resource_version(),
+                        Some(Change::delete(object_key(
+                            object.namespace(),
+                            object.name(),
+                        ))),
+                    ),
+                    Err(error) => break Stop::Relist(error),
+                },
+                kube::core::WatchEvent::Bookmark(bookmark) => {
+                    match bookmark.metadata.resource_version.parse::<Revision>() {
+                        Ok(revision) => (revision, None),
+                        Err(_) => {
+                            break Stop::Relist(format!(
+                                "the upstream's bookmark resourceVersion {:?} is not an integer",
+                                bookmark.metadata.resource_version
+                            ));
+                        }
+                    }
+                }
+                kube::core::WatchEvent::Error(status) if status.code == 410 => {
+                    break Stop::Relist(status.message.clone());
+                }
+                kube::core::WatchEvent::Error(status) => {
+                    break Stop::Retry(format!("{} ({})", status.message, status.code));
+                }
+            };
+            stats
+                .upstream_revision
+                .fetch_max(revision, Ordering::Relaxed);
+            let input_item = match change {
+                Some(change) if revision > *last => Input::Revision(revision, vec![change]),
+                Some(_) => {
+                    break Stop::Relist(format!(
+                        "the upstream sent resourceVersion {revision} after {last}: out of order"
+                    ));
+                }
+                None if revision > *last => Input::Progress(revision),
+                None => continue,
+            };
+            if input.send(input_item).is_err() {
+                stats.watch_open.store(false, Ordering::Relaxed);
+                return Err(());
+            }
+            *last = revision;
+        };
+        stats.watch_open.store(false, Ordering::Relaxed);
+        Ok(stop)
+    }
+
+    /// One resource's reflector: list, load, watch, resume, relist; until the cache stops.
+    async fn reflect(
+        &self,
+        index: usize,
+        feed: Feed,
+        status: &ReflectorStatus,
+        loaded: &AtomicUsize,
+        total: usize,
+    ) {
+        let def = &feed.def;
+        let stats = self.stats[index].clone();
+        let mut backoff = Duration::from_millis(100);
+        let mut first = true;
+        loop {
+            let streamed = if self.streaming.load(Ordering::Relaxed) {
+                match self.stream_list(def, &stats).await {
+                    Streamed::Loaded(revision, objects, stream) => {
+                        Some((revision, objects, Some(stream)))
+                    }
+                    Streamed::Unsupported(reason) => {
+                        tracing::info!(resource = %def.plural, %reason, "the upstream does not do streaming lists; using paged lists");
+                        self.streaming.store(false, Ordering::Relaxed);
+                        None
+                    }
+                    Streamed::Failed(Stop::Relist(error) | Stop::Retry(error)) => {
+                        tracing::warn!(resource = %def.plural, %error, ?backoff, "the streaming list of the upstream failed; retrying");
+                        tokio::time::sleep(jitter(backoff)).await;
+                        backoff = (backoff * 2).min(BACKOFF_MAX);
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            let listed = match streamed {
+                Some(streamed) => Ok(streamed),
+                None => self.list(def).await.map(|(r, o)| (r, o, None)),
+            };
+            let (revision, objects, mut stream) = match listed {
+                Ok(listed) => listed,
+                Err(Stop::Relist(error) | Stop::Retry(error)) => {
+                    tracing::warn!(resource = %def.plural, %error, ?backoff, "listing the upstream failed; retrying");
+                    tokio::time::sleep(jitter(backoff)).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            };
+            stats.lists.fetch_add(1, Ordering::Relaxed);
+            stats
+                .upstream_revision
+                .fetch_max(revision, Ordering::Relaxed);
+            let count = objects.len();
+            if feed.input.send(Input::Reset(revision, objects)).is_err() {
+                return;
+            }
+            status.lists.fetch_add(1, Ordering::Relaxed);
+            if first {
+                first = false;
+                if loaded.fetch_add(1, Ordering::AcqRel) + 1 == total {
+                    status.ready.store(true, Ordering::Release);
+                    tracing::info!("caches loaded from the upstream");
+                }
+            } else {
+                stats.relists.fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::debug!(resource = %def.plural, revision, objects = count, "listed the upstream");
+            let mut last = revision;
+            loop {
+                let before = last;
+                let stopped = match stream.take() {
+                    Some(stream) => {
+                        self.follow(def, &stats, &feed.input, &mut last, stream)
+                            .await
+                    }
+                    None => self.watch(def, &stats, &feed.input, &mut last).await,
+                };
+                match stopped {
+                    Err(()) => return,
+                    Ok(Stop::Relist(reason)) => {
+                        tracing::warn!(resource = %def.plural, %reason, "relisting the upstream (downstream watchers get 410)");
+                        break;
+                    }
+                    Ok(Stop::Retry(reason)) => {
+                        if last > before {
+                            backoff = Duration::from_millis(100);
+                        }
+                        tracing::debug!(resource = %def.plural, %reason, last, "resuming the upstream watch");
+                        if last == before {
+                            tokio::time::sleep(jitter(backoff)).await;
+                            backoff = (backoff * 2).min(BACKOFF_MAX);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends a request to the upstream as the proxy (or impersonating `user`); the status,
+    /// content type and body of the answer.
+    async fn send(
+        &self,
+        method: &Method,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+        user: &User,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), ApiError> {
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(path_and_query);
+        for name in [header::CONTENT_TYPE, header::ACCEPT] {
+            if let Some(value) = headers.get(&name) {
+                builder = builder.header(name, value.clone());
+            }
+        }
+        if self.impersonate {
+            for (name, value) in impersonation(user) {
+                builder = builder.header(name, value);
+            }
+        }
+        let request = builder
+            .body(kube::client::Body::from(body.to_vec()))
+            .map_err(|e| ApiError::bad_request(format!("cannot forward the request: {e}")))?;
+        let unreachable = |e: &dyn std::fmt::Display| {
+            ApiError::service_unavailable(format!("cannot reach the upstream API server: {e}"))
+        };
+        let response = self
+            .client
+            .send(request)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        let code = response.status();
+        // The headers a client acts on; hop-by-hop and framing headers are the proxy's own.
+        let mut kept = HeaderMap::new();
+        for name in [header::CONTENT_TYPE, header::RETRY_AFTER, header::WARNING] {
+            for value in response.headers().get_all(&name) {
+                kept.append(name.clone(), value.clone());
+            }
+        }
+        let bytes = axum::body::to_bytes(axum::body::Body::new(response.into_body()), usize::MAX)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        Ok((code, kept, bytes))
+    }
+
+    /// Forwards a read the cache cannot serve (counted in `forwarded_reads`).
+    async fn forward_read(
+        &self,
+        method: &Method,
+        def: &ResourceDef,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        user: &User,
+    ) -> Result<Response, ApiError> {
+        if let Some(stats) = self.stats_of(def) {
+            stats.forwarded_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        self.send(method, path_and_query, headers, Bytes::new(), user)
+            .await
+            .map(|(code, kept, body)| respond(code, kept, body))
+    }
+
+    /// Handles a resource request in proxy mode before the cache paths: forwards writes, and
+    /// consistent reads the cache cannot prove fresh in time; otherwise pins a consistent
+    /// read's resource version into `options` and lets the cache serve it (`None`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn intercept(
+        &self,
+        method: &Method,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        subresource: Option<&str>,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: &Bytes,
+        user: &User,
+        options: &mut Options,
+    ) -> Option<(&'static str, Result<Response, ApiError>)> {
+        let def = &resource.def;
+        let cache = resource.cache();
+        let path = resource_path(def, namespace, name, subresource);
+        let path_and_query = match query {
+            Some(query) if !query.is_empty() => format!("{path}?{query}"),
+            _ => path,
+        };
+        let verb = match (method.clone(), name) {
+            (Method::POST, _) => "CREATE",
+            (Method::PUT, _) => "UPDATE",
+            (Method::PATCH, _) => "PATCH",
+            (Method::DELETE, Some(_)) => "DELETE",
+            (Method::DELETE, None) => "DELETECOLLECTION",
+            (Method::GET, _) => {
+                if let Some(token) = &options.continue_token {
+                    // The next page of a list: from the cache's snapshot when it still has it,
+                    // else from the upstream (a page of a forwarded list, or one whose snapshot
+                    // left the history; the upstream may still have that version).
+                    let cached = crate::app::ContinueToken::decode(token)
+                        .is_ok_and(|t| cache.snapshot_at(t.revision).is_ok());
+                    if cached || options.watch {
+                        return None;
+                    }
+                    return Some((
+                        "LIST",
+                        self.forward_read(method, def, &path_and_query, headers, user)
+                            .await,
+                    ));
+                }
+                if options.resource_version != ResourceVersion::Latest {
+                    return None;
+                }
+                let revision = match self.current_revision(def).await {
+                    Ok(revision) => revision,
+                    Err(error) => return Some(("", Err(error))),
+                };
+                let fresh = self.wait_for(cache, revision).await;
+                if options.watch {
+                    // A watch is never forwarded: it starts where the cache proved to be.
+                    options.resource_version =
+                        ResourceVersion::At(if fresh { revision } else { cache.dispatched() });
+                    return None;
+                }
+                if fresh {
+                    options.resource_version = ResourceVersion::At(revision);
+                    return None;
+                }
+                let verb = if name.is_some() { "GET" } else { "LIST" };
+                return Some((
+                    verb,
+                    self.forward_read(method, def, &path_and_query, headers, user)
+                        .await,
+                ));
+            }
+            _ => return None,
+        };
+        if let Some(stats) = self.stats_of(def) {
+            stats.forwarded_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let (code, kept, answer) = match self
+            .send(method, &path_and_query, headers, body.clone(), user)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(error) => return Some((verb, Err(error))),
+        };
+        // A dry run changes nothing upstream: nothing to wait for.
+        let dry_run = query.is_some_and(|q| {
+            serde_urlencoded::from_str::<Vec<(String, String)>>(q)
+                .is_ok_and(|pairs| pairs.iter().any(|(k, v)| k == "dryRun" && !v.is_empty()))
+        });
+        if code.is_success() && !dry_run {
+            let settled = self
+                .settle_write(resource, verb, namespace, name, &kept, &answer)
+                .await;
+            if !settled && let Some(stats) = self.stats_of(def) {
+                stats.write_wait_timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Some((verb, Ok(respond(code, kept, answer))))
+    }
+
+    /// Read-your-writes: waits (at most the fresh wait) until the cache reflects a successful
+    /// write whose answer was `answer`. Whether it did.
+    async fn settle_write(
+        &self,
+        resource: &Resource,
+        verb: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        headers: &HeaderMap,
+        answer: &Bytes,
+    ) -> bool {
+        let (def, cache) = (&resource.def, resource.cache());
+        let protobuf = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(watchkeeper_api::is_protobuf_media_type);
+        let object: Option<Value> = if protobuf {
+            watchkeeper_api::decode_protobuf(def, answer).ok()
+        } else {
+            serde_json::from_slice(answer).ok()
+        };
+        let object = object.filter(|o| o.get("kind").and_then(Value::as_str) != Some("Status"));
+        let revision = object
+            .as_ref()
+            .and_then(|o| parse_revision(o.pointer("/metadata/resourceVersion")).ok());
+        let terminating = object
+            .as_ref()
+            .is_some_and(|o| o.pointer("/metadata/deletionTimestamp").is_some());
+        if verb == "DELETE"
+            && let Some(name) = name
+        {
+            // Deleted at once, the answer carries the object's last version, not the
+            // deletion's: wait until the object is gone from the cache. Marked for deletion
+            // (finalizers, grace period), wait until the cache has the marked version.
+            let key = object_key(
+                if def.namespaced {
+                    namespace.unwrap_or_default()
+                } else {
+                    ""
+                },
+                name,
+            );
+            let marked = revision.filter(|_| terminating);
+            let wait = async {
+                loop {
+                    let (current, _) = cache.get(&key);
+                    match (current, marked) {
+                        (None, _) => return,
+                        (Some(current), Some(marked)) if current.resource_version() >= marked => {
+                            return;
+                        }
+                        _ => {
+                            cache.wait_fresh(cache.dispatched() + 1).await;
+                        }
+                    }
+                }
+            };
+            return tokio::time::timeout(self.fresh_wait, wait).await.is_ok();
+        }
+        match revision {
+            Some(revision) if verb != "DELETECOLLECTION" => self.wait_for(cache, revision).await,
+            _ => match self.current_revision(def).await {
+                Ok(revision) => self.wait_for(cache, revision).await,
+                Err(_) => false,
+            },
+        }
+    }
+}
+
+/// The impersonation headers for `user`.
+fn impersonation(user: &User) -> Vec<(&'static str, HeaderValue)> {
+    let mut headers = Vec::new();
+    if let Ok(value) = HeaderValue::from_str(&user.name) {
+        headers.push(("Impersonate-User", value));
+    }
+    if !user.uid.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&user.uid)
+    {
+        headers.push(("Impersonate-Uid", value));
+    }
+    for group in &user.groups {
+        if let Ok(value) = HeaderValue::from_str(group) {
+            headers.push(("Impersonate-Group", value));
+        }
+    }
+    headers
+}
+
+fn respond(code: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response {
+    let mut response = Response::new(axum::body::Body::from(body));
+    *response.status_mut() = code;
+    headers
+        .entry(header::CONTENT_TYPE)
+        .or_insert_with(|| HeaderValue::from_static("application/json"));
+    *response.headers_mut() = headers;
+    response
+}
+
+/// Renders the upstream metrics (nothing in the store modes).
+pub fn render_metrics(app: &App, out: &mut String) {
+    use std::fmt::Write;
+    let Some(upstream) = &app.upstream else {
+        return;
+    };
+    type Get = fn(&ResourceStats) -> u64;
+    let counters: [(&str, &str, &str, Get); 6] = [
+        (
+            "watchkeeper_upstream_lists_total",
+            "counter",
+            "Lists of the upstream (the first and every relist).",
+            |s| s.lists.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_watches_total",
+            "counter",
+            "Watches opened on the upstream (the first and every resume).",
+            |s| s.watches.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_relists_total",
+            "counter",
+            "Relists after a 410 or a protocol error (downstream watchers got 410).",
+            |s| s.relists.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_forwarded_reads_total",
+            "counter",
+            "Consistent reads forwarded because the cache was not proven fresh in time.",
+            |s| s.forwarded_reads.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_forwarded_writes_total",
+            "counter",
+            "Writes forwarded to the upstream.",
+            |s| s.forwarded_writes.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_open_watches",
+            "gauge",
+            "Upstream watches open now (one per resource when healthy).",
+            |s| u64::from(s.watch_open.load(Ordering::Relaxed)),
+        ),
+    ];
+    for (name, kind, help, get) in counters {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (def, stats) in upstream.defs.iter().zip(&upstream.stats) {
+            let _ = writeln!(
+                out,
+                "{name}{{group=\"{}\",resource=\"{}\"}} {}",
+                def.group,
+                def.plural,
+                get(stats)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP watchkeeper_upstream_streaming_lists Whether the caches load with streaming lists (1) or paged lists (0).\n# TYPE watchkeeper_upstream_streaming_lists gauge\nwatchkeeper_upstream_streaming_lists {}",
+        u64::from(upstream.streaming.load(Ordering::Relaxed))
+    );
+    let _ = writeln!(
+        out,
+        "# HELP watchkeeper_upstream_lag_revisions Newest resource version the upstream reported for the resource minus the cache's.\n# TYPE watchkeeper_upstream_lag_revisions gauge"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP watchkeeper_upstream_downstream_watchers Downstream watchers served by the resource's one upstream watch.\n# TYPE watchkeeper_upstream_downstream_watchers gauge"
+    );
+    for resource in &app.resources {
+        let Some(stats) = upstream.stats_of(&resource.def) else {
+            continue;
+        };
+        let labels = format!(
+            "group=\"{}\",resource=\"{}\"",
+            resource.def.group, resource.def.plural
+        );
+        let _ = writeln!(
+            out,
+            "watchkeeper_upstream_lag_revisions{{{labels}}} {}",
+            stats
+                .upstream_revision
+                .load(Ordering::Relaxed)
+                .saturating_sub(resource.cache().dispatched())
+        );
+        let _ = writeln!(
+            out,
+            "watchkeeper_upstream_downstream_watchers{{{labels}}} {}",
+            resource.cache().metrics().watchers.get()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn resource_versions_must_be_integers() {
+        assert_eq!(parse_revision(Some(&json!("42"))), Ok(42));
+        let err = parse_revision(Some(&json!("abc"))).unwrap_err();
+        assert!(err.contains("not an unsigned integer"), "{err}");
+        assert!(parse_revision(None).is_err());
+    }
+
+    #[test]
+    fn discovery_keeps_list_and_watch_resources() {
+        let list = json!({"resources": [
+            {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod", "verbs": ["get", "list", "watch"], "shortNames": ["po"]},
+            {"name": "pods/log", "namespaced": true, "kind": "Pod", "verbs": ["get"]},
+            {"name": "bindings", "namespaced": true, "kind": "Binding", "verbs": ["create"]},
+            {"name": "nodes", "singularName": "", "namespaced": false, "kind": "Node", "verbs": ["list", "watch"]},
+        ]});
+        let defs = defs_of(&list, "", "v1", &builtin_resources());
+        let names: Vec<&str> = defs.iter().map(|d| d.plural.as_str()).collect();
+        assert_eq!(names, ["pods", "nodes"]);
+        assert_eq!(defs[0].short_names, ["po"]);
+        assert_eq!(defs[0].trigger_field.as_deref(), Some("spec.nodeName"));
+        assert_eq!(defs[1].singular, "node");
+        assert!(!defs[1].namespaced);
+    }
+
+    #[test]
+    fn paths_and_objects() {
+        let defs = builtin_resources();
+        let pods = defs.iter().find(|d| d.plural == "pods").unwrap();
+        assert_eq!(
+            resource_path(pods, Some("ns"), Some("p"), Some("status")),
+            "/api/v1/namespaces/ns/pods/p/status"
+        );
+        assert_eq!(resource_path(pods, None, None, None), "/api/v1/pods");
+        let object = decode_object(
+            pods,
+            json!({"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7", "labels": {"a": "b"}}, "spec": {"nodeName": "n1"}}),
+        )
+        .unwrap();
+        assert_eq!(object.key().as_ref(), "ns/p");
+        assert_eq!(object.resource_version(), 7);
+        assert_eq!(object.body()["kind"], "Pod");
+        assert!(
+            decode_object(
+                pods,
+                json!({"metadata": {"name": "p", "resourceVersion": "x"}})
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn streaming_lists_from_kubernetes_1_27() {
+        for (major, minor, expected) in [
+            ("1", "26", false),
+            ("1", "27", true),
+            ("1", "33+", true),
+            ("2", "0", true),
+            ("x", "40", false),
+        ] {
+            let version = json!({"major": major, "minor": minor});
+            assert_eq!(supports_streaming_lists(&version), expected, "{version}");
+        }
+        assert!(!supports_streaming_lists(&Value::Null));
+    }
+
+    #[test]
+    fn impersonation_headers_name_the_caller() {
+        let user = User {
+            name: "alice".into(),
+            uid: "u1".into(),
+            groups: vec!["dev".into(), "system:authenticated".into()],
+        };
+        let headers: Vec<(&str, String)> = impersonation(&user)
+            .into_iter()
+            .map(|(k, v)| (k, v.to_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(
+            headers,
+            [
+                ("Impersonate-User", "alice".to_owned()),
+                ("Impersonate-Uid", "u1".to_owned()),
+                ("Impersonate-Group", "dev".to_owned()),
+                ("Impersonate-Group", "system:authenticated".to_owned()),
+            ]
+        );
+    }
+}
