@@ -96,6 +96,8 @@ pub struct WatchInfo {
     pub started: watchkeeper_core::Instant,
     /// The queue (state, fill, position).
     pub queue: Arc<WatchQueue>,
+    /// The client's address, when the transport reports it.
+    pub client: Option<std::net::SocketAddr>,
 }
 
 /// Everything a request handler needs.
@@ -125,6 +127,8 @@ pub struct App {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Who may do what (`--token-auth-file`, `--authorization-policy-file`).
     pub auth: crate::auth::Auth,
+    /// The operator view's counters and timeline (`/debug/*`, `/ui/`).
+    pub debug: crate::debug::DebugState,
 }
 
 /// A continue token: the snapshot revision and the last key served.
