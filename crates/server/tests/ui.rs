@@ -212,6 +212,23 @@ async fn read_events(watch: &mut WatchReader, count: usize) -> Vec<u64> {
     seen
 }
 
+/// Polls `/debug/timeline` until one of its samples satisfies `check`.
+async fn wait_for_sample(addr: SocketAddr, check: impl Fn(&Value) -> bool) {
+    let mut rounds = 0;
+    loop {
+        let (status, timeline) = get_json(addr, "/debug/timeline").await;
+        assert_eq!(status, 200, "{timeline}");
+        let samples = timeline["samples"].as_array().unwrap();
+        assert!(samples.len() <= 600, "the ring is bounded");
+        if samples.iter().any(&check) {
+            return;
+        }
+        rounds += 1;
+        assert!(rounds < 100_000, "no such sample: {timeline}");
+        tokio::task::yield_now().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_stalled_watchers_unsynced_then_synced_after_they_read() {
     let browser = chromium_binary();
@@ -331,6 +348,16 @@ async fn the_page_shows_stalled_watchers_unsynced_then_synced_after_they_read() 
             "watch {id} on the page"
         );
     }
+    // The charts drew lines (the watcher population at least).
+    let population = page
+        .dom
+        .find("id=\"chart-population\"")
+        .expect("the population chart");
+    let chart_end = population + page.dom[population..].find("</svg>").unwrap();
+    assert!(
+        page.dom[population..chart_end].contains("<path"),
+        "the population chart has no line"
+    );
     for agent in ["stalled-controller/0", "healthy-informer/0"] {
         assert!(page.dom.contains(agent), "{agent} is not on the page");
     }
@@ -340,6 +367,12 @@ async fn the_page_shows_stalled_watchers_unsynced_then_synced_after_they_read() 
     assert_clean_console(&shot_run);
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
     println!("screenshot: {}", shot.display());
+
+    // The timeline records the stalled population (the sampler runs once a second).
+    wait_for_sample(addr, |s| {
+        s["watchers"]["unsynced"].as_u64().unwrap() >= STALLED as u64
+    })
+    .await;
 
     // The stalled readers read everything; they catch up on the same stream.
     let total = written.len();
@@ -405,12 +438,12 @@ async fn the_page_shows_stalled_watchers_unsynced_then_synced_after_they_read() 
     let shot = dir.join("ui-synced.png");
     chromium(&url, Some(&shot)).await;
     println!("screenshot: {}", shot.display());
-    // The timeline recorded the episode: unsynced watchers, then resyncs.
-    let (status, timeline) = get_json(addr, "/debug/timeline").await;
-    assert_eq!(status, 200);
-    let samples = timeline["samples"].as_array().unwrap();
-    assert!(!samples.is_empty(), "the sampler took no sample");
-    assert!(samples.len() <= 600);
+    // The timeline recorded the resyncs and then a population with nobody unsynced.
+    wait_for_sample(addr, |s| s["resyncs"].as_u64().unwrap() > 0).await;
+    wait_for_sample(addr, |s| {
+        s["watchers"]["unsynced"] == 0 && s["watchers"]["synced"].as_u64().unwrap() >= 6
+    })
+    .await;
     drop(streams);
     server.shutdown().await;
 }
