@@ -224,6 +224,16 @@ pub struct HistoryInfo {
     pub revision: Revision,
 }
 
+/// How far one position is behind the newest event in the history, for operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistoryLag {
+    /// Buffered events above the position (whether or not the watcher selects them): an upper
+    /// bound on what a watcher there is owed. Below the history's floor, every buffered event.
+    pub events: usize,
+    /// When the first of them entered the cache; `None` when there is none.
+    pub oldest_owed: Option<Instant>,
+}
+
 /// A handle to one watch cache: registration of watches and reads. Cheap to clone and usable
 /// from any thread. The two actors that move events, [`Dispatcher`] and [`CatchUpWorker`],
 /// are returned beside it by [`WatchCache::new`].
@@ -409,6 +419,23 @@ impl WatchCache {
             oldest_time: data.history.oldest_time(),
             revision: data.revision,
         }
+    }
+
+    /// How far each of `positions` is behind the newest event, in the same order, under one
+    /// brief read lock (a binary search per position).
+    #[must_use]
+    pub fn history_lag(&self, positions: &[Revision]) -> Vec<HistoryLag> {
+        let data = self.shared.read();
+        positions
+            .iter()
+            .map(|&position| {
+                let (events, oldest_owed) = data.history.lag(position);
+                HistoryLag {
+                    events,
+                    oldest_owed,
+                }
+            })
+            .collect()
     }
 
     /// The cache's metrics.

@@ -270,6 +270,12 @@ impl CatchUpWorker {
                 }
             }
         }
+        // For operators: every owned watcher's position and passes waited, as of this pass.
+        for watcher in self.unsynced.values() {
+            watcher
+                .queue
+                .publish_progress(watcher.position, watcher.passes_waited);
+        }
         self.shared.metrics.passes.inc();
         self.shared
             .metrics

@@ -1049,6 +1049,7 @@ impl Dispatcher {
 
     fn hand_to_worker(&mut self, now: Instant, mut watcher: Watcher) {
         watcher.unsynced_since = now;
+        watcher.queue.publish_unsynced(now, watcher.position);
         watcher.fresh_stall = true;
         watcher.catchup_events = 0;
         watcher.queue.set_state(if watcher.initial.is_some() {

@@ -122,6 +122,21 @@ impl History {
         self.entries.front().map(|e| e.time)
     }
 
+    /// How far a watcher at `position` is behind the newest event: the number of buffered
+    /// events above `position` (whether or not it selects them) and when the first of them
+    /// entered the cache. For a position below the history's floor, every buffered event is
+    /// counted (the evicted ones are not known any more).
+    #[must_use]
+    pub fn lag(&self, position: Revision) -> (usize, Option<Instant>) {
+        let start = self
+            .entries
+            .partition_point(|e| e.event.revision() <= position);
+        (
+            self.entries.len() - start,
+            self.entries.get(start).map(|e| e.time),
+        )
+    }
+
     /// Appends all events of one revision. Returns a capacity change, if any, and the number of
     /// events evicted.
     ///
@@ -298,6 +313,20 @@ mod tests {
         history.append_revision(&[event(31, "a")], t0 + Duration::from_secs(100));
         assert_eq!(history.capacity(), 8);
         assert_eq!(history.len(), 8);
+    }
+
+    #[test]
+    fn lag_counts_the_events_above_a_position_and_dates_the_first() {
+        let mut history = History::new(&config(8, 8), 0);
+        let at = |s| Instant::ZERO + Duration::from_secs(s);
+        history.append_revision(&[event(1, "a"), event(1, "b")], at(1));
+        history.append_revision(&[event(2, "a")], at(2));
+        history.append_revision(&[event(4, "a")], at(4));
+        assert_eq!(history.lag(0), (4, Some(at(1))));
+        assert_eq!(history.lag(1), (2, Some(at(2))));
+        assert_eq!(history.lag(3), (1, Some(at(4))));
+        assert_eq!(history.lag(4), (0, None));
+        assert_eq!(history.lag(9), (0, None));
     }
 
     #[test]

@@ -71,14 +71,16 @@ pub mod snapshot;
 pub mod time;
 pub mod watcher;
 
-pub use cache::{HistoryInfo, ReadError, WaitFresh, Watch, WatchCache};
+pub use cache::{HistoryInfo, HistoryLag, ReadError, WaitFresh, Watch, WatchCache};
 pub use catchup::{CatchUpWorker, PassReport};
 pub use config::{CacheConfig, CandidateOrder, ConfigError, WatchMode};
 pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
 pub use metrics::Metrics;
 pub use object::{EncodeStats, Encoding, Object, Revision, object_key};
-pub use queue::{Pop, PushResult, TerminationReason, WatchEnd, WatchQueue, WatcherState};
+pub use queue::{
+    Pop, PushResult, TerminationReason, WatchEnd, WatchQueue, WatcherProgress, WatcherState,
+};
 pub use selector::{FieldSelector, LabelSelector, SelectorError};
 pub use snapshot::Snapshot;
 pub use time::Instant;

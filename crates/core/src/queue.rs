@@ -24,12 +24,13 @@
 //! capacity: a watcher whose position aged out gets its backlog and then one 410.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use crate::event::WatchItem;
 use crate::object::Revision;
+use crate::time::Instant;
 
 /// Why a watch ended. Delivered after every queued item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,12 +177,41 @@ struct Inner {
     last_pushed: Revision,
 }
 
+/// What the actor that owns a watcher last published about it, for operators
+/// (`/debug/watchers`): read with [`WatchQueue::progress`].
+///
+/// The owner publishes with relaxed stores when it changes hands (a stall) and at the end of
+/// every catch-up pass; the values are reports, never read back by the core for a decision, so
+/// they cannot change what any watcher receives. The times are the driver's [`Instant`]s (the
+/// core reads no clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WatcherProgress {
+    /// Every selected event up to this revision has been queued, as of the last publication
+    /// (zero until the catch-up worker first publishes it; a synced watcher is at the cache's
+    /// dispatched revision, which the dispatcher does not republish per watcher).
+    pub position: Revision,
+    /// When it last went unsynced (or started behind the live stream); `None` until then.
+    pub unsynced_since: Option<Instant>,
+    /// Catch-up passes in a row that found it with room in its queue and did not serve it.
+    pub passes_waited: u64,
+}
+
+/// The atomics behind [`WatcherProgress`]; `unsynced_since` is stored as nanoseconds plus one
+/// (zero for none).
+#[derive(Debug, Default)]
+struct Published {
+    position: AtomicU64,
+    unsynced_since: AtomicU64,
+    passes_waited: AtomicU64,
+}
+
 /// A bounded single-producer, single-consumer queue of watch items (see the module docs).
 #[derive(Debug)]
 pub struct WatchQueue {
     inner: Mutex<Inner>,
     capacity: usize,
     state: AtomicU8,
+    published: Published,
 }
 
 impl WatchQueue {
@@ -203,7 +233,36 @@ impl WatchQueue {
             }),
             capacity,
             state: AtomicU8::new(WatcherState::Pending as u8),
+            published: Published::default(),
         }
+    }
+
+    /// What the watcher's owner last published about it (see [`WatcherProgress`]).
+    #[must_use]
+    pub fn progress(&self) -> WatcherProgress {
+        let since = self.published.unsynced_since.load(Ordering::Relaxed);
+        WatcherProgress {
+            position: self.published.position.load(Ordering::Relaxed),
+            unsynced_since: since.checked_sub(1).map(Instant::from_nanos),
+            passes_waited: self.published.passes_waited.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Publishes that the watcher went unsynced at `now` at `position`.
+    pub(crate) fn publish_unsynced(&self, now: Instant, position: Revision) {
+        self.published
+            .unsynced_since
+            .store(now.as_nanos().saturating_add(1), Ordering::Relaxed);
+        self.published.position.store(position, Ordering::Relaxed);
+        self.published.passes_waited.store(0, Ordering::Relaxed);
+    }
+
+    /// Publishes the owner's position and passes waited.
+    pub(crate) fn publish_progress(&self, position: Revision, passes_waited: u64) {
+        self.published.position.store(position, Ordering::Relaxed);
+        self.published
+            .passes_waited
+            .store(passes_waited, Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -441,6 +500,32 @@ mod tests {
         assert_eq!(revisions, [1, 1, 3]);
         assert!(queue.inspect().2, "drained");
         assert!(!queue.inspect().2, "cleared");
+    }
+
+    #[test]
+    fn progress_reports_what_the_owner_published() {
+        let queue = WatchQueue::new(2);
+        assert_eq!(queue.progress(), WatcherProgress::default());
+        // The origin itself is a valid time: "none" is not confused with Instant::ZERO.
+        queue.publish_unsynced(Instant::ZERO, 7);
+        assert_eq!(
+            queue.progress(),
+            WatcherProgress {
+                position: 7,
+                unsynced_since: Some(Instant::ZERO),
+                passes_waited: 0,
+            }
+        );
+        queue.publish_progress(9, 3);
+        let progress = queue.progress();
+        assert_eq!((progress.position, progress.passes_waited), (9, 3));
+        assert_eq!(progress.unsynced_since, Some(Instant::ZERO));
+        queue.publish_unsynced(Instant::from_nanos(5), 10);
+        assert_eq!(
+            queue.progress().unsynced_since,
+            Some(Instant::from_nanos(5))
+        );
+        assert_eq!(queue.progress().passes_waited, 0);
     }
 
     #[test]

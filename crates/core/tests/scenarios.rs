@@ -233,6 +233,54 @@ fn candidate_order_prefers_free_share_then_drained_then_rotation() {
     assert_eq!(report.served[0].1, 2, "a waited two passes with room");
 }
 
+/// Goal: what operators read about an unsynced watcher (`WatchQueue::progress`, the history
+/// lag at its position) is what the actors did, in virtual time. Method: the candidate-order
+/// setup; read the published progress after the stall and after each pass.
+#[test]
+fn published_progress_tracks_stall_time_position_and_passes_waited() {
+    let config = CacheConfig {
+        pass_members_max: 1,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let a = h.watch_from(WatchStart::Now, 4);
+    let b = h.watch_from(WatchStart::Now, 4);
+    assert_eq!(a.queue().progress().unsynced_since, None, "never unsynced");
+    let mut written = Vec::new();
+    for i in 0..6 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    let stalled_at = h.now;
+    for watch in [&a, &b] {
+        let progress = watch.queue().progress();
+        assert_eq!(watch.state(), WatcherState::Unsynced);
+        assert_eq!(progress.unsynced_since, Some(stalled_at));
+        // It holds the first four events; the fifth failed to push.
+        assert_eq!(progress.position, written[3]);
+        assert_eq!(progress.passes_waited, 0);
+        let lag = h.cache.history_lag(&[progress.position])[0];
+        assert_eq!(lag.events, 2, "two events above its position");
+        assert_eq!(lag.oldest_owed, Some(stalled_at));
+    }
+    // Room in both, one member per pass: b (more room) is served, a waits.
+    take(&a, 1);
+    take(&b, 4);
+    let report = h.pass();
+    assert_eq!(report.served[0].0, b.id());
+    assert_eq!(a.queue().progress().passes_waited, 1);
+    assert_eq!(a.queue().progress().position, written[3]);
+    assert_eq!(a.queue().progress().unsynced_since, Some(stalled_at));
+    let report = h.pass();
+    assert_eq!(report.served[0].0, a.id());
+    assert_eq!(a.queue().progress().passes_waited, 0, "served");
+    assert_eq!(
+        a.queue().progress().position,
+        written[4],
+        "room for one more"
+    );
+    assert_eq!(h.cache.history_lag(&[written[4]])[0].events, 1);
+}
+
 /// Goal: rotation-only order serves every candidate within (candidates / member cap) passes.
 /// Method: ten laggards with room, a member cap of 3, count passes until all were served.
 #[test]

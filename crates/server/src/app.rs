@@ -96,6 +96,8 @@ pub struct WatchInfo {
     pub started: watchkeeper_core::Instant,
     /// The queue (state, fill, position).
     pub queue: Arc<WatchQueue>,
+    /// The client's address, when the transport reports it.
+    pub client: Option<std::net::SocketAddr>,
 }
 
 /// Everything a request handler needs.
@@ -128,6 +130,8 @@ pub struct App {
     /// Caching-proxy mode: the upstream API server that is the source of truth (writes and
     /// consistent reads go through it); `None` in the store modes.
     pub upstream: Option<Arc<crate::upstream::Upstream>>,
+    /// The operator view's counters and timeline (`/debug/*`, `/ui/`).
+    pub debug: crate::debug::DebugState,
 }
 
 /// A continue token: the snapshot revision and the last key served.

@@ -17,8 +17,9 @@
 //! open to anyone, as kube-apiserver's default `system:public-info-viewer` binding leaves them
 //! to anonymous users (probes and `kubectl version` work without credentials). They reveal
 //! nothing about the stored objects. Everything else — discovery, OpenAPI, `/metrics`,
-//! `/debug/watchers` and every resource — needs a token. Without a token file every request is
-//! the anonymous user `system:anonymous` (groups `system:unauthenticated`).
+//! `/debug/watchers`, `/debug/timeline`, the operator page `/ui/` and every resource — needs a
+//! token. Without a token file every request is the anonymous user `system:anonymous` (groups
+//! `system:unauthenticated`).
 //!
 //! ## Authorization: ABAC
 //! The policy file is kube-apiserver's ABAC format, one JSON object per line:

@@ -244,7 +244,7 @@ async fn route(
             }
         }
         ["metrics"] => text(StatusCode::OK, &crate::metrics::render(app)),
-        ["debug", "watchers"] => ok(debug_watchers(app)),
+        ["debug", ..] | ["ui", ..] => crate::debug::serve(app, segments, query),
         ["api"] => ok(watchkeeper_api::api_versions()),
         ["apis"] => ok(watchkeeper_api::api_group_list(&app.defs)),
         ["api", "v1"] => {
@@ -760,6 +760,7 @@ async fn watch(
         user: user.to_owned(),
         started: now,
         queue: watch.queue().clone(),
+        client: crate::debug::current_client(),
     });
     let stream = WatchStream {
         watch,
@@ -769,6 +770,9 @@ async fn watch(
         table: wants_table(headers),
         buffer: Vec::with_capacity(64),
         done: false,
+        delivered: app
+            .debug
+            .delivered_counter(&crate::debug::resource_name(resource)),
     };
     let shutdown = app.shutdown.clone();
     let body = futures_util::stream::unfold(
@@ -826,6 +830,8 @@ struct WatchStream {
     table: bool,
     buffer: Vec<WatchItem>,
     done: bool,
+    /// Events written to clients of this resource (`/debug/watchers`).
+    delivered: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Drop for WatchStream {
@@ -841,6 +847,13 @@ impl WatchStream {
             std::future::poll_fn(|cx| self.watch.poll_pop_many(cx, 64, &mut self.buffer)).await;
         let mut out = BytesMut::with_capacity(self.buffer.len() * 600 + 64);
         let stats = &self.resource.cache().metrics().encode;
+        let events = self
+            .buffer
+            .iter()
+            .filter(|item| !matches!(item, WatchItem::Bookmark { .. }))
+            .count();
+        self.delivered
+            .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
         for item in self.buffer.drain(..) {
             encode_frame(&mut out, &self.resource.def, &item, self.table, stats);
         }
@@ -923,52 +936,6 @@ fn bookmark(def: &ResourceDef, revision: Revision, initial_events_end: bool) -> 
     }
     let object = json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata});
     format!("{{\"type\":\"BOOKMARK\",\"object\":{object}}}\n")
-}
-
-fn debug_watchers(app: &App) -> Value {
-    let now = app.clock.now();
-    let watches = app
-        .watches
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut by_resource: std::collections::BTreeMap<String, Vec<Value>> =
-        std::collections::BTreeMap::new();
-    for (id, info) in watches.iter() {
-        let state = format!("{:?}", info.queue.state()).to_lowercase();
-        by_resource
-            .entry(info.resource.clone())
-            .or_default()
-            .push(json!({
-                "id": id,
-                "namespace": info.namespace,
-                "fieldSelector": info.field_selector,
-                "labelSelector": info.label_selector,
-                "userAgent": info.user_agent,
-                "user": info.user,
-                "state": state,
-                "position": info.queue.last_pushed(),
-                "queueLength": info.queue.len(),
-                "queueCapacity": info.queue.capacity(),
-                "ageSeconds": now.saturating_duration_since(info.started).as_secs_f64(),
-            }));
-    }
-    let resources: Vec<Value> = app
-        .resources
-        .iter()
-        .map(|r| {
-            let history = r.cache().history_info();
-            let name = if r.def.group.is_empty() { r.def.plural.clone() } else { format!("{}.{}", r.def.plural, r.def.group) };
-            json!({
-                "resource": name,
-                "revision": history.revision,
-                "history": {"oldest": history.oldest, "newest": history.newest, "length": history.len, "capacity": history.capacity},
-                "stalledWatchers": r.cache().metrics().stalled_watchers.get(),
-                "syncedWatchers": r.cache().metrics().synced_watchers.get(),
-                "watchers": by_resource.remove(&name).unwrap_or_default(),
-            })
-        })
-        .collect();
-    json!({"resources": resources})
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod debug;
 pub mod driver;
 pub mod http;
 pub mod metrics;
@@ -228,9 +229,15 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         shutdown: shutdown_rx.clone(),
         auth,
         upstream,
+        debug: crate::debug::DebugState::default(),
     });
+    tokio::spawn(crate::debug::run_sampler(
+        Arc::downgrade(&app),
+        shutdown_rx.clone(),
+    ));
     let router = axum::Router::new()
         .fallback(http::handle)
+        .layer(axum::middleware::from_fn(crate::debug::client_scope))
         .with_state(app.clone());
     let mut stop = shutdown_rx;
     let serve = tokio::spawn(async move {
@@ -241,6 +248,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
         });
+        let router = router.into_make_service_with_connect_info::<SocketAddr>();
         let result = axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;

@@ -95,19 +95,36 @@ pub struct WatchReader {
     reader: BufReader<TcpStream>,
     pending: String,
     pub ended: bool,
+    /// The client's end of the connection (what the server sees as the peer).
+    pub local_addr: SocketAddr,
 }
 
 impl WatchReader {
     /// Opens a watch; `recv_buffer` shrinks the socket's receive buffer so back-pressure
     /// reaches the server quickly.
     pub async fn open(addr: SocketAddr, path: &str, recv_buffer: Option<u32>) -> WatchReader {
+        Self::open_with_headers(addr, path, recv_buffer, &[]).await
+    }
+
+    /// [`WatchReader::open`] with extra request headers (e.g. `("User-Agent", "x")`).
+    pub async fn open_with_headers(
+        addr: SocketAddr,
+        path: &str,
+        recv_buffer: Option<u32>,
+        headers: &[(&str, &str)],
+    ) -> WatchReader {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         if let Some(size) = recv_buffer {
             socket.set_recv_buffer_size(size).unwrap();
         }
         let mut stream = socket.connect(addr).await.unwrap();
-        let head =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
+        let local_addr = stream.local_addr().unwrap();
+        let mut head =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n");
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
         stream.write_all(head.as_bytes()).await.unwrap();
         let mut reader = BufReader::new(stream);
         let mut line = String::new();
@@ -125,6 +142,7 @@ impl WatchReader {
             reader,
             pending: String::new(),
             ended: false,
+            local_addr,
         }
     }
 
