@@ -214,7 +214,18 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tracing::info!(%addr, store = %config.store, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
+    let source = match &config.upstream {
+        Some(upstream) => format!(
+            "upstream {}",
+            upstream
+                .url
+                .as_deref()
+                .or(upstream.kubeconfig.as_deref().and_then(|p| p.to_str()))
+                .unwrap_or("?")
+        ),
+        None => config.store.to_string(),
+    };
+    tracing::info!(%addr, %source, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
     let app = Arc::new(App {
         config,
         store,
