@@ -125,6 +125,8 @@ pub struct App {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Who may do what (`--token-auth-file`, `--authorization-policy-file`).
     pub auth: crate::auth::Auth,
+    /// Request limits' state (see `limits`).
+    pub limits: Arc<crate::limits::Limits>,
 }
 
 /// A continue token: the snapshot revision and the last key served.

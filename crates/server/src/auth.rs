@@ -126,6 +126,8 @@ pub struct Auth {
     tokens: Option<Vec<(Vec<u8>, User)>>,
     /// `None` without `--authorization-policy-file`: everything is allowed.
     policies: Option<Vec<PolicySpec>>,
+    /// `--client-ca-file` given: client certificates authenticate, anonymous requests do not.
+    client_certificates: bool,
 }
 
 impl fmt::Debug for Auth {
@@ -145,6 +147,7 @@ impl Auth {
         Auth {
             tokens: None,
             policies: None,
+            client_certificates: false,
         }
     }
 
@@ -172,13 +175,51 @@ impl Auth {
             ),
             None => None,
         };
-        Ok(Auth { tokens, policies })
+        Ok(Auth {
+            tokens,
+            policies,
+            client_certificates: false,
+        })
+    }
+
+    /// Turns client-certificate authentication on (`--client-ca-file`): from then on a
+    /// request needs a verified certificate or a token (anonymous requests get 401).
+    #[must_use]
+    pub fn with_client_certificates(mut self, enabled: bool) -> Auth {
+        self.client_certificates = enabled;
+        self
+    }
+
+    /// Who sent a request, given the connection's verified client certificate if any: the
+    /// certificate wins (kube-apiserver tries x509 before tokens), then the bearer token.
+    ///
+    /// # Errors
+    /// 401 Unauthorized when authentication is configured and neither identifies the caller.
+    pub fn authenticate_peer(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<&crate::tls::PeerIdentity>,
+    ) -> Result<User, ApiError> {
+        if let Some(peer) = peer {
+            let mut groups = peer.groups.clone();
+            groups.push("system:authenticated".to_owned());
+            return Ok(User {
+                name: peer.user.clone(),
+                uid: String::new(),
+                groups,
+            });
+        }
+        if self.tokens.is_none() && self.client_certificates && !OPEN_PATHS.contains(&path) {
+            return Err(unauthorized());
+        }
+        self.authenticate(path, headers)
     }
 
     /// Whether requests need a token.
     #[must_use]
     pub fn authentication_enabled(&self) -> bool {
-        self.tokens.is_some()
+        self.tokens.is_some() || self.client_certificates
     }
 
     /// Who sent a request. Open paths and servers without a token file give the anonymous user.

@@ -9,9 +9,11 @@ pub mod auth;
 pub mod config;
 pub mod driver;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod query;
 pub mod reflector;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -152,7 +154,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
     let auth = crate::auth::Auth::load(
         config.token_auth_file.as_deref(),
         config.authorization_policy_file.as_deref(),
-    )?;
+    )?
+    .with_client_certificates(config.tls.client_ca_file.is_some());
+    crate::tls::check_plain_http(&config.tls, config.listen)?;
+    let tls = crate::tls::server_config(&config.tls)?;
     let defs = resource_defs(&config)?;
     let store = open_store(&config).await?;
     bootstrap(&store, &config).await?;
@@ -189,7 +194,16 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tracing::info!(%addr, store = %config.store, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
+    let limits = crate::limits::Limits::new(&config.limits);
+    let settings = crate::tls::ConnectionSettings {
+        tls,
+        handshake_timeout: config.tls.handshake_timeout,
+        max_buf_size: config.limits.max_buf_size(),
+        max_header_list_size: u32::try_from(config.limits.max_buf_size()).unwrap_or(u32::MAX),
+        header_read_timeout: config.limits.request_read_timeout,
+        max_concurrent_streams: config.limits.max_concurrent_streams(),
+    };
+    tracing::info!(%addr, tls = settings.tls.is_some(), store = %config.store, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
     let app = Arc::new(App {
         config,
         store,
@@ -203,28 +217,16 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         requests: crate::metrics::RequestMetrics::default(),
         shutdown: shutdown_rx.clone(),
         auth,
+        limits: Arc::new(limits),
     });
     let router = axum::Router::new()
         .fallback(http::handle)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::limits::layer,
+        ))
         .with_state(app.clone());
-    let mut stop = shutdown_rx;
-    let serve = tokio::spawn(async move {
-        // Watch events are small writes; without TCP_NODELAY, Nagle's algorithm meets the
-        // client's delayed ACKs and every event waits ~40 ms (the benchmark found it).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let result = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })
-            .await;
-        if let Err(error) = result {
-            tracing::error!(%error, "the server failed");
-        }
-    });
+    let serve = tokio::spawn(crate::tls::serve(listener, router, settings, shutdown_rx));
     Ok(Server {
         addr,
         app,

@@ -339,5 +339,6 @@ pub fn render(app: &App) -> String {
             1e-6,
         );
     }
+    app.limits.render(&mut out);
     out
 }
