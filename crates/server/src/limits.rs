@@ -242,6 +242,19 @@ impl Limits {
         self.watches.load(Ordering::Relaxed)
     }
 
+    /// Requests holding an in-flight slot now (mutating or not).
+    #[must_use]
+    pub fn inflight(&self, mutating: bool) -> usize {
+        let (semaphore, max) = if mutating {
+            (&self.mutating, self.config.mutating_requests_inflight_max)
+        } else {
+            (&self.readonly, self.config.requests_inflight_max)
+        };
+        semaphore
+            .as_ref()
+            .map_or(0, |s| max.saturating_sub(s.available_permits()))
+    }
+
     fn reject(&self, limit: Limit, error: &ApiError) -> Response {
         self.rejections[limit as usize].fetch_add(1, Ordering::Relaxed);
         error_response(error)
@@ -352,21 +365,8 @@ impl Limits {
             out,
             "# HELP apiserver_current_inflight_requests In-flight requests by kind (watches not included).\n# TYPE apiserver_current_inflight_requests gauge"
         );
-        for (kind, semaphore, max) in [
-            (
-                "readOnly",
-                &self.readonly,
-                self.config.requests_inflight_max,
-            ),
-            (
-                "mutating",
-                &self.mutating,
-                self.config.mutating_requests_inflight_max,
-            ),
-        ] {
-            let used = semaphore
-                .as_ref()
-                .map_or(0, |s| max.saturating_sub(s.available_permits()));
+        for (kind, mutating) in [("readOnly", false), ("mutating", true)] {
+            let used = self.inflight(mutating);
             let _ = writeln!(
                 out,
                 "apiserver_current_inflight_requests{{request_kind=\"{kind}\"}} {used}"
