@@ -690,6 +690,7 @@ mod tests {
             policies: Some(policy(
                 r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
             )),
+            client_certificates: false,
         };
         let bob = user("bob", &[]);
         let error = auth

@@ -122,6 +122,10 @@ pub struct ServeArgs {
     /// Open watches per connection (HTTP/2), 0 = unlimited [default: 250]; more get 429.
     #[arg(long)]
     pub max_watches_per_connection: Option<usize>,
+    /// Seconds after a watch's deadline before a connection whose watch response is still
+    /// unfinished (its client does not read) is closed [default: 5].
+    #[arg(long)]
+    pub watch_release_grace_seconds: Option<u64>,
 }
 
 impl ServeArgs {
@@ -164,7 +168,8 @@ impl ServeArgs {
             max_mutating_requests_inflight,
             max_watches,
             max_watches_per_user,
-            max_watches_per_connection
+            max_watches_per_connection,
+            watch_release_grace_seconds
         )
     }
 }

@@ -78,6 +78,9 @@ pub struct LimitsConfig {
     pub watches_per_user_max: usize,
     /// `--max-watches-per-connection` [250], 0 = unlimited.
     pub watches_per_connection_max: usize,
+    /// `--watch-release-grace-seconds` [5]: a watch response not finished this long after its
+    /// deadline closes its connection (the client is not reading).
+    pub watch_release_grace: Duration,
 }
 
 impl Default for LimitsConfig {
@@ -91,6 +94,7 @@ impl Default for LimitsConfig {
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
+            watch_release_grace: Duration::from_secs(5),
         }
     }
 }
@@ -121,6 +125,9 @@ impl LimitsConfig {
             watches_per_connection_max: args
                 .max_watches_per_connection
                 .unwrap_or(d.watches_per_connection_max),
+            watch_release_grace: args
+                .watch_release_grace_seconds
+                .map_or(d.watch_release_grace, Duration::from_secs),
         };
         if config.request_body_bytes_max < 1024 {
             return Err("--max-request-body-bytes must be at least 1024".to_owned());
@@ -130,6 +137,9 @@ impl LimitsConfig {
         }
         if config.request_read_timeout.is_zero() {
             return Err("--request-read-timeout-seconds must be positive".to_owned());
+        }
+        if config.watch_release_grace.is_zero() {
+            return Err("--watch-release-grace-seconds must be positive".to_owned());
         }
         if config.watches_per_connection_max > 100_000 {
             return Err("--max-watches-per-connection must be at most 100000".to_owned());
@@ -260,10 +270,10 @@ impl Limits {
         error_response(error)
     }
 
-    fn too_many(&self, limit: Limit, message: String) -> Response {
-        self.reject(
+    fn too_many(limit: Limit, message: String) -> Refusal {
+        (
             limit,
-            &ApiError::too_many_requests(message, RETRY_AFTER_SECONDS),
+            ApiError::too_many_requests(message, RETRY_AFTER_SECONDS),
         )
     }
 
@@ -272,13 +282,13 @@ impl Limits {
         self: &Arc<Self>,
         user: &str,
         connection: Option<&Arc<Connection>>,
-    ) -> Result<WatchSlot, Response> {
+    ) -> Result<WatchSlot, Refusal> {
         let c = &self.config;
         if let Some(connection) = connection {
             let before = connection.watches.fetch_add(1, Ordering::AcqRel);
             if c.watches_per_connection_max > 0 && before >= c.watches_per_connection_max {
                 connection.watches.fetch_sub(1, Ordering::AcqRel);
-                return Err(self.too_many(
+                return Err(Self::too_many(
                     Limit::WatchesPerConnection,
                     format!(
                         "Too many requests: this connection already has {before} watches open (the limit per connection is {}); open another connection or try again later",
@@ -293,11 +303,12 @@ impl Limits {
             user: None,
             total: false,
             connection: connection.cloned(),
+            release: None,
         };
         let before = self.watches.fetch_add(1, Ordering::AcqRel);
         slot.total = true;
         if c.watches_max > 0 && before >= c.watches_max {
-            return Err(self.too_many(
+            return Err(Self::too_many(
                 Limit::Watches,
                 format!(
                     "Too many requests: the server has {before} watches open, its limit; please try again later"
@@ -312,7 +323,7 @@ impl Limits {
         if c.watches_per_user_max > 0 && *count >= c.watches_per_user_max {
             let count = *count;
             drop(per_user);
-            return Err(self.too_many(
+            return Err(Self::too_many(
                 Limit::WatchesPerUser,
                 format!(
                     "Too many requests: user {user:?} already has {count} watches open (the limit per user is {}); please try again later",
@@ -326,7 +337,7 @@ impl Limits {
     }
 
     /// Takes an in-flight slot (`None` when unlimited), or the 429 to answer.
-    fn admit_request(&self, mutating: bool) -> Result<Option<OwnedSemaphorePermit>, Response> {
+    fn admit_request(&self, mutating: bool) -> Result<Option<OwnedSemaphorePermit>, Refusal> {
         let (semaphore, limit) = if mutating {
             (&self.mutating, Limit::MutatingInflight)
         } else {
@@ -340,7 +351,7 @@ impl Limits {
             .try_acquire_owned()
             .map(Some)
             .map_err(|_| {
-                self.too_many(
+                Self::too_many(
                     limit,
                     "Too many requests, please try again later.".to_owned(),
                 )
@@ -390,16 +401,38 @@ impl Limits {
     }
 }
 
+/// The limit that refused a request and the Status to answer.
+type Refusal = (Limit, ApiError);
+
 /// A watch's slots, released when dropped (with the response body).
 struct WatchSlot {
     limits: Arc<Limits>,
     user: Option<String>,
     total: bool,
     connection: Option<Arc<Connection>>,
+    /// Closes the connection if the watch outlives its deadline (aborted when it ends).
+    release: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl WatchSlot {
+    /// Arms the release: `after` from now, the connection is closed unless the slot is gone.
+    fn release_after(&mut self, after: Duration) {
+        if let Some(connection) = &self.connection {
+            let connection = connection.clone();
+            self.release = Some(tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                tracing::debug!("a watch outlived its deadline: closing its connection");
+                connection.release.notify_one();
+            }));
+        }
+    }
 }
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
+        if let Some(release) = &self.release {
+            release.abort();
+        }
         if let Some(connection) = &self.connection {
             connection.watches.fetch_sub(1, Ordering::AcqRel);
         }
@@ -425,8 +458,17 @@ impl Drop for WatchSlot {
 /// Whether a request is a watch (the `/watch/` path or `watch=true`), as the handler decides.
 #[must_use]
 pub fn is_watch(method: &Method, path: &str, query: Option<&str>) -> bool {
+    watch_options(method, path, query).is_some()
+}
+
+/// The options of a watch request, `None` for any other request.
+fn watch_options(
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> Option<crate::query::Options> {
     if *method != Method::GET {
-        return false;
+        return None;
     }
     let mut segments = path.split('/').filter(|s| !s.is_empty());
     let watch_path = match segments.next() {
@@ -434,7 +476,12 @@ pub fn is_watch(method: &Method, path: &str, query: Option<&str>) -> bool {
         Some("apis") => segments.nth(2) == Some("watch"),
         _ => false,
     };
-    watch_path || crate::query::Options::parse(query).is_ok_and(|options| options.watch)
+    let options = crate::query::Options::parse(query).ok();
+    match options {
+        Some(options) if watch_path || options.watch => Some(options),
+        None if watch_path => Some(crate::query::Options::parse(None).ok()?),
+        _ => None,
+    }
 }
 
 /// Bytes of the request line and headers, counted as on the wire.
@@ -519,19 +566,26 @@ pub async fn layer(State(app): State<Arc<App>>, request: Request, next: Next) ->
     if let Err(error) = check_path(parts.uri.path()) {
         return error_response(&error);
     }
-    let watch = is_watch(&parts.method, parts.uri.path(), parts.uri.query());
+    let watch = watch_options(&parts.method, parts.uri.path(), parts.uri.query());
     let mut watch_slot = None;
     let mut _permit = None;
-    if watch {
+    if let Some(options) = &watch {
         match limits.admit_watch(&user.name, connection.as_ref()) {
-            Ok(slot) => watch_slot = Some(slot),
-            Err(response) => return response,
+            Ok(mut slot) => {
+                // The handler's deadline: timeoutSeconds, or at most twice the minimum.
+                let deadline = options
+                    .timeout_seconds
+                    .map_or(app.config.min_request_timeout * 2, Duration::from_secs);
+                slot.release_after(deadline + config.watch_release_grace);
+                watch_slot = Some(slot);
+            }
+            Err((limit, error)) => return limits.reject(limit, &error),
         }
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         match limits.admit_request(mutating) {
             Ok(permit) => _permit = permit,
-            Err(response) => return response,
+            Err((limit, error)) => return limits.reject(limit, &error),
         }
     }
     let too_large = || {

@@ -213,6 +213,10 @@ pub struct Connection {
     pub watches: AtomicUsize,
     /// Whether the connection is TLS.
     pub tls: bool,
+    /// Notified when a watch on this connection outlived its deadline: its response is stuck
+    /// behind a client that does not read, and closing the connection is the only way to
+    /// reclaim what it holds.
+    pub release: tokio::sync::Notify,
 }
 
 /// The hyper settings of every connection.
@@ -330,6 +334,7 @@ pub async fn serve(
                         peer: peer_identity,
                         watches: AtomicUsize::new(0),
                         tls: true,
+                        release: tokio::sync::Notify::new(),
                     });
                     serve_connection(stream, connection, router, &settings, shutdown).await;
                 }
@@ -350,8 +355,9 @@ async fn serve_connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let state = connection.clone();
     let service = router.map_request(move |mut request: axum::http::Request<_>| {
-        request.extensions_mut().insert(connection.clone());
+        request.extensions_mut().insert(state.clone());
         request
     });
     let service = hyper_util::service::TowerToHyperService::new(service);
@@ -373,6 +379,10 @@ async fn serve_connection<S>(
             if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
             }
+            return;
+        }
+        () = connection.release.notified() => {
+            // Dropping the connection closes the socket and drops the stuck response bodies.
             return;
         }
         _ = shutdown.wait_for(|stopped| *stopped) => {}
