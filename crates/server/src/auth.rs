@@ -20,6 +20,13 @@
 //! `/debug/watchers` and every resource — needs a token. Without a token file every request is
 //! the anonymous user `system:anonymous` (groups `system:unauthenticated`).
 //!
+//! ## Authentication: client certificates
+//! With `--client-ca-file` (TLS only, see `tls`), a client certificate verified against that
+//! CA authenticates the connection's requests as user = the subject's CN, groups = its O
+//! values plus `system:authenticated` ([`Auth::authenticate_peer`]); a certificate wins over a
+//! token, as kube-apiserver tries x509 first. With a client CA and no token file, requests
+//! without a certificate get 401 too (except [`OPEN_PATHS`]).
+//!
 //! ## Authorization: ABAC
 //! The policy file is kube-apiserver's ABAC format, one JSON object per line:
 //! `{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {...}}`
