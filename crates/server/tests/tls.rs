@@ -463,3 +463,40 @@ async fn unreadable_certificates_are_startup_errors() {
         .unwrap_err();
     assert!(error.contains("--tls-cert-file"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_client_does_not_hold_the_accept_loop_and_is_dropped() {
+    use tokio::io::AsyncReadExt;
+    let pki = Pki::new("test-ca");
+    let server = server_with(ServeArgs {
+        tls_handshake_timeout_seconds: Some(1),
+        ..pki.server_args()
+    })
+    .await;
+    // A client that opens a socket and never starts the handshake.
+    let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    // Others are served meanwhile: the handshake runs in the connection's own task.
+    let ca = pki.ca_file();
+    let (cert, key) = pki.leaf(&[], "erin", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let (cert, key) = (pki.write("e.crt", &cert), pki.write("e.key", &key));
+    let (_, code, body) = curl(
+        &ca,
+        &[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+        &format!("https://{}/api/v1/namespaces", server.addr),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // At the handshake timeout the server closes the silent socket (EOF, no bytes).
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(common::HANG_GUARD, silent.read(&mut buf))
+        .await
+        .expect("closed by the server")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    server.shutdown().await;
+}
