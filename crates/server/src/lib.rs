@@ -202,6 +202,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         max_header_list_size: u32::try_from(config.limits.max_buf_size()).unwrap_or(u32::MAX),
         header_read_timeout: config.limits.request_read_timeout,
         max_concurrent_streams: config.limits.max_concurrent_streams(),
+        shutdown_grace: config.limits.watch_release_grace,
     };
     tracing::info!(%addr, tls = settings.tls.is_some(), store = %config.store, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
     let app = Arc::new(App {

@@ -28,7 +28,9 @@
 //! Sockets are accepted as fast as the kernel hands them over; accept errors (e.g. out of file
 //! descriptors) are logged and retried after a short pause instead of ending the server.
 //! On shutdown the loop stops accepting, every connection is asked to finish gracefully (watch
-//! streams end on the same signal), and [`serve`] returns once all connections are closed.
+//! streams end on the same signal) and is dropped if it has not finished within
+//! `--watch-release-grace-seconds` (a client that does not read would otherwise hold it), and
+//! [`serve`] returns once all connections are closed.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -234,6 +236,9 @@ pub struct ConnectionSettings {
     pub header_read_timeout: Duration,
     /// HTTP/2 concurrent streams per connection.
     pub max_concurrent_streams: u32,
+    /// How long a connection may take to finish after shutdown began before it is dropped
+    /// (`--watch-release-grace-seconds`: a client that does not read would hold it forever).
+    pub shutdown_grace: Duration,
 }
 
 /// Connections currently open (for `/metrics`).
@@ -388,7 +393,9 @@ async fn serve_connection<S>(
         _ = shutdown.wait_for(|stopped| *stopped) => {}
     }
     conn.as_mut().graceful_shutdown();
-    if let Err(error) = conn.await {
-        tracing::debug!(%error, "connection ended with an error");
+    match tokio::time::timeout(settings.shutdown_grace, conn).await {
+        Ok(Err(error)) => tracing::debug!(%error, "connection ended with an error"),
+        Ok(Ok(())) => {}
+        Err(_) => tracing::debug!("connection dropped: it did not finish after shutdown"),
     }
 }

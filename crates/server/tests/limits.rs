@@ -739,3 +739,37 @@ async fn never_reading_clients_are_bounded_and_released() {
     );
     drop(sockets);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_client_that_never_reads() {
+    let server = server_with(ServeArgs {
+        watch_release_grace_seconds: Some(1),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {CM}?watch=true HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    until(|| server.app.limits.open_watches() == 1).await;
+    // More than the socket buffers hold: the response cannot be finished.
+    for index in 0..10 {
+        let (status, text) = request(
+            addr,
+            "POST",
+            CM,
+            "application/json",
+            &configmap(&format!("big-{index}"), 1024 * 1024).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201, "{text}");
+    }
+    tokio::time::timeout(HANG_GUARD, server.shutdown())
+        .await
+        .expect("shutdown finishes although the client never reads");
+    drop(stream);
+}
