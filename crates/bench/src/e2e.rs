@@ -38,9 +38,15 @@ impl Running {
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
+        // Benchmarks open up to 10,000 watches as one (anonymous) user and measure the
+        // server, not its admission limits: those are off unless a benchmark sets them.
         let args = ServeArgs {
             listen: Some("127.0.0.1:0".parse().expect("address")),
             store: args.store.or(Some("memory".to_owned())),
+            max_watches: args.max_watches.or(Some(0)),
+            max_watches_per_user: args.max_watches_per_user.or(Some(0)),
+            max_requests_inflight: args.max_requests_inflight.or(Some(0)),
+            max_mutating_requests_inflight: args.max_mutating_requests_inflight.or(Some(0)),
             ..args
         };
         let server = runtime.block_on(async {

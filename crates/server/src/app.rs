@@ -132,6 +132,8 @@ pub struct App {
     pub upstream: Option<Arc<crate::upstream::Upstream>>,
     /// The operator view's counters and timeline (`/debug/*`, `/ui/`).
     pub debug: crate::debug::DebugState,
+    /// Request limits' state (see `limits`).
+    pub limits: Arc<crate::limits::Limits>,
 }
 
 /// A continue token: the snapshot revision and the last key served.

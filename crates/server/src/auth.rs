@@ -21,6 +21,13 @@
 //! token. Without a token file every request is the anonymous user `system:anonymous` (groups
 //! `system:unauthenticated`).
 //!
+//! ## Authentication: client certificates
+//! With `--client-ca-file` (TLS only, see `tls`), a client certificate verified against that
+//! CA authenticates the connection's requests as user = the subject's CN, groups = its O
+//! values plus `system:authenticated` ([`Auth::authenticate_peer`]); a certificate wins over a
+//! token, as kube-apiserver tries x509 first. With a client CA and no token file, requests
+//! without a certificate get 401 too (except [`OPEN_PATHS`]).
+//!
 //! ## Authorization: ABAC
 //! The policy file is kube-apiserver's ABAC format, one JSON object per line:
 //! `{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {...}}`
@@ -127,6 +134,8 @@ pub struct Auth {
     tokens: Option<Vec<(Vec<u8>, User)>>,
     /// `None` without `--authorization-policy-file`: everything is allowed.
     policies: Option<Vec<PolicySpec>>,
+    /// `--client-ca-file` given: client certificates authenticate, anonymous requests do not.
+    client_certificates: bool,
 }
 
 impl fmt::Debug for Auth {
@@ -146,6 +155,7 @@ impl Auth {
         Auth {
             tokens: None,
             policies: None,
+            client_certificates: false,
         }
     }
 
@@ -173,13 +183,51 @@ impl Auth {
             ),
             None => None,
         };
-        Ok(Auth { tokens, policies })
+        Ok(Auth {
+            tokens,
+            policies,
+            client_certificates: false,
+        })
+    }
+
+    /// Turns client-certificate authentication on (`--client-ca-file`): from then on a
+    /// request needs a verified certificate or a token (anonymous requests get 401).
+    #[must_use]
+    pub fn with_client_certificates(mut self, enabled: bool) -> Auth {
+        self.client_certificates = enabled;
+        self
+    }
+
+    /// Who sent a request, given the connection's verified client certificate if any: the
+    /// certificate wins (kube-apiserver tries x509 before tokens), then the bearer token.
+    ///
+    /// # Errors
+    /// 401 Unauthorized when authentication is configured and neither identifies the caller.
+    pub fn authenticate_peer(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<&crate::tls::PeerIdentity>,
+    ) -> Result<User, ApiError> {
+        if let Some(peer) = peer {
+            let mut groups = peer.groups.clone();
+            groups.push("system:authenticated".to_owned());
+            return Ok(User {
+                name: peer.user.clone(),
+                uid: String::new(),
+                groups,
+            });
+        }
+        if self.tokens.is_none() && self.client_certificates && !OPEN_PATHS.contains(&path) {
+            return Err(unauthorized());
+        }
+        self.authenticate(path, headers)
     }
 
     /// Whether requests need a token.
     #[must_use]
     pub fn authentication_enabled(&self) -> bool {
-        self.tokens.is_some()
+        self.tokens.is_some() || self.client_certificates
     }
 
     /// Who sent a request. Open paths and servers without a token file give the anonymous user.
@@ -650,6 +698,7 @@ mod tests {
             policies: Some(policy(
                 r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
             )),
+            client_certificates: false,
         };
         let bob = user("bob", &[]);
         let error = auth

@@ -104,6 +104,49 @@ pub struct ServeArgs {
     /// false always uses paged lists.
     #[arg(long)]
     pub upstream_streaming_lists: Option<bool>,
+    /// PEM certificate chain to serve TLS with (with --tls-private-key-file); see `tls`.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// PEM CA bundle for client certificates (user = CN, groups = O); needs TLS.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Serve plain HTTP on a non-loopback address (refused otherwise) [default: false].
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub insecure_allow_plain_http_on_non_loopback: Option<bool>,
+    /// TLS handshake timeout in seconds [default: 10].
+    #[arg(long)]
+    pub tls_handshake_timeout_seconds: Option<u64>,
+    /// Largest request body in bytes [default: 3145728]; larger gets 413.
+    #[arg(long)]
+    pub max_request_body_bytes: Option<usize>,
+    /// Largest request line plus headers in bytes [default: 1048576]; larger gets 431.
+    #[arg(long)]
+    pub max_header_bytes: Option<usize>,
+    /// Seconds for a request's headers and body to arrive [default: 60]; a slower body gets 408.
+    #[arg(long)]
+    pub request_read_timeout_seconds: Option<u64>,
+    /// Non-mutating non-watch requests in flight, 0 = unlimited [default: 400]; more get 429.
+    #[arg(long)]
+    pub max_requests_inflight: Option<usize>,
+    /// Mutating requests in flight, 0 = unlimited [default: 200]; more get 429.
+    #[arg(long)]
+    pub max_mutating_requests_inflight: Option<usize>,
+    /// Open watches on the server, 0 = unlimited [default: 10000]; more get 429.
+    #[arg(long)]
+    pub max_watches: Option<usize>,
+    /// Open watches per user, 0 = unlimited [default: 1000]; more get 429.
+    #[arg(long)]
+    pub max_watches_per_user: Option<usize>,
+    /// Open watches per connection (HTTP/2), 0 = unlimited [default: 250]; more get 429.
+    #[arg(long)]
+    pub max_watches_per_connection: Option<usize>,
+    /// Seconds after a watch's deadline before a connection whose watch response is still
+    /// unfinished (its client does not read) is closed [default: 5].
+    #[arg(long)]
+    pub watch_release_grace_seconds: Option<u64>,
 }
 
 impl ServeArgs {
@@ -138,7 +181,21 @@ impl ServeArgs {
             upstream_kubeconfig,
             upstream_resources,
             upstream_impersonate,
-            upstream_streaming_lists
+            upstream_streaming_lists,
+            tls_cert_file,
+            tls_private_key_file,
+            client_ca_file,
+            insecure_allow_plain_http_on_non_loopback,
+            tls_handshake_timeout_seconds,
+            max_request_body_bytes,
+            max_header_bytes,
+            request_read_timeout_seconds,
+            max_requests_inflight,
+            max_mutating_requests_inflight,
+            max_watches,
+            max_watches_per_user,
+            max_watches_per_connection,
+            watch_release_grace_seconds
         )
     }
 }
@@ -174,6 +231,10 @@ pub struct ServeConfig {
     pub authorization_policy_file: Option<PathBuf>,
     /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
     pub upstream: Option<UpstreamConfig>,
+    /// TLS and client certificates (see `tls`).
+    pub tls: crate::tls::TlsConfig,
+    /// Request limits (see `limits`).
+    pub limits: crate::limits::LimitsConfig,
 }
 
 /// The upstream of caching-proxy mode (see the `upstream` module).
@@ -277,6 +338,8 @@ impl ServeConfig {
     /// A message naming the bad key.
     pub fn from_args(args: ServeArgs) -> Result<ServeConfig, String> {
         let upstream = UpstreamConfig::from_args(&args)?;
+        let tls = crate::tls::TlsConfig::from_args(&args)?;
+        let limits = crate::limits::LimitsConfig::from_args(&args)?;
         let store: StoreKind = args
             .store
             .as_deref()
@@ -351,6 +414,8 @@ impl ServeConfig {
             token_auth_file: args.token_auth_file,
             authorization_policy_file: args.authorization_policy_file,
             upstream,
+            tls,
+            limits,
         })
     }
 }

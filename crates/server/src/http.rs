@@ -30,7 +30,8 @@ use crate::app::{App, Resource, WatchInfo, too_large};
 use crate::auth::{Attributes, User};
 use crate::query::{Options, ResourceVersion};
 
-/// Largest request body accepted (3 MiB, as kube-apiserver).
+/// Largest request body accepted by default (3 MiB, as kube-apiserver); see
+/// `--max-request-body-bytes`.
 pub const REQUEST_BODY_MAX: usize = 3 * 1024 * 1024;
 
 /// The parsed target of a resource request.
@@ -169,17 +170,22 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().map(str::to_owned);
-    let body = match axum::body::to_bytes(body, REQUEST_BODY_MAX).await {
+    // The limits layer has read the body within its bounds and authenticated the caller.
+    let body_max = app.config.limits.request_body_bytes_max;
+    let body = match axum::body::to_bytes(body, body_max).await {
         Ok(body) => body,
         Err(_) => {
             return error_response(&ApiError::request_entity_too_large(format!(
-                "the request body is larger than {REQUEST_BODY_MAX} bytes"
+                "the request body is larger than {body_max} bytes"
             )));
         }
     };
-    let user = match app.auth.authenticate(&path, &parts.headers) {
-        Ok(user) => user,
-        Err(error) => return error_response(&error),
+    let user = match parts.extensions.get::<User>().cloned() {
+        Some(user) => user,
+        None => match app.auth.authenticate(&path, &parts.headers) {
+            Ok(user) => user,
+            Err(error) => return error_response(&error),
+        },
     };
     if !body.is_empty()
         && let Some(error) = unsupported_body(&parts.headers)

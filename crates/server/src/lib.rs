@@ -11,10 +11,12 @@ pub mod config;
 pub mod debug;
 pub mod driver;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod query;
 pub mod reflector;
 pub mod upstream;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -155,7 +157,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
     let auth = crate::auth::Auth::load(
         config.token_auth_file.as_deref(),
         config.authorization_policy_file.as_deref(),
-    )?;
+    )?
+    .with_client_certificates(config.tls.client_ca_file.is_some());
+    crate::tls::check_plain_http(&config.tls, config.listen)?;
+    let tls = crate::tls::server_config(&config.tls)?;
     // Caching-proxy mode: the upstream's discovery decides the resources, and the store is an
     // empty placeholder that nothing reads or writes (see the `upstream` module).
     let upstream = match &config.upstream {
@@ -214,6 +219,16 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let limits = crate::limits::Limits::new(&config.limits);
+    let settings = crate::tls::ConnectionSettings {
+        tls,
+        handshake_timeout: config.tls.handshake_timeout,
+        max_buf_size: config.limits.max_buf_size(),
+        max_header_list_size: u32::try_from(config.limits.max_buf_size()).unwrap_or(u32::MAX),
+        header_read_timeout: config.limits.request_read_timeout,
+        max_concurrent_streams: config.limits.max_concurrent_streams(),
+        shutdown_grace: config.limits.watch_release_grace,
+    };
     let source = match &config.upstream {
         Some(upstream) => format!(
             "upstream {}",
@@ -225,7 +240,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         ),
         None => config.store.to_string(),
     };
-    tracing::info!(%addr, %source, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
+    tracing::info!(%addr, tls = settings.tls.is_some(), %source, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
     let app = Arc::new(App {
         config,
         store,
@@ -241,6 +256,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         auth,
         upstream,
         debug: crate::debug::DebugState::default(),
+        limits: Arc::new(limits),
     });
     tokio::spawn(crate::debug::run_sampler(
         Arc::downgrade(&app),
@@ -249,26 +265,12 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
     let router = axum::Router::new()
         .fallback(http::handle)
         .layer(axum::middleware::from_fn(crate::debug::client_scope))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::limits::layer,
+        ))
         .with_state(app.clone());
-    let mut stop = shutdown_rx;
-    let serve = tokio::spawn(async move {
-        // Watch events are small writes; without TCP_NODELAY, Nagle's algorithm meets the
-        // client's delayed ACKs and every event waits ~40 ms (the benchmark found it).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "cannot set TCP_NODELAY");
-            }
-        });
-        let router = router.into_make_service_with_connect_info::<SocketAddr>();
-        let result = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })
-            .await;
-        if let Err(error) = result {
-            tracing::error!(%error, "the server failed");
-        }
-    });
+    let serve = tokio::spawn(crate::tls::serve(listener, router, settings, shutdown_rx));
     Ok(Server {
         addr,
         app,

@@ -350,5 +350,6 @@ pub fn render(app: &App) -> String {
         );
     }
     crate::upstream::render_metrics(app, &mut out);
+    app.limits.render(&mut out);
     out
 }

@@ -68,6 +68,18 @@ impl Kubectl {
         }
     }
 
+    /// kubectl with a kubeconfig of the test's own (e.g. TLS, a token or a client certificate).
+    pub fn with_kubeconfig(text: &str) -> Kubectl {
+        let home = tempfile::tempdir().unwrap();
+        let kubeconfig = home.path().join("kubeconfig.yaml");
+        std::fs::write(&kubeconfig, text).unwrap();
+        Kubectl {
+            home,
+            kubeconfig,
+            binary: kubectl_binary(),
+        }
+    }
+
     /// A scratch directory for manifests.
     pub fn dir(&self) -> &Path {
         self.home.path()

@@ -1,0 +1,412 @@
+//! The connection layer: the accept loop, TLS (rustls) with HTTP/2 by ALPN, client
+//! certificates, and the hyper connection per socket.
+//!
+//! ## Guarantees
+//! - The accept loop only accepts: every TLS handshake runs in the connection's own task,
+//!   bounded by `--tls-handshake-timeout-seconds`; a client that opens a socket and says
+//!   nothing costs one task and one socket until then, and never delays other clients.
+//! - Plain HTTP is served only on a loopback address unless
+//!   `--insecure-allow-plain-http-on-non-loopback` is given; otherwise startup fails with a
+//!   message naming the flags (see [`check_plain_http`]).
+//! - With TLS, ALPN offers `h2` and `http/1.1`; both are served by the same handler (hyper's
+//!   automatic protocol selection also serves HTTP/2 with prior knowledge, h2c, on plain
+//!   sockets).
+//! - With `--client-ca-file`, a client certificate is requested and, when presented, verified
+//!   against that CA (a certificate that does not verify fails the handshake). A verified
+//!   certificate authenticates the connection's requests as user = its subject's CN, groups =
+//!   its subject's O values, as kube-apiserver does ([`PeerIdentity`]). Clients without a
+//!   certificate may still authenticate with a bearer token.
+//! - Request headers larger than `--max-header-bytes` (plus a 16 KiB slack that is hyper's hard
+//!   cut-off) are refused: within the slack with a 431 Status from the limits layer, beyond it
+//!   by hyper with a bare 431, as Go's net/http does for kube-apiserver. The HTTP/1.1 read and
+//!   write buffers are bounded by the same figure (hyper's `max_buf_size`), so a client that
+//!   never reads costs at most that much buffered response per connection, plus its queue.
+//! - HTTP/1.1 headers must arrive within `--request-read-timeout-seconds` (the connection is
+//!   closed otherwise, as Go's `ReadHeaderTimeout`); the body timeout is in [`crate::limits`].
+//!
+//! ## Overload
+//! Sockets are accepted as fast as the kernel hands them over; accept errors (e.g. out of file
+//! descriptors) are logged and retried after a short pause instead of ending the server.
+//! On shutdown the loop stops accepting, every connection is asked to finish gracefully (watch
+//! streams end on the same signal) and is dropped if it has not finished within
+//! `--watch-release-grace-seconds` (a client that does not read would otherwise hold it), and
+//! [`serve`] returns once all connections are closed.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+
+use crate::config::ServeArgs;
+
+/// The TLS part of the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct TlsConfig {
+    /// `--tls-cert-file`: PEM certificate chain (leaf first).
+    pub cert_file: Option<PathBuf>,
+    /// `--tls-private-key-file`: PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+    /// `--client-ca-file`: PEM CA certificates that sign client certificates.
+    pub client_ca_file: Option<PathBuf>,
+    /// `--insecure-allow-plain-http-on-non-loopback`.
+    pub allow_plain_non_loopback: bool,
+    /// `--tls-handshake-timeout-seconds` [default: 10].
+    pub handshake_timeout: Duration,
+}
+
+impl TlsConfig {
+    /// Validates the TLS flags.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    pub fn from_args(args: &ServeArgs) -> Result<TlsConfig, String> {
+        if args.tls_cert_file.is_some() != args.tls_private_key_file.is_some() {
+            return Err(
+                "--tls-cert-file and --tls-private-key-file must be given together".to_owned(),
+            );
+        }
+        if args.client_ca_file.is_some() && args.tls_cert_file.is_none() {
+            return Err(
+                "--client-ca-file needs TLS: give --tls-cert-file and --tls-private-key-file"
+                    .to_owned(),
+            );
+        }
+        let seconds = args.tls_handshake_timeout_seconds.unwrap_or(10);
+        if seconds == 0 {
+            return Err("--tls-handshake-timeout-seconds must be positive".to_owned());
+        }
+        Ok(TlsConfig {
+            cert_file: args.tls_cert_file.clone(),
+            key_file: args.tls_private_key_file.clone(),
+            client_ca_file: args.client_ca_file.clone(),
+            allow_plain_non_loopback: args
+                .insecure_allow_plain_http_on_non_loopback
+                .unwrap_or(false),
+            handshake_timeout: Duration::from_secs(seconds),
+        })
+    }
+
+    /// Whether the server speaks TLS.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.cert_file.is_some()
+    }
+}
+
+/// Refuses plain HTTP on a non-loopback address unless explicitly allowed.
+///
+/// # Errors
+/// The message to print at startup.
+pub fn check_plain_http(tls: &TlsConfig, listen: SocketAddr) -> Result<(), String> {
+    if tls.enabled() || listen.ip().is_loopback() || tls.allow_plain_non_loopback {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to serve plain HTTP on the non-loopback address {listen}: anyone on the network could read and change every object. Give --tls-cert-file and --tls-private-key-file, listen on a loopback address (e.g. 127.0.0.1), or pass --insecure-allow-plain-http-on-non-loopback if the network is trusted"
+    ))
+}
+
+fn read_pem_certs(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("{flag} {}: {e}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{flag} {}: no PEM CERTIFICATE block found",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// Builds the rustls configuration (ring provider, TLS 1.2 and 1.3, ALPN h2 then http/1.1),
+/// or `None` without TLS.
+///
+/// # Errors
+/// A file cannot be read or parsed, or the key does not match the certificate.
+pub fn server_config(tls: &TlsConfig) -> Result<Option<Arc<ServerConfig>>, String> {
+    let (Some(cert_file), Some(key_file)) = (&tls.cert_file, &tls.key_file) else {
+        return Ok(None);
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = read_pem_certs("--tls-cert-file", cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|e| format!("--tls-private-key-file {}: {e}", key_file.display()))?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match &tls.client_ca_file {
+        Some(ca_file) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_pem_certs("--client-ca-file", ca_file)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("--client-ca-file {}: {e}", ca_file.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| format!("--client-ca-file {}: {e}", ca_file.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+        format!(
+            "--tls-cert-file/--tls-private-key-file {}: {e}",
+            cert_file.display()
+        )
+    })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(Arc::new(config)))
+}
+
+/// The user a verified client certificate names: CN and O values of its subject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerIdentity {
+    /// The subject's common name.
+    pub user: String,
+    /// The subject's organization values.
+    pub groups: Vec<String>,
+}
+
+impl PeerIdentity {
+    /// Reads CN and O from a DER certificate (already verified by rustls).
+    ///
+    /// # Errors
+    /// The certificate cannot be parsed or has no CN.
+    pub fn from_der(der: &[u8]) -> Result<PeerIdentity, String> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
+        let subject = cert.subject();
+        let user = subject
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .filter(|cn| !cn.is_empty())
+            .ok_or("the client certificate has no subject common name")?
+            .to_owned();
+        let groups = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok())
+            .map(str::to_owned)
+            .collect();
+        Ok(PeerIdentity { user, groups })
+    }
+}
+
+/// Per-connection state, in every request's extensions.
+#[derive(Debug, Default)]
+pub struct Connection {
+    /// The verified client certificate's user, if any.
+    pub peer: Option<PeerIdentity>,
+    /// Watches open on this connection (HTTP/2 multiplexes many).
+    pub watches: AtomicUsize,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+    /// The client's address (handlers see it as axum's `ConnectInfo`).
+    pub remote: Option<std::net::SocketAddr>,
+    /// Notified when a watch on this connection outlived its deadline: its response is stuck
+    /// behind a client that does not read, and closing the connection is the only way to
+    /// reclaim what it holds.
+    pub release: tokio::sync::Notify,
+}
+
+/// The hyper settings of every connection.
+#[derive(Clone, Debug)]
+pub struct ConnectionSettings {
+    /// TLS, if configured.
+    pub tls: Option<Arc<ServerConfig>>,
+    /// TLS handshake bound.
+    pub handshake_timeout: Duration,
+    /// HTTP/1.1 read/write buffer bound (headers and buffered response bytes).
+    pub max_buf_size: usize,
+    /// HTTP/2 header list bound.
+    pub max_header_list_size: u32,
+    /// HTTP/1.1 header read timeout.
+    pub header_read_timeout: Duration,
+    /// HTTP/2 concurrent streams per connection.
+    pub max_concurrent_streams: u32,
+    /// How long a connection may take to finish after shutdown began before it is dropped
+    /// (`--watch-release-grace-seconds`: a client that does not read would hold it forever).
+    pub shutdown_grace: Duration,
+}
+
+/// Connections currently open (for `/metrics`).
+pub static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+/// TLS handshakes that failed or timed out (for `/metrics`).
+pub static HANDSHAKE_FAILURES: AtomicUsize = AtomicUsize::new(0);
+
+struct OpenGuard;
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        OPEN_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Accepts and serves connections until `shutdown` turns true, then waits for every
+/// connection to close.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    settings: ConnectionSettings,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let acceptor = settings.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    // Every connection task holds a sender; when all are dropped, `recv` returns None.
+    let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stopped| *stopped) => break,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // EMFILE and friends: keep serving the open connections, retry shortly.
+                tracing::warn!(%error, "accept failed");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    _ = shutdown.wait_for(|stopped| *stopped) => break,
+                }
+            }
+        };
+        // Watch events are small writes; without TCP_NODELAY, Nagle's algorithm meets the
+        // client's delayed ACKs and every event waits ~40 ms (the benchmark found it).
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+        OPEN_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+        let guard = OpenGuard;
+        let alive = alive_tx.clone();
+        let router = router.clone();
+        let settings = settings.clone();
+        let acceptor = acceptor.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _alive = alive;
+            let _guard = guard;
+            match acceptor {
+                None => {
+                    let connection = Arc::new(Connection {
+                        remote: Some(peer),
+                        ..Connection::default()
+                    });
+                    serve_connection(tcp, connection, router, &settings, shutdown).await;
+                }
+                Some(acceptor) => {
+                    let stream = match tokio::time::timeout(
+                        settings.handshake_timeout,
+                        acceptor.accept(tcp),
+                    )
+                    .await
+                    {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let peer_identity = match stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|certs| certs.first())
+                    {
+                        Some(cert) => match PeerIdentity::from_der(cert) {
+                            Ok(identity) => Some(identity),
+                            Err(error) => {
+                                tracing::debug!(%peer, %error, "client certificate refused");
+                                return;
+                            }
+                        },
+                        None => None,
+                    };
+                    let connection = Arc::new(Connection {
+                        peer: peer_identity,
+                        watches: AtomicUsize::new(0),
+                        tls: true,
+                        remote: Some(peer),
+                        release: tokio::sync::Notify::new(),
+                    });
+                    serve_connection(stream, connection, router, &settings, shutdown).await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    drop(alive_tx);
+    let _ = alive_rx.recv().await;
+}
+
+async fn serve_connection<S>(
+    stream: S,
+    connection: Arc<Connection>,
+    router: Router,
+    settings: &ConnectionSettings,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let state = connection.clone();
+    let service = router.map_request(move |mut request: axum::http::Request<_>| {
+        if let Some(remote) = state.remote {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(remote));
+        }
+        request.extensions_mut().insert(state.clone());
+        request
+    });
+    let service = hyper_util::service::TowerToHyperService::new(service);
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .max_buf_size(settings.max_buf_size);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(settings.max_header_list_size)
+        .max_concurrent_streams(settings.max_concurrent_streams);
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(error) = result {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+            return;
+        }
+        () = connection.release.notified() => {
+            // Dropping the connection closes the socket and drops the stuck response bodies.
+            return;
+        }
+        _ = shutdown.wait_for(|stopped| *stopped) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    match tokio::time::timeout(settings.shutdown_grace, conn).await {
+        Ok(Err(error)) => tracing::debug!(%error, "connection ended with an error"),
+        Ok(Ok(())) => {}
+        Err(_) => tracing::debug!("connection dropped: it did not finish after shutdown"),
+    }
+}

@@ -1,0 +1,502 @@
+//! TLS (rustls) end to end: kubectl with a CA and a bearer token (reads work, a read-only
+//! user's write and a watch of another namespace are 403), kubectl with a client certificate
+//! (the CN is the user, the O values the groups), 401 without credentials, a certificate from
+//! another CA refused, HTTP/2 negotiated by ALPN (curl), and plain HTTP on a non-loopback
+//! address refused at startup. Certificates are made per test with rcgen.
+
+mod common;
+mod kubectl_support;
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use serde_json::{Value, json};
+use watchkeeper::Server;
+use watchkeeper::config::{ServeArgs, ServeConfig};
+
+use common::server_with;
+use kubectl_support::Kubectl;
+
+const TOKENS: &str = "admin-token,admin,1,\"system:masters\"\nreader-token,reader,2\n";
+
+fn policies() -> String {
+    [
+        json!({"group": "system:masters", "namespace": "*", "resource": "*", "apiGroup": "*", "nonResourcePath": "*"}),
+        // reader: read-only, and only in the namespace default.
+        json!({"user": "reader", "namespace": "default", "resource": "*", "apiGroup": "*", "readonly": true}),
+        // The certificate's O value: read-only in default.
+        json!({"group": "team-a", "namespace": "default", "resource": "*", "apiGroup": "*", "readonly": true}),
+        json!({"group": "system:authenticated", "nonResourcePath": "*", "readonly": true}),
+    ]
+    .iter()
+    .map(|spec| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": spec})
+            .to_string()
+    })
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// A CA and the PEM files a test needs.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca_pem: String,
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        Pki {
+            dir: tempfile::tempdir().unwrap(),
+            ca_pem: issuer.pem(),
+            issuer,
+        }
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A leaf certificate and its key, PEM.
+    fn leaf(
+        &self,
+        sans: &[&str],
+        cn: &str,
+        orgs: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+    ) -> (String, String) {
+        let mut params =
+            CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+                .unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        for org in orgs {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *org);
+        }
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// Server flags: certificate for 127.0.0.1/localhost, this CA for client certificates.
+    fn server_args(&self) -> ServeArgs {
+        let (cert, key) = self.leaf(
+            &["127.0.0.1", "localhost"],
+            "watchkeeper",
+            &[],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        ServeArgs {
+            tls_cert_file: Some(self.write("server.crt", &cert)),
+            tls_private_key_file: Some(self.write("server.key", &key)),
+            client_ca_file: Some(self.write("ca.crt", &self.ca_pem)),
+            ..ServeArgs::default()
+        }
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.write("ca.crt", &self.ca_pem)
+    }
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+fn kubeconfig(server: &Server, ca_pem: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: tls, cluster: {{server: \"https://{}\", certificate-authority-data: {}}}}}]\nusers: [{{name: u, user: {user}}}]\ncontexts: [{{name: tls, context: {{cluster: tls, user: u, namespace: default}}}}]\ncurrent-context: tls\n",
+        server.addr,
+        b64(ca_pem)
+    )
+}
+
+async fn tls_server(pki: &Pki) -> Server {
+    let args = ServeArgs {
+        token_auth_file: Some(pki.write("tokens.csv", TOKENS)),
+        authorization_policy_file: Some(pki.write("policy.jsonl", &policies())),
+        ..pki.server_args()
+    };
+    server_with(args).await
+}
+
+/// curl over TLS: returns (HTTP version, status, body).
+async fn curl(ca: &Path, extra: &[&str], url: &str) -> (String, u16, String) {
+    let output = tokio::process::Command::new("curl")
+        .args(["-sS", "--cacert"])
+        .arg(ca)
+        .args(extra)
+        .args(["-w", "\n%{http_version} %{http_code}", url])
+        .output()
+        .await
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    let (body, trailer) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let (version, code) = trailer.split_once(' ').unwrap_or(("", "0"));
+    (
+        version.to_owned(),
+        code.parse().unwrap_or(0),
+        body.to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_with_a_token_over_tls() {
+    let pki = Pki::new("test-ca");
+    let server = tls_server(&pki).await;
+    let admin = Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: admin-token}"));
+    admin
+        .ok(&["create", "configmap", "settings", "--from-literal=a=1"])
+        .await;
+    admin
+        .ok(&[
+            "create",
+            "configmap",
+            "system-settings",
+            "-n",
+            "kube-system",
+            "--from-literal=a=1",
+        ])
+        .await;
+
+    let reader =
+        Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: reader-token}"));
+    let got = reader.json(&["get", "configmap", "settings"]).await;
+    assert_eq!(got["data"]["a"], "1");
+    let denied = reader
+        .fails(&["create", "configmap", "nope", "--from-literal=a=1"])
+        .await;
+    assert!(
+        denied.stderr.contains("forbidden")
+            && denied.stderr.contains("User \"reader\" cannot create"),
+        "{}",
+        denied.stderr
+    );
+    let denied = reader
+        .fails(&["get", "configmaps", "-n", "kube-system", "--watch"])
+        .await;
+    assert!(
+        denied.stderr.contains("forbidden")
+            && denied.stderr.contains("in the namespace \"kube-system\""),
+        "{}",
+        denied.stderr
+    );
+    // The watch request itself (not only kubectl's first list) is a 403 Status.
+    let ca = pki.ca_file();
+    let (_, code, body) = curl(
+        &ca,
+        &["-H", "Authorization: Bearer reader-token"],
+        &format!(
+            "https://{}/api/v1/namespaces/kube-system/configmaps?watch=true",
+            server.addr
+        ),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Forbidden");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot watch resource \"configmaps\""),
+        "{status}"
+    );
+    // And in its own namespace the reader's watch works (and ends at timeoutSeconds).
+    let (_, code, body) = curl(
+        &ca,
+        &["-H", "Authorization: Bearer reader-token"],
+        &format!(
+            "https://{}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0&timeoutSeconds=1",
+            server.addr
+        ),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"settings\""), "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_with_a_client_certificate() {
+    let pki = Pki::new("test-ca");
+    let server = tls_server(&pki).await;
+    let admin = Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: admin-token}"));
+    admin
+        .ok(&["create", "configmap", "settings", "--from-literal=a=1"])
+        .await;
+    let (cert, key) = pki.leaf(
+        &[],
+        "carol",
+        // rcgen keeps one value per attribute type, so one O here.
+        &["team-a"],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let carol = Kubectl::with_kubeconfig(&kubeconfig(
+        &server,
+        &pki.ca_pem,
+        &format!(
+            "{{client-certificate-data: {}, client-key-data: {}}}",
+            b64(&cert),
+            b64(&key)
+        ),
+    ));
+    // The O value team-a grants reads in default.
+    let got = carol.json(&["get", "configmap", "settings"]).await;
+    assert_eq!(got["data"]["a"], "1");
+    // The CN is the user name in the 403.
+    let denied = carol
+        .fails(&["create", "configmap", "nope", "--from-literal=a=1"])
+        .await;
+    assert!(
+        denied.stderr.contains("User \"carol\" cannot create"),
+        "{}",
+        denied.stderr
+    );
+    // The server sees carol as a watcher too.
+    let ca = pki.ca_file();
+    let cert_file = pki.write("carol.crt", &cert);
+    let key_file = pki.write("carol.key", &key);
+    let (_, code, body) = curl(
+        &ca,
+        &[
+            "--cert",
+            cert_file.to_str().unwrap(),
+            "--key",
+            key_file.to_str().unwrap(),
+        ],
+        &format!(
+            "https://{}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0&timeoutSeconds=1",
+            server.addr
+        ),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+
+    // A certificate from another CA does not get through the handshake.
+    let stranger_ca = Pki::new("stranger-ca");
+    let (cert, key) = stranger_ca.leaf(
+        &[],
+        "admin",
+        &["system:masters"],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let output = tokio::process::Command::new("curl")
+        .args(["-sS", "--cacert"])
+        .arg(&ca)
+        .arg("--cert")
+        .arg(stranger_ca.write("s.crt", &cert))
+        .arg("--key")
+        .arg(stranger_ca.write("s.key", &key))
+        .arg(format!("https://{}/api/v1/namespaces", server.addr))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        !output.status.success(),
+        "a certificate from an unknown CA is refused"
+    );
+    assert!(output.stdout.is_empty());
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credentials_is_401_and_http2_is_negotiated() {
+    let pki = Pki::new("test-ca");
+    let server = tls_server(&pki).await;
+    let ca = pki.ca_file();
+    let url = format!(
+        "https://{}/api/v1/namespaces/default/configmaps",
+        server.addr
+    );
+    let (version, code, body) = curl(&ca, &["--http2"], &url).await;
+    assert_eq!((version.as_str(), code), ("2", 401), "{body}");
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["reason"], "Unauthorized");
+    let (version, code, _) = curl(
+        &ca,
+        &["--http2", "-H", "Authorization: Bearer admin-token"],
+        &url,
+    )
+    .await;
+    assert_eq!((version.as_str(), code), ("2", 200), "h2 chosen by ALPN");
+    let (version, code, _) = curl(
+        &ca,
+        &["--http1.1", "-H", "Authorization: Bearer admin-token"],
+        &url,
+    )
+    .await;
+    assert_eq!((version.as_str(), code), ("1.1", 200), "http/1.1 by ALPN");
+    // A wrong token is 401 as well; the health probe stays open.
+    let (_, code, _) = curl(&ca, &["-H", "Authorization: Bearer nope"], &url).await;
+    assert_eq!(code, 401);
+    let (_, code, body) = curl(&ca, &[], &format!("https://{}/healthz", server.addr)).await;
+    assert_eq!((code, body.as_str()), (200, "ok"));
+    // Plain HTTP to the TLS port does not get an answer in the clear.
+    let (status, _) = common::request(server.addr, "GET", "/healthz", "text/plain", "").await;
+    assert_ne!(status, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_alone_require_authentication() {
+    let pki = Pki::new("test-ca");
+    // No token file: client certificates are the only authentication.
+    let server = server_with(pki.server_args()).await;
+    let ca = pki.ca_file();
+    let url = format!(
+        "https://{}/api/v1/namespaces/default/configmaps",
+        server.addr
+    );
+    let (_, code, body) = curl(&ca, &[], &url).await;
+    assert_eq!(code, 401, "anonymous is refused: {body}");
+    let (cert, key) = pki.leaf(&[], "dave", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let (cert, key) = (pki.write("d.crt", &cert), pki.write("d.key", &key));
+    let (_, code, body) = curl(
+        &ca,
+        &[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+        &url,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_on_a_non_loopback_address_is_refused() {
+    let args = ServeArgs {
+        listen: Some("0.0.0.0:0".parse().unwrap()),
+        store: Some("memory".to_owned()),
+        ..ServeArgs::default()
+    };
+    let error = watchkeeper::start(ServeConfig::from_args(args.clone()).unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        error.contains("refusing to serve plain HTTP")
+            && error.contains("--insecure-allow-plain-http-on-non-loopback"),
+        "{error}"
+    );
+    // Explicitly allowed, it starts.
+    let server = watchkeeper::start(
+        ServeConfig::from_args(ServeArgs {
+            insecure_allow_plain_http_on_non_loopback: Some(true),
+            ..args
+        })
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    server.shutdown().await;
+    // With TLS a non-loopback address is fine.
+    let pki = Pki::new("test-ca");
+    let server = watchkeeper::start(
+        ServeConfig::from_args(ServeArgs {
+            listen: Some("0.0.0.0:0".parse().unwrap()),
+            store: Some("memory".to_owned()),
+            ..pki.server_args()
+        })
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    server.shutdown().await;
+    // The binary prints the refusal and exits non-zero.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_watchkeeper"))
+        .args(["serve", "--store", "memory", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("refusing to serve plain HTTP"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn tls_flags_are_checked() {
+    let err = ServeConfig::from_args(ServeArgs {
+        tls_cert_file: Some("/x.crt".into()),
+        ..ServeArgs::default()
+    })
+    .unwrap_err();
+    assert!(err.contains("--tls-private-key-file"), "{err}");
+    let err = ServeConfig::from_args(ServeArgs {
+        client_ca_file: Some("/ca.crt".into()),
+        ..ServeArgs::default()
+    })
+    .unwrap_err();
+    assert!(err.contains("--client-ca-file"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_certificates_are_startup_errors() {
+    let pki = Pki::new("test-ca");
+    let args = ServeArgs {
+        store: Some("memory".to_owned()),
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        tls_cert_file: Some(pki.write("bad.crt", "not a certificate")),
+        tls_private_key_file: Some(pki.write("bad.key", "not a key")),
+        ..ServeArgs::default()
+    };
+    let error = watchkeeper::start(ServeConfig::from_args(args).unwrap())
+        .await
+        .unwrap_err();
+    assert!(error.contains("--tls-cert-file"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_client_does_not_hold_the_accept_loop_and_is_dropped() {
+    use tokio::io::AsyncReadExt;
+    let pki = Pki::new("test-ca");
+    let server = server_with(ServeArgs {
+        tls_handshake_timeout_seconds: Some(1),
+        ..pki.server_args()
+    })
+    .await;
+    // A client that opens a socket and never starts the handshake.
+    let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    // Others are served meanwhile: the handshake runs in the connection's own task.
+    let ca = pki.ca_file();
+    let (cert, key) = pki.leaf(&[], "erin", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let (cert, key) = (pki.write("e.crt", &cert), pki.write("e.key", &key));
+    let (_, code, body) = curl(
+        &ca,
+        &[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+        &format!("https://{}/api/v1/namespaces", server.addr),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // At the handshake timeout the server closes the silent socket (EOF, no bytes).
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(common::HANG_GUARD, silent.read(&mut buf))
+        .await
+        .expect("closed by the server")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    server.shutdown().await;
+}
