@@ -104,6 +104,13 @@ pub struct ServeArgs {
     /// false always uses paged lists.
     #[arg(long)]
     pub upstream_streaming_lists: Option<bool>,
+    /// Objects per page when listing the upstream with paged lists [default: 500].
+    #[arg(long)]
+    pub upstream_list_page_size: Option<usize>,
+    /// `timeoutSeconds` of each upstream watch; the upstream ends it then and the proxy resumes
+    /// from the last version [default: 290].
+    #[arg(long)]
+    pub upstream_watch_timeout_seconds: Option<u64>,
     /// PEM certificate chain to serve TLS with (with --tls-private-key-file); see `tls`.
     #[arg(long)]
     pub tls_cert_file: Option<PathBuf>,
@@ -182,6 +189,8 @@ impl ServeArgs {
             upstream_resources,
             upstream_impersonate,
             upstream_streaming_lists,
+            upstream_list_page_size,
+            upstream_watch_timeout_seconds,
             tls_cert_file,
             tls_private_key_file,
             client_ca_file,
@@ -250,6 +259,10 @@ pub struct UpstreamConfig {
     pub impersonate: bool,
     /// `--upstream-streaming-lists`.
     pub streaming_lists: bool,
+    /// `--upstream-list-page-size`: objects per page of a paged upstream list.
+    pub list_page_size: usize,
+    /// `--upstream-watch-timeout-seconds`: `timeoutSeconds` of each upstream watch.
+    pub watch_timeout_seconds: u64,
 }
 
 impl UpstreamConfig {
@@ -259,9 +272,11 @@ impl UpstreamConfig {
             if args.upstream_resources.is_some()
                 || args.upstream_impersonate.is_some()
                 || args.upstream_streaming_lists.is_some()
+                || args.upstream_list_page_size.is_some()
+                || args.upstream_watch_timeout_seconds.is_some()
             {
                 return Err(
-                    "--upstream-resources, --upstream-impersonate and --upstream-streaming-lists need --upstream or --upstream-kubeconfig (caching-proxy mode)".to_owned(),
+                    "--upstream-resources, --upstream-impersonate, --upstream-streaming-lists, --upstream-list-page-size and --upstream-watch-timeout-seconds need --upstream or --upstream-kubeconfig (caching-proxy mode)".to_owned(),
                 );
             }
             return Ok(None);
@@ -294,6 +309,18 @@ impl UpstreamConfig {
                 ));
             }
         }
+        let list_page_size = args.upstream_list_page_size.unwrap_or(500);
+        if !(1..=10_000).contains(&list_page_size) {
+            return Err(format!(
+                "--upstream-list-page-size {list_page_size}: must be between 1 and 10000 objects"
+            ));
+        }
+        let watch_timeout_seconds = args.upstream_watch_timeout_seconds.unwrap_or(290);
+        if !(10..=3600).contains(&watch_timeout_seconds) {
+            return Err(format!(
+                "--upstream-watch-timeout-seconds {watch_timeout_seconds}: must be between 10 and 3600 seconds"
+            ));
+        }
         let resources = args.upstream_resources.clone().unwrap_or_default();
         if let Some(bad) = resources
             .iter()
@@ -309,6 +336,8 @@ impl UpstreamConfig {
             resources: resources.iter().map(|r| r.trim().to_owned()).collect(),
             impersonate: args.upstream_impersonate.unwrap_or(false),
             streaming_lists: args.upstream_streaming_lists.unwrap_or(true),
+            list_page_size,
+            watch_timeout_seconds,
         }))
     }
 }
@@ -499,6 +528,8 @@ mod tests {
                 resources: vec!["pods".into(), "deployments.apps".into()],
                 impersonate: true,
                 streaming_lists: true,
+                list_page_size: 500,
+                watch_timeout_seconds: 290,
             })
         );
         assert_eq!(
@@ -507,6 +538,19 @@ mod tests {
                 .upstream,
             None
         );
+        let err = ServeConfig::from_args(ServeArgs {
+            upstream: Some("http://127.0.0.1:1".into()),
+            upstream_list_page_size: Some(0),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("--upstream-list-page-size"), "{err}");
+        let err = ServeConfig::from_args(ServeArgs {
+            upstream_watch_timeout_seconds: Some(60),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.contains("need --upstream"), "{err}");
         let err = ServeConfig::from_args(ServeArgs {
             upstream: Some("http://127.0.0.1:1".into()),
             store: Some("memory".into()),

@@ -15,8 +15,8 @@ pub mod limits;
 pub mod metrics;
 pub mod query;
 pub mod reflector;
-pub mod upstream;
 pub mod tls;
+pub mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

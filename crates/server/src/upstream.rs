@@ -61,10 +61,6 @@ use crate::driver::Input;
 use crate::query::{Options, ResourceVersion};
 use crate::reflector::{Feed, ReflectorStatus};
 
-/// Objects per page of the upstream list.
-const LIST_PAGE: usize = 500;
-/// `timeoutSeconds` of every upstream watch (kube-rs' default; the upstream ends it, we resume).
-const WATCH_TIMEOUT_SECONDS: u64 = 290;
 /// A watch silent for this long past its timeout is treated as broken and resumed.
 const WATCH_IDLE_MARGIN: Duration = Duration::from_secs(30);
 /// Longest retry back-off.
@@ -100,6 +96,11 @@ pub struct Upstream {
     /// Whether to try streaming lists (cleared when the upstream turns out not to do them).
     streaming: AtomicBool,
     fresh_wait: Duration,
+    /// Objects per page of a paged upstream list (`--upstream-list-page-size`).
+    list_page: usize,
+    /// `timeoutSeconds` of every upstream watch (`--upstream-watch-timeout-seconds`; the
+    /// upstream ends the watch then, and it is resumed).
+    watch_timeout_seconds: u64,
     /// The resources cached, in the order of the server's resources.
     pub defs: Vec<ResourceDef>,
     /// Counters, one per entry of `defs`.
@@ -353,6 +354,8 @@ impl Upstream {
             impersonate: config.impersonate,
             streaming: AtomicBool::new(false),
             fresh_wait,
+            list_page: config.list_page_size,
+            watch_timeout_seconds: config.watch_timeout_seconds,
             defs: Vec::new(),
             stats: Vec::new(),
         };
@@ -547,7 +550,7 @@ impl Upstream {
         let mut revision = None;
         let mut token: Option<String> = None;
         loop {
-            let mut query = vec![("limit", LIST_PAGE.to_string())];
+            let mut query = vec![("limit", self.list_page.to_string())];
             if let Some(token) = token.take() {
                 query.push(("continue", token));
             }
@@ -587,7 +590,7 @@ impl Upstream {
         let mut query = vec![
             ("watch", "true".to_owned()),
             ("allowWatchBookmarks", "true".to_owned()),
-            ("timeoutSeconds", WATCH_TIMEOUT_SECONDS.to_string()),
+            ("timeoutSeconds", self.watch_timeout_seconds.to_string()),
         ];
         query.extend(params.iter().cloned());
         let query = serde_urlencoded::to_string(&query).unwrap_or_default();
@@ -615,7 +618,7 @@ impl Upstream {
             }
             Err(error) => return Streamed::Failed(kube_stop(&error)),
         };
-        let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS) + WATCH_IDLE_MARGIN;
+        let idle = Duration::from_secs(self.watch_timeout_seconds) + WATCH_IDLE_MARGIN;
         let mut objects = Vec::new();
         loop {
             let event = match tokio::time::timeout(idle, stream.next()).await {
@@ -695,7 +698,7 @@ impl Upstream {
         mut stream: EventStream,
     ) -> Result<Stop, ()> {
         stats.watch_open.store(true, Ordering::Relaxed);
-        let idle = Duration::from_secs(WATCH_TIMEOUT_SECONDS) + WATCH_IDLE_MARGIN;
+        let idle = Duration::from_secs(self.watch_timeout_seconds) + WATCH_IDLE_MARGIN;
         let stop = loop {
             let item = match tokio::time::timeout(idle, stream.next()).await {
                 Ok(Some(item)) => item,

@@ -64,6 +64,8 @@ async fn proxy_of(upstream: SocketAddr, resources: &[&str]) -> Server {
 async fn proxy_with(upstream: SocketAddr, resources: &[&str], streaming: bool) -> Server {
     let config = ServeConfig::from_args(ServeArgs {
         upstream_streaming_lists: Some(streaming),
+        // Small pages, so paged loads of the upstream really take several pages.
+        upstream_list_page_size: Some(2),
         listen: Some("127.0.0.1:0".parse().unwrap()),
         upstream: Some(format!("http://{upstream}")),
         upstream_resources: (!resources.is_empty())
