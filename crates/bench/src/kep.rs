@@ -19,7 +19,7 @@ use serde_json::json;
 use watchkeeper::driver::Clock;
 use watchkeeper_core::{
     CacheConfig, CandidateOrder, CatchUpWorker, Change, Dispatcher, Encoding, Pop, Revision, Watch,
-    WatchCache, WatchItem, WatchMode, WatchRequest, WatchStart, WatcherId, WatcherState,
+    WatchCache, WatchItem, WatchRequest, WatchStart, WatcherId, WatcherState,
 };
 
 use crate::inproc::{Rig, ThreadWaker, pod};
@@ -122,9 +122,15 @@ fn read_until_synced(
 
 /// One resync run: a watcher stalls for `stall` seconds while writes go on at `write_rate`,
 /// then reads at `read_rate` until it is synced again.
-fn resync_run(write_rate: f64, read_rate: Option<f64>, stall: f64, write_secs: f64) -> ResyncRun {
+fn resync_run(
+    config: &CacheConfig,
+    write_rate: f64,
+    read_rate: Option<f64>,
+    stall: f64,
+    write_secs: f64,
+) -> ResyncRun {
     let events = (write_rate * write_secs) as usize;
-    let rig = Rig::new(WatchMode::StallResume, events);
+    let rig = Rig::with_config(config.clone(), events);
     let watch = rig.watch(WatchStart::Now, None);
     rig.wait_synced(1);
     let stop = AtomicBool::new(false);
@@ -173,11 +179,58 @@ pub fn resync(options: &Options) -> Result<Vec<Table>, String> {
             2.0,
         )
     };
-    let mut table = Table::new(
-        "resync",
+    let default = CacheConfig::default();
+    let mut tables = vec![resync_table(
+        options,
         &format!(
             "4. Resync time, in-process: one watcher stalls {stall} s, then reads at a controlled rate"
         ),
+        &default,
+        &write_rates,
+        &factors,
+        stall,
+    )];
+    tables[0].note("The server's own CacheDriver; one watcher with a Kubernetes-sized queue (10 events on a new cache) stops reading while a writer sends one ~1 KiB pod change per revision at the write rate, so it goes unsynced; when it resumes, it reads one event at a time at the read rate (a token bucket holding at most 10 ms of tokens), encoding each, until the core hands it back to the live path (state synced).");
+    tables[0].note("Fluid bound: lag / (read rate − write rate), the time a reader at that rate needs if events were a fluid. Resync / bound above 1 is the catch-up machinery's own cost: passes every 1-10 ms (100 ms after a pass that served nobody), each giving a member at most one queue capacity per cohort plus up to two retry rounds. \"As fast as it can\": the reader pops whatever is queued, so the resync time is the machinery's alone and reads/s achieved is its throughput for one watcher. \"> N\": not synced by the end of the writes (N s after resuming).");
+    // Experiment: the same with the idle pass period equal to the normal one (10 ms), to test
+    // whether the idle period after a pass that found the watcher's queue still full is what
+    // caps a slow reader's catch-up.
+    let idle = CacheConfig {
+        pass_period_idle: default.pass_period_normal,
+        ..CacheConfig::default()
+    };
+    let (exp_rates, exp_factors): (Vec<f64>, Vec<Option<f64>>) = if options.smoke {
+        (vec![200.0], vec![Some(5.0)])
+    } else {
+        (vec![100.0, 1000.0], vec![Some(2.0), Some(5.0)])
+    };
+    let mut experiment = resync_table(
+        options,
+        &format!(
+            "4b. Resync time with pass_period_idle = pass_period_normal ({} ms), an experiment; otherwise as table 4",
+            default.pass_period_normal.as_millis()
+        ),
+        &idle,
+        &exp_rates,
+        &exp_factors,
+        stall,
+    );
+    experiment.note(format!("Default pass_period_idle is {} ms: a pass that serves nobody (here: it ran while the slow reader's queue was still full, so the watcher was no candidate) schedules the next one that much later, and a reader slower than the passes but faster than capacity / idle period waits on an empty queue.", default.pass_period_idle.as_millis()));
+    tables.push(experiment);
+    Ok(tables)
+}
+
+fn resync_table(
+    options: &Options,
+    title: &str,
+    config: &CacheConfig,
+    write_rates: &[f64],
+    factors: &[Option<f64>],
+    stall: f64,
+) -> Table {
+    let mut table = Table::new(
+        "resync",
+        title,
         &[
             "writes/s",
             "reads/s",
@@ -191,14 +244,14 @@ pub fn resync(options: &Options) -> Result<Vec<Table>, String> {
             "resynced / runs",
         ],
     );
-    for &w in &write_rates {
-        for &factor in &factors {
+    for &w in write_rates {
+        for &factor in factors {
             let read_rate = factor.map(|k| k * w);
             // Long enough for three times the fluid bound after the stall.
             let write_secs = stall + factor.map_or(2.0, |k| 3.0 * stall / (k - 1.0)) + 1.0;
             let mut runs = Vec::new();
             for run in 0..options.runs {
-                let result = resync_run(w, read_rate, stall, write_secs);
+                let result = resync_run(config, w, read_rate, stall, write_secs);
                 eprintln!("  resync {w}/s read {read_rate:?} run {run}: {result:?}");
                 table.raw(json!({"write_rate": w, "read_rate": read_rate, "run": result}));
                 runs.push(result);
@@ -241,9 +294,7 @@ pub fn resync(options: &Options) -> Result<Vec<Table>, String> {
             ]);
         }
     }
-    table.note("The server's own CacheDriver; one watcher with a Kubernetes-sized queue (10 events on a new cache) stops reading while a writer sends one ~1 KiB pod change per revision at the write rate, so it goes unsynced; when it resumes, it reads one event at a time at the read rate (a token bucket holding at most 10 ms of tokens), encoding each, until the core hands it back to the live path (state synced).");
-    table.note("Fluid bound: lag / (read rate − write rate), the time a reader at that rate needs if events were a fluid. Resync / bound above 1 is the catch-up machinery's own cost: passes every 1-10 ms, each giving a member at most one queue capacity per cohort plus up to two retry rounds. \"As fast as it can\": the reader pops whatever is queued, so the resync time is the machinery's alone and reads/s achieved is its throughput for one watcher.");
-    Ok(vec![table])
+    table
 }
 
 /// Dispatcher input for the fairness rig.
