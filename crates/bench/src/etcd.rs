@@ -183,7 +183,7 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
     let mut table = Table::new(
         "etcd",
         &format!(
-            "5. etcd 3.4 side by side: healthy p99 with {stalled} never-reading watchers, {secs} s per run"
+            "7. etcd 3.4 side by side: healthy p99 with {stalled} never-reading watchers, {secs} s per run"
         ),
         &[
             "system",
@@ -255,7 +255,7 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
     let wk_rss = crate::e2e::idle_rss_per_watch(options, idle)?;
     let mut memory = Table::new(
         "etcd",
-        &format!("5b. RSS per idle watch, {idle} watches, one connection each"),
+        &format!("7b. RSS per idle watch, {idle} watches, one connection each"),
         &["system", "RSS per watch, KiB", "watchkeeper / etcd"],
     );
     memory.row(vec![

@@ -3,17 +3,15 @@
 //! quickly), with an incremental chunked decoder.
 
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-/// Nanoseconds since this process's benchmark origin (shared by writers and readers).
+/// CLOCK_MONOTONIC in nanoseconds (shared by writers and readers, across processes).
 #[must_use]
 pub fn now_ns() -> u64 {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    crate::sys::mono_ns()
 }
 
 /// A keep-alive connection for sequential requests.
@@ -257,6 +255,11 @@ impl WatchStream {
         let mut ignore = Seen::default();
         watch.decode(&rest, &mut ignore, &mut |_| {});
         Ok(watch)
+    }
+
+    /// Shrinks the read buffer to `bytes` (the scale suite holds tens of thousands of streams).
+    pub fn set_read_buffer(&mut self, bytes: usize) {
+        self.buf = vec![0; bytes.max(512)];
     }
 
     fn decode(&mut self, data: &[u8], seen: &mut Seen, latency: &mut impl FnMut(u64)) {

@@ -40,7 +40,7 @@ pub fn pod(i: usize, revision: Revision) -> Arc<Object> {
     ))
 }
 
-struct ThreadWaker(Thread);
+pub(crate) struct ThreadWaker(pub(crate) Thread);
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {
@@ -52,22 +52,31 @@ impl Wake for ThreadWaker {
 }
 
 /// A cache on the server's driver threads plus the bookkeeping of a timed write run.
-struct Rig {
-    driver: CacheDriver,
-    cache: WatchCache,
-    clock: Clock,
+pub(crate) struct Rig {
+    pub(crate) driver: CacheDriver,
+    pub(crate) cache: WatchCache,
+    pub(crate) clock: Clock,
     /// Send time (nanos since `origin`) per revision.
-    sent: Arc<Vec<AtomicU64>>,
-    origin: Instant,
+    pub(crate) sent: Arc<Vec<AtomicU64>>,
+    pub(crate) origin: Instant,
+    /// The writer's largest delay behind its schedule, in nanoseconds: a writer thread that
+    /// was descheduled sends the events it owes back to back (a burst).
+    pub(crate) behind_max_ns: AtomicU64,
 }
 
 impl Rig {
-    fn new(mode: WatchMode, max_events: usize) -> Rig {
+    pub(crate) fn new(mode: WatchMode, max_events: usize) -> Rig {
+        Rig::with_config(
+            CacheConfig {
+                mode,
+                ..CacheConfig::default()
+            },
+            max_events,
+        )
+    }
+
+    pub(crate) fn with_config(config: CacheConfig, max_events: usize) -> Rig {
         let clock = Clock::new();
-        let config = CacheConfig {
-            mode,
-            ..CacheConfig::default()
-        };
         let driver = CacheDriver::start("pods", config, clock).expect("driver");
         let cache = driver.cache.clone();
         Rig {
@@ -76,10 +85,11 @@ impl Rig {
             clock,
             sent: Arc::new((0..max_events + 2).map(|_| AtomicU64::new(0)).collect()),
             origin: Instant::now(),
+            behind_max_ns: AtomicU64::new(0),
         }
     }
 
-    fn watch(&self, start: WatchStart, capacity: Option<usize>) -> Watch {
+    pub(crate) fn watch(&self, start: WatchStart, capacity: Option<usize>) -> Watch {
         let mut request = WatchRequest::new(start);
         request.allow_bookmarks = false;
         request.queue_capacity = capacity;
@@ -87,7 +97,7 @@ impl Rig {
     }
 
     /// Waits (bench code, not a test) until `n` watchers are synced.
-    fn wait_synced(&self, n: usize) {
+    pub(crate) fn wait_synced(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while (self.cache.metrics().synced_watchers.get() as usize) < n {
             assert!(Instant::now() < deadline, "watchers never registered");
@@ -97,10 +107,18 @@ impl Rig {
 
     /// Writes `events` revisions of one pod change each at `rate` per second (or as fast as
     /// possible with `rate` 0), recording send times. Returns the last revision.
-    fn write(&self, events: usize, rate: f64) -> Revision {
+    pub(crate) fn write(&self, events: usize, rate: f64) -> Revision {
+        self.write_until(events, rate, &AtomicBool::new(false))
+    }
+
+    /// As [`Rig::write`], stopping early when `stop` is set; returns the last revision written.
+    pub(crate) fn write_until(&self, events: usize, rate: f64, stop: &AtomicBool) -> Revision {
         let input = self.driver.sender();
         let start = Instant::now();
         for i in 0..events {
+            if stop.load(Ordering::Acquire) {
+                return i as Revision;
+            }
             let revision = (i + 1) as Revision;
             let object = pod(i % 1000, revision);
             if rate > 0.0 {
@@ -108,6 +126,9 @@ impl Rig {
                 let now = Instant::now();
                 if due > now {
                     std::thread::sleep(due - now);
+                } else {
+                    self.behind_max_ns
+                        .fetch_max((now - due).as_nanos() as u64, Ordering::Relaxed);
                 }
             }
             self.sent[i + 1].store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -116,12 +137,12 @@ impl Rig {
         events as Revision
     }
 
-    fn latency_of(&self, revision: Revision) -> Option<u64> {
+    pub(crate) fn latency_of(&self, revision: Revision) -> Option<u64> {
         let sent = self.sent.get(revision as usize)?.load(Ordering::Relaxed);
         (sent > 0).then(|| (self.origin.elapsed().as_nanos() as u64).saturating_sub(sent))
     }
 
-    fn terminations(&self) -> (u64, u64) {
+    pub(crate) fn terminations(&self) -> (u64, u64) {
         let metrics = self.cache.metrics();
         let force = metrics.terminations(TerminationReason::Unresponsive);
         let all = TerminationReason::ALL
@@ -142,6 +163,9 @@ struct Consumed {
     ended: usize,
     /// Times a healthy watch was seen unsynced (its own queue filled).
     unsynced_seen: u64,
+    /// The most items one pull returned (a pull takes at most 64): how full the queue was
+    /// when the consumer got to it.
+    max_batch: usize,
 }
 
 fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &AtomicBool) -> Consumed {
@@ -163,6 +187,7 @@ fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &Atomi
                 buffer.clear();
                 match watch.poll_pop_many(&mut cx, 64, &mut buffer) {
                     Poll::Ready(end) => {
+                        out.max_batch = out.max_batch.max(buffer.len());
                         for item in buffer.drain(..) {
                             let _ = item.encoded(Encoding::Json, stats);
                             if let WatchItem::Event { event, .. } = &item {
@@ -302,14 +327,30 @@ pub struct TaxRun {
     pub healthy_ended: bool,
     /// Consumer loop iterations that found the healthy watcher unsynced (in-process only).
     pub healthy_unsynced_seen: u64,
+    /// The healthy watcher's queue capacity (in-process only; 0 over HTTP).
+    pub healthy_capacity: usize,
+    /// The most items one pull of the healthy consumer returned (in-process only).
+    pub healthy_max_batch: usize,
+    /// The writer's largest delay behind its schedule, in µs (in-process only): it then sent
+    /// the events it owed back to back.
+    pub writer_max_behind_us: f64,
 }
 
-/// One in-process slow-watcher-tax run.
+/// One in-process slow-watcher-tax run; `healthy_capacity` overrides the healthy watcher's
+/// queue capacity (`None`: sized like Kubernetes from the history capacity, 10 on a new cache).
 #[must_use]
-pub fn tax_run(mode: WatchMode, pattern: Pattern, slow: usize, rate: f64, secs: f64) -> TaxRun {
+pub fn tax_run(
+    mode: WatchMode,
+    pattern: Pattern,
+    slow: usize,
+    rate: f64,
+    secs: f64,
+    healthy_capacity: Option<usize>,
+) -> TaxRun {
     let events = (rate * secs) as usize;
     let rig = Rig::new(mode, events);
-    let healthy = vec![rig.watch(WatchStart::Now, None)];
+    let healthy = vec![rig.watch(WatchStart::Now, healthy_capacity)];
+    let capacity = healthy[0].queue().capacity();
     let slow_watches: Vec<Watch> = (0..slow)
         .map(|_| rig.watch(WatchStart::Now, None))
         .collect();
@@ -337,6 +378,9 @@ pub fn tax_run(mode: WatchMode, pattern: Pattern, slow: usize, rate: f64, secs: 
         events,
         healthy_ended: consumed.ended > 0,
         healthy_unsynced_seen: consumed.unsynced_seen,
+        healthy_capacity: capacity,
+        healthy_max_batch: consumed.max_batch,
+        writer_max_behind_us: rig.behind_max_ns.load(Ordering::Relaxed) as f64 / 1000.0,
     }
 }
 
@@ -425,16 +469,19 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
             let mut legacy = Vec::new();
             for run in 0..options.runs {
                 for mode in [WatchMode::StallResume, WatchMode::Legacy] {
-                    let result = tax_run(mode, pattern, slow, rate, secs);
+                    let result = tax_run(mode, pattern, slow, rate, secs, None);
                     eprintln!(
-                        "  tax {} {rate}/s {} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs, force-closes {}, terminations {}",
+                        "  tax {} {rate}/s {} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs, force-closes {}, terminations {}, healthy unsynced seen {}, max pull {}, writer behind ≤ {:.0} µs",
                         pattern.as_str(),
                         mode.as_str(),
                         result.latency.p50,
                         result.latency.p99,
                         result.latency.max,
                         result.force_closes,
-                        result.terminations
+                        result.terminations,
+                        result.healthy_unsynced_seen,
+                        result.healthy_max_batch,
+                        result.writer_max_behind_us,
                     );
                     match mode {
                         WatchMode::StallResume => resume.push(result),
@@ -458,7 +505,91 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     table.note("The healthy watcher has a Kubernetes-sized queue too (10 events at first): when its consumer thread is descheduled for longer than the queue covers, it stalls itself and is served by catch-up passes alongside the companions; the column counts the runs where the consumer saw it unsynced (n/a over HTTP: always 0/N there).");
     table.note("Stalls: synced → unsynced transitions (the core's `watcher_stalls`); in legacy mode a full queue blocks dispatch on the shared budget instead.");
     table.note("Queues are sized like Kubernetes (from the history capacity; 10 at first). Legacy mode: Kubernetes' pre-KEP dispatch budget and force-close (`unresponsive`); a force-closed companion reconnects from its last revision.");
-    Ok(vec![table])
+    Ok(vec![table, healthy_queue_table(options, slow, secs)])
+}
+
+/// Table 1c: why the healthy watcher goes unsynced at 1,000 events/s, and what its queue
+/// should hold. Stall-resume, stalled-once companions, runs interleaved over capacities.
+fn healthy_queue_table(options: &Options, slow: usize, secs: f64) -> Table {
+    let rate = if options.smoke { 200.0 } else { 1000.0 };
+    let capacities: [Option<usize>; 3] = [None, Some(100), Some(1000)];
+    let mut runs: Vec<Vec<TaxRun>> = vec![Vec::new(); capacities.len()];
+    for run in 0..options.runs {
+        for (i, capacity) in capacities.iter().enumerate() {
+            let result = tax_run(
+                WatchMode::StallResume,
+                Pattern::StalledOnce,
+                slow,
+                rate,
+                secs,
+                *capacity,
+            );
+            eprintln!(
+                "  tax healthy queue {} run {run}: p99 {:.0} max {:.0} µs, unsynced seen {}, max pull {}, writer behind ≤ {:.0} µs",
+                result.healthy_capacity,
+                result.latency.p99,
+                result.latency.max,
+                result.healthy_unsynced_seen,
+                result.healthy_max_batch,
+                result.writer_max_behind_us
+            );
+            runs[i].push(result);
+        }
+    }
+    let mut table = Table::new(
+        "tax",
+        &format!(
+            "1c. The healthy watcher's own queue, in-process: {slow} stalled-once companions, {rate} events/s, stall-resume, {secs} s per run"
+        ),
+        &[
+            "healthy queue, events",
+            "runs where it went unsynced",
+            "p50 µs",
+            "p99 µs",
+            "max µs",
+            "largest pull (items queued when the consumer got there), median / max",
+            "writer's largest delay behind schedule, ms, median / max",
+        ],
+    );
+    for (i, capacity) in capacities.iter().enumerate() {
+        let rs = &runs[i];
+        let med = |g: &dyn Fn(&TaxRun) -> f64| median(&rs.iter().map(g).collect::<Vec<_>>());
+        let max = |g: &dyn Fn(&TaxRun) -> f64| rs.iter().map(g).fold(0.0, f64::max);
+        let label = match capacity {
+            None => format!(
+                "{} (Kubernetes-sized on a new cache)",
+                rs.first().map_or(0, |r| r.healthy_capacity)
+            ),
+            Some(c) => c.to_string(),
+        };
+        table.row(vec![
+            label,
+            format!(
+                "{}/{}",
+                rs.iter().filter(|r| r.healthy_unsynced_seen > 0).count(),
+                rs.len()
+            ),
+            f(med(&|r| r.latency.p50), 0),
+            f(med(&|r| r.latency.p99), 0),
+            f(med(&|r| r.latency.max), 0),
+            format!(
+                "{} / {}",
+                f(med(&|r| r.healthy_max_batch as f64), 0),
+                f(max(&|r| r.healthy_max_batch as f64), 0)
+            ),
+            format!(
+                "{} / {}",
+                f(med(&|r| r.writer_max_behind_us / 1000.0), 1),
+                f(max(&|r| r.writer_max_behind_us / 1000.0), 1)
+            ),
+        ]);
+        for run in rs {
+            table.raw(json!({"capacity": capacity, "run": run}));
+        }
+    }
+    table.note("Same run as table 1 (stalled-once, stall-resume) with the healthy watcher's queue fixed at registration. A new cache's history holds 100 events, so Kubernetes' rule clamp(ceil(history / 75 s), 10, 1000) gives 10; on a cache that has seen this rate for 75 s the same rule gives about one second of events (1,000 at 1,000/s).");
+    table.note("Largest pull: the consumer pops up to 64 items per pull, so a pull of 10 from a 10-event queue means the queue was full when the consumer got there. Writer delay: the writer thread sleeps until each event's due time; when it wakes late it sends the events it owes back to back, a burst the dispatcher pushes in microseconds, faster than a woken consumer thread gets scheduled.");
+    table
 }
 
 /// One population run: healthy latencies with `stalled` never-reading watchers.

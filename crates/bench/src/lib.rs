@@ -15,8 +15,13 @@
 //! - `tax-http`: the same, end to end over HTTP against an in-process server;
 //! - `population`: healthy latency vs the stalled population (in-process);
 //! - `catchup`: shared catch-up of many watchers stalled together (in-process);
+//! - `resync`: resync time of a stalled watcher vs read and write rates, next to the fluid
+//!   bound (in-process);
+//! - `fairness`: passes a new stall waits next to long-standing laggards (in-process);
 //! - `fanout`: fan-out throughput end to end, clients in a child process;
 //! - `etcd`: etcd 3.4 side by side (slow-watcher tax, RSS per idle watch);
+//! - `scale`: the most concurrent HTTP watch streams one server process holds, clients in
+//!   child processes;
 //! - `alloc`: allocations per PATCH end to end and store decodes per conflict.
 
 pub mod alloc;
@@ -24,7 +29,9 @@ pub mod e2e;
 pub mod etcd;
 pub mod http;
 pub mod inproc;
+pub mod kep;
 pub mod report;
+pub mod scale;
 pub mod sys;
 
 use std::path::PathBuf;
@@ -47,13 +54,16 @@ pub struct Options {
 }
 
 /// Every suite, in priority order.
-pub const SUITES: [&str; 7] = [
+pub const SUITES: [&str; 10] = [
     "tax",
     "tax-http",
     "population",
     "catchup",
+    "resync",
+    "fairness",
     "fanout",
     "etcd",
+    "scale",
     "alloc",
 ];
 
@@ -127,6 +137,9 @@ pub fn run(options: &Options) -> Result<Report, String> {
             "tax-http" => e2e::tax_http(options)?,
             "population" => inproc::population(options)?,
             "catchup" => inproc::catchup(options)?,
+            "resync" => kep::resync(options)?,
+            "fairness" => kep::fairness(options)?,
+            "scale" => scale::scale(options)?,
             "fanout" => e2e::fanout(options)?,
             "etcd" => etcd::etcd(options)?,
             "alloc" => e2e::allocations(options)?,

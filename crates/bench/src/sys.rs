@@ -58,6 +58,57 @@ pub fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine, so a writer in
+/// one process and a reader in another can compute a delivery latency.
+#[must_use]
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the struct we pass.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Reads this process's RSS through a /proc/self/statm handle opened once, so it still works
+/// when every file descriptor of the process is in use (the scale suite).
+#[derive(Debug)]
+pub struct RssReader(Option<std::fs::File>);
+
+impl RssReader {
+    /// Opens /proc/self/statm.
+    #[must_use]
+    pub fn open() -> RssReader {
+        RssReader(std::fs::File::open("/proc/self/statm").ok())
+    }
+
+    /// The RSS in bytes (0 if unreadable).
+    pub fn rss_bytes(&mut self) -> u64 {
+        use std::io::{Read as _, Seek as _};
+        let Some(file) = self.0.as_mut() else {
+            return 0;
+        };
+        let mut text = String::new();
+        if file.rewind().is_err() || file.read_to_string(&mut text).is_err() {
+            return 0;
+        }
+        text.split_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 4096
+    }
+}
+
+/// Open file descriptors of this process (entries of /proc/self/fd), if it can be listed.
+#[must_use]
+pub fn open_fds() -> Option<usize> {
+    std::fs::read_dir("/proc/self/fd").ok().map(Iterator::count)
+}
+
 /// The UTC date and time (`date -u`), or "unknown".
 #[must_use]
 pub fn utc_now() -> String {

@@ -34,7 +34,17 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
     for table in json["tables"].as_array().unwrap() {
         assert!(!table["rows"].as_array().unwrap().is_empty(), "{table}");
     }
-    assert!(markdown.contains("Slow watcher tax"), "{markdown}");
+    for heading in [
+        "Slow watcher tax",
+        "The healthy watcher's own queue",
+        "Resync time",
+        "Fairness",
+        "Fan-out throughput",
+        "Scale",
+        "Allocations per PATCH",
+    ] {
+        assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
+    }
 }
 
 #[test]
