@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -114,6 +114,46 @@ pub(crate) enum ToWorker {
     Unsynced(Box<Watcher>),
 }
 
+/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns: the
+/// worker has room to fill before its idle period would end, so it passes at the normal period
+/// instead (a slow reader is not held to one queue per idle period). Raised at most once
+/// between two passes; the worker's notify hook wakes a driver thread.
+#[derive(Default)]
+pub(crate) struct DrainSignal {
+    pending: AtomicBool,
+    notify: OnceLock<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for DrainSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrainSignal")
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl DrainSignal {
+    pub(crate) fn raise(&self) {
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            if let Some(notify) = self.notify.get() {
+                notify();
+            }
+        }
+    }
+
+    pub(crate) fn is_raised(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn take(&self) -> bool {
+        self.pending.swap(false, Ordering::AcqRel)
+    }
+
+    pub(crate) fn set_notify(&self, notify: Arc<dyn Fn() + Send + Sync>) {
+        let _ = self.notify.set(notify);
+    }
+}
+
 /// Everything both actors and all readers share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -122,6 +162,7 @@ pub(crate) struct Shared {
     pub(crate) dispatched: AtomicU64,
     pub(crate) to_dispatcher: Mailbox<ToDispatcher>,
     pub(crate) to_worker: Mailbox<ToWorker>,
+    pub(crate) drain: Arc<DrainSignal>,
     pub(crate) metrics: Metrics,
     next_id: AtomicU64,
     fresh_waiters: Mutex<Vec<(Revision, Waker)>>,
@@ -274,6 +315,7 @@ impl WatchCache {
             dispatched: AtomicU64::new(list_revision),
             to_dispatcher: Mailbox::default(),
             to_worker: Mailbox::default(),
+            drain: Arc::default(),
             metrics,
             next_id: AtomicU64::new(1),
             fresh_waiters: Mutex::new(Vec::new()),
@@ -294,7 +336,10 @@ impl WatchCache {
         let capacity = request
             .queue_capacity
             .unwrap_or_else(|| config.queue_capacity_for(self.shared.read().history.capacity()));
-        let queue = Arc::new(WatchQueue::new(capacity.max(1)));
+        let queue = Arc::new(WatchQueue::with_drain_signal(
+            capacity.max(1),
+            self.shared.drain.clone(),
+        ));
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let watcher = Watcher {
             id,

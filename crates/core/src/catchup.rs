@@ -46,7 +46,11 @@
 //! left a draining member owed or spent its push budget, every busy period (the measured pass
 //! duration times `pass_busy_factor`, clamped to `[pass_period_busy_min, pass_period_busy_max]`)
 //! so passes take about a tenth of a core; after a pass that served and expired nothing, every
-//! `pass_period_idle`. A new stall resets the period to normal.
+//! `pass_period_idle`. A new stall resets the period to normal, and so does a consumer that
+//! empties the queue of a watcher the worker owns (the queue raises a drain signal and wakes
+//! the driver): otherwise a reader slower than the writes but faster than one queue per idle
+//! period would be held to one queue per idle period and never catch up (the resync benchmark
+//! measured it).
 //!
 //! ## Driving contract
 //! Call from one thread at a time, with non-decreasing `now`: [`CatchUpWorker::run_pass`] at or
@@ -164,7 +168,10 @@ impl CatchUpWorker {
     /// Installs the hook called when a watcher is handed to the worker, so a driver thread can
     /// wake up. Only the first hook is kept.
     pub fn set_notify(&self, notify: Box<dyn Fn() + Send + Sync>) {
-        self.shared.to_worker.set_notify(notify);
+        let notify: Arc<dyn Fn() + Send + Sync> = Arc::from(notify);
+        let again = notify.clone();
+        self.shared.to_worker.set_notify(Box::new(move || again()));
+        self.shared.drain.set_notify(notify);
     }
 
     /// Unsynced watchers owned now (not counting those still in the mailbox).
@@ -187,8 +194,10 @@ impl CatchUpWorker {
             return None;
         }
         let scheduled = self.next_pass_at.unwrap_or(self.last_now);
-        if has_new {
-            // A new stall resets the period to normal.
+        if has_new || self.shared.drain.is_raised() {
+            // A new stall resets the period to normal; so does a consumer that emptied the
+            // queue of a watcher the worker owns (it has room now: do not make it wait for
+            // the idle period).
             let normal = self
                 .last_pass_at
                 .map_or(self.last_now, |t| t + self.shared.config.pass_period_normal);
@@ -240,6 +249,8 @@ impl CatchUpWorker {
         self.last_now = self.last_now.max(now);
         let mut report = PassReport::default();
         let mut new_stalls = false;
+        // Queues emptied from here on raise the signal again for the next pass.
+        self.shared.drain.take();
         self.shared.to_worker.take_all(&mut self.inbox);
         while let Some(ToWorker::Unsynced(watcher)) = self.inbox.pop_front() {
             new_stalls = true;

@@ -25,9 +25,10 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
+use crate::cache::DrainSignal;
 use crate::event::WatchItem;
 use crate::object::Revision;
 use crate::time::Instant;
@@ -212,6 +213,8 @@ pub struct WatchQueue {
     capacity: usize,
     state: AtomicU8,
     published: Published,
+    /// Raised when a pop empties the queue while the catch-up worker owns the watcher.
+    drain: Option<Arc<DrainSignal>>,
 }
 
 impl WatchQueue {
@@ -234,6 +237,25 @@ impl WatchQueue {
             capacity,
             state: AtomicU8::new(WatcherState::Pending as u8),
             published: Published::default(),
+            drain: None,
+        }
+    }
+
+    /// [`WatchQueue::new`], raising `drain` whenever a pop empties the queue of a watcher the
+    /// catch-up worker owns (unsynced or streaming its initial state).
+    pub(crate) fn with_drain_signal(capacity: usize, drain: Arc<DrainSignal>) -> WatchQueue {
+        WatchQueue {
+            drain: Some(drain),
+            ..WatchQueue::new(capacity)
+        }
+    }
+
+    /// After a pop emptied the queue: tell the worker if it owns the watcher.
+    fn emptied(&self) {
+        if let Some(drain) = &self.drain {
+            if matches!(self.state(), WatcherState::Unsynced | WatcherState::Initial) {
+                drain.raise();
+            }
         }
     }
 
@@ -411,7 +433,14 @@ impl WatchQueue {
     /// Pops the next item, or the end once every item was delivered.
     pub fn try_pop(&self) -> Pop {
         let mut inner = self.lock();
-        Self::pop_locked(&mut inner)
+        let was_empty = inner.items.is_empty();
+        let pop = Self::pop_locked(&mut inner);
+        let emptied = !was_empty && inner.items.is_empty();
+        drop(inner);
+        if emptied {
+            self.emptied();
+        }
+        pop
     }
 
     fn pop_locked(inner: &mut Inner) -> Pop {
@@ -443,6 +472,8 @@ impl WatchQueue {
             out.extend(inner.items.drain(..take));
             if inner.items.is_empty() {
                 inner.drained = true;
+                drop(inner);
+                self.emptied();
             }
             return Poll::Ready(None);
         }

@@ -830,3 +830,45 @@ fn deadlines_end_watches_with_a_bookmark_before() {
     take(&unsynced, 5);
     assert_eq!(end_of(&unsynced), Some(WatchEnd::Deadline));
 }
+
+/// Goal: a reader that empties its queue while unsynced is served at the normal pass period,
+/// not held to the idle period (which would cap it at one queue per idle period: the resync
+/// benchmark measured readers faster than the writes that never caught up). A synced reader
+/// that empties its queue does not wake the worker. Method: queue of 2, a stall, a pass that
+/// finds the queue full (idle period next), then the reader drains.
+#[test]
+fn an_unsynced_reader_that_drains_is_served_at_the_normal_period() {
+    let mut h = Harness::new(config());
+    let normal = h.cache.config().pass_period_normal;
+    let idle = h.cache.config().pass_period_idle;
+    assert!(idle > normal);
+    let slow = h.watch_from(WatchStart::Now, 2);
+    let healthy = h.watch_from(WatchStart::Now, 100);
+    let mut written = Vec::new();
+    for i in 0..10 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    assert_eq!(slow.state(), WatcherState::Unsynced);
+    // The stall's first pass, then one that finds the queue still full: idle period.
+    h.pass();
+    let report = h.pass();
+    assert_eq!(report.members, 0, "{report:?}");
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + idle));
+    // A synced reader emptying its queue changes nothing.
+    assert_eq!(revisions(&drain(&healthy)), written);
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + idle));
+    // The unsynced reader empties its queue: the next pass is due at the normal period.
+    let mut seen = drain(&slow);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + normal));
+    h.advance(normal);
+    let served = h.passes.last().expect("a pass ran at the normal period");
+    assert_eq!(served.members, 1, "{served:?}");
+    seen.extend(drain(&slow));
+    assert_eq!(seen.len(), 4);
+    let mut rest = vec![seen];
+    h.settle(&[&slow], &mut rest, 50);
+    assert_eq!(revisions(&rest[0]), written, "every event once, in order");
+    assert_eq!(slow.state(), WatcherState::Synced);
+    assert_no_skips(&h);
+}
