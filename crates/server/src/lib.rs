@@ -12,6 +12,7 @@ pub mod http;
 pub mod metrics;
 pub mod query;
 pub mod reflector;
+pub mod watch_frame;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
