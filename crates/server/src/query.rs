@@ -298,6 +298,10 @@ mod tests {
             "watch=maybe",
             "fieldSelector=nope",
             "resourceVersionMatch=Newest",
+            // A trailing lone backslash and unknown escapes (found by the selector_field fuzz
+            // target: they used to be dropped silently).
+            "fieldSelector=metadata.name%3Da%20%5C",
+            "fieldSelector=metadata.name%3Da%5Cb",
         ] {
             let err = Options::parse(Some(query)).unwrap_err();
             assert_eq!(err.code, 400, "{query}");
