@@ -121,10 +121,10 @@ pub fn query_params(data: &[u8]) {
             if let Some(timeout) = options.timeout_seconds {
                 assert!(timeout > 0, "{input:?}: timeoutSeconds 0 kept");
             }
-            if let Some(token) = &options.continue_token {
-                if let Err(error) = query::ContinueToken::decode(token) {
-                    assert_code(&error, &[400], "continue");
-                }
+            if let Some(token) = &options.continue_token
+                && let Err(error) = query::ContinueToken::decode(token)
+            {
+                assert_code(&error, &[400], "continue");
             }
             if let Err(error) = options.validate_watch("pods") {
                 assert_code(&error, &[422], "validate_watch");
