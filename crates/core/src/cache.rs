@@ -134,10 +134,10 @@ impl std::fmt::Debug for DrainSignal {
 
 impl DrainSignal {
     pub(crate) fn raise(&self) {
-        if !self.pending.swap(true, Ordering::AcqRel) {
-            if let Some(notify) = self.notify.get() {
-                notify();
-            }
+        if !self.pending.swap(true, Ordering::AcqRel)
+            && let Some(notify) = self.notify.get()
+        {
+            notify();
         }
     }
 

@@ -252,10 +252,10 @@ impl WatchQueue {
 
     /// After a pop emptied the queue: tell the worker if it owns the watcher.
     fn emptied(&self) {
-        if let Some(drain) = &self.drain {
-            if matches!(self.state(), WatcherState::Unsynced | WatcherState::Initial) {
-                drain.raise();
-            }
+        if let Some(drain) = &self.drain
+            && matches!(self.state(), WatcherState::Unsynced | WatcherState::Initial)
+        {
+            drain.raise();
         }
     }
 

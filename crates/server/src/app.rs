@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use watchkeeper_api::{ApiError, CreateContext, ResourceDef, prepare_create, prepare_update};
@@ -136,57 +135,7 @@ pub struct App {
     pub limits: Arc<crate::limits::Limits>,
 }
 
-/// A continue token: the snapshot revision and the last key served.
-#[derive(Debug, PartialEq, Eq)]
-pub struct ContinueToken {
-    /// The revision every page is served at.
-    pub revision: Revision,
-    /// The last key of the previous page.
-    pub start_after: String,
-}
-
-impl ContinueToken {
-    /// Encodes as Kubernetes does: base64 of a small JSON document.
-    #[must_use]
-    pub fn encode(&self) -> String {
-        let doc = json!({"v": "meta.k8s.io/v1", "rv": self.revision, "start": self.start_after});
-        base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
-    }
-
-    /// Decodes and validates a token.
-    ///
-    /// # Errors
-    /// 400 for anything that is not a token this server made.
-    pub fn decode(token: &str) -> Result<ContinueToken, ApiError> {
-        let bad = || {
-            ApiError::bad_request(format!(
-                "continue key is not valid: {token:?} is not a continue token issued by this server"
-            ))
-        };
-        let raw = base64::engine::general_purpose::URL_SAFE
-            .decode(token)
-            .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
-            .map_err(|_| bad())?;
-        let doc: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-        if doc.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
-            return Err(bad());
-        }
-        let revision = doc
-            .get("rv")
-            .and_then(Value::as_u64)
-            .filter(|rv| *rv > 0)
-            .ok_or_else(bad)?;
-        let start_after = doc
-            .get("start")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?
-            .to_owned();
-        Ok(ContinueToken {
-            revision,
-            start_after,
-        })
-    }
-}
+pub use crate::query::ContinueToken;
 
 /// The answer to a list: the objects of one page and the list's metadata.
 #[derive(Debug)]
@@ -886,27 +835,4 @@ fn random_suffix() -> String {
     (0..5)
         .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn continue_tokens_round_trip_and_reject_garbage() {
-        let token = ContinueToken {
-            revision: 42,
-            start_after: "ns/a".into(),
-        };
-        assert_eq!(ContinueToken::decode(&token.encode()).unwrap(), token);
-        for bad in [
-            "",
-            "garbage",
-            "eyJ2IjoxfQ==",
-            &base64::engine::general_purpose::STANDARD
-                .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":0,\"start\":\"\"}"),
-        ] {
-            assert_eq!(ContinueToken::decode(bad).unwrap_err().code, 400, "{bad}");
-        }
-    }
 }

@@ -23,12 +23,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use watchkeeper_api::{ApiError, PatchType, ResourceDef, validate_field_selector};
-use watchkeeper_core::{Encoding, Revision, WatchEnd, WatchItem, WatchRequest, WatchStart};
+use watchkeeper_core::{Encoding, WatchEnd, WatchItem, WatchRequest, WatchStart};
 use watchkeeper_store::Store;
 
 use crate::app::{App, Resource, WatchInfo, too_large};
 use crate::auth::{Attributes, User};
 use crate::query::{Options, ResourceVersion};
+use crate::watch_frame::encode_frame;
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
 /// `--max-request-body-bytes`.
@@ -860,8 +861,9 @@ impl WatchStream {
             .count();
         self.delivered
             .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
+        let now = now_unix();
         for item in self.buffer.drain(..) {
-            encode_frame(&mut out, &self.resource.def, &item, self.table, stats);
+            encode_frame(&mut out, &self.resource.def, &item, self.table, stats, now);
         }
         if let Some(end) = end {
             self.done = true;
@@ -891,57 +893,6 @@ fn end_error(end: &WatchEnd) -> Option<ApiError> {
         | WatchEnd::Deadline
         | WatchEnd::Shutdown => None,
     }
-}
-
-fn encode_frame(
-    out: &mut BytesMut,
-    def: &ResourceDef,
-    item: &WatchItem,
-    table: bool,
-    stats: &watchkeeper_core::EncodeStats,
-) {
-    match item.encoded(Encoding::Json, stats) {
-        Some((event_type, bytes)) => {
-            out.put_slice(b"{\"type\":\"");
-            out.put_slice(event_type.as_str().as_bytes());
-            out.put_slice(b"\",\"object\":");
-            if table {
-                let object: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                let rv = object
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                out.put_slice(
-                    watchkeeper_api::to_table(def, &[&object], &rv, None, now_unix())
-                        .to_string()
-                        .as_bytes(),
-                );
-            } else {
-                out.put_slice(&bytes);
-            }
-            out.put_slice(b"}\n");
-        }
-        None => {
-            let WatchItem::Bookmark {
-                revision,
-                initial_events_end,
-            } = item
-            else {
-                return;
-            };
-            out.put_slice(bookmark(def, *revision, *initial_events_end).as_bytes());
-        }
-    }
-}
-
-fn bookmark(def: &ResourceDef, revision: Revision, initial_events_end: bool) -> String {
-    let mut metadata = json!({"resourceVersion": revision.to_string()});
-    if initial_events_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
-    let object = json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata});
-    format!("{{\"type\":\"BOOKMARK\",\"object\":{object}}}\n")
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod query;
 pub mod reflector;
 pub mod tls;
 pub mod upstream;
+pub mod watch_frame;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

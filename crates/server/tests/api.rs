@@ -367,6 +367,14 @@ async fn malformed_requests_get_clear_statuses() {
             400,
         ),
         (
+            // A dangling escape in a field selector value (found by fuzzing).
+            "GET",
+            format!("{base}?fieldSelector=metadata.name%3Dx%5C"),
+            "application/json",
+            String::new(),
+            400,
+        ),
+        (
             "GET",
             format!("{base}?resourceVersion=banana"),
             "application/json",
