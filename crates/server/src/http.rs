@@ -29,7 +29,7 @@ use watchkeeper_store::Store;
 use crate::app::{App, Resource, WatchInfo, too_large};
 use crate::auth::{Attributes, User};
 use crate::query::{Options, ResourceVersion};
-use crate::watch_frame::encode_frame;
+use crate::watch_frame::encode_frames;
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
 /// `--max-request-body-bytes`.
@@ -788,13 +788,14 @@ async fn watch(
             if stream.done {
                 return None;
             }
-            let chunk = tokio::select! {
-                chunk = stream.next_chunk() => chunk,
+            let parts = tokio::select! {
+                parts = stream.next_chunk() => parts,
                 _ = shutdown.changed() => return None,
             };
-            Some((Ok::<Bytes, Infallible>(chunk), (stream, shutdown)))
+            Some((parts, (stream, shutdown)))
         },
-    );
+    )
+    .flat_map(|parts| futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>)));
     let mut response = Response::new(Body::from_stream(body.boxed()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -848,11 +849,13 @@ impl Drop for WatchStream {
 }
 
 impl WatchStream {
-    /// Waits for items and encodes up to 64 of them (and the end, if it came) into one chunk.
-    async fn next_chunk(&mut self) -> Bytes {
+    /// Waits for items and encodes up to 64 of them (and the end, if it came) as body pieces
+    /// (see [`crate::watch_frame::encode_frames`]: large objects' cached encodings are shared,
+    /// not copied per watcher).
+    async fn next_chunk(&mut self) -> Vec<Bytes> {
         let end =
             std::future::poll_fn(|cx| self.watch.poll_pop_many(cx, 64, &mut self.buffer)).await;
-        let mut out = BytesMut::with_capacity(self.buffer.len() * 600 + 64);
+        let mut parts = Vec::new();
         let stats = &self.resource.cache().metrics().encode;
         let events = self
             .buffer
@@ -862,18 +865,26 @@ impl WatchStream {
         self.delivered
             .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
         let now = now_unix();
-        for item in self.buffer.drain(..) {
-            encode_frame(&mut out, &self.resource.def, &item, self.table, stats, now);
-        }
+        encode_frames(
+            &mut parts,
+            &self.resource.def,
+            &self.buffer,
+            self.table,
+            stats,
+            now,
+        );
+        self.buffer.clear();
         if let Some(end) = end {
             self.done = true;
             if let Some(error) = end_error(&end) {
+                let mut out = BytesMut::new();
                 out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
                 out.put_slice(error.to_status().to_string().as_bytes());
                 out.put_slice(b"}\n");
+                parts.push(out.freeze());
             }
         }
-        out.freeze()
+        parts
     }
 }
 

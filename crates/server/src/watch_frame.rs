@@ -5,17 +5,59 @@
 //! Every frame is one complete JSON document followed by `\n`, whatever the object's body: the
 //! object bytes come from the core's cached encoding (serde_json output of a `Value`, so always
 //! valid JSON), a Table is built from that same body, and a bookmark is built here from the
-//! resource's kind and the revision. Nothing here panics or blocks; the cost is one copy of the
-//! cached bytes per frame (plus a Table conversion when the client asked for tables).
+//! resource's kind and the revision. Nothing here panics or blocks.
+//!
+//! ## Cost
+//! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more
+//! (a reference-counted clone between two small pieces of framing text: no copy and no
+//! object-sized allocation per watcher); smaller frames are copied together into one buffer,
+//! which is cheaper than a piece each. A Table (when the client asked for tables) is built per
+//! frame.
 //!
 //! This module depends only on `watchkeeper-core`, `watchkeeper-api`, `bytes` and `serde_json`
 //! (never on `crate::`), so the fuzz crate (`fuzz/`) compiles this very file without the
 //! server's network stack and fuzzes the encoder the server runs.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
 use watchkeeper_api::ResourceDef;
 use watchkeeper_core::{EncodeStats, Encoding, Revision, WatchItem};
+
+/// Objects whose encoding is at least this long are sent as a shared piece, not copied.
+pub const SHARE_MIN_BYTES: usize = 1024;
+
+/// Appends the frames of `items` to `parts`, whose concatenation is exactly the concatenation
+/// of [`encode_frame`] of each item: the cached encoding of an object of
+/// [`SHARE_MIN_BYTES`] or more becomes a piece of its own (shared, not copied), everything else
+/// is copied into buffers between those pieces.
+pub fn encode_frames<'a>(
+    parts: &mut Vec<Bytes>,
+    def: &ResourceDef,
+    items: impl IntoIterator<Item = &'a WatchItem>,
+    table: bool,
+    stats: &EncodeStats,
+    now: i64,
+) {
+    let mut text = BytesMut::new();
+    for item in items {
+        if !table
+            && let Some((event_type, bytes)) = item.encoded(Encoding::Json, stats)
+            && bytes.len() >= SHARE_MIN_BYTES
+        {
+            text.put_slice(b"{\"type\":\"");
+            text.put_slice(event_type.as_str().as_bytes());
+            text.put_slice(b"\",\"object\":");
+            parts.push(text.split().freeze());
+            parts.push(bytes);
+            text.put_slice(b"}\n");
+            continue;
+        }
+        encode_frame(&mut text, def, item, table, stats, now);
+    }
+    if !text.is_empty() {
+        parts.push(text.freeze());
+    }
+}
 
 /// Appends the frame of one watch item to `out`. `table` converts the object to a
 /// `meta.k8s.io/v1` Table (for `kubectl get -w`), with ages computed against `now` (Unix

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use watchkeeper::query::{ContinueToken, Options, ResourceVersion};
-use watchkeeper::watch_frame::encode_frame;
+use watchkeeper::watch_frame::{SHARE_MIN_BYTES, encode_frame, encode_frames};
 use watchkeeper_api::builtin_resources;
 use watchkeeper_core::{EncodeStats, Event, EventType, Object, WatchItem};
 
@@ -176,4 +176,58 @@ fn numbers_survive_the_watch_encoder_exactly() {
         6.666_666_666_666_667e69,
         "the nearest float to the 70-digit number"
     );
+}
+
+proptest! {
+    /// The pieces a watch body is sent in (large objects shared, small frames copied together)
+    /// concatenate to exactly the frames one by one, and every object of `SHARE_MIN_BYTES` or
+    /// more is a piece of its own: the shared cached encoding, not a copy.
+    #[test]
+    fn watch_body_pieces_are_the_frames_with_large_objects_shared(
+        sizes in proptest::collection::vec(0..3 * SHARE_MIN_BYTES, 0..12),
+        kinds in proptest::collection::vec(0..4u8, 12),
+        table in any::<bool>(),
+    ) {
+        let defs = builtin_resources();
+        let def = &defs[0];
+        let stats = EncodeStats::default();
+        let items: Vec<WatchItem> = sizes
+            .iter()
+            .zip(&kinds)
+            .enumerate()
+            .map(|(i, (&size, &kind))| {
+                let revision = 10 + i as u64;
+                let object = |rv| {
+                    Arc::new(Object::new(
+                        "default",
+                        &format!("o{i}"),
+                        BTreeMap::new(),
+                        BTreeMap::new(),
+                        rv,
+                        json!({"metadata": {"name": format!("o{i}")}, "data": {"x": "y".repeat(size)}}),
+                    ))
+                };
+                match kind {
+                    0 => WatchItem::Initial(object(revision)),
+                    1 => WatchItem::Event { event_type: EventType::Modified, event: Arc::new(Event::new(revision, Some(object(revision)), Some(object(1)))) },
+                    2 => WatchItem::Event { event_type: EventType::Deleted, event: Arc::new(Event::new(revision, None, Some(object(1)))) },
+                    _ => WatchItem::Bookmark { revision, initial_events_end: false },
+                }
+            })
+            .collect();
+        let mut expected = BytesMut::new();
+        for item in &items {
+            encode_frame(&mut expected, def, item, table, &stats, 1_800_000_000);
+        }
+        let mut parts = Vec::new();
+        encode_frames(&mut parts, def, &items, table, &stats, 1_800_000_000);
+        let joined: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
+        prop_assert_eq!(&joined[..], &expected[..]);
+        for item in &items {
+            if let Some((_, bytes)) = item.encoded(watchkeeper_core::Encoding::Json, &stats) {
+                let shared = parts.iter().any(|p| p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len());
+                prop_assert_eq!(shared, !table && bytes.len() >= SHARE_MIN_BYTES);
+            }
+        }
+    }
 }
