@@ -371,6 +371,17 @@ pub fn watch_encoder(data: &[u8]) {
     let stats = EncodeStats::default();
     let mut out = bytes::BytesMut::new();
     watch_frame::encode_frame(&mut out, def, &item, table, &stats, 1_800_000_000);
+    // The pieces the server sends (large encodings shared) are exactly the frame.
+    let mut parts = Vec::new();
+    watch_frame::encode_frames(
+        &mut parts,
+        def,
+        std::iter::once(&item),
+        table,
+        &stats,
+        1_800_000_000,
+    );
+    assert_eq!(parts.concat(), &out[..], "the body pieces are the frame");
     assert_eq!(out.last(), Some(&b'\n'), "a frame ends with a newline");
     assert_eq!(
         out.iter().filter(|&&b| b == b'\n').count(),
