@@ -555,11 +555,15 @@ pub async fn layer(State(app): State<Arc<App>>, request: Request, next: Next) ->
     }
     let (mut parts, body) = request.into_parts();
     let connection = parts.extensions.get::<Arc<Connection>>().cloned();
-    let user = match app.auth.authenticate_peer(
-        parts.uri.path(),
-        &parts.headers,
-        connection.as_ref().and_then(|c| c.peer.as_ref()),
-    ) {
+    let user = match app
+        .auth
+        .authenticate_peer(
+            parts.uri.path(),
+            &parts.headers,
+            connection.as_ref().and_then(|c| c.peer.as_ref()),
+        )
+        .and_then(|user| app.auth.impersonate(user, &parts.headers))
+    {
         Ok(user) => user,
         Err(error) => return error_response(&error),
     };

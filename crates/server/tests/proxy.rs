@@ -937,3 +937,177 @@ async fn kube_rs_watchers_through_two_tiers() {
     tier1.shutdown().await;
     upstream.shutdown().await;
 }
+
+/// `--upstream-impersonate`: the proxy forwards writes as the caller it authenticated, so the
+/// upstream's own authorization decides them. The upstream lets the proxy's identity read
+/// everything and impersonate users, groups and uids, but not write; alice may write configmaps in
+/// `team-a` only. Through the proxy alice's write in `team-a` succeeds (as alice: the proxy
+/// could not have written it) and her write in `default` is the upstream's 403 naming alice;
+/// a caller the upstream does not let impersonate gets the upstream's 403 for that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_the_proxy_act_as_the_caller_with_impersonation() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = |spec: Value| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": spec})
+            .to_string()
+    };
+    // The upstream: the proxy reads and impersonates; alice writes configmaps in team-a.
+    let up_tokens = dir.path().join("up-tokens.csv");
+    std::fs::write(
+        &up_tokens,
+        "proxy-token,proxy,uid-proxy,\"\"\nalice-up-token,alice,uid-alice,\"dev\"\nadmin-token,admin,uid-admin,\"\"\n",
+    )
+    .unwrap();
+    let up_policy = dir.path().join("up-abac.jsonl");
+    std::fs::write(
+        &up_policy,
+        [
+            rule(json!({"user": "proxy", "nonResourcePath": "*", "readonly": true})),
+            rule(json!({"user": "proxy", "namespace": "*", "resource": "*", "apiGroup": "*", "readonly": true})),
+            rule(json!({"user": "proxy", "namespace": "*", "resource": "users", "apiGroup": ""})),
+            rule(json!({"user": "proxy", "namespace": "*", "resource": "groups", "apiGroup": ""})),
+            rule(json!({"user": "proxy", "namespace": "*", "resource": "uids", "apiGroup": ""})),
+            rule(json!({"user": "alice", "namespace": "team-a", "resource": "configmaps", "apiGroup": ""})),
+            rule(json!({"user": "admin", "namespace": "*", "resource": "*", "apiGroup": "*"})),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let upstream = watchkeeper::start(
+        ServeConfig::from_args(ServeArgs {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            store: Some("embedded".to_owned()),
+            data_dir: Some(dir.path().join("data")),
+            durable_commits: Some(false),
+            token_auth_file: Some(up_tokens),
+            authorization_policy_file: Some(up_policy),
+            ..ServeArgs::default()
+        })
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(HANG_GUARD, upstream.ready())
+        .await
+        .unwrap();
+    // team-a exists (created upstream by an admin; alice may not create namespaces).
+    let (status, text) = common::request_with_headers(
+        upstream.addr,
+        "POST",
+        "/api/v1/namespaces",
+        &[("Authorization", "Bearer admin-token")],
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    let kubeconfig = dir.path().join("kubeconfig.yaml");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: up, cluster: {{server: \"http://{}\"}}}}]\nusers: [{{name: proxy, user: {{token: proxy-token}}}}]\ncontexts: [{{name: up, context: {{cluster: up, user: proxy}}}}]\ncurrent-context: up\n",
+            upstream.addr
+        ),
+    )
+    .unwrap();
+    // The proxy authenticates its own callers: alice, and mallory whom the upstream does not
+    // know as a writer either.
+    let proxy_tokens = dir.path().join("proxy-tokens.csv");
+    std::fs::write(
+        &proxy_tokens,
+        "alice-token,alice,uid-alice,\"dev\"\nmallory-token,mallory,uid-m,\"\"\n",
+    )
+    .unwrap();
+    let proxy = watchkeeper::start(
+        ServeConfig::from_args(ServeArgs {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            upstream_kubeconfig: Some(kubeconfig),
+            upstream_resources: Some(vec!["configmaps".into(), "namespaces".into()]),
+            upstream_impersonate: Some(true),
+            token_auth_file: Some(proxy_tokens),
+            ..ServeArgs::default()
+        })
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(HANG_GUARD, proxy.ready())
+        .await
+        .unwrap();
+    let as_alice = [("Authorization", "Bearer alice-token")];
+    let body = |ns: &str, name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"by": "alice"}})
+            .to_string()
+    };
+    // Alice's write in team-a: allowed upstream for alice (the proxy itself is read-only).
+    let (status, text) = common::request_with_headers(
+        proxy.addr,
+        "POST",
+        "/api/v1/namespaces/team-a/configmaps",
+        &as_alice,
+        &body("team-a", "mine"),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    // Read-your-writes through the proxy, as alice.
+    let (status, text) = common::request_with_headers(
+        proxy.addr,
+        "GET",
+        "/api/v1/namespaces/team-a/configmaps/mine?resourceVersion=0",
+        &as_alice,
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    // Alice's write in default: the upstream's 403, naming alice (not the proxy).
+    let (status, text) = common::request_with_headers(
+        proxy.addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &as_alice,
+        &body("default", "not-mine"),
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("User \\\"alice\\\""), "{text}");
+    // Nothing was half-written.
+    let (status, _) = common::request_with_headers(
+        upstream.addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/not-mine",
+        &[("Authorization", "Bearer alice-up-token")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 403, "alice may not even read default upstream");
+    // Impersonation is the upstream's decision: a caller it does not let impersonate is refused.
+    let (status, text) = common::request_with_headers(
+        upstream.addr,
+        "POST",
+        "/api/v1/namespaces/team-a/configmaps",
+        &[
+            ("Authorization", "Bearer alice-up-token"),
+            ("Impersonate-User", "proxy"),
+        ],
+        &body("team-a", "sneaky"),
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(
+        text.contains("cannot impersonate resource \\\"users\\\""),
+        "{text}"
+    );
+    // Mallory through the proxy: impersonated as mallory, whom the upstream lets write nothing.
+    let (status, text) = common::request_with_headers(
+        proxy.addr,
+        "POST",
+        "/api/v1/namespaces/team-a/configmaps",
+        &[("Authorization", "Bearer mallory-token")],
+        &body("team-a", "mallorys"),
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("User \\\"mallory\\\""), "{text}");
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}
