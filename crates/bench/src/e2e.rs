@@ -732,6 +732,88 @@ async fn child_alloc(
     Ok(json!({"patches": patches, "secs": started.elapsed().as_secs_f64()}))
 }
 
+/// One end-to-end fan-out run (see [`fanout`]).
+#[derive(Debug)]
+pub struct FanoutRun {
+    /// Successful writes over the writers' time.
+    pub writes_per_second: f64,
+    /// Deliveries counted by the clients over the time from the first write to the last delivery.
+    pub per_second: f64,
+    /// The server's (this process's) CPU µs per delivered event.
+    pub cpu_us: f64,
+    /// Server RSS growth while the watches opened, KiB per watch.
+    pub rss_kib: f64,
+    /// The core's synced → unsynced transitions.
+    pub watcher_stalls: u64,
+    /// Every watch got every write within the drain limit.
+    pub complete: bool,
+    /// The raw figures.
+    pub raw: Value,
+}
+
+/// Runs `n` HTTP watches × `rate` writes/s for `secs` against a fresh in-process server (memory
+/// store), clients and writers (`inflight` in flight) in a child process, so this process's CPU
+/// time is the server's.
+///
+/// # Errors
+/// The server or the client process failed.
+pub fn fanout_http_once(
+    options: &Options,
+    n: usize,
+    rate: f64,
+    secs: f64,
+    inflight: usize,
+) -> Result<FanoutRun, String> {
+    let running = Running::start(ServeArgs::default())?;
+    let addr = running.addr;
+    let rv = running.runtime.block_on(seed(addr, 100, 1024))?;
+    let rss_before = crate::sys::rss_bytes();
+    let mut child = Child::spawn(
+        &options.exe,
+        &[
+            "fanout".into(),
+            "--addr".into(),
+            addr.to_string(),
+            "--rv".into(),
+            rv.to_string(),
+            "--watchers".into(),
+            n.to_string(),
+            "--rate".into(),
+            rate.to_string(),
+            "--secs".into(),
+            secs.to_string(),
+            "--inflight".into(),
+            inflight.to_string(),
+            "--drain-secs".into(),
+            "300".into(),
+        ],
+    )?;
+    child.expect("ready")?;
+    let rss_ready = crate::sys::rss_bytes();
+    let cpu0 = crate::sys::cpu_seconds();
+    child.go()?;
+    let done: Value = serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
+    let cpu1 = crate::sys::cpu_seconds();
+    child.finish();
+    let watcher_stalls = running.configmaps().watcher_stalls.get();
+    running.stop();
+    if let Some(error) = done.get("error") {
+        return Err(format!("fanout client: {error}"));
+    }
+    let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
+    Ok(FanoutRun {
+        writes_per_second: done["writes"].as_f64().unwrap_or(0.0)
+            / done["write_secs"].as_f64().unwrap_or(1.0).max(1e-9),
+        per_second: delivered / done["delivery_secs"].as_f64().unwrap_or(1.0).max(1e-9),
+        cpu_us: (cpu1 - cpu0) * 1e6 / delivered.max(1.0),
+        rss_kib: (rss_ready.saturating_sub(rss_before)) as f64 / 1024.0 / n as f64,
+        watcher_stalls,
+        complete: done["complete"].as_bool().unwrap_or(false)
+            && done["delivered"] == done["expected"],
+        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "watcher_stalls": watcher_stalls}),
+    })
+}
+
 /// Suite `fanout`: N HTTP watchers × write rate, events delivered per second and server CPU
 /// time per delivered event (clients in a child process, so the bench process's CPU time is
 /// the server's).
@@ -780,59 +862,16 @@ pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
             let mut rss = Vec::new();
             let mut complete = true;
             for _ in 0..options.runs {
-                let running = Running::start(ServeArgs::default())?;
-                let addr = running.addr;
-                let rv = running.runtime.block_on(seed(addr, 100, 1024))?;
-                let rss_before = crate::sys::rss_bytes();
-                let mut child = Child::spawn(
-                    &options.exe,
-                    &[
-                        "fanout".into(),
-                        "--addr".into(),
-                        addr.to_string(),
-                        "--rv".into(),
-                        rv.to_string(),
-                        "--watchers".into(),
-                        n.to_string(),
-                        "--rate".into(),
-                        rate.to_string(),
-                        "--secs".into(),
-                        run_secs.to_string(),
-                        "--inflight".into(),
-                        INFLIGHT.to_string(),
-                        "--drain-secs".into(),
-                        "300".into(),
-                    ],
-                )?;
-                child.expect("ready")?;
-                let rss_ready = crate::sys::rss_bytes();
-                let cpu0 = crate::sys::cpu_seconds();
-                child.go()?;
-                let done: Value =
-                    serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
-                let cpu1 = crate::sys::cpu_seconds();
-                child.finish();
-                let watcher_stalls = running.configmaps().watcher_stalls.get();
-                running.stop();
-                if let Some(error) = done.get("error") {
-                    return Err(format!("fanout client: {error}"));
-                }
-                writes_seen.push(
-                    done["writes"].as_f64().unwrap_or(0.0)
-                        / done["write_secs"].as_f64().unwrap_or(1.0).max(1e-9),
-                );
-                stalls.push(watcher_stalls as f64);
-                let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
-                let per_second =
-                    delivered / done["delivery_secs"].as_f64().unwrap_or(1.0).max(1e-9);
-                let cpu_us = (cpu1 - cpu0) * 1e6 / delivered.max(1.0);
-                let rss_kib = (rss_ready.saturating_sub(rss_before)) as f64 / 1024.0 / n as f64;
-                complete &= done["complete"].as_bool().unwrap_or(false)
-                    && done["delivered"] == done["expected"];
+                let one = fanout_http_once(options, n, rate, run_secs, INFLIGHT)?;
+                let (per_second, cpu_us, rss_kib) = (one.per_second, one.cpu_us, one.rss_kib);
+                writes_seen.push(one.writes_per_second);
+                stalls.push(one.watcher_stalls as f64);
+                complete &= one.complete;
                 eprintln!(
-                    "  fanout {n} x {rate}/s: {per_second:.0} events/s, {cpu_us:.2} CPU-µs/event, {rss_kib:.1} KiB/watch, {done}"
+                    "  fanout {n} x {rate}/s: {per_second:.0} events/s, {cpu_us:.2} CPU-µs/event, {rss_kib:.1} KiB/watch, {}",
+                    one.raw["client"]
                 );
-                table.raw(json!({"watchers": n, "rate": rate, "secs": run_secs, "inflight": INFLIGHT, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "watcher_stalls": watcher_stalls}));
+                table.raw(one.raw);
                 rates_seen.push(per_second);
                 cpu.push(cpu_us);
                 rss.push(rss_kib);

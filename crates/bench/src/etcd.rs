@@ -1,5 +1,7 @@
 //! Suite `etcd`: the same workloads against Debian's etcd 3.4 (its own gRPC watches through
-//! etcd-client) and against watchkeeper (HTTP watches, memory store), interleaved.
+//! etcd-client) and against watchkeeper (HTTP watches, memory store), interleaved: the
+//! slow-watcher tax (table 7), RSS per idle watch (7b), and fan-out throughput with server CPU
+//! per delivered event (7c).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -162,6 +164,220 @@ async fn etcd_tax(endpoint: &str, stalled: usize, rate: f64, secs: f64) -> Resul
     Ok(Latency::from_nanos(latencies))
 }
 
+/// One etcd fan-out run: `n` watchers (own connection each, all reading) on one prefix, and
+/// `rate` puts/s of 1 KiB values over 100 keys for `secs`, up to `inflight` in flight.
+async fn etcd_fanout(
+    endpoint: &str,
+    pid: u32,
+    n: usize,
+    rate: f64,
+    secs: f64,
+    inflight: usize,
+) -> Result<FanoutFigures, String> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let prefix = format!("/fanout/{}/", now_ns());
+    let mut watches = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut c = connect(endpoint).await?;
+        let stream = c
+            .watch(prefix.clone(), Some(WatchOptions::new().with_prefix()))
+            .await
+            .map_err(|e| e.to_string())?;
+        watches.push((c, stream));
+    }
+    let mut writers = Vec::with_capacity(inflight);
+    for _ in 0..inflight {
+        writers.push(connect(endpoint).await?.kv_client());
+    }
+    let delivered = Arc::new(AtomicU64::new(0));
+    let target = Arc::new(AtomicU64::new(u64::MAX));
+    let last_delivery = Arc::new(AtomicU64::new(0));
+    let cpu0 = crate::sys::cpu_seconds_of(pid);
+    let start_ns = now_ns();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(secs + DRAIN_SECS);
+    let mut readers = Vec::with_capacity(n);
+    for (client, mut stream) in watches {
+        let (delivered, target, last_delivery) =
+            (delivered.clone(), target.clone(), last_delivery.clone());
+        readers.push(tokio::spawn(async move {
+            let _client = client;
+            let mut mine = 0u64;
+            // Re-checks the target every 200 ms: it is only known once the writes are done.
+            while mine < target.load(Ordering::Acquire) {
+                if tokio::time::Instant::now() >= deadline {
+                    return false;
+                }
+                match tokio::time::timeout(Duration::from_millis(200), stream.message()).await {
+                    Ok(Ok(Some(resp))) => {
+                        let events = resp.events().len() as u64;
+                        if events > 0 {
+                            mine += events;
+                            delivered.fetch_add(events, Ordering::Relaxed);
+                            last_delivery.fetch_max(now_ns(), Ordering::Relaxed);
+                        }
+                    }
+                    Ok(_) => return false,
+                    Err(_) => {}
+                }
+            }
+            true
+        }));
+    }
+    let events = (rate * secs) as usize;
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(inflight);
+    for (j, mut kv) in writers.into_iter().enumerate() {
+        let prefix = prefix.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u64;
+            for i in (j..events).step_by(inflight) {
+                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                tokio::time::sleep_until(due.into()).await;
+                if kv
+                    .put(format!("{prefix}{}", i % 100), value(1024), None)
+                    .await
+                    .is_ok()
+                {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut writes = 0;
+    for task in tasks {
+        writes += task.await.unwrap_or(0);
+    }
+    let write_secs = start.elapsed().as_secs_f64();
+    target.store(writes, Ordering::Release);
+    let mut complete = true;
+    for reader in readers {
+        complete &= reader.await.unwrap_or(false);
+    }
+    let cpu1 = crate::sys::cpu_seconds_of(pid);
+    let delivered = delivered.load(Ordering::Relaxed);
+    let delivery_secs = (last_delivery
+        .load(Ordering::Relaxed)
+        .saturating_sub(start_ns)) as f64
+        / 1e9;
+    complete &= delivered == writes * n as u64;
+    Ok(FanoutFigures {
+        writes_per_second: writes as f64 / write_secs.max(1e-9),
+        per_second: delivered as f64 / delivery_secs.max(1e-9),
+        cpu_us: (cpu1 - cpu0) * 1e6 / (delivered as f64).max(1.0),
+        complete,
+        raw: json!({"delivered": delivered, "expected": writes * n as u64, "writes": writes, "write_secs": write_secs, "delivery_secs": delivery_secs, "cpu_seconds": cpu1 - cpu0}),
+    })
+}
+
+/// The figures of one fan-out run, either system.
+struct FanoutFigures {
+    writes_per_second: f64,
+    per_second: f64,
+    cpu_us: f64,
+    complete: bool,
+    raw: serde_json::Value,
+}
+
+/// How long watchers may take to deliver everything after the last write.
+const DRAIN_SECS: f64 = 60.0;
+
+/// Table 7c: delivered events/s and server CPU per delivered event, etcd vs watchkeeper,
+/// interleaved per round.
+fn fanout_table(
+    options: &Options,
+    runtime: &tokio::runtime::Runtime,
+    etcd: &Etcd,
+) -> Result<Table, String> {
+    const INFLIGHT: usize = 16;
+    let (ns, rates, secs) = if options.smoke {
+        (vec![5], vec![100.0], 0.3)
+    } else {
+        (vec![100, 1_000], vec![100.0, 1_000.0], 2.0)
+    };
+    let mut table = Table::new(
+        "etcd",
+        &format!(
+            "7c. etcd 3.4 side by side: fan-out throughput, N watchers (all reading) × write rate, {secs} s of writes per run, {INFLIGHT} writes in flight"
+        ),
+        &[
+            "watchers",
+            "writes/s asked",
+            "system",
+            "writes/s achieved",
+            "events delivered/s",
+            "server CPU µs per delivered event",
+            "complete",
+            "events/s watchkeeper / etcd",
+            "CPU per event watchkeeper / etcd",
+        ],
+    );
+    for &n in &ns {
+        for &rate in &rates {
+            let mut e: Vec<FanoutFigures> = Vec::new();
+            let mut w: Vec<FanoutFigures> = Vec::new();
+            let (mut rate_ratio, mut cpu_ratio) = (Vec::new(), Vec::new());
+            for _ in 0..options.runs {
+                let a = runtime.block_on(etcd_fanout(
+                    &etcd.endpoint,
+                    etcd.child.id(),
+                    n,
+                    rate,
+                    secs,
+                    INFLIGHT,
+                ))?;
+                let one = crate::e2e::fanout_http_once(options, n, rate, secs, INFLIGHT)?;
+                let b = FanoutFigures {
+                    writes_per_second: one.writes_per_second,
+                    per_second: one.per_second,
+                    cpu_us: one.cpu_us,
+                    complete: one.complete,
+                    raw: one.raw,
+                };
+                eprintln!(
+                    "  fanout {n} x {rate}/s: etcd {:.0} events/s {:.2} CPU-µs/event; watchkeeper {:.0} events/s {:.2} CPU-µs/event",
+                    a.per_second, a.cpu_us, b.per_second, b.cpu_us
+                );
+                table.raw(json!({"watchers": n, "rate": rate, "secs": secs, "etcd": a.raw, "watchkeeper": b.raw}));
+                rate_ratio.push(b.per_second / a.per_second.max(1e-9));
+                cpu_ratio.push(b.cpu_us / a.cpu_us.max(1e-9));
+                e.push(a);
+                w.push(b);
+            }
+            for (name, runs, last) in [
+                ("etcd 3.4 (gRPC)", &e, false),
+                ("watchkeeper (HTTP, memory store)", &w, true),
+            ] {
+                let pick =
+                    |g: fn(&FanoutFigures) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
+                table.row(vec![
+                    n.to_string(),
+                    f(rate, 0),
+                    name.into(),
+                    f(pick(|r| r.writes_per_second), 0),
+                    f(pick(|r| r.per_second), 0),
+                    f(pick(|r| r.cpu_us), 2),
+                    runs.iter().all(|r| r.complete).to_string(),
+                    if last {
+                        x(median(&rate_ratio))
+                    } else {
+                        String::new()
+                    },
+                    if last {
+                        x(median(&cpu_ratio))
+                    } else {
+                        String::new()
+                    },
+                ]);
+            }
+        }
+    }
+    table.note("Order per round: etcd, then watchkeeper (A, B, A, B); ratios are medians of per-round ratios. etcd: one etcd 3.4 process (data in /dev/shm), each watcher on its own client connection, all on one key prefix, read by tasks in the bench process (2-worker runtime); 16 writer connections put 1 KiB values over 100 keys at their due times. watchkeeper: table 6's setup (in-process server, memory store; watchers and 16 merge-PATCH writers of 100 ~1 KiB ConfigMaps in a child process).");
+    table.note(format!("Server CPU: utime+stime delta of the server process (etcd: /proc/<etcd pid>/stat; watchkeeper: /proc/self/stat of the bench process, which only serves), etcd: from just before the first write to the last watcher's last event; watchkeeper: table 6's window, from the child's go (watches open) to its done line), divided by the events delivered. Events delivered/s: deliveries counted by the clients over the time from the first write to the last delivery. Complete: every watcher got every write (etcd: within {DRAIN_SECS} s after the writes). Both sides' clients compete with the server for the same 2 cores."));
+    Ok(table)
+}
+
 /// Suite `etcd`.
 ///
 /// # Errors
@@ -270,7 +486,8 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
     ]);
     memory.note("Server RSS growth while the watches opened, divided by their number (etcd: /proc/<pid>/statm; watchkeeper: the bench process with the clients in a child process). Not interleaved (one measurement each).");
     memory.raw(json!({"etcd_kib": etcd_rss, "watchkeeper_kib": wk_rss, "watches": idle}));
+    let throughput = fanout_table(options, &runtime, &etcd)?;
     drop(etcd);
     runtime.shutdown_timeout(Duration::from_secs(5));
-    Ok(vec![table, memory])
+    Ok(vec![table, memory, throughput])
 }

@@ -19,7 +19,8 @@
 //!   bound (in-process);
 //! - `fairness`: passes a new stall waits next to long-standing laggards (in-process);
 //! - `fanout`: fan-out throughput end to end, clients in a child process;
-//! - `etcd`: etcd 3.4 side by side (slow-watcher tax, RSS per idle watch);
+//! - `etcd`: etcd 3.4 side by side (slow-watcher tax, RSS per idle watch, fan-out events/s and
+//!   server CPU per delivered event);
 //! - `scale`: the most concurrent HTTP watch streams one server process holds, clients in
 //!   child processes;
 //! - `alloc`: allocations per PATCH end to end and store decodes per conflict.

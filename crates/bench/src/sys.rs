@@ -34,7 +34,17 @@ pub fn fd_limit() -> u64 {
 /// This process's user + system CPU time in seconds (/proc/self/stat).
 #[must_use]
 pub fn cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    cpu_seconds_at("/proc/self/stat")
+}
+
+/// Process `pid`'s user + system CPU time in seconds (/proc/<pid>/stat); 0 if unreadable.
+#[must_use]
+pub fn cpu_seconds_of(pid: u32) -> f64 {
+    cpu_seconds_at(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_seconds_at(path: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return 0.0;
     };
     // Fields after the command (which may contain spaces) start after the last ')'.

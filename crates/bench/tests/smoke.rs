@@ -40,6 +40,7 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
         "Resync time",
         "Fairness",
         "Fan-out throughput",
+        "etcd 3.4 side by side: fan-out throughput",
         "Scale",
         "Allocations per PATCH",
     ] {
