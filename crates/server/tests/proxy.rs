@@ -404,6 +404,26 @@ async fn kubectl_against_the_proxy() {
     upstream.shutdown().await;
 }
 
+/// The resource version of a list of `path` on `addr`.
+async fn list_resource_version(addr: SocketAddr, path: &str) -> String {
+    let (_, list) = get_json(addr, path).await;
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A raw watch of `path` on `addr` from the resource version of a list of it.
+async fn watch_from_list(addr: SocketAddr, path: &str) -> WatchReader {
+    let start = list_resource_version(addr, path).await;
+    WatchReader::open(
+        addr,
+        &format!("{path}?watch=true&resourceVersion={start}"),
+        None,
+    )
+    .await
+}
+
 /// The watch events of a raw stream until the configmap `last` was added or the stream ended
 /// with an error: (type, name, rv) in order.
 async fn read_until(watch: &mut WatchReader, last: &str) -> Vec<(String, String, u64)> {
@@ -456,17 +476,7 @@ async fn upstream_restart_keeps_proxy_watchers() {
         0
     );
     let path = "/api/v1/namespaces/default/configmaps";
-    let (_, list) = get_json(proxy.addr, path).await;
-    let start = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut watch = WatchReader::open(
-        proxy.addr,
-        &format!("{path}?watch=true&resourceVersion={start}"),
-        None,
-    )
-    .await;
+    let mut watch = watch_from_list(proxy.addr, path).await;
     for name in ["r1", "r2"] {
         let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap(name, 8)).await;
         assert_eq!(status, 201);
@@ -542,11 +552,7 @@ async fn thousand_watchers_cost_the_upstream_one_watch() {
     let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
     let proxy = proxy_of(upstream.addr, &["configmaps"]).await;
     let path = "/api/v1/namespaces/default/configmaps";
-    let (_, list) = get_json(proxy.addr, path).await;
-    let start = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let start = list_resource_version(proxy.addr, path).await;
     let watch_path = format!("{path}?watch=true&resourceVersion={start}");
     let mut readers = Vec::new();
     let mut idle = Vec::new();
@@ -812,17 +818,7 @@ async fn a_relist_ends_proxy_watchers_with_410() {
     let port = upstream.addr;
     let proxy = proxy_of(upstream.addr, &["configmaps"]).await;
     let path = "/api/v1/namespaces/default/configmaps";
-    let (_, list) = get_json(proxy.addr, path).await;
-    let start = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut watch = WatchReader::open(
-        proxy.addr,
-        &format!("{path}?watch=true&resourceVersion={start}"),
-        None,
-    )
-    .await;
+    let mut watch = watch_from_list(proxy.addr, path).await;
     let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap("kept", 8)).await;
     assert_eq!(status, 201);
     assert_eq!(read_until(&mut watch, "kept").await.len(), 1);
