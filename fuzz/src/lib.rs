@@ -14,9 +14,9 @@
 //!   carrying the item's resource version;
 //! - protobuf: decoded bodies are JSON objects; errors are 400 or 415.
 //!
-//! The server-side modules are compiled from the server's own source files (`#[path]`), so the
-//! fuzz build does not pull in the server's network stack (kube, etcd client, TLS): those
-//! files use only the core, api, serde_json, serde_urlencoded, base64 and bytes crates.
+//! Everything fuzzed lives in the core and api crates (query parameters, continue tokens and
+//! watch framing are `watchkeeper_api::query` and `watchkeeper_api::watch_frame`), so the fuzz
+//! build does not pull in the server's network stack (kube, etcd client, TLS).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,13 +27,7 @@ use watchkeeper_core::{
     EncodeStats, Event, EventType, FieldSelector, LabelSelector, Object, WatchItem, object_key,
 };
 
-/// `crates/server/src/query.rs`, compiled as is.
-#[path = "../../crates/server/src/query.rs"]
-pub mod query;
-
-/// `crates/server/src/watch_frame.rs`, compiled as is.
-#[path = "../../crates/server/src/watch_frame.rs"]
-pub mod watch_frame;
+use watchkeeper_api::{query, watch_frame};
 
 fn text(data: &[u8]) -> Option<&str> {
     std::str::from_utf8(data).ok()

@@ -16,6 +16,8 @@
 //! - [`discovery`] and [`openapi`]: `/version`, `/api`, `/apis`, resource lists, and the
 //!   OpenAPI v3 documents `kubectl apply` and `kubectl explain` read.
 //! - [`time`]: RFC 3339 conversion and kubectl's age format.
+//! - [`query`]: the query parameters of list, get and watch, and continue tokens.
+//! - [`watch_frame`]: watch events as newline-delimited JSON frames.
 //!
 //! ## Order of calls for a write
 //! Create: decode the body, [`prepare_create`], store. Update: decode, [`prepare_update`]
@@ -29,9 +31,11 @@ pub mod meta;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod query;
 pub mod resources;
 pub mod table;
 pub mod time;
+pub mod watch_frame;
 
 pub use discovery::{
     api_group, api_group_list, api_resource_list, api_versions, api_versions_with_address,

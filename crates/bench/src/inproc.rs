@@ -11,7 +11,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use watchkeeper::driver::{CacheDriver, Clock, Input};
+use watchkeeper::cache::{CacheDriver, Clock, Input};
 use watchkeeper_core::{
     CacheConfig, Change, Encoding, Object, Pop, Revision, TerminationReason, Watch, WatchCache,
     WatchItem, WatchMode, WatchRequest, WatchStart,

@@ -1,10 +1,10 @@
 //! KEP-6268 measurements 3 and 4, in-process: resync time of a stalled watcher (suite
 //! `resync`) and how long a new stall waits next to long-standing laggards (suite `fairness`).
 //!
-//! `resync` drives the core with the server's own [`watchkeeper::driver::CacheDriver`], like
+//! `resync` drives the core with the server's own [`watchkeeper::cache::CacheDriver`], like
 //! the `tax` suite. `fairness` needs each catch-up pass's report (which watchers it served and
 //! how many passes each had waited with room), which the server's driver drops, so it runs the
-//! same two loops as `crates/server/src/driver.rs` (dispatcher and catch-up worker on their own
+//! same two loops as `crates/server/src/cache/driver.rs` (dispatcher and catch-up worker on their own
 //! OS threads, wall clock) on bench threads and keeps the reports of the watcher under study.
 //!
 //! Both are benchmarks: they read the wall clock and sleep; nothing here is a test.
@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use watchkeeper::driver::Clock;
+use watchkeeper::cache::Clock;
 use watchkeeper_core::{
     CacheConfig, CandidateOrder, CatchUpWorker, Change, Dispatcher, Encoding, Pop, Revision, Watch,
     WatchCache, WatchItem, WatchRequest, WatchStart, WatcherId, WatcherState,

@@ -27,10 +27,10 @@ use watchkeeper_api::{ApiError, CreateContext, ResourceDef, prepare_create, prep
 use watchkeeper_core::{Encoding, Object, Revision, Snapshot, WatchCache, WatchQueue, object_key};
 use watchkeeper_store::{AnyStore, Compare, Store, TxnOp, TxnRequest};
 
+use crate::cache::{CacheDriver, Clock};
 use crate::config::ServeConfig;
-use crate::driver::{CacheDriver, Clock};
-use crate::query::{Match, Options, ResourceVersion};
-use crate::reflector::{ReflectorStatus, decode};
+use crate::source::reflector::{ReflectorStatus, decode};
+use watchkeeper_api::query::{Match, Options, ResourceVersion};
 
 /// One served resource: its definition, cache and store prefix.
 #[derive(Debug)]
@@ -121,21 +121,21 @@ pub struct App {
     /// Next stream id.
     pub next_watch: AtomicU64,
     /// Request counts and latencies.
-    pub requests: crate::metrics::RequestMetrics,
+    pub requests: crate::operator::metrics::RequestMetrics,
     /// Flips to true on shutdown: watch streams end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Who may do what (`--token-auth-file`, `--authorization-policy-file`).
     pub auth: crate::auth::Auth,
     /// Caching-proxy mode: the upstream API server that is the source of truth (writes and
     /// consistent reads go through it); `None` in the store modes.
-    pub upstream: Option<Arc<crate::upstream::Upstream>>,
+    pub upstream: Option<Arc<crate::source::upstream::Upstream>>,
     /// The operator view's counters and timeline (`/debug/*`, `/ui/`).
-    pub debug: crate::debug::DebugState,
+    pub debug: crate::operator::debug::DebugState,
     /// Request limits' state (see `limits`).
     pub limits: Arc<crate::limits::Limits>,
 }
 
-pub use crate::query::ContinueToken;
+pub use watchkeeper_api::query::ContinueToken;
 
 /// The answer to a list: the objects of one page and the list's metadata.
 #[derive(Debug)]

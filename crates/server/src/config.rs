@@ -241,7 +241,7 @@ pub struct ServeConfig {
     /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
     pub upstream: Option<UpstreamConfig>,
     /// TLS and client certificates (see `tls`).
-    pub tls: crate::tls::TlsConfig,
+    pub tls: crate::http::connection::TlsConfig,
     /// Request limits (see `limits`).
     pub limits: crate::limits::LimitsConfig,
 }
@@ -367,7 +367,7 @@ impl ServeConfig {
     /// A message naming the bad key.
     pub fn from_args(args: ServeArgs) -> Result<ServeConfig, String> {
         let upstream = UpstreamConfig::from_args(&args)?;
-        let tls = crate::tls::TlsConfig::from_args(&args)?;
+        let tls = crate::http::connection::TlsConfig::from_args(&args)?;
         let limits = crate::limits::LimitsConfig::from_args(&args)?;
         let store: StoreKind = args
             .store

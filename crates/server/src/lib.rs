@@ -7,17 +7,12 @@
 
 pub mod app;
 pub mod auth;
+pub mod cache;
 pub mod config;
-pub mod debug;
-pub mod driver;
 pub mod http;
 pub mod limits;
-pub mod metrics;
-pub mod query;
-pub mod reflector;
-pub mod tls;
-pub mod upstream;
-pub mod watch_frame;
+pub mod operator;
+pub mod source;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,9 +26,9 @@ use watchkeeper_store::{
 };
 
 use crate::app::{App, PathCounters, Resource};
+use crate::cache::{CacheDriver, Clock};
 use crate::config::ServeConfig;
-use crate::driver::{CacheDriver, Clock};
-use crate::reflector::{Feed, Reflector, ReflectorStatus};
+use crate::source::reflector::{Feed, Reflector, ReflectorStatus};
 
 /// A running server.
 #[derive(Debug)]
@@ -160,13 +155,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         config.authorization_policy_file.as_deref(),
     )?
     .with_client_certificates(config.tls.client_ca_file.is_some());
-    crate::tls::check_plain_http(&config.tls, config.listen)?;
-    let tls = crate::tls::server_config(&config.tls)?;
+    crate::http::connection::check_plain_http(&config.tls, config.listen)?;
+    let tls = crate::http::connection::server_config(&config.tls)?;
     // Caching-proxy mode: the upstream's discovery decides the resources, and the store is an
     // empty placeholder that nothing reads or writes (see the `upstream` module).
     let upstream = match &config.upstream {
         Some(upstream) => Some(Arc::new(
-            upstream::Upstream::connect(upstream, config.fresh_wait).await?,
+            crate::source::upstream::Upstream::connect(upstream, config.fresh_wait).await?,
         )),
         None => None,
     };
@@ -221,7 +216,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let limits = crate::limits::Limits::new(&config.limits);
-    let settings = crate::tls::ConnectionSettings {
+    let settings = crate::http::connection::ConnectionSettings {
         tls,
         handshake_timeout: config.tls.handshake_timeout,
         max_buf_size: config.limits.max_buf_size(),
@@ -252,26 +247,33 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         counters: PathCounters::default(),
         watches: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         next_watch: AtomicU64::new(1),
-        requests: crate::metrics::RequestMetrics::default(),
+        requests: crate::operator::metrics::RequestMetrics::default(),
         shutdown: shutdown_rx.clone(),
         auth,
         upstream,
-        debug: crate::debug::DebugState::default(),
+        debug: crate::operator::debug::DebugState::default(),
         limits: Arc::new(limits),
     });
-    tokio::spawn(crate::debug::run_sampler(
+    tokio::spawn(crate::operator::debug::run_sampler(
         Arc::downgrade(&app),
         shutdown_rx.clone(),
     ));
     let router = axum::Router::new()
         .fallback(http::handle)
-        .layer(axum::middleware::from_fn(crate::debug::client_scope))
+        .layer(axum::middleware::from_fn(
+            crate::operator::debug::client_scope,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             crate::limits::layer,
         ))
         .with_state(app.clone());
-    let serve = tokio::spawn(crate::tls::serve(listener, router, settings, shutdown_rx));
+    let serve = tokio::spawn(crate::http::connection::serve(
+        listener,
+        router,
+        settings,
+        shutdown_rx,
+    ));
     Ok(Server {
         addr,
         app,

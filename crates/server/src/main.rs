@@ -15,14 +15,6 @@ struct Cli {
 enum Command {
     /// Serve the Kubernetes API over the cache.
     Serve(Box<ServeArgs>),
-    /// Run a simulator scenario on a virtual clock (see `watchkeeper sim --help`).
-    #[command(disable_help_flag = true)]
-    Sim {
-        /// Arguments for the simulator: SCENARIO.toml [--seed N] [--out DIR] [--compare V...]
-        /// [--short], or `calibrate --out FILE`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,16 +27,6 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(*args),
-        Command::Sim { args } => {
-            let argv = std::iter::once("watchkeeper sim".to_owned()).chain(args);
-            match watchkeeper_sim::main_with_args(argv) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("{error}");
-                    std::process::ExitCode::FAILURE
-                }
-            }
-        }
     }
 }
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use watchkeeper::query::{ContinueToken, Options, ResourceVersion};
-use watchkeeper::watch_frame::{SHARE_MIN_BYTES, encode_frame, encode_frames};
 use watchkeeper_api::builtin_resources;
+use watchkeeper_api::query::{ContinueToken, Options, ResourceVersion};
+use watchkeeper_api::watch_frame::{SHARE_MIN_BYTES, encode_frame, encode_frames};
 use watchkeeper_core::{EncodeStats, Event, EventType, Object, WatchItem};
 
 fn param() -> impl Strategy<Value = String> {

@@ -1,6 +1,5 @@
 //! The command line: `watchkeeper-sim SCENARIO.toml [--seed N] [--out DIR] [--compare V...]
-//! [--short]` and `watchkeeper-sim calibrate --out costs.toml`. The main `watchkeeper` binary
-//! exposes the same as `watchkeeper sim ...` through [`main_with_args`].
+//! [--short]` and `watchkeeper-sim calibrate --out costs.toml`, run by [`main_with_args`].
 
 use std::path::PathBuf;
 

@@ -227,7 +227,7 @@ impl Auth {
         &self,
         path: &str,
         headers: &HeaderMap,
-        peer: Option<&crate::tls::PeerIdentity>,
+        peer: Option<&crate::http::connection::PeerIdentity>,
     ) -> Result<User, ApiError> {
         if let Some(peer) = peer {
             let mut groups = peer.groups.clone();

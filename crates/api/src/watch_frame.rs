@@ -13,14 +13,10 @@
 //! object-sized allocation per watcher); smaller frames are copied together into one buffer,
 //! which is cheaper than a piece each. A Table (when the client asked for tables) is built per
 //! frame.
-//!
-//! This module depends only on `watchkeeper-core`, `watchkeeper-api`, `bytes` and `serde_json`
-//! (never on `crate::`), so the fuzz crate (`fuzz/`) compiles this very file without the
-//! server's network stack and fuzzes the encoder the server runs.
 
+use crate::ResourceDef;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use watchkeeper_api::ResourceDef;
 use watchkeeper_core::{EncodeStats, Encoding, Revision, WatchItem};
 
 /// Objects whose encoding is at least this long are sent as a shared piece, not copied.
@@ -83,7 +79,7 @@ pub fn encode_frame(
                     .unwrap_or_default()
                     .to_owned();
                 out.put_slice(
-                    watchkeeper_api::to_table(def, &[&object], &rv, None, now)
+                    crate::to_table(def, &[&object], &rv, None, now)
                         .to_string()
                         .as_bytes(),
                 );

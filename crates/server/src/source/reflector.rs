@@ -26,7 +26,7 @@ use watchkeeper_store::{
     AnyStore, EventKind, KeySelector, KeyValue, RangeRequest, StartKey, Store, WatchItem,
 };
 
-use crate::driver::Input;
+use crate::cache::Input;
 
 /// What the reflector feeds for one resource.
 #[derive(Debug)]

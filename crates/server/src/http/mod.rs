@@ -11,6 +11,8 @@
 //! Errors after the stream started are in-stream `ERROR` events carrying a Status with HTTP
 //! 200 (kube-rs retries forever on an HTTP-level 410).
 
+pub mod connection;
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,8 +30,8 @@ use watchkeeper_store::Store;
 
 use crate::app::{App, Resource, WatchInfo, too_large};
 use crate::auth::{Attributes, User};
-use crate::query::{Options, ResourceVersion};
-use crate::watch_frame::encode_frames;
+use watchkeeper_api::query::{Options, ResourceVersion};
+use watchkeeper_api::watch_frame::encode_frames;
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
 /// `--max-request-body-bytes`.
@@ -250,8 +252,8 @@ async fn route(
                 text(StatusCode::SERVICE_UNAVAILABLE, "the caches are loading")
             }
         }
-        ["metrics"] => text(StatusCode::OK, &crate::metrics::render(app)),
-        ["debug", ..] | ["ui", ..] => crate::debug::serve(app, segments, query),
+        ["metrics"] => text(StatusCode::OK, &crate::operator::metrics::render(app)),
+        ["debug", ..] | ["ui", ..] => crate::operator::debug::serve(app, segments, query),
         ["api"] => ok(watchkeeper_api::api_versions()),
         ["apis"] => ok(watchkeeper_api::api_group_list(&app.defs)),
         ["api", "v1"] => {
@@ -767,7 +769,7 @@ async fn watch(
         user: user.to_owned(),
         started: now,
         queue: watch.queue().clone(),
-        client: crate::debug::current_client(),
+        client: crate::operator::debug::current_client(),
     });
     let stream = WatchStream {
         watch,
@@ -779,7 +781,7 @@ async fn watch(
         done: false,
         delivered: app
             .debug
-            .delivered_counter(&crate::debug::resource_name(resource)),
+            .delivered_counter(&crate::operator::debug::resource_name(resource)),
     };
     let shutdown = app.shutdown.clone();
     let body = futures_util::stream::unfold(
@@ -850,7 +852,7 @@ impl Drop for WatchStream {
 
 impl WatchStream {
     /// Waits for items and encodes up to 64 of them (and the end, if it came) as body pieces
-    /// (see [`crate::watch_frame::encode_frames`]: large objects' cached encodings are shared,
+    /// (see [`watchkeeper_api::watch_frame::encode_frames`]: large objects' cached encodings are shared,
     /// not copied per watcher).
     async fn next_chunk(&mut self) -> Vec<Bytes> {
         let end =

@@ -349,7 +349,7 @@ pub fn render(app: &App) -> String {
             1e-6,
         );
     }
-    crate::upstream::render_metrics(app, &mut out);
+    crate::source::upstream::render_metrics(app, &mut out);
     app.limits.render(&mut out);
     out
 }

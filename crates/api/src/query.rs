@@ -2,13 +2,10 @@
 //! kube-apiserver does, with clear 4xx errors, and the continue tokens of paged lists.
 //!
 //! Nothing here panics on any input (the fuzz crate's `query_params` and `continue_token`
-//! targets and the property tests in `tests/query_props.rs` check it). This module uses only
-//! `watchkeeper-core`, `watchkeeper-api`, `serde_json`, `serde_urlencoded` and `base64` (never
-//! `crate::`), so the fuzz crate (`fuzz/`) compiles this very file without the server's
-//! network stack.
+//! targets and the server's property tests in `tests/query_props.rs` check it).
 
+use crate::ApiError;
 use base64::Engine as _;
-use watchkeeper_api::ApiError;
 use watchkeeper_core::{FieldSelector, LabelSelector, Revision};
 
 /// `resourceVersion` as sent.

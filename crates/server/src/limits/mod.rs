@@ -32,7 +32,7 @@
 //! ## Memory of a client that never reads
 //! Such a watch costs its queue (at most `queue-capacity-max` items, each a shared pointer to
 //! an event the cache keeps anyway), the connection's buffered response (hyper's buffer,
-//! bounded by `max-header-bytes` + 16 KiB, see [`crate::tls`]), and a fixed per-connection
+//! bounded by `max-header-bytes` + 16 KiB, see [`crate::http::connection`]), and a fixed per-connection
 //! overhead; it is released at its deadline (`timeoutSeconds`). README's "Limits" section
 //! gives the bound that `tests/limits.rs` checks with 10,000 such clients.
 
@@ -53,8 +53,8 @@ use watchkeeper_api::ApiError;
 
 use crate::app::App;
 use crate::config::ServeArgs;
+use crate::http::connection::Connection;
 use crate::http::error_response;
-use crate::tls::Connection;
 
 /// Seconds a 429 asks the client to wait (kube-apiserver's max-in-flight filter uses 1).
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -391,12 +391,12 @@ impl Limits {
         let _ = writeln!(
             out,
             "# HELP watchkeeper_open_connections Open client connections.\n# TYPE watchkeeper_open_connections gauge\nwatchkeeper_open_connections {}",
-            crate::tls::OPEN_CONNECTIONS.load(Ordering::Relaxed)
+            crate::http::connection::OPEN_CONNECTIONS.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,
             "# HELP watchkeeper_tls_handshake_failures_total TLS handshakes that failed or timed out.\n# TYPE watchkeeper_tls_handshake_failures_total counter\nwatchkeeper_tls_handshake_failures_total {}",
-            crate::tls::HANDSHAKE_FAILURES.load(Ordering::Relaxed)
+            crate::http::connection::HANDSHAKE_FAILURES.load(Ordering::Relaxed)
         );
     }
 }
@@ -466,7 +466,7 @@ fn watch_options(
     method: &Method,
     path: &str,
     query: Option<&str>,
-) -> Option<crate::query::Options> {
+) -> Option<watchkeeper_api::query::Options> {
     if *method != Method::GET {
         return None;
     }
@@ -476,10 +476,10 @@ fn watch_options(
         Some("apis") => segments.nth(2) == Some("watch"),
         _ => false,
     };
-    let options = crate::query::Options::parse(query).ok();
+    let options = watchkeeper_api::query::Options::parse(query).ok();
     match options {
         Some(options) if watch_path || options.watch => Some(options),
-        None if watch_path => Some(crate::query::Options::parse(None).ok()?),
+        None if watch_path => Some(watchkeeper_api::query::Options::parse(None).ok()?),
         _ => None,
     }
 }

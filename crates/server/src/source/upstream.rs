@@ -56,10 +56,10 @@ use watchkeeper_core::{Change, Object, Revision, WatchCache, object_key};
 
 use crate::app::{App, Resource};
 use crate::auth::User;
+use crate::cache::Input;
 use crate::config::UpstreamConfig;
-use crate::driver::Input;
-use crate::query::{Options, ResourceVersion};
-use crate::reflector::{Feed, ReflectorStatus};
+use crate::source::reflector::{Feed, ReflectorStatus};
+use watchkeeper_api::query::{Options, ResourceVersion};
 
 /// A watch silent for this long past its timeout is treated as broken and resumed.
 const WATCH_IDLE_MARGIN: Duration = Duration::from_secs(30);
