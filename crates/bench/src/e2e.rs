@@ -81,7 +81,7 @@ impl Running {
 
     /// The server's shared state.
     #[must_use]
-    pub fn app(&self) -> &watchkeeper::app::App {
+    pub fn app(&self) -> &watchkeeper::http::App {
         &self.server.as_ref().expect("running").app
     }
 

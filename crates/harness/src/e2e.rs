@@ -1187,12 +1187,16 @@ pub async fn run_with_faults(
     faults: Option<(u64, FaultHook)>,
 ) -> Result<E2eOutcome, String> {
     let prefix = server.app.config.prefix.clone();
-    let (base, until, recorder) = start_recorder(&server.app.store, &prefix).await?;
+    let store = server
+        .store()
+        .ok_or_else(|| "the end-to-end check needs a store, not an upstream".to_owned())?
+        .clone();
+    let (base, until, recorder) = start_recorder(&store, &prefix).await?;
     let ctx = Arc::new(Ctx {
         base,
         addr: server.addr,
         cache: configmaps(server),
-        store: server.app.store.clone(),
+        store,
         progress: Progress {
             writes: tokio::sync::watch::channel(0).0,
             fences: tokio::sync::watch::channel(None).0,

@@ -1,22 +1,31 @@
 //! # watchkeeper (the server)
 //!
-//! The HTTP server and command line around the watch cache core and the stores: one cache per
-//! resource, fed by one reflector over the store (or, in caching-proxy mode, by one reflector
-//! per resource over an upstream API server: the `upstream` module), served in the Kubernetes
-//! REST shape so kubectl, kube-rs and client-python work unchanged. See docs/ARCHITECTURE.md.
+//! The HTTP server around the watch cache core: one cache per resource, fed by the reflector
+//! from a [`source::Source`] — a store (embedded, memory or etcd) or, in caching-proxy mode, an
+//! upstream API server — and served in the Kubernetes REST shape so kubectl, kube-rs and
+//! client-python work unchanged. See docs/ARCHITECTURE.md.
+//!
+//! ## Layout (dependencies point down only)
+//! - [`http`]: the router, the handlers and watch streaming, the connection layer (TLS).
+//! - [`source`]: the source seam (store and upstream), the reflector, the object decoder, the
+//!   reads with Kubernetes' consistency and the writes.
+//! - [`auth`], [`limits`]: who may do what; the bounds every request passes.
+//! - [`operator`]: the debug API and page, `/metrics`.
+//! - [`cache`]: the caches on their threads. [`config`]: the configuration.
+//!   [`request`], [`respond`]: the request context and response builders.
 
-pub mod app;
 pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod http;
 pub mod limits;
 pub mod operator;
+pub mod request;
+pub mod respond;
 pub mod source;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use watchkeeper_api::{ResourceDef, builtin_resources, parse_resources_file};
 use watchkeeper_core::CacheConfig;
@@ -25,10 +34,14 @@ use watchkeeper_store::{
     TxnRequest,
 };
 
-use crate::app::{App, PathCounters, Resource};
-use crate::cache::{CacheDriver, Clock};
+use crate::cache::{CacheDriver, Clock, Resource};
 use crate::config::ServeConfig;
-use crate::source::reflector::{Feed, Reflector, ReflectorStatus};
+use crate::http::App;
+use crate::source::Source;
+use crate::source::feed::{Backoff, Feed, ReflectorStatus};
+use crate::source::read::{Freshness, PathCounters};
+use crate::source::store::StoreSource;
+use crate::source::upstream::UpstreamSource;
 
 /// A running server.
 #[derive(Debug)]
@@ -56,6 +69,12 @@ impl Server {
         {
             tokio::task::yield_now().await;
         }
+    }
+
+    /// The store, in the store modes.
+    #[must_use]
+    pub fn store(&self) -> Option<&AnyStore> {
+        self.app.source.as_store()
     }
 
     /// Stops accepting, ends every watch stream, stops the caches.
@@ -143,43 +162,63 @@ async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), String>
     Ok(())
 }
 
-/// Starts a server: opens the store, starts one cache per resource and the reflector, and
+/// The reflector's back-off.
+const REFLECTOR_BACKOFF: Backoff = Backoff {
+    initial: std::time::Duration::from_millis(100),
+    max: std::time::Duration::from_secs(5),
+};
+
+/// Objects per page of the store reflector's list.
+const STORE_LIST_PAGE: usize = 1000;
+
+/// Starts a server: opens the source, starts one cache per resource and the reflector, and
 /// listens. Returns once it accepts connections (the caches load in the background; requests
 /// get 429 until they are ready).
 ///
 /// # Errors
 /// Configuration, store or socket errors, as messages.
 pub async fn start(config: ServeConfig) -> Result<Server, String> {
-    let auth = crate::auth::Auth::load(
-        config.token_auth_file.as_deref(),
-        config.authorization_policy_file.as_deref(),
-    )?
-    .with_client_certificates(config.tls.client_ca_file.is_some());
+    let auth = Arc::new(
+        crate::auth::Auth::load(
+            config.token_auth_file.as_deref(),
+            config.authorization_policy_file.as_deref(),
+        )?
+        .with_client_certificates(config.tls.client_ca_file.is_some()),
+    );
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
-    // Caching-proxy mode: the upstream's discovery decides the resources, and the store is an
-    // empty placeholder that nothing reads or writes (see the `upstream` module).
-    let upstream = match &config.upstream {
-        Some(upstream) => Some(Arc::new(
-            crate::source::upstream::Upstream::connect(upstream, config.fresh_wait).await?,
-        )),
-        None => None,
+    let counters = Arc::new(PathCounters::default());
+    let status = Arc::new(ReflectorStatus::default());
+    let fresh = Freshness {
+        wait: config.fresh_wait,
+        counters: counters.clone(),
     };
-    let (defs, store) = match &upstream {
-        Some(upstream) => (
-            upstream.defs.clone(),
-            AnyStore::open(StoreConfig::Memory(MemoryConfig::default()))
-                .await
-                .map_err(|e| e.to_string())?,
-        ),
+    // The source decides the resources: the upstream's discovery, or the built-ins and
+    // `--resources` over a store.
+    let (source, defs) = match &config.upstream {
+        Some(upstream) => {
+            let upstream = UpstreamSource::connect(upstream, config.fresh_wait).await?;
+            let defs = upstream.defs.clone();
+            (Source::upstream(upstream, fresh, REFLECTOR_BACKOFF), defs)
+        }
         None => {
             let store = open_store(&config).await?;
             bootstrap(&store, &config).await?;
-            (resource_defs(&config)?, store)
+            let store = StoreSource::new(
+                store,
+                &config.prefix,
+                STORE_LIST_PAGE,
+                config.consistent_get_from_cache,
+                counters.clone(),
+                status.clone(),
+            );
+            (
+                Source::store(store, fresh, REFLECTOR_BACKOFF),
+                resource_defs(&config)?,
+            )
         }
     };
     let clock = Clock::new();
-    let status = Arc::new(ReflectorStatus::default());
     let mut resources = Vec::new();
     let mut feeds = Vec::new();
     for def in &defs {
@@ -187,12 +226,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             trigger_field: def.trigger_field.clone(),
             ..config.cache.clone()
         };
-        let name = if def.group.is_empty() {
-            def.plural.clone()
-        } else {
-            format!("{}.{}", def.plural, def.group)
-        };
-        let driver = CacheDriver::start(&name, cache_config, clock)?;
+        let driver = CacheDriver::start(&crate::cache::name_of(def), cache_config, clock)?;
         feeds.push(Feed {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
@@ -204,18 +238,16 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             driver,
         }));
     }
-    let reflector = match &upstream {
-        Some(upstream) => tokio::spawn(upstream.clone().run(feeds, status.clone())),
-        None => {
-            tokio::spawn(Reflector::new(store.clone(), &config.prefix, feeds, status.clone()).run())
-        }
-    };
+    let reflector = source.start_reflector(feeds, status.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let limits = crate::limits::Limits::new(&config.limits);
+    let limits = Arc::new(crate::limits::Limits::new(
+        &config.limits,
+        config.min_request_timeout,
+    ));
     let settings = crate::http::connection::ConnectionSettings {
         tls,
         handshake_timeout: config.tls.handshake_timeout,
@@ -225,46 +257,31 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         max_concurrent_streams: config.limits.max_concurrent_streams(),
         shutdown_grace: config.limits.watch_release_grace,
     };
-    let source = match &config.upstream {
-        Some(upstream) => format!(
-            "upstream {}",
-            upstream
-                .url
-                .as_deref()
-                .or(upstream.kubeconfig.as_deref().and_then(|p| p.to_str()))
-                .unwrap_or("?")
-        ),
-        None => config.store.to_string(),
-    };
-    tracing::info!(%addr, tls = settings.tls.is_some(), %source, resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
+    tracing::info!(%addr, tls = settings.tls.is_some(), source = %source.describe(), resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
     let app = Arc::new(App {
         config,
-        store,
+        source,
         resources,
         defs,
         reflector: status,
         clock,
-        counters: PathCounters::default(),
-        watches: std::sync::Mutex::new(std::collections::BTreeMap::new()),
-        next_watch: AtomicU64::new(1),
+        counters,
+        watches: crate::operator::WatchRegistry::default(),
         requests: crate::operator::metrics::RequestMetrics::default(),
         shutdown: shutdown_rx.clone(),
-        auth,
-        upstream,
+        auth: auth.clone(),
         debug: crate::operator::debug::DebugState::default(),
-        limits: Arc::new(limits),
+        limits: limits.clone(),
     });
     tokio::spawn(crate::operator::debug::run_sampler(
         Arc::downgrade(&app),
+        App::observed,
         shutdown_rx.clone(),
     ));
     let router = axum::Router::new()
         .fallback(http::handle)
-        .layer(axum::middleware::from_fn(
-            crate::operator::debug::client_scope,
-        ))
         .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
+            crate::limits::LayerState { limits, auth },
             crate::limits::layer,
         ))
         .with_state(app.clone());

@@ -469,8 +469,8 @@ async fn no_request_addresses_a_key_outside_its_prefix() {
     assert_eq!(status, 400);
     // The store holds only keys under their resources' prefixes, with plain segments.
     let keys: Vec<String> = server
-        .app
-        .store
+        .store()
+        .expect("a store")
         .range(RangeRequest::prefix("/"))
         .await
         .unwrap()

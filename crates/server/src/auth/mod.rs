@@ -67,6 +67,40 @@ use axum::http::{HeaderMap, Method, header};
 use serde::Deserialize;
 use watchkeeper_api::{ApiError, ResourceDef};
 
+/// The user a verified client certificate names: CN and O values of its subject.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerIdentity {
+    /// The subject's common name.
+    pub user: String,
+    /// The subject's organization values.
+    pub groups: Vec<String>,
+}
+
+impl PeerIdentity {
+    /// Reads CN and O from a DER certificate (already verified by rustls).
+    ///
+    /// # Errors
+    /// The certificate cannot be parsed or has no CN.
+    pub fn from_der(der: &[u8]) -> Result<PeerIdentity, String> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
+        let subject = cert.subject();
+        let user = subject
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .filter(|cn| !cn.is_empty())
+            .ok_or("the client certificate has no subject common name")?
+            .to_owned();
+        let groups = subject
+            .iter_organization()
+            .filter_map(|o| o.as_str().ok())
+            .map(str::to_owned)
+            .collect();
+        Ok(PeerIdentity { user, groups })
+    }
+}
+
 /// Paths served to anyone, with or without credentials.
 pub const OPEN_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
 
@@ -227,7 +261,7 @@ impl Auth {
         &self,
         path: &str,
         headers: &HeaderMap,
-        peer: Option<&crate::http::connection::PeerIdentity>,
+        peer: Option<&PeerIdentity>,
     ) -> Result<User, ApiError> {
         if let Some(peer) = peer {
             let mut groups = peer.groups.clone();

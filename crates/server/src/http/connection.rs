@@ -33,7 +33,7 @@
 //! [`serve`] returns once all connections are closed.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -47,61 +47,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-use crate::config::ServeArgs;
-
-/// The TLS part of the configuration.
-#[derive(Clone, Debug, Default)]
-pub struct TlsConfig {
-    /// `--tls-cert-file`: PEM certificate chain (leaf first).
-    pub cert_file: Option<PathBuf>,
-    /// `--tls-private-key-file`: PEM private key (PKCS#8, PKCS#1 or SEC1).
-    pub key_file: Option<PathBuf>,
-    /// `--client-ca-file`: PEM CA certificates that sign client certificates.
-    pub client_ca_file: Option<PathBuf>,
-    /// `--insecure-allow-plain-http-on-non-loopback`.
-    pub allow_plain_non_loopback: bool,
-    /// `--tls-handshake-timeout-seconds` [default: 10].
-    pub handshake_timeout: Duration,
-}
-
-impl TlsConfig {
-    /// Validates the TLS flags.
-    ///
-    /// # Errors
-    /// A message naming the flag.
-    pub fn from_args(args: &ServeArgs) -> Result<TlsConfig, String> {
-        if args.tls_cert_file.is_some() != args.tls_private_key_file.is_some() {
-            return Err(
-                "--tls-cert-file and --tls-private-key-file must be given together".to_owned(),
-            );
-        }
-        if args.client_ca_file.is_some() && args.tls_cert_file.is_none() {
-            return Err(
-                "--client-ca-file needs TLS: give --tls-cert-file and --tls-private-key-file"
-                    .to_owned(),
-            );
-        }
-        let seconds = args.tls_handshake_timeout_seconds.unwrap_or(10);
-        if seconds == 0 {
-            return Err("--tls-handshake-timeout-seconds must be positive".to_owned());
-        }
-        Ok(TlsConfig {
-            cert_file: args.tls_cert_file.clone(),
-            key_file: args.tls_private_key_file.clone(),
-            client_ca_file: args.client_ca_file.clone(),
-            allow_plain_non_loopback: args
-                .insecure_allow_plain_http_on_non_loopback
-                .unwrap_or(false),
-            handshake_timeout: Duration::from_secs(seconds),
-        })
-    }
-
-    /// Whether the server speaks TLS.
-    #[must_use]
-    pub fn enabled(&self) -> bool {
-        self.cert_file.is_some()
-    }
-}
+use crate::auth::PeerIdentity;
+use crate::config::TlsConfig;
+use crate::limits::{Connection, HANDSHAKE_FAILURES, OPEN_CONNECTIONS};
 
 /// Refuses plain HTTP on a non-loopback address unless explicitly allowed.
 ///
@@ -172,57 +120,6 @@ pub fn server_config(tls: &TlsConfig) -> Result<Option<Arc<ServerConfig>>, Strin
     Ok(Some(Arc::new(config)))
 }
 
-/// The user a verified client certificate names: CN and O values of its subject.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerIdentity {
-    /// The subject's common name.
-    pub user: String,
-    /// The subject's organization values.
-    pub groups: Vec<String>,
-}
-
-impl PeerIdentity {
-    /// Reads CN and O from a DER certificate (already verified by rustls).
-    ///
-    /// # Errors
-    /// The certificate cannot be parsed or has no CN.
-    pub fn from_der(der: &[u8]) -> Result<PeerIdentity, String> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der)
-            .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
-        let subject = cert.subject();
-        let user = subject
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())
-            .filter(|cn| !cn.is_empty())
-            .ok_or("the client certificate has no subject common name")?
-            .to_owned();
-        let groups = subject
-            .iter_organization()
-            .filter_map(|o| o.as_str().ok())
-            .map(str::to_owned)
-            .collect();
-        Ok(PeerIdentity { user, groups })
-    }
-}
-
-/// Per-connection state, in every request's extensions.
-#[derive(Debug, Default)]
-pub struct Connection {
-    /// The verified client certificate's user, if any.
-    pub peer: Option<PeerIdentity>,
-    /// Watches open on this connection (HTTP/2 multiplexes many).
-    pub watches: AtomicUsize,
-    /// Whether the connection is TLS.
-    pub tls: bool,
-    /// The client's address (handlers see it as axum's `ConnectInfo`).
-    pub remote: Option<std::net::SocketAddr>,
-    /// Notified when a watch on this connection outlived its deadline: its response is stuck
-    /// behind a client that does not read, and closing the connection is the only way to
-    /// reclaim what it holds.
-    pub release: tokio::sync::Notify,
-}
-
 /// The hyper settings of every connection.
 #[derive(Clone, Debug)]
 pub struct ConnectionSettings {
@@ -242,11 +139,6 @@ pub struct ConnectionSettings {
     /// (`--watch-release-grace-seconds`: a client that does not read would hold it forever).
     pub shutdown_grace: Duration,
 }
-
-/// Connections currently open (for `/metrics`).
-pub static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
-/// TLS handshakes that failed or timed out (for `/metrics`).
-pub static HANDSHAKE_FAILURES: AtomicUsize = AtomicUsize::new(0);
 
 struct OpenGuard;
 

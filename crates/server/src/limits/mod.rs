@@ -32,7 +32,7 @@
 //! ## Memory of a client that never reads
 //! Such a watch costs its queue (at most `queue-capacity-max` items, each a shared pointer to
 //! an event the cache keeps anyway), the connection's buffered response (hyper's buffer,
-//! bounded by `max-header-bytes` + 16 KiB, see [`crate::http::connection`]), and a fixed per-connection
+//! bounded by `max-header-bytes` + 16 KiB, see the connection layer in `http`), and a fixed per-connection
 //! overhead; it is released at its deadline (`timeoutSeconds`). README's "Limits" section
 //! gives the bound that `tests/limits.rs` checks with 10,000 such clients.
 
@@ -51,119 +51,43 @@ use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use watchkeeper_api::ApiError;
 
-use crate::app::App;
-use crate::config::ServeArgs;
-use crate::http::connection::Connection;
-use crate::http::error_response;
+use crate::auth::{Auth, PeerIdentity};
+pub use crate::config::LimitsConfig;
+use crate::respond::error_response;
+
+/// Per-connection state, in every request's extensions (the connection layer creates it).
+#[derive(Debug, Default)]
+pub struct Connection {
+    /// The verified client certificate's user, if any.
+    pub peer: Option<PeerIdentity>,
+    /// Watches open on this connection (HTTP/2 multiplexes many).
+    pub watches: AtomicUsize,
+    /// Whether the connection is TLS.
+    pub tls: bool,
+    /// The client's address (handlers see it as axum's `ConnectInfo`).
+    pub remote: Option<std::net::SocketAddr>,
+    /// Notified when a watch on this connection outlived its deadline: its response is stuck
+    /// behind a client that does not read, and closing the connection is the only way to
+    /// reclaim what it holds.
+    pub release: tokio::sync::Notify,
+}
+
+/// Connections currently open (for `/metrics`; counted by the connection layer).
+pub static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+/// TLS handshakes that failed or timed out (for `/metrics`; counted by the connection layer).
+pub static HANDSHAKE_FAILURES: AtomicUsize = AtomicUsize::new(0);
+
+/// The state of the [`layer`]: the limits and who is asking.
+#[derive(Clone, Debug)]
+pub struct LayerState {
+    /// The limits' live state.
+    pub limits: Arc<Limits>,
+    /// Authentication (401 before anything is read or counted).
+    pub auth: Arc<Auth>,
+}
 
 /// Seconds a 429 asks the client to wait (kube-apiserver's max-in-flight filter uses 1).
 pub const RETRY_AFTER_SECONDS: u32 = 1;
-
-/// The limits part of the configuration.
-#[derive(Clone, Debug)]
-pub struct LimitsConfig {
-    /// `--max-request-body-bytes` [3 MiB].
-    pub request_body_bytes_max: usize,
-    /// `--max-header-bytes` [1 MiB]: request line plus headers.
-    pub header_bytes_max: usize,
-    /// `--request-read-timeout-seconds` [60]: headers (HTTP/1.1) and body must arrive within.
-    pub request_read_timeout: Duration,
-    /// `--max-requests-inflight` [400], 0 = unlimited.
-    pub requests_inflight_max: usize,
-    /// `--max-mutating-requests-inflight` [200], 0 = unlimited.
-    pub mutating_requests_inflight_max: usize,
-    /// `--max-watches` [10000], 0 = unlimited.
-    pub watches_max: usize,
-    /// `--max-watches-per-user` [1000], 0 = unlimited.
-    pub watches_per_user_max: usize,
-    /// `--max-watches-per-connection` [250], 0 = unlimited.
-    pub watches_per_connection_max: usize,
-    /// `--watch-release-grace-seconds` [5]: a watch response not finished this long after its
-    /// deadline closes its connection (the client is not reading).
-    pub watch_release_grace: Duration,
-}
-
-impl Default for LimitsConfig {
-    fn default() -> LimitsConfig {
-        LimitsConfig {
-            request_body_bytes_max: crate::http::REQUEST_BODY_MAX,
-            header_bytes_max: 1024 * 1024,
-            request_read_timeout: Duration::from_secs(60),
-            requests_inflight_max: 400,
-            mutating_requests_inflight_max: 200,
-            watches_max: 10_000,
-            watches_per_user_max: 1000,
-            watches_per_connection_max: 250,
-            watch_release_grace: Duration::from_secs(5),
-        }
-    }
-}
-
-impl LimitsConfig {
-    /// Validates the limit flags.
-    ///
-    /// # Errors
-    /// A message naming the flag.
-    pub fn from_args(args: &ServeArgs) -> Result<LimitsConfig, String> {
-        let d = LimitsConfig::default();
-        let config = LimitsConfig {
-            request_body_bytes_max: args
-                .max_request_body_bytes
-                .unwrap_or(d.request_body_bytes_max),
-            header_bytes_max: args.max_header_bytes.unwrap_or(d.header_bytes_max),
-            request_read_timeout: args
-                .request_read_timeout_seconds
-                .map_or(d.request_read_timeout, Duration::from_secs),
-            requests_inflight_max: args
-                .max_requests_inflight
-                .unwrap_or(d.requests_inflight_max),
-            mutating_requests_inflight_max: args
-                .max_mutating_requests_inflight
-                .unwrap_or(d.mutating_requests_inflight_max),
-            watches_max: args.max_watches.unwrap_or(d.watches_max),
-            watches_per_user_max: args.max_watches_per_user.unwrap_or(d.watches_per_user_max),
-            watches_per_connection_max: args
-                .max_watches_per_connection
-                .unwrap_or(d.watches_per_connection_max),
-            watch_release_grace: args
-                .watch_release_grace_seconds
-                .map_or(d.watch_release_grace, Duration::from_secs),
-        };
-        if config.request_body_bytes_max < 1024 {
-            return Err("--max-request-body-bytes must be at least 1024".to_owned());
-        }
-        if !(4096..=16 * 1024 * 1024).contains(&config.header_bytes_max) {
-            return Err("--max-header-bytes must be between 4096 and 16777216 (16 MiB)".to_owned());
-        }
-        if config.request_read_timeout.is_zero() {
-            return Err("--request-read-timeout-seconds must be positive".to_owned());
-        }
-        if config.watch_release_grace.is_zero() {
-            return Err("--watch-release-grace-seconds must be positive".to_owned());
-        }
-        if config.watches_per_connection_max > 100_000 {
-            return Err("--max-watches-per-connection must be at most 100000".to_owned());
-        }
-        Ok(config)
-    }
-
-    /// hyper's HTTP/1.1 buffer bound: the header limit plus slack for the 431 Status path.
-    #[must_use]
-    pub fn max_buf_size(&self) -> usize {
-        self.header_bytes_max + 16 * 1024
-    }
-
-    /// HTTP/2 concurrent streams: room for the watches plus ordinary requests.
-    #[must_use]
-    pub fn max_concurrent_streams(&self) -> u32 {
-        let watches = if self.watches_per_connection_max == 0 {
-            1000
-        } else {
-            self.watches_per_connection_max
-        };
-        u32::try_from(watches + 100).unwrap_or(u32::MAX)
-    }
-}
 
 /// Which limit refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,6 +142,8 @@ impl Limit {
 #[derive(Debug)]
 pub struct Limits {
     config: LimitsConfig,
+    /// `--min-request-timeout-seconds`: a watch without `timeoutSeconds` ends by twice this.
+    min_request_timeout: Duration,
     readonly: Option<Arc<Semaphore>>,
     mutating: Option<Arc<Semaphore>>,
     watches: AtomicUsize,
@@ -226,12 +152,14 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Fresh state for `config`.
+    /// Fresh state for `config`; watches without `timeoutSeconds` end by twice
+    /// `min_request_timeout`.
     #[must_use]
-    pub fn new(config: &LimitsConfig) -> Limits {
+    pub fn new(config: &LimitsConfig, min_request_timeout: Duration) -> Limits {
         let semaphore = |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n)));
         Limits {
             config: config.clone(),
+            min_request_timeout,
             readonly: semaphore(config.requests_inflight_max),
             mutating: semaphore(config.mutating_requests_inflight_max),
             watches: AtomicUsize::new(0),
@@ -391,12 +319,12 @@ impl Limits {
         let _ = writeln!(
             out,
             "# HELP watchkeeper_open_connections Open client connections.\n# TYPE watchkeeper_open_connections gauge\nwatchkeeper_open_connections {}",
-            crate::http::connection::OPEN_CONNECTIONS.load(Ordering::Relaxed)
+            OPEN_CONNECTIONS.load(Ordering::Relaxed)
         );
         let _ = writeln!(
             out,
             "# HELP watchkeeper_tls_handshake_failures_total TLS handshakes that failed or timed out.\n# TYPE watchkeeper_tls_handshake_failures_total counter\nwatchkeeper_tls_handshake_failures_total {}",
-            crate::http::connection::HANDSHAKE_FAILURES.load(Ordering::Relaxed)
+            HANDSHAKE_FAILURES.load(Ordering::Relaxed)
         );
     }
 }
@@ -536,8 +464,8 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
 }
 
 /// The layer (axum middleware) applying every limit; see the module docs for the order.
-pub async fn layer(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let limits = &app.limits;
+pub async fn layer(State(state): State<LayerState>, request: Request, next: Next) -> Response {
+    let limits = &state.limits;
     let config = &limits.config;
     let size = header_bytes(&request);
     if size > config.header_bytes_max {
@@ -555,14 +483,14 @@ pub async fn layer(State(app): State<Arc<App>>, request: Request, next: Next) ->
     }
     let (mut parts, body) = request.into_parts();
     let connection = parts.extensions.get::<Arc<Connection>>().cloned();
-    let user = match app
+    let user = match state
         .auth
         .authenticate_peer(
             parts.uri.path(),
             &parts.headers,
             connection.as_ref().and_then(|c| c.peer.as_ref()),
         )
-        .and_then(|user| app.auth.impersonate(user, &parts.headers))
+        .and_then(|user| state.auth.impersonate(user, &parts.headers))
     {
         Ok(user) => user,
         Err(error) => return error_response(&error),
@@ -579,7 +507,7 @@ pub async fn layer(State(app): State<Arc<App>>, request: Request, next: Next) ->
                 // The handler's deadline: timeoutSeconds, or at most twice the minimum.
                 let deadline = options
                     .timeout_seconds
-                    .map_or(app.config.min_request_timeout * 2, Duration::from_secs);
+                    .map_or(limits.min_request_timeout * 2, Duration::from_secs);
                 slot.release_after(deadline + config.watch_release_grace);
                 watch_slot = Some(slot);
             }
@@ -695,21 +623,5 @@ mod tests {
         ] {
             assert!(check_path(good).is_ok(), "{good}");
         }
-    }
-
-    #[test]
-    fn bad_limits_are_named() {
-        let err = LimitsConfig::from_args(&ServeArgs {
-            max_header_bytes: Some(10),
-            ..ServeArgs::default()
-        })
-        .unwrap_err();
-        assert!(err.contains("--max-header-bytes"), "{err}");
-        let err = LimitsConfig::from_args(&ServeArgs {
-            request_read_timeout_seconds: Some(0),
-            ..ServeArgs::default()
-        })
-        .unwrap_err();
-        assert!(err.contains("--request-read-timeout-seconds"), "{err}");
     }
 }

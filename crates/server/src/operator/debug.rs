@@ -34,22 +34,20 @@
 //!   ask for `watchers=none` and a bounded `furthestBehind`, as the page does.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::{Value, json};
 use watchkeeper_api::ApiError;
 use watchkeeper_core::{TerminationReason, WatcherState};
 
-use crate::app::{App, Resource};
-use crate::http::error_response;
+use crate::cache::Resource;
+use crate::operator::Observed;
+use crate::respond::error_response;
 
 /// The `apiVersion` of every answer; a field is only ever added under it, never renamed,
 /// removed or given another unit (see docs/DEBUG-API.md).
@@ -71,35 +69,8 @@ const PAGE_HTML: &str = include_str!("ui/index.html");
 const PAGE_CSS: &str = include_str!("ui/style.css");
 const PAGE_JS: &str = include_str!("ui/app.js");
 
-tokio::task_local! {
-    static CLIENT: Option<SocketAddr>;
-}
-
-/// Middleware: makes the connection's peer address (axum's [`ConnectInfo`], when the server
-/// was started with it) available to the handler through [`current_client`], so a watch can
-/// record who opened it without every routing function passing it on.
-pub async fn client_scope(request: Request, next: Next) -> Response {
-    let client = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|info| info.0);
-    CLIENT.scope(client, next.run(request)).await
-}
-
-/// The peer address of the request being handled, if known.
-#[must_use]
-pub fn current_client() -> Option<SocketAddr> {
-    CLIENT.try_with(|client| *client).ok().flatten()
-}
-
-/// The name a resource is reported under: its plural, with `.group` unless in the core group.
-#[must_use]
-pub fn resource_name(resource: &Resource) -> String {
-    if resource.def.group.is_empty() {
-        resource.def.plural.clone()
-    } else {
-        format!("{}.{}", resource.def.plural, resource.def.group)
-    }
+fn resource_name(resource: &Resource) -> String {
+    resource.name()
 }
 
 /// One once-a-second sample (see docs/DEBUG-API.md for the fields).
@@ -181,7 +152,7 @@ struct Totals {
     terminations: [u64; TerminationReason::ALL.len()],
 }
 
-/// The operator view's state, kept in [`App`].
+/// The operator view's state, kept by the HTTP layer's state.
 #[derive(Debug, Default)]
 pub struct DebugState {
     /// Watch events written to clients, per resource name.
@@ -217,7 +188,7 @@ impl DebugState {
 
 /// Answers `/debug/...` and `/ui/...`.
 #[must_use]
-pub fn serve(app: &App, segments: &[&str], query: Option<&str>) -> Response {
+pub fn serve(app: &Observed<'_>, segments: &[&str], query: Option<&str>) -> Response {
     let result = match segments {
         ["debug", "watchers"] => watchers_query(query).map(|q| json_ok(&watchers(app, &q))),
         ["debug", "timeline"] => timeline_query(query).map(|since| json_ok(&timeline(app, since))),
@@ -386,7 +357,7 @@ impl Row {
     }
 }
 
-fn watchers(app: &App, query: &WatchersQuery) -> Value {
+fn watchers(app: &Observed<'_>, query: &WatchersQuery) -> Value {
     let now = app.clock.now();
     let names: Vec<String> = app.resources.iter().map(|r| resource_name(r)).collect();
     let index: BTreeMap<&str, usize> = names
@@ -399,7 +370,7 @@ fn watchers(app: &App, query: &WatchersQuery) -> Value {
         .iter()
         .map(|r| r.cache().dispatched())
         .collect();
-    let registry = lock(&app.watches);
+    let registry = app.watches.lock();
     let mut rows: Vec<Row> = Vec::with_capacity(registry.len());
     let mut infos = Vec::with_capacity(registry.len());
     for (id, info) in registry.iter() {
@@ -573,7 +544,7 @@ fn watchers(app: &App, query: &WatchersQuery) -> Value {
     json!({
         "apiVersion": API_VERSION,
         "kind": "Watchers",
-        "mode": app.config.cache.mode.as_str(),
+        "mode": app.mode,
         "storeRevision": store_revision,
         "sampleIntervalSeconds": SAMPLE_INTERVAL.as_secs_f64(),
         "resources": resources,
@@ -581,7 +552,7 @@ fn watchers(app: &App, query: &WatchersQuery) -> Value {
     })
 }
 
-fn timeline(app: &App, since: Option<u64>) -> Value {
+fn timeline(app: &Observed<'_>, since: Option<u64>) -> Value {
     let samples: Vec<Value> = lock(&app.debug.timeline)
         .iter()
         .filter(|s| since.is_none_or(|since| s.time_ms > since))
@@ -590,7 +561,7 @@ fn timeline(app: &App, since: Option<u64>) -> Value {
     json!({
         "apiVersion": API_VERSION,
         "kind": "Timeline",
-        "mode": app.config.cache.mode.as_str(),
+        "mode": app.mode,
         "intervalSeconds": SAMPLE_INTERVAL.as_secs_f64(),
         "capacity": TIMELINE_CAPACITY,
         "samples": samples,
@@ -603,10 +574,10 @@ fn unix_millis() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn read_totals(app: &App, per_resource: &mut Vec<(u64, u64)>) -> Totals {
+fn read_totals(app: &Observed<'_>, per_resource: &mut Vec<(u64, u64)>) -> Totals {
     let mut totals = Totals::default();
     per_resource.clear();
-    for resource in &app.resources {
+    for resource in app.resources {
         let cache = resource.cache();
         let metrics = cache.metrics();
         let events_in = metrics.events_dispatched.get();
@@ -667,8 +638,8 @@ fn diff(before: &Totals, after: &Totals, elapsed: Duration) -> Sample {
 }
 
 /// Counts the registered watch streams by state into `sample`.
-fn count_states(app: &App, sample: &mut Sample) {
-    for info in lock(&app.watches).values() {
+fn count_states(app: &Observed<'_>, sample: &mut Sample) {
+    for info in app.watches.lock().values() {
         match info.queue.state() {
             WatcherState::Synced => sample.synced += 1,
             WatcherState::Unsynced => sample.unsynced += 1,
@@ -684,7 +655,11 @@ type Reading = (std::time::Instant, Totals, Vec<(u64, u64)>);
 
 /// The sampler: once a second until shutdown (or until the server is gone), appends a sample
 /// to the timeline and updates the per-resource rates.
-pub async fn run_sampler(app: Weak<App>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+pub async fn run_sampler<T: Send + Sync + 'static>(
+    state: Weak<T>,
+    observe: for<'a> fn(&'a T) -> Observed<'a>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     let mut ticker = tokio::time::interval(SAMPLE_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut previous: Option<Reading> = None;
@@ -693,17 +668,18 @@ pub async fn run_sampler(app: Weak<App>, mut shutdown: tokio::sync::watch::Recei
             _ = ticker.tick() => {}
             _ = shutdown.wait_for(|stopped| *stopped) => return,
         }
-        let Some(app) = app.upgrade() else {
+        let Some(state) = state.upgrade() else {
             return;
         };
+        let app = &observe(&state);
         let mut per_resource = Vec::new();
-        let totals = read_totals(&app, &mut per_resource);
+        let totals = read_totals(app, &mut per_resource);
         let taken = std::time::Instant::now();
         if let Some((at, before, before_per_resource)) = &previous {
             let elapsed = taken.saturating_duration_since(*at);
             let secs = elapsed.as_secs_f64().max(1e-3);
             let mut sample = diff(before, &totals, elapsed);
-            count_states(&app, &mut sample);
+            count_states(app, &mut sample);
             {
                 let mut rates = lock(&app.debug.rates);
                 for (i, resource) in app.resources.iter().enumerate() {

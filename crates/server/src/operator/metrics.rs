@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use watchkeeper_core::TerminationReason;
 use watchkeeper_core::metrics::Histogram;
 
-use crate::app::App;
+use crate::operator::Observed;
 
 /// Request counts and latency histograms.
 #[derive(Debug, Default)]
@@ -69,7 +69,7 @@ fn histogram(out: &mut String, name: &str, labels: &str, histogram: &Histogram, 
 
 /// Renders every metric.
 #[must_use]
-pub fn render(app: &App) -> String {
+pub fn render(app: &Observed<'_>) -> String {
     let mut out = String::new();
     type Get = fn(&watchkeeper_core::Metrics) -> i64;
     let counters: [(&str, &str, Get); 12] = [
@@ -156,7 +156,7 @@ pub fn render(app: &App) -> String {
     ];
     for (name, help, get) in counters {
         counter(&mut out, name, help);
-        for r in &app.resources {
+        for r in app.resources {
             let _ = writeln!(
                 out,
                 "{name}{{group=\"{}\",resource=\"{}\"}} {}",
@@ -168,7 +168,7 @@ pub fn render(app: &App) -> String {
     }
     for (name, help, get) in gauges {
         gauge(&mut out, name, help);
-        for r in &app.resources {
+        for r in app.resources {
             let _ = writeln!(
                 out,
                 "{name}{{group=\"{}\",resource=\"{}\"}} {}",
@@ -183,7 +183,7 @@ pub fn render(app: &App) -> String {
         "apiserver_terminated_watchers_total",
         "Watchers terminated by the cache, by reason.",
     );
-    for r in &app.resources {
+    for r in app.resources {
         for reason in TerminationReason::ALL {
             let _ = writeln!(
                 out,
@@ -199,7 +199,7 @@ pub fn render(app: &App) -> String {
         out,
         "# HELP apiserver_watch_cache_watcher_catchup_events Events pushed to one watcher between going unsynced and resyncing.\n# TYPE apiserver_watch_cache_watcher_catchup_events histogram"
     );
-    for r in &app.resources {
+    for r in app.resources {
         histogram(
             &mut out,
             "apiserver_watch_cache_watcher_catchup_events",
@@ -212,7 +212,7 @@ pub fn render(app: &App) -> String {
         out,
         "# HELP apiserver_watch_cache_catchup_pass_duration_seconds Catch-up pass durations.\n# TYPE apiserver_watch_cache_catchup_pass_duration_seconds histogram"
     );
-    for r in &app.resources {
+    for r in app.resources {
         histogram(
             &mut out,
             "apiserver_watch_cache_catchup_pass_duration_seconds",
@@ -227,7 +227,7 @@ pub fn render(app: &App) -> String {
         "Store revision seen by the reflector minus the revision the cache dispatched.",
     );
     let store_revision = app.reflector.store_revision.load(Ordering::Relaxed);
-    for r in &app.resources {
+    for r in app.resources {
         let _ = writeln!(
             out,
             "watchkeeper_reflector_lag_revisions{{group=\"{}\",resource=\"{}\"}} {}",
@@ -281,7 +281,12 @@ pub fn render(app: &App) -> String {
         "watchkeeper_noop_writes_total {}",
         app.counters.noop_writes.load(Ordering::Relaxed)
     );
-    let store = watchkeeper_store::Store::counters(&app.store).snapshot();
+    // Zeros without a store (caching-proxy mode), so the series are always there.
+    let store = app
+        .source
+        .as_store()
+        .map(|store| watchkeeper_store::Store::counters(store).snapshot())
+        .unwrap_or_default();
     counter(
         &mut out,
         "watchkeeper_store_operations_total",
@@ -304,11 +309,7 @@ pub fn render(app: &App) -> String {
         "apiserver_longrunning_requests",
         "Open watch streams.",
     );
-    let open = app
-        .watches
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .len();
+    let open = app.watches.lock().len();
     let _ = writeln!(
         out,
         "apiserver_longrunning_requests{{verb=\"WATCH\"}} {open}"
@@ -349,7 +350,9 @@ pub fn render(app: &App) -> String {
             1e-6,
         );
     }
-    crate::source::upstream::render_metrics(app, &mut out);
+    if let Some(upstream) = app.source.as_upstream() {
+        crate::source::upstream::render_metrics(upstream, app.resources, &mut out);
+    }
     app.limits.render(&mut out);
     out
 }

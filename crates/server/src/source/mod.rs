@@ -1,5 +1,269 @@
-//! Where the caches' contents come from: the store (the reflector over the registry prefix)
-//! or, in caching-proxy mode, an upstream API server.
+//! Where the caches' contents come from, and where writes go: the [`Source`] seam.
+//!
+//! A [`Source`] is one closed type with two kinds — a store (embedded, memory or etcd; see
+//! [`store`]) or an upstream API server (caching-proxy mode; see [`upstream`]) — offering the
+//! same operations, so request handlers never ask which kind they have:
+//! - the caches' inputs: one [`reflector`] loop (list, reset, watch, resume, relist, back off)
+//!   over the source's list and watch ([`Source::start_reflector`]);
+//! - the current revision, for consistent reads ([`Source::current_revision`]), and the reads
+//!   over the caches with Kubernetes' consistency ([`Source::list`], [`Source::get`],
+//!   [`read`]); a read the cache cannot serve is the store's error or, from an upstream,
+//!   forwarded there ([`Source::read_uncached`]);
+//! - the revision a watch without a resource version starts after ([`Source::watch_revision`]);
+//! - `write(request) → outcome` ([`Source::write`]).
+//!
+//! Objects from either kind are decoded by the one decoder in [`decode`].
 
+pub mod decode;
+pub mod feed;
+pub mod read;
 pub mod reflector;
+pub mod store;
 pub mod upstream;
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use bytes::Bytes;
+use watchkeeper_api::query::ResourceVersion;
+use watchkeeper_api::{ApiError, ResourceDef};
+use watchkeeper_core::{Encoding, Revision, object_key};
+use watchkeeper_store::AnyStore;
+
+use crate::cache::Resource;
+use crate::request::ResourceRequest;
+use crate::source::feed::{Backoff, Feed, ReflectorStatus};
+use crate::source::read::{Freshness, ListPage, ReadError};
+use crate::source::reflector::{Lister, Readiness};
+use crate::source::store::{StoreLister, StoreSource};
+use crate::source::upstream::{UpstreamLister, UpstreamSource};
+
+/// The source of truth of the caches.
+#[derive(Debug)]
+pub struct Source {
+    kind: Kind,
+    fresh: Freshness,
+    backoff: Backoff,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Store(StoreSource),
+    Upstream(Arc<UpstreamSource>),
+}
+
+impl Source {
+    /// A store source.
+    #[must_use]
+    pub fn store(store: StoreSource, fresh: Freshness, backoff: Backoff) -> Source {
+        Source {
+            kind: Kind::Store(store),
+            fresh,
+            backoff,
+        }
+    }
+
+    /// An upstream source.
+    #[must_use]
+    pub fn upstream(upstream: UpstreamSource, fresh: Freshness, backoff: Backoff) -> Source {
+        Source {
+            kind: Kind::Upstream(Arc::new(upstream)),
+            fresh,
+            backoff,
+        }
+    }
+
+    /// The store, for a store source.
+    #[must_use]
+    pub fn as_store(&self) -> Option<&AnyStore> {
+        match &self.kind {
+            Kind::Store(store) => Some(store.store()),
+            Kind::Upstream(_) => None,
+        }
+    }
+
+    /// The upstream, for an upstream source.
+    #[must_use]
+    pub fn as_upstream(&self) -> Option<&UpstreamSource> {
+        match &self.kind {
+            Kind::Store(_) => None,
+            Kind::Upstream(upstream) => Some(upstream),
+        }
+    }
+
+    /// How reads wait for the caches.
+    #[must_use]
+    pub fn freshness(&self) -> &Freshness {
+        &self.fresh
+    }
+
+    /// Starts the reflector(s) feeding `feeds`: one store watch for every resource, or one
+    /// upstream list and watch per resource. The returned task runs until aborted or a cache
+    /// stops.
+    pub fn start_reflector(
+        &self,
+        feeds: Vec<Feed>,
+        status: Arc<ReflectorStatus>,
+    ) -> tokio::task::JoinHandle<()> {
+        let backoff = self.backoff;
+        match &self.kind {
+            Kind::Store(store) => {
+                let readiness = Readiness::new(1, status.clone());
+                let lister = Lister::Store(StoreLister::new(store, &feeds));
+                tokio::spawn(reflector::run(lister, feeds, status, readiness, backoff))
+            }
+            Kind::Upstream(upstream) => {
+                let readiness = Readiness::new(feeds.len(), status.clone());
+                let mut tasks = tokio::task::JoinSet::new();
+                for feed in feeds {
+                    let lister = Lister::Upstream(UpstreamLister::new(upstream, &feed.def));
+                    tasks.spawn(reflector::run(
+                        lister,
+                        vec![feed],
+                        status.clone(),
+                        readiness.clone(),
+                        backoff,
+                    ));
+                }
+                // Dropping the set (when this task is aborted) aborts every reflector.
+                tokio::spawn(async move { while tasks.join_next().await.is_some() {} })
+            }
+        }
+    }
+
+    /// The source's current revision for `def` (the store's revision; the upstream's, from a
+    /// `LIST limit=1` of that resource).
+    ///
+    /// # Errors
+    /// 503 when the source cannot be asked.
+    pub async fn current_revision(&self, def: &ResourceDef) -> Result<Revision, ApiError> {
+        match &self.kind {
+            Kind::Store(store) => store.current_revision().await,
+            Kind::Upstream(upstream) => upstream.current_revision(def).await,
+        }
+    }
+
+    /// LIST from the cache (see [`read::list`]).
+    ///
+    /// # Errors
+    /// See [`read`].
+    pub async fn list(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        options: &watchkeeper_api::query::Options,
+    ) -> Result<ListPage, ReadError> {
+        read::list(
+            resource,
+            namespace,
+            options,
+            &self.fresh,
+            self.current_revision(&resource.def),
+        )
+        .await
+    }
+
+    /// GET of one object: the encoded body.
+    ///
+    /// # Errors
+    /// 404, 410, 504 (see [`read`]).
+    pub async fn get(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        options: &watchkeeper_api::query::Options,
+    ) -> Result<Bytes, ReadError> {
+        let cache = resource.cache();
+        if options.resource_version == ResourceVersion::Latest
+            && let Kind::Store(store) = &self.kind
+            && store.gets_from_store()
+        {
+            // The switch: consistent GETs read and decode from the store, as before KEP-6404.
+            let object = store.get(resource, namespace, name).await?;
+            return Ok(object
+                .encoded(Encoding::Json, &cache.metrics().encode)
+                .clone());
+        }
+        let snapshot = read::snapshot(
+            resource,
+            options,
+            &self.fresh,
+            self.current_revision(&resource.def),
+        )
+        .await?;
+        let object = snapshot
+            .get(&object_key(namespace, name))
+            .ok_or_else(|| ApiError::not_found(&resource.def, name))?;
+        Ok(object
+            .encoded(Encoding::Json, &cache.metrics().encode)
+            .clone())
+    }
+
+    /// A read the cache could not serve (`error` says why): the store's answer is `error`; an
+    /// upstream answers it itself (forwarded, counted in
+    /// `watchkeeper_upstream_forwarded_reads_total`).
+    ///
+    /// # Errors
+    /// `error`, or 503 when the upstream cannot be reached.
+    pub async fn read_uncached(
+        &self,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        error: ApiError,
+    ) -> Result<Response, ApiError> {
+        match &self.kind {
+            Kind::Store(_) => Err(error),
+            Kind::Upstream(upstream) => upstream.forward_read(request, &resource.def).await,
+        }
+    }
+
+    /// The revision a watch without a resource version starts after: the store's current
+    /// revision; the upstream's when the cache reaches it within the fresh wait, else the
+    /// cache's newest (a watch never waits for an upstream bookmark and misses no event after
+    /// its start).
+    ///
+    /// # Errors
+    /// 503 when the source cannot be asked.
+    pub async fn watch_revision(&self, resource: &Resource) -> Result<Revision, ApiError> {
+        let revision = self.current_revision(&resource.def).await?;
+        match &self.kind {
+            Kind::Store(_) => Ok(revision),
+            Kind::Upstream(_) => {
+                let cache = resource.cache();
+                let fresh = cache.dispatched() >= revision
+                    || tokio::time::timeout(self.fresh.wait, cache.wait_fresh(revision))
+                        .await
+                        .is_ok();
+                Ok(if fresh { revision } else { cache.dispatched() })
+            }
+        }
+    }
+
+    /// A write (create, update, patch, delete, deletecollection): applied to the store, or
+    /// forwarded to the upstream; either way answered once the cache has the written revision
+    /// (at most the fresh wait), so a client reads its own writes.
+    ///
+    /// # Errors
+    /// As kube-apiserver (see [`store`] and [`upstream`]).
+    pub async fn write(
+        &self,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        resources: &[Arc<Resource>],
+    ) -> Result<Response, ApiError> {
+        match &self.kind {
+            Kind::Store(store) => store.write(&self.fresh, request, resource, resources).await,
+            Kind::Upstream(upstream) => upstream.write(request, resource).await,
+        }
+    }
+
+    /// What the source is, for the logs.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Store(store) => store.store().kind().to_string(),
+            Kind::Upstream(upstream) => format!("upstream {}", upstream.server()),
+        }
+    }
+}

@@ -6,16 +6,16 @@
 //!   version whose verbs include `list` and `watch` (subresources excluded), optionally narrowed
 //!   by `--upstream-resources`. Discovery and OpenAPI are served from that set; field-selector
 //!   fields and trigger fields of built-in resources come from the built-in table.
-//! - **One reflector task per resource** loads the cache (`Input::Reset`) from a streaming
+//! - **One reflection per resource** (the shared loop in `reflector`) loads the cache (`Input::Reset`) from a streaming
 //!   list (`sendInitialEvents=true`, up to the `k8s.io/initial-events-end` bookmark; the same
 //!   stream goes on as the watch) when the upstream is Kubernetes 1.27 or newer and accepts it,
 //!   else from a paged list at one resource version followed by a watch from that version, with
 //!   `allowWatchBookmarks` either way: every event is one revision for the cache, every
 //!   bookmark a progress notification. A broken or ended watch resumes from the last event or
 //!   bookmark; a 410 (the resume version is gone) relists, which re-initialises the cache: its
-//!   downstream watchers get an honest in-stream 410, never a silent gap. Resource versions are parsed as `u64`: an
-//!   upstream whose versions are not integers is rejected at start with a clear message (every
-//!   real kube-apiserver uses integers). Retries back off with jitter, up to 5 s.
+//!   downstream watchers get an honest in-stream 410, never a silent gap. Resource versions
+//!   are parsed as `u64`: an upstream whose versions are not integers is rejected at start with a clear message (every
+//!   real kube-apiserver uses integers). Retries back off with jitter (the reflector's back-off).
 //! - **Reads** are served from the cache with the store modes' semantics. A consistent read
 //!   (`resourceVersion` unset) asks the upstream for its current resource version with a
 //!   `LIST limit=1` of that resource and waits (at most `--fresh-wait-ms`) until the cache has
@@ -42,8 +42,9 @@
 //! served from the cache, consistent reads and writes fail with 503. Subresources other than
 //! `status` are not served (as in the store modes), and a forwarded answer is buffered whole.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
@@ -51,20 +52,18 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::Value;
-use watchkeeper_api::{ApiError, ResourceDef, builtin_resources, field_values, labels_of};
-use watchkeeper_core::{Change, Object, Revision, WatchCache, object_key};
+use watchkeeper_api::{ApiError, ResourceDef, builtin_resources};
+use watchkeeper_core::{Change, Revision, WatchCache, object_key};
 
-use crate::app::{App, Resource};
 use crate::auth::User;
-use crate::cache::Input;
+use crate::cache::Resource;
 use crate::config::UpstreamConfig;
-use crate::source::reflector::{Feed, ReflectorStatus};
-use watchkeeper_api::query::{Options, ResourceVersion};
+use crate::request::ResourceRequest;
+use crate::source::decode::{Identity, decode, parse_revision};
+use crate::source::feed::{Item, Listed, Stop};
 
 /// A watch silent for this long past its timeout is treated as broken and resumed.
 const WATCH_IDLE_MARGIN: Duration = Duration::from_secs(30);
-/// Longest retry back-off.
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Counters of one cached resource's upstream traffic (for `/metrics`).
 #[derive(Debug, Default)]
@@ -90,8 +89,10 @@ pub struct ResourceStats {
 }
 
 /// The upstream: a kube-rs client, the discovered resources and their counters.
-pub struct Upstream {
+pub struct UpstreamSource {
     client: kube::Client,
+    /// The upstream's URL (for the logs).
+    server: String,
     impersonate: bool,
     /// Whether to try streaming lists (cleared when the upstream turns out not to do them).
     streaming: AtomicBool,
@@ -107,9 +108,9 @@ pub struct Upstream {
     pub stats: Vec<Arc<ResourceStats>>,
 }
 
-impl std::fmt::Debug for Upstream {
+impl std::fmt::Debug for UpstreamSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream")
+        f.debug_struct("UpstreamSource")
             .field("impersonate", &self.impersonate)
             .field("fresh_wait", &self.fresh_wait)
             .field("resources", &self.defs.len())
@@ -124,39 +125,18 @@ type EventStream =
 /// How a streaming list went.
 enum Streamed {
     /// The initial state at a resource version, and the stream that goes on as the watch.
-    Loaded(Revision, Vec<Arc<Object>>, EventStream),
+    Loaded(Revision, Vec<Arc<watchkeeper_core::Object>>, EventStream),
     /// The upstream does not do streaming lists: use paged lists from now on.
     Unsupported(String),
     /// A failure: retry after a back-off, or relist.
     Failed(Stop),
 }
 
-/// Why a list or watch stopped.
-enum Stop {
-    /// The resume version is gone (410) or the stream broke the rules: relist.
-    Relist(String),
-    /// A transient failure: retry the same step after a back-off.
-    Retry(String),
-}
-
 fn kube_stop(error: &kube::Error) -> Stop {
     match error {
         kube::Error::Api(status) if status.code == 410 => Stop::Relist(status.message.clone()),
-        other => Stop::Retry(other.to_string()),
+        other => Stop::Resume(other.to_string()),
     }
-}
-
-/// Parses a resource version; the upstream's must be integers.
-///
-/// # Errors
-/// A message saying why watchkeeper cannot cache this upstream.
-pub fn parse_revision(value: Option<&Value>) -> Result<Revision, String> {
-    let text = value.and_then(Value::as_str).unwrap_or_default();
-    text.parse::<Revision>().map_err(|_| {
-        format!(
-            "the upstream's resourceVersion {text:?} is not an unsigned integer; watchkeeper orders resource versions as integers, as every kube-apiserver issues them, and cannot cache this upstream"
-        )
-    })
 }
 
 /// The URL path of a resource's collection (in `namespace`), object, or subresource.
@@ -187,42 +167,6 @@ pub fn resource_path(
         }
     }
     path
-}
-
-/// A cache object from an upstream object of `def`.
-///
-/// # Errors
-/// No name, or a resource version that is not an integer.
-pub fn decode_object(def: &ResourceDef, mut body: Value) -> Result<Arc<Object>, String> {
-    let revision = parse_revision(body.pointer("/metadata/resourceVersion"))?;
-    let map = body
-        .as_object_mut()
-        .ok_or_else(|| "an upstream object is not a JSON object".to_owned())?;
-    map.entry("apiVersion")
-        .or_insert_with(|| Value::String(def.api_version()));
-    map.entry("kind")
-        .or_insert_with(|| Value::String(def.kind.clone()));
-    let name = body
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| format!("an upstream {} has no metadata.name", def.kind))?
-        .to_owned();
-    let namespace = if def.namespaced {
-        body.pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    } else {
-        String::new()
-    };
-    let labels = labels_of(&body);
-    let mut fields = field_values(def, &body);
-    fields.remove("metadata.name");
-    fields.remove("metadata.namespace");
-    Ok(Arc::new(Object::new(
-        &namespace, &name, labels, fields, revision, body,
-    )))
 }
 
 /// The resources of an upstream API resource list with the list and watch verbs.
@@ -304,12 +248,7 @@ fn supports_streaming_lists(version: &Value) -> bool {
         || matches!(number("major"), Some(major) if major > 1)
 }
 
-/// A delay between half and all of `base`.
-fn jitter(base: Duration) -> Duration {
-    base.mul_f64(rand::random::<f64>() * 0.5 + 0.5)
-}
-
-impl Upstream {
+impl UpstreamSource {
     /// Builds the client from the kubeconfig and/or URL, reads the upstream's discovery, and
     /// checks that its resource versions are integers.
     ///
@@ -319,7 +258,7 @@ impl Upstream {
     pub async fn connect(
         config: &UpstreamConfig,
         fresh_wait: Duration,
-    ) -> Result<Upstream, String> {
+    ) -> Result<UpstreamSource, String> {
         let mut kube_config = match &config.kubeconfig {
             Some(path) => {
                 let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -349,8 +288,9 @@ impl Upstream {
         let server = kube_config.cluster_url.to_string();
         let client = kube::Client::try_from(kube_config)
             .map_err(|e| format!("cannot build a client for the upstream {server}: {e}"))?;
-        let mut upstream = Upstream {
+        let mut upstream = UpstreamSource {
             client,
+            server: server.clone(),
             impersonate: config.impersonate,
             streaming: AtomicBool::new(false),
             fresh_wait,
@@ -491,10 +431,6 @@ impl Upstream {
             .position(|d| d.group == def.group && d.plural == def.plural)
     }
 
-    fn stats_of(&self, def: &ResourceDef) -> Option<&ResourceStats> {
-        self.index(def).map(|i| &*self.stats[i])
-    }
-
     /// The upstream's current resource version, from a `LIST limit=1` of `def`.
     ///
     /// # Errors
@@ -526,25 +462,11 @@ impl Upstream {
                 .is_ok()
     }
 
-    /// Runs one reflector per resource until aborted.
-    pub async fn run(self: Arc<Self>, feeds: Vec<Feed>, status: Arc<ReflectorStatus>) {
-        let loaded = Arc::new(AtomicUsize::new(0));
-        let total = feeds.len();
-        let mut tasks = tokio::task::JoinSet::new();
-        for (index, feed) in feeds.into_iter().enumerate() {
-            let upstream = self.clone();
-            let status = status.clone();
-            let loaded = loaded.clone();
-            tasks.spawn(async move {
-                upstream.reflect(index, feed, &status, &loaded, total).await;
-            });
-        }
-        // Dropping the set (when this task is aborted) aborts every reflector.
-        while tasks.join_next().await.is_some() {}
-    }
-
     /// Lists `def` a page at a time at one resource version.
-    async fn list(&self, def: &ResourceDef) -> Result<(Revision, Vec<Arc<Object>>), Stop> {
+    async fn paged_list(
+        &self,
+        def: &ResourceDef,
+    ) -> Result<(Revision, Vec<Arc<watchkeeper_core::Object>>), Stop> {
         let base = resource_path(def, None, None, None);
         let mut objects = Vec::new();
         let mut revision = None;
@@ -562,7 +484,7 @@ impl Upstream {
             if revision.is_none() {
                 revision = Some(
                     parse_revision(page.pointer("/metadata/resourceVersion"))
-                        .map_err(Stop::Retry)?,
+                        .map_err(Stop::Resume)?,
                 );
             }
             let items = match page.get("items") {
@@ -570,7 +492,7 @@ impl Upstream {
                 _ => Vec::new(),
             };
             for item in items {
-                objects.push(decode_object(def, item).map_err(Stop::Retry)?);
+                objects.push(decode(def, item, Identity::Body).map_err(Stop::Resume)?);
             }
             match page.pointer("/metadata/continue").and_then(Value::as_str) {
                 Some(next) if !next.is_empty() => token = Some(next.to_owned()),
@@ -625,21 +547,23 @@ impl Upstream {
                 Ok(Some(Ok(event))) => event,
                 Ok(Some(Err(error))) => return Streamed::Failed(kube_stop(&error)),
                 Ok(None) => {
-                    return Streamed::Failed(Stop::Retry(
+                    return Streamed::Failed(Stop::Resume(
                         "the streaming list ended before its initial events did".to_owned(),
                     ));
                 }
                 Err(_) => {
-                    return Streamed::Failed(Stop::Retry(
+                    return Streamed::Failed(Stop::Resume(
                         "the streaming list went silent".to_owned(),
                     ));
                 }
             };
             match event {
-                kube::core::WatchEvent::Added(object) => match decode_object(def, object) {
-                    Ok(object) => objects.push(object),
-                    Err(error) => return Streamed::Failed(Stop::Retry(error)),
-                },
+                kube::core::WatchEvent::Added(object) => {
+                    match decode(def, object, Identity::Body) {
+                        Ok(object) => objects.push(object),
+                        Err(error) => return Streamed::Failed(Stop::Resume(error)),
+                    }
+                }
                 kube::core::WatchEvent::Bookmark(bookmark)
                     if bookmark
                         .metadata
@@ -649,7 +573,7 @@ impl Upstream {
                 {
                     return match bookmark.metadata.resource_version.parse::<Revision>() {
                         Ok(revision) => Streamed::Loaded(revision, objects, stream),
-                        Err(_) => Streamed::Failed(Stop::Retry(format!(
+                        Err(_) => Streamed::Failed(Stop::Resume(format!(
                             "the upstream's bookmark resourceVersion {:?} is not an integer",
                             bookmark.metadata.resource_version
                         ))),
@@ -659,7 +583,7 @@ impl Upstream {
                     return Streamed::Failed(if status.code == 410 {
                         Stop::Relist(status.message.clone())
                     } else {
-                        Stop::Retry(format!("{} ({})", status.message, status.code))
+                        Stop::Resume(format!("{} ({})", status.message, status.code))
                     });
                 }
                 // Anything else before the end of the initial events: the upstream treats
@@ -668,196 +592,6 @@ impl Upstream {
                     return Streamed::Unsupported(format!(
                         "{other:?} before the initial-events-end bookmark"
                     ));
-                }
-            }
-        }
-    }
-
-    /// Watches `def` from `*last`, feeding every event and bookmark; returns why it stopped.
-    async fn watch(
-        &self,
-        def: &ResourceDef,
-        stats: &ResourceStats,
-        input: &std::sync::mpsc::Sender<Input>,
-        last: &mut Revision,
-    ) -> Result<Stop, ()> {
-        let params = [("resourceVersion", last.to_string())];
-        match self.open_watch(def, stats, &params).await {
-            Ok(stream) => self.follow(def, stats, input, last, stream).await,
-            Err(error) => Ok(kube_stop(&error)),
-        }
-    }
-
-    /// Feeds the events and bookmarks of an open watch until it stops; why it stopped.
-    async fn follow(
-        &self,
-        def: &ResourceDef,
-        stats: &ResourceStats,
-        input: &std::sync::mpsc::Sender<Input>,
-        last: &mut Revision,
-        mut stream: EventStream,
-    ) -> Result<Stop, ()> {
-        stats.watch_open.store(true, Ordering::Relaxed);
-        let idle = Duration::from_secs(self.watch_timeout_seconds) + WATCH_IDLE_MARGIN;
-        let stop = loop {
-            let item = match tokio::time::timeout(idle, stream.next()).await {
-                Ok(Some(item)) => item,
-                Ok(None) => break Stop::Retry("the watch ended".to_owned()),
-                Err(_) => break Stop::Retry("the watch went silent".to_owned()),
-            };
-            let event = match item {
-                Ok(event) => event,
-                Err(error) => break kube_stop(&error),
-            };
-            let (revision, change) = match event {
-                kube::core::WatchEvent::Added(object)
-                | kube::core::WatchEvent::Modified(object) => match decode_object(def, object) {
-                    Ok(object) => (object.resource_version(), Some(Change::put(object))),
-                    Err(error) => break Stop::Relist(error),
-                },
-                kube::core::WatchEvent::Deleted(object) => match decode_object(def, object) {
-                    Ok(object) => (
-                        object.resource_version(),
-                        Some(Change::delete(object_key(
-                            object.namespace(),
-                            object.name(),
-                        ))),
-                    ),
-                    Err(error) => break Stop::Relist(error),
-                },
-                kube::core::WatchEvent::Bookmark(bookmark) => {
-                    match bookmark.metadata.resource_version.parse::<Revision>() {
-                        Ok(revision) => (revision, None),
-                        Err(_) => {
-                            break Stop::Relist(format!(
-                                "the upstream's bookmark resourceVersion {:?} is not an integer",
-                                bookmark.metadata.resource_version
-                            ));
-                        }
-                    }
-                }
-                kube::core::WatchEvent::Error(status) if status.code == 410 => {
-                    break Stop::Relist(status.message.clone());
-                }
-                kube::core::WatchEvent::Error(status) => {
-                    break Stop::Retry(format!("{} ({})", status.message, status.code));
-                }
-            };
-            stats
-                .upstream_revision
-                .fetch_max(revision, Ordering::Relaxed);
-            let input_item = match change {
-                Some(change) if revision > *last => Input::Revision(revision, vec![change]),
-                Some(_) => {
-                    break Stop::Relist(format!(
-                        "the upstream sent resourceVersion {revision} after {last}: out of order"
-                    ));
-                }
-                None if revision > *last => Input::Progress(revision),
-                None => continue,
-            };
-            if input.send(input_item).is_err() {
-                stats.watch_open.store(false, Ordering::Relaxed);
-                return Err(());
-            }
-            *last = revision;
-        };
-        stats.watch_open.store(false, Ordering::Relaxed);
-        Ok(stop)
-    }
-
-    /// One resource's reflector: list, load, watch, resume, relist; until the cache stops.
-    async fn reflect(
-        &self,
-        index: usize,
-        feed: Feed,
-        status: &ReflectorStatus,
-        loaded: &AtomicUsize,
-        total: usize,
-    ) {
-        let def = &feed.def;
-        let stats = self.stats[index].clone();
-        let mut backoff = Duration::from_millis(100);
-        let mut first = true;
-        loop {
-            let streamed = if self.streaming.load(Ordering::Relaxed) {
-                match self.stream_list(def, &stats).await {
-                    Streamed::Loaded(revision, objects, stream) => {
-                        Some((revision, objects, Some(stream)))
-                    }
-                    Streamed::Unsupported(reason) => {
-                        tracing::info!(resource = %def.plural, %reason, "the upstream does not do streaming lists; using paged lists");
-                        self.streaming.store(false, Ordering::Relaxed);
-                        None
-                    }
-                    Streamed::Failed(Stop::Relist(error) | Stop::Retry(error)) => {
-                        tracing::warn!(resource = %def.plural, %error, ?backoff, "the streaming list of the upstream failed; retrying");
-                        tokio::time::sleep(jitter(backoff)).await;
-                        backoff = (backoff * 2).min(BACKOFF_MAX);
-                        continue;
-                    }
-                }
-            } else {
-                None
-            };
-            let listed = match streamed {
-                Some(streamed) => Ok(streamed),
-                None => self.list(def).await.map(|(r, o)| (r, o, None)),
-            };
-            let (revision, objects, mut stream) = match listed {
-                Ok(listed) => listed,
-                Err(Stop::Relist(error) | Stop::Retry(error)) => {
-                    tracing::warn!(resource = %def.plural, %error, ?backoff, "listing the upstream failed; retrying");
-                    tokio::time::sleep(jitter(backoff)).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                    continue;
-                }
-            };
-            stats.lists.fetch_add(1, Ordering::Relaxed);
-            stats
-                .upstream_revision
-                .fetch_max(revision, Ordering::Relaxed);
-            let count = objects.len();
-            if feed.input.send(Input::Reset(revision, objects)).is_err() {
-                return;
-            }
-            status.lists.fetch_add(1, Ordering::Relaxed);
-            if first {
-                first = false;
-                if loaded.fetch_add(1, Ordering::AcqRel) + 1 == total {
-                    status.ready.store(true, Ordering::Release);
-                    tracing::info!("caches loaded from the upstream");
-                }
-            } else {
-                stats.relists.fetch_add(1, Ordering::Relaxed);
-            }
-            tracing::debug!(resource = %def.plural, revision, objects = count, "listed the upstream");
-            let mut last = revision;
-            loop {
-                let before = last;
-                let stopped = match stream.take() {
-                    Some(stream) => {
-                        self.follow(def, &stats, &feed.input, &mut last, stream)
-                            .await
-                    }
-                    None => self.watch(def, &stats, &feed.input, &mut last).await,
-                };
-                match stopped {
-                    Err(()) => return,
-                    Ok(Stop::Relist(reason)) => {
-                        tracing::warn!(resource = %def.plural, %reason, "relisting the upstream (downstream watchers get 410)");
-                        break;
-                    }
-                    Ok(Stop::Retry(reason)) => {
-                        if last > before {
-                            backoff = Duration::from_millis(100);
-                        }
-                        tracing::debug!(resource = %def.plural, %reason, last, "resuming the upstream watch");
-                        if last == before {
-                            tokio::time::sleep(jitter(backoff)).await;
-                            backoff = (backoff * 2).min(BACKOFF_MAX);
-                        }
-                    }
                 }
             }
         }
@@ -909,122 +643,6 @@ impl Upstream {
             .await
             .map_err(|e| unreachable(&e))?;
         Ok((code, kept, bytes))
-    }
-
-    /// Forwards a read the cache cannot serve (counted in `forwarded_reads`).
-    async fn forward_read(
-        &self,
-        method: &Method,
-        def: &ResourceDef,
-        path_and_query: &str,
-        headers: &HeaderMap,
-        user: &User,
-    ) -> Result<Response, ApiError> {
-        if let Some(stats) = self.stats_of(def) {
-            stats.forwarded_reads.fetch_add(1, Ordering::Relaxed);
-        }
-        self.send(method, path_and_query, headers, Bytes::new(), user)
-            .await
-            .map(|(code, kept, body)| respond(code, kept, body))
-    }
-
-    /// Handles a resource request in proxy mode before the cache paths: forwards writes, and
-    /// consistent reads the cache cannot prove fresh in time; otherwise pins a consistent
-    /// read's resource version into `options` and lets the cache serve it (`None`).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn intercept(
-        &self,
-        method: &Method,
-        resource: &Resource,
-        namespace: Option<&str>,
-        name: Option<&str>,
-        subresource: Option<&str>,
-        query: Option<&str>,
-        headers: &HeaderMap,
-        body: &Bytes,
-        user: &User,
-        options: &mut Options,
-    ) -> Option<(&'static str, Result<Response, ApiError>)> {
-        let def = &resource.def;
-        let cache = resource.cache();
-        let path = resource_path(def, namespace, name, subresource);
-        let path_and_query = match query {
-            Some(query) if !query.is_empty() => format!("{path}?{query}"),
-            _ => path,
-        };
-        let verb = match (method.clone(), name) {
-            (Method::POST, _) => "CREATE",
-            (Method::PUT, _) => "UPDATE",
-            (Method::PATCH, _) => "PATCH",
-            (Method::DELETE, Some(_)) => "DELETE",
-            (Method::DELETE, None) => "DELETECOLLECTION",
-            (Method::GET, _) => {
-                if let Some(token) = &options.continue_token {
-                    // The next page of a list: from the cache's snapshot when it still has it,
-                    // else from the upstream (a page of a forwarded list, or one whose snapshot
-                    // left the history; the upstream may still have that version).
-                    let cached = crate::app::ContinueToken::decode(token)
-                        .is_ok_and(|t| cache.snapshot_at(t.revision).is_ok());
-                    if cached || options.watch {
-                        return None;
-                    }
-                    return Some((
-                        "LIST",
-                        self.forward_read(method, def, &path_and_query, headers, user)
-                            .await,
-                    ));
-                }
-                if options.resource_version != ResourceVersion::Latest {
-                    return None;
-                }
-                let revision = match self.current_revision(def).await {
-                    Ok(revision) => revision,
-                    Err(error) => return Some(("", Err(error))),
-                };
-                let fresh = self.wait_for(cache, revision).await;
-                if options.watch {
-                    // A watch is never forwarded: it starts where the cache proved to be.
-                    options.resource_version =
-                        ResourceVersion::At(if fresh { revision } else { cache.dispatched() });
-                    return None;
-                }
-                if fresh {
-                    options.resource_version = ResourceVersion::At(revision);
-                    return None;
-                }
-                let verb = if name.is_some() { "GET" } else { "LIST" };
-                return Some((
-                    verb,
-                    self.forward_read(method, def, &path_and_query, headers, user)
-                        .await,
-                ));
-            }
-            _ => return None,
-        };
-        if let Some(stats) = self.stats_of(def) {
-            stats.forwarded_writes.fetch_add(1, Ordering::Relaxed);
-        }
-        let (code, kept, answer) = match self
-            .send(method, &path_and_query, headers, body.clone(), user)
-            .await
-        {
-            Ok(answer) => answer,
-            Err(error) => return Some((verb, Err(error))),
-        };
-        // A dry run changes nothing upstream: nothing to wait for.
-        let dry_run = query.is_some_and(|q| {
-            serde_urlencoded::from_str::<Vec<(String, String)>>(q)
-                .is_ok_and(|pairs| pairs.iter().any(|(k, v)| k == "dryRun" && !v.is_empty()))
-        });
-        if code.is_success() && !dry_run {
-            let settled = self
-                .settle_write(resource, verb, namespace, name, &kept, &answer)
-                .await;
-            if !settled && let Some(stats) = self.stats_of(def) {
-                stats.write_wait_timeouts.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Some((verb, Ok(respond(code, kept, answer))))
     }
 
     /// Read-your-writes: waits (at most the fresh wait) until the cache reflects a successful
@@ -1094,6 +712,291 @@ impl Upstream {
             },
         }
     }
+
+    /// The upstream's URL.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Whether the caches load with streaming lists now.
+    #[must_use]
+    pub fn streaming_lists(&self) -> bool {
+        self.streaming.load(Ordering::Relaxed)
+    }
+
+    /// The counters of `def`, if it is cached.
+    #[must_use]
+    pub fn stats_of(&self, def: &ResourceDef) -> Option<&ResourceStats> {
+        self.index(def).map(|i| &*self.stats[i])
+    }
+
+    /// Forwards a read the cache cannot serve (counted in `forwarded_reads`).
+    ///
+    /// # Errors
+    /// 503 when the upstream cannot be reached.
+    pub async fn forward_read(
+        &self,
+        request: &ResourceRequest<'_>,
+        def: &ResourceDef,
+    ) -> Result<Response, ApiError> {
+        if let Some(stats) = self.stats_of(def) {
+            stats.forwarded_reads.fetch_add(1, Ordering::Relaxed);
+        }
+        let context = request.context;
+        self.send(
+            &context.method,
+            &path_and_query(request, def),
+            &context.headers,
+            Bytes::new(),
+            &context.user,
+        )
+        .await
+        .map(|(code, kept, body)| respond(code, kept, body))
+    }
+
+    /// Forwards a write unchanged (impersonating the caller with `--upstream-impersonate`)
+    /// and answers with the upstream's answer once the cache reflects it (at most the fresh
+    /// wait; see the module docs).
+    ///
+    /// # Errors
+    /// 503 when the upstream cannot be reached.
+    pub async fn write(
+        &self,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+    ) -> Result<Response, ApiError> {
+        let def = &resource.def;
+        let context = request.context;
+        if let Some(stats) = self.stats_of(def) {
+            stats.forwarded_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let (code, kept, answer) = self
+            .send(
+                &context.method,
+                &path_and_query(request, def),
+                &context.headers,
+                context.body.clone(),
+                &context.user,
+            )
+            .await?;
+        // A dry run changes nothing upstream: nothing to wait for.
+        if code.is_success() && !request.dry_run() {
+            let settled = self
+                .settle_write(
+                    resource,
+                    request.verb.label(),
+                    request.target.namespace,
+                    request.target.name,
+                    &kept,
+                    &answer,
+                )
+                .await;
+            if !settled && let Some(stats) = self.stats_of(def) {
+                stats.write_wait_timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(respond(code, kept, answer))
+    }
+}
+
+/// The upstream path and query of a request for `def`.
+fn path_and_query(request: &ResourceRequest<'_>, def: &ResourceDef) -> String {
+    let target = &request.target;
+    let path = resource_path(def, target.namespace, target.name, target.subresource);
+    match request.context.query.as_deref() {
+        Some(query) if !query.is_empty() => format!("{path}?{query}"),
+        _ => path,
+    }
+}
+
+/// The upstream's side of one resource's reflection.
+#[derive(Debug)]
+pub struct UpstreamLister {
+    upstream: Arc<UpstreamSource>,
+    def: ResourceDef,
+    stats: Arc<ResourceStats>,
+}
+
+impl UpstreamLister {
+    /// The reflection of `def` (one of the upstream's resources).
+    #[must_use]
+    pub fn new(upstream: &Arc<UpstreamSource>, def: &ResourceDef) -> UpstreamLister {
+        let stats = upstream
+            .index(def)
+            .map(|i| upstream.stats[i].clone())
+            .unwrap_or_default();
+        UpstreamLister {
+            upstream: upstream.clone(),
+            def: def.clone(),
+            stats,
+        }
+    }
+
+    /// The resource's name, for the logs.
+    #[must_use]
+    pub fn resource(&self) -> &str {
+        &self.def.plural
+    }
+
+    /// Lists the resource: a streaming list when the upstream does them (its stream goes on
+    /// as the watch), else a paged list at one resource version.
+    pub async fn list(&self, first: bool) -> Result<(Listed, Option<UpstreamEvents>), Stop> {
+        let (def, stats) = (&self.def, &self.stats);
+        let mut listed = None;
+        if self.upstream.streaming.load(Ordering::Relaxed) {
+            match self.upstream.stream_list(def, stats).await {
+                Streamed::Loaded(revision, objects, stream) => {
+                    listed = Some((revision, objects, Some(self.events(stream))));
+                }
+                Streamed::Unsupported(reason) => {
+                    tracing::info!(resource = %def.plural, %reason, "the upstream does not do streaming lists; using paged lists");
+                    self.upstream.streaming.store(false, Ordering::Relaxed);
+                }
+                Streamed::Failed(stop) => return Err(stop),
+            }
+        }
+        let (revision, objects, events) = match listed {
+            Some(listed) => listed,
+            None => {
+                let (revision, objects) = self.upstream.paged_list(def).await?;
+                (revision, objects, None)
+            }
+        };
+        stats.lists.fetch_add(1, Ordering::Relaxed);
+        if !first {
+            stats.relists.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((
+            Listed {
+                revision,
+                objects: vec![objects],
+            },
+            events,
+        ))
+    }
+
+    /// Watches the resource after `after`.
+    pub async fn watch(&self, after: Revision) -> Result<UpstreamEvents, Stop> {
+        let params = [("resourceVersion", after.to_string())];
+        match self
+            .upstream
+            .open_watch(&self.def, &self.stats, &params)
+            .await
+        {
+            Ok(stream) => Ok(self.events(stream)),
+            Err(error) => Err(kube_stop(&error)),
+        }
+    }
+
+    fn events(&self, stream: EventStream) -> UpstreamEvents {
+        UpstreamEvents {
+            stream,
+            def: self.def.clone(),
+            stats: self.stats.clone(),
+            idle: Duration::from_secs(self.upstream.watch_timeout_seconds) + WATCH_IDLE_MARGIN,
+        }
+    }
+
+    /// Records the newest resource version the upstream reported.
+    pub fn observed(&self, revision: Revision) {
+        self.stats
+            .upstream_revision
+            .fetch_max(revision, Ordering::Relaxed);
+    }
+}
+
+/// An open upstream watch of one resource.
+pub struct UpstreamEvents {
+    stream: EventStream,
+    def: ResourceDef,
+    stats: Arc<ResourceStats>,
+    /// A watch silent for this long is treated as broken.
+    idle: Duration,
+}
+
+impl Drop for UpstreamEvents {
+    fn drop(&mut self) {
+        self.stats.watch_open.store(false, Ordering::Relaxed);
+    }
+}
+
+impl UpstreamEvents {
+    /// The next event (one revision) or bookmark (progress) after `last`, or why the watch
+    /// stopped.
+    pub async fn next(&mut self, last: Revision) -> Item {
+        let def = &self.def;
+        self.stats.watch_open.store(true, Ordering::Relaxed);
+        loop {
+            let item = match tokio::time::timeout(self.idle, self.stream.next()).await {
+                Ok(Some(item)) => item,
+                Ok(None) => return Item::Stopped(Stop::Resume("the watch ended".to_owned())),
+                Err(_) => {
+                    return Item::Stopped(Stop::Resume("the watch went silent".to_owned()));
+                }
+            };
+            let event = match item {
+                Ok(event) => event,
+                Err(error) => return Item::Stopped(kube_stop(&error)),
+            };
+            let (revision, change) = match event {
+                kube::core::WatchEvent::Added(object)
+                | kube::core::WatchEvent::Modified(object) => {
+                    match decode(def, object, Identity::Body) {
+                        Ok(object) => (object.resource_version(), Some(Change::put(object))),
+                        Err(error) => return Item::Stopped(Stop::Relist(error)),
+                    }
+                }
+                kube::core::WatchEvent::Deleted(object) => {
+                    match decode(def, object, Identity::Body) {
+                        Ok(object) => (
+                            object.resource_version(),
+                            Some(Change::delete(object_key(
+                                object.namespace(),
+                                object.name(),
+                            ))),
+                        ),
+                        Err(error) => return Item::Stopped(Stop::Relist(error)),
+                    }
+                }
+                kube::core::WatchEvent::Bookmark(bookmark) => {
+                    match bookmark.metadata.resource_version.parse::<Revision>() {
+                        Ok(revision) => (revision, None),
+                        Err(_) => {
+                            return Item::Stopped(Stop::Relist(format!(
+                                "the upstream's bookmark resourceVersion {:?} is not an integer",
+                                bookmark.metadata.resource_version
+                            )));
+                        }
+                    }
+                }
+                kube::core::WatchEvent::Error(status) if status.code == 410 => {
+                    return Item::Stopped(Stop::Relist(status.message.clone()));
+                }
+                kube::core::WatchEvent::Error(status) => {
+                    return Item::Stopped(Stop::Resume(format!(
+                        "{} ({})",
+                        status.message, status.code
+                    )));
+                }
+            };
+            self.stats
+                .upstream_revision
+                .fetch_max(revision, Ordering::Relaxed);
+            match change {
+                Some(change) if revision > last => {
+                    return Item::Changes(revision, BTreeMap::from([(0, vec![change])]));
+                }
+                Some(_) => {
+                    return Item::Stopped(Stop::Relist(format!(
+                        "the upstream sent resourceVersion {revision} after {last}: out of order"
+                    )));
+                }
+                None if revision > last => return Item::Progress(revision),
+                None => {}
+            }
+        }
+    }
 }
 
 /// The impersonation headers for `user`.
@@ -1125,12 +1028,9 @@ fn respond(code: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response {
     response
 }
 
-/// Renders the upstream metrics (nothing in the store modes).
-pub fn render_metrics(app: &App, out: &mut String) {
+/// Renders the upstream metrics.
+pub fn render_metrics(upstream: &UpstreamSource, resources: &[Arc<Resource>], out: &mut String) {
     use std::fmt::Write;
-    let Some(upstream) = &app.upstream else {
-        return;
-    };
     type Get = fn(&ResourceStats) -> u64;
     let counters: [(&str, &str, &str, Get); 6] = [
         (
@@ -1185,7 +1085,7 @@ pub fn render_metrics(app: &App, out: &mut String) {
     let _ = writeln!(
         out,
         "# HELP watchkeeper_upstream_streaming_lists Whether the caches load with streaming lists (1) or paged lists (0).\n# TYPE watchkeeper_upstream_streaming_lists gauge\nwatchkeeper_upstream_streaming_lists {}",
-        u64::from(upstream.streaming.load(Ordering::Relaxed))
+        u64::from(upstream.streaming_lists())
     );
     let _ = writeln!(
         out,
@@ -1195,7 +1095,7 @@ pub fn render_metrics(app: &App, out: &mut String) {
         out,
         "# HELP watchkeeper_upstream_downstream_watchers Downstream watchers served by the resource's one upstream watch.\n# TYPE watchkeeper_upstream_downstream_watchers gauge"
     );
-    for resource in &app.resources {
+    for resource in resources {
         let Some(stats) = upstream.stats_of(&resource.def) else {
             continue;
         };
@@ -1258,18 +1158,20 @@ mod tests {
             "/api/v1/namespaces/ns/pods/p/status"
         );
         assert_eq!(resource_path(pods, None, None, None), "/api/v1/pods");
-        let object = decode_object(
+        let object = decode(
             pods,
             json!({"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7", "labels": {"a": "b"}}, "spec": {"nodeName": "n1"}}),
+            Identity::Body,
         )
         .unwrap();
         assert_eq!(object.key().as_ref(), "ns/p");
         assert_eq!(object.resource_version(), 7);
         assert_eq!(object.body()["kind"], "Pod");
         assert!(
-            decode_object(
+            decode(
                 pods,
-                json!({"metadata": {"name": "p", "resourceVersion": "x"}})
+                json!({"metadata": {"name": "p", "resourceVersion": "x"}}),
+                Identity::Body,
             )
             .is_err()
         );

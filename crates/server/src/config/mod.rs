@@ -10,6 +10,12 @@ use serde::Deserialize;
 use watchkeeper_core::{CacheConfig, WatchMode};
 use watchkeeper_store::StoreKind;
 
+mod limits;
+mod tls;
+
+pub use limits::{LimitsConfig, REQUEST_BODY_MAX};
+pub use tls::TlsConfig;
+
 /// Flags of `watchkeeper serve`. Every field is optional so that a flag given on the command
 /// line can be told from a default; see [`ServeConfig`] for the defaults.
 #[derive(Args, Debug, Default, Clone, Deserialize)]
@@ -240,10 +246,10 @@ pub struct ServeConfig {
     pub authorization_policy_file: Option<PathBuf>,
     /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
     pub upstream: Option<UpstreamConfig>,
-    /// TLS and client certificates (see `tls`).
-    pub tls: crate::http::connection::TlsConfig,
-    /// Request limits (see `limits`).
-    pub limits: crate::limits::LimitsConfig,
+    /// TLS and client certificates (see [`TlsConfig`]).
+    pub tls: TlsConfig,
+    /// Request limits (see [`LimitsConfig`]).
+    pub limits: LimitsConfig,
 }
 
 /// The upstream of caching-proxy mode (see the `upstream` module).
@@ -367,8 +373,8 @@ impl ServeConfig {
     /// A message naming the bad key.
     pub fn from_args(args: ServeArgs) -> Result<ServeConfig, String> {
         let upstream = UpstreamConfig::from_args(&args)?;
-        let tls = crate::http::connection::TlsConfig::from_args(&args)?;
-        let limits = crate::limits::LimitsConfig::from_args(&args)?;
+        let tls = TlsConfig::from_args(&args)?;
+        let limits = LimitsConfig::from_args(&args)?;
         let store: StoreKind = args
             .store
             .as_deref()

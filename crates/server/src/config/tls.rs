@@ -1,0 +1,61 @@
+//! The TLS part of the configuration (`--tls-*`, `--client-ca-file`,
+//! `--insecure-allow-plain-http-on-non-loopback`); the connection layer is in `http`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::ServeArgs;
+
+/// The TLS part of the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct TlsConfig {
+    /// `--tls-cert-file`: PEM certificate chain (leaf first).
+    pub cert_file: Option<PathBuf>,
+    /// `--tls-private-key-file`: PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+    /// `--client-ca-file`: PEM CA certificates that sign client certificates.
+    pub client_ca_file: Option<PathBuf>,
+    /// `--insecure-allow-plain-http-on-non-loopback`.
+    pub allow_plain_non_loopback: bool,
+    /// `--tls-handshake-timeout-seconds` [default: 10].
+    pub handshake_timeout: Duration,
+}
+
+impl TlsConfig {
+    /// Validates the TLS flags.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    pub fn from_args(args: &ServeArgs) -> Result<TlsConfig, String> {
+        if args.tls_cert_file.is_some() != args.tls_private_key_file.is_some() {
+            return Err(
+                "--tls-cert-file and --tls-private-key-file must be given together".to_owned(),
+            );
+        }
+        if args.client_ca_file.is_some() && args.tls_cert_file.is_none() {
+            return Err(
+                "--client-ca-file needs TLS: give --tls-cert-file and --tls-private-key-file"
+                    .to_owned(),
+            );
+        }
+        let seconds = args.tls_handshake_timeout_seconds.unwrap_or(10);
+        if seconds == 0 {
+            return Err("--tls-handshake-timeout-seconds must be positive".to_owned());
+        }
+        Ok(TlsConfig {
+            cert_file: args.tls_cert_file.clone(),
+            key_file: args.tls_private_key_file.clone(),
+            client_ca_file: args.client_ca_file.clone(),
+            allow_plain_non_loopback: args
+                .insecure_allow_plain_http_on_non_loopback
+                .unwrap_or(false),
+            handshake_timeout: Duration::from_secs(seconds),
+        })
+    }
+
+    /// Whether the server speaks TLS.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.cert_file.is_some()
+    }
+}

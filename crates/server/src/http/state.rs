@@ -1,0 +1,90 @@
+//! The state every request handler shares: [`App`].
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use watchkeeper_api::{ApiError, ResourceDef};
+
+use crate::auth::Auth;
+use crate::cache::{Clock, Resource};
+use crate::config::ServeConfig;
+use crate::limits::Limits;
+use crate::operator::debug::DebugState;
+use crate::operator::metrics::RequestMetrics;
+use crate::operator::{Observed, WatchRegistry};
+use crate::source::Source;
+use crate::source::feed::ReflectorStatus;
+use crate::source::read::PathCounters;
+
+/// Everything a request handler needs.
+#[derive(Debug)]
+pub struct App {
+    /// The configuration.
+    pub config: ServeConfig,
+    /// Where the caches' contents come from and writes go.
+    pub source: Source,
+    /// Served resources.
+    pub resources: Vec<Arc<Resource>>,
+    /// Their definitions (for discovery).
+    pub defs: Vec<ResourceDef>,
+    /// The reflector's status.
+    pub reflector: Arc<ReflectorStatus>,
+    /// The clock shared with the caches.
+    pub clock: Clock,
+    /// Read and write path counters (shared with the source).
+    pub counters: Arc<PathCounters>,
+    /// Open watch streams.
+    pub watches: WatchRegistry,
+    /// Request counts and latencies.
+    pub requests: RequestMetrics,
+    /// Flips to true on shutdown: watch streams end.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Who may do what (`--token-auth-file`, `--authorization-policy-file`).
+    pub auth: Arc<Auth>,
+    /// The operator view's counters and timeline (`/debug/*`, `/ui/`).
+    pub debug: DebugState,
+    /// Request limits' state (see `limits`).
+    pub limits: Arc<Limits>,
+}
+
+impl App {
+    /// Finds a served resource.
+    #[must_use]
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Resource>> {
+        self.resources
+            .iter()
+            .find(|r| r.def.group == group && r.def.version == version && r.def.plural == plural)
+    }
+
+    /// 429 until the first list is loaded (as Kubernetes does for an unready cache).
+    ///
+    /// # Errors
+    /// 429 TooManyRequests with Retry-After.
+    pub fn ensure_ready(&self) -> Result<(), ApiError> {
+        if self.reflector.ready.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(ApiError::too_many_requests(
+                "storage is (re)initializing".to_owned(),
+                1,
+            ))
+        }
+    }
+
+    /// What the operator view reads.
+    #[must_use]
+    pub fn observed(&self) -> Observed<'_> {
+        Observed {
+            mode: self.config.cache.mode.as_str(),
+            clock: self.clock,
+            resources: &self.resources,
+            watches: &self.watches,
+            reflector: &self.reflector,
+            debug: &self.debug,
+            counters: &self.counters,
+            requests: &self.requests,
+            limits: &self.limits,
+            source: &self.source,
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Watch streams: a watch request becomes a core watch on the resource's cache and a response
+//! body that pulls from its queue.
+//!
+//! ## Under back-pressure
+//! The response body pulls from the watcher's queue, up to 64 items per chunk. When the socket or the HTTP/2 window is full, hyper stops polling the body, the
+//! queue fills, and the next push from the cache fails: the watcher goes unsynced and is
+//! caught up later on the same connection (stall-resume mode). It is never force-closed for
+//! that. Errors after the stream started are in-stream `ERROR` events carrying a Status with
+//! HTTP 200 (kube-rs retries forever on an HTTP-level 410).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
+use watchkeeper_api::ApiError;
+use watchkeeper_api::query::{Options, ResourceVersion};
+use watchkeeper_api::watch_frame::encode_frames;
+use watchkeeper_core::{FieldSelector, WatchEnd, WatchItem, WatchRequest, WatchStart};
+
+use crate::cache::Resource;
+use crate::http::state::App;
+use crate::operator::WatchInfo;
+use crate::request::ResourceRequest;
+use crate::respond::{now_unix, wants_table};
+use crate::source::read::too_large;
+
+/// Items encoded per body chunk at most.
+const WATCH_CHUNK_ITEMS: usize = 64;
+
+/// Maps Kubernetes' watch parameters onto the core's start: a watch without a resource
+/// version starts after the source's revision for watches ([`crate::source::Source::watch_revision`]).
+async fn watch_start(
+    app: &App,
+    resource: &Resource,
+    options: &Options,
+) -> Result<WatchStart, ApiError> {
+    let revision = match options.resource_version {
+        ResourceVersion::Latest => Some(app.source.watch_revision(resource).await?),
+        ResourceVersion::Any => None,
+        ResourceVersion::At(revision) => Some(revision),
+    };
+    Ok(match (options.send_initial_events, revision) {
+        (Some(true), min_revision) => WatchStart::InitialState { min_revision },
+        (_, Some(revision)) => WatchStart::After(revision),
+        (_, None) => WatchStart::Now,
+    })
+}
+
+/// A watch: the response streams the watcher's events until its deadline, the client goes
+/// away, or the server shuts down.
+///
+/// # Errors
+/// 400/422 bad options, 503 when the source cannot be asked.
+pub async fn watch(
+    app: &Arc<App>,
+    request: &ResourceRequest<'_>,
+    resource: &Arc<Resource>,
+) -> Result<Response, ApiError> {
+    let mut options = request.options.clone();
+    if let Some(name) = request.target.name {
+        // A watch of one object is a watch with fieldSelector metadata.name.
+        let by_name = FieldSelector::parse(&format!("metadata.name={name}"))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        options.fields = merge_fields(&options.fields, &by_name);
+    }
+    options.validate_watch(&resource.def.plural)?;
+    let start = watch_start(app, resource, &options).await?;
+    let timeout = match options.timeout_seconds {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => {
+            // Like kube-apiserver: a random deadline in [min, 2 * min).
+            let min = app.config.min_request_timeout;
+            min + min.mul_f64(rand::random::<f64>())
+        }
+    };
+    let now = app.clock.now();
+    let namespace = request.target.namespace;
+    let watch_request = WatchRequest {
+        start,
+        namespace: namespace.map(str::to_owned),
+        labels: options.labels.clone(),
+        fields: options.fields.clone(),
+        allow_bookmarks: options.allow_bookmarks,
+        deadline: Some(now + timeout),
+        queue_capacity: None,
+    };
+    let watch = resource.cache().watch(watch_request, now);
+    let headers = &request.context.headers;
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let id = app.watches.register(WatchInfo {
+        resource: resource.name(),
+        namespace: namespace.map(str::to_owned),
+        label_selector: options.label_selector_text.clone(),
+        field_selector: field_text(&options),
+        user_agent,
+        user: request.context.user.name.clone(),
+        started: now,
+        queue: watch.queue().clone(),
+        client: request.context.peer,
+    });
+    let chunk = WATCH_CHUNK_ITEMS;
+    let stream = WatchStream {
+        watch,
+        app: app.clone(),
+        resource: resource.clone(),
+        id,
+        table: wants_table(headers),
+        chunk,
+        buffer: Vec::with_capacity(chunk),
+        done: false,
+        delivered: app.debug.delivered_counter(&resource.name()),
+    };
+    let shutdown = app.shutdown.clone();
+    let body = futures_util::stream::unfold(
+        (stream, shutdown),
+        |(mut stream, mut shutdown)| async move {
+            if stream.done {
+                return None;
+            }
+            let parts = tokio::select! {
+                parts = stream.next_chunk() => parts,
+                _ = shutdown.changed() => return None,
+            };
+            Some((parts, (stream, shutdown)))
+        },
+    )
+    .flat_map(|parts| futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>)));
+    let mut response = Response::new(Body::from_stream(body.boxed()));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(response)
+}
+
+fn merge_fields(a: &FieldSelector, b: &FieldSelector) -> FieldSelector {
+    let mut terms: Vec<String> = a
+        .requirements()
+        .iter()
+        .chain(b.requirements())
+        .map(|r| {
+            format!(
+                "{}{}{}",
+                r.field,
+                if r.negated { "!=" } else { "=" },
+                escape_field_value(&r.value)
+            )
+        })
+        .collect();
+    terms.dedup();
+    FieldSelector::parse(&terms.join(",")).unwrap_or_else(|_| b.clone())
+}
+
+fn escape_field_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace(',', "\\,")
+        .replace('=', "\\=")
+}
+
+fn field_text(options: &Options) -> String {
+    options
+        .fields
+        .requirements()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}{}{}",
+                r.field,
+                if r.negated { "!=" } else { "=" },
+                r.value
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The body of one watch response.
+struct WatchStream {
+    watch: watchkeeper_core::Watch,
+    app: Arc<App>,
+    resource: Arc<Resource>,
+    id: u64,
+    table: bool,
+    /// Items per chunk at most.
+    chunk: usize,
+    buffer: Vec<WatchItem>,
+    done: bool,
+    /// Events written to clients of this resource (`/debug/watchers`).
+    delivered: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Drop for WatchStream {
+    fn drop(&mut self) {
+        self.app.watches.unregister(self.id);
+    }
+}
+
+impl WatchStream {
+    /// Waits for items and encodes up to a chunk of them (and the end, if it came) as body
+    /// pieces (see [`encode_frames`]: large objects' cached encodings are shared, not copied
+    /// per watcher).
+    async fn next_chunk(&mut self) -> Vec<Bytes> {
+        let chunk = self.chunk;
+        let end =
+            std::future::poll_fn(|cx| self.watch.poll_pop_many(cx, chunk, &mut self.buffer)).await;
+        let mut parts = Vec::new();
+        let stats = &self.resource.cache().metrics().encode;
+        let events = self
+            .buffer
+            .iter()
+            .filter(|item| !matches!(item, WatchItem::Bookmark { .. }))
+            .count();
+        self.delivered
+            .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
+        let now = now_unix();
+        encode_frames(
+            &mut parts,
+            &self.resource.def,
+            &self.buffer,
+            self.table,
+            stats,
+            now,
+        );
+        self.buffer.clear();
+        if let Some(end) = end {
+            self.done = true;
+            if let Some(error) = end_error(&end) {
+                let mut out = BytesMut::new();
+                out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
+                out.put_slice(error.to_status().to_string().as_bytes());
+                out.put_slice(b"}\n");
+                parts.push(out.freeze());
+            }
+        }
+        parts
+    }
+}
+
+/// The in-stream error for how a watch ended, if it is one.
+fn end_error(end: &WatchEnd) -> Option<ApiError> {
+    match end {
+        WatchEnd::Expired {
+            position, floor, ..
+        } => Some(ApiError::gone(format!(
+            "too old resource version: {position} ({floor})"
+        ))),
+        WatchEnd::TooLargeResourceVersion { requested, current } => {
+            Some(too_large(*requested, *current))
+        }
+        WatchEnd::Unresponsive
+        | WatchEnd::InitialNoProgress
+        | WatchEnd::Deadline
+        | WatchEnd::Shutdown => None,
+    }
+}

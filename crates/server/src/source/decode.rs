@@ -1,0 +1,136 @@
+//! The one object decoder: a stored value or an upstream object becomes a cache object.
+//!
+//! ## Guarantees
+//! - The object carries `apiVersion` and `kind` (filled from the resource when missing), its
+//!   labels, and the resource's selectable field values (without `metadata.name` and
+//!   `metadata.namespace`, which the cache keys by).
+//! - A stored value is named by its key ([`Identity::Key`]): `metadata.name` and
+//!   `metadata.namespace` are set from the key (a cluster-scoped object has no namespace), and
+//!   its resource version is the key's modification revision. An upstream object names itself
+//!   ([`Identity::Body`]): its `metadata.name` (required), `metadata.namespace` (for a namespaced
+//!   resource) and `metadata.resourceVersion` (an unsigned integer, as every kube-apiserver
+//!   issues them).
+//! - Anything else is an error naming what is wrong; nothing here panics.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use watchkeeper_api::{ResourceDef, field_values, labels_of};
+use watchkeeper_core::{Object, Revision};
+
+/// Where an object's namespace, name and resource version come from.
+#[derive(Clone, Copy, Debug)]
+pub enum Identity<'a> {
+    /// A stored value: its key names it, and it was last modified at `revision`.
+    Key {
+        /// The namespace from the key (empty for a cluster-scoped resource).
+        namespace: &'a str,
+        /// The name from the key.
+        name: &'a str,
+        /// The key's modification revision.
+        revision: Revision,
+    },
+    /// An upstream object: its own metadata names it and carries its resource version.
+    Body,
+}
+
+/// Parses a resource version; an upstream's must be integers.
+///
+/// # Errors
+/// A message saying why watchkeeper cannot cache such an upstream.
+pub fn parse_revision(value: Option<&Value>) -> Result<Revision, String> {
+    let text = value.and_then(Value::as_str).unwrap_or_default();
+    text.parse::<Revision>().map_err(|_| {
+        format!(
+            "the upstream's resourceVersion {text:?} is not an unsigned integer; watchkeeper orders resource versions as integers, as every kube-apiserver issues them, and cannot cache this upstream"
+        )
+    })
+}
+
+/// A cache object of `def` from `body`, identified as `identity` says.
+///
+/// # Errors
+/// The body is not a JSON object; or, for [`Identity::Body`], it has no name or its resource
+/// version is not an integer.
+pub fn decode(
+    def: &ResourceDef,
+    mut body: Value,
+    identity: Identity<'_>,
+) -> Result<Arc<Object>, String> {
+    let map = body
+        .as_object_mut()
+        .ok_or_else(|| format!("a {} is not a JSON object", def.kind))?;
+    map.entry("apiVersion")
+        .or_insert_with(|| Value::String(def.api_version()));
+    map.entry("kind")
+        .or_insert_with(|| Value::String(def.kind.clone()));
+    let (namespace, name, revision) = match identity {
+        Identity::Key {
+            namespace,
+            name,
+            revision,
+        } => {
+            let metadata = map
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()))
+                .as_object_mut()
+                .ok_or_else(|| format!("the metadata of a {} is not an object", def.kind))?;
+            metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+            if namespace.is_empty() {
+                metadata.remove("namespace");
+            } else {
+                metadata.insert("namespace".to_owned(), Value::String(namespace.to_owned()));
+            }
+            (namespace.to_owned(), name.to_owned(), revision)
+        }
+        Identity::Body => {
+            let revision = parse_revision(body.pointer("/metadata/resourceVersion"))?;
+            let name = body
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| format!("an upstream {} has no metadata.name", def.kind))?
+                .to_owned();
+            let namespace = if def.namespaced {
+                body.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            } else {
+                String::new()
+            };
+            (namespace, name, revision)
+        }
+    };
+    let labels = labels_of(&body);
+    let mut fields = field_values(def, &body);
+    fields.remove("metadata.name");
+    fields.remove("metadata.namespace");
+    Ok(Arc::new(Object::new(
+        &namespace, &name, labels, fields, revision, body,
+    )))
+}
+
+/// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`].
+///
+/// # Errors
+/// The value is not a JSON object.
+pub fn decode_stored(
+    def: &ResourceDef,
+    namespace: &str,
+    name: &str,
+    revision: Revision,
+    value: &[u8],
+) -> Result<Arc<Object>, String> {
+    let body: Value = serde_json::from_slice(value)
+        .map_err(|e| format!("a stored {} is not JSON: {e}", def.kind))?;
+    decode(
+        def,
+        body,
+        Identity::Key {
+            namespace,
+            name,
+            revision,
+        },
+    )
+}

@@ -1,0 +1,231 @@
+//! Reads from the caches with Kubernetes' consistency (KEP-2340, KEP-4988, KEP-6404).
+//!
+//! ## Guarantees
+//! - A consistent LIST or GET (`resourceVersion` unset) reads the source's current revision,
+//!   waits until the cache has dispatched it (at most the fresh wait), and serves the cache's
+//!   state. When the wait runs out the read is [`ReadError::Uncached`] (504 Timeout with
+//!   `retryAfterSeconds: 1` from the store; forwarded by an upstream source), never a silent
+//!   fallback to stale data.
+//! - `resourceVersion=0`: the cache as it is. `resourceVersion=N`: wait for N, then the latest
+//!   state (NotOlderThan) or exactly the snapshot at N (Exact, 410 if gone).
+//! - Pages are served from the snapshot at the first page's revision; the continue token
+//!   carries that revision and the last key, and is validated (garbage: 400; expired: 410;
+//!   both [`ReadError::Uncached`], as the source may still serve them).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use watchkeeper_api::ApiError;
+use watchkeeper_api::query::{ContinueToken, Match, Options, ResourceVersion};
+use watchkeeper_core::{Object, Revision, Snapshot, WatchCache};
+
+use crate::cache::Resource;
+
+/// Counters of the write and read paths (for `/metrics` and the benchmarks).
+#[derive(Debug, Default)]
+pub struct PathCounters {
+    /// Update conflicts seen by guaranteed updates.
+    pub conflicts: AtomicU64,
+    /// Writes skipped because they changed nothing.
+    pub noop_writes: AtomicU64,
+    /// Consistent GETs served from the store (switch off).
+    pub store_gets: AtomicU64,
+    /// Objects decoded on the request path (GETs from the store).
+    pub request_decodes: AtomicU64,
+    /// Consistent reads that timed out waiting for the cache.
+    pub fresh_timeouts: AtomicU64,
+}
+
+/// How long a read waits for a cache to reach a revision, and where timeouts are counted.
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    /// The bound (`--fresh-wait-ms`).
+    pub wait: Duration,
+    /// The counters (`fresh_timeouts`).
+    pub counters: Arc<PathCounters>,
+}
+
+impl Freshness {
+    /// Waits until `cache` has dispatched `revision`, at most [`Freshness::wait`].
+    ///
+    /// # Errors
+    /// 504 "Too large resource version" with `retryAfterSeconds: 1`.
+    pub async fn wait(&self, cache: &WatchCache, revision: Revision) -> Result<(), ApiError> {
+        if cache.dispatched() >= revision {
+            return Ok(());
+        }
+        match tokio::time::timeout(self.wait, cache.wait_fresh(revision)).await {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                self.counters.fresh_timeouts.fetch_add(1, Ordering::Relaxed);
+                Err(too_large(revision, cache.dispatched()))
+            }
+        }
+    }
+}
+
+/// 504 Timeout "Too large resource version", as the watch cache answers.
+#[must_use]
+pub fn too_large(requested: Revision, current: Revision) -> ApiError {
+    let mut error = ApiError::timeout(
+        format!("Too large resource version: {requested}, current: {current}"),
+        1,
+    );
+    error.details = Some(json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    }));
+    error
+}
+
+/// Why a read was not served from the cache.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The answer (a 4xx, or a 5xx the source cannot help with).
+    Refused(ApiError),
+    /// The cache cannot serve it (not proven fresh in time, or a continue token it cannot
+    /// continue): the source may (an upstream forwards it); otherwise this is the answer.
+    Uncached(ApiError),
+}
+
+impl ReadError {
+    /// The answer when the source does not serve an uncached read itself.
+    #[must_use]
+    pub fn into_api(self) -> ApiError {
+        match self {
+            ReadError::Refused(error) | ReadError::Uncached(error) => error,
+        }
+    }
+}
+
+impl From<ApiError> for ReadError {
+    fn from(error: ApiError) -> ReadError {
+        ReadError::Refused(error)
+    }
+}
+
+/// The answer to a list: the objects of one page and the list's metadata.
+#[derive(Debug)]
+pub struct ListPage {
+    /// Objects in key order.
+    pub items: Vec<Arc<Object>>,
+    /// The list's resource version.
+    pub revision: Revision,
+    /// The continue token, if there is more.
+    pub continue_token: Option<String>,
+    /// How many items remain after this page (when known).
+    pub remaining: Option<usize>,
+}
+
+/// The snapshot a read with these options is served from; `latest` is the source's current
+/// revision (awaited only for a consistent read).
+///
+/// # Errors
+/// See the module docs.
+pub async fn snapshot(
+    resource: &Resource,
+    options: &Options,
+    fresh: &Freshness,
+    latest: impl Future<Output = Result<Revision, ApiError>>,
+) -> Result<Snapshot, ReadError> {
+    let cache = resource.cache();
+    match (options.resource_version, options.resource_version_match) {
+        (ResourceVersion::Latest, _) => {
+            let revision = latest.await?;
+            fresh
+                .wait(cache, revision)
+                .await
+                .map_err(ReadError::Uncached)?;
+            Ok(cache.latest())
+        }
+        (ResourceVersion::Any, _) => Ok(cache.latest()),
+        (ResourceVersion::At(revision), Some(Match::Exact)) => {
+            fresh.wait(cache, revision).await?;
+            cache.snapshot_at(revision).map_err(|e| {
+                ReadError::Refused(match e {
+                    watchkeeper_core::ReadError::TooOld { requested, .. } => {
+                        ApiError::gone(format!("too old resource version: {requested}"))
+                    }
+                    watchkeeper_core::ReadError::TooLarge { requested, current } => {
+                        too_large(requested, current)
+                    }
+                })
+            })
+        }
+        (ResourceVersion::At(revision), _) => {
+            fresh.wait(cache, revision).await?;
+            Ok(cache.latest())
+        }
+    }
+}
+
+/// LIST: one page of the objects matching the options.
+///
+/// # Errors
+/// As Kubernetes: 400 bad options, 410 expired continue token, 504 not fresh.
+pub async fn list(
+    resource: &Resource,
+    namespace: Option<&str>,
+    options: &Options,
+    fresh: &Freshness,
+    latest: impl Future<Output = Result<Revision, ApiError>>,
+) -> Result<ListPage, ReadError> {
+    let cache = resource.cache();
+    let (snapshot, start_after) = match &options.continue_token {
+        Some(token) => {
+            if options.resource_version_match.is_some()
+                || !matches!(options.resource_version, ResourceVersion::Latest)
+            {
+                return Err(ReadError::Uncached(ApiError::bad_request(
+                    "specifying resource version is not allowed when using continue".to_owned(),
+                )));
+            }
+            let token = ContinueToken::decode(token).map_err(ReadError::Uncached)?;
+            let snapshot = cache.snapshot_at(token.revision).map_err(|_| {
+                ReadError::Uncached(ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_owned()))
+            })?;
+            (snapshot, Some(token.start_after))
+        }
+        None => (snapshot(resource, options, fresh, latest).await?, None),
+    };
+    let prefix = namespace.map(|ns| format!("{ns}/"));
+    let limit = if options.limit == 0 {
+        usize::MAX
+    } else {
+        options.limit
+    };
+    let mut items = Vec::new();
+    let mut matching = snapshot
+        .range(prefix.as_deref(), start_after.as_deref())
+        .filter(|o| options.labels.matches(o.labels()) && options.fields.matches(o.fields()));
+    for object in matching.by_ref() {
+        items.push(object.clone());
+        if items.len() == limit {
+            break;
+        }
+    }
+    let remaining = if items.len() == limit {
+        matching.count()
+    } else {
+        0
+    };
+    let continue_token = (remaining > 0).then(|| {
+        ContinueToken {
+            revision: snapshot.revision(),
+            start_after: items
+                .last()
+                .map(|o| o.key().to_string())
+                .unwrap_or_default(),
+        }
+        .encode()
+    });
+    Ok(ListPage {
+        items,
+        revision: snapshot.revision(),
+        continue_token,
+        remaining: (remaining > 0).then_some(remaining),
+    })
+}

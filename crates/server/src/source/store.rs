@@ -1,0 +1,927 @@
+//! The store source: a store (embedded, memory or etcd) under one registry prefix is the
+//! source of truth; watchkeeper is the API server over it.
+//!
+//! ## Reads
+//! The reflection lists the whole registry prefix at one revision and watches it from the
+//! next: one store watch covers every resource, so every store revision reaches every cache (a
+//! revision with changes for a resource is dispatched to it, one without is a progress
+//! notification for it). The caches' resource versions therefore track the store's revision
+//! closely, and a consistent read (read the store's current revision, wait until the cache has
+//! it) needs no progress request — which etcd 3.4.23 cannot answer safely. A compaction past
+//! the resume revision relists; a failed or ended watch relists after a back-off.
+//!
+//! ## Writes
+//! Creates, updates and deletes are compare-and-swap transactions on the store. Guaranteed
+//! updates (PATCH, and PUT without a resourceVersion) start from the object in the cache; on a
+//! conflict they wait until the cache has reached the revision the failed transaction reported
+//! and retry from the cache, without re-reading or re-decoding the store. A write that changes
+//! nothing is not written. Every write waits (at most the fresh wait) until the cache has its
+//! revision before answering, so a client reads its own writes at `resourceVersion=0` too.
+//! `dryRun` is refused with 400 (applying it would change the store).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use watchkeeper_api::query::Options;
+use watchkeeper_api::{
+    ApiError, CreateContext, PatchType, ResourceDef, prepare_create, prepare_update,
+};
+use watchkeeper_core::{Change, Object, Revision, object_key};
+use watchkeeper_store::{
+    AnyStore, Compare, EventKind, KeySelector, KeyValue, RangeRequest, StartKey, Store, TxnOp,
+    TxnRequest, Watch, WatchItem,
+};
+
+use crate::cache::Resource;
+use crate::request::ResourceRequest;
+use crate::respond::json_response;
+use crate::source::decode::decode_stored;
+use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
+use crate::source::read::{self, Freshness, PathCounters};
+
+/// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
+/// request times out; a bound keeps a pathological hot key from spinning forever).
+const GUARANTEED_UPDATE_ATTEMPTS: usize = 100;
+
+/// The store source.
+#[derive(Debug, Clone)]
+pub struct StoreSource {
+    store: AnyStore,
+    /// The registry prefix, without a trailing slash (`/registry`).
+    prefix: String,
+    /// Objects per page of the reflector's store list.
+    list_page: usize,
+    /// Consistent GETs from the cache (true) or the store (false).
+    consistent_get_from_cache: bool,
+    counters: Arc<PathCounters>,
+    status: Arc<ReflectorStatus>,
+}
+
+/// 503 for a store that cannot be written.
+fn store_write_error(error: impl std::fmt::Display) -> ApiError {
+    ApiError::service_unavailable(format!("cannot write to the store: {error}"))
+}
+
+/// 503 for a store that cannot be read.
+fn store_read_error(error: impl std::fmt::Display) -> ApiError {
+    ApiError::service_unavailable(format!("cannot read the store: {error}"))
+}
+
+impl StoreSource {
+    /// The store source over `store`.
+    #[must_use]
+    pub fn new(
+        store: AnyStore,
+        prefix: &str,
+        list_page: usize,
+        consistent_get_from_cache: bool,
+        counters: Arc<PathCounters>,
+        status: Arc<ReflectorStatus>,
+    ) -> StoreSource {
+        StoreSource {
+            store,
+            prefix: prefix.to_owned(),
+            list_page,
+            consistent_get_from_cache,
+            counters,
+            status,
+        }
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &AnyStore {
+        &self.store
+    }
+
+    /// The store's current revision.
+    ///
+    /// # Errors
+    /// 503 when the store cannot be read.
+    pub async fn current_revision(&self) -> Result<Revision, ApiError> {
+        self.store
+            .current_revision()
+            .await
+            .map_err(store_read_error)
+    }
+
+    /// Whether consistent GETs read the store rather than the cache (`--consistent-get-from-cache=false`).
+    #[must_use]
+    pub fn gets_from_store(&self) -> bool {
+        !self.consistent_get_from_cache
+    }
+
+    /// A consistent GET read and decoded from the store (the switch off, as before KEP-6404).
+    ///
+    /// # Errors
+    /// 404 when absent, 500 when the stored value is not a JSON object, store errors.
+    pub async fn get(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Object>, ApiError> {
+        self.counters.store_gets.fetch_add(1, Ordering::Relaxed);
+        let kv = self
+            .store
+            .get(Bytes::from(resource.store_key(namespace, name)))
+            .await
+            .map_err(store_read_error)?
+            .ok_or_else(|| ApiError::not_found(&resource.def, name))?;
+        self.counters
+            .request_decodes
+            .fetch_add(1, Ordering::Relaxed);
+        decode_stored(&resource.def, namespace, name, kv.mod_revision, &kv.value).map_err(|_| {
+            ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
+        })
+    }
+
+    /// A write (create, update, patch, delete, deletecollection) applied to the store.
+    ///
+    /// # Errors
+    /// As kube-apiserver: 400 bad body or dry run, 404, 409, 413, 415, 422, 500, 503, 504.
+    pub async fn write(
+        &self,
+        fresh: &Freshness,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        resources: &[Arc<Resource>],
+    ) -> Result<Response, ApiError> {
+        if request.dry_run() {
+            // Applying a dry-run write would change the store (kubectl --dry-run=server, diff).
+            return Err(ApiError::bad_request(
+                "dryRun is not supported by this server: the request was not applied".to_owned(),
+            ));
+        }
+        let writer = Writer {
+            source: self,
+            fresh,
+            resources,
+        };
+        let headers = &request.context.headers;
+        let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
+        let namespace = request.target.namespace;
+        match (&request.context.method, request.target.name) {
+            (&Method::POST, None) => {
+                let created = writer
+                    .create(resource, namespace, parse_body(&body)?)
+                    .await?;
+                Ok(json_response(StatusCode::CREATED, created.to_string()))
+            }
+            (&Method::PUT, Some(name)) => {
+                let updated = writer
+                    .update(
+                        resource,
+                        namespace.unwrap_or_default(),
+                        name,
+                        parse_body(&body)?,
+                    )
+                    .await?;
+                Ok(json_response(StatusCode::OK, updated.to_string()))
+            }
+            (&Method::PATCH, Some(name)) => {
+                let patch_type = patch_type(headers)?;
+                if body.is_empty() {
+                    return Err(ApiError::bad_request("the patch is empty".to_owned()));
+                }
+                let patched = writer
+                    .patch(
+                        resource,
+                        namespace.unwrap_or_default(),
+                        name,
+                        patch_type,
+                        body,
+                    )
+                    .await?;
+                Ok(json_response(StatusCode::OK, patched.to_string()))
+            }
+            (&Method::DELETE, Some(name)) => {
+                let options = if body.is_empty() {
+                    Value::Null
+                } else {
+                    parse_body(&body)?
+                };
+                let deleted = writer
+                    .delete(resource, namespace.unwrap_or_default(), name, &options)
+                    .await?;
+                Ok(json_response(StatusCode::OK, deleted.to_string()))
+            }
+            (&Method::DELETE, None) => {
+                let deleted = writer
+                    .delete_collection(resource, namespace, &request.options)
+                    .await?;
+                Ok(json_response(
+                    StatusCode::OK,
+                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"kind": resource.def.plural, "group": resource.def.group}, "message": format!("deleted {deleted} objects")}).to_string(),
+                ))
+            }
+            (method, _) => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource: {method}"
+            ))),
+        }
+    }
+}
+
+/// The write paths of one request.
+struct Writer<'a> {
+    source: &'a StoreSource,
+    fresh: &'a Freshness,
+    resources: &'a [Arc<Resource>],
+}
+
+impl Writer<'_> {
+    /// Proves the cache fresh: reads the store's current revision and waits until the cache
+    /// has it.
+    async fn consistent(&self, resource: &Resource) -> Result<Revision, ApiError> {
+        let revision = self.source.current_revision().await?;
+        self.fresh.wait(resource.cache(), revision).await?;
+        Ok(revision)
+    }
+
+    /// Waits (bounded, best effort) until the cache has a revision we just wrote.
+    async fn settle(&self, resource: &Resource, revision: Revision) {
+        let _ = tokio::time::timeout(self.fresh.wait, resource.cache().wait_fresh(revision)).await;
+    }
+
+    async fn txn(&self, request: TxnRequest) -> Result<watchkeeper_store::TxnResponse, ApiError> {
+        self.source
+            .store
+            .txn(request)
+            .await
+            .map_err(store_write_error)
+    }
+
+    /// Checks that a namespace exists (and is not terminating) before a create in it.
+    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ApiError> {
+        let Some(namespaces) = self.resources.iter().find(|r| {
+            r.def.group.is_empty() && r.def.version == "v1" && r.def.plural == "namespaces"
+        }) else {
+            return Ok(());
+        };
+        let cache = namespaces.cache();
+        let mut found = cache.get(namespace).0;
+        if found.is_none() {
+            self.consistent(namespaces).await?;
+            found = cache.get(namespace).0;
+        }
+        match found {
+            None => Err(ApiError::namespace_not_found(namespace)),
+            Some(ns) if ns.body().pointer("/metadata/deletionTimestamp").is_some() => {
+                Err(ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "unable to create new content in namespace {namespace} because it is being terminated"
+                    ),
+                ))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// CREATE.
+    async fn create(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        if resource.def.namespaced {
+            let namespace = namespace.ok_or_else(|| {
+                ApiError::bad_request("the namespace is required to create a namespaced object: use /namespaces/{namespace}/...".to_owned())
+            })?;
+            self.ensure_namespace(namespace).await?;
+        }
+        let context = CreateContext {
+            namespace,
+            uid: uuid::Uuid::new_v4().to_string(),
+            creation_timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string(),
+            random_suffix: random_suffix(),
+        };
+        let object = prepare_create(&resource.def, body, &context)?;
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = namespace.unwrap_or_default();
+        let key = Bytes::from(resource.store_key(namespace, &name));
+        let response = self
+            .txn(
+                TxnRequest::default()
+                    .when(Compare::Absent { key: key.clone() })
+                    .then(TxnOp::Put {
+                        key,
+                        value: stored_value(&object),
+                    }),
+            )
+            .await?;
+        if !response.succeeded {
+            return Err(ApiError::already_exists(&resource.def, &name));
+        }
+        self.settle(resource, response.revision).await;
+        Ok(with_revision(object, response.revision))
+    }
+
+    /// UPDATE (PUT). With `metadata.resourceVersion` in the body it is a precondition
+    /// (409 on mismatch); without, a guaranteed update.
+    async fn update(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let body_name = body.pointer("/metadata/name").and_then(Value::as_str);
+        if body_name.is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                body_name.unwrap_or_default()
+            )));
+        }
+        let precondition = match body.pointer("/metadata/resourceVersion") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(rv)) if rv.is_empty() => None,
+            Some(Value::String(rv)) => Some(rv.parse::<Revision>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resourceVersion {rv:?} in the object: a resource version is a non-negative integer"))
+            })?),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid resourceVersion {other} in the object: expected a string"
+                )));
+            }
+        };
+        self.guaranteed_update(resource, namespace, name, precondition, |_current| {
+            let mut new = body.clone();
+            if new.pointer("/metadata/name").is_none()
+                && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+            }
+            Ok(new)
+        })
+        .await
+    }
+
+    /// PATCH: a guaranteed update applying `patch` to the current object.
+    async fn patch(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: Bytes,
+    ) -> Result<Value, ApiError> {
+        self.guaranteed_update(resource, namespace, name, None, |old| {
+            watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)
+        })
+        .await
+    }
+
+    /// The guaranteed update loop (see the module docs). `mutate` maps the current object to
+    /// the desired one.
+    async fn guaranteed_update(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        precondition: Option<Revision>,
+        mutate: impl Fn(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Value, ApiError> {
+        let cache = resource.cache();
+        let cache_key = object_key(namespace, name);
+        let store_key = Bytes::from(resource.store_key(namespace, name));
+        let counters = &self.source.counters;
+        // Start from a cache proven fresh, so a write never builds on a stale object.
+        self.consistent(resource).await?;
+        for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
+            let (current, _) = cache.get(&cache_key);
+            let current = current.ok_or_else(|| ApiError::not_found(&resource.def, name))?;
+            let expected = precondition.unwrap_or(current.resource_version());
+            if let Some(precondition) = precondition
+                && precondition != current.resource_version()
+            {
+                return Err(ApiError::conflict(
+                    &resource.def,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
+            }
+            let old = current.body();
+            let desired = mutate(old)?;
+            let new = prepare_update(&resource.def, old, desired)?;
+            if strip_revision(&new) == strip_revision(old) {
+                counters.noop_writes.fetch_add(1, Ordering::Relaxed);
+                return Ok(old.clone());
+            }
+            let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
+                && new
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty);
+            let operation = if finalized {
+                TxnOp::Delete {
+                    key: store_key.clone(),
+                }
+            } else {
+                TxnOp::Put {
+                    key: store_key.clone(),
+                    value: stored_value(&new),
+                }
+            };
+            let response = self
+                .txn(
+                    TxnRequest::default()
+                        .when(Compare::ModRevision {
+                            key: store_key.clone(),
+                            revision: expected,
+                        })
+                        .then(operation),
+                )
+                .await?;
+            if response.succeeded {
+                self.settle(resource, response.revision).await;
+                return Ok(with_revision(new, response.revision));
+            }
+            counters.conflicts.fetch_add(1, Ordering::Relaxed);
+            if precondition.is_some() {
+                return Err(ApiError::conflict(
+                    &resource.def,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
+            }
+            // Retry from the cache once it has what the store reported: no store read, no decode.
+            let seen = response
+                .current
+                .first()
+                .and_then(|(_, kv)| kv.as_ref().map(|kv| kv.mod_revision))
+                .unwrap_or(response.revision);
+            self.fresh.wait(cache, seen.max(response.revision)).await?;
+        }
+        Err(ApiError::conflict(
+            &resource.def,
+            name,
+            "too many concurrent updates; please try again",
+        ))
+    }
+
+    /// DELETE of one object. Objects with finalizers get a deletionTimestamp and stay until
+    /// the finalizers are removed. Deleting a namespace deletes everything in it.
+    async fn delete(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        options: &Value,
+    ) -> Result<Value, ApiError> {
+        let cache = resource.cache();
+        self.consistent(resource).await?;
+        let precondition_uid = options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let precondition_rv = options
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(|rv| {
+                rv.parse::<Revision>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid preconditions.resourceVersion {rv:?}"))
+                })
+            })
+            .transpose()?;
+        for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
+            let (current, _) = cache.get(&object_key(namespace, name));
+            let current = current.ok_or_else(|| ApiError::not_found(&resource.def, name))?;
+            let body = current.body();
+            if let Some(uid) = &precondition_uid {
+                let actual = body
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if uid != actual {
+                    return Err(ApiError::conflict(
+                        &resource.def,
+                        name,
+                        format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                        ),
+                    ));
+                }
+            }
+            if let Some(rv) = precondition_rv
+                && rv != current.resource_version()
+            {
+                return Err(ApiError::conflict(
+                    &resource.def,
+                    name,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        current.resource_version()
+                    ),
+                ));
+            }
+            let has_finalizers = body
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty());
+            if resource.def.group.is_empty() && resource.def.plural == "namespaces" {
+                self.delete_namespace_contents(name).await?;
+            }
+            let store_key = Bytes::from(resource.store_key(namespace, name));
+            let (operation, result) = if has_finalizers {
+                if body.pointer("/metadata/deletionTimestamp").is_some() {
+                    return Ok(body.clone());
+                }
+                let mut marked = body.clone();
+                if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
+                    metadata.insert(
+                        "deletionTimestamp".to_owned(),
+                        Value::String(
+                            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                                .to_string(),
+                        ),
+                    );
+                    metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
+                }
+                (
+                    TxnOp::Put {
+                        key: store_key.clone(),
+                        value: stored_value(&marked),
+                    },
+                    marked,
+                )
+            } else {
+                (
+                    TxnOp::Delete {
+                        key: store_key.clone(),
+                    },
+                    body.clone(),
+                )
+            };
+            let response = self
+                .txn(
+                    TxnRequest::default()
+                        .when(Compare::ModRevision {
+                            key: store_key,
+                            revision: current.resource_version(),
+                        })
+                        .then(operation),
+                )
+                .await?;
+            if response.succeeded {
+                self.settle(resource, response.revision).await;
+                return Ok(if has_finalizers {
+                    with_revision(result, response.revision)
+                } else {
+                    result
+                });
+            }
+            self.source
+                .counters
+                .conflicts
+                .fetch_add(1, Ordering::Relaxed);
+            self.fresh.wait(cache, response.revision).await?;
+        }
+        Err(ApiError::conflict(
+            &resource.def,
+            name,
+            "too many concurrent updates; please try again",
+        ))
+    }
+
+    /// Deletes every object in a namespace, across namespaced resources.
+    async fn delete_namespace_contents(&self, namespace: &str) -> Result<(), ApiError> {
+        for resource in self.resources.iter().filter(|r| r.def.namespaced) {
+            let snapshot = resource.cache().latest();
+            let prefix = format!("{namespace}/");
+            let names: Vec<String> = snapshot
+                .range(Some(&prefix), None)
+                .map(|o| o.name().to_owned())
+                .collect();
+            for name in names {
+                let key = Bytes::from(resource.store_key(namespace, &name));
+                self.txn(TxnRequest::default().then(TxnOp::Delete { key }))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// DELETE of a collection: every object matching the selectors.
+    async fn delete_collection(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        options: &Options,
+    ) -> Result<usize, ApiError> {
+        let page = read::list(
+            resource,
+            namespace,
+            options,
+            self.fresh,
+            self.source.current_revision(),
+        )
+        .await
+        .map_err(read::ReadError::into_api)?;
+        let mut deleted = 0;
+        for object in page.items {
+            match self
+                .delete(resource, object.namespace(), object.name(), &Value::Null)
+                .await
+            {
+                Ok(_) => deleted += 1,
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// The value stored for an object: its JSON without `metadata.resourceVersion`.
+fn stored_value(object: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(&strip_revision(object)).unwrap_or_default())
+}
+
+fn with_revision(mut object: Value, revision: Revision) -> Value {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert(
+            "resourceVersion".to_owned(),
+            Value::String(revision.to_string()),
+        );
+    }
+    object
+}
+
+/// The object without its resource version, to detect no-op writes.
+fn strip_revision(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+    }
+    object
+}
+
+/// Five random lowercase alphanumerics for `generateName`.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// A protobuf body decoded to JSON bytes for `def` (so create, update and delete read JSON
+/// whatever the client sent); other bodies unchanged.
+fn protobuf_to_json(
+    def: &ResourceDef,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Bytes, ApiError> {
+    let protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(watchkeeper_api::is_protobuf_media_type);
+    if !protobuf || body.is_empty() {
+        return Ok(body);
+    }
+    let value = watchkeeper_api::decode_protobuf(def, &body)?;
+    Ok(Bytes::from(value.to_string()))
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the request body is empty: expected a JSON object".to_owned(),
+        ));
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object".to_owned(),
+        ));
+    }
+    Ok(value)
+}
+
+fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    PatchType::from_content_type(media_type).ok_or_else(|| {
+        ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+        ))
+    })
+}
+
+/// The store's side of a reflection: every feed under the registry prefix.
+#[derive(Debug)]
+pub struct StoreLister {
+    source: StoreSource,
+    /// The registry prefix with a trailing slash (`/registry/`).
+    prefix: String,
+    /// The feeds' storage prefixes and whether their resources are namespaced, in feed order.
+    routes: Arc<Vec<(String, bool)>>,
+}
+
+/// An open store watch, routed to the feeds.
+pub struct StoreEvents {
+    watch: Watch,
+    router: Router,
+}
+
+/// Routes keys to feeds and decodes values.
+#[derive(Clone)]
+struct Router {
+    prefix: String,
+    routes: Arc<Vec<(String, bool)>>,
+    defs: Arc<Vec<ResourceDef>>,
+    status: Arc<ReflectorStatus>,
+}
+
+impl Router {
+    /// Which feed a key belongs to, and the object's namespace and name.
+    fn route<'k>(&self, key: &'k str) -> Option<(usize, &'k str, &'k str)> {
+        let rest = key.strip_prefix(&self.prefix)?;
+        let (index, (storage_prefix, namespaced)) = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| rest.starts_with(p.as_str()))
+            .max_by_key(|(_, (p, _))| p.len())?;
+        let rest = &rest[storage_prefix.len()..];
+        if *namespaced {
+            let (namespace, name) = rest.split_once('/')?;
+            (!namespace.is_empty() && !name.is_empty() && !name.contains('/'))
+                .then_some((index, namespace, name))
+        } else {
+            (!rest.is_empty() && !rest.contains('/')).then_some((index, "", rest))
+        }
+    }
+
+    fn decode_put(&self, index: usize, namespace: &str, name: &str, kv: &KeyValue) -> Change {
+        self.status.decodes.fetch_add(1, Ordering::Relaxed);
+        match decode_stored(
+            &self.defs[index],
+            namespace,
+            name,
+            kv.mod_revision,
+            &kv.value,
+        ) {
+            Ok(object) => Change::put(object),
+            Err(error) => {
+                self.status.decode_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    key = %String::from_utf8_lossy(&kv.key),
+                    %error,
+                    "store value is not a JSON object; treating the key as absent"
+                );
+                Change::delete(object_key(namespace, name))
+            }
+        }
+    }
+}
+
+impl StoreLister {
+    /// The reflection of `source` for feeds whose storage prefixes and scopes are `routes`.
+    #[must_use]
+    pub fn new(source: &StoreSource, feeds: &[Feed]) -> StoreLister {
+        StoreLister {
+            source: source.clone(),
+            prefix: format!("{}/", source.prefix),
+            routes: Arc::new(
+                feeds
+                    .iter()
+                    .map(|f| (f.storage_prefix.clone(), f.def.namespaced))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn router(&self, feeds: &[Feed]) -> Router {
+        Router {
+            prefix: self.prefix.clone(),
+            routes: self.routes.clone(),
+            defs: Arc::new(feeds.iter().map(|f| f.def.clone()).collect()),
+            status: self.source.status.clone(),
+        }
+    }
+
+    /// Lists everything under the prefix at one revision, a page at a time.
+    pub async fn list(&self, feeds: &[Feed]) -> Result<Listed, Stop> {
+        let router = self.router(feeds);
+        let mut per_feed: Vec<Vec<Arc<Object>>> = vec![Vec::new(); feeds.len()];
+        let mut revision = 0;
+        let mut start: Option<Bytes> = None;
+        let mut loaded = 0usize;
+        loop {
+            let mut request = RangeRequest::prefix(Bytes::from(self.prefix.clone()))
+                .with_limit(self.source.list_page);
+            if revision != 0 {
+                request = request.at_revision(revision);
+            }
+            if let Some(key) = start.take() {
+                request = request.starting(StartKey::Exclusive(key));
+            }
+            let page = self
+                .source
+                .store
+                .range(request)
+                .await
+                .map_err(|e| Stop::Restart(e.to_string()))?;
+            revision = page.revision;
+            for kv in &page.kvs {
+                let key = String::from_utf8_lossy(&kv.key);
+                if let Some((index, namespace, name)) = router.route(&key)
+                    && let Change {
+                        object: Some(object),
+                        ..
+                    } = router.decode_put(index, namespace, name, kv)
+                {
+                    per_feed[index].push(object);
+                }
+            }
+            loaded += page.kvs.len();
+            if loaded > 0 && loaded % 100_000 < self.source.list_page {
+                tracing::info!(loaded, revision, "loading the store");
+            }
+            match (page.more, page.kvs.last()) {
+                (true, Some(last)) => start = Some(last.key.clone()),
+                _ => break,
+            }
+        }
+        Ok(Listed {
+            revision,
+            objects: per_feed,
+        })
+    }
+
+    /// Watches the whole prefix after `after`.
+    pub async fn watch(&self, feeds: &[Feed], after: Revision) -> Result<StoreEvents, Stop> {
+        let watch = self
+            .source
+            .store
+            .watch(
+                KeySelector::Prefix(Bytes::from(self.prefix.clone())),
+                after + 1,
+            )
+            .await
+            .map_err(|e| Stop::Restart(e.to_string()))?;
+        Ok(StoreEvents {
+            watch,
+            router: self.router(feeds),
+        })
+    }
+
+    /// Records the newest store revision seen.
+    pub fn observed(&self, revision: Revision) {
+        self.source
+            .status
+            .store_revision
+            .fetch_max(revision, Ordering::Relaxed);
+    }
+}
+
+impl StoreEvents {
+    /// The next revision, progress notification or end of the watch.
+    pub async fn next(&mut self) -> Item {
+        match self.watch.next().await {
+            Some(WatchItem::Revision { revision, events }) => {
+                let mut changes: BTreeMap<usize, Vec<Change>> = BTreeMap::new();
+                for event in &events {
+                    let key = String::from_utf8_lossy(&event.kv.key);
+                    let Some((index, namespace, name)) = self.router.route(&key) else {
+                        continue;
+                    };
+                    let change = match event.kind {
+                        EventKind::Put => self.router.decode_put(index, namespace, name, &event.kv),
+                        EventKind::Delete => Change::delete(object_key(namespace, name)),
+                    };
+                    changes.entry(index).or_default().push(change);
+                }
+                Item::Changes(revision, changes)
+            }
+            Some(WatchItem::Progress { revision }) => Item::Progress(revision),
+            Some(WatchItem::Compacted {
+                requested,
+                compact_revision,
+            }) => Item::Stopped(Stop::Relist(format!(
+                "the store compacted past the cache (requested {requested}, compacted to {compact_revision})"
+            ))),
+            Some(WatchItem::Failed(error)) => {
+                Item::Stopped(Stop::Restart(format!("the store watch failed: {error}")))
+            }
+            None => Item::Stopped(Stop::Restart("the store watch ended".to_owned())),
+        }
+    }
+}
