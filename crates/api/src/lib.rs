@@ -40,7 +40,10 @@ pub use discovery::{
 pub use error::{ApiError, success_status};
 pub use meta::{CreateContext, prepare_create, prepare_update, validate_name};
 pub use openapi::{openapi_v3_group_version, openapi_v3_root};
-pub use patch::{PatchType, apply_patch, unsupported_patch_type};
+pub use patch::{
+    JSON_PATCH_COPY_BYTES_MAX, PatchLimits, PatchType, apply_patch, apply_patch_with_limits,
+    unsupported_patch_type,
+};
 pub use protobuf::{PROTOBUF_MEDIA_TYPE, decode_protobuf, is_protobuf_media_type, protobuf_kinds};
 pub use resources::{
     ResourceDef, builtin_resources, field_values, find_resource, labels_of, parse_resources_file,
