@@ -30,6 +30,7 @@ pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod resources;
+pub mod schema;
 pub mod table;
 pub mod time;
 

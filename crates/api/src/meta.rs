@@ -347,6 +347,7 @@ pub fn prepare_create(
     ctx: &CreateContext<'_>,
 ) -> Result<Value, ApiError> {
     let mut object = as_object(object, "the object")?;
+    crate::schema::check_body(def, &object)?;
     check_type(def, &mut object)?;
     let mut meta = take_metadata(&mut object)?;
 
@@ -477,6 +478,7 @@ fn immutable(field: &str, value: &str) -> Cause {
 /// 400, 422 or 413 as described.
 pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Value, ApiError> {
     let mut object = as_object(new, "the object")?;
+    crate::schema::check_body(def, &object)?;
     check_type(def, &mut object)?;
     let mut meta = take_metadata(&mut object)?;
     let empty = Map::new();

@@ -220,6 +220,7 @@ pub fn apply_patch_with_limits(
             type_name(&result)
         )));
     }
+    crate::schema::check_patched(def, &result)?;
     Ok(result)
 }
 
