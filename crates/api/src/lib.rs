@@ -23,6 +23,7 @@
 //! ([`ApiError::conflict_modified`] on mismatch), store. Patch: [`apply_patch`] to the stored
 //! object, then [`prepare_update`] as for an update.
 
+pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod meta;

@@ -423,13 +423,19 @@ pub fn prepare_create(
         "creationTimestamp".into(),
         Value::String(ctx.creation_timestamp.clone()),
     );
-    meta.insert("generation".into(), Value::from(1));
+    if crate::defaults::keeps_generation(def) {
+        meta.insert("generation".into(), Value::from(1));
+    } else {
+        meta.remove("generation");
+    }
 
     if def.group.is_empty() && def.plural == "namespaces" {
         namespace_defaults(&mut object, &mut meta, &name);
     }
     object.insert("metadata".into(), Value::Object(meta));
-    let object = Value::Object(object);
+    let mut object = Value::Object(object);
+    crate::defaults::apply_defaults(def, &mut object, None);
+    crate::defaults::create_status(def, &mut object);
     check_size(&object)?;
     Ok(object)
 }
@@ -551,8 +557,16 @@ pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Valu
     meta.remove("managedFields");
     meta.remove("selfLink");
 
-    let old_generation = old_meta.get("generation").and_then(Value::as_i64);
-    let spec_changed = {
+    let mut defaulted = Value::Object(object);
+    crate::defaults::apply_defaults(def, &mut defaulted, None);
+    let Value::Object(mut object) = defaulted else {
+        return Err(ApiError::internal("defaulting changed the object's type"));
+    };
+    let old_generation = old_meta
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|_| crate::defaults::keeps_generation(def));
+    let spec_changed = crate::defaults::keeps_generation(def) && {
         let outside = |map: &Map<String, Value>| -> Vec<(String, Value)> {
             map.iter()
                 .filter(|(k, _)| {
@@ -561,7 +575,11 @@ pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Valu
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         };
-        let old_map = old.as_object().unwrap_or(&empty);
+        // kube-apiserver defaults the stored object as it reads it, so an object stored
+        // before a default existed does not count that default as a spec change.
+        let mut old_defaulted = old.clone();
+        crate::defaults::apply_defaults(def, &mut old_defaulted, None);
+        let old_map = old_defaulted.as_object().unwrap_or(&empty);
         outside(old_map) != outside(&object)
     };
     match (old_generation, spec_changed) {
@@ -654,10 +672,46 @@ mod tests {
         let out = prepare_create(&def("pods"), pod, &ctx(Some("default"))).unwrap();
         assert_eq!(
             out,
-            json!({"apiVersion": "v1", "kind": "Pod", "spec": {},
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "spec": {"dnsPolicy": "ClusterFirst", "enableServiceLinks": true,
+                            "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                            "securityContext": {}, "terminationGracePeriodSeconds": 30},
+                   "status": {"phase": "Pending", "qosClass": "BestEffort"},
                    "metadata": {"name": "a", "namespace": "default", "uid": "uid-1",
                                 "creationTimestamp": "2026-11-29T15:00:00Z", "generation": 1}})
         );
+    }
+
+    #[test]
+    fn generation_only_where_kubernetes_keeps_it() {
+        for (plural, kept) in [
+            ("pods", true),
+            ("deployments", true),
+            ("endpointslices", true),
+            ("configmaps", false),
+            ("services", false),
+            ("secrets", false),
+            ("namespaces", false),
+        ] {
+            let body = json!({"metadata": {"name": "a", "generation": 7}});
+            let out = prepare_create(&def(plural), body, &ctx(Some("default"))).unwrap();
+            assert_eq!(
+                out["metadata"].get("generation").is_some(),
+                kept,
+                "{plural}"
+            );
+            let mut changed = out.clone();
+            changed["spec"] = json!({"x": 1});
+            changed["data"] = json!({"k": "dg=="});
+            let updated = prepare_update(&def(plural), &out, changed).unwrap();
+            assert_eq!(
+                updated["metadata"]
+                    .get("generation")
+                    .and_then(Value::as_i64),
+                kept.then_some(2),
+                "{plural}"
+            );
+        }
     }
 
     #[test]
