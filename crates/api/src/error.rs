@@ -321,6 +321,14 @@ impl ApiError {
         ApiError::new(503, "ServiceUnavailable", message)
     }
 
+    /// The HTTP body of this error as kube-apiserver writes it: the [`ApiError::to_status`]
+    /// object in `metav1.Status` field order (`kind`, `apiVersion`, `metadata`, `status`,
+    /// `message`, `reason`, `details`, `code`) and a newline.
+    #[must_use]
+    pub fn to_status_body(&self) -> String {
+        crate::order::status_body(&self.to_status())
+    }
+
     /// The `Status` object: `{"kind":"Status","apiVersion":"v1","metadata":{},
     /// "status":"Failure","message":..,"reason":..,"details":..,"code":..}`
     /// (`details` only when set).
