@@ -21,7 +21,7 @@
 //! Service policies by type) are the few functions below the table.
 //!
 //! Not done here: ClusterIP allocation (the server owns the service CIDR and the set of IPs in
-//! use; [`service_defaults`] takes the allocated address from it), and admission plugins'
+//! use; [`apply_defaults`] takes the allocated address from it), and admission plugins'
 //! additions (service account token volumes, default tolerations, priority).
 
 use serde_json::{Map, Value, json};
