@@ -50,7 +50,9 @@ pub use discovery::{
     version_info,
 };
 pub use error::{ApiError, success_status};
-pub use meta::{CreateContext, prepare_create, prepare_update, validate_name};
+pub use meta::{
+    CreateContext, check_body_media_type, prepare_create, prepare_update, validate_name,
+};
 pub use openapi::{openapi_v3_group_version, openapi_v3_root};
 pub use order::{object_body, status_body};
 pub use patch::{

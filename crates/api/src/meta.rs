@@ -147,6 +147,36 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The media types kube-apiserver decodes a create or update body from (its message's list).
+const BODY_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// Checks the `Content-Type` of a create or update body: JSON (also when absent, as
+/// kube-apiserver assumes), YAML and Kubernetes protobuf pass; anything else — `text/plain`,
+/// `application/x-www-form-urlencoded`, `multipart/form-data` (what a web page can send
+/// without a CORS preflight), CBOR — is 415 UnsupportedMediaType with kube-apiserver's
+/// message. Parameters (`; charset=utf-8`) and case are ignored.
+///
+/// # Errors
+/// The 415 described.
+pub fn check_body_media_type(content_type: Option<&str>) -> Result<(), ApiError> {
+    let essence = content_type
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "" | "application/json" | "application/yaml" | "application/vnd.kubernetes.protobuf" => {
+            Ok(())
+        }
+        _ => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: {BODY_MEDIA_TYPES}"
+        ))),
+    }
+}
+
 /// What a create needs that the body does not carry. The server draws `uid` and
 /// `random_suffix` and reads the clock; this crate does neither.
 #[derive(Clone, Debug)]
@@ -664,6 +694,35 @@ mod tests {
         assert!(validate_label_value("").is_ok());
         assert!(validate_label_value("v1.2_3").is_ok());
         assert!(validate_label_value("bad value").is_err());
+    }
+
+    #[test]
+    fn body_media_types() {
+        for ok in [
+            None,
+            Some("application/json"),
+            Some("application/json; charset=utf-8"),
+            Some("Application/YAML"),
+            Some("application/vnd.kubernetes.protobuf"),
+        ] {
+            assert_eq!(check_body_media_type(ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/cbor",
+        ] {
+            let error = check_body_media_type(Some(bad)).unwrap_err();
+            assert_eq!(
+                (error.code, error.reason.as_str()),
+                (415, "UnsupportedMediaType")
+            );
+            assert_eq!(
+                error.message,
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            );
+        }
     }
 
     #[test]
