@@ -302,6 +302,43 @@ pub fn validate_object(data: &[u8]) {
     }
 }
 
+/// Schema decoding of built-in kinds: `[resource selector byte] body-JSON`. Whatever the body,
+/// the check answers (no panic); an accepted object decodes (a stored object never breaks a
+/// typed client), and so does every merge-patched result the server would store.
+pub fn validate_schema(data: &[u8]) {
+    let Some((&selector, rest)) = data.split_first() else {
+        return;
+    };
+    let defs = watchkeeper_api::builtin_resources();
+    let def = &defs[usize::from(selector) % defs.len()];
+    let Ok(body) = serde_json::from_slice::<Value>(rest) else {
+        return;
+    };
+    let ctx = CreateContext {
+        namespace: if def.namespaced { Some("default") } else { None },
+        uid: "00000000-0000-0000-0000-000000000000".to_owned(),
+        creation_timestamp: "2026-11-29T00:00:00Z".to_owned(),
+        random_suffix: "bcd2f".to_owned(),
+    };
+    match watchkeeper_api::prepare_create(def, body.clone(), &ctx) {
+        Ok(created) => {
+            assert_eq!(
+                watchkeeper_api::schema::decode_error(def, &created),
+                None,
+                "an accepted object does not decode"
+            );
+            // The body as a merge patch onto what was created: a stored result decodes too.
+            if let Ok(patched) =
+                watchkeeper_api::apply_patch(def, PatchType::Merge, &created, rest)
+                && let Ok(updated) = watchkeeper_api::prepare_update(def, &created, patched)
+            {
+                assert_eq!(watchkeeper_api::schema::decode_error(def, &updated), None);
+            }
+        }
+        Err(error) => assert_code(&error, &[400, 413, 422], "prepare_create"),
+    }
+}
+
 /// The watch event encoder: `[flags] [revision: 8 bytes] body-JSON`. Every frame is one line of
 /// JSON `{"type", "object"}` with the right type, and the object carries the revision.
 pub fn watch_encoder(data: &[u8]) {

@@ -179,6 +179,23 @@ impl ApiError {
         name: &str,
         causes: Vec<(String, String, String)>,
     ) -> ApiError {
+        ApiError::invalid_in(&def.group, &def.kind, name, causes)
+    }
+
+    /// 422 Invalid without a kind or name, as kube-apiserver's patch handler builds it
+    /// (`NewInvalid(schema.GroupKind{}, "", ...)`): the message starts ` "" is invalid: ` and
+    /// the details carry only the causes.
+    #[must_use]
+    pub fn invalid_unnamed(causes: Vec<(String, String, String)>) -> ApiError {
+        ApiError::invalid_in("", "", "", causes)
+    }
+
+    fn invalid_in(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<(String, String, String)>,
+    ) -> ApiError {
         let texts: Vec<String> = causes
             .iter()
             .map(|(field, message, _)| {
@@ -194,18 +211,23 @@ impl ApiError {
             1 => texts[0].clone(),
             _ => format!("[{}]", texts.join(", ")),
         };
-        let mut detail = details(&def.group, &def.kind, name);
+        let mut detail = details(group, kind, name);
         let causes: Vec<Value> = causes
             .into_iter()
             .map(|(field, message, reason)| json!({"reason": reason, "message": message, "field": field}))
             .collect();
         detail["causes"] = Value::Array(causes);
+        let qualified = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
         ApiError {
             details: Some(detail),
             ..ApiError::new(
                 422,
                 "Invalid",
-                format!("{} {name:?} is invalid: {joined}", def.qualified_kind()),
+                format!("{qualified} {name:?} is invalid: {joined}"),
             )
         }
     }
@@ -297,6 +319,14 @@ impl ApiError {
     #[must_use]
     pub fn service_unavailable(message: impl Into<String>) -> ApiError {
         ApiError::new(503, "ServiceUnavailable", message)
+    }
+
+    /// The HTTP body of this error as kube-apiserver writes it: the [`ApiError::to_status`]
+    /// object in `metav1.Status` field order (`kind`, `apiVersion`, `metadata`, `status`,
+    /// `message`, `reason`, `details`, `code`) and a newline.
+    #[must_use]
+    pub fn to_status_body(&self) -> String {
+        crate::order::status_body(&self.to_status())
     }
 
     /// The `Status` object: `{"kind":"Status","apiVersion":"v1","metadata":{},

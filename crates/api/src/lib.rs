@@ -18,21 +18,33 @@
 //! - [`time`]: RFC 3339 conversion and kubectl's age format.
 //! - [`query`]: the query parameters of list, get and watch, and continue tokens.
 //! - [`watch_frame`]: watch events as newline-delimited JSON frames.
+//! - [`schema`]: write bodies of built-in kinds decoded against their published schemas, with
+//!   kube-apiserver's 400/422 answers.
+//! - [`defaults`]: the built-in kinds' defaults and create-time status, and which kinds keep
+//!   `metadata.generation`.
+//! - [`order`]: Status and object bodies in kube-apiserver's field order, newline-terminated
+//!   ([`ApiError::to_status_body`], [`object_body`]).
 //!
 //! ## Order of calls for a write
-//! Create: decode the body, [`prepare_create`], store. Update: decode, [`prepare_update`]
+//! Create: decode the body, [`prepare_create`] (schema check, metadata, defaults, create-time
+//! status), store. Update: decode, [`prepare_update`]
 //! against the stored object, compare `metadata.resourceVersion` with the stored one
-//! ([`ApiError::conflict_modified`] on mismatch), store. Patch: [`apply_patch`] to the stored
-//! object, then [`prepare_update`] as for an update.
+//! ([`ApiError::conflict_modified`] on mismatch), store. Patch: [`apply_patch`] (or
+//! [`apply_patch_with_limits`] with the server's [`PatchLimits`]) to the stored object — it
+//! checks the patched object against the schema (422) — then [`prepare_update`] as for an
+//! update. Refusals go out as [`ApiError::to_status_body`].
 
+pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod meta;
 pub mod openapi;
+pub mod order;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
 pub mod resources;
+pub mod schema;
 pub mod table;
 pub mod time;
 pub mod watch_frame;
@@ -42,9 +54,15 @@ pub use discovery::{
     version_info,
 };
 pub use error::{ApiError, success_status};
-pub use meta::{CreateContext, prepare_create, prepare_update, validate_name};
+pub use meta::{
+    CreateContext, check_body_media_type, prepare_create, prepare_update, validate_name,
+};
 pub use openapi::{openapi_v3_group_version, openapi_v3_root};
-pub use patch::{PatchType, apply_patch, unsupported_patch_type};
+pub use order::{object_body, status_body};
+pub use patch::{
+    JSON_PATCH_COPY_BYTES_MAX, PatchLimits, PatchType, apply_patch, apply_patch_with_limits,
+    unsupported_patch_type,
+};
 pub use protobuf::{PROTOBUF_MEDIA_TYPE, decode_protobuf, is_protobuf_media_type, protobuf_kinds};
 pub use resources::{
     ResourceDef, builtin_resources, field_values, find_resource, labels_of, parse_resources_file,

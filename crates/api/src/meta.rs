@@ -147,6 +147,36 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The media types kube-apiserver decodes a create or update body from (its message's list).
+const BODY_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// Checks the `Content-Type` of a create or update body: JSON (also when absent, as
+/// kube-apiserver assumes), YAML and Kubernetes protobuf pass; anything else — `text/plain`,
+/// `application/x-www-form-urlencoded`, `multipart/form-data` (what a web page can send
+/// without a CORS preflight), CBOR — is 415 UnsupportedMediaType with kube-apiserver's
+/// message. Parameters (`; charset=utf-8`) and case are ignored.
+///
+/// # Errors
+/// The 415 described.
+pub fn check_body_media_type(content_type: Option<&str>) -> Result<(), ApiError> {
+    let essence = content_type
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "" | "application/json" | "application/yaml" | "application/vnd.kubernetes.protobuf" => {
+            Ok(())
+        }
+        _ => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: {BODY_MEDIA_TYPES}"
+        ))),
+    }
+}
+
 /// What a create needs that the body does not carry. The server draws `uid` and
 /// `random_suffix` and reads the clock; this crate does neither.
 #[derive(Clone, Debug)]
@@ -347,6 +377,7 @@ pub fn prepare_create(
     ctx: &CreateContext<'_>,
 ) -> Result<Value, ApiError> {
     let mut object = as_object(object, "the object")?;
+    crate::schema::check_body(def, &object)?;
     check_type(def, &mut object)?;
     let mut meta = take_metadata(&mut object)?;
 
@@ -422,13 +453,19 @@ pub fn prepare_create(
         "creationTimestamp".into(),
         Value::String(ctx.creation_timestamp.clone()),
     );
-    meta.insert("generation".into(), Value::from(1));
+    if crate::defaults::keeps_generation(def) {
+        meta.insert("generation".into(), Value::from(1));
+    } else {
+        meta.remove("generation");
+    }
 
     if def.group.is_empty() && def.plural == "namespaces" {
         namespace_defaults(&mut object, &mut meta, &name);
     }
     object.insert("metadata".into(), Value::Object(meta));
-    let object = Value::Object(object);
+    let mut object = Value::Object(object);
+    crate::defaults::apply_defaults(def, &mut object, None);
+    crate::defaults::create_status(def, &mut object);
     check_size(&object)?;
     Ok(object)
 }
@@ -477,6 +514,7 @@ fn immutable(field: &str, value: &str) -> Cause {
 /// 400, 422 or 413 as described.
 pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Value, ApiError> {
     let mut object = as_object(new, "the object")?;
+    crate::schema::check_body(def, &object)?;
     check_type(def, &mut object)?;
     let mut meta = take_metadata(&mut object)?;
     let empty = Map::new();
@@ -549,8 +587,16 @@ pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Valu
     meta.remove("managedFields");
     meta.remove("selfLink");
 
-    let old_generation = old_meta.get("generation").and_then(Value::as_i64);
-    let spec_changed = {
+    let mut defaulted = Value::Object(object);
+    crate::defaults::apply_defaults(def, &mut defaulted, None);
+    let Value::Object(mut object) = defaulted else {
+        return Err(ApiError::internal("defaulting changed the object's type"));
+    };
+    let old_generation = old_meta
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|_| crate::defaults::keeps_generation(def));
+    let spec_changed = crate::defaults::keeps_generation(def) && {
         let outside = |map: &Map<String, Value>| -> Vec<(String, Value)> {
             map.iter()
                 .filter(|(k, _)| {
@@ -559,7 +605,11 @@ pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Valu
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         };
-        let old_map = old.as_object().unwrap_or(&empty);
+        // kube-apiserver defaults the stored object as it reads it, so an object stored
+        // before a default existed does not count that default as a spec change.
+        let mut old_defaulted = old.clone();
+        crate::defaults::apply_defaults(def, &mut old_defaulted, None);
+        let old_map = old_defaulted.as_object().unwrap_or(&empty);
         outside(old_map) != outside(&object)
     };
     match (old_generation, spec_changed) {
@@ -647,15 +697,80 @@ mod tests {
     }
 
     #[test]
+    fn body_media_types() {
+        for ok in [
+            None,
+            Some("application/json"),
+            Some("application/json; charset=utf-8"),
+            Some("Application/YAML"),
+            Some("application/vnd.kubernetes.protobuf"),
+        ] {
+            assert_eq!(check_body_media_type(ok), Ok(()), "{ok:?}");
+        }
+        for bad in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/cbor",
+        ] {
+            let error = check_body_media_type(Some(bad)).unwrap_err();
+            assert_eq!(
+                (error.code, error.reason.as_str()),
+                (415, "UnsupportedMediaType")
+            );
+            assert_eq!(
+                error.message,
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            );
+        }
+    }
+
+    #[test]
     fn create_fills_metadata() {
         let pod = json!({"metadata": {"name": "a", "resourceVersion": "5", "uid": "client", "managedFields": []}, "spec": {}});
         let out = prepare_create(&def("pods"), pod, &ctx(Some("default"))).unwrap();
         assert_eq!(
             out,
-            json!({"apiVersion": "v1", "kind": "Pod", "spec": {},
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "spec": {"dnsPolicy": "ClusterFirst", "enableServiceLinks": true,
+                            "restartPolicy": "Always", "schedulerName": "default-scheduler",
+                            "securityContext": {}, "terminationGracePeriodSeconds": 30},
+                   "status": {"phase": "Pending", "qosClass": "BestEffort"},
                    "metadata": {"name": "a", "namespace": "default", "uid": "uid-1",
                                 "creationTimestamp": "2026-11-29T15:00:00Z", "generation": 1}})
         );
+    }
+
+    #[test]
+    fn generation_only_where_kubernetes_keeps_it() {
+        for (plural, kept) in [
+            ("pods", true),
+            ("deployments", true),
+            ("endpointslices", true),
+            ("configmaps", false),
+            ("services", false),
+            ("secrets", false),
+            ("namespaces", false),
+        ] {
+            let body = json!({"metadata": {"name": "a", "generation": 7}});
+            let out = prepare_create(&def(plural), body, &ctx(Some("default"))).unwrap();
+            assert_eq!(
+                out["metadata"].get("generation").is_some(),
+                kept,
+                "{plural}"
+            );
+            let mut changed = out.clone();
+            changed["spec"] = json!({"x": 1});
+            changed["data"] = json!({"k": "dg=="});
+            let updated = prepare_update(&def(plural), &out, changed).unwrap();
+            assert_eq!(
+                updated["metadata"]
+                    .get("generation")
+                    .and_then(Value::as_i64),
+                kept.then_some(2),
+                "{plural}"
+            );
+        }
     }
 
     #[test]

@@ -11,6 +11,23 @@
 //! `test`) is a 422, as in Kubernetes. Nothing here panics on any input; the recursion depth is
 //! bounded by serde_json's nesting limit (128) on the patch.
 //!
+//! ## Memory bound
+//! A patch cannot make the server hold more than `original + patch + copy limit` bytes of
+//! document (sizes as compact JSON), whatever it contains:
+//! - merge and strategic merge patches only ever place values taken from the patch body, so the
+//!   result is at most the original plus the patch;
+//! - a JSON patch's `add`, `replace` and `test` values come from the patch body as well; only
+//!   `copy` duplicates what is already in the document (and so can double it per operation).
+//!   As in kube-apiserver (`JSONPatchMaxCopyBytes`, json-patch's `AccumulatedCopySizeLimit`),
+//!   the bytes all `copy` operations of one patch add are summed, measured *before* the value
+//!   is cloned, and the patch is refused with 422 once the sum passes
+//!   [`PatchLimits::copy_bytes_max`] (default [`JSON_PATCH_COPY_BYTES_MAX`], 3 MiB). So after
+//!   every operation the document is at most `original + patch + copy_bytes_max` bytes.
+//!
+//! The operation count is bounded separately ([`JSON_PATCH_OPERATIONS_MAX`], 413) and the
+//! object size after the patch by [`crate::meta::OBJECT_SIZE_MAX_BYTES`] (413, in
+//! [`crate::prepare_update`]).
+//!
 //! ## Strategic merge patch
 //! Kubernetes drives strategic merge from Go struct tags. This implementation carries the tags
 //! of the fields that matter in practice (see [`list_strategy`]): lists of containers, env,
@@ -30,6 +47,63 @@ use crate::resources::ResourceDef;
 
 /// The most operations one JSON patch may carry, Kubernetes' `maxJSONPatchOperations`.
 pub const JSON_PATCH_OPERATIONS_MAX: usize = 10_000;
+
+/// The default bound on the bytes (compact JSON) all `copy` operations of one JSON patch may
+/// add to the document: kube-apiserver's default `JSONPatchMaxCopyBytes`, 3 MiB (twice etcd's
+/// 1.5 MiB request limit).
+pub const JSON_PATCH_COPY_BYTES_MAX: usize = 3 * 1024 * 1024;
+
+/// The bounds applied while a patch is applied (see the module docs for the memory bound they
+/// give).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PatchLimits {
+    /// The most bytes (compact JSON) the `copy` operations of one JSON patch may add, summed.
+    /// Default [`JSON_PATCH_COPY_BYTES_MAX`].
+    pub copy_bytes_max: usize,
+}
+
+impl Default for PatchLimits {
+    fn default() -> PatchLimits {
+        PatchLimits {
+            copy_bytes_max: JSON_PATCH_COPY_BYTES_MAX,
+        }
+    }
+}
+
+/// The 422 of a JSON patch whose copies pass [`PatchLimits::copy_bytes_max`]. kube-apiserver
+/// answers every failed JSON patch with `NewGenericServerResponse(422, ...)`: reason
+/// `Invalid`, its generic message, and no causes; we keep that code, reason and message and add
+/// json-patch's own explanation as the one cause, so the client can tell why.
+fn copy_limit_exceeded(accumulated: usize, limit: usize) -> ApiError {
+    ApiError {
+        details: Some(serde_json::json!({"causes": [{"message": format!(
+            "Unable to complete the copy, the accumulated size increase of copy is {accumulated}, exceeding the limit {limit}"
+        )}]})),
+        ..ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+    }
+}
+
+/// The size of a value as compact JSON, counted without building the text.
+pub(crate) fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
 
 /// The kind of PATCH body, from its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +172,21 @@ pub fn apply_patch(
     original: &Value,
     patch: &[u8],
 ) -> Result<Value, ApiError> {
+    apply_patch_with_limits(def, patch_type, original, patch, PatchLimits::default())
+}
+
+/// [`apply_patch`] with the server's configured [`PatchLimits`].
+///
+/// # Errors
+/// As [`apply_patch`], and 422 when the copies of a JSON patch pass
+/// [`PatchLimits::copy_bytes_max`].
+pub fn apply_patch_with_limits(
+    def: &ResourceDef,
+    patch_type: PatchType,
+    original: &Value,
+    patch: &[u8],
+    limits: PatchLimits,
+) -> Result<Value, ApiError> {
     let result = match patch_type {
         PatchType::Apply => {
             return Err(ApiError::unsupported_media_type(
@@ -112,7 +201,7 @@ pub fn apply_patch(
         }
         PatchType::Json => {
             let patch = decode(patch, "JSON patch")?;
-            json_patch(original, &patch)?
+            json_patch_with_limits(original, &patch, limits)?
         }
         PatchType::StrategicMerge => {
             if !def.is_builtin() {
@@ -131,6 +220,7 @@ pub fn apply_patch(
             type_name(&result)
         )));
     }
+    crate::schema::check_patched(def, &result)?;
     Ok(result)
 }
 
@@ -305,6 +395,18 @@ fn json_equal(a: &Value, b: &Value) -> bool {
 /// 400 when the patch is not an array of well-formed operations, 413 for too many operations,
 /// 422 when an operation does not apply (missing path, failed `test`).
 pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
+    json_patch_with_limits(original, patch, PatchLimits::default())
+}
+
+/// [`json_patch`] with explicit [`PatchLimits`].
+///
+/// # Errors
+/// As [`json_patch`], and 422 when the copies pass [`PatchLimits::copy_bytes_max`].
+pub fn json_patch_with_limits(
+    original: &Value,
+    patch: &Value,
+    limits: PatchLimits,
+) -> Result<Value, ApiError> {
     let Value::Array(operations) = patch else {
         return Err(ApiError::bad_request(format!(
             "a JSON patch must be an array of operations, not {}",
@@ -318,6 +420,7 @@ pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
         )));
     }
     let mut doc = original.clone();
+    let mut copied = 0usize;
     for (index, operation) in operations.iter().enumerate() {
         let bad = |message: String| {
             ApiError::bad_request(format!("JSON patch operation {index}: {message}"))
@@ -377,9 +480,14 @@ pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
                     }
                     pointer_remove(&mut doc, from, &from_tokens).map_err(failed)?
                 } else {
-                    pointer_get(&doc, &from_tokens)
-                        .cloned()
-                        .ok_or_else(|| failed(format!("path {from:?} does not exist")))?
+                    let source = pointer_get(&doc, &from_tokens)
+                        .ok_or_else(|| failed(format!("path {from:?} does not exist")))?;
+                    // Counted before the clone: a refused copy allocates nothing.
+                    copied = copied.saturating_add(json_size(source));
+                    if copied > limits.copy_bytes_max {
+                        return Err(copy_limit_exceeded(copied, limits.copy_bytes_max));
+                    }
+                    source.clone()
                 };
                 pointer_add(&mut doc, path, &tokens, moved).map_err(failed)?;
             }

@@ -1,7 +1,9 @@
 //! Property tests of patch application, the same properties the fuzz targets `patch_merge`,
 //! `patch_json` and `patch_strategic` check (see fuzz/README.md): no input panics, results are
 //! JSON objects that survive a JSON round trip, errors carry Kubernetes' codes, and a merge
-//! patch applied twice changes nothing more (RFC 7386 idempotence).
+//! patch applied twice changes nothing more (RFC 7386 idempotence), and merge and strategic
+//! merge results are never larger than the original plus the patch (the memory bound documented
+//! in `watchkeeper_api::patch`; JSON patch copies are bounded separately, see `patch_bomb.rs`).
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -97,6 +99,26 @@ fn check(result: &Result<Value, ApiError>) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// A patched result holds only values from the original or the patch: no amplification.
+fn check_size_bound(
+    original: &Value,
+    patch: &[u8],
+    result: &Result<Value, ApiError>,
+) -> Result<(), TestCaseError> {
+    if let Ok(result) = result {
+        let size = serde_json::to_vec(result).unwrap().len();
+        let original_size = serde_json::to_vec(original).unwrap().len();
+        prop_assert!(
+            size <= original_size + patch.len(),
+            "result {} bytes > original {} + patch {}",
+            size,
+            original_size,
+            patch.len()
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -106,6 +128,7 @@ proptest! {
         let bytes = serde_json::to_vec(&patch).unwrap();
         let result = apply_patch(&pods, PatchType::Merge, &original, &bytes);
         check(&result)?;
+        check_size_bound(&original, &bytes, &result)?;
         if let Ok(once) = result {
             let twice = apply_patch(&pods, PatchType::Merge, &once, &bytes).unwrap();
             prop_assert_eq!(twice, once);
@@ -122,7 +145,9 @@ proptest! {
     fn strategic_patches_give_objects_or_kubernetes_errors(original in arb_json(), patch in arb_json()) {
         let bytes = serde_json::to_vec(&patch).unwrap();
         for plural in ["pods", "deployments", "nodes"] {
-            check(&apply_patch(&def(plural), PatchType::StrategicMerge, &original, &bytes))?;
+            let result = apply_patch(&def(plural), PatchType::StrategicMerge, &original, &bytes);
+            check(&result)?;
+            check_size_bound(&original, &bytes, &result)?;
         }
     }
 

@@ -87,19 +87,36 @@ fn without_server_fields(mut object: Value) -> Value {
 }
 
 /// Runs a generator command (which POSTs protobuf), checks kubectl's message, and checks that
-/// the object the server stored is exactly the one kubectl built: the same command with
+/// the object the server stored is the one kubectl built plus the server's defaults: the same command with
 /// `--dry-run=client -o json` prints Go's JSON of the object kubectl encoded.
 async fn generated(k: &Kubectl, args: &[&str], message: &str, get: &[&str]) -> Value {
     let built = k.json(&with_flags(args, &["--dry-run=client"])).await;
     assert_eq!(k.ok(args).await.trim(), message);
     let stored = k.json(get).await;
-    assert_eq!(
+    let (stored_fields, built_fields) = (
         without_server_fields(stored.clone()),
         without_server_fields(built),
-        "kubectl {} stored something else than it sent",
+    );
+    assert!(
+        kept(&built_fields, &stored_fields),
+        "kubectl {} stored something else than it sent:\nsent {built_fields}\nstored {stored_fields}",
         args.join(" ")
     );
     stored
+}
+
+/// Whether every non-null value kubectl sent is stored unchanged; the server may only add
+/// fields (kube-apiserver's defaults and create-time status).
+fn kept(sent: &Value, stored: &Value) -> bool {
+    match (sent, stored) {
+        (Value::Object(a), Value::Object(b)) => a
+            .iter()
+            .all(|(k, v)| v.is_null() || b.get(k).is_some_and(|w| kept(v, w))),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| kept(v, w))
+        }
+        _ => sent == stored,
+    }
 }
 
 /// The generator commands POST `application/vnd.kubernetes.protobuf`; the server decodes it

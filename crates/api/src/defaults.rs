@@ -1,0 +1,462 @@
+//! Defaults of the built-in kinds, as kube-apiserver's defaulting functions
+//! (`pkg/apis/{core,apps}/v1/defaults.go`) and create strategies set them.
+//!
+//! ## Guarantees
+//! - A field is only ever *added* where the object leaves it out (absent or `null`); a value
+//!   the client sent is never changed. So defaulting is idempotent, and an object read back and
+//!   written again is unchanged by it.
+//! - Defaults are applied on every create and update (kube-apiserver defaults every decoded
+//!   body), before validation and the generation check.
+//! - Create-time status ([`create_status`]): a Pod without `status.phase` gets `Pending` and
+//!   its QoS class; a Service without `status` gets `{"loadBalancer": {}}`. (kube-apiserver
+//!   resets a created Pod's status whatever the client sent; this server keeps a status the
+//!   client set, as it has no kubelet or controllers to set it later.)
+//! - `metadata.generation` is kept only for the kinds whose kube-apiserver strategy keeps it
+//!   ([`keeps_generation`]).
+//!
+//! The table is data: [`DEFAULTS`] lists `(kind, path, value)` rows; paths walk maps by key
+//! (creating missing ones, as Go's nested structs always exist) and every item of an existing
+//! list with `[]`.
+//! Rules that depend on other fields (image pull policy, target port, requests from limits,
+//! Service policies by type) are the few functions below the table.
+//!
+//! Not done here: ClusterIP allocation (the server owns the service CIDR and the set of IPs in
+//! use; [`apply_defaults`] takes the allocated address from it), and admission plugins'
+//! additions (service account token volumes, default tolerations, priority).
+
+use serde_json::{Map, Value, json};
+
+use crate::resources::ResourceDef;
+
+/// Where the pod template's spec lives in each workload kind.
+const POD_SPEC_PATHS: &[(&str, &str, &str)] = &[
+    ("", "Pod", "spec"),
+    ("apps", "Deployment", "spec.template.spec"),
+    ("apps", "ReplicaSet", "spec.template.spec"),
+    ("apps", "StatefulSet", "spec.template.spec"),
+    ("apps", "DaemonSet", "spec.template.spec"),
+    ("batch", "Job", "spec.template.spec"),
+];
+
+/// Defaults of a pod spec (`SetDefaults_PodSpec`, `SetDefaults_Container`, volume sources),
+/// relative to the spec.
+const POD_SPEC_DEFAULTS: &[(&str, &str)] = &[
+    ("dnsPolicy", r#""ClusterFirst""#),
+    ("restartPolicy", r#""Always""#),
+    ("terminationGracePeriodSeconds", "30"),
+    ("securityContext", "{}"),
+    ("schedulerName", r#""default-scheduler""#),
+    ("enableServiceLinks", "true"),
+    (
+        "containers[].terminationMessagePath",
+        r#""/dev/termination-log""#,
+    ),
+    ("containers[].terminationMessagePolicy", r#""File""#),
+    ("containers[].resources", "{}"),
+    ("containers[].ports[].protocol", r#""TCP""#),
+    (
+        "initContainers[].terminationMessagePath",
+        r#""/dev/termination-log""#,
+    ),
+    ("initContainers[].terminationMessagePolicy", r#""File""#),
+    ("initContainers[].resources", "{}"),
+    ("initContainers[].ports[].protocol", r#""TCP""#),
+    ("volumes[].secret.defaultMode", "420"),
+    ("volumes[].configMap.defaultMode", "420"),
+    ("volumes[].projected.defaultMode", "420"),
+    ("volumes[].downwardAPI.defaultMode", "420"),
+];
+
+/// Defaults of the kinds themselves (`SetDefaults_Deployment`, `SetDefaults_StatefulSet`, ...).
+/// Values are JSON.
+pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
+    ("apps", "Deployment", "spec.replicas", "1"),
+    (
+        "apps",
+        "Deployment",
+        "spec.strategy.type",
+        r#""RollingUpdate""#,
+    ),
+    ("apps", "Deployment", "spec.revisionHistoryLimit", "10"),
+    ("apps", "Deployment", "spec.progressDeadlineSeconds", "600"),
+    ("apps", "ReplicaSet", "spec.replicas", "1"),
+    ("apps", "StatefulSet", "spec.replicas", "1"),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.podManagementPolicy",
+        r#""OrderedReady""#,
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.updateStrategy.type",
+        r#""RollingUpdate""#,
+    ),
+    ("apps", "StatefulSet", "spec.revisionHistoryLimit", "10"),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.persistentVolumeClaimRetentionPolicy",
+        r#"{"whenDeleted":"Retain","whenScaled":"Retain"}"#,
+    ),
+    (
+        "apps",
+        "DaemonSet",
+        "spec.updateStrategy.type",
+        r#""RollingUpdate""#,
+    ),
+    ("apps", "DaemonSet", "spec.revisionHistoryLimit", "10"),
+    ("", "Service", "spec.type", r#""ClusterIP""#),
+    ("", "Service", "spec.sessionAffinity", r#""None""#),
+    ("", "Service", "spec.ports[].protocol", r#""TCP""#),
+    ("", "Secret", "type", r#""Opaque""#),
+    ("", "Namespace", "spec.finalizers", r#"["kubernetes"]"#),
+    ("", "Endpoints", "subsets[].ports[].protocol", r#""TCP""#),
+    (
+        "discovery.k8s.io",
+        "EndpointSlice",
+        "ports[].protocol",
+        r#""TCP""#,
+    ),
+];
+
+/// The `rollingUpdate` defaults of a `RollingUpdate` strategy: `(group, kind, strategy path,
+/// rollingUpdate value)`.
+const ROLLING_UPDATE_DEFAULTS: &[(&str, &str, &str, &str)] = &[
+    (
+        "apps",
+        "Deployment",
+        "spec.strategy",
+        r#"{"maxUnavailable":"25%","maxSurge":"25%"}"#,
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.updateStrategy",
+        r#"{"partition":0}"#,
+    ),
+    (
+        "apps",
+        "DaemonSet",
+        "spec.updateStrategy",
+        r#"{"maxUnavailable":1,"maxSurge":0}"#,
+    ),
+];
+
+/// Whether kube-apiserver keeps `metadata.generation` for this kind: the workloads, pods (since
+/// v1.33), endpoint slices and every custom resource; not config maps, secrets, services,
+/// namespaces, nodes, events, endpoints, service accounts or leases.
+#[must_use]
+pub fn keeps_generation(def: &ResourceDef) -> bool {
+    if !def.is_builtin() {
+        return true;
+    }
+    matches!(
+        (def.group.as_str(), def.kind.as_str()),
+        ("", "Pod") | ("apps", _) | ("batch", _) | ("discovery.k8s.io", "EndpointSlice")
+    )
+}
+
+/// Places `value` at `path` (dotted keys, `[]` for every item of a list) under `object`
+/// where it is absent or null. Missing or null maps on the way are created (Go's nested
+/// structs always exist), lists are never created, and a value of another type on the way
+/// stops the default.
+fn set_default(object: &mut Value, path: &str, value: &Value) {
+    let mut segments = path.splitn(2, '.');
+    let head = segments.next().unwrap_or("");
+    let rest = segments.next();
+    let (key, each) = match head.strip_suffix("[]") {
+        Some(key) => (key, true),
+        None => (head, false),
+    };
+    let Value::Object(map) = object else {
+        return;
+    };
+    match (rest, each) {
+        (None, false) => {
+            if map.get(key).is_none_or(Value::is_null) {
+                map.insert(key.to_owned(), value.clone());
+            }
+        }
+        (None, true) => {}
+        (Some(rest), true) => {
+            if let Some(Value::Array(items)) = map.get_mut(key) {
+                for item in items {
+                    set_default(item, rest, value);
+                }
+            }
+        }
+        (Some(rest), false) => {
+            // Go's nested structs always exist, so missing maps on the way are created.
+            let child = map
+                .entry(key.to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if child.is_null() {
+                *child = Value::Object(Map::new());
+            }
+            set_default(child, rest, value);
+        }
+    }
+}
+
+fn get_mut<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Value> {
+    path.split('.')
+        .try_fold(object, |value, key| value.as_object_mut()?.get_mut(key))
+}
+
+/// `Always` for an image tagged `latest` or not tagged, `IfNotPresent` otherwise (a digest
+/// counts as a tag), as `SetDefaults_Container`.
+fn image_pull_policy(image: &str) -> &'static str {
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+/// Container rules that depend on other fields: image pull policy, and requests defaulted
+/// from limits (`SetDefaults_Pod`).
+fn container_defaults(container: &mut Value) {
+    let Value::Object(map) = container else {
+        return;
+    };
+    if map.get("imagePullPolicy").is_none_or(Value::is_null)
+        && let Some(image) = map.get("image").and_then(Value::as_str)
+    {
+        let policy = image_pull_policy(image);
+        map.insert("imagePullPolicy".into(), Value::from(policy));
+    }
+    if let Some(Value::Object(resources)) = map.get_mut("resources")
+        && let Some(Value::Object(limits)) = resources.get("limits").cloned()
+    {
+        let requests = resources
+            .entry("requests")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if requests.is_null() {
+            *requests = Value::Object(Map::new());
+        }
+        if let Value::Object(requests) = requests {
+            for (name, quantity) in limits {
+                requests.entry(name).or_insert(quantity);
+            }
+        }
+    }
+}
+
+fn pod_spec_defaults(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    for (path, value) in POD_SPEC_DEFAULTS {
+        let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
+        set_default(spec, path, &value);
+    }
+    for list in ["containers", "initContainers"] {
+        if let Some(Value::Array(containers)) = spec.get_mut(list) {
+            containers.iter_mut().for_each(container_defaults);
+        }
+    }
+}
+
+/// Service rules that depend on the type (`SetDefaults_Service`) and the address fields the
+/// registry fills on create. `cluster_ip` is the address the server allocated, if any.
+fn service_defaults(object: &mut Value, cluster_ip: Option<&str>) {
+    let Some(spec) = get_mut(object, "spec") else {
+        return;
+    };
+    let service_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_owned();
+    if let Some(Value::Array(ports)) = spec.get_mut("ports") {
+        for port in ports {
+            if let Value::Object(port) = port
+                && port
+                    .get("targetPort")
+                    .is_none_or(|t| t.is_null() || *t == json!(0))
+                && let Some(number) = port.get("port").cloned()
+            {
+                port.insert("targetPort".into(), number);
+            }
+        }
+    }
+    let Value::Object(spec) = spec else {
+        return;
+    };
+    if service_type == "ExternalName" {
+        return;
+    }
+    spec.entry("internalTrafficPolicy")
+        .or_insert_with(|| Value::from("Cluster"));
+    if matches!(service_type.as_str(), "NodePort" | "LoadBalancer") {
+        spec.entry("externalTrafficPolicy")
+            .or_insert_with(|| Value::from("Cluster"));
+    }
+    if service_type == "LoadBalancer" {
+        spec.entry("allocateLoadBalancerNodePorts")
+            .or_insert(Value::Bool(true));
+    }
+    if spec.get("sessionAffinity").and_then(Value::as_str) == Some("ClientIP") {
+        spec.entry("sessionAffinityConfig")
+            .or_insert_with(|| json!({"clientIP": {"timeoutSeconds": 10800}}));
+    }
+    let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+    if !headless
+        && spec.get("clusterIP").is_none_or(Value::is_null)
+        && let Some(ip) = cluster_ip
+    {
+        spec.insert("clusterIP".into(), Value::from(ip));
+    }
+    if let Some(ip) = spec.get("clusterIP").cloned()
+        && ip.is_string()
+    {
+        spec.entry("clusterIPs").or_insert_with(|| json!([ip]));
+    }
+    spec.entry("ipFamilyPolicy")
+        .or_insert_with(|| Value::from("SingleStack"));
+    spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
+}
+
+/// Applies the defaults of `def`'s kind to `object` in place (built-in kinds only; custom
+/// resources are left as they are). `cluster_ip` is the address allocated for a new Service
+/// without one (`None`: leave `clusterIP` unset).
+pub fn apply_defaults(def: &ResourceDef, object: &mut Value, cluster_ip: Option<&str>) {
+    if !def.is_builtin() || !object.is_object() {
+        return;
+    }
+    let (group, kind) = (def.group.as_str(), def.kind.as_str());
+    for (row_group, row_kind, path, value) in DEFAULTS {
+        if *row_group == group && *row_kind == kind {
+            let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
+            set_default(object, path, &value);
+        }
+    }
+    for (row_group, row_kind, strategy, value) in ROLLING_UPDATE_DEFAULTS {
+        let rolling = get_mut(object, &format!("{strategy}.type"))
+            .is_some_and(|t| t.as_str() == Some("RollingUpdate"));
+        if *row_group == group && *row_kind == kind && rolling {
+            let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
+            set_default(object, &format!("{strategy}.rollingUpdate"), &value);
+        }
+    }
+    if (group, kind) == ("", "Service") {
+        service_defaults(object, cluster_ip);
+    }
+    for (row_group, row_kind, path) in POD_SPEC_PATHS {
+        if *row_group == group
+            && *row_kind == kind
+            && let Some(spec) = get_mut(object, path)
+        {
+            pod_spec_defaults(spec);
+        }
+    }
+}
+
+/// A Pod's QoS class (`qos.GetPodQOS`) over cpu and memory: `BestEffort` with no requests or
+/// limits, `Guaranteed` when every container limits both and requests equal limits,
+/// `Burstable` otherwise. Quantities are compared as written (after requests are defaulted
+/// from limits), not by value.
+#[must_use]
+pub fn pod_qos_class(spec: &Value) -> &'static str {
+    let mut any = false;
+    let mut guaranteed = true;
+    for list in ["containers", "initContainers"] {
+        for container in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let resources = container.get("resources");
+            let side = |name: &str, resource: &str| {
+                resources
+                    .and_then(|r| r.get(name))
+                    .and_then(|m| m.get(resource))
+                    .filter(|v| !v.is_null())
+            };
+            for resource in ["cpu", "memory"] {
+                let (request, limit) = (side("requests", resource), side("limits", resource));
+                any |= request.is_some() || limit.is_some();
+                if limit.is_none() || request != limit {
+                    guaranteed = false;
+                }
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+/// The status kube-apiserver gives a new object of this kind, filled in where the client left
+/// it out: Pod `phase: Pending` and `qosClass`, Service `loadBalancer: {}`.
+pub fn create_status(def: &ResourceDef, object: &mut Value) {
+    if !def.is_builtin() || !def.group.is_empty() {
+        return;
+    }
+    let Value::Object(map) = object else {
+        return;
+    };
+    match def.kind.as_str() {
+        "Pod" => {
+            let qos = pod_qos_class(map.get("spec").unwrap_or(&Value::Null));
+            let status = map
+                .entry("status")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(status) = status {
+                status
+                    .entry("phase")
+                    .or_insert_with(|| Value::from("Pending"));
+                status.entry("qosClass").or_insert_with(|| Value::from(qos));
+            }
+        }
+        "Service" => {
+            let status = map
+                .entry("status")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(status) = status {
+                status
+                    .entry("loadBalancer")
+                    .or_insert_with(|| Value::Object(Map::new()));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_policies() {
+        assert_eq!(image_pull_policy("nginx"), "Always");
+        assert_eq!(image_pull_policy("nginx:latest"), "Always");
+        assert_eq!(image_pull_policy("nginx:1.25"), "IfNotPresent");
+        assert_eq!(image_pull_policy("registry:5000/nginx"), "Always");
+        assert_eq!(image_pull_policy("registry:5000/nginx:1"), "IfNotPresent");
+        assert_eq!(image_pull_policy("nginx@sha256:abc"), "IfNotPresent");
+    }
+
+    #[test]
+    fn set_default_never_overrides_and_creates_maps_not_lists() {
+        let mut object = json!({"spec": {"replicas": 3, "ports": 5}});
+        set_default(&mut object, "spec.replicas", &json!(1));
+        set_default(&mut object, "spec.strategy.type", &json!("RollingUpdate"));
+        set_default(&mut object, "spec.template.spec.dnsPolicy", &json!("x"));
+        set_default(&mut object, "spec.containers[].image", &json!("x"));
+        set_default(&mut object, "spec.ports.protocol", &json!("TCP"));
+        assert_eq!(
+            object,
+            json!({"spec": {"replicas": 3, "ports": 5, "strategy": {"type": "RollingUpdate"},
+                            "template": {"spec": {"dnsPolicy": "x"}}}})
+        );
+    }
+}

@@ -1,0 +1,888 @@
+//! Decoding of write bodies against the published schemas of the built-in kinds.
+//!
+//! ## Guarantees
+//! - An object of a built-in kind is stored only if kube-apiserver could decode it into its Go
+//!   type: every field the kind's schema declares has a JSON value of that field's type (or
+//!   `null`, which Go leaves as the zero value), Secret-style `[]byte` fields hold base64,
+//!   quantities parse as `resource.Quantity`, int-or-string fields hold an int32 or a string,
+//!   and times parse as RFC 3339. Fields the schema does not declare are ignored, as Go's
+//!   non-strict decoder ignores them.
+//! - A body that does not decode is refused with kube-apiserver's answer:
+//!   - create and update: 400 BadRequest `ConfigMap in version "v1" cannot be handled as a
+//!     ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type
+//!     string` (the handler's `transformDecodeError` around Go's `encoding/json` error);
+//!   - patch: 422 Invalid `"" is invalid: patch: Invalid value: "<patched object>": json: ...`
+//!     with one `FieldValueInvalid` cause on the field `patch`, as kube-apiserver's patch
+//!     handler builds it when the patched object does not decode.
+//! - Only the first failure is reported, as Go's decoder does: the first type mismatch (Go
+//!   keeps decoding after one and reports the first), unless a field with its own decoder
+//!   (quantity, int-or-string, time) fails, which stops decoding at once.
+//!
+//! - Custom resources with a declared OpenAPI v3 schema are checked by [`check_custom`]:
+//!   422 Invalid with one cause per failure, in kube-apiserver's CRD validation wording. (The
+//!   server calls it where it knows a resource's schema; the built-in check above skips custom
+//!   resources.)
+//!
+//! The schemas are k8s-openapi's (the Kubernetes OpenAPI definitions for v1.33, through its
+//! `schemars` implementations), generated once per process; the Go type names in messages are
+//! derived from the definition names (`io.k8s.api.core.v1.Container` → `v1.Container`).
+//! Differences from Go's text that remain: fields are visited in key order rather than the
+//! order of the client's text (it matters only when there are several errors), and a
+//! non-integer number is quoted as serde_json prints it (`1.0` for `1.0`, but `1000.0` for
+//! `1e3`).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::resources::ResourceDef;
+
+/// The schema definitions of every served built-in kind, and each kind's root definition.
+struct Schemas {
+    definitions: Map<String, Value>,
+    roots: HashMap<(&'static str, &'static str), String>,
+}
+
+fn strip_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("description");
+            for child in map.values_mut() {
+                strip_descriptions(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
+        _ => {}
+    }
+}
+
+fn ref_name(schema: &Value) -> Option<&str> {
+    schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .map(|r| r.rsplit('/').next().unwrap_or(r))
+}
+
+fn schemas() -> &'static Schemas {
+    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        use k8s_openapi::api::{apps, coordination, core, discovery};
+        let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
+        let mut roots = HashMap::new();
+        let mut add = |group: &'static str, kind: &'static str, schema: Value| {
+            if let Some(name) = ref_name(&schema) {
+                roots.insert((group, kind), name.to_owned());
+            }
+        };
+        add(
+            "",
+            "Namespace",
+            generator.subschema_for::<core::v1::Namespace>().to_value(),
+        );
+        add(
+            "",
+            "Node",
+            generator.subschema_for::<core::v1::Node>().to_value(),
+        );
+        add(
+            "",
+            "Pod",
+            generator.subschema_for::<core::v1::Pod>().to_value(),
+        );
+        add(
+            "",
+            "ConfigMap",
+            generator.subschema_for::<core::v1::ConfigMap>().to_value(),
+        );
+        add(
+            "",
+            "Secret",
+            generator.subschema_for::<core::v1::Secret>().to_value(),
+        );
+        add(
+            "",
+            "Service",
+            generator.subschema_for::<core::v1::Service>().to_value(),
+        );
+        add(
+            "",
+            "Endpoints",
+            generator.subschema_for::<core::v1::Endpoints>().to_value(),
+        );
+        add(
+            "",
+            "Event",
+            generator.subschema_for::<core::v1::Event>().to_value(),
+        );
+        add(
+            "",
+            "ServiceAccount",
+            generator
+                .subschema_for::<core::v1::ServiceAccount>()
+                .to_value(),
+        );
+        add(
+            "apps",
+            "Deployment",
+            generator.subschema_for::<apps::v1::Deployment>().to_value(),
+        );
+        add(
+            "apps",
+            "ReplicaSet",
+            generator.subschema_for::<apps::v1::ReplicaSet>().to_value(),
+        );
+        add(
+            "apps",
+            "StatefulSet",
+            generator
+                .subschema_for::<apps::v1::StatefulSet>()
+                .to_value(),
+        );
+        add(
+            "apps",
+            "DaemonSet",
+            generator.subschema_for::<apps::v1::DaemonSet>().to_value(),
+        );
+        add(
+            "coordination.k8s.io",
+            "Lease",
+            generator
+                .subschema_for::<coordination::v1::Lease>()
+                .to_value(),
+        );
+        add(
+            "discovery.k8s.io",
+            "EndpointSlice",
+            generator
+                .subschema_for::<discovery::v1::EndpointSlice>()
+                .to_value(),
+        );
+        let mut definitions = generator.take_definitions(false);
+        for definition in definitions.values_mut() {
+            strip_descriptions(definition);
+        }
+        Schemas { definitions, roots }
+    })
+}
+
+/// The Go type name of a definition: its package's last element and the type name
+/// (`io.k8s.api.core.v1.Container` → `v1.Container`).
+fn go_type_of_definition(name: &str) -> String {
+    let mut parts = name.rsplit('.');
+    let type_name = parts.next().unwrap_or(name);
+    match parts.next() {
+        Some(package) => format!("{package}.{type_name}"),
+        None => type_name.to_owned(),
+    }
+}
+
+/// The short name of a definition (`io.k8s.api.core.v1.PodSpec` → `PodSpec`), as Go names the
+/// struct in `Go struct field PodSpec.spec.containers`.
+fn struct_name_of_definition(name: &str) -> &str {
+    name.rsplit('.').next().unwrap_or(name)
+}
+
+/// What a schema node decodes as.
+enum Shape<'a> {
+    /// `interface{}`, `FieldsV1`, `RawExtension`: anything.
+    Any,
+    Bool,
+    Int32,
+    Int64,
+    Float,
+    String,
+    /// `[]byte`: a base64 string.
+    Bytes,
+    /// `metav1.Time` / `MicroTime`: an RFC 3339 string (own decoder).
+    Time,
+    /// `resource.Quantity` (own decoder).
+    Quantity,
+    /// `intstr.IntOrString` (own decoder).
+    IntOrString,
+    Array(&'a Value),
+    Map(&'a Value),
+    /// A struct: its definition name (empty when inline) and its properties.
+    Struct(&'a str, &'a Map<String, Value>),
+}
+
+struct Walk<'a> {
+    definitions: &'a Map<String, Value>,
+    /// JSON field names from the root (Go's error context field stack).
+    path: Vec<&'a str>,
+    /// The first type mismatch (Go saves it and keeps decoding).
+    first: Option<String>,
+}
+
+impl<'a> Walk<'a> {
+    /// Follows `$ref` and classifies a schema node; the second value is the definition name
+    /// when it was a reference.
+    fn shape(&self, schema: &'a Value) -> (Shape<'a>, Option<&'a str>) {
+        let mut name = None;
+        let mut node = schema;
+        if let Some(reference) = ref_name(schema) {
+            name = Some(reference);
+            match self.definitions.get(reference) {
+                Some(definition) => node = definition,
+                None => return (Shape::Any, name),
+            }
+        }
+        if let Some(name) = name {
+            let short = struct_name_of_definition(name);
+            match short {
+                "Quantity" => return (Shape::Quantity, Some(name)),
+                "IntOrString" => return (Shape::IntOrString, Some(name)),
+                "Time" | "MicroTime" => return (Shape::Time, Some(name)),
+                "FieldsV1" | "RawExtension" | "JSON" => return (Shape::Any, Some(name)),
+                _ => {}
+            }
+        }
+        if node
+            .get("x-kubernetes-int-or-string")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            return (Shape::IntOrString, name);
+        }
+        let shape = match node.get("type").and_then(Value::as_str) {
+            Some("boolean") => Shape::Bool,
+            Some("integer") => match node.get("format").and_then(Value::as_str) {
+                Some("int32") => Shape::Int32,
+                _ => Shape::Int64,
+            },
+            Some("number") => Shape::Float,
+            Some("string") => match node.get("format").and_then(Value::as_str) {
+                Some("byte") => Shape::Bytes,
+                _ => Shape::String,
+            },
+            Some("array") => match node.get("items") {
+                Some(items) => Shape::Array(items),
+                None => Shape::Any,
+            },
+            Some("object") => {
+                if let Some(Value::Object(properties)) = node.get("properties") {
+                    Shape::Struct(name.unwrap_or(""), properties)
+                } else if let Some(values) =
+                    node.get("additionalProperties").filter(|v| v.is_object())
+                {
+                    Shape::Map(values)
+                } else {
+                    Shape::Any
+                }
+            }
+            _ => Shape::Any,
+        };
+        (shape, name)
+    }
+
+    /// The Go type of a schema node, as `encoding/json` prints it in errors.
+    fn go_type(&self, schema: &'a Value) -> String {
+        let (shape, name) = self.shape(schema);
+        match shape {
+            Shape::Any => name.map_or_else(|| "interface {}".to_owned(), go_type_of_definition),
+            Shape::Bool => "bool".to_owned(),
+            Shape::Int32 => "int32".to_owned(),
+            Shape::Int64 => "int64".to_owned(),
+            Shape::Float => "float64".to_owned(),
+            Shape::String => "string".to_owned(),
+            Shape::Bytes => "[]uint8".to_owned(),
+            Shape::Array(items) => format!("[]{}", self.go_type(items)),
+            Shape::Map(values) => format!("map[string]{}", self.go_type(values)),
+            Shape::Time | Shape::Quantity | Shape::IntOrString | Shape::Struct(..) => {
+                name.map_or_else(|| "struct".to_owned(), go_type_of_definition)
+            }
+        }
+    }
+
+    fn mismatch(&mut self, struct_name: &str, value: &str, schema: &'a Value) {
+        if self.first.is_none() {
+            let go_type = self.go_type(schema);
+            self.first = Some(format!(
+                "json: cannot unmarshal {value} into Go struct field {struct_name}.{} of type {go_type}",
+                self.path.join(".")
+            ));
+        }
+    }
+
+    fn soft(&mut self, message: String) {
+        if self.first.is_none() {
+            self.first = Some(message);
+        }
+    }
+
+    /// Checks `value` against `schema`; `struct_name` is the innermost struct being decoded.
+    /// `Err` is a failure that stops decoding at once (a type's own decoder failed).
+    fn check(
+        &mut self,
+        struct_name: &'a str,
+        schema: &'a Value,
+        value: &'a Value,
+    ) -> Result<(), String> {
+        if value.is_null() {
+            return Ok(());
+        }
+        let (shape, _) = self.shape(schema);
+        match shape {
+            Shape::Any => {}
+            Shape::Bool => {
+                if !value.is_boolean() {
+                    self.mismatch(struct_name, json_kind(value), schema);
+                }
+            }
+            Shape::Int32 | Shape::Int64 => {
+                let fits = match value {
+                    Value::Number(n) => match shape {
+                        Shape::Int32 => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+                        _ => n.as_i64().is_some(),
+                    },
+                    _ => {
+                        self.mismatch(struct_name, json_kind(value), schema);
+                        return Ok(());
+                    }
+                };
+                if !fits {
+                    let text = format!("number {value}");
+                    self.mismatch(struct_name, &text, schema);
+                }
+            }
+            Shape::Float => {
+                if !value.is_number() {
+                    self.mismatch(struct_name, json_kind(value), schema);
+                }
+            }
+            Shape::String => {
+                if !value.is_string() {
+                    self.mismatch(struct_name, json_kind(value), schema);
+                }
+            }
+            Shape::Bytes => match value {
+                Value::String(text) => {
+                    if let Some(offset) = base64_error_offset(text) {
+                        self.soft(format!("illegal base64 data at input byte {offset}"));
+                    }
+                }
+                _ => self.mismatch(struct_name, json_kind(value), schema),
+            },
+            Shape::Time => match value {
+                Value::String(text) => {
+                    if crate::time::unix_from_rfc3339(text).is_none() {
+                        return Err(format!(
+                            "parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {text:?} as \"2006\""
+                        ));
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "json: cannot unmarshal {} into Go value of type string",
+                        json_kind(other)
+                    ));
+                }
+            },
+            Shape::Quantity => {
+                let text = match value {
+                    Value::String(s) => s.trim().to_owned(),
+                    other => other.to_string(),
+                };
+                check_quantity(&text)?;
+            }
+            Shape::IntOrString => match value {
+                Value::String(_) => {}
+                Value::Number(n) if n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()) => {}
+                Value::Number(_) => {
+                    return Err(format!(
+                        "json: cannot unmarshal number {value} into Go value of type int32"
+                    ));
+                }
+                other => {
+                    return Err(format!(
+                        "json: cannot unmarshal {} into Go value of type int32",
+                        json_kind(other)
+                    ));
+                }
+            },
+            Shape::Array(items) => match value {
+                Value::Array(elements) => {
+                    for element in elements {
+                        self.check(struct_name, items, element)?;
+                    }
+                }
+                _ => self.mismatch(struct_name, json_kind(value), schema),
+            },
+            Shape::Map(values) => match value {
+                Value::Object(entries) => {
+                    for entry in entries.values() {
+                        self.check(struct_name, values, entry)?;
+                    }
+                }
+                _ => self.mismatch(struct_name, json_kind(value), schema),
+            },
+            Shape::Struct(name, properties) => match value {
+                Value::Object(fields) => {
+                    let inner = if name.is_empty() {
+                        struct_name
+                    } else {
+                        struct_name_of_definition(name)
+                    };
+                    self.check_fields(inner, properties, fields)?;
+                }
+                _ => self.mismatch(struct_name, json_kind(value), schema),
+            },
+        }
+        Ok(())
+    }
+
+    fn check_fields(
+        &mut self,
+        struct_name: &'a str,
+        properties: &'a Map<String, Value>,
+        fields: &'a Map<String, Value>,
+    ) -> Result<(), String> {
+        for (key, value) in fields {
+            if let Some(schema) = properties.get(key) {
+                self.path.push(key);
+                let result = self.check(struct_name, schema, value);
+                self.path.pop();
+                result?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Go's `encoding/json` name of a JSON value's kind, as in `cannot unmarshal number`.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Where Go's `base64.StdEncoding` (which skips `\r` and `\n`) fails on `text`, if it does.
+fn base64_error_offset(text: &str) -> Option<usize> {
+    let cleaned: Vec<u8> = text
+        .bytes()
+        .filter(|b| *b != b'\r' && *b != b'\n')
+        .collect();
+    match base64::engine::general_purpose::STANDARD.decode(&cleaned) {
+        Ok(_) => None,
+        Err(base64::DecodeError::InvalidByte(offset, _))
+        | Err(base64::DecodeError::InvalidLastSymbol(offset, _)) => Some(offset),
+        Err(_) => Some(cleaned.len() - cleaned.len() % 4),
+    }
+}
+
+const QUANTITY_FORMAT: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+/// `resource.ParseQuantity`'s acceptance, with its error messages.
+fn check_quantity(text: &str) -> Result<(), String> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    if bytes.first().is_some_and(|b| *b == b'+' || *b == b'-') {
+        i = 1;
+    }
+    let number_start = i;
+    while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+        i += 1;
+    }
+    if i == number_start {
+        return Err(QUANTITY_FORMAT.to_owned());
+    }
+    let number = &text[number_start..i];
+    let suffix = &text[i..];
+    // The suffix must match `[eEinumkKMGTP]*[-+]?[0-9]*`.
+    let letters = suffix
+        .bytes()
+        .take_while(|b| b"eEinumkKMGTP".contains(b))
+        .count();
+    let rest = &suffix[letters..];
+    let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    if !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(QUANTITY_FORMAT.to_owned());
+    }
+    if number.matches('.').count() > 1 || number == "." {
+        return Err("unable to parse numeric part of quantity".to_owned());
+    }
+    let known = matches!(
+        suffix,
+        "" | "Ki"
+            | "Mi"
+            | "Gi"
+            | "Ti"
+            | "Pi"
+            | "Ei"
+            | "n"
+            | "u"
+            | "m"
+            | "k"
+            | "M"
+            | "G"
+            | "T"
+            | "P"
+            | "E"
+    );
+    let exponent = suffix.strip_prefix(['e', 'E']).is_some_and(|e| {
+        let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    });
+    if !known && !exponent {
+        return Err("unable to parse quantity's suffix".to_owned());
+    }
+    Ok(())
+}
+
+/// Go's decoding error for `object` as the built-in kind `def`, or `None` when it decodes
+/// (and for kinds without a built-in schema: custom resources).
+#[must_use]
+pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
+    match object {
+        Value::Object(fields) => decode_error_fields(def, fields),
+        _ => None,
+    }
+}
+
+fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
+    if !def.is_builtin() {
+        return None;
+    }
+    let schemas = schemas();
+    let root = schemas
+        .roots
+        .get(&(def.group.as_str(), def.kind.as_str()))?;
+    let definition = schemas.definitions.get(root)?;
+    let Some(Value::Object(properties)) = definition.get("properties") else {
+        return None;
+    };
+    let mut walk = Walk {
+        definitions: &schemas.definitions,
+        path: Vec::new(),
+        first: None,
+    };
+    match walk.check_fields(struct_name_of_definition(root), properties, fields) {
+        Err(message) => Some(message),
+        Ok(()) => walk.first,
+    }
+}
+
+/// Checks a create or update body: 400 BadRequest as kube-apiserver's
+/// `transformDecodeError` words it when the body does not decode into the kind's Go type.
+///
+/// # Errors
+/// The 400 described.
+pub fn check_body(def: &ResourceDef, object: &Map<String, Value>) -> Result<(), ApiError> {
+    match decode_error_fields(def, object) {
+        None => Ok(()),
+        Some(message) => Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {message}",
+            kind = def.kind,
+            version = def.version
+        ))),
+    }
+}
+
+/// Checks a patched object: 422 Invalid with the cause `patch: Invalid value: "<object>":
+/// <decode error>`, as kube-apiserver's patch handler answers when the patched object does
+/// not decode.
+///
+/// # Errors
+/// The 422 described.
+pub fn check_patched(def: &ResourceDef, object: &Value) -> Result<(), ApiError> {
+    match decode_error(def, object) {
+        None => Ok(()),
+        Some(message) => Err(ApiError::invalid_unnamed(vec![(
+            "patch".to_owned(),
+            format!("Invalid value: {:?}: {message}", object.to_string()),
+            "FieldValueInvalid".to_owned(),
+        )])),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Custom resources: their declared OpenAPI v3 (structural) schema
+
+/// The OpenAPI type name of a JSON value, as kube-apiserver's CRD validation names it.
+fn openapi_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn quote_go(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// Walks a custom resource's structural schema, collecting causes in kube-apiserver's CRD
+/// validation wording.
+fn check_structural(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let Value::Object(schema) = schema else {
+        return;
+    };
+    if value.is_null() {
+        if schema.get("nullable").and_then(Value::as_bool) != Some(true)
+            && schema.get("type").is_some()
+        {
+            causes.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}: \"null\"",
+                    schema
+                        .get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("object")
+                ),
+                "FieldValueTypeInvalid".to_owned(),
+            ));
+        }
+        return;
+    }
+    let int_or_string = schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if int_or_string {
+        if !matches!(openapi_type(value), "integer" | "string") {
+            causes.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: {:?}: {path} in body must be of type integer,string: {:?}",
+                    openapi_type(value),
+                    openapi_type(value)
+                ),
+                "FieldValueTypeInvalid".to_owned(),
+            ));
+        }
+        return;
+    }
+    if let Some(expected) = schema.get("type").and_then(Value::as_str) {
+        let actual = openapi_type(value);
+        let fits = actual == expected || (expected == "number" && actual == "integer");
+        if !fits {
+            causes.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: {actual:?}: {path} in body must be of type {expected}: {actual:?}"
+                ),
+                "FieldValueTypeInvalid".to_owned(),
+            ));
+            return;
+        }
+    }
+    if let Some(Value::Array(allowed)) = schema.get("enum")
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(quote_go).collect();
+        causes.push((
+            path.to_owned(),
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                quote_go(value),
+                list.join(", ")
+            ),
+            "FieldValueNotSupported".to_owned(),
+        ));
+    }
+    let child = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::Object(fields) => {
+            if let Some(Value::Array(required)) = schema.get("required") {
+                for key in required.iter().filter_map(Value::as_str) {
+                    if !fields.contains_key(key) {
+                        causes.push((
+                            child(key),
+                            "Required value".to_owned(),
+                            "FieldValueRequired".to_owned(),
+                        ));
+                    }
+                }
+            }
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|v| v.is_object());
+            for (key, field) in fields {
+                if let Some(property) = properties.and_then(|p| p.get(key)) {
+                    check_structural(property, field, &child(key), causes);
+                } else if let Some(additional) = additional {
+                    check_structural(additional, field, &child(key), causes);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (index, item) in items.iter().enumerate() {
+                    check_structural(item_schema, item, &format!("{path}[{index}]"), causes);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A `(field, message, reason)` cause of a 422 Invalid.
+type Cause = (String, String, String);
+
+/// Validates a custom resource against its declared OpenAPI v3 schema (a CRD version's
+/// `schema.openAPIV3Schema`): types (`integer` fits `number`; `x-kubernetes-int-or-string`),
+/// `nullable`, `required`, `enum`, `properties`, `additionalProperties` and `items`. `metadata`,
+/// `apiVersion` and `kind` are left to the metadata checks; fields the schema does not
+/// declare are not refused (kube-apiserver prunes them; this check does not change the
+/// object).
+///
+/// # Errors
+/// 422 Invalid as kube-apiserver answers, e.g. `Widget.example.com "w" is invalid:
+/// spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer:
+/// "string"`, one cause per failure.
+pub fn check_custom(def: &ResourceDef, schema: &Value, object: &Value) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let (Value::Object(fields), Some(properties)) =
+        (object, schema.get("properties").and_then(Value::as_object))
+    {
+        for (key, field) in fields {
+            if matches!(key.as_str(), "metadata" | "apiVersion" | "kind") {
+                continue;
+            }
+            if let Some(property) = properties.get(key) {
+                check_structural(property, field, key, &mut causes);
+            }
+        }
+        if let Some(Value::Array(required)) = schema.get("required") {
+            for key in required.iter().filter_map(Value::as_str) {
+                if !matches!(key, "metadata" | "apiVersion" | "kind") && !fields.contains_key(key) {
+                    causes.push((
+                        key.to_owned(),
+                        "Required value".to_owned(),
+                        "FieldValueRequired".to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Err(ApiError::invalid(def, name, causes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_resources_against_their_schema() {
+        let def = crate::parse_resources_file(
+            "[[resource]]\ngroup = \"example.com\"\nversion = \"v1\"\nkind = \"Widget\"\nplural = \"widgets\"\nnamespaced = true\n",
+        )
+        .unwrap()
+        .remove(0);
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["size"], "properties": {
+                "replicas": {"type": "integer"},
+                "ratio": {"type": "number"},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "port": {"x-kubernetes-int-or-string": true},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "size": {"type": "string"}
+            }}
+        }});
+        let ok = serde_json::json!({"metadata": {"name": "w"}, "spec": {"size": "s", "replicas": 2,
+            "ratio": 1, "mode": "a", "port": "http", "tags": ["x"], "labels": {"k": "v"}, "other": 1}});
+        assert_eq!(check_custom(&def, &schema, &ok), Ok(()));
+        let bad = serde_json::json!({"metadata": {"name": "w"}, "spec": {"replicas": "two",
+            "mode": "c", "port": true, "tags": [1], "labels": {"k": 2}}});
+        let error = check_custom(&def, &schema, &bad).unwrap_err();
+        assert_eq!(error.code, 422);
+        assert_eq!(error.reason, "Invalid");
+        let causes = error.details.as_ref().unwrap()["causes"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let fields: Vec<&str> = causes
+            .iter()
+            .map(|c| c["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.size",
+                "spec.labels.k",
+                "spec.mode",
+                "spec.port",
+                "spec.replicas",
+                "spec.tags[0]"
+            ]
+        );
+        assert!(
+            error
+                .message
+                .starts_with("Widget.example.com \"w\" is invalid: [")
+        );
+        assert_eq!(
+            causes[4]["message"],
+            "Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
+        );
+        assert_eq!(causes[0]["reason"], "FieldValueRequired");
+        assert_eq!(
+            causes[2]["message"],
+            "Unsupported value: \"c\": supported values: \"a\", \"b\""
+        );
+    }
+
+    #[test]
+    fn quantities() {
+        for ok in [
+            "1", "1.5", "100m", "1Gi", "1e3", "-1", "+2k", "0.5E-2", ".5",
+        ] {
+            assert_eq!(check_quantity(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "abc", "1x", "Gi", "1.2.3", "1Gi3x"] {
+            assert!(check_quantity(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn base64_offsets() {
+        assert_eq!(base64_error_offset("aGVsbG8="), None);
+        assert_eq!(base64_error_offset("aGVs\nbG8="), None);
+        assert_eq!(base64_error_offset("not base64!"), Some(3));
+    }
+
+    #[test]
+    fn go_type_names() {
+        assert_eq!(
+            go_type_of_definition("io.k8s.api.core.v1.Container"),
+            "v1.Container"
+        );
+        assert_eq!(
+            go_type_of_definition("io.k8s.apimachinery.pkg.api.resource.Quantity"),
+            "resource.Quantity"
+        );
+        assert_eq!(
+            struct_name_of_definition("io.k8s.api.apps.v1.DeploymentSpec"),
+            "DeploymentSpec"
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! Defaults and create-time status of the built-in kinds, as kube-apiserver's defaulting
+//! functions and create strategies set them (`watchkeeper_api::defaults`).
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use watchkeeper_api::defaults::{apply_defaults, pod_qos_class};
+use watchkeeper_api::{CreateContext, ResourceDef, builtin_resources, prepare_create};
+
+fn def(plural: &str) -> ResourceDef {
+    builtin_resources()
+        .into_iter()
+        .find(|d| d.plural == plural)
+        .unwrap()
+}
+
+fn create(plural: &str, body: Value) -> Value {
+    let ctx = CreateContext {
+        namespace: Some("default"),
+        uid: "u".to_owned(),
+        creation_timestamp: "2026-11-29T00:00:00Z".to_owned(),
+        random_suffix: "bcd2f".to_owned(),
+    };
+    prepare_create(&def(plural), body, &ctx).unwrap()
+}
+
+#[test]
+fn pod_defaults_and_status() {
+    let pod = create(
+        "pods",
+        json!({"metadata": {"name": "p"}, "spec": {
+            "containers": [
+                {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}]},
+                {"name": "b", "image": "nginx:1.25", "imagePullPolicy": "Never"},
+                {"name": "c", "image": "repo:5000/app:v2"}
+            ],
+            "volumes": [{"name": "s", "secret": {"secretName": "x"}}]
+        }}),
+    );
+    let spec = &pod["spec"];
+    assert_eq!(spec["restartPolicy"], "Always");
+    assert_eq!(spec["dnsPolicy"], "ClusterFirst");
+    assert_eq!(spec["terminationGracePeriodSeconds"], 30);
+    assert_eq!(spec["schedulerName"], "default-scheduler");
+    assert_eq!(spec["securityContext"], json!({}));
+    assert_eq!(spec["enableServiceLinks"], true);
+    let containers = spec["containers"].as_array().unwrap();
+    assert_eq!(containers[0]["imagePullPolicy"], "Always");
+    assert_eq!(containers[1]["imagePullPolicy"], "Never");
+    assert_eq!(containers[2]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(
+        containers[0]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
+    assert_eq!(containers[0]["terminationMessagePolicy"], "File");
+    assert_eq!(containers[0]["resources"], json!({}));
+    assert_eq!(containers[0]["ports"][0]["protocol"], "TCP");
+    assert_eq!(spec["volumes"][0]["secret"]["defaultMode"], 420);
+    assert_eq!(
+        pod["status"],
+        json!({"phase": "Pending", "qosClass": "BestEffort"})
+    );
+    assert_eq!(pod["metadata"]["generation"], 1);
+
+    // A status the client sent is kept (there is no kubelet to set it later).
+    let running = create(
+        "pods",
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "i"}]},
+               "status": {"phase": "Running"}}),
+    );
+    assert_eq!(running["status"]["phase"], "Running");
+    assert_eq!(running["status"]["qosClass"], "BestEffort");
+}
+
+#[test]
+fn qos_classes() {
+    let guaranteed = create(
+        "pods",
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a", "image": "i",
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}),
+    );
+    // Requests are defaulted from limits, which makes the pod Guaranteed.
+    assert_eq!(
+        guaranteed["spec"]["containers"][0]["resources"]["requests"],
+        json!({"cpu": "1", "memory": "1Gi"})
+    );
+    assert_eq!(guaranteed["status"]["qosClass"], "Guaranteed");
+    let burstable = json!({"containers": [{"resources": {"requests": {"cpu": "1"}}}]});
+    assert_eq!(pod_qos_class(&burstable), "Burstable");
+    let mixed = json!({"containers": [
+        {"resources": {"limits": {"cpu": "1", "memory": "1"}, "requests": {"cpu": "1", "memory": "1"}}},
+        {}
+    ]});
+    assert_eq!(pod_qos_class(&mixed), "Burstable");
+}
+
+#[test]
+fn service_defaults_and_status() {
+    let service = create(
+        "services",
+        json!({"metadata": {"name": "s"}, "spec": {"selector": {"a": "b"}, "ports": [{"port": 80}]}}),
+    );
+    let spec = &service["spec"];
+    assert_eq!(spec["type"], "ClusterIP");
+    assert_eq!(spec["sessionAffinity"], "None");
+    assert_eq!(spec["ports"][0]["protocol"], "TCP");
+    assert_eq!(spec["ports"][0]["targetPort"], 80);
+    assert_eq!(spec["ipFamilyPolicy"], "SingleStack");
+    assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+    assert_eq!(spec["internalTrafficPolicy"], "Cluster");
+    assert!(spec.get("externalTrafficPolicy").is_none());
+    assert_eq!(service["status"], json!({"loadBalancer": {}}));
+    assert!(service["metadata"].get("generation").is_none());
+
+    let mut lb = json!({"metadata": {"name": "s"}, "spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP",
+                        "ports": [{"port": 80, "targetPort": "http"}]}});
+    apply_defaults(&def("services"), &mut lb, Some("10.96.0.10"));
+    assert_eq!(lb["spec"]["externalTrafficPolicy"], "Cluster");
+    assert_eq!(lb["spec"]["allocateLoadBalancerNodePorts"], true);
+    assert_eq!(lb["spec"]["ports"][0]["targetPort"], "http");
+    assert_eq!(
+        lb["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+        10800
+    );
+    assert_eq!(lb["spec"]["clusterIP"], "10.96.0.10");
+    assert_eq!(lb["spec"]["clusterIPs"], json!(["10.96.0.10"]));
+
+    let mut external = json!({"spec": {"type": "ExternalName", "externalName": "example.com"}});
+    apply_defaults(&def("services"), &mut external, Some("10.96.0.10"));
+    assert_eq!(
+        external,
+        json!({"spec": {"type": "ExternalName", "externalName": "example.com", "sessionAffinity": "None"}})
+    );
+}
+
+#[test]
+fn workload_defaults() {
+    let template = json!({"metadata": {"labels": {"a": "b"}},
+                          "spec": {"containers": [{"name": "c", "image": "i:1"}]}});
+    let deployment = create(
+        "deployments",
+        json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template}}),
+    );
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    assert_eq!(spec["template"]["spec"]["restartPolicy"], "Always");
+    assert_eq!(
+        spec["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    assert!(deployment.get("status").is_none());
+
+    // A Recreate strategy gets no rollingUpdate.
+    let recreate = create(
+        "deployments",
+        json!({"metadata": {"name": "d"}, "spec": {"strategy": {"type": "Recreate"}, "template": template}}),
+    );
+    assert_eq!(recreate["spec"]["strategy"], json!({"type": "Recreate"}));
+
+    let sts = create(
+        "statefulsets",
+        json!({"metadata": {"name": "s"}, "spec": {"template": template}}),
+    );
+    assert_eq!(sts["spec"]["podManagementPolicy"], "OrderedReady");
+    assert_eq!(
+        sts["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+    );
+    assert_eq!(
+        sts["spec"]["persistentVolumeClaimRetentionPolicy"],
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"})
+    );
+    let ds = create(
+        "daemonsets",
+        json!({"metadata": {"name": "s"}, "spec": {"template": template}}),
+    );
+    assert_eq!(
+        ds["spec"]["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+    );
+    let rs = create(
+        "replicasets",
+        json!({"metadata": {"name": "s"}, "spec": {"template": template}}),
+    );
+    assert_eq!(rs["spec"]["replicas"], 1);
+    assert_eq!(rs["spec"]["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+}
+
+#[test]
+fn other_kinds_and_custom_resources() {
+    let secret = create("secrets", json!({"metadata": {"name": "s"}}));
+    assert_eq!(secret["type"], "Opaque");
+    assert!(secret["metadata"].get("generation").is_none());
+    let cm = create("configmaps", json!({"metadata": {"name": "c"}, "data": {}}));
+    assert!(cm["metadata"].get("generation").is_none());
+    assert!(cm.get("status").is_none());
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i32>().prop_map(Value::from),
+        "[a-z:/@]{0,6}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("spec".to_owned()),
+                    Just("template".to_owned()),
+                    Just("containers".to_owned()),
+                    Just("strategy".to_owned()),
+                    Just("type".to_owned()),
+                    Just("ports".to_owned()),
+                    Just("image".to_owned()),
+                    Just("resources".to_owned()),
+                    Just("limits".to_owned()),
+                    "[a-z]{1,2}",
+                ],
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Whether every non-null value of `original` is in `defaulted` unchanged.
+fn keeps(original: &Value, defaulted: &Value) -> bool {
+    match (original, defaulted) {
+        (Value::Object(a), Value::Object(b)) => a
+            .iter()
+            .all(|(k, v)| v.is_null() || b.get(k).is_some_and(|w| keeps(v, w))),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(v, w)| keeps(v, w))
+        }
+        _ => original == defaulted,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Defaults only fill gaps: no value the client sent changes, and defaulting twice is
+    /// defaulting once.
+    #[test]
+    fn defaults_only_add_and_are_idempotent(object in arb_json(), index in 0..64usize) {
+        let defs = builtin_resources();
+        let def = &defs[index % defs.len()];
+        let mut once = object.clone();
+        apply_defaults(def, &mut once, Some("10.0.0.1"));
+        prop_assert!(keeps(&object, &once), "{} -> {}", object, once);
+        let mut twice = once.clone();
+        apply_defaults(def, &mut twice, Some("10.0.0.1"));
+        prop_assert_eq!(twice, once);
+    }
+}
