@@ -114,27 +114,38 @@ pub(crate) enum ToWorker {
     Unsynced(Box<Watcher>),
 }
 
-/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns: the
-/// worker has room to fill before its idle period would end, so it passes at the normal period
-/// instead (a slow reader is not held to one queue per idle period). Raised at most once
-/// between two passes; the worker's notify hook wakes a driver thread.
+/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns (or that
+/// closes it): that watcher can take events again (or must be dropped), so it becomes one of
+/// the worker's candidates at its next pass, and that pass comes at the normal period, not the
+/// idle one (a slow reader is not held to one queue per idle period). It carries the watchers'
+/// ids, so the worker never has to look at a watcher that has neither room nor news; the
+/// worker's notify hook wakes a driver thread when the first id arrives after a pass.
 #[derive(Default)]
 pub(crate) struct DrainSignal {
-    pending: AtomicBool,
+    raised: AtomicBool,
+    ids: Mutex<Vec<WatcherId>>,
     notify: OnceLock<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl std::fmt::Debug for DrainSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DrainSignal")
-            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .field("raised", &self.raised.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
 
 impl DrainSignal {
-    pub(crate) fn raise(&self) {
-        if !self.pending.swap(true, Ordering::AcqRel)
+    fn ids(&self) -> MutexGuard<'_, Vec<WatcherId>> {
+        self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Watcher `id`'s queue was emptied (or closed) while the worker owns it.
+    pub(crate) fn raise(&self, id: WatcherId) {
+        self.ids().push(id);
+        if !self.raised.swap(true, Ordering::AcqRel)
             && let Some(notify) = self.notify.get()
         {
             notify();
@@ -142,11 +153,14 @@ impl DrainSignal {
     }
 
     pub(crate) fn is_raised(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
+        self.raised.load(Ordering::Acquire)
     }
 
-    pub(crate) fn take(&self) -> bool {
-        self.pending.swap(false, Ordering::AcqRel)
+    /// Moves the ids raised since the last take into `out`.
+    pub(crate) fn take(&self, out: &mut Vec<WatcherId>) {
+        let mut ids = self.ids();
+        self.raised.store(false, Ordering::Release);
+        out.append(&mut ids);
     }
 
     pub(crate) fn set_notify(&self, notify: Arc<dyn Fn() + Send + Sync>) {
@@ -336,11 +350,12 @@ impl WatchCache {
         let capacity = request
             .queue_capacity
             .unwrap_or_else(|| config.queue_capacity_for(self.shared.read().history.capacity()));
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let queue = Arc::new(WatchQueue::with_drain_signal(
             capacity.max(1),
             self.shared.drain.clone(),
+            id,
         ));
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let watcher = Watcher {
             id,
             queue: queue.clone(),

@@ -32,6 +32,7 @@ use crate::cache::DrainSignal;
 use crate::event::WatchItem;
 use crate::object::Revision;
 use crate::time::Instant;
+use crate::watcher::WatcherId;
 
 /// Why a watch ended. Delivered after every queued item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,8 +214,9 @@ pub struct WatchQueue {
     capacity: usize,
     state: AtomicU8,
     published: Published,
-    /// Raised when a pop empties the queue while the catch-up worker owns the watcher.
-    drain: Option<Arc<DrainSignal>>,
+    /// Raised (with the watcher's id) when a pop empties the queue, or the consumer closes it,
+    /// while the catch-up worker owns the watcher.
+    drain: Option<(Arc<DrainSignal>, WatcherId)>,
 }
 
 impl WatchQueue {
@@ -241,21 +243,27 @@ impl WatchQueue {
         }
     }
 
-    /// [`WatchQueue::new`], raising `drain` whenever a pop empties the queue of a watcher the
-    /// catch-up worker owns (unsynced or streaming its initial state).
-    pub(crate) fn with_drain_signal(capacity: usize, drain: Arc<DrainSignal>) -> WatchQueue {
+    /// [`WatchQueue::new`], raising `drain` with `id` whenever a pop empties the queue (or the
+    /// consumer closes it) while the catch-up worker owns the watcher (unsynced or streaming
+    /// its initial state).
+    pub(crate) fn with_drain_signal(
+        capacity: usize,
+        drain: Arc<DrainSignal>,
+        id: WatcherId,
+    ) -> WatchQueue {
         WatchQueue {
-            drain: Some(drain),
+            drain: Some((drain, id)),
             ..WatchQueue::new(capacity)
         }
     }
 
-    /// After a pop emptied the queue: tell the worker if it owns the watcher.
+    /// After a pop emptied the queue (or the consumer closed it): tell the worker if it owns
+    /// the watcher.
     fn emptied(&self) {
-        if let Some(drain) = &self.drain
+        if let Some((drain, id)) = &self.drain
             && matches!(self.state(), WatcherState::Unsynced | WatcherState::Initial)
         {
-            drain.raise();
+            drain.raise(*id);
         }
     }
 
@@ -486,9 +494,13 @@ impl WatchQueue {
 
     /// The consumer is gone: pushes fail from now on and the owner drops the watcher.
     pub fn close(&self) {
-        let mut inner = self.lock();
-        inner.consumer_closed = true;
-        inner.items.clear();
+        {
+            let mut inner = self.lock();
+            inner.consumer_closed = true;
+            inner.items.clear();
+        }
+        // The worker looks only at watchers with news: this is news.
+        self.emptied();
     }
 }
 

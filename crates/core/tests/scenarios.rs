@@ -872,3 +872,57 @@ fn an_unsynced_reader_that_drains_is_served_at_the_normal_period() {
     assert_eq!(slow.state(), WatcherState::Synced);
     assert_no_skips(&h);
 }
+
+/// Goal (issue 14): a pass costs nothing for unsynced watchers that cannot take an event, and
+/// a watcher that drains is served at the next pass whatever the number of such laggards.
+/// Method: 300 never-reading watchers stall with full queues (more than `pass_members_max`);
+/// after the pass that finds them full, passes look at no candidate; one of them drains and
+/// the next pass serves it, alone, first.
+#[test]
+fn never_reading_laggards_cost_a_pass_nothing_and_a_drained_one_goes_first() {
+    let mut h = Harness::new(CacheConfig {
+        pass_members_max: 64,
+        ..config()
+    });
+    let laggards: Vec<_> = (0..300).map(|_| h.watch_from(WatchStart::Now, 2)).collect();
+    let mut written = Vec::new();
+    for i in 0..6 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    assert_eq!(h.worker.unsynced_len(), 0, "still in the worker's mailbox");
+    let first = h.pass();
+    assert_eq!(first.unsynced_before, 300);
+    // New stalls are candidates once; found full, they leave the ready set.
+    assert_eq!(h.worker.ready_len(), 0, "{first:?}");
+    let quiet = h.pass();
+    assert_eq!(
+        (quiet.candidates, quiet.members, quiet.waited),
+        (0, 0, 0),
+        "{quiet:?}"
+    );
+    // Writes go on; the laggards still cost nothing.
+    for i in 0..3 {
+        written.push(h.put("ns", &format!("q{i}"), &[], "n1"));
+    }
+    assert_eq!(h.pass().candidates, 0);
+    // One drains: it is the only candidate of the next pass, and it is served.
+    let reader = &laggards[150];
+    let mut seen = drain(reader);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(h.worker.ready_len(), 0, "raised, taken at the next pass");
+    let report = h.pass();
+    assert_eq!((report.candidates, report.members), (1, 1), "{report:?}");
+    assert_eq!(report.served[0], (reader.id(), 0));
+    let mut rest = vec![std::mem::take(&mut seen)];
+    rest[0].extend(drain(reader));
+    h.settle(&[reader], &mut rest, 50);
+    assert_eq!(revisions(&rest[0]), written, "every event once, in order");
+    assert_eq!(reader.state(), WatcherState::Synced);
+    assert_eq!(h.worker.unsynced_len(), 299);
+    // A laggard that goes away is dropped without any walk of the others.
+    drop(laggards);
+    let report = h.pass();
+    assert_eq!(report.dropped, 299, "{report:?}");
+    assert_eq!(h.worker.unsynced_len(), 0);
+    assert_no_skips(&h);
+}
