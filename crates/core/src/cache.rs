@@ -515,6 +515,9 @@ fn snapshot_map(snapshot: &Snapshot) -> StateMap {
     snapshot.map_clone()
 }
 
+/// History events a consumer reads per read lock when it refills its own queue.
+const REFILL_STRETCH: usize = 256;
+
 /// See [`WatchCache::wait_fresh`].
 #[derive(Debug)]
 pub struct WaitFresh {
@@ -552,7 +555,71 @@ impl Watch {
 
     /// Pops the next item, or the end once every item was delivered.
     pub fn try_pop(&self) -> Pop {
+        self.refill();
         self.queue.try_pop()
+    }
+
+    /// Consumer-driven catch-up: when the queue is empty and the worker has handed its
+    /// production to this consumer, refill it from the history (see [`crate::catchup`]).
+    fn refill(&self) {
+        let shared = &self.shared;
+        self.queue.refill_with(|items, refill, capacity| {
+            let dispatched = shared.dispatched();
+            let mut events = Vec::new();
+            let mut batch = Vec::new();
+            loop {
+                events.clear();
+                {
+                    // A short read lock per stretch: the dispatcher's appends are never held
+                    // up by a consumer's filtering.
+                    let data = shared.read();
+                    if refill.position < data.history.servable_floor() {
+                        // Aged out: the worker delivers the 410 after what is queued.
+                        return items.is_empty();
+                    }
+                    data.history
+                        .read_after(refill.position, REFILL_STRETCH, &mut events);
+                }
+                // Only what the dispatcher has dispatched: the hand-off point is never above it.
+                let cut = events.partition_point(|e| e.revision() <= dispatched);
+                events.truncate(cut);
+                if events.is_empty() {
+                    // The end of the dispatched history: stuck (the worker hands it off) once
+                    // the consumer has taken what is queued.
+                    return items.is_empty();
+                }
+                let mut index = 0;
+                while index < events.len() {
+                    let revision = events[index].revision();
+                    batch.clear();
+                    while index < events.len() && events[index].revision() == revision {
+                        if let Some(event_type) = refill.selection.event_type(&events[index]) {
+                            batch.push(WatchItem::Event {
+                                event_type,
+                                event: events[index].clone(),
+                            });
+                        }
+                        index += 1;
+                    }
+                    if !batch.is_empty() {
+                        // Whole revisions only; an empty queue admits any revision.
+                        if !items.is_empty() && items.len() + batch.len() > capacity {
+                            return false;
+                        }
+                        refill.pushed += batch.len() as u64;
+                        shared
+                            .metrics
+                            .watcher_deferred_events
+                            .add(batch.len() as u64);
+                        items.extend(batch.drain(..));
+                    }
+                    refill.position = revision;
+                }
+                if items.len() >= capacity {
+                    return false;
+                }
+            }
+        });
     }
 
     /// Pops up to `max` items (see [`WatchQueue::poll_pop_many`]).
@@ -562,6 +629,7 @@ impl Watch {
         max: usize,
         out: &mut Vec<WatchItem>,
     ) -> Poll<Option<WatchEnd>> {
+        self.refill();
         self.queue.poll_pop_many(cx, max, out)
     }
 

@@ -77,11 +77,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cache::{Shared, ToDispatcher, ToWorker};
-use crate::config::CandidateOrder;
+use crate::config::{CandidateOrder, CatchUpDesign};
 use crate::dispatcher::expired;
 use crate::event::{SharedEvent, WatchItem};
 use crate::object::{Revision, object_key};
-use crate::queue::{PushResult, WatchEnd, WatcherState};
+use crate::queue::{PushResult, Refill, WatchEnd, WatcherState};
 use crate::time::Instant;
 use crate::watcher::{Watcher, WatcherId};
 
@@ -118,6 +118,12 @@ pub struct PassReport {
     pub served: Vec<(WatcherId, u64)>,
     /// Whether the pass ends busy (a draining member owed, or the push budget spent).
     pub busy: bool,
+    /// Owned watchers the pass looked at: ready ones inspected and those its indexes found
+    /// (expiry, deadlines, initial no-progress). A pass's cost is proportional to this, not
+    /// to `unsynced_before`.
+    pub examined: usize,
+    /// Consumer-driven design: watchers whose consumer was given the production of its queue.
+    pub handed_to_consumers: usize,
 }
 
 enum Offer {
@@ -335,7 +341,6 @@ impl CatchUpWorker {
         if let Some(at) = stuck_at {
             self.stuck_timers.insert((at, id));
         }
-        self.ready.insert(id);
         let previous = self.unsynced.insert(
             id,
             Owned {
@@ -345,6 +350,57 @@ impl CatchUpWorker {
             },
         );
         debug_assert!(previous.is_none(), "a watcher is handed over once");
+        if !self.hand_to_consumer(id) {
+            self.ready.insert(id);
+        }
+    }
+
+    /// Consumer-driven design: gives the production of an owned watcher's queue to its
+    /// consumer when it is past its initial state and owes no bookmark. Returns whether it
+    /// did (the watcher then leaves the ready set: its consumer raises it when stuck).
+    fn hand_to_consumer(&mut self, id: WatcherId) -> bool {
+        if self.shared.config.catchup_design != CatchUpDesign::ConsumerDriven {
+            return false;
+        }
+        let Some(owned) = self.unsynced.get(&id) else {
+            return false;
+        };
+        let watcher = &owned.watcher;
+        if watcher.initial.is_some() || watcher.initial_bookmark_owed {
+            return false;
+        }
+        let refill = Refill {
+            position: watcher.position,
+            selection: watcher.selection.clone(),
+            pushed: 0,
+            stuck: false,
+        };
+        if watcher.queue.install_refill(refill).is_err() {
+            // The consumer is gone; its close raised the signal.
+            return false;
+        }
+        self.ready.remove(&id);
+        true
+    }
+
+    /// Takes the production of an owned watcher's queue back from its consumer, if it had it,
+    /// and brings the watcher's position (and index keys) up to what the consumer queued.
+    fn reclaim(&mut self, id: WatcherId, now: Instant) {
+        let Some(owned) = self.unsynced.get_mut(&id) else {
+            return;
+        };
+        let watcher = &mut owned.watcher;
+        let Some(refill) = watcher.queue.take_refill() else {
+            return;
+        };
+        if refill.position > watcher.position || refill.pushed > 0 {
+            watcher.position = watcher.position.max(refill.position);
+            watcher.last_sent = watcher.last_sent.max(watcher.queue.last_pushed());
+            watcher.catchup_events += refill.pushed;
+            // The core reads no clock: progress made since the last look counts as now.
+            watcher.last_progress = now;
+        }
+        self.reindex(id);
     }
 
     /// When a watcher in its initial phase would be ended for making no progress.
@@ -414,7 +470,7 @@ impl CatchUpWorker {
         }
         report.unsynced_before = self.unsynced.len();
         self.end_unservable(now, &mut report);
-        let mut candidates = self.candidates(&mut report);
+        let mut candidates = self.candidates(now, &mut report);
         report.candidates = candidates.len();
         let members_max = self.shared.config.pass_members_max;
         if candidates.len() > members_max {
@@ -446,6 +502,15 @@ impl CatchUpWorker {
                 watcher
                     .queue
                     .publish_progress(watcher.position, watcher.passes_waited);
+            }
+        }
+        if self.shared.config.catchup_design == CatchUpDesign::ConsumerDriven {
+            // Every candidate left (served or not) continues at its consumer's pace.
+            let ready: Vec<WatcherId> = self.ready.iter().copied().collect();
+            for id in ready {
+                if self.hand_to_consumer(id) {
+                    report.handed_to_consumers += 1;
+                }
             }
         }
         self.shared.metrics.passes.inc();
@@ -485,7 +550,7 @@ impl CatchUpWorker {
             let data = self.shared.read();
             (data.history.servable_floor(), data.epoch)
         };
-        let config = &self.shared.config;
+        let timeout = self.shared.config.initial_no_progress_timeout;
         let mut found: BTreeSet<WatcherId> = BTreeSet::new();
         if epoch != self.epoch {
             // A relist: rare, and every watcher of the old epoch ends.
@@ -508,8 +573,16 @@ impl CatchUpWorker {
                 .range(..=(now, WatcherId::MAX))
                 .map(|(_, id)| *id),
         );
+        report.examined += found.len();
         let mut ending: Vec<(WatcherId, Option<WatchEnd>)> = Vec::new();
         for id in found {
+            // What its consumer queued since counts (it may have moved above the floor, or
+            // made progress); the consumer stops producing while the worker decides.
+            let refilled = self
+                .unsynced
+                .get(&id)
+                .is_some_and(|o| o.watcher.queue.has_refill());
+            self.reclaim(id, now);
             let Some(owned) = self.unsynced.get(&id) else {
                 continue;
             };
@@ -521,11 +594,13 @@ impl CatchUpWorker {
             } else if watcher.deadline.is_some_and(|d| d <= now) {
                 Some(WatchEnd::Deadline)
             } else if watcher.in_initial_phase
-                && now.saturating_duration_since(watcher.last_progress)
-                    >= config.initial_no_progress_timeout
+                && now.saturating_duration_since(watcher.last_progress) >= timeout
             {
                 Some(WatchEnd::InitialNoProgress)
             } else {
+                if refilled && !self.ready.contains(&id) {
+                    self.hand_to_consumer(id);
+                }
                 continue;
             };
             ending.push((id, end));
@@ -564,7 +639,12 @@ impl CatchUpWorker {
     /// The ready watchers that have room, in service order. A ready watcher found with a full
     /// queue leaves the ready set (its consumer raises the drain signal once it empties it); one
     /// whose consumer went away is dropped.
-    fn candidates(&mut self, report: &mut PassReport) -> Vec<Candidate> {
+    fn candidates(&mut self, now: Instant, report: &mut PassReport) -> Vec<Candidate> {
+        let ready: Vec<WatcherId> = self.ready.iter().copied().collect();
+        report.examined += ready.len();
+        for id in ready {
+            self.reclaim(id, now);
+        }
         let mut candidates = Vec::new();
         let mut closed = Vec::new();
         let mut full = Vec::new();

@@ -73,7 +73,7 @@ pub mod watcher;
 
 pub use cache::{HistoryInfo, HistoryLag, ReadError, WaitFresh, Watch, WatchCache};
 pub use catchup::{CatchUpWorker, PassReport};
-pub use config::{CacheConfig, CandidateOrder, ConfigError, WatchMode};
+pub use config::{CacheConfig, CandidateOrder, CatchUpDesign, ConfigError, WatchMode};
 pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
 pub use metrics::Metrics;

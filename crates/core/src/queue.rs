@@ -32,7 +32,7 @@ use crate::cache::DrainSignal;
 use crate::event::WatchItem;
 use crate::object::Revision;
 use crate::time::Instant;
-use crate::watcher::WatcherId;
+use crate::watcher::{Selection, WatcherId};
 
 /// Why a watch ended. Delivered after every queued item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,6 +177,25 @@ struct Inner {
     drained: bool,
     /// The revision of the last item pushed.
     last_pushed: Revision,
+    /// Consumer-driven catch-up: while installed, the consumer is the queue's only producer
+    /// and refills it from the history when it finds it empty (see [`crate::catchup`]).
+    refill: Option<Refill>,
+}
+
+/// What a consumer needs to refill its own queue from the history: installed by the catch-up
+/// worker (which then does not write the queue) and taken back by it before anyone else
+/// writes the queue again.
+#[derive(Debug)]
+pub(crate) struct Refill {
+    /// Every selected event up to here is queued; the consumer continues above it.
+    pub(crate) position: Revision,
+    /// The watcher's selection (the same copy the live path and passes use).
+    pub(crate) selection: Arc<Selection>,
+    /// Events the consumer queued since the refill was installed.
+    pub(crate) pushed: u64,
+    /// The consumer found nothing more to take (the end of the dispatched history, or a
+    /// position below the floor) and raised the drain signal; it stops until taken back.
+    pub(crate) stuck: bool,
 }
 
 /// What the actor that owns a watcher last published about it, for operators
@@ -235,6 +254,7 @@ impl WatchQueue {
                 consumer_closed: false,
                 drained: false,
                 last_pushed: 0,
+                refill: None,
             }),
             capacity,
             state: AtomicU8::new(WatcherState::Pending as u8),
@@ -254,6 +274,13 @@ impl WatchQueue {
         WatchQueue {
             drain: Some((drain, id)),
             ..WatchQueue::new(capacity)
+        }
+    }
+
+    /// Raises the drain signal with this watcher's id (the consumer is stuck, or it closed).
+    pub(crate) fn raise_drain(&self) {
+        if let Some((drain, id)) = &self.drain {
+            drain.raise(*id);
         }
     }
 
@@ -438,12 +465,66 @@ impl WatchQueue {
         )
     }
 
+    /// Hands the production of this queue to its consumer (consumer-driven catch-up). Returns
+    /// the refill back when the consumer is gone.
+    pub(crate) fn install_refill(&self, refill: Refill) -> Result<(), Refill> {
+        let mut inner = self.lock();
+        if inner.consumer_closed {
+            return Err(refill);
+        }
+        debug_assert!(inner.refill.is_none(), "one refill at a time");
+        inner.refill = Some(refill);
+        Ok(())
+    }
+
+    /// Takes the production of this queue back from its consumer.
+    pub(crate) fn take_refill(&self) -> Option<Refill> {
+        self.lock().refill.take()
+    }
+
+    /// Whether the consumer produces this queue now.
+    pub(crate) fn has_refill(&self) -> bool {
+        self.lock().refill.is_some()
+    }
+
+    /// Runs `fill` with the queue's items and its refill when the queue is empty and a refill
+    /// is installed and not stuck (the consumer side of consumer-driven catch-up). `fill`
+    /// pushes whole revisions and returns whether the consumer is stuck; then the drain
+    /// signal is raised so the worker takes the watcher back.
+    pub(crate) fn refill_with(
+        &self,
+        fill: impl FnOnce(&mut VecDeque<WatchItem>, &mut Refill, usize) -> bool,
+    ) {
+        let stuck = {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            if !inner.items.is_empty() || inner.consumer_closed || inner.end.is_some() {
+                return;
+            }
+            let Some(refill) = inner.refill.as_mut() else {
+                return;
+            };
+            if refill.stuck {
+                return;
+            }
+            let stuck = fill(&mut inner.items, refill, self.capacity);
+            if let Some(last) = inner.items.back() {
+                inner.last_pushed = last.revision();
+            }
+            refill.stuck = stuck;
+            stuck
+        };
+        if stuck {
+            self.raise_drain();
+        }
+    }
+
     /// Pops the next item, or the end once every item was delivered.
     pub fn try_pop(&self) -> Pop {
         let mut inner = self.lock();
         let was_empty = inner.items.is_empty();
         let pop = Self::pop_locked(&mut inner);
-        let emptied = !was_empty && inner.items.is_empty();
+        let emptied = !was_empty && inner.items.is_empty() && inner.refill.is_none();
         drop(inner);
         if emptied {
             self.emptied();
@@ -480,8 +561,11 @@ impl WatchQueue {
             out.extend(inner.items.drain(..take));
             if inner.items.is_empty() {
                 inner.drained = true;
+                let refilled_by_consumer = inner.refill.is_some();
                 drop(inner);
-                self.emptied();
+                if !refilled_by_consumer {
+                    self.emptied();
+                }
             }
             return Poll::Ready(None);
         }

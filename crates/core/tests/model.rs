@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use proptest::prelude::*;
 use watchkeeper_core::{
-    CacheConfig, CandidateOrder, Change, EventType, FieldSelector, LabelSelector, Revision, Watch,
-    WatchEnd, WatchRequest, WatchStart, object_key,
+    CacheConfig, CandidateOrder, CatchUpDesign, Change, EventType, FieldSelector, LabelSelector,
+    Revision, Watch, WatchEnd, WatchRequest, WatchStart, object_key,
 };
 
 /// The reference's view of an object.
@@ -181,8 +181,18 @@ fn run_mode(
     order: CandidateOrder,
     mode: watchkeeper_core::WatchMode,
 ) -> Result<(), TestCaseError> {
+    run_design(ops, order, mode, CatchUpDesign::default())
+}
+
+fn run_design(
+    ops: Vec<Op>,
+    order: CandidateOrder,
+    mode: watchkeeper_core::WatchMode,
+    design: CatchUpDesign,
+) -> Result<(), TestCaseError> {
     let config = CacheConfig {
         mode,
+        catchup_design: design,
         trigger_field: Some("spec.nodeName".to_owned()),
         history_capacity_min: 16,
         history_capacity_max: 32,
@@ -472,6 +482,18 @@ proptest! {
         ops in prop::collection::vec(op_strategy(), 1..120)
     ) {
         run_mode(ops, CandidateOrder::FreeShareThenRotation, watchkeeper_core::WatchMode::Legacy)?;
+    }
+
+    #[test]
+    fn the_guarantees_hold_with_cohort_passes(
+        ops in prop::collection::vec(op_strategy(), 1..160),
+        order in prop_oneof![
+            Just(CandidateOrder::FreeShareThenRotation),
+            Just(CandidateOrder::RotationOnly),
+            Just(CandidateOrder::OldestFirst)
+        ],
+    ) {
+        run_design(ops, order, watchkeeper_core::WatchMode::StallResume, CatchUpDesign::Cohort)?;
     }
 
     #[test]

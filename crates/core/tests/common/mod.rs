@@ -203,7 +203,9 @@ pub fn end_of(watch: &Watch) -> Option<WatchEnd> {
     if !watch.queue().is_empty() {
         return None;
     }
-    match watch.try_pop() {
+    // The queue's own pop: `Watch::try_pop` would first let a consumer-driven watcher refill
+    // its empty queue, and the item popped here would be lost.
+    match watch.queue().try_pop() {
         Pop::End(end) => Some(end),
         _ => None,
     }
