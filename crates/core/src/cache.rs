@@ -156,6 +156,11 @@ impl DrainSignal {
         self.raised.load(Ordering::Acquire)
     }
 
+    /// Whether `id` was raised since the last take (for invariant checks).
+    pub(crate) fn is_pending(&self, id: WatcherId) -> bool {
+        self.ids().contains(&id)
+    }
+
     /// Moves the ids raised since the last take into `out`.
     pub(crate) fn take(&self, out: &mut Vec<WatcherId>) {
         let mut ids = self.ids();
@@ -515,8 +520,10 @@ fn snapshot_map(snapshot: &Snapshot) -> StateMap {
     snapshot.map_clone()
 }
 
-/// History events a consumer reads per read lock when it refills its own queue.
-const REFILL_STRETCH: usize = 256;
+/// History events a consumer reads per read lock when it refills its own queue: its queue's
+/// capacity, within these bounds (a selective watcher reads several stretches per refill).
+const REFILL_STRETCH_MIN: usize = 16;
+const REFILL_STRETCH_MAX: usize = 256;
 
 /// See [`WatchCache::wait_fresh`].
 #[derive(Debug)]
@@ -577,8 +584,11 @@ impl Watch {
                         // Aged out: the worker delivers the 410 after what is queued.
                         return items.is_empty();
                     }
-                    data.history
-                        .read_after(refill.position, REFILL_STRETCH, &mut events);
+                    data.history.read_after(
+                        refill.position,
+                        capacity.clamp(REFILL_STRETCH_MIN, REFILL_STRETCH_MAX),
+                        &mut events,
+                    );
                 }
                 // Only what the dispatcher has dispatched: the hand-off point is never above it.
                 let cut = events.partition_point(|e| e.revision() <= dispatched);

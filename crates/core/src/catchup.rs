@@ -78,12 +78,28 @@ use std::time::Duration;
 
 use crate::cache::{Shared, ToDispatcher, ToWorker};
 use crate::config::{CandidateOrder, CatchUpDesign};
-use crate::dispatcher::expired;
+use crate::dispatcher::{Dispatcher, expired};
 use crate::event::{SharedEvent, WatchItem};
 use crate::object::{Revision, object_key};
 use crate::queue::{PushResult, Refill, WatchEnd, WatcherState};
 use crate::time::Instant;
 use crate::watcher::{Watcher, WatcherId};
+
+/// Checks both actors' invariants ([`Dispatcher::check_invariants`],
+/// [`CatchUpWorker::check_invariants`]) and that no watcher is owned by both (the synced and
+/// waiting sets are disjoint from the unsynced set). Call it between steps, from the thread
+/// that drives both actors.
+///
+/// # Errors
+/// The first invariant found broken, described.
+pub fn check_invariants(dispatcher: &Dispatcher, worker: &CatchUpWorker) -> Result<(), String> {
+    dispatcher.check_invariants()?;
+    worker.check_invariants()?;
+    if let Some(id) = worker.unsynced.keys().find(|&&id| dispatcher.owns(id)) {
+        return Err(format!("watcher {id} is both synced and unsynced"));
+    }
+    Ok(())
+}
 
 /// What one pass did, for the simulator, benchmarks and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -261,6 +277,12 @@ impl CatchUpWorker {
         self.unsynced.len()
     }
 
+    /// Hand-offs held (see [`CatchUpWorker::set_hold_handoffs`]).
+    #[must_use]
+    pub fn held_len(&self) -> usize {
+        self.held.len()
+    }
+
     /// Owned watchers that are candidates for the next pass (new, drained, or with room).
     #[must_use]
     pub fn ready_len(&self) -> usize {
@@ -276,6 +298,10 @@ impl CatchUpWorker {
     /// When the next pass is due, or `None` when there is nothing to serve.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.held.is_empty() {
+            // Held hand-offs are due now (see `set_hold_handoffs`).
+            return Some(self.last_now);
+        }
         let has_new = !self.shared.to_worker.is_empty();
         if self.unsynced.is_empty() && !has_new {
             return None;
@@ -295,6 +321,7 @@ impl CatchUpWorker {
 
     /// Runs a pass if one is due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) -> Option<PassReport> {
+        self.release_handoffs();
         match self.poll_timeout() {
             Some(due) if due <= now => Some(self.run_pass(now)),
             _ => None,
@@ -328,6 +355,113 @@ impl CatchUpWorker {
         if let Some(last) = self.last_pass_at {
             self.next_pass_at = Some(last + self.period);
         }
+    }
+
+    /// Checks the worker's invariants (tests, the model proptests and the simulator call it
+    /// after every step; it costs a walk of every owned watcher):
+    /// - the indexes agree with the owned set: one position entry per watcher at its position,
+    ///   a deadline entry exactly for those with a deadline, a no-progress timer exactly for
+    ///   those in their initial phase, ready ⊆ owned;
+    /// - nobody is forgotten: an owned watcher that is not ready has its queue produced by its
+    ///   consumer (consumer-driven), or a non-empty queue (its consumer raises it when it
+    ///   empties it), or a closed one, or its id is raised already;
+    /// - a refill is installed only past the initial state, at or above the position;
+    /// - an owned queue is marked unsynced or initial, nothing in it is above the position, and
+    ///   it holds only whole revisions, in order; held hand-offs are not owned.
+    ///
+    /// # Errors
+    /// The first invariant found broken, described.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.by_position.len() != self.unsynced.len() {
+            return Err(format!(
+                "{} position entries for {} watchers",
+                self.by_position.len(),
+                self.unsynced.len()
+            ));
+        }
+        let with_deadline = self
+            .unsynced
+            .values()
+            .filter(|o| o.watcher.deadline.is_some())
+            .count();
+        if self.deadlines.len() != with_deadline {
+            return Err("deadline index disagrees".to_owned());
+        }
+        let stuck = self
+            .unsynced
+            .values()
+            .filter(|o| o.indexed_stuck_at.is_some())
+            .count();
+        if self.stuck_timers.len() != stuck {
+            return Err("no-progress timer index disagrees".to_owned());
+        }
+        if let Some(id) = self.ready.iter().find(|id| !self.unsynced.contains_key(id)) {
+            return Err(format!("ready watcher {id} is not owned"));
+        }
+        for (&id, owned) in &self.unsynced {
+            let watcher = &owned.watcher;
+            if watcher.id != id {
+                return Err(format!("watcher {} filed under {id}", watcher.id));
+            }
+            if owned.indexed_position != watcher.position
+                || !self.by_position.contains(&(watcher.position, id))
+            {
+                return Err(format!("watcher {id} misindexed by position"));
+            }
+            if let Some(deadline) = watcher.deadline
+                && !self.deadlines.contains(&(deadline, id))
+            {
+                return Err(format!("watcher {id}'s deadline is not indexed"));
+            }
+            if owned.indexed_stuck_at != self.stuck_at(watcher)
+                || owned
+                    .indexed_stuck_at
+                    .is_some_and(|at| !self.stuck_timers.contains(&(at, id)))
+            {
+                return Err(format!("watcher {id}'s no-progress timer is stale"));
+            }
+            let queue = &watcher.queue;
+            let closed = queue.is_closed();
+            let refill = queue.refill_position();
+            if !self.ready.contains(&id)
+                && refill.is_none()
+                && queue.is_empty()
+                && !closed
+                && !self.shared.drain.is_pending(id)
+            {
+                return Err(format!(
+                    "watcher {id} is forgotten: not ready, empty queue, nothing raised"
+                ));
+            }
+            if let Some(position) = refill {
+                if watcher.initial.is_some() || watcher.initial_bookmark_owed {
+                    return Err(format!("watcher {id} refilled during its initial state"));
+                }
+                if position < watcher.position {
+                    return Err(format!("watcher {id}'s refill is behind its position"));
+                }
+            }
+            if !closed
+                && !matches!(
+                    queue.state(),
+                    WatcherState::Unsynced | WatcherState::Initial
+                )
+            {
+                return Err(format!("owned watcher {id} marked {:?}", queue.state()));
+            }
+            if queue.last_pushed() > watcher.position.max(refill.unwrap_or(0)) {
+                return Err(format!(
+                    "watcher {id} has item {} queued above its position {}",
+                    queue.last_pushed(),
+                    watcher.position
+                ));
+            }
+            queue.check().map_err(|e| format!("watcher {id}: {e}"))?;
+        }
+        if let Some(held) = self.held.iter().find(|w| self.unsynced.contains_key(&w.id)) {
+            return Err(format!("held watcher {} is still owned", held.id));
+        }
+        Ok(())
     }
 
     /// Takes ownership of a watcher: indexes it, and makes it a candidate.

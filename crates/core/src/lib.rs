@@ -72,7 +72,7 @@ pub mod time;
 pub mod watcher;
 
 pub use cache::{HistoryInfo, HistoryLag, ReadError, WaitFresh, Watch, WatchCache};
-pub use catchup::{CatchUpWorker, PassReport};
+pub use catchup::{CatchUpWorker, PassReport, check_invariants};
 pub use config::{CacheConfig, CandidateOrder, CatchUpDesign, ConfigError, WatchMode};
 pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};

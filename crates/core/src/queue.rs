@@ -177,6 +177,11 @@ struct Inner {
     drained: bool,
     /// The revision of the last item pushed.
     last_pushed: Revision,
+    /// The revision of the last event pushed.
+    last_event: Revision,
+    /// Set if an event was ever pushed at or below the last event's revision: a revision
+    /// split across two pushes (checked by `check_invariants`; never set).
+    split: bool,
     /// Consumer-driven catch-up: while installed, the consumer is the queue's only producer
     /// and refills it from the history when it finds it empty (see [`crate::catchup`]).
     refill: Option<Refill>,
@@ -254,6 +259,8 @@ impl WatchQueue {
                 consumer_closed: false,
                 drained: false,
                 last_pushed: 0,
+                last_event: 0,
+                split: false,
                 refill: None,
             }),
             capacity,
@@ -402,8 +409,19 @@ impl WatchQueue {
             if !inner.items.is_empty() && inner.items.len() + count > self.capacity {
                 return PushResult::Full;
             }
+            let mut batch_revision = None;
             for item in items {
                 inner.last_pushed = item.revision();
+                if matches!(item, WatchItem::Event { .. }) {
+                    // One push is one revision: a later push of the same revision would split it.
+                    if batch_revision != Some(item.revision()) {
+                        if item.revision() <= inner.last_event {
+                            inner.split = true;
+                        }
+                        batch_revision = Some(item.revision());
+                    }
+                    inner.last_event = item.revision();
+                }
                 inner.items.push_back(item.clone());
             }
             inner.consumer_waker.take()
@@ -412,6 +430,25 @@ impl WatchQueue {
             waker.wake();
         }
         PushResult::Pushed
+    }
+
+    /// Checks what the queue can tell alone: no revision was ever split across two pushes, and
+    /// the queued items are in revision order.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let inner = self.lock();
+        if inner.split {
+            return Err("a revision was pushed in two parts".to_owned());
+        }
+        let mut last = 0;
+        for item in &inner.items {
+            if let WatchItem::Event { .. } = item {
+                if item.revision() < last {
+                    return Err(format!("event {} queued after {last}", item.revision()));
+                }
+                last = item.revision();
+            }
+        }
+        Ok(())
     }
 
     /// Legacy mode only: queues a watch's replay regardless of the capacity (Kubernetes'
@@ -482,6 +519,11 @@ impl WatchQueue {
         self.lock().refill.take()
     }
 
+    /// Where the consumer's refill stands, if it produces this queue now.
+    pub(crate) fn refill_position(&self) -> Option<Revision> {
+        self.lock().refill.as_ref().map(|r| r.position)
+    }
+
     /// Whether the consumer produces this queue now.
     pub(crate) fn has_refill(&self) -> bool {
         self.lock().refill.is_some()
@@ -508,6 +550,17 @@ impl WatchQueue {
                 return;
             }
             let stuck = fill(&mut inner.items, refill, self.capacity);
+            // The queue was empty: every item is new (whole revisions, in order).
+            let mut previous = None;
+            for item in &inner.items {
+                if matches!(item, WatchItem::Event { .. }) && previous != Some(item.revision()) {
+                    if item.revision() <= inner.last_event {
+                        inner.split = true;
+                    }
+                    previous = Some(item.revision());
+                    inner.last_event = item.revision();
+                }
+            }
             if let Some(last) = inner.items.back() {
                 inner.last_pushed = last.revision();
             }

@@ -206,6 +206,8 @@ fn run_design(
         ..CacheConfig::default()
     };
     let mut h = Harness::new(config);
+    // Revisions land between a pass and the dispatcher's hand-off (the resync catch-up path).
+    h.hold_handoffs();
     let mut reference = Reference {
         state: BTreeMap::new(),
         log: Vec::new(),
@@ -334,6 +336,7 @@ fn run_design(
                 }
             }
         }
+        h.check();
     }
     // Liveness: every remaining client reads everything until nobody is behind.
     for _ in 0..400 {
@@ -345,6 +348,7 @@ fn run_design(
                 }
             }
         }
+        h.check();
         if h.worker.poll_timeout().is_none()
             && !h.dispatcher.has_messages()
             && !h.dispatcher.is_blocked()
