@@ -505,12 +505,19 @@ impl WatchQueue {
     /// Hands the production of this queue to its consumer (consumer-driven catch-up). Returns
     /// the refill back when the consumer is gone.
     pub(crate) fn install_refill(&self, refill: Refill) -> Result<(), Refill> {
-        let mut inner = self.lock();
-        if inner.consumer_closed {
-            return Err(refill);
+        let waker = {
+            let mut inner = self.lock();
+            if inner.consumer_closed {
+                return Err(refill);
+            }
+            debug_assert!(inner.refill.is_none(), "one refill at a time");
+            inner.refill = Some(refill);
+            // A consumer parked on an empty queue has something to do now: refill it.
+            inner.consumer_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
         }
-        debug_assert!(inner.refill.is_none(), "one refill at a time");
-        inner.refill = Some(refill);
         Ok(())
     }
 
@@ -706,6 +713,41 @@ mod tests {
             Some(Instant::from_nanos(5))
         );
         assert_eq!(queue.progress().passes_waited, 0);
+    }
+
+    #[test]
+    fn installing_a_refill_wakes_a_parked_consumer() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let queue = WatchQueue::new(2);
+        let mut out = Vec::new();
+        assert!(queue.poll_pop_many(&mut cx, 8, &mut out).is_pending());
+        let selection = Arc::new(Selection::new(
+            &crate::WatchRequest::new(crate::WatchStart::Now),
+            None,
+        ));
+        let refill = Refill {
+            position: 0,
+            selection,
+            pushed: 0,
+            stuck: false,
+        };
+        assert!(queue.install_refill(refill).is_ok());
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            1,
+            "the consumer must refill now"
+        );
+        assert!(queue.has_refill());
+        queue.close();
+        assert!(queue.take_refill().is_some());
     }
 
     #[test]

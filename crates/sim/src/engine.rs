@@ -1025,6 +1025,10 @@ impl<'a> World<'a> {
             };
             self.schedule_read(c, next);
         }
+        // The queue's drain signal (a consumer emptied its queue, or a consumer-driven one is
+        // stuck at the end of the history) wakes the worker's thread in the server: here it
+        // brings the worker's next step forward.
+        self.wake_worker_if_needed(now);
         if taken > 0 && self.dispatcher.is_blocked() {
             self.dispatcher.retry_blocked(self.instant());
             self.track_blocked();
