@@ -11,6 +11,21 @@
 //! - A watcher is owned by exactly one actor at a time. It moves by message:
 //!   registration → dispatcher; dispatcher → worker when it stalls (or starts behind);
 //!   worker → dispatcher when it has caught up. Only the owner writes its queue.
+//!
+//! ## Every queue on the core's side is bounded
+//! The core never blocks an actor on a full queue, so its queues are bounded by what they
+//! carry rather than by a capacity that would have to refuse:
+//! - the mailboxes carry watcher *ownership*: a watcher is in at most one `Register`,
+//!   `Resync` or `Unsynced` message at a time and produces at most one `Cancel`, so each
+//!   mailbox holds at most one message per watch (the server bounds watches by its watch
+//!   slots), and each actor empties its mailbox at every step;
+//! - the drain signal holds at most one id per owned watcher per producer step (a queue
+//!   empties again only after a push; a consumer-driven refill raises once until taken back)
+//!   plus one per closed watch;
+//! - the store's progress is one high-water mark per cache ([`ProgressMark`]), not a message
+//!   per store revision;
+//! - each watcher's queue holds at most its capacity (one oversized revision admitted into an
+//!   empty queue, and the final end), whoever produces it.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -173,6 +188,68 @@ impl DrainSignal {
     }
 }
 
+/// The store's progress for one cache as one high-water mark, instead of one progress message
+/// per store revision (with R resources, a message per revision costs R sends and R wake-ups
+/// per write).
+///
+/// ## Protocol (what makes it safe)
+/// - The reflector sends every revision that has changes for this cache to the dispatcher's
+///   driver first, then calls [`ProgressMark::advance`] with the store revision it has seen.
+/// - The dispatcher's driver, when woken, calls [`ProgressMark::take`] *before* it drains its
+///   revision channel, dispatches what it drained, and then calls
+///   [`Dispatcher::handle_progress`](crate::Dispatcher::handle_progress) with the taken mark.
+///   Every revision at or below the mark was sent before the mark was raised (release/acquire),
+///   so it was drained before the progress is applied: progress never overtakes a revision.
+/// - Wake-ups coalesce: the notify hook runs only when the mark goes from taken to pending,
+///   so a burst of store revisions costs one wake-up of the dispatcher.
+#[derive(Default)]
+pub struct ProgressMark {
+    mark: AtomicU64,
+    pending: AtomicBool,
+    notify: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ProgressMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressMark")
+            .field("mark", &self.mark.load(Ordering::Relaxed))
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProgressMark {
+    /// Reflector side: the store reached `revision` (after every revision with changes for
+    /// this cache up to it was sent). Wakes the dispatcher's driver if the mark was taken.
+    pub fn advance(&self, revision: Revision) {
+        let previous = self.mark.fetch_max(revision, Ordering::AcqRel);
+        if previous < revision
+            && !self.pending.swap(true, Ordering::AcqRel)
+            && let Some(notify) = self.notify.get()
+        {
+            notify();
+        }
+    }
+
+    /// Dispatcher's driver side: the mark (call before draining the revision channel; see the
+    /// protocol). Later advances wake the driver again.
+    pub fn take(&self) -> Revision {
+        self.pending.store(false, Ordering::Release);
+        self.mark.load(Ordering::Acquire)
+    }
+
+    /// Whether the mark advanced since the last take.
+    #[must_use]
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Installs the hook that wakes the dispatcher's driver. Only the first hook is kept.
+    pub fn set_notify(&self, notify: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.notify.set(notify);
+    }
+}
+
 /// Everything both actors and all readers share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -182,6 +259,7 @@ pub(crate) struct Shared {
     pub(crate) to_dispatcher: Mailbox<ToDispatcher>,
     pub(crate) to_worker: Mailbox<ToWorker>,
     pub(crate) drain: Arc<DrainSignal>,
+    pub(crate) progress: Arc<ProgressMark>,
     pub(crate) metrics: Metrics,
     next_id: AtomicU64,
     fresh_waiters: Mutex<Vec<(Revision, Waker)>>,
@@ -335,6 +413,7 @@ impl WatchCache {
             to_dispatcher: Mailbox::default(),
             to_worker: Mailbox::default(),
             drain: Arc::default(),
+            progress: Arc::default(),
             metrics,
             next_id: AtomicU64::new(1),
             fresh_waiters: Mutex::new(Vec::new()),
@@ -503,6 +582,12 @@ impl WatchCache {
             .collect()
     }
 
+    /// The cache's progress high-water mark (see [`ProgressMark`] for the protocol).
+    #[must_use]
+    pub fn progress_mark(&self) -> Arc<ProgressMark> {
+        self.shared.progress.clone()
+    }
+
     /// The cache's metrics.
     #[must_use]
     pub fn metrics(&self) -> &Metrics {
@@ -656,5 +741,36 @@ impl Drop for Watch {
         self.shared
             .to_dispatcher
             .send(ToDispatcher::Cancel(self.id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_mark_keeps_the_highest_revision_and_coalesces_wake_ups() {
+        let wakes = Arc::new(AtomicU64::new(0));
+        let mark = ProgressMark::default();
+        let counter = wakes.clone();
+        mark.set_notify(Box::new(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }));
+        for revision in [5, 7, 6, 9] {
+            mark.advance(revision);
+        }
+        assert_eq!(
+            wakes.load(Ordering::Relaxed),
+            1,
+            "one wake-up for the burst"
+        );
+        assert!(mark.is_pending());
+        assert_eq!(mark.take(), 9);
+        assert!(!mark.is_pending());
+        mark.advance(9);
+        assert_eq!(wakes.load(Ordering::Relaxed), 1, "no advance, no wake-up");
+        mark.advance(10);
+        assert_eq!(wakes.load(Ordering::Relaxed), 2);
+        assert_eq!(mark.take(), 10);
     }
 }

@@ -1,5 +1,35 @@
-//! The catch-up worker: serves unsynced watchers from the history in shared, bounded passes,
-//! until they rejoin the live stream on the same connection.
+//! The catch-up worker: owns the unsynced watchers until they rejoin the live stream on the
+//! same connection; their queues are filled from the history either by their own consumers
+//! (the default) or by the worker's shared, bounded passes.
+//!
+//! ## Guarantees
+//! Ordered, Unique, Atomic, Reliable (see the crate docs) across every transition: exactly one
+//! producer writes a watcher's queue at any moment (the dispatcher while synced, the worker
+//! while it serves it in a pass, the consumer while its refill is installed), ownership moves
+//! under the queue's lock or by message, and every producer pushes whole revisions above the
+//! position from the history (appended before dispatch) and never above the dispatched
+//! revision. A 410 only comes after the backlog and only when the history no longer holds the
+//! position. `check_invariants` states the rest and the tests call it after every step.
+//!
+//! ## Two designs (`CacheConfig::catchup_design`; docs/ARCHITECTURE.md has the comparison)
+//! - **Consumer-driven** (default): when the worker takes a watcher past its initial state, it
+//!   installs a *refill* in the watcher's queue and from then on does not write that queue.
+//!   The consumer (the HTTP body, or a simulated client), finding its queue empty, refills it
+//!   from the shared history — the very `Arc` events, with their cached encodings, so
+//!   serializations per event stay one — up to a queue capacity of whole revisions per refill,
+//!   never above the dispatched revision and never below the history's floor. A fast reader
+//!   catches up as fast as it reads, with no pass and no worker CPU in the way; a reader that
+//!   never reads costs nothing at all. When the consumer finds nothing more (the end of the
+//!   dispatched history) or its position below the floor, it raises the drain signal; the
+//!   worker takes the refill back (under the queue's lock, so the consumer stops producing)
+//!   and hands the watcher to the dispatcher, or ends it with a 410 after its backlog. The
+//!   worker also takes it back to check deadlines and the initial no-progress timeout (a
+//!   refill that moved counts as progress; the core reads no clock).
+//! - **Cohort passes** (KEP-6268): the worker pushes to its candidates in passes, one history
+//!   read per stretch shared by the watchers whose positions it covers, at most a queue
+//!   capacity per member and pass. The sections below describe both designs' passes: in the
+//!   consumer-driven design a pass only streams initial states, delivers owed
+//!   initial-events-end bookmarks, and hands off watchers whose consumers reached the end.
 //!
 //! ## Who is served, and what a pass costs
 //! A pass's cost follows the work that can be done, not the unsynced population (issue 14:
@@ -484,9 +514,11 @@ impl CatchUpWorker {
             },
         );
         debug_assert!(previous.is_none(), "a watcher is handed over once");
-        if !self.hand_to_consumer(id) {
-            self.ready.insert(id);
-        }
+        // A candidate of the next pass in both designs: a pass hands off at once a watcher
+        // that is already at the end of the history, and shares one history read among the
+        // watchers that stalled together; the consumer-driven design then hands the rest to
+        // their consumers.
+        self.ready.insert(id);
     }
 
     /// Consumer-driven design: gives the production of an owned watcher's queue to its
@@ -604,6 +636,14 @@ impl CatchUpWorker {
         }
         report.unsynced_before = self.unsynced.len();
         self.end_unservable(now, &mut report);
+        let consumer_driven = self.shared.config.catchup_design == CatchUpDesign::ConsumerDriven;
+        // Consumer-driven: everyone this pass looks at continues at its consumer's pace after
+        // it (candidates served or not, and those found with a full queue).
+        let mut looked_at: Vec<WatcherId> = if consumer_driven {
+            self.ready.iter().copied().collect()
+        } else {
+            Vec::new()
+        };
         let mut candidates = self.candidates(now, &mut report);
         report.candidates = candidates.len();
         let members_max = self.shared.config.pass_members_max;
@@ -638,10 +678,11 @@ impl CatchUpWorker {
                     .publish_progress(watcher.position, watcher.passes_waited);
             }
         }
-        if self.shared.config.catchup_design == CatchUpDesign::ConsumerDriven {
-            // Every candidate left (served or not) continues at its consumer's pace.
-            let ready: Vec<WatcherId> = self.ready.iter().copied().collect();
-            for id in ready {
+        if consumer_driven {
+            looked_at.extend(self.ready.iter().copied());
+            looked_at.sort_unstable();
+            looked_at.dedup();
+            for id in looked_at {
                 if self.hand_to_consumer(id) {
                     report.handed_to_consumers += 1;
                 }

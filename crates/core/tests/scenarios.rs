@@ -954,7 +954,11 @@ fn a_fast_consumer_catches_up_without_passes() {
     }
     assert_eq!(fast.state(), WatcherState::Unsynced);
     let adopt = h.pass();
-    assert_eq!(adopt.handed_to_consumers, 0, "handed over when adopted");
+    assert_eq!(
+        (adopt.candidates, adopt.handed_to_consumers),
+        (0, 1),
+        "found full, handed to its consumer: {adopt:?}"
+    );
     assert_eq!(h.worker.ready_len(), 0);
     let passes = h.passes.len();
     let seen = drain(&fast);
@@ -1033,6 +1037,11 @@ fn a_consumer_making_progress_is_not_ended_for_no_progress() {
         seen.extend(take(&reader, 1));
     }
     assert_eq!(end_of(&reader), None);
+    assert_eq!(
+        take(&idle, 2).len(),
+        1,
+        "what its first pass queued, then the end"
+    );
     assert_eq!(end_of(&idle), Some(WatchEnd::InitialNoProgress));
     let mut rest = vec![seen];
     h.settle(&[&reader], &mut rest, 50);
@@ -1052,7 +1061,8 @@ fn consumer_driven_laggards_cost_a_pass_nothing() {
     }
     let first = h.pass();
     assert_eq!(first.unsynced_before, 200);
-    assert_eq!((first.candidates, first.examined), (0, 0), "{first:?}");
+    // New stalls are looked at once (their queues are full), then handed to their consumers.
+    assert_eq!(first.handed_to_consumers, 200, "{first:?}");
     for i in 0..5 {
         h.put("ns", &format!("q{i}"), &[], "n1");
     }
