@@ -11,6 +11,21 @@
 //! - A watcher is owned by exactly one actor at a time. It moves by message:
 //!   registration → dispatcher; dispatcher → worker when it stalls (or starts behind);
 //!   worker → dispatcher when it has caught up. Only the owner writes its queue.
+//!
+//! ## Every queue on the core's side is bounded
+//! The core never blocks an actor on a full queue, so its queues are bounded by what they
+//! carry rather than by a capacity that would have to refuse:
+//! - the mailboxes carry watcher *ownership*: a watcher is in at most one `Register`,
+//!   `Resync` or `Unsynced` message at a time and produces at most one `Cancel`, so each
+//!   mailbox holds at most one message per watch (the server bounds watches by its watch
+//!   slots), and each actor empties its mailbox at every step;
+//! - the drain signal holds at most one id per owned watcher per producer step (a queue
+//!   empties again only after a push; a consumer-driven refill raises once until taken back)
+//!   plus one per closed watch;
+//! - the store's progress is one high-water mark per cache ([`ProgressMark`]), not a message
+//!   per store revision;
+//! - each watcher's queue holds at most its capacity (one oversized revision admitted into an
+//!   empty queue, and the final end), whoever produces it.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -114,27 +129,38 @@ pub(crate) enum ToWorker {
     Unsynced(Box<Watcher>),
 }
 
-/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns: the
-/// worker has room to fill before its idle period would end, so it passes at the normal period
-/// instead (a slow reader is not held to one queue per idle period). Raised at most once
-/// between two passes; the worker's notify hook wakes a driver thread.
+/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns (or that
+/// closes it): that watcher can take events again (or must be dropped), so it becomes one of
+/// the worker's candidates at its next pass, and that pass comes at the normal period, not the
+/// idle one (a slow reader is not held to one queue per idle period). It carries the watchers'
+/// ids, so the worker never has to look at a watcher that has neither room nor news; the
+/// worker's notify hook wakes a driver thread when the first id arrives after a pass.
 #[derive(Default)]
 pub(crate) struct DrainSignal {
-    pending: AtomicBool,
+    raised: AtomicBool,
+    ids: Mutex<Vec<WatcherId>>,
     notify: OnceLock<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl std::fmt::Debug for DrainSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DrainSignal")
-            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .field("raised", &self.raised.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
 
 impl DrainSignal {
-    pub(crate) fn raise(&self) {
-        if !self.pending.swap(true, Ordering::AcqRel)
+    fn ids(&self) -> MutexGuard<'_, Vec<WatcherId>> {
+        self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Watcher `id`'s queue was emptied (or closed) while the worker owns it.
+    pub(crate) fn raise(&self, id: WatcherId) {
+        self.ids().push(id);
+        if !self.raised.swap(true, Ordering::AcqRel)
             && let Some(notify) = self.notify.get()
         {
             notify();
@@ -142,14 +168,84 @@ impl DrainSignal {
     }
 
     pub(crate) fn is_raised(&self) -> bool {
-        self.pending.load(Ordering::Acquire)
+        self.raised.load(Ordering::Acquire)
     }
 
-    pub(crate) fn take(&self) -> bool {
-        self.pending.swap(false, Ordering::AcqRel)
+    /// Whether `id` was raised since the last take (for invariant checks).
+    pub(crate) fn is_pending(&self, id: WatcherId) -> bool {
+        self.ids().contains(&id)
+    }
+
+    /// Moves the ids raised since the last take into `out`.
+    pub(crate) fn take(&self, out: &mut Vec<WatcherId>) {
+        let mut ids = self.ids();
+        self.raised.store(false, Ordering::Release);
+        out.append(&mut ids);
     }
 
     pub(crate) fn set_notify(&self, notify: Arc<dyn Fn() + Send + Sync>) {
+        let _ = self.notify.set(notify);
+    }
+}
+
+/// The store's progress for one cache as one high-water mark, instead of one progress message
+/// per store revision (with R resources, a message per revision costs R sends and R wake-ups
+/// per write).
+///
+/// ## Protocol (what makes it safe)
+/// - The reflector sends every revision that has changes for this cache to the dispatcher's
+///   driver first, then calls [`ProgressMark::advance`] with the store revision it has seen.
+/// - The dispatcher's driver, when woken, calls [`ProgressMark::take`] *before* it drains its
+///   revision channel, dispatches what it drained, and then calls
+///   [`Dispatcher::handle_progress`](crate::Dispatcher::handle_progress) with the taken mark.
+///   Every revision at or below the mark was sent before the mark was raised (release/acquire),
+///   so it was drained before the progress is applied: progress never overtakes a revision.
+/// - Wake-ups coalesce: the notify hook runs only when the mark goes from taken to pending,
+///   so a burst of store revisions costs one wake-up of the dispatcher.
+#[derive(Default)]
+pub struct ProgressMark {
+    mark: AtomicU64,
+    pending: AtomicBool,
+    notify: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ProgressMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressMark")
+            .field("mark", &self.mark.load(Ordering::Relaxed))
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProgressMark {
+    /// Reflector side: the store reached `revision` (after every revision with changes for
+    /// this cache up to it was sent). Wakes the dispatcher's driver if the mark was taken.
+    pub fn advance(&self, revision: Revision) {
+        let previous = self.mark.fetch_max(revision, Ordering::AcqRel);
+        if previous < revision
+            && !self.pending.swap(true, Ordering::AcqRel)
+            && let Some(notify) = self.notify.get()
+        {
+            notify();
+        }
+    }
+
+    /// Dispatcher's driver side: the mark (call before draining the revision channel; see the
+    /// protocol). Later advances wake the driver again.
+    pub fn take(&self) -> Revision {
+        self.pending.store(false, Ordering::Release);
+        self.mark.load(Ordering::Acquire)
+    }
+
+    /// Whether the mark advanced since the last take.
+    #[must_use]
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Installs the hook that wakes the dispatcher's driver. Only the first hook is kept.
+    pub fn set_notify(&self, notify: Box<dyn Fn() + Send + Sync>) {
         let _ = self.notify.set(notify);
     }
 }
@@ -163,6 +259,7 @@ pub(crate) struct Shared {
     pub(crate) to_dispatcher: Mailbox<ToDispatcher>,
     pub(crate) to_worker: Mailbox<ToWorker>,
     pub(crate) drain: Arc<DrainSignal>,
+    pub(crate) progress: Arc<ProgressMark>,
     pub(crate) metrics: Metrics,
     next_id: AtomicU64,
     fresh_waiters: Mutex<Vec<(Revision, Waker)>>,
@@ -316,6 +413,7 @@ impl WatchCache {
             to_dispatcher: Mailbox::default(),
             to_worker: Mailbox::default(),
             drain: Arc::default(),
+            progress: Arc::default(),
             metrics,
             next_id: AtomicU64::new(1),
             fresh_waiters: Mutex::new(Vec::new()),
@@ -336,11 +434,12 @@ impl WatchCache {
         let capacity = request
             .queue_capacity
             .unwrap_or_else(|| config.queue_capacity_for(self.shared.read().history.capacity()));
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let queue = Arc::new(WatchQueue::with_drain_signal(
             capacity.max(1),
             self.shared.drain.clone(),
+            id,
         ));
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let watcher = Watcher {
             id,
             queue: queue.clone(),
@@ -483,6 +582,12 @@ impl WatchCache {
             .collect()
     }
 
+    /// The cache's progress high-water mark (see [`ProgressMark`] for the protocol).
+    #[must_use]
+    pub fn progress_mark(&self) -> Arc<ProgressMark> {
+        self.shared.progress.clone()
+    }
+
     /// The cache's metrics.
     #[must_use]
     pub fn metrics(&self) -> &Metrics {
@@ -499,6 +604,11 @@ impl WatchCache {
 fn snapshot_map(snapshot: &Snapshot) -> StateMap {
     snapshot.map_clone()
 }
+
+/// History events a consumer reads per read lock when it refills its own queue: its queue's
+/// capacity, within these bounds (a selective watcher reads several stretches per refill).
+const REFILL_STRETCH_MIN: usize = 16;
+const REFILL_STRETCH_MAX: usize = 256;
 
 /// See [`WatchCache::wait_fresh`].
 #[derive(Debug)]
@@ -537,7 +647,74 @@ impl Watch {
 
     /// Pops the next item, or the end once every item was delivered.
     pub fn try_pop(&self) -> Pop {
+        self.refill();
         self.queue.try_pop()
+    }
+
+    /// Consumer-driven catch-up: when the queue is empty and the worker has handed its
+    /// production to this consumer, refill it from the history (see [`crate::catchup`]).
+    fn refill(&self) {
+        let shared = &self.shared;
+        self.queue.refill_with(|items, refill, capacity| {
+            let dispatched = shared.dispatched();
+            let mut events = Vec::new();
+            let mut batch = Vec::new();
+            loop {
+                events.clear();
+                {
+                    // A short read lock per stretch: the dispatcher's appends are never held
+                    // up by a consumer's filtering.
+                    let data = shared.read();
+                    if refill.position < data.history.servable_floor() {
+                        // Aged out: the worker delivers the 410 after what is queued.
+                        return items.is_empty();
+                    }
+                    data.history.read_after(
+                        refill.position,
+                        capacity.clamp(REFILL_STRETCH_MIN, REFILL_STRETCH_MAX),
+                        &mut events,
+                    );
+                }
+                // Only what the dispatcher has dispatched: the hand-off point is never above it.
+                let cut = events.partition_point(|e| e.revision() <= dispatched);
+                events.truncate(cut);
+                if events.is_empty() {
+                    // The end of the dispatched history: stuck (the worker hands it off) once
+                    // the consumer has taken what is queued.
+                    return items.is_empty();
+                }
+                let mut index = 0;
+                while index < events.len() {
+                    let revision = events[index].revision();
+                    batch.clear();
+                    while index < events.len() && events[index].revision() == revision {
+                        if let Some(event_type) = refill.selection.event_type(&events[index]) {
+                            batch.push(WatchItem::Event {
+                                event_type,
+                                event: events[index].clone(),
+                            });
+                        }
+                        index += 1;
+                    }
+                    if !batch.is_empty() {
+                        // Whole revisions only; an empty queue admits any revision.
+                        if !items.is_empty() && items.len() + batch.len() > capacity {
+                            return false;
+                        }
+                        refill.pushed += batch.len() as u64;
+                        shared
+                            .metrics
+                            .watcher_deferred_events
+                            .add(batch.len() as u64);
+                        items.extend(batch.drain(..));
+                    }
+                    refill.position = revision;
+                }
+                if items.len() >= capacity {
+                    return false;
+                }
+            }
+        });
     }
 
     /// Pops up to `max` items (see [`WatchQueue::poll_pop_many`]).
@@ -547,6 +724,7 @@ impl Watch {
         max: usize,
         out: &mut Vec<WatchItem>,
     ) -> Poll<Option<WatchEnd>> {
+        self.refill();
         self.queue.poll_pop_many(cx, max, out)
     }
 
@@ -563,5 +741,36 @@ impl Drop for Watch {
         self.shared
             .to_dispatcher
             .send(ToDispatcher::Cancel(self.id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_mark_keeps_the_highest_revision_and_coalesces_wake_ups() {
+        let wakes = Arc::new(AtomicU64::new(0));
+        let mark = ProgressMark::default();
+        let counter = wakes.clone();
+        mark.set_notify(Box::new(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }));
+        for revision in [5, 7, 6, 9] {
+            mark.advance(revision);
+        }
+        assert_eq!(
+            wakes.load(Ordering::Relaxed),
+            1,
+            "one wake-up for the burst"
+        );
+        assert!(mark.is_pending());
+        assert_eq!(mark.take(), 9);
+        assert!(!mark.is_pending());
+        mark.advance(9);
+        assert_eq!(wakes.load(Ordering::Relaxed), 1, "no advance, no wake-up");
+        mark.advance(10);
+        assert_eq!(wakes.load(Ordering::Relaxed), 2);
+        assert_eq!(mark.take(), 10);
     }
 }

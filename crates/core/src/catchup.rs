@@ -1,19 +1,63 @@
-//! The catch-up worker: serves unsynced watchers from the history in shared, bounded passes,
-//! until they rejoin the live stream on the same connection.
+//! The catch-up worker: owns the unsynced watchers until they rejoin the live stream on the
+//! same connection; their queues are filled from the history either by their own consumers
+//! (the default) or by the worker's shared, bounded passes.
 //!
-//! ## Who is served
-//! Every pass first checks *every* unsynced watcher: one whose client went away is dropped; one
-//! whose position fell below the history's floor (`oldest - 1`) gets one in-stream 410
-//! *after* its already-queued backlog (reason `resource_expired` if it had ever reached the
-//! live stream, `resource_expired_initial` otherwise); one past its deadline ends; one still in
-//! its initial phase that accepted nothing for `initial_no_progress_timeout` is terminated
-//! (`initial_no_progress`) and releases the snapshot it pins. A slow but progressing watcher is
-//! never terminated for being slow.
+//! ## Guarantees
+//! Ordered, Unique, Atomic, Reliable (see the crate docs) across every transition: exactly one
+//! producer writes a watcher's queue at any moment (the dispatcher while synced, the worker
+//! while it serves it in a pass, the consumer while its refill is installed), ownership moves
+//! under the queue's lock or by message, and every producer pushes whole revisions above the
+//! position from the history (appended before dispatch) and never above the dispatched
+//! revision. A 410 only comes after the backlog and only when the history no longer holds the
+//! position. `check_invariants` states the rest and the tests call it after every step.
 //!
-//! The candidates are the remaining unsynced watchers with room in their queue, ordered by the
-//! free share of their queue (a share, so small and large queues compare fairly), then
-//! new-or-drained since their last service, then rotation from a cursor that persists across
-//! passes (positions at or above it first). At most `pass_members_max` are served.
+//! ## Two designs (`CacheConfig::catchup_design`; docs/ARCHITECTURE.md has the comparison)
+//! - **Consumer-driven** (default): when the worker takes a watcher past its initial state, it
+//!   installs a *refill* in the watcher's queue and from then on does not write that queue.
+//!   The consumer (the HTTP body, or a simulated client), finding its queue empty, refills it
+//!   from the shared history — the very `Arc` events, with their cached encodings, so
+//!   serializations per event stay one — up to a queue capacity of whole revisions per refill,
+//!   never above the dispatched revision and never below the history's floor. A fast reader
+//!   catches up as fast as it reads, with no pass and no worker CPU in the way; a reader that
+//!   never reads costs nothing at all. When the consumer finds nothing more (the end of the
+//!   dispatched history) or its position below the floor, it raises the drain signal; the
+//!   worker takes the refill back (under the queue's lock, so the consumer stops producing)
+//!   and hands the watcher to the dispatcher, or ends it with a 410 after its backlog. The
+//!   worker also takes it back to check deadlines and the initial no-progress timeout (a
+//!   refill that moved counts as progress; the core reads no clock).
+//! - **Cohort passes** (KEP-6268): the worker pushes to its candidates in passes, one history
+//!   read per stretch shared by the watchers whose positions it covers, at most a queue
+//!   capacity per member and pass. The sections below describe both designs' passes: in the
+//!   consumer-driven design a pass only streams initial states, delivers owed
+//!   initial-events-end bookmarks, and hands off watchers whose consumers reached the end.
+//!
+//! ## Who is served, and what a pass costs
+//! A pass's cost follows the work that can be done, not the unsynced population (issue 14:
+//! the KEP's "check every unsynced watcher each pass" made a pass and the worker's CPU grow
+//! with never-reading watchers, and delayed drained ones). The worker keeps indexes instead:
+//! - **Candidates** are the *ready* watchers: new to the worker, raised by their consumer
+//!   (the queue's drain signal carries the watcher's id when a pop empties the queue or the
+//!   consumer closes it), or left with room by an earlier pass. A watcher whose offer failed on
+//!   a full queue, or found full, leaves the ready set; its queue is not empty, so its
+//!   consumer raises it again the moment it empties it. A watcher that cannot take an event
+//!   costs a pass nothing; a drained one is a candidate at the next pass, which the signal
+//!   brings forward to the normal period.
+//! - **Expiry** is a range query on an index by position: a watcher whose position fell below
+//!   the history's floor (`oldest - 1`) gets one in-stream 410 *after* its already-queued
+//!   backlog (reason `resource_expired` if it had ever reached the live stream,
+//!   `resource_expired_initial` otherwise). A relist (new cache epoch) ends every watcher of
+//!   the old epoch (the only walk of the whole set, once per relist).
+//! - **Deadlines** and the **initial no-progress timeout** are timer sets ordered by due time:
+//!   a watcher past its deadline ends; one still in its initial phase that accepted nothing for
+//!   `initial_no_progress_timeout` is terminated (`initial_no_progress`) and releases the
+//!   snapshot it pins. A slow but progressing watcher is never terminated for being slow.
+//! - A watcher whose client went away is dropped when its (raised) id is looked at.
+//!
+//! Among the candidates, the KEP's order still applies: the free share of their queue (a
+//! share, so small and large queues compare fairly), then new-or-drained since their last
+//! service, then rotation from a cursor that persists across passes (positions at or above it
+//! first). At most `pass_members_max` are served; they are selected in linear time from the
+//! candidates and only they are sorted.
 //!
 //! ## Cohorts: one history read per stretch, shared
 //! The first unserved candidate leads a cohort. The pass opens one history interval at its
@@ -58,18 +102,34 @@
 //! [`CatchUpWorker::record_pass_duration`] with the pass's measured (or, in the simulator,
 //! modelled) duration so the busy period can scale.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cache::{Shared, ToDispatcher, ToWorker};
-use crate::config::CandidateOrder;
-use crate::dispatcher::expired;
+use crate::config::{CandidateOrder, CatchUpDesign};
+use crate::dispatcher::{Dispatcher, expired};
 use crate::event::{SharedEvent, WatchItem};
 use crate::object::{Revision, object_key};
-use crate::queue::{PushResult, WatchEnd, WatcherState};
+use crate::queue::{PushResult, Refill, WatchEnd, WatcherState};
 use crate::time::Instant;
 use crate::watcher::{Watcher, WatcherId};
+
+/// Checks both actors' invariants ([`Dispatcher::check_invariants`],
+/// [`CatchUpWorker::check_invariants`]) and that no watcher is owned by both (the synced and
+/// waiting sets are disjoint from the unsynced set). Call it between steps, from the thread
+/// that drives both actors.
+///
+/// # Errors
+/// The first invariant found broken, described.
+pub fn check_invariants(dispatcher: &Dispatcher, worker: &CatchUpWorker) -> Result<(), String> {
+    dispatcher.check_invariants()?;
+    worker.check_invariants()?;
+    if let Some(id) = worker.unsynced.keys().find(|&&id| dispatcher.owns(id)) {
+        return Err(format!("watcher {id} is both synced and unsynced"));
+    }
+    Ok(())
+}
 
 /// What one pass did, for the simulator, benchmarks and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -104,6 +164,12 @@ pub struct PassReport {
     pub served: Vec<(WatcherId, u64)>,
     /// Whether the pass ends busy (a draining member owed, or the push budget spent).
     pub busy: bool,
+    /// Owned watchers the pass looked at: ready ones inspected and those its indexes found
+    /// (expiry, deadlines, initial no-progress). A pass's cost is proportional to this, not
+    /// to `unsynced_before`.
+    pub examined: usize,
+    /// Consumer-driven design: watchers whose consumer was given the production of its queue.
+    pub handed_to_consumers: usize,
 }
 
 enum Offer {
@@ -131,12 +197,37 @@ struct Stretch {
     reached_end: bool,
 }
 
+/// An unsynced watcher and the keys under which the worker's indexes hold it.
+#[derive(Debug)]
+struct Owned {
+    watcher: Watcher,
+    /// Its key in `by_position` (the position when last indexed; positions only grow).
+    indexed_position: Revision,
+    /// Its key in `stuck_timers` (when it would be ended for no initial progress), if any.
+    indexed_stuck_at: Option<Instant>,
+}
+
 /// Serves unsynced watchers (see the module docs).
 #[derive(Debug)]
 pub struct CatchUpWorker {
     shared: Arc<Shared>,
     /// The unsynced watchers this worker owns, by id (deterministic order).
-    unsynced: BTreeMap<WatcherId, Watcher>,
+    unsynced: BTreeMap<WatcherId, Owned>,
+    /// The candidates: owned watchers that may be able to take an event (new, drained, or
+    /// left with room by an earlier pass). Every other owned watcher has a non-empty queue it
+    /// could not add to, so its consumer will raise the drain signal before it can take more.
+    ready: BTreeSet<WatcherId>,
+    /// (position, id) of every owned watcher: expiry is a range below the servable floor.
+    by_position: BTreeSet<(Revision, WatcherId)>,
+    /// (deadline, id) of owned watchers with a deadline.
+    deadlines: BTreeSet<(Instant, WatcherId)>,
+    /// (last progress + initial_no_progress_timeout, id) of owned watchers in their initial
+    /// phase.
+    stuck_timers: BTreeSet<(Instant, WatcherId)>,
+    /// The cache epoch every owned watcher was checked against.
+    epoch: u64,
+    /// Scratch: ids raised by consumers since the last pass.
+    raised: Vec<WatcherId>,
     /// The rotation cursor: the last scanned revision of the last cohort served.
     cursor: Revision,
     last_pass_at: Option<Instant>,
@@ -146,6 +237,10 @@ pub struct CatchUpWorker {
     last_pass_busy: bool,
     last_now: Instant,
     inbox: VecDeque<ToWorker>,
+    /// Deterministic drivers only: hold hand-offs until [`CatchUpWorker::release_handoffs`].
+    hold_handoffs: bool,
+    /// Watchers caught up by a pass whose hand-off is held (still owned by nobody else).
+    held: Vec<Watcher>,
 }
 
 impl CatchUpWorker {
@@ -154,6 +249,12 @@ impl CatchUpWorker {
         CatchUpWorker {
             shared,
             unsynced: BTreeMap::new(),
+            ready: BTreeSet::new(),
+            by_position: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            stuck_timers: BTreeSet::new(),
+            epoch: 0,
+            raised: Vec::new(),
             cursor: 0,
             last_pass_at: None,
             next_pass_at: None,
@@ -162,6 +263,8 @@ impl CatchUpWorker {
             last_pass_busy: false,
             last_now: Instant::ZERO,
             inbox: VecDeque::new(),
+            hold_handoffs: false,
+            held: Vec::new(),
         }
     }
 
@@ -174,10 +277,46 @@ impl CatchUpWorker {
         self.shared.drain.set_notify(notify);
     }
 
+    /// Deterministic drivers (tests, the simulator): while `hold` is set, the watchers a pass
+    /// catches up are kept until [`CatchUpWorker::release_handoffs`] instead of being sent to
+    /// the dispatcher at the end of the pass, so a driver can dispatch revisions between a
+    /// pass's last scan and the dispatcher's hand-off, as threads do. Turning it off releases
+    /// what is held.
+    pub fn set_hold_handoffs(&mut self, hold: bool) {
+        self.hold_handoffs = hold;
+        if !hold {
+            self.release_handoffs();
+        }
+    }
+
+    /// Sends the held hand-offs to the dispatcher (see [`CatchUpWorker::set_hold_handoffs`]).
+    /// Returns how many were sent.
+    pub fn release_handoffs(&mut self) -> usize {
+        let n = self.held.len();
+        for watcher in self.held.drain(..) {
+            self.shared
+                .to_dispatcher
+                .send(ToDispatcher::Resync(Box::new(watcher)));
+        }
+        n
+    }
+
     /// Unsynced watchers owned now (not counting those still in the mailbox).
     #[must_use]
     pub fn unsynced_len(&self) -> usize {
         self.unsynced.len()
+    }
+
+    /// Hand-offs held (see [`CatchUpWorker::set_hold_handoffs`]).
+    #[must_use]
+    pub fn held_len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Owned watchers that are candidates for the next pass (new, drained, or with room).
+    #[must_use]
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
     }
 
     /// The current pass period.
@@ -189,6 +328,10 @@ impl CatchUpWorker {
     /// When the next pass is due, or `None` when there is nothing to serve.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.held.is_empty() {
+            // Held hand-offs are due now (see `set_hold_handoffs`).
+            return Some(self.last_now);
+        }
         let has_new = !self.shared.to_worker.is_empty();
         if self.unsynced.is_empty() && !has_new {
             return None;
@@ -208,6 +351,7 @@ impl CatchUpWorker {
 
     /// Runs a pass if one is due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) -> Option<PassReport> {
+        self.release_handoffs();
         match self.poll_timeout() {
             Some(due) if due <= now => Some(self.run_pass(now)),
             _ => None,
@@ -243,35 +387,283 @@ impl CatchUpWorker {
         }
     }
 
+    /// Checks the worker's invariants (tests, the model proptests and the simulator call it
+    /// after every step; it costs a walk of every owned watcher):
+    /// - the indexes agree with the owned set: one position entry per watcher at its position,
+    ///   a deadline entry exactly for those with a deadline, a no-progress timer exactly for
+    ///   those in their initial phase, ready ⊆ owned;
+    /// - nobody is forgotten: an owned watcher that is not ready has its queue produced by its
+    ///   consumer (consumer-driven), or a non-empty queue (its consumer raises it when it
+    ///   empties it), or a closed one, or its id is raised already;
+    /// - a refill is installed only past the initial state, at or above the position;
+    /// - an owned queue is marked unsynced or initial, nothing in it is above the position, and
+    ///   it holds only whole revisions, in order; held hand-offs are not owned.
+    ///
+    /// # Errors
+    /// The first invariant found broken, described.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.by_position.len() != self.unsynced.len() {
+            return Err(format!(
+                "{} position entries for {} watchers",
+                self.by_position.len(),
+                self.unsynced.len()
+            ));
+        }
+        let with_deadline = self
+            .unsynced
+            .values()
+            .filter(|o| o.watcher.deadline.is_some())
+            .count();
+        if self.deadlines.len() != with_deadline {
+            return Err("deadline index disagrees".to_owned());
+        }
+        let stuck = self
+            .unsynced
+            .values()
+            .filter(|o| o.indexed_stuck_at.is_some())
+            .count();
+        if self.stuck_timers.len() != stuck {
+            return Err("no-progress timer index disagrees".to_owned());
+        }
+        if let Some(id) = self.ready.iter().find(|id| !self.unsynced.contains_key(id)) {
+            return Err(format!("ready watcher {id} is not owned"));
+        }
+        for (&id, owned) in &self.unsynced {
+            let watcher = &owned.watcher;
+            if watcher.id != id {
+                return Err(format!("watcher {} filed under {id}", watcher.id));
+            }
+            if owned.indexed_position != watcher.position
+                || !self.by_position.contains(&(watcher.position, id))
+            {
+                return Err(format!("watcher {id} misindexed by position"));
+            }
+            if let Some(deadline) = watcher.deadline
+                && !self.deadlines.contains(&(deadline, id))
+            {
+                return Err(format!("watcher {id}'s deadline is not indexed"));
+            }
+            if owned.indexed_stuck_at != self.stuck_at(watcher)
+                || owned
+                    .indexed_stuck_at
+                    .is_some_and(|at| !self.stuck_timers.contains(&(at, id)))
+            {
+                return Err(format!("watcher {id}'s no-progress timer is stale"));
+            }
+            let queue = &watcher.queue;
+            let closed = queue.is_closed();
+            let refill = queue.refill_position();
+            if !self.ready.contains(&id)
+                && refill.is_none()
+                && queue.is_empty()
+                && !closed
+                && !self.shared.drain.is_pending(id)
+            {
+                return Err(format!(
+                    "watcher {id} is forgotten: not ready, empty queue, nothing raised"
+                ));
+            }
+            if let Some(position) = refill {
+                if watcher.initial.is_some() || watcher.initial_bookmark_owed {
+                    return Err(format!("watcher {id} refilled during its initial state"));
+                }
+                if position < watcher.position {
+                    return Err(format!("watcher {id}'s refill is behind its position"));
+                }
+            }
+            if !closed
+                && !matches!(
+                    queue.state(),
+                    WatcherState::Unsynced | WatcherState::Initial
+                )
+            {
+                return Err(format!("owned watcher {id} marked {:?}", queue.state()));
+            }
+            if queue.last_pushed() > watcher.position.max(refill.unwrap_or(0)) {
+                return Err(format!(
+                    "watcher {id} has item {} queued above its position {}",
+                    queue.last_pushed(),
+                    watcher.position
+                ));
+            }
+            queue.check().map_err(|e| format!("watcher {id}: {e}"))?;
+        }
+        if let Some(held) = self.held.iter().find(|w| self.unsynced.contains_key(&w.id)) {
+            return Err(format!("held watcher {} is still owned", held.id));
+        }
+        Ok(())
+    }
+
+    /// Takes ownership of a watcher: indexes it, and makes it a candidate.
+    fn adopt(&mut self, watcher: Watcher) {
+        let id = watcher.id;
+        self.by_position.insert((watcher.position, id));
+        if let Some(deadline) = watcher.deadline {
+            self.deadlines.insert((deadline, id));
+        }
+        let stuck_at = self.stuck_at(&watcher);
+        if let Some(at) = stuck_at {
+            self.stuck_timers.insert((at, id));
+        }
+        let previous = self.unsynced.insert(
+            id,
+            Owned {
+                indexed_position: watcher.position,
+                indexed_stuck_at: stuck_at,
+                watcher,
+            },
+        );
+        debug_assert!(previous.is_none(), "a watcher is handed over once");
+        // A candidate of the next pass in both designs: a pass hands off at once a watcher
+        // that is already at the end of the history, and shares one history read among the
+        // watchers that stalled together; the consumer-driven design then hands the rest to
+        // their consumers.
+        self.ready.insert(id);
+    }
+
+    /// Consumer-driven design: gives the production of an owned watcher's queue to its
+    /// consumer when it is past its initial state and owes no bookmark. Returns whether it
+    /// did (the watcher then leaves the ready set: its consumer raises it when stuck).
+    fn hand_to_consumer(&mut self, id: WatcherId) -> bool {
+        if self.shared.config.catchup_design != CatchUpDesign::ConsumerDriven {
+            return false;
+        }
+        let Some(owned) = self.unsynced.get(&id) else {
+            return false;
+        };
+        let watcher = &owned.watcher;
+        if watcher.initial.is_some() || watcher.initial_bookmark_owed {
+            return false;
+        }
+        let refill = Refill {
+            position: watcher.position,
+            selection: watcher.selection.clone(),
+            pushed: 0,
+            stuck: false,
+        };
+        if watcher.queue.install_refill(refill).is_err() {
+            // The consumer is gone; its close raised the signal.
+            return false;
+        }
+        self.ready.remove(&id);
+        true
+    }
+
+    /// Takes the production of an owned watcher's queue back from its consumer, if it had it,
+    /// and brings the watcher's position (and index keys) up to what the consumer queued.
+    fn reclaim(&mut self, id: WatcherId, now: Instant) {
+        let Some(owned) = self.unsynced.get_mut(&id) else {
+            return;
+        };
+        let watcher = &mut owned.watcher;
+        let Some(refill) = watcher.queue.take_refill() else {
+            return;
+        };
+        if refill.position > watcher.position || refill.pushed > 0 {
+            watcher.position = watcher.position.max(refill.position);
+            watcher.last_sent = watcher.last_sent.max(watcher.queue.last_pushed());
+            watcher.catchup_events += refill.pushed;
+            // The core reads no clock: progress made since the last look counts as now.
+            watcher.last_progress = now;
+        }
+        self.reindex(id);
+    }
+
+    /// When a watcher in its initial phase would be ended for making no progress.
+    fn stuck_at(&self, watcher: &Watcher) -> Option<Instant> {
+        watcher
+            .in_initial_phase
+            .then(|| watcher.last_progress + self.shared.config.initial_no_progress_timeout)
+    }
+
+    /// Brings a watcher's index keys up to date after a pass changed its position or progress.
+    fn reindex(&mut self, id: WatcherId) {
+        let stuck_at = match self.unsynced.get(&id) {
+            Some(owned) => self.stuck_at(&owned.watcher),
+            None => return,
+        };
+        let owned = self.unsynced.get_mut(&id).expect("looked up above");
+        if owned.indexed_position != owned.watcher.position {
+            self.by_position.remove(&(owned.indexed_position, id));
+            self.by_position.insert((owned.watcher.position, id));
+            owned.indexed_position = owned.watcher.position;
+        }
+        if owned.indexed_stuck_at != stuck_at {
+            if let Some(at) = owned.indexed_stuck_at {
+                self.stuck_timers.remove(&(at, id));
+            }
+            if let Some(at) = stuck_at {
+                self.stuck_timers.insert((at, id));
+            }
+            owned.indexed_stuck_at = stuck_at;
+        }
+    }
+
+    /// Gives up ownership of a watcher: removes it from every index.
+    fn disown(&mut self, id: WatcherId) -> Option<Watcher> {
+        let owned = self.unsynced.remove(&id)?;
+        self.ready.remove(&id);
+        self.by_position.remove(&(owned.indexed_position, id));
+        if let Some(deadline) = owned.watcher.deadline {
+            self.deadlines.remove(&(deadline, id));
+        }
+        if let Some(at) = owned.indexed_stuck_at {
+            self.stuck_timers.remove(&(at, id));
+        }
+        Some(owned.watcher)
+    }
+
     /// Runs one bounded pass now (see the module docs).
     pub fn run_pass(&mut self, now: Instant) -> PassReport {
         debug_assert!(now >= self.last_now, "time went backwards");
         self.last_now = self.last_now.max(now);
         let mut report = PassReport::default();
         let mut new_stalls = false;
-        // Queues emptied from here on raise the signal again for the next pass.
-        self.shared.drain.take();
+        // Queues emptied (or closed) from here on raise the signal again for the next pass.
+        let mut raised = std::mem::take(&mut self.raised);
+        self.shared.drain.take(&mut raised);
+        for id in raised.drain(..) {
+            if let Some(owned) = self.unsynced.get_mut(&id) {
+                owned.watcher.fresh_stall = true;
+                self.ready.insert(id);
+            }
+        }
+        self.raised = raised;
         self.shared.to_worker.take_all(&mut self.inbox);
         while let Some(ToWorker::Unsynced(watcher)) = self.inbox.pop_front() {
             new_stalls = true;
-            self.unsynced.insert(watcher.id, *watcher);
+            self.adopt(*watcher);
         }
         report.unsynced_before = self.unsynced.len();
         self.end_unservable(now, &mut report);
-        let mut candidates = self.candidates();
+        let consumer_driven = self.shared.config.catchup_design == CatchUpDesign::ConsumerDriven;
+        // Consumer-driven: everyone this pass looks at continues at its consumer's pace after
+        // it (candidates served or not, and those found with a full queue).
+        let mut looked_at: Vec<WatcherId> = if consumer_driven {
+            self.ready.iter().copied().collect()
+        } else {
+            Vec::new()
+        };
+        let mut candidates = self.candidates(now, &mut report);
         report.candidates = candidates.len();
-        if candidates.len() > self.shared.config.pass_members_max {
-            for candidate in &candidates[self.shared.config.pass_members_max..] {
-                if let Some(watcher) = self.unsynced.get_mut(&candidate.id) {
-                    watcher.passes_waited += 1;
+        let members_max = self.shared.config.pass_members_max;
+        if candidates.len() > members_max {
+            for candidate in &candidates[members_max..] {
+                if let Some(owned) = self.unsynced.get_mut(&candidate.id) {
+                    owned.watcher.passes_waited += 1;
+                    owned
+                        .watcher
+                        .queue
+                        .publish_progress(owned.watcher.position, owned.watcher.passes_waited);
                 }
             }
-            report.waited += candidates.len() - self.shared.config.pass_members_max;
-            candidates.truncate(self.shared.config.pass_members_max);
+            report.waited += candidates.len() - members_max;
+            candidates.truncate(members_max);
         }
         let served = self.serve(now, &candidates, &mut report);
         for (candidate, served) in candidates.iter().zip(&served) {
-            if let Some(watcher) = self.unsynced.get_mut(&candidate.id) {
+            if let Some(owned) = self.unsynced.get_mut(&candidate.id) {
+                let watcher = &mut owned.watcher;
                 if *served {
                     watcher.passes_waited = 0;
                     watcher.fresh_stall = false;
@@ -279,13 +671,22 @@ impl CatchUpWorker {
                     watcher.passes_waited += 1;
                     report.waited += 1;
                 }
+                // For operators: the position and passes waited of every watcher this pass
+                // looked at (the others did not change).
+                watcher
+                    .queue
+                    .publish_progress(watcher.position, watcher.passes_waited);
             }
         }
-        // For operators: every owned watcher's position and passes waited, as of this pass.
-        for watcher in self.unsynced.values() {
-            watcher
-                .queue
-                .publish_progress(watcher.position, watcher.passes_waited);
+        if consumer_driven {
+            looked_at.extend(self.ready.iter().copied());
+            looked_at.sort_unstable();
+            looked_at.dedup();
+            for id in looked_at {
+                if self.hand_to_consumer(id) {
+                    report.handed_to_consumers += 1;
+                }
+            }
         }
         self.shared.metrics.passes.inc();
         self.shared
@@ -316,15 +717,51 @@ impl CatchUpWorker {
         };
     }
 
-    /// Ends every unsynced watcher that can no longer be served.
+    /// Ends every unsynced watcher that can no longer be served, found through the indexes:
+    /// positions below the floor, deadlines and initial no-progress timers that passed, and
+    /// (only after a relist) watchers of an older cache epoch.
     fn end_unservable(&mut self, now: Instant, report: &mut PassReport) {
         let (floor, epoch) = {
             let data = self.shared.read();
             (data.history.servable_floor(), data.epoch)
         };
-        let config = &self.shared.config;
+        let timeout = self.shared.config.initial_no_progress_timeout;
+        let mut found: BTreeSet<WatcherId> = BTreeSet::new();
+        if epoch != self.epoch {
+            // A relist: rare, and every watcher of the old epoch ends.
+            self.epoch = epoch;
+            found.extend(
+                self.unsynced
+                    .iter()
+                    .filter(|(_, o)| o.watcher.epoch != epoch)
+                    .map(|(id, _)| *id),
+            );
+        }
+        found.extend(self.by_position.range(..(floor, 0)).map(|(_, id)| *id));
+        found.extend(
+            self.deadlines
+                .range(..=(now, WatcherId::MAX))
+                .map(|(_, id)| *id),
+        );
+        found.extend(
+            self.stuck_timers
+                .range(..=(now, WatcherId::MAX))
+                .map(|(_, id)| *id),
+        );
+        report.examined += found.len();
         let mut ending: Vec<(WatcherId, Option<WatchEnd>)> = Vec::new();
-        for (id, watcher) in &self.unsynced {
+        for id in found {
+            // What its consumer queued since counts (it may have moved above the floor, or
+            // made progress); the consumer stops producing while the worker decides.
+            let refilled = self
+                .unsynced
+                .get(&id)
+                .is_some_and(|o| o.watcher.queue.has_refill());
+            self.reclaim(id, now);
+            let Some(owned) = self.unsynced.get(&id) else {
+                continue;
+            };
+            let watcher = &owned.watcher;
             let end = if watcher.queue.is_closed() {
                 None
             } else if watcher.epoch != epoch || watcher.position < floor {
@@ -332,48 +769,75 @@ impl CatchUpWorker {
             } else if watcher.deadline.is_some_and(|d| d <= now) {
                 Some(WatchEnd::Deadline)
             } else if watcher.in_initial_phase
-                && now.saturating_duration_since(watcher.last_progress)
-                    >= config.initial_no_progress_timeout
+                && now.saturating_duration_since(watcher.last_progress) >= timeout
             {
                 Some(WatchEnd::InitialNoProgress)
             } else {
+                if refilled && !self.ready.contains(&id) {
+                    self.hand_to_consumer(id);
+                }
                 continue;
             };
-            ending.push((*id, end));
+            ending.push((id, end));
         }
-        let metrics = &self.shared.metrics;
         for (id, end) in ending {
-            let watcher = self.unsynced.remove(&id).expect("listed above");
-            metrics.stalled_watchers.add(-1);
-            metrics.watchers.add(-1);
-            match end {
-                Some(end) => {
-                    if matches!(end, WatchEnd::Expired { .. }) {
-                        report.expired += 1;
-                    } else {
-                        report.ended += 1;
-                    }
-                    metrics.terminated(end.reason());
-                    watcher.queue.push_end(end);
-                }
-                None => {
-                    report.dropped += 1;
-                    watcher.queue.set_state(WatcherState::Ended);
-                }
-            }
-            // Dropping the watcher releases its pinned snapshot, if any.
+            self.end_watcher(id, end, report);
         }
     }
 
-    /// The unsynced watchers with room, in service order.
-    fn candidates(&mut self) -> Vec<Candidate> {
+    /// Ends (or, `None`, drops) an owned watcher.
+    fn end_watcher(&mut self, id: WatcherId, end: Option<WatchEnd>, report: &mut PassReport) {
+        let Some(watcher) = self.disown(id) else {
+            return;
+        };
+        let metrics = &self.shared.metrics;
+        metrics.stalled_watchers.add(-1);
+        metrics.watchers.add(-1);
+        match end {
+            Some(end) => {
+                if matches!(end, WatchEnd::Expired { .. }) {
+                    report.expired += 1;
+                } else {
+                    report.ended += 1;
+                }
+                metrics.terminated(end.reason());
+                watcher.queue.push_end(end);
+            }
+            None => {
+                report.dropped += 1;
+                watcher.queue.set_state(WatcherState::Ended);
+            }
+        }
+        // Dropping the watcher releases its pinned snapshot, if any.
+    }
+
+    /// The ready watchers that have room, in service order. A ready watcher found with a full
+    /// queue leaves the ready set (its consumer raises the drain signal once it empties it); one
+    /// whose consumer went away is dropped.
+    fn candidates(&mut self, now: Instant, report: &mut PassReport) -> Vec<Candidate> {
+        let ready: Vec<WatcherId> = self.ready.iter().copied().collect();
+        report.examined += ready.len();
+        for id in ready {
+            self.reclaim(id, now);
+        }
         let mut candidates = Vec::new();
-        for (id, watcher) in &mut self.unsynced {
-            let (closed, free, drained) = watcher.queue.inspect();
+        let mut closed = Vec::new();
+        let mut full = Vec::new();
+        for id in &self.ready {
+            let Some(owned) = self.unsynced.get_mut(id) else {
+                continue;
+            };
+            let watcher = &mut owned.watcher;
+            let (is_closed, free, drained) = watcher.queue.inspect();
             if drained {
                 watcher.fresh_stall = true;
             }
-            if free == 0 || closed {
+            if is_closed {
+                closed.push(*id);
+                continue;
+            }
+            if free == 0 {
+                full.push(*id);
                 continue;
             }
             candidates.push(Candidate {
@@ -384,17 +848,31 @@ impl CatchUpWorker {
                 initial: watcher.initial.is_some(),
             });
         }
+        for id in full {
+            self.ready.remove(&id);
+        }
+        for id in closed {
+            self.end_watcher(id, None, report);
+        }
         let cursor = self.cursor;
         let rotation = |c: &Candidate| (u8::from(c.position < cursor), c.position, c.id);
-        match self.shared.config.candidate_order {
-            CandidateOrder::FreeShareThenRotation => candidates.sort_by(|a, b| {
-                b.free_share_millionths
-                    .cmp(&a.free_share_millionths)
-                    .then(b.new_or_drained.cmp(&a.new_or_drained))
-                    .then(rotation(a).cmp(&rotation(b)))
-            }),
-            CandidateOrder::RotationOnly => candidates.sort_by_key(rotation),
-            CandidateOrder::OldestFirst => candidates.sort_by_key(|c| (c.position, c.id)),
+        let compare = |a: &Candidate, b: &Candidate| match self.shared.config.candidate_order {
+            CandidateOrder::FreeShareThenRotation => b
+                .free_share_millionths
+                .cmp(&a.free_share_millionths)
+                .then(b.new_or_drained.cmp(&a.new_or_drained))
+                .then(rotation(a).cmp(&rotation(b))),
+            CandidateOrder::RotationOnly => rotation(a).cmp(&rotation(b)),
+            CandidateOrder::OldestFirst => (a.position, a.id).cmp(&(b.position, b.id)),
+        };
+        // Only the first `pass_members_max` are served: select them in linear time, then
+        // order those (and the rest, which only count as waited, stay unordered).
+        let members_max = self.shared.config.pass_members_max;
+        if candidates.len() > members_max {
+            candidates.select_nth_unstable_by(members_max, compare);
+            candidates[..members_max].sort_by(compare);
+        } else {
+            candidates.sort_by(compare);
         }
         candidates
     }
@@ -414,6 +892,8 @@ impl CatchUpWorker {
         // (candidate index, stretch index) of members owed events at the end of their cohort.
         let mut owed: Vec<(usize, usize)> = Vec::new();
         let mut resync: Vec<WatcherId> = Vec::new();
+        // Members whose last offer failed on a full queue: they leave the ready set.
+        let mut full: BTreeSet<WatcherId> = BTreeSet::new();
         for lead in 0..candidates.len() {
             if served[lead] {
                 continue;
@@ -432,6 +912,7 @@ impl CatchUpWorker {
                     &mut pushes_left,
                     report,
                 );
+                self.reindex(candidates[lead].id);
                 if !finished && pushes_left == 0 {
                     report.busy = true;
                 }
@@ -490,6 +971,7 @@ impl CatchUpWorker {
                     report,
                     false,
                 );
+                self.reindex(candidates[member].id);
                 match offer {
                     Offer::AcceptedAll => {
                         if stretch.reached_end {
@@ -497,7 +979,9 @@ impl CatchUpWorker {
                         }
                     }
                     Offer::Owed { queue_full } => {
-                        if !queue_full {
+                        if queue_full {
+                            full.insert(candidates[member].id);
+                        } else {
                             report.busy = true;
                         }
                         owed.push((member, stretches.len()));
@@ -517,19 +1001,32 @@ impl CatchUpWorker {
             let mut still_owed = Vec::new();
             for (member, stretch_index) in owed {
                 let id = candidates[member].id;
-                let has_room = self.unsynced.get(&id).is_some_and(|w| w.queue.free() > 0);
+                let has_room = self
+                    .unsynced
+                    .get(&id)
+                    .is_some_and(|o| o.watcher.queue.free() > 0);
                 if !has_room {
                     still_owed.push((member, stretch_index));
                     continue;
                 }
                 let stretch = &stretches[stretch_index];
-                match self.offer(now, id, stretch, &mut retry_left, report, true) {
+                let offer = self.offer(now, id, stretch, &mut retry_left, report, true);
+                self.reindex(id);
+                match offer {
                     Offer::AcceptedAll => {
+                        full.remove(&id);
                         if stretch.reached_end {
                             resync.push(id);
                         }
                     }
-                    Offer::Owed { .. } => still_owed.push((member, stretch_index)),
+                    Offer::Owed { queue_full } => {
+                        if queue_full {
+                            full.insert(id);
+                        } else {
+                            full.remove(&id);
+                        }
+                        still_owed.push((member, stretch_index));
+                    }
                     Offer::Closed => {}
                 }
             }
@@ -540,20 +1037,29 @@ impl CatchUpWorker {
             // or the budget ran out; either way the next pass should come sooner.
             report.busy = true;
         }
+        // A full queue is not empty: its consumer raises the drain signal when it empties it,
+        // and until then the watcher costs the passes nothing.
+        for id in full {
+            self.ready.remove(&id);
+        }
         for id in resync {
-            if let Some(watcher) = self.unsynced.remove(&id) {
+            if let Some(watcher) = self.disown(id) {
                 report.resynced += 1;
-                self.shared
-                    .to_dispatcher
-                    .send(ToDispatcher::Resync(Box::new(watcher)));
+                if self.hold_handoffs {
+                    self.held.push(watcher);
+                } else {
+                    self.shared
+                        .to_dispatcher
+                        .send(ToDispatcher::Resync(Box::new(watcher)));
+                }
             }
         }
         served
     }
 
     fn note_served(&self, id: WatcherId, report: &mut PassReport) {
-        if let Some(watcher) = self.unsynced.get(&id) {
-            report.served.push((id, watcher.passes_waited));
+        if let Some(owned) = self.unsynced.get(&id) {
+            report.served.push((id, owned.watcher.passes_waited));
         }
     }
 
@@ -568,7 +1074,7 @@ impl CatchUpWorker {
         retry: bool,
     ) -> Offer {
         let metrics = &self.shared.metrics;
-        let Some(watcher) = self.unsynced.get_mut(&id) else {
+        let Some(Owned { watcher, .. }) = self.unsynced.get_mut(&id) else {
             return Offer::Closed;
         };
         let mut member_left = watcher.queue.capacity();
@@ -646,7 +1152,7 @@ impl CatchUpWorker {
         report: &mut PassReport,
     ) -> bool {
         let metrics = &self.shared.metrics;
-        let Some(watcher) = self.unsynced.get_mut(&id) else {
+        let Some(Owned { watcher, .. }) = self.unsynced.get_mut(&id) else {
             return false;
         };
         let Some(phase) = watcher.initial.as_mut() else {

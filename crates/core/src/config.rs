@@ -76,6 +76,47 @@ impl std::str::FromStr for CandidateOrder {
     }
 }
 
+/// Who moves events from the history into an unsynced watcher's queue.
+///
+/// Both keep the worker in charge of expiry, deadlines, ordering and the hand-off; the
+/// simulator compares them on the same input (docs/ARCHITECTURE.md records the comparison).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CatchUpDesign {
+    /// The worker pushes in shared cohort passes (KEP-6268): one history read per stretch for
+    /// every member, at most one queue capacity per member and pass.
+    Cohort,
+    /// The watcher's own consumer refills its empty queue from the shared history (the very
+    /// events, with their cached encodings), a queue capacity at a time, as fast as it reads;
+    /// the worker installs the refill, takes it back to end or hand off the watcher, and
+    /// streams initial states in passes.
+    #[default]
+    ConsumerDriven,
+}
+
+impl CatchUpDesign {
+    /// The name used on the command line and in reports.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUpDesign::Cohort => "cohort",
+            CatchUpDesign::ConsumerDriven => "consumer",
+        }
+    }
+}
+
+impl std::str::FromStr for CatchUpDesign {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cohort" => Ok(CatchUpDesign::Cohort),
+            "consumer" => Ok(CatchUpDesign::ConsumerDriven),
+            other => Err(format!(
+                "unknown catch-up design {other:?} (expected cohort or consumer)"
+            )),
+        }
+    }
+}
+
 /// The tunables of one watch cache. Build with [`CacheConfig::default`] and override fields;
 /// call [`CacheConfig::validate`] before use (the cache constructor does).
 #[derive(Clone, Debug, PartialEq)]
@@ -106,6 +147,9 @@ pub struct CacheConfig {
     pub pass_pushes_max: usize,
     /// The order in which a pass considers candidates. Default: the KEP's.
     pub candidate_order: CandidateOrder,
+    /// Who fills an unsynced watcher's queue from the history. Default: consumer-driven
+    /// (chosen by the simulator's comparison, docs/ARCHITECTURE.md).
+    pub catchup_design: CatchUpDesign,
     /// Pass period while nothing special happens. Default 10 ms (KEP).
     pub pass_period_normal: Duration,
     /// Shortest busy period. Default 1 ms (KEP).
@@ -151,6 +195,7 @@ impl Default for CacheConfig {
             interval_open_cost: 64,
             pass_pushes_max: 2_000,
             candidate_order: CandidateOrder::FreeShareThenRotation,
+            catchup_design: CatchUpDesign::ConsumerDriven,
             pass_period_normal: Duration::from_millis(10),
             pass_period_busy_min: Duration::from_millis(1),
             pass_period_busy_max: Duration::from_millis(10),

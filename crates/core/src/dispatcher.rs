@@ -242,6 +242,119 @@ impl Dispatcher {
         .min()
     }
 
+    /// Checks the dispatcher's invariants (tests, the model proptests and the simulator call
+    /// it after every step; it costs a walk of every synced and waiting watcher):
+    /// - the watcher indexes agree: every synced watcher is in exactly one live slot, reached
+    ///   by its id and from its route at its recorded index, free slots are exactly the empty
+    ///   ones, and its bookmark and deadline timers are indexed;
+    /// - the synced and waiting sets are disjoint, and the waiting indexes agree;
+    /// - a synced watcher is at the dispatched revision: nothing it was sent, and nothing in
+    ///   its queue, is above it (outside a blocked legacy revision), and its queue is marked
+    ///   synced;
+    /// - queues hold only whole revisions, in order.
+    ///
+    /// # Errors
+    /// The first invariant found broken, described.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let dispatched = self.shared.dispatched();
+        let live = self.slots.iter().filter(|s| s.is_some()).count();
+        if live != self.by_id.len() {
+            return Err(format!("{live} live slots, {} ids", self.by_id.len()));
+        }
+        let mut free = self.free_slots.clone();
+        free.sort_unstable();
+        free.dedup();
+        if free.len() != self.free_slots.len()
+            || free
+                .iter()
+                .any(|&f| self.slots.get(f).is_none_or(Option::is_some))
+            || free.len() + live != self.slots.len()
+        {
+            return Err("free slots are not exactly the empty ones".to_owned());
+        }
+        let mut routed = 0;
+        for (route, bucket) in &self.routes {
+            if bucket.is_empty() {
+                return Err(format!("empty route {route:?} kept"));
+            }
+            for (index, &slot) in bucket.iter().enumerate() {
+                let Some(entry) = self.slots.get(slot).and_then(Option::as_ref) else {
+                    return Err(format!("route {route:?} reaches empty slot {slot}"));
+                };
+                if &entry.route != route || entry.route_index != index {
+                    return Err(format!("slot {slot} misplaced in route {route:?}"));
+                }
+                routed += 1;
+            }
+        }
+        if routed != live {
+            return Err(format!("{routed} routed slots, {live} live"));
+        }
+        for (&id, &slot) in &self.by_id {
+            let Some(entry) = self.slots.get(slot).and_then(Option::as_ref) else {
+                return Err(format!("watcher {id} indexed at empty slot {slot}"));
+            };
+            let watcher = &entry.watcher;
+            if watcher.id != id {
+                return Err(format!("slot {slot} holds {} not {id}", watcher.id));
+            }
+            if self.waiting_by_id.contains_key(&id) {
+                return Err(format!("watcher {id} both synced and waiting"));
+            }
+            if let Some(due) = entry.bookmark_due
+                && !self.bookmarks.contains(&(due, id))
+            {
+                return Err(format!("watcher {id}'s bookmark timer is not indexed"));
+            }
+            if let Some(deadline) = watcher.deadline
+                && !self.deadlines.contains(&(deadline, id))
+            {
+                return Err(format!("watcher {id}'s deadline is not indexed"));
+            }
+            let closed = watcher.queue.is_closed();
+            if !closed && watcher.queue.state() != WatcherState::Synced {
+                return Err(format!(
+                    "synced watcher {id} marked {:?}",
+                    watcher.queue.state()
+                ));
+            }
+            if self.blocked.is_none()
+                && (watcher.position > dispatched
+                    || watcher.last_sent > dispatched
+                    || watcher.queue.last_pushed() > dispatched)
+            {
+                return Err(format!(
+                    "synced watcher {id} above the dispatched revision {dispatched}"
+                ));
+            }
+            watcher
+                .queue
+                .check()
+                .map_err(|e| format!("watcher {id}: {e}"))?;
+        }
+        if self.waiting.len() != self.waiting_by_id.len() {
+            return Err("waiting indexes disagree".to_owned());
+        }
+        for (&(revision, id), waiting) in &self.waiting {
+            if self.waiting_by_id.get(&id) != Some(&revision) || waiting.watcher.id != id {
+                return Err(format!("waiting watcher {id} misindexed"));
+            }
+        }
+        for &(_, id) in &self.deadlines {
+            if !self.by_id.contains_key(&id) && !self.waiting_by_id.contains_key(&id) {
+                return Err(format!(
+                    "deadline of watcher {id} that the dispatcher does not own"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the dispatcher owns watcher `id` (synced or waiting to start).
+    pub(crate) fn owns(&self, id: WatcherId) -> bool {
+        self.by_id.contains_key(&id) || self.waiting_by_id.contains_key(&id)
+    }
+
     fn advance(&mut self, now: Instant) {
         debug_assert!(now >= self.last_now, "time went backwards");
         self.last_now = self.last_now.max(now);

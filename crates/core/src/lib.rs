@@ -8,8 +8,9 @@
 //! ## Data flow
 //! store → reflector → [`Dispatcher::handle_revision`] → history and snapshots → live dispatch
 //! to synced watchers' [`WatchQueue`]s → clients. A watcher whose queue is full becomes
-//! unsynced and moves to the [`CatchUpWorker`], which serves it from the history in shared,
-//! bounded passes and hands it back to the dispatcher when it reaches the present.
+//! unsynced and moves to the [`CatchUpWorker`], which has its consumer refill it from the
+//! history (or serves it in shared, bounded passes, [`CatchUpDesign`]) and hands it back to the
+//! dispatcher when it reaches the present.
 //!
 //! ## Guarantees (named as etcd's robustness tests name them)
 //! - **Ordered**: a watcher receives events in revision order, and within a revision in the
@@ -32,8 +33,12 @@
 //!   (stall-resume mode). It costs the live path one failed push, then nothing until it
 //!   resyncs. Its memory is bounded by its queue; the events it is owed stay in the shared
 //!   history.
-//! - Catch-up work is bounded per pass (members, scan units, pushes) and paced so that passes
-//!   take about a tenth of a core; it runs off the dispatcher, which pays only for the final
+//! - Catch-up work follows the work that can be done, not the unsynced population: by default
+//!   an unsynced watcher's own consumer refills its queue from the shared history as fast as it
+//!   reads (events keep their cached encodings), and the worker only finds expiries, deadlines
+//!   and timeouts through indexes, streams initial states and hands watchers back; a watcher
+//!   that never reads costs nothing after its stall. Passes are bounded (members, scan units,
+//!   pushes) and paced to about a tenth of a core; the dispatcher pays only for the final
 //!   hand-off of the last few events.
 //! - A watcher slower than the write rate eventually ages out of the history window and gets
 //!   one 410 (`resource_expired`); a watch stuck in its initial phase is ended after
@@ -71,9 +76,9 @@ pub mod snapshot;
 pub mod time;
 pub mod watcher;
 
-pub use cache::{HistoryInfo, HistoryLag, ReadError, WaitFresh, Watch, WatchCache};
-pub use catchup::{CatchUpWorker, PassReport};
-pub use config::{CacheConfig, CandidateOrder, ConfigError, WatchMode};
+pub use cache::{HistoryInfo, HistoryLag, ProgressMark, ReadError, WaitFresh, Watch, WatchCache};
+pub use catchup::{CatchUpWorker, PassReport, check_invariants};
+pub use config::{CacheConfig, CandidateOrder, CatchUpDesign, ConfigError, WatchMode};
 pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
 pub use metrics::Metrics;

@@ -32,6 +32,7 @@ use crate::cache::DrainSignal;
 use crate::event::WatchItem;
 use crate::object::Revision;
 use crate::time::Instant;
+use crate::watcher::{Selection, WatcherId};
 
 /// Why a watch ended. Delivered after every queued item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,6 +177,30 @@ struct Inner {
     drained: bool,
     /// The revision of the last item pushed.
     last_pushed: Revision,
+    /// The revision of the last event pushed.
+    last_event: Revision,
+    /// Set if an event was ever pushed at or below the last event's revision: a revision
+    /// split across two pushes (checked by `check_invariants`; never set).
+    split: bool,
+    /// Consumer-driven catch-up: while installed, the consumer is the queue's only producer
+    /// and refills it from the history when it finds it empty (see [`crate::catchup`]).
+    refill: Option<Refill>,
+}
+
+/// What a consumer needs to refill its own queue from the history: installed by the catch-up
+/// worker (which then does not write the queue) and taken back by it before anyone else
+/// writes the queue again.
+#[derive(Debug)]
+pub(crate) struct Refill {
+    /// Every selected event up to here is queued; the consumer continues above it.
+    pub(crate) position: Revision,
+    /// The watcher's selection (the same copy the live path and passes use).
+    pub(crate) selection: Arc<Selection>,
+    /// Events the consumer queued since the refill was installed.
+    pub(crate) pushed: u64,
+    /// The consumer found nothing more to take (the end of the dispatched history, or a
+    /// position below the floor) and raised the drain signal; it stops until taken back.
+    pub(crate) stuck: bool,
 }
 
 /// What the actor that owns a watcher last published about it, for operators
@@ -213,8 +238,9 @@ pub struct WatchQueue {
     capacity: usize,
     state: AtomicU8,
     published: Published,
-    /// Raised when a pop empties the queue while the catch-up worker owns the watcher.
-    drain: Option<Arc<DrainSignal>>,
+    /// Raised (with the watcher's id) when a pop empties the queue, or the consumer closes it,
+    /// while the catch-up worker owns the watcher.
+    drain: Option<(Arc<DrainSignal>, WatcherId)>,
 }
 
 impl WatchQueue {
@@ -233,6 +259,9 @@ impl WatchQueue {
                 consumer_closed: false,
                 drained: false,
                 last_pushed: 0,
+                last_event: 0,
+                split: false,
+                refill: None,
             }),
             capacity,
             state: AtomicU8::new(WatcherState::Pending as u8),
@@ -241,21 +270,34 @@ impl WatchQueue {
         }
     }
 
-    /// [`WatchQueue::new`], raising `drain` whenever a pop empties the queue of a watcher the
-    /// catch-up worker owns (unsynced or streaming its initial state).
-    pub(crate) fn with_drain_signal(capacity: usize, drain: Arc<DrainSignal>) -> WatchQueue {
+    /// [`WatchQueue::new`], raising `drain` with `id` whenever a pop empties the queue (or the
+    /// consumer closes it) while the catch-up worker owns the watcher (unsynced or streaming
+    /// its initial state).
+    pub(crate) fn with_drain_signal(
+        capacity: usize,
+        drain: Arc<DrainSignal>,
+        id: WatcherId,
+    ) -> WatchQueue {
         WatchQueue {
-            drain: Some(drain),
+            drain: Some((drain, id)),
             ..WatchQueue::new(capacity)
         }
     }
 
-    /// After a pop emptied the queue: tell the worker if it owns the watcher.
+    /// Raises the drain signal with this watcher's id (the consumer is stuck, or it closed).
+    pub(crate) fn raise_drain(&self) {
+        if let Some((drain, id)) = &self.drain {
+            drain.raise(*id);
+        }
+    }
+
+    /// After a pop emptied the queue (or the consumer closed it): tell the worker if it owns
+    /// the watcher.
     fn emptied(&self) {
-        if let Some(drain) = &self.drain
+        if let Some((drain, id)) = &self.drain
             && matches!(self.state(), WatcherState::Unsynced | WatcherState::Initial)
         {
-            drain.raise();
+            drain.raise(*id);
         }
     }
 
@@ -367,8 +409,19 @@ impl WatchQueue {
             if !inner.items.is_empty() && inner.items.len() + count > self.capacity {
                 return PushResult::Full;
             }
+            let mut batch_revision = None;
             for item in items {
                 inner.last_pushed = item.revision();
+                if matches!(item, WatchItem::Event { .. }) {
+                    // One push is one revision: a later push of the same revision would split it.
+                    if batch_revision != Some(item.revision()) {
+                        if item.revision() <= inner.last_event {
+                            inner.split = true;
+                        }
+                        batch_revision = Some(item.revision());
+                    }
+                    inner.last_event = item.revision();
+                }
                 inner.items.push_back(item.clone());
             }
             inner.consumer_waker.take()
@@ -377,6 +430,25 @@ impl WatchQueue {
             waker.wake();
         }
         PushResult::Pushed
+    }
+
+    /// Checks what the queue can tell alone: no revision was ever split across two pushes, and
+    /// the queued items are in revision order.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let inner = self.lock();
+        if inner.split {
+            return Err("a revision was pushed in two parts".to_owned());
+        }
+        let mut last = 0;
+        for item in &inner.items {
+            if let WatchItem::Event { .. } = item {
+                if item.revision() < last {
+                    return Err(format!("event {} queued after {last}", item.revision()));
+                }
+                last = item.revision();
+            }
+        }
+        Ok(())
     }
 
     /// Legacy mode only: queues a watch's replay regardless of the capacity (Kubernetes'
@@ -430,12 +502,89 @@ impl WatchQueue {
         )
     }
 
+    /// Hands the production of this queue to its consumer (consumer-driven catch-up). Returns
+    /// the refill back when the consumer is gone.
+    pub(crate) fn install_refill(&self, refill: Refill) -> Result<(), Refill> {
+        let waker = {
+            let mut inner = self.lock();
+            if inner.consumer_closed {
+                return Err(refill);
+            }
+            debug_assert!(inner.refill.is_none(), "one refill at a time");
+            inner.refill = Some(refill);
+            // A consumer parked on an empty queue has something to do now: refill it.
+            inner.consumer_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// Takes the production of this queue back from its consumer.
+    pub(crate) fn take_refill(&self) -> Option<Refill> {
+        self.lock().refill.take()
+    }
+
+    /// Where the consumer's refill stands, if it produces this queue now.
+    pub(crate) fn refill_position(&self) -> Option<Revision> {
+        self.lock().refill.as_ref().map(|r| r.position)
+    }
+
+    /// Whether the consumer produces this queue now.
+    pub(crate) fn has_refill(&self) -> bool {
+        self.lock().refill.is_some()
+    }
+
+    /// Runs `fill` with the queue's items and its refill when the queue is empty and a refill
+    /// is installed and not stuck (the consumer side of consumer-driven catch-up). `fill`
+    /// pushes whole revisions and returns whether the consumer is stuck; then the drain
+    /// signal is raised so the worker takes the watcher back.
+    pub(crate) fn refill_with(
+        &self,
+        fill: impl FnOnce(&mut VecDeque<WatchItem>, &mut Refill, usize) -> bool,
+    ) {
+        let stuck = {
+            let mut inner = self.lock();
+            let inner = &mut *inner;
+            if !inner.items.is_empty() || inner.consumer_closed || inner.end.is_some() {
+                return;
+            }
+            let Some(refill) = inner.refill.as_mut() else {
+                return;
+            };
+            if refill.stuck {
+                return;
+            }
+            let stuck = fill(&mut inner.items, refill, self.capacity);
+            // The queue was empty: every item is new (whole revisions, in order).
+            let mut previous = None;
+            for item in &inner.items {
+                if matches!(item, WatchItem::Event { .. }) && previous != Some(item.revision()) {
+                    if item.revision() <= inner.last_event {
+                        inner.split = true;
+                    }
+                    previous = Some(item.revision());
+                    inner.last_event = item.revision();
+                }
+            }
+            if let Some(last) = inner.items.back() {
+                inner.last_pushed = last.revision();
+            }
+            refill.stuck = stuck;
+            stuck
+        };
+        if stuck {
+            self.raise_drain();
+        }
+    }
+
     /// Pops the next item, or the end once every item was delivered.
     pub fn try_pop(&self) -> Pop {
         let mut inner = self.lock();
         let was_empty = inner.items.is_empty();
         let pop = Self::pop_locked(&mut inner);
-        let emptied = !was_empty && inner.items.is_empty();
+        let emptied = !was_empty && inner.items.is_empty() && inner.refill.is_none();
         drop(inner);
         if emptied {
             self.emptied();
@@ -472,8 +621,11 @@ impl WatchQueue {
             out.extend(inner.items.drain(..take));
             if inner.items.is_empty() {
                 inner.drained = true;
+                let refilled_by_consumer = inner.refill.is_some();
                 drop(inner);
-                self.emptied();
+                if !refilled_by_consumer {
+                    self.emptied();
+                }
             }
             return Poll::Ready(None);
         }
@@ -486,9 +638,13 @@ impl WatchQueue {
 
     /// The consumer is gone: pushes fail from now on and the owner drops the watcher.
     pub fn close(&self) {
-        let mut inner = self.lock();
-        inner.consumer_closed = true;
-        inner.items.clear();
+        {
+            let mut inner = self.lock();
+            inner.consumer_closed = true;
+            inner.items.clear();
+        }
+        // The worker looks only at watchers with news: this is news.
+        self.emptied();
     }
 }
 
@@ -557,6 +713,41 @@ mod tests {
             Some(Instant::from_nanos(5))
         );
         assert_eq!(queue.progress().passes_waited, 0);
+    }
+
+    #[test]
+    fn installing_a_refill_wakes_a_parked_consumer() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let queue = WatchQueue::new(2);
+        let mut out = Vec::new();
+        assert!(queue.poll_pop_many(&mut cx, 8, &mut out).is_pending());
+        let selection = Arc::new(Selection::new(
+            &crate::WatchRequest::new(crate::WatchStart::Now),
+            None,
+        ));
+        let refill = Refill {
+            position: 0,
+            selection,
+            pushed: 0,
+            stuck: false,
+        };
+        assert!(queue.install_refill(refill).is_ok());
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            1,
+            "the consumer must refill now"
+        );
+        assert!(queue.has_refill());
+        queue.close();
+        assert!(queue.take_refill().is_some());
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use proptest::prelude::*;
 use watchkeeper_core::{
-    CacheConfig, CandidateOrder, Change, EventType, FieldSelector, LabelSelector, Revision, Watch,
-    WatchEnd, WatchRequest, WatchStart, object_key,
+    CacheConfig, CandidateOrder, CatchUpDesign, Change, EventType, FieldSelector, LabelSelector,
+    Revision, Watch, WatchEnd, WatchRequest, WatchStart, object_key,
 };
 
 /// The reference's view of an object.
@@ -181,8 +181,18 @@ fn run_mode(
     order: CandidateOrder,
     mode: watchkeeper_core::WatchMode,
 ) -> Result<(), TestCaseError> {
+    run_design(ops, order, mode, CatchUpDesign::default())
+}
+
+fn run_design(
+    ops: Vec<Op>,
+    order: CandidateOrder,
+    mode: watchkeeper_core::WatchMode,
+    design: CatchUpDesign,
+) -> Result<(), TestCaseError> {
     let config = CacheConfig {
         mode,
+        catchup_design: design,
         trigger_field: Some("spec.nodeName".to_owned()),
         history_capacity_min: 16,
         history_capacity_max: 32,
@@ -196,6 +206,8 @@ fn run_mode(
         ..CacheConfig::default()
     };
     let mut h = Harness::new(config);
+    // Revisions land between a pass and the dispatcher's hand-off (the resync catch-up path).
+    h.hold_handoffs();
     let mut reference = Reference {
         state: BTreeMap::new(),
         log: Vec::new(),
@@ -324,6 +336,7 @@ fn run_mode(
                 }
             }
         }
+        h.check();
     }
     // Liveness: every remaining client reads everything until nobody is behind.
     for _ in 0..400 {
@@ -335,6 +348,7 @@ fn run_mode(
                 }
             }
         }
+        h.check();
         if h.worker.poll_timeout().is_none()
             && !h.dispatcher.has_messages()
             && !h.dispatcher.is_blocked()
@@ -472,6 +486,18 @@ proptest! {
         ops in prop::collection::vec(op_strategy(), 1..120)
     ) {
         run_mode(ops, CandidateOrder::FreeShareThenRotation, watchkeeper_core::WatchMode::Legacy)?;
+    }
+
+    #[test]
+    fn the_guarantees_hold_with_cohort_passes(
+        ops in prop::collection::vec(op_strategy(), 1..160),
+        order in prop_oneof![
+            Just(CandidateOrder::FreeShareThenRotation),
+            Just(CandidateOrder::RotationOnly),
+            Just(CandidateOrder::OldestFirst)
+        ],
+    ) {
+        run_design(ops, order, watchkeeper_core::WatchMode::StallResume, CatchUpDesign::Cohort)?;
     }
 
     #[test]

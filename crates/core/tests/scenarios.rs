@@ -7,14 +7,25 @@ use std::time::Duration;
 
 use common::*;
 use watchkeeper_core::{
-    CacheConfig, CandidateOrder, Change, Encoding, EventType, FieldSelector, LabelSelector,
-    TerminationReason, WatchEnd, WatchMode, WatchRequest, WatchStart, WatcherState,
+    CacheConfig, CandidateOrder, CatchUpDesign, Change, Encoding, EventType, FieldSelector,
+    LabelSelector, TerminationReason, WatchEnd, WatchMode, WatchRequest, WatchStart, WatcherState,
 };
 
+/// The cohort design: most scenarios here check the passes' own mechanics (cohorts, budgets,
+/// order). The consumer-driven design has its own scenarios below, and the model proptests
+/// run both.
 fn config() -> CacheConfig {
     CacheConfig {
         trigger_field: Some("spec.nodeName".to_owned()),
+        catchup_design: CatchUpDesign::Cohort,
         ..CacheConfig::default()
+    }
+}
+
+fn consumer_config() -> CacheConfig {
+    CacheConfig {
+        catchup_design: CatchUpDesign::ConsumerDriven,
+        ..config()
     }
 }
 
@@ -871,4 +882,241 @@ fn an_unsynced_reader_that_drains_is_served_at_the_normal_period() {
     assert_eq!(revisions(&rest[0]), written, "every event once, in order");
     assert_eq!(slow.state(), WatcherState::Synced);
     assert_no_skips(&h);
+}
+
+/// Goal (issue 14): a pass costs nothing for unsynced watchers that cannot take an event, and
+/// a watcher that drains is served at the next pass whatever the number of such laggards.
+/// Method: 300 never-reading watchers stall with full queues (more than `pass_members_max`);
+/// after the pass that finds them full, passes look at no candidate; one of them drains and
+/// the next pass serves it, alone, first.
+#[test]
+fn never_reading_laggards_cost_a_pass_nothing_and_a_drained_one_goes_first() {
+    let mut h = Harness::new(CacheConfig {
+        pass_members_max: 64,
+        ..config()
+    });
+    let laggards: Vec<_> = (0..300).map(|_| h.watch_from(WatchStart::Now, 2)).collect();
+    let mut written = Vec::new();
+    for i in 0..6 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    assert_eq!(h.worker.unsynced_len(), 0, "still in the worker's mailbox");
+    let first = h.pass();
+    assert_eq!(first.unsynced_before, 300);
+    // New stalls are candidates once; found full, they leave the ready set.
+    assert_eq!(h.worker.ready_len(), 0, "{first:?}");
+    let quiet = h.pass();
+    assert_eq!(
+        (quiet.candidates, quiet.members, quiet.waited),
+        (0, 0, 0),
+        "{quiet:?}"
+    );
+    // Writes go on; the laggards still cost nothing.
+    for i in 0..3 {
+        written.push(h.put("ns", &format!("q{i}"), &[], "n1"));
+    }
+    assert_eq!(h.pass().candidates, 0);
+    // One drains: it is the only candidate of the next pass, and it is served.
+    let reader = &laggards[150];
+    let mut seen = drain(reader);
+    assert_eq!(seen.len(), 2);
+    assert_eq!(h.worker.ready_len(), 0, "raised, taken at the next pass");
+    let report = h.pass();
+    assert_eq!((report.candidates, report.members), (1, 1), "{report:?}");
+    assert_eq!(report.served[0], (reader.id(), 0));
+    let mut rest = vec![std::mem::take(&mut seen)];
+    rest[0].extend(drain(reader));
+    h.settle(&[reader], &mut rest, 50);
+    assert_eq!(revisions(&rest[0]), written, "every event once, in order");
+    assert_eq!(reader.state(), WatcherState::Synced);
+    assert_eq!(h.worker.unsynced_len(), 299);
+    // A laggard that goes away is dropped without any walk of the others.
+    drop(laggards);
+    let report = h.pass();
+    assert_eq!(report.dropped, 299, "{report:?}");
+    assert_eq!(h.worker.unsynced_len(), 0);
+    assert_no_skips(&h);
+}
+
+/// Goal (issue 14, consumer-driven design): an unsynced watcher whose consumer reads fast is
+/// caught up as fast as it reads, not one queue capacity per pass, from the very events of the
+/// history (one serialization per event); the worker then hands it off and it is live again.
+/// Method: a queue of 10 stalls 1,000 events behind; its consumer reads everything with no
+/// pass in between; one pass hands it back.
+#[test]
+fn a_fast_consumer_catches_up_without_passes() {
+    let mut h = Harness::new(consumer_config());
+    let fast = h.watch_from(WatchStart::Now, 10);
+    let healthy = h.watch_from(WatchStart::Now, 2_000);
+    let mut written = Vec::new();
+    for i in 0..1_000 {
+        written.push(h.put("ns", &format!("p{}", i % 50), &[], "n1"));
+    }
+    assert_eq!(fast.state(), WatcherState::Unsynced);
+    let adopt = h.pass();
+    assert_eq!(
+        (adopt.candidates, adopt.handed_to_consumers),
+        (0, 1),
+        "found full, handed to its consumer: {adopt:?}"
+    );
+    assert_eq!(h.worker.ready_len(), 0);
+    let passes = h.passes.len();
+    let seen = drain(&fast);
+    assert_eq!(h.passes.len(), passes, "no pass ran");
+    assert_eq!(revisions(&seen), written, "every event once, in order");
+    assert_eq!(fast.state(), WatcherState::Unsynced, "not live yet");
+    // Stuck at the end of the history: the next pass (at the normal period) hands it off.
+    let normal = h.cache.config().pass_period_normal;
+    assert!(h.worker.poll_timeout().is_some_and(|t| t <= h.now + normal));
+    h.advance(normal);
+    assert_eq!(fast.state(), WatcherState::Synced);
+    let rv = h.put("ns", "after", &[], "n1");
+    assert_eq!(revisions(&drain(&fast)), [rv]);
+    assert_eq!(drain(&healthy).len(), 1_001);
+    assert_no_skips(&h);
+}
+
+/// Goal (consumer-driven design): a consumer that falls below the history's floor while it
+/// refills its own queue gets its backlog, then one 410 (never a gap); laggards that never
+/// read cost a pass nothing.
+#[test]
+fn a_consumer_that_ages_out_gets_its_backlog_then_a_410() {
+    let config = CacheConfig {
+        history_capacity_min: 10,
+        history_capacity_max: 10,
+        event_fresh_duration: Duration::from_secs(1),
+        ..consumer_config()
+    };
+    let mut h = Harness::new(config);
+    let slow = h.watch_from(WatchStart::Now, 2);
+    let first = h.put("ns", "a", &[], "n1");
+    let second = h.put("ns", "b", &[], "n1");
+    let third = h.put("ns", "c", &[], "n1");
+    h.pass();
+    // It reads two, refills one (the third), and the history moves on past it.
+    assert_eq!(revisions(&take(&slow, 3)), [first, second, third]);
+    for i in 0..30 {
+        h.put("ns", &format!("d{i}"), &[], "n1");
+    }
+    let quiet = h.pass();
+    assert_eq!(quiet.candidates, 0, "{quiet:?}");
+    assert_eq!(drain(&slow), [], "nothing past the floor is read");
+    h.advance(h.cache.config().pass_period_normal);
+    match end_of(&slow) {
+        Some(WatchEnd::Expired {
+            reason, position, ..
+        }) => {
+            assert_eq!(reason, TerminationReason::ResourceExpired);
+            assert_eq!(position, third);
+        }
+        other => panic!("expected a 410, got {other:?}"),
+    }
+    assert_eq!(h.cache.metrics().stalled_watchers.get(), 0);
+    assert_eq!(h.cache.metrics().watchers.get(), 0);
+}
+
+/// Goal (consumer-driven design): a watch that starts behind and reads slowly through its
+/// consumer is making progress, so the initial no-progress timeout does not end it; one that
+/// reads nothing is ended.
+#[test]
+fn a_consumer_making_progress_is_not_ended_for_no_progress() {
+    let config = CacheConfig {
+        initial_no_progress_timeout: Duration::from_secs(3),
+        ..consumer_config()
+    };
+    let mut h = Harness::new(config);
+    let mut written = Vec::new();
+    for i in 0..40 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    let reader = h.watch_from(WatchStart::After(1), 1);
+    let idle = h.watch_from(WatchStart::After(1), 1);
+    let mut seen = Vec::new();
+    for _ in 0..39 {
+        h.advance(Duration::from_secs(1));
+        seen.extend(take(&reader, 1));
+    }
+    assert_eq!(end_of(&reader), None);
+    assert_eq!(
+        take(&idle, 2).len(),
+        1,
+        "what its first pass queued, then the end"
+    );
+    assert_eq!(end_of(&idle), Some(WatchEnd::InitialNoProgress));
+    let mut rest = vec![seen];
+    h.settle(&[&reader], &mut rest, 50);
+    assert_eq!(revisions(&rest[0]), written);
+    assert_eq!(reader.state(), WatcherState::Synced);
+    assert_no_skips(&h);
+}
+
+/// Goal (consumer-driven design): never-reading laggards cost a pass nothing, and one whose
+/// client goes away is dropped at the next pass. Method: 200 stalled watchers that never read.
+#[test]
+fn consumer_driven_laggards_cost_a_pass_nothing() {
+    let mut h = Harness::new(consumer_config());
+    let laggards: Vec<_> = (0..200).map(|_| h.watch_from(WatchStart::Now, 2)).collect();
+    for i in 0..5 {
+        h.put("ns", &format!("p{i}"), &[], "n1");
+    }
+    let first = h.pass();
+    assert_eq!(first.unsynced_before, 200);
+    // New stalls are looked at once (their queues are full), then handed to their consumers.
+    assert_eq!(first.handed_to_consumers, 200, "{first:?}");
+    for i in 0..5 {
+        h.put("ns", &format!("q{i}"), &[], "n1");
+    }
+    let quiet = h.pass();
+    assert_eq!((quiet.candidates, quiet.examined), (0, 0), "{quiet:?}");
+    let mut laggards = laggards;
+    laggards.truncate(1);
+    let report = h.pass();
+    assert_eq!(report.dropped, 199, "{report:?}");
+    assert_eq!(h.worker.unsynced_len(), 1);
+}
+
+/// Goal: the hand-off catches up on revisions dispatched after the worker's last scan (a
+/// thread race the deterministic driver reproduces by holding the hand-off until the next
+/// revision is dispatched): the dispatcher pushes them itself, first one included, then the
+/// watcher is live; nothing is skipped or repeated. For both designs.
+#[test]
+fn the_hand_off_pushes_revisions_dispatched_after_the_last_scan() {
+    for config in [config(), consumer_config()] {
+        let mut h = Harness::new(config);
+        h.hold_handoffs();
+        let slow = h.watch_from(WatchStart::Now, 2);
+        let mut written = Vec::new();
+        for i in 0..6 {
+            written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+        }
+        let mut seen = drain(&slow);
+        let report = h.pass();
+        seen.extend(drain(&slow));
+        let report = if report.resynced == 0 {
+            let again = h.pass();
+            seen.extend(drain(&slow));
+            again
+        } else {
+            report
+        };
+        assert_eq!(report.resynced, 1, "{report:?}");
+        assert_eq!(h.worker.held_len(), 1);
+        // Two revisions are dispatched before the dispatcher takes the hand-off.
+        written.push(h.put("ns", "late1", &[], "n1"));
+        h.dispatcher.handle_progress(h.now, h.revision + 1);
+        h.revision += 1;
+        written.push(h.put("ns", "late2", &[], "n1"));
+        h.dispatcher.handle_messages(h.now);
+        h.check();
+        assert_eq!(slow.state(), WatcherState::Synced);
+        seen.extend(drain(&slow));
+        assert_eq!(
+            revisions(&seen),
+            written,
+            "the late revisions once, in order"
+        );
+        let rv = h.put("ns", "live", &[], "n1");
+        assert_eq!(revisions(&drain(&slow)), [rv]);
+        assert_no_skips(&h);
+    }
 }

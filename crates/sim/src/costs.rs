@@ -43,7 +43,8 @@ pub struct CostTable {
     pub dispatch_timeout_ns: f64,
     /// Worker: fixed cost of one pass.
     pub pass_ns: f64,
-    /// Worker: per unsynced watcher walked (expiry check and candidate ordering).
+    /// Worker: per unsynced watcher a pass examines (ready ones, and those its expiry,
+    /// deadline and timeout indexes find), for its checks and candidate ordering.
     pub pass_unsynced_ns: f64,
     /// Worker: per history interval opened (read lock, buffer).
     pub pass_interval_open_ns: f64,
@@ -125,7 +126,7 @@ impl CostTable {
     #[must_use]
     pub fn pass(&self, r: &PassReport) -> f64 {
         self.pass_ns
-            + self.pass_unsynced_ns * r.unsynced_before as f64
+            + self.pass_unsynced_ns * r.examined as f64
             + self.pass_interval_open_ns * r.cohorts as f64
             + self.pass_event_scanned_ns * r.events_scanned as f64
             + self.pass_evaluation_ns

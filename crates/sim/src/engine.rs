@@ -189,6 +189,8 @@ pub(crate) struct World<'a> {
     last_pass_start: Option<u64>,
     clients_halted_until: u64,
     clients: Vec<Client>,
+    /// Dispatcher and worker steps so far (for the invariant checks' sampling).
+    core_ops: u64,
     /// Clients last observed unsynced: re-observed whenever the dispatcher takes hand-offs,
     /// so a resync is timed when it happens, not at the client's next read.
     unsynced_clients: std::collections::BTreeSet<u32>,
@@ -336,6 +338,7 @@ impl<'a> World<'a> {
             last_pass_start: None,
             clients_halted_until: 0,
             clients,
+            core_ops: 0,
             unsynced_clients: std::collections::BTreeSet::new(),
             groups,
             ready,
@@ -684,6 +687,16 @@ impl<'a> World<'a> {
 
     /// After a core call that ends at `end`: woken clients read then.
     fn after_core_op(&mut self, end: u64) {
+        self.core_ops += 1;
+        // Debug builds (the simulator's tests) check both actors' invariants after every core
+        // step while the population is small, and every 1,024th step beyond (a check walks
+        // every watcher); release builds (the figures) do not pay for it.
+        if cfg!(debug_assertions)
+            && (self.clients.len() <= 2_000 || self.core_ops.is_multiple_of(1_024))
+            && let Err(broken) = watchkeeper_core::check_invariants(&self.dispatcher, &self.worker)
+        {
+            panic!("core invariant broken at {} ns: {broken}", self.now);
+        }
         let ready: Vec<u32> = std::mem::take(
             &mut *self
                 .ready
@@ -1012,6 +1025,10 @@ impl<'a> World<'a> {
             };
             self.schedule_read(c, next);
         }
+        // The queue's drain signal (a consumer emptied its queue, or a consumer-driven one is
+        // stuck at the end of the history) wakes the worker's thread in the server: here it
+        // brings the worker's next step forward.
+        self.wake_worker_if_needed(now);
         if taken > 0 && self.dispatcher.is_blocked() {
             self.dispatcher.retry_blocked(self.instant());
             self.track_blocked();

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use watchkeeper_core::{CacheConfig, CandidateOrder, WatchMode};
+use watchkeeper_core::{CacheConfig, CandidateOrder, CatchUpDesign, WatchMode};
 
 use crate::SimError;
 
@@ -445,6 +445,8 @@ pub struct ConfigOverrides {
     pub pass_pushes_max: Option<usize>,
     /// `free-share`, `rotation` or `oldest-first`.
     pub candidate_order: Option<String>,
+    /// `cohort` or `consumer` (who fills an unsynced watcher's queue).
+    pub catchup_design: Option<String>,
     pub pass_period_normal_ms: Option<f64>,
     pub pass_period_busy_min_ms: Option<f64>,
     pub pass_period_busy_max_ms: Option<f64>,
@@ -474,6 +476,11 @@ impl ConfigOverrides {
     pub fn apply(&self, config: &mut CacheConfig) -> Result<(), SimError> {
         if let Some(mode) = &self.mode {
             config.mode = mode.parse::<WatchMode>().map_err(SimError::Scenario)?;
+        }
+        if let Some(design) = &self.catchup_design {
+            config.catchup_design = design
+                .parse::<CatchUpDesign>()
+                .map_err(SimError::Scenario)?;
         }
         if let Some(order) = &self.candidate_order {
             config.candidate_order = order
@@ -559,6 +566,9 @@ impl Variant {
             "legacy" | "stall-resume" => overrides.mode = Some(spec.to_owned()),
             "free-share" | "rotation" | "oldest-first" => {
                 overrides.candidate_order = Some(spec.to_owned());
+            }
+            "cohort" | "consumer" => {
+                overrides.catchup_design = Some(spec.to_owned());
             }
             _ if spec.contains('=') => {
                 let mut text = String::new();

@@ -92,7 +92,26 @@ impl Harness {
         let changes = build(self.revision);
         self.dispatcher
             .handle_revision(self.now, self.revision, changes);
+        // Hand-offs held by a pass arrive after this revision (as with threads, when the
+        // dispatcher moves on between the worker's last scan and its message): the
+        // dispatcher's resync then pushes the events dispatched since.
+        self.worker.release_handoffs();
+        self.check();
         self.revision
+    }
+
+    /// Holds the worker's hand-offs from each pass until the next write has been dispatched
+    /// (or the next timer step), so the resync path that catches up on events dispatched
+    /// after the worker's last scan runs.
+    pub fn hold_handoffs(&mut self) {
+        self.worker.set_hold_handoffs(true);
+    }
+
+    /// Checks both actors' invariants; panics with the broken one.
+    pub fn check(&self) {
+        if let Err(broken) = watchkeeper_core::check_invariants(&self.dispatcher, &self.worker) {
+            panic!("invariant broken at {:?}: {broken}", self.now);
+        }
     }
 
     pub fn put(
@@ -114,6 +133,7 @@ impl Harness {
         self.unblock();
         let watch = self.cache.watch(request, self.now);
         self.dispatcher.handle_messages(self.now);
+        self.check();
         watch
     }
 
@@ -131,13 +151,16 @@ impl Harness {
             self.passes.push(report);
         }
         self.dispatcher.handle_messages(self.now);
+        self.check();
     }
 
     /// Runs one pass now, then lets the dispatcher take the hand-offs.
     pub fn pass(&mut self) -> PassReport {
         self.dispatcher.handle_messages(self.now);
+        self.worker.release_handoffs();
         let report = self.worker.run_pass(self.now);
         self.dispatcher.handle_messages(self.now);
+        self.check();
         self.passes.push(report.clone());
         report
     }
@@ -203,7 +226,9 @@ pub fn end_of(watch: &Watch) -> Option<WatchEnd> {
     if !watch.queue().is_empty() {
         return None;
     }
-    match watch.try_pop() {
+    // The queue's own pop: `Watch::try_pop` would first let a consumer-driven watcher refill
+    // its empty queue, and the item popped here would be lost.
+    match watch.queue().try_pop() {
         Pop::End(end) => Some(end),
         _ => None,
     }
