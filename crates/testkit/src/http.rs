@@ -55,7 +55,7 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
 ///
 /// # Errors
 /// The connection fails, the request cannot be written (an invalid method or header) or the
-/// answer is not HTTP/1.1.
+/// answer is not HTTP/1.1 (`InvalidData`).
 pub async fn request(
     addr: SocketAddr,
     method: &str,
@@ -110,7 +110,8 @@ impl Conn {
     /// One request with these headers.
     ///
     /// # Errors
-    /// The connection is closed or fails, or the request is invalid.
+    /// The connection is closed or fails, the request is invalid (`InvalidInput`) or the answer
+    /// is not HTTP/1.1 (`InvalidData`).
     pub async fn send(
         &mut self,
         method: &str,
@@ -135,11 +136,13 @@ impl Conn {
             );
         }
         self.sender.ready().await.map_err(std::io::Error::other)?;
-        let response = self
-            .sender
-            .send_request(request)
-            .await
-            .map_err(std::io::Error::other)?;
+        let response = self.sender.send_request(request).await.map_err(|e| {
+            if e.is_parse() {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+            } else {
+                std::io::Error::other(e)
+            }
+        })?;
         let status = response.status().as_u16();
         let (parts, body) = response.into_parts();
         let body = body
