@@ -28,6 +28,10 @@
 //!   resuming from it loses nothing; no bookmark is sent while a watcher is unsynced, so no
 //!   bookmark ever moves a client's resource version backwards.
 //!
+//! Every checker of these guarantees names a violation with one [`Guarantee`], which also names
+//! what a client of the server can check on top of them (initial state, selection, honest 410,
+//! linearizable reads, durability).
+//!
 //! ## Overload
 //! - A watcher that cannot keep up is never waited for and never force-closed for a full queue
 //!   (stall-resume mode). It costs the live path one failed push, then nothing until it
@@ -67,6 +71,7 @@ pub mod catchup;
 pub mod config;
 pub mod dispatcher;
 pub mod event;
+pub mod guarantee;
 pub mod history;
 pub mod metrics;
 pub mod object;
@@ -81,6 +86,7 @@ pub use catchup::{CatchUpWorker, PassReport, check_invariants};
 pub use config::{CacheConfig, CandidateOrder, CatchUpDesign, ConfigError, WatchMode};
 pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
+pub use guarantee::Guarantee;
 pub use metrics::Metrics;
 pub use object::{EncodeStats, Encoding, Object, Revision, object_key};
 pub use queue::{

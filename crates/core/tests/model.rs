@@ -11,7 +11,8 @@ use std::time::Duration;
 use common::*;
 use proptest::prelude::*;
 use watchkeeper_core::{
-    CacheConfig, CandidateOrder, CatchUpDesign, Change, EventType, FieldSelector, LabelSelector,
+    CacheConfig, CandidateOrder, CatchUpDesign, Change, EventType, FieldSelector, Guarantee,
+    LabelSelector,
     Revision, Watch, WatchEnd, WatchRequest, WatchStart, object_key,
 };
 
@@ -379,7 +380,8 @@ fn run_design(
                 Seen::Bookmark(rv, false) => {
                     prop_assert!(
                         *rv >= last_event,
-                        "client {index}: bookmark {rv} below event {last_event}"
+                        "[{}] client {index}: bookmark {rv} below event {last_event}",
+                        Guarantee::Bookmarkable
                     );
                     pending_bookmark = Some(*rv);
                 }
@@ -387,10 +389,15 @@ fn run_design(
                     if let Some(b) = pending_bookmark.take() {
                         prop_assert!(
                             *rv > b,
-                            "client {index}: event {rv} at or below bookmark {b}"
+                            "[{}] client {index}: event {rv} at or below bookmark {b}",
+                            Guarantee::Bookmarkable
                         );
                     }
-                    prop_assert!(*rv >= last_event, "client {index}: out of order");
+                    prop_assert!(
+                        *rv >= last_event,
+                        "[{}] client {index}: out of order",
+                        Guarantee::Ordered
+                    );
                     last_event = *rv;
                     got.push(item.clone());
                 }
@@ -401,7 +408,9 @@ fn run_design(
             (None, false) => prop_assert_eq!(
                 &got,
                 &expected,
-                "client {} ({:?}) incomplete or wrong",
+                "[{}, {}] client {} ({:?}) incomplete or wrong",
+                Guarantee::Reliable,
+                Guarantee::Unique,
                 index,
                 client.sel
             ),
@@ -413,18 +422,21 @@ fn run_design(
             ) => {
                 prop_assert!(
                     position < floor,
-                    "client {index}: 410 at {position} with floor {floor}"
+                    "[{}] client {index}: 410 at {position} with floor {floor}",
+                    Guarantee::Honest410
                 );
                 prop_assert!(got.len() <= expected.len());
                 prop_assert_eq!(
                     &got[..],
                     &expected[..got.len()],
-                    "client {} prefix before 410",
+                    "[{}] client {} prefix before 410",
+                    Guarantee::Reliable,
                     index
                 );
                 prop_assert!(
                     last_event <= *position,
-                    "client {index}: position below what it received"
+                    "[{}] client {index}: position below what it received",
+                    Guarantee::Honest410
                 );
                 // Honest: everything up to its position was delivered before the 410.
                 let owed: Vec<_> = expected[got.len()..]
@@ -433,7 +445,8 @@ fn run_design(
                     .collect();
                 prop_assert!(
                     owed.is_empty(),
-                    "client {index}: 410 before its backlog: {owed:?}"
+                    "[{}] client {index}: 410 before its backlog: {owed:?}",
+                    Guarantee::Honest410
                 );
             }
             (Some(WatchEnd::Unresponsive), _) if mode == watchkeeper_core::WatchMode::Legacy => {
@@ -441,7 +454,8 @@ fn run_design(
                 prop_assert_eq!(
                     &got[..],
                     &expected[..got.len()],
-                    "client {} prefix before force-close",
+                    "[{}] client {} prefix before force-close",
+                    Guarantee::Reliable,
                     index
                 );
             }
@@ -451,7 +465,8 @@ fn run_design(
                 prop_assert_eq!(
                     &got[..],
                     &expected[..got.len()],
-                    "client {} prefix before cancel",
+                    "[{}] client {} prefix before cancel",
+                    Guarantee::Reliable,
                     index
                 );
             }

@@ -27,58 +27,8 @@ use std::fmt;
 /// A store revision, also the resource version of objects and events.
 pub type Rev = u64;
 
-/// The guarantees, named as the core's crate docs name them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Guarantee {
-    /// Resource versions never decrease; within one revision, the store's order.
-    Ordered,
-    /// No event twice.
-    Unique,
-    /// A revision's matching events are delivered together.
-    Atomic,
-    /// Every matching event from start until end, with no gap.
-    Reliable,
-    /// A watch from the last RV seen continues exactly where the old one stopped.
-    Resumable,
-    /// Bookmarks never move a client backwards and promise everything up to them.
-    Bookmarkable,
-    /// The initial events equal the state at the initial-events-end bookmark.
-    InitialState,
-    /// The events are typed and carry the objects the selection implies.
-    Selection,
-    /// A 410 only when the position really aged out, and after the backlog.
-    Honest410,
-    /// Consistent reads equal the state at a revision inside their real-time window.
-    LinearizableReads,
-    /// Every acknowledged write is in the committed history.
-    Durable,
-}
-
-impl Guarantee {
-    /// The name used in messages.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Guarantee::Ordered => "Ordered",
-            Guarantee::Unique => "Unique",
-            Guarantee::Atomic => "Atomic",
-            Guarantee::Reliable => "Reliable",
-            Guarantee::Resumable => "Resumable",
-            Guarantee::Bookmarkable => "Bookmarkable",
-            Guarantee::InitialState => "Initial state",
-            Guarantee::Selection => "Selection",
-            Guarantee::Honest410 => "Honest 410",
-            Guarantee::LinearizableReads => "Linearizable reads",
-            Guarantee::Durable => "Durable",
-        }
-    }
-}
-
-impl fmt::Display for Guarantee {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The guarantees, one vocabulary with the simulator's oracle and the core's model test.
+pub use watchkeeper_core::Guarantee;
 
 /// One object version, as the checker models it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,12 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 use watchkeeper::Server;
-use watchkeeper::config::{ServeArgs, ServeConfig};
+use watchkeeper::config::ServeArgs;
 use watchkeeper_core::WatchCache;
 use watchkeeper_store::{AnyStore, EventKind, KeySelector, RangeRequest, Store, WatchItem};
+use watchkeeper_testkit::RawWatch;
 
 use crate::checker::{
     self, AckedWrite, EType, End, History, Item, Obj, Read, ReadKind, Recording, Report, Req, Rev,
@@ -134,11 +133,7 @@ pub fn serve_args(store: &StoreChoice) -> ServeArgs {
 /// # Errors
 /// It cannot start.
 pub async fn start_server(args: ServeArgs) -> Result<Server, String> {
-    let server = watchkeeper::start(ServeConfig::from_args(args)?).await?;
-    tokio::time::timeout(HANG_GUARD, server.ready())
-        .await
-        .map_err(|_| "server not ready in time".to_owned())?;
-    Ok(server)
+    watchkeeper_testkit::start_server(args).await
 }
 
 fn configmaps(server: &Server) -> WatchCache {
@@ -152,7 +147,8 @@ fn configmaps(server: &Server) -> WatchCache {
         .clone()
 }
 
-/// One HTTP/1.1 request with `Connection: close`: status and body.
+/// One HTTP/1.1 request with `Connection: close` (and `Content-Type` unless empty): status
+/// and body.
 ///
 /// # Errors
 /// Connection errors or a hang.
@@ -163,55 +159,19 @@ pub async fn request(
     content_type: &str,
     body: &str,
 ) -> Result<(u16, String), String> {
-    let io = async {
-        let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        stream
-            .write_all(head.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(body.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut raw = Vec::new();
-        stream
-            .read_to_end(&mut raw)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(raw)
-    };
-    let raw = tokio::time::timeout(HANG_GUARD, io)
-        .await
-        .map_err(|_| format!("{method} {path}: hang"))??;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status: u16 = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
+    let headers: &[(&str, &str)] = if content_type.is_empty() {
+        &[]
     } else {
-        body.to_owned()
+        &[("Content-Type", content_type)]
     };
-    Ok((status, body))
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = rest.get(size + 2..).unwrap_or("");
-    }
-    out
+    let response = tokio::time::timeout(
+        HANG_GUARD,
+        watchkeeper_testkit::request(addr, method, path, headers, body.as_bytes()),
+    )
+    .await
+    .map_err(|_| format!("{method} {path}: hang"))?
+    .map_err(|e| e.to_string())?;
+    Ok((response.status, response.text()))
 }
 
 async fn send(addr: SocketAddr, method: &str, path: &str, ct: &str, body: &Value) -> (u16, Value) {
@@ -422,11 +382,8 @@ fn selector_query(selection: &Selection) -> String {
     q
 }
 
-/// A raw watch connection.
-struct WatchConn {
-    reader: BufReader<TcpStream>,
-    pending: String,
-}
+/// A raw watch connection (the kit's, under this driver's hang guard).
+struct WatchConn(RawWatch);
 
 impl WatchConn {
     async fn open(
@@ -434,80 +391,19 @@ impl WatchConn {
         path: &str,
         recv_buffer: Option<u32>,
     ) -> Result<WatchConn, String> {
-        let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
-        if let Some(size) = recv_buffer {
-            socket
-                .set_recv_buffer_size(size)
-                .map_err(|e| e.to_string())?;
-        }
-        let mut stream = tokio::time::timeout(HANG_GUARD, socket.connect(addr))
+        tokio::time::timeout(HANG_GUARD, RawWatch::open(addr, path, recv_buffer, &[]))
             .await
-            .map_err(|_| "connect hang".to_owned())?
-            .map_err(|e| e.to_string())?;
-        let head =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n");
-        stream
-            .write_all(head.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        let mut status = String::new();
-        loop {
-            line.clear();
-            tokio::time::timeout(HANG_GUARD, reader.read_line(&mut line))
-                .await
-                .map_err(|_| "watch headers hang".to_owned())?
-                .map_err(|e| e.to_string())?;
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if line.starts_with("HTTP/1.1") {
-                status = line.trim().to_owned();
-            }
-        }
-        if !status.contains(" 200 ") {
-            return Err(format!("watch answered {status}"));
-        }
-        Ok(WatchConn {
-            reader,
-            pending: String::new(),
-        })
+            .map_err(|_| "watch headers hang".to_owned())?
+            .map(WatchConn)
+            .map_err(|e| e.to_string())
     }
 
     /// The next frame; `Ok(None)` at the end of the stream.
     async fn next(&mut self) -> Result<Option<Value>, String> {
-        loop {
-            if let Some(index) = self.pending.find('\n') {
-                let line: String = self.pending.drain(..=index).collect();
-                if line.trim().is_empty() {
-                    continue;
-                }
-                return serde_json::from_str(line.trim())
-                    .map(Some)
-                    .map_err(|e| format!("bad frame {line:?}: {e}"));
-            }
-            let mut size_line = String::new();
-            let n = tokio::time::timeout(HANG_GUARD, self.reader.read_line(&mut size_line))
-                .await
-                .map_err(|_| "watch hang".to_owned())?
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Ok(None);
-            }
-            let size = usize::from_str_radix(size_line.trim(), 16)
-                .map_err(|_| format!("bad chunk size {size_line:?}"))?;
-            if size == 0 {
-                return Ok(None);
-            }
-            let mut chunk = vec![0; size + 2];
-            self.reader
-                .read_exact(&mut chunk)
-                .await
-                .map_err(|e| e.to_string())?;
-            self.pending
-                .push_str(&String::from_utf8_lossy(&chunk[..size]));
-        }
+        tokio::time::timeout(HANG_GUARD, self.0.next_json())
+            .await
+            .map_err(|_| "watch hang".to_owned())?
+            .map_err(|e| e.to_string())
     }
 }
 

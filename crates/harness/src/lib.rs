@@ -14,10 +14,14 @@
 //!   concurrent watchers and writers and faults; the committed history is read back from the
 //!   store.
 //! - [`soak`]: many seeds for as long as asked, with a summary.
+//!
+//! The guarantees are the core's [`watchkeeper_core::Guarantee`]; the HTTP client, the server
+//! fixture and the seeded generator ([`rng`]) come from the shared test kit
+//! (`watchkeeper-testkit`).
 
 pub mod checker;
 pub mod e2e;
 pub mod etcd;
 pub mod inprocess;
-pub mod rng;
+pub use watchkeeper_testkit::rng;
 pub mod soak;

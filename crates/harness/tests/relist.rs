@@ -10,9 +10,8 @@
 use std::process::Command;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 use watchkeeper_harness::e2e::{self, HANG_GUARD, StoreChoice};
+use watchkeeper_testkit::RawWatch;
 
 fn etcdctl(endpoint: &str, args: &[&str]) -> Value {
     let out = Command::new("etcdctl")
@@ -23,28 +22,6 @@ fn etcdctl(endpoint: &str, args: &[&str]) -> Value {
         .expect("cannot run etcdctl (scripts/test installs it)");
     assert!(out.status.success(), "etcdctl {args:?} failed: {out:?}");
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-/// Reads one NDJSON watch frame from a chunked HTTP/1.1 body.
-async fn next_frame(body: &mut BufReader<TcpStream>, pending: &mut String) -> Option<Value> {
-    loop {
-        if let Some(end) = pending.find('\n') {
-            let line: String = pending.drain(..=end).collect();
-            return Some(serde_json::from_str(line.trim()).expect("a JSON frame"));
-        }
-        let mut size = String::new();
-        if body.read_line(&mut size).await.ok()? == 0 {
-            return None;
-        }
-        let size = usize::from_str_radix(size.trim(), 16).ok()?;
-        if size == 0 {
-            return None;
-        }
-        let mut chunk = vec![0; size + 2];
-        body.read_exact(&mut chunk).await.ok()?;
-        chunk.truncate(size);
-        pending.push_str(&String::from_utf8(chunk).expect("UTF-8"));
-    }
 }
 
 fn configmap(name: &str) -> String {
@@ -81,25 +58,18 @@ async fn compaction_during_an_outage_relists_and_ends_watches_with_410() {
         .to_owned();
 
     // A watch from the created object's revision: nothing to replay, so it waits live.
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream
-        .write_all(
-            format!("GET {base}?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: x\r\n\r\n")
-                .as_bytes(),
-        )
-        .await
-        .expect("send");
-    let mut body = BufReader::new(stream);
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        body.read_line(&mut line).await.expect("head");
-        if line == "\r\n" || line.is_empty() {
-            break;
-        }
-        head.push_str(&line);
-    }
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut watch = tokio::time::timeout(
+        HANG_GUARD,
+        RawWatch::open(
+            addr,
+            &format!("{base}?watch=1&resourceVersion={rv}"),
+            None,
+            &[],
+        ),
+    )
+    .await
+    .expect("watch head")
+    .expect("the watch answers 200");
     let lists_before = server
         .app
         .reflector
@@ -124,10 +94,10 @@ async fn compaction_during_an_outage_relists_and_ends_watches_with_410() {
 
     // The open watch ends with an in-stream 410 (after nothing else: no event was missed
     // silently and none invented).
-    let mut pending = String::new();
-    let frame = tokio::time::timeout(HANG_GUARD, next_frame(&mut body, &mut pending))
+    let frame = tokio::time::timeout(HANG_GUARD, watch.next_json())
         .await
         .expect("the watch neither ended nor got a frame")
+        .expect("a JSON frame")
         .expect("the watch ended without a 410 frame");
     assert_eq!(frame["type"], "ERROR", "{frame}");
     assert_eq!(frame["object"]["code"], 410, "{frame}");

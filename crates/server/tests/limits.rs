@@ -10,75 +10,26 @@ mod common;
 use std::net::SocketAddr;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 use watchkeeper::limits::Limit;
 use watchkeeper_store::{RangeRequest, Store};
+use watchkeeper_testkit::raw::{self, Answer};
 
 use common::{HANG_GUARD, WatchReader, configmap, request, request_with_headers, server_with};
 
-/// A raw response: status, lowercase header lines, body (de-chunked if needed).
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-}
-
 /// Sends `head` (and `body`) on a new connection and returns the open stream.
 async fn send(addr: SocketAddr, head: &str, body: &[u8]) -> TcpStream {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    stream
+    raw::send(addr, head, body).await.unwrap()
 }
 
 /// Reads one whole response (the server closes or sends Content-Length).
 async fn answer(stream: &mut TcpStream) -> Answer {
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = tokio::time::timeout(HANG_GUARD, stream.read(&mut buf))
-            .await
-            .expect("an answer")
-            .unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        raw.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&raw);
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length = head
-                .to_ascii_lowercase()
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("content-length:")
-                        .map(|v| v.trim().to_owned())
-                })
-                .and_then(|v| v.parse::<usize>().ok());
-            if length.is_some_and(|length| body.len() >= length) {
-                break;
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    Answer {
-        status: head
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0),
-        head: head.to_ascii_lowercase(),
-        body: body.to_owned(),
-    }
+    tokio::time::timeout(HANG_GUARD, raw::read_answer(stream))
+        .await
+        .expect("an answer")
 }
 
 fn assert_status(answer: &Answer, code: u16, reason: &str) {
@@ -276,19 +227,11 @@ fn watch_head(path: &str, token: Option<&str>) -> String {
 /// Opens a watch and reads its response head; returns the stream and the status.
 async fn open_watch(addr: SocketAddr, path: &str, token: Option<&str>) -> (TcpStream, u16) {
     let mut stream = send(addr, &watch_head(path, token), b"").await;
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        let n = tokio::time::timeout(HANG_GUARD, stream.read(&mut byte))
-            .await
-            .expect("a response head")
-            .unwrap();
-        assert_eq!(n, 1, "the server closed the watch");
-        head.push(byte[0]);
-    }
-    let text = String::from_utf8_lossy(&head);
-    let status = text.split(' ').nth(1).unwrap().parse().unwrap();
-    (stream, status)
+    let head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+        .await
+        .expect("a response head")
+        .expect("the server closed the watch");
+    (stream, raw::status_of(&head))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1092,7 +1092,7 @@ impl<'a> World<'a> {
                 match self.store.slot_of_key(event.key()) {
                     Some(slot) => conn.check.event(&self.store, rv, slot, *event_type),
                     None => Some(Violation {
-                        guarantee: "Unique",
+                        guarantee: watchkeeper_core::Guarantee::Unique,
                         message: format!("unknown key {}", event.key()),
                     }),
                 }
@@ -1105,7 +1105,7 @@ impl<'a> World<'a> {
                 match self.store.slot_of_key(object.key()) {
                     Some(slot) => conn.check.initial_object(object.resource_version(), slot),
                     None => Some(Violation {
-                        guarantee: "Initial",
+                        guarantee: watchkeeper_core::Guarantee::InitialState,
                         message: format!("unknown key {}", object.key()),
                     }),
                 }
@@ -1143,7 +1143,7 @@ impl<'a> World<'a> {
                 group: self.groups[client.group as usize].spec.name.clone(),
                 watcher: c,
                 connection: client.connections,
-                guarantee: v.guarantee.to_owned(),
+                guarantee: v.guarantee.to_string(),
                 message: v.message,
                 safety,
             });
@@ -1312,7 +1312,7 @@ impl<'a> World<'a> {
                 liveness.push((
                     c as u32,
                     Violation {
-                        guarantee: "Reliable",
+                        guarantee: watchkeeper_core::Guarantee::Reliable,
                         message: "the initial state or start was never completed".to_owned(),
                     },
                 ));
@@ -1323,7 +1323,7 @@ impl<'a> World<'a> {
                 liveness.push((
                     c as u32,
                     Violation {
-                        guarantee: "Reliable",
+                        guarantee: watchkeeper_core::Guarantee::Reliable,
                         message: format!(
                             "{remaining} selected events never arrived (state {:?})",
                             conn.watch.state()

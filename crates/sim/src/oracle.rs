@@ -1,16 +1,16 @@
 //! The correctness oracle: every connection's received sequence is checked, as it is taken,
 //! against the write log filtered by the watcher's selection.
 //!
-//! The guarantees are named as etcd's robustness tests name them:
+//! The guarantees are named with the core's [`Guarantee`] vocabulary:
 //! - **Ordered**: resource versions never go backwards (events and bookmarks).
 //! - **Unique**: no event is received twice on a connection.
 //! - **Reliable**: no selected event is skipped between the connection's start and the last
 //!   item received; and (liveness phase) a never-terminated connection that can read ends up
 //!   with every selected event.
 //! - **Bookmarkable**: a bookmark at `rv` comes only after every selected event `<= rv`.
-//! - **Typed**: each event carries the type its selection implies (ADDED on entering,
+//! - **Selection**: each event carries the type its selection implies (ADDED on entering,
 //!   DELETED on leaving, MODIFIED otherwise).
-//! - **Initial**: a streaming list delivers exactly the selected objects at the revision of
+//! - **Initial state**: a streaming list delivers exactly the selected objects at the revision of
 //!   its initial-events-end bookmark, each once, at the right version.
 //!
 //! One cursor per connection walks the index of the write log that covers its scope (by
@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use watchkeeper_core::{EventType, LabelSelector, Revision};
+use watchkeeper_core::{EventType, Guarantee, LabelSelector, Revision};
 
 use crate::model::{Attrs, LogEntry, Store};
 
@@ -95,7 +95,7 @@ fn entry_at<'a>(sel: &Selection, store: &'a Store, i: usize) -> &'a LogEntry {
 /// One violation of a guarantee.
 #[derive(Clone, Debug)]
 pub(crate) struct Violation {
-    pub(crate) guarantee: &'static str,
+    pub(crate) guarantee: Guarantee,
     pub(crate) message: String,
 }
 
@@ -159,7 +159,7 @@ impl ConnCheck {
         self.initial.is_some()
     }
 
-    fn fail(&mut self, guarantee: &'static str, message: String) -> Option<Violation> {
+    fn fail(&mut self, guarantee: Guarantee, message: String) -> Option<Violation> {
         self.broken = true;
         Some(Violation { guarantee, message })
     }
@@ -178,19 +178,19 @@ impl ConnCheck {
         self.events += 1;
         if rv < self.last_rv {
             return self.fail(
-                "Ordered",
+                Guarantee::Ordered,
                 format!("event at {rv} after resource version {}", self.last_rv),
             );
         }
         if self.initial.is_some() {
             return self.fail(
-                "Initial",
+                Guarantee::InitialState,
                 format!("event at {rv} before the initial-events-end bookmark"),
             );
         }
         if !self.started {
             return self.fail(
-                "Reliable",
+                Guarantee::Reliable,
                 format!("event at {rv} before the start was known"),
             );
         }
@@ -206,7 +206,7 @@ impl ConnCheck {
                 self.cursor += 1;
                 if expected_type != event_type {
                     return self.fail(
-                        "Typed",
+                        Guarantee::Selection,
                         format!(
                             "event at {rv} on slot {slot} is {} but the selection implies {}",
                             event_type.as_str(),
@@ -218,7 +218,7 @@ impl ConnCheck {
             }
             if entry.rv <= rv {
                 return self.fail(
-                    "Reliable",
+                    Guarantee::Reliable,
                     format!(
                         "missed the event at {} on slot {} before receiving {rv} on slot {slot}",
                         entry.rv, entry.slot
@@ -226,7 +226,7 @@ impl ConnCheck {
                 );
             }
             return self.fail(
-                "Unique",
+                Guarantee::Unique,
                 format!(
                     "received {rv} on slot {slot}, which is not the next selected event (that is {} on slot {}); duplicate or invented",
                     entry.rv, entry.slot
@@ -234,7 +234,7 @@ impl ConnCheck {
             );
         }
         self.fail(
-            "Unique",
+            Guarantee::Unique,
             format!(
                 "received {rv} on slot {slot} but no selected event is left: duplicate or invented"
             ),
@@ -252,7 +252,7 @@ impl ConnCheck {
                 None
             }
             None => self.fail(
-                "Initial",
+                Guarantee::InitialState,
                 format!("initial object (slot {slot}) outside the initial phase"),
             ),
         }
@@ -270,18 +270,21 @@ impl ConnCheck {
         }
         if rv < self.last_rv {
             return self.fail(
-                "Bookmarkable",
+                Guarantee::Bookmarkable,
                 format!("bookmark at {rv} after resource version {}", self.last_rv),
             );
         }
         if initial_events_end {
             let Some(mut objects) = self.initial.take() else {
-                return self.fail("Initial", format!("second initial-events-end at {rv}"));
+                return self.fail(
+                    Guarantee::InitialState,
+                    format!("second initial-events-end at {rv}"),
+                );
             };
             objects.sort_unstable();
             if objects.windows(2).any(|w| w[0].0 == w[1].0) {
                 return self.fail(
-                    "Unique",
+                    Guarantee::Unique,
                     format!("an initial object was sent twice (end at {rv})"),
                 );
             }
@@ -290,7 +293,7 @@ impl ConnCheck {
                     Some(a) if a.rv == object_rv && self.selects(store, slot, a) => {}
                     _ => {
                         return self.fail(
-                            "Initial",
+                            Guarantee::InitialState,
                             format!("initial object slot {slot} at {object_rv} is not the selected version at {rv}"),
                         );
                     }
@@ -305,7 +308,7 @@ impl ConnCheck {
                 .count();
             if expected != objects.len() {
                 return self.fail(
-                    "Initial",
+                    Guarantee::InitialState,
                     format!(
                         "initial state at {rv} had {} objects, the store had {expected} selected",
                         objects.len()
@@ -331,7 +334,7 @@ impl ConnCheck {
             }
             if self.sel.event_type(entry).is_some() {
                 return self.fail(
-                    "Bookmarkable",
+                    Guarantee::Bookmarkable,
                     format!("bookmark at {rv} before the selected event at {}", entry.rv),
                 );
             }

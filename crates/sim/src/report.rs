@@ -38,7 +38,8 @@ pub struct ViolationRecord {
     pub watcher: u32,
     /// Its connection number.
     pub connection: u32,
-    /// Ordered, Unique, Reliable, Bookmarkable, Typed or Initial.
+    /// Ordered, Unique, Reliable, Bookmarkable, Selection or Initial state (the core's
+    /// `Guarantee` names).
     pub guarantee: String,
     /// What happened.
     pub message: String,
@@ -758,7 +759,7 @@ impl Report {
         if violations.is_empty() {
             let _ = writeln!(
                 md,
-                "Every connection was checked as it read: Ordered, Unique, Reliable (no gap), Bookmarkable, Typed and Initial held, and every never-terminated connection that could read was complete at the end."
+                "Every connection was checked as it read: Ordered, Unique, Reliable (no gap), Bookmarkable, Selection and Initial state held, and every never-terminated connection that could read was complete at the end."
             );
         } else {
             for v in violations.iter().take(20) {

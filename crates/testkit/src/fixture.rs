@@ -1,0 +1,50 @@
+//! Fixtures: a server on a free loopback port and the objects tests write.
+//!
+//! Guarantees: [`start_server`] returns only a server whose caches have loaded their first list
+//! (so no request gets the not-ready 429), or an error; it waits for that under a hang guard,
+//! never a pause.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use watchkeeper::Server;
+use watchkeeper::config::{ServeArgs, ServeConfig};
+
+/// How long [`start_server`] waits for the caches' first list: exceeding it is a bug, not
+/// slowness.
+pub const READY_GUARD: Duration = Duration::from_secs(60);
+
+/// `args` on a free loopback port (`127.0.0.1:0`, whatever `args.listen` says), with the
+/// memory store unless `args` name one.
+#[must_use]
+pub fn loopback(args: ServeArgs) -> ServeArgs {
+    ServeArgs {
+        listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        store: args.store.or(Some("memory".to_owned())),
+        ..args
+    }
+}
+
+/// Starts a server with `args` as given and waits until it is ready.
+///
+/// # Errors
+/// The configuration is refused, the server cannot start, or it is not ready within
+/// [`READY_GUARD`].
+pub async fn start_server(args: ServeArgs) -> Result<Server, String> {
+    let server = watchkeeper::start(ServeConfig::from_args(args)?).await?;
+    tokio::time::timeout(READY_GUARD, server.ready())
+        .await
+        .map_err(|_| "server not ready in time".to_owned())?;
+    Ok(server)
+}
+
+/// A ConfigMap named `name` labelled `app=test`, with `payload` bytes of data.
+#[must_use]
+pub fn configmap(name: &str, payload: usize) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"app": "test"}},
+        "data": {"payload": "x".repeat(payload)}
+    })
+}
