@@ -12,8 +12,7 @@ use common::*;
 use proptest::prelude::*;
 use watchkeeper_core::{
     CacheConfig, CandidateOrder, CatchUpDesign, Change, EventType, FieldSelector, Guarantee,
-    LabelSelector,
-    Revision, Watch, WatchEnd, WatchRequest, WatchStart, object_key,
+    LabelSelector, Revision, Watch, WatchEnd, WatchRequest, WatchStart, object_key,
 };
 
 /// The reference's view of an object.
