@@ -3,7 +3,7 @@
 //! [`Instant`]. (The simulator drives the same core single-threaded on a virtual clock.)
 //!
 //! The dispatcher runs on its own OS thread rather than as a tokio task: under saturation a
-//! task competes with connection tasks and falls behind (research/performance-references.md).
+//! task competes with connection tasks and falls behind.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
