@@ -221,7 +221,12 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             trigger_field: def.trigger_field.clone(),
             ..config.cache.clone()
         };
-        let driver = CacheDriver::start(&crate::cache::name_of(def), cache_config, clock)?;
+        let driver = CacheDriver::start_with(
+            &crate::cache::name_of(def),
+            cache_config,
+            clock,
+            config.driver,
+        )?;
         feeds.push(Feed {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),

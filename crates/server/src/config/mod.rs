@@ -172,6 +172,12 @@ pub struct ServeArgs {
     /// The reflector's longest retry back-off in milliseconds [default: 5000].
     #[arg(long)]
     pub reflector_backoff_max_ms: Option<u64>,
+    /// Longest wait of a cache's dispatcher thread for input, in milliseconds [default: 1000].
+    #[arg(long)]
+    pub driver_dispatcher_idle_ms: Option<u64>,
+    /// Longest park of a cache's catch-up worker thread, in milliseconds [default: 100].
+    #[arg(long)]
+    pub driver_worker_idle_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -226,7 +232,9 @@ impl ServeArgs {
             watch_chunk_items,
             reflector_list_page_size,
             reflector_backoff_initial_ms,
-            reflector_backoff_max_ms
+            reflector_backoff_max_ms,
+            driver_dispatcher_idle_ms,
+            driver_worker_idle_ms
         )
     }
 }
@@ -258,6 +266,8 @@ pub struct ServeConfig {
     pub watch_chunk_items: usize,
     /// The reflector's tunables.
     pub reflector: ReflectorConfig,
+    /// The cache threads' waits (`--driver-*-ms`).
+    pub driver: crate::cache::DriverWaits,
     /// fsync every embedded commit.
     pub durable_commits: bool,
     /// `--token-auth-file`.
@@ -283,6 +293,10 @@ pub mod defaults {
     pub const REFLECTOR_BACKOFF_INITIAL_MS: u64 = 100;
     /// `--reflector-backoff-max-ms`.
     pub const REFLECTOR_BACKOFF_MAX_MS: u64 = 5000;
+    /// `--driver-dispatcher-idle-ms`.
+    pub const DRIVER_DISPATCHER_IDLE_MS: u64 = 1000;
+    /// `--driver-worker-idle-ms`.
+    pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
 }
 
 /// The reflector's tunables (`--reflector-*`).
@@ -496,6 +510,29 @@ impl ServeConfig {
             ));
         }
         let reflector = ReflectorConfig::from_args(&args)?;
+        let idle = |value: Option<u64>, default: u64, flag: &str| {
+            let ms = value.unwrap_or(default);
+            if (1..=60_000).contains(&ms) {
+                Ok(Duration::from_millis(ms))
+            } else {
+                Err(format!(
+                    "{flag} {ms}: must be between 1 and 60000 milliseconds"
+                ))
+            }
+        };
+        let driver = crate::cache::DriverWaits {
+            dispatcher_idle: idle(
+                args.driver_dispatcher_idle_ms,
+                defaults::DRIVER_DISPATCHER_IDLE_MS,
+                "--driver-dispatcher-idle-ms",
+            )?,
+            worker_idle: idle(
+                args.driver_worker_idle_ms,
+                defaults::DRIVER_WORKER_IDLE_MS,
+                "--driver-worker-idle-ms",
+            )?,
+            ..crate::cache::DriverWaits::default()
+        };
         cache.fresh_wait_max = fresh_wait;
         cache.validate().map_err(|e| e.to_string())?;
         let prefix = args.etcd_prefix.unwrap_or_else(|| "/registry".to_owned());
@@ -530,6 +567,7 @@ impl ServeConfig {
             fresh_wait,
             watch_chunk_items,
             reflector,
+            driver,
             durable_commits: args.durable_commits.unwrap_or(true),
             token_auth_file: args.token_auth_file,
             authorization_policy_file: args.authorization_policy_file,
@@ -619,6 +657,11 @@ mod tests {
                 "reflector-backoff-max-ms",
                 millis(config.reflector.backoff_max),
             ),
+            (
+                "driver-dispatcher-idle-ms",
+                millis(config.driver.dispatcher_idle),
+            ),
+            ("driver-worker-idle-ms", millis(config.driver.worker_idle)),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");
