@@ -903,7 +903,7 @@ pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
     table.note("Server in the bench process (memory store, 2-worker runtime); watch clients and the writer (16 keep-alive connections sending merge-PATCHes of 100 ~1 KiB ConfigMaps at their due times, so up to 16 writes in flight) in a child process, so the bench process's utime+stime delta (/proc/self/stat, from all watches open to the last delivery) is the server's CPU, store and reflector included; the child competes for the same 2 cores.");
     table.note("Events delivered/s: deliveries counted by the clients divided by the time from the first write to the last delivery (so it is bounded by N × writes/s). RSS per watch: the server process's RSS growth while the child opened its watches, divided by N.");
     table.note(format!("Cap: a run asks for at most {max_deliveries:.0} deliveries, so configurations above 1 M deliveries/s write for less than {secs} s (column \"s of writes\"); events delivered/s is what the clients measured, whatever was asked. Writes/s achieved: successful writes over the writers' time. Watcher stalls: the core's synced → unsynced transitions (queues full because delivery fell behind the writes; those watchers were served by catch-up passes)."));
-    table.note(format!("Reference: the bare hyper pipe of research/performance-references.md (1 KiB pre-encoded events). RLIMIT_NOFILE here: {fd_limit}."));
+    table.note(format!("Reference: a bare hyper pipe (1 KiB pre-encoded events, no cache). RLIMIT_NOFILE here: {fd_limit}."));
     Ok(vec![table])
 }
 

@@ -162,15 +162,6 @@ async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), String>
     Ok(())
 }
 
-/// The reflector's back-off.
-const REFLECTOR_BACKOFF: Backoff = Backoff {
-    initial: std::time::Duration::from_millis(100),
-    max: std::time::Duration::from_secs(5),
-};
-
-/// Objects per page of the store reflector's list.
-const STORE_LIST_PAGE: usize = 1000;
-
 /// Starts a server: opens the source, starts one cache per resource and the reflector, and
 /// listens. Returns once it accepts connections (the caches load in the background; requests
 /// get 429 until they are ready).
@@ -188,6 +179,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
     let counters = Arc::new(PathCounters::default());
+    let backoff = Backoff {
+        initial: config.reflector.backoff_initial,
+        max: config.reflector.backoff_max,
+    };
     let status = Arc::new(ReflectorStatus::default());
     let fresh = Freshness {
         wait: config.fresh_wait,
@@ -199,7 +194,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         Some(upstream) => {
             let upstream = UpstreamSource::connect(upstream, config.fresh_wait).await?;
             let defs = upstream.defs.clone();
-            (Source::upstream(upstream, fresh, REFLECTOR_BACKOFF), defs)
+            (Source::upstream(upstream, fresh, backoff), defs)
         }
         None => {
             let store = open_store(&config).await?;
@@ -207,13 +202,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             let store = StoreSource::new(
                 store,
                 &config.prefix,
-                STORE_LIST_PAGE,
+                config.reflector.list_page_size,
                 config.consistent_get_from_cache,
                 counters.clone(),
                 status.clone(),
             );
             (
-                Source::store(store, fresh, REFLECTOR_BACKOFF),
+                Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
             )
         }
@@ -226,7 +221,12 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             trigger_field: def.trigger_field.clone(),
             ..config.cache.clone()
         };
-        let driver = CacheDriver::start(&crate::cache::name_of(def), cache_config, clock)?;
+        let driver = CacheDriver::start_with(
+            &crate::cache::name_of(def),
+            cache_config,
+            clock,
+            config.driver,
+        )?;
         feeds.push(Feed {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),

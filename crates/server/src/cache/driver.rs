@@ -3,7 +3,7 @@
 //! [`Instant`]. (The simulator drives the same core single-threaded on a virtual clock.)
 //!
 //! The dispatcher runs on its own OS thread rather than as a tokio task: under saturation a
-//! task competes with connection tasks and falls behind (research/performance-references.md).
+//! task competes with connection tasks and falls behind.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +50,29 @@ impl Default for Clock {
     }
 }
 
+/// How long the threads sleep when nothing wakes them (`--driver-*-ms`): bounds on how late
+/// a timer-driven step (a deadline, a bookmark, a catch-up pass) can run after its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverWaits {
+    /// The dispatcher's longest wait for input [default: 1 s].
+    pub dispatcher_idle: Duration,
+    /// The dispatcher's poll for room while a legacy-mode revision is blocked on full queues
+    /// [default: 1 ms].
+    pub blocked_poll: Duration,
+    /// The catch-up worker's longest park [default: 100 ms].
+    pub worker_idle: Duration,
+}
+
+impl Default for DriverWaits {
+    fn default() -> DriverWaits {
+        DriverWaits {
+            dispatcher_idle: Duration::from_secs(1),
+            blocked_poll: Duration::from_millis(1),
+            worker_idle: Duration::from_millis(100),
+        }
+    }
+}
+
 /// Input to a dispatcher thread.
 #[derive(Debug)]
 pub enum Input {
@@ -82,6 +105,19 @@ impl CacheDriver {
     /// # Errors
     /// The configuration is invalid or a thread could not start.
     pub fn start(name: &str, config: CacheConfig, clock: Clock) -> Result<CacheDriver, String> {
+        CacheDriver::start_with(name, config, clock, DriverWaits::default())
+    }
+
+    /// [`CacheDriver::start`] with the threads' waits.
+    ///
+    /// # Errors
+    /// The configuration is invalid or a thread could not start.
+    pub fn start_with(
+        name: &str,
+        config: CacheConfig,
+        clock: Clock,
+        waits: DriverWaits,
+    ) -> Result<CacheDriver, String> {
         let (cache, dispatcher, worker) =
             WatchCache::new(config, 0, Vec::new()).map_err(|e| e.to_string())?;
         let (input, receiver) = std::sync::mpsc::channel();
@@ -99,12 +135,12 @@ impl CacheDriver {
         }));
         let dispatcher_handle = std::thread::Builder::new()
             .name(format!("dispatch-{name}"))
-            .spawn(move || run_dispatcher(dispatcher, &receiver, clock))
+            .spawn(move || run_dispatcher(dispatcher, &receiver, clock, waits))
             .map_err(|e| format!("cannot start the dispatcher thread: {e}"))?;
         let worker_stop = stop.clone();
         let worker_handle = std::thread::Builder::new()
             .name(format!("catchup-{name}"))
-            .spawn(move || run_worker(worker, &worker_stop, clock))
+            .spawn(move || run_worker(worker, &worker_stop, clock, waits))
             .map_err(|e| format!("cannot start the catch-up thread: {e}"))?;
         let _ = worker_thread.set(worker_handle.thread().clone());
         Ok(CacheDriver {
@@ -141,17 +177,22 @@ impl Drop for CacheDriver {
     }
 }
 
-fn run_dispatcher(mut dispatcher: Dispatcher, receiver: &Receiver<Input>, clock: Clock) {
+fn run_dispatcher(
+    mut dispatcher: Dispatcher,
+    receiver: &Receiver<Input>,
+    clock: Clock,
+    waits: DriverWaits,
+) {
     // Inputs held while a legacy-mode revision is blocked on full queues.
     let mut held: VecDeque<Input> = VecDeque::new();
     loop {
         let mut timeout = dispatcher
             .poll_timeout()
-            .map_or(Duration::from_secs(1), |at| clock.until(at))
-            .min(Duration::from_secs(1));
+            .map_or(waits.dispatcher_idle, |at| clock.until(at))
+            .min(waits.dispatcher_idle);
         if dispatcher.is_blocked() {
             // Legacy mode waits on consumers; poll for room often.
-            timeout = timeout.min(Duration::from_millis(1));
+            timeout = timeout.min(waits.blocked_poll);
         }
         let input = if !dispatcher.is_blocked() && !held.is_empty() {
             held.pop_front()
@@ -189,7 +230,7 @@ fn run_dispatcher(mut dispatcher: Dispatcher, receiver: &Receiver<Input>, clock:
     }
 }
 
-fn run_worker(mut worker: CatchUpWorker, stop: &AtomicBool, clock: Clock) {
+fn run_worker(mut worker: CatchUpWorker, stop: &AtomicBool, clock: Clock, waits: DriverWaits) {
     while !stop.load(Ordering::Acquire) {
         let now = clock.now();
         match worker.poll_timeout() {
@@ -198,8 +239,8 @@ fn run_worker(mut worker: CatchUpWorker, stop: &AtomicBool, clock: Clock) {
                 let _ = worker.run_pass(now);
                 worker.record_pass_duration(started.elapsed());
             }
-            Some(at) => std::thread::park_timeout(clock.until(at).min(Duration::from_millis(100))),
-            None => std::thread::park_timeout(Duration::from_millis(100)),
+            Some(at) => std::thread::park_timeout(clock.until(at).min(waits.worker_idle)),
+            None => std::thread::park_timeout(waits.worker_idle),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 pub mod driver;
 
-pub use driver::{CacheDriver, Clock, Input};
+pub use driver::{CacheDriver, Clock, DriverWaits, Input};
 
 use watchkeeper_api::ResourceDef;
 use watchkeeper_core::WatchCache;

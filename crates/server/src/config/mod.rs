@@ -160,6 +160,24 @@ pub struct ServeArgs {
     /// unfinished (its client does not read) is closed [default: 5].
     #[arg(long)]
     pub watch_release_grace_seconds: Option<u64>,
+    /// Watch events encoded per body chunk at most [default: 64].
+    #[arg(long)]
+    pub watch_chunk_items: Option<usize>,
+    /// Objects per page of the reflector's store list [default: 1000].
+    #[arg(long)]
+    pub reflector_list_page_size: Option<usize>,
+    /// The reflector's first retry back-off in milliseconds (doubling, with jitter) [default: 100].
+    #[arg(long)]
+    pub reflector_backoff_initial_ms: Option<u64>,
+    /// The reflector's longest retry back-off in milliseconds [default: 5000].
+    #[arg(long)]
+    pub reflector_backoff_max_ms: Option<u64>,
+    /// Longest wait of a cache's dispatcher thread for input, in milliseconds [default: 1000].
+    #[arg(long)]
+    pub driver_dispatcher_idle_ms: Option<u64>,
+    /// Longest park of a cache's catch-up worker thread, in milliseconds [default: 100].
+    #[arg(long)]
+    pub driver_worker_idle_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -210,7 +228,13 @@ impl ServeArgs {
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
-            watch_release_grace_seconds
+            watch_release_grace_seconds,
+            watch_chunk_items,
+            reflector_list_page_size,
+            reflector_backoff_initial_ms,
+            reflector_backoff_max_ms,
+            driver_dispatcher_idle_ms,
+            driver_worker_idle_ms
         )
     }
 }
@@ -238,6 +262,12 @@ pub struct ServeConfig {
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
     pub fresh_wait: Duration,
+    /// `--watch-chunk-items`: watch events encoded per body chunk at most.
+    pub watch_chunk_items: usize,
+    /// The reflector's tunables.
+    pub reflector: ReflectorConfig,
+    /// The cache threads' waits (`--driver-*-ms`).
+    pub driver: crate::cache::DriverWaits,
     /// fsync every embedded commit.
     pub durable_commits: bool,
     /// `--token-auth-file`.
@@ -250,6 +280,64 @@ pub struct ServeConfig {
     pub tls: TlsConfig,
     /// Request limits (see [`LimitsConfig`]).
     pub limits: LimitsConfig,
+}
+
+/// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
+/// (checked by the config tests).
+pub mod defaults {
+    /// `--watch-chunk-items`.
+    pub const WATCH_CHUNK_ITEMS: usize = 64;
+    /// `--reflector-list-page-size`.
+    pub const REFLECTOR_LIST_PAGE_SIZE: usize = 1000;
+    /// `--reflector-backoff-initial-ms`.
+    pub const REFLECTOR_BACKOFF_INITIAL_MS: u64 = 100;
+    /// `--reflector-backoff-max-ms`.
+    pub const REFLECTOR_BACKOFF_MAX_MS: u64 = 5000;
+    /// `--driver-dispatcher-idle-ms`.
+    pub const DRIVER_DISPATCHER_IDLE_MS: u64 = 1000;
+    /// `--driver-worker-idle-ms`.
+    pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
+}
+
+/// The reflector's tunables (`--reflector-*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReflectorConfig {
+    /// Objects per page of the store list.
+    pub list_page_size: usize,
+    /// The first retry back-off (doubling, with jitter).
+    pub backoff_initial: Duration,
+    /// The longest retry back-off.
+    pub backoff_max: Duration,
+}
+
+impl ReflectorConfig {
+    /// Validates the reflector flags.
+    fn from_args(args: &ServeArgs) -> Result<ReflectorConfig, String> {
+        let list_page_size = args
+            .reflector_list_page_size
+            .unwrap_or(defaults::REFLECTOR_LIST_PAGE_SIZE);
+        if !(1..=100_000).contains(&list_page_size) {
+            return Err(format!(
+                "--reflector-list-page-size {list_page_size}: must be between 1 and 100000 objects"
+            ));
+        }
+        let initial = args
+            .reflector_backoff_initial_ms
+            .unwrap_or(defaults::REFLECTOR_BACKOFF_INITIAL_MS);
+        let max = args
+            .reflector_backoff_max_ms
+            .unwrap_or(defaults::REFLECTOR_BACKOFF_MAX_MS);
+        if initial == 0 || initial > max || max > 600_000 {
+            return Err(format!(
+                "--reflector-backoff-initial-ms {initial} and --reflector-backoff-max-ms {max}: need 0 < initial <= max <= 600000 milliseconds"
+            ));
+        }
+        Ok(ReflectorConfig {
+            list_page_size,
+            backoff_initial: Duration::from_millis(initial),
+            backoff_max: Duration::from_millis(max),
+        })
+    }
 }
 
 /// The upstream of caching-proxy mode (see the `upstream` module).
@@ -413,6 +501,38 @@ impl ServeConfig {
             cache.initial_no_progress_timeout = Duration::from_secs(v);
         }
         let fresh_wait = Duration::from_millis(args.fresh_wait_ms.unwrap_or(3000));
+        let watch_chunk_items = args
+            .watch_chunk_items
+            .unwrap_or(defaults::WATCH_CHUNK_ITEMS);
+        if !(1..=10_000).contains(&watch_chunk_items) {
+            return Err(format!(
+                "--watch-chunk-items {watch_chunk_items}: must be between 1 and 10000"
+            ));
+        }
+        let reflector = ReflectorConfig::from_args(&args)?;
+        let idle = |value: Option<u64>, default: u64, flag: &str| {
+            let ms = value.unwrap_or(default);
+            if (1..=60_000).contains(&ms) {
+                Ok(Duration::from_millis(ms))
+            } else {
+                Err(format!(
+                    "{flag} {ms}: must be between 1 and 60000 milliseconds"
+                ))
+            }
+        };
+        let driver = crate::cache::DriverWaits {
+            dispatcher_idle: idle(
+                args.driver_dispatcher_idle_ms,
+                defaults::DRIVER_DISPATCHER_IDLE_MS,
+                "--driver-dispatcher-idle-ms",
+            )?,
+            worker_idle: idle(
+                args.driver_worker_idle_ms,
+                defaults::DRIVER_WORKER_IDLE_MS,
+                "--driver-worker-idle-ms",
+            )?,
+            ..crate::cache::DriverWaits::default()
+        };
         cache.fresh_wait_max = fresh_wait;
         cache.validate().map_err(|e| e.to_string())?;
         let prefix = args.etcd_prefix.unwrap_or_else(|| "/registry".to_owned());
@@ -445,6 +565,9 @@ impl ServeConfig {
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
             min_request_timeout,
             fresh_wait,
+            watch_chunk_items,
+            reflector,
+            driver,
             durable_commits: args.durable_commits.unwrap_or(true),
             token_auth_file: args.token_auth_file,
             authorization_policy_file: args.authorization_policy_file,
@@ -458,6 +581,128 @@ impl ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default of `flag` as the README's tables and `serve --help` state it.
+    fn documented_defaults(flag: &str) -> (Option<String>, Option<String>) {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"));
+        let cell = readme
+            .lines()
+            .find(|line| line.starts_with(&format!("| `--{flag}`")))
+            .and_then(|line| line.split('|').nth(2))
+            .and_then(|cell| cell.split_whitespace().next())
+            .map(str::to_owned);
+        let command = <ServeArgs as clap::Args>::augment_args(clap::Command::new("serve"));
+        let help = command
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(flag))
+            .and_then(|arg| arg.get_help().map(ToString::to_string))
+            .and_then(|help| {
+                let (_, rest) = help.split_once("[default: ")?;
+                Some(rest.split(']').next()?.to_owned())
+            });
+        (cell, help)
+    }
+
+    #[test]
+    fn readme_and_help_state_the_config_defaults() {
+        let config = ServeConfig::from_args(ServeArgs::default()).unwrap();
+        let limits = &config.limits;
+        let secs = |d: Duration| d.as_secs().to_string();
+        let millis = |d: Duration| d.as_millis().to_string();
+        for (flag, value) in [
+            (
+                "max-request-body-bytes",
+                limits.request_body_bytes_max.to_string(),
+            ),
+            ("max-header-bytes", limits.header_bytes_max.to_string()),
+            (
+                "request-read-timeout-seconds",
+                secs(limits.request_read_timeout),
+            ),
+            (
+                "max-requests-inflight",
+                limits.requests_inflight_max.to_string(),
+            ),
+            (
+                "max-mutating-requests-inflight",
+                limits.mutating_requests_inflight_max.to_string(),
+            ),
+            ("max-watches", limits.watches_max.to_string()),
+            (
+                "max-watches-per-user",
+                limits.watches_per_user_max.to_string(),
+            ),
+            (
+                "max-watches-per-connection",
+                limits.watches_per_connection_max.to_string(),
+            ),
+            (
+                "watch-release-grace-seconds",
+                secs(limits.watch_release_grace),
+            ),
+            (
+                "tls-handshake-timeout-seconds",
+                secs(config.tls.handshake_timeout),
+            ),
+            ("watch-chunk-items", config.watch_chunk_items.to_string()),
+            (
+                "reflector-list-page-size",
+                config.reflector.list_page_size.to_string(),
+            ),
+            (
+                "reflector-backoff-initial-ms",
+                millis(config.reflector.backoff_initial),
+            ),
+            (
+                "reflector-backoff-max-ms",
+                millis(config.reflector.backoff_max),
+            ),
+            (
+                "driver-dispatcher-idle-ms",
+                millis(config.driver.dispatcher_idle),
+            ),
+            ("driver-worker-idle-ms", millis(config.driver.worker_idle)),
+        ] {
+            let (readme, help) = documented_defaults(flag);
+            assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");
+            assert_eq!(
+                help.as_deref(),
+                Some(value.as_str()),
+                "serve --help, --{flag}"
+            );
+        }
+    }
+
+    #[test]
+    fn tunables_are_validated() {
+        for (args, flag) in [
+            (
+                ServeArgs {
+                    watch_chunk_items: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--watch-chunk-items",
+            ),
+            (
+                ServeArgs {
+                    reflector_list_page_size: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--reflector-list-page-size",
+            ),
+            (
+                ServeArgs {
+                    reflector_backoff_initial_ms: Some(10_000),
+                    reflector_backoff_max_ms: Some(100),
+                    ..ServeArgs::default()
+                },
+                "--reflector-backoff-initial-ms",
+            ),
+        ] {
+            let error = ServeConfig::from_args(args).unwrap_err();
+            assert!(error.contains(flag), "{error}");
+        }
+    }
 
     #[test]
     fn defaults_and_flags_over_file() {

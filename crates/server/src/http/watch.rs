@@ -2,7 +2,8 @@
 //! body that pulls from its queue.
 //!
 //! ## Under back-pressure
-//! The response body pulls from the watcher's queue, up to 64 items per chunk. When the socket or the HTTP/2 window is full, hyper stops polling the body, the
+//! The response body pulls from the watcher's queue, up to `--watch-chunk-items` items per chunk
+//! (64 by default). When the socket or the HTTP/2 window is full, hyper stops polling the body, the
 //! queue fills, and the next push from the cache fails: the watcher goes unsynced and is
 //! caught up later on the same connection (stall-resume mode). It is never force-closed for
 //! that. Errors after the stream started are in-stream `ERROR` events carrying a Status with
@@ -28,9 +29,6 @@ use crate::operator::WatchInfo;
 use crate::request::ResourceRequest;
 use crate::respond::{now_unix, wants_table};
 use crate::source::read::too_large;
-
-/// Items encoded per body chunk at most.
-const WATCH_CHUNK_ITEMS: usize = 64;
 
 /// Maps Kubernetes' watch parameters onto the core's start: a watch without a resource
 /// version starts after the source's revision for watches ([`crate::source::Source::watch_revision`]).
@@ -107,7 +105,7 @@ pub async fn watch(
         queue: watch.queue().clone(),
         client: request.context.peer,
     });
-    let chunk = WATCH_CHUNK_ITEMS;
+    let chunk = app.config.watch_chunk_items;
     let stream = WatchStream {
         watch,
         app: app.clone(),

@@ -40,7 +40,7 @@ pub enum Events {
     /// A store watch.
     Store(StoreEvents),
     /// An upstream watch.
-    Upstream(UpstreamEvents),
+    Upstream(Box<UpstreamEvents>),
 }
 
 impl Lister {
@@ -58,7 +58,7 @@ impl Lister {
             Lister::Store(lister) => Ok((lister.list(feeds).await?, None)),
             Lister::Upstream(lister) => {
                 let (listed, events) = lister.list(first).await?;
-                Ok((listed, events.map(Events::Upstream)))
+                Ok((listed, events.map(|e| Events::Upstream(Box::new(e)))))
             }
         }
     }
@@ -66,7 +66,10 @@ impl Lister {
     async fn watch(&self, feeds: &[Feed], after: Revision) -> Result<Events, Stop> {
         match self {
             Lister::Store(lister) => lister.watch(feeds, after).await.map(Events::Store),
-            Lister::Upstream(lister) => lister.watch(after).await.map(Events::Upstream),
+            Lister::Upstream(lister) => lister
+                .watch(after)
+                .await
+                .map(|e| Events::Upstream(Box::new(e))),
         }
     }
 

@@ -18,6 +18,9 @@
 //! nothing is not written. Every write waits (at most the fresh wait) until the cache has its
 //! revision before answering, so a client reads its own writes at `resourceVersion=0` too.
 //! `dryRun` is refused with 400 (applying it would change the store).
+//!
+//! ## Errors
+//! Store errors map by variant to kube-apiserver's answers ([`store_error`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,8 +36,8 @@ use watchkeeper_api::{
 };
 use watchkeeper_core::{Change, Object, Revision, object_key};
 use watchkeeper_store::{
-    AnyStore, Compare, EventKind, KeySelector, KeyValue, RangeRequest, StartKey, Store, TxnOp,
-    TxnRequest, Watch, WatchItem,
+    AnyStore, BackendError, Compare, EventKind, KeySelector, KeyValue, RangeError, RangeRequest,
+    StartKey, Store, StoreError, TxnError, TxnOp, TxnRequest, Watch, WatchError, WatchItem,
 };
 
 use crate::cache::Resource;
@@ -62,14 +65,32 @@ pub struct StoreSource {
     status: Arc<ReflectorStatus>,
 }
 
-/// 503 for a store that cannot be written.
-fn store_write_error(error: impl std::fmt::Display) -> ApiError {
-    ApiError::service_unavailable(format!("cannot write to the store: {error}"))
-}
-
-/// 503 for a store that cannot be read.
-fn store_read_error(error: impl std::fmt::Display) -> ApiError {
-    ApiError::service_unavailable(format!("cannot read the store: {error}"))
+/// A store error as kube-apiserver answers it, by variant: the store unavailable 503
+/// ServiceUnavailable; a request the store refuses as too large (etcd's "request is too
+/// large") 413 RequestEntityTooLarge; anything else — a storage error (disk, corrupt data), an
+/// invalid transaction, a closed store — 500 InternalError. A compare that does not hold is
+/// not an error: the write paths answer it with 409 (AlreadyExists on create, Conflict on
+/// update and delete).
+#[must_use]
+pub fn store_error(error: impl Into<StoreError>) -> ApiError {
+    let error = error.into();
+    let backend = match &error {
+        StoreError::Range(RangeError::Backend(backend))
+        | StoreError::Txn(TxnError::Backend(backend))
+        | StoreError::Watch(WatchError::Backend(backend)) => Some(backend),
+        _ => None,
+    };
+    match backend {
+        Some(BackendError::Unavailable(message)) => {
+            ApiError::service_unavailable(format!("the store is unavailable: {message}"))
+        }
+        Some(BackendError::Storage(message)) if message.contains("request is too large") => {
+            ApiError::request_entity_too_large(format!(
+                "the store refused the request as too large: {message}"
+            ))
+        }
+        _ => ApiError::internal(format!("the store failed: {error}")),
+    }
 }
 
 impl StoreSource {
@@ -102,12 +123,9 @@ impl StoreSource {
     /// The store's current revision.
     ///
     /// # Errors
-    /// 503 when the store cannot be read.
+    /// As [`store_error`].
     pub async fn current_revision(&self) -> Result<Revision, ApiError> {
-        self.store
-            .current_revision()
-            .await
-            .map_err(store_read_error)
+        self.store.current_revision().await.map_err(store_error)
     }
 
     /// Whether consistent GETs read the store rather than the cache (`--consistent-get-from-cache=false`).
@@ -131,7 +149,7 @@ impl StoreSource {
             .store
             .get(Bytes::from(resource.store_key(namespace, name)))
             .await
-            .map_err(store_read_error)?
+            .map_err(store_error)?
             .ok_or_else(|| ApiError::not_found(&resource.def, name))?;
         self.counters
             .request_decodes
@@ -249,11 +267,7 @@ impl Writer<'_> {
     }
 
     async fn txn(&self, request: TxnRequest) -> Result<watchkeeper_store::TxnResponse, ApiError> {
-        self.source
-            .store
-            .txn(request)
-            .await
-            .map_err(store_write_error)
+        self.source.store.txn(request).await.map_err(store_error)
     }
 
     /// Checks that a namespace exists (and is not terminating) before a create in it.
@@ -923,5 +937,37 @@ impl StoreEvents {
             }
             None => Item::Stopped(Stop::Restart("the store watch ended".to_owned())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_map_by_variant() {
+        let unavailable = store_error(RangeError::Backend(BackendError::Unavailable(
+            "etcd: connection refused".to_owned(),
+        )));
+        assert_eq!(
+            (unavailable.code, unavailable.reason.as_str()),
+            (503, "ServiceUnavailable")
+        );
+        let storage = store_error(TxnError::Backend(BackendError::Storage(
+            "corrupt page".to_owned(),
+        )));
+        assert_eq!(
+            (storage.code, storage.reason.as_str()),
+            (500, "InternalError")
+        );
+        let too_large = store_error(TxnError::Backend(BackendError::Storage(
+            "etcd: etcdserver: request is too large".to_owned(),
+        )));
+        assert_eq!(
+            (too_large.code, too_large.reason.as_str()),
+            (413, "RequestEntityTooLarge")
+        );
+        let duplicate = store_error(TxnError::DuplicateKey(Bytes::from_static(b"/registry/x")));
+        assert_eq!(duplicate.code, 500);
     }
 }
