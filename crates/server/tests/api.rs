@@ -409,6 +409,42 @@ async fn malformed_requests_get_clear_statuses() {
             "{}".to_owned(),
             415,
         ),
+        // Media types a web page can send without a CORS preflight: 415, nothing stored.
+        (
+            "POST",
+            base.to_owned(),
+            "text/plain",
+            configmap("browser", 1).to_string(),
+            415,
+        ),
+        (
+            "POST",
+            base.to_owned(),
+            "application/x-www-form-urlencoded",
+            configmap("browser", 1).to_string(),
+            415,
+        ),
+        (
+            "POST",
+            base.to_owned(),
+            "multipart/form-data; boundary=x",
+            configmap("browser", 1).to_string(),
+            415,
+        ),
+        (
+            "PUT",
+            format!("{base}/browser"),
+            "text/plain;charset=utf-8",
+            configmap("browser", 1).to_string(),
+            415,
+        ),
+        (
+            "GET",
+            format!("{base}/browser"),
+            "application/json",
+            String::new(),
+            404,
+        ),
         (
             "PUT",
             base.to_owned(),

@@ -23,7 +23,7 @@ pub use state::App;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
 use serde_json::{Value, json};
@@ -43,12 +43,20 @@ pub const REQUEST_BODY_MAX: usize = crate::config::REQUEST_BODY_MAX;
 
 /// Bodies are JSON (or a JSON patch type), or Kubernetes protobuf (kubectl's generator
 /// commands send built-in kinds that way and never fall back to JSON), which the store source
-/// turns into JSON once the resource is known. CBOR gets 415.
-fn unsupported_body(headers: &HeaderMap) -> Option<ApiError> {
+/// turns into JSON once the resource is known. A create or update body in any other media type
+/// — `text/plain`, form and multipart types, which a web page can send without a CORS
+/// preflight, CBOR — gets kube-apiserver's 415 (`check_body_media_type`); patches are checked
+/// by their patch type; CBOR gets 415 everywhere.
+fn unsupported_body(method: &Method, headers: &HeaderMap) -> Option<ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/json");
+        .and_then(|v| v.to_str().ok());
+    if matches!(*method, Method::POST | Method::PUT)
+        && let Err(error) = watchkeeper_api::check_body_media_type(content_type)
+    {
+        return Some(error);
+    }
+    let content_type = content_type.unwrap_or("application/json");
     let media = content_type.split(';').next().unwrap_or_default().trim();
     if watchkeeper_api::is_protobuf_media_type(media) {
         return None;
@@ -83,7 +91,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         },
     };
     if !body.is_empty()
-        && let Some(error) = unsupported_body(&parts.headers)
+        && let Some(error) = unsupported_body(&parts.method, &parts.headers)
     {
         return error_response(&error);
     }
