@@ -315,7 +315,11 @@ pub fn validate_schema(data: &[u8]) {
         return;
     };
     let ctx = CreateContext {
-        namespace: if def.namespaced { Some("default") } else { None },
+        namespace: if def.namespaced {
+            Some("default")
+        } else {
+            None
+        },
         uid: "00000000-0000-0000-0000-000000000000".to_owned(),
         creation_timestamp: "2026-11-29T00:00:00Z".to_owned(),
         random_suffix: "bcd2f".to_owned(),
@@ -328,8 +332,7 @@ pub fn validate_schema(data: &[u8]) {
                 "an accepted object does not decode"
             );
             // The body as a merge patch onto what was created: a stored result decodes too.
-            if let Ok(patched) =
-                watchkeeper_api::apply_patch(def, PatchType::Merge, &created, rest)
+            if let Ok(patched) = watchkeeper_api::apply_patch(def, PatchType::Merge, &created, rest)
                 && let Ok(updated) = watchkeeper_api::prepare_update(def, &created, patched)
             {
                 assert_eq!(watchkeeper_api::schema::decode_error(def, &updated), None);

@@ -147,6 +147,18 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The media type of a `Content-Type` value without its parameters, lower-cased
+/// (`Application/JSON; charset=utf-8` → `application/json`).
+#[must_use]
+pub fn media_type_essence(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
 /// The media types kube-apiserver decodes a create or update body from (its message's list).
 const BODY_MEDIA_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
@@ -160,14 +172,7 @@ const BODY_MEDIA_TYPES: &str =
 /// # Errors
 /// The 415 described.
 pub fn check_body_media_type(content_type: Option<&str>) -> Result<(), ApiError> {
-    let essence = content_type
-        .unwrap_or("")
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
+    match media_type_essence(content_type.unwrap_or("")).as_str() {
         "" | "application/json" | "application/yaml" | "application/vnd.kubernetes.protobuf" => {
             Ok(())
         }

@@ -123,13 +123,7 @@ impl PatchType {
     /// type; `None` for anything else.
     #[must_use]
     pub fn from_content_type(content_type: &str) -> Option<PatchType> {
-        let essence = content_type
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        match essence.as_str() {
+        match crate::meta::media_type_essence(content_type).as_str() {
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/json-patch+json" => Some(PatchType::Json),
             "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
