@@ -10,16 +10,15 @@
 //! Both are benchmarks: they read the wall clock and sleep; nothing here is a test.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use watchkeeper::cache::Clock;
+use watchkeeper::cache::{CacheDriver, Clock, DriverWaits, Input, PassHook};
 use watchkeeper_core::{
-    CacheConfig, CandidateOrder, CatchUpWorker, Change, Dispatcher, Encoding, Pop, Revision, Watch,
-    WatchCache, WatchItem, WatchRequest, WatchStart, WatcherId, WatcherState,
+    CacheConfig, CandidateOrder, Change, Encoding, Pop, Revision, Watch, WatchItem, WatchRequest,
+    WatchStart, WatcherId, WatcherState,
 };
 
 use crate::inproc::{Rig, ThreadWaker, pod};
@@ -60,7 +59,7 @@ fn read_until_synced(
 ) -> (u64, bool, Option<Instant>) {
     let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
-    let stats = &rig.cache.metrics().encode;
+    let stats = &rig.driver.cache.metrics().encode;
     let started = Instant::now();
     let burst = rate.map_or(0.0, |r| (r * 0.01).max(1.0));
     let mut taken = 0.0f64;
@@ -138,7 +137,7 @@ fn resync_run(
     std::thread::scope(|scope| {
         let writer = scope.spawn(|| rig.write_until(events, write_rate, &stop));
         std::thread::sleep(Duration::from_secs_f64(stall));
-        let metrics = rig.cache.metrics();
+        let metrics = rig.driver.cache.metrics();
         let passes_before = metrics.passes.get();
         let deferred_before = metrics.watcher_deferred_events.get();
         let unsynced_at_resume = watch.state() == WatcherState::Unsynced;
@@ -297,135 +296,50 @@ fn resync_table(
     table
 }
 
-/// Dispatcher input for the fairness rig.
-enum Msg {
-    Revision(Revision, Vec<Change>),
-    Wake,
-    Stop,
-}
-
-/// A cache driven like the server's driver, keeping the pass reports of one tracked watcher.
+/// A cache on the server's own driver, keeping the pass reports of one tracked watcher.
 struct FairRig {
-    cache: WatchCache,
+    driver: CacheDriver,
     clock: Clock,
-    input: Sender<Msg>,
-    stop: Arc<AtomicBool>,
     /// (passes waited with room, when the pass ran) for every service of the tracked watcher.
     served: Arc<Mutex<Vec<(u64, Instant)>>>,
     tracked: Arc<AtomicU64>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-    worker_thread: std::thread::Thread,
 }
 
 impl FairRig {
     fn start(config: CacheConfig) -> Result<FairRig, String> {
         let clock = Clock::new();
-        let (cache, dispatcher, worker) =
-            WatchCache::new(config, 0, Vec::new()).map_err(|e| e.to_string())?;
-        let (input, receiver) = std::sync::mpsc::channel();
-        let wake = input.clone();
-        dispatcher.set_notify(Box::new(move || {
-            let _ = wake.send(Msg::Wake);
-        }));
-        let stop = Arc::new(AtomicBool::new(false));
         let served = Arc::new(Mutex::new(Vec::new()));
         let tracked = Arc::new(AtomicU64::new(u64::MAX));
-        let worker_handle = {
-            let (stop, served, tracked) = (stop.clone(), served.clone(), tracked.clone());
-            std::thread::Builder::new()
-                .name("bench-catchup".into())
-                .spawn(move || run_worker(worker, &stop, clock, &served, &tracked))
-                .map_err(|e| e.to_string())?
-        };
-        let worker_thread = worker_handle.thread().clone();
-        let dispatcher_handle = std::thread::Builder::new()
-            .name("bench-dispatch".into())
-            .spawn(move || run_dispatcher(dispatcher, &receiver, clock))
-            .map_err(|e| e.to_string())?;
-        Ok(FairRig {
-            cache,
-            clock,
-            input,
-            stop,
-            served,
-            tracked,
-            threads: vec![dispatcher_handle, worker_handle],
-            worker_thread,
-        })
-    }
-
-    fn watch(&self) -> Watch {
-        let mut request = WatchRequest::new(WatchStart::Now);
-        request.allow_bookmarks = false;
-        self.cache.watch(request, self.clock.now())
-    }
-}
-
-impl Drop for FairRig {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        let _ = self.input.send(Msg::Stop);
-        self.worker_thread.unpark();
-        for handle in self.threads.drain(..) {
-            let _ = handle.join();
-        }
-    }
-}
-
-/// The server driver's dispatcher loop (stall-resume mode: a revision never blocks).
-fn run_dispatcher(mut dispatcher: Dispatcher, receiver: &Receiver<Msg>, clock: Clock) {
-    loop {
-        let timeout = dispatcher
-            .poll_timeout()
-            .map_or(Duration::from_secs(1), |at| clock.until(at))
-            .min(Duration::from_secs(1));
-        let input = match receiver.recv_timeout(timeout) {
-            Ok(input) => Some(input),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let now = clock.now();
-        match input {
-            Some(Msg::Stop) => return,
-            Some(Msg::Wake) => dispatcher.handle_messages(now),
-            Some(Msg::Revision(revision, changes)) => {
-                let _ = dispatcher.handle_revision(now, revision, changes);
-            }
-            None => {}
-        }
-        if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
-            dispatcher.handle_timeout(now);
-        }
-    }
-}
-
-/// The server driver's catch-up loop, keeping the tracked watcher's services.
-fn run_worker(
-    mut worker: CatchUpWorker,
-    stop: &AtomicBool,
-    clock: Clock,
-    served: &Mutex<Vec<(u64, Instant)>>,
-    tracked: &AtomicU64,
-) {
-    let me = std::thread::current();
-    worker.set_notify(Box::new(move || me.unpark()));
-    while !stop.load(Ordering::Acquire) {
-        let now = clock.now();
-        match worker.poll_timeout() {
-            Some(at) if at <= now => {
-                let started = Instant::now();
-                let report = worker.run_pass(now);
-                worker.record_pass_duration(started.elapsed());
+        let on_pass: PassHook = {
+            let (served, tracked) = (served.clone(), tracked.clone());
+            Box::new(move |report, started, _elapsed| {
                 let id: WatcherId = tracked.load(Ordering::Acquire);
                 if let Some((_, waited)) = report.served.iter().find(|(w, _)| *w == id)
                     && let Ok(mut served) = served.lock()
                 {
                     served.push((*waited, started));
                 }
-            }
-            Some(at) => std::thread::park_timeout(clock.until(at).min(Duration::from_millis(100))),
-            None => std::thread::park_timeout(Duration::from_millis(100)),
-        }
+            })
+        };
+        let driver = CacheDriver::start_observed(
+            "fairness",
+            config,
+            clock,
+            DriverWaits::default(),
+            Some(on_pass),
+        )?;
+        Ok(FairRig {
+            driver,
+            clock,
+            served,
+            tracked,
+        })
+    }
+
+    fn watch(&self) -> Watch {
+        let mut request = WatchRequest::new(WatchStart::Now);
+        request.allow_bookmarks = false;
+        self.driver.cache.watch(request, self.clock.now())
     }
 }
 
@@ -458,14 +372,15 @@ fn fairness_run(
     let subject = rig.watch();
     rig.tracked.store(subject.id(), Ordering::Release);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while (rig.cache.metrics().synced_watchers.get() as usize) < laggards + 1 {
+    while (rig.driver.cache.metrics().synced_watchers.get() as usize) < laggards + 1 {
         if Instant::now() > deadline {
             return Err("watchers never registered".into());
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     let stop = AtomicBool::new(false);
-    let stats = &rig.cache.metrics().encode;
+    let input = rig.driver.sender();
+    let stats = &rig.driver.cache.metrics().encode;
     let results = std::thread::scope(|scope| {
         // The writer.
         let writer = scope.spawn(|| {
@@ -478,7 +393,7 @@ fn fairness_run(
                     std::thread::sleep(due - now);
                 }
                 let revision = (i + 1) as Revision;
-                let _ = rig.input.send(Msg::Revision(
+                let _ = input.send(Input::Revision(
                     revision,
                     vec![Change::put(pod(i % 1000, revision))],
                 ));
@@ -513,7 +428,7 @@ fn fairness_run(
         let mut out = Vec::new();
         for _ in 0..stalls {
             std::thread::sleep(Duration::from_millis(200));
-            let unsynced_at_resume = rig.cache.metrics().stalled_watchers.get();
+            let unsynced_at_resume = rig.driver.cache.metrics().stalled_watchers.get();
             let before = rig.served.lock().map_or(0, |s| s.len());
             let resumed = Instant::now();
             let limit = resumed + Duration::from_secs(3);
@@ -654,6 +569,6 @@ pub fn fairness(options: &Options) -> Result<Vec<Table>, String> {
         }
     }
     table.note(format!("Laggards: watchers whose reader pops one event each every 20 ms (≤ 50/s against {rate} writes/s), so they are unsynced for the whole run and have room again every 20 ms. The subject reads at full speed for 1 s, then {stalls} times per run: stops reading for 200 ms (its 10-event queue fills and it goes unsynced), drains its queue, and keeps draining until it is synced; then 300 ms healthy."));
-    table.note("Passes waited: the catch-up worker's own count for the subject (passes that ran while it was a candidate with room, before the one that served it), read from each pass's report; the bench runs the server driver's dispatcher and worker loops on its own threads to keep those reports. Times: from the subject draining its queue to the start of the pass that first served it, and to its hand-back to the live path. Defaults otherwise: at most 512 members per pass, busy period 1-10 ms.");
+    table.note("Passes waited: the catch-up worker's own count for the subject (passes that ran while it was a candidate with room, before the one that served it), read from each pass's report; the cache runs on the server's own CacheDriver, whose pass hook hands the bench each report. Times: from the subject draining its queue to the start of the pass that first served it, and to its hand-back to the live path. Defaults otherwise: at most 512 members per pass, busy period 1-10 ms.");
     Ok(vec![table])
 }

@@ -13,7 +13,8 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use watchkeeper_core::{
-    CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, Revision, WatchCache,
+    CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, PassReport, Revision,
+    WatchCache,
 };
 
 /// Converts the wall clock into the core's [`Instant`].
@@ -73,6 +74,10 @@ impl Default for DriverWaits {
     }
 }
 
+/// Called on the catch-up thread after every pass: its report, the wall-clock instant the pass
+/// started, and how long it ran.
+pub type PassHook = Box<dyn FnMut(&PassReport, std::time::Instant, Duration) + Send>;
+
 /// Input to a dispatcher thread.
 #[derive(Debug)]
 pub enum Input {
@@ -118,6 +123,22 @@ impl CacheDriver {
         clock: Clock,
         waits: DriverWaits,
     ) -> Result<CacheDriver, String> {
+        CacheDriver::start_observed(name, config, clock, waits, None)
+    }
+
+    /// [`CacheDriver::start_with`], calling `on_pass` on the catch-up thread after every pass
+    /// with its report, the wall-clock instant it started and its duration (the benchmarks'
+    /// view of each pass; the server passes `None`).
+    ///
+    /// # Errors
+    /// The configuration is invalid or a thread could not start.
+    pub fn start_observed(
+        name: &str,
+        config: CacheConfig,
+        clock: Clock,
+        waits: DriverWaits,
+        on_pass: Option<PassHook>,
+    ) -> Result<CacheDriver, String> {
         let (cache, dispatcher, worker) =
             WatchCache::new(config, 0, Vec::new()).map_err(|e| e.to_string())?;
         let (input, receiver) = std::sync::mpsc::channel();
@@ -140,7 +161,7 @@ impl CacheDriver {
         let worker_stop = stop.clone();
         let worker_handle = std::thread::Builder::new()
             .name(format!("catchup-{name}"))
-            .spawn(move || run_worker(worker, &worker_stop, clock, waits))
+            .spawn(move || run_worker(worker, &worker_stop, clock, waits, on_pass))
             .map_err(|e| format!("cannot start the catch-up thread: {e}"))?;
         let _ = worker_thread.set(worker_handle.thread().clone());
         Ok(CacheDriver {
@@ -230,14 +251,24 @@ fn run_dispatcher(
     }
 }
 
-fn run_worker(mut worker: CatchUpWorker, stop: &AtomicBool, clock: Clock, waits: DriverWaits) {
+fn run_worker(
+    mut worker: CatchUpWorker,
+    stop: &AtomicBool,
+    clock: Clock,
+    waits: DriverWaits,
+    mut on_pass: Option<PassHook>,
+) {
     while !stop.load(Ordering::Acquire) {
         let now = clock.now();
         match worker.poll_timeout() {
             Some(at) if at <= now => {
                 let started = std::time::Instant::now();
-                let _ = worker.run_pass(now);
-                worker.record_pass_duration(started.elapsed());
+                let report = worker.run_pass(now);
+                let elapsed = started.elapsed();
+                worker.record_pass_duration(elapsed);
+                if let Some(hook) = &mut on_pass {
+                    hook(&report, started, elapsed);
+                }
             }
             Some(at) => std::thread::park_timeout(clock.until(at).min(waits.worker_idle)),
             None => std::thread::park_timeout(waits.worker_idle),
