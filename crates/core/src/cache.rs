@@ -685,17 +685,9 @@ impl Watch {
                 }
                 let mut index = 0;
                 while index < events.len() {
-                    let revision = events[index].revision();
-                    batch.clear();
-                    while index < events.len() && events[index].revision() == revision {
-                        if let Some(event_type) = refill.selection.event_type(&events[index]) {
-                            batch.push(WatchItem::Event {
-                                event_type,
-                                event: events[index].clone(),
-                            });
-                        }
-                        index += 1;
-                    }
+                    let revision = refill
+                        .selection
+                        .select_revision(&events, &mut index, &mut batch);
                     if !batch.is_empty() {
                         // Whole revisions only; an empty queue admits any revision.
                         if !items.is_empty() && items.len() + batch.len() > capacity {

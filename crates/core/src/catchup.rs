@@ -1101,17 +1101,9 @@ impl CatchUpWorker {
         let mut batch: Vec<WatchItem> = Vec::new();
         let mut index = start;
         while index < events.len() {
-            let revision = events[index].revision();
-            batch.clear();
-            while index < events.len() && events[index].revision() == revision {
-                if let Some(event_type) = watcher.selection.event_type(&events[index]) {
-                    batch.push(WatchItem::Event {
-                        event_type,
-                        event: events[index].clone(),
-                    });
-                }
-                index += 1;
-            }
+            let revision = watcher
+                .selection
+                .select_revision(events, &mut index, &mut batch);
             if batch.is_empty() {
                 continue;
             }

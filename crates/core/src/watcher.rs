@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::event::{Event, EventType};
+use crate::event::{Event, EventType, SharedEvent, WatchItem};
 use crate::object::{Object, Revision};
 use crate::queue::WatchQueue;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -112,6 +112,29 @@ impl Selection {
             labels: request.labels.clone(),
             fields: request.fields.clone(),
         }
+    }
+
+    /// Takes the next whole revision of `events` from `*index` on (events in revision order):
+    /// fills `batch` with what this watcher selects of it (empty when nothing), moves `*index`
+    /// past it and returns its revision. Passes and consumer refills both serve through it.
+    pub(crate) fn select_revision(
+        &self,
+        events: &[SharedEvent],
+        index: &mut usize,
+        batch: &mut Vec<WatchItem>,
+    ) -> Revision {
+        let revision = events[*index].revision();
+        batch.clear();
+        while let Some(event) = events.get(*index).filter(|e| e.revision() == revision) {
+            if let Some(event_type) = self.event_type(event) {
+                batch.push(WatchItem::Event {
+                    event_type,
+                    event: event.clone(),
+                });
+            }
+            *index += 1;
+        }
+        revision
     }
 
     pub(crate) fn route(&self) -> Route {
