@@ -1,7 +1,16 @@
 //! Discovery documents: `/version`, `/api`, `/apis`, `/apis/{group}`, `/api/v1` and
 //! `/apis/{group}/{version}`, in the legacy (unaggregated) shapes that kubectl, kube-rs and the
-//! Python client accept. kubectl asks for aggregated discovery first and falls back to these
-//! when the server answers with plain `APIVersions`/`APIGroupList`.
+//! Python client accept, and the aggregated documents (`apidiscovery.k8s.io/v2` and `v2beta1`,
+//! `APIGroupDiscoveryList`) that kubectl, client-go and kube-rs ask for first on `/api` and
+//! `/apis` ([`negotiate_discovery`], [`aggregated_discovery`]).
+//!
+//! Guarantees:
+//! - The aggregated and legacy documents describe the same resources, verbs and subresources
+//!   (both are built from the same [`ResourceDef`]s and [`subresources`]); a test compares them.
+//! - Only what the server serves is listed: `status` where kube-apiserver has it (and every
+//!   custom resource, whose `/status` the server serves), `namespaces/finalize`.
+//! - The aggregated document carries an `ETag` (a hash of its JSON); a request whose
+//!   `If-None-Match` names it gets 304, as kube-apiserver does.
 
 use serde_json::{Value, json};
 
@@ -22,6 +31,34 @@ pub const VERBS: &[&str] = &[
     "update",
     "watch",
 ];
+
+/// The verbs of a `status` subresource.
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// Built-in resources that have no `status` subresource in kube-apiserver.
+const WITHOUT_STATUS: &[(&str, &str)] = &[
+    ("", "configmaps"),
+    ("", "secrets"),
+    ("", "endpoints"),
+    ("", "events"),
+    ("", "serviceaccounts"),
+    ("coordination.k8s.io", "leases"),
+    ("discovery.k8s.io", "endpointslices"),
+];
+
+/// The subresources served for a resource, each with its verbs: `status` unless the resource
+/// is a built-in without one, and `finalize` for namespaces.
+#[must_use]
+pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
+    let mut out = Vec::new();
+    if !WITHOUT_STATUS.contains(&(def.group.as_str(), def.plural.as_str())) {
+        out.push(("status", STATUS_VERBS));
+    }
+    if def.group.is_empty() && def.plural == "namespaces" {
+        out.push(("finalize", &["update"][..]));
+    }
+    out
+}
 
 /// Go's names for the build target, as `/version` reports `platform`.
 fn platform() -> String {
@@ -146,6 +183,21 @@ pub fn api_resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Op
     if resources.is_empty() {
         return None;
     }
+    let mut resources = resources;
+    for def in defs
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+    {
+        for (sub, verbs) in subresources(def) {
+            resources.push(json!({
+                "name": format!("{}/{sub}", def.plural),
+                "singularName": "",
+                "namespaced": def.namespaced,
+                "kind": def.kind,
+                "verbs": verbs,
+            }));
+        }
+    }
     let group_version = if group.is_empty() {
         version.to_owned()
     } else {
@@ -157,6 +209,164 @@ pub fn api_resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Op
         "groupVersion": group_version,
         "resources": resources,
     }))
+}
+
+/// The aggregated discovery versions a client may ask for. Both have the same shape; they
+/// differ in `apiVersion` and the content type answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregatedVersion {
+    /// `apidiscovery.k8s.io/v2` (Kubernetes 1.30 and later).
+    V2,
+    /// `apidiscovery.k8s.io/v2beta1` (kubectl and client-go 1.26-1.29).
+    V2Beta1,
+}
+
+/// The group of the aggregated discovery types.
+pub const DISCOVERY_GROUP: &str = "apidiscovery.k8s.io";
+/// The kind a client names in `as=` to ask for aggregated discovery.
+pub const DISCOVERY_LIST_KIND: &str = "APIGroupDiscoveryList";
+
+impl AggregatedVersion {
+    fn version(self) -> &'static str {
+        match self {
+            AggregatedVersion::V2 => "v2",
+            AggregatedVersion::V2Beta1 => "v2beta1",
+        }
+    }
+
+    /// The document's `apiVersion`.
+    #[must_use]
+    pub fn api_version(self) -> &'static str {
+        match self {
+            AggregatedVersion::V2 => "apidiscovery.k8s.io/v2",
+            AggregatedVersion::V2Beta1 => "apidiscovery.k8s.io/v2beta1",
+        }
+    }
+
+    /// The `Content-Type` of the answer, which is how clients tell aggregated from legacy.
+    #[must_use]
+    pub fn content_type(self) -> &'static str {
+        match self {
+            AggregatedVersion::V2 => {
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            }
+            AggregatedVersion::V2Beta1 => {
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+            }
+        }
+    }
+}
+
+/// Which document `/api` or `/apis` answers for an `Accept` header: the first range (by
+/// weight, then the client's order) the server can serve as JSON decides. A range asking for
+/// aggregated discovery in protobuf, or for any other conversion (`as=Table`, ...), is skipped
+/// as kube-apiserver's discovery restrictions skip it; `None` (the legacy document) when no
+/// range asks for aggregated discovery in JSON before a plain JSON range.
+#[must_use]
+pub fn negotiate_discovery(accept: Option<&str>) -> Option<AggregatedVersion> {
+    for range in crate::negotiate::parse_accept(accept) {
+        if !range.accepts_json() {
+            continue;
+        }
+        if !range.converts() {
+            return None;
+        }
+        for version in [AggregatedVersion::V2, AggregatedVersion::V2Beta1] {
+            if range.converts_to(DISCOVERY_GROUP, version.version(), DISCOVERY_LIST_KIND) {
+                return Some(version);
+            }
+        }
+    }
+    None
+}
+
+fn group_version_kind(def: &ResourceDef) -> Value {
+    json!({"group": def.group, "version": def.version, "kind": def.kind})
+}
+
+/// One `APIResourceDiscovery`.
+fn resource_discovery(def: &ResourceDef) -> Value {
+    let mut resource = json!({
+        "resource": def.plural,
+        "responseKind": group_version_kind(def),
+        "scope": if def.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": def.singular,
+        "verbs": VERBS,
+    });
+    if !def.short_names.is_empty() {
+        resource["shortNames"] = json!(def.short_names);
+    }
+    if !def.categories.is_empty() {
+        resource["categories"] = json!(def.categories);
+    }
+    let subresources: Vec<Value> = subresources(def)
+        .into_iter()
+        .map(|(sub, verbs)| {
+            json!({"subresource": sub, "responseKind": group_version_kind(def), "verbs": verbs})
+        })
+        .collect();
+    if !subresources.is_empty() {
+        resource["subresources"] = json!(subresources);
+    }
+    resource
+}
+
+/// One `APIGroupDiscovery`: the group's versions in order (the first is preferred).
+fn group_discovery(defs: &[ResourceDef], group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|version| {
+            let resources: Vec<Value> = defs
+                .iter()
+                .filter(|d| d.group == group && d.version == *version)
+                .map(resource_discovery)
+                .collect();
+            json!({"version": version, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    let metadata = if group.is_empty() {
+        json!({"creationTimestamp": null})
+    } else {
+        json!({"name": group, "creationTimestamp": null})
+    };
+    json!({"metadata": metadata, "versions": versions})
+}
+
+/// The aggregated discovery document of `/api` (`core`: the core group only) or `/apis` (every
+/// named group, in the order of [`api_group_list`]).
+#[must_use]
+pub fn aggregated_discovery(defs: &[ResourceDef], core: bool, version: AggregatedVersion) -> Value {
+    let items: Vec<Value> = if core {
+        if defs.iter().any(|d| d.group.is_empty()) {
+            let mut versions: Vec<&str> = Vec::new();
+            for def in defs.iter().filter(|d| d.group.is_empty()) {
+                if !versions.contains(&def.version.as_str()) {
+                    versions.push(&def.version);
+                }
+            }
+            vec![group_discovery(defs, "", &versions)]
+        } else {
+            Vec::new()
+        }
+    } else {
+        groups(defs)
+            .iter()
+            .map(|(group, versions)| group_discovery(defs, group, versions))
+            .collect()
+    };
+    json!({
+        "kind": DISCOVERY_LIST_KIND,
+        "apiVersion": version.api_version(),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+/// The `ETag` of a discovery document's JSON text, quoted as the header carries it: a stable
+/// content hash (clients only compare it), the same for every media type as kube-apiserver's.
+#[must_use]
+pub fn discovery_etag(body: &str) -> String {
+    format!("\"{:016X}\"", crate::openapi::fnv1a(body.as_bytes()))
 }
 
 #[cfg(test)]
@@ -217,7 +427,19 @@ mod tests {
         assert_eq!(core["groupVersion"], "v1");
         assert_eq!(core["kind"], "APIResourceList");
         let resources = core["resources"].as_array().unwrap();
-        assert_eq!(resources.len(), 9);
+        // 9 resources, 4 status subresources (namespaces, nodes, pods, services), finalize.
+        assert_eq!(resources.len(), 14);
+        let pod_status = resources
+            .iter()
+            .find(|r| r["name"] == "pods/status")
+            .unwrap();
+        assert_eq!(
+            *pod_status,
+            json!({"name": "pods/status", "singularName": "", "namespaced": true, "kind": "Pod",
+                   "verbs": ["get", "patch", "update"]})
+        );
+        assert!(resources.iter().any(|r| r["name"] == "namespaces/finalize"));
+        assert!(!resources.iter().any(|r| r["name"] == "configmaps/status"));
         let pods = resources.iter().find(|r| r["name"] == "pods").unwrap();
         assert_eq!(
             *pods,
@@ -234,8 +456,134 @@ mod tests {
         assert_eq!(nodes["namespaced"], false);
         let apps = api_resource_list(&defs, "apps", "v1").unwrap();
         assert_eq!(apps["groupVersion"], "apps/v1");
-        assert_eq!(apps["resources"].as_array().unwrap().len(), 4);
+        assert_eq!(apps["resources"].as_array().unwrap().len(), 8);
         assert!(api_resource_list(&defs, "apps", "v2").is_none());
         assert!(api_resource_list(&defs, "batch", "v1").is_none());
+    }
+
+    #[test]
+    fn negotiation_follows_the_first_range_served_as_json() {
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        let proto = "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        // client-go 1.30+: protobuf first (not served), then JSON v2, v2beta1, plain JSON.
+        let client_go = format!("{proto},{v2},{v2beta1},application/json");
+        assert_eq!(
+            negotiate_discovery(Some(&client_go)),
+            Some(AggregatedVersion::V2)
+        );
+        assert_eq!(
+            negotiate_discovery(Some(&format!("{v2beta1},application/json"))),
+            Some(AggregatedVersion::V2Beta1)
+        );
+        assert_eq!(negotiate_discovery(Some("application/json")), None);
+        assert_eq!(negotiate_discovery(None), None);
+        assert_eq!(
+            negotiate_discovery(Some(&format!("application/json,{v2}"))),
+            None
+        );
+        assert_eq!(
+            negotiate_discovery(Some(&format!("application/json;q=0.5,{v2}"))),
+            Some(AggregatedVersion::V2)
+        );
+        // Another conversion, an unknown version or a protobuf-only header: legacy.
+        assert_eq!(
+            negotiate_discovery(Some("application/json;as=Table;v=v1;g=meta.k8s.io")),
+            None
+        );
+        assert_eq!(
+            negotiate_discovery(Some(
+                "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"
+            )),
+            None
+        );
+        assert_eq!(negotiate_discovery(Some(proto)), None);
+    }
+
+    #[test]
+    fn aggregated_documents_list_what_the_legacy_ones_do() {
+        let defs = builtin_resources();
+        let core = aggregated_discovery(&defs, true, AggregatedVersion::V2);
+        assert_eq!(core["kind"], "APIGroupDiscoveryList");
+        assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
+        assert_eq!(core["metadata"], json!({}));
+        let items = core["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0]["metadata"], json!({"creationTimestamp": null}));
+        let pods = items[0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        assert_eq!(
+            *pods,
+            json!({"resource": "pods",
+                   "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                   "scope": "Namespaced", "singularResource": "pod",
+                   "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+                   "shortNames": ["po"], "categories": ["all"],
+                   "subresources": [{"subresource": "status",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                                     "verbs": ["get", "patch", "update"]}]})
+        );
+        let named = aggregated_discovery(&defs, false, AggregatedVersion::V2Beta1);
+        assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+        // Every resource and subresource of the legacy lists, and nothing else.
+        let mut legacy = Vec::new();
+        for (group, version) in [
+            ("", "v1"),
+            ("apps", "v1"),
+            ("coordination.k8s.io", "v1"),
+            ("discovery.k8s.io", "v1"),
+        ] {
+            for r in api_resource_list(&defs, group, version).unwrap()["resources"]
+                .as_array()
+                .unwrap()
+            {
+                legacy.push(format!(
+                    "{group}/{version}/{}/{}",
+                    r["name"].as_str().unwrap(),
+                    r["verbs"]
+                ));
+            }
+        }
+        let mut aggregated = Vec::new();
+        for doc in [&core, &named] {
+            for item in doc["items"].as_array().unwrap() {
+                let group = item["metadata"]["name"].as_str().unwrap_or("");
+                for version in item["versions"].as_array().unwrap() {
+                    assert_eq!(version["freshness"], "Current");
+                    let v = version["version"].as_str().unwrap();
+                    for r in version["resources"].as_array().unwrap() {
+                        let name = r["resource"].as_str().unwrap();
+                        aggregated.push(format!("{group}/{v}/{name}/{}", r["verbs"]));
+                        for sub in r["subresources"].as_array().into_iter().flatten() {
+                            let sub_name = sub["subresource"].as_str().unwrap();
+                            aggregated
+                                .push(format!("{group}/{v}/{name}/{sub_name}/{}", sub["verbs"]));
+                        }
+                    }
+                }
+            }
+        }
+        legacy.sort();
+        aggregated.sort();
+        assert_eq!(legacy, aggregated);
+        let groups: Vec<&str> = named["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(groups, ["apps", "coordination.k8s.io", "discovery.k8s.io"]);
+    }
+
+    #[test]
+    fn etags_follow_the_content() {
+        let a = discovery_etag("{\"items\":[]}");
+        assert!(a.starts_with('"') && a.ends_with('"') && a.len() == 18);
+        assert_eq!(a, discovery_etag("{\"items\":[]}"));
+        assert_ne!(a, discovery_etag("{\"items\":[1]}"));
     }
 }

@@ -13,8 +13,9 @@
 //! - [`patch`]: merge, JSON and strategic merge patches ([`apply_patch`]).
 //! - [`protobuf`]: Kubernetes protobuf request bodies decoded to JSON ([`decode_protobuf`]).
 //! - [`table`]: `meta.k8s.io/v1` Table output for `kubectl get` ([`to_table`]).
-//! - [`discovery`] and [`openapi`]: `/version`, `/api`, `/apis`, resource lists, and the
-//!   OpenAPI v3 documents `kubectl apply` and `kubectl explain` read.
+//! - [`discovery`] and [`openapi`]: `/version`, `/api`, `/apis` (legacy and aggregated),
+//!   resource lists, and the OpenAPI v3 documents `kubectl apply` and `kubectl explain` read.
+//! - [`negotiate`]: `Accept` headers as ranges with Kubernetes' `g`/`v`/`as` parameters.
 //! - [`time`]: RFC 3339 conversion and kubectl's age format.
 //! - [`query`]: the query parameters of list, get and watch, and continue tokens.
 //! - [`watch_frame`]: watch events as newline-delimited JSON frames.
@@ -38,6 +39,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod error;
 pub mod meta;
+pub mod negotiate;
 pub mod openapi;
 pub mod order;
 pub mod patch;
@@ -50,8 +52,8 @@ pub mod time;
 pub mod watch_frame;
 
 pub use discovery::{
-    api_group, api_group_list, api_resource_list, api_versions, api_versions_with_address,
-    version_info,
+    AggregatedVersion, aggregated_discovery, api_group, api_group_list, api_resource_list,
+    api_versions, api_versions_with_address, discovery_etag, negotiate_discovery, version_info,
 };
 pub use error::{ApiError, success_status};
 pub use meta::{

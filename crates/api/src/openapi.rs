@@ -498,7 +498,7 @@ pub fn openapi_v3_group_version(defs: &[ResourceDef], group: &str, version: &str
 }
 
 /// FNV-1a, 64 bits: a stable content hash for the `?hash=` cache key (not a security hash).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -702,3 +702,89 @@ async fn consistent_gets_from_cache_switch() {
         server.shutdown().await;
     }
 }
+
+/// `/api` and `/apis` answer the aggregated document (`apidiscovery.k8s.io/v2` or `v2beta1`)
+/// when the client's `Accept` asks for it before plain JSON, with its version in
+/// `Content-Type`, an `ETag` and `Vary: Accept`; `If-None-Match` with that `ETag` gets 304;
+/// a plain or protobuf-only `Accept` gets the legacy document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregated_discovery_is_negotiated() {
+    let server = server().await;
+    let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+    let client_go = format!(
+        "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,{v2},{v2beta1},application/json"
+    );
+    for (path, core) in [("/api", true), ("/apis", false)] {
+        let answer = watchkeeper_testkit::request(
+            server.addr,
+            "GET",
+            path,
+            &[("accept", client_go.as_str())],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.header("content-type"), Some(v2));
+        assert_eq!(answer.header("vary"), Some("Accept"));
+        let body = answer.json();
+        assert_eq!(body["kind"], "APIGroupDiscoveryList");
+        assert_eq!(body["apiVersion"], "apidiscovery.k8s.io/v2");
+        let names: Vec<String> = body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().unwrap_or("").to_owned())
+            .collect();
+        if core {
+            assert_eq!(names, [""]);
+        } else {
+            assert_eq!(names, ["apps", "coordination.k8s.io", "discovery.k8s.io"]);
+        }
+        let etag = answer.header("etag").expect("an etag").to_owned();
+        let cached = watchkeeper_testkit::request(
+            server.addr,
+            "GET",
+            path,
+            &[("accept", v2), ("if-none-match", etag.as_str())],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(cached.status, 304);
+        assert!(cached.text().is_empty());
+        let stale = watchkeeper_testkit::request(
+            server.addr,
+            "GET",
+            path,
+            &[("accept", v2), ("if-none-match", "\"0\"")],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(stale.status, 200);
+
+        let beta =
+            watchkeeper_testkit::request(server.addr, "GET", path, &[("accept", v2beta1)], b"")
+                .await
+                .unwrap();
+        assert_eq!(beta.header("content-type"), Some(v2beta1));
+        assert_eq!(beta.json()["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+
+        for accept in [
+            "application/json",
+            "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        ] {
+            let legacy =
+                watchkeeper_testkit::request(server.addr, "GET", path, &[("accept", accept)], b"")
+                    .await
+                    .unwrap();
+            assert_eq!(legacy.status, 200);
+            assert_eq!(legacy.header("content-type"), Some("application/json"));
+            let kind = if core { "APIVersions" } else { "APIGroupList" };
+            assert_eq!(legacy.json()["kind"], kind);
+        }
+    }
+    server.shutdown().await;
+}

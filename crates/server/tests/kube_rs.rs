@@ -696,3 +696,57 @@ async fn any_semantic_and_metadata_requests() {
     assert_eq!(next(&mut metadata_events).await.unwrap(), "Apply(late)");
     server.shutdown().await;
 }
+
+/// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
+/// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
+/// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregated_discovery_matches_legacy_discovery() {
+    use kube::discovery::{Discovery, Scope};
+    let server = common::server().await;
+    let summary = |discovery: &Discovery| {
+        let mut out = BTreeSet::new();
+        for group in discovery.groups() {
+            for (resource, caps) in group.recommended_resources() {
+                let mut subresources: Vec<String> = caps
+                    .subresources
+                    .iter()
+                    .map(|(sub, sub_caps)| format!("{}{:?}", sub.plural, sub_caps.operations))
+                    .collect();
+                subresources.sort();
+                out.insert(format!(
+                    "{}/{} {} {} {:?} {:?} {subresources:?}",
+                    resource.group,
+                    resource.version,
+                    resource.kind,
+                    resource.plural,
+                    matches!(caps.scope, Scope::Namespaced),
+                    caps.operations,
+                ));
+            }
+        }
+        out
+    };
+    let aggregated = Discovery::new(client(&server))
+        .run_aggregated()
+        .await
+        .expect("aggregated discovery");
+    let legacy = Discovery::new(client(&server))
+        .run()
+        .await
+        .expect("legacy discovery");
+    let aggregated = summary(&aggregated);
+    assert_eq!(aggregated, summary(&legacy));
+    assert_eq!(aggregated.len(), 15, "{aggregated:#?}");
+    let pods = aggregated
+        .iter()
+        .find(|line| line.starts_with("/v1 Pod pods"))
+        .expect("pods");
+    assert!(pods.contains("status"), "{pods}");
+    let configmaps = aggregated
+        .iter()
+        .find(|line| line.starts_with("/v1 ConfigMap"))
+        .expect("configmaps");
+    assert!(configmaps.ends_with("[]"), "{configmaps}");
+    server.shutdown().await;
+}

@@ -68,6 +68,27 @@ async fn discovery_and_tables(k: &Kubectl) {
     for ns in ["default", "kube-system", "kube-public"] {
         assert!(names.iter().any(|n| n == ns), "{ns} missing from:\n{out}");
     }
+    // kubectl asks for aggregated discovery (apidiscovery.k8s.io/v2) first.
+    let resources = k.ok(&["api-resources", "--no-headers"]).await;
+    for (name, api_version, kind) in [
+        ("pods", "v1", "Pod"),
+        ("configmaps", "v1", "ConfigMap"),
+        ("deployments", "apps/v1", "Deployment"),
+        ("leases", "coordination.k8s.io/v1", "Lease"),
+    ] {
+        let line = resources
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from:\n{resources}"));
+        assert!(line.contains(api_version) && line.ends_with(kind), "{line}");
+    }
+    let versions = k.ok(&["api-versions"]).await;
+    for version in ["v1", "apps/v1", "discovery.k8s.io/v1"] {
+        assert!(
+            versions.lines().any(|l| l == version),
+            "{version}:\n{versions}"
+        );
+    }
 }
 
 /// The object as the server stores it, without the fields the server sets.

@@ -15,6 +15,7 @@
 //!   `operator` and `cache`; none of them uses it.
 
 pub mod connection;
+pub mod discovery;
 pub mod state;
 pub mod watch;
 
@@ -160,8 +161,8 @@ async fn route(
         ["debug", ..] | ["ui", ..] => {
             crate::operator::debug::serve(&app.observed(), segments, query)
         }
-        ["api"] => ok(watchkeeper_api::api_versions()),
-        ["apis"] => ok(watchkeeper_api::api_group_list(&app.defs)),
+        ["api"] => discovery::root(app, context, true),
+        ["apis"] => discovery::root(app, context, false),
         ["api", "v1"] => {
             watchkeeper_api::api_resource_list(&app.defs, "", "v1").map_or_else(not_found, ok)
         }

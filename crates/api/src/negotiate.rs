@@ -1,0 +1,158 @@
+//! `Accept` header negotiation as kube-apiserver does it: the header is a list of media ranges,
+//! each with parameters; Kubernetes' own parameters `g` (group), `v` (version) and `as` (kind)
+//! ask the server to *convert* the response into another shape — an aggregated discovery
+//! document (`as=APIGroupDiscoveryList`), a Table (`as=Table`), object metadata only
+//! (`as=PartialObjectMetadata`).
+//!
+//! Guarantees:
+//! - Ranges are tried in order of their `q` weight (highest first, `q=0` never), ties in the
+//!   order the client wrote them — as the Go content negotiation library kube-apiserver uses.
+//! - Parsing never fails: a clause that cannot be read is skipped, so a malformed header means
+//!   "no preference" (kube-apiserver answers these with its default JSON too).
+//! - The parser holds at most [`MAX_CLAUSES`] ranges, whatever the header's length, so a
+//!   hostile header cannot make negotiation allocate without bound.
+
+/// The most media ranges read from one `Accept` header; the rest are ignored.
+pub const MAX_CLAUSES: usize = 32;
+
+/// One media range of an `Accept` header.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MediaRange {
+    /// The type and subtype, lower case, e.g. `application/json` or `*/*`.
+    pub essence: String,
+    /// The `g` parameter (group of the conversion target), if any.
+    pub group: Option<String>,
+    /// The `v` parameter (version of the conversion target), if any.
+    pub version: Option<String>,
+    /// The `as` parameter (kind of the conversion target), if any.
+    pub as_kind: Option<String>,
+    /// The `q` weight, 0.0 to 1.0 (1.0 when absent).
+    pub q: f32,
+}
+
+impl MediaRange {
+    /// Whether this range accepts a JSON body (`application/json`, `application/*`, `*/*`).
+    #[must_use]
+    pub fn accepts_json(&self) -> bool {
+        matches!(
+            self.essence.as_str(),
+            "application/json" | "application/*" | "*/*"
+        )
+    }
+
+    /// Whether this range asks for a conversion (any of `g`, `v`, `as`).
+    #[must_use]
+    pub fn converts(&self) -> bool {
+        self.group.is_some() || self.version.is_some() || self.as_kind.is_some()
+    }
+
+    /// Whether this range asks for exactly the conversion `group`/`version`/`kind`.
+    #[must_use]
+    pub fn converts_to(&self, group: &str, version: &str, kind: &str) -> bool {
+        self.group.as_deref() == Some(group)
+            && self.version.as_deref() == Some(version)
+            && self.as_kind.as_deref() == Some(kind)
+    }
+}
+
+fn unquote(value: &str) -> &str {
+    let value = value.trim();
+    value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value)
+}
+
+fn parse_range(clause: &str) -> Option<MediaRange> {
+    let mut parts = clause.split(';');
+    let essence = parts.next()?.trim().to_ascii_lowercase();
+    let (kind, subtype) = essence.split_once('/')?;
+    if kind.is_empty() || subtype.is_empty() {
+        return None;
+    }
+    let mut range = MediaRange {
+        essence,
+        group: None,
+        version: None,
+        as_kind: None,
+        q: 1.0,
+    };
+    for param in parts {
+        let Some((name, value)) = param.split_once('=') else {
+            continue;
+        };
+        let value = unquote(value);
+        match name.trim().to_ascii_lowercase().as_str() {
+            "g" => range.group = Some(value.to_owned()),
+            "v" => range.version = Some(value.to_owned()),
+            "as" => range.as_kind = Some(value.to_owned()),
+            "q" => {
+                range.q = value
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|q| (0.0..=1.0).contains(q))?
+            }
+            _ => {}
+        }
+    }
+    Some(range)
+}
+
+/// The media ranges of an `Accept` header in the order they are tried (see the module doc).
+/// An absent or empty header gives no ranges.
+#[must_use]
+pub fn parse_accept(accept: Option<&str>) -> Vec<MediaRange> {
+    let mut ranges: Vec<MediaRange> = accept
+        .unwrap_or("")
+        .split(',')
+        .filter(|clause| !clause.trim().is_empty())
+        .take(MAX_CLAUSES)
+        .filter_map(parse_range)
+        .filter(|range| range.q > 0.0)
+        .collect();
+    // Stable: equal weights keep the client's order.
+    ranges.sort_by(|a, b| b.q.total_cmp(&a.q));
+    ranges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_parameters_and_weights() {
+        let ranges = parse_accept(Some(
+            "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList, \
+             application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList;q=0.9,\
+             application/json;q=0.5, text/html;q=0",
+        ));
+        assert_eq!(ranges.len(), 3);
+        assert_eq!(ranges[0].essence, "application/vnd.kubernetes.protobuf");
+        assert!(ranges[0].converts_to("apidiscovery.k8s.io", "v2", "APIGroupDiscoveryList"));
+        assert!(!ranges[0].accepts_json());
+        assert_eq!(ranges[1].version.as_deref(), Some("v2beta1"));
+        assert!(ranges[1].accepts_json() && ranges[1].converts());
+        assert_eq!(ranges[2].essence, "application/json");
+        assert!(!ranges[2].converts());
+    }
+
+    #[test]
+    fn weights_reorder_and_ties_keep_the_clients_order() {
+        let ranges = parse_accept(Some("a/x;q=0.2, b/y, c/z;q=0.2, d/w"));
+        let order: Vec<&str> = ranges.iter().map(|r| r.essence.as_str()).collect();
+        assert_eq!(order, ["b/y", "d/w", "a/x", "c/z"]);
+    }
+
+    #[test]
+    fn malformed_clauses_are_skipped_and_the_count_is_bounded() {
+        assert!(parse_accept(None).is_empty());
+        assert!(parse_accept(Some("")).is_empty());
+        let ranges = parse_accept(Some(
+            "json, /x, a/, application/json;q=abc, */*;as=\"Table\"",
+        ));
+        assert_eq!(ranges.len(), 1);
+        assert_eq!(ranges[0].as_kind.as_deref(), Some("Table"));
+        let long = vec!["application/json"; 10_000].join(",");
+        assert_eq!(parse_accept(Some(&long)).len(), MAX_CLAUSES);
+    }
+}
