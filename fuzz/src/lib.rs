@@ -402,16 +402,21 @@ pub fn watch_encoder(data: &[u8]) {
         ),
     };
     let table = flags & 4 != 0 && expected_type != "BOOKMARK";
+    let conversion = if table {
+        watchkeeper_api::negotiate::Conversion::Table
+    } else {
+        watchkeeper_api::negotiate::Conversion::None
+    };
     let stats = EncodeStats::default();
     let mut out = bytes::BytesMut::new();
-    watch_frame::encode_frame(&mut out, def, &item, table, &stats, 1_800_000_000);
+    watch_frame::encode_frame(&mut out, def, &item, conversion, &stats, 1_800_000_000);
     // The pieces the server sends (large encodings shared) are exactly the frame.
     let mut parts = Vec::new();
     watch_frame::encode_frames(
         &mut parts,
         def,
         std::iter::once(&item),
-        table,
+        conversion,
         &stats,
         1_800_000_000,
     );

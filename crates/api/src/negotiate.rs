@@ -115,9 +115,145 @@ pub fn parse_accept(accept: Option<&str>) -> Vec<MediaRange> {
     ranges
 }
 
+/// The media types kube-apiserver serves resources in (its 406 message lists them).
+pub const RESOURCE_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// The shape a resource response is converted into (`as=` in `meta.k8s.io`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conversion {
+    /// The objects themselves.
+    None,
+    /// A `meta.k8s.io/v1` `Table` (`kubectl get`).
+    Table,
+    /// A `meta.k8s.io/v1` `PartialObjectMetadata` (one object, or each watch event's object).
+    PartialObjectMetadata,
+    /// A `meta.k8s.io/v1` `PartialObjectMetadataList` (a list).
+    PartialObjectMetadataList,
+}
+
+impl Conversion {
+    /// The kind a client names in `as=`.
+    #[must_use]
+    pub fn kind(self) -> &'static str {
+        match self {
+            Conversion::None => "",
+            Conversion::Table => "Table",
+            Conversion::PartialObjectMetadata => "PartialObjectMetadata",
+            Conversion::PartialObjectMetadataList => "PartialObjectMetadataList",
+        }
+    }
+}
+
+fn conversion_of(range: &MediaRange) -> Option<Conversion> {
+    if !range.converts() {
+        return Some(Conversion::None);
+    }
+    if range.group.as_deref() != Some("meta.k8s.io") {
+        return None;
+    }
+    // Tables exist in v1 and v1beta1 (answered as v1, as the server builds them); metadata
+    // conversions are served in v1 only, so a v1beta1 range falls through to the next one.
+    match (range.version.as_deref()?, range.as_kind.as_deref()?) {
+        ("v1" | "v1beta1", "Table") => Some(Conversion::Table),
+        ("v1", "PartialObjectMetadata") => Some(Conversion::PartialObjectMetadata),
+        ("v1", "PartialObjectMetadataList") => Some(Conversion::PartialObjectMetadataList),
+        _ => None,
+    }
+}
+
+/// The conversion a resource request's `Accept` header asks for: the first range (by weight,
+/// then the client's order) the server can serve decides. JSON ranges (and `*/*`,
+/// `application/*`) may ask for a conversion; YAML and protobuf ranges are answered as plain
+/// JSON objects and skipped when they ask for a conversion (the server answers conversions in
+/// JSON only). No header, or an empty one, is [`Conversion::None`].
+///
+/// # Errors
+/// 406 NotAcceptable with kube-apiserver's message when the header names ranges and none can
+/// be served (e.g. only `text/html`, or only an unknown conversion).
+pub fn negotiate_conversion(accept: Option<&str>) -> Result<Conversion, crate::ApiError> {
+    let ranges = parse_accept(accept);
+    if ranges.is_empty() {
+        return Ok(Conversion::None);
+    }
+    for range in &ranges {
+        let plain_elsewhere = matches!(
+            range.essence.as_str(),
+            "application/yaml" | "application/vnd.kubernetes.protobuf"
+        );
+        if range.accepts_json() {
+            if let Some(conversion) = conversion_of(range) {
+                return Ok(conversion);
+            }
+        } else if plain_elsewhere && !range.converts() {
+            return Ok(Conversion::None);
+        }
+    }
+    Err(crate::ApiError::not_acceptable(format!(
+        "only the following media types are accepted: {RESOURCE_MEDIA_TYPES}"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conversions_as_clients_ask_for_them() {
+        let kubectl_get = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(
+            negotiate_conversion(Some(kubectl_get)).unwrap(),
+            Conversion::Table
+        );
+        // client-go's metadata informer: protobuf first (skipped), then JSON.
+        let metadata_list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            negotiate_conversion(Some(metadata_list)).unwrap(),
+            Conversion::PartialObjectMetadataList
+        );
+        let kube_rs = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(
+            negotiate_conversion(Some(kube_rs)).unwrap(),
+            Conversion::PartialObjectMetadata
+        );
+        for plain in [
+            "application/json",
+            "application/vnd.kubernetes.protobuf,application/json",
+            "application/yaml",
+            "*/*",
+            "text/html,application/xhtml+xml,*/*;q=0.8",
+            "",
+        ] {
+            assert_eq!(
+                negotiate_conversion(Some(plain)).unwrap(),
+                Conversion::None,
+                "{plain}"
+            );
+        }
+        assert_eq!(negotiate_conversion(None).unwrap(), Conversion::None);
+        // v1beta1 metadata is not served: the next range decides.
+        assert_eq!(
+            negotiate_conversion(Some(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1,application/json"
+            ))
+            .unwrap(),
+            Conversion::None
+        );
+        for refused in [
+            "text/html",
+            "application/json;as=Foo;g=meta.k8s.io;v=v1",
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1",
+            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1",
+        ] {
+            let error = negotiate_conversion(Some(refused)).unwrap_err();
+            assert_eq!(error.code, 406, "{refused}");
+            assert_eq!(error.reason, "NotAcceptable");
+            assert_eq!(
+                error.message,
+                "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            );
+        }
+    }
 
     #[test]
     fn kubernetes_parameters_and_weights() {

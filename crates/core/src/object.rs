@@ -22,15 +22,19 @@ pub type Revision = u64;
 pub enum Encoding {
     /// `application/json`.
     Json,
+    /// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`: the object's metadata
+    /// only, as a `meta.k8s.io/v1` `PartialObjectMetadata` (what metadata informers ask for).
+    PartialMetadataJson,
 }
 
 impl Encoding {
     /// Every encoding, in slot order.
-    pub const ALL: [Encoding; 1] = [Encoding::Json];
+    pub const ALL: [Encoding; 2] = [Encoding::Json, Encoding::PartialMetadataJson];
 
     pub(crate) const fn slot(self) -> usize {
         match self {
             Encoding::Json => 0,
+            Encoding::PartialMetadataJson => 1,
         }
     }
 }
@@ -209,9 +213,23 @@ pub fn object_key(namespace: &str, name: &str) -> String {
 }
 
 fn encode(body: &Value, encoding: Encoding) -> Bytes {
+    // Serializing a `Value` cannot fail: its map keys are strings.
     match encoding {
-        // Serializing a `Value` cannot fail: its map keys are strings.
         Encoding::Json => Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+        Encoding::PartialMetadataJson => {
+            let mut out = Vec::with_capacity(256);
+            out.extend_from_slice(
+                br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+            );
+            let metadata = body.get("metadata").unwrap_or(&Value::Null);
+            if metadata.is_object() {
+                serde_json::to_writer(&mut out, metadata).unwrap_or_default();
+            } else {
+                out.extend_from_slice(b"{}");
+            }
+            out.push(b'}');
+            Bytes::from(out)
+        }
     }
 }
 
@@ -219,6 +237,38 @@ fn encode(body: &Value, encoding: Encoding) -> Bytes {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn partial_metadata_is_the_metadata_alone_and_cached_apart() {
+        let stats = EncodeStats::default();
+        let object = Object::new(
+            "default",
+            "a",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            7,
+            json!({"kind": "ConfigMap", "apiVersion": "v1",
+                   "metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "y"}},
+                   "data": {"big": "z"}}),
+        );
+        let partial = object
+            .encoded(Encoding::PartialMetadataJson, &stats)
+            .clone();
+        let value: Value = serde_json::from_slice(&partial).unwrap();
+        assert_eq!(
+            value,
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                   "metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "y"}}})
+        );
+        assert!(!object.is_encoded(Encoding::Json));
+        object.encoded(Encoding::Json, &stats);
+        object.encoded(Encoding::PartialMetadataJson, &stats);
+        assert_eq!(stats.serializations(), 2);
+        let deleted: Value =
+            serde_json::from_slice(&object.encode_at(9, Encoding::PartialMetadataJson)).unwrap();
+        assert_eq!(deleted["metadata"]["resourceVersion"], "9");
+        assert_eq!(deleted["kind"], "PartialObjectMetadata");
+    }
 
     #[test]
     fn encoding_is_computed_once_and_carries_the_resource_version() {

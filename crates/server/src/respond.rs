@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use watchkeeper_api::ApiError;
+use watchkeeper_api::negotiate::{Conversion, negotiate_conversion};
 
 /// A JSON response.
 #[must_use]
@@ -43,18 +44,13 @@ pub fn error_response(error: &ApiError) -> Response {
     response
 }
 
-#[must_use]
-/// Whether the client asked for a Table (`Accept: ...;as=Table`).
-pub fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| {
-            accept
-                .split(',')
-                .next()
-                .is_some_and(|first| first.contains("as=Table"))
-        })
+/// The conversion the client's `Accept` asks for (Table, object metadata, or none), as
+/// kube-apiserver negotiates it ([`negotiate_conversion`]).
+///
+/// # Errors
+/// 406 NotAcceptable when no range of the header can be served.
+pub fn conversion(headers: &HeaderMap) -> Result<Conversion, ApiError> {
+    negotiate_conversion(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()))
 }
 
 /// Seconds since the Unix epoch (for Table ages).

@@ -788,3 +788,101 @@ async fn aggregated_discovery_is_negotiated() {
     }
     server.shutdown().await;
 }
+
+/// Metadata-only responses, as client-go's metadata informers and kube-rs's `metadata_watcher`
+/// ask for them: `as=PartialObjectMetadata` on GET and WATCH (bookmarks included),
+/// `as=PartialObjectMetadataList` on LIST (each item a `PartialObjectMetadata`), without the
+/// objects' bodies; a list asked as one object (or the reverse) and an `Accept` the server
+/// cannot serve get kube-apiserver's 406.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_responses() {
+    let server = server().await;
+    let base = "/api/v1/namespaces/default/configmaps";
+    for name in ["m1", "m2"] {
+        let (code, _) = send_json(server.addr, "POST", base, &configmap(name, 4096)).await;
+        assert_eq!(code, 201);
+    }
+    let pom = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let poml = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let get = |path: String, accept: &'static str| async move {
+        watchkeeper_testkit::request(server.addr, "GET", &path, &[("accept", accept)], b"")
+            .await
+            .unwrap()
+    };
+
+    let one = get(format!("{base}/m1"), pom).await;
+    assert_eq!(one.status, 200);
+    let body = one.json();
+    assert_eq!(body["kind"], "PartialObjectMetadata");
+    assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(body["metadata"]["name"], "m1");
+    assert!(body["metadata"]["resourceVersion"].is_string());
+    assert!(body.get("data").is_none());
+
+    let list = get(base.to_owned(), poml).await;
+    assert_eq!(list.status, 200);
+    let body = list.json();
+    assert_eq!(body["kind"], "PartialObjectMetadataList");
+    assert_eq!(body["apiVersion"], "meta.k8s.io/v1");
+    assert!(body["metadata"]["resourceVersion"].is_string());
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for item in items {
+        assert_eq!(item["kind"], "PartialObjectMetadata");
+        assert!(item.get("data").is_none());
+        assert_eq!(item["metadata"]["labels"]["app"], "test");
+    }
+    let full = get(base.to_owned(), "application/json").await.json();
+    assert!(list.text().len() * 4 < full.to_string().len());
+
+    let wrong_list = get(base.to_owned(), pom).await;
+    assert_eq!(wrong_list.status, 406);
+    assert_eq!(
+        wrong_list.json()["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list (*v1.ConfigMapList)"
+    );
+    let wrong_get = get(
+        format!("{base}/m1"),
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!(wrong_get.status, 406);
+    let unacceptable = get(base.to_owned(), "text/html").await;
+    assert_eq!(unacceptable.status, 406);
+    assert_eq!(unacceptable.json()["reason"], "NotAcceptable");
+
+    let rv = body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = watchkeeper_testkit::RawWatch::open(
+        server.addr,
+        &format!("{base}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"),
+        None,
+        &[("accept", pom)],
+    )
+    .await
+    .unwrap();
+    let (code, _) = send_json(server.addr, "POST", base, &configmap("m3", 4096)).await;
+    assert_eq!(code, 201);
+    let event = tokio::time::timeout(HANG_GUARD, watch.next_json())
+        .await
+        .expect("hang guard")
+        .unwrap()
+        .expect("an event");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(event["object"]["metadata"]["name"], "m3");
+    assert!(event["object"].get("data").is_none());
+    let refused = watchkeeper_testkit::request(
+        server.addr,
+        "GET",
+        &format!("{base}?watch=true"),
+        &[("accept", "text/html")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status, 406);
+    server.shutdown().await;
+}

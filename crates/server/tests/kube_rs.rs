@@ -670,12 +670,19 @@ async fn any_semantic_and_metadata_requests() {
     let metadata = api.get_metadata("cm-02").await.expect("get_metadata");
     assert_eq!(metadata.name_any(), "cm-02");
     assert!(metadata.resource_version().is_some());
+    // The server answers metadata only (not the whole object with its own kind).
+    assert_eq!(
+        metadata.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata")
+    );
     let listed = api
         .list_metadata(&ListParams::default().limit(4))
         .await
         .expect("list_metadata");
     assert_eq!(listed.items.len(), 4);
     assert!(listed.metadata.continue_.is_some());
+    assert_eq!(listed.types.kind, "PartialObjectMetadataList");
+    assert_eq!(listed.types.api_version, "meta.k8s.io/v1");
 
     let metadata_api: Api<PartialObjectMeta<ConfigMap>> =
         Api::namespaced(client(&server), "default");

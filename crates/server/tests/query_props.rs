@@ -11,8 +11,18 @@ use bytes::BytesMut;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use watchkeeper_api::builtin_resources;
+use watchkeeper_api::negotiate::Conversion;
 use watchkeeper_api::query::{ContinueToken, Options, ResourceVersion};
 use watchkeeper_api::watch_frame::{SHARE_MIN_BYTES, encode_frame, encode_frames};
+
+/// A watch's conversion from a proptest pick: objects, Tables or metadata only.
+fn conversion(pick: u8) -> Conversion {
+    match pick {
+        0 => Conversion::None,
+        1 => Conversion::Table,
+        _ => Conversion::PartialObjectMetadata,
+    }
+}
 use watchkeeper_core::{EncodeStats, Event, EventType, Object, WatchItem};
 
 fn param() -> impl Strategy<Value = String> {
@@ -102,7 +112,7 @@ proptest! {
     fn watch_frames_are_one_line_of_json(
         kind in 0..4u8,
         revision in 2..u64::MAX,
-        table in any::<bool>(),
+        pick in 0..3u8,
         def_index in 0..64usize,
         name in "[a-z0-9]{1,8}",
         extra in prop_oneof![Just(Value::Null), "\\PC{0,10}".prop_map(Value::String), any::<i64>().prop_map(Value::from)],
@@ -120,10 +130,11 @@ proptest! {
             0 => (WatchItem::Initial(object(revision)), "ADDED"),
             1 => (WatchItem::Event { event_type: EventType::Modified, event: Arc::new(Event::new(revision, Some(object(revision)), Some(object(1)))) }, "MODIFIED"),
             2 => (WatchItem::Event { event_type: EventType::Deleted, event: Arc::new(Event::new(revision, None, Some(object(1)))) }, "DELETED"),
-            _ => (WatchItem::Bookmark { revision, initial_events_end: table }, "BOOKMARK"),
+            _ => (WatchItem::Bookmark { revision, initial_events_end: pick == 1 }, "BOOKMARK"),
         };
+        let conversion = conversion(pick);
         let mut out = BytesMut::new();
-        encode_frame(&mut out, def, &item, table, &EncodeStats::default(), 1_800_000_000);
+        encode_frame(&mut out, def, &item, conversion, &EncodeStats::default(), 1_800_000_000);
         prop_assert_eq!(out.last(), Some(&b'\n'));
         prop_assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
         let frame: Value = serde_json::from_slice(&out).unwrap();
@@ -132,9 +143,17 @@ proptest! {
         let revision_text = revision.to_string();
         if expected == "BOOKMARK" {
             prop_assert_eq!(&object["metadata"]["resourceVersion"], revision_text.as_str());
-            prop_assert_eq!(&object["kind"], def.kind.as_str());
-        } else if table {
+            let kind = if conversion == Conversion::PartialObjectMetadata { "PartialObjectMetadata" } else { def.kind.as_str() };
+            prop_assert_eq!(&object["kind"], kind);
+        } else if conversion == Conversion::Table {
             prop_assert_eq!(&object["kind"], "Table");
+        } else if conversion == Conversion::PartialObjectMetadata {
+            prop_assert_eq!(&object["kind"], "PartialObjectMetadata");
+            prop_assert_eq!(object.as_object().unwrap().len(), 3);
+            if with_metadata {
+                prop_assert_eq!(&object["metadata"]["resourceVersion"], revision_text.as_str());
+                prop_assert_eq!(&object["metadata"]["name"], name.as_str());
+            }
         } else if with_metadata {
             prop_assert_eq!(&object["metadata"]["resourceVersion"], revision_text.as_str());
         } else {
@@ -165,7 +184,7 @@ fn numbers_survive_the_watch_encoder_exactly() {
         &mut out,
         &defs[0],
         &WatchItem::Initial(object),
-        false,
+        Conversion::None,
         &EncodeStats::default(),
         0,
     );
@@ -186,8 +205,9 @@ proptest! {
     fn watch_body_pieces_are_the_frames_with_large_objects_shared(
         sizes in proptest::collection::vec(0..3 * SHARE_MIN_BYTES, 0..12),
         kinds in proptest::collection::vec(0..4u8, 12),
-        table in any::<bool>(),
+        pick in 0..3u8,
     ) {
+        let conversion = conversion(pick);
         let defs = builtin_resources();
         let def = &defs[0];
         let stats = EncodeStats::default();
@@ -217,16 +237,21 @@ proptest! {
             .collect();
         let mut expected = BytesMut::new();
         for item in &items {
-            encode_frame(&mut expected, def, item, table, &stats, 1_800_000_000);
+            encode_frame(&mut expected, def, item, conversion, &stats, 1_800_000_000);
         }
         let mut parts = Vec::new();
-        encode_frames(&mut parts, def, &items, table, &stats, 1_800_000_000);
+        encode_frames(&mut parts, def, &items, conversion, &stats, 1_800_000_000);
         let joined: Vec<u8> = parts.iter().flat_map(|p| p.iter().copied()).collect();
         prop_assert_eq!(&joined[..], &expected[..]);
         for item in &items {
-            if let Some((_, bytes)) = item.encoded(watchkeeper_core::Encoding::Json, &stats) {
+            let encoding = if conversion == Conversion::PartialObjectMetadata {
+                watchkeeper_core::Encoding::PartialMetadataJson
+            } else {
+                watchkeeper_core::Encoding::Json
+            };
+            if let Some((_, bytes)) = item.encoded(encoding, &stats) {
                 let shared = parts.iter().any(|p| p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len());
-                prop_assert_eq!(shared, !table && bytes.len() >= SHARE_MIN_BYTES);
+                prop_assert_eq!(shared, conversion != Conversion::Table && bytes.len() >= SHARE_MIN_BYTES);
             }
         }
     }

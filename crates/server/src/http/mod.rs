@@ -28,6 +28,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, BytesMut};
 use serde_json::{Value, json};
+use watchkeeper_api::negotiate::Conversion;
 use watchkeeper_api::query::Options;
 use watchkeeper_api::{ApiError, validate_field_selector};
 use watchkeeper_core::Encoding;
@@ -35,7 +36,7 @@ use watchkeeper_core::Encoding;
 use crate::auth::{Attributes, User};
 use crate::cache::Resource;
 use crate::request::{RequestContext, ResourceRequest, Target, Verb};
-use crate::respond::{error_response, json_response, now_unix, text_response, wants_table};
+use crate::respond::{conversion, error_response, json_response, now_unix, text_response};
 use crate::source::read::ReadError;
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
@@ -307,6 +308,14 @@ async fn list(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
+    let conversion = conversion(&request.context.headers)?;
+    if conversion == Conversion::PartialObjectMetadata {
+        return Err(ApiError::not_acceptable(format!(
+            "you requested PartialObjectMetadata, but the requested object is a list (*{}.{})",
+            resource.def.version,
+            resource.def.list_kind()
+        )));
+    }
     let page = match app
         .source
         .list(resource, request.target.namespace, &request.options)
@@ -319,7 +328,7 @@ async fn list(
         }
     };
     let def = &resource.def;
-    if wants_table(&request.context.headers) {
+    if conversion == Conversion::Table {
         let bodies: Vec<&Value> = page.items.iter().map(|o| o.body()).collect();
         let table = watchkeeper_api::to_table(
             def,
@@ -338,13 +347,20 @@ async fn list(
         metadata["remainingItemCount"] = json!(remaining);
     }
     let stats = &resource.cache().metrics().encode;
+    let (list_kind, api_version, encoding) = if conversion == Conversion::PartialObjectMetadataList
+    {
+        (
+            "PartialObjectMetadataList".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+            Encoding::PartialMetadataJson,
+        )
+    } else {
+        (def.list_kind(), def.api_version(), Encoding::Json)
+    };
     let mut out = BytesMut::with_capacity(256 + page.items.len() * 512);
     out.put_slice(
         format!(
-            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-            def.list_kind(),
-            def.api_version(),
-            metadata
+            "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
         )
         .as_bytes(),
     );
@@ -353,7 +369,7 @@ async fn list(
             out.put_u8(b',');
         }
         // The object's cached encoding, shared with watch events: no per-request serialization.
-        out.put_slice(object.encoded(Encoding::Json, stats));
+        out.put_slice(object.encoded(encoding, stats));
     }
     out.put_slice(b"]}");
     Ok(json_response(StatusCode::OK, out.freeze()))
@@ -364,6 +380,13 @@ async fn get(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
+    let conversion = conversion(&request.context.headers)?;
+    if conversion == Conversion::PartialObjectMetadataList {
+        return Err(ApiError::not_acceptable(format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list (*{}.{})",
+            resource.def.version, resource.def.kind
+        )));
+    }
     let target = &request.target;
     let name = target.name.unwrap_or_default();
     let bytes = match app
@@ -382,7 +405,17 @@ async fn get(
             return app.source.read_uncached(request, resource, error).await;
         }
     };
-    if wants_table(&request.context.headers) {
+    if conversion == Conversion::PartialObjectMetadata {
+        let object: Value =
+            serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+        let partial = json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        });
+        return Ok(json_response(StatusCode::OK, partial.to_string()));
+    }
+    if conversion == Conversion::Table {
         let object: Value =
             serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))?;
         let rv = object

@@ -19,6 +19,7 @@ use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use watchkeeper_api::ApiError;
+use watchkeeper_api::negotiate::Conversion;
 use watchkeeper_api::query::{Options, ResourceVersion};
 use watchkeeper_api::watch_frame::encode_frames;
 use watchkeeper_core::{FieldSelector, WatchEnd, WatchItem, WatchRequest, WatchStart};
@@ -27,7 +28,7 @@ use crate::cache::Resource;
 use crate::http::state::App;
 use crate::operator::WatchInfo;
 use crate::request::ResourceRequest;
-use crate::respond::{now_unix, wants_table};
+use crate::respond::{conversion, now_unix};
 use crate::source::read::too_large;
 
 /// Maps Kubernetes' watch parameters onto the core's start: a watch without a resource
@@ -59,6 +60,7 @@ pub async fn watch(
     request: &ResourceRequest<'_>,
     resource: &Arc<Resource>,
 ) -> Result<Response, ApiError> {
+    let conversion = conversion(&request.context.headers)?;
     let mut options = request.options.clone();
     if let Some(name) = request.target.name {
         // A watch of one object is a watch with fieldSelector metadata.name.
@@ -111,7 +113,7 @@ pub async fn watch(
         app: app.clone(),
         resource: resource.clone(),
         id,
-        table: wants_table(headers),
+        conversion,
         chunk,
         buffer: Vec::with_capacity(chunk),
         done: false,
@@ -192,7 +194,8 @@ struct WatchStream {
     app: Arc<App>,
     resource: Arc<Resource>,
     id: u64,
-    table: bool,
+    /// Objects, Tables or metadata only, as the client's `Accept` asked.
+    conversion: Conversion,
     /// Items per chunk at most.
     chunk: usize,
     buffer: Vec<WatchItem>,
@@ -229,7 +232,7 @@ impl WatchStream {
             &mut parts,
             &self.resource.def,
             &self.buffer,
-            self.table,
+            self.conversion,
             stats,
             now,
         );
