@@ -36,6 +36,9 @@ const POD_SPEC_PATHS: &[(&str, &str, &str)] = &[
     ("apps", "StatefulSet", "spec.template.spec"),
     ("apps", "DaemonSet", "spec.template.spec"),
     ("batch", "Job", "spec.template.spec"),
+    ("batch", "CronJob", "spec.jobTemplate.spec.template.spec"),
+    ("", "ReplicationController", "spec.template.spec"),
+    ("", "PodTemplate", "template.spec"),
 ];
 
 /// Defaults of a pod spec (`SetDefaults_PodSpec`, `SetDefaults_Container`, volume sources),
@@ -107,6 +110,72 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
         r#""RollingUpdate""#,
     ),
     ("apps", "DaemonSet", "spec.revisionHistoryLimit", "10"),
+    ("", "ReplicationController", "spec.replicas", "1"),
+    ("batch", "Job", "spec.parallelism", "1"),
+    ("batch", "Job", "spec.backoffLimit", "6"),
+    ("batch", "Job", "spec.completionMode", r#""NonIndexed""#),
+    ("batch", "Job", "spec.suspend", "false"),
+    ("batch", "CronJob", "spec.concurrencyPolicy", r#""Allow""#),
+    ("batch", "CronJob", "spec.suspend", "false"),
+    ("batch", "CronJob", "spec.successfulJobsHistoryLimit", "3"),
+    ("batch", "CronJob", "spec.failedJobsHistoryLimit", "1"),
+    (
+        "",
+        "PersistentVolumeClaim",
+        "spec.volumeMode",
+        r#""Filesystem""#,
+    ),
+    (
+        "",
+        "PersistentVolume",
+        "spec.persistentVolumeReclaimPolicy",
+        r#""Retain""#,
+    ),
+    ("", "PersistentVolume", "spec.volumeMode", r#""Filesystem""#),
+    ("", "PersistentVolumeClaim", "status.phase", r#""Pending""#),
+    ("", "PersistentVolume", "status.phase", r#""Pending""#),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.minReplicas",
+        "1",
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.metrics",
+        r#"[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}]"#,
+    ),
+    (
+        "storage.k8s.io",
+        "StorageClass",
+        "reclaimPolicy",
+        r#""Delete""#,
+    ),
+    (
+        "storage.k8s.io",
+        "StorageClass",
+        "volumeBindingMode",
+        r#""Immediate""#,
+    ),
+    (
+        "scheduling.k8s.io",
+        "PriorityClass",
+        "preemptionPolicy",
+        r#""PreemptLowerPriority""#,
+    ),
+    (
+        "networking.k8s.io",
+        "NetworkPolicy",
+        "spec.ingress[].ports[].protocol",
+        r#""TCP""#,
+    ),
+    (
+        "networking.k8s.io",
+        "NetworkPolicy",
+        "spec.egress[].ports[].protocol",
+        r#""TCP""#,
+    ),
     ("", "Service", "spec.type", r#""ClusterIP""#),
     ("", "Service", "spec.sessionAffinity", r#""None""#),
     ("", "Service", "spec.ports[].protocol", r#""TCP""#),
@@ -154,7 +223,10 @@ pub fn keeps_generation(def: &ResourceDef) -> bool {
     }
     matches!(
         (def.group.as_str(), def.kind.as_str()),
-        ("", "Pod") | ("apps", _) | ("batch", _) | ("discovery.k8s.io", "EndpointSlice")
+        ("", "Pod" | "ReplicationController")
+            | ("apps" | "batch" | "policy", _)
+            | ("discovery.k8s.io", "EndpointSlice")
+            | ("networking.k8s.io", "Ingress" | "NetworkPolicy")
     )
 }
 
@@ -330,6 +402,12 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value, cluster_ip: Option<
         return;
     }
     let (group, kind) = (def.group.as_str(), def.kind.as_str());
+    // Rules that read other fields first, before the table fills them.
+    match (group, kind) {
+        ("batch", "Job") => job_defaults(object),
+        ("networking.k8s.io", "NetworkPolicy") => network_policy_defaults(object),
+        _ => {}
+    }
     for (row_group, row_kind, path, value) in DEFAULTS {
         if *row_group == group && *row_kind == kind {
             let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
@@ -355,6 +433,62 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value, cluster_ip: Option<
             pod_spec_defaults(spec);
         }
     }
+}
+
+/// The object's `spec` map, created when absent or null (Go's nested structs always exist);
+/// `None` when `spec` holds another type (the schema check reports it).
+fn spec_map(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    let map = object.as_object_mut()?;
+    let spec = map.entry("spec").or_insert(Value::Null);
+    if spec.is_null() {
+        *spec = json!({});
+    }
+    spec.as_object_mut()
+}
+
+/// `SetDefaults_Job`: `completions` is 1 when neither it nor `parallelism` is set; without a
+/// `podFailurePolicy`, `podReplacementPolicy` is `TerminatingOrFailed` (`Failed` with one).
+fn job_defaults(object: &mut Value) {
+    let Some(spec) = spec_map(object) else {
+        return;
+    };
+    let unset = |spec: &Map<String, Value>, key: &str| spec.get(key).is_none_or(Value::is_null);
+    if unset(spec, "completions") && unset(spec, "parallelism") {
+        spec.insert("completions".to_owned(), json!(1));
+    }
+    if unset(spec, "podReplacementPolicy") {
+        let policy = if unset(spec, "podFailurePolicy") {
+            "TerminatingOrFailed"
+        } else {
+            "Failed"
+        };
+        spec.insert("podReplacementPolicy".to_owned(), json!(policy));
+    }
+}
+
+/// `SetDefaults_NetworkPolicy`: without `policyTypes`, `Ingress`, and `Egress` too when the
+/// policy has egress rules.
+fn network_policy_defaults(object: &mut Value) {
+    let Some(spec) = spec_map(object) else {
+        return;
+    };
+    if spec
+        .get("policyTypes")
+        .and_then(Value::as_array)
+        .is_some_and(|types| !types.is_empty())
+    {
+        return;
+    }
+    let egress = spec
+        .get("egress")
+        .and_then(Value::as_array)
+        .is_some_and(|rules| !rules.is_empty());
+    let types = if egress {
+        json!(["Ingress", "Egress"])
+    } else {
+        json!(["Ingress"])
+    };
+    spec.insert("policyTypes".to_owned(), types);
 }
 
 /// A Pod's QoS class (`qos.GetPodQOS`) over cpu and memory: `BestEffort` with no requests or

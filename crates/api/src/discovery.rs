@@ -44,6 +44,24 @@ const WITHOUT_STATUS: &[(&str, &str)] = &[
     ("", "serviceaccounts"),
     ("coordination.k8s.io", "leases"),
     ("discovery.k8s.io", "endpointslices"),
+    ("", "limitranges"),
+    ("", "podtemplates"),
+    ("networking.k8s.io", "networkpolicies"),
+    ("networking.k8s.io", "ingressclasses"),
+    ("rbac.authorization.k8s.io", "roles"),
+    ("rbac.authorization.k8s.io", "rolebindings"),
+    ("rbac.authorization.k8s.io", "clusterroles"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"),
+    ("storage.k8s.io", "storageclasses"),
+    ("scheduling.k8s.io", "priorityclasses"),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+    ),
 ];
 
 /// The subresources served for a resource, each with its verbs: `status` unless the resource
@@ -407,7 +425,22 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "coordination.k8s.io", "discovery.k8s.io"]);
+        assert_eq!(
+            names,
+            [
+                "apps",
+                "coordination.k8s.io",
+                "discovery.k8s.io",
+                "batch",
+                "policy",
+                "networking.k8s.io",
+                "rbac.authorization.k8s.io",
+                "storage.k8s.io",
+                "scheduling.k8s.io",
+                "admissionregistration.k8s.io",
+                "autoscaling"
+            ]
+        );
         assert_eq!(
             list["groups"][0],
             json!({"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
@@ -417,7 +450,12 @@ mod tests {
         assert_eq!(apps["kind"], "APIGroup");
         assert_eq!(apps["apiVersion"], "v1");
         assert!(api_group(&builtin_resources(), "").is_none());
-        assert!(api_group(&builtin_resources(), "batch").is_none());
+        assert!(api_group(&builtin_resources(), "example.com").is_none());
+        let autoscaling = api_group(&builtin_resources(), "autoscaling").unwrap();
+        assert_eq!(
+            autoscaling["preferredVersion"]["groupVersion"],
+            "autoscaling/v2"
+        );
     }
 
     #[test]
@@ -427,8 +465,10 @@ mod tests {
         assert_eq!(core["groupVersion"], "v1");
         assert_eq!(core["kind"], "APIResourceList");
         let resources = core["resources"].as_array().unwrap();
-        // 9 resources, 4 status subresources (namespaces, nodes, pods, services), finalize.
-        assert_eq!(resources.len(), 14);
+        // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
+        // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
+        // namespaces/finalize.
+        assert_eq!(resources.len(), 24);
         let pod_status = resources
             .iter()
             .find(|r| r["name"] == "pods/status")
@@ -458,7 +498,9 @@ mod tests {
         assert_eq!(apps["groupVersion"], "apps/v1");
         assert_eq!(apps["resources"].as_array().unwrap().len(), 8);
         assert!(api_resource_list(&defs, "apps", "v2").is_none());
-        assert!(api_resource_list(&defs, "batch", "v1").is_none());
+        assert!(api_resource_list(&defs, "batch", "v2").is_none());
+        let rbac = api_resource_list(&defs, "rbac.authorization.k8s.io", "v1").unwrap();
+        assert_eq!(rbac["resources"].as_array().unwrap().len(), 4);
     }
 
     #[test]
@@ -531,12 +573,16 @@ mod tests {
         assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");
         // Every resource and subresource of the legacy lists, and nothing else.
         let mut legacy = Vec::new();
-        for (group, version) in [
-            ("", "v1"),
-            ("apps", "v1"),
-            ("coordination.k8s.io", "v1"),
-            ("discovery.k8s.io", "v1"),
-        ] {
+        let mut group_versions = vec![(String::new(), "v1".to_owned())];
+        for group in api_group_list(&defs)["groups"].as_array().unwrap() {
+            for version in group["versions"].as_array().unwrap() {
+                group_versions.push((
+                    group["name"].as_str().unwrap().to_owned(),
+                    version["version"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+        for (group, version) in &group_versions {
             for r in api_resource_list(&defs, group, version).unwrap()["resources"]
                 .as_array()
                 .unwrap()
@@ -576,7 +622,11 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(groups, ["apps", "coordination.k8s.io", "discovery.k8s.io"]);
+        assert_eq!(groups.len(), 11);
+        assert_eq!(
+            groups[..3],
+            ["apps", "coordination.k8s.io", "discovery.k8s.io"]
+        );
     }
 
     #[test]

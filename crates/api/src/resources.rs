@@ -40,7 +40,26 @@ pub struct ResourceDef {
 }
 
 /// Groups whose resources Kubernetes stores under `/registry/{resource}` without the group.
-const BUILTIN_GROUPS: &[&str] = &["", "apps", "coordination.k8s.io", "discovery.k8s.io"];
+const BUILTIN_GROUPS: &[&str] = &[
+    "",
+    "apps",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "batch",
+    "autoscaling",
+    "policy",
+    "networking.k8s.io",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "scheduling.k8s.io",
+    "admissionregistration.k8s.io",
+];
+
+/// Built-in resources kube-apiserver stores under another name than their plural.
+const STORAGE_NAMES: &[(&str, &str, &str)] = &[
+    ("", "replicationcontrollers", "controllers"),
+    ("networking.k8s.io", "ingresses", "ingress"),
+];
 
 impl ResourceDef {
     /// `v1` for the core group, `{group}/{version}` otherwise.
@@ -70,7 +89,10 @@ impl ResourceDef {
     #[must_use]
     pub fn storage_prefix(&self) -> String {
         if self.is_builtin() {
-            self.plural.clone()
+            STORAGE_NAMES
+                .iter()
+                .find(|(group, plural, _)| *group == self.group && *plural == self.plural)
+                .map_or_else(|| self.plural.clone(), |(_, _, name)| (*name).to_owned())
         } else {
             format!("{}/{}", self.group, self.plural)
         }
@@ -149,13 +171,29 @@ fn builtin(
     }
 }
 
+/// A built-in resource outside version `v1` (e.g. `autoscaling/v2`).
+fn builtin_at(version: &str, def: ResourceDef) -> ResourceDef {
+    ResourceDef {
+        version: version.to_owned(),
+        ..def
+    }
+}
+
 /// The built-in resources: core v1 namespaces, nodes, pods, configmaps, secrets, services,
-/// endpoints, events and serviceaccounts; apps/v1 deployments, replicasets, statefulsets and
-/// daemonsets; coordination.k8s.io/v1 leases; discovery.k8s.io/v1 endpointslices.
+/// endpoints, events, serviceaccounts, persistentvolumeclaims, persistentvolumes,
+/// resourcequotas, limitranges, replicationcontrollers and podtemplates; apps/v1 deployments,
+/// replicasets, statefulsets and daemonsets; coordination.k8s.io/v1 leases;
+/// discovery.k8s.io/v1 endpointslices; batch/v1 jobs and cronjobs; autoscaling/v2
+/// horizontalpodautoscalers; policy/v1 poddisruptionbudgets; networking.k8s.io/v1
+/// networkpolicies, ingresses and ingressclasses; rbac.authorization.k8s.io/v1 roles,
+/// rolebindings, clusterroles and clusterrolebindings; storage.k8s.io/v1 storageclasses;
+/// scheduling.k8s.io/v1 priorityclasses; admissionregistration.k8s.io/v1 validating and
+/// mutating webhook configurations. (The first fifteen in this order come first, so older
+/// clients' indexes into the list keep their meaning.)
 #[must_use]
 pub fn builtin_resources() -> Vec<ResourceDef> {
     let all = &["all"][..];
-    vec![
+    let mut defs = vec![
         builtin(
             "",
             "Namespace",
@@ -291,7 +329,206 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
             None,
             &[],
         ),
-    ]
+    ];
+    defs.extend(more_builtin_resources());
+    defs
+}
+
+/// The built-in resources beyond the first fifteen (see [`builtin_resources`]).
+fn more_builtin_resources() -> Vec<ResourceDef> {
+    let all = &["all"][..];
+    // (group, kind, plural, short names, namespaced, selectable fields, categories)
+    type Row<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a [&'a str],
+        bool,
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+    let rows: &[Row<'_>] = &[
+        (
+            "",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            &["pvc"],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "",
+            "PersistentVolume",
+            "persistentvolumes",
+            &["pv"],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "",
+            "ResourceQuota",
+            "resourcequotas",
+            &["quota"],
+            true,
+            &[],
+            &[],
+        ),
+        ("", "LimitRange", "limitranges", &["limits"], true, &[], &[]),
+        (
+            "",
+            "ReplicationController",
+            "replicationcontrollers",
+            &["rc"],
+            true,
+            &["status.replicas"],
+            all,
+        ),
+        ("", "PodTemplate", "podtemplates", &[], true, &[], &[]),
+        (
+            "batch",
+            "Job",
+            "jobs",
+            &[],
+            true,
+            &["status.successful"],
+            all,
+        ),
+        ("batch", "CronJob", "cronjobs", &["cj"], true, &[], all),
+        (
+            "policy",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            &["pdb"],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "networking.k8s.io",
+            "NetworkPolicy",
+            "networkpolicies",
+            &["netpol"],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "networking.k8s.io",
+            "Ingress",
+            "ingresses",
+            &["ing"],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "networking.k8s.io",
+            "IngressClass",
+            "ingressclasses",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "Role",
+            "roles",
+            &[],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            "rolebindings",
+            &[],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            "clusterroles",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "storage.k8s.io",
+            "StorageClass",
+            "storageclasses",
+            &["sc"],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "scheduling.k8s.io",
+            "PriorityClass",
+            "priorityclasses",
+            &["pc"],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            &[],
+            false,
+            &[],
+            &["api-extensions"],
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            &[],
+            false,
+            &[],
+            &["api-extensions"],
+        ),
+    ];
+    let mut defs: Vec<ResourceDef> = rows
+        .iter()
+        .map(
+            |&(group, kind, plural, short, namespaced, fields, categories)| {
+                builtin(
+                    group, kind, plural, short, namespaced, fields, None, categories,
+                )
+            },
+        )
+        .collect();
+    defs.push(builtin_at(
+        "v2",
+        builtin(
+            "autoscaling",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            &["hpa"],
+            true,
+            &[],
+            None,
+            all,
+        ),
+    ));
+    defs
 }
 
 /// One `[[resource]]` table of a resources file.
@@ -458,7 +695,7 @@ fn scalar_string(value: &Value) -> Option<String> {
 fn builtin_zero_value(field: &str) -> &'static str {
     match field {
         "spec.unschedulable" | "spec.hostNetwork" => "false",
-        "status.replicas" => "0",
+        "status.replicas" | "status.successful" => "0",
         _ => "",
     }
 }
@@ -576,15 +813,21 @@ mod tests {
     #[test]
     fn builtin_names_are_consistent() {
         let defs = builtin_resources();
-        assert_eq!(defs.len(), 15);
+        assert_eq!(defs.len(), 36);
         let mut seen = std::collections::BTreeSet::new();
         for d in &defs {
             assert!(seen.insert((d.group.clone(), d.plural.clone())), "{d:?}");
-            assert_eq!(d.version, "v1");
+            let version = if d.group == "autoscaling" { "v2" } else { "v1" };
+            assert_eq!(d.version, version);
             assert_eq!(d.singular, d.kind.to_ascii_lowercase());
             assert!(is_dns_label(&d.plural) && d.plural.ends_with('s'), "{d:?}");
             assert!(d.is_builtin());
-            assert_eq!(d.storage_prefix(), d.plural);
+            let storage = match d.plural.as_str() {
+                "ingresses" => "ingress",
+                "replicationcontrollers" => "controllers",
+                plural => plural,
+            };
+            assert_eq!(d.storage_prefix(), storage);
             assert_eq!(d.list_kind(), format!("{}List", d.kind));
             assert_eq!(d.api_version(), d.group_version());
             if let Some(trigger) = &d.trigger_field {

@@ -69,7 +69,10 @@ fn ref_name(schema: &Value) -> Option<&str> {
 fn schemas() -> &'static Schemas {
     static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
-        use k8s_openapi::api::{apps, coordination, core, discovery};
+        use k8s_openapi::api::{
+            admissionregistration, apps, autoscaling, batch, coordination, core, discovery,
+            networking, policy, rbac, scheduling, storage,
+        };
         let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
         let mut roots = HashMap::new();
         let mut add = |group: &'static str, kind: &'static str, schema: Value| {
@@ -158,6 +161,145 @@ fn schemas() -> &'static Schemas {
             "EndpointSlice",
             generator
                 .subschema_for::<discovery::v1::EndpointSlice>()
+                .to_value(),
+        );
+        add(
+            "",
+            "PersistentVolumeClaim",
+            generator
+                .subschema_for::<core::v1::PersistentVolumeClaim>()
+                .to_value(),
+        );
+        add(
+            "",
+            "PersistentVolume",
+            generator
+                .subschema_for::<core::v1::PersistentVolume>()
+                .to_value(),
+        );
+        add(
+            "",
+            "ResourceQuota",
+            generator
+                .subschema_for::<core::v1::ResourceQuota>()
+                .to_value(),
+        );
+        add(
+            "",
+            "LimitRange",
+            generator.subschema_for::<core::v1::LimitRange>().to_value(),
+        );
+        add(
+            "",
+            "ReplicationController",
+            generator
+                .subschema_for::<core::v1::ReplicationController>()
+                .to_value(),
+        );
+        add(
+            "",
+            "PodTemplate",
+            generator
+                .subschema_for::<core::v1::PodTemplate>()
+                .to_value(),
+        );
+        add(
+            "batch",
+            "Job",
+            generator.subschema_for::<batch::v1::Job>().to_value(),
+        );
+        add(
+            "batch",
+            "CronJob",
+            generator.subschema_for::<batch::v1::CronJob>().to_value(),
+        );
+        add(
+            "autoscaling",
+            "HorizontalPodAutoscaler",
+            generator
+                .subschema_for::<autoscaling::v2::HorizontalPodAutoscaler>()
+                .to_value(),
+        );
+        add(
+            "policy",
+            "PodDisruptionBudget",
+            generator
+                .subschema_for::<policy::v1::PodDisruptionBudget>()
+                .to_value(),
+        );
+        add(
+            "networking.k8s.io",
+            "NetworkPolicy",
+            generator
+                .subschema_for::<networking::v1::NetworkPolicy>()
+                .to_value(),
+        );
+        add(
+            "networking.k8s.io",
+            "Ingress",
+            generator
+                .subschema_for::<networking::v1::Ingress>()
+                .to_value(),
+        );
+        add(
+            "networking.k8s.io",
+            "IngressClass",
+            generator
+                .subschema_for::<networking::v1::IngressClass>()
+                .to_value(),
+        );
+        add(
+            "rbac.authorization.k8s.io",
+            "Role",
+            generator.subschema_for::<rbac::v1::Role>().to_value(),
+        );
+        add(
+            "rbac.authorization.k8s.io",
+            "RoleBinding",
+            generator
+                .subschema_for::<rbac::v1::RoleBinding>()
+                .to_value(),
+        );
+        add(
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            generator
+                .subschema_for::<rbac::v1::ClusterRole>()
+                .to_value(),
+        );
+        add(
+            "rbac.authorization.k8s.io",
+            "ClusterRoleBinding",
+            generator
+                .subschema_for::<rbac::v1::ClusterRoleBinding>()
+                .to_value(),
+        );
+        add(
+            "storage.k8s.io",
+            "StorageClass",
+            generator
+                .subschema_for::<storage::v1::StorageClass>()
+                .to_value(),
+        );
+        add(
+            "scheduling.k8s.io",
+            "PriorityClass",
+            generator
+                .subschema_for::<scheduling::v1::PriorityClass>()
+                .to_value(),
+        );
+        add(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+            generator
+                .subschema_for::<admissionregistration::v1::ValidatingWebhookConfiguration>()
+                .to_value(),
+        );
+        add(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            generator
+                .subschema_for::<admissionregistration::v1::MutatingWebhookConfiguration>()
                 .to_value(),
         );
         let mut definitions = generator.take_definitions(false);

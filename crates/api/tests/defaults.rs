@@ -245,6 +245,112 @@ fn keeps(original: &Value, defaulted: &Value) -> bool {
     }
 }
 
+#[test]
+fn batch_defaults() {
+    let job = create(
+        "jobs",
+        json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "a", "image": "busybox:1.36"}]
+        }}}}),
+    );
+    let spec = &job["spec"];
+    assert_eq!(spec["completions"], 1);
+    assert_eq!(spec["parallelism"], 1);
+    assert_eq!(spec["backoffLimit"], 6);
+    assert_eq!(spec["completionMode"], "NonIndexed");
+    assert_eq!(spec["suspend"], false);
+    assert_eq!(spec["podReplacementPolicy"], "TerminatingOrFailed");
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+    assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(job["metadata"]["generation"], 1);
+
+    // Only parallelism set: completions stays unset (a work queue); a failure policy
+    // makes the replacement policy `Failed`.
+    let queue = create(
+        "jobs",
+        json!({"metadata": {"name": "q"}, "spec": {"parallelism": 3,
+            "podFailurePolicy": {"rules": []},
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "a", "image": "x"}]}}}}),
+    );
+    assert!(queue["spec"].get("completions").is_none());
+    assert_eq!(queue["spec"]["parallelism"], 3);
+    assert_eq!(queue["spec"]["podReplacementPolicy"], "Failed");
+
+    let cron = create(
+        "cronjobs",
+        json!({"metadata": {"name": "c"}, "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "OnFailure", "containers": [{"name": "a", "image": "x"}]
+        }}}}}}),
+    );
+    let spec = &cron["spec"];
+    assert_eq!(spec["concurrencyPolicy"], "Allow");
+    assert_eq!(spec["suspend"], false);
+    assert_eq!(spec["successfulJobsHistoryLimit"], 3);
+    assert_eq!(spec["failedJobsHistoryLimit"], 1);
+    let pod = &spec["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(pod["containers"][0]["terminationMessagePolicy"], "File");
+}
+
+#[test]
+fn networking_storage_and_scaling_defaults() {
+    let ingress_only = create(
+        "networkpolicies",
+        json!({"metadata": {"name": "n"}, "spec": {"podSelector": {}, "ingress": [{"ports": [{"port": 80}]}]}}),
+    );
+    assert_eq!(ingress_only["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(
+        ingress_only["spec"]["ingress"][0]["ports"][0]["protocol"],
+        "TCP"
+    );
+    let both = create(
+        "networkpolicies",
+        json!({"metadata": {"name": "e"}, "spec": {"podSelector": {}, "egress": [{}]}}),
+    );
+    assert_eq!(both["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    let explicit = create(
+        "networkpolicies",
+        json!({"metadata": {"name": "x"}, "spec": {"podSelector": {}, "policyTypes": ["Egress"]}}),
+    );
+    assert_eq!(explicit["spec"]["policyTypes"], json!(["Egress"]));
+
+    let hpa = create(
+        "horizontalpodautoscalers",
+        json!({"metadata": {"name": "h"}, "spec": {"maxReplicas": 5,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}}}),
+    );
+    assert_eq!(hpa["apiVersion"], "autoscaling/v2");
+    assert_eq!(hpa["spec"]["minReplicas"], 1);
+    assert_eq!(
+        hpa["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}])
+    );
+
+    let pvc = create(
+        "persistentvolumeclaims",
+        json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+    assert_eq!(pvc["spec"]["volumeMode"], "Filesystem");
+    assert_eq!(pvc["status"]["phase"], "Pending");
+    let storage_class = create(
+        "storageclasses",
+        json!({"metadata": {"name": "fast"}, "provisioner": "example.com/fast"}),
+    );
+    assert_eq!(storage_class["reclaimPolicy"], "Delete");
+    assert_eq!(storage_class["volumeBindingMode"], "Immediate");
+    assert!(storage_class["metadata"].get("generation").is_none());
+    let role = create(
+        "roles",
+        json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
+    );
+    assert!(role["metadata"].get("generation").is_none());
+    assert_eq!(role["kind"], "Role");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 

@@ -55,6 +55,7 @@ async fn scenario(k: &Kubectl) {
     create_from_file_and_get_json(k).await;
     watch_sees_changes(k).await;
     apply_twice_then_change(k).await;
+    applies_a_chart_of_common_kinds(k).await;
     patches_labels_annotations(k).await;
     deletes(k).await;
 }
@@ -427,6 +428,199 @@ async fn apply_twice_then_change(k: &Kubectl) {
             .as_str()
             .unwrap_or_default();
     assert!(last_applied.contains("nginx:1.28"), "{pod}");
+}
+
+/// What a typical Helm chart or operator bundle holds beyond workloads: RBAC, a Job and a
+/// CronJob, an Ingress and its class, a NetworkPolicy, a PodDisruptionBudget, an
+/// autoscaler, a PersistentVolumeClaim, a PriorityClass and a StorageClass — applied from one
+/// file, listed back, and defaulted as kube-apiserver defaults them.
+async fn applies_a_chart_of_common_kinds(k: &Kubectl) {
+    let chart = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: chart}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: chart}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: chart}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: chart}
+subjects:
+- {kind: ServiceAccount, name: chart, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: chart-reader}
+rules:
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: chart-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: chart-reader}
+subjects:
+- {kind: ServiceAccount, name: chart, namespace: default}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: migrate}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox:1.36}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: main, image: busybox:1.36}]
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: chart}
+spec: {controller: example.com/ingress}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: chart}
+spec:
+  ingressClassName: chart
+  rules:
+  - host: chart.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: chart, port: {number: 80}}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: chart}
+spec:
+  podSelector: {matchLabels: {app: chart}}
+  ingress: [{ports: [{port: 80}]}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: chart}
+spec: {minAvailable: 1, selector: {matchLabels: {app: chart}}}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: chart}
+spec:
+  maxReplicas: 4
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: chart}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: chart}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: chart-high}
+value: 1000
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: chart-fast}
+provisioner: example.com/fast
+"#;
+    let file = k.manifest("chart.yaml", chart);
+    let out = k.ok(&["apply", "-f", &file]).await;
+    for created in [
+        "serviceaccount/chart created",
+        "role.rbac.authorization.k8s.io/chart created",
+        "rolebinding.rbac.authorization.k8s.io/chart created",
+        "clusterrole.rbac.authorization.k8s.io/chart-reader created",
+        "clusterrolebinding.rbac.authorization.k8s.io/chart-reader created",
+        "job.batch/migrate created",
+        "cronjob.batch/nightly created",
+        "ingressclass.networking.k8s.io/chart created",
+        "ingress.networking.k8s.io/chart created",
+        "networkpolicy.networking.k8s.io/chart created",
+        "poddisruptionbudget.policy/chart created",
+        "horizontalpodautoscaler.autoscaling/chart created",
+        "persistentvolumeclaim/chart created",
+        "priorityclass.scheduling.k8s.io/chart-high created",
+        "storageclass.storage.k8s.io/chart-fast created",
+    ] {
+        assert!(
+            out.lines().any(|l| l == created),
+            "{created} missing from:\n{out}"
+        );
+    }
+    // A second apply stores nothing new. (kubectl still sends, and reports as
+    // "configured", a patch for the PodDisruptionBudget's replace-strategy selector and the
+    // NetworkPolicy's defaulted port protocol, as against kube-apiserver; the server stores
+    // no change for them.)
+    let kinds = "sa,roles,rolebindings,clusterroles,clusterrolebindings,jobs,cronjobs,ingressclasses,ingresses,networkpolicies,pdb,hpa,pvc,priorityclasses,storageclasses";
+    let versions = || async {
+        k.ok(&[
+            "get",
+            kinds,
+            "-o",
+            "jsonpath={.items[*].metadata.resourceVersion}",
+        ])
+        .await
+    };
+    let before = versions().await;
+    let again = k.ok(&["apply", "-f", &file]).await;
+    assert_eq!(again.lines().count(), 15, "{again}");
+    assert_eq!(
+        versions().await,
+        before,
+        "a second apply stores nothing:\n{again}"
+    );
+    let names = k
+        .ok(&[
+            "get",
+            "roles,rolebindings,jobs,cronjobs,ingresses,pdb,hpa,pvc",
+            "-o",
+            "name",
+        ])
+        .await;
+    for name in [
+        "role.rbac.authorization.k8s.io/chart",
+        "job.batch/migrate",
+        "cronjob.batch/nightly",
+        "ingress.networking.k8s.io/chart",
+        "poddisruptionbudget.policy/chart",
+        "horizontalpodautoscaler.autoscaling/chart",
+        "persistentvolumeclaim/chart",
+    ] {
+        assert!(
+            names.lines().any(|l| l == name),
+            "{name} missing from:\n{names}"
+        );
+    }
+    let job = k.json(&["get", "job", "migrate"]).await;
+    assert_eq!(job["spec"]["backoffLimit"], 6, "{job}");
+    assert_eq!(job["spec"]["completions"], 1, "{job}");
+    let netpol = k.json(&["get", "networkpolicy", "chart"]).await;
+    assert_eq!(
+        netpol["spec"]["policyTypes"],
+        serde_json::json!(["Ingress"])
+    );
+    let out = k.ok(&["delete", "-f", &file]).await;
+    assert_eq!(out.lines().count(), 15, "{out}");
 }
 
 async fn patches_labels_annotations(k: &Kubectl) {
