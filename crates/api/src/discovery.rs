@@ -32,6 +32,92 @@ pub const VERBS: &[&str] = &[
     "watch",
 ];
 
+/// Resources that take only `create` and are never stored or watched — the access and
+/// identity reviews the server answers from its authorizer: `(group, version, plural, kind,
+/// namespaced)`. Discovery lists them with the verb `create`.
+pub const REVIEW_RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+    ),
+];
+
+/// A definition standing for a review resource (see [`REVIEW_RESOURCES`]).
+#[must_use]
+pub fn review_def(
+    group: &str,
+    version: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+) -> ResourceDef {
+    ResourceDef {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
+        singular: kind.to_ascii_lowercase(),
+        short_names: Vec::new(),
+        namespaced,
+        selectable_fields: Vec::new(),
+        trigger_field: None,
+        categories: Vec::new(),
+    }
+}
+
+fn is_review(def: &ResourceDef) -> bool {
+    REVIEW_RESOURCES
+        .iter()
+        .any(|(g, v, p, _, _)| *g == def.group && *v == def.version && *p == def.plural)
+}
+
+/// The served resources plus the review resources, as discovery lists them.
+fn with_reviews(defs: &[ResourceDef]) -> Vec<ResourceDef> {
+    let mut all = defs.to_vec();
+    for &(group, version, plural, kind, namespaced) in REVIEW_RESOURCES {
+        if !all.iter().any(|d| d.group == group && d.plural == plural) {
+            all.push(review_def(group, version, plural, kind, namespaced));
+        }
+    }
+    all
+}
+
+/// The verbs discovery lists for a resource.
+fn verbs_of(def: &ResourceDef) -> &'static [&'static str] {
+    if is_review(def) { &["create"] } else { VERBS }
+}
+
 /// The verbs of a `status` subresource.
 const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
@@ -69,6 +155,9 @@ const WITHOUT_STATUS: &[(&str, &str)] = &[
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
+    if is_review(def) {
+        return out;
+    }
     if !WITHOUT_STATUS.contains(&(def.group.as_str(), def.plural.as_str())) {
         out.push(("status", STATUS_VERBS));
     }
@@ -153,6 +242,7 @@ fn group_body(group: &str, versions: &[&str]) -> Value {
 /// `/apis`: an `APIGroupList` of every named group (the first version listed is preferred).
 #[must_use]
 pub fn api_group_list(defs: &[ResourceDef]) -> Value {
+    let defs = &with_reviews(defs);
     let groups: Vec<Value> = groups(defs)
         .iter()
         .map(|(group, versions)| group_body(group, versions))
@@ -163,6 +253,7 @@ pub fn api_group_list(defs: &[ResourceDef]) -> Value {
 /// `/apis/{group}`: an `APIGroup`, `None` for an unknown group (or the core group).
 #[must_use]
 pub fn api_group(defs: &[ResourceDef], group: &str) -> Option<Value> {
+    let defs = &with_reviews(defs);
     let groups = groups(defs);
     let (name, versions) = groups.iter().find(|(g, _)| *g == group)?;
     let mut body = group_body(name, versions);
@@ -178,7 +269,7 @@ fn api_resource(def: &ResourceDef) -> Value {
         "singularName": def.singular,
         "namespaced": def.namespaced,
         "kind": def.kind,
-        "verbs": VERBS,
+        "verbs": verbs_of(def),
     });
     if !def.short_names.is_empty() {
         resource["shortNames"] = json!(def.short_names);
@@ -193,6 +284,7 @@ fn api_resource(def: &ResourceDef) -> Value {
 /// resource is served at that group and version.
 #[must_use]
 pub fn api_resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+    let defs = &with_reviews(defs);
     let resources: Vec<Value> = defs
         .iter()
         .filter(|d| d.group == group && d.version == version)
@@ -309,7 +401,7 @@ fn resource_discovery(def: &ResourceDef) -> Value {
         "responseKind": group_version_kind(def),
         "scope": if def.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": def.singular,
-        "verbs": VERBS,
+        "verbs": verbs_of(def),
     });
     if !def.short_names.is_empty() {
         resource["shortNames"] = json!(def.short_names);
@@ -354,6 +446,7 @@ fn group_discovery(defs: &[ResourceDef], group: &str, versions: &[&str]) -> Valu
 /// named group, in the order of [`api_group_list`]).
 #[must_use]
 pub fn aggregated_discovery(defs: &[ResourceDef], core: bool, version: AggregatedVersion) -> Value {
+    let defs = &with_reviews(defs);
     let items: Vec<Value> = if core {
         if defs.iter().any(|d| d.group.is_empty()) {
             let mut versions: Vec<&str> = Vec::new();
@@ -438,7 +531,9 @@ mod tests {
                 "storage.k8s.io",
                 "scheduling.k8s.io",
                 "admissionregistration.k8s.io",
-                "autoscaling"
+                "autoscaling",
+                "authorization.k8s.io",
+                "authentication.k8s.io"
             ]
         );
         assert_eq!(
@@ -622,7 +717,7 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(groups.len(), 11);
+        assert_eq!(groups.len(), 13);
         assert_eq!(
             groups[..3],
             ["apps", "coordination.k8s.io", "discovery.k8s.io"]

@@ -2,7 +2,8 @@
 //!
 //! client-go (so kubectl's generator commands: `create configmap`, `create secret generic`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`, `run`,
-//! `expose`) sends built-in kinds as `application/vnd.kubernetes.protobuf` and does not fall
+//! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`, `auth can-i`,
+//! `auth whoami`) sends built-in kinds as `application/vnd.kubernetes.protobuf` and does not fall
 //! back to JSON on 415. The body is Kubernetes' envelope: the magic `k8s\0`, then a
 //! `runtime.Unknown` message (1 `typeMeta` {1 `apiVersion`, 2 `kind`}, 2 `raw` = the object's
 //! own protobuf, 3 `contentEncoding`, 4 `contentType`).
@@ -711,6 +712,198 @@ static DEPLOYMENT_CONDITION: Message = Message {
     ],
 };
 
+// ---- k8s.io/api/rbac/v1 ----
+
+static POLICY_RULE: Message = Message {
+    name: "io.k8s.api.rbac.v1.PolicyRule",
+    fields: &[
+        r(1, "verbs", Str),
+        r(2, "apiGroups", Str),
+        r(3, "resources", Str),
+        r(4, "resourceNames", Str),
+        r(5, "nonResourceURLs", Str),
+    ],
+};
+
+static AGGREGATION_RULE: Message = Message {
+    name: "io.k8s.api.rbac.v1.AggregationRule",
+    fields: &[r(1, "clusterRoleSelectors", Msg(&LABEL_SELECTOR))],
+};
+
+static ROLE: Message = Message {
+    name: "io.k8s.api.rbac.v1.Role",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        r(2, "rules", Msg(&POLICY_RULE)),
+    ],
+};
+
+static CLUSTER_ROLE: Message = Message {
+    name: "io.k8s.api.rbac.v1.ClusterRole",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        r(2, "rules", Msg(&POLICY_RULE)),
+        f(3, "aggregationRule", Msg(&AGGREGATION_RULE)),
+    ],
+};
+
+static SUBJECT: Message = Message {
+    name: "io.k8s.api.rbac.v1.Subject",
+    fields: &[
+        k(1, "kind", Str),
+        f(2, "apiGroup", Str),
+        k(3, "name", Str),
+        f(4, "namespace", Str),
+    ],
+};
+
+static ROLE_REF: Message = Message {
+    name: "io.k8s.api.rbac.v1.RoleRef",
+    fields: &[k(1, "apiGroup", Str), k(2, "kind", Str), k(3, "name", Str)],
+};
+
+static ROLE_BINDING: Message = Message {
+    name: "io.k8s.api.rbac.v1.RoleBinding",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        r(2, "subjects", Msg(&SUBJECT)),
+        k(3, "roleRef", Msg(&ROLE_REF)),
+    ],
+};
+
+static CLUSTER_ROLE_BINDING: Message = Message {
+    name: "io.k8s.api.rbac.v1.ClusterRoleBinding",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        r(2, "subjects", Msg(&SUBJECT)),
+        k(3, "roleRef", Msg(&ROLE_REF)),
+    ],
+};
+
+// ---- k8s.io/api/authorization/v1 and authentication/v1 (reviews, never stored) ----
+
+static RESOURCE_ATTRIBUTES: Message = Message {
+    name: "io.k8s.api.authorization.v1.ResourceAttributes",
+    fields: &[
+        f(1, "namespace", Str),
+        f(2, "verb", Str),
+        f(3, "group", Str),
+        f(4, "version", Str),
+        f(5, "resource", Str),
+        f(6, "subresource", Str),
+        f(7, "name", Str),
+    ],
+};
+
+static NON_RESOURCE_ATTRIBUTES: Message = Message {
+    name: "io.k8s.api.authorization.v1.NonResourceAttributes",
+    fields: &[f(1, "path", Str), f(2, "verb", Str)],
+};
+
+static SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
+    name: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus",
+    fields: &[
+        k(1, "allowed", Bool),
+        f(2, "reason", Str),
+        f(3, "evaluationError", Str),
+        f(4, "denied", Bool),
+    ],
+};
+
+static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    name: "io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec",
+    fields: &[
+        f(1, "resourceAttributes", Msg(&RESOURCE_ATTRIBUTES)),
+        f(2, "nonResourceAttributes", Msg(&NON_RESOURCE_ATTRIBUTES)),
+    ],
+};
+
+static SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
+        k(3, "status", Msg(&SUBJECT_ACCESS_REVIEW_STATUS)),
+    ],
+};
+
+static SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    name: "io.k8s.api.authorization.v1.SubjectAccessReviewSpec",
+    fields: &[
+        f(1, "resourceAttributes", Msg(&RESOURCE_ATTRIBUTES)),
+        f(2, "nonResourceAttributes", Msg(&NON_RESOURCE_ATTRIBUTES)),
+        f(3, "user", Str),
+        r(4, "groups", Str),
+        f(6, "uid", Str),
+    ],
+};
+
+static SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "io.k8s.api.authorization.v1.SubjectAccessReview",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&SUBJECT_ACCESS_REVIEW_SPEC)),
+        k(3, "status", Msg(&SUBJECT_ACCESS_REVIEW_STATUS)),
+    ],
+};
+
+static SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message {
+    name: "io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec",
+    fields: &[f(1, "namespace", Str)],
+};
+
+static RESOURCE_RULE: Message = Message {
+    name: "io.k8s.api.authorization.v1.ResourceRule",
+    fields: &[
+        r(1, "verbs", Str),
+        r(2, "apiGroups", Str),
+        r(3, "resources", Str),
+        r(4, "resourceNames", Str),
+    ],
+};
+
+static NON_RESOURCE_RULE: Message = Message {
+    name: "io.k8s.api.authorization.v1.NonResourceRule",
+    fields: &[r(1, "verbs", Str), r(2, "nonResourceURLs", Str)],
+};
+
+static SUBJECT_RULES_REVIEW_STATUS: Message = Message {
+    name: "io.k8s.api.authorization.v1.SubjectRulesReviewStatus",
+    fields: &[
+        r(1, "resourceRules", Msg(&RESOURCE_RULE)),
+        r(2, "nonResourceRules", Msg(&NON_RESOURCE_RULE)),
+        k(3, "incomplete", Bool),
+        f(4, "evaluationError", Str),
+    ],
+};
+
+static SELF_SUBJECT_RULES_REVIEW: Message = Message {
+    name: "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&SELF_SUBJECT_RULES_REVIEW_SPEC)),
+        k(3, "status", Msg(&SUBJECT_RULES_REVIEW_STATUS)),
+    ],
+};
+
+static USER_INFO: Message = Message {
+    name: "io.k8s.api.authentication.v1.UserInfo",
+    fields: &[f(1, "username", Str), f(2, "uid", Str), r(3, "groups", Str)],
+};
+
+static SELF_SUBJECT_REVIEW_STATUS: Message = Message {
+    name: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",
+    fields: &[f(1, "userInfo", Msg(&USER_INFO))],
+};
+
+static SELF_SUBJECT_REVIEW: Message = Message {
+    name: "io.k8s.api.authentication.v1.SelfSubjectReview",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "status", Msg(&SELF_SUBJECT_REVIEW_STATUS)),
+    ],
+};
+
 /// The kinds decoded from protobuf: (API group, kind, schema).
 static KINDS: &[(&str, &str, &Message)] = &[
     ("", "ConfigMap", &CONFIG_MAP),
@@ -720,6 +913,34 @@ static KINDS: &[(&str, &str, &Message)] = &[
     ("", "Service", &SERVICE),
     ("", "Pod", &POD),
     ("apps", "Deployment", &DEPLOYMENT),
+    ("rbac.authorization.k8s.io", "Role", &ROLE),
+    ("rbac.authorization.k8s.io", "ClusterRole", &CLUSTER_ROLE),
+    ("rbac.authorization.k8s.io", "RoleBinding", &ROLE_BINDING),
+    (
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        &CLUSTER_ROLE_BINDING,
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        &SELF_SUBJECT_ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        &SUBJECT_ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectRulesReview",
+        &SELF_SUBJECT_RULES_REVIEW,
+    ),
+    (
+        "authentication.k8s.io",
+        "SelfSubjectReview",
+        &SELF_SUBJECT_REVIEW,
+    ),
 ];
 
 /// Why a body could not be decoded.

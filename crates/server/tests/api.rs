@@ -740,8 +740,11 @@ async fn aggregated_discovery_is_negotiated() {
         if core {
             assert_eq!(names, [""]);
         } else {
-            assert_eq!(names.len(), 11, "{names:?}");
-            assert_eq!(names[..3], ["apps", "coordination.k8s.io", "discovery.k8s.io"]);
+            assert_eq!(names.len(), 13, "{names:?}");
+            assert_eq!(
+                names[..3],
+                ["apps", "coordination.k8s.io", "discovery.k8s.io"]
+            );
             assert!(names.iter().any(|n| n == "rbac.authorization.k8s.io"));
         }
         let etag = answer.header("etag").expect("an etag").to_owned();

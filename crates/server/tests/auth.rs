@@ -557,3 +557,143 @@ async fn kubectl_without_credentials_is_unauthorized() {
     );
     server.shutdown().await;
 }
+
+/// Access reviews answer with the same decisions real requests get: a `SubjectAccessReview`
+/// about another user needs `create` on it (the admin may, a read-only user may not), a
+/// `LocalSubjectAccessReview` is answered in its namespace, a `SelfSubjectRulesReview` lists
+/// the caller's ABAC rules, and a review with neither attribute kind is 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_reviews_answer_from_the_authorizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_auth(dir.path(), TOKENS, Some(&policies())).await;
+    let sar = |user: &str, verb: &str, namespace: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+               "spec": {"user": user, "resourceAttributes": {"verb": verb, "resource": "configmaps", "namespace": namespace}}})
+    };
+    let path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let (code, body) = call(
+        &server,
+        Some("admin-token"),
+        "POST",
+        path,
+        &sar("alice", "create", "team-a"),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["kind"], "SubjectAccessReview");
+    assert_eq!(body["status"]["allowed"], true, "{body}");
+    let (_, body) = call(
+        &server,
+        Some("admin-token"),
+        "POST",
+        path,
+        &sar("alice", "create", "team-b"),
+    )
+    .await;
+    assert_eq!(body["status"]["allowed"], false, "{body}");
+    assert_eq!(body["status"]["reason"], "No policy matched.");
+    let (_, body) = call(
+        &server,
+        Some("admin-token"),
+        "POST",
+        path,
+        &sar("reader", "delete", "team-a"),
+    )
+    .await;
+    assert_eq!(body["status"]["allowed"], false, "{body}");
+    // Asking about others is itself authorized.
+    assert_status(
+        &call(
+            &server,
+            Some("reader-token"),
+            "POST",
+            path,
+            &sar("alice", "get", "team-a"),
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+    let neither = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {"user": "alice"}});
+    assert_status(
+        &call(&server, Some("admin-token"), "POST", path, &neither).await,
+        422,
+        "Invalid",
+    );
+    assert_status(
+        &call(&server, Some("admin-token"), "GET", path, &Value::Null).await,
+        405,
+        "MethodNotAllowed",
+    );
+
+    let local = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+                       "spec": {"user": "alice", "resourceAttributes": {"verb": "list", "resource": "pods"}}});
+    let (code, body) = call(
+        &server,
+        Some("admin-token"),
+        "POST",
+        "/apis/authorization.k8s.io/v1/namespaces/team-a/localsubjectaccessreviews",
+        &local,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["status"]["allowed"], true, "{body}");
+
+    // Self reviews need only authentication.
+    let self_review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                             "spec": {"nonResourceAttributes": {"verb": "get", "path": "/api"}}});
+    let (code, body) = call(
+        &server,
+        Some("victor-token"),
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &self_review,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["status"]["allowed"], true, "{body}");
+    let rules = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "team-b"}});
+    let (code, body) = call(
+        &server,
+        Some("victor-token"),
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        &rules,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        body["status"]["resourceRules"],
+        json!([{"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["configmaps"]}])
+    );
+    assert_eq!(
+        body["status"]["nonResourceRules"],
+        json!([{"verbs": ["get", "list", "watch"], "nonResourceURLs": ["/api*"]}])
+    );
+    // Discovery lists the reviews with the one verb they take.
+    let (_, list) = call(
+        &server,
+        Some("victor-token"),
+        "GET",
+        "/apis/authorization.k8s.io/v1",
+        &Value::Null,
+    )
+    .await;
+    let names: Vec<&str> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "selfsubjectaccessreviews",
+            "subjectaccessreviews",
+            "localsubjectaccessreviews",
+            "selfsubjectrulesreviews"
+        ]
+    );
+    assert_eq!(list["resources"][0]["verbs"], json!(["create"]));
+    server.shutdown().await;
+}

@@ -189,6 +189,80 @@ async fn generators_send_protobuf(k: &Kubectl) {
     .await;
     assert_eq!(secret["data"]["password"], "aHVudGVyMg==");
 
+    // RBAC generators (protobuf too).
+    let role = generated(
+        k,
+        &[
+            "create",
+            "role",
+            "pod-reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ],
+        "role.rbac.authorization.k8s.io/pod-reader created",
+        &["get", "role", "pod-reader"],
+    )
+    .await;
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}])
+    );
+    let binding = generated(
+        k,
+        &[
+            "create",
+            "rolebinding",
+            "read-pods",
+            "--role=pod-reader",
+            "--user=alice",
+            "--serviceaccount=default:robot",
+        ],
+        "rolebinding.rbac.authorization.k8s.io/read-pods created",
+        &["get", "rolebinding", "read-pods"],
+    )
+    .await;
+    assert_eq!(binding["roleRef"]["kind"], "Role");
+    assert_eq!(
+        binding["subjects"].as_array().unwrap().len(),
+        2,
+        "{binding}"
+    );
+    generated(
+        k,
+        &[
+            "create",
+            "clusterrole",
+            "node-reader",
+            "--verb=get",
+            "--resource=nodes",
+            "--non-resource-url=/healthz",
+        ],
+        "clusterrole.rbac.authorization.k8s.io/node-reader created",
+        &["get", "clusterrole", "node-reader"],
+    )
+    .await;
+    generated(
+        k,
+        &[
+            "create",
+            "clusterrolebinding",
+            "read-nodes",
+            "--clusterrole=node-reader",
+            "--group=ops",
+        ],
+        "clusterrolebinding.rbac.authorization.k8s.io/read-nodes created",
+        &["get", "clusterrolebinding", "read-nodes"],
+    )
+    .await;
+    for object in [
+        "role/pod-reader",
+        "rolebinding/read-pods",
+        "clusterrole/node-reader",
+        "clusterrolebinding/read-nodes",
+    ] {
+        k.ok(&["delete", object]).await;
+    }
+
     // The server adds the name label and the Active phase to a namespace, as Kubernetes does.
     let built = k
         .json(&["create", "namespace", "team-a", "--dry-run=client"])

@@ -500,3 +500,67 @@ async fn a_silent_client_does_not_hold_the_accept_loop_and_is_dropped() {
     assert_eq!(n, 0);
     server.shutdown().await;
 }
+
+/// `kubectl auth can-i ARGS`: its answer (`yes` or `no`; it exits 1 on `no`).
+async fn can_i(k: &Kubectl, args: &[&str]) -> String {
+    let mut all = vec!["auth", "can-i"];
+    all.extend_from_slice(args);
+    let out = k.run(&all).await;
+    assert!(!out.stderr.contains("error"), "{}", out.stderr);
+    out.stdout.trim().to_owned()
+}
+
+/// `kubectl auth can-i` and `kubectl auth whoami` (access and identity reviews, sent as
+/// protobuf) answer from the server's own authorizer: the same decisions real requests get.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_and_whoami() {
+    let pki = Pki::new("test-ca");
+    let server = tls_server(&pki).await;
+    let reader =
+        Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: reader-token}"));
+    let admin = Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: admin-token}"));
+    assert_eq!(
+        can_i(&reader, &["list", "configmaps", "-n", "default"]).await,
+        "yes"
+    );
+    assert_eq!(
+        can_i(&reader, &["watch", "pods", "-n", "default"]).await,
+        "yes"
+    );
+    // ABAC's reason, as kube-apiserver's ABAC authorizer gives it.
+    assert_eq!(
+        can_i(&reader, &["create", "configmaps", "-n", "default"]).await,
+        "no - No policy matched."
+    );
+    assert_eq!(
+        can_i(&reader, &["list", "configmaps", "-n", "kube-system"]).await,
+        "no - No policy matched."
+    );
+    assert_eq!(
+        can_i(&admin, &["delete", "deployments.apps", "-n", "kube-system"]).await,
+        "yes"
+    );
+    assert_eq!(can_i(&admin, &["get", "/healthz"]).await, "yes");
+
+    let whoami = reader.json(&["auth", "whoami"]).await;
+    assert_eq!(whoami["kind"], "SelfSubjectReview");
+    assert_eq!(whoami["status"]["userInfo"]["username"], "reader");
+    assert!(
+        whoami["status"]["userInfo"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == "system:authenticated"),
+        "{whoami}"
+    );
+    let rules = reader
+        .ok(&["auth", "can-i", "--list", "-n", "default"])
+        .await;
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.starts_with("*.*") && l.contains("[get list watch]")),
+        "{rules}"
+    );
+    server.shutdown().await;
+}

@@ -403,6 +403,54 @@ impl Auth {
     }
 }
 
+/// The rules a user holds in a namespace, as `SelfSubjectRulesReview` reports them: resource
+/// rules and non-resource rules, each `(verbs, api groups or paths, resources)`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// `(verbs, apiGroups, resources)` per rule.
+    pub resource: Vec<(Vec<String>, Vec<String>, Vec<String>)>,
+    /// `(verbs, nonResourceURLs)` per rule.
+    pub non_resource: Vec<(Vec<String>, Vec<String>)>,
+}
+
+impl Auth {
+    /// What `user` may do in `namespace`: everything when no policy file is set; otherwise
+    /// one rule per ABAC policy line naming the user (or a group of theirs) whose namespace
+    /// matches — `get`, `list`, `watch` for read-only lines, `*` otherwise — as kube-apiserver's
+    /// ABAC authorizer reports its rules.
+    #[must_use]
+    pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
+        let star = || vec!["*".to_owned()];
+        let Some(policies) = &self.policies else {
+            return Rules {
+                resource: vec![(star(), star(), star())],
+                non_resource: vec![(star(), star())],
+            };
+        };
+        let mut rules = Rules::default();
+        for policy in policies.iter().filter(|p| p.subject_matches(user)) {
+            let verbs = if policy.readonly {
+                vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()]
+            } else {
+                star()
+            };
+            if !policy.resource.is_empty() && wildcard_eq(&policy.namespace, namespace) {
+                rules.resource.push((
+                    verbs.clone(),
+                    vec![policy.api_group.clone()],
+                    vec![policy.resource.clone()],
+                ));
+            }
+            if !policy.non_resource_path.is_empty() {
+                rules
+                    .non_resource
+                    .push((verbs, vec![policy.non_resource_path.clone()]));
+            }
+        }
+        rules
+    }
+}
+
 fn unauthorized() -> ApiError {
     ApiError::unauthorized("Unauthorized")
 }

@@ -16,6 +16,7 @@
 
 pub mod connection;
 pub mod discovery;
+pub mod review;
 pub mod state;
 pub mod watch;
 
@@ -182,6 +183,11 @@ async fn route(
         }
         ["api", "v1", rest @ ..] => return resource_request(app, context, "", "v1", rest).await,
         ["apis", group, version, rest @ ..] => {
+            if let Some(result) = review::serve(app, context, group, version, rest) {
+                let plural = rest.last().copied().unwrap_or_default().to_owned();
+                let response = result.unwrap_or_else(|error| error_response(&error));
+                return ("create", (*group).to_owned(), plural, response);
+            }
             return resource_request(app, context, group, version, rest).await;
         }
         _ => not_found(),

@@ -1,0 +1,275 @@
+//! Access and identity reviews, as kube-apiserver serves them for `kubectl auth can-i`,
+//! `kubectl auth whoami` and controllers that delegate authorization:
+//! `authorization.k8s.io/v1` `SelfSubjectAccessReview`, `SubjectAccessReview`,
+//! `LocalSubjectAccessReview` and `SelfSubjectRulesReview`, and `authentication.k8s.io/v1`
+//! `SelfSubjectReview`.
+//!
+//! ## Guarantees
+//! - A review is answered by the server's own authorizer ([`crate::auth::Auth`]) for the
+//!   attributes in its spec — the same decision a real request with those attributes gets —
+//!   and is never stored or watched: create (POST) only, 201 with the review and its `status`.
+//! - Self reviews answer for the caller and need no permission beyond being authenticated (as
+//!   kube-apiserver's default `system:basic-user` role grants); a `SubjectAccessReview` (about
+//!   another user) needs `create` on `subjectaccessreviews`, a `LocalSubjectAccessReview`
+//!   `create` on `localsubjectaccessreviews` in its namespace, and its spec's namespace must
+//!   be that namespace.
+//! - Bodies are JSON or Kubernetes protobuf (kubectl sends protobuf); anything else gets the
+//!   server's usual 400/415 Status.
+
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+use watchkeeper_api::discovery::{REVIEW_RESOURCES, review_def};
+use watchkeeper_api::{ApiError, ResourceDef};
+
+use super::App;
+use crate::auth::{Attributes, User};
+use crate::request::RequestContext;
+use crate::respond::json_response;
+
+/// Answers a request under `/apis/{group}/{version}/...` if it names a review resource;
+/// `None` otherwise (the request is an ordinary resource request).
+pub fn serve(
+    app: &App,
+    context: &RequestContext,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Option<Result<Response, ApiError>> {
+    let (namespace, plural) = match rest {
+        [plural] => (None, *plural),
+        ["namespaces", namespace, plural] => (Some(*namespace), *plural),
+        _ => return None,
+    };
+    let &(_, _, _, kind, namespaced) = REVIEW_RESOURCES
+        .iter()
+        .find(|(g, v, p, _, _)| *g == group && *v == version && *p == plural)?;
+    if namespaced != namespace.is_some() {
+        return Some(Err(ApiError::path_not_found()));
+    }
+    if context.method != Method::POST {
+        return Some(Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {}",
+            context.method
+        ))));
+    }
+    let def = review_def(group, version, plural, kind, namespaced);
+    Some(review(app, context, &def, namespace))
+}
+
+fn decode(def: &ResourceDef, context: &RequestContext) -> Result<Value, ApiError> {
+    let protobuf = context
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(watchkeeper_api::is_protobuf_media_type);
+    let value = if protobuf {
+        watchkeeper_api::decode_protobuf(def, &context.body)?
+    } else {
+        serde_json::from_slice(&context.body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
+        })?
+    };
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err(ApiError::bad_request(
+            "the request body must be a JSON object".to_owned(),
+        ))
+    }
+}
+
+fn review(
+    app: &App,
+    context: &RequestContext,
+    def: &ResourceDef,
+    namespace: Option<&str>,
+) -> Result<Response, ApiError> {
+    let caller = &context.user;
+    let is_self = def.plural.starts_with("self");
+    let authorized = app.auth.authorize(
+        caller,
+        &Attributes::Resource {
+            verb: "create",
+            def,
+            namespace: namespace.unwrap_or_default(),
+            name: "",
+            subresource: "",
+        },
+    );
+    if let Err(error) = authorized
+        && !(is_self && caller.groups.iter().any(|g| g == "system:authenticated"))
+    {
+        return Err(error);
+    }
+    let body = decode(def, context)?;
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let status = match def.plural.as_str() {
+        "selfsubjectreviews" => json!({"userInfo": user_info(caller)}),
+        "selfsubjectrulesreviews" => {
+            let namespace = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
+            rules_status(app, caller, namespace)
+        }
+        "selfsubjectaccessreviews" => access_status(app, caller, &spec, None)?,
+        _ => {
+            let subject = User {
+                name: text(&spec, "user").to_owned(),
+                uid: text(&spec, "uid").to_owned(),
+                groups: spec
+                    .get("groups")
+                    .and_then(Value::as_array)
+                    .map(|groups| {
+                        groups
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            };
+            if subject.name.is_empty() && subject.groups.is_empty() {
+                return Err(invalid(
+                    def,
+                    "spec.user",
+                    "at least one of user or group must be specified",
+                ));
+            }
+            access_status(app, &subject, &spec, namespace.map(|ns| (def, ns)))?
+        }
+    };
+    let metadata = body
+        .get("metadata")
+        .filter(|m| m.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({"creationTimestamp": null}));
+    let mut answer = json!({
+        "kind": def.kind,
+        "apiVersion": def.api_version(),
+        "metadata": metadata,
+    });
+    if def.plural != "selfsubjectreviews" {
+        answer["spec"] = spec;
+    }
+    answer["status"] = status;
+    Ok(json_response(StatusCode::CREATED, answer.to_string()))
+}
+
+fn text<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn invalid(def: &ResourceDef, field: &str, detail: &str) -> ApiError {
+    ApiError::invalid(
+        def,
+        "",
+        vec![(
+            field.to_owned(),
+            format!("Required value: {detail}"),
+            "FieldValueRequired".to_owned(),
+        )],
+    )
+}
+
+fn user_info(user: &User) -> Value {
+    let mut info = json!({"username": user.name, "groups": user.groups});
+    if !user.uid.is_empty() {
+        info["uid"] = json!(user.uid);
+    }
+    info
+}
+
+/// `SubjectAccessReviewStatus` for the attributes in `spec`, decided for `subject`.
+/// `local` is a `LocalSubjectAccessReview`'s namespace, which the spec must agree with.
+fn access_status(
+    app: &App,
+    subject: &User,
+    spec: &Value,
+    local: Option<(&ResourceDef, &str)>,
+) -> Result<Value, ApiError> {
+    let resource = spec.get("resourceAttributes").filter(|v| v.is_object());
+    let non_resource = spec.get("nonResourceAttributes").filter(|v| v.is_object());
+    let decision = match (resource, non_resource) {
+        (Some(attributes), None) => {
+            let mut namespace = text(attributes, "namespace");
+            if let Some((def, local_namespace)) = local {
+                if namespace.is_empty() {
+                    namespace = local_namespace;
+                } else if namespace != local_namespace {
+                    return Err(ApiError::invalid(
+                        def,
+                        "",
+                        vec![(
+                            "spec.resourceAttributes.namespace".to_owned(),
+                            format!("Invalid value: {namespace:?}: must match metadata.namespace"),
+                            "FieldValueInvalid".to_owned(),
+                        )],
+                    ));
+                }
+            }
+            let target = review_def(
+                text(attributes, "group"),
+                text(attributes, "version"),
+                text(attributes, "resource"),
+                "",
+                !namespace.is_empty(),
+            );
+            app.auth.authorize(
+                subject,
+                &Attributes::Resource {
+                    verb: text(attributes, "verb"),
+                    def: &target,
+                    namespace,
+                    name: text(attributes, "name"),
+                    subresource: text(attributes, "subresource"),
+                },
+            )
+        }
+        (None, Some(attributes)) => app.auth.authorize(
+            subject,
+            &Attributes::NonResource {
+                verb: text(attributes, "verb"),
+                path: text(attributes, "path"),
+            },
+        ),
+        _ => {
+            let def = local.map_or_else(
+                || {
+                    review_def(
+                        "authorization.k8s.io",
+                        "v1",
+                        "subjectaccessreviews",
+                        "SubjectAccessReview",
+                        false,
+                    )
+                },
+                |(def, _)| def.clone(),
+            );
+            return Err(invalid(
+                &def,
+                "spec.resourceAttributes",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ));
+        }
+    };
+    Ok(match decision {
+        Ok(()) => json!({"allowed": true}),
+        Err(_) => json!({"allowed": false, "reason": "No policy matched."}),
+    })
+}
+
+fn rules_status(app: &App, user: &User, namespace: &str) -> Value {
+    let rules = app.auth.rules_for(user, namespace);
+    let resource: Vec<Value> = rules
+        .resource
+        .iter()
+        .map(|(verbs, groups, resources)| {
+            json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
+        })
+        .collect();
+    let non_resource: Vec<Value> = rules
+        .non_resource
+        .iter()
+        .map(|(verbs, urls)| json!({"verbs": verbs, "nonResourceURLs": urls}))
+        .collect();
+    json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
+}
