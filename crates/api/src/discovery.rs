@@ -150,8 +150,18 @@ const WITHOUT_STATUS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Whether a resource has the `scale` subresource (an `autoscaling/v1` `Scale` over its
+/// `spec.replicas`).
+#[must_use]
+pub fn has_scale(def: &ResourceDef) -> bool {
+    matches!(
+        (def.group.as_str(), def.plural.as_str()),
+        ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers")
+    )
+}
+
 /// The subresources served for a resource, each with its verbs: `status` unless the resource
-/// is a built-in without one, and `finalize` for namespaces.
+/// is a built-in without one, `scale` where [`has_scale`], and `finalize` for namespaces.
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
@@ -160,6 +170,9 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
     }
     if !WITHOUT_STATUS.contains(&(def.group.as_str(), def.plural.as_str())) {
         out.push(("status", STATUS_VERBS));
+    }
+    if has_scale(def) {
+        out.push(("scale", STATUS_VERBS));
     }
     if def.group.is_empty() && def.plural == "namespaces" {
         out.push(("finalize", &["update"][..]));
@@ -299,13 +312,19 @@ pub fn api_resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Op
         .filter(|d| d.group == group && d.version == version)
     {
         for (sub, verbs) in subresources(def) {
-            resources.push(json!({
+            let mut entry = json!({
                 "name": format!("{}/{sub}", def.plural),
                 "singularName": "",
                 "namespaced": def.namespaced,
                 "kind": def.kind,
                 "verbs": verbs,
-            }));
+            });
+            if sub == "scale" {
+                entry["group"] = json!("autoscaling");
+                entry["version"] = json!("v1");
+                entry["kind"] = json!("Scale");
+            }
+            resources.push(entry);
         }
     }
     let group_version = if group.is_empty() {
@@ -412,7 +431,12 @@ fn resource_discovery(def: &ResourceDef) -> Value {
     let subresources: Vec<Value> = subresources(def)
         .into_iter()
         .map(|(sub, verbs)| {
-            json!({"subresource": sub, "responseKind": group_version_kind(def), "verbs": verbs})
+            let kind = if sub == "scale" {
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+            } else {
+                group_version_kind(def)
+            };
+            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
         })
         .collect();
     if !subresources.is_empty() {
@@ -562,8 +586,16 @@ mod tests {
         let resources = core["resources"].as_array().unwrap();
         // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
         // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
-        // namespaces/finalize.
-        assert_eq!(resources.len(), 24);
+        // replicationcontrollers/scale; namespaces/finalize.
+        assert_eq!(resources.len(), 25);
+        let rc_scale = resources
+            .iter()
+            .find(|r| r["name"] == "replicationcontrollers/scale")
+            .unwrap();
+        assert_eq!(
+            (&rc_scale["group"], &rc_scale["version"], &rc_scale["kind"]),
+            (&json!("autoscaling"), &json!("v1"), &json!("Scale"))
+        );
         let pod_status = resources
             .iter()
             .find(|r| r["name"] == "pods/status")
@@ -591,7 +623,8 @@ mod tests {
         assert_eq!(nodes["namespaced"], false);
         let apps = api_resource_list(&defs, "apps", "v1").unwrap();
         assert_eq!(apps["groupVersion"], "apps/v1");
-        assert_eq!(apps["resources"].as_array().unwrap().len(), 8);
+        // 4 resources, 4 status and 3 scale subresources (not daemonsets).
+        assert_eq!(apps["resources"].as_array().unwrap().len(), 11);
         assert!(api_resource_list(&defs, "apps", "v2").is_none());
         assert!(api_resource_list(&defs, "batch", "v2").is_none());
         let rbac = api_resource_list(&defs, "rbac.authorization.k8s.io", "v1").unwrap();

@@ -891,3 +891,68 @@ async fn metadata_only_responses() {
     assert_eq!(refused.status, 406);
     server.shutdown().await;
 }
+
+/// The scale subresource over HTTP: PUT with a stale resourceVersion is 409 and changes
+/// nothing, a JSON patch and a merge patch change `spec.replicas` only, a negative count is
+/// 422, and kinds without replicas have no scale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_subresource() {
+    let server = server().await;
+    let base = "/apis/apps/v1/namespaces/default/statefulsets";
+    let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "labels": {"keep": "me"}},
+        "spec": {"replicas": 1, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}}}});
+    let (code, created) = send_json(server.addr, "POST", base, &sts).await;
+    assert_eq!(code, 201, "{created}");
+    let scale_path = format!("{base}/db/scale");
+    let (code, scale) = get_json(server.addr, &scale_path).await;
+    assert_eq!(code, 200, "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 1);
+    assert_eq!(
+        scale["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+
+    let stale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                       "metadata": {"name": "db", "namespace": "default", "resourceVersion": "1"},
+                       "spec": {"replicas": 3}});
+    let (code, body) = send_json(server.addr, "PUT", &scale_path, &stale).await;
+    assert_eq!(code, 409, "{body}");
+    let mut fresh = stale.clone();
+    fresh["metadata"]["resourceVersion"] = scale["metadata"]["resourceVersion"].clone();
+    let (code, body) = send_json(server.addr, "PUT", &scale_path, &fresh).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["kind"], "Scale");
+    assert_eq!(body["spec"]["replicas"], 3);
+
+    let (code, body) = request(
+        server.addr,
+        "PATCH",
+        &scale_path,
+        "application/json-patch+json",
+        r#"[{"op": "replace", "path": "/spec/replicas", "value": 4}]"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = request(
+        server.addr,
+        "PATCH",
+        &scale_path,
+        "application/merge-patch+json",
+        r#"{"spec": {"replicas": -1}}"#,
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let (_, stored) = get_json(server.addr, &format!("{base}/db")).await;
+    assert_eq!(stored["spec"]["replicas"], 4);
+    assert_eq!(stored["spec"]["serviceName"], "db");
+    assert_eq!(stored["metadata"]["labels"]["keep"], "me");
+
+    let (code, _) = get_json(
+        server.addr,
+        "/apis/apps/v1/namespaces/default/daemonsets/x/scale",
+    )
+    .await;
+    assert_eq!(code, 404);
+    server.shutdown().await;
+}

@@ -56,6 +56,7 @@ async fn scenario(k: &Kubectl) {
     watch_sees_changes(k).await;
     apply_twice_then_change(k).await;
     applies_a_chart_of_common_kinds(k).await;
+    scales_through_the_scale_subresource(k).await;
     patches_labels_annotations(k).await;
     deletes(k).await;
 }
@@ -695,6 +696,62 @@ provisioner: example.com/fast
     );
     let out = k.ok(&["delete", "-f", &file]).await;
     assert_eq!(out.lines().count(), 15, "{out}");
+}
+
+/// `kubectl scale` reads and writes `deployments/X/scale` (an `autoscaling/v1` Scale over
+/// `spec.replicas`), with `--current-replicas` as a precondition.
+async fn scales_through_the_scale_subresource(k: &Kubectl) {
+    k.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=2",
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&["scale", "deployment", "web", "--replicas=5"])
+            .await
+            .trim(),
+        "deployment.apps/web scaled"
+    );
+    let replicas = k
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas, "5");
+    let refused = k
+        .fails(&[
+            "scale",
+            "deployment",
+            "web",
+            "--current-replicas=3",
+            "--replicas=4",
+        ])
+        .await;
+    assert!(
+        refused.stderr.contains("Expected replicas to be 3, was 5"),
+        "{}",
+        refused.stderr
+    );
+    let scale: Value = serde_json::from_str(
+        &k.ok(&[
+            "get",
+            "--raw",
+            "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        ])
+        .await,
+    )
+    .unwrap();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 5);
+    assert_eq!(scale["status"]["selector"], "app=web");
+    k.ok(&["delete", "deployment", "web"]).await;
 }
 
 async fn patches_labels_annotations(k: &Kubectl) {

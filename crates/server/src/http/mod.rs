@@ -17,6 +17,7 @@
 pub mod connection;
 pub mod discovery;
 pub mod review;
+pub mod scale;
 pub mod state;
 pub mod watch;
 
@@ -238,6 +239,7 @@ async fn serve_resource(
     if let Some(sub) = target.subresource
         && sub != "status"
         && !(def.plural == "namespaces" && sub == "finalize")
+        && !(sub == "scale" && scale::has_scale(def))
     {
         return (
             "",
@@ -281,6 +283,9 @@ async fn serve_resource(
         options,
         verb,
     };
+    if target.subresource == Some("scale") && target.name.is_some() {
+        return (verb.label(), scale::serve(app, &request, resource).await);
+    }
     let result = match verb {
         Verb::Watch => watch::watch(app, &request, resource).await,
         Verb::List => list(app, &request, resource).await,

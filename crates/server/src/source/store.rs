@@ -393,7 +393,25 @@ impl Writer<'_> {
         patch: Bytes,
     ) -> Result<Value, ApiError> {
         self.guaranteed_update(resource, namespace, name, None, |old| {
-            watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)
+            let new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
+            // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
+            // with kube-apiserver: it applies only to that version.
+            let version = |object: &Value| {
+                object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            if let Some(wanted) = version(&new)
+                && version(old).is_some_and(|current| current != wanted)
+            {
+                return Err(ApiError::conflict(
+                    &resource.def,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
+            }
+            Ok(new)
         })
         .await
     }

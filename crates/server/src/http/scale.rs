@@ -1,0 +1,368 @@
+//! The `scale` subresource of deployments, replica sets, stateful sets and replication
+//! controllers (`kubectl scale`, autoscalers): an `autoscaling/v1` `Scale` read from and
+//! written to the parent object's `spec.replicas`.
+//!
+//! ## Guarantees
+//! - GET answers the parent as a `Scale`: its name, namespace, uid, resourceVersion and
+//!   creationTimestamp, `spec.replicas`, `status.replicas` and `status.selector` (the parent's
+//!   label selector as a string, as kube-apiserver prints it).
+//! - PUT and PATCH (merge, strategic, JSON patch) change only the parent's `spec.replicas`,
+//!   through the ordinary write path (so validation, dry run, conflicts, watch events and the
+//!   caching-proxy mode's forwarding are those of any patch): the change is a merge patch of
+//!   the parent carrying the `resourceVersion` it was computed against. A PUT with a
+//!   `metadata.resourceVersion` makes that a precondition (409 on mismatch); a PATCH is
+//!   computed against the current object and recomputed if the parent changed meanwhile.
+//! - `spec.replicas` must be a non-negative integer: anything else is kube-apiserver's 422.
+
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use serde_json::{Value, json};
+use watchkeeper_api::patch::PatchType;
+use watchkeeper_api::query::Options;
+use watchkeeper_api::{ApiError, ResourceDef};
+
+use super::App;
+use crate::cache::Resource;
+use crate::request::{RequestContext, ResourceRequest, Target, Verb};
+use crate::respond::json_response;
+use crate::source::read::ReadError;
+
+/// How often a PATCH of a scale is recomputed when the parent changes under it.
+const PATCH_ATTEMPTS: usize = 5;
+
+pub use watchkeeper_api::discovery::has_scale;
+
+/// The parent's label selector as kube-apiserver prints it (`a=b,c in (x,y),!d`).
+fn selector_string(def: &ResourceDef, parent: &Value) -> String {
+    let selector = parent.pointer("/spec/selector");
+    let mut terms = Vec::new();
+    let labels = if def.plural == "replicationcontrollers" {
+        selector
+    } else {
+        selector.and_then(|s| s.get("matchLabels"))
+    };
+    if let Some(labels) = labels.and_then(Value::as_object) {
+        for (key, value) in labels {
+            terms.push((
+                key.clone(),
+                format!("{key}={}", value.as_str().unwrap_or("")),
+            ));
+        }
+    }
+    for expression in selector
+        .and_then(|s| s.get("matchExpressions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = expression.get("key").and_then(Value::as_str).unwrap_or("");
+        let mut values: Vec<&str> = expression
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        let term = match expression.get("operator").and_then(Value::as_str) {
+            Some("In") => format!("{key} in ({})", values.join(",")),
+            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
+            Some("Exists") => key.to_owned(),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => continue,
+        };
+        terms.push((key.to_owned(), term));
+    }
+    terms.sort();
+    terms
+        .into_iter()
+        .map(|(_, term)| term)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The parent object as a `Scale`.
+fn scale_of(def: &ResourceDef, parent: &Value) -> Value {
+    let mut metadata = serde_json::Map::new();
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(value) = parent.pointer(&format!("/metadata/{key}")) {
+            metadata.insert(key.to_owned(), value.clone());
+        }
+    }
+    let replicas = parent
+        .pointer("/spec/replicas")
+        .cloned()
+        .unwrap_or(json!(1));
+    let status_replicas = parent
+        .pointer("/status/replicas")
+        .cloned()
+        .unwrap_or(json!(0));
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": {"replicas": replicas},
+        "status": {"replicas": status_replicas, "selector": selector_string(def, parent)},
+    })
+}
+
+/// `autoscaling/v1` `Scale`, for its 422 answers (nothing is stored under it).
+fn scale_def() -> ResourceDef {
+    ResourceDef {
+        group: "autoscaling".to_owned(),
+        version: "v1".to_owned(),
+        kind: "Scale".to_owned(),
+        plural: "scale".to_owned(),
+        singular: "scale".to_owned(),
+        short_names: Vec::new(),
+        namespaced: true,
+        selectable_fields: Vec::new(),
+        trigger_field: None,
+        categories: Vec::new(),
+    }
+}
+
+fn scale_invalid(name: &str, detail: String) -> ApiError {
+    ApiError::invalid(
+        &scale_def(),
+        name,
+        vec![(
+            "spec.replicas".to_owned(),
+            detail,
+            "FieldValueInvalid".to_owned(),
+        )],
+    )
+}
+
+/// `spec.replicas` of a desired `Scale`: a non-negative integer that fits Go's int32.
+fn desired_replicas(name: &str, scale: &Value) -> Result<i64, ApiError> {
+    match scale.pointer("/spec/replicas") {
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(replicas) if (0..=i64::from(i32::MAX)).contains(&replicas) => Ok(replicas),
+            Some(replicas) if replicas < 0 => Err(scale_invalid(
+                name,
+                format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+            )),
+            _ => Err(scale_invalid(
+                name,
+                format!("Invalid value: {n}: must be an int32"),
+            )),
+        },
+        None | Some(Value::Null) => Ok(0),
+        Some(other) => Err(scale_invalid(
+            name,
+            format!("Invalid value: {other}: must be an integer"),
+        )),
+    }
+}
+
+async fn read_parent(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    resource: &Resource,
+) -> Result<Value, ApiError> {
+    let target = &request.target;
+    let name = target.name.unwrap_or_default();
+    let bytes = match app
+        .source
+        .get(
+            resource,
+            target.namespace.unwrap_or_default(),
+            name,
+            &Options::parse(None)?,
+        )
+        .await
+    {
+        Ok(bytes) => bytes,
+        Err(ReadError::Refused(error) | ReadError::Uncached(error)) => return Err(error),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// A write's answer (status and JSON body), to turn the parent it carries into a `Scale`.
+async fn body_json(response: Response) -> Result<(StatusCode, Value), ApiError> {
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok((status, value))
+}
+
+/// GET, PUT or PATCH of `{parent}/{name}/scale`.
+pub async fn serve(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    resource: &Resource,
+) -> Result<Response, ApiError> {
+    let def = &resource.def;
+    let name = request.target.name.unwrap_or_default();
+    match request.verb {
+        Verb::Get => {
+            let parent = read_parent(app, request, resource).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                scale_of(def, &parent).to_string(),
+            ))
+        }
+        Verb::Update | Verb::Patch => {
+            let attempts = if request.verb == Verb::Patch {
+                PATCH_ATTEMPTS
+            } else {
+                1
+            };
+            let mut last = None;
+            for _ in 0..attempts {
+                let parent = read_parent(app, request, resource).await?;
+                let current = scale_of(def, &parent);
+                let (desired, precondition) = if request.verb == Verb::Update {
+                    let body: Value =
+                        serde_json::from_slice(&request.context.body).map_err(|e| {
+                            ApiError::bad_request(format!(
+                                "the request body is not valid JSON: {e}"
+                            ))
+                        })?;
+                    let precondition = body
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .filter(|rv| !rv.is_empty())
+                        .map(str::to_owned);
+                    (body, precondition)
+                } else {
+                    let patch_type = request
+                        .context
+                        .headers
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|ct| PatchType::from_content_type(ct.split(';').next().unwrap_or("").trim()))
+                        .filter(|t| *t != PatchType::Apply)
+                        .ok_or_else(|| {
+                            ApiError::unsupported_media_type(
+                                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json".to_owned(),
+                            )
+                        })?;
+                    let desired = watchkeeper_api::apply_patch(
+                        def,
+                        patch_type,
+                        &current,
+                        &request.context.body,
+                    )?;
+                    (desired, None)
+                };
+                let replicas = desired_replicas(name, &desired)?;
+                let rv = precondition.unwrap_or_else(|| {
+                    current
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                });
+                let patch =
+                    json!({"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}});
+                let mut headers = request.context.headers.clone();
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/merge-patch+json"),
+                );
+                let context = RequestContext {
+                    method: Method::PATCH,
+                    path: request.context.path.clone(),
+                    query: request.context.query.clone(),
+                    headers,
+                    body: bytes::Bytes::from(patch.to_string()),
+                    user: request.context.user.clone(),
+                    peer: request.context.peer,
+                };
+                let parent_request = ResourceRequest {
+                    context: &context,
+                    target: Target {
+                        subresource: None,
+                        ..request.target
+                    },
+                    options: request.options.clone(),
+                    verb: Verb::Patch,
+                };
+                match app
+                    .source
+                    .write(&parent_request, resource, &app.resources)
+                    .await
+                {
+                    Ok(response) => {
+                        let (status, parent) = body_json(response).await?;
+                        return Ok(json_response(status, scale_of(def, &parent).to_string()));
+                    }
+                    Err(error) if error.code == 409 && request.verb == Verb::Patch => {
+                        last = Some(error);
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            Err(last.unwrap_or_else(|| ApiError::internal("the scale was not written")))
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {}",
+            request.context.method
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(plural: &str) -> ResourceDef {
+        watchkeeper_api::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn scales_carry_the_parents_replicas_and_selector() {
+        let deployment = json!({"metadata": {"name": "d", "namespace": "n", "uid": "u", "resourceVersion": "7",
+                                             "labels": {"x": "y"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"b": "2", "a": "1"},
+                "matchExpressions": [{"key": "c", "operator": "In", "values": ["z", "y"]},
+                                     {"key": "d", "operator": "DoesNotExist"}]}},
+            "status": {"replicas": 2}});
+        let scale = scale_of(&def("deployments"), &deployment);
+        assert_eq!(
+            scale,
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
+                   "metadata": {"name": "d", "namespace": "n", "uid": "u", "resourceVersion": "7"},
+                   "spec": {"replicas": 3},
+                   "status": {"replicas": 2, "selector": "a=1,b=2,c in (y,z),!d"}})
+        );
+        let rc = json!({"metadata": {"name": "r"}, "spec": {"selector": {"app": "web"}}});
+        let scale = scale_of(&def("replicationcontrollers"), &rc);
+        assert_eq!(
+            scale["status"],
+            json!({"replicas": 0, "selector": "app=web"})
+        );
+        assert_eq!(scale["spec"]["replicas"], 1);
+        assert!(has_scale(&def("statefulsets")) && !has_scale(&def("daemonsets")));
+    }
+
+    #[test]
+    fn replicas_must_be_a_non_negative_int32() {
+        assert_eq!(
+            desired_replicas("d", &json!({"spec": {"replicas": 4}})).unwrap(),
+            4
+        );
+        for bad in [json!(-1), json!(1.5), json!("3"), json!(3_000_000_000_i64)] {
+            let error = desired_replicas("d", &json!({"spec": {"replicas": bad}})).unwrap_err();
+            assert_eq!(error.code, 422, "{bad}");
+        }
+        let error = desired_replicas("d", &json!({"spec": {"replicas": -2}})).unwrap_err();
+        assert_eq!(
+            error.message,
+            "Scale.autoscaling \"d\" is invalid: spec.replicas: Invalid value: -2: must be greater than or equal to 0"
+        );
+    }
+}
