@@ -214,5 +214,53 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("--request-read-timeout-seconds"), "{err}");
+        for (args, flag) in [
+            (
+                ServeArgs {
+                    idle_timeout_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--idle-timeout-ms",
+            ),
+            (
+                ServeArgs {
+                    request_header_timeout_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--request-header-timeout-ms",
+            ),
+            (
+                ServeArgs {
+                    write_timeout_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--write-timeout-ms",
+            ),
+            (
+                ServeArgs {
+                    allowed_hosts: Some(vec!["dev.example:8080".to_owned()]),
+                    ..ServeArgs::default()
+                },
+                "--allowed-hosts",
+            ),
+            (
+                ServeArgs {
+                    allowed_hosts: Some(vec!["http://dev.example".to_owned()]),
+                    ..ServeArgs::default()
+                },
+                "--allowed-hosts",
+            ),
+        ] {
+            let err = LimitsConfig::from_args(&args).unwrap_err();
+            assert!(err.contains(flag), "{err}");
+        }
+        let config = LimitsConfig::from_args(&ServeArgs {
+            allowed_hosts: Some(vec!["Dev.Example".to_owned(), "[fd00::1]".to_owned()]),
+            http2_keepalive_interval_ms: Some(0),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(config.allowed_hosts, ["dev.example", "[fd00::1]"]);
+        assert!(config.http2_keepalive_interval.is_zero());
     }
 }
