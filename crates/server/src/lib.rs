@@ -253,9 +253,15 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         handshake_timeout: config.tls.handshake_timeout,
         max_buf_size: config.limits.max_buf_size(),
         max_header_list_size: u32::try_from(config.limits.max_buf_size()).unwrap_or(u32::MAX),
-        header_read_timeout: config.limits.request_read_timeout,
+        header_timeout: config.limits.request_header_timeout,
+        idle_timeout: config.limits.idle_timeout,
+        http2_keepalive_interval: Some(config.limits.http2_keepalive_interval)
+            .filter(|interval| !interval.is_zero()),
+        http2_keepalive_timeout: config.limits.http2_keepalive_timeout,
+        write_timeout: config.limits.write_timeout,
         max_concurrent_streams: config.limits.max_concurrent_streams(),
         shutdown_grace: config.limits.watch_release_grace,
+        limits: limits.clone(),
     };
     tracing::info!(%addr, tls = settings.tls.is_some(), source = %source.describe(), resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
     let app = Arc::new(App {
@@ -281,7 +287,23 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
     let router = axum::Router::new()
         .fallback(http::handle)
         .layer(axum::middleware::from_fn_with_state(
-            crate::limits::LayerState { limits, auth },
+            crate::limits::LayerState {
+                limits,
+                auth,
+                authorize: {
+                    let app = Arc::downgrade(&app);
+                    Arc::new(
+                        move |user: &crate::auth::User,
+                              method: &axum::http::Method,
+                              path: &str,
+                              query: Option<&str>| {
+                            app.upgrade().map_or(Ok(()), |app| {
+                                http::authorize_from_url(&app, user, method, path, query)
+                            })
+                        },
+                    )
+                },
+            },
             crate::limits::layer,
         ))
         .with_state(app.clone());

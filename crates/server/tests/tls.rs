@@ -562,5 +562,54 @@ async fn kubectl_auth_can_i_and_whoami() {
             .any(|l| l.starts_with("*.*") && l.contains("[get list watch]")),
         "{rules}"
     );
+
+/// A TLS client trusting `pki`'s CA, offering `alpn`.
+fn tls_connector(pki: &Pki, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_completes_the_handshake_and_sends_nothing_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let pki = Pki::new("test-ca");
+    let server = server_with(ServeArgs {
+        request_header_timeout_ms: Some(300),
+        ..pki.server_args()
+    })
+    .await;
+    for alpn in [&[b"http/1.1" as &[u8]][..], &[b"h2"]] {
+        let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let mut tls = tls_connector(&pki, alpn).connect(name, tcp).await.unwrap();
+        // The handshake is done; the client says nothing more. The server closes (EOF, or a
+        // close without close_notify: an error), without a byte of HTTP.
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(common::HANG_GUARD, tls.read(&mut buf))
+            .await
+            .expect("closed by the server");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    // The Host of a TLS request is not restricted (the DNS-rebinding guard is for plain
+    // HTTP on loopback).
+    let (_, code, body) = curl(
+        &pki.ca_file(),
+        &["-H", "Host: anything.example"],
+        &format!("https://{}/healthz", server.addr),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
     server.shutdown().await;
 }

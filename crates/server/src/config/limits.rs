@@ -16,8 +16,21 @@ pub struct LimitsConfig {
     pub request_body_bytes_max: usize,
     /// `--max-header-bytes` [1 MiB]: request line plus headers.
     pub header_bytes_max: usize,
-    /// `--request-read-timeout-seconds` [60]: headers (HTTP/1.1) and body must arrive within.
+    /// `--request-read-timeout-seconds` [60]: the body must arrive within.
     pub request_read_timeout: Duration,
+    /// `--request-header-timeout-ms` [32000, kube-apiserver's `ReadHeaderTimeout`]: the request
+    /// line and headers must arrive within, from accept or from the request's first byte.
+    pub request_header_timeout: Duration,
+    /// `--idle-timeout-ms` [90000, kube-apiserver's `IdleTimeout` for HTTP/1.1 and HTTP/2]: a
+    /// connection with nothing in flight is closed after.
+    pub idle_timeout: Duration,
+    /// `--http2-keepalive-interval-ms` [30000; zero = none]: HTTP/2 pings this often.
+    pub http2_keepalive_interval: Duration,
+    /// `--http2-keepalive-timeout-ms` [20000]: an unanswered ping closes the connection.
+    pub http2_keepalive_timeout: Duration,
+    /// `--write-timeout-ms` [60000]: a response write without progress this long closes the
+    /// connection (its client stopped reading), freeing what it holds.
+    pub write_timeout: Duration,
     /// `--max-requests-inflight` [400], 0 = unlimited.
     pub requests_inflight_max: usize,
     /// `--max-mutating-requests-inflight` [200], 0 = unlimited.
@@ -31,6 +44,9 @@ pub struct LimitsConfig {
     /// `--watch-release-grace-seconds` [5]: a watch response not finished this long after its
     /// deadline closes its connection (the client is not reading).
     pub watch_release_grace: Duration,
+    /// `--allowed-hosts` [none]: Host names a plain-HTTP loopback listener answers besides the
+    /// loopback ones (lowercase, without port).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for LimitsConfig {
@@ -39,12 +55,18 @@ impl Default for LimitsConfig {
             request_body_bytes_max: REQUEST_BODY_MAX,
             header_bytes_max: 1024 * 1024,
             request_read_timeout: Duration::from_secs(60),
+            request_header_timeout: Duration::from_secs(32),
+            idle_timeout: Duration::from_secs(90),
+            http2_keepalive_interval: Duration::from_secs(30),
+            http2_keepalive_timeout: Duration::from_secs(20),
+            write_timeout: Duration::from_secs(60),
             requests_inflight_max: 400,
             mutating_requests_inflight_max: 200,
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
             watch_release_grace: Duration::from_secs(5),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -64,6 +86,21 @@ impl LimitsConfig {
             request_read_timeout: args
                 .request_read_timeout_seconds
                 .map_or(d.request_read_timeout, Duration::from_secs),
+            request_header_timeout: args
+                .request_header_timeout_ms
+                .map_or(d.request_header_timeout, Duration::from_millis),
+            idle_timeout: args
+                .idle_timeout_ms
+                .map_or(d.idle_timeout, Duration::from_millis),
+            http2_keepalive_interval: args
+                .http2_keepalive_interval_ms
+                .map_or(d.http2_keepalive_interval, Duration::from_millis),
+            http2_keepalive_timeout: args
+                .http2_keepalive_timeout_ms
+                .map_or(d.http2_keepalive_timeout, Duration::from_millis),
+            write_timeout: args
+                .write_timeout_ms
+                .map_or(d.write_timeout, Duration::from_millis),
             requests_inflight_max: args
                 .max_requests_inflight
                 .unwrap_or(d.requests_inflight_max),
@@ -78,7 +115,24 @@ impl LimitsConfig {
             watch_release_grace: args
                 .watch_release_grace_seconds
                 .map_or(d.watch_release_grace, Duration::from_secs),
+            allowed_hosts: args
+                .allowed_hosts
+                .iter()
+                .flatten()
+                .map(|host| host.trim().to_ascii_lowercase())
+                .collect(),
         };
+        if let Some(bad) = config.allowed_hosts.iter().find(|host| {
+            let bare = host.trim_start_matches('[').trim_end_matches(']');
+            let name = bare
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            bare.is_empty() || !(name || bare.parse::<std::net::Ipv6Addr>().is_ok())
+        }) {
+            return Err(format!(
+                "--allowed-hosts {bad:?}: each entry must be a host name or address without port, scheme or path"
+            ));
+        }
         if config.request_body_bytes_max < 1024 {
             return Err("--max-request-body-bytes must be at least 1024".to_owned());
         }
@@ -87,6 +141,33 @@ impl LimitsConfig {
         }
         if config.request_read_timeout.is_zero() {
             return Err("--request-read-timeout-seconds must be positive".to_owned());
+        }
+        for (flag, value, max) in [
+            (
+                "--request-header-timeout-ms",
+                config.request_header_timeout,
+                600_000,
+            ),
+            ("--idle-timeout-ms", config.idle_timeout, 3_600_000),
+            (
+                "--http2-keepalive-timeout-ms",
+                config.http2_keepalive_timeout,
+                600_000,
+            ),
+            ("--write-timeout-ms", config.write_timeout, 3_600_000),
+        ] {
+            if value.is_zero() || value > Duration::from_millis(max) {
+                return Err(format!(
+                    "{flag} {}: must be between 1 and {max} milliseconds",
+                    value.as_millis()
+                ));
+            }
+        }
+        if config.http2_keepalive_interval > Duration::from_secs(3600) {
+            return Err(format!(
+                "--http2-keepalive-interval-ms {}: must be at most 3600000 milliseconds (0 = no pings)",
+                config.http2_keepalive_interval.as_millis()
+            ));
         }
         if config.watch_release_grace.is_zero() {
             return Err("--watch-release-grace-seconds must be positive".to_owned());
@@ -133,5 +214,53 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("--request-read-timeout-seconds"), "{err}");
+        for (args, flag) in [
+            (
+                ServeArgs {
+                    idle_timeout_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--idle-timeout-ms",
+            ),
+            (
+                ServeArgs {
+                    request_header_timeout_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--request-header-timeout-ms",
+            ),
+            (
+                ServeArgs {
+                    write_timeout_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--write-timeout-ms",
+            ),
+            (
+                ServeArgs {
+                    allowed_hosts: Some(vec!["dev.example:8080".to_owned()]),
+                    ..ServeArgs::default()
+                },
+                "--allowed-hosts",
+            ),
+            (
+                ServeArgs {
+                    allowed_hosts: Some(vec!["http://dev.example".to_owned()]),
+                    ..ServeArgs::default()
+                },
+                "--allowed-hosts",
+            ),
+        ] {
+            let err = LimitsConfig::from_args(&args).unwrap_err();
+            assert!(err.contains(flag), "{err}");
+        }
+        let config = LimitsConfig::from_args(&ServeArgs {
+            allowed_hosts: Some(vec!["Dev.Example".to_owned(), "[fd00::1]".to_owned()]),
+            http2_keepalive_interval_ms: Some(0),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(config.allowed_hosts, ["dev.example", "[fd00::1]"]);
+        assert!(config.http2_keepalive_interval.is_zero());
     }
 }

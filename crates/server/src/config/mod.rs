@@ -138,9 +138,28 @@ pub struct ServeArgs {
     /// Largest request line plus headers in bytes [default: 1048576]; larger gets 431.
     #[arg(long)]
     pub max_header_bytes: Option<usize>,
-    /// Seconds for a request's headers and body to arrive [default: 60]; a slower body gets 408.
+    /// Seconds for a request's body to arrive [default: 60]; a slower body gets 408.
     #[arg(long)]
     pub request_read_timeout_seconds: Option<u64>,
+    /// Milliseconds for a request's line and headers to arrive, from accept or from the
+    /// request's first byte; the connection is closed otherwise [default: 32000].
+    #[arg(long)]
+    pub request_header_timeout_ms: Option<u64>,
+    /// Milliseconds a connection with nothing in flight stays open (HTTP/1.1 between requests,
+    /// HTTP/2 without streams) [default: 90000].
+    #[arg(long)]
+    pub idle_timeout_ms: Option<u64>,
+    /// Milliseconds between HTTP/2 keep-alive pings, 0 = none [default: 30000].
+    #[arg(long)]
+    pub http2_keepalive_interval_ms: Option<u64>,
+    /// Milliseconds to wait for a ping's acknowledgement before closing the HTTP/2 connection
+    /// [default: 20000].
+    #[arg(long)]
+    pub http2_keepalive_timeout_ms: Option<u64>,
+    /// Milliseconds a response write may make no progress (the client reads nothing) before the
+    /// connection is closed [default: 60000].
+    #[arg(long)]
+    pub write_timeout_ms: Option<u64>,
     /// Non-mutating non-watch requests in flight, 0 = unlimited [default: 400]; more get 429.
     #[arg(long)]
     pub max_requests_inflight: Option<usize>,
@@ -156,6 +175,10 @@ pub struct ServeArgs {
     /// Open watches per connection (HTTP/2), 0 = unlimited [default: 250]; more get 429.
     #[arg(long)]
     pub max_watches_per_connection: Option<usize>,
+    /// Host names (without port) a plain-HTTP loopback listener answers besides localhost,
+    /// 127.0.0.0/8 and [::1], comma-separated [default: none]; other Host headers get 403.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_hosts: Option<Vec<String>>,
     /// Seconds after a watch's deadline before a connection whose watch response is still
     /// unfinished (its client does not read) is closed [default: 5].
     #[arg(long)]
@@ -223,12 +246,18 @@ impl ServeArgs {
             max_request_body_bytes,
             max_header_bytes,
             request_read_timeout_seconds,
+            request_header_timeout_ms,
+            idle_timeout_ms,
+            http2_keepalive_interval_ms,
+            http2_keepalive_timeout_ms,
+            write_timeout_ms,
             max_requests_inflight,
             max_mutating_requests_inflight,
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
             watch_release_grace_seconds,
+            allowed_hosts,
             watch_chunk_items,
             reflector_list_page_size,
             reflector_backoff_initial_ms,
@@ -620,6 +649,20 @@ mod tests {
                 secs(limits.request_read_timeout),
             ),
             (
+                "request-header-timeout-ms",
+                millis(limits.request_header_timeout),
+            ),
+            ("idle-timeout-ms", millis(limits.idle_timeout)),
+            (
+                "http2-keepalive-interval-ms",
+                millis(limits.http2_keepalive_interval),
+            ),
+            (
+                "http2-keepalive-timeout-ms",
+                millis(limits.http2_keepalive_timeout),
+            ),
+            ("write-timeout-ms", millis(limits.write_timeout)),
+            (
                 "max-requests-inflight",
                 limits.requests_inflight_max.to_string(),
             ),
@@ -639,6 +682,14 @@ mod tests {
             (
                 "watch-release-grace-seconds",
                 secs(limits.watch_release_grace),
+            ),
+            (
+                "allowed-hosts",
+                if limits.allowed_hosts.is_empty() {
+                    "none".to_owned()
+                } else {
+                    limits.allowed_hosts.join(",")
+                },
             ),
             (
                 "tls-handshake-timeout-seconds",

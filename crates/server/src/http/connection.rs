@@ -17,12 +17,24 @@
 //!   its subject's O values, as kube-apiserver does ([`PeerIdentity`]). Clients without a
 //!   certificate may still authenticate with a bearer token.
 //! - Request headers larger than `--max-header-bytes` (plus a 16 KiB slack that is hyper's hard
-//!   cut-off) are refused: within the slack with a 431 Status from the limits layer, beyond it
-//!   by hyper with a bare 431, as Go's net/http does for kube-apiserver. The HTTP/1.1 read and
+//!   cut-off) are refused with a 431 Status: within the slack by the limits layer, beyond it by
+//!   hyper, whose bare answers (431, 414 for a URI over 64 KiB, 400 for a malformed request) are
+//!   rewritten as Status answers beneath it ([`crate::http::wire`]). The HTTP/1.1 read and
 //!   write buffers are bounded by the same figure (hyper's `max_buf_size`), so a client that
 //!   never reads costs at most that much buffered response per connection, plus its queue.
-//! - HTTP/1.1 headers must arrive within `--request-read-timeout-seconds` (the connection is
-//!   closed otherwise, as Go's `ReadHeaderTimeout`); the body timeout is in [`crate::limits`].
+//! - No connection stays open doing nothing: the first request (its line and headers over
+//!   HTTP/1.1, its first stream over HTTP/2) must arrive within `--request-header-timeout-ms`
+//!   of accept (TLS handshake included, so a client that completes the handshake and sends
+//!   nothing is closed then); with nothing in flight (every response finished), a connection
+//!   is closed after `--idle-timeout-ms`, and an HTTP/1.1 request's head must be complete
+//!   within `--request-header-timeout-ms` of its first byte (kube-apiserver: Go's
+//!   `ReadHeaderTimeout` 32 s, `IdleTimeout` 90 s for HTTP/1.1 and HTTP/2). Expiry closes
+//!   the connection gracefully (HTTP/2: GOAWAY) and is counted as
+//!   `limit="request_header_timeout"` or `"idle_timeout"`. HTTP/2 connections are pinged
+//!   every `--http2-keepalive-interval-ms` and closed when a ping goes unanswered for
+//!   `--http2-keepalive-timeout-ms`. A response write that makes no progress for
+//!   `--write-timeout-ms` closes the connection ([`crate::http::wire`]). The body timeout is
+//!   in [`crate::limits`].
 //!
 //! ## Overload
 //! Sockets are accepted as fast as the kernel hands them over; accept errors (e.g. out of file
@@ -49,7 +61,8 @@ use tower::ServiceExt;
 
 use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
-use crate::limits::{Connection, HANDSHAKE_FAILURES, OPEN_CONNECTIONS};
+use crate::http::wire::{Activity, Wire};
+use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS};
 
 /// Refuses plain HTTP on a non-loopback address unless explicitly allowed.
 ///
@@ -131,13 +144,23 @@ pub struct ConnectionSettings {
     pub max_buf_size: usize,
     /// HTTP/2 header list bound.
     pub max_header_list_size: u32,
-    /// HTTP/1.1 header read timeout.
-    pub header_read_timeout: Duration,
+    /// Request line and headers bound, from accept or from a request's first byte.
+    pub header_timeout: Duration,
+    /// A connection with nothing in flight is closed after this.
+    pub idle_timeout: Duration,
+    /// HTTP/2 keep-alive ping interval (`None`: no pings).
+    pub http2_keepalive_interval: Option<Duration>,
+    /// An unanswered HTTP/2 ping closes the connection after this.
+    pub http2_keepalive_timeout: Duration,
+    /// A response write without progress this long closes the connection.
+    pub write_timeout: Duration,
     /// HTTP/2 concurrent streams per connection.
     pub max_concurrent_streams: u32,
     /// How long a connection may take to finish after shutdown began before it is dropped
     /// (`--watch-release-grace-seconds`: a client that does not read would hold it forever).
     pub shutdown_grace: Duration,
+    /// The limits' state (refusals made below the handlers are counted there).
+    pub limits: Arc<Limits>,
 }
 
 struct OpenGuard;
@@ -157,6 +180,11 @@ pub async fn serve(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let acceptor = settings.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    // Plain HTTP on loopback answers loopback Host names only (DNS-rebinding guard).
+    let check_host = acceptor.is_none()
+        && listener
+            .local_addr()
+            .is_ok_and(|local| local.ip().is_loopback());
     // Every connection task holds a sender; when all are dropped, `recv` returns None.
     let (alive_tx, mut alive_rx) = tokio::sync::mpsc::channel::<()>(1);
     loop {
@@ -164,6 +192,7 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = shutdown.wait_for(|stopped| *stopped) => break,
         };
+        let accepted_at = tokio::time::Instant::now();
         let (tcp, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
@@ -194,9 +223,11 @@ pub async fn serve(
                 None => {
                     let connection = Arc::new(Connection {
                         remote: Some(peer),
+                        check_host,
                         ..Connection::default()
                     });
-                    serve_connection(tcp, connection, router, &settings, shutdown).await;
+                    serve_connection(tcp, accepted_at, connection, router, &settings, shutdown)
+                        .await;
                 }
                 Some(acceptor) => {
                     let stream = match tokio::time::timeout(
@@ -237,9 +268,11 @@ pub async fn serve(
                         watches: AtomicUsize::new(0),
                         tls: true,
                         remote: Some(peer),
+                        check_host: false,
                         release: tokio::sync::Notify::new(),
                     });
-                    serve_connection(stream, connection, router, &settings, shutdown).await;
+                    serve_connection(stream, accepted_at, connection, router, &settings, shutdown)
+                        .await;
                 }
             }
         });
@@ -249,8 +282,22 @@ pub async fn serve(
     let _ = alive_rx.recv().await;
 }
 
+/// Where a connection stands for its timeouts.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    /// The request's head (HTTP/1.1) or the first request (either protocol) must arrive by
+    /// then (`--request-header-timeout-ms`, from accept or from the next request's first byte).
+    Head(tokio::time::Instant),
+    /// Nothing in flight: the next request's first byte (HTTP/1.1) or stream (HTTP/2) must
+    /// arrive by then (`--idle-timeout-ms`).
+    Idle(tokio::time::Instant),
+    /// A request is in flight (its body and response have their own bounds).
+    Busy,
+}
+
 async fn serve_connection<S>(
     stream: S,
+    accepted: tokio::time::Instant,
     connection: Arc<Connection>,
     router: Router,
     settings: &ConnectionSettings,
@@ -258,47 +305,118 @@ async fn serve_connection<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let activity = Arc::new(Activity::default());
     let state = connection.clone();
-    let service = router.map_request(move |mut request: axum::http::Request<_>| {
-        if let Some(remote) = state.remote {
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(remote));
-        }
-        request.extensions_mut().insert(state.clone());
-        request
-    });
+    let tracked = activity.clone();
+    let service = tower::service_fn(
+        move |mut request: axum::http::Request<hyper::body::Incoming>| {
+            let in_flight = tracked.begin(request.version() == axum::http::Version::HTTP_2);
+            if let Some(remote) = state.remote {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(remote));
+            }
+            request.extensions_mut().insert(state.clone());
+            let router = router.clone();
+            async move {
+                let response = router.oneshot(request.map(axum::body::Body::new)).await?;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| HoldBody::wrap(body, in_flight)),
+                )
+            }
+        },
+    );
     let service = hyper_util::service::TowerToHyperService::new(service);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_read_timeout)
+        // The connection task bounds the head (from accept, or from the request's first byte).
+        .header_read_timeout(None)
         .max_buf_size(settings.max_buf_size);
     builder
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(settings.max_header_list_size)
-        .max_concurrent_streams(settings.max_concurrent_streams);
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .keep_alive_interval(settings.http2_keepalive_interval)
+        .keep_alive_timeout(settings.http2_keepalive_timeout);
+    let stream = Wire::new(
+        stream,
+        settings.limits.clone(),
+        activity.clone(),
+        settings.write_timeout,
+    );
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     tokio::pin!(conn);
-    tokio::select! {
-        result = conn.as_mut() => {
-            if let Err(error) = result {
-                tracing::debug!(%error, "connection ended with an error");
+    let mut wait = Wait::Head(accepted + settings.header_timeout);
+    let mut seen = 0;
+    loop {
+        let deadline = match wait {
+            Wait::Head(at) | Wait::Idle(at) => Some(at),
+            Wait::Busy => None,
+        };
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "connection ended with an error");
+                }
+                return;
             }
-            return;
+            () = connection.release.notified() => {
+                // Dropping the connection closes the socket and drops the stuck response bodies.
+                return;
+            }
+            _ = shutdown.wait_for(|stopped| *stopped) => break,
+            () = activity.changed() => {
+                wait = next_wait(&activity, wait, &mut seen, settings);
+            }
+            () = tokio::time::sleep_until(deadline.unwrap_or(accepted)), if deadline.is_some() => {
+                wait = next_wait(&activity, wait, &mut seen, settings);
+                let limit = match wait {
+                    Wait::Head(at) if at <= tokio::time::Instant::now() => Limit::HeaderTimeout,
+                    Wait::Idle(at) if at <= tokio::time::Instant::now() => Limit::IdleTimeout,
+                    _ => continue,
+                };
+                settings.limits.count(limit);
+                tracing::debug!(limit = limit.as_str(), "closing a connection");
+                break;
+            }
         }
-        () = connection.release.notified() => {
-            // Dropping the connection closes the socket and drops the stuck response bodies.
-            return;
-        }
-        _ = shutdown.wait_for(|stopped| *stopped) => {}
     }
     conn.as_mut().graceful_shutdown();
     match tokio::time::timeout(settings.shutdown_grace, conn).await {
         Ok(Err(error)) => tracing::debug!(%error, "connection ended with an error"),
         Ok(Ok(())) => {}
         Err(_) => tracing::debug!("connection dropped: it did not finish after shutdown"),
+    }
+}
+
+/// Where a connection stands after a change of its activity (or its deadline passing).
+fn next_wait(
+    activity: &Activity,
+    wait: Wait,
+    seen: &mut usize,
+    settings: &ConnectionSettings,
+) -> Wait {
+    let now = tokio::time::Instant::now();
+    if activity.inflight() > 0 {
+        activity.await_byte(false);
+        return Wait::Busy;
+    }
+    // A request that began and finished since the last look counts as a busy spell.
+    let begun = activity.begun();
+    let wait = if begun == *seen { wait } else { Wait::Busy };
+    *seen = begun;
+    match wait {
+        Wait::Busy => {
+            // HTTP/2 frames (pings, settings) do not start a request: only streams count.
+            activity.await_byte(!activity.is_h2());
+            Wait::Idle(now + settings.idle_timeout)
+        }
+        Wait::Idle(_) if !activity.is_h2() && activity.byte_arrived() => {
+            Wait::Head(now + settings.header_timeout)
+        }
+        other => other,
     }
 }

@@ -20,6 +20,7 @@ pub mod review;
 pub mod scale;
 pub mod state;
 pub mod watch;
+pub mod wire;
 
 pub use state::App;
 
@@ -139,6 +140,98 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     response
 }
 
+/// Authorization from the URL alone, before the body is read or an in-flight slot is taken
+/// (the limits layer calls it through [`crate::limits::LayerState`]): the same attributes the
+/// handler authorizes — a non-resource path with the method's verb, or a served resource with
+/// its verb, namespace, name and subresource. `Ok` when the URL names nothing served or its
+/// query does not parse: the handler then answers 404 or 400 without authorizing anything.
+///
+/// # Errors
+/// 403 Forbidden, as the handler would answer.
+pub fn authorize_from_url(
+    app: &App,
+    user: &User,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> Result<(), ApiError> {
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (group, version, rest) = match segments[..] {
+        ["api", "v1", ref rest @ ..] if !rest.is_empty() => ("", "v1", rest),
+        ["apis", group, version, ref rest @ ..] if !rest.is_empty() => (group, version, rest),
+        _ => {
+            let verb = crate::auth::non_resource_verb(method);
+            return app
+                .auth
+                .authorize(user, &Attributes::NonResource { verb: &verb, path });
+        }
+    };
+    let Some(target) = Target::parse(group, version, rest) else {
+        return Ok(());
+    };
+    let Some(resource) = app.resource(target.group, target.version, target.plural) else {
+        return Ok(());
+    };
+    let Ok(options) = Options::parse(query) else {
+        return Ok(());
+    };
+    if scope_error(&resource.def, target).is_some() {
+        return Ok(());
+    }
+    authorize_resource(app, user, method, &resource.def, target, &options).map(|_| ())
+}
+
+/// 404 for a target the resource does not have (a namespace on a cluster-scoped resource, a
+/// subresource other than `status`, `scale` where the kind has one, or `namespaces/finalize`).
+fn scope_error(def: &watchkeeper_api::ResourceDef, target: Target<'_>) -> Option<ApiError> {
+    if !def.namespaced && target.namespace.is_some() {
+        return Some(ApiError::path_not_found());
+    }
+    if let Some(sub) = target.subresource
+        && sub != "status"
+        && !(def.plural == "namespaces" && sub == "finalize")
+        && !(sub == "scale" && scale::has_scale(def))
+    {
+        return Some(ApiError::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({sub})"),
+        ));
+    }
+    None
+}
+
+/// The verb of a resource request, once `user` is authorized for it.
+fn authorize_resource(
+    app: &App,
+    user: &User,
+    method: &Method,
+    def: &watchkeeper_api::ResourceDef,
+    target: Target<'_>,
+    options: &Options,
+) -> Result<Verb, ApiError> {
+    let verb = Verb::of(
+        method,
+        target.name.is_some(),
+        target.watch_path || options.watch,
+    );
+    app.auth.authorize(
+        user,
+        &Attributes::Resource {
+            verb: &verb.authorization_name(method),
+            def,
+            namespace: target.namespace.unwrap_or_default(),
+            name: target.name.unwrap_or_default(),
+            subresource: target.subresource.unwrap_or_default(),
+        },
+    )?;
+    Ok(verb)
+}
+
 async fn route(
     app: &Arc<App>,
     context: &RequestContext,
@@ -233,44 +326,20 @@ async fn serve_resource(
 ) -> (&'static str, Result<Response, ApiError>) {
     let def = &resource.def;
     // Scope checks: a cluster-scoped resource has no namespace in its path.
-    if !def.namespaced && target.namespace.is_some() {
-        return ("", Err(ApiError::path_not_found()));
-    }
-    if let Some(sub) = target.subresource
-        && sub != "status"
-        && !(def.plural == "namespaces" && sub == "finalize")
-        && !(sub == "scale" && scale::has_scale(def))
-    {
-        return (
-            "",
-            Err(ApiError::new(
-                404,
-                "NotFound",
-                format!("the server could not find the requested resource ({sub})"),
-            )),
-        );
+    if let Some(error) = scope_error(def, target) {
+        return ("", Err(error));
     }
     let options = match Options::parse(context.query.as_deref()) {
         Ok(options) => options,
         Err(error) => return ("", Err(error)),
     };
-    let verb = Verb::of(
-        &context.method,
-        target.name.is_some(),
-        target.watch_path || options.watch,
-    );
-    if let Err(error) = app.auth.authorize(
-        &context.user,
-        &Attributes::Resource {
-            verb: &verb.authorization_name(&context.method),
-            def,
-            namespace: target.namespace.unwrap_or_default(),
-            name: target.name.unwrap_or_default(),
-            subresource: target.subresource.unwrap_or_default(),
-        },
-    ) {
-        return ("", Err(error));
-    }
+    // The limits layer authorized the same attributes before the body was read; this is the
+    // same decision, kept here so that no handler path depends on the layer for it.
+    let verb = match authorize_resource(app, &context.user, &context.method, def, target, &options)
+    {
+        Ok(verb) => verb,
+        Err(error) => return ("", Err(error)),
+    };
     if let Err(error) = validate_field_selector(def, &options.fields) {
         return ("", Err(error));
     }

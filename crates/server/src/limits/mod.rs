@@ -8,6 +8,11 @@
 //! | limit (flag / TOML key)                       | default | answer |
 //! |-----------------------------------------------|---------|--------|
 //! | `max-header-bytes` (request line + headers)   | 1 MiB   | 431 RequestHeaderFieldsTooLarge |
+//! | request URI (fixed, the `http` crate)         | 65534 B | 414 RequestURITooLong (`http::wire`) |
+//! | malformed HTTP/1.1 request                    | —       | 400 BadRequest (`http::wire`) |
+//! | path form ([`check_path`])                    | —       | 400 BadRequest |
+//! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
+//! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
 //! | `request-read-timeout-seconds` (body)         | 60 s    | 408 Timeout |
 //! | `max-requests-inflight` (non-mutating, non-watch) | 400  | 429 TooManyRequests, `Retry-After: 1` |
@@ -22,12 +27,17 @@
 //! by object validation in the api crate (413).
 //!
 //! ## Order
-//! 1. header size, 2. authentication (401 before anything is read or counted), 3. watch
+//! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]),
+//! 2. authentication (401 before anything is read or counted), 2b. the path form
+//!    ([`check_path`]), 2c. authorization from the URL alone ([`LayerState::authorize`]: the
+//!    verb, resource, namespace, name and subresource are known before the body; 403 before a
+//!    slot is taken or a byte of the body is read), 3. watch
 //!    slots or an in-flight slot (so a slow body holds a slot: the number of bodies being read,
 //!    and the memory they take, is bounded by the in-flight limits times the body limit),
 //! 4. the body, read whole within the size and time bounds. The handler then sees a complete
-//!    body. In-flight slots are held until the handler returns; watch slots until the watch
-//!    response body is dropped (the watch ended or the client went away).
+//!    body. Watch and in-flight slots are held by the response body ([`HoldBody`]) until hyper
+//!    has taken it (at most hyper's buffer bound of it still unsent) or dropped it (the watch
+//!    ended, or the client went away or stopped reading past `--write-timeout-ms`).
 //!
 //! ## Memory of a client that never reads
 //! Such a watch costs its queue (at most `queue-capacity-max` items, each a shared pointer to
@@ -47,13 +57,15 @@ use axum::extract::{Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use watchkeeper_api::ApiError;
 
-use crate::auth::{Auth, PeerIdentity};
+use crate::auth::{Auth, PeerIdentity, User};
+
+mod body;
 pub use crate::config::LimitsConfig;
 use crate::respond::error_response;
+pub use body::HoldBody;
 
 /// Per-connection state, in every request's extensions (the connection layer creates it).
 #[derive(Debug, Default)]
@@ -66,6 +78,9 @@ pub struct Connection {
     pub tls: bool,
     /// The client's address (handlers see it as axum's `ConnectInfo`).
     pub remote: Option<std::net::SocketAddr>,
+    /// Whether the `Host` of each request is checked ([`check_host`]): plain HTTP on a loopback
+    /// listener.
+    pub check_host: bool,
     /// Notified when a watch on this connection outlived its deadline: its response is stuck
     /// behind a client that does not read, and closing the connection is the only way to
     /// reclaim what it holds.
@@ -77,13 +92,29 @@ pub static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
 /// TLS handshakes that failed or timed out (for `/metrics`; counted by the connection layer).
 pub static HANDSHAKE_FAILURES: AtomicUsize = AtomicUsize::new(0);
 
+/// Authorization from the URL alone (method, path, query) for an authenticated user; the
+/// HTTP layer provides it (`http::authorize_from_url`), so this module does not depend on it.
+pub type AuthorizeFromUrl =
+    Arc<dyn Fn(&User, &Method, &str, Option<&str>) -> Result<(), ApiError> + Send + Sync>;
+
 /// The state of the [`layer`]: the limits and who is asking.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct LayerState {
     /// The limits' live state.
     pub limits: Arc<Limits>,
     /// Authentication (401 before anything is read or counted).
     pub auth: Arc<Auth>,
+    /// Authorization before the body is read or a slot is taken (403).
+    pub authorize: AuthorizeFromUrl,
+}
+
+impl std::fmt::Debug for LayerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayerState")
+            .field("limits", &self.limits)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Seconds a 429 asks the client to wait (kube-apiserver's max-in-flight filter uses 1).
@@ -108,10 +139,24 @@ pub enum Limit {
     WatchesPerUser,
     /// Watches on one connection.
     WatchesPerConnection,
+    /// A request URI longer than the `http` crate parses (hyper's 414, answered as a Status).
+    UriLength,
+    /// Bytes that are not an HTTP/1.1 request (hyper's 400, answered as a Status).
+    Malformed,
+    /// A path not in its one canonical form (400).
+    Path,
+    /// A Host header a plain-HTTP loopback listener does not answer (403).
+    Host,
+    /// A connection closed: its request head did not arrive in time.
+    HeaderTimeout,
+    /// A connection closed: nothing in flight for the idle timeout.
+    IdleTimeout,
+    /// A connection closed: its client read nothing for the write timeout.
+    WriteTimeout,
 }
 
 impl Limit {
-    const ALL: [Limit; 8] = [
+    const ALL: [Limit; 15] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -120,6 +165,13 @@ impl Limit {
         Limit::Watches,
         Limit::WatchesPerUser,
         Limit::WatchesPerConnection,
+        Limit::UriLength,
+        Limit::Malformed,
+        Limit::Path,
+        Limit::Host,
+        Limit::HeaderTimeout,
+        Limit::IdleTimeout,
+        Limit::WriteTimeout,
     ];
 
     /// The metric label.
@@ -134,6 +186,13 @@ impl Limit {
             Limit::Watches => "watches",
             Limit::WatchesPerUser => "watches_per_user",
             Limit::WatchesPerConnection => "watches_per_connection",
+            Limit::UriLength => "uri_length",
+            Limit::Malformed => "malformed_request",
+            Limit::Path => "invalid_path",
+            Limit::Host => "host",
+            Limit::HeaderTimeout => "request_header_timeout",
+            Limit::IdleTimeout => "idle_timeout",
+            Limit::WriteTimeout => "write_timeout",
         }
     }
 }
@@ -148,7 +207,7 @@ pub struct Limits {
     mutating: Option<Arc<Semaphore>>,
     watches: AtomicUsize,
     per_user: Mutex<HashMap<String, usize>>,
-    rejections: [AtomicU64; 8],
+    rejections: [AtomicU64; Limit::ALL.len()],
 }
 
 impl Limits {
@@ -193,8 +252,19 @@ impl Limits {
             .map_or(0, |s| max.saturating_sub(s.available_permits()))
     }
 
-    fn reject(&self, limit: Limit, error: &ApiError) -> Response {
+    /// The limits' configuration.
+    #[must_use]
+    pub fn config(&self) -> &LimitsConfig {
+        &self.config
+    }
+
+    /// Counts a refusal by `limit` (for refusals answered outside this layer).
+    pub fn count(&self, limit: Limit) {
         self.rejections[limit as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn reject(&self, limit: Limit, error: &ApiError) -> Response {
+        self.count(limit);
         error_response(error)
     }
 
@@ -427,26 +497,40 @@ fn header_bytes(request: &Request) -> usize {
         .sum::<usize>()
 }
 
-/// Key safety: the segments of an `/api` or `/apis` path become parts of a store key (the
-/// namespace and the name), so each must be a valid path segment name as kube-apiserver
-/// requires (`IsValidPathSegmentName`): not empty (one trailing slash is allowed), not `.` or `..`, without `/` (the split) or
-/// `%` (no escaped slash or dot survives to the key). Names and namespaces in bodies are
-/// validated as DNS names by the api crate, and the handler refuses a body whose name or
-/// namespace differs from the URL's.
+/// Path safety, for every path (not only `/api` and `/apis`): a path has one form. Each of its
+/// segments must be a valid path segment name as kube-apiserver requires
+/// (`IsValidPathSegmentName`): not empty (so no `//` anywhere, leading ones included; one
+/// trailing slash is allowed), not `.` or `..`, without `%` (no escaped slash, dot or anything
+/// else: no segment has two spellings) and without control characters. Nothing is normalised:
+/// a path in another form is refused before anything else looks at it, so the router, the
+/// authorizer and the store key all see the same segments. Resource segments become parts of
+/// a store key (the namespace and the name); names and namespaces in bodies are validated as
+/// DNS names by the api crate, and the handler refuses a body whose name or namespace differs
+/// from the URL's.
 ///
 /// # Errors
 /// 400 BadRequest naming the segment.
 pub fn check_path(path: &str) -> Result<(), ApiError> {
-    let Some(rest) = path
-        .strip_prefix("/api/")
-        .or_else(|| path.strip_prefix("/apis/"))
-    else {
-        return Ok(());
+    let refuse = |segment: &str, problem: &str| {
+        Err(ApiError::bad_request(format!(
+            "invalid path {path:?}: the segment {segment:?} {problem}"
+        )))
     };
-    // One trailing slash is harmless (`/apis/`); an empty segment inside is not.
+    // `OPTIONS *` is the only request target without a leading slash; it routes nowhere.
+    if path == "*" {
+        return Ok(());
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return refuse(path, "must start with '/'");
+    };
+    // One trailing slash is harmless (`/apis/`); an empty segment anywhere else is not.
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.is_empty() {
-        return Ok(());
+        return if path == "/" {
+            Ok(())
+        } else {
+            refuse("", "may not be empty")
+        };
     }
     for segment in rest.split('/') {
         let problem = match segment {
@@ -456,11 +540,51 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
             _ if segment.chars().any(char::is_control) => "may not contain control characters",
             _ => continue,
         };
-        return Err(ApiError::bad_request(format!(
-            "invalid path {path:?}: the segment {segment:?} {problem}"
-        )));
+        return refuse(segment, problem);
     }
     Ok(())
+}
+
+/// The name part of a `Host` value: without port, an IPv6 address without brackets,
+/// lowercase, without a trailing dot.
+fn host_name(host: &str) -> String {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+}
+
+/// DNS-rebinding guard for plain HTTP on a loopback listener: a web page the user visits can
+/// make the browser send requests to the loopback server under a name the page's owner
+/// controls (which then resolves to 127.0.0.1), and read the answers — without any
+/// credentials, as plain HTTP on loopback needs none. Browsers always send the name they
+/// used in `Host`, so only loopback names are answered: `localhost`, an address in
+/// 127.0.0.0/8 or `[::1]` (with or without port), and the names of `--allowed-hosts`. A
+/// request without `Host` (HTTP/1.0, or HTTP/2 without `:authority`) is not a browser's and
+/// is answered.
+///
+/// # Errors
+/// 403 Forbidden naming the host and the flag.
+pub fn check_host(host: Option<&str>, allowed: &[String]) -> Result<(), ApiError> {
+    let Some(host) = host else {
+        return Ok(());
+    };
+    let name = host_name(host);
+    let loopback = name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback || allowed.iter().any(|a| host_name(a) == name) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        403,
+        "Forbidden",
+        format!(
+            "host {host:?} is not allowed: this plain-HTTP server on a loopback address answers only requests for localhost, 127.0.0.0/8, [::1] or a name given with --allowed-hosts (a guard against DNS rebinding)"
+        ),
+    ))
 }
 
 /// The layer (axum middleware) applying every limit; see the module docs for the order.
@@ -483,6 +607,18 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     }
     let (mut parts, body) = request.into_parts();
     let connection = parts.extensions.get::<Arc<Connection>>().cloned();
+    if connection.as_ref().is_some_and(|c| c.check_host) {
+        let host = match parts.headers.get(header::HOST) {
+            Some(value) => Some(value.to_str().unwrap_or("(not UTF-8)")),
+            None => parts
+                .uri
+                .authority()
+                .map(axum::http::uri::Authority::as_str),
+        };
+        if let Err(error) = check_host(host, &config.allowed_hosts) {
+            return limits.reject(Limit::Host, &error);
+        }
+    }
     let user = match state
         .auth
         .authenticate_peer(
@@ -496,11 +632,16 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         Err(error) => return error_response(&error),
     };
     if let Err(error) = check_path(parts.uri.path()) {
+        return limits.reject(Limit::Path, &error);
+    }
+    // A request its user may not make is refused before it costs a slot or a body read.
+    if let Err(error) = (state.authorize)(&user, &parts.method, parts.uri.path(), parts.uri.query())
+    {
         return error_response(&error);
     }
     let watch = watch_options(&parts.method, parts.uri.path(), parts.uri.query());
     let mut watch_slot = None;
-    let mut _permit = None;
+    let mut permit = None;
     if let Some(options) = &watch {
         match limits.admit_watch(&user.name, connection.as_ref()) {
             Ok(mut slot) => {
@@ -516,7 +657,7 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         match limits.admit_request(mutating) {
-            Ok(permit) => _permit = permit,
+            Ok(taken) => permit = taken,
             Err((limit, error)) => return limits.reject(limit, &error),
         }
     }
@@ -571,17 +712,12 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     };
     parts.extensions.insert(user);
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
-    match watch_slot {
-        None => response,
-        Some(slot) => {
-            // The slot lives as long as the response body (the watch stream).
-            let (parts, body) = response.into_parts();
-            let stream = body.into_data_stream().map(move |chunk| {
-                let _slot = &slot;
-                chunk
-            });
-            Response::from_parts(parts, Body::from_stream(stream))
-        }
+    // Slots live as long as the response body: until hyper has taken its last byte (a watch
+    // stream, or a large LIST a slow client reads), or the connection is gone.
+    match (watch_slot, permit) {
+        (Some(slot), _) => response.map(|body| HoldBody::wrap(body, slot)),
+        (None, Some(permit)) => response.map(|body| HoldBody::wrap(body, permit)),
+        (None, None) => response,
     }
 }
 
@@ -610,6 +746,19 @@ mod tests {
             "/api/v1/namespaces/default/configmaps/a%2Fb",
             "/api/v1/namespaces//configmaps/x",
             "/apis/apps/v1/namespaces/./deployments",
+            "//api/v1/namespaces/bad//configmaps",
+            "//api",
+            "//",
+            "/api//v1",
+            "/./api/v1",
+            "/../api/v1",
+            "/api/v1/..",
+            "/healthz/.",
+            "/%61pi/v1",
+            "/api%2Fv1/namespaces",
+            "/api/v1/namespaces/default/configmaps/%2e%2e",
+            "/debug//watchers",
+            "/ui/%2E%2E/x",
         ] {
             let error = check_path(bad).unwrap_err();
             assert_eq!(error.code, 400, "{bad}");
@@ -620,6 +769,10 @@ mod tests {
             "/api/v1",
             "/apis/",
             "/healthz",
+            "/",
+            "*",
+            "/ui/",
+            "/openapi/v3/apis/apps/v1",
         ] {
             assert!(check_path(good).is_ok(), "{good}");
         }

@@ -1,0 +1,545 @@
+//! Hostile and careless clients, over raw sockets (the bytes no client library sends): every
+//! path form other than the canonical one is refused with a 400 Status before routing; the
+//! refusals hyper makes by itself are Status answers; a plain loopback listener answers
+//! loopback Host names only; forbidden requests are refused before their body and take no
+//! slot, and a slot is held until the response is taken; connections doing nothing, and
+//! clients that stop reading, are closed at the server's own (small, configured) timeouts.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use watchkeeper::config::ServeArgs;
+use watchkeeper_testkit::raw::{self, Answer};
+
+use common::{HANG_GUARD, configmap, request, server_with};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+/// Waits (by yielding) until `condition` holds.
+async fn until(mut condition: impl FnMut() -> bool) {
+    tokio::time::timeout(HANG_GUARD, async {
+        while !condition() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("condition reached");
+}
+
+/// Sends `head` (and `body`) on a new connection and returns the open stream.
+async fn send(addr: SocketAddr, head: &str, body: &[u8]) -> TcpStream {
+    raw::send(addr, head, body).await.unwrap()
+}
+
+/// Reads one whole response (the server closes or sends Content-Length).
+async fn answer(stream: &mut TcpStream) -> Answer {
+    tokio::time::timeout(HANG_GUARD, raw::read_answer(stream))
+        .await
+        .expect("an answer")
+}
+
+/// One raw request with `Connection: close`; the answer.
+async fn exchange(addr: SocketAddr, method: &str, target: &str, body: &str) -> Answer {
+    let head = format!(
+        "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = send(addr, &head, body.as_bytes()).await;
+    answer(&mut stream).await
+}
+
+fn assert_status(answer: &Answer, code: u16, reason: &str) {
+    assert_eq!(answer.status, code, "{}\n{}", answer.head, answer.body);
+    let status = answer.json();
+    assert_eq!(status["kind"], "Status", "{}", answer.body);
+    assert_eq!(status["apiVersion"], "v1", "{}", answer.body);
+    assert_eq!(status["status"], "Failure", "{}", answer.body);
+    assert_eq!(status["code"], code, "{}", answer.body);
+    assert_eq!(status["reason"], reason, "{}", answer.body);
+    assert!(
+        answer.head.contains("content-type: application/json"),
+        "{}",
+        answer.head
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_path_form_is_refused_before_routing() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let body = configmap("x", 1).to_string();
+    let created = exchange(addr, "POST", CM, &body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    for target in [
+        "//api/v1/namespaces/bad//configmaps",
+        "//api/v1/namespaces/default/configmaps",
+        "//api",
+        "//",
+        "/api//v1/namespaces/default/configmaps",
+        "/api/v1//namespaces/default/configmaps/x",
+        "/./api/v1/namespaces/default/configmaps",
+        "/api/./v1/namespaces/default/configmaps",
+        "/../api/v1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default/configmaps/x/..",
+        "/api/v1/namespaces/default/configmaps/%2E%2E",
+        "/api/v1/namespaces/default/configmaps/%2e",
+        "/api%2Fv1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default%2fconfigmaps/x",
+        "/%2Fapi/v1/namespaces/default/configmaps",
+        "/%61pi/v1/namespaces/default/configmaps",
+        "/healthz/..",
+        "//metrics",
+        "/debug//watchers",
+        "/version/%2E",
+        "/ui/%2E%2E/x",
+    ] {
+        for method in ["GET", "PUT", "DELETE", "POST"] {
+            let answer = exchange(addr, method, target, &body).await;
+            assert_status(&answer, 400, "BadRequest");
+            assert!(
+                answer.json()["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("invalid path")),
+                "{method} {target}: {}",
+                answer.body
+            );
+        }
+    }
+    // The canonical forms still work, a trailing slash included.
+    for target in [
+        &format!("{CM}/x") as &str,
+        &format!("{CM}/"),
+        "/api/v1/",
+        "/healthz",
+        "/",
+    ] {
+        let answer = exchange(addr, "GET", target, "").await;
+        assert!(
+            matches!(answer.status, 200 | 404),
+            "{target}: {} {}",
+            answer.status,
+            answer.body
+        );
+    }
+    // Nothing was deleted or created by the refused requests.
+    let (status, text) = request(addr, "GET", CM, "application/json", "").await;
+    assert_eq!(status, 200, "{text}");
+    let list: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{text}");
+    server.shutdown().await;
+}
+
+async fn metrics(addr: SocketAddr) -> String {
+    request(addr, "GET", "/metrics", "text/plain", "").await.1
+}
+
+fn rejections(text: &str, limit: &str) -> u64 {
+    let prefix = format!("watchkeeper_limit_rejections_total{{limit=\"{limit}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_hyper_makes_by_itself_are_status_answers() {
+    let server = server_with(ServeArgs {
+        max_header_bytes: Some(128 * 1024),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    // A URI longer than the http crate parses (64 KiB), within the header limit: 414.
+    let long = format!("{CM}?labelSelector={}", "a".repeat(70 * 1024));
+    let too_long = exchange(addr, "GET", &long, "").await;
+    assert_status(&too_long, 414, "RequestURITooLong");
+    assert!(
+        too_long.head.contains("connection: close"),
+        "{}",
+        too_long.head
+    );
+    // Headers far over the limit (beyond the layer's slack): 431 from hyper, as a Status.
+    let head = format!(
+        "GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: {}\r\n\r\n",
+        "x".repeat(200 * 1024)
+    );
+    let mut stream = send(addr, &head, b"").await;
+    assert_status(
+        &answer(&mut stream).await,
+        431,
+        "RequestHeaderFieldsTooLarge",
+    );
+    // More header fields than the parser takes: 431 too.
+    let many: String = (0..150).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let head = format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n{many}\r\n");
+    let mut stream = send(addr, &head, b"").await;
+    assert_status(
+        &answer(&mut stream).await,
+        431,
+        "RequestHeaderFieldsTooLarge",
+    );
+    // Malformed requests: 400.
+    for garbage in [
+        format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nNo colon here\r\n\r\n"),
+        "GET\r\n\r\n".to_owned(),
+        "\u{16}\u{3}\u{1}\u{0}\u{5}hello\r\n\r\n".to_owned(),
+    ] {
+        let mut stream = send(addr, &garbage, b"").await;
+        let refused = answer(&mut stream).await;
+        assert_status(&refused, 400, "BadRequest");
+        assert!(
+            refused.json()["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("malformed HTTP request")),
+            "{}",
+            refused.body
+        );
+    }
+    // The server still serves, and counted each refusal.
+    let text = metrics(addr).await;
+    assert_eq!(rejections(&text, "uri_length"), 1, "{text}");
+    assert_eq!(rejections(&text, "header_bytes"), 2, "{text}");
+    assert_eq!(rejections(&text, "malformed_request"), 3, "{text}");
+    server.shutdown().await;
+}
+
+/// One raw GET with the given `Host` header line (none when `None`); the answer.
+async fn get_with_host(addr: SocketAddr, path: &str, host: Option<&str>) -> Answer {
+    let host = host.map(|h| format!("Host: {h}\r\n")).unwrap_or_default();
+    let mut stream = send(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\n{host}Connection: close\r\n\r\n"),
+        b"",
+    )
+    .await;
+    answer(&mut stream).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_loopback_listener_answers_loopback_host_names_only() {
+    let server = server_with(ServeArgs {
+        allowed_hosts: Some(vec!["dev.example".to_owned(), "[fd00::7]".to_owned()]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let port = addr.port();
+    for host in [
+        "localhost".to_owned(),
+        format!("localhost:{port}"),
+        "LOCALHOST".to_owned(),
+        "127.0.0.1".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "127.1.2.3".to_owned(),
+        "[::1]".to_owned(),
+        format!("[::1]:{port}"),
+        "dev.example".to_owned(),
+        format!("Dev.Example:{port}"),
+        "[fd00::7]:80".to_owned(),
+    ] {
+        let answer = get_with_host(addr, CM, Some(&host)).await;
+        assert_eq!(answer.status, 200, "{host}: {}", answer.body);
+    }
+    // No Host at all (HTTP/1.0 style) is no browser's request.
+    let mut stream = send(addr, &format!("GET {CM} HTTP/1.0\r\n\r\n"), b"").await;
+    assert_eq!(answer(&mut stream).await.status, 200);
+    // A rebinding page's name, or any other, is refused before anything is read.
+    for host in [
+        "evil.example".to_owned(),
+        format!("evil.example:{port}"),
+        "localhost.evil.example".to_owned(),
+        "127.0.0.1.nip.io".to_owned(),
+        "10.0.0.1".to_owned(),
+        "[fd00::8]".to_owned(),
+        "0.0.0.0".to_owned(),
+    ] {
+        let answer = get_with_host(addr, CM, Some(&host)).await;
+        assert_status(&answer, 403, "Forbidden");
+        assert!(
+            answer.body.contains("--allowed-hosts"),
+            "{host}: {}",
+            answer.body
+        );
+    }
+    let text = metrics(addr).await;
+    assert_eq!(rejections(&text, "host"), 7, "{text}");
+    server.shutdown().await;
+}
+
+/// A token file and an ABAC policy: `admin` may do anything, `reader` only read in
+/// `default`, `nobody` nothing.
+fn auth_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,\"system:masters\"\nreader-token,reader,2\nnobody-token,nobody,3\n",
+    )
+    .unwrap();
+    let policy = dir.join("policy.jsonl");
+    let lines: Vec<String> = [
+        serde_json::json!({"group": "system:masters", "namespace": "*", "resource": "*", "apiGroup": "*", "nonResourcePath": "*"}),
+        serde_json::json!({"user": "reader", "namespace": "default", "resource": "*", "apiGroup": "*", "readonly": true}),
+    ]
+    .iter()
+    .map(|spec| {
+        serde_json::json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": spec})
+            .to_string()
+    })
+    .collect();
+    std::fs::write(&policy, lines.join("\n")).unwrap();
+    (tokens, policy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_requests_are_refused_before_their_body_and_take_no_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tokens, policy) = auth_files(dir.path());
+    let server = server_with(ServeArgs {
+        token_auth_file: Some(tokens),
+        authorization_policy_file: Some(policy),
+        max_requests_inflight: Some(2),
+        max_mutating_requests_inflight: Some(2),
+        // Far beyond the hang guard: an answer that waited for the body would fail the test.
+        request_read_timeout_seconds: Some(3600),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    // Slow bodies that would each be 403: a reader's writes, and nobody's lists (with a body).
+    let mut slow = Vec::new();
+    for index in 0..10 {
+        let (token, method, path) = if index % 2 == 0 {
+            ("reader-token", "POST", CM.to_owned())
+        } else {
+            ("nobody-token", "GET", CM.to_owned())
+        };
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        );
+        // One byte of the 100,000 announced; the rest never comes.
+        let mut stream = send(addr, &head, b"{").await;
+        let refused = answer(&mut stream).await;
+        assert_status(&refused, 403, "Forbidden");
+        slow.push(stream);
+    }
+    assert_eq!(limits.inflight(true), 0);
+    assert_eq!(limits.inflight(false), 0);
+    // The admin is not crowded out.
+    let body = configmap("admin-write", 10).to_string();
+    let head = format!(
+        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer admin-token\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = send(addr, &head, body.as_bytes()).await;
+    let created = answer(&mut stream).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    // Non-resource paths too: nobody may not read /metrics, before any body.
+    let mut stream = send(
+        addr,
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer nobody-token\r\nContent-Length: 10\r\n\r\n",
+        b"",
+    )
+    .await;
+    assert_status(&answer(&mut stream).await, 403, "Forbidden");
+    drop(slow);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_flight_slot_is_held_until_the_response_is_taken() {
+    let server = server_with(ServeArgs {
+        max_requests_inflight: Some(1),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    // 8 MB of objects: the LIST answer is larger than the socket buffers and hyper's buffer.
+    for index in 0..8 {
+        let (status, text) = request(
+            addr,
+            "POST",
+            CM,
+            "application/json",
+            &configmap(&format!("big-{index}"), 1024 * 1024).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201, "{text}");
+    }
+    // A client that asks for the LIST and never reads it.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    // The answer's head arrived: the handler has returned.
+    let head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stalled))
+        .await
+        .expect("a head")
+        .unwrap();
+    assert_eq!(raw::status_of(&head), 200, "{head}");
+    // Its slot is still held while the body is unsent: another read gets 429.
+    assert_eq!(limits.inflight(false), 1);
+    let refused = exchange(addr, "GET", CM, "").await;
+    assert_status(&refused, 429, "TooManyRequests");
+    // When the client goes away, the slot is free.
+    drop(stalled);
+    until(|| limits.inflight(false) == 0).await;
+    let listed = exchange(addr, "GET", "/api/v1/namespaces", "").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    server.shutdown().await;
+}
+
+/// Reads until the server closes the connection (EOF or reset); returns the bytes read.
+async fn until_closed(stream: &mut TcpStream) -> usize {
+    use tokio::io::AsyncReadExt;
+    tokio::time::timeout(HANG_GUARD, async {
+        let mut total = 0;
+        let mut buf = [0u8; 8192];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return total,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_doing_nothing_are_closed() {
+    let server = server_with(ServeArgs {
+        request_header_timeout_ms: Some(300),
+        idle_timeout_ms: Some(500),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    // A watch is in flight all along: it is not idle, and stays open.
+    let mut watch = common::WatchReader::open(addr, &format!("{CM}?watch=true"), None).await;
+    // A TCP connection that sends nothing: closed at the header timeout from accept.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(until_closed(&mut silent).await, 0);
+    // A head that never ends (slowloris): closed too, without an answer.
+    let mut partial = send(
+        addr,
+        &format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
+        b"",
+    )
+    .await;
+    assert_eq!(until_closed(&mut partial).await, 0);
+    // Keep-alive: one request answered, then nothing: closed at the idle timeout.
+    let mut kept = send(
+        addr,
+        &format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+        b"",
+    )
+    .await;
+    assert_eq!(answer(&mut kept).await.status, 200);
+    assert_eq!(until_closed(&mut kept).await, 0);
+    // HTTP/2 (prior knowledge) without a stream: GOAWAY and closed.
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let closed = tokio::spawn(connection);
+    tokio::time::timeout(HANG_GUARD, closed)
+        .await
+        .expect("the server closes an HTTP/2 connection without streams")
+        .unwrap()
+        .ok();
+    drop(client);
+    // HTTP/2 after one stream: closed once idle.
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let closed = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client
+        .send_request(
+            axum::http::Request::get(format!("http://127.0.0.1{CM}"))
+                .body(())
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    let response = tokio::time::timeout(HANG_GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        chunk.unwrap();
+    }
+    tokio::time::timeout(HANG_GUARD, closed)
+        .await
+        .expect("the server closes an idle HTTP/2 connection")
+        .unwrap()
+        .ok();
+    drop(client);
+    // The watch outlived all of them and still delivers.
+    let created = exchange(addr, "POST", CM, &configmap("after-idle", 1).to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let event = watch.next().await.expect("the watch is still open");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "after-idle");
+    let text = metrics(addr).await;
+    assert!(rejections(&text, "request_header_timeout") >= 2, "{text}");
+    assert!(rejections(&text, "idle_timeout") >= 2, "{text}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_disconnected_at_the_write_timeout() {
+    let server = server_with(ServeArgs {
+        write_timeout_ms: Some(300),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    for index in 0..8 {
+        let created = exchange(
+            addr,
+            "POST",
+            CM,
+            &configmap(&format!("big-{index}"), 1024 * 1024).to_string(),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(addr).await.unwrap();
+    stalled
+        .write_all(format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stalled))
+        .await
+        .expect("a head")
+        .unwrap();
+    let length: usize = head
+        .to_ascii_lowercase()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("content-length:")
+                .map(|v| v.trim().to_owned())
+        })
+        .and_then(|v| v.parse().ok())
+        .expect("a content-length");
+    assert!(length > 8 * 1024 * 1024, "{length}");
+    // Never reading: the write makes no progress, the server closes the connection and drops
+    // the response, and the slot it held is free.
+    until(|| limits.inflight(false) == 0).await;
+    let received = until_closed(&mut stalled).await;
+    assert!(received < length, "{received} of {length} bytes");
+    let text = metrics(addr).await;
+    assert_eq!(rejections(&text, "write_timeout"), 1, "{text}");
+    server.shutdown().await;
+}
