@@ -153,10 +153,16 @@ async fn route(
                 text_response(StatusCode::SERVICE_UNAVAILABLE, "the caches are loading")
             }
         }
-        ["metrics"] => text_response(
-            StatusCode::OK,
-            &crate::operator::metrics::render(&app.observed()),
-        ),
+        ["metrics"] => {
+            let format = crate::operator::metrics::Format::negotiate(&context.headers);
+            let body = crate::operator::metrics::collect(&app.observed()).encode(format);
+            let mut response = text_response(StatusCode::OK, &body);
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static(format.content_type()),
+            );
+            response
+        }
         ["debug", ..] | ["ui", ..] => {
             crate::operator::debug::serve(&app.observed(), segments, query)
         }
