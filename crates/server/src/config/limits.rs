@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::ServeArgs;
+use super::{ConfigError, ServeArgs};
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
 /// `--max-request-body-bytes`.
@@ -54,7 +54,7 @@ impl LimitsConfig {
     ///
     /// # Errors
     /// A message naming the flag.
-    pub fn from_args(args: &ServeArgs) -> Result<LimitsConfig, String> {
+    pub fn from_args(args: &ServeArgs) -> Result<LimitsConfig, ConfigError> {
         let d = LimitsConfig::default();
         let config = LimitsConfig {
             request_body_bytes_max: args
@@ -80,19 +80,34 @@ impl LimitsConfig {
                 .map_or(d.watch_release_grace, Duration::from_secs),
         };
         if config.request_body_bytes_max < 1024 {
-            return Err("--max-request-body-bytes must be at least 1024".to_owned());
+            return Err(ConfigError::flag(
+                "--max-request-body-bytes",
+                "--max-request-body-bytes must be at least 1024",
+            ));
         }
         if !(4096..=16 * 1024 * 1024).contains(&config.header_bytes_max) {
-            return Err("--max-header-bytes must be between 4096 and 16777216 (16 MiB)".to_owned());
+            return Err(ConfigError::flag(
+                "--max-header-bytes",
+                "--max-header-bytes must be between 4096 and 16777216 (16 MiB)",
+            ));
         }
         if config.request_read_timeout.is_zero() {
-            return Err("--request-read-timeout-seconds must be positive".to_owned());
+            return Err(ConfigError::flag(
+                "--request-read-timeout-seconds",
+                "--request-read-timeout-seconds must be positive",
+            ));
         }
         if config.watch_release_grace.is_zero() {
-            return Err("--watch-release-grace-seconds must be positive".to_owned());
+            return Err(ConfigError::flag(
+                "--watch-release-grace-seconds",
+                "--watch-release-grace-seconds must be positive",
+            ));
         }
         if config.watches_per_connection_max > 100_000 {
-            return Err("--max-watches-per-connection must be at most 100000".to_owned());
+            return Err(ConfigError::flag(
+                "--max-watches-per-connection",
+                "--max-watches-per-connection must be at most 100000",
+            ));
         }
         Ok(config)
     }
@@ -126,12 +141,15 @@ mod tests {
             ..ServeArgs::default()
         })
         .unwrap_err();
-        assert!(err.contains("--max-header-bytes"), "{err}");
+        assert!(err.to_string().contains("--max-header-bytes"), "{err}");
         let err = LimitsConfig::from_args(&ServeArgs {
             request_read_timeout_seconds: Some(0),
             ..ServeArgs::default()
         })
         .unwrap_err();
-        assert!(err.contains("--request-read-timeout-seconds"), "{err}");
+        assert!(
+            err.to_string().contains("--request-read-timeout-seconds"),
+            "{err}"
+        );
     }
 }
