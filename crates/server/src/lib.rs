@@ -329,6 +329,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             driver,
         }));
     }
+    let resources_count = resources.len();
     let reflector = source.start_reflector(feeds, status.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -369,7 +370,28 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         auth: auth.clone(),
         debug: crate::operator::debug::DebugState::default(),
         limits: limits.clone(),
+        consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new(
+            resources_count,
+        )),
     });
+    if let Some(period) = app.config.consistency_check_interval
+        && app.source.as_store().is_some()
+    {
+        let weak = Arc::downgrade(&app);
+        tokio::spawn(crate::source::consistency::run_periodic(
+            period,
+            move || {
+                let app = weak.upgrade()?;
+                Some(Box::pin(async move {
+                    app.consistency
+                        .check(&app.resources, &app.source, None)
+                        .await;
+                })
+                    as futures_util::future::BoxFuture<'static, ()>)
+            },
+            shutdown_rx.clone(),
+        ));
+    }
     tokio::spawn(crate::operator::debug::run_sampler(
         Arc::downgrade(&app),
         App::observed,

@@ -180,6 +180,11 @@ pub struct ServeArgs {
     /// Longest park of a cache's catch-up worker thread, in milliseconds [default: 100].
     #[arg(long)]
     pub driver_worker_idle_ms: Option<u64>,
+    /// Period of the cache consistency check (each resource's cache against the store at the
+    /// same revision), in milliseconds; 0 disables it; 100 to 86400000 otherwise [default:
+    /// 300000].
+    #[arg(long)]
+    pub consistency_check_interval_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -236,7 +241,8 @@ impl ServeArgs {
             reflector_backoff_initial_ms,
             reflector_backoff_max_ms,
             driver_dispatcher_idle_ms,
-            driver_worker_idle_ms
+            driver_worker_idle_ms,
+            consistency_check_interval_ms
         )
     }
 }
@@ -282,6 +288,9 @@ pub struct ServeConfig {
     pub tls: TlsConfig,
     /// Request limits (see [`LimitsConfig`]).
     pub limits: LimitsConfig,
+    /// `--consistency-check-interval-ms`: the period of the cache consistency check; `None`
+    /// when disabled.
+    pub consistency_check_interval: Option<Duration>,
 }
 
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
@@ -299,6 +308,8 @@ pub mod defaults {
     pub const DRIVER_DISPATCHER_IDLE_MS: u64 = 1000;
     /// `--driver-worker-idle-ms`.
     pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
+    /// `--consistency-check-interval-ms` (5 minutes, as kube-apiserver).
+    pub const CONSISTENCY_CHECK_INTERVAL_MS: u64 = 300_000;
 }
 
 /// The reflector's tunables (`--reflector-*`).
@@ -405,6 +416,10 @@ impl UpstreamConfig {
             (
                 args.consistent_get_from_cache.is_some(),
                 "--consistent-get-from-cache",
+            ),
+            (
+                args.consistency_check_interval_ms.is_some(),
+                "--consistency-check-interval-ms",
             ),
         ] {
             if given {
@@ -590,6 +605,17 @@ impl ServeConfig {
                 "--store etcd needs --etcd-endpoints",
             ));
         }
+        let consistency_ms = args
+            .consistency_check_interval_ms
+            .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
+        if consistency_ms != 0 && !(100..=86_400_000).contains(&consistency_ms) {
+            return Err(ConfigError::flag(
+                "--consistency-check-interval-ms",
+                format!(
+                    "--consistency-check-interval-ms {consistency_ms}: must be 0 (disabled) or between 100 and 86400000 milliseconds"
+                ),
+            ));
+        }
         let min_request_timeout =
             Duration::from_secs(args.min_request_timeout_seconds.unwrap_or(1800));
         if min_request_timeout.is_zero() {
@@ -622,6 +648,8 @@ impl ServeConfig {
             upstream,
             tls,
             limits,
+            consistency_check_interval: (consistency_ms != 0)
+                .then(|| Duration::from_millis(consistency_ms)),
         })
     }
 }
@@ -710,6 +738,12 @@ mod tests {
                 millis(config.driver.dispatcher_idle),
             ),
             ("driver-worker-idle-ms", millis(config.driver.worker_idle)),
+            (
+                "consistency-check-interval-ms",
+                config
+                    .consistency_check_interval
+                    .map_or_else(|| "0".to_owned(), millis),
+            ),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");

@@ -260,7 +260,25 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
         collect_upstream(app, upstream, &mut scrape);
     }
     collect_limits(app, &mut scrape);
+    collect_consistency(app, &mut scrape);
     scrape
+}
+
+fn collect_consistency(app: &Observed<'_>, scrape: &mut Scrape) {
+    use crate::source::consistency::Status;
+    let family = scrape.counter(
+        "apiserver_storage_consistency_checks_total",
+        "Counter for status of consistency checks between etcd and watch cache",
+    );
+    for (index, resource) in app.resources.iter().enumerate() {
+        let name = resource.name();
+        for status in Status::COUNTED {
+            family.sample(
+                &[("resource", name.as_str()), ("status", status.as_str())],
+                app.consistency.count(index, status),
+            );
+        }
+    }
 }
 
 /// `group` and `resource` of a resource.
