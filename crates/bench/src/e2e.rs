@@ -50,7 +50,10 @@ impl Running {
             ..args
         };
         let server = runtime.block_on(async {
-            let server = watchkeeper::start(ServeConfig::from_args(args)?).await?;
+            let config = ServeConfig::from_args(args).map_err(|e| e.to_string())?;
+            let server = watchkeeper::start(config)
+                .await
+                .map_err(|e| e.to_string())?;
             tokio::time::timeout(Duration::from_secs(60), server.ready())
                 .await
                 .map_err(|_| "server not ready".to_owned())?;

@@ -327,7 +327,8 @@ impl FairRig {
             clock,
             DriverWaits::default(),
             Some(on_pass),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         Ok(FairRig {
             driver,
             clock,

@@ -87,26 +87,111 @@ impl Server {
     }
 }
 
+/// Why a server did not start: what is at fault (a flag, a file, the store, the socket) and
+/// the cause. `main` prints it as `watchkeeper: {error}`.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `--token-auth-file` or `--authorization-policy-file`.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthFileError),
+    /// Plain HTTP on a non-loopback address.
+    #[error(transparent)]
+    PlainHttp(#[from] crate::http::connection::PlainHttpRefused),
+    /// `--tls-cert-file`, `--tls-private-key-file` or `--client-ca-file`.
+    #[error(transparent)]
+    Tls(#[from] crate::http::connection::TlsSetupError),
+    /// `--resources`.
+    #[error(transparent)]
+    Resources(#[from] ResourcesError),
+    /// The store cannot be opened.
+    #[error("cannot open the {kind} store: {source}")]
+    Store {
+        /// `--store`.
+        kind: StoreKind,
+        /// The store's error.
+        #[source]
+        source: watchkeeper_store::OpenError,
+    },
+    /// A namespace every cluster has cannot be created.
+    #[error("cannot create namespace {namespace}: {source}")]
+    Bootstrap {
+        /// The namespace.
+        namespace: &'static str,
+        /// The store's error.
+        #[source]
+        source: watchkeeper_store::TxnError,
+    },
+    /// Caching-proxy mode: the upstream.
+    #[error(transparent)]
+    Upstream(#[from] crate::source::upstream::UpstreamError),
+    /// A cache's threads.
+    #[error(transparent)]
+    Driver(#[from] crate::cache::DriverError),
+    /// `--listen`.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A `--resources` file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourcesError {
+    /// It cannot be read.
+    #[error("cannot read --resources {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not a valid resources file.
+    #[error("--resources {}: {cause}", path.display())]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong (the parser's message).
+        cause: String,
+    },
+    /// It defines a built-in resource again.
+    #[error("--resources: {plural}.{group} is already defined")]
+    Duplicate {
+        /// The plural.
+        plural: String,
+        /// The group.
+        group: String,
+    },
+}
+
 /// The resources served: the built-ins plus those of `--resources`.
 ///
 /// # Errors
-/// The resources file cannot be read or parsed.
-pub fn resource_defs(config: &ServeConfig) -> Result<Vec<ResourceDef>, String> {
+/// The resources file cannot be read or parsed, or redefines a resource.
+pub fn resource_defs(config: &ServeConfig) -> Result<Vec<ResourceDef>, ResourcesError> {
     let mut defs = builtin_resources();
     if let Some(path) = &config.resources {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read --resources {}: {e}", path.display()))?;
-        let extra = parse_resources_file(&text)
-            .map_err(|e| format!("--resources {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| ResourcesError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let extra = parse_resources_file(&text).map_err(|e| ResourcesError::Parse {
+            path: path.clone(),
+            cause: e,
+        })?;
         for def in extra {
             if defs
                 .iter()
                 .any(|d| d.group == def.group && d.plural == def.plural)
             {
-                return Err(format!(
-                    "--resources: {}.{} is already defined",
-                    def.plural, def.group
-                ));
+                return Err(ResourcesError::Duplicate {
+                    plural: def.plural,
+                    group: def.group,
+                });
             }
             defs.push(def);
         }
@@ -118,7 +203,7 @@ pub fn resource_defs(config: &ServeConfig) -> Result<Vec<ResourceDef>, String> {
 ///
 /// # Errors
 /// It cannot be opened.
-pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, String> {
+pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, StartError> {
     let store_config = match config.store {
         StoreKind::Memory => StoreConfig::Memory(MemoryConfig::default()),
         StoreKind::Embedded => {
@@ -130,11 +215,14 @@ pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, String> {
     };
     AnyStore::open(store_config)
         .await
-        .map_err(|e| format!("cannot open the {} store: {e}", config.store))
+        .map_err(|source| StartError::Store {
+            kind: config.store,
+            source,
+        })
 }
 
 /// Creates the namespaces every cluster has (default, kube-system, kube-public) if missing.
-async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), String> {
+async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), StartError> {
     for name in ["default", "kube-system", "kube-public"] {
         let key = bytes::Bytes::from(format!("{}/namespaces/{name}", config.prefix));
         let object = serde_json::json!({
@@ -157,7 +245,10 @@ async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), String>
                     .then(TxnOp::Put { key, value }),
             )
             .await
-            .map_err(|e| format!("cannot create namespace {name}: {e}"))?;
+            .map_err(|source| StartError::Bootstrap {
+                namespace: name,
+                source,
+            })?;
     }
     Ok(())
 }
@@ -167,8 +258,8 @@ async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), String>
 /// get 429 until they are ready).
 ///
 /// # Errors
-/// Configuration, store or socket errors, as messages.
-pub async fn start(config: ServeConfig) -> Result<Server, String> {
+/// See [`StartError`].
+pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let auth = Arc::new(
         crate::auth::Auth::load(
             config.token_auth_file.as_deref(),
@@ -238,12 +329,19 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
             driver,
         }));
     }
+    let resources_count = resources.len();
     let reflector = source.start_reflector(feeds, status.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
     let limits = Arc::new(crate::limits::Limits::new(
         &config.limits,
         config.min_request_timeout,
@@ -278,7 +376,28 @@ pub async fn start(config: ServeConfig) -> Result<Server, String> {
         auth: auth.clone(),
         debug: crate::operator::debug::DebugState::default(),
         limits: limits.clone(),
+        consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new(
+            resources_count,
+        )),
     });
+    if let Some(period) = app.config.consistency_check_interval
+        && app.source.as_store().is_some()
+    {
+        let weak = Arc::downgrade(&app);
+        tokio::spawn(crate::source::consistency::run_periodic(
+            period,
+            move || {
+                let app = weak.upgrade()?;
+                Some(Box::pin(async move {
+                    app.consistency
+                        .check(&app.resources, &app.source, None)
+                        .await;
+                })
+                    as futures_util::future::BoxFuture<'static, ()>)
+            },
+            shutdown_rx.clone(),
+        ));
+    }
     tokio::spawn(crate::operator::debug::run_sampler(
         Arc::downgrade(&app),
         App::observed,

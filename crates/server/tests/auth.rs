@@ -471,25 +471,31 @@ async fn malformed_files_are_startup_errors_naming_the_line() {
     };
     let error = start(Some("# ok\nt1,alice,1\nt2,bob\n"), None)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("--token-auth-file"), "{error}");
     assert!(
         error.contains("line 3: must have at least 3 columns"),
         "{error}"
     );
-    let error = start(Some("t1,alice,1,\"a,b\n"), None).await.unwrap_err();
+    let error = start(Some("t1,alice,1,\"a,b\n"), None)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("line 1: "), "{error}");
 
     let good = policy(&json!({"user": "alice", "namespace": "*"}));
     let error = start(Some(TOKENS), Some(&format!("{good}\n{{\"user\": \n")))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("--authorization-policy-file"), "{error}");
     assert!(error.contains("line 2: "), "{error}");
     let wrong_version = good.replace("v1beta1", "v1");
     let error = start(None, Some(&format!("# c\n\n{wrong_version}\n")))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("line 3: expected apiVersion"), "{error}");
 
     let missing = dir.path().join("missing.csv");
@@ -503,7 +509,8 @@ async fn malformed_files_are_startup_errors_naming_the_line() {
         .unwrap(),
     )
     .await
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(error.contains("cannot read --token-auth-file"), "{error}");
 }
 

@@ -627,7 +627,8 @@ async fn proxy_configuration_errors_are_clear() {
         store: Some("embedded".into()),
         ..ServeArgs::default()
     })
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("--store cannot be combined"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
@@ -638,7 +639,7 @@ async fn proxy_configuration_errors_are_clear() {
         ..ServeArgs::default()
     })
     .unwrap();
-    let err = watchkeeper::start(config).await.unwrap_err();
+    let err = watchkeeper::start(config).await.unwrap_err().to_string();
     assert!(
         err.contains("\"widgets.example.com\" is not a resource the upstream serves")
             && err.contains("configmaps"),
@@ -787,7 +788,10 @@ async fn upstream_credentials_come_from_the_kubeconfig() {
         })
         .unwrap()
     };
-    let err = watchkeeper::start(proxy_config(None)).await.unwrap_err();
+    let err = watchkeeper::start(proxy_config(None))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("401") || err.contains("Unauthorized"), "{err}");
     let proxy = watchkeeper::start(proxy_config(Some(kubeconfig)))
         .await

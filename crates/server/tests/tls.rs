@@ -389,7 +389,8 @@ async fn plain_http_on_a_non_loopback_address_is_refused() {
     };
     let error = watchkeeper::start(ServeConfig::from_args(args.clone()).unwrap())
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("refusing to serve plain HTTP")
             && error.contains("--insecure-allow-plain-http-on-non-loopback"),
@@ -438,13 +439,15 @@ fn tls_flags_are_checked() {
         tls_cert_file: Some("/x.crt".into()),
         ..ServeArgs::default()
     })
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("--tls-private-key-file"), "{err}");
     let err = ServeConfig::from_args(ServeArgs {
         client_ca_file: Some("/ca.crt".into()),
         ..ServeArgs::default()
     })
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("--client-ca-file"), "{err}");
 }
 
@@ -460,7 +463,8 @@ async fn unreadable_certificates_are_startup_errors() {
     };
     let error = watchkeeper::start(ServeConfig::from_args(args).unwrap())
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("--tls-cert-file"), "{error}");
 }
 

@@ -31,7 +31,10 @@ pub fn loopback(args: ServeArgs) -> ServeArgs {
 /// The configuration is refused, the server cannot start, or it is not ready within
 /// [`READY_GUARD`].
 pub async fn start_server(args: ServeArgs) -> Result<Server, String> {
-    let server = watchkeeper::start(ServeConfig::from_args(args)?).await?;
+    let config = ServeConfig::from_args(args).map_err(|e| e.to_string())?;
+    let server = watchkeeper::start(config)
+        .await
+        .map_err(|e| e.to_string())?;
     tokio::time::timeout(READY_GUARD, server.ready())
         .await
         .map_err(|_| "server not ready in time".to_owned())?;

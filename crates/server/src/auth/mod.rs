@@ -61,7 +61,7 @@
 //! returns what the caller may read.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use axum::http::{HeaderMap, Method, header};
 use serde::Deserialize;
@@ -98,6 +98,55 @@ impl PeerIdentity {
             .map(str::to_owned)
             .collect();
         Ok(PeerIdentity { user, groups })
+    }
+}
+
+const TOKEN_FLAG: &str = "--token-auth-file";
+const POLICY_FLAG: &str = "--authorization-policy-file";
+
+/// A token or policy file that cannot be used: the flag, the file and why.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFileError {
+    /// The file cannot be read.
+    #[error("cannot read {flag} {}: {source}", path.display())]
+    Read {
+        /// `--token-auth-file` or `--authorization-policy-file`.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of the file is malformed.
+    #[error("{flag} {}: {source}", path.display())]
+    Line {
+        /// `--token-auth-file` or `--authorization-policy-file`.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The line and what is wrong with it.
+        #[source]
+        source: LineError,
+    },
+}
+
+/// A malformed line of a token or policy file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct LineError {
+    /// The line number, from 1.
+    pub line: usize,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl LineError {
+    fn at(line: usize, message: impl Into<String>) -> LineError {
+        LineError {
+            line,
+            message: message.into(),
+        }
     }
 }
 
@@ -218,22 +267,30 @@ impl Auth {
     /// # Errors
     /// A file cannot be read, or a line is malformed (the message names the flag, the file and
     /// the line number).
-    pub fn load(token_file: Option<&Path>, policy_file: Option<&Path>) -> Result<Auth, String> {
-        let read = |flag: &str, path: &Path| {
-            std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {flag} {}: {e}", path.display()))
+    pub fn load(
+        token_file: Option<&Path>,
+        policy_file: Option<&Path>,
+    ) -> Result<Auth, AuthFileError> {
+        let read = |flag: &'static str, path: &Path| {
+            std::fs::read_to_string(path).map_err(|source| AuthFileError::Read {
+                flag,
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let parsed = |flag: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |source: LineError| AuthFileError::Line { flag, path, source }
         };
         let tokens = match token_file {
-            Some(path) => Some(
-                parse_token_file(&read("--token-auth-file", path)?)
-                    .map_err(|e| format!("--token-auth-file {}: {e}", path.display()))?,
-            ),
+            Some(path) => {
+                Some(parse_token_file(&read(TOKEN_FLAG, path)?).map_err(parsed(TOKEN_FLAG, path))?)
+            }
             None => None,
         };
         let policies = match policy_file {
             Some(path) => Some(
-                parse_policy_file(&read("--authorization-policy-file", path)?)
-                    .map_err(|e| format!("--authorization-policy-file {}: {e}", path.display()))?,
+                parse_policy_file(&read(POLICY_FLAG, path)?).map_err(parsed(POLICY_FLAG, path))?,
             ),
             None => None,
         };
@@ -528,7 +585,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 ///
 /// # Errors
 /// `line N: ...` for the first malformed line.
-pub fn parse_token_file(text: &str) -> Result<Vec<(Vec<u8>, User)>, String> {
+pub fn parse_token_file(text: &str) -> Result<Vec<(Vec<u8>, User)>, LineError> {
     let mut tokens: Vec<(Vec<u8>, User)> = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let number = index + 1;
@@ -536,32 +593,36 @@ pub fn parse_token_file(text: &str) -> Result<Vec<(Vec<u8>, User)>, String> {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        let fields = split_csv(line).map_err(|e| format!("line {number}: {e}"))?;
+        let fields = split_csv(line).map_err(|e| LineError::at(number, e))?;
         if fields.len() < 3 {
-            return Err(format!(
-                "line {number}: must have at least 3 columns (token, user name, user uid), found {}",
-                fields.len()
+            return Err(LineError::at(
+                number,
+                format!(
+                    "must have at least 3 columns (token, user name, user uid), found {}",
+                    fields.len()
+                ),
             ));
         }
         if fields.len() > 4 {
-            return Err(format!(
-                "line {number}: has {} columns, at most 4 (token, user name, user uid, groups); quote the groups column when it holds several groups",
-                fields.len()
+            return Err(LineError::at(
+                number,
+                format!(
+                    "has {} columns, at most 4 (token, user name, user uid, groups); quote the groups column when it holds several groups",
+                    fields.len()
+                ),
             ));
         }
         if fields[0].is_empty() {
-            return Err(format!("line {number}: the token is empty"));
+            return Err(LineError::at(number, "the token is empty"));
         }
         if fields[1].is_empty() {
-            return Err(format!("line {number}: the user name is empty"));
+            return Err(LineError::at(number, "the user name is empty"));
         }
         if tokens
             .iter()
             .any(|(token, _)| constant_time_eq(token, fields[0].as_bytes()))
         {
-            return Err(format!(
-                "line {number}: the token repeats an earlier line's"
-            ));
+            return Err(LineError::at(number, "the token repeats an earlier line's"));
         }
         let mut groups: Vec<String> = fields
             .get(3)
@@ -726,7 +787,7 @@ fn wildcard_eq(pattern: &str, value: &str) -> bool {
 ///
 /// # Errors
 /// `line N: ...` for the first malformed line.
-fn parse_policy_file(text: &str) -> Result<Vec<PolicySpec>, String> {
+fn parse_policy_file(text: &str) -> Result<Vec<PolicySpec>, LineError> {
     let mut policies = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let number = index + 1;
@@ -735,16 +796,20 @@ fn parse_policy_file(text: &str) -> Result<Vec<PolicySpec>, String> {
             continue;
         }
         let policy: PolicyLine =
-            serde_json::from_str(line).map_err(|e| format!("line {number}: {e}"))?;
+            serde_json::from_str(line).map_err(|e| LineError::at(number, e.to_string()))?;
         if policy.api_version != ABAC_API_VERSION || policy.kind != "Policy" {
-            return Err(format!(
-                "line {number}: expected apiVersion {ABAC_API_VERSION:?} and kind \"Policy\", found {:?} and {:?}",
-                policy.api_version, policy.kind
+            return Err(LineError::at(
+                number,
+                format!(
+                    "expected apiVersion {ABAC_API_VERSION:?} and kind \"Policy\", found {:?} and {:?}",
+                    policy.api_version, policy.kind
+                ),
             ));
         }
         if policy.spec.user.is_empty() && policy.spec.group.is_empty() {
-            return Err(format!(
-                "line {number}: the spec names neither a user nor a group, so it matches nobody"
+            return Err(LineError::at(
+                number,
+                "the spec names neither a user nor a group, so it matches nobody",
             ));
         }
         policies.push(policy.spec);
@@ -780,7 +845,7 @@ mod tests {
             ("t1,,u1\n", 1, "user name is empty"),
             ("t1,a,u1\nt1,b,u2\n", 2, "repeats"),
         ] {
-            let error = parse_token_file(text).unwrap_err();
+            let error = parse_token_file(text).unwrap_err().to_string();
             assert!(error.starts_with(&format!("line {line}: ")), "{error}");
             assert!(error.contains(what), "{error}");
         }
@@ -1054,7 +1119,7 @@ mod tests {
                 "neither a user nor a group",
             ),
         ] {
-            let error = parse_policy_file(text).unwrap_err();
+            let error = parse_policy_file(text).unwrap_err().to_string();
             assert!(error.starts_with(&format!("line {line}: ")), "{error}");
             assert!(error.contains(what), "{error}");
         }

@@ -104,12 +104,33 @@ pub struct CacheDriver {
     threads: Vec<JoinHandle<()>>,
 }
 
+/// Why a cache's driver did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The cache configuration is refused (the field is named).
+    #[error(transparent)]
+    Config(#[from] watchkeeper_core::ConfigError),
+    /// A thread could not be spawned.
+    #[error("cannot start the {thread} thread: {source}")]
+    Thread {
+        /// `dispatcher` or `catch-up`.
+        thread: &'static str,
+        /// The spawn error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl CacheDriver {
     /// Starts the dispatcher and worker threads of a cache named `name`.
     ///
     /// # Errors
     /// The configuration is invalid or a thread could not start.
-    pub fn start(name: &str, config: CacheConfig, clock: Clock) -> Result<CacheDriver, String> {
+    pub fn start(
+        name: &str,
+        config: CacheConfig,
+        clock: Clock,
+    ) -> Result<CacheDriver, DriverError> {
         CacheDriver::start_with(name, config, clock, DriverWaits::default())
     }
 
@@ -122,7 +143,7 @@ impl CacheDriver {
         config: CacheConfig,
         clock: Clock,
         waits: DriverWaits,
-    ) -> Result<CacheDriver, String> {
+    ) -> Result<CacheDriver, DriverError> {
         CacheDriver::start_observed(name, config, clock, waits, None)
     }
 
@@ -138,9 +159,8 @@ impl CacheDriver {
         clock: Clock,
         waits: DriverWaits,
         on_pass: Option<PassHook>,
-    ) -> Result<CacheDriver, String> {
-        let (cache, dispatcher, worker) =
-            WatchCache::new(config, 0, Vec::new()).map_err(|e| e.to_string())?;
+    ) -> Result<CacheDriver, DriverError> {
+        let (cache, dispatcher, worker) = WatchCache::new(config, 0, Vec::new())?;
         let (input, receiver) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let wake = input.clone();
@@ -157,12 +177,18 @@ impl CacheDriver {
         let dispatcher_handle = std::thread::Builder::new()
             .name(format!("dispatch-{name}"))
             .spawn(move || run_dispatcher(dispatcher, &receiver, clock, waits))
-            .map_err(|e| format!("cannot start the dispatcher thread: {e}"))?;
+            .map_err(|source| DriverError::Thread {
+                thread: "dispatcher",
+                source,
+            })?;
         let worker_stop = stop.clone();
         let worker_handle = std::thread::Builder::new()
             .name(format!("catchup-{name}"))
             .spawn(move || run_worker(worker, &worker_stop, clock, waits, on_pass))
-            .map_err(|e| format!("cannot start the catch-up thread: {e}"))?;
+            .map_err(|source| DriverError::Thread {
+                thread: "catch-up",
+                source,
+            })?;
         let _ = worker_thread.set(worker_handle.thread().clone());
         Ok(CacheDriver {
             cache,

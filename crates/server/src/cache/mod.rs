@@ -3,7 +3,7 @@
 
 pub mod driver;
 
-pub use driver::{CacheDriver, Clock, DriverWaits, Input, PassHook};
+pub use driver::{CacheDriver, Clock, DriverError, DriverWaits, Input, PassHook};
 
 use watchkeeper_api::ResourceDef;
 use watchkeeper_core::WatchCache;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::ServeArgs;
+use super::{ConfigError, ServeArgs};
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
 /// `--max-request-body-bytes`.
@@ -76,7 +76,7 @@ impl LimitsConfig {
     ///
     /// # Errors
     /// A message naming the flag.
-    pub fn from_args(args: &ServeArgs) -> Result<LimitsConfig, String> {
+    pub fn from_args(args: &ServeArgs) -> Result<LimitsConfig, ConfigError> {
         let d = LimitsConfig::default();
         let config = LimitsConfig {
             request_body_bytes_max: args
@@ -129,18 +129,30 @@ impl LimitsConfig {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
             bare.is_empty() || !(name || bare.parse::<std::net::Ipv6Addr>().is_ok())
         }) {
-            return Err(format!(
-                "--allowed-hosts {bad:?}: each entry must be a host name or address without port, scheme or path"
+            return Err(ConfigError::flag(
+                "--allowed-hosts",
+                format!(
+                    "--allowed-hosts {bad:?}: each entry must be a host name or address without port, scheme or path"
+                ),
             ));
         }
         if config.request_body_bytes_max < 1024 {
-            return Err("--max-request-body-bytes must be at least 1024".to_owned());
+            return Err(ConfigError::flag(
+                "--max-request-body-bytes",
+                "--max-request-body-bytes must be at least 1024",
+            ));
         }
         if !(4096..=16 * 1024 * 1024).contains(&config.header_bytes_max) {
-            return Err("--max-header-bytes must be between 4096 and 16777216 (16 MiB)".to_owned());
+            return Err(ConfigError::flag(
+                "--max-header-bytes",
+                "--max-header-bytes must be between 4096 and 16777216 (16 MiB)",
+            ));
         }
         if config.request_read_timeout.is_zero() {
-            return Err("--request-read-timeout-seconds must be positive".to_owned());
+            return Err(ConfigError::flag(
+                "--request-read-timeout-seconds",
+                "--request-read-timeout-seconds must be positive",
+            ));
         }
         for (flag, value, max) in [
             (
@@ -157,23 +169,35 @@ impl LimitsConfig {
             ("--write-timeout-ms", config.write_timeout, 3_600_000),
         ] {
             if value.is_zero() || value > Duration::from_millis(max) {
-                return Err(format!(
-                    "{flag} {}: must be between 1 and {max} milliseconds",
-                    value.as_millis()
+                return Err(ConfigError::flag(
+                    flag,
+                    format!(
+                        "{flag} {}: must be between 1 and {max} milliseconds",
+                        value.as_millis()
+                    ),
                 ));
             }
         }
         if config.http2_keepalive_interval > Duration::from_secs(3600) {
-            return Err(format!(
-                "--http2-keepalive-interval-ms {}: must be at most 3600000 milliseconds (0 = no pings)",
-                config.http2_keepalive_interval.as_millis()
+            return Err(ConfigError::flag(
+                "--http2-keepalive-interval-ms",
+                format!(
+                    "--http2-keepalive-interval-ms {}: must be at most 3600000 milliseconds (0 = no pings)",
+                    config.http2_keepalive_interval.as_millis()
+                ),
             ));
         }
         if config.watch_release_grace.is_zero() {
-            return Err("--watch-release-grace-seconds must be positive".to_owned());
+            return Err(ConfigError::flag(
+                "--watch-release-grace-seconds",
+                "--watch-release-grace-seconds must be positive",
+            ));
         }
         if config.watches_per_connection_max > 100_000 {
-            return Err("--max-watches-per-connection must be at most 100000".to_owned());
+            return Err(ConfigError::flag(
+                "--max-watches-per-connection",
+                "--max-watches-per-connection must be at most 100000",
+            ));
         }
         Ok(config)
     }
@@ -207,13 +231,13 @@ mod tests {
             ..ServeArgs::default()
         })
         .unwrap_err();
-        assert!(err.contains("--max-header-bytes"), "{err}");
+        assert!(err.to_string().contains("--max-header-bytes"), "{err}");
         let err = LimitsConfig::from_args(&ServeArgs {
             request_read_timeout_seconds: Some(0),
             ..ServeArgs::default()
         })
         .unwrap_err();
-        assert!(err.contains("--request-read-timeout-seconds"), "{err}");
+        assert!(err.to_string().contains("--request-read-timeout-seconds"), "{err}");
         for (args, flag) in [
             (
                 ServeArgs {
@@ -252,7 +276,7 @@ mod tests {
             ),
         ] {
             let err = LimitsConfig::from_args(&args).unwrap_err();
-            assert!(err.contains(flag), "{err}");
+            assert!(err.to_string().contains(flag), "{err}");
         }
         let config = LimitsConfig::from_args(&ServeArgs {
             allowed_hosts: Some(vec!["Dev.Example".to_owned(), "[fd00::1]".to_owned()]),

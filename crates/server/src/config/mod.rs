@@ -10,9 +10,11 @@ use serde::Deserialize;
 use watchkeeper_core::{CacheConfig, WatchMode};
 use watchkeeper_store::StoreKind;
 
+mod error;
 mod limits;
 mod tls;
 
+pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX};
 pub use tls::TlsConfig;
 
@@ -201,6 +203,11 @@ pub struct ServeArgs {
     /// Longest park of a cache's catch-up worker thread, in milliseconds [default: 100].
     #[arg(long)]
     pub driver_worker_idle_ms: Option<u64>,
+    /// Period of the cache consistency check (each resource's cache against the store at the
+    /// same revision), in milliseconds; 0 disables it; 100 to 86400000 otherwise [default:
+    /// 300000].
+    #[arg(long)]
+    pub consistency_check_interval_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -263,7 +270,8 @@ impl ServeArgs {
             reflector_backoff_initial_ms,
             reflector_backoff_max_ms,
             driver_dispatcher_idle_ms,
-            driver_worker_idle_ms
+            driver_worker_idle_ms,
+            consistency_check_interval_ms
         )
     }
 }
@@ -309,6 +317,9 @@ pub struct ServeConfig {
     pub tls: TlsConfig,
     /// Request limits (see [`LimitsConfig`]).
     pub limits: LimitsConfig,
+    /// `--consistency-check-interval-ms`: the period of the cache consistency check; `None`
+    /// when disabled.
+    pub consistency_check_interval: Option<Duration>,
 }
 
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
@@ -326,6 +337,8 @@ pub mod defaults {
     pub const DRIVER_DISPATCHER_IDLE_MS: u64 = 1000;
     /// `--driver-worker-idle-ms`.
     pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
+    /// `--consistency-check-interval-ms` (5 minutes, as kube-apiserver).
+    pub const CONSISTENCY_CHECK_INTERVAL_MS: u64 = 300_000;
 }
 
 /// The reflector's tunables (`--reflector-*`).
@@ -341,13 +354,16 @@ pub struct ReflectorConfig {
 
 impl ReflectorConfig {
     /// Validates the reflector flags.
-    fn from_args(args: &ServeArgs) -> Result<ReflectorConfig, String> {
+    fn from_args(args: &ServeArgs) -> Result<ReflectorConfig, ConfigError> {
         let list_page_size = args
             .reflector_list_page_size
             .unwrap_or(defaults::REFLECTOR_LIST_PAGE_SIZE);
         if !(1..=100_000).contains(&list_page_size) {
-            return Err(format!(
-                "--reflector-list-page-size {list_page_size}: must be between 1 and 100000 objects"
+            return Err(ConfigError::flag(
+                "--reflector-list-page-size",
+                format!(
+                    "--reflector-list-page-size {list_page_size}: must be between 1 and 100000 objects"
+                ),
             ));
         }
         let initial = args
@@ -357,8 +373,14 @@ impl ReflectorConfig {
             .reflector_backoff_max_ms
             .unwrap_or(defaults::REFLECTOR_BACKOFF_MAX_MS);
         if initial == 0 || initial > max || max > 600_000 {
-            return Err(format!(
-                "--reflector-backoff-initial-ms {initial} and --reflector-backoff-max-ms {max}: need 0 < initial <= max <= 600000 milliseconds"
+            return Err(ConfigError::combination(
+                &[
+                    "--reflector-backoff-initial-ms",
+                    "--reflector-backoff-max-ms",
+                ],
+                format!(
+                    "--reflector-backoff-initial-ms {initial} and --reflector-backoff-max-ms {max}: need 0 < initial <= max <= 600000 milliseconds"
+                ),
             ));
         }
         Ok(ReflectorConfig {
@@ -390,7 +412,7 @@ pub struct UpstreamConfig {
 
 impl UpstreamConfig {
     /// The upstream settings of `args`, validated against the store settings.
-    fn from_args(args: &ServeArgs) -> Result<Option<UpstreamConfig>, String> {
+    fn from_args(args: &ServeArgs) -> Result<Option<UpstreamConfig>, ConfigError> {
         if args.upstream.is_none() && args.upstream_kubeconfig.is_none() {
             if args.upstream_resources.is_some()
                 || args.upstream_impersonate.is_some()
@@ -398,9 +420,18 @@ impl UpstreamConfig {
                 || args.upstream_list_page_size.is_some()
                 || args.upstream_watch_timeout_seconds.is_some()
             {
-                return Err(
-                    "--upstream-resources, --upstream-impersonate, --upstream-streaming-lists, --upstream-list-page-size and --upstream-watch-timeout-seconds need --upstream or --upstream-kubeconfig (caching-proxy mode)".to_owned(),
-                );
+                return Err(ConfigError::combination(
+                    &[
+                        "--upstream-resources",
+                        "--upstream-impersonate",
+                        "--upstream-streaming-lists",
+                        "--upstream-list-page-size",
+                        "--upstream-watch-timeout-seconds",
+                        "--upstream",
+                        "--upstream-kubeconfig",
+                    ],
+                    "--upstream-resources, --upstream-impersonate, --upstream-streaming-lists, --upstream-list-page-size and --upstream-watch-timeout-seconds need --upstream or --upstream-kubeconfig (caching-proxy mode)",
+                ));
             }
             return Ok(None);
         }
@@ -415,33 +446,47 @@ impl UpstreamConfig {
                 args.consistent_get_from_cache.is_some(),
                 "--consistent-get-from-cache",
             ),
+            (
+                args.consistency_check_interval_ms.is_some(),
+                "--consistency-check-interval-ms",
+            ),
         ] {
             if given {
-                return Err(format!(
-                    "{flag} cannot be combined with --upstream/--upstream-kubeconfig: in caching-proxy mode the upstream API server is the source of truth and its discovery decides the resources"
+                return Err(ConfigError::combination(
+                    &[flag, "--upstream", "--upstream-kubeconfig"],
+                    format!(
+                        "{flag} cannot be combined with --upstream/--upstream-kubeconfig: in caching-proxy mode the upstream API server is the source of truth and its discovery decides the resources"
+                    ),
                 ));
             }
         }
         if let Some(url) = &args.upstream {
-            let uri: axum::http::Uri = url
-                .parse()
-                .map_err(|e| format!("--upstream {url:?}: not a URL: {e}"))?;
+            let uri: axum::http::Uri = url.parse().map_err(|e| {
+                ConfigError::flag("--upstream", format!("--upstream {url:?}: not a URL: {e}"))
+            })?;
             if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-                return Err(format!(
-                    "--upstream {url:?}: expected an http:// or https:// URL with a host"
+                return Err(ConfigError::flag(
+                    "--upstream",
+                    format!("--upstream {url:?}: expected an http:// or https:// URL with a host"),
                 ));
             }
         }
         let list_page_size = args.upstream_list_page_size.unwrap_or(500);
         if !(1..=10_000).contains(&list_page_size) {
-            return Err(format!(
-                "--upstream-list-page-size {list_page_size}: must be between 1 and 10000 objects"
+            return Err(ConfigError::flag(
+                "--upstream-list-page-size",
+                format!(
+                    "--upstream-list-page-size {list_page_size}: must be between 1 and 10000 objects"
+                ),
             ));
         }
         let watch_timeout_seconds = args.upstream_watch_timeout_seconds.unwrap_or(290);
         if !(10..=3600).contains(&watch_timeout_seconds) {
-            return Err(format!(
-                "--upstream-watch-timeout-seconds {watch_timeout_seconds}: must be between 10 and 3600 seconds"
+            return Err(ConfigError::flag(
+                "--upstream-watch-timeout-seconds",
+                format!(
+                    "--upstream-watch-timeout-seconds {watch_timeout_seconds}: must be between 10 and 3600 seconds"
+                ),
             ));
         }
         let resources = args.upstream_resources.clone().unwrap_or_default();
@@ -449,8 +494,9 @@ impl UpstreamConfig {
             .iter()
             .find(|r| r.trim().is_empty() || r.contains('/'))
         {
-            return Err(format!(
-                "--upstream-resources: {bad:?} is not `plural` or `plural.group`"
+            return Err(ConfigError::flag(
+                "--upstream-resources",
+                format!("--upstream-resources: {bad:?} is not `plural` or `plural.group`"),
             ));
         }
         Ok(Some(UpstreamConfig {
@@ -469,14 +515,20 @@ impl ServeConfig {
     /// Merges flags over the file named by `--config` (if any) over defaults, and validates.
     ///
     /// # Errors
-    /// A message naming the bad key.
-    pub fn load(args: ServeArgs) -> Result<ServeConfig, String> {
+    /// The file or the flag at fault.
+    pub fn load(args: ServeArgs) -> Result<ServeConfig, ConfigError> {
         let args = match &args.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-                let file: ServeArgs = toml::from_str(&text)
-                    .map_err(|e| format!("invalid config file {}: {e}", path.display()))?;
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let file: ServeArgs =
+                    toml::from_str(&text).map_err(|source| ConfigError::ParseFile {
+                        path: path.clone(),
+                        source: Box::new(source),
+                    })?;
                 args.or(file)
             }
             None => args,
@@ -487,8 +539,8 @@ impl ServeConfig {
     /// Validates fully merged arguments.
     ///
     /// # Errors
-    /// A message naming the bad key.
-    pub fn from_args(args: ServeArgs) -> Result<ServeConfig, String> {
+    /// The flag or flags at fault.
+    pub fn from_args(args: ServeArgs) -> Result<ServeConfig, ConfigError> {
         let upstream = UpstreamConfig::from_args(&args)?;
         let tls = TlsConfig::from_args(&args)?;
         let limits = LimitsConfig::from_args(&args)?;
@@ -497,13 +549,13 @@ impl ServeConfig {
             .as_deref()
             .unwrap_or("embedded")
             .parse()
-            .map_err(|e| format!("--store: {e}"))?;
+            .map_err(|e| ConfigError::flag("--store", format!("--store: {e}")))?;
         let mode: WatchMode = args
             .watch_mode
             .as_deref()
             .unwrap_or("stall-resume")
             .parse()
-            .map_err(|e| format!("--watch-mode: {e}"))?;
+            .map_err(|e| ConfigError::flag("--watch-mode", format!("--watch-mode: {e}")))?;
         let mut cache = CacheConfig {
             mode,
             ..CacheConfig::default()
@@ -534,18 +586,20 @@ impl ServeConfig {
             .watch_chunk_items
             .unwrap_or(defaults::WATCH_CHUNK_ITEMS);
         if !(1..=10_000).contains(&watch_chunk_items) {
-            return Err(format!(
-                "--watch-chunk-items {watch_chunk_items}: must be between 1 and 10000"
+            return Err(ConfigError::flag(
+                "--watch-chunk-items",
+                format!("--watch-chunk-items {watch_chunk_items}: must be between 1 and 10000"),
             ));
         }
         let reflector = ReflectorConfig::from_args(&args)?;
-        let idle = |value: Option<u64>, default: u64, flag: &str| {
+        let idle = |value: Option<u64>, default: u64, flag: &'static str| {
             let ms = value.unwrap_or(default);
             if (1..=60_000).contains(&ms) {
                 Ok(Duration::from_millis(ms))
             } else {
-                Err(format!(
-                    "{flag} {ms}: must be between 1 and 60000 milliseconds"
+                Err(ConfigError::flag(
+                    flag,
+                    format!("{flag} {ms}: must be between 1 and 60000 milliseconds"),
                 ))
             }
         };
@@ -563,21 +617,41 @@ impl ServeConfig {
             ..crate::cache::DriverWaits::default()
         };
         cache.fresh_wait_max = fresh_wait;
-        cache.validate().map_err(|e| e.to_string())?;
+        cache.validate()?;
         let prefix = args.etcd_prefix.unwrap_or_else(|| "/registry".to_owned());
         if !prefix.starts_with('/') || prefix.len() < 2 || prefix.ends_with('/') {
-            return Err(format!(
-                "--etcd-prefix {prefix:?}: must start with '/', not end with '/', and not be empty"
+            return Err(ConfigError::flag(
+                "--etcd-prefix",
+                format!(
+                    "--etcd-prefix {prefix:?}: must start with '/', not end with '/', and not be empty"
+                ),
             ));
         }
         let etcd_endpoints = args.etcd_endpoints.unwrap_or_default();
         if store == StoreKind::Etcd && etcd_endpoints.is_empty() {
-            return Err("--store etcd needs --etcd-endpoints".to_owned());
+            return Err(ConfigError::combination(
+                &["--etcd-endpoints", "--store"],
+                "--store etcd needs --etcd-endpoints",
+            ));
+        }
+        let consistency_ms = args
+            .consistency_check_interval_ms
+            .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
+        if consistency_ms != 0 && !(100..=86_400_000).contains(&consistency_ms) {
+            return Err(ConfigError::flag(
+                "--consistency-check-interval-ms",
+                format!(
+                    "--consistency-check-interval-ms {consistency_ms}: must be 0 (disabled) or between 100 and 86400000 milliseconds"
+                ),
+            ));
         }
         let min_request_timeout =
             Duration::from_secs(args.min_request_timeout_seconds.unwrap_or(1800));
         if min_request_timeout.is_zero() {
-            return Err("--min-request-timeout-seconds must be positive".to_owned());
+            return Err(ConfigError::flag(
+                "--min-request-timeout-seconds",
+                "--min-request-timeout-seconds must be positive",
+            ));
         }
         Ok(ServeConfig {
             listen: args
@@ -603,6 +677,8 @@ impl ServeConfig {
             upstream,
             tls,
             limits,
+            consistency_check_interval: (consistency_ms != 0)
+                .then(|| Duration::from_millis(consistency_ms)),
         })
     }
 }
@@ -713,6 +789,12 @@ mod tests {
                 millis(config.driver.dispatcher_idle),
             ),
             ("driver-worker-idle-ms", millis(config.driver.worker_idle)),
+            (
+                "consistency-check-interval-ms",
+                config
+                    .consistency_check_interval
+                    .map_or_else(|| "0".to_owned(), millis),
+            ),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");
@@ -722,6 +804,50 @@ mod tests {
                 "serve --help, --{flag}"
             );
         }
+    }
+
+    #[test]
+    fn errors_carry_the_flag_or_file_at_fault() {
+        let error = ServeConfig::from_args(ServeArgs {
+            max_header_bytes: Some(10),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ConfigError::Flag {
+                    flag: "--max-header-bytes",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let error = ServeConfig::from_args(ServeArgs {
+            store: Some("etcd".to_owned()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&error, ConfigError::Combination { flags, .. } if flags[0] == "--etcd-endpoints"),
+            "{error:?}"
+        );
+        let missing = PathBuf::from("/nonexistent/watchkeeper.toml");
+        let error = ServeConfig::load(ServeArgs {
+            config: Some(missing.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&error, ConfigError::ReadFile { path, .. } if *path == missing),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("cannot read config file /nonexistent/watchkeeper.toml: "),
+            "{error}"
+        );
     }
 
     #[test]
@@ -750,7 +876,7 @@ mod tests {
                 "--reflector-backoff-initial-ms",
             ),
         ] {
-            let error = ServeConfig::from_args(args).unwrap_err();
+            let error = ServeConfig::from_args(args).unwrap_err().to_string();
             assert!(error.contains(flag), "{error}");
         }
     }
@@ -797,13 +923,15 @@ mod tests {
             store: Some("mysql".into()),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("--store"), "{err}");
         let err = ServeConfig::from_args(ServeArgs {
             pass_members_max: Some(0),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("pass_members_max"), "{err}");
         assert!(
             ServeConfig::from_args(ServeArgs {
@@ -845,20 +973,23 @@ mod tests {
             upstream_list_page_size: Some(0),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("--upstream-list-page-size"), "{err}");
         let err = ServeConfig::from_args(ServeArgs {
             upstream_watch_timeout_seconds: Some(60),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("need --upstream"), "{err}");
         let err = ServeConfig::from_args(ServeArgs {
             upstream: Some("http://127.0.0.1:1".into()),
             store: Some("memory".into()),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("--store cannot be combined with --upstream"),
             "{err}"
@@ -867,13 +998,15 @@ mod tests {
             upstream: Some("ftp://x".into()),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("--upstream"), "{err}");
         let err = ServeConfig::from_args(ServeArgs {
             upstream_impersonate: Some(true),
             ..ServeArgs::default()
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("need --upstream"), "{err}");
     }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::ServeArgs;
+use super::{ConfigError, ServeArgs};
 
 /// The TLS part of the configuration.
 #[derive(Clone, Debug, Default)]
@@ -25,22 +25,30 @@ impl TlsConfig {
     /// Validates the TLS flags.
     ///
     /// # Errors
-    /// A message naming the flag.
-    pub fn from_args(args: &ServeArgs) -> Result<TlsConfig, String> {
+    /// The flag or flags at fault.
+    pub fn from_args(args: &ServeArgs) -> Result<TlsConfig, ConfigError> {
         if args.tls_cert_file.is_some() != args.tls_private_key_file.is_some() {
-            return Err(
-                "--tls-cert-file and --tls-private-key-file must be given together".to_owned(),
-            );
+            return Err(ConfigError::combination(
+                &["--tls-cert-file", "--tls-private-key-file"],
+                "--tls-cert-file and --tls-private-key-file must be given together",
+            ));
         }
         if args.client_ca_file.is_some() && args.tls_cert_file.is_none() {
-            return Err(
-                "--client-ca-file needs TLS: give --tls-cert-file and --tls-private-key-file"
-                    .to_owned(),
-            );
+            return Err(ConfigError::combination(
+                &[
+                    "--client-ca-file",
+                    "--tls-cert-file",
+                    "--tls-private-key-file",
+                ],
+                "--client-ca-file needs TLS: give --tls-cert-file and --tls-private-key-file",
+            ));
         }
         let seconds = args.tls_handshake_timeout_seconds.unwrap_or(10);
         if seconds == 0 {
-            return Err("--tls-handshake-timeout-seconds must be positive".to_owned());
+            return Err(ConfigError::flag(
+                "--tls-handshake-timeout-seconds",
+                "--tls-handshake-timeout-seconds must be positive",
+            ));
         }
         Ok(TlsConfig {
             cert_file: args.tls_cert_file.clone(),

@@ -45,7 +45,7 @@
 //! [`serve`] returns once all connections are closed.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -64,28 +64,71 @@ use crate::config::TlsConfig;
 use crate::http::wire::{Activity, Wire};
 use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS};
 
+/// Plain HTTP refused on a non-loopback address (without
+/// `--insecure-allow-plain-http-on-non-loopback`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to serve plain HTTP on the non-loopback address {listen}: anyone on the network could read and change every object. Give --tls-cert-file and --tls-private-key-file, listen on a loopback address (e.g. 127.0.0.1), or pass --insecure-allow-plain-http-on-non-loopback if the network is trusted"
+)]
+pub struct PlainHttpRefused {
+    /// The address asked for.
+    pub listen: SocketAddr,
+}
+
 /// Refuses plain HTTP on a non-loopback address unless explicitly allowed.
 ///
 /// # Errors
-/// The message to print at startup.
-pub fn check_plain_http(tls: &TlsConfig, listen: SocketAddr) -> Result<(), String> {
+/// [`PlainHttpRefused`], printed at startup.
+pub fn check_plain_http(tls: &TlsConfig, listen: SocketAddr) -> Result<(), PlainHttpRefused> {
     if tls.enabled() || listen.ip().is_loopback() || tls.allow_plain_non_loopback {
         return Ok(());
     }
-    Err(format!(
-        "refusing to serve plain HTTP on the non-loopback address {listen}: anyone on the network could read and change every object. Give --tls-cert-file and --tls-private-key-file, listen on a loopback address (e.g. 127.0.0.1), or pass --insecure-allow-plain-http-on-non-loopback if the network is trusted"
-    ))
+    Err(PlainHttpRefused { listen })
 }
 
-fn read_pem_certs(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+/// A TLS file that cannot be used, or a TLS setup rustls refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    /// A certificate, key or CA file cannot be read, parsed or used.
+    #[error("{flag} {}: {cause}", path.display())]
+    File {
+        /// The flag naming the file (`--tls-cert-file`, `--tls-private-key-file`,
+        /// `--client-ca-file`, or `--tls-cert-file/--tls-private-key-file` for a pair that
+        /// does not match).
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        cause: String,
+    },
+    /// rustls refuses the protocol versions of its provider.
+    #[error("TLS: {0}")]
+    Protocol(String),
+}
+
+impl TlsSetupError {
+    fn file(flag: &'static str, path: &Path, cause: impl std::fmt::Display) -> TlsSetupError {
+        TlsSetupError::File {
+            flag,
+            path: path.to_owned(),
+            cause: cause.to_string(),
+        }
+    }
+}
+
+fn read_pem_certs(
+    flag: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
     let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{flag} {}: {e}", path.display()))?
+        .map_err(|e| TlsSetupError::file(flag, path, e))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        .map_err(|e| TlsSetupError::file(flag, path, e))?;
     if certs.is_empty() {
-        return Err(format!(
-            "{flag} {}: no PEM CERTIFICATE block found",
-            path.display()
+        return Err(TlsSetupError::file(
+            flag,
+            path,
+            "no PEM CERTIFICATE block found",
         ));
     }
     Ok(certs)
@@ -96,39 +139,36 @@ fn read_pem_certs(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>
 ///
 /// # Errors
 /// A file cannot be read or parsed, or the key does not match the certificate.
-pub fn server_config(tls: &TlsConfig) -> Result<Option<Arc<ServerConfig>>, String> {
+pub fn server_config(tls: &TlsConfig) -> Result<Option<Arc<ServerConfig>>, TlsSetupError> {
     let (Some(cert_file), Some(key_file)) = (&tls.cert_file, &tls.key_file) else {
         return Ok(None);
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = read_pem_certs("--tls-cert-file", cert_file)?;
     let key = PrivateKeyDer::from_pem_file(key_file)
-        .map_err(|e| format!("--tls-private-key-file {}: {e}", key_file.display()))?;
+        .map_err(|e| TlsSetupError::file("--tls-private-key-file", key_file, e))?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(|e| TlsSetupError::Protocol(e.to_string()))?;
     let builder = match &tls.client_ca_file {
         Some(ca_file) => {
             let mut roots = rustls::RootCertStore::empty();
             for cert in read_pem_certs("--client-ca-file", ca_file)? {
                 roots
                     .add(cert)
-                    .map_err(|e| format!("--client-ca-file {}: {e}", ca_file.display()))?;
+                    .map_err(|e| TlsSetupError::file("--client-ca-file", ca_file, e))?;
             }
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .allow_unauthenticated()
                 .build()
-                .map_err(|e| format!("--client-ca-file {}: {e}", ca_file.display()))?;
+                .map_err(|e| TlsSetupError::file("--client-ca-file", ca_file, e))?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
-        format!(
-            "--tls-cert-file/--tls-private-key-file {}: {e}",
-            cert_file.display()
-        )
-    })?;
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsSetupError::file("--tls-cert-file/--tls-private-key-file", cert_file, e))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Some(Arc::new(config)))
 }

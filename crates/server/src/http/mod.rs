@@ -232,6 +232,40 @@ fn authorize_resource(
     Ok(verb)
 }
 
+/// `/debug/consistency`: `POST` runs the cache consistency check now (every resource, or the
+/// one named by `?resource=plural[.group]`) and answers its reports; `GET` answers the last
+/// reports. Other methods get 405.
+async fn consistency(app: &Arc<App>, context: &RequestContext, query: Option<&str>) -> Response {
+    let reports = if context.method == Method::POST {
+        let only = query
+            .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
+            .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "resource"))
+            .map(|(_, v)| v);
+        if let Some(name) = &only
+            && !app.resources.iter().any(|r| r.name() == *name)
+        {
+            return error_response(&ApiError::bad_request(format!(
+                "resource {name:?} is not served"
+            )));
+        }
+        app.consistency
+            .check(&app.resources, &app.source, only.as_deref())
+            .await
+    } else if context.method == Method::GET {
+        app.consistency.last_reports()
+    } else {
+        return error_response(&ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
+    };
+    let checks: Vec<Value> = reports.iter().map(|r| r.to_json()).collect();
+    json_response(
+        StatusCode::OK,
+        json!({"apiVersion": "watchkeeper.debug/v1", "kind": "ConsistencyChecks", "checks": checks})
+            .to_string(),
+    )
+}
+
 async fn route(
     app: &Arc<App>,
     context: &RequestContext,
@@ -250,10 +284,17 @@ async fn route(
                 text_response(StatusCode::SERVICE_UNAVAILABLE, "the caches are loading")
             }
         }
-        ["metrics"] => text_response(
-            StatusCode::OK,
-            &crate::operator::metrics::render(&app.observed()),
-        ),
+        ["metrics"] => {
+            let format = crate::operator::metrics::Format::negotiate(&context.headers);
+            let body = crate::operator::metrics::collect(&app.observed()).encode(format);
+            let mut response = text_response(StatusCode::OK, &body);
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static(format.content_type()),
+            );
+            response
+        }
+        ["debug", "consistency"] => consistency(app, context, query).await,
         ["debug", ..] | ["ui", ..] => {
             crate::operator::debug::serve(&app.observed(), segments, query)
         }

@@ -13,6 +13,7 @@ use crate::operator::debug::DebugState;
 use crate::operator::metrics::RequestMetrics;
 use crate::operator::{Observed, WatchRegistry};
 use crate::source::Source;
+use crate::source::consistency::ConsistencyChecker;
 use crate::source::feed::ReflectorStatus;
 use crate::source::read::PathCounters;
 
@@ -45,6 +46,8 @@ pub struct App {
     pub debug: DebugState,
     /// Request limits' state (see `limits`).
     pub limits: Arc<Limits>,
+    /// The cache consistency checker (see `source::consistency`).
+    pub consistency: Arc<ConsistencyChecker>,
 }
 
 impl App {
@@ -85,6 +88,7 @@ impl App {
             requests: &self.requests,
             limits: &self.limits,
             source: &self.source,
+            consistency: &self.consistency,
         }
     }
 }

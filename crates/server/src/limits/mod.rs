@@ -47,7 +47,6 @@
 //! gives the bound that `tests/limits.rs` checks with 10,000 such clients.
 
 use std::collections::HashMap;
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -156,7 +155,8 @@ pub enum Limit {
 }
 
 impl Limit {
-    const ALL: [Limit; 15] = [
+    /// Every limit, in the order `/metrics` lists them.
+    pub const ALL: [Limit; 15] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -354,48 +354,6 @@ impl Limits {
                     "Too many requests, please try again later.".to_owned(),
                 )
             })
-    }
-
-    /// Renders the limit metrics.
-    pub fn render(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP watchkeeper_limit_rejections_total Requests refused by a limit.\n# TYPE watchkeeper_limit_rejections_total counter"
-        );
-        for limit in Limit::ALL {
-            let _ = writeln!(
-                out,
-                "watchkeeper_limit_rejections_total{{limit=\"{}\"}} {}",
-                limit.as_str(),
-                self.rejections(limit)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP apiserver_current_inflight_requests In-flight requests by kind (watches not included).\n# TYPE apiserver_current_inflight_requests gauge"
-        );
-        for (kind, mutating) in [("readOnly", false), ("mutating", true)] {
-            let used = self.inflight(mutating);
-            let _ = writeln!(
-                out,
-                "apiserver_current_inflight_requests{{request_kind=\"{kind}\"}} {used}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP watchkeeper_open_watches Watch requests admitted and not yet finished.\n# TYPE watchkeeper_open_watches gauge\nwatchkeeper_open_watches {}",
-            self.open_watches()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP watchkeeper_open_connections Open client connections.\n# TYPE watchkeeper_open_connections gauge\nwatchkeeper_open_connections {}",
-            OPEN_CONNECTIONS.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP watchkeeper_tls_handshake_failures_total TLS handshakes that failed or timed out.\n# TYPE watchkeeper_tls_handshake_failures_total counter\nwatchkeeper_tls_handshake_failures_total {}",
-            HANDSHAKE_FAILURES.load(Ordering::Relaxed)
-        );
     }
 }
 

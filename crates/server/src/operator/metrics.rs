@@ -1,19 +1,39 @@
-//! `/metrics` in the Prometheus text format: the core's metrics per resource (named as
-//! KEP-6268 lists them, with `group` and `resource` labels), request counts and latencies per
-//! verb and resource, open watches, and the reflector's lag.
+//! `/metrics`: the core's metrics per resource (named as KEP-6268 lists them, with `group` and
+//! `resource` labels), request counts and latencies per verb and resource, open watches, the
+//! reflector's lag, the store's and the upstream's traffic, and the request limits.
 //!
-//! The core keeps its metrics as plain atomics (it is sans-IO and has no registry); rendering
-//! them here in the text format is a few lines, so no metrics crate sits between the two.
+//! ## Guarantees
+//! - Served in the Prometheus text format, version 0.0.4 (`text/plain; version=0.0.4`), the
+//!   format and names scrapers have always read here: a counter's family is named with its
+//!   `_total` suffix in `# HELP`, `# TYPE` and the samples; no `# EOF` line. A client whose
+//!   `Accept` names `application/openmetrics-text` gets OpenMetrics 1.0 instead (a counter's
+//!   family without `_total`, its samples with it, and `# EOF`).
+//! - Every family is written by `prometheus-client`'s encoders (escaping, suffixes, float
+//!   formatting); this module only collects. Histogram bounds are written as Go's Prometheus
+//!   client writes them (`le="1e-06"`), sums as floats (`0.0`).
+//! - A scrape reads each counter once; nothing here changes what the server does.
+//!
+//! The core keeps its metrics as plain atomics (it is sans-IO and has no registry). A scrape
+//! collects them into a [`Scrape`] — families of samples, in exposition order — which is the
+//! one [`Collector`] of a registry made for that scrape: the values are read when they are
+//! served, never copied into a second set of metric objects that could drift.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
+use axum::http::HeaderMap;
+use axum::http::header::ACCEPT;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use watchkeeper_core::TerminationReason;
 use watchkeeper_core::metrics::Histogram;
 
+use crate::limits::{HANDSHAKE_FAILURES, Limit, OPEN_CONNECTIONS};
 use crate::operator::Observed;
+use crate::source::upstream::{ResourceStats, UpstreamSource};
 
 /// Request counts and latency histograms.
 #[derive(Debug, Default)]
@@ -45,34 +65,233 @@ impl RequestMetrics {
     }
 }
 
-fn counter(out: &mut String, name: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+/// The exposition format of a scrape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The Prometheus text format, version 0.0.4 (the default).
+    Prometheus,
+    /// OpenMetrics 1.0 text, when the client's `Accept` asks for it.
+    OpenMetrics,
 }
 
-fn gauge(out: &mut String, name: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-}
-
-fn histogram(out: &mut String, name: &str, labels: &str, histogram: &Histogram, scale: f64) {
-    let (cumulative, sum, count) = histogram.snapshot();
-    for (index, value) in cumulative.iter().enumerate() {
-        let le = if index < Histogram::BUCKETS {
-            format!("{}", Histogram::bound(index) as f64 * scale)
+impl Format {
+    /// The format a client asks for with its `Accept` header.
+    #[must_use]
+    pub fn negotiate(headers: &HeaderMap) -> Format {
+        let open_metrics = headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|range| {
+                range
+                    .split(';')
+                    .next()
+                    .is_some_and(|essence| essence.trim() == "application/openmetrics-text")
+            });
+        if open_metrics {
+            Format::OpenMetrics
         } else {
-            "+Inf".to_owned()
-        };
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {value}");
+            Format::Prometheus
+        }
     }
-    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum as f64 * scale);
-    let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+
+    /// The `Content-Type` of the format.
+    #[must_use]
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
 }
 
-/// Renders every metric.
+/// A sample's value.
+#[derive(Debug)]
+enum Value {
+    Counter(u64),
+    Gauge(i64),
+    /// Sum, count and (upper bound, count in that bucket alone) of the finite buckets.
+    Histogram(f64, u64, Vec<(f64, u64)>),
+}
+
+/// One metric family of a scrape: its samples by label set.
+#[derive(Debug)]
+pub struct Family {
+    /// The name without a counter's `_total` (the encoders add it).
+    name: &'static str,
+    help: &'static str,
+    kind: MetricType,
+    samples: Vec<(Vec<(&'static str, String)>, Value)>,
+}
+
+impl Family {
+    /// Adds a counter or gauge sample (by the family's type).
+    pub fn sample(&mut self, labels: &[(&'static str, &str)], value: u64) -> &mut Family {
+        let value = match self.kind {
+            MetricType::Counter => Value::Counter(value),
+            _ => Value::Gauge(i64::try_from(value).unwrap_or(i64::MAX)),
+        };
+        self.push(labels, value)
+    }
+
+    /// Adds a gauge sample that may be negative.
+    pub fn signed(&mut self, labels: &[(&'static str, &str)], value: i64) -> &mut Family {
+        self.push(labels, Value::Gauge(value))
+    }
+
+    /// Adds a histogram sample: `histogram`'s buckets and sum times `scale` (1e-6 turns
+    /// microseconds into seconds).
+    pub fn histogram(
+        &mut self,
+        labels: &[(&'static str, &str)],
+        histogram: &Histogram,
+        scale: f64,
+    ) -> &mut Family {
+        let (cumulative, sum, count) = histogram.snapshot();
+        let mut below = 0;
+        let buckets = cumulative
+            .iter()
+            .take(Histogram::BUCKETS)
+            .enumerate()
+            .map(|(index, &at_most)| {
+                let alone = at_most - below;
+                below = at_most;
+                (Histogram::bound(index) as f64 * scale, alone)
+            })
+            .collect();
+        self.push(labels, Value::Histogram(sum as f64 * scale, count, buckets))
+    }
+
+    fn push(&mut self, labels: &[(&'static str, &str)], value: Value) -> &mut Family {
+        let labels = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        self.samples.push((labels, value));
+        self
+    }
+}
+
+/// What one scrape collects: metric families in exposition order.
+#[derive(Debug, Default)]
+pub struct Scrape {
+    families: Vec<Family>,
+}
+
+impl Scrape {
+    /// Starts a counter family; `name` ends in `_total`, as it is exposed.
+    pub fn counter(&mut self, name: &'static str, help: &'static str) -> &mut Family {
+        let name = name
+            .strip_suffix("_total")
+            .expect("a counter's name ends in _total");
+        self.family(name, help, MetricType::Counter)
+    }
+
+    /// Starts a gauge family.
+    pub fn gauge(&mut self, name: &'static str, help: &'static str) -> &mut Family {
+        self.family(name, help, MetricType::Gauge)
+    }
+
+    /// Starts a histogram family.
+    pub fn histogram(&mut self, name: &'static str, help: &'static str) -> &mut Family {
+        self.family(name, help, MetricType::Histogram)
+    }
+
+    fn family(&mut self, name: &'static str, help: &'static str, kind: MetricType) -> &mut Family {
+        self.families.push(Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        });
+        self.families.last_mut().expect("just pushed")
+    }
+
+    /// Encodes the scrape in `format`.
+    #[must_use]
+    pub fn encode(self, format: Format) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self));
+        let mut out = String::new();
+        let encoded = match format {
+            Format::Prometheus => {
+                prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
+            }
+            Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut out, &registry),
+        };
+        // Writing to a String cannot fail; the names and labels here are all valid.
+        encoded.expect("metrics encode into a string");
+        out
+    }
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        for family in &self.families {
+            let mut metric =
+                encoder.encode_descriptor(family.name, family.help, None, family.kind)?;
+            for (labels, value) in &family.samples {
+                let mut sample = metric.encode_family(labels)?;
+                match value {
+                    Value::Counter(v) => sample.encode_counter::<NoLabelSet, _, u64>(v, None)?,
+                    Value::Gauge(v) => sample.encode_gauge(v)?,
+                    Value::Histogram(sum, count, buckets) => {
+                        sample.encode_histogram::<NoLabelSet>(*sum, *count, buckets, None)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Renders every metric in the Prometheus text format (version 0.0.4).
 #[must_use]
 pub fn render(app: &Observed<'_>) -> String {
-    let mut out = String::new();
+    collect(app).encode(Format::Prometheus)
+}
+
+/// Collects every metric.
+#[must_use]
+pub fn collect(app: &Observed<'_>) -> Scrape {
+    let mut scrape = Scrape::default();
+    collect_caches(app, &mut scrape);
+    collect_paths(app, &mut scrape);
+    collect_requests(app, &mut scrape);
+    if let Some(upstream) = app.source.as_upstream() {
+        collect_upstream(app, upstream, &mut scrape);
+    }
+    collect_limits(app, &mut scrape);
+    collect_consistency(app, &mut scrape);
+    scrape
+}
+
+fn collect_consistency(app: &Observed<'_>, scrape: &mut Scrape) {
+    use crate::source::consistency::Status;
+    let family = scrape.counter(
+        "apiserver_storage_consistency_checks_total",
+        "Counter for status of consistency checks between etcd and watch cache",
+    );
+    for (index, resource) in app.resources.iter().enumerate() {
+        let name = resource.name();
+        for status in Status::COUNTED {
+            family.sample(
+                &[("resource", name.as_str()), ("status", status.as_str())],
+                app.consistency.count(index, status),
+            );
+        }
+    }
+}
+
+/// `group` and `resource` of a resource.
+fn resource_labels(def: &watchkeeper_api::ResourceDef) -> [(&'static str, &str); 2] {
+    [
+        ("group", def.group.as_str()),
+        ("resource", def.plural.as_str()),
+    ]
+}
+
+fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
     type Get = fn(&watchkeeper_core::Metrics) -> i64;
-    let counters: [(&str, &str, Get); 12] = [
+    let counters: [(&'static str, &'static str, Get); 12] = [
         (
             "apiserver_watch_cache_watcher_stalls_total",
             "Transitions of watchers from synced to unsynced.",
@@ -134,7 +353,7 @@ pub fn render(app: &Observed<'_>) -> String {
             |m| m.cache_resets.get() as i64,
         ),
     ];
-    let gauges: [(&str, &str, Get); 4] = [
+    let gauges: [(&'static str, &'static str, Get); 4] = [
         (
             "apiserver_watch_cache_stalled_watchers",
             "Unsynced watchers.",
@@ -155,140 +374,105 @@ pub fn render(app: &Observed<'_>) -> String {
         ),
     ];
     for (name, help, get) in counters {
-        counter(&mut out, name, help);
+        let family = scrape.counter(name, help);
         for r in app.resources {
-            let _ = writeln!(
-                out,
-                "{name}{{group=\"{}\",resource=\"{}\"}} {}",
-                r.def.group,
-                r.def.plural,
-                get(r.cache().metrics())
-            );
+            let value = u64::try_from(get(r.cache().metrics())).unwrap_or(0);
+            family.sample(&resource_labels(&r.def), value);
         }
     }
     for (name, help, get) in gauges {
-        gauge(&mut out, name, help);
+        let family = scrape.gauge(name, help);
         for r in app.resources {
-            let _ = writeln!(
-                out,
-                "{name}{{group=\"{}\",resource=\"{}\"}} {}",
-                r.def.group,
-                r.def.plural,
-                get(r.cache().metrics())
-            );
+            family.signed(&resource_labels(&r.def), get(r.cache().metrics()));
         }
     }
-    counter(
-        &mut out,
+    let family = scrape.counter(
         "apiserver_terminated_watchers_total",
         "Watchers terminated by the cache, by reason.",
     );
     for r in app.resources {
         for reason in TerminationReason::ALL {
-            let _ = writeln!(
-                out,
-                "apiserver_terminated_watchers_total{{group=\"{}\",resource=\"{}\",reason=\"{}\"}} {}",
-                r.def.group,
-                r.def.plural,
-                reason.as_str(),
-                r.cache().metrics().terminations(reason)
+            let [group, resource] = resource_labels(&r.def);
+            family.sample(
+                &[group, resource, ("reason", reason.as_str())],
+                r.cache().metrics().terminations(reason),
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP apiserver_watch_cache_watcher_catchup_events Events pushed to one watcher between going unsynced and resyncing.\n# TYPE apiserver_watch_cache_watcher_catchup_events histogram"
+    let family = scrape.histogram(
+        "apiserver_watch_cache_watcher_catchup_events",
+        "Events pushed to one watcher between going unsynced and resyncing.",
     );
     for r in app.resources {
-        histogram(
-            &mut out,
-            "apiserver_watch_cache_watcher_catchup_events",
-            &format!("group=\"{}\",resource=\"{}\"", r.def.group, r.def.plural),
+        family.histogram(
+            &resource_labels(&r.def),
             &r.cache().metrics().watcher_catchup_events,
             1.0,
         );
     }
-    let _ = writeln!(
-        out,
-        "# HELP apiserver_watch_cache_catchup_pass_duration_seconds Catch-up pass durations.\n# TYPE apiserver_watch_cache_catchup_pass_duration_seconds histogram"
+    let family = scrape.histogram(
+        "apiserver_watch_cache_catchup_pass_duration_seconds",
+        "Catch-up pass durations.",
     );
     for r in app.resources {
-        histogram(
-            &mut out,
-            "apiserver_watch_cache_catchup_pass_duration_seconds",
-            &format!("group=\"{}\",resource=\"{}\"", r.def.group, r.def.plural),
+        family.histogram(
+            &resource_labels(&r.def),
             &r.cache().metrics().pass_duration_micros,
             1e-6,
         );
     }
-    gauge(
-        &mut out,
+}
+
+fn collect_paths(app: &Observed<'_>, scrape: &mut Scrape) {
+    let family = scrape.gauge(
         "watchkeeper_reflector_lag_revisions",
         "Store revision seen by the reflector minus the revision the cache dispatched.",
     );
     let store_revision = app.reflector.store_revision.load(Ordering::Relaxed);
     for r in app.resources {
-        let _ = writeln!(
-            out,
-            "watchkeeper_reflector_lag_revisions{{group=\"{}\",resource=\"{}\"}} {}",
-            r.def.group,
-            r.def.plural,
-            store_revision.saturating_sub(r.cache().dispatched())
+        family.sample(
+            &resource_labels(&r.def),
+            store_revision.saturating_sub(r.cache().dispatched()),
         );
     }
-    counter(
-        &mut out,
-        "watchkeeper_reflector_lists_total",
-        "Lists of the store done by the reflector: the first, then one per relist (after compaction or a failed watch).",
-    );
-    let _ = writeln!(
-        out,
-        "watchkeeper_reflector_lists_total {}",
-        app.reflector.lists.load(Ordering::Relaxed)
-    );
-    counter(
-        &mut out,
-        "watchkeeper_store_decodes_total",
-        "Objects decoded from store values.",
-    );
-    let _ = writeln!(
-        out,
-        "watchkeeper_store_decodes_total{{path=\"reflector\"}} {}",
-        app.reflector.decodes.load(Ordering::Relaxed)
-    );
-    let _ = writeln!(
-        out,
-        "watchkeeper_store_decodes_total{{path=\"request\"}} {}",
-        app.counters.request_decodes.load(Ordering::Relaxed)
-    );
-    counter(
-        &mut out,
-        "watchkeeper_update_conflicts_total",
-        "Compare-and-swap conflicts seen by writes.",
-    );
-    let _ = writeln!(
-        out,
-        "watchkeeper_update_conflicts_total {}",
-        app.counters.conflicts.load(Ordering::Relaxed)
-    );
-    counter(
-        &mut out,
-        "watchkeeper_noop_writes_total",
-        "Updates skipped because they changed nothing.",
-    );
-    let _ = writeln!(
-        out,
-        "watchkeeper_noop_writes_total {}",
-        app.counters.noop_writes.load(Ordering::Relaxed)
-    );
+    scrape
+        .counter(
+            "watchkeeper_reflector_lists_total",
+            "Lists of the store done by the reflector: the first, then one per relist (after compaction or a failed watch).",
+        )
+        .sample(&[], app.reflector.lists.load(Ordering::Relaxed));
+    scrape
+        .counter(
+            "watchkeeper_store_decodes_total",
+            "Objects decoded from store values.",
+        )
+        .sample(
+            &[("path", "reflector")],
+            app.reflector.decodes.load(Ordering::Relaxed),
+        )
+        .sample(
+            &[("path", "request")],
+            app.counters.request_decodes.load(Ordering::Relaxed),
+        );
+    scrape
+        .counter(
+            "watchkeeper_update_conflicts_total",
+            "Compare-and-swap conflicts seen by writes.",
+        )
+        .sample(&[], app.counters.conflicts.load(Ordering::Relaxed));
+    scrape
+        .counter(
+            "watchkeeper_noop_writes_total",
+            "Updates skipped because they changed nothing.",
+        )
+        .sample(&[], app.counters.noop_writes.load(Ordering::Relaxed));
     // Zeros without a store (caching-proxy mode), so the series are always there.
     let store = app
         .source
         .as_store()
         .map(|store| watchkeeper_store::Store::counters(store).snapshot())
         .unwrap_or_default();
-    counter(
-        &mut out,
+    let family = scrape.counter(
         "watchkeeper_store_operations_total",
         "Store operations by kind.",
     );
@@ -299,23 +483,16 @@ pub fn render(app: &Observed<'_>) -> String {
         ("watch", store.watches),
         ("compaction", store.compactions),
     ] {
-        let _ = writeln!(
-            out,
-            "watchkeeper_store_operations_total{{operation=\"{op}\"}} {value}"
-        );
+        family.sample(&[("operation", op)], value);
     }
-    gauge(
-        &mut out,
-        "apiserver_longrunning_requests",
-        "Open watch streams.",
-    );
+}
+
+fn collect_requests(app: &Observed<'_>, scrape: &mut Scrape) {
     let open = app.watches.lock().len();
-    let _ = writeln!(
-        out,
-        "apiserver_longrunning_requests{{verb=\"WATCH\"}} {open}"
-    );
-    counter(
-        &mut out,
+    scrape
+        .gauge("apiserver_longrunning_requests", "Open watch streams.")
+        .sample(&[("verb", "WATCH")], open as u64);
+    let family = scrape.counter(
         "apiserver_request_total",
         "Requests by verb, resource and code.",
     );
@@ -326,14 +503,19 @@ pub fn render(app: &Observed<'_>) -> String {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .iter()
     {
-        let _ = writeln!(
-            out,
-            "apiserver_request_total{{verb=\"{verb}\",group=\"{group}\",resource=\"{resource}\",code=\"{code}\"}} {count}"
+        family.sample(
+            &[
+                ("verb", verb),
+                ("group", group),
+                ("resource", resource),
+                ("code", &code.to_string()),
+            ],
+            *count,
         );
     }
-    let _ = writeln!(
-        out,
-        "# HELP apiserver_request_duration_seconds Request latency by verb and resource.\n# TYPE apiserver_request_duration_seconds histogram"
+    let family = scrape.histogram(
+        "apiserver_request_duration_seconds",
+        "Request latency by verb and resource.",
     );
     for ((verb, group, resource), h) in app
         .requests
@@ -342,17 +524,199 @@ pub fn render(app: &Observed<'_>) -> String {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .iter()
     {
-        histogram(
-            &mut out,
-            "apiserver_request_duration_seconds",
-            &format!("verb=\"{verb}\",group=\"{group}\",resource=\"{resource}\""),
+        family.histogram(
+            &[("verb", verb), ("group", group), ("resource", resource)],
             h,
             1e-6,
         );
     }
-    if let Some(upstream) = app.source.as_upstream() {
-        crate::source::upstream::render_metrics(upstream, app.resources, &mut out);
+}
+
+fn collect_upstream(app: &Observed<'_>, upstream: &UpstreamSource, scrape: &mut Scrape) {
+    type Get = fn(&ResourceStats) -> u64;
+    let counters: [(&'static str, &'static str, Get); 5] = [
+        (
+            "watchkeeper_upstream_lists_total",
+            "Lists of the upstream (the first and every relist).",
+            |s| s.lists.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_watches_total",
+            "Watches opened on the upstream (the first and every resume).",
+            |s| s.watches.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_relists_total",
+            "Relists after a 410 or a protocol error (downstream watchers got 410).",
+            |s| s.relists.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_forwarded_reads_total",
+            "Consistent reads forwarded because the cache was not proven fresh in time.",
+            |s| s.forwarded_reads.load(Ordering::Relaxed),
+        ),
+        (
+            "watchkeeper_upstream_forwarded_writes_total",
+            "Writes forwarded to the upstream.",
+            |s| s.forwarded_writes.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, help, get) in counters {
+        let family = scrape.counter(name, help);
+        for (def, stats) in upstream.defs.iter().zip(&upstream.stats) {
+            family.sample(&resource_labels(def), get(stats));
+        }
     }
-    app.limits.render(&mut out);
-    out
+    let family = scrape.gauge(
+        "watchkeeper_upstream_open_watches",
+        "Upstream watches open now (one per resource when healthy).",
+    );
+    for (def, stats) in upstream.defs.iter().zip(&upstream.stats) {
+        family.sample(
+            &resource_labels(def),
+            u64::from(stats.watch_open.load(Ordering::Relaxed)),
+        );
+    }
+    scrape
+        .gauge(
+            "watchkeeper_upstream_streaming_lists",
+            "Whether the caches load with streaming lists (1) or paged lists (0).",
+        )
+        .sample(&[], u64::from(upstream.streaming_lists()));
+    let served: Vec<_> = app
+        .resources
+        .iter()
+        .filter_map(|r| Some((r, upstream.stats_of(&r.def)?)))
+        .collect();
+    let family = scrape.gauge(
+        "watchkeeper_upstream_lag_revisions",
+        "Newest resource version the upstream reported for the resource minus the cache's.",
+    );
+    for (resource, stats) in &served {
+        family.sample(
+            &resource_labels(&resource.def),
+            stats
+                .upstream_revision
+                .load(Ordering::Relaxed)
+                .saturating_sub(resource.cache().dispatched()),
+        );
+    }
+    let family = scrape.gauge(
+        "watchkeeper_upstream_downstream_watchers",
+        "Downstream watchers served by the resource's one upstream watch.",
+    );
+    for (resource, _) in &served {
+        family.signed(
+            &resource_labels(&resource.def),
+            resource.cache().metrics().watchers.get(),
+        );
+    }
+}
+
+fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
+    let limits = app.limits;
+    let family = scrape.counter(
+        "watchkeeper_limit_rejections_total",
+        "Requests refused by a limit.",
+    );
+    for limit in Limit::ALL {
+        family.sample(&[("limit", limit.as_str())], limits.rejections(limit));
+    }
+    let family = scrape.gauge(
+        "apiserver_current_inflight_requests",
+        "In-flight requests by kind (watches not included).",
+    );
+    for (kind, mutating) in [("readOnly", false), ("mutating", true)] {
+        family.sample(&[("request_kind", kind)], limits.inflight(mutating) as u64);
+    }
+    scrape
+        .gauge(
+            "watchkeeper_open_watches",
+            "Watch requests admitted and not yet finished.",
+        )
+        .sample(&[], limits.open_watches() as u64);
+    scrape
+        .gauge("watchkeeper_open_connections", "Open client connections.")
+        .sample(&[], OPEN_CONNECTIONS.load(Ordering::Relaxed) as u64);
+    scrape
+        .counter(
+            "watchkeeper_tls_handshake_failures_total",
+            "TLS handshakes that failed or timed out.",
+        )
+        .sample(&[], HANDSHAKE_FAILURES.load(Ordering::Relaxed) as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape() -> Scrape {
+        let mut scrape = Scrape::default();
+        scrape
+            .counter("demo_requests_total", "Requests.")
+            .sample(&[("code", "200")], 3)
+            .sample(&[], 1);
+        scrape.gauge("demo_open", "Open.").signed(&[], -2);
+        let histogram = Histogram::default();
+        histogram.observe(1);
+        histogram.observe(3);
+        scrape.histogram("demo_seconds", "Latency.").histogram(
+            &[("verb", "GET")],
+            &histogram,
+            1e-6,
+        );
+        scrape
+    }
+
+    #[test]
+    fn prometheus_text_keeps_total_in_counter_families_and_has_no_eof() {
+        let text = scrape().encode(Format::Prometheus);
+        assert!(
+            text.starts_with(
+                "# HELP demo_requests_total Requests.\n# TYPE demo_requests_total counter\n\
+             demo_requests_total{code=\"200\"} 3\ndemo_requests_total 1\n\
+             # HELP demo_open Open.\n# TYPE demo_open gauge\ndemo_open -2\n\
+             # HELP demo_seconds Latency.\n# TYPE demo_seconds histogram\n\
+             demo_seconds_bucket{verb=\"GET\",le=\"1e-06\"} 1\n\
+             demo_seconds_bucket{verb=\"GET\",le=\"2e-06\"} 1\n\
+             demo_seconds_bucket{verb=\"GET\",le=\"4e-06\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("demo_seconds_bucket{verb=\"GET\",le=\"+Inf\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("demo_seconds_count{verb=\"GET\"} 2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        let text = scrape().encode(Format::OpenMetrics);
+        assert!(text.contains("# TYPE demo_requests counter\n"), "{text}");
+        assert!(
+            text.contains("demo_requests_total{code=\"200\"} 3\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn accept_chooses_the_format() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(Format::negotiate(&headers), Format::Prometheus);
+        headers.insert(
+            ACCEPT,
+            "text/plain;version=0.0.4;q=0.5, application/openmetrics-text;version=1.0.0"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(Format::negotiate(&headers), Format::OpenMetrics);
+        headers.insert(ACCEPT, "text/plain".parse().unwrap());
+        assert_eq!(Format::negotiate(&headers), Format::Prometheus);
+    }
 }

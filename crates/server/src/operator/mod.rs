@@ -38,6 +38,8 @@ pub struct Observed<'a> {
     pub limits: &'a Limits,
     /// The source (store counters, upstream traffic).
     pub source: &'a Source,
+    /// The cache consistency checker's counts.
+    pub consistency: &'a crate::source::consistency::ConsistencyChecker,
 }
 
 /// An open watch stream, for `/debug/watchers`.

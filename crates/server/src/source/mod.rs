@@ -14,6 +14,7 @@
 //!
 //! Objects from either kind are decoded by the one decoder in [`decode`].
 
+pub mod consistency;
 pub mod decode;
 pub mod feed;
 pub mod read;
@@ -34,7 +35,7 @@ use crate::cache::Resource;
 use crate::request::ResourceRequest;
 use crate::source::feed::{Backoff, Feed, ReflectorStatus};
 use crate::source::read::{Freshness, ListPage, ReadError};
-use crate::source::reflector::{Lister, Readiness};
+use crate::source::reflector::{Lister, Readiness, RelistRequests};
 use crate::source::store::{StoreLister, StoreSource};
 use crate::source::upstream::{UpstreamLister, UpstreamSource};
 
@@ -44,6 +45,9 @@ pub struct Source {
     kind: Kind,
     fresh: Freshness,
     backoff: Backoff,
+    /// Relist requests into the running reflections: (sender, feed index) per resource in
+    /// feed order; set when the reflector starts.
+    relists: std::sync::OnceLock<Vec<(RelistRequests, usize)>>,
 }
 
 #[derive(Debug)]
@@ -60,6 +64,7 @@ impl Source {
             kind: Kind::Store(store),
             fresh,
             backoff,
+            relists: std::sync::OnceLock::new(),
         }
     }
 
@@ -70,6 +75,7 @@ impl Source {
             kind: Kind::Upstream(Arc::new(upstream)),
             fresh,
             backoff,
+            relists: std::sync::OnceLock::new(),
         }
     }
 
@@ -80,6 +86,24 @@ impl Source {
             Kind::Store(store) => Some(store.store()),
             Kind::Upstream(_) => None,
         }
+    }
+
+    /// The store source, for a store source.
+    #[must_use]
+    pub fn as_store_source(&self) -> Option<&StoreSource> {
+        match &self.kind {
+            Kind::Store(store) => Some(store),
+            Kind::Upstream(_) => None,
+        }
+    }
+
+    /// Asks the reflector to relist the resource of feed `index` (in the order the feeds were
+    /// given to [`Source::start_reflector`]); false when no reflector runs for it.
+    pub fn request_relist(&self, index: usize) -> bool {
+        self.relists
+            .get()
+            .and_then(|relists| relists.get(index))
+            .is_some_and(|(requests, feed)| requests.request(*feed))
     }
 
     /// The upstream, for an upstream source.
@@ -110,12 +134,21 @@ impl Source {
             Kind::Store(store) => {
                 let readiness = Readiness::new(1, status.clone());
                 let lister = Lister::Store(StoreLister::new(store, &feeds));
-                tokio::spawn(reflector::run(lister, feeds, status, readiness, backoff))
+                let (requests, receiver) = RelistRequests::channel();
+                let _ = self
+                    .relists
+                    .set((0..feeds.len()).map(|i| (requests.clone(), i)).collect());
+                tokio::spawn(reflector::run(
+                    lister, feeds, status, readiness, backoff, receiver,
+                ))
             }
             Kind::Upstream(upstream) => {
                 let readiness = Readiness::new(feeds.len(), status.clone());
                 let mut tasks = tokio::task::JoinSet::new();
+                let mut relists = Vec::new();
                 for feed in feeds {
+                    let (requests, receiver) = RelistRequests::channel();
+                    relists.push((requests, 0));
                     let lister = Lister::Upstream(UpstreamLister::new(upstream, &feed.def));
                     tasks.spawn(reflector::run(
                         lister,
@@ -123,8 +156,10 @@ impl Source {
                         status.clone(),
                         readiness.clone(),
                         backoff,
+                        receiver,
                     ));
                 }
+                let _ = self.relists.set(relists);
                 // Dropping the set (when this task is aborted) aborts every reflector.
                 tokio::spawn(async move { while tasks.join_next().await.is_some() {} })
             }

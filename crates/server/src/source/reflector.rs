@@ -14,11 +14,18 @@
 //! - Failures back off with jitter (a delay between half and all of the current back-off),
 //!   doubling from [`Backoff::initial`] up to [`Backoff::max`]; a watch that made progress
 //!   resets the back-off. Every retry is logged.
+//! - A relist of one resource can be requested ([`RelistRequests`], used by the consistency
+//!   checker): a store reflection lists that resource's keys at the revision it has fed and
+//!   resets that one cache there (its watchers get 410; the other caches see nothing), then
+//!   goes on with the same watch; an upstream reflection (one resource) relists as after a
+//!   410. A request is served between two watch items, never inside one.
 //! - The server is ready once every reflection has loaded its caches once.
 //! - The loop ends when a cache stops (its input channel is closed).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use watchkeeper_core::Revision;
 
@@ -73,6 +80,20 @@ impl Lister {
         }
     }
 
+    /// The objects of feed `index` alone at `revision`; `None` when this lister relists
+    /// whole (an upstream reflection has one feed).
+    async fn list_feed(
+        &self,
+        feeds: &[Feed],
+        index: usize,
+        revision: Revision,
+    ) -> Option<Result<Vec<Arc<watchkeeper_core::Object>>, Stop>> {
+        match self {
+            Lister::Store(lister) => Some(lister.list_feed(feeds, index, revision).await),
+            Lister::Upstream(_) => None,
+        }
+    }
+
     /// Records that the source reached `revision`.
     fn observed(&self, revision: Revision) {
         match self {
@@ -89,6 +110,30 @@ impl Events {
             Events::Upstream(events) => events.next(last).await,
         }
     }
+}
+
+/// Where relist requests for one reflection's feeds go (by feed index).
+#[derive(Debug, Clone)]
+pub struct RelistRequests(UnboundedSender<usize>);
+
+impl RelistRequests {
+    /// A sender and the receiver its reflection reads.
+    #[must_use]
+    pub fn channel() -> (RelistRequests, UnboundedReceiver<usize>) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        (RelistRequests(sender), receiver)
+    }
+
+    /// Asks for a relist of feed `index`; false when the reflection has stopped.
+    pub fn request(&self, index: usize) -> bool {
+        self.0.send(index).is_ok()
+    }
+}
+
+/// What the reflector does next after a relist request.
+enum Next {
+    Item(Item),
+    Relist(usize),
 }
 
 /// Counts reflections until each has loaded once, then marks the server ready.
@@ -123,6 +168,7 @@ pub async fn run(
     status: Arc<ReflectorStatus>,
     readiness: Arc<Readiness>,
     backoff: Backoff,
+    mut relists: UnboundedReceiver<usize>,
 ) {
     let name = lister.name();
     let mut delay = backoff.initial;
@@ -177,7 +223,38 @@ pub async fn run(
             };
             let before = last;
             let stop = loop {
-                match stream.next(last).await {
+                let next = tokio::select! {
+                    biased;
+                    Some(index) = relists.recv() => Next::Relist(index),
+                    item = stream.next(last) => Next::Item(item),
+                };
+                let item = match next {
+                    Next::Item(item) => item,
+                    Next::Relist(index) => {
+                        let Some(feed) = feeds.get(index) else {
+                            continue;
+                        };
+                        match lister.list_feed(&feeds, index, last).await {
+                            Some(Ok(objects)) => {
+                                tracing::warn!(source = %name, resource = %crate::cache::name_of(&feed.def), revision = last, objects = objects.len(), "relisted one resource on request (its watchers get 410)");
+                                status.lists.fetch_add(1, Ordering::Relaxed);
+                                if feed.input.send(Input::Reset(last, objects)).is_err() {
+                                    return;
+                                }
+                                continue;
+                            }
+                            Some(Err(
+                                Stop::Relist(reason) | Stop::Resume(reason) | Stop::Restart(reason),
+                            )) => {
+                                break Stop::Relist(format!(
+                                    "relisting one resource failed ({reason}); relisting all"
+                                ));
+                            }
+                            None => break Stop::Relist("a relist was requested".to_owned()),
+                        }
+                    }
+                };
+                match item {
                     Item::Changes(revision, mut changes) => {
                         for (index, feed) in feeds.iter().enumerate() {
                             let input = match changes.remove(&index) {

@@ -824,7 +824,97 @@ impl Router {
     }
 }
 
+impl Router {
+    /// The objects of feed `index` at exactly `revision`: its prefix read a page at a time at
+    /// that revision, each key routed (a key of a resource with a longer prefix is not this
+    /// feed's) and decoded as the reflector decodes it.
+    async fn objects_at(
+        &self,
+        source: &StoreSource,
+        index: usize,
+        revision: Revision,
+    ) -> Result<Vec<Arc<Object>>, RangeError> {
+        let prefix = Bytes::from(format!("{}{}", self.prefix, self.routes[index].0));
+        let mut objects = Vec::new();
+        let mut start: Option<Bytes> = None;
+        loop {
+            let mut request = RangeRequest::prefix(prefix.clone())
+                .with_limit(source.list_page)
+                .at_revision(revision);
+            if let Some(key) = start.take() {
+                request = request.starting(StartKey::Exclusive(key));
+            }
+            let page = source.store.range(request).await?;
+            for kv in &page.kvs {
+                let key = String::from_utf8_lossy(&kv.key);
+                if let Some((feed, namespace, name)) = self.route(&key)
+                    && feed == index
+                    && let Change {
+                        object: Some(object),
+                        ..
+                    } = self.decode_put(feed, namespace, name, kv)
+                {
+                    objects.push(object);
+                }
+            }
+            match (page.more, page.kvs.last()) {
+                (true, Some(last)) => start = Some(last.key.clone()),
+                _ => break,
+            }
+        }
+        Ok(objects)
+    }
+}
+
+impl StoreSource {
+    /// The objects of `resources[index]` in the store at exactly `revision`, read and decoded
+    /// as the reflector does (for the consistency checker; its decodes are not counted as the
+    /// reflector's).
+    ///
+    /// # Errors
+    /// The store cannot be read at `revision` (compacted, unavailable).
+    pub async fn objects_at(
+        &self,
+        resources: &[Arc<Resource>],
+        index: usize,
+        revision: Revision,
+    ) -> Result<Vec<Arc<Object>>, RangeError> {
+        let registry = format!("{}/", self.prefix);
+        let router = Router {
+            routes: Arc::new(
+                resources
+                    .iter()
+                    .map(|r| {
+                        let storage = r.key_prefix.strip_prefix(&registry).unwrap_or_default();
+                        (storage.to_owned(), r.def.namespaced)
+                    })
+                    .collect(),
+            ),
+            defs: Arc::new(resources.iter().map(|r| r.def.clone()).collect()),
+            status: Arc::new(ReflectorStatus::default()),
+            prefix: registry,
+        };
+        router.objects_at(self, index, revision).await
+    }
+}
+
 impl StoreLister {
+    /// The objects of feed `index` at exactly `revision` (a relist of that feed alone).
+    ///
+    /// # Errors
+    /// [`Stop::Restart`] when the store cannot be read at `revision`.
+    pub async fn list_feed(
+        &self,
+        feeds: &[Feed],
+        index: usize,
+        revision: Revision,
+    ) -> Result<Vec<Arc<Object>>, Stop> {
+        self.router(feeds)
+            .objects_at(&self.source, index, revision)
+            .await
+            .map_err(|e| Stop::Restart(e.to_string()))
+    }
+
     /// The reflection of `source` for feeds whose storage prefixes and scopes are `routes`.
     #[must_use]
     pub fn new(source: &StoreSource, feeds: &[Feed]) -> StoreLister {

@@ -43,6 +43,7 @@
 //! `status` are not served (as in the store modes), and a forwarded answer is buffered whole.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -86,6 +87,92 @@ pub struct ResourceStats {
     pub forwarded_writes: AtomicU64,
     /// Writes answered before the cache reached the written version (the wait ran out).
     pub write_wait_timeouts: AtomicU64,
+}
+
+/// Why caching-proxy mode could not start: the flag, the upstream and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// `--upstream-kubeconfig` cannot be read or used.
+    #[error("--upstream-kubeconfig {}: {cause}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// kube's error.
+        cause: String,
+    },
+    /// `--upstream` is not a URL.
+    #[error("--upstream {url:?}: not a URL: {cause}")]
+    Url {
+        /// The value given.
+        url: String,
+        /// The parse error.
+        cause: String,
+    },
+    /// No client can be built for the upstream (TLS settings, say).
+    #[error("cannot build a client for the upstream {server}: {cause}")]
+    Client {
+        /// The upstream's URL.
+        server: String,
+        /// kube's error.
+        cause: String,
+    },
+    /// The upstream's discovery cannot be read.
+    #[error("the upstream {server}: cannot read discovery {path}: {cause}")]
+    Discovery {
+        /// The upstream's URL.
+        server: String,
+        /// The discovery path.
+        path: &'static str,
+        /// kube's error.
+        cause: String,
+    },
+    /// An `--upstream-resources` entry the upstream does not serve with list and watch.
+    #[error(
+        "the upstream {server}: --upstream-resources: {wanted:?} is not a resource the upstream serves with list and watch (it serves: {})",
+        served.join(", ")
+    )]
+    UnknownResource {
+        /// The upstream's URL.
+        server: String,
+        /// The entry.
+        wanted: String,
+        /// What it serves (`plural` or `plural.group`).
+        served: Vec<String>,
+    },
+    /// The upstream serves no resource with list and watch.
+    #[error("the upstream {server} lists no resource with the list and watch verbs")]
+    NoResources {
+        /// The upstream's URL.
+        server: String,
+    },
+    /// Resources that cannot be listed with these credentials, or whose resource versions are
+    /// not integers.
+    #[error(
+        "the upstream {server}: {} (choose the resources to cache with --upstream-resources)",
+        failures.join("; ")
+    )]
+    Unlistable {
+        /// The upstream's URL.
+        server: String,
+        /// One message per resource.
+        failures: Vec<String>,
+    },
+}
+
+impl UpstreamError {
+    fn kubeconfig(path: &Path, cause: impl std::fmt::Display) -> UpstreamError {
+        UpstreamError::Kubeconfig {
+            path: path.to_owned(),
+            cause: cause.to_string(),
+        }
+    }
+
+    fn url(url: &str, cause: impl std::fmt::Display) -> UpstreamError {
+        UpstreamError::Url {
+            url: url.to_owned(),
+            cause: cause.to_string(),
+        }
+    }
 }
 
 /// The upstream: a kube-rs client, the discovered resources and their counters.
@@ -254,40 +341,37 @@ impl UpstreamSource {
     ///
     /// # Errors
     /// Unreadable kubeconfig, unreachable upstream, unknown `--upstream-resources`, or
-    /// resource versions that are not integers; as messages.
+    /// resource versions that are not integers (see [`UpstreamError`]).
     pub async fn connect(
         config: &UpstreamConfig,
         fresh_wait: Duration,
-    ) -> Result<UpstreamSource, String> {
+    ) -> Result<UpstreamSource, UpstreamError> {
         let mut kube_config = match &config.kubeconfig {
             Some(path) => {
                 let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| format!("--upstream-kubeconfig {}: {e}", path.display()))?;
+                    .map_err(|e| UpstreamError::kubeconfig(path, e))?;
                 kube::Config::from_custom_kubeconfig(
                     kubeconfig,
                     &kube::config::KubeConfigOptions::default(),
                 )
                 .await
-                .map_err(|e| format!("--upstream-kubeconfig {}: {e}", path.display()))?
+                .map_err(|e| UpstreamError::kubeconfig(path, e))?
             }
             None => {
                 let url = config.url.as_deref().unwrap_or_default();
-                kube::Config::new(
-                    url.parse()
-                        .map_err(|e| format!("--upstream {url:?}: not a URL: {e}"))?,
-                )
+                kube::Config::new(url.parse().map_err(|e| UpstreamError::url(url, e))?)
             }
         };
         if let Some(url) = &config.url {
-            kube_config.cluster_url = url
-                .parse()
-                .map_err(|e| format!("--upstream {url:?}: not a URL: {e}"))?;
+            kube_config.cluster_url = url.parse().map_err(|e| UpstreamError::url(url, e))?;
         }
         // Writes are forwarded once; the reflector retries lists and watches itself.
         kube_config.default_retry = false;
         let server = kube_config.cluster_url.to_string();
-        let client = kube::Client::try_from(kube_config)
-            .map_err(|e| format!("cannot build a client for the upstream {server}: {e}"))?;
+        let client = kube::Client::try_from(kube_config).map_err(|e| UpstreamError::Client {
+            server: server.clone(),
+            cause: e.to_string(),
+        })?;
         let mut upstream = UpstreamSource {
             client,
             server: server.clone(),
@@ -299,14 +383,9 @@ impl UpstreamSource {
             defs: Vec::new(),
             stats: Vec::new(),
         };
-        let defs = upstream
-            .discover(&config.resources)
-            .await
-            .map_err(|e| format!("the upstream {server}: {e}"))?;
+        let defs = upstream.discover(&config.resources).await?;
         if defs.is_empty() {
-            return Err(format!(
-                "the upstream {server} lists no resource with the list and watch verbs"
-            ));
+            return Err(UpstreamError::NoResources { server });
         }
         // Every resource must be listable with these credentials (else the proxy would never
         // be ready), and resource versions must be integers: check both, clearly, before
@@ -333,10 +412,7 @@ impl UpstreamSource {
             .filter_map(Result::err)
             .collect();
         if !failures.is_empty() {
-            return Err(format!(
-                "the upstream {server}: {} (choose the resources to cache with --upstream-resources)",
-                failures.join("; ")
-            ));
+            return Err(UpstreamError::Unlistable { server, failures });
         }
         // Streaming lists exist from Kubernetes 1.27 (behind the WatchList gate: a server with
         // it off rejects them and we fall back); older servers would take them for a plain
@@ -360,18 +436,18 @@ impl UpstreamSource {
     }
 
     /// Every group's preferred version's resources with list and watch, filtered by `wanted`.
-    async fn discover(&self, wanted: &[String]) -> Result<Vec<ResourceDef>, String> {
+    async fn discover(&self, wanted: &[String]) -> Result<Vec<ResourceDef>, UpstreamError> {
         let builtins = builtin_resources();
         let mut defs = Vec::new();
         let core = self
             .get_json("/api/v1")
             .await
-            .map_err(|e| format!("cannot read discovery /api/v1: {e}"))?;
+            .map_err(|e| self.discovery_error("/api/v1", &e))?;
         defs.extend(defs_of(&core, "", "v1", &builtins));
         let groups = self
             .get_json("/apis")
             .await
-            .map_err(|e| format!("cannot read discovery /apis: {e}"))?;
+            .map_err(|e| self.discovery_error("/apis", &e))?;
         for group in groups
             .get("groups")
             .and_then(Value::as_array)
@@ -414,15 +490,23 @@ impl UpstreamSource {
                     }
                 }
                 None => {
-                    let known: Vec<String> = defs.iter().map(name_of).collect();
-                    return Err(format!(
-                        "--upstream-resources: {want:?} is not a resource the upstream serves with list and watch (it serves: {})",
-                        known.join(", ")
-                    ));
+                    return Err(UpstreamError::UnknownResource {
+                        server: self.server.clone(),
+                        wanted: want.clone(),
+                        served: defs.iter().map(name_of).collect(),
+                    });
                 }
             }
         }
         Ok(chosen)
+    }
+
+    fn discovery_error(&self, path: &'static str, error: &kube::Error) -> UpstreamError {
+        UpstreamError::Discovery {
+            server: self.server.clone(),
+            path,
+            cause: error.to_string(),
+        }
     }
 
     fn index(&self, def: &ResourceDef) -> Option<usize> {
@@ -1026,97 +1110,6 @@ fn respond(code: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response {
         .or_insert_with(|| HeaderValue::from_static("application/json"));
     *response.headers_mut() = headers;
     response
-}
-
-/// Renders the upstream metrics.
-pub fn render_metrics(upstream: &UpstreamSource, resources: &[Arc<Resource>], out: &mut String) {
-    use std::fmt::Write;
-    type Get = fn(&ResourceStats) -> u64;
-    let counters: [(&str, &str, &str, Get); 6] = [
-        (
-            "watchkeeper_upstream_lists_total",
-            "counter",
-            "Lists of the upstream (the first and every relist).",
-            |s| s.lists.load(Ordering::Relaxed),
-        ),
-        (
-            "watchkeeper_upstream_watches_total",
-            "counter",
-            "Watches opened on the upstream (the first and every resume).",
-            |s| s.watches.load(Ordering::Relaxed),
-        ),
-        (
-            "watchkeeper_upstream_relists_total",
-            "counter",
-            "Relists after a 410 or a protocol error (downstream watchers got 410).",
-            |s| s.relists.load(Ordering::Relaxed),
-        ),
-        (
-            "watchkeeper_upstream_forwarded_reads_total",
-            "counter",
-            "Consistent reads forwarded because the cache was not proven fresh in time.",
-            |s| s.forwarded_reads.load(Ordering::Relaxed),
-        ),
-        (
-            "watchkeeper_upstream_forwarded_writes_total",
-            "counter",
-            "Writes forwarded to the upstream.",
-            |s| s.forwarded_writes.load(Ordering::Relaxed),
-        ),
-        (
-            "watchkeeper_upstream_open_watches",
-            "gauge",
-            "Upstream watches open now (one per resource when healthy).",
-            |s| u64::from(s.watch_open.load(Ordering::Relaxed)),
-        ),
-    ];
-    for (name, kind, help, get) in counters {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (def, stats) in upstream.defs.iter().zip(&upstream.stats) {
-            let _ = writeln!(
-                out,
-                "{name}{{group=\"{}\",resource=\"{}\"}} {}",
-                def.group,
-                def.plural,
-                get(stats)
-            );
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP watchkeeper_upstream_streaming_lists Whether the caches load with streaming lists (1) or paged lists (0).\n# TYPE watchkeeper_upstream_streaming_lists gauge\nwatchkeeper_upstream_streaming_lists {}",
-        u64::from(upstream.streaming_lists())
-    );
-    let _ = writeln!(
-        out,
-        "# HELP watchkeeper_upstream_lag_revisions Newest resource version the upstream reported for the resource minus the cache's.\n# TYPE watchkeeper_upstream_lag_revisions gauge"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP watchkeeper_upstream_downstream_watchers Downstream watchers served by the resource's one upstream watch.\n# TYPE watchkeeper_upstream_downstream_watchers gauge"
-    );
-    for resource in resources {
-        let Some(stats) = upstream.stats_of(&resource.def) else {
-            continue;
-        };
-        let labels = format!(
-            "group=\"{}\",resource=\"{}\"",
-            resource.def.group, resource.def.plural
-        );
-        let _ = writeln!(
-            out,
-            "watchkeeper_upstream_lag_revisions{{{labels}}} {}",
-            stats
-                .upstream_revision
-                .load(Ordering::Relaxed)
-                .saturating_sub(resource.cache().dispatched())
-        );
-        let _ = writeln!(
-            out,
-            "watchkeeper_upstream_downstream_watchers{{{labels}}} {}",
-            resource.cache().metrics().watchers.get()
-        );
-    }
 }
 
 #[cfg(test)]
