@@ -566,6 +566,8 @@ async fn kubectl_auth_can_i_and_whoami() {
             .any(|l| l.starts_with("*.*") && l.contains("[get list watch]")),
         "{rules}"
     );
+    server.shutdown().await;
+}
 
 /// A TLS client trusting `pki`'s CA, offering `alpn`.
 fn tls_connector(pki: &Pki, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
