@@ -559,7 +559,7 @@ pub fn remove_items(value: &mut Value, set: &Set, ty: Ty<'_>) {
         }
         if let Value::Array(items) = value {
             items.retain(|item| {
-                item_element(list_type, item).map_or(true, |element| !set.has_member(&element))
+                !item_element(list_type, item).is_ok_and(|element| set.has_member(&element))
             });
             for item in items.iter_mut() {
                 if let Ok(element) = item_element(list_type, item)

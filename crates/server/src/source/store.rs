@@ -966,7 +966,7 @@ fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
     let media_type = content_type.split(';').next().unwrap_or_default().trim();
     PatchType::from_content_type(media_type).ok_or_else(|| {
         ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
         ))
     })
 }
