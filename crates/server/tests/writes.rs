@@ -108,7 +108,7 @@ async fn dry_run_writes_store_nothing() {
     let (status, missing) = send_json(
         addr,
         "POST",
-        &format!("/api/v1/namespaces/nowhere/configmaps?dryRun=All"),
+        "/api/v1/namespaces/nowhere/configmaps?dryRun=All",
         &json!({"metadata": {"name": "x"}}),
     )
     .await;
