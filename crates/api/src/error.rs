@@ -190,6 +190,13 @@ impl ApiError {
         ApiError::invalid_in("", "", "", causes)
     }
 
+    /// 422 Invalid of a request's options (`CreateOptions`, `PatchOptions`, ...), as
+    /// kube-apiserver's handlers build it: `PatchOptions.meta.k8s.io "" is invalid: ...`.
+    #[must_use]
+    pub fn invalid_options(kind: &str, causes: Vec<(String, String, String)>) -> ApiError {
+        ApiError::invalid_in("meta.k8s.io", kind, "", causes)
+    }
+
     fn invalid_in(
         group: &str,
         kind: &str,

@@ -23,6 +23,8 @@
 //!   kube-apiserver's 400/422 answers.
 //! - [`defaults`]: the built-in kinds' defaults and create-time status, and which kinds keep
 //!   `metadata.generation`.
+//! - [`apply`]: field ownership (`metadata.managedFields`) of every write and server-side
+//!   apply, with structured-merge-diff's semantics ([`apply::update`], [`apply::apply`]).
 //! - [`order`]: Status and object bodies in kube-apiserver's field order, newline-terminated
 //!   ([`ApiError::to_status_body`], [`object_body`]).
 //!
@@ -35,6 +37,7 @@
 //! checks the patched object against the schema (422) — then [`prepare_update`] as for an
 //! update. Refusals go out as [`ApiError::to_status_body`].
 
+pub mod apply;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

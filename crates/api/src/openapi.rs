@@ -123,7 +123,7 @@ fn write_parameters(with_force: bool) -> Vec<Value> {
         parameters.push(query(
             "force",
             "boolean",
-            "Force is going to \"force\" Apply requests. It is not supported by this server.",
+            "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people. Force flag must be unset for non-apply patch requests.",
         ));
     }
     parameters

@@ -114,7 +114,8 @@ pub enum PatchType {
     Json,
     /// `application/strategic-merge-patch+json`: Kubernetes' strategic merge patch.
     StrategicMerge,
-    /// `application/apply-patch+yaml`: server-side apply (not supported, answered with 415).
+    /// `application/apply-patch+yaml`: server-side apply, which needs the object's managers:
+    /// [`crate::apply::apply`] merges it; [`apply_patch`] refuses it with 415.
     Apply,
 }
 
@@ -184,7 +185,7 @@ pub fn apply_patch_with_limits(
     let result = match patch_type {
         PatchType::Apply => {
             return Err(ApiError::unsupported_media_type(
-                "server-side apply (application/apply-patch+yaml) is not supported by this server; use client-side `kubectl apply` (without --server-side), or a merge, JSON or strategic merge patch",
+                "server-side apply (application/apply-patch+yaml) needs the object's field managers: it is merged by the apply path, not as a patch",
             ));
         }
         PatchType::Merge => {

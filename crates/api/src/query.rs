@@ -201,6 +201,162 @@ impl Options {
 }
 
 /// 422 Invalid for a bad combination of list options, shaped like Kubernetes' answer.
+/// The options kind of a write, named in a refused `dryRun` (`CreateOptions`, `UpdateOptions`,
+/// `PatchOptions`, `DeleteOptions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOptionsKind {
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH (apply included).
+    Patch,
+    /// DELETE of one object or a collection.
+    Delete,
+}
+
+impl WriteOptionsKind {
+    /// The Go kind (`CreateOptions`, ...).
+    #[must_use]
+    pub fn kind(self) -> &'static str {
+        match self {
+            WriteOptionsKind::Create => "CreateOptions",
+            WriteOptionsKind::Update => "UpdateOptions",
+            WriteOptionsKind::Patch => "PatchOptions",
+            WriteOptionsKind::Delete => "DeleteOptions",
+        }
+    }
+}
+
+/// Go's `%#v` of a `[]string` (`[]string{"a", "b"}`), as kube-apiserver quotes a refused value.
+fn go_string_slice(values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// The options of a write, from its query (and, for a delete, its body's `DeleteOptions`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// `fieldManager`, when given.
+    pub field_manager: Option<String>,
+    /// `force=true` (server-side apply only).
+    pub force: bool,
+}
+
+/// kube-apiserver's longest `fieldManager` (`FieldManagerMaxLength`).
+pub const FIELD_MANAGER_MAX_BYTES: usize = 128;
+
+/// Parses and validates a write's options as kube-apiserver does
+/// (`ValidateCreateOptions`, `ValidateUpdateOptions`, `ValidatePatchOptions`,
+/// `ValidateDeleteOptions`), every failure a cause of one 422 Invalid on the options kind, in
+/// kube-apiserver's order and words:
+/// - an apply patch needs `fieldManager` (`fieldManager: Required value: is required for apply
+///   patch`); any other patch may not set `force` (`force: Forbidden: may not be specified for
+///   non-apply patch`);
+/// - `fieldManager` is at most [`FIELD_MANAGER_MAX_BYTES`] bytes of printable characters;
+/// - `dryRun`: the values of every `dryRun` pair and of `body_dry_run`; none is a real write,
+///   `All` (only) a dry run, anything else `dryRun: Unsupported value: []string{"x"}:
+///   supported values: "All"`.
+///
+/// # Errors
+/// 422 as described; 400 for a query that does not parse or a `force` that is not a boolean.
+pub fn write_options(
+    query: Option<&str>,
+    body_dry_run: &[String],
+    kind: WriteOptionsKind,
+    apply: bool,
+) -> Result<WriteOptions, ApiError> {
+    let pairs: Vec<(String, String)> = match query {
+        Some(query) => serde_urlencoded::from_str(query)
+            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?,
+        None => Vec::new(),
+    };
+    let mut dry_run: Vec<String> = Vec::new();
+    let mut options = WriteOptions::default();
+    let mut force_given = false;
+    for (name, value) in pairs {
+        match name.as_str() {
+            "dryRun" => dry_run.push(value),
+            "fieldManager" => options.field_manager = Some(value),
+            "force" => {
+                force_given = true;
+                options.force = parse_bool("force", &value)?;
+            }
+            _ => {}
+        }
+    }
+    dry_run.extend(body_dry_run.iter().cloned());
+    let manager = options.field_manager.clone().unwrap_or_default();
+    let mut causes: Vec<(String, String, String)> = Vec::new();
+    if kind == WriteOptionsKind::Patch {
+        if apply && manager.is_empty() {
+            causes.push((
+                "fieldManager".to_owned(),
+                "Required value: is required for apply patch".to_owned(),
+                "FieldValueRequired".to_owned(),
+            ));
+        }
+        if !apply && force_given {
+            causes.push((
+                "force".to_owned(),
+                "Forbidden: may not be specified for non-apply patch".to_owned(),
+                "FieldValueForbidden".to_owned(),
+            ));
+        }
+    }
+    if manager.len() > FIELD_MANAGER_MAX_BYTES {
+        causes.push((
+            "fieldManager".to_owned(),
+            format!("Too long: may not be more than {FIELD_MANAGER_MAX_BYTES} bytes"),
+            "FieldValueTooLong".to_owned(),
+        ));
+    }
+    for (position, c) in manager.char_indices() {
+        if c.is_control() {
+            causes.push((
+                "fieldManager".to_owned(),
+                format!(
+                    "Invalid value: {manager:?}: invalid character U+{:04X} (at position {position})",
+                    u32::from(c)
+                ),
+                "FieldValueInvalid".to_owned(),
+            ));
+        }
+    }
+    if !dry_run.is_empty() {
+        if dry_run.iter().all(|v| v == "All") {
+            options.dry_run = true;
+        } else {
+            causes.push((
+                "dryRun".to_owned(),
+                format!(
+                    "Unsupported value: {}: supported values: \"All\"",
+                    go_string_slice(&dry_run)
+                ),
+                "FieldValueNotSupported".to_owned(),
+            ));
+        }
+    }
+    if causes.is_empty() {
+        return Ok(options);
+    }
+    Err(ApiError::invalid_options(kind.kind(), causes))
+}
+
+/// Whether a write is a dry run ([`write_options`] of a write that is not an apply).
+///
+/// # Errors
+/// As [`write_options`].
+pub fn dry_run(
+    query: Option<&str>,
+    body_values: &[String],
+    kind: WriteOptionsKind,
+) -> Result<bool, ApiError> {
+    write_options(query, body_values, kind, false).map(|options| options.dry_run)
+}
+
 fn invalid_option(resource: &str, field: &str, message: &str) -> ApiError {
     ApiError {
         code: 422,
@@ -271,6 +427,42 @@ impl ContinueToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dry_run_accepts_all_only() {
+        let create = WriteOptionsKind::Create;
+        assert!(!dry_run(None, &[], create).unwrap());
+        assert!(!dry_run(Some("fieldManager=x"), &[], create).unwrap());
+        assert!(dry_run(Some("dryRun=All"), &[], create).unwrap());
+        assert!(dry_run(Some("dryRun=All&dryRun=All"), &[], create).unwrap());
+        assert!(dry_run(None, &["All".to_owned()], WriteOptionsKind::Delete).unwrap());
+        let error = dry_run(Some("dryRun=true"), &[], create).unwrap_err();
+        assert_eq!((error.code, error.reason.as_str()), (422, "Invalid"));
+        assert_eq!(
+            error.message,
+            r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"true"}: supported values: "All""#
+        );
+        let details = error.details.unwrap();
+        assert_eq!(details["kind"], "CreateOptions");
+        assert_eq!(details["group"], "meta.k8s.io");
+        assert_eq!(details["causes"][0]["reason"], "FieldValueNotSupported");
+        assert_eq!(details["causes"][0]["field"], "dryRun");
+        let error = dry_run(
+            Some("dryRun=All&dryRun=Server"),
+            &[],
+            WriteOptionsKind::Patch,
+        )
+        .unwrap_err();
+        assert!(
+            error.message.starts_with(
+                r#"PatchOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"All", "Server"}"#
+            ),
+            "{}",
+            error.message
+        );
+        // An empty value is a value, and not All.
+        assert!(dry_run(Some("dryRun="), &[], WriteOptionsKind::Update).is_err());
+    }
 
     #[test]
     fn parses_what_clients_send() {

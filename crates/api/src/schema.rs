@@ -689,6 +689,24 @@ pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
     }
 }
 
+/// The schema definitions of the built-in kinds and the root definition name of `def`'s kind
+/// (`None` for custom resources and kinds without a published schema). Server-side apply walks
+/// objects with them.
+pub(crate) fn definitions_of(
+    def: &ResourceDef,
+) -> Option<(&'static Map<String, Value>, &'static str)> {
+    if !def.is_builtin() {
+        return None;
+    }
+    let schemas = schemas();
+    let root = schemas
+        .roots
+        .iter()
+        .find(|((group, kind), _)| *group == def.group && *kind == def.kind)
+        .map(|(_, root)| root)?;
+    Some((&schemas.definitions, root.as_str()))
+}
+
 fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
     if !def.is_builtin() {
         return None;

@@ -1,7 +1,8 @@
 //! The real kubectl against an in-process server, on the embedded store and on etcd: discovery,
 //! tables, the protobuf bodies of the generator commands (`create configmap`, `create secret`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`,
-//! `expose`, `run`), `create -f`, `apply` (created, unchanged, configured), the three patch
+//! `expose`, `run`), `create -f`, `apply` (created, unchanged, configured), server dry runs and
+//! `diff`, server-side apply (conflicts, `--force-conflicts`, managed fields), the three patch
 //! types, `label`, `annotate`, `get -w`, `delete` (which waits with a `metadata.name` field
 //! selector), namespace deletion and NotFound errors.
 //!
@@ -51,7 +52,8 @@ async fn kubectl_on_etcd() {
 async fn scenario(k: &Kubectl) {
     discovery_and_tables(k).await;
     generators_send_protobuf(k).await;
-    dry_run_is_not_applied(k).await;
+    dry_run_is_not_stored(k).await;
+    server_side_apply(k).await;
     create_from_file_and_get_json(k).await;
     watch_sees_changes(k).await;
     apply_twice_then_change(k).await;
@@ -406,10 +408,11 @@ async fn generators_send_protobuf(k: &Kubectl) {
     }
 }
 
-/// A server-side dry run is refused rather than applied (the server cannot dry-run).
-async fn dry_run_is_not_applied(k: &Kubectl) {
+/// Server-side dry runs (`create`, `apply`, `delete` with `--dry-run=server`) answer what would
+/// be done and store nothing; `diff` (a dry-run create or patch) shows what `apply` would change.
+async fn dry_run_is_not_stored(k: &Kubectl) {
     let out = k
-        .fails(&[
+        .ok(&[
             "create",
             "configmap",
             "dry",
@@ -417,13 +420,192 @@ async fn dry_run_is_not_applied(k: &Kubectl) {
             "--dry-run=server",
         ])
         .await;
+    assert_eq!(out.trim(), "configmap/dry created (server dry run)");
+    let missing = k.fails(&["get", "configmap", "dry"]).await;
+    assert!(missing.stderr.contains("NotFound"), "{}", missing.stderr);
+
+    let manifest = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dry\ndata:\n  a: \"{value}\"\n"
+        )
+    };
+    let file = k.manifest("dry.yaml", &manifest("1"));
+    let out = k.ok(&["apply", "-f", &file, "--dry-run=server"]).await;
+    assert_eq!(out.trim(), "configmap/dry created (server dry run)");
+    assert!(!k.run(&["get", "configmap", "dry"]).await.success());
+
+    // diff exits 1 when the object would change (here: be created), 0 when not.
+    let diff = k.run(&["diff", "-f", &file]).await;
+    assert_eq!(diff.code, Some(1), "{diff:?}");
+    assert!(diff.stdout.contains("+  a: \"1\""), "{}", diff.stdout);
+    assert!(!k.run(&["get", "configmap", "dry"]).await.success());
+    assert_eq!(
+        k.ok(&["apply", "-f", &file]).await.trim(),
+        "configmap/dry created"
+    );
+    let diff = k.run(&["diff", "-f", &file]).await;
+    assert_eq!(diff.code, Some(0), "{diff:?}");
+    let file = k.manifest("dry.yaml", &manifest("2"));
+    let diff = k.run(&["diff", "-f", &file]).await;
+    assert_eq!(diff.code, Some(1), "{diff:?}");
+    assert!(diff.stdout.contains("-  a: \"1\""), "{}", diff.stdout);
+    assert!(diff.stdout.contains("+  a: \"2\""), "{}", diff.stdout);
+    let out = k.ok(&["apply", "-f", &file, "--dry-run=server"]).await;
+    assert_eq!(out.trim(), "configmap/dry configured (server dry run)");
+    let stored = k.json(&["get", "configmap", "dry"]).await;
+    assert_eq!(stored["data"]["a"], "1", "{stored}");
+
+    let out = k
+        .ok(&["delete", "configmap", "dry", "--dry-run=server"])
+        .await;
+    assert_eq!(out.trim(), "configmap \"dry\" deleted (server dry run)");
+    let again = k.json(&["get", "configmap", "dry"]).await;
+    assert_eq!(again, stored);
+    k.ok(&["delete", "configmap", "dry"]).await;
+}
+
+/// `apply --server-side`: create, update, a conflict with another field manager, taking the
+/// fields with `--force-conflicts`, a server dry run, and the managed fields shown by
+/// `get --show-managed-fields`.
+async fn server_side_apply(k: &Kubectl) {
+    let manifest = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"{value}\"\n  b: keep\n"
+        )
+    };
+    let file = k.manifest("ssa.yaml", &manifest("1"));
+    let apply = |file: &str| {
+        vec!["apply", "--server-side", "-f"]
+            .into_iter()
+            .chain([file])
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        k.run(&args).await
+    };
+    let out = run(apply(&file)).await;
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout.trim(), "configmap/ssa serverside-applied");
+    let out = run(apply(&file)).await;
+    assert_eq!(
+        out.stdout.trim(),
+        "configmap/ssa serverside-applied",
+        "{out:?}"
+    );
+    let file = k.manifest("ssa.yaml", &manifest("2"));
+    assert!(run(apply(&file)).await.success());
+    assert_eq!(k.json(&["get", "configmap", "ssa"]).await["data"]["a"], "2");
+
+    // Another manager changing kubectl's field: a conflict, nothing changed.
+    let other = k.manifest(
+        "ssa-other.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"3\"\n",
+    );
+    let out = k
+        .fails(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            &other,
+        ])
+        .await;
     assert!(
-        out.stderr.contains("dryRun is not supported"),
+        out.stderr
+            .contains(r#"Apply failed with 1 conflict: conflict with "kubectl": .data.a"#),
         "{}",
         out.stderr
     );
-    let missing = k.fails(&["get", "configmap", "dry"]).await;
-    assert!(missing.stderr.contains("NotFound"), "{}", missing.stderr);
+    assert_eq!(k.json(&["get", "configmap", "ssa"]).await["data"]["a"], "2");
+
+    // A server dry run of the forced apply changes nothing; the forced apply takes the field.
+    let out = k
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "--force-conflicts",
+            "--dry-run=server",
+            "-f",
+            &other,
+        ])
+        .await;
+    assert_eq!(
+        out.trim(),
+        "configmap/ssa serverside-applied (server dry run)"
+    );
+    assert_eq!(k.json(&["get", "configmap", "ssa"]).await["data"]["a"], "2");
+    k.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        &other,
+    ])
+    .await;
+    let cm = k
+        .json(&["get", "configmap", "ssa", "--show-managed-fields"])
+        .await;
+    assert_eq!(
+        cm["data"],
+        serde_json::json!({"a": "3", "b": "keep"}),
+        "{cm}"
+    );
+    let managed = cm["metadata"]["managedFields"].as_array().unwrap();
+    let fields = |manager: &str| {
+        managed
+            .iter()
+            .find(|e| e["manager"] == manager && e["operation"] == "Apply")
+            .map(|e| e["fieldsV1"].clone())
+    };
+    assert_eq!(
+        fields("other"),
+        Some(serde_json::json!({"f:data": {"f:a": {}}})),
+        "{cm}"
+    );
+    assert_eq!(
+        fields("kubectl"),
+        Some(serde_json::json!({"f:data": {"f:b": {}}})),
+        "{cm}"
+    );
+    let yaml = k
+        .ok(&[
+            "get",
+            "configmap",
+            "ssa",
+            "-o",
+            "yaml",
+            "--show-managed-fields",
+        ])
+        .await;
+    assert!(yaml.contains("managedFields:"), "{yaml}");
+    assert!(yaml.contains("manager: other"), "{yaml}");
+    assert!(yaml.contains("operation: Apply"), "{yaml}");
+    let hidden = k.ok(&["get", "configmap", "ssa", "-o", "yaml"]).await;
+    assert!(!hidden.contains("managedFields"), "{hidden}");
+
+    // A Deployment: containers merge by name; a changed image is an update.
+    let deployment = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ssa-web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: ssa-web}}\n  template:\n    metadata:\n      labels: {{app: ssa-web}}\n    spec:\n      containers:\n      - name: web\n        image: {image}\n        ports:\n        - containerPort: 80\n"
+        )
+    };
+    let file = k.manifest("ssa-web.yaml", &deployment("nginx:1.27"));
+    assert!(run(apply(&file)).await.success());
+    let file = k.manifest("ssa-web.yaml", &deployment("nginx:1.28"));
+    assert!(run(apply(&file)).await.success());
+    let web = k.json(&["get", "deployment", "ssa-web"]).await;
+    let containers = web["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(containers.len(), 1, "{web}");
+    assert_eq!(containers[0]["image"], "nginx:1.28");
+    assert_eq!(web["metadata"]["generation"], 2, "{web}");
+    k.ok(&["delete", "deployment", "ssa-web"]).await;
+    k.ok(&["delete", "configmap", "ssa"]).await;
 }
 
 /// `create -f` sends JSON; `get -o json` lists and gets parse.

@@ -17,7 +17,10 @@
 //! and retry from the cache, without re-reading or re-decoding the store. A write that changes
 //! nothing is not written. Every write waits (at most the fresh wait) until the cache has its
 //! revision before answering, so a client reads its own writes at `resourceVersion=0` too.
-//! `dryRun` is refused with 400 (applying it would change the store).
+//! `dryRun=All` runs the same paths (validation, defaults, namespace checks, preconditions,
+//! conflicts) and stops before the transaction: nothing is stored, watched or counted, and the
+//! answer is the object that would have been stored (a create's without a resource version, an
+//! update's at the revision it would replace). Other `dryRun` values are kube-apiserver's 422.
 //!
 //! ## Errors
 //! Store errors map by variant to kube-apiserver's answers ([`store_error`]).
@@ -30,9 +33,9 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use watchkeeper_api::query::Options;
+use watchkeeper_api::query::{Options, WriteOptionsKind};
 use watchkeeper_api::{
-    ApiError, CreateContext, PatchType, ResourceDef, prepare_create, prepare_update,
+    ApiError, CreateContext, PatchType, ResourceDef, apply, prepare_create, prepare_update,
 };
 use watchkeeper_core::{Change, Object, Revision, object_key};
 use watchkeeper_store::{
@@ -162,7 +165,7 @@ impl StoreSource {
     /// A write (create, update, patch, delete, deletecollection) applied to the store.
     ///
     /// # Errors
-    /// As kube-apiserver: 400 bad body or dry run, 404, 409, 413, 415, 422, 500, 503, 504.
+    /// As kube-apiserver: 400 bad body, 404, 409, 413, 415, 422, 500, 503, 504.
     pub async fn write(
         &self,
         fresh: &Freshness,
@@ -170,19 +173,49 @@ impl StoreSource {
         resource: &Resource,
         resources: &[Arc<Resource>],
     ) -> Result<Response, ApiError> {
-        if request.dry_run() {
-            // Applying a dry-run write would change the store (kubectl --dry-run=server, diff).
-            return Err(ApiError::bad_request(
-                "dryRun is not supported by this server: the request was not applied".to_owned(),
-            ));
-        }
+        let headers = &request.context.headers;
+        let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
+        let options_kind = match request.context.method {
+            Method::POST => WriteOptionsKind::Create,
+            Method::PUT => WriteOptionsKind::Update,
+            Method::PATCH => WriteOptionsKind::Patch,
+            _ => WriteOptionsKind::Delete,
+        };
+        let body_dry_run = if options_kind == WriteOptionsKind::Delete {
+            delete_options_dry_run(&body)
+        } else {
+            Vec::new()
+        };
+        let is_apply = options_kind == WriteOptionsKind::Patch
+            && headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(PatchType::from_content_type)
+                == Some(PatchType::Apply);
+        let options = watchkeeper_api::query::write_options(
+            request.context.query.as_deref(),
+            &body_dry_run,
+            options_kind,
+            is_apply,
+        )?;
+        let manager = options.field_manager.clone().unwrap_or_else(|| {
+            watchkeeper_api::apply::default_manager(
+                headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default(),
+            )
+        });
         let writer = Writer {
             source: self,
             fresh,
             resources,
+            dry_run: options.dry_run,
+            manager,
+            subresource: request.target.subresource.unwrap_or_default().to_owned(),
+            force: options.force,
+            time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         };
-        let headers = &request.context.headers;
-        let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
         let namespace = request.target.namespace;
         match (&request.context.method, request.target.name) {
             (&Method::POST, None) => {
@@ -206,6 +239,17 @@ impl StoreSource {
                 let patch_type = patch_type(headers)?;
                 if body.is_empty() {
                     return Err(ApiError::bad_request("the patch is empty".to_owned()));
+                }
+                if patch_type == PatchType::Apply {
+                    let (applied, created) = writer
+                        .apply(resource, namespace.unwrap_or_default(), name, &body)
+                        .await?;
+                    let code = if created {
+                        StatusCode::CREATED
+                    } else {
+                        StatusCode::OK
+                    };
+                    return Ok(json_response(code, applied.to_string()));
                 }
                 let patched = writer
                     .patch(
@@ -250,6 +294,16 @@ struct Writer<'a> {
     source: &'a StoreSource,
     fresh: &'a Freshness,
     resources: &'a [Arc<Resource>],
+    /// `dryRun=All`: every check runs, nothing is written.
+    dry_run: bool,
+    /// The field manager of the write (`fieldManager`, or the User-Agent's).
+    manager: String,
+    /// The subresource written (`status`), or empty.
+    subresource: String,
+    /// `force=true` of an apply.
+    force: bool,
+    /// The time managed fields entries record (RFC 3339, seconds).
+    time: String,
 }
 
 impl Writer<'_> {
@@ -305,26 +359,76 @@ impl Writer<'_> {
         namespace: Option<&str>,
         body: Value,
     ) -> Result<Value, ApiError> {
+        let context = self.create_context(resource, namespace).await?;
+        let object = prepare_create(&resource.def, body, &context)?;
+        let managers = apply::update(
+            &resource.def,
+            None,
+            &object,
+            apply::Managers::new(),
+            self.field_writer(),
+            &self.time,
+        );
+        self.store_new(resource, namespace, object, &managers).await
+    }
+
+    /// What a create needs besides the body, once the namespace is known to exist.
+    async fn create_context<'n>(
+        &self,
+        resource: &Resource,
+        namespace: Option<&'n str>,
+    ) -> Result<CreateContext<'n>, ApiError> {
         if resource.def.namespaced {
             let namespace = namespace.ok_or_else(|| {
                 ApiError::bad_request("the namespace is required to create a namespaced object: use /namespaces/{namespace}/...".to_owned())
             })?;
             self.ensure_namespace(namespace).await?;
         }
-        let context = CreateContext {
+        Ok(CreateContext {
             namespace,
             uid: uuid::Uuid::new_v4().to_string(),
-            creation_timestamp: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                .to_string(),
+            creation_timestamp: self.time.clone(),
             random_suffix: random_suffix(),
-        };
-        let object = prepare_create(&resource.def, body, &context)?;
+        })
+    }
+
+    /// The managed fields writer of this request.
+    fn field_writer(&self) -> apply::Writer<'_> {
+        apply::Writer {
+            manager: &self.manager,
+            subresource: &self.subresource,
+        }
+    }
+
+    /// Stores a prepared new object with its managers (a dry run checks that the name is free).
+    async fn store_new(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        mut object: Value,
+        managers: &apply::Managers,
+    ) -> Result<Value, ApiError> {
+        apply::set_managed_fields(&mut object, managers);
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
         let namespace = namespace.unwrap_or_default();
+        if self.dry_run {
+            // As kube-apiserver's dry-run storage: AlreadyExists when the key is taken, else the
+            // object that would be stored (without a resource version: none was assigned).
+            self.consistent(resource).await?;
+            if resource
+                .cache()
+                .get(&object_key(namespace, &name))
+                .0
+                .is_some()
+            {
+                return Err(ApiError::already_exists(&resource.def, &name));
+            }
+            return Ok(object);
+        }
         let key = Bytes::from(resource.store_key(namespace, &name));
         let response = self
             .txn(
@@ -378,7 +482,7 @@ impl Writer<'_> {
             {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
-            Ok(new)
+            Ok((new, None))
         })
         .await
     }
@@ -411,9 +515,94 @@ impl Writer<'_> {
                     "the object has been modified; please apply your changes to the latest version and try again",
                 ));
             }
-            Ok(new)
+            Ok((new, None))
         })
         .await
+    }
+
+    /// Server-side apply: merges the configuration into the object (creating it when absent)
+    /// with field ownership; `true` when it created the object.
+    async fn apply(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        body: &Bytes,
+    ) -> Result<(Value, bool), ApiError> {
+        let def = &resource.def;
+        let config: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "error decoding YAML: the apply configuration must be a JSON object (YAML that is not JSON is not supported): {e}"
+            ))
+        })?;
+        if let Some(body_name) = config.pointer("/metadata/name").and_then(Value::as_str)
+            && body_name != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let precondition = match config.pointer("/metadata/resourceVersion") {
+            Some(Value::String(rv)) if !rv.is_empty() => Some(rv.parse::<Revision>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resourceVersion {rv:?} in the object: a resource version is a non-negative integer"))
+            })?),
+            _ => None,
+        };
+        self.consistent(resource).await?;
+        for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
+            if resource
+                .cache()
+                .get(&object_key(namespace, name))
+                .0
+                .is_some()
+            {
+                let updated = self
+                    .guaranteed_update(resource, namespace, name, precondition, |old| {
+                        let (merged, managers) = apply::apply(
+                            def,
+                            Some(old),
+                            &config,
+                            self.field_writer(),
+                            self.force,
+                            &self.time,
+                        )?;
+                        Ok((merged, Some(managers)))
+                    })
+                    .await;
+                match updated {
+                    Err(error) if error.code == 404 => continue,
+                    other => return other.map(|object| (object, false)),
+                }
+            }
+            if precondition.is_some() {
+                return Err(ApiError::not_found(def, name));
+            }
+            let (mut merged, managers) = apply::apply(
+                def,
+                None,
+                &config,
+                self.field_writer(),
+                self.force,
+                &self.time,
+            )?;
+            if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+            }
+            let namespace = def.namespaced.then_some(namespace);
+            let context = self.create_context(resource, namespace).await?;
+            let object = prepare_create(def, merged, &context)?;
+            match self.store_new(resource, namespace, object, &managers).await {
+                Err(error) if error.code == 409 => {
+                    self.consistent(resource).await?;
+                }
+                other => return other.map(|object| (object, true)),
+            }
+        }
+        Err(ApiError::conflict(
+            def,
+            name,
+            "too many concurrent updates; please try again",
+        ))
     }
 
     /// The guaranteed update loop (see the module docs). `mutate` maps the current object to
@@ -424,7 +613,7 @@ impl Writer<'_> {
         namespace: &str,
         name: &str,
         precondition: Option<Revision>,
-        mutate: impl Fn(&Value) -> Result<Value, ApiError>,
+        mutate: impl Fn(&Value) -> Result<(Value, Option<apply::Managers>), ApiError>,
     ) -> Result<Value, ApiError> {
         let cache = resource.cache();
         let cache_key = object_key(namespace, name);
@@ -446,11 +635,29 @@ impl Writer<'_> {
                 ));
             }
             let old = current.body();
-            let desired = mutate(old)?;
-            let new = prepare_update(&resource.def, old, desired)?;
+            let (desired, managers) = mutate(old)?;
+            let base = apply::base_managers(Some(old), &desired);
+            let mut new = prepare_update(&resource.def, old, desired)?;
+            let managers = managers.unwrap_or_else(|| {
+                apply::update(
+                    &resource.def,
+                    Some(old),
+                    &new,
+                    base,
+                    self.field_writer(),
+                    &self.time,
+                )
+            });
+            apply::set_managed_fields(&mut new, &managers);
             if strip_revision(&new) == strip_revision(old) {
-                counters.noop_writes.fetch_add(1, Ordering::Relaxed);
+                if !self.dry_run {
+                    counters.noop_writes.fetch_add(1, Ordering::Relaxed);
+                }
                 return Ok(old.clone());
+            }
+            if self.dry_run {
+                // What would be stored, at the revision it would replace.
+                return Ok(with_revision(new, current.resource_version()));
             }
             let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
                 && new
@@ -563,7 +770,8 @@ impl Writer<'_> {
                 .pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty());
-            if resource.def.group.is_empty() && resource.def.plural == "namespaces" {
+            if resource.def.group.is_empty() && resource.def.plural == "namespaces" && !self.dry_run
+            {
                 self.delete_namespace_contents(name).await?;
             }
             let store_key = Bytes::from(resource.store_key(namespace, name));
@@ -597,6 +805,13 @@ impl Writer<'_> {
                     body.clone(),
                 )
             };
+            if self.dry_run {
+                return Ok(if has_finalizers {
+                    with_revision(result, current.resource_version())
+                } else {
+                    result
+                });
+            }
             let response = self
                 .txn(
                     TxnRequest::default()
@@ -727,6 +942,23 @@ fn protobuf_to_json(
     Ok(Bytes::from(value.to_string()))
 }
 
+/// The `dryRun` values of a DELETE body's `DeleteOptions` (none when the body is empty or not
+/// a JSON object; the delete path reports a bad body itself).
+fn delete_options_dry_run(body: &Bytes) -> Vec<String> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|options| match options.get("dryRun") {
+            Some(Value::Array(values)) => Some(
+                values
+                    .iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
@@ -751,7 +983,7 @@ fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
     let media_type = content_type.split(';').next().unwrap_or_default().trim();
     PatchType::from_content_type(media_type).ok_or_else(|| {
         ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
         ))
     })
 }

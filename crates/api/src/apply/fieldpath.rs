@@ -1,0 +1,372 @@
+//! Field paths and sets of them, as structured-merge-diff names object fields, and their
+//! `FieldsV1` encoding in `metadata.managedFields`.
+//!
+//! ## Guarantees
+//! - A [`Set`] is a trie: `members` are the paths that end at this node, `children` the
+//!   non-empty subsets below an element. Union, intersection and difference are path-wise (a
+//!   member removed keeps its children), as structured-merge-diff's.
+//! - [`Set::to_fields_v1`] and [`Set::from_fields_v1`] round-trip: an element is `f:<field>`,
+//!   `k:<key object as compact JSON, keys sorted>`, `v:<value as compact JSON>` or `i:<index>`;
+//!   a member is `{}`, a node with children has its members' elements as nested objects and,
+//!   when it is itself a member, `".": {}`.
+//! - Paths print as structured-merge-diff prints them in conflict messages: `.spec.replicas`,
+//!   `.spec.containers[name="web"].image`, `.metadata.finalizers[="x"]`, `[0]`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// One step of a path. The derived order (fields, then keys, then values, then indices) is
+/// structured-merge-diff's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathElement {
+    /// A field of a struct or a key of a map (`f:`).
+    Field(String),
+    /// An item of an associative list by its key fields: compact JSON of the key object, keys
+    /// sorted (`k:`).
+    Key(String),
+    /// An item of a set by its value: compact JSON (`v:`).
+    Value(String),
+    /// An item of a list by position (`i:`); not produced for the lists served here.
+    Index(usize),
+}
+
+impl PathElement {
+    /// The element of a key object (its keys are serialized sorted: serde_json's map is).
+    #[must_use]
+    pub fn key(fields: &Map<String, Value>) -> PathElement {
+        PathElement::Key(Value::Object(fields.clone()).to_string())
+    }
+
+    /// The element of a set item.
+    #[must_use]
+    pub fn value(value: &Value) -> PathElement {
+        PathElement::Value(value.to_string())
+    }
+
+    fn encode(&self) -> String {
+        match self {
+            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Key(key) => format!("k:{key}"),
+            PathElement::Value(value) => format!("v:{value}"),
+            PathElement::Index(index) => format!("i:{index}"),
+        }
+    }
+
+    fn decode(text: &str) -> Result<PathElement, String> {
+        let (kind, rest) = text
+            .split_once(':')
+            .ok_or_else(|| format!("unknown path element {text:?}"))?;
+        match kind {
+            "f" => Ok(PathElement::Field(rest.to_owned())),
+            "k" => match serde_json::from_str::<Value>(rest) {
+                Ok(Value::Object(fields)) => Ok(PathElement::key(&fields)),
+                _ => Err(format!("invalid key in path element {text:?}")),
+            },
+            "v" => serde_json::from_str::<Value>(rest)
+                .map(|value| PathElement::value(&value))
+                .map_err(|_| format!("invalid value in path element {text:?}")),
+            "i" => rest
+                .parse()
+                .map(PathElement::Index)
+                .map_err(|_| format!("invalid index in path element {text:?}")),
+            _ => Err(format!("unknown path element {text:?}")),
+        }
+    }
+}
+
+impl fmt::Display for PathElement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathElement::Field(name) => write!(f, ".{name}"),
+            PathElement::Key(key) => {
+                let fields: Map<String, Value> = serde_json::from_str(key).unwrap_or_default();
+                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "[{}]", parts.join(","))
+            }
+            PathElement::Value(value) => write!(f, "[={value}]"),
+            PathElement::Index(index) => write!(f, "[{index}]"),
+        }
+    }
+}
+
+/// A path from the object's root.
+pub type Path = Vec<PathElement>;
+
+/// A path as structured-merge-diff prints it.
+#[must_use]
+pub fn path_string(path: &[PathElement]) -> String {
+    path.iter().map(ToString::to_string).collect()
+}
+
+/// A set of paths (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Set {
+    members: BTreeSet<PathElement>,
+    children: BTreeMap<PathElement, Set>,
+}
+
+impl Set {
+    /// The empty set.
+    #[must_use]
+    pub fn new() -> Set {
+        Set::default()
+    }
+
+    /// Whether the set has no path.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.children.is_empty()
+    }
+
+    /// Adds a path (the empty path, the root, is never a member).
+    pub fn insert(&mut self, path: &[PathElement]) {
+        match path {
+            [] => {}
+            [last] => {
+                self.members.insert(last.clone());
+            }
+            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+        }
+    }
+
+    /// Whether `path` is a member.
+    #[must_use]
+    pub fn contains(&self, path: &[PathElement]) -> bool {
+        match path {
+            [] => false,
+            [last] => self.members.contains(last),
+            [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.contains(rest)),
+        }
+    }
+
+    /// Whether `element` is a member at this level.
+    #[must_use]
+    pub fn has_member(&self, element: &PathElement) -> bool {
+        self.members.contains(element)
+    }
+
+    /// The subset below `element` at this level.
+    #[must_use]
+    pub fn child(&self, element: &PathElement) -> Option<&Set> {
+        self.children.get(element)
+    }
+
+    /// The elements with a subset below them at this level.
+    pub fn child_elements(&self) -> impl Iterator<Item = &PathElement> {
+        self.children.keys()
+    }
+
+    /// Marks `element` a member at this level.
+    pub fn insert_member(&mut self, element: PathElement) {
+        self.members.insert(element);
+    }
+
+    /// Replaces the subset below `element` (removed when empty).
+    pub fn set_child(&mut self, element: PathElement, child: Set) {
+        if child.is_empty() {
+            self.children.remove(&element);
+        } else {
+            self.children.insert(element, child);
+        }
+    }
+
+    /// Every path of `self` or `other`.
+    #[must_use]
+    pub fn union(&self, other: &Set) -> Set {
+        let mut out = self.clone();
+        out.members.extend(other.members.iter().cloned());
+        for (element, child) in &other.children {
+            let merged = match out.children.get(element) {
+                Some(mine) => mine.union(child),
+                None => child.clone(),
+            };
+            out.children.insert(element.clone(), merged);
+        }
+        out
+    }
+
+    /// The paths of `self` that are not in `other`.
+    #[must_use]
+    pub fn difference(&self, other: &Set) -> Set {
+        let members = self.members.difference(&other.members).cloned().collect();
+        let mut children = BTreeMap::new();
+        for (element, child) in &self.children {
+            let rest = match other.children.get(element) {
+                Some(theirs) => child.difference(theirs),
+                None => child.clone(),
+            };
+            if !rest.is_empty() {
+                children.insert(element.clone(), rest);
+            }
+        }
+        Set { members, children }
+    }
+
+    /// The paths in both sets.
+    #[must_use]
+    pub fn intersection(&self, other: &Set) -> Set {
+        let members = self.members.intersection(&other.members).cloned().collect();
+        let mut children = BTreeMap::new();
+        for (element, child) in &self.children {
+            if let Some(theirs) = other.children.get(element) {
+                let both = child.intersection(theirs);
+                if !both.is_empty() {
+                    children.insert(element.clone(), both);
+                }
+            }
+        }
+        Set { members, children }
+    }
+
+    /// Every path, in order (a node before what is below it).
+    #[must_use]
+    pub fn paths(&self) -> Vec<Path> {
+        let mut out = Vec::new();
+        self.collect(&mut Vec::new(), &mut out);
+        out
+    }
+
+    fn collect(&self, prefix: &mut Path, out: &mut Vec<Path>) {
+        let elements: BTreeSet<&PathElement> =
+            self.members.iter().chain(self.children.keys()).collect();
+        for element in elements {
+            prefix.push(element.clone());
+            if self.members.contains(element) {
+                out.push(prefix.clone());
+            }
+            if let Some(child) = self.children.get(element) {
+                child.collect(prefix, out);
+            }
+            prefix.pop();
+        }
+    }
+
+    /// The number of paths.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.members.len() + self.children.values().map(Set::len).sum::<usize>()
+    }
+
+    /// The `FieldsV1` object of the set.
+    #[must_use]
+    pub fn to_fields_v1(&self) -> Value {
+        let mut out = Map::new();
+        for member in &self.members {
+            if !self.children.contains_key(member) {
+                out.insert(member.encode(), Value::Object(Map::new()));
+            }
+        }
+        for (element, child) in &self.children {
+            let mut node = match child.to_fields_v1() {
+                Value::Object(node) => node,
+                _ => Map::new(),
+            };
+            if self.members.contains(element) {
+                node.insert(".".to_owned(), Value::Object(Map::new()));
+            }
+            out.insert(element.encode(), Value::Object(node));
+        }
+        Value::Object(out)
+    }
+
+    /// The set of a `FieldsV1` object.
+    ///
+    /// # Errors
+    /// A description of the first malformed element.
+    pub fn from_fields_v1(value: &Value) -> Result<Set, String> {
+        let Value::Object(map) = value else {
+            return Err("FieldsV1 must be a JSON object".to_owned());
+        };
+        let mut set = Set::new();
+        for (key, child) in map {
+            if key == "." {
+                continue;
+            }
+            let element = PathElement::decode(key)?;
+            let Value::Object(child_map) = child else {
+                return Err(format!("the value of {key:?} must be an object"));
+            };
+            if child_map.is_empty() || child_map.contains_key(".") {
+                set.members.insert(element.clone());
+            }
+            let below = Set::from_fields_v1(child)?;
+            if !below.is_empty() {
+                set.children.insert(element, below);
+            }
+        }
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field(name: &str) -> PathElement {
+        PathElement::Field(name.to_owned())
+    }
+
+    #[test]
+    fn fields_v1_round_trips_with_dot_members() {
+        let fields = json!({
+            "f:data": {".": {}, "f:a": {}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {}}}},
+            "f:metadata": {"f:finalizers": {"v:\"x\"": {}}}
+        });
+        let set = Set::from_fields_v1(&fields).unwrap();
+        assert!(set.contains(&[field("data")]));
+        assert!(set.contains(&[field("data"), field("a")]));
+        assert!(!set.contains(&[field("spec")]));
+        let item = PathElement::key(json!({"name": "web"}).as_object().unwrap());
+        assert!(set.contains(&[field("spec"), field("containers"), item.clone()]));
+        assert!(set.contains(&[field("spec"), field("containers"), item, field("image")]));
+        assert_eq!(set.to_fields_v1(), fields);
+        assert_eq!(set.len(), 6);
+    }
+
+    #[test]
+    fn paths_print_as_structured_merge_diff_does() {
+        let item = PathElement::key(
+            json!({"protocol": "TCP", "containerPort": 80})
+                .as_object()
+                .unwrap(),
+        );
+        let path = vec![field("spec"), field("ports"), item, field("name")];
+        assert_eq!(
+            path_string(&path),
+            r#".spec.ports[containerPort=80,protocol="TCP"].name"#
+        );
+        assert_eq!(
+            path_string(&[field("finalizers"), PathElement::value(&json!("a"))]),
+            r#".finalizers[="a"]"#
+        );
+    }
+
+    #[test]
+    fn set_operations_are_path_wise() {
+        let mut a = Set::new();
+        a.insert(&[field("x")]);
+        a.insert(&[field("x"), field("y")]);
+        a.insert(&[field("z")]);
+        let mut b = Set::new();
+        b.insert(&[field("x")]);
+        let d = a.difference(&b);
+        assert!(!d.contains(&[field("x")]));
+        assert!(d.contains(&[field("x"), field("y")]));
+        assert!(d.contains(&[field("z")]));
+        assert_eq!(a.intersection(&b), b);
+        assert_eq!(d.union(&b), a);
+        assert_eq!(
+            a.paths(),
+            vec![
+                vec![field("x")],
+                vec![field("x"), field("y")],
+                vec![field("z")]
+            ]
+        );
+        assert!(Set::from_fields_v1(&json!({"q:x": {}})).is_err());
+    }
+}

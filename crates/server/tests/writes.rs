@@ -1,0 +1,461 @@
+//! Writes as kube-apiserver does them, over HTTP against an in-process server: `dryRun=All`
+//! on every write (the full path runs, nothing is stored or watched) and kube-apiserver's 422
+//! for other `dryRun` values; server-side apply and the managed fields of every write.
+
+mod common;
+
+use serde_json::{Value, json};
+
+use common::{WatchReader, get_json, request, send_json};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+fn rv(object: &Value) -> String {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn list_rv(addr: std::net::SocketAddr) -> String {
+    let (status, list) = get_json(addr, CMS).await;
+    assert_eq!(status, 200, "{list}");
+    rv(&list)
+}
+
+async fn patch(
+    addr: std::net::SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value) {
+    let (status, body) = request(addr, "PATCH", path, content_type, body).await;
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+/// Every write with `dryRun=All` answers what it would have done, and the store, the caches
+/// and an open watch see nothing of it; the real write after them is the next event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_writes_store_nothing() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let (status, kept) = send_json(
+        addr,
+        "POST",
+        CMS,
+        &json!({"metadata": {"name": "kept"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{kept}");
+    let before = list_rv(addr).await;
+    let mut watch = WatchReader::open(
+        addr,
+        &format!("{CMS}?watch=1&resourceVersion={before}"),
+        None,
+    )
+    .await;
+
+    // Create: the object as it would be stored (uid, creationTimestamp), no resource version.
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        &json!({"metadata": {"name": "dry"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["metadata"]["name"], "dry");
+    assert!(created["metadata"]["uid"].is_string(), "{created}");
+    assert!(
+        created["metadata"]["creationTimestamp"].is_string(),
+        "{created}"
+    );
+    assert!(
+        created["metadata"].get("resourceVersion").is_none(),
+        "{created}"
+    );
+    assert_eq!(get_json(addr, &format!("{CMS}/dry")).await.0, 404);
+
+    // A dry-run create runs the checks: a taken name is 409, a bad name 422, a bad type 400.
+    let (status, taken) = send_json(
+        addr,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        &json!({"metadata": {"name": "kept"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, taken["reason"].as_str()),
+        (409, Some("AlreadyExists")),
+        "{taken}"
+    );
+    let (status, bad) = send_json(
+        addr,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        &json!({"metadata": {"name": "Not_A_Name"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{bad}");
+    let (status, bad) = send_json(
+        addr,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        &json!({"metadata": {"name": "typed"}, "data": {"a": 1}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{bad}");
+    let (status, missing) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/nowhere/configmaps?dryRun=All",
+        &json!({"metadata": {"name": "x"}}),
+    )
+    .await;
+    assert_eq!(status, 404, "{missing}");
+
+    // Update: the new object at the current resource version; a stale precondition is 409.
+    let (status, updated) = send_json(
+        addr,
+        "PUT",
+        &format!("{CMS}/kept?dryRun=All"),
+        &json!({"metadata": {"name": "kept", "resourceVersion": rv(&kept)}, "data": {"a": "2"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["data"]["a"], "2");
+    assert_eq!(rv(&updated), rv(&kept));
+    let (status, stale) = send_json(
+        addr,
+        "PUT",
+        &format!("{CMS}/kept?dryRun=All"),
+        &json!({"metadata": {"name": "kept", "resourceVersion": "1"}, "data": {"a": "2"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, stale["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{stale}"
+    );
+
+    // Patches of the three types; a patch whose result does not decode is still 422.
+    let path = format!("{CMS}/kept?dryRun=All");
+    for (content_type, body, key) in [
+        ("application/merge-patch+json", r#"{"data":{"m":"1"}}"#, "m"),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"data":{"s":"1"}}"#,
+            "s",
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"add","path":"/data/j","value":"1"}]"#,
+            "j",
+        ),
+    ] {
+        let (status, patched) = patch(addr, &path, content_type, body).await;
+        assert_eq!(status, 200, "{content_type}: {patched}");
+        assert_eq!(patched["data"][key], "1", "{content_type}: {patched}");
+        assert_eq!(patched["data"]["a"], "1", "{content_type}: {patched}");
+    }
+    let (status, invalid) = patch(
+        addr,
+        &path,
+        "application/merge-patch+json",
+        r#"{"data":{"k":7}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{invalid}");
+
+    // Delete (query or body) and deletecollection: answered, nothing deleted.
+    let (status, deleted) = request(addr, "DELETE", &path, "application/json", "").await;
+    assert_eq!(status, 200, "{deleted}");
+    let (status, deleted) = request(
+        addr,
+        "DELETE",
+        &format!("{CMS}/kept"),
+        "application/json",
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{deleted}");
+    let (status, collection) = request(
+        addr,
+        "DELETE",
+        &format!("{CMS}?dryRun=All"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{collection}");
+    let (status, missing) = request(
+        addr,
+        "DELETE",
+        &format!("{CMS}/never?dryRun=All"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 404, "{missing}");
+
+    // Nothing changed: the object, the list's revision.
+    let (status, now) = get_json(addr, &format!("{CMS}/kept")).await;
+    assert_eq!(status, 200);
+    assert_eq!(now, kept);
+    assert_eq!(list_rv(addr).await, before);
+
+    // The watch's next event is the real write after all of them.
+    let (status, real) = send_json(addr, "POST", CMS, &json!({"metadata": {"name": "real"}})).await;
+    assert_eq!(status, 201, "{real}");
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], "real", "{event}");
+    server.shutdown().await;
+}
+
+/// `dryRun` values other than `All` are kube-apiserver's 422 on the write's options kind, and
+/// nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_dry_run_values_are_invalid() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let (status, error) = send_json(
+        addr,
+        "POST",
+        &format!("{CMS}?dryRun=Server"),
+        &json!({"metadata": {"name": "x"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Server"}: supported values: "All""#
+    );
+    assert_eq!(error["reason"], "Invalid");
+    assert_eq!(error["details"]["causes"][0]["field"], "dryRun");
+    assert_eq!(get_json(addr, &format!("{CMS}/x")).await.0, 404);
+    for (method, kind, content_type) in [
+        ("PUT", "UpdateOptions", "application/json"),
+        ("PATCH", "PatchOptions", "application/merge-patch+json"),
+        ("DELETE", "DeleteOptions", "application/json"),
+    ] {
+        let (status, body) = request(
+            addr,
+            method,
+            &format!("{CMS}/x?dryRun=true"),
+            content_type,
+            "{}",
+        )
+        .await;
+        assert_eq!(status, 422, "{method}: {body}");
+        assert!(
+            body.contains(&format!("{kind}.meta.k8s.io")),
+            "{method}: {body}"
+        );
+    }
+    server.shutdown().await;
+}
+
+const APPLY: &str = "application/apply-patch+yaml";
+
+fn entries(object: &Value) -> Vec<(String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .map(|e| {
+                    (
+                        e["manager"].as_str().unwrap_or_default().to_owned(),
+                        e["operation"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn fields_of<'a>(object: &'a Value, manager: &str) -> &'a Value {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["manager"] == manager))
+        .map_or(&Value::Null, |e| &e["fieldsV1"])
+}
+
+/// Server-side apply over HTTP: create, idempotence, conflicts (409, nothing stored), force,
+/// removal of fields no longer applied, Update entries of other writes, dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let path = |query: &str| format!("{CMS}/applied?{query}");
+    let config = |data: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": data})
+            .to_string()
+    };
+
+    // fieldManager is required; force is only for apply.
+    let (status, error) = patch(addr, &path(""), APPLY, &config(json!({"a": "1"}))).await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
+    );
+
+    // A dry-run apply creates nothing.
+    let (status, dry) = patch(
+        addr,
+        &path("fieldManager=alice&dryRun=All"),
+        APPLY,
+        &config(json!({"a": "1"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{dry}");
+    assert_eq!(get_json(addr, &format!("{CMS}/applied")).await.0, 404);
+
+    // Apply creates (201) with an Apply entry owning exactly the configuration.
+    let (status, created) = patch(
+        addr,
+        &path("fieldManager=alice"),
+        APPLY,
+        &config(json!({"a": "1", "b": "1"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        entries(&created),
+        [("alice".to_owned(), "Apply".to_owned())]
+    );
+    assert_eq!(
+        fields_of(&created, "alice"),
+        &json!({"f:data": {"f:a": {}, "f:b": {}}})
+    );
+    let entry = &created["metadata"]["managedFields"][0];
+    assert_eq!(entry["apiVersion"], "v1");
+    assert_eq!(entry["fieldsType"], "FieldsV1");
+    assert!(entry["time"].is_string(), "{entry}");
+    let (_, stored) = get_json(addr, &format!("{CMS}/applied")).await;
+    assert_eq!(stored, created);
+
+    // The same configuration again writes nothing.
+    let (status, again) = patch(
+        addr,
+        &path("fieldManager=alice"),
+        APPLY,
+        &config(json!({"a": "1", "b": "1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(rv(&again), rv(&created));
+
+    // Another manager changing alice's field: 409 in kube-apiserver's words, nothing stored.
+    let (status, conflict) = patch(
+        addr,
+        &path("fieldManager=bob"),
+        APPLY,
+        &config(json!({"a": "2", "c": "3"})),
+    )
+    .await;
+    assert_eq!(status, 409, "{conflict}");
+    assert_eq!(
+        conflict["message"],
+        r#"Apply failed with 1 conflict: conflict with "alice": .data.a"#
+    );
+    assert_eq!(conflict["reason"], "Conflict");
+    assert_eq!(
+        conflict["details"]["causes"],
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"alice\"", "field": ".data.a"}])
+    );
+    assert_eq!(get_json(addr, &format!("{CMS}/applied")).await.1, created);
+
+    // force=true takes the field.
+    let (status, forced) = patch(
+        addr,
+        &path("fieldManager=bob&force=true"),
+        APPLY,
+        &config(json!({"a": "2", "c": "3"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{forced}");
+    assert_eq!(forced["data"], json!({"a": "2", "b": "1", "c": "3"}));
+    assert_eq!(fields_of(&forced, "alice"), &json!({"f:data": {"f:b": {}}}));
+    assert_eq!(
+        fields_of(&forced, "bob"),
+        &json!({"f:data": {"f:a": {}, "f:c": {}}})
+    );
+
+    // alice no longer applies b: it is removed (nobody else owns it).
+    let (status, pruned) =
+        patch(addr, &path("fieldManager=alice"), APPLY, &config(json!({}))).await;
+    assert_eq!(status, 200, "{pruned}");
+    assert_eq!(pruned["data"], json!({"a": "2", "c": "3"}));
+
+    // A merge patch records an Update entry for its manager (fieldManager, else the
+    // User-Agent's); force on a non-apply patch is refused.
+    let (status, patched) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/applied"),
+        "application/merge-patch+json",
+        r#"{"data":{"d":"4"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    let (status, body) = common::request_with_headers(
+        addr,
+        "PATCH",
+        &format!("{CMS}/applied"),
+        &[
+            ("Content-Type", "application/merge-patch+json"),
+            ("User-Agent", "my-tool/1.2 (linux)"),
+        ],
+        r#"{"data":{"e":"5"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let patched: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        fields_of(&patched, "my-tool"),
+        &json!({"f:data": {"f:e": {}}})
+    );
+    let update = patched["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "my-tool")
+        .unwrap();
+    assert_eq!(update["operation"], "Update");
+    let (status, forbidden) = patch(
+        addr,
+        &format!("{CMS}/applied?force=true"),
+        "application/merge-patch+json",
+        r#"{"data":{"f":"6"}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{forbidden}");
+    assert_eq!(
+        forbidden["message"],
+        r#"PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch"#
+    );
+
+    // Creates record an Update entry too.
+    let (status, created) = common::request_with_headers(
+        addr,
+        "POST",
+        &format!("{CMS}?fieldManager=creator"),
+        &[],
+        &json!({"metadata": {"name": "made"}, "data": {"x": "1"}}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let created: Value = serde_json::from_str(&created).unwrap();
+    assert_eq!(
+        entries(&created),
+        [("creator".to_owned(), "Update".to_owned())]
+    );
+    assert_eq!(
+        fields_of(&created, "creator"),
+        &json!({"f:data": {".": {}, "f:x": {}}})
+    );
+    server.shutdown().await;
+}
