@@ -3,7 +3,9 @@
 
 pub mod driver;
 
-pub use driver::{CacheDriver, Clock, DriverWaits, Input, PassHook};
+pub use driver::{
+    CacheDriver, Clock, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook, Stopped,
+};
 
 use watchkeeper_api::ResourceDef;
 use watchkeeper_core::WatchCache;
