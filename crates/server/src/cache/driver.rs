@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use flume::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use flume::{Receiver, RecvTimeoutError, Sender};
 use watchkeeper_core::{
     CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, PassReport, ProgressMark,
     Revision, WatchCache,
@@ -137,9 +137,7 @@ impl Waker {
         if !self.pending.swap(true, Ordering::SeqCst) {
             // Full: the inputs queued wake the dispatcher, and each one drains the mailbox
             // and looks at the mark. Disconnected: nobody to wake.
-            match self.input.try_send(Input::Wake) {
-                Ok(()) | Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {}
-            }
+            let _ = self.input.try_send(Input::Wake);
         }
     }
 }
