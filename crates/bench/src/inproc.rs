@@ -62,6 +62,8 @@ pub(crate) struct Rig {
     /// The writer's largest delay behind its schedule, in nanoseconds: a writer thread that
     /// was descheduled sends the events it owes back to back (a burst).
     pub(crate) behind_max_ns: AtomicU64,
+    /// Latencies are recorded only for revisions above this one (a warm-up is left out).
+    pub(crate) measure_after: AtomicU64,
 }
 
 impl Rig {
@@ -86,6 +88,7 @@ impl Rig {
             sent: Arc::new((0..max_events + 2).map(|_| AtomicU64::new(0)).collect()),
             origin: Instant::now(),
             behind_max_ns: AtomicU64::new(0),
+            measure_after: AtomicU64::new(0),
         }
     }
 
@@ -113,16 +116,28 @@ impl Rig {
 
     /// As [`Rig::write`], stopping early when `stop` is set; returns the last revision written.
     pub(crate) fn write_until(&self, events: usize, rate: f64, stop: &AtomicBool) -> Revision {
+        self.write_after(0, events, rate, stop)
+    }
+
+    /// As [`Rig::write_until`], writing the revisions after `after`.
+    pub(crate) fn write_after(
+        &self,
+        after: Revision,
+        events: usize,
+        rate: f64,
+        stop: &AtomicBool,
+    ) -> Revision {
         let input = self.driver.sender();
         let start = Instant::now();
-        for i in 0..events {
+        let first = after as usize;
+        for i in first..first + events {
             if stop.load(Ordering::Acquire) {
                 return i as Revision;
             }
             let revision = (i + 1) as Revision;
             let object = pod(i % 1000, revision);
             if rate > 0.0 {
-                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                let due = start + Duration::from_secs_f64((i - first) as f64 / rate);
                 let now = Instant::now();
                 if due > now {
                     std::thread::sleep(due - now);
@@ -134,10 +149,13 @@ impl Rig {
             self.sent[i + 1].store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
             let _ = input.send(Input::Revision(revision, vec![Change::put(object)]));
         }
-        events as Revision
+        (first + events) as Revision
     }
 
     pub(crate) fn latency_of(&self, revision: Revision) -> Option<u64> {
+        if revision <= self.measure_after.load(Ordering::Relaxed) {
+            return None;
+        }
         let sent = self.sent.get(revision as usize)?.load(Ordering::Relaxed);
         (sent > 0).then(|| (self.origin.elapsed().as_nanos() as u64).saturating_sub(sent))
     }
@@ -592,10 +610,29 @@ fn healthy_queue_table(options: &Options, slow: usize, secs: f64) -> Table {
     table
 }
 
-/// One population run: healthy latencies with `stalled` never-reading watchers.
-fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> (Latency, u64) {
+/// One population run's figures.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+struct PopulationRun {
+    /// Healthy latency over the measured writes (after the population went unsynced).
+    latency: Latency,
+    /// Healthy latency over the warm-up writes (while the population filled its queues and
+    /// stalled).
+    warm_up: Latency,
+    /// Milliseconds from the first warm-up write until all N were unsynced and a catch-up
+    /// pass had adopted them.
+    stall_ms: f64,
+    /// Terminations (every reason but shutdown).
+    terminations: u64,
+}
+
+/// One population run: `stalled` never-reading watchers register next to `healthy` reading
+/// ones; a warm-up of twice a queue's capacity in writes fills their queues and stalls them
+/// (timed, its healthy latencies kept apart); once every one is unsynced and a catch-up pass
+/// has adopted them, `rate * secs` measured writes.
+fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> PopulationRun {
     let events = (rate * secs) as usize;
-    let rig = Rig::new(WatchMode::StallResume, events);
+    // Room for the warm-up: at most twice the largest queue capacity.
+    let rig = Rig::new(WatchMode::StallResume, events + 2 * 1_000);
     let healthy_watches: Vec<Watch> = (0..healthy)
         .map(|_| rig.watch(WatchStart::Now, None))
         .collect();
@@ -603,46 +640,90 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> (Late
         .map(|_| rig.watch(WatchStart::Now, None))
         .collect();
     rig.wait_synced(healthy + stalled);
-    let until = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    let consumed = std::thread::scope(|scope| {
-        let consumer = scope.spawn(|| consume_healthy(&rig, &healthy_watches, &until, &stop));
-        let last = rig.write(events, rate);
-        until.store(last, Ordering::Release);
-        stop.store(true, Ordering::Release);
-        consumer.join().expect("consumer")
-    });
+    let capacity = healthy_watches.first().map_or(10, |w| w.queue().capacity());
+    let warm_up = 2 * capacity;
+    let metrics = rig.cache.metrics();
+    let started = Instant::now();
+    let phase = |after: Revision, count: usize| -> (Latency, Revision) {
+        let until = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let (last, consumed) = std::thread::scope(|scope| {
+            let consumer = scope.spawn(|| consume_healthy(&rig, &healthy_watches, &until, &stop));
+            let last = rig.write_after(after, count, rate, &AtomicBool::new(false));
+            until.store(last, Ordering::Release);
+            stop.store(true, Ordering::Release);
+            (last, consumer.join().expect("consumer"))
+        });
+        (Latency::from_nanos(consumed.latencies), last)
+    };
+    let (warm, last) = phase(0, warm_up);
+    // Bench code, not a test: poll until the population is unsynced and adopted.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while (metrics.stalled_watchers.get() as usize) < stalled {
+        assert!(Instant::now() < deadline, "the population never stalled");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let passes = metrics.passes.get();
+    while stalled > 0 && metrics.passes.get() < passes + 2 {
+        assert!(Instant::now() < deadline, "no catch-up pass ran");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let stall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    rig.measure_after.store(last, Ordering::Relaxed);
+    let (latency, _) = phase(last, events);
     let (_, terminations) = rig.terminations();
     drop(stalled_watches);
-    (Latency::from_nanos(consumed.latencies), terminations)
+    PopulationRun {
+        latency,
+        warm_up: warm,
+        stall_ms,
+        terminations,
+    }
 }
 
-/// Suite `population`: healthy p99 with N = 0, 100, 1,000, 10,000 stalled watchers, as a
-/// ratio to N = 0 (runs interleaved N = 0, 100, ..., 0, 100, ...).
+/// Suite `population`: healthy p99 with N never-reading watchers (N = 0, 1,000, 10,000,
+/// 100,000 unless `--population-ns`), as a ratio to N = 0 (runs interleaved N = 0, 1,000,
+/// ..., 0, 1,000, ...), optionally under a CPU-bound background load (`--busy-nice`).
 ///
 /// # Errors
 /// Never.
 pub fn population(options: &Options) -> Result<Vec<Table>, String> {
-    let (ns, healthy, rate, secs): (Vec<usize>, usize, f64, f64) = if options.smoke {
+    let (mut ns, healthy, rate, secs): (Vec<usize>, usize, f64, f64) = if options.smoke {
         (vec![0, 100], 2, 200.0, 0.5)
     } else {
-        (vec![0, 100, 1_000, 10_000], 10, 1000.0, 5.0)
+        (vec![0, 1_000, 10_000, 100_000], 10, 1000.0, 5.0)
     };
-    let mut runs: Vec<Vec<(Latency, u64)>> = vec![Vec::new(); ns.len()];
+    if !options.population_ns.is_empty() {
+        ns = std::iter::once(0)
+            .chain(options.population_ns.iter().copied().filter(|&n| n > 0))
+            .collect();
+    }
+    let busy = options.busy_nice.map(crate::sys::BusyLoad::start);
+    let mut runs: Vec<Vec<PopulationRun>> = vec![Vec::new(); ns.len()];
     for run in 0..options.runs {
         for (i, &n) in ns.iter().enumerate() {
             let result = population_run(healthy, n, rate, secs);
             eprintln!(
-                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs",
-                result.0.p50, result.0.p99, result.0.max
+                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms",
+                result.latency.p50,
+                result.latency.p99,
+                result.latency.max,
+                result.warm_up.p99,
+                result.warm_up.max,
+                result.stall_ms
             );
             runs[i].push(result);
         }
     }
+    drop(busy);
+    let load = match options.busy_nice {
+        Some(nice) => format!(", background load: one busy thread per core at nice {nice}"),
+        None => String::new(),
+    };
     let mut table = Table::new(
         "population",
         &format!(
-            "2. Healthy latency vs stalled population, in-process: {healthy} healthy watchers, {rate} events/s, {secs} s per run"
+            "2. Healthy latency vs stalled population, in-process: {healthy} healthy watchers, {rate} events/s, {secs} s measured per run{load}"
         ),
         &[
             "stalled N",
@@ -650,6 +731,8 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             "p99 µs",
             "max µs",
             "p99 / p99(N=0)",
+            "warm-up: ms until all N unsynced",
+            "warm-up healthy p99 / max µs",
             "terminations",
         ],
     );
@@ -657,23 +740,29 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
         let ratios: Vec<f64> = runs[i]
             .iter()
             .zip(&runs[0])
-            .map(|(a, b)| a.0.p99 / b.0.p99)
+            .map(|(a, b)| a.latency.p99 / b.latency.p99)
             .collect();
         let med =
-            |g: &dyn Fn(&(Latency, u64)) -> f64| median(&runs[i].iter().map(g).collect::<Vec<_>>());
+            |g: &dyn Fn(&PopulationRun) -> f64| median(&runs[i].iter().map(g).collect::<Vec<_>>());
         table.row(vec![
             n.to_string(),
-            f(med(&|r| r.0.p50), 0),
-            f(med(&|r| r.0.p99), 0),
-            f(med(&|r| r.0.max), 0),
+            f(med(&|r| r.latency.p50), 0),
+            f(med(&|r| r.latency.p99), 0),
+            f(med(&|r| r.latency.max), 0),
             x(median(&ratios)),
-            f(med(&|r| r.1 as f64), 0),
+            f(med(&|r| r.stall_ms), 0),
+            format!(
+                "{} / {}",
+                f(med(&|r| r.warm_up.p99), 0),
+                f(med(&|r| r.warm_up.max), 0)
+            ),
+            f(med(&|r| r.terminations as f64), 0),
         ]);
         for r in &runs[i] {
-            table.raw(json!({"stalled": n, "latency": r.0, "terminations": r.1}));
+            table.raw(json!({"stalled": n, "run": r}));
         }
     }
-    table.note("Stalled watchers never read (queues sized like Kubernetes); stall-resume mode. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs.");
+    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs.");
     Ok(vec![table])
 }
 

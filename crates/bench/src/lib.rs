@@ -52,6 +52,12 @@ pub struct Options {
     pub out: PathBuf,
     /// The benchmark executable (for client child processes).
     pub exe: PathBuf,
+    /// `population`: the never-reading populations N to run (N = 0 is always run first, as
+    /// the ratios' reference).
+    pub population_ns: Vec<usize>,
+    /// `population`: a CPU-bound background load during the runs, one spinning thread per
+    /// core at this nice value (0-19), started by the benchmark itself; `None`: no load.
+    pub busy_nice: Option<i32>,
 }
 
 /// Every suite, in priority order.
@@ -80,6 +86,8 @@ impl Options {
             runs: 0,
             out: PathBuf::from("target/bench-results"),
             exe,
+            population_ns: Vec::new(),
+            busy_nice: None,
         };
         let mut i = 0;
         while i < args.len() {
@@ -97,9 +105,30 @@ impl Options {
                         .filter(|&n| n > 0)
                         .ok_or("--runs needs a positive number")?;
                 }
+                "--population-ns" => {
+                    i += 1;
+                    options.population_ns = args
+                        .get(i)
+                        .and_then(|v| {
+                            v.split(',')
+                                .map(|n| n.trim().replace('_', "").parse().ok())
+                                .collect::<Option<Vec<usize>>>()
+                        })
+                        .filter(|ns| !ns.is_empty())
+                        .ok_or("--population-ns needs a comma-separated list of counts")?;
+                }
+                "--busy-nice" => {
+                    i += 1;
+                    options.busy_nice = Some(
+                        args.get(i)
+                            .and_then(|v| v.parse().ok())
+                            .filter(|n| (0..=19).contains(n))
+                            .ok_or("--busy-nice needs a nice value from 0 to 19")?,
+                    );
+                }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

@@ -146,3 +146,53 @@ pub fn machine() -> String {
         .unwrap_or_else(|| "unknown CPU".to_owned());
     format!("nproc {cpus}, {model}, Linux")
 }
+
+/// A CPU-bound background load: one spinning thread per core at a nice value, until dropped.
+#[derive(Debug)]
+pub struct BusyLoad {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoad {
+    /// Starts one spinning thread per available core, each at `nice` (0-19).
+    #[must_use]
+    pub fn start(nice: i32) -> BusyLoad {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..cores)
+            .map(|i| {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(format!("busy-{i}"))
+                    .spawn(move || {
+                        // SAFETY: gettid and setpriority take plain integers; on Linux
+                        // PRIO_PROCESS with a thread id sets that thread's nice value.
+                        unsafe {
+                            let tid = libc::gettid();
+                            let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+                        }
+                        let mut x: u64 = 1;
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            for _ in 0..10_000 {
+                                x = std::hint::black_box(
+                                    x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1),
+                                );
+                            }
+                        }
+                    })
+                    .expect("busy thread")
+            })
+            .collect();
+        BusyLoad { stop, threads }
+    }
+}
+
+impl Drop for BusyLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}

@@ -87,9 +87,17 @@ impl<T> Mailbox<T> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Queues `message`; wakes the actor only when the mailbox was empty (the actor takes
+    /// everything at once, so a non-empty mailbox already has a wake-up on its way: a burst
+    /// of N messages, such as N watchers stalling on one revision, costs one wake-up).
     pub(crate) fn send(&self, message: T) {
-        self.lock().push_back(message);
-        if let Some(notify) = self.notify.get() {
+        let was_empty = {
+            let mut queue = self.lock();
+            let was_empty = queue.is_empty();
+            queue.push_back(message);
+            was_empty
+        };
+        if was_empty && let Some(notify) = self.notify.get() {
             notify();
         }
     }

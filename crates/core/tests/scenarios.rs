@@ -8,7 +8,8 @@ use std::time::Duration;
 use common::*;
 use watchkeeper_core::{
     CacheConfig, CandidateOrder, CatchUpDesign, Change, Encoding, EventType, FieldSelector,
-    LabelSelector, TerminationReason, WatchEnd, WatchMode, WatchRequest, WatchStart, WatcherState,
+    LabelSelector, Revision, TerminationReason, WatchEnd, WatchMode, WatchRequest, WatchStart,
+    WatcherState,
 };
 
 /// The cohort design: most scenarios here check the passes' own mechanics (cohorts, budgets,
@@ -1119,4 +1120,102 @@ fn the_hand_off_pushes_revisions_dispatched_after_the_last_scan() {
         assert_eq!(revisions(&drain(&slow)), [rv]);
         assert_no_skips(&h);
     }
+}
+
+/// The work both actors did over a stretch of writes and timer steps, counted in operations.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Work {
+    /// Dispatcher: watchers evaluated against events, items pushed, stalls.
+    evaluated: usize,
+    pushed: usize,
+    stalled: usize,
+    /// Worker: passes, watchers they looked at, candidates, members, events scanned, pushes.
+    passes: usize,
+    examined: usize,
+    candidates: usize,
+    members: usize,
+    events_scanned: usize,
+    pushes: usize,
+}
+
+/// 3 reading watchers next to `never` never-reading ones: the work of the 100 writes
+/// (1 ms apart, every due timer run) after the never-reading ones went unsynced, and what the
+/// healthy ones received.
+fn steady_work(never: usize) -> (Work, Vec<Vec<Revision>>) {
+    let mut h = Harness::new(CacheConfig::default());
+    assert_eq!(
+        h.cache.config().catchup_design,
+        CatchUpDesign::ConsumerDriven
+    );
+    let healthy: Vec<_> = (0..3).map(|_| h.watch_from(WatchStart::Now, 10)).collect();
+    let idle: Vec<_> = (0..never)
+        .map(|_| h.watch_from(WatchStart::Now, 10))
+        .collect();
+    let mut received = vec![Vec::new(); healthy.len()];
+    let step = |h: &mut Harness, i: usize, work: &mut Work, received: &mut Vec<Vec<Revision>>| {
+        h.revision += 1;
+        let rv = h.revision;
+        let change = Change::put(pod("ns", &format!("p{}", i % 20), rv, &[], "n1"));
+        let report = h.dispatcher.handle_revision(h.now, rv, vec![change]);
+        h.worker.release_handoffs();
+        h.check();
+        work.evaluated += report.evaluated;
+        work.pushed += report.pushed;
+        work.stalled += report.stalled;
+        for (watch, seen) in healthy.iter().zip(received.iter_mut()) {
+            seen.extend(revisions(&drain(watch)));
+        }
+        let passes = h.passes.len();
+        h.advance(Duration::from_millis(1));
+        for pass in &h.passes[passes..] {
+            work.passes += 1;
+            work.examined += pass.examined;
+            work.candidates += pass.candidates;
+            work.members += pass.members;
+            work.events_scanned += pass.events_scanned;
+            work.pushes += pass.pushes + pass.retry_pushes;
+        }
+    };
+    // The never-reading watchers fill their queues, stall, and are adopted by a pass.
+    let mut warm_up = Work::default();
+    for i in 0..20 {
+        step(&mut h, i, &mut warm_up, &mut received);
+    }
+    h.advance(h.cache.config().pass_period_idle);
+    assert_eq!(warm_up.stalled, never, "{warm_up:?}");
+    assert_eq!(h.worker.unsynced_len(), never);
+    assert!(idle.iter().all(|w| w.state() == WatcherState::Unsynced));
+    for seen in &mut received {
+        seen.clear();
+    }
+    let mut work = Work::default();
+    for i in 20..120 {
+        step(&mut h, i, &mut work, &mut received);
+    }
+    assert_eq!(h.worker.unsynced_len(), never, "nobody ended");
+    assert!(healthy.iter().all(|w| w.state() == WatcherState::Synced));
+    assert_no_skips(&h);
+    drop(idle);
+    (work, received)
+}
+
+/// Goal (issue 14): a never-reading watcher costs nothing per event once it is unsynced — the
+/// dispatcher's per-event work and the worker's passes over the same writes are the same with
+/// 5 or 500 of them, and the healthy watchers receive the same events. Method: count
+/// operations (not time) over 100 writes and every due timer, after the never-reading
+/// watchers stalled and were handed to their consumers.
+#[test]
+fn never_reading_watchers_cost_no_work_per_event_once_unsynced() {
+    let (few, few_received) = steady_work(5);
+    let (many, many_received) = steady_work(500);
+    assert_eq!(few, many, "work grew with never-reading watchers");
+    assert_eq!(few_received, many_received);
+    // What is left is the healthy watchers' own: 3 evaluations and pushes per event.
+    assert_eq!((few.evaluated, few.pushed), (300, 300), "{few:?}");
+    assert_eq!(
+        (few.candidates, few.members, few.pushes),
+        (0, 0, 0),
+        "{few:?}"
+    );
+    assert!(few_received.iter().all(|r| r.len() == 100));
 }

@@ -4,18 +4,37 @@
 //!
 //! The dispatcher runs on its own OS thread rather than as a tokio task: under saturation a
 //! task competes with connection tasks and falls behind.
+//!
+//! ## Guarantees
+//! - **Bounded input, back-pressure, no drops.** Revisions and resets reach the dispatcher
+//!   through a channel of at most [`INPUT_CAPACITY`] inputs; a sender that finds it full waits
+//!   ([`InputSender::send`] blocks, [`InputSender::send_async`] yields) until the dispatcher
+//!   takes one. Nothing is dropped or reordered.
+//! - **Progress is one high-water mark per cache**, not a message per store revision: a store
+//!   revision without changes for this resource raises the cache's
+//!   [`ProgressMark`](watchkeeper_core::ProgressMark) (no channel slot, and a burst of them
+//!   costs the dispatcher one wake-up). The dispatcher applies a mark only after every input
+//!   sent before it was raised (the mark's protocol), so progress never overtakes a revision.
+//! - **Wake-ups coalesce** and never wait: the dispatcher's mailbox and the mark wake it with a
+//!   flag and a non-blocking send; when the channel is full the inputs in it wake it anyway,
+//!   and every input handled drains the mailbox.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
+use flume::{Receiver, RecvTimeoutError, Sender};
 use watchkeeper_core::{
-    CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, PassReport, Revision,
-    WatchCache,
+    CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, PassReport, ProgressMark,
+    Revision, WatchCache,
 };
+
+/// The most revisions and resets the reflector may send ahead of a dispatcher before it waits
+/// (1 s of writes at 1,000 revisions/s; the changes of each are already decoded objects the
+/// cache will hold anyway). Not a tunable: it only decides when the reflector feels the
+/// dispatcher's pace, never what a client sees.
+pub const INPUT_CAPACITY: usize = 1_000;
 
 /// Converts the wall clock into the core's [`Instant`].
 #[derive(Clone, Copy, Debug)]
@@ -78,19 +97,110 @@ impl Default for DriverWaits {
 /// started, and how long it ran.
 pub type PassHook = Box<dyn FnMut(&PassReport, std::time::Instant, Duration) + Send>;
 
-/// Input to a dispatcher thread.
+/// Input to a dispatcher thread, as the reflector sends it through an [`InputSender`].
 #[derive(Debug)]
 pub enum Input {
-    /// One revision's changes for this resource.
+    /// One revision's changes for this resource (no changes: as [`Input::Progress`]).
     Revision(Revision, Vec<Change>),
-    /// The store reached this revision with nothing for this resource.
+    /// The store reached this revision with nothing for this resource (raises the progress
+    /// mark; takes no channel slot).
     Progress(Revision),
     /// The resource was (re)listed at this revision.
     Reset(Revision, Vec<Arc<Object>>),
-    /// The dispatcher's mailbox has messages.
+    /// The dispatcher's mailbox or progress mark has news (the driver's own wake-up).
     Wake,
     /// Stop the threads.
     Stop,
+}
+
+/// The dispatcher thread is gone (the cache stopped); the input was not delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped;
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the cache's dispatcher stopped")
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// Wakes the dispatcher thread without ever waiting: one pending wake-up at a time.
+#[derive(Debug)]
+struct Waker {
+    pending: AtomicBool,
+    input: Sender<Input>,
+}
+
+impl Waker {
+    fn wake(&self) {
+        if !self.pending.swap(true, Ordering::SeqCst) {
+            // Full: the inputs queued wake the dispatcher, and each one drains the mailbox
+            // and looks at the mark. Disconnected: nobody to wake.
+            let _ = self.input.try_send(Input::Wake);
+        }
+    }
+}
+
+/// What the reflector holds for one cache: revisions and resets go through the bounded
+/// channel (a full channel makes the sender wait), progress raises the cache's mark.
+#[derive(Clone, Debug)]
+pub struct InputSender {
+    input: Sender<Input>,
+    progress: Arc<ProgressMark>,
+}
+
+impl InputSender {
+    /// Routes an input: progress (and a revision without changes) to the mark, the rest to
+    /// the channel. Returns the input the channel must carry, if any.
+    fn route(&self, input: Input) -> Option<Input> {
+        match input {
+            Input::Progress(revision) => {
+                self.progress.advance(revision);
+                None
+            }
+            Input::Revision(revision, changes) if changes.is_empty() => {
+                self.progress.advance(revision);
+                None
+            }
+            input => Some(input),
+        }
+    }
+
+    /// Sends `input`, waiting (blocking the thread) while the channel is full. For threads;
+    /// async code uses [`InputSender::send_async`].
+    ///
+    /// # Errors
+    /// The dispatcher stopped.
+    pub fn send(&self, input: Input) -> Result<(), Stopped> {
+        if self.input.is_disconnected() {
+            return Err(Stopped);
+        }
+        match self.route(input) {
+            Some(input) => self.input.send(input).map_err(|_| Stopped),
+            None => Ok(()),
+        }
+    }
+
+    /// Inputs sent and not yet taken by the dispatcher (at most [`INPUT_CAPACITY`]).
+    #[must_use]
+    pub fn queued(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Sends `input`, yielding while the channel is full (back-pressure on the reflector).
+    ///
+    /// # Errors
+    /// The dispatcher stopped.
+    pub async fn send_async(&self, input: Input) -> Result<(), Stopped> {
+        if self.input.is_disconnected() {
+            return Err(Stopped);
+        }
+        match self.route(input) {
+            Some(input) => self.input.send_async(input).await.map_err(|_| Stopped),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One resource's cache and the threads that drive it.
@@ -98,7 +208,7 @@ pub enum Input {
 pub struct CacheDriver {
     /// The cache handle.
     pub cache: WatchCache,
-    input: Sender<Input>,
+    input: InputSender,
     stop: Arc<AtomicBool>,
     worker_thread: Arc<OnceLock<Thread>>,
     threads: Vec<JoinHandle<()>>,
@@ -161,12 +271,21 @@ impl CacheDriver {
         on_pass: Option<PassHook>,
     ) -> Result<CacheDriver, DriverError> {
         let (cache, dispatcher, worker) = WatchCache::new(config, 0, Vec::new())?;
-        let (input, receiver) = std::sync::mpsc::channel();
+        let (input, receiver) = flume::bounded(INPUT_CAPACITY);
         let stop = Arc::new(AtomicBool::new(false));
-        let wake = input.clone();
-        dispatcher.set_notify(Box::new(move || {
-            let _ = wake.send(Input::Wake);
-        }));
+        let waker = Arc::new(Waker {
+            pending: AtomicBool::new(false),
+            input: input.clone(),
+        });
+        let wake = waker.clone();
+        dispatcher.set_notify(Box::new(move || wake.wake()));
+        let progress = cache.progress_mark();
+        let wake = waker.clone();
+        progress.set_notify(Box::new(move || wake.wake()));
+        let input = InputSender {
+            input,
+            progress: progress.clone(),
+        };
         let worker_thread: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
         let hook = worker_thread.clone();
         worker.set_notify(Box::new(move || {
@@ -174,9 +293,18 @@ impl CacheDriver {
                 thread.unpark();
             }
         }));
+        let dispatcher_stop = stop.clone();
         let dispatcher_handle = std::thread::Builder::new()
             .name(format!("dispatch-{name}"))
-            .spawn(move || run_dispatcher(dispatcher, &receiver, clock, waits))
+            .spawn(move || {
+                let inputs = Inputs {
+                    receiver,
+                    waker,
+                    progress,
+                    stop: dispatcher_stop,
+                };
+                run_dispatcher(dispatcher, &inputs, clock, waits);
+            })
             .map_err(|source| DriverError::Thread {
                 thread: "dispatcher",
                 source,
@@ -201,14 +329,14 @@ impl CacheDriver {
 
     /// A sender for the reflector.
     #[must_use]
-    pub fn sender(&self) -> Sender<Input> {
+    pub fn sender(&self) -> InputSender {
         self.input.clone()
     }
 
     /// Stops both threads and waits for them.
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Release);
-        let _ = self.input.send(Input::Stop);
+        let _ = self.input.input.send(Input::Stop);
         if let Some(thread) = self.worker_thread.get() {
             thread.unpark();
         }
@@ -224,57 +352,101 @@ impl Drop for CacheDriver {
     }
 }
 
-fn run_dispatcher(
-    mut dispatcher: Dispatcher,
-    receiver: &Receiver<Input>,
-    clock: Clock,
-    waits: DriverWaits,
-) {
-    // Inputs held while a legacy-mode revision is blocked on full queues.
-    let mut held: VecDeque<Input> = VecDeque::new();
+/// The dispatcher thread's side of its inputs.
+struct Inputs {
+    receiver: Receiver<Input>,
+    waker: Arc<Waker>,
+    progress: Arc<ProgressMark>,
+    stop: Arc<AtomicBool>,
+}
+
+fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, waits: DriverWaits) {
+    // A progress mark taken but not applied yet, and how many inputs must still be taken from
+    // the channel before it applies: those that were in it when the mark was taken (every
+    // revision at or below the mark was sent before it was raised, and the channel is FIFO).
+    let mut mark: Revision = 0;
+    let mut owed: usize = 0;
     loop {
-        let mut timeout = dispatcher
+        if dispatcher.is_blocked() {
+            // Legacy mode waits on consumers: inputs stay in the channel (the reflector feels
+            // the back-pressure); poll for room often.
+            if inputs.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let wait = dispatcher
+                .poll_timeout()
+                .map_or(waits.blocked_poll, |at| clock.until(at))
+                .min(waits.blocked_poll);
+            std::thread::sleep(wait);
+            let now = clock.now();
+            dispatcher.retry_blocked(now);
+            if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
+                dispatcher.handle_timeout(now);
+            }
+            continue;
+        }
+        let timeout = dispatcher
             .poll_timeout()
             .map_or(waits.dispatcher_idle, |at| clock.until(at))
             .min(waits.dispatcher_idle);
-        if dispatcher.is_blocked() {
-            // Legacy mode waits on consumers; poll for room often.
-            timeout = timeout.min(waits.blocked_poll);
-        }
-        let input = if !dispatcher.is_blocked() && !held.is_empty() {
-            held.pop_front()
-        } else {
-            match receiver.recv_timeout(timeout) {
-                Ok(input) => Some(input),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
+        let mut input = match inputs.receiver.recv_timeout(timeout) {
+            Ok(input) => Some(input),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => return,
         };
-        let now = clock.now();
-        match input {
-            Some(Input::Stop) => return,
-            Some(Input::Wake) => dispatcher.handle_messages(now),
-            Some(input) if dispatcher.is_blocked() => held.push_back(input),
-            Some(Input::Revision(revision, changes)) => {
-                if !changes.is_empty() {
-                    let _ = dispatcher.handle_revision(now, revision, changes);
-                } else {
-                    dispatcher.handle_progress(now, revision);
+        // From here on a wake-up sends again; what it announces is looked at below.
+        inputs.waker.pending.store(false, Ordering::SeqCst);
+        if inputs.progress.is_pending() {
+            mark = mark.max(inputs.progress.take());
+            owed = inputs.receiver.len() + usize::from(input.is_some());
+        }
+        loop {
+            if let Some(next) = input.take() {
+                owed = owed.saturating_sub(1);
+                if handle_input(&mut dispatcher, clock.now(), next) {
+                    return;
                 }
             }
-            Some(Input::Progress(revision)) => dispatcher.handle_progress(now, revision),
-            Some(Input::Reset(revision, objects)) => {
-                dispatcher.handle_reset(now, revision, objects)
+            if owed == 0 || dispatcher.is_blocked() {
+                break;
             }
-            None => {}
+            match inputs.receiver.try_recv() {
+                Ok(next) => input = Some(next),
+                Err(_) => {
+                    // Only this thread takes from the channel: everything that was in it
+                    // when the mark was taken has been handled.
+                    owed = 0;
+                    break;
+                }
+            }
         }
-        if dispatcher.is_blocked() {
-            dispatcher.retry_blocked(now);
+        let now = clock.now();
+        if mark > 0 && owed == 0 && !dispatcher.is_blocked() {
+            dispatcher.handle_progress(now, std::mem::take(&mut mark));
         }
         if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
             dispatcher.handle_timeout(now);
         }
     }
+}
+
+/// Handles one input (never called while a legacy revision is blocked). Returns whether to
+/// stop.
+fn handle_input(dispatcher: &mut Dispatcher, now: Instant, input: Input) -> bool {
+    match input {
+        Input::Stop => return true,
+        Input::Wake => dispatcher.handle_messages(now),
+        Input::Revision(revision, changes) => {
+            if changes.is_empty() {
+                dispatcher.handle_progress(now, revision);
+            } else {
+                let _ = dispatcher.handle_revision(now, revision, changes);
+            }
+        }
+        Input::Progress(revision) => dispatcher.handle_progress(now, revision),
+        Input::Reset(revision, objects) => dispatcher.handle_reset(now, revision, objects),
+    }
+    false
 }
 
 fn run_worker(
@@ -298,6 +470,132 @@ fn run_worker(
             }
             Some(at) => std::thread::park_timeout(clock.until(at).min(waits.worker_idle)),
             None => std::thread::park_timeout(waits.worker_idle),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use watchkeeper_core::{Pop, WatchItem, WatchMode, WatchRequest, WatchStart};
+
+    use super::*;
+
+    fn pod(name: &str, revision: Revision) -> Arc<Object> {
+        Arc::new(Object::new(
+            "ns",
+            name,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            revision,
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "ns"}}),
+        ))
+    }
+
+    fn wait_dispatched(cache: &WatchCache, revision: Revision) -> Revision {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(cache.wait_fresh(revision))
+    }
+
+    fn events(watch: &watchkeeper_core::Watch) -> Vec<Revision> {
+        let mut out = Vec::new();
+        while let Pop::Item(item) = watch.try_pop() {
+            if let WatchItem::Event { event, .. } = item {
+                out.push(event.revision());
+            }
+        }
+        out
+    }
+
+    /// Goal: progress is a mark, not a message: a store revision without changes takes no
+    /// channel slot, and the mark never overtakes a revision (the cache ends at the last
+    /// revision, every change delivered once, in order).
+    #[test]
+    fn progress_raises_the_mark_and_never_overtakes_a_revision() {
+        let clock = Clock::new();
+        let mut driver = CacheDriver::start("pods", CacheConfig::default(), clock).expect("driver");
+        let cache = driver.cache.clone();
+        let sender = driver.sender();
+        for revision in 1..=100 {
+            sender.send(Input::Progress(revision)).expect("sent");
+            // At most the one coalesced wake-up is in the channel.
+            assert!(sender.queued() <= 1, "progress took channel slots");
+        }
+        assert_eq!(wait_dispatched(&cache, 100), 100);
+        let mut request = WatchRequest::new(WatchStart::Now);
+        request.queue_capacity = Some(1_000);
+        let watch = cache.watch(request, clock.now());
+        wait_registered(&cache);
+        let mut changed = Vec::new();
+        for revision in 101..=700 {
+            if revision % 3 == 0 {
+                sender.send(Input::Progress(revision)).expect("sent");
+            } else {
+                let change = Change::put(pod(&format!("p{}", revision % 7), revision));
+                sender
+                    .send(Input::Revision(revision, vec![change]))
+                    .expect("sent");
+                changed.push(revision);
+            }
+        }
+        sender.send(Input::Progress(705)).expect("sent");
+        assert_eq!(wait_dispatched(&cache, 705), 705);
+        assert_eq!(cache.revision(), 705);
+        assert_eq!(events(&watch), changed);
+        driver.shutdown();
+        assert_eq!(sender.send(Input::Progress(706)), Err(Stopped));
+    }
+
+    /// Goal: the input is bounded and applies back-pressure, never drops: while a legacy-mode
+    /// revision is blocked on a full queue, the channel fills to its bound and the sender
+    /// waits; once the consumer reads, every revision is delivered in order.
+    #[test]
+    fn a_full_input_makes_the_sender_wait_and_drops_nothing() {
+        let config = CacheConfig {
+            mode: WatchMode::Legacy,
+            legacy_budget_max: Duration::from_secs(3_600),
+            ..CacheConfig::default()
+        };
+        let clock = Clock::new();
+        let mut driver = CacheDriver::start("pods", config, clock).expect("driver");
+        let cache = driver.cache.clone();
+        let mut request = WatchRequest::new(WatchStart::Now);
+        request.queue_capacity = Some(10);
+        let watch = cache.watch(request, clock.now());
+        wait_registered(&cache);
+        let sender = driver.sender();
+        let total = (INPUT_CAPACITY + 20) as Revision;
+        let writer = std::thread::spawn(move || {
+            for revision in 1..=total {
+                let change = Change::put(pod("p", revision));
+                sender
+                    .send(Input::Revision(revision, vec![change]))
+                    .expect("sent");
+            }
+        });
+        let probe = driver.sender();
+        // The watcher's queue fills, the dispatcher blocks, and the channel fills behind it.
+        while probe.queued() < INPUT_CAPACITY {
+            std::thread::yield_now();
+        }
+        assert!(!writer.is_finished(), "the writer waits for room");
+        let mut seen = Vec::new();
+        while seen.last() != Some(&total) {
+            seen.extend(events(&watch));
+            std::thread::yield_now();
+        }
+        writer.join().expect("writer");
+        assert_eq!(seen, (1..=total).collect::<Vec<_>>(), "nothing dropped");
+        driver.shutdown();
+    }
+
+    fn wait_registered(cache: &WatchCache) {
+        while cache.metrics().synced_watchers.get() < 1 {
+            std::thread::yield_now();
         }
     }
 }

@@ -3,7 +3,10 @@
 
 pub mod driver;
 
-pub use driver::{CacheDriver, Clock, DriverError, DriverWaits, Input, PassHook};
+pub use driver::{
+    CacheDriver, Clock, DriverError, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook,
+    Stopped,
+};
 
 use watchkeeper_api::ResourceDef;
 use watchkeeper_core::WatchCache;

@@ -4,13 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use watchkeeper_api::ResourceDef;
 use watchkeeper_core::{Change, Object, Revision};
 
-use crate::cache::Input;
+use crate::cache::InputSender;
 
 /// What the reflector feeds for one resource.
 #[derive(Debug)]
@@ -19,8 +18,8 @@ pub struct Feed {
     pub def: ResourceDef,
     /// Its key prefix below the registry prefix, with a trailing slash (`pods/`).
     pub storage_prefix: String,
-    /// The resource's dispatcher thread.
-    pub input: Sender<Input>,
+    /// The resource's dispatcher thread (bounded: a send waits while it is behind).
+    pub input: InputSender,
 }
 
 /// Shared reflector status.

@@ -5,8 +5,10 @@
 //! ## Guarantees
 //! - A cache is (re)initialised only from a complete list at one revision
 //!   ([`Input::Reset`]), then fed every later revision in order: a revision with changes for
-//!   a resource as [`Input::Revision`], one without as [`Input::Progress`]. No revision is fed
-//!   twice or out of order.
+//!   a resource as [`Input::Revision`], one without as [`Input::Progress`] (which only raises
+//!   the cache's progress mark). No revision is fed twice or out of order.
+//! - A cache's input is bounded: while its dispatcher is behind, the loop waits (back-pressure
+//!   on the source's watch), and nothing is dropped.
 //! - A watch that breaks resumes from the last revision fed when the source can resume
 //!   ([`Stop::Resume`]); when the resume point is gone (compaction, 410) or the stream broke
 //!   the rules it relists ([`Stop::Relist`]), which re-initialises the cache: its watchers get
@@ -186,7 +188,12 @@ pub async fn run(
         let revision = listed.revision;
         let total: usize = listed.objects.iter().map(Vec::len).sum();
         for (feed, objects) in feeds.iter().zip(listed.objects) {
-            if feed.input.send(Input::Reset(revision, objects)).is_err() {
+            if feed
+                .input
+                .send_async(Input::Reset(revision, objects))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -261,7 +268,7 @@ pub async fn run(
                                 Some(changes) => Input::Revision(revision, changes),
                                 None => Input::Progress(revision),
                             };
-                            if feed.input.send(input).is_err() {
+                            if feed.input.send_async(input).await.is_err() {
                                 return;
                             }
                         }
@@ -270,7 +277,12 @@ pub async fn run(
                     }
                     Item::Progress(revision) => {
                         for feed in &feeds {
-                            if feed.input.send(Input::Progress(revision)).is_err() {
+                            if feed
+                                .input
+                                .send_async(Input::Progress(revision))
+                                .await
+                                .is_err()
+                            {
                                 return;
                             }
                         }
