@@ -237,7 +237,10 @@ mod tests {
             ..ServeArgs::default()
         })
         .unwrap_err();
-        assert!(err.to_string().contains("--request-read-timeout-seconds"), "{err}");
+        assert!(
+            err.to_string().contains("--request-read-timeout-seconds"),
+            "{err}"
+        );
         for (args, flag) in [
             (
                 ServeArgs {
