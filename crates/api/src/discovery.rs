@@ -501,7 +501,7 @@ pub fn aggregated_discovery(defs: &[ResourceDef], core: bool, version: Aggregate
 /// content hash (clients only compare it), the same for every media type as kube-apiserver's.
 #[must_use]
 pub fn discovery_etag(body: &str) -> String {
-    format!("\"{:016X}\"", crate::openapi::fnv1a(body.as_bytes()))
+    format!("\"{:016X}\"", crate::hash::fnv1a(body.as_bytes()))
 }
 
 #[cfg(test)]

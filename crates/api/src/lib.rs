@@ -41,6 +41,7 @@ pub mod apply;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+mod hash;
 pub mod meta;
 pub mod negotiate;
 pub mod openapi;

@@ -497,13 +497,6 @@ pub fn openapi_v3_group_version(defs: &[ResourceDef], group: &str, version: &str
     }))
 }
 
-/// FNV-1a, 64 bits: a stable content hash for the `?hash=` cache key (not a security hash).
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// The index key of a group/version: `api/v1` or `apis/{group}/{version}`.
 fn index_key(group: &str, version: &str) -> String {
     if group.is_empty() {
@@ -529,7 +522,7 @@ pub fn openapi_v3_root(defs: &[ResourceDef]) -> Value {
         let Some(document) = openapi_v3_group_version(defs, group, version) else {
             continue;
         };
-        let hash = fnv1a(document.to_string().as_bytes());
+        let hash = crate::hash::fnv1a(document.to_string().as_bytes());
         let key = index_key(group, version);
         paths.insert(
             key.clone(),
