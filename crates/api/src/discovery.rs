@@ -73,29 +73,6 @@ pub const REVIEW_RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
     ),
 ];
 
-/// A definition standing for a review resource (see [`REVIEW_RESOURCES`]).
-#[must_use]
-pub fn review_def(
-    group: &str,
-    version: &str,
-    plural: &str,
-    kind: &str,
-    namespaced: bool,
-) -> ResourceDef {
-    ResourceDef {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        kind: kind.to_owned(),
-        plural: plural.to_owned(),
-        singular: kind.to_ascii_lowercase(),
-        short_names: Vec::new(),
-        namespaced,
-        selectable_fields: Vec::new(),
-        trigger_field: None,
-        categories: Vec::new(),
-    }
-}
-
 fn is_review(def: &ResourceDef) -> bool {
     REVIEW_RESOURCES
         .iter()
@@ -107,7 +84,7 @@ fn with_reviews(defs: &[ResourceDef]) -> Vec<ResourceDef> {
     let mut all = defs.to_vec();
     for &(group, version, plural, kind, namespaced) in REVIEW_RESOURCES {
         if !all.iter().any(|d| d.group == group && d.plural == plural) {
-            all.push(review_def(group, version, plural, kind, namespaced));
+            all.push(ResourceDef::named(group, version, plural, kind, namespaced));
         }
     }
     all

@@ -62,6 +62,31 @@ const STORAGE_NAMES: &[(&str, &str, &str)] = &[
 ];
 
 impl ResourceDef {
+    /// A definition with only its names and scope (no short names, selectable fields or
+    /// categories): for resources the server answers without storing them (reviews, `Scale`)
+    /// and for resources named in a request's attributes.
+    #[must_use]
+    pub fn named(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> ResourceDef {
+        ResourceDef {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            plural: plural.to_owned(),
+            singular: kind.to_ascii_lowercase(),
+            short_names: Vec::new(),
+            namespaced,
+            selectable_fields: Vec::new(),
+            trigger_field: None,
+            categories: Vec::new(),
+        }
+    }
+
     /// `v1` for the core group, `{group}/{version}` otherwise.
     #[must_use]
     pub fn api_version(&self) -> String {
@@ -158,16 +183,11 @@ fn builtin(
     categories: &[&str],
 ) -> ResourceDef {
     ResourceDef {
-        group: group.to_owned(),
-        version: "v1".to_owned(),
-        kind: kind.to_owned(),
-        plural: plural.to_owned(),
-        singular: kind.to_ascii_lowercase(),
         short_names: strings(short_names),
-        namespaced,
         selectable_fields: strings(selectable_fields),
         trigger_field: trigger_field.map(str::to_owned),
         categories: strings(categories),
+        ..ResourceDef::named(group, "v1", plural, kind, namespaced)
     }
 }
 

@@ -19,7 +19,7 @@
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
-use watchkeeper_api::discovery::{REVIEW_RESOURCES, review_def};
+use watchkeeper_api::discovery::REVIEW_RESOURCES;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
@@ -53,7 +53,7 @@ pub fn serve(
             context.method
         ))));
     }
-    let def = review_def(group, version, plural, kind, namespaced);
+    let def = ResourceDef::named(group, version, plural, kind, namespaced);
     Some(review(app, context, &def, namespace))
 }
 
@@ -206,7 +206,7 @@ fn access_status(
                     ));
                 }
             }
-            let target = review_def(
+            let target = ResourceDef::named(
                 text(attributes, "group"),
                 text(attributes, "version"),
                 text(attributes, "resource"),
@@ -234,7 +234,7 @@ fn access_status(
         _ => {
             let def = local.map_or_else(
                 || {
-                    review_def(
+                    ResourceDef::named(
                         "authorization.k8s.io",
                         "v1",
                         "subjectaccessreviews",

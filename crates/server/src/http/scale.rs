@@ -112,25 +112,10 @@ fn scale_of(def: &ResourceDef, parent: &Value) -> Value {
     })
 }
 
-/// `autoscaling/v1` `Scale`, for its 422 answers (nothing is stored under it).
-fn scale_def() -> ResourceDef {
-    ResourceDef {
-        group: "autoscaling".to_owned(),
-        version: "v1".to_owned(),
-        kind: "Scale".to_owned(),
-        plural: "scale".to_owned(),
-        singular: "scale".to_owned(),
-        short_names: Vec::new(),
-        namespaced: true,
-        selectable_fields: Vec::new(),
-        trigger_field: None,
-        categories: Vec::new(),
-    }
-}
-
 fn scale_invalid(name: &str, detail: String) -> ApiError {
+    // `autoscaling/v1` `Scale`: nothing is stored under it.
     ApiError::invalid(
-        &scale_def(),
+        &ResourceDef::named("autoscaling", "v1", "scale", "Scale", true),
         name,
         vec![(
             "spec.replicas".to_owned(),

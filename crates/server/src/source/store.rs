@@ -509,11 +509,7 @@ impl Writer<'_> {
             if let Some(wanted) = version(&new)
                 && version(old).is_some_and(|current| current != wanted)
             {
-                return Err(ApiError::conflict(
-                    &resource.def,
-                    name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
+                return Err(ApiError::conflict_modified(&resource.def, name));
             }
             Ok((new, None))
         })
@@ -628,11 +624,7 @@ impl Writer<'_> {
             if let Some(precondition) = precondition
                 && precondition != current.resource_version()
             {
-                return Err(ApiError::conflict(
-                    &resource.def,
-                    name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
+                return Err(ApiError::conflict_modified(&resource.def, name));
             }
             let old = current.body();
             let (desired, managers) = mutate(old)?;
@@ -690,11 +682,7 @@ impl Writer<'_> {
             }
             counters.conflicts.fetch_add(1, Ordering::Relaxed);
             if precondition.is_some() {
-                return Err(ApiError::conflict(
-                    &resource.def,
-                    name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
+                return Err(ApiError::conflict_modified(&resource.def, name));
             }
             // Retry from the cache once it has what the store reported: no store read, no decode.
             let seen = response
