@@ -532,6 +532,7 @@ mod tests {
                 "storage.k8s.io",
                 "scheduling.k8s.io",
                 "admissionregistration.k8s.io",
+                "apiregistration.k8s.io",
                 "autoscaling",
                 "authorization.k8s.io",
                 "authentication.k8s.io"
@@ -727,7 +728,7 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(groups.len(), 13);
+        assert_eq!(groups.len(), 14);
         assert_eq!(
             groups[..3],
             ["apps", "coordination.k8s.io", "discovery.k8s.io"]

@@ -39,7 +39,8 @@ pub struct ResourceDef {
     pub categories: Vec<String>,
 }
 
-/// Groups whose resources Kubernetes stores under `/registry/{resource}` without the group.
+/// The groups Kubernetes itself serves. Their resources are stored under `/registry/{resource}`
+/// without the group, except for [`GROUP_STORED_BUILTIN_GROUPS`].
 const BUILTIN_GROUPS: &[&str] = &[
     "",
     "apps",
@@ -53,7 +54,12 @@ const BUILTIN_GROUPS: &[&str] = &[
     "storage.k8s.io",
     "scheduling.k8s.io",
     "admissionregistration.k8s.io",
+    "apiregistration.k8s.io",
 ];
+
+/// Built-in groups served by kube-apiserver's aggregator or extensions server, which store
+/// their resources under `/registry/{group}/{resource}` as custom resources are.
+const GROUP_STORED_BUILTIN_GROUPS: &[&str] = &["apiregistration.k8s.io"];
 
 /// Built-in resources kube-apiserver stores under another name than their plural.
 const STORAGE_NAMES: &[(&str, &str, &str)] = &[
@@ -113,7 +119,7 @@ impl ResourceDef {
     /// built-in groups and `{group}/{plural}` for custom resources.
     #[must_use]
     pub fn storage_prefix(&self) -> String {
-        if self.is_builtin() {
+        if self.is_builtin() && !GROUP_STORED_BUILTIN_GROUPS.contains(&self.group.as_str()) {
             STORAGE_NAMES
                 .iter()
                 .find(|(group, plural, _)| *group == self.group && *plural == self.plural)
@@ -208,7 +214,7 @@ fn builtin_at(version: &str, def: ResourceDef) -> ResourceDef {
 /// networkpolicies, ingresses and ingressclasses; rbac.authorization.k8s.io/v1 roles,
 /// rolebindings, clusterroles and clusterrolebindings; storage.k8s.io/v1 storageclasses;
 /// scheduling.k8s.io/v1 priorityclasses; admissionregistration.k8s.io/v1 validating and
-/// mutating webhook configurations. (The first fifteen in this order come first, so older
+/// mutating webhook configurations; apiregistration.k8s.io/v1 apiservices. (The first fifteen in this order come first, so older
 /// clients' indexes into the list keep their meaning.)
 #[must_use]
 pub fn builtin_resources() -> Vec<ResourceDef> {
@@ -524,6 +530,17 @@ fn more_builtin_resources() -> Vec<ResourceDef> {
             &[],
             &["api-extensions"],
         ),
+        // Stored by kube-apiserver's aggregator under its group:
+        // /registry/apiregistration.k8s.io/apiservices/{name}.
+        (
+            "apiregistration.k8s.io",
+            "APIService",
+            "apiservices",
+            &[],
+            false,
+            &[],
+            &["api-extensions"],
+        ),
     ];
     let mut defs: Vec<ResourceDef> = rows
         .iter()
@@ -833,7 +850,7 @@ mod tests {
     #[test]
     fn builtin_names_are_consistent() {
         let defs = builtin_resources();
-        assert_eq!(defs.len(), 36);
+        assert_eq!(defs.len(), 37);
         let mut seen = std::collections::BTreeSet::new();
         for d in &defs {
             assert!(seen.insert((d.group.clone(), d.plural.clone())), "{d:?}");
@@ -845,6 +862,7 @@ mod tests {
             let storage = match d.plural.as_str() {
                 "ingresses" => "ingress",
                 "replicationcontrollers" => "controllers",
+                "apiservices" => "apiregistration.k8s.io/apiservices",
                 plural => plural,
             };
             assert_eq!(d.storage_prefix(), storage);

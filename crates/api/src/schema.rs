@@ -302,6 +302,13 @@ fn schemas() -> &'static Schemas {
                 .subschema_for::<admissionregistration::v1::MutatingWebhookConfiguration>()
                 .to_value(),
         );
+        add(
+            "apiregistration.k8s.io",
+            "APIService",
+            generator
+                .subschema_for::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>()
+                .to_value(),
+        );
         let mut definitions = generator.take_definitions(false);
         for definition in definitions.values_mut() {
             strip_descriptions(definition);

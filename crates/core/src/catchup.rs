@@ -41,7 +41,7 @@
 //!   a full queue, or found full, leaves the ready set; its queue is not empty, so its
 //!   consumer raises it again the moment it empties it. A watcher that cannot take an event
 //!   costs a pass nothing; a drained one is a candidate at the next pass, which the signal
-//!   brings forward to the normal period.
+//!   brings forward to *now*, held back only by the worker's share of a core (below).
 //! - **Expiry** is a range query on an index by position: a watcher whose position fell below
 //!   the history's floor (`oldest - 1`) gets one in-stream 410 *after* its already-queued
 //!   backlog (reason `resource_expired` if it had ever reached the live stream,
@@ -90,9 +90,13 @@
 //! left a draining member owed or spent its push budget, every busy period (the measured pass
 //! duration times `pass_busy_factor`, clamped to `[pass_period_busy_min, pass_period_busy_max]`)
 //! so passes take about a tenth of a core; after a pass that served and expired nothing, every
-//! `pass_period_idle`. A new stall resets the period to normal, and so does a consumer that
-//! empties the queue of a watcher the worker owns (the queue raises a drain signal and wakes
-//! the driver): otherwise a reader slower than the writes but faster than one queue per idle
+//! `pass_period_idle`. A new stall, or a consumer that empties the queue of a watcher the worker
+//! owns (the queue raises a drain signal and wakes the driver), makes the next pass due at
+//! once — no sooner than the last pass's duration times `pass_busy_factor` after it, so the
+//! worker still takes at most 1/factor of a core, and never later than `pass_period_normal`.
+//! (It used to wait for the normal period: a healthy watcher whose 10-event queue
+//! overflowed once waited up to 10 ms whenever other unsynced watchers kept passes running.)
+//! Without the drain wake-up a reader slower than the writes but faster than one queue per idle
 //! period would be held to one queue per idle period and never catch up (the resync benchmark
 //! measured it).
 //!
@@ -338,13 +342,19 @@ impl CatchUpWorker {
         }
         let scheduled = self.next_pass_at.unwrap_or(self.last_now);
         if has_new || self.shared.drain.is_raised() {
-            // A new stall resets the period to normal; so does a consumer that emptied the
-            // queue of a watcher the worker owns (it has room now: do not make it wait for
-            // the idle period).
-            let normal = self
-                .last_pass_at
-                .map_or(self.last_now, |t| t + self.shared.config.pass_period_normal);
-            return Some(scheduled.min(normal));
+            // A new stall, or a consumer that emptied the queue of a watcher the worker owns,
+            // is served at once rather than at the next period: a pass costs only what it can
+            // do (the indexes), so what bounds it is the worker's share of a core — no sooner
+            // than the last pass's duration times `pass_busy_factor` after it (and never later
+            // than a normal period). Waiting for the period made every brief overflow of a
+            // healthy watcher's queue cost up to `pass_period_normal` of latency whenever other
+            // watchers kept the worker's periodic passes running (benchmark suite 2).
+            let config = &self.shared.config;
+            let earliest = self.last_pass_at.map_or(self.last_now, |t| {
+                t + (self.last_pass_duration * config.pass_busy_factor)
+                    .min(config.pass_period_normal)
+            });
+            return Some(scheduled.min(earliest));
         }
         Some(scheduled)
     }

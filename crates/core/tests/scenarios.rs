@@ -843,13 +843,14 @@ fn deadlines_end_watches_with_a_bookmark_before() {
     assert_eq!(end_of(&unsynced), Some(WatchEnd::Deadline));
 }
 
-/// Goal: a reader that empties its queue while unsynced is served at the normal pass period,
-/// not held to the idle period (which would cap it at one queue per idle period: the resync
+/// Goal: a reader that empties its queue while unsynced is served at once, as soon as the
+/// worker's share of a core allows and never later than the normal pass period; it is not
+/// held to the idle period (which would cap it at one queue per idle period: the resync
 /// benchmark measured readers faster than the writes that never caught up). A synced reader
 /// that empties its queue does not wake the worker. Method: queue of 2, a stall, a pass that
 /// finds the queue full (idle period next), then the reader drains.
 #[test]
-fn an_unsynced_reader_that_drains_is_served_at_the_normal_period() {
+fn an_unsynced_reader_that_drains_is_served_as_soon_as_the_cpu_share_allows() {
     let mut h = Harness::new(config());
     let normal = h.cache.config().pass_period_normal;
     let idle = h.cache.config().pass_period_idle;
@@ -869,12 +870,30 @@ fn an_unsynced_reader_that_drains_is_served_at_the_normal_period() {
     // A synced reader emptying its queue changes nothing.
     assert_eq!(revisions(&drain(&healthy)), written);
     assert_eq!(h.worker.poll_timeout(), Some(h.now + idle));
-    // The unsynced reader empties its queue: the next pass is due at the normal period.
+    // The unsynced reader empties its queue: the next pass is due at once, held back only by
+    // the worker's share of a core (the last pass's duration times `pass_busy_factor`), and
+    // never later than the normal period.
     let mut seen = drain(&slow);
     assert_eq!(seen.len(), 2);
-    assert_eq!(h.worker.poll_timeout(), Some(h.now + normal));
-    h.advance(normal);
-    let served = h.passes.last().expect("a pass ran at the normal period");
+    assert_eq!(
+        h.worker.poll_timeout(),
+        Some(h.now),
+        "no pass duration recorded yet"
+    );
+    let factor = h.cache.config().pass_busy_factor;
+    let took = normal / (2 * factor);
+    h.worker.record_pass_duration(normal);
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + normal), "a long pass");
+    h.worker.record_pass_duration(took);
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + took * factor));
+    let passes = h.passes.len();
+    h.advance(took * factor);
+    assert_eq!(
+        h.passes.len(),
+        passes + 1,
+        "one pass ran when its CPU share allowed"
+    );
+    let served = h.passes.last().expect("a pass ran");
     assert_eq!(served.members, 1, "{served:?}");
     seen.extend(drain(&slow));
     assert_eq!(seen.len(), 4);

@@ -4,8 +4,9 @@ Usage: client_python.py http://127.0.0.1:PORT
 
 Lists namespaces, writes ConfigMaps, pages a list, watches the changes another thread makes
 (with allow_watch_bookmarks and timeout_seconds), does a streaming list (send_initial_events)
-that ends with the initial-events-end bookmark, and sees an in-stream 410 raised as
-ApiException(410). Prints one line per check and exits non-zero on any mismatch.
+that ends with the initial-events-end bookmark, sees an in-stream 410 raised as
+ApiException(410), and creates an apiregistration.k8s.io APIService twice (the conflict's
+Status body as kube-apiserver writes it). Prints one line per check and exits non-zero on any mismatch.
 """
 
 import signal
@@ -161,6 +162,39 @@ def main(host):
         check(False, "a watch at resourceVersion 1 raises 410")
     except ApiException as e:
         check(e.status == 410, f"a watch at resourceVersion 1 raises 410 (got {e.status})")
+
+    # An aggregated APIService (client-python's own e2e suite creates one): typed read back,
+    # and the second create's Status body byte for byte as kube-apiserver writes it.
+    reg = client.ApiregistrationV1Api(client.ApiClient(cfg))
+    service = client.V1APIService(
+        metadata=client.V1ObjectMeta(name="v1alpha1.wardle.k8s.io"),
+        spec=client.V1APIServiceSpec(
+            group="wardle.k8s.io",
+            version="v1alpha1",
+            group_priority_minimum=1000,
+            version_priority=15,
+            insecure_skip_tls_verify=True,
+            service=client.ApiregistrationV1ServiceReference(name="api", namespace="wardle"),
+        ),
+    )
+    reg.create_api_service(service)
+    got = reg.read_api_service("v1alpha1.wardle.k8s.io")
+    check(
+        (got.spec.group, got.spec.version) == ("wardle.k8s.io", "v1alpha1"),
+        f"APIService read back: {got.spec.group}/{got.spec.version}",
+    )
+    try:
+        reg.create_api_service(service)
+        check(False, "second APIService create raises 409")
+    except ApiException as e:
+        expected = (
+            '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+            '"message":"apiservices.apiregistration.k8s.io \\"v1alpha1.wardle.k8s.io\\" '
+            'already exists","reason":"AlreadyExists","details":{"name":"v1alpha1.wardle.k8s.io",'
+            '"group":"apiregistration.k8s.io","kind":"apiservices"},"code":409}\n'
+        )
+        check(e.status == 409 and e.body == expected, f"APIService conflict body: {e.body!r}")
+    reg.delete_api_service("v1alpha1.wardle.k8s.io")
 
     api.delete_namespaced_config_map("py-a", NS)
     try:
