@@ -154,7 +154,23 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
     if def.group.is_empty() && def.plural == "namespaces" {
         out.push(("finalize", &["update"][..]));
     }
+    if def.group.is_empty() && def.plural == "pods" {
+        out.push(("binding", &["create"][..]));
+        out.push(("eviction", &["create"][..]));
+    }
     out
+}
+
+/// The kind a subresource takes and answers, as `(group, version, kind)`, where it is not the
+/// resource's own: `Scale`, `Binding`, `Eviction`.
+#[must_use]
+pub fn subresource_kind(sub: &str) -> Option<(&'static str, &'static str, &'static str)> {
+    match sub {
+        "scale" => Some(("autoscaling", "v1", "Scale")),
+        "binding" => Some(("", "v1", "Binding")),
+        "eviction" => Some(("policy", "v1", "Eviction")),
+        _ => None,
+    }
 }
 
 /// Go's names for the build target, as `/version` reports `platform`.
@@ -296,10 +312,12 @@ pub fn api_resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Op
                 "kind": def.kind,
                 "verbs": verbs,
             });
-            if sub == "scale" {
-                entry["group"] = json!("autoscaling");
-                entry["version"] = json!("v1");
-                entry["kind"] = json!("Scale");
+            if let Some((group, version, kind)) = subresource_kind(sub) {
+                if !group.is_empty() {
+                    entry["group"] = json!(group);
+                    entry["version"] = json!(version);
+                }
+                entry["kind"] = json!(kind);
             }
             resources.push(entry);
         }
@@ -408,10 +426,11 @@ fn resource_discovery(def: &ResourceDef) -> Value {
     let subresources: Vec<Value> = subresources(def)
         .into_iter()
         .map(|(sub, verbs)| {
-            let kind = if sub == "scale" {
-                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
-            } else {
-                group_version_kind(def)
+            let kind = match subresource_kind(sub) {
+                Some((group, version, kind)) => {
+                    json!({"group": group, "version": version, "kind": kind})
+                }
+                None => group_version_kind(def),
             };
             json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
         })
@@ -564,8 +583,17 @@ mod tests {
         let resources = core["resources"].as_array().unwrap();
         // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
         // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
-        // replicationcontrollers/scale; namespaces/finalize.
-        assert_eq!(resources.len(), 25);
+        // replicationcontrollers/scale; namespaces/finalize; pods/binding and pods/eviction.
+        assert_eq!(resources.len(), 27);
+        let eviction = resources
+            .iter()
+            .find(|r| r["name"] == "pods/eviction")
+            .unwrap();
+        assert_eq!(
+            (&eviction["group"], &eviction["version"], &eviction["kind"]),
+            (&json!("policy"), &json!("v1"), &json!("Eviction"))
+        );
+        assert_eq!(eviction["verbs"], json!(["create"]));
         let rc_scale = resources
             .iter()
             .find(|r| r["name"] == "replicationcontrollers/scale")
@@ -673,7 +701,13 @@ mod tests {
                    "shortNames": ["po"], "categories": ["all"],
                    "subresources": [{"subresource": "status",
                                      "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
-                                     "verbs": ["get", "patch", "update"]}]})
+                                     "verbs": ["get", "patch", "update"]},
+                                    {"subresource": "binding",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
+                                     "verbs": ["create"]},
+                                    {"subresource": "eviction",
+                                     "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                                     "verbs": ["create"]}]})
         );
         let named = aggregated_discovery(&defs, false, AggregatedVersion::V2Beta1);
         assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");

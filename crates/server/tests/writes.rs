@@ -1,6 +1,7 @@
 //! Writes as kube-apiserver does them, over HTTP against an in-process server: `dryRun=All`
 //! on every write (the full path runs, nothing is stored or watched) and kube-apiserver's 422
-//! for other `dryRun` values; server-side apply and the managed fields of every write.
+//! for other `dryRun` values; server-side apply and the managed fields of every write; the
+//! `binding` and `eviction` subresources of pods.
 
 mod common;
 
@@ -458,4 +459,191 @@ async fn server_side_apply() {
         &json!({"f:data": {".": {}, "f:x": {}}})
     );
     server.shutdown().await;
+}
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+
+async fn create_pod(addr: std::net::SocketAddr, name: &str) {
+    let (status, pod) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &json!({"metadata": {"name": name, "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{pod}");
+}
+
+/// `pods/{name}/binding` as a scheduler uses it: sets `spec.nodeName` once (with the binding's
+/// annotations and the PodScheduled condition), then 409 as kube-apiserver; bad targets 422,
+/// a mismatched name 400; both subresources are in discovery with their kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_binding_assigns_a_node_once() {
+    let server = common::server().await;
+    let addr = server.addr;
+    create_pod(addr, "b1").await;
+    let binding = |node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+               "metadata": {"name": "b1", "annotations": {"scheduled-by": "test"}},
+               "target": {"kind": "Node", "name": node}})
+    };
+    let (status, body) = request(
+        addr,
+        "POST",
+        &format!("{PODS}/b1/binding"),
+        "application/json",
+        &binding("n1").to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body,
+        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}"#
+    );
+    let (_, pod) = get_json(addr, &format!("{PODS}/b1")).await;
+    assert_eq!(pod["spec"]["nodeName"], "n1");
+    assert_eq!(pod["metadata"]["annotations"]["scheduled-by"], "test");
+    let conditions = pod["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "PodScheduled" && c["status"] == "True"),
+        "{pod}"
+    );
+    let (status, again) =
+        send_json(addr, "POST", &format!("{PODS}/b1/binding"), &binding("n2")).await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(
+        again["message"],
+        "Operation cannot be fulfilled on pods/binding \"b1\": pod b1 is already assigned to node \"n1\""
+    );
+    let (status, invalid) = send_json(
+        addr,
+        "POST",
+        &format!("{PODS}/b1/binding"),
+        &json!({"metadata": {"name": "b1"}, "target": {"kind": "Pod"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{invalid}");
+    assert_eq!(invalid["details"]["causes"].as_array().unwrap().len(), 2);
+    let (status, _) = send_json(
+        addr,
+        "POST",
+        &format!("{PODS}/b1/binding"),
+        &json!({"metadata": {"name": "other"}, "target": {"name": "n1"}}),
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    let (_, v1) = get_json(addr, "/api/v1").await;
+    let names: Vec<(&str, &str)> = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["kind"].as_str().unwrap()))
+        .collect();
+    assert!(names.contains(&("pods/binding", "Binding")), "{names:?}");
+    assert!(names.contains(&("pods/eviction", "Eviction")), "{names:?}");
+}
+
+/// `pods/{name}/eviction` as `kubectl drain` uses it: a running pod behind a budget that has
+/// not been processed, or allows no disruption, gets kube-apiserver's 429 and stays; once the
+/// budget allows one, the eviction spends it (recorded in the budget's status) and deletes the
+/// pod; a second pod is then refused; a Pending pod is evicted whatever the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_eviction_honours_the_disruption_budget() {
+    let server = common::server().await;
+    let addr = server.addr;
+    for name in ["e1", "e2", "e3"] {
+        create_pod(addr, name).await;
+    }
+    for name in ["e1", "e2"] {
+        let (status, pod) = patch(
+            addr,
+            &format!("{PODS}/{name}/status"),
+            "application/merge-patch+json",
+            r#"{"status":{"phase":"Running"}}"#,
+        )
+        .await;
+        assert_eq!(status, 200, "{pod}");
+    }
+    let (status, pdb) = send_json(
+        addr,
+        "POST",
+        PDBS,
+        &json!({"metadata": {"name": "web"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{pdb}");
+    let evict = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+    let refused = |body: &Value, cause: &str| {
+        assert_eq!(body["code"], 429, "{body}");
+        assert_eq!(
+            body["message"],
+            "Cannot evict pod as it would violate the pod's disruption budget."
+        );
+        assert_eq!(body["details"]["causes"][0]["reason"], "DisruptionBudget");
+        assert_eq!(body["details"]["causes"][0]["message"], cause, "{body}");
+    };
+    // Not yet processed by a disruption controller.
+    let (_, body) = send_json(addr, "POST", &format!("{PODS}/e1/eviction"), &evict("e1")).await;
+    refused(
+        &body,
+        "The disruption budget web is still being processed by the server.",
+    );
+    // Processed, no disruption allowed.
+    let status_patch = |allowed: i64, healthy: i64| {
+        format!(
+            r#"{{"status":{{"observedGeneration":1,"disruptionsAllowed":{allowed},"currentHealthy":{healthy},"desiredHealthy":1,"expectedPods":2}}}}"#
+        )
+    };
+    let (status, _) = patch(
+        addr,
+        &format!("{PDBS}/web/status"),
+        "application/merge-patch+json",
+        &status_patch(0, 1),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, body) = send_json(addr, "POST", &format!("{PODS}/e1/eviction"), &evict("e1")).await;
+    refused(
+        &body,
+        "The disruption budget web needs 1 healthy pods and has 1 currently",
+    );
+    let (status, _) = get_json(addr, &format!("{PODS}/e1")).await;
+    assert_eq!(status, 200, "a refused eviction deletes nothing");
+    // One disruption allowed: the first eviction spends it, the second is refused.
+    let (status, _) = patch(
+        addr,
+        &format!("{PDBS}/web/status"),
+        "application/merge-patch+json",
+        &status_patch(1, 2),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) =
+        send_json(addr, "POST", &format!("{PODS}/e1/eviction"), &evict("e1")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = get_json(addr, &format!("{PODS}/e1")).await;
+    assert_eq!(status, 404, "the evicted pod is deleted");
+    let (_, budget) = get_json(addr, &format!("{PDBS}/web")).await;
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0, "{budget}");
+    assert!(
+        budget["status"]["disruptedPods"]["e1"].is_string(),
+        "{budget}"
+    );
+    let (_, body) = send_json(addr, "POST", &format!("{PODS}/e2/eviction"), &evict("e2")).await;
+    refused(
+        &body,
+        "The disruption budget web needs 1 healthy pods and has 2 currently",
+    );
+    // A Pending pod is not counted by budgets: evicted at once.
+    let (status, body) =
+        send_json(addr, "POST", &format!("{PODS}/e3/eviction"), &evict("e3")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = get_json(addr, &format!("{PODS}/e3")).await;
+    assert_eq!(status, 404);
 }

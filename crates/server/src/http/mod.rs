@@ -16,6 +16,7 @@
 
 pub mod connection;
 pub mod discovery;
+pub mod pods;
 pub mod review;
 pub mod scale;
 pub mod state;
@@ -195,6 +196,7 @@ fn scope_error(def: &watchkeeper_api::ResourceDef, target: Target<'_>) -> Option
         && sub != "status"
         && !(def.plural == "namespaces" && sub == "finalize")
         && !(sub == "scale" && scale::has_scale(def))
+        && !pods::is_pod_subresource(def, sub)
     {
         return Some(ApiError::new(
             404,
@@ -395,6 +397,12 @@ async fn serve_resource(
     };
     if target.subresource == Some("scale") && target.name.is_some() {
         return (verb.label(), scale::serve(app, &request, resource).await);
+    }
+    if let Some(sub) = target.subresource
+        && target.name.is_some()
+        && pods::is_pod_subresource(def, sub)
+    {
+        return (verb.label(), pods::serve(app, &request, resource).await);
     }
     let result = match verb {
         Verb::Watch => watch::watch(app, &request, resource).await,
