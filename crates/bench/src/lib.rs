@@ -23,7 +23,10 @@
 //!   server CPU per delivered event);
 //! - `scale`: the most concurrent HTTP watch streams one server process holds, clients in
 //!   child processes;
-//! - `alloc`: allocations per PATCH end to end and store decodes per conflict.
+//! - `alloc`: allocations per PATCH end to end and store decodes per conflict;
+//! - `restart`: a graceful restart of a server holding many watchers under write load, with
+//!   the caches' history rebuilt from the store and without (410s, relists, events lost,
+//!   duplicates, time until each watcher delivers again).
 
 pub mod alloc;
 pub mod e2e;
@@ -32,6 +35,7 @@ pub mod http;
 pub mod inproc;
 pub mod kep;
 pub mod report;
+pub mod restart;
 pub mod scale;
 pub mod sys;
 
@@ -61,7 +65,7 @@ pub struct Options {
 }
 
 /// Every suite, in priority order.
-pub const SUITES: [&str; 10] = [
+pub const SUITES: [&str; 11] = [
     "tax",
     "tax-http",
     "population",
@@ -72,6 +76,7 @@ pub const SUITES: [&str; 10] = [
     "etcd",
     "scale",
     "alloc",
+    "restart",
 ];
 
 impl Options {
@@ -173,6 +178,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
             "fanout" => e2e::fanout(options)?,
             "etcd" => etcd::etcd(options)?,
             "alloc" => e2e::allocations(options)?,
+            "restart" => restart::restart(options)?,
             other => return Err(format!("unknown suite {other}")),
         };
         for table in tables {

@@ -22,6 +22,18 @@
 //! when that revision is above the last one they were sent. Unsynced watchers get none. A
 //! bookmark that does not fit is skipped, never a reason to stall.
 //!
+//! ## Shutdown
+//! [`Dispatcher::handle_shutdown`] ends every watcher it owns with [`WatchEnd::Shutdown`]
+//! after what is queued: a synced watcher that allows bookmarks first gets a final bookmark at
+//! the last dispatched revision (it has every event up to it, so a client that resumes from
+//! that bookmark on another instance, or on this one restarted, misses nothing and sees
+//! nothing twice — kube-apiserver sends the same bookmark on shutdown, KEP-1904). A watcher
+//! waiting for a future revision ends without one. From then on the dispatcher keeps
+//! applying revisions (in-flight writes wait for them), ends each new registration at once,
+//! and ends each watcher the catch-up worker hands back the same way, once it has pushed the
+//! events dispatched since (so a reader that catches up during the grace period gets its
+//! final bookmark too). The final bookmark bypasses the queue's capacity, like the end.
+//!
 //! ## Legacy mode
 //! For comparison with Kubernetes before KEP-6268: after the non-blocking pushes, blocked
 //! watchers are waited for on a shared time budget (refilled at
@@ -162,6 +174,8 @@ pub struct Dispatcher {
     /// Scratch: the items of one watcher's batch.
     batch: Vec<WatchItem>,
     inbox: VecDeque<ToDispatcher>,
+    /// [`Dispatcher::handle_shutdown`] was called: no watcher joins the synced set again.
+    shutting_down: bool,
 }
 
 impl Dispatcher {
@@ -186,6 +200,7 @@ impl Dispatcher {
             matches: Vec::new(),
             batch: Vec::new(),
             inbox: VecDeque::new(),
+            shutting_down: false,
         }
     }
 
@@ -460,6 +475,62 @@ impl Dispatcher {
         self.deadlines.clear();
         self.bookmarks.clear();
         self.shared.set_dispatched(revision);
+    }
+
+    /// The server is shutting down: every watcher this dispatcher owns ends after its queued
+    /// items, a synced one that allows bookmarks with a final bookmark at the dispatched
+    /// revision first; later registrations and hand-backs end the same way (see "Shutdown"
+    /// in the module docs). Idempotent.
+    ///
+    /// # Panics
+    /// If the dispatcher is blocked (legacy mode): like a revision, shutdown waits for it.
+    pub fn handle_shutdown(&mut self, now: Instant) {
+        assert!(
+            self.blocked.is_none(),
+            "shutdown waits for a blocked legacy revision"
+        );
+        self.advance(now);
+        self.drain_inbox(now);
+        if self.shutting_down {
+            return;
+        }
+        self.shutting_down = true;
+        let mut ids: Vec<WatcherId> = self.by_id.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(watcher) = self.remove_synced(id) {
+                self.end_at_shutdown(watcher);
+            }
+        }
+        let waiting: Vec<Waiting> = std::mem::take(&mut self.waiting).into_values().collect();
+        self.waiting_by_id.clear();
+        self.wait_give_ups.clear();
+        for waiting in waiting {
+            self.end(*waiting.watcher, WatchEnd::Shutdown);
+        }
+        self.deadlines.clear();
+        self.bookmarks.clear();
+    }
+
+    /// Whether [`Dispatcher::handle_shutdown`] was called.
+    #[must_use]
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    /// Ends a watcher that has every selected event up to the dispatched revision: a final
+    /// bookmark there if it allows bookmarks, then [`WatchEnd::Shutdown`].
+    fn end_at_shutdown(&mut self, mut watcher: Watcher) {
+        if watcher.allow_bookmarks {
+            let dispatched = self.shared.dispatched();
+            watcher.queue.push_unbounded(&[WatchItem::Bookmark {
+                revision: dispatched,
+                initial_events_end: false,
+            }]);
+            watcher.last_sent = dispatched;
+            self.shared.metrics.bookmarks_sent.inc();
+        }
+        self.end(watcher, WatchEnd::Shutdown);
     }
 
     /// Handles every timer due at `now`: bookmarks, deadlines, start-revision waits that gave
@@ -806,6 +877,10 @@ impl Dispatcher {
             self.forget(&watcher);
             return;
         }
+        if self.shutting_down {
+            self.end(watcher, WatchEnd::Shutdown);
+            return;
+        }
         let (dispatched, floor, epoch) = {
             let data = self.shared.read();
             (
@@ -1034,6 +1109,10 @@ impl Dispatcher {
         watcher.catchup_events = 0;
         watcher.reached_live = true;
         watcher.in_initial_phase = false;
+        if self.shutting_down {
+            self.end_at_shutdown(watcher);
+            return;
+        }
         self.add_synced(now, watcher);
     }
 

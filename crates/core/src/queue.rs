@@ -451,8 +451,9 @@ impl WatchQueue {
         Ok(())
     }
 
-    /// Legacy mode only: queues a watch's replay regardless of the capacity (Kubernetes'
-    /// per-watcher replay before KEP-6268 was not bounded by the input channel).
+    /// Queues items regardless of the capacity: legacy mode's replay of a watch (Kubernetes'
+    /// per-watcher replay before KEP-6268 was not bounded by the input channel), and the one
+    /// final bookmark of a shutdown (which, like the end, must not be refused).
     pub(crate) fn push_unbounded(&self, items: &[WatchItem]) {
         let waker = {
             let mut inner = self.lock();

@@ -1238,3 +1238,54 @@ fn never_reading_watchers_cost_no_work_per_event_once_unsynced() {
     );
     assert!(few_received.iter().all(|r| r.len() == 100));
 }
+
+/// Goal: shutdown ends every watcher after what it was owed, those that allow bookmarks with
+/// one final bookmark at the dispatched revision (a resume point with no gap and no
+/// duplicate): a synced watcher at once, an unsynced one once the worker has caught it up, one
+/// without bookmarks and one waiting for a future revision with the end alone; a watch
+/// registered afterwards ends at once; writes are still applied. Method: four watchers, two
+/// writes, progress beyond them, shutdown, then the stalled one is read.
+#[test]
+fn shutdown_ends_watchers_after_a_final_bookmark_at_the_dispatched_revision() {
+    let mut h = Harness::new(consumer_config());
+    let synced = h.watch_from(WatchStart::Now, 100);
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.allow_bookmarks = false;
+    request.queue_capacity = Some(100);
+    let quiet = h.watch(request);
+    let stalled = h.watch_from(WatchStart::Now, 1);
+    let future = h.watch_from(WatchStart::After(1_000), 100);
+    let a = h.put("ns", "a", &[], "n1");
+    let b = h.put("ns", "b", &[], "n1");
+    assert_eq!(stalled.state(), WatcherState::Unsynced);
+    h.dispatcher.handle_progress(h.now, b + 5);
+    h.revision = b + 5;
+    h.dispatcher.handle_shutdown(h.now);
+    h.check();
+    assert!(h.dispatcher.is_shutting_down());
+    let seen = drain(&synced);
+    assert_eq!(revisions(&seen), [a, b]);
+    assert_eq!(seen.last(), Some(&Seen::Bookmark(b + 5, false)), "{seen:?}");
+    assert_eq!(end_of(&synced), Some(WatchEnd::Shutdown));
+    let seen = drain(&quiet);
+    assert_eq!(revisions(&seen), [a, b]);
+    assert!(!seen.iter().any(|s| matches!(s, Seen::Bookmark(..))));
+    assert_eq!(end_of(&quiet), Some(WatchEnd::Shutdown));
+    assert!(drain(&future).is_empty());
+    assert_eq!(end_of(&future), Some(WatchEnd::Shutdown));
+    // Writes go on (in-flight requests wait for them); nobody synced is left to get them.
+    let c = h.put("ns", "c", &[], "n1");
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&stalled], &mut seen, 50);
+    assert_eq!(revisions(&seen[0]), [a, b, c], "{seen:?}");
+    assert_eq!(seen[0].last(), Some(&Seen::Bookmark(c, false)), "{seen:?}");
+    assert_eq!(end_of(&stalled), Some(WatchEnd::Shutdown));
+    let late = h.watch_from(WatchStart::Now, 10);
+    assert!(drain(&late).is_empty());
+    assert_eq!(end_of(&late), Some(WatchEnd::Shutdown));
+    assert_eq!(
+        h.cache.metrics().terminations(TerminationReason::Shutdown),
+        5
+    );
+    assert_no_skips(&h);
+}

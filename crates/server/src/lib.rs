@@ -77,9 +77,17 @@ impl Server {
         self.app.source.as_store()
     }
 
-    /// Stops accepting, ends every watch stream, stops the caches.
+    /// Shuts down gracefully (SIGTERM, SIGINT): stops accepting connections and asks every
+    /// connection to finish (HTTP/1.1: after its response in flight; HTTP/2: GOAWAY), ends
+    /// every watch after what it was owed with a final bookmark at the last dispatched
+    /// revision for those that allow bookmarks, lets requests in flight complete (the caches
+    /// and the reflector keep running meanwhile), drops the connections still open after
+    /// `--shutdown-grace-period-ms`, then stops the reflector and the caches.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        for resource in &self.app.resources {
+            resource.driver.end_watches().await;
+        }
         let _ = self.serve.await;
         self.reflector.abort();
         let _ = self.reflector.await;
@@ -297,6 +305,11 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 config.consistent_get_from_cache,
                 counters.clone(),
                 status.clone(),
+            )
+            .with_history_rebuild(
+                config
+                    .rebuild_history
+                    .then_some(config.cache.history_capacity_max as u64),
             );
             (
                 Source::store(store, fresh, backoff),
@@ -358,7 +371,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         http2_keepalive_timeout: config.limits.http2_keepalive_timeout,
         write_timeout: config.limits.write_timeout,
         max_concurrent_streams: config.limits.max_concurrent_streams(),
-        shutdown_grace: config.limits.watch_release_grace,
+        shutdown_grace: config.shutdown_grace,
         limits: limits.clone(),
     };
     tracing::info!(%addr, tls = settings.tls.is_some(), source = %source.describe(), resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");

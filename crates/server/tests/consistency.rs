@@ -1,14 +1,24 @@
-//! The cache consistency checker: a consistent cache passes; a cache corrupted behind the
-//! reflector's back (a reset through the cache's own input with one object missing and one
-//! changed, at the revision it already has) is found on demand and by the periodic check,
-//! counted in `/metrics`, and repaired by a relist of that resource alone.
+//! The cache against the store, across its own failures and restarts.
+//!
+//! - The cache consistency checker: a consistent cache passes; a cache corrupted behind the
+//!   reflector's back (a reset through the cache's own input with one object missing and one
+//!   changed, at the revision it already has) is found on demand and by the periodic check,
+//!   counted in `/metrics`, and repaired by a relist of that resource alone.
+//! - Graceful shutdown: every watch ends after what it was owed, those that allow bookmarks
+//!   with a final BOOKMARK at the last dispatched revision; the `watchkeeper` binary does it
+//!   on SIGTERM and exits.
+//! - Restart on the same embedded store: watches resumed with the last resource version they
+//!   saw (the final bookmark, or an older one) get every event exactly once, without a 410;
+//!   with `--rebuild-history=false` (kube-apiserver's behaviour) the older one gets a 410.
+//!   (The etcd variant, a watch moving to a sibling instance, is in `tests/api.rs`.)
 
 mod common;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
-use common::HANG_GUARD;
+use common::{HANG_GUARD, WatchReader};
 use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::cache::{Input, Resource};
@@ -239,4 +249,261 @@ async fn the_check_interval_is_validated() {
     })
     .unwrap();
     assert_eq!(config.consistency_check_interval, None);
+}
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// The resource version of a watch event's object.
+fn rv_of(event: &Value) -> u64 {
+    event["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or_else(|| panic!("no resource version in {event}"))
+}
+
+/// The resource version of a list of configmaps.
+async fn list_rv(addr: SocketAddr) -> u64 {
+    let (status, list) = common::get_json(addr, CONFIGMAPS).await;
+    assert_eq!(status, 200, "{list}");
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a list resource version")
+}
+
+/// A configmaps watch from `rv`, with bookmarks or not.
+async fn watch_from(addr: SocketAddr, rv: u64, bookmarks: bool) -> WatchReader {
+    WatchReader::open(
+        addr,
+        &format!("{CONFIGMAPS}?watch=true&resourceVersion={rv}&allowWatchBookmarks={bookmarks}"),
+        None,
+    )
+    .await
+}
+
+/// The events of a watch until the configmap `last` was added: (type, name, resource
+/// version), bookmarks left out. Fails on an in-stream error or the end of the stream.
+async fn read_through(watch: &mut WatchReader, last: &str) -> Vec<(String, String, u64)> {
+    let mut seen = Vec::new();
+    loop {
+        let event = watch.next().await.expect("the stream ended early");
+        let kind = event["type"].as_str().unwrap_or_default().to_owned();
+        match kind.as_str() {
+            "BOOKMARK" => continue,
+            "ERROR" => panic!("in-stream error after {seen:?}: {event}"),
+            _ => {}
+        }
+        let name = event["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let done = kind == "ADDED" && name == last;
+        seen.push((kind, name, rv_of(&event)));
+        if done {
+            return seen;
+        }
+    }
+}
+
+fn names(seen: &[(String, String, u64)]) -> Vec<&str> {
+    seen.iter().map(|(_, name, _)| name.as_str()).collect()
+}
+
+/// Creates a namespace (another resource: the store moves on, the configmaps cache gets
+/// progress only); returns its resource version.
+async fn move_on(addr: SocketAddr, name: &str) -> u64 {
+    let (status, namespace) = common::send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{namespace}");
+    namespace["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a resource version")
+}
+
+/// Graceful shutdown: a watch that allows bookmarks gets what it was owed, then one BOOKMARK
+/// at the last dispatched revision (above its last event: another resource moved the store
+/// on), then the end of its stream; one without bookmarks just ends; the listener is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_sends_a_final_bookmark_then_ends_every_watch() {
+    let server = common::server().await;
+    let addr = server.addr;
+    create(addr, &["a"]).await;
+    let from = list_rv(addr).await;
+    let mut bookmarked = watch_from(addr, from, true).await;
+    let mut plain = watch_from(addr, from, false).await;
+    create(addr, &["b"]).await;
+    let moved_on = move_on(addr, "elsewhere").await;
+    let seen = read_through(&mut bookmarked, "b").await;
+    assert_eq!(names(&seen), ["b"]);
+    assert_eq!(read_through(&mut plain, "b").await, seen);
+    assert!(seen[0].2 < moved_on);
+    let cache = configmaps(&server).cache().clone();
+    wait_until(|| cache.dispatched() >= moved_on).await;
+
+    let shutdown = tokio::spawn(server.shutdown());
+    let last = bookmarked.next().await.expect("a final bookmark");
+    assert_eq!(last["type"], "BOOKMARK", "{last}");
+    assert_eq!(rv_of(&last), moved_on, "{last}");
+    assert!(bookmarked.next().await.is_none(), "the stream ends");
+    assert!(bookmarked.ended);
+    assert!(plain.next().await.is_none(), "the stream ends");
+    assert!(plain.ended);
+    tokio::time::timeout(HANG_GUARD, shutdown)
+        .await
+        .expect("shutdown hang")
+        .unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "still accepting after shutdown"
+    );
+}
+
+/// The `watchkeeper` binary on an embedded store in `dir` (its log says where it listens).
+struct Process {
+    child: Option<std::process::Child>,
+    addr: SocketAddr,
+}
+
+impl Process {
+    fn spawn(dir: &Path, extra: &[&str]) -> Process {
+        use std::io::BufRead;
+        let data_dir = dir.to_str().expect("a UTF-8 path");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_watchkeeper"))
+            .args(["serve", "--store", "embedded", "--listen", "127.0.0.1:0"])
+            .args(["--data-dir", data_dir, "--durable-commits", "false"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the server binary starts");
+        let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the server logs where it listens")
+                .expect("a log line");
+            if let Some(rest) = line.split("addr=").nth(1) {
+                let addr: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                    .collect();
+                break addr.parse().expect("an address");
+            }
+        };
+        // Keep draining the log so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Process {
+            child: Some(child),
+            addr,
+        }
+    }
+
+    /// Waits until the server answers requests (its caches loaded: not 429).
+    async fn ready(&self) {
+        tokio::time::timeout(HANG_GUARD, async {
+            loop {
+                let (status, _) = common::get_json(self.addr, CONFIGMAPS).await;
+                if status == 200 {
+                    return;
+                }
+                assert_eq!(status, 429, "only the not-ready answer is expected");
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the server never became ready");
+    }
+
+    /// Sends SIGTERM; returns once the process has exited, with its exit status.
+    async fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        tokio::time::timeout(
+            HANG_GUARD,
+            tokio::task::spawn_blocking(move || child.wait()),
+        )
+        .await
+        .expect("the server did not exit")
+        .unwrap()
+        .expect("wait")
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// SIGTERM ends a watch with a final bookmark and the process exits 0; the server restarted
+/// on the same data rebuilds its history from the store, so watches resumed from that
+/// bookmark and from an older resource version (a client that left earlier) get every event
+/// written before and after the restart exactly once, without a 410; restarted with
+/// `--rebuild-history=false` (kube-apiserver's behaviour) the older one gets a 410.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_and_restart_on_the_same_data_resume_watches_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Process::spawn(dir.path(), &[]);
+    first.ready().await;
+    let from = list_rv(first.addr).await;
+    let mut watch = watch_from(first.addr, from, true).await;
+    create(first.addr, &["c0", "c1", "c2", "c3"]).await;
+    let before = read_through(&mut watch, "c3").await;
+    assert_eq!(names(&before), ["c0", "c1", "c2", "c3"]);
+    let early = before[1].2;
+    let moved_on = move_on(first.addr, "elsewhere").await;
+
+    let exit = first.terminate().await;
+    let last = watch.next().await.expect("a final bookmark");
+    assert_eq!(last["type"], "BOOKMARK", "{last}");
+    let bookmark = rv_of(&last);
+    assert!(
+        (before[3].2..=moved_on).contains(&bookmark),
+        "the bookmark {bookmark} is not between the last event and the store's revision"
+    );
+    assert!(watch.next().await.is_none(), "the stream ends");
+    assert!(exit.success(), "{exit:?}");
+
+    let mut second = Process::spawn(dir.path(), &[]);
+    second.ready().await;
+    let mut resumed = watch_from(second.addr, bookmark, true).await;
+    let mut older = watch_from(second.addr, early, false).await;
+    create(second.addr, &["c4", "c5"]).await;
+    let after = read_through(&mut resumed, "c5").await;
+    assert_eq!(names(&after), ["c4", "c5"], "no gap, no duplicate");
+    assert!(after[0].2 > bookmark);
+    let replayed = read_through(&mut older, "c5").await;
+    assert_eq!(
+        names(&replayed),
+        ["c2", "c3", "c4", "c5"],
+        "no gap, no duplicate"
+    );
+    assert_eq!(
+        replayed[..2],
+        before[2..],
+        "the same events, at the same versions"
+    );
+    assert!(second.terminate().await.success());
+
+    let third = Process::spawn(dir.path(), &["--rebuild-history=false"]);
+    third.ready().await;
+    let mut older = watch_from(third.addr, early, false).await;
+    let event = older.next().await.expect("an in-stream error");
+    assert_eq!(event["type"], "ERROR", "{event}");
+    assert_eq!(event["object"]["code"], 410, "{event}");
 }

@@ -689,7 +689,7 @@ async fn never_reading_clients_are_bounded_and_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_does_not_wait_for_a_client_that_never_reads() {
     let server = server_with(ServeArgs {
-        watch_release_grace_seconds: Some(1),
+        shutdown_grace_period_ms: Some(1000),
         ..ServeArgs::default()
     })
     .await;

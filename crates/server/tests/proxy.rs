@@ -28,11 +28,17 @@ use watchkeeper::config::{ServeArgs, ServeConfig};
 
 /// An upstream watchkeeper on the embedded store in `dir`, listening on `listen`.
 async fn upstream_at(dir: &Path, listen: SocketAddr) -> Server {
+    upstream_with(dir, listen, true).await
+}
+
+/// [`upstream_at`], rebuilding its caches' history on start or not (`--rebuild-history`).
+async fn upstream_with(dir: &Path, listen: SocketAddr, rebuild_history: bool) -> Server {
     let config = ServeConfig::from_args(ServeArgs {
         listen: Some(listen),
         store: Some("embedded".to_owned()),
         data_dir: Some(dir.to_path_buf()),
         durable_commits: Some(false),
+        rebuild_history: Some(rebuild_history),
         ..ServeArgs::default()
     })
     .unwrap();
@@ -812,8 +818,8 @@ async fn upstream_credentials_come_from_the_kubeconfig() {
     upstream.shutdown().await;
 }
 
-/// When the proxy cannot resume (the restarted upstream's history starts after the proxy's
-/// last version of the resource), it relists and its watchers get an honest in-stream 410;
+/// When the proxy cannot resume (the restarted upstream, without history rebuilding, starts
+/// its history after the proxy's last version of the resource), it relists and its watchers get an honest in-stream 410;
 /// the cache is then whole again and new watches see new writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_ends_proxy_watchers_with_410() {
@@ -837,7 +843,7 @@ async fn a_relist_ends_proxy_watchers_with_410() {
     .await;
     assert_eq!(status, 201);
     upstream.shutdown().await;
-    let upstream = upstream_at(dir.path(), port).await;
+    let upstream = upstream_with(dir.path(), port, false).await;
     let relists = "watchkeeper_upstream_relists_total{group=\"\",resource=\"configmaps\"}";
     wait_metric(proxy.addr, relists, |n| n >= 1).await;
     let event = tokio::time::timeout(HANG_GUARD, watch.next())

@@ -109,6 +109,10 @@ pub enum Input {
     Reset(Revision, Vec<Arc<Object>>),
     /// The dispatcher's mailbox or progress mark has news (the driver's own wake-up).
     Wake,
+    /// The server is shutting down: end every watch, with a final bookmark at the dispatched
+    /// revision for those that allow bookmarks ([`Dispatcher::handle_shutdown`]); revisions
+    /// sent before it are dispatched first, later ones still applied.
+    Shutdown,
     /// Stop the threads.
     Stop,
 }
@@ -333,6 +337,13 @@ impl CacheDriver {
         self.input.clone()
     }
 
+    /// Ends every watch of this cache after what it was owed, with a final bookmark at the
+    /// dispatched revision for those that allow bookmarks (see [`Input::Shutdown`]); the
+    /// threads keep running (writes in flight still wait for the cache).
+    pub async fn end_watches(&self) {
+        let _ = self.input.send_async(Input::Shutdown).await;
+    }
+
     /// Stops both threads and waits for them.
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Release);
@@ -445,6 +456,7 @@ fn handle_input(dispatcher: &mut Dispatcher, now: Instant, input: Input) -> bool
         }
         Input::Progress(revision) => dispatcher.handle_progress(now, revision),
         Input::Reset(revision, objects) => dispatcher.handle_reset(now, revision, objects),
+        Input::Shutdown => dispatcher.handle_shutdown(now),
     }
     false
 }

@@ -208,6 +208,17 @@ pub struct ServeArgs {
     /// 300000].
     #[arg(long)]
     pub consistency_check_interval_ms: Option<u64>,
+    /// Milliseconds connections get after SIGTERM or SIGINT to finish (requests in flight
+    /// complete, watch streams end after a final bookmark) before they are dropped and the
+    /// process exits; 1 to 600000 [default: 5000].
+    #[arg(long)]
+    pub shutdown_grace_period_ms: Option<u64>,
+    /// On start, rebuild each cache's history from the revisions the store still holds (at
+    /// most --history-capacity-max revisions back, never below its compaction), so a client
+    /// resumes with the last resource version it saw; false starts every history at the
+    /// current revision, as kube-apiserver does [default: true].
+    #[arg(long)]
+    pub rebuild_history: Option<bool>,
 }
 
 impl ServeArgs {
@@ -271,7 +282,9 @@ impl ServeArgs {
             reflector_backoff_max_ms,
             driver_dispatcher_idle_ms,
             driver_worker_idle_ms,
-            consistency_check_interval_ms
+            consistency_check_interval_ms,
+            shutdown_grace_period_ms,
+            rebuild_history
         )
     }
 }
@@ -320,6 +333,10 @@ pub struct ServeConfig {
     /// `--consistency-check-interval-ms`: the period of the cache consistency check; `None`
     /// when disabled.
     pub consistency_check_interval: Option<Duration>,
+    /// `--shutdown-grace-period-ms`: how long connections get to finish once shutdown begins.
+    pub shutdown_grace: Duration,
+    /// `--rebuild-history`: rebuild the caches' history from the store on start.
+    pub rebuild_history: bool,
 }
 
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
@@ -339,6 +356,10 @@ pub mod defaults {
     pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
     /// `--consistency-check-interval-ms` (5 minutes, as kube-apiserver).
     pub const CONSISTENCY_CHECK_INTERVAL_MS: u64 = 300_000;
+    /// `--shutdown-grace-period-ms`.
+    pub const SHUTDOWN_GRACE_PERIOD_MS: u64 = 5000;
+    /// `--rebuild-history`.
+    pub const REBUILD_HISTORY: bool = true;
 }
 
 /// The reflector's tunables (`--reflector-*`).
@@ -450,6 +471,7 @@ impl UpstreamConfig {
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
+            (args.rebuild_history.is_some(), "--rebuild-history"),
         ] {
             if given {
                 return Err(ConfigError::combination(
@@ -645,6 +667,17 @@ impl ServeConfig {
                 ),
             ));
         }
+        let shutdown_grace_ms = args
+            .shutdown_grace_period_ms
+            .unwrap_or(defaults::SHUTDOWN_GRACE_PERIOD_MS);
+        if !(1..=600_000).contains(&shutdown_grace_ms) {
+            return Err(ConfigError::flag(
+                "--shutdown-grace-period-ms",
+                format!(
+                    "--shutdown-grace-period-ms {shutdown_grace_ms}: must be between 1 and 600000 milliseconds"
+                ),
+            ));
+        }
         let min_request_timeout =
             Duration::from_secs(args.min_request_timeout_seconds.unwrap_or(1800));
         if min_request_timeout.is_zero() {
@@ -679,6 +712,8 @@ impl ServeConfig {
             limits,
             consistency_check_interval: (consistency_ms != 0)
                 .then(|| Duration::from_millis(consistency_ms)),
+            shutdown_grace: Duration::from_millis(shutdown_grace_ms),
+            rebuild_history: args.rebuild_history.unwrap_or(defaults::REBUILD_HISTORY),
         })
     }
 }
@@ -795,6 +830,8 @@ mod tests {
                     .consistency_check_interval
                     .map_or_else(|| "0".to_owned(), millis),
             ),
+            ("shutdown-grace-period-ms", millis(config.shutdown_grace)),
+            ("rebuild-history", config.rebuild_history.to_string()),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");
@@ -866,6 +903,21 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "--reflector-list-page-size",
+            ),
+            (
+                ServeArgs {
+                    shutdown_grace_period_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--shutdown-grace-period-ms",
+            ),
+            (
+                ServeArgs {
+                    upstream: Some("http://127.0.0.1:1".into()),
+                    rebuild_history: Some(false),
+                    ..ServeArgs::default()
+                },
+                "--rebuild-history",
             ),
             (
                 ServeArgs {

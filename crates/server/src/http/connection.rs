@@ -39,10 +39,11 @@
 //! ## Overload
 //! Sockets are accepted as fast as the kernel hands them over; accept errors (e.g. out of file
 //! descriptors) are logged and retried after a short pause instead of ending the server.
-//! On shutdown the loop stops accepting, every connection is asked to finish gracefully (watch
-//! streams end on the same signal) and is dropped if it has not finished within
-//! `--watch-release-grace-seconds` (a client that does not read would otherwise hold it), and
-//! [`serve`] returns once all connections are closed.
+//! On shutdown the loop stops accepting (the listening socket is closed), every connection is
+//! asked to finish gracefully (HTTP/1.1 after its response in flight, HTTP/2 with GOAWAY; watch
+//! streams end when their cache ends them, after a final bookmark) and is dropped if it has
+//! not finished within `--shutdown-grace-period-ms` (a client that does not read would
+//! otherwise hold it), and [`serve`] returns once all connections are closed.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -196,8 +197,9 @@ pub struct ConnectionSettings {
     pub write_timeout: Duration,
     /// HTTP/2 concurrent streams per connection.
     pub max_concurrent_streams: u32,
-    /// How long a connection may take to finish after shutdown began before it is dropped
-    /// (`--watch-release-grace-seconds`: a client that does not read would hold it forever).
+    /// How long a connection may take to finish after shutdown began (or after a timeout
+    /// closed it) before it is dropped (`--shutdown-grace-period-ms`: a client that does not
+    /// read would hold it forever).
     pub shutdown_grace: Duration,
     /// The limits' state (refusals made below the handlers are counted there).
     pub limits: Arc<Limits>,

@@ -8,6 +8,13 @@
 //! caught up later on the same connection (stall-resume mode). It is never force-closed for
 //! that. Errors after the stream started are in-stream `ERROR` events carrying a Status with
 //! HTTP 200 (kube-rs retries forever on an HTTP-level 410).
+//!
+//! ## On shutdown
+//! A stream is not cut when shutdown begins: the cache ends it (`WatchEnd::Shutdown`) after
+//! every item it was owed and, when the client allows bookmarks, a final bookmark at the last
+//! dispatched revision, so the client can resume from it on another instance or on this one
+//! restarted. A client that does not read loses its connection when the shutdown grace
+//! period (`--shutdown-grace-period-ms`) ends.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -119,20 +126,16 @@ pub async fn watch(
         done: false,
         delivered: app.debug.delivered_counter(&resource.name()),
     };
-    let shutdown = app.shutdown.clone();
-    let body = futures_util::stream::unfold(
-        (stream, shutdown),
-        |(mut stream, mut shutdown)| async move {
-            if stream.done {
-                return None;
-            }
-            let parts = tokio::select! {
-                parts = stream.next_chunk() => parts,
-                _ = shutdown.changed() => return None,
-            };
-            Some((parts, (stream, shutdown)))
-        },
-    )
+    // On shutdown the cache ends the watch (after a final bookmark when the client allows
+    // bookmarks); the stream delivers what it was owed until then, and the connection layer
+    // drops a connection that has not finished within the shutdown grace period.
+    let body = futures_util::stream::unfold(stream, |mut stream| async move {
+        if stream.done {
+            return None;
+        }
+        let parts = stream.next_chunk().await;
+        Some((parts, stream))
+    })
     .flat_map(|parts| futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>)));
     let mut response = Response::new(Body::from_stream(body.boxed()));
     response.headers_mut().insert(

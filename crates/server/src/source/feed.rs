@@ -78,6 +78,10 @@ pub struct Listed {
     pub revision: Revision,
     /// The objects of each feed, in the order of the feeds.
     pub objects: Vec<Vec<Arc<Object>>>,
+    /// When the list is older than the source (history rebuilding): the source's revision
+    /// when it was taken, which the watch must replay up to before the caches count as
+    /// loaded; otherwise the list's own revision.
+    pub ready_at: Revision,
 }
 
 /// One item of a watch.

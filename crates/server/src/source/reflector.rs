@@ -21,6 +21,13 @@
 //!   resets that one cache there (its watchers get 410; the other caches see nothing), then
 //!   goes on with the same watch; an upstream reflection (one resource) relists as after a
 //!   410. A request is served between two watch items, never inside one.
+//! - History rebuilding (store source, `--rebuild-history`): the first list may be taken at an
+//!   older revision than the store's ([`Listed::ready_at`]); the watch then replays every
+//!   revision since through the same path as live ones, so each cache's history holds what
+//!   it would have held had it been running (bounded by its capacity), and a client resumes
+//!   from a resource version it saw before a restart or on a sibling instance. The caches
+//!   count as loaded only once the replay has reached the store's revision of the list's
+//!   time, so no read is served from the past.
 //! - The server is ready once every reflection has loaded its caches once.
 //! - The loop ends when a cache stops (its input channel is closed).
 
@@ -64,7 +71,7 @@ impl Lister {
     /// A complete list, and the stream that goes on as its watch (a streaming list), if any.
     async fn list(&self, feeds: &[Feed], first: bool) -> Result<(Listed, Option<Events>), Stop> {
         match self {
-            Lister::Store(lister) => Ok((lister.list(feeds).await?, None)),
+            Lister::Store(lister) => Ok((lister.list(feeds, first).await?, None)),
             Lister::Upstream(lister) => {
                 let (listed, events) = lister.list(first).await?;
                 Ok((listed, events.map(|e| Events::Upstream(Box::new(e)))))
@@ -175,6 +182,9 @@ pub async fn run(
     let name = lister.name();
     let mut delay = backoff.initial;
     let mut first = true;
+    // A first list older than the source (history rebuilding): loaded once the watch has
+    // replayed up to this revision.
+    let mut pending_ready: Option<Revision> = None;
     loop {
         let (listed, mut events) = match lister.list(&feeds, first).await {
             Ok(listed) => listed,
@@ -186,6 +196,7 @@ pub async fn run(
             }
         };
         let revision = listed.revision;
+        let ready_at = listed.ready_at;
         let total: usize = listed.objects.iter().map(Vec::len).sum();
         for (feed, objects) in feeds.iter().zip(listed.objects) {
             if feed
@@ -201,6 +212,12 @@ pub async fn run(
         status.lists.fetch_add(1, Ordering::Relaxed);
         if first {
             first = false;
+            if ready_at > revision {
+                pending_ready = Some(ready_at);
+            } else {
+                readiness.loaded();
+            }
+        } else if pending_ready.take().is_some() {
             readiness.loaded();
         }
         tracing::debug!(source = %name, revision, objects = total, "listed");
@@ -274,6 +291,10 @@ pub async fn run(
                         }
                         lister.observed(revision);
                         last = last.max(revision);
+                        if pending_ready.is_some_and(|at| last >= at) {
+                            pending_ready = None;
+                            readiness.loaded();
+                        }
                     }
                     Item::Progress(revision) => {
                         for feed in &feeds {
@@ -288,6 +309,10 @@ pub async fn run(
                         }
                         lister.observed(revision);
                         last = last.max(revision);
+                        if pending_ready.is_some_and(|at| last >= at) {
+                            pending_ready = None;
+                            readiness.loaded();
+                        }
                     }
                     Item::Stopped(stop) => break stop,
                 }

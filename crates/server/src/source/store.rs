@@ -66,6 +66,9 @@ pub struct StoreSource {
     consistent_get_from_cache: bool,
     counters: Arc<PathCounters>,
     status: Arc<ReflectorStatus>,
+    /// History rebuilding (`--rebuild-history`): how many store revisions back the first list
+    /// is taken, to be replayed; `None` lists at the current revision.
+    rebuild_window: Option<u64>,
 }
 
 /// A store error as kube-apiserver answers it, by variant: the store unavailable 503
@@ -114,7 +117,20 @@ impl StoreSource {
             consistent_get_from_cache,
             counters,
             status,
+            rebuild_window: None,
         }
+    }
+
+    /// With history rebuilding: the reflector's first list is taken `window` store revisions
+    /// before the current one (never below the store's compaction) and the watch replays the
+    /// revisions since, so each cache starts with the history a running server would have had
+    /// (bounded by the cache's own capacity) and clients resume from resource versions they
+    /// saw before a restart or on a sibling instance. `None` (the default) lists at the
+    /// current revision: the history starts empty, as kube-apiserver's does.
+    #[must_use]
+    pub fn with_history_rebuild(mut self, window: Option<u64>) -> StoreSource {
+        self.rebuild_window = window;
+        self
     }
 
     /// The store.
@@ -1159,11 +1175,48 @@ impl StoreLister {
         }
     }
 
-    /// Lists everything under the prefix at one revision, a page at a time.
-    pub async fn list(&self, feeds: &[Feed]) -> Result<Listed, Stop> {
+    /// Lists everything under the prefix at one revision, a page at a time: the current one,
+    /// or, for the first list with history rebuilding ([`StoreSource::with_history_rebuild`]),
+    /// the revision `window` before it (the store's compaction floor if that is later), with
+    /// [`Listed::ready_at`] the current one.
+    ///
+    /// # Errors
+    /// [`Stop::Restart`] when the store cannot be read.
+    pub async fn list(&self, feeds: &[Feed], first: bool) -> Result<Listed, Stop> {
+        let Some(window) = self.source.rebuild_window.filter(|_| first) else {
+            return self
+                .list_at(feeds, None)
+                .await
+                .map_err(|e| Stop::Restart(e.to_string()));
+        };
+        let current = self
+            .source
+            .store
+            .current_revision()
+            .await
+            .map_err(|e| Stop::Restart(e.to_string()))?;
+        let start = current.saturating_sub(window).max(1);
+        let listed = match self.list_at(feeds, Some(start)).await {
+            Err(RangeError::Compacted {
+                compact_revision, ..
+            }) => self.list_at(feeds, Some(compact_revision)).await,
+            other => other,
+        };
+        let mut listed = listed.map_err(|e| Stop::Restart(e.to_string()))?;
+        listed.ready_at = current.max(listed.revision);
+        tracing::info!(
+            from = listed.revision,
+            to = listed.ready_at,
+            "rebuilding the caches' history from the store"
+        );
+        Ok(listed)
+    }
+
+    /// Lists everything under the prefix at `at` (`None`: the current revision).
+    async fn list_at(&self, feeds: &[Feed], at: Option<Revision>) -> Result<Listed, RangeError> {
         let router = self.router(feeds);
         let mut per_feed: Vec<Vec<Arc<Object>>> = vec![Vec::new(); feeds.len()];
-        let mut revision = 0;
+        let mut revision = at.unwrap_or(0);
         let mut start: Option<Bytes> = None;
         let mut loaded = 0usize;
         loop {
@@ -1175,12 +1228,7 @@ impl StoreLister {
             if let Some(key) = start.take() {
                 request = request.starting(StartKey::Exclusive(key));
             }
-            let page = self
-                .source
-                .store
-                .range(request)
-                .await
-                .map_err(|e| Stop::Restart(e.to_string()))?;
+            let page = self.source.store.range(request).await?;
             revision = page.revision;
             for kv in &page.kvs {
                 let key = String::from_utf8_lossy(&kv.key);
@@ -1205,6 +1253,7 @@ impl StoreLister {
         Ok(Listed {
             revision,
             objects: per_feed,
+            ready_at: revision,
         })
     }
 

@@ -955,6 +955,7 @@ impl UpstreamLister {
             Listed {
                 revision,
                 objects: vec![objects],
+                ready_at: revision,
             },
             events,
         ))
