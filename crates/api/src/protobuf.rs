@@ -2,7 +2,8 @@
 //!
 //! client-go (so kubectl's generator commands: `create configmap`, `create secret generic`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`, `run`,
-//! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`, `auth can-i`,
+//! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`,
+//! `create job|cronjob|poddisruptionbudget`, `auth can-i`,
 //! `auth whoami`) sends built-in kinds as `application/vnd.kubernetes.protobuf` and does not fall
 //! back to JSON on 415. The body is Kubernetes' envelope: the magic `k8s\0`, then a
 //! `runtime.Unknown` message (1 `typeMeta` {1 `apiVersion`, 2 `kind`}, 2 `raw` = the object's
@@ -712,6 +713,152 @@ static DEPLOYMENT_CONDITION: Message = Message {
     ],
 };
 
+// ---- k8s.io/api/batch/v1 ----
+
+static JOB: Message = Message {
+    name: "io.k8s.api.batch.v1.Job",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&JOB_SPEC)),
+        k(3, "status", Msg(&JOB_STATUS)),
+    ],
+};
+
+/// Without `podFailurePolicy` (11), `successPolicy` (16) and `scheduling` (17): a body that
+/// sets them is refused with a 415 naming the field, never decoded partly.
+static JOB_SPEC: Message = Message {
+    name: "io.k8s.api.batch.v1.JobSpec",
+    fields: &[
+        k(1, "parallelism", Int32),
+        k(2, "completions", Int32),
+        k(3, "activeDeadlineSeconds", Int64),
+        k(4, "selector", Msg(&LABEL_SELECTOR)),
+        k(5, "manualSelector", Bool),
+        k(6, "template", Msg(&POD_TEMPLATE_SPEC)),
+        k(7, "backoffLimit", Int32),
+        k(8, "ttlSecondsAfterFinished", Int32),
+        k(9, "completionMode", Str),
+        k(10, "suspend", Bool),
+        k(12, "backoffLimitPerIndex", Int32),
+        k(13, "maxFailedIndexes", Int32),
+        k(14, "podReplacementPolicy", Str),
+        k(15, "managedBy", Str),
+    ],
+};
+
+static JOB_STATUS: Message = Message {
+    name: "io.k8s.api.batch.v1.JobStatus",
+    fields: &[
+        r(1, "conditions", Msg(&JOB_CONDITION)),
+        k(2, "startTime", Time),
+        k(3, "completionTime", Time),
+        f(4, "active", Int32),
+        f(5, "succeeded", Int32),
+        f(6, "failed", Int32),
+        f(7, "completedIndexes", Str),
+        k(
+            8,
+            "uncountedTerminatedPods",
+            Msg(&UNCOUNTED_TERMINATED_PODS),
+        ),
+        k(9, "ready", Int32),
+        k(10, "failedIndexes", Str),
+        k(11, "terminating", Int32),
+    ],
+};
+
+static JOB_CONDITION: Message = Message {
+    name: "io.k8s.api.batch.v1.JobCondition",
+    fields: &[
+        k(1, "type", Str),
+        k(2, "status", Str),
+        k(3, "lastProbeTime", Time),
+        k(4, "lastTransitionTime", Time),
+        f(5, "reason", Str),
+        f(6, "message", Str),
+    ],
+};
+
+static UNCOUNTED_TERMINATED_PODS: Message = Message {
+    name: "io.k8s.api.batch.v1.UncountedTerminatedPods",
+    fields: &[r(1, "succeeded", Str), r(2, "failed", Str)],
+};
+
+static JOB_TEMPLATE_SPEC: Message = Message {
+    name: "io.k8s.api.batch.v1.JobTemplateSpec",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&JOB_SPEC)),
+    ],
+};
+
+static CRON_JOB: Message = Message {
+    name: "io.k8s.api.batch.v1.CronJob",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&CRON_JOB_SPEC)),
+        k(3, "status", Msg(&CRON_JOB_STATUS)),
+    ],
+};
+
+static CRON_JOB_SPEC: Message = Message {
+    name: "io.k8s.api.batch.v1.CronJobSpec",
+    fields: &[
+        k(1, "schedule", Str),
+        k(2, "startingDeadlineSeconds", Int64),
+        f(3, "concurrencyPolicy", Str),
+        k(4, "suspend", Bool),
+        k(5, "jobTemplate", Msg(&JOB_TEMPLATE_SPEC)),
+        k(6, "successfulJobsHistoryLimit", Int32),
+        k(7, "failedJobsHistoryLimit", Int32),
+        k(8, "timeZone", Str),
+    ],
+};
+
+static CRON_JOB_STATUS: Message = Message {
+    name: "io.k8s.api.batch.v1.CronJobStatus",
+    fields: &[
+        r(1, "active", Msg(&OBJECT_REFERENCE)),
+        k(4, "lastScheduleTime", Time),
+        k(5, "lastSuccessfulTime", Time),
+    ],
+};
+
+// ---- k8s.io/api/policy/v1 ----
+
+static POD_DISRUPTION_BUDGET: Message = Message {
+    name: "io.k8s.api.policy.v1.PodDisruptionBudget",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&POD_DISRUPTION_BUDGET_SPEC)),
+        k(3, "status", Msg(&POD_DISRUPTION_BUDGET_STATUS)),
+    ],
+};
+
+static POD_DISRUPTION_BUDGET_SPEC: Message = Message {
+    name: "io.k8s.api.policy.v1.PodDisruptionBudgetSpec",
+    fields: &[
+        k(1, "minAvailable", IntOrString),
+        k(2, "selector", Msg(&LABEL_SELECTOR)),
+        k(3, "maxUnavailable", IntOrString),
+        k(4, "unhealthyPodEvictionPolicy", Str),
+    ],
+};
+
+/// Without `disruptedPods` (2, a map of times, written only by the disruption controller):
+/// a body that sets it is refused with a 415 naming the field.
+static POD_DISRUPTION_BUDGET_STATUS: Message = Message {
+    name: "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
+    fields: &[
+        f(1, "observedGeneration", Int64),
+        k(3, "disruptionsAllowed", Int32),
+        k(4, "currentHealthy", Int32),
+        k(5, "desiredHealthy", Int32),
+        k(6, "expectedPods", Int32),
+        r(7, "conditions", Msg(&CONDITION)),
+    ],
+};
+
 // ---- k8s.io/api/rbac/v1 ----
 
 static POLICY_RULE: Message = Message {
@@ -913,6 +1060,9 @@ static KINDS: &[(&str, &str, &Message)] = &[
     ("", "Service", &SERVICE),
     ("", "Pod", &POD),
     ("apps", "Deployment", &DEPLOYMENT),
+    ("batch", "Job", &JOB),
+    ("batch", "CronJob", &CRON_JOB),
+    ("policy", "PodDisruptionBudget", &POD_DISRUPTION_BUDGET),
     ("rbac.authorization.k8s.io", "Role", &ROLE),
     ("rbac.authorization.k8s.io", "ClusterRole", &CLUSTER_ROLE),
     ("rbac.authorization.k8s.io", "RoleBinding", &ROLE_BINDING),

@@ -1,7 +1,7 @@
 //! The real kubectl against an in-process server, on the embedded store and on etcd: discovery,
 //! tables, the protobuf bodies of the generator commands (`create configmap`, `create secret`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`,
-//! `expose`, `run`), `create -f`, `apply` (created, unchanged, configured), server dry runs and
+//! `expose`, `run`, `create job|cronjob|poddisruptionbudget`), `create -f`, `apply` (created, unchanged, configured), server dry runs and
 //! `diff`, server-side apply (conflicts, `--force-conflicts`, managed fields), the three patch
 //! types, `label`, `annotate`, `get -w`, `delete` (which waits with a `metadata.name` field
 //! selector), namespace deletion and NotFound errors.
@@ -401,6 +401,64 @@ async fn generators_send_protobuf(k: &Kubectl) {
     );
     assert_eq!(container["securityContext"]["privileged"], true);
     assert_eq!(pod["spec"]["restartPolicy"], "Never");
+
+    let job = generated(
+        k,
+        &[
+            "create",
+            "job",
+            "batch1",
+            "--image=busybox:1.36",
+            "-n",
+            "team-a",
+            "--",
+            "date",
+        ],
+        "job.batch/batch1 created",
+        &["get", "job", "batch1", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(
+        job["spec"]["template"]["spec"]["containers"][0]["command"],
+        serde_json::json!(["date"])
+    );
+    let cron = generated(
+        k,
+        &[
+            "create",
+            "cronjob",
+            "nightly",
+            "--image=busybox:1.36",
+            "--schedule=0 3 * * *",
+            "-n",
+            "team-a",
+        ],
+        "cronjob.batch/nightly created",
+        &["get", "cronjob", "nightly", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(cron["spec"]["schedule"], "0 3 * * *");
+    assert_eq!(
+        cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "busybox:1.36"
+    );
+    let pdb = generated(
+        k,
+        &[
+            "create",
+            "poddisruptionbudget",
+            "web",
+            "--selector=app=web",
+            "--min-available=1",
+            "-n",
+            "team-a",
+        ],
+        "poddisruptionbudget.policy/web created",
+        &["get", "pdb", "web", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"]["app"], "web");
 
     let out = k.ok(&["get", "all", "-n", "team-a"]).await;
     for name in ["pod/once", "service/web", "deployment.apps/web"] {
