@@ -1985,11 +1985,11 @@ mod tests {
 
     #[test]
     fn unsupported_kind_is_a_415() {
-        let body = envelope("batch/v1", "Job", &[]);
+        let body = envelope("networking.k8s.io/v1", "Ingress", &[]);
         let error = decode_protobuf(&def("pods"), &body).unwrap_err();
         assert_eq!(error.code, 415);
         assert!(
-            error.message.contains("Job (batch/v1)"),
+            error.message.contains("Ingress (networking.k8s.io/v1)"),
             "{}",
             error.message
         );
