@@ -3,7 +3,7 @@
 //! client-go (so kubectl's generator commands: `create configmap`, `create secret generic`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`, `run`,
 //! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`,
-//! `create job|cronjob|poddisruptionbudget`, `auth can-i`,
+//! `create job|cronjob|poddisruptionbudget|quota|priorityclass|ingress`, `auth can-i`,
 //! `auth whoami`) sends built-in kinds as `application/vnd.kubernetes.protobuf` and does not fall
 //! back to JSON on 415. The body is Kubernetes' envelope: the magic `k8s\0`, then a
 //! `runtime.Unknown` message (1 `typeMeta` {1 `apiVersion`, 2 `kind`}, 2 `raw` = the object's
@@ -859,6 +859,164 @@ static POD_DISRUPTION_BUDGET_STATUS: Message = Message {
     ],
 };
 
+// ---- k8s.io/api/core/v1 ResourceQuota, k8s.io/api/scheduling/v1 ----
+
+static RESOURCE_QUOTA: Message = Message {
+    name: "io.k8s.api.core.v1.ResourceQuota",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&RESOURCE_QUOTA_SPEC)),
+        k(3, "status", Msg(&RESOURCE_QUOTA_STATUS)),
+    ],
+};
+
+static RESOURCE_QUOTA_SPEC: Message = Message {
+    name: "io.k8s.api.core.v1.ResourceQuotaSpec",
+    fields: &[
+        f(1, "hard", MapQuantity),
+        r(2, "scopes", Str),
+        k(3, "scopeSelector", Msg(&SCOPE_SELECTOR)),
+    ],
+};
+
+static RESOURCE_QUOTA_STATUS: Message = Message {
+    name: "io.k8s.api.core.v1.ResourceQuotaStatus",
+    fields: &[f(1, "hard", MapQuantity), f(2, "used", MapQuantity)],
+};
+
+static SCOPE_SELECTOR: Message = Message {
+    name: "io.k8s.api.core.v1.ScopeSelector",
+    fields: &[r(
+        1,
+        "matchExpressions",
+        Msg(&SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
+    )],
+};
+
+static SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
+    name: "io.k8s.api.core.v1.ScopedResourceSelectorRequirement",
+    fields: &[
+        k(1, "scopeName", Str),
+        k(2, "operator", Str),
+        r(3, "values", Str),
+    ],
+};
+
+static PRIORITY_CLASS: Message = Message {
+    name: "io.k8s.api.scheduling.v1.PriorityClass",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "value", Int32),
+        f(3, "globalDefault", Bool),
+        f(4, "description", Str),
+        k(5, "preemptionPolicy", Str),
+    ],
+};
+
+// ---- k8s.io/api/networking/v1 Ingress ----
+
+static INGRESS: Message = Message {
+    name: "io.k8s.api.networking.v1.Ingress",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&INGRESS_SPEC)),
+        k(3, "status", Msg(&INGRESS_STATUS)),
+    ],
+};
+
+static INGRESS_SPEC: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressSpec",
+    fields: &[
+        k(1, "defaultBackend", Msg(&INGRESS_BACKEND)),
+        r(2, "tls", Msg(&INGRESS_TLS)),
+        r(3, "rules", Msg(&INGRESS_RULE)),
+        k(4, "ingressClassName", Str),
+    ],
+};
+
+static INGRESS_BACKEND: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressBackend",
+    fields: &[
+        k(3, "resource", Msg(&TYPED_LOCAL_OBJECT_REFERENCE)),
+        k(4, "service", Msg(&INGRESS_SERVICE_BACKEND)),
+    ],
+};
+
+static TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
+    name: "io.k8s.api.core.v1.TypedLocalObjectReference",
+    fields: &[k(1, "apiGroup", Str), k(2, "kind", Str), k(3, "name", Str)],
+};
+
+static INGRESS_SERVICE_BACKEND: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressServiceBackend",
+    fields: &[k(1, "name", Str), k(2, "port", Msg(&SERVICE_BACKEND_PORT))],
+};
+
+static SERVICE_BACKEND_PORT: Message = Message {
+    name: "io.k8s.api.networking.v1.ServiceBackendPort",
+    fields: &[f(1, "name", Str), f(2, "number", Int32)],
+};
+
+static INGRESS_RULE: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressRule",
+    fields: &[
+        f(1, "host", Str),
+        k(2, "ingressRuleValue", Inline(&INGRESS_RULE_VALUE)),
+    ],
+};
+
+static INGRESS_RULE_VALUE: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressRuleValue",
+    fields: &[k(1, "http", Msg(&HTTP_INGRESS_RULE_VALUE))],
+};
+
+static HTTP_INGRESS_RULE_VALUE: Message = Message {
+    name: "io.k8s.api.networking.v1.HTTPIngressRuleValue",
+    fields: &[r(1, "paths", Msg(&HTTP_INGRESS_PATH))],
+};
+
+static HTTP_INGRESS_PATH: Message = Message {
+    name: "io.k8s.api.networking.v1.HTTPIngressPath",
+    fields: &[
+        f(1, "path", Str),
+        k(2, "backend", Msg(&INGRESS_BACKEND)),
+        k(3, "pathType", Str),
+    ],
+};
+
+static INGRESS_TLS: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressTLS",
+    fields: &[r(1, "hosts", Str), f(2, "secretName", Str)],
+};
+
+static INGRESS_STATUS: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressStatus",
+    fields: &[k(1, "loadBalancer", Msg(&INGRESS_LOAD_BALANCER_STATUS))],
+};
+
+static INGRESS_LOAD_BALANCER_STATUS: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressLoadBalancerStatus",
+    fields: &[r(1, "ingress", Msg(&INGRESS_LOAD_BALANCER_INGRESS))],
+};
+
+static INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressLoadBalancerIngress",
+    fields: &[
+        f(1, "ip", Str),
+        f(2, "hostname", Str),
+        r(4, "ports", Msg(&INGRESS_PORT_STATUS)),
+    ],
+};
+
+static INGRESS_PORT_STATUS: Message = Message {
+    name: "io.k8s.api.networking.v1.IngressPortStatus",
+    fields: &[
+        k(1, "port", Int32),
+        k(2, "protocol", Str),
+        k(3, "error", Str),
+    ],
+};
+
 // ---- k8s.io/api/rbac/v1 ----
 
 static POLICY_RULE: Message = Message {
@@ -1063,6 +1221,9 @@ static KINDS: &[(&str, &str, &Message)] = &[
     ("batch", "Job", &JOB),
     ("batch", "CronJob", &CRON_JOB),
     ("policy", "PodDisruptionBudget", &POD_DISRUPTION_BUDGET),
+    ("", "ResourceQuota", &RESOURCE_QUOTA),
+    ("scheduling.k8s.io", "PriorityClass", &PRIORITY_CLASS),
+    ("networking.k8s.io", "Ingress", &INGRESS),
     ("rbac.authorization.k8s.io", "Role", &ROLE),
     ("rbac.authorization.k8s.io", "ClusterRole", &CLUSTER_ROLE),
     ("rbac.authorization.k8s.io", "RoleBinding", &ROLE_BINDING),
@@ -1985,11 +2146,11 @@ mod tests {
 
     #[test]
     fn unsupported_kind_is_a_415() {
-        let body = envelope("networking.k8s.io/v1", "Ingress", &[]);
+        let body = envelope("storage.k8s.io/v1", "StorageClass", &[]);
         let error = decode_protobuf(&def("pods"), &body).unwrap_err();
         assert_eq!(error.code, 415);
         assert!(
-            error.message.contains("Ingress (networking.k8s.io/v1)"),
+            error.message.contains("StorageClass (storage.k8s.io/v1)"),
             "{}",
             error.message
         );

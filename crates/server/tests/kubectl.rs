@@ -1,7 +1,7 @@
 //! The real kubectl against an in-process server, on the embedded store and on etcd: discovery,
 //! tables, the protobuf bodies of the generator commands (`create configmap`, `create secret`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`,
-//! `expose`, `run`, `create job|cronjob|poddisruptionbudget`), `create -f`, `apply` (created, unchanged, configured), server dry runs and
+//! `expose`, `run`, `create job|cronjob|poddisruptionbudget|quota|priorityclass|ingress`), `create -f`, `apply` (created, unchanged, configured), server dry runs and
 //! `diff`, server-side apply (conflicts, `--force-conflicts`, managed fields), the three patch
 //! types, `label`, `annotate`, `get -w`, `delete` (which waits with a `metadata.name` field
 //! selector), namespace deletion and NotFound errors.
@@ -459,6 +459,57 @@ async fn generators_send_protobuf(k: &Kubectl) {
     .await;
     assert_eq!(pdb["spec"]["minAvailable"], 1);
     assert_eq!(pdb["spec"]["selector"]["matchLabels"]["app"], "web");
+    let quota = generated(
+        k,
+        &[
+            "create",
+            "quota",
+            "small",
+            "--hard=cpu=1,pods=4",
+            "--scopes=NotBestEffort",
+            "-n",
+            "team-a",
+        ],
+        "resourcequota/small created",
+        &["get", "quota", "small", "-n", "team-a"],
+    )
+    .await;
+    assert_eq!(quota["spec"]["hard"]["pods"], "4");
+    let priority = generated(
+        k,
+        &[
+            "create",
+            "priorityclass",
+            "batch-low",
+            "--value=100",
+            "--description=low",
+        ],
+        "priorityclass.scheduling.k8s.io/batch-low created",
+        &["get", "priorityclass", "batch-low"],
+    )
+    .await;
+    assert_eq!(priority["value"], 100);
+    let ingress = generated(
+        k,
+        &[
+            "create",
+            "ingress",
+            "front",
+            "--class=nginx",
+            "--rule=example.com/api*=web:8080",
+            "--rule=secure.example.com/=web:8080,tls=cert",
+            "-n",
+            "team-a",
+        ],
+        "ingress.networking.k8s.io/front created",
+        &["get", "ingress", "front", "-n", "team-a"],
+    )
+    .await;
+    let path = &ingress["spec"]["rules"][0]["http"]["paths"][0];
+    assert_eq!(path["path"], "/api");
+    assert_eq!(path["pathType"], "Prefix");
+    assert_eq!(path["backend"]["service"]["port"]["number"], 8080);
+    assert_eq!(ingress["spec"]["tls"][0]["secretName"], "cert");
 
     let out = k.ok(&["get", "all", "-n", "team-a"]).await;
     for name in ["pod/once", "service/web", "deployment.apps/web"] {
