@@ -658,3 +658,44 @@ async fn large_responses_are_gzipped_when_the_client_asks_and_watches_never() {
     assert!(!headers.contains_key("content-encoding"), "{headers:?}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_patch_bomb_is_refused_and_counted() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let created = exchange(addr, "POST", CM, &configmap("target", 1).to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    // A 1 MiB annotation copied four times would add 4 MiB: past the 3 MiB copy limit.
+    let mut patch = vec![serde_json::json!({
+        "op": "add", "path": "/metadata/annotations", "value": {"a": "z".repeat(1024 * 1024)}
+    })];
+    for index in 0..4 {
+        patch.push(serde_json::json!({
+            "op": "copy", "from": "/metadata/annotations/a", "path": format!("/metadata/annotations/a{index}")
+        }));
+    }
+    let body = serde_json::Value::from(patch).to_string();
+    let head = format!(
+        "PATCH {CM}/target HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json-patch+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = send(addr, &head, body.as_bytes()).await;
+    let refused = answer(&mut stream).await;
+    assert_status(&refused, 422, "Invalid");
+    assert!(
+        refused.body.contains("accumulated size increase of copy"),
+        "{}",
+        refused.body
+    );
+    let text = metrics(addr).await;
+    assert_eq!(rejections(&text, "json_patch_copy_bytes"), 1, "{text}");
+    // The object is unchanged.
+    let got = exchange(addr, "GET", &format!("{CM}/target"), "").await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.json()["metadata"].get("annotations").is_none(),
+        "{}",
+        got.body
+    );
+    server.shutdown().await;
+}

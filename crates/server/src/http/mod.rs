@@ -427,7 +427,13 @@ async fn write(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    app.source.write(request, resource, &app.resources).await
+    let result = app.source.write(request, resource, &app.resources).await;
+    if let Err(error) = &result
+        && watchkeeper_api::patch::is_copy_limit_refusal(error)
+    {
+        app.limits.count(crate::limits::Limit::PatchCopyBytes);
+    }
+    result
 }
 
 async fn list(
