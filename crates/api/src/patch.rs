@@ -87,6 +87,21 @@ fn copy_limit_exceeded(accumulated: usize, limit: usize) -> ApiError {
     }
 }
 
+/// Whether `error` is the refusal of a JSON patch whose `copy` operations passed
+/// [`PatchLimits::copy_bytes_max`] (so the server can count it in its metrics).
+#[must_use]
+pub fn is_copy_limit_refusal(error: &ApiError) -> bool {
+    error.code == 422
+        && error
+            .details
+            .as_ref()
+            .and_then(|details| details.pointer("/causes/0/message"))
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|message| {
+                message.starts_with("Unable to complete the copy, the accumulated size increase")
+            })
+}
+
 /// The size of a value as compact JSON, counted without building the text.
 pub(crate) fn json_size(value: &Value) -> usize {
     struct Count(usize);

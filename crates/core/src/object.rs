@@ -215,7 +215,7 @@ pub fn object_key(namespace: &str, name: &str) -> String {
 fn encode(body: &Value, encoding: Encoding) -> Bytes {
     // Serializing a `Value` cannot fail: its map keys are strings.
     match encoding {
-        Encoding::Json => Bytes::from(serde_json::to_vec(body).unwrap_or_default()),
+        Encoding::Json => cached(serde_json::to_vec(body).unwrap_or_default()),
         Encoding::PartialMetadataJson => {
             let mut out = Vec::with_capacity(256);
             out.extend_from_slice(
@@ -228,9 +228,16 @@ fn encode(body: &Value, encoding: Encoding) -> Bytes {
                 out.extend_from_slice(b"{}");
             }
             out.push(b'}');
-            Bytes::from(out)
+            cached(out)
         }
     }
+}
+
+/// An encoding to cache: without the growth slack of the serializer's buffer (up to as much
+/// again as the text), which would otherwise live as long as the object.
+fn cached(mut out: Vec<u8>) -> Bytes {
+    out.shrink_to_fit();
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -371,6 +371,11 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         http2_keepalive_timeout: config.limits.http2_keepalive_timeout,
         write_timeout: config.limits.write_timeout,
         max_concurrent_streams: config.limits.max_concurrent_streams(),
+        http2_max_send_buf_size: config.limits.http2_max_send_buffer_bytes,
+        http2_windows: (
+            config.limits.http2_initial_stream_window_bytes,
+            config.limits.http2_initial_connection_window_bytes,
+        ),
         shutdown_grace: config.shutdown_grace,
         limits: limits.clone(),
     };

@@ -3,7 +3,8 @@
 //! refusals hyper makes by itself are Status answers; a plain loopback listener answers
 //! loopback Host names only; forbidden requests are refused before their body and take no
 //! slot, and a slot is held until the response is taken; connections doing nothing, and
-//! clients that stop reading, are closed at the server's own (small, configured) timeouts.
+//! clients that stop reading, are closed at the server's own (small, configured) timeouts;
+//! large responses are gzipped when the client asks (kube-apiserver's 128 KiB rule), watches never.
 
 mod common;
 
@@ -541,5 +542,160 @@ async fn a_client_that_stops_reading_is_disconnected_at_the_write_timeout() {
     assert!(received < length, "{received} of {length} bytes");
     let text = metrics(addr).await;
     assert_eq!(rejections(&text, "write_timeout"), 1, "{text}");
+    server.shutdown().await;
+}
+
+/// One HTTP/2 (prior knowledge) GET with `headers`; the status, the response headers and the
+/// body as received (not decompressed).
+async fn h2_get(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, axum::http::HeaderMap, Vec<u8>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let mut request = axum::http::Request::get(format!("http://127.0.0.1{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let (response, _) = client
+        .send_request(request.body(()).unwrap(), true)
+        .unwrap();
+    let response = tokio::time::timeout(HANG_GUARD, response)
+        .await
+        .expect("an answer")
+        .unwrap();
+    let (parts, mut body) = response.into_parts();
+    let mut bytes = Vec::new();
+    if path.contains("watch=true") {
+        // A watch: its head is what counts; its body never ends by itself.
+        return (parts.status.as_u16(), parts.headers, bytes);
+    }
+    while let Some(chunk) = tokio::time::timeout(HANG_GUARD, body.data())
+        .await
+        .expect("body data")
+    {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    (parts.status.as_u16(), parts.headers, bytes)
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .expect("a gzip stream");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_responses_are_gzipped_when_the_client_asks_and_watches_never() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    // Two objects of 100 KiB: each GET is under kube-apiserver's 128 KiB threshold, the LIST
+    // over it; one of 200 KiB is over it alone.
+    for (name, payload) in [("a", 100 * 1024), ("b", 100 * 1024), ("c", 200 * 1024)] {
+        let created = exchange(addr, "POST", CM, &configmap(name, payload).to_string()).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let gzip = [("accept-encoding", "gzip, deflate")];
+    let (status, headers, plain) = h2_get(addr, CM, &[]).await;
+    assert_eq!(status, 200);
+    assert!(!headers.contains_key("content-encoding"), "{headers:?}");
+    let listed: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), 3);
+    // The same LIST, compressed: the same bytes once decompressed, and far fewer on the wire.
+    let (status, headers, compressed) = h2_get(addr, CM, &gzip).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-encoding"], "gzip", "{headers:?}");
+    assert_eq!(headers["vary"], "Accept-Encoding", "{headers:?}");
+    assert!(!headers.contains_key("content-length"), "{headers:?}");
+    assert!(compressed.len() < plain.len() / 10, "{}", compressed.len());
+    assert_eq!(gunzip(&compressed), plain);
+    // Not for a token other than exactly `gzip` (kube-apiserver's parsing).
+    let (_, headers, body) = h2_get(addr, CM, &[("accept-encoding", "gzip;q=1")]).await;
+    assert!(!headers.contains_key("content-encoding"), "{headers:?}");
+    assert_eq!(body, plain);
+    // GET: a 100 KiB object is sent as it is, a 200 KiB one compressed.
+    let (status, headers, small) = h2_get(addr, &format!("{CM}/a"), &gzip).await;
+    assert_eq!(status, 200);
+    assert!(!headers.contains_key("content-encoding"), "{headers:?}");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&small).unwrap()["metadata"]["name"],
+        "a"
+    );
+    let (status, headers, large) = h2_get(addr, &format!("{CM}/c"), &gzip).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-encoding"], "gzip", "{headers:?}");
+    let object: serde_json::Value = serde_json::from_slice(&gunzip(&large)).unwrap();
+    assert_eq!(object["metadata"]["name"], "c");
+    // A watch whose initial state is 400 KiB is never compressed.
+    let (status, headers, _) =
+        h2_get(addr, &format!("{CM}?watch=true&resourceVersion=0"), &gzip).await;
+    assert_eq!(status, 200);
+    assert!(!headers.contains_key("content-encoding"), "{headers:?}");
+    // Off with --gzip-min-response-bytes 0.
+    server.shutdown().await;
+    let server = server_with(ServeArgs {
+        gzip_min_response_bytes: Some(0),
+        ..ServeArgs::default()
+    })
+    .await;
+    let created = exchange(
+        server.addr,
+        "POST",
+        CM,
+        &configmap("c", 200 * 1024).to_string(),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let (_, headers, _) = h2_get(server.addr, &format!("{CM}/c"), &gzip).await;
+    assert!(!headers.contains_key("content-encoding"), "{headers:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_patch_bomb_is_refused_and_counted() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let created = exchange(addr, "POST", CM, &configmap("target", 1).to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    // A 1 MiB annotation copied four times would add 4 MiB: past the 3 MiB copy limit.
+    let mut patch = vec![serde_json::json!({
+        "op": "add", "path": "/metadata/annotations", "value": {"a": "z".repeat(1024 * 1024)}
+    })];
+    for index in 0..4 {
+        patch.push(serde_json::json!({
+            "op": "copy", "from": "/metadata/annotations/a", "path": format!("/metadata/annotations/a{index}")
+        }));
+    }
+    let body = serde_json::Value::from(patch).to_string();
+    let head = format!(
+        "PATCH {CM}/target HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json-patch+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = send(addr, &head, body.as_bytes()).await;
+    let refused = answer(&mut stream).await;
+    assert_status(&refused, 422, "Invalid");
+    assert!(
+        refused.body.contains("accumulated size increase of copy"),
+        "{}",
+        refused.body
+    );
+    let text = metrics(addr).await;
+    assert_eq!(rejections(&text, "json_patch_copy_bytes"), 1, "{text}");
+    // The object is unchanged.
+    let got = exchange(addr, "GET", &format!("{CM}/target"), "").await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.json()["metadata"].get("annotations").is_none(),
+        "{}",
+        got.body
+    );
     server.shutdown().await;
 }

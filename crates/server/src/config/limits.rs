@@ -31,6 +31,15 @@ pub struct LimitsConfig {
     /// `--write-timeout-ms` [60000]: a response write without progress this long closes the
     /// connection (its client stopped reading), freeing what it holds.
     pub write_timeout: Duration,
+    /// `--http2-max-send-buffer-bytes` [409600, hyper's default]: response bytes buffered per
+    /// HTTP/2 stream beyond the client's flow-control window.
+    pub http2_max_send_buffer_bytes: usize,
+    /// `--http2-initial-stream-window-bytes` [1048576, hyper's default]: request body bytes a
+    /// client may send on one HTTP/2 stream before the server reads them.
+    pub http2_initial_stream_window_bytes: u32,
+    /// `--http2-initial-connection-window-bytes` [1048576, hyper's default]: the same, summed
+    /// over an HTTP/2 connection's streams.
+    pub http2_initial_connection_window_bytes: u32,
     /// `--max-requests-inflight` [400], 0 = unlimited.
     pub requests_inflight_max: usize,
     /// `--max-mutating-requests-inflight` [200], 0 = unlimited.
@@ -60,6 +69,9 @@ impl Default for LimitsConfig {
             http2_keepalive_interval: Duration::from_secs(30),
             http2_keepalive_timeout: Duration::from_secs(20),
             write_timeout: Duration::from_secs(60),
+            http2_max_send_buffer_bytes: 400 * 1024,
+            http2_initial_stream_window_bytes: 1024 * 1024,
+            http2_initial_connection_window_bytes: 1024 * 1024,
             requests_inflight_max: 400,
             mutating_requests_inflight_max: 200,
             watches_max: 10_000,
@@ -101,6 +113,15 @@ impl LimitsConfig {
             write_timeout: args
                 .write_timeout_ms
                 .map_or(d.write_timeout, Duration::from_millis),
+            http2_max_send_buffer_bytes: args
+                .http2_max_send_buffer_bytes
+                .unwrap_or(d.http2_max_send_buffer_bytes),
+            http2_initial_stream_window_bytes: args
+                .http2_initial_stream_window_bytes
+                .unwrap_or(d.http2_initial_stream_window_bytes),
+            http2_initial_connection_window_bytes: args
+                .http2_initial_connection_window_bytes
+                .unwrap_or(d.http2_initial_connection_window_bytes),
             requests_inflight_max: args
                 .max_requests_inflight
                 .unwrap_or(d.requests_inflight_max),
@@ -186,6 +207,33 @@ impl LimitsConfig {
                     config.http2_keepalive_interval.as_millis()
                 ),
             ));
+        }
+        if !(16 * 1024..=16 * 1024 * 1024).contains(&config.http2_max_send_buffer_bytes) {
+            return Err(ConfigError::flag(
+                "--http2-max-send-buffer-bytes",
+                format!(
+                    "--http2-max-send-buffer-bytes {}: must be between 16384 and 16777216 (16 MiB)",
+                    config.http2_max_send_buffer_bytes
+                ),
+            ));
+        }
+        // HTTP/2 (RFC 9113 6.9): windows start at 65535 and may not exceed 2^31 - 1.
+        for (flag, value) in [
+            (
+                "--http2-initial-stream-window-bytes",
+                config.http2_initial_stream_window_bytes,
+            ),
+            (
+                "--http2-initial-connection-window-bytes",
+                config.http2_initial_connection_window_bytes,
+            ),
+        ] {
+            if !(65_535..=2_147_483_647).contains(&value) {
+                return Err(ConfigError::flag(
+                    flag,
+                    format!("{flag} {value}: must be between 65535 and 2147483647"),
+                ));
+            }
         }
         if config.watch_release_grace.is_zero() {
             return Err(ConfigError::flag(

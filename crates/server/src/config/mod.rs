@@ -162,6 +162,18 @@ pub struct ServeArgs {
     /// connection is closed [default: 60000].
     #[arg(long)]
     pub write_timeout_ms: Option<u64>,
+    /// Response bytes buffered per HTTP/2 stream beyond the client's flow-control window
+    /// [default: 409600].
+    #[arg(long)]
+    pub http2_max_send_buffer_bytes: Option<usize>,
+    /// Request body bytes a client may send on one HTTP/2 stream before the server reads them
+    /// (the stream's initial flow-control window) [default: 1048576].
+    #[arg(long)]
+    pub http2_initial_stream_window_bytes: Option<u32>,
+    /// Request body bytes a client may send on one HTTP/2 connection before the server reads
+    /// them (the connection's flow-control window) [default: 1048576].
+    #[arg(long)]
+    pub http2_initial_connection_window_bytes: Option<u32>,
     /// Non-mutating non-watch requests in flight, 0 = unlimited [default: 400]; more get 429.
     #[arg(long)]
     pub max_requests_inflight: Option<usize>,
@@ -188,6 +200,15 @@ pub struct ServeArgs {
     /// Watch events encoded per body chunk at most [default: 64].
     #[arg(long)]
     pub watch_chunk_items: Option<usize>,
+    /// Bytes of small LIST items copied into one piece of a streamed LIST body (larger items
+    /// are sent as their shared cached encoding) [default: 65536].
+    #[arg(long)]
+    pub list_chunk_bytes: Option<usize>,
+    /// Responses (not watches) larger than this many bytes are gzip-compressed when the
+    /// request's Accept-Encoding lists gzip, as kube-apiserver does; 0 = never compress
+    /// [default: 131072].
+    #[arg(long)]
+    pub gzip_min_response_bytes: Option<usize>,
     /// Objects per page of the reflector's store list [default: 1000].
     #[arg(long)]
     pub reflector_list_page_size: Option<usize>,
@@ -269,6 +290,9 @@ impl ServeArgs {
             http2_keepalive_interval_ms,
             http2_keepalive_timeout_ms,
             write_timeout_ms,
+            http2_max_send_buffer_bytes,
+            http2_initial_stream_window_bytes,
+            http2_initial_connection_window_bytes,
             max_requests_inflight,
             max_mutating_requests_inflight,
             max_watches,
@@ -277,6 +301,8 @@ impl ServeArgs {
             watch_release_grace_seconds,
             allowed_hosts,
             watch_chunk_items,
+            list_chunk_bytes,
+            gzip_min_response_bytes,
             reflector_list_page_size,
             reflector_backoff_initial_ms,
             reflector_backoff_max_ms,
@@ -314,6 +340,11 @@ pub struct ServeConfig {
     pub fresh_wait: Duration,
     /// `--watch-chunk-items`: watch events encoded per body chunk at most.
     pub watch_chunk_items: usize,
+    /// `--list-chunk-bytes`: bytes of small items copied into one piece of a LIST body.
+    pub list_chunk_bytes: usize,
+    /// `--gzip-min-response-bytes`: responses larger than this are gzipped when asked
+    /// (`None`: never).
+    pub gzip_min_response_bytes: Option<usize>,
     /// The reflector's tunables.
     pub reflector: ReflectorConfig,
     /// The cache threads' waits (`--driver-*-ms`).
@@ -344,6 +375,10 @@ pub struct ServeConfig {
 pub mod defaults {
     /// `--watch-chunk-items`.
     pub const WATCH_CHUNK_ITEMS: usize = 64;
+    /// `--list-chunk-bytes`.
+    pub const LIST_CHUNK_BYTES: usize = 64 * 1024;
+    /// `--gzip-min-response-bytes` (kube-apiserver's `defaultGzipThresholdBytes`).
+    pub const GZIP_MIN_RESPONSE_BYTES: usize = 128 * 1024;
     /// `--reflector-list-page-size`.
     pub const REFLECTOR_LIST_PAGE_SIZE: usize = 1000;
     /// `--reflector-backoff-initial-ms`.
@@ -613,6 +648,20 @@ impl ServeConfig {
                 format!("--watch-chunk-items {watch_chunk_items}: must be between 1 and 10000"),
             ));
         }
+        let list_chunk_bytes = args.list_chunk_bytes.unwrap_or(defaults::LIST_CHUNK_BYTES);
+        if !(1024..=16 * 1024 * 1024).contains(&list_chunk_bytes) {
+            return Err(ConfigError::flag(
+                "--list-chunk-bytes",
+                format!("--list-chunk-bytes {list_chunk_bytes}: must be between 1024 and 16777216"),
+            ));
+        }
+        let gzip_min_response_bytes = match args
+            .gzip_min_response_bytes
+            .unwrap_or(defaults::GZIP_MIN_RESPONSE_BYTES)
+        {
+            0 => None,
+            bytes => Some(bytes),
+        };
         let reflector = ReflectorConfig::from_args(&args)?;
         let idle = |value: Option<u64>, default: u64, flag: &'static str| {
             let ms = value.unwrap_or(default);
@@ -702,6 +751,8 @@ impl ServeConfig {
             min_request_timeout,
             fresh_wait,
             watch_chunk_items,
+            list_chunk_bytes,
+            gzip_min_response_bytes,
             reflector,
             driver,
             durable_commits: args.durable_commits.unwrap_or(true),
@@ -774,6 +825,18 @@ mod tests {
             ),
             ("write-timeout-ms", millis(limits.write_timeout)),
             (
+                "http2-max-send-buffer-bytes",
+                limits.http2_max_send_buffer_bytes.to_string(),
+            ),
+            (
+                "http2-initial-stream-window-bytes",
+                limits.http2_initial_stream_window_bytes.to_string(),
+            ),
+            (
+                "http2-initial-connection-window-bytes",
+                limits.http2_initial_connection_window_bytes.to_string(),
+            ),
+            (
                 "max-requests-inflight",
                 limits.requests_inflight_max.to_string(),
             ),
@@ -807,6 +870,13 @@ mod tests {
                 secs(config.tls.handshake_timeout),
             ),
             ("watch-chunk-items", config.watch_chunk_items.to_string()),
+            ("list-chunk-bytes", config.list_chunk_bytes.to_string()),
+            (
+                "gzip-min-response-bytes",
+                config
+                    .gzip_min_response_bytes
+                    .map_or_else(|| "0".to_owned(), |b| b.to_string()),
+            ),
             (
                 "reflector-list-page-size",
                 config.reflector.list_page_size.to_string(),
@@ -896,6 +966,34 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "--watch-chunk-items",
+            ),
+            (
+                ServeArgs {
+                    list_chunk_bytes: Some(100),
+                    ..ServeArgs::default()
+                },
+                "--list-chunk-bytes",
+            ),
+            (
+                ServeArgs {
+                    http2_max_send_buffer_bytes: Some(100),
+                    ..ServeArgs::default()
+                },
+                "--http2-max-send-buffer-bytes",
+            ),
+            (
+                ServeArgs {
+                    http2_initial_stream_window_bytes: Some(1000),
+                    ..ServeArgs::default()
+                },
+                "--http2-initial-stream-window-bytes",
+            ),
+            (
+                ServeArgs {
+                    http2_initial_connection_window_bytes: Some(u32::MAX),
+                    ..ServeArgs::default()
+                },
+                "--http2-initial-connection-window-bytes",
             ),
             (
                 ServeArgs {

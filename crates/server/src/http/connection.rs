@@ -197,6 +197,10 @@ pub struct ConnectionSettings {
     pub write_timeout: Duration,
     /// HTTP/2 concurrent streams per connection.
     pub max_concurrent_streams: u32,
+    /// Response bytes buffered per HTTP/2 stream (`--http2-max-send-buffer-bytes`).
+    pub http2_max_send_buf_size: usize,
+    /// HTTP/2 initial stream and connection windows (`--http2-initial-*-window-bytes`).
+    pub http2_windows: (u32, u32),
     /// How long a connection may take to finish after shutdown began (or after a timeout
     /// closed it) before it is dropped (`--shutdown-grace-period-ms`: a client that does not
     /// read would hold it forever).
@@ -381,6 +385,9 @@ async fn serve_connection<S>(
         .timer(TokioTimer::new())
         .max_header_list_size(settings.max_header_list_size)
         .max_concurrent_streams(settings.max_concurrent_streams)
+        .max_send_buf_size(settings.http2_max_send_buf_size)
+        .initial_stream_window_size(settings.http2_windows.0)
+        .initial_connection_window_size(settings.http2_windows.1)
         .keep_alive_interval(settings.http2_keepalive_interval)
         .keep_alive_timeout(settings.http2_keepalive_timeout);
     let stream = Wire::new(

@@ -16,6 +16,8 @@
 
 pub mod connection;
 pub mod discovery;
+pub mod gzip;
+pub mod list_body;
 pub mod pods;
 pub mod review;
 pub mod scale;
@@ -30,7 +32,6 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
-use bytes::{BufMut, BytesMut};
 use serde_json::{Value, json};
 use watchkeeper_api::negotiate::Conversion;
 use watchkeeper_api::query::Options;
@@ -89,6 +90,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         }
     };
     let path = parts.uri.path().to_owned();
+    let accepts_gzip = gzip::accepts_gzip(&parts.headers);
     let user = match parts.extensions.get::<User>().cloned() {
         Some(user) => user,
         None => match app.auth.authenticate(&path, &parts.headers) {
@@ -132,7 +134,11 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             return error_response(&error);
         }
     }
-    let (verb, group, resource, response) = route(&app, &context, &segments).await;
+    let (verb, group, resource, mut response) = route(&app, &context, &segments).await;
+    if verb != Verb::Watch.label() {
+        response =
+            gzip::compress_if_large(accepts_gzip, app.config.gzip_min_response_bytes, response);
+    }
     if !verb.is_empty() {
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         app.requests
@@ -429,7 +435,13 @@ async fn write(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    app.source.write(request, resource, &app.resources).await
+    let result = app.source.write(request, resource, &app.resources).await;
+    if let Err(error) = &result
+        && watchkeeper_api::patch::is_copy_limit_refusal(error)
+    {
+        app.limits.count(crate::limits::Limit::PatchCopyBytes);
+    }
+    result
 }
 
 async fn list(
@@ -486,22 +498,19 @@ async fn list(
     } else {
         (def.list_kind(), def.api_version(), Encoding::Json)
     };
-    let mut out = BytesMut::with_capacity(256 + page.items.len() * 512);
-    out.put_slice(
-        format!(
-            "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
-        )
-        .as_bytes(),
+    let head = format!(
+        "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
     );
-    for (index, object) in page.items.iter().enumerate() {
-        if index > 0 {
-            out.put_u8(b',');
-        }
-        // The object's cached encoding, shared with watch events: no per-request serialization.
-        out.put_slice(object.encoded(encoding, stats));
-    }
-    out.put_slice(b"]}");
-    Ok(json_response(StatusCode::OK, out.freeze()))
+    // Streamed from the page's objects (shared with the cache), their cached encodings sent
+    // as they are: no per-request serialization and no second copy of the response.
+    let body = list_body::ListBody::new(
+        stats,
+        encoding,
+        head.into(),
+        page.items,
+        app.config.list_chunk_bytes,
+    );
+    Ok(json_response(StatusCode::OK, axum::body::Body::new(body)))
 }
 
 async fn get(

@@ -152,11 +152,13 @@ pub enum Limit {
     IdleTimeout,
     /// A connection closed: its client read nothing for the write timeout.
     WriteTimeout,
+    /// A JSON patch refused: its `copy` operations would add more than the copy limit.
+    PatchCopyBytes,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 15] = [
+    pub const ALL: [Limit; 16] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -172,6 +174,7 @@ impl Limit {
         Limit::HeaderTimeout,
         Limit::IdleTimeout,
         Limit::WriteTimeout,
+        Limit::PatchCopyBytes,
     ];
 
     /// The metric label.
@@ -193,6 +196,7 @@ impl Limit {
             Limit::HeaderTimeout => "request_header_timeout",
             Limit::IdleTimeout => "idle_timeout",
             Limit::WriteTimeout => "write_timeout",
+            Limit::PatchCopyBytes => "json_patch_copy_bytes",
         }
     }
 }
