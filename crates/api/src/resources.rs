@@ -37,6 +37,9 @@ pub struct ResourceDef {
     pub trigger_field: Option<String>,
     /// Discovery categories, e.g. `all`.
     pub categories: Vec<String>,
+    /// A custom resource's `additionalPrinterColumns` (its CRD's), for Table output; empty
+    /// for the others.
+    pub printer_columns: Vec<Value>,
 }
 
 /// Groups whose resources Kubernetes stores under `/registry/{resource}` without the group.
@@ -84,6 +87,7 @@ impl ResourceDef {
             selectable_fields: Vec::new(),
             trigger_field: None,
             categories: Vec::new(),
+            printer_columns: Vec::new(),
         }
     }
 
@@ -680,6 +684,7 @@ pub fn parse_resources_file(text: &str) -> Result<Vec<ResourceDef>, String> {
             selectable_fields: entry.selectable_fields,
             trigger_field: entry.trigger_field,
             categories: entry.categories,
+            printer_columns: Vec::new(),
         };
         if let Some(other) = defs
             .iter()

@@ -120,17 +120,26 @@ pub async fn watch(
         delivered: app.debug.delivered_counter(&resource.name()),
     };
     let shutdown = app.shutdown.clone();
+    let removed = resource.removed_signal();
     let body = futures_util::stream::unfold(
-        (stream, shutdown),
-        |(mut stream, mut shutdown)| async move {
+        (stream, shutdown, removed),
+        |(mut stream, mut shutdown, mut removed)| async move {
             if stream.done {
                 return None;
             }
             let parts = tokio::select! {
+                // Events already queued go out before the end of a removed resource.
+                biased;
                 parts = stream.next_chunk() => parts,
                 _ = shutdown.changed() => return None,
+                // The resource is no longer served (its CRD was deleted or changed): an
+                // in-stream error ends the watch rather than a stream that never ends.
+                _ = removed.wait_for(|removed| *removed) => {
+                    stream.done = true;
+                    vec![error_frame(&ApiError::path_not_found())]
+                }
             };
-            Some((parts, (stream, shutdown)))
+            Some((parts, (stream, shutdown, removed)))
         },
     )
     .flat_map(|parts| futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>)));
@@ -240,15 +249,20 @@ impl WatchStream {
         if let Some(end) = end {
             self.done = true;
             if let Some(error) = end_error(&end) {
-                let mut out = BytesMut::new();
-                out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
-                out.put_slice(error.to_status().to_string().as_bytes());
-                out.put_slice(b"}\n");
-                parts.push(out.freeze());
+                parts.push(error_frame(&error));
             }
         }
         parts
     }
+}
+
+/// An in-stream ERROR event carrying `error`'s Status.
+fn error_frame(error: &ApiError) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
+    out.put_slice(error.to_status().to_string().as_bytes());
+    out.put_slice(b"}\n");
+    out.freeze()
 }
 
 /// The in-stream error for how a watch ended, if it is one.
