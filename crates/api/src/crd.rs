@@ -881,6 +881,7 @@ mod tests {
         assert_eq!(
             fields(&error),
             [
+                "metadata.name",
                 "spec.group",
                 "spec.names.singular",
                 "spec.names.kind",
@@ -919,13 +920,13 @@ mod tests {
         let old = crd["status"].clone();
         set_status(&mut crd, Some(&old), None, "t2");
         assert_eq!(crd["status"]["conditions"][0]["lastTransitionTime"], "t1");
-        let served = served(&crd).unwrap();
-        assert_eq!(served.def.api_version(), "example.com/v1");
-        assert_eq!(served.def.kind, "Widget");
-        assert_eq!(served.def.short_names, ["wd"]);
-        assert!(served.def.namespaced);
-        assert_eq!(served.def.storage_prefix(), "example.com/widgets");
-        assert_eq!(served.schema, Some(json!({"type": "object"})));
+        let resource = served(&crd).unwrap();
+        assert_eq!(resource.def.api_version(), "example.com/v1");
+        assert_eq!(resource.def.kind, "Widget");
+        assert_eq!(resource.def.short_names, ["wd"]);
+        assert!(resource.def.namespaced);
+        assert_eq!(resource.def.storage_prefix(), "example.com/widgets");
+        assert_eq!(resource.schema, Some(json!({"type": "object"})));
 
         let taken = vec![TakenNames {
             group: "example.com".into(),
@@ -935,7 +936,7 @@ mod tests {
             short_names: vec!["wd".into()],
         }];
         let conflict = name_conflict(&crd, &taken);
-        assert!(!served.status && served.def.printer_columns.is_empty());
+        assert!(!resource.status && resource.def.printer_columns.is_empty());
         assert_eq!(conflict.as_deref(), Some("\"wd\" is already in use"));
         let mut conflicting = widget();
         apply_defaults(&mut conflicting);
