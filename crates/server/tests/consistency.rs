@@ -202,9 +202,9 @@ async fn the_periodic_check_finds_and_repairs_a_divergence() {
         .await;
     let cache = resource.cache().clone();
     wait_until(|| cache.latest().get("default/a").is_some()).await;
-    let successes = checker.count(index, watchkeeper::source::consistency::Status::Success);
+    let successes = checker.count(&name, watchkeeper::source::consistency::Status::Success);
     wait_until(|| {
-        checker.count(index, watchkeeper::source::consistency::Status::Success) > successes
+        checker.count(&name, watchkeeper::source::consistency::Status::Success) > successes
     })
     .await;
     server.shutdown().await;
