@@ -1096,11 +1096,49 @@ async fn custom_resource_definitions_at_run_time() {
     assert_eq!(event["object"]["code"], 404);
     assert!(watch.next().await.is_none(), "the stream ends");
     assert_eq!(get_json(addr, widgets).await.0, 404);
-    // Created again: served again, without the old objects.
-    let (status, _) = send_json(addr, "POST", crds, &widget_definition()).await;
+    // Created again (now with the status subresource and printer columns): served again,
+    // without the old objects.
+    let mut again = widget_definition();
+    again["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    again["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] =
+        json!({"type": "object", "properties": {"ready": {"type": "boolean"}}});
+    again["spec"]["versions"][0]["additionalPrinterColumns"] =
+        json!([{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]);
+    let (status, _) = send_json(addr, "POST", crds, &again).await;
     assert_eq!(status, 201);
     let (status, list) = get_json(addr, widgets).await;
     assert_eq!(status, 200);
     assert_eq!(list["items"], json!([]));
+    // The main endpoint ignores the status, pruning drops undeclared fields; /status sets it.
+    let mut sent = widget("w3", json!(5));
+    sent["status"] = json!({"ready": true});
+    sent["spec"]["undeclared"] = json!(1);
+    let (status, created) = send_json(addr, "POST", widgets, &sent).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created.get("status").is_none(), "{created}");
+    assert_eq!(created["spec"], json!({"size": 5}));
+    let mut with_status = created.clone();
+    with_status["status"] = json!({"ready": true});
+    with_status["spec"]["size"] = json!(6);
+    let (status, updated) =
+        send_json(addr, "PUT", &format!("{widgets}/w3/status"), &with_status).await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["status"]["ready"], true);
+    assert_eq!(
+        updated["spec"]["size"], 5,
+        "the status endpoint changes only the status"
+    );
+    let (status, body) = request_with_headers(
+        addr,
+        "GET",
+        widgets,
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(table["columnDefinitions"][1]["name"], "Size");
+    assert_eq!(table["rows"][0]["cells"], json!(["w3", 5]));
     server.shutdown().await;
 }
