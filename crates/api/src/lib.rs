@@ -6,6 +6,7 @@
 //!
 //! - [`resources`]: the served kinds ([`ResourceDef`], [`builtin_resources`], custom kinds from
 //!   [`parse_resources_file`]), their selectable fields ([`field_values`]) and labels.
+//! - [`crd`]: CustomResourceDefinitions: their validation, status and served resource.
 //! - [`error`]: failures as `metav1.Status` ([`ApiError`]), with Kubernetes' codes, reasons
 //!   and messages.
 //! - [`meta`]: name rules and the metadata handling of create and update
@@ -38,6 +39,7 @@
 //! update. Refusals go out as [`ApiError::to_status_body`].
 
 pub mod apply;
+pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

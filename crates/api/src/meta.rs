@@ -67,7 +67,7 @@ pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn validate_dns1035_label(s: &str) -> Result<(), String> {
+pub(crate) fn validate_dns1035_label(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err("must be no more than 63 characters".to_owned());
     }
@@ -471,6 +471,10 @@ pub fn prepare_create(
     let mut object = Value::Object(object);
     crate::defaults::apply_defaults(def, &mut object, None);
     crate::defaults::create_status(def, &mut object);
+    if crate::crd::is_crd(def) {
+        crate::crd::apply_defaults(&mut object);
+        crate::crd::validate(&object, None)?;
+    }
     check_size(&object)?;
     Ok(object)
 }
@@ -594,6 +598,9 @@ pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Valu
 
     let mut defaulted = Value::Object(object);
     crate::defaults::apply_defaults(def, &mut defaulted, None);
+    if crate::crd::is_crd(def) {
+        crate::crd::apply_defaults(&mut defaulted);
+    }
     let Value::Object(mut object) = defaulted else {
         return Err(ApiError::internal("defaulting changed the object's type"));
     };
@@ -634,6 +641,9 @@ pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Valu
 
     object.insert("metadata".into(), Value::Object(meta));
     let object = Value::Object(object);
+    if crate::crd::is_crd(def) {
+        crate::crd::validate(&object, Some(old))?;
+    }
     check_size(&object)?;
     Ok(object)
 }

@@ -37,6 +37,9 @@ pub struct ResourceDef {
     pub trigger_field: Option<String>,
     /// Discovery categories, e.g. `all`.
     pub categories: Vec<String>,
+    /// A custom resource's `additionalPrinterColumns` (its CRD's), for Table output; empty
+    /// for the others.
+    pub printer_columns: Vec<Value>,
 }
 
 /// The groups Kubernetes itself serves. Their resources are stored under `/registry/{resource}`
@@ -90,6 +93,7 @@ impl ResourceDef {
             selectable_fields: Vec::new(),
             trigger_field: None,
             categories: Vec::new(),
+            printer_columns: Vec::new(),
         }
     }
 
@@ -697,6 +701,7 @@ pub fn parse_resources_file(text: &str) -> Result<Vec<ResourceDef>, String> {
             selectable_fields: entry.selectable_fields,
             trigger_field: entry.trigger_field,
             categories: entry.categories,
+            printer_columns: Vec::new(),
         };
         if let Some(other) = defs
             .iter()

@@ -863,6 +863,37 @@ fn check_structural(schema: &Value, value: &Value, path: &str, causes: &mut Vec<
             "FieldValueNotSupported".to_owned(),
         ));
     }
+    if let Some(number) = value.as_f64() {
+        let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+        let exclusive = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
+        let mut out_of_range = |detail: String| {
+            causes.push((
+                path.to_owned(),
+                format!("Invalid value: {value}: {path} in body {detail}"),
+                "FieldValueInvalid".to_owned(),
+            ));
+        };
+        if let Some(max) = bound("maximum") {
+            if exclusive("exclusiveMaximum") && number >= max {
+                out_of_range(format!("should be less than {}", schema["maximum"]));
+            } else if number > max {
+                out_of_range(format!(
+                    "should be less than or equal to {}",
+                    schema["maximum"]
+                ));
+            }
+        }
+        if let Some(min) = bound("minimum") {
+            if exclusive("exclusiveMinimum") && number <= min {
+                out_of_range(format!("should be greater than {}", schema["minimum"]));
+            } else if number < min {
+                out_of_range(format!(
+                    "should be greater than or equal to {}",
+                    schema["minimum"]
+                ));
+            }
+        }
+    }
     let child = |key: &str| {
         if path.is_empty() {
             key.to_owned()
@@ -909,7 +940,8 @@ type Cause = (String, String, String);
 
 /// Validates a custom resource against its declared OpenAPI v3 schema (a CRD version's
 /// `schema.openAPIV3Schema`): types (`integer` fits `number`; `x-kubernetes-int-or-string`),
-/// `nullable`, `required`, `enum`, `properties`, `additionalProperties` and `items`. `metadata`,
+/// `nullable`, `required`, `enum`, `minimum`/`maximum` (and their exclusive forms),
+/// `properties`, `additionalProperties` and `items`. `metadata`,
 /// `apiVersion` and `kind` are left to the metadata checks; fields the schema does not
 /// declare are not refused (kube-apiserver prunes them; this check does not change the
 /// object).
@@ -1012,6 +1044,26 @@ mod tests {
             "Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
         );
         assert_eq!(causes[0]["reason"], "FieldValueRequired");
+        let bounded = serde_json::json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 10}}}}});
+        let error = check_custom(
+            &def,
+            &bounded,
+            &serde_json::json!({"metadata": {"name": "w"}, "spec": {"n": 11}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "Widget.example.com \"w\" is invalid: spec.n: Invalid value: 11: spec.n in body should be less than or equal to 10"
+        );
+        assert!(
+            check_custom(
+                &def,
+                &bounded,
+                &serde_json::json!({"metadata": {"name": "w"}, "spec": {"n": 1}})
+            )
+            .is_ok()
+        );
         assert_eq!(
             causes[2]["message"],
             "Unsupported value: \"c\": supported values: \"a\", \"b\""

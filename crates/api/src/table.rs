@@ -1073,6 +1073,16 @@ pub fn to_table_with(
     now_unix_seconds: i64,
     include_column_definitions: bool,
 ) -> Value {
+    if let Some(table) = crate::crd::printer_table(
+        &def.printer_columns,
+        objects,
+        resource_version,
+        continue_token,
+        now_unix_seconds,
+        include_column_definitions,
+    ) {
+        return table;
+    }
     let definitions: Vec<Value> = if include_column_definitions {
         columns(def)
             .iter()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::config::{ServeArgs, ServeConfig};
-use watchkeeper_core::{Metrics, TerminationReason, WatchMode};
+use watchkeeper_core::{TerminationReason, WatchMode};
 
 use crate::http::{Conn, WatchStream, now_ns};
 use crate::inproc::{Pattern, TaxRun, tax_sizes, tax_table};
@@ -67,19 +67,17 @@ impl Running {
         })
     }
 
-    /// The configmaps cache's metrics.
+    /// The configmaps cache (its metrics are what the benchmarks read).
     #[must_use]
-    pub fn configmaps(&self) -> &Metrics {
+    pub fn configmaps(&self) -> watchkeeper_core::WatchCache {
         self.server
             .as_ref()
             .expect("running")
             .app
-            .resources
-            .iter()
-            .find(|r| r.def.plural == "configmaps")
+            .resource("", "v1", "configmaps")
             .expect("configmaps")
             .cache()
-            .metrics()
+            .clone()
     }
 
     /// The server's shared state.
@@ -389,7 +387,8 @@ pub fn tax_http_run(
     });
     clients.shutdown_timeout(Duration::from_secs(5));
     let (latency, healthy_ended) = result?;
-    let metrics = running.configmaps();
+    let configmaps = running.configmaps();
+    let metrics = configmaps.metrics();
     let force_closes = metrics.terminations(TerminationReason::Unresponsive);
     let terminations = TerminationReason::ALL
         .iter()
@@ -798,7 +797,7 @@ pub fn fanout_http_once(
     let done: Value = serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
     let cpu1 = crate::sys::cpu_seconds();
     child.finish();
-    let watcher_stalls = running.configmaps().watcher_stalls.get();
+    let watcher_stalls = running.configmaps().metrics().watcher_stalls.get();
     running.stop();
     if let Some(error) = done.get("error") {
         return Err(format!("fanout client: {error}"));

@@ -139,9 +139,7 @@ pub async fn start_server(args: ServeArgs) -> Result<Server, String> {
 fn configmaps(server: &Server) -> WatchCache {
     server
         .app
-        .resources
-        .iter()
-        .find(|r| r.def.plural == "configmaps" && r.def.group.is_empty())
+        .resource("", "v1", "configmaps")
         .expect("configmaps are served")
         .cache()
         .clone()

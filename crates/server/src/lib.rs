@@ -58,7 +58,7 @@ pub struct Server {
 impl Server {
     /// Waits until every cache has loaded its first list (requests before that get 429).
     pub async fn ready(&self) {
-        for resource in &self.app.resources {
+        for resource in self.app.resources().iter() {
             resource.cache().wait_fresh(1).await;
         }
         while !self
@@ -85,7 +85,7 @@ impl Server {
     /// `--shutdown-grace-period-ms`, then stops the reflector and the caches.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        for resource in &self.app.resources {
+        for resource in &self.app.resources().resources {
             resource.driver.end_watches().await;
         }
         let _ = self.serve.await;
@@ -176,12 +176,14 @@ pub enum ResourcesError {
     },
 }
 
-/// The resources served: the built-ins plus those of `--resources`.
+/// The resources served from the start over a store: the built-ins, CustomResourceDefinitions
+/// and those of `--resources` (the CRDs' resources come and go while serving).
 ///
 /// # Errors
 /// The resources file cannot be read or parsed, or redefines a resource.
 pub fn resource_defs(config: &ServeConfig) -> Result<Vec<ResourceDef>, ResourcesError> {
     let mut defs = builtin_resources();
+    defs.push(watchkeeper_api::crd::definition());
     if let Some(path) = &config.resources {
         let text = std::fs::read_to_string(path).map_err(|source| ResourcesError::Read {
             path: path.clone(),
@@ -289,11 +291,11 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     };
     // The source decides the resources: the upstream's discovery, or the built-ins and
     // `--resources` over a store.
-    let (source, defs) = match &config.upstream {
+    let (source, defs, store_mode) = match &config.upstream {
         Some(upstream) => {
             let upstream = UpstreamSource::connect(upstream, config.fresh_wait).await?;
             let defs = upstream.defs.clone();
-            (Source::upstream(upstream, fresh, backoff), defs)
+            (Source::upstream(upstream, fresh, backoff), defs, false)
         }
         None => {
             let store = open_store(&config).await?;
@@ -314,6 +316,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
+                true,
             )
         }
     };
@@ -336,14 +339,26 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             storage_prefix: format!("{}/", def.storage_prefix()),
             input: driver.sender(),
         });
-        resources.push(Arc::new(Resource {
-            def: def.clone(),
-            key_prefix: format!("{}/{}/", config.prefix, def.storage_prefix()),
+        resources.push(Arc::new(Resource::new(
+            def.clone(),
+            format!("{}/{}/", config.prefix, def.storage_prefix()),
             driver,
-        }));
+        )));
     }
-    let resources_count = resources.len();
-    let reflector = source.start_reflector(feeds, status.clone());
+    let registry = Arc::new(crate::cache::Registry::new(resources));
+    // Over a store, the CRDs in the store decide which custom resources are served besides
+    // the start-up ones; in caching-proxy mode the upstream's resources are those discovered
+    // at start.
+    let catalog = store_mode.then(|| {
+        crate::source::catalog::Catalog::new(
+            registry.clone(),
+            &config.prefix,
+            config.cache.clone(),
+            clock,
+            config.driver,
+        )
+    });
+    let reflector = source.start_reflector(feeds, status.clone(), catalog);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -383,8 +398,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let app = Arc::new(App {
         config,
         source,
-        resources,
-        defs,
+        registry,
         reflector: status,
         clock,
         counters,
@@ -394,9 +408,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         auth: auth.clone(),
         debug: crate::operator::debug::DebugState::default(),
         limits: limits.clone(),
-        consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new(
-            resources_count,
-        )),
+        consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
     });
     if let Some(period) = app.config.consistency_check_interval
         && app.source.as_store().is_some()
@@ -408,7 +420,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 let app = weak.upgrade()?;
                 Some(Box::pin(async move {
                     app.consistency
-                        .check(&app.resources, &app.source, None)
+                        .check(&app.resources(), &app.source, None)
                         .await;
                 })
                     as futures_util::future::BoxFuture<'static, ()>)

@@ -833,7 +833,7 @@ async fn aggregated_discovery_is_negotiated() {
         if core {
             assert_eq!(names, [""]);
         } else {
-            assert_eq!(names.len(), 13, "{names:?}");
+            assert_eq!(names.len(), 14, "{names:?}");
             assert_eq!(
                 names[..3],
                 ["apps", "coordination.k8s.io", "discovery.k8s.io"]
@@ -1047,5 +1047,191 @@ async fn scale_subresource() {
     )
     .await;
     assert_eq!(code, 404);
+    server.shutdown().await;
+}
+
+fn widget_definition() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"],
+                        "properties": {"size": {"type": "integer"}}}}}}}]
+        }
+    })
+}
+
+fn condition<'a>(crd: &'a Value, kind: &str) -> &'a Value {
+    crd["status"]["conditions"]
+        .as_array()
+        .and_then(|conditions| conditions.iter().find(|c| c["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+async fn aggregated_etag(addr: std::net::SocketAddr) -> String {
+    let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let answer = watchkeeper_testkit::request(addr, "GET", "/apis", &[("accept", v2)], b"")
+        .await
+        .unwrap();
+    answer.header("etag").expect("an etag").to_owned()
+}
+
+/// Goal: CustomResourceDefinitions at run time, as kube-apiserver serves them: a CRD is
+/// validated (422 with kube-apiserver's wording), established at once (conditions and
+/// accepted names), and its resource is served when the create answers (routes, discovery
+/// with a new ETag, a cache with list and watch); its objects are validated against its
+/// schema; a CRD whose names are taken is not accepted; deleting the CRD deletes its objects
+/// and ends its watches with an in-stream error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_definitions_at_run_time() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, list) = get_json(addr, crds).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["kind"], "CustomResourceDefinitionList");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    assert_eq!(get_json(addr, widgets).await.0, 404);
+    let etag = aggregated_etag(addr).await;
+
+    let mut invalid = widget_definition();
+    invalid["metadata"]["name"] = json!("gadgets.example.com");
+    invalid["spec"]["versions"][0]["storage"] = json!(false);
+    let (status, error) = send_json(addr, "POST", crds, &invalid).await;
+    assert_eq!((status, error["reason"].as_str()), (422, Some("Invalid")));
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("CustomResourceDefinition.apiextensions.k8s.io \"gadgets.example.com\" is invalid: [metadata.name: Invalid value: \"gadgets.example.com\": must be spec.names.plural+\".\"+spec.group, spec.versions: Invalid value: "),
+        "{message}"
+    );
+    assert!(message.ends_with("must have exactly one version marked as storage version]"));
+
+    let (status, created) = send_json(addr, "POST", crds, &widget_definition()).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(condition(&created, "Established")["status"], "True");
+    assert_eq!(
+        condition(&created, "Established")["reason"],
+        "InitialNamesAccepted"
+    );
+    assert_eq!(
+        condition(&created, "NamesAccepted")["reason"],
+        "NoConflicts"
+    );
+    assert_eq!(created["status"]["acceptedNames"]["listKind"], "WidgetList");
+    assert_eq!(created["status"]["storedVersions"], json!(["v1"]));
+    // Served when the create answers: discovery (with a new ETag) and the routes.
+    let (status, resources) = get_json(addr, "/apis/example.com/v1").await;
+    assert_eq!(status, 200, "{resources}");
+    assert_eq!(resources["resources"][0]["name"], "widgets");
+    assert_eq!(resources["resources"][0]["shortNames"], json!(["wd"]));
+    assert_eq!(resources["resources"][0]["namespaced"], true);
+    assert_ne!(aggregated_etag(addr).await, etag);
+    let mut watch = WatchReader::open(addr, &format!("{widgets}?watch=true"), None).await;
+    let widget = |name: &str, size: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name}, "spec": {"size": size}})
+    };
+    let (status, created) = send_json(addr, "POST", widgets, &widget("w1", json!(3))).await;
+    assert_eq!(status, 201, "{created}");
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "w1");
+    let (status, list) = get_json(addr, widgets).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["kind"], "WidgetList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (status, error) = send_json(addr, "POST", widgets, &widget("w2", json!("big"))).await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        "Widget.example.com \"w2\" is invalid: spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""
+    );
+
+    // Names another resource holds: not accepted, not served.
+    let mut gadgets = widget_definition();
+    gadgets["metadata"]["name"] = json!("gadgets.example.com");
+    gadgets["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget", "shortNames": ["wd"]});
+    let (status, created) = send_json(addr, "POST", crds, &gadgets).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(condition(&created, "NamesAccepted")["status"], "False");
+    assert_eq!(
+        condition(&created, "NamesAccepted")["message"],
+        "\"wd\" is already in use"
+    );
+    assert_eq!(condition(&created, "Established")["status"], "False");
+    assert_eq!(
+        get_json(addr, "/apis/example.com/v1/namespaces/default/gadgets")
+            .await
+            .0,
+        404
+    );
+
+    // Deleting the CRD deletes its objects, ends its watches, stops serving it.
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{crds}/widgets.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "DELETED", "{event}");
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "ERROR", "{event}");
+    assert_eq!(event["object"]["code"], 404);
+    assert!(watch.next().await.is_none(), "the stream ends");
+    assert_eq!(get_json(addr, widgets).await.0, 404);
+    // Created again (now with the status subresource and printer columns): served again,
+    // without the old objects.
+    let mut again = widget_definition();
+    again["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+    again["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] =
+        json!({"type": "object", "properties": {"ready": {"type": "boolean"}}});
+    again["spec"]["versions"][0]["additionalPrinterColumns"] =
+        json!([{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]);
+    let (status, _) = send_json(addr, "POST", crds, &again).await;
+    assert_eq!(status, 201);
+    let (status, list) = get_json(addr, widgets).await;
+    assert_eq!(status, 200);
+    assert_eq!(list["items"], json!([]));
+    // The main endpoint ignores the status, pruning drops undeclared fields; /status sets it.
+    let mut sent = widget("w3", json!(5));
+    sent["status"] = json!({"ready": true});
+    sent["spec"]["undeclared"] = json!(1);
+    let (status, created) = send_json(addr, "POST", widgets, &sent).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created.get("status").is_none(), "{created}");
+    assert_eq!(created["spec"], json!({"size": 5}));
+    let mut with_status = created.clone();
+    with_status["status"] = json!({"ready": true});
+    with_status["spec"]["size"] = json!(6);
+    let (status, updated) =
+        send_json(addr, "PUT", &format!("{widgets}/w3/status"), &with_status).await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["status"]["ready"], true);
+    assert_eq!(
+        updated["spec"]["size"], 5,
+        "the status endpoint changes only the status"
+    );
+    let (status, body) = request_with_headers(
+        addr,
+        "GET",
+        widgets,
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(table["columnDefinitions"][1]["name"], "Size");
+    assert_eq!(table["rows"][0]["cells"], json!(["w3", 5]));
     server.shutdown().await;
 }

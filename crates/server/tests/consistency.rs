@@ -28,11 +28,8 @@ use watchkeeper_core::Object;
 fn configmaps(server: &Server) -> Arc<Resource> {
     server
         .app
-        .resources
-        .iter()
-        .find(|r| r.def.plural == "configmaps" && r.def.group.is_empty())
+        .resource("", "v1", "configmaps")
         .expect("configmaps are served")
-        .clone()
 }
 
 async fn create(addr: SocketAddr, names: &[&str]) {
@@ -210,19 +207,14 @@ async fn the_periodic_check_finds_and_repairs_a_divergence() {
     let resource = configmaps(&server);
     corrupt(&resource, "a", "b").await;
     let checker = server.app.consistency.clone();
-    let index = server
-        .app
-        .resources
-        .iter()
-        .position(|r| Arc::ptr_eq(r, &resource))
-        .unwrap();
-    wait_until(|| checker.count(index, watchkeeper::source::consistency::Status::Failure) >= 1)
+    let name = resource.name();
+    wait_until(|| checker.count(&name, watchkeeper::source::consistency::Status::Failure) >= 1)
         .await;
     let cache = resource.cache().clone();
     wait_until(|| cache.latest().get("default/a").is_some()).await;
-    let successes = checker.count(index, watchkeeper::source::consistency::Status::Success);
+    let successes = checker.count(&name, watchkeeper::source::consistency::Status::Success);
     wait_until(|| {
-        checker.count(index, watchkeeper::source::consistency::Status::Success) > successes
+        checker.count(&name, watchkeeper::source::consistency::Status::Success) > successes
     })
     .await;
     server.shutdown().await;

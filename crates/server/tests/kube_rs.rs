@@ -626,14 +626,8 @@ async fn slow_consumer_loses_nothing() {
         }
     }
     assert_eq!(received, written, "every event, in order, exactly once");
-    let metrics = server
-        .app
-        .resources
-        .iter()
-        .find(|r| r.def.plural == "configmaps")
-        .unwrap()
-        .cache()
-        .metrics();
+    let configmaps = server.app.resource("", "v1", "configmaps").unwrap();
+    let metrics = configmaps.cache().metrics();
     eprintln!(
         "slow consumer: {} stalls, {} skipped events",
         metrics.watcher_stalls.get(),
@@ -707,7 +701,7 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 36 served kinds and the 5 review resources.
+/// 36 served kinds, CustomResourceDefinitions and the 5 review resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -745,7 +739,7 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 41, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 42, "{aggregated:#?}");
     let pods = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 Pod pods"))
@@ -756,5 +750,89 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .find(|line| line.starts_with("/v1 ConfigMap"))
         .expect("configmaps");
     assert!(configmaps.ends_with("[]"), "{configmaps}");
+    server.shutdown().await;
+}
+
+/// kube-rs installs a CRD as operators do: create it, `await_condition(is_crd_established)`,
+/// then use the new kind through a `DynamicObject` API (create, list, watch); deleting the
+/// CRD ends the watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installs_a_crd_and_uses_its_kind() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    use kube::runtime::{conditions, wait::await_condition};
+
+    let server = common::server().await;
+    let client = client(&server);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .expect("a CRD");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create the CRD");
+    tokio::time::timeout(
+        HANG_GUARD,
+        await_condition(
+            crds.clone(),
+            "gizmos.example.com",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("established in time")
+    .expect("the condition's watch");
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Gizmo"),
+        "gizmos",
+    );
+    let gizmos: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+    let mut events = watcher(gizmos.clone(), watcher::Config::default()).boxed();
+    let mut gizmo = DynamicObject::new("g1", &resource);
+    gizmo.data = json!({"spec": {"size": 1}});
+    gizmos
+        .create(&PostParams::default(), &gizmo)
+        .await
+        .expect("create a gizmo");
+    let listed = gizmos.list(&ListParams::default()).await.expect("a list");
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].data["spec"]["size"], 1);
+    loop {
+        let event = tokio::time::timeout(HANG_GUARD, events.next())
+            .await
+            .expect("a watch event")
+            .expect("the watcher goes on")
+            .expect("no watch error");
+        if let watcher::Event::Apply(object) | watcher::Event::InitApply(object) = event {
+            assert_eq!(object.metadata.name.as_deref(), Some("g1"));
+            break;
+        }
+    }
+    crds.delete("gizmos.example.com", &DeleteParams::default())
+        .await
+        .expect("delete the CRD");
+    // The watch of a removed resource ends with an error (then lists and fails: 404).
+    loop {
+        let event = tokio::time::timeout(HANG_GUARD, events.next())
+            .await
+            .expect("a watch event")
+            .expect("the watcher goes on");
+        if event.is_err() {
+            break;
+        }
+    }
+    let status = api_status(gizmos.list(&ListParams::default()).await);
+    assert_eq!(status.code, 404);
     server.shutdown().await;
 }

@@ -61,6 +61,7 @@ async fn scenario(k: &Kubectl) {
     scales_through_the_scale_subresource(k).await;
     patches_labels_annotations(k).await;
     deletes(k).await;
+    custom_resource_definitions(k).await;
 }
 
 /// `get namespaces` prints the server's Table with the three built-in namespaces.
@@ -1171,4 +1172,88 @@ async fn deletes(k: &Kubectl) {
             "{kind} left in team-a"
         );
     }
+}
+
+/// `apply -f crd.yaml`, `wait --for condition=established`, then the new kind: `apply`, `get`
+/// (the server's Table), `get -o json`; `delete crd` takes its objects with it.
+async fn custom_resource_definitions(k: &Kubectl) {
+    let crd = k.manifest(
+        "crd.yaml",
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+",
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &crd]).await.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"
+    );
+    assert_eq!(
+        k.ok(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "--timeout=10s",
+            "crd/widgets.example.com"
+        ])
+        .await
+        .trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com condition met"
+    );
+    let widget = |size: &str| {
+        format!(
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: {size}\n"
+        )
+    };
+    let file = k.manifest("widget.yaml", &widget("3"));
+    assert_eq!(
+        k.ok(&["apply", "-f", &file]).await.trim(),
+        "widget.example.com/w1 created"
+    );
+    let out = k.ok(&["get", "wd"]).await;
+    assert!(out.starts_with("NAME"), "{out}");
+    assert_eq!(names(&out), ["w1"]);
+    let object = k.json(&["get", "widget", "w1"]).await;
+    assert_eq!(object["spec"]["size"], 3);
+    let bad = k.manifest("bad-widget.yaml", &widget("big"));
+    let refused = k.fails(&["apply", "-f", &bad]).await;
+    assert!(
+        refused
+            .stderr
+            .contains("spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        k.ok(&["delete", "crd", "widgets.example.com"]).await.trim(),
+        "customresourcedefinition.apiextensions.k8s.io \"widgets.example.com\" deleted"
+    );
+    // Whether kubectl's discovery cache still names the kind or not, the kind is gone.
+    let gone = k.fails(&["get", "widgets"]).await;
+    assert!(
+        gone.stderr
+            .contains("the server doesn't have a resource type \"widgets\"")
+            || gone
+                .stderr
+                .contains("the server could not find the requested resource"),
+        "{}",
+        gone.stderr
+    );
 }

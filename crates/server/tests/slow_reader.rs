@@ -71,14 +71,8 @@ async fn stall_resume_delivers_everything_on_the_same_stream() {
     let (written, received, ended, server) = run("stall-resume").await;
     assert_eq!(received, written, "every event, in order, exactly once");
     assert!(!ended, "the stream stayed open");
-    let metrics = server
-        .app
-        .resources
-        .iter()
-        .find(|r| r.def.plural == "configmaps")
-        .unwrap()
-        .cache()
-        .metrics();
+    let configmaps = server.app.resource("", "v1", "configmaps").unwrap();
+    let metrics = configmaps.cache().metrics();
     assert!(
         metrics.watcher_stalls.get() >= 1,
         "the reader really fell behind"
@@ -96,14 +90,8 @@ async fn legacy_mode_terminates_the_slow_reader() {
     let (written, received, ended, server) = run("legacy").await;
     assert!(ended, "the server closed the stream");
     assert!(received.len() < written.len(), "it never got everything");
-    let metrics = server
-        .app
-        .resources
-        .iter()
-        .find(|r| r.def.plural == "configmaps")
-        .unwrap()
-        .cache()
-        .metrics();
+    let configmaps = server.app.resource("", "v1", "configmaps").unwrap();
+    let metrics = configmaps.cache().metrics();
     assert_eq!(
         metrics.terminations(watchkeeper_core::TerminationReason::Unresponsive),
         1

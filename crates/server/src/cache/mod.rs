@@ -1,14 +1,18 @@
 //! The caches: one watch cache per served resource, driven on real threads by a
-//! [`CacheDriver`] (see [`driver`]), and the [`Resource`] that pairs it with its definition.
+//! [`CacheDriver`] (see [`driver`]), the [`Resource`] that pairs it with its definition, and
+//! the [`Registry`] of the resources served now (see [`registry`]).
 
 pub mod driver;
+pub mod registry;
 
 pub use driver::{
     CacheDriver, Clock, DriverError, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook,
     Stopped,
 };
+pub use registry::{Registry, Served};
 
 use watchkeeper_api::ResourceDef;
+use watchkeeper_api::crd::CustomResource;
 use watchkeeper_core::WatchCache;
 
 /// One served resource: its definition, cache and store prefix.
@@ -20,9 +24,88 @@ pub struct Resource {
     pub driver: CacheDriver,
     /// Store key prefix of its objects, with a trailing slash (`/registry/pods/`).
     pub key_prefix: String,
+    /// Where the definition comes from.
+    pub origin: Origin,
+    /// What its CustomResourceDefinition says beyond the definition (schema, subresources,
+    /// printer columns), for a resource a CRD serves.
+    custom: std::sync::RwLock<Option<std::sync::Arc<CustomResource>>>,
+    /// Flips to true when the resource stops being served (its CRD was deleted or changed):
+    /// its watch streams end with an in-stream error.
+    removed: tokio::sync::watch::Sender<bool>,
+}
+
+/// Where a served resource's definition comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Built in, from `--resources`, or the upstream's discovery: served for the server's life.
+    Static,
+    /// A CustomResourceDefinition in the store: served while it is established.
+    Definition,
 }
 
 impl Resource {
+    /// A resource served for the server's life.
+    #[must_use]
+    pub fn new(def: ResourceDef, key_prefix: String, driver: CacheDriver) -> Resource {
+        Resource {
+            def,
+            driver,
+            key_prefix,
+            origin: Origin::Static,
+            custom: std::sync::RwLock::new(None),
+            removed: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// The resource a CustomResourceDefinition serves.
+    #[must_use]
+    pub fn from_definition(
+        custom: CustomResource,
+        key_prefix: String,
+        driver: CacheDriver,
+    ) -> Resource {
+        Resource {
+            origin: Origin::Definition,
+            custom: std::sync::RwLock::new(Some(std::sync::Arc::new(custom.clone()))),
+            ..Resource::new(custom.def, key_prefix, driver)
+        }
+    }
+
+    /// What the resource's CRD says (schema, subresources, printer columns), for a resource
+    /// a CRD serves.
+    #[must_use]
+    pub fn custom(&self) -> Option<std::sync::Arc<CustomResource>> {
+        self.custom
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces what the CRD says beyond the definition (its CRD changed only that).
+    pub fn set_custom(&self, custom: CustomResource) {
+        *self
+            .custom
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::sync::Arc::new(custom));
+    }
+
+    /// Marks the resource as no longer served (its watch streams end).
+    pub fn mark_removed(&self) {
+        self.removed.send_replace(true);
+    }
+
+    /// Whether the resource is no longer served.
+    #[must_use]
+    pub fn is_removed(&self) -> bool {
+        *self.removed.borrow()
+    }
+
+    /// A receiver that changes when the resource is no longer served.
+    #[must_use]
+    pub fn removed_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.removed.subscribe()
+    }
+
     /// The cache.
     #[must_use]
     pub fn cache(&self) -> &WatchCache {

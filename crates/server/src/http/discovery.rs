@@ -26,7 +26,7 @@ pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
         let legacy = if core {
             api_versions()
         } else {
-            api_group_list(&app.defs)
+            api_group_list(&app.resources().defs)
         };
         let mut response = json_response(StatusCode::OK, legacy.to_string());
         response
@@ -34,7 +34,7 @@ pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
             .insert(header::VARY, HeaderValue::from_static("Accept"));
         return response;
     };
-    let body = aggregated_discovery(&app.defs, core, version).to_string();
+    let body = aggregated_discovery(&app.resources().defs, core, version).to_string();
     let etag = discovery_etag(&body);
     let not_modified = context
         .headers

@@ -249,15 +249,16 @@ async fn consistency(app: &Arc<App>, context: &RequestContext, query: Option<&st
             .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
             .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "resource"))
             .map(|(_, v)| v);
+        let resources = app.resources();
         if let Some(name) = &only
-            && !app.resources.iter().any(|r| r.name() == *name)
+            && !resources.iter().any(|r| r.name() == *name)
         {
             return error_response(&ApiError::bad_request(format!(
                 "resource {name:?} is not served"
             )));
         }
         app.consistency
-            .check(&app.resources, &app.source, only.as_deref())
+            .check(&resources, &app.source, only.as_deref())
             .await
     } else if context.method == Method::GET {
         app.consistency.last_reports()
@@ -308,20 +309,22 @@ async fn route(
         }
         ["api"] => discovery::root(app, context, true),
         ["apis"] => discovery::root(app, context, false),
-        ["api", "v1"] => {
-            watchkeeper_api::api_resource_list(&app.defs, "", "v1").map_or_else(not_found, ok)
+        ["api", "v1"] => watchkeeper_api::api_resource_list(&app.resources().defs, "", "v1")
+            .map_or_else(not_found, ok),
+        ["apis", group] => {
+            watchkeeper_api::api_group(&app.resources().defs, group).map_or_else(not_found, ok)
         }
-        ["apis", group] => watchkeeper_api::api_group(&app.defs, group).map_or_else(not_found, ok),
         ["apis", group, version] => {
-            watchkeeper_api::api_resource_list(&app.defs, group, version).map_or_else(not_found, ok)
+            watchkeeper_api::api_resource_list(&app.resources().defs, group, version)
+                .map_or_else(not_found, ok)
         }
-        ["openapi", "v3"] => ok(watchkeeper_api::openapi_v3_root(&app.defs)),
+        ["openapi", "v3"] => ok(watchkeeper_api::openapi_v3_root(&app.resources().defs)),
         ["openapi", "v3", "api", "v1"] => {
-            watchkeeper_api::openapi_v3_group_version(&app.defs, "", "v1")
+            watchkeeper_api::openapi_v3_group_version(&app.resources().defs, "", "v1")
                 .map_or_else(not_found, ok)
         }
         ["openapi", "v3", "apis", group, version] => {
-            watchkeeper_api::openapi_v3_group_version(&app.defs, group, version)
+            watchkeeper_api::openapi_v3_group_version(&app.resources().defs, group, version)
                 .map_or_else(not_found, ok)
         }
         ["api", "v1", rest @ ..] => return resource_request(app, context, "", "v1", rest).await,
@@ -356,10 +359,7 @@ async fn resource_request(
     let Some(target) = Target::parse(group, version, rest) else {
         return not_found();
     };
-    let Some(resource) = app
-        .resource(target.group, target.version, target.plural)
-        .cloned()
-    else {
+    let Some(resource) = app.resource(target.group, target.version, target.plural) else {
         return not_found();
     };
     let (verb, result) = serve_resource(app, context, &resource, target).await;
@@ -435,7 +435,7 @@ async fn write(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    let result = app.source.write(request, resource, &app.resources).await;
+    let result = app.source.write(request, resource, &app.resources()).await;
     if let Err(error) = &result
         && watchkeeper_api::patch::is_copy_limit_refusal(error)
     {

@@ -63,7 +63,7 @@ pub async fn serve(
     if app.source.as_upstream().is_some() {
         // Caching-proxy mode: the upstream's own binding and eviction (its budgets, kept by
         // its disruption controller), forwarded as they are.
-        return app.source.write(request, resource, &app.resources).await;
+        return app.source.write(request, resource, &app.resources()).await;
     }
     let body: Value = serde_json::from_slice(&request.context.body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
@@ -156,7 +156,7 @@ async fn write(
         options: Options::parse(query.as_deref())?,
         verb,
     };
-    app.source.write(&inner, resource, &app.resources).await
+    app.source.write(&inner, resource, &app.resources()).await
 }
 
 /// The query of an inner write: the outer request's `dryRun`, if any.
@@ -404,7 +404,7 @@ async fn evict(
         let labels = labels_of(&pod);
         let page = match app
             .source
-            .list(budgets, Some(namespace), &Options::parse(None)?)
+            .list(&budgets, Some(namespace), &Options::parse(None)?)
             .await
         {
             Ok(page) => page,
@@ -478,7 +478,7 @@ async fn evict(
         match write(
             app,
             request,
-            budgets,
+            &budgets,
             Method::PATCH,
             pdb_target,
             spend,

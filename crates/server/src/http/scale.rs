@@ -275,7 +275,7 @@ pub async fn serve(
                 };
                 match app
                     .source
-                    .write(&parent_request, resource, &app.resources)
+                    .write(&parent_request, resource, &app.resources())
                     .await
                 {
                     Ok(response) => {

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use watchkeeper_api::{ApiError, ResourceDef};
+use watchkeeper_api::ApiError;
 
 use crate::auth::Auth;
-use crate::cache::{Clock, Resource};
+use crate::cache::{Clock, Registry, Resource, Served};
 use crate::config::ServeConfig;
 use crate::limits::Limits;
 use crate::operator::debug::DebugState;
@@ -24,10 +24,8 @@ pub struct App {
     pub config: ServeConfig,
     /// Where the caches' contents come from and writes go.
     pub source: Source,
-    /// Served resources.
-    pub resources: Vec<Arc<Resource>>,
-    /// Their definitions (for discovery).
-    pub defs: Vec<ResourceDef>,
+    /// The served resources (they change as CustomResourceDefinitions come and go).
+    pub registry: Arc<Registry>,
     /// The reflector's status.
     pub reflector: Arc<ReflectorStatus>,
     /// The clock shared with the caches.
@@ -51,12 +49,16 @@ pub struct App {
 }
 
 impl App {
+    /// The served resources now (one consistent view; see [`Registry`]).
+    #[must_use]
+    pub fn resources(&self) -> Arc<Served> {
+        self.registry.load()
+    }
+
     /// Finds a served resource.
     #[must_use]
-    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Resource>> {
-        self.resources
-            .iter()
-            .find(|r| r.def.group == group && r.def.version == version && r.def.plural == plural)
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        self.registry.load().find(group, version, plural).cloned()
     }
 
     /// 429 until the first list is loaded (as Kubernetes does for an unready cache).
@@ -80,7 +82,7 @@ impl App {
         Observed {
             mode: self.config.cache.mode.as_str(),
             clock: self.clock,
-            resources: &self.resources,
+            resources: self.registry.load(),
             watches: &self.watches,
             reflector: &self.reflector,
             debug: &self.debug,

@@ -129,13 +129,27 @@ pub async fn watch(
     // On shutdown the cache ends the watch (after a final bookmark when the client allows
     // bookmarks); the stream delivers what it was owed until then, and the connection layer
     // drops a connection that has not finished within the shutdown grace period.
-    let body = futures_util::stream::unfold(stream, |mut stream| async move {
-        if stream.done {
-            return None;
-        }
-        let parts = stream.next_chunk().await;
-        Some((parts, stream))
-    })
+    let removed = resource.removed_signal();
+    let body = futures_util::stream::unfold(
+        (stream, removed),
+        |(mut stream, mut removed)| async move {
+            if stream.done {
+                return None;
+            }
+            let parts = tokio::select! {
+                // Events already queued go out before the end of a removed resource.
+                biased;
+                parts = stream.next_chunk() => parts,
+                // The resource is no longer served (its CRD was deleted or changed): an
+                // in-stream error ends the watch rather than a stream that never ends.
+                _ = removed.wait_for(|removed| *removed) => {
+                    stream.done = true;
+                    vec![error_frame(&ApiError::path_not_found())]
+                }
+            };
+            Some((parts, (stream, removed)))
+        },
+    )
     .flat_map(|parts| futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>)));
     let mut response = Response::new(Body::from_stream(body.boxed()));
     response.headers_mut().insert(
@@ -243,15 +257,20 @@ impl WatchStream {
         if let Some(end) = end {
             self.done = true;
             if let Some(error) = end_error(&end) {
-                let mut out = BytesMut::new();
-                out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
-                out.put_slice(error.to_status().to_string().as_bytes());
-                out.put_slice(b"}\n");
-                parts.push(out.freeze());
+                parts.push(error_frame(&error));
             }
         }
         parts
     }
+}
+
+/// An in-stream ERROR event carrying `error`'s Status.
+fn error_frame(error: &ApiError) -> Bytes {
+    let mut out = BytesMut::new();
+    out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
+    out.put_slice(error.to_status().to_string().as_bytes());
+    out.put_slice(b"}\n");
+    out.freeze()
 }
 
 /// The in-stream error for how a watch ended, if it is one.

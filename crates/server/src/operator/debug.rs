@@ -577,7 +577,7 @@ fn unix_millis() -> u64 {
 fn read_totals(app: &Observed<'_>, per_resource: &mut Vec<(u64, u64)>) -> Totals {
     let mut totals = Totals::default();
     per_resource.clear();
-    for resource in app.resources {
+    for resource in app.resources.iter() {
         let cache = resource.cache();
         let metrics = cache.metrics();
         let events_in = metrics.events_dispatched.get();
@@ -682,9 +682,14 @@ pub async fn run_sampler<T: Send + Sync + 'static>(
             count_states(app, &mut sample);
             {
                 let mut rates = lock(&app.debug.rates);
+                // The served set may have changed since (CRDs): rates wait for a stable one.
+                let stable = before_per_resource.len() == per_resource.len();
                 for (i, resource) in app.resources.iter().enumerate() {
-                    let (in_before, out_before) = before_per_resource[i];
-                    let (in_after, out_after) = per_resource[i];
+                    let (Some(&(in_before, out_before)), Some(&(in_after, out_after)), true) =
+                        (before_per_resource.get(i), per_resource.get(i), stable)
+                    else {
+                        continue;
+                    };
                     rates.insert(
                         resource_name(resource),
                         (

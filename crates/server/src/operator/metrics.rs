@@ -270,12 +270,12 @@ fn collect_consistency(app: &Observed<'_>, scrape: &mut Scrape) {
         "apiserver_storage_consistency_checks_total",
         "Counter for status of consistency checks between etcd and watch cache",
     );
-    for (index, resource) in app.resources.iter().enumerate() {
+    for resource in app.resources.iter() {
         let name = resource.name();
         for status in Status::COUNTED {
             family.sample(
                 &[("resource", name.as_str()), ("status", status.as_str())],
-                app.consistency.count(index, status),
+                app.consistency.count(&name, status),
             );
         }
     }
@@ -375,14 +375,14 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
     ];
     for (name, help, get) in counters {
         let family = scrape.counter(name, help);
-        for r in app.resources {
+        for r in app.resources.iter() {
             let value = u64::try_from(get(r.cache().metrics())).unwrap_or(0);
             family.sample(&resource_labels(&r.def), value);
         }
     }
     for (name, help, get) in gauges {
         let family = scrape.gauge(name, help);
-        for r in app.resources {
+        for r in app.resources.iter() {
             family.signed(&resource_labels(&r.def), get(r.cache().metrics()));
         }
     }
@@ -390,7 +390,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
         "apiserver_terminated_watchers_total",
         "Watchers terminated by the cache, by reason.",
     );
-    for r in app.resources {
+    for r in app.resources.iter() {
         for reason in TerminationReason::ALL {
             let [group, resource] = resource_labels(&r.def);
             family.sample(
@@ -403,7 +403,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
         "apiserver_watch_cache_watcher_catchup_events",
         "Events pushed to one watcher between going unsynced and resyncing.",
     );
-    for r in app.resources {
+    for r in app.resources.iter() {
         family.histogram(
             &resource_labels(&r.def),
             &r.cache().metrics().watcher_catchup_events,
@@ -414,7 +414,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
         "apiserver_watch_cache_catchup_pass_duration_seconds",
         "Catch-up pass durations.",
     );
-    for r in app.resources {
+    for r in app.resources.iter() {
         family.histogram(
             &resource_labels(&r.def),
             &r.cache().metrics().pass_duration_micros,
@@ -429,7 +429,7 @@ fn collect_paths(app: &Observed<'_>, scrape: &mut Scrape) {
         "Store revision seen by the reflector minus the revision the cache dispatched.",
     );
     let store_revision = app.reflector.store_revision.load(Ordering::Relaxed);
-    for r in app.resources {
+    for r in app.resources.iter() {
         family.sample(
             &resource_labels(&r.def),
             store_revision.saturating_sub(r.cache().dispatched()),

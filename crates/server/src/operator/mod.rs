@@ -9,21 +9,21 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::cache::{Clock, Resource};
+use crate::cache::Clock;
 use crate::limits::Limits;
 use crate::source::Source;
 use crate::source::feed::ReflectorStatus;
 use crate::source::read::PathCounters;
 
 /// What the operator view reads.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Observed<'a> {
     /// The watch mode's name (`stall-resume`, `legacy`).
     pub mode: &'a str,
     /// The clock shared with the caches.
     pub clock: Clock,
-    /// Served resources.
-    pub resources: &'a [Arc<Resource>],
+    /// Served resources (the registry's view when the operator view was taken).
+    pub resources: Arc<crate::cache::Served>,
     /// Open watch streams.
     pub watches: &'a WatchRegistry,
     /// The reflector's status.

@@ -28,7 +28,6 @@
 
 use std::collections::BTreeMap;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -139,32 +138,37 @@ impl Report {
     }
 }
 
-/// The checker's counters and last reports, per resource in the order of the server's
-/// resources.
+/// The checker's counters and last reports, per resource name.
 #[derive(Debug)]
 pub struct ConsistencyChecker {
-    /// (success, failure, error) counts per resource.
-    counts: Vec<[AtomicU64; 3]>,
+    /// (success, failure, error) counts per resource name.
+    counts: Mutex<BTreeMap<String, [u64; 3]>>,
     /// The last report per resource.
     last: Mutex<BTreeMap<String, Report>>,
     /// One check at a time.
     running: tokio::sync::Mutex<()>,
 }
 
+impl Default for ConsistencyChecker {
+    fn default() -> ConsistencyChecker {
+        ConsistencyChecker::new()
+    }
+}
+
 impl ConsistencyChecker {
-    /// A checker for `resources` resources.
+    /// A checker with nothing counted.
     #[must_use]
-    pub fn new(resources: usize) -> ConsistencyChecker {
+    pub fn new() -> ConsistencyChecker {
         ConsistencyChecker {
-            counts: (0..resources).map(|_| Default::default()).collect(),
+            counts: Mutex::default(),
             last: Mutex::default(),
             running: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Checks finished for the resource at `index` with `status`.
+    /// Checks finished for the resource `name` with `status`.
     #[must_use]
-    pub fn count(&self, index: usize, status: Status) -> u64 {
+    pub fn count(&self, name: &str, status: Status) -> u64 {
         let slot = match status {
             Status::Success => 0,
             Status::Failure => 1,
@@ -172,8 +176,10 @@ impl ConsistencyChecker {
             Status::Skipped => return 0,
         };
         self.counts
-            .get(index)
-            .map_or(0, |counts| counts[slot].load(Ordering::Relaxed))
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .map_or(0, |counts| counts[slot])
     }
 
     /// The last report of every resource checked.
@@ -253,7 +259,7 @@ impl ConsistencyChecker {
                 } else {
                     report.status = Status::Failure;
                     report.differences = differences(&cached, &stored, DIFFERENCES_SHOWN);
-                    report.relisting = source.request_relist(index);
+                    report.relisting = source.request_relist(&name);
                     tracing::error!(
                         resource = %name,
                         revision,
@@ -267,7 +273,11 @@ impl ConsistencyChecker {
             }
         }
         if let Some(slot) = Status::COUNTED.iter().position(|s| *s == report.status) {
-            self.counts[index][slot].fetch_add(1, Ordering::Relaxed);
+            self.counts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(name.clone())
+                .or_default()[slot] += 1;
         }
         self.last
             .lock()

@@ -14,6 +14,7 @@
 //!
 //! Objects from either kind are decoded by the one decoder in [`decode`].
 
+pub mod catalog;
 pub mod consistency;
 pub mod decode;
 pub mod feed;
@@ -45,9 +46,10 @@ pub struct Source {
     kind: Kind,
     fresh: Freshness,
     backoff: Backoff,
-    /// Relist requests into the running reflections: (sender, feed index) per resource in
-    /// feed order; set when the reflector starts.
-    relists: std::sync::OnceLock<Vec<(RelistRequests, usize)>>,
+    /// Relist requests into the running reflections, by resource name: the store
+    /// reflection's one sender (`None` name), or one per upstream resource; set when the
+    /// reflector starts.
+    relists: std::sync::OnceLock<Vec<(Option<String>, RelistRequests)>>,
 }
 
 #[derive(Debug)]
@@ -97,13 +99,17 @@ impl Source {
         }
     }
 
-    /// Asks the reflector to relist the resource of feed `index` (in the order the feeds were
-    /// given to [`Source::start_reflector`]); false when no reflector runs for it.
-    pub fn request_relist(&self, index: usize) -> bool {
+    /// Asks the reflector to relist the resource `name` (`plural.group`); false when no
+    /// reflector runs for it.
+    pub fn request_relist(&self, name: &str) -> bool {
         self.relists
             .get()
-            .and_then(|relists| relists.get(index))
-            .is_some_and(|(requests, feed)| requests.request(*feed))
+            .and_then(|relists| {
+                relists
+                    .iter()
+                    .find(|(resource, _)| resource.as_deref().is_none_or(|r| r == name))
+            })
+            .is_some_and(|(_, requests)| requests.request(name))
     }
 
     /// The upstream, for an upstream source.
@@ -121,25 +127,25 @@ impl Source {
         &self.fresh
     }
 
-    /// Starts the reflector(s) feeding `feeds`: one store watch for every resource, or one
-    /// upstream list and watch per resource. The returned task runs until aborted or a cache
-    /// stops.
+    /// Starts the reflector(s) feeding `feeds`: one store watch for every resource (serving
+    /// the CRDs of the store through `catalog`), or one upstream list and watch per resource
+    /// (the upstream's resources as discovered at start; `catalog` is not used). The returned
+    /// task runs until aborted or a cache stops.
     pub fn start_reflector(
         &self,
         feeds: Vec<Feed>,
         status: Arc<ReflectorStatus>,
+        catalog: Option<catalog::Catalog>,
     ) -> tokio::task::JoinHandle<()> {
         let backoff = self.backoff;
         match &self.kind {
             Kind::Store(store) => {
                 let readiness = Readiness::new(1, status.clone());
-                let lister = Lister::Store(StoreLister::new(store, &feeds));
+                let lister = Lister::Store(StoreLister::new(store));
                 let (requests, receiver) = RelistRequests::channel();
-                let _ = self
-                    .relists
-                    .set((0..feeds.len()).map(|i| (requests.clone(), i)).collect());
+                let _ = self.relists.set(vec![(None, requests)]);
                 tokio::spawn(reflector::run(
-                    lister, feeds, status, readiness, backoff, receiver,
+                    lister, feeds, status, readiness, backoff, receiver, catalog,
                 ))
             }
             Kind::Upstream(upstream) => {
@@ -148,7 +154,7 @@ impl Source {
                 let mut relists = Vec::new();
                 for feed in feeds {
                     let (requests, receiver) = RelistRequests::channel();
-                    relists.push((requests, 0));
+                    relists.push((Some(crate::cache::name_of(&feed.def)), requests));
                     let lister = Lister::Upstream(UpstreamLister::new(upstream, &feed.def));
                     tasks.spawn(reflector::run(
                         lister,
@@ -157,6 +163,7 @@ impl Source {
                         readiness.clone(),
                         backoff,
                         receiver,
+                        None,
                     ));
                 }
                 let _ = self.relists.set(relists);

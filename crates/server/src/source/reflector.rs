@@ -28,9 +28,14 @@
 //!   from a resource version it saw before a restart or on a sibling instance. The caches
 //!   count as loaded only once the replay has reached the store's revision of the list's
 //!   time, so no read is served from the past.
+//! - The store reflection may carry a [`Catalog`]: after each list and each revision that
+//!   changed a CustomResourceDefinition it starts the caches of newly established CRDs (reset
+//!   with their keys at exactly that revision) and stops those of CRDs gone, then resumes its
+//!   watch from the same revision with the new set of feeds (see [`crate::source::catalog`]).
 //! - The server is ready once every reflection has loaded its caches once.
 //! - The loop ends when a cache stops (its input channel is closed).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -38,7 +43,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use watchkeeper_core::Revision;
 
-use crate::cache::Input;
+use crate::cache::{Input, name_of};
+use crate::source::catalog::Catalog;
 use crate::source::feed::{Backoff, Feed, Item, Listed, ReflectorStatus, Stop, jitter};
 use crate::source::store::{StoreEvents, StoreLister};
 use crate::source::upstream::{UpstreamEvents, UpstreamLister};
@@ -121,28 +127,78 @@ impl Events {
     }
 }
 
-/// Where relist requests for one reflection's feeds go (by feed index).
+/// Where relist requests for one reflection's feeds go (by resource name, `plural.group`).
 #[derive(Debug, Clone)]
-pub struct RelistRequests(UnboundedSender<usize>);
+pub struct RelistRequests(UnboundedSender<String>);
 
 impl RelistRequests {
     /// A sender and the receiver its reflection reads.
     #[must_use]
-    pub fn channel() -> (RelistRequests, UnboundedReceiver<usize>) {
+    pub fn channel() -> (RelistRequests, UnboundedReceiver<String>) {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         (RelistRequests(sender), receiver)
     }
 
-    /// Asks for a relist of feed `index`; false when the reflection has stopped.
-    pub fn request(&self, index: usize) -> bool {
-        self.0.send(index).is_ok()
+    /// Asks for a relist of the feed of resource `name`; false when the reflection has
+    /// stopped.
+    pub fn request(&self, name: &str) -> bool {
+        self.0.send(name.to_owned()).is_ok()
     }
 }
 
 /// What the reflector does next after a relist request.
 enum Next {
     Item(Item),
-    Relist(usize),
+    Relist(String),
+}
+
+/// Brings the feeds in line with the CRDs at `revision` (see [`Catalog`]): the CRDs' cache at
+/// `at` with `changes` applied (the CRDs' changes at `revision`, not sent yet). True when
+/// the feeds changed (the watch must be opened again with the new feeds).
+async fn reconcile(
+    catalog: &mut Catalog,
+    lister: &Lister,
+    feeds: &mut Vec<Feed>,
+    (at, changes): (Revision, &[watchkeeper_core::Change]),
+    revision: Revision,
+) -> Result<bool, Stop> {
+    let wanted = catalog.wanted(at, changes).await;
+    let (stop, start) = catalog.plan(&wanted);
+    let changed = !stop.is_empty() || !start.is_empty();
+    for name in &stop {
+        feeds.retain(|feed| name_of(&feed.def) != *name);
+        catalog.stop(name, at).await;
+    }
+    for resource in start {
+        let started = match catalog.start(&resource) {
+            Ok(started) => started,
+            Err(error) => {
+                tracing::error!(resource = %name_of(&resource.def), %error, "cannot start the cache of a custom resource");
+                continue;
+            }
+        };
+        feeds.push(started.feed);
+        let index = feeds.len() - 1;
+        let objects = match lister.list_feed(feeds, index, revision).await {
+            Some(Ok(objects)) => objects,
+            Some(Err(stop)) => {
+                feeds.pop();
+                return Err(stop);
+            }
+            None => Vec::new(),
+        };
+        if feeds[index]
+            .input
+            .send_async(Input::Reset(revision, objects))
+            .await
+            .is_err()
+        {
+            feeds.pop();
+            continue;
+        }
+        catalog.serve(&resource, started.resource);
+    }
+    Ok(changed)
 }
 
 /// Counts reflections until each has loaded once, then marks the server ready.
@@ -170,14 +226,26 @@ impl Readiness {
     }
 }
 
-/// Runs one reflection (`lister` over `feeds`) until a cache stops.
+/// The CRDs' changes among a revision's changes by feed name.
+fn definitions_of(
+    by_name: &BTreeMap<String, Vec<watchkeeper_core::Change>>,
+) -> Vec<watchkeeper_core::Change> {
+    by_name
+        .get(&Catalog::definitions_feed())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Runs one reflection (`lister` over `feeds`, with the `catalog` of CRDs when it serves
+/// them) until a cache stops.
 pub async fn run(
     lister: Lister,
-    feeds: Vec<Feed>,
+    mut feeds: Vec<Feed>,
     status: Arc<ReflectorStatus>,
     readiness: Arc<Readiness>,
     backoff: Backoff,
-    mut relists: UnboundedReceiver<usize>,
+    mut relists: UnboundedReceiver<String>,
+    mut catalog: Option<Catalog>,
 ) {
     let name = lister.name();
     let mut delay = backoff.initial;
@@ -210,6 +278,15 @@ pub async fn run(
         }
         lister.observed(revision);
         status.lists.fetch_add(1, Ordering::Relaxed);
+        if let Some(catalog) = catalog.as_mut()
+            && let Err(Stop::Relist(error) | Stop::Resume(error) | Stop::Restart(error)) =
+                reconcile(catalog, &lister, &mut feeds, (revision, &[]), revision).await
+        {
+            tracing::warn!(source = %name, %error, ?delay, "starting custom resources failed; relisting");
+            tokio::time::sleep(jitter(delay)).await;
+            delay = backoff.next(delay);
+            continue;
+        }
         if first {
             first = false;
             if ready_at > revision {
@@ -254,10 +331,12 @@ pub async fn run(
                 };
                 let item = match next {
                     Next::Item(item) => item,
-                    Next::Relist(index) => {
-                        let Some(feed) = feeds.get(index) else {
+                    Next::Relist(relist) => {
+                        let Some(index) = feeds.iter().position(|f| name_of(&f.def) == relist)
+                        else {
                             continue;
                         };
+                        let feed = &feeds[index];
                         match lister.list_feed(&feeds, index, last).await {
                             Some(Ok(objects)) => {
                                 tracing::warn!(source = %name, resource = %crate::cache::name_of(&feed.def), revision = last, objects = objects.len(), "relisted one resource on request (its watchers get 410)");
@@ -280,6 +359,45 @@ pub async fn run(
                 };
                 match item {
                     Item::Changes(revision, mut changes) => {
+                        // A CRD changed: the served set changes first (new caches reset at
+                        // this revision, gone ones removed), then the revision goes out.
+                        let mut feeds_changed = false;
+                        if let Some(catalog) = catalog.as_mut()
+                            && feeds
+                                .iter()
+                                .position(|f| watchkeeper_api::crd::is_crd(&f.def))
+                                .is_some_and(|index| changes.contains_key(&index))
+                        {
+                            let by_name: BTreeMap<String, Vec<watchkeeper_core::Change>> =
+                                std::mem::take(&mut changes)
+                                    .into_iter()
+                                    .filter_map(|(index, changes)| {
+                                        feeds.get(index).map(|f| (name_of(&f.def), changes))
+                                    })
+                                    .collect();
+                            let definitions = definitions_of(&by_name);
+                            match reconcile(
+                                catalog,
+                                &lister,
+                                &mut feeds,
+                                (last, &definitions),
+                                revision,
+                            )
+                            .await
+                            {
+                                Ok(changed) => feeds_changed = changed,
+                                Err(stop) => break stop,
+                            }
+                            changes = by_name
+                                .into_iter()
+                                .filter_map(|(name, changes)| {
+                                    feeds
+                                        .iter()
+                                        .position(|f| name_of(&f.def) == name)
+                                        .map(|index| (index, changes))
+                                })
+                                .collect();
+                        }
                         for (index, feed) in feeds.iter().enumerate() {
                             let input = match changes.remove(&index) {
                                 Some(changes) => Input::Revision(revision, changes),
@@ -294,6 +412,9 @@ pub async fn run(
                         if pending_ready.is_some_and(|at| last >= at) {
                             pending_ready = None;
                             readiness.loaded();
+                        }
+                        if feeds_changed {
+                            break Stop::Resume("the served custom resources changed".to_owned());
                         }
                     }
                     Item::Progress(revision) => {

@@ -43,7 +43,7 @@ use watchkeeper_store::{
     StartKey, Store, StoreError, TxnError, TxnOp, TxnRequest, Watch, WatchError, WatchItem,
 };
 
-use crate::cache::Resource;
+use crate::cache::{Origin, Resource};
 use crate::request::ResourceRequest;
 use crate::respond::json_response;
 use crate::source::decode::decode_stored;
@@ -377,6 +377,7 @@ impl Writer<'_> {
     ) -> Result<Value, ApiError> {
         let context = self.create_context(resource, namespace).await?;
         let object = prepare_create(&resource.def, body, &context)?;
+        let object = self.admit(resource, None, object)?;
         let managers = apply::update(
             &resource.def,
             None,
@@ -406,6 +407,76 @@ impl Writer<'_> {
             creation_timestamp: self.time.clone(),
             random_suffix: random_suffix(),
         })
+    }
+
+    /// What a kind checks beyond metadata once an object is prepared (`old` on updates): a
+    /// CustomResourceDefinition gets the status kube-apiserver's naming and establishing
+    /// controllers give it (its names against every other served resource; a client's own
+    /// status is not kept); an object of a CRD's resource gets the `status` subresource's
+    /// rules when the CRD has it, then its schema's defaults and pruning, then is validated
+    /// against the schema.
+    fn admit(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        mut object: Value,
+    ) -> Result<Value, ApiError> {
+        if watchkeeper_api::crd::is_crd(&resource.def) {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let others: Vec<watchkeeper_api::crd::TakenNames> = self
+                .resources
+                .iter()
+                .filter(|r| !(r.origin == Origin::Definition && r.name() == name))
+                .map(|r| watchkeeper_api::crd::TakenNames::of(&r.def))
+                .collect();
+            let conflict = watchkeeper_api::crd::name_conflict(&object, &others);
+            watchkeeper_api::crd::set_status(
+                &mut object,
+                old.and_then(|old| old.get("status")),
+                conflict.as_deref(),
+                &self.time,
+            );
+        } else if let Some(custom) = resource.custom() {
+            if custom.status {
+                object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
+            }
+            if let Some(schema) = &custom.schema {
+                watchkeeper_api::crd::prune_and_default(schema, &mut object);
+                watchkeeper_api::schema::check_custom(&resource.def, schema, &object)?;
+            }
+        }
+        Ok(object)
+    }
+
+    /// Deletes every object of the resource a CustomResourceDefinition named `name` serves
+    /// (before the CRD itself, as kube-apiserver's finalizer does), 100 keys per transaction.
+    async fn delete_definition_objects(&self, name: &str) -> Result<(), ApiError> {
+        let Some(served) = self
+            .resources
+            .iter()
+            .find(|r| r.origin == Origin::Definition && r.name() == name)
+        else {
+            return Ok(());
+        };
+        self.consistent(served).await?;
+        let keys: Vec<Bytes> = served
+            .cache()
+            .latest()
+            .range(None, None)
+            .map(|o| Bytes::from(served.store_key(o.namespace(), o.name())))
+            .collect();
+        for batch in keys.chunks(100) {
+            let mut request = TxnRequest::default();
+            for key in batch {
+                request = request.then(TxnOp::Delete { key: key.clone() });
+            }
+            self.txn(request).await?;
+        }
+        Ok(())
     }
 
     /// The managed fields writer of this request.
@@ -603,6 +674,7 @@ impl Writer<'_> {
             let namespace = def.namespaced.then_some(namespace);
             let context = self.create_context(resource, namespace).await?;
             let object = prepare_create(def, merged, &context)?;
+            let object = self.admit(resource, None, object)?;
             match self.store_new(resource, namespace, object, &managers).await {
                 Err(error) if error.code == 409 => {
                     self.consistent(resource).await?;
@@ -645,7 +717,8 @@ impl Writer<'_> {
             let old = current.body();
             let (desired, managers) = mutate(old)?;
             let base = apply::base_managers(Some(old), &desired);
-            let mut new = prepare_update(&resource.def, old, desired)?;
+            let new = prepare_update(&resource.def, old, desired)?;
+            let mut new = self.admit(resource, Some(old), new)?;
             let managers = managers.unwrap_or_else(|| {
                 apply::update(
                     &resource.def,
@@ -777,6 +850,9 @@ impl Writer<'_> {
             if resource.def.group.is_empty() && resource.def.plural == "namespaces" && !self.dry_run
             {
                 self.delete_namespace_contents(name).await?;
+            }
+            if watchkeeper_api::crd::is_crd(&resource.def) && !has_finalizers && !self.dry_run {
+                self.delete_definition_objects(name).await?;
             }
             let store_key = Bytes::from(resource.store_key(namespace, name));
             let (operation, result) = if has_finalizers {
@@ -998,8 +1074,6 @@ pub struct StoreLister {
     source: StoreSource,
     /// The registry prefix with a trailing slash (`/registry/`).
     prefix: String,
-    /// The feeds' storage prefixes and whether their resources are namespaced, in feed order.
-    routes: Arc<Vec<(String, bool)>>,
 }
 
 /// An open store watch, routed to the feeds.
@@ -1151,25 +1225,26 @@ impl StoreLister {
             .map_err(|e| Stop::Restart(e.to_string()))
     }
 
-    /// The reflection of `source` for feeds whose storage prefixes and scopes are `routes`.
+    /// The reflection of `source` (its feeds, which may change between a watch and the
+    /// next, are given to each list and watch).
     #[must_use]
-    pub fn new(source: &StoreSource, feeds: &[Feed]) -> StoreLister {
+    pub fn new(source: &StoreSource) -> StoreLister {
         StoreLister {
             source: source.clone(),
             prefix: format!("{}/", source.prefix),
+        }
+    }
+
+    /// Routes keys to `feeds` by their storage prefixes and scopes.
+    fn router(&self, feeds: &[Feed]) -> Router {
+        Router {
+            prefix: self.prefix.clone(),
             routes: Arc::new(
                 feeds
                     .iter()
                     .map(|f| (f.storage_prefix.clone(), f.def.namespaced))
                     .collect(),
             ),
-        }
-    }
-
-    fn router(&self, feeds: &[Feed]) -> Router {
-        Router {
-            prefix: self.prefix.clone(),
-            routes: self.routes.clone(),
             defs: Arc::new(feeds.iter().map(|f| f.def.clone()).collect()),
             status: self.source.status.clone(),
         }

@@ -317,6 +317,7 @@ fn defs_of(list: &Value, group: &str, version: &str, builtins: &[ResourceDef]) -
                 .unwrap_or_default(),
             trigger_field: builtin.and_then(|d| d.trigger_field.clone()),
             categories: strings(resource.get("categories")),
+            printer_columns: Vec::new(),
         });
     }
     defs

@@ -1,0 +1,1018 @@
+//! CustomResourceDefinitions (`apiextensions.k8s.io/v1`): the definition of the resource
+//! itself, kube-apiserver's defaults and validation of a CRD, the status its controllers
+//! write (`acceptedNames`, the `NamesAccepted` and `Established` conditions,
+//! `storedVersions`), and the custom resource a CRD asks the server to serve.
+//!
+//! ## Guarantees
+//! - [`validate`] refuses what kube-apiserver's `ValidateCustomResourceDefinition` refuses for
+//!   the essentials — `metadata.name == <plural>.<group>`, the group (a DNS subdomain with a
+//!   dot), the names (plural, singular, kind, listKind, short names, categories), the scope,
+//!   unique version names, exactly one storage version, at least one served version, and on
+//!   update the immutable group, plural (and scope and kind once established) — with its 422
+//!   wording (`CustomResourceDefinition.apiextensions.k8s.io "x" is invalid: <field>: ...`).
+//!   A list value (`spec.versions`) is shown as JSON where Go prints its struct.
+//! - [`set_status`] is a pure function of the spec, the old status, the names other resources
+//!   hold and the time: a CRD whose names conflict with nothing gets `NamesAccepted` True
+//!   (`NoConflicts`) and `Established` True (`InitialNamesAccepted`), else `NamesAccepted`
+//!   False (`NameConflict`, `"<name>" is already in use`) and `Established` False
+//!   (`NotAccepted`). A condition keeps its `lastTransitionTime` while its status is unchanged.
+//! - [`served`] maps an established CRD to the one resource the server serves for it: its
+//!   storage version, when that version is served (other versions are not served yet).
+
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+use crate::resources::ResourceDef;
+
+/// The API group of CustomResourceDefinitions.
+pub const GROUP: &str = "apiextensions.k8s.io";
+/// The plural of CustomResourceDefinitions.
+pub const PLURAL: &str = "customresourcedefinitions";
+
+/// The definition of the `customresourcedefinitions` resource (cluster-scoped, short names
+/// `crd` and `crds`, category `api-extensions`), stored under
+/// `apiextensions.k8s.io/customresourcedefinitions/` as kube-apiserver stores it.
+#[must_use]
+pub fn definition() -> ResourceDef {
+    ResourceDef {
+        short_names: vec!["crd".to_owned(), "crds".to_owned()],
+        categories: vec!["api-extensions".to_owned()],
+        ..ResourceDef::named(GROUP, "v1", PLURAL, "CustomResourceDefinition", false)
+    }
+}
+
+/// Whether `def` is the CustomResourceDefinition resource.
+#[must_use]
+pub fn is_crd(def: &ResourceDef) -> bool {
+    def.group == GROUP && def.plural == PLURAL
+}
+
+fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// kube-apiserver's defaults of a CRD (`SetDefaults_CustomResourceDefinitionSpec`): the
+/// singular is the lowercased kind, the list kind `<Kind>List`, `conversion.strategy` None.
+pub fn apply_defaults(object: &mut Value) {
+    let kind = str_at(object, "/spec/names/kind").to_owned();
+    let Some(names) = object
+        .pointer_mut("/spec/names")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if !kind.is_empty() {
+        if names
+            .get("singular")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            names.insert("singular".into(), Value::String(kind.to_ascii_lowercase()));
+        }
+        if names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            names.insert("listKind".into(), Value::String(format!("{kind}List")));
+        }
+    }
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut)
+        && !spec.contains_key("conversion")
+    {
+        spec.insert("conversion".into(), json!({"strategy": "None"}));
+    }
+}
+
+type Cause = (String, String, String);
+
+fn required(field: &str) -> Cause {
+    (
+        field.to_owned(),
+        "Required value".to_owned(),
+        "FieldValueRequired".to_owned(),
+    )
+}
+
+fn invalid(field: &str, value: &str, detail: &str) -> Cause {
+    (
+        field.to_owned(),
+        format!("Invalid value: {value:?}: {detail}"),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
+fn invalid_json(field: &str, value: &Value, detail: &str) -> Cause {
+    (
+        field.to_owned(),
+        format!("Invalid value: {value}: {detail}"),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
+/// A DNS-1035 label check (`IsDNS1035Label`), with Kubernetes' message.
+fn dns1035(value: &str) -> Result<(), String> {
+    crate::meta::validate_dns1035_label(value)
+}
+
+fn strings_at(object: &Value, pointer: &str) -> Vec<String> {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The name checks of `ValidateCustomResourceDefinitionNames` on `names` at `path`.
+fn validate_names(names: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let field = |key: &str| format!("{path}.{key}");
+    for key in ["plural", "singular"] {
+        let value = str_at(names, &format!("/{key}"));
+        if !value.is_empty()
+            && let Err(message) = dns1035(value)
+        {
+            causes.push(invalid(&field(key), value, &message));
+        }
+    }
+    for key in ["kind", "listKind"] {
+        let value = str_at(names, &format!("/{key}"));
+        if !value.is_empty()
+            && let Err(message) = dns1035(&value.to_ascii_lowercase())
+        {
+            causes.push(invalid(
+                &field(key),
+                value,
+                &format!("may have mixed case, but should otherwise match: {message}"),
+            ));
+        }
+    }
+    for (index, short) in strings_at(names, "/shortNames").iter().enumerate() {
+        if let Err(message) = dns1035(short) {
+            causes.push(invalid(
+                &format!("{path}.shortNames[{index}]"),
+                short,
+                &message,
+            ));
+        }
+    }
+    let kind = str_at(names, "/kind");
+    if !kind.is_empty() && kind == str_at(names, "/listKind") {
+        causes.push(invalid(
+            &field("listKind"),
+            kind,
+            "kind and listKind may not be the same",
+        ));
+    }
+    for (index, category) in strings_at(names, "/categories").iter().enumerate() {
+        if let Err(message) = dns1035(category) {
+            causes.push(invalid(
+                &format!("{path}.categories[{index}]"),
+                category,
+                &message,
+            ));
+        }
+    }
+}
+
+/// Validates a (defaulted) CRD as kube-apiserver does on create (`old` = `None`) and update.
+///
+/// # Errors
+/// 422 Invalid with one cause per failure.
+pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    let name = str_at(object, "/metadata/name");
+    let group = str_at(object, "/spec/group");
+    let plural = str_at(object, "/spec/names/plural");
+    if name != format!("{plural}.{group}") {
+        causes.push(invalid(
+            "metadata.name",
+            name,
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    if group.is_empty() {
+        causes.push(required("spec.group"));
+    } else if let Err(message) = crate::meta::validate_dns1123_subdomain(group) {
+        causes.push(invalid("spec.group", group, &message));
+    } else if !group.contains('.') {
+        causes.push(invalid(
+            "spec.group",
+            group,
+            "should be a domain with at least one dot",
+        ));
+    }
+    match str_at(object, "/spec/scope") {
+        "" => causes.push(required("spec.scope")),
+        "Cluster" | "Namespaced" => {}
+        other => causes.push((
+            "spec.scope".to_owned(),
+            format!("Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""),
+            "FieldValueNotSupported".to_owned(),
+        )),
+    }
+    let empty = Vec::new();
+    let versions = object
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut storage = 0;
+    let mut served = 0;
+    let mut seen = Vec::new();
+    let mut unique = true;
+    for (index, version) in versions.iter().enumerate() {
+        let version_name = str_at(version, "/name");
+        if version.get("storage").and_then(Value::as_bool) == Some(true) {
+            storage += 1;
+        }
+        if version.get("served").and_then(Value::as_bool) == Some(true) {
+            served += 1;
+        }
+        if seen.contains(&version_name) {
+            unique = false;
+        }
+        seen.push(version_name);
+        if let Err(message) = dns1035(version_name) {
+            causes.push(invalid(
+                &format!("spec.versions[{index}].name"),
+                version_name,
+                &message,
+            ));
+        }
+    }
+    let versions_value = Value::Array(versions.clone());
+    if versions.is_empty() {
+        causes.push((
+            "spec.versions".to_owned(),
+            "Required value: must have at least one version".to_owned(),
+            "FieldValueRequired".to_owned(),
+        ));
+    } else {
+        if !unique {
+            causes.push(invalid_json(
+                "spec.versions",
+                &versions_value,
+                "must contain unique version names",
+            ));
+        }
+        if storage != 1 {
+            causes.push(invalid_json(
+                "spec.versions",
+                &versions_value,
+                "must have exactly one version marked as storage version",
+            ));
+        }
+        if served == 0 {
+            causes.push(invalid_json(
+                "spec.versions",
+                &versions_value,
+                "must have at least one version marked as served",
+            ));
+        }
+    }
+    for key in ["plural", "singular", "kind", "listKind"] {
+        if str_at(object, &format!("/spec/names/{key}")).is_empty() {
+            causes.push(required(&format!("spec.names.{key}")));
+        }
+    }
+    let names = object
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or(Value::Null);
+    validate_names(&names, "spec.names", &mut causes);
+    if let Some(old) = old {
+        let established = condition_true(old, "Established");
+        let mut immutable = vec![
+            ("spec.group", "/spec/group"),
+            ("spec.names.plural", "/spec/names/plural"),
+        ];
+        if established {
+            immutable.insert(0, ("spec.names.kind", "/spec/names/kind"));
+            immutable.insert(0, ("spec.scope", "/spec/scope"));
+        }
+        for (field, pointer) in immutable {
+            let new_value = str_at(object, pointer);
+            if new_value != str_at(old, pointer) {
+                causes.push(invalid(field, new_value, "field is immutable"));
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&definition(), name, causes))
+    }
+}
+
+/// Whether the CRD has the condition `kind` with status True.
+#[must_use]
+pub fn condition_true(object: &Value, kind: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(kind)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+/// The names of one served resource, as the naming check compares them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TakenNames {
+    /// The group.
+    pub group: String,
+    /// The plural.
+    pub plural: String,
+    /// The singular.
+    pub singular: String,
+    /// The kind.
+    pub kind: String,
+    /// The short names.
+    pub short_names: Vec<String>,
+}
+
+impl TakenNames {
+    /// The names of a served resource.
+    #[must_use]
+    pub fn of(def: &ResourceDef) -> TakenNames {
+        TakenNames {
+            group: def.group.clone(),
+            plural: def.plural.clone(),
+            singular: def.singular.clone(),
+            kind: def.kind.clone(),
+            short_names: def.short_names.clone(),
+        }
+    }
+}
+
+/// The first name of the CRD's spec another resource of its group holds, as the naming
+/// controller words it (`"widgets" is already in use`).
+#[must_use]
+pub fn name_conflict(object: &Value, others: &[TakenNames]) -> Option<String> {
+    let group = str_at(object, "/spec/group");
+    let plural = str_at(object, "/spec/names/plural");
+    let singular = str_at(object, "/spec/names/singular");
+    let kind = str_at(object, "/spec/names/kind");
+    let list_kind = str_at(object, "/spec/names/listKind");
+    let shorts = strings_at(object, "/spec/names/shortNames");
+    let in_group: Vec<&TakenNames> = others.iter().filter(|o| o.group == group).collect();
+    let resource_taken = |name: &str| {
+        in_group.iter().any(|o| {
+            o.plural == name || o.singular == name || o.short_names.iter().any(|s| s == name)
+        })
+    };
+    let kind_taken = |name: &str| {
+        in_group
+            .iter()
+            .any(|o| o.kind == name || format!("{}List", o.kind) == name)
+    };
+    let taken = [plural, singular]
+        .into_iter()
+        .chain(shorts.iter().map(String::as_str))
+        .find(|name| !name.is_empty() && resource_taken(name))
+        .or_else(|| {
+            [kind, list_kind]
+                .into_iter()
+                .find(|name| !name.is_empty() && kind_taken(name))
+        })?;
+    Some(format!("{taken:?} is already in use"))
+}
+
+fn condition(
+    old: &[Value],
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: &str,
+) -> Value {
+    let status = if status { "True" } else { "False" };
+    let since = old
+        .iter()
+        .find(|c| {
+            c.get("type").and_then(Value::as_str) == Some(kind)
+                && c.get("status").and_then(Value::as_str) == Some(status)
+        })
+        .and_then(|c| c.get("lastTransitionTime"))
+        .and_then(Value::as_str)
+        .unwrap_or(now);
+    json!({
+        "type": kind,
+        "status": status,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    })
+}
+
+/// Writes the CRD's status as kube-apiserver's naming and establishing controllers leave it:
+/// `acceptedNames` (the spec's names when they are free), the `NamesAccepted` and
+/// `Established` conditions (other conditions kept), and `storedVersions` (the old ones plus
+/// the storage version). `old_status` is the stored status (`None` on create), `conflict` the
+/// result of [`name_conflict`], `now` an RFC 3339 time.
+pub fn set_status(
+    object: &mut Value,
+    old_status: Option<&Value>,
+    conflict: Option<&str>,
+    now: &str,
+) {
+    let names = object.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let storage = object
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|versions| {
+            versions
+                .iter()
+                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        })
+        .map(|v| str_at(v, "/name").to_owned());
+    let empty = Vec::new();
+    let old_conditions = old_status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut conditions: Vec<Value> = old_conditions
+        .iter()
+        .filter(|c| {
+            !matches!(
+                c.get("type").and_then(Value::as_str),
+                Some("NamesAccepted" | "Established")
+            )
+        })
+        .cloned()
+        .collect();
+    let accepted_names = match conflict {
+        None => names,
+        Some(_) => old_status
+            .and_then(|s| s.get("acceptedNames"))
+            .cloned()
+            .unwrap_or_else(|| json!({"plural": "", "kind": ""})),
+    };
+    match conflict {
+        None => {
+            conditions.push(condition(
+                old_conditions,
+                "NamesAccepted",
+                true,
+                "NoConflicts",
+                "no conflicts found",
+                now,
+            ));
+            conditions.push(condition(
+                old_conditions,
+                "Established",
+                true,
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+                now,
+            ));
+        }
+        Some(message) => {
+            conditions.push(condition(
+                old_conditions,
+                "NamesAccepted",
+                false,
+                "NameConflict",
+                message,
+                now,
+            ));
+            conditions.push(condition(
+                old_conditions,
+                "Established",
+                false,
+                "NotAccepted",
+                "not all names are accepted",
+                now,
+            ));
+        }
+    }
+    let mut stored: Vec<String> = old_status
+        .map(|s| strings_at(s, "/storedVersions"))
+        .unwrap_or_default();
+    if let Some(storage) = storage
+        && !storage.is_empty()
+        && !stored.contains(&storage)
+    {
+        stored.push(storage);
+    }
+    let mut status = Map::new();
+    status.insert("conditions".into(), Value::Array(conditions));
+    status.insert("acceptedNames".into(), accepted_names);
+    status.insert("storedVersions".into(), json!(stored));
+    if let Some(map) = object.as_object_mut() {
+        map.insert("status".into(), Value::Object(status));
+    }
+}
+
+/// The resource an established CRD serves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomResource {
+    /// The served resource: the storage version.
+    pub def: ResourceDef,
+    /// That version's `schema.openAPIV3Schema`, if any.
+    pub schema: Option<Value>,
+    /// Whether that version has the `status` subresource.
+    pub status: bool,
+    /// That version's `subresources.scale` (`specReplicasPath`, `statusReplicasPath`,
+    /// `labelSelectorPath`), if any.
+    pub scale: Option<Value>,
+}
+
+/// The resource `crd` serves: none unless it is `Established` and its storage version is
+/// served (not while it is being deleted).
+#[must_use]
+pub fn served(crd: &Value) -> Option<CustomResource> {
+    if !condition_true(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some() {
+        return None;
+    }
+    let version = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|v| {
+            v.get("storage").and_then(Value::as_bool) == Some(true)
+                && v.get("served").and_then(Value::as_bool) == Some(true)
+        })?;
+    let names = crd.pointer("/status/acceptedNames")?;
+    let kind = str_at(names, "/kind");
+    let plural = str_at(names, "/plural");
+    let group = str_at(crd, "/spec/group");
+    if kind.is_empty() || plural.is_empty() || group.is_empty() {
+        return None;
+    }
+    let mut def = ResourceDef::named(
+        group,
+        str_at(version, "/name"),
+        plural,
+        kind,
+        str_at(crd, "/spec/scope") == "Namespaced",
+    );
+    let singular = str_at(names, "/singular");
+    if !singular.is_empty() {
+        def.singular = singular.to_owned();
+    }
+    def.short_names = strings_at(names, "/shortNames");
+    def.categories = strings_at(names, "/categories");
+    def.selectable_fields = version
+        .get("selectableFields")
+        .and_then(Value::as_array)
+        .map(|fields| {
+            fields
+                .iter()
+                .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+                .map(|path| path.trim_start_matches('.').to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    def.printer_columns = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Some(CustomResource {
+        def,
+        schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+        status: version.pointer("/subresources/status").is_some(),
+        scale: version.pointer("/subresources/scale").cloned(),
+    })
+}
+
+/// Applies a structural schema's `default`s and prunes the fields it does not declare, as
+/// kube-apiserver does to a custom resource it decodes: a field absent (or null where the
+/// schema is not `nullable`) gets its property's `default`; an object keeps only its
+/// `properties` unless it has `additionalProperties` or `x-kubernetes-preserve-unknown-fields:
+/// true`; `apiVersion`, `kind` and `metadata` stay at the root and in
+/// `x-kubernetes-embedded-resource` objects.
+pub fn prune_and_default(schema: &Value, object: &mut Value) {
+    if let Value::Object(fields) = object {
+        walk_object(schema, fields, true);
+    }
+}
+
+fn walk(schema: &Value, value: &mut Value) {
+    match value {
+        Value::Object(fields) => walk_object(schema, fields, false),
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items") {
+                for value in items {
+                    walk(item, value);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_true(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool) == Some(true)
+}
+
+fn walk_object(schema: &Value, fields: &mut Map<String, Value>, root: bool) {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let additional = schema
+        .get("additionalProperties")
+        .filter(|a| a.is_object() || a.as_bool() == Some(true));
+    let preserve = is_true(schema, "x-kubernetes-preserve-unknown-fields");
+    let keeps_meta = root || is_true(schema, "x-kubernetes-embedded-resource");
+    let is_meta = |key: &str| keeps_meta && matches!(key, "apiVersion" | "kind" | "metadata");
+    if let Some(properties) = properties {
+        for (key, property) in properties {
+            let Some(default) = property.get("default") else {
+                continue;
+            };
+            let defaulted = match fields.get(key) {
+                None => true,
+                Some(Value::Null) => !is_true(property, "nullable"),
+                Some(_) => false,
+            };
+            if defaulted {
+                fields.insert(key.clone(), default.clone());
+            }
+        }
+    }
+    if !preserve && additional.is_none() {
+        fields.retain(|key, _| is_meta(key) || properties.is_some_and(|p| p.contains_key(key)));
+    }
+    for (key, value) in fields.iter_mut() {
+        if is_meta(key) {
+            continue;
+        }
+        if let Some(property) = properties.and_then(|p| p.get(key)) {
+            walk(property, value);
+        } else if let Some(additional) = additional.filter(|a| a.is_object()) {
+            walk(additional, value);
+        }
+    }
+}
+
+/// Applies kube-apiserver's `status` subresource rules to a write of an object whose CRD has
+/// that subresource: the main endpoint keeps the stored status (none on create); the
+/// `status` endpoint keeps everything of the stored object but the status (and the managed
+/// fields the write computed).
+#[must_use]
+pub fn status_rules(subresource: &str, old: Option<&Value>, new: Value) -> Value {
+    let old_status = old.and_then(|old| old.get("status")).cloned();
+    if subresource == "status" {
+        let Some(old) = old else {
+            return new;
+        };
+        let mut merged = old.clone();
+        if let Some(map) = merged.as_object_mut() {
+            match new.get("status") {
+                Some(status) => {
+                    map.insert("status".into(), status.clone());
+                }
+                None => {
+                    map.remove("status");
+                }
+            }
+        }
+        if let Some(managed) = new.pointer("/metadata/managedFields")
+            && let Some(meta) = merged.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("managedFields".into(), managed.clone());
+        }
+        return merged;
+    }
+    let mut new = new;
+    if let Some(map) = new.as_object_mut() {
+        match old_status {
+            Some(status) => {
+                map.insert("status".into(), status);
+            }
+            None => {
+                map.remove("status");
+            }
+        }
+    }
+    new
+}
+
+/// Evaluates a printer column's simple JSONPath (`.spec.size`, `.items[0].name`,
+/// `.status.conditions[?(@.type=="Ready")].status`) on `object`.
+fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut current = object;
+    let mut rest = path.strip_prefix('.').unwrap_or(path);
+    while !rest.is_empty() {
+        if let Some(inner) = rest.strip_prefix('[') {
+            let end = inner.find(']')?;
+            let selector = &inner[..end];
+            rest = inner[end + 1..]
+                .strip_prefix('.')
+                .unwrap_or(&inner[end + 1..]);
+            if let Some(filter) = selector
+                .strip_prefix("?(@.")
+                .and_then(|f| f.strip_suffix(')'))
+            {
+                let (key, wanted) = filter.split_once("==")?;
+                let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
+                current = current.as_array()?.iter().find(|item| {
+                    json_path(item, key.trim()).is_some_and(|v| {
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned) == wanted
+                    })
+                })?;
+            } else {
+                current = current.get(selector.parse::<usize>().ok()?)?;
+            }
+            continue;
+        }
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        current = current.get(&rest[..end])?;
+        rest = rest[end..].strip_prefix('.').unwrap_or(&rest[end..]);
+    }
+    Some(current)
+}
+
+/// A `meta.k8s.io/v1` Table of custom resources with their CRD's `additionalPrinterColumns`
+/// (Name first), as kube-apiserver's CRD table convertor builds it: `integer`, `number` and
+/// `boolean` cells typed (null when the value is not), `date` cells as ages, `string` cells
+/// as printed. `None` when the CRD has no columns (the default Name and Age table applies).
+#[must_use]
+pub fn printer_table(
+    columns: &[Value],
+    objects: &[&Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    now_unix_seconds: i64,
+    include_column_definitions: bool,
+) -> Option<Value> {
+    if columns.is_empty() {
+        return None;
+    }
+    let mut definitions = vec![json!({
+        "name": "Name", "type": "string", "format": "name", "priority": 0,
+        "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    })];
+    for column in columns {
+        definitions.push(json!({
+            "name": str_at(column, "/name"),
+            "type": str_at(column, "/type"),
+            "format": str_at(column, "/format"),
+            "description": str_at(column, "/description"),
+            "priority": column.get("priority").and_then(Value::as_i64).unwrap_or(0),
+        }));
+    }
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| {
+            let mut cells = vec![json!(str_at(object, "/metadata/name"))];
+            for column in columns {
+                let value = json_path(object, str_at(column, "/jsonPath"));
+                cells.push(match (str_at(column, "/type"), value) {
+                    (_, None | Some(Value::Null)) => Value::Null,
+                    ("integer", Some(v)) => v.as_i64().map_or(Value::Null, Value::from),
+                    ("number", Some(v)) if v.is_number() => v.clone(),
+                    ("boolean", Some(v)) if v.is_boolean() => v.clone(),
+                    ("date", Some(Value::String(text))) => {
+                        json!(crate::time::unix_from_rfc3339(text).map_or_else(
+                            || "<invalid>".to_owned(),
+                            |at| crate::time::human_duration(now_unix_seconds - at)
+                        ))
+                    }
+                    ("string", Some(Value::String(text))) => json!(text),
+                    ("string", Some(other)) => json!(other.to_string()),
+                    (_, Some(_)) => Value::Null,
+                });
+            }
+            json!({"cells": cells, "object": crate::table::partial_object_metadata(object)})
+        })
+        .collect();
+    let mut metadata = Map::new();
+    if !resource_version.is_empty() {
+        metadata.insert("resourceVersion".into(), json!(resource_version));
+    }
+    if let Some(token) = continue_token.filter(|t| !t.is_empty()) {
+        metadata.insert("continue".into(), json!(token));
+    }
+    Some(json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": if include_column_definitions { Value::Array(definitions) } else { json!([]) },
+        "rows": rows,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widget() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]
+            }
+        })
+    }
+
+    fn fields(error: &ApiError) -> Vec<String> {
+        error.details.as_ref().unwrap()["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["field"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn defaults_then_valid() {
+        let mut crd = widget();
+        apply_defaults(&mut crd);
+        assert_eq!(crd["spec"]["names"]["singular"], "widget");
+        assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
+        assert_eq!(crd["spec"]["conversion"]["strategy"], "None");
+        assert_eq!(validate(&crd, None), Ok(()));
+    }
+
+    #[test]
+    fn essentials_are_refused_with_kube_apiserver_wording() {
+        let mut crd = widget();
+        crd["metadata"]["name"] = json!("widgets.other.com");
+        crd["spec"]["scope"] = json!("Global");
+        crd["spec"]["versions"][0]["storage"] = json!(false);
+        crd["spec"]["versions"][0]["served"] = json!(false);
+        apply_defaults(&mut crd);
+        let error = validate(&crd, None).unwrap_err();
+        assert_eq!(error.code, 422);
+        assert_eq!(
+            fields(&error),
+            [
+                "metadata.name",
+                "spec.scope",
+                "spec.versions",
+                "spec.versions"
+            ]
+        );
+        assert!(
+            error.message.starts_with(
+                "CustomResourceDefinition.apiextensions.k8s.io \"widgets.other.com\" is invalid: [metadata.name: Invalid value: \"widgets.other.com\": must be spec.names.plural+\".\"+spec.group, spec.scope: Unsupported value: \"Global\": supported values: \"Cluster\", \"Namespaced\", spec.versions: Invalid value: "
+            ),
+            "{}",
+            error.message
+        );
+        assert!(
+            error
+                .message
+                .contains("must have exactly one version marked as storage version")
+        );
+        let mut crd = widget();
+        crd["spec"]["names"] = json!({"plural": "Widgets"});
+        crd["metadata"]["name"] = json!("Widgets.example.com");
+        crd["spec"]["group"] = json!("example");
+        let error = validate(&crd, None).unwrap_err();
+        assert_eq!(
+            fields(&error),
+            [
+                "metadata.name",
+                "spec.group",
+                "spec.names.singular",
+                "spec.names.kind",
+                "spec.names.listKind",
+                "spec.names.plural"
+            ]
+        );
+    }
+
+    #[test]
+    fn immutable_on_update() {
+        let mut old = widget();
+        apply_defaults(&mut old);
+        set_status(&mut old, None, None, "2026-01-01T00:00:00Z");
+        let mut new = old.clone();
+        new["spec"]["scope"] = json!("Cluster");
+        new["spec"]["names"]["kind"] = json!("Gadget");
+        new["spec"]["names"]["listKind"] = json!("GadgetList");
+        let error = validate(&new, Some(&old)).unwrap_err();
+        assert_eq!(fields(&error), ["spec.scope", "spec.names.kind"]);
+    }
+
+    #[test]
+    fn status_and_served_resource() {
+        let mut crd = widget();
+        apply_defaults(&mut crd);
+        set_status(&mut crd, None, None, "t1");
+        assert!(condition_true(&crd, "Established"));
+        assert!(condition_true(&crd, "NamesAccepted"));
+        assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+        assert_eq!(crd["status"]["acceptedNames"]["plural"], "widgets");
+        let conditions = crd["status"]["conditions"].clone();
+        assert_eq!(conditions[1]["reason"], "InitialNamesAccepted");
+        assert_eq!(conditions[0]["reason"], "NoConflicts");
+        // The transition time stays while the status does.
+        let old = crd["status"].clone();
+        set_status(&mut crd, Some(&old), None, "t2");
+        assert_eq!(crd["status"]["conditions"][0]["lastTransitionTime"], "t1");
+        let resource = served(&crd).unwrap();
+        assert_eq!(resource.def.api_version(), "example.com/v1");
+        assert_eq!(resource.def.kind, "Widget");
+        assert_eq!(resource.def.short_names, ["wd"]);
+        assert!(resource.def.namespaced);
+        assert_eq!(resource.def.storage_prefix(), "example.com/widgets");
+        assert_eq!(resource.schema, Some(json!({"type": "object"})));
+
+        let taken = vec![TakenNames {
+            group: "example.com".into(),
+            plural: "gadgets".into(),
+            singular: "gadget".into(),
+            kind: "Gadget".into(),
+            short_names: vec!["wd".into()],
+        }];
+        let conflict = name_conflict(&crd, &taken);
+        assert!(!resource.status && resource.def.printer_columns.is_empty());
+        assert_eq!(conflict.as_deref(), Some("\"wd\" is already in use"));
+        let mut conflicting = widget();
+        apply_defaults(&mut conflicting);
+        set_status(&mut conflicting, None, conflict.as_deref(), "t1");
+        assert!(!condition_true(&conflicting, "NamesAccepted"));
+        assert_eq!(
+            conflicting["status"]["conditions"][1]["reason"],
+            "NotAccepted"
+        );
+        assert!(served(&conflicting).is_none());
+        assert_eq!(name_conflict(&crd, &[]), None);
+    }
+
+    #[test]
+    fn pruning_and_defaults() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "size": {"type": "integer", "default": 1},
+                "mode": {"type": "string", "default": "fast"},
+                "tags": {"type": "array", "items": {"type": "object",
+                    "properties": {"k": {"type": "string"}}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "opt": {"type": "string", "nullable": true, "default": "d"}
+            }}
+        }});
+        let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w"}, "extra": 1,
+            "spec": {"mode": null, "unknown": true, "tags": [{"k": "a", "x": 1}],
+                "labels": {"a": "b"}, "free": {"any": {"thing": 1}}, "opt": null}});
+        prune_and_default(&schema, &mut object);
+        assert_eq!(
+            object,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                "spec": {"size": 1, "mode": "fast", "tags": [{"k": "a"}], "labels": {"a": "b"},
+                    "free": {"any": {"thing": 1}}, "opt": null}})
+        );
+    }
+
+    #[test]
+    fn status_subresource_rules() {
+        let old =
+            json!({"metadata": {"name": "w"}, "spec": {"size": 1}, "status": {"ready": true}});
+        let new =
+            json!({"metadata": {"name": "w"}, "spec": {"size": 2}, "status": {"ready": false}});
+        let main = status_rules("", Some(&old), new.clone());
+        assert_eq!(main["spec"]["size"], 2);
+        assert_eq!(main["status"]["ready"], true);
+        let status = status_rules("status", Some(&old), new.clone());
+        assert_eq!(status["spec"]["size"], 1);
+        assert_eq!(status["status"]["ready"], false);
+        let created = status_rules("", None, new);
+        assert!(created.get("status").is_none());
+    }
+
+    #[test]
+    fn printer_columns() {
+        let columns = vec![
+            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size"}),
+            json!({"name": "Ready", "type": "string",
+                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}),
+            json!({"name": "First", "type": "string", "jsonPath": ".spec.tags[0]", "priority": 1}),
+            json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
+        ];
+        let object = json!({"metadata": {"name": "w1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"size": 3, "tags": ["a"]},
+            "status": {"conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        let now = crate::time::unix_from_rfc3339("2026-01-01T00:05:00Z").unwrap();
+        let table = printer_table(&columns, &[&object], "7", None, now, true).unwrap();
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["w1", 3, "True", "a", "5m"])
+        );
+        assert_eq!(table["columnDefinitions"][0]["name"], "Name");
+        assert_eq!(table["columnDefinitions"][3]["priority"], 1);
+        assert_eq!(table["metadata"]["resourceVersion"], "7");
+        assert!(printer_table(&[], &[&object], "7", None, now, true).is_none());
+    }
+}

@@ -1,0 +1,105 @@
+//! The resources served now: a registry that can change while the server serves.
+//!
+//! ## Guarantees
+//! - A reader takes one consistent view ([`Registry::load`]: an `Arc` of the resources and
+//!   their definitions, in the order they were added) and keeps it for its request; a change
+//!   builds a new view and swaps it in, so readers never wait on a writer for more than the
+//!   swap and never see half a change.
+//! - Changes come from one place, the store reflection, as CustomResourceDefinitions come and
+//!   go ([`crate::source::catalog`]); discovery, routing, the debug view and `/metrics` read
+//!   the current view. A resource taken out is marked removed ([`Resource::mark_removed`]),
+//!   which ends its open watch streams with an in-stream error; its cache threads stop when
+//!   the last request holding it finishes.
+//! - Built-in resources and `--resources` definitions are never taken out.
+
+use std::sync::{Arc, RwLock};
+
+use watchkeeper_api::ResourceDef;
+
+use crate::cache::Resource;
+
+/// One view of the served resources.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// The served resources.
+    pub resources: Vec<Arc<Resource>>,
+    /// Their definitions, in the same order (for discovery and OpenAPI).
+    pub defs: Vec<ResourceDef>,
+}
+
+impl Served {
+    fn of(resources: Vec<Arc<Resource>>) -> Served {
+        let defs = resources.iter().map(|r| r.def.clone()).collect();
+        Served { resources, defs }
+    }
+
+    /// The resource served at `group`/`version` as `plural`.
+    #[must_use]
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Resource>> {
+        self.resources
+            .iter()
+            .find(|r| r.def.group == group && r.def.version == version && r.def.plural == plural)
+    }
+}
+
+impl std::ops::Deref for Served {
+    type Target = [Arc<Resource>];
+
+    fn deref(&self) -> &[Arc<Resource>] {
+        &self.resources
+    }
+}
+
+/// The served resources (see the module docs).
+#[derive(Debug)]
+pub struct Registry {
+    served: RwLock<Arc<Served>>,
+}
+
+impl Registry {
+    /// A registry serving `resources`.
+    #[must_use]
+    pub fn new(resources: Vec<Arc<Resource>>) -> Registry {
+        Registry {
+            served: RwLock::new(Arc::new(Served::of(resources))),
+        }
+    }
+
+    /// The current view.
+    #[must_use]
+    pub fn load(&self) -> Arc<Served> {
+        self.served
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn change(&self, change: impl FnOnce(&mut Vec<Arc<Resource>>)) {
+        let mut served = self
+            .served
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut resources = served.resources.clone();
+        change(&mut resources);
+        *served = Arc::new(Served::of(resources));
+    }
+
+    /// Serves `resource` (after the others).
+    pub fn insert(&self, resource: Arc<Resource>) {
+        self.change(|resources| resources.push(resource));
+    }
+
+    /// Stops serving the resource named `name` (`plural.group`) and marks it removed.
+    pub fn remove(&self, name: &str) -> Option<Arc<Resource>> {
+        let mut removed = None;
+        self.change(|resources| {
+            if let Some(index) = resources.iter().position(|r| r.name() == name) {
+                removed = Some(resources.remove(index));
+            }
+        });
+        if let Some(resource) = &removed {
+            resource.mark_removed();
+        }
+        removed
+    }
+}

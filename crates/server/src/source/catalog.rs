@@ -1,0 +1,222 @@
+//! The served set follows the CustomResourceDefinitions in the store: the store reflection
+//! hands the [`Catalog`] the CRDs after every revision that changed one (and after every
+//! list), and the catalog says which resources to start and stop serving.
+//!
+//! ## Guarantees
+//! - A CRD's resource is served from the store revision at which its CRD became established
+//!   (created, or updated to be established): its cache is reset with its keys listed at
+//!   exactly that revision and then fed every later revision by the same store watch, so it
+//!   misses nothing and sees nothing twice. Objects left from an earlier CRD of the same name
+//!   are served again.
+//! - A CRD deleted (or no longer established, or whose storage version is no longer served)
+//!   stops its resource at the revision of that change: the resource leaves the registry
+//!   (404 from then on) and its watch streams end with an in-stream error.
+//! - A CRD whose served definition changes (names, version, scope, selectable fields) is
+//!   stopped and started again (its watchers end, as for a deletion); a change of its schema,
+//!   subresources or printer columns alone is applied in place.
+//! - The catalog holds no locks across awaits and writes nothing to the store: deleting a
+//!   CRD's objects is the write path's job.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use watchkeeper_api::crd::{self, CustomResource};
+use watchkeeper_core::{CacheConfig, Change, Object};
+
+use crate::cache::{CacheDriver, Clock, DriverWaits, Registry, Resource, name_of};
+use crate::source::feed::Feed;
+
+/// The longest the reflection waits for a cache to dispatch what it was sent (it was sent
+/// everything up to the revision waited for, so this only bounds a stopped cache; not a
+/// tunable).
+const CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the store reflection needs to serve CRDs (see the module docs).
+#[derive(Debug)]
+pub struct Catalog {
+    registry: Arc<Registry>,
+    /// The registry prefix (`/registry`).
+    prefix: String,
+    cache: CacheConfig,
+    clock: Clock,
+    waits: DriverWaits,
+    /// The resources started for CRDs, by name.
+    installed: BTreeMap<String, CustomResource>,
+}
+
+/// A resource to start: its feed for the reflector and its served resource.
+pub struct Started {
+    /// The reflector's feed.
+    pub feed: Feed,
+    /// The resource to serve once its cache is reset.
+    pub resource: Arc<Resource>,
+}
+
+impl Catalog {
+    /// A catalog serving into `registry`, starting caches with `cache`, `clock` and `waits`.
+    #[must_use]
+    pub fn new(
+        registry: Arc<Registry>,
+        prefix: &str,
+        cache: CacheConfig,
+        clock: Clock,
+        waits: DriverWaits,
+    ) -> Catalog {
+        Catalog {
+            registry,
+            prefix: prefix.to_owned(),
+            cache,
+            clock,
+            waits,
+            installed: BTreeMap::new(),
+        }
+    }
+
+    /// The name of the feed whose changes the catalog reads.
+    #[must_use]
+    pub fn definitions_feed() -> String {
+        name_of(&crd::definition())
+    }
+
+    /// The resources the established CRDs serve, by name: the CRDs' cache once it has `at`,
+    /// with `changes` (the CRDs' changes of the revision after `at`, not yet sent to their
+    /// cache) applied. The registry thus changes before the CRDs' cache shows the change, so
+    /// a client that sees a CRD established (or gone) finds its resource served (or not).
+    pub async fn wanted(
+        &self,
+        at: watchkeeper_core::Revision,
+        changes: &[Change],
+    ) -> BTreeMap<String, CustomResource> {
+        let served = self.registry.load();
+        let Some(crds) = served
+            .resources
+            .iter()
+            .find(|r| crd::is_crd(&r.def))
+            .cloned()
+        else {
+            return BTreeMap::new();
+        };
+        drop(served);
+        let _ = tokio::time::timeout(CACHE_WAIT, crds.cache().wait_fresh(at)).await;
+        let snapshot = crds.cache().latest();
+        let mut objects: BTreeMap<Arc<str>, Arc<Object>> = snapshot
+            .range(None, None)
+            .map(|object| (object.key().clone(), object.clone()))
+            .collect();
+        for change in changes {
+            match &change.object {
+                Some(object) => {
+                    objects.insert(change.key.clone(), object.clone());
+                }
+                None => {
+                    objects.remove(&change.key);
+                }
+            }
+        }
+        objects
+            .values()
+            .filter_map(|object| crd::served(object.body()))
+            .map(|resource| (name_of(&resource.def), resource))
+            .collect()
+    }
+
+    /// What changes: the names to stop, and the resources to start (in name order).
+    pub fn plan(
+        &mut self,
+        wanted: &BTreeMap<String, CustomResource>,
+    ) -> (Vec<String>, Vec<CustomResource>) {
+        let mut stop = Vec::new();
+        for (name, installed) in &self.installed {
+            match wanted.get(name) {
+                Some(want) if want.def == installed.def => {
+                    if want != installed
+                        && let Some(resource) = self
+                            .registry
+                            .load()
+                            .resources
+                            .iter()
+                            .find(|r| r.name() == *name)
+                    {
+                        resource.set_custom(want.clone());
+                    }
+                }
+                _ => stop.push(name.clone()),
+            }
+        }
+        for name in &stop {
+            self.installed.remove(name);
+        }
+        for (name, want) in wanted {
+            if let Some(installed) = self.installed.get_mut(name) {
+                installed.clone_from(want);
+            }
+        }
+        let served = self.registry.load();
+        let start = wanted
+            .iter()
+            .filter(|(name, _)| !self.installed.contains_key(*name))
+            // A static resource of the same name keeps its place (the CRD's names conflict).
+            .filter(|(name, _)| {
+                !served
+                    .resources
+                    .iter()
+                    .any(|r| r.name() == **name && !stop.contains(*name))
+            })
+            .map(|(_, resource)| resource.clone())
+            .collect();
+        (stop, start)
+    }
+
+    /// Starts the cache of `resource` (not served until [`Catalog::serve`]).
+    ///
+    /// # Errors
+    /// Its threads could not start.
+    pub fn start(&self, resource: &CustomResource) -> Result<Started, crate::cache::DriverError> {
+        let def = resource.def.clone();
+        let driver = CacheDriver::start_with(
+            &name_of(&def),
+            CacheConfig {
+                trigger_field: None,
+                ..self.cache.clone()
+            },
+            self.clock,
+            self.waits,
+        )?;
+        let feed = Feed {
+            def: def.clone(),
+            storage_prefix: format!("{}/", def.storage_prefix()),
+            input: driver.sender(),
+        };
+        let key_prefix = format!("{}/{}/", self.prefix, def.storage_prefix());
+        let resource = Arc::new(Resource::from_definition(
+            resource.clone(),
+            key_prefix,
+            driver,
+        ));
+        Ok(Started { feed, resource })
+    }
+
+    /// Serves a started resource (its cache has been reset).
+    pub fn serve(&mut self, wanted: &CustomResource, resource: Arc<Resource>) {
+        tracing::info!(resource = %resource.name(), "serving a custom resource");
+        self.installed.insert(resource.name(), wanted.clone());
+        self.registry.insert(resource);
+    }
+
+    /// Stops serving `name`, once its cache has dispatched what it was sent up to `at` (so
+    /// its watchers get those events before their streams end).
+    pub async fn stop(&self, name: &str, at: watchkeeper_core::Revision) {
+        let resource = self
+            .registry
+            .load()
+            .resources
+            .iter()
+            .find(|r| r.name() == name)
+            .cloned();
+        if let Some(resource) = resource {
+            let _ = tokio::time::timeout(CACHE_WAIT, resource.cache().wait_fresh(at)).await;
+        }
+        tracing::info!(resource = %name, "no longer serving a custom resource");
+        self.registry.remove(name);
+    }
+}
