@@ -130,9 +130,8 @@ pub async fn watch(
     // bookmarks); the stream delivers what it was owed until then, and the connection layer
     // drops a connection that has not finished within the shutdown grace period.
     let removed = resource.removed_signal();
-    let body = futures_util::stream::unfold(
-        (stream, removed),
-        |(mut stream, mut removed)| async move {
+    let body =
+        futures_util::stream::unfold((stream, removed), |(mut stream, mut removed)| async move {
             if stream.done {
                 return None;
             }
@@ -148,9 +147,10 @@ pub async fn watch(
                 }
             };
             Some((parts, (stream, removed)))
-        },
-    )
-    .flat_map(|parts| futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>)));
+        })
+        .flat_map(|parts| {
+            futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>))
+        });
     let mut response = Response::new(Body::from_stream(body.boxed()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
