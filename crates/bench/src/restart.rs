@@ -290,9 +290,7 @@ fn run_once(sizes: Sizes, rebuild: bool, dir: &Path) -> Result<(Figures, Figures
     let watches = || {
         server
             .app
-            .resources
-            .iter()
-            .find(|r| r.def.plural == "configmaps" && r.def.group.is_empty())
+            .resource("", "v1", "configmaps")
             .map_or(0, |r| r.cache().metrics().watchers.get())
     };
     while watches() < i64::try_from(sizes.watchers).unwrap_or(i64::MAX) {
