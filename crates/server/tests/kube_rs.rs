@@ -701,7 +701,7 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 36 served kinds, CustomResourceDefinitions and the 5 review resources.
+/// 37 served kinds, CustomResourceDefinitions and the 5 review resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -739,12 +739,16 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 42, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 43, "{aggregated:#?}");
     let pods = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 Pod pods"))
         .expect("pods");
     assert!(pods.contains("status"), "{pods}");
+    assert!(
+        pods.contains("binding") && pods.contains("eviction"),
+        "{pods}"
+    );
     let configmaps = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 ConfigMap"))
