@@ -832,17 +832,20 @@ async fn a_relist_ends_proxy_watchers_with_410() {
     let (status, _) = send_json(proxy.addr, "POST", path, &common::configmap("kept", 8)).await;
     assert_eq!(status, 201);
     assert_eq!(read_until(&mut watch, "kept").await.len(), 1);
-    // Another resource moves the upstream's version on; the restarted upstream's history
-    // starts there, after the proxy's last configmaps version.
+    // The upstream stops (its final bookmark may carry the proxy to its last revision); another
+    // instance on the same data, which the proxy does not watch, moves the store's version on;
+    // the restarted upstream's history starts there, after every version the proxy has seen.
+    upstream.shutdown().await;
+    let other = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
     let (status, _) = send_json(
-        upstream.addr,
+        other.addr,
         "POST",
         "/api/v1/namespaces",
         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "moved-on"}}),
     )
     .await;
     assert_eq!(status, 201);
-    upstream.shutdown().await;
+    other.shutdown().await;
     let upstream = upstream_with(dir.path(), port, false).await;
     let relists = "watchkeeper_upstream_relists_total{group=\"\",resource=\"configmaps\"}";
     wait_metric(proxy.addr, relists, |n| n >= 1).await;
