@@ -17,6 +17,7 @@
 pub mod connection;
 pub mod discovery;
 pub mod gzip;
+pub mod inner;
 pub mod list_body;
 pub mod pods;
 pub mod review;

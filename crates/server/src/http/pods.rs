@@ -24,15 +24,16 @@
 
 use std::collections::BTreeMap;
 
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 use watchkeeper_api::query::Options;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
+use super::inner::{read_object, write_as};
 use crate::cache::Resource;
-use crate::request::{RequestContext, ResourceRequest, Target, Verb};
+use crate::request::{ResourceRequest, Target, Verb};
 use crate::respond::json_response;
 use crate::source::read::ReadError;
 
@@ -96,67 +97,12 @@ fn body_name(body: &Value) -> &str {
         .unwrap_or("")
 }
 
-async fn read(
-    app: &App,
-    resource: &Resource,
-    namespace: &str,
-    name: &str,
-) -> Result<Value, ApiError> {
-    let bytes = match app
-        .source
-        .get(resource, namespace, name, &Options::parse(None)?)
-        .await
-    {
-        Ok(bytes) => bytes,
-        Err(ReadError::Refused(error) | ReadError::Uncached(error)) => return Err(error),
-    };
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
-}
-
 fn resource_version(object: &Value) -> String {
     object
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned()
-}
-
-/// Sends one write of `resource` through the ordinary write path, as the request's user.
-async fn write(
-    app: &App,
-    request: &ResourceRequest<'_>,
-    resource: &Resource,
-    method: Method,
-    target: Target<'_>,
-    body: Value,
-    query: Option<String>,
-) -> Result<Response, ApiError> {
-    let mut headers = request.context.headers.clone();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/merge-patch+json"),
-    );
-    let context = RequestContext {
-        method: method.clone(),
-        path: request.context.path.clone(),
-        query: query.clone(),
-        headers,
-        body: bytes::Bytes::from(body.to_string()),
-        user: request.context.user.clone(),
-        peer: request.context.peer,
-    };
-    let verb = if method == Method::DELETE {
-        Verb::Delete
-    } else {
-        Verb::Patch
-    };
-    let inner = ResourceRequest {
-        context: &context,
-        target,
-        options: Options::parse(query.as_deref())?,
-        verb,
-    };
-    app.source.write(&inner, resource, &app.resources()).await
 }
 
 /// The query of an inner write: the outer request's `dryRun`, if any.
@@ -213,7 +159,7 @@ async fn bind(
     let namespace = request.target.namespace.unwrap_or_default();
     let mut last = None;
     for _ in 0..ATTEMPTS {
-        let pod = read(app, resource, namespace, name).await?;
+        let pod = read_object(app, resource, namespace, name).await?;
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
             return Err(ApiError::conflict(
                 &conflict_def,
@@ -269,13 +215,13 @@ async fn bind(
             subresource: None,
             ..request.target
         };
-        match write(
+        match write_as(
             app,
             request,
             resource,
             Method::PATCH,
             target,
-            patch,
+            &patch,
             dry_run_query(request),
         )
         .await
@@ -373,20 +319,20 @@ async fn evict(
         ..request.target
     };
     let delete_options = body.get("deleteOptions").cloned().unwrap_or(json!({}));
-    let delete = |options: Value| {
-        write(
+    let delete = || {
+        write_as(
             app,
             request,
             resource,
             Method::DELETE,
             pod_target,
-            options,
+            &delete_options,
             dry_run_query(request),
         )
     };
     let mut last = None;
     for _ in 0..ATTEMPTS {
-        let pod = read(app, resource, namespace, name).await?;
+        let pod = read_object(app, resource, namespace, name).await?;
         let phase = pod
             .pointer("/status/phase")
             .and_then(Value::as_str)
@@ -394,11 +340,11 @@ async fn evict(
         if matches!(phase, "Pending" | "Succeeded" | "Failed")
             || pod.pointer("/metadata/deletionTimestamp").is_some()
         {
-            delete(delete_options.clone()).await?;
+            delete().await?;
             return Ok(success());
         }
         let Some(budgets) = app.resource("policy", "v1", "poddisruptionbudgets") else {
-            delete(delete_options.clone()).await?;
+            delete().await?;
             return Ok(success());
         };
         let labels = labels_of(&pod);
@@ -421,7 +367,7 @@ async fn evict(
             .collect();
         let pdb = match matching.as_slice() {
             [] => {
-                delete(delete_options.clone()).await?;
+                delete().await?;
                 return Ok(success());
             }
             [pdb] => pdb,
@@ -475,19 +421,19 @@ async fn evict(
             subresource: Some("status"),
             ..request.target
         };
-        match write(
+        match write_as(
             app,
             request,
             &budgets,
             Method::PATCH,
             pdb_target,
-            spend,
+            &spend,
             dry_run_query(request),
         )
         .await
         {
             Ok(_) => {
-                delete(delete_options.clone()).await?;
+                delete().await?;
                 return Ok(success());
             }
             Err(error) if error.code == 409 => last = Some(error),

@@ -14,18 +14,17 @@
 //!   computed against the current object and recomputed if the parent changed meanwhile.
 //! - `spec.replicas` must be a non-negative integer: anything else is kube-apiserver's 422.
 
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 use watchkeeper_api::patch::PatchType;
-use watchkeeper_api::query::Options;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
+use super::inner::{read_object, write_as};
 use crate::cache::Resource;
-use crate::request::{RequestContext, ResourceRequest, Target, Verb};
+use crate::request::{ResourceRequest, Target, Verb};
 use crate::respond::json_response;
-use crate::source::read::ReadError;
 
 /// How often a PATCH of a scale is recomputed when the parent changes under it.
 const PATCH_ATTEMPTS: usize = 5;
@@ -153,21 +152,13 @@ async fn read_parent(
     resource: &Resource,
 ) -> Result<Value, ApiError> {
     let target = &request.target;
-    let name = target.name.unwrap_or_default();
-    let bytes = match app
-        .source
-        .get(
-            resource,
-            target.namespace.unwrap_or_default(),
-            name,
-            &Options::parse(None)?,
-        )
-        .await
-    {
-        Ok(bytes) => bytes,
-        Err(ReadError::Refused(error) | ReadError::Uncached(error)) => return Err(error),
-    };
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
+    read_object(
+        app,
+        resource,
+        target.namespace.unwrap_or_default(),
+        target.name.unwrap_or_default(),
+    )
+    .await
 }
 
 /// A write's answer (status and JSON body), to turn the parent it carries into a `Scale`.
@@ -250,33 +241,20 @@ pub async fn serve(
                 });
                 let patch =
                     json!({"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}});
-                let mut headers = request.context.headers.clone();
-                headers.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/merge-patch+json"),
-                );
-                let context = RequestContext {
-                    method: Method::PATCH,
-                    path: request.context.path.clone(),
-                    query: request.context.query.clone(),
-                    headers,
-                    body: bytes::Bytes::from(patch.to_string()),
-                    user: request.context.user.clone(),
-                    peer: request.context.peer,
+                let target = Target {
+                    subresource: None,
+                    ..request.target
                 };
-                let parent_request = ResourceRequest {
-                    context: &context,
-                    target: Target {
-                        subresource: None,
-                        ..request.target
-                    },
-                    options: request.options.clone(),
-                    verb: Verb::Patch,
-                };
-                match app
-                    .source
-                    .write(&parent_request, resource, &app.resources())
-                    .await
+                match write_as(
+                    app,
+                    request,
+                    resource,
+                    Method::PATCH,
+                    target,
+                    &patch,
+                    request.context.query.clone(),
+                )
+                .await
                 {
                     Ok(response) => {
                         let (status, parent) = body_json(response).await?;

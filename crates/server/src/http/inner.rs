@@ -1,0 +1,80 @@
+//! The reads and writes a subresource handler (`scale`, pods' `binding` and `eviction`) makes
+//! on behalf of its request: a GET of one object from the cache, and a merge patch or a delete
+//! sent through the ordinary write path as the request's user (so validation, dry run,
+//! conflicts, watch events and the caching-proxy mode's forwarding are those of any write).
+
+use axum::http::{HeaderValue, Method, header};
+use axum::response::Response;
+use serde_json::Value;
+use watchkeeper_api::ApiError;
+use watchkeeper_api::query::Options;
+
+use super::App;
+use crate::cache::Resource;
+use crate::request::{RequestContext, ResourceRequest, Target, Verb};
+use crate::source::read::ReadError;
+
+/// One object of `resource`, decoded.
+///
+/// # Errors
+/// 404, or the cache's refusal.
+pub async fn read_object(
+    app: &App,
+    resource: &Resource,
+    namespace: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
+    let bytes = match app
+        .source
+        .get(resource, namespace, name, &Options::parse(None)?)
+        .await
+    {
+        Ok(bytes) => bytes,
+        Err(ReadError::Refused(error) | ReadError::Uncached(error)) => return Err(error),
+    };
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Sends one write of `resource` at `target` (a merge patch with `body`, or a DELETE with
+/// `body` as its options) through the ordinary write path, as `request`'s user, with `query`
+/// as its options.
+///
+/// # Errors
+/// As any write.
+pub async fn write_as(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    resource: &Resource,
+    method: Method,
+    target: Target<'_>,
+    body: &Value,
+    query: Option<String>,
+) -> Result<Response, ApiError> {
+    let mut headers = request.context.headers.clone();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/merge-patch+json"),
+    );
+    let verb = if method == Method::DELETE {
+        Verb::Delete
+    } else {
+        Verb::Patch
+    };
+    let options = Options::parse(query.as_deref())?;
+    let context = RequestContext {
+        method,
+        path: request.context.path.clone(),
+        query,
+        headers,
+        body: bytes::Bytes::from(body.to_string()),
+        user: request.context.user.clone(),
+        peer: request.context.peer,
+    };
+    let inner = ResourceRequest {
+        context: &context,
+        target,
+        options,
+        verb,
+    };
+    app.source.write(&inner, resource, &app.resources()).await
+}
