@@ -623,6 +623,8 @@ struct PopulationRun {
     stall_ms: f64,
     /// Terminations (every reason but shutdown).
     terminations: u64,
+    /// The machine's own scheduling delays over the measured writes.
+    machine: crate::sys::Jitter,
 }
 
 /// One population run: `stalled` never-reading watchers register next to `healthy` reading
@@ -670,7 +672,9 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
     }
     let stall_ms = started.elapsed().as_secs_f64() * 1000.0;
     rig.measure_after.store(last, Ordering::Relaxed);
+    let probe = crate::sys::JitterProbe::start();
     let (latency, _) = phase(last, events);
+    let machine = probe.finish();
     let (_, terminations) = rig.terminations();
     drop(stalled_watches);
     PopulationRun {
@@ -678,6 +682,7 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
         warm_up: warm,
         stall_ms,
         terminations,
+        machine,
     }
 }
 
@@ -704,13 +709,16 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
         for (i, &n) in ns.iter().enumerate() {
             let result = population_run(healthy, n, rate, secs);
             eprintln!(
-                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms",
+                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms; machine: 1 ms sleep overshoot p99 {:.0} max {:.0} µs, steal {:.0} ms",
                 result.latency.p50,
                 result.latency.p99,
                 result.latency.max,
                 result.warm_up.p99,
                 result.warm_up.max,
-                result.stall_ms
+                result.stall_ms,
+                result.machine.overshoot.p99,
+                result.machine.overshoot.max,
+                result.machine.steal_ms
             );
             runs[i].push(result);
         }
@@ -734,6 +742,8 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             "warm-up: ms until all N unsynced",
             "warm-up healthy p99 / max µs",
             "terminations",
+            "machine: 1 ms sleep overshoot p99 / max µs",
+            "machine: steal ms",
         ],
     );
     for (i, &n) in ns.iter().enumerate() {
@@ -757,12 +767,18 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
                 f(med(&|r| r.warm_up.max), 0)
             ),
             f(med(&|r| r.terminations as f64), 0),
+            format!(
+                "{} / {}",
+                f(med(&|r| r.machine.overshoot.p99), 0),
+                f(med(&|r| r.machine.overshoot.max), 0)
+            ),
+            f(med(&|r| r.machine.steal_ms), 0),
         ]);
         for r in &runs[i] {
             table.raw(json!({"stalled": n, "run": r}));
         }
     }
-    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs.");
+    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON).");
     Ok(vec![table])
 }
 

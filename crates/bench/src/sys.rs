@@ -196,3 +196,100 @@ impl Drop for BusyLoad {
         }
     }
 }
+
+/// The machine's own scheduling delays, measured beside a latency run: a thread of this
+/// process sleeps 1 ms at a time and records how much longer each sleep took. What it sees
+/// (another process's burst, a hypervisor holding the virtual CPU, memory reclaim) holds back
+/// any thread of the process the same way, whatever watchkeeper does, so a latency run whose
+/// probe saw a 100 ms overshoot says so next to its own figures.
+pub struct JitterProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<u64>>>,
+    steal_before: f64,
+}
+
+/// What a [`JitterProbe`] saw over its run.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Jitter {
+    /// Overshoot of a 1 ms sleep, µs (p50, p99, max over every sleep of the run).
+    pub overshoot: crate::Latency,
+    /// Milliseconds the hypervisor ran something else on this machine's CPUs (steal time,
+    /// summed over CPUs, from /proc/stat) during the run.
+    pub steal_ms: f64,
+}
+
+impl JitterProbe {
+    /// Starts the probe thread.
+    #[must_use]
+    pub fn start() -> JitterProbe {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("jitter-probe".into())
+            .spawn(move || {
+                let mut overshoots = Vec::new();
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let asked = std::time::Duration::from_millis(1);
+                    let started = std::time::Instant::now();
+                    std::thread::sleep(asked);
+                    let over = started.elapsed().saturating_sub(asked);
+                    overshoots.push(u64::try_from(over.as_nanos()).unwrap_or(u64::MAX));
+                }
+                overshoots
+            })
+            .ok();
+        JitterProbe {
+            stop,
+            thread,
+            steal_before: steal_seconds(),
+        }
+    }
+
+    /// Stops the probe and summarises what it saw.
+    #[must_use]
+    pub fn finish(mut self) -> Jitter {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let samples = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        Jitter {
+            overshoot: crate::Latency::from_nanos(samples),
+            steal_ms: (steal_seconds() - self.steal_before).max(0.0) * 1000.0,
+        }
+    }
+}
+
+impl Drop for JitterProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The machine's steal time so far in seconds, summed over CPUs (/proc/stat's first line,
+/// eighth value, in clock ticks); 0 if unreadable.
+#[must_use]
+pub fn steal_seconds() -> f64 {
+    let ticks = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|stat| {
+            stat.lines()
+                .next()?
+                .split_whitespace()
+                .nth(8)?
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    // SAFETY: sysconf only reads a system constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if per_second > 0 {
+        ticks / per_second as f64
+    } else {
+        0.0
+    }
+}

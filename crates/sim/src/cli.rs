@@ -36,6 +36,10 @@ struct Cli {
     /// A cost table to use instead of the shipped one.
     #[arg(long)]
     costs: Option<PathBuf>,
+    /// Sets one group's watcher count, NAME=COUNT (after `--short`; repeatable): a sweep over
+    /// a population runs the same scenario with several counts.
+    #[arg(long = "group-count", value_name = "NAME=COUNT")]
+    group_counts: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -72,6 +76,9 @@ pub fn main_with_args(args: impl IntoIterator<Item = String>) -> Result<(), Stri
     if cli.short {
         scenario = scenario.shortened();
     }
+    for setting in &cli.group_counts {
+        scenario.set_group_count(setting)?;
+    }
     let costs = match &cli.costs {
         Some(p) => CostTable::load(p).map_err(|e| e.to_string())?,
         None => CostTable::shipped(),
@@ -85,12 +92,14 @@ pub fn main_with_args(args: impl IntoIterator<Item = String>) -> Result<(), Stri
         .map_err(|e| e.to_string())?;
     for v in &report.variants {
         println!(
-            "{:<16} healthy p99 {:>9.3} ms  terminations {:>6}  serializations/event {:>6.3}  passes {:>6}  oracle {}/{}  trace {}",
+            "{:<16} healthy p99 {:>9.3} ms  terminations {:>6}  serializations/event {:>6.3}  passes {:>6}  pass p99 {:>8.1} µs max {:>8.1} µs  oracle {}/{}  trace {}",
             v.name,
             v.healthy_latency_ms.p99,
             v.terminations_total,
             v.serializations_per_event,
             v.passes.count,
+            v.passes.duration_us.p99,
+            v.passes.duration_us.max,
             v.safety_violations,
             v.liveness_violations,
             v.trace_hash

@@ -677,6 +677,28 @@ impl Scenario {
         Ok(())
     }
 
+    /// Applies a `NAME=COUNT` setting: the group `NAME` gets `COUNT` watchers (a sweep over a
+    /// population runs one scenario with several counts).
+    ///
+    /// # Errors
+    /// A message for the user: not `NAME=COUNT`, a count that is not a whole number, or no
+    /// such group.
+    pub fn set_group_count(&mut self, setting: &str) -> Result<(), String> {
+        let (name, count) = setting
+            .split_once('=')
+            .ok_or_else(|| format!("--group-count {setting}: expected NAME=COUNT"))?;
+        let count: usize = count
+            .parse()
+            .map_err(|_| format!("--group-count {setting}: COUNT is not a whole number"))?;
+        let group = self
+            .groups
+            .iter_mut()
+            .find(|g| g.name == name)
+            .ok_or_else(|| format!("--group-count {setting}: the scenario has no group {name}"))?;
+        group.count = count;
+        Ok(())
+    }
+
     /// The scenario scaled down as its `[short]` table says: durations replaced and every
     /// time scaled by the same factor, counts and rates multiplied.
     #[must_use]

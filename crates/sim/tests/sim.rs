@@ -52,10 +52,25 @@ fn every_built_in_scenario_runs_short_and_writes_its_report() {
         .collect();
     names.sort();
     assert!(names.len() >= 7, "{names:?}");
+    let mut table = String::from(
+        "| scenario (`--short`, seed 1) | variant | healthy p99 (ms) | terminations | serializations/event | passes | trace |\n|---|---|---|---|---|---|---|\n",
+    );
     for name in &names {
         let scenario = short(name);
         let dir = out.join(name.trim_end_matches(".toml"));
         let report = run_with(&scenario, &options(1), Some(&dir), &[]).unwrap();
+        for v in &report.variants {
+            table.push_str(&format!(
+                "| {} | {} | {:.3} | {} | {:.3} | {} | `{}` |\n",
+                name.trim_end_matches(".toml"),
+                v.name,
+                v.healthy_latency_ms.p99,
+                v.terminations_total,
+                v.serializations_per_event,
+                v.passes.count,
+                v.trace_hash
+            ));
+        }
         for file in [
             "report.md",
             "report.json",
@@ -84,6 +99,30 @@ fn every_built_in_scenario_runs_short_and_writes_its_report() {
         }
     }
     let _ = std::fs::remove_dir_all(&out);
+    readme_table_matches("short-runs", &table);
+}
+
+/// The README's table between `<!-- NAME:begin -->` and `<!-- NAME:end -->` must be what the
+/// simulator prints now (it is deterministic, so any change to the core or the model that
+/// changes a trace shows here). `WATCHKEEPER_SIM_BLESS=1` rewrites the README instead.
+fn readme_table_matches(name: &str, table: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let begin = format!("<!-- {name}:begin -->\n");
+    let end = format!("<!-- {name}:end -->");
+    let start = readme.find(&begin).expect("README marker") + begin.len();
+    let stop = start + readme[start..].find(&end).expect("README end marker");
+    if readme[start..stop] == *table {
+        return;
+    }
+    if std::env::var_os("WATCHKEEPER_SIM_BLESS").is_some() {
+        let updated = format!("{}{table}{}", &readme[..start], &readme[stop..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    panic!(
+        "crates/sim/README.md ({name}) drifted from what the simulator prints; re-run with WATCHKEEPER_SIM_BLESS=1 to rewrite it. Now:\n{table}"
+    );
 }
 
 #[test]
@@ -184,6 +223,50 @@ fn the_cli_runs_a_scenario_and_rejects_bad_input() {
     )
     .unwrap_err();
     assert!(err.contains("unknown variant"), "{err}");
+    for (setting, message) in [
+        ("nobody=3", "the scenario has no group nobody"),
+        ("slow", "expected NAME=COUNT"),
+        ("slow=many", "COUNT is not a whole number"),
+    ] {
+        let err = watchkeeper_sim::main_with_args(
+            [
+                "watchkeeper-sim",
+                path.to_str().unwrap(),
+                "--short",
+                "--group-count",
+                setting,
+            ]
+            .map(String::from),
+        )
+        .unwrap_err();
+        assert!(err.contains(message), "{setting}: {err}");
+    }
+    // A sweep point: the population scenario with its never-reading group emptied runs no
+    // catch-up pass at all, and with 20 watchers in it, passes adopt them.
+    let population = scenarios_dir().join("08-population.toml");
+    let short_population = Scenario::load(&population).unwrap().shortened();
+    let mut counts = Vec::new();
+    for n in [0, 20] {
+        let mut scenario = short_population.clone();
+        scenario
+            .set_group_count(&format!("never-reading={n}"))
+            .unwrap();
+        let report = run_with(&scenario, &options(1), None, &[]).unwrap();
+        counts.push(report.variants[0].passes.count);
+    }
+    assert_eq!(counts[0], 0, "{counts:?}");
+    assert!(counts[1] > 0, "{counts:?}");
+    watchkeeper_sim::main_with_args(
+        [
+            "watchkeeper-sim",
+            population.to_str().unwrap(),
+            "--short",
+            "--group-count",
+            "never-reading=0",
+        ]
+        .map(String::from),
+    )
+    .unwrap();
     let _ = std::fs::remove_dir_all(&out);
 }
 
