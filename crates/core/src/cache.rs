@@ -30,8 +30,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
 use crate::config::{CacheConfig, ConfigError};
@@ -41,6 +40,8 @@ use crate::metrics::Metrics;
 use crate::object::{Object, Revision};
 use crate::queue::{Pop, WatchEnd, WatchQueue, WatcherState};
 use crate::snapshot::{Snapshot, Snapshots, StateMap};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::time::Instant;
 use crate::watcher::{Selection, WatchRequest, WatchStart, Watcher, WatcherId};
 use crate::{CatchUpWorker, Dispatcher};
@@ -242,7 +243,12 @@ impl ProgressMark {
     /// Dispatcher's driver side: the mark (call before draining the revision channel; see the
     /// protocol). Later advances wake the driver again.
     pub fn take(&self) -> Revision {
-        self.pending.store(false, Ordering::Release);
+        // A swap, not a store: reading the `true` of the advance it clears makes that
+        // advance's mark visible to the load below. With a plain store the load could return
+        // an older mark while the flag is already cleared — the newer revision hidden until
+        // the next advance (the loom model `the_progress_mark_never_hides_a_revision_from_the_driver`
+        // finds that outcome).
+        self.pending.swap(false, Ordering::AcqRel);
         self.mark.load(Ordering::Acquire)
     }
 

@@ -78,8 +78,12 @@ pub mod object;
 pub mod queue;
 pub mod selector;
 pub mod snapshot;
+mod sync;
 pub mod time;
 pub mod watcher;
+
+#[cfg(all(test, watchkeeper_loom))]
+mod loom_models;
 
 pub use cache::{HistoryInfo, HistoryLag, ProgressMark, ReadError, WaitFresh, Watch, WatchCache};
 pub use catchup::{CatchUpWorker, PassReport, check_invariants};

@@ -24,13 +24,14 @@
 //! capacity: a watcher whose position aged out gets its backlog and then one 410.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use crate::cache::DrainSignal;
 use crate::event::WatchItem;
 use crate::object::Revision;
+use crate::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 use crate::time::Instant;
 use crate::watcher::{Selection, WatcherId};
 
