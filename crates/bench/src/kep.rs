@@ -382,6 +382,11 @@ fn fairness_run(
     let stop = AtomicBool::new(false);
     let input = rig.driver.sender();
     let stats = &rig.driver.cache.metrics().encode;
+    // The laggards' reader pauses 20 ms between rounds of one pop each; with more than 10,000
+    // laggards, `laggards` × 2 µs (200 ms at 100,000), so that the bench's one laggard thread
+    // pops at most ~500,000 items/s and leaves the machine's second core to the cache (at
+    // 20 ms, 100,000 laggards would ask for 5 M pops/s).
+    let pause = Duration::from_millis(20).max(Duration::from_micros(2) * laggards as u32);
     let results = std::thread::scope(|scope| {
         // The writer.
         let writer = scope.spawn(|| {
@@ -401,7 +406,7 @@ fn fairness_run(
                 i += 1;
             }
         });
-        // The laggards: one item each every 20 ms, far below the write rate.
+        // The laggards: one item each per round (see `pause`), far below the write rate.
         let lagging_reader = scope.spawn(|| {
             while !stop.load(Ordering::Acquire) {
                 for watch in &lagging {
@@ -409,7 +414,7 @@ fn fairness_run(
                         let _ = item.encoded(Encoding::Json, stats);
                     }
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(pause);
             }
         });
         let drain = |watch: &Watch| {
@@ -499,6 +504,9 @@ pub fn fairness(options: &Options) -> Result<Vec<Table>, String> {
                 configs.push((order, laggards));
             }
         }
+        // The largest population, with the default order only (a run registers
+        // 100,000 watchers and its laggard reader walks them all every round).
+        configs.push((CandidateOrder::FreeShareThenRotation, 100_000));
         (configs, 1000.0, 5)
     };
     let mut samples: Vec<Vec<StallService>> = vec![Vec::new(); configs.len()];
@@ -523,7 +531,8 @@ pub fn fairness(options: &Options) -> Result<Vec<Table>, String> {
             "passes waited before first service, median / max",
             "ms to first service, median / max",
             "ms to resync, median / max",
-            "stalls served / stalls",
+            "stalls served by a pass / stalls",
+            "stalls resynced within 3 s / stalls",
             "unsynced watchers at resume (median)",
         ],
     );
@@ -556,6 +565,11 @@ pub fn fairness(options: &Options) -> Result<Vec<Table>, String> {
                 s.iter().filter(|r| r.passes_waited.is_some()).count(),
                 s.len()
             ),
+            format!(
+                "{}/{}",
+                s.iter().filter(|r| r.resync_ms.is_some()).count(),
+                s.len()
+            ),
             f(
                 median(
                     &s.iter()
@@ -569,7 +583,7 @@ pub fn fairness(options: &Options) -> Result<Vec<Table>, String> {
             table.raw(json!({"laggards": laggards, "order": order_name(order), "stall": r}));
         }
     }
-    table.note(format!("Laggards: watchers whose reader pops one event each every 20 ms (≤ 50/s against {rate} writes/s), so they are unsynced for the whole run and have room again every 20 ms. The subject reads at full speed for 1 s, then {stalls} times per run: stops reading for 200 ms (its 10-event queue fills and it goes unsynced), drains its queue, and keeps draining until it is synced; then 300 ms healthy."));
-    table.note("Passes waited: the catch-up worker's own count for the subject (passes that ran while it was a candidate with room, before the one that served it), read from each pass's report; the cache runs on the server's own CacheDriver, whose pass hook hands the bench each report. Times: from the subject draining its queue to the start of the pass that first served it, and to its hand-back to the live path. Defaults otherwise: at most 512 members per pass, busy period 1-10 ms.");
+    table.note(format!("Laggards: watchers whose reader pops one event each every 20 ms (≤ 50/s against {rate} writes/s; at 100,000 laggards every 200 ms, so that the one reader thread asks for at most ~500,000 pops/s), so they are unsynced for the whole run and have room again after every round of pops. The subject reads at full speed for 1 s, then {stalls} times per run: stops reading for 200 ms (its 10-event queue fills and it goes unsynced), drains its queue, and keeps draining until it is synced; then 300 ms healthy."));
+    table.note("Passes waited: the catch-up worker's own count for the subject (passes that ran while it was a candidate with room, before the one that served it), read from each pass's report; the cache runs on the server's own CacheDriver, whose pass hook hands the bench each report. Times: from the subject draining its queue to the start of the pass that first served it, and to its hand-back to the live path. Served by a pass: a pass made it a cohort member; with the consumer-driven design a stall can also be handed to its own consumer by the pass that adopts it, refill itself from the history and be handed back by the next pass without ever being a member (then only the resync column counts it). Defaults otherwise: at most 512 members per pass, busy period 1-10 ms.");
     Ok(vec![table])
 }
