@@ -1,5 +1,7 @@
 //! Watch event frames: one newline-terminated JSON `WatchEvent` (`{"type":…,"object":…}`) per
-//! queue item, as kube-apiserver streams them.
+//! queue item, as kube-apiserver streams them; or, for a protobuf watch
+//! (`application/vnd.kubernetes.protobuf;stream=watch`), one length-prefixed protobuf
+//! `WatchEvent` per item ([`encode_protobuf_frames`]).
 //!
 //! ## Guarantees
 //! Every frame is one complete JSON document followed by `\n`, whatever the object's body: the
@@ -8,6 +10,16 @@
 //! ([`Conversion::PartialObjectMetadata`]) is the core's second cached encoding (shared by every
 //! metadata watcher like the full one), and a bookmark is built here from the resource's kind
 //! (or `PartialObjectMetadata`) and the revision. Nothing here panics or blocks.
+//!
+//! A protobuf frame is a 4-byte big-endian length, then a `meta.k8s.io/v1` `WatchEvent`
+//! {1 `type`, 2 `object`: a `RawExtension` whose `raw` is the object's whole protobuf body
+//! (`k8s\0` + `runtime.Unknown`)}, as kube-apiserver's streaming serializer writes it. The
+//! object's message is the core's cached external encoding ([`cached_object_message`]): like
+//! the JSON one, computed once per object (and once per DELETED event) and shared by every
+//! protobuf watcher, and computed only when one asks for it. An object this server cannot
+//! encode (a field outside its protobuf schemas) ends the watch with an in-stream 410
+//! `Expired`, so that a client-go reflector lists again (the LIST then falls back to JSON)
+//! instead of retrying the same event.
 //!
 //! ## Cost
 //! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more
@@ -18,6 +30,9 @@
 
 use crate::ResourceDef;
 use crate::negotiate::Conversion;
+use crate::protobuf::{
+    ENVELOPE_TAIL, cached_object_message, encode_protobuf, watch_frame, watch_frame_head,
+};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
 use watchkeeper_core::{EncodeStats, Encoding, Revision, WatchItem};
@@ -148,4 +163,85 @@ fn bookmark_of(kind: &str, api_version: &str, revision: Revision, end: bool) -> 
     }
     let object = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     format!("{{\"type\":\"BOOKMARK\",\"object\":{object}}}\n")
+}
+
+/// The protobuf content type of a watch response.
+pub const PROTOBUF_WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// Appends the protobuf frames of `items` to `parts` (see the module doc): the object's cached
+/// message of [`SHARE_MIN_BYTES`] or more is a piece of its own, shared, not copied.
+///
+/// # Errors
+/// The in-stream error that must end the watch (after the frames appended so far) when an
+/// object cannot be encoded: 410 `Expired` naming the object.
+pub fn encode_protobuf_frames<'a>(
+    parts: &mut Vec<Bytes>,
+    def: &ResourceDef,
+    items: impl IntoIterator<Item = &'a WatchItem>,
+    stats: &EncodeStats,
+) -> Result<(), crate::ApiError> {
+    let api_version = def.api_version();
+    let mut text = BytesMut::new();
+    let mut result = Ok(());
+    for item in items {
+        match item.encoded_external(cached_object_message, stats) {
+            Some((event_type, Some(message))) => {
+                text.put_slice(&watch_frame_head(
+                    event_type.as_str(),
+                    &api_version,
+                    &def.kind,
+                    message.len(),
+                ));
+                if message.len() >= SHARE_MIN_BYTES {
+                    parts.push(text.split().freeze());
+                    parts.push(message);
+                } else {
+                    text.put_slice(&message);
+                }
+                text.put_slice(ENVELOPE_TAIL);
+            }
+            Some((_, None)) => {
+                let key = match item {
+                    WatchItem::Event { event, .. } => event.key().to_string(),
+                    WatchItem::Initial(object) => object.key().to_string(),
+                    WatchItem::Bookmark { .. } => String::new(),
+                };
+                result = Err(crate::ApiError::gone(format!(
+                    "{} {key:?} at resource version {} cannot be encoded as application/vnd.kubernetes.protobuf by this server (it has a field outside the server's protobuf schemas); list again (the list is answered in JSON) or watch with Accept: application/json",
+                    def.kind,
+                    item.revision()
+                )));
+                break;
+            }
+            None => {
+                let WatchItem::Bookmark {
+                    revision,
+                    initial_events_end,
+                } = item
+                else {
+                    continue;
+                };
+                let mut metadata = json!({"resourceVersion": revision.to_string()});
+                if *initial_events_end {
+                    metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+                }
+                let object =
+                    json!({"kind": def.kind, "apiVersion": api_version, "metadata": metadata});
+                if let Ok(body) = encode_protobuf(&object) {
+                    text.put_slice(&watch_frame("BOOKMARK", &body));
+                }
+            }
+        }
+    }
+    if !text.is_empty() {
+        parts.push(text.freeze());
+    }
+    result
+}
+
+/// The protobuf frame of an in-stream ERROR event carrying `error`'s Status.
+#[must_use]
+pub fn protobuf_error_frame(error: &crate::ApiError) -> Bytes {
+    let body = encode_protobuf(&error.to_status()).unwrap_or_default();
+    Bytes::from(watch_frame("ERROR", &body))
 }
