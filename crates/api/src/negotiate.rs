@@ -240,8 +240,9 @@ pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, cra
 /// The conversion a resource request's `Accept` header asks for: the first range (by weight,
 /// then the client's order) the server can serve decides. JSON ranges (and `*/*`,
 /// `application/*`) may ask for a conversion; YAML and protobuf ranges are answered as plain
-/// JSON objects and skipped when they ask for a conversion (the server answers conversions in
-/// JSON only). No header, or an empty one, is [`Conversion::None`].
+/// objects and skipped when they ask for a conversion (the server answers conversions in
+/// JSON only). No header, or an empty one, is [`Conversion::None`]. This is [`negotiate`] for
+/// a resource with protobuf schemas, without the format.
 ///
 /// # Errors
 /// 406 NotAcceptable with kube-apiserver's message when the header names ranges and none can

@@ -1,5 +1,16 @@
-//! Kubernetes protobuf request bodies, decoded to the JSON the rest of the server handles.
+//! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`): request bodies decoded to the
+//! JSON the rest of the server handles, and responses encoded from it ([`encode`]), with one
+//! set of hand-written schema tables for both directions.
 //!
+//! ## Guarantees
+//! - Anything outside the tables is refused, never dropped: an unknown field number in a
+//!   known message is a 415 naming the message and the field, a kind without a table is a 415,
+//!   and malformed bytes are a 400. No input panics (a property test feeds arbitrary bytes).
+//! - Responses: whatever [`encode`] writes decodes back to the same JSON here (a property test
+//!   for every kind), and an object with a field outside the tables is not encoded at all (the
+//!   caller answers JSON, or 406).
+//!
+//! ## Requests
 //! client-go (so kubectl's generator commands: `create configmap`, `create secret generic`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`, `run`,
 //! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`,
@@ -17,9 +28,11 @@
 //! keep whatever value was sent; nested messages always appear (`resources: {}`), a zero
 //! `metav1.Time` is `null`, `bytes` become base64 strings.
 //!
-//! Anything outside the tables is refused, never dropped: an unknown field number in a known
-//! message is a 415 naming the message and the field, a kind without a table is a 415, and
-//! malformed bytes are a 400. No input panics (a property test feeds arbitrary bytes).
+//! ## Limits
+//! The tables cover what kubectl's generators send, not whole kinds (no probes, volumes,
+//! affinity, most status fields, …): a stored pod written by a controller usually has such
+//! fields, and is then answered in JSON. A table per message both ways keeps one place to
+//! complete.
 
 use serde_json::{Map, Value};
 
