@@ -31,7 +31,7 @@
 use crate::ResourceDef;
 use crate::negotiate::Conversion;
 use crate::protobuf::{
-    ENVELOPE_TAIL, cached_object_message, encode_protobuf, watch_frame, watch_frame_head,
+    ENVELOPE_TAIL, WatchFraming, cached_object_message, encode_protobuf, watch_frame,
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
@@ -181,17 +181,13 @@ pub fn encode_protobuf_frames<'a>(
     stats: &EncodeStats,
 ) -> Result<(), crate::ApiError> {
     let api_version = def.api_version();
+    let framing = WatchFraming::new(&api_version, &def.kind);
     let mut text = BytesMut::new();
     let mut result = Ok(());
     for item in items {
         match item.encoded_external(cached_object_message, stats) {
             Some((event_type, Some(message))) => {
-                text.put_slice(&watch_frame_head(
-                    event_type.as_str(),
-                    &api_version,
-                    &def.kind,
-                    message.len(),
-                ));
+                framing.put_head(&mut text, event_type.as_str(), message.len());
                 if message.len() >= SHARE_MIN_BYTES {
                     parts.push(text.split().freeze());
                     parts.push(message);
@@ -244,4 +240,107 @@ pub fn encode_protobuf_frames<'a>(
 pub fn protobuf_error_frame(error: &crate::ApiError) -> Bytes {
     let body = encode_protobuf(&error.to_status()).unwrap_or_default();
     Bytes::from(watch_frame("ERROR", &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use serde_json::Value;
+    use watchkeeper_core::{Event, EventType, Object};
+
+    use super::*;
+    use crate::protobuf::decode_watch_stream;
+
+    fn configmap(name: &str, revision: u64, data: &str) -> Arc<Object> {
+        Arc::new(Object::new(
+            "default",
+            name,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            revision,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "default"}, "data": {"d": data}}),
+        ))
+    }
+
+    fn def() -> ResourceDef {
+        crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == "configmaps")
+            .unwrap()
+    }
+
+    #[test]
+    fn protobuf_frames_share_one_encoding_per_event_and_end_on_an_unencodable_object() {
+        let stats = EncodeStats::default();
+        let big = configmap("big", 3, &"x".repeat(4000));
+        let small = configmap("small", 4, "y");
+        let deleted = Arc::new(Event::new(5, None, Some(small.clone())));
+        let items = vec![
+            WatchItem::Initial(big.clone()),
+            WatchItem::Initial(small.clone()),
+            WatchItem::Bookmark {
+                revision: 4,
+                initial_events_end: true,
+            },
+            WatchItem::Event {
+                event_type: EventType::Deleted,
+                event: deleted,
+            },
+        ];
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        encode_protobuf_frames(&mut first, &def(), &items, &stats).unwrap();
+        encode_protobuf_frames(&mut second, &def(), &items, &stats).unwrap();
+        // Two watchers, one serialization per object and per DELETED event.
+        assert_eq!(stats.serializations(), 3);
+        assert_eq!(first.concat(), second.concat());
+        let shared = big.encoded_external(cached_object_message, &stats).unwrap();
+        assert!(first.iter().any(|p| p.as_ptr() == shared.as_ptr()));
+        assert!(second.iter().any(|p| p.as_ptr() == shared.as_ptr()));
+        let events = decode_watch_stream(&first.concat()).unwrap();
+        let summary: Vec<(&str, &Value)> = events
+            .iter()
+            .map(|(t, o)| (t.as_str(), &o["metadata"]["resourceVersion"]))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("ADDED", &json!("3")),
+                ("ADDED", &json!("4")),
+                ("BOOKMARK", &json!("4")),
+                ("DELETED", &json!("5"))
+            ]
+        );
+        assert_eq!(events[0].1, *big.body());
+        assert_eq!(
+            events[2].1["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+
+        let odd = Arc::new(Object::new(
+            "default",
+            "odd",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            6,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "odd"},
+                   "extra": true}),
+        ));
+        let mut parts = Vec::new();
+        let items = [WatchItem::Initial(small), WatchItem::Initial(odd)];
+        let error = encode_protobuf_frames(&mut parts, &def(), &items, &stats).unwrap_err();
+        assert_eq!((error.code, error.reason.as_str()), (410, "Expired"));
+        assert!(
+            error.message.contains("\"default/odd\""),
+            "{}",
+            error.message
+        );
+        // The frames before it are kept.
+        assert_eq!(decode_watch_stream(&parts.concat()).unwrap().len(), 1);
+        let status = decode_watch_stream(&protobuf_error_frame(&error)).unwrap();
+        assert_eq!(status[0].0, "ERROR");
+        assert_eq!(status[0].1["code"], 410);
+    }
 }

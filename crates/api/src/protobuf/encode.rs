@@ -14,7 +14,7 @@
 //!   `false`). Non-pointer messages the JSON leaves out (e.g. an object without `status`) are
 //!   left out too, which a Go client reads as the same empty struct.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use serde_json::{Map, Value};
 
 use super::{
@@ -40,15 +40,15 @@ fn fail<T>(message: &Message, field: &str, what: impl std::fmt::Display) -> Resu
     )))
 }
 
-pub(super) fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub(super) fn put_varint(out: &mut impl BufMut, mut value: u64) {
     loop {
         let byte = (value & 0x7f) as u8;
         value >>= 7;
         if value == 0 {
-            out.push(byte);
+            out.put_u8(byte);
             return;
         }
-        out.push(byte | 0x80);
+        out.put_u8(byte | 0x80);
     }
 }
 
@@ -58,14 +58,14 @@ pub fn varint_len(value: u64) -> usize {
     (64 - value.max(1).leading_zeros() as usize).div_ceil(7)
 }
 
-fn put_tag(out: &mut Vec<u8>, number: u32, wire: u64) {
+fn put_tag(out: &mut impl BufMut, number: u32, wire: u64) {
     put_varint(out, u64::from(number) << 3 | wire);
 }
 
-fn put_delimited(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+fn put_delimited(out: &mut impl BufMut, number: u32, bytes: &[u8]) {
     put_tag(out, number, 2);
     put_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
+    out.put_slice(bytes);
 }
 
 /// Whether a JSON key is a field of `message` (directly or through an inline message).
@@ -486,10 +486,59 @@ fn encode_body(value: &Value) -> Result<Vec<u8>> {
     Ok(envelope(api_version, kind, &raw))
 }
 
-/// The bytes of one protobuf watch frame up to the embedded object's message: the frame's
-/// 4-byte big-endian length, the `WatchEvent`'s `type`, its `object` (a `RawExtension` whose
-/// `raw` is the object's own protobuf body) and that body's envelope head. The object's
-/// message (`message_len` bytes) then [`ENVELOPE_TAIL`] complete the frame.
+/// The framing of one resource's protobuf watch frames: its envelope's `typeMeta`, encoded
+/// once, so that a frame's head is a few varints written straight into the output.
+#[derive(Clone, Debug)]
+pub struct WatchFraming {
+    /// Field 1 of the `runtime.Unknown` envelope (tag, length, `TypeMeta`).
+    type_meta: Vec<u8>,
+}
+
+impl WatchFraming {
+    /// The framing of objects of `kind` in `api_version`.
+    #[must_use]
+    pub fn new(api_version: &str, kind: &str) -> WatchFraming {
+        let mut inner = Vec::with_capacity(api_version.len() + kind.len() + 4);
+        put_delimited(&mut inner, 1, api_version.as_bytes());
+        put_delimited(&mut inner, 2, kind.as_bytes());
+        let mut type_meta = Vec::with_capacity(inner.len() + 3);
+        put_delimited(&mut type_meta, 1, &inner);
+        WatchFraming { type_meta }
+    }
+
+    /// Writes the bytes of one protobuf watch frame up to the embedded object's message: the
+    /// frame's 4-byte big-endian length, the `WatchEvent`'s `type`, its `object` (a
+    /// `RawExtension` whose `raw` is the object's own protobuf body) and that body's envelope
+    /// head. The object's message (`message_len` bytes) then [`ENVELOPE_TAIL`] complete the
+    /// frame.
+    pub fn put_head(&self, out: &mut impl BufMut, event_type: &str, message_len: usize) {
+        let envelope_len = PROTOBUF_MAGIC.len()
+            + self.type_meta.len()
+            + 1
+            + varint_len(message_len as u64)
+            + message_len
+            + ENVELOPE_TAIL.len();
+        let raw_extension_len = 1 + varint_len(envelope_len as u64) + envelope_len;
+        let event_len = 1
+            + varint_len(event_type.len() as u64)
+            + event_type.len()
+            + 1
+            + varint_len(raw_extension_len as u64)
+            + raw_extension_len;
+        out.put_u32(u32::try_from(event_len).unwrap_or(u32::MAX));
+        put_delimited(out, 1, event_type.as_bytes());
+        put_tag(out, 2, 2);
+        put_varint(out, raw_extension_len as u64);
+        put_tag(out, 1, 2);
+        put_varint(out, envelope_len as u64);
+        out.put_slice(PROTOBUF_MAGIC);
+        out.put_slice(&self.type_meta);
+        put_tag(out, 2, 2);
+        put_varint(out, message_len as u64);
+    }
+}
+
+/// [`WatchFraming::put_head`] for objects of `kind` in `api_version`, as a vector.
 #[must_use]
 pub fn watch_frame_head(
     event_type: &str,
@@ -497,23 +546,8 @@ pub fn watch_frame_head(
     kind: &str,
     message_len: usize,
 ) -> Vec<u8> {
-    let envelope_head = envelope_head(api_version, kind, message_len);
-    let envelope_len = envelope_head.len() + message_len + ENVELOPE_TAIL.len();
-    let raw_extension_len = 1 + varint_len(envelope_len as u64) + envelope_len;
-    let event_len = 1
-        + varint_len(event_type.len() as u64)
-        + event_type.len()
-        + 1
-        + varint_len(raw_extension_len as u64)
-        + raw_extension_len;
-    let mut out = Vec::with_capacity(event_len - message_len + 4);
-    out.extend_from_slice(&u32::try_from(event_len).unwrap_or(u32::MAX).to_be_bytes());
-    put_delimited(&mut out, 1, event_type.as_bytes());
-    put_tag(&mut out, 2, 2);
-    put_varint(&mut out, raw_extension_len as u64);
-    put_tag(&mut out, 1, 2);
-    put_varint(&mut out, envelope_len as u64);
-    out.extend_from_slice(&envelope_head);
+    let mut out = Vec::with_capacity(64);
+    WatchFraming::new(api_version, kind).put_head(&mut out, event_type, message_len);
     out
 }
 
@@ -672,6 +706,9 @@ mod tests {
         frame.extend_from_slice(&message);
         frame.extend_from_slice(ENVELOPE_TAIL);
         frame.extend_from_slice(&watch_frame("ERROR", &body));
+        // Head, shared message and tail make the frame a whole encoding would.
+        let whole = watch_frame("ADDED", &envelope("v1", "ConfigMap", &message));
+        assert_eq!(&frame[..whole.len()], &whole[..]);
         let events = decode_watch_stream(&frame).unwrap();
         assert_eq!(
             events,
