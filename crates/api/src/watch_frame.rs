@@ -19,7 +19,8 @@
 //! protobuf watcher, and computed only when one asks for it. An object this server cannot
 //! encode (a field outside its protobuf schemas) ends the watch with an in-stream 410
 //! `Expired`, so that a client-go reflector lists again (the LIST then falls back to JSON)
-//! instead of retrying the same event.
+//! instead of retrying the same event (the server then answers that resource's later watches
+//! in JSON when the client accepts it).
 //!
 //! ## Cost
 //! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more

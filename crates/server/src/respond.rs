@@ -73,7 +73,7 @@ pub fn conversion(headers: &HeaderMap, def: &ResourceDef) -> Result<Conversion, 
 }
 
 /// Marks a JSON response that must stay JSON (a LIST that fell back to JSON because an item
-/// cannot be encoded as protobuf): [`to_protobuf`] leaves it alone.
+/// cannot be encoded as protobuf, a watch answered in JSON): [`to_protobuf`] leaves it alone.
 #[derive(Clone, Copy, Debug)]
 pub struct KeepJson;
 
@@ -81,8 +81,13 @@ pub struct KeepJson;
 /// JSON (`application/json`) of a shape with protobuf schemas (an object, its list, a Status),
 /// keeping the status code and headers. A body that cannot be encoded stays JSON when the
 /// client accepts JSON, and becomes a 406 Status (in protobuf) otherwise; responses in another
-/// type (a protobuf LIST or watch, text) pass through.
-pub async fn to_protobuf(negotiated: Option<Negotiated>, response: Response) -> Response {
+/// type (a protobuf LIST or watch, text) pass through. `unencodable` is called when the body
+/// could not be encoded.
+pub async fn to_protobuf(
+    negotiated: Option<Negotiated>,
+    response: Response,
+    unencodable: impl FnOnce(),
+) -> Response {
     let Some(negotiated) = negotiated.filter(|n| n.format == Format::Protobuf) else {
         return response;
     };
@@ -90,7 +95,11 @@ pub async fn to_protobuf(negotiated: Option<Negotiated>, response: Response) -> 
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes() == b"application/json");
-    if !is_json || response.extensions().get::<KeepJson>().is_some() {
+    // A streamed body (a watch) is never collected here.
+    let streamed = hyper::body::Body::size_hint(response.body())
+        .exact()
+        .is_none();
+    if !is_json || streamed || response.extensions().get::<KeepJson>().is_some() {
         return response;
     }
     let (mut parts, body) = response.into_parts();
@@ -100,6 +109,9 @@ pub async fn to_protobuf(negotiated: Option<Negotiated>, response: Response) -> 
     let encoded = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::internal(e.to_string()))
         .and_then(|value| encode_protobuf(&value));
+    if encoded.is_err() {
+        unencodable();
+    }
     match encoded {
         Ok(protobuf) => {
             parts.headers.insert(

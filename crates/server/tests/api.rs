@@ -1462,6 +1462,40 @@ async fn protobuf_responses() {
     })
     .await
     .expect("the watch ends");
+    // From then on pods are watched in JSON by clients that accept it (no 410 per such pod);
+    // a protobuf-only client still gets protobuf.
+    let json_watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[("accept", client_go)],
+    )
+    .await
+    .unwrap();
+    assert!(
+        json_watch
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{}",
+        json_watch.head
+    );
+    let protobuf_watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[("accept", protobuf_only)],
+    )
+    .await
+    .unwrap();
+    assert!(
+        protobuf_watch
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: application/vnd.kubernetes.protobuf;stream=watch"),
+        "{}",
+        protobuf_watch.head
+    );
 
     // A custom resource has no protobuf: JSON for client-go, 406 for protobuf only.
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";

@@ -337,7 +337,8 @@ async fn route(
             if let Some(result) = review::serve(app, context, group, version, rest) {
                 let plural = rest.last().copied().unwrap_or_default().to_owned();
                 let response = result.unwrap_or_else(|error| error_response(&error));
-                let response = to_protobuf(negotiated(&context.headers, None).ok(), response).await;
+                let response =
+                    to_protobuf(negotiated(&context.headers, None).ok(), response, || {}).await;
                 return ("create", (*group).to_owned(), plural, response);
             }
             return resource_request(app, context, group, version, rest).await;
@@ -374,6 +375,7 @@ async fn resource_request(
     let response = to_protobuf(
         negotiated(&context.headers, Some(&resource.def)).ok(),
         response,
+        || resource.mark_protobuf_incomplete(),
     )
     .await;
     (verb, group.to_owned(), target.plural.to_owned(), response)
@@ -517,8 +519,12 @@ async fn list(
                 );
                 return Ok(response);
             }
-            Err((error, _)) if !negotiated.json_fallback => return Err(error),
+            Err((error, _)) if !negotiated.json_fallback => {
+                resource.mark_protobuf_incomplete();
+                return Err(error);
+            }
             Err((_, items)) => {
+                resource.mark_protobuf_incomplete();
                 // An item the protobuf schemas cannot hold: the whole list in JSON, which
                 // client-go decodes by the response's Content-Type.
                 let head = format!(

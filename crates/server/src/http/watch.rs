@@ -70,7 +70,14 @@ pub async fn watch(
     resource: &Arc<Resource>,
 ) -> Result<Response, ApiError> {
     let negotiated = negotiated(&request.context.headers, Some(&resource.def))?;
-    let (conversion, format) = (negotiated.conversion, negotiated.format);
+    let conversion = negotiated.conversion;
+    // A resource known to hold objects outside the protobuf schemas is watched in JSON when
+    // the client accepts it: a protobuf watch would end (410) at each such object.
+    let format = if negotiated.json_fallback && resource.protobuf_incomplete() {
+        Format::Json
+    } else {
+        negotiated.format
+    };
     let mut options = request.options.clone();
     if let Some(name) = request.target.name {
         // A watch of one object is a watch with fieldSelector metadata.name.
@@ -167,6 +174,7 @@ pub async fn watch(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
     );
+    response.extensions_mut().insert(crate::respond::KeepJson);
     Ok(response)
 }
 
@@ -273,6 +281,7 @@ impl WatchStream {
         self.buffer.clear();
         if let Some(error) = failed {
             // An object the protobuf schemas cannot hold: the watch ends here.
+            self.resource.mark_protobuf_incomplete();
             self.done = true;
             parts.push(error_frame(self.format, &error));
             return parts;
