@@ -11,6 +11,10 @@
 //!   "no preference" (kube-apiserver answers these with its default JSON too).
 //! - The parser holds at most [`MAX_CLAUSES`] ranges, whatever the header's length, so a
 //!   hostile header cannot make negotiation allocate without bound.
+//! - [`negotiate`] answers protobuf (`application/vnd.kubernetes.protobuf`) only for a resource
+//!   whose kind has protobuf schemas and only without a conversion; a protobuf range is
+//!   otherwise passed over for the next one, as kube-apiserver does for custom resources, and
+//!   a header with nothing else is a 406.
 
 /// The most media ranges read from one `Accept` header; the rest are ignored.
 pub const MAX_CLAUSES: usize = 32;
@@ -162,36 +166,89 @@ fn conversion_of(range: &MediaRange) -> Option<Conversion> {
     }
 }
 
+/// The wire format of a resource response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `application/json` (also the answer to YAML ranges and wildcards).
+    Json,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
+}
+
+/// What a resource request's `Accept` header negotiated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Negotiated {
+    /// The shape of the answer.
+    pub conversion: Conversion,
+    /// Its wire format.
+    pub format: Format,
+    /// Whether the header accepts JSON too (a range of any weight, or no header): a protobuf
+    /// answer this server cannot encode (a field outside its schemas) is then sent as JSON,
+    /// which client-go decodes by the response's `Content-Type`.
+    pub json_fallback: bool,
+}
+
+/// The media types of a resource without protobuf (custom resources), as kube-apiserver's 406
+/// message lists them.
+pub const JSON_MEDIA_TYPES: &str = "application/json, application/yaml";
+
+/// Negotiates a resource response: the first range (by weight, then the client's order) the
+/// server can serve decides the conversion and the format. `protobuf` says whether the
+/// resource's kind can be sent as protobuf; a plain protobuf range on such a resource is
+/// [`Format::Protobuf`], on another resource it is passed over. Otherwise as
+/// [`negotiate_conversion`].
+///
+/// # Errors
+/// 406 NotAcceptable with kube-apiserver's message (listing the resource's media types) when no
+/// range can be served.
+pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, crate::ApiError> {
+    let ranges = parse_accept(accept);
+    let json_fallback = ranges.is_empty() || ranges.iter().any(MediaRange::accepts_json);
+    let answer = |conversion, format| {
+        Ok(Negotiated {
+            conversion,
+            format,
+            json_fallback,
+        })
+    };
+    if ranges.is_empty() {
+        return answer(Conversion::None, Format::Json);
+    }
+    for range in &ranges {
+        if range.accepts_json() {
+            if let Some(conversion) = conversion_of(range) {
+                return answer(conversion, Format::Json);
+            }
+        } else if range.converts() {
+            // Conversions are answered in JSON only.
+        } else if range.essence == "application/yaml" {
+            return answer(Conversion::None, Format::Json);
+        } else if range.essence == crate::protobuf::PROTOBUF_MEDIA_TYPE && protobuf {
+            return answer(Conversion::None, Format::Protobuf);
+        }
+    }
+    let types = if protobuf {
+        RESOURCE_MEDIA_TYPES
+    } else {
+        JSON_MEDIA_TYPES
+    };
+    Err(crate::ApiError::not_acceptable(format!(
+        "only the following media types are accepted: {types}"
+    )))
+}
+
 /// The conversion a resource request's `Accept` header asks for: the first range (by weight,
 /// then the client's order) the server can serve decides. JSON ranges (and `*/*`,
 /// `application/*`) may ask for a conversion; YAML and protobuf ranges are answered as plain
-/// JSON objects and skipped when they ask for a conversion (the server answers conversions in
-/// JSON only). No header, or an empty one, is [`Conversion::None`].
+/// objects and skipped when they ask for a conversion (the server answers conversions in
+/// JSON only). No header, or an empty one, is [`Conversion::None`]. This is [`negotiate`] for
+/// a resource with protobuf schemas, without the format.
 ///
 /// # Errors
 /// 406 NotAcceptable with kube-apiserver's message when the header names ranges and none can
 /// be served (e.g. only `text/html`, or only an unknown conversion).
 pub fn negotiate_conversion(accept: Option<&str>) -> Result<Conversion, crate::ApiError> {
-    let ranges = parse_accept(accept);
-    if ranges.is_empty() {
-        return Ok(Conversion::None);
-    }
-    for range in &ranges {
-        let plain_elsewhere = matches!(
-            range.essence.as_str(),
-            "application/yaml" | "application/vnd.kubernetes.protobuf"
-        );
-        if range.accepts_json() {
-            if let Some(conversion) = conversion_of(range) {
-                return Ok(conversion);
-            }
-        } else if plain_elsewhere && !range.converts() {
-            return Ok(Conversion::None);
-        }
-    }
-    Err(crate::ApiError::not_acceptable(format!(
-        "only the following media types are accepted: {RESOURCE_MEDIA_TYPES}"
-    )))
+    negotiate(accept, true).map(|negotiated| negotiated.conversion)
 }
 
 #[cfg(test)]
@@ -253,6 +310,54 @@ mod tests {
                 "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
             );
         }
+    }
+
+    #[test]
+    fn protobuf_for_kinds_with_schemas_only() {
+        let client_go = "application/vnd.kubernetes.protobuf, application/json";
+        let pb = |accept, protobuf| negotiate(Some(accept), protobuf).unwrap();
+        assert_eq!(pb(client_go, true).format, Format::Protobuf);
+        assert!(pb(client_go, true).json_fallback);
+        // A custom resource: the JSON range answers.
+        assert_eq!(pb(client_go, false).format, Format::Json);
+        assert_eq!(pb(client_go, false).conversion, Conversion::None);
+        let only = negotiate(Some("application/vnd.kubernetes.protobuf"), true).unwrap();
+        assert_eq!(only.format, Format::Protobuf);
+        assert!(!only.json_fallback);
+        let error = negotiate(Some("application/vnd.kubernetes.protobuf"), false).unwrap_err();
+        assert_eq!(error.code, 406);
+        assert_eq!(
+            error.message,
+            "only the following media types are accepted: application/json, application/yaml"
+        );
+        // Weights decide, and a conversion is answered in JSON.
+        assert_eq!(
+            pb(
+                "application/json;q=0.5, application/vnd.kubernetes.protobuf",
+                true
+            )
+            .format,
+            Format::Protobuf
+        );
+        assert_eq!(
+            pb(
+                "application/vnd.kubernetes.protobuf;q=0.5, application/json",
+                true
+            )
+            .format,
+            Format::Json
+        );
+        let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            pb(metadata, true),
+            Negotiated {
+                conversion: Conversion::PartialObjectMetadataList,
+                format: Format::Json,
+                json_fallback: true
+            }
+        );
+        assert_eq!(pb("*/*", true).format, Format::Json);
+        assert_eq!(negotiate(None, true).unwrap().format, Format::Json);
     }
 
     #[test]

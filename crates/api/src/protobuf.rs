@@ -1,5 +1,16 @@
-//! Kubernetes protobuf request bodies, decoded to the JSON the rest of the server handles.
+//! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`): request bodies decoded to the
+//! JSON the rest of the server handles, and responses encoded from it ([`encode`]), with one
+//! set of hand-written schema tables for both directions.
 //!
+//! ## Guarantees
+//! - Anything outside the tables is refused, never dropped: an unknown field number in a
+//!   known message is a 415 naming the message and the field, a kind without a table is a 415,
+//!   and malformed bytes are a 400. No input panics (a property test feeds arbitrary bytes).
+//! - Responses: whatever [`encode`] writes decodes back to the same JSON here (a property test
+//!   for every kind), and an object with a field outside the tables is not encoded at all (the
+//!   caller answers JSON, or 406).
+//!
+//! ## Requests
 //! client-go (so kubectl's generator commands: `create configmap`, `create secret generic`,
 //! `create namespace`, `create serviceaccount`, `create deployment`, `create service`, `run`,
 //! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`,
@@ -17,14 +28,24 @@
 //! keep whatever value was sent; nested messages always appear (`resources: {}`), a zero
 //! `metav1.Time` is `null`, `bytes` become base64 strings.
 //!
-//! Anything outside the tables is refused, never dropped: an unknown field number in a known
-//! message is a 415 naming the message and the field, a kind without a table is a 415, and
-//! malformed bytes are a 400. No input panics (a property test feeds arbitrary bytes).
+//! ## Limits
+//! The tables cover what kubectl's generators send, not whole kinds (no probes, volumes,
+//! affinity, most status fields, …): a stored pod written by a controller usually has such
+//! fields, and is then answered in JSON. A table per message both ways keeps one place to
+//! complete.
 
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::resources::ResourceDef;
+
+pub mod encode;
+
+pub use encode::{
+    ENVELOPE_TAIL, EncodeError, WatchFraming, cached_object_message, decode_response,
+    decode_watch_stream, encode_object_message, encode_protobuf, envelope, envelope_head,
+    has_protobuf_schema, list_item_head, list_meta_field, watch_frame, watch_frame_head,
+};
 
 /// The four bytes every Kubernetes protobuf body starts with.
 pub const PROTOBUF_MAGIC: &[u8; 4] = b"k8s\0";
@@ -1745,12 +1766,7 @@ pub fn decode_protobuf(def: &ResourceDef, body: &[u8]) -> std::result::Result<Va
                 .to_owned(),
         ));
     };
-    decode_body(def, rest).map_err(|error| match error {
-        DecodeError::Malformed(message) => {
-            ApiError::bad_request(format!("the protobuf body is malformed: {message}"))
-        }
-        DecodeError::Unsupported(message) => ApiError::unsupported_media_type(message),
-    })
+    decode_body(def, rest).map_err(protobuf_error)
 }
 
 fn decode_body(def: &ResourceDef, bytes: &[u8]) -> Result<Value> {
@@ -1790,6 +1806,115 @@ fn decode_body(def: &ResourceDef, bytes: &[u8]) -> Result<Value> {
     object.insert("kind".to_owned(), Value::String(kind));
     object.extend(fields);
     Ok(Value::Object(object))
+}
+
+fn protobuf_error(error: DecodeError) -> ApiError {
+    match error {
+        DecodeError::Malformed(message) => {
+            ApiError::bad_request(format!("the protobuf body is malformed: {message}"))
+        }
+        DecodeError::Unsupported(message) => ApiError::unsupported_media_type(message),
+    }
+}
+
+/// A response body of any shape this server encodes (object, list, Status) back to JSON.
+fn decode_any(body: &[u8]) -> std::result::Result<Value, ApiError> {
+    let Some(rest) = body.strip_prefix(PROTOBUF_MAGIC) else {
+        return Err(ApiError::bad_request(
+            "the protobuf body does not start with the Kubernetes magic bytes".to_owned(),
+        ));
+    };
+    let envelope = decode_envelope(rest).map_err(protobuf_error)?;
+    let fields = match encode::shape_of(&envelope.api_version, &envelope.kind) {
+        Some(encode::Shape::Object(schema)) => decode_message(schema, envelope.raw),
+        Some(encode::Shape::Status) => decode_message(&encode::STATUS, envelope.raw),
+        Some(encode::Shape::List(schema)) => decode_list(schema, envelope.raw),
+        None => Err(DecodeError::Unsupported(format!(
+            "no protobuf schema for {} ({})",
+            envelope.kind, envelope.api_version
+        ))),
+    }
+    .map_err(protobuf_error)?;
+    let mut object = Map::new();
+    object.insert("apiVersion".to_owned(), Value::String(envelope.api_version));
+    object.insert("kind".to_owned(), Value::String(envelope.kind));
+    object.extend(fields);
+    Ok(Value::Object(object))
+}
+
+static LIST: Message = Message {
+    name: "list",
+    fields: &[],
+};
+
+/// A list message: 1 `metadata` (ListMeta), 2 `items` (the kind's message, repeated).
+fn decode_list(schema: &'static Message, bytes: &[u8]) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    let mut items = Vec::new();
+    let mut reader = Reader::new(bytes);
+    while !reader.done() {
+        let tag = reader.varint(&LIST)?;
+        let value = match tag & 7 {
+            WIRE_DELIMITED => reader.delimited(&LIST)?,
+            wire => return malformed(&LIST, format!("a {} field", wire_name(wire))),
+        };
+        match tag >> 3 {
+            1 => {
+                out.insert(
+                    "metadata".to_owned(),
+                    Value::Object(decode_message(&encode::LIST_META, value)?),
+                );
+            }
+            2 => items.push(Value::Object(decode_message(schema, value)?)),
+            number => {
+                return Err(DecodeError::Unsupported(format!(
+                    "field number {number} of a list is not known to this server"
+                )));
+            }
+        }
+    }
+    out.insert("items".to_owned(), Value::Array(items));
+    Ok(out)
+}
+
+/// A `WatchEvent` message: its `type` and its object's `raw` bytes.
+fn decode_watch_event(bytes: &[u8]) -> std::result::Result<(String, &[u8]), ApiError> {
+    static WATCH_EVENT: Message = Message {
+        name: "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent",
+        fields: &[],
+    };
+    let inner = || -> Result<(String, &[u8])> {
+        let mut event_type = String::new();
+        let mut raw: &[u8] = &[];
+        let mut reader = Reader::new(bytes);
+        while !reader.done() {
+            let tag = reader.varint(&WATCH_EVENT)?;
+            if tag & 7 != WIRE_DELIMITED {
+                return malformed(&WATCH_EVENT, "a field that is not length-delimited");
+            }
+            let value = reader.delimited(&WATCH_EVENT)?;
+            match tag >> 3 {
+                1 => {
+                    event_type = String::from_utf8(value.to_vec()).map_err(|_| {
+                        DecodeError::Malformed("a WatchEvent type that is not UTF-8".to_owned())
+                    })?;
+                }
+                2 => {
+                    let mut extension = Reader::new(value);
+                    while !extension.done() {
+                        let tag = extension.varint(&WATCH_EVENT)?;
+                        if tag != (1 << 3 | WIRE_DELIMITED) {
+                            return malformed(&WATCH_EVENT, "a RawExtension field other than raw");
+                        }
+                        raw = extension.delimited(&WATCH_EVENT)?;
+                    }
+                }
+                number => return malformed(&WATCH_EVENT, format!("field number {number}")),
+            }
+        }
+        Ok((event_type, raw))
+    };
+    inner().map_err(protobuf_error)
 }
 
 #[cfg(test)]

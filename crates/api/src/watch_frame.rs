@@ -1,5 +1,7 @@
 //! Watch event frames: one newline-terminated JSON `WatchEvent` (`{"type":…,"object":…}`) per
-//! queue item, as kube-apiserver streams them.
+//! queue item, as kube-apiserver streams them; or, for a protobuf watch
+//! (`application/vnd.kubernetes.protobuf;stream=watch`), one length-prefixed protobuf
+//! `WatchEvent` per item ([`encode_protobuf_frames`]).
 //!
 //! ## Guarantees
 //! Every frame is one complete JSON document followed by `\n`, whatever the object's body: the
@@ -8,6 +10,17 @@
 //! ([`Conversion::PartialObjectMetadata`]) is the core's second cached encoding (shared by every
 //! metadata watcher like the full one), and a bookmark is built here from the resource's kind
 //! (or `PartialObjectMetadata`) and the revision. Nothing here panics or blocks.
+//!
+//! A protobuf frame is a 4-byte big-endian length, then a `meta.k8s.io/v1` `WatchEvent`
+//! {1 `type`, 2 `object`: a `RawExtension` whose `raw` is the object's whole protobuf body
+//! (`k8s\0` + `runtime.Unknown`)}, as kube-apiserver's streaming serializer writes it. The
+//! object's message is the core's cached external encoding ([`cached_object_message`]): like
+//! the JSON one, computed once per object (and once per DELETED event) and shared by every
+//! protobuf watcher, and computed only when one asks for it. An object this server cannot
+//! encode (a field outside its protobuf schemas) ends the watch with an in-stream 410
+//! `Expired`, so that a client-go reflector lists again (the LIST then falls back to JSON)
+//! instead of retrying the same event (the server then answers that resource's later watches
+//! in JSON when the client accepts it).
 //!
 //! ## Cost
 //! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more
@@ -18,6 +31,9 @@
 
 use crate::ResourceDef;
 use crate::negotiate::Conversion;
+use crate::protobuf::{
+    ENVELOPE_TAIL, WatchFraming, cached_object_message, encode_protobuf, watch_frame,
+};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
 use watchkeeper_core::{EncodeStats, Encoding, Revision, WatchItem};
@@ -148,4 +164,184 @@ fn bookmark_of(kind: &str, api_version: &str, revision: Revision, end: bool) -> 
     }
     let object = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     format!("{{\"type\":\"BOOKMARK\",\"object\":{object}}}\n")
+}
+
+/// The protobuf content type of a watch response.
+pub const PROTOBUF_WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// Appends the protobuf frames of `items` to `parts` (see the module doc): the object's cached
+/// message of [`SHARE_MIN_BYTES`] or more is a piece of its own, shared, not copied.
+///
+/// # Errors
+/// The in-stream error that must end the watch (after the frames appended so far) when an
+/// object cannot be encoded: 410 `Expired` naming the object.
+pub fn encode_protobuf_frames<'a>(
+    parts: &mut Vec<Bytes>,
+    def: &ResourceDef,
+    items: impl IntoIterator<Item = &'a WatchItem>,
+    stats: &EncodeStats,
+) -> Result<(), crate::ApiError> {
+    let api_version = def.api_version();
+    let framing = WatchFraming::new(&api_version, &def.kind);
+    let mut text = BytesMut::new();
+    let mut result = Ok(());
+    for item in items {
+        match item.encoded_external(cached_object_message, stats) {
+            Some((event_type, Some(message))) => {
+                framing.put_head(&mut text, event_type.as_str(), message.len());
+                if message.len() >= SHARE_MIN_BYTES {
+                    parts.push(text.split().freeze());
+                    parts.push(message);
+                } else {
+                    text.put_slice(&message);
+                }
+                text.put_slice(ENVELOPE_TAIL);
+            }
+            Some((_, None)) => {
+                let key = match item {
+                    WatchItem::Event { event, .. } => event.key().to_string(),
+                    WatchItem::Initial(object) => object.key().to_string(),
+                    WatchItem::Bookmark { .. } => String::new(),
+                };
+                result = Err(crate::ApiError::gone(format!(
+                    "{} {key:?} at resource version {} cannot be encoded as application/vnd.kubernetes.protobuf by this server (it has a field outside the server's protobuf schemas); list again (the list is answered in JSON) or watch with Accept: application/json",
+                    def.kind,
+                    item.revision()
+                )));
+                break;
+            }
+            None => {
+                let WatchItem::Bookmark {
+                    revision,
+                    initial_events_end,
+                } = item
+                else {
+                    continue;
+                };
+                let mut metadata = json!({"resourceVersion": revision.to_string()});
+                if *initial_events_end {
+                    metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+                }
+                let object =
+                    json!({"kind": def.kind, "apiVersion": api_version, "metadata": metadata});
+                if let Ok(body) = encode_protobuf(&object) {
+                    text.put_slice(&watch_frame("BOOKMARK", &body));
+                }
+            }
+        }
+    }
+    if !text.is_empty() {
+        parts.push(text.freeze());
+    }
+    result
+}
+
+/// The protobuf frame of an in-stream ERROR event carrying `error`'s Status.
+#[must_use]
+pub fn protobuf_error_frame(error: &crate::ApiError) -> Bytes {
+    let body = encode_protobuf(&error.to_status()).unwrap_or_default();
+    Bytes::from(watch_frame("ERROR", &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use serde_json::Value;
+    use watchkeeper_core::{Event, EventType, Object};
+
+    use super::*;
+    use crate::protobuf::decode_watch_stream;
+
+    fn configmap(name: &str, revision: u64, data: &str) -> Arc<Object> {
+        Arc::new(Object::new(
+            "default",
+            name,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            revision,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "default"}, "data": {"d": data}}),
+        ))
+    }
+
+    fn def() -> ResourceDef {
+        crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == "configmaps")
+            .unwrap()
+    }
+
+    #[test]
+    fn protobuf_frames_share_one_encoding_per_event_and_end_on_an_unencodable_object() {
+        let stats = EncodeStats::default();
+        let big = configmap("big", 3, &"x".repeat(4000));
+        let small = configmap("small", 4, "y");
+        let deleted = Arc::new(Event::new(5, None, Some(small.clone())));
+        let items = vec![
+            WatchItem::Initial(big.clone()),
+            WatchItem::Initial(small.clone()),
+            WatchItem::Bookmark {
+                revision: 4,
+                initial_events_end: true,
+            },
+            WatchItem::Event {
+                event_type: EventType::Deleted,
+                event: deleted,
+            },
+        ];
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        encode_protobuf_frames(&mut first, &def(), &items, &stats).unwrap();
+        encode_protobuf_frames(&mut second, &def(), &items, &stats).unwrap();
+        // Two watchers, one serialization per object and per DELETED event.
+        assert_eq!(stats.serializations(), 3);
+        assert_eq!(first.concat(), second.concat());
+        let shared = big.encoded_external(cached_object_message, &stats).unwrap();
+        assert!(first.iter().any(|p| p.as_ptr() == shared.as_ptr()));
+        assert!(second.iter().any(|p| p.as_ptr() == shared.as_ptr()));
+        let events = decode_watch_stream(&first.concat()).unwrap();
+        let summary: Vec<(&str, &Value)> = events
+            .iter()
+            .map(|(t, o)| (t.as_str(), &o["metadata"]["resourceVersion"]))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("ADDED", &json!("3")),
+                ("ADDED", &json!("4")),
+                ("BOOKMARK", &json!("4")),
+                ("DELETED", &json!("5"))
+            ]
+        );
+        assert_eq!(events[0].1, *big.body());
+        assert_eq!(
+            events[2].1["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+
+        let odd = Arc::new(Object::new(
+            "default",
+            "odd",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            6,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "odd"},
+                   "extra": true}),
+        ));
+        let mut parts = Vec::new();
+        let items = [WatchItem::Initial(small), WatchItem::Initial(odd)];
+        let error = encode_protobuf_frames(&mut parts, &def(), &items, &stats).unwrap_err();
+        assert_eq!((error.code, error.reason.as_str()), (410, "Expired"));
+        assert!(
+            error.message.contains("\"default/odd\""),
+            "{}",
+            error.message
+        );
+        // The frames before it are kept.
+        assert_eq!(decode_watch_stream(&parts.concat()).unwrap().len(), 1);
+        let status = decode_watch_stream(&protobuf_error_frame(&error)).unwrap();
+        assert_eq!(status[0].0, "ERROR");
+        assert_eq!(status[0].1["code"], 410);
+    }
 }

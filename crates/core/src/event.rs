@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use crate::object::{EncodeStats, Encoding, Object, Revision};
+use crate::object::{EncodeStats, Encoding, ExternalEncoder, Object, Revision};
 
 /// What happened to the object, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +57,7 @@ pub struct Event {
     object: Option<Arc<Object>>,
     prev: Option<Arc<Object>>,
     deleted_encoded: [OnceLock<Bytes>; Encoding::ALL.len()],
+    deleted_external: OnceLock<Option<Bytes>>,
 }
 
 /// An event shared between the history, passes and watcher queues.
@@ -93,6 +94,7 @@ impl Event {
             object,
             prev,
             deleted_encoded: Default::default(),
+            deleted_external: OnceLock::new(),
         }
     }
 
@@ -156,6 +158,38 @@ impl Event {
     }
 }
 
+impl Event {
+    /// [`Event::encoded`] in the external encoding ([`ExternalEncoder`]): computed at most once
+    /// per event and shared by all watchers; `None` when the object has no such encoding.
+    pub fn encoded_external(
+        &self,
+        event_type: EventType,
+        encoder: ExternalEncoder,
+        stats: &EncodeStats,
+    ) -> Option<Bytes> {
+        match event_type {
+            EventType::Added | EventType::Modified => self
+                .object
+                .as_ref()
+                .expect("ADDED and MODIFIED carry the new object")
+                .encoded_external(encoder, stats)
+                .cloned(),
+            EventType::Deleted => {
+                let prev = self
+                    .prev
+                    .as_ref()
+                    .expect("DELETED carries the previous object");
+                self.deleted_external
+                    .get_or_init(|| {
+                        crate::object::count_serialization(stats);
+                        prev.encode_external_at(self.revision, encoder)
+                    })
+                    .clone()
+            }
+        }
+    }
+}
+
 /// One item in a watcher's queue.
 #[derive(Clone, Debug)]
 pub enum WatchItem {
@@ -199,6 +233,26 @@ impl WatchItem {
             WatchItem::Initial(object) => {
                 Some((EventType::Added, object.encoded(encoding, stats).clone()))
             }
+            WatchItem::Bookmark { .. } => None,
+        }
+    }
+
+    /// [`WatchItem::encoded`] in the external encoding ([`ExternalEncoder`]): the event type and
+    /// the object's encoding (`None` inside when the object has none). Bookmarks return `None`.
+    pub fn encoded_external(
+        &self,
+        encoder: ExternalEncoder,
+        stats: &EncodeStats,
+    ) -> Option<(EventType, Option<Bytes>)> {
+        match self {
+            WatchItem::Event { event_type, event } => Some((
+                *event_type,
+                event.encoded_external(*event_type, encoder, stats),
+            )),
+            WatchItem::Initial(object) => Some((
+                EventType::Added,
+                object.encoded_external(encoder, stats).cloned(),
+            )),
             WatchItem::Bookmark { .. } => None,
         }
     }

@@ -92,7 +92,7 @@ pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
 pub use guarantee::Guarantee;
 pub use metrics::Metrics;
-pub use object::{EncodeStats, Encoding, Object, Revision, object_key};
+pub use object::{EncodeStats, Encoding, ExternalEncoder, Object, Revision, object_key};
 pub use queue::{
     Pop, PushResult, TerminationReason, WatchEnd, WatchQueue, WatcherProgress, WatcherState,
 };

@@ -41,6 +41,12 @@ impl Encoding {
 
 const ENCODINGS: usize = Encoding::ALL.len();
 
+/// An encoding the core caches but does not compute: the server's protobuf, which needs the API
+/// crate's schemas. `None` when the body has no such encoding (a field outside the schemas);
+/// that answer is cached too. A process passes the same function everywhere: the object keeps
+/// one slot for it, filled by whichever call comes first.
+pub type ExternalEncoder = fn(&Value) -> Option<Bytes>;
+
 /// Counts serializations, so benchmarks can report serializations per event.
 #[derive(Debug, Default)]
 pub struct EncodeStats {
@@ -75,6 +81,7 @@ pub struct Object {
     resource_version: Revision,
     body: Value,
     encoded: [OnceLock<Bytes>; ENCODINGS],
+    external: OnceLock<Option<Bytes>>,
 }
 
 impl Object {
@@ -111,6 +118,7 @@ impl Object {
             resource_version,
             body,
             encoded: Default::default(),
+            external: OnceLock::new(),
         }
     }
 
@@ -181,6 +189,31 @@ impl Object {
         })
     }
 
+    /// The object in the external encoding ([`ExternalEncoder`]), computed on first use and
+    /// cached like the others (a failure too): `None` when the body has no such encoding.
+    pub fn encoded_external(
+        &self,
+        encoder: ExternalEncoder,
+        stats: &EncodeStats,
+    ) -> Option<&Bytes> {
+        self.external
+            .get_or_init(|| {
+                stats.count();
+                encoder(&self.body)
+            })
+            .as_ref()
+    }
+
+    /// The body at another resource version in the external encoding (see
+    /// [`Object::encode_at`]); not cached here.
+    pub(crate) fn encode_external_at(
+        &self,
+        resource_version: Revision,
+        encoder: ExternalEncoder,
+    ) -> Option<Bytes> {
+        encoder(&self.body_at(resource_version))
+    }
+
     /// Whether the encoding is already cached (for tests and reports).
     #[must_use]
     pub fn is_encoded(&self, encoding: Encoding) -> bool {
@@ -191,6 +224,10 @@ impl Object {
     /// (the previous object with the deletion's resource version). Not cached here; events
     /// cache it.
     pub(crate) fn encode_at(&self, resource_version: Revision, encoding: Encoding) -> Bytes {
+        encode(&self.body_at(resource_version), encoding)
+    }
+
+    fn body_at(&self, resource_version: Revision) -> Value {
         let mut body = self.body.clone();
         if let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.insert(
@@ -198,7 +235,7 @@ impl Object {
                 Value::String(resource_version.to_string()),
             );
         }
-        encode(&body, encoding)
+        body
     }
 }
 
@@ -275,6 +312,53 @@ mod tests {
             serde_json::from_slice(&object.encode_at(9, Encoding::PartialMetadataJson)).unwrap();
         assert_eq!(deleted["metadata"]["resourceVersion"], "9");
         assert_eq!(deleted["kind"], "PartialObjectMetadata");
+    }
+
+    fn resource_version_bytes(body: &Value) -> Option<Bytes> {
+        let rv = body.pointer("/metadata/resourceVersion")?.as_str()?;
+        (rv != "refused").then(|| Bytes::from(format!("rv={rv}")))
+    }
+
+    #[test]
+    fn the_external_encoding_is_computed_once_and_a_failure_is_cached_too() {
+        let stats = EncodeStats::default();
+        let object = Object::new(
+            "default",
+            "a",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            7,
+            json!({"metadata": {"name": "a"}}),
+        );
+        let first = object
+            .encoded_external(resource_version_bytes, &stats)
+            .cloned();
+        assert_eq!(first.as_deref(), Some(&b"rv=7"[..]));
+        let again = object.encoded_external(resource_version_bytes, &stats);
+        assert_eq!(
+            again.map(|b| b.as_ptr()),
+            first.as_ref().map(|b| b.as_ptr())
+        );
+        assert_eq!(stats.serializations(), 1);
+        assert!(!object.is_encoded(Encoding::Json));
+        assert_eq!(
+            object
+                .encode_external_at(9, resource_version_bytes)
+                .as_deref(),
+            Some(&b"rv=9"[..])
+        );
+        let refused = Object::new(
+            "default",
+            "b",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            7,
+            json!({"metadata": {"name": "b"}}),
+        );
+        let never = |_: &Value| None;
+        assert!(refused.encoded_external(never, &stats).is_none());
+        assert!(refused.encoded_external(never, &stats).is_none());
+        assert_eq!(stats.serializations(), 2);
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! Building responses: JSON and plain-text bodies, and every refusal as a `metav1.Status` with
 //! kube-apiserver's code (and `Retry-After` when the error asks the client to come back).
+//!
+//! A resource request that negotiated protobuf ([`negotiated`]) gets its JSON answer (object,
+//! list, Status, error or not) re-encoded by [`to_protobuf`]; LISTs and watches write protobuf
+//! themselves from the objects' cached encodings.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use watchkeeper_api::ApiError;
-use watchkeeper_api::negotiate::{Conversion, negotiate_conversion};
+use watchkeeper_api::negotiate::{Conversion, Format, Negotiated, negotiate};
+use watchkeeper_api::protobuf::{PROTOBUF_MEDIA_TYPE, encode_protobuf, has_protobuf_schema};
+use watchkeeper_api::{ApiError, ResourceDef};
 
 /// A JSON response.
 #[must_use]
@@ -44,13 +49,92 @@ pub fn error_response(error: &ApiError) -> Response {
     response
 }
 
-/// The conversion the client's `Accept` asks for (Table, object metadata, or none), as
-/// kube-apiserver negotiates it ([`negotiate_conversion`]).
+/// The conversion the client's `Accept` asks for (Table, object metadata, or none) and the
+/// wire format (protobuf for a kind with protobuf schemas), as kube-apiserver negotiates them
+/// ([`negotiate`]). `def` is `None` for answers that are not a resource's objects (access
+/// reviews), which may be protobuf whatever their kind.
 ///
 /// # Errors
 /// 406 NotAcceptable when no range of the header can be served.
-pub fn conversion(headers: &HeaderMap) -> Result<Conversion, ApiError> {
-    negotiate_conversion(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()))
+pub fn negotiated(headers: &HeaderMap, def: Option<&ResourceDef>) -> Result<Negotiated, ApiError> {
+    let protobuf = def.is_none_or(|def| has_protobuf_schema(&def.api_version(), &def.kind));
+    negotiate(
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
+        protobuf,
+    )
+}
+
+/// [`negotiated`]'s conversion.
+///
+/// # Errors
+/// 406 NotAcceptable when no range of the header can be served.
+pub fn conversion(headers: &HeaderMap, def: &ResourceDef) -> Result<Conversion, ApiError> {
+    negotiated(headers, Some(def)).map(|n| n.conversion)
+}
+
+/// Marks a JSON response that must stay JSON (a LIST that fell back to JSON because an item
+/// cannot be encoded as protobuf, a watch answered in JSON): [`to_protobuf`] leaves it alone.
+#[derive(Clone, Copy, Debug)]
+pub struct KeepJson;
+
+/// The response re-encoded as protobuf, when `negotiated` asked for protobuf and the body is
+/// JSON (`application/json`) of a shape with protobuf schemas (an object, its list, a Status),
+/// keeping the status code and headers. A body that cannot be encoded stays JSON when the
+/// client accepts JSON, and becomes a 406 Status (in protobuf) otherwise; responses in another
+/// type (a protobuf LIST or watch, text) pass through. `unencodable` is called when the body
+/// could not be encoded.
+pub async fn to_protobuf(
+    negotiated: Option<Negotiated>,
+    response: Response,
+    unencodable: impl FnOnce(),
+) -> Response {
+    let Some(negotiated) = negotiated.filter(|n| n.format == Format::Protobuf) else {
+        return response;
+    };
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    // A streamed body (a watch) is never collected here.
+    let streamed = hyper::body::Body::size_hint(response.body())
+        .exact()
+        .is_none();
+    if !is_json || streamed || response.extensions().get::<KeepJson>().is_some() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error_response(&ApiError::internal("the response body could not be read"));
+    };
+    let encoded = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::internal(e.to_string()))
+        .and_then(|value| encode_protobuf(&value));
+    if encoded.is_err() {
+        unencodable();
+    }
+    match encoded {
+        Ok(protobuf) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(PROTOBUF_MEDIA_TYPE),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(protobuf))
+        }
+        Err(_) if negotiated.json_fallback => Response::from_parts(parts, Body::from(bytes)),
+        Err(error) => {
+            // The refusal itself in protobuf, the one type the client accepts.
+            let mut response = error_response(&error);
+            if let Ok(status) = encode_protobuf(&error.to_status()) {
+                *response.body_mut() = Body::from(status);
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(PROTOBUF_MEDIA_TYPE),
+                );
+            }
+            response
+        }
+    }
 }
 
 /// Seconds since the Unix epoch (for Table ages).

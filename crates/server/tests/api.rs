@@ -1235,3 +1235,300 @@ async fn custom_resource_definitions_at_run_time() {
     assert_eq!(table["rows"][0]["cells"], json!(["w3", 5]));
     server.shutdown().await;
 }
+
+/// The value without members that are `""` or `null`: Go's `omitempty` leaves them out, so a
+/// protobuf answer (which Go decodes to the same struct) does not carry them back.
+fn without_empty(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !v.is_null() && v.as_str() != Some(""))
+                .map(|(k, v)| (k.clone(), without_empty(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_empty).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Reads a protobuf watch until it has `count` events (or ends), decoding its frames with the
+/// server's own decoder.
+async fn protobuf_events(
+    watch: &mut watchkeeper_testkit::RawWatch,
+    received: &mut Vec<u8>,
+    count: usize,
+) -> Vec<(String, Value)> {
+    loop {
+        received.extend(watch.take_bytes());
+        let events = watchkeeper_api::protobuf::decode_watch_stream(received).unwrap();
+        if events.len() >= count || watch.ended {
+            return events;
+        }
+        tokio::time::timeout(HANG_GUARD, watch.read_some())
+            .await
+            .expect("hang guard")
+            .unwrap();
+    }
+}
+
+/// Goal: `Accept: application/vnd.kubernetes.protobuf` gets protobuf for kinds with schemas —
+/// GET, LIST, WATCH (length-framed WatchEvents, bookmarks, errors), writes and Status errors —
+/// that decode to the JSON answers; an object outside the schemas falls back to JSON (or 406,
+/// or ends a protobuf watch with 410); a custom resource is JSON, or 406 for protobuf only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_responses() {
+    use watchkeeper_api::protobuf::decode_response;
+    let server = server().await;
+    let addr = server.addr;
+    let client_go = "application/vnd.kubernetes.protobuf, application/json";
+    let protobuf_only = "application/vnd.kubernetes.protobuf";
+    let call = |method: &'static str, path: String, accept: &'static str, body: Vec<u8>| async move {
+        watchkeeper_testkit::request(
+            addr,
+            method,
+            &path,
+            &[("accept", accept), ("content-type", "application/json")],
+            &body,
+        )
+        .await
+        .unwrap()
+    };
+    let base = "/api/v1/namespaces/default/configmaps";
+    // A write answered in protobuf.
+    let created = call(
+        "POST",
+        base.to_owned(),
+        client_go,
+        configmap("p1", 100).to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(created.status, 201);
+    assert_eq!(
+        created.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
+    );
+    assert!(created.body.starts_with(b"k8s\0"));
+    let created = decode_response(&created.body).unwrap();
+    assert_eq!(created["metadata"]["name"], "p1");
+
+    // GET: the same object as the JSON answer.
+    let (_, json_object) = get_json(addr, &format!("{base}/p1")).await;
+    let got = call("GET", format!("{base}/p1"), client_go, vec![]).await;
+    assert_eq!(got.status, 200);
+    let json_object = without_empty(&json_object);
+    assert_eq!(decode_response(&got.body).unwrap(), json_object);
+    assert_eq!(created, json_object);
+
+    // LIST, streamed in protobuf.
+    call(
+        "POST",
+        base.to_owned(),
+        client_go,
+        configmap("p2", 3000).to_string().into_bytes(),
+    )
+    .await;
+    let (_, json_list) = get_json(addr, base).await;
+    let listed = call("GET", base.to_owned(), protobuf_only, vec![]).await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(
+        listed.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
+    );
+    let list = decode_response(&listed.body).unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["metadata"], json_list["metadata"]);
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for (item, expected) in items.iter().zip(json_list["items"].as_array().unwrap()) {
+        let mut expected = expected.clone();
+        let expected = expected.as_object_mut().unwrap();
+        expected.remove("kind");
+        expected.remove("apiVersion");
+        assert_eq!(item, &without_empty(&Value::Object(expected.clone())));
+    }
+
+    // A Status error in protobuf; the same 404 in JSON for a JSON client.
+    let missing = call("GET", format!("{base}/nope"), client_go, vec![]).await;
+    assert_eq!(missing.status, 404);
+    let status = decode_response(&missing.body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "NotFound");
+    assert_eq!(status["code"], 404);
+    assert_eq!(status["message"], "configmaps \"nope\" not found");
+
+    // WATCH: initial events, the bookmark that ends them, then changes.
+    let rv = json_list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion={rv}&allowWatchBookmarks=true"),
+        None,
+        &[("accept", client_go)],
+    )
+    .await
+    .unwrap();
+    assert!(
+        watch
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: application/vnd.kubernetes.protobuf;stream=watch"),
+        "{}",
+        watch.head
+    );
+    let mut received = Vec::new();
+    let events = protobuf_events(&mut watch, &mut received, 3).await;
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    assert_eq!(events[0].1, without_empty(&json_list["items"][0]));
+    assert_eq!(events[1].1, without_empty(&json_list["items"][1]));
+    assert_eq!(events[2].1["kind"], "ConfigMap");
+    assert_eq!(
+        events[2].1["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let deleted = call("DELETE", format!("{base}/p1"), client_go, vec![]).await;
+    assert_eq!(deleted.status, 200);
+    assert_eq!(
+        decode_response(&deleted.body).unwrap()["metadata"]["name"],
+        "p1"
+    );
+    let events = protobuf_events(&mut watch, &mut received, 4).await;
+    assert_eq!(events[3].0, "DELETED");
+    assert_eq!(events[3].1["metadata"]["name"], "p1");
+
+    // A pod with a field outside the schemas (a probe): JSON when the client accepts it, 406
+    // for protobuf only, and a protobuf watch ends with 410 so that the client lists again.
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut pod_watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[("accept", client_go)],
+    )
+    .await
+    .unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"},
+        "spec": {"containers": [{"name": "c", "image": "nginx",
+            "livenessProbe": {"httpGet": {"path": "/", "port": 80}}}]}});
+    let created = call(
+        "POST",
+        pods.to_owned(),
+        client_go,
+        pod.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(created.status, 201);
+    assert_eq!(created.header("content-type"), Some("application/json"));
+    let fallback = call("GET", format!("{pods}/probed"), client_go, vec![]).await;
+    assert_eq!(
+        (fallback.status, fallback.header("content-type")),
+        (200, Some("application/json"))
+    );
+    assert_eq!(
+        fallback.json()["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"],
+        80
+    );
+    let listed = call("GET", pods.to_owned(), client_go, vec![]).await;
+    assert_eq!(
+        (listed.status, listed.header("content-type")),
+        (200, Some("application/json"))
+    );
+    assert_eq!(listed.json()["items"][0]["metadata"]["name"], "probed");
+    for path in [format!("{pods}/probed"), pods.to_owned()] {
+        let refused = call("GET", path, protobuf_only, vec![]).await;
+        assert_eq!(refused.status, 406);
+        let status = decode_response(&refused.body).unwrap();
+        assert_eq!(status["reason"], "NotAcceptable");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains("\"livenessProbe\""),
+            "{status}"
+        );
+    }
+    let mut received = Vec::new();
+    let events = protobuf_events(&mut pod_watch, &mut received, 1).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0, "ERROR");
+    assert_eq!(events[0].1["code"], 410);
+    assert_eq!(events[0].1["reason"], "Expired");
+    tokio::time::timeout(HANG_GUARD, async {
+        while !pod_watch.ended {
+            pod_watch.read_some().await.unwrap();
+        }
+    })
+    .await
+    .expect("the watch ends");
+    // From then on pods are watched in JSON by clients that accept it (no 410 per such pod);
+    // a protobuf-only client still gets protobuf.
+    let json_watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[("accept", client_go)],
+    )
+    .await
+    .unwrap();
+    assert!(
+        json_watch
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{}",
+        json_watch.head
+    );
+    let protobuf_watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[("accept", protobuf_only)],
+    )
+    .await
+    .unwrap();
+    assert!(
+        protobuf_watch
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: application/vnd.kubernetes.protobuf;stream=watch"),
+        "{}",
+        protobuf_watch.head
+    );
+
+    // A custom resource has no protobuf: JSON for client-go, 406 for protobuf only.
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, _) = send_json(addr, "POST", crds, &widget_definition()).await;
+    assert_eq!(status, 201);
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": 1}});
+    let made = call(
+        "POST",
+        widgets.to_owned(),
+        client_go,
+        widget.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(
+        (made.status, made.header("content-type")),
+        (201, Some("application/json"))
+    );
+    let refused = call("GET", widgets.to_owned(), protobuf_only, vec![]).await;
+    assert_eq!(refused.status, 406);
+    assert_eq!(refused.header("content-type"), Some("application/json"));
+    assert_eq!(
+        refused.json()["message"],
+        "only the following media types are accepted: application/json, application/yaml"
+    );
+    let listed = call("GET", widgets.to_owned(), client_go, vec![]).await;
+    assert_eq!(
+        (
+            listed.status,
+            listed.json()["items"][0]["spec"]["size"].as_i64()
+        ),
+        (200, Some(1))
+    );
+    server.shutdown().await;
+}

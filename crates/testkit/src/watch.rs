@@ -200,6 +200,12 @@ impl RawWatch {
         Ok(total)
     }
 
+    /// The bytes received so far and not yet taken (dechunked), for streams that are not
+    /// newline-framed (protobuf watches); forgets them.
+    pub fn take_bytes(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pending)
+    }
+
     /// Calls `line` for every complete, non-blank line received so far (without its newline)
     /// and forgets them.
     pub fn drain_lines(&mut self, mut line: impl FnMut(&[u8])) {

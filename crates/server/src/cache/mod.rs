@@ -32,6 +32,10 @@ pub struct Resource {
     /// Flips to true when the resource stops being served (its CRD was deleted or changed):
     /// its watch streams end with an in-stream error.
     removed: tokio::sync::watch::Sender<bool>,
+    /// Set once an object of this resource could not be encoded as protobuf (a field outside
+    /// the protobuf schemas): from then on a watch that may fall back to JSON is answered in
+    /// JSON, rather than ending with a 410 (and a relist) at every such object.
+    protobuf_incomplete: std::sync::atomic::AtomicBool,
 }
 
 /// Where a served resource's definition comes from.
@@ -54,6 +58,7 @@ impl Resource {
             origin: Origin::Static,
             custom: std::sync::RwLock::new(None),
             removed: tokio::sync::watch::channel(false).0,
+            protobuf_incomplete: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -87,6 +92,20 @@ impl Resource {
             .custom
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::sync::Arc::new(custom));
+    }
+
+    /// Records that an object of this resource could not be encoded as protobuf.
+    pub fn mark_protobuf_incomplete(&self) {
+        self.protobuf_incomplete
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether an object of this resource could not be encoded as protobuf (see
+    /// [`Resource::mark_protobuf_incomplete`]).
+    #[must_use]
+    pub fn protobuf_incomplete(&self) -> bool {
+        self.protobuf_incomplete
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Marks the resource as no longer served (its watch streams end).

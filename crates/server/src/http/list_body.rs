@@ -1,6 +1,8 @@
 //! LIST response bodies streamed from the snapshot, as kube-apiserver's streaming collection
 //! encoder (KEP-5116) writes them: `{"kind":…,"apiVersion":…,"metadata":{…},"items":[`, each
-//! item's cached encoding, then `]}`.
+//! item's cached encoding, then `]}`; or in protobuf ([`Framing::Protobuf`]): the envelope's
+//! head and the list's `ListMeta`, each item's cached message behind its field tag and length,
+//! then the envelope's tail.
 //!
 //! ## Guarantees
 //! - The body's bytes are exactly those of the one-buffer form (the head, the items' cached
@@ -25,13 +27,70 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::{Frame, SizeHint};
+use watchkeeper_api::protobuf::{ENVELOPE_TAIL, cached_object_message, list_item_head};
 use watchkeeper_api::watch_frame::SHARE_MIN_BYTES;
 use watchkeeper_core::{EncodeStats, Encoding, Object};
 
+/// How the items of a list are written.
+#[derive(Clone, Copy, Debug)]
+pub enum Framing {
+    /// JSON items in `encoding`, separated by `,`, the list ending with `]}`.
+    Json(Encoding),
+    /// Protobuf items (the objects' cached messages), each behind the tag and length of the
+    /// list's field 2, the body ending with the envelope's tail.
+    Protobuf,
+}
+
+impl Framing {
+    /// The item's cached encoding (empty for an object without protobuf, which
+    /// [`protobuf_items_len`] rules out before a protobuf body is built).
+    fn item(self, object: &Object, stats: &EncodeStats) -> Bytes {
+        match self {
+            Framing::Json(encoding) => object.encoded(encoding, stats).clone(),
+            Framing::Protobuf => object
+                .encoded_external(cached_object_message, stats)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Writes what precedes an item of `len` bytes.
+    fn before(self, first: bool, len: usize, out: &mut BytesMut) {
+        match self {
+            Framing::Json(_) if !first => out.put_u8(b','),
+            Framing::Json(_) => {}
+            Framing::Protobuf => out.put_slice(&list_item_head(len)),
+        }
+    }
+
+    fn before_len(self, first: bool, len: usize) -> usize {
+        let mut out = BytesMut::new();
+        self.before(first, len, &mut out);
+        out.len()
+    }
+
+    fn tail(self) -> &'static [u8] {
+        match self {
+            Framing::Json(_) => b"]}",
+            Framing::Protobuf => ENVELOPE_TAIL,
+        }
+    }
+}
+
+/// The length of the protobuf items of a list (each item's message with its tag and length),
+/// encoding (and caching) every item's message; `None` when an item cannot be encoded.
+#[must_use]
+pub fn protobuf_items_len(stats: &EncodeStats, items: &[Arc<Object>]) -> Option<usize> {
+    items.iter().try_fold(0, |total, object| {
+        let len = object.encoded_external(cached_object_message, stats)?.len();
+        Some(total + Framing::Protobuf.before_len(false, len) + len)
+    })
+}
+
 /// The body of one LIST response: the head, the items, the tail, produced piece by piece.
 pub struct ListBody {
-    /// The encoding every item is sent in.
-    encoding: Encoding,
+    /// How every item is sent.
+    framing: Framing,
     /// `{"kind":…,"items":[` until it is sent.
     head: Option<Bytes>,
     /// The items not yet sent, in order.
@@ -61,25 +120,29 @@ impl std::fmt::Debug for ListBody {
 }
 
 impl ListBody {
-    /// The body of a list whose head (up to and including `"items":[`) is `head`, with `items`
-    /// encoded in `encoding` (serializations counted in `stats`); small items are copied into
-    /// pieces of about `piece_bytes`.
+    /// The body of a list whose head (up to and including `"items":[`, or the protobuf
+    /// envelope's head and the `ListMeta`) is `head`, with `items` framed as `framing` says
+    /// (serializations counted in `stats`); small items are copied into pieces of about
+    /// `piece_bytes`.
     #[must_use]
     pub fn new(
         stats: &EncodeStats,
-        encoding: Encoding,
+        framing: Framing,
         head: Bytes,
         items: Vec<Arc<Object>>,
         piece_bytes: usize,
     ) -> ListBody {
         let items_bytes: usize = items
             .iter()
-            .map(|object| object.encoded(encoding, stats).len())
+            .enumerate()
+            .map(|(index, object)| {
+                let len = framing.item(object, stats).len();
+                framing.before_len(index == 0, len) + len
+            })
             .sum();
-        let commas = items.len().saturating_sub(1);
-        let total = head.len() + items_bytes + commas + 2;
+        let total = head.len() + items_bytes + framing.tail().len();
         ListBody {
-            encoding,
+            framing,
             head: Some(head),
             items: items.into_iter(),
             started: false,
@@ -101,29 +164,27 @@ impl ListBody {
             text.put_slice(&head);
         }
         for object in self.items.by_ref() {
-            if self.started {
-                text.put_u8(b',');
-            }
+            let bytes = self.framing.item(&object, &self.cached);
+            self.framing.before(!self.started, bytes.len(), &mut text);
             self.started = true;
-            let bytes = object.encoded(self.encoding, &self.cached);
             if bytes.len() >= SHARE_MIN_BYTES {
                 if text.is_empty() {
-                    return Some(bytes.clone());
+                    return Some(bytes);
                 }
-                self.pending = Some(bytes.clone());
+                self.pending = Some(bytes);
                 return Some(text.freeze());
             }
             if text.is_empty() {
                 text.reserve(self.piece_bytes + SHARE_MIN_BYTES);
             }
-            text.put_slice(bytes);
+            text.put_slice(&bytes);
             if text.len() >= self.piece_bytes {
                 return Some(text.freeze());
             }
         }
         if !self.ended {
             self.ended = true;
-            text.put_slice(b"]}");
+            text.put_slice(self.framing.tail());
         }
         (!text.is_empty()).then(|| text.freeze())
     }
@@ -229,7 +290,7 @@ mod tests {
         let serializations = stats.serializations();
         let body = ListBody::new(
             &stats,
-            Encoding::Json,
+            Framing::Json(Encoding::Json),
             Bytes::from_static(HEAD),
             items.clone(),
             4096,
@@ -263,7 +324,13 @@ mod tests {
         let stats = EncodeStats::default();
         for items in [vec![], vec![object("a", 10)], vec![object("b", 5000)]] {
             let expected = whole(HEAD, &items, &stats);
-            let body = ListBody::new(&stats, Encoding::Json, Bytes::from_static(HEAD), items, 64);
+            let body = ListBody::new(
+                &stats,
+                Framing::Json(Encoding::Json),
+                Bytes::from_static(HEAD),
+                items,
+                64,
+            );
             assert_eq!(pieces(body).concat(), expected);
         }
     }
@@ -275,7 +342,7 @@ mod tests {
         let expected = whole(HEAD, &items, &stats);
         let body = ListBody::new(
             &stats,
-            Encoding::Json,
+            Framing::Json(Encoding::Json),
             Bytes::from_static(HEAD),
             items,
             1000,
@@ -285,5 +352,51 @@ mod tests {
             .unwrap()
             .to_bytes();
         assert_eq!(collected, expected);
+    }
+
+    #[test]
+    fn a_protobuf_list_streams_the_bytes_of_the_whole_encoding() {
+        let stats = EncodeStats::default();
+        let items: Vec<Arc<Object>> = (0..40)
+            .map(|i| object(&format!("p-{i:02}"), if i % 9 == 4 { 3000 } else { 50 }))
+            .collect();
+        let metadata = json!({"resourceVersion": "7"});
+        let list_meta = watchkeeper_api::protobuf::list_meta_field(&metadata).unwrap();
+        let items_len = protobuf_items_len(&stats, &items).unwrap();
+        let mut head = watchkeeper_api::protobuf::envelope_head(
+            "v1",
+            "ConfigMapList",
+            list_meta.len() + items_len,
+        );
+        head.extend_from_slice(&list_meta);
+        let body = ListBody::new(&stats, Framing::Protobuf, head.into(), items.clone(), 1000);
+        let whole_list = json!({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": metadata,
+            "items": items.iter().map(|o| o.body().clone()).collect::<Vec<_>>()});
+        let expected = watchkeeper_api::protobuf::encode_protobuf(&whole_list).unwrap();
+        let pieces = pieces(body);
+        assert_eq!(pieces.concat(), expected);
+        // Large items are the objects' cached messages themselves.
+        for item in items
+            .iter()
+            .filter(|o| o.body()["data"]["d"].as_str().unwrap().len() == 3000)
+        {
+            let cached = item
+                .encoded_external(cached_object_message, &stats)
+                .unwrap();
+            assert!(pieces.iter().any(|p| p.as_ptr() == cached.as_ptr()));
+        }
+        // An object outside the schemas: no protobuf length.
+        let mut probed =
+            json!({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}});
+        probed["unknownField"] = json!(1);
+        let odd = Arc::new(Object::new(
+            "default",
+            "x",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            7,
+            probed,
+        ));
+        assert_eq!(protobuf_items_len(&stats, &[odd]), None);
     }
 }

@@ -34,7 +34,8 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
-use watchkeeper_api::negotiate::Conversion;
+use watchkeeper_api::negotiate::{Conversion, Format};
+use watchkeeper_api::protobuf::PROTOBUF_MEDIA_TYPE;
 use watchkeeper_api::query::Options;
 use watchkeeper_api::{ApiError, validate_field_selector};
 use watchkeeper_core::Encoding;
@@ -42,7 +43,10 @@ use watchkeeper_core::Encoding;
 use crate::auth::{Attributes, User};
 use crate::cache::Resource;
 use crate::request::{RequestContext, ResourceRequest, Target, Verb};
-use crate::respond::{conversion, error_response, json_response, now_unix, text_response};
+use crate::respond::{
+    KeepJson, conversion, error_response, json_response, negotiated, now_unix, text_response,
+    to_protobuf,
+};
 use crate::source::read::ReadError;
 
 /// Largest request body accepted by default (3 MiB, as kube-apiserver); see
@@ -333,6 +337,8 @@ async fn route(
             if let Some(result) = review::serve(app, context, group, version, rest) {
                 let plural = rest.last().copied().unwrap_or_default().to_owned();
                 let response = result.unwrap_or_else(|error| error_response(&error));
+                let response =
+                    to_protobuf(negotiated(&context.headers, None).ok(), response, || {}).await;
                 return ("create", (*group).to_owned(), plural, response);
             }
             return resource_request(app, context, group, version, rest).await;
@@ -365,6 +371,13 @@ async fn resource_request(
     };
     let (verb, result) = serve_resource(app, context, &resource, target).await;
     let response = result.unwrap_or_else(|error| error_response(&error));
+    // Objects, lists and Status errors in protobuf when the client negotiated it.
+    let response = to_protobuf(
+        negotiated(&context.headers, Some(&resource.def)).ok(),
+        response,
+        || resource.mark_protobuf_incomplete(),
+    )
+    .await;
     (verb, group.to_owned(), target.plural.to_owned(), response)
 }
 
@@ -450,7 +463,8 @@ async fn list(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    let conversion = conversion(&request.context.headers)?;
+    let negotiated = negotiated(&request.context.headers, Some(&resource.def))?;
+    let conversion = negotiated.conversion;
     if conversion == Conversion::PartialObjectMetadata {
         return Err(ApiError::not_acceptable(format!(
             "you requested PartialObjectMetadata, but the requested object is a list (*{}.{})",
@@ -489,6 +503,48 @@ async fn list(
         metadata["remainingItemCount"] = json!(remaining);
     }
     let stats = &resource.cache().metrics().encode;
+    if negotiated.format == Format::Protobuf {
+        match protobuf_list(
+            def,
+            &metadata,
+            page.items,
+            stats,
+            app.config.list_chunk_bytes,
+        ) {
+            Ok(body) => {
+                let mut response = json_response(StatusCode::OK, axum::body::Body::new(body));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    axum::http::HeaderValue::from_static(PROTOBUF_MEDIA_TYPE),
+                );
+                return Ok(response);
+            }
+            Err((error, _)) if !negotiated.json_fallback => {
+                resource.mark_protobuf_incomplete();
+                return Err(error);
+            }
+            Err((_, items)) => {
+                resource.mark_protobuf_incomplete();
+                // An item the protobuf schemas cannot hold: the whole list in JSON, which
+                // client-go decodes by the response's Content-Type.
+                let head = format!(
+                    "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{metadata},\"items\":[",
+                    def.list_kind(),
+                    def.api_version()
+                );
+                let body = list_body::ListBody::new(
+                    stats,
+                    list_body::Framing::Json(Encoding::Json),
+                    head.into(),
+                    items,
+                    app.config.list_chunk_bytes,
+                );
+                let mut response = json_response(StatusCode::OK, axum::body::Body::new(body));
+                response.extensions_mut().insert(KeepJson);
+                return Ok(response);
+            }
+        }
+    }
     let (list_kind, api_version, encoding) = if conversion == Conversion::PartialObjectMetadataList
     {
         (
@@ -506,7 +562,7 @@ async fn list(
     // as they are: no per-request serialization and no second copy of the response.
     let body = list_body::ListBody::new(
         stats,
-        encoding,
+        list_body::Framing::Json(encoding),
         head.into(),
         page.items,
         app.config.list_chunk_bytes,
@@ -514,12 +570,56 @@ async fn list(
     Ok(json_response(StatusCode::OK, axum::body::Body::new(body)))
 }
 
+/// A LIST body in protobuf: the envelope around the list message (its `ListMeta`, then every
+/// item's cached message), streamed like the JSON one.
+///
+/// # Errors
+/// 406 NotAcceptable, with the items back, when an item cannot be encoded as protobuf.
+#[allow(clippy::result_large_err)]
+fn protobuf_list(
+    def: &watchkeeper_api::ResourceDef,
+    metadata: &Value,
+    items: Vec<Arc<watchkeeper_core::Object>>,
+    stats: &watchkeeper_core::EncodeStats,
+    piece_bytes: usize,
+) -> Result<list_body::ListBody, (ApiError, Vec<Arc<watchkeeper_core::Object>>)> {
+    let refuse = |message: String| {
+        ApiError::not_acceptable(format!(
+            "the response cannot be encoded as application/vnd.kubernetes.protobuf: {message}; accept application/json"
+        ))
+    };
+    let list_meta = match watchkeeper_api::protobuf::list_meta_field(metadata) {
+        Ok(list_meta) => list_meta,
+        Err(error) => return Err((refuse(error.0), items)),
+    };
+    let Some(items_len) = list_body::protobuf_items_len(stats, &items) else {
+        let reason = items
+            .iter()
+            .find_map(|o| watchkeeper_api::protobuf::encode_object_message(o.body()).err())
+            .map_or_else(String::new, |error| error.0);
+        return Err((refuse(reason), items));
+    };
+    let mut head = watchkeeper_api::protobuf::envelope_head(
+        &def.api_version(),
+        &def.list_kind(),
+        list_meta.len() + items_len,
+    );
+    head.extend_from_slice(&list_meta);
+    Ok(list_body::ListBody::new(
+        stats,
+        list_body::Framing::Protobuf,
+        head.into(),
+        items,
+        piece_bytes,
+    ))
+}
+
 async fn get(
     app: &App,
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    let conversion = conversion(&request.context.headers)?;
+    let conversion = conversion(&request.context.headers, &resource.def)?;
     if conversion == Conversion::PartialObjectMetadataList {
         return Err(ApiError::not_acceptable(format!(
             "you requested PartialObjectMetadataList, but the requested object is not a list (*{}.{})",

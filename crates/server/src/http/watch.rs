@@ -26,16 +26,18 @@ use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use watchkeeper_api::ApiError;
-use watchkeeper_api::negotiate::Conversion;
+use watchkeeper_api::negotiate::{Conversion, Format};
 use watchkeeper_api::query::{Options, ResourceVersion};
-use watchkeeper_api::watch_frame::encode_frames;
+use watchkeeper_api::watch_frame::{
+    PROTOBUF_WATCH_CONTENT_TYPE, encode_frames, encode_protobuf_frames, protobuf_error_frame,
+};
 use watchkeeper_core::{FieldSelector, WatchEnd, WatchItem, WatchRequest, WatchStart};
 
 use crate::cache::Resource;
 use crate::http::state::App;
 use crate::operator::WatchInfo;
 use crate::request::ResourceRequest;
-use crate::respond::{conversion, now_unix};
+use crate::respond::{negotiated, now_unix};
 use crate::source::read::too_large;
 
 /// Maps Kubernetes' watch parameters onto the core's start: a watch without a resource
@@ -67,7 +69,15 @@ pub async fn watch(
     request: &ResourceRequest<'_>,
     resource: &Arc<Resource>,
 ) -> Result<Response, ApiError> {
-    let conversion = conversion(&request.context.headers)?;
+    let negotiated = negotiated(&request.context.headers, Some(&resource.def))?;
+    let conversion = negotiated.conversion;
+    // A resource known to hold objects outside the protobuf schemas is watched in JSON when
+    // the client accepts it: a protobuf watch would end (410) at each such object.
+    let format = if negotiated.json_fallback && resource.protobuf_incomplete() {
+        Format::Json
+    } else {
+        negotiated.format
+    };
     let mut options = request.options.clone();
     if let Some(name) = request.target.name {
         // A watch of one object is a watch with fieldSelector metadata.name.
@@ -121,6 +131,7 @@ pub async fn watch(
         resource: resource.clone(),
         id,
         conversion,
+        format,
         chunk,
         buffer: Vec::with_capacity(chunk),
         done: false,
@@ -143,7 +154,7 @@ pub async fn watch(
                 // in-stream error ends the watch rather than a stream that never ends.
                 _ = removed.wait_for(|removed| *removed) => {
                     stream.done = true;
-                    vec![error_frame(&ApiError::path_not_found())]
+                    vec![error_frame(stream.format, &ApiError::path_not_found())]
                 }
             };
             Some((parts, (stream, removed)))
@@ -154,12 +165,16 @@ pub async fn watch(
     let mut response = Response::new(Body::from_stream(body.boxed()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(match format {
+            Format::Json => "application/json",
+            Format::Protobuf => PROTOBUF_WATCH_CONTENT_TYPE,
+        }),
     );
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
     );
+    response.extensions_mut().insert(crate::respond::KeepJson);
     Ok(response)
 }
 
@@ -213,6 +228,8 @@ struct WatchStream {
     id: u64,
     /// Objects, Tables or metadata only, as the client's `Accept` asked.
     conversion: Conversion,
+    /// JSON or protobuf frames.
+    format: Format,
     /// Items per chunk at most.
     chunk: usize,
     buffer: Vec<WatchItem>,
@@ -245,19 +262,34 @@ impl WatchStream {
         self.delivered
             .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
         let now = now_unix();
-        encode_frames(
-            &mut parts,
-            &self.resource.def,
-            &self.buffer,
-            self.conversion,
-            stats,
-            now,
-        );
+        let mut failed = None;
+        match self.format {
+            Format::Json => encode_frames(
+                &mut parts,
+                &self.resource.def,
+                &self.buffer,
+                self.conversion,
+                stats,
+                now,
+            ),
+            Format::Protobuf => {
+                failed =
+                    encode_protobuf_frames(&mut parts, &self.resource.def, &self.buffer, stats)
+                        .err();
+            }
+        }
         self.buffer.clear();
+        if let Some(error) = failed {
+            // An object the protobuf schemas cannot hold: the watch ends here.
+            self.resource.mark_protobuf_incomplete();
+            self.done = true;
+            parts.push(error_frame(self.format, &error));
+            return parts;
+        }
         if let Some(end) = end {
             self.done = true;
             if let Some(error) = end_error(&end) {
-                parts.push(error_frame(&error));
+                parts.push(error_frame(self.format, &error));
             }
         }
         parts
@@ -265,7 +297,10 @@ impl WatchStream {
 }
 
 /// An in-stream ERROR event carrying `error`'s Status.
-fn error_frame(error: &ApiError) -> Bytes {
+fn error_frame(format: Format, error: &ApiError) -> Bytes {
+    if format == Format::Protobuf {
+        return protobuf_error_frame(error);
+    }
     let mut out = BytesMut::new();
     out.put_slice(b"{\"type\":\"ERROR\",\"object\":");
     out.put_slice(error.to_status().to_string().as_bytes());

@@ -1,0 +1,822 @@
+//! Kubernetes protobuf responses: JSON objects encoded with the same schema tables the request
+//! decoder reads (one table per message, both directions).
+//!
+//! ## Guarantees
+//! - Whatever this encoder writes, [`super::decode_protobuf`] (and [`decode_response`]) reads
+//!   back to the same JSON, apart from `null` times, which are left out (Go reads an absent
+//!   and a zero `metav1.Time` alike); a property test checks this for every kind.
+//! - Nothing is dropped: a field outside the tables, or a value of the wrong JSON type, makes
+//!   the whole encoding fail with a message naming the message and the field, and the server
+//!   then answers JSON (or 406 when the client accepts protobuf only).
+//! - The wire form is gogo-protobuf's: fields in ascending number, repeated scalars unpacked,
+//!   map entries sorted by key, and the zero values of non-pointer scalars written as Go
+//!   writes them (a field the JSON leaves out that Go would still write as `""`, `0` or
+//!   `false`). Non-pointer messages the JSON leaves out (e.g. an object without `status`) are
+//!   left out too, which a Go client reads as the same empty struct.
+
+use bytes::{BufMut, Bytes};
+use serde_json::{Map, Value};
+
+use super::{
+    Bool, Bytes as BytesTy, Field, FieldsV1, Inline, Int32, Int64, IntOrString, KINDS, MapBytes,
+    MapQuantity, MapStr, Message, Msg, PROTOBUF_MAGIC, Quantity, Str, Time,
+};
+use crate::error::ApiError;
+
+/// The last two fields of the `runtime.Unknown` envelope as gogo writes them after `raw`:
+/// `contentEncoding` and `contentType`, both empty.
+pub const ENVELOPE_TAIL: &[u8] = &[0x1a, 0x00, 0x22, 0x00];
+
+/// Why an object could not be encoded (the message names the protobuf message and field).
+#[derive(Debug)]
+pub struct EncodeError(pub String);
+
+type Result<T> = std::result::Result<T, EncodeError>;
+
+fn fail<T>(message: &Message, field: &str, what: impl std::fmt::Display) -> Result<T> {
+    Err(EncodeError(format!(
+        "field {field:?} of protobuf message {} {what}",
+        message.name
+    )))
+}
+
+pub(super) fn put_varint(out: &mut impl BufMut, mut value: u64) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.put_u8(byte);
+            return;
+        }
+        out.put_u8(byte | 0x80);
+    }
+}
+
+/// The number of bytes of `value` as a varint.
+#[must_use]
+pub fn varint_len(value: u64) -> usize {
+    (64 - value.max(1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn put_tag(out: &mut impl BufMut, number: u32, wire: u64) {
+    put_varint(out, u64::from(number) << 3 | wire);
+}
+
+fn put_delimited(out: &mut impl BufMut, number: u32, bytes: &[u8]) {
+    put_tag(out, number, 2);
+    put_varint(out, bytes.len() as u64);
+    out.put_slice(bytes);
+}
+
+/// Whether a JSON key is a field of `message` (directly or through an inline message).
+fn knows(message: &Message, key: &str) -> bool {
+    message.fields.iter().any(|field| match field.ty {
+        Inline(inner) => knows(inner, key),
+        _ => field.name == key,
+    })
+}
+
+fn encode_message(message: &'static Message, object: &Map<String, Value>) -> Result<Vec<u8>> {
+    if let Some(key) = object.keys().find(|key| !knows(message, key)) {
+        return fail(message, key, "has no protobuf schema in this server");
+    }
+    let mut out = Vec::new();
+    encode_fields(message, object, &mut out)?;
+    Ok(out)
+}
+
+fn encode_fields(
+    message: &'static Message,
+    object: &Map<String, Value>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    for field in message.fields {
+        if let Inline(inner) = field.ty {
+            // A Go struct embedded by value: gogo writes it whatever it holds.
+            let mut bytes = Vec::new();
+            encode_fields(inner, object, &mut bytes)?;
+            put_delimited(out, field.number, &bytes);
+            continue;
+        }
+        match object.get(field.name) {
+            None | Some(Value::Null) => {
+                if !field.keep_zero && !field.repeated {
+                    // A non-pointer scalar: Go writes its zero value.
+                    match field.ty {
+                        Str => put_delimited(out, field.number, b""),
+                        Int32 | Int64 | Bool => {
+                            put_tag(out, field.number, 0);
+                            out.push(0);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Some(Value::Array(items)) if field.repeated => {
+                for item in items {
+                    encode_value(message, field, item, out)?;
+                }
+            }
+            Some(_) if field.repeated => return fail(message, field.name, "is not an array"),
+            Some(value) => encode_value(message, field, value, out)?,
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::cast_sign_loss)]
+fn encode_value(message: &Message, field: &Field, value: &Value, out: &mut Vec<u8>) -> Result<()> {
+    let number = field.number;
+    match field.ty {
+        Str => {
+            let Value::String(text) = value else {
+                return fail(message, field.name, "is not a string");
+            };
+            put_delimited(out, number, text.as_bytes());
+        }
+        Int32 => {
+            let Some(n) = value.as_i64().and_then(|n| i32::try_from(n).ok()) else {
+                return fail(message, field.name, "is not a 32-bit integer");
+            };
+            put_tag(out, number, 0);
+            // Negative int32 values are sign-extended to ten bytes, as Go writes them.
+            put_varint(out, i64::from(n) as u64);
+        }
+        Int64 => {
+            let Some(n) = value.as_i64() else {
+                return fail(message, field.name, "is not a 64-bit integer");
+            };
+            put_tag(out, number, 0);
+            put_varint(out, n as u64);
+        }
+        Bool => {
+            let Value::Bool(b) = value else {
+                return fail(message, field.name, "is not a boolean");
+            };
+            put_tag(out, number, 0);
+            out.push(u8::from(*b));
+        }
+        BytesTy => {
+            let Some(bytes) = value.as_str().and_then(unbase64) else {
+                return fail(message, field.name, "is not base64");
+            };
+            put_delimited(out, number, &bytes);
+        }
+        Msg(inner) => {
+            let Value::Object(object) = value else {
+                return fail(message, field.name, "is not an object");
+            };
+            put_delimited(out, number, &encode_message(inner, object)?);
+        }
+        Inline(_) => unreachable!("inline messages are written by encode_fields"),
+        MapStr | MapBytes | MapQuantity => {
+            let Value::Object(map) = value else {
+                return fail(message, field.name, "is not an object");
+            };
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for key in keys {
+                let entry_value = match (&map[key], field.ty) {
+                    (Value::String(text), MapStr) => text.as_bytes().to_vec(),
+                    (Value::String(text), MapBytes) => match unbase64(text) {
+                        Some(bytes) => bytes,
+                        None => return fail(message, field.name, "has a value that is not base64"),
+                    },
+                    (Value::String(text), _) => quantity(text),
+                    _ => return fail(message, field.name, "has a value that is not a string"),
+                };
+                let mut entry = Vec::new();
+                put_delimited(&mut entry, 1, key.as_bytes());
+                put_delimited(&mut entry, 2, &entry_value);
+                put_delimited(out, number, &entry);
+            }
+        }
+        Time => {
+            let Some(seconds) = value.as_str().and_then(crate::time::unix_from_rfc3339) else {
+                return fail(message, field.name, "is not an RFC 3339 time");
+            };
+            let mut time = Vec::new();
+            put_tag(&mut time, 1, 0);
+            put_varint(&mut time, seconds as u64);
+            put_tag(&mut time, 2, 0);
+            time.push(0);
+            put_delimited(out, number, &time);
+        }
+        IntOrString => {
+            let mut inner = Vec::new();
+            match value {
+                Value::String(text) => {
+                    inner.extend_from_slice(&[0x08, 0x01, 0x10, 0x00]);
+                    put_delimited(&mut inner, 3, text.as_bytes());
+                }
+                _ => {
+                    let Some(n) = value.as_i64().and_then(|n| i32::try_from(n).ok()) else {
+                        return fail(message, field.name, "is neither a string nor an integer");
+                    };
+                    inner.extend_from_slice(&[0x08, 0x00, 0x10]);
+                    put_varint(&mut inner, i64::from(n) as u64);
+                    put_delimited(&mut inner, 3, b"");
+                }
+            }
+            put_delimited(out, number, &inner);
+        }
+        Quantity => {
+            let Value::String(text) = value else {
+                return fail(message, field.name, "is not a quantity string");
+            };
+            put_delimited(out, number, &quantity(text));
+        }
+        FieldsV1 => {
+            let raw = serde_json::to_vec(value).unwrap_or_default();
+            let mut inner = Vec::new();
+            put_delimited(&mut inner, 1, &raw);
+            put_delimited(out, number, &inner);
+        }
+    }
+    Ok(())
+}
+
+fn quantity(text: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + 2);
+    put_delimited(&mut out, 1, text.as_bytes());
+    out
+}
+
+/// Standard base64 (padding optional) back to bytes; `None` when malformed.
+fn unbase64(text: &str) -> Option<Vec<u8>> {
+    fn sextet(c: u8) -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    }
+    let text = text.trim_end_matches('=').as_bytes();
+    if text.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for chunk in text.chunks(4) {
+        let mut n = 0u32;
+        for (index, &c) in chunk.iter().enumerate() {
+            n |= sextet(c)? << (18 - 6 * index);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
+}
+
+// ---- lists, Status, WatchEvent (k8s.io/apimachinery/pkg/apis/meta/v1) ----
+
+pub(super) static LIST_META: Message = Message {
+    name: "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
+    fields: &[
+        super::f(1, "selfLink", Str),
+        super::f(2, "resourceVersion", Str),
+        super::f(3, "continue", Str),
+        super::k(4, "remainingItemCount", Int64),
+    ],
+};
+
+pub(super) static STATUS: Message = Message {
+    name: "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    fields: &[
+        super::k(1, "metadata", Msg(&LIST_META)),
+        super::f(2, "status", Str),
+        super::f(3, "message", Str),
+        super::f(4, "reason", Str),
+        super::k(5, "details", Msg(&STATUS_DETAILS)),
+        super::f(6, "code", Int32),
+    ],
+};
+
+static STATUS_DETAILS: Message = Message {
+    name: "io.k8s.apimachinery.pkg.apis.meta.v1.StatusDetails",
+    fields: &[
+        super::f(1, "name", Str),
+        super::f(2, "group", Str),
+        super::f(3, "kind", Str),
+        super::r(4, "causes", Msg(&STATUS_CAUSE)),
+        super::f(5, "retryAfterSeconds", Int32),
+        super::f(6, "uid", Str),
+    ],
+};
+
+static STATUS_CAUSE: Message = Message {
+    name: "io.k8s.apimachinery.pkg.apis.meta.v1.StatusCause",
+    fields: &[
+        super::f(1, "reason", Str),
+        super::f(2, "message", Str),
+        super::f(3, "field", Str),
+    ],
+};
+
+/// What a protobuf body can hold: an object of a kind with a table, a list of one, a Status.
+pub(super) enum Shape {
+    Object(&'static Message),
+    List(&'static Message),
+    Status,
+}
+
+/// The shape of `kind` in `api_version`, if this server has its schema.
+pub(super) fn shape_of(api_version: &str, kind: &str) -> Option<Shape> {
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    if kind == "Status" && matches!(api_version, "v1" | "meta.k8s.io/v1") {
+        return Some(Shape::Status);
+    }
+    let schema = |kind: &str| {
+        KINDS
+            .iter()
+            .find(|(g, k, _)| *g == group && *k == kind)
+            .map(|(_, _, schema)| *schema)
+    };
+    if let Some(schema) = schema(kind) {
+        return Some(Shape::Object(schema));
+    }
+    kind.strip_suffix("List").and_then(schema).map(Shape::List)
+}
+
+/// Whether objects of `kind` in `api_version` (and their lists) can be sent as protobuf: the
+/// kinds with a schema table ([`super::protobuf_kinds`]).
+#[must_use]
+pub fn has_protobuf_schema(api_version: &str, kind: &str) -> bool {
+    matches!(shape_of(api_version, kind), Some(Shape::Object(_)))
+}
+
+fn type_of(value: &Value) -> (&str, &str) {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default();
+    (text("apiVersion"), text("kind"))
+}
+
+fn without_type_meta(object: &Map<String, Value>) -> Map<String, Value> {
+    let mut object = object.clone();
+    object.remove("apiVersion");
+    object.remove("kind");
+    object
+}
+
+/// The protobuf message of one object (no envelope): what a list carries as an item and what
+/// the envelope's `raw` holds.
+///
+/// # Errors
+/// The object's kind has no table, or it holds a field outside the tables.
+pub fn encode_object_message(object: &Value) -> std::result::Result<Vec<u8>, EncodeError> {
+    let (api_version, kind) = type_of(object);
+    let Some(Shape::Object(schema)) = shape_of(api_version, kind) else {
+        return Err(EncodeError(format!(
+            "this server encodes protobuf only for {}; {kind} ({api_version}) is served as application/json",
+            super::protobuf_kinds().join(", ")
+        )));
+    };
+    let Value::Object(map) = object else {
+        return Err(EncodeError("the body is not a JSON object".to_owned()));
+    };
+    encode_message(schema, &without_type_meta(map))
+}
+
+/// The object's message as the core caches it for watches and LISTs (an
+/// [`watchkeeper_core::ExternalEncoder`]): `None` when it cannot be encoded.
+#[must_use]
+pub fn cached_object_message(object: &Value) -> Option<Bytes> {
+    encode_object_message(object).ok().map(Bytes::from)
+}
+
+/// The envelope's bytes before `raw`'s content: the magic, `typeMeta` and `raw`'s tag and
+/// length. `raw`'s bytes then [`ENVELOPE_TAIL`] complete the body.
+#[must_use]
+pub fn envelope_head(api_version: &str, kind: &str, raw_len: usize) -> Vec<u8> {
+    let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
+    put_delimited(&mut type_meta, 1, api_version.as_bytes());
+    put_delimited(&mut type_meta, 2, kind.as_bytes());
+    let mut out = Vec::with_capacity(type_meta.len() + 16);
+    out.extend_from_slice(PROTOBUF_MAGIC);
+    put_delimited(&mut out, 1, &type_meta);
+    put_tag(&mut out, 2, 2);
+    put_varint(&mut out, raw_len as u64);
+    out
+}
+
+/// A whole protobuf body: the envelope around `raw`.
+#[must_use]
+pub fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let mut out = envelope_head(api_version, kind, raw.len());
+    out.extend_from_slice(raw);
+    out.extend_from_slice(ENVELOPE_TAIL);
+    out
+}
+
+/// A list's `metadata` (a `ListMeta`) as field 1 of the list message.
+///
+/// # Errors
+/// A metadata field outside `ListMeta`.
+pub fn list_meta_field(metadata: &Value) -> std::result::Result<Vec<u8>, EncodeError> {
+    let empty = Map::new();
+    let metadata = metadata.as_object().unwrap_or(&empty);
+    let mut out = Vec::new();
+    put_delimited(&mut out, 1, &encode_message(&LIST_META, metadata)?);
+    Ok(out)
+}
+
+/// The tag and length that precede an item of `len` bytes in a list message (field 2).
+#[must_use]
+pub fn list_item_head(len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(6);
+    put_tag(&mut out, 2, 2);
+    put_varint(&mut out, len as u64);
+    out
+}
+
+/// The whole protobuf body of a JSON response: an object of a kind with a table, a list of
+/// them (`…List` with `metadata` and `items`), or a `Status`.
+///
+/// # Errors
+/// 406 NotAcceptable naming the kind, or the message and field, this server cannot encode.
+pub fn encode_protobuf(value: &Value) -> std::result::Result<Vec<u8>, ApiError> {
+    encode_body(value).map_err(|EncodeError(message)| {
+        ApiError::not_acceptable(format!(
+            "the response cannot be encoded as application/vnd.kubernetes.protobuf: {message}; accept application/json"
+        ))
+    })
+}
+
+fn encode_body(value: &Value) -> Result<Vec<u8>> {
+    let (api_version, kind) = type_of(value);
+    let Some(map) = value.as_object() else {
+        return Err(EncodeError("the body is not a JSON object".to_owned()));
+    };
+    let raw = match shape_of(api_version, kind) {
+        Some(Shape::Object(_)) => encode_object_message(value)?,
+        Some(Shape::Status) => encode_message(&STATUS, &without_type_meta(map))?,
+        Some(Shape::List(schema)) => {
+            let mut raw = list_meta_field(map.get("metadata").unwrap_or(&Value::Null))?;
+            if let Some(key) = map
+                .keys()
+                .find(|key| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "items"))
+            {
+                return Err(EncodeError(format!(
+                    "field {key:?} of {kind} has no protobuf schema in this server"
+                )));
+            }
+            let empty = Vec::new();
+            let items = match map.get("items") {
+                Some(Value::Array(items)) => items,
+                None | Some(Value::Null) => &empty,
+                Some(_) => return Err(EncodeError(format!("items of {kind} is not an array"))),
+            };
+            for item in items {
+                let Value::Object(item) = item else {
+                    return Err(EncodeError(format!("an item of {kind} is not an object")));
+                };
+                let bytes = encode_message(schema, &without_type_meta(item))?;
+                put_delimited(&mut raw, 2, &bytes);
+            }
+            raw
+        }
+        None => {
+            return Err(EncodeError(format!(
+                "this server encodes protobuf only for {} (their lists) and Status; {kind} ({api_version}) is served as application/json",
+                super::protobuf_kinds().join(", ")
+            )));
+        }
+    };
+    Ok(envelope(api_version, kind, &raw))
+}
+
+/// The framing of one resource's protobuf watch frames: its envelope's `typeMeta`, encoded
+/// once, so that a frame's head is a few varints written straight into the output.
+#[derive(Clone, Debug)]
+pub struct WatchFraming {
+    /// Field 1 of the `runtime.Unknown` envelope (tag, length, `TypeMeta`).
+    type_meta: Vec<u8>,
+}
+
+impl WatchFraming {
+    /// The framing of objects of `kind` in `api_version`.
+    #[must_use]
+    pub fn new(api_version: &str, kind: &str) -> WatchFraming {
+        let mut inner = Vec::with_capacity(api_version.len() + kind.len() + 4);
+        put_delimited(&mut inner, 1, api_version.as_bytes());
+        put_delimited(&mut inner, 2, kind.as_bytes());
+        let mut type_meta = Vec::with_capacity(inner.len() + 3);
+        put_delimited(&mut type_meta, 1, &inner);
+        WatchFraming { type_meta }
+    }
+
+    /// Writes the bytes of one protobuf watch frame up to the embedded object's message: the
+    /// frame's 4-byte big-endian length, the `WatchEvent`'s `type`, its `object` (a
+    /// `RawExtension` whose `raw` is the object's own protobuf body) and that body's envelope
+    /// head. The object's message (`message_len` bytes) then [`ENVELOPE_TAIL`] complete the
+    /// frame.
+    pub fn put_head(&self, out: &mut impl BufMut, event_type: &str, message_len: usize) {
+        let envelope_len = PROTOBUF_MAGIC.len()
+            + self.type_meta.len()
+            + 1
+            + varint_len(message_len as u64)
+            + message_len
+            + ENVELOPE_TAIL.len();
+        let raw_extension_len = 1 + varint_len(envelope_len as u64) + envelope_len;
+        let event_len = 1
+            + varint_len(event_type.len() as u64)
+            + event_type.len()
+            + 1
+            + varint_len(raw_extension_len as u64)
+            + raw_extension_len;
+        out.put_u32(u32::try_from(event_len).unwrap_or(u32::MAX));
+        put_delimited(out, 1, event_type.as_bytes());
+        put_tag(out, 2, 2);
+        put_varint(out, raw_extension_len as u64);
+        put_tag(out, 1, 2);
+        put_varint(out, envelope_len as u64);
+        out.put_slice(PROTOBUF_MAGIC);
+        out.put_slice(&self.type_meta);
+        put_tag(out, 2, 2);
+        put_varint(out, message_len as u64);
+    }
+}
+
+/// [`WatchFraming::put_head`] for objects of `kind` in `api_version`, as a vector.
+#[must_use]
+pub fn watch_frame_head(
+    event_type: &str,
+    api_version: &str,
+    kind: &str,
+    message_len: usize,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    WatchFraming::new(api_version, kind).put_head(&mut out, event_type, message_len);
+    out
+}
+
+/// One whole protobuf watch frame of `event_type` carrying `body` (a protobuf body, e.g. a
+/// Status for an ERROR event, or a bookmark's object).
+#[must_use]
+pub fn watch_frame(event_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut raw_extension = Vec::with_capacity(body.len() + 6);
+    put_delimited(&mut raw_extension, 1, body);
+    let mut event = Vec::with_capacity(raw_extension.len() + event_type.len() + 8);
+    put_delimited(&mut event, 1, event_type.as_bytes());
+    put_delimited(&mut event, 2, &raw_extension);
+    let mut out = Vec::with_capacity(event.len() + 4);
+    out.extend_from_slice(&u32::try_from(event.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(&event);
+    out
+}
+
+// ---- decoding responses (clients' side, for tests and tools) ----
+
+/// Decodes a protobuf response body (an object, a list or a Status) into its JSON.
+///
+/// # Errors
+/// 400 for malformed bytes, 415 for a kind or field without a table.
+pub fn decode_response(body: &[u8]) -> std::result::Result<Value, ApiError> {
+    super::decode_any(body)
+}
+
+/// Splits a protobuf watch stream into its events: (`type`, the object's JSON). A trailing
+/// partial frame is left out.
+///
+/// # Errors
+/// 400 for a malformed frame or object, 415 for a kind or field without a table.
+pub fn decode_watch_stream(stream: &[u8]) -> std::result::Result<Vec<(String, Value)>, ApiError> {
+    let mut events = Vec::new();
+    let mut rest = stream;
+    while rest.len() >= 4 {
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if rest.len() < 4 + len {
+            break;
+        }
+        let (event_type, raw) = super::decode_watch_event(&rest[4..4 + len])?;
+        events.push((event_type, decode_response(raw)?));
+        rest = &rest[4 + len..];
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protobuf::Ty;
+    use serde_json::json;
+
+    #[test]
+    fn varint_lengths() {
+        for (value, len) in [
+            (0, 1),
+            (127, 1),
+            (128, 2),
+            (16_383, 2),
+            (16_384, 3),
+            (u64::MAX, 10),
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, value);
+            assert_eq!(out.len(), len, "{value}");
+            assert_eq!(varint_len(value), len, "{value}");
+        }
+    }
+
+    #[test]
+    fn base64_round_trips() {
+        for bytes in [
+            &b""[..],
+            b"f",
+            b"fo",
+            b"foo",
+            b"foob",
+            &[0xfb, 0xff],
+            &[0, 1, 2, 255],
+        ] {
+            assert_eq!(unbase64(&super::super::base64(bytes)).unwrap(), bytes);
+        }
+        assert!(unbase64("a").is_none());
+        assert!(unbase64("a*==").is_none());
+    }
+
+    #[test]
+    fn a_configmap_as_gogo_writes_it() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "d", "resourceVersion": "7",
+                         "creationTimestamp": "2025-11-29T15:00:00Z"},
+            "data": {"b": "2", "a": "1"}});
+        let body = encode_protobuf(&object).unwrap();
+        let expected_meta: Vec<u8> = [
+            &[
+                0x0a, 0x01, b'a', 0x12, 0x00, 0x1a, 0x01, b'd', 0x22, 0x00, 0x2a, 0x00,
+            ][..],
+            &[0x32, 0x01, b'7', 0x38, 0x00],
+            &[0x42, 0x08, 0x08, 0xf0, 0x94, 0xac, 0xc9, 0x06, 0x10, 0x00],
+        ]
+        .concat();
+        let mut raw = vec![0x0a, expected_meta.len() as u8];
+        raw.extend_from_slice(&expected_meta);
+        // Map entries sorted by key.
+        raw.extend_from_slice(&[0x12, 0x06, 0x0a, 0x01, b'a', 0x12, 0x01, b'1']);
+        raw.extend_from_slice(&[0x12, 0x06, 0x0a, 0x01, b'b', 0x12, 0x01, b'2']);
+        assert_eq!(body, envelope("v1", "ConfigMap", &raw));
+        assert_eq!(decode_response(&body).unwrap(), object);
+    }
+
+    #[test]
+    fn unknown_fields_and_kinds_are_refused_by_name() {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "livenessProbe": {}}]}});
+        let error = encode_protobuf(&pod).unwrap_err();
+        assert_eq!(error.code, 406);
+        assert!(
+            error.message.contains("\"livenessProbe\""),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.contains("io.k8s.api.core.v1.Container"),
+            "{}",
+            error.message
+        );
+        assert!(cached_object_message(&pod).is_none());
+        let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {}});
+        assert_eq!(encode_protobuf(&widget).unwrap_err().code, 406);
+        assert!(!has_protobuf_schema("example.com/v1", "Widget"));
+        assert!(has_protobuf_schema("apps/v1", "Deployment"));
+        assert!(!has_protobuf_schema("apps/v1", "DeploymentList"));
+    }
+
+    #[test]
+    fn status_list_and_watch_frames_decode_back() {
+        let deployments = crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == "deployments")
+            .unwrap();
+        let status = ApiError::not_found(&deployments, "x").to_status();
+        let body = encode_protobuf(&status).unwrap();
+        assert_eq!(decode_response(&body).unwrap(), status);
+
+        let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+            "metadata": {"resourceVersion": "9", "continue": "abc", "remainingItemCount": 0},
+            "items": [{"metadata": {"name": "a"}, "data": {"k": "v"}}, {"metadata": {"name": "b"}}]});
+        let decoded = decode_response(&encode_protobuf(&list).unwrap()).unwrap();
+        assert_eq!(decoded, list);
+
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let message = encode_object_message(&object).unwrap();
+        let mut frame = watch_frame_head("ADDED", "v1", "ConfigMap", message.len());
+        frame.extend_from_slice(&message);
+        frame.extend_from_slice(ENVELOPE_TAIL);
+        frame.extend_from_slice(&watch_frame("ERROR", &body));
+        // Head, shared message and tail make the frame a whole encoding would.
+        let whole = watch_frame("ADDED", &envelope("v1", "ConfigMap", &message));
+        assert_eq!(&frame[..whole.len()], &whole[..]);
+        let events = decode_watch_stream(&frame).unwrap();
+        assert_eq!(
+            events,
+            vec![("ADDED".to_owned(), object), ("ERROR".to_owned(), status)]
+        );
+    }
+
+    /// A random object for `message`: every field maybe, with non-zero values (the decoder
+    /// leaves zero `omitempty` values out, so they would not come back), nested messages to a
+    /// few levels.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            // xorshift64*
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn text(&mut self) -> String {
+            let words = ["a", "web", "kube-system", "é", "x/y", "2", "\"\n"];
+            format!("{}{}", words[self.below(7) as usize], self.below(100))
+        }
+        fn object(&mut self, message: &'static Message, depth: u32, out: &mut Map<String, Value>) {
+            for field in message.fields {
+                if self.below(3) == 0 {
+                    continue;
+                }
+                if let Inline(inner) = field.ty {
+                    self.object(inner, depth, out);
+                    continue;
+                }
+                let value = if field.repeated {
+                    let n = 1 + self.below(2);
+                    Value::Array((0..n).map(|_| self.value(field.ty, depth)).collect())
+                } else {
+                    self.value(field.ty, depth)
+                };
+                out.insert(field.name.to_owned(), value);
+            }
+        }
+        #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
+        fn value(&mut self, ty: Ty, depth: u32) -> Value {
+            match ty {
+                Str => Value::String(self.text()),
+                Int32 => json!((self.next() as i32) | 1),
+                Int64 => json!((self.next() as i64) | 1),
+                Bool => json!(true),
+                BytesTy => json!(super::super::base64(self.text().as_bytes())),
+                Msg(inner) => {
+                    let mut object = Map::new();
+                    if depth < 4 {
+                        self.object(inner, depth + 1, &mut object);
+                    }
+                    Value::Object(object)
+                }
+                Inline(_) => unreachable!(),
+                MapStr => json!({self.text(): self.text(), "b": ""}),
+                MapBytes => json!({self.text(): super::super::base64(&[0, 255, 7])}),
+                MapQuantity => json!({"cpu": "500m", self.text(): "1Gi"}),
+                Time => json!(crate::time::rfc3339_from_unix(
+                    1 + self.below(4_000_000_000) as i64
+                )),
+                IntOrString => {
+                    if self.below(2) == 0 {
+                        json!(self.text())
+                    } else {
+                        json!(1 + self.below(1000))
+                    }
+                }
+                Quantity => json!("250Mi"),
+                FieldsV1 => json!({"f:metadata": {"f:labels": {}}, "f:data": {}}),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn every_kind_encodes_and_decodes_back(seed in 1..u64::MAX, index in 0..64usize) {
+            let (group, kind, schema) = KINDS[index % KINDS.len()];
+            let api_version = if group.is_empty() { "v1".to_owned() } else { format!("{group}/v1") };
+            let mut object = Map::new();
+            object.insert("apiVersion".to_owned(), json!(api_version));
+            object.insert("kind".to_owned(), json!(kind));
+            Gen(seed).object(schema, 0, &mut object);
+            let object = Value::Object(object);
+            let body = encode_protobuf(&object).unwrap();
+            proptest::prop_assert_eq!(decode_response(&body).unwrap(), object.clone());
+            // The request decoder reads it too (as a client's body).
+            let def = crate::resources::builtin_resources().remove(0);
+            proptest::prop_assert_eq!(super::super::decode_protobuf(&def, &body).unwrap(), object.clone());
+            // And as a list item.
+            let list = json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+                "metadata": {"resourceVersion": "5"}, "items": [object.clone(), object]});
+            let list_body = encode_protobuf(&list).unwrap();
+            let mut decoded = decode_response(&list_body).unwrap();
+            for item in decoded["items"].as_array_mut().unwrap() {
+                let item = item.as_object_mut().unwrap();
+                item.insert("apiVersion".to_owned(), json!(api_version));
+                item.insert("kind".to_owned(), json!(kind));
+            }
+            proptest::prop_assert_eq!(decoded, list);
+        }
+    }
+}
