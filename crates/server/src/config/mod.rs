@@ -61,6 +61,10 @@ pub struct ServeArgs {
     /// Largest per-watcher queue in events [default: 1000].
     #[arg(long)]
     pub queue_capacity_max: Option<usize>,
+    /// Smallest per-watcher queue in events, the size on a new cache [default: 10, as
+    /// Kubernetes]. Every stalled watcher holds up to its queue's capacity of shared pointers.
+    #[arg(long)]
+    pub queue_capacity_min: Option<usize>,
     /// Watchers served per catch-up pass [default: 512].
     #[arg(long)]
     pub pass_members_max: Option<usize>,
@@ -261,6 +265,7 @@ impl ServeArgs {
             event_fresh_seconds,
             history_capacity_max,
             queue_capacity_max,
+            queue_capacity_min,
             pass_members_max,
             pass_scan_units_max,
             pass_pushes_max,
@@ -625,6 +630,9 @@ impl ServeConfig {
         }
         if let Some(v) = args.queue_capacity_max {
             cache.queue_capacity_max = v;
+        }
+        if let Some(v) = args.queue_capacity_min {
+            cache.queue_capacity_min = v;
         }
         if let Some(v) = args.pass_members_max {
             cache.pass_members_max = v;
@@ -1083,6 +1091,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("pass_members_max"), "{err}");
+        let err = ServeConfig::from_args(ServeArgs {
+            queue_capacity_min: Some(2000),
+            ..ServeArgs::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("queue_capacity_max"), "{err}");
+        let config = ServeConfig::from_args(ServeArgs {
+            queue_capacity_min: Some(100),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(config.cache.queue_capacity_min, 100);
         assert!(
             ServeConfig::from_args(ServeArgs {
                 store: Some("etcd".into()),
