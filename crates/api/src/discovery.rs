@@ -156,6 +156,7 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
     }
     if def.group.is_empty() && def.plural == "pods" {
         out.push(("binding", &["create"][..]));
+        out.push((crate::ephemeral::SUBRESOURCE, STATUS_VERBS));
         out.push(("eviction", &["create"][..]));
     }
     out
@@ -583,8 +584,9 @@ mod tests {
         let resources = core["resources"].as_array().unwrap();
         // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
         // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
-        // replicationcontrollers/scale; namespaces/finalize; pods/binding and pods/eviction.
-        assert_eq!(resources.len(), 27);
+        // replicationcontrollers/scale; namespaces/finalize; pods/binding,
+        // pods/ephemeralcontainers and pods/eviction.
+        assert_eq!(resources.len(), 28);
         let eviction = resources
             .iter()
             .find(|r| r["name"] == "pods/eviction")
@@ -705,6 +707,9 @@ mod tests {
                                     {"subresource": "binding",
                                      "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
                                      "verbs": ["create"]},
+                                    {"subresource": "ephemeralcontainers",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                                     "verbs": ["get", "patch", "update"]},
                                     {"subresource": "eviction",
                                      "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
                                      "verbs": ["create"]}]})

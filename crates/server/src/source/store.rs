@@ -412,9 +412,10 @@ impl Writer<'_> {
     /// What a kind checks beyond metadata once an object is prepared (`old` on updates): a
     /// CustomResourceDefinition gets the status kube-apiserver's naming and establishing
     /// controllers give it (its names against every other served resource; a client's own
-    /// status is not kept); an object of a CRD's resource gets the `status` subresource's
-    /// rules when the CRD has it, then its schema's defaults and pruning, then is validated
-    /// against the schema.
+    /// status is not kept); a write of `pods/{name}/ephemeralcontainers` changes only the
+    /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]); an object of a
+    /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
+    /// schema's defaults and pruning, then is validated against the schema.
     fn admit(
         &self,
         resource: &Resource,
@@ -440,6 +441,11 @@ impl Writer<'_> {
                 conflict.as_deref(),
                 &self.time,
             );
+        } else if self.subresource == watchkeeper_api::ephemeral::SUBRESOURCE
+            && watchkeeper_api::ephemeral::has_ephemeral_containers(&resource.def)
+            && let Some(old) = old
+        {
+            object = watchkeeper_api::ephemeral::update(&resource.def, old, &object)?;
         } else if let Some(custom) = resource.custom() {
             if custom.status {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
