@@ -151,6 +151,9 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
     if has_scale(def) {
         out.push(("scale", STATUS_VERBS));
     }
+    if crate::certificates::has_approval(def) {
+        out.push((crate::certificates::APPROVAL, STATUS_VERBS));
+    }
     if def.group.is_empty() && def.plural == "namespaces" {
         out.push(("finalize", &["update"][..]));
     }
@@ -551,6 +554,7 @@ mod tests {
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
                 "scheduling.k8s.io",
+                "certificates.k8s.io",
                 "admissionregistration.k8s.io",
                 "apiregistration.k8s.io",
                 "autoscaling",
@@ -767,7 +771,7 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(groups.len(), 14);
+        assert_eq!(groups.len(), 15);
         assert_eq!(
             groups[..3],
             ["apps", "coordination.k8s.io", "discovery.k8s.io"]

@@ -58,6 +58,7 @@ const BUILTIN_GROUPS: &[&str] = &[
     "scheduling.k8s.io",
     "admissionregistration.k8s.io",
     "apiregistration.k8s.io",
+    "certificates.k8s.io",
 ];
 
 /// Built-in groups served by kube-apiserver's aggregator or extensions server, which store
@@ -217,7 +218,8 @@ fn builtin_at(version: &str, def: ResourceDef) -> ResourceDef {
 /// horizontalpodautoscalers; policy/v1 poddisruptionbudgets; networking.k8s.io/v1
 /// networkpolicies, ingresses and ingressclasses; rbac.authorization.k8s.io/v1 roles,
 /// rolebindings, clusterroles and clusterrolebindings; storage.k8s.io/v1 storageclasses;
-/// scheduling.k8s.io/v1 priorityclasses; admissionregistration.k8s.io/v1 validating and
+/// scheduling.k8s.io/v1 priorityclasses; certificates.k8s.io/v1 certificatesigningrequests;
+/// admissionregistration.k8s.io/v1 validating and
 /// mutating webhook configurations; apiregistration.k8s.io/v1 apiservices. (The first fifteen in this order come first, so older
 /// clients' indexes into the list keep their meaning.)
 #[must_use]
@@ -514,6 +516,15 @@ fn more_builtin_resources() -> Vec<ResourceDef> {
             &["pc"],
             false,
             &[],
+            &[],
+        ),
+        (
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            &["csr"],
+            false,
+            &["spec.signerName"],
             &[],
         ),
         (
@@ -855,7 +866,7 @@ mod tests {
     #[test]
     fn builtin_names_are_consistent() {
         let defs = builtin_resources();
-        assert_eq!(defs.len(), 37);
+        assert_eq!(defs.len(), 38);
         let mut seen = std::collections::BTreeSet::new();
         for d in &defs {
             assert!(seen.insert((d.group.clone(), d.plural.clone())), "{d:?}");

@@ -701,7 +701,7 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 37 served kinds, CustomResourceDefinitions and the 5 review resources.
+/// 38 served kinds, CustomResourceDefinitions and the 5 review resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -739,7 +739,7 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 43, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 44, "{aggregated:#?}");
     let pods = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 Pod pods"))
@@ -964,5 +964,53 @@ async fn kube_apiserver_objects_metadata_patches_and_ephemeral_containers() {
         status.message,
         "Pod \"debugged\" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers \"debug2\" may not be removed\n"
     );
+    server.shutdown().await;
+}
+
+/// A CertificateSigningRequest approved through its `approval` subresource (kube-rs's
+/// `patch_approval`, `get_approval`): only the conditions change, each gets its timestamps,
+/// and Approved with Denied is 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_signing_requests_are_approved_through_approval() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+
+    let server = common::server().await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(client(&server));
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"name": "fake"},
+        "spec": {"request": "UEVN", "signerName": "example.com/signer", "usages": ["client auth"]}
+    }))
+    .expect("a CSR");
+    csrs.create(&PostParams::default(), &csr)
+        .await
+        .expect("create a CSR");
+    let approve = |kind: &str| {
+        Patch::Merge(json!({"status": {"conditions": [
+            {"type": kind, "status": "True", "reason": "Test", "message": "by kube-rs"}]}}))
+    };
+    csrs.patch_approval("fake", &PatchParams::default(), &approve("Approved"))
+        .await
+        .expect("patch_approval");
+    let approved = csrs.get_approval("fake").await.expect("get_approval");
+    let conditions = approved
+        .status
+        .and_then(|s| s.conditions)
+        .expect("conditions");
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].type_, "Approved");
+    assert!(
+        conditions[0].last_update_time.is_some() && conditions[0].last_transition_time.is_some()
+    );
+    assert_eq!(
+        approved.spec.signer_name, "example.com/signer",
+        "the spec is kept"
+    );
+    let both = Patch::Merge(json!({"status": {"conditions": [
+        {"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]}}));
+    let status = api_status(
+        csrs.patch_approval("fake", &PatchParams::default(), &both)
+            .await,
+    );
+    assert_eq!(status.code, 422, "{status:?}");
     server.shutdown().await;
 }

@@ -207,6 +207,8 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         && !pods::is_pod_subresource(def, sub)
         && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
+        && !(sub == watchkeeper_api::certificates::APPROVAL
+            && watchkeeper_api::certificates::has_approval(def))
     {
         return Some(ApiError::new(
             404,

@@ -413,7 +413,9 @@ impl Writer<'_> {
     /// CustomResourceDefinition gets the status kube-apiserver's naming and establishing
     /// controllers give it (its names against every other served resource; a client's own
     /// status is not kept); a write of `pods/{name}/ephemeralcontainers` changes only the
-    /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]); an object of a
+    /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]), one of
+    /// `certificatesigningrequests/{name}/approval` only its conditions
+    /// ([`watchkeeper_api::certificates::approval_update`]); an object of a
     /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
     /// schema's defaults and pruning, then is validated against the schema.
     fn admit(
@@ -446,6 +448,16 @@ impl Writer<'_> {
             && let Some(old) = old
         {
             object = watchkeeper_api::ephemeral::update(&resource.def, old, &object)?;
+        } else if self.subresource == watchkeeper_api::certificates::APPROVAL
+            && watchkeeper_api::certificates::has_approval(&resource.def)
+            && let Some(old) = old
+        {
+            object = watchkeeper_api::certificates::approval_update(
+                &resource.def,
+                old,
+                &object,
+                &self.time,
+            )?;
         } else if let Some(custom) = resource.custom() {
             if custom.status {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
