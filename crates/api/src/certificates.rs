@@ -9,11 +9,12 @@
 //! - Each condition gets `lastUpdateTime` = now when it has none, and `lastTransitionTime` from
 //!   the stored condition of the same type and status when there is one (now otherwise), as
 //!   `populateConditionTimestamps` does.
-//! - Conditions are checked as `validateConditions` does: a type is required; the status must
-//!   be `True`, `False` or `Unknown` (`True` only, for `Approved`, `Denied` and `Failed`);
-//!   `Approved` and `Denied` exclude each other; a well-known type appears once (422 Invalid).
-//! - Not checked: that an `Approved` or `Denied` condition is never removed, the request's PEM
-//!   and the signer name's format on create.
+//! - Conditions are checked as kube-apiserver's CSR validation does (422 Invalid): a type is
+//!   required; the status must be `True`, `False` or `Unknown` (only `True` for `Approved`,
+//!   `Denied` and `Failed`); `Approved` and `Denied` exclude each other; a type appears once;
+//!   an `Approved`, `Denied` or `Failed` condition may not be removed. Stored conditions that
+//!   already break the first three rules keep being accepted, as there.
+//! - Not checked: the request's PEM and the signer name's format on create.
 
 use serde_json::{Map, Value, json};
 
@@ -41,36 +42,48 @@ fn text<'v>(value: &'v Value, key: &str) -> &'v str {
     value.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn check(def: &ResourceDef, name: &str, conditions: &[Value]) -> Result<(), ApiError> {
+/// Whether `conditions` hold two of one type, an empty type, or both Approved and Denied:
+/// stored data kube-apiserver keeps tolerating.
+fn tolerated(conditions: &[Value]) -> (bool, bool, bool) {
+    let types: Vec<&str> = conditions.iter().map(|c| text(c, "type")).collect();
+    let duplicates = types
+        .iter()
+        .enumerate()
+        .any(|(i, t)| types[..i].contains(t));
+    let empty = types.iter().any(|t| t.is_empty());
+    let both = types.contains(&"Approved") && types.contains(&"Denied");
+    (duplicates, empty, both)
+}
+
+fn check(
+    def: &ResourceDef,
+    name: &str,
+    old: &[Value],
+    conditions: &[Value],
+) -> Result<(), ApiError> {
+    let (allow_duplicates, allow_empty, allow_both) = tolerated(old);
     let mut causes = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
+    let (mut approved, mut denied) = (false, false);
     for (index, condition) in conditions.iter().enumerate() {
         let field = format!("status.conditions[{index}]");
         let kind = text(condition, "type");
         let status = text(condition, "status");
-        if kind.is_empty() {
+        if kind.is_empty() && !allow_empty {
             causes.push((
                 format!("{field}.type"),
                 "Required value".to_owned(),
                 "FieldValueRequired".to_owned(),
             ));
         }
-        let well_known = matches!(kind, "Approved" | "Denied" | "Failed");
-        if well_known && seen.contains(&kind) {
-            causes.push((
-                format!("{field}.type"),
-                format!("Duplicate value: {kind:?}"),
-                "FieldValueDuplicate".to_owned(),
-            ));
-        }
-        seen.push(kind);
+        let true_only = matches!(kind, "Approved" | "Denied" | "Failed");
         if status.is_empty() {
             causes.push((
                 format!("{field}.status"),
                 "Required value".to_owned(),
                 "FieldValueRequired".to_owned(),
             ));
-        } else if well_known && status != "True" {
+        } else if true_only && status != "True" {
             causes.push((
                 format!("{field}.status"),
                 format!("Unsupported value: {status:?}: supported values: \"True\""),
@@ -85,14 +98,37 @@ fn check(def: &ResourceDef, name: &str, conditions: &[Value]) -> Result<(), ApiE
                 "FieldValueNotSupported".to_owned(),
             ));
         }
+        if !allow_both {
+            approved |= kind == "Approved";
+            denied |= kind == "Denied";
+            if matches!(kind, "Approved" | "Denied") && approved && denied {
+                causes.push((
+                    format!("{field}.type"),
+                    format!(
+                        "Invalid value: {kind:?}: Approved and Denied conditions are mutually exclusive"
+                    ),
+                    "FieldValueInvalid".to_owned(),
+                ));
+            }
+        }
+        if !allow_duplicates && seen.contains(&kind) {
+            causes.push((
+                format!("{field}.type"),
+                format!("Duplicate value: {kind:?}"),
+                "FieldValueDuplicate".to_owned(),
+            ));
+        }
+        seen.push(kind);
     }
-    if seen.contains(&"Approved") && seen.contains(&"Denied") {
-        causes.push((
-            "status.conditions".to_owned(),
-            "Invalid value: \"Approved\": Approved and Denied conditions are mutually exclusive"
-                .to_owned(),
-            "FieldValueInvalid".to_owned(),
-        ));
+    for kind in ["Approved", "Denied", "Failed"] {
+        let count = |list: &[Value]| list.iter().filter(|c| text(c, "type") == kind).count();
+        if count(conditions) < count(old) {
+            causes.push((
+                "status.conditions".to_owned(),
+                format!("Forbidden: updates may not remove a condition of type {kind:?}"),
+                "FieldValueForbidden".to_owned(),
+            ));
+        }
     }
     if causes.is_empty() {
         Ok(())
@@ -118,7 +154,7 @@ pub fn approval_update(
         .unwrap_or_default();
     let old_conditions = conditions(old);
     let mut wanted = conditions(new);
-    check(def, name, &wanted)?;
+    check(def, name, &old_conditions, &wanted)?;
     for condition in &mut wanted {
         let Value::Object(map) = condition else {
             continue;
@@ -226,5 +262,20 @@ mod tests {
         assert!(approval_update(&csrs(), &old, &untyped, "t").is_err());
         let custom = csr(json!([{"type": "ApprovedFake", "status": "Unknown"}]));
         assert!(approval_update(&csrs(), &old, &custom, "t").is_ok());
+        let twice = csr(json!([{"type": "X", "status": "True"}, {"type": "X", "status": "False"}]));
+        let error = approval_update(&csrs(), &old, &twice, "t").unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("status.conditions[1].type: Duplicate value: \"X\""),
+            "{}",
+            error.message
+        );
+        let approved = csr(json!([{"type": "Approved", "status": "True"}]));
+        let error = approval_update(&csrs(), &approved, &old, "t").unwrap_err();
+        assert_eq!(
+            error.message,
+            "CertificateSigningRequest.certificates.k8s.io \"c\" is invalid: status.conditions: Forbidden: updates may not remove a condition of type \"Approved\""
+        );
     }
 }

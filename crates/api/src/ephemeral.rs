@@ -8,7 +8,8 @@
 //!   stored pod stays as it is, whatever the body says.
 //! - An ephemeral container already in the pod may be neither removed nor changed: 422
 //!   `Forbidden` on `spec.ephemeralContainers` ("existing ephemeral containers "x" may not be
-//!   removed") or on `spec.ephemeralContainers[x]` ("... may not be changed").
+//!   removed", "... may not be changed"; kube-apiserver appends a diff of the change to the
+//!   latter, which is not reproduced).
 //! - A new one needs a name, unique among the pod's containers, init containers and ephemeral
 //!   containers (422 `Required` / `Duplicate`), and an image (422 `Required`).
 //! - The server's defaults of pod containers (`terminationMessagePath`,
@@ -67,7 +68,7 @@ pub fn update(def: &ResourceDef, old: &Value, new: &Value) -> Result<Value, ApiE
                 "FieldValueForbidden".to_owned(),
             )),
             Some(container) if *container != existing => causes.push((
-                format!("spec.ephemeralContainers[{existing_name}]"),
+                "spec.ephemeralContainers".to_owned(),
                 format!("Forbidden: existing ephemeral containers {existing_name:?} may not be changed\n"),
                 "FieldValueForbidden".to_owned(),
             )),
@@ -186,7 +187,7 @@ mod tests {
         assert!(
             changed
                 .message
-                .contains("spec.ephemeralContainers[debug]: Forbidden: existing ephemeral containers \"debug\" may not be changed"),
+                .contains("spec.ephemeralContainers: Forbidden: existing ephemeral containers \"debug\" may not be changed"),
             "{}",
             changed.message
         );
