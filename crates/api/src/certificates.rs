@@ -14,6 +14,7 @@
 //!   `Denied` and `Failed`); `Approved` and `Denied` exclude each other; a type appears once;
 //!   an `Approved`, `Denied` or `Failed` condition may not be removed. Stored conditions that
 //!   already break the first three rules keep being accepted, as there.
+//! - A created request names its requester ([`prepare_create`]) and has no status.
 //! - Not checked: the request's PEM and the signer name's format on create.
 
 use serde_json::{Map, Value, json};
@@ -137,6 +138,29 @@ fn check(
     }
 }
 
+/// A request as kube-apiserver creates it (`csrStrategy.PrepareForCreate`): the requesting
+/// user's name, uid and groups replace whatever `spec.username`, `spec.uid`, `spec.groups` and
+/// `spec.extra` say, and the status is emptied (nobody creates a request already approved).
+pub fn prepare_create(object: &mut Value, username: &str, uid: &str, groups: &[String]) {
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        for key in ["username", "uid", "groups", "extra"] {
+            spec.remove(key);
+        }
+        if !username.is_empty() {
+            spec.insert("username".to_owned(), json!(username));
+        }
+        if !uid.is_empty() {
+            spec.insert("uid".to_owned(), json!(uid));
+        }
+        if !groups.is_empty() {
+            spec.insert("groups".to_owned(), json!(groups));
+        }
+    }
+    if let Value::Object(root) = object {
+        root.insert("status".to_owned(), json!({}));
+    }
+}
+
 /// The stored request `old` with the conditions of `new` (timestamps filled at `now`, RFC
 /// 3339), and `new`'s resourceVersion and managed fields.
 ///
@@ -236,6 +260,20 @@ mod tests {
              "lastUpdateTime": "2024-05-05T00:00:00Z", "lastTransitionTime": "2024-05-05T00:00:00Z"}]));
         expected["metadata"]["resourceVersion"] = json!("4");
         assert_eq!(updated, expected);
+    }
+
+    #[test]
+    fn a_created_request_names_its_requester() {
+        let mut request = csr(json!([{"type": "Approved", "status": "True"}]));
+        request["spec"]["username"] = json!("someone-else");
+        request["spec"]["extra"] = json!({"k": ["v"]});
+        prepare_create(&mut request, "alice", "", &["team".to_owned()]);
+        assert_eq!(
+            request["spec"],
+            json!({"request": "UEVN", "signerName": "example.com/s", "usages": ["client auth"],
+                   "username": "alice", "groups": ["team"]})
+        );
+        assert_eq!(request["status"], json!({}));
     }
 
     #[test]

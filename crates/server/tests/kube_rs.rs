@@ -981,9 +981,12 @@ async fn certificate_signing_requests_are_approved_through_approval() {
         "spec": {"request": "UEVN", "signerName": "example.com/signer", "usages": ["client auth"]}
     }))
     .expect("a CSR");
-    csrs.create(&PostParams::default(), &csr)
+    let created = csrs
+        .create(&PostParams::default(), &csr)
         .await
         .expect("create a CSR");
+    // The server records the requester (here the anonymous user).
+    assert_eq!(created.spec.username.as_deref(), Some("system:anonymous"));
     let approve = |kind: &str| {
         Patch::Merge(json!({"status": {"conditions": [
             {"type": kind, "status": "True", "reason": "Test", "message": "by kube-rs"}]}}))

@@ -224,6 +224,7 @@ impl StoreSource {
         });
         let writer = Writer {
             source: self,
+            user: &request.context.user,
             fresh,
             resources,
             dry_run: options.dry_run,
@@ -308,6 +309,8 @@ impl StoreSource {
 /// The write paths of one request.
 struct Writer<'a> {
     source: &'a StoreSource,
+    /// Who writes (a CertificateSigningRequest records its requester).
+    user: &'a crate::auth::User,
     fresh: &'a Freshness,
     resources: &'a [Arc<Resource>],
     /// `dryRun=All`: every check runs, nothing is written.
@@ -415,7 +418,8 @@ impl Writer<'_> {
     /// status is not kept); a write of `pods/{name}/ephemeralcontainers` changes only the
     /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]), one of
     /// `certificatesigningrequests/{name}/approval` only its conditions
-    /// ([`watchkeeper_api::certificates::approval_update`]); an object of a
+    /// ([`watchkeeper_api::certificates::approval_update`]), and a created request names its
+    /// requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
     /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
     /// schema's defaults and pruning, then is validated against the schema.
     fn admit(
@@ -448,6 +452,13 @@ impl Writer<'_> {
             && let Some(old) = old
         {
             object = watchkeeper_api::ephemeral::update(&resource.def, old, &object)?;
+        } else if watchkeeper_api::certificates::has_approval(&resource.def) && old.is_none() {
+            watchkeeper_api::certificates::prepare_create(
+                &mut object,
+                &self.user.name,
+                &self.user.uid,
+                &self.user.groups,
+            );
         } else if self.subresource == watchkeeper_api::certificates::APPROVAL
             && watchkeeper_api::certificates::has_approval(&resource.def)
             && let Some(old) = old
