@@ -137,12 +137,22 @@ pub fn has_scale(def: &ResourceDef) -> bool {
     )
 }
 
-/// The subresources served for a resource, each with its verbs: `status` unless the resource
-/// is a built-in without one, `scale` where [`has_scale`], and `finalize` for namespaces.
+/// The subresources served for a resource, each with its verbs: those its CRD declares for a
+/// CRD's resource; otherwise `status` unless the resource is a built-in without one, `scale`
+/// where [`has_scale`], and the kind's own (`finalize` for namespaces, pods' `binding`,
+/// `ephemeralcontainers` and `eviction`, CSRs' `approval`).
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
     if is_review(def) {
+        return out;
+    }
+    if let Some(declared) = &def.declared_subresources {
+        for sub in ["status", "scale"] {
+            if declared.iter().any(|d| d == sub) {
+                out.push((sub, STATUS_VERBS));
+            }
+        }
         return out;
     }
     if !WITHOUT_STATUS.contains(&(def.group.as_str(), def.plural.as_str())) {

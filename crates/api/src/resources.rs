@@ -40,6 +40,10 @@ pub struct ResourceDef {
     /// A custom resource's `additionalPrinterColumns` (its CRD's), for Table output; empty
     /// for the others.
     pub printer_columns: Vec<Value>,
+    /// The subresources a CustomResourceDefinition declares for the served version (`status`,
+    /// `scale`), which are then the only ones served and listed; `None` for the other kinds,
+    /// whose subresources follow from the kind.
+    pub declared_subresources: Option<Vec<String>>,
 }
 
 /// The groups Kubernetes itself serves. Their resources are stored under `/registry/{resource}`
@@ -95,6 +99,7 @@ impl ResourceDef {
             trigger_field: None,
             categories: Vec::new(),
             printer_columns: Vec::new(),
+            declared_subresources: None,
         }
     }
 
@@ -713,6 +718,7 @@ pub fn parse_resources_file(text: &str) -> Result<Vec<ResourceDef>, String> {
             trigger_field: entry.trigger_field,
             categories: entry.categories,
             printer_columns: Vec::new(),
+            declared_subresources: None,
         };
         if let Some(other) = defs
             .iter()

@@ -201,6 +201,19 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         return Some(ApiError::path_not_found());
     }
     if let Some(sub) = target.subresource
+        && let Some(declared) = &def.declared_subresources
+    {
+        // A CRD's resource serves exactly the subresources its CRD declares.
+        if !declared.iter().any(|d| d == sub) {
+            return Some(ApiError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource ({sub})"),
+            ));
+        }
+        return None;
+    }
+    if let Some(sub) = target.subresource
         && sub != "status"
         && !(def.plural == "namespaces" && sub == "finalize")
         && !(sub == "scale" && scale::paths(resource).is_some())
