@@ -579,6 +579,13 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    def.declared_subresources = Some(
+        ["status", "scale"]
+            .into_iter()
+            .filter(|sub| version.pointer(&format!("/subresources/{sub}")).is_some())
+            .map(str::to_owned)
+            .collect(),
+    );
     Some(CustomResource {
         def,
         schema: version.pointer("/schema/openAPIV3Schema").cloned(),
@@ -937,6 +944,20 @@ mod tests {
         }];
         let conflict = name_conflict(&crd, &taken);
         assert!(!resource.status && resource.def.printer_columns.is_empty());
+        // No subresource declared: none listed (not even `status`).
+        assert_eq!(resource.def.declared_subresources, Some(vec![]));
+        assert!(crate::discovery::subresources(&resource.def).is_empty());
+        let mut scaled = crd.clone();
+        scaled["spec"]["versions"][0]["subresources"] = json!({"scale": {
+            "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}});
+        let scaled = served(&scaled).unwrap();
+        assert_eq!(
+            crate::discovery::subresources(&scaled.def)
+                .iter()
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>(),
+            ["scale"]
+        );
         assert_eq!(conflict.as_deref(), Some("\"wd\" is already in use"));
         let mut conflicting = widget();
         apply_defaults(&mut conflicting);

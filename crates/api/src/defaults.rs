@@ -64,6 +64,16 @@ const POD_SPEC_DEFAULTS: &[(&str, &str)] = &[
     ("initContainers[].terminationMessagePolicy", r#""File""#),
     ("initContainers[].resources", "{}"),
     ("initContainers[].ports[].protocol", r#""TCP""#),
+    (
+        "ephemeralContainers[].terminationMessagePath",
+        r#""/dev/termination-log""#,
+    ),
+    (
+        "ephemeralContainers[].terminationMessagePolicy",
+        r#""File""#,
+    ),
+    ("ephemeralContainers[].resources", "{}"),
+    ("ephemeralContainers[].ports[].protocol", r#""TCP""#),
     ("volumes[].secret.defaultMode", "420"),
     ("volumes[].configMap.defaultMode", "420"),
     ("volumes[].projected.defaultMode", "420"),
@@ -327,7 +337,7 @@ fn pod_spec_defaults(spec: &mut Value) {
         let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
         set_default(spec, path, &value);
     }
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(Value::Array(containers)) = spec.get_mut(list) {
             containers.iter_mut().for_each(container_defaults);
         }

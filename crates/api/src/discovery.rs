@@ -137,12 +137,22 @@ pub fn has_scale(def: &ResourceDef) -> bool {
     )
 }
 
-/// The subresources served for a resource, each with its verbs: `status` unless the resource
-/// is a built-in without one, `scale` where [`has_scale`], and `finalize` for namespaces.
+/// The subresources served for a resource, each with its verbs: those its CRD declares for a
+/// CRD's resource; otherwise `status` unless the resource is a built-in without one, `scale`
+/// where [`has_scale`], and the kind's own (`finalize` for namespaces, pods' `binding`,
+/// `ephemeralcontainers` and `eviction`, CSRs' `approval`).
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
     if is_review(def) {
+        return out;
+    }
+    if let Some(declared) = &def.declared_subresources {
+        for sub in ["status", "scale"] {
+            if declared.iter().any(|d| d == sub) {
+                out.push((sub, STATUS_VERBS));
+            }
+        }
         return out;
     }
     if !WITHOUT_STATUS.contains(&(def.group.as_str(), def.plural.as_str())) {
@@ -151,11 +161,15 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
     if has_scale(def) {
         out.push(("scale", STATUS_VERBS));
     }
+    if crate::certificates::has_approval(def) {
+        out.push((crate::certificates::APPROVAL, STATUS_VERBS));
+    }
     if def.group.is_empty() && def.plural == "namespaces" {
         out.push(("finalize", &["update"][..]));
     }
     if def.group.is_empty() && def.plural == "pods" {
         out.push(("binding", &["create"][..]));
+        out.push((crate::ephemeral::SUBRESOURCE, STATUS_VERBS));
         out.push(("eviction", &["create"][..]));
     }
     out
@@ -550,6 +564,7 @@ mod tests {
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
                 "scheduling.k8s.io",
+                "certificates.k8s.io",
                 "admissionregistration.k8s.io",
                 "apiregistration.k8s.io",
                 "autoscaling",
@@ -583,8 +598,9 @@ mod tests {
         let resources = core["resources"].as_array().unwrap();
         // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
         // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
-        // replicationcontrollers/scale; namespaces/finalize; pods/binding and pods/eviction.
-        assert_eq!(resources.len(), 27);
+        // replicationcontrollers/scale; namespaces/finalize; pods/binding,
+        // pods/ephemeralcontainers and pods/eviction.
+        assert_eq!(resources.len(), 28);
         let eviction = resources
             .iter()
             .find(|r| r["name"] == "pods/eviction")
@@ -705,6 +721,9 @@ mod tests {
                                     {"subresource": "binding",
                                      "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
                                      "verbs": ["create"]},
+                                    {"subresource": "ephemeralcontainers",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                                     "verbs": ["get", "patch", "update"]},
                                     {"subresource": "eviction",
                                      "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
                                      "verbs": ["create"]}]})
@@ -762,7 +781,7 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(groups.len(), 14);
+        assert_eq!(groups.len(), 15);
         assert_eq!(
             groups[..3],
             ["apps", "coordination.k8s.io", "discovery.k8s.io"]

@@ -22,6 +22,8 @@
 //! - [`watch_frame`]: watch events as newline-delimited JSON frames.
 //! - [`schema`]: write bodies of built-in kinds decoded against their published schemas, with
 //!   kube-apiserver's 400/422 answers.
+//! - [`ephemeral`]: the `ephemeralcontainers` subresource of pods; [`certificates`]: the
+//!   `approval` subresource of CertificateSigningRequests.
 //! - [`defaults`]: the built-in kinds' defaults and create-time status, and which kinds keep
 //!   `metadata.generation`.
 //! - [`apply`]: field ownership (`metadata.managedFields`) of every write and server-side
@@ -39,9 +41,11 @@
 //! update. Refusals go out as [`ApiError::to_status_body`].
 
 pub mod apply;
+pub mod certificates;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;
+pub mod ephemeral;
 pub mod error;
 mod hash;
 pub mod meta;

@@ -40,6 +40,10 @@ pub struct ResourceDef {
     /// A custom resource's `additionalPrinterColumns` (its CRD's), for Table output; empty
     /// for the others.
     pub printer_columns: Vec<Value>,
+    /// The subresources a CustomResourceDefinition declares for the served version (`status`,
+    /// `scale`), which are then the only ones served and listed; `None` for the other kinds,
+    /// whose subresources follow from the kind.
+    pub declared_subresources: Option<Vec<String>>,
 }
 
 /// The groups Kubernetes itself serves. Their resources are stored under `/registry/{resource}`
@@ -58,6 +62,7 @@ const BUILTIN_GROUPS: &[&str] = &[
     "scheduling.k8s.io",
     "admissionregistration.k8s.io",
     "apiregistration.k8s.io",
+    "certificates.k8s.io",
 ];
 
 /// Built-in groups served by kube-apiserver's aggregator or extensions server, which store
@@ -94,6 +99,7 @@ impl ResourceDef {
             trigger_field: None,
             categories: Vec::new(),
             printer_columns: Vec::new(),
+            declared_subresources: None,
         }
     }
 
@@ -217,7 +223,8 @@ fn builtin_at(version: &str, def: ResourceDef) -> ResourceDef {
 /// horizontalpodautoscalers; policy/v1 poddisruptionbudgets; networking.k8s.io/v1
 /// networkpolicies, ingresses and ingressclasses; rbac.authorization.k8s.io/v1 roles,
 /// rolebindings, clusterroles and clusterrolebindings; storage.k8s.io/v1 storageclasses;
-/// scheduling.k8s.io/v1 priorityclasses; admissionregistration.k8s.io/v1 validating and
+/// scheduling.k8s.io/v1 priorityclasses; certificates.k8s.io/v1 certificatesigningrequests;
+/// admissionregistration.k8s.io/v1 validating and
 /// mutating webhook configurations; apiregistration.k8s.io/v1 apiservices. (The first fifteen in this order come first, so older
 /// clients' indexes into the list keep their meaning.)
 #[must_use]
@@ -517,6 +524,15 @@ fn more_builtin_resources() -> Vec<ResourceDef> {
             &[],
         ),
         (
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            &["csr"],
+            false,
+            &["spec.signerName"],
+            &[],
+        ),
+        (
             "admissionregistration.k8s.io",
             "ValidatingWebhookConfiguration",
             "validatingwebhookconfigurations",
@@ -702,6 +718,7 @@ pub fn parse_resources_file(text: &str) -> Result<Vec<ResourceDef>, String> {
             trigger_field: entry.trigger_field,
             categories: entry.categories,
             printer_columns: Vec::new(),
+            declared_subresources: None,
         };
         if let Some(other) = defs
             .iter()
@@ -855,7 +872,7 @@ mod tests {
     #[test]
     fn builtin_names_are_consistent() {
         let defs = builtin_resources();
-        assert_eq!(defs.len(), 37);
+        assert_eq!(defs.len(), 38);
         let mut seen = std::collections::BTreeSet::new();
         for d in &defs {
             assert!(seen.insert((d.group.clone(), d.plural.clone())), "{d:?}");

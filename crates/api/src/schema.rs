@@ -70,8 +70,8 @@ fn schemas() -> &'static Schemas {
     static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         use k8s_openapi::api::{
-            admissionregistration, apps, autoscaling, batch, coordination, core, discovery,
-            networking, policy, rbac, scheduling, storage,
+            admissionregistration, apps, autoscaling, batch, certificates, coordination, core,
+            discovery, networking, policy, rbac, scheduling, storage,
         };
         let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
         let mut roots = HashMap::new();
@@ -286,6 +286,13 @@ fn schemas() -> &'static Schemas {
             "PriorityClass",
             generator
                 .subschema_for::<scheduling::v1::PriorityClass>()
+                .to_value(),
+        );
+        add(
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            generator
+                .subschema_for::<certificates::v1::CertificateSigningRequest>()
                 .to_value(),
         );
         add(

@@ -12,9 +12,11 @@
 //! - [`auth`], [`limits`]: who may do what; the bounds every request passes.
 //! - [`operator`]: the debug API and page, `/metrics`.
 //! - [`cache`]: the caches on their threads. [`config`]: the configuration.
-//!   [`request`], [`respond`]: the request context and response builders.
+//!   [`request`], [`respond`]: the request context and response builders. [`bootstrap`]: the
+//!   objects kube-apiserver creates for itself at start.
 
 pub mod auth;
+pub mod bootstrap;
 pub mod cache;
 pub mod config;
 pub mod http;
@@ -30,8 +32,7 @@ use std::sync::Arc;
 use watchkeeper_api::{ResourceDef, builtin_resources, parse_resources_file};
 use watchkeeper_core::CacheConfig;
 use watchkeeper_store::{
-    AnyStore, EmbeddedConfig, EtcdConfig, MemoryConfig, Store, StoreConfig, StoreKind, TxnOp,
-    TxnRequest,
+    AnyStore, EmbeddedConfig, EtcdConfig, MemoryConfig, StoreConfig, StoreKind,
 };
 
 use crate::cache::{CacheDriver, Clock, Resource};
@@ -120,11 +121,12 @@ pub enum StartError {
         #[source]
         source: watchkeeper_store::OpenError,
     },
-    /// A namespace every cluster has cannot be created.
-    #[error("cannot create namespace {namespace}: {source}")]
+    /// An object kube-apiserver creates for itself (a namespace every cluster has, the
+    /// `kubernetes` Service) cannot be created.
+    #[error("cannot create {object}: {source}")]
     Bootstrap {
-        /// The namespace.
-        namespace: &'static str,
+        /// The object's kind and name.
+        object: String,
         /// The store's error.
         #[source]
         source: watchkeeper_store::TxnError,
@@ -231,38 +233,6 @@ pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, StartError> {
         })
 }
 
-/// Creates the namespaces every cluster has (default, kube-system, kube-public) if missing.
-async fn bootstrap(store: &AnyStore, config: &ServeConfig) -> Result<(), StartError> {
-    for name in ["default", "kube-system", "kube-public"] {
-        let key = bytes::Bytes::from(format!("{}/namespaces/{name}", config.prefix));
-        let object = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": name,
-                "uid": uuid::Uuid::new_v4().to_string(),
-                "creationTimestamp": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-                "labels": {"kubernetes.io/metadata.name": name},
-            },
-            "spec": {"finalizers": ["kubernetes"]},
-            "status": {"phase": "Active"},
-        });
-        let value = bytes::Bytes::from(object.to_string());
-        store
-            .txn(
-                TxnRequest::default()
-                    .when(watchkeeper_store::Compare::Absent { key: key.clone() })
-                    .then(TxnOp::Put { key, value }),
-            )
-            .await
-            .map_err(|source| StartError::Bootstrap {
-                namespace: name,
-                source,
-            })?;
-    }
-    Ok(())
-}
-
 /// Starts a server: opens the source, starts one cache per resource and the reflector, and
 /// listens. Returns once it accepts connections (the caches load in the background; requests
 /// get 429 until they are ready).
@@ -289,6 +259,16 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         wait: config.fresh_wait,
         counters: counters.clone(),
     };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
     // The source decides the resources: the upstream's discovery, or the built-ins and
     // `--resources` over a store.
     let (source, defs, store_mode) = match &config.upstream {
@@ -299,7 +279,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         }
         None => {
             let store = open_store(&config).await?;
-            bootstrap(&store, &config).await?;
+            bootstrap::bootstrap(
+                &store,
+                &config.prefix,
+                config.service_cluster_ip_range.first(),
+                bootstrap::advertised(addr),
+            )
+            .await?;
             let store = StoreSource::new(
                 store,
                 &config.prefix,
@@ -360,16 +346,6 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     });
     let reflector = source.start_reflector(feeds, status.clone(), catalog);
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
-        addr: config.listen,
-        source,
-    })?;
     let limits = Arc::new(crate::limits::Limits::new(
         &config.limits,
         config.min_request_timeout,

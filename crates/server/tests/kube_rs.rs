@@ -701,7 +701,7 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 37 served kinds, CustomResourceDefinitions and the 5 review resources.
+/// 38 served kinds, CustomResourceDefinitions and the 5 review resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -739,7 +739,7 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 43, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 44, "{aggregated:#?}");
     let pods = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 Pod pods"))
@@ -779,7 +779,9 @@ async fn installs_a_crd_and_uses_its_kind() {
             "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"scale": {"specReplicasPath": ".spec.size",
+                    "statusReplicasPath": ".status.size"}}}]
         }
     }))
     .expect("a CRD");
@@ -812,6 +814,21 @@ async fn installs_a_crd_and_uses_its_kind() {
     let listed = gizmos.list(&ListParams::default()).await.expect("a list");
     assert_eq!(listed.items.len(), 1);
     assert_eq!(listed.items[0].data["spec"]["size"], 1);
+    // The CRD's scale subresource reads and writes `.spec.size`.
+    let scale = gizmos.get_scale("g1").await.expect("get_scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
+    assert_eq!(scale.status.map(|s| s.replicas), Some(0));
+    let scale = gizmos
+        .patch_scale(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("patch_scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(4));
+    let scaled = gizmos.get("g1").await.expect("get");
+    assert_eq!(scaled.data["spec"]["size"], 4);
     loop {
         let event = tokio::time::timeout(HANG_GUARD, events.next())
             .await
@@ -838,5 +855,165 @@ async fn installs_a_crd_and_uses_its_kind() {
     }
     let status = api_status(gizmos.list(&ListParams::default()).await);
     assert_eq!(status.code, 404);
+    server.shutdown().await;
+}
+
+/// What kube-rs's own cluster tests find on any kube-apiserver: the `default/kubernetes`
+/// Service and the `cluster-admin` ClusterRole created at start, a PATCH answered as
+/// `PartialObjectMetadata` (`patch_metadata`), and the `ephemeralcontainers` subresource of a
+/// pod (added by replace and by strategic merge patch; an existing one cannot be removed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_objects_metadata_patches_and_ephemeral_containers() {
+    use k8s_openapi::api::core::v1::{Pod, Service};
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use kube::api::ObjectMeta;
+    use kube::core::PartialObjectMetaExt;
+
+    let server = common::server().await;
+    let client = client(&server);
+    let service = Api::<Service>::namespaced(client.clone(), "default")
+        .get("kubernetes")
+        .await
+        .expect("the kubernetes Service");
+    let spec = service.spec.expect("a spec");
+    assert_eq!(spec.cluster_ip.as_deref(), Some("10.0.0.1"));
+    let port = &spec.ports.expect("ports")[0];
+    assert_eq!((port.name.as_deref(), port.port), (Some("https"), 443));
+    assert_eq!(
+        port.target_port,
+        Some(
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i32::from(
+                server.addr.port()
+            ))
+        )
+    );
+    let admin = Api::<ClusterRole>::all(client.clone())
+        .get("cluster-admin")
+        .await
+        .expect("the cluster-admin ClusterRole");
+    assert_eq!(admin.rules.expect("rules")[0].verbs, vec!["*".to_owned()]);
+
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "debugged"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:stable"}]}
+    }))
+    .expect("a pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create a pod");
+    let patch = ObjectMeta {
+        annotations: Some([("note".to_owned(), "1".to_owned())].into()),
+        ..ObjectMeta::default()
+    }
+    .into_request_partial::<Pod>();
+    let patched = pods
+        .patch_metadata("debugged", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch_metadata");
+    assert_eq!(
+        patched.annotations().get("note").map(String::as_str),
+        Some("1")
+    );
+    let types = patched.types.expect("types");
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+
+    let one: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "debugged"},
+        "spec": {"ephemeralContainers": [{"name": "debug1", "image": "busybox:stable"}]}
+    }))
+    .expect("a pod");
+    let replaced = pods
+        .replace_ephemeral_containers("debugged", &PostParams::default(), &one)
+        .await
+        .expect("replace_ephemeral_containers");
+    let spec = replaced.spec.expect("a spec");
+    assert_eq!(spec.containers.len(), 1, "the containers stay");
+    let ephemeral = spec.ephemeral_containers.expect("ephemeral containers");
+    assert_eq!(ephemeral.len(), 1);
+    assert_eq!(
+        ephemeral[0].termination_message_path.as_deref(),
+        Some("/dev/termination-log"),
+        "defaulted as containers are"
+    );
+    let two: Pod = serde_json::from_value(json!({
+        "spec": {"ephemeralContainers": [{"name": "debug2", "image": "busybox:stable"}]}
+    }))
+    .expect("a pod");
+    let merged = pods
+        .patch_ephemeral_containers("debugged", &PatchParams::default(), &Patch::Strategic(two))
+        .await
+        .expect("patch_ephemeral_containers");
+    let names: Vec<String> = merged
+        .spec
+        .and_then(|s| s.ephemeral_containers)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, ["debug1", "debug2"]);
+    let status = api_status(
+        pods.replace_ephemeral_containers("debugged", &PostParams::default(), &one)
+            .await,
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "Pod \"debugged\" is invalid: spec.ephemeralContainers: Forbidden: existing ephemeral containers \"debug2\" may not be removed\n"
+    );
+    server.shutdown().await;
+}
+
+/// A CertificateSigningRequest approved through its `approval` subresource (kube-rs's
+/// `patch_approval`, `get_approval`): only the conditions change, each gets its timestamps,
+/// and Approved with Denied is 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_signing_requests_are_approved_through_approval() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+
+    let server = common::server().await;
+    let csrs: Api<CertificateSigningRequest> = Api::all(client(&server));
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"name": "fake"},
+        "spec": {"request": "UEVN", "signerName": "example.com/signer", "usages": ["client auth"]}
+    }))
+    .expect("a CSR");
+    let created = csrs
+        .create(&PostParams::default(), &csr)
+        .await
+        .expect("create a CSR");
+    // The server records the requester (here the anonymous user).
+    assert_eq!(created.spec.username.as_deref(), Some("system:anonymous"));
+    let approve = |kind: &str| {
+        Patch::Merge(json!({"status": {"conditions": [
+            {"type": kind, "status": "True", "reason": "Test", "message": "by kube-rs"}]}}))
+    };
+    csrs.patch_approval("fake", &PatchParams::default(), &approve("Approved"))
+        .await
+        .expect("patch_approval");
+    let approved = csrs.get_approval("fake").await.expect("get_approval");
+    let conditions = approved
+        .status
+        .and_then(|s| s.conditions)
+        .expect("conditions");
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].type_, "Approved");
+    assert!(
+        conditions[0].last_update_time.is_some() && conditions[0].last_transition_time.is_some()
+    );
+    assert_eq!(
+        approved.spec.signer_name, "example.com/signer",
+        "the spec is kept"
+    );
+    let both = Patch::Merge(json!({"status": {"conditions": [
+        {"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]}}));
+    let status = api_status(
+        csrs.patch_approval("fake", &PatchParams::default(), &both)
+            .await,
+    );
+    assert_eq!(status.code, 422, "{status:?}");
     server.shutdown().await;
 }

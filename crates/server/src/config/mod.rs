@@ -1,7 +1,7 @@
 //! The `watchkeeper serve` configuration: command-line flags and the same keys in an optional
 //! TOML file (flags win), validated into one [`ServeConfig`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -244,6 +244,10 @@ pub struct ServeArgs {
     /// current revision, as kube-apiserver does [default: true].
     #[arg(long)]
     pub rebuild_history: Option<bool>,
+    /// kube-apiserver's `--service-cluster-ip-range`: the `default/kubernetes` Service created
+    /// at start gets the first address of this CIDR as its ClusterIP [default: 10.0.0.0/24].
+    #[arg(long)]
+    pub service_cluster_ip_range: Option<String>,
 }
 
 impl ServeArgs {
@@ -315,7 +319,8 @@ impl ServeArgs {
             driver_worker_idle_ms,
             consistency_check_interval_ms,
             shutdown_grace_period_ms,
-            rebuild_history
+            rebuild_history,
+            service_cluster_ip_range
         )
     }
 }
@@ -373,6 +378,9 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// `--rebuild-history`: rebuild the caches' history from the store on start.
     pub rebuild_history: bool,
+    /// `--service-cluster-ip-range`: the ClusterIP of the `default/kubernetes` Service is its
+    /// first address.
+    pub service_cluster_ip_range: IpRange,
 }
 
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
@@ -400,6 +408,74 @@ pub mod defaults {
     pub const SHUTDOWN_GRACE_PERIOD_MS: u64 = 5000;
     /// `--rebuild-history`.
     pub const REBUILD_HISTORY: bool = true;
+    /// `--service-cluster-ip-range` (kube-apiserver's default).
+    pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+}
+
+/// A CIDR range such as `10.0.0.0/24` or `fd00::/108`, its address masked to the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpRange {
+    /// The network address (host bits zero).
+    pub network: IpAddr,
+    /// The prefix length.
+    pub prefix: u8,
+}
+
+impl IpRange {
+    /// Parses `text` as kube-apiserver's `--service-cluster-ip-range` takes it: one CIDR with
+    /// at least one address after the network's own (an IPv4 prefix of 30 or less, an IPv6
+    /// prefix of 126 or less).
+    ///
+    /// # Errors
+    /// A message saying what is wrong.
+    pub fn parse(text: &str) -> Result<IpRange, String> {
+        let (address, prefix) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} is not a CIDR (address/prefix)"))?;
+        let address: IpAddr = address
+            .parse()
+            .map_err(|e| format!("{text:?} is not a CIDR: {e}"))?;
+        let prefix: u8 = prefix
+            .parse()
+            .map_err(|_| format!("{text:?} is not a CIDR: bad prefix length"))?;
+        let network = match address {
+            IpAddr::V4(v4) => {
+                if prefix > 30 {
+                    return Err(format!(
+                        "{text:?}: an IPv4 range needs a prefix length of 30 or less"
+                    ));
+                }
+                let mask = u32::MAX.checked_shl(u32::from(32 - prefix)).unwrap_or(0);
+                IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask))
+            }
+            IpAddr::V6(v6) => {
+                if prefix > 126 {
+                    return Err(format!(
+                        "{text:?}: an IPv6 range needs a prefix length of 126 or less"
+                    ));
+                }
+                let mask = u128::MAX.checked_shl(u32::from(128 - prefix)).unwrap_or(0);
+                IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+            }
+        };
+        Ok(IpRange { network, prefix })
+    }
+
+    /// The first address after the network's own (kube-apiserver gives it to the
+    /// `default/kubernetes` Service).
+    #[must_use]
+    pub fn first(&self) -> IpAddr {
+        match self.network {
+            IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4) + 1)),
+            IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) + 1)),
+        }
+    }
+}
+
+impl std::fmt::Display for IpRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
 }
 
 /// The reflector's tunables (`--reflector-*`).
@@ -512,6 +588,10 @@ impl UpstreamConfig {
                 "--consistency-check-interval-ms",
             ),
             (args.rebuild_history.is_some(), "--rebuild-history"),
+            (
+                args.service_cluster_ip_range.is_some(),
+                "--service-cluster-ip-range",
+            ),
         ] {
             if given {
                 return Err(ConfigError::combination(
@@ -647,6 +727,17 @@ impl ServeConfig {
             cache.initial_no_progress_timeout = Duration::from_secs(v);
         }
         let fresh_wait = Duration::from_millis(args.fresh_wait_ms.unwrap_or(3000));
+        let service_cluster_ip_range = IpRange::parse(
+            args.service_cluster_ip_range
+                .as_deref()
+                .unwrap_or(defaults::SERVICE_CLUSTER_IP_RANGE),
+        )
+        .map_err(|e| {
+            ConfigError::flag(
+                "--service-cluster-ip-range",
+                format!("--service-cluster-ip-range {e}"),
+            )
+        })?;
         let watch_chunk_items = args
             .watch_chunk_items
             .unwrap_or(defaults::WATCH_CHUNK_ITEMS);
@@ -773,6 +864,7 @@ impl ServeConfig {
                 .then(|| Duration::from_millis(consistency_ms)),
             shutdown_grace: Duration::from_millis(shutdown_grace_ms),
             rebuild_history: args.rebuild_history.unwrap_or(defaults::REBUILD_HISTORY),
+            service_cluster_ip_range,
         })
     }
 }
@@ -910,6 +1002,10 @@ mod tests {
             ),
             ("shutdown-grace-period-ms", millis(config.shutdown_grace)),
             ("rebuild-history", config.rebuild_history.to_string()),
+            (
+                "service-cluster-ip-range",
+                config.service_cluster_ip_range.to_string(),
+            ),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");
@@ -919,6 +1015,39 @@ mod tests {
                 "serve --help, --{flag}"
             );
         }
+    }
+
+    #[test]
+    fn service_cluster_ip_range_is_a_cidr_with_a_first_address() {
+        let range = IpRange::parse("10.96.3.7/12").unwrap();
+        assert_eq!(range.to_string(), "10.96.0.0/12");
+        assert_eq!(range.first().to_string(), "10.96.0.1");
+        let v6 = IpRange::parse("fd00::5/108").unwrap();
+        assert_eq!(v6.first().to_string(), "fd00::1");
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/31",
+            "fd00::/127",
+            "ten/8",
+            "10.0.0.0/x",
+        ] {
+            assert!(IpRange::parse(bad).is_err(), "{bad}");
+        }
+        let error = ServeConfig::from_args(ServeArgs {
+            service_cluster_ip_range: Some("10.0.0.0/32".to_owned()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ConfigError::Flag {
+                    flag: "--service-cluster-ip-range",
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 
     #[test]

@@ -191,7 +191,7 @@ pub fn authorize_from_url(
     let Ok(options) = Options::parse(query) else {
         return Ok(());
     };
-    if scope_error(&resource.def, target).is_some() {
+    if scope_error(&resource, target).is_some() {
         return Ok(());
     }
     authorize_resource(app, user, method, &resource.def, target, &options).map(|_| ())
@@ -199,15 +199,33 @@ pub fn authorize_from_url(
 
 /// 404 for a target the resource does not have (a namespace on a cluster-scoped resource, a
 /// subresource other than `status`, `scale` where the kind has one, or `namespaces/finalize`).
-fn scope_error(def: &watchkeeper_api::ResourceDef, target: Target<'_>) -> Option<ApiError> {
+fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
+    let def = &resource.def;
     if !def.namespaced && target.namespace.is_some() {
         return Some(ApiError::path_not_found());
     }
     if let Some(sub) = target.subresource
+        && let Some(declared) = &def.declared_subresources
+    {
+        // A CRD's resource serves exactly the subresources its CRD declares.
+        if !declared.iter().any(|d| d == sub) {
+            return Some(ApiError::new(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource ({sub})"),
+            ));
+        }
+        return None;
+    }
+    if let Some(sub) = target.subresource
         && sub != "status"
         && !(def.plural == "namespaces" && sub == "finalize")
-        && !(sub == "scale" && scale::has_scale(def))
+        && !(sub == "scale" && scale::paths(resource).is_some())
         && !pods::is_pod_subresource(def, sub)
+        && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
+            && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
+        && !(sub == watchkeeper_api::certificates::APPROVAL
+            && watchkeeper_api::certificates::has_approval(def))
     {
         return Some(ApiError::new(
             404,
@@ -389,7 +407,7 @@ async fn serve_resource(
 ) -> (&'static str, Result<Response, ApiError>) {
     let def = &resource.def;
     // Scope checks: a cluster-scoped resource has no namespace in its path.
-    if let Some(error) = scope_error(def, target) {
+    if let Some(error) = scope_error(resource, target) {
         return ("", Err(error));
     }
     let options = match Options::parse(context.query.as_deref()) {
@@ -449,13 +467,45 @@ async fn write(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
+    let conversion = conversion(&request.context.headers)?;
     let result = app.source.write(request, resource, &app.resources()).await;
     if let Err(error) = &result
         && watchkeeper_api::patch::is_copy_limit_refusal(error)
     {
         app.limits.count(crate::limits::Limit::PatchCopyBytes);
     }
-    result
+    match result {
+        Ok(response)
+            if conversion == Conversion::PartialObjectMetadata && request.target.name.is_some() =>
+        {
+            partial_object_metadata(response).await
+        }
+        other => other,
+    }
+}
+
+/// A write's answer as kube-apiserver transforms it for an `Accept` asking for
+/// `PartialObjectMetadata`: the object's kind and apiVersion become `PartialObjectMetadata`
+/// and `meta.k8s.io/v1` and only its metadata stays; a `Status` (a deletion's answer) is
+/// answered as it is.
+async fn partial_object_metadata(response: Response) -> Result<Response, ApiError> {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let object: Value = match serde_json::from_slice(&bytes) {
+        Ok(object @ Value::Object(_)) => object,
+        _ => return Ok(Response::from_parts(parts, bytes.into())),
+    };
+    if object.get("kind").and_then(Value::as_str) == Some("Status") {
+        return Ok(Response::from_parts(parts, bytes.into()));
+    }
+    let partial = json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    });
+    Ok(json_response(parts.status, partial.to_string()))
 }
 
 async fn list(

@@ -1,12 +1,15 @@
 //! The `scale` subresource of deployments, replica sets, stateful sets and replication
-//! controllers (`kubectl scale`, autoscalers): an `autoscaling/v1` `Scale` read from and
-//! written to the parent object's `spec.replicas`.
+//! controllers (`kubectl scale`, autoscalers), and of custom resources whose CRD declares
+//! `subresources.scale`: an `autoscaling/v1` `Scale` read from and written to the parent
+//! object's replicas (`spec.replicas`, or the CRD's `specReplicasPath`).
 //!
 //! ## Guarantees
 //! - GET answers the parent as a `Scale`: its name, namespace, uid, resourceVersion and
-//!   creationTimestamp, `spec.replicas`, `status.replicas` and `status.selector` (the parent's
-//!   label selector as a string, as kube-apiserver prints it).
-//! - PUT and PATCH (merge, strategic, JSON patch) change only the parent's `spec.replicas`,
+//!   creationTimestamp, `spec.replicas`, `status.replicas` and `status.selector` (for the
+//!   built-in kinds the parent's label selector as a string, as kube-apiserver prints it; for a
+//!   custom resource the string at `labelSelectorPath`, empty without one). A custom resource's
+//!   replicas missing at their paths read as 0, as kube-apiserver's `scaleFromCustomResource`.
+//! - PUT and PATCH (merge, strategic, JSON patch) change only the parent's replicas,
 //!   through the ordinary write path (so validation, dry run, conflicts, watch events and the
 //!   caching-proxy mode's forwarding are those of any patch): the change is a merge patch of
 //!   the parent carrying the `resourceVersion` it was computed against. A PUT with a
@@ -30,6 +33,62 @@ use crate::respond::json_response;
 const PATCH_ATTEMPTS: usize = 5;
 
 pub use watchkeeper_api::discovery::has_scale;
+
+/// Where a kind keeps what its `Scale` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Paths {
+    /// The desired replicas' field path (`spec.replicas`).
+    spec_replicas: Vec<String>,
+    /// The observed replicas' field path (`status.replicas`).
+    status_replicas: Vec<String>,
+    /// A custom resource's `labelSelectorPath`; `None` for the built-in kinds, whose selector
+    /// is their `spec.selector`.
+    label_selector: Option<Vec<String>>,
+    /// Whether this is a custom resource (missing desired replicas read as 0, not 1).
+    custom: bool,
+}
+
+/// A CRD's `.a.b` path as its fields.
+fn fields_of(path: &str) -> Vec<String> {
+    path.trim_start_matches('.')
+        .split('.')
+        .filter(|f| !f.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The scale paths of `resource`: the built-in kinds with a `scale`, or a custom resource
+/// whose CRD declares one; `None` for the others (their `scale` is 404).
+#[must_use]
+pub fn paths(resource: &Resource) -> Option<Paths> {
+    if has_scale(&resource.def) {
+        return Some(Paths {
+            spec_replicas: fields_of(".spec.replicas"),
+            status_replicas: fields_of(".status.replicas"),
+            label_selector: None,
+            custom: false,
+        });
+    }
+    let custom = resource.custom()?;
+    custom_paths(custom.scale.as_ref()?)
+}
+
+/// The paths of a CRD's `subresources.scale`.
+fn custom_paths(scale: &Value) -> Option<Paths> {
+    let path = |key: &str| scale.get(key).and_then(Value::as_str).map(fields_of);
+    Some(Paths {
+        spec_replicas: path("specReplicasPath")?,
+        status_replicas: path("statusReplicasPath")?,
+        label_selector: Some(path("labelSelectorPath").unwrap_or_default()),
+        custom: true,
+    })
+}
+
+fn at<'v>(object: &'v Value, fields: &[String]) -> Option<&'v Value> {
+    fields
+        .iter()
+        .try_fold(object, |value, field| value.get(field))
+}
 
 /// The parent's label selector as kube-apiserver prints it (`a=b,c in (x,y),!d`).
 fn selector_string(def: &ResourceDef, parent: &Value) -> String {
@@ -81,7 +140,7 @@ fn selector_string(def: &ResourceDef, parent: &Value) -> String {
 }
 
 /// The parent object as a `Scale`.
-fn scale_of(def: &ResourceDef, parent: &Value) -> Value {
+fn scale_of(def: &ResourceDef, paths: &Paths, parent: &Value) -> Value {
     let mut metadata = serde_json::Map::new();
     for key in [
         "name",
@@ -94,20 +153,35 @@ fn scale_of(def: &ResourceDef, parent: &Value) -> Value {
             metadata.insert(key.to_owned(), value.clone());
         }
     }
-    let replicas = parent
-        .pointer("/spec/replicas")
+    let replicas = at(parent, &paths.spec_replicas)
         .cloned()
-        .unwrap_or(json!(1));
-    let status_replicas = parent
-        .pointer("/status/replicas")
+        .unwrap_or(json!(if paths.custom { 0 } else { 1 }));
+    let status_replicas = at(parent, &paths.status_replicas)
         .cloned()
         .unwrap_or(json!(0));
+    let selector = match &paths.label_selector {
+        None => selector_string(def, parent),
+        Some(fields) if fields.is_empty() => String::new(),
+        Some(fields) => at(parent, fields)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    // `ScaleSpec.replicas` and `ScaleStatus.selector` are `omitempty` in Go.
+    let mut spec = json!({});
+    if replicas != json!(0) {
+        spec["replicas"] = replicas;
+    }
+    let mut status = json!({"replicas": status_replicas});
+    if !selector.is_empty() {
+        status["selector"] = json!(selector);
+    }
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": metadata,
-        "spec": {"replicas": replicas},
-        "status": {"replicas": status_replicas, "selector": selector_string(def, parent)},
+        "spec": spec,
+        "status": status,
     })
 }
 
@@ -178,13 +252,20 @@ pub async fn serve(
     resource: &Resource,
 ) -> Result<Response, ApiError> {
     let def = &resource.def;
+    let paths = paths(resource).ok_or_else(|| {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource (scale)".to_owned(),
+        )
+    })?;
     let name = request.target.name.unwrap_or_default();
     match request.verb {
         Verb::Get => {
             let parent = read_parent(app, request, resource).await?;
             Ok(json_response(
                 StatusCode::OK,
-                scale_of(def, &parent).to_string(),
+                scale_of(def, &paths, &parent).to_string(),
             ))
         }
         Verb::Update | Verb::Patch => {
@@ -196,7 +277,7 @@ pub async fn serve(
             let mut last = None;
             for _ in 0..attempts {
                 let parent = read_parent(app, request, resource).await?;
-                let current = scale_of(def, &parent);
+                let current = scale_of(def, &paths, &parent);
                 let (desired, precondition) = if request.verb == Verb::Update {
                     let body: Value =
                         serde_json::from_slice(&request.context.body).map_err(|e| {
@@ -239,8 +320,15 @@ pub async fn serve(
                         .unwrap_or("")
                         .to_owned()
                 });
-                let patch =
-                    json!({"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}});
+                let mut patch = json!({"metadata": {"resourceVersion": rv}});
+                let mut slot = &mut patch;
+                for field in &paths.spec_replicas {
+                    if slot.get(field).is_none() {
+                        slot[field.as_str()] = json!({});
+                    }
+                    slot = &mut slot[field.as_str()];
+                }
+                *slot = json!(replicas);
                 let target = Target {
                     subresource: None,
                     ..request.target
@@ -258,7 +346,10 @@ pub async fn serve(
                 {
                     Ok(response) => {
                         let (status, parent) = body_json(response).await?;
-                        return Ok(json_response(status, scale_of(def, &parent).to_string()));
+                        return Ok(json_response(
+                            status,
+                            scale_of(def, &paths, &parent).to_string(),
+                        ));
                     }
                     Err(error) if error.code == 409 && request.verb == Verb::Patch => {
                         last = Some(error);
@@ -294,7 +385,13 @@ mod tests {
                 "matchExpressions": [{"key": "c", "operator": "In", "values": ["z", "y"]},
                                      {"key": "d", "operator": "DoesNotExist"}]}},
             "status": {"replicas": 2}});
-        let scale = scale_of(&def("deployments"), &deployment);
+        let builtin = Paths {
+            spec_replicas: fields_of(".spec.replicas"),
+            status_replicas: fields_of(".status.replicas"),
+            label_selector: None,
+            custom: false,
+        };
+        let scale = scale_of(&def("deployments"), &builtin, &deployment);
         assert_eq!(
             scale,
             json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
@@ -303,13 +400,39 @@ mod tests {
                    "status": {"replicas": 2, "selector": "a=1,b=2,c in (y,z),!d"}})
         );
         let rc = json!({"metadata": {"name": "r"}, "spec": {"selector": {"app": "web"}}});
-        let scale = scale_of(&def("replicationcontrollers"), &rc);
+        let scale = scale_of(&def("replicationcontrollers"), &builtin, &rc);
         assert_eq!(
             scale["status"],
             json!({"replicas": 0, "selector": "app=web"})
         );
         assert_eq!(scale["spec"]["replicas"], 1);
         assert!(has_scale(&def("statefulsets")) && !has_scale(&def("daemonsets")));
+    }
+
+    #[test]
+    fn custom_resources_scale_at_their_crds_paths() {
+        let paths = custom_paths(&json!({"specReplicasPath": ".spec.size",
+            "statusReplicasPath": ".status.count", "labelSelectorPath": ".status.selector"}))
+        .unwrap();
+        let foo = ResourceDef::named("example.com", "v1", "foos", "Foo", true);
+        let object = json!({"metadata": {"name": "f"}, "spec": {"size": 3},
+            "status": {"count": 2, "selector": "app=f"}});
+        assert_eq!(
+            scale_of(&foo, &paths, &object),
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "f"},
+                   "spec": {"replicas": 3}, "status": {"replicas": 2, "selector": "app=f"}})
+        );
+        // Nothing at the paths reads as 0 (an omitted `spec.replicas`), no selector path as
+        // no selector.
+        let bare = custom_paths(&json!({"specReplicasPath": ".spec.size",
+            "statusReplicasPath": ".status.count"}))
+        .unwrap();
+        assert_eq!(
+            scale_of(&foo, &bare, &json!({"metadata": {"name": "f"}})),
+            json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "f"},
+                   "spec": {}, "status": {"replicas": 0}})
+        );
+        assert!(custom_paths(&json!({"statusReplicasPath": ".status.count"})).is_none());
     }
 
     #[test]

@@ -224,6 +224,7 @@ impl StoreSource {
         });
         let writer = Writer {
             source: self,
+            user: &request.context.user,
             fresh,
             resources,
             dry_run: options.dry_run,
@@ -308,6 +309,8 @@ impl StoreSource {
 /// The write paths of one request.
 struct Writer<'a> {
     source: &'a StoreSource,
+    /// Who writes (a CertificateSigningRequest records its requester).
+    user: &'a crate::auth::User,
     fresh: &'a Freshness,
     resources: &'a [Arc<Resource>],
     /// `dryRun=All`: every check runs, nothing is written.
@@ -412,9 +415,13 @@ impl Writer<'_> {
     /// What a kind checks beyond metadata once an object is prepared (`old` on updates): a
     /// CustomResourceDefinition gets the status kube-apiserver's naming and establishing
     /// controllers give it (its names against every other served resource; a client's own
-    /// status is not kept); an object of a CRD's resource gets the `status` subresource's
-    /// rules when the CRD has it, then its schema's defaults and pruning, then is validated
-    /// against the schema.
+    /// status is not kept); a write of `pods/{name}/ephemeralcontainers` changes only the
+    /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]), one of
+    /// `certificatesigningrequests/{name}/approval` only its conditions
+    /// ([`watchkeeper_api::certificates::approval_update`]), and a created request names its
+    /// requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
+    /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
+    /// schema's defaults and pruning, then is validated against the schema.
     fn admit(
         &self,
         resource: &Resource,
@@ -440,6 +447,28 @@ impl Writer<'_> {
                 conflict.as_deref(),
                 &self.time,
             );
+        } else if self.subresource == watchkeeper_api::ephemeral::SUBRESOURCE
+            && watchkeeper_api::ephemeral::has_ephemeral_containers(&resource.def)
+            && let Some(old) = old
+        {
+            object = watchkeeper_api::ephemeral::update(&resource.def, old, &object)?;
+        } else if watchkeeper_api::certificates::has_approval(&resource.def) && old.is_none() {
+            watchkeeper_api::certificates::prepare_create(
+                &mut object,
+                &self.user.name,
+                &self.user.uid,
+                &self.user.groups,
+            );
+        } else if self.subresource == watchkeeper_api::certificates::APPROVAL
+            && watchkeeper_api::certificates::has_approval(&resource.def)
+            && let Some(old) = old
+        {
+            object = watchkeeper_api::certificates::approval_update(
+                &resource.def,
+                old,
+                &object,
+                &self.time,
+            )?;
         } else if let Some(custom) = resource.custom() {
             if custom.status {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);

@@ -318,6 +318,7 @@ fn defs_of(list: &Value, group: &str, version: &str, builtins: &[ResourceDef]) -
             trigger_field: builtin.and_then(|d| d.trigger_field.clone()),
             categories: strings(resource.get("categories")),
             printer_columns: Vec::new(),
+            declared_subresources: None,
         });
     }
     defs

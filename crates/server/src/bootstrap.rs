@@ -1,0 +1,254 @@
+//! The objects kube-apiserver creates for itself at start, created in the store when missing.
+//!
+//! ## Guarantees
+//! - Each object is written only where its key is absent (one compare-and-put per object), so
+//!   a restart, or several instances sharing one etcd, never overwrites what is stored: a
+//!   Service the user edited stays as edited.
+//! - The objects are those of kube-apiserver's own start-up, with its names, labels and
+//!   annotations:
+//!   - the namespaces `default`, `kube-system` and `kube-public` (its system-namespaces
+//!     controller);
+//!   - the `default/kubernetes` Service (ClusterIP the first address of
+//!     `--service-cluster-ip-range`, port `https` 443 to the server's port), with its
+//!     Endpoints and EndpointSlice naming the server's address (its kubernetes-service
+//!     controller);
+//!   - the `cluster-admin` ClusterRole and its ClusterRoleBinding to the group
+//!     `system:masters` (from its bootstrap RBAC policy; the other bootstrap roles are not
+//!     created).
+//! - Unlike kube-apiserver, nothing re-creates them while serving: a deleted `kubernetes`
+//!   Service comes back at the next start.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use serde_json::{Value, json};
+use watchkeeper_api::{ResourceDef, builtin_resources};
+use watchkeeper_store::{AnyStore, Compare, Store, TxnOp, TxnRequest};
+
+use crate::StartError;
+
+/// The address the server advertises in the `kubernetes` Endpoints: its listening address,
+/// or the loopback address of the same family when it listens on every address (kube-apiserver
+/// would pick an interface's address; watchkeeper names the one it surely answers on).
+#[must_use]
+pub fn advertised(listening: SocketAddr) -> SocketAddr {
+    let ip = match listening.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, listening.port())
+}
+
+/// One object to create: its resource, namespace (empty when cluster-scoped) and body.
+struct Seed {
+    plural: &'static str,
+    group: &'static str,
+    namespace: &'static str,
+    body: Value,
+}
+
+impl Seed {
+    fn name(&self) -> &str {
+        self.body["metadata"]["name"].as_str().unwrap_or_default()
+    }
+}
+
+/// The objects kube-apiserver creates at start (see the module docs), stamped `now` (RFC 3339)
+/// with fresh uids.
+fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
+    let family = if service_ip.is_ipv4() { "IPv4" } else { "IPv6" };
+    let address_type = if server.is_ipv4() { "IPv4" } else { "IPv6" };
+    let port = server.port();
+    let server_ip = server.ip().to_string();
+    let rbac_defaults = |name: &str| {
+        json!({
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        })
+    };
+    let mut seeds: Vec<Seed> = ["default", "kube-system", "kube-public"]
+        .into_iter()
+        .map(|name| Seed {
+            plural: "namespaces",
+            group: "",
+            namespace: "",
+            body: json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }),
+        })
+        .collect();
+    seeds.extend([
+        Seed {
+            plural: "services",
+            group: "",
+            namespace: "default",
+            body: json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"component": "apiserver", "provider": "kubernetes"},
+                },
+                "spec": {
+                    "ports": [{"name": "https", "protocol": "TCP", "port": 443, "targetPort": port}],
+                    "clusterIP": service_ip.to_string(),
+                    "clusterIPs": [service_ip.to_string()],
+                    "type": "ClusterIP",
+                    "sessionAffinity": "None",
+                    "ipFamilies": [family],
+                    "ipFamilyPolicy": "SingleStack",
+                    "internalTrafficPolicy": "Cluster",
+                },
+                "status": {"loadBalancer": {}},
+            }),
+        },
+        Seed {
+            plural: "endpoints",
+            group: "",
+            namespace: "default",
+            body: json!({
+                "apiVersion": "v1",
+                "kind": "Endpoints",
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                },
+                "subsets": [{
+                    "addresses": [{"ip": server_ip}],
+                    "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+                }],
+            }),
+        },
+        Seed {
+            plural: "endpointslices",
+            group: "discovery.k8s.io",
+            namespace: "default",
+            body: json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"kubernetes.io/service-name": "kubernetes"},
+                },
+                "addressType": address_type,
+                "endpoints": [{"addresses": [server_ip], "conditions": {"ready": true}}],
+                "ports": [{"name": "https", "protocol": "TCP", "port": port}],
+            }),
+        },
+        Seed {
+            plural: "clusterroles",
+            group: "rbac.authorization.k8s.io",
+            namespace: "",
+            body: json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": rbac_defaults("cluster-admin"),
+                "rules": [
+                    {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+                    {"verbs": ["*"], "nonResourceURLs": ["*"]},
+                ],
+            }),
+        },
+        Seed {
+            plural: "clusterrolebindings",
+            group: "rbac.authorization.k8s.io",
+            namespace: "",
+            body: json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": rbac_defaults("cluster-admin"),
+                "subjects": [{
+                    "kind": "Group",
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "name": "system:masters",
+                }],
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+            }),
+        },
+    ]);
+    for seed in &mut seeds {
+        let metadata = &mut seed.body["metadata"];
+        metadata["uid"] = json!(uuid::Uuid::new_v4().to_string());
+        metadata["creationTimestamp"] = json!(now);
+        if !seed.namespace.is_empty() {
+            metadata["namespace"] = json!(seed.namespace);
+        }
+    }
+    seeds
+}
+
+/// Creates the objects of [`seeds`] that are missing under `prefix`.
+///
+/// # Errors
+/// The store refuses a write.
+pub async fn bootstrap(
+    store: &AnyStore,
+    prefix: &str,
+    service_ip: IpAddr,
+    server: SocketAddr,
+) -> Result<(), StartError> {
+    let defs = builtin_resources();
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    for seed in seeds(service_ip, server, &now) {
+        let def: &ResourceDef = defs
+            .iter()
+            .find(|d| d.plural == seed.plural && d.group == seed.group)
+            .expect("every bootstrap object is of a built-in resource");
+        let mut key = format!("{prefix}/{}/", def.storage_prefix());
+        if !seed.namespace.is_empty() {
+            key.push_str(seed.namespace);
+            key.push('/');
+        }
+        key.push_str(seed.name());
+        let key = bytes::Bytes::from(key);
+        let value = bytes::Bytes::from(seed.body.to_string());
+        store
+            .txn(
+                TxnRequest::default()
+                    .when(Compare::Absent { key: key.clone() })
+                    .then(TxnOp::Put { key, value }),
+            )
+            .await
+            .map_err(|source| StartError::Bootstrap {
+                object: format!("{} {}", def.kind, seed.name()),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubernetes_service_points_at_the_server() {
+        let server = advertised("0.0.0.0:6443".parse().unwrap());
+        assert_eq!(server.to_string(), "127.0.0.1:6443");
+        let v4 = seeds("10.0.0.1".parse().unwrap(), server, "2024-01-01T00:00:00Z");
+        let service = v4.iter().find(|s| s.plural == "services").unwrap();
+        assert_eq!(service.body["spec"]["clusterIP"], "10.0.0.1");
+        assert_eq!(service.body["spec"]["ports"][0]["targetPort"], 6443);
+        assert_eq!(service.body["metadata"]["namespace"], "default");
+        let endpoints = v4.iter().find(|s| s.plural == "endpoints").unwrap();
+        assert_eq!(
+            endpoints.body["subsets"][0]["addresses"][0]["ip"],
+            "127.0.0.1"
+        );
+        let role = v4.iter().find(|s| s.plural == "clusterroles").unwrap();
+        assert_eq!(role.name(), "cluster-admin");
+        assert!(role.body["metadata"].get("namespace").is_none());
+        let v6 = seeds("fd00::1".parse().unwrap(), server, "2024-01-01T00:00:00Z");
+        let service = v6.iter().find(|s| s.plural == "services").unwrap();
+        assert_eq!(service.body["spec"]["ipFamilies"], json!(["IPv6"]));
+    }
+}
