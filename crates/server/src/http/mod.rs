@@ -467,7 +467,7 @@ async fn write(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    let conversion = conversion(&request.context.headers)?;
+    let conversion = conversion(&request.context.headers, &resource.def)?;
     let result = app.source.write(request, resource, &app.resources()).await;
     if let Err(error) = &result
         && watchkeeper_api::patch::is_copy_limit_refusal(error)
