@@ -717,6 +717,110 @@ mod tests {
         assert_eq!(queue.progress().passes_waited, 0);
     }
 
+    fn event(revision: Revision, name: &str) -> WatchItem {
+        let object = Arc::new(crate::object::Object::new(
+            "ns",
+            name,
+            std::collections::BTreeMap::new(),
+            std::collections::BTreeMap::new(),
+            revision,
+            serde_json::json!({"metadata": {"name": name, "namespace": "ns"}}),
+        ));
+        WatchItem::Event {
+            event_type: crate::event::EventType::Added,
+            event: Arc::new(crate::event::Event::new(revision, Some(object), None)),
+        }
+    }
+
+    #[test]
+    fn check_finds_a_revision_pushed_in_two_parts() {
+        let queue = WatchQueue::new(8);
+        // Two events of one revision in one push, then the next revision: whole revisions.
+        assert_eq!(
+            queue.push_batch(&[event(1, "a"), event(1, "b")]),
+            PushResult::Pushed
+        );
+        assert_eq!(queue.push_batch(&[event(2, "a")]), PushResult::Pushed);
+        assert_eq!(queue.check(), Ok(()));
+        // A later push of an earlier revision splits it.
+        assert_eq!(queue.push_batch(&[event(2, "b")]), PushResult::Pushed);
+        let err = queue.check().unwrap_err();
+        assert!(err.contains("two parts"), "{err}");
+    }
+
+    #[test]
+    fn pop_many_takes_at_most_max_then_parks() {
+        let queue = WatchQueue::new(4);
+        for revision in 1..=3 {
+            assert_eq!(queue.push(bookmark(revision)), PushResult::Pushed);
+        }
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut out = Vec::new();
+        assert_eq!(queue.poll_pop_many(&mut cx, 2, &mut out), Poll::Ready(None));
+        assert_eq!(
+            out.iter().map(WatchItem::revision).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        out.clear();
+        assert_eq!(queue.poll_pop_many(&mut cx, 2, &mut out), Poll::Ready(None));
+        assert_eq!(out.iter().map(WatchItem::revision).collect::<Vec<_>>(), [3]);
+        out.clear();
+        assert!(queue.poll_pop_many(&mut cx, 2, &mut out).is_pending());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn only_a_pop_that_empties_an_owned_queue_raises_the_drain_signal() {
+        let raised = |drain: &DrainSignal| {
+            let mut ids = Vec::new();
+            drain.take(&mut ids);
+            ids
+        };
+        let drain = Arc::new(DrainSignal::default());
+        let queue = WatchQueue::with_drain_signal(4, drain.clone(), 7);
+        queue.set_state(WatcherState::Unsynced);
+        // Nothing to pop: no news for the worker.
+        assert!(matches!(queue.try_pop(), Pop::Empty));
+        assert!(raised(&drain).is_empty());
+        assert_eq!(queue.push(bookmark(1)), PushResult::Pushed);
+        assert_eq!(queue.push(bookmark(2)), PushResult::Pushed);
+        // A pop that leaves an item: nothing yet; the one that empties it: raised once.
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert!(raised(&drain).is_empty());
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert_eq!(raised(&drain), [7]);
+        // The same through pop_many.
+        assert_eq!(queue.push(bookmark(3)), PushResult::Pushed);
+        let waker = Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut out = Vec::new();
+        assert_eq!(queue.poll_pop_many(&mut cx, 8, &mut out), Poll::Ready(None));
+        assert_eq!(raised(&drain), [7]);
+        // While the consumer holds the refill it refills the queue itself: emptying it is no
+        // news for the worker, by either pop.
+        assert_eq!(queue.push(bookmark(4)), PushResult::Pushed);
+        assert_eq!(queue.push(bookmark(5)), PushResult::Pushed);
+        let selection = Arc::new(Selection::new(
+            &crate::WatchRequest::new(crate::WatchStart::Now),
+            None,
+        ));
+        let refill = Refill {
+            position: 5,
+            selection,
+            pushed: 0,
+            stuck: false,
+        };
+        assert!(queue.install_refill(refill).is_ok());
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        out.clear();
+        assert_eq!(queue.poll_pop_many(&mut cx, 8, &mut out), Poll::Ready(None));
+        assert!(raised(&drain).is_empty());
+        assert_eq!(queue.push(bookmark(6)), PushResult::Pushed);
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert!(raised(&drain).is_empty());
+    }
+
     #[test]
     fn installing_a_refill_wakes_a_parked_consumer() {
         struct Count(std::sync::atomic::AtomicUsize);
