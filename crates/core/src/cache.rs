@@ -779,4 +779,66 @@ mod tests {
         assert_eq!(wakes.load(Ordering::Relaxed), 2);
         assert_eq!(mark.take(), 10);
     }
+
+    fn counter() -> (Arc<AtomicU64>, Box<dyn Fn() + Send + Sync>) {
+        let count = Arc::new(AtomicU64::new(0));
+        let hook = count.clone();
+        (
+            count,
+            Box::new(move || {
+                hook.fetch_add(1, Ordering::Relaxed);
+            }),
+        )
+    }
+
+    #[test]
+    fn a_mailbox_wakes_its_actor_when_it_stops_being_empty() {
+        let mailbox: Mailbox<u32> = Mailbox::default();
+        let (wakes, hook) = counter();
+        mailbox.set_notify(hook);
+        mailbox.send(1);
+        mailbox.send(2);
+        assert_eq!(
+            wakes.load(Ordering::Relaxed),
+            1,
+            "one wake-up for the burst"
+        );
+        let mut taken = VecDeque::new();
+        mailbox.take_all(&mut taken);
+        assert_eq!(taken, [1, 2]);
+        mailbox.send(3);
+        assert_eq!(wakes.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn the_drain_signal_wakes_the_worker_on_the_first_raise_after_a_take() {
+        let drain = DrainSignal::default();
+        let (wakes, hook) = counter();
+        drain.set_notify(Arc::from(hook));
+        drain.raise(1);
+        drain.raise(2);
+        assert_eq!(
+            wakes.load(Ordering::Relaxed),
+            1,
+            "one wake-up until the worker takes"
+        );
+        assert!(drain.is_raised() && drain.is_pending(2) && !drain.is_pending(3));
+        let mut ids = Vec::new();
+        drain.take(&mut ids);
+        assert_eq!(ids, [1, 2]);
+        assert!(!drain.is_raised() && !drain.is_pending(1));
+        drain.raise(3);
+        assert_eq!(wakes.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_cache_has_one_progress_mark_for_its_reflector_and_its_driver() {
+        let (cache, _dispatcher, _worker) =
+            WatchCache::new(CacheConfig::default(), 0, Vec::new()).unwrap();
+        let reflector = cache.progress_mark();
+        let driver = cache.clone().progress_mark();
+        reflector.advance(4);
+        assert!(driver.is_pending());
+        assert_eq!(driver.take(), 4);
+    }
 }
