@@ -24,8 +24,8 @@
 //!
 //! ## Cost
 //! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more
-//! (a reference-counted clone between two small pieces of framing text: no copy and no
-//! object-sized allocation per watcher); smaller frames are copied together into one buffer,
+//! (a reference-counted clone between two static pieces of framing text: no copy and no
+//! allocation per watcher); smaller frames are copied together into one buffer,
 //! which is cheaper than a piece each. A Table (when the client asked for tables) is built per
 //! frame.
 
@@ -36,7 +36,7 @@ use crate::protobuf::{
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use watchkeeper_core::{EncodeStats, Encoding, Revision, WatchItem};
+use watchkeeper_core::{EncodeStats, Encoding, EventType, Revision, WatchItem};
 
 /// Objects whose encoding is at least this long are sent as a shared piece, not copied.
 pub const SHARE_MIN_BYTES: usize = 1024;
@@ -70,18 +70,27 @@ pub fn encode_frames<'a>(
             && let Some((event_type, bytes)) = item.encoded(encoding, stats)
             && bytes.len() >= SHARE_MIN_BYTES
         {
-            text.put_slice(b"{\"type\":\"");
-            text.put_slice(event_type.as_str().as_bytes());
-            text.put_slice(b"\",\"object\":");
-            parts.push(text.split().freeze());
+            if !text.is_empty() {
+                parts.push(text.split().freeze());
+            }
+            parts.push(Bytes::from_static(frame_prefix(event_type)));
             parts.push(bytes);
-            text.put_slice(b"}\n");
+            parts.push(Bytes::from_static(b"}\n"));
             continue;
         }
         encode_frame(&mut text, def, item, conversion, stats, now);
     }
     if !text.is_empty() {
         parts.push(text.freeze());
+    }
+}
+
+/// The framing text before a shared object: static, so sharing allocates nothing per watcher.
+fn frame_prefix(event_type: EventType) -> &'static [u8] {
+    match event_type {
+        EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
+        EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+        EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
     }
 }
 

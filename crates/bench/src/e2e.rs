@@ -769,6 +769,44 @@ pub fn fanout_http_once(
     let running = Running::start(ServeArgs::default())?;
     let addr = running.addr;
     let rv = running.runtime.block_on(seed(addr, 100, 1024))?;
+    let result = drive_fanout(options, addr, rv, n, rate, secs, inflight);
+    let watcher_stalls = running.configmaps().metrics().watcher_stalls.get();
+    running.stop();
+    let mut run = result?;
+    run.watcher_stalls = watcher_stalls;
+    run.raw["watcher_stalls"] = json!(watcher_stalls);
+    Ok(run)
+}
+
+/// As [`fanout_http_once`] against the bare hyper pipe ([`crate::pipe`]) instead of
+/// watchkeeper: same client process, same watches and writes.
+///
+/// # Errors
+/// The pipe or the client process failed.
+pub fn fanout_pipe_once(
+    options: &Options,
+    n: usize,
+    rate: f64,
+    secs: f64,
+    inflight: usize,
+) -> Result<FanoutRun, String> {
+    let pipe = crate::pipe::Pipe::start()?;
+    let result = drive_fanout(options, pipe.addr, 0, n, rate, secs, inflight);
+    pipe.stop();
+    result
+}
+
+/// Runs the fan-out client process against a server in this process at `addr` and measures
+/// this process's CPU time from all watches open to the client's done line.
+fn drive_fanout(
+    options: &Options,
+    addr: SocketAddr,
+    rv: u64,
+    n: usize,
+    rate: f64,
+    secs: f64,
+    inflight: usize,
+) -> Result<FanoutRun, String> {
     let rss_before = crate::sys::rss_bytes();
     let mut child = Child::spawn(
         &options.exe,
@@ -793,15 +831,20 @@ pub fn fanout_http_once(
     child.expect("ready")?;
     let rss_ready = crate::sys::rss_bytes();
     let cpu0 = crate::sys::cpu_seconds();
+    let allocs0 = crate::alloc::counts();
+    crate::sys::measure_window_start();
     child.go()?;
-    let done: Value = serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
+    let done = child.expect("done");
+    crate::sys::measure_window_end();
+    let allocs1 = crate::alloc::counts();
+    let done: Value = serde_json::from_str(&done?).map_err(|e| e.to_string())?;
     let cpu1 = crate::sys::cpu_seconds();
     child.finish();
-    let watcher_stalls = running.configmaps().metrics().watcher_stalls.get();
-    running.stop();
     if let Some(error) = done.get("error") {
         return Err(format!("fanout client: {error}"));
     }
+    let allocations = allocs1.0 - allocs0.0;
+    let allocated = allocs1.1 - allocs0.1;
     let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
     Ok(FanoutRun {
         writes_per_second: done["writes"].as_f64().unwrap_or(0.0)
@@ -809,11 +852,54 @@ pub fn fanout_http_once(
         per_second: delivered / done["delivery_secs"].as_f64().unwrap_or(1.0).max(1e-9),
         cpu_us: (cpu1 - cpu0) * 1e6 / delivered.max(1.0),
         rss_kib: (rss_ready.saturating_sub(rss_before)) as f64 / 1024.0 / n as f64,
-        watcher_stalls,
+        watcher_stalls: 0,
         complete: done["complete"].as_bool().unwrap_or(false)
             && done["delivered"] == done["expected"],
-        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "watcher_stalls": watcher_stalls}),
+        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated}),
     })
+}
+
+/// `watchkeeper-bench __profile [--pipe] --watchers W --events K --rate R`: one fixed fan-out
+/// run (K writes to W watchers, clients in a child process) against watchkeeper or the bare
+/// pipe, printing the figures as JSON. Run it under `valgrind --tool=callgrind
+/// --trace-children=no --zero-before='*measure_window_start*'
+/// --dump-before='*measure_window_end*'` to count the server's instructions from all watches
+/// open to the last delivery.
+#[must_use]
+pub fn profile_main(exe: std::path::PathBuf, args: &[String]) -> i32 {
+    crate::sys::raise_fd_limit();
+    let watchers: usize = arg(args, "--watchers").unwrap_or(100);
+    let events: usize = arg(args, "--events").unwrap_or(100);
+    let rate: f64 = arg(args, "--rate").unwrap_or(20.0);
+    let inflight: usize = arg(args, "--inflight").unwrap_or(1);
+    let pipe = args.iter().any(|a| a == "--pipe");
+    let options = match Options::parse(&[], exe) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            return 2;
+        }
+    };
+    let secs = events as f64 / rate;
+    let run = if pipe {
+        fanout_pipe_once(&options, watchers, rate, secs, inflight)
+    } else {
+        fanout_http_once(&options, watchers, rate, secs, inflight)
+    };
+    match run {
+        Ok(run) => {
+            let delivered = run.raw["client"]["delivered"].as_u64().unwrap_or(0).max(1) as f64;
+            println!(
+                "{}",
+                json!({"delivered": delivered, "complete": run.complete, "cpu_us_per_event": run.cpu_us, "allocations_per_event": run.raw["allocations"].as_f64().unwrap_or(0.0) / delivered, "allocated_bytes_per_event": run.raw["allocated_bytes"].as_f64().unwrap_or(0.0) / delivered, "raw": run.raw})
+            );
+            0
+        }
+        Err(message) => {
+            eprintln!("profile: {message}");
+            1
+        }
+    }
 }
 
 /// Suite `fanout`: N HTTP watchers × write rate, events delivered per second and server CPU
@@ -848,7 +934,7 @@ pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
             "events delivered/s",
             "watcher stalls (core)",
             "server CPU µs per delivered event",
-            "bare hyper pipe (reference)",
+            "bare hyper pipe, server CPU µs per delivered event",
             "ratio to the pipe",
             "RSS per watch, KiB",
             "complete",
@@ -861,31 +947,28 @@ pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
             let mut stalls = Vec::new();
             let mut rates_seen = Vec::new();
             let mut cpu = Vec::new();
+            let mut pipe_cpu = Vec::new();
+            let mut ratios = Vec::new();
             let mut rss = Vec::new();
             let mut complete = true;
             for _ in 0..options.runs {
                 let one = fanout_http_once(options, n, rate, run_secs, INFLIGHT)?;
+                let pipe = fanout_pipe_once(options, n, rate, run_secs, INFLIGHT)?;
                 let (per_second, cpu_us, rss_kib) = (one.per_second, one.cpu_us, one.rss_kib);
                 writes_seen.push(one.writes_per_second);
                 stalls.push(one.watcher_stalls as f64);
                 complete &= one.complete;
                 eprintln!(
-                    "  fanout {n} x {rate}/s: {per_second:.0} events/s, {cpu_us:.2} CPU-µs/event, {rss_kib:.1} KiB/watch, {}",
-                    one.raw["client"]
+                    "  fanout {n} x {rate}/s: {per_second:.0} events/s, {cpu_us:.2} CPU-µs/event (pipe {:.2}), {rss_kib:.1} KiB/watch, {}",
+                    pipe.cpu_us, one.raw["client"]
                 );
-                table.raw(one.raw);
+                table.raw(json!({"watchkeeper": one.raw, "pipe": pipe.raw}));
                 rates_seen.push(per_second);
                 cpu.push(cpu_us);
+                pipe_cpu.push(pipe.cpu_us);
+                ratios.push(cpu_us / pipe.cpu_us.max(1e-9));
                 rss.push(rss_kib);
             }
-            let reference = match (n, rate as u64) {
-                (100, 100) => Some(10.9),
-                (1_000, 100) => Some(8.15),
-                (1_000, 1_000) => Some(1.4),
-                (10_000, 100) => Some(1.3),
-                (10_000, 1_000) => Some(0.62),
-                _ => None,
-            };
             let cpu_median = crate::median(&cpu);
             table.row(vec![
                 n.to_string(),
@@ -895,8 +978,8 @@ pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
                 crate::report::f(crate::median(&rates_seen), 0),
                 crate::report::f(crate::median(&stalls), 0),
                 crate::report::f(cpu_median, 2),
-                reference.map_or("–".into(), |r| crate::report::f(r, 2)),
-                reference.map_or("–".into(), |r| crate::report::x(cpu_median / r)),
+                crate::report::f(crate::median(&pipe_cpu), 2),
+                crate::report::x(crate::median(&ratios)),
                 crate::report::f(crate::median(&rss), 1),
                 complete.to_string(),
             ]);
@@ -905,7 +988,7 @@ pub fn fanout(options: &Options) -> Result<Vec<Table>, String> {
     table.note("Server in the bench process (memory store, 2-worker runtime); watch clients and the writer (16 keep-alive connections sending merge-PATCHes of 100 ~1 KiB ConfigMaps at their due times, so up to 16 writes in flight) in a child process, so the bench process's utime+stime delta (/proc/self/stat, from all watches open to the last delivery) is the server's CPU, store and reflector included; the child competes for the same 2 cores.");
     table.note("Events delivered/s: deliveries counted by the clients divided by the time from the first write to the last delivery (so it is bounded by N × writes/s). RSS per watch: the server process's RSS growth while the child opened its watches, divided by N.");
     table.note(format!("Cap: a run asks for at most {max_deliveries:.0} deliveries, so configurations above 1 M deliveries/s write for less than {secs} s (column \"s of writes\"); events delivered/s is what the clients measured, whatever was asked. Writes/s achieved: successful writes over the writers' time. Watcher stalls: the core's synced → unsynced transitions (queues full because delivery fell behind the writes; those watchers were served by catch-up passes)."));
-    table.note(format!("Reference: a bare hyper pipe (1 KiB pre-encoded events, no cache). RLIMIT_NOFILE here: {fd_limit}."));
+    table.note(format!("Bare hyper pipe: the same child process against a minimal hyper server with no cache and no store (see table 7c), run after each watchkeeper run (A, B, A, B); its CPU µs per delivered event is measured the same way, and the ratio is the median of per-run ratios. RLIMIT_NOFILE here: {fd_limit}."));
     Ok(vec![table])
 }
 

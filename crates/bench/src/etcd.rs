@@ -1,7 +1,8 @@
 //! Suite `etcd`: the same workloads against Debian's etcd 3.4 (its own gRPC watches through
 //! etcd-client) and against watchkeeper (HTTP watches, memory store), interleaved: the
-//! slow-watcher tax (table 7), RSS per idle watch (7b), and fan-out throughput with server CPU
-//! per delivered event (7c).
+//! slow-watcher tax (table 7) and RSS per idle watch (7b); suite `etcd-fanout`: fan-out
+//! throughput with server CPU per delivered event (7c), next to the bare hyper pipe
+//! ([`crate::pipe`]).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -283,23 +284,41 @@ struct FanoutFigures {
 /// How long watchers may take to deliver everything after the last write.
 const DRAIN_SECS: f64 = 60.0;
 
-/// Table 7c: delivered events/s and server CPU per delivered event, etcd vs watchkeeper,
-/// interleaved per round.
+/// The fan-out grid of table 7c: (watchers, writes/s asked).
+fn fanout_grid(options: &Options) -> Vec<(usize, f64)> {
+    if !options.fanout_grid.is_empty() {
+        return options.fanout_grid.clone();
+    }
+    if options.smoke {
+        vec![(5, 100.0)]
+    } else {
+        vec![
+            (100, 100.0),
+            (100, 1_000.0),
+            (1_000, 100.0),
+            (1_000, 1_000.0),
+            (10_000, 100.0),
+        ]
+    }
+}
+
+/// Watchers above which table 7c does not run etcd (each etcd watcher is a client
+/// connection from this process).
+const ETCD_MAX_WATCHERS: usize = 1_000;
+
+/// Table 7c: delivered events/s and server CPU per delivered event of watchkeeper, the bare
+/// hyper pipe ([`crate::pipe`]) and etcd, interleaved per round.
 fn fanout_table(
     options: &Options,
     runtime: &tokio::runtime::Runtime,
     etcd: &Etcd,
 ) -> Result<Table, String> {
     const INFLIGHT: usize = 16;
-    let (ns, rates, secs) = if options.smoke {
-        (vec![5], vec![100.0], 0.3)
-    } else {
-        (vec![100, 1_000], vec![100.0, 1_000.0], 2.0)
-    };
+    let secs = if options.smoke { 0.3 } else { 2.0 };
     let mut table = Table::new(
-        "etcd",
+        "etcd-fanout",
         &format!(
-            "7c. etcd 3.4 side by side: fan-out throughput, N watchers (all reading) × write rate, {secs} s of writes per run, {INFLIGHT} writes in flight"
+            "7c. Fan-out throughput side by side (watchkeeper, a bare hyper pipe, etcd 3.4): N watchers (all reading) × write rate, {secs} s of writes per run, {INFLIGHT} writes in flight"
         ),
         &[
             "watchers",
@@ -309,73 +328,117 @@ fn fanout_table(
             "events delivered/s",
             "server CPU µs per delivered event",
             "complete",
-            "events/s watchkeeper / etcd",
+            "CPU per event watchkeeper / bare pipe",
             "CPU per event watchkeeper / etcd",
         ],
     );
-    for &n in &ns {
-        for &rate in &rates {
-            let mut e: Vec<FanoutFigures> = Vec::new();
-            let mut w: Vec<FanoutFigures> = Vec::new();
-            let (mut rate_ratio, mut cpu_ratio) = (Vec::new(), Vec::new());
-            for _ in 0..options.runs {
-                let a = runtime.block_on(etcd_fanout(
+    for (n, rate) in fanout_grid(options) {
+        let with_etcd = n <= ETCD_MAX_WATCHERS;
+        let mut e: Vec<FanoutFigures> = Vec::new();
+        let mut w: Vec<FanoutFigures> = Vec::new();
+        let mut p: Vec<FanoutFigures> = Vec::new();
+        let (mut pipe_ratio, mut etcd_ratio) = (Vec::new(), Vec::new());
+        let figures = |one: crate::e2e::FanoutRun| FanoutFigures {
+            writes_per_second: one.writes_per_second,
+            per_second: one.per_second,
+            cpu_us: one.cpu_us,
+            complete: one.complete,
+            raw: one.raw,
+        };
+        for _ in 0..options.runs {
+            let a = if with_etcd {
+                Some(runtime.block_on(etcd_fanout(
                     &etcd.endpoint,
                     etcd.child.id(),
                     n,
                     rate,
                     secs,
                     INFLIGHT,
-                ))?;
-                let one = crate::e2e::fanout_http_once(options, n, rate, secs, INFLIGHT)?;
-                let b = FanoutFigures {
-                    writes_per_second: one.writes_per_second,
-                    per_second: one.per_second,
-                    cpu_us: one.cpu_us,
-                    complete: one.complete,
-                    raw: one.raw,
-                };
-                eprintln!(
-                    "  fanout {n} x {rate}/s: etcd {:.0} events/s {:.2} CPU-µs/event; watchkeeper {:.0} events/s {:.2} CPU-µs/event",
-                    a.per_second, a.cpu_us, b.per_second, b.cpu_us
-                );
-                table.raw(json!({"watchers": n, "rate": rate, "secs": secs, "etcd": a.raw, "watchkeeper": b.raw}));
-                rate_ratio.push(b.per_second / a.per_second.max(1e-9));
-                cpu_ratio.push(b.cpu_us / a.cpu_us.max(1e-9));
+                ))?)
+            } else {
+                None
+            };
+            let b = figures(crate::e2e::fanout_http_once(
+                options, n, rate, secs, INFLIGHT,
+            )?);
+            let c = figures(crate::e2e::fanout_pipe_once(
+                options, n, rate, secs, INFLIGHT,
+            )?);
+            eprintln!(
+                "  fanout {n} x {rate}/s: etcd {}; watchkeeper {:.0} events/s {:.2} CPU-µs/event ({:.0} writes/s); pipe {:.0} events/s {:.2} CPU-µs/event ({:.0} writes/s)",
+                a.as_ref().map_or("not run".to_owned(), |a| format!(
+                    "{:.0} events/s {:.2} CPU-µs/event",
+                    a.per_second, a.cpu_us
+                )),
+                b.per_second,
+                b.cpu_us,
+                b.writes_per_second,
+                c.per_second,
+                c.cpu_us,
+                c.writes_per_second
+            );
+            table.raw(json!({"watchers": n, "rate": rate, "secs": secs, "etcd": a.as_ref().map(|a| &a.raw), "watchkeeper": b.raw, "pipe": c.raw}));
+            pipe_ratio.push(b.cpu_us / c.cpu_us.max(1e-9));
+            if let Some(a) = a {
+                etcd_ratio.push(b.cpu_us / a.cpu_us.max(1e-9));
                 e.push(a);
-                w.push(b);
             }
-            for (name, runs, last) in [
-                ("etcd 3.4 (gRPC)", &e, false),
-                ("watchkeeper (HTTP, memory store)", &w, true),
-            ] {
-                let pick =
-                    |g: fn(&FanoutFigures) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
-                table.row(vec![
-                    n.to_string(),
-                    f(rate, 0),
-                    name.into(),
-                    f(pick(|r| r.writes_per_second), 0),
-                    f(pick(|r| r.per_second), 0),
-                    f(pick(|r| r.cpu_us), 2),
-                    runs.iter().all(|r| r.complete).to_string(),
-                    if last {
-                        x(median(&rate_ratio))
-                    } else {
-                        String::new()
-                    },
-                    if last {
-                        x(median(&cpu_ratio))
-                    } else {
-                        String::new()
-                    },
-                ]);
+            w.push(b);
+            p.push(c);
+        }
+        for (name, runs, last) in [
+            ("etcd 3.4 (gRPC)", &e, false),
+            ("bare hyper pipe (HTTP/1.1)", &p, false),
+            ("watchkeeper (HTTP/1.1, memory store)", &w, true),
+        ] {
+            if runs.is_empty() {
+                continue;
             }
+            let pick =
+                |g: fn(&FanoutFigures) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
+            table.row(vec![
+                n.to_string(),
+                f(rate, 0),
+                name.into(),
+                f(pick(|r| r.writes_per_second), 0),
+                f(pick(|r| r.per_second), 0),
+                f(pick(|r| r.cpu_us), 2),
+                runs.iter().all(|r| r.complete).to_string(),
+                if last {
+                    x(median(&pipe_ratio))
+                } else {
+                    String::new()
+                },
+                if last && !etcd_ratio.is_empty() {
+                    x(median(&etcd_ratio))
+                } else {
+                    String::new()
+                },
+            ]);
         }
     }
-    table.note("Order per round: etcd, then watchkeeper (A, B, A, B); ratios are medians of per-round ratios. etcd: one etcd 3.4 process (data in /dev/shm), each watcher on its own client connection, all on one key prefix, read by tasks in the bench process (2-worker runtime); 16 writer connections put 1 KiB values over 100 keys at their due times. watchkeeper: table 6's setup (in-process server, memory store; watchers and 16 merge-PATCH writers of 100 ~1 KiB ConfigMaps in a child process).");
-    table.note(format!("Server CPU: utime+stime delta of the server process (etcd: /proc/<etcd pid>/stat; watchkeeper: /proc/self/stat of the bench process, which only serves), etcd: from just before the first write to the last watcher's last event; watchkeeper: table 6's window, from the child's go (watches open) to its done line), divided by the events delivered. Events delivered/s: deliveries counted by the clients over the time from the first write to the last delivery. Complete: every watcher got every write (etcd: within {DRAIN_SECS} s after the writes). Both sides' clients compete with the server for the same 2 cores."));
+    table.note(format!("Order per round: etcd, watchkeeper, bare pipe (A, B, C, A, B, C); ratios are medians of per-round ratios. etcd runs up to {ETCD_MAX_WATCHERS} watchers. etcd: one etcd 3.4 process (data in /dev/shm), each watcher on its own client connection, all on one key prefix, read by tasks in the bench process (2-worker runtime); 16 writer connections put 1 KiB values over 100 keys at their due times. watchkeeper: table 6's setup (in-process server, memory store; watchers and 16 merge-PATCH writers of 100 ~1 KiB ConfigMaps in a child process). Bare pipe: the same child process against a minimal hyper HTTP/1.1 server in the bench process (no cache, no store): each PATCH becomes one pre-encoded ~1.1 KiB MODIFIED event, encoded once and shared by every watcher's bounded queue ({} events; a full queue makes the write wait); each watch response writes up to {} queued events per chunk.", crate::pipe::QUEUE_CAPACITY, crate::pipe::BATCH));
+    table.note(format!("Server CPU: utime+stime delta of the server process (etcd: /proc/<etcd pid>/stat; watchkeeper and the pipe: /proc/self/stat of the bench process, which only serves while the clients run in the child), etcd: from just before the first write to the last watcher's last event; watchkeeper and the pipe: from the child's go (watches open) to its done line, divided by the events delivered. Events delivered/s: deliveries counted by the clients over the time from the first write to the last delivery. Complete: every watcher got every write (etcd: within {DRAIN_SECS} s after the writes). All clients compete with the server for the same 2 cores."));
     Ok(table)
+}
+
+/// Suite `etcd-fanout`: table 7c (fan-out throughput and server CPU per delivered event of
+/// watchkeeper, the bare hyper pipe and etcd, interleaved).
+///
+/// # Errors
+/// etcd could not start or a run failed.
+pub fn etcd_fanout_suite(options: &Options) -> Result<Vec<Table>, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let etcd = Etcd::start()?;
+    runtime.block_on(connect(&etcd.endpoint))?;
+    let table = fanout_table(options, &runtime, &etcd)?;
+    drop(etcd);
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(vec![table])
 }
 
 /// Suite `etcd`.
@@ -486,8 +549,7 @@ pub fn etcd(options: &Options) -> Result<Vec<Table>, String> {
     ]);
     memory.note("Server RSS growth while the watches opened, divided by their number (etcd: /proc/<pid>/statm; watchkeeper: the bench process with the clients in a child process). Not interleaved (one measurement each).");
     memory.raw(json!({"etcd_kib": etcd_rss, "watchkeeper_kib": wk_rss, "watches": idle}));
-    let throughput = fanout_table(options, &runtime, &etcd)?;
     drop(etcd);
     runtime.shutdown_timeout(Duration::from_secs(5));
-    Ok(vec![table, memory, throughput])
+    Ok(vec![table, memory])
 }

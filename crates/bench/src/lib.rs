@@ -19,8 +19,10 @@
 //!   bound (in-process);
 //! - `fairness`: passes a new stall waits next to long-standing laggards (in-process);
 //! - `fanout`: fan-out throughput end to end, clients in a child process;
-//! - `etcd`: etcd 3.4 side by side (slow-watcher tax, RSS per idle watch, fan-out events/s and
-//!   server CPU per delivered event);
+//! - `etcd`: etcd 3.4 side by side (slow-watcher tax, RSS per idle watch);
+//! - `etcd-fanout`: fan-out events/s and server CPU per delivered event of watchkeeper, a bare
+//!   hyper pipe (the transport's limit) and etcd 3.4, interleaved (`--fanout-grid` picks the
+//!   grid points);
 //! - `scale`: the most concurrent HTTP watch streams one server process holds, clients in
 //!   child processes;
 //! - `alloc`: allocations per PATCH end to end and store decodes per conflict;
@@ -34,6 +36,7 @@ pub mod etcd;
 pub mod http;
 pub mod inproc;
 pub mod kep;
+pub mod pipe;
 pub mod report;
 pub mod restart;
 pub mod scale;
@@ -62,10 +65,12 @@ pub struct Options {
     /// `population`: a CPU-bound background load during the runs, one spinning thread per
     /// core at this nice value (0-19), started by the benchmark itself; `None`: no load.
     pub busy_nice: Option<i32>,
+    /// `etcd-fanout`: the grid points (watchers, writes/s) to run; empty: the default grid.
+    pub fanout_grid: Vec<(usize, f64)>,
 }
 
 /// Every suite, in priority order.
-pub const SUITES: [&str; 11] = [
+pub const SUITES: [&str; 12] = [
     "tax",
     "tax-http",
     "population",
@@ -74,6 +79,7 @@ pub const SUITES: [&str; 11] = [
     "fairness",
     "fanout",
     "etcd",
+    "etcd-fanout",
     "scale",
     "alloc",
     "restart",
@@ -93,6 +99,7 @@ impl Options {
             exe,
             population_ns: Vec::new(),
             busy_nice: None,
+            fanout_grid: Vec::new(),
         };
         let mut i = 0;
         while i < args.len() {
@@ -131,9 +138,27 @@ impl Options {
                             .ok_or("--busy-nice needs a nice value from 0 to 19")?,
                     );
                 }
+                "--fanout-grid" => {
+                    i += 1;
+                    options.fanout_grid = args
+                        .get(i)
+                        .and_then(|v| {
+                            v.split(',')
+                                .map(|point| {
+                                    let (n, rate) = point.trim().split_once('x')?;
+                                    Some((
+                                        n.replace('_', "").parse().ok()?,
+                                        rate.replace('_', "").parse().ok()?,
+                                    ))
+                                })
+                                .collect::<Option<Vec<(usize, f64)>>>()
+                        })
+                        .filter(|grid| !grid.is_empty())
+                        .ok_or("--fanout-grid needs WATCHERSxRATE points, comma-separated (e.g. 100x100,1000x1000)")?;
+                }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--fanout-grid WATCHERSxRATE,...]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }
@@ -177,6 +202,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
             "scale" => scale::scale(options)?,
             "fanout" => e2e::fanout(options)?,
             "etcd" => etcd::etcd(options)?,
+            "etcd-fanout" => etcd::etcd_fanout_suite(options)?,
             "alloc" => e2e::allocations(options)?,
             "restart" => restart::restart(options)?,
             other => return Err(format!("unknown suite {other}")),

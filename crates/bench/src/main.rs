@@ -9,6 +9,9 @@ fn main() {
         std::process::exit(watchkeeper_bench::e2e::child_main(&args[1..]));
     }
     let exe = std::env::current_exe().unwrap_or_else(|_| "watchkeeper-bench".into());
+    if args.first().map(String::as_str) == Some("__profile") {
+        std::process::exit(watchkeeper_bench::e2e::profile_main(exe, &args[1..]));
+    }
     let options = match watchkeeper_bench::Options::parse(&args, exe) {
         Ok(options) => options,
         Err(message) => {

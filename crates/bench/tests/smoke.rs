@@ -40,7 +40,8 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
         "Resync time",
         "Fairness",
         "Fan-out throughput",
-        "etcd 3.4 side by side: fan-out throughput",
+        "Fan-out throughput side by side (watchkeeper, a bare hyper pipe, etcd 3.4)",
+        "bare hyper pipe (HTTP/1.1)",
         "Scale",
         "Allocations per PATCH",
     ] {

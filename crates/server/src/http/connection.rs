@@ -62,6 +62,7 @@ use tower::ServiceExt;
 
 use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
+use crate::http::on_wake::OnWake;
 use crate::http::wire::{Activity, Wire};
 use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS};
 
@@ -405,22 +406,33 @@ async fn serve_connection<S>(
             Wait::Head(at) | Wait::Idle(at) => Some(at),
             Wait::Busy => None,
         };
-        tokio::select! {
+        // What the connection waits for besides its own traffic, polled only when one of
+        // those woke it: every write of a watch event wakes this task, and polling these
+        // (shared locks of `Notify` and `watch`) per event cost more than the write.
+        let others = OnWake::new(async {
+            tokio::select! {
+                () = connection.release.notified() => Other::Release,
+                _ = shutdown.wait_for(|stopped| *stopped) => Other::Shutdown,
+                () = activity.changed() => Other::Activity,
+                () = tokio::time::sleep_until(deadline.unwrap_or(accepted)), if deadline.is_some() => Other::Deadline,
+            }
+        });
+        let other = tokio::select! {
+            biased;
             result = conn.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%error, "connection ended with an error");
                 }
                 return;
             }
-            () = connection.release.notified() => {
-                // Dropping the connection closes the socket and drops the stuck response bodies.
-                return;
-            }
-            _ = shutdown.wait_for(|stopped| *stopped) => break,
-            () = activity.changed() => {
-                wait = next_wait(&activity, wait, &mut seen, settings);
-            }
-            () = tokio::time::sleep_until(deadline.unwrap_or(accepted)), if deadline.is_some() => {
+            other = others => other,
+        };
+        match other {
+            // Dropping the connection closes the socket and drops the stuck response bodies.
+            Other::Release => return,
+            Other::Shutdown => break,
+            Other::Activity => wait = next_wait(&activity, wait, &mut seen, settings),
+            Other::Deadline => {
                 wait = next_wait(&activity, wait, &mut seen, settings);
                 let limit = match wait {
                     Wait::Head(at) if at <= tokio::time::Instant::now() => Limit::HeaderTimeout,
@@ -439,6 +451,19 @@ async fn serve_connection<S>(
         Ok(Ok(())) => {}
         Err(_) => tracing::debug!("connection dropped: it did not finish after shutdown"),
     }
+}
+
+/// What ended a connection task's wait besides its own traffic.
+#[derive(Clone, Copy, Debug)]
+enum Other {
+    /// The limits released the connection (dropped now).
+    Release,
+    /// The server is shutting down.
+    Shutdown,
+    /// A request began or finished, or an awaited byte arrived.
+    Activity,
+    /// The head or idle deadline passed.
+    Deadline,
 }
 
 /// Where a connection stands after a change of its activity (or its deadline passing).

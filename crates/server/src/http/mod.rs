@@ -19,6 +19,7 @@ pub mod discovery;
 pub mod gzip;
 pub mod inner;
 pub mod list_body;
+pub mod on_wake;
 pub mod pods;
 pub mod review;
 pub mod scale;

@@ -17,14 +17,16 @@
 //! period (`--shutdown-grace-period-ms`) ends.
 
 use std::convert::Infallible;
+use std::future::Future as _;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
-use futures_util::StreamExt;
 use watchkeeper_api::ApiError;
 use watchkeeper_api::negotiate::{Conversion, Format};
 use watchkeeper_api::query::{Options, ResourceVersion};
@@ -34,6 +36,7 @@ use watchkeeper_api::watch_frame::{
 use watchkeeper_core::{FieldSelector, WatchEnd, WatchItem, WatchRequest, WatchStart};
 
 use crate::cache::Resource;
+use crate::http::on_wake::OnWake;
 use crate::http::state::App;
 use crate::operator::WatchInfo;
 use crate::request::ResourceRequest;
@@ -140,29 +143,17 @@ pub async fn watch(
     // On shutdown the cache ends the watch (after a final bookmark when the client allows
     // bookmarks); the stream delivers what it was owed until then, and the connection layer
     // drops a connection that has not finished within the shutdown grace period.
-    let removed = resource.removed_signal();
-    let body =
-        futures_util::stream::unfold((stream, removed), |(mut stream, mut removed)| async move {
-            if stream.done {
-                return None;
-            }
-            let parts = tokio::select! {
-                // Events already queued go out before the end of a removed resource.
-                biased;
-                parts = stream.next_chunk() => parts,
-                // The resource is no longer served (its CRD was deleted or changed): an
-                // in-stream error ends the watch rather than a stream that never ends.
-                _ = removed.wait_for(|removed| *removed) => {
-                    stream.done = true;
-                    vec![error_frame(stream.format, &ApiError::path_not_found())]
-                }
-            };
-            Some((parts, (stream, removed)))
-        })
-        .flat_map(|parts| {
-            futures_util::stream::iter(parts.into_iter().map(Ok::<Bytes, Infallible>))
-        });
-    let mut response = Response::new(Body::from_stream(body.boxed()));
+    let mut removed = resource.removed_signal();
+    let body = WatchBody {
+        stream,
+        parts: Vec::new(),
+        next: 0,
+        // Polled only when the signal changes (not per event): see [`OnWake`].
+        removed: OnWake::new(async move {
+            let _ = removed.wait_for(|removed| *removed).await;
+        }),
+    };
+    let mut response = Response::new(Body::from_stream(body));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(match format {
@@ -245,14 +236,12 @@ impl Drop for WatchStream {
 }
 
 impl WatchStream {
-    /// Waits for items and encodes up to a chunk of them (and the end, if it came) as body
-    /// pieces (see [`encode_frames`]: large objects' cached encodings are shared, not copied
-    /// per watcher).
-    async fn next_chunk(&mut self) -> Vec<Bytes> {
-        let chunk = self.chunk;
-        let end =
-            std::future::poll_fn(|cx| self.watch.poll_pop_many(cx, chunk, &mut self.buffer)).await;
-        let mut parts = Vec::new();
+    /// Takes up to a chunk of queued items and appends their frames (and the end's, if it
+    /// came) to `parts` as body pieces (see [`encode_frames`]: large objects' cached encodings
+    /// are shared, not copied per watcher). Pending (with the waker registered) while the
+    /// queue is empty.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, parts: &mut Vec<Bytes>) -> Poll<()> {
+        let end = ready!(self.watch.poll_pop_many(cx, self.chunk, &mut self.buffer));
         let stats = &self.resource.cache().metrics().encode;
         let events = self
             .buffer
@@ -265,7 +254,7 @@ impl WatchStream {
         let mut failed = None;
         match self.format {
             Format::Json => encode_frames(
-                &mut parts,
+                parts,
                 &self.resource.def,
                 &self.buffer,
                 self.conversion,
@@ -274,8 +263,7 @@ impl WatchStream {
             ),
             Format::Protobuf => {
                 failed =
-                    encode_protobuf_frames(&mut parts, &self.resource.def, &self.buffer, stats)
-                        .err();
+                    encode_protobuf_frames(parts, &self.resource.def, &self.buffer, stats).err();
             }
         }
         self.buffer.clear();
@@ -284,7 +272,7 @@ impl WatchStream {
             self.resource.mark_protobuf_incomplete();
             self.done = true;
             parts.push(error_frame(self.format, &error));
-            return parts;
+            return Poll::Ready(());
         }
         if let Some(end) = end {
             self.done = true;
@@ -292,7 +280,50 @@ impl WatchStream {
                 parts.push(error_frame(self.format, &error));
             }
         }
-        parts
+        Poll::Ready(())
+    }
+}
+
+/// A watch response's body: the frames of the watcher's queue, a chunk at a time, until the
+/// watch ends or the resource is no longer served.
+struct WatchBody {
+    stream: WatchStream,
+    /// Body pieces of the last chunk (reused from chunk to chunk); those from `next` on are
+    /// not yet handed to hyper.
+    parts: Vec<Bytes>,
+    next: usize,
+    /// Completes when the resource is no longer served (its CRD was deleted or changed).
+    removed: OnWake<'static, ()>,
+}
+
+impl futures_util::Stream for WatchBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(part) = this.parts.get_mut(this.next) {
+                this.next += 1;
+                return Poll::Ready(Some(Ok(std::mem::take(part))));
+            }
+            this.parts.clear();
+            this.next = 0;
+            if this.stream.done {
+                return Poll::Ready(None);
+            }
+            // Events already queued go out before the end of a removed resource.
+            if this.stream.poll_chunk(cx, &mut this.parts).is_ready() {
+                continue;
+            }
+            if Pin::new(&mut this.removed).poll(cx).is_ready() {
+                // An in-stream error ends the watch rather than a stream that never ends.
+                this.stream.done = true;
+                this.parts
+                    .push(error_frame(this.stream.format, &ApiError::path_not_found()));
+                continue;
+            }
+            return Poll::Pending;
+        }
     }
 }
 
