@@ -91,10 +91,20 @@ fn now() -> String {
     watchkeeper_api::time::rfc3339_from_unix(seconds)
 }
 
-fn body_name(body: &Value) -> &str {
-    body.pointer("/metadata/name")
+/// kube-apiserver's 400 when a subresource's body (a Binding, an Eviction) names another pod
+/// than the URL.
+fn check_body_name(body: &Value, name: &str, kind: &str) -> Result<(), ApiError> {
+    let named = body
+        .pointer("/metadata/name")
         .and_then(Value::as_str)
-        .unwrap_or("")
+        .unwrap_or("");
+    if named == name {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "name in URL does not match name in {kind} object"
+        )))
+    }
 }
 
 fn resource_version(object: &Value) -> String {
@@ -123,11 +133,7 @@ async fn bind(
     name: &str,
     body: &Value,
 ) -> Result<Response, ApiError> {
-    if body_name(body) != name {
-        return Err(ApiError::bad_request(
-            "name in URL does not match name in Binding object",
-        ));
-    }
+    check_body_name(body, name, "Binding")?;
     let kind = body
         .pointer("/target/kind")
         .and_then(Value::as_str)
@@ -308,11 +314,7 @@ async fn evict(
     name: &str,
     body: &Value,
 ) -> Result<Response, ApiError> {
-    if body_name(body) != name {
-        return Err(ApiError::bad_request(
-            "name in URL does not match name in Eviction object",
-        ));
-    }
+    check_body_name(body, name, "Eviction")?;
     let namespace = request.target.namespace.unwrap_or_default();
     let pod_target = Target {
         subresource: None,
