@@ -78,6 +78,7 @@ fn args(dir: &Path, listen: SocketAddr, rebuild: bool) -> ServeArgs {
         max_watches_per_user: Some(0),
         max_requests_inflight: Some(0),
         max_mutating_requests_inflight: Some(0),
+        max_connections: Some(0),
         ..ServeArgs::default()
     }
 }

@@ -31,6 +31,10 @@ fn main() -> std::process::ExitCode {
 }
 
 fn serve(args: ServeArgs) -> std::process::ExitCode {
+    // Before anything opens a descriptor: the connection bound derives from this limit.
+    if let Some(limit) = watchkeeper::limits::connections::raise_descriptor_limit() {
+        tracing::debug!(limit, "descriptor limit");
+    }
     let config = match ServeConfig::load(args) {
         Ok(config) => config,
         Err(error) => {

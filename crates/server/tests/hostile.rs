@@ -4,7 +4,8 @@
 //! loopback Host names only; forbidden requests are refused before their body and take no
 //! slot, and a slot is held until the response is taken; connections doing nothing, and
 //! clients that stop reading, are closed at the server's own (small, configured) timeouts;
-//! large responses are gzipped when the client asks (kube-apiserver's 128 KiB rule), watches never.
+//! large responses are gzipped when the client asks (kube-apiserver's 128 KiB rule), watches never;
+//! at the connection bound an idle connection gives way to a new one and busy ones never do.
 
 mod common;
 
@@ -697,5 +698,66 @@ async fn a_json_patch_bomb_is_refused_and_counted() {
         "{}",
         got.body
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_connection_bound_an_idle_connection_gives_way_and_busy_ones_never_do() {
+    use watchkeeper::limits::Limit;
+    let server = server_with(ServeArgs {
+        max_connections: Some(3),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    let slots = limits.connections().clone();
+    // Two connections busy with watches (never chosen), one that sends nothing.
+    let mut first = common::WatchReader::open(addr, &format!("{CM}?watch=true"), None).await;
+    let mut second = common::WatchReader::open(addr, &format!("{CM}?watch=true"), None).await;
+    until(|| slots.open() == 2 && slots.waiting() == 0).await;
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    until(|| slots.open() == 3 && slots.waiting() == 1).await;
+    // At the bound, a client with a request gets in: the silent connection gives way.
+    let created = exchange(addr, "POST", CM, &configmap("at-the-bound", 1).to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(until_closed(&mut silent).await, 0);
+    assert_eq!(limits.rejections(Limit::ConnectionEvicted), 1);
+    for watch in [&mut first, &mut second] {
+        let event = watch.next().await.expect("the busy watches stay open");
+        assert_eq!(event["object"]["metadata"]["name"], "at-the-bound");
+    }
+    // Three busy connections: a fourth is closed unread, and nothing else gives way.
+    until(|| slots.open() == 2).await;
+    let mut third =
+        common::WatchReader::open(addr, &format!("{CM}?watch=true&timeoutSeconds=1"), None).await;
+    until(|| slots.open() == 3 && slots.waiting() == 0).await;
+    let mut refused = TcpStream::connect(addr).await.unwrap();
+    refused
+        .write_all(format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .ok();
+    assert_eq!(until_closed(&mut refused).await, 0);
+    assert_eq!(limits.rejections(Limit::Connections), 1);
+    assert_eq!(limits.rejections(Limit::ConnectionEvicted), 1);
+    // Once the third watch ends, its kept-alive connection is idle and gives way to the next
+    // client; the other two watches were never chosen and still deliver.
+    // (It first lists the object created above: a watch without resourceVersion starts with
+    // the current state.)
+    while third.next().await.is_some() {}
+    until(|| slots.waiting() == 1).await;
+    let created = exchange(
+        addr,
+        "POST",
+        CM,
+        &configmap("after-the-third", 1).to_string(),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(limits.rejections(Limit::ConnectionEvicted), 2);
+    for watch in [&mut first, &mut second] {
+        let event = watch.next().await.expect("the busy watches stay open");
+        assert_eq!(event["object"]["metadata"]["name"], "after-the-third");
+    }
     server.shutdown().await;
 }

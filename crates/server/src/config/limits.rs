@@ -50,6 +50,9 @@ pub struct LimitsConfig {
     pub watches_per_user_max: usize,
     /// `--max-watches-per-connection` [250], 0 = unlimited.
     pub watches_per_connection_max: usize,
+    /// `--max-connections` [None: derived from the descriptor limit when serving, see
+    /// `limits::connections::derived_max`], 0 = unlimited.
+    pub connections_max: Option<usize>,
     /// `--watch-release-grace-seconds` [5]: a watch response not finished this long after its
     /// deadline closes its connection (the client is not reading).
     pub watch_release_grace: Duration,
@@ -77,6 +80,7 @@ impl Default for LimitsConfig {
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
+            connections_max: None,
             watch_release_grace: Duration::from_secs(5),
             allowed_hosts: Vec::new(),
         }
@@ -133,6 +137,7 @@ impl LimitsConfig {
             watches_per_connection_max: args
                 .max_watches_per_connection
                 .unwrap_or(d.watches_per_connection_max),
+            connections_max: args.max_connections.or(d.connections_max),
             watch_release_grace: args
                 .watch_release_grace_seconds
                 .map_or(d.watch_release_grace, Duration::from_secs),

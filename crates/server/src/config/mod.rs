@@ -193,6 +193,12 @@ pub struct ServeArgs {
     /// Open watches per connection (HTTP/2), 0 = unlimited [default: 250]; more get 429.
     #[arg(long)]
     pub max_watches_per_connection: Option<usize>,
+    /// Open connections, 0 = unlimited; at the bound a new connection takes the place of one
+    /// with nothing in flight (the longest waiting), else it is closed unread. Unset: the
+    /// process's descriptor limit less a tenth of it (32 to 1024 kept for the server's own
+    /// files and store connections) [default: auto].
+    #[arg(long)]
+    pub max_connections: Option<usize>,
     /// Host names (without port) a plain-HTTP loopback listener answers besides localhost,
     /// 127.0.0.0/8 and [::1], comma-separated [default: none]; other Host headers get 403.
     #[arg(long, value_delimiter = ',')]
@@ -307,6 +313,7 @@ impl ServeArgs {
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
+            max_connections,
             watch_release_grace_seconds,
             allowed_hosts,
             watch_chunk_items,
@@ -952,6 +959,12 @@ mod tests {
             (
                 "max-watches-per-connection",
                 limits.watches_per_connection_max.to_string(),
+            ),
+            (
+                "max-connections",
+                limits
+                    .connections_max
+                    .map_or_else(|| "auto".to_owned(), |n| n.to_string()),
             ),
             (
                 "watch-release-grace-seconds",

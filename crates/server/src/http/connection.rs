@@ -64,6 +64,7 @@ use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
 use crate::http::on_wake::OnWake;
 use crate::http::wire::{Activity, Wire};
+use crate::limits::connections::{Admission, ConnectionSlot};
 use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS};
 
 /// Plain HTTP refused on a non-loopback address (without
@@ -206,7 +207,8 @@ pub struct ConnectionSettings {
     /// closed it) before it is dropped (`--shutdown-grace-period-ms`: a client that does not
     /// read would hold it forever).
     pub shutdown_grace: Duration,
-    /// The limits' state (refusals made below the handlers are counted there).
+    /// The limits' state (refusals made below the handlers are counted there; the
+    /// connection slots of `--max-connections`).
     pub limits: Arc<Limits>,
 }
 
@@ -251,6 +253,20 @@ pub async fn serve(
                 }
             }
         };
+        // At `--max-connections`: this one takes the place of a connection with nothing in
+        // flight, or is closed unread (dropped here) when every one has a request in flight.
+        let slot = match settings.limits.connections().admit() {
+            Admission::Admitted(slot) => slot,
+            Admission::Evicted(slot) => {
+                settings.limits.count(Limit::ConnectionEvicted);
+                slot
+            }
+            Admission::Refused => {
+                settings.limits.count(Limit::Connections);
+                tracing::debug!(%peer, "connection refused: every open one is busy");
+                continue;
+            }
+        };
         // Watch events are small writes; without TCP_NODELAY, Nagle's algorithm meets the
         // client's delayed ACKs and every event waits ~40 ms (the benchmark found it).
         if let Err(error) = tcp.set_nodelay(true) {
@@ -273,16 +289,26 @@ pub async fn serve(
                         check_host,
                         ..Connection::default()
                     });
-                    serve_connection(tcp, accepted_at, connection, router, &settings, shutdown)
-                        .await;
+                    serve_connection(
+                        tcp,
+                        accepted_at,
+                        connection,
+                        slot,
+                        router,
+                        &settings,
+                        shutdown,
+                    )
+                    .await;
                 }
                 Some(acceptor) => {
-                    let stream = match tokio::time::timeout(
-                        settings.handshake_timeout,
-                        acceptor.accept(tcp),
-                    )
-                    .await
-                    {
+                    let handshake = tokio::select! {
+                        handshake = tokio::time::timeout(
+                            settings.handshake_timeout,
+                            acceptor.accept(tcp),
+                        ) => handshake,
+                        () = slot.evicted() => return,
+                    };
+                    let stream = match handshake {
                         Ok(Ok(stream)) => stream,
                         Ok(Err(error)) => {
                             HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
@@ -318,8 +344,16 @@ pub async fn serve(
                         check_host: false,
                         release: tokio::sync::Notify::new(),
                     });
-                    serve_connection(stream, accepted_at, connection, router, &settings, shutdown)
-                        .await;
+                    serve_connection(
+                        stream,
+                        accepted_at,
+                        connection,
+                        slot,
+                        router,
+                        &settings,
+                        shutdown,
+                    )
+                    .await;
                 }
             }
         });
@@ -342,10 +376,12 @@ enum Wait {
     Busy,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve_connection<S>(
     stream: S,
     accepted: tokio::time::Instant,
     connection: Arc<Connection>,
+    mut slot: ConnectionSlot,
     router: Router,
     settings: &ConnectionSettings,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -414,6 +450,7 @@ async fn serve_connection<S>(
                 () = connection.release.notified() => Other::Release,
                 _ = shutdown.wait_for(|stopped| *stopped) => Other::Shutdown,
                 () = activity.changed() => Other::Activity,
+                () = slot.evicted() => Other::Evicted,
                 () = tokio::time::sleep_until(deadline.unwrap_or(accepted)), if deadline.is_some() => Other::Deadline,
             }
         });
@@ -430,10 +467,17 @@ async fn serve_connection<S>(
         match other {
             // Dropping the connection closes the socket and drops the stuck response bodies.
             Other::Release => return,
-            Other::Shutdown => break,
-            Other::Activity => wait = next_wait(&activity, wait, &mut seen, settings),
+            // Another connection took this one's slot (counted when it was admitted), unless a
+            // request began at that moment: it keeps the connection.
+            Other::Evicted if activity.inflight() > 0 => slot.keep(),
+            Other::Shutdown | Other::Evicted => break,
+            Other::Activity => {
+                wait = next_wait(&activity, wait, &mut seen, settings);
+                slot_follows(&mut slot, wait);
+            }
             Other::Deadline => {
                 wait = next_wait(&activity, wait, &mut seen, settings);
+                slot_follows(&mut slot, wait);
                 let limit = match wait {
                     Wait::Head(at) if at <= tokio::time::Instant::now() => Limit::HeaderTimeout,
                     Wait::Idle(at) if at <= tokio::time::Instant::now() => Limit::IdleTimeout,
@@ -464,6 +508,16 @@ enum Other {
     Activity,
     /// The head or idle deadline passed.
     Deadline,
+    /// A new connection took this one's slot (`--max-connections`).
+    Evicted,
+}
+
+/// A connection may give way to a new one only while nothing is in flight.
+fn slot_follows(slot: &mut ConnectionSlot, wait: Wait) {
+    match wait {
+        Wait::Busy => slot.busy(),
+        Wait::Head(_) | Wait::Idle(_) => slot.idle(),
+    }
 }
 
 /// Where a connection stands after a change of its activity (or its deadline passing).

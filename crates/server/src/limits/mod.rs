@@ -20,6 +20,7 @@
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-user`                        | 1000    | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-connection` (HTTP/2 streams) | 250     | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-connections` ([`connections`])           | descriptor limit less a tenth | an idle connection closed, else the new one closed unread |
 //!
 //! A 429 carries `details.retryAfterSeconds` and the `Retry-After` header, as kube-apiserver's
 //! max-in-flight filter does. `0` turns the in-flight and watch limits off (kube's convention).
@@ -62,6 +63,7 @@ use watchkeeper_api::ApiError;
 use crate::auth::{Auth, PeerIdentity, User};
 
 mod body;
+pub mod connections;
 pub use crate::config::LimitsConfig;
 use crate::respond::error_response;
 pub use body::HoldBody;
@@ -154,11 +156,16 @@ pub enum Limit {
     WriteTimeout,
     /// A JSON patch refused: its `copy` operations would add more than the copy limit.
     PatchCopyBytes,
+    /// A connection closed unread at `--max-connections`: every open one had a request in
+    /// flight.
+    Connections,
+    /// A connection without a request in flight closed to make room at `--max-connections`.
+    ConnectionEvicted,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 16] = [
+    pub const ALL: [Limit; 18] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -175,6 +182,8 @@ impl Limit {
         Limit::IdleTimeout,
         Limit::WriteTimeout,
         Limit::PatchCopyBytes,
+        Limit::Connections,
+        Limit::ConnectionEvicted,
     ];
 
     /// The metric label.
@@ -197,6 +206,8 @@ impl Limit {
             Limit::IdleTimeout => "idle_timeout",
             Limit::WriteTimeout => "write_timeout",
             Limit::PatchCopyBytes => "json_patch_copy_bytes",
+            Limit::Connections => "connections",
+            Limit::ConnectionEvicted => "connection_evicted",
         }
     }
 }
@@ -212,6 +223,7 @@ pub struct Limits {
     watches: AtomicUsize,
     per_user: Mutex<HashMap<String, usize>>,
     rejections: [AtomicU64; Limit::ALL.len()],
+    connections: Arc<connections::ConnectionSlots>,
 }
 
 impl Limits {
@@ -228,7 +240,18 @@ impl Limits {
             watches: AtomicUsize::new(0),
             per_user: Mutex::new(HashMap::new()),
             rejections: Default::default(),
+            connections: connections::ConnectionSlots::new(
+                config
+                    .connections_max
+                    .unwrap_or_else(connections::derived_from_process),
+            ),
         }
+    }
+
+    /// The connection slots (`--max-connections`; the connection layer admits through them).
+    #[must_use]
+    pub fn connections(&self) -> &Arc<connections::ConnectionSlots> {
+        &self.connections
     }
 
     /// Requests refused by `limit` so far.
