@@ -353,6 +353,12 @@ impl ApiError {
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }
+        // `reason` is `omitempty` in Go: an error that is not an API status has none.
+        if self.reason.is_empty()
+            && let Some(fields) = status.as_object_mut()
+        {
+            fields.remove("reason");
+        }
         status
     }
 }

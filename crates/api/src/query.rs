@@ -243,6 +243,22 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// `force=true` (server-side apply only).
     pub force: bool,
+    /// `fieldValidation` (create, update, patch): what happens to fields the kind does not
+    /// declare.
+    pub field_validation: FieldValidation,
+}
+
+/// `fieldValidation`: what a write does with fields its kind's schema does not declare
+/// (kube-apiserver's server-side field validation). Those fields are never stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Dropped silently.
+    Ignore,
+    /// Dropped, each named in a `Warning` header (the default, as in kube-apiserver).
+    #[default]
+    Warn,
+    /// The write is refused (400 `strict decoding error: unknown field "spec.x"`).
+    Strict,
 }
 
 /// kube-apiserver's longest `fieldManager` (`FieldManagerMaxLength`).
@@ -256,6 +272,9 @@ pub const FIELD_MANAGER_MAX_BYTES: usize = 128;
 ///   patch`); any other patch may not set `force` (`force: Forbidden: may not be specified for
 ///   non-apply patch`);
 /// - `fieldManager` is at most [`FIELD_MANAGER_MAX_BYTES`] bytes of printable characters;
+/// - `fieldValidation` (not on deletes): `Ignore`, `Warn` (also when empty or absent) or
+///   `Strict`, anything else `fieldValidation: Unsupported value: "x": supported values: "",
+///   "Ignore", "Strict", "Warn"`;
 /// - `dryRun`: the values of every `dryRun` pair and of `body_dry_run`; none is a real write,
 ///   `All` (only) a dry run, anything else `dryRun: Unsupported value: []string{"x"}:
 ///   supported values: "All"`.
@@ -276,10 +295,12 @@ pub fn write_options(
     let mut dry_run: Vec<String> = Vec::new();
     let mut options = WriteOptions::default();
     let mut force_given = false;
+    let mut field_validation: Option<String> = None;
     for (name, value) in pairs {
         match name.as_str() {
             "dryRun" => dry_run.push(value),
             "fieldManager" => options.field_manager = Some(value),
+            "fieldValidation" if kind != WriteOptionsKind::Delete => field_validation = Some(value),
             "force" => {
                 force_given = true;
                 options.force = parse_bool("force", &value)?;
@@ -338,6 +359,18 @@ pub fn write_options(
                 "FieldValueNotSupported".to_owned(),
             ));
         }
+    }
+    match field_validation.as_deref() {
+        None | Some("" | "Warn") => options.field_validation = FieldValidation::Warn,
+        Some("Ignore") => options.field_validation = FieldValidation::Ignore,
+        Some("Strict") => options.field_validation = FieldValidation::Strict,
+        Some(other) => causes.push((
+            "fieldValidation".to_owned(),
+            format!(
+                "Unsupported value: {other:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+            ),
+            "FieldValueNotSupported".to_owned(),
+        )),
     }
     if causes.is_empty() {
         return Ok(options);

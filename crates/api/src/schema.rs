@@ -46,12 +46,19 @@ struct Schemas {
     roots: HashMap<(&'static str, &'static str), String>,
 }
 
+/// Removes the schemas' `description` texts (not needed, and large), but not the properties
+/// named `description` (PriorityClass, IngressClass's parameters and others declare one).
 fn strip_descriptions(value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.remove("description");
-            for child in map.values_mut() {
-                strip_descriptions(child);
+            for (key, child) in map.iter_mut() {
+                match (key.as_str(), child) {
+                    ("properties", Value::Object(properties)) => {
+                        properties.values_mut().for_each(strip_descriptions);
+                    }
+                    (_, child) => strip_descriptions(child),
+                }
             }
         }
         Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
@@ -744,6 +751,144 @@ fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option
     }
 }
 
+/// Removes from `object` every field its built-in kind's schema does not declare, as Go's
+/// decoder into the kind's type drops them, and returns their paths in kube-apiserver's
+/// strict-decoding form (`spec.template.spec.containers[0].foo`), in the order found (keys in
+/// sorted order at each level). Free-form fields (`RawExtension`, `JSON`, `FieldsV1`,
+/// `interface{}`) keep whatever they hold. Custom resources (pruned by their CRD's structural
+/// schema) and kinds without a published schema are left alone: an empty list.
+pub fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if !def.is_builtin() {
+        return unknown;
+    }
+    let schemas = schemas();
+    let Some(root) = schemas.roots.get(&(def.group.as_str(), def.kind.as_str())) else {
+        return unknown;
+    };
+    let Some(schema) = schemas.definitions.get(root) else {
+        return unknown;
+    };
+    let walk = Walk {
+        definitions: &schemas.definitions,
+        path: Vec::new(),
+        first: None,
+    };
+    let mut path = String::new();
+    prune(&walk, schema, object, &mut path, &mut unknown);
+    unknown
+}
+
+fn prune<'a>(
+    walk: &Walk<'a>,
+    schema: &'a Value,
+    value: &mut Value,
+    path: &mut String,
+    unknown: &mut Vec<String>,
+) {
+    let (shape, _) = walk.shape(schema);
+    let start = path.len();
+    match (shape, value) {
+        (Shape::Struct(_, properties), Value::Object(fields)) => {
+            // Depth-first in key order, as Go's decoder meets them in (sorted) text.
+            let mut dropped = Vec::new();
+            for (key, field) in fields.iter_mut() {
+                if start > 0 {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match properties.get(key) {
+                    Some(field_schema) => prune(walk, field_schema, field, path, unknown),
+                    None => {
+                        unknown.push(path.clone());
+                        dropped.push(key.clone());
+                    }
+                }
+                path.truncate(start);
+            }
+            for key in dropped {
+                fields.remove(&key);
+            }
+        }
+        (Shape::Array(items), Value::Array(elements)) => {
+            for (index, element) in elements.iter_mut().enumerate() {
+                use std::fmt::Write as _;
+                let _ = write!(path, "[{index}]");
+                prune(walk, items, element, path, unknown);
+                path.truncate(start);
+            }
+        }
+        (Shape::Map(values), Value::Object(entries)) => {
+            for (key, entry) in entries.iter_mut() {
+                if start > 0 {
+                    path.push('.');
+                }
+                path.push_str(key);
+                prune(walk, values, entry, path, unknown);
+                path.truncate(start);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The strict-decoding message of `unknown` field paths (`unknown field "a", unknown field
+/// "b"`), as kube-apiserver's `runtime.NewStrictDecodingError` words it.
+#[must_use]
+pub fn strict_decoding_error(unknown: &[String]) -> String {
+    let fields: Vec<String> = unknown
+        .iter()
+        .map(|path| format!("unknown field {path:?}"))
+        .collect();
+    format!("strict decoding error: {}", fields.join(", "))
+}
+
+/// What a server-side apply configuration with fields its kind does not declare gets, whatever
+/// `fieldValidation` says: structured-merge-diff cannot make a typed value of it, and
+/// kube-apiserver answers 500 (a plain error, no reason) `failed to create typed patch object
+/// (default/name; /v1, Kind=ConfigMap): .x: field not declared in schema` (several: `errors:`
+/// and one indented line each). Paths are written with element indexes where
+/// structured-merge-diff names an associative list's element by its keys.
+#[must_use]
+pub fn apply_unknown_fields_error(
+    def: &ResourceDef,
+    namespace: &str,
+    name: &str,
+    unknown: &[String],
+) -> ApiError {
+    let lines: Vec<String> = unknown
+        .iter()
+        .map(|path| format!(".{path}: field not declared in schema"))
+        .collect();
+    let detail = match lines.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    ApiError::new(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({namespace}/{name}; {group}/{version}, Kind={kind}): {detail}",
+            group = def.group,
+            version = def.version,
+            kind = def.kind
+        ),
+    )
+}
+
+/// The 400 a create or update body with unknown fields gets under `fieldValidation=Strict`:
+/// `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown
+/// field "x"` (kube-apiserver's `transformDecodeError`).
+#[must_use]
+pub fn strict_body_error(def: &ResourceDef, unknown: &[String]) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version {version:?} cannot be handled as a {kind}: {}",
+        strict_decoding_error(unknown),
+        kind = def.kind,
+        version = def.version
+    ))
+}
+
 /// Checks a create or update body: 400 BadRequest as kube-apiserver's
 /// `transformDecodeError` words it when the body does not decode into the kind's Go type.
 ///
@@ -995,6 +1140,91 @@ pub fn check_custom(def: &ResourceDef, schema: &Value, object: &Value) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn builtin(plural: &str) -> ResourceDef {
+        crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn fields_a_built_in_kind_does_not_declare_are_dropped_and_named() {
+        let mut deployment = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "labels": {"app": "x"}, "bogus": 1},
+            "spec": {"unknown1": "v", "paused": true,
+                "selector": {"matchLabels": {"app": "x"}},
+                "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [
+                    {"name": "a", "image": "i"},
+                    {"name": "b", "image": "i", "unknownNested": 1, "ports": [{"containerPort": 80, "portZ": 1}]}
+                ]}}},
+            "status": {"replicas": 1, "extra": {}}
+        });
+        let unknown = prune_unknown_fields(&builtin("deployments"), &mut deployment);
+        assert_eq!(
+            unknown,
+            [
+                "metadata.bogus",
+                "spec.template.spec.containers[1].ports[0].portZ",
+                "spec.template.spec.containers[1].unknownNested",
+                "spec.unknown1",
+                "status.extra",
+            ]
+        );
+        // Known fields, maps' keys and the declared values stay.
+        assert_eq!(
+            deployment["metadata"],
+            serde_json::json!({"name": "d", "labels": {"app": "x"}})
+        );
+        assert_eq!(deployment["spec"]["paused"], true);
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][1],
+            serde_json::json!({"name": "b", "image": "i", "ports": [{"containerPort": 80}]})
+        );
+        assert_eq!(deployment["status"], serde_json::json!({"replicas": 1}));
+        // Nothing left to drop the second time.
+        assert!(prune_unknown_fields(&builtin("deployments"), &mut deployment).is_empty());
+        // A property named like the schemas' own `description` texts is a field.
+        let mut class = serde_json::json!({"apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass", "metadata": {"name": "p"}, "value": 1, "description": "d"});
+        assert!(prune_unknown_fields(&builtin("priorityclasses"), &mut class).is_empty());
+        assert_eq!(class["description"], "d");
+        assert_eq!(
+            strict_decoding_error(&["spec.a".to_owned(), "b".to_owned()]),
+            "strict decoding error: unknown field \"spec.a\", unknown field \"b\""
+        );
+    }
+
+    #[test]
+    fn free_form_fields_and_custom_resources_keep_what_they_hold() {
+        // A CustomResourceDefinition's schema is JSON (`JSONSchemaProps` holds free-form
+        // `default`/`example`), and managedFields' `fieldsV1` is free-form too.
+        let mut crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "ws.example.com", "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"group": "example.com", "names": {"plural": "ws", "kind": "W"}, "scope": "Namespaced",
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"spec": {"type": "object", "default": {"anything": [1, {"goes": true}]}}}}}}]}
+        });
+        let before = crd.clone();
+        if let Some(def) = crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == "customresourcedefinitions")
+        {
+            assert!(prune_unknown_fields(&def, &mut crd).is_empty());
+            assert_eq!(crd, before);
+        }
+        let custom = crate::parse_resources_file(
+            "[[resource]]\ngroup = \"example.com\"\nversion = \"v1\"\nkind = \"Widget\"\nplural = \"widgets\"\nnamespaced = true\n",
+        )
+        .unwrap()
+        .remove(0);
+        let mut widget = serde_json::json!({"spec": {"anything": 1}});
+        assert!(prune_unknown_fields(&custom, &mut widget).is_empty());
+        assert_eq!(widget, serde_json::json!({"spec": {"anything": 1}}));
+    }
 
     #[test]
     fn custom_resources_against_their_schema() {

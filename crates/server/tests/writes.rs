@@ -1,7 +1,8 @@
 //! Writes as kube-apiserver does them, over HTTP against an in-process server: `dryRun=All`
 //! on every write (the full path runs, nothing is stored or watched) and kube-apiserver's 422
 //! for other `dryRun` values; server-side apply and the managed fields of every write; the
-//! `binding` and `eviction` subresources of pods.
+//! `binding` and `eviction` subresources of pods; fields a kind does not declare, dropped and
+//! warned about or refused as `fieldValidation` says.
 
 mod common;
 
@@ -646,4 +647,180 @@ async fn pod_eviction_honours_the_disruption_budget() {
     assert_eq!(status, 201, "{body}");
     let (status, _) = get_json(addr, &format!("{PODS}/e3")).await;
     assert_eq!(status, 404);
+}
+
+/// One write; its status, body and `Warning` header values.
+async fn write_warned(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value, Vec<String>) {
+    let response = watchkeeper_testkit::request(
+        addr,
+        method,
+        path,
+        &[("Content-Type", content_type)],
+        body.as_bytes(),
+    )
+    .await
+    .unwrap();
+    let warnings = response
+        .headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, value, warnings)
+}
+
+/// Fields a built-in kind does not declare are never stored (Go's decoding drops them), and
+/// `fieldValidation` says what the client hears of them: a `Warning` each by default and with
+/// `Warn`, nothing with `Ignore`, a 400 with `Strict` (kubectl's default), in kube-apiserver's
+/// words; server-side apply refuses them whatever `fieldValidation` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_a_kind_does_not_declare_are_dropped_warned_or_refused() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let body = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "bogus": 1}, "data": {"k": "v"}, "x": [1, 2]})
+        .to_string()
+    };
+    let json = "application/json";
+    // Default (Warn): created without the fields, one warning each.
+    let (status, created, warnings) = write_warned(addr, "POST", CMS, json, &body("a")).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "unknown field \"metadata.bogus\"""#,
+            r#"299 - "unknown field \"x\"""#
+        ]
+    );
+    assert!(created.get("x").is_none() && created["metadata"].get("bogus").is_none());
+    let (_, stored) = get_json(addr, &format!("{CMS}/a")).await;
+    assert!(stored.get("x").is_none(), "{stored}");
+    assert_eq!(stored["data"]["k"], "v");
+    // Ignore: the same object, no warning.
+    let (status, _, warnings) = write_warned(
+        addr,
+        "POST",
+        &format!("{CMS}?fieldValidation=Ignore"),
+        json,
+        &body("b"),
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (201, 0));
+    // Strict: refused, nothing stored.
+    let (status, refused, _) = write_warned(
+        addr,
+        "POST",
+        &format!("{CMS}?fieldValidation=Strict"),
+        json,
+        &body("c"),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["reason"], "BadRequest");
+    assert_eq!(
+        refused["message"],
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "metadata.bogus", unknown field "x""#
+    );
+    assert_eq!(get_json(addr, &format!("{CMS}/c")).await.0, 404);
+    // Updates the same way.
+    let mut update: Value = serde_json::from_str(&body("a")).unwrap();
+    update["spec"] = json!({"replicas": 1});
+    let (status, refused, _) = write_warned(
+        addr,
+        "PUT",
+        &format!("{CMS}/a?fieldValidation=Strict"),
+        json,
+        &update.to_string(),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(r#"strict decoding error: unknown field "metadata.bogus", unknown field "spec", unknown field "x""#),
+        "{refused}"
+    );
+    // A patch's result is checked: Strict answers the bare strict decoding error.
+    let merge = "application/merge-patch+json";
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a?fieldValidation=Strict"),
+        merge,
+        r#"{"data":{"k":"w"},"extra":{"deep":1}}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"strict decoding error: unknown field "extra""#
+    );
+    let (status, patched, warnings) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a"),
+        merge,
+        r#"{"data":{"k":"w"},"extra":{"deep":1}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(warnings, [r#"299 - "unknown field \"extra\"""#]);
+    assert_eq!(patched["data"]["k"], "w");
+    assert!(patched.get("extra").is_none());
+    // Nested paths are named as kube-apiserver names them.
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyy": "Always"}]}});
+    let (status, refused, _) = write_warned(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods?fieldValidation=Strict",
+        json,
+        &pod.to_string(),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.containers[0].imagePullPolicyy""#
+    );
+    // Any other value is an invalid option.
+    let (status, refused, _) = write_warned(
+        addr,
+        "POST",
+        &format!("{CMS}?fieldValidation=Loose"),
+        json,
+        &body("d"),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Loose": supported values: "", "Ignore", "Strict", "Warn""#
+    );
+    // Server-side apply cannot type such a configuration (structured-merge-diff's 500).
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{CMS}/e?fieldManager=m&fieldValidation=Ignore"),
+        "application/apply-patch+yaml",
+        &body("e"),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert!(refused.get("reason").is_none(), "{refused}");
+    assert_eq!(
+        refused["message"],
+        "failed to create typed patch object (default/e; /v1, Kind=ConfigMap): errors:\n  .metadata.bogus: field not declared in schema\n  .x: field not declared in schema"
+    );
+    assert_eq!(get_json(addr, &format!("{CMS}/e")).await.0, 404);
+    server.shutdown().await;
 }

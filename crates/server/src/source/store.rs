@@ -33,7 +33,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use watchkeeper_api::query::{Options, WriteOptionsKind};
+use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
 use watchkeeper_api::{
     ApiError, CreateContext, PatchType, ResourceDef, apply, prepare_create, prepare_update,
 };
@@ -232,8 +232,26 @@ impl StoreSource {
             subresource: request.target.subresource.unwrap_or_default().to_owned(),
             force: options.force,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            field_validation: options.field_validation,
+            warnings: std::sync::Mutex::new(Vec::new()),
         };
         let namespace = request.target.namespace;
+        let response = self
+            .write_with(&writer, request, resource, namespace, body)
+            .await?;
+        Ok(writer.with_warnings(response))
+    }
+
+    /// [`Self::write`] once the options are parsed.
+    async fn write_with(
+        &self,
+        writer: &Writer<'_>,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        namespace: Option<&str>,
+        body: Bytes,
+    ) -> Result<Response, ApiError> {
+        let headers = &request.context.headers;
         match (&request.context.method, request.target.name) {
             (&Method::POST, None) => {
                 let created = writer
@@ -323,9 +341,68 @@ struct Writer<'a> {
     force: bool,
     /// The time managed fields entries record (RFC 3339, seconds).
     time: String,
+    /// `fieldValidation`: what fields the kind does not declare make of the write.
+    field_validation: FieldValidation,
+    /// Warnings for the answer's `Warning` headers (unknown fields under `Warn`).
+    warnings: std::sync::Mutex<Vec<String>>,
 }
 
 impl Writer<'_> {
+    /// Drops the fields `object`'s kind does not declare (as kube-apiserver's decoding into
+    /// the Go type does) and applies `fieldValidation` to them: nothing more (`Ignore`), one
+    /// warning each (`Warn`), or the write refused (`Strict`: 400 `strict decoding error:
+    /// unknown field "spec.x"`, prefixed with `Kind in version "v" cannot be handled as a
+    /// Kind: ` for a create or update body, as kube-apiserver words each).
+    fn checked_fields(
+        &self,
+        def: &ResourceDef,
+        object: &mut Value,
+        body: bool,
+    ) -> Result<(), ApiError> {
+        let unknown = watchkeeper_api::schema::prune_unknown_fields(def, object);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        match self.field_validation {
+            FieldValidation::Ignore => Ok(()),
+            FieldValidation::Strict if body => {
+                Err(watchkeeper_api::schema::strict_body_error(def, &unknown))
+            }
+            FieldValidation::Strict => Err(ApiError::bad_request(
+                watchkeeper_api::schema::strict_decoding_error(&unknown),
+            )),
+            FieldValidation::Warn => {
+                let mut warnings = self
+                    .warnings
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                for path in unknown {
+                    let warning = format!("unknown field {path:?}");
+                    // A guaranteed update may run the same patch again after a conflict.
+                    if !warnings.contains(&warning) {
+                        warnings.push(warning);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `response` with one `Warning: 299 - "..."` header per warning, as kube-apiserver
+    /// sends them.
+    fn with_warnings(&self, mut response: Response) -> Response {
+        let warnings = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for warning in warnings.iter() {
+            if let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - {warning:?}")) {
+                response.headers_mut().append(header::WARNING, value);
+            }
+        }
+        response
+    }
+
     /// Proves the cache fresh: reads the store's current revision and waits until the cache
     /// has it.
     async fn consistent(&self, resource: &Resource) -> Result<Revision, ApiError> {
@@ -378,6 +455,8 @@ impl Writer<'_> {
         namespace: Option<&str>,
         body: Value,
     ) -> Result<Value, ApiError> {
+        let mut body = body;
+        self.checked_fields(&resource.def, &mut body, true)?;
         let context = self.create_context(resource, namespace).await?;
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit(resource, None, object)?;
@@ -593,6 +672,7 @@ impl Writer<'_> {
         };
         self.guaranteed_update(resource, namespace, name, precondition, |_current| {
             let mut new = body.clone();
+            self.checked_fields(&resource.def, &mut new, true)?;
             if new.pointer("/metadata/name").is_none()
                 && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
             {
@@ -613,7 +693,8 @@ impl Writer<'_> {
         patch: Bytes,
     ) -> Result<Value, ApiError> {
         self.guaranteed_update(resource, namespace, name, None, |old| {
-            let new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
+            let mut new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
+            self.checked_fields(&resource.def, &mut new, false)?;
             // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
             // with kube-apiserver: it applies only to that version.
             let version = |object: &Value| {
@@ -647,6 +728,14 @@ impl Writer<'_> {
                 "error decoding YAML: the apply configuration must be a JSON object (YAML that is not JSON is not supported): {e}"
             ))
         })?;
+        let mut config = config;
+        let unknown = watchkeeper_api::schema::prune_unknown_fields(def, &mut config);
+        if !unknown.is_empty() {
+            let namespace = if def.namespaced { namespace } else { "" };
+            return Err(watchkeeper_api::schema::apply_unknown_fields_error(
+                def, namespace, name, &unknown,
+            ));
+        }
         if let Some(body_name) = config.pointer("/metadata/name").and_then(Value::as_str)
             && body_name != name
         {
