@@ -402,6 +402,10 @@ fn pass_budgets_and_member_cap_hold() {
         report.busy,
         "a spent budget makes the next pass come sooner"
     );
+    assert!(
+        h.worker.ready_len() >= 8 - report.members,
+        "candidates left out by the member cap stay ready: {report:?}"
+    );
     let mut seen: Vec<Vec<Seen>> = vec![Vec::new(); watches.len()];
     let refs: Vec<&_> = watches.iter().collect();
     h.settle(&refs, &mut seen, 500);
@@ -424,6 +428,34 @@ fn owed_events_are_offered_again() {
     let report = h.pass();
     assert_eq!(report.pushes, 2);
     assert!(report.busy);
+    // A busy pass sets the busy period: the last pass's duration times `pass_busy_factor`,
+    // within [`pass_period_busy_min`, `pass_period_busy_max`], and never sooner than that
+    // duration times the factor after the pass (the worker's share of a core).
+    let config = h.cache.config().clone();
+    let factor = config.pass_busy_factor;
+    assert_eq!(
+        h.worker.period(),
+        config.pass_period_busy_min,
+        "no duration yet"
+    );
+    assert_eq!(
+        h.worker.poll_timeout(),
+        Some(h.now + config.pass_period_busy_min)
+    );
+    let took = config.pass_period_busy_min * 3 / factor;
+    h.worker.record_pass_duration(took);
+    assert_eq!(h.worker.period(), took * factor);
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + took * factor));
+    let long = config.pass_period_busy_max * 2 / factor;
+    h.worker.record_pass_duration(long);
+    assert_eq!(h.worker.period(), config.pass_period_busy_max, "clamped");
+    let due = h.now + long * factor;
+    assert_eq!(h.worker.poll_timeout(), Some(due), "the CPU share's floor");
+    let passes = h.passes.len();
+    h.advance(long * factor - Duration::from_micros(1));
+    assert_eq!(h.passes.len(), passes, "no pass before it is due");
+    h.advance(Duration::from_micros(1));
+    assert_eq!(h.passes.len(), passes + 1, "a pass when due");
     got.extend(take(&watch, 2));
     let report = h.pass();
     assert_eq!(report.pushes, 2);
@@ -1288,4 +1320,49 @@ fn shutdown_ends_watchers_after_a_final_bookmark_at_the_dispatched_revision() {
         5
     );
     assert_no_skips(&h);
+}
+
+/// Goal: the driver hooks do what threads rely on. The notify hook runs when a watcher is
+/// handed to the worker and when a consumer empties an unsynced queue (a parked worker thread
+/// wakes); held hand-offs (deterministic drivers) stay with the worker until released, and
+/// turning the hold off releases them to the dispatcher.
+#[test]
+fn the_worker_notify_hook_and_held_hand_offs() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut h = Harness::new(consumer_config());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    h.worker.set_notify(Box::new(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    }));
+    h.hold_handoffs();
+    assert_eq!(h.worker.held_len(), 0);
+    let watch = h.watch_from(WatchStart::Now, 2);
+    let mut written = Vec::new();
+    for i in 0..4 {
+        written.push(h.put("ns", &format!("p{i}"), &[], "n1"));
+    }
+    assert_eq!(watch.state(), WatcherState::Unsynced);
+    let handed = calls.load(Ordering::SeqCst);
+    assert!(handed >= 1, "the stall woke the worker");
+    h.pass();
+    let mut seen = drain(&watch);
+    assert!(
+        calls.load(Ordering::SeqCst) > handed,
+        "emptying an unsynced queue woke the worker"
+    );
+    // The consumer reads the rest of the history itself; the pass that finds it caught up
+    // holds its hand-off.
+    seen.extend(drain(&watch));
+    h.pass();
+    assert_eq!(h.worker.held_len(), 1, "the hand-off is held");
+    assert_eq!(watch.state(), WatcherState::Unsynced);
+    h.worker.set_hold_handoffs(false);
+    assert_eq!(h.worker.held_len(), 0, "turning the hold off releases it");
+    h.dispatcher.handle_messages(h.now);
+    assert_eq!(watch.state(), WatcherState::Synced);
+    written.push(h.put("ns", "after", &[], "n1"));
+    seen.extend(drain(&watch));
+    assert_eq!(revisions(&seen), written, "every event once, in order");
 }
