@@ -832,14 +832,194 @@ fn prune<'a>(
     }
 }
 
+/// A field a strict decoder reports in a JSON body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StrictField {
+    /// A field the kind does not declare (`unknown field "spec.x"`).
+    Unknown(String),
+    /// A declared field given twice in one object (`duplicate field "spec.x"`); the last value
+    /// is the one kept, as in Go.
+    Duplicate(String),
+}
+
+impl std::fmt::Display for StrictField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StrictField::Unknown(path) => write!(f, "unknown field {path:?}"),
+            StrictField::Duplicate(path) => write!(f, "duplicate field {path:?}"),
+        }
+    }
+}
+
+/// The unknown and duplicate fields of a JSON body of a built-in kind, in the order of its
+/// text, as kube-apiserver's strict decoder reports them (`duplicate field "metadata.name"`,
+/// `unknown field "spec.x"`, ...; a field both unknown and duplicated is reported once, as
+/// unknown). `None` when the body is not JSON this walk can read (the caller falls back to
+/// [`prune_unknown_fields`]' list) or the kind has no schema here.
+#[must_use]
+pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>> {
+    use serde::de::DeserializeSeed as _;
+    if !def.is_builtin() {
+        return None;
+    }
+    let schemas = schemas();
+    let root = schemas
+        .roots
+        .get(&(def.group.as_str(), def.kind.as_str()))?;
+    let schema = schemas.definitions.get(root)?;
+    let walk = Walk {
+        definitions: &schemas.definitions,
+        path: Vec::new(),
+        first: None,
+    };
+    let mut path = String::new();
+    let mut found = Vec::new();
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    StrictSeed {
+        walk: &walk,
+        schema,
+        path: &mut path,
+        found: &mut found,
+    }
+    .deserialize(&mut deserializer)
+    .ok()?;
+    deserializer.end().ok()?;
+    Some(found)
+}
+
+/// One value of a body, read against its schema node (see [`strict_fields`]).
+struct StrictSeed<'w, 'a> {
+    walk: &'w Walk<'a>,
+    schema: &'a Value,
+    path: &'w mut String,
+    found: &'w mut Vec<StrictField>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for StrictSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let items = match self.walk.shape(self.schema).0 {
+            Shape::Array(items) => Some(items),
+            _ => None,
+        };
+        let start = self.path.len();
+        let mut index = 0usize;
+        loop {
+            let more = match items {
+                Some(items) => {
+                    use std::fmt::Write as _;
+                    let _ = write!(self.path, "[{index}]");
+                    let more = seq
+                        .next_element_seed(StrictSeed {
+                            walk: self.walk,
+                            schema: items,
+                            path: &mut *self.path,
+                            found: &mut *self.found,
+                        })?
+                        .is_some();
+                    self.path.truncate(start);
+                    more
+                }
+                None => seq.next_element::<serde::de::IgnoredAny>()?.is_some(),
+            };
+            if !more {
+                return Ok(());
+            }
+            index += 1;
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (properties, values) = match self.walk.shape(self.schema).0 {
+            Shape::Struct(_, properties) => (Some(properties), None),
+            Shape::Map(values) => (None, Some(values)),
+            _ => (None, None),
+        };
+        let start = self.path.len();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if properties.is_none() && values.is_none() {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            if start > 0 {
+                self.path.push('.');
+            }
+            self.path.push_str(&key);
+            let first = seen.insert(key.clone().into_owned());
+            let schema = match (properties, values) {
+                (Some(properties), _) => properties.get(key.as_ref()),
+                (None, values) => values,
+            };
+            match schema {
+                Some(schema) => {
+                    if !first {
+                        self.found.push(StrictField::Duplicate(self.path.clone()));
+                    }
+                    map.next_value_seed(StrictSeed {
+                        walk: self.walk,
+                        schema,
+                        path: &mut *self.path,
+                        found: &mut *self.found,
+                    })?;
+                }
+                None => {
+                    if first {
+                        self.found.push(StrictField::Unknown(self.path.clone()));
+                    }
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            self.path.truncate(start);
+        }
+        Ok(())
+    }
+}
+
 /// The strict-decoding message of `unknown` field paths (`unknown field "a", unknown field
 /// "b"`), as kube-apiserver's `runtime.NewStrictDecodingError` words it.
 #[must_use]
 pub fn strict_decoding_error(unknown: &[String]) -> String {
-    let fields: Vec<String> = unknown
-        .iter()
-        .map(|path| format!("unknown field {path:?}"))
-        .collect();
+    let fields: Vec<StrictField> = unknown.iter().cloned().map(StrictField::Unknown).collect();
+    strict_message(&fields)
+}
+
+/// `strict decoding error: ` and the fields, comma-separated.
+#[must_use]
+pub fn strict_message(fields: &[StrictField]) -> String {
+    let fields: Vec<String> = fields.iter().map(ToString::to_string).collect();
     format!("strict decoding error: {}", fields.join(", "))
 }
 
@@ -880,10 +1060,10 @@ pub fn apply_unknown_fields_error(
 /// `ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown
 /// field "x"` (kube-apiserver's `transformDecodeError`).
 #[must_use]
-pub fn strict_body_error(def: &ResourceDef, unknown: &[String]) -> ApiError {
+pub fn strict_body_error(def: &ResourceDef, fields: &[StrictField]) -> ApiError {
     ApiError::bad_request(format!(
         "{kind} in version {version:?} cannot be handled as a {kind}: {}",
-        strict_decoding_error(unknown),
+        strict_message(fields),
         kind = def.kind,
         version = def.version
     ))

@@ -24,7 +24,7 @@ copy limit).
 Usage:
     hostile_mix.py WATCHKEEPER_BINARY [--duration S] [--objects N] [--object-bytes B]
         [--idle N] [--slow N] [--bombs N] [--lists N] [--watches N] [--port P]
-        [--admin-baseline S]
+        [--admin-baseline S] [--max-connections N]
 
 Standard library only; Linux (reads /proc).
 """
@@ -55,7 +55,7 @@ def status_kib(pid, field):
 
 
 class Server:
-    def __init__(self, binary, port, workdir):
+    def __init__(self, binary, port, workdir, extra=()):
         tokens = os.path.join(workdir, "tokens.csv")
         with open(tokens, "w") as f:
             f.write('admin-token,admin,1,"system:masters"\n'
@@ -74,7 +74,7 @@ class Server:
         self.proc = subprocess.Popen(
             [binary, "serve", "--store", "memory", "--listen", f"127.0.0.1:{port}",
              "--token-auth-file", tokens, "--authorization-policy-file", policy,
-             "--request-header-timeout-ms", "5000", "--write-timeout-ms", "20000"],
+             "--request-header-timeout-ms", "5000", "--write-timeout-ms", "20000", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -169,12 +169,16 @@ def main():
     p.add_argument("--lists", type=int, default=10)
     p.add_argument("--watches", type=int, default=200)
     p.add_argument("--port", type=int, default=18478)
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="the server's --max-connections (default: its own, from the "
+                        "descriptor limit)")
     p.add_argument("--admin-baseline", type=float, default=10,
                    help="seconds of the admin alone before the attack starts")
     a = p.parse_args()
 
     workdir = tempfile.mkdtemp(prefix="hostile-mix-")
-    server = Server(a.binary, a.port, workdir)
+    extra = [] if a.max_connections is None else ["--max-connections", str(a.max_connections)]
+    server = Server(a.binary, a.port, workdir, extra)
     pid = server.proc.pid
     stop = threading.Event()
     counts = {"idle_opened": 0, "slow_refused": 0, "bombs_refused": 0, "writes": 0}
@@ -295,7 +299,8 @@ def main():
         print(json.dumps({
             "load": {"duration_s": a.duration, "objects": a.objects,
                      "object_bytes": a.object_bytes, "idle": a.idle, "slow": a.slow,
-                     "bombs": a.bombs, "lists": a.lists, "watches": a.watches},
+                     "bombs": a.bombs, "lists": a.lists, "watches": a.watches,
+                     "max_connections": a.max_connections},
             "list_bytes": list_bytes,
             "baseline_rss_mib": round(baseline / 1024, 1),
             "peak_rss_mib": round(peak / 1024, 1),

@@ -776,6 +776,40 @@ async fn fields_a_kind_does_not_declare_are_dropped_warned_or_refused() {
     assert_eq!(warnings, [r#"299 - "unknown field \"extra\"""#]);
     assert_eq!(patched["data"]["k"], "w");
     assert!(patched.get("extra").is_none());
+    // A JSON body is reported in its text's order, duplicate fields too (kube-apiserver's own
+    // field validation test body and message).
+    let deployment = r#"{"apiVersion":"apps/v1","kind":"Deployment",
+        "metadata":{"name":"dd","name":"dd","unknownMeta":"metaVal","labels":{"app":"nginx"}},
+        "spec":{"unknown1":"val1","unknownDupe":"valDupe","unknownDupe":"valDupe2",
+          "paused":true,"paused":false,"selector":{"matchLabels":{"app":"nginx"}},
+          "template":{"metadata":{"labels":{"app":"nginx"}},"spec":{"containers":[{
+            "name":"nginx","image":"nginx:latest","unknownNested":"val1",
+            "imagePullPolicy":"Always","imagePullPolicy":"Never"}]}}}}"#;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let (status, refused, _) = write_warned(
+        addr,
+        "POST",
+        &format!("{deployments}?fieldValidation=Strict"),
+        json,
+        deployment,
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: duplicate field "metadata.name", unknown field "metadata.unknownMeta", unknown field "spec.unknown1", unknown field "spec.unknownDupe", duplicate field "spec.paused", unknown field "spec.template.spec.containers[0].unknownNested", duplicate field "spec.template.spec.containers[0].imagePullPolicy""#
+    );
+    let (status, created, warnings) =
+        write_warned(addr, "POST", deployments, json, deployment).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(warnings.len(), 7, "{warnings:?}");
+    assert_eq!(warnings[0], r#"299 - "duplicate field \"metadata.name\"""#);
+    // The last of duplicated values is kept, as Go's decoder keeps it.
+    assert_eq!(created["spec"]["paused"], false);
+    assert_eq!(
+        created["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "Never"
+    );
     // Nested paths are named as kube-apiserver names them.
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyy": "Always"}]}});

@@ -34,6 +34,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
+use watchkeeper_api::schema::StrictField;
 use watchkeeper_api::{
     ApiError, CreateContext, PatchType, ResourceDef, apply, prepare_create, prepare_update,
 };
@@ -255,7 +256,7 @@ impl StoreSource {
         match (&request.context.method, request.target.name) {
             (&Method::POST, None) => {
                 let created = writer
-                    .create(resource, namespace, parse_body(&body)?)
+                    .create(resource, namespace, parse_body(&body)?, &body)
                     .await?;
                 Ok(json_response(StatusCode::CREATED, created.to_string()))
             }
@@ -266,6 +267,7 @@ impl StoreSource {
                         namespace.unwrap_or_default(),
                         name,
                         parse_body(&body)?,
+                        &body,
                     )
                     .await?;
                 Ok(json_response(StatusCode::OK, updated.to_string()))
@@ -357,27 +359,34 @@ impl Writer<'_> {
         &self,
         def: &ResourceDef,
         object: &mut Value,
-        body: bool,
+        body: Option<&[u8]>,
     ) -> Result<(), ApiError> {
         let unknown = watchkeeper_api::schema::prune_unknown_fields(def, object);
-        if unknown.is_empty() {
+        // A JSON body is read again for its duplicate fields and the order of its text, as
+        // Go's strict decoder reports them; a patch's result (or a body that is not JSON)
+        // names its unknown fields in key order.
+        let fields = match body.and_then(|raw| watchkeeper_api::schema::strict_fields(def, raw)) {
+            Some(fields) => fields,
+            None => unknown.into_iter().map(StrictField::Unknown).collect(),
+        };
+        if fields.is_empty() {
             return Ok(());
         }
         match self.field_validation {
             FieldValidation::Ignore => Ok(()),
-            FieldValidation::Strict if body => {
-                Err(watchkeeper_api::schema::strict_body_error(def, &unknown))
+            FieldValidation::Strict if body.is_some() => {
+                Err(watchkeeper_api::schema::strict_body_error(def, &fields))
             }
             FieldValidation::Strict => Err(ApiError::bad_request(
-                watchkeeper_api::schema::strict_decoding_error(&unknown),
+                watchkeeper_api::schema::strict_message(&fields),
             )),
             FieldValidation::Warn => {
                 let mut warnings = self
                     .warnings
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                for path in unknown {
-                    let warning = format!("unknown field {path:?}");
+                for field in fields {
+                    let warning = field.to_string();
                     // A guaranteed update may run the same patch again after a conflict.
                     if !warnings.contains(&warning) {
                         warnings.push(warning);
@@ -454,9 +463,10 @@ impl Writer<'_> {
         resource: &Resource,
         namespace: Option<&str>,
         body: Value,
+        raw: &[u8],
     ) -> Result<Value, ApiError> {
         let mut body = body;
-        self.checked_fields(&resource.def, &mut body, true)?;
+        self.checked_fields(&resource.def, &mut body, Some(raw))?;
         let context = self.create_context(resource, namespace).await?;
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit(resource, None, object)?;
@@ -650,6 +660,7 @@ impl Writer<'_> {
         namespace: &str,
         name: &str,
         body: Value,
+        raw: &[u8],
     ) -> Result<Value, ApiError> {
         let body_name = body.pointer("/metadata/name").and_then(Value::as_str);
         if body_name.is_some_and(|n| n != name) {
@@ -672,7 +683,7 @@ impl Writer<'_> {
         };
         self.guaranteed_update(resource, namespace, name, precondition, |_current| {
             let mut new = body.clone();
-            self.checked_fields(&resource.def, &mut new, true)?;
+            self.checked_fields(&resource.def, &mut new, Some(raw))?;
             if new.pointer("/metadata/name").is_none()
                 && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
             {
@@ -694,7 +705,7 @@ impl Writer<'_> {
     ) -> Result<Value, ApiError> {
         self.guaranteed_update(resource, namespace, name, None, |old| {
             let mut new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
-            self.checked_fields(&resource.def, &mut new, false)?;
+            self.checked_fields(&resource.def, &mut new, None)?;
             // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
             // with kube-apiserver: it applies only to that version.
             let version = |object: &Value| {
