@@ -119,9 +119,16 @@ impl Options {
                         "NotOlderThan" => Some(Match::NotOlderThan),
                         "Exact" => Some(Match::Exact),
                         other => {
-                            return Err(ApiError::bad_request(format!(
-                                "invalid resourceVersionMatch {other:?}: expected NotOlderThan or Exact"
-                            )));
+                            return Err(ApiError::invalid_options(
+                                "ListOptions",
+                                vec![(
+                                    "resourceVersionMatch".to_owned(),
+                                    format!(
+                                        "Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+                                    ),
+                                    "FieldValueNotSupported".to_owned(),
+                                )],
+                            ));
                         }
                     };
                 }
@@ -157,6 +164,55 @@ impl Options {
             }
         }
         Ok(options)
+    }
+
+    /// Validates the options of a LIST like kube-apiserver (`ValidateListOptions` without
+    /// `watch`): `resourceVersionMatch` needs a `resourceVersion`, is forbidden with `continue`,
+    /// and `Exact` is forbidden for `resourceVersion=0`; `sendInitialEvents` is forbidden for a
+    /// list. Every failure is a cause of one 422 on `ListOptions.meta.k8s.io`.
+    ///
+    /// # Errors
+    /// The 422 described.
+    pub fn validate_list(&self) -> Result<(), ApiError> {
+        let mut causes = Vec::new();
+        let mut forbid = |field: &str, message: &str| {
+            causes.push((
+                field.to_owned(),
+                format!("Forbidden: {message}"),
+                "FieldValueForbidden".to_owned(),
+            ));
+        };
+        if let Some(matched) = self.resource_version_match {
+            if self.resource_version == ResourceVersion::Latest {
+                forbid(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                );
+            }
+            if self.continue_token.is_some() {
+                forbid(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                );
+            }
+            if matched == Match::Exact && self.resource_version == ResourceVersion::Any {
+                forbid(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                );
+            }
+        }
+        if self.send_initial_events.is_some() {
+            forbid(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            );
+        }
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_options("ListOptions", causes))
+        }
     }
 
     /// Validates and defaults the options of a watch like kube-apiserver
@@ -462,6 +518,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn list_options_are_validated_as_kube_apiserver_does() {
+        let list = |query: &str| Options::parse(Some(query)).and_then(|o| o.validate_list());
+        assert!(list("resourceVersion=5&resourceVersionMatch=Exact").is_ok());
+        assert!(list("resourceVersion=0&resourceVersionMatch=NotOlderThan").is_ok());
+        assert!(list("limit=5").is_ok());
+        let message = |query: &str| list(query).unwrap_err().message;
+        assert_eq!(
+            message("resourceVersionMatch=Exact"),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
+        assert_eq!(
+            message("resourceVersion=0&resourceVersionMatch=Exact"),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+        );
+        assert_eq!(
+            message("sendInitialEvents=true"),
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"
+        );
+        let error = list("resourceVersionMatch=NotOlderThan&sendInitialEvents=false").unwrap_err();
+        assert_eq!(error.code, 422);
+        assert_eq!(
+            error.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list]"
+        );
+        assert_eq!(
+            message("resourceVersion=1&resourceVersionMatch=Bogus"),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Unsupported value: \"Bogus\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+        );
+    }
+
+    #[test]
     fn dry_run_accepts_all_only() {
         let create = WriteOptionsKind::Create;
         assert!(!dry_run(None, &[], create).unwrap());
@@ -519,7 +606,6 @@ mod tests {
             "labelSelector=a%20in%20(",
             "watch=maybe",
             "fieldSelector=nope",
-            "resourceVersionMatch=Newest",
             // A trailing lone backslash and unknown escapes (found by the selector_field fuzz
             // target: they used to be dropped silently).
             "fieldSelector=metadata.name%3Da%20%5C",

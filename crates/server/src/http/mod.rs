@@ -514,6 +514,7 @@ async fn list(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
+    request.options.validate_list()?;
     let negotiated = negotiated(&request.context.headers, Some(&resource.def))?;
     let conversion = negotiated.conversion;
     if conversion == Conversion::PartialObjectMetadata {
