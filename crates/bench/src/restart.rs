@@ -16,13 +16,15 @@
 //! object after its start that it never received as an event: a relist replaces them with
 //! state), duplicates (an event received twice), and per watcher the time from the start of
 //! the shutdown until its first event on the restarted server (p50, p99, max) — this includes
-//! waiting for the next write of its object (one per `100 / rate` seconds).
+//! waiting for the next write of its object (one per `100 / rate` seconds). After the writer
+//! stops, the run waits (at most 30 s) until every watcher has seen its object's last
+//! acknowledged write before it counts.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -37,6 +39,10 @@ use crate::{Latency, Options};
 
 /// Configmaps the writer updates round-robin (each watcher watches one).
 const OBJECTS: usize = 100;
+
+/// How long the run waits, after the writer stops, for every watcher to see its object's last
+/// acknowledged write.
+const CATCH_UP_MAX: Duration = Duration::from_secs(30);
 
 /// Sizes of one run.
 #[derive(Clone, Copy, Debug)]
@@ -157,6 +163,7 @@ async fn watcher(
     mut seen: Seen,
     shutdown_began: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    progress: Arc<AtomicU64>,
 ) -> Seen {
     let mut last = seen.start;
     let selector = format!("fieldSelector=metadata.name%3Dcm-{}", seen.object);
@@ -177,6 +184,7 @@ async fn watcher(
         watch.set_read_buffer(2048);
         let mut relist = false;
         while !watch.ended && !relist && !stop.load(Ordering::Acquire) {
+            progress.store(last, Ordering::Release);
             match tokio::time::timeout(Duration::from_millis(200), watch.read_some()).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(_)) => break,
@@ -229,6 +237,7 @@ async fn watcher(
                     && let Some(rv) = rv_of(&response.json())
                 {
                     last = rv;
+                    progress.store(last, Ordering::Release);
                     seen.relists += 1;
                     break;
                 }
@@ -271,6 +280,9 @@ fn run_once(sizes: Sizes, rebuild: bool, dir: &Path) -> Result<(Figures, Figures
     let stop_watchers = Arc::new(AtomicBool::new(false));
     let stop_writer = Arc::new(AtomicBool::new(false));
     let opened = Instant::now();
+    let progress: Vec<Arc<AtomicU64>> = (0..sizes.watchers)
+        .map(|_| Arc::new(AtomicU64::new(start_rv)))
+        .collect();
     let tasks: Vec<_> = (0..sizes.watchers)
         .map(|i| {
             let seen = Seen {
@@ -284,6 +296,7 @@ fn run_once(sizes: Sizes, rebuild: bool, dir: &Path) -> Result<(Figures, Figures
                 seen,
                 shutdown_began.clone(),
                 stop_watchers.clone(),
+                progress[i].clone(),
             ))
         })
         .collect();
@@ -319,8 +332,24 @@ fn run_once(sizes: Sizes, rebuild: bool, dir: &Path) -> Result<(Figures, Figures
     let acked = clients
         .block_on(writes)
         .map_err(|e| format!("writer: {e}"))?;
-    // Let the last writes arrive, then stop the watchers.
-    std::thread::sleep(Duration::from_secs(2));
+    // Stop the watchers once each has seen its object's last acknowledged write (an event,
+    // a bookmark or a relist at or past it), or after `CATCH_UP_MAX`: a watcher still behind
+    // then counts its missing events as lost and, if it had no event since the shutdown, as
+    // not resumed.
+    let mut last_acked = [0u64; OBJECTS];
+    for (object, rv) in &acked {
+        last_acked[*object] = last_acked[*object].max(*rv);
+    }
+    let caught_up = Instant::now();
+    while caught_up.elapsed() < CATCH_UP_MAX
+        && progress
+            .iter()
+            .enumerate()
+            .any(|(i, seen)| seen.load(Ordering::Acquire) < last_acked[i % OBJECTS])
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let catch_up_secs = caught_up.elapsed().as_secs_f64();
     stop_watchers.store(true, Ordering::Release);
     let mut seen = Vec::new();
     for task in tasks {
@@ -383,6 +412,7 @@ fn run_once(sizes: Sizes, rebuild: bool, dir: &Path) -> Result<(Figures, Figures
         "open_secs": open_secs,
         "shutdown_secs": stopped.as_secs_f64(),
         "downtime_secs": downtime.as_secs_f64(),
+        "catch_up_after_writes_secs": catch_up_secs,
         "with_bookmarks": with,
         "without_bookmarks": without,
     });
@@ -415,7 +445,7 @@ pub fn restart(options: &Options) -> Result<Vec<Table>, String> {
         }
     } else {
         Sizes {
-            watchers: 5_000.min(fd_room),
+            watchers: 10_000.min(fd_room),
             rate: 100.0,
             warm_up: Duration::from_secs(5),
             after: Duration::from_secs(8),
