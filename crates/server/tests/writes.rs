@@ -858,3 +858,43 @@ async fn fields_a_kind_does_not_declare_are_dropped_warned_or_refused() {
     assert_eq!(get_json(addr, &format!("{CMS}/e")).await.0, 404);
     server.shutdown().await;
 }
+
+/// A DELETE whose body is JSON `null` (some clients send their absent options so) deletes with
+/// the default options, as Go's decoder reads `null` into empty DeleteOptions; an array is
+/// still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_with_a_null_body_uses_the_default_options() {
+    let server = common::server().await;
+    let addr = server.addr;
+    for name in ["n1", "n2"] {
+        let (status, _) = send_json(
+            addr,
+            "POST",
+            CMS,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        &format!("{CMS}/n1"),
+        "application/json",
+        "null",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(get_json(addr, &format!("{CMS}/n1")).await.0, 404);
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        &format!("{CMS}/n2"),
+        "application/json",
+        "[]",
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(get_json(addr, &format!("{CMS}/n2")).await.0, 200);
+    server.shutdown().await;
+}

@@ -300,7 +300,8 @@ impl StoreSource {
                 Ok(json_response(StatusCode::OK, patched.to_string()))
             }
             (&Method::DELETE, Some(name)) => {
-                let options = if body.is_empty() {
+                // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
+                let options = if body.is_empty() || body.trim_ascii() == b"null" {
                     Value::Null
                 } else {
                     parse_body(&body)?
