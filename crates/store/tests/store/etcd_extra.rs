@@ -125,3 +125,34 @@ async fn progress_notifications_arrive() {
         }
     }
 }
+
+/// A dead endpoint beside a live one (an etcd member killed): no request fails, writes
+/// included. A request that could not connect never reached etcd, so it is sent again and
+/// reaches a member that answers (as etcd's own client never sends to an unconnected member).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_endpoint_beside_a_live_one_fails_no_request() {
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let s = EtcdStore::connect(watchkeeper_store::EtcdConfig::new([dead, shared_etcd()]))
+        .await
+        .unwrap();
+    let p = unique_prefix("dead-endpoint");
+    for i in 0..20 {
+        let rev = s
+            .put(k(&p, &format!("k{i}")), format!("{i}"))
+            .await
+            .expect("a write with one endpoint dead");
+        let current = s
+            .current_revision()
+            .await
+            .expect("a revision read with one endpoint dead");
+        assert!(current >= rev);
+        let listed = s
+            .range(RangeRequest::prefix(p.clone()))
+            .await
+            .expect("a range with one endpoint dead");
+        assert_eq!(listed.kvs.len(), i + 1);
+    }
+}
