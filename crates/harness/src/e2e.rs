@@ -848,8 +848,10 @@ async fn writer(
                 }
             }
             _ => {
-                let (status, _) =
-                    send(addr, "DELETE", &item, "application/json", &Value::Null).await;
+                // No body (a JSON `null` body is refused as not an object).
+                let status = request(addr, "DELETE", &item, "", "")
+                    .await
+                    .map_or(0, |(status, _)| status);
                 (status, Value::Null)
             }
         };
