@@ -53,11 +53,11 @@ impl Default for ClusterConfig {
         ClusterConfig {
             seed: 20,
             etcd: ClusterOptions::default(),
-            watchers: 12,
+            watchers: 24,
             writers: 2,
-            writes_per_writer: 160,
+            writes_per_writer: 300,
             reads: 40,
-            fault_every: 40,
+            fault_every: 50,
         }
     }
 }

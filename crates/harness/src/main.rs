@@ -62,13 +62,13 @@ enum Command {
         #[arg(long)]
         peer_port: Option<u16>,
         /// Writes per writer (two writers).
-        #[arg(long, default_value_t = 160)]
+        #[arg(long, default_value_t = 300)]
         writes_per_writer: usize,
         /// Concurrent watchers.
-        #[arg(long, default_value_t = 12)]
+        #[arg(long, default_value_t = 24)]
         watchers: usize,
         /// A fault after every this many writes.
-        #[arg(long, default_value_t = 40)]
+        #[arg(long, default_value_t = 50)]
         fault_every: u64,
         /// etcd's --election-timeout in milliseconds (heartbeat: a tenth).
         #[arg(long, default_value_t = 500)]
