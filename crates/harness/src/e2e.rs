@@ -105,6 +105,9 @@ pub struct E2eOutcome {
     pub failovers: u64,
     /// Of those, the ones answered with a 410 before any event or bookmark.
     pub failover_gone: u64,
+    /// Each of those: (the position resumed from, the store's revision when the 410 came,
+    /// the floor the 410 stated).
+    pub failover_gone_details: Vec<(Rev, Rev, Option<Rev>)>,
     /// Cache resets (relists after a compacted store watch, or a repair) on every instance
     /// during the run.
     pub relists: u64,
@@ -424,15 +427,82 @@ enum Role {
 }
 
 /// One watchkeeper instance the run talks to.
+#[derive(Clone)]
 struct Instance {
     addr: SocketAddr,
     cache: WatchCache,
+    /// Its configmaps cache's resets when it joined the run.
+    resets_at_start: u64,
+}
+
+impl Instance {
+    fn of(server: &Server) -> Instance {
+        let cache = configmaps(server);
+        Instance {
+            addr: server.addr,
+            resets_at_start: cache.metrics().cache_resets.get(),
+            cache,
+        }
+    }
+
+    fn relists(&self) -> u64 {
+        self.cache.metrics().cache_resets.get() - self.resets_at_start
+    }
+}
+
+/// The instances a run talks to (siblings sharing one store), which a fault may replace (a
+/// rolling restart: the old one shut down gracefully, a new one started on the same store).
+#[derive(Default)]
+pub struct Instances {
+    list: std::sync::RwLock<Vec<Instance>>,
+    /// Relists of the instances replaced so far.
+    retired_relists: AtomicU64,
+}
+
+impl Instances {
+    /// These servers.
+    #[must_use]
+    pub fn new(servers: &[&Server]) -> Instances {
+        Instances {
+            list: std::sync::RwLock::new(servers.iter().map(|s| Instance::of(s)).collect()),
+            retired_relists: AtomicU64::new(0),
+        }
+    }
+
+    /// Replaces instance `i` by `server`: requests and sessions opened from now on go to it.
+    pub fn replace(&self, i: usize, server: &Server) {
+        let mut list = self.list.write().expect("lock");
+        self.retired_relists
+            .fetch_add(list[i].relists(), Ordering::Relaxed);
+        list[i] = Instance::of(server);
+    }
+
+    /// The lowest revision the instances' configmaps caches have dispatched.
+    #[must_use]
+    pub fn min_dispatched(&self) -> Rev {
+        let list = self.list.read().expect("lock");
+        list.iter().map(|i| i.cache.dispatched()).min().unwrap_or(0)
+    }
+
+    fn get(&self, i: usize) -> Instance {
+        self.list.read().expect("lock")[i].clone()
+    }
+
+    fn len(&self) -> usize {
+        self.list.read().expect("lock").len()
+    }
+
+    fn relists(&self) -> u64 {
+        let list = self.list.read().expect("lock");
+        self.retired_relists.load(Ordering::Relaxed)
+            + list.iter().map(Instance::relists).sum::<u64>()
+    }
 }
 
 struct Ctx {
     /// The instances (one, or siblings sharing one store): writers and readers pick one per
     /// request, watchers one per session.
-    instances: Vec<Instance>,
+    instances: Arc<Instances>,
     store: AnyStore,
     progress: Progress,
     sessions: Mutex<Vec<Session>>,
@@ -446,6 +516,7 @@ struct Ctx {
     failovers: AtomicU64,
     /// Of those, the ones answered with a 410 before any event or bookmark.
     failover_gone: AtomicU64,
+    failover_gone_details: Mutex<Vec<(Rev, Rev, Option<Rev>)>>,
 }
 
 impl Ctx {
@@ -474,7 +545,7 @@ impl Ctx {
 
     /// A random instance's address.
     fn any_addr(&self, rng: &mut Rng) -> SocketAddr {
-        self.instances[self.any_instance(rng)].addr
+        self.instances.get(self.any_instance(rng)).addr
     }
 
     fn target(&self, selection: &Selection) -> Option<Rev> {
@@ -507,7 +578,7 @@ async fn run_session(
 ) -> Session {
     let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
     let lo_store = ctx.store_revision().await;
-    let Instance { addr, cache } = &ctx.instances[instance];
+    let Instance { addr, cache, .. } = &ctx.instances.get(instance);
     let lo_cache = cache.dispatched();
     // `resourceVersion` unset or `0` without `sendInitialEvents` implies the initial state
     // (Kubernetes' legacy synthetic ADDED events); bookmarks are asked for with every initial
@@ -750,6 +821,19 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
                 .any(|i| matches!(i, Item::Event { .. } | Item::Bookmark { .. }))
         {
             ctx.failover_gone.fetch_add(1, Ordering::Relaxed);
+            let position = match start {
+                Start::After(n) => n,
+                _ => 0,
+            };
+            let floor = match &session.end {
+                End::Gone { claimed, .. } => claimed.map(|(_, floor)| floor),
+                _ => None,
+            };
+            let now = ctx.store_revision().await;
+            ctx.failover_gone_details
+                .lock()
+                .expect("lock")
+                .push((position, now, floor));
         }
         let end = session.end.clone();
         let id = session.id;
@@ -775,7 +859,14 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
                     } | Item::Event { .. }
                 )
             });
+        let refused = matches!(end, End::Error(_)) && session.items.is_empty();
         ctx.sessions.lock().expect("lock").push(session);
+        if refused {
+            // The instance did not answer (restarting): try again after the next write
+            // rather than at once.
+            let writes = *ctx.progress.writes.borrow();
+            ctx.wait_writes(writes + 1).await;
+        }
         match end {
             End::Open { .. } => return,
             End::Error(_) if ctx.progress.fences.borrow().is_some() => return,
@@ -1169,23 +1260,35 @@ pub async fn run_on_instances(
         .store()
         .ok_or_else(|| "the end-to-end check needs a store, not an upstream".to_owned())?
         .clone();
-    let (base, until, recorder) = start_recorder(&store, &prefix).await?;
-    let instances: Vec<Instance> = servers
-        .iter()
-        .map(|s| Instance {
-            addr: s.addr,
-            cache: configmaps(s),
-        })
-        .collect();
-    let resets_before: u64 = instances
-        .iter()
-        .map(|i| i.cache.metrics().cache_resets.get())
-        .sum();
+    run_shared(
+        Arc::new(Instances::new(servers)),
+        store,
+        &prefix,
+        config,
+        faults,
+    )
+    .await
+}
+
+/// [`run_on_instances`] on instances the faults may replace; `store` (the instances' store,
+/// under `prefix`) is read for the history.
+///
+/// # Errors
+/// Setup failures.
+pub async fn run_shared(
+    instances: Arc<Instances>,
+    store: AnyStore,
+    prefix: &str,
+    config: &E2eConfig,
+    faults: Option<(u64, FaultHook)>,
+) -> Result<E2eOutcome, String> {
+    let (base, until, recorder) = start_recorder(&store, prefix).await?;
     let ctx = Arc::new(Ctx {
         base,
         instances,
         failovers: AtomicU64::new(0),
         failover_gone: AtomicU64::new(0),
+        failover_gone_details: Mutex::new(Vec::new()),
         store,
         progress: Progress {
             writes: tokio::sync::watch::channel(0).0,
@@ -1274,7 +1377,19 @@ pub async fn run_on_instances(
             for app in APPS {
                 let token = format!("fence{round}-{ns}-{app}-{}", config.seed);
                 let name = format!("fence-{app}");
-                let fence = write_fence(ctx.instances[0].addr, ns, &name, app, &token).await?;
+                // Instance 0 may be restarting (a fault still under way): poll until it
+                // answers (bounded), re-reading its address.
+                let mut attempts = 0;
+                let fence = loop {
+                    let addr = ctx.instances.get(0).addr;
+                    match write_fence(addr, ns, &name, app, &token).await {
+                        Err(e) if e.contains(": 0 ") && attempts < 400 => {
+                            attempts += 1;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        result => break result?,
+                    }
+                };
                 acked.lock().expect("lock").push(AckedWrite {
                     key: checker::key_of(ns, &name),
                     rv: fence.rv,
@@ -1317,15 +1432,13 @@ pub async fn run_on_instances(
             message: hang.clone(),
         });
     }
-    let resets_after: u64 = ctx
-        .instances
-        .iter()
-        .map(|i| i.cache.metrics().cache_resets.get())
-        .sum();
     Ok(E2eOutcome {
         failovers: ctx.failovers.load(Ordering::Relaxed),
         failover_gone: ctx.failover_gone.load(Ordering::Relaxed),
-        relists: resets_after - resets_before,
+        failover_gone_details: std::mem::take(
+            &mut *ctx.failover_gone_details.lock().expect("lock"),
+        ),
+        relists: ctx.instances.relists(),
         acked: recording.acked.len() as u64,
         rejected: rejected.load(Ordering::Relaxed),
         refusals: std::mem::take(&mut *refusals.lock().expect("lock")),
