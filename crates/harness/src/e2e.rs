@@ -101,7 +101,8 @@ pub struct E2eOutcome {
     pub disconnects: u64,
     /// Last store revision.
     pub revision: Rev,
-    /// Resumed sessions opened on a sibling instance (same resource version).
+    /// Resumed sessions opened on another server than the session they resume (the sibling,
+    /// or a restarted instance), with the same resource version.
     pub failovers: u64,
     /// Of those, the ones answered with a 410 before any event or bookmark.
     pub failover_gone: u64,
@@ -512,7 +513,7 @@ struct Ctx {
     hangs: Mutex<Vec<String>>,
     /// The first revision of the recorded history: watches start at or after it.
     base: Rev,
-    /// Resumed sessions opened on another instance than the session they resume.
+    /// Resumed sessions opened on another server than the session they resume.
     failovers: AtomicU64,
     /// Of those, the ones answered with a 410 before any event or bookmark.
     failover_gone: AtomicU64,
@@ -804,12 +805,19 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
     };
     let mut resumes = None;
     let mut instance = ctx.any_instance(&mut rng);
+    let mut last_addr = None;
     for _ in 0..200 {
         // A resumed session moves to a sibling instance half of the time (with the same
         // resource version: a client failing over).
-        let failover = resumes.is_some() && ctx.instances.len() > 1 && rng.chance(50);
-        if failover {
+        if resumes.is_some() && ctx.instances.len() > 1 && rng.chance(50) {
             instance = (instance + 1) % ctx.instances.len();
+        }
+        // A failover: a resumed session on another server than the one it resumes (the
+        // sibling, or a restarted instance in the same place).
+        let addr = ctx.instances.get(instance).addr;
+        let failover = resumes.is_some() && last_addr != Some(addr);
+        last_addr = Some(addr);
+        if failover {
             ctx.failovers.fetch_add(1, Ordering::Relaxed);
         }
         let session = run_session(&ctx, instance, &mut rng, role, &selection, start, resumes).await;

@@ -184,7 +184,7 @@ fn main() -> ExitCode {
             let e = &outcome.e2e;
             println!(
                 "cluster: {} faults; {} sessions, {} events, {} reads checked; {} violation(s); \
-                 {} acknowledged writes, {} lost; {} failovers to the sibling, {} answered 410 (honest); \
+                 {} acknowledged writes, {} lost; {} failovers to another server, {} answered 410 (honest); \
                  {} relists; {} 410s; writes refused by status {:?}; {:.1?} wall",
                 outcome.faults.len(),
                 e.report.sessions,
