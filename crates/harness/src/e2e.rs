@@ -93,12 +93,25 @@ pub struct E2eOutcome {
     pub acked: u64,
     /// 409s and 404s seen by writers.
     pub rejected: u64,
+    /// Writes not acknowledged, by HTTP status (0: no answer).
+    pub refusals: BTreeMap<u16, u64>,
     /// 410s received by watchers.
     pub gone: u64,
     /// Client-side disconnects.
     pub disconnects: u64,
     /// Last store revision.
     pub revision: Rev,
+    /// Resumed sessions opened on another server than the session they resume (the sibling,
+    /// or a restarted instance), with the same resource version.
+    pub failovers: u64,
+    /// Of those, the ones answered with a 410 before any event or bookmark.
+    pub failover_gone: u64,
+    /// Each of those: (the position resumed from, the store's revision when the 410 came,
+    /// the floor the 410 stated).
+    pub failover_gone_details: Vec<(Rev, Rev, Option<Rev>)>,
+    /// Cache resets (relists after a compacted store watch, or a repair) on every instance
+    /// during the run.
+    pub relists: u64,
 }
 
 /// The server arguments used by the harness: a small history (100 events, 1 s fresh window)
@@ -414,9 +427,83 @@ enum Role {
     Streamer,
 }
 
-struct Ctx {
+/// One watchkeeper instance the run talks to.
+#[derive(Clone)]
+struct Instance {
     addr: SocketAddr,
     cache: WatchCache,
+    /// Its configmaps cache's resets when it joined the run.
+    resets_at_start: u64,
+}
+
+impl Instance {
+    fn of(server: &Server) -> Instance {
+        let cache = configmaps(server);
+        Instance {
+            addr: server.addr,
+            resets_at_start: cache.metrics().cache_resets.get(),
+            cache,
+        }
+    }
+
+    fn relists(&self) -> u64 {
+        self.cache.metrics().cache_resets.get() - self.resets_at_start
+    }
+}
+
+/// The instances a run talks to (siblings sharing one store), which a fault may replace (a
+/// rolling restart: the old one shut down gracefully, a new one started on the same store).
+#[derive(Default)]
+pub struct Instances {
+    list: std::sync::RwLock<Vec<Instance>>,
+    /// Relists of the instances replaced so far.
+    retired_relists: AtomicU64,
+}
+
+impl Instances {
+    /// These servers.
+    #[must_use]
+    pub fn new(servers: &[&Server]) -> Instances {
+        Instances {
+            list: std::sync::RwLock::new(servers.iter().map(|s| Instance::of(s)).collect()),
+            retired_relists: AtomicU64::new(0),
+        }
+    }
+
+    /// Replaces instance `i` by `server`: requests and sessions opened from now on go to it.
+    pub fn replace(&self, i: usize, server: &Server) {
+        let mut list = self.list.write().expect("lock");
+        self.retired_relists
+            .fetch_add(list[i].relists(), Ordering::Relaxed);
+        list[i] = Instance::of(server);
+    }
+
+    /// The lowest revision the instances' configmaps caches have dispatched.
+    #[must_use]
+    pub fn min_dispatched(&self) -> Rev {
+        let list = self.list.read().expect("lock");
+        list.iter().map(|i| i.cache.dispatched()).min().unwrap_or(0)
+    }
+
+    fn get(&self, i: usize) -> Instance {
+        self.list.read().expect("lock")[i].clone()
+    }
+
+    fn len(&self) -> usize {
+        self.list.read().expect("lock").len()
+    }
+
+    fn relists(&self) -> u64 {
+        let list = self.list.read().expect("lock");
+        self.retired_relists.load(Ordering::Relaxed)
+            + list.iter().map(Instance::relists).sum::<u64>()
+    }
+}
+
+struct Ctx {
+    /// The instances (one, or siblings sharing one store): writers and readers pick one per
+    /// request, watchers one per session.
+    instances: Arc<Instances>,
     store: AnyStore,
     progress: Progress,
     sessions: Mutex<Vec<Session>>,
@@ -426,11 +513,40 @@ struct Ctx {
     hangs: Mutex<Vec<String>>,
     /// The first revision of the recorded history: watches start at or after it.
     base: Rev,
+    /// Resumed sessions opened on another server than the session they resume.
+    failovers: AtomicU64,
+    /// Of those, the ones answered with a 410 before any event or bookmark.
+    failover_gone: AtomicU64,
+    failover_gone_details: Mutex<Vec<(Rev, Rev, Option<Rev>)>>,
 }
 
 impl Ctx {
+    /// The store's current revision, retried while the store is unavailable (an etcd member
+    /// killed or paused, an election under way), bounded by [`HANG_GUARD`]; 0 only if it
+    /// never answers.
     async fn store_revision(&self) -> Rev {
-        self.store.current_revision().await.unwrap_or(0)
+        let retry = async {
+            loop {
+                if let Ok(revision) = self.store.current_revision().await {
+                    return revision;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(HANG_GUARD, retry).await.unwrap_or(0)
+    }
+
+    /// A random instance (no random draw when there is one).
+    fn any_instance(&self, rng: &mut Rng) -> usize {
+        match self.instances.len() {
+            1 => 0,
+            n => rng.below(n as u64) as usize,
+        }
+    }
+
+    /// A random instance's address.
+    fn any_addr(&self, rng: &mut Rng) -> SocketAddr {
+        self.instances.get(self.any_instance(rng)).addr
     }
 
     fn target(&self, selection: &Selection) -> Option<Rev> {
@@ -454,6 +570,7 @@ impl Ctx {
 /// One watch session from opening to its end (or the fence). Returns the session.
 async fn run_session(
     ctx: &Ctx,
+    instance: usize,
     rng: &mut Rng,
     role: Role,
     selection: &Selection,
@@ -462,7 +579,8 @@ async fn run_session(
 ) -> Session {
     let id = ctx.next_id.fetch_add(1, Ordering::Relaxed);
     let lo_store = ctx.store_revision().await;
-    let lo_cache = ctx.cache.dispatched();
+    let Instance { addr, cache, .. } = &ctx.instances.get(instance);
+    let lo_cache = cache.dispatched();
     // `resourceVersion` unset or `0` without `sendInitialEvents` implies the initial state
     // (Kubernetes' legacy synthetic ADDED events); bookmarks are asked for with every initial
     // state, so the end of the initial events is marked.
@@ -502,7 +620,7 @@ async fn run_session(
     query.push_str(&selector_query(selection));
     let path = format!("{}{query}", collection_path(selection));
     let recv = matches!(role, Role::Slow | Role::Staller).then_some(4096);
-    let resets_before = ctx.cache.metrics().cache_resets.get();
+    let resets_before = cache.metrics().cache_resets.get();
     let mut session = Session {
         id,
         selection: selection.clone(),
@@ -513,7 +631,7 @@ async fn run_session(
         end: End::ClientClosed,
         resumes,
     };
-    let mut conn = match WatchConn::open(ctx.addr, &path, recv).await {
+    let mut conn = match WatchConn::open(*addr, &path, recv).await {
         Ok(conn) => conn,
         Err(e) => {
             session.end = End::Error(e);
@@ -628,11 +746,11 @@ async fn run_session(
                                 let (p, f) = rest.split_once(" (")?;
                                 Some((p.parse().ok()?, f.trim_end_matches(')').parse().ok()?))
                             });
-                    let floor_now = ctx.cache.history_info().oldest.saturating_sub(1);
+                    let floor_now = cache.history_info().oldest.saturating_sub(1);
                     End::Gone {
                         claimed,
                         observed_floor: Some((0, floor_now)),
-                        epoch_ended: ctx.cache.metrics().cache_resets.get() != resets_before,
+                        epoch_ended: cache.metrics().cache_resets.get() != resets_before,
                     }
                 } else {
                     End::Error(format!("{code}: {message}"))
@@ -669,8 +787,9 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
                     collection_path(&selection),
                     selector_query(&selection)
                 );
+                let addr = ctx.any_addr(&mut rng);
                 let (status, body) =
-                    send(ctx.addr, "GET", &path, "application/json", &Value::Null).await;
+                    send(addr, "GET", &path, "application/json", &Value::Null).await;
                 if status == 200 {
                     Start::After(rv_of(&body))
                 } else {
@@ -685,8 +804,45 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
         },
     };
     let mut resumes = None;
+    let mut instance = ctx.any_instance(&mut rng);
+    let mut last_addr = None;
     for _ in 0..200 {
-        let session = run_session(&ctx, &mut rng, role, &selection, start, resumes).await;
+        // A resumed session moves to a sibling instance half of the time (with the same
+        // resource version: a client failing over).
+        if resumes.is_some() && ctx.instances.len() > 1 && rng.chance(50) {
+            instance = (instance + 1) % ctx.instances.len();
+        }
+        // A failover: a resumed session on another server than the one it resumes (the
+        // sibling, or a restarted instance in the same place).
+        let addr = ctx.instances.get(instance).addr;
+        let failover = resumes.is_some() && last_addr != Some(addr);
+        last_addr = Some(addr);
+        if failover {
+            ctx.failovers.fetch_add(1, Ordering::Relaxed);
+        }
+        let session = run_session(&ctx, instance, &mut rng, role, &selection, start, resumes).await;
+        if failover
+            && matches!(session.end, End::Gone { .. })
+            && !session
+                .items
+                .iter()
+                .any(|i| matches!(i, Item::Event { .. } | Item::Bookmark { .. }))
+        {
+            ctx.failover_gone.fetch_add(1, Ordering::Relaxed);
+            let position = match start {
+                Start::After(n) => n,
+                _ => 0,
+            };
+            let floor = match &session.end {
+                End::Gone { claimed, .. } => claimed.map(|(_, floor)| floor),
+                _ => None,
+            };
+            let now = ctx.store_revision().await;
+            ctx.failover_gone_details
+                .lock()
+                .expect("lock")
+                .push((position, now, floor));
+        }
         let end = session.end.clone();
         let id = session.id;
         let last = session
@@ -711,7 +867,14 @@ async fn watcher(ctx: Arc<Ctx>, seed: u64) {
                     } | Item::Event { .. }
                 )
             });
+        let refused = matches!(end, End::Error(_)) && session.items.is_empty();
         ctx.sessions.lock().expect("lock").push(session);
+        if refused {
+            // The instance did not answer (restarting): try again after the next write
+            // rather than at once.
+            let writes = *ctx.progress.writes.borrow();
+            ctx.wait_writes(writes + 1).await;
+        }
         match end {
             End::Open { .. } => return,
             End::Error(_) if ctx.progress.fences.borrow().is_some() => return,
@@ -739,6 +902,7 @@ async fn writer(
     writes: usize,
     acked: Arc<Mutex<Vec<AckedWrite>>>,
     rejected: Arc<AtomicU64>,
+    refusals: Arc<Mutex<BTreeMap<u16, u64>>>,
 ) {
     let mut rng = Rng::new(seed);
     for i in 0..writes {
@@ -747,10 +911,11 @@ async fn writer(
         let token = format!("s{seed}-{i}");
         let app = *rng.pick(&APPS);
         let item = format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+        let addr = ctx.any_addr(&mut rng);
         let (status, body) = match rng.below(10) {
             0..=2 => {
                 send(
-                    ctx.addr,
+                    addr,
                     "POST",
                     &format!("/api/v1/namespaces/{ns}/configmaps"),
                     "application/json",
@@ -762,7 +927,7 @@ async fn writer(
             }
             3..=5 => {
                 send(
-                    ctx.addr,
+                    addr,
                     "PATCH",
                     &item,
                     "application/merge-patch+json",
@@ -772,18 +937,20 @@ async fn writer(
             }
             6 | 7 => {
                 let (status, mut current) =
-                    send(ctx.addr, "GET", &item, "application/json", &Value::Null).await;
+                    send(addr, "GET", &item, "application/json", &Value::Null).await;
                 if status != 200 {
                     (status, current)
                 } else {
                     current["metadata"]["labels"] = json!({"app": app});
                     current["data"] = json!({"w": token});
-                    send(ctx.addr, "PUT", &item, "application/json", &current).await
+                    send(addr, "PUT", &item, "application/json", &current).await
                 }
             }
             _ => {
-                let (status, _) =
-                    send(ctx.addr, "DELETE", &item, "application/json", &Value::Null).await;
+                // No body (a JSON `null` body is refused as not an object).
+                let status = request(addr, "DELETE", &item, "", "")
+                    .await
+                    .map_or(0, |(status, _)| status);
                 (status, Value::Null)
             }
         };
@@ -798,6 +965,7 @@ async fn writer(
             200 | 201 => {}
             _ => {
                 rejected.fetch_add(1, Ordering::Relaxed);
+                *refusals.lock().expect("lock").entry(status).or_default() += 1;
             }
         }
         ctx.progress.writes.send_modify(|w| *w += 1);
@@ -808,11 +976,12 @@ async fn reader(ctx: Arc<Ctx>, seed: u64, reads: usize, out: Arc<Mutex<Vec<Read>
     let mut rng = Rng::new(seed);
     for i in 0..reads {
         let lo = ctx.store_revision().await;
+        let addr = ctx.any_addr(&mut rng);
         let kind = if rng.chance(50) {
             let ns = *rng.pick(&NAMESPACES);
             let name = format!("cm{}", rng.below(8));
             let (status, body) = send(
-                ctx.addr,
+                addr,
                 "GET",
                 &format!("/api/v1/namespaces/{ns}/configmaps/{name}"),
                 "application/json",
@@ -838,8 +1007,7 @@ async fn reader(ctx: Arc<Ctx>, seed: u64, reads: usize, out: Arc<Mutex<Vec<Read>
                 collection_path(&selection),
                 selector_query(&selection)
             );
-            let (status, body) =
-                send(ctx.addr, "GET", &path, "application/json", &Value::Null).await;
+            let (status, body) = send(addr, "GET", &path, "application/json", &Value::Null).await;
             if status != 200 {
                 continue;
             }
@@ -1080,16 +1248,55 @@ pub async fn run_with_faults(
     config: &E2eConfig,
     faults: Option<(u64, FaultHook)>,
 ) -> Result<E2eOutcome, String> {
+    run_on_instances(&[server], config, faults).await
+}
+
+/// [`run_with_faults`] on sibling instances sharing one store (the first one's store is read
+/// for the history): writers and readers pick an instance per request, watchers one per
+/// session, and a resumed session moves to another instance half of the time.
+///
+/// # Errors
+/// Setup failures.
+pub async fn run_on_instances(
+    servers: &[&Server],
+    config: &E2eConfig,
+    faults: Option<(u64, FaultHook)>,
+) -> Result<E2eOutcome, String> {
+    let server = servers.first().ok_or("no instance")?;
     let prefix = server.app.config.prefix.clone();
     let store = server
         .store()
         .ok_or_else(|| "the end-to-end check needs a store, not an upstream".to_owned())?
         .clone();
-    let (base, until, recorder) = start_recorder(&store, &prefix).await?;
+    run_shared(
+        Arc::new(Instances::new(servers)),
+        store,
+        &prefix,
+        config,
+        faults,
+    )
+    .await
+}
+
+/// [`run_on_instances`] on instances the faults may replace; `store` (the instances' store,
+/// under `prefix`) is read for the history.
+///
+/// # Errors
+/// Setup failures.
+pub async fn run_shared(
+    instances: Arc<Instances>,
+    store: AnyStore,
+    prefix: &str,
+    config: &E2eConfig,
+    faults: Option<(u64, FaultHook)>,
+) -> Result<E2eOutcome, String> {
+    let (base, until, recorder) = start_recorder(&store, prefix).await?;
     let ctx = Arc::new(Ctx {
         base,
-        addr: server.addr,
-        cache: configmaps(server),
+        instances,
+        failovers: AtomicU64::new(0),
+        failover_gone: AtomicU64::new(0),
+        failover_gone_details: Mutex::new(Vec::new()),
         store,
         progress: Progress {
             writes: tokio::sync::watch::channel(0).0,
@@ -1104,6 +1311,7 @@ pub async fn run_with_faults(
     let mut rng = Rng::new(config.seed);
     let acked = Arc::new(Mutex::new(Vec::new()));
     let rejected = Arc::new(AtomicU64::new(0));
+    let refusals = Arc::new(Mutex::new(BTreeMap::new()));
     let reads = Arc::new(Mutex::new(Vec::new()));
     let mut watchers = Vec::new();
     for _ in 0..config.watchers {
@@ -1117,6 +1325,7 @@ pub async fn run_with_faults(
             config.writes_per_writer,
             acked.clone(),
             rejected.clone(),
+            refusals.clone(),
         )));
     }
     let compactor = config.compact_every.map(|every| {
@@ -1176,7 +1385,19 @@ pub async fn run_with_faults(
             for app in APPS {
                 let token = format!("fence{round}-{ns}-{app}-{}", config.seed);
                 let name = format!("fence-{app}");
-                let fence = write_fence(ctx.addr, ns, &name, app, &token).await?;
+                // Instance 0 may be restarting (a fault still under way): poll until it
+                // answers (bounded), re-reading its address.
+                let mut attempts = 0;
+                let fence = loop {
+                    let addr = ctx.instances.get(0).addr;
+                    match write_fence(addr, ns, &name, app, &token).await {
+                        Err(e) if e.contains(": 0 ") && attempts < 400 => {
+                            attempts += 1;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        result => break result?,
+                    }
+                };
                 acked.lock().expect("lock").push(AckedWrite {
                     key: checker::key_of(ns, &name),
                     rv: fence.rv,
@@ -1220,8 +1441,15 @@ pub async fn run_with_faults(
         });
     }
     Ok(E2eOutcome {
+        failovers: ctx.failovers.load(Ordering::Relaxed),
+        failover_gone: ctx.failover_gone.load(Ordering::Relaxed),
+        failover_gone_details: std::mem::take(
+            &mut *ctx.failover_gone_details.lock().expect("lock"),
+        ),
+        relists: ctx.instances.relists(),
         acked: recording.acked.len() as u64,
         rejected: rejected.load(Ordering::Relaxed),
+        refusals: std::mem::take(&mut *refusals.lock().expect("lock")),
         gone: ctx.gone.load(Ordering::Relaxed),
         disconnects: ctx.disconnects.load(Ordering::Relaxed),
         revision: last,

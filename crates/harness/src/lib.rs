@@ -13,6 +13,8 @@
 //! - [`e2e`]: the running server over HTTP (memory, embedded and etcd stores) with many
 //!   concurrent watchers and writers and faults; the committed history is read back from the
 //!   store.
+//! - [`cluster`]: a three-member etcd cluster with two instances on it, under the
+//!   end-to-end workload and member faults (kill -9, SIGSTOP, compaction).
 //! - [`soak`]: many seeds for as long as asked, with a summary.
 //!
 //! The guarantees are the core's [`watchkeeper_core::Guarantee`]; the HTTP client, the server
@@ -20,6 +22,7 @@
 //! (`watchkeeper-testkit`).
 
 pub mod checker;
+pub mod cluster;
 pub mod e2e;
 pub mod etcd;
 pub mod inprocess;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use watchkeeper_harness::{e2e, inprocess, soak};
+use watchkeeper_harness::{cluster, e2e, etcd, inprocess, soak};
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +47,35 @@ enum Command {
         /// Threads [default: available cores].
         #[arg(long)]
         threads: Option<usize>,
+    },
+    /// Run the etcd-cluster fault run: three etcd members (ETCD_BINARY) on loopback, two
+    /// instances on them, kill -9 / SIGSTOP / compaction faults under load; exits non-zero
+    /// on any violation, lost acknowledged write or relist.
+    Cluster {
+        /// Seed of the workload.
+        #[arg(long, default_value_t = 20)]
+        seed: u64,
+        /// Client port of member 0 (1 and 2 use the next two) [default: free ports].
+        #[arg(long)]
+        client_port: Option<u16>,
+        /// Peer port of member 0 (1 and 2 use the next two) [default: free ports].
+        #[arg(long)]
+        peer_port: Option<u16>,
+        /// Writes per writer (two writers).
+        #[arg(long, default_value_t = 300)]
+        writes_per_writer: usize,
+        /// Concurrent watchers.
+        #[arg(long, default_value_t = 24)]
+        watchers: usize,
+        /// A fault after every this many writes.
+        #[arg(long, default_value_t = 50)]
+        fault_every: u64,
+        /// etcd's --election-timeout in milliseconds (heartbeat: a tenth).
+        #[arg(long, default_value_t = 500)]
+        election_ms: u64,
+        /// Start etcd without --experimental-watch-progress-notify-interval.
+        #[arg(long)]
+        no_progress_notify: bool,
     },
     /// Run a watchkeeper server with the harness's settings (small history and queues) and
     /// print `listening ADDR`; used by the kill-and-restart test, which SIGKILLs it.
@@ -113,6 +142,82 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
+            }
+        }
+        Command::Cluster {
+            seed,
+            client_port,
+            peer_port,
+            writes_per_writer,
+            watchers,
+            fault_every,
+            election_ms,
+            no_progress_notify,
+        } => {
+            let config = cluster::ClusterConfig {
+                seed,
+                etcd: etcd::ClusterOptions {
+                    client_port,
+                    peer_port,
+                    heartbeat_ms: (election_ms / 10).max(1),
+                    election_ms,
+                    progress_notify: !no_progress_notify,
+                },
+                watchers,
+                writes_per_writer,
+                fault_every,
+                ..cluster::ClusterConfig::default()
+            };
+            let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+            let load_before = load();
+            let runtime = tokio::runtime::Runtime::new().expect("runtime");
+            let outcome = match runtime.block_on(cluster::run(&config)) {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    eprintln!("cluster: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            for fault in &outcome.faults {
+                println!("{fault}");
+            }
+            let e = &outcome.e2e;
+            println!(
+                "cluster: {} faults; {} sessions, {} events, {} reads checked; {} violation(s); \
+                 {} acknowledged writes, {} lost; {} failovers to another server, {} answered 410 (honest); \
+                 {} relists; {} 410s; writes refused by status {:?}; {:.1?} wall",
+                outcome.faults.len(),
+                e.report.sessions,
+                e.report.events,
+                e.report.reads,
+                e.report.violations.len(),
+                e.acked,
+                outcome.acked_lost(),
+                e.failovers,
+                e.failover_gone,
+                e.relists,
+                e.gone,
+                e.refusals,
+                outcome.elapsed
+            );
+            println!(
+                "load average before: {}; after: {}",
+                load_before.trim(),
+                load().trim()
+            );
+            for (position, now, floor) in &e.failover_gone_details {
+                println!(
+                    "  a failover from {position} answered 410 (store at {now}, stated floor {floor:?})"
+                );
+            }
+            let failures = outcome.failures();
+            for failure in failures.iter().take(20) {
+                println!("  {failure}");
+            }
+            if failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
             }
         }
         Command::Serve { store, data_dir } => {

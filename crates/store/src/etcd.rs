@@ -14,6 +14,14 @@
 //!   responses unless the watch asked for fragmentation (its catch-up batches cut at
 //!   revision boundaries and live notifications carry one whole revision), and this backend
 //!   never asks for it; a response with several revisions becomes several items.
+//! - Several endpoints (the members of one cluster): one is pinned and receives every
+//!   request and watch; a request that could not connect, a member without a leader, an
+//!   unavailable member or a broken watch stream pins the next one. Unary requests are sent
+//!   again within `request_timeout`: reads (and compactions) on any unavailability, writes
+//!   only when etcd never received them (no connection) or refused them before proposing
+//!   ("etcdserver: no leader"); a write that may have been applied ("leader changed",
+//!   "request timed out", a connection lost mid-request) is answered as unavailable.
+//!   Requests carry `hasleader` (etcd's require-leader), as kube-apiserver's watches do.
 //! - A broken watch stream (etcd restarted, connection lost, canceled for a reason other
 //!   than compaction) is re-established from the last delivered revision + 1 (or the last
 //!   progress revision + 1), with exponential backoff and jitter, logged with `tracing`.
@@ -112,11 +120,47 @@ impl EtcdConfig {
     }
 }
 
-/// A store backed by etcd. Cloning shares the same connection.
+/// One client per endpoint and the one in use (pinned): every request and watch goes to the
+/// pinned member until it fails in a way that says the member is down, unreachable or
+/// without a leader; then the next endpoint is pinned. (One client over every endpoint would
+/// let its balancer keep choosing an endpoint that refuses connections: on equal load it
+/// picks the first.)
+struct Members {
+    clients: Vec<Client>,
+    pinned: std::sync::atomic::AtomicUsize,
+}
+
+impl Members {
+    /// The pinned member's index and client.
+    fn pinned(&self) -> (usize, Client) {
+        let i = self.pinned.load(std::sync::atomic::Ordering::Relaxed) % self.clients.len();
+        (i, self.clients[i].clone())
+    }
+
+    /// Pins the member after `from`, unless another request already moved on from it.
+    fn fail_over(&self, from: usize) {
+        let next = (from + 1) % self.clients.len();
+        if self
+            .pinned
+            .compare_exchange(
+                from,
+                next,
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            )
+            .is_ok()
+            && next != from
+        {
+            tracing::info!(from, to = next, "etcd: moving to the next endpoint");
+        }
+    }
+}
+
+/// A store backed by etcd. Cloning shares the same connections.
 #[derive(Clone)]
 pub struct EtcdStore {
-    // Boxed: the client is several KiB and would bloat every `AnyStore`.
-    client: Arc<Client>,
+    // Boxed: a client is several KiB and would bloat every `AnyStore`.
+    members: Arc<Members>,
     config: Arc<EtcdConfig>,
     counters: Arc<StoreCounters>,
 }
@@ -126,6 +170,54 @@ impl std::fmt::Debug for EtcdStore {
         f.debug_struct("EtcdStore")
             .field("endpoints", &self.config.endpoints)
             .finish()
+    }
+}
+
+/// First pause before a unary request is sent again; doubles per attempt.
+const RETRY_PAUSE_INITIAL: Duration = Duration::from_millis(10);
+/// Longest pause between two attempts of one unary request.
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
+
+/// Whether a failed unary request may be sent again.
+#[derive(Debug, PartialEq, Eq)]
+enum Attempt {
+    /// It never reached etcd: the connection to the endpoint the client picked could not be
+    /// made (a member down). Safe to send again, writes included; the client's balancer then
+    /// picks a member that answers.
+    NotSent,
+    /// etcd refused it before proposing it ("etcdserver: no leader"): safe to send again.
+    NoLeader,
+    /// Unavailable in a way that may have let it through (a connection lost mid-request,
+    /// "leader changed", "request timed out"): safe to send again only if it reads.
+    Unavailable,
+    /// Anything else: answer it.
+    Final,
+}
+
+fn attempt(e: &etcd_client::Error) -> Attempt {
+    use etcd_client::Error as E;
+    match e {
+        E::GRpcStatus(s) => {
+            let msg = s.message();
+            // A connection that could not be made: tonic's Unavailable with the connector's
+            // message.
+            let not_sent = [
+                "tcp connect error",
+                "error trying to connect",
+                "Connection refused",
+            ];
+            if not_sent.iter().any(|m| msg.contains(m)) {
+                Attempt::NotSent
+            } else if msg.contains("etcdserver: no leader") {
+                Attempt::NoLeader
+            } else if matches!(i32::from(s.code()), 14) {
+                Attempt::Unavailable
+            } else {
+                Attempt::Final
+            }
+        }
+        E::TransportError(_) | E::IoError(_) => Attempt::Unavailable,
+        _ => Attempt::Final,
     }
 }
 
@@ -183,43 +275,88 @@ impl EtcdStore {
     /// automatically; this fails only on an invalid configuration or endpoint.
     pub async fn connect(config: EtcdConfig) -> Result<Self, OpenError> {
         config.validate()?;
+        // `require_leader`: a member without a leader refuses requests at once ("etcdserver:
+        // no leader") and cancels watch streams, instead of serving a watch that can no
+        // longer advance; both then move to the next endpoint.
         let opts = ConnectOptions::new()
             .with_connect_timeout(config.connect_timeout)
-            .with_keep_alive(config.keep_alive_interval, config.keep_alive_timeout);
-        let client = Client::connect(&config.endpoints, Some(opts))
-            .await
-            .map_err(|e| match classify(e) {
-                Failure::Backend(b) => OpenError::Backend(b),
-                _ => OpenError::Backend(BackendError::Unavailable("etcd connect failed".into())),
-            })?;
+            .with_keep_alive(config.keep_alive_interval, config.keep_alive_timeout)
+            .with_require_leader(true);
+        let mut clients = Vec::with_capacity(config.endpoints.len());
+        for endpoint in &config.endpoints {
+            let client = Client::connect([endpoint], Some(opts.clone()))
+                .await
+                .map_err(|e| match classify(e) {
+                    Failure::Backend(b) => OpenError::Backend(b),
+                    _ => {
+                        OpenError::Backend(BackendError::Unavailable("etcd connect failed".into()))
+                    }
+                })?;
+            clients.push(client);
+        }
         Ok(Self {
-            client: Arc::new(client),
+            members: Arc::new(Members {
+                clients,
+                pinned: std::sync::atomic::AtomicUsize::new(0),
+            }),
             config: Arc::new(config),
             counters: Arc::new(StoreCounters::default()),
         })
     }
 
-    /// The underlying etcd client (for tests and tools).
+    /// The etcd client of the pinned endpoint (for tests and tools).
     pub fn client(&self) -> &Client {
-        &self.client
+        let (i, _) = self.members.pinned();
+        &self.members.clients[i]
     }
 
-    async fn timed<T>(
+    /// One unary request to the pinned member, made by `request` and sent again while it
+    /// fails in a way that allows it (see [`Attempt`]): `read_only` requests on any
+    /// unavailability, writes only when etcd never received them or refused them before
+    /// proposing. A failure other than [`Attempt::Final`] first pins the next member. Every
+    /// attempt and pause together stay within `request_timeout`.
+    async fn timed<T, F>(
         &self,
-        fut: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, Failure> {
-        match tokio::time::timeout(self.config.request_timeout, fut).await {
-            Ok(r) => r.map_err(classify),
-            Err(_) => Err(Failure::Backend(BackendError::Unavailable(
-                "etcd request timed out".into(),
-            ))),
+        read_only: bool,
+        mut request: impl FnMut(Client) -> F,
+    ) -> Result<T, Failure>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.config.request_timeout;
+        let mut pause = RETRY_PAUSE_INITIAL;
+        loop {
+            let (member, client) = self.members.pinned();
+            let error = match tokio::time::timeout_at(deadline, request(client)).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    return Err(Failure::Backend(BackendError::Unavailable(
+                        "etcd request timed out".into(),
+                    )));
+                }
+            };
+            let again = match attempt(&error) {
+                Attempt::NotSent | Attempt::NoLeader => true,
+                Attempt::Unavailable => read_only,
+                Attempt::Final => false,
+            };
+            if attempt(&error) != Attempt::Final {
+                self.members.fail_over(member);
+            }
+            if !again || tokio::time::Instant::now() + pause >= deadline {
+                return Err(classify(error));
+            }
+            tracing::debug!(error = %error, ?pause, "etcd request failed; sending it again");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(RETRY_PAUSE_MAX);
         }
     }
 
     /// Finds etcd's compaction floor with a watch from revision 1, which etcd cancels
     /// with the compaction revision. `None` when not compacted or not answered quickly.
     async fn probe_compact_revision(&self) -> Option<u64> {
-        let mut client = self.client.watch_client();
+        let mut client = self.members.pinned().1.watch_client();
         let probe = async move {
             let opts = WatchOptions::new().with_start_revision(1);
             let mut stream = client
@@ -255,8 +392,11 @@ impl EtcdStore {
         if req.limit > 0 {
             opts = opts.with_limit(req.limit as i64);
         }
-        let mut kv = self.client.kv_client();
-        match self.timed(kv.get(bounds.lo.to_vec(), Some(opts))).await {
+        let request = |client: Client| {
+            let (mut kv, key, opts) = (client.kv_client(), bounds.lo.to_vec(), opts.clone());
+            async move { kv.get(key, Some(opts)).await }
+        };
+        match self.timed(true, request).await {
             Ok(resp) => {
                 let header = resp.header().map_or(0, |h| h.revision().max(0) as u64);
                 Ok(RangeResponse {
@@ -327,8 +467,11 @@ impl EtcdStore {
             .when(compares)
             .and_then(success)
             .or_else(failure);
-        let mut kv = self.client.kv_client();
-        let resp = match self.timed(kv.txn(txn)).await {
+        let request = |client: Client| {
+            let (mut kv, txn) = (client.kv_client(), txn.clone());
+            async move { kv.txn(txn).await }
+        };
+        let resp = match self.timed(false, request).await {
             Ok(r) => r,
             Err(Failure::Backend(b)) => return Err(b.into()),
             Err(_) => return Err(BackendError::Storage("unexpected etcd txn error".into()).into()),
@@ -402,9 +545,14 @@ impl EtcdStore {
 
 impl Store for EtcdStore {
     async fn current_revision(&self) -> Result<u64, RangeError> {
-        let mut kv = self.client.kv_client();
-        let opts = GetOptions::new().with_count_only();
-        match self.timed(kv.get(&b"\0"[..], Some(opts))).await {
+        let request = |client: Client| {
+            let mut kv = client.kv_client();
+            async move {
+                kv.get(&b"\0"[..], Some(GetOptions::new().with_count_only()))
+                    .await
+            }
+        };
+        match self.timed(true, request).await {
             Ok(resp) => Ok(resp.header().map_or(0, |h| h.revision().max(0) as u64)),
             Err(Failure::Backend(b)) => Err(b.into()),
             Err(_) => Err(BackendError::Storage("unexpected etcd range error".into()).into()),
@@ -434,7 +582,7 @@ impl Store for EtcdStore {
         };
         let (tx, watch) = Watch::channel(self.config.watch_channel_capacity);
         tokio::spawn(run_watch(
-            self.client.clone(),
+            self.members.clone(),
             self.config.clone(),
             KeyBounds::new(&keys, None),
             next,
@@ -444,12 +592,13 @@ impl Store for EtcdStore {
     }
 
     async fn compact(&self, revision: u64) -> Result<(), CompactError> {
-        let mut client = (*self.client).clone();
-        let opts = CompactionOptions::new().with_physical();
-        match self
-            .timed(client.compact(revision as i64, Some(opts)))
-            .await
-        {
+        let request = |mut client: Client| async move {
+            let opts = CompactionOptions::new().with_physical();
+            client.compact(revision as i64, Some(opts)).await
+        };
+        // Not read-only, but sending it again is harmless: a compaction that was applied
+        // answers "already compacted" the second time.
+        match self.timed(true, request).await {
             Ok(_) => {
                 self.counters.compaction();
                 Ok(())
@@ -515,7 +664,7 @@ impl Backoff {
 /// The watch task: runs etcd watch streams back to back until the consumer goes away or
 /// the watch hits compaction.
 async fn run_watch(
-    client: Arc<Client>,
+    members: Arc<Members>,
     config: Arc<EtcdConfig>,
     bounds: KeyBounds,
     mut next: u64,
@@ -534,6 +683,7 @@ async fn run_watch(
         if config.progress_notify {
             opts = opts.with_progress_notify();
         }
+        let (member, client) = members.pinned();
         let mut wc = client.watch_client();
         let started = tokio::select! {
             r = wc.watch(bounds.lo.to_vec(), Some(opts)) => r,
@@ -607,6 +757,9 @@ async fn run_watch(
                 }
             },
         }
+        // The stream failed on this member (down, restarted, without a leader): resume on
+        // the next one.
+        members.fail_over(member);
         let delay = backoff.next_delay();
         tokio::select! {
             () = tokio::time::sleep(delay) => {}

@@ -125,3 +125,95 @@ async fn progress_notifications_arrive() {
         }
     }
 }
+
+/// A dead endpoint beside a live one (an etcd member killed): no request fails, writes
+/// included. A request that could not connect never reached etcd, so it is sent again and
+/// reaches a member that answers (as etcd's own client never sends to an unconnected member).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_endpoint_beside_a_live_one_fails_no_request() {
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let s = EtcdStore::connect(watchkeeper_store::EtcdConfig::new([dead, shared_etcd()]))
+        .await
+        .unwrap();
+    let p = unique_prefix("dead-endpoint");
+    for i in 0..20 {
+        let rev = s
+            .put(k(&p, &format!("k{i}")), format!("{i}"))
+            .await
+            .expect("a write with one endpoint dead");
+        let current = s
+            .current_revision()
+            .await
+            .expect("a revision read with one endpoint dead");
+        assert!(current >= rev);
+        let listed = s
+            .range(RangeRequest::prefix(p.clone()))
+            .await
+            .expect("a range with one endpoint dead");
+        assert_eq!(listed.kvs.len(), i + 1);
+    }
+}
+
+/// A member that accepts connections but never answers (one of a two-member cluster whose
+/// peer never started: etcd 3.4 serves clients only once it has joined a quorum) beside a
+/// live etcd: the first read fails over to the live one once the keep-alive notices (here
+/// 0.5 s + 0.5 s), and every later request, writes included, goes to the live one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_never_answers_is_left_for_a_live_one() {
+    let port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (client, peer, absent) = (port(), port(), port());
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let endpoint = format!("http://127.0.0.1:{client}");
+    let mut lonely = Command::new(crate::common::etcd_binary())
+        .args(["--name", "a", "--data-dir"])
+        .arg(dir.path().join("a"))
+        .args(["--listen-client-urls", &endpoint])
+        .args(["--advertise-client-urls", &endpoint])
+        .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
+        .args([
+            "--initial-advertise-peer-urls",
+            &format!("http://127.0.0.1:{peer}"),
+        ])
+        .args([
+            "--initial-cluster",
+            &format!("a=http://127.0.0.1:{peer},b=http://127.0.0.1:{absent}"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("etcd");
+    // Until it accepts connections (bounded poll).
+    let mut attempts = 0;
+    while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+        attempts += 1;
+        assert!(attempts < 400, "the lonely member did not start");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let mut config = watchkeeper_store::EtcdConfig::new([endpoint, shared_etcd()]);
+    config.keep_alive_interval = Duration::from_millis(500);
+    config.keep_alive_timeout = Duration::from_millis(500);
+    let s = EtcdStore::connect(config).await.unwrap();
+    let first = tokio::time::timeout(HANG_GUARD, s.current_revision())
+        .await
+        .expect("hang");
+    let p = unique_prefix("never-answers");
+    let put = tokio::time::timeout(HANG_GUARD, s.put(k(&p, "a"), "1"))
+        .await
+        .expect("hang");
+    let _ = lonely.kill();
+    let _ = lonely.wait();
+    first.expect("a read with a member that never answers first");
+    let rev = put.expect("a write after the read moved on");
+    let read = s.range(RangeRequest::prefix(p.clone())).await.unwrap();
+    assert_eq!(read.kvs.len(), 1);
+    assert_eq!(read.kvs[0].mod_revision, rev);
+}
