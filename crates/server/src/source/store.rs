@@ -642,11 +642,7 @@ impl Writer<'_> {
         body: &Bytes,
     ) -> Result<(Value, bool), ApiError> {
         let def = &resource.def;
-        let config: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "error decoding YAML: the apply configuration must be a JSON object (YAML that is not JSON is not supported): {e}"
-            ))
-        })?;
+        let config = apply::config::parse_configuration(body)?;
         if let Some(body_name) = config.pointer("/metadata/name").and_then(Value::as_str)
             && body_name != name
         {
