@@ -71,6 +71,13 @@ pub const REVIEW_RESOURCES: &[(&str, &str, &str, &str, bool)] = &[
         "SelfSubjectReview",
         false,
     ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
 ];
 
 fn is_review(def: &ResourceDef) -> bool {
@@ -140,7 +147,7 @@ pub fn has_scale(def: &ResourceDef) -> bool {
 /// The subresources served for a resource, each with its verbs: those its CRD declares for a
 /// CRD's resource; otherwise `status` unless the resource is a built-in without one, `scale`
 /// where [`has_scale`], and the kind's own (`finalize` for namespaces, pods' `binding`,
-/// `ephemeralcontainers` and `eviction`, CSRs' `approval`).
+/// `ephemeralcontainers` and `eviction`, CSRs' `approval`, service accounts' `token`).
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
@@ -172,6 +179,9 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
         out.push((crate::ephemeral::SUBRESOURCE, STATUS_VERBS));
         out.push(("eviction", &["create"][..]));
     }
+    if def.group.is_empty() && def.plural == "serviceaccounts" {
+        out.push(("token", &["create"][..]));
+    }
     out
 }
 
@@ -183,6 +193,7 @@ pub fn subresource_kind(sub: &str) -> Option<(&'static str, &'static str, &'stat
         "scale" => Some(("autoscaling", "v1", "Scale")),
         "binding" => Some(("", "v1", "Binding")),
         "eviction" => Some(("policy", "v1", "Eviction")),
+        "token" => Some(("authentication.k8s.io", "v1", "TokenRequest")),
         _ => None,
     }
 }
@@ -599,8 +610,21 @@ mod tests {
         // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
         // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
         // replicationcontrollers/scale; namespaces/finalize; pods/binding,
-        // pods/ephemeralcontainers and pods/eviction.
-        assert_eq!(resources.len(), 28);
+        // pods/ephemeralcontainers and pods/eviction; serviceaccounts/token.
+        assert_eq!(resources.len(), 29);
+        let token = resources
+            .iter()
+            .find(|r| r["name"] == "serviceaccounts/token")
+            .unwrap();
+        assert_eq!(
+            (&token["group"], &token["version"], &token["kind"]),
+            (
+                &json!("authentication.k8s.io"),
+                &json!("v1"),
+                &json!("TokenRequest")
+            )
+        );
+        assert_eq!(token["verbs"], json!(["create"]));
         let eviction = resources
             .iter()
             .find(|r| r["name"] == "pods/eviction")

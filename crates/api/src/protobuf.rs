@@ -1230,6 +1230,63 @@ static SELF_SUBJECT_REVIEW: Message = Message {
     ],
 };
 
+static BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "io.k8s.api.authentication.v1.BoundObjectReference",
+    fields: &[
+        f(1, "kind", Str),
+        f(2, "apiVersion", Str),
+        f(3, "name", Str),
+        f(4, "uid", Str),
+    ],
+};
+
+static TOKEN_REQUEST_SPEC: Message = Message {
+    name: "io.k8s.api.authentication.v1.TokenRequestSpec",
+    fields: &[
+        r(1, "audiences", Str),
+        f(3, "boundObjectRef", Msg(&BOUND_OBJECT_REFERENCE)),
+        f(4, "expirationSeconds", Int64),
+    ],
+};
+
+static TOKEN_REQUEST_STATUS: Message = Message {
+    name: "io.k8s.api.authentication.v1.TokenRequestStatus",
+    fields: &[k(1, "token", Str), k(2, "expirationTimestamp", Time)],
+};
+
+static TOKEN_REQUEST: Message = Message {
+    name: "io.k8s.api.authentication.v1.TokenRequest",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&TOKEN_REQUEST_SPEC)),
+        k(3, "status", Msg(&TOKEN_REQUEST_STATUS)),
+    ],
+};
+
+static TOKEN_REVIEW_SPEC: Message = Message {
+    name: "io.k8s.api.authentication.v1.TokenReviewSpec",
+    fields: &[f(1, "token", Str), r(2, "audiences", Str)],
+};
+
+static TOKEN_REVIEW_STATUS: Message = Message {
+    name: "io.k8s.api.authentication.v1.TokenReviewStatus",
+    fields: &[
+        f(1, "authenticated", Bool),
+        f(2, "user", Msg(&USER_INFO)),
+        f(3, "error", Str),
+        r(4, "audiences", Str),
+    ],
+};
+
+static TOKEN_REVIEW: Message = Message {
+    name: "io.k8s.api.authentication.v1.TokenReview",
+    fields: &[
+        k(1, "metadata", Msg(&OBJECT_META)),
+        k(2, "spec", Msg(&TOKEN_REVIEW_SPEC)),
+        k(3, "status", Msg(&TOKEN_REVIEW_STATUS)),
+    ],
+};
+
 /// The kinds decoded from protobuf: (API group, kind, schema).
 static KINDS: &[(&str, &str, &Message)] = &[
     ("", "ConfigMap", &CONFIG_MAP),
@@ -1273,6 +1330,8 @@ static KINDS: &[(&str, &str, &Message)] = &[
         "SelfSubjectReview",
         &SELF_SUBJECT_REVIEW,
     ),
+    ("authentication.k8s.io", "TokenRequest", &TOKEN_REQUEST),
+    ("authentication.k8s.io", "TokenReview", &TOKEN_REVIEW),
 ];
 
 /// Why a body could not be decoded.

@@ -240,12 +240,26 @@ pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, StartError> {
 /// # Errors
 /// See [`StartError`].
 pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
+    // Over a store this server issues service account tokens; in caching-proxy mode the
+    // upstream does.
+    let service_accounts = match &config.upstream {
+        Some(_) => None,
+        None => Some(Arc::new(
+            crate::auth::serviceaccount::ServiceAccountTokens::load(
+                config.service_accounts.signing_key_file.as_deref(),
+                config.service_accounts.issuer.clone(),
+                config.service_accounts.api_audiences.clone(),
+            )
+            .map_err(crate::auth::AuthFileError::from)?,
+        )),
+    };
     let auth = Arc::new(
         crate::auth::Auth::load(
             config.token_auth_file.as_deref(),
             config.authorization_policy_file.as_deref(),
         )?
-        .with_client_certificates(config.tls.client_ca_file.is_some()),
+        .with_client_certificates(config.tls.client_ca_file.is_some())
+        .with_service_accounts(service_accounts.clone()),
     );
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
@@ -332,6 +346,24 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         )));
     }
     let registry = Arc::new(crate::cache::Registry::new(resources));
+    if let Some(tokens) = &service_accounts {
+        // The token verifier reads service accounts and bound objects from the caches.
+        let served = registry.clone();
+        tokens.set_lookup(Arc::new(
+            move |plural: &str, namespace: &str, name: &str| {
+                let resources = served.load();
+                let resource = resources.find("", "v1", plural)?;
+                let (object, _) = resource
+                    .cache()
+                    .get(&watchkeeper_core::object_key(namespace, name));
+                object?
+                    .body()
+                    .pointer("/metadata/uid")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            },
+        ));
+    }
     // Over a store, the CRDs in the store decide which custom resources are served besides
     // the start-up ones; in caching-proxy mode the upstream's resources are those discovered
     // at start.

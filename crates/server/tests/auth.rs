@@ -704,3 +704,448 @@ async fn access_reviews_answer_from_the_authorizer() {
     assert_eq!(list["resources"][0]["verbs"], json!(["create"]));
     server.shutdown().await;
 }
+
+/// The claims of a JWT (its payload, not verified).
+fn jwt_claims(token: &str) -> Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).expect("a JWT has three parts");
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// `serviceaccounts/NAME/token` as kube-apiserver answers it, and the token it issues used as a
+/// bearer token: the service account's user and groups, authorized by ABAC like any user, good
+/// only for the API audiences, refused once the account (or the secret it is bound to) is
+/// deleted, even if an account of the same name is created again. TokenReview tells the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_tokens_are_issued_and_authenticate() {
+    let dir = tempfile::tempdir().unwrap();
+    let bot_policy = policy(
+        &json!({"user": "system:serviceaccount:team-a:bot", "namespace": "team-a", "resource": "configmaps", "apiGroup": "", "readonly": true}),
+    );
+    let server = server_with_auth(
+        dir.path(),
+        TOKENS,
+        Some(&format!("{}{bot_policy}\n", policies())),
+    )
+    .await;
+    let admin = Some("admin-token");
+    let accounts = "/api/v1/namespaces/team-a/serviceaccounts";
+    let token_path = |name: &str| format!("{accounts}/{name}/token");
+    let (code, body) = call(
+        &server,
+        admin,
+        "POST",
+        accounts,
+        &json!({"metadata": {"name": "bot"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    // Discovery lists the subresource and TokenReview.
+    let (_, core) = call(&server, admin, "GET", "/api/v1", &Value::Null).await;
+    let sub = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "serviceaccounts/token")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(sub["verbs"], json!(["create"]), "{core}");
+    assert_eq!(sub["kind"], "TokenRequest", "{sub}");
+    assert_eq!(sub["group"], "authentication.k8s.io", "{sub}");
+    let (_, authn) = call(
+        &server,
+        admin,
+        "GET",
+        "/apis/authentication.k8s.io/v1",
+        &Value::Null,
+    )
+    .await;
+    assert!(authn.to_string().contains("\"tokenreviews\""), "{authn}");
+
+    // kube-apiserver's refusals.
+    let request = |spec: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    let response = call(
+        &server,
+        admin,
+        "POST",
+        &token_path("ghost"),
+        &request(json!({})),
+    )
+    .await;
+    assert_status(&response, 404, "NotFound");
+    assert_eq!(response.1["message"], "serviceaccounts \"ghost\" not found");
+    let response = call(
+        &server,
+        admin,
+        "POST",
+        &token_path("bot"),
+        &request(json!({"expirationSeconds": 60})),
+    )
+    .await;
+    assert_status(&response, 422, "Invalid");
+    assert!(
+        response.1["message"].as_str().unwrap().ends_with(
+            "spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes"
+        ),
+        "{}",
+        response.1
+    );
+    assert_status(
+        &call(
+            &server,
+            Some("reader-token"),
+            "POST",
+            &token_path("bot"),
+            &request(json!({})),
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+    assert_status(
+        &call(&server, admin, "GET", &token_path("bot"), &Value::Null).await,
+        405,
+        "MethodNotAllowed",
+    );
+
+    // alice may write in team-a, so she may ask for the bot's token.
+    let (code, issued) = call(
+        &server,
+        Some("alice-token"),
+        "POST",
+        &token_path("bot"),
+        &request(json!({})),
+    )
+    .await;
+    assert_eq!(code, 201, "{issued}");
+    assert_eq!(issued["kind"], "TokenRequest");
+    assert_eq!(issued["metadata"]["name"], "bot");
+    assert_eq!(issued["metadata"]["namespace"], "team-a");
+    assert_eq!(
+        issued["spec"]["audiences"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
+    assert_eq!(issued["spec"]["expirationSeconds"], 3600);
+    assert!(
+        issued["status"]["expirationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    let token = issued["status"]["token"].as_str().unwrap().to_owned();
+    let claims = jwt_claims(&token);
+    assert_eq!(claims["sub"], "system:serviceaccount:team-a:bot");
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3600
+    );
+    assert_eq!(claims["kubernetes.io"]["namespace"], "team-a");
+    assert_eq!(claims["kubernetes.io"]["serviceaccount"]["name"], "bot");
+    assert!(
+        !claims["kubernetes.io"]["serviceaccount"]["uid"]
+            .as_str()
+            .unwrap()
+            .is_empty()
+    );
+
+    // The token is the service account's identity.
+    let bot = Some(token.as_str());
+    assert_eq!(
+        call(&server, bot, "GET", CM, &Value::Null).await.0,
+        200,
+        "reads what its policy allows"
+    );
+    let response = call(&server, bot, "POST", CM, &configmap("x", 1)).await;
+    assert_status(&response, 403, "Forbidden");
+    assert!(
+        response.1["message"].as_str().unwrap().contains(
+            "User \"system:serviceaccount:team-a:bot\" cannot create resource \"configmaps\""
+        ),
+        "{}",
+        response.1
+    );
+    assert_status(
+        &call(
+            &server,
+            bot,
+            "GET",
+            "/api/v1/namespaces/team-b/configmaps",
+            &Value::Null,
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+    let whoami = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let (code, me) = call(
+        &server,
+        bot,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        &whoami,
+    )
+    .await;
+    assert_eq!(code, 201, "{me}");
+    assert_eq!(
+        me["status"]["userInfo"]["username"],
+        "system:serviceaccount:team-a:bot"
+    );
+    assert_eq!(
+        me["status"]["userInfo"]["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:team-a",
+            "system:authenticated"
+        ])
+    );
+    // A tampered token is refused, not taken as anonymous.
+    let tampered = format!("{token}x");
+    assert_status(
+        &call(&server, Some(&tampered), "GET", CM, &Value::Null).await,
+        401,
+        "Unauthorized",
+    );
+
+    // A token for another audience is not a token for this API, but TokenReview can check it.
+    let (_, vault) = call(
+        &server,
+        admin,
+        "POST",
+        &token_path("bot"),
+        &request(json!({"audiences": ["vault"], "expirationSeconds": 600})),
+    )
+    .await;
+    let vault = vault["status"]["token"].as_str().unwrap().to_owned();
+    assert_status(
+        &call(&server, Some(&vault), "GET", CM, &Value::Null).await,
+        401,
+        "Unauthorized",
+    );
+    let reviews = "/apis/authentication.k8s.io/v1/tokenreviews";
+    let review = |token: &str, audiences: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token, "audiences": audiences}});
+    let (code, reviewed) = call(
+        &server,
+        admin,
+        "POST",
+        reviews,
+        &review(&vault, json!(["vault"])),
+    )
+    .await;
+    assert_eq!(code, 201, "{reviewed}");
+    assert_eq!(reviewed["status"]["authenticated"], true, "{reviewed}");
+    assert_eq!(reviewed["status"]["audiences"], json!(["vault"]));
+    assert_eq!(
+        reviewed["status"]["user"]["username"],
+        "system:serviceaccount:team-a:bot"
+    );
+    let (_, reviewed) = call(&server, admin, "POST", reviews, &review(&vault, json!([]))).await;
+    assert!(reviewed["status"]["authenticated"].is_null(), "{reviewed}");
+    assert!(
+        reviewed["status"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("token audiences [\"vault\"] is invalid"),
+        "{reviewed}"
+    );
+    let (_, reviewed) = call(
+        &server,
+        admin,
+        "POST",
+        reviews,
+        &review("reader-token", json!([])),
+    )
+    .await;
+    assert_eq!(
+        reviewed["status"]["user"]["username"], "reader",
+        "{reviewed}"
+    );
+    let (_, reviewed) = call(&server, admin, "POST", reviews, &review("nope", json!([]))).await;
+    assert_eq!(
+        reviewed["status"]["error"], "invalid bearer token",
+        "{reviewed}"
+    );
+    assert_eq!(reviewed["status"]["user"], json!({}));
+    assert_status(
+        &call(&server, admin, "POST", reviews, &review("", json!([]))).await,
+        400,
+        "BadRequest",
+    );
+    assert_status(
+        &call(
+            &server,
+            Some("reader-token"),
+            "POST",
+            reviews,
+            &review("nope", json!([])),
+        )
+        .await,
+        403,
+        "Forbidden",
+    );
+
+    // Bound objects: a pod of another service account, another kind, a stale uid.
+    let (code, pod) = call(
+        &server,
+        admin,
+        "POST",
+        "/api/v1/namespaces/team-a/pods",
+        &json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{pod}");
+    let bound = |kind: &str, name: &str, uid: &str| {
+        request(
+            json!({"boundObjectRef": {"kind": kind, "apiVersion": "v1", "name": name, "uid": uid}}),
+        )
+    };
+    let response = call(
+        &server,
+        admin,
+        "POST",
+        &token_path("bot"),
+        &bound("Pod", "web", ""),
+    )
+    .await;
+    assert_status(&response, 400, "BadRequest");
+    assert_eq!(
+        response.1["message"],
+        "cannot bind token for serviceaccount \"bot\" to pod running with different serviceaccount name."
+    );
+    let response = call(
+        &server,
+        admin,
+        "POST",
+        &token_path("bot"),
+        &bound("ConfigMap", "x", ""),
+    )
+    .await;
+    assert_status(&response, 400, "BadRequest");
+    assert_eq!(
+        response.1["message"],
+        "cannot bind token to object of type /v1, Kind=ConfigMap"
+    );
+    let (code, secret) = call(
+        &server,
+        admin,
+        "POST",
+        "/api/v1/namespaces/team-a/secrets",
+        &json!({"metadata": {"name": "bot-secret"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{secret}");
+    assert_status(
+        &call(
+            &server,
+            admin,
+            "POST",
+            &token_path("bot"),
+            &bound("Secret", "bot-secret", "stale"),
+        )
+        .await,
+        409,
+        "Conflict",
+    );
+    assert_status(
+        &call(
+            &server,
+            admin,
+            "POST",
+            &token_path("bot"),
+            &bound("Secret", "missing", ""),
+        )
+        .await,
+        404,
+        "NotFound",
+    );
+    let uid = secret["metadata"]["uid"].as_str().unwrap();
+    let (code, issued) = call(
+        &server,
+        admin,
+        "POST",
+        &token_path("bot"),
+        &bound("Secret", "bot-secret", uid),
+    )
+    .await;
+    assert_eq!(code, 201, "{issued}");
+    let secret_token = issued["status"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        jwt_claims(&secret_token)["kubernetes.io"]["secret"]["uid"],
+        uid
+    );
+    assert_eq!(
+        call(&server, Some(&secret_token), "GET", CM, &Value::Null)
+            .await
+            .0,
+        200
+    );
+    let secret_path = "/api/v1/namespaces/team-a/secrets/bot-secret";
+    assert_eq!(
+        call(&server, admin, "DELETE", secret_path, &Value::Null)
+            .await
+            .0,
+        200
+    );
+    // A consistent read proves the cache has seen the deletion.
+    assert_eq!(
+        call(&server, admin, "GET", secret_path, &Value::Null)
+            .await
+            .0,
+        404
+    );
+    assert_status(
+        &call(&server, Some(&secret_token), "GET", CM, &Value::Null).await,
+        401,
+        "Unauthorized",
+    );
+
+    // Deleting the account ends its tokens; an account of the same name does not revive them.
+    let bot_path = format!("{accounts}/bot");
+    assert_eq!(
+        call(&server, admin, "DELETE", &bot_path, &Value::Null)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        call(&server, admin, "GET", &bot_path, &Value::Null).await.0,
+        404
+    );
+    assert_status(
+        &call(&server, bot, "GET", CM, &Value::Null).await,
+        401,
+        "Unauthorized",
+    );
+    let (code, _) = call(
+        &server,
+        admin,
+        "POST",
+        accounts,
+        &json!({"metadata": {"name": "bot"}}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        call(&server, admin, "GET", &bot_path, &Value::Null).await.0,
+        200
+    );
+    assert_status(
+        &call(&server, bot, "GET", CM, &Value::Null).await,
+        401,
+        "Unauthorized",
+    );
+    let (_, reviewed) = call(&server, admin, "POST", reviews, &review(&token, json!([]))).await;
+    assert!(
+        reviewed["status"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("service account UID ("),
+        "{reviewed}"
+    );
+    server.shutdown().await;
+}

@@ -701,7 +701,8 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 38 served kinds, CustomResourceDefinitions and the 5 review resources.
+/// 38 served kinds, CustomResourceDefinitions and the 6 review resources (TokenReview among
+/// them); service accounts have the `token` subresource.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -739,7 +740,12 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 44, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 45, "{aggregated:#?}");
+    let accounts = aggregated
+        .iter()
+        .find(|line| line.starts_with("/v1 ServiceAccount"))
+        .expect("serviceaccounts");
+    assert!(accounts.contains("token"), "{accounts}");
     let pods = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 Pod pods"))
@@ -1015,5 +1021,105 @@ async fn certificate_signing_requests_are_approved_through_approval() {
             .await,
     );
     assert_eq!(status.code, 422, "{status:?}");
+    server.shutdown().await;
+}
+
+/// kube-rs's own cluster test `create_token_request` (kube-client's `api/util`), unchanged in
+/// substance: a ServiceAccount, a TokenRequest for the audience `api`, and a TokenReview of the
+/// token for that audience that authenticates it as the service account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_token_request_and_review_it() {
+    use k8s_openapi::api::authentication::v1::{
+        TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
+    };
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let server = common::server().await;
+    let client = client(&server);
+    let serviceaccount_name = "fakesa";
+    let serviceaccount_namespace = "default";
+    let audiences = vec!["api".to_string()];
+    let serviceaccounts: Api<ServiceAccount> =
+        Api::namespaced(client.clone(), serviceaccount_namespace);
+    let tokenreviews: Api<TokenReview> = Api::all(client);
+    let fake_sa: ServiceAccount = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": serviceaccount_name},
+    }))
+    .unwrap();
+    serviceaccounts
+        .create(&PostParams::default(), &fake_sa)
+        .await
+        .unwrap();
+    let tokenrequest = serviceaccounts
+        .create_token_request(
+            serviceaccount_name,
+            &PostParams::default(),
+            &TokenRequest {
+                metadata: Default::default(),
+                spec: TokenRequestSpec {
+                    audiences: audiences.clone(),
+                    bound_object_ref: None,
+                    expiration_seconds: None,
+                },
+                status: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(tokenrequest.spec.expiration_seconds, Some(3600));
+    let token = tokenrequest.status.unwrap().token;
+    assert!(!token.is_empty());
+    let tokenreview = tokenreviews
+        .create(
+            &PostParams::default(),
+            &TokenReview {
+                metadata: Default::default(),
+                spec: TokenReviewSpec {
+                    audiences: Some(audiences.clone()),
+                    token: Some(token.clone()),
+                },
+                status: None,
+            },
+        )
+        .await
+        .unwrap();
+    let status = tokenreview.status.unwrap();
+    assert_eq!(status.audiences, Some(audiences));
+    assert_eq!(status.authenticated, Some(true));
+    assert_eq!(status.error, None);
+    assert_eq!(
+        status.user.unwrap().username,
+        Some(format!(
+            "system:serviceaccount:{serviceaccount_namespace}:{serviceaccount_name}"
+        ))
+    );
+    // Another audience is not this token's.
+    let other = tokenreviews
+        .create(
+            &PostParams::default(),
+            &TokenReview {
+                metadata: Default::default(),
+                spec: TokenReviewSpec {
+                    audiences: Some(vec!["vault".to_owned()]),
+                    token: Some(token),
+                },
+                status: None,
+            },
+        )
+        .await
+        .unwrap();
+    let status = other.status.unwrap();
+    assert_eq!(status.authenticated, None);
+    assert!(
+        status
+            .error
+            .unwrap()
+            .contains("is invalid for the target audiences")
+    );
+    serviceaccounts
+        .delete(serviceaccount_name, &DeleteParams::default())
+        .await
+        .unwrap();
     server.shutdown().await;
 }

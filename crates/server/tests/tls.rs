@@ -1,8 +1,9 @@
 //! TLS (rustls) end to end: kubectl with a CA and a bearer token (reads work, a read-only
 //! user's write and a watch of another namespace are 403), kubectl with a client certificate
 //! (the CN is the user, the O values the groups), 401 without credentials, a certificate from
-//! another CA refused, HTTP/2 negotiated by ALPN (curl), and plain HTTP on a non-loopback
-//! address refused at startup. Certificates are made per test with rcgen.
+//! another CA refused, HTTP/2 negotiated by ALPN (curl), plain HTTP on a non-loopback
+//! address refused at startup, and `kubectl create token` with the token used by
+//! `kubectl --token` (kubectl sends tokens only over TLS). Certificates are made per test with rcgen.
 
 mod common;
 mod kubectl_support;
@@ -565,6 +566,125 @@ async fn kubectl_auth_can_i_and_whoami() {
             .lines()
             .any(|l| l.starts_with("*.*") && l.contains("[get list watch]")),
         "{rules}"
+    );
+    server.shutdown().await;
+}
+
+/// `kubectl create token` issues a service account token, and `kubectl --token` with it is the
+/// service account: `auth whoami` names it, it reads what its ABAC line allows and is refused
+/// what it does not, and once the account is deleted the token is refused (kubectl's 401).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_token_then_use_it() {
+    let pki = Pki::new("test-ca");
+    let bot_line = json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy",
+        "spec": {"user": "system:serviceaccount:default:bot", "namespace": "default", "resource": "configmaps", "apiGroup": "", "readonly": true}});
+    let server = server_with(ServeArgs {
+        token_auth_file: Some(pki.write("tokens.csv", TOKENS)),
+        authorization_policy_file: Some(
+            pki.write("policy.jsonl", &format!("{}\n{bot_line}\n", policies())),
+        ),
+        ..pki.server_args()
+    })
+    .await;
+    let admin = Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: admin-token}"));
+    admin.ok(&["create", "serviceaccount", "bot"]).await;
+    admin
+        .ok(&["create", "configmap", "seen", "--from-literal=k=v"])
+        .await;
+    let token = admin
+        .ok(&[
+            "create",
+            "token",
+            "bot",
+            "--duration",
+            "20m",
+            "--audience",
+            "https://kubernetes.default.svc.cluster.local",
+        ])
+        .await
+        .trim()
+        .to_owned();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let too_short = admin
+        .fails(&["create", "token", "bot", "--duration", "1m"])
+        .await;
+    assert!(
+        too_short
+            .stderr
+            .contains("may not specify a duration less than 10 minutes"),
+        "{}",
+        too_short.stderr
+    );
+    let missing = admin.fails(&["create", "token", "ghost"]).await;
+    assert!(
+        missing
+            .stderr
+            .contains("serviceaccounts \"ghost\" not found"),
+        "{}",
+        missing.stderr
+    );
+
+    let as_bot = |args: &[&str]| {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        all.push(format!("--token={token}"));
+        all
+    };
+    let run = |args: Vec<String>| {
+        let admin = &admin;
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            admin.run(&refs).await
+        }
+    };
+    let whoami = run(as_bot(&["auth", "whoami", "-o", "json"])).await;
+    assert!(whoami.success(), "{}", whoami.stderr);
+    let whoami: Value = serde_json::from_str(&whoami.stdout).unwrap();
+    assert_eq!(
+        whoami["status"]["userInfo"]["username"],
+        "system:serviceaccount:default:bot"
+    );
+    assert_eq!(
+        whoami["status"]["userInfo"]["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    let listed = run(as_bot(&["get", "configmaps", "-o", "name"])).await;
+    assert!(listed.success(), "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains("configmap/seen"),
+        "{}",
+        listed.stdout
+    );
+    let refused = run(as_bot(&["create", "configmap", "nope"])).await;
+    assert!(!refused.success());
+    assert!(
+        refused.stderr.contains("configmaps is forbidden")
+            && refused.stderr.contains(
+                "User \"system:serviceaccount:default:bot\" cannot create resource \"configmaps\""
+            ),
+        "{}",
+        refused.stderr
+    );
+    let refused = run(as_bot(&["get", "pods"])).await;
+    assert!(
+        refused.stderr.contains("pods is forbidden"),
+        "{}",
+        refused.stderr
+    );
+
+    admin.ok(&["delete", "serviceaccount", "bot"]).await;
+    // A consistent read proves the cache has seen the deletion.
+    admin.fails(&["get", "serviceaccount", "bot"]).await;
+    let gone = run(as_bot(&["get", "configmaps"])).await;
+    assert!(!gone.success());
+    assert!(
+        gone.stderr.contains("You must be logged in to the server")
+            || gone.stderr.contains("Unauthorized"),
+        "{}",
+        gone.stderr
     );
     server.shutdown().await;
 }

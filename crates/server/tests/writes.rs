@@ -1,8 +1,9 @@
 //! Writes as kube-apiserver does them, over HTTP against an in-process server: `dryRun=All`
 //! on every write (the full path runs, nothing is stored or watched) and kube-apiserver's 422
-//! for other `dryRun` values; server-side apply and the managed fields of every write; the
-//! `binding` and `eviction` subresources of pods; fields a kind does not declare, dropped and
-//! warned about or refused as `fieldValidation` says.
+//! for other `dryRun` values; server-side apply (JSON and YAML bodies) and the managed fields
+//! of every write (at most 10 Update managers); the `binding` and `eviction` subresources of
+//! pods; fields a kind does not declare, dropped and warned about or refused as
+//! `fieldValidation` says.
 
 mod common;
 
@@ -458,6 +459,132 @@ async fn server_side_apply() {
     assert_eq!(
         fields_of(&created, "creator"),
         &json!({"f:data": {".": {}, "f:x": {}}})
+    );
+    server.shutdown().await;
+}
+
+/// Apply bodies in YAML are accepted as kube-apiserver accepts them (the same object as the
+/// JSON body), and YAML that does not decode is its 400; a YAML body of the wrong type for the
+/// schema is refused as a JSON one is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_takes_yaml_bodies() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let path = format!("{CMS}/from-yaml?fieldManager=yaml-user");
+    let yaml = "# applied with curl\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\n  labels: {app: web}\ndata:\n  a: \"1\"\n  script: |\n    echo one\n    echo two\n";
+    let (status, created) = patch(addr, &path, APPLY, yaml).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(
+        created["data"],
+        json!({"a": "1", "script": "echo one\necho two\n"})
+    );
+    assert_eq!(
+        entries(&created),
+        [("yaml-user".to_owned(), "Apply".to_owned())]
+    );
+    assert_eq!(
+        fields_of(&created, "yaml-user"),
+        &json!({"f:data": {"f:a": {}, "f:script": {}}, "f:metadata": {"f:labels": {"f:app": {}}}})
+    );
+    // The same configuration again, in flow style: nothing changes.
+    let flow = "{apiVersion: v1, kind: ConfigMap, metadata: {name: from-yaml, labels: {app: web}}, data: {a: '1', script: \"echo one\\necho two\\n\"}}";
+    let (status, again) = patch(addr, &path, APPLY, flow).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(rv(&again), rv(&created));
+
+    for (body, wanted) in [
+        (
+            "apiVersion: v1\nkind: [ConfigMap\n",
+            "error decoding YAML: error converting YAML to JSON: yaml: ",
+        ),
+        (
+            "- apiVersion: v1\n",
+            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}",
+        ),
+    ] {
+        let (status, error) = patch(addr, &path, APPLY, body).await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["kind"], "Status");
+        assert_eq!(error["reason"], "BadRequest");
+        assert!(
+            error["message"].as_str().unwrap().starts_with(wanted),
+            "{error}"
+        );
+    }
+    // Valid YAML, wrong type for the schema: the write path's refusal, nothing stored.
+    let (status, error) = patch(
+        addr,
+        &format!("{CMS}/bad-yaml?fieldManager=yaml-user"),
+        APPLY,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bad-yaml}\ndata:\n  n: 7\n",
+    )
+    .await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot unmarshal number into Go struct field ConfigMap.data of type string"),
+        "{error}"
+    );
+    assert_eq!(get_json(addr, &format!("{CMS}/bad-yaml")).await.0, 404);
+    server.shutdown().await;
+}
+
+/// kube-apiserver keeps at most 10 Update managers per object: the eleventh and later writers
+/// get their own entries while the oldest are merged into `ancient-changes`, which keeps their
+/// fields; Apply entries are not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_managers_are_capped_at_ten() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let object = format!("{CMS}/many-writers");
+    let (status, created) = patch(
+        addr,
+        &format!("{object}?fieldManager=applier"),
+        APPLY,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "many-writers"}, "data": {"applied": "1"}}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let mut last = created;
+    for i in 0..13 {
+        let (status, patched) = patch(
+            addr,
+            &format!("{object}?fieldManager=writer-{i:02}"),
+            "application/merge-patch+json",
+            &json!({"data": {format!("k{i:02}"): "v"}}).to_string(),
+        )
+        .await;
+        assert_eq!(status, 200, "{patched}");
+        last = patched;
+    }
+    let all = entries(&last);
+    let updates: Vec<&str> = all
+        .iter()
+        .filter(|(_, operation)| operation == "Update")
+        .map(|(manager, _)| manager.as_str())
+        .collect();
+    assert_eq!(updates.len(), 10, "{all:?}");
+    assert!(updates.contains(&"ancient-changes"), "{all:?}");
+    assert!(
+        updates.contains(&"writer-12"),
+        "the newest keeps its entry: {all:?}"
+    );
+    assert!(
+        all.contains(&("applier".to_owned(), "Apply".to_owned())),
+        "{all:?}"
+    );
+    // Every key a writer set is still owned by someone.
+    let owned: String = last["metadata"]["managedFields"].to_string();
+    for i in 0..13 {
+        assert!(owned.contains(&format!("f:k{i:02}")), "k{i:02}: {owned}");
+    }
+    let (_, stored) = get_json(addr, &object).await;
+    assert_eq!(
+        stored["metadata"]["managedFields"],
+        last["metadata"]["managedFields"]
     );
     server.shutdown().await;
 }

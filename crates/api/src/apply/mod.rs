@@ -22,9 +22,13 @@
 //!   (`manager`, `operation`, `apiVersion`, `time`, `fieldsType: FieldsV1`, `fieldsV1`,
 //!   `subresource`), sorted as kube-apiserver sorts them (operation, time, manager), without
 //!   managers that own nothing.
+//! - At most ten `Update` entries per object: older ones are merged into `ancient-changes`
+//!   ([`cap`]). An apply body may be YAML or JSON ([`config::parse_configuration`]).
 //!
 //! The time is a parameter: this crate reads no clock.
 
+pub mod cap;
+pub mod config;
 pub mod fieldpath;
 pub mod typed;
 
@@ -311,6 +315,7 @@ pub fn update(
         );
     }
     managers.retain(|_, entry| !entry.set.is_empty());
+    cap::cap_update_managers(&mut managers, cap::MAX_UPDATE_MANAGERS);
     managers
 }
 

@@ -28,6 +28,16 @@
 //! token, as kube-apiserver tries x509 first. With a client CA and no token file, requests
 //! without a certificate get 401 too (except [`OPEN_PATHS`]).
 //!
+//! ## Authentication: service account tokens
+//! The server issues service account tokens (`serviceaccounts/{name}/token`, see
+//! `http::token`) and accepts them as bearer tokens, with or without a token file: a bearer
+//! token claiming `--service-account-issuer` as its issuer is verified by [`serviceaccount`]
+//! (signature, expiry, audience, the service account still existing) and authenticates as
+//! `system:serviceaccount:NS:NAME` in `system:serviceaccounts`, `system:serviceaccounts:NS`
+//! and `system:authenticated`, or is refused with 401 — even where the request would
+//! otherwise be anonymous, as kube-apiserver refuses a bad token rather than ignoring it.
+//! Other tokens go to the token file as before. A verified client certificate still wins.
+//!
 //! ## Impersonation
 //! An authenticated caller may act as another user with kube-apiserver's headers
 //! `Impersonate-User`, `Impersonate-Group` (repeated) and `Impersonate-Uid`
@@ -60,8 +70,11 @@
 //! allowed. Lists and watches are authorized on their namespace, so a watch or list only ever
 //! returns what the caller may read.
 
+pub mod serviceaccount;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use axum::http::{HeaderMap, Method, header};
 use serde::Deserialize;
@@ -129,6 +142,9 @@ pub enum AuthFileError {
         #[source]
         source: LineError,
     },
+    /// The service account signing key cannot be used.
+    #[error(transparent)]
+    Key(#[from] serviceaccount::KeyError),
 }
 
 /// A malformed line of a token or policy file.
@@ -239,6 +255,9 @@ pub struct Auth {
     policies: Option<Vec<PolicySpec>>,
     /// `--client-ca-file` given: client certificates authenticate, anonymous requests do not.
     client_certificates: bool,
+    /// The service account token issuer and verifier (`None` in caching-proxy mode, where
+    /// the upstream issues tokens).
+    service_accounts: Option<Arc<serviceaccount::ServiceAccountTokens>>,
 }
 
 impl fmt::Debug for Auth {
@@ -259,6 +278,7 @@ impl Auth {
             tokens: None,
             policies: None,
             client_certificates: false,
+            service_accounts: None,
         }
     }
 
@@ -298,6 +318,7 @@ impl Auth {
             tokens,
             policies,
             client_certificates: false,
+            service_accounts: None,
         })
     }
 
@@ -307,6 +328,81 @@ impl Auth {
     pub fn with_client_certificates(mut self, enabled: bool) -> Auth {
         self.client_certificates = enabled;
         self
+    }
+
+    /// Issues and accepts service account tokens with `tokens`.
+    #[must_use]
+    pub fn with_service_accounts(
+        mut self,
+        tokens: Option<Arc<serviceaccount::ServiceAccountTokens>>,
+    ) -> Auth {
+        self.service_accounts = tokens;
+        self
+    }
+
+    /// The service account token issuer, if this server issues tokens.
+    #[must_use]
+    pub fn service_accounts(&self) -> Option<&serviceaccount::ServiceAccountTokens> {
+        self.service_accounts.as_deref()
+    }
+
+    /// The user of a bearer token of this server's service account issuer, `None` for any
+    /// other token (or none).
+    fn service_account_user(&self, headers: &HeaderMap) -> Option<Result<User, ApiError>> {
+        let tokens = self.service_accounts.as_ref()?;
+        let presented = bearer_token(headers)?;
+        if !tokens.is_issued_here(presented) {
+            return None;
+        }
+        Some(
+            tokens
+                .verify(presented, &[], serviceaccount::now_unix())
+                .map(|(user, _)| user)
+                .map_err(|_| unauthorized()),
+        )
+    }
+
+    /// What a `TokenReview` answers for `token` and the audiences it asks about (empty: the
+    /// API audiences): the user and the audiences the token is good for, or why it is not
+    /// accepted. A service account token of this server is verified as a request's would be;
+    /// any other is looked up in the token file (audience-agnostic: it is good for the
+    /// audiences asked about).
+    ///
+    /// # Errors
+    /// Why the token does not authenticate, in kube-apiserver's words where it has them.
+    pub fn review_token(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<(User, Vec<String>), String> {
+        let api_audiences = || {
+            self.service_accounts
+                .as_ref()
+                .map(|t| t.audiences().to_vec())
+                .unwrap_or_default()
+        };
+        if let Some(tokens) = &self.service_accounts
+            && tokens.is_issued_here(token)
+        {
+            return tokens.verify(token, audiences, serviceaccount::now_unix());
+        }
+        let mut found = None;
+        for (known, user) in self.tokens.iter().flatten() {
+            if constant_time_eq(known, token.as_bytes()) {
+                found = Some(user);
+            }
+        }
+        match found {
+            Some(user) => Ok((
+                user.clone(),
+                if audiences.is_empty() {
+                    api_audiences()
+                } else {
+                    audiences.to_vec()
+                },
+            )),
+            None => Err("invalid bearer token".to_owned()),
+        }
     }
 
     /// Who sent a request, given the connection's verified client certificate if any: the
@@ -329,6 +425,9 @@ impl Auth {
                 groups,
             });
         }
+        if let Some(user) = self.service_account_user(headers) {
+            return user;
+        }
         if self.tokens.is_none() && self.client_certificates && !OPEN_PATHS.contains(&path) {
             return Err(unauthorized());
         }
@@ -346,6 +445,9 @@ impl Auth {
     /// # Errors
     /// 401 Unauthorized: no bearer token, or not one of the file's.
     pub fn authenticate(&self, path: &str, headers: &HeaderMap) -> Result<User, ApiError> {
+        if let Some(user) = self.service_account_user(headers) {
+            return user;
+        }
         let Some(tokens) = &self.tokens else {
             return Ok(User::anonymous());
         };
@@ -961,6 +1063,7 @@ mod tests {
                 .collect(),
             ),
             client_certificates: false,
+            service_accounts: None,
         };
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
@@ -1034,6 +1137,7 @@ mod tests {
                 r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
             )),
             client_certificates: false,
+            service_accounts: None,
         };
         let bob = user("bob", &[]);
         let error = auth

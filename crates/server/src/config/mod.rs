@@ -254,6 +254,23 @@ pub struct ServeArgs {
     /// at start gets the first address of this CIDR as its ClusterIP [default: 10.0.0.0/24].
     #[arg(long)]
     pub service_cluster_ip_range: Option<String>,
+    /// PEM private key (RSA, or ECDSA P-256; PKCS#1 or PKCS#8) that signs service account
+    /// tokens, as kube-apiserver's flag [default: none: a P-256 key generated at start, so
+    /// tokens do not survive a restart and are not shared between instances].
+    #[arg(long)]
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// The `iss` claim of the service account tokens this server issues and accepts
+    /// [default: https://kubernetes.default.svc.cluster.local].
+    #[arg(long)]
+    pub service_account_issuer: Option<String>,
+    /// Audiences of the API, comma-separated: a token request without audiences gets these,
+    /// and a bearer service account token must name one [default: the issuer].
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Option<Vec<String>>,
+    /// Longest lifetime of a requested service account token in seconds, 0 = no cap beyond
+    /// kube-apiserver's 2^32; otherwise 600 to 4294967296 [default: 0].
+    #[arg(long)]
+    pub service_account_max_token_expiration_seconds: Option<u64>,
 }
 
 impl ServeArgs {
@@ -327,7 +344,11 @@ impl ServeArgs {
             consistency_check_interval_ms,
             shutdown_grace_period_ms,
             rebuild_history,
-            service_cluster_ip_range
+            service_cluster_ip_range,
+            service_account_signing_key_file,
+            service_account_issuer,
+            api_audiences,
+            service_account_max_token_expiration_seconds
         )
     }
 }
@@ -388,6 +409,68 @@ pub struct ServeConfig {
     /// `--service-cluster-ip-range`: the ClusterIP of the `default/kubernetes` Service is its
     /// first address.
     pub service_cluster_ip_range: IpRange,
+    /// Service account tokens (`--service-account-*`, `--api-audiences`).
+    pub service_accounts: ServiceAccountConfig,
+}
+
+/// How service account tokens are issued and accepted (see `auth::serviceaccount`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceAccountConfig {
+    /// `--service-account-signing-key-file`; `None`: a key generated at start.
+    pub signing_key_file: Option<PathBuf>,
+    /// `--service-account-issuer`.
+    pub issuer: String,
+    /// `--api-audiences` (the issuer when not given).
+    pub api_audiences: Vec<String>,
+    /// `--service-account-max-token-expiration-seconds`; `None`: no cap.
+    pub max_token_expiration_seconds: Option<u64>,
+}
+
+impl ServiceAccountConfig {
+    fn from_args(args: &ServeArgs) -> Result<ServiceAccountConfig, ConfigError> {
+        let issuer = args
+            .service_account_issuer
+            .clone()
+            .unwrap_or_else(|| defaults::SERVICE_ACCOUNT_ISSUER.to_owned());
+        if issuer.is_empty() || issuer.chars().any(char::is_whitespace) {
+            return Err(ConfigError::flag(
+                "--service-account-issuer",
+                format!(
+                    "--service-account-issuer {issuer:?}: must be a non-empty identifier without spaces (a URL, as kube-apiserver's)"
+                ),
+            ));
+        }
+        let api_audiences = match &args.api_audiences {
+            None => vec![issuer.clone()],
+            Some(list) => {
+                let list: Vec<String> = list.iter().map(|a| a.trim().to_owned()).collect();
+                if list.is_empty() || list.iter().any(String::is_empty) {
+                    return Err(ConfigError::flag(
+                        "--api-audiences",
+                        "--api-audiences: every audience must be non-empty".to_owned(),
+                    ));
+                }
+                list
+            }
+        };
+        let max = args
+            .service_account_max_token_expiration_seconds
+            .unwrap_or(defaults::SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION_SECONDS);
+        if max != 0 && !(600..=1 << 32).contains(&max) {
+            return Err(ConfigError::flag(
+                "--service-account-max-token-expiration-seconds",
+                format!(
+                    "--service-account-max-token-expiration-seconds {max}: must be 0 (no cap) or between 600 and 4294967296 seconds"
+                ),
+            ));
+        }
+        Ok(ServiceAccountConfig {
+            signing_key_file: args.service_account_signing_key_file.clone(),
+            issuer,
+            api_audiences,
+            max_token_expiration_seconds: (max != 0).then_some(max),
+        })
+    }
 }
 
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
@@ -417,6 +500,10 @@ pub mod defaults {
     pub const REBUILD_HISTORY: bool = true;
     /// `--service-cluster-ip-range` (kube-apiserver's default).
     pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+    /// `--service-account-issuer` (the issuer kubeadm and kind configure).
+    pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+    /// `--service-account-max-token-expiration-seconds` (no cap).
+    pub const SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION_SECONDS: u64 = 0;
 }
 
 /// A CIDR range such as `10.0.0.0/24` or `fd00::/108`, its address masked to the network.
@@ -599,6 +686,19 @@ impl UpstreamConfig {
                 args.service_cluster_ip_range.is_some(),
                 "--service-cluster-ip-range",
             ),
+            (
+                args.service_account_signing_key_file.is_some(),
+                "--service-account-signing-key-file",
+            ),
+            (
+                args.service_account_issuer.is_some(),
+                "--service-account-issuer",
+            ),
+            (args.api_audiences.is_some(), "--api-audiences"),
+            (
+                args.service_account_max_token_expiration_seconds.is_some(),
+                "--service-account-max-token-expiration-seconds",
+            ),
         ] {
             if given {
                 return Err(ConfigError::combination(
@@ -691,6 +791,7 @@ impl ServeConfig {
     /// The flag or flags at fault.
     pub fn from_args(args: ServeArgs) -> Result<ServeConfig, ConfigError> {
         let upstream = UpstreamConfig::from_args(&args)?;
+        let service_accounts = ServiceAccountConfig::from_args(&args)?;
         let tls = TlsConfig::from_args(&args)?;
         let limits = LimitsConfig::from_args(&args)?;
         let store: StoreKind = args
@@ -872,6 +973,7 @@ impl ServeConfig {
             shutdown_grace: Duration::from_millis(shutdown_grace_ms),
             rebuild_history: args.rebuild_history.unwrap_or(defaults::REBUILD_HISTORY),
             service_cluster_ip_range,
+            service_accounts,
         })
     }
 }
@@ -1019,6 +1121,17 @@ mod tests {
                 "service-cluster-ip-range",
                 config.service_cluster_ip_range.to_string(),
             ),
+            (
+                "service-account-issuer",
+                config.service_accounts.issuer.clone(),
+            ),
+            (
+                "service-account-max-token-expiration-seconds",
+                config
+                    .service_accounts
+                    .max_token_expiration_seconds
+                    .map_or_else(|| "0".to_owned(), |s| s.to_string()),
+            ),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");
@@ -1028,6 +1141,84 @@ mod tests {
                 "serve --help, --{flag}"
             );
         }
+    }
+
+    #[test]
+    fn service_account_flags_are_validated() {
+        let config = ServeConfig::from_args(ServeArgs::default()).unwrap();
+        assert_eq!(
+            config.service_accounts.api_audiences,
+            [defaults::SERVICE_ACCOUNT_ISSUER],
+            "the API audiences default to the issuer"
+        );
+        let config = ServeConfig::from_args(ServeArgs {
+            service_account_issuer: Some("https://wk.example".to_owned()),
+            api_audiences: Some(vec!["a".to_owned(), " b ".to_owned()]),
+            service_account_max_token_expiration_seconds: Some(7200),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(config.service_accounts.issuer, "https://wk.example");
+        assert_eq!(config.service_accounts.api_audiences, ["a", "b"]);
+        assert_eq!(
+            config.service_accounts.max_token_expiration_seconds,
+            Some(7200)
+        );
+        for (args, flag) in [
+            (
+                ServeArgs {
+                    service_account_issuer: Some(String::new()),
+                    ..ServeArgs::default()
+                },
+                "--service-account-issuer",
+            ),
+            (
+                ServeArgs {
+                    service_account_issuer: Some("has space".to_owned()),
+                    ..ServeArgs::default()
+                },
+                "--service-account-issuer",
+            ),
+            (
+                ServeArgs {
+                    api_audiences: Some(vec!["a".to_owned(), String::new()]),
+                    ..ServeArgs::default()
+                },
+                "--api-audiences",
+            ),
+            (
+                ServeArgs {
+                    service_account_max_token_expiration_seconds: Some(599),
+                    ..ServeArgs::default()
+                },
+                "--service-account-max-token-expiration-seconds",
+            ),
+            (
+                ServeArgs {
+                    service_account_max_token_expiration_seconds: Some((1 << 32) + 1),
+                    ..ServeArgs::default()
+                },
+                "--service-account-max-token-expiration-seconds",
+            ),
+        ] {
+            let error = ServeConfig::from_args(args).unwrap_err();
+            assert!(
+                matches!(&error, ConfigError::Flag { flag: f, .. } if *f == flag),
+                "{error}"
+            );
+        }
+        let error = ServeConfig::from_args(ServeArgs {
+            upstream: Some("http://127.0.0.1:1".to_owned()),
+            service_account_signing_key_file: Some("key.pem".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("--service-account-signing-key-file"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod pods;
 pub mod review;
 pub mod scale;
 pub mod state;
+pub mod token;
 pub mod watch;
 pub mod wire;
 
@@ -223,6 +224,7 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         && !(def.plural == "namespaces" && sub == "finalize")
         && !(sub == "scale" && scale::paths(resource).is_some())
         && !pods::is_pod_subresource(def, sub)
+        && !token::is_token_subresource(def, sub)
         && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
         && !(sub == watchkeeper_api::certificates::APPROVAL
@@ -442,6 +444,12 @@ async fn serve_resource(
         && pods::is_pod_subresource(def, sub)
     {
         return (verb.label(), pods::serve(app, &request, resource).await);
+    }
+    if let Some(sub) = target.subresource
+        && target.name.is_some()
+        && token::is_token_subresource(def, sub)
+    {
+        return (verb.label(), token::serve(app, &request, resource).await);
     }
     let result = match verb {
         Verb::Watch => watch::watch(app, &request, resource).await,

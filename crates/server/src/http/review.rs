@@ -2,7 +2,7 @@
 //! `kubectl auth whoami` and controllers that delegate authorization:
 //! `authorization.k8s.io/v1` `SelfSubjectAccessReview`, `SubjectAccessReview`,
 //! `LocalSubjectAccessReview` and `SelfSubjectRulesReview`, and `authentication.k8s.io/v1`
-//! `SelfSubjectReview`.
+//! `SelfSubjectReview` and `TokenReview`.
 //!
 //! ## Guarantees
 //! - A review is answered by the server's own authorizer ([`crate::auth::Auth`]) for the
@@ -13,6 +13,11 @@
 //!   another user) needs `create` on `subjectaccessreviews`, a `LocalSubjectAccessReview`
 //!   `create` on `localsubjectaccessreviews` in its namespace, and its spec's namespace must
 //!   be that namespace.
+//! - A `TokenReview` (needs `create` on `tokenreviews`) answers who its `spec.token`
+//!   authenticates as — a service account token of this server, verified for the spec's
+//!   audiences (else the API audiences) as a request's would be, or a token of the token file
+//!   — with `authenticated: true`, the user and the audiences; otherwise an empty user and
+//!   kube-apiserver's reason in `status.error`. An empty token is 400.
 //! - Bodies are JSON or Kubernetes protobuf (kubectl sends protobuf); anything else gets the
 //!   server's usual 400/415 Status.
 
@@ -111,6 +116,7 @@ fn review(
             rules_status(app, caller, namespace)
         }
         "selfsubjectaccessreviews" => access_status(app, caller, &spec, None)?,
+        "tokenreviews" => token_status(app, &spec)?,
         _ => {
             let subject = User {
                 name: text(&spec, "user").to_owned(),
@@ -152,6 +158,33 @@ fn review(
     }
     answer["status"] = status;
     Ok(json_response(StatusCode::CREATED, answer.to_string()))
+}
+
+/// `TokenReviewStatus` for the token in `spec`: the user it authenticates as and the
+/// audiences it is good for, or kube-apiserver's empty user with the error.
+fn token_status(app: &App, spec: &Value) -> Result<Value, ApiError> {
+    let token = text(spec, "token");
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication".to_owned(),
+        ));
+    }
+    let audiences: Vec<String> = spec
+        .get("audiences")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(match app.auth.review_token(token, &audiences) {
+        Ok((user, audiences)) => {
+            json!({"authenticated": true, "user": user_info(&user), "audiences": audiences})
+        }
+        Err(error) => json!({"user": {}, "error": error}),
+    })
 }
 
 fn text<'a>(value: &'a Value, key: &str) -> &'a str {

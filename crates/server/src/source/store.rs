@@ -735,12 +735,7 @@ impl Writer<'_> {
         body: &Bytes,
     ) -> Result<(Value, bool), ApiError> {
         let def = &resource.def;
-        let config: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "error decoding YAML: the apply configuration must be a JSON object (YAML that is not JSON is not supported): {e}"
-            ))
-        })?;
-        let mut config = config;
+        let mut config = apply::config::parse_configuration(body)?;
         let unknown = watchkeeper_api::schema::prune_unknown_fields(def, &mut config);
         if !unknown.is_empty() {
             let namespace = if def.namespaced { namespace } else { "" };
