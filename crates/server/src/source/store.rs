@@ -239,7 +239,10 @@ impl StoreSource {
                 let created = writer
                     .create(resource, namespace, parse_body(&body)?)
                     .await?;
-                Ok(json_response(StatusCode::CREATED, created.to_string()))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    watchkeeper_api::object_body(&created),
+                ))
             }
             (&Method::PUT, Some(name)) => {
                 let updated = writer
@@ -250,7 +253,10 @@ impl StoreSource {
                         parse_body(&body)?,
                     )
                     .await?;
-                Ok(json_response(StatusCode::OK, updated.to_string()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    watchkeeper_api::object_body(&updated),
+                ))
             }
             (&Method::PATCH, Some(name)) => {
                 let patch_type = patch_type(headers)?;
@@ -266,7 +272,7 @@ impl StoreSource {
                     } else {
                         StatusCode::OK
                     };
-                    return Ok(json_response(code, applied.to_string()));
+                    return Ok(json_response(code, watchkeeper_api::object_body(&applied)));
                 }
                 let patched = writer
                     .patch(
@@ -277,7 +283,10 @@ impl StoreSource {
                         body,
                     )
                     .await?;
-                Ok(json_response(StatusCode::OK, patched.to_string()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    watchkeeper_api::object_body(&patched),
+                ))
             }
             (&Method::DELETE, Some(name)) => {
                 let options = if body.is_empty() {
@@ -288,7 +297,10 @@ impl StoreSource {
                 let deleted = writer
                     .delete(resource, namespace.unwrap_or_default(), name, &options)
                     .await?;
-                Ok(json_response(StatusCode::OK, deleted.to_string()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    watchkeeper_api::object_body(&deleted),
+                ))
             }
             (&Method::DELETE, None) => {
                 let deleted = writer
