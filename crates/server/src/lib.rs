@@ -96,6 +96,23 @@ impl Server {
     }
 }
 
+/// How the reflection converts a stored object into `view`'s (see
+/// [`crate::cache::InputSender::with_view`]).
+fn view_convert(
+    view: &ResourceDef,
+    conversion: &watchkeeper_api::versions::Conversion,
+) -> crate::cache::ViewConvert {
+    let view = view.clone();
+    let conversion = conversion.clone();
+    Arc::new(move |stored| {
+        crate::source::decode::convert(&view, &conversion, stored)
+            .inspect_err(|error| {
+                tracing::warn!(resource = %crate::cache::name_of(&view), %error, "an object could not be converted; skipped");
+            })
+            .ok()
+    })
+}
+
 /// Why a server did not start: what is at fault (a flag, a file, the store, the socket) and
 /// the cause. `main` prints it as `watchkeeper: {error}`.
 #[derive(Debug, thiserror::Error)]
@@ -309,6 +326,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let clock = Clock::new();
     let mut resources = Vec::new();
     let mut feeds = Vec::new();
+    let mut other_versions = Vec::new();
     for def in &defs {
         let cache_config = CacheConfig {
             trigger_field: def.trigger_field.clone(),
@@ -320,17 +338,44 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             clock,
             config.driver,
         )?;
+        let key_prefix = format!("{}/{}/", config.prefix, def.storage_prefix());
+        let mut input = driver.sender();
+        resources.push(Arc::new(Resource::new(
+            def.clone(),
+            key_prefix.clone(),
+            driver,
+        )));
+        // Other versions kube-apiserver serves from the same storage (events.k8s.io/v1
+        // Events): a cache each, fed by this resource's reflection, converted once per event.
+        // An upstream serves them itself.
+        let views = if store_mode {
+            watchkeeper_api::versions::builtin_views(def)
+        } else {
+            Vec::new()
+        };
+        for (view, conversion) in views {
+            let view_driver = CacheDriver::start_with(
+                &crate::cache::name_of(&view),
+                CacheConfig {
+                    trigger_field: None,
+                    ..config.cache.clone()
+                },
+                clock,
+                config.driver,
+            )?;
+            input = input.with_view(view_driver.sender(), view_convert(&view, &conversion));
+            let mut resource = Resource::new(view, key_prefix.clone(), view_driver);
+            resource.conversion = Some(conversion);
+            other_versions.push(Arc::new(resource));
+        }
         feeds.push(Feed {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
-            input: driver.sender(),
+            input,
         });
-        resources.push(Arc::new(Resource::new(
-            def.clone(),
-            format!("{}/{}/", config.prefix, def.storage_prefix()),
-            driver,
-        )));
     }
+    // After the stored resources, so discovery lists their groups first.
+    resources.extend(other_versions);
     let registry = Arc::new(crate::cache::Registry::new(resources));
     // Over a store, the CRDs in the store decide which custom resources are served besides
     // the start-up ones; in caching-proxy mode the upstream's resources are those discovered

@@ -111,6 +111,28 @@ pub fn decode(
     )))
 }
 
+/// The object of `view` (another version of a stored resource) for `stored`, an object at
+/// the storage version: its body converted by `conversion`, decoded for `view` (its
+/// selectable fields), at the same key and resource version.
+///
+/// # Errors
+/// The converted body is not a JSON object.
+pub fn convert(
+    view: &ResourceDef,
+    conversion: &watchkeeper_api::versions::Conversion,
+    stored: &Object,
+) -> Result<Arc<Object>, String> {
+    decode(
+        view,
+        conversion.to_view(stored.body()),
+        Identity::Key {
+            namespace: stored.namespace(),
+            name: stored.name(),
+            revision: stored.resource_version(),
+        },
+    )
+}
+
 /// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`].
 ///
 /// # Errors

@@ -173,9 +173,15 @@ impl StoreSource {
         self.counters
             .request_decodes
             .fetch_add(1, Ordering::Relaxed);
-        decode_stored(&resource.def, namespace, name, kv.mod_revision, &kv.value).map_err(|_| {
-            ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
-        })
+        let object = decode_stored(&resource.def, namespace, name, kv.mod_revision, &kv.value)
+            .map_err(|_| {
+                ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
+            })?;
+        match &resource.conversion {
+            Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
+                .map_err(ApiError::internal),
+            None => Ok(object),
+        }
     }
 
     /// A write (create, update, patch, delete, deletecollection) applied to the store.
@@ -564,7 +570,7 @@ impl Writer<'_> {
                     .when(Compare::Absent { key: key.clone() })
                     .then(TxnOp::Put {
                         key,
-                        value: stored_value(&object),
+                        value: stored_value(&resource.to_storage(&object)),
                     }),
             )
             .await?;
@@ -793,7 +799,7 @@ impl Writer<'_> {
             } else {
                 TxnOp::Put {
                     key: store_key.clone(),
-                    value: stored_value(&new),
+                    value: stored_value(&resource.to_storage(&new)),
                 }
             };
             let response = self
@@ -914,7 +920,7 @@ impl Writer<'_> {
                 (
                     TxnOp::Put {
                         key: store_key.clone(),
-                        value: stored_value(&marked),
+                        value: stored_value(&resource.to_storage(&marked)),
                     },
                     marked,
                 )
@@ -966,7 +972,12 @@ impl Writer<'_> {
 
     /// Deletes every object in a namespace, across namespaced resources.
     async fn delete_namespace_contents(&self, namespace: &str) -> Result<(), ApiError> {
-        for resource in self.resources.iter().filter(|r| r.def.namespaced) {
+        // Another version of a stored resource shares its keys: deleted with that resource.
+        for resource in self
+            .resources
+            .iter()
+            .filter(|r| r.def.namespaced && r.conversion.is_none())
+        {
             let snapshot = resource.cache().latest();
             let prefix = format!("{namespace}/");
             let names: Vec<String> = snapshot
