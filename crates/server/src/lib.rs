@@ -96,23 +96,6 @@ impl Server {
     }
 }
 
-/// How the reflection converts a stored object into `view`'s (see
-/// [`crate::cache::InputSender::with_view`]).
-fn view_convert(
-    view: &ResourceDef,
-    conversion: &watchkeeper_api::versions::Conversion,
-) -> crate::cache::ViewConvert {
-    let view = view.clone();
-    let conversion = conversion.clone();
-    Arc::new(move |stored| {
-        crate::source::decode::convert(&view, &conversion, stored)
-            .inspect_err(|error| {
-                tracing::warn!(resource = %crate::cache::name_of(&view), %error, "an object could not be converted; skipped");
-            })
-            .ok()
-    })
-}
-
 /// Why a server did not start: what is at fault (a flag, a file, the store, the socket) and
 /// the cause. `main` prints it as `watchkeeper: {error}`.
 #[derive(Debug, thiserror::Error)]
@@ -363,7 +346,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 clock,
                 config.driver,
             )?;
-            input = input.with_view(view_driver.sender(), view_convert(&view, &conversion));
+            input = input.with_view(
+                view_driver.sender(),
+                crate::source::decode::view_convert(&view, &conversion),
+            );
             let mut resource = Resource::new(view, key_prefix.clone(), view_driver);
             resource.conversion = Some(conversion);
             other_versions.push(Arc::new(resource));

@@ -1695,3 +1695,123 @@ async fn events_are_served_at_both_versions() {
     assert_eq!(code, 404);
     server.shutdown().await;
 }
+
+/// Goal: a CustomResourceDefinition with several served versions and conversion `None` (the
+/// common case for operators) is served at each: discovery and routes for every served
+/// version, objects stored at the storage version and read at any other with only
+/// `apiVersion` rewritten, writes at any served version stored at the storage version,
+/// each version's schema applied to its writes, watches at each version seeing every write.
+/// A `Webhook` CRD is served at its storage version only (watchkeeper calls no webhooks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_at_every_served_version() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let schema = |required: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "required": [required],
+                "properties": {"size": {"type": "integer"}, "color": {"type": "string", "default": "blue"}}}}}})
+    };
+    let mut crd = widget_definition();
+    crd["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema("size")},
+        {"name": "v1beta1", "served": true, "storage": false, "schema": schema("color")},
+        {"name": "v1alpha1", "served": false, "storage": false, "schema": schema("size")}
+    ]);
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let v1 = "/apis/example.com/v1/namespaces/default/widgets";
+    let beta = "/apis/example.com/v1beta1/namespaces/default/widgets";
+    for (version, served) in [("v1", 200), ("v1beta1", 200), ("v1alpha1", 404)] {
+        let (status, list) = get_json(addr, &format!("/apis/example.com/{version}")).await;
+        assert_eq!(status, served, "{version}: {list}");
+    }
+    let (_, group) = get_json(addr, "/apis/example.com").await;
+    assert_eq!(group["versions"].as_array().unwrap().len(), 2, "{group}");
+    let mut beta_watch = WatchReader::open(addr, &format!("{beta}?watch=true"), None).await;
+
+    // Written at v1beta1, stored at v1, read at both.
+    let (status, written) = send_json(
+        addr,
+        "POST",
+        beta,
+        &json!({"apiVersion": "example.com/v1beta1", "kind": "Widget",
+                "metadata": {"name": "w"}, "spec": {"size": 3}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["apiVersion"], "example.com/v1beta1");
+    assert_eq!(
+        written["spec"]["color"], "blue",
+        "v1beta1's schema's default"
+    );
+    let (_, stored) = get_json(addr, &format!("{v1}/w")).await;
+    assert_eq!(stored["apiVersion"], "example.com/v1");
+    assert_eq!(stored["spec"], json!({"size": 3, "color": "blue"}));
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        written["metadata"]["resourceVersion"]
+    );
+    // v1's schema requires `size`; v1beta1's requires `color` (it has a default).
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        v1,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "x"}, "spec": {"color": "red"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    // Written at v1, seen by the v1beta1 watch at v1beta1.
+    let (status, _) = request(
+        addr,
+        "PATCH",
+        &format!("{v1}/w"),
+        "application/merge-patch+json",
+        r#"{"spec":{"size":4}}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    for (kind, size) in [("ADDED", 3), ("MODIFIED", 4)] {
+        let event = beta_watch.next().await.unwrap();
+        assert_eq!(event["type"], kind);
+        assert_eq!(event["object"]["apiVersion"], "example.com/v1beta1");
+        assert_eq!(event["object"]["spec"]["size"], size);
+    }
+    let (_, listed) = get_json(addr, beta).await;
+    assert_eq!(listed["apiVersion"], "example.com/v1beta1");
+    assert_eq!(listed["items"][0]["apiVersion"], "example.com/v1beta1");
+
+    // Deleting the CRD stops every version.
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{crds}/widgets.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Its objects are deleted first (seen at v1beta1 too), then the watch ends.
+    let deleted = beta_watch.next().await.unwrap();
+    assert_eq!(deleted["type"], "DELETED");
+    assert_eq!(deleted["object"]["apiVersion"], "example.com/v1beta1");
+    assert_eq!(beta_watch.next().await.unwrap()["type"], "ERROR");
+    for path in [v1, beta] {
+        assert_eq!(get_json(addr, path).await.0, 404, "{path}");
+    }
+
+    // Webhook conversion: served at the storage version only.
+    crd["metadata"]["name"] = json!("gizmos.example.org");
+    crd["spec"]["group"] = json!("example.org");
+    crd["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": "https://example.com/convert"}}});
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let gizmos = |version: &str| format!("/apis/example.org/{version}/namespaces/default/gizmos");
+    assert_eq!(get_json(addr, &gizmos("v1")).await.0, 200);
+    assert_eq!(get_json(addr, &gizmos("v1beta1")).await.0, 404);
+    server.shutdown().await;
+}

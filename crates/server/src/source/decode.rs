@@ -133,6 +133,25 @@ pub fn convert(
     )
 }
 
+/// How the reflection converts a stored object into `view`'s (see
+/// [`crate::cache::InputSender::with_view`]); an object that cannot be converted is logged
+/// and skipped.
+#[must_use]
+pub fn view_convert(
+    view: &ResourceDef,
+    conversion: &watchkeeper_api::versions::Conversion,
+) -> crate::cache::ViewConvert {
+    let view = view.clone();
+    let conversion = conversion.clone();
+    Arc::new(move |stored| {
+        convert(&view, &conversion, stored)
+            .inspect_err(|error| {
+                tracing::warn!(resource = %crate::cache::name_of(&view), %error, "an object could not be converted; skipped");
+            })
+            .ok()
+    })
+}
+
 /// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`].
 ///
 /// # Errors
