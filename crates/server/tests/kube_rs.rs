@@ -701,7 +701,8 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 38 served kinds, CustomResourceDefinitions and the 5 review resources.
+/// 38 served kinds, events.k8s.io/v1 Events (core Events' storage), CustomResourceDefinitions
+/// and the 5 review resources.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -739,7 +740,13 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 44, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 45, "{aggregated:#?}");
+    assert!(
+        aggregated
+            .iter()
+            .any(|line| line.starts_with("events.k8s.io/v1 Event events true")),
+        "{aggregated:#?}"
+    );
     let pods = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 Pod pods"))

@@ -14,6 +14,10 @@
 //! - A CRD whose served definition changes (names, version, scope, selectable fields) is
 //!   stopped and started again (its watchers end, as for a deletion); a change of its schema,
 //!   subresources or printer columns alone is applied in place.
+//! - Every served version of a CRD with conversion `None` is served (a `Webhook` CRD only at
+//!   its storage version): each other version has its own cache, fed through the storage
+//!   version's input ([`crate::cache::InputSender::with_view`]), so it starts, stops and
+//!   restarts with the storage version and holds the same keys at the same revisions.
 //! - The catalog holds no locks across awaits and writes nothing to the store: deleting a
 //!   CRD's objects is the write path's job.
 
