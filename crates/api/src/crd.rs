@@ -526,6 +526,27 @@ pub struct CustomResource {
     /// That version's `subresources.scale` (`specReplicasPath`, `statusReplicasPath`,
     /// `labelSelectorPath`), if any.
     pub scale: Option<Value>,
+    /// The other served versions (their definition, schema and subresources), each served
+    /// from the objects stored at the storage version with `apiVersion` rewritten (conversion
+    /// strategy `None`). Empty for a CRD whose strategy is `Webhook`: watchkeeper calls no
+    /// webhooks, so it serves only the storage version of such a CRD. Empty in the entries
+    /// themselves.
+    pub other_versions: Vec<CustomResource>,
+}
+
+impl CustomResource {
+    /// Whether `other` serves the same definitions (names, versions, scope, selectable
+    /// fields) at every version: then a change between them (schemas, subresources,
+    /// printer columns) applies in place.
+    #[must_use]
+    pub fn same_definitions(&self, other: &CustomResource) -> bool {
+        self.def == other.def
+            && self
+                .other_versions
+                .iter()
+                .map(|v| &v.def)
+                .eq(other.other_versions.iter().map(|v| &v.def))
+    }
 }
 
 /// The resource `crd` serves: none unless it is `Established` and its storage version is
@@ -535,14 +556,29 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
     if !condition_true(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some() {
         return None;
     }
-    let version = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|v| {
-            v.get("storage").and_then(Value::as_bool) == Some(true)
-                && v.get("served").and_then(Value::as_bool) == Some(true)
-        })?;
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array)?;
+    let storage = versions.iter().find(|v| {
+        v.get("storage").and_then(Value::as_bool) == Some(true)
+            && v.get("served").and_then(Value::as_bool) == Some(true)
+    })?;
+    let mut served = served_version(crd, storage)?;
+    // Conversion `None` (the default) only: a `Webhook` CRD is served at its storage
+    // version alone (watchkeeper calls no conversion webhooks).
+    if str_at(crd, "/spec/conversion/strategy") != "Webhook" {
+        served.other_versions = versions
+            .iter()
+            .filter(|v| {
+                v.get("storage").and_then(Value::as_bool) != Some(true)
+                    && v.get("served").and_then(Value::as_bool) == Some(true)
+            })
+            .filter_map(|v| served_version(crd, v))
+            .collect();
+    }
+    Some(served)
+}
+
+/// The resource `crd` serves at `version` (one of its `spec.versions`).
+fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
     let names = crd.pointer("/status/acceptedNames")?;
     let kind = str_at(names, "/kind");
     let plural = str_at(names, "/plural");
@@ -591,6 +627,7 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
         schema: version.pointer("/schema/openAPIV3Schema").cloned(),
         status: version.pointer("/subresources/status").is_some(),
         scale: version.pointer("/subresources/scale").cloned(),
+        other_versions: Vec::new(),
     })
 }
 

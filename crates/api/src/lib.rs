@@ -59,6 +59,7 @@ pub mod resources;
 pub mod schema;
 pub mod table;
 pub mod time;
+pub mod versions;
 pub mod watch_frame;
 
 pub use discovery::{

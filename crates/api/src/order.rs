@@ -4,7 +4,8 @@
 //! `apiVersion`, `metadata`, `spec`, `status`; a Status's `status`, `message`, `reason`,
 //! `details`, `code`), and its encoder ends every body with a newline. serde_json's maps (without
 //! the workspace-wide `preserve_order` feature, which this crate does not turn on) are sorted by
-//! key, so these functions write the text themselves.
+//! key, so these functions write the text with the core's writer ([`watchkeeper_core::order`],
+//! the same one that writes the cached encodings every GET, LIST and watch event shares).
 //!
 //! ## Guarantees
 //! - The text parses back to exactly the given value (only the order of keys differs from
@@ -13,171 +14,34 @@
 //!   with a known Go order (`metadata`, Status `details` and its `causes`, owner references) are
 //!   ordered too; other nested maps are sorted.
 
-use std::fmt::Write as _;
-
-use serde_json::{Map, Value};
-
-/// `metav1.Status` field order.
-const STATUS_ORDER: &[&str] = &[
-    "kind",
-    "apiVersion",
-    "metadata",
-    "status",
-    "message",
-    "reason",
-    "details",
-    "code",
-];
-
-/// `metav1.StatusDetails` field order.
-const DETAILS_ORDER: &[&str] = &[
-    "name",
-    "group",
-    "kind",
-    "uid",
-    "causes",
-    "retryAfterSeconds",
-];
-
-/// `metav1.StatusCause` field order.
-const CAUSE_ORDER: &[&str] = &["reason", "message", "field"];
-
-/// Top-level order of an object: `TypeMeta`, `ObjectMeta`, then spec and status (the order
-/// of every built-in kind that has them).
-const OBJECT_ORDER: &[&str] = &["kind", "apiVersion", "metadata", "spec", "status"];
-
-/// `metav1.ObjectMeta` field order.
-const METADATA_ORDER: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
-
-/// `metav1.OwnerReference` field order.
-const OWNER_REFERENCE_ORDER: &[&str] = &[
-    "apiVersion",
-    "kind",
-    "name",
-    "uid",
-    "controller",
-    "blockOwnerDeletion",
-];
-
-/// How to order the keys of a map and of the maps under it.
-#[derive(Clone, Copy)]
-enum Layout {
-    Sorted,
-    Status,
-    Details,
-    Cause,
-    Object,
-    Metadata,
-    OwnerReference,
-}
-
-impl Layout {
-    fn order(self) -> &'static [&'static str] {
-        match self {
-            Layout::Sorted => &[],
-            Layout::Status => STATUS_ORDER,
-            Layout::Details => DETAILS_ORDER,
-            Layout::Cause => CAUSE_ORDER,
-            Layout::Object => OBJECT_ORDER,
-            Layout::Metadata => METADATA_ORDER,
-            Layout::OwnerReference => OWNER_REFERENCE_ORDER,
-        }
-    }
-
-    /// The layout of the value under `key`.
-    fn child(self, key: &str) -> Layout {
-        match (self, key) {
-            (Layout::Status, "details") => Layout::Details,
-            (Layout::Status | Layout::Object, "metadata") => Layout::Metadata,
-            (Layout::Details, "causes") => Layout::Cause,
-            (Layout::Metadata, "ownerReferences") => Layout::OwnerReference,
-            _ => Layout::Sorted,
-        }
-    }
-}
-
-fn write_value(out: &mut String, value: &Value, layout: Layout) {
-    match value {
-        Value::Object(map) => write_map(out, map, layout),
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                // Items of a list of maps share the list's layout (causes, owner references).
-                write_value(out, item, layout);
-            }
-            out.push(']');
-        }
-        scalar => {
-            // A scalar's text cannot fail to encode.
-            let _ = write!(out, "{scalar}");
-        }
-    }
-}
-
-fn write_map(out: &mut String, map: &Map<String, Value>, layout: Layout) {
-    let order = layout.order();
-    out.push('{');
-    let mut first = true;
-    let mut entry = |out: &mut String, key: &str, value: &Value| {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        let _ = write!(out, "{}:", Value::from(key));
-        write_value(out, value, layout.child(key));
-    };
-    for key in order {
-        if let Some(value) = map.get(*key) {
-            entry(out, key, value);
-        }
-    }
-    for (key, value) in map {
-        if !order.contains(&key.as_str()) {
-            entry(out, key, value);
-        }
-    }
-    out.push('}');
-}
+use serde_json::Value;
+use watchkeeper_core::order;
 
 /// A `Status` (failure or success) as kube-apiserver writes it: `{"kind":"Status",
 /// "apiVersion":"v1","metadata":{},"status":...,"message":...,"reason":...,"details":{...},
 /// "code":N}` and a newline.
 #[must_use]
 pub fn status_body(status: &Value) -> String {
-    let mut out = String::new();
-    write_value(&mut out, status, Layout::Status);
-    out.push('\n');
-    out
+    let mut out = Vec::with_capacity(256);
+    order::write_status(&mut out, status);
+    out.push(b'\n');
+    // The writer writes JSON, which is UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// A single object as kube-apiserver writes it: `kind`, `apiVersion`, `metadata` (in
 /// `ObjectMeta` order), `spec`, `status`, then any other top-level fields sorted, and a
-/// newline.
+/// newline. A `Status` (the answer of some deletions) is written as [`status_body`] does.
 #[must_use]
 pub fn object_body(object: &Value) -> String {
-    let mut out = String::new();
-    write_value(&mut out, object, Layout::Object);
-    out.push('\n');
-    out
+    if object.get("kind").and_then(Value::as_str) == Some("Status") {
+        return status_body(object);
+    }
+    let mut out = Vec::with_capacity(512);
+    order::write_object(&mut out, object);
+    out.push(b'\n');
+    // The writer writes JSON, which is UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //!
 //! and serializations per event on both paths.
 //!
-//! Run: `cargo bench -p watchkeeper-core --bench core` (add `-- --smoke` for a tiny run).
+//! Run: `cargo bench -p watchkeeper-core --bench core` (add `-- --smoke` for a tiny run; `--
+//! --encode sorted|ordered N` runs only N encodings of one object, for callgrind).
 //! Each figure is the median of several runs; consumers drain outside the timed sections.
 // A driver, not the core: it times the core with the wall clock (the core's clippy.toml forbids
 // clocks in the core itself).
@@ -144,7 +145,21 @@ fn catch_up(watchers: usize, events: usize) -> CatchUpResult {
 }
 
 fn main() {
-    let smoke = std::env::args().any(|a| a == "--smoke");
+    let args: Vec<String> = std::env::args().collect();
+    // `--encode sorted|ordered N`: only N encodings (for an instruction count under callgrind).
+    if let Some(at) = args.iter().position(|a| a == "--encode") {
+        let n = args
+            .get(at + 2)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1000);
+        encode_many(
+            &deployment(),
+            args.get(at + 1).is_some_and(|w| w == "ordered"),
+            n,
+        );
+        return;
+    }
+    let smoke = args.iter().any(|a| a == "--smoke");
     let (watchers, events, runs) = if smoke {
         (200, 200, 1)
     } else {
@@ -190,4 +205,60 @@ fn main() {
         "| catch-up, passes / interval opens / deferred events (last run) | {} / {} / {} |",
         last.passes, last.interval_opens, last.deferred
     );
+    let (sorted, ordered) = encoding(20_000, runs.max(3));
+    println!(
+        "| encoding a Deployment-sized object, serde_json::to_vec (sorted keys), ns | {sorted:.0} |"
+    );
+    println!("| encoding the same object in Go field order (core::order), ns | {ordered:.0} |");
+}
+
+/// Nanoseconds per encoding of one realistic object (a Deployment with managed fields), with
+/// serde_json's sorted writer and with the Go-order writer the cache uses: the median of
+/// `runs` runs of `n` encodings each.
+fn encoding(n: usize, runs: usize) -> (f64, f64) {
+    let object = deployment();
+    let mut sorted = Vec::new();
+    let mut ordered = Vec::new();
+    for _ in 0..runs {
+        let start = WallInstant::now();
+        encode_many(&object, false, n);
+        sorted.push(start.elapsed().as_nanos() as f64 / n as f64);
+        let start = WallInstant::now();
+        encode_many(&object, true, n);
+        ordered.push(start.elapsed().as_nanos() as f64 / n as f64);
+    }
+    (median(sorted), median(ordered))
+}
+
+/// Encodes `object` `n` times, in Go order or sorted.
+fn encode_many(object: &serde_json::Value, go_order: bool, n: usize) {
+    for _ in 0..n {
+        if go_order {
+            let mut out = Vec::with_capacity(128);
+            watchkeeper_core::order::write_object(&mut out, std::hint::black_box(object));
+            std::hint::black_box(out);
+        } else {
+            std::hint::black_box(serde_json::to_vec(std::hint::black_box(object)).unwrap());
+        }
+    }
+}
+
+fn deployment() -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "uid": "6b1d6c2e-0000-4000-8000-000000000001",
+            "resourceVersion": "12345", "generation": 3, "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"app": "web", "tier": "frontend"},
+            "annotations": {"deployment.kubernetes.io/revision": "3"},
+            "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "apps/v1",
+                "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {}}}}}}]},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}],
+                    "restartPolicy": "Always", "dnsPolicy": "ClusterFirst"}}},
+        "status": {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "observedGeneration": 3}
+    })
 }

@@ -75,6 +75,7 @@ pub mod guarantee;
 pub mod history;
 pub mod metrics;
 pub mod object;
+pub mod order;
 pub mod queue;
 pub mod selector;
 pub mod snapshot;

@@ -20,7 +20,7 @@ pub type Revision = u64;
 /// A wire encoding an object can be serialized into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Encoding {
-    /// `application/json`.
+    /// `application/json`, in kube-apiserver's field order ([`crate::order`]).
     Json,
     /// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`: the object's metadata
     /// only, as a `meta.k8s.io/v1` `PartialObjectMetadata` (what metadata informers ask for).
@@ -250,9 +250,14 @@ pub fn object_key(namespace: &str, name: &str) -> String {
 }
 
 fn encode(body: &Value, encoding: Encoding) -> Bytes {
-    // Serializing a `Value` cannot fail: its map keys are strings.
     match encoding {
-        Encoding::Json => cached(serde_json::to_vec(body).unwrap_or_default()),
+        // kube-apiserver's field order (`kind`, `apiVersion`, `metadata`, `spec`, `status`):
+        // see [`crate::order`].
+        Encoding::Json => {
+            let mut out = Vec::with_capacity(128);
+            crate::order::write_object(&mut out, body);
+            cached(out)
+        }
         Encoding::PartialMetadataJson => {
             let mut out = Vec::with_capacity(256);
             out.extend_from_slice(
@@ -260,7 +265,7 @@ fn encode(body: &Value, encoding: Encoding) -> Bytes {
             );
             let metadata = body.get("metadata").unwrap_or(&Value::Null);
             if metadata.is_object() {
-                serde_json::to_writer(&mut out, metadata).unwrap_or_default();
+                crate::order::write_metadata(&mut out, metadata);
             } else {
                 out.extend_from_slice(b"{}");
             }

@@ -323,6 +323,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let clock = Clock::new();
     let mut resources = Vec::new();
     let mut feeds = Vec::new();
+    let mut other_versions = Vec::new();
     for def in &defs {
         let cache_config = CacheConfig {
             trigger_field: def.trigger_field.clone(),
@@ -334,17 +335,47 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             clock,
             config.driver,
         )?;
+        let key_prefix = format!("{}/{}/", config.prefix, def.storage_prefix());
+        let mut input = driver.sender();
+        resources.push(Arc::new(Resource::new(
+            def.clone(),
+            key_prefix.clone(),
+            driver,
+        )));
+        // Other versions kube-apiserver serves from the same storage (events.k8s.io/v1
+        // Events): a cache each, fed by this resource's reflection, converted once per event.
+        // An upstream serves them itself.
+        let views = if store_mode {
+            watchkeeper_api::versions::builtin_views(def)
+        } else {
+            Vec::new()
+        };
+        for (view, conversion) in views {
+            let view_driver = CacheDriver::start_with(
+                &crate::cache::name_of(&view),
+                CacheConfig {
+                    trigger_field: None,
+                    ..config.cache.clone()
+                },
+                clock,
+                config.driver,
+            )?;
+            input = input.with_view(
+                view_driver.sender(),
+                crate::source::decode::view_convert(&view, &conversion),
+            );
+            let mut resource = Resource::new(view, key_prefix.clone(), view_driver);
+            resource.conversion = Some(conversion);
+            other_versions.push(Arc::new(resource));
+        }
         feeds.push(Feed {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
-            input: driver.sender(),
+            input,
         });
-        resources.push(Arc::new(Resource::new(
-            def.clone(),
-            format!("{}/{}/", config.prefix, def.storage_prefix()),
-            driver,
-        )));
     }
+    // After the stored resources, so discovery lists their groups first.
+    resources.extend(other_versions);
     let registry = Arc::new(crate::cache::Registry::new(resources));
     if let Some(tokens) = &service_accounts {
         // The token verifier reads service accounts and bound objects from the caches.

@@ -833,12 +833,13 @@ async fn aggregated_discovery_is_negotiated() {
         if core {
             assert_eq!(names, [""]);
         } else {
-            assert_eq!(names.len(), 16, "{names:?}");
+            assert_eq!(names.len(), 17, "{names:?}");
             assert_eq!(
                 names[..3],
                 ["apps", "coordination.k8s.io", "discovery.k8s.io"]
             );
             assert!(names.iter().any(|n| n == "rbac.authorization.k8s.io"));
+            assert!(names.iter().any(|n| n == "events.k8s.io"));
         }
         let etag = answer.header("etag").expect("an etag").to_owned();
         let cached = watchkeeper_testkit::request(
@@ -1530,5 +1531,287 @@ async fn protobuf_responses() {
         ),
         (200, Some(1))
     );
+    server.shutdown().await;
+}
+
+/// Goal: `events.k8s.io/v1` Events are core `v1` Events in one storage, as in kube-apiserver:
+/// both served from caches fed by the same reflection (same keys, same resourceVersions), the
+/// fields renamed (`regarding` for `involvedObject`, `note` for `message`, `deprecated*` for
+/// `source`, `firstTimestamp`, `lastTimestamp`, `count`, `reportingController` for
+/// `reportingComponent`); a write through either version is seen by watchers of both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_served_at_both_versions() {
+    let server = server().await;
+    let addr = server.addr;
+    let core = "/api/v1/namespaces/default/events";
+    let v1 = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let mut core_watch = WatchReader::open(addr, &format!("{core}?watch=true"), None).await;
+    let mut v1_watch = WatchReader::open(addr, &format!("{v1}?watch=true"), None).await;
+
+    // Discovery lists the group; its resource list names the kind.
+    let (code, group) = get_json(addr, "/apis/events.k8s.io").await;
+    assert_eq!(code, 200, "{group}");
+    assert_eq!(
+        group["preferredVersion"]["groupVersion"],
+        "events.k8s.io/v1"
+    );
+    let (code, list) = get_json(addr, "/apis/events.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["resources"][0]["name"], "events");
+    assert_eq!(list["resources"][0]["kind"], "Event");
+
+    // Written through events.k8s.io/v1 (as kube-rs' recorder and client-go's new recorder do).
+    let (code, created) = send_json(
+        addr,
+        "POST",
+        v1,
+        &json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "pod-started.1"},
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "regarding": {"kind": "Pod", "namespace": "default", "name": "web-0"},
+            "reason": "Started", "note": "Started container web", "type": "Normal",
+            "action": "Start", "reportingController": "example.com/controller",
+            "reportingInstance": "controller-0",
+            "series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:01.000000Z"}
+        }),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(created["note"], "Started container web");
+    let rv = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // Read through core v1: the same object, the same resourceVersion, core's names.
+    let (code, as_core) = get_json(addr, &format!("{core}/pod-started.1")).await;
+    assert_eq!(code, 200, "{as_core}");
+    assert_eq!(as_core["apiVersion"], "v1");
+    assert_eq!(as_core["metadata"]["resourceVersion"], rv.as_str());
+    assert_eq!(as_core["message"], "Started container web");
+    assert_eq!(as_core["involvedObject"]["name"], "web-0");
+    assert_eq!(as_core["reportingComponent"], "example.com/controller");
+    assert_eq!(as_core["series"]["count"], 2);
+    assert!(as_core.get("note").is_none() && as_core.get("regarding").is_none());
+    // Core's field selectors apply to the core version of the same object.
+    let (_, selected) = get_json(
+        addr,
+        &format!("{core}?fieldSelector=involvedObject.name%3Dweb-0"),
+    )
+    .await;
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1);
+
+    // Written through core v1 (kubectl, client-go's old recorder), read through events.k8s.io.
+    let (code, _) = send_json(
+        addr,
+        "POST",
+        core,
+        &json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "node-ready.1"},
+            "involvedObject": {"kind": "Node", "name": "node-1"},
+            "reason": "NodeReady", "message": "node is ready", "type": "Normal",
+            "source": {"component": "kubelet", "host": "node-1"},
+            "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:02Z",
+            "count": 3
+        }),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, listed) = get_json(addr, v1).await;
+    assert_eq!(code, 200);
+    assert_eq!(listed["kind"], "EventList");
+    assert_eq!(listed["apiVersion"], "events.k8s.io/v1");
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{listed}");
+    let node = items
+        .iter()
+        .find(|e| e["metadata"]["name"] == "node-ready.1")
+        .unwrap();
+    assert_eq!(node["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(node["note"], "node is ready");
+    assert_eq!(node["regarding"]["name"], "node-1");
+    assert_eq!(node["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(node["deprecatedFirstTimestamp"], "2026-01-01T00:00:00Z");
+    assert_eq!(node["deprecatedLastTimestamp"], "2026-01-01T00:00:02Z");
+    assert_eq!(node["deprecatedCount"], 3);
+    assert!(node.get("message").is_none() && node.get("count").is_none());
+
+    // A patch through events.k8s.io/v1 uses its names; the stored object keeps core's.
+    let (code, patched) = request(
+        addr,
+        "PATCH",
+        &format!("{v1}/node-ready.1"),
+        "application/merge-patch+json",
+        r#"{"note":"node is ready again","deprecatedCount":4}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{patched}");
+    let (_, again) = get_json(addr, &format!("{core}/node-ready.1")).await;
+    assert_eq!(again["message"], "node is ready again");
+    assert_eq!(again["count"], 4);
+
+    // Both watches saw every write, each at its own version, at the same resourceVersions.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let c = core_watch.next().await.unwrap();
+        let e = v1_watch.next().await.unwrap();
+        assert_eq!(c["type"], e["type"]);
+        assert_eq!(
+            c["object"]["metadata"]["resourceVersion"],
+            e["object"]["metadata"]["resourceVersion"]
+        );
+        assert_eq!(c["object"]["apiVersion"], "v1");
+        assert_eq!(e["object"]["apiVersion"], "events.k8s.io/v1");
+        seen.push((
+            e["type"].as_str().unwrap().to_owned(),
+            e["object"]["note"].as_str().unwrap().to_owned(),
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("ADDED".to_owned(), "Started container web".to_owned()),
+            ("ADDED".to_owned(), "node is ready".to_owned()),
+            ("MODIFIED".to_owned(), "node is ready again".to_owned()),
+        ]
+    );
+
+    // A delete through one version is a DELETED in both.
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        &format!("{v1}/pod-started.1"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(core_watch.next().await.unwrap()["type"], "DELETED");
+    assert_eq!(v1_watch.next().await.unwrap()["type"], "DELETED");
+    let (code, _) = get_json(addr, &format!("{core}/pod-started.1")).await;
+    assert_eq!(code, 404);
+    server.shutdown().await;
+}
+
+/// Goal: a CustomResourceDefinition with several served versions and conversion `None` (the
+/// common case for operators) is served at each: discovery and routes for every served
+/// version, objects stored at the storage version and read at any other with only
+/// `apiVersion` rewritten, writes at any served version stored at the storage version,
+/// each version's schema applied to its writes, watches at each version seeing every write.
+/// A `Webhook` CRD is served at its storage version only (watchkeeper calls no webhooks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_at_every_served_version() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let schema = |required: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "required": [required],
+                "properties": {"size": {"type": "integer"}, "color": {"type": "string", "default": "blue"}}}}}})
+    };
+    let mut crd = widget_definition();
+    crd["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema("size")},
+        {"name": "v1beta1", "served": true, "storage": false, "schema": schema("color")},
+        {"name": "v1alpha1", "served": false, "storage": false, "schema": schema("size")}
+    ]);
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let v1 = "/apis/example.com/v1/namespaces/default/widgets";
+    let beta = "/apis/example.com/v1beta1/namespaces/default/widgets";
+    for (version, served) in [("v1", 200), ("v1beta1", 200), ("v1alpha1", 404)] {
+        let (status, list) = get_json(addr, &format!("/apis/example.com/{version}")).await;
+        assert_eq!(status, served, "{version}: {list}");
+    }
+    let (_, group) = get_json(addr, "/apis/example.com").await;
+    assert_eq!(group["versions"].as_array().unwrap().len(), 2, "{group}");
+    let mut beta_watch = WatchReader::open(addr, &format!("{beta}?watch=true"), None).await;
+
+    // Written at v1beta1, stored at v1, read at both.
+    let (status, written) = send_json(
+        addr,
+        "POST",
+        beta,
+        &json!({"apiVersion": "example.com/v1beta1", "kind": "Widget",
+                "metadata": {"name": "w"}, "spec": {"size": 3}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["apiVersion"], "example.com/v1beta1");
+    assert_eq!(
+        written["spec"]["color"], "blue",
+        "v1beta1's schema's default"
+    );
+    let (_, stored) = get_json(addr, &format!("{v1}/w")).await;
+    assert_eq!(stored["apiVersion"], "example.com/v1");
+    assert_eq!(stored["spec"], json!({"size": 3, "color": "blue"}));
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        written["metadata"]["resourceVersion"]
+    );
+    // v1's schema requires `size`; v1beta1's requires `color` (it has a default).
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        v1,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "x"}, "spec": {"color": "red"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    // Written at v1, seen by the v1beta1 watch at v1beta1.
+    let (status, _) = request(
+        addr,
+        "PATCH",
+        &format!("{v1}/w"),
+        "application/merge-patch+json",
+        r#"{"spec":{"size":4}}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    for (kind, size) in [("ADDED", 3), ("MODIFIED", 4)] {
+        let event = beta_watch.next().await.unwrap();
+        assert_eq!(event["type"], kind);
+        assert_eq!(event["object"]["apiVersion"], "example.com/v1beta1");
+        assert_eq!(event["object"]["spec"]["size"], size);
+    }
+    let (_, listed) = get_json(addr, beta).await;
+    assert_eq!(listed["apiVersion"], "example.com/v1beta1");
+    assert_eq!(listed["items"][0]["apiVersion"], "example.com/v1beta1");
+
+    // Deleting the CRD stops every version.
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{crds}/widgets.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Its objects are deleted first (seen at v1beta1 too), then the watch ends.
+    let deleted = beta_watch.next().await.unwrap();
+    assert_eq!(deleted["type"], "DELETED");
+    assert_eq!(deleted["object"]["apiVersion"], "example.com/v1beta1");
+    assert_eq!(beta_watch.next().await.unwrap()["type"], "ERROR");
+    for path in [v1, beta] {
+        assert_eq!(get_json(addr, path).await.0, 404, "{path}");
+    }
+
+    // Webhook conversion: served at the storage version only.
+    crd["metadata"]["name"] = json!("gizmos.example.org");
+    crd["spec"]["group"] = json!("example.org");
+    crd["spec"]["names"] = json!({"plural": "gizmos", "kind": "Gizmo"});
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": "https://example.com/convert"}}});
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let gizmos = |version: &str| format!("/apis/example.org/{version}/namespaces/default/gizmos");
+    assert_eq!(get_json(addr, &gizmos("v1")).await.0, 200);
+    assert_eq!(get_json(addr, &gizmos("v1beta1")).await.0, 404);
     server.shutdown().await;
 }

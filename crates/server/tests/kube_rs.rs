@@ -701,8 +701,9 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 38 served kinds, CustomResourceDefinitions and the 6 review resources (TokenReview among
-/// them); service accounts have the `token` subresource.
+/// 38 served kinds, events.k8s.io/v1 Events (core Events' storage), CustomResourceDefinitions
+/// and the 6 review resources (TokenReview among them); service accounts have the `token`
+/// subresource.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
     use kube::discovery::{Discovery, Scope};
@@ -740,7 +741,13 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 45, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 46, "{aggregated:#?}");
+    assert!(
+        aggregated
+            .iter()
+            .any(|line| line.starts_with("events.k8s.io/v1 Event events true")),
+        "{aggregated:#?}"
+    );
     let accounts = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 ServiceAccount"))
@@ -1121,5 +1128,88 @@ async fn create_token_request_and_review_it() {
         .delete(serviceaccount_name, &DeleteParams::default())
         .await
         .unwrap();
+    server.shutdown().await;
+}
+
+/// kube-rs' own `fetch_fails` (kube-client's `client_ext` tests): a Service fetched as a Pod
+/// fails in the typed decoder at `kind`, which kube-apiserver writes first: the error names
+/// line 1, column 17 (`{"kind":"Service"`). Every object body is in Go field order: `kind`,
+/// `apiVersion`, `metadata`, `spec`, `status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_fails_at_the_kind_written_first() {
+    use k8s_openapi::api::core::v1::{Pod, Service};
+    use kube::core::DynamicObject;
+
+    let server = common::server().await;
+    let client = client(&server);
+    // `Client::fetch` (behind kube's `unstable-client` feature) is a GET decoded as the
+    // reference's type: the same as `Client::request` on the object's URL.
+    let get = || {
+        axum::http::Request::get("/api/v1/namespaces/default/services/kubernetes")
+            .body(Vec::new())
+            .unwrap()
+    };
+    let svc: Service = client
+        .request(get())
+        .await
+        .expect("the default/kubernetes Service");
+    assert_eq!(svc.name_any(), "kubernetes");
+    let err = client.request::<Pod>(get()).await.unwrap_err();
+    assert!(matches!(err, kube::Error::SerdeError(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "Error deserializing response: invalid value: string \"Service\", expected Pod at line 1 column 17"
+    );
+    let obj: DynamicObject = client.request(get()).await.expect("a dynamic object");
+    assert_eq!(
+        obj.try_parse::<Pod>().unwrap_err().to_string(),
+        "failed to parse this DynamicObject into a Resource: invalid value: string \"Service\", expected Pod"
+    );
+
+    // Write answers, LIST items and watch events are in the same order.
+    let api = configmaps(&server);
+    let mut watch = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("a watch")
+        .boxed();
+    let created = client
+        .request_text(
+            axum::http::Request::post("/api/v1/namespaces/default/configmaps")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"data": {"k": "v"}, "metadata": {"name": "ordered", "labels": {"a": "b"}}, "apiVersion": "v1", "kind": "ConfigMap"}))
+                        .unwrap(),
+                )
+                .unwrap(),
+        )
+        .await
+        .expect("a create");
+    assert!(
+        created.starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"ordered","namespace":"default","uid":"#),
+        "{created}"
+    );
+    let listed = client
+        .request_text(
+            axum::http::Request::get("/api/v1/namespaces/default/configmaps")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .expect("a list");
+    assert!(
+        listed.contains(
+            r#""items":[{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"ordered","#
+        ),
+        "{listed}"
+    );
+    // The watch (from "0": the existing objects, then the new one) decodes the same bytes.
+    loop {
+        match next(&mut watch).await.expect("an event") {
+            WatchEvent::Added(cm) if cm.name_any() == "ordered" => break,
+            WatchEvent::Added(_) | WatchEvent::Bookmark(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
     server.shutdown().await;
 }

@@ -148,13 +148,73 @@ impl Waker {
 
 /// What the reflector holds for one cache: revisions and resets go through the bounded
 /// channel (a full channel makes the sender wait), progress raises the cache's mark.
+///
+/// An input sender may also feed the caches of other versions of the same stored resource
+/// ([`InputSender::with_view`]): each revision, list and progress it sends is converted and
+/// sent to them too, so every version's cache holds the same keys at the same revisions, and
+/// each event is converted (and later encoded) once per version, not once per watcher.
 #[derive(Clone, Debug)]
 pub struct InputSender {
     input: Sender<Input>,
     progress: Arc<ProgressMark>,
+    views: Vec<ViewInput>,
+}
+
+/// How an object of the stored version becomes the object of a view (another version); `None`
+/// when it cannot (the view's cache skips it, logged).
+pub type ViewConvert = Arc<dyn Fn(&Arc<Object>) -> Option<Arc<Object>> + Send + Sync>;
+
+/// The cache of another version fed through the same sender.
+#[derive(Clone)]
+struct ViewInput {
+    input: InputSender,
+    convert: ViewConvert,
+}
+
+impl std::fmt::Debug for ViewInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewInput").finish_non_exhaustive()
+    }
+}
+
+impl ViewInput {
+    /// `input` as the view's cache receives it: revisions and lists converted, progress as
+    /// it is; the driver's own inputs (wake-up, shutdown, stop) are not forwarded.
+    fn convert(&self, input: &Input) -> Option<Input> {
+        let convert = |object: &Arc<Object>| (self.convert)(object);
+        match input {
+            Input::Revision(revision, changes) => Some(Input::Revision(
+                *revision,
+                changes
+                    .iter()
+                    .filter_map(|change| match &change.object {
+                        Some(object) => convert(object).map(Change::put),
+                        None => Some(change.clone()),
+                    })
+                    .collect(),
+            )),
+            Input::Progress(revision) => Some(Input::Progress(*revision)),
+            Input::Reset(revision, objects) => Some(Input::Reset(
+                *revision,
+                objects.iter().filter_map(convert).collect(),
+            )),
+            Input::Wake | Input::Shutdown | Input::Stop => None,
+        }
+    }
 }
 
 impl InputSender {
+    /// This sender, also feeding `view` (another version's cache) with objects converted by
+    /// `convert`.
+    #[must_use]
+    pub fn with_view(mut self, view: InputSender, convert: ViewConvert) -> InputSender {
+        self.views.push(ViewInput {
+            input: view,
+            convert,
+        });
+        self
+    }
+
     /// Routes an input: progress (and a revision without changes) to the mark, the rest to
     /// the channel. Returns the input the channel must carry, if any.
     fn route(&self, input: Input) -> Option<Input> {
@@ -180,6 +240,12 @@ impl InputSender {
         if self.input.is_disconnected() {
             return Err(Stopped);
         }
+        for view in &self.views {
+            if let Some(converted) = view.convert(&input) {
+                // A stopped view (its CRD version no longer served) does not stop the others.
+                let _ = view.input.send(converted);
+            }
+        }
         match self.route(input) {
             Some(input) => self.input.send(input).map_err(|_| Stopped),
             None => Ok(()),
@@ -199,6 +265,12 @@ impl InputSender {
     pub async fn send_async(&self, input: Input) -> Result<(), Stopped> {
         if self.input.is_disconnected() {
             return Err(Stopped);
+        }
+        for view in &self.views {
+            if let Some(converted) = view.convert(&input) {
+                // A stopped view (its CRD version no longer served) does not stop the others.
+                let _ = Box::pin(view.input.send_async(converted)).await;
+            }
         }
         match self.route(input) {
             Some(input) => self.input.send_async(input).await.map_err(|_| Stopped),
@@ -289,6 +361,7 @@ impl CacheDriver {
         let input = InputSender {
             input,
             progress: progress.clone(),
+            views: Vec::new(),
         };
         let worker_thread: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
         let hook = worker_thread.clone();

@@ -7,7 +7,7 @@ pub mod registry;
 
 pub use driver::{
     CacheDriver, Clock, DriverError, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook,
-    Stopped,
+    Stopped, ViewConvert,
 };
 pub use registry::{Registry, Served};
 
@@ -36,6 +36,11 @@ pub struct Resource {
     /// the protobuf schemas): from then on a watch that may fall back to JSON is answered in
     /// JSON, rather than ending with a 410 (and a relist) at every such object.
     protobuf_incomplete: std::sync::atomic::AtomicBool,
+    /// For another version of a stored resource (`events.k8s.io/v1` Events over core
+    /// Events): how its objects are stored. Its cache holds the objects at its own version,
+    /// fed by the stored resource's reflection ([`InputSender::with_view`]); its key prefix is
+    /// the stored resource's.
+    pub conversion: Option<watchkeeper_api::versions::Conversion>,
 }
 
 /// Where a served resource's definition comes from.
@@ -59,6 +64,20 @@ impl Resource {
             custom: std::sync::RwLock::new(None),
             removed: tokio::sync::watch::channel(false).0,
             protobuf_incomplete: std::sync::atomic::AtomicBool::new(false),
+            conversion: None,
+        }
+    }
+
+    /// The object to store for `object` of this resource's version: converted to the
+    /// storage version for a view, as it is otherwise.
+    #[must_use]
+    pub fn to_storage<'a>(
+        &self,
+        object: &'a serde_json::Value,
+    ) -> std::borrow::Cow<'a, serde_json::Value> {
+        match &self.conversion {
+            Some(conversion) => std::borrow::Cow::Owned(conversion.to_storage(object)),
+            None => std::borrow::Cow::Borrowed(object),
         }
     }
 

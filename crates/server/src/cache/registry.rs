@@ -89,17 +89,23 @@ impl Registry {
         self.change(|resources| resources.push(resource));
     }
 
-    /// Stops serving the resource named `name` (`plural.group`) and marks it removed.
+    /// Stops serving the resource named `name` (`plural.group`), at every version it is
+    /// served at, and marks it removed. Returns the one served first (the stored version).
     pub fn remove(&self, name: &str) -> Option<Arc<Resource>> {
-        let mut removed = None;
+        let mut removed = Vec::new();
         self.change(|resources| {
-            if let Some(index) = resources.iter().position(|r| r.name() == name) {
-                removed = Some(resources.remove(index));
-            }
+            resources.retain(|r| {
+                if r.name() == name {
+                    removed.push(r.clone());
+                    false
+                } else {
+                    true
+                }
+            });
         });
-        if let Some(resource) = &removed {
+        for resource in &removed {
             resource.mark_removed();
         }
-        removed
+        removed.into_iter().next()
     }
 }

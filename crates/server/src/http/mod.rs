@@ -514,7 +514,10 @@ async fn partial_object_metadata(response: Response) -> Result<Response, ApiErro
         "apiVersion": "meta.k8s.io/v1",
         "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
     });
-    Ok(json_response(parts.status, partial.to_string()))
+    Ok(json_response(
+        parts.status,
+        watchkeeper_api::object_body(&partial),
+    ))
 }
 
 async fn list(
@@ -712,7 +715,10 @@ async fn get(
             "apiVersion": "meta.k8s.io/v1",
             "metadata": object.get("metadata").cloned().unwrap_or_else(|| json!({})),
         });
-        return Ok(json_response(StatusCode::OK, partial.to_string()));
+        return Ok(json_response(
+            StatusCode::OK,
+            watchkeeper_api::object_body(&partial),
+        ));
     }
     if conversion == Conversion::Table {
         let object: Value =

@@ -14,6 +14,10 @@
 //! - A CRD whose served definition changes (names, version, scope, selectable fields) is
 //!   stopped and started again (its watchers end, as for a deletion); a change of its schema,
 //!   subresources or printer columns alone is applied in place.
+//! - Every served version of a CRD with conversion `None` is served (a `Webhook` CRD only at
+//!   its storage version): each other version has its own cache, fed through the storage
+//!   version's input ([`crate::cache::InputSender::with_view`]), so it starts, stops and
+//!   restarts with the storage version and holds the same keys at the same revisions.
 //! - The catalog holds no locks across awaits and writes nothing to the store: deleting a
 //!   CRD's objects is the write path's job.
 
@@ -21,6 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use watchkeeper_api::crd::{self, CustomResource};
+use watchkeeper_api::versions::Conversion;
 use watchkeeper_core::{CacheConfig, Change, Object};
 
 use crate::cache::{CacheDriver, Clock, DriverWaits, Registry, Resource, name_of};
@@ -50,6 +55,8 @@ pub struct Started {
     pub feed: Feed,
     /// The resource to serve once its cache is reset.
     pub resource: Arc<Resource>,
+    /// Its other served versions (conversion `None`), fed through the feed's input.
+    pub others: Vec<Arc<Resource>>,
 }
 
 impl Catalog {
@@ -128,16 +135,24 @@ impl Catalog {
         let mut stop = Vec::new();
         for (name, installed) in &self.installed {
             match wanted.get(name) {
-                Some(want) if want.def == installed.def => {
-                    if want != installed
-                        && let Some(resource) = self
+                Some(want) if want.same_definitions(installed) => {
+                    if want != installed {
+                        // Schemas, subresources or printer columns changed: in place, at
+                        // every version.
+                        for resource in self
                             .registry
                             .load()
                             .resources
                             .iter()
-                            .find(|r| r.name() == *name)
-                    {
-                        resource.set_custom(want.clone());
+                            .filter(|r| r.name() == *name)
+                        {
+                            let version = std::iter::once(want)
+                                .chain(&want.other_versions)
+                                .find(|v| v.def.version == resource.def.version);
+                            if let Some(version) = version {
+                                resource.set_custom(version.clone());
+                            }
+                        }
                     }
                 }
                 _ => stop.push(name.clone()),
@@ -173,34 +188,66 @@ impl Catalog {
     /// Its threads could not start.
     pub fn start(&self, resource: &CustomResource) -> Result<Started, crate::cache::DriverError> {
         let def = resource.def.clone();
-        let driver = CacheDriver::start_with(
-            &name_of(&def),
-            CacheConfig {
-                trigger_field: None,
-                ..self.cache.clone()
-            },
-            self.clock,
-            self.waits,
-        )?;
+        let start = |def: &watchkeeper_api::ResourceDef| {
+            CacheDriver::start_with(
+                &name_of(def),
+                CacheConfig {
+                    trigger_field: None,
+                    ..self.cache.clone()
+                },
+                self.clock,
+                self.waits,
+            )
+        };
+        let driver = start(&def)?;
+        let key_prefix = format!("{}/{}/", self.prefix, def.storage_prefix());
+        let mut input = driver.sender();
+        let mut others = Vec::new();
+        for version in &resource.other_versions {
+            let conversion = Conversion::ApiVersion {
+                view: version.def.api_version(),
+                storage: def.api_version(),
+            };
+            let view_driver = start(&version.def)?;
+            input = input.with_view(
+                view_driver.sender(),
+                crate::source::decode::view_convert(&version.def, &conversion),
+            );
+            let mut view =
+                Resource::from_definition(version.clone(), key_prefix.clone(), view_driver);
+            view.conversion = Some(conversion);
+            others.push(Arc::new(view));
+        }
         let feed = Feed {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
-            input: driver.sender(),
+            input,
         };
-        let key_prefix = format!("{}/{}/", self.prefix, def.storage_prefix());
         let resource = Arc::new(Resource::from_definition(
             resource.clone(),
             key_prefix,
             driver,
         ));
-        Ok(Started { feed, resource })
+        Ok(Started {
+            feed,
+            resource,
+            others,
+        })
     }
 
     /// Serves a started resource (its cache has been reset).
-    pub fn serve(&mut self, wanted: &CustomResource, resource: Arc<Resource>) {
-        tracing::info!(resource = %resource.name(), "serving a custom resource");
+    pub fn serve(
+        &mut self,
+        wanted: &CustomResource,
+        resource: Arc<Resource>,
+        others: Vec<Arc<Resource>>,
+    ) {
+        tracing::info!(resource = %resource.name(), versions = 1 + others.len(), "serving a custom resource");
         self.installed.insert(resource.name(), wanted.clone());
         self.registry.insert(resource);
+        for other in others {
+            self.registry.insert(other);
+        }
     }
 
     /// Stops serving `name`, once its cache has dispatched what it was sent up to `at` (so

@@ -234,6 +234,12 @@ impl ConsistencyChecker {
             reason: None,
             relisting: false,
         };
+        if resource.conversion.is_some() {
+            report.reason = Some(
+                "another version of a stored resource: its stored objects are checked with that resource".to_owned(),
+            );
+            return report;
+        }
         let Some(store) = source.as_store_source() else {
             report.reason = Some("caching-proxy mode: the upstream is not checked".to_owned());
             return report;

@@ -111,6 +111,47 @@ pub fn decode(
     )))
 }
 
+/// The object of `view` (another version of a stored resource) for `stored`, an object at
+/// the storage version: its body converted by `conversion`, decoded for `view` (its
+/// selectable fields), at the same key and resource version.
+///
+/// # Errors
+/// The converted body is not a JSON object.
+pub fn convert(
+    view: &ResourceDef,
+    conversion: &watchkeeper_api::versions::Conversion,
+    stored: &Object,
+) -> Result<Arc<Object>, String> {
+    decode(
+        view,
+        conversion.to_view(stored.body()),
+        Identity::Key {
+            namespace: stored.namespace(),
+            name: stored.name(),
+            revision: stored.resource_version(),
+        },
+    )
+}
+
+/// How the reflection converts a stored object into `view`'s (see
+/// [`crate::cache::InputSender::with_view`]); an object that cannot be converted is logged
+/// and skipped.
+#[must_use]
+pub fn view_convert(
+    view: &ResourceDef,
+    conversion: &watchkeeper_api::versions::Conversion,
+) -> crate::cache::ViewConvert {
+    let view = view.clone();
+    let conversion = conversion.clone();
+    Arc::new(move |stored| {
+        convert(&view, &conversion, stored)
+            .inspect_err(|error| {
+                tracing::warn!(resource = %crate::cache::name_of(&view), %error, "an object could not be converted; skipped");
+            })
+            .ok()
+    })
+}
+
 /// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`].
 ///
 /// # Errors

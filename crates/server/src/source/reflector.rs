@@ -196,7 +196,7 @@ async fn reconcile(
             feeds.pop();
             continue;
         }
-        catalog.serve(&resource, started.resource);
+        catalog.serve(&resource, started.resource, started.others);
     }
     Ok(changed)
 }

@@ -174,9 +174,15 @@ impl StoreSource {
         self.counters
             .request_decodes
             .fetch_add(1, Ordering::Relaxed);
-        decode_stored(&resource.def, namespace, name, kv.mod_revision, &kv.value).map_err(|_| {
-            ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
-        })
+        let object = decode_stored(&resource.def, namespace, name, kv.mod_revision, &kv.value)
+            .map_err(|_| {
+                ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
+            })?;
+        match &resource.conversion {
+            Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
+                .map_err(ApiError::internal),
+            None => Ok(object),
+        }
     }
 
     /// A write (create, update, patch, delete, deletecollection) applied to the store.
@@ -258,7 +264,10 @@ impl StoreSource {
                 let created = writer
                     .create(resource, namespace, parse_body(&body)?, &body)
                     .await?;
-                Ok(json_response(StatusCode::CREATED, created.to_string()))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    watchkeeper_api::object_body(&created),
+                ))
             }
             (&Method::PUT, Some(name)) => {
                 let updated = writer
@@ -270,7 +279,10 @@ impl StoreSource {
                         &body,
                     )
                     .await?;
-                Ok(json_response(StatusCode::OK, updated.to_string()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    watchkeeper_api::object_body(&updated),
+                ))
             }
             (&Method::PATCH, Some(name)) => {
                 let patch_type = patch_type(headers)?;
@@ -286,7 +298,7 @@ impl StoreSource {
                     } else {
                         StatusCode::OK
                     };
-                    return Ok(json_response(code, applied.to_string()));
+                    return Ok(json_response(code, watchkeeper_api::object_body(&applied)));
                 }
                 let patched = writer
                     .patch(
@@ -297,7 +309,10 @@ impl StoreSource {
                         body,
                     )
                     .await?;
-                Ok(json_response(StatusCode::OK, patched.to_string()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    watchkeeper_api::object_body(&patched),
+                ))
             }
             (&Method::DELETE, Some(name)) => {
                 // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
@@ -309,7 +324,10 @@ impl StoreSource {
                 let deleted = writer
                     .delete(resource, namespace.unwrap_or_default(), name, &options)
                     .await?;
-                Ok(json_response(StatusCode::OK, deleted.to_string()))
+                Ok(json_response(
+                    StatusCode::OK,
+                    watchkeeper_api::object_body(&deleted),
+                ))
             }
             (&Method::DELETE, None) => {
                 let deleted = writer
@@ -642,7 +660,7 @@ impl Writer<'_> {
                     .when(Compare::Absent { key: key.clone() })
                     .then(TxnOp::Put {
                         key,
-                        value: stored_value(&object),
+                        value: stored_value(&resource.to_storage(&object)),
                     }),
             )
             .await?;
@@ -877,7 +895,7 @@ impl Writer<'_> {
             } else {
                 TxnOp::Put {
                     key: store_key.clone(),
-                    value: stored_value(&new),
+                    value: stored_value(&resource.to_storage(&new)),
                 }
             };
             let response = self
@@ -998,7 +1016,7 @@ impl Writer<'_> {
                 (
                     TxnOp::Put {
                         key: store_key.clone(),
-                        value: stored_value(&marked),
+                        value: stored_value(&resource.to_storage(&marked)),
                     },
                     marked,
                 )
@@ -1050,7 +1068,12 @@ impl Writer<'_> {
 
     /// Deletes every object in a namespace, across namespaced resources.
     async fn delete_namespace_contents(&self, namespace: &str) -> Result<(), ApiError> {
-        for resource in self.resources.iter().filter(|r| r.def.namespaced) {
+        // Another version of a stored resource shares its keys: deleted with that resource.
+        for resource in self
+            .resources
+            .iter()
+            .filter(|r| r.def.namespaced && r.conversion.is_none())
+        {
             let snapshot = resource.cache().latest();
             let prefix = format!("{namespace}/");
             let names: Vec<String> = snapshot
