@@ -120,9 +120,20 @@ pub fn query_params(data: &[u8]) {
             {
                 assert_code(&error, &[400], "continue");
             }
+            if let Err(error) = options.validate_list() {
+                assert_code(&error, &[422], "validate_list");
+            }
             if let Err(error) = options.validate_watch("pods") {
                 assert_code(&error, &[422], "validate_watch");
             }
+        }
+        // kube-apiserver's 422 NotSupported for an unknown resourceVersionMatch.
+        Err(error)
+            if error
+                .message
+                .contains("resourceVersionMatch: Unsupported value") =>
+        {
+            assert_code(&error, &[422], "Options::parse");
         }
         Err(error) => assert_code(&error, &[400], "Options::parse"),
     }

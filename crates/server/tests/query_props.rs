@@ -1,8 +1,9 @@
 //! Property tests of query parameter parsing, continue tokens and the watch event encoder,
 //! the same properties the fuzz targets `query_params`, `continue_token` and `watch_encoder`
-//! check (see fuzz/README.md): no input panics, malformed parameters are 400s (422 for watch
-//! option combinations), tokens round-trip, and every watch frame is one line of JSON with the
-//! right type and resource version.
+//! check (see fuzz/README.md): no input panics, malformed parameters are 400s (422 for list and
+//! watch option combinations and an unsupported resourceVersionMatch, as kube-apiserver
+//! answers), tokens round-trip, and every watch frame is one line of JSON with the right type
+//! and resource version.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,9 +66,17 @@ proptest! {
             match Options::parse(Some(&query)) {
                 Ok(mut options) => {
                     prop_assert!(options.timeout_seconds != Some(0));
+                    if let Err(error) = options.validate_list() {
+                        prop_assert_eq!(error.code, 422);
+                    }
                     if let Err(error) = options.validate_watch("pods") {
                         prop_assert_eq!(error.code, 422);
                     }
+                }
+                // An unsupported resourceVersionMatch is kube-apiserver's 422 NotSupported;
+                // every other malformed parameter a 400.
+                Err(error) if error.message.contains("resourceVersionMatch: Unsupported value") => {
+                    prop_assert_eq!(error.code, 422);
                 }
                 Err(error) => {
                     prop_assert_eq!(error.code, 400);
