@@ -716,7 +716,7 @@ impl Dispatcher {
             while end < matches.len() && matches[end].0 == slot {
                 end += 1;
             }
-            let group = &matches[start..end];
+            let group = &mut matches[start..end];
             start = end;
             let Some(entry) = self.slots[slot].as_mut() else {
                 continue;
@@ -733,7 +733,9 @@ impl Dispatcher {
             match entry
                 .watcher
                 .queue
-                .push_items(group.iter().map(|(_, _, item)| item))
+                // Moved, not cloned: `matches` is cleared before its next use, and a full or
+                // closed queue does not consume the iterator (the items stay for `blocked`).
+                .push_items(group.iter_mut().map(|(_, _, item)| take_item(item)))
             {
                 PushResult::Pushed => {
                     entry.watcher.last_sent = revision;
@@ -742,7 +744,10 @@ impl Dispatcher {
                 PushResult::Full => match self.shared.config.mode {
                     WatchMode::StallResume => stalled.push(slot),
                     WatchMode::Legacy => {
-                        blocked.push((slot, group.iter().map(|(_, _, i)| i.clone()).collect()));
+                        blocked.push((
+                            slot,
+                            group.iter_mut().map(|(_, _, i)| take_item(i)).collect(),
+                        ));
                     }
                 },
                 PushResult::Closed => closed.push(slot),
@@ -1320,6 +1325,19 @@ impl Dispatcher {
         watcher.queue.set_state(WatcherState::Ended);
         self.shared.metrics.watchers.add(-1);
     }
+}
+
+/// Moves a matched item out of the dispatcher's match list (which is cleared before its next
+/// use), leaving a bookmark that allocates nothing: one reference-count pair per delivery
+/// fewer than a clone.
+fn take_item(item: &mut WatchItem) -> WatchItem {
+    std::mem::replace(
+        item,
+        WatchItem::Bookmark {
+            revision: 0,
+            initial_events_end: false,
+        },
+    )
 }
 
 /// The 410 for a watcher at `position` when the history's floor is `floor`.

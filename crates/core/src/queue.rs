@@ -392,14 +392,13 @@ impl WatchQueue {
 
     /// Pushes one revision's items for this watcher, all or nothing (see the module docs).
     pub(crate) fn push_batch(&self, items: &[WatchItem]) -> PushResult {
-        self.push_items(items.iter())
+        self.push_items(items.iter().cloned())
     }
 
-    /// [`WatchQueue::push_batch`] over borrowed items, so the caller need not collect them.
-    pub(crate) fn push_items<'a>(
-        &self,
-        items: impl ExactSizeIterator<Item = &'a WatchItem>,
-    ) -> PushResult {
+    /// [`WatchQueue::push_batch`] over items the caller hands over, so it need not collect
+    /// them: the iterator is consumed only when the items are pushed (not when the queue is
+    /// full or closed), so it may move them out of the caller's storage.
+    pub(crate) fn push_items(&self, items: impl ExactSizeIterator<Item = WatchItem>) -> PushResult {
         let count = items.len();
         let waker = {
             let mut inner = self.lock();
@@ -423,7 +422,7 @@ impl WatchQueue {
                     }
                     inner.last_event = item.revision();
                 }
-                inner.items.push_back(item.clone());
+                inner.items.push_back(item);
             }
             inner.consumer_waker.take()
         };

@@ -272,8 +272,9 @@ pub fn update(
 ) -> Managers {
     let ty = schema_root(def);
     let empty = json!({});
-    let old_value = old.map_or(empty, without_managed_fields);
-    let Ok(comparison) = typed::compare(&old_value, &without_managed_fields(new), ty) else {
+    // Compared as if neither had managedFields, without copying both objects to drop them.
+    let Ok(comparison) = typed::compare_without_managed_fields(old.unwrap_or(&empty), new, ty)
+    else {
         return Managers::new();
     };
     let id = ManagerId {

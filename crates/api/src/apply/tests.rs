@@ -421,3 +421,50 @@ proptest! {
         }
     }
 }
+
+/// The comparison of an update, made without copying the objects, is the comparison of the
+/// objects with `metadata.managedFields` removed (including metadata that holds nothing else,
+/// is missing or is null on one side).
+#[test]
+fn comparing_without_managed_fields_equals_comparing_stripped_copies() {
+    let mf = json!([{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]);
+    let mut with_mf = cm(json!({"a": "1"}));
+    with_mf["metadata"]["managedFields"] = mf.clone();
+    let mut other_mf = cm(json!({"a": "2", "b": "3"}));
+    other_mf["metadata"]["managedFields"] = json!([]);
+    let cases = [
+        (cm(json!({"a": "1"})), cm(json!({"a": "1"}))),
+        (with_mf.clone(), cm(json!({"a": "1"}))),
+        (with_mf.clone(), other_mf.clone()),
+        (other_mf.clone(), with_mf.clone()),
+        (json!({}), with_mf.clone()),
+        (
+            json!({"metadata": {"managedFields": mf.clone()}}),
+            json!({"metadata": {}}),
+        ),
+        (
+            json!({"metadata": {"managedFields": mf.clone()}}),
+            json!({"metadata": null}),
+        ),
+        (
+            json!({"metadata": {"managedFields": mf.clone()}}),
+            json!({}),
+        ),
+        (
+            json!({"metadata": {"managedFields": mf.clone(), "labels": {"x": "y"}}}),
+            json!({"metadata": {"labels": {"x": "z"}, "managedFields": []}}),
+        ),
+    ];
+    let def = def("ConfigMap");
+    let ty = schema_root(&def);
+    for (old, new) in cases {
+        let stripped = typed::compare(
+            &without_managed_fields(&old),
+            &without_managed_fields(&new),
+            ty,
+        )
+        .unwrap();
+        let skipped = typed::compare_without_managed_fields(&old, &new, ty).unwrap();
+        assert_eq!(skipped, stripped, "{old} -> {new}");
+    }
+}

@@ -404,16 +404,85 @@ pub struct Comparison {
 /// As [`field_set`].
 pub fn compare(old: &Value, new: &Value, ty: Ty<'_>) -> Result<Comparison, TypeError> {
     let mut comparison = Comparison::default();
-    walk_compare(Some(old), Some(new), ty, &mut Vec::new(), &mut comparison)?;
+    walk_compare(
+        Some(old),
+        Some(new),
+        ty,
+        Skip::Nothing,
+        &mut Vec::new(),
+        &mut comparison,
+    )?;
     Ok(comparison)
 }
 
-fn is_empty_container(value: Option<&Value>) -> bool {
+/// [`compare`] of two objects as if neither had `metadata.managedFields`, without copying
+/// them to remove it.
+///
+/// # Errors
+/// As [`field_set`].
+pub fn compare_without_managed_fields(
+    old: &Value,
+    new: &Value,
+    ty: Ty<'_>,
+) -> Result<Comparison, TypeError> {
+    let mut comparison = Comparison::default();
+    walk_compare(
+        Some(old),
+        Some(new),
+        ty,
+        Skip::InMetadata,
+        &mut Vec::new(),
+        &mut comparison,
+    )?;
+    Ok(comparison)
+}
+
+/// What a comparison leaves out of the value it is at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Skip {
+    Nothing,
+    /// The object's root: its `metadata` is compared without `managedFields`.
+    InMetadata,
+    /// An object's `metadata`: its `managedFields` entry is left out.
+    ManagedFields,
+}
+
+/// The key [`Skip::ManagedFields`] leaves out.
+const MANAGED_FIELDS: &str = "managedFields";
+
+fn is_empty_container(value: Option<&Value>, skip: Skip) -> bool {
     match value {
         None | Some(Value::Null) => true,
+        Some(Value::Object(map)) if skip == Skip::ManagedFields => {
+            map.keys().all(|key| key == MANAGED_FIELDS)
+        }
         Some(Value::Object(map)) => map.is_empty(),
         Some(Value::Array(items)) => items.is_empty(),
         Some(_) => false,
+    }
+}
+
+/// `a == b`, leaving out what `skip` says (maps compare as sets of entries, as `Value`'s
+/// equality does).
+fn equal(a: &Value, b: &Value, skip: Skip) -> bool {
+    match (a, b, skip) {
+        (Value::Object(a), Value::Object(b), Skip::ManagedFields) => {
+            let entries = |map: &'_ Map<String, Value>| {
+                map.len() - usize::from(map.contains_key(MANAGED_FIELDS))
+            };
+            entries(a) == entries(b)
+                && a.iter()
+                    .filter(|(key, _)| *key != MANAGED_FIELDS)
+                    .all(|(key, value)| b.get(key) == Some(value))
+        }
+        (Value::Object(a), Value::Object(b), Skip::InMetadata) => {
+            a.len() == b.len()
+                && a.iter().all(|(key, value)| match b.get(key) {
+                    Some(other) if key == "metadata" => equal(value, other, Skip::ManagedFields),
+                    other => other == Some(value),
+                })
+        }
+        _ => a == b,
     }
 }
 
@@ -421,12 +490,13 @@ fn walk_compare(
     lhs: Option<&Value>,
     rhs: Option<&Value>,
     ty: Ty<'_>,
+    skip: Skip,
     path: &mut Vec<PathElement>,
     out: &mut Comparison,
 ) -> Result<(), TypeError> {
     let leaf = ty.is_leaf_kind(lhs)
         || ty.is_leaf_kind(rhs)
-        || (is_empty_container(lhs) && is_empty_container(rhs))
+        || (is_empty_container(lhs, skip) && is_empty_container(rhs, skip))
         || matches!(
             (lhs, rhs),
             (Some(Value::Object(_)), Some(Value::Array(_)))
@@ -436,7 +506,7 @@ fn walk_compare(
         match (lhs, rhs) {
             (None, Some(_)) => out.added.insert(path),
             (Some(_), None) => out.removed.insert(path),
-            (Some(a), Some(b)) if a != b => out.modified.insert(path),
+            (Some(a), Some(b)) if !equal(a, b, skip) => out.modified.insert(path),
             _ => {}
         }
         return Ok(());
@@ -460,6 +530,7 @@ fn walk_compare(
                 Some(item),
                 right_map.get(element).copied(),
                 items_ty,
+                Skip::Nothing,
                 path,
                 out,
             )?;
@@ -468,7 +539,7 @@ fn walk_compare(
         for (element, item) in &right {
             if !left_map.contains_key(element) {
                 path.push(element.clone());
-                walk_compare(None, Some(item), items_ty, path, out)?;
+                walk_compare(None, Some(item), items_ty, Skip::Nothing, path, out)?;
                 path.pop();
             }
         }
@@ -477,17 +548,32 @@ fn walk_compare(
     let empty = Map::new();
     let left = lhs.and_then(Value::as_object).unwrap_or(&empty);
     let right = rhs.and_then(Value::as_object).unwrap_or(&empty);
+    let child_skip = |key: &str| match skip {
+        Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
+        _ => Skip::Nothing,
+    };
+    let skipped = |key: &str| skip == Skip::ManagedFields && key == MANAGED_FIELDS;
     for (key, value) in left {
+        if skipped(key) {
+            continue;
+        }
         let (child_ty, _) = ty.entry(key);
         path.push(PathElement::Field(key.clone()));
-        walk_compare(Some(value), right.get(key), child_ty, path, out)?;
+        walk_compare(
+            Some(value),
+            right.get(key),
+            child_ty,
+            child_skip(key),
+            path,
+            out,
+        )?;
         path.pop();
     }
     for (key, value) in right {
-        if !left.contains_key(key) {
+        if !left.contains_key(key) && !skipped(key) {
             let (child_ty, _) = ty.entry(key);
             path.push(PathElement::Field(key.clone()));
-            walk_compare(None, Some(value), child_ty, path, out)?;
+            walk_compare(None, Some(value), child_ty, child_skip(key), path, out)?;
             path.pop();
         }
     }

@@ -62,7 +62,9 @@ use tower::ServiceExt;
 
 use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
+use crate::http::chunk::ConnBody;
 use crate::http::on_wake::OnWake;
+use crate::http::watch::WatchHandoff;
 use crate::http::wire::{Activity, Wire};
 use crate::limits::connections::{Admission, ConnectionSlot};
 use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS};
@@ -402,10 +404,22 @@ async fn serve_connection<S>(
             request.extensions_mut().insert(state.clone());
             let router = router.clone();
             async move {
-                let response = router.oneshot(request.map(axum::body::Body::new)).await?;
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| HoldBody::wrap(body, in_flight)),
-                )
+                let mut response = router.oneshot(request.map(axum::body::Body::new)).await?;
+                // A watch's batches go to hyper as one frame each (see `chunk`).
+                let events = response
+                    .extensions_mut()
+                    .remove::<WatchHandoff>()
+                    .and_then(|handoff| handoff.take());
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    let shell = HoldBody::wrap(body, in_flight);
+                    match events {
+                        Some(events) => ConnBody::Watch {
+                            events: Some(events),
+                            shell,
+                        },
+                        None => ConnBody::Plain(shell),
+                    }
+                }))
             }
         },
     );

@@ -14,6 +14,7 @@
 //! - The dependency direction is one way: this module uses `source`, `auth`, `limits`,
 //!   `operator` and `cache`; none of them uses it.
 
+pub mod chunk;
 pub mod connection;
 pub mod discovery;
 pub mod gzip;

@@ -26,7 +26,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf as _, BufMut, Bytes, BytesMut};
 use watchkeeper_api::ApiError;
 use watchkeeper_api::negotiate::{Conversion, Format};
 use watchkeeper_api::query::{Options, ResourceVersion};
@@ -36,6 +36,7 @@ use watchkeeper_api::watch_frame::{
 use watchkeeper_core::{FieldSelector, WatchEnd, WatchItem, WatchRequest, WatchStart};
 
 use crate::cache::Resource;
+use crate::http::chunk::Chunk;
 use crate::http::on_wake::OnWake;
 use crate::http::state::App;
 use crate::operator::WatchInfo;
@@ -147,13 +148,17 @@ pub async fn watch(
     let body = WatchBody {
         stream,
         parts: Vec::new(),
-        next: 0,
         // Polled only when the signal changes (not per event): see [`OnWake`].
         removed: OnWake::new(async move {
             let _ = removed.wait_for(|removed| *removed).await;
         }),
     };
-    let mut response = Response::new(Body::from_stream(body));
+    // The connection takes the body out of the response and hands hyper its batches as one
+    // frame each ([`crate::http::chunk`]); anything else reading the response reads it
+    // through the shell, its batches copied into one piece each.
+    let handoff = WatchHandoff(Arc::new(std::sync::Mutex::new(Some(Box::new(body)))));
+    let mut response = Response::new(Body::new(WatchShell(handoff.clone())));
+    response.extensions_mut().insert(handoff);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(match format {
@@ -286,43 +291,87 @@ impl WatchStream {
 
 /// A watch response's body: the frames of the watcher's queue, a chunk at a time, until the
 /// watch ends or the resource is no longer served.
-struct WatchBody {
+pub struct WatchBody {
     stream: WatchStream,
-    /// Body pieces of the last chunk (reused from chunk to chunk); those from `next` on are
-    /// not yet handed to hyper.
+    /// Body pieces of the next batch (reused from batch to batch, see [`Chunk::from_parts`]).
     parts: Vec<Bytes>,
-    next: usize,
     /// Completes when the resource is no longer served (its CRD was deleted or changed).
     removed: OnWake<'static, ()>,
 }
 
-impl futures_util::Stream for WatchBody {
-    type Item = Result<Bytes, Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
+impl WatchBody {
+    /// The frames of the next batch of queued items (up to `--watch-chunk-items`) as one
+    /// chunk, `None` once the watch ended; pending (with the waker registered) while the
+    /// queue is empty.
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Chunk>> {
         loop {
-            if let Some(part) = this.parts.get_mut(this.next) {
-                this.next += 1;
-                return Poll::Ready(Some(Ok(std::mem::take(part))));
+            if !self.parts.is_empty() {
+                return Poll::Ready(Some(Chunk::from_parts(&mut self.parts)));
             }
-            this.parts.clear();
-            this.next = 0;
-            if this.stream.done {
+            if self.stream.done {
                 return Poll::Ready(None);
             }
             // Events already queued go out before the end of a removed resource.
-            if this.stream.poll_chunk(cx, &mut this.parts).is_ready() {
+            if self.stream.poll_chunk(cx, &mut self.parts).is_ready() {
                 continue;
             }
-            if Pin::new(&mut this.removed).poll(cx).is_ready() {
+            if Pin::new(&mut self.removed).poll(cx).is_ready() {
                 // An in-stream error ends the watch rather than a stream that never ends.
-                this.stream.done = true;
-                this.parts
-                    .push(error_frame(this.stream.format, &ApiError::path_not_found()));
+                self.stream.done = true;
+                self.parts
+                    .push(error_frame(self.stream.format, &ApiError::path_not_found()));
                 continue;
             }
             return Poll::Pending;
+        }
+    }
+}
+
+/// A watch response's body, put in the response's extensions for the connection to take
+/// ([`crate::http::chunk::ConnBody`]); the response's own body is a [`WatchShell`] of it.
+#[derive(Clone)]
+pub struct WatchHandoff(Arc<std::sync::Mutex<Option<Box<WatchBody>>>>);
+
+impl WatchHandoff {
+    /// The watch's body, taken out of the response (whose own body then ends at once, or
+    /// when the layers around it end).
+    #[must_use]
+    pub fn take(&self) -> Option<Box<WatchBody>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// A watch response's own body: the watch's batches, each copied into one piece, unless the
+/// connection took the watch's body (then it has no frames).
+struct WatchShell(WatchHandoff);
+
+impl hyper::body::Body for WatchShell {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        let mut body = (self.0)
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(events) = body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match ready!(events.poll_chunk(cx)) {
+            Some(mut chunk) => {
+                let bytes = chunk.copy_to_bytes(chunk.remaining());
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(bytes))))
+            }
+            None => {
+                *body = None;
+                Poll::Ready(None)
+            }
         }
     }
 }

@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
 use watchkeeper_api::schema::StrictField;
 use watchkeeper_api::{
@@ -873,7 +873,7 @@ impl Writer<'_> {
                 )
             });
             apply::set_managed_fields(&mut new, &managers);
-            if strip_revision(&new) == strip_revision(old) {
+            if same_but_revision(&new, old) {
                 if !self.dry_run {
                     counters.noop_writes.fetch_add(1, Ordering::Relaxed);
                 }
@@ -1135,7 +1135,29 @@ fn with_revision(mut object: Value, revision: Revision) -> Value {
     object
 }
 
-/// The object without its resource version, to detect no-op writes.
+/// Whether two objects differ at most in `metadata.resourceVersion` (a no-op write), as
+/// comparing copies without it would say, without copying them.
+fn same_but_revision(a: &Value, b: &Value) -> bool {
+    let (Value::Object(a), Value::Object(b)) = (a, b) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter().all(|(key, value)| match (b.get(key), value) {
+            (Some(Value::Object(other)), Value::Object(mine)) if key == "metadata" => {
+                let entries = |map: &Map<String, Value>| {
+                    map.len() - usize::from(map.contains_key("resourceVersion"))
+                };
+                entries(mine) == entries(other)
+                    && mine
+                        .iter()
+                        .filter(|(key, _)| *key != "resourceVersion")
+                        .all(|(key, value)| other.get(key) == Some(value))
+            }
+            (other, _) => other == Some(value),
+        })
+}
+
+/// The object without its resource version (what is stored).
 fn strip_revision(object: &Value) -> Value {
     let mut object = object.clone();
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -1569,5 +1591,32 @@ mod tests {
         );
         let duplicate = store_error(TxnError::DuplicateKey(Bytes::from_static(b"/registry/x")));
         assert_eq!(duplicate.code, 500);
+    }
+
+    /// The no-op check says what comparing copies without the resource version says.
+    #[test]
+    fn a_no_op_write_is_one_that_changes_only_the_resource_version() {
+        let objects = [
+            json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "v"}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"k": "v"}}),
+            json!({"metadata": {"name": "a"}, "data": {"k": "v"}}),
+            json!({"data": {"k": "v"}, "metadata": {"resourceVersion": "1", "name": "a"}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "w"}}),
+            json!({"metadata": {"name": "b", "resourceVersion": "1"}, "data": {"k": "v"}}),
+            json!({"metadata": {"resourceVersion": "1"}, "data": {"k": "v"}}),
+            json!({"metadata": {"name": "a", "uid": "1"}, "data": {"k": "v"}}),
+            json!({"metadata": "x", "data": {"k": "v"}}),
+            json!({"data": {"k": "v"}}),
+            json!("x"),
+        ];
+        for a in &objects {
+            for b in &objects {
+                assert_eq!(
+                    same_but_revision(a, b),
+                    strip_revision(a) == strip_revision(b),
+                    "{a} vs {b}"
+                );
+            }
+        }
     }
 }
