@@ -265,6 +265,15 @@ impl ApiError {
         ApiError::new(405, "MethodNotAllowed", message)
     }
 
+    /// 405 MethodNotAllowed for `method` on a resource (or subresource) that does not serve
+    /// it, in kube-apiserver's words.
+    #[must_use]
+    pub fn method_not_allowed_on_resource(method: impl std::fmt::Display) -> ApiError {
+        ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource: {method}"
+        ))
+    }
+
     /// 406 NotAcceptable.
     #[must_use]
     pub fn not_acceptable(message: impl Into<String>) -> ApiError {

@@ -674,6 +674,22 @@ async fn pod_binding_assigns_a_node_once() {
         .collect();
     assert!(names.contains(&("pods/binding", "Binding")), "{names:?}");
     assert!(names.contains(&("pods/eviction", "Eviction")), "{names:?}");
+    // Only create: any other method is kube-apiserver's 405.
+    let (status, refused) = request(
+        addr,
+        "PUT",
+        &format!("{PODS}/b1/binding"),
+        "application/json",
+        &binding("n3").to_string(),
+    )
+    .await;
+    assert_eq!(status, 405, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap();
+    assert_eq!(refused["reason"], "MethodNotAllowed");
+    assert_eq!(
+        refused["message"],
+        "the server does not allow this method on the requested resource: PUT"
+    );
 }
 
 /// `pods/{name}/eviction` as `kubectl drain` uses it: a running pod behind a budget that has

@@ -462,10 +462,7 @@ async fn serve_resource(
         Verb::Create | Verb::Update | Verb::Patch | Verb::Other => {
             return (
                 "",
-                Err(ApiError::method_not_allowed(format!(
-                    "the server does not allow this method on the requested resource: {}",
-                    context.method
-                ))),
+                Err(ApiError::method_not_allowed_on_resource(&context.method)),
             );
         }
     };

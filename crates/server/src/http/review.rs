@@ -53,10 +53,9 @@ pub fn serve(
         return Some(Err(ApiError::path_not_found()));
     }
     if context.method != Method::POST {
-        return Some(Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on the requested resource: {}",
-            context.method
-        ))));
+        return Some(Err(ApiError::method_not_allowed_on_resource(
+            &context.method,
+        )));
     }
     let def = ResourceDef::named(group, version, plural, kind, namespaced);
     Some(review(app, context, &def, namespace))

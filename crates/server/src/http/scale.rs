@@ -359,10 +359,9 @@ pub async fn serve(
             }
             Err(last.unwrap_or_else(|| ApiError::internal("the scale was not written")))
         }
-        _ => Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on the requested resource: {}",
-            request.context.method
-        ))),
+        _ => Err(ApiError::method_not_allowed_on_resource(
+            &request.context.method,
+        )),
     }
 }
 

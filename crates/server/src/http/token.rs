@@ -137,10 +137,9 @@ pub async fn serve(
     resource: &Resource,
 ) -> Result<Response, ApiError> {
     if request.verb != Verb::Create {
-        return Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on the requested resource: {}",
-            request.context.method
-        )));
+        return Err(ApiError::method_not_allowed_on_resource(
+            &request.context.method,
+        ));
     }
     if app.source.as_upstream().is_some() {
         return app.source.write(request, resource, &app.resources()).await;

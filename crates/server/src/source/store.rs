@@ -338,9 +338,7 @@ impl StoreSource {
                     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"kind": resource.def.plural, "group": resource.def.group}, "message": format!("deleted {deleted} objects")}).to_string(),
                 ))
             }
-            (method, _) => Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource: {method}"
-            ))),
+            (method, _) => Err(ApiError::method_not_allowed_on_resource(method)),
         }
     }
 }
