@@ -1,7 +1,9 @@
 //! The reads and writes a subresource handler (`scale`, pods' `binding` and `eviction`) makes
 //! on behalf of its request: a GET of one object from the cache, and a merge patch or a delete
 //! sent through the ordinary write path as the request's user (so validation, dry run,
-//! conflicts, watch events and the caching-proxy mode's forwarding are those of any write).
+//! conflicts, watch events and the caching-proxy mode's forwarding are those of any write);
+//! and the common start of a create-only subresource (pods' `binding` and `eviction`, service
+//! accounts' `token`).
 
 use axum::http::{HeaderValue, Method, header};
 use axum::response::Response;
@@ -13,6 +15,25 @@ use super::App;
 use crate::cache::Resource;
 use crate::request::{RequestContext, ResourceRequest, Target, Verb};
 use crate::source::read::ReadError;
+
+/// The start of a create-only subresource: `Some` answer when the handler has nothing more to
+/// do — kube-apiserver's 405 for any other verb, or, in caching-proxy mode, the upstream's own
+/// answer to the request forwarded as it is (its own checks and state).
+pub async fn create_only_or_forward(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    resource: &Resource,
+) -> Option<Result<Response, ApiError>> {
+    if request.verb != Verb::Create {
+        return Some(Err(ApiError::method_not_allowed_on_resource(
+            &request.context.method,
+        )));
+    }
+    if app.source.as_upstream().is_some() {
+        return Some(app.source.write(request, resource, &app.resources()).await);
+    }
+    None
+}
 
 /// One object of `resource`, decoded.
 ///

@@ -31,9 +31,9 @@ use watchkeeper_api::query::Options;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
-use super::inner::{read_object, write_as};
+use super::inner::{create_only_or_forward, read_object, write_as};
 use crate::cache::Resource;
-use crate::request::{ResourceRequest, Target, Verb};
+use crate::request::{ResourceRequest, Target};
 use crate::respond::json_response;
 use crate::source::read::ReadError;
 
@@ -55,15 +55,10 @@ pub async fn serve(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    if request.verb != Verb::Create {
-        return Err(ApiError::method_not_allowed_on_resource(
-            &request.context.method,
-        ));
-    }
-    if app.source.as_upstream().is_some() {
-        // Caching-proxy mode: the upstream's own binding and eviction (its budgets, kept by
-        // its disruption controller), forwarded as they are.
-        return app.source.write(request, resource, &app.resources()).await;
+    // In caching-proxy mode: the upstream's own binding and eviction (its budgets, kept by its
+    // disruption controller).
+    if let Some(answer) = create_only_or_forward(app, request, resource).await {
+        return answer;
     }
     let body: Value = serde_json::from_slice(&request.context.body)
         .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;

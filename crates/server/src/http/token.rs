@@ -29,7 +29,7 @@ use super::App;
 use super::inner::read_object;
 use crate::auth::serviceaccount::{Binding, Ref, now_unix};
 use crate::cache::Resource;
-use crate::request::{ResourceRequest, Verb};
+use crate::request::ResourceRequest;
 use crate::respond::json_response;
 
 /// The subresource's name.
@@ -136,13 +136,8 @@ pub async fn serve(
     request: &ResourceRequest<'_>,
     resource: &Resource,
 ) -> Result<Response, ApiError> {
-    if request.verb != Verb::Create {
-        return Err(ApiError::method_not_allowed_on_resource(
-            &request.context.method,
-        ));
-    }
-    if app.source.as_upstream().is_some() {
-        return app.source.write(request, resource, &app.resources()).await;
+    if let Some(answer) = super::inner::create_only_or_forward(app, request, resource).await {
+        return answer;
     }
     let Some(tokens) = app.auth.service_accounts() else {
         return Err(ApiError::new(
