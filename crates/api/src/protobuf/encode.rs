@@ -5,7 +5,9 @@
 //! - Whatever this encoder writes, [`super::decode_protobuf`] (and [`decode_response`]) reads
 //!   back to the same JSON, apart from `null` times, which are left out (Go reads an absent
 //!   and a zero `metav1.Time` alike); a property test checks this for every kind.
-//! - Nothing is dropped: a field outside the tables, or a value of the wrong JSON type, makes
+//! - Nothing is dropped (but the `apiVersion` and `kind` of an object nested in another, e.g. a
+//!   StatefulSet's `volumeClaimTemplates`, which Go's protobuf has no field for either): a field
+//!   outside the tables, or a value of the wrong JSON type, makes
 //!   the whole encoding fail with a message naming the message and the field, and the server
 //!   then answers JSON (or 406 when the client accepts protobuf only).
 //! - The wire form is gogo-protobuf's: fields in ascending number, repeated scalars unpacked,
@@ -81,8 +83,23 @@ fn knows(message: &Message, key: &str) -> bool {
     })
 }
 
+/// Whether `message` is an object kind's (its Go type embeds `TypeMeta`, which protobuf leaves
+/// to the envelope): the kinds with `metadata` as field 1.
+pub(super) fn is_object_kind(message: &Message) -> bool {
+    message
+        .fields
+        .first()
+        .is_some_and(|field| field.number == 1 && field.name == "metadata")
+}
+
 fn encode_message(message: &'static Message, object: &Map<String, Value>) -> Result<Vec<u8>> {
-    if let Some(key) = object.keys().find(|key| !knows(message, key)) {
+    // An object inside another (a StatefulSet's `volumeClaimTemplates`) may carry `apiVersion`
+    // and `kind`; Go's protobuf has no place for them and drops them, as here.
+    let type_meta = |key: &str| is_object_kind(message) && matches!(key, "apiVersion" | "kind");
+    if let Some(key) = object
+        .keys()
+        .find(|key| !knows(message, key) && !type_meta(key))
+    {
         return fail(message, key, "has no protobuf schema in this server");
     }
     let mut out = Vec::new();
