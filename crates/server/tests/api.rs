@@ -1161,6 +1161,25 @@ async fn scale_subresource() {
     assert_eq!(stored["spec"]["serviceName"], "db");
     assert_eq!(stored["metadata"]["labels"]["keep"], "me");
 
+    // The Scale read in protobuf (autoscaling/v1).
+    let (_, json_scale) = get_json(server.addr, &scale_path).await;
+    let protobuf = "application/vnd.kubernetes.protobuf";
+    let got = watchkeeper_testkit::request(
+        server.addr,
+        "GET",
+        &scale_path,
+        &[("accept", protobuf)],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (got.status, got.header("content-type")),
+        (200, Some(protobuf))
+    );
+    let decoded = watchkeeper_api::protobuf::decode_response(&got.body).unwrap();
+    assert_eq!(decoded, without_empty(&json_scale));
+
     let (code, _) = get_json(
         server.addr,
         "/apis/apps/v1/namespaces/default/daemonsets/x/scale",
