@@ -29,7 +29,7 @@
 //! are left out (the Go marshaller writes every non-pointer field, so they are on the wire),
 //! while fields that are pointers, are not `omitempty`, or are structs keep whatever value was
 //! sent; nested messages always appear (`resources: {}`), a zero `metav1.Time` or `MicroTime`
-//! is `null`, `bytes` become base64 strings, `json:",inline"` structs join their parent,
+//! (an empty message, as Go writes it) is `null`, `bytes` become base64 strings, `json:",inline"` structs join their parent,
 //! `IntOrString` is a number or a string and `Quantity` a string.
 //!
 //! ## Limits
@@ -88,10 +88,11 @@ enum Ty {
     /// `map<string, ExtraValue>`: a Go named `[]string`, the message {1 repeated `items`},
     /// rendered as an array.
     MapStrList,
-    /// `metav1.Time` {1 seconds, 2 nanos} as RFC 3339 (whole seconds); zero is `null`.
+    /// `metav1.Time` {1 seconds, 2 nanos} as RFC 3339 (whole seconds); an empty message (Go's
+    /// zero time) is `null`.
     Time,
-    /// `metav1.MicroTime` {1 seconds, 2 nanos} as RFC 3339 with six fractional digits; zero
-    /// is `null`.
+    /// `metav1.MicroTime` {1 seconds, 2 nanos} as RFC 3339 with six fractional digits; an
+    /// empty message is `null`.
     MicroTime,
     /// `intstr.IntOrString` {1 type, 2 intVal, 3 strVal} as a number or a string.
     IntOrString,
@@ -466,12 +467,14 @@ const TIME_MIN: i64 = -62_135_596_800;
 const TIME_MAX: i64 = 253_402_300_799;
 
 fn decode_time(bytes: &[u8]) -> Result<Value> {
+    // Go writes a zero time as an empty message (and reads one back as zero); any other
+    // message is a time, 1970-01-01T00:00:00Z included.
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
     let fields = decode_message(&TIME, bytes)?;
     let seconds = fields.get("seconds").and_then(Value::as_i64).unwrap_or(0);
     let nanos = fields.get("nanos").and_then(Value::as_i64).unwrap_or(0);
-    if seconds == 0 && nanos == 0 {
-        return Ok(Value::Null);
-    }
     if !(TIME_MIN..=TIME_MAX).contains(&seconds) || !(0..1_000_000_000).contains(&nanos) {
         return malformed(
             &TIME,
@@ -488,12 +491,14 @@ static MICRO_TIME: Message = Message {
 
 /// A `MicroTime`: RFC 3339 with microseconds (Go's JSON truncates the nanoseconds).
 fn decode_micro_time(bytes: &[u8]) -> Result<Value> {
+    // Go writes a zero time as an empty message (and reads one back as zero); any other
+    // message is a time, 1970-01-01T00:00:00Z included.
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
     let fields = decode_message(&MICRO_TIME, bytes)?;
     let seconds = fields.get("seconds").and_then(Value::as_i64).unwrap_or(0);
     let nanos = fields.get("nanos").and_then(Value::as_i64).unwrap_or(0);
-    if seconds == 0 && nanos == 0 {
-        return Ok(Value::Null);
-    }
     if !(TIME_MIN..=TIME_MAX).contains(&seconds) || !(0..1_000_000_000).contains(&nanos) {
         return malformed(
             &MICRO_TIME,
@@ -924,9 +929,8 @@ mod tests {
             .str(5, "")
             .str(6, "")
             .uint(7, 0)
-            .msg(8, |t| {
-                t.uint(1, 0).uint(2, 0);
-            });
+            // A zero `metav1.Time` is an empty message (`42 00` in kubectl's bodies).
+            .msg(8, |_| {});
     }
 
     #[test]
@@ -1248,6 +1252,28 @@ mod tests {
             json!([{"kind": "Deployment", "name": "web", "uid": "uid-1", "apiVersion": "apps/v1", "controller": true}])
         );
         assert_eq!(meta["finalizers"], json!(["a/b"]));
+    }
+
+    #[test]
+    fn an_empty_time_is_null_and_the_epoch_is_a_time() {
+        let mut raw = Enc::default();
+        raw.msg(1, |m| {
+            m.str(1, "x").msg(8, |_| {}).msg(9, |t| {
+                t.uint(1, 0).uint(2, 0);
+            });
+        });
+        let value =
+            decode_protobuf(&def("namespaces"), &envelope("v1", "Namespace", &raw.0)).unwrap();
+        assert_eq!(value["metadata"]["creationTimestamp"], Value::Null);
+        assert_eq!(
+            value["metadata"]["deletionTimestamp"],
+            "1970-01-01T00:00:00Z"
+        );
+        let body = encode::encode_protobuf(&value).unwrap();
+        assert_eq!(
+            encode::decode_response(&body).unwrap()["metadata"]["deletionTimestamp"],
+            "1970-01-01T00:00:00Z"
+        );
     }
 
     #[test]
