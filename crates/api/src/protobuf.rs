@@ -1,38 +1,41 @@
 //! Kubernetes protobuf (`application/vnd.kubernetes.protobuf`): request bodies decoded to the
 //! JSON the rest of the server handles, and responses encoded from it ([`encode`]), with one
-//! set of hand-written schema tables for both directions.
+//! set of schema tables for both directions, generated from Kubernetes' own definitions.
 //!
 //! ## Guarantees
 //! - Anything outside the tables is refused, never dropped: an unknown field number in a
 //!   known message is a 415 naming the message and the field, a kind without a table is a 415,
 //!   and malformed bytes are a 400. No input panics (a property test feeds arbitrary bytes).
-//! - Responses: whatever [`encode`] writes decodes back to the same JSON here (a property test
-//!   for every kind), and an object with a field outside the tables is not encoded at all (the
-//!   caller answers JSON, or 406).
+//! - Responses: whatever [`encode`] writes decodes back to the same JSON here (a test for every
+//!   kind, with objects that reach every message of the kind), and an object with a field
+//!   outside the tables is not encoded at all (the caller answers JSON, or 406).
+//! - The tables are Kubernetes 1.33's schema of every built-in kind the server serves or
+//!   answers, whole (all fields of every message they reach): `tables.rs` is generated from
+//!   `crates/api/protobuf/kubernetes-1.33.schema`, an extract of the `generated.proto` files
+//!   and Go struct tags of `k8s.io/api`, `k8s.io/apimachinery` and `k8s.io/kube-aggregator`
+//!   (v0.33.13) made by `crates/api/protobuf/extract.py`; a test fails when `tables.rs` is not
+//!   what the extract gives (`protobuf/generate.rs`).
 //!
 //! ## Requests
-//! client-go (so kubectl's generator commands: `create configmap`, `create secret generic`,
-//! `create namespace`, `create serviceaccount`, `create deployment`, `create service`, `run`,
-//! `expose`, `create role|clusterrole|rolebinding|clusterrolebinding`,
-//! `create job|cronjob|poddisruptionbudget|quota|priorityclass|ingress`, `auth can-i`,
-//! `auth whoami`) sends built-in kinds as `application/vnd.kubernetes.protobuf` and does not fall
-//! back to JSON on 415. The body is Kubernetes' envelope: the magic `k8s\0`, then a
-//! `runtime.Unknown` message (1 `typeMeta` {1 `apiVersion`, 2 `kind`}, 2 `raw` = the object's
-//! own protobuf, 3 `contentEncoding`, 4 `contentType`).
+//! client-go (so kubectl's generator commands and every typed client: `create configmap`,
+//! `create deployment`, `run`, `expose`, `auth can-i`, a controller's `Create`) sends built-in
+//! kinds as `application/vnd.kubernetes.protobuf` and does not fall back to JSON on 415. The
+//! body is Kubernetes' envelope: the magic `k8s\0`, then a `runtime.Unknown` message
+//! (1 `typeMeta` {1 `apiVersion`, 2 `kind`}, 2 `raw` = the object's own protobuf,
+//! 3 `contentEncoding`, 4 `contentType`).
 //!
-//! [`decode_protobuf`] decodes `raw` with hand-written schema tables (field number → JSON name
-//! and type) taken from the `generated.proto` files of `k8s.io/api` and
-//! `k8s.io/apimachinery`. The output follows Go's `encoding/json` of the same struct: zero
-//! values of `omitempty` scalars are left out (the Go marshaller writes every non-pointer
-//! field, so they are on the wire), while fields that are pointers or are not `omitempty`
-//! keep whatever value was sent; nested messages always appear (`resources: {}`), a zero
-//! `metav1.Time` is `null`, `bytes` become base64 strings.
+//! [`decode_protobuf`] decodes `raw` with the tables (field number → JSON name and type). The
+//! output follows Go's `encoding/json` of the same struct: zero values of `omitempty` scalars
+//! are left out (the Go marshaller writes every non-pointer field, so they are on the wire),
+//! while fields that are pointers, are not `omitempty`, or are structs keep whatever value was
+//! sent; nested messages always appear (`resources: {}`), a zero `metav1.Time` or `MicroTime`
+//! (an empty message, as Go writes it) is `null`, `bytes` become base64 strings, `json:",inline"` structs join their parent,
+//! `IntOrString` is a number or a string and `Quantity` a string.
 //!
 //! ## Limits
-//! The tables cover what kubectl's generators send, not whole kinds (no probes, volumes,
-//! affinity, most status fields, …): a stored pod written by a controller usually has such
-//! fields, and is then answered in JSON. A table per message both ways keeps one place to
-//! complete.
+//! Custom resources and CustomResourceDefinitions have no protobuf form (kube-apiserver serves
+//! them as JSON too); a kind is matched by its exact `apiVersion`, so a body in a version the
+//! server does not serve (e.g. `autoscaling/v1` HorizontalPodAutoscaler) is a 415.
 
 use serde_json::{Map, Value};
 
@@ -74,11 +77,23 @@ enum Ty {
     Msg(&'static Message),
     /// A Go struct embedded with `json:",inline"`: its fields join the parent object.
     Inline(&'static Message),
+    /// `map<string, string>`.
     MapStr,
+    /// `map<string, bytes>`, values as base64.
     MapBytes,
+    /// `map<string, Quantity>` (`ResourceList`).
     MapQuantity,
-    /// `metav1.Time` {1 seconds, 2 nanos} as RFC 3339 (whole seconds); zero is `null`.
+    /// `map<string, Time>` (a PodDisruptionBudget's `disruptedPods`).
+    MapTime,
+    /// `map<string, ExtraValue>`: a Go named `[]string`, the message {1 repeated `items`},
+    /// rendered as an array.
+    MapStrList,
+    /// `metav1.Time` {1 seconds, 2 nanos} as RFC 3339 (whole seconds); an empty message (Go's
+    /// zero time) is `null`.
     Time,
+    /// `metav1.MicroTime` {1 seconds, 2 nanos} as RFC 3339 with six fractional digits; an
+    /// empty message is `null`.
+    MicroTime,
     /// `intstr.IntOrString` {1 type, 2 intVal, 3 strVal} as a number or a string.
     IntOrString,
     /// `resource.Quantity` {1 string} as its string.
@@ -93,7 +108,7 @@ struct Field {
     name: &'static str,
     ty: Ty,
     repeated: bool,
-    /// Rendered even when zero: the Go field is a pointer or not `omitempty`.
+    /// Rendered even when zero: the Go field is a pointer, not `omitempty`, or a struct.
     keep_zero: bool,
 }
 
@@ -113,7 +128,7 @@ const fn f(number: u32, name: &'static str, ty: Ty) -> Field {
     }
 }
 
-/// A pointer or non-`omitempty` field: a zero value that was sent is kept.
+/// A pointer, non-`omitempty` or struct field: a zero value that was sent is kept.
 const fn k(number: u32, name: &'static str, ty: Ty) -> Field {
     Field {
         number,
@@ -136,1203 +151,18 @@ const fn r(number: u32, name: &'static str, ty: Ty) -> Field {
 }
 
 use Ty::{
-    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr, Msg,
-    Quantity, Str, Time,
+    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
+    MapStrList, MapTime, MicroTime, Msg, Quantity, Str, Time,
 };
 
-// ---- k8s.io/apimachinery/pkg/apis/meta/v1 ----
+#[cfg(test)]
+mod crosscheck;
+#[cfg(test)]
+mod generate;
+#[rustfmt::skip]
+mod tables;
 
-static OBJECT_META: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-    fields: &[
-        f(1, "name", Str),
-        f(2, "generateName", Str),
-        f(3, "namespace", Str),
-        f(4, "selfLink", Str),
-        f(5, "uid", Str),
-        f(6, "resourceVersion", Str),
-        f(7, "generation", Int64),
-        k(8, "creationTimestamp", Time),
-        k(9, "deletionTimestamp", Time),
-        k(10, "deletionGracePeriodSeconds", Int64),
-        f(11, "labels", MapStr),
-        f(12, "annotations", MapStr),
-        r(13, "ownerReferences", Msg(&OWNER_REFERENCE)),
-        r(14, "finalizers", Str),
-        r(17, "managedFields", Msg(&MANAGED_FIELDS_ENTRY)),
-    ],
-};
-
-static OWNER_REFERENCE: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.OwnerReference",
-    fields: &[
-        k(1, "kind", Str),
-        k(3, "name", Str),
-        k(4, "uid", Str),
-        k(5, "apiVersion", Str),
-        k(6, "controller", Bool),
-        k(7, "blockOwnerDeletion", Bool),
-    ],
-};
-
-static MANAGED_FIELDS_ENTRY: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry",
-    fields: &[
-        f(1, "manager", Str),
-        f(2, "operation", Str),
-        f(3, "apiVersion", Str),
-        k(4, "time", Time),
-        f(6, "fieldsType", Str),
-        k(7, "fieldsV1", FieldsV1),
-        f(8, "subresource", Str),
-    ],
-};
-
-static LABEL_SELECTOR: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector",
-    fields: &[
-        f(1, "matchLabels", MapStr),
-        r(2, "matchExpressions", Msg(&LABEL_SELECTOR_REQUIREMENT)),
-    ],
-};
-
-static LABEL_SELECTOR_REQUIREMENT: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement",
-    fields: &[k(1, "key", Str), k(2, "operator", Str), r(3, "values", Str)],
-};
-
-static CONDITION: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.Condition",
-    fields: &[
-        k(1, "type", Str),
-        k(2, "status", Str),
-        f(3, "observedGeneration", Int64),
-        k(4, "lastTransitionTime", Time),
-        k(5, "reason", Str),
-        k(6, "message", Str),
-    ],
-};
-
-static DELETE_OPTIONS: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
-    fields: &[
-        k(1, "gracePeriodSeconds", Int64),
-        k(2, "preconditions", Msg(&PRECONDITIONS)),
-        k(3, "orphanDependents", Bool),
-        k(4, "propagationPolicy", Str),
-        r(5, "dryRun", Str),
-        k(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
-    ],
-};
-
-static PRECONDITIONS: Message = Message {
-    name: "io.k8s.apimachinery.pkg.apis.meta.v1.Preconditions",
-    fields: &[k(1, "uid", Str), k(2, "resourceVersion", Str)],
-};
-
-// ---- k8s.io/api/core/v1 ----
-
-static CONFIG_MAP: Message = Message {
-    name: "io.k8s.api.core.v1.ConfigMap",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        f(2, "data", MapStr),
-        f(3, "binaryData", MapBytes),
-        k(4, "immutable", Bool),
-    ],
-};
-
-static SECRET: Message = Message {
-    name: "io.k8s.api.core.v1.Secret",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        f(2, "data", MapBytes),
-        f(3, "type", Str),
-        f(4, "stringData", MapStr),
-        k(5, "immutable", Bool),
-    ],
-};
-
-static NAMESPACE: Message = Message {
-    name: "io.k8s.api.core.v1.Namespace",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&NAMESPACE_SPEC)),
-        k(3, "status", Msg(&NAMESPACE_STATUS)),
-    ],
-};
-
-static NAMESPACE_SPEC: Message = Message {
-    name: "io.k8s.api.core.v1.NamespaceSpec",
-    fields: &[r(1, "finalizers", Str)],
-};
-
-static NAMESPACE_STATUS: Message = Message {
-    name: "io.k8s.api.core.v1.NamespaceStatus",
-    fields: &[
-        f(1, "phase", Str),
-        r(2, "conditions", Msg(&NAMESPACE_CONDITION)),
-    ],
-};
-
-static NAMESPACE_CONDITION: Message = Message {
-    name: "io.k8s.api.core.v1.NamespaceCondition",
-    fields: &[
-        k(1, "type", Str),
-        k(2, "status", Str),
-        k(4, "lastTransitionTime", Time),
-        f(5, "reason", Str),
-        f(6, "message", Str),
-    ],
-};
-
-static SERVICE_ACCOUNT: Message = Message {
-    name: "io.k8s.api.core.v1.ServiceAccount",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        r(2, "secrets", Msg(&OBJECT_REFERENCE)),
-        r(3, "imagePullSecrets", Msg(&LOCAL_OBJECT_REFERENCE)),
-        k(4, "automountServiceAccountToken", Bool),
-    ],
-};
-
-static OBJECT_REFERENCE: Message = Message {
-    name: "io.k8s.api.core.v1.ObjectReference",
-    fields: &[
-        f(1, "kind", Str),
-        f(2, "namespace", Str),
-        f(3, "name", Str),
-        f(4, "uid", Str),
-        f(5, "apiVersion", Str),
-        f(6, "resourceVersion", Str),
-        f(7, "fieldPath", Str),
-    ],
-};
-
-static LOCAL_OBJECT_REFERENCE: Message = Message {
-    name: "io.k8s.api.core.v1.LocalObjectReference",
-    fields: &[f(1, "name", Str)],
-};
-
-static SERVICE: Message = Message {
-    name: "io.k8s.api.core.v1.Service",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&SERVICE_SPEC)),
-        k(3, "status", Msg(&SERVICE_STATUS)),
-    ],
-};
-
-static SERVICE_SPEC: Message = Message {
-    name: "io.k8s.api.core.v1.ServiceSpec",
-    fields: &[
-        r(1, "ports", Msg(&SERVICE_PORT)),
-        f(2, "selector", MapStr),
-        f(3, "clusterIP", Str),
-        f(4, "type", Str),
-        r(5, "externalIPs", Str),
-        f(7, "sessionAffinity", Str),
-        f(8, "loadBalancerIP", Str),
-        r(9, "loadBalancerSourceRanges", Str),
-        f(10, "externalName", Str),
-        f(11, "externalTrafficPolicy", Str),
-        f(12, "healthCheckNodePort", Int32),
-        f(13, "publishNotReadyAddresses", Bool),
-        k(14, "sessionAffinityConfig", Msg(&SESSION_AFFINITY_CONFIG)),
-        k(17, "ipFamilyPolicy", Str),
-        r(18, "clusterIPs", Str),
-        r(19, "ipFamilies", Str),
-        k(20, "allocateLoadBalancerNodePorts", Bool),
-        k(21, "loadBalancerClass", Str),
-        k(22, "internalTrafficPolicy", Str),
-        k(23, "trafficDistribution", Str),
-    ],
-};
-
-static SERVICE_PORT: Message = Message {
-    name: "io.k8s.api.core.v1.ServicePort",
-    fields: &[
-        f(1, "name", Str),
-        f(2, "protocol", Str),
-        k(3, "port", Int32),
-        f(4, "targetPort", IntOrString),
-        f(5, "nodePort", Int32),
-        k(6, "appProtocol", Str),
-    ],
-};
-
-static SESSION_AFFINITY_CONFIG: Message = Message {
-    name: "io.k8s.api.core.v1.SessionAffinityConfig",
-    fields: &[k(1, "clientIP", Msg(&CLIENT_IP_CONFIG))],
-};
-
-static CLIENT_IP_CONFIG: Message = Message {
-    name: "io.k8s.api.core.v1.ClientIPConfig",
-    fields: &[k(1, "timeoutSeconds", Int32)],
-};
-
-static SERVICE_STATUS: Message = Message {
-    name: "io.k8s.api.core.v1.ServiceStatus",
-    fields: &[
-        k(1, "loadBalancer", Msg(&LOAD_BALANCER_STATUS)),
-        r(2, "conditions", Msg(&CONDITION)),
-    ],
-};
-
-static LOAD_BALANCER_STATUS: Message = Message {
-    name: "io.k8s.api.core.v1.LoadBalancerStatus",
-    fields: &[r(1, "ingress", Msg(&LOAD_BALANCER_INGRESS))],
-};
-
-static LOAD_BALANCER_INGRESS: Message = Message {
-    name: "io.k8s.api.core.v1.LoadBalancerIngress",
-    fields: &[
-        f(1, "ip", Str),
-        f(2, "hostname", Str),
-        k(3, "ipMode", Str),
-        r(4, "ports", Msg(&PORT_STATUS)),
-    ],
-};
-
-static PORT_STATUS: Message = Message {
-    name: "io.k8s.api.core.v1.PortStatus",
-    fields: &[
-        k(1, "port", Int32),
-        k(2, "protocol", Str),
-        k(3, "error", Str),
-    ],
-};
-
-static POD: Message = Message {
-    name: "io.k8s.api.core.v1.Pod",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&POD_SPEC)),
-        k(3, "status", Msg(&POD_STATUS)),
-    ],
-};
-
-static POD_TEMPLATE_SPEC: Message = Message {
-    name: "io.k8s.api.core.v1.PodTemplateSpec",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&POD_SPEC)),
-    ],
-};
-
-static POD_SPEC: Message = Message {
-    name: "io.k8s.api.core.v1.PodSpec",
-    fields: &[
-        r(2, "containers", Msg(&CONTAINER)),
-        f(3, "restartPolicy", Str),
-        k(4, "terminationGracePeriodSeconds", Int64),
-        k(5, "activeDeadlineSeconds", Int64),
-        f(6, "dnsPolicy", Str),
-        f(7, "nodeSelector", MapStr),
-        f(8, "serviceAccountName", Str),
-        f(9, "serviceAccount", Str),
-        f(10, "nodeName", Str),
-        f(11, "hostNetwork", Bool),
-        f(12, "hostPID", Bool),
-        f(13, "hostIPC", Bool),
-        k(14, "securityContext", Msg(&POD_SECURITY_CONTEXT)),
-        r(15, "imagePullSecrets", Msg(&LOCAL_OBJECT_REFERENCE)),
-        f(16, "hostname", Str),
-        f(17, "subdomain", Str),
-        f(19, "schedulerName", Str),
-        r(20, "initContainers", Msg(&CONTAINER)),
-        k(21, "automountServiceAccountToken", Bool),
-        r(22, "tolerations", Msg(&TOLERATION)),
-        f(24, "priorityClassName", Str),
-        k(25, "priority", Int32),
-        k(27, "shareProcessNamespace", Bool),
-        k(29, "runtimeClassName", Str),
-        k(30, "enableServiceLinks", Bool),
-        k(31, "preemptionPolicy", Str),
-        f(32, "overhead", MapQuantity),
-        k(35, "setHostnameAsFQDN", Bool),
-        k(37, "hostUsers", Bool),
-    ],
-};
-
-static TOLERATION: Message = Message {
-    name: "io.k8s.api.core.v1.Toleration",
-    fields: &[
-        f(1, "key", Str),
-        f(2, "operator", Str),
-        f(3, "value", Str),
-        f(4, "effect", Str),
-        k(5, "tolerationSeconds", Int64),
-    ],
-};
-
-static POD_SECURITY_CONTEXT: Message = Message {
-    name: "io.k8s.api.core.v1.PodSecurityContext",
-    fields: &[
-        k(1, "seLinuxOptions", Msg(&SE_LINUX_OPTIONS)),
-        k(2, "runAsUser", Int64),
-        k(3, "runAsNonRoot", Bool),
-        r(4, "supplementalGroups", Int64),
-        k(5, "fsGroup", Int64),
-        k(6, "runAsGroup", Int64),
-        r(7, "sysctls", Msg(&SYSCTL)),
-        k(9, "fsGroupChangePolicy", Str),
-        k(10, "seccompProfile", Msg(&SECCOMP_PROFILE)),
-    ],
-};
-
-static SE_LINUX_OPTIONS: Message = Message {
-    name: "io.k8s.api.core.v1.SELinuxOptions",
-    fields: &[
-        f(1, "user", Str),
-        f(2, "role", Str),
-        f(3, "type", Str),
-        f(4, "level", Str),
-    ],
-};
-
-static SYSCTL: Message = Message {
-    name: "io.k8s.api.core.v1.Sysctl",
-    fields: &[k(1, "name", Str), k(2, "value", Str)],
-};
-
-static SECCOMP_PROFILE: Message = Message {
-    name: "io.k8s.api.core.v1.SeccompProfile",
-    fields: &[k(1, "type", Str), k(2, "localhostProfile", Str)],
-};
-
-static CONTAINER: Message = Message {
-    name: "io.k8s.api.core.v1.Container",
-    fields: &[
-        k(1, "name", Str),
-        f(2, "image", Str),
-        r(3, "command", Str),
-        r(4, "args", Str),
-        f(5, "workingDir", Str),
-        r(6, "ports", Msg(&CONTAINER_PORT)),
-        r(7, "env", Msg(&ENV_VAR)),
-        k(8, "resources", Msg(&RESOURCE_REQUIREMENTS)),
-        f(13, "terminationMessagePath", Str),
-        f(14, "imagePullPolicy", Str),
-        k(15, "securityContext", Msg(&SECURITY_CONTEXT)),
-        f(16, "stdin", Bool),
-        f(17, "stdinOnce", Bool),
-        f(18, "tty", Bool),
-        r(19, "envFrom", Msg(&ENV_FROM_SOURCE)),
-        f(20, "terminationMessagePolicy", Str),
-        k(24, "restartPolicy", Str),
-    ],
-};
-
-static CONTAINER_PORT: Message = Message {
-    name: "io.k8s.api.core.v1.ContainerPort",
-    fields: &[
-        f(1, "name", Str),
-        f(2, "hostPort", Int32),
-        k(3, "containerPort", Int32),
-        f(4, "protocol", Str),
-        f(5, "hostIP", Str),
-    ],
-};
-
-static ENV_VAR: Message = Message {
-    name: "io.k8s.api.core.v1.EnvVar",
-    fields: &[
-        k(1, "name", Str),
-        f(2, "value", Str),
-        k(3, "valueFrom", Msg(&ENV_VAR_SOURCE)),
-    ],
-};
-
-static ENV_VAR_SOURCE: Message = Message {
-    name: "io.k8s.api.core.v1.EnvVarSource",
-    fields: &[
-        k(1, "fieldRef", Msg(&OBJECT_FIELD_SELECTOR)),
-        k(2, "resourceFieldRef", Msg(&RESOURCE_FIELD_SELECTOR)),
-        k(3, "configMapKeyRef", Msg(&KEY_SELECTOR)),
-        k(4, "secretKeyRef", Msg(&KEY_SELECTOR)),
-    ],
-};
-
-static OBJECT_FIELD_SELECTOR: Message = Message {
-    name: "io.k8s.api.core.v1.ObjectFieldSelector",
-    fields: &[f(1, "apiVersion", Str), k(2, "fieldPath", Str)],
-};
-
-static RESOURCE_FIELD_SELECTOR: Message = Message {
-    name: "io.k8s.api.core.v1.ResourceFieldSelector",
-    fields: &[
-        f(1, "containerName", Str),
-        k(2, "resource", Str),
-        f(3, "divisor", Quantity),
-    ],
-};
-
-/// ConfigMapKeySelector and SecretKeySelector have the same fields.
-static KEY_SELECTOR: Message = Message {
-    name: "io.k8s.api.core.v1.ConfigMapKeySelector",
-    fields: &[
-        k(1, "localObjectReference", Inline(&LOCAL_OBJECT_REFERENCE)),
-        k(2, "key", Str),
-        k(3, "optional", Bool),
-    ],
-};
-
-static ENV_FROM_SOURCE: Message = Message {
-    name: "io.k8s.api.core.v1.EnvFromSource",
-    fields: &[
-        f(1, "prefix", Str),
-        k(2, "configMapRef", Msg(&ENV_SOURCE)),
-        k(3, "secretRef", Msg(&ENV_SOURCE)),
-    ],
-};
-
-/// ConfigMapEnvSource and SecretEnvSource have the same fields.
-static ENV_SOURCE: Message = Message {
-    name: "io.k8s.api.core.v1.ConfigMapEnvSource",
-    fields: &[
-        k(1, "localObjectReference", Inline(&LOCAL_OBJECT_REFERENCE)),
-        k(2, "optional", Bool),
-    ],
-};
-
-static RESOURCE_REQUIREMENTS: Message = Message {
-    name: "io.k8s.api.core.v1.ResourceRequirements",
-    fields: &[
-        f(1, "limits", MapQuantity),
-        f(2, "requests", MapQuantity),
-        r(3, "claims", Msg(&RESOURCE_CLAIM)),
-    ],
-};
-
-static RESOURCE_CLAIM: Message = Message {
-    name: "io.k8s.api.core.v1.ResourceClaim",
-    fields: &[k(1, "name", Str), f(2, "request", Str)],
-};
-
-static SECURITY_CONTEXT: Message = Message {
-    name: "io.k8s.api.core.v1.SecurityContext",
-    fields: &[
-        k(1, "capabilities", Msg(&CAPABILITIES)),
-        k(2, "privileged", Bool),
-        k(3, "seLinuxOptions", Msg(&SE_LINUX_OPTIONS)),
-        k(4, "runAsUser", Int64),
-        k(5, "runAsNonRoot", Bool),
-        k(6, "readOnlyRootFilesystem", Bool),
-        k(7, "allowPrivilegeEscalation", Bool),
-        k(8, "runAsGroup", Int64),
-        k(9, "procMount", Str),
-        k(11, "seccompProfile", Msg(&SECCOMP_PROFILE)),
-    ],
-};
-
-static CAPABILITIES: Message = Message {
-    name: "io.k8s.api.core.v1.Capabilities",
-    fields: &[r(1, "add", Str), r(2, "drop", Str)],
-};
-
-static POD_STATUS: Message = Message {
-    name: "io.k8s.api.core.v1.PodStatus",
-    fields: &[
-        f(1, "phase", Str),
-        r(2, "conditions", Msg(&POD_CONDITION)),
-        f(3, "message", Str),
-        f(4, "reason", Str),
-        f(5, "hostIP", Str),
-        f(6, "podIP", Str),
-        k(7, "startTime", Time),
-        f(9, "qosClass", Str),
-        f(11, "nominatedNodeName", Str),
-        r(12, "podIPs", Msg(&POD_IP)),
-    ],
-};
-
-static POD_CONDITION: Message = Message {
-    name: "io.k8s.api.core.v1.PodCondition",
-    fields: &[
-        k(1, "type", Str),
-        k(2, "status", Str),
-        k(3, "lastProbeTime", Time),
-        k(4, "lastTransitionTime", Time),
-        f(5, "reason", Str),
-        f(6, "message", Str),
-        f(7, "observedGeneration", Int64),
-    ],
-};
-
-static POD_IP: Message = Message {
-    name: "io.k8s.api.core.v1.PodIP",
-    fields: &[k(1, "ip", Str)],
-};
-
-// ---- k8s.io/api/apps/v1 ----
-
-static DEPLOYMENT: Message = Message {
-    name: "io.k8s.api.apps.v1.Deployment",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&DEPLOYMENT_SPEC)),
-        k(3, "status", Msg(&DEPLOYMENT_STATUS)),
-    ],
-};
-
-static DEPLOYMENT_SPEC: Message = Message {
-    name: "io.k8s.api.apps.v1.DeploymentSpec",
-    fields: &[
-        k(1, "replicas", Int32),
-        k(2, "selector", Msg(&LABEL_SELECTOR)),
-        k(3, "template", Msg(&POD_TEMPLATE_SPEC)),
-        k(4, "strategy", Msg(&DEPLOYMENT_STRATEGY)),
-        f(5, "minReadySeconds", Int32),
-        k(6, "revisionHistoryLimit", Int32),
-        f(7, "paused", Bool),
-        k(9, "progressDeadlineSeconds", Int32),
-        k(10, "podReplacementPolicy", Str),
-    ],
-};
-
-static DEPLOYMENT_STRATEGY: Message = Message {
-    name: "io.k8s.api.apps.v1.DeploymentStrategy",
-    fields: &[
-        f(1, "type", Str),
-        k(2, "rollingUpdate", Msg(&ROLLING_UPDATE_DEPLOYMENT)),
-    ],
-};
-
-static ROLLING_UPDATE_DEPLOYMENT: Message = Message {
-    name: "io.k8s.api.apps.v1.RollingUpdateDeployment",
-    fields: &[
-        k(1, "maxUnavailable", IntOrString),
-        k(2, "maxSurge", IntOrString),
-    ],
-};
-
-static DEPLOYMENT_STATUS: Message = Message {
-    name: "io.k8s.api.apps.v1.DeploymentStatus",
-    fields: &[
-        f(1, "observedGeneration", Int64),
-        f(2, "replicas", Int32),
-        f(3, "updatedReplicas", Int32),
-        f(4, "availableReplicas", Int32),
-        f(5, "unavailableReplicas", Int32),
-        r(6, "conditions", Msg(&DEPLOYMENT_CONDITION)),
-        f(7, "readyReplicas", Int32),
-        k(8, "collisionCount", Int32),
-        k(9, "terminatingReplicas", Int32),
-    ],
-};
-
-static DEPLOYMENT_CONDITION: Message = Message {
-    name: "io.k8s.api.apps.v1.DeploymentCondition",
-    fields: &[
-        k(1, "type", Str),
-        k(2, "status", Str),
-        f(4, "reason", Str),
-        f(5, "message", Str),
-        k(6, "lastUpdateTime", Time),
-        k(7, "lastTransitionTime", Time),
-    ],
-};
-
-// ---- k8s.io/api/batch/v1 ----
-
-static JOB: Message = Message {
-    name: "io.k8s.api.batch.v1.Job",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&JOB_SPEC)),
-        k(3, "status", Msg(&JOB_STATUS)),
-    ],
-};
-
-/// Without `podFailurePolicy` (11), `successPolicy` (16) and `scheduling` (17): a body that
-/// sets them is refused with a 415 naming the field, never decoded partly.
-static JOB_SPEC: Message = Message {
-    name: "io.k8s.api.batch.v1.JobSpec",
-    fields: &[
-        k(1, "parallelism", Int32),
-        k(2, "completions", Int32),
-        k(3, "activeDeadlineSeconds", Int64),
-        k(4, "selector", Msg(&LABEL_SELECTOR)),
-        k(5, "manualSelector", Bool),
-        k(6, "template", Msg(&POD_TEMPLATE_SPEC)),
-        k(7, "backoffLimit", Int32),
-        k(8, "ttlSecondsAfterFinished", Int32),
-        k(9, "completionMode", Str),
-        k(10, "suspend", Bool),
-        k(12, "backoffLimitPerIndex", Int32),
-        k(13, "maxFailedIndexes", Int32),
-        k(14, "podReplacementPolicy", Str),
-        k(15, "managedBy", Str),
-    ],
-};
-
-static JOB_STATUS: Message = Message {
-    name: "io.k8s.api.batch.v1.JobStatus",
-    fields: &[
-        r(1, "conditions", Msg(&JOB_CONDITION)),
-        k(2, "startTime", Time),
-        k(3, "completionTime", Time),
-        f(4, "active", Int32),
-        f(5, "succeeded", Int32),
-        f(6, "failed", Int32),
-        f(7, "completedIndexes", Str),
-        k(
-            8,
-            "uncountedTerminatedPods",
-            Msg(&UNCOUNTED_TERMINATED_PODS),
-        ),
-        k(9, "ready", Int32),
-        k(10, "failedIndexes", Str),
-        k(11, "terminating", Int32),
-    ],
-};
-
-static JOB_CONDITION: Message = Message {
-    name: "io.k8s.api.batch.v1.JobCondition",
-    fields: &[
-        k(1, "type", Str),
-        k(2, "status", Str),
-        k(3, "lastProbeTime", Time),
-        k(4, "lastTransitionTime", Time),
-        f(5, "reason", Str),
-        f(6, "message", Str),
-    ],
-};
-
-static UNCOUNTED_TERMINATED_PODS: Message = Message {
-    name: "io.k8s.api.batch.v1.UncountedTerminatedPods",
-    fields: &[r(1, "succeeded", Str), r(2, "failed", Str)],
-};
-
-static JOB_TEMPLATE_SPEC: Message = Message {
-    name: "io.k8s.api.batch.v1.JobTemplateSpec",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&JOB_SPEC)),
-    ],
-};
-
-static CRON_JOB: Message = Message {
-    name: "io.k8s.api.batch.v1.CronJob",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&CRON_JOB_SPEC)),
-        k(3, "status", Msg(&CRON_JOB_STATUS)),
-    ],
-};
-
-static CRON_JOB_SPEC: Message = Message {
-    name: "io.k8s.api.batch.v1.CronJobSpec",
-    fields: &[
-        k(1, "schedule", Str),
-        k(2, "startingDeadlineSeconds", Int64),
-        f(3, "concurrencyPolicy", Str),
-        k(4, "suspend", Bool),
-        k(5, "jobTemplate", Msg(&JOB_TEMPLATE_SPEC)),
-        k(6, "successfulJobsHistoryLimit", Int32),
-        k(7, "failedJobsHistoryLimit", Int32),
-        k(8, "timeZone", Str),
-    ],
-};
-
-static CRON_JOB_STATUS: Message = Message {
-    name: "io.k8s.api.batch.v1.CronJobStatus",
-    fields: &[
-        r(1, "active", Msg(&OBJECT_REFERENCE)),
-        k(4, "lastScheduleTime", Time),
-        k(5, "lastSuccessfulTime", Time),
-    ],
-};
-
-// ---- k8s.io/api/policy/v1 ----
-
-static POD_DISRUPTION_BUDGET: Message = Message {
-    name: "io.k8s.api.policy.v1.PodDisruptionBudget",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&POD_DISRUPTION_BUDGET_SPEC)),
-        k(3, "status", Msg(&POD_DISRUPTION_BUDGET_STATUS)),
-    ],
-};
-
-static POD_DISRUPTION_BUDGET_SPEC: Message = Message {
-    name: "io.k8s.api.policy.v1.PodDisruptionBudgetSpec",
-    fields: &[
-        k(1, "minAvailable", IntOrString),
-        k(2, "selector", Msg(&LABEL_SELECTOR)),
-        k(3, "maxUnavailable", IntOrString),
-        k(4, "unhealthyPodEvictionPolicy", Str),
-    ],
-};
-
-/// Without `disruptedPods` (2, a map of times, written only by the disruption controller):
-/// a body that sets it is refused with a 415 naming the field.
-static POD_DISRUPTION_BUDGET_STATUS: Message = Message {
-    name: "io.k8s.api.policy.v1.PodDisruptionBudgetStatus",
-    fields: &[
-        f(1, "observedGeneration", Int64),
-        k(3, "disruptionsAllowed", Int32),
-        k(4, "currentHealthy", Int32),
-        k(5, "desiredHealthy", Int32),
-        k(6, "expectedPods", Int32),
-        r(7, "conditions", Msg(&CONDITION)),
-    ],
-};
-
-// ---- k8s.io/api/core/v1 ResourceQuota, k8s.io/api/scheduling/v1 ----
-
-static RESOURCE_QUOTA: Message = Message {
-    name: "io.k8s.api.core.v1.ResourceQuota",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&RESOURCE_QUOTA_SPEC)),
-        k(3, "status", Msg(&RESOURCE_QUOTA_STATUS)),
-    ],
-};
-
-static RESOURCE_QUOTA_SPEC: Message = Message {
-    name: "io.k8s.api.core.v1.ResourceQuotaSpec",
-    fields: &[
-        f(1, "hard", MapQuantity),
-        r(2, "scopes", Str),
-        k(3, "scopeSelector", Msg(&SCOPE_SELECTOR)),
-    ],
-};
-
-static RESOURCE_QUOTA_STATUS: Message = Message {
-    name: "io.k8s.api.core.v1.ResourceQuotaStatus",
-    fields: &[f(1, "hard", MapQuantity), f(2, "used", MapQuantity)],
-};
-
-static SCOPE_SELECTOR: Message = Message {
-    name: "io.k8s.api.core.v1.ScopeSelector",
-    fields: &[r(
-        1,
-        "matchExpressions",
-        Msg(&SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
-    )],
-};
-
-static SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
-    name: "io.k8s.api.core.v1.ScopedResourceSelectorRequirement",
-    fields: &[
-        k(1, "scopeName", Str),
-        k(2, "operator", Str),
-        r(3, "values", Str),
-    ],
-};
-
-static PRIORITY_CLASS: Message = Message {
-    name: "io.k8s.api.scheduling.v1.PriorityClass",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "value", Int32),
-        f(3, "globalDefault", Bool),
-        f(4, "description", Str),
-        k(5, "preemptionPolicy", Str),
-    ],
-};
-
-// ---- k8s.io/api/networking/v1 Ingress ----
-
-static INGRESS: Message = Message {
-    name: "io.k8s.api.networking.v1.Ingress",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&INGRESS_SPEC)),
-        k(3, "status", Msg(&INGRESS_STATUS)),
-    ],
-};
-
-static INGRESS_SPEC: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressSpec",
-    fields: &[
-        k(1, "defaultBackend", Msg(&INGRESS_BACKEND)),
-        r(2, "tls", Msg(&INGRESS_TLS)),
-        r(3, "rules", Msg(&INGRESS_RULE)),
-        k(4, "ingressClassName", Str),
-    ],
-};
-
-static INGRESS_BACKEND: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressBackend",
-    fields: &[
-        k(3, "resource", Msg(&TYPED_LOCAL_OBJECT_REFERENCE)),
-        k(4, "service", Msg(&INGRESS_SERVICE_BACKEND)),
-    ],
-};
-
-static TYPED_LOCAL_OBJECT_REFERENCE: Message = Message {
-    name: "io.k8s.api.core.v1.TypedLocalObjectReference",
-    fields: &[k(1, "apiGroup", Str), k(2, "kind", Str), k(3, "name", Str)],
-};
-
-static INGRESS_SERVICE_BACKEND: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressServiceBackend",
-    fields: &[k(1, "name", Str), k(2, "port", Msg(&SERVICE_BACKEND_PORT))],
-};
-
-static SERVICE_BACKEND_PORT: Message = Message {
-    name: "io.k8s.api.networking.v1.ServiceBackendPort",
-    fields: &[f(1, "name", Str), f(2, "number", Int32)],
-};
-
-static INGRESS_RULE: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressRule",
-    fields: &[
-        f(1, "host", Str),
-        k(2, "ingressRuleValue", Inline(&INGRESS_RULE_VALUE)),
-    ],
-};
-
-static INGRESS_RULE_VALUE: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressRuleValue",
-    fields: &[k(1, "http", Msg(&HTTP_INGRESS_RULE_VALUE))],
-};
-
-static HTTP_INGRESS_RULE_VALUE: Message = Message {
-    name: "io.k8s.api.networking.v1.HTTPIngressRuleValue",
-    fields: &[r(1, "paths", Msg(&HTTP_INGRESS_PATH))],
-};
-
-static HTTP_INGRESS_PATH: Message = Message {
-    name: "io.k8s.api.networking.v1.HTTPIngressPath",
-    fields: &[
-        f(1, "path", Str),
-        k(2, "backend", Msg(&INGRESS_BACKEND)),
-        k(3, "pathType", Str),
-    ],
-};
-
-static INGRESS_TLS: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressTLS",
-    fields: &[r(1, "hosts", Str), f(2, "secretName", Str)],
-};
-
-static INGRESS_STATUS: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressStatus",
-    fields: &[k(1, "loadBalancer", Msg(&INGRESS_LOAD_BALANCER_STATUS))],
-};
-
-static INGRESS_LOAD_BALANCER_STATUS: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressLoadBalancerStatus",
-    fields: &[r(1, "ingress", Msg(&INGRESS_LOAD_BALANCER_INGRESS))],
-};
-
-static INGRESS_LOAD_BALANCER_INGRESS: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressLoadBalancerIngress",
-    fields: &[
-        f(1, "ip", Str),
-        f(2, "hostname", Str),
-        r(4, "ports", Msg(&INGRESS_PORT_STATUS)),
-    ],
-};
-
-static INGRESS_PORT_STATUS: Message = Message {
-    name: "io.k8s.api.networking.v1.IngressPortStatus",
-    fields: &[
-        k(1, "port", Int32),
-        k(2, "protocol", Str),
-        k(3, "error", Str),
-    ],
-};
-
-// ---- k8s.io/api/rbac/v1 ----
-
-static POLICY_RULE: Message = Message {
-    name: "io.k8s.api.rbac.v1.PolicyRule",
-    fields: &[
-        r(1, "verbs", Str),
-        r(2, "apiGroups", Str),
-        r(3, "resources", Str),
-        r(4, "resourceNames", Str),
-        r(5, "nonResourceURLs", Str),
-    ],
-};
-
-static AGGREGATION_RULE: Message = Message {
-    name: "io.k8s.api.rbac.v1.AggregationRule",
-    fields: &[r(1, "clusterRoleSelectors", Msg(&LABEL_SELECTOR))],
-};
-
-static ROLE: Message = Message {
-    name: "io.k8s.api.rbac.v1.Role",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        r(2, "rules", Msg(&POLICY_RULE)),
-    ],
-};
-
-static CLUSTER_ROLE: Message = Message {
-    name: "io.k8s.api.rbac.v1.ClusterRole",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        r(2, "rules", Msg(&POLICY_RULE)),
-        f(3, "aggregationRule", Msg(&AGGREGATION_RULE)),
-    ],
-};
-
-static SUBJECT: Message = Message {
-    name: "io.k8s.api.rbac.v1.Subject",
-    fields: &[
-        k(1, "kind", Str),
-        f(2, "apiGroup", Str),
-        k(3, "name", Str),
-        f(4, "namespace", Str),
-    ],
-};
-
-static ROLE_REF: Message = Message {
-    name: "io.k8s.api.rbac.v1.RoleRef",
-    fields: &[k(1, "apiGroup", Str), k(2, "kind", Str), k(3, "name", Str)],
-};
-
-static ROLE_BINDING: Message = Message {
-    name: "io.k8s.api.rbac.v1.RoleBinding",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        r(2, "subjects", Msg(&SUBJECT)),
-        k(3, "roleRef", Msg(&ROLE_REF)),
-    ],
-};
-
-static CLUSTER_ROLE_BINDING: Message = Message {
-    name: "io.k8s.api.rbac.v1.ClusterRoleBinding",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        r(2, "subjects", Msg(&SUBJECT)),
-        k(3, "roleRef", Msg(&ROLE_REF)),
-    ],
-};
-
-// ---- k8s.io/api/authorization/v1 and authentication/v1 (reviews, never stored) ----
-
-static RESOURCE_ATTRIBUTES: Message = Message {
-    name: "io.k8s.api.authorization.v1.ResourceAttributes",
-    fields: &[
-        f(1, "namespace", Str),
-        f(2, "verb", Str),
-        f(3, "group", Str),
-        f(4, "version", Str),
-        f(5, "resource", Str),
-        f(6, "subresource", Str),
-        f(7, "name", Str),
-    ],
-};
-
-static NON_RESOURCE_ATTRIBUTES: Message = Message {
-    name: "io.k8s.api.authorization.v1.NonResourceAttributes",
-    fields: &[f(1, "path", Str), f(2, "verb", Str)],
-};
-
-static SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
-    name: "io.k8s.api.authorization.v1.SubjectAccessReviewStatus",
-    fields: &[
-        k(1, "allowed", Bool),
-        f(2, "reason", Str),
-        f(3, "evaluationError", Str),
-        f(4, "denied", Bool),
-    ],
-};
-
-static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
-    name: "io.k8s.api.authorization.v1.SelfSubjectAccessReviewSpec",
-    fields: &[
-        f(1, "resourceAttributes", Msg(&RESOURCE_ATTRIBUTES)),
-        f(2, "nonResourceAttributes", Msg(&NON_RESOURCE_ATTRIBUTES)),
-    ],
-};
-
-static SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
-    name: "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&SELF_SUBJECT_ACCESS_REVIEW_SPEC)),
-        k(3, "status", Msg(&SUBJECT_ACCESS_REVIEW_STATUS)),
-    ],
-};
-
-static SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
-    name: "io.k8s.api.authorization.v1.SubjectAccessReviewSpec",
-    fields: &[
-        f(1, "resourceAttributes", Msg(&RESOURCE_ATTRIBUTES)),
-        f(2, "nonResourceAttributes", Msg(&NON_RESOURCE_ATTRIBUTES)),
-        f(3, "user", Str),
-        r(4, "groups", Str),
-        f(6, "uid", Str),
-    ],
-};
-
-static SUBJECT_ACCESS_REVIEW: Message = Message {
-    name: "io.k8s.api.authorization.v1.SubjectAccessReview",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&SUBJECT_ACCESS_REVIEW_SPEC)),
-        k(3, "status", Msg(&SUBJECT_ACCESS_REVIEW_STATUS)),
-    ],
-};
-
-static SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message {
-    name: "io.k8s.api.authorization.v1.SelfSubjectRulesReviewSpec",
-    fields: &[f(1, "namespace", Str)],
-};
-
-static RESOURCE_RULE: Message = Message {
-    name: "io.k8s.api.authorization.v1.ResourceRule",
-    fields: &[
-        r(1, "verbs", Str),
-        r(2, "apiGroups", Str),
-        r(3, "resources", Str),
-        r(4, "resourceNames", Str),
-    ],
-};
-
-static NON_RESOURCE_RULE: Message = Message {
-    name: "io.k8s.api.authorization.v1.NonResourceRule",
-    fields: &[r(1, "verbs", Str), r(2, "nonResourceURLs", Str)],
-};
-
-static SUBJECT_RULES_REVIEW_STATUS: Message = Message {
-    name: "io.k8s.api.authorization.v1.SubjectRulesReviewStatus",
-    fields: &[
-        r(1, "resourceRules", Msg(&RESOURCE_RULE)),
-        r(2, "nonResourceRules", Msg(&NON_RESOURCE_RULE)),
-        k(3, "incomplete", Bool),
-        f(4, "evaluationError", Str),
-    ],
-};
-
-static SELF_SUBJECT_RULES_REVIEW: Message = Message {
-    name: "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&SELF_SUBJECT_RULES_REVIEW_SPEC)),
-        k(3, "status", Msg(&SUBJECT_RULES_REVIEW_STATUS)),
-    ],
-};
-
-static USER_INFO: Message = Message {
-    name: "io.k8s.api.authentication.v1.UserInfo",
-    fields: &[f(1, "username", Str), f(2, "uid", Str), r(3, "groups", Str)],
-};
-
-static SELF_SUBJECT_REVIEW_STATUS: Message = Message {
-    name: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",
-    fields: &[f(1, "userInfo", Msg(&USER_INFO))],
-};
-
-static SELF_SUBJECT_REVIEW: Message = Message {
-    name: "io.k8s.api.authentication.v1.SelfSubjectReview",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "status", Msg(&SELF_SUBJECT_REVIEW_STATUS)),
-    ],
-};
-
-static BOUND_OBJECT_REFERENCE: Message = Message {
-    name: "io.k8s.api.authentication.v1.BoundObjectReference",
-    fields: &[
-        f(1, "kind", Str),
-        f(2, "apiVersion", Str),
-        f(3, "name", Str),
-        f(4, "uid", Str),
-    ],
-};
-
-static TOKEN_REQUEST_SPEC: Message = Message {
-    name: "io.k8s.api.authentication.v1.TokenRequestSpec",
-    fields: &[
-        r(1, "audiences", Str),
-        f(3, "boundObjectRef", Msg(&BOUND_OBJECT_REFERENCE)),
-        f(4, "expirationSeconds", Int64),
-    ],
-};
-
-static TOKEN_REQUEST_STATUS: Message = Message {
-    name: "io.k8s.api.authentication.v1.TokenRequestStatus",
-    fields: &[k(1, "token", Str), k(2, "expirationTimestamp", Time)],
-};
-
-static TOKEN_REQUEST: Message = Message {
-    name: "io.k8s.api.authentication.v1.TokenRequest",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&TOKEN_REQUEST_SPEC)),
-        k(3, "status", Msg(&TOKEN_REQUEST_STATUS)),
-    ],
-};
-
-static TOKEN_REVIEW_SPEC: Message = Message {
-    name: "io.k8s.api.authentication.v1.TokenReviewSpec",
-    fields: &[f(1, "token", Str), r(2, "audiences", Str)],
-};
-
-static TOKEN_REVIEW_STATUS: Message = Message {
-    name: "io.k8s.api.authentication.v1.TokenReviewStatus",
-    fields: &[
-        f(1, "authenticated", Bool),
-        f(2, "user", Msg(&USER_INFO)),
-        f(3, "error", Str),
-        r(4, "audiences", Str),
-    ],
-};
-
-static TOKEN_REVIEW: Message = Message {
-    name: "io.k8s.api.authentication.v1.TokenReview",
-    fields: &[
-        k(1, "metadata", Msg(&OBJECT_META)),
-        k(2, "spec", Msg(&TOKEN_REVIEW_SPEC)),
-        k(3, "status", Msg(&TOKEN_REVIEW_STATUS)),
-    ],
-};
-
-/// The kinds decoded from protobuf: (API group, kind, schema).
-static KINDS: &[(&str, &str, &Message)] = &[
-    ("", "ConfigMap", &CONFIG_MAP),
-    ("", "Secret", &SECRET),
-    ("", "Namespace", &NAMESPACE),
-    ("", "ServiceAccount", &SERVICE_ACCOUNT),
-    ("", "Service", &SERVICE),
-    ("", "Pod", &POD),
-    ("apps", "Deployment", &DEPLOYMENT),
-    ("batch", "Job", &JOB),
-    ("batch", "CronJob", &CRON_JOB),
-    ("policy", "PodDisruptionBudget", &POD_DISRUPTION_BUDGET),
-    ("", "ResourceQuota", &RESOURCE_QUOTA),
-    ("scheduling.k8s.io", "PriorityClass", &PRIORITY_CLASS),
-    ("networking.k8s.io", "Ingress", &INGRESS),
-    ("rbac.authorization.k8s.io", "Role", &ROLE),
-    ("rbac.authorization.k8s.io", "ClusterRole", &CLUSTER_ROLE),
-    ("rbac.authorization.k8s.io", "RoleBinding", &ROLE_BINDING),
-    (
-        "rbac.authorization.k8s.io",
-        "ClusterRoleBinding",
-        &CLUSTER_ROLE_BINDING,
-    ),
-    (
-        "authorization.k8s.io",
-        "SelfSubjectAccessReview",
-        &SELF_SUBJECT_ACCESS_REVIEW,
-    ),
-    (
-        "authorization.k8s.io",
-        "SubjectAccessReview",
-        &SUBJECT_ACCESS_REVIEW,
-    ),
-    (
-        "authorization.k8s.io",
-        "SelfSubjectRulesReview",
-        &SELF_SUBJECT_RULES_REVIEW,
-    ),
-    (
-        "authentication.k8s.io",
-        "SelfSubjectReview",
-        &SELF_SUBJECT_REVIEW,
-    ),
-    ("authentication.k8s.io", "TokenRequest", &TOKEN_REQUEST),
-    ("authentication.k8s.io", "TokenReview", &TOKEN_REVIEW),
-];
+use tables::KINDS;
 
 /// Why a body could not be decoded.
 enum DecodeError {
@@ -1526,7 +356,7 @@ fn decode_field(
             out.extend(fields);
             return Ok(());
         }
-        MapStr | MapBytes | MapQuantity => {
+        MapStr | MapBytes | MapQuantity | MapTime | MapStrList => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
             let (key, value) = decode_map_entry(message, field, reader.delimited(message)?)?;
             let map = out
@@ -1540,6 +370,10 @@ fn decode_field(
         Time => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
             decode_time(reader.delimited(message)?)?
+        }
+        MicroTime => {
+            expect_wire(message, field, wire, WIRE_DELIMITED)?;
+            decode_micro_time(reader.delimited(message)?)?
         }
         IntOrString => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
@@ -1587,8 +421,10 @@ static MAP_ENTRY: Message = Message {
 fn decode_map_entry(message: &Message, field: &Field, bytes: &[u8]) -> Result<(String, Value)> {
     let mut reader = Reader::new(bytes);
     let mut key = String::new();
+    // A value left out is the Go zero value of the map's value type.
     let mut value = match field.ty {
         MapQuantity => Value::String("0".to_owned()),
+        MapTime | MapStrList => Value::Null,
         _ => Value::String(String::new()),
     };
     while !reader.done() {
@@ -1612,6 +448,8 @@ fn decode_map_entry(message: &Message, field: &Field, bytes: &[u8]) -> Result<(S
             value = match field.ty {
                 MapBytes => Value::String(base64(bytes)),
                 MapQuantity => decode_quantity(bytes)?,
+                MapTime => decode_time(bytes)?,
+                MapStrList => decode_str_list(bytes)?,
                 _ => Value::String(utf8(message, field, bytes)?),
             };
         }
@@ -1629,12 +467,14 @@ const TIME_MIN: i64 = -62_135_596_800;
 const TIME_MAX: i64 = 253_402_300_799;
 
 fn decode_time(bytes: &[u8]) -> Result<Value> {
+    // Go writes a zero time as an empty message (and reads one back as zero); any other
+    // message is a time, 1970-01-01T00:00:00Z included.
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
     let fields = decode_message(&TIME, bytes)?;
     let seconds = fields.get("seconds").and_then(Value::as_i64).unwrap_or(0);
     let nanos = fields.get("nanos").and_then(Value::as_i64).unwrap_or(0);
-    if seconds == 0 && nanos == 0 {
-        return Ok(Value::Null);
-    }
     if !(TIME_MIN..=TIME_MAX).contains(&seconds) || !(0..1_000_000_000).contains(&nanos) {
         return malformed(
             &TIME,
@@ -1642,6 +482,45 @@ fn decode_time(bytes: &[u8]) -> Result<Value> {
         );
     }
     Ok(Value::String(crate::time::rfc3339_from_unix(seconds)))
+}
+
+static MICRO_TIME: Message = Message {
+    name: "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime",
+    fields: &[k(1, "seconds", Int64), k(2, "nanos", Int32)],
+};
+
+/// A `MicroTime`: RFC 3339 with microseconds (Go's JSON truncates the nanoseconds).
+fn decode_micro_time(bytes: &[u8]) -> Result<Value> {
+    // Go writes a zero time as an empty message (and reads one back as zero); any other
+    // message is a time, 1970-01-01T00:00:00Z included.
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    let fields = decode_message(&MICRO_TIME, bytes)?;
+    let seconds = fields.get("seconds").and_then(Value::as_i64).unwrap_or(0);
+    let nanos = fields.get("nanos").and_then(Value::as_i64).unwrap_or(0);
+    if !(TIME_MIN..=TIME_MAX).contains(&seconds) || !(0..1_000_000_000).contains(&nanos) {
+        return malformed(
+            &MICRO_TIME,
+            format!("a time out of range ({seconds}s, {nanos}ns)"),
+        );
+    }
+    Ok(Value::String(crate::time::rfc3339_micro_from_unix(
+        seconds * 1_000_000 + nanos / 1000,
+    )))
+}
+
+/// A Go named `[]string` (`ExtraValue`): the message {1 repeated `items`}.
+static STR_LIST: Message = Message {
+    name: "io.k8s.api.authentication.v1.ExtraValue",
+    fields: &[r(1, "items", Str)],
+};
+
+fn decode_str_list(bytes: &[u8]) -> Result<Value> {
+    let mut fields = decode_message(&STR_LIST, bytes)?;
+    Ok(fields
+        .remove("items")
+        .unwrap_or_else(|| Value::Array(Vec::new())))
 }
 
 static INT_OR_STRING: Message = Message {
@@ -1792,21 +671,24 @@ fn decode_envelope(bytes: &[u8]) -> Result<Envelope<'_>> {
     Ok(envelope)
 }
 
-/// The kinds [`decode_protobuf`] understands, as `group/kind` (core kinds without a group).
+/// The kinds [`decode_protobuf`] understands, as (`apiVersion`, kind): every built-in kind
+/// the server serves or answers (reviews, subresources' kinds), and `DeleteOptions`.
 #[must_use]
-pub fn protobuf_kinds() -> Vec<String> {
-    let mut kinds: Vec<String> = KINDS
+pub fn protobuf_kinds() -> Vec<(&'static str, &'static str)> {
+    let mut kinds: Vec<(&str, &str)> = KINDS
         .iter()
-        .map(|(group, kind, _)| {
-            if group.is_empty() {
-                (*kind).to_owned()
-            } else {
-                format!("{group}/{kind}")
-            }
-        })
+        .map(|(api_version, kind, _)| (*api_version, *kind))
         .collect();
-    kinds.push("DeleteOptions".to_owned());
+    kinds.push(("v1", "DeleteOptions"));
     kinds
+}
+
+/// The message of objects of `kind` in `api_version`, if this server has its schema.
+fn schema_of(api_version: &str, kind: &str) -> Option<&'static Message> {
+    KINDS
+        .iter()
+        .find(|(v, k, _)| *v == api_version && *k == kind)
+        .map(|(_, _, schema)| *schema)
 }
 
 /// Decodes a Kubernetes protobuf request body (`k8s\0` + `runtime.Unknown`) sent to the
@@ -1846,17 +728,13 @@ fn decode_body(def: &ResourceDef, bytes: &[u8]) -> Result<Value> {
     } else {
         envelope.api_version
     };
-    let group = api_version
-        .rsplit_once('/')
-        .map_or("", |(group, _version)| group);
     let schema = if kind == "DeleteOptions" {
-        &DELETE_OPTIONS
-    } else if let Some((_, _, schema)) = KINDS.iter().find(|(g, k, _)| *g == group && *k == kind) {
+        &tables::META_V1_DELETE_OPTIONS
+    } else if let Some(schema) = schema_of(&api_version, &kind) {
         schema
     } else {
         return Err(DecodeError::Unsupported(format!(
-            "this server decodes protobuf bodies only for {}; a {kind} ({api_version}) body must be sent as application/json",
-            protobuf_kinds().join(", ")
+            "this server has no protobuf schema for {kind} ({api_version}); send the body as application/json"
         )));
     };
     let fields = decode_message(schema, envelope.raw)?;
@@ -1886,7 +764,7 @@ fn decode_any(body: &[u8]) -> std::result::Result<Value, ApiError> {
     let envelope = decode_envelope(rest).map_err(protobuf_error)?;
     let fields = match encode::shape_of(&envelope.api_version, &envelope.kind) {
         Some(encode::Shape::Object(schema)) => decode_message(schema, envelope.raw),
-        Some(encode::Shape::Status) => decode_message(&encode::STATUS, envelope.raw),
+        Some(encode::Shape::Status) => decode_message(&tables::META_V1_STATUS, envelope.raw),
         Some(encode::Shape::List(schema)) => decode_list(schema, envelope.raw),
         None => Err(DecodeError::Unsupported(format!(
             "no protobuf schema for {} ({})",
@@ -1921,7 +799,7 @@ fn decode_list(schema: &'static Message, bytes: &[u8]) -> Result<Map<String, Val
             1 => {
                 out.insert(
                     "metadata".to_owned(),
-                    Value::Object(decode_message(&encode::LIST_META, value)?),
+                    Value::Object(decode_message(&tables::META_V1_LIST_META, value)?),
                 );
             }
             2 => items.push(Value::Object(decode_message(schema, value)?)),
@@ -2051,9 +929,8 @@ mod tests {
             .str(5, "")
             .str(6, "")
             .uint(7, 0)
-            .msg(8, |t| {
-                t.uint(1, 0).uint(2, 0);
-            });
+            // A zero `metav1.Time` is an empty message (`42 00` in kubectl's bodies).
+            .msg(8, |_| {});
     }
 
     #[test]
@@ -2113,6 +990,93 @@ mod tests {
                     "strategy": {}},
                 "status": {}})
         );
+    }
+
+    /// The Deployment a typed client's create of an ordinary Deployment sends, as Go's JSON
+    /// renders it (zero `omitempty` scalars left out, pointers kept, structs always present).
+    pub(crate) fn ordinary_deployment_json() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "creationTimestamp": null,
+                "labels": {"app": "web"}},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"creationTimestamp": null, "labels": {"app": "web"}},
+                    "spec": {
+                        "volumes": [
+                            {"name": "config", "configMap": {"name": "web-config",
+                                "items": [{"key": "app.conf", "path": "app.conf"}], "defaultMode": 420}},
+                            {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+                            {"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}}
+                        ],
+                        "containers": [{
+                            "name": "web",
+                            "image": "nginx:1.27",
+                            "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                            "env": [
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef":
+                                    {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                                {"name": "PASSWORD", "valueFrom": {"secretKeyRef":
+                                    {"name": "web-secret", "key": "password", "optional": false}}},
+                                {"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef":
+                                    {"containerName": "web", "resource": "limits.cpu", "divisor": "1m"}}}
+                            ],
+                            "envFrom": [{"prefix": "CFG_", "configMapRef": {"name": "web-env"}}],
+                            "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                                "requests": {"cpu": "250m", "memory": "128Mi"}},
+                            "volumeMounts": [
+                                {"name": "config", "readOnly": true, "mountPath": "/etc/web"},
+                                {"name": "cache", "mountPath": "/cache"}
+                            ],
+                            "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http", "scheme": "HTTP"},
+                                "initialDelaySeconds": 5, "timeoutSeconds": 1, "periodSeconds": 10,
+                                "successThreshold": 1, "failureThreshold": 3},
+                            "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 5},
+                            "startupProbe": {"exec": {"command": ["cat", "/tmp/ready"]}, "failureThreshold": 30},
+                            "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+                            "imagePullPolicy": "IfNotPresent",
+                            "securityContext": {"capabilities": {"drop": ["ALL"]}, "runAsUser": 1000,
+                                "runAsNonRoot": true, "readOnlyRootFilesystem": true,
+                                "allowPrivilegeEscalation": false, "seccompProfile": {"type": "RuntimeDefault"}}
+                        }],
+                        "securityContext": {"runAsGroup": 3000, "fsGroup": 2000},
+                        "affinity": {
+                            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [{"matchExpressions": [
+                                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}},
+                            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                {"weight": 100, "podAffinityTerm": {
+                                    "labelSelector": {"matchLabels": {"app": "web"}},
+                                    "topologyKey": "kubernetes.io/hostname"}}]}
+                        },
+                        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}],
+                        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                            "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "web"}}}]
+                    }
+                },
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}}
+            },
+            "status": {}})
+    }
+
+    /// An ordinary Deployment, encoded by protoc (not by this crate) from
+    /// `protobuf/fixtures/deployment.txtpb`, decodes to Go's JSON of it; and the encoder's
+    /// bytes for that JSON decode back to it too.
+    #[test]
+    fn an_ordinary_deployment_from_protoc() {
+        let raw = include_bytes!("../protobuf/fixtures/deployment.pb");
+        let body = envelope("apps/v1", "Deployment", raw);
+        let value = decode_protobuf(&def("deployments"), &body).unwrap();
+        assert_eq!(value, ordinary_deployment_json());
+        // The encoder leaves the zero creation times out (Go reads both alike).
+        let again = encode::encode_protobuf(&value).unwrap();
+        let mut expected = value.clone();
+        for pointer in ["/metadata", "/spec/template/metadata"] {
+            let meta = expected.pointer_mut(pointer).unwrap();
+            meta.as_object_mut().unwrap().remove("creationTimestamp");
+        }
+        assert_eq!(encode::decode_response(&again).unwrap(), expected);
     }
 
     #[test]
@@ -2291,6 +1255,28 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_time_is_null_and_the_epoch_is_a_time() {
+        let mut raw = Enc::default();
+        raw.msg(1, |m| {
+            m.str(1, "x").msg(8, |_| {}).msg(9, |t| {
+                t.uint(1, 0).uint(2, 0);
+            });
+        });
+        let value =
+            decode_protobuf(&def("namespaces"), &envelope("v1", "Namespace", &raw.0)).unwrap();
+        assert_eq!(value["metadata"]["creationTimestamp"], Value::Null);
+        assert_eq!(
+            value["metadata"]["deletionTimestamp"],
+            "1970-01-01T00:00:00Z"
+        );
+        let body = encode::encode_protobuf(&value).unwrap();
+        assert_eq!(
+            encode::decode_response(&body).unwrap()["metadata"]["deletionTimestamp"],
+            "1970-01-01T00:00:00Z"
+        );
+    }
+
+    #[test]
     fn delete_options_decode_for_any_resource() {
         let mut raw = Enc::default();
         raw.uint(1, 0).str(4, "Background").str(5, "All");
@@ -2311,13 +1297,14 @@ mod tests {
         })
         .msg(2, |spec| {
             spec.msg(2, |c| {
-                c.str(1, "c").msg(10, |_| {}); // livenessProbe: not in the tables
+                // livenessProbe is known; field 99 is in no Kubernetes version.
+                c.str(1, "c").msg(10, |_| {}).msg(99, |_| {});
             });
         });
         let error = decode_protobuf(&def("pods"), &envelope("v1", "Pod", &raw.0)).unwrap_err();
         assert_eq!(error.code, 415);
         assert!(
-            error.message.contains("field number 10"),
+            error.message.contains("field number 99"),
             "{}",
             error.message
         );
@@ -2330,14 +1317,18 @@ mod tests {
 
     #[test]
     fn unsupported_kind_is_a_415() {
-        let body = envelope("storage.k8s.io/v1", "StorageClass", &[]);
+        // Custom resources have no protobuf schema, in kube-apiserver either.
+        let body = envelope("example.com/v1", "Widget", &[]);
         let error = decode_protobuf(&def("pods"), &body).unwrap_err();
         assert_eq!(error.code, 415);
         assert!(
-            error.message.contains("StorageClass (storage.k8s.io/v1)"),
+            error.message.contains("Widget (example.com/v1)"),
             "{}",
             error.message
         );
+        // A served kind in a version this server does not serve.
+        let body = envelope("autoscaling/v1", "HorizontalPodAutoscaler", &[]);
+        assert_eq!(decode_protobuf(&def("pods"), &body).unwrap_err().code, 415);
     }
 
     #[test]

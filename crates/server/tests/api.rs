@@ -395,6 +395,125 @@ async fn etcdctl_writes_show_up() {
     server.shutdown().await;
 }
 
+/// Goal: an object the protobuf schemas cannot hold (here a field of a later Kubernetes,
+/// written into etcd by another tool) is never encoded partly: JSON when the client accepts it,
+/// 406 naming the message and field for protobuf only, and a protobuf watch that meets it ends
+/// with 410 so that the client lists again; later watches that accept JSON get JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_falls_back_for_objects_outside_the_schemas() {
+    use watchkeeper_api::protobuf::decode_response;
+    let prefix = unique_prefix();
+    let server = server_with(ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_prefix: Some(prefix.clone()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let client_go = "application/vnd.kubernetes.protobuf, application/json";
+    let protobuf_only = "application/vnd.kubernetes.protobuf";
+    let call = |method: &'static str, path: String, accept: &'static str| async move {
+        watchkeeper_testkit::request(addr, method, &path, &[("accept", accept)], b"")
+            .await
+            .unwrap()
+    };
+    let pods = "/api/v1/namespaces/default/pods";
+    let (_, list) = get_json(addr, pods).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut pod_watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[("accept", client_go)],
+    )
+    .await
+    .unwrap();
+    // `restartPolicyRules` is a container field of Kubernetes 1.34.
+    let value = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"later","namespace":"default"},"spec":{"containers":[{"name":"c","image":"nginx","restartPolicy":"Never","restartPolicyRules":[{"action":"Restart","exitCodes":{"operator":"In","values":[42]}}]}]}}"#;
+    let output = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args([
+            "--endpoints",
+            &etcd_endpoint(),
+            "put",
+            &format!("{prefix}/pods/default/later"),
+            value,
+        ])
+        .output()
+        .await
+        .expect("etcdctl runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut received = Vec::new();
+    let events = protobuf_events(&mut pod_watch, &mut received, 1).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0, "ERROR");
+    assert_eq!(events[0].1["code"], 410);
+    assert_eq!(events[0].1["reason"], "Expired");
+    tokio::time::timeout(HANG_GUARD, async {
+        while !pod_watch.ended {
+            pod_watch.read_some().await.unwrap();
+        }
+    })
+    .await
+    .expect("the watch ends");
+    let fallback = call("GET", format!("{pods}/later"), client_go).await;
+    assert_eq!(
+        (fallback.status, fallback.header("content-type")),
+        (200, Some("application/json"))
+    );
+    assert_eq!(
+        fallback.json()["spec"]["containers"][0]["restartPolicyRules"][0]["action"],
+        "Restart"
+    );
+    let listed = call("GET", pods.to_owned(), client_go).await;
+    assert_eq!(
+        (listed.status, listed.header("content-type")),
+        (200, Some("application/json"))
+    );
+    assert_eq!(listed.json()["items"][0]["metadata"]["name"], "later");
+    for path in [format!("{pods}/later"), pods.to_owned()] {
+        let refused = call("GET", path, protobuf_only).await;
+        assert_eq!(refused.status, 406);
+        let status = decode_response(&refused.body).unwrap();
+        assert_eq!(status["reason"], "NotAcceptable");
+        let message = status["message"].as_str().unwrap();
+        assert!(message.contains("\"restartPolicyRules\""), "{status}");
+        assert!(message.contains("io.k8s.api.core.v1.Container"), "{status}");
+    }
+    // From then on pods are watched in JSON by clients that accept it (no 410 per such pod);
+    // a protobuf-only client still gets protobuf.
+    for (accept, content_type) in [
+        (client_go, "content-type: application/json"),
+        (
+            protobuf_only,
+            "content-type: application/vnd.kubernetes.protobuf;stream=watch",
+        ),
+    ] {
+        let watch = watchkeeper_testkit::RawWatch::open(
+            addr,
+            &format!("{pods}?watch=true&resourceVersion={rv}"),
+            None,
+            &[("accept", accept)],
+        )
+        .await
+        .unwrap();
+        assert!(
+            watch.head.to_ascii_lowercase().contains(content_type),
+            "{}",
+            watch.head
+        );
+    }
+    server.shutdown().await;
+}
+
 /// Goal: bad input gets a clear Status with the right code and loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_requests_get_clear_statuses() {
@@ -1042,6 +1161,25 @@ async fn scale_subresource() {
     assert_eq!(stored["spec"]["serviceName"], "db");
     assert_eq!(stored["metadata"]["labels"]["keep"], "me");
 
+    // The Scale read in protobuf (autoscaling/v1).
+    let (_, json_scale) = get_json(server.addr, &scale_path).await;
+    let protobuf = "application/vnd.kubernetes.protobuf";
+    let got = watchkeeper_testkit::request(
+        server.addr,
+        "GET",
+        &scale_path,
+        &[("accept", protobuf)],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (got.status, got.header("content-type")),
+        (200, Some(protobuf))
+    );
+    let decoded = watchkeeper_api::protobuf::decode_response(&got.body).unwrap();
+    assert_eq!(decoded, without_empty(&json_scale));
+
     let (code, _) = get_json(
         server.addr,
         "/apis/apps/v1/namespaces/default/daemonsets/x/scale",
@@ -1274,8 +1412,9 @@ async fn protobuf_events(
 
 /// Goal: `Accept: application/vnd.kubernetes.protobuf` gets protobuf for kinds with schemas —
 /// GET, LIST, WATCH (length-framed WatchEvents, bookmarks, errors), writes and Status errors —
-/// that decode to the JSON answers; an object outside the schemas falls back to JSON (or 406,
-/// or ends a protobuf watch with 410); a custom resource is JSON, or 406 for protobuf only.
+/// that decode to the JSON answers, pods with probes, volumes and a full status included; a
+/// typed client's protobuf create of an ordinary Deployment is stored as its JSON twin; a
+/// custom resource is JSON, or 406 for protobuf only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protobuf_responses() {
     use watchkeeper_api::protobuf::decode_response;
@@ -1399,8 +1538,8 @@ async fn protobuf_responses() {
     assert_eq!(events[3].0, "DELETED");
     assert_eq!(events[3].1["metadata"]["name"], "p1");
 
-    // A pod with a field outside the schemas (a probe): JSON when the client accepts it, 406
-    // for protobuf only, and a protobuf watch ends with 410 so that the client lists again.
+    // Pods are answered in protobuf whole: a spec with probes, volumes and affinity, and a
+    // full status as a kubelet writes it (the tables are Kubernetes' whole schemas).
     let pods = "/api/v1/namespaces/default/pods";
     let mut pod_watch = watchkeeper_testkit::RawWatch::open(
         addr,
@@ -1412,7 +1551,16 @@ async fn protobuf_responses() {
     .unwrap();
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"},
         "spec": {"containers": [{"name": "c", "image": "nginx",
-            "livenessProbe": {"httpGet": {"path": "/", "port": 80}}}]}});
+            "livenessProbe": {"httpGet": {"path": "/", "port": 80}},
+            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 3},
+            "volumeMounts": [{"name": "v", "mountPath": "/v", "readOnly": true}],
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
+            "volumes": [{"name": "v", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]}}],
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                 "topologyKey": "kubernetes.io/hostname"}]}}}});
     let created = call(
         "POST",
         pods.to_owned(),
@@ -1421,81 +1569,139 @@ async fn protobuf_responses() {
     )
     .await;
     assert_eq!(created.status, 201);
-    assert_eq!(created.header("content-type"), Some("application/json"));
-    let fallback = call("GET", format!("{pods}/probed"), client_go, vec![]).await;
     assert_eq!(
-        (fallback.status, fallback.header("content-type")),
-        (200, Some("application/json"))
+        created.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
     );
+    let (_, mut stored) = get_json(addr, &format!("{pods}/probed")).await;
+    stored["status"] = json!({
+        "phase": "Running",
+        "observedGeneration": 1,
+        "conditions": [
+            {"type": "PodReadyToStartContainers", "status": "True", "lastProbeTime": null,
+             "lastTransitionTime": "2026-11-29T15:00:00Z"},
+            {"type": "Ready", "status": "False", "lastProbeTime": null,
+             "lastTransitionTime": "2026-11-29T15:00:03Z", "reason": "ContainersNotReady",
+             "message": "containers with unready status: [c]"}],
+        "hostIP": "10.0.0.7", "hostIPs": [{"ip": "10.0.0.7"}, {"ip": "fd00::7"}],
+        "podIP": "10.244.1.9", "podIPs": [{"ip": "10.244.1.9"}, {"ip": "fd00:244::9"}],
+        "startTime": "2026-11-29T15:00:00Z",
+        "qosClass": "Guaranteed",
+        "containerStatuses": [{
+            "name": "c",
+            "state": {"running": {"startedAt": "2026-11-29T15:00:02Z"}},
+            "lastState": {"terminated": {"exitCode": 137, "signal": 9, "reason": "OOMKilled",
+                "message": "out of memory", "startedAt": "2026-11-29T14:00:00Z",
+                "finishedAt": "2026-11-29T14:59:59Z", "containerID": "containerd://abc"}},
+            "ready": false, "restartCount": 1, "image": "docker.io/library/nginx:latest",
+            "imageID": "docker.io/library/nginx@sha256:0123", "containerID": "containerd://def",
+            "started": true,
+            "allocatedResources": {"cpu": "1", "memory": "1Gi"},
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            "volumeMounts": [{"name": "v", "mountPath": "/v", "readOnly": true,
+                "recursiveReadOnly": "Disabled"}],
+            "user": {"linux": {"uid": 101, "gid": 101, "supplementalGroups": [101]}}
+        }]
+    });
+    let updated = call(
+        "PUT",
+        format!("{pods}/probed/status"),
+        "application/json",
+        stored.to_string().into_bytes(),
+    )
+    .await;
     assert_eq!(
-        fallback.json()["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"],
-        80
+        updated.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&updated.body)
     );
-    let listed = call("GET", pods.to_owned(), client_go, vec![]).await;
+    let (_, json_pod) = get_json(addr, &format!("{pods}/probed")).await;
     assert_eq!(
-        (listed.status, listed.header("content-type")),
-        (200, Some("application/json"))
+        json_pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"],
+        "OOMKilled"
     );
-    assert_eq!(listed.json()["items"][0]["metadata"]["name"], "probed");
-    for path in [format!("{pods}/probed"), pods.to_owned()] {
-        let refused = call("GET", path, protobuf_only, vec![]).await;
-        assert_eq!(refused.status, 406);
-        let status = decode_response(&refused.body).unwrap();
-        assert_eq!(status["reason"], "NotAcceptable");
-        assert!(
-            status["message"]
-                .as_str()
-                .unwrap()
-                .contains("\"livenessProbe\""),
-            "{status}"
+    for accept in [client_go, protobuf_only] {
+        let got = call("GET", format!("{pods}/probed"), accept, vec![]).await;
+        assert_eq!(
+            (got.status, got.header("content-type")),
+            (200, Some("application/vnd.kubernetes.protobuf"))
+        );
+        assert_eq!(
+            decode_response(&got.body).unwrap(),
+            without_empty(&json_pod)
         );
     }
-    let mut received = Vec::new();
-    let events = protobuf_events(&mut pod_watch, &mut received, 1).await;
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0].0, "ERROR");
-    assert_eq!(events[0].1["code"], 410);
-    assert_eq!(events[0].1["reason"], "Expired");
-    tokio::time::timeout(HANG_GUARD, async {
-        while !pod_watch.ended {
-            pod_watch.read_some().await.unwrap();
-        }
-    })
-    .await
-    .expect("the watch ends");
-    // From then on pods are watched in JSON by clients that accept it (no 410 per such pod);
-    // a protobuf-only client still gets protobuf.
-    let json_watch = watchkeeper_testkit::RawWatch::open(
-        addr,
-        &format!("{pods}?watch=true&resourceVersion={rv}"),
-        None,
-        &[("accept", client_go)],
-    )
-    .await
-    .unwrap();
-    assert!(
-        json_watch
-            .head
-            .to_ascii_lowercase()
-            .contains("content-type: application/json"),
-        "{}",
-        json_watch.head
+    let listed = call("GET", pods.to_owned(), client_go, vec![]).await;
+    assert_eq!(
+        listed.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf")
     );
-    let protobuf_watch = watchkeeper_testkit::RawWatch::open(
+    let list = decode_response(&listed.body).unwrap();
+    let mut item = json_pod.clone();
+    item.as_object_mut().unwrap().remove("apiVersion");
+    item.as_object_mut().unwrap().remove("kind");
+    assert_eq!(list["items"], json!([without_empty(&item)]));
+    let mut received = Vec::new();
+    let events = protobuf_events(&mut pod_watch, &mut received, 2).await;
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["ADDED", "MODIFIED"]);
+    assert_eq!(events[1].1, without_empty(&json_pod));
+
+    // A typed client's create of an ordinary Deployment (volumes, volumeMounts, probes,
+    // affinity, resources, securityContext, env valueFrom), its protobuf encoded by protoc:
+    // stored as the same JSON as a JSON create of what it decodes to.
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let raw = include_bytes!("../../api/protobuf/fixtures/deployment.pb");
+    let body = watchkeeper_api::protobuf::envelope("apps/v1", "Deployment", raw);
+    let made = watchkeeper_testkit::request(
         addr,
-        &format!("{pods}?watch=true&resourceVersion={rv}"),
-        None,
-        &[("accept", protobuf_only)],
+        "POST",
+        deployments,
+        &[
+            ("accept", "application/json"),
+            ("content-type", "application/vnd.kubernetes.protobuf"),
+        ],
+        &body,
     )
     .await
     .unwrap();
-    assert!(
-        protobuf_watch
-            .head
-            .to_ascii_lowercase()
-            .contains("content-type: application/vnd.kubernetes.protobuf;stream=watch"),
-        "{}",
-        protobuf_watch.head
+    assert_eq!(made.status, 201, "{}", String::from_utf8_lossy(&made.body));
+    let definition = watchkeeper_api::builtin_resources()
+        .into_iter()
+        .find(|d| d.plural == "deployments")
+        .unwrap();
+    let mut twin = watchkeeper_api::decode_protobuf(&definition, &body).unwrap();
+    assert_eq!(
+        twin["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"],
+        "http"
+    );
+    twin["metadata"]["name"] = json!("web-json");
+    let (status, _) = send_json(addr, "POST", deployments, &twin).await;
+    assert_eq!(status, 201);
+    let comparable = |mut object: Value| {
+        let meta = object["metadata"].as_object_mut().unwrap();
+        for key in ["name", "uid", "resourceVersion", "creationTimestamp"] {
+            meta.remove(key);
+        }
+        for entry in meta["managedFields"].as_array_mut().unwrap() {
+            entry.as_object_mut().unwrap().remove("time");
+        }
+        object
+    };
+    let (_, from_protobuf) = get_json(addr, &format!("{deployments}/web")).await;
+    let (_, from_json) = get_json(addr, &format!("{deployments}/web-json")).await;
+    assert_eq!(comparable(from_protobuf.clone()), comparable(from_json));
+    assert_eq!(
+        from_protobuf["spec"]["template"]["spec"]["volumes"][1]["emptyDir"]["sizeLimit"],
+        "1Gi"
+    );
+    // And read back in protobuf, whole.
+    let got = call("GET", format!("{deployments}/web"), protobuf_only, vec![]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(
+        decode_response(&got.body).unwrap(),
+        without_empty(&from_protobuf)
     );
 
     // A custom resource has no protobuf: JSON for client-go, 406 for protobuf only.
