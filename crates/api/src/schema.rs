@@ -327,8 +327,59 @@ fn schemas() -> &'static Schemas {
         for definition in definitions.values_mut() {
             strip_descriptions(definition);
         }
+        add_markers(&mut definitions, &markers());
         Schemas { definitions, roots }
     })
+}
+
+/// Kubernetes' list, map and patch markers of the definitions the served kinds reach
+/// (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`,
+/// `x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`), extracted from Kubernetes'
+/// published OpenAPI document of v1.33 by `data/extract-markers.py` (its `origin` entry says
+/// from where; Apache-2.0). k8s-openapi's schemas leave these extensions out.
+const MARKERS: &str = include_str!("../data/kubernetes-markers.json");
+
+/// The `definitions` of [`MARKERS`]: definition name → its own markers and `properties` →
+/// field → the field's markers.
+fn markers() -> Map<String, Value> {
+    match serde_json::from_str::<Value>(MARKERS) {
+        Ok(Value::Object(mut document)) => match document.remove("definitions") {
+            Some(Value::Object(definitions)) => definitions,
+            _ => Map::new(),
+        },
+        _ => Map::new(),
+    }
+}
+
+/// Writes the markers into the definitions: a definition's own (`x-kubernetes-map-type:
+/// atomic` of an atomic struct) into the definition, a field's into its property node, as
+/// Kubernetes' OpenAPI documents carry them.
+fn add_markers(definitions: &mut Map<String, Value>, markers: &Map<String, Value>) {
+    for (name, entry) in markers {
+        let (Some(Value::Object(definition)), Value::Object(entry)) =
+            (definitions.get_mut(name), entry)
+        else {
+            continue;
+        };
+        for (key, value) in entry {
+            if key == "properties" {
+                continue;
+            }
+            definition.insert(key.clone(), value.clone());
+        }
+        let (Some(Value::Object(fields)), Some(Value::Object(properties))) =
+            (entry.get("properties"), definition.get_mut("properties"))
+        else {
+            continue;
+        };
+        for (field, field_markers) in fields {
+            if let (Some(Value::Object(node)), Value::Object(field_markers)) =
+                (properties.get_mut(field), field_markers)
+            {
+                node.extend(field_markers.clone());
+            }
+        }
+    }
 }
 
 /// The Go type name of a definition: its package's last element and the type name
@@ -1519,6 +1570,61 @@ mod tests {
         assert_eq!(
             struct_name_of_definition("io.k8s.api.apps.v1.DeploymentSpec"),
             "DeploymentSpec"
+        );
+    }
+    #[test]
+    fn markers_cover_exactly_the_served_definitions() {
+        // The checked-in extract and k8s-openapi's definitions must describe the same types:
+        // a kind served without its markers, or markers of a field the schemas lack, is drift
+        // (regenerate with data/extract-markers.py).
+        let markers = markers();
+        let schemas = schemas();
+        let extracted: std::collections::BTreeSet<&String> = markers.keys().collect();
+        let served: std::collections::BTreeSet<&String> = schemas.definitions.keys().collect();
+        assert_eq!(extracted, served);
+        for (name, entry) in &markers {
+            let definition = &schemas.definitions[name];
+            for (field, field_markers) in entry
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let node = definition
+                    .pointer(&format!("/properties/{field}"))
+                    .unwrap_or_else(|| panic!("{name}.{field} is not in the schema"));
+                for (key, value) in field_markers.as_object().unwrap() {
+                    assert_eq!(node.get(key), Some(value), "{name}.{field} {key}");
+                }
+            }
+        }
+        let origin = serde_json::from_str::<Value>(MARKERS).unwrap()["origin"].clone();
+        assert_eq!(origin["kubernetes"], "1.33");
+        assert!(
+            origin["license"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("Apache-2.0"))
+        );
+    }
+
+    #[test]
+    fn markers_are_in_the_schemas() {
+        let definitions = &schemas().definitions;
+        let containers = &definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        assert_eq!(
+            containers["x-kubernetes-list-map-keys"],
+            serde_json::json!(["name"])
+        );
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(
+            definitions["io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"]["x-kubernetes-map-type"],
+            "atomic"
+        );
+        assert_eq!(
+            definitions["io.k8s.api.core.v1.ServiceSpec"]["properties"]["selector"]["x-kubernetes-map-type"],
+            "atomic"
         );
     }
 }

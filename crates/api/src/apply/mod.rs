@@ -119,7 +119,9 @@ pub fn default_manager(user_agent: &str) -> String {
     prefix.chars().take(128).collect()
 }
 
-fn schema_root(def: &ResourceDef) -> Ty<'static> {
+/// The schema position of `def`'s root: its kind's definitions, or deduced for kinds without
+/// one (custom resources).
+pub(crate) fn schema_root(def: &ResourceDef) -> Ty<'static> {
     match crate::schema::definitions_of(def) {
         Some((definitions, root)) => Ty::root(definitions, root),
         None => Ty::deduced(),

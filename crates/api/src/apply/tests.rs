@@ -301,6 +301,44 @@ fn atomic_lists_are_replaced_and_conflict_whole() {
 }
 
 #[test]
+fn list_and_map_types_come_from_the_published_markers() {
+    // Webhooks of a ValidatingWebhookConfiguration are a list-map by `name`: two appliers'
+    // webhooks coexist, where an atomic list would conflict.
+    let d = def("ValidatingWebhookConfiguration");
+    let config = |name: &str| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": "v"}, "webhooks": [{"name": name, "sideEffects": "None"}]})
+    };
+    let one = applied(&d, None, &config("a.example.com"), "alice", false).unwrap();
+    let two = applied(&d, Some(&one), &config("b.example.com"), "bob", false).unwrap();
+    assert_eq!(two["webhooks"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        entry(&two, "bob", "Apply").unwrap()["fieldsV1"],
+        json!({"f:webhooks": {"k:{\"name\":\"b.example.com\"}": {".": {}, "f:name": {}, "f:sideEffects": {}}}})
+    );
+    // A RoleBinding's roleRef is an atomic struct (`x-kubernetes-map-type: atomic` on RoleRef):
+    // one leaf, not its fields.
+    let d = def("RoleBinding");
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "r", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}});
+    let object = applied(&d, None, &binding, "alice", false).unwrap();
+    assert_eq!(
+        entry(&object, "alice", "Apply").unwrap()["fieldsV1"],
+        json!({"f:roleRef": {}})
+    );
+    // A pod's hostIPs are atomic in v1.33 (only podIPs merge by `ip`).
+    let d = def("Pod");
+    let status = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "status": {"hostIPs": [{"ip": "10.0.0.1"}], "podIPs": [{"ip": "10.1.0.1"}]}});
+    let object = applied(&d, None, &status, "alice", false).unwrap();
+    assert_eq!(
+        entry(&object, "alice", "Apply").unwrap()["fieldsV1"],
+        json!({"f:status": {"f:hostIPs": {}, "f:podIPs": {"k:{\"ip\":\"10.1.0.1\"}": {".": {}, "f:ip": {}}}}})
+    );
+}
+
+#[test]
 fn custom_resources_are_deduced() {
     let mut d = def("ConfigMap");
     d.group = "example.com".to_owned();
