@@ -891,6 +891,9 @@ pub enum StrictField {
     /// A declared field given twice in one object (`duplicate field "spec.x"`); the last value
     /// is the one kept, as in Go.
     Duplicate(String),
+    /// A field of a JSON patch's operations (`json patch unknown field "[0].foo"`,
+    /// `json patch duplicate field "[1].path"`).
+    JsonPatch(Box<StrictField>),
 }
 
 impl std::fmt::Display for StrictField {
@@ -898,6 +901,7 @@ impl std::fmt::Display for StrictField {
         match self {
             StrictField::Unknown(path) => write!(f, "unknown field {path:?}"),
             StrictField::Duplicate(path) => write!(f, "duplicate field {path:?}"),
+            StrictField::JsonPatch(field) => write!(f, "json patch {field}"),
         }
     }
 }
@@ -909,7 +913,6 @@ impl std::fmt::Display for StrictField {
 /// [`prune_unknown_fields`]' list) or the kind has no schema here.
 #[must_use]
 pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>> {
-    use serde::de::DeserializeSeed as _;
     if !def.is_builtin() {
         return None;
     }
@@ -918,8 +921,41 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
         .roots
         .get(&(def.group.as_str(), def.kind.as_str()))?;
     let schema = schemas.definitions.get(root)?;
+    strict_walk(&schemas.definitions, Node::Schema(schema), body)
+}
+
+/// The duplicate fields of a JSON body decoded without a schema (Go's strict decoding into
+/// `map[string]interface{}`: a merge or strategic merge patch, a custom resource), in the
+/// order of its text: `duplicate field "spec.paused"`, with list positions
+/// (`spec.containers[0].name`). `None` when the body is not JSON.
+#[must_use]
+pub fn duplicate_fields(body: &[u8]) -> Option<Vec<StrictField>> {
+    strict_walk(&Map::new(), Node::Free, body)
+}
+
+/// The strict-decoding errors of a JSON patch's operations, as kube-apiserver reports them
+/// when it decodes the patch into its operation type (`op`, `path`, `from`, `value`): `json
+/// patch unknown field "[0].foo"`, `json patch duplicate field "[1].path"`, in the order of
+/// the text. `None` when the body is not JSON.
+#[must_use]
+pub fn json_patch_fields(body: &[u8]) -> Option<Vec<StrictField>> {
+    let fields = strict_walk(&Map::new(), Node::Operations, body)?;
+    Some(
+        fields
+            .into_iter()
+            .map(|field| StrictField::JsonPatch(Box::new(field)))
+            .collect(),
+    )
+}
+
+fn strict_walk(
+    definitions: &Map<String, Value>,
+    node: Node<'_>,
+    body: &[u8],
+) -> Option<Vec<StrictField>> {
+    use serde::de::DeserializeSeed as _;
     let walk = Walk {
-        definitions: &schemas.definitions,
+        definitions,
         path: Vec::new(),
         first: None,
     };
@@ -928,7 +964,7 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     StrictSeed {
         walk: &walk,
-        schema,
+        node,
         path: &mut path,
         found: &mut found,
     }
@@ -938,10 +974,23 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
     Some(found)
 }
 
+/// What a strict walk reads a value as.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    /// A node of a kind's schema.
+    Schema(&'a Value),
+    /// `interface{}`: objects are maps (every key known) of free values.
+    Free,
+    /// A JSON patch: a list of operations.
+    Operations,
+    /// One JSON patch operation: `op`, `path`, `from` and a free `value`.
+    Operation,
+}
+
 /// One value of a body, read against its schema node (see [`strict_fields`]).
 struct StrictSeed<'w, 'a> {
     walk: &'w Walk<'a>,
-    schema: &'a Value,
+    node: Node<'a>,
     path: &'w mut String,
     found: &'w mut Vec<StrictField>,
 }
@@ -981,9 +1030,14 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let items = match self.walk.shape(self.schema).0 {
-            Shape::Array(items) => Some(items),
-            _ => None,
+        let items = match self.node {
+            Node::Schema(schema) => match self.walk.shape(schema).0 {
+                Shape::Array(items) => Some(Node::Schema(items)),
+                _ => None,
+            },
+            Node::Free => Some(Node::Free),
+            Node::Operations => Some(Node::Operation),
+            Node::Operation => None,
         };
         let start = self.path.len();
         let mut index = 0usize;
@@ -995,7 +1049,7 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
                     let more = seq
                         .next_element_seed(StrictSeed {
                             walk: self.walk,
-                            schema: items,
+                            node: items,
                             path: &mut *self.path,
                             found: &mut *self.found,
                         })?
@@ -1013,15 +1067,23 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let (properties, values) = match self.walk.shape(self.schema).0 {
-            Shape::Struct(_, properties) => (Some(properties), None),
-            Shape::Map(values) => (None, Some(values)),
-            _ => (None, None),
+        // What a key names: `None` for a key this node does not declare, `Some(None)` for a
+        // declared key whose value is not walked further.
+        let (properties, values, fixed): (_, _, &[&str]) = match self.node {
+            Node::Schema(schema) => match self.walk.shape(schema).0 {
+                Shape::Struct(_, properties) => (Some(properties), None, &[]),
+                Shape::Map(values) => (None, Some(Node::Schema(values)), &[]),
+                _ => (None, None, &[]),
+            },
+            Node::Free => (None, Some(Node::Free), &[]),
+            Node::Operation => (None, None, &["op", "path", "from", "value"]),
+            Node::Operations => (None, None, &[]),
         };
+        let walked = properties.is_some() || values.is_some() || !fixed.is_empty();
         let start = self.path.len();
         let mut seen = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if properties.is_none() && values.is_none() {
+            if !walked {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             }
@@ -1030,18 +1092,30 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
             }
             self.path.push_str(&key);
             let first = seen.insert(key.clone().into_owned());
-            let schema = match (properties, values) {
-                (Some(properties), _) => properties.get(key.as_ref()),
-                (None, values) => values,
+            let node = match (properties, values) {
+                (Some(properties), _) => properties.get(key.as_ref()).map(Node::Schema),
+                (None, Some(values)) => Some(values),
+                (None, None) if key == "value" => Some(Node::Free),
+                (None, None) if fixed.contains(&key.as_ref()) => Some(Node::Operation),
+                (None, None) => None,
             };
-            match schema {
-                Some(schema) => {
+            match node {
+                Some(node) => {
                     if !first {
                         self.found.push(StrictField::Duplicate(self.path.clone()));
                     }
+                    let node = match node {
+                        // `op`, `path` and `from` are strings: nothing below them.
+                        Node::Operation => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            self.path.truncate(start);
+                            continue;
+                        }
+                        other => other,
+                    };
                     map.next_value_seed(StrictSeed {
                         walk: self.walk,
-                        schema,
+                        node,
                         path: &mut *self.path,
                         found: &mut *self.found,
                     })?;
@@ -1118,6 +1192,96 @@ pub fn strict_body_error(def: &ResourceDef, fields: &[StrictField]) -> ApiError 
         kind = def.kind,
         version = def.version
     ))
+}
+
+/// The 422 a patch gets under `fieldValidation=Strict` when its body or its result has
+/// fields a strict decoder reports (`fields`, the patch's own first): kube-apiserver's patch
+/// handler answers `Invalid` with one cause on the field `patch`, whose value is the patched
+/// object's JSON for JSON and merge patches and the decoded patch as Go prints a map
+/// (`map[spec:map[paused:false]]`) for strategic merge patches: ` "" is invalid: patch:
+/// Invalid value: "...": strict decoding error: duplicate field "spec.paused", unknown field
+/// "spec.x"`.
+#[must_use]
+pub fn strict_patch_error(
+    patch_type: crate::patch::PatchType,
+    patched: &Value,
+    patch: &[u8],
+    fields: &[StrictField],
+) -> ApiError {
+    let value = match patch_type {
+        crate::patch::PatchType::StrategicMerge => serde_json::from_slice::<Value>(patch)
+            .map(|patch| go_text(&patch))
+            .unwrap_or_default(),
+        _ => patched.to_string(),
+    };
+    ApiError::invalid_unnamed(vec![(
+        "patch".to_owned(),
+        format!("Invalid value: {value:?}: {}", strict_message(fields)),
+        "FieldValueInvalid".to_owned(),
+    )])
+}
+
+/// A decoded JSON value as Go's `%v` prints an `interface{}` holding it: maps as
+/// `map[k:v ...]` with sorted keys, lists as `[a b]`, strings bare, `null` as `<nil>`,
+/// integers as integers and other numbers as `strconv.FormatFloat(f, 'g', -1, 64)`.
+fn go_text(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Null => out.push_str("<nil>"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::String(text) => out.push_str(text),
+            Value::Number(number) => match (number.as_i64(), number.as_u64(), number.as_f64()) {
+                (Some(i), _, _) => out.push_str(&i.to_string()),
+                (None, Some(u), _) => out.push_str(&u.to_string()),
+                (None, None, Some(f)) => out.push_str(&go_float(f)),
+                _ => out.push_str(&number.to_string()),
+            },
+            Value::Array(items) => {
+                out.push('[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                out.push_str("map[");
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for (index, key) in keys.into_iter().enumerate() {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    out.push_str(key);
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push(']');
+            }
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// `strconv.FormatFloat(f, 'g', -1, 64)`: the shortest digits, in exponent form (`1e+06`,
+/// `1.5e-05`) when the exponent is below -4 or at least 6.
+fn go_float(f: f64) -> String {
+    let scientific = format!("{f:e}");
+    let Some((mantissa, exponent)) = scientific.split_once('e') else {
+        return scientific;
+    };
+    let Ok(exponent) = exponent.parse::<i32>() else {
+        return scientific;
+    };
+    if (-4..6).contains(&exponent) {
+        return f.to_string();
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
 }
 
 /// Checks a create or update body: 400 BadRequest as kube-apiserver's
@@ -1626,5 +1790,58 @@ mod tests {
             definitions["io.k8s.api.core.v1.ServiceSpec"]["properties"]["selector"]["x-kubernetes-map-type"],
             "atomic"
         );
+    }
+    #[test]
+    fn patch_bodies_strict_fields() {
+        // kube-apiserver's field validation test bodies and messages.
+        let merge =
+            br#"{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2",
+            "paused": true, "paused": false, "template": {"spec": {"containers": [{
+            "name": "nginx", "image": "nginx:latest", "unknownNested": "val1",
+            "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"#;
+        let fields: Vec<String> = duplicate_fields(merge)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                r#"duplicate field "spec.unknownDupe""#,
+                r#"duplicate field "spec.paused""#,
+                r#"duplicate field "spec.template.spec.containers[0].imagePullPolicy""#
+            ]
+        );
+        let json_patch = br#"[
+            {"op": "add", "path": "/spec/unknown1", "value": "val1", "foo":"bar"},
+            {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": "val1"},
+            {"op": "add", "path": "/spec/x", "value": {"a": 1, "a": 2}}]"#;
+        let fields: Vec<String> = json_patch_fields(json_patch)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                r#"json patch unknown field "[0].foo""#,
+                r#"json patch duplicate field "[1].path""#,
+                r#"json patch duplicate field "[2].value.a""#
+            ]
+        );
+        assert_eq!(duplicate_fields(b"{not json"), None);
+        assert_eq!(duplicate_fields(br#"{"a": [1, {"b": 1}]}"#), Some(vec![]));
+    }
+
+    #[test]
+    fn go_prints_patch_maps() {
+        let patch = serde_json::json!({"spec": {"paused": false, "n": null, "list": ["a", 1, 2.5],
+            "big": 1_000_000.0, "small": 0.000_01, "mid": 123_456.0, "int": 7}, "a": "x y"});
+        assert_eq!(
+            go_text(&patch),
+            "map[a:x y spec:map[big:1e+06 int:7 list:[a 1 2.5] mid:123456 n:<nil> paused:false small:1e-05]]"
+        );
+        assert_eq!(go_float(1_234_567.0), "1.234567e+06");
+        assert_eq!(go_float(0.0001), "0.0001");
     }
 }
