@@ -226,7 +226,7 @@ pub fn apply_patch_with_limits(
                 )));
             }
             let patch = decode(patch, "strategic merge patch")?;
-            strategic_merge_patch(original, &patch, crate::apply::schema_root(def))?
+            strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
     if !result.is_object() {
@@ -1208,7 +1208,7 @@ mod tests {
     /// The type at a dotted path of `plural`'s kind; `[]` steps into a list's items.
     fn ty_at(plural: &str, path: &str) -> Ty<'static> {
         path.split('.')
-            .fold(crate::apply::schema_root(&def(plural)), |ty, step| {
+            .fold(crate::apply::schema_root(&def(plural), None), |ty, step| {
                 if step == "[]" {
                     ty.items()
                 } else {

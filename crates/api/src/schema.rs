@@ -761,6 +761,12 @@ pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
     }
 }
 
+/// Every definition the built-in kinds reach (with their markers): custom resources'
+/// `metadata` is typed by its `ObjectMeta`.
+pub(crate) fn definitions() -> &'static Map<String, Value> {
+    &schemas().definitions
+}
+
 /// The schema definitions of the built-in kinds and the root definition name of `def`'s kind
 /// (`None` for custom resources and kinds without a published schema). Server-side apply walks
 /// objects with them.

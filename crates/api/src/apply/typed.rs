@@ -11,10 +11,11 @@
 //! `map` with `x-kubernetes-list-map-keys`); without one, a list whose
 //! `x-kubernetes-patch-strategy` merges is associative by its `x-kubernetes-patch-merge-key`
 //! (a set without one); every other list is atomic. A struct or map is atomic with
-//! `x-kubernetes-map-type: atomic` (on the field or on the referenced definition). Kinds
-//! without a schema (custom resources) and fields a schema does not declare are *deduced*,
-//! as structured-merge-diff's deduced schema: objects are maps whose every key is a member,
-//! lists are atomic.
+//! `x-kubernetes-map-type: atomic` (on the field or on the referenced definition). A custom
+//! resource is typed by its CRD's structural schema ([`Ty::custom`]: the same markers, inline,
+//! and `metadata` as the built-in `ObjectMeta`). Kinds without a schema and fields a schema
+//! does not declare are *deduced*, as structured-merge-diff's deduced schema: objects are maps
+//! whose every key is a member, lists are atomic.
 //!
 //! ## Guarantees
 //! - [`field_set`] follows structured-merge-diff's `ToFieldSet`: scalars, atomic values,
@@ -104,6 +105,16 @@ fn is_atomic_map(node: &Value) -> bool {
 pub struct Ty<'a> {
     definitions: Option<&'a Map<String, Value>>,
     node: Option<&'a Value>,
+    /// The root of a custom resource's schema: its `metadata` is an `ObjectMeta`.
+    custom_root: bool,
+}
+
+/// Where a custom resource's `metadata` points: the built-in `ObjectMeta`.
+fn object_meta() -> &'static Value {
+    static OBJECT_META: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    OBJECT_META.get_or_init(|| {
+        serde_json::json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"})
+    })
 }
 
 /// What a node is.
@@ -130,6 +141,18 @@ impl<'a> Ty<'a> {
         Ty {
             definitions: Some(definitions),
             node: definitions.get(root),
+            custom_root: false,
+        }
+    }
+
+    /// The root of a custom resource with a structural schema (inline, no references):
+    /// `definitions` are the built-in ones, for its `metadata`.
+    #[must_use]
+    pub fn custom(definitions: &'a Map<String, Value>, schema: &'a Value) -> Ty<'a> {
+        Ty {
+            definitions: Some(definitions),
+            node: Some(schema),
+            custom_root: true,
         }
     }
 
@@ -139,6 +162,7 @@ impl<'a> Ty<'a> {
         Ty {
             definitions: None,
             node: None,
+            custom_root: false,
         }
     }
 
@@ -178,6 +202,7 @@ impl<'a> Ty<'a> {
                     list_type,
                     Ty {
                         node: node.get("items"),
+                        custom_root: false,
                         ..self
                     },
                 )
@@ -198,6 +223,7 @@ impl<'a> Ty<'a> {
                     } else {
                         Kind::Map(Ty {
                             node: Some(items),
+                            custom_root: false,
                             ..self
                         })
                     }
@@ -213,10 +239,19 @@ impl<'a> Ty<'a> {
     /// struct field.
     fn entry(self, key: &str) -> (Ty<'a>, bool) {
         match self.kind() {
+            Kind::Struct(_) if self.custom_root && key == "metadata" => (
+                Ty {
+                    node: Some(object_meta()),
+                    custom_root: false,
+                    ..self
+                },
+                true,
+            ),
             Kind::Struct(properties) => match properties.get(key) {
                 Some(node) => (
                     Ty {
                         node: Some(node),
+                        custom_root: false,
                         ..self
                     },
                     true,

@@ -566,12 +566,13 @@ impl Writer<'_> {
         let context = self.create_context(resource, namespace).await?;
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit(resource, None, object)?;
+        let custom = resource.custom();
         let managers = apply::update(
             &resource.def,
             None,
             &object,
             apply::Managers::new(),
-            self.field_writer(),
+            self.field_writer(custom_schema(custom.as_deref())),
             &self.time,
         );
         self.store_new(resource, namespace, object, &managers).await
@@ -695,11 +696,13 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// The managed fields writer of this request.
-    fn field_writer(&self) -> apply::Writer<'_> {
+    /// The managed fields writer of this request, for an object typed by `custom` (a custom
+    /// resource's structural schema, from [`custom_schema`]) or by its built-in kind (`None`).
+    fn field_writer<'s>(&'s self, custom: Option<&'s Value>) -> apply::Writer<'s> {
         apply::Writer {
             manager: &self.manager,
             subresource: &self.subresource,
+            schema: custom,
         }
     }
 
@@ -854,6 +857,7 @@ impl Writer<'_> {
             })?),
             _ => None,
         };
+        let custom = resource.custom();
         let duplicates = if self.field_validation == FieldValidation::Ignore {
             Vec::new()
         } else {
@@ -873,7 +877,7 @@ impl Writer<'_> {
                             def,
                             Some(old),
                             &config,
-                            self.field_writer(),
+                            self.field_writer(custom_schema(custom.as_deref())),
                             self.force,
                             &self.time,
                         )?;
@@ -893,7 +897,7 @@ impl Writer<'_> {
                 def,
                 None,
                 &config,
-                self.field_writer(),
+                self.field_writer(custom_schema(custom.as_deref())),
                 self.force,
                 &self.time,
             )?;
@@ -933,6 +937,7 @@ impl Writer<'_> {
         let cache_key = object_key(namespace, name);
         let store_key = Bytes::from(resource.store_key(namespace, name));
         let counters = &self.source.counters;
+        let custom = resource.custom();
         // Start from a cache proven fresh, so a write never builds on a stale object.
         self.consistent(resource).await?;
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
@@ -955,7 +960,7 @@ impl Writer<'_> {
                     Some(old),
                     &new,
                     base,
-                    self.field_writer(),
+                    self.field_writer(custom_schema(custom.as_deref())),
                     &self.time,
                 )
             });
@@ -1310,6 +1315,12 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         ));
     }
     Ok(value)
+}
+
+/// A custom resource's structural schema (`None` for built-in kinds and custom resources
+/// without one).
+fn custom_schema(custom: Option<&watchkeeper_api::crd::CustomResource>) -> Option<&Value> {
+    custom.and_then(|custom| custom.schema.as_ref())
 }
 
 fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
