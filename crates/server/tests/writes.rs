@@ -1268,7 +1268,8 @@ async fn repeated_keys_of_apply_bodies() {
 
 /// A custom resource's fields its structural schema prunes are reported as a built-in kind's
 /// unknown fields are (after the body's duplicate fields): warnings under `Warn`, kube-apiserver's
-/// strict decoding 400 under `Strict`, nothing under `Ignore`; they are never stored.
+/// strict decoding 400 under `Strict`, nothing under `Ignore`; they are never stored. Its
+/// schema's list markers type it for server-side apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resources_pruned_fields_are_warned_or_refused() {
     let server = common::server().await;
@@ -1283,7 +1284,9 @@ async fn custom_resources_pruned_fields_are_warned_or_refused() {
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                     "spec": {"type": "object", "properties": {
                         "size": {"type": "integer"},
-                        "items": {"type": "array", "items": {"type": "object",
+                        "items": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object",
+                            "required": ["name"],
                             "properties": {"name": {"type": "string"}}}}}}}}}}]}});
     let (status, created) = send_json(addr, "POST", crds, &definition).await;
     assert_eq!(status, 201, "{created}");
@@ -1363,6 +1366,27 @@ async fn custom_resources_pruned_fields_are_warned_or_refused() {
             .unwrap()
             .ends_with(r#"": strict decoding error: unknown field "spec.other""#),
         "{refused}"
+    );
+    // Server-side apply follows the schema's markers: two appliers' items of a list-map
+    // coexist (an atomic list would conflict).
+    let yaml = "application/apply-patch+yaml";
+    for (manager, item) in [("m1", "a"), ("m2", "b")] {
+        let config = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w3"}, "spec": {"items": [{"name": item}]}});
+        let (status, applied, _) = write_warned(
+            addr,
+            "PATCH",
+            &format!("{widgets}/w3?fieldManager={manager}"),
+            yaml,
+            &config.to_string(),
+        )
+        .await;
+        assert!(matches!(status, 200 | 201), "{applied}");
+    }
+    let (_, stored) = get_json(addr, &format!("{widgets}/w3")).await;
+    assert_eq!(
+        stored["spec"]["items"],
+        json!([{"name": "a"}, {"name": "b"}])
     );
     server.shutdown().await;
 }
