@@ -1850,4 +1850,42 @@ mod tests {
         assert_eq!(go_float(1_234_567.0), "1.234567e+06");
         assert_eq!(go_float(0.0001), "0.0001");
     }
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn strict_walks_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..96)) {
+                let _ = duplicate_fields(&bytes);
+                let _ = json_patch_fields(&bytes);
+                let _ = crate::apply::config::duplicate_keys(&bytes);
+            }
+
+            #[test]
+            fn a_repeated_key_is_reported_once_per_repetition(
+                keys in prop::collection::vec("[a-c]", 1..8)
+            ) {
+                // An object of these keys in order: each key seen before is one duplicate,
+                // in the JSON walk and in the YAML reading alike.
+                let body = format!(
+                    "{{{}}}",
+                    keys.iter().map(|k| format!("\"{k}\": 1")).collect::<Vec<_>>().join(",\n")
+                );
+                let mut seen = std::collections::HashSet::new();
+                let repeated: Vec<String> = keys
+                    .iter()
+                    .filter(|k| !seen.insert((*k).clone()))
+                    .cloned()
+                    .collect();
+                let fields = duplicate_fields(body.as_bytes()).unwrap();
+                prop_assert_eq!(
+                    fields,
+                    repeated.iter().cloned().map(StrictField::Duplicate).collect::<Vec<_>>()
+                );
+                let lines = crate::apply::config::duplicate_keys(body.as_bytes());
+                prop_assert_eq!(lines.len(), repeated.len());
+            }
+        }
+    }
 }
