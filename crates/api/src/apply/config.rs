@@ -324,6 +324,14 @@ mod tests {
             ["line 3: key \"a\" already set in map"]
         );
         assert!(duplicate_keys(b"{\"a\": {\"b\": 1}}").is_empty());
+        // A block value's line is that of its first entry, as go-yaml's node for it.
+        assert_eq!(
+            duplicate_keys(b"a:\n  x: 1\na:\n\n  y: 2\nb:\n- 1\nb:\n- 2\n"),
+            [
+                "line 5: key \"a\" already set in map",
+                "line 9: key \"b\" already set in map"
+            ]
+        );
         assert!(duplicate_keys(b"a: 1\nb: [1, 1]\n").is_empty());
         assert_eq!(
             duplicate_keys_error(&duplicate_keys(nested)).message,
