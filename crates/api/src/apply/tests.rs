@@ -353,7 +353,11 @@ fn custom_resources_follow_their_schemas_markers() {
                 "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
                 "items": {"type": "object", "required": ["containerPort", "protocol"],
                     "properties": {"containerPort": {"type": "integer"}, "name": {"type": "string"},
-                        "protocol": {"type": "string"}}}}}}}});
+                        "protocol": {"type": "string"}}}},
+            "rules": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["host", "path"],
+                "items": {"type": "object", "properties": {"host": {"type": "string"},
+                    "path": {"type": "string", "default": "/"}}}}}}}});
     fn with_schema<'a>(manager: &'a str, schema: &'a Value) -> Writer<'a> {
         Writer {
             manager,
@@ -431,6 +435,24 @@ fn custom_resources_follow_their_schemas_markers() {
     )
     .unwrap();
     assert_eq!(two["spec"]["ports"].as_array().unwrap().len(), 2);
+    // A key field the item leaves out takes the schema's `default`; without one, the item
+    // is refused as structured-merge-diff refuses it.
+    let rules = |rules: Value| {
+        json!({"apiVersion": d.api_version(), "kind": "Noxu", "metadata": {"name": "r"},
+            "spec": {"rules": rules}})
+    };
+    let object = apply_as(None, &rules(json!([{"host": "a"}])), "m", false).unwrap();
+    assert_eq!(
+        entry(&object, "m", "Apply").unwrap()["fieldsV1"]["f:spec"]["f:rules"],
+        json!({"k:{\"host\":\"a\",\"path\":\"/\"}": {".": {}, "f:host": {}}})
+    );
+    let error = apply_as(None, &rules(json!([{"path": "/x"}])), "m", false).unwrap_err();
+    assert_eq!(error.code, 400, "{}", error.message);
+    assert!(
+        error.message.contains(r#"omits key field "host""#),
+        "{}",
+        error.message
+    );
     // Typed as the schema says: `spec` is a struct, `replicas` (preserved, undeclared) a
     // member of it, the ports keyed.
     assert_eq!(

@@ -66,8 +66,10 @@ impl<'a> Keys<'a> {
     }
 }
 
-/// Defaults of list-map key fields an item may leave out (`protocol` of ports: Kubernetes'
-/// OpenAPI v2 document does not carry the `default`s structured-merge-diff reads this from).
+/// Defaults of list-map key fields an item may leave out where its schema declares none
+/// (`protocol` of ports: Kubernetes' OpenAPI v2 document does not carry the `default`s
+/// structured-merge-diff reads; a custom resource's schema declares its own, see
+/// [`Ty::field_default`]).
 fn key_default(field: &str) -> Option<Value> {
     (field == "protocol").then(|| Value::String("TCP".to_owned()))
 }
@@ -293,7 +295,11 @@ impl<'a> Ty<'a> {
 pub type TypeError = String;
 
 /// The path element of a list item.
-fn item_element(list_type: ListType<'_>, item: &Value) -> Result<PathElement, TypeError> {
+fn item_element(
+    list_type: ListType<'_>,
+    item_ty: Ty<'_>,
+    item: &Value,
+) -> Result<PathElement, TypeError> {
     match list_type {
         ListType::Set => Ok(PathElement::value(item)),
         ListType::Map(keys) => {
@@ -305,6 +311,7 @@ fn item_element(list_type: ListType<'_>, item: &Value) -> Result<PathElement, Ty
                 match fields
                     .get(field)
                     .filter(|v| !v.is_null())
+                    .or_else(|| item_ty.field_default(field))
                     .cloned()
                     .or_else(|| key_default(field))
                 {
@@ -327,12 +334,13 @@ fn item_element(list_type: ListType<'_>, item: &Value) -> Result<PathElement, Ty
 /// The items of a list with their elements; duplicates are an error.
 fn keyed_items<'v>(
     list_type: ListType<'_>,
+    item_ty: Ty<'_>,
     items: &'v [Value],
 ) -> Result<Vec<(PathElement, &'v Value)>, TypeError> {
     let mut out = Vec::with_capacity(items.len());
     let mut seen = std::collections::BTreeSet::new();
     for item in items {
-        let element = item_element(list_type, item)?;
+        let element = item_element(list_type, item_ty, item)?;
         if !seen.insert(element.clone()) {
             return Err(format!("duplicate entries for key {element}"));
         }
@@ -374,7 +382,7 @@ fn walk_set(
             Kind::List(list_type @ (ListType::Set | ListType::Map(_)), items_ty),
             Value::Array(items),
         ) => {
-            for (element, item) in keyed_items(list_type, items)? {
+            for (element, item) in keyed_items(list_type, items_ty, items)? {
                 path.push(element);
                 walk_set(item, items_ty, path, set)?;
                 set.insert(path);
@@ -519,8 +527,16 @@ fn walk_compare(
     if ty.is_list() {
         let (list_type, items_ty) = ty.list_item();
         let empty = Vec::new();
-        let left = keyed_items(list_type, lhs.and_then(Value::as_array).unwrap_or(&empty))?;
-        let right = keyed_items(list_type, rhs.and_then(Value::as_array).unwrap_or(&empty))?;
+        let left = keyed_items(
+            list_type,
+            items_ty,
+            lhs.and_then(Value::as_array).unwrap_or(&empty),
+        )?;
+        let right = keyed_items(
+            list_type,
+            items_ty,
+            rhs.and_then(Value::as_array).unwrap_or(&empty),
+        )?;
         let right_map: BTreeMap<&PathElement, &Value> =
             right.iter().map(|(e, v)| (e, *v)).collect();
         let left_map: BTreeMap<&PathElement, &Value> = left.iter().map(|(e, v)| (e, *v)).collect();
@@ -607,8 +623,8 @@ fn walk_merge(lhs: Option<&Value>, rhs: &Value, ty: Ty<'_>) -> Result<Value, Typ
         }
         (Value::Array(left), Value::Array(right)) if ty.is_list() => {
             let (list_type, items_ty) = ty.list_item();
-            let left = keyed_items(list_type, left)?;
-            let right = keyed_items(list_type, right)?;
+            let left = keyed_items(list_type, items_ty, left)?;
+            let right = keyed_items(list_type, items_ty, right)?;
             let right_index: BTreeMap<&PathElement, usize> =
                 right.iter().enumerate().map(|(i, (e, _))| (e, i)).collect();
             let left_map: BTreeMap<&PathElement, &Value> =
@@ -645,10 +661,11 @@ pub fn remove_items(value: &mut Value, set: &Set, ty: Ty<'_>) {
         }
         if let Value::Array(items) = value {
             items.retain(|item| {
-                !item_element(list_type, item).is_ok_and(|element| set.has_member(&element))
+                !item_element(list_type, items_ty, item)
+                    .is_ok_and(|element| set.has_member(&element))
             });
             for item in items.iter_mut() {
-                if let Ok(element) = item_element(list_type, item)
+                if let Ok(element) = item_element(list_type, items_ty, item)
                     && let Some(child) = set.child(&element)
                 {
                     remove_items(item, child, items_ty);
@@ -709,6 +726,19 @@ impl<'a> Ty<'a> {
     #[must_use]
     pub(crate) fn items(self) -> Ty<'a> {
         self.list_item().1
+    }
+
+    /// The `default` the schema declares for field `field` of values of this type (a struct,
+    /// possibly by reference), which structured-merge-diff uses for an associative list
+    /// item's missing key.
+    #[must_use]
+    fn field_default(self, field: &str) -> Option<&'a Value> {
+        let mut node = self.node?;
+        if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+            let full = reference.rsplit('/').next().unwrap_or(reference);
+            node = self.definitions?.get(full)?;
+        }
+        node.get("properties")?.get(field)?.get("default")
     }
 
     /// The node's `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key` (on the
