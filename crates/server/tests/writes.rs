@@ -1388,5 +1388,22 @@ async fn custom_resources_pruned_fields_are_warned_or_refused() {
         stored["spec"]["items"],
         json!([{"name": "a"}, {"name": "b"}])
     );
+    // An apply configuration with fields the schema does not declare cannot be typed:
+    // structured-merge-diff's 500, whatever fieldValidation says.
+    let config = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w3"}, "spec": {"size": 1, "extra": 1, "zz": {"a": 1}}});
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{widgets}/w3?fieldManager=m1&fieldValidation=Ignore"),
+        yaml,
+        &config.to_string(),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "failed to create typed patch object (default/w3; example.com/v1, Kind=Widget): errors:\n  .spec.extra: field not declared in schema\n  .spec.zz: field not declared in schema"
+    );
     server.shutdown().await;
 }

@@ -837,7 +837,13 @@ impl Writer<'_> {
     ) -> Result<(Value, bool), ApiError> {
         let def = &resource.def;
         let mut config = apply::config::parse_configuration(body)?;
-        let unknown = watchkeeper_api::schema::prune_unknown_fields(def, &mut config);
+        let custom = resource.custom();
+        // Fields the type does not declare: a built-in kind's schema, or a custom resource's
+        // structural schema (whose pruning names them; the copy is not kept).
+        let unknown = match custom_schema(custom.as_deref()) {
+            Some(schema) => watchkeeper_api::crd::prune_and_default(schema, &mut config.clone()),
+            None => watchkeeper_api::schema::prune_unknown_fields(def, &mut config),
+        };
         if !unknown.is_empty() {
             let namespace = if def.namespaced { namespace } else { "" };
             return Err(watchkeeper_api::schema::apply_unknown_fields_error(
@@ -857,7 +863,6 @@ impl Writer<'_> {
             })?),
             _ => None,
         };
-        let custom = resource.custom();
         let duplicates = if self.field_validation == FieldValidation::Ignore {
             Vec::new()
         } else {
