@@ -636,20 +636,29 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
 /// schema is not `nullable`) gets its property's `default`; an object keeps only its
 /// `properties` unless it has `additionalProperties` or `x-kubernetes-preserve-unknown-fields:
 /// true`; `apiVersion`, `kind` and `metadata` stay at the root and in
-/// `x-kubernetes-embedded-resource` objects.
-pub fn prune_and_default(schema: &Value, object: &mut Value) {
+/// `x-kubernetes-embedded-resource` objects. Returns the paths of the pruned fields, sorted,
+/// as kube-apiserver's pruning reports them for `fieldValidation` (`spec.x`,
+/// `spec.items[0].y`).
+pub fn prune_and_default(schema: &Value, object: &mut Value) -> Vec<String> {
+    let mut pruned = Vec::new();
     if let Value::Object(fields) = object {
-        walk_object(schema, fields, true);
+        walk_object(schema, fields, true, &mut String::new(), &mut pruned);
     }
+    pruned.sort();
+    pruned
 }
 
-fn walk(schema: &Value, value: &mut Value) {
+fn walk(schema: &Value, value: &mut Value, path: &mut String, pruned: &mut Vec<String>) {
     match value {
-        Value::Object(fields) => walk_object(schema, fields, false),
+        Value::Object(fields) => walk_object(schema, fields, false, path, pruned),
         Value::Array(items) => {
             if let Some(item) = schema.get("items") {
-                for value in items {
-                    walk(item, value);
+                let start = path.len();
+                for (index, value) in items.iter_mut().enumerate() {
+                    use std::fmt::Write as _;
+                    let _ = write!(path, "[{index}]");
+                    walk(item, value, path, pruned);
+                    path.truncate(start);
                 }
             }
         }
@@ -661,7 +670,25 @@ fn is_true(schema: &Value, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
 }
 
-fn walk_object(schema: &Value, fields: &mut Map<String, Value>, root: bool) {
+/// `path` with `.key` (or `key` at the root) appended, for the time of `f`.
+fn with_key<T>(path: &mut String, key: &str, f: impl FnOnce(&mut String) -> T) -> T {
+    let start = path.len();
+    if start > 0 {
+        path.push('.');
+    }
+    path.push_str(key);
+    let out = f(path);
+    path.truncate(start);
+    out
+}
+
+fn walk_object(
+    schema: &Value,
+    fields: &mut Map<String, Value>,
+    root: bool,
+    path: &mut String,
+    pruned: &mut Vec<String>,
+) {
     let properties = schema.get("properties").and_then(Value::as_object);
     let additional = schema
         .get("additionalProperties")
@@ -685,16 +712,22 @@ fn walk_object(schema: &Value, fields: &mut Map<String, Value>, root: bool) {
         }
     }
     if !preserve && additional.is_none() {
-        fields.retain(|key, _| is_meta(key) || properties.is_some_and(|p| p.contains_key(key)));
+        fields.retain(|key, _| {
+            let kept = is_meta(key) || properties.is_some_and(|p| p.contains_key(key));
+            if !kept {
+                with_key(path, key, |path| pruned.push(path.clone()));
+            }
+            kept
+        });
     }
     for (key, value) in fields.iter_mut() {
         if is_meta(key) {
             continue;
         }
         if let Some(property) = properties.and_then(|p| p.get(key)) {
-            walk(property, value);
+            with_key(path, key, |path| walk(property, value, path, pruned));
         } else if let Some(additional) = additional.filter(|a| a.is_object()) {
-            walk(additional, value);
+            with_key(path, key, |path| walk(additional, value, path, pruned));
         }
     }
 }
@@ -1025,7 +1058,8 @@ mod tests {
             "metadata": {"name": "w"}, "extra": 1,
             "spec": {"mode": null, "unknown": true, "tags": [{"k": "a", "x": 1}],
                 "labels": {"a": "b"}, "free": {"any": {"thing": 1}}, "opt": null}});
-        prune_and_default(&schema, &mut object);
+        let pruned = prune_and_default(&schema, &mut object);
+        assert_eq!(pruned, ["extra", "spec.tags[0].x", "spec.unknown"]);
         assert_eq!(
             object,
             json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},

@@ -29,11 +29,15 @@
 //! [`crate::prepare_update`]).
 //!
 //! ## Strategic merge patch
-//! Kubernetes drives strategic merge from Go struct tags. This implementation carries the tags
-//! of the fields that matter in practice (see [`list_strategy`]): lists of containers, env,
-//! ports, volumes, volume mounts, image pull secrets, host aliases, owner references,
-//! conditions, node addresses, pod IPs and topology spread constraints merge by key;
-//! `metadata.finalizers` merges as a set; every other list is replaced whole. Directives:
+//! Kubernetes drives strategic merge from Go struct tags, which its OpenAPI documents publish
+//! as `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key`; this walk reads them
+//! from the kind's schema (the same definitions, with the same markers, as server-side apply:
+//! [`crate::apply::typed`]). A list whose strategy includes `merge` merges item by item by its
+//! merge key (`containers` and `env` by `name`, container `ports` by `containerPort`,
+//! `volumeMounts` by `mountPath`, ...), or as a set when it has no merge key (scalars such as
+//! `metadata.finalizers`); every other list, and every field the schema does not declare, is
+//! replaced whole. A map whose strategy is `replace` (PodDisruptionBudget's `selector`) is
+//! replaced whole too. Directives:
 //! `$patch: replace | delete | merge` on maps and list items, `$retainKeys`,
 //! `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>` (used to order the merged
 //! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
@@ -41,6 +45,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::apply::typed::Ty;
 use crate::error::ApiError;
 use crate::meta::type_name;
 use crate::resources::ResourceDef;
@@ -221,7 +226,7 @@ pub fn apply_patch_with_limits(
                 )));
             }
             let patch = decode(patch, "strategic merge patch")?;
-            strategic_merge_patch(original, &patch)?
+            strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
     if !result.is_object() {
@@ -527,47 +532,32 @@ pub fn json_patch_with_limits(
 // Strategic merge patch
 
 /// How a list field merges under strategic merge patch (Kubernetes' `patchStrategy` and
-/// `patchMergeKey` struct tags).
+/// `patchMergeKey` struct tags, published as `x-kubernetes-patch-strategy` and
+/// `x-kubernetes-patch-merge-key`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListStrategy {
-    /// The patch's list replaces the original (no strategy tag).
+pub enum ListStrategy<'a> {
+    /// The patch's list replaces the original (no `merge` strategy).
     Replace,
     /// Items are maps merged by the value of this key.
-    MergeByKey(&'static str),
+    MergeByKey(&'a str),
     /// A list of scalars merged as a set (original order, then new values).
     MergeSet,
 }
 
-const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
-
-/// The list strategy of the field at `path` (field names from the object root; list positions
-/// are not part of the path). Covers the core/apps fields that `kubectl apply` and
-/// `kubectl patch` touch in practice; everything else replaces.
+/// The list strategy of a field of type `ty`.
 #[must_use]
-pub fn list_strategy(path: &[String]) -> ListStrategy {
-    let Some((last, parents)) = path.split_last() else {
-        return ListStrategy::Replace;
-    };
-    let parent = parents.last().map_or("", String::as_str);
-    let in_container = CONTAINER_LISTS.contains(&parent);
-    match (parent, last.as_str()) {
-        ("spec", name) if CONTAINER_LISTS.contains(&name) => ListStrategy::MergeByKey("name"),
-        ("spec", "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates") => {
-            ListStrategy::MergeByKey("name")
+pub fn list_strategy(ty: Ty<'_>) -> ListStrategy<'_> {
+    match ty.patch_markers() {
+        (Some(strategy), key) if strategy.split(',').any(|part| part == "merge") => {
+            key.map_or(ListStrategy::MergeSet, ListStrategy::MergeByKey)
         }
-        ("spec", "hostAliases") => ListStrategy::MergeByKey("ip"),
-        ("spec", "topologySpreadConstraints") => ListStrategy::MergeByKey("topologyKey"),
-        ("spec", "ports") if parents.len() == 1 => ListStrategy::MergeByKey("port"),
-        (_, "env") if in_container => ListStrategy::MergeByKey("name"),
-        (_, "ports") if in_container => ListStrategy::MergeByKey("containerPort"),
-        (_, "volumeMounts") if in_container => ListStrategy::MergeByKey("mountPath"),
-        (_, "volumeDevices") if in_container => ListStrategy::MergeByKey("devicePath"),
-        ("metadata", "ownerReferences") => ListStrategy::MergeByKey("uid"),
-        ("metadata", "finalizers") => ListStrategy::MergeSet,
-        ("status", "conditions" | "addresses") => ListStrategy::MergeByKey("type"),
-        ("status", "podIPs" | "hostIPs") => ListStrategy::MergeByKey("ip"),
         _ => ListStrategy::Replace,
     }
+}
+
+/// Whether a map field of type `ty` is replaced whole (`x-kubernetes-patch-strategy: replace`).
+fn replaces_map(ty: Ty<'_>) -> bool {
+    ty.patch_markers().0 == Some("replace")
 }
 
 const DIRECTIVE: &str = "$patch";
@@ -575,12 +565,17 @@ const RETAIN_KEYS: &str = "$retainKeys";
 const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
 const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
 
-/// Applies a strategic merge patch to a copy of `original`.
+/// Applies a strategic merge patch to a copy of `original`, an object of the type `ty` (the
+/// kind's schema root, [`Ty::deduced`] for none: every list replaced).
 ///
 /// # Errors
 /// 400 when the patch is not an object, a directive is malformed, or an item of a keyed list
 /// lacks its merge key.
-pub fn strategic_merge_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
+pub fn strategic_merge_patch(
+    original: &Value,
+    patch: &Value,
+    ty: Ty<'_>,
+) -> Result<Value, ApiError> {
     let Value::Object(patch) = patch else {
         return Err(ApiError::bad_request(format!(
             "a strategic merge patch must be a JSON object, not {}",
@@ -592,7 +587,7 @@ pub fn strategic_merge_patch(original: &Value, patch: &Value) -> Result<Value, A
         _ => Map::new(),
     };
     let mut path = Vec::new();
-    match merge_map(original, patch, &mut path)? {
+    match merge_map(original, patch, &mut path, ty)? {
         Some(map) => Ok(Value::Object(map)),
         None => Err(ApiError::bad_request(
             "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
@@ -640,13 +635,14 @@ fn merge_map(
     mut original: Map<String, Value>,
     patch: &Map<String, Value>,
     path: &mut Vec<String>,
+    ty: Ty<'_>,
 ) -> Result<Option<Map<String, Value>>, ApiError> {
     match patch.get(DIRECTIVE) {
         None => {}
         Some(Value::String(directive)) => match directive.as_str() {
             "replace" => {
                 let mut replaced = Map::new();
-                return merge_map_into(&mut replaced, patch, path).map(|()| Some(replaced));
+                return merge_map_into(&mut replaced, patch, path, ty).map(|()| Some(replaced));
             }
             "delete" => return Ok(None),
             "merge" => {}
@@ -666,7 +662,7 @@ fn merge_map(
             ));
         }
     }
-    merge_map_into(&mut original, patch, path)?;
+    merge_map_into(&mut original, patch, path, ty)?;
     Ok(Some(original))
 }
 
@@ -676,13 +672,14 @@ fn merge_map_into(
     target: &mut Map<String, Value>,
     patch: &Map<String, Value>,
     path: &mut Vec<String>,
+    ty: Ty<'_>,
 ) -> Result<(), ApiError> {
     for (key, value) in patch {
         if key.starts_with('$') {
             continue;
         }
         path.push(key.clone());
-        let merged = merge_value(target.remove(key), value, path)?;
+        let merged = merge_value(target.remove(key), value, path, ty.child(key))?;
         path.pop();
         if let Some(merged) = merged {
             target.insert(key.clone(), merged);
@@ -700,9 +697,7 @@ fn merge_map_into(
             let Value::Array(order) = value else {
                 return Err(smp_error(path, format!("{key} must be a list")));
             };
-            path.push(field.to_owned());
-            let strategy = list_strategy(path);
-            path.pop();
+            let strategy = list_strategy(ty.child(field));
             if let Some(Value::Array(items)) = target.get_mut(field) {
                 reorder(items, order, strategy);
             }
@@ -727,7 +722,7 @@ fn merge_map_into(
 /// Orders `items` as `order` lists them; items not in `order` keep their relative order after
 /// the listed ones (Kubernetes places server-only items by their original position; after is a
 /// good enough approximation for display order).
-fn reorder(items: &mut Vec<Value>, order: &[Value], strategy: ListStrategy) {
+fn reorder(items: &mut Vec<Value>, order: &[Value], strategy: ListStrategy<'_>) {
     let position = |item: &Value| -> Option<usize> {
         match strategy {
             ListStrategy::MergeByKey(key) => {
@@ -755,17 +750,19 @@ fn merge_value(
     original: Option<Value>,
     patch: &Value,
     path: &mut Vec<String>,
+    ty: Ty<'_>,
 ) -> Result<Option<Value>, ApiError> {
     match patch {
         Value::Null => Ok(None),
+        Value::Object(_) if replaces_map(ty) => Ok(Some(strip_directives(patch))),
         Value::Object(patch_map) => {
             let original = match original {
                 Some(Value::Object(map)) => map,
                 _ => Map::new(),
             };
-            Ok(merge_map(original, patch_map, path)?.map(Value::Object))
+            Ok(merge_map(original, patch_map, path, ty)?.map(Value::Object))
         }
-        Value::Array(patch_items) => match list_strategy(path) {
+        Value::Array(patch_items) => match list_strategy(ty) {
             ListStrategy::Replace => Ok(Some(strip_directives(patch))),
             ListStrategy::MergeSet => {
                 let mut items = match original {
@@ -784,7 +781,7 @@ fn merge_value(
                     Some(Value::Array(items)) => items,
                     _ => Vec::new(),
                 };
-                merge_keyed_list(original, patch_items, key, path)
+                merge_keyed_list(original, patch_items, key, path, ty.items())
                     .map(|items| Some(Value::Array(items)))
             }
         },
@@ -797,6 +794,7 @@ fn merge_keyed_list(
     patch_items: &[Value],
     key: &str,
     path: &mut Vec<String>,
+    item_ty: Ty<'_>,
 ) -> Result<Vec<Value>, ApiError> {
     // A `{"$patch": "replace"}` item replaces the whole list with the other patch items.
     let replace = patch_items
@@ -854,7 +852,7 @@ fn merge_keyed_list(
                     Value::Object(map) => map,
                     _ => Map::new(),
                 };
-                match merge_map(original, patch_map, path)? {
+                match merge_map(original, patch_map, path, item_ty)? {
                     Some(map) => items[index] = Value::Object(map),
                     None => {
                         items.remove(index);
@@ -862,7 +860,7 @@ fn merge_keyed_list(
                 }
             }
             (_, None) => {
-                if let Some(map) = merge_map(Map::new(), patch_map, path)? {
+                if let Some(map) = merge_map(Map::new(), patch_map, path, item_ty)? {
                     items.push(Value::Object(map));
                 }
             }
@@ -1207,36 +1205,140 @@ mod tests {
         assert!(err.message.contains("server-side apply"));
     }
 
+    /// The type at a dotted path of `plural`'s kind; `[]` steps into a list's items.
+    fn ty_at(plural: &str, path: &str) -> Ty<'static> {
+        path.split('.')
+            .fold(crate::apply::schema_root(&def(plural), None), |ty, step| {
+                if step == "[]" {
+                    ty.items()
+                } else {
+                    ty.child(step)
+                }
+            })
+    }
+
     #[test]
-    fn list_strategies() {
-        let path = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
+    fn list_strategies_come_from_the_published_schema() {
+        let cases = [
+            (
+                "deployments",
+                "spec.template.spec.containers",
+                ListStrategy::MergeByKey("name"),
+            ),
+            (
+                "pods",
+                "spec.containers.[].ports",
+                ListStrategy::MergeByKey("containerPort"),
+            ),
+            (
+                "pods",
+                "spec.ephemeralContainers.[].env",
+                ListStrategy::MergeByKey("name"),
+            ),
+            ("services", "spec.ports", ListStrategy::MergeByKey("port")),
+            (
+                "statefulsets",
+                "spec.template.spec.initContainers.[].volumeMounts",
+                ListStrategy::MergeByKey("mountPath"),
+            ),
+            ("pods", "spec.volumes", ListStrategy::MergeByKey("name")),
+            ("pods", "spec.tolerations", ListStrategy::Replace),
+            ("pods", "spec.containers.[].args", ListStrategy::Replace),
+            ("pods", "metadata.finalizers", ListStrategy::MergeSet),
+            ("nodes", "spec.podCIDRs", ListStrategy::MergeSet),
+            ("nodes", "spec.taints", ListStrategy::Replace),
+            (
+                "nodes",
+                "status.addresses",
+                ListStrategy::MergeByKey("type"),
+            ),
+            (
+                "jobs",
+                "status.conditions",
+                ListStrategy::MergeByKey("type"),
+            ),
+            (
+                "pods",
+                "metadata.ownerReferences",
+                ListStrategy::MergeByKey("uid"),
+            ),
+            ("configmaps", "data", ListStrategy::Replace),
+            ("pods", "spec.nope", ListStrategy::Replace),
+        ];
+        for (plural, path, strategy) in cases {
+            assert_eq!(
+                list_strategy(ty_at(plural, path)),
+                strategy,
+                "{plural} {path}"
+            );
+        }
+        assert!(replaces_map(ty_at("poddisruptionbudgets", "spec.selector")));
+        assert!(!replaces_map(ty_at("deployments", "spec.selector")));
+    }
+
+    #[test]
+    fn strategic_merge_by_the_schemas_keys_for_every_kind() {
+        // Kinds other than the pod family: a node's addresses merge by `type`, its taints
+        // (no strategy) are replaced; a service's ports merge by `port`.
+        let node = json!({"metadata": {"name": "n"},
+            "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}, {"type": "Hostname", "address": "n"}]}});
+        let out = apply(
+            "nodes",
+            PatchType::StrategicMerge,
+            &node,
+            &json!({"spec": {"taints": [{"key": "b", "effect": "NoSchedule"}]},
+                    "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}]}}),
+        )
+        .unwrap();
         assert_eq!(
-            list_strategy(&path("spec.template.spec.containers")),
-            ListStrategy::MergeByKey("name")
+            out["spec"]["taints"],
+            json!([{"key": "b", "effect": "NoSchedule"}])
         );
         assert_eq!(
-            list_strategy(&path("spec.containers.ports")),
-            ListStrategy::MergeByKey("containerPort")
+            out["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "10.0.0.2"}, {"type": "Hostname", "address": "n"}])
         );
+        let service = json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443, "name": "https"}]}});
+        let out = apply(
+            "services",
+            PatchType::StrategicMerge,
+            &service,
+            &json!({"spec": {"ports": [{"port": 443, "targetPort": 8443}]}}),
+        )
+        .unwrap();
         assert_eq!(
-            list_strategy(&path("spec.ports")),
-            ListStrategy::MergeByKey("port")
+            out["spec"]["ports"],
+            json!([{"port": 80, "name": "http"}, {"port": 443, "name": "https", "targetPort": 8443}])
         );
+        // `replace` strategy: a PodDisruptionBudget's selector is replaced whole, where a
+        // Deployment's (no strategy) merges.
+        let selector = json!({"spec": {"selector": {"matchLabels": {"a": "1"}}}});
+        let patch = json!({"spec": {"selector": {"matchLabels": {"b": "2"}}}});
+        let out = apply(
+            "poddisruptionbudgets",
+            PatchType::StrategicMerge,
+            &selector,
+            &patch,
+        )
+        .unwrap();
+        assert_eq!(out["spec"]["selector"], json!({"matchLabels": {"b": "2"}}));
+        let out = apply("deployments", PatchType::StrategicMerge, &selector, &patch).unwrap();
         assert_eq!(
-            list_strategy(&path("spec.template.spec.initContainers.volumeMounts")),
-            ListStrategy::MergeByKey("mountPath")
+            out["spec"]["selector"],
+            json!({"matchLabels": {"a": "1", "b": "2"}})
         );
+        // `$setElementOrder` orders by the schema's key too.
+        let out = apply(
+            "services",
+            PatchType::StrategicMerge,
+            &service,
+            &json!({"spec": {"$setElementOrder/ports": [{"port": 443}, {"port": 80}], "ports": [{"port": 443, "name": "tls"}]}}),
+        )
+        .unwrap();
         assert_eq!(
-            list_strategy(&path("spec.tolerations")),
-            ListStrategy::Replace
-        );
-        assert_eq!(
-            list_strategy(&path("spec.containers.args")),
-            ListStrategy::Replace
-        );
-        assert_eq!(
-            list_strategy(&path("metadata.finalizers")),
-            ListStrategy::MergeSet
+            out["spec"]["ports"],
+            json!([{"port": 443, "name": "tls"}, {"port": 80, "name": "http"}])
         );
     }
 
@@ -1327,7 +1429,7 @@ mod tests {
                 original in arb_plain_object(), patch in arb_plain_object()
             ) {
                 // Outside keyed lists and without `$` keys the two agree.
-                let smp = strategic_merge_patch(&original, &patch).unwrap();
+                let smp = strategic_merge_patch(&original, &patch, Ty::deduced()).unwrap();
                 let mut merged = original.clone();
                 merge_patch(&mut merged, &patch);
                 prop_assert_eq!(smp, merged);

@@ -313,7 +313,9 @@ pub enum FieldValidation {
     /// Dropped, each named in a `Warning` header (the default, as in kube-apiserver).
     #[default]
     Warn,
-    /// The write is refused (400 `strict decoding error: unknown field "spec.x"`).
+    /// The write is refused (400 `... strict decoding error: unknown field "spec.x"` for a
+    /// create or update body, 422 on the field `patch` for a patch, 400 `error strict
+    /// decoding YAML: ...` for an apply body's repeated keys).
     Strict,
 }
 

@@ -327,8 +327,59 @@ fn schemas() -> &'static Schemas {
         for definition in definitions.values_mut() {
             strip_descriptions(definition);
         }
+        add_markers(&mut definitions, &markers());
         Schemas { definitions, roots }
     })
+}
+
+/// Kubernetes' list, map and patch markers of the definitions the served kinds reach
+/// (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`, `x-kubernetes-map-type`,
+/// `x-kubernetes-patch-merge-key`, `x-kubernetes-patch-strategy`), extracted from Kubernetes'
+/// published OpenAPI document of v1.33 by `data/extract-markers.py` (its `origin` entry says
+/// from where; Apache-2.0). k8s-openapi's schemas leave these extensions out.
+const MARKERS: &str = include_str!("../data/kubernetes-markers.json");
+
+/// The `definitions` of [`MARKERS`]: definition name → its own markers and `properties` →
+/// field → the field's markers.
+fn markers() -> Map<String, Value> {
+    match serde_json::from_str::<Value>(MARKERS) {
+        Ok(Value::Object(mut document)) => match document.remove("definitions") {
+            Some(Value::Object(definitions)) => definitions,
+            _ => Map::new(),
+        },
+        _ => Map::new(),
+    }
+}
+
+/// Writes the markers into the definitions: a definition's own (`x-kubernetes-map-type:
+/// atomic` of an atomic struct) into the definition, a field's into its property node, as
+/// Kubernetes' OpenAPI documents carry them.
+fn add_markers(definitions: &mut Map<String, Value>, markers: &Map<String, Value>) {
+    for (name, entry) in markers {
+        let (Some(Value::Object(definition)), Value::Object(entry)) =
+            (definitions.get_mut(name), entry)
+        else {
+            continue;
+        };
+        for (key, value) in entry {
+            if key == "properties" {
+                continue;
+            }
+            definition.insert(key.clone(), value.clone());
+        }
+        let (Some(Value::Object(fields)), Some(Value::Object(properties))) =
+            (entry.get("properties"), definition.get_mut("properties"))
+        else {
+            continue;
+        };
+        for (field, field_markers) in fields {
+            if let (Some(Value::Object(node)), Value::Object(field_markers)) =
+                (properties.get_mut(field), field_markers)
+            {
+                node.extend(field_markers.clone());
+            }
+        }
+    }
 }
 
 /// The Go type name of a definition: its package's last element and the type name
@@ -710,6 +761,12 @@ pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
     }
 }
 
+/// Every definition the built-in kinds reach (with their markers): custom resources'
+/// `metadata` is typed by its `ObjectMeta`.
+pub(crate) fn definitions() -> &'static Map<String, Value> {
+    &schemas().definitions
+}
+
 /// The schema definitions of the built-in kinds and the root definition name of `def`'s kind
 /// (`None` for custom resources and kinds without a published schema). Server-side apply walks
 /// objects with them.
@@ -840,6 +897,9 @@ pub enum StrictField {
     /// A declared field given twice in one object (`duplicate field "spec.x"`); the last value
     /// is the one kept, as in Go.
     Duplicate(String),
+    /// A field of a JSON patch's operations (`json patch unknown field "[0].foo"`,
+    /// `json patch duplicate field "[1].path"`).
+    JsonPatch(Box<StrictField>),
 }
 
 impl std::fmt::Display for StrictField {
@@ -847,6 +907,7 @@ impl std::fmt::Display for StrictField {
         match self {
             StrictField::Unknown(path) => write!(f, "unknown field {path:?}"),
             StrictField::Duplicate(path) => write!(f, "duplicate field {path:?}"),
+            StrictField::JsonPatch(field) => write!(f, "json patch {field}"),
         }
     }
 }
@@ -858,7 +919,6 @@ impl std::fmt::Display for StrictField {
 /// [`prune_unknown_fields`]' list) or the kind has no schema here.
 #[must_use]
 pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>> {
-    use serde::de::DeserializeSeed as _;
     if !def.is_builtin() {
         return None;
     }
@@ -867,8 +927,41 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
         .roots
         .get(&(def.group.as_str(), def.kind.as_str()))?;
     let schema = schemas.definitions.get(root)?;
+    strict_walk(&schemas.definitions, Node::Schema(schema), body)
+}
+
+/// The duplicate fields of a JSON body decoded without a schema (Go's strict decoding into
+/// `map[string]interface{}`: a merge or strategic merge patch, a custom resource), in the
+/// order of its text: `duplicate field "spec.paused"`, with list positions
+/// (`spec.containers[0].name`). `None` when the body is not JSON.
+#[must_use]
+pub fn duplicate_fields(body: &[u8]) -> Option<Vec<StrictField>> {
+    strict_walk(&Map::new(), Node::Free, body)
+}
+
+/// The strict-decoding errors of a JSON patch's operations, as kube-apiserver reports them
+/// when it decodes the patch into its operation type (`op`, `path`, `from`, `value`): `json
+/// patch unknown field "[0].foo"`, `json patch duplicate field "[1].path"`, in the order of
+/// the text. `None` when the body is not JSON.
+#[must_use]
+pub fn json_patch_fields(body: &[u8]) -> Option<Vec<StrictField>> {
+    let fields = strict_walk(&Map::new(), Node::Operations, body)?;
+    Some(
+        fields
+            .into_iter()
+            .map(|field| StrictField::JsonPatch(Box::new(field)))
+            .collect(),
+    )
+}
+
+fn strict_walk(
+    definitions: &Map<String, Value>,
+    node: Node<'_>,
+    body: &[u8],
+) -> Option<Vec<StrictField>> {
+    use serde::de::DeserializeSeed as _;
     let walk = Walk {
-        definitions: &schemas.definitions,
+        definitions,
         path: Vec::new(),
         first: None,
     };
@@ -877,7 +970,7 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     StrictSeed {
         walk: &walk,
-        schema,
+        node,
         path: &mut path,
         found: &mut found,
     }
@@ -887,10 +980,23 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
     Some(found)
 }
 
+/// What a strict walk reads a value as.
+#[derive(Clone, Copy)]
+enum Node<'a> {
+    /// A node of a kind's schema.
+    Schema(&'a Value),
+    /// `interface{}`: objects are maps (every key known) of free values.
+    Free,
+    /// A JSON patch: a list of operations.
+    Operations,
+    /// One JSON patch operation: `op`, `path`, `from` and a free `value`.
+    Operation,
+}
+
 /// One value of a body, read against its schema node (see [`strict_fields`]).
 struct StrictSeed<'w, 'a> {
     walk: &'w Walk<'a>,
-    schema: &'a Value,
+    node: Node<'a>,
     path: &'w mut String,
     found: &'w mut Vec<StrictField>,
 }
@@ -930,9 +1036,14 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let items = match self.walk.shape(self.schema).0 {
-            Shape::Array(items) => Some(items),
-            _ => None,
+        let items = match self.node {
+            Node::Schema(schema) => match self.walk.shape(schema).0 {
+                Shape::Array(items) => Some(Node::Schema(items)),
+                _ => None,
+            },
+            Node::Free => Some(Node::Free),
+            Node::Operations => Some(Node::Operation),
+            Node::Operation => None,
         };
         let start = self.path.len();
         let mut index = 0usize;
@@ -944,7 +1055,7 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
                     let more = seq
                         .next_element_seed(StrictSeed {
                             walk: self.walk,
-                            schema: items,
+                            node: items,
                             path: &mut *self.path,
                             found: &mut *self.found,
                         })?
@@ -962,15 +1073,23 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let (properties, values) = match self.walk.shape(self.schema).0 {
-            Shape::Struct(_, properties) => (Some(properties), None),
-            Shape::Map(values) => (None, Some(values)),
-            _ => (None, None),
+        // What a key names: `None` for a key this node does not declare, `Some(None)` for a
+        // declared key whose value is not walked further.
+        let (properties, values, fixed): (_, _, &[&str]) = match self.node {
+            Node::Schema(schema) => match self.walk.shape(schema).0 {
+                Shape::Struct(_, properties) => (Some(properties), None, &[]),
+                Shape::Map(values) => (None, Some(Node::Schema(values)), &[]),
+                _ => (None, None, &[]),
+            },
+            Node::Free => (None, Some(Node::Free), &[]),
+            Node::Operation => (None, None, &["op", "path", "from", "value"]),
+            Node::Operations => (None, None, &[]),
         };
+        let walked = properties.is_some() || values.is_some() || !fixed.is_empty();
         let start = self.path.len();
         let mut seen = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if properties.is_none() && values.is_none() {
+            if !walked {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
             }
@@ -979,18 +1098,30 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
             }
             self.path.push_str(&key);
             let first = seen.insert(key.clone().into_owned());
-            let schema = match (properties, values) {
-                (Some(properties), _) => properties.get(key.as_ref()),
-                (None, values) => values,
+            let node = match (properties, values) {
+                (Some(properties), _) => properties.get(key.as_ref()).map(Node::Schema),
+                (None, Some(values)) => Some(values),
+                (None, None) if key == "value" => Some(Node::Free),
+                (None, None) if fixed.contains(&key.as_ref()) => Some(Node::Operation),
+                (None, None) => None,
             };
-            match schema {
-                Some(schema) => {
+            match node {
+                Some(node) => {
                     if !first {
                         self.found.push(StrictField::Duplicate(self.path.clone()));
                     }
+                    let node = match node {
+                        // `op`, `path` and `from` are strings: nothing below them.
+                        Node::Operation => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            self.path.truncate(start);
+                            continue;
+                        }
+                        other => other,
+                    };
                     map.next_value_seed(StrictSeed {
                         walk: self.walk,
-                        schema,
+                        node,
                         path: &mut *self.path,
                         found: &mut *self.found,
                     })?;
@@ -1067,6 +1198,96 @@ pub fn strict_body_error(def: &ResourceDef, fields: &[StrictField]) -> ApiError 
         kind = def.kind,
         version = def.version
     ))
+}
+
+/// The 422 a patch gets under `fieldValidation=Strict` when its body or its result has
+/// fields a strict decoder reports (`fields`, the patch's own first): kube-apiserver's patch
+/// handler answers `Invalid` with one cause on the field `patch`, whose value is the patched
+/// object's JSON for JSON and merge patches and the decoded patch as Go prints a map
+/// (`map[spec:map[paused:false]]`) for strategic merge patches: ` "" is invalid: patch:
+/// Invalid value: "...": strict decoding error: duplicate field "spec.paused", unknown field
+/// "spec.x"`.
+#[must_use]
+pub fn strict_patch_error(
+    patch_type: crate::patch::PatchType,
+    patched: &Value,
+    patch: &[u8],
+    fields: &[StrictField],
+) -> ApiError {
+    let value = match patch_type {
+        crate::patch::PatchType::StrategicMerge => serde_json::from_slice::<Value>(patch)
+            .map(|patch| go_text(&patch))
+            .unwrap_or_default(),
+        _ => patched.to_string(),
+    };
+    ApiError::invalid_unnamed(vec![(
+        "patch".to_owned(),
+        format!("Invalid value: {value:?}: {}", strict_message(fields)),
+        "FieldValueInvalid".to_owned(),
+    )])
+}
+
+/// A decoded JSON value as Go's `%v` prints an `interface{}` holding it: maps as
+/// `map[k:v ...]` with sorted keys, lists as `[a b]`, strings bare, `null` as `<nil>`,
+/// integers as integers and other numbers as `strconv.FormatFloat(f, 'g', -1, 64)`.
+fn go_text(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Null => out.push_str("<nil>"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::String(text) => out.push_str(text),
+            Value::Number(number) => match (number.as_i64(), number.as_u64(), number.as_f64()) {
+                (Some(i), _, _) => out.push_str(&i.to_string()),
+                (None, Some(u), _) => out.push_str(&u.to_string()),
+                (None, None, Some(f)) => out.push_str(&go_float(f)),
+                _ => out.push_str(&number.to_string()),
+            },
+            Value::Array(items) => {
+                out.push('[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                out.push_str("map[");
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for (index, key) in keys.into_iter().enumerate() {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    out.push_str(key);
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push(']');
+            }
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// `strconv.FormatFloat(f, 'g', -1, 64)`: the shortest digits, in exponent form (`1e+06`,
+/// `1.5e-05`) when the exponent is below -4 or at least 6.
+fn go_float(f: f64) -> String {
+    let scientific = format!("{f:e}");
+    let Some((mantissa, exponent)) = scientific.split_once('e') else {
+        return scientific;
+    };
+    let Ok(exponent) = exponent.parse::<i32>() else {
+        return scientific;
+    };
+    if (-4..6).contains(&exponent) {
+        return f.to_string();
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
 }
 
 /// Checks a create or update body: 400 BadRequest as kube-apiserver's
@@ -1520,5 +1741,151 @@ mod tests {
             struct_name_of_definition("io.k8s.api.apps.v1.DeploymentSpec"),
             "DeploymentSpec"
         );
+    }
+    #[test]
+    fn markers_cover_exactly_the_served_definitions() {
+        // The checked-in extract and k8s-openapi's definitions must describe the same types:
+        // a kind served without its markers, or markers of a field the schemas lack, is drift
+        // (regenerate with data/extract-markers.py).
+        let markers = markers();
+        let schemas = schemas();
+        let extracted: std::collections::BTreeSet<&String> = markers.keys().collect();
+        let served: std::collections::BTreeSet<&String> = schemas.definitions.keys().collect();
+        assert_eq!(extracted, served);
+        for (name, entry) in &markers {
+            let definition = &schemas.definitions[name];
+            for (field, field_markers) in entry
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let node = definition
+                    .pointer(&format!("/properties/{field}"))
+                    .unwrap_or_else(|| panic!("{name}.{field} is not in the schema"));
+                for (key, value) in field_markers.as_object().unwrap() {
+                    assert_eq!(node.get(key), Some(value), "{name}.{field} {key}");
+                }
+            }
+        }
+        let origin = serde_json::from_str::<Value>(MARKERS).unwrap()["origin"].clone();
+        assert_eq!(origin["kubernetes"], "1.33");
+        assert!(
+            origin["license"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("Apache-2.0"))
+        );
+    }
+
+    #[test]
+    fn markers_are_in_the_schemas() {
+        let definitions = &schemas().definitions;
+        let containers = &definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!(containers["x-kubernetes-list-type"], "map");
+        assert_eq!(
+            containers["x-kubernetes-list-map-keys"],
+            serde_json::json!(["name"])
+        );
+        assert_eq!(containers["x-kubernetes-patch-merge-key"], "name");
+        assert_eq!(containers["x-kubernetes-patch-strategy"], "merge");
+        assert_eq!(
+            definitions["io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"]["x-kubernetes-map-type"],
+            "atomic"
+        );
+        assert_eq!(
+            definitions["io.k8s.api.core.v1.ServiceSpec"]["properties"]["selector"]["x-kubernetes-map-type"],
+            "atomic"
+        );
+    }
+    #[test]
+    fn patch_bodies_strict_fields() {
+        // kube-apiserver's field validation test bodies and messages.
+        let merge =
+            br#"{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2",
+            "paused": true, "paused": false, "template": {"spec": {"containers": [{
+            "name": "nginx", "image": "nginx:latest", "unknownNested": "val1",
+            "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"#;
+        let fields: Vec<String> = duplicate_fields(merge)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                r#"duplicate field "spec.unknownDupe""#,
+                r#"duplicate field "spec.paused""#,
+                r#"duplicate field "spec.template.spec.containers[0].imagePullPolicy""#
+            ]
+        );
+        let json_patch = br#"[
+            {"op": "add", "path": "/spec/unknown1", "value": "val1", "foo":"bar"},
+            {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": "val1"},
+            {"op": "add", "path": "/spec/x", "value": {"a": 1, "a": 2}}]"#;
+        let fields: Vec<String> = json_patch_fields(json_patch)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                r#"json patch unknown field "[0].foo""#,
+                r#"json patch duplicate field "[1].path""#,
+                r#"json patch duplicate field "[2].value.a""#
+            ]
+        );
+        assert_eq!(duplicate_fields(b"{not json"), None);
+        assert_eq!(duplicate_fields(br#"{"a": [1, {"b": 1}]}"#), Some(vec![]));
+    }
+
+    #[test]
+    fn go_prints_patch_maps() {
+        let patch = serde_json::json!({"spec": {"paused": false, "n": null, "list": ["a", 1, 2.5],
+            "big": 1_000_000.0, "small": 0.000_01, "mid": 123_456.0, "int": 7}, "a": "x y"});
+        assert_eq!(
+            go_text(&patch),
+            "map[a:x y spec:map[big:1e+06 int:7 list:[a 1 2.5] mid:123456 n:<nil> paused:false small:1e-05]]"
+        );
+        assert_eq!(go_float(1_234_567.0), "1.234567e+06");
+        assert_eq!(go_float(0.0001), "0.0001");
+    }
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn strict_walks_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..96)) {
+                let _ = duplicate_fields(&bytes);
+                let _ = json_patch_fields(&bytes);
+                let _ = crate::apply::config::duplicate_keys(&bytes);
+            }
+
+            #[test]
+            fn a_repeated_key_is_reported_once_per_repetition(
+                keys in prop::collection::vec("[a-c]", 1..8)
+            ) {
+                // An object of these keys in order: each key seen before is one duplicate,
+                // in the JSON walk and in the YAML reading alike.
+                let body = format!(
+                    "{{{}}}",
+                    keys.iter().map(|k| format!("\"{k}\": 1")).collect::<Vec<_>>().join(",\n")
+                );
+                let mut seen = std::collections::HashSet::new();
+                let repeated: Vec<String> = keys
+                    .iter()
+                    .filter(|k| !seen.insert((*k).clone()))
+                    .cloned()
+                    .collect();
+                let fields = duplicate_fields(body.as_bytes()).unwrap();
+                prop_assert_eq!(
+                    fields,
+                    repeated.iter().cloned().map(StrictField::Duplicate).collect::<Vec<_>>()
+                );
+                let lines = crate::apply::config::duplicate_keys(body.as_bytes());
+                prop_assert_eq!(lines.len(), repeated.len());
+            }
+        }
     }
 }

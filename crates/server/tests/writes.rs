@@ -2,8 +2,8 @@
 //! on every write (the full path runs, nothing is stored or watched) and kube-apiserver's 422
 //! for other `dryRun` values; server-side apply (JSON and YAML bodies) and the managed fields
 //! of every write (at most 10 Update managers); the `binding` and `eviction` subresources of
-//! pods; fields a kind does not declare, dropped and warned about or refused as
-//! `fieldValidation` says.
+//! pods; fields a kind does not declare and fields given twice, dropped and warned about or
+//! refused as `fieldValidation` says, in bodies, patches, apply bodies and custom resources.
 
 mod common;
 
@@ -892,7 +892,8 @@ async fn fields_a_kind_does_not_declare_are_dropped_warned_or_refused() {
             .ends_with(r#"strict decoding error: unknown field "metadata.bogus", unknown field "spec", unknown field "x""#),
         "{refused}"
     );
-    // A patch's result is checked: Strict answers the bare strict decoding error.
+    // A patch's result is checked: Strict answers kube-apiserver's 422 on the field `patch`,
+    // whose value is the patched object.
     let merge = "application/merge-patch+json";
     let (status, refused, _) = write_warned(
         addr,
@@ -902,10 +903,18 @@ async fn fields_a_kind_does_not_declare_are_dropped_warned_or_refused() {
         r#"{"data":{"k":"w"},"extra":{"deep":1}}"#,
     )
     .await;
-    assert_eq!(status, 400, "{refused}");
-    assert_eq!(
-        refused["message"],
-        r#"strict decoding error: unknown field "extra""#
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["reason"], "Invalid");
+    assert_eq!(refused["details"]["causes"][0]["field"], "patch");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":\"v1\","#),
+        "{message}"
+    );
+    assert!(message.contains(r#"\"extra\":{\"deep\":1}"#), "{message}");
+    assert!(
+        message.ends_with(r#"": strict decoding error: unknown field "extra""#),
+        "{message}"
     );
     let (status, patched, warnings) = write_warned(
         addr,
@@ -1039,5 +1048,362 @@ async fn a_delete_with_a_null_body_uses_the_default_options() {
     .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(get_json(addr, &format!("{CMS}/n2")).await.0, 200);
+    server.shutdown().await;
+}
+
+/// The deployment of kube-apiserver's field validation tests.
+fn nginx_deployment(name: &str) -> String {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"app": "nginx"}},
+        "spec": {"selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}})
+    .to_string()
+}
+
+/// `fieldValidation` on what a patch body itself holds, as kube-apiserver's field validation
+/// tests send it (their bodies, messages and warnings): duplicate fields of merge and
+/// strategic merge patches and the unknown and duplicate fields of JSON patch operations come
+/// first, then the unknown fields of the patched object; `Strict` is kube-apiserver's 422 on
+/// the field `patch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_and_unknown_fields_of_patch_bodies() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let (status, created, _) = write_warned(
+        addr,
+        "POST",
+        deployments,
+        "application/json",
+        &nginx_deployment("dp"),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let merge_body = r#"{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2",
+        "paused": true, "paused": false,
+        "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest",
+            "unknownNested": "val1", "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"#;
+    let expected = [
+        r#"duplicate field "spec.unknownDupe""#,
+        r#"duplicate field "spec.paused""#,
+        r#"duplicate field "spec.template.spec.containers[0].imagePullPolicy""#,
+        r#"unknown field "spec.template.spec.containers[0].unknownNested""#,
+        r#"unknown field "spec.unknown1""#,
+        r#"unknown field "spec.unknownDupe""#,
+    ];
+    let header = |text: &str| format!("299 - {text:?}");
+    for patch_type in [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ] {
+        let (status, refused, _) = write_warned(
+            addr,
+            "PATCH",
+            &format!("{deployments}/dp?fieldValidation=Strict"),
+            patch_type,
+            merge_body,
+        )
+        .await;
+        assert_eq!(status, 422, "{patch_type}: {refused}");
+        let message = refused["message"].as_str().unwrap();
+        assert!(
+            message.ends_with(&format!(
+                "\": strict decoding error: {}",
+                expected.join(", ")
+            )),
+            "{patch_type}: {message}"
+        );
+        let (status, patched, warnings) = write_warned(
+            addr,
+            "PATCH",
+            &format!("{deployments}/dp"),
+            patch_type,
+            merge_body,
+        )
+        .await;
+        assert_eq!(status, 200, "{patch_type}: {patched}");
+        let expected: Vec<String> = expected.iter().map(|w| header(w)).collect();
+        assert_eq!(warnings, expected, "{patch_type}");
+        assert_eq!(patched["spec"]["paused"], false);
+        let (status, _, warnings) = write_warned(
+            addr,
+            "PATCH",
+            &format!("{deployments}/dp?fieldValidation=Ignore"),
+            patch_type,
+            merge_body,
+        )
+        .await;
+        assert_eq!((status, warnings.len()), (200, 0), "{patch_type}");
+    }
+    // A strategic merge patch's value is the decoded patch as Go prints a map.
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/dp?fieldValidation=Strict"),
+        "application/strategic-merge-patch+json",
+        r#"{"spec": {"paused": true, "paused": false, "replicas": 2}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#" "" is invalid: patch: Invalid value: "map[spec:map[paused:false replicas:2]]": strict decoding error: duplicate field "spec.paused""#
+    );
+    // JSON patch: its operations are read strictly ("json patch ..."); the duplicated path's
+    // last value is the one applied.
+    let json_patch = r#"[
+        {"op": "add", "path": "/spec/unknown1", "value": "val1", "foo": "bar"},
+        {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": "val1"},
+        {"op": "add", "path": "/spec/unknownDupe", "value": "valDupe"},
+        {"op": "add", "path": "/spec/template/spec/containers/0/unknownNested", "value": "val1"}]"#;
+    let expected = [
+        r#"json patch unknown field "[0].foo""#,
+        r#"json patch duplicate field "[1].path""#,
+        r#"unknown field "spec.template.spec.containers[0].unknownNested""#,
+        r#"unknown field "spec.unknown1""#,
+        r#"unknown field "spec.unknown3""#,
+        r#"unknown field "spec.unknownDupe""#,
+    ];
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/dp?fieldValidation=Strict"),
+        "application/json-patch+json",
+        json_patch,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().ends_with(&format!(
+            "\": strict decoding error: {}",
+            expected.join(", ")
+        )),
+        "{refused}"
+    );
+    let (status, patched, warnings) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/dp?fieldValidation=Warn"),
+        "application/json-patch+json",
+        json_patch,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    let expected: Vec<String> = expected.iter().map(|w| header(w)).collect();
+    assert_eq!(warnings, expected);
+    server.shutdown().await;
+}
+
+/// Keys repeated in a server-side apply body: read last-wins, then, once the apply succeeded,
+/// refused under `Strict` and named under `Warn` as go-yaml's strict reader reports them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_keys_of_apply_bodies() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let body = |name: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  paused: true\n  paused: false\n  selector:\n    matchLabels:\n      app: nginx\n  template:\n    metadata:\n      labels:\n        app: nginx\n    spec:\n      containers:\n      - name: nginx\n        image: nginx:latest\n        imagePullPolicy: Always\n        imagePullPolicy: Never\n"
+        )
+    };
+    let yaml = "application/apply-patch+yaml";
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/a1?fieldManager=m&fieldValidation=Strict"),
+        yaml,
+        &body("a1"),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["reason"], "BadRequest");
+    assert_eq!(
+        refused["message"],
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key \"paused\" already set in map\n  line 20: key \"imagePullPolicy\" already set in map"
+    );
+    assert_eq!(get_json(addr, &format!("{deployments}/a1")).await.0, 404);
+    let (status, applied, warnings) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/a1?fieldManager=m"),
+        yaml,
+        &body("a1"),
+    )
+    .await;
+    assert_eq!(status, 201, "{applied}");
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "line 7: key \"paused\" already set in map""#,
+            r#"299 - "line 20: key \"imagePullPolicy\" already set in map""#
+        ]
+    );
+    assert_eq!(applied["spec"]["paused"], false);
+    assert_eq!(
+        applied["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "Never"
+    );
+    // On an existing object too; Ignore says nothing.
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/a1?fieldManager=m&fieldValidation=Strict"),
+        yaml,
+        &body("a1"),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, _, warnings) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{deployments}/a1?fieldManager=m&fieldValidation=Ignore"),
+        yaml,
+        &body("a1"),
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (200, 0));
+    server.shutdown().await;
+}
+
+/// A custom resource's fields its structural schema prunes are reported as a built-in kind's
+/// unknown fields are (after the body's duplicate fields): warnings under `Warn`, kube-apiserver's
+/// strict decoding 400 under `Strict`, nothing under `Ignore`; they are never stored. Its
+/// schema's list markers type it for server-side apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_pruned_fields_are_warned_or_refused() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let definition = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "integer"},
+                        "items": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object",
+                            "required": ["name"],
+                            "properties": {"name": {"type": "string"}}}}}}}}}}]}});
+    let (status, created) = send_json(addr, "POST", crds, &definition).await;
+    assert_eq!(status, 201, "{created}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = |name: &str| {
+        format!(
+            r#"{{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {{"name": "{name}"}},
+            "spec": {{"size": 1, "size": 2, "extra": true, "items": [{{"name": "a", "x": 1}}]}}, "top": 1}}"#
+        )
+    };
+    let json = "application/json";
+    let (status, refused, _) = write_warned(
+        addr,
+        "POST",
+        &format!("{widgets}?fieldValidation=Strict"),
+        json,
+        &widget("w1"),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: duplicate field "spec.size", unknown field "spec.extra", unknown field "spec.items[0].x", unknown field "top""#
+    );
+    assert_eq!(get_json(addr, &format!("{widgets}/w1")).await.0, 404);
+    let (status, created, warnings) =
+        write_warned(addr, "POST", widgets, json, &widget("w1")).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "duplicate field \"spec.size\"""#,
+            r#"299 - "unknown field \"spec.extra\"""#,
+            r#"299 - "unknown field \"spec.items[0].x\"""#,
+            r#"299 - "unknown field \"top\"""#
+        ]
+    );
+    assert_eq!(
+        created["spec"],
+        json!({"size": 2, "items": [{"name": "a"}]})
+    );
+    assert!(created.get("top").is_none());
+    let (status, _, warnings) = write_warned(
+        addr,
+        "POST",
+        &format!("{widgets}?fieldValidation=Ignore"),
+        json,
+        &widget("w2"),
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (201, 0));
+    // A patch's result the same way (merge patch: custom resources take no strategic merge).
+    let merge = "application/merge-patch+json";
+    let (status, patched, warnings) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{widgets}/w1"),
+        merge,
+        r#"{"spec": {"other": 1}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(warnings, [r#"299 - "unknown field \"spec.other\"""#]);
+    assert!(patched["spec"].get("other").is_none());
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{widgets}/w1?fieldValidation=Strict"),
+        merge,
+        r#"{"spec": {"other": 1}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .ends_with(r#"": strict decoding error: unknown field "spec.other""#),
+        "{refused}"
+    );
+    // Server-side apply follows the schema's markers: two appliers' items of a list-map
+    // coexist (an atomic list would conflict).
+    let yaml = "application/apply-patch+yaml";
+    for (manager, item) in [("m1", "a"), ("m2", "b")] {
+        let config = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w3"}, "spec": {"items": [{"name": item}]}});
+        let (status, applied, _) = write_warned(
+            addr,
+            "PATCH",
+            &format!("{widgets}/w3?fieldManager={manager}"),
+            yaml,
+            &config.to_string(),
+        )
+        .await;
+        assert!(matches!(status, 200 | 201), "{applied}");
+    }
+    let (_, stored) = get_json(addr, &format!("{widgets}/w3")).await;
+    assert_eq!(
+        stored["spec"]["items"],
+        json!([{"name": "a"}, {"name": "b"}])
+    );
+    // An apply configuration with fields the schema does not declare cannot be typed:
+    // structured-merge-diff's 500, whatever fieldValidation says.
+    let config = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w3"}, "spec": {"size": 1, "extra": 1, "zz": {"a": 1}}});
+    let (status, refused, _) = write_warned(
+        addr,
+        "PATCH",
+        &format!("{widgets}/w3?fieldManager=m1&fieldValidation=Ignore"),
+        yaml,
+        &config.to_string(),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "failed to create typed patch object (default/w3; example.com/v1, Kind=Widget): errors:\n  .spec.extra: field not declared in schema\n  .spec.zz: field not declared in schema"
+    );
     server.shutdown().await;
 }

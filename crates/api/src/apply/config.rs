@@ -43,11 +43,7 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
             "{PREFIX}error converting YAML to JSON: yaml: invalid UTF-8: {e}"
         ))
     })?;
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_depth = MAX_DEPTH;
-    let mut options = serde_saphyr::Options::default();
-    options.budget = Some(budget);
-    let value: Value = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+    let value: Value = serde_saphyr::from_str_with_options(text, options()).map_err(|e| {
         ApiError::bad_request(format!(
             "{PREFIX}error converting YAML to JSON: yaml: {}",
             one_line(&e.to_string())
@@ -64,6 +60,122 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
     Err(ApiError::bad_request(format!(
         "{PREFIX}error unmarshaling JSON: while decoding JSON: json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
     )))
+}
+
+/// The YAML reader's options: [`MAX_DEPTH`], and repeated keys handed to the value built
+/// (the last one wins, as in kube-apiserver's non-strict `yaml.Unmarshal`; the strict
+/// reading reports them: [`duplicate_keys`]).
+fn options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_DEPTH;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    options
+}
+
+/// The repeated keys of an apply body, as the strict YAML reader kube-apiserver runs under
+/// `fieldValidation=Strict` or `Warn` (go-yaml v2's `UnmarshalStrict`) reports them: `line 10:
+/// key "paused" already set in map`, one per repeated key, a nested one before the key whose
+/// value holds it, the line that of the repeated key's value (1-based). Empty when there are
+/// none or the body does not parse (then the apply has already refused it).
+#[must_use]
+pub fn duplicate_keys(body: &[u8]) -> Vec<String> {
+    // The fast path: a JSON object without repeated keys (the common case) needs no YAML
+    // reading.
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{')
+        && crate::schema::duplicate_fields(body).is_some_and(|fields| fields.is_empty())
+    {
+        return Vec::new();
+    }
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Vec::new();
+    };
+    serde_saphyr::from_str_with_options::<Repeated>(text, options())
+        .map(|repeated| repeated.0)
+        .unwrap_or_default()
+}
+
+/// The `already set in map` messages of a YAML value (see [`duplicate_keys`]).
+struct Repeated(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for Repeated {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(RepeatedVisitor)
+    }
+}
+
+struct RepeatedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for RepeatedVisitor {
+    type Value = Repeated;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+    fn visit_unit<E>(self) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+    fn visit_none<E>(self) -> Result<Repeated, E> {
+        Ok(Repeated(Vec::new()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Repeated, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Repeated(inner)) = seq.next_element::<Repeated>()? {
+            out.extend(inner);
+        }
+        Ok(Repeated(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Repeated, A::Error> {
+        let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<Value>()? {
+            let value: serde_saphyr::Spanned<Repeated> = map.next_value()?;
+            out.extend(value.value.0);
+            let text = match &key {
+                // Go's `%#v` of the key.
+                Value::String(text) => format!("{text:?}"),
+                other => other.to_string(),
+            };
+            if !seen.insert(key) {
+                out.push(format!(
+                    "line {}: key {text} already set in map",
+                    value.referenced.line()
+                ));
+            }
+        }
+        Ok(Repeated(out))
+    }
+}
+
+/// The 400 an apply body with repeated keys gets under `fieldValidation=Strict`, after the
+/// apply itself succeeded: `error strict decoding YAML: error converting YAML to JSON: yaml:
+/// unmarshal errors:` and one indented line per key.
+#[must_use]
+pub fn duplicate_keys_error(duplicates: &[String]) -> ApiError {
+    ApiError::bad_request(format!(
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {}",
+        duplicates.join("\n  ")
+    ))
 }
 
 /// The parser's message on one line (it may draw the offending line under it).
@@ -186,5 +298,44 @@ mod tests {
         }
         let error = parse_configuration(bomb.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400, "10^12 expanded nodes are refused");
+    }
+    #[test]
+    fn repeated_keys_are_read_last_wins_and_reported_with_their_lines() {
+        // As kube-apiserver's field validation tests read theirs: the line of the repeated key.
+        let yaml = b"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  labels:\n    app: nginx\nspec:\n  selector:\n    matchLabels: {app: nginx}\n  paused: true\n  paused: false\n";
+        let value = parse_configuration(yaml).unwrap();
+        assert_eq!(value["spec"]["paused"], json!(false));
+        assert_eq!(
+            duplicate_keys(yaml),
+            ["line 11: key \"paused\" already set in map"]
+        );
+        let nested = b"a:\n  b: 1\n  c:\n    d: 1\n    d: 2\n  b: 2\n";
+        assert_eq!(
+            duplicate_keys(nested),
+            [
+                "line 5: key \"d\" already set in map",
+                "line 6: key \"b\" already set in map"
+            ]
+        );
+        let json = b"{\n  \"a\": 1,\n  \"a\": 2\n}";
+        assert_eq!(parse_configuration(json).unwrap(), json!({"a": 2}));
+        assert_eq!(
+            duplicate_keys(json),
+            ["line 3: key \"a\" already set in map"]
+        );
+        assert!(duplicate_keys(b"{\"a\": {\"b\": 1}}").is_empty());
+        // A block value's line is that of its first entry, as go-yaml's node for it.
+        assert_eq!(
+            duplicate_keys(b"a:\n  x: 1\na:\n\n  y: 2\nb:\n- 1\nb:\n- 2\n"),
+            [
+                "line 5: key \"a\" already set in map",
+                "line 9: key \"b\" already set in map"
+            ]
+        );
+        assert!(duplicate_keys(b"a: 1\nb: [1, 1]\n").is_empty());
+        assert_eq!(
+            duplicate_keys_error(&duplicate_keys(nested)).message,
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 5: key \"d\" already set in map\n  line 6: key \"b\" already set in map"
+        );
     }
 }

@@ -109,6 +109,11 @@ pub struct Writer<'a> {
     pub manager: &'a str,
     /// The subresource written (`status`), or empty.
     pub subresource: &'a str,
+    /// A custom resource's structural schema (its CRD version's `openAPIV3Schema`), whose
+    /// list and map markers the typed walks follow, as kube-apiserver builds a custom
+    /// resource's type from it; `None` for built-in kinds (their published schemas) and for
+    /// custom resources without one (deduced).
+    pub schema: Option<&'a Value>,
 }
 
 /// kube-apiserver's default manager of a write without `fieldManager`: the User-Agent up to
@@ -119,7 +124,12 @@ pub fn default_manager(user_agent: &str) -> String {
     prefix.chars().take(128).collect()
 }
 
-fn schema_root(def: &ResourceDef) -> Ty<'static> {
+/// The schema position of `def`'s root: a custom resource's own structural schema
+/// (`custom`), the kind's published definitions, or deduced for kinds without either.
+pub(crate) fn schema_root<'a>(def: &ResourceDef, custom: Option<&'a Value>) -> Ty<'a> {
+    if let Some(schema) = custom {
+        return Ty::custom(crate::schema::definitions(), schema);
+    }
     match crate::schema::definitions_of(def) {
         Some((definitions, root)) => Ty::root(definitions, root),
         None => Ty::deduced(),
@@ -270,7 +280,7 @@ pub fn update(
     writer: Writer<'_>,
     time: &str,
 ) -> Managers {
-    let ty = schema_root(def);
+    let ty = schema_root(def, writer.schema);
     let empty = json!({});
     // Compared as if neither had managedFields, without copying both objects to drop them.
     let Ok(comparison) = typed::compare_without_managed_fields(old.unwrap_or(&empty), new, ty)
@@ -409,7 +419,7 @@ pub fn apply(
             "metadata.managedFields must be nil".to_owned(),
         ));
     }
-    let ty = schema_root(def);
+    let ty = schema_root(def, writer.schema);
     let type_error = |e: String| ApiError::bad_request(format!("failed to apply: {e}"));
     let mut managers = live.map(managers_of).unwrap_or_default();
     let live_value = live.map_or_else(|| json!({}), without_managed_fields);

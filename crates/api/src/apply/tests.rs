@@ -19,6 +19,7 @@ fn writer(manager: &str) -> Writer<'_> {
     Writer {
         manager,
         subresource: "",
+        schema: None,
     }
 }
 
@@ -301,6 +302,167 @@ fn atomic_lists_are_replaced_and_conflict_whole() {
 }
 
 #[test]
+fn list_and_map_types_come_from_the_published_markers() {
+    // Webhooks of a ValidatingWebhookConfiguration are a list-map by `name`: two appliers'
+    // webhooks coexist, where an atomic list would conflict.
+    let d = def("ValidatingWebhookConfiguration");
+    let config = |name: &str| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": "v"}, "webhooks": [{"name": name, "sideEffects": "None"}]})
+    };
+    let one = applied(&d, None, &config("a.example.com"), "alice", false).unwrap();
+    let two = applied(&d, Some(&one), &config("b.example.com"), "bob", false).unwrap();
+    assert_eq!(two["webhooks"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        entry(&two, "bob", "Apply").unwrap()["fieldsV1"],
+        json!({"f:webhooks": {"k:{\"name\":\"b.example.com\"}": {".": {}, "f:name": {}, "f:sideEffects": {}}}})
+    );
+    // A RoleBinding's roleRef is an atomic struct (`x-kubernetes-map-type: atomic` on RoleRef):
+    // one leaf, not its fields.
+    let d = def("RoleBinding");
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "r", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}});
+    let object = applied(&d, None, &binding, "alice", false).unwrap();
+    assert_eq!(
+        entry(&object, "alice", "Apply").unwrap()["fieldsV1"],
+        json!({"f:roleRef": {}})
+    );
+    // A pod's hostIPs are atomic in v1.33 (only podIPs merge by `ip`).
+    let d = def("Pod");
+    let status = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "status": {"hostIPs": [{"ip": "10.0.0.1"}], "podIPs": [{"ip": "10.1.0.1"}]}});
+    let object = applied(&d, None, &status, "alice", false).unwrap();
+    assert_eq!(
+        entry(&object, "alice", "Apply").unwrap()["fieldsV1"],
+        json!({"f:status": {"f:hostIPs": {}, "f:podIPs": {"k:{\"ip\":\"10.1.0.1\"}": {".": {}, "f:ip": {}}}}})
+    );
+}
+
+/// kube-apiserver's `TestApplyCRDStructuralSchema`: a custom resource is typed by its CRD's
+/// structural schema (its list markers) and its `metadata` by `ObjectMeta`.
+#[test]
+fn custom_resources_follow_their_schemas_markers() {
+    let mut d = def("ConfigMap");
+    d.group = "example.com".to_owned();
+    d.kind = "Noxu".to_owned();
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true, "properties": {
+            "cronSpec": {"type": "string"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+                "items": {"type": "object", "required": ["containerPort", "protocol"],
+                    "properties": {"containerPort": {"type": "integer"}, "name": {"type": "string"},
+                        "protocol": {"type": "string"}}}},
+            "rules": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["host", "path"],
+                "items": {"type": "object", "properties": {"host": {"type": "string"},
+                    "path": {"type": "string", "default": "/"}}}}}}}});
+    fn with_schema<'a>(manager: &'a str, schema: &'a Value) -> Writer<'a> {
+        Writer {
+            manager,
+            subresource: "",
+            schema: Some(schema),
+        }
+    }
+    let apply_as = |live: Option<&Value>, config: &Value, manager: &str, force: bool| {
+        apply(&d, live, config, with_schema(manager, &schema), force, T1).map(
+            |(mut merged, managers)| {
+                set_managed_fields(&mut merged, &managers);
+                merged
+            },
+        )
+    };
+    let config = |ports: Value| {
+        json!({"apiVersion": d.api_version(), "kind": "Noxu",
+            "metadata": {"name": "mytest", "finalizers": ["test-finalizer"]},
+            "spec": {"cronSpec": "* * * * */5", "replicas": 1, "ports": ports}})
+    };
+    let one = apply_as(
+        None,
+        &config(json!([{"name": "x", "containerPort": 80, "protocol": "TCP"}])),
+        "apply_test",
+        false,
+    )
+    .unwrap();
+    // Another writer adds a finalizer: `finalizers` is a set, so the same apply again is no
+    // conflict and keeps both.
+    let mut patched = one.clone();
+    patched["metadata"]["finalizers"] = json!(["test-finalizer", "another-one"]);
+    let managers = update(
+        &d,
+        Some(&one),
+        &patched,
+        base_managers(Some(&one), &patched),
+        with_schema("patcher", &schema),
+        T2,
+    );
+    set_managed_fields(&mut patched, &managers);
+    let again = apply_as(
+        Some(&patched),
+        &config(json!([{"name": "x", "containerPort": 80, "protocol": "TCP"}])),
+        "apply_test",
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        again["metadata"]["finalizers"],
+        json!(["test-finalizer", "another-one"])
+    );
+    // Another applier changing the same port item conflicts on that item's field only;
+    // adding another port is no conflict.
+    let error = apply_as(
+        Some(&again),
+        &json!({"apiVersion": d.api_version(), "kind": "Noxu", "metadata": {"name": "mytest"},
+            "spec": {"ports": [{"name": "y", "containerPort": 80, "protocol": "TCP"}]}}),
+        "apply_test_2",
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(error.code, 409);
+    assert_eq!(
+        error.details.unwrap()["causes"].as_array().unwrap().len(),
+        1,
+        "{}",
+        error.message
+    );
+    let two = apply_as(
+        Some(&again),
+        &json!({"apiVersion": d.api_version(), "kind": "Noxu", "metadata": {"name": "mytest"},
+            "spec": {"ports": [{"name": "y", "containerPort": 8080, "protocol": "TCP"}]}}),
+        "apply_test_2",
+        false,
+    )
+    .unwrap();
+    assert_eq!(two["spec"]["ports"].as_array().unwrap().len(), 2);
+    // A key field the item leaves out takes the schema's `default`; without one, the item
+    // is refused as structured-merge-diff refuses it.
+    let rules = |rules: Value| {
+        json!({"apiVersion": d.api_version(), "kind": "Noxu", "metadata": {"name": "r"},
+            "spec": {"rules": rules}})
+    };
+    let object = apply_as(None, &rules(json!([{"host": "a"}])), "m", false).unwrap();
+    assert_eq!(
+        entry(&object, "m", "Apply").unwrap()["fieldsV1"]["f:spec"]["f:rules"],
+        json!({"k:{\"host\":\"a\",\"path\":\"/\"}": {".": {}, "f:host": {}}})
+    );
+    let error = apply_as(None, &rules(json!([{"path": "/x"}])), "m", false).unwrap_err();
+    assert_eq!(error.code, 400, "{}", error.message);
+    assert!(
+        error.message.contains(r#"omits key field "host""#),
+        "{}",
+        error.message
+    );
+    // Typed as the schema says: `spec` is a struct, `replicas` (preserved, undeclared) a
+    // member of it, the ports keyed.
+    assert_eq!(
+        entry(&two, "apply_test_2", "Apply").unwrap()["fieldsV1"],
+        json!({"f:spec": {"f:ports": {"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {
+            ".": {}, "f:containerPort": {}, "f:name": {}, "f:protocol": {}}}}})
+    );
+}
+
+#[test]
 fn custom_resources_are_deduced() {
     let mut d = def("ConfigMap");
     d.group = "example.com".to_owned();
@@ -456,7 +618,7 @@ fn comparing_without_managed_fields_equals_comparing_stripped_copies() {
         ),
     ];
     let def = def("ConfigMap");
-    let ty = schema_root(&def);
+    let ty = schema_root(&def, None);
     for (old, new) in cases {
         let stripped = typed::compare(
             &without_managed_fields(&old),

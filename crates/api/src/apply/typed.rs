@@ -4,14 +4,18 @@
 //!
 //! ## Schema
 //! A node's type comes from the kind's published schema (the k8s-openapi definitions the
-//! write validation uses): a struct (`properties`), a map (`additionalProperties`), a list
-//! (`items`) or a scalar. Those definitions do not carry Kubernetes' list and map markers, so
-//! [`LIST_TYPES`], [`ATOMIC_STRUCTS`] and [`ATOMIC_MAPS`] restate the `+listType`,
-//! `+listMapKey`, `+structType=atomic` and `+mapType=atomic` markers of Kubernetes v1.33 for
-//! the types of the served kinds. A list not in the table is atomic. Kinds without a schema
-//! (custom resources) and fields a schema does not declare are *deduced*, as
-//! structured-merge-diff's deduced schema: objects are maps whose every key is a member,
-//! lists are atomic.
+//! write validation uses, with Kubernetes' list and map markers of v1.33 written into them
+//! from the checked-in extract, see [`crate::schema`]): a struct (`properties`), a map
+//! (`additionalProperties`), a list (`items`) or a scalar. As kube-openapi's `schemaconv`
+//! reads them: a list is a set or an associative list by `x-kubernetes-list-type` (`set`,
+//! `map` with `x-kubernetes-list-map-keys`); without one, a list whose
+//! `x-kubernetes-patch-strategy` merges is associative by its `x-kubernetes-patch-merge-key`
+//! (a set without one); every other list is atomic. A struct or map is atomic with
+//! `x-kubernetes-map-type: atomic` (on the field or on the referenced definition). A custom
+//! resource is typed by its CRD's structural schema ([`Ty::custom`]: the same markers, inline,
+//! and `metadata` as the built-in `ObjectMeta`). Kinds without a schema and fields a schema
+//! does not declare are *deduced*, as structured-merge-diff's deduced schema: objects are maps
+//! whose every key is a member, lists are atomic.
 //!
 //! ## Guarantees
 //! - [`field_set`] follows structured-merge-diff's `ToFieldSet`: scalars, atomic values,
@@ -33,107 +37,86 @@ use super::fieldpath::{PathElement, Set};
 
 /// How a list's items are identified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListType {
+pub enum ListType<'a> {
     /// Replaced whole.
     Atomic,
     /// Scalar items identified by value.
     Set,
     /// Object items identified by these key fields.
-    Map(&'static [&'static str]),
+    Map(Keys<'a>),
 }
 
-/// `(struct, field) → list type` for the lists of the served built-in kinds that are not
-/// atomic (Kubernetes v1.33's `+listType` / `+listMapKey` markers).
-pub const LIST_TYPES: &[(&str, &str, ListType)] = &[
-    ("ObjectMeta", "finalizers", ListType::Set),
-    ("ObjectMeta", "ownerReferences", ListType::Map(&["uid"])),
-    ("PodSpec", "containers", ListType::Map(&["name"])),
-    ("PodSpec", "initContainers", ListType::Map(&["name"])),
-    ("PodSpec", "ephemeralContainers", ListType::Map(&["name"])),
-    ("PodSpec", "volumes", ListType::Map(&["name"])),
-    ("PodSpec", "imagePullSecrets", ListType::Map(&["name"])),
-    ("PodSpec", "hostAliases", ListType::Map(&["ip"])),
-    (
-        "PodSpec",
-        "topologySpreadConstraints",
-        ListType::Map(&["topologyKey", "whenUnsatisfiable"]),
-    ),
-    ("PodSpec", "schedulingGates", ListType::Map(&["name"])),
-    ("PodSpec", "resourceClaims", ListType::Map(&["name"])),
-    (
-        "Container",
-        "ports",
-        ListType::Map(&["containerPort", "protocol"]),
-    ),
-    ("Container", "env", ListType::Map(&["name"])),
-    ("Container", "volumeMounts", ListType::Map(&["mountPath"])),
-    ("Container", "volumeDevices", ListType::Map(&["devicePath"])),
-    (
-        "EphemeralContainer",
-        "ports",
-        ListType::Map(&["containerPort", "protocol"]),
-    ),
-    ("EphemeralContainer", "env", ListType::Map(&["name"])),
-    (
-        "EphemeralContainer",
-        "volumeMounts",
-        ListType::Map(&["mountPath"]),
-    ),
-    (
-        "EphemeralContainer",
-        "volumeDevices",
-        ListType::Map(&["devicePath"]),
-    ),
-    ("ResourceRequirements", "claims", ListType::Map(&["name"])),
-    ("PodStatus", "conditions", ListType::Map(&["type"])),
-    ("PodStatus", "podIPs", ListType::Map(&["ip"])),
-    ("PodStatus", "hostIPs", ListType::Map(&["ip"])),
-    ("ServiceSpec", "ports", ListType::Map(&["port", "protocol"])),
-    ("ServiceStatus", "conditions", ListType::Map(&["type"])),
-    ("ServiceAccount", "secrets", ListType::Map(&["name"])),
-    ("DeploymentStatus", "conditions", ListType::Map(&["type"])),
-    ("ReplicaSetStatus", "conditions", ListType::Map(&["type"])),
-    ("StatefulSetStatus", "conditions", ListType::Map(&["type"])),
-    ("DaemonSetStatus", "conditions", ListType::Map(&["type"])),
-    ("NamespaceStatus", "conditions", ListType::Map(&["type"])),
-    ("NodeSpec", "podCIDRs", ListType::Set),
-    ("NodeStatus", "addresses", ListType::Map(&["type"])),
-    ("NodeStatus", "conditions", ListType::Map(&["type"])),
-    ("Endpoint", "addresses", ListType::Set),
-];
+/// The key fields of an associative list: `x-kubernetes-list-map-keys`, or the one
+/// `x-kubernetes-patch-merge-key` of a list that has no list type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys<'a> {
+    /// `x-kubernetes-list-map-keys` (strings; anything else is skipped).
+    Listed(&'a [Value]),
+    /// `x-kubernetes-patch-merge-key`.
+    One(&'a str),
+}
 
-/// Structs that are atomic (`+structType=atomic`): owned and replaced whole.
-pub const ATOMIC_STRUCTS: &[&str] = &[
-    "LabelSelector",
-    "NodeSelector",
-    "NodeSelectorTerm",
-    "TopologySelectorTerm",
-    "LocalObjectReference",
-    "ObjectReference",
-    "TypedLocalObjectReference",
-    "ConfigMapKeySelector",
-    "SecretKeySelector",
-    "ObjectFieldSelector",
-    "ResourceFieldSelector",
-];
+impl<'a> Keys<'a> {
+    fn iter(self) -> impl Iterator<Item = &'a str> {
+        let (listed, one) = match self {
+            Keys::Listed(keys) => (keys, None),
+            Keys::One(key) => (&[][..], Some(key)),
+        };
+        listed.iter().filter_map(Value::as_str).chain(one)
+    }
+}
 
-/// Maps that are atomic (`+mapType=atomic`), by `(struct, field)`.
-pub const ATOMIC_MAPS: &[(&str, &str)] =
-    &[("ServiceSpec", "selector"), ("PodSpec", "nodeSelector")];
-
-/// Defaults of list-map key fields an item may leave out (`protocol` of ports).
+/// Defaults of list-map key fields an item may leave out where its schema declares none
+/// (`protocol` of ports: Kubernetes' OpenAPI v2 document does not carry the `default`s
+/// structured-merge-diff reads; a custom resource's schema declares its own, see
+/// [`Ty::field_default`]).
 fn key_default(field: &str) -> Option<Value> {
     (field == "protocol").then(|| Value::String("TCP".to_owned()))
 }
 
-/// A schema position: the schema node (none when deduced) and, for table look-ups, the
-/// struct and field it belongs to.
+/// The list type a schema node declares (see the module docs).
+fn list_type_of(node: &Value) -> ListType<'_> {
+    let text = |key: &str| node.get(key).and_then(Value::as_str);
+    match text("x-kubernetes-list-type") {
+        Some("set") => ListType::Set,
+        Some("map") => match node
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+        {
+            Some(keys) if !keys.is_empty() => ListType::Map(Keys::Listed(keys)),
+            _ => ListType::Atomic,
+        },
+        Some(_) => ListType::Atomic,
+        None => match text("x-kubernetes-patch-strategy") {
+            Some("merge" | "merge,retainKeys") => match text("x-kubernetes-patch-merge-key") {
+                Some(key) => ListType::Map(Keys::One(key)),
+                None => ListType::Set,
+            },
+            _ => ListType::Atomic,
+        },
+    }
+}
+
+/// Whether a schema node says `x-kubernetes-map-type: atomic`.
+fn is_atomic_map(node: &Value) -> bool {
+    node.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic")
+}
+
+/// A schema position: the schema node (none when deduced) within its definitions.
 #[derive(Clone, Copy, Debug)]
 pub struct Ty<'a> {
     definitions: Option<&'a Map<String, Value>>,
     node: Option<&'a Value>,
-    owner: &'a str,
-    field: &'a str,
+    /// The root of a custom resource's schema: its `metadata` is an `ObjectMeta`.
+    custom_root: bool,
+}
+
+/// Where a custom resource's `metadata` points: the built-in `ObjectMeta`.
+fn object_meta() -> &'static Value {
+    static OBJECT_META: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    OBJECT_META.get_or_init(|| {
+        serde_json::json!({"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"})
+    })
 }
 
 /// What a node is.
@@ -142,9 +125,9 @@ enum Kind<'a> {
     Scalar,
     /// An atomic struct or map: one leaf.
     Atomic,
-    Struct(&'a Map<String, Value>, &'a str),
+    Struct(&'a Map<String, Value>),
     Map(Ty<'a>),
-    List(ListType, Ty<'a>),
+    List(ListType<'a>, Ty<'a>),
     /// Deduced: maps of deduced values, atomic lists, scalars.
     Deduced,
 }
@@ -160,8 +143,18 @@ impl<'a> Ty<'a> {
         Ty {
             definitions: Some(definitions),
             node: definitions.get(root),
-            owner: short_name(root),
-            field: "",
+            custom_root: false,
+        }
+    }
+
+    /// The root of a custom resource with a structural schema (inline, no references):
+    /// `definitions` are the built-in ones, for its `metadata`.
+    #[must_use]
+    pub fn custom(definitions: &'a Map<String, Value>, schema: &'a Value) -> Ty<'a> {
+        Ty {
+            definitions: Some(definitions),
+            node: Some(schema),
+            custom_root: true,
         }
     }
 
@@ -171,25 +164,22 @@ impl<'a> Ty<'a> {
         Ty {
             definitions: None,
             node: None,
-            owner: "",
-            field: "",
+            custom_root: false,
         }
     }
 
     fn kind(self) -> Kind<'a> {
-        let (Some(definitions), Some(mut node)) = (self.definitions, self.node) else {
+        let (Some(definitions), Some(field)) = (self.definitions, self.node) else {
             return Kind::Deduced;
         };
-        let mut name = self.owner;
-        let mut referenced = false;
-        if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+        // `field` is the node where the schema names this value (a property, list items or
+        // map values), which carries the field's markers; `node` is what it refers to.
+        let mut node = field;
+        if let Some(reference) = field.get("$ref").and_then(Value::as_str) {
             let full = reference.rsplit('/').next().unwrap_or(reference);
-            name = short_name(full);
-            referenced = true;
-            match name {
+            match short_name(full) {
                 "Quantity" | "IntOrString" | "Time" | "MicroTime" => return Kind::Scalar,
                 "FieldsV1" | "RawExtension" | "JSON" => return Kind::Deduced,
-                _ if ATOMIC_STRUCTS.contains(&name) => return Kind::Atomic,
                 _ => {}
             }
             match definitions.get(full) {
@@ -204,33 +194,38 @@ impl<'a> Ty<'a> {
         {
             return Kind::Scalar;
         }
-        let properties = node.get("properties").and_then(Value::as_object);
         match node.get("type").and_then(Value::as_str) {
             Some("array") => {
-                let list_type = LIST_TYPES
-                    .iter()
-                    .find(|(owner, field, _)| *owner == self.owner && *field == self.field)
-                    .map_or(ListType::Atomic, |(_, _, t)| *t);
+                let list_type = match list_type_of(field) {
+                    ListType::Atomic if !std::ptr::eq(field, node) => list_type_of(node),
+                    list_type => list_type,
+                };
                 Kind::List(
                     list_type,
                     Ty {
                         node: node.get("items"),
+                        custom_root: false,
                         ..self
                     },
                 )
             }
             Some("object") | None => {
-                if let Some(properties) = properties {
-                    let owner = if referenced { name } else { self.owner };
-                    Kind::Struct(properties, owner)
+                let atomic = is_atomic_map(field) || is_atomic_map(node);
+                if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+                    if atomic {
+                        Kind::Atomic
+                    } else {
+                        Kind::Struct(properties)
+                    }
                 } else if let Some(items) =
                     node.get("additionalProperties").filter(|v| v.is_object())
                 {
-                    if ATOMIC_MAPS.contains(&(self.owner, self.field)) {
+                    if atomic {
                         Kind::Atomic
                     } else {
                         Kind::Map(Ty {
                             node: Some(items),
+                            custom_root: false,
                             ..self
                         })
                     }
@@ -246,12 +241,19 @@ impl<'a> Ty<'a> {
     /// struct field.
     fn entry(self, key: &str) -> (Ty<'a>, bool) {
         match self.kind() {
-            Kind::Struct(properties, owner) => match properties.get_key_value(key) {
-                Some((name, node)) => (
+            Kind::Struct(_) if self.custom_root && key == "metadata" => (
+                Ty {
+                    node: Some(object_meta()),
+                    custom_root: false,
+                    ..self
+                },
+                true,
+            ),
+            Kind::Struct(properties) => match properties.get(key) {
+                Some(node) => (
                     Ty {
                         node: Some(node),
-                        owner,
-                        field: name.as_str(),
+                        custom_root: false,
                         ..self
                     },
                     true,
@@ -263,7 +265,7 @@ impl<'a> Ty<'a> {
         }
     }
 
-    fn list_item(self) -> (ListType, Ty<'a>) {
+    fn list_item(self) -> (ListType<'a>, Ty<'a>) {
         match self.kind() {
             Kind::List(list_type, items) => (list_type, items),
             _ => (ListType::Atomic, Ty::deduced()),
@@ -293,7 +295,11 @@ impl<'a> Ty<'a> {
 pub type TypeError = String;
 
 /// The path element of a list item.
-fn item_element(list_type: ListType, item: &Value) -> Result<PathElement, TypeError> {
+fn item_element(
+    list_type: ListType<'_>,
+    item_ty: Ty<'_>,
+    item: &Value,
+) -> Result<PathElement, TypeError> {
     match list_type {
         ListType::Set => Ok(PathElement::value(item)),
         ListType::Map(keys) => {
@@ -301,15 +307,16 @@ fn item_element(list_type: ListType, item: &Value) -> Result<PathElement, TypeEr
                 return Err("an associative list item must be an object".to_owned());
             };
             let mut key = Map::new();
-            for field in keys {
+            for field in keys.iter() {
                 match fields
-                    .get(*field)
+                    .get(field)
                     .filter(|v| !v.is_null())
+                    .or_else(|| item_ty.field_default(field))
                     .cloned()
                     .or_else(|| key_default(field))
                 {
                     Some(value) => {
-                        key.insert((*field).to_owned(), value);
+                        key.insert(field.to_owned(), value);
                     }
                     None => {
                         return Err(format!(
@@ -325,14 +332,15 @@ fn item_element(list_type: ListType, item: &Value) -> Result<PathElement, TypeEr
 }
 
 /// The items of a list with their elements; duplicates are an error.
-fn keyed_items(
-    list_type: ListType,
-    items: &[Value],
-) -> Result<Vec<(PathElement, &Value)>, TypeError> {
+fn keyed_items<'v>(
+    list_type: ListType<'_>,
+    item_ty: Ty<'_>,
+    items: &'v [Value],
+) -> Result<Vec<(PathElement, &'v Value)>, TypeError> {
     let mut out = Vec::with_capacity(items.len());
     let mut seen = std::collections::BTreeSet::new();
     for item in items {
-        let element = item_element(list_type, item)?;
+        let element = item_element(list_type, item_ty, item)?;
         if !seen.insert(element.clone()) {
             return Err(format!("duplicate entries for key {element}"));
         }
@@ -374,7 +382,7 @@ fn walk_set(
             Kind::List(list_type @ (ListType::Set | ListType::Map(_)), items_ty),
             Value::Array(items),
         ) => {
-            for (element, item) in keyed_items(list_type, items)? {
+            for (element, item) in keyed_items(list_type, items_ty, items)? {
                 path.push(element);
                 walk_set(item, items_ty, path, set)?;
                 set.insert(path);
@@ -519,8 +527,16 @@ fn walk_compare(
     if ty.is_list() {
         let (list_type, items_ty) = ty.list_item();
         let empty = Vec::new();
-        let left = keyed_items(list_type, lhs.and_then(Value::as_array).unwrap_or(&empty))?;
-        let right = keyed_items(list_type, rhs.and_then(Value::as_array).unwrap_or(&empty))?;
+        let left = keyed_items(
+            list_type,
+            items_ty,
+            lhs.and_then(Value::as_array).unwrap_or(&empty),
+        )?;
+        let right = keyed_items(
+            list_type,
+            items_ty,
+            rhs.and_then(Value::as_array).unwrap_or(&empty),
+        )?;
         let right_map: BTreeMap<&PathElement, &Value> =
             right.iter().map(|(e, v)| (e, *v)).collect();
         let left_map: BTreeMap<&PathElement, &Value> = left.iter().map(|(e, v)| (e, *v)).collect();
@@ -607,8 +623,8 @@ fn walk_merge(lhs: Option<&Value>, rhs: &Value, ty: Ty<'_>) -> Result<Value, Typ
         }
         (Value::Array(left), Value::Array(right)) if ty.is_list() => {
             let (list_type, items_ty) = ty.list_item();
-            let left = keyed_items(list_type, left)?;
-            let right = keyed_items(list_type, right)?;
+            let left = keyed_items(list_type, items_ty, left)?;
+            let right = keyed_items(list_type, items_ty, right)?;
             let right_index: BTreeMap<&PathElement, usize> =
                 right.iter().enumerate().map(|(i, (e, _))| (e, i)).collect();
             let left_map: BTreeMap<&PathElement, &Value> =
@@ -645,10 +661,11 @@ pub fn remove_items(value: &mut Value, set: &Set, ty: Ty<'_>) {
         }
         if let Value::Array(items) = value {
             items.retain(|item| {
-                !item_element(list_type, item).is_ok_and(|element| set.has_member(&element))
+                !item_element(list_type, items_ty, item)
+                    .is_ok_and(|element| set.has_member(&element))
             });
             for item in items.iter_mut() {
-                if let Ok(element) = item_element(list_type, item)
+                if let Ok(element) = item_element(list_type, items_ty, item)
                     && let Some(child) = set.child(&element)
                 {
                     remove_items(item, child, items_ty);
@@ -695,4 +712,43 @@ pub fn with_named_fields_as_members(set: &Set, ty: Ty<'_>) -> Set {
         );
     }
     out
+}
+
+impl<'a> Ty<'a> {
+    /// The type of field or map entry `key` (deduced where the schema does not declare it),
+    /// for strategic merge patch's walk.
+    #[must_use]
+    pub(crate) fn child(self, key: &str) -> Ty<'a> {
+        self.entry(key).0
+    }
+
+    /// The type of a list's items (deduced for anything else).
+    #[must_use]
+    pub(crate) fn items(self) -> Ty<'a> {
+        self.list_item().1
+    }
+
+    /// The `default` the schema declares for field `field` of values of this type (a struct,
+    /// possibly by reference), which structured-merge-diff uses for an associative list
+    /// item's missing key.
+    #[must_use]
+    fn field_default(self, field: &str) -> Option<&'a Value> {
+        let mut node = self.node?;
+        if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+            let full = reference.rsplit('/').next().unwrap_or(reference);
+            node = self.definitions?.get(full)?;
+        }
+        node.get("properties")?.get(field)?.get("default")
+    }
+
+    /// The node's `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key` (on the
+    /// field that names the value, as Kubernetes' OpenAPI documents carry them).
+    #[must_use]
+    pub(crate) fn patch_markers(self) -> (Option<&'a str>, Option<&'a str>) {
+        let text = |key: &str| self.node.and_then(|n| n.get(key)).and_then(Value::as_str);
+        (
+            text("x-kubernetes-patch-strategy"),
+            text("x-kubernetes-patch-merge-key"),
+        )
+    }
 }

@@ -368,42 +368,54 @@ struct Writer<'a> {
 
 impl Writer<'_> {
     /// Drops the fields `object`'s kind does not declare (as kube-apiserver's decoding into
-    /// the Go type does) and applies `fieldValidation` to them: nothing more (`Ignore`), one
-    /// warning each (`Warn`), or the write refused (`Strict`: 400 `strict decoding error:
-    /// unknown field "spec.x"`, prefixed with `Kind in version "v" cannot be handled as a
-    /// Kind: ` for a create or update body, as kube-apiserver words each).
-    fn checked_fields(
+    /// the Go type does, or a custom resource's structural schema prunes them) and returns
+    /// what a strict decoder reports of them. A JSON `body` of a built-in kind is read again
+    /// for its duplicate fields and the order of its text, as Go's strict decoder reports
+    /// them; a custom resource's body gives its duplicate fields in the text's order, then
+    /// the pruned paths, sorted, as kube-apiserver's unstructured decoding and pruning report
+    /// them; without a body (a patch's result) the unknown fields come in key order.
+    fn strict_fields(
         &self,
-        def: &ResourceDef,
+        resource: &Resource,
         object: &mut Value,
         body: Option<&[u8]>,
-    ) -> Result<(), ApiError> {
+    ) -> Vec<StrictField> {
+        let def = &resource.def;
+        let custom = resource.custom();
+        if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_ref()) {
+            let pruned = watchkeeper_api::crd::prune_and_default(schema, object);
+            let mut fields = body
+                .and_then(watchkeeper_api::schema::duplicate_fields)
+                .unwrap_or_default();
+            fields.extend(pruned.into_iter().map(StrictField::Unknown));
+            return fields;
+        }
         let unknown = watchkeeper_api::schema::prune_unknown_fields(def, object);
-        // A JSON body is read again for its duplicate fields and the order of its text, as
-        // Go's strict decoder reports them; a patch's result (or a body that is not JSON)
-        // names its unknown fields in key order.
-        let fields = match body.and_then(|raw| watchkeeper_api::schema::strict_fields(def, raw)) {
+        match body.and_then(|raw| watchkeeper_api::schema::strict_fields(def, raw)) {
             Some(fields) => fields,
             None => unknown.into_iter().map(StrictField::Unknown).collect(),
-        };
+        }
+    }
+
+    /// Applies `fieldValidation` to what a strict decoder reports: nothing more (`Ignore`),
+    /// one warning each (`Warn`), or the write refused with `refuse`'s error (`Strict`).
+    fn validate_fields(
+        &self,
+        fields: Vec<String>,
+        refuse: impl FnOnce() -> ApiError,
+    ) -> Result<(), ApiError> {
         if fields.is_empty() {
             return Ok(());
         }
         match self.field_validation {
             FieldValidation::Ignore => Ok(()),
-            FieldValidation::Strict if body.is_some() => {
-                Err(watchkeeper_api::schema::strict_body_error(def, &fields))
-            }
-            FieldValidation::Strict => Err(ApiError::bad_request(
-                watchkeeper_api::schema::strict_message(&fields),
-            )),
+            FieldValidation::Strict => Err(refuse()),
             FieldValidation::Warn => {
                 let mut warnings = self
                     .warnings
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                for field in fields {
-                    let warning = field.to_string();
+                for warning in fields {
                     // A guaranteed update may run the same patch again after a conflict.
                     if !warnings.contains(&warning) {
                         warnings.push(warning);
@@ -412,6 +424,73 @@ impl Writer<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// A create or update body: its unknown and duplicate fields (see [`Self::strict_fields`])
+    /// dropped and validated; `Strict` refuses them with 400 `Kind in version "v" cannot be
+    /// handled as a Kind: strict decoding error: unknown field "spec.x"`, as kube-apiserver's
+    /// `transformDecodeError` words it.
+    fn checked_fields(
+        &self,
+        resource: &Resource,
+        object: &mut Value,
+        body: &[u8],
+    ) -> Result<(), ApiError> {
+        let fields = self.strict_fields(resource, object, Some(body));
+        self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
+            watchkeeper_api::schema::strict_body_error(&resource.def, &fields)
+        })
+    }
+
+    /// What a strict decoder reports of a patch body itself (`fieldValidation` other than
+    /// `Ignore`): the duplicate fields of a merge or strategic merge patch, the unknown and
+    /// duplicate fields of a JSON patch's operations.
+    fn patch_fields(&self, patch_type: PatchType, patch: &[u8]) -> Vec<StrictField> {
+        if self.field_validation == FieldValidation::Ignore {
+            return Vec::new();
+        }
+        match patch_type {
+            PatchType::Json => watchkeeper_api::schema::json_patch_fields(patch),
+            PatchType::Merge | PatchType::StrategicMerge => {
+                watchkeeper_api::schema::duplicate_fields(patch)
+            }
+            PatchType::Apply => None,
+        }
+        .unwrap_or_default()
+    }
+
+    /// A patched object: the patch's own strict errors (`patch_fields`), then its result's
+    /// unknown fields (dropped), validated; `Strict` refuses them with kube-apiserver's 422 on
+    /// the field `patch` ([`watchkeeper_api::schema::strict_patch_error`]).
+    fn checked_patch(
+        &self,
+        resource: &Resource,
+        object: &mut Value,
+        patch_type: PatchType,
+        patch: &[u8],
+        patch_fields: &[StrictField],
+    ) -> Result<(), ApiError> {
+        let patched = (self.field_validation == FieldValidation::Strict).then(|| object.clone());
+        let mut fields = patch_fields.to_vec();
+        fields.extend(self.strict_fields(resource, object, None));
+        self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
+            watchkeeper_api::schema::strict_patch_error(
+                patch_type,
+                patched.as_ref().unwrap_or(object),
+                patch,
+                &fields,
+            )
+        })
+    }
+
+    /// The repeated keys of an apply body (`duplicates`, from
+    /// [`apply::config::duplicate_keys`]), validated once the apply succeeded, as
+    /// kube-apiserver checks them: `Strict` refuses with 400 `error strict decoding YAML: ...`,
+    /// `Warn` names each (`line 10: key "paused" already set in map`).
+    fn checked_keys(&self, duplicates: &[String]) -> Result<(), ApiError> {
+        self.validate_fields(duplicates.to_vec(), || {
+            apply::config::duplicate_keys_error(duplicates)
+        })
     }
 
     /// `response` with one `Warning: 299 - "..."` header per warning, as kube-apiserver
@@ -483,16 +562,17 @@ impl Writer<'_> {
         raw: &[u8],
     ) -> Result<Value, ApiError> {
         let mut body = body;
-        self.checked_fields(&resource.def, &mut body, Some(raw))?;
+        self.checked_fields(resource, &mut body, raw)?;
         let context = self.create_context(resource, namespace).await?;
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit(resource, None, object)?;
+        let custom = resource.custom();
         let managers = apply::update(
             &resource.def,
             None,
             &object,
             apply::Managers::new(),
-            self.field_writer(),
+            self.field_writer(custom_schema(custom.as_deref())),
             &self.time,
         );
         self.store_new(resource, namespace, object, &managers).await
@@ -580,6 +660,8 @@ impl Writer<'_> {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
             }
             if let Some(schema) = &custom.schema {
+                // A create, update or patch pruned it already, with its report
+                // (`strict_fields`); the defaults again after the status rules.
                 watchkeeper_api::crd::prune_and_default(schema, &mut object);
                 watchkeeper_api::schema::check_custom(&resource.def, schema, &object)?;
             }
@@ -614,11 +696,13 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// The managed fields writer of this request.
-    fn field_writer(&self) -> apply::Writer<'_> {
+    /// The managed fields writer of this request, for an object typed by `custom` (a custom
+    /// resource's structural schema, from [`custom_schema`]) or by its built-in kind (`None`).
+    fn field_writer<'s>(&'s self, custom: Option<&'s Value>) -> apply::Writer<'s> {
         apply::Writer {
             manager: &self.manager,
             subresource: &self.subresource,
+            schema: custom,
         }
     }
 
@@ -700,7 +784,7 @@ impl Writer<'_> {
         };
         self.guaranteed_update(resource, namespace, name, precondition, |_current| {
             let mut new = body.clone();
-            self.checked_fields(&resource.def, &mut new, Some(raw))?;
+            self.checked_fields(resource, &mut new, raw)?;
             if new.pointer("/metadata/name").is_none()
                 && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
             {
@@ -720,9 +804,10 @@ impl Writer<'_> {
         patch_type: PatchType,
         patch: Bytes,
     ) -> Result<Value, ApiError> {
+        let patch_fields = self.patch_fields(patch_type, &patch);
         self.guaranteed_update(resource, namespace, name, None, |old| {
             let mut new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
-            self.checked_fields(&resource.def, &mut new, None)?;
+            self.checked_patch(resource, &mut new, patch_type, &patch, &patch_fields)?;
             // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
             // with kube-apiserver: it applies only to that version.
             let version = |object: &Value| {
@@ -752,7 +837,13 @@ impl Writer<'_> {
     ) -> Result<(Value, bool), ApiError> {
         let def = &resource.def;
         let mut config = apply::config::parse_configuration(body)?;
-        let unknown = watchkeeper_api::schema::prune_unknown_fields(def, &mut config);
+        let custom = resource.custom();
+        // Fields the type does not declare: a built-in kind's schema, or a custom resource's
+        // structural schema (whose pruning names them; the copy is not kept).
+        let unknown = match custom_schema(custom.as_deref()) {
+            Some(schema) => watchkeeper_api::crd::prune_and_default(schema, &mut config.clone()),
+            None => watchkeeper_api::schema::prune_unknown_fields(def, &mut config),
+        };
         if !unknown.is_empty() {
             let namespace = if def.namespaced { namespace } else { "" };
             return Err(watchkeeper_api::schema::apply_unknown_fields_error(
@@ -772,6 +863,11 @@ impl Writer<'_> {
             })?),
             _ => None,
         };
+        let duplicates = if self.field_validation == FieldValidation::Ignore {
+            Vec::new()
+        } else {
+            apply::config::duplicate_keys(body)
+        };
         self.consistent(resource).await?;
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
             if resource
@@ -786,10 +882,11 @@ impl Writer<'_> {
                             def,
                             Some(old),
                             &config,
-                            self.field_writer(),
+                            self.field_writer(custom_schema(custom.as_deref())),
                             self.force,
                             &self.time,
                         )?;
+                        self.checked_keys(&duplicates)?;
                         Ok((merged, Some(managers)))
                     })
                     .await;
@@ -805,10 +902,11 @@ impl Writer<'_> {
                 def,
                 None,
                 &config,
-                self.field_writer(),
+                self.field_writer(custom_schema(custom.as_deref())),
                 self.force,
                 &self.time,
             )?;
+            self.checked_keys(&duplicates)?;
             if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
@@ -844,6 +942,7 @@ impl Writer<'_> {
         let cache_key = object_key(namespace, name);
         let store_key = Bytes::from(resource.store_key(namespace, name));
         let counters = &self.source.counters;
+        let custom = resource.custom();
         // Start from a cache proven fresh, so a write never builds on a stale object.
         self.consistent(resource).await?;
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
@@ -866,7 +965,7 @@ impl Writer<'_> {
                     Some(old),
                     &new,
                     base,
-                    self.field_writer(),
+                    self.field_writer(custom_schema(custom.as_deref())),
                     &self.time,
                 )
             });
@@ -1221,6 +1320,12 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         ));
     }
     Ok(value)
+}
+
+/// A custom resource's structural schema (`None` for built-in kinds and custom resources
+/// without one).
+fn custom_schema(custom: Option<&watchkeeper_api::crd::CustomResource>) -> Option<&Value> {
+    custom.and_then(|custom| custom.schema.as_ref())
 }
 
 fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
