@@ -242,9 +242,16 @@ pub fn api_versions_with_address(server_address: &str) -> Value {
     })
 }
 
-/// The named groups in the order they first appear, each with its versions in order.
+/// The named groups: Kubernetes' own (no dot, or `*.k8s.io` / `*.kubernetes.io`, names a
+/// CustomResourceDefinition cannot take without Kubernetes' approval) in the order they first
+/// appear (kube-apiserver's order), then the others by name, as kube-apiserver's aggregator
+/// orders groups of equal priority (every CustomResourceDefinition's group has the same,
+/// lower one). A built-in group's
+/// versions keep their order; another group's are in Kubernetes' version priority
+/// ([`compare_kube_versions`]), so its preferred version is the most stable, newest one.
 fn groups(defs: &[ResourceDef]) -> Vec<(&str, Vec<&str>)> {
     let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut builtin = 0;
     for def in defs.iter().filter(|d| !d.group.is_empty()) {
         match groups.iter_mut().find(|(g, _)| *g == def.group) {
             Some((_, versions)) => {
@@ -252,10 +259,63 @@ fn groups(defs: &[ResourceDef]) -> Vec<(&str, Vec<&str>)> {
                     versions.push(&def.version);
                 }
             }
-            None => groups.push((&def.group, vec![&def.version])),
+            None => {
+                let kubernetes = !def.group.contains('.')
+                    || def.group.ends_with(".k8s.io")
+                    || def.group.ends_with(".kubernetes.io");
+                if kubernetes {
+                    groups.insert(builtin, (&def.group, vec![&def.version]));
+                    builtin += 1;
+                } else {
+                    groups.push((&def.group, vec![&def.version]));
+                }
+            }
         }
     }
+    groups[builtin..].sort_by(|a, b| a.0.cmp(b.0));
+    for (_, versions) in &mut groups[builtin..] {
+        versions.sort_by(|a, b| compare_kube_versions(a, b));
+    }
     groups
+}
+
+/// Kubernetes' version priority (apimachinery's `CompareKubeAwareVersionStrings`), highest
+/// first: versions of the form `v<major>[(alpha|beta)<minor>]` before any other; among them GA
+/// before beta before alpha, then the greater major, then the greater minor; other versions
+/// by name. (kube-core's `Version::priority` differs on versions such as `v1beta`, which it
+/// reads as a beta and apimachinery as not Kubernetes-like.)
+#[must_use]
+pub fn compare_kube_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    /// `(stability: 2 GA / 1 beta / 0 alpha, major, minor)` of a Kubernetes-like version.
+    fn parse(version: &str) -> Option<(u8, u64, u64)> {
+        let rest = version.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (major, rest) = rest.split_at(digits);
+        if major.is_empty() {
+            return None;
+        }
+        let major = major.parse().ok()?;
+        if rest.is_empty() {
+            return Some((2, major, 0));
+        }
+        let (stability, minor) = if let Some(minor) = rest.strip_prefix("beta") {
+            (1, minor)
+        } else {
+            (0, rest.strip_prefix("alpha")?)
+        };
+        if minor.is_empty() || !minor.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        Some((stability, major, minor.parse().ok()?))
+    }
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
 }
 
 fn group_body(group: &str, versions: &[&str]) -> Value {
@@ -527,8 +587,82 @@ pub fn discovery_etag(body: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn versions_sort_by_kubernetes_priority() {
+        // The order of Kubernetes' CRD versioning documentation, with v0 and alphas added.
+        let mut versions = vec![
+            "foo1",
+            "v1alpha1",
+            "v12alpha1",
+            "v1",
+            "v11beta2",
+            "v10beta3",
+            "v3beta1",
+            "v2",
+            "v10",
+            "v11alpha2",
+            "foo10",
+            "v1beta1",
+            "v0",
+            "v2alpha1",
+        ];
+        versions.sort_by(|a, b| super::compare_kube_versions(a, b));
+        assert_eq!(
+            versions,
+            [
+                "v10",
+                "v2",
+                "v1",
+                "v0",
+                "v11beta2",
+                "v10beta3",
+                "v3beta1",
+                "v1beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "v2alpha1",
+                "v1alpha1",
+                "foo1",
+                "foo10"
+            ]
+        );
+    }
+
     use super::*;
     use crate::resources::builtin_resources;
+
+    #[test]
+    fn custom_groups_follow_kubernetes_ones_by_name_and_prefer_their_most_stable_version() {
+        let mut defs = builtin_resources();
+        let template = defs[0].clone();
+        for (group, version) in [
+            ("widgets.example.com", "v1alpha1"),
+            ("widgets.example.com", "v1"),
+            ("widgets.example.com", "v2beta1"),
+            ("apples.example.com", "v1"),
+        ] {
+            let mut def = template.clone();
+            def.group = group.to_owned();
+            def.version = version.to_owned();
+            defs.push(def);
+        }
+        let list = api_group_list(&defs);
+        let groups = list["groups"].as_array().unwrap();
+        let names: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names[names.len() - 2..],
+            ["apples.example.com", "widgets.example.com"]
+        );
+        let widgets = api_group(&defs, "widgets.example.com").unwrap();
+        assert_eq!(widgets["preferredVersion"]["version"], "v1");
+        let versions: Vec<&str> = widgets["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["version"].as_str().unwrap())
+            .collect();
+        assert_eq!(versions, ["v1", "v2beta1", "v1alpha1"]);
+    }
 
     #[test]
     fn version_document() {

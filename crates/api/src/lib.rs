@@ -68,7 +68,8 @@ pub use discovery::{
 };
 pub use error::{ApiError, success_status};
 pub use meta::{
-    CreateContext, check_body_media_type, prepare_create, prepare_update, validate_name,
+    CreateContext, check_body_media_type, prepare_create, prepare_update, prepare_update_decoded,
+    validate_name,
 };
 pub use openapi::{openapi_v3_group_version, openapi_v3_root};
 pub use order::{object_body, status_body};

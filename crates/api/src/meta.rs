@@ -522,8 +522,29 @@ fn immutable(field: &str, value: &str) -> Cause {
 /// # Errors
 /// 400, 422 or 413 as described.
 pub fn prepare_update(def: &ResourceDef, old: &Value, new: Value) -> Result<Value, ApiError> {
-    let mut object = as_object(new, "the object")?;
+    let object = as_object(new, "the object")?;
     crate::schema::check_body(def, &object)?;
+    prepare_checked_update(def, old, object)
+}
+
+/// [`prepare_update`] for an object already known to decode into its kind (a patch's result,
+/// which [`crate::apply_patch`] checks): the same, without walking the schema again.
+///
+/// # Errors
+/// As [`prepare_update`].
+pub fn prepare_update_decoded(
+    def: &ResourceDef,
+    old: &Value,
+    new: Value,
+) -> Result<Value, ApiError> {
+    prepare_checked_update(def, old, as_object(new, "the object")?)
+}
+
+fn prepare_checked_update(
+    def: &ResourceDef,
+    old: &Value,
+    mut object: Map<String, Value>,
+) -> Result<Value, ApiError> {
     check_type(def, &mut object)?;
     let mut meta = take_metadata(&mut object)?;
     let empty = Map::new();

@@ -246,8 +246,11 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         Some(_) => None,
         None => Some(Arc::new(
             crate::auth::serviceaccount::ServiceAccountTokens::load(
-                config.service_accounts.signing_key_file.as_deref(),
-                config.service_accounts.issuer.clone(),
+                crate::auth::serviceaccount::KeyFiles {
+                    signing: config.service_accounts.signing_key_file.as_deref(),
+                    verifying: &config.service_accounts.key_files,
+                },
+                config.service_accounts.issuers.clone(),
                 config.service_accounts.api_audiences.clone(),
             )
             .map_err(crate::auth::AuthFileError::from)?,
@@ -283,6 +286,19 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         addr: config.listen,
         source,
     })?;
+    // OIDC discovery of the token issuer, now that the advertised address is known.
+    if let Some(tokens) = &service_accounts {
+        match tokens.discovery_documents(
+            config.service_accounts.jwks_uri.as_deref(),
+            bootstrap::advertised(addr),
+        ) {
+            Ok(discovery) => tokens.set_discovery(discovery),
+            Err(reason) => tracing::warn!(
+                %reason,
+                "service account issuer discovery is not served (/.well-known/openid-configuration, /openid/v1/jwks)"
+            ),
+        }
+    }
     // The source decides the resources: the upstream's discovery, or the built-ins and
     // `--resources` over a store.
     let (source, defs, store_mode) = match &config.upstream {

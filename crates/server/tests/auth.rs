@@ -1149,3 +1149,155 @@ async fn service_account_tokens_are_issued_and_authenticate() {
     );
     server.shutdown().await;
 }
+
+/// The token issuer's OIDC discovery, as a relying party (a cloud's identity federation,
+/// Vault) uses it: `/.well-known/openid-configuration` names the issuer and `jwks_uri`, the key
+/// set at `/openid/v1/jwks` verifies the tokens the server issues, both with kube-apiserver's
+/// content types and caching, behind authentication. With `--service-account-key-file`, the
+/// key set also publishes the listed keys and tokens of such a key authenticate; with an issuer
+/// that is not an https URL the two paths are 404, as in kube-apiserver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_issuer_publishes_its_keys_for_oidc_discovery() {
+    let dir = tempfile::tempdir().unwrap();
+    // The old key, retired from signing but still listed for verification.
+    let old_key = write(
+        dir.path(),
+        "old.pem",
+        include_str!("fixtures/sa-signing-rsa-pkcs8.pem"),
+    );
+    let old = server_with(ServeArgs {
+        token_auth_file: Some(write(dir.path(), "tokens.csv", TOKENS)),
+        service_account_signing_key_file: Some(old_key.clone()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let server = server_with(ServeArgs {
+        token_auth_file: Some(write(dir.path(), "tokens.csv", TOKENS)),
+        service_account_key_file: Some(vec![old_key]),
+        service_account_jwks_uri: Some("https://keys.example/openid/v1/jwks".to_owned()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let get = |addr, path: &'static str, headers: &'static [(&'static str, &'static str)]| async move {
+        watchkeeper_testkit::request(addr, "GET", path, headers, b"")
+            .await
+            .unwrap()
+    };
+    const ADMIN: &[(&str, &str)] = &[("Authorization", "Bearer admin-token")];
+    let configuration = get(server.addr, "/.well-known/openid-configuration", ADMIN).await;
+    assert_eq!(configuration.status, 200, "{}", configuration.text());
+    assert_eq!(
+        configuration.header("content-type"),
+        Some("application/json")
+    );
+    assert_eq!(
+        configuration.header("cache-control"),
+        Some("public, max-age=3600")
+    );
+    assert_eq!(
+        configuration.text(),
+        r#"{"issuer":"https://kubernetes.default.svc.cluster.local","jwks_uri":"https://keys.example/openid/v1/jwks","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["ES256","RS256"]}"#
+    );
+    let keyset = get(server.addr, "/openid/v1/jwks", ADMIN).await;
+    assert_eq!(keyset.status, 200);
+    assert_eq!(
+        keyset.header("content-type"),
+        Some("application/jwk-set+json")
+    );
+    assert_eq!(keyset.header("cache-control"), Some("public, max-age=3600"));
+    let keys = keyset.json()["keys"].as_array().unwrap().clone();
+    assert_eq!(
+        keys.len(),
+        2,
+        "the generated signing key and the listed one"
+    );
+    assert_eq!(
+        keys[1]["kid"],
+        "COwLEfhIJEXCCAuLASrtE23lWkrYDnCKeV0k2ikgS5c"
+    );
+    // Without credentials: 401, as every path but health and version.
+    let anonymous = get(server.addr, "/openid/v1/jwks", &[]).await;
+    assert_eq!(anonymous.status, 401);
+
+    // A relying party verifies a token of this server, and one of the old key, with the set.
+    let mut tokens = Vec::new();
+    for target in [&server, &old] {
+        let (code, body) = call(
+            target,
+            Some("admin-token"),
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            &json!({"metadata": {"name": "robot"}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = call(
+            target,
+            Some("admin-token"),
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/robot/token",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": ["vault"]}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        tokens.push(body["status"]["token"].as_str().unwrap().to_owned());
+    }
+    for token in &tokens {
+        let header = jsonwebtoken::decode_header(token).unwrap();
+        let jwk = keys
+            .iter()
+            .find(|k| Some(k["kid"].as_str().unwrap()) == header.kid.as_deref())
+            .expect("the token's key is published");
+        let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk.clone()).unwrap();
+        let mut validation = jsonwebtoken::Validation::new(header.alg);
+        validation.set_audience(&["vault"]);
+        validation.set_issuer(&["https://kubernetes.default.svc.cluster.local"]);
+        let claims = jsonwebtoken::decode::<Value>(
+            token,
+            &jsonwebtoken::DecodingKey::from_jwk(&jwk).unwrap(),
+            &validation,
+        )
+        .unwrap()
+        .claims;
+        assert_eq!(claims["sub"], "system:serviceaccount:default:robot");
+    }
+    // The old instance's token authenticates here: the service account of the same name
+    // exists here with another uid, so TokenReview names the uid mismatch — the key verified.
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": tokens[1], "audiences": ["vault"]}});
+    let (code, body) = call(
+        &server,
+        Some("admin-token"),
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        &review,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        body["status"]["authenticated"],
+        Value::Null,
+        "false is left out: {body}"
+    );
+    assert!(
+        body["status"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("service account UID ("),
+        "the signature verified, the uid did not: {body}"
+    );
+    old.shutdown().await;
+    server.shutdown().await;
+
+    // An issuer that cannot be an OIDC issuer: no discovery.
+    let plain = server_with(ServeArgs {
+        service_account_issuer: Some(vec!["kubernetes".to_owned()]),
+        ..ServeArgs::default()
+    })
+    .await;
+    for path in ["/.well-known/openid-configuration", "/openid/v1/jwks"] {
+        let (code, body) = call(&plain, None, "GET", path, &Value::Null).await;
+        assert_eq!(code, 404, "{path}: {body}");
+    }
+    plain.shutdown().await;
+}

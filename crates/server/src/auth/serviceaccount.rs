@@ -8,13 +8,21 @@
 //!   restart, or by another instance over the same store, are refused (401) — give every
 //!   instance the same key file to share tokens. The header names the key (`kid`: kube-apiserver's
 //!   key id, the unpadded base64url SHA-256 of the public key's DER `SubjectPublicKeyInfo`).
-//! - Its claims are kube-apiserver's: `iss` (`--service-account-issuer`), `sub`
+//! - Tokens are verified with the signing key's public half and every public key of
+//!   `--service-account-key-file` (repeatable; PEM public keys, RSA public keys, certificates
+//!   or RSA/PKCS#8 private keys, as kube-apiserver reads them; RSA, ECDSA P-256 or P-384), the
+//!   keys whose `kid` is the token's tried first: tokens of a retired key stay valid while its
+//!   public key is listed. (kube-apiserver verifies with the listed files only; here the
+//!   signing key is always one of them, so a token this server issues always verifies.)
+//! - Its claims are kube-apiserver's: `iss` (the first `--service-account-issuer`), `sub`
 //!   (`system:serviceaccount:NS:NAME`), `aud`, `exp`, `iat`, `nbf`, `jti`, and the private
 //!   `kubernetes.io` claim with `namespace`, `serviceaccount` {`name`, `uid`} and, for a bound
 //!   token, `pod`, `secret` or `node` {`name`, `uid`} (a pod-bound token also names the pod's
 //!   node when it exists).
-//! - A bearer token whose (unverified) `iss` is not the issuer is not looked at here and goes
-//!   to the other authenticators, as kube-apiserver's JWT authenticator does. One of this
+//! - A bearer token whose (unverified) `iss` is none of the issuers (every
+//!   `--service-account-issuer` is accepted, so an issuer can be changed without refusing the
+//!   tokens of the old one) is not looked at here and goes to the other authenticators, as
+//!   kube-apiserver's JWT authenticator does. One of this
 //!   issuer authenticates as user `system:serviceaccount:NS:NAME` (uid the service account's)
 //!   in the groups `system:serviceaccounts`, `system:serviceaccounts:NS` and
 //!   `system:authenticated` only if: its signature verifies with the key (algorithm pinned to
@@ -24,9 +32,21 @@
 //!   read from the server's caches. Otherwise it is refused with the reason kube-apiserver
 //!   gives (a TokenReview shows it; a request gets a bare 401).
 //! - No token or key is ever logged.
+//!
+//! ## OIDC discovery
+//! As kube-apiserver, the server publishes its verification keys for relying parties (cloud
+//! identity federation, Vault): `/.well-known/openid-configuration` (`issuer`, `jwks_uri`,
+//! `response_types_supported: ["id_token"]`, `subject_types_supported: ["public"]`, the keys'
+//! algorithms) and `/openid/v1/jwks` (`application/jwk-set+json`: every verification key as a
+//! public JWK with its `kid`, `use: sig` and `alg`), both `Cache-Control: public,
+//! max-age=3600`, behind the usual authentication and authorization (kube-apiserver's default
+//! RBAC grants them to `system:serviceaccounts`). `jwks_uri` is `--service-account-jwks-uri`,
+//! else `https://<advertised address>/openid/v1/jwks`. Only an issuer that is an `https` URL
+//! without query or fragment can be an OIDC issuer: with another, the two paths are 404 and
+//! the start logs why, as kube-apiserver does ([`ServiceAccountTokens::discovery_documents`]).
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
@@ -34,11 +54,21 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use ring::signature::{self, KeyPair};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::User;
 
 /// The flag of the signing key.
 pub const SIGNING_KEY_FLAG: &str = "--service-account-signing-key-file";
+
+/// The flag of further verification keys.
+pub const KEY_FILE_FLAG: &str = "--service-account-key-file";
+
+/// Where the OIDC discovery document is served.
+pub const OPENID_CONFIGURATION_PATH: &str = "/.well-known/openid-configuration";
+
+/// Where the verification keys are served.
+pub const JWKS_PATH: &str = "/openid/v1/jwks";
 
 /// Seconds of clock skew allowed on `exp` and `nbf` (go-jose's default leeway, which
 /// kube-apiserver uses).
@@ -108,25 +138,57 @@ pub struct Binding {
     pub node: Option<Ref>,
 }
 
+/// Where the keys come from: `--service-account-signing-key-file` and
+/// `--service-account-key-file`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyFiles<'a> {
+    /// The signing key (a PEM private key); `None`: a P-256 key generated at start.
+    pub signing: Option<&'a Path>,
+    /// Files of further verification keys.
+    pub verifying: &'a [PathBuf],
+}
+
+/// One public key tokens are verified with.
+struct VerifyingKey {
+    algorithm: Algorithm,
+    key_id: String,
+    decoding: DecodingKey,
+    /// The public JWK as JSON text, in go-jose's field order (what kube-apiserver publishes).
+    jwk: String,
+}
+
+/// The two OIDC discovery documents, rendered once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Discovery {
+    /// `/.well-known/openid-configuration`.
+    pub configuration: String,
+    /// `/openid/v1/jwks`.
+    pub keyset: String,
+}
+
 /// The issuer and verifier of service account tokens.
 pub struct ServiceAccountTokens {
-    issuer: String,
+    /// Every accepted issuer; the first issues.
+    issuers: Vec<String>,
     audiences: Vec<String>,
     algorithm: Algorithm,
     key_id: String,
     encoding: EncodingKey,
-    decoding: DecodingKey,
+    /// The signing key's public half first, then those of `--service-account-key-file`.
+    keys: Vec<VerifyingKey>,
     lookup: OnceLock<ObjectLookup>,
+    discovery: OnceLock<Discovery>,
 }
 
 impl fmt::Debug for ServiceAccountTokens {
     /// Never prints a key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let key_ids: Vec<&str> = self.keys.iter().map(|k| k.key_id.as_str()).collect();
         f.debug_struct("ServiceAccountTokens")
-            .field("issuer", &self.issuer)
+            .field("issuers", &self.issuers)
             .field("audiences", &self.audiences)
             .field("algorithm", &self.algorithm)
-            .field("key_id", &self.key_id)
+            .field("key_ids", &key_ids)
             .finish_non_exhaustive()
     }
 }
@@ -158,39 +220,174 @@ fn der(tag: u8, content: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The DER object identifier of P-256 (prime256v1) and of P-384 (secp384r1), without tag.
+const P256_OID: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+const P384_OID: &[u8] = &[0x2b, 0x81, 0x04, 0x00, 0x22];
+
 /// The DER `SubjectPublicKeyInfo` of a public key as ring gives it (RSA: the PKCS#1
-/// `RSAPublicKey`; P-256: the uncompressed point).
+/// `RSAPublicKey`; ECDSA: the uncompressed point).
 fn subject_public_key_info(algorithm: Algorithm, public: &[u8]) -> Vec<u8> {
-    // OIDs with their tags: rsaEncryption + NULL; id-ecPublicKey + prime256v1.
-    let identifier: &[u8] = match algorithm {
-        Algorithm::RS256 => &[
+    // rsaEncryption + NULL; id-ecPublicKey + the curve.
+    let identifier = match algorithm {
+        Algorithm::RS256 => vec![
             0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00,
         ],
-        _ => &[
-            0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48,
-            0xce, 0x3d, 0x03, 0x01, 0x07,
-        ],
+        _ => {
+            let mut identifier = der(0x06, &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01]);
+            let curve = if algorithm == Algorithm::ES384 {
+                P384_OID
+            } else {
+                P256_OID
+            };
+            identifier.extend(der(0x06, curve));
+            identifier
+        }
     };
     let mut bits = vec![0];
     bits.extend_from_slice(public);
-    let mut content = der(0x30, identifier);
+    let mut content = der(0x30, &identifier);
     content.extend(der(0x03, &bits));
     der(0x30, &content)
 }
 
+impl VerifyingKey {
+    /// The key of `public` (see [`subject_public_key_info`]) for `algorithm`.
+    fn new(algorithm: Algorithm, public: &[u8]) -> Result<VerifyingKey, String> {
+        use x509_parser::public_key::PublicKey;
+        use x509_parser::x509::SubjectPublicKeyInfo;
+        let spki = subject_public_key_info(algorithm, public);
+        let digest = ring::digest::digest(&ring::digest::SHA256, &spki);
+        let key_id = URL_SAFE_NO_PAD.encode(digest.as_ref());
+        let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
+        let (_, info) = <SubjectPublicKeyInfo as x509_parser::prelude::FromDer<_>>::from_der(&spki)
+            .map_err(|e| format!("not a public key: {e}"))?;
+        let jwk = match (info.parsed(), algorithm) {
+            (Ok(PublicKey::RSA(rsa)), Algorithm::RS256) => {
+                let unsigned = |bytes: &[u8]| {
+                    let start = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+                    b64(&bytes[start..])
+                };
+                format!(
+                    r#"{{"use":"sig","kty":"RSA","kid":"{key_id}","alg":"RS256","n":"{}","e":"{}"}}"#,
+                    unsigned(rsa.modulus),
+                    unsigned(rsa.exponent)
+                )
+            }
+            (Ok(PublicKey::EC(point)), Algorithm::ES256 | Algorithm::ES384) => {
+                let (crv, alg, size) = if algorithm == Algorithm::ES384 {
+                    ("P-384", "ES384", 48)
+                } else {
+                    ("P-256", "ES256", 32)
+                };
+                let data = point.data();
+                if data.len() != 1 + 2 * size || data[0] != 4 {
+                    return Err("not an uncompressed ECDSA point".to_owned());
+                }
+                format!(
+                    r#"{{"use":"sig","kty":"EC","kid":"{key_id}","crv":"{crv}","alg":"{alg}","x":"{}","y":"{}"}}"#,
+                    b64(&data[1..=size]),
+                    b64(&data[1 + size..])
+                )
+            }
+            _ => return Err("not an RSA or ECDSA P-256/P-384 public key".to_owned()),
+        };
+        let decoding = match algorithm {
+            Algorithm::RS256 => DecodingKey::from_rsa_der(public),
+            _ => DecodingKey::from_ec_der(public),
+        };
+        Ok(VerifyingKey {
+            algorithm,
+            key_id,
+            decoding,
+            jwk,
+        })
+    }
+
+    /// The keys of one PEM section of a `--service-account-key-file`.
+    fn from_pem(section: &pem::Pem) -> Result<Option<VerifyingKey>, String> {
+        use x509_parser::public_key::PublicKey;
+        let spki_key = |der: &[u8]| -> Result<VerifyingKey, String> {
+            use x509_parser::x509::SubjectPublicKeyInfo;
+            let (_, info) =
+                <SubjectPublicKeyInfo as x509_parser::prelude::FromDer<_>>::from_der(der)
+                    .map_err(|e| format!("not a public key: {e}"))?;
+            let curve = info
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok())
+                .map(|oid| oid.as_bytes().to_vec());
+            let public = info.subject_public_key.data.to_vec();
+            match info.parsed() {
+                Ok(PublicKey::RSA(_)) => VerifyingKey::new(Algorithm::RS256, &public),
+                Ok(PublicKey::EC(_)) if curve.as_deref() == Some(P256_OID) => {
+                    VerifyingKey::new(Algorithm::ES256, &public)
+                }
+                Ok(PublicKey::EC(_)) if curve.as_deref() == Some(P384_OID) => {
+                    VerifyingKey::new(Algorithm::ES384, &public)
+                }
+                _ => Err("not an RSA or ECDSA P-256/P-384 public key".to_owned()),
+            }
+        };
+        match section.tag() {
+            "PUBLIC KEY" => spki_key(section.contents()).map(Some),
+            "RSA PUBLIC KEY" => VerifyingKey::new(Algorithm::RS256, section.contents()).map(Some),
+            "CERTIFICATE" => {
+                let (_, certificate) = x509_parser::parse_x509_certificate(section.contents())
+                    .map_err(|e| format!("not a certificate: {e}"))?;
+                spki_key(certificate.public_key().raw).map(Some)
+            }
+            "RSA PRIVATE KEY" => {
+                let pair = signature::RsaKeyPair::from_der(section.contents())
+                    .map_err(|e| format!("not a usable RSA key: {e}"))?;
+                VerifyingKey::new(Algorithm::RS256, pair.public_key().as_ref()).map(Some)
+            }
+            "PRIVATE KEY" => {
+                let der = section.contents();
+                if let Ok(pair) = signature::RsaKeyPair::from_pkcs8(der) {
+                    return VerifyingKey::new(Algorithm::RS256, pair.public_key().as_ref())
+                        .map(Some);
+                }
+                let rng = ring::rand::SystemRandom::new();
+                for (algorithm, signing) in [
+                    (
+                        Algorithm::ES256,
+                        &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+                    ),
+                    (
+                        Algorithm::ES384,
+                        &signature::ECDSA_P384_SHA384_FIXED_SIGNING,
+                    ),
+                ] {
+                    if let Ok(pair) = signature::EcdsaKeyPair::from_pkcs8(signing, der, &rng) {
+                        return VerifyingKey::new(algorithm, pair.public_key().as_ref()).map(Some);
+                    }
+                }
+                Err("not an RSA or ECDSA P-256/P-384 private key".to_owned())
+            }
+            // Other sections (parameters, a SEC1 `EC PRIVATE KEY`, ...) are not keys read here.
+            _ => Ok(None),
+        }
+    }
+}
+
 impl ServiceAccountTokens {
-    /// The issuer of `issuer` tokens for `audiences` (the API audiences), signing with the
-    /// key in `signing_key_file` or, without one, a key generated now.
+    /// The issuer of tokens for `audiences` (the API audiences) as `issuers[0]`, accepting
+    /// every one of `issuers`, signing with the key of `keys.signing` or, without one, a key
+    /// generated now, and verifying with it and the keys of `keys.verifying`.
     ///
     /// # Errors
-    /// The key file cannot be read, is not PEM, or holds no RSA or P-256 private key.
+    /// No issuer; a key file cannot be read, is not PEM, or holds no usable key.
     pub fn load(
-        signing_key_file: Option<&Path>,
-        issuer: String,
+        keys: KeyFiles<'_>,
+        issuers: Vec<String>,
         audiences: Vec<String>,
     ) -> Result<ServiceAccountTokens, KeyError> {
+        if issuers.is_empty() {
+            return Err(KeyError("no service account issuer".to_owned()));
+        }
         let rng = ring::rand::SystemRandom::new();
-        let (algorithm, encoding, public) = match signing_key_file {
+        let (algorithm, encoding, public) = match keys.signing {
             None => {
                 let pkcs8 = signature::EcdsaKeyPair::generate_pkcs8(
                     &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
@@ -211,23 +408,55 @@ impl ServiceAccountTokens {
             }
             Some(path) => Self::read_key(path, &rng)?,
         };
-        let decoding = match algorithm {
-            Algorithm::RS256 => DecodingKey::from_rsa_der(&public),
-            _ => DecodingKey::from_ec_der(&public),
-        };
-        let digest = ring::digest::digest(
-            &ring::digest::SHA256,
-            &subject_public_key_info(algorithm, &public),
-        );
+        let signing = VerifyingKey::new(algorithm, &public).map_err(KeyError)?;
+        let key_id = signing.key_id.clone();
+        let mut verifying = vec![signing];
+        for path in keys.verifying {
+            for key in Self::read_public_keys(path)? {
+                if verifying.iter().all(|k| k.key_id != key.key_id) {
+                    verifying.push(key);
+                }
+            }
+        }
         Ok(ServiceAccountTokens {
-            issuer,
+            issuers,
             audiences,
             algorithm,
-            key_id: URL_SAFE_NO_PAD.encode(digest.as_ref()),
+            key_id,
             encoding,
-            decoding,
+            keys: verifying,
             lookup: OnceLock::new(),
+            discovery: OnceLock::new(),
         })
+    }
+
+    /// The public keys of a `--service-account-key-file`: every PEM public key, RSA public key,
+    /// certificate and RSA or PKCS#8 private key in it (kube-apiserver's
+    /// `keyutil.PublicKeysFromFile`).
+    fn read_public_keys(path: &Path) -> Result<Vec<VerifyingKey>, KeyError> {
+        let fail = |why: String| KeyError(format!("{KEY_FILE_FLAG} {}: {why}", path.display()));
+        let text = std::fs::read(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+        let sections = pem::parse_many(&text).map_err(|e| fail(format!("not PEM: {e}")))?;
+        let mut keys = Vec::new();
+        for (index, section) in sections.iter().enumerate() {
+            match VerifyingKey::from_pem(section) {
+                Ok(Some(key)) => keys.push(key),
+                Ok(None) => {}
+                Err(why) => {
+                    return Err(fail(format!(
+                        "PEM block #{} ({}): {why}",
+                        index + 1,
+                        section.tag()
+                    )));
+                }
+            }
+        }
+        if keys.is_empty() {
+            return Err(fail(
+                "data does not contain any valid RSA or ECDSA public keys".to_owned(),
+            ));
+        }
+        Ok(keys)
     }
 
     /// Reads a PEM private key: PKCS#1 or PKCS#8 RSA (RS256), PKCS#8 P-256 (ES256).
@@ -286,10 +515,75 @@ impl ServiceAccountTokens {
         let _ = self.lookup.set(lookup);
     }
 
-    /// `--service-account-issuer`.
+    /// The issuer of the tokens issued here: the first `--service-account-issuer`.
     #[must_use]
     pub fn issuer(&self) -> &str {
-        &self.issuer
+        &self.issuers[0]
+    }
+
+    /// The OIDC discovery documents for `jwks_uri` (`--service-account-jwks-uri`), else for
+    /// `https://{advertised}/openid/v1/jwks`.
+    ///
+    /// # Errors
+    /// kube-apiserver's reason the issuer cannot be an OIDC issuer (then the discovery paths
+    /// are not served).
+    pub fn discovery_documents(
+        &self,
+        jwks_uri: Option<&str>,
+        advertised: std::net::SocketAddr,
+    ) -> Result<Discovery, String> {
+        let issuer = self.issuer();
+        let uri = issuer
+            .parse::<axum::http::Uri>()
+            .map_err(|e| format!("issuer URL {issuer:?} is not a URL: {e}"))?;
+        if uri.scheme_str() != Some("https") || uri.host().is_none_or(str::is_empty) {
+            return Err(format!("issuer URL must use https scheme, got: {issuer}"));
+        }
+        if uri.query().is_some() {
+            return Err(format!("issuer URL may not include a query, got: {issuer}"));
+        }
+        if issuer.contains('#') {
+            return Err(format!(
+                "issuer URL may not include a fragment, got: {issuer}"
+            ));
+        }
+        let jwks_uri =
+            jwks_uri.map_or_else(|| format!("https://{advertised}{JWKS_PATH}"), str::to_owned);
+        let mut algorithms: Vec<&str> = self
+            .keys
+            .iter()
+            .map(|k| match k.algorithm {
+                Algorithm::RS256 => "RS256",
+                Algorithm::ES384 => "ES384",
+                _ => "ES256",
+            })
+            .collect();
+        algorithms.sort_unstable();
+        algorithms.dedup();
+        // Go's encoding/json of kube-apiserver's structs: fields in declaration order.
+        let configuration = format!(
+            "{{\"issuer\":{},\"jwks_uri\":{},\"response_types_supported\":[\"id_token\"],\"subject_types_supported\":[\"public\"],\"id_token_signing_alg_values_supported\":{}}}",
+            Value::from(issuer),
+            Value::from(jwks_uri),
+            Value::from(algorithms),
+        );
+        let keys: Vec<&str> = self.keys.iter().map(|k| k.jwk.as_str()).collect();
+        let keyset = format!("{{\"keys\":[{}]}}", keys.join(","));
+        Ok(Discovery {
+            configuration,
+            keyset,
+        })
+    }
+
+    /// Serves `discovery` from now on (set once, when the listening address is known).
+    pub fn set_discovery(&self, discovery: Discovery) {
+        let _ = self.discovery.set(discovery);
+    }
+
+    /// The OIDC discovery documents, when the issuer can be an OIDC issuer.
+    #[must_use]
+    pub fn discovery(&self) -> Option<&Discovery> {
+        self.discovery.get()
     }
 
     /// `--api-audiences`: the audiences of a token when a TokenRequest names none, and those
@@ -317,7 +611,7 @@ impl ServiceAccountTokens {
             aud: audiences,
             exp: now + expiration_seconds,
             iat: now,
-            iss: self.issuer.clone(),
+            iss: self.issuer().to_owned(),
             jti: uuid::Uuid::new_v4().to_string(),
             nbf: now,
             sub: format!("system:serviceaccount:{namespace}:{name}"),
@@ -357,7 +651,7 @@ impl ServiceAccountTokens {
             .decode(payload.trim_end_matches('='))
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Issuer>(&bytes).ok())
-            .is_some_and(|claims| claims.iss == self.issuer)
+            .is_some_and(|claims| self.issuers.contains(&claims.iss))
     }
 
     /// The user of a token of this issuer at `now` (Unix seconds), for `wanted` audiences
@@ -371,15 +665,34 @@ impl ServiceAccountTokens {
         wanted: &[String],
         now: i64,
     ) -> Result<(User, Vec<String>), String> {
-        let mut validation = Validation::new(self.algorithm);
-        validation.validate_exp = false;
-        validation.validate_nbf = false;
-        validation.validate_aud = false;
-        validation.required_spec_claims.clear();
-        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
-            .map_err(|e| format!("invalid bearer token, {e}"))?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| format!("invalid bearer token, {e}"))?;
+        // The keys of the token's algorithm, those named by its `kid` first; the first that
+        // verifies it wins (kube-apiserver tries every key).
+        let mut candidates: Vec<&VerifyingKey> = self
+            .keys
+            .iter()
+            .filter(|k| k.algorithm == header.alg)
+            .collect();
+        candidates.sort_by_key(|k| header.kid.as_deref() != Some(k.key_id.as_str()));
+        let mut outcome = Err("invalid bearer token, no key of the token's algorithm".to_owned());
+        for key in candidates {
+            let mut validation = Validation::new(key.algorithm);
+            validation.validate_exp = false;
+            validation.validate_nbf = false;
+            validation.validate_aud = false;
+            validation.required_spec_claims.clear();
+            match jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation) {
+                Ok(data) => {
+                    outcome = Ok(data);
+                    break;
+                }
+                Err(e) => outcome = Err(format!("invalid bearer token, {e}")),
+            }
+        }
+        let data = outcome?;
         let claims = data.claims;
-        if claims.iss != self.issuer {
+        if !self.issuers.contains(&claims.iss) {
             return Err("invalid bearer token, the token's issuer is not this server".to_owned());
         }
         if now > claims.exp + LEEWAY_SECONDS {
@@ -485,8 +798,12 @@ mod tests {
     type Objects = Arc<Mutex<BTreeMap<(String, String, String), String>>>;
 
     fn tokens() -> (ServiceAccountTokens, Objects) {
-        let tokens =
-            ServiceAccountTokens::load(None, ISSUER.to_owned(), vec![ISSUER.to_owned()]).unwrap();
+        let tokens = ServiceAccountTokens::load(
+            KeyFiles::default(),
+            vec![ISSUER.to_owned()],
+            vec![ISSUER.to_owned()],
+        )
+        .unwrap();
         let objects: Objects = Arc::default();
         let seen = objects.clone();
         tokens.set_lookup(Arc::new(move |plural, namespace, name| {
@@ -496,6 +813,13 @@ mod tests {
                 .cloned()
         }));
         (tokens, objects)
+    }
+
+    fn signing(path: &Path) -> KeyFiles<'_> {
+        KeyFiles {
+            signing: Some(path),
+            verifying: &[],
+        }
     }
 
     fn add(objects: &Objects, plural: &str, namespace: &str, name: &str, uid: &str) {
@@ -693,9 +1017,12 @@ mod tests {
         ] {
             let path = dir.join(name);
             std::fs::write(&path, pem).unwrap();
-            let tokens =
-                ServiceAccountTokens::load(Some(&path), ISSUER.to_owned(), vec![ISSUER.to_owned()])
-                    .unwrap();
+            let tokens = ServiceAccountTokens::load(
+                signing(&path),
+                vec![ISSUER.to_owned()],
+                vec![ISSUER.to_owned()],
+            )
+            .unwrap();
             tokens.set_lookup(Arc::new(|_, _, _| Some("u".to_owned())));
             let token = tokens
                 .issue(
@@ -714,9 +1041,13 @@ mod tests {
         let ids: Vec<String> = ["rsa-pkcs8.pem", "rsa-pkcs1.pem"]
             .iter()
             .map(|name| {
-                ServiceAccountTokens::load(Some(&dir.join(name)), ISSUER.to_owned(), vec![])
-                    .unwrap()
-                    .key_id
+                ServiceAccountTokens::load(
+                    signing(&dir.join(name)),
+                    vec![ISSUER.to_owned()],
+                    vec![],
+                )
+                .unwrap()
+                .key_id
             })
             .collect();
         assert_eq!(ids[0], ids[1]);
@@ -724,10 +1055,249 @@ mod tests {
         assert_eq!(ids[0], "COwLEfhIJEXCCAuLASrtE23lWkrYDnCKeV0k2ikgS5c");
         let bad = dir.join("bad.pem");
         std::fs::write(&bad, "not a key").unwrap();
-        let error = ServiceAccountTokens::load(Some(&bad), ISSUER.to_owned(), vec![])
+        let error = ServiceAccountTokens::load(signing(&bad), vec![ISSUER.to_owned()], vec![])
             .unwrap_err()
             .to_string();
         assert!(error.starts_with(SIGNING_KEY_FLAG), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("wk-sa-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn token_of(tokens: &ServiceAccountTokens) -> String {
+        tokens
+            .issue(
+                ("a", "b", "u"),
+                Binding::default(),
+                vec![ISSUER.to_owned()],
+                NOW,
+                600,
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn key_files_verify_tokens_of_retired_or_shared_keys_in_every_pem_form() {
+        let dir = temp_dir("verify");
+        let rsa_path = dir.join("rsa.pem");
+        std::fs::write(
+            &rsa_path,
+            include_str!("../../tests/fixtures/sa-signing-rsa-pkcs1.pem"),
+        )
+        .unwrap();
+        let certified = rcgen::generate_simple_self_signed(vec!["signer".to_owned()]).unwrap();
+        let ec_path = dir.join("ec.pem");
+        std::fs::write(&ec_path, certified.signing_key.serialize_pem()).unwrap();
+        let rsa = ServiceAccountTokens::load(signing(&rsa_path), vec![ISSUER.to_owned()], vec![])
+            .unwrap();
+        let ec =
+            ServiceAccountTokens::load(signing(&ec_path), vec![ISSUER.to_owned()], vec![]).unwrap();
+        let (rsa_token, ec_token) = (token_of(&rsa), token_of(&ec));
+        // The RSA key as a PKIX public key, the EC key as its certificate, both in one file.
+        let pair = signature::RsaKeyPair::from_der(
+            pem::parse(include_str!(
+                "../../tests/fixtures/sa-signing-rsa-pkcs1.pem"
+            ))
+            .unwrap()
+            .contents(),
+        )
+        .unwrap();
+        let public = pem::encode(&pem::Pem::new(
+            "PUBLIC KEY",
+            subject_public_key_info(Algorithm::RS256, pair.public_key().as_ref()),
+        ));
+        let rsa_public = pem::encode(&pem::Pem::new(
+            "RSA PUBLIC KEY",
+            pair.public_key().as_ref().to_vec(),
+        ));
+        for (name, text) in [
+            (
+                "pkix-and-cert.pem",
+                format!("{public}\n{}", certified.cert.pem()),
+            ),
+            ("pkcs1-public-and-private.pem", {
+                format!("{rsa_public}\n{}", certified.signing_key.serialize_pem())
+            }),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            let files = [path];
+            let verifier = ServiceAccountTokens::load(
+                KeyFiles {
+                    signing: None,
+                    verifying: &files,
+                },
+                vec![ISSUER.to_owned()],
+                vec![ISSUER.to_owned()],
+            )
+            .unwrap();
+            verifier.set_lookup(Arc::new(|_, _, _| Some("u".to_owned())));
+            assert_eq!(
+                verifier.keys.len(),
+                3,
+                "{name}: its own key and the file's two"
+            );
+            assert!(verifier.verify(&rsa_token, &[], NOW).is_ok(), "{name}");
+            assert!(verifier.verify(&ec_token, &[], NOW).is_ok(), "{name}");
+            // Its own tokens still verify; a third key's do not.
+            assert!(verifier.verify(&token_of(&verifier), &[], NOW).is_ok());
+            let (stranger, _) = tokens();
+            assert!(verifier.verify(&token_of(&stranger), &[], NOW).is_err());
+        }
+        for (text, why) in [
+            (
+                "no pem here",
+                "data does not contain any valid RSA or ECDSA public keys",
+            ),
+            (
+                "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+                "PEM block #1 (PUBLIC KEY): not a public key",
+            ),
+        ] {
+            let path = dir.join("bad.pem");
+            std::fs::write(&path, text).unwrap();
+            let files = [path];
+            let error = ServiceAccountTokens::load(
+                KeyFiles {
+                    signing: None,
+                    verifying: &files,
+                },
+                vec![ISSUER.to_owned()],
+                vec![],
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(error.starts_with(KEY_FILE_FLAG), "{error}");
+            assert!(error.contains(why), "{error}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn every_issuer_is_accepted_and_the_first_issues() {
+        let issuers = vec!["https://new.example".to_owned(), ISSUER.to_owned()];
+        let tokens =
+            ServiceAccountTokens::load(KeyFiles::default(), issuers.clone(), issuers.clone())
+                .unwrap();
+        tokens.set_lookup(Arc::new(|_, _, _| Some("u".to_owned())));
+        let token = token_of(&tokens);
+        assert_eq!(payload(&token)["iss"], "https://new.example");
+        // A token of the old issuer, signed by the same key.
+        let old = ServiceAccountTokens {
+            issuers: vec![ISSUER.to_owned()],
+            audiences: issuers,
+            algorithm: tokens.algorithm,
+            key_id: tokens.key_id.clone(),
+            encoding: tokens.encoding.clone(),
+            keys: Vec::new(),
+            lookup: OnceLock::new(),
+            discovery: OnceLock::new(),
+        };
+        let old_token = token_of(&old);
+        assert_eq!(payload(&old_token)["iss"], ISSUER);
+        assert!(tokens.is_issued_here(&old_token));
+        assert!(tokens.verify(&old_token, &[ISSUER.to_owned()], NOW).is_ok());
+        let (other, _) = self::tokens();
+        assert!(!other.is_issued_here(&token), "not one of its issuers");
+    }
+
+    #[test]
+    fn discovery_documents_are_kube_apiservers() {
+        let dir = temp_dir("discovery");
+        let path = dir.join("rsa.pem");
+        std::fs::write(
+            &path,
+            include_str!("../../tests/fixtures/sa-signing-rsa-pkcs8.pem"),
+        )
+        .unwrap();
+        let advertised: std::net::SocketAddr = "192.0.2.7:6443".parse().unwrap();
+        let load = |issuer: &str| {
+            ServiceAccountTokens::load(signing(&path), vec![issuer.to_owned()], vec![]).unwrap()
+        };
+        let tokens = load(ISSUER);
+        let discovery = tokens.discovery_documents(None, advertised).unwrap();
+        assert_eq!(
+            discovery.configuration,
+            r#"{"issuer":"https://kubernetes.default.svc.cluster.local","jwks_uri":"https://192.0.2.7:6443/openid/v1/jwks","response_types_supported":["id_token"],"subject_types_supported":["public"],"id_token_signing_alg_values_supported":["RS256"]}"#
+        );
+        assert!(
+            discovery.keyset.starts_with(
+                r#"{"keys":[{"use":"sig","kty":"RSA","kid":"COwLEfhIJEXCCAuLASrtE23lWkrYDnCKeV0k2ikgS5c","alg":"RS256","n":""#
+            ) && discovery.keyset.ends_with(r#"","e":"AQAB"}]}"#),
+            "go-jose's field order: {}",
+            discovery.keyset
+        );
+        let keyset: Value = serde_json::from_str(&discovery.keyset).unwrap();
+        let key = &keyset["keys"][0];
+        assert_eq!(key["kid"], "COwLEfhIJEXCCAuLASrtE23lWkrYDnCKeV0k2ikgS5c");
+        assert_eq!(key["e"], "AQAB");
+        let modulus = URL_SAFE_NO_PAD.decode(key["n"].as_str().unwrap()).unwrap();
+        assert_eq!(modulus.len(), 256, "a 2048-bit modulus without a sign byte");
+        assert_ne!(modulus[0], 0);
+        // The JWK verifies the server's tokens, as a relying party would use it.
+        let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(key.clone()).unwrap();
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.set_audience(&[ISSUER]);
+        tokens.set_lookup(Arc::new(|_, _, _| Some("u".to_owned())));
+        assert!(
+            jsonwebtoken::decode::<Claims>(
+                &token_of(&tokens),
+                &DecodingKey::from_jwk(&jwk).unwrap(),
+                &{
+                    validation.validate_exp = false;
+                    validation
+                }
+            )
+            .is_ok()
+        );
+        let with_uri = tokens
+            .discovery_documents(Some("https://keys.example/jwks"), advertised)
+            .unwrap();
+        assert!(
+            with_uri
+                .configuration
+                .contains(r#""jwks_uri":"https://keys.example/jwks""#)
+        );
+        // A generated P-256 key: an EC JWK.
+        let (ec, _) = self::tokens();
+        let keyset = ec.discovery_documents(None, advertised).unwrap().keyset;
+        assert!(
+            keyset.starts_with(r#"{"keys":[{"use":"sig","kty":"EC","kid":""#)
+                && keyset.contains(r#"","crv":"P-256","alg":"ES256","x":""#),
+            "{keyset}"
+        );
+        let point: Value = serde_json::from_str(&keyset).unwrap();
+        for coordinate in ["x", "y"] {
+            let bytes = URL_SAFE_NO_PAD
+                .decode(point["keys"][0][coordinate].as_str().unwrap())
+                .unwrap();
+            assert_eq!(bytes.len(), 32, "{coordinate}");
+        }
+        for (issuer, error) in [
+            (
+                "kubernetes.default.svc",
+                "issuer URL must use https scheme, got: kubernetes.default.svc",
+            ),
+            (
+                "http://issuer.example",
+                "issuer URL must use https scheme, got: http://issuer.example",
+            ),
+            (
+                "https://issuer.example/?a=b",
+                "issuer URL may not include a query, got: https://issuer.example/?a=b",
+            ),
+        ] {
+            assert_eq!(
+                load(issuer)
+                    .discovery_documents(None, advertised)
+                    .unwrap_err(),
+                error
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -259,10 +259,20 @@ pub struct ServeArgs {
     /// tokens do not survive a restart and are not shared between instances].
     #[arg(long)]
     pub service_account_signing_key_file: Option<PathBuf>,
-    /// The `iss` claim of the service account tokens this server issues and accepts
-    /// [default: https://kubernetes.default.svc.cluster.local].
+    /// The `iss` claim of the service account tokens this server issues and accepts; given
+    /// more than once, the first issues and all are accepted (to change an issuer without
+    /// refusing the old one's tokens) [default: https://kubernetes.default.svc.cluster.local].
     #[arg(long)]
-    pub service_account_issuer: Option<String>,
+    pub service_account_issuer: Option<Vec<String>>,
+    /// PEM file of further keys that verify service account tokens (public keys, RSA public
+    /// keys, certificates or private keys; RSA, ECDSA P-256 or P-384), repeatable; the
+    /// signing key always verifies too [default: none].
+    #[arg(long)]
+    pub service_account_key_file: Option<Vec<PathBuf>>,
+    /// The `jwks_uri` of the OIDC discovery document (`/.well-known/openid-configuration`),
+    /// an https URL [default: https://<advertised address>/openid/v1/jwks].
+    #[arg(long)]
+    pub service_account_jwks_uri: Option<String>,
     /// Audiences of the API, comma-separated: a token request without audiences gets these,
     /// and a bearer service account token must name one [default: the issuer].
     #[arg(long, value_delimiter = ',')]
@@ -347,6 +357,8 @@ impl ServeArgs {
             service_cluster_ip_range,
             service_account_signing_key_file,
             service_account_issuer,
+            service_account_key_file,
+            service_account_jwks_uri,
             api_audiences,
             service_account_max_token_expiration_seconds
         )
@@ -418,8 +430,12 @@ pub struct ServeConfig {
 pub struct ServiceAccountConfig {
     /// `--service-account-signing-key-file`; `None`: a key generated at start.
     pub signing_key_file: Option<PathBuf>,
-    /// `--service-account-issuer`.
-    pub issuer: String,
+    /// `--service-account-issuer`, in order (never empty: the first issues).
+    pub issuers: Vec<String>,
+    /// `--service-account-key-file`.
+    pub key_files: Vec<PathBuf>,
+    /// `--service-account-jwks-uri`.
+    pub jwks_uri: Option<String>,
     /// `--api-audiences` (the issuer when not given).
     pub api_audiences: Vec<String>,
     /// `--service-account-max-token-expiration-seconds`; `None`: no cap.
@@ -428,17 +444,33 @@ pub struct ServiceAccountConfig {
 
 impl ServiceAccountConfig {
     fn from_args(args: &ServeArgs) -> Result<ServiceAccountConfig, ConfigError> {
-        let issuer = args
+        let issuers = args
             .service_account_issuer
             .clone()
-            .unwrap_or_else(|| defaults::SERVICE_ACCOUNT_ISSUER.to_owned());
-        if issuer.is_empty() || issuer.chars().any(char::is_whitespace) {
-            return Err(ConfigError::flag(
-                "--service-account-issuer",
-                format!(
-                    "--service-account-issuer {issuer:?}: must be a non-empty identifier without spaces (a URL, as kube-apiserver's)"
-                ),
-            ));
+            .filter(|list| !list.is_empty())
+            .unwrap_or_else(|| vec![defaults::SERVICE_ACCOUNT_ISSUER.to_owned()]);
+        for issuer in &issuers {
+            if issuer.is_empty() || issuer.chars().any(char::is_whitespace) {
+                return Err(ConfigError::flag(
+                    "--service-account-issuer",
+                    format!(
+                        "--service-account-issuer {issuer:?}: must be a non-empty identifier without spaces (a URL, as kube-apiserver's)"
+                    ),
+                ));
+            }
+        }
+        let issuer = issuers[0].clone();
+        if let Some(uri) = &args.service_account_jwks_uri {
+            let https = uri
+                .parse::<axum::http::Uri>()
+                .ok()
+                .is_some_and(|u| u.scheme_str() == Some("https") && u.host().is_some());
+            if !https {
+                return Err(ConfigError::flag(
+                    "--service-account-jwks-uri",
+                    format!("--service-account-jwks-uri {uri:?}: requires an https URL"),
+                ));
+            }
         }
         let api_audiences = match &args.api_audiences {
             None => vec![issuer.clone()],
@@ -466,7 +498,9 @@ impl ServiceAccountConfig {
         }
         Ok(ServiceAccountConfig {
             signing_key_file: args.service_account_signing_key_file.clone(),
-            issuer,
+            issuers,
+            key_files: args.service_account_key_file.clone().unwrap_or_default(),
+            jwks_uri: args.service_account_jwks_uri.clone(),
             api_audiences,
             max_token_expiration_seconds: (max != 0).then_some(max),
         })
@@ -693,6 +727,14 @@ impl UpstreamConfig {
             (
                 args.service_account_issuer.is_some(),
                 "--service-account-issuer",
+            ),
+            (
+                args.service_account_key_file.is_some(),
+                "--service-account-key-file",
+            ),
+            (
+                args.service_account_jwks_uri.is_some(),
+                "--service-account-jwks-uri",
             ),
             (args.api_audiences.is_some(), "--api-audiences"),
             (
@@ -1123,7 +1165,7 @@ mod tests {
             ),
             (
                 "service-account-issuer",
-                config.service_accounts.issuer.clone(),
+                config.service_accounts.issuers[0].clone(),
             ),
             (
                 "service-account-max-token-expiration-seconds",
@@ -1152,13 +1194,24 @@ mod tests {
             "the API audiences default to the issuer"
         );
         let config = ServeConfig::from_args(ServeArgs {
-            service_account_issuer: Some("https://wk.example".to_owned()),
+            service_account_issuer: Some(vec![
+                "https://wk.example".to_owned(),
+                "https://old.example".to_owned(),
+            ]),
+            service_account_jwks_uri: Some("https://keys.example/jwks".to_owned()),
             api_audiences: Some(vec!["a".to_owned(), " b ".to_owned()]),
             service_account_max_token_expiration_seconds: Some(7200),
             ..ServeArgs::default()
         })
         .unwrap();
-        assert_eq!(config.service_accounts.issuer, "https://wk.example");
+        assert_eq!(
+            config.service_accounts.issuers,
+            ["https://wk.example", "https://old.example"]
+        );
+        assert_eq!(
+            config.service_accounts.jwks_uri.as_deref(),
+            Some("https://keys.example/jwks")
+        );
         assert_eq!(config.service_accounts.api_audiences, ["a", "b"]);
         assert_eq!(
             config.service_accounts.max_token_expiration_seconds,
@@ -1167,17 +1220,27 @@ mod tests {
         for (args, flag) in [
             (
                 ServeArgs {
-                    service_account_issuer: Some(String::new()),
+                    service_account_issuer: Some(vec![String::new()]),
                     ..ServeArgs::default()
                 },
                 "--service-account-issuer",
             ),
             (
                 ServeArgs {
-                    service_account_issuer: Some("has space".to_owned()),
+                    service_account_issuer: Some(vec![
+                        "https://ok.example".to_owned(),
+                        "has space".to_owned(),
+                    ]),
                     ..ServeArgs::default()
                 },
                 "--service-account-issuer",
+            ),
+            (
+                ServeArgs {
+                    service_account_jwks_uri: Some("http://keys.example/jwks".to_owned()),
+                    ..ServeArgs::default()
+                },
+                "--service-account-jwks-uri",
             ),
             (
                 ServeArgs {

@@ -302,6 +302,30 @@ async fn consistency(app: &Arc<App>, context: &RequestContext, query: Option<&st
     )
 }
 
+/// The service account issuer's OIDC discovery document or key set (see
+/// `auth::serviceaccount`), as kube-apiserver serves them; 404 when not served.
+fn openid(app: &App, keyset: bool) -> Response {
+    let Some(discovery) = app.auth.service_accounts().and_then(|t| t.discovery()) else {
+        return error_response(&ApiError::path_not_found());
+    };
+    let (body, content_type) = if keyset {
+        (&discovery.keyset, "application/jwk-set+json")
+    } else {
+        (&discovery.configuration, "application/json")
+    };
+    let mut response = text_response(StatusCode::OK, body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static(content_type),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("public, max-age=3600"),
+    );
+    response
+}
+
 async fn route(
     app: &Arc<App>,
     context: &RequestContext,
@@ -330,6 +354,8 @@ async fn route(
             );
             response
         }
+        [".well-known", "openid-configuration"] => openid(app, false),
+        ["openid", "v1", "jwks"] => openid(app, true),
         ["debug", "consistency"] => consistency(app, context, query).await,
         ["debug", ..] | ["ui", ..] => {
             crate::operator::debug::serve(&app.observed(), segments, query)

@@ -37,6 +37,7 @@ use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
 use watchkeeper_api::schema::StrictField;
 use watchkeeper_api::{
     ApiError, CreateContext, PatchType, ResourceDef, apply, prepare_create, prepare_update,
+    prepare_update_decoded,
 };
 use watchkeeper_core::{Change, Object, Revision, object_key};
 use watchkeeper_store::{
@@ -790,7 +791,7 @@ impl Writer<'_> {
             {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
-            Ok((new, None))
+            Ok(Desired::unchecked(new))
         })
         .await
     }
@@ -821,7 +822,11 @@ impl Writer<'_> {
             {
                 return Err(ApiError::conflict_modified(&resource.def, name));
             }
-            Ok((new, None))
+            // `apply_patch` checked that the result decodes into the kind.
+            Ok(Desired {
+                decoded: true,
+                ..Desired::unchecked(new)
+            })
         })
         .await
     }
@@ -887,7 +892,10 @@ impl Writer<'_> {
                             &self.time,
                         )?;
                         self.checked_keys(&duplicates)?;
-                        Ok((merged, Some(managers)))
+                        Ok(Desired {
+                            managers: Some(managers),
+                            ..Desired::unchecked(merged)
+                        })
                     })
                     .await;
                 match updated {
@@ -936,7 +944,7 @@ impl Writer<'_> {
         namespace: &str,
         name: &str,
         precondition: Option<Revision>,
-        mutate: impl Fn(&Value) -> Result<(Value, Option<apply::Managers>), ApiError>,
+        mutate: impl Fn(&Value) -> Result<Desired, ApiError>,
     ) -> Result<Value, ApiError> {
         let cache = resource.cache();
         let cache_key = object_key(namespace, name);
@@ -955,9 +963,17 @@ impl Writer<'_> {
                 return Err(ApiError::conflict_modified(&resource.def, name));
             }
             let old = current.body();
-            let (desired, managers) = mutate(old)?;
+            let Desired {
+                object: desired,
+                managers,
+                decoded,
+            } = mutate(old)?;
             let base = apply::base_managers(Some(old), &desired);
-            let new = prepare_update(&resource.def, old, desired)?;
+            let new = if decoded {
+                prepare_update_decoded(&resource.def, old, desired)?
+            } else {
+                prepare_update(&resource.def, old, desired)?
+            };
             let mut new = self.admit(resource, Some(old), new)?;
             let managers = managers.unwrap_or_else(|| {
                 apply::update(
@@ -1217,9 +1233,63 @@ impl Writer<'_> {
     }
 }
 
-/// The value stored for an object: its JSON without `metadata.resourceVersion`.
+/// What a guaranteed update's `mutate` makes of the current object.
+struct Desired {
+    /// The object to store.
+    object: Value,
+    /// Its managed fields, when the mutation decided them (server-side apply).
+    managers: Option<apply::Managers>,
+    /// Whether the object is already known to decode into its kind (a patch's result), so
+    /// the update need not walk the schema again.
+    decoded: bool,
+}
+
+impl Desired {
+    /// `object`, its managed fields to be computed and its decoding to be checked.
+    fn unchecked(object: Value) -> Desired {
+        Desired {
+            object,
+            managers: None,
+            decoded: false,
+        }
+    }
+}
+
+/// The value stored for an object: its JSON without `metadata.resourceVersion`, written
+/// straight from `object` (no copy of it is made; one serialization per write).
 fn stored_value(object: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(&strip_revision(object)).unwrap_or_default())
+    Bytes::from(serde_json::to_vec(&WithoutRevision(object)).unwrap_or_default())
+}
+
+/// Serializes an object as its JSON would be without `metadata.resourceVersion` (same keys in
+/// the same order as a copy without it would be written).
+struct WithoutRevision<'a>(&'a Value);
+
+impl serde::Serialize for WithoutRevision<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        /// `metadata` without `resourceVersion`.
+        struct Metadata<'a>(&'a serde_json::Map<String, Value>);
+        impl serde::Serialize for Metadata<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let fields = self.0.iter().filter(|(key, _)| *key != "resourceVersion");
+                serializer.collect_map(fields)
+            }
+        }
+        let Value::Object(fields) = self.0 else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for (key, value) in fields {
+            match value {
+                Value::Object(metadata) if key == "metadata" => {
+                    map.serialize_entry(key, &Metadata(metadata))?;
+                }
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
 }
 
 fn with_revision(mut object: Value, revision: Revision) -> Value {
@@ -1252,15 +1322,6 @@ fn same_but_revision(a: &Value, b: &Value) -> bool {
             }
             (other, _) => other == Some(value),
         })
-}
-
-/// The object without its resource version (what is stored).
-fn strip_revision(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("resourceVersion");
-    }
-    object
 }
 
 /// Five random lowercase alphanumerics for `generateName`.
@@ -1669,6 +1730,15 @@ impl StoreEvents {
 mod tests {
     use super::*;
 
+    /// The object without its resource version (what is stored).
+    fn strip_revision(object: &Value) -> Value {
+        let mut object = object.clone();
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.remove("resourceVersion");
+        }
+        object
+    }
+
     #[test]
     fn store_errors_map_by_variant() {
         let unavailable = store_error(RangeError::Backend(BackendError::Unavailable(
@@ -1720,6 +1790,29 @@ mod tests {
                     "{a} vs {b}"
                 );
             }
+        }
+    }
+
+    /// The stored value is byte for byte what copying the object without its resource
+    /// version and serializing the copy writes.
+    #[test]
+    fn stored_values_leave_out_the_resource_version_without_a_copy() {
+        let objects = [
+            json!({"metadata": {"name": "a", "resourceVersion": "7", "labels": {"x": "y"}}, "data": {"k": "v\u{e9}\"q"}}),
+            json!({"apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "spec": [1, 2.5, null, true]}),
+            json!({"metadata": {"name": "no-revision"}, "kind": "ConfigMap"}),
+            json!({"metadata": "not an object", "data": {"resourceVersion": "kept"}}),
+            json!({"spec": {"metadata": {"resourceVersion": "nested, kept"}}}),
+            json!({}),
+            json!("x"),
+            json!(42),
+        ];
+        for object in &objects {
+            assert_eq!(
+                stored_value(object),
+                Bytes::from(serde_json::to_vec(&strip_revision(object)).unwrap()),
+                "{object}"
+            );
         }
     }
 }
