@@ -2021,3 +2021,169 @@ async fn custom_resources_at_every_served_version() {
     assert_eq!(get_json(addr, &gizmos("v1beta1")).await.0, 404);
     server.shutdown().await;
 }
+
+/// A client-go-style protobuf watch of pods, decoded by an independent decoder: prost types
+/// generated from Kubernetes' own `generated.proto` files (the k8s-pb crate), as client-go's
+/// generated code decodes them — length-prefixed `WatchEvent`s whose object is the `k8s\0`
+/// envelope (`runtime.Unknown`) around a `Pod`. The decoded pod carries what the JSON answer
+/// says: spec (probes, volumes, resources), status (conditions, container states, times) and
+/// metadata (resource version, uid, creation time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protobuf_watch_decodes_with_kubernetes_generated_types() {
+    use k8s_pb::api::core::v1::Pod;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
+    use k8s_pb::apimachinery::pkg::runtime::Unknown;
+    use prost::Message;
+    let server = server().await;
+    let addr = server.addr;
+    let pods = "/api/v1/namespaces/default/pods";
+    let (_, list) = get_json(addr, pods).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = watchkeeper_testkit::RawWatch::open(
+        addr,
+        &format!("{pods}?watch=true&resourceVersion={rv}"),
+        None,
+        &[(
+            "accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )],
+    )
+    .await
+    .unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.27",
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 7},
+            "volumeMounts": [{"name": "v", "mountPath": "/v"}],
+            "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]}});
+    let (code, _) = send_json(addr, "POST", pods, &pod).await;
+    assert_eq!(code, 201);
+    let (_, mut stored) = get_json(addr, &format!("{pods}/web")).await;
+    stored["status"] = json!({"phase": "Running", "podIP": "10.244.0.5",
+        "startTime": "2026-12-02T08:00:00Z",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-02T08:00:03Z"}],
+        "containerStatuses": [{"name": "c", "ready": true, "restartCount": 2, "image": "nginx:1.27",
+            "imageID": "", "state": {"running": {"startedAt": "2026-12-02T08:00:02Z"}}}]});
+    let (code, body) = send_json(addr, "PUT", &format!("{pods}/web/status"), &stored).await;
+    assert_eq!(code, 200, "{body}");
+    let (_, json_pod) = get_json(addr, &format!("{pods}/web")).await;
+
+    // Two frames: ADDED and MODIFIED.
+    let mut received = Vec::new();
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    while frames.len() < 2 {
+        received.extend(watch.take_bytes());
+        while received.len() >= 4 {
+            let len = u32::from_be_bytes(received[..4].try_into().unwrap()) as usize;
+            if received.len() < 4 + len {
+                break;
+            }
+            frames.push(received[4..4 + len].to_vec());
+            received.drain(..4 + len);
+        }
+        if frames.len() < 2 {
+            tokio::time::timeout(HANG_GUARD, watch.read_some())
+                .await
+                .expect("hang guard")
+                .unwrap();
+        }
+    }
+    let mut decoded = Vec::new();
+    for frame in &frames {
+        let event = WatchEvent::decode(frame.as_slice()).expect("a WatchEvent");
+        let raw = event
+            .object
+            .and_then(|o| o.raw)
+            .expect("the event's object");
+        assert_eq!(&raw[..4], b"k8s\0", "the object is in Kubernetes' envelope");
+        let unknown = Unknown::decode(&raw[4..]).expect("a runtime.Unknown");
+        let type_meta = unknown.type_meta.expect("typeMeta");
+        assert_eq!(
+            (type_meta.api_version.as_deref(), type_meta.kind.as_deref()),
+            (Some("v1"), Some("Pod"))
+        );
+        let pod = Pod::decode(unknown.raw.expect("raw").as_slice()).expect("a Pod");
+        decoded.push((event.r#type.unwrap_or_default(), pod));
+    }
+    assert_eq!(decoded[0].0, "ADDED");
+    assert_eq!(decoded[1].0, "MODIFIED");
+    let (_, pod) = &decoded[1];
+    let metadata = pod.metadata.as_ref().unwrap();
+    assert_eq!(metadata.name.as_deref(), Some("web"));
+    assert_eq!(metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(metadata.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        metadata.resource_version.as_deref(),
+        json_pod["metadata"]["resourceVersion"].as_str()
+    );
+    assert_eq!(
+        metadata.uid.as_deref(),
+        json_pod["metadata"]["uid"].as_str()
+    );
+    let created = metadata
+        .creation_timestamp
+        .as_ref()
+        .unwrap()
+        .seconds
+        .unwrap();
+    assert!(created > 1_700_000_000, "{created}");
+    let spec = pod.spec.as_ref().unwrap();
+    let container = &spec.containers[0];
+    assert_eq!(container.image.as_deref(), Some("nginx:1.27"));
+    let probe = container.liveness_probe.as_ref().unwrap();
+    assert_eq!(probe.period_seconds, Some(7));
+    let http_get = probe.handler.as_ref().unwrap().http_get.as_ref().unwrap();
+    assert_eq!(http_get.path.as_deref(), Some("/healthz"));
+    assert_eq!(http_get.port.as_ref().unwrap().int_val, Some(8080));
+    let requests = &container.resources.as_ref().unwrap().requests;
+    assert_eq!(requests["cpu"].string.as_deref(), Some("250m"));
+    assert_eq!(container.volume_mounts[0].mount_path.as_deref(), Some("/v"));
+    let volume = &spec.volumes[0];
+    let empty_dir = volume
+        .volume_source
+        .as_ref()
+        .unwrap()
+        .empty_dir
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        empty_dir.size_limit.as_ref().unwrap().string.as_deref(),
+        Some("1Gi")
+    );
+    // Defaults the server set, as in the JSON answer.
+    assert_eq!(
+        spec.restart_policy.as_deref(),
+        json_pod["spec"]["restartPolicy"].as_str()
+    );
+    let status = pod.status.as_ref().unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.5"));
+    assert_eq!(status.conditions[0].r#type.as_deref(), Some("Ready"));
+    let container_status = &status.container_statuses[0];
+    assert_eq!(container_status.restart_count, Some(2));
+    assert_eq!(container_status.ready, Some(true));
+    let started = container_status
+        .state
+        .as_ref()
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap()
+        .started_at
+        .as_ref()
+        .unwrap();
+    assert_eq!(started.seconds, Some(1_796_198_402), "2026-12-02T08:00:02Z");
+    // The ADDED frame is the pod before its status.
+    assert!(
+        decoded[0]
+            .1
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            != Some("Running")
+    );
+    server.shutdown().await;
+}
