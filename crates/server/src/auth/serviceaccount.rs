@@ -1068,6 +1068,24 @@ mod tests {
         dir
     }
 
+    fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Tokens with a generated signing key that also verify with the keys of `files`.
+    fn verifying(files: &[PathBuf]) -> Result<ServiceAccountTokens, KeyError> {
+        ServiceAccountTokens::load(
+            KeyFiles {
+                signing: None,
+                verifying: files,
+            },
+            vec![ISSUER.to_owned()],
+            vec![ISSUER.to_owned()],
+        )
+    }
+
     fn token_of(tokens: &ServiceAccountTokens) -> String {
         tokens
             .issue(
@@ -1083,12 +1101,11 @@ mod tests {
     #[test]
     fn key_files_verify_tokens_of_retired_or_shared_keys_in_every_pem_form() {
         let dir = temp_dir("verify");
-        let rsa_path = dir.join("rsa.pem");
-        std::fs::write(
-            &rsa_path,
+        let rsa_path = write_file(
+            &dir,
+            "rsa.pem",
             include_str!("../../tests/fixtures/sa-signing-rsa-pkcs1.pem"),
-        )
-        .unwrap();
+        );
         let certified = rcgen::generate_simple_self_signed(vec!["signer".to_owned()]).unwrap();
         let ec_path = dir.join("ec.pem");
         std::fs::write(&ec_path, certified.signing_key.serialize_pem()).unwrap();
@@ -1123,18 +1140,7 @@ mod tests {
                 format!("{rsa_public}\n{}", certified.signing_key.serialize_pem())
             }),
         ] {
-            let path = dir.join(name);
-            std::fs::write(&path, text).unwrap();
-            let files = [path];
-            let verifier = ServiceAccountTokens::load(
-                KeyFiles {
-                    signing: None,
-                    verifying: &files,
-                },
-                vec![ISSUER.to_owned()],
-                vec![ISSUER.to_owned()],
-            )
-            .unwrap();
+            let verifier = verifying(&[write_file(&dir, name, &text)]).unwrap();
             verifier.set_lookup(Arc::new(|_, _, _| Some("u".to_owned())));
             assert_eq!(
                 verifier.keys.len(),
@@ -1158,19 +1164,9 @@ mod tests {
                 "PEM block #1 (PUBLIC KEY): not a public key",
             ),
         ] {
-            let path = dir.join("bad.pem");
-            std::fs::write(&path, text).unwrap();
-            let files = [path];
-            let error = ServiceAccountTokens::load(
-                KeyFiles {
-                    signing: None,
-                    verifying: &files,
-                },
-                vec![ISSUER.to_owned()],
-                vec![],
-            )
-            .unwrap_err()
-            .to_string();
+            let error = verifying(&[write_file(&dir, "bad.pem", text)])
+                .unwrap_err()
+                .to_string();
             assert!(error.starts_with(KEY_FILE_FLAG), "{error}");
             assert!(error.contains(why), "{error}");
         }
@@ -1208,12 +1204,11 @@ mod tests {
     #[test]
     fn discovery_documents_are_kube_apiservers() {
         let dir = temp_dir("discovery");
-        let path = dir.join("rsa.pem");
-        std::fs::write(
-            &path,
+        let path = write_file(
+            &dir,
+            "rsa.pem",
             include_str!("../../tests/fixtures/sa-signing-rsa-pkcs8.pem"),
-        )
-        .unwrap();
+        );
         let advertised: std::net::SocketAddr = "192.0.2.7:6443".parse().unwrap();
         let load = |issuer: &str| {
             ServiceAccountTokens::load(signing(&path), vec![issuer.to_owned()], vec![]).unwrap()
