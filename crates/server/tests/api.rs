@@ -361,23 +361,7 @@ async fn etcdctl_writes_show_up() {
     )
     .await;
     let value = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"from-etcdctl","namespace":"default"},"data":{"a":"b"}}"#;
-    let output = tokio::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args([
-            "--endpoints",
-            &etcd_endpoint(),
-            "put",
-            &format!("{prefix}/configmaps/default/from-etcdctl"),
-            value,
-        ])
-        .output()
-        .await
-        .expect("etcdctl runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    etcdctl_put(&format!("{prefix}/configmaps/default/from-etcdctl"), value).await;
     let event = watch.next().await.expect("an event");
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["metadata"]["name"], "from-etcdctl");
@@ -434,23 +418,7 @@ async fn protobuf_falls_back_for_objects_outside_the_schemas() {
     .unwrap();
     // `restartPolicyRules` is a container field of Kubernetes 1.34.
     let value = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"later","namespace":"default"},"spec":{"containers":[{"name":"c","image":"nginx","restartPolicy":"Never","restartPolicyRules":[{"action":"Restart","exitCodes":{"operator":"In","values":[42]}}]}]}}"#;
-    let output = tokio::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args([
-            "--endpoints",
-            &etcd_endpoint(),
-            "put",
-            &format!("{prefix}/pods/default/later"),
-            value,
-        ])
-        .output()
-        .await
-        .expect("etcdctl runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    etcdctl_put(&format!("{prefix}/pods/default/later"), value).await;
     let mut received = Vec::new();
     let events = protobuf_events(&mut pod_watch, &mut received, 1).await;
     assert_eq!(events.len(), 1, "{events:?}");
@@ -2186,4 +2154,19 @@ async fn a_protobuf_watch_decodes_with_kubernetes_generated_types() {
             != Some("Running")
     );
     server.shutdown().await;
+}
+
+/// `etcdctl put key value` against the test etcd (a write that bypasses the server).
+async fn etcdctl_put(key: &str, value: &str) {
+    let output = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &etcd_endpoint(), "put", key, value])
+        .output()
+        .await
+        .expect("etcdctl runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
