@@ -9,14 +9,15 @@
 //! - `kubectl explain` finds the kind's schema in `components.schemas` by its
 //!   `x-kubernetes-group-version-kind` and walks `properties`.
 //!
-//! The kind schemas are permissive (`x-kubernetes-preserve-unknown-fields`) with the real
-//! `ObjectMeta`. The patch operations deliberately do **not** list
-//! `application/strategic-merge-patch+json` in their request body: kubectl apply would then
-//! compute the strategic patch from these schemas, which carry no `x-kubernetes-patch-merge-key`
-//! metadata, and would replace keyed lists (containers, env) instead of merging them. Without
-//! it kubectl falls back to its compiled-in patch metadata for built-in kinds (exactly
-//! Kubernetes' struct tags) and to a JSON merge patch for custom resources — which is also
-//! what Kubernetes does for custom resources.
+//! A built-in kind's schema is Kubernetes' own (k8s-openapi's definitions of v1.33 with their
+//! descriptions, and the list, map and patch markers of Kubernetes' published document), every
+//! definition it reaches included, so `kubectl explain deployment.spec.strategy` walks real
+//! fields. Custom resources' schemas are permissive (`x-kubernetes-preserve-unknown-fields`)
+//! with the real `ObjectMeta`. The patch operations do **not** list
+//! `application/strategic-merge-patch+json` in their request body: kubectl then uses its
+//! compiled-in patch metadata for built-in kinds (Kubernetes' struct tags, the same markers)
+//! and a JSON merge patch for custom resources — which is also what Kubernetes does for
+//! custom resources.
 
 use serde_json::{Map, Value, json};
 
@@ -43,10 +44,14 @@ fn schema_package(def: &ResourceDef) -> String {
     }
 }
 
-/// The schema name of the kind, e.g. `io.k8s.api.core.v1.Pod`.
+/// The schema name of the kind, e.g. `io.k8s.api.core.v1.Pod`: Kubernetes' definition name
+/// for a built-in kind with a published schema.
 #[must_use]
 pub fn schema_name(def: &ResourceDef) -> String {
-    format!("{}.{}", schema_package(def), def.kind)
+    crate::schema::root_definition(def).map_or_else(
+        || format!("{}.{}", schema_package(def), def.kind),
+        str::to_owned,
+    )
 }
 
 fn gvk(def: &ResourceDef, kind: &str) -> Value {
@@ -417,6 +422,18 @@ fn type_meta_properties(def: &ResourceDef) -> Map<String, Value> {
 }
 
 fn kind_schemas(def: &ResourceDef, schemas: &mut Map<String, Value>) {
+    // A built-in kind: Kubernetes' own schema of it, with descriptions and markers.
+    if let Some((root, definitions)) = crate::schema::openapi_definitions(def) {
+        schemas.extend(definitions);
+        if let Some(Value::Object(kind)) = schemas.get_mut(&root) {
+            kind.insert(
+                "x-kubernetes-group-version-kind".into(),
+                json!([gvk(def, &def.kind)]),
+            );
+        }
+        list_schema(def, &root, schemas);
+        return;
+    }
     let mut properties = type_meta_properties(def);
     properties.insert(
         "metadata".into(),
@@ -447,17 +464,22 @@ fn kind_schemas(def: &ResourceDef, schemas: &mut Map<String, Value>) {
             "x-kubernetes-group-version-kind": [gvk(def, &def.kind)],
         }),
     );
+    list_schema(def, &schema_name(def), schemas);
+}
+
+/// The `...List` schema of `def`, its items of the schema `item`.
+fn list_schema(def: &ResourceDef, item: &str, schemas: &mut Map<String, Value>) {
     let mut list_properties = type_meta_properties(def);
     list_properties.insert(
         "items".into(),
-        json!({"description": format!("List of {}.", def.plural), "type": "array", "items": {"allOf": [schema_ref(&schema_name(def))], "default": {}}}),
+        json!({"description": format!("List of {}.", def.plural), "type": "array", "items": {"allOf": [schema_ref(item)], "default": {}}}),
     );
     list_properties.insert(
         "metadata".into(),
         json!({"description": "Standard list metadata.", "allOf": [schema_ref(&format!("{META}.ListMeta"))], "default": {}}),
     );
     schemas.insert(
-        format!("{}List", schema_name(def)),
+        format!("{item}List"),
         json!({
             "description": format!("{} is a list of {}.", def.list_kind(), def.kind),
             "type": "object",

@@ -75,261 +75,330 @@ fn ref_name(schema: &Value) -> Option<&str> {
 
 fn schemas() -> &'static Schemas {
     static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
-    SCHEMAS.get_or_init(|| {
-        use k8s_openapi::api::{
-            admissionregistration, apps, autoscaling, batch, certificates, coordination, core,
-            discovery, networking, policy, rbac, scheduling, storage,
-        };
-        let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
-        let mut roots = HashMap::new();
-        let mut add = |group: &'static str, kind: &'static str, schema: Value| {
-            if let Some(name) = ref_name(&schema) {
-                roots.insert((group, kind), name.to_owned());
-            }
-        };
-        add(
-            "",
-            "Namespace",
-            generator.subschema_for::<core::v1::Namespace>().to_value(),
-        );
-        add(
-            "",
-            "Node",
-            generator.subschema_for::<core::v1::Node>().to_value(),
-        );
-        add(
-            "",
-            "Pod",
-            generator.subschema_for::<core::v1::Pod>().to_value(),
-        );
-        add(
-            "",
-            "ConfigMap",
-            generator.subschema_for::<core::v1::ConfigMap>().to_value(),
-        );
-        add(
-            "",
-            "Secret",
-            generator.subschema_for::<core::v1::Secret>().to_value(),
-        );
-        add(
-            "",
-            "Service",
-            generator.subschema_for::<core::v1::Service>().to_value(),
-        );
-        add(
-            "",
-            "Endpoints",
-            generator.subschema_for::<core::v1::Endpoints>().to_value(),
-        );
-        add(
-            "",
-            "Event",
-            generator.subschema_for::<core::v1::Event>().to_value(),
-        );
-        add(
-            "",
-            "ServiceAccount",
-            generator
-                .subschema_for::<core::v1::ServiceAccount>()
-                .to_value(),
-        );
-        add(
-            "apps",
-            "Deployment",
-            generator.subschema_for::<apps::v1::Deployment>().to_value(),
-        );
-        add(
-            "apps",
-            "ReplicaSet",
-            generator.subschema_for::<apps::v1::ReplicaSet>().to_value(),
-        );
-        add(
-            "apps",
-            "StatefulSet",
-            generator
-                .subschema_for::<apps::v1::StatefulSet>()
-                .to_value(),
-        );
-        add(
-            "apps",
-            "DaemonSet",
-            generator.subschema_for::<apps::v1::DaemonSet>().to_value(),
-        );
-        add(
-            "coordination.k8s.io",
-            "Lease",
-            generator
-                .subschema_for::<coordination::v1::Lease>()
-                .to_value(),
-        );
-        add(
-            "discovery.k8s.io",
-            "EndpointSlice",
-            generator
-                .subschema_for::<discovery::v1::EndpointSlice>()
-                .to_value(),
-        );
-        add(
-            "",
-            "PersistentVolumeClaim",
-            generator
-                .subschema_for::<core::v1::PersistentVolumeClaim>()
-                .to_value(),
-        );
-        add(
-            "",
-            "PersistentVolume",
-            generator
-                .subschema_for::<core::v1::PersistentVolume>()
-                .to_value(),
-        );
-        add(
-            "",
-            "ResourceQuota",
-            generator
-                .subschema_for::<core::v1::ResourceQuota>()
-                .to_value(),
-        );
-        add(
-            "",
-            "LimitRange",
-            generator.subschema_for::<core::v1::LimitRange>().to_value(),
-        );
-        add(
-            "",
-            "ReplicationController",
-            generator
-                .subschema_for::<core::v1::ReplicationController>()
-                .to_value(),
-        );
-        add(
-            "",
-            "PodTemplate",
-            generator
-                .subschema_for::<core::v1::PodTemplate>()
-                .to_value(),
-        );
-        add(
-            "batch",
-            "Job",
-            generator.subschema_for::<batch::v1::Job>().to_value(),
-        );
-        add(
-            "batch",
-            "CronJob",
-            generator.subschema_for::<batch::v1::CronJob>().to_value(),
-        );
-        add(
-            "autoscaling",
-            "HorizontalPodAutoscaler",
-            generator
-                .subschema_for::<autoscaling::v2::HorizontalPodAutoscaler>()
-                .to_value(),
-        );
-        add(
-            "policy",
-            "PodDisruptionBudget",
-            generator
-                .subschema_for::<policy::v1::PodDisruptionBudget>()
-                .to_value(),
-        );
-        add(
-            "networking.k8s.io",
-            "NetworkPolicy",
-            generator
-                .subschema_for::<networking::v1::NetworkPolicy>()
-                .to_value(),
-        );
-        add(
-            "networking.k8s.io",
-            "Ingress",
-            generator
-                .subschema_for::<networking::v1::Ingress>()
-                .to_value(),
-        );
-        add(
-            "networking.k8s.io",
-            "IngressClass",
-            generator
-                .subschema_for::<networking::v1::IngressClass>()
-                .to_value(),
-        );
-        add(
-            "rbac.authorization.k8s.io",
-            "Role",
-            generator.subschema_for::<rbac::v1::Role>().to_value(),
-        );
-        add(
-            "rbac.authorization.k8s.io",
-            "RoleBinding",
-            generator
-                .subschema_for::<rbac::v1::RoleBinding>()
-                .to_value(),
-        );
-        add(
-            "rbac.authorization.k8s.io",
-            "ClusterRole",
-            generator
-                .subschema_for::<rbac::v1::ClusterRole>()
-                .to_value(),
-        );
-        add(
-            "rbac.authorization.k8s.io",
-            "ClusterRoleBinding",
-            generator
-                .subschema_for::<rbac::v1::ClusterRoleBinding>()
-                .to_value(),
-        );
-        add(
-            "storage.k8s.io",
-            "StorageClass",
-            generator
-                .subschema_for::<storage::v1::StorageClass>()
-                .to_value(),
-        );
-        add(
-            "scheduling.k8s.io",
-            "PriorityClass",
-            generator
-                .subschema_for::<scheduling::v1::PriorityClass>()
-                .to_value(),
-        );
-        add(
-            "certificates.k8s.io",
-            "CertificateSigningRequest",
-            generator
-                .subschema_for::<certificates::v1::CertificateSigningRequest>()
-                .to_value(),
-        );
-        add(
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration",
-            generator
-                .subschema_for::<admissionregistration::v1::ValidatingWebhookConfiguration>()
-                .to_value(),
-        );
-        add(
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-            generator
-                .subschema_for::<admissionregistration::v1::MutatingWebhookConfiguration>()
-                .to_value(),
-        );
-        add(
+    SCHEMAS.get_or_init(|| generate(true))
+}
+
+/// The same definitions with their descriptions, for the OpenAPI documents (`kubectl
+/// explain`); generated on first use.
+fn documented_schemas() -> &'static Schemas {
+    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+    SCHEMAS.get_or_init(|| generate(false))
+}
+
+/// The definitions of every served built-in kind with Kubernetes' markers, their descriptions
+/// removed when `strip` (the write checks do not need them).
+fn generate(strip: bool) -> Schemas {
+    use k8s_openapi::api::{
+        admissionregistration, apps, autoscaling, batch, certificates, coordination, core,
+        discovery, networking, policy, rbac, scheduling, storage,
+    };
+    let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
+    let mut roots = HashMap::new();
+    let mut add = |group: &'static str, kind: &'static str, schema: Value| {
+        if let Some(name) = ref_name(&schema) {
+            roots.insert((group, kind), name.to_owned());
+        }
+    };
+    add(
+        "",
+        "Namespace",
+        generator.subschema_for::<core::v1::Namespace>().to_value(),
+    );
+    add(
+        "",
+        "Node",
+        generator.subschema_for::<core::v1::Node>().to_value(),
+    );
+    add(
+        "",
+        "Pod",
+        generator.subschema_for::<core::v1::Pod>().to_value(),
+    );
+    add(
+        "",
+        "ConfigMap",
+        generator.subschema_for::<core::v1::ConfigMap>().to_value(),
+    );
+    add(
+        "",
+        "Secret",
+        generator.subschema_for::<core::v1::Secret>().to_value(),
+    );
+    add(
+        "",
+        "Service",
+        generator.subschema_for::<core::v1::Service>().to_value(),
+    );
+    add(
+        "",
+        "Endpoints",
+        generator.subschema_for::<core::v1::Endpoints>().to_value(),
+    );
+    add(
+        "",
+        "Event",
+        generator.subschema_for::<core::v1::Event>().to_value(),
+    );
+    add(
+        "",
+        "ServiceAccount",
+        generator
+            .subschema_for::<core::v1::ServiceAccount>()
+            .to_value(),
+    );
+    add(
+        "apps",
+        "Deployment",
+        generator.subschema_for::<apps::v1::Deployment>().to_value(),
+    );
+    add(
+        "apps",
+        "ReplicaSet",
+        generator.subschema_for::<apps::v1::ReplicaSet>().to_value(),
+    );
+    add(
+        "apps",
+        "StatefulSet",
+        generator
+            .subschema_for::<apps::v1::StatefulSet>()
+            .to_value(),
+    );
+    add(
+        "apps",
+        "DaemonSet",
+        generator.subschema_for::<apps::v1::DaemonSet>().to_value(),
+    );
+    add(
+        "coordination.k8s.io",
+        "Lease",
+        generator
+            .subschema_for::<coordination::v1::Lease>()
+            .to_value(),
+    );
+    add(
+        "discovery.k8s.io",
+        "EndpointSlice",
+        generator
+            .subschema_for::<discovery::v1::EndpointSlice>()
+            .to_value(),
+    );
+    add(
+        "",
+        "PersistentVolumeClaim",
+        generator
+            .subschema_for::<core::v1::PersistentVolumeClaim>()
+            .to_value(),
+    );
+    add(
+        "",
+        "PersistentVolume",
+        generator
+            .subschema_for::<core::v1::PersistentVolume>()
+            .to_value(),
+    );
+    add(
+        "",
+        "ResourceQuota",
+        generator
+            .subschema_for::<core::v1::ResourceQuota>()
+            .to_value(),
+    );
+    add(
+        "",
+        "LimitRange",
+        generator.subschema_for::<core::v1::LimitRange>().to_value(),
+    );
+    add(
+        "",
+        "ReplicationController",
+        generator
+            .subschema_for::<core::v1::ReplicationController>()
+            .to_value(),
+    );
+    add(
+        "",
+        "PodTemplate",
+        generator
+            .subschema_for::<core::v1::PodTemplate>()
+            .to_value(),
+    );
+    add(
+        "batch",
+        "Job",
+        generator.subschema_for::<batch::v1::Job>().to_value(),
+    );
+    add(
+        "batch",
+        "CronJob",
+        generator.subschema_for::<batch::v1::CronJob>().to_value(),
+    );
+    add(
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        generator
+            .subschema_for::<autoscaling::v2::HorizontalPodAutoscaler>()
+            .to_value(),
+    );
+    add(
+        "policy",
+        "PodDisruptionBudget",
+        generator
+            .subschema_for::<policy::v1::PodDisruptionBudget>()
+            .to_value(),
+    );
+    add(
+        "networking.k8s.io",
+        "NetworkPolicy",
+        generator
+            .subschema_for::<networking::v1::NetworkPolicy>()
+            .to_value(),
+    );
+    add(
+        "networking.k8s.io",
+        "Ingress",
+        generator
+            .subschema_for::<networking::v1::Ingress>()
+            .to_value(),
+    );
+    add(
+        "networking.k8s.io",
+        "IngressClass",
+        generator
+            .subschema_for::<networking::v1::IngressClass>()
+            .to_value(),
+    );
+    add(
+        "rbac.authorization.k8s.io",
+        "Role",
+        generator.subschema_for::<rbac::v1::Role>().to_value(),
+    );
+    add(
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        generator
+            .subschema_for::<rbac::v1::RoleBinding>()
+            .to_value(),
+    );
+    add(
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        generator
+            .subschema_for::<rbac::v1::ClusterRole>()
+            .to_value(),
+    );
+    add(
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        generator
+            .subschema_for::<rbac::v1::ClusterRoleBinding>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "StorageClass",
+        generator
+            .subschema_for::<storage::v1::StorageClass>()
+            .to_value(),
+    );
+    add(
+        "scheduling.k8s.io",
+        "PriorityClass",
+        generator
+            .subschema_for::<scheduling::v1::PriorityClass>()
+            .to_value(),
+    );
+    add(
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        generator
+            .subschema_for::<certificates::v1::CertificateSigningRequest>()
+            .to_value(),
+    );
+    add(
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        generator
+            .subschema_for::<admissionregistration::v1::ValidatingWebhookConfiguration>()
+            .to_value(),
+    );
+    add(
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        generator
+            .subschema_for::<admissionregistration::v1::MutatingWebhookConfiguration>()
+            .to_value(),
+    );
+    add(
             "apiregistration.k8s.io",
             "APIService",
             generator
                 .subschema_for::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>()
                 .to_value(),
         );
-        let mut definitions = generator.take_definitions(false);
+    let mut definitions = generator.take_definitions(false);
+    if strip {
         for definition in definitions.values_mut() {
             strip_descriptions(definition);
         }
-        add_markers(&mut definitions, &markers());
-        Schemas { definitions, roots }
-    })
+    }
+    add_markers(&mut definitions, &markers());
+    Schemas { definitions, roots }
+}
+
+/// The name of a built-in kind's root definition (`io.k8s.api.batch.v1.Job`); `None` for
+/// custom resources and kinds without a published schema.
+#[must_use]
+pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
+    if !def.is_builtin() {
+        return None;
+    }
+    schemas()
+        .roots
+        .iter()
+        .find(|((group, kind), _)| *group == def.group && *kind == def.kind)
+        .map(|(_, root)| root.as_str())
+}
+
+/// The published schema of a built-in kind for an OpenAPI v3 document: its root definition's
+/// name and every definition it reaches (itself included), with descriptions and Kubernetes'
+/// markers, their references rewritten to `#/components/schemas/<name>`. `None` for custom
+/// resources and kinds without a published schema.
+#[must_use]
+pub fn openapi_definitions(def: &ResourceDef) -> Option<(String, Map<String, Value>)> {
+    if !def.is_builtin() {
+        return None;
+    }
+    let schemas = documented_schemas();
+    let root = schemas
+        .roots
+        .get(&(def.group.as_str(), def.kind.as_str()))?;
+    fn rewrite(value: &mut Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(reference)) = map.get_mut("$ref") {
+                    let name = reference.rsplit('/').next().unwrap_or_default().to_owned();
+                    *reference = format!("#/components/schemas/{name}");
+                    found.push(name);
+                }
+                map.values_mut().for_each(|child| rewrite(child, found));
+            }
+            Value::Array(items) => items.iter_mut().for_each(|child| rewrite(child, found)),
+            _ => {}
+        }
+    }
+    let mut reached = Map::new();
+    let mut pending = vec![root.clone()];
+    while let Some(name) = pending.pop() {
+        if reached.contains_key(&name) {
+            continue;
+        }
+        let Some(mut definition) = schemas.definitions.get(&name).cloned() else {
+            continue;
+        };
+        rewrite(&mut definition, &mut pending);
+        reached.insert(name, definition);
+    }
+    Some((root.clone(), reached))
 }
 
 /// Kubernetes' list, map and patch markers of the definitions the served kinds reach

@@ -94,6 +94,20 @@ async fn discovery_and_tables(k: &Kubectl) {
             "{version}:\n{versions}"
         );
     }
+    // `explain` walks the served OpenAPI v3 schemas: Kubernetes' own for built-in kinds.
+    let strategy = k.ok(&["explain", "deployment.spec.strategy"]).await;
+    assert!(
+        strategy.contains("FIELD: strategy <DeploymentStrategy>"),
+        "{strategy}"
+    );
+    assert!(
+        strategy.contains("rollingUpdate\t<RollingUpdateDeployment>"),
+        "{strategy}"
+    );
+    let port = k
+        .ok(&["explain", "pods.spec.containers.livenessProbe.httpGet.port"])
+        .await;
+    assert!(port.contains("FIELD: port <IntOrString>"), "{port}");
 }
 
 /// The object as the server stores it, without the fields the server sets.
