@@ -71,7 +71,7 @@ pub use meta::{
     CreateContext, check_body_media_type, prepare_create, prepare_update, prepare_update_decoded,
     validate_name,
 };
-pub use openapi::{openapi_v3_group_version, openapi_v3_root};
+pub use openapi::{CustomSchemas, openapi_v3_group_version, openapi_v3_root};
 pub use order::{object_body, status_body};
 pub use patch::{
     JSON_PATCH_COPY_BYTES_MAX, PatchLimits, PatchType, apply_patch, apply_patch_with_limits,

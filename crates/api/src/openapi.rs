@@ -12,8 +12,9 @@
 //! A built-in kind's schema is Kubernetes' own (k8s-openapi's definitions of v1.33 with their
 //! descriptions, and the list, map and patch markers of Kubernetes' published document), every
 //! definition it reaches included, so `kubectl explain deployment.spec.strategy` walks real
-//! fields. Custom resources' schemas are permissive (`x-kubernetes-preserve-unknown-fields`)
-//! with the real `ObjectMeta`. The patch operations do **not** list
+//! fields. A custom kind's schema is its CRD's `openAPIV3Schema` ([`CustomSchemas`]) with
+//! `apiVersion`, `kind` and the real `ObjectMeta` declared, as kube-apiserver publishes it; one
+//! without a declared schema is permissive (`x-kubernetes-preserve-unknown-fields`). The patch operations do **not** list
 //! `application/strategic-merge-patch+json` in their request body: kubectl then uses its
 //! compiled-in patch metadata for built-in kinds (Kubernetes' struct tags, the same markers)
 //! and a JSON merge patch for custom resources — which is also what Kubernetes does for
@@ -421,7 +422,42 @@ fn type_meta_properties(def: &ResourceDef) -> Map<String, Value> {
     properties
 }
 
-fn kind_schemas(def: &ResourceDef, schemas: &mut Map<String, Value>) {
+/// The `openAPIV3Schema` of each custom kind that declares one, by `(group, version, kind)`.
+pub type CustomSchemas = std::collections::HashMap<(String, String, String), Value>;
+
+/// A custom kind's schema in an OpenAPI document, as kube-apiserver publishes a
+/// CustomResourceDefinition's: its `openAPIV3Schema` with `apiVersion`, `kind` and `metadata`
+/// (the real `ObjectMeta`) declared, and the kind's group-version-kind.
+fn custom_kind_schema(def: &ResourceDef, declared: &Value) -> Value {
+    let mut schema = match declared {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    let mut properties = match schema.remove("properties") {
+        Some(Value::Object(properties)) => properties,
+        _ => Map::new(),
+    };
+    properties.extend(type_meta_properties(def));
+    properties.insert(
+        "metadata".into(),
+        json!({"description": "Standard object's metadata.", "allOf": [schema_ref(&format!("{META}.ObjectMeta"))], "default": {}}),
+    );
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!([gvk(def, &def.kind)]),
+    );
+    Value::Object(schema)
+}
+
+fn kind_schemas(def: &ResourceDef, custom: &CustomSchemas, schemas: &mut Map<String, Value>) {
+    if let Some(declared) = custom.get(&(def.group.clone(), def.version.clone(), def.kind.clone()))
+    {
+        schemas.insert(schema_name(def), custom_kind_schema(def, declared));
+        list_schema(def, &schema_name(def), schemas);
+        return;
+    }
     // A built-in kind: Kubernetes' own schema of it, with descriptions and markers.
     if let Some((root, definitions)) = crate::schema::openapi_definitions(def) {
         schemas.extend(definitions);
@@ -491,9 +527,15 @@ fn list_schema(def: &ResourceDef, item: &str, schemas: &mut Map<String, Value>) 
 }
 
 /// The OpenAPI v3 document of one group/version (`/openapi/v3/api/v1`,
-/// `/openapi/v3/apis/{group}/{version}`), `None` when nothing is served there.
+/// `/openapi/v3/apis/{group}/{version}`), `None` when nothing is served there. `custom`: the
+/// declared schemas of custom kinds (the others are open).
 #[must_use]
-pub fn openapi_v3_group_version(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+pub fn openapi_v3_group_version(
+    defs: &[ResourceDef],
+    custom: &CustomSchemas,
+    group: &str,
+    version: &str,
+) -> Option<Value> {
     let served: Vec<&ResourceDef> = defs
         .iter()
         .filter(|d| d.group == group && d.version == version)
@@ -506,7 +548,7 @@ pub fn openapi_v3_group_version(defs: &[ResourceDef], group: &str, version: &str
     meta_schemas(&mut schemas);
     for def in served {
         resource_paths(def, &mut paths);
-        kind_schemas(def, &mut schemas);
+        kind_schemas(def, custom, &mut schemas);
     }
     Some(json!({
         "openapi": "3.0.0",
@@ -531,7 +573,7 @@ fn index_key(group: &str, version: &str) -> String {
 /// `/openapi/v3`: `{"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=..."}}}`,
 /// one entry per served group/version; the hash changes when the document does.
 #[must_use]
-pub fn openapi_v3_root(defs: &[ResourceDef]) -> Value {
+pub fn openapi_v3_root(defs: &[ResourceDef], custom: &CustomSchemas) -> Value {
     let mut group_versions: Vec<(&str, &str)> = Vec::new();
     for def in defs {
         let gv = (def.group.as_str(), def.version.as_str());
@@ -541,7 +583,7 @@ pub fn openapi_v3_root(defs: &[ResourceDef]) -> Value {
     }
     let mut paths = Map::new();
     for (group, version) in group_versions {
-        let Some(document) = openapi_v3_group_version(defs, group, version) else {
+        let Some(document) = openapi_v3_group_version(defs, custom, group, version) else {
             continue;
         };
         let hash = crate::hash::fnv1a(document.to_string().as_bytes());
@@ -572,7 +614,7 @@ mod tests {
 
     #[test]
     fn root_index() {
-        let root = openapi_v3_root(&all_defs());
+        let root = openapi_v3_root(&all_defs(), &CustomSchemas::new());
         let paths = root["paths"].as_object().unwrap();
         let keys: Vec<&String> = paths.keys().collect();
         // The core group, 13 named groups of built-ins, one custom group.
@@ -590,14 +632,20 @@ mod tests {
                 "{url}"
             );
         }
-        assert_eq!(openapi_v3_root(&all_defs()), root, "deterministic");
+        assert_eq!(
+            openapi_v3_root(&all_defs(), &CustomSchemas::new()),
+            root,
+            "deterministic"
+        );
     }
 
     #[test]
     fn every_kind_has_its_gvk() {
         let defs = all_defs();
         for def in &defs {
-            let doc = openapi_v3_group_version(&defs, &def.group, &def.version).unwrap();
+            let doc =
+                openapi_v3_group_version(&defs, &CustomSchemas::new(), &def.group, &def.version)
+                    .unwrap();
             assert_eq!(doc["openapi"], "3.0.0");
             let schemas = doc["components"]["schemas"].as_object().unwrap();
             let expected = json!([{"group": def.group, "version": def.version, "kind": def.kind}]);
@@ -640,13 +688,13 @@ mod tests {
                 assert!(schemas.contains_key(name), "dangling $ref {name}");
             }
         }
-        assert!(openapi_v3_group_version(&defs, "apps", "v2").is_none());
+        assert!(openapi_v3_group_version(&defs, &CustomSchemas::new(), "apps", "v2").is_none());
     }
 
     #[test]
     fn paths_and_names() {
         let defs = all_defs();
-        let core = openapi_v3_group_version(&defs, "", "v1").unwrap();
+        let core = openapi_v3_group_version(&defs, &CustomSchemas::new(), "", "v1").unwrap();
         let paths = core["paths"].as_object().unwrap();
         assert!(paths.contains_key("/api/v1/namespaces/{namespace}/pods/{name}"));
         assert!(paths.contains_key("/api/v1/namespaces/{namespace}/pods"));
@@ -660,7 +708,9 @@ mod tests {
         let schemas = core["components"]["schemas"].as_object().unwrap();
         assert!(schemas.contains_key("io.k8s.api.core.v1.Pod"));
         assert!(schemas.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
-        let custom = openapi_v3_group_version(&defs, "example.com", "v1alpha1").unwrap();
+        let custom =
+            openapi_v3_group_version(&defs, &CustomSchemas::new(), "example.com", "v1alpha1")
+                .unwrap();
         assert!(
             custom["components"]["schemas"]
                 .get("com.example.v1alpha1.Widget")
@@ -671,6 +721,31 @@ mod tests {
                 .get("/apis/example.com/v1alpha1/widgets/{name}")
                 .is_some()
         );
+        // With its CRD's declared schema: that schema, with the object's own fields declared.
+        let mut declared = CustomSchemas::new();
+        declared.insert(
+            ("example.com".into(), "v1alpha1".into(), "Widget".into()),
+            json!({"type": "object", "description": "A widget.", "properties": {
+                "spec": {"type": "object", "properties": {"size": {"type": "integer", "description": "How big."}}}}}),
+        );
+        let documented =
+            openapi_v3_group_version(&defs, &declared, "example.com", "v1alpha1").unwrap();
+        let widget = &documented["components"]["schemas"]["com.example.v1alpha1.Widget"];
+        assert_eq!(widget["description"], "A widget.");
+        assert_eq!(
+            widget["properties"]["spec"]["properties"]["size"]["description"],
+            "How big."
+        );
+        assert_eq!(widget["properties"]["kind"]["type"], "string");
+        assert_eq!(
+            widget["properties"]["metadata"]["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert_eq!(
+            widget["x-kubernetes-group-version-kind"],
+            json!([{"group": "example.com", "version": "v1alpha1", "kind": "Widget"}])
+        );
+        assert!(widget.get("x-kubernetes-preserve-unknown-fields").is_none());
         assert_eq!(group_camel("coordination.k8s.io"), "Coordination");
         assert_eq!(group_camel("example.com"), "ExampleCom");
     }

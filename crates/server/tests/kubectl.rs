@@ -1211,8 +1211,9 @@ spec:
         properties:
           spec:
             type: object
+            description: What the widget should be.
             properties:
-              size: {type: integer}
+              size: {type: integer, description: How many parts the widget has.}
 ",
     );
     assert_eq!(
@@ -1240,6 +1241,18 @@ spec:
     assert_eq!(
         k.ok(&["apply", "-f", &file]).await.trim(),
         "widget.example.com/w1 created"
+    );
+    // `explain` reads the kind's schema from the CRD, as kube-apiserver publishes it.
+    let explained = k.ok(&["explain", "widgets.spec"]).await;
+    assert!(explained.contains("FIELD: spec <Object>"), "{explained}");
+    assert!(
+        explained.contains("What the widget should be."),
+        "{explained}"
+    );
+    assert!(explained.contains("size\t<integer>"), "{explained}");
+    assert!(
+        explained.contains("How many parts the widget has."),
+        "{explained}"
     );
     let out = k.ok(&["get", "wd"]).await;
     assert!(out.starts_with("NAME"), "{out}");

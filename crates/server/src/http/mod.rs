@@ -302,6 +302,26 @@ async fn consistency(app: &Arc<App>, context: &RequestContext, query: Option<&st
     )
 }
 
+/// The declared `openAPIV3Schema` of every served custom kind (each served version's own).
+fn custom_schemas(served: &crate::cache::Served) -> watchkeeper_api::CustomSchemas {
+    let mut schemas = watchkeeper_api::CustomSchemas::new();
+    for resource in served.iter() {
+        let Some(custom) = resource.custom() else {
+            continue;
+        };
+        for version in std::iter::once(custom.as_ref()).chain(&custom.other_versions) {
+            if let Some(schema) = &version.schema {
+                let def = &version.def;
+                schemas.insert(
+                    (def.group.clone(), def.version.clone(), def.kind.clone()),
+                    schema.clone(),
+                );
+            }
+        }
+    }
+    schemas
+}
+
 /// The service account issuer's OIDC discovery document or key set (see
 /// `auth::serviceaccount`), as kube-apiserver serves them; 404 when not served.
 fn openid(app: &App, keyset: bool) -> Response {
@@ -371,14 +391,32 @@ async fn route(
             watchkeeper_api::api_resource_list(&app.resources().defs, group, version)
                 .map_or_else(not_found, ok)
         }
-        ["openapi", "v3"] => ok(watchkeeper_api::openapi_v3_root(&app.resources().defs)),
+        ["openapi", "v3"] => {
+            let served = app.resources();
+            ok(watchkeeper_api::openapi_v3_root(
+                &served.defs,
+                &custom_schemas(&served),
+            ))
+        }
         ["openapi", "v3", "api", "v1"] => {
-            watchkeeper_api::openapi_v3_group_version(&app.resources().defs, "", "v1")
-                .map_or_else(not_found, ok)
+            let served = app.resources();
+            watchkeeper_api::openapi_v3_group_version(
+                &served.defs,
+                &custom_schemas(&served),
+                "",
+                "v1",
+            )
+            .map_or_else(not_found, ok)
         }
         ["openapi", "v3", "apis", group, version] => {
-            watchkeeper_api::openapi_v3_group_version(&app.resources().defs, group, version)
-                .map_or_else(not_found, ok)
+            let served = app.resources();
+            watchkeeper_api::openapi_v3_group_version(
+                &served.defs,
+                &custom_schemas(&served),
+                group,
+                version,
+            )
+            .map_or_else(not_found, ok)
         }
         ["api", "v1", rest @ ..] => return resource_request(app, context, "", "v1", rest).await,
         ["apis", group, version, rest @ ..] => {
