@@ -86,7 +86,8 @@ fn is_review(def: &ResourceDef) -> bool {
         .any(|(g, v, p, _, _)| *g == def.group && *v == def.version && *p == def.plural)
 }
 
-/// The served resources plus the review resources, as discovery lists them.
+/// The served resources plus the review resources and the read-only `componentstatuses`
+/// (beside the other core `v1` resources), as discovery lists them.
 fn with_reviews(defs: &[ResourceDef]) -> Vec<ResourceDef> {
     let mut all = defs.to_vec();
     for &(group, version, plural, kind, namespaced) in REVIEW_RESOURCES {
@@ -94,12 +95,25 @@ fn with_reviews(defs: &[ResourceDef]) -> Vec<ResourceDef> {
             all.push(ResourceDef::named(group, version, plural, kind, namespaced));
         }
     }
+    if let Some(last_core) = all
+        .iter()
+        .rposition(|d| d.group.is_empty() && d.version == "v1")
+        && !all.iter().any(crate::componentstatus::is_component_status)
+    {
+        all.insert(last_core + 1, crate::componentstatus::def());
+    }
     all
 }
 
 /// The verbs discovery lists for a resource.
 fn verbs_of(def: &ResourceDef) -> &'static [&'static str] {
-    if is_review(def) { &["create"] } else { VERBS }
+    if is_review(def) {
+        &["create"]
+    } else if crate::componentstatus::is_component_status(def) {
+        crate::componentstatus::VERBS
+    } else {
+        VERBS
+    }
 }
 
 /// The verbs of a `status` subresource.
@@ -151,7 +165,7 @@ pub fn has_scale(def: &ResourceDef) -> bool {
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
-    if is_review(def) {
+    if is_review(def) || crate::componentstatus::is_component_status(def) {
         return out;
     }
     if let Some(declared) = &def.declared_subresources {
@@ -741,11 +755,28 @@ mod tests {
         assert_eq!(core["groupVersion"], "v1");
         assert_eq!(core["kind"], "APIResourceList");
         let resources = core["resources"].as_array().unwrap();
-        // 15 resources; 8 status subresources (namespaces, nodes, pods, services,
-        // persistentvolumeclaims, persistentvolumes, resourcequotas, replicationcontrollers);
-        // replicationcontrollers/scale; namespaces/finalize; pods/binding,
-        // pods/ephemeralcontainers and pods/eviction; serviceaccounts/token.
-        assert_eq!(resources.len(), 29);
+        // 15 resources and the read-only componentstatuses; 8 status subresources
+        // (namespaces, nodes, pods, services, persistentvolumeclaims, persistentvolumes,
+        // resourcequotas, replicationcontrollers); replicationcontrollers/scale;
+        // namespaces/finalize; pods/binding, pods/ephemeralcontainers and pods/eviction;
+        // serviceaccounts/token.
+        assert_eq!(resources.len(), 30);
+        let cs = resources
+            .iter()
+            .find(|r| r["name"] == "componentstatuses")
+            .unwrap();
+        assert_eq!(
+            cs,
+            &json!({"name": "componentstatuses", "singularName": "componentstatus",
+                "namespaced": false, "kind": "ComponentStatus", "verbs": ["get", "list"],
+                "shortNames": ["cs"]})
+        );
+        assert!(!resources.iter().any(|r| {
+            r["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("componentstatuses/")
+        }));
         let token = resources
             .iter()
             .find(|r| r["name"] == "serviceaccounts/token")

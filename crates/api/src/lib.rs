@@ -42,6 +42,7 @@
 
 pub mod apply;
 pub mod certificates;
+pub mod componentstatus;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;

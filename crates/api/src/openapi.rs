@@ -343,6 +343,62 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
     }
 }
 
+/// The read-only `componentstatuses` (see [`crate::componentstatus`]): `list` and `get` only,
+/// and its schema (`conditions` in place of `spec` and `status`).
+fn component_status(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
+    let def = crate::componentstatus::def();
+    let kind_schema = schema_name(&def);
+    let pretty = query(
+        "pretty",
+        "string",
+        "If 'true', then the output is pretty printed.",
+    );
+    paths.insert(
+        format!("/api/v1/{}", def.plural),
+        json!({
+            "get": operation(&def, "list", "listCoreV1ComponentStatus".to_owned(), &format!("{kind_schema}List"), list_parameters(), &def.kind),
+            "parameters": [pretty.clone()],
+        }),
+    );
+    paths.insert(
+        format!("/api/v1/{}/{{name}}", def.plural),
+        json!({
+            "get": operation(&def, "get", "readCoreV1ComponentStatus".to_owned(), &kind_schema, Vec::new(), &def.kind),
+            "parameters": [path_parameter("name", "name of the ComponentStatus"), pretty],
+        }),
+    );
+    kind_schemas(&def, &CustomSchemas::new(), schemas);
+    if let Some(properties) = schemas
+        .get_mut(&kind_schema)
+        .and_then(|s| s.get_mut("properties"))
+        .and_then(Value::as_object_mut)
+    {
+        properties.remove("spec");
+        properties.remove("status");
+        properties.insert(
+            "conditions".into(),
+            json!({
+                "description": "List of component conditions observed",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["type", "status"],
+                    "properties": {
+                        "type": {"description": "Type of condition for a component. Valid value: \"Healthy\"", "type": "string", "default": ""},
+                        "status": {"description": "Status of the condition for a component. Valid values for \"Healthy\": \"True\", \"False\", or \"Unknown\".", "type": "string", "default": ""},
+                        "message": {"description": "Message about the condition for a component. For example, information about a health check.", "type": "string"},
+                        "error": {"description": "Condition error code for a component. For example, a health check error code.", "type": "string"},
+                    },
+                },
+                "x-kubernetes-list-map-keys": ["type"],
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-patch-merge-key": "type",
+                "x-kubernetes-patch-strategy": "merge",
+            }),
+        );
+    }
+}
+
 fn string_map(description: &str) -> Value {
     json!({"type": "object", "description": description, "additionalProperties": {"type": "string", "default": ""}})
 }
@@ -549,6 +605,9 @@ pub fn openapi_v3_group_version(
     for def in served {
         resource_paths(def, &mut paths);
         kind_schemas(def, custom, &mut schemas);
+    }
+    if group.is_empty() && version == "v1" {
+        component_status(&mut paths, &mut schemas);
     }
     Some(json!({
         "openapi": "3.0.0",

@@ -55,14 +55,11 @@ pub struct Options {
     pub timeout_seconds: Option<u64>,
 }
 
-fn parse_bool(name: &str, value: &str) -> Result<bool, ApiError> {
-    match value {
-        "true" | "1" | "" => Ok(true),
-        "false" | "0" => Ok(false),
-        other => Err(ApiError::bad_request(format!(
-            "invalid value {other:?} for {name}: expected true or false"
-        ))),
-    }
+/// A boolean query parameter as kube-apiserver converts it (apimachinery's string-to-bool
+/// conversion): `false` in any case and `0` are false, every other value, the empty one
+/// included, is true (client-python sends `watch=True`). Never a refusal.
+fn parse_bool(value: &str) -> bool {
+    !(value == "0" || value.eq_ignore_ascii_case("false"))
 }
 
 impl Options {
@@ -143,12 +140,12 @@ impl Options {
                 "continue" if !value.is_empty() => {
                     options.continue_token = Some(value);
                 }
-                "watch" => options.watch = parse_bool("watch", &value)?,
+                "watch" => options.watch = parse_bool(&value),
                 "allowWatchBookmarks" => {
-                    options.allow_bookmarks = parse_bool("allowWatchBookmarks", &value)?;
+                    options.allow_bookmarks = parse_bool(&value);
                 }
                 "sendInitialEvents" => {
-                    options.send_initial_events = Some(parse_bool("sendInitialEvents", &value)?);
+                    options.send_initial_events = Some(parse_bool(&value));
                 }
                 "timeoutSeconds" => {
                     let seconds: i64 = value.parse().map_err(|_| {
@@ -361,7 +358,7 @@ pub fn write_options(
             "fieldValidation" if kind != WriteOptionsKind::Delete => field_validation = Some(value),
             "force" => {
                 force_given = true;
-                options.force = parse_bool("force", &value)?;
+                options.force = parse_bool(&value);
             }
             _ => {}
         }
@@ -601,12 +598,35 @@ mod tests {
     }
 
     #[test]
+    fn booleans_convert_as_kube_apiserver_does() {
+        for (value, expected) in [
+            ("true", true),
+            ("True", true),
+            ("1", true),
+            ("", true),
+            ("maybe", true),
+            ("false", false),
+            ("False", false),
+            ("FALSE", false),
+            ("0", false),
+        ] {
+            let options = Options::parse(Some(&format!("watch={value}"))).unwrap();
+            assert_eq!(options.watch, expected, "watch={value:?}");
+            let options = Options::parse(Some(&format!("allowWatchBookmarks={value}"))).unwrap();
+            assert_eq!(
+                options.allow_bookmarks, expected,
+                "allowWatchBookmarks={value:?}"
+            );
+        }
+        assert!(!Options::parse(Some("limit=1")).unwrap().watch);
+    }
+
+    #[test]
     fn bad_values_are_400() {
         for query in [
             "resourceVersion=abc",
             "limit=x",
             "labelSelector=a%20in%20(",
-            "watch=maybe",
             "fieldSelector=nope",
             // A trailing lone backslash and unknown escapes (found by the selector_field fuzz
             // target: they used to be dropped silently).

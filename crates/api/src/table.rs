@@ -357,6 +357,17 @@ fn columns(def: &ResourceDef) -> Vec<Column> {
             column("Status", "string", 0, "The status of the namespace"),
             AGE,
         ],
+        "componentstatuses" => vec![
+            NAME,
+            column("Status", "string", 0, "Status of the component conditions"),
+            column(
+                "Message",
+                "string",
+                0,
+                "Message of the component conditions",
+            ),
+            column("Error", "string", 0, "Error of the component conditions"),
+        ],
         "serviceaccounts" => vec![
             NAME,
             column(
@@ -644,6 +655,10 @@ fn cells(def: &ResourceDef, object: &Value, now: i64) -> Vec<Value> {
             vec![name, json!(kind), json!(data), created]
         }
         "namespaces" => vec![name, json!(text(object, "status.phase")), created],
+        "componentstatuses" => {
+            let (status, message, error) = crate::componentstatus::table_cells(object);
+            vec![name, json!(status), json!(message), json!(error)]
+        }
         "serviceaccounts" => vec![name, json!(array(object, "secrets").len()), created],
         "endpoints" => {
             let mut endpoints = Vec::new();

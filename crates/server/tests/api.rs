@@ -2170,3 +2170,149 @@ async fn etcdctl_put(key: &str, value: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Goal: `v1` `ComponentStatus` as kube-apiserver serves it — read-only and cluster-scoped,
+/// in discovery with `get` and `list`, the scheduler and controller-manager unhealthy with the
+/// error kube-apiserver reports when their health endpoints refuse connections (watchkeeper
+/// runs neither), `etcd-0` healthy from the store's own answer, `kubectl get cs`'s Table, the
+/// deprecation warning, and kube-apiserver's 405 and 500 refusals.
+async fn component_statuses(store: &str) {
+    let (server, _dir) = start(store).await;
+    let addr = server.addr;
+    let (status, discovery) = get_json(addr, "/api/v1").await;
+    assert_eq!(status, 200);
+    let entry = discovery["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "componentstatuses")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["verbs"], json!(["get", "list"]));
+    assert_eq!(entry["namespaced"], false);
+    assert_eq!(entry["shortNames"], json!(["cs"]));
+    let (status, openapi) = get_json(addr, "/openapi/v3/api/v1").await;
+    assert_eq!(status, 200);
+    let paths = &openapi["paths"];
+    assert!(paths["/api/v1/componentstatuses"]["get"].is_object());
+    assert!(paths["/api/v1/componentstatuses"].get("post").is_none());
+    assert!(paths["/api/v1/componentstatuses/{name}"]["get"].is_object());
+    assert!(
+        paths["/api/v1/componentstatuses/{name}"]
+            .get("delete")
+            .is_none()
+    );
+
+    let response = watchkeeper_testkit::request(
+        addr,
+        "GET",
+        "/api/v1/componentstatuses",
+        &[("Accept", "application/json")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("warning"),
+        Some(r#"299 - "v1 ComponentStatus is deprecated in v1.19+""#)
+    );
+    let list = response.json();
+    assert_eq!(list["kind"], "ComponentStatusList");
+    assert_eq!(list["apiVersion"], "v1");
+    let items = list["items"].as_array().unwrap();
+    let names: Vec<&str> = items
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["scheduler", "controller-manager", "etcd-0"]);
+    assert_eq!(
+        items[2]["conditions"],
+        json!([{"type": "Healthy", "status": "True", "message": "ok"}])
+    );
+
+    let (status, scheduler) = get_json(addr, "/api/v1/componentstatuses/scheduler").await;
+    assert_eq!(status, 200);
+    assert_eq!(scheduler["kind"], "ComponentStatus");
+    assert_eq!(scheduler["metadata"]["name"], "scheduler");
+    assert_eq!(
+        scheduler["conditions"],
+        json!([{"type": "Healthy", "status": "False", "message":
+            "Get \"https://127.0.0.1:10259/healthz\": dial tcp 127.0.0.1:10259: connect: connection refused"}])
+    );
+    let (status, manager) = get_json(addr, "/api/v1/componentstatuses/controller-manager").await;
+    assert_eq!(status, 200);
+    assert_eq!(manager["conditions"][0]["status"], "False");
+
+    // Selectors see only the name (components have no labels).
+    let (_, selected) = get_json(
+        addr,
+        "/api/v1/componentstatuses?fieldSelector=metadata.name%3Detcd-0",
+    )
+    .await;
+    assert_eq!(selected["items"].as_array().unwrap().len(), 1);
+    let (_, selected) = get_json(addr, "/api/v1/componentstatuses?labelSelector=a%3Db").await;
+    assert_eq!(selected["items"], json!([]));
+
+    let (status, body) = request_with_headers(
+        addr,
+        "GET",
+        "/api/v1/componentstatuses",
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_str(&body).unwrap();
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Status", "Message", "Error"]);
+    assert_eq!(
+        table["rows"][2]["cells"],
+        json!(["etcd-0", "Healthy", "ok", ""])
+    );
+    assert_eq!(table["rows"][0]["cells"][1], "Unhealthy");
+
+    // Unknown names: kube-apiserver's storage answers a plain error, a 500 without a reason.
+    let (status, missing) = get_json(addr, "/api/v1/componentstatuses/kubelet").await;
+    assert_eq!(status, 500);
+    assert_eq!(missing["message"], "Component not found: kubelet");
+    assert!(missing.get("reason").is_none());
+    // Read-only: no watch, no writes.
+    let (status, refused) = get_json(addr, "/api/v1/componentstatuses?watch=true").await;
+    assert_eq!(status, 405);
+    assert_eq!(
+        refused["message"],
+        "watch is not supported on resources of kind \"componentstatuses\""
+    );
+    assert_eq!(refused["reason"], "MethodNotAllowed");
+    for (method, path) in [
+        ("POST", "/api/v1/componentstatuses"),
+        ("DELETE", "/api/v1/componentstatuses"),
+        ("PUT", "/api/v1/componentstatuses/scheduler"),
+        ("PATCH", "/api/v1/componentstatuses/scheduler"),
+        ("DELETE", "/api/v1/componentstatuses/scheduler"),
+    ] {
+        let (status, refused) = send_json(addr, method, path, &json!({})).await;
+        assert_eq!((method, path, status), (method, path, 405));
+        assert_eq!(refused["reason"], "MethodNotAllowed");
+    }
+    // Cluster-scoped: no namespaced path.
+    let (status, _) = get_json(addr, "/api/v1/namespaces/default/componentstatuses").await;
+    assert_eq!(status, 404);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn component_statuses_memory() {
+    component_statuses("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn component_statuses_embedded() {
+    component_statuses("embedded").await;
+}

@@ -15,6 +15,7 @@
 //!   `operator` and `cache`; none of them uses it.
 
 pub mod chunk;
+pub mod componentstatus;
 pub mod connection;
 pub mod discovery;
 pub mod gzip;
@@ -418,7 +419,17 @@ async fn route(
             )
             .map_or_else(not_found, ok)
         }
-        ["api", "v1", rest @ ..] => return resource_request(app, context, "", "v1", rest).await,
+        ["api", "v1", rest @ ..] => {
+            if let Some((verb, response)) = componentstatus::serve(app, context, rest).await {
+                return (
+                    verb,
+                    String::new(),
+                    watchkeeper_api::componentstatus::PLURAL.to_owned(),
+                    response,
+                );
+            }
+            return resource_request(app, context, "", "v1", rest).await;
+        }
         ["apis", group, version, rest @ ..] => {
             if let Some(result) = review::serve(app, context, group, version, rest) {
                 let plural = rest.last().copied().unwrap_or_default().to_owned();
