@@ -62,6 +62,9 @@ const OBJECTS: usize = 100;
 /// acknowledged write.
 const CATCH_UP_MAX: Duration = Duration::from_secs(30);
 
+/// How long a watcher waits for a watch's answer before it opens a new connection.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Sizes of one run.
 #[derive(Clone, Copy, Debug)]
 struct Sizes {
@@ -229,7 +232,14 @@ async fn watcher(
         } else {
             targets.first
         };
-        let mut watch = match RawWatch::open(addr, &path, None, &[]).await {
+        // A bounded wait for the answer, as a client's dial and response timeouts: a
+        // connection the kernel completed while the server's accept queue was full can wait
+        // for the server's SYN-ACK retransmissions for tens of seconds; a new one goes on.
+        let opening = tokio::time::timeout(OPEN_TIMEOUT, RawWatch::open(addr, &path, None, &[]));
+        let mut watch = match opening
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+        {
             Ok(watch) => {
                 if !counted {
                     counted = true;
