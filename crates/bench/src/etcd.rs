@@ -18,10 +18,10 @@ use crate::report::{Table, f, x};
 use crate::{Latency, Options, median};
 
 /// A private etcd on loopback ports with its data under /dev/shm.
-struct Etcd {
+pub(crate) struct Etcd {
     child: Child,
     dir: PathBuf,
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 fn free_port() -> u16 {
@@ -32,13 +32,17 @@ fn free_port() -> u16 {
 
 impl Etcd {
     fn start() -> Result<Etcd, String> {
+        Etcd::start_on(None)
+    }
+
+    /// Starts etcd on the given (client, peer) ports, or on free ports the kernel picks.
+    pub(crate) fn start_on(ports: Option<(u16, u16)>) -> Result<Etcd, String> {
         let dir = PathBuf::from(format!(
             "/dev/shm/watchkeeper-bench-etcd-{}",
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let client = free_port();
-        let peer = free_port();
+        let (client, peer) = ports.unwrap_or_else(|| (free_port(), free_port()));
         let endpoint = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let child = Command::new("etcd")
@@ -89,7 +93,7 @@ impl Drop for Etcd {
     }
 }
 
-async fn connect(endpoint: &str) -> Result<Client, String> {
+pub(crate) async fn connect(endpoint: &str) -> Result<Client, String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(mut c) = Client::connect([endpoint], None).await

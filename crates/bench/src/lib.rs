@@ -28,7 +28,9 @@
 //! - `alloc`: allocations per PATCH end to end and store decodes per conflict;
 //! - `restart`: a graceful restart of a server holding many watchers under write load, with
 //!   the caches' history rebuilt from the store and without (410s, relists, events lost,
-//!   duplicates, time until each watcher delivers again).
+//!   duplicates, time until each watcher delivers again): on the embedded store, and in etcd
+//!   mode with two instances (the watchers resume on the restarted instance or on the
+//!   sibling); `--restart-modes` picks the modes.
 
 pub mod alloc;
 pub mod e2e;
@@ -67,6 +69,12 @@ pub struct Options {
     pub busy_nice: Option<i32>,
     /// `etcd-fanout`: the grid points (watchers, writes/s) to run; empty: the default grid.
     pub fanout_grid: Vec<(usize, f64)>,
+    /// `restart`: the modes to run (embedded store, etcd with the watchers resuming on the
+    /// restarted instance, on the sibling); empty: every mode.
+    pub restart_modes: Vec<restart::Mode>,
+    /// `restart` in etcd mode: the first of four consecutive loopback ports (etcd's client
+    /// and peer ports, instances A and B); `None`: ports the kernel picks.
+    pub port_base: Option<u16>,
 }
 
 /// Every suite, in priority order.
@@ -100,6 +108,8 @@ impl Options {
             population_ns: Vec::new(),
             busy_nice: None,
             fanout_grid: Vec::new(),
+            restart_modes: Vec::new(),
+            port_base: None,
         };
         let mut i = 0;
         while i < args.len() {
@@ -156,9 +166,30 @@ impl Options {
                         .filter(|grid| !grid.is_empty())
                         .ok_or("--fanout-grid needs WATCHERSxRATE points, comma-separated (e.g. 100x100,1000x1000)")?;
                 }
+                "--restart-modes" => {
+                    i += 1;
+                    options.restart_modes = args
+                        .get(i)
+                        .and_then(|v| {
+                            v.split(',')
+                                .map(|name| restart::Mode::parse(name.trim()))
+                                .collect::<Option<Vec<_>>>()
+                        })
+                        .filter(|modes| !modes.is_empty())
+                        .ok_or("--restart-modes needs a comma-separated list of embedded, etcd-restart, etcd-sibling")?;
+                }
+                "--port-base" => {
+                    i += 1;
+                    options.port_base = Some(
+                        args.get(i)
+                            .and_then(|v| v.parse::<u16>().ok())
+                            .filter(|p| (1024..=65_532).contains(p))
+                            .ok_or("--port-base needs a port from 1024 to 65532")?,
+                    );
+                }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--fanout-grid WATCHERSxRATE,...]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

@@ -8,6 +8,9 @@ fn main() {
     if args.first().map(String::as_str) == Some("__clients") {
         std::process::exit(watchkeeper_bench::e2e::child_main(&args[1..]));
     }
+    if args.first().map(String::as_str) == Some("__serve") {
+        std::process::exit(watchkeeper_bench::restart::serve_main(&args[1..]));
+    }
     let exe = std::env::current_exe().unwrap_or_else(|_| "watchkeeper-bench".into());
     if args.first().map(String::as_str) == Some("__profile") {
         std::process::exit(watchkeeper_bench::e2e::profile_main(exe, &args[1..]));

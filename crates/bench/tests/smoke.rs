@@ -44,8 +44,33 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
         "bare hyper pipe (HTTP/1.1)",
         "Scale",
         "Allocations per PATCH",
+        "Restart: ",
+        "Restart in etcd mode",
     ] {
         assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
+    }
+    // The restart suite's guarantee, in every mode (embedded store; etcd with the watchers
+    // resuming on the restarted instance, on the sibling): with the history rebuilt on start,
+    // no watcher gets a 410, relists, loses or repeats an event.
+    let mut modes = Vec::new();
+    for table in json["tables"].as_array().unwrap() {
+        if table["suite"] != "restart" {
+            continue;
+        }
+        for run in table["raw"].as_array().unwrap() {
+            modes.push(run["mode"].as_str().unwrap().to_owned());
+            if run["rebuild_history"] != true {
+                continue;
+            }
+            for half in ["with_bookmarks", "without_bookmarks"] {
+                for count in ["gone", "relists", "lost", "duplicates"] {
+                    assert_eq!(run[half][count], 0, "{count} in {run}");
+                }
+            }
+        }
+    }
+    for mode in ["embedded", "etcd-restart", "etcd-sibling"] {
+        assert!(modes.iter().any(|m| m == mode), "{mode} missing: {modes:?}");
     }
 }
 
@@ -58,4 +83,26 @@ fn unknown_arguments_are_refused() {
             .unwrap();
     assert_eq!(options.suites, ["tax"]);
     assert_eq!(options.runs, 1);
+    let parse = |args: &[&str]| {
+        watchkeeper_bench::Options::parse(
+            &args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>(),
+            "x".into(),
+        )
+    };
+    let options = parse(&["restart", "--restart-modes", "etcd-sibling,embedded"]).unwrap();
+    assert_eq!(
+        options.restart_modes,
+        [
+            watchkeeper_bench::restart::Mode::EtcdSibling,
+            watchkeeper_bench::restart::Mode::Embedded
+        ]
+    );
+    assert!(parse(&["restart", "--restart-modes", "etcd"]).is_err());
+    assert!(parse(&["restart", "--port-base", "80"]).is_err());
+    assert_eq!(
+        parse(&["restart", "--port-base", "24200"])
+            .unwrap()
+            .port_base,
+        Some(24200)
+    );
 }
