@@ -276,9 +276,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         wait: config.fresh_wait,
         counters: counters.clone(),
     };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Listen {
+    let listener =
+        crate::http::connection::listen(config.listen).map_err(|source| StartError::Listen {
             addr: config.listen,
             source,
         })?;

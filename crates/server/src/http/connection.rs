@@ -22,6 +22,10 @@
 //!   rewritten as Status answers beneath it ([`crate::http::wire`]). The HTTP/1.1 read and
 //!   write buffers are bounded by the same figure (hyper's `max_buf_size`), so a client that
 //!   never reads costs at most that much buffered response per connection, plus its queue.
+//! - The listening socket's accept queue is as long as the system allows
+//!   (`net.core.somaxconn`, as Go's listeners and so kube-apiserver's take it; [`listen`]), so
+//!   thousands of clients reconnecting at once after a restart wait in the queue instead of
+//!   overflowing it (an overflowed handshake is retried by the client's kernel after seconds).
 //! - No connection stays open doing nothing: the first request (its line and headers over
 //!   HTTP/1.1, its first stream over HTTP/2) must arrive within `--request-header-timeout-ms`
 //!   of accept (TLS handshake included, so a client that completes the handshake and sends
@@ -78,6 +82,32 @@ use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPE
 pub struct PlainHttpRefused {
     /// The address asked for.
     pub listen: SocketAddr,
+}
+
+/// The longest accept queue of a listening socket: the system's `net.core.somaxconn`, capped
+/// at 65535 as Go caps it (4096, Linux's default since 5.4, when it cannot be read).
+fn listen_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok())
+        .filter(|n| *n > 0)
+        .map_or(4096, |n| n.min(65535))
+}
+
+/// A listening socket on `addr` (address reuse on, as std's listeners set it, so a restarted
+/// server binds its port again at once) with the accept queue of [`listen_backlog`].
+///
+/// # Errors
+/// The socket cannot be made, bound or put to listen.
+pub fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(listen_backlog())
 }
 
 /// Refuses plain HTTP on a non-loopback address unless explicitly allowed.
@@ -560,5 +590,37 @@ fn next_wait(
             Wait::Head(now + settings.header_timeout)
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accept queue is the system's `somaxconn` (what `ss` shows as a listening socket's
+    /// Send-Q), not tokio's default of 1024 or std's 128.
+    #[tokio::test]
+    async fn the_accept_queue_is_as_long_as_the_system_allows() {
+        let listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let out = std::process::Command::new("ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .expect("ss (iproute2) runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let send_q: u32 = text
+            .split_whitespace()
+            .nth(2)
+            .and_then(|field| field.parse().ok())
+            .unwrap_or_else(|| panic!("no listening socket on {port} in {text:?}"));
+        let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(send_q, somaxconn.min(65535));
+        // A second listener binds the same port once the first is gone (address reuse).
+        drop(listener);
+        listen(format!("127.0.0.1:{port}").parse().unwrap()).unwrap();
     }
 }
