@@ -660,6 +660,25 @@ mod tests {
         }
     }
 
+    /// Each termination reason has its own metric label (operators tell them apart by it):
+    /// the reason's name in snake case.
+    #[test]
+    fn every_termination_reason_has_its_own_snake_case_label() {
+        for reason in TerminationReason::ALL {
+            let mut expected = String::new();
+            for c in format!("{reason:?}").chars() {
+                if c.is_ascii_uppercase() && !expected.is_empty() {
+                    expected.push('_');
+                }
+                expected.push(c.to_ascii_lowercase());
+            }
+            assert_eq!(reason.as_str(), expected);
+        }
+        let labels: std::collections::BTreeSet<_> =
+            TerminationReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(labels.len(), TerminationReason::ALL.len());
+    }
+
     #[test]
     fn batches_are_all_or_nothing_and_end_follows_the_backlog() {
         let queue = WatchQueue::new(3);
