@@ -569,7 +569,10 @@ impl CatchUpWorker {
         let Some(refill) = watcher.queue.take_refill() else {
             return;
         };
-        if refill.position > watcher.position || refill.pushed > 0 {
+        // The refill was installed at the watcher's position, which only the worker moves and
+        // only after taking the refill back: anything pushed moved the refill's position.
+        debug_assert!(refill.pushed == 0 || refill.position > watcher.position);
+        if refill.position > watcher.position {
             watcher.position = watcher.position.max(refill.position);
             watcher.last_sent = watcher.last_sent.max(watcher.queue.last_pushed());
             watcher.catchup_events += refill.pushed;
