@@ -1376,15 +1376,7 @@ mod tests {
         watches.push(cache.watch(WatchRequest::new(WatchStart::After(9)), now));
         dispatcher.handle_messages(now);
         watches[1].queue().close();
-        let object = crate::Object::new(
-            "ns",
-            "a",
-            std::collections::BTreeMap::new(),
-            std::collections::BTreeMap::new(),
-            6,
-            serde_json::json!({"kind": "ConfigMap"}),
-        );
-        dispatcher.handle_revision(now, 6, vec![Change::put(Arc::new(object))]);
+        dispatcher.handle_revision(now, 6, vec![object("a", 6)]);
         dispatcher.handle_messages(now);
         assert_eq!((dispatcher.synced_len(), dispatcher.waiting_len()), (2, 1));
         assert_eq!(dispatcher.free_slots.len(), 1);
@@ -1406,9 +1398,49 @@ mod tests {
             counted.fetch_add(1, Ordering::SeqCst);
         }));
         dispatcher.set_notify(Box::new(|| panic!("only the first hook is kept")));
+        assert!(!dispatcher.has_messages());
         let _watch = cache.watch(WatchRequest::new(WatchStart::Now), now);
         assert!(calls.load(Ordering::SeqCst) >= 1);
         assert!(dispatcher.has_messages());
+    }
+
+    fn object(name: &str, revision: Revision) -> Change {
+        Change::put(Arc::new(crate::Object::new(
+            "ns",
+            name,
+            std::collections::BTreeMap::new(),
+            std::collections::BTreeMap::new(),
+            revision,
+            serde_json::json!({"kind": "ConfigMap"}),
+        )))
+    }
+
+    /// `has_messages` tells a driver whether `handle_messages` has work now: not before a
+    /// message, not after it was handled, and not while a legacy revision is blocked (messages
+    /// wait for it).
+    #[test]
+    fn has_messages_is_what_handle_messages_would_do_now() {
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let config = CacheConfig {
+            mode: crate::WatchMode::Legacy,
+            ..CacheConfig::default()
+        };
+        let (cache, mut dispatcher, _worker) = WatchCache::new(config, 5, Vec::new()).unwrap();
+        assert!(!dispatcher.has_messages());
+        let mut request = WatchRequest::new(WatchStart::Now);
+        request.queue_capacity = Some(1);
+        let _slow = cache.watch(request, now);
+        assert!(dispatcher.has_messages());
+        dispatcher.handle_messages(now);
+        assert!(!dispatcher.has_messages());
+        dispatcher.handle_revision(now, 6, vec![object("a", 6)]);
+        dispatcher.handle_revision(now, 7, vec![object("b", 7)]);
+        assert!(dispatcher.is_blocked());
+        let _later = cache.watch(WatchRequest::new(WatchStart::Now), now);
+        assert!(
+            !dispatcher.has_messages(),
+            "it waits for the blocked revision"
+        );
     }
 
     fn broken(dispatcher: &Dispatcher) -> String {
