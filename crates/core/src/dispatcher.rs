@@ -1489,6 +1489,17 @@ mod tests {
         assert_eq!(d.check_invariants(), Ok(()));
     }
 
+    /// The dispatcher owns exactly its synced and waiting watchers (the cross-actor check
+    /// that no watcher is both synced and unsynced rests on it).
+    #[test]
+    fn the_dispatcher_owns_its_synced_and_waiting_watchers_only() {
+        let (watches, d) = dispatcher_with_watchers();
+        assert!(d.owns(watches[0].id()) && d.owns(watches[2].id()), "synced");
+        assert!(d.owns(watches[3].id()), "waiting");
+        assert!(!d.owns(watches[1].id()), "gone");
+        assert!(!d.owns(999));
+    }
+
     /// A synced watcher is marked synced and nothing about it is above the dispatched
     /// revision: its position, what it was last sent, what its queue last took — each alone.
     #[test]
