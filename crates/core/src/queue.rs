@@ -709,6 +709,23 @@ mod tests {
         assert!(!queue.inspect().2, "cleared");
     }
 
+    /// What operators (and the worker's retry rounds) read of a queue: its free slots and the
+    /// revision of the last item pushed.
+    #[test]
+    fn free_slots_and_the_last_pushed_revision() {
+        let queue = WatchQueue::new(3);
+        assert_eq!((queue.free(), queue.last_pushed()), (3, 0));
+        assert_eq!(
+            queue.push_batch(&[bookmark(4), bookmark(4)]),
+            PushResult::Pushed
+        );
+        assert_eq!((queue.free(), queue.last_pushed()), (1, 4));
+        assert_eq!(queue.push(bookmark(6)), PushResult::Pushed);
+        assert_eq!((queue.free(), queue.last_pushed()), (0, 6));
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert_eq!((queue.free(), queue.last_pushed()), (1, 6));
+    }
+
     #[test]
     fn progress_reports_what_the_owner_published() {
         let queue = WatchQueue::new(2);
