@@ -1404,6 +1404,20 @@ mod tests {
         assert!(dispatcher.has_messages());
     }
 
+    /// The driving contract (non-decreasing `now`) is checked in debug builds: a driver whose
+    /// clock went backwards is told at once rather than mis-scheduling timers.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "time went backwards")]
+    fn time_going_backwards_is_refused_in_debug_builds() {
+        let (cache, mut dispatcher, _worker) =
+            WatchCache::new(CacheConfig::default(), 5, Vec::new()).unwrap();
+        let now = Instant::ZERO + Duration::from_secs(2);
+        let _watch = cache.watch(WatchRequest::new(WatchStart::Now), now);
+        dispatcher.handle_messages(now);
+        dispatcher.handle_timeout(Instant::ZERO + Duration::from_secs(1));
+    }
+
     fn object(name: &str, revision: Revision) -> Change {
         Change::put(Arc::new(crate::Object::new(
             "ns",
