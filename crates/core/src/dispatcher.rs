@@ -1447,6 +1447,7 @@ mod tests {
         assert!(dispatcher.has_messages());
         dispatcher.handle_messages(now);
         assert!(!dispatcher.has_messages());
+        assert_eq!((dispatcher.synced_len(), dispatcher.waiting_len()), (1, 0));
         dispatcher.handle_revision(now, 6, vec![object("a", 6)]);
         dispatcher.handle_revision(now, 7, vec![object("b", 7)]);
         assert!(dispatcher.is_blocked());

@@ -891,6 +891,56 @@ mod tests {
         assert!(queue.take_refill().is_some());
     }
 
+    fn refill_at(position: Revision) -> Refill {
+        Refill {
+            position,
+            selection: Arc::new(Selection::new(
+                &crate::WatchRequest::new(crate::WatchStart::Now),
+                None,
+            )),
+            pushed: 0,
+            stuck: false,
+        }
+    }
+
+    /// A consumer refills only an empty queue that is still open and not ended: nothing is
+    /// ever queued after the end.
+    #[test]
+    fn a_consumer_refills_nothing_after_the_end() {
+        let queue = WatchQueue::new(2);
+        assert!(queue.install_refill(refill_at(0)).is_ok());
+        queue.push_end(WatchEnd::Deadline);
+        queue.refill_with(|_, _, _| panic!("refilled after the end"));
+        assert!(matches!(queue.try_pop(), Pop::End(WatchEnd::Deadline)));
+        let closed = WatchQueue::new(2);
+        assert!(closed.install_refill(refill_at(0)).is_ok());
+        closed.close();
+        closed.refill_with(|_, _, _| panic!("refilled after the consumer went away"));
+    }
+
+    /// The queue's own check also covers what a consumer refilled: whole revisions after what
+    /// was queued before, a revision queued again is found.
+    #[test]
+    fn check_finds_a_revision_a_refill_queued_again() {
+        let queue = WatchQueue::new(4);
+        assert_eq!(queue.push_batch(&[event(5, "a")]), PushResult::Pushed);
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert!(queue.install_refill(refill_at(5)).is_ok());
+        queue.refill_with(|items, _, _| {
+            items.extend([event(6, "a"), event(6, "b"), event(7, "a")]);
+            false
+        });
+        assert_eq!(queue.check(), Ok(()));
+        assert_eq!(queue.last_pushed(), 7);
+        while let Pop::Item(_) = queue.try_pop() {}
+        queue.refill_with(|items, _, _| {
+            items.push_back(event(7, "b"));
+            false
+        });
+        let err = queue.check().unwrap_err();
+        assert!(err.contains("two parts"), "{err}");
+    }
+
     #[test]
     fn an_oversized_batch_enters_an_empty_queue() {
         let queue = WatchQueue::new(1);
