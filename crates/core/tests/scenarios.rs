@@ -1686,3 +1686,18 @@ fn an_initial_state_cut_by_the_push_budget_makes_the_pass_busy() {
     );
     assert_eq!(watch.state(), WatcherState::Synced);
 }
+
+/// Goal: a watch from the cache's current resource version (`resourceVersion=N`, N the cache's
+/// revision) is live at once: synced, with the next write pushed by the dispatcher and no
+/// catch-up pass. Method: register at the current revision, write, read without a pass.
+#[test]
+fn a_watch_from_the_current_revision_is_live_at_once() {
+    let mut h = Harness::new(config());
+    let current = h.put("ns", "a", &[], "n1");
+    let watch = h.watch_from(WatchStart::After(current), 10);
+    assert_eq!(watch.state(), WatcherState::Synced);
+    assert_eq!(h.worker.unsynced_len(), 0);
+    let rv = h.put("ns", "b", &[], "n1");
+    assert_eq!(revisions(&drain(&watch)), [rv]);
+    assert!(h.passes.is_empty(), "no pass ran");
+}
