@@ -1701,3 +1701,28 @@ fn a_watch_from_the_current_revision_is_live_at_once() {
     assert_eq!(revisions(&drain(&watch)), [rv]);
     assert!(h.passes.is_empty(), "no pass ran");
 }
+
+/// Goal: legacy mode reproduces Kubernetes before KEP-6268 for a watch that starts behind: it
+/// replays the history on its own at registration, outside the queue's bound, and is live at
+/// once (no catch-up worker). Method: five writes, a watch from the first revision with a
+/// queue of 2.
+#[test]
+fn legacy_mode_replays_a_watch_from_behind_at_registration() {
+    let config = CacheConfig {
+        mode: WatchMode::Legacy,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let written: Vec<_> = (0..5)
+        .map(|i| h.put("ns", &format!("p{i}"), &[], "n1"))
+        .collect();
+    let watch = h.watch_from(WatchStart::After(1), 2);
+    assert_eq!(watch.state(), WatcherState::Synced);
+    assert_eq!(h.worker.unsynced_len(), 0);
+    assert_eq!(
+        revisions(&drain(&watch)),
+        written,
+        "all of it, past the bound"
+    );
+    assert!(h.passes.is_empty(), "no pass ran");
+}
