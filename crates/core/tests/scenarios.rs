@@ -1726,3 +1726,26 @@ fn legacy_mode_replays_a_watch_from_behind_at_registration() {
     );
     assert!(h.passes.is_empty(), "no pass ran");
 }
+
+/// Goal: sendInitialEvents with a minimum revision the cache has already reached starts at
+/// once (nothing to wait for): the next pass streams the state, with no write in between.
+#[test]
+fn an_initial_state_whose_minimum_is_reached_starts_at_once() {
+    let mut h = Harness::with_objects(config(), 1, vec![pod("ns", "a", 1, &[], "n1")]);
+    let current = h.put("ns", "b", &[], "n1");
+    let mut request = WatchRequest::new(WatchStart::InitialState {
+        min_revision: Some(current),
+    });
+    request.queue_capacity = Some(10);
+    let watch = h.watch(request);
+    assert_eq!(h.dispatcher.waiting_len(), 0);
+    assert_eq!(watch.state(), WatcherState::Initial);
+    h.pass();
+    assert_eq!(
+        drain(&watch),
+        [
+            Seen::Initial("ns/a".into(), 1),
+            Seen::Initial("ns/b".into(), current)
+        ]
+    );
+}
