@@ -1305,6 +1305,7 @@ fn shutdown_ends_watchers_after_a_final_bookmark_at_the_dispatched_revision() {
     assert_eq!(stalled.state(), WatcherState::Unsynced);
     h.dispatcher.handle_progress(h.now, b + 5);
     h.revision = b + 5;
+    assert!(!h.dispatcher.is_shutting_down());
     h.dispatcher.handle_shutdown(h.now);
     h.check();
     assert!(h.dispatcher.is_shutting_down());
@@ -1779,4 +1780,32 @@ fn an_initial_state_is_streamed_within_the_scan_budget() {
     assert_eq!(seen[0].len(), 35);
     h.settle(&[&watch], &mut seen, 10);
     assert_eq!(watch.state(), WatcherState::Synced);
+}
+
+/// Goal: a hand-off in flight across a relist ends with a 410 after its backlog, even when its
+/// position is not below the new history's floor (a relist at the revision the cache had
+/// reached): the dispatcher checks the epoch, not only the floor. Method: hold the hand-off of
+/// a caught-up watcher, relist at the dispatched revision, then deliver the hand-off.
+#[test]
+fn a_hand_off_in_flight_across_a_relist_ends_with_410() {
+    let mut h = Harness::new(config());
+    h.hold_handoffs();
+    let slow = h.watch_from(WatchStart::Now, 1);
+    let written = [h.put("ns", "a", &[], "n1"), h.put("ns", "b", &[], "n1")];
+    assert_eq!(revisions(&drain(&slow)), written[..1]);
+    let report = h.pass();
+    assert_eq!(report.resynced, 1, "caught up, hand-off held: {report:?}");
+    assert_eq!(h.worker.held_len(), 1);
+    let relisted_at = h.revision;
+    h.dispatcher
+        .handle_reset(h.now, relisted_at, vec![pod("ns", "a", 2, &[], "n1")]);
+    h.worker.release_handoffs();
+    h.dispatcher.handle_messages(h.now);
+    h.check();
+    assert_eq!(revisions(&drain(&slow)), written[1..]);
+    assert!(
+        matches!(end_of(&slow), Some(WatchEnd::Expired { .. })),
+        "the old epoch's watcher gets its 410"
+    );
+    assert_eq!(h.dispatcher.synced_len(), 0);
 }
