@@ -1808,4 +1808,10 @@ fn a_hand_off_in_flight_across_a_relist_ends_with_410() {
         "the old epoch's watcher gets its 410"
     );
     assert_eq!(h.dispatcher.synced_len(), 0);
+    assert_eq!(
+        h.cache.metrics().stalled_watchers.get(),
+        0,
+        "not stalled any more"
+    );
+    assert_eq!(h.cache.metrics().watchers.get(), 0);
 }
