@@ -694,7 +694,11 @@ fn initial_state_waits_for_min_revision_then_times_out() {
             Seen::Bookmark(3, true),
         ]
     );
-    h.advance(Duration::from_secs(4));
+    // It gives up at `fresh_wait_max` after registration: not a moment before, and then.
+    let wait = h.cache.config().fresh_wait_max;
+    h.advance(wait - Duration::from_millis(1) - Duration::from_micros(1));
+    assert_eq!(end_of(&gives_up), None);
+    h.advance(Duration::from_micros(1));
     assert_eq!(
         end_of(&gives_up),
         Some(WatchEnd::TooLargeResourceVersion {
@@ -875,8 +879,12 @@ fn deadlines_end_watches_with_a_bookmark_before() {
         "a bookmark 2 s before the deadline"
     );
     assert_eq!(end_of(&synced), None);
-    h.advance(Duration::from_secs(2));
-    assert_eq!(end_of(&synced), Some(WatchEnd::Deadline));
+    h.advance(Duration::from_millis(1_500) - Duration::from_micros(1));
+    assert_eq!(end_of(&synced), None);
+    h.advance(Duration::from_micros(1));
+    assert_eq!(end_of(&synced), Some(WatchEnd::Deadline), "at the deadline");
+    // The worker ends its own at its next pass (within a pass period).
+    h.advance(h.cache.config().pass_period_idle);
     take(&unsynced, 5);
     assert_eq!(end_of(&unsynced), Some(WatchEnd::Deadline));
     let ended: usize = h.passes.iter().map(|p| p.ended).sum();
