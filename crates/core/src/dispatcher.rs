@@ -1504,6 +1504,25 @@ mod tests {
         assert_eq!(d.check_invariants(), Ok(()));
     }
 
+    /// What dispatching a revision reports (the simulator's cost model and the benchmarks
+    /// read it): its events, the watchers evaluated against them, the items pushed.
+    #[test]
+    fn a_dispatch_reports_its_events_evaluations_and_pushes() {
+        let (_watches, mut d) = dispatcher_with_watchers();
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let report = d.handle_revision(now, 7, vec![object("a", 7), object("b", 7)]);
+        assert_eq!(
+            report,
+            DispatchReport {
+                events: 2,
+                evaluated: 4,
+                pushed: 4,
+                stalled: 0,
+                blocked: 0,
+            }
+        );
+    }
+
     /// The dispatcher owns exactly its synced and waiting watchers (the cross-actor check
     /// that no watcher is both synced and unsynced rests on it).
     #[test]

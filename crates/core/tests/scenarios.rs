@@ -1188,6 +1188,14 @@ fn the_hand_off_pushes_revisions_dispatched_after_the_last_scan() {
             written,
             "the late revisions once, in order"
         );
+        // Caught up while unsynced: all but the two queued before the stall and `late2`
+        // (the hand-off was taken with `late1`'s progress, so `late2` went out live).
+        assert_eq!(
+            h.cache.metrics().watcher_catchup_events.snapshot().1,
+            written.len() as u64 - 3,
+            "{:?}",
+            h.cache.config().catchup_design
+        );
         let rv = h.put("ns", "live", &[], "n1");
         assert_eq!(revisions(&drain(&slow)), [rv]);
         assert_no_skips(&h);
