@@ -1532,6 +1532,8 @@ mod tests {
         assert!(d.owns(watches[3].id()), "waiting");
         assert!(!d.owns(watches[1].id()), "gone");
         assert!(!d.owns(999));
+        // Operators read the same count from the synced-watchers gauge.
+        assert_eq!(d.shared.metrics.synced_watchers.get(), 2);
     }
 
     /// A synced watcher is marked synced and nothing about it is above the dispatched

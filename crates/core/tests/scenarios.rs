@@ -1831,3 +1831,22 @@ fn a_hand_off_in_flight_across_a_relist_ends_with_410() {
     );
     assert_eq!(h.cache.metrics().watchers.get(), 0);
 }
+
+/// Goal (legacy mode): the store's progress that arrives while a revision is blocked is not
+/// lost: once the revision is done (here, its budget ran out), the cache moves to it.
+#[test]
+fn legacy_mode_applies_progress_held_during_a_blocked_revision() {
+    let config = CacheConfig {
+        mode: WatchMode::Legacy,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let _slow = h.watch_from(WatchStart::Now, 1);
+    h.put("ns", "a", &[], "n1");
+    let blocked_at = h.put("ns", "b", &[], "n1");
+    assert!(h.dispatcher.is_blocked());
+    h.dispatcher.handle_progress(h.now, blocked_at + 5);
+    assert_eq!(h.cache.revision(), blocked_at, "held while blocked");
+    h.unblock();
+    assert_eq!(h.cache.revision(), blocked_at + 5);
+}
