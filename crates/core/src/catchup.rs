@@ -569,7 +569,10 @@ impl CatchUpWorker {
         let Some(refill) = watcher.queue.take_refill() else {
             return;
         };
-        if refill.position > watcher.position || refill.pushed > 0 {
+        // The refill was installed at the watcher's position, which only the worker moves and
+        // only after taking the refill back: anything pushed moved the refill's position.
+        debug_assert!(refill.pushed == 0 || refill.position > watcher.position);
+        if refill.position > watcher.position {
             watcher.position = watcher.position.max(refill.position);
             watcher.last_sent = watcher.last_sent.max(watcher.queue.last_pushed());
             watcher.catchup_events += refill.pushed;
@@ -1302,5 +1305,58 @@ mod tests {
             .deadlines
             .insert((deadline + Duration::from_secs(1), id));
         assert!(broken(&worker).contains("deadline is not indexed"));
+    }
+
+    /// The checker's per-queue rules: nobody forgotten (not ready, empty queue, nothing
+    /// raised), no refill before the initial-events-end bookmark is delivered, an owned queue
+    /// marked unsynced or initial (cargo-mutants: weakening each rule failed no test).
+    #[test]
+    fn the_invariant_checker_finds_forgotten_refilled_and_mismarked_watchers() {
+        let (watch, dispatcher, mut worker, id) = owning_one();
+        let broken = |worker: &CatchUpWorker| {
+            let found = check_invariants(&dispatcher, worker);
+            assert!(found.is_err(), "not found");
+            found.unwrap_err()
+        };
+        // Its consumer empties the queue (raising its id): not forgotten while raised or ready.
+        // (The worker takes the refill back first: a consumer that refills is not forgotten.)
+        let queue = worker.unsynced[&id].watcher.queue.clone();
+        queue.take_refill();
+        assert!(matches!(
+            watch.queue().try_pop(),
+            crate::queue::Pop::Item(_)
+        ));
+        worker.ready.remove(&id);
+        assert_eq!(worker.check_invariants(), Ok(()));
+        let mut raised = Vec::new();
+        worker.shared.drain.take(&mut raised);
+        assert_eq!(raised, [id]);
+        assert!(broken(&worker).contains("forgotten"));
+        worker.ready.insert(id);
+        assert_eq!(worker.check_invariants(), Ok(()));
+        // A refill installed while the initial-events-end bookmark is still owed.
+        let owned = worker.unsynced.get_mut(&id).unwrap();
+        owned.watcher.initial_bookmark_owed = true;
+        let refill = Refill {
+            position: owned.watcher.position,
+            selection: owned.watcher.selection.clone(),
+            pushed: 0,
+            stuck: false,
+        };
+        assert!(owned.watcher.queue.install_refill(refill).is_ok());
+        assert!(broken(&worker).contains("refilled during its initial state"));
+        worker
+            .unsynced
+            .get_mut(&id)
+            .unwrap()
+            .watcher
+            .initial_bookmark_owed = false;
+        assert_eq!(worker.check_invariants(), Ok(()));
+        assert!(queue.take_refill().is_some());
+        // An owned queue marked synced.
+        queue.set_state(WatcherState::Synced);
+        assert!(broken(&worker).contains("marked Synced"));
+        queue.set_state(WatcherState::Unsynced);
+        assert_eq!(check_invariants(&dispatcher, &worker), Ok(()));
     }
 }

@@ -660,6 +660,25 @@ mod tests {
         }
     }
 
+    /// Each termination reason has its own metric label (operators tell them apart by it):
+    /// the reason's name in snake case.
+    #[test]
+    fn every_termination_reason_has_its_own_snake_case_label() {
+        for reason in TerminationReason::ALL {
+            let mut expected = String::new();
+            for c in format!("{reason:?}").chars() {
+                if c.is_ascii_uppercase() && !expected.is_empty() {
+                    expected.push('_');
+                }
+                expected.push(c.to_ascii_lowercase());
+            }
+            assert_eq!(reason.as_str(), expected);
+        }
+        let labels: std::collections::BTreeSet<_> =
+            TerminationReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(labels.len(), TerminationReason::ALL.len());
+    }
+
     #[test]
     fn batches_are_all_or_nothing_and_end_follows_the_backlog() {
         let queue = WatchQueue::new(3);
@@ -688,6 +707,23 @@ mod tests {
         assert_eq!(revisions, [1, 1, 3]);
         assert!(queue.inspect().2, "drained");
         assert!(!queue.inspect().2, "cleared");
+    }
+
+    /// What operators (and the worker's retry rounds) read of a queue: its free slots and the
+    /// revision of the last item pushed.
+    #[test]
+    fn free_slots_and_the_last_pushed_revision() {
+        let queue = WatchQueue::new(3);
+        assert_eq!((queue.free(), queue.last_pushed()), (3, 0));
+        assert_eq!(
+            queue.push_batch(&[bookmark(4), bookmark(4)]),
+            PushResult::Pushed
+        );
+        assert_eq!((queue.free(), queue.last_pushed()), (1, 4));
+        assert_eq!(queue.push(bookmark(6)), PushResult::Pushed);
+        assert_eq!((queue.free(), queue.last_pushed()), (0, 6));
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert_eq!((queue.free(), queue.last_pushed()), (1, 6));
     }
 
     #[test]
@@ -853,6 +889,56 @@ mod tests {
         assert!(queue.has_refill());
         queue.close();
         assert!(queue.take_refill().is_some());
+    }
+
+    fn refill_at(position: Revision) -> Refill {
+        Refill {
+            position,
+            selection: Arc::new(Selection::new(
+                &crate::WatchRequest::new(crate::WatchStart::Now),
+                None,
+            )),
+            pushed: 0,
+            stuck: false,
+        }
+    }
+
+    /// A consumer refills only an empty queue that is still open and not ended: nothing is
+    /// ever queued after the end.
+    #[test]
+    fn a_consumer_refills_nothing_after_the_end() {
+        let queue = WatchQueue::new(2);
+        assert!(queue.install_refill(refill_at(0)).is_ok());
+        queue.push_end(WatchEnd::Deadline);
+        queue.refill_with(|_, _, _| panic!("refilled after the end"));
+        assert!(matches!(queue.try_pop(), Pop::End(WatchEnd::Deadline)));
+        let closed = WatchQueue::new(2);
+        assert!(closed.install_refill(refill_at(0)).is_ok());
+        closed.close();
+        closed.refill_with(|_, _, _| panic!("refilled after the consumer went away"));
+    }
+
+    /// The queue's own check also covers what a consumer refilled: whole revisions after what
+    /// was queued before, a revision queued again is found.
+    #[test]
+    fn check_finds_a_revision_a_refill_queued_again() {
+        let queue = WatchQueue::new(4);
+        assert_eq!(queue.push_batch(&[event(5, "a")]), PushResult::Pushed);
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert!(queue.install_refill(refill_at(5)).is_ok());
+        queue.refill_with(|items, _, _| {
+            items.extend([event(6, "a"), event(6, "b"), event(7, "a")]);
+            false
+        });
+        assert_eq!(queue.check(), Ok(()));
+        assert_eq!(queue.last_pushed(), 7);
+        while let Pop::Item(_) = queue.try_pop() {}
+        queue.refill_with(|items, _, _| {
+            items.push_back(event(7, "b"));
+            false
+        });
+        let err = queue.check().unwrap_err();
+        assert!(err.contains("two parts"), "{err}");
     }
 
     #[test]

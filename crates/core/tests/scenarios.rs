@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::*;
 use watchkeeper_core::{
     CacheConfig, CandidateOrder, CatchUpDesign, Change, Encoding, EventType, FieldSelector,
-    LabelSelector, Revision, TerminationReason, WatchEnd, WatchMode, WatchRequest, WatchStart,
-    WatcherState,
+    LabelSelector, Revision, TerminationReason, Watch, WatchEnd, WatchMode, WatchRequest,
+    WatchStart, WatcherState,
 };
 
 /// The cohort design: most scenarios here check the passes' own mechanics (cohorts, budgets,
@@ -69,6 +69,11 @@ fn stall_records_position_and_resumes_without_loss() {
     assert_eq!(h.cache.metrics().stalled_watchers.get(), 0);
     assert_eq!(h.cache.metrics().watcher_catchup_rounds.get(), 1);
     assert_eq!(h.cache.metrics().watcher_catchup_events.count(), 1);
+    assert_eq!(
+        h.cache.metrics().watcher_catchup_events.snapshot().1,
+        3,
+        "the three events it was owed were pushed by passes"
+    );
     // Live again: the next write arrives without a pass.
     let rv = h.put("ns", "after", &[], "n1");
     assert_eq!(revisions(&drain(&slow)), [rv]);
@@ -538,7 +543,8 @@ fn expiry_delivers_the_backlog_then_one_410_with_the_right_reason() {
     for i in 0..30 {
         h.put("ns", &format!("c{i}"), &[], "n1");
     }
-    h.pass();
+    let report = h.pass();
+    assert_eq!(report.expired, 2, "{report:?}");
     assert_eq!(
         drain(&live),
         [
@@ -688,7 +694,11 @@ fn initial_state_waits_for_min_revision_then_times_out() {
             Seen::Bookmark(3, true),
         ]
     );
-    h.advance(Duration::from_secs(4));
+    // It gives up at `fresh_wait_max` after registration: not a moment before, and then.
+    let wait = h.cache.config().fresh_wait_max;
+    h.advance(wait - Duration::from_millis(1) - Duration::from_micros(1));
+    assert_eq!(end_of(&gives_up), None);
+    h.advance(Duration::from_micros(1));
     assert_eq!(
         end_of(&gives_up),
         Some(WatchEnd::TooLargeResourceVersion {
@@ -862,17 +872,26 @@ fn deadlines_end_watches_with_a_bookmark_before() {
     h.put("ns", "b", &[], "n1");
     assert_eq!(drain(&synced).len(), 2);
     h.dispatcher.handle_progress(h.now, 5);
-    h.advance(Duration::from_millis(8_500));
+    let micro = Duration::from_micros(1);
+    h.advance(Duration::from_secs(8) - micro);
+    assert_eq!(drain(&synced), [], "not a moment early");
+    h.advance(micro);
     assert_eq!(
         drain(&synced),
         [Seen::Bookmark(5, false)],
         "a bookmark 2 s before the deadline"
     );
     assert_eq!(end_of(&synced), None);
-    h.advance(Duration::from_secs(2));
-    assert_eq!(end_of(&synced), Some(WatchEnd::Deadline));
+    h.advance(Duration::from_secs(2) - micro);
+    assert_eq!(end_of(&synced), None);
+    h.advance(Duration::from_micros(1));
+    assert_eq!(end_of(&synced), Some(WatchEnd::Deadline), "at the deadline");
+    // The worker ends its own at its next pass (within a pass period).
+    h.advance(h.cache.config().pass_period_idle);
     take(&unsynced, 5);
     assert_eq!(end_of(&unsynced), Some(WatchEnd::Deadline));
+    let ended: usize = h.passes.iter().map(|p| p.ended).sum();
+    assert_eq!(ended, 1, "the unsynced one was ended by a pass");
 }
 
 /// Goal: a reader that empties its queue while unsynced is served at once, as soon as the
@@ -1022,6 +1041,11 @@ fn a_fast_consumer_catches_up_without_passes() {
     assert!(h.worker.poll_timeout().is_some_and(|t| t <= h.now + normal));
     h.advance(normal);
     assert_eq!(fast.state(), WatcherState::Synced);
+    assert_eq!(
+        h.cache.metrics().watcher_catchup_events.snapshot().1,
+        990,
+        "what its consumer refilled counts as caught up"
+    );
     let rv = h.put("ns", "after", &[], "n1");
     assert_eq!(revisions(&drain(&fast)), [rv]);
     assert_eq!(drain(&healthy).len(), 1_001);
@@ -1167,6 +1191,14 @@ fn the_hand_off_pushes_revisions_dispatched_after_the_last_scan() {
             written,
             "the late revisions once, in order"
         );
+        // Caught up while unsynced: all but the two queued before the stall and `late2`
+        // (the hand-off was taken with `late1`'s progress, so `late2` went out live).
+        assert_eq!(
+            h.cache.metrics().watcher_catchup_events.snapshot().1,
+            written.len() as u64 - 3,
+            "{:?}",
+            h.cache.config().catchup_design
+        );
         let rv = h.put("ns", "live", &[], "n1");
         assert_eq!(revisions(&drain(&slow)), [rv]);
         assert_no_skips(&h);
@@ -1292,6 +1324,7 @@ fn shutdown_ends_watchers_after_a_final_bookmark_at_the_dispatched_revision() {
     assert_eq!(stalled.state(), WatcherState::Unsynced);
     h.dispatcher.handle_progress(h.now, b + 5);
     h.revision = b + 5;
+    assert!(!h.dispatcher.is_shutting_down());
     h.dispatcher.handle_shutdown(h.now);
     h.check();
     assert!(h.dispatcher.is_shutting_down());
@@ -1365,4 +1398,458 @@ fn the_worker_notify_hook_and_held_hand_offs() {
     written.push(h.put("ns", "after", &[], "n1"));
     seen.extend(drain(&watch));
     assert_eq!(revisions(&seen), written, "every event once, in order");
+}
+
+/// A namespace-scoped watch of at most `capacity` items.
+fn scoped(h: &mut Harness, namespace: &str, start: WatchStart, capacity: usize) -> Watch {
+    let mut request = WatchRequest::new(start);
+    request.namespace = Some(namespace.to_owned());
+    request.queue_capacity = Some(capacity);
+    h.watch(request)
+}
+
+/// Goal (consumer-driven design): a consumer that refilled its queue past unrelated churn,
+/// taking nothing, has moved on: when the history's floor later passes where the worker last
+/// saw it, it is not expired for it, and as a drained watcher it is served at the next pass
+/// and rejoins the live stream. Method: a tiny history and scan budget; a watch scoped to a
+/// quiet namespace starts behind churn elsewhere; its consumer crosses the churn, more churn
+/// moves the floor above its old position.
+#[test]
+fn a_consumer_that_crossed_unrelated_churn_is_not_expired_for_it() {
+    let config = CacheConfig {
+        history_capacity_min: 10,
+        history_capacity_max: 10,
+        event_fresh_duration: Duration::from_secs(1),
+        pass_scan_units_max: 64 + 3,
+        ..consumer_config()
+    };
+    let mut h = Harness::new(config);
+    for i in 0..6 {
+        h.put("b", &format!("q{i}"), &[], "n1");
+    }
+    let quiet = scoped(&mut h, "a", WatchStart::After(1), 2);
+    // The first pass crosses three revisions (the scan budget), then hands it to its consumer.
+    let first = h.pass();
+    assert_eq!(
+        (first.members, first.resynced, first.handed_to_consumers),
+        (1, 0, 1),
+        "{first:?}"
+    );
+    // Its consumer crosses the rest of the churn, takes nothing, and is stuck at the end.
+    assert_eq!(drain(&quiet), []);
+    for i in 6..14 {
+        h.put("b", &format!("q{i}"), &[], "n1");
+    }
+    // The floor is now above where the last pass left it, below where its consumer got to.
+    let report = h.pass();
+    assert_eq!((report.expired, report.ended), (0, 0), "{report:?}");
+    assert_eq!(end_of(&quiet), None, "not expired");
+    assert!(
+        report.served.iter().any(|(id, _)| *id == quiet.id()),
+        "a drained watcher is served at the next pass: {report:?}"
+    );
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&quiet], &mut seen, 20);
+    assert_eq!(seen[0], []);
+    assert_eq!(quiet.state(), WatcherState::Synced);
+    let rv = h.put("a", "p", &[], "n1");
+    assert_eq!(revisions(&drain(&quiet)), [rv]);
+}
+
+/// Goal: the period after a pass follows what it did: a pass that served a member (neither
+/// busy nor after a new stall) is followed by a normal period, a pass that found nothing to do
+/// by an idle one. Method: a scan budget of three events, a queue of three behind ten.
+#[test]
+fn a_pass_that_served_someone_is_followed_by_the_normal_period() {
+    let config = CacheConfig {
+        pass_scan_units_max: 64 + 3,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let normal = h.cache.config().pass_period_normal;
+    let idle = h.cache.config().pass_period_idle;
+    let slow = h.watch_from(WatchStart::Now, 3);
+    let written: Vec<_> = (0..10)
+        .map(|i| h.put("ns", &format!("p{i}"), &[], "n1"))
+        .collect();
+    assert_eq!(slow.state(), WatcherState::Unsynced);
+    // The stall's pass finds its queue full.
+    assert_eq!(h.pass().members, 0);
+    let mut seen = take(&slow, 3);
+    let report = h.pass();
+    assert_eq!(report.members, 1, "{report:?}");
+    assert!(!report.busy && report.expired == 0 && report.ended == 0);
+    assert_eq!(h.worker.period(), normal);
+    assert_eq!(h.worker.poll_timeout(), Some(h.now + normal));
+    // Nothing read since: the next pass finds the queue full and serves nobody.
+    assert_eq!(h.pass().members, 0);
+    assert_eq!(h.worker.period(), idle);
+    seen.extend(take(&slow, 3));
+    let mut rest = vec![seen];
+    h.settle(&[&slow], &mut rest, 50);
+    assert_eq!(revisions(&rest[0]), written);
+}
+
+/// Goal: a relist ends the watchers of the old cache epoch, even one whose position is not
+/// below the new history's floor (a relist at the revision the cache had reached), and never a
+/// watcher registered after the relist. Method: an initial-state watch owned by the worker at
+/// the dispatched revision, a relist at that revision, then a new watch that stalls before the
+/// next pass.
+#[test]
+fn a_relist_ends_the_old_epoch_only() {
+    let mut h = Harness::with_objects(config(), 1, vec![pod("ns", "x", 1, &[], "n1")]);
+    h.put("ns", "y", &[], "n1");
+    let relisted_at = h.put("ns", "z", &[], "n1");
+    let mut request = WatchRequest::new(WatchStart::InitialState { min_revision: None });
+    request.queue_capacity = Some(1);
+    let old = h.watch(request);
+    assert_eq!(old.state(), WatcherState::Initial);
+    h.dispatcher.handle_reset(
+        h.now,
+        relisted_at,
+        vec![
+            pod("ns", "x", 1, &[], "n1"),
+            pod("ns", "w", relisted_at, &[], "n1"),
+        ],
+    );
+    let fresh = h.watch_from(WatchStart::Now, 1);
+    let written = vec![h.put("ns", "a", &[], "n1"), h.put("ns", "b", &[], "n1")];
+    assert_eq!(fresh.state(), WatcherState::Unsynced);
+    let report = h.pass();
+    assert_eq!(report.expired, 1, "{report:?}");
+    assert_eq!(drain(&old), [], "nothing of the old epoch after the relist");
+    assert!(
+        matches!(end_of(&old), Some(WatchEnd::Expired { .. })),
+        "the old epoch's watcher gets its 410"
+    );
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&fresh], &mut seen, 20);
+    assert_eq!(revisions(&seen[0]), written);
+    assert_eq!(end_of(&fresh), None, "the new epoch's watcher is not ended");
+    assert_eq!(fresh.state(), WatcherState::Synced);
+}
+
+/// Goal: candidates are ordered by the free *share* of their queue, so a small queue with half
+/// its room free goes before a large one with more free slots but a smaller share. Method:
+/// queues of 2 and 20, one free slot in the first (50 %), five in the second (25 %).
+#[test]
+fn free_share_compares_small_and_large_queues_fairly() {
+    let config = CacheConfig {
+        pass_members_max: 1,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let small = h.watch_from(WatchStart::Now, 2);
+    let large = h.watch_from(WatchStart::Now, 20);
+    for i in 0..22 {
+        h.put("ns", &format!("p{i}"), &[], "n1");
+    }
+    assert_eq!(small.state(), WatcherState::Unsynced);
+    assert_eq!(large.state(), WatcherState::Unsynced);
+    take(&small, 1);
+    take(&large, 5);
+    let report = h.pass();
+    assert_eq!(report.served[0].0, small.id(), "{report:?}");
+    let report = h.pass();
+    assert_eq!(report.served[0].0, large.id(), "{report:?}");
+}
+
+/// Goal: rotation order continues from the cursor the last cohort left (its last scanned
+/// revision): positions at or above it first, in order, then those below it. Method: rotation
+/// only, one member per pass and a scan budget of three; three laggards at 4, 8 and 12 (20
+/// written); the third pass finds them at 7, 11 and 12 with the cursor at 11.
+#[test]
+fn rotation_continues_from_the_cursor_at_or_above_it_first() {
+    let config = CacheConfig {
+        pass_members_max: 1,
+        pass_scan_units_max: 64 + 3,
+        candidate_order: CandidateOrder::RotationOnly,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let mut watches = Vec::new();
+    for _ in 0..3 {
+        watches.push(h.watch_from(WatchStart::Now, 3));
+        for _ in 0..4 {
+            h.put("ns", "p", &[], "n1");
+        }
+    }
+    while h.revision < 20 {
+        h.put("ns", "p", &[], "n1");
+    }
+    let positions: Vec<Revision> = watches
+        .iter()
+        .map(|w| *revisions(&take(w, 3)).last().unwrap())
+        .collect();
+    assert_eq!(positions, [4, 8, 12]);
+    let (a, b, c) = (&watches[0], &watches[1], &watches[2]);
+    // Cursor 0: the lowest position; it scans 5..=7 and leaves the cursor at 7.
+    assert_eq!(h.pass().served[0].0, a.id());
+    // a is full; b (8) is above the cursor; it scans 9..=11.
+    assert_eq!(h.pass().served[0].0, b.id());
+    take(a, 3);
+    take(b, 3);
+    // Cursor 11: b (at it) and c (above) before a (below), in position order.
+    let report = h.pass();
+    assert_eq!(report.served[0].0, b.id(), "{report:?}");
+    assert_eq!(report.candidates, 3);
+    assert_eq!(c.queue().progress().passes_waited, 3, "c waited every pass");
+    // Cursor 14: both below it, in position order.
+    let report = h.pass();
+    assert_eq!(report.served[0].0, a.id(), "{report:?}");
+}
+
+/// Goal: a pass stops serving once its push budget is spent: a later candidate waits (its
+/// published passes-waited count says so) rather than being counted served with nothing;
+/// a member owed events with room in its queue is offered them again from the retry budget
+/// before the pass ends. Method: a push budget of 2; a, with all its room free, goes first.
+#[test]
+fn a_spent_push_budget_leaves_later_candidates_waiting_and_retries_the_owed() {
+    let config = CacheConfig {
+        pass_pushes_max: 2,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let b = h.watch_from(WatchStart::Now, 4);
+    for _ in 0..5 {
+        h.put("ns", "p", &[], "n1");
+    }
+    let a = h.watch_from(WatchStart::Now, 3);
+    let mut written = Vec::new();
+    for _ in 0..8 {
+        written.push(h.put("ns", "p", &[], "n1"));
+    }
+    assert_eq!(revisions(&take(&a, 3)), written[..3]);
+    take(&b, 2);
+    let report = h.pass();
+    assert_eq!(report.served, [(a.id(), 0)], "{report:?}");
+    assert_eq!((report.candidates, report.waited), (2, 1));
+    assert_eq!(b.queue().progress().passes_waited, 1, "b waited with room");
+    assert!(report.busy, "the budget ran out");
+    // Two from the main budget, then one more (all the room a had left) in a retry round.
+    assert_eq!((report.pushes, report.retry_pushes), (2, 1), "{report:?}");
+    assert_eq!(revisions(&take(&a, 3)), written[3..6]);
+}
+
+/// Goal: a candidate whose position is where the cohort's scan stopped short of the end gets
+/// nothing from that scan, so it is not a member: it waits for a pass that scans from its
+/// position. Method: a scan budget of three; a at 4 leads and scans 5..=7; b sits at 7.
+#[test]
+fn a_candidate_where_the_scan_stopped_waits_for_its_own_scan() {
+    let config = CacheConfig {
+        pass_scan_units_max: 64 + 3,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let a = h.watch_from(WatchStart::Now, 3);
+    for _ in 0..4 {
+        h.put("ns", "p", &[], "n1");
+    }
+    let b = h.watch_from(WatchStart::Now, 2);
+    for _ in 0..7 {
+        h.put("ns", "p", &[], "n1");
+    }
+    assert_eq!(*revisions(&take(&a, 3)).last().unwrap(), 4);
+    assert_eq!(*revisions(&take(&b, 2)).last().unwrap(), 7);
+    let report = h.pass();
+    assert_eq!(report.served, [(a.id(), 0)], "{report:?}");
+    assert_eq!(b.queue().progress().passes_waited, 1);
+    let report = h.pass();
+    assert!(report.served.iter().any(|(id, _)| *id == b.id()));
+    assert_eq!(revisions(&take(&b, 2)), [8, 9]);
+}
+
+/// Goal: streaming initial states, a pass that runs out of its push budget ends busy (the
+/// next pass comes after the busy period), and one stopped by a full queue does not (its
+/// consumer's drain brings the next pass forward). Method: five objects; a push budget of 2
+/// with a large queue, then the default budget with a queue of 2.
+#[test]
+fn an_initial_state_cut_by_the_push_budget_makes_the_pass_busy() {
+    let objects: Vec<_> = (0..5)
+        .map(|i| pod("ns", &format!("o{i}"), 1, &[], "n1"))
+        .collect();
+    let initial = || {
+        let mut request = WatchRequest::new(WatchStart::InitialState { min_revision: None });
+        request.queue_capacity = Some(2);
+        request
+    };
+    let budget = CacheConfig {
+        pass_pushes_max: 2,
+        ..config()
+    };
+    let mut h = Harness::with_objects(budget, 1, objects.clone());
+    let mut request = initial();
+    request.queue_capacity = Some(100);
+    let watch = h.watch(request);
+    let report = h.pass();
+    assert_eq!(report.pushes, 2);
+    assert!(report.busy, "{report:?}");
+    let busy_min = h.cache.config().pass_period_busy_min;
+    assert_eq!(h.worker.period(), busy_min);
+    assert_eq!(drain(&watch).len(), 2);
+
+    let mut h = Harness::with_objects(config(), 1, objects);
+    let watch = h.watch(initial());
+    let report = h.pass();
+    assert_eq!(report.pushes, 2);
+    assert!(!report.busy, "{report:?}");
+    let normal = h.cache.config().pass_period_normal;
+    assert_eq!(h.worker.period(), normal);
+    let mut seen = vec![Vec::new()];
+    h.settle(&[&watch], &mut seen, 20);
+    assert_eq!(
+        seen[0]
+            .iter()
+            .filter(|s| matches!(s, Seen::Initial(..)))
+            .count(),
+        5
+    );
+    assert_eq!(watch.state(), WatcherState::Synced);
+}
+
+/// Goal: a watch from the cache's current resource version (`resourceVersion=N`, N the cache's
+/// revision) is live at once: synced, with the next write pushed by the dispatcher and no
+/// catch-up pass. Method: register at the current revision, write, read without a pass.
+#[test]
+fn a_watch_from_the_current_revision_is_live_at_once() {
+    let mut h = Harness::new(config());
+    let current = h.put("ns", "a", &[], "n1");
+    let watch = h.watch_from(WatchStart::After(current), 10);
+    assert_eq!(watch.state(), WatcherState::Synced);
+    assert_eq!(h.worker.unsynced_len(), 0);
+    let rv = h.put("ns", "b", &[], "n1");
+    assert_eq!(revisions(&drain(&watch)), [rv]);
+    assert!(h.passes.is_empty(), "no pass ran");
+}
+
+/// Goal: legacy mode reproduces Kubernetes before KEP-6268 for a watch that starts behind: it
+/// replays the history on its own at registration, outside the queue's bound, and is live at
+/// once (no catch-up worker). Method: five writes, a watch from the first revision with a
+/// queue of 2.
+#[test]
+fn legacy_mode_replays_a_watch_from_behind_at_registration() {
+    let config = CacheConfig {
+        mode: WatchMode::Legacy,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let written: Vec<_> = (0..5)
+        .map(|i| h.put("ns", &format!("p{i}"), &[], "n1"))
+        .collect();
+    let watch = h.watch_from(WatchStart::After(1), 2);
+    assert_eq!(watch.state(), WatcherState::Synced);
+    assert_eq!(h.worker.unsynced_len(), 0);
+    assert_eq!(
+        revisions(&drain(&watch)),
+        written,
+        "all of it, past the bound"
+    );
+    assert!(h.passes.is_empty(), "no pass ran");
+}
+
+/// Goal: sendInitialEvents with a minimum revision the cache has already reached starts at
+/// once (nothing to wait for): the next pass streams the state, with no write in between.
+#[test]
+fn an_initial_state_whose_minimum_is_reached_starts_at_once() {
+    let mut h = Harness::with_objects(config(), 1, vec![pod("ns", "a", 1, &[], "n1")]);
+    let current = h.put("ns", "b", &[], "n1");
+    let mut request = WatchRequest::new(WatchStart::InitialState {
+        min_revision: Some(current),
+    });
+    request.queue_capacity = Some(10);
+    let watch = h.watch(request);
+    assert_eq!(h.dispatcher.waiting_len(), 0);
+    assert_eq!(watch.state(), WatcherState::Initial);
+    h.pass();
+    assert_eq!(
+        drain(&watch),
+        [
+            Seen::Initial("ns/a".into(), 1),
+            Seen::Initial("ns/b".into(), current)
+        ]
+    );
+}
+
+/// Goal: streaming initial states spends the pass's scan budget too (one unit per snapshot
+/// object looked at, whether or not selected): a large initial state is streamed across passes
+/// and the pass reports what it scanned. Method: 100 objects, a scan budget of 65 units.
+#[test]
+fn an_initial_state_is_streamed_within_the_scan_budget() {
+    let config = CacheConfig {
+        pass_scan_units_max: 65,
+        ..config()
+    };
+    let objects: Vec<_> = (0..100)
+        .map(|i| pod("ns", &format!("o{i:03}"), 1, &[], "n1"))
+        .collect();
+    let mut h = Harness::with_objects(config, 1, objects);
+    let mut request = WatchRequest::new(WatchStart::InitialState { min_revision: None });
+    request.queue_capacity = Some(200);
+    let watch = h.watch(request);
+    let report = h.pass();
+    assert_eq!(
+        (report.objects_scanned, report.pushes),
+        (65, 65),
+        "{report:?}"
+    );
+    assert_eq!(drain(&watch).len(), 65);
+    let report = h.pass();
+    assert_eq!(report.objects_scanned, 35, "{report:?}");
+    let mut seen = vec![drain(&watch)];
+    assert_eq!(seen[0].len(), 35);
+    h.settle(&[&watch], &mut seen, 10);
+    assert_eq!(watch.state(), WatcherState::Synced);
+}
+
+/// Goal: a hand-off in flight across a relist ends with a 410 after its backlog, even when its
+/// position is not below the new history's floor (a relist at the revision the cache had
+/// reached): the dispatcher checks the epoch, not only the floor. Method: hold the hand-off of
+/// a caught-up watcher, relist at the dispatched revision, then deliver the hand-off.
+#[test]
+fn a_hand_off_in_flight_across_a_relist_ends_with_410() {
+    let mut h = Harness::new(config());
+    h.hold_handoffs();
+    let slow = h.watch_from(WatchStart::Now, 1);
+    let written = [h.put("ns", "a", &[], "n1"), h.put("ns", "b", &[], "n1")];
+    assert_eq!(revisions(&drain(&slow)), written[..1]);
+    let report = h.pass();
+    assert_eq!(report.resynced, 1, "caught up, hand-off held: {report:?}");
+    assert_eq!(h.worker.held_len(), 1);
+    let relisted_at = h.revision;
+    h.dispatcher
+        .handle_reset(h.now, relisted_at, vec![pod("ns", "a", 2, &[], "n1")]);
+    h.worker.release_handoffs();
+    h.dispatcher.handle_messages(h.now);
+    h.check();
+    assert_eq!(revisions(&drain(&slow)), written[1..]);
+    assert!(
+        matches!(end_of(&slow), Some(WatchEnd::Expired { .. })),
+        "the old epoch's watcher gets its 410"
+    );
+    assert_eq!(h.dispatcher.synced_len(), 0);
+    assert_eq!(
+        h.cache.metrics().stalled_watchers.get(),
+        0,
+        "not stalled any more"
+    );
+    assert_eq!(h.cache.metrics().watchers.get(), 0);
+}
+
+/// Goal (legacy mode): the store's progress that arrives while a revision is blocked is not
+/// lost: once the revision is done (here, its budget ran out), the cache moves to it.
+#[test]
+fn legacy_mode_applies_progress_held_during_a_blocked_revision() {
+    let config = CacheConfig {
+        mode: WatchMode::Legacy,
+        ..config()
+    };
+    let mut h = Harness::new(config);
+    let _slow = h.watch_from(WatchStart::Now, 1);
+    h.put("ns", "a", &[], "n1");
+    let blocked_at = h.put("ns", "b", &[], "n1");
+    assert!(h.dispatcher.is_blocked());
+    h.dispatcher.handle_progress(h.now, blocked_at + 5);
+    assert_eq!(h.cache.revision(), blocked_at, "held while blocked");
+    h.unblock();
+    assert_eq!(h.cache.revision(), blocked_at + 5);
 }

@@ -148,6 +148,7 @@ impl Harness {
         self.now = self.now + by;
         self.dispatcher.handle_timeout(self.now);
         if let Some(report) = self.worker.handle_timeout(self.now) {
+            check_report(&report);
             self.passes.push(report);
         }
         self.dispatcher.handle_messages(self.now);
@@ -159,6 +160,7 @@ impl Harness {
         self.dispatcher.handle_messages(self.now);
         self.worker.release_handoffs();
         let report = self.worker.run_pass(self.now);
+        check_report(&report);
         self.dispatcher.handle_messages(self.now);
         self.check();
         self.passes.push(report.clone());
@@ -183,6 +185,22 @@ impl Harness {
             seen.extend(drain(watch));
         }
     }
+}
+
+/// What a pass reports adds up (the simulator's and the benchmarks' tables read it): every
+/// candidate with room was either served or waited, and the pass looked at every candidate and
+/// every watcher it ended (its cost, `examined`, covers them).
+pub fn check_report(report: &PassReport) {
+    assert_eq!(
+        report.members + report.waited,
+        report.candidates,
+        "a candidate neither served nor waiting: {report:?}"
+    );
+    assert_eq!(report.served.len(), report.members, "{report:?}");
+    assert!(
+        report.examined >= report.candidates + report.expired + report.ended,
+        "ended or served without being examined: {report:?}"
+    );
 }
 
 pub fn seen(item: &WatchItem) -> Seen {
