@@ -543,21 +543,47 @@ fn run_once(sizes: Sizes, rebuild: bool, dir: &Path) -> Result<RunFigures, Strin
     server_rt.shutdown_timeout(Duration::from_secs(5));
     clients.shutdown_timeout(Duration::from_secs(5));
 
-    let (with, without) = count(&seen, &acked, began);
-    let raw = serde_json::json!({
-        "mode": Mode::Embedded.name(),
+    Ok(report(
+        Mode::Embedded,
+        rebuild,
+        sizes,
+        &seen,
+        &acked,
+        began,
+        serde_json::json!({
+            "open_secs": open_secs,
+            "shutdown_secs": stopped.as_secs_f64(),
+            "downtime_secs": downtime.as_secs_f64(),
+            "catch_up_after_writes_secs": catch_up_secs,
+        }),
+    ))
+}
+
+/// A run's counts (see [`count`]) and its raw record: `times` (the run's phases, seconds)
+/// with the mode, sizes and counts.
+fn report(
+    mode: Mode,
+    rebuild: bool,
+    sizes: Sizes,
+    seen: &[Seen],
+    acked: &[(usize, u64)],
+    began: Instant,
+    times: Value,
+) -> (Figures, Figures, Value) {
+    let (with, without) = count(seen, acked, began);
+    let mut raw = serde_json::json!({
+        "mode": mode.name(),
         "rebuild_history": rebuild,
         "watchers": sizes.watchers,
         "rate": sizes.rate,
         "writes_acked": acked.len(),
-        "open_secs": open_secs,
-        "shutdown_secs": stopped.as_secs_f64(),
-        "downtime_secs": downtime.as_secs_f64(),
-        "catch_up_after_writes_secs": catch_up_secs,
         "with_bookmarks": with,
         "without_bookmarks": without,
     });
-    Ok((with, without, raw))
+    if let (Value::Object(raw), Value::Object(times)) = (&mut raw, times) {
+        raw.extend(times);
+    }
+    (with, without, raw)
 }
 
 /// A watchkeeper instance in a child process (`watchkeeper-bench __serve ARGS`): it prints its
@@ -771,21 +797,20 @@ fn run_etcd(
     clients.shutdown_timeout(Duration::from_secs(5));
     drop(etcd);
 
-    let (with, without) = count(&seen, &acked, began);
-    let raw = serde_json::json!({
-        "mode": mode.name(),
-        "rebuild_history": rebuild,
-        "watchers": sizes.watchers,
-        "rate": sizes.rate,
-        "writes_acked": acked.len(),
-        "open_secs": open_secs,
-        "shutdown_secs": stopped.as_secs_f64(),
-        "downtime_secs": (mode == Mode::EtcdRestart).then_some(downtime.as_secs_f64()),
-        "catch_up_after_writes_secs": catch_up_secs,
-        "with_bookmarks": with,
-        "without_bookmarks": without,
-    });
-    Ok((with, without, raw))
+    Ok(report(
+        mode,
+        rebuild,
+        sizes,
+        &seen,
+        &acked,
+        began,
+        serde_json::json!({
+            "open_secs": open_secs,
+            "shutdown_secs": stopped.as_secs_f64(),
+            "downtime_secs": (mode == Mode::EtcdRestart).then_some(downtime.as_secs_f64()),
+            "catch_up_after_writes_secs": catch_up_secs,
+        }),
+    ))
 }
 
 /// Where a run's store lives and where its watchers resume.
