@@ -625,6 +625,12 @@ struct PopulationRun {
     terminations: u64,
     /// The machine's own scheduling delays over the measured writes.
     machine: crate::sys::Jitter,
+    /// CPU milliseconds of the dispatcher thread over the measured writes.
+    dispatcher_cpu_ms: f64,
+    /// CPU milliseconds of the catch-up worker thread over the measured writes.
+    worker_cpu_ms: f64,
+    /// Catch-up passes run over the measured writes.
+    passes: u64,
 }
 
 /// One population run: `stalled` never-reading watchers register next to `healthy` reading
@@ -673,7 +679,13 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
     let stall_ms = started.elapsed().as_secs_f64() * 1000.0;
     rig.measure_after.store(last, Ordering::Relaxed);
     let probe = crate::sys::JitterProbe::start();
+    let dispatcher_cpu = crate::sys::thread_cpu_seconds("dispatch-");
+    let worker_cpu = crate::sys::thread_cpu_seconds("catchup-");
+    let passes = metrics.passes.get();
     let (latency, _) = phase(last, events);
+    let passes = metrics.passes.get() - passes;
+    let dispatcher_cpu_ms = (crate::sys::thread_cpu_seconds("dispatch-") - dispatcher_cpu) * 1000.0;
+    let worker_cpu_ms = (crate::sys::thread_cpu_seconds("catchup-") - worker_cpu) * 1000.0;
     let machine = probe.finish();
     let (_, terminations) = rig.terminations();
     drop(stalled_watches);
@@ -683,6 +695,9 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
         stall_ms,
         terminations,
         machine,
+        dispatcher_cpu_ms,
+        worker_cpu_ms,
+        passes,
     }
 }
 
@@ -709,13 +724,16 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
         for (i, &n) in ns.iter().enumerate() {
             let result = population_run(healthy, n, rate, secs);
             eprintln!(
-                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms; machine: 1 ms sleep overshoot p99 {:.0} max {:.0} µs, steal {:.0} ms",
+                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms; dispatcher {:.1} ms, catch-up {:.1} ms CPU, {} passes; machine: 1 ms sleep overshoot p99 {:.0} max {:.0} µs, steal {:.0} ms",
                 result.latency.p50,
                 result.latency.p99,
                 result.latency.max,
                 result.warm_up.p99,
                 result.warm_up.max,
                 result.stall_ms,
+                result.dispatcher_cpu_ms,
+                result.worker_cpu_ms,
+                result.passes,
                 result.machine.overshoot.p99,
                 result.machine.overshoot.max,
                 result.machine.steal_ms
@@ -742,6 +760,9 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             "warm-up: ms until all N unsynced",
             "warm-up healthy p99 / max µs",
             "terminations",
+            "dispatcher CPU ms",
+            "catch-up worker CPU ms",
+            "passes",
             "machine: 1 ms sleep overshoot p99 / max µs",
             "machine: steal ms",
         ],
@@ -767,6 +788,9 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
                 f(med(&|r| r.warm_up.max), 0)
             ),
             f(med(&|r| r.terminations as f64), 0),
+            f(med(&|r| r.dispatcher_cpu_ms), 0),
+            f(med(&|r| r.worker_cpu_ms), 0),
+            f(med(&|r| r.passes as f64), 0),
             format!(
                 "{} / {}",
                 f(med(&|r| r.machine.overshoot.p99), 0),
@@ -778,7 +802,7 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             table.raw(json!({"stalled": n, "run": r}));
         }
     }
-    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON).");
+    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs. CPU columns: the dispatcher's and the catch-up worker's threads over the measured writes (/proc/self/task, 10 ms ticks), and the passes run meanwhile. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON).");
     Ok(vec![table])
 }
 

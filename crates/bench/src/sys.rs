@@ -58,6 +58,23 @@ fn cpu_seconds_at(path: &str) -> f64 {
     (utime + stime) / ticks
 }
 
+/// The user + system CPU time, in seconds, of this process's threads whose name starts with
+/// `prefix` (/proc/self/task/*/stat); 0 if none.
+#[must_use]
+pub fn thread_cpu_seconds(prefix: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end().starts_with(prefix))
+        })
+        .map(|task| cpu_seconds_at(&task.path().join("stat").to_string_lossy()))
+        .sum()
+}
+
 /// This process's resident set size in bytes (/proc/self/statm).
 #[must_use]
 pub fn rss_bytes() -> u64 {

@@ -222,6 +222,13 @@ impl Dispatcher {
         self.waiting.len()
     }
 
+    /// Tells the cache's progress mark whether a prompt wake-up is wanted: while a reader
+    /// waits for freshness or a watch waits for a future start revision (see
+    /// [`crate::ProgressMark`]). A threaded driver calls it before it waits for input.
+    pub fn publish_progress_demand(&self) {
+        self.shared.update_progress_demand(!self.waiting.is_empty());
+    }
+
     /// Legacy mode: whether a revision is still being pushed to blocked watchers. No revision
     /// may be handed in while blocked.
     #[must_use]

@@ -144,7 +144,10 @@ fn the_progress_mark_never_hides_a_revision_from_the_driver() {
             let token = token.clone();
             mark.set_notify(Box::new(move || token.set()));
         }
-        // The reflector reached revision 3 and woke the driver, which is about to take it.
+        // A reader waits for freshness (without demand the mark wakes nobody: the model
+        // below). The reflector reached revision 3 and woke the driver, which is about to
+        // take it.
+        mark.set_demand(true);
         mark.advance(3);
         token.clear();
         let reflector = {
@@ -162,6 +165,31 @@ fn the_progress_mark_never_hides_a_revision_from_the_driver() {
             );
             assert_eq!(mark.take(), 5);
         }
+    });
+}
+
+/// Demand and the mark meet Dekker-style: a reader that raises the demand while the
+/// reflector raises the mark is never left waiting with nobody to wake the driver.
+#[test]
+fn demand_and_a_new_mark_always_wake_the_driver() {
+    loom::model(|| {
+        let mark = Arc::new(ProgressMark::default());
+        let token = Flag::new();
+        {
+            let token = token.clone();
+            mark.set_notify(Box::new(move || token.set()));
+        }
+        let reflector = {
+            let mark = mark.clone();
+            loom::thread::spawn(move || mark.advance(5))
+        };
+        // A reader registers (the driver is asleep, having taken everything before).
+        mark.set_demand(true);
+        reflector.join().unwrap();
+        assert!(
+            token.is_set(),
+            "the mark rose while a reader wanted it, and the driver was not woken"
+        );
     });
 }
 

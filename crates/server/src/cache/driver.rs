@@ -13,7 +13,9 @@
 //! - **Progress is one high-water mark per cache**, not a message per store revision: a store
 //!   revision without changes for this resource raises the cache's
 //!   [`ProgressMark`](watchkeeper_core::ProgressMark) (no channel slot, and a burst of them
-//!   costs the dispatcher one wake-up). The dispatcher applies a mark only after every input
+//!   costs the dispatcher one wake-up; none unless a consistent read or a watch from a future
+//!   revision waits for it — otherwise it is applied at the next wake-up, within
+//!   `dispatcher_idle`). The dispatcher applies a mark only after every input
 //!   sent before it was raised (the mark's protocol), so progress never overtakes a revision.
 //! - **Wake-ups coalesce** and never wait: the dispatcher's mailbox and the mark wake it with a
 //!   flag and a non-blocking send; when the channel is full the inputs in it wake it anyway,
@@ -469,6 +471,10 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
             }
             continue;
         }
+        // A store revision without changes for this resource wakes this thread only while a
+        // reader or a waiting watch needs it (see `ProgressMark`); otherwise the mark is
+        // applied at the next wake-up, at the latest after `dispatcher_idle`.
+        dispatcher.publish_progress_demand();
         let timeout = dispatcher
             .poll_timeout()
             .map_or(waits.dispatcher_idle, |at| clock.until(at))
@@ -633,6 +639,51 @@ mod tests {
         assert_eq!(events(&watch), changed);
         driver.shutdown();
         assert_eq!(sender.send(Input::Progress(706)), Err(Stopped));
+    }
+
+    /// Goal: a store revision with nothing for this resource wakes the dispatcher only when
+    /// someone waits for it — and then it does, at once: a watch from a future revision and a
+    /// consistent reader are served by progress alone, with the idle wake-up an hour away.
+    #[test]
+    fn progress_wakes_the_dispatcher_for_a_waiting_watch_and_reader() {
+        let clock = Clock::new();
+        let waits = DriverWaits {
+            dispatcher_idle: Duration::from_secs(3_600),
+            ..DriverWaits::default()
+        };
+        let mut driver =
+            CacheDriver::start_with("pods", CacheConfig::default(), clock, waits).expect("driver");
+        let cache = driver.cache.clone();
+        let sender = driver.sender();
+        sender.send(Input::Progress(10)).expect("sent");
+        assert!(
+            !cache.progress_mark().is_demanded(),
+            "nobody waits: the mark stays silent"
+        );
+        // A reader needs revision 10: its demand wakes the dispatcher for the pending mark.
+        assert_eq!(wait_dispatched(&cache, 10), 10);
+        // A watch from revision 50 waits for the cache; progress to 60 starts it.
+        let mut request = WatchRequest::new(WatchStart::After(50));
+        request.queue_capacity = Some(100);
+        let watch = cache.watch(request, clock.now());
+        sender.send(Input::Progress(60)).expect("sent");
+        // Bounded, not timed: without the waiting watch's demand it starts only at the idle
+        // wake-up an hour away.
+        let give_up = std::time::Instant::now() + Duration::from_secs(60);
+        while cache.metrics().synced_watchers.get() < 1 {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "progress did not start the waiting watch"
+            );
+            std::thread::yield_now();
+        }
+        let change = Change::put(pod("p", 61));
+        sender
+            .send(Input::Revision(61, vec![change]))
+            .expect("sent");
+        assert_eq!(wait_dispatched(&cache, 61), 61);
+        assert_eq!(events(&watch), vec![61]);
+        driver.shutdown();
     }
 
     /// Goal: the input is bounded and applies back-pressure, never drops: while a legacy-mode
