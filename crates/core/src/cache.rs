@@ -236,6 +236,8 @@ pub struct ProgressMark {
     /// a demand comes second sees the other (read-modify-writes of one location are totally
     /// ordered; two flags would need sequentially consistent fences).
     state: AtomicU8,
+    /// The highest revision with changes sent to the dispatcher's input.
+    sent: AtomicU64,
     notify: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
@@ -273,6 +275,12 @@ impl ProgressMark {
         } else {
             self.state.fetch_and(!MARK_DEMANDED, Ordering::AcqRel);
         }
+    }
+
+    /// Reflector side: a revision (or relist) with changes for this cache at `revision` went
+    /// into the dispatcher's input (for [`WatchCache::reflected`]).
+    pub fn note_sent(&self, revision: Revision) {
+        self.sent.fetch_max(revision, Ordering::AcqRel);
     }
 
     /// Whether a reader or a waiting watch wants the mark applied promptly.
@@ -662,6 +670,22 @@ impl WatchCache {
             .collect()
     }
 
+    /// The store revision this cache reflects, for lag figures: the dispatched revision, or
+    /// the progress mark when everything sent to the dispatcher is dispatched (the mark is
+    /// applied lazily, see [`ProgressMark`], so the dispatched revision alone would show an
+    /// unwritten resource lagging by up to the driver's idle wake-up). Not for reads: a read
+    /// that must be fresh waits with [`WatchCache::wait_fresh`].
+    #[must_use]
+    pub fn reflected(&self) -> Revision {
+        let dispatched = self.shared.dispatched();
+        let progress = &self.shared.progress;
+        if dispatched >= progress.sent.load(Ordering::Acquire) {
+            dispatched.max(progress.mark.load(Ordering::Acquire))
+        } else {
+            dispatched
+        }
+    }
+
     /// The cache's progress high-water mark (see [`ProgressMark`] for the protocol).
     #[must_use]
     pub fn progress_mark(&self) -> Arc<ProgressMark> {
@@ -884,6 +908,34 @@ mod tests {
             "demand withdrawn: silent again"
         );
         assert_eq!(mark.take(), 9);
+    }
+
+    /// Goal: lag figures count a lazily applied mark as reflected, but never while a
+    /// revision with changes is still on its way to the dispatcher.
+    #[test]
+    fn reflected_counts_the_mark_only_behind_everything_sent() {
+        let (cache, mut dispatcher, _worker) =
+            WatchCache::new(CacheConfig::default(), 0, Vec::new()).expect("config");
+        let mark = cache.progress_mark();
+        mark.advance(10);
+        assert_eq!(
+            cache.reflected(),
+            10,
+            "nothing sent: the mark is what it reflects"
+        );
+        mark.note_sent(12);
+        mark.advance(15);
+        assert_eq!(cache.reflected(), 0, "revision 12 is not dispatched yet");
+        let object = Arc::new(Object::new(
+            "default",
+            "p",
+            std::collections::BTreeMap::new(),
+            std::collections::BTreeMap::new(),
+            12,
+            serde_json::json!({"metadata": {"name": "p", "namespace": "default"}}),
+        ));
+        dispatcher.handle_revision(Instant::ZERO, 12, vec![crate::Change::put(object)]);
+        assert_eq!(cache.reflected(), 15);
     }
 
     /// Goal: a reader waiting for freshness raises the demand under the waiters' lock, and

@@ -229,6 +229,10 @@ impl InputSender {
                 self.progress.advance(revision);
                 None
             }
+            Input::Revision(revision, _) | Input::Reset(revision, _) => {
+                self.progress.note_sent(revision);
+                Some(input)
+            }
             input => Some(input),
         }
     }
