@@ -1183,13 +1183,17 @@ impl Dispatcher {
         if !watcher.allow_bookmarks {
             return None;
         }
+        // Kubernetes' `cacheWatcher.nextBookmarkTime`: the earlier of one interval from now
+        // and `bookmark_before_deadline` before the deadline; none once that instant passed
+        // (a watch registered exactly at it is due at once, one registered later gets none).
         let config = &self.shared.config;
         let mut due = now + config.bookmark_interval;
         if let Some(deadline) = watcher.deadline {
-            let before = deadline.saturating_sub(config.bookmark_before_deadline);
-            if before > now {
-                due = due.min(before);
-            } else if due >= deadline {
+            if deadline.as_nanos() < config.bookmark_before_deadline.as_nanos() as u64 {
+                return None;
+            }
+            due = due.min(deadline.saturating_sub(config.bookmark_before_deadline));
+            if due < now {
                 return None;
             }
         }
@@ -1298,7 +1302,10 @@ impl Dispatcher {
             };
             let next = {
                 let entry = self.slots[slot].as_ref().expect("indexed slots are live");
+                // The pre-deadline instant is served once (Kubernetes re-examines it a
+                // second later and drops it).
                 self.next_bookmark(now, &entry.watcher)
+                    .filter(|&next| next > now)
             };
             let entry = self.slots[slot].as_mut().expect("indexed slots are live");
             if entry.bookmark_due != Some(due) {

@@ -894,6 +894,39 @@ fn deadlines_end_watches_with_a_bookmark_before() {
     assert_eq!(ended, 1, "the unsynced one was ended by a pass");
 }
 
+/// Goal: bookmarks before a deadline follow Kubernetes' `cacheWatcher.nextBookmarkTime`: a
+/// watch registered exactly `bookmark_before_deadline` before its deadline is due its bookmark
+/// at once and gets it once; one registered later than that instant gets none.
+#[test]
+fn a_watch_registered_at_its_pre_deadline_instant_gets_that_bookmark_once() {
+    let mut h = Harness::new(config());
+    let before = h.cache.config().bookmark_before_deadline;
+    let micro = Duration::from_micros(1);
+    let mut request = WatchRequest::new(WatchStart::Now);
+    request.deadline = Some(h.now + before);
+    let at_instant = h.watch(request.clone());
+    request.deadline = Some(h.now + before - micro);
+    let later = h.watch(request);
+    h.put("ns", "a", &[], "n1");
+    assert_eq!(drain(&at_instant).len(), 1);
+    assert_eq!(drain(&later).len(), 1);
+    h.dispatcher.handle_progress(h.now, 5);
+    h.advance(micro);
+    assert_eq!(
+        drain(&at_instant),
+        [Seen::Bookmark(5, false)],
+        "due at registration"
+    );
+    assert_eq!(drain(&later), [], "registered after its bookmark instant");
+    h.dispatcher.handle_progress(h.now, 6);
+    h.advance(before - micro - micro);
+    assert_eq!(drain(&at_instant), [], "once");
+    assert_eq!(drain(&later), []);
+    assert_eq!(end_of(&later), Some(WatchEnd::Deadline));
+    h.advance(micro);
+    assert_eq!(end_of(&at_instant), Some(WatchEnd::Deadline));
+}
+
 /// Goal: a reader that empties its queue while unsynced is served at once, as soon as the
 /// worker's share of a core allows and never later than the normal pass period; it is not
 /// held to the idle period (which would cap it at one queue per idle period: the resync

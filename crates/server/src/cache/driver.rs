@@ -139,11 +139,18 @@ struct Waker {
 }
 
 impl Waker {
+    /// `pending` is true exactly while an [`Input::Wake`] is on its way: the dispatcher clears
+    /// it when it takes that input, *before* it drains its mailbox, so a message queued before
+    /// the clear is drained by that wake-up and one queued after it sends a new one. (It used
+    /// to be cleared on any input: a Wake taken from the channel behind other inputs left it
+    /// set with nothing on its way, and the next registration waited for an unrelated input —
+    /// hidden while every write woke every dispatcher with progress.)
     fn wake(&self) {
-        if !self.pending.swap(true, Ordering::SeqCst) {
+        if !self.pending.swap(true, Ordering::SeqCst) && self.input.try_send(Input::Wake).is_err() {
             // Full: the inputs queued wake the dispatcher, and each one drains the mailbox
-            // and looks at the mark. Disconnected: nobody to wake.
-            let _ = self.input.try_send(Input::Wake);
+            // and looks at the mark; a later wake-up must send again. Disconnected: nobody to
+            // wake.
+            self.pending.store(false, Ordering::SeqCst);
         }
     }
 }
@@ -488,8 +495,6 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        // From here on a wake-up sends again; what it announces is looked at below.
-        inputs.waker.pending.store(false, Ordering::SeqCst);
         if inputs.progress.is_pending() {
             mark = mark.max(inputs.progress.take());
             owed = inputs.receiver.len() + usize::from(input.is_some());
@@ -497,6 +502,10 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
         loop {
             if let Some(next) = input.take() {
                 owed = owed.saturating_sub(1);
+                if matches!(next, Input::Wake) {
+                    // From here on a wake-up sends again; what it announces is drained now.
+                    inputs.waker.pending.store(false, Ordering::SeqCst);
+                }
                 if handle_input(&mut dispatcher, clock.now(), next) {
                     return;
                 }
@@ -520,6 +529,10 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
         }
         if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
             dispatcher.handle_timeout(now);
+        }
+        if dispatcher.has_messages() {
+            // Belt and braces: never wait with a message in the mailbox.
+            dispatcher.handle_messages(now);
         }
     }
 }

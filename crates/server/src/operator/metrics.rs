@@ -426,7 +426,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
 fn collect_paths(app: &Observed<'_>, scrape: &mut Scrape) {
     let family = scrape.gauge(
         "watchkeeper_reflector_lag_revisions",
-        "Store revision seen by the reflector minus the revision the cache reflects (dispatched, or its progress mark once everything sent to it is dispatched).",
+        "Store revision seen by the reflector minus the revision the cache dispatched.",
     );
     let store_revision = app.reflector.store_revision.load(Ordering::Relaxed);
     for r in app.resources.iter() {
