@@ -905,7 +905,7 @@ fn a_watch_registered_at_its_pre_deadline_instant_gets_that_bookmark_once() {
     let mut request = WatchRequest::new(WatchStart::Now);
     request.deadline = Some(h.now + before);
     let at_instant = h.watch(request.clone());
-    request.deadline = Some(h.now + before - micro);
+    request.deadline = Some(h.now + (before - micro));
     let later = h.watch(request);
     h.put("ns", "a", &[], "n1");
     assert_eq!(drain(&at_instant).len(), 1);
