@@ -26,7 +26,6 @@ pub fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
 
 /// A body of shared pieces, sent as they are (nothing is copied to join them), its length
 /// known (so it has a `Content-Length`, as a body of one buffer has).
-#[must_use]
 pub fn pieces<const N: usize>(pieces: [bytes::Bytes; N]) -> Body {
     Body::new(Pieces {
         remaining: pieces.iter().map(bytes::Bytes::len).sum(),

@@ -1019,15 +1019,14 @@ impl Writer<'_> {
             } else {
                 // The old object's encoding is the size of the new one's stored value but for
                 // what the write changed.
-                let capacity = current
-                    .is_encoded(watchkeeper_core::Encoding::Json)
-                    .then(|| {
-                        current
-                            .encoded(watchkeeper_core::Encoding::Json, &cache.metrics().encode)
-                            .len()
-                            + 64
-                    })
-                    .unwrap_or_default();
+                let capacity = if current.is_encoded(watchkeeper_core::Encoding::Json) {
+                    current
+                        .encoded(watchkeeper_core::Encoding::Json, &cache.metrics().encode)
+                        .len()
+                        + 64
+                } else {
+                    0
+                };
                 let value = stored_value_sized(&resource.to_storage(&new), capacity);
                 let written = if answers_from_cache(resource, namespace, name, &new) {
                     Pending::Offered(self.source.handover.offer(
