@@ -341,13 +341,33 @@ fn validate_labels_and_annotations(
 }
 
 fn check_size(object: &Value) -> Result<(), ApiError> {
-    let size = serde_json::to_vec(object).map_or(0, |bytes| bytes.len());
+    let size = serialized_size(object);
     if size > OBJECT_SIZE_MAX_BYTES {
         return Err(ApiError::request_entity_too_large(format!(
             "the object is {size} bytes, more than the limit of {OBJECT_SIZE_MAX_BYTES} bytes"
         )));
     }
     Ok(())
+}
+
+/// The length of `serde_json::to_vec(object)`, counted without writing the text anywhere.
+fn serialized_size(object: &Value) -> usize {
+    /// Counts what is written to it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, object) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
 }
 
 /// Fields the server owns and a client may not set; removed on create and restored on update.
@@ -630,20 +650,31 @@ fn prepare_checked_update(
         .and_then(Value::as_i64)
         .filter(|_| crate::defaults::keeps_generation(def));
     let spec_changed = crate::defaults::keeps_generation(def) && {
-        let outside = |map: &Map<String, Value>| -> Vec<(String, Value)> {
-            map.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
+        let outside = |(key, _): &(&String, &Value)| {
+            !matches!(key.as_str(), "metadata" | "status" | "apiVersion" | "kind")
         };
         // kube-apiserver defaults the stored object as it reads it, so an object stored
-        // before a default existed does not count that default as a spec change.
-        let mut old_defaulted = old.clone();
-        crate::defaults::apply_defaults(def, &mut old_defaulted, None);
-        let old_map = old_defaulted.as_object().unwrap_or(&empty);
-        outside(old_map) != outside(&object)
+        // before a default existed does not count that default as a spec change. The
+        // defaults read and fill nothing in `metadata` and nothing compared from `status`,
+        // `apiVersion` or `kind`, so only the compared fields are copied and defaulted.
+        let old_defaulted = old.as_object().map(|old| {
+            let mut copy = Value::Object(
+                old.iter()
+                    .filter(|entry| outside(entry))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect(),
+            );
+            crate::defaults::apply_defaults(def, &mut copy, None);
+            copy
+        });
+        let old_map = old_defaulted
+            .as_ref()
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        !old_map
+            .iter()
+            .filter(|entry| outside(entry))
+            .eq(object.iter().filter(|entry| outside(entry)))
     };
     match (old_generation, spec_changed) {
         (Some(generation), true) => {
@@ -933,6 +964,48 @@ mod tests {
         let out = prepare_update(&deployments, &stored(), new_spec).unwrap();
         assert_eq!(out["metadata"]["generation"], 4);
         assert_eq!(out["metadata"]["resourceVersion"], "10");
+    }
+
+    /// The stored object is compared defaulted: a default it lacks is no spec change; a real
+    /// change is one, whatever metadata, status, apiVersion and kind say.
+    #[test]
+    fn defaults_the_stored_object_lacks_are_no_spec_change() {
+        let deployments = def("deployments");
+        let mut bare = stored();
+        bare["spec"] = json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}});
+        bare["metadata"]["annotations"] = json!({"big": "x".repeat(10_000)});
+        let mut defaulted = bare.clone();
+        crate::defaults::apply_defaults(&deployments, &mut defaulted, None);
+        assert_ne!(defaulted["spec"], bare["spec"], "the kind has defaults");
+        let mut same = defaulted.clone();
+        same["status"] = json!({"replicas": 9});
+        same["metadata"]["labels"] = json!({"a": "b"});
+        let out = prepare_update(&deployments, &bare, same).unwrap();
+        assert_eq!(out["metadata"]["generation"], 3);
+        let mut changed = defaulted;
+        changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+        let out = prepare_update(&deployments, &bare, changed).unwrap();
+        assert_eq!(out["metadata"]["generation"], 4);
+        // A stored object that is not an object compares as one without fields.
+        let out =
+            prepare_update(&deployments, &json!("x"), json!({"spec": {"replicas": 1}})).unwrap();
+        assert_eq!(out["metadata"]["generation"], 1);
+    }
+
+    /// The size check counts exactly the bytes `serde_json::to_vec` writes.
+    #[test]
+    fn sizes_are_counted_without_writing_the_text() {
+        for object in [
+            stored(),
+            json!({"s": "\u{e9}\"\\\n\u{1}", "f": [0.1, -0.0, 1e300, u64::MAX, i64::MIN], "n": null}),
+            json!({}),
+            json!("x"),
+        ] {
+            assert_eq!(
+                serialized_size(&object),
+                serde_json::to_vec(&object).unwrap().len()
+            );
+        }
     }
 
     #[test]

@@ -24,6 +24,55 @@ pub fn json_response(code: StatusCode, body: impl Into<Body>) -> Response {
     response
 }
 
+/// A body of shared pieces, sent as they are (nothing is copied to join them), its length
+/// known (so it has a `Content-Length`, as a body of one buffer has).
+pub fn pieces<const N: usize>(pieces: [bytes::Bytes; N]) -> Body {
+    Body::new(Pieces {
+        remaining: pieces.iter().map(bytes::Bytes::len).sum(),
+        pieces,
+        next: 0,
+    })
+}
+
+/// See [`pieces`].
+struct Pieces<const N: usize> {
+    pieces: [bytes::Bytes; N],
+    /// The first piece not sent yet.
+    next: usize,
+    /// Bytes not sent yet.
+    remaining: usize,
+}
+
+impl<const N: usize> hyper::body::Body for Pieces<N> {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        while this.next < N && this.pieces[this.next].is_empty() {
+            this.next += 1;
+        }
+        let Some(piece) = this.pieces.get_mut(this.next) else {
+            return std::task::Poll::Ready(None);
+        };
+        let piece = std::mem::take(piece);
+        this.next += 1;
+        this.remaining -= piece.len();
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.remaining as u64)
+    }
+}
+
 /// A plain-text response.
 #[must_use]
 pub fn text_response(code: StatusCode, body: &str) -> Response {

@@ -522,6 +522,11 @@ fn walk_compare(
     match (lhs, rhs) {
         (None, Some(_)) => out.added.insert(path),
         (Some(_), None) => out.removed.insert(path),
+        (Some(a), Some(b)) if equal(a, b, skip) => {
+            // Equal containers: nothing below is added, removed or modified; what is left to
+            // find is what the walk would fail on below, in the same order.
+            return check_items(a, ty, skip);
+        }
         _ => {}
     }
     if ty.is_list() {
@@ -541,15 +546,13 @@ fn walk_compare(
             right.iter().map(|(e, v)| (e, *v)).collect();
         let left_map: BTreeMap<&PathElement, &Value> = left.iter().map(|(e, v)| (e, *v)).collect();
         for (element, item) in &left {
+            let other = right_map.get(element).copied();
+            if other.is_some_and(|other| equal(item, other, Skip::Nothing)) {
+                check_items(item, items_ty, Skip::Nothing)?;
+                continue;
+            }
             path.push(element.clone());
-            walk_compare(
-                Some(item),
-                right_map.get(element).copied(),
-                items_ty,
-                Skip::Nothing,
-                path,
-                out,
-            )?;
+            walk_compare(Some(item), other, items_ty, Skip::Nothing, path, out)?;
             path.pop();
         }
         for (element, item) in &right {
@@ -573,16 +576,16 @@ fn walk_compare(
         if skipped(key) {
             continue;
         }
+        let other = right.get(key);
+        if other.is_some_and(|other| equal(value, other, child_skip(key))) {
+            if has_array(value, child_skip(key)) {
+                check_items(value, ty.entry(key).0, child_skip(key))?;
+            }
+            continue;
+        }
         let (child_ty, _) = ty.entry(key);
         path.push(PathElement::Field(key.clone()));
-        walk_compare(
-            Some(value),
-            right.get(key),
-            child_ty,
-            child_skip(key),
-            path,
-            out,
-        )?;
+        walk_compare(Some(value), other, child_ty, child_skip(key), path, out)?;
         path.pop();
     }
     for (key, value) in right {
@@ -594,6 +597,54 @@ fn walk_compare(
         }
     }
     Ok(())
+}
+
+/// What [`walk_compare`] of `value` with a value equal to it (leaving out what `skip` says)
+/// returns: no path, and the first error its walk meets (an associative list's item without
+/// its key, duplicate keys), found in the same order.
+fn check_items(value: &Value, ty: Ty<'_>, skip: Skip) -> Result<(), TypeError> {
+    // Only a list's items can fail.
+    if !has_array(value, skip)
+        || ty.is_leaf_kind(Some(value))
+        || is_empty_container(Some(value), skip)
+    {
+        return Ok(());
+    }
+    if ty.is_list() {
+        let (list_type, items_ty) = ty.list_item();
+        let items = value.as_array().map_or(&[][..], Vec::as_slice);
+        for (_, item) in keyed_items(list_type, items_ty, items)? {
+            check_items(item, items_ty, Skip::Nothing)?;
+        }
+        return Ok(());
+    }
+    let Value::Object(map) = value else {
+        return Ok(());
+    };
+    for (key, child) in map {
+        if skip == Skip::ManagedFields && key == MANAGED_FIELDS {
+            continue;
+        }
+        let child_skip = match skip {
+            Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
+            _ => Skip::Nothing,
+        };
+        check_items(child, ty.entry(key).0, child_skip)?;
+    }
+    Ok(())
+}
+
+/// Whether `value` holds a list anywhere (leaving out what `skip` says).
+fn has_array(value: &Value, skip: Skip) -> bool {
+    match value {
+        Value::Array(_) => true,
+        Value::Object(map) => map.iter().any(|(key, child)| match skip {
+            Skip::ManagedFields if key == MANAGED_FIELDS => false,
+            Skip::InMetadata if key == "metadata" => has_array(child, Skip::ManagedFields),
+            _ => has_array(child, Skip::Nothing),
+        }),
+        _ => false,
+    }
 }
 
 /// The applied configuration `config` merged into `live` (see the module docs).
@@ -750,5 +801,213 @@ impl<'a> Ty<'a> {
             text("x-kubernetes-patch-strategy"),
             text("x-kubernetes-patch-merge-key"),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The walk before equal subtrees were skipped: every node of both values visited.
+    fn reference_walk(
+        lhs: Option<&Value>,
+        rhs: Option<&Value>,
+        ty: Ty<'_>,
+        skip: Skip,
+        path: &mut Vec<PathElement>,
+        out: &mut Comparison,
+    ) -> Result<(), TypeError> {
+        let leaf = ty.is_leaf_kind(lhs)
+            || ty.is_leaf_kind(rhs)
+            || (is_empty_container(lhs, skip) && is_empty_container(rhs, skip))
+            || matches!(
+                (lhs, rhs),
+                (Some(Value::Object(_)), Some(Value::Array(_)))
+                    | (Some(Value::Array(_)), Some(Value::Object(_)))
+            );
+        if leaf {
+            match (lhs, rhs) {
+                (None, Some(_)) => out.added.insert(path),
+                (Some(_), None) => out.removed.insert(path),
+                (Some(a), Some(b)) if !equal(a, b, skip) => out.modified.insert(path),
+                _ => {}
+            }
+            return Ok(());
+        }
+        match (lhs, rhs) {
+            (None, Some(_)) => out.added.insert(path),
+            (Some(_), None) => out.removed.insert(path),
+            _ => {}
+        }
+        if ty.is_list() {
+            let (list_type, items_ty) = ty.list_item();
+            let empty = Vec::new();
+            let left = keyed_items(
+                list_type,
+                items_ty,
+                lhs.and_then(Value::as_array).unwrap_or(&empty),
+            )?;
+            let right = keyed_items(
+                list_type,
+                items_ty,
+                rhs.and_then(Value::as_array).unwrap_or(&empty),
+            )?;
+            let right_map: BTreeMap<&PathElement, &Value> =
+                right.iter().map(|(e, v)| (e, *v)).collect();
+            let left_map: BTreeMap<&PathElement, &Value> =
+                left.iter().map(|(e, v)| (e, *v)).collect();
+            for (element, item) in &left {
+                path.push(element.clone());
+                let other = right_map.get(element).copied();
+                reference_walk(Some(item), other, items_ty, Skip::Nothing, path, out)?;
+                path.pop();
+            }
+            for (element, item) in &right {
+                if !left_map.contains_key(element) {
+                    path.push(element.clone());
+                    reference_walk(None, Some(item), items_ty, Skip::Nothing, path, out)?;
+                    path.pop();
+                }
+            }
+            return Ok(());
+        }
+        let empty = Map::new();
+        let left = lhs.and_then(Value::as_object).unwrap_or(&empty);
+        let right = rhs.and_then(Value::as_object).unwrap_or(&empty);
+        let child_skip = |key: &str| match skip {
+            Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
+            _ => Skip::Nothing,
+        };
+        let skipped = |key: &str| skip == Skip::ManagedFields && key == MANAGED_FIELDS;
+        for (key, value) in left {
+            if skipped(key) {
+                continue;
+            }
+            path.push(PathElement::Field(key.clone()));
+            let child = (ty.entry(key).0, child_skip(key));
+            reference_walk(Some(value), right.get(key), child.0, child.1, path, out)?;
+            path.pop();
+        }
+        for (key, value) in right {
+            if !left.contains_key(key) && !skipped(key) {
+                path.push(PathElement::Field(key.clone()));
+                let child = (ty.entry(key).0, child_skip(key));
+                reference_walk(None, Some(value), child.0, child.1, path, out)?;
+                path.pop();
+            }
+        }
+        Ok(())
+    }
+
+    fn reference(
+        old: &Value,
+        new: &Value,
+        ty: Ty<'_>,
+        skip: Skip,
+    ) -> Result<Comparison, TypeError> {
+        let mut comparison = Comparison::default();
+        reference_walk(
+            Some(old),
+            Some(new),
+            ty,
+            skip,
+            &mut Vec::new(),
+            &mut comparison,
+        )?;
+        Ok(comparison)
+    }
+
+    fn pod(containers: Value, extra: Value) -> Value {
+        let mut pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"},
+                         "finalizers": ["x", "y"],
+                         "managedFields": [{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"containers": containers, "nodeName": "n1"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        if let (Value::Object(pod), Value::Object(extra)) = (&mut pod, extra) {
+            for (key, value) in extra {
+                pod.insert(key, value);
+            }
+        }
+        pod
+    }
+
+    /// Skipping equal subtrees changes nothing a comparison returns: the same paths, and the
+    /// same first error (a duplicate or keyless associative list item, in a changed or an
+    /// unchanged part), for every pair of these objects, with and without managed fields.
+    #[test]
+    fn skipping_equal_subtrees_compares_as_walking_everything() {
+        let web = json!({"name": "web", "image": "nginx", "ports": [{"containerPort": 80}]});
+        let side =
+            json!({"name": "side", "image": "busybox", "env": [{"name": "A", "value": "1"}]});
+        let objects = vec![
+            pod(json!([web.clone(), side.clone()]), json!({})),
+            pod(json!([web.clone()]), json!({})),
+            pod(json!([side.clone(), web.clone()]), json!({})),
+            pod(
+                json!([{"name": "web", "image": "nginx:2", "ports": [{"containerPort": 80}]}, side.clone()]),
+                json!({}),
+            ),
+            pod(json!([web.clone(), web.clone()]), json!({})),
+            pod(json!([web.clone(), {"image": "no-name"}]), json!({})),
+            pod(
+                json!([web.clone(), side.clone()]),
+                json!({"metadata": {"name": "p", "finalizers": ["x", "x"]}}),
+            ),
+            pod(
+                json!([web.clone(), side.clone()]),
+                json!({"status": {"conditions": [{"type": "Ready"}, {"type": "Ready"}]}}),
+            ),
+            pod(
+                json!([web.clone(), side.clone()]),
+                json!({"metadata": {"name": "p", "labels": {"app": "b"}, "managedFields": []}}),
+            ),
+            pod(
+                json!([{"name": "web", "image": "nginx", "ports": [{"containerPort": 80}, {"containerPort": 80}]}]),
+                json!({}),
+            ),
+            pod(json!(null), json!({})),
+            pod(json!({}), json!({})),
+            json!({}),
+            json!({"metadata": null, "spec": {"containers": []}}),
+        ];
+        let def = crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.kind == "Pod")
+            .unwrap();
+        let ty = super::super::schema_root(&def, None);
+        let (mut errors, mut changes) = (0, 0);
+        for old in &objects {
+            for new in &objects {
+                for skip in [Skip::Nothing, Skip::InMetadata] {
+                    let mut comparison = Comparison::default();
+                    let fast = walk_compare(
+                        Some(old),
+                        Some(new),
+                        ty,
+                        skip,
+                        &mut Vec::new(),
+                        &mut comparison,
+                    )
+                    .map(|()| comparison);
+                    let slow = reference(old, new, ty, skip);
+                    assert_eq!(fast, slow, "{old} -> {new}");
+                    match slow {
+                        Err(_) => errors += 1,
+                        Ok(c) if c != Comparison::default() => changes += 1,
+                        Ok(_) => {}
+                    }
+                }
+            }
+        }
+        assert!(
+            errors > 0 && changes > 0,
+            "{errors} errors, {changes} changes"
+        );
     }
 }

@@ -33,6 +33,9 @@ pub struct ReflectorStatus {
     pub lists: AtomicU64,
     /// Objects decoded from store values.
     pub decodes: AtomicU64,
+    /// Objects of a watch's puts decoded from the value their writer handed over instead of
+    /// from the stored bytes (see [`crate::source::handover`]).
+    pub handovers: AtomicU64,
     /// Store values that could not be decoded (skipped, logged).
     pub decode_errors: AtomicU64,
 }

@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod consistency;
 pub mod decode;
 pub mod feed;
+pub mod handover;
 pub mod read;
 pub mod reflector;
 pub mod store;

@@ -48,8 +48,9 @@ use watchkeeper_store::{
 use crate::cache::{Origin, Resource};
 use crate::request::ResourceRequest;
 use crate::respond::json_response;
-use crate::source::decode::decode_stored;
+use crate::source::decode::{Identity, decode, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
+use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
@@ -71,6 +72,8 @@ pub struct StoreSource {
     /// History rebuilding (`--rebuild-history`): how many store revisions back the first list
     /// is taken, to be replayed; `None` lists at the current revision.
     rebuild_window: Option<u64>,
+    /// Written objects offered by the write path to the reflector (see [`Handover`]).
+    handover: Arc<Handover>,
 }
 
 /// A store error as kube-apiserver answers it, by variant: the store unavailable 503
@@ -120,6 +123,7 @@ impl StoreSource {
             counters,
             status,
             rebuild_window: None,
+            handover: Arc::default(),
         }
     }
 
@@ -139,6 +143,12 @@ impl StoreSource {
     #[must_use]
     pub fn store(&self) -> &AnyStore {
         &self.store
+    }
+
+    /// The writes' offers to the reflector (see [`Handover`]).
+    #[must_use]
+    pub fn handover(&self) -> &Arc<Handover> {
+        &self.handover
     }
 
     /// The store's current revision.
@@ -280,10 +290,7 @@ impl StoreSource {
                         &body,
                     )
                     .await?;
-                Ok(json_response(
-                    StatusCode::OK,
-                    watchkeeper_api::object_body(&updated),
-                ))
+                Ok(updated.respond(StatusCode::OK, resource))
             }
             (&Method::PATCH, Some(name)) => {
                 let patch_type = patch_type(headers)?;
@@ -299,7 +306,7 @@ impl StoreSource {
                     } else {
                         StatusCode::OK
                     };
-                    return Ok(json_response(code, watchkeeper_api::object_body(&applied)));
+                    return Ok(applied.respond(code, resource));
                 }
                 let patched = writer
                     .patch(
@@ -310,10 +317,7 @@ impl StoreSource {
                         body,
                     )
                     .await?;
-                Ok(json_response(
-                    StatusCode::OK,
-                    watchkeeper_api::object_body(&patched),
-                ))
+                Ok(patched.respond(StatusCode::OK, resource))
             }
             (&Method::DELETE, Some(name)) => {
                 // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
@@ -763,7 +767,7 @@ impl Writer<'_> {
         name: &str,
         body: Value,
         raw: &[u8],
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Written, ApiError> {
         let body_name = body.pointer("/metadata/name").and_then(Value::as_str);
         if body_name.is_some_and(|n| n != name) {
             return Err(ApiError::bad_request(format!(
@@ -804,7 +808,7 @@ impl Writer<'_> {
         name: &str,
         patch_type: PatchType,
         patch: Bytes,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Written, ApiError> {
         let patch_fields = self.patch_fields(patch_type, &patch);
         self.guaranteed_update(resource, namespace, name, None, |old| {
             let mut new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
@@ -839,7 +843,7 @@ impl Writer<'_> {
         namespace: &str,
         name: &str,
         body: &Bytes,
-    ) -> Result<(Value, bool), ApiError> {
+    ) -> Result<(Written, bool), ApiError> {
         let def = &resource.def;
         let mut config = apply::config::parse_configuration(body)?;
         let custom = resource.custom();
@@ -926,7 +930,7 @@ impl Writer<'_> {
                 Err(error) if error.code == 409 => {
                     self.consistent(resource).await?;
                 }
-                other => return other.map(|object| (object, true)),
+                other => return other.map(|object| (Written::Value(object), true)),
             }
         }
         Err(ApiError::conflict(
@@ -945,7 +949,7 @@ impl Writer<'_> {
         name: &str,
         precondition: Option<Revision>,
         mutate: impl Fn(&Value) -> Result<Desired, ApiError>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Written, ApiError> {
         let cache = resource.cache();
         let cache_key = object_key(namespace, name);
         let store_key = Bytes::from(resource.store_key(namespace, name));
@@ -990,26 +994,56 @@ impl Writer<'_> {
                 if !self.dry_run {
                     counters.noop_writes.fetch_add(1, Ordering::Relaxed);
                 }
-                return Ok(old.clone());
+                // The object as it is: the cache's, whose encoding is the answer.
+                return Ok(Written::Cached(current));
             }
             if self.dry_run {
                 // What would be stored, at the revision it would replace.
-                return Ok(with_revision(new, current.resource_version()));
+                return Ok(Written::Value(with_revision(
+                    new,
+                    current.resource_version(),
+                )));
             }
             let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
                 && new
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_none_or(Vec::is_empty);
-            let operation = if finalized {
-                TxnOp::Delete {
-                    key: store_key.clone(),
-                }
+            let (operation, written) = if finalized {
+                (
+                    TxnOp::Delete {
+                        key: store_key.clone(),
+                    },
+                    Pending::Kept(new),
+                )
             } else {
-                TxnOp::Put {
-                    key: store_key.clone(),
-                    value: stored_value(&resource.to_storage(&new)),
-                }
+                // The old object's encoding is the size of the new one's stored value but for
+                // what the write changed.
+                let capacity = if current.is_encoded(watchkeeper_core::Encoding::Json) {
+                    current
+                        .encoded(watchkeeper_core::Encoding::Json, &cache.metrics().encode)
+                        .len()
+                        + 64
+                } else {
+                    0
+                };
+                let value = stored_value_sized(&resource.to_storage(&new), capacity);
+                let written = if answers_from_cache(resource, namespace, name, &new) {
+                    Pending::Offered(self.source.handover.offer(
+                        store_key.clone(),
+                        value.clone(),
+                        without_revision(new),
+                    ))
+                } else {
+                    Pending::Kept(new)
+                };
+                (
+                    TxnOp::Put {
+                        key: store_key.clone(),
+                        value,
+                    },
+                    written,
+                )
             };
             let response = self
                 .txn(
@@ -1023,8 +1057,9 @@ impl Writer<'_> {
                 .await?;
             if response.succeeded {
                 self.settle(resource, response.revision).await;
-                return Ok(with_revision(new, response.revision));
+                return Ok(written.at(response.revision));
             }
+            drop(written);
             counters.conflicts.fetch_add(1, Ordering::Relaxed);
             if precondition.is_some() {
                 return Err(ApiError::conflict_modified(&resource.def, name));
@@ -1258,7 +1293,18 @@ impl Desired {
 /// The value stored for an object: its JSON without `metadata.resourceVersion`, written
 /// straight from `object` (no copy of it is made; one serialization per write).
 fn stored_value(object: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(&WithoutRevision(object)).unwrap_or_default())
+    stored_value_sized(object, 0)
+}
+
+/// [`stored_value`] written into a buffer of `capacity` bytes to start with (the expected
+/// size, so a large object's text is not copied as the buffer doubles).
+fn stored_value_sized(object: &Value, capacity: usize) -> Bytes {
+    // `serde_json::to_vec`'s first buffer is 128 bytes.
+    let mut out = Vec::with_capacity(capacity.max(128));
+    if serde_json::to_writer(&mut out, &WithoutRevision(object)).is_err() {
+        out.clear();
+    }
+    Bytes::from(out)
 }
 
 /// Serializes an object as its JSON would be without `metadata.resourceVersion` (same keys in
@@ -1292,14 +1338,106 @@ impl serde::Serialize for WithoutRevision<'_> {
     }
 }
 
-fn with_revision(mut object: Value, revision: Revision) -> Value {
+/// `object` without `metadata.resourceVersion`: the value [`stored_value`] serializes.
+fn without_revision(mut object: Value) -> Value {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.insert(
-            "resourceVersion".to_owned(),
-            Value::String(revision.to_string()),
-        );
+        metadata.remove("resourceVersion");
     }
     object
+}
+
+/// What a write answers with.
+#[derive(Debug)]
+enum Written {
+    /// An object, encoded for the answer.
+    Value(Value),
+    /// An object as the cache holds it: its cached encoding (shared with every watcher and
+    /// reader) is the answer.
+    Cached(Arc<Object>),
+}
+
+impl Written {
+    /// The answer: the object in kube-apiserver's order and framing
+    /// ([`watchkeeper_api::object_body`]); a cached object's shared encoding and the newline,
+    /// which are exactly that text, without a copy.
+    fn respond(self, code: StatusCode, resource: &Resource) -> Response {
+        match self {
+            Written::Cached(object) if !is_status(object.body()) => {
+                let encoded = object
+                    .encoded(
+                        watchkeeper_core::Encoding::Json,
+                        &resource.cache().metrics().encode,
+                    )
+                    .clone();
+                json_response(
+                    code,
+                    crate::respond::pieces([encoded, Bytes::from_static(b"\n")]),
+                )
+            }
+            Written::Cached(object) => {
+                json_response(code, watchkeeper_api::object_body(object.body()))
+            }
+            Written::Value(object) => json_response(code, watchkeeper_api::object_body(&object)),
+        }
+    }
+}
+
+/// Whether [`watchkeeper_api::object_body`] writes `object` as a `Status`.
+fn is_status(object: &Value) -> bool {
+    object.get("kind").and_then(Value::as_str) == Some("Status")
+}
+
+/// A guaranteed update's object while its transaction runs.
+enum Pending {
+    /// Kept by the writer.
+    Kept(Value),
+    /// Offered to the reflector (see [`Handover`]).
+    Offered(Offer),
+}
+
+impl Pending {
+    /// The object written at `revision`.
+    fn at(self, revision: Revision) -> Written {
+        match self {
+            Pending::Kept(object) => Written::Value(with_revision(object, revision)),
+            Pending::Offered(offer) => match offer.outcome(revision) {
+                Outcome::Cached(object) => Written::Cached(object),
+                Outcome::Value(object) => Written::Value(object),
+            },
+        }
+    }
+}
+
+/// Whether the cache object the reflector decodes from the stored value of `object` (the
+/// prepared object of a write at `namespace/name` of `resource`, with its managed fields) is
+/// `object` itself at the written revision, so that its cached encoding can be the answer:
+/// the resource is stored as served (no conversion), and decoding changes nothing —
+/// `apiVersion` and `kind` are there (and the kind is not `Status`, which answers are
+/// written differently), `metadata` is a map naming the key's name and namespace (none for a
+/// cluster-scoped resource).
+fn answers_from_cache(resource: &Resource, namespace: &str, name: &str, object: &Value) -> bool {
+    resource.conversion.is_none() && decodes_unchanged(&resource.def, namespace, name, object)
+}
+
+/// The part of [`answers_from_cache`] that reads the object.
+fn decodes_unchanged(def: &ResourceDef, namespace: &str, name: &str, object: &Value) -> bool {
+    let Some(fields) = object.as_object() else {
+        return false;
+    };
+    let Some(metadata) = fields.get("metadata").and_then(Value::as_object) else {
+        return false;
+    };
+    let namespace_matches = if def.namespaced {
+        !namespace.is_empty()
+            && metadata.get("namespace").and_then(Value::as_str) == Some(namespace)
+    } else {
+        !metadata.contains_key("namespace")
+    };
+    fields.contains_key("apiVersion")
+        && fields.contains_key("kind")
+        && !is_status(object)
+        && metadata.get("name").and_then(Value::as_str) == Some(name)
+        && namespace_matches
 }
 
 /// Whether two objects differ at most in `metadata.resourceVersion` (a no-op write), as
@@ -1423,6 +1561,8 @@ struct Router {
     routes: Arc<Vec<(String, bool)>>,
     defs: Arc<Vec<ResourceDef>>,
     status: Arc<ReflectorStatus>,
+    /// The writes' offers, for a watch's puts (lists decode what they read).
+    handover: Option<Arc<Handover>>,
 }
 
 impl Router {
@@ -1446,14 +1586,33 @@ impl Router {
     }
 
     fn decode_put(&self, index: usize, namespace: &str, name: &str, kv: &KeyValue) -> Change {
-        self.status.decodes.fetch_add(1, Ordering::Relaxed);
-        match decode_stored(
-            &self.defs[index],
+        let identity = Identity::Key {
             namespace,
             name,
-            kv.mod_revision,
-            &kv.value,
-        ) {
+            revision: kv.mod_revision,
+        };
+        let handed_over = self.handover.as_ref().and_then(|handover| {
+            handover.take(&kv.key, &kv.value, |body| {
+                decode(&self.defs[index], body, identity)
+            })
+        });
+        let decoded = match handed_over {
+            Some(decoded) => {
+                self.status.handovers.fetch_add(1, Ordering::Relaxed);
+                decoded
+            }
+            None => {
+                self.status.decodes.fetch_add(1, Ordering::Relaxed);
+                decode_stored(
+                    &self.defs[index],
+                    namespace,
+                    name,
+                    kv.mod_revision,
+                    &kv.value,
+                )
+            }
+        };
+        match decoded {
             Ok(object) => Change::put(object),
             Err(error) => {
                 self.status.decode_errors.fetch_add(1, Ordering::Relaxed);
@@ -1537,6 +1696,7 @@ impl StoreSource {
             defs: Arc::new(resources.iter().map(|r| r.def.clone()).collect()),
             status: Arc::new(ReflectorStatus::default()),
             prefix: registry,
+            handover: None,
         };
         router.objects_at(self, index, revision).await
     }
@@ -1581,6 +1741,7 @@ impl StoreLister {
             ),
             defs: Arc::new(feeds.iter().map(|f| f.def.clone()).collect()),
             status: self.source.status.clone(),
+            handover: None,
         }
     }
 
@@ -1679,7 +1840,10 @@ impl StoreLister {
             .map_err(|e| Stop::Restart(e.to_string()))?;
         Ok(StoreEvents {
             watch,
-            router: self.router(feeds),
+            router: Router {
+                handover: Some(self.source.handover.clone()),
+                ..self.router(feeds)
+            },
         })
     }
 
@@ -1791,6 +1955,104 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Objects a write may store: floats (which must round-trip), escapes, deep nesting,
+    /// odd metadata.
+    fn written_objects() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7", "labels": {"x": "y"}, "managedFields": [{"manager": "m", "operation": "Update", "fieldsV1": {"f:data": {"f:k": {}}}}]}, "data": {"k": "v\u{e9}\"q\\\n\u{1}", "empty": ""}}),
+            json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "a", "namespace": "ns"}, "spec": {"ratio": 0.1, "tiny": 5e-324, "huge": 1.797_693_134_862_315_7e308, "third": 1.0 / 3.0, "negative": -2.5e-7, "zero": -0.0, "int": 1.0, "big": u64::MAX, "small": i64::MIN, "list": [1, 2.5, null, true, "s", {"deep": [[{"x": 0.30000000000000004}]]}]}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "resourceVersion": "1"}, "spec": {"finalizers": ["kubernetes"]}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "other"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "ns"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+            json!({"apiVersion": "v1", "metadata": {"name": "a", "namespace": "ns"}}),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {"name": "a", "namespace": "ns"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": 1, "namespace": "ns"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "x"}),
+            json!({"metadata": {"name": "a", "namespace": "ns"}}),
+            json!({}),
+            json!("x"),
+        ]
+    }
+
+    fn def(plural: &str) -> ResourceDef {
+        watchkeeper_api::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    /// What the writer hands over (the object without its resource version) is what parsing
+    /// the stored bytes gives, whatever the object: serializing and parsing round-trips (sorted
+    /// maps, `float_roundtrip`). So a cache object decoded from it is the one decoded from the
+    /// bytes.
+    #[test]
+    fn handed_over_values_are_the_stored_bytes_parsed() {
+        let configmaps = def("configmaps");
+        for object in written_objects() {
+            let bytes = stored_value(&object);
+            let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+            let handed = without_revision(object.clone());
+            assert_eq!(parsed, handed, "{object}");
+            for capacity in [0, 1, 64, bytes.len(), 100_000] {
+                assert_eq!(stored_value_sized(&object, capacity), bytes, "{object}");
+            }
+            let identity = Identity::Key {
+                namespace: "ns",
+                name: "a",
+                revision: 12,
+            };
+            match (
+                decode(&configmaps, handed, identity),
+                decode_stored(&configmaps, "ns", "a", 12, &bytes),
+            ) {
+                (Ok(from_value), Ok(from_bytes)) => {
+                    assert_eq!(from_value.body(), from_bytes.body(), "{object}");
+                    assert_eq!(from_value.key(), from_bytes.key());
+                    assert_eq!(from_value.labels(), from_bytes.labels());
+                    assert_eq!(from_value.fields(), from_bytes.fields());
+                    assert_eq!(from_value.resource_version(), 12);
+                }
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("{object}: {a:?} vs {b:?}"),
+            }
+        }
+    }
+
+    /// When the writer answers from the cache object decoded from what it handed over, the
+    /// answer is byte for byte what encoding its own object at the written revision gives.
+    #[test]
+    fn answers_from_the_cache_are_the_written_objects() {
+        let stats = watchkeeper_core::EncodeStats::default();
+        let mut answered = 0;
+        for def in [def("configmaps"), def("namespaces")] {
+            for object in written_objects() {
+                let namespace = if def.namespaced { "ns" } else { "" };
+                if !decodes_unchanged(&def, namespace, "a", &object) {
+                    continue;
+                }
+                answered += 1;
+                let cached = decode(
+                    &def,
+                    without_revision(object.clone()),
+                    Identity::Key {
+                        namespace,
+                        name: "a",
+                        revision: 31,
+                    },
+                )
+                .unwrap();
+                let expected = watchkeeper_api::object_body(&with_revision(object.clone(), 31));
+                let mut answer = cached
+                    .encoded(watchkeeper_core::Encoding::Json, &stats)
+                    .to_vec();
+                answer.push(b'\n');
+                assert_eq!(String::from_utf8(answer).unwrap(), expected, "{object}");
+            }
+        }
+        assert_eq!(answered, 4, "the objects cover both outcomes");
     }
 
     /// The stored value is byte for byte what copying the object without its resource
