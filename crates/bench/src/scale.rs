@@ -365,7 +365,7 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table), String> 
         Protocol::H1 => table.note(format!("Server: in the bench process (memory store, 2-worker runtime), RLIMIT_NOFILE raised to its hard limit, {limit} here (the hard limit cannot be raised in this container: setrlimit above it is refused), and each stream costs it one descriptor. Clients: child processes of up to {per_child} streams each (plain `watch=true` from the current resourceVersion, one TCP connection per stream, every event parsed).")),
         Protocol::H2 => table.note(format!("Server: in the bench process (memory store, 2-worker runtime), `--max-watches-per-connection {per_connection}` (so at most {} concurrent HTTP/2 streams per connection), no total or per-user watch limit. Clients: child processes of up to {per_child} streams each on connections of {per_connection} streams (the `h2` crate over cleartext TCP with prior knowledge, h2c; `watch=true` from the current resourceVersion, every event parsed, flow-control capacity released as read).", per_connection + 100)),
     }
-    table.note(format!("Per step: the new streams open (HTTP/1.1: 3 s timeout each, a child stops at its first failure; HTTP/2: the requests go out back to back and every response head is awaited, 3 s for a stream slot), the server registers them all and settles 0.5 s, then {writes} merge-PATCHes of one ~1 KiB ConfigMap, each carrying its send time, the next once every stream has the previous one; delivery latency is from before the PATCH to a stream parsing the event, over every (stream, write) pair; \"write to all streams\" is the slowest stream's latency per write. The clients (JSON parsing on their own 2-thread runtimes) share the 2 cores with the server, so at large sizes the latency includes the clients' own parsing time."));
+    table.note(format!("Per step: the new streams open (HTTP/1.1: 3 s timeout each, a child stops at its first failure; HTTP/2: the requests go out back to back and every response head is awaited, 30 s plus 1 ms per stream asked, 3 s for a stream slot), the server registers them all and settles 0.5 s, then {writes} merge-PATCHes of one ~1 KiB ConfigMap, each carrying its send time, the next once every stream has the previous one; delivery latency is from before the PATCH to a stream parsing the event, over every (stream, write) pair; \"write to all streams\" is the slowest stream's latency per write. The clients (JSON parsing on their own 2-thread runtimes) share the 2 cores with the server, so at large sizes the latency includes the clients' own parsing time."));
     table.note("Memory per new idle stream: glibc `malloc_trim(0)`, then the server process's RSS and the live heap bytes (the bench's counting allocator), right before the step's new streams open and again once they are registered and idle; the difference divided by the new streams. The first step also carries one-time costs (runtime, caches, the first connections).");
     let mut account = Table::new(
         "scale",
@@ -670,8 +670,8 @@ impl H2Clients {
         drop(opened_tx);
         // Every response head (or failure) of the streams sent.
         let deadline = tokio::time::Instant::now()
-            + Duration::from_secs(10)
-            + Duration::from_micros(200 * sent as u64);
+            + Duration::from_secs(30)
+            + Duration::from_millis(sent as u64);
         let mut answered = 0;
         while answered < sent {
             match tokio::time::timeout_at(deadline, opened_rx.recv()).await {
