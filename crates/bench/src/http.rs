@@ -41,6 +41,18 @@ struct SentData {
     sent: Option<String>,
 }
 
+/// The latency of the event on one watch line (now minus its `data.sent`), if it is an event
+/// (not a bookmark or an error) carrying one.
+#[must_use]
+pub fn event_latency(line: &[u8]) -> Option<u64> {
+    let event = serde_json::from_slice::<EventLine>(line).ok()?;
+    if matches!(event.kind.as_str(), "ERROR" | "BOOKMARK") {
+        return None;
+    }
+    let sent = event.object.data?.sent?.parse::<u64>().ok()?;
+    Some(now_ns().saturating_sub(sent))
+}
+
 /// What a watch stream delivered in one read.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Seen {

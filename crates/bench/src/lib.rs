@@ -23,7 +23,9 @@
 //! - `etcd-fanout`: fan-out events/s and server CPU per delivered event of watchkeeper, a bare
 //!   hyper pipe (the transport's limit) and etcd 3.4, interleaved (`--fanout-grid` picks the
 //!   grid points);
-//! - `scale`: the most concurrent HTTP watch streams one server process holds, clients in
+//! - `scale`: the most concurrent watch streams one server process holds, over HTTP/1.1 (a
+//!   connection each) and HTTP/2 (many streams per connection; `--scale-protocols` picks),
+//!   with the memory per idle stream and a write's delivery latency to all of them, clients in
 //!   child processes;
 //! - `alloc`: allocations per PATCH end to end and store decodes per conflict;
 //! - `restart`: a graceful restart of a server holding many watchers under write load, with
@@ -75,6 +77,10 @@ pub struct Options {
     /// `restart` in etcd mode: the first of four consecutive loopback ports (etcd's client
     /// and peer ports, instances A and B); `None`: ports the kernel picks.
     pub port_base: Option<u16>,
+    /// `scale`: the transports to run (HTTP/1.1, HTTP/2); empty: both.
+    pub scale_protocols: Vec<scale::Protocol>,
+    /// `scale`: the stream counts of the ramp's steps; empty: each protocol's default ramp.
+    pub scale_steps: Vec<usize>,
 }
 
 /// Every suite, in priority order.
@@ -110,6 +116,8 @@ impl Options {
             fanout_grid: Vec::new(),
             restart_modes: Vec::new(),
             port_base: None,
+            scale_protocols: Vec::new(),
+            scale_steps: Vec::new(),
         };
         let mut i = 0;
         while i < args.len() {
@@ -187,9 +195,33 @@ impl Options {
                             .ok_or("--port-base needs a port from 1024 to 65532")?,
                     );
                 }
+                "--scale-protocols" => {
+                    i += 1;
+                    options.scale_protocols = args
+                        .get(i)
+                        .and_then(|v| {
+                            v.split(',')
+                                .map(|name| scale::Protocol::parse(name.trim()))
+                                .collect::<Option<Vec<_>>>()
+                        })
+                        .filter(|protocols| !protocols.is_empty())
+                        .ok_or("--scale-protocols needs a comma-separated list of h1, h2")?;
+                }
+                "--scale-steps" => {
+                    i += 1;
+                    options.scale_steps = args
+                        .get(i)
+                        .and_then(|v| {
+                            v.split(',')
+                                .map(|n| n.trim().replace('_', "").parse().ok().filter(|n| *n > 0))
+                                .collect::<Option<Vec<usize>>>()
+                        })
+                        .filter(|steps| !steps.is_empty())
+                        .ok_or("--scale-steps needs a comma-separated list of stream counts")?;
+                }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--scale-protocols h1,h2] [--scale-steps N,N,...]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

@@ -43,6 +43,8 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
         "Fan-out throughput side by side (watchkeeper, a bare hyper pipe, etcd 3.4)",
         "bare hyper pipe (HTTP/1.1)",
         "Scale",
+        "concurrent HTTP/2 watch streams",
+        "Live heap per idle HTTP/2 stream",
         "Allocations per PATCH",
         "Restart: ",
         "Restart in etcd mode",
@@ -68,6 +70,34 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
                 }
             }
         }
+    }
+    // The scale suite holds every stream it asked for over both transports (HTTP/2: several
+    // connections of many streams each), and every stream got every write.
+    let mut protocols = Vec::new();
+    for table in json["tables"].as_array().unwrap() {
+        if table["suite"] != "scale" {
+            continue;
+        }
+        for step in table["raw"].as_array().unwrap() {
+            let Some(protocol) = step["protocol"].as_str() else {
+                continue;
+            };
+            if step["asked"].is_null() {
+                continue;
+            }
+            protocols.push(protocol.to_owned());
+            assert_eq!(step["open"], step["asked"], "{step}");
+            assert!(step["write_error"].is_null(), "{step}");
+            if protocol == "h2" {
+                assert!(step["connections"].as_u64().unwrap() > 1, "{step}");
+            }
+        }
+    }
+    for protocol in ["h1", "h2"] {
+        assert!(
+            protocols.iter().any(|p| p == protocol),
+            "{protocol} missing from the scale suite: {protocols:?}"
+        );
     }
     for mode in ["embedded", "etcd-restart", "etcd-sibling"] {
         assert!(modes.iter().any(|m| m == mode), "{mode} missing: {modes:?}");
@@ -98,6 +128,21 @@ fn unknown_arguments_are_refused() {
         ]
     );
     assert!(parse(&["restart", "--restart-modes", "etcd"]).is_err());
+    let options = parse(&[
+        "scale",
+        "--scale-protocols",
+        "h2",
+        "--scale-steps",
+        "1_000,100000",
+    ])
+    .unwrap();
+    assert_eq!(
+        options.scale_protocols,
+        [watchkeeper_bench::scale::Protocol::H2]
+    );
+    assert_eq!(options.scale_steps, [1000, 100_000]);
+    assert!(parse(&["scale", "--scale-protocols", "h3"]).is_err());
+    assert!(parse(&["scale", "--scale-steps", "0"]).is_err());
     assert!(parse(&["restart", "--port-base", "80"]).is_err());
     assert_eq!(
         parse(&["restart", "--port-base", "24200"])

@@ -137,6 +137,9 @@ pub async fn watch(
         conversion,
         format,
         chunk,
+        // Preallocated (64 items × 16 bytes per idle stream). Growing it on demand instead
+        // made `tests/limits.rs`' never-reading clients stop stalling (4 runs of 4; not yet
+        // understood, BENCHMARKS.md invocation Y), so it stays until that is explained.
         buffer: Vec::with_capacity(chunk),
         done: false,
         delivered: app.debug.delivered_counter(&resource.name()),
