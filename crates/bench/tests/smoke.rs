@@ -46,6 +46,10 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
         "Allocations per PATCH",
         "Restart: ",
         "Restart in etcd mode",
+        "Sustained writes/s per store next to etcd's put rate",
+        "The stores alone",
+        "watchkeeper, embedded store, durable, data on tmpfs",
+        "commit_batch_max 1",
     ] {
         assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
     }
@@ -67,6 +71,26 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
                     assert_eq!(run[half][count], 0, "{count} in {run}");
                 }
             }
+        }
+    }
+    // Every run of the writes suite wrote something, and its watchers got every write.
+    for table in json["tables"].as_array().unwrap() {
+        if table["suite"] != "writes" {
+            continue;
+        }
+        for run in table["raw"].as_array().unwrap() {
+            let writes = run["writes"]
+                .as_u64()
+                .or_else(|| run["client"]["writes"].as_u64())
+                .unwrap();
+            assert!(writes > 0, "{run}");
+            let delivered = run["delivered"]
+                .as_u64()
+                .or_else(|| run["client"]["delivered"].as_u64());
+            let expected = run["expected"]
+                .as_u64()
+                .or_else(|| run["client"]["expected"].as_u64());
+            assert_eq!(delivered, expected, "{run}");
         }
     }
     for mode in ["embedded", "etcd-restart", "etcd-sibling"] {
