@@ -619,6 +619,9 @@ impl StoreUnder {
     }
 }
 
+/// One store-level run: writes/s, latency, CPU µs per write, transactions per commit.
+type StoreRun = (f64, Latency, f64, Option<f64>);
+
 /// Table Z2 (see the module docs).
 fn store_table(
     options: &Options,
@@ -657,8 +660,7 @@ fn store_table(
         ],
     );
     for &k in &inflight {
-        let mut runs: Vec<Vec<(f64, Latency, f64, Option<f64>)>> =
-            stores.iter().map(|_| Vec::new()).collect();
+        let mut runs: Vec<Vec<StoreRun>> = stores.iter().map(|_| Vec::new()).collect();
         for _ in 0..options.runs {
             for (i, under) in stores.iter().enumerate() {
                 let prefix = format!("/z2/{}/", now_ns());

@@ -193,6 +193,9 @@ struct Queue {
     committing: bool,
 }
 
+/// A batch's answers, one per transaction, and its (first, last) new revision.
+type Applied = (Vec<TxnResponse>, Option<(u64, u64)>);
+
 /// A transaction waiting to be committed, with where its answer goes.
 struct Queued {
     req: TxnRequest,
@@ -525,10 +528,7 @@ impl Inner {
     /// against the state the previous ones left, and commits it (one fsync when durable).
     /// Returns each transaction's answer and the (first, last) new revision, `None` when no
     /// transaction changed anything (then nothing is committed). The caller holds `writer`.
-    fn apply_batch(
-        &self,
-        batch: &[Queued],
-    ) -> Result<(Vec<TxnResponse>, Option<(u64, u64)>), BackendError> {
+    fn apply_batch(&self, batch: &[Queued]) -> Result<Applied, BackendError> {
         let mut wtxn = self.db.begin_write().map_err(storage)?;
         wtxn.set_durability(self.durability()).map_err(storage)?;
         let mut responses = Vec::with_capacity(batch.len());

@@ -215,9 +215,13 @@ async fn concurrent_child(dir: &str) {
             }
         }));
     }
+    // The writers never end (the parent kills this process); one that fails ends the child.
+    let mut set = tokio::task::JoinSet::new();
     for task in tasks {
-        task.await.unwrap();
+        set.spawn(task);
     }
+    let first = set.join_next().await;
+    panic!("a writer ended: {first:?}");
 }
 
 #[test]
