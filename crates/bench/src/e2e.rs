@@ -551,6 +551,7 @@ pub fn child_main(args: &[String]) -> i32 {
                 drain_secs: arg(args, "--drain-secs").unwrap_or(30.0),
             },
         )),
+        Some("writes") => runtime.block_on(crate::writes::child_writes(args)),
         Some("alloc") => runtime.block_on(child_alloc(
             addr,
             rv,
@@ -574,7 +575,7 @@ pub fn child_main(args: &[String]) -> i32 {
     }
 }
 
-async fn open_many(
+pub(crate) async fn open_many(
     addr: SocketAddr,
     path: &str,
     n: usize,

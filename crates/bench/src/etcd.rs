@@ -72,6 +72,11 @@ impl Etcd {
         })
     }
 
+    /// The etcd process's id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn rss(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/statm", self.child.id()))
             .ok()
@@ -437,7 +442,7 @@ pub fn etcd_fanout_suite(options: &Options) -> Result<Vec<Table>, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let etcd = Etcd::start()?;
+    let etcd = Etcd::start_on(options.port_base.map(|p| (p, p + 1)))?;
     runtime.block_on(connect(&etcd.endpoint))?;
     let table = fanout_table(options, &runtime, &etcd)?;
     drop(etcd);

@@ -32,7 +32,11 @@
 //!   the caches' history rebuilt from the store and without (410s, relists, events lost,
 //!   duplicates, time until each watcher delivers again): on the embedded store, and in etcd
 //!   mode with two instances (the watchers resume on the restarted instance or on the
-//!   sibling); `--restart-modes` picks the modes.
+//!   sibling); `--restart-modes` picks the modes;
+//! - `writes`: the sustained write rate with K writes in flight against watchkeeper on the
+//!   memory, embedded (durable, on disk and on tmpfs) and etcd stores, with 0 and N reading
+//!   watchers, next to etcd's own put rate, interleaved; and the stores alone (the embedded
+//!   store with and without group commit). `--port-base` puts its etcd on given ports.
 
 pub mod alloc;
 pub mod e2e;
@@ -45,6 +49,7 @@ pub mod report;
 pub mod restart;
 pub mod scale;
 pub mod sys;
+pub mod writes;
 
 use std::path::PathBuf;
 
@@ -75,7 +80,8 @@ pub struct Options {
     /// restarted instance, on the sibling); empty: every mode.
     pub restart_modes: Vec<restart::Mode>,
     /// `restart` in etcd mode: the first of four consecutive loopback ports (etcd's client
-    /// and peer ports, instances A and B); `None`: ports the kernel picks.
+    /// and peer ports, instances A and B); `etcd-fanout` and `writes`: etcd's client and peer
+    /// ports; `None`: ports the kernel picks.
     pub port_base: Option<u16>,
     /// `scale`: the transports to run (HTTP/1.1, HTTP/2); empty: both.
     pub scale_protocols: Vec<scale::Protocol>,
@@ -84,7 +90,7 @@ pub struct Options {
 }
 
 /// Every suite, in priority order.
-pub const SUITES: [&str; 12] = [
+pub const SUITES: [&str; 13] = [
     "tax",
     "tax-http",
     "population",
@@ -97,6 +103,7 @@ pub const SUITES: [&str; 12] = [
     "scale",
     "alloc",
     "restart",
+    "writes",
 ];
 
 impl Options {
@@ -268,6 +275,7 @@ pub fn run(options: &Options) -> Result<Report, String> {
             "etcd-fanout" => etcd::etcd_fanout_suite(options)?,
             "alloc" => e2e::allocations(options)?,
             "restart" => restart::restart(options)?,
+            "writes" => writes::writes(options)?,
             other => return Err(format!("unknown suite {other}")),
         };
         for table in tables {

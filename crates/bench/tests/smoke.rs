@@ -48,6 +48,10 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
         "Allocations per PATCH",
         "Restart: ",
         "Restart in etcd mode",
+        "Sustained writes/s per store next to etcd's put rate",
+        "The stores alone",
+        "watchkeeper, embedded store, durable, data on tmpfs",
+        "commit_batch_max 1",
     ] {
         assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
     }
@@ -98,6 +102,26 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
             protocols.iter().any(|p| p == protocol),
             "{protocol} missing from the scale suite: {protocols:?}"
         );
+    }
+    // Every run of the writes suite wrote something, and its watchers got every write.
+    for table in json["tables"].as_array().unwrap() {
+        if table["suite"] != "writes" {
+            continue;
+        }
+        for run in table["raw"].as_array().unwrap() {
+            let writes = run["writes"]
+                .as_u64()
+                .or_else(|| run["client"]["writes"].as_u64())
+                .unwrap();
+            assert!(writes > 0, "{run}");
+            let delivered = run["delivered"]
+                .as_u64()
+                .or_else(|| run["client"]["delivered"].as_u64());
+            let expected = run["expected"]
+                .as_u64()
+                .or_else(|| run["client"]["expected"].as_u64());
+            assert_eq!(delivered, expected, "{run}");
+        }
     }
     for mode in ["embedded", "etcd-restart", "etcd-sibling"] {
         assert!(modes.iter().any(|m| m == mode), "{mode} missing: {modes:?}");

@@ -18,11 +18,23 @@
 //! - **Atomic revisions.** A transaction's versions, its log entry and the new current
 //!   revision are written in one redb write transaction: after any crash either all of a
 //!   revision is present or none of it.
-//! - **Durability.** With [`EmbeddedConfig::durable_commits`] (the default) each commit is
-//!   fsynced before the call returns (`redb::Durability::Immediate`): an acknowledged write
-//!   survives `kill -9` and power loss. Turned off, commits are not fsynced: a crash can
-//!   lose the latest acknowledged writes (whole revisions, never part of one).
-//! - **One writer.** Transactions and compactions are serialized by a mutex; reads run
+//! - **Durability.** With [`EmbeddedConfig::durable_commits`] (the default) a transaction is
+//!   acknowledged only after the redb commit holding it is fsynced
+//!   (`redb::Durability::Immediate`): an acknowledged write survives `kill -9` and power
+//!   loss. Turned off, commits are not fsynced: a crash can lose the latest acknowledged
+//!   writes (whole revisions, never part of one).
+//! - **Group commit.** Transactions queue; one committer at a time (a task on tokio's
+//!   blocking pool, started by the first transaction to find none running) takes every
+//!   queued transaction, up to [`EmbeddedConfig::commit_batch_max`], applies them one after
+//!   the other in one redb write transaction — each at its own revision, each evaluated
+//!   against the state its predecessors left, exactly as if they had run one by one — and
+//!   commits once: one fsync for the whole batch. Then it answers every transaction of the
+//!   batch and takes the next batch, which the transactions that arrived during the fsync
+//!   form. A lone writer pays one commit per transaction as before; `n` concurrent writers
+//!   share commits. If anything in a batch fails (a storage error, the commit itself) the
+//!   whole batch is abandoned and every transaction in it gets the error: none of it was
+//!   committed.
+//! - **One writer.** Batches and compactions are serialized by a mutex; reads run
 //!   concurrently on redb's MVCC snapshots and never block writers.
 //! - **Watches** never poll the disk: writers bump a `tokio::sync::watch` of the latest
 //!   revision after each commit, and watches read new revisions from the log. A slow
@@ -30,20 +42,20 @@
 //!   writers; it reads back from the log where it stopped (see [`crate::watch`]).
 //! - **Compaction** at `c` removes versions not visible at `c` or later and log entries
 //!   below `c`, in one write transaction (writers wait meanwhile). It runs on request and
-//!   automatically: whenever the current revision is a multiple of
-//!   [`EmbeddedConfig::auto_compact_every`], the store compacts to current −
-//!   [`EmbeddedConfig::retain_revisions`]. A watcher that falls behind the floor ends with
-//!   `Compacted`. Freed pages are reused by redb; the file does not shrink.
+//!   automatically: whenever a batch's commit reaches or passes a multiple `m` of
+//!   [`EmbeddedConfig::auto_compact_every`], the store compacts to `m` −
+//!   [`EmbeddedConfig::retain_revisions`] (before answering the batch). A watcher that
+//!   falls behind the floor ends with `Compacted`. Freed pages are reused by redb; the file does not shrink.
 //!
 //! All disk work runs on tokio's blocking pool (`spawn_blocking`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::error::storage;
 use crate::memory::{check_read_revision, validate_progress};
@@ -80,6 +92,10 @@ pub struct EmbeddedConfig {
     pub auto_compact_every: u64,
     /// redb page cache size in bytes. Default 64 MiB.
     pub cache_size_bytes: usize,
+    /// Most transactions committed together in one redb commit (one fsync) when several are
+    /// waiting (group commit). Default 256 transactions; ≥ 1 (1: one commit per
+    /// transaction).
+    pub commit_batch_max: usize,
     /// Items buffered per watch before its task waits for the consumer. Default 128; ≥ 1.
     pub watch_channel_capacity: usize,
     /// Most revisions a watch reads from the log at once. Default 1000; ≥ 1.
@@ -98,6 +114,7 @@ impl EmbeddedConfig {
             retain_revisions: 100_000,
             auto_compact_every: 1000,
             cache_size_bytes: 64 << 20,
+            commit_batch_max: 256,
             watch_channel_capacity: 128,
             watch_batch_revisions: 1000,
             progress_interval: Some(Duration::from_secs(1)),
@@ -112,6 +129,9 @@ impl EmbeddedConfig {
         }
         if self.auto_compact_every == 0 {
             return bad("auto_compact_every must be at least 1");
+        }
+        if self.commit_batch_max == 0 {
+            return bad("commit_batch_max must be at least 1");
         }
         if self.watch_channel_capacity == 0 {
             return bad("watch_channel_capacity must be at least 1");
@@ -153,11 +173,54 @@ impl std::fmt::Debug for EmbeddedStore {
 
 struct Inner {
     db: Database,
-    /// Serializes write transactions so revision notifications go out in order.
+    /// Serializes redb write transactions (batches and compactions) so revision
+    /// notifications go out in order.
     writer: Mutex<()>,
+    /// Transactions waiting for the committer.
+    queue: Mutex<Queue>,
+    /// redb commits of transaction batches (each one fsync when durable).
+    commits: std::sync::atomic::AtomicU64,
     rev_tx: watch::Sender<u64>,
     counters: StoreCounters,
     config: EmbeddedConfig,
+}
+
+/// The group commit's queue.
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Queued>,
+    /// A committer is running (or about to): it will take what is pending.
+    committing: bool,
+}
+
+/// A batch's answers, one per transaction, and its (first, last) new revision.
+type Applied = (Vec<TxnResponse>, Option<(u64, u64)>);
+
+/// A transaction waiting to be committed, with where its answer goes.
+struct Queued {
+    req: TxnRequest,
+    reply: oneshot::Sender<Result<TxnResponse, TxnError>>,
+}
+
+/// Held by a committer; if it ends without emptying the queue (its task panicked, or the
+/// runtime dropped it before it ran), it fails what is queued — dropping the answer
+/// channels, so those callers get an error instead of waiting forever — and lets the next
+/// transaction start a new committer.
+struct CommitterGuard {
+    inner: Arc<Inner>,
+    /// The committer emptied the queue and cleared `committing` itself.
+    finished: bool,
+}
+
+impl Drop for CommitterGuard {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut queue = self.inner.queue();
+        queue.pending.clear();
+        queue.committing = false;
+    }
 }
 
 impl EmbeddedStore {
@@ -176,6 +239,8 @@ impl EmbeddedStore {
             inner: Arc::new(Inner {
                 db,
                 writer: Mutex::new(()),
+                queue: Mutex::new(Queue::default()),
+                commits: std::sync::atomic::AtomicU64::new(0),
                 rev_tx,
                 counters: StoreCounters::default(),
                 config,
@@ -186,6 +251,14 @@ impl EmbeddedStore {
     /// The data directory.
     pub fn data_dir(&self) -> &Path {
         &self.inner.config.data_dir
+    }
+
+    /// redb commits of transaction batches so far (each one fsync with durable commits);
+    /// with concurrent writers fewer than the transactions committed (group commit).
+    pub fn commits(&self) -> u64 {
+        self.inner
+            .commits
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The compaction floor: the oldest revision still readable (0 before any compaction).
@@ -396,64 +469,125 @@ impl Inner {
         Ok(out)
     }
 
-    fn txn(&self, req: &TxnRequest) -> Result<TxnResponse, TxnError> {
-        mvcc::check_duplicates(req)?;
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The committer: commits batches of queued transactions until the queue is empty.
+    fn run_committer(mut guard: CommitterGuard) {
+        let inner = &*guard.inner;
+        loop {
+            let batch: Vec<Queued> = {
+                let mut queue = inner.queue();
+                if queue.pending.is_empty() {
+                    queue.committing = false;
+                    break;
+                }
+                let n = queue.pending.len().min(inner.config.commit_batch_max);
+                queue.pending.drain(..n).collect()
+            };
+            inner.commit_batch(batch);
+        }
+        // The queue was empty and `committing` is cleared: a transaction queued from now on
+        // starts a new committer, which this guard must not disturb.
+        guard.finished = true;
+    }
+
+    /// Commits one batch and answers each of its transactions.
+    fn commit_batch(&self, batch: Vec<Queued>) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let (responses, span) = match self.apply_batch(&batch) {
+            Ok(done) => done,
+            Err(e) => {
+                for queued in batch {
+                    let _ = queued.reply.send(Err(e.clone().into()));
+                }
+                return;
+            }
+        };
+        if let Some((first, last)) = span {
+            self.rev_tx.send_replace(last);
+            // Automatic compaction, before the answers (as when each transaction committed
+            // alone: a caller that reached a multiple finds the floor moved).
+            let every = self.config.auto_compact_every;
+            let retain = self.config.retain_revisions;
+            let multiple = last - last % every;
+            if retain > 0 && multiple >= first && multiple > retain {
+                match self.compact_locked(multiple - retain) {
+                    Ok(()) | Err(CompactError::AlreadyCompacted { .. }) => {}
+                    Err(e) => tracing::warn!(error = %e, "automatic compaction failed"),
+                }
+            }
+        }
+        for (queued, response) in batch.into_iter().zip(responses) {
+            let _ = queued.reply.send(Ok(response));
+        }
+    }
+
+    /// Applies `batch` in one redb write transaction, each transaction at its own revision
+    /// against the state the previous ones left, and commits it (one fsync when durable).
+    /// Returns each transaction's answer and the (first, last) new revision, `None` when no
+    /// transaction changed anything (then nothing is committed). The caller holds `writer`.
+    fn apply_batch(&self, batch: &[Queued]) -> Result<Applied, BackendError> {
         let mut wtxn = self.db.begin_write().map_err(storage)?;
         wtxn.set_durability(self.durability()).map_err(storage)?;
-        let (current, rev, events) = {
+        let mut responses = Vec::with_capacity(batch.len());
+        let mut span: Option<(u64, u64)> = None;
+        {
             let mut meta = wtxn.open_table(META).map_err(storage)?;
             let mut kv = wtxn.open_table(KV).map_err(storage)?;
-            let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
-            let rev = current + 1;
-            let events = match mvcc::plan(req, rev, |k| latest(&kv, k))? {
-                Plan::Failed(cur) => {
-                    self.counters.conflict();
-                    return Ok(TxnResponse {
-                        succeeded: false,
-                        revision: current,
-                        events: Vec::new(),
-                        current: cur,
-                    });
-                }
-                Plan::Apply(events) if events.is_empty() => {
-                    return Ok(TxnResponse {
+            let mut log = wtxn.open_table(LOG).map_err(storage)?;
+            let mut current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+            for queued in batch {
+                let rev = current + 1;
+                let response = match mvcc::plan(&queued.req, rev, |k| latest(&kv, k))? {
+                    Plan::Failed(cur) => {
+                        self.counters.conflict();
+                        TxnResponse {
+                            succeeded: false,
+                            revision: current,
+                            events: Vec::new(),
+                            current: cur,
+                        }
+                    }
+                    Plan::Apply(events) if events.is_empty() => TxnResponse {
                         succeeded: true,
                         revision: current,
                         events,
                         current: Vec::new(),
-                    });
-                }
-                Plan::Apply(events) => events,
-            };
-            for ev in &events {
-                let enc = encode_version(ev);
-                kv.insert((ev.kv.key.as_ref(), rev), enc.as_slice())
-                    .map_err(storage)?;
+                    },
+                    Plan::Apply(events) => {
+                        for ev in &events {
+                            let enc = encode_version(ev);
+                            kv.insert((ev.kv.key.as_ref(), rev), enc.as_slice())
+                                .map_err(storage)?;
+                        }
+                        log.insert(rev, encode_events(&events).as_slice())
+                            .map_err(storage)?;
+                        current = rev;
+                        span = Some((span.map_or(rev, |(first, _)| first), rev));
+                        TxnResponse {
+                            succeeded: true,
+                            revision: rev,
+                            events,
+                            current: Vec::new(),
+                        }
+                    }
+                };
+                responses.push(response);
             }
-            let mut log = wtxn.open_table(LOG).map_err(storage)?;
-            log.insert(rev, encode_events(&events).as_slice())
-                .map_err(storage)?;
-            meta.insert(META_CURRENT, rev).map_err(storage)?;
-            (current, rev, events)
-        };
-        debug_assert_eq!(rev, current + 1);
-        wtxn.commit().map_err(storage)?;
-        self.rev_tx.send_replace(rev);
-        let every = self.config.auto_compact_every;
-        let retain = self.config.retain_revisions;
-        if retain > 0 && rev % every == 0 && rev > retain {
-            match self.compact_locked(rev - retain) {
-                Ok(()) | Err(CompactError::AlreadyCompacted { .. }) => {}
-                Err(e) => tracing::warn!(error = %e, "automatic compaction failed"),
+            if span.is_some() {
+                meta.insert(META_CURRENT, current).map_err(storage)?;
             }
         }
-        Ok(TxnResponse {
-            succeeded: true,
-            revision: rev,
-            events,
-            current: Vec::new(),
-        })
+        if span.is_some() {
+            wtxn.commit().map_err(storage)?;
+            self.commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            wtxn.abort().map_err(storage)?;
+        }
+        Ok((responses, span))
     }
 
     fn compact(&self, floor: u64) -> Result<(), CompactError> {
@@ -589,7 +723,27 @@ impl Store for EmbeddedStore {
 
     async fn txn(&self, req: TxnRequest) -> Result<TxnResponse, TxnError> {
         self.inner.counters.txn();
-        self.blocking(move |inner| inner.txn(&req)).await
+        mvcc::check_duplicates(&req)?;
+        let (reply, answer) = oneshot::channel();
+        let start = {
+            let mut queue = self.inner.queue();
+            queue.pending.push(Queued { req, reply });
+            !std::mem::replace(&mut queue.committing, true)
+        };
+        if start {
+            let guard = CommitterGuard {
+                inner: self.inner.clone(),
+                finished: false,
+            };
+            // The task is detached: the batch commits whether or not its callers still wait.
+            drop(tokio::task::spawn_blocking(move || {
+                Inner::run_committer(guard);
+            }));
+        }
+        match answer.await {
+            Ok(result) => result,
+            Err(_) => Err(BackendError::Storage("store committer failed".into()).into()),
+        }
     }
 
     async fn watch(&self, keys: KeySelector, from_revision: u64) -> Result<Watch, WatchError> {
@@ -806,6 +960,9 @@ mod tests {
         assert!(EmbeddedConfig::new("").validate().is_err());
         let mut c = EmbeddedConfig::new("/tmp/x");
         c.progress_interval = Some(Duration::from_micros(1));
+        assert!(c.validate().is_err());
+        let mut c = EmbeddedConfig::new("/tmp/x");
+        c.commit_batch_max = 0;
         assert!(c.validate().is_err());
     }
 }

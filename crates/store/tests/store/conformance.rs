@@ -405,6 +405,71 @@ pub(crate) async fn compaction_keeps_tombstone_at_floor<S: Store>(s: &S, p: &str
     assert_eq!(s.get(k(p, "a")).await.unwrap(), None);
 }
 
+/// Concurrent compare-and-swap increments of one counter (as guaranteed updates do): every
+/// success is one new revision holding the previous value + 1, so the counter ends at the
+/// number of successes and a watch replays 1, 2, 3, ... each at its own revision. On the
+/// embedded store the concurrent transactions share commits (group commit), and each is
+/// still evaluated against the state the previous one left.
+pub(crate) async fn concurrent_increments<S: Store + Clone + 'static>(s: &S, p: &str) {
+    const TASKS: u64 = 16;
+    const EACH: u64 = 20;
+    let key = k(p, "counter");
+    let start = s.put(key.clone(), "0").await.unwrap();
+    let mut w = s
+        .watch(KeySelector::key(key.clone()), start + 1)
+        .await
+        .unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..TASKS {
+        let (s, key) = (s.clone(), key.clone());
+        tasks.spawn(async move {
+            let mut revisions = Vec::new();
+            let mut conflicts = 0u64;
+            let mut seen = s.get(key.clone()).await.unwrap().unwrap();
+            while (revisions.len() as u64) < EACH {
+                let n: u64 = std::str::from_utf8(&seen.value).unwrap().parse().unwrap();
+                let txn =
+                    TxnRequest::put(key.clone(), (n + 1).to_string()).when(Compare::ModRevision {
+                        key: key.clone(),
+                        revision: seen.mod_revision,
+                    });
+                let resp = s.txn(txn).await.unwrap();
+                if resp.succeeded {
+                    assert_eq!(resp.events.len(), 1);
+                    assert_eq!(resp.events[0].kv.value, (n + 1).to_string());
+                    assert_eq!(resp.events[0].prev_kv.as_ref(), Some(&seen));
+                    revisions.push(resp.revision);
+                    seen = resp.events[0].kv.clone();
+                } else {
+                    conflicts += 1;
+                    seen = resp.current[0].1.clone().unwrap();
+                }
+            }
+            (revisions, conflicts)
+        });
+    }
+    let mut revisions = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        revisions.extend(done.unwrap().0);
+    }
+    revisions.sort_unstable();
+    revisions.dedup();
+    assert_eq!(
+        revisions.len() as u64,
+        TASKS * EACH,
+        "a revision given twice"
+    );
+    let last = s.get(key.clone()).await.unwrap().unwrap();
+    assert_eq!(last.value, (TASKS * EACH).to_string());
+    assert_eq!(last.mod_revision, *revisions.last().unwrap());
+    for (i, expected_rev) in revisions.iter().enumerate() {
+        let (rev, events) = next_revision(&mut w).await;
+        assert_eq!(rev, *expected_rev);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kv.value, (i as u64 + 1).to_string());
+    }
+}
+
 macro_rules! conformance {
     ($factory:path; $($name:ident),* $(,)?) => {
         $(
@@ -423,7 +488,7 @@ macro_rules! shared_suite {
         crate::conformance::conformance!($factory;
             put_get, range_paging, range_past_revision, txn_compare,
             multi_op_txn_is_one_revision, watch_from_past, watch_live,
-            slow_watcher_loses_nothing);
+            slow_watcher_loses_nothing, concurrent_increments);
     };
 }
 
@@ -438,6 +503,31 @@ mod memory {
 mod embedded {
     super::shared_suite!(crate::common::embedded);
     super::conformance!(crate::common::embedded; compaction, compaction_keeps_tombstone_at_floor);
+
+    /// One commit per transaction (`commit_batch_max` 1) keeps the same semantics.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_increments_without_group_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = watchkeeper_store::EmbeddedConfig::new(dir.path());
+        config.commit_batch_max = 1;
+        let store = watchkeeper_store::EmbeddedStore::open(config).unwrap();
+        let before = store.commits();
+        crate::conformance::concurrent_increments(&store, "/").await;
+        // The initial put and one commit per successful increment; a failed compare
+        // commits nothing.
+        assert_eq!(store.commits() - before, 1 + 16 * 20);
+        store.check_integrity().unwrap();
+    }
+
+    /// With group commit, never more commits than transactions that changed something.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn group_commit_counts_commits() {
+        let (store, _guard) = crate::common::embedded().await;
+        let before = store.commits();
+        crate::conformance::concurrent_increments(&store, "/").await;
+        assert!((1..=1 + 16 * 20).contains(&(store.commits() - before)));
+        store.check_integrity().unwrap();
+    }
 }
 
 mod etcd {
