@@ -406,6 +406,14 @@ impl Dispatcher {
         );
         self.advance(now);
         self.drain_inbox(now);
+        // A revision with changes proves the store passed every revision before it with
+        // nothing for this cache (its revisions arrive in order): the cache is at
+        // `revision - 1` even if that progress was not applied yet (the mark is applied
+        // lazily). Without this, a watch waiting for `revision - 1` would start below it — an
+        // initial state labelled with an older resource version than it asked for.
+        if revision > 1 {
+            self.apply_progress(now, revision - 1);
+        }
         let events = self.apply(now, revision, changes);
         // Watchers waiting for a start revision below this one begin here.
         self.promote_waiting(now, revision - 1);

@@ -721,12 +721,38 @@ async fn a_client_that_completes_the_handshake_and_sends_nothing_is_closed() {
         let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
         let mut tls = tls_connector(&pki, alpn).connect(name, tcp).await.unwrap();
         // The handshake is done; the client says nothing more. The server closes (EOF, or a
-        // close without close_notify: an error), without a byte of HTTP.
-        let mut buf = [0u8; 64];
-        let read = tokio::time::timeout(common::HANG_GUARD, tls.read(&mut buf))
-            .await
-            .expect("closed by the server");
-        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        // close without close_notify: an error). Over HTTP/1.1 without a byte of HTTP; over
+        // HTTP/2 the server speaks first, as Go's does: its connection preface (a SETTINGS
+        // frame, then possibly a GOAWAY) and nothing that answers a request.
+        let mut received = Vec::new();
+        loop {
+            let mut buf = [0u8; 256];
+            let read = tokio::time::timeout(common::HANG_GUARD, tls.read(&mut buf))
+                .await
+                .expect("closed by the server");
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+        if alpn == [b"h2" as &[u8]] {
+            // Frame header: 3 bytes length, 1 byte type (0x4 SETTINGS), 1 flags, 4 stream id.
+            assert!(received.len() >= 9 && received[3] == 0x4, "{received:?}");
+            let mut at = 0;
+            while at + 9 <= received.len() {
+                let length = usize::from(received[at]) << 16
+                    | usize::from(received[at + 1]) << 8
+                    | usize::from(received[at + 2]);
+                let kind = received[at + 3];
+                assert!(
+                    matches!(kind, 0x4 | 0x6 | 0x7 | 0x8),
+                    "only connection-level frames (SETTINGS, PING, GOAWAY, WINDOW_UPDATE), got type {kind}: {received:?}"
+                );
+                at += 9 + length;
+            }
+        } else {
+            assert!(received.is_empty(), "{received:?}");
+        }
     }
     // The Host of a TLS request is not restricted (the DNS-rebinding guard is for plain
     // HTTP on loopback).
