@@ -894,6 +894,51 @@ fn deadlines_end_watches_with_a_bookmark_before() {
     assert_eq!(ended, 1, "the unsynced one was ended by a pass");
 }
 
+/// Goal: a revision with changes proves the cache is at the revision before it, even when
+/// the store's progress over the revisions between (other resources' writes) was not applied
+/// (the server applies the mark lazily): a watch waiting for that revision starts its initial
+/// state there, never at the older dispatched revision (the harness's etcd fault run found an
+/// initial state labelled 1 for a watch that asked for at least 9).
+#[test]
+fn a_revision_with_changes_starts_waiting_watches_at_the_revision_before_it() {
+    let mut h = Harness::new(config());
+    let first = h.put("ns", "a", &[], "n1");
+    let mut request = WatchRequest::new(WatchStart::InitialState {
+        min_revision: Some(first + 4),
+    });
+    request.allow_bookmarks = true;
+    let watch = h.watch(request);
+    assert_eq!(
+        h.dispatcher.waiting_len(),
+        1,
+        "waits for revision {}",
+        first + 4
+    );
+    // Revisions first + 1 ..= first + 4 carried nothing for this cache, and their progress was
+    // never applied; first + 5 has a change.
+    h.revision += 4;
+    let fifth = h.put("ns", "b", &[], "n1");
+    assert_eq!(h.dispatcher.waiting_len(), 0);
+    h.pass();
+    h.pass();
+    let seen = drain(&watch);
+    assert!(
+        seen.contains(&Seen::Bookmark(first + 4, true)),
+        "the initial state is at the revision asked for: {seen:?}"
+    );
+    assert_eq!(
+        revisions(
+            &seen
+                .iter()
+                .filter(|s| matches!(s, Seen::Event(..)))
+                .cloned()
+                .collect::<Vec<_>>()
+        ),
+        vec![fifth],
+        "{seen:?}"
+    );
+}
+
 /// Goal: bookmarks before a deadline follow Kubernetes' `cacheWatcher.nextBookmarkTime`: a
 /// watch registered exactly `bookmark_before_deadline` before its deadline is due its bookmark
 /// at once and gets it once; one registered later than that instant gets none.
