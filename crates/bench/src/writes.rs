@@ -326,6 +326,44 @@ pub(crate) async fn child_writes(args: &[String]) -> Result<Value, String> {
             (ok, failed, latencies)
         }));
     }
+    let Finished {
+        ok,
+        failed,
+        latencies,
+        write_secs,
+        mut complete,
+    } = finish(writers, readers, &target, start).await?;
+    let delivered = delivered.load(Ordering::Relaxed);
+    complete &= delivered == ok * watchers as u64;
+    Ok(json!({
+        "writes": ok,
+        "failed": failed,
+        "write_secs": write_secs,
+        "latency": Latency::from_nanos(latencies),
+        "delivered": delivered,
+        "expected": ok * watchers as u64,
+        "complete": complete,
+    }))
+}
+
+/// What the writers of one run did, once they stopped and the readers were waited for.
+struct Finished {
+    ok: u64,
+    failed: u64,
+    latencies: Vec<u64>,
+    write_secs: f64,
+    /// Every reader finished within [`DRAIN`].
+    complete: bool,
+}
+
+/// Joins the writers (each: writes acknowledged, failed, latencies in ns), tells the readers
+/// how many writes to expect (`target`) and waits for them at most [`DRAIN`].
+async fn finish(
+    writers: Vec<tokio::task::JoinHandle<(u64, u64, Vec<u64>)>>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    target: &AtomicU64,
+    start: Instant,
+) -> Result<Finished, String> {
     let (mut ok, mut failed, mut latencies) = (0, 0, Vec::new());
     for w in writers {
         let (o, e, l) = w.await.map_err(|e| e.to_string())?;
@@ -344,17 +382,13 @@ pub(crate) async fn child_writes(args: &[String]) -> Result<Value, String> {
             complete = false;
         }
     }
-    let delivered = delivered.load(Ordering::Relaxed);
-    complete &= delivered == ok * watchers as u64;
-    Ok(json!({
-        "writes": ok,
-        "failed": failed,
-        "write_secs": write_secs,
-        "latency": Latency::from_nanos(latencies),
-        "delivered": delivered,
-        "expected": ok * watchers as u64,
-        "complete": complete,
-    }))
+    Ok(Finished {
+        ok,
+        failed,
+        latencies,
+        write_secs,
+        complete,
+    })
 }
 
 fn etcd_value() -> Vec<u8> {
@@ -425,24 +459,13 @@ async fn etcd_run(etcd: &Etcd, watchers: usize, inflight: usize, secs: f64) -> R
             (ok, failed, latencies)
         }));
     }
-    let (mut ok, mut failed, mut latencies) = (0, 0, Vec::new());
-    for w in writers {
-        let (o, e, l) = w.await.map_err(|e| e.to_string())?;
-        ok += o;
-        failed += e;
-        latencies.extend(l);
-    }
-    let write_secs = start.elapsed().as_secs_f64();
-    target.store(ok, Ordering::Release);
-    let deadline = tokio::time::Instant::now() + DRAIN;
-    let mut complete = true;
-    for r in readers {
-        let abort = r.abort_handle();
-        if tokio::time::timeout_at(deadline, r).await.is_err() {
-            abort.abort();
-            complete = false;
-        }
-    }
+    let Finished {
+        ok,
+        failed,
+        latencies,
+        write_secs,
+        mut complete,
+    } = finish(writers, readers, &target, start).await?;
     let cpu1 = crate::sys::cpu_seconds_of(etcd.pid());
     let delivered = delivered.load(Ordering::Relaxed);
     complete &= delivered == ok * watchers as u64;

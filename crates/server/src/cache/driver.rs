@@ -76,7 +76,8 @@ impl Default for Clock {
 /// a timer-driven step (a deadline, a bookmark, a catch-up pass) can run after its time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverWaits {
-    /// The dispatcher's longest wait for input [default: 1 s].
+    /// The dispatcher's longest wait for input [default: 1 s]; also the longest a progress
+    /// mark nobody waits for stays unapplied (see `ProgressMark`).
     pub dispatcher_idle: Duration,
     /// The dispatcher's poll for room while a legacy-mode revision is blocked on full queues
     /// [default: 1 ms].

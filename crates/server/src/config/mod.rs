@@ -228,7 +228,9 @@ pub struct ServeArgs {
     /// The reflector's longest retry back-off in milliseconds [default: 5000].
     #[arg(long)]
     pub reflector_backoff_max_ms: Option<u64>,
-    /// Longest wait of a cache's dispatcher thread for input, in milliseconds [default: 1000].
+    /// Longest wait of a cache's dispatcher thread for input, in milliseconds [default: 1000];
+    /// also the longest a store revision with nothing for the resource waits to reach its
+    /// resource version and bookmarks when no reader or watch waits for it.
     #[arg(long)]
     pub driver_dispatcher_idle_ms: Option<u64>,
     /// Longest park of a cache's catch-up worker thread, in milliseconds [default: 100].
