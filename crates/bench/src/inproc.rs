@@ -611,8 +611,8 @@ fn healthy_queue_table(options: &Options, slow: usize, secs: f64) -> Table {
 }
 
 /// One population run's figures.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-struct PopulationRun {
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct PopulationRun {
     /// Healthy latency over the measured writes (after the population went unsynced).
     latency: Latency,
     /// Healthy latency over the warm-up writes (while the population filled its queues and
@@ -631,6 +631,50 @@ struct PopulationRun {
     worker_cpu_ms: f64,
     /// Catch-up passes run over the measured writes.
     passes: u64,
+    /// The process's page faults, context switches, allocator system calls and TLB flushes
+    /// over the measured writes.
+    counts: crate::sys::Counts,
+}
+
+/// How the allocator of a population run's process is set up (`--population-malloc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MallocMode {
+    /// glibc's defaults: the trim and mmap thresholds adjust themselves, a free that leaves
+    /// more than the trim threshold at the heap's top returns it to the kernel, and a large
+    /// allocation is its own mapping (unmapped when freed).
+    Glibc,
+    /// glibc with the heap's top never trimmed and allocations up to 32 MiB (glibc's largest
+    /// mmap threshold) taken from the heap: freed memory stays with the process.
+    NoTrim,
+}
+
+impl MallocMode {
+    /// Parses `glibc` or `no-trim`.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<MallocMode> {
+        match name {
+            "glibc" => Some(MallocMode::Glibc),
+            "no-trim" => Some(MallocMode::NoTrim),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            MallocMode::Glibc => "glibc",
+            MallocMode::NoTrim => "no-trim",
+        }
+    }
+
+    /// The `GLIBC_TUNABLES` value of the mode; `None`: the environment as it is.
+    fn tunables(self) -> Option<&'static str> {
+        match self {
+            MallocMode::Glibc => None,
+            MallocMode::NoTrim => {
+                Some("glibc.malloc.trim_threshold=4294967295:glibc.malloc.mmap_threshold=33554432")
+            }
+        }
+    }
 }
 
 /// One population run: `stalled` never-reading watchers register next to `healthy` reading
@@ -679,6 +723,7 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
     let stall_ms = started.elapsed().as_secs_f64() * 1000.0;
     rig.measure_after.store(last, Ordering::Relaxed);
     let probe = crate::sys::JitterProbe::start();
+    let window = crate::sys::WindowCounts::start();
     let dispatcher_cpu = crate::sys::thread_cpu_seconds("dispatch-");
     let worker_cpu = crate::sys::thread_cpu_seconds("catchup-");
     let passes = metrics.passes.get();
@@ -686,6 +731,7 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
     let passes = metrics.passes.get() - passes;
     let dispatcher_cpu_ms = (crate::sys::thread_cpu_seconds("dispatch-") - dispatcher_cpu) * 1000.0;
     let worker_cpu_ms = (crate::sys::thread_cpu_seconds("catchup-") - worker_cpu) * 1000.0;
+    let counts = window.finish();
     let machine = probe.finish();
     let (_, terminations) = rig.terminations();
     drop(stalled_watches);
@@ -698,15 +744,69 @@ fn population_run(healthy: usize, stalled: usize, rate: f64, secs: f64) -> Popul
         dispatcher_cpu_ms,
         worker_cpu_ms,
         passes,
+        counts,
     }
+}
+
+/// The child side of a population run (`watchkeeper-bench __population-run HEALTHY STALLED
+/// RATE SECS`): runs it and prints its figures as one JSON line. Exit code 2 on bad arguments.
+#[must_use]
+pub fn population_child_main(args: &[String]) -> i32 {
+    let numbers: Option<Vec<f64>> = args.iter().map(|a| a.parse().ok()).collect();
+    let Some([healthy, stalled, rate, secs]) = numbers.as_deref() else {
+        eprintln!("usage: watchkeeper-bench __population-run HEALTHY STALLED RATE SECS");
+        return 2;
+    };
+    let run = population_run(*healthy as usize, *stalled as usize, *rate, *secs);
+    println!("{}", serde_json::to_string(&run).expect("a run serializes"));
+    0
+}
+
+/// Runs one population run in a new process of this benchmark (a fresh heap, the allocator
+/// set up as `mode` says) and reads its figures.
+fn population_run_in_child(
+    options: &Options,
+    mode: MallocMode,
+    healthy: usize,
+    stalled: usize,
+    rate: f64,
+    secs: f64,
+) -> Result<PopulationRun, String> {
+    let mut command = std::process::Command::new(&options.exe);
+    command
+        .arg("__population-run")
+        .args([
+            healthy.to_string(),
+            stalled.to_string(),
+            rate.to_string(),
+            secs.to_string(),
+        ])
+        .stderr(std::process::Stdio::inherit());
+    if let Some(tunables) = mode.tunables() {
+        command.env("GLIBC_TUNABLES", tunables);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("population run: cannot start {:?}: {e}", options.exe))?;
+    if !output.status.success() {
+        return Err(format!(
+            "population run N={stalled} failed: {}",
+            output.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).map_err(|e| format!("population run N={stalled}: {e}: {line:?}"))
 }
 
 /// Suite `population`: healthy p99 with N never-reading watchers (N = 0, 1,000, 10,000,
 /// 100,000 unless `--population-ns`), as a ratio to N = 0 (runs interleaved N = 0, 1,000,
-/// ..., 0, 1,000, ...), optionally under a CPU-bound background load (`--busy-nice`).
+/// ..., 0, 1,000, ...), optionally under a CPU-bound background load (`--busy-nice`) and for
+/// each allocator set-up of `--population-malloc` (interleaved too). Every run is its own
+/// process.
 ///
 /// # Errors
-/// Never.
+/// A run's process failed.
 pub fn population(options: &Options) -> Result<Vec<Table>, String> {
     let (mut ns, healthy, rate, secs): (Vec<usize>, usize, f64, f64) = if options.smoke {
         (vec![0, 100], 2, 200.0, 0.5)
@@ -718,27 +818,45 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             .chain(options.population_ns.iter().copied().filter(|&n| n > 0))
             .collect();
     }
+    let modes: &[MallocMode] = if options.population_malloc.is_empty() {
+        &[MallocMode::Glibc]
+    } else {
+        &options.population_malloc
+    };
     let busy = options.busy_nice.map(crate::sys::BusyLoad::start);
-    let mut runs: Vec<Vec<PopulationRun>> = vec![Vec::new(); ns.len()];
+    let mut runs: Vec<Vec<Vec<PopulationRun>>> = vec![vec![Vec::new(); ns.len()]; modes.len()];
     for run in 0..options.runs {
-        for (i, &n) in ns.iter().enumerate() {
-            let result = population_run(healthy, n, rate, secs);
-            eprintln!(
-                "  population N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms; dispatcher {:.1} ms, catch-up {:.1} ms CPU, {} passes; machine: 1 ms sleep overshoot p99 {:.0} max {:.0} µs, steal {:.0} ms",
-                result.latency.p50,
-                result.latency.p99,
-                result.latency.max,
-                result.warm_up.p99,
-                result.warm_up.max,
-                result.stall_ms,
-                result.dispatcher_cpu_ms,
-                result.worker_cpu_ms,
-                result.passes,
-                result.machine.overshoot.p99,
-                result.machine.overshoot.max,
-                result.machine.steal_ms
-            );
-            runs[i].push(result);
+        for (m, &mode) in modes.iter().enumerate() {
+            for (i, &n) in ns.iter().enumerate() {
+                let result = population_run_in_child(options, mode, healthy, n, rate, secs)?;
+                let traces: Vec<String> = result
+                    .counts
+                    .traces
+                    .iter()
+                    .map(|(name, count)| format!("{name} {count}"))
+                    .collect();
+                eprintln!(
+                    "  population {} N={n} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs; warm-up p99 {:.0} max {:.0} µs, stalled in {:.0} ms; dispatcher {:.1} ms, catch-up {:.1} ms CPU, {} passes; machine: 1 ms sleep overshoot p99 {:.0} max {:.0} µs, steal {:.0} ms; minor faults {}, switches {} / {} involuntary; {}",
+                    mode.name(),
+                    result.latency.p50,
+                    result.latency.p99,
+                    result.latency.max,
+                    result.warm_up.p99,
+                    result.warm_up.max,
+                    result.stall_ms,
+                    result.dispatcher_cpu_ms,
+                    result.worker_cpu_ms,
+                    result.passes,
+                    result.machine.overshoot.p99,
+                    result.machine.overshoot.max,
+                    result.machine.steal_ms,
+                    result.counts.minor_faults,
+                    result.counts.voluntary_switches,
+                    result.counts.involuntary_switches,
+                    traces.join(", ")
+                );
+                runs[m][i].push(result);
+            }
         }
     }
     drop(busy);
@@ -746,63 +864,102 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
         Some(nice) => format!(", background load: one busy thread per core at nice {nice}"),
         None => String::new(),
     };
+    let trace_names: Vec<String> = runs
+        .iter()
+        .flatten()
+        .flatten()
+        .next()
+        .map(|r| r.counts.traces.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    let mut columns: Vec<String> = [
+        "allocator",
+        "stalled N",
+        "healthy p50 µs",
+        "p99 µs",
+        "max µs",
+        "p99 / p99(N=0)",
+        "warm-up: ms until all N unsynced",
+        "warm-up healthy p99 / max µs",
+        "terminations",
+        "dispatcher CPU ms",
+        "catch-up worker CPU ms",
+        "passes",
+        "machine: 1 ms sleep overshoot p99 / max µs",
+        "machine: steal ms",
+        "minor faults",
+        "context switches / involuntary",
+    ]
+    .iter()
+    .map(|c| (*c).to_owned())
+    .collect();
+    columns.extend(trace_names.iter().cloned());
+    let column_refs: Vec<&str> = columns.iter().map(String::as_str).collect();
     let mut table = Table::new(
         "population",
         &format!(
             "2. Healthy latency vs stalled population, in-process: {healthy} healthy watchers, {rate} events/s, {secs} s measured per run{load}"
         ),
-        &[
-            "stalled N",
-            "healthy p50 µs",
-            "p99 µs",
-            "max µs",
-            "p99 / p99(N=0)",
-            "warm-up: ms until all N unsynced",
-            "warm-up healthy p99 / max µs",
-            "terminations",
-            "dispatcher CPU ms",
-            "catch-up worker CPU ms",
-            "passes",
-            "machine: 1 ms sleep overshoot p99 / max µs",
-            "machine: steal ms",
-        ],
+        &column_refs,
     );
-    for (i, &n) in ns.iter().enumerate() {
-        let ratios: Vec<f64> = runs[i]
-            .iter()
-            .zip(&runs[0])
-            .map(|(a, b)| a.latency.p99 / b.latency.p99)
-            .collect();
-        let med =
-            |g: &dyn Fn(&PopulationRun) -> f64| median(&runs[i].iter().map(g).collect::<Vec<_>>());
-        table.row(vec![
-            n.to_string(),
-            f(med(&|r| r.latency.p50), 0),
-            f(med(&|r| r.latency.p99), 0),
-            f(med(&|r| r.latency.max), 0),
-            x(median(&ratios)),
-            f(med(&|r| r.stall_ms), 0),
-            format!(
-                "{} / {}",
-                f(med(&|r| r.warm_up.p99), 0),
-                f(med(&|r| r.warm_up.max), 0)
-            ),
-            f(med(&|r| r.terminations as f64), 0),
-            f(med(&|r| r.dispatcher_cpu_ms), 0),
-            f(med(&|r| r.worker_cpu_ms), 0),
-            f(med(&|r| r.passes as f64), 0),
-            format!(
-                "{} / {}",
-                f(med(&|r| r.machine.overshoot.p99), 0),
-                f(med(&|r| r.machine.overshoot.max), 0)
-            ),
-            f(med(&|r| r.machine.steal_ms), 0),
-        ]);
-        for r in &runs[i] {
-            table.raw(json!({"stalled": n, "run": r}));
+    for (m, &mode) in modes.iter().enumerate() {
+        for (i, &n) in ns.iter().enumerate() {
+            let of_n = &runs[m][i];
+            let ratios: Vec<f64> = of_n
+                .iter()
+                .zip(&runs[m][0])
+                .map(|(a, b)| a.latency.p99 / b.latency.p99)
+                .collect();
+            let med =
+                |g: &dyn Fn(&PopulationRun) -> f64| median(&of_n.iter().map(g).collect::<Vec<_>>());
+            let mut row = vec![
+                mode.name().to_owned(),
+                n.to_string(),
+                f(med(&|r| r.latency.p50), 0),
+                f(med(&|r| r.latency.p99), 0),
+                f(med(&|r| r.latency.max), 0),
+                x(median(&ratios)),
+                f(med(&|r| r.stall_ms), 0),
+                format!(
+                    "{} / {}",
+                    f(med(&|r| r.warm_up.p99), 0),
+                    f(med(&|r| r.warm_up.max), 0)
+                ),
+                f(med(&|r| r.terminations as f64), 0),
+                f(med(&|r| r.dispatcher_cpu_ms), 0),
+                f(med(&|r| r.worker_cpu_ms), 0),
+                f(med(&|r| r.passes as f64), 0),
+                format!(
+                    "{} / {}",
+                    f(med(&|r| r.machine.overshoot.p99), 0),
+                    f(med(&|r| r.machine.overshoot.max), 0)
+                ),
+                f(med(&|r| r.machine.steal_ms), 0),
+                f(med(&|r| r.counts.minor_faults as f64), 0),
+                format!(
+                    "{} / {}",
+                    f(med(&|r| r.counts.voluntary_switches as f64), 0),
+                    f(med(&|r| r.counts.involuntary_switches as f64), 0)
+                ),
+            ];
+            for name in &trace_names {
+                row.push(f(
+                    med(&|r| {
+                        r.counts
+                            .traces
+                            .iter()
+                            .find(|(t, _)| t == name)
+                            .map_or(0.0, |(_, c)| *c as f64)
+                    }),
+                    0,
+                ));
+            }
+            table.row(row);
+            for r in of_n {
+                table.raw(json!({"allocator": mode.name(), "stalled": n, "run": r}));
+            }
         }
     }
-    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) from the same round of interleaved runs. CPU columns: the dispatcher's and the catch-up worker's threads over the measured writes (/proc/self/task, 10 ms ticks), and the passes run meanwhile. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON).");
+    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run is a new process of this benchmark (a fresh heap; `--population-malloc` sets its allocator up: `glibc` as it comes, `no-trim` with GLIBC_TUNABLES keeping freed memory, runs of the set-ups interleaved). It registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) of the same set-up from the same round of interleaved runs. CPU columns: the dispatcher's and the catch-up worker's threads over the measured writes (/proc/self/task, 10 ms ticks), and the passes run meanwhile. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON). Counts over the measured writes, whole process: minor page faults and context switches (getrusage), and where the kernel allows it the tracepoints tlb:tlb_flush and the madvise/munmap/mmap/brk system calls (perf_event_open, counting mode, every thread).");
     Ok(vec![table])
 }
 

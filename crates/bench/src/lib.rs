@@ -74,6 +74,9 @@ pub struct Options {
     /// `population`: a CPU-bound background load during the runs, one spinning thread per
     /// core at this nice value (0-19), started by the benchmark itself; `None`: no load.
     pub busy_nice: Option<i32>,
+    /// `population`: the allocator set-ups to run, interleaved (each run is its own process);
+    /// empty: glibc as it comes.
+    pub population_malloc: Vec<inproc::MallocMode>,
     /// `etcd-fanout`: the grid points (watchers, writes/s) to run; empty: the default grid.
     pub fanout_grid: Vec<(usize, f64)>,
     /// `restart`: the modes to run (embedded store, etcd with the watchers resuming on the
@@ -120,6 +123,7 @@ impl Options {
             exe,
             population_ns: Vec::new(),
             busy_nice: None,
+            population_malloc: Vec::new(),
             fanout_grid: Vec::new(),
             restart_modes: Vec::new(),
             port_base: None,
@@ -162,6 +166,20 @@ impl Options {
                             .filter(|n| (0..=19).contains(n))
                             .ok_or("--busy-nice needs a nice value from 0 to 19")?,
                     );
+                }
+                "--population-malloc" => {
+                    i += 1;
+                    options.population_malloc = args
+                        .get(i)
+                        .and_then(|v| {
+                            v.split(',')
+                                .map(|name| inproc::MallocMode::parse(name.trim()))
+                                .collect::<Option<Vec<_>>>()
+                        })
+                        .filter(|modes| !modes.is_empty())
+                        .ok_or(
+                            "--population-malloc needs a comma-separated list of glibc, no-trim",
+                        )?;
                 }
                 "--fanout-grid" => {
                     i += 1;
@@ -228,7 +246,7 @@ impl Options {
                 }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--scale-protocols h1,h2] [--scale-steps N,N,...]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--scale-protocols h1,h2] [--scale-steps N,N,...]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }
@@ -305,7 +323,7 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 /// Latency summary of one run, in microseconds.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Latency {
     /// Samples.
     pub count: usize,

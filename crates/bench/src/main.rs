@@ -8,6 +8,9 @@ fn main() {
     if args.first().map(String::as_str) == Some("__clients") {
         std::process::exit(watchkeeper_bench::e2e::child_main(&args[1..]));
     }
+    if args.first().map(String::as_str) == Some("__population-run") {
+        std::process::exit(watchkeeper_bench::inproc::population_child_main(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("__serve") {
         std::process::exit(watchkeeper_bench::restart::serve_main(&args[1..]));
     }

@@ -226,7 +226,7 @@ pub struct JitterProbe {
 }
 
 /// What a [`JitterProbe`] saw over its run.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Jitter {
     /// Overshoot of a 1 ms sleep, µs (p50, p99, max over every sleep of the run).
     pub overshoot: crate::Latency,
@@ -323,4 +323,164 @@ pub fn measure_window_start() {
 #[inline(never)]
 pub fn measure_window_end() {
     std::hint::black_box(2_u64);
+}
+
+/// Process-wide counters over a measured window: the kernel's own per-process figures
+/// (`getrusage`) and, where the kernel lets this process count tracepoints
+/// (`perf_event_open`), the allocator's calls that return memory or move the heap and the TLB
+/// flushes they cause. Every thread of the process at [`WindowCounts::start`] is counted, and
+/// every thread those threads start afterwards (counts of such a thread reach the total once
+/// it has exited: join it before [`WindowCounts::finish`]).
+pub struct WindowCounts {
+    rusage: libc::rusage,
+    /// Per tracepoint: its name and one counter per thread.
+    traces: Vec<(&'static str, Vec<std::fs::File>)>,
+}
+
+/// What a [`WindowCounts`] saw.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    /// Minor page faults (a page touched for the first time, or again after the allocator
+    /// returned it to the kernel).
+    pub minor_faults: u64,
+    /// Context switches the threads took by blocking.
+    pub voluntary_switches: u64,
+    /// Involuntary context switches.
+    pub involuntary_switches: u64,
+    /// Tracepoint counts by name (`tlb_flush`, `madvise`, `munmap`, `mmap`, `brk`); empty
+    /// when the kernel did not allow counting them.
+    pub traces: Vec<(String, u64)>,
+}
+
+/// The tracepoints counted, as (short name, tracefs path under `events/`).
+const TRACEPOINTS: [(&str, &str); 5] = [
+    ("tlb_flush", "tlb/tlb_flush"),
+    ("madvise", "syscalls/sys_enter_madvise"),
+    ("munmap", "syscalls/sys_enter_munmap"),
+    ("mmap", "syscalls/sys_enter_mmap"),
+    ("brk", "syscalls/sys_enter_brk"),
+];
+
+fn rusage_self() -> libc::rusage {
+    // SAFETY: getrusage writes a plain struct that is zero-initialised here.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}
+
+/// Opens a counting perf event for tracepoint `id` on thread `tid` (and the threads it starts).
+fn open_tracepoint(id: u64, tid: i32) -> Option<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // `struct perf_event_attr` in its first published size (PERF_ATTR_SIZE_VER0, 64 bytes).
+    #[repr(C)]
+    struct Attr {
+        kind: u32,
+        size: u32,
+        config: u64,
+        sample_period: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        wakeup_events: u32,
+        bp_type: u32,
+        config1: u64,
+    }
+    const PERF_TYPE_TRACEPOINT: u32 = 2;
+    const INHERIT: u64 = 1 << 1;
+    let attr = Attr {
+        kind: PERF_TYPE_TRACEPOINT,
+        size: 64,
+        config: id,
+        sample_period: 0,
+        sample_type: 0,
+        read_format: 0,
+        flags: INHERIT,
+        wakeup_events: 0,
+        bp_type: 0,
+        config1: 0,
+    };
+    // SAFETY: perf_event_open reads `attr` (a live, correctly sized struct) and returns a new
+    // descriptor or -1; the descriptor is owned by the File from here on.
+    #[allow(unsafe_code)]
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            std::ptr::from_ref(&attr),
+            tid,
+            -1_i32,
+            -1_i32,
+            0_u64,
+        )
+    };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+    #[allow(unsafe_code)]
+    Some(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+fn tracepoint_id(path: &str) -> Option<u64> {
+    [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ]
+    .iter()
+    .find_map(|root| std::fs::read_to_string(format!("{root}/{path}/id")).ok())
+    .and_then(|id| id.trim().parse().ok())
+}
+
+impl WindowCounts {
+    /// Starts counting.
+    #[must_use]
+    pub fn start() -> WindowCounts {
+        let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+            .map(|dir| {
+                dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let traces = TRACEPOINTS
+            .iter()
+            .filter_map(|(name, path)| {
+                let id = tracepoint_id(path)?;
+                let files: Option<Vec<_>> =
+                    tids.iter().map(|&tid| open_tracepoint(id, tid)).collect();
+                Some((*name, files?))
+            })
+            .collect();
+        WindowCounts {
+            rusage: rusage_self(),
+            traces,
+        }
+    }
+
+    /// Stops counting and returns the window's counts.
+    #[must_use]
+    pub fn finish(self) -> Counts {
+        use std::io::Read;
+        let after = rusage_self();
+        let delta = |a: libc::c_long, b: libc::c_long| u64::try_from(a - b).unwrap_or(0);
+        let traces = self
+            .traces
+            .into_iter()
+            .map(|(name, files)| {
+                let total = files
+                    .into_iter()
+                    .map(|mut file| {
+                        let mut bytes = [0_u8; 8];
+                        file.read_exact(&mut bytes)
+                            .map_or(0, |()| u64::from_ne_bytes(bytes))
+                    })
+                    .sum();
+                (name.to_owned(), total)
+            })
+            .collect();
+        Counts {
+            minor_faults: delta(after.ru_minflt, self.rusage.ru_minflt),
+            voluntary_switches: delta(after.ru_nvcsw, self.rusage.ru_nvcsw),
+            involuntary_switches: delta(after.ru_nivcsw, self.rusage.ru_nivcsw),
+            traces,
+        }
+    }
 }

@@ -167,6 +167,16 @@ fn unknown_arguments_are_refused() {
     assert_eq!(options.scale_steps, [1000, 100_000]);
     assert!(parse(&["scale", "--scale-protocols", "h3"]).is_err());
     assert!(parse(&["scale", "--scale-steps", "0"]).is_err());
+    assert_eq!(
+        parse(&["population", "--population-malloc", "no-trim,glibc"])
+            .unwrap()
+            .population_malloc,
+        [
+            watchkeeper_bench::inproc::MallocMode::NoTrim,
+            watchkeeper_bench::inproc::MallocMode::Glibc
+        ]
+    );
+    assert!(parse(&["population", "--population-malloc", "jemalloc"]).is_err());
     assert!(parse(&["restart", "--port-base", "80"]).is_err());
     assert_eq!(
         parse(&["restart", "--port-base", "24200"])
