@@ -148,14 +148,7 @@ impl Options {
                 }
                 "--population-ns" => {
                     i += 1;
-                    options.population_ns = args
-                        .get(i)
-                        .and_then(|v| {
-                            v.split(',')
-                                .map(|n| n.trim().replace('_', "").parse().ok())
-                                .collect::<Option<Vec<usize>>>()
-                        })
-                        .filter(|ns| !ns.is_empty())
+                    options.population_ns = list(args.get(i), count)
                         .ok_or("--population-ns needs a comma-separated list of counts")?;
                 }
                 "--busy-nice" => {
@@ -169,46 +162,22 @@ impl Options {
                 }
                 "--population-malloc" => {
                     i += 1;
-                    options.population_malloc = args
-                        .get(i)
-                        .and_then(|v| {
-                            v.split(',')
-                                .map(|name| inproc::MallocMode::parse(name.trim()))
-                                .collect::<Option<Vec<_>>>()
-                        })
-                        .filter(|modes| !modes.is_empty())
+                    options.population_malloc = list(args.get(i), inproc::MallocMode::parse)
                         .ok_or(
                             "--population-malloc needs a comma-separated list of glibc, no-trim",
                         )?;
                 }
                 "--fanout-grid" => {
                     i += 1;
-                    options.fanout_grid = args
-                        .get(i)
-                        .and_then(|v| {
-                            v.split(',')
-                                .map(|point| {
-                                    let (n, rate) = point.trim().split_once('x')?;
-                                    Some((
-                                        n.replace('_', "").parse().ok()?,
-                                        rate.replace('_', "").parse().ok()?,
-                                    ))
-                                })
-                                .collect::<Option<Vec<(usize, f64)>>>()
-                        })
-                        .filter(|grid| !grid.is_empty())
-                        .ok_or("--fanout-grid needs WATCHERSxRATE points, comma-separated (e.g. 100x100,1000x1000)")?;
+                    options.fanout_grid = list(args.get(i), |point| {
+                        let (n, rate) = point.split_once('x')?;
+                        Some((count(n)?, rate.replace('_', "").parse().ok()?))
+                    })
+                    .ok_or("--fanout-grid needs WATCHERSxRATE points, comma-separated (e.g. 100x100,1000x1000)")?;
                 }
                 "--restart-modes" => {
                     i += 1;
-                    options.restart_modes = args
-                        .get(i)
-                        .and_then(|v| {
-                            v.split(',')
-                                .map(|name| restart::Mode::parse(name.trim()))
-                                .collect::<Option<Vec<_>>>()
-                        })
-                        .filter(|modes| !modes.is_empty())
+                    options.restart_modes = list(args.get(i), restart::Mode::parse)
                         .ok_or("--restart-modes needs a comma-separated list of embedded, etcd-restart, etcd-sibling")?;
                 }
                 "--port-base" => {
@@ -222,26 +191,12 @@ impl Options {
                 }
                 "--scale-protocols" => {
                     i += 1;
-                    options.scale_protocols = args
-                        .get(i)
-                        .and_then(|v| {
-                            v.split(',')
-                                .map(|name| scale::Protocol::parse(name.trim()))
-                                .collect::<Option<Vec<_>>>()
-                        })
-                        .filter(|protocols| !protocols.is_empty())
+                    options.scale_protocols = list(args.get(i), scale::Protocol::parse)
                         .ok_or("--scale-protocols needs a comma-separated list of h1, h2")?;
                 }
                 "--scale-steps" => {
                     i += 1;
-                    options.scale_steps = args
-                        .get(i)
-                        .and_then(|v| {
-                            v.split(',')
-                                .map(|n| n.trim().replace('_', "").parse().ok().filter(|n| *n > 0))
-                                .collect::<Option<Vec<usize>>>()
-                        })
-                        .filter(|steps| !steps.is_empty())
+                    options.scale_steps = list(args.get(i), |n| count(n).filter(|n| *n > 0))
                         .ok_or("--scale-steps needs a comma-separated list of stream counts")?;
                 }
                 "-h" | "--help" => {
@@ -268,6 +223,21 @@ impl Options {
         }
         Ok(options)
     }
+}
+
+/// A flag's comma-separated list, each item (trimmed) read by `item`; `None` when the value
+/// is missing, empty or has an item `item` refuses.
+fn list<T>(value: Option<&String>, item: impl Fn(&str) -> Option<T>) -> Option<Vec<T>> {
+    let items: Vec<T> = value?
+        .split(',')
+        .map(|v| item(v.trim()))
+        .collect::<Option<_>>()?;
+    (!items.is_empty()).then_some(items)
+}
+
+/// A count with optional `_` separators (`100_000`).
+fn count(text: &str) -> Option<usize> {
+    text.replace('_', "").parse().ok()
 }
 
 /// Runs the chosen suites, printing each table as it completes, and writes the results.
