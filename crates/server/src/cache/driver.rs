@@ -620,6 +620,35 @@ mod tests {
         out
     }
 
+    /// Goal: at most one `Input::Wake` is on its way at a time, and a wake-up that finds the
+    /// channel full does not leave the flag set with nothing on its way (the next wake-up,
+    /// once there is room, sends again: nothing waits for an unrelated input).
+    #[test]
+    fn a_wake_that_finds_the_channel_full_sends_again_later() {
+        let (input, receiver) = flume::bounded(1);
+        let waker = Waker {
+            pending: AtomicBool::new(false),
+            input,
+        };
+        waker.wake();
+        waker.wake();
+        assert_eq!(receiver.len(), 1, "one Wake on its way, not two");
+        assert!(waker.pending.load(Ordering::SeqCst));
+        // The dispatcher takes it (and clears the flag, as `run_dispatcher` does), then the
+        // channel fills with something else.
+        assert!(matches!(receiver.try_recv(), Ok(Input::Wake)));
+        waker.pending.store(false, Ordering::SeqCst);
+        waker.input.try_send(Input::Progress(1)).expect("room");
+        waker.wake();
+        assert!(
+            !waker.pending.load(Ordering::SeqCst),
+            "a Wake that could not be sent is not on its way"
+        );
+        assert!(matches!(receiver.try_recv(), Ok(Input::Progress(1))));
+        waker.wake();
+        assert!(matches!(receiver.try_recv(), Ok(Input::Wake)));
+    }
+
     /// Goal: progress is a mark, not a message: a store revision without changes takes no
     /// channel slot, and the mark never overtakes a revision (the cache ends at the last
     /// revision, every change delivered once, in order).
