@@ -97,16 +97,21 @@ fn listen_backlog() -> u32 {
 }
 
 /// A listening socket on `addr` (address reuse on, as std's listeners set it, so a restarted
-/// server binds its port again at once) with the accept queue of [`listen_backlog`].
+/// server binds its port again at once) with the accept queue of [`listen_backlog`], and, when
+/// `send_buffer` is not 0, that SO_SNDBUF (`--socket-send-buffer-bytes`), which every accepted
+/// connection inherits from the listening socket.
 ///
 /// # Errors
 /// The socket cannot be made, bound or put to listen.
-pub fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+pub fn listen(addr: SocketAddr, send_buffer: usize) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
+    if send_buffer != 0 {
+        socket.set_send_buffer_size(u32::try_from(send_buffer).unwrap_or(u32::MAX))?;
+    }
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(listen_backlog())
@@ -666,7 +671,7 @@ mod tests {
     /// Send-Q), not tokio's default of 1024 or std's 128.
     #[tokio::test]
     async fn the_accept_queue_is_as_long_as_the_system_allows() {
-        let listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = listen("127.0.0.1:0".parse().unwrap(), 0).unwrap();
         let port = listener.local_addr().unwrap().port();
         let out = std::process::Command::new("ss")
             .args(["-ltnH", &format!("sport = :{port}")])
@@ -686,6 +691,6 @@ mod tests {
         assert_eq!(send_q, somaxconn.min(65535));
         // A second listener binds the same port once the first is gone (address reuse).
         drop(listener);
-        listen(format!("127.0.0.1:{port}").parse().unwrap()).unwrap();
+        listen(format!("127.0.0.1:{port}").parse().unwrap(), 0).unwrap();
     }
 }
