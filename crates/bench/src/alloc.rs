@@ -54,7 +54,7 @@ static ADDRESSES_MISSED: AtomicU64 = AtomicU64::new(0);
 
 fn address_entry(ptr: *mut u8, size: usize) -> Option<usize> {
     let address = ptr as usize;
-    (size >= ADDRESS_MIN && size <= TRACKED_MAX && address < (1 << 47) && address > TOMB)
+    ((ADDRESS_MIN..=TRACKED_MAX).contains(&size) && address < (1 << 47) && address > TOMB)
         .then_some(size << 47 | address)
 }
 
@@ -83,6 +83,10 @@ fn remember(ptr: *mut u8, size: usize) {
 }
 
 fn forget(ptr: *mut u8, size: usize) {
+    // The table is emptied when tracking stops (see [`track_live`]).
+    if !TRACK.load(Ordering::Relaxed) {
+        return;
+    }
     let Some(entry) = address_entry(ptr, size) else {
         return;
     };
@@ -186,6 +190,12 @@ pub fn installed() -> bool {
 /// while it was on.
 pub fn track_live(on: bool) {
     TRACK.store(on, Ordering::Relaxed);
+    if !on {
+        // Nothing is looked up while tracking is off: frees then skip the table entirely.
+        for slot in &ADDRESSES {
+            slot.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Live heap bytes and allocations by size at one moment (see [`track_live`]).
@@ -302,7 +312,7 @@ pub fn resident_by_size(pagemap: &std::fs::File) -> (Vec<Resident>, u64) {
         share.resident_bytes += resident;
     }
     let mut shares: Vec<Resident> = by_size.into_values().collect();
-    shares.sort_by(|a, b| b.resident_bytes.cmp(&a.resident_bytes));
+    shares.sort_by_key(|share| std::cmp::Reverse(share.resident_bytes));
     (shares, ADDRESSES_MISSED.load(Ordering::Relaxed))
 }
 
