@@ -435,11 +435,21 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), S
     );
     if let Some((resident, missed, open)) = largest_resident {
         // Sizes with at least one allocation per 100 streams (one-off buffers left out).
-        for share in resident
+        let listed: Vec<_> = resident
             .iter()
             .filter(|r| r.allocations as usize * 100 >= open)
             .take(12)
-        {
+            .collect();
+        if listed.is_empty() {
+            resident_table.row(vec![
+                "none of 2 KiB or more".into(),
+                "0".into(),
+                "0".into(),
+                "–".into(),
+                "–".into(),
+            ]);
+        }
+        for share in listed {
             let per = share.resident_bytes as f64 / share.allocations.max(1) as f64;
             resident_table.row(vec![
                 share.size.to_string(),
@@ -451,6 +461,14 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), S
         }
         resident_table.note(format!("Every live allocation of {} bytes or more (up to 64 KiB) made while the suite ran, at the largest step's idle measurement ({open} streams open), after `malloc_trim(0)`: the bytes of each that lie on pages present in /proc/self/pagemap (a page shared with a neighbour counts for both). An allocated but never written page is heap, not RSS. Sizes with fewer than one allocation per 100 streams are left out; {missed} allocations did not fit the bench's address table.", crate::alloc::ADDRESS_MIN));
         resident_table.raw(json!({"protocol": protocol.as_str(), "open": open, "missed": missed, "resident": resident}));
+    } else {
+        resident_table.row(vec![
+            "/proc/self/pagemap unreadable".into(),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+        ]);
     }
     Ok((table, account, resident_table))
 }
