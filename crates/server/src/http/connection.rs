@@ -24,6 +24,11 @@
 //!   rewritten as Status answers beneath it ([`crate::http::wire`]). The HTTP/1.1 read and
 //!   write buffers are bounded by the same figure (hyper's `max_buf_size`), so a client that
 //!   never reads costs at most that much buffered response per connection, plus its queue.
+//! - With `--socket-send-buffer-bytes`, every connection's kernel send buffer is that size
+//!   (SO_SNDBUF, set on the listening socket and inherited by each accepted one), so a client
+//!   that does not read holds at most that much of the kernel's memory besides hyper's buffer
+//!   and its watch queue; without it the kernel autotunes it, up to `net.ipv4.tcp_wmem`'s
+//!   maximum.
 //! - The listening socket's accept queue is as long as the system allows
 //!   (`net.core.somaxconn`, as Go's listeners and so kube-apiserver's take it; [`listen`]), so
 //!   thousands of clients reconnecting at once after a restart wait in the queue instead of
