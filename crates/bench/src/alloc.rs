@@ -40,9 +40,9 @@ fn class(size: usize) -> usize {
 }
 
 /// Allocations of at least this many bytes have their addresses kept (see the module docs).
-pub const ADDRESS_MIN: usize = 2048;
-/// Slots of the address table (open addressing; 2 MiB).
-const ADDRESS_SLOTS: usize = 1 << 18;
+pub const ADDRESS_MIN: usize = 16;
+/// Slots of the address table (open addressing; 8 MiB).
+const ADDRESS_SLOTS: usize = 1 << 20;
 /// Probes before an insertion gives up (counted in [`ADDRESSES_MISSED`]).
 const ADDRESS_PROBES: usize = 4096;
 /// A removed entry (lookups probe past it, insertions reuse it).
@@ -60,7 +60,7 @@ fn address_entry(ptr: *mut u8, size: usize) -> Option<usize> {
 
 fn address_slot(entry: usize) -> usize {
     let address = entry & ((1 << 47) - 1);
-    ((address >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 18)) & (ADDRESS_SLOTS - 1)
+    ((address >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 20)) & (ADDRESS_SLOTS - 1)
 }
 
 fn remember(ptr: *mut u8, size: usize) {

@@ -23,8 +23,8 @@
 //! streams; the size classes that grew most per stream are listed for the largest step (the
 //! per-piece account in BENCHMARKS.md is built from them).
 //!
-//! For the same step, tables 8e and 8f give the resident share of every large live allocation
-//! (2 KiB or more, by exact size): the bytes of each that lie on pages present in
+//! For the same step, tables 8e and 8f give the resident share of the live allocations by exact
+//! size (16 bytes or more): the bytes of each that lie on pages present in
 //! /proc/self/pagemap ([`crate::alloc::resident_by_size`]). A buffer allocated but never
 //! written past its first page costs heap but little RSS, unless the allocator placed it on
 //! pages that earlier allocations touched.
@@ -419,7 +419,7 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), S
     let mut resident_table = Table::new(
         "scale",
         &format!(
-            "8{}. Resident share of the large live allocations, idle {unit}s (the largest step)",
+            "8{}. Resident bytes of the live allocations by size, idle {unit}s (the largest step)",
             match protocol {
                 Protocol::H1 => "e",
                 Protocol::H2 => "f",
@@ -431,6 +431,7 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), S
             "per open stream",
             "bytes on resident pages, per allocation",
             "resident share",
+            "resident bytes per open stream",
         ],
     );
     if let Some((resident, missed, open)) = largest_resident {
@@ -438,13 +439,17 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), S
         let listed: Vec<_> = resident
             .iter()
             .filter(|r| r.allocations as usize * 100 >= open)
-            .take(12)
+            .take(20)
             .collect();
+        let per_stream = |bytes: u64| bytes as f64 / open.max(1) as f64;
+        let listed_bytes: u64 = listed.iter().map(|r| r.resident_bytes).sum();
+        let all_bytes: u64 = resident.iter().map(|r| r.resident_bytes).sum();
         if listed.is_empty() {
             resident_table.row(vec![
-                "none of 2 KiB or more".into(),
+                "none".into(),
                 "0".into(),
                 "0".into(),
+                "–".into(),
                 "–".into(),
                 "–".into(),
             ]);
@@ -457,13 +462,15 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), S
                 f(share.allocations as f64 / open.max(1) as f64, 3),
                 f(per, 0),
                 format!("{:.0} %", 100.0 * per / share.size as f64),
+                f(per_stream(share.resident_bytes), 1),
             ]);
         }
-        resident_table.note(format!("Every live allocation of {} bytes or more (up to 64 KiB) made while the suite ran, at the largest step's idle measurement ({open} streams open), after `malloc_trim(0)`: the bytes of each that lie on pages present in /proc/self/pagemap (a page shared with a neighbour counts for both). An allocated but never written page is heap, not RSS. Sizes with fewer than one allocation per 100 streams are left out; {missed} allocations did not fit the bench's address table.", crate::alloc::ADDRESS_MIN));
+        resident_table.note(format!("Every live allocation of {} bytes or more (up to 64 KiB) made while the suite ran, at the largest step's idle measurement ({open} streams open), after `malloc_trim(0)`: the bytes of each that lie on pages present in /proc/self/pagemap (bytes, so a page shared by neighbours is split between them; the allocator's own headers are not counted). An allocated but never written page is heap, not RSS. Sizes with fewer than one allocation per 100 streams are left out (at most 20 listed: {:.1} resident bytes per open stream; all sizes: {:.1}); {missed} allocations did not fit the bench's address table.", crate::alloc::ADDRESS_MIN, per_stream(listed_bytes), per_stream(all_bytes)));
         resident_table.raw(json!({"protocol": protocol.as_str(), "open": open, "missed": missed, "resident": resident}));
     } else {
         resident_table.row(vec![
             "/proc/self/pagemap unreadable".into(),
+            "–".into(),
             "–".into(),
             "–".into(),
             "–".into(),
