@@ -6,10 +6,15 @@
 //! and how many live allocations there are of each size ([`track_live`], off by default: it
 //! costs two more atomic operations per allocation and per free). The scale suite turns it on
 //! to account for an idle watch's memory size by size ([`LiveSizes`]).
+//!
+//! While live tracking is on it also keeps the address of every live allocation of
+//! [`ADDRESS_MIN`] bytes or more, so that [`resident_by_size`] can tell how much of each such
+//! allocation lies on pages that are resident (/proc/self/pagemap): a buffer that is allocated
+//! but never written costs heap, not RSS.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
@@ -34,6 +39,71 @@ fn class(size: usize) -> usize {
     size.div_ceil(GRAIN).min(CLASSES - 1)
 }
 
+/// Allocations of at least this many bytes have their addresses kept (see the module docs).
+pub const ADDRESS_MIN: usize = 16;
+/// Slots of the address table (open addressing; 8 MiB).
+const ADDRESS_SLOTS: usize = 1 << 20;
+/// Probes before an insertion gives up (counted in [`ADDRESSES_MISSED`]).
+const ADDRESS_PROBES: usize = 4096;
+/// A removed entry (lookups probe past it, insertions reuse it).
+const TOMB: usize = 1;
+/// Live allocations of [`ADDRESS_MIN`] bytes or more: `size << 47 | address`, 0 for a free slot.
+static ADDRESSES: [AtomicUsize; ADDRESS_SLOTS] = [const { AtomicUsize::new(0) }; ADDRESS_SLOTS];
+/// Allocations the table had no room for.
+static ADDRESSES_MISSED: AtomicU64 = AtomicU64::new(0);
+
+fn address_entry(ptr: *mut u8, size: usize) -> Option<usize> {
+    let address = ptr as usize;
+    ((ADDRESS_MIN..=TRACKED_MAX).contains(&size) && address < (1 << 47) && address > TOMB)
+        .then_some(size << 47 | address)
+}
+
+fn address_slot(entry: usize) -> usize {
+    let address = entry & ((1 << 47) - 1);
+    ((address >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 20)) & (ADDRESS_SLOTS - 1)
+}
+
+fn remember(ptr: *mut u8, size: usize) {
+    let Some(entry) = address_entry(ptr, size) else {
+        return;
+    };
+    let start = address_slot(entry);
+    for probe in 0..ADDRESS_PROBES {
+        let slot = &ADDRESSES[(start + probe) & (ADDRESS_SLOTS - 1)];
+        let current = slot.load(Ordering::Relaxed);
+        if (current == 0 || current == TOMB)
+            && slot
+                .compare_exchange(current, entry, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return;
+        }
+    }
+    ADDRESSES_MISSED.fetch_add(1, Ordering::Relaxed);
+}
+
+fn forget(ptr: *mut u8, size: usize) {
+    // The table is emptied when tracking stops (see [`track_live`]).
+    if !TRACK.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(entry) = address_entry(ptr, size) else {
+        return;
+    };
+    let start = address_slot(entry);
+    for probe in 0..ADDRESS_PROBES {
+        let slot = &ADDRESSES[(start + probe) & (ADDRESS_SLOTS - 1)];
+        match slot.load(Ordering::Relaxed) {
+            0 => return,
+            current if current == entry => {
+                let _ = slot.compare_exchange(entry, TOMB, Ordering::Relaxed, Ordering::Relaxed);
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
 fn track(size: usize, sign: i64) {
     if TRACK.load(Ordering::Relaxed) {
         let bytes = sign * size as i64;
@@ -56,7 +126,11 @@ unsafe impl GlobalAlloc for Counting {
         BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         track(layout.size(), 1);
         // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
+        let ptr = unsafe { System.alloc(layout) };
+        if TRACK.load(Ordering::Relaxed) {
+            remember(ptr, layout.size());
+        }
+        ptr
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -64,11 +138,17 @@ unsafe impl GlobalAlloc for Counting {
         BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         track(layout.size(), 1);
         // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc_zeroed(layout) }
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if TRACK.load(Ordering::Relaxed) {
+            remember(ptr, layout.size());
+        }
+        ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         track(layout.size(), -1);
+        // Forgotten before the system may hand the block out again.
+        forget(ptr, layout.size());
         // SAFETY: forwarded; `ptr` came from this allocator.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -78,8 +158,13 @@ unsafe impl GlobalAlloc for Counting {
         BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
         track(layout.size(), -1);
         track(new_size, 1);
+        forget(ptr, layout.size());
         // SAFETY: forwarded; `ptr` came from this allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if TRACK.load(Ordering::Relaxed) {
+            remember(new, new_size);
+        }
+        new
     }
 }
 
@@ -105,6 +190,12 @@ pub fn installed() -> bool {
 /// while it was on.
 pub fn track_live(on: bool) {
     TRACK.store(on, Ordering::Relaxed);
+    if !on {
+        // Nothing is looked up while tracking is off: frees then skip the table entirely.
+        for slot in &ADDRESSES {
+            slot.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Live heap bytes and allocations by size at one moment (see [`track_live`]).
@@ -163,6 +254,66 @@ impl LiveSizes {
         shares.truncate(top);
         shares
     }
+}
+
+/// The live allocations of one size (of [`ADDRESS_MIN`] bytes or more) and how much of them
+/// lies on resident pages ([`resident_by_size`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Resident {
+    /// The allocation size, bytes.
+    pub size: usize,
+    /// Live allocations of that size.
+    pub allocations: u64,
+    /// Their bytes that lie on resident pages.
+    pub resident_bytes: u64,
+}
+
+/// Opens /proc/self/pagemap (before the descriptors run out), for [`resident_by_size`].
+#[must_use]
+pub fn pagemap() -> Option<std::fs::File> {
+    std::fs::File::open("/proc/self/pagemap").ok()
+}
+
+/// The live allocations of [`ADDRESS_MIN`] bytes or more made while live tracking was on, by
+/// size, with the bytes of each that lie on resident pages (a page shared with a neighbour
+/// counts for both); largest resident bytes first. Also the allocations the address table had
+/// no room for.
+#[must_use]
+pub fn resident_by_size(pagemap: &std::fs::File) -> (Vec<Resident>, u64) {
+    use std::os::unix::fs::FileExt as _;
+    const PAGE: usize = 4096;
+    let mut by_size = std::collections::BTreeMap::<usize, Resident>::new();
+    for slot in &ADDRESSES {
+        let entry = slot.load(Ordering::Relaxed);
+        if entry == 0 || entry == TOMB {
+            continue;
+        }
+        let address = entry & ((1 << 47) - 1);
+        let size = entry >> 47;
+        let mut resident = 0u64;
+        let mut page = address / PAGE;
+        while page * PAGE < address + size {
+            let mut word = [0u8; 8];
+            let present = pagemap.read_exact_at(&mut word, (page * 8) as u64).is_ok()
+                && u64::from_le_bytes(word) >> 63 == 1;
+            if present {
+                let from = (page * PAGE).max(address);
+                let to = ((page + 1) * PAGE).min(address + size);
+                resident += (to - from) as u64;
+            }
+            page += 1;
+        }
+        let share = by_size.entry(size).or_insert(Resident {
+            size,
+            allocations: 0,
+            resident_bytes: 0,
+        });
+        share.allocations += 1;
+        share.resident_bytes += resident;
+    }
+    let mut shares: Vec<Resident> = by_size.into_values().collect();
+    shares.sort_by_key(|share| std::cmp::Reverse(share.resident_bytes));
+    (shares, ADDRESSES_MISSED.load(Ordering::Relaxed))
 }
 
 /// Returns freed heap memory to the system (glibc's `malloc_trim(0)`), so that RSS counts

@@ -22,6 +22,12 @@
 //! ([`crate::alloc::LiveSizes`]). The step's figures are the differences divided by the new
 //! streams; the size classes that grew most per stream are listed for the largest step (the
 //! per-piece account in BENCHMARKS.md is built from them).
+//!
+//! For the same step, tables 8e and 8f give the resident share of the live allocations by exact
+//! size (16 bytes or more): the bytes of each that lie on pages present in
+//! /proc/self/pagemap ([`crate::alloc::resident_by_size`]). A buffer allocated but never
+//! written past its first page costs heap but little RSS, unless the allocator placed it on
+//! pages that earlier allocations touched.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,9 +92,10 @@ pub fn scale(options: &Options) -> Result<Vec<Table>, String> {
     let mut tables = Vec::new();
     let mut accounts = Vec::new();
     for protocol in protocols {
-        let (table, account) = run(options, protocol)?;
+        let (table, account, resident) = run(options, protocol)?;
         tables.push(table);
         accounts.push(account);
+        accounts.push(resident);
     }
     crate::alloc::track_live(false);
     tables.extend(accounts);
@@ -102,7 +109,7 @@ fn memory(rss: &mut crate::sys::RssReader) -> (u64, LiveSizes) {
 }
 
 #[allow(clippy::too_many_lines)]
-fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table), String> {
+fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table, Table), String> {
     let limit = crate::sys::fd_limit() as usize;
     let (per_child, per_connection) = match protocol {
         Protocol::H1 => (PER_CHILD_H1, 1),
@@ -133,6 +140,8 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table), String> 
     };
     let writes = if options.smoke { 3 } else { 5 };
     let mut rss = crate::sys::RssReader::open();
+    // Opened now: the HTTP/1.1 ramp ends with every descriptor in use.
+    let pagemap = crate::alloc::pagemap();
     let args = match protocol {
         Protocol::H1 => ServeArgs::default(),
         // Every stream of a connection is a watch: the per-connection watch limit is the
@@ -197,6 +206,7 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table), String> 
     );
     let mut counts = vec![0usize; children.len()];
     let mut largest: Option<(usize, LiveSizes, LiveSizes, usize, f64, f64)> = None;
+    let mut largest_resident: Option<(Vec<crate::alloc::Resident>, u64, usize)> = None;
     for &step in &steps {
         let before_open: usize = counts.iter().sum();
         let (rss_before, live_before) = memory(&mut rss);
@@ -250,6 +260,10 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table), String> 
         let rss_per = rss_idle.saturating_sub(rss_before) as f64 / 1024.0 / new.max(1) as f64;
         let heap_per = (live_idle.bytes - live_before.bytes) as f64 / 1024.0 / new.max(1) as f64;
         if new > 0 && largest.as_ref().is_none_or(|l| new >= l.0) {
+            if let Some(pagemap) = &pagemap {
+                let (resident, missed) = crate::alloc::resident_by_size(pagemap);
+                largest_resident = Some((resident, missed, open));
+            }
             largest = Some((
                 new,
                 live_before.clone(),
@@ -402,7 +416,68 @@ fn run(options: &Options, protocol: Protocol) -> Result<(Table, Table), String> 
         account.note(format!("The step that opened the most streams: {new} new, {open} open in all; {rss_per:.2} KiB RSS and {heap_per:.2} KiB live heap per new stream. Classes listed: the 16 that grew most ({:.1} of {:.1} bytes per stream). An allocation of n bytes is in class ⌈n/8⌉·8.", listed, heap_per * 1024.0));
         account.raw(json!({"protocol": protocol.as_str(), "new": new, "open": open, "rss_per_kib": rss_per, "heap_per_kib": heap_per, "shares": shares}));
     }
-    Ok((table, account))
+    let mut resident_table = Table::new(
+        "scale",
+        &format!(
+            "8{}. Resident bytes of the live allocations by size, idle {unit}s (the largest step)",
+            match protocol {
+                Protocol::H1 => "e",
+                Protocol::H2 => "f",
+            }
+        ),
+        &[
+            "allocation size, bytes",
+            "live allocations",
+            "per open stream",
+            "bytes on resident pages, per allocation",
+            "resident share",
+            "resident bytes per open stream",
+        ],
+    );
+    if let Some((resident, missed, open)) = largest_resident {
+        // Sizes with at least one allocation per 100 streams (one-off buffers left out).
+        let listed: Vec<_> = resident
+            .iter()
+            .filter(|r| r.allocations as usize * 100 >= open)
+            .take(20)
+            .collect();
+        let per_stream = |bytes: u64| bytes as f64 / open.max(1) as f64;
+        let listed_bytes: u64 = listed.iter().map(|r| r.resident_bytes).sum();
+        let all_bytes: u64 = resident.iter().map(|r| r.resident_bytes).sum();
+        if listed.is_empty() {
+            resident_table.row(vec![
+                "none".into(),
+                "0".into(),
+                "0".into(),
+                "–".into(),
+                "–".into(),
+                "–".into(),
+            ]);
+        }
+        for share in listed {
+            let per = share.resident_bytes as f64 / share.allocations.max(1) as f64;
+            resident_table.row(vec![
+                share.size.to_string(),
+                share.allocations.to_string(),
+                f(share.allocations as f64 / open.max(1) as f64, 3),
+                f(per, 0),
+                format!("{:.0} %", 100.0 * per / share.size as f64),
+                f(per_stream(share.resident_bytes), 1),
+            ]);
+        }
+        resident_table.note(format!("Every live allocation of {} bytes or more (up to 64 KiB) made while the suite ran, at the largest step's idle measurement ({open} streams open), after `malloc_trim(0)`: the bytes of each that lie on pages present in /proc/self/pagemap (bytes, so a page shared by neighbours is split between them; the allocator's own headers are not counted). An allocated but never written page is heap, not RSS. Sizes with fewer than one allocation per 100 streams are left out (at most 20 listed: {:.1} resident bytes per open stream; all sizes: {:.1}); {missed} allocations did not fit the bench's address table.", crate::alloc::ADDRESS_MIN, per_stream(listed_bytes), per_stream(all_bytes)));
+        resident_table.raw(json!({"protocol": protocol.as_str(), "open": open, "missed": missed, "resident": resident}));
+    } else {
+        resident_table.row(vec![
+            "/proc/self/pagemap unreadable".into(),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+        ]);
+    }
+    Ok((table, account, resident_table))
 }
 
 /// Latencies one stream has seen (ns per event, in order).

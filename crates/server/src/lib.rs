@@ -277,10 +277,11 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         counters: counters.clone(),
     };
     let listener =
-        crate::http::connection::listen(config.listen).map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
-        })?;
+        crate::http::connection::listen(config.listen, config.limits.socket_send_buffer_bytes)
+            .map_err(|source| StartError::Listen {
+                addr: config.listen,
+                source,
+            })?;
     let addr = listener.local_addr().map_err(|source| StartError::Listen {
         addr: config.listen,
         source,

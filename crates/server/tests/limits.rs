@@ -538,18 +538,27 @@ async fn never_reading_clients_are_bounded_and_released() {
         clients >= 1000,
         "RLIMIT_NOFILE {limit} is too low for this test"
     );
-    const QUEUE: usize = 64;
+    const QUEUE: usize = 16;
     const HEADER_BYTES: usize = 8192;
+    const SEND_BUFFER: usize = 16 * 1024;
     const TIMEOUT_SECONDS: u64 = 30;
-    // Enough bytes per watcher (~400 KB) to fill the kernel's socket buffers, hyper's buffer
-    // and the queue of a client that never reads.
-    const WRITES: usize = 300;
+    // Twice what the kernel (the client's 4 KiB receive buffer and the server's send buffer,
+    // both doubled by Linux), hyper's buffer (max-header-bytes + 16 KiB, plus one chunk of at
+    // most a queue's worth) and the queue hold for a client that never reads: ~90 events of
+    // this size (see `a_client_that_never_reads_pushes_back_within_the_send_buffer_bound`).
+    // Without the send buffer bound the kernel held ~150 events per client, at the price of
+    // driving the machine's TCP memory into pressure, and whether the clients pushed back
+    // before their deadline depended on how fast the writes went (BENCHMARKS.md invocation
+    // AD).
+    const WRITES: usize = 180;
     const PAYLOAD: usize = 1000;
     let server = spawn_server(&[
         "--queue-capacity-max",
         &QUEUE.to_string(),
         "--max-header-bytes",
         &HEADER_BYTES.to_string(),
+        "--socket-send-buffer-bytes",
+        &SEND_BUFFER.to_string(),
         "--max-watches",
         "0",
         "--max-watches-per-user",
@@ -657,33 +666,121 @@ async fn never_reading_clients_are_bounded_and_released() {
         "apiserver_watch_cache_watcher_stalls_total{",
         "configmaps",
     );
-    assert!(stalls > 0, "the clients that never read pushed back");
+    let dispatched = metric_sum(
+        &text,
+        "apiserver_watch_cache_events_dispatched_total{",
+        "configmaps",
+    );
 
     // The bound. Per client: its queue (items are shared pointers to events), hyper's
-    // buffer (max-header-bytes + 16 KiB) plus one chunk of at most 64 encoded events, and a
-    // fixed 64 KiB for the connection (task, hyper and socket state, read buffer).
+    // buffer (max-header-bytes + 16 KiB) plus one chunk of at most a queue's worth of encoded
+    // events, and a fixed 64 KiB for the connection (task, hyper and socket state, read
+    // buffer).
     let (rss, peak) = memory_of(pid);
     let event_bytes = configmap("c", PAYLOAD).to_string().len() as u64 + 200;
     let per_client = (QUEUE * std::mem::size_of::<watchkeeper_core::WatchItem>()) as u64
         + (HEADER_BYTES + 16 * 1024) as u64
-        + 64 * event_bytes
+        + QUEUE as u64 * event_bytes
         + 64 * 1024;
     // The events themselves live once, shared (history, encodings): 4 copies each, generously.
     let events = WRITES as u64 * event_bytes * 4;
     let bound = baseline + clients as u64 * per_client + events;
     eprintln!(
-        "never-reading clients: {clients} (all open after {opened_after:?}, writes done after {written_after:?}, informational); baseline RSS {} KiB; peak RSS {} KiB; RSS after release {} KiB; bound {} KiB (per client {} B); stalls {stalls}",
+        "never-reading clients: {clients} (all open after {opened_after:?}, writes done after {written_after:?}, informational); baseline RSS {} KiB; peak RSS {} KiB; RSS after release {} KiB; bound {} KiB (per client {} B); events dispatched {dispatched}; stalls {stalls}",
         baseline / 1024,
         peak / 1024,
         rss / 1024,
         bound / 1024,
         per_client
     );
+    assert!(stalls > 0, "the clients that never read pushed back");
     assert!(
         peak <= bound,
         "peak RSS {peak} B exceeds the documented bound {bound} B"
     );
     drop(sockets);
+}
+
+/// A watch client that never reads pushes back (its watcher stalls) once what it was sent
+/// exceeds what the kernel, hyper and the watch queue hold for it, and with
+/// `--socket-send-buffer-bytes` the kernel's part is bounded by that figure: here the client's
+/// receive buffer (4 KiB, doubled by Linux), the server's send buffer (16 KiB, doubled), hyper's
+/// buffer (max-header-bytes + 16 KiB, plus one chunk of at most a queue's worth of events) and
+/// the queue (16 events) come to about 90 events of this size, and twice that many are written.
+/// Left to the kernel's autotuning, a never-reading connection's send buffer grows to MiBs
+/// (`net.ipv4.tcp_wmem`'s maximum) and no event would push back (BENCHMARKS.md invocation AD:
+/// the 10,000-client test below stalled or not depending on the machine's load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_pushes_back_within_the_send_buffer_bound() {
+    const QUEUE: usize = 16;
+    const HEADER_BYTES: usize = 8192;
+    const SEND_BUFFER: usize = 16 * 1024;
+    const RECEIVE_BUFFER: usize = 4096;
+    const PAYLOAD: usize = 1000;
+    let server = server_with(ServeArgs {
+        queue_capacity_max: Some(QUEUE),
+        max_header_bytes: Some(HEADER_BYTES),
+        socket_send_buffer_bytes: Some(SEND_BUFFER),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (status, text) = request(
+        addr,
+        "POST",
+        CM,
+        "application/json",
+        &configmap("c", PAYLOAD).to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .set_recv_buffer_size(u32::try_from(RECEIVE_BUFFER).unwrap())
+        .unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {CM}?watch=true HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    until(|| server.app.limits.open_watches() == 1).await;
+    // Everything that can hold events for the client, in events of this size.
+    let event_bytes = configmap("c", PAYLOAD).to_string().len() + 200;
+    let bytes = 2 * RECEIVE_BUFFER + 2 * SEND_BUFFER + HEADER_BYTES + 16 * 1024;
+    let writes = 2 * (bytes.div_ceil(event_bytes) + 2 * QUEUE);
+    for index in 0..writes {
+        let mut object = configmap("c", PAYLOAD);
+        object["data"]["index"] = json!(index.to_string());
+        let (status, text) = request(
+            addr,
+            "PUT",
+            &format!("{CM}/c"),
+            "application/json",
+            &object.to_string(),
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+    }
+    let stalls = || async {
+        metric_sum(
+            &metrics(&server).await,
+            "apiserver_watch_cache_watcher_stalls_total{",
+            "configmaps",
+        )
+    };
+    tokio::time::timeout(HANG_GUARD, async {
+        while stalls().await == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "{writes} events of {event_bytes} bytes to a client that never reads did not push back"
+        )
+    });
+    drop(stream);
+    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,6 +40,12 @@ pub struct LimitsConfig {
     /// `--http2-initial-connection-window-bytes` [1048576, hyper's default]: the same, summed
     /// over an HTTP/2 connection's streams.
     pub http2_initial_connection_window_bytes: u32,
+    /// `--socket-send-buffer-bytes` [0: the kernel's default and autotuning]: SO_SNDBUF of
+    /// every connection (4096 to 16777216; Linux doubles it for its bookkeeping and caps it at
+    /// `net.core.wmem_max`). What the kernel holds for a client that does not read is then
+    /// bounded per connection; autotuned, it grows up to `net.ipv4.tcp_wmem`'s maximum (4 MiB
+    /// by default) per connection, bounded overall only by the machine-wide `net.ipv4.tcp_mem`.
+    pub socket_send_buffer_bytes: usize,
     /// `--max-requests-inflight` [400], 0 = unlimited.
     pub requests_inflight_max: usize,
     /// `--max-mutating-requests-inflight` [200], 0 = unlimited.
@@ -75,6 +81,7 @@ impl Default for LimitsConfig {
             http2_max_send_buffer_bytes: 400 * 1024,
             http2_initial_stream_window_bytes: 1024 * 1024,
             http2_initial_connection_window_bytes: 1024 * 1024,
+            socket_send_buffer_bytes: 0,
             requests_inflight_max: 400,
             mutating_requests_inflight_max: 200,
             watches_max: 10_000,
@@ -126,6 +133,9 @@ impl LimitsConfig {
             http2_initial_connection_window_bytes: args
                 .http2_initial_connection_window_bytes
                 .unwrap_or(d.http2_initial_connection_window_bytes),
+            socket_send_buffer_bytes: args
+                .socket_send_buffer_bytes
+                .unwrap_or(d.socket_send_buffer_bytes),
             requests_inflight_max: args
                 .max_requests_inflight
                 .unwrap_or(d.requests_inflight_max),
@@ -239,6 +249,17 @@ impl LimitsConfig {
                     format!("{flag} {value}: must be between 65535 and 2147483647"),
                 ));
             }
+        }
+        if config.socket_send_buffer_bytes != 0
+            && !(4096..=16 * 1024 * 1024).contains(&config.socket_send_buffer_bytes)
+        {
+            return Err(ConfigError::flag(
+                "--socket-send-buffer-bytes",
+                format!(
+                    "--socket-send-buffer-bytes {}: must be 0 (the kernel's default) or between 4096 and 16777216 (16 MiB)",
+                    config.socket_send_buffer_bytes
+                ),
+            ));
         }
         if config.watch_release_grace.is_zero() {
             return Err(ConfigError::flag(

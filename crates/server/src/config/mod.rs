@@ -178,6 +178,10 @@ pub struct ServeArgs {
     /// them (the connection's flow-control window) [default: 1048576].
     #[arg(long)]
     pub http2_initial_connection_window_bytes: Option<u32>,
+    /// The kernel send buffer of every connection (SO_SNDBUF), bytes; 0 = the kernel's default
+    /// and its autotuning (up to net.ipv4.tcp_wmem's maximum per connection) [default: 0].
+    #[arg(long)]
+    pub socket_send_buffer_bytes: Option<usize>,
     /// Non-mutating non-watch requests in flight, 0 = unlimited [default: 400]; more get 429.
     #[arg(long)]
     pub max_requests_inflight: Option<usize>,
@@ -337,6 +341,7 @@ impl ServeArgs {
             http2_max_send_buffer_bytes,
             http2_initial_stream_window_bytes,
             http2_initial_connection_window_bytes,
+            socket_send_buffer_bytes,
             max_requests_inflight,
             max_mutating_requests_inflight,
             max_watches,
@@ -1090,6 +1095,10 @@ mod tests {
                 limits.http2_initial_connection_window_bytes.to_string(),
             ),
             (
+                "socket-send-buffer-bytes",
+                limits.socket_send_buffer_bytes.to_string(),
+            ),
+            (
                 "max-requests-inflight",
                 limits.requests_inflight_max.to_string(),
             ),
@@ -1400,6 +1409,13 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "--http2-initial-connection-window-bytes",
+            ),
+            (
+                ServeArgs {
+                    socket_send_buffer_bytes: Some(1000),
+                    ..ServeArgs::default()
+                },
+                "--socket-send-buffer-bytes",
             ),
             (
                 ServeArgs {

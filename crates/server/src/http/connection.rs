@@ -24,6 +24,11 @@
 //!   rewritten as Status answers beneath it ([`crate::http::wire`]). The HTTP/1.1 read and
 //!   write buffers are bounded by the same figure (hyper's `max_buf_size`), so a client that
 //!   never reads costs at most that much buffered response per connection, plus its queue.
+//! - With `--socket-send-buffer-bytes`, every connection's kernel send buffer is that size
+//!   (SO_SNDBUF, set on the listening socket and inherited by each accepted one), so a client
+//!   that does not read holds at most that much of the kernel's memory besides hyper's buffer
+//!   and its watch queue; without it the kernel autotunes it, up to `net.ipv4.tcp_wmem`'s
+//!   maximum.
 //! - The listening socket's accept queue is as long as the system allows
 //!   (`net.core.somaxconn`, as Go's listeners and so kube-apiserver's take it; [`listen`]), so
 //!   thousands of clients reconnecting at once after a restart wait in the queue instead of
@@ -51,10 +56,14 @@
 //! not finished within `--shutdown-grace-period-ms` (a client that does not read would
 //! otherwise hold it), and [`serve`] returns once all connections are closed.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
@@ -97,16 +106,21 @@ fn listen_backlog() -> u32 {
 }
 
 /// A listening socket on `addr` (address reuse on, as std's listeners set it, so a restarted
-/// server binds its port again at once) with the accept queue of [`listen_backlog`].
+/// server binds its port again at once) with the accept queue of [`listen_backlog`], and, when
+/// `send_buffer` is not 0, that SO_SNDBUF (`--socket-send-buffer-bytes`), which every accepted
+/// connection inherits from the listening socket.
 ///
 /// # Errors
 /// The socket cannot be made, bound or put to listen.
-pub fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+pub fn listen(addr: SocketAddr, send_buffer: usize) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
+    if send_buffer != 0 {
+        socket.set_send_buffer_size(u32::try_from(send_buffer).unwrap_or(u32::MAX))?;
+    }
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(listen_backlog())
@@ -254,6 +268,45 @@ impl Drop for OpenGuard {
     }
 }
 
+/// What a connection holds for as long as it is open: the sender [`serve`] waits on at
+/// shutdown, and its place in the count of open connections.
+struct Open {
+    _alive: tokio::sync::mpsc::Sender<()>,
+    _guard: OpenGuard,
+}
+
+/// A connection being served (see [`ConnectionTask`]).
+type Serving = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A connection's task: the TLS handshake or the protocol sniff, then the hyper connection.
+///
+/// Each phase is a box of its own and the task holds only the pointer: a task holding the
+/// future inline is as large as its largest state (a TLS handshake's, or the sniff's timers)
+/// for as long as the connection lives (an idle watch's whole life over HTTP/1.1), and the
+/// opening phase's box is freed once the connection is served.
+enum ConnectionTask {
+    /// Handshake (TLS) or sniff (plain): the connection to serve, or `None` when it closed.
+    Opening(Pin<Box<dyn Future<Output = Option<Serving>> + Send>>),
+    /// The hyper connection and its timeouts.
+    Serving(Serving),
+}
+
+impl Future for ConnectionTask {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            match &mut *self {
+                ConnectionTask::Opening(opening) => match ready!(opening.as_mut().poll(cx)) {
+                    Some(serving) => *self = ConnectionTask::Serving(serving),
+                    None => return Poll::Ready(()),
+                },
+                ConnectionTask::Serving(serving) => return serving.as_mut().poll(cx),
+            }
+        }
+    }
+}
+
 /// Accepts and serves connections until `shutdown` turns true, then waits for every
 /// connection to close.
 pub async fn serve(
@@ -262,6 +315,7 @@ pub async fn serve(
     settings: ConnectionSettings,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    let settings = Arc::new(settings);
     let acceptor = settings.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     // Plain HTTP on loopback answers loopback Host names only (DNS-rebinding guard).
     let check_host = acceptor.is_none()
@@ -307,115 +361,148 @@ pub async fn serve(
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
         OPEN_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        let guard = OpenGuard;
-        let alive = alive_tx.clone();
-        let router = router.clone();
-        let settings = settings.clone();
-        let acceptor = acceptor.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let _alive = alive;
-            let _guard = guard;
-            match acceptor {
-                None => {
-                    // The protocol from the first bytes, without consuming them (see
-                    // [`Protocol`]); a connection that says nothing is left to the timeouts
-                    // of `serve_connection`.
-                    let mut stopping = shutdown.clone();
-                    let protocol = tokio::select! {
-                        protocol = sniff(&tcp) => protocol,
-                        () = tokio::time::sleep_until(accepted_at + settings.header_timeout) => Protocol::Detect,
-                        _ = stopping.wait_for(|stopped| *stopped) => Protocol::Detect,
-                        () = slot.evicted() => return,
-                    };
-                    let connection = Arc::new(Connection {
-                        remote: Some(peer),
-                        check_host,
-                        ..Connection::default()
-                    });
-                    // Boxed: the task then holds a pointer, not the largest of both arms'
-                    // futures (a TLS session is large) for as long as the connection lives.
-                    Box::pin(serve_connection(
-                        tcp,
-                        protocol,
-                        accepted_at,
-                        connection,
-                        slot,
-                        router,
-                        &settings,
-                        shutdown,
-                    ))
-                    .await;
-                }
-                Some(acceptor) => {
-                    let handshake = tokio::select! {
-                        handshake = tokio::time::timeout(
-                            settings.handshake_timeout,
-                            Box::pin(acceptor.accept(tcp)),
-                        ) => handshake,
-                        () = slot.evicted() => return,
-                    };
-                    let stream = match handshake {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => {
-                            HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(%peer, %error, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    let peer_identity = match stream
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|certs| certs.first())
-                    {
-                        Some(cert) => match PeerIdentity::from_der(cert) {
-                            Ok(identity) => Some(identity),
-                            Err(error) => {
-                                tracing::debug!(%peer, %error, "client certificate refused");
-                                return;
-                            }
-                        },
-                        None => None,
-                    };
-                    // ALPN names the protocol; a client that offered none is detected by its
-                    // first bytes.
-                    let protocol = match stream.get_ref().1.alpn_protocol() {
-                        Some(b"h2") => Protocol::Http2,
-                        Some(b"http/1.1") => Protocol::Http1,
-                        _ => Protocol::Detect,
-                    };
-                    let connection = Arc::new(Connection {
-                        peer: peer_identity,
-                        watches: AtomicUsize::new(0),
-                        tls: true,
-                        remote: Some(peer),
-                        check_host: false,
-                        release: tokio::sync::Notify::new(),
-                    });
-                    Box::pin(serve_connection(
-                        stream,
-                        protocol,
-                        accepted_at,
-                        connection,
-                        slot,
-                        router,
-                        &settings,
-                        shutdown,
-                    ))
-                    .await;
-                }
-            }
-        });
+        let open = Open {
+            _alive: alive_tx.clone(),
+            _guard: OpenGuard,
+        };
+        let opening = Box::pin(open_connection(
+            Accepted {
+                tcp,
+                peer,
+                at: accepted_at,
+                slot,
+                open,
+            },
+            router.clone(),
+            settings.clone(),
+            acceptor.clone(),
+            shutdown.clone(),
+            check_host,
+        ));
+        tokio::spawn(ConnectionTask::Opening(opening));
     }
     drop(listener);
     drop(alive_tx);
     let _ = alive_rx.recv().await;
+}
+
+/// A socket just accepted, with what it holds.
+struct Accepted {
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    at: tokio::time::Instant,
+    slot: ConnectionSlot,
+    open: Open,
+}
+
+/// The opening phase of a connection: the TLS handshake and client certificate, or the
+/// protocol sniff of a plain socket; then the connection to serve (`None`: it is closed).
+async fn open_connection(
+    accepted: Accepted,
+    router: Router,
+    settings: Arc<ConnectionSettings>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    check_host: bool,
+) -> Option<Serving> {
+    let Accepted {
+        tcp,
+        peer,
+        at: accepted_at,
+        slot,
+        open,
+    } = accepted;
+    let Some(acceptor) = acceptor else {
+        // The protocol from the first bytes, without consuming them (see [`Protocol`]); a
+        // connection that says nothing is left to the timeouts of `drive`.
+        let mut stopping = shutdown.clone();
+        let protocol = tokio::select! {
+            protocol = sniff(&tcp) => protocol,
+            () = tokio::time::sleep_until(accepted_at + settings.header_timeout) => Protocol::Detect,
+            _ = stopping.wait_for(|stopped| *stopped) => Protocol::Detect,
+            () = slot.evicted() => return None,
+        };
+        let connection = Arc::new(Connection {
+            remote: Some(peer),
+            check_host,
+            ..Connection::default()
+        });
+        return Some(serving(
+            tcp,
+            protocol,
+            Held {
+                accepted: accepted_at,
+                connection,
+                slot,
+                open,
+            },
+            router,
+            settings,
+            shutdown,
+        ));
+    };
+    let handshake = tokio::select! {
+        handshake = tokio::time::timeout(
+            settings.handshake_timeout,
+            Box::pin(acceptor.accept(tcp)),
+        ) => handshake,
+        () = slot.evicted() => return None,
+    };
+    let stream = match handshake {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            HANDSHAKE_FAILURES.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return None;
+        }
+    };
+    let peer_identity = match stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+    {
+        Some(cert) => match PeerIdentity::from_der(cert) {
+            Ok(identity) => Some(identity),
+            Err(error) => {
+                tracing::debug!(%peer, %error, "client certificate refused");
+                return None;
+            }
+        },
+        None => None,
+    };
+    // ALPN names the protocol; a client that offered none is detected by its first bytes.
+    let protocol = match stream.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        Some(b"http/1.1") => Protocol::Http1,
+        _ => Protocol::Detect,
+    };
+    let connection = Arc::new(Connection {
+        peer: peer_identity,
+        watches: AtomicUsize::new(0),
+        tls: true,
+        remote: Some(peer),
+        check_host: false,
+        release: tokio::sync::Notify::new(),
+    });
+    Some(serving(
+        stream,
+        protocol,
+        Held {
+            accepted: accepted_at,
+            connection,
+            slot,
+            open,
+        },
+        router,
+        settings,
+        shutdown,
+    ))
 }
 
 /// The HTTP version a connection speaks, when known before hyper reads it.
@@ -463,61 +550,164 @@ enum Wait {
     Busy,
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn serve_connection<S>(
-    stream: S,
-    protocol: Protocol,
+/// What an open connection holds besides its stream: when it was accepted, its state for the
+/// handlers and the limits, its `--max-connections` slot, and its place among the open ones.
+struct Held {
     accepted: tokio::time::Instant,
     connection: Arc<Connection>,
-    mut slot: ConnectionSlot,
+    slot: ConnectionSlot,
+    open: Open,
+}
+
+/// The service of a connection's requests: the router, with the connection's state put in
+/// each request, and a watch's body taken out of its response for the connection to write
+/// (see [`crate::http::chunk`]).
+///
+/// A hyper service of its own (not a tower service behind hyper-util's adapter): hyper keeps
+/// the service's future of a request in a box per HTTP/1.1 connection, and inline in each
+/// HTTP/2 stream's task, for as long as the connection or stream lives; the adapter's future
+/// holds the whole request inline (hundreds of bytes), this one a pointer.
+#[derive(Clone)]
+struct ConnService {
+    connection: Arc<Connection>,
+    activity: Arc<Activity>,
     router: Router,
-    settings: &ConnectionSettings,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) where
+}
+
+/// The answer of [`ConnService`] to one request.
+type Responding =
+    Pin<Box<dyn Future<Output = Result<axum::http::Response<ConnBody>, Infallible>> + Send>>;
+
+impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for ConnService {
+    type Response = axum::http::Response<ConnBody>;
+    type Error = Infallible;
+    type Future = Responding;
+
+    fn call(&self, mut request: axum::http::Request<hyper::body::Incoming>) -> Responding {
+        let in_flight = self
+            .activity
+            .begin(request.version() == axum::http::Version::HTTP_2);
+        if let Some(remote) = self.connection.remote {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(remote));
+        }
+        request.extensions_mut().insert(self.connection.clone());
+        let router = self.router.clone();
+        // Boxed: the request and the router's future live in it until the response is ready,
+        // and are freed then (a watch's response lives on without them).
+        Box::pin(async move {
+            let mut response = router.oneshot(request.map(axum::body::Body::new)).await?;
+            // A watch's batches go to hyper as one frame each (see `chunk`).
+            let events = response
+                .extensions_mut()
+                .remove::<WatchHandoff>()
+                .and_then(|handoff| handoff.take());
+            if events.is_some() {
+                // hyper keeps a response's header map, emptied, for the rest of an HTTP/1.1
+                // connection (to parse the next request's headers into): a watch's, exactly
+                // sized, instead of the six-entry map the layers grew (624 bytes of entries).
+                let grown = std::mem::take(response.headers_mut());
+                let mut exact = axum::http::HeaderMap::with_capacity(grown.len());
+                exact.extend(grown);
+                *response.headers_mut() = exact;
+            }
+            Ok::<_, Infallible>(response.map(|body| {
+                let shell = HoldBody::wrap(body, in_flight);
+                match events {
+                    Some(events) => ConnBody::Watch {
+                        events: Some(events),
+                        shell,
+                    },
+                    None => ConnBody::Plain(shell),
+                }
+            }))
+        })
+    }
+}
+
+/// The hyper connection of an accepted stream, boxed (see [`ConnectionTask`]).
+///
+/// A protocol known before hyper reads is served by hyper's own HTTP/1.1 or HTTP/2
+/// connection, not hyper-util's automatic one: that one is an enum as large as its largest
+/// protocol's state (HTTP/2's), which an HTTP/1.1 connection would carry for its whole life.
+fn serving<S>(
+    stream: S,
+    protocol: Protocol,
+    held: Held,
+    router: Router,
+    settings: Arc<ConnectionSettings>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Serving
+where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Arc::new(Activity::default());
-    let state = connection.clone();
-    let tracked = activity.clone();
-    let service = tower::service_fn(
-        move |mut request: axum::http::Request<hyper::body::Incoming>| {
-            let in_flight = tracked.begin(request.version() == axum::http::Version::HTTP_2);
-            if let Some(remote) = state.remote {
-                request
-                    .extensions_mut()
-                    .insert(axum::extract::ConnectInfo(remote));
-            }
-            request.extensions_mut().insert(state.clone());
-            let router = router.clone();
-            // Boxed: over HTTP/2 each stream is a task holding this future's state inline
-            // for as long as the response lasts (a watch's whole life) unless it is a box,
-            // freed once the response is ready.
-            Box::pin(async move {
-                let mut response = router.oneshot(request.map(axum::body::Body::new)).await?;
-                // A watch's batches go to hyper as one frame each (see `chunk`).
-                let events = response
-                    .extensions_mut()
-                    .remove::<WatchHandoff>()
-                    .and_then(|handoff| handoff.take());
-                Ok::<_, std::convert::Infallible>(response.map(|body| {
-                    let shell = HoldBody::wrap(body, in_flight);
-                    match events {
-                        Some(events) => ConnBody::Watch {
-                            events: Some(events),
-                            shell,
-                        },
-                        None => ConnBody::Plain(shell),
-                    }
-                }))
-            })
-        },
-    );
-    let service = hyper_util::service::TowerToHyperService::new(service);
+    let service = ConnService {
+        connection: held.connection.clone(),
+        activity: activity.clone(),
+        router,
+    };
+    let io = TokioIo::new(Wire::new(
+        stream,
+        settings.limits.clone(),
+        activity.clone(),
+        settings.write_timeout,
+    ));
+    // No HTTP upgrades are served (no handler answers 101).
+    match protocol {
+        Protocol::Http1 => {
+            let conn = http1_builder(&settings).serve_connection(io, service);
+            Box::pin(drive(Box::pin(conn), held, activity, settings, shutdown))
+        }
+        Protocol::Http2 => {
+            let conn = http2_builder(&settings).serve_connection(io, service);
+            Box::pin(drive(Box::pin(conn), held, activity, settings, shutdown))
+        }
+        Protocol::Detect => {
+            let conn = auto_builder(&settings)
+                .serve_connection(io, service)
+                .into_owned();
+            Box::pin(drive(Box::pin(conn), held, activity, settings, shutdown))
+        }
+    }
+}
+
+// The three builders take the same settings (hyper-util's automatic builder wraps hyper's two).
+
+fn http1_builder(settings: &ConnectionSettings) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        // The connection task bounds the head (from accept, or from the request's first byte).
+        .header_read_timeout(None)
+        .max_buf_size(settings.max_buf_size);
+    builder
+}
+
+fn http2_builder(
+    settings: &ConnectionSettings,
+) -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_header_list_size(settings.max_header_list_size)
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .max_send_buf_size(settings.http2_max_send_buf_size)
+        .initial_stream_window_size(settings.http2_windows.0)
+        .initial_connection_window_size(settings.http2_windows.1)
+        .keep_alive_interval(settings.http2_keepalive_interval)
+        .keep_alive_timeout(settings.http2_keepalive_timeout);
+    builder
+}
+
+fn auto_builder(
+    settings: &ConnectionSettings,
+) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        // The connection task bounds the head (from accept, or from the request's first byte).
         .header_read_timeout(None)
         .max_buf_size(settings.max_buf_size);
     builder
@@ -530,25 +720,73 @@ async fn serve_connection<S>(
         .initial_connection_window_size(settings.http2_windows.1)
         .keep_alive_interval(settings.http2_keepalive_interval)
         .keep_alive_timeout(settings.http2_keepalive_timeout);
-    let stream = Wire::new(
-        stream,
-        settings.limits.clone(),
-        activity.clone(),
-        settings.write_timeout,
-    );
-    let builder = match protocol {
-        Protocol::Http1 => builder.http1_only(),
-        Protocol::Http2 => builder.http2_only(),
-        Protocol::Detect => builder,
-    };
-    // No HTTP upgrades are served (no handler answers 101).
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
+    builder
+}
+
+/// A hyper connection asked to finish gracefully (HTTP/1.1 after its response in flight,
+/// HTTP/2 with GOAWAY).
+trait Graceful {
+    fn graceful(self: Pin<&mut Self>);
+}
+
+type Io<S> = TokioIo<Wire<S>>;
+
+impl<S> Graceful for hyper::server::conn::http1::Connection<Io<S>, ConnService>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<S> Graceful for hyper::server::conn::http2::Connection<Io<S>, ConnService, TokioExecutor>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+impl<S> Graceful
+    for hyper_util::server::conn::auto::Connection<'static, Io<S>, ConnService, TokioExecutor>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    fn graceful(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Serves `conn` to its end, closing it at its timeouts, at shutdown, when another
+/// connection takes its slot, or when the limits release it.
+///
+/// `conn` comes boxed: an `async fn` keeps each argument twice (as passed, and moved into the
+/// body), which for hyper's connection state would be 700 bytes more per connection.
+async fn drive<C, E>(
+    mut conn: Pin<Box<C>>,
+    held: Held,
+    activity: Arc<Activity>,
+    settings: Arc<ConnectionSettings>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), E>> + Graceful,
+    E: std::fmt::Display,
+{
+    let Held {
+        accepted,
+        connection,
+        mut slot,
+        open: _open,
+    } = held;
     let mut wait = Wait::Head(accepted + settings.header_timeout);
     let mut seen = 0;
     loop {
-        let deadline = match wait {
-            Wait::Head(at) | Wait::Idle(at) => Some(at),
+        // The head or idle deadline; none while a request is in flight (then no timer is
+        // made: a watch connection holds the wait below for its whole life).
+        let mut deadline = match wait {
+            Wait::Head(at) | Wait::Idle(at) => Some(Box::pin(tokio::time::sleep_until(at))),
             Wait::Busy => None,
         };
         // What the connection waits for besides its own traffic, polled only when one of
@@ -560,7 +798,12 @@ async fn serve_connection<S>(
                 _ = shutdown.wait_for(|stopped| *stopped) => Other::Shutdown,
                 () = activity.changed() => Other::Activity,
                 () = slot.evicted() => Other::Evicted,
-                () = tokio::time::sleep_until(deadline.unwrap_or(accepted)), if deadline.is_some() => Other::Deadline,
+                () = async {
+                    match deadline.as_mut() {
+                        Some(sleep) => sleep.await,
+                        None => std::future::pending().await,
+                    }
+                } => Other::Deadline,
             }
         });
         let other = tokio::select! {
@@ -581,11 +824,11 @@ async fn serve_connection<S>(
             Other::Evicted if activity.inflight() > 0 => slot.keep(),
             Other::Shutdown | Other::Evicted => break,
             Other::Activity => {
-                wait = next_wait(&activity, wait, &mut seen, settings);
+                wait = next_wait(&activity, wait, &mut seen, &settings);
                 slot_follows(&mut slot, wait);
             }
             Other::Deadline => {
-                wait = next_wait(&activity, wait, &mut seen, settings);
+                wait = next_wait(&activity, wait, &mut seen, &settings);
                 slot_follows(&mut slot, wait);
                 let limit = match wait {
                     Wait::Head(at) if at <= tokio::time::Instant::now() => Limit::HeaderTimeout,
@@ -598,7 +841,7 @@ async fn serve_connection<S>(
             }
         }
     }
-    conn.as_mut().graceful_shutdown();
+    conn.as_mut().graceful();
     match tokio::time::timeout(settings.shutdown_grace, conn).await {
         Ok(Err(error)) => tracing::debug!(%error, "connection ended with an error"),
         Ok(Ok(())) => {}
@@ -666,7 +909,7 @@ mod tests {
     /// Send-Q), not tokio's default of 1024 or std's 128.
     #[tokio::test]
     async fn the_accept_queue_is_as_long_as_the_system_allows() {
-        let listener = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = listen("127.0.0.1:0".parse().unwrap(), 0).unwrap();
         let port = listener.local_addr().unwrap().port();
         let out = std::process::Command::new("ss")
             .args(["-ltnH", &format!("sport = :{port}")])
@@ -686,6 +929,6 @@ mod tests {
         assert_eq!(send_q, somaxconn.min(65535));
         // A second listener binds the same port once the first is gone (address reuse).
         drop(listener);
-        listen(format!("127.0.0.1:{port}").parse().unwrap()).unwrap();
+        listen(format!("127.0.0.1:{port}").parse().unwrap(), 0).unwrap();
     }
 }

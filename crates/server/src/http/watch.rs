@@ -137,10 +137,11 @@ pub async fn watch(
         conversion,
         format,
         chunk,
-        // Preallocated (64 items × 16 bytes per idle stream). Growing it on demand instead
-        // made `tests/limits.rs`' never-reading clients stop stalling (4 runs of 4; not yet
-        // understood, BENCHMARKS.md invocation Y), so it stays until that is explained.
-        buffer: Vec::with_capacity(chunk),
+        // Grows with the batches actually taken (an idle watch holds none): a preallocated
+        // chunk's worth cost every idle stream 64 items × 16 bytes. (Reverted once for
+        // changing the outcome of `tests/limits.rs`' never-reading clients; it did not: that
+        // outcome raced the watches' deadline, BENCHMARKS.md invocation AD.)
+        buffer: Vec::new(),
         done: false,
         delivered: app.debug.delivered_counter(&resource.name()),
     };
