@@ -6,9 +6,19 @@
 //! and how many live allocations there are of each size ([`track_live`], off by default: it
 //! costs two more atomic operations per allocation and per free). The scale suite turns it on
 //! to account for an idle watch's memory size by size ([`LiveSizes`]).
+//!
+//! It can also record where the bytes are allocated ([`record_sites`], off by default): every
+//! allocation's call stack is captured (a stack walk per allocation, tens of microseconds in a
+//! debug build) and counted per distinct stack; [`Sites::report`] resolves the stacks once at
+//! the end and attributes the bytes to the code that asked for them. The recorder's own
+//! allocations are not counted anywhere.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
@@ -52,6 +62,10 @@ pub struct Counting;
 // SAFETY: every call forwards to the system allocator unchanged; the counters are side effects.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if recorder_own(layout.size()) {
+            // SAFETY: forwarded with the caller's layout.
+            return unsafe { System.alloc(layout) };
+        }
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         track(layout.size(), 1);
@@ -60,6 +74,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if recorder_own(layout.size()) {
+            // SAFETY: forwarded with the caller's layout.
+            return unsafe { System.alloc_zeroed(layout) };
+        }
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         track(layout.size(), 1);
@@ -74,6 +92,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if recorder_own(new_size) {
+            // SAFETY: forwarded; `ptr` came from this allocator.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
         track(layout.size(), -1);
@@ -162,6 +184,226 @@ impl LiveSizes {
         shares.sort_by(|a, b| b.bytes_per.total_cmp(&a.bytes_per));
         shares.truncate(top);
         shares
+    }
+}
+
+/// Whether allocation sites are recorded.
+static SITES_ON: AtomicBool = AtomicBool::new(false);
+/// Allocations and bytes per distinct call stack (return addresses, innermost first).
+static SITES: Mutex<Option<HashMap<Vec<usize>, (u64, u64)>>> = Mutex::new(None);
+/// The most frames kept of a stack (the innermost).
+const SITE_DEPTH: usize = 80;
+
+thread_local! {
+    /// Set while this thread records a site: allocations made then are the recorder's own.
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Records the current stack for an allocation of `size` bytes when sites are recorded;
+/// true when the allocation is the recorder's own (not to be counted).
+fn recorder_own(size: usize) -> bool {
+    if !SITES_ON.load(Ordering::Relaxed) {
+        return false;
+    }
+    RECORDING
+        .try_with(|recording| {
+            if recording.get() {
+                return true;
+            }
+            recording.set(true);
+            let mut frames = [0usize; SITE_DEPTH];
+            let mut depth = 0;
+            backtrace::trace(|frame| {
+                frames[depth] = frame.ip() as usize;
+                depth += 1;
+                depth < SITE_DEPTH
+            });
+            let mut sites = SITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let site = sites
+                .get_or_insert_with(HashMap::new)
+                .entry(frames[..depth].to_vec())
+                .or_insert((0, 0));
+            site.0 += 1;
+            site.1 += size as u64;
+            drop(sites);
+            recording.set(false);
+            false
+        })
+        .unwrap_or(false)
+}
+
+/// Starts recording allocation sites (clearing what was recorded), or stops; see the module
+/// docs. Costly: for attribution runs only.
+pub fn record_sites(on: bool) {
+    if on {
+        *SITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(HashMap::new());
+    }
+    SITES_ON.store(on, Ordering::SeqCst);
+}
+
+/// The allocation sites recorded so far (stops the recording).
+#[must_use]
+pub fn take_sites() -> Sites {
+    record_sites(false);
+    Sites {
+        stacks: SITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_default(),
+    }
+}
+
+/// Recorded allocation sites: allocations and bytes per call stack.
+#[derive(Debug, Default)]
+pub struct Sites {
+    stacks: HashMap<Vec<usize>, (u64, u64)>,
+}
+
+/// Frames of the allocator, the recorder and the standard library's allocation plumbing: not
+/// where an allocation is asked for.
+fn plumbing(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "backtrace::",
+        "watchkeeper_bench::alloc::",
+        "__rust",
+        "__rdl",
+        "__rg",
+        "alloc::",
+        "<alloc::",
+        "core::",
+        "<core::",
+        "std::",
+        "<std::",
+        "hashbrown::",
+        "<hashbrown::",
+        "bytes::",
+        "<bytes::",
+    ];
+    PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+}
+
+/// Whether a frame is watchkeeper's own code (not the bench's allocator).
+fn ours(name: &str) -> bool {
+    let name = name.trim_start_matches('<');
+    name.starts_with("watchkeeper") && !name.starts_with("watchkeeper_bench::alloc::")
+}
+
+impl Sites {
+    /// Allocations and bytes recorded in all.
+    #[must_use]
+    pub fn totals(&self) -> (u64, u64) {
+        self.stacks
+            .values()
+            .fold((0, 0), |(a, b), (count, bytes)| (a + count, b + bytes))
+    }
+
+    /// A text report of the recorded sites, every figure divided by `per` (e.g. the PATCHes of
+    /// the window): (1) bytes by the innermost watchkeeper function and what it called into
+    /// ("site"), (2) bytes inclusive by function (each function counted once per stack: what
+    /// it and everything under it allocated), (3) the heaviest stacks, `top` of each.
+    #[must_use]
+    pub fn report(&self, per: f64, top: usize) -> String {
+        let mut names: HashMap<usize, Vec<String>> = HashMap::new();
+        let mut resolve = |ip: usize| -> Vec<String> {
+            names
+                .entry(ip)
+                .or_insert_with(|| {
+                    let mut found = Vec::new();
+                    backtrace::resolve(ip.saturating_sub(1) as *mut std::ffi::c_void, |symbol| {
+                        if let Some(name) = symbol.name() {
+                            let line = symbol
+                                .filename()
+                                .and_then(|f| f.file_name())
+                                .map(|f| format!(" ({}:{})", f.to_string_lossy(), symbol.lineno().unwrap_or(0)))
+                                .unwrap_or_default();
+                            found.push(format!("{name:#}{line}"));
+                        }
+                    });
+                    if found.is_empty() {
+                        found.push(format!("{ip:#x}"));
+                    }
+                    found
+                })
+                .clone()
+        };
+        let (all_count, all_bytes) = self.totals();
+        let mut by_site: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut inclusive: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut stacks: Vec<(u64, u64, Vec<String>)> = Vec::new();
+        for (ips, &(count, bytes)) in &self.stacks {
+            // Inline frames of one address come innermost first.
+            let frames: Vec<String> = ips.iter().flat_map(|&ip| resolve(ip)).collect();
+            let function = |frame: &String| frame.split(" (").next().unwrap_or(frame).to_owned();
+            let first_ours = frames.iter().position(|f| ours(f));
+            let callee = frames[..first_ours.unwrap_or(frames.len())]
+                .iter()
+                .rev()
+                .find(|f| !f.starts_with("backtrace::") && !f.starts_with("watchkeeper_bench::alloc::"))
+                .map(function)
+                .unwrap_or_default();
+            let site = match first_ours {
+                Some(at) => format!("{} -> {callee}", frames[at]),
+                None => format!(
+                    "(no watchkeeper frame) {}",
+                    frames.iter().find(|f| !plumbing(f)).map_or("?", String::as_str)
+                ),
+            };
+            let entry = by_site.entry(site).or_insert((0, 0));
+            entry.0 += count;
+            entry.1 += bytes;
+            let mut seen = std::collections::HashSet::new();
+            for frame in &frames {
+                let name = function(frame);
+                if !plumbing(&name) && seen.insert(name.clone()) {
+                    let entry = inclusive.entry(name).or_insert((0, 0));
+                    entry.0 += count;
+                    entry.1 += bytes;
+                }
+            }
+            stacks.push((count, bytes, frames));
+        }
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "recorded: {:.1} allocations, {:.0} bytes per unit ({per} units)\n",
+            all_count as f64 / per,
+            all_bytes as f64 / per
+        );
+        let mut section = |title: &str, map: HashMap<String, (u64, u64)>| {
+            let mut rows: Vec<(String, (u64, u64))> = map.into_iter().collect();
+            rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then_with(|| a.0.cmp(&b.0)));
+            let _ = writeln!(out, "## {title}\n| bytes per unit | allocations per unit | |\n|---|---|---|");
+            for (name, (count, bytes)) in rows.into_iter().take(top) {
+                let _ = writeln!(
+                    out,
+                    "| {:.0} | {:.1} | `{name}` |",
+                    bytes as f64 / per,
+                    count as f64 / per
+                );
+            }
+            let _ = writeln!(out);
+        };
+        section("By site: the innermost watchkeeper frame -> what it called", by_site);
+        section("Inclusive by function", inclusive);
+        stacks.sort_by(|a, b| b.1.cmp(&a.1));
+        let _ = writeln!(out, "## Heaviest stacks");
+        for (count, bytes, frames) in stacks.iter().take(top) {
+            let _ = writeln!(
+                out,
+                "\n{:.0} bytes, {:.1} allocations per unit:",
+                *bytes as f64 / per,
+                *count as f64 / per
+            );
+            for frame in frames
+                .iter()
+                .filter(|f| !f.starts_with("backtrace::") && !f.starts_with("watchkeeper_bench::alloc::"))
+                .take(24)
+            {
+                let _ = writeln!(out, "    {frame}");
+            }
+        }
+        out
     }
 }
 
