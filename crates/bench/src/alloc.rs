@@ -218,7 +218,9 @@ fn recorder_own(size: usize) -> bool {
                 depth += 1;
                 depth < SITE_DEPTH
             });
-            let mut sites = SITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut sites = SITES
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let site = sites
                 .get_or_insert_with(HashMap::new)
                 .entry(frames[..depth].to_vec())
@@ -236,7 +238,9 @@ fn recorder_own(size: usize) -> bool {
 /// docs. Costly: for attribution runs only.
 pub fn record_sites(on: bool) {
     if on {
-        *SITES.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(HashMap::new());
+        *SITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(HashMap::new());
     }
     SITES_ON.store(on, Ordering::SeqCst);
 }
@@ -283,10 +287,12 @@ fn plumbing(name: &str) -> bool {
     PREFIXES.iter().any(|prefix| name.starts_with(prefix))
 }
 
-/// Whether a frame is watchkeeper's own code (not the bench's allocator).
-fn ours(name: &str) -> bool {
-    let name = name.trim_start_matches('<');
-    name.starts_with("watchkeeper") && !name.starts_with("watchkeeper_bench::alloc::")
+/// Whether a frame is watchkeeper's own code (not the bench's): a workspace file (closures
+/// and async blocks resolve to short names, but to their file) or a watchkeeper path.
+fn ours(frame: &str) -> bool {
+    let name = frame.trim_start_matches('<');
+    let in_workspace = frame.contains(" (crates/") && !frame.contains(" (crates/bench/");
+    in_workspace || (name.starts_with("watchkeeper") && !name.starts_with("watchkeeper_bench::"))
 }
 
 impl Sites {
@@ -312,10 +318,18 @@ impl Sites {
                     let mut found = Vec::new();
                     backtrace::resolve(ip.saturating_sub(1) as *mut std::ffi::c_void, |symbol| {
                         if let Some(name) = symbol.name() {
+                            // The workspace's files by their path from `crates/`, others
+                            // by their name.
                             let line = symbol
                                 .filename()
-                                .and_then(|f| f.file_name())
-                                .map(|f| format!(" ({}:{})", f.to_string_lossy(), symbol.lineno().unwrap_or(0)))
+                                .map(|path| {
+                                    let path = path.to_string_lossy();
+                                    let shown = match path.find("/crates/") {
+                                        Some(at) if !path.contains("/.cargo/") => &path[at + 1..],
+                                        _ => path.rsplit('/').next().unwrap_or(&path),
+                                    };
+                                    format!(" ({shown}:{})", symbol.lineno().unwrap_or(0))
+                                })
                                 .unwrap_or_default();
                             found.push(format!("{name:#}{line}"));
                         }
@@ -332,30 +346,43 @@ impl Sites {
         let mut inclusive: HashMap<String, (u64, u64)> = HashMap::new();
         let mut stacks: Vec<(u64, u64, Vec<String>)> = Vec::new();
         for (ips, &(count, bytes)) in &self.stacks {
-            // Inline frames of one address come innermost first.
-            let frames: Vec<String> = ips.iter().flat_map(|&ip| resolve(ip)).collect();
+            // Inline frames of one address come innermost first. The recorder's own frames
+            // (the stack walk, the allocator) go.
+            let mut frames: Vec<String> = ips.iter().flat_map(|&ip| resolve(ip)).collect();
+            if let Some(last) = frames
+                .iter()
+                .rposition(|f| f.contains("watchkeeper_bench::alloc::"))
+            {
+                frames.drain(..=last);
+            }
             let function = |frame: &String| frame.split(" (").next().unwrap_or(frame).to_owned();
+            // A function and its file, without the line.
+            let place = |frame: &String| match frame.rsplit_once(':') {
+                Some((head, line)) if line.ends_with(')') => format!("{head})"),
+                _ => frame.clone(),
+            };
             let first_ours = frames.iter().position(|f| ours(f));
             let callee = frames[..first_ours.unwrap_or(frames.len())]
-                .iter()
-                .rev()
-                .find(|f| !f.starts_with("backtrace::") && !f.starts_with("watchkeeper_bench::alloc::"))
+                .last()
                 .map(function)
                 .unwrap_or_default();
             let site = match first_ours {
                 Some(at) => format!("{} -> {callee}", frames[at]),
                 None => format!(
                     "(no watchkeeper frame) {}",
-                    frames.iter().find(|f| !plumbing(f)).map_or("?", String::as_str)
+                    frames
+                        .iter()
+                        .find(|f| !plumbing(f))
+                        .map_or("?", String::as_str)
                 ),
             };
             let entry = by_site.entry(site).or_insert((0, 0));
             entry.0 += count;
             entry.1 += bytes;
             let mut seen = std::collections::HashSet::new();
-            for frame in &frames {
-                let name = function(frame);
-                if !plumbing(&name) && seen.insert(name.clone()) {
+            for frame in frames.iter().filter(|f| ours(f)) {
+                let name = place(frame);
+                if seen.insert(name.clone()) {
                     let entry = inclusive.entry(name).or_insert((0, 0));
                     entry.0 += count;
                     entry.1 += bytes;
@@ -373,7 +400,10 @@ impl Sites {
         let mut section = |title: &str, map: HashMap<String, (u64, u64)>| {
             let mut rows: Vec<(String, (u64, u64))> = map.into_iter().collect();
             rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then_with(|| a.0.cmp(&b.0)));
-            let _ = writeln!(out, "## {title}\n| bytes per unit | allocations per unit | |\n|---|---|---|");
+            let _ = writeln!(
+                out,
+                "## {title}\n| bytes per unit | allocations per unit | |\n|---|---|---|"
+            );
             for (name, (count, bytes)) in rows.into_iter().take(top) {
                 let _ = writeln!(
                     out,
@@ -384,8 +414,11 @@ impl Sites {
             }
             let _ = writeln!(out);
         };
-        section("By site: the innermost watchkeeper frame -> what it called", by_site);
-        section("Inclusive by function", inclusive);
+        section(
+            "By site: the innermost watchkeeper frame -> what it called",
+            by_site,
+        );
+        section("Inclusive by watchkeeper function (and file)", inclusive);
         stacks.sort_by(|a, b| b.1.cmp(&a.1));
         let _ = writeln!(out, "## Heaviest stacks");
         for (count, bytes, frames) in stacks.iter().take(top) {
@@ -395,11 +428,7 @@ impl Sites {
                 *bytes as f64 / per,
                 *count as f64 / per
             );
-            for frame in frames
-                .iter()
-                .filter(|f| !f.starts_with("backtrace::") && !f.starts_with("watchkeeper_bench::alloc::"))
-                .take(24)
-            {
+            for frame in frames.iter().take(40) {
                 let _ = writeln!(out, "    {frame}");
             }
         }

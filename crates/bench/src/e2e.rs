@@ -1097,7 +1097,9 @@ pub fn allocations(options: &Options) -> Result<Vec<Table>, String> {
                 let file = options.out.join(format!("alloc-sites-{n}.md"));
                 std::fs::write(
                     &file,
-                    format!("# Where the bytes of a PATCH go, {n} watchers (units: PATCHes)\n\n{report}"),
+                    format!(
+                        "# Where the bytes of a PATCH go, {n} watchers (units: PATCHes)\n\n{report}"
+                    ),
                 )
                 .map_err(|e| format!("{}: {e}", file.display()))?;
                 eprintln!("  alloc {n} watchers: sites in {}", file.display());

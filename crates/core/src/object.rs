@@ -271,8 +271,7 @@ impl Object {
                         self.metadata_span.get(),
                     )
                 {
-                    let mut out =
-                        Vec::with_capacity(PARTIAL_METADATA_HEAD.len() + span.len() + 1);
+                    let mut out = Vec::with_capacity(PARTIAL_METADATA_HEAD.len() + span.len() + 1);
                     out.extend_from_slice(PARTIAL_METADATA_HEAD);
                     out.extend_from_slice(&json[span.clone()]);
                     out.push(b'}');
@@ -506,10 +505,19 @@ mod tests {
             let exact = reference(&body, None, Encoding::Json).len();
             for hint in [0, 1, exact / 2, exact, exact + 10, 4 * exact + 1000] {
                 // Each encoding alone, and the metadata after the JSON encoding (copied).
-                for order in [[Encoding::Json, Encoding::PartialMetadataJson], [Encoding::PartialMetadataJson, Encoding::Json]] {
-                    let object =
-                        Object::new("ns", "a", BTreeMap::new(), BTreeMap::new(), 17, body.clone())
-                            .with_size_hint(hint);
+                for order in [
+                    [Encoding::Json, Encoding::PartialMetadataJson],
+                    [Encoding::PartialMetadataJson, Encoding::Json],
+                ] {
+                    let object = Object::new(
+                        "ns",
+                        "a",
+                        BTreeMap::new(),
+                        BTreeMap::new(),
+                        17,
+                        body.clone(),
+                    )
+                    .with_size_hint(hint);
                     assert_eq!(object.size_hint(), hint);
                     for encoding in order {
                         assert_eq!(
@@ -529,7 +537,11 @@ mod tests {
         for body in bodies() {
             for hint in [0, 100, 100_000] {
                 for revision in [1, 9, 12_345_678_901_234_567_890] {
-                    for cached in [None, Some(Encoding::Json), Some(Encoding::PartialMetadataJson)] {
+                    for cached in [
+                        None,
+                        Some(Encoding::Json),
+                        Some(Encoding::PartialMetadataJson),
+                    ] {
                         let object = Object::new(
                             "ns",
                             "a",

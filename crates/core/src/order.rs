@@ -165,7 +165,10 @@ const _: () = assert!(
 
 /// Where `metadata.resourceVersion` sits in [`METADATA_ORDER`].
 const RESOURCE_VERSION_AT: usize = 5;
-const _: () = assert!(matches!(METADATA_ORDER[RESOURCE_VERSION_AT].as_bytes(), b"resourceVersion"));
+const _: () = assert!(matches!(
+    METADATA_ORDER[RESOURCE_VERSION_AT].as_bytes(),
+    b"resourceVersion"
+));
 
 /// Writes `map` in `layout`. `revision` (for an [`Layout::Object`] or a [`Layout::Metadata`]
 /// map only) overrides the resource version: the metadata map, when it is a map, is written

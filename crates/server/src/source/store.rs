@@ -1024,6 +1024,9 @@ impl Writer<'_> {
                         .encoded(watchkeeper_core::Encoding::Json, &cache.metrics().encode)
                         .len()
                         + 64
+                } else if current.size_hint() > 0 {
+                    // The length of the old object's stored value.
+                    current.size_hint() + 64
                 } else {
                     0
                 };
@@ -2045,8 +2048,7 @@ mod tests {
                 let stored = stored_value(&object).len();
                 for cached in [
                     decode(&def, without_revision(object.clone()), identity).unwrap(),
-                    decode_sized(&def, without_revision(object.clone()), identity, stored)
-                        .unwrap(),
+                    decode_sized(&def, without_revision(object.clone()), identity, stored).unwrap(),
                 ] {
                     let mut answer = cached
                         .encoded(watchkeeper_core::Encoding::Json, &stats)
