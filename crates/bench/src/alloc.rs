@@ -190,7 +190,10 @@ impl LiveSizes {
 /// Whether allocation sites are recorded.
 static SITES_ON: AtomicBool = AtomicBool::new(false);
 /// Allocations and bytes per distinct call stack (return addresses, innermost first).
-static SITES: Mutex<Option<HashMap<Vec<usize>, (u64, u64)>>> = Mutex::new(None);
+type Stacks = HashMap<Vec<usize>, (u64, u64)>;
+
+/// The stacks recorded so far (`None` before the first recording).
+static SITES: Mutex<Option<Stacks>> = Mutex::new(None);
 /// The most frames kept of a stack (the innermost).
 const SITE_DEPTH: usize = 80;
 
@@ -261,7 +264,7 @@ pub fn take_sites() -> Sites {
 /// Recorded allocation sites: allocations and bytes per call stack.
 #[derive(Debug, Default)]
 pub struct Sites {
-    stacks: HashMap<Vec<usize>, (u64, u64)>,
+    stacks: Stacks,
 }
 
 /// Frames of the allocator, the recorder and the standard library's allocation plumbing: not
@@ -419,7 +422,7 @@ impl Sites {
             by_site,
         );
         section("Inclusive by watchkeeper function (and file)", inclusive);
-        stacks.sort_by(|a, b| b.1.cmp(&a.1));
+        stacks.sort_by_key(|stack| std::cmp::Reverse(stack.1));
         let _ = writeln!(out, "## Heaviest stacks");
         for (count, bytes, frames) in stacks.iter().take(top) {
             let _ = writeln!(
