@@ -657,24 +657,34 @@ fn prepare_checked_update(
         // before a default existed does not count that default as a spec change. The
         // defaults read and fill nothing in `metadata` and nothing compared from `status`,
         // `apiVersion` or `kind`, so only the compared fields are copied and defaulted.
-        let old_defaulted = old.as_object().map(|old| {
-            let mut copy = Value::Object(
-                old.iter()
-                    .filter(|entry| outside(entry))
-                    .map(|(key, value)| (key.clone(), value.clone()))
-                    .collect(),
-            );
-            crate::defaults::apply_defaults(def, &mut copy, None);
-            copy
-        });
-        let old_map = old_defaulted
-            .as_ref()
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        !old_map
-            .iter()
-            .filter(|entry| outside(entry))
-            .eq(object.iter().filter(|entry| outside(entry)))
+        // Equal as stored, they are equal defaulted: the new fields are defaulted already and
+        // defaulting is idempotent (`defaults`' guarantee), so nothing is copied then.
+        if old.as_object().is_some_and(|old| {
+            old.iter()
+                .filter(|entry| outside(entry))
+                .eq(object.iter().filter(|entry| outside(entry)))
+        }) {
+            false
+        } else {
+            let old_defaulted = old.as_object().map(|old| {
+                let mut copy = Value::Object(
+                    old.iter()
+                        .filter(|entry| outside(entry))
+                        .map(|(key, value)| (key.clone(), value.clone()))
+                        .collect(),
+                );
+                crate::defaults::apply_defaults(def, &mut copy, None);
+                copy
+            });
+            let old_map = old_defaulted
+                .as_ref()
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            !old_map
+                .iter()
+                .filter(|entry| outside(entry))
+                .eq(object.iter().filter(|entry| outside(entry)))
+        }
     };
     match (old_generation, spec_changed) {
         (Some(generation), true) => {
@@ -990,6 +1000,34 @@ mod tests {
         let out =
             prepare_update(&deployments, &json!("x"), json!({"spec": {"replicas": 1}})).unwrap();
         assert_eq!(out["metadata"]["generation"], 1);
+    }
+
+    /// Fields equal as stored are equal defaulted (the comparison then copies nothing): the
+    /// full comparison, defaulting a copy of the stored fields, says the same.
+    #[test]
+    fn fields_equal_as_stored_are_no_spec_change() {
+        let deployments = def("deployments");
+        let mut stored_object = stored();
+        stored_object["spec"] = json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}});
+        crate::defaults::apply_defaults(&deployments, &mut stored_object, None);
+        let mut annotated = stored_object.clone();
+        annotated["metadata"]["annotations"] = json!({"seq": "1"});
+        let out = prepare_update(&deployments, &stored_object, annotated).unwrap();
+        assert_eq!(out["metadata"]["generation"], 3);
+        assert_eq!(out["metadata"]["annotations"]["seq"], "1");
+        // What the full comparison would have compared: the stored fields, defaulted again.
+        let outside: Map<String, Value> = stored_object
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(key, _)| {
+                !matches!(key.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+            })
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let mut defaulted = Value::Object(outside.clone());
+        crate::defaults::apply_defaults(&deployments, &mut defaulted, None);
+        assert_eq!(defaulted, Value::Object(outside));
     }
 
     /// The size check counts exactly the bytes `serde_json::to_vec` writes.

@@ -11,9 +11,19 @@
 //! [`ADDRESS_MIN`] bytes or more, so that [`resident_by_size`] can tell how much of each such
 //! allocation lies on pages that are resident (/proc/self/pagemap): a buffer that is allocated
 //! but never written costs heap, not RSS.
+//!
+//! It can also record where the bytes are allocated ([`record_sites`], off by default): every
+//! allocation's call stack is captured (a stack walk per allocation, tens of microseconds in a
+//! debug build) and counted per distinct stack; [`Sites::report`] resolves the stacks once at
+//! the end and attributes the bytes to the code that asked for them. The recorder's own
+//! allocations are not counted anywhere.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
@@ -122,6 +132,10 @@ pub struct Counting;
 // SAFETY: every call forwards to the system allocator unchanged; the counters are side effects.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if recorder_own(layout.size()) {
+            // SAFETY: forwarded with the caller's layout.
+            return unsafe { System.alloc(layout) };
+        }
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         track(layout.size(), 1);
@@ -134,6 +148,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if recorder_own(layout.size()) {
+            // SAFETY: forwarded with the caller's layout.
+            return unsafe { System.alloc_zeroed(layout) };
+        }
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
         track(layout.size(), 1);
@@ -154,6 +172,10 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if recorder_own(new_size) {
+            // SAFETY: forwarded; `ptr` came from this allocator.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
         track(layout.size(), -1);
@@ -314,6 +336,258 @@ pub fn resident_by_size(pagemap: &std::fs::File) -> (Vec<Resident>, u64) {
     let mut shares: Vec<Resident> = by_size.into_values().collect();
     shares.sort_by_key(|share| std::cmp::Reverse(share.resident_bytes));
     (shares, ADDRESSES_MISSED.load(Ordering::Relaxed))
+}
+
+/// Whether allocation sites are recorded.
+static SITES_ON: AtomicBool = AtomicBool::new(false);
+/// Allocations and bytes per distinct call stack (return addresses, innermost first).
+type Stacks = HashMap<Vec<usize>, (u64, u64)>;
+
+/// The stacks recorded so far (`None` before the first recording).
+static SITES: Mutex<Option<Stacks>> = Mutex::new(None);
+/// The most frames kept of a stack (the innermost).
+const SITE_DEPTH: usize = 80;
+
+thread_local! {
+    /// Set while this thread records a site: allocations made then are the recorder's own.
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Records the current stack for an allocation of `size` bytes when sites are recorded;
+/// true when the allocation is the recorder's own (not to be counted).
+fn recorder_own(size: usize) -> bool {
+    if !SITES_ON.load(Ordering::Relaxed) {
+        return false;
+    }
+    RECORDING
+        .try_with(|recording| {
+            if recording.get() {
+                return true;
+            }
+            recording.set(true);
+            let mut frames = [0usize; SITE_DEPTH];
+            let mut depth = 0;
+            backtrace::trace(|frame| {
+                frames[depth] = frame.ip() as usize;
+                depth += 1;
+                depth < SITE_DEPTH
+            });
+            let mut sites = SITES
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let site = sites
+                .get_or_insert_with(HashMap::new)
+                .entry(frames[..depth].to_vec())
+                .or_insert((0, 0));
+            site.0 += 1;
+            site.1 += size as u64;
+            drop(sites);
+            recording.set(false);
+            false
+        })
+        .unwrap_or(false)
+}
+
+/// Starts recording allocation sites (clearing what was recorded), or stops; see the module
+/// docs. Costly: for attribution runs only.
+pub fn record_sites(on: bool) {
+    if on {
+        *SITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(HashMap::new());
+    }
+    SITES_ON.store(on, Ordering::SeqCst);
+}
+
+/// The allocation sites recorded so far (stops the recording).
+#[must_use]
+pub fn take_sites() -> Sites {
+    record_sites(false);
+    Sites {
+        stacks: SITES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_default(),
+    }
+}
+
+/// Recorded allocation sites: allocations and bytes per call stack.
+#[derive(Debug, Default)]
+pub struct Sites {
+    stacks: Stacks,
+}
+
+/// Frames of the allocator, the recorder and the standard library's allocation plumbing: not
+/// where an allocation is asked for.
+fn plumbing(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "backtrace::",
+        "watchkeeper_bench::alloc::",
+        "__rust",
+        "__rdl",
+        "__rg",
+        "alloc::",
+        "<alloc::",
+        "core::",
+        "<core::",
+        "std::",
+        "<std::",
+        "hashbrown::",
+        "<hashbrown::",
+        "bytes::",
+        "<bytes::",
+    ];
+    PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+}
+
+/// Whether a frame is watchkeeper's own code (not the bench's): a workspace file (closures
+/// and async blocks resolve to short names, but to their file) or a watchkeeper path.
+fn ours(frame: &str) -> bool {
+    let name = frame.trim_start_matches('<');
+    let in_workspace = frame.contains(" (crates/") && !frame.contains(" (crates/bench/");
+    in_workspace || (name.starts_with("watchkeeper") && !name.starts_with("watchkeeper_bench::"))
+}
+
+impl Sites {
+    /// Allocations and bytes recorded in all.
+    #[must_use]
+    pub fn totals(&self) -> (u64, u64) {
+        self.stacks
+            .values()
+            .fold((0, 0), |(a, b), (count, bytes)| (a + count, b + bytes))
+    }
+
+    /// A text report of the recorded sites, every figure divided by `per` (e.g. the PATCHes of
+    /// the window): (1) bytes by the innermost watchkeeper function and what it called into
+    /// ("site"), (2) bytes inclusive by function (each function counted once per stack: what
+    /// it and everything under it allocated), (3) the heaviest stacks, `top` of each.
+    #[must_use]
+    pub fn report(&self, per: f64, top: usize) -> String {
+        let mut names: HashMap<usize, Vec<String>> = HashMap::new();
+        let mut resolve = |ip: usize| -> Vec<String> {
+            names
+                .entry(ip)
+                .or_insert_with(|| {
+                    let mut found = Vec::new();
+                    backtrace::resolve(ip.saturating_sub(1) as *mut std::ffi::c_void, |symbol| {
+                        if let Some(name) = symbol.name() {
+                            // The workspace's files by their path from `crates/`, others
+                            // by their name.
+                            let line = symbol
+                                .filename()
+                                .map(|path| {
+                                    let path = path.to_string_lossy();
+                                    let shown = match path.find("/crates/") {
+                                        Some(at) if !path.contains("/.cargo/") => &path[at + 1..],
+                                        _ => path.rsplit('/').next().unwrap_or(&path),
+                                    };
+                                    format!(" ({shown}:{})", symbol.lineno().unwrap_or(0))
+                                })
+                                .unwrap_or_default();
+                            found.push(format!("{name:#}{line}"));
+                        }
+                    });
+                    if found.is_empty() {
+                        found.push(format!("{ip:#x}"));
+                    }
+                    found
+                })
+                .clone()
+        };
+        let (all_count, all_bytes) = self.totals();
+        let mut by_site: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut inclusive: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut stacks: Vec<(u64, u64, Vec<String>)> = Vec::new();
+        for (ips, &(count, bytes)) in &self.stacks {
+            // Inline frames of one address come innermost first. The recorder's own frames
+            // (the stack walk, the allocator) go.
+            let mut frames: Vec<String> = ips.iter().flat_map(|&ip| resolve(ip)).collect();
+            if let Some(last) = frames
+                .iter()
+                .rposition(|f| f.contains("watchkeeper_bench::alloc::"))
+            {
+                frames.drain(..=last);
+            }
+            let function = |frame: &String| frame.split(" (").next().unwrap_or(frame).to_owned();
+            // A function and its file, without the line.
+            let place = |frame: &String| match frame.rsplit_once(':') {
+                Some((head, line)) if line.ends_with(')') => format!("{head})"),
+                _ => frame.clone(),
+            };
+            let first_ours = frames.iter().position(|f| ours(f));
+            let callee = frames[..first_ours.unwrap_or(frames.len())]
+                .last()
+                .map(function)
+                .unwrap_or_default();
+            let site = match first_ours {
+                Some(at) => format!("{} -> {callee}", frames[at]),
+                None => format!(
+                    "(no watchkeeper frame) {}",
+                    frames
+                        .iter()
+                        .find(|f| !plumbing(f))
+                        .map_or("?", String::as_str)
+                ),
+            };
+            let entry = by_site.entry(site).or_insert((0, 0));
+            entry.0 += count;
+            entry.1 += bytes;
+            let mut seen = std::collections::HashSet::new();
+            for frame in frames.iter().filter(|f| ours(f)) {
+                let name = place(frame);
+                if seen.insert(name.clone()) {
+                    let entry = inclusive.entry(name).or_insert((0, 0));
+                    entry.0 += count;
+                    entry.1 += bytes;
+                }
+            }
+            stacks.push((count, bytes, frames));
+        }
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "recorded: {:.1} allocations, {:.0} bytes per unit ({per} units)\n",
+            all_count as f64 / per,
+            all_bytes as f64 / per
+        );
+        let mut section = |title: &str, map: HashMap<String, (u64, u64)>| {
+            let mut rows: Vec<(String, (u64, u64))> = map.into_iter().collect();
+            rows.sort_by(|a, b| b.1.1.cmp(&a.1.1).then_with(|| a.0.cmp(&b.0)));
+            let _ = writeln!(
+                out,
+                "## {title}\n| bytes per unit | allocations per unit | |\n|---|---|---|"
+            );
+            for (name, (count, bytes)) in rows.into_iter().take(top) {
+                let _ = writeln!(
+                    out,
+                    "| {:.0} | {:.1} | `{name}` |",
+                    bytes as f64 / per,
+                    count as f64 / per
+                );
+            }
+            let _ = writeln!(out);
+        };
+        section(
+            "By site: the innermost watchkeeper frame -> what it called",
+            by_site,
+        );
+        section("Inclusive by watchkeeper function (and file)", inclusive);
+        stacks.sort_by_key(|stack| std::cmp::Reverse(stack.1));
+        let _ = writeln!(out, "## Heaviest stacks");
+        for (count, bytes, frames) in stacks.iter().take(top) {
+            let _ = writeln!(
+                out,
+                "\n{:.0} bytes, {:.1} allocations per unit:",
+                *bytes as f64 / per,
+                *count as f64 / per
+            );
+            for frame in frames.iter().take(40) {
+                let _ = writeln!(out, "    {frame}");
+            }
+        }
+        out
+    }
 }
 
 /// Returns freed heap memory to the system (glibc's `malloc_trim(0)`), so that RSS counts

@@ -1082,11 +1082,28 @@ pub fn allocations(options: &Options) -> Result<Vec<Table>, String> {
                 ],
             )?;
             child.expect("ready")?;
+            let sites = options.alloc_sites && allocs.is_empty();
+            if sites {
+                crate::alloc::record_sites(true);
+            }
             let before = crate::alloc::counts();
             child.go()?;
             let done: Value =
                 serde_json::from_str(&child.expect("done")?).map_err(|e| e.to_string())?;
             let after = crate::alloc::counts();
+            if sites {
+                let report = crate::alloc::take_sites().report(patches as f64, 60);
+                std::fs::create_dir_all(&options.out).map_err(|e| e.to_string())?;
+                let file = options.out.join(format!("alloc-sites-{n}.md"));
+                std::fs::write(
+                    &file,
+                    format!(
+                        "# Where the bytes of a PATCH go, {n} watchers (units: PATCHes)\n\n{report}"
+                    ),
+                )
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+                eprintln!("  alloc {n} watchers: sites in {}", file.display());
+            }
             child.finish();
             running.stop();
             if let Some(error) = done.get("error") {

@@ -90,6 +90,9 @@ pub struct Options {
     pub scale_protocols: Vec<scale::Protocol>,
     /// `scale`: the stream counts of the ramp's steps; empty: each protocol's default ramp.
     pub scale_steps: Vec<usize>,
+    /// `alloc`: record the call stack of every allocation in each watcher count's first run
+    /// and write where the bytes of a PATCH go to `DIR/alloc-sites-<watchers>.md` (slow).
+    pub alloc_sites: bool,
 }
 
 /// Every suite, in priority order.
@@ -129,11 +132,13 @@ impl Options {
             port_base: None,
             scale_protocols: Vec::new(),
             scale_steps: Vec::new(),
+            alloc_sites: false,
         };
         let mut i = 0;
         while i < args.len() {
             match args[i].as_str() {
                 "--smoke" => options.smoke = true,
+                "--alloc-sites" => options.alloc_sites = true,
                 "--out" => {
                     i += 1;
                     options.out = PathBuf::from(args.get(i).ok_or("--out needs a directory")?);
@@ -201,7 +206,7 @@ impl Options {
                 }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--scale-protocols h1,h2] [--scale-steps N,N,...]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

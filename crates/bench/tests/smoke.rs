@@ -128,6 +128,55 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
     }
 }
 
+/// `alloc --alloc-sites` writes where the measured bytes went: a report per watcher count whose
+/// recorded total is the window's count (the same allocations, give or take what other threads
+/// allocate between the two readings), naming watchkeeper's own call sites.
+#[test]
+fn allocation_sites_account_for_the_measured_bytes() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_watchkeeper-bench"))
+        .args(["alloc", "--smoke", "--alloc-sites", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
+            .unwrap();
+    let measured = json["tables"][0]["raw"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|run| run["watchers"] == 1)
+        .and_then(|run| run["bytes_per_patch"].as_f64())
+        .unwrap();
+    let report = std::fs::read_to_string(out.path().join("alloc-sites-1.md")).unwrap();
+    let recorded: f64 = report
+        .lines()
+        .find_map(|line| line.strip_prefix("recorded: "))
+        .and_then(|line| line.split(", ").nth(1))
+        .and_then(|bytes| bytes.split(' ').next())
+        .and_then(|bytes| bytes.parse().ok())
+        .unwrap();
+    assert!(
+        (recorded - measured).abs() <= measured * 0.1,
+        "recorded {recorded} vs measured {measured}"
+    );
+    for part in [
+        "## By site",
+        "## Inclusive by watchkeeper function",
+        "## Heaviest stacks",
+        "crates/core/src/object.rs",
+        "crates/api/src/patch.rs",
+    ] {
+        assert!(report.contains(part), "{part} missing:\n{report}");
+    }
+}
+
 #[test]
 fn unknown_arguments_are_refused() {
     let options = watchkeeper_bench::Options::parse(&["nonsense".to_owned()], "x".into());
@@ -178,6 +227,8 @@ fn unknown_arguments_are_refused() {
     );
     assert!(parse(&["population", "--population-malloc", "jemalloc"]).is_err());
     assert!(parse(&["restart", "--port-base", "80"]).is_err());
+    assert!(parse(&["alloc", "--alloc-sites"]).unwrap().alloc_sites);
+    assert!(!parse(&["alloc"]).unwrap().alloc_sites);
     assert_eq!(
         parse(&["restart", "--port-base", "24200"])
             .unwrap()

@@ -8,6 +8,7 @@
 //! [`EncodeStats`], which the caller passes in, so several caches can report separately.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -80,9 +81,24 @@ pub struct Object {
     fields: BTreeMap<String, String>,
     resource_version: Revision,
     body: Value,
+    /// About how long the JSON encoding is, bytes (0: not known); see [`Object::with_size_hint`].
+    size_hint: usize,
     encoded: [OnceLock<Bytes>; ENCODINGS],
+    /// Where the `metadata` map is in the JSON encoding (set with it, when `metadata` is a map).
+    metadata_span: OnceLock<Range<usize>>,
     external: OnceLock<Option<Bytes>>,
 }
+
+/// What a JSON encoding may need beyond its size hint: the length of the stored value it was
+/// decoded from leaves out `"resourceVersion":"<up to 20 digits>",` (42 bytes at most).
+const HINT_MARGIN: usize = 64;
+
+/// The first buffer of an encoding without a size hint (`serde_json::to_vec`'s).
+const UNHINTED_CAPACITY: usize = 128;
+
+/// The head of a `PartialObjectMetadata` encoding; the metadata and `}` follow.
+const PARTIAL_METADATA_HEAD: &[u8] =
+    br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#;
 
 impl Object {
     /// Builds an object. `body` is the object's JSON; its `metadata.resourceVersion` is set to
@@ -117,9 +133,28 @@ impl Object {
             fields,
             resource_version,
             body,
+            size_hint: 0,
             encoded: Default::default(),
+            metadata_span: OnceLock::new(),
             external: OnceLock::new(),
         }
+    }
+
+    /// The object, told about how long its JSON encoding is (`bytes`: the length of the
+    /// stored value it was decoded from, which is the encoding but for the resource version).
+    /// Its encodings are then written into one buffer of about that size, instead of one
+    /// doubled from 128 bytes (a copy per doubling) and shrunk at the end. Only a hint: any
+    /// value gives the same bytes.
+    #[must_use]
+    pub fn with_size_hint(mut self, bytes: usize) -> Object {
+        self.size_hint = bytes;
+        self
+    }
+
+    /// The size hint given ([`Object::with_size_hint`]); 0 when none was.
+    #[must_use]
+    pub fn size_hint(&self) -> usize {
+        self.size_hint
     }
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
@@ -185,8 +220,81 @@ impl Object {
     pub fn encoded(&self, encoding: Encoding, stats: &EncodeStats) -> &Bytes {
         self.encoded[encoding.slot()].get_or_init(|| {
             stats.count();
-            encode(&self.body, encoding)
+            self.encode(encoding)
         })
+    }
+
+    /// The first buffer for the JSON encoding.
+    fn json_capacity(&self) -> usize {
+        match self.encoded[Encoding::Json.slot()].get() {
+            Some(json) => json.len() + HINT_MARGIN,
+            None if self.size_hint > 0 => self.size_hint + HINT_MARGIN,
+            None => UNHINTED_CAPACITY,
+        }
+    }
+
+    /// The first buffer for the partial metadata encoding: its own length or the metadata's
+    /// when known, else the whole object's (an upper bound: shrunk when done), else small.
+    fn metadata_capacity(&self) -> usize {
+        if let Some(partial) = self.encoded[Encoding::PartialMetadataJson.slot()].get() {
+            partial.len() + HINT_MARGIN
+        } else if let Some(span) = self.metadata_span.get() {
+            PARTIAL_METADATA_HEAD.len() + span.len() + 1 + HINT_MARGIN
+        } else if self.size_hint > 0 {
+            PARTIAL_METADATA_HEAD.len() + self.size_hint + HINT_MARGIN
+        } else {
+            2 * UNHINTED_CAPACITY
+        }
+    }
+
+    /// Serializes the body in `encoding` (at another resource version with `revision`).
+    fn encode_with(&self, encoding: Encoding, revision: Option<&Value>) -> Bytes {
+        match encoding {
+            // kube-apiserver's field order (`kind`, `apiVersion`, `metadata`, `spec`,
+            // `status`): see [`crate::order`].
+            Encoding::Json => {
+                let mut out = Vec::with_capacity(self.json_capacity());
+                let span = crate::order::write_object_spanned(&mut out, &self.body, revision);
+                if revision.is_none()
+                    && let Some(span) = span
+                {
+                    let _ = self.metadata_span.set(span);
+                }
+                cached(out)
+            }
+            Encoding::PartialMetadataJson => {
+                let metadata = self.body.get("metadata").unwrap_or(&Value::Null);
+                // The JSON encoding's metadata is this encoding's: copied when it is there.
+                if revision.is_none()
+                    && let (Some(json), Some(span)) = (
+                        self.encoded[Encoding::Json.slot()].get(),
+                        self.metadata_span.get(),
+                    )
+                {
+                    let mut out = Vec::with_capacity(PARTIAL_METADATA_HEAD.len() + span.len() + 1);
+                    out.extend_from_slice(PARTIAL_METADATA_HEAD);
+                    out.extend_from_slice(&json[span.clone()]);
+                    out.push(b'}');
+                    return Bytes::from(out);
+                }
+                let mut out = Vec::with_capacity(self.metadata_capacity());
+                out.extend_from_slice(PARTIAL_METADATA_HEAD);
+                match (metadata.is_object(), revision) {
+                    (false, _) => out.extend_from_slice(b"{}"),
+                    (true, None) => crate::order::write_metadata(&mut out, metadata),
+                    (true, Some(revision)) => {
+                        crate::order::write_metadata_at(&mut out, metadata, revision);
+                    }
+                }
+                out.push(b'}');
+                cached(out)
+            }
+        }
+    }
+
+    /// Serializes the body in `encoding`.
+    fn encode(&self, encoding: Encoding) -> Bytes {
+        self.encode_with(encoding, None)
     }
 
     /// The object in the external encoding ([`ExternalEncoder`]), computed on first use and
@@ -224,7 +332,10 @@ impl Object {
     /// (the previous object with the deletion's resource version). Not cached here; events
     /// cache it.
     pub(crate) fn encode_at(&self, resource_version: Revision, encoding: Encoding) -> Bytes {
-        encode(&self.body_at(resource_version), encoding)
+        // Written with the resource version overridden: the bytes of a copy of the body with
+        // it set ([`Object::body_at`]), without the copy.
+        let revision = Value::String(resource_version.to_string());
+        self.encode_with(encoding, Some(&revision))
     }
 
     fn body_at(&self, resource_version: Revision) -> Value {
@@ -249,36 +360,13 @@ pub fn object_key(namespace: &str, name: &str) -> String {
     }
 }
 
-fn encode(body: &Value, encoding: Encoding) -> Bytes {
-    match encoding {
-        // kube-apiserver's field order (`kind`, `apiVersion`, `metadata`, `spec`, `status`):
-        // see [`crate::order`].
-        Encoding::Json => {
-            let mut out = Vec::with_capacity(128);
-            crate::order::write_object(&mut out, body);
-            cached(out)
-        }
-        Encoding::PartialMetadataJson => {
-            let mut out = Vec::with_capacity(256);
-            out.extend_from_slice(
-                br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
-            );
-            let metadata = body.get("metadata").unwrap_or(&Value::Null);
-            if metadata.is_object() {
-                crate::order::write_metadata(&mut out, metadata);
-            } else {
-                out.extend_from_slice(b"{}");
-            }
-            out.push(b'}');
-            cached(out)
-        }
-    }
-}
-
-/// An encoding to cache: without the growth slack of the serializer's buffer (up to as much
-/// again as the text), which would otherwise live as long as the object.
+/// An encoding to cache: without large growth slack, which would otherwise live as long as
+/// the object (a buffer doubled from a small one can be up to twice the text). The little a
+/// hinted buffer has left is kept rather than paid for with a reallocation.
 fn cached(mut out: Vec<u8>) -> Bytes {
-    out.shrink_to_fit();
+    if out.capacity() - out.len() > out.len() / 32 + HINT_MARGIN {
+        out.shrink_to_fit();
+    }
     Bytes::from(out)
 }
 
@@ -364,6 +452,128 @@ mod tests {
         assert!(refused.encoded_external(never, &stats).is_none());
         assert!(refused.encoded_external(never, &stats).is_none());
         assert_eq!(stats.serializations(), 2);
+    }
+
+    /// The encodings as they were written before size hints and overrides: from a copy of the
+    /// body with the resource version set, into a fresh buffer.
+    fn reference(body: &Value, revision: Option<Revision>, encoding: Encoding) -> Vec<u8> {
+        let mut body = body.clone();
+        if let Some(revision) = revision
+            && let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            metadata.insert(
+                "resourceVersion".to_owned(),
+                Value::String(revision.to_string()),
+            );
+        }
+        let mut out = Vec::new();
+        match encoding {
+            Encoding::Json => crate::order::write_object(&mut out, &body),
+            Encoding::PartialMetadataJson => {
+                out.extend_from_slice(PARTIAL_METADATA_HEAD);
+                match body.get("metadata") {
+                    Some(metadata) if metadata.is_object() => {
+                        crate::order::write_metadata(&mut out, metadata);
+                    }
+                    _ => out.extend_from_slice(b"{}"),
+                }
+                out.push(b'}');
+            }
+        }
+        out
+    }
+
+    fn bodies() -> Vec<Value> {
+        let big = "x".repeat(10_000);
+        vec![
+            json!({"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "a", "namespace": "default", "uid": "u",
+                                "annotations": {"a": big.clone()},
+                                "managedFields": [{"manager": "m", "operation": "Update"}]},
+                   "spec": {"containers": [{"name": "c", "image": big}]}, "status": {}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "b"}, "data": {"k": "v"}}),
+            json!({"metadata": "not a map", "data": 1}),
+            json!({"data": [1, 2, 3]}),
+            json!([{"metadata": {"name": "c"}}]),
+        ]
+    }
+
+    #[test]
+    fn hinted_encodings_are_the_unhinted_bytes() {
+        let stats = EncodeStats::default();
+        for body in bodies() {
+            let exact = reference(&body, None, Encoding::Json).len();
+            for hint in [0, 1, exact / 2, exact, exact + 10, 4 * exact + 1000] {
+                // Each encoding alone, and the metadata after the JSON encoding (copied).
+                for order in [
+                    [Encoding::Json, Encoding::PartialMetadataJson],
+                    [Encoding::PartialMetadataJson, Encoding::Json],
+                ] {
+                    let object = Object::new(
+                        "ns",
+                        "a",
+                        BTreeMap::new(),
+                        BTreeMap::new(),
+                        17,
+                        body.clone(),
+                    )
+                    .with_size_hint(hint);
+                    assert_eq!(object.size_hint(), hint);
+                    for encoding in order {
+                        assert_eq!(
+                            String::from_utf8_lossy(object.encoded(encoding, &stats)),
+                            String::from_utf8_lossy(&reference(object.body(), None, encoding)),
+                            "{encoding:?} after {order:?}, hint {hint}: {body}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_encoding_at_another_revision_is_the_bytes_of_a_copy_at_it() {
+        let stats = EncodeStats::default();
+        for body in bodies() {
+            for hint in [0, 100, 100_000] {
+                for revision in [1, 9, 12_345_678_901_234_567_890] {
+                    for cached in [
+                        None,
+                        Some(Encoding::Json),
+                        Some(Encoding::PartialMetadataJson),
+                    ] {
+                        let object = Object::new(
+                            "ns",
+                            "a",
+                            BTreeMap::new(),
+                            BTreeMap::new(),
+                            17,
+                            body.clone(),
+                        )
+                        .with_size_hint(hint);
+                        if let Some(encoding) = cached {
+                            object.encoded(encoding, &stats);
+                        }
+                        for encoding in Encoding::ALL {
+                            assert_eq!(
+                                String::from_utf8_lossy(&object.encode_at(revision, encoding)),
+                                String::from_utf8_lossy(&reference(
+                                    object.body(),
+                                    Some(revision),
+                                    encoding
+                                )),
+                                "{encoding:?} at {revision}, {cached:?} cached, hint {hint}: {body}"
+                            );
+                        }
+                        // The object's own encodings are untouched.
+                        assert_eq!(
+                            object.encoded(Encoding::Json, &stats)[..],
+                            reference(object.body(), None, Encoding::Json)[..]
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //!   lookups per object.
 //! - Deterministic: the same value always gives the same bytes.
 
+use std::ops::Range;
+
 use serde_json::{Map, Value};
 
 /// `metav1.Status` field order.
@@ -130,7 +132,9 @@ impl Layout {
 
 fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
     match value {
-        Value::Object(map) if layout != Layout::Sorted => write_map(out, map, layout),
+        Value::Object(map) if layout != Layout::Sorted => {
+            write_map(out, map, layout, None);
+        }
         Value::Array(items) if layout != Layout::Sorted => {
             out.push(b'[');
             for (index, item) in items.iter().enumerate() {
@@ -159,7 +163,23 @@ const _: () = assert!(
         && MANAGED_FIELDS_ORDER.len() <= MAX_ORDER
 );
 
-fn write_map(out: &mut Vec<u8>, map: &Map<String, Value>, layout: Layout) {
+/// Where `metadata.resourceVersion` sits in [`METADATA_ORDER`].
+const RESOURCE_VERSION_AT: usize = 5;
+const _: () = assert!(matches!(
+    METADATA_ORDER[RESOURCE_VERSION_AT].as_bytes(),
+    b"resourceVersion"
+));
+
+/// Writes `map` in `layout`. `revision` (for an [`Layout::Object`] or a [`Layout::Metadata`]
+/// map only) overrides the resource version: the metadata map, when it is a map, is written
+/// as if its `resourceVersion` were `revision` (set when absent), without a copy of it.
+/// Returns where an object's `metadata` map went in `out` (for [`Layout::Object`] only).
+fn write_map(
+    out: &mut Vec<u8>,
+    map: &Map<String, Value>,
+    layout: Layout,
+    revision: Option<&Value>,
+) -> Option<Range<usize>> {
     let order = layout.order();
     // One pass over the map places the known keys by their Go position (a map lookup per
     // known key costs several times more, as callgrind showed); the others follow, sorted.
@@ -171,8 +191,14 @@ fn write_map(out: &mut Vec<u8>, map: &Map<String, Value>, layout: Layout) {
             None => others = true,
         }
     }
+    if layout == Layout::Metadata
+        && let Some(revision) = revision
+    {
+        known[RESOURCE_VERSION_AT] = Some((METADATA_ORDER[RESOURCE_VERSION_AT], revision));
+    }
     out.push(b'{');
     let mut first = true;
+    let mut span = None;
     let mut entry = |out: &mut Vec<u8>, key: &str, value: &Value| {
         if !first {
             out.push(b',');
@@ -180,7 +206,15 @@ fn write_map(out: &mut Vec<u8>, map: &Map<String, Value>, layout: Layout) {
         first = false;
         serde_json::to_writer(&mut *out, key).unwrap_or_default();
         out.push(b':');
-        write_value(out, value, layout.child(key));
+        match (layout, value) {
+            // As `write_value` writes it, with the override and its place.
+            (Layout::Object, Value::Object(metadata)) if key == "metadata" => {
+                let start = out.len();
+                write_map(out, metadata, Layout::Metadata, revision);
+                span = Some(start..out.len());
+            }
+            _ => write_value(out, value, layout.child(key)),
+        }
     };
     for (key, value) in known.iter().flatten() {
         entry(out, key, value);
@@ -193,6 +227,7 @@ fn write_map(out: &mut Vec<u8>, map: &Map<String, Value>, layout: Layout) {
         }
     }
     out.push(b'}');
+    span
 }
 
 /// Appends `object` as kube-apiserver writes an object: `kind`, `apiVersion`, `metadata` (in
@@ -204,6 +239,42 @@ pub fn write_object(out: &mut Vec<u8>, object: &Value) {
 /// Appends `metadata` as an `ObjectMeta` (its fields in Go order).
 pub fn write_metadata(out: &mut Vec<u8>, metadata: &Value) {
     write_value(out, metadata, Layout::Metadata);
+}
+
+/// Appends `object` as [`write_object`] would append a copy of it whose
+/// `metadata.resourceVersion` is set to `revision` (when `metadata` is a map; anything else is
+/// written unchanged), without copying it: the encoding of an object at another resource
+/// version (a DELETED event's).
+pub fn write_object_at(out: &mut Vec<u8>, object: &Value, revision: &Value) {
+    write_object_spanned(out, object, Some(revision));
+}
+
+/// [`write_object`] (or [`write_object_at`] with `revision`), returning where the
+/// `metadata` map went in `out` when the object has one: those bytes are exactly what
+/// [`write_metadata`] (or [`write_metadata_at`]) writes of it.
+pub(crate) fn write_object_spanned(
+    out: &mut Vec<u8>,
+    object: &Value,
+    revision: Option<&Value>,
+) -> Option<Range<usize>> {
+    match object {
+        Value::Object(map) => write_map(out, map, Layout::Object, revision),
+        other => {
+            write_object(out, other);
+            None
+        }
+    }
+}
+
+/// Appends `metadata` as [`write_metadata`] would append a copy of it whose `resourceVersion`
+/// is set to `revision` (when it is a map).
+pub fn write_metadata_at(out: &mut Vec<u8>, metadata: &Value, revision: &Value) {
+    match metadata {
+        Value::Object(map) => {
+            write_map(out, map, Layout::Metadata, Some(revision));
+        }
+        other => write_metadata(out, other),
+    }
 }
 
 /// Appends a `metav1.Status` in Go order (`kind`, `apiVersion`, `metadata`, `status`,
@@ -242,6 +313,56 @@ mod tests {
             )
         );
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), object);
+    }
+
+    /// What `write_object_at` must equal: a copy with the resource version set, written.
+    fn copied_at(object: &Value, revision: &Value, write: fn(&mut Vec<u8>, &Value)) -> Vec<u8> {
+        let mut copy = object.clone();
+        if let Some(metadata) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("resourceVersion".to_owned(), revision.clone());
+        }
+        let mut out = Vec::new();
+        write(&mut out, &copy);
+        out
+    }
+
+    #[test]
+    fn an_overridden_resource_version_writes_the_bytes_of_a_copy_with_it_set() {
+        let revision = json!("912");
+        for object in [
+            json!({"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "n", "resourceVersion": "7", "uid": "u", "zz": 1,
+                                "managedFields": [{"manager": "m", "resourceVersion": "1"}]},
+                   "spec": {"metadata": {"resourceVersion": "inner"}}, "other": 2}),
+            json!({"kind": "Pod", "metadata": {"name": "n"}}),
+            json!({"metadata": {}}),
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"kind": "Pod", "metadata": "not a map"}),
+            json!({"kind": "Pod", "metadata": [{"resourceVersion": "1"}]}),
+            json!({"kind": "Pod"}),
+            json!({}),
+            json!([{"metadata": {"resourceVersion": "1"}}]),
+            json!("text"),
+            json!(null),
+        ] {
+            let mut out = Vec::new();
+            write_object_at(&mut out, &object, &revision);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(copied_at(&object, &revision, write_object)).unwrap(),
+                "{object}"
+            );
+            let metadata = object.get("metadata").cloned().unwrap_or(Value::Null);
+            let mut out = Vec::new();
+            write_metadata_at(&mut out, &metadata, &revision);
+            let mut copy = metadata.clone();
+            if let Some(map) = copy.as_object_mut() {
+                map.insert("resourceVersion".to_owned(), revision.clone());
+            }
+            let mut expected = Vec::new();
+            write_metadata(&mut expected, &copy);
+            assert_eq!(out, expected, "{metadata}");
+        }
     }
 
     #[test]

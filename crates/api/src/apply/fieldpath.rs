@@ -36,7 +36,8 @@ impl PathElement {
     /// The element of a key object (its keys are serialized sorted: serde_json's map is).
     #[must_use]
     pub fn key(fields: &Map<String, Value>) -> PathElement {
-        PathElement::Key(Value::Object(fields.clone()).to_string())
+        // The text `Value::Object(fields.clone()).to_string()` writes, without the copy.
+        PathElement::Key(serde_json::to_string(fields).unwrap_or_default())
     }
 
     /// The element of a set item.
@@ -187,6 +188,41 @@ impl Set {
         out
     }
 
+    /// Adds every path of `other`: `self` becomes `self.union(other)`, without a copy of
+    /// `self` (only what `other` adds is copied).
+    pub fn add_all(&mut self, other: &Set) {
+        for member in &other.members {
+            if !self.members.contains(member) {
+                self.members.insert(member.clone());
+            }
+        }
+        for (element, theirs) in &other.children {
+            match self.children.get_mut(element) {
+                Some(mine) => mine.add_all(theirs),
+                None => {
+                    self.children.insert(element.clone(), theirs.clone());
+                }
+            }
+        }
+    }
+
+    /// Removes every path of `other`: `self` becomes `self.difference(other)`, without a copy
+    /// of what stays.
+    pub fn remove_all(&mut self, other: &Set) {
+        if !other.members.is_empty() {
+            self.members
+                .retain(|member| !other.members.contains(member));
+        }
+        for (element, theirs) in &other.children {
+            if let Some(mine) = self.children.get_mut(element) {
+                mine.remove_all(theirs);
+            }
+        }
+        // As `difference`, which keeps no empty subset (there are none to begin with: every
+        // constructor drops them).
+        self.children.retain(|_, child| !child.is_empty());
+    }
+
     /// The paths of `self` that are not in `other`.
     #[must_use]
     pub fn difference(&self, other: &Set) -> Set {
@@ -328,6 +364,21 @@ mod tests {
     }
 
     #[test]
+    fn a_key_element_is_its_object_as_compact_json() {
+        for key in [
+            json!({}),
+            json!({"name": "web"}),
+            json!({"protocol": "TCP", "containerPort": 80, "x": {"b": [1, "\u{e9}\n"], "a": null}}),
+        ] {
+            let fields = key.as_object().unwrap();
+            assert_eq!(
+                PathElement::key(fields),
+                PathElement::Key(Value::Object(fields.clone()).to_string())
+            );
+        }
+    }
+
+    #[test]
     fn paths_print_as_structured_merge_diff_does() {
         let item = PathElement::key(
             json!({"protocol": "TCP", "containerPort": 80})
@@ -368,5 +419,38 @@ mod tests {
             ]
         );
         assert!(Set::from_fields_v1(&json!({"q:x": {}})).is_err());
+    }
+
+    /// A set of paths over a small alphabet, so that random sets overlap.
+    fn any_set() -> impl proptest::strategy::Strategy<Value = Set> {
+        use proptest::prelude::*;
+        let element = prop_oneof![
+            (0..4u8).prop_map(|i| PathElement::Field(format!("f{i}"))),
+            (0..2u8).prop_map(|i| PathElement::Key(format!("{{\"name\":\"{i}\"}}"))),
+            (0..2usize).prop_map(PathElement::Index),
+        ];
+        proptest::collection::vec(proptest::collection::vec(element, 1..5), 0..12).prop_map(
+            |paths| {
+                let mut set = Set::new();
+                for path in paths {
+                    set.insert(&path);
+                }
+                set
+            },
+        )
+    }
+
+    proptest::proptest! {
+        /// The in-place operations give exactly the copying ones' sets.
+        #[test]
+        fn in_place_operations_are_the_copying_ones(a in any_set(), b in any_set()) {
+            let mut added = a.clone();
+            added.add_all(&b);
+            proptest::prop_assert_eq!(&added, &a.union(&b));
+            let mut removed = a.clone();
+            removed.remove_all(&b);
+            proptest::prop_assert_eq!(&removed, &a.difference(&b));
+            proptest::prop_assert_eq!(removed.to_fields_v1(), a.difference(&b).to_fields_v1());
+        }
     }
 }

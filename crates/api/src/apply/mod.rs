@@ -136,8 +136,13 @@ pub(crate) fn schema_root<'a>(def: &ResourceDef, custom: Option<&'a Value>) -> T
     }
 }
 
-/// The paths no manager owns (kube-apiserver's `stripMetaManager`).
-fn stripped() -> Set {
+/// The paths no manager owns (kube-apiserver's `stripMetaManager`), built once.
+fn stripped() -> &'static Set {
+    static STRIPPED: std::sync::LazyLock<Set> = std::sync::LazyLock::new(stripped_set);
+    &STRIPPED
+}
+
+fn stripped_set() -> Set {
     let mut set = Set::new();
     let field = |name: &str| PathElement::Field(name.to_owned());
     set.insert(&[field("apiVersion")]);
@@ -293,27 +298,32 @@ pub fn update(
         api_version: def.api_version(),
         subresource: writer.subresource.to_owned(),
     };
-    let changed = comparison.modified.union(&comparison.added);
+    // The set operations work in place: the managers' sets are the largest values here, and
+    // `union`/`difference` would copy all of them (each several times) to change a few paths.
+    let typed::Comparison {
+        added,
+        removed,
+        modified: mut changed,
+    } = comparison;
+    changed.add_all(&added);
     for (other, entry) in &mut managers {
         if *other != id {
-            entry.set = entry
-                .set
-                .difference(&changed)
-                .difference(&comparison.removed);
+            entry.set.remove_all(&changed);
+            entry.set.remove_all(&removed);
         }
     }
     let previous = managers.remove(&id);
-    let unchanged = changed.is_empty() && comparison.removed.is_empty();
-    let set = previous
-        .as_ref()
-        .map(|e| e.set.clone())
-        .unwrap_or_default()
-        .difference(&comparison.removed)
-        .union(&changed)
-        .difference(&stripped());
+    let unchanged = changed.is_empty() && removed.is_empty();
+    let (mut set, previous_time) = match previous {
+        Some(previous) => (previous.set, Some(previous.time)),
+        None => (Set::new(), None),
+    };
+    set.remove_all(&removed);
+    set.add_all(&changed);
+    set.remove_all(stripped());
     if !set.is_empty() {
-        let time = match &previous {
-            Some(previous) if unchanged => previous.time.clone(),
+        let time = match previous_time {
+            Some(previous_time) if unchanged => previous_time,
             _ => Some(time.to_owned()),
         };
         managers.insert(
@@ -429,7 +439,7 @@ pub fn apply(
         // `skipNonAppliedManager`).
         let set = typed::field_set(&live_value, ty)
             .map_err(type_error)?
-            .difference(&stripped());
+            .difference(stripped());
         managers.insert(
             ManagerId {
                 manager: "before-first-apply".to_owned(),
@@ -447,7 +457,7 @@ pub fn apply(
     let mut merged = typed::merge(&live_value, config, ty).map_err(type_error)?;
     let applied = typed::field_set(config, ty)
         .map_err(type_error)?
-        .difference(&stripped());
+        .difference(stripped());
     let id = ManagerId {
         manager: writer.manager.to_owned(),
         operation: Operation::Apply,
@@ -471,7 +481,7 @@ pub fn apply(
             .fold(Set::new(), |all, entry| all.union(&entry.set));
         let removable = typed::with_named_fields_as_members(last, ty)
             .difference(&typed::with_named_fields_as_members(&owned, ty))
-            .difference(&stripped());
+            .difference(stripped());
         typed::remove_items(&mut merged, &removable, ty);
     }
     let comparison = typed::compare(&live_value, &merged, ty).map_err(type_error)?;
@@ -491,10 +501,8 @@ pub fn apply(
     }
     for (other, entry) in &mut managers {
         if *other != id {
-            entry.set = entry
-                .set
-                .difference(&changed)
-                .difference(&comparison.removed);
+            entry.set.remove_all(&changed);
+            entry.set.remove_all(&comparison.removed);
         }
     }
     let unchanged = last.as_ref() == Some(&applied);

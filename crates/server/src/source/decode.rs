@@ -54,9 +54,31 @@ pub fn parse_revision(value: Option<&Value>) -> Result<Revision, String> {
 /// version is not an integer.
 pub fn decode(
     def: &ResourceDef,
-    mut body: Value,
+    body: Value,
     identity: Identity<'_>,
 ) -> Result<Arc<Object>, String> {
+    decode_object(def, body, identity).map(Arc::new)
+}
+
+/// [`decode`], the object told that its JSON encoding is about `size_hint` bytes long (the
+/// length of the stored value it comes from: see [`Object::with_size_hint`]).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_sized(
+    def: &ResourceDef,
+    body: Value,
+    identity: Identity<'_>,
+    size_hint: usize,
+) -> Result<Arc<Object>, String> {
+    decode_object(def, body, identity).map(|object| Arc::new(object.with_size_hint(size_hint)))
+}
+
+fn decode_object(
+    def: &ResourceDef,
+    mut body: Value,
+    identity: Identity<'_>,
+) -> Result<Object, String> {
     let map = body
         .as_object_mut()
         .ok_or_else(|| format!("a {} is not a JSON object", def.kind))?;
@@ -106,9 +128,9 @@ pub fn decode(
     let mut fields = field_values(def, &body);
     fields.remove("metadata.name");
     fields.remove("metadata.namespace");
-    Ok(Arc::new(Object::new(
+    Ok(Object::new(
         &namespace, &name, labels, fields, revision, body,
-    )))
+    ))
 }
 
 /// The object of `view` (another version of a stored resource) for `stored`, an object at
@@ -122,7 +144,7 @@ pub fn convert(
     conversion: &watchkeeper_api::versions::Conversion,
     stored: &Object,
 ) -> Result<Arc<Object>, String> {
-    decode(
+    decode_sized(
         view,
         conversion.to_view(stored.body()),
         Identity::Key {
@@ -130,6 +152,7 @@ pub fn convert(
             name: stored.name(),
             revision: stored.resource_version(),
         },
+        stored.size_hint(),
     )
 }
 
@@ -165,7 +188,7 @@ pub fn decode_stored(
 ) -> Result<Arc<Object>, String> {
     let body: Value = serde_json::from_slice(value)
         .map_err(|e| format!("a stored {} is not JSON: {e}", def.kind))?;
-    decode(
+    decode_sized(
         def,
         body,
         Identity::Key {
@@ -173,5 +196,6 @@ pub fn decode_stored(
             name,
             revision,
         },
+        value.len(),
     )
 }

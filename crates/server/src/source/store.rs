@@ -48,7 +48,7 @@ use watchkeeper_store::{
 use crate::cache::{Origin, Resource};
 use crate::request::ResourceRequest;
 use crate::respond::json_response;
-use crate::source::decode::{Identity, decode, decode_stored};
+use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
@@ -1024,6 +1024,9 @@ impl Writer<'_> {
                         .encoded(watchkeeper_core::Encoding::Json, &cache.metrics().encode)
                         .len()
                         + 64
+                } else if current.size_hint() > 0 {
+                    // The length of the old object's stored value.
+                    current.size_hint() + 64
                 } else {
                     0
                 };
@@ -1593,7 +1596,7 @@ impl Router {
         };
         let handed_over = self.handover.as_ref().and_then(|handover| {
             handover.take(&kv.key, &kv.value, |body| {
-                decode(&self.defs[index], body, identity)
+                decode_sized(&self.defs[index], body, identity, kv.value.len())
             })
         });
         let decoded = match handed_over {
@@ -1893,6 +1896,7 @@ impl StoreEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::decode::decode;
 
     /// The object without its resource version (what is stored).
     fn strip_revision(object: &Value) -> Value {
@@ -2034,22 +2038,24 @@ mod tests {
                     continue;
                 }
                 answered += 1;
-                let cached = decode(
-                    &def,
-                    without_revision(object.clone()),
-                    Identity::Key {
-                        namespace,
-                        name: "a",
-                        revision: 31,
-                    },
-                )
-                .unwrap();
+                let identity = Identity::Key {
+                    namespace,
+                    name: "a",
+                    revision: 31,
+                };
                 let expected = watchkeeper_api::object_body(&with_revision(object.clone(), 31));
-                let mut answer = cached
-                    .encoded(watchkeeper_core::Encoding::Json, &stats)
-                    .to_vec();
-                answer.push(b'\n');
-                assert_eq!(String::from_utf8(answer).unwrap(), expected, "{object}");
+                // As the reflector decodes a handed-over value: told the stored value's size.
+                let stored = stored_value(&object).len();
+                for cached in [
+                    decode(&def, without_revision(object.clone()), identity).unwrap(),
+                    decode_sized(&def, without_revision(object.clone()), identity, stored).unwrap(),
+                ] {
+                    let mut answer = cached
+                        .encoded(watchkeeper_core::Encoding::Json, &stats)
+                        .to_vec();
+                    answer.push(b'\n');
+                    assert_eq!(String::from_utf8(answer).unwrap(), expected, "{object}");
+                }
             }
         }
         assert_eq!(answered, 4, "the objects cover both outcomes");
