@@ -250,19 +250,23 @@ impl Catalog {
         }
     }
 
-    /// Stops serving `name`, once its cache has dispatched what it was sent up to `at` (so
-    /// its watchers get those events before their streams end).
+    /// Stops serving `name`, once the cache of every version it is served at has dispatched
+    /// what it was sent up to `at` (so the watchers of each version get those events before
+    /// their streams end: each version's cache has its own dispatcher).
     pub async fn stop(&self, name: &str, at: watchkeeper_core::Revision) {
-        let resource = self
+        let resources: Vec<_> = self
             .registry
             .load()
             .resources
             .iter()
-            .find(|r| r.name() == name)
-            .cloned();
-        if let Some(resource) = resource {
-            let _ = tokio::time::timeout(CACHE_WAIT, resource.cache().wait_fresh(at)).await;
-        }
+            .filter(|r| r.name() == name)
+            .cloned()
+            .collect();
+        let _ = tokio::time::timeout(
+            CACHE_WAIT,
+            futures_util::future::join_all(resources.iter().map(|r| r.cache().wait_fresh(at))),
+        )
+        .await;
         tracing::info!(resource = %name, "no longer serving a custom resource");
         self.registry.remove(name);
     }
