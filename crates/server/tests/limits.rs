@@ -439,6 +439,27 @@ async fn no_request_addresses_a_key_outside_its_prefix() {
 }
 
 /// Sum of the values of the metric lines starting with `prefix` and containing `filter`.
+/// Bytes of payload in each version [`put_versions`] writes.
+const PAYLOAD: usize = 1000;
+
+/// Writes `count` versions of the ConfigMap `c` ([`PAYLOAD`] bytes each), one event apiece for
+/// every watcher of it.
+async fn put_versions(addr: SocketAddr, count: usize) {
+    for index in 0..count {
+        let mut object = configmap("c", PAYLOAD);
+        object["data"]["index"] = json!(index.to_string());
+        let (status, text) = request(
+            addr,
+            "PUT",
+            &format!("{CM}/c"),
+            "application/json",
+            &object.to_string(),
+        )
+        .await;
+        assert_eq!(status, 200, "{text}");
+    }
+}
+
 fn metric_sum(text: &str, prefix: &str, filter: &str) -> u64 {
     text.lines()
         .filter(|l| l.starts_with(prefix) && l.contains(filter))
@@ -551,7 +572,6 @@ async fn never_reading_clients_are_bounded_and_released() {
     // before their deadline depended on how fast the writes went (BENCHMARKS.md invocation
     // AD).
     const WRITES: usize = 180;
-    const PAYLOAD: usize = 1000;
     let server = spawn_server(&[
         "--queue-capacity-max",
         &QUEUE.to_string(),
@@ -623,19 +643,7 @@ async fn never_reading_clients_are_bounded_and_released() {
 
     let opened_after = started.elapsed();
     // The writer: WRITES updates of one object, each one event for every watcher.
-    for index in 0..WRITES {
-        let mut object = configmap("c", PAYLOAD);
-        object["data"]["index"] = json!(index.to_string());
-        let (status, text) = request(
-            addr,
-            "PUT",
-            &format!("{CM}/c"),
-            "application/json",
-            &object.to_string(),
-        )
-        .await;
-        assert_eq!(status, 200, "{text}");
-    }
+    put_versions(addr, WRITES).await;
 
     let written_after = started.elapsed();
     // Released at the deadline: no watcher left in the cache or the HTTP layer.
@@ -716,7 +724,6 @@ async fn a_client_that_never_reads_pushes_back_within_the_send_buffer_bound() {
     const HEADER_BYTES: usize = 8192;
     const SEND_BUFFER: usize = 16 * 1024;
     const RECEIVE_BUFFER: usize = 4096;
-    const PAYLOAD: usize = 1000;
     let server = server_with(ServeArgs {
         queue_capacity_max: Some(QUEUE),
         max_header_bytes: Some(HEADER_BYTES),
@@ -748,19 +755,7 @@ async fn a_client_that_never_reads_pushes_back_within_the_send_buffer_bound() {
     let event_bytes = configmap("c", PAYLOAD).to_string().len() + 200;
     let bytes = 2 * RECEIVE_BUFFER + 2 * SEND_BUFFER + HEADER_BYTES + 16 * 1024;
     let writes = 2 * (bytes.div_ceil(event_bytes) + 2 * QUEUE);
-    for index in 0..writes {
-        let mut object = configmap("c", PAYLOAD);
-        object["data"]["index"] = json!(index.to_string());
-        let (status, text) = request(
-            addr,
-            "PUT",
-            &format!("{CM}/c"),
-            "application/json",
-            &object.to_string(),
-        )
-        .await;
-        assert_eq!(status, 200, "{text}");
-    }
+    put_versions(addr, writes).await;
     let stalls = || async {
         metric_sum(
             &metrics(&server).await,
