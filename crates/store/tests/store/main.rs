@@ -10,3 +10,4 @@ mod crash;
 mod etcd_extra;
 mod model;
 mod progress;
+mod protoc;
