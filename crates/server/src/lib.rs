@@ -464,6 +464,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         debug: crate::operator::debug::DebugState::default(),
         limits: limits.clone(),
         consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
+        wake_relay: crate::cache::wake_relay::WakeRelay::start(),
     });
     if let Some(period) = app.config.consistency_check_interval
         && app.source.as_store().is_some()

@@ -27,6 +27,8 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use flume::{Receiver, RecvTimeoutError, Sender};
+
+use super::wake_relay;
 use watchkeeper_core::{
     CacheConfig, CatchUpWorker, Change, Dispatcher, Instant, Object, PassReport, ProgressMark,
     Revision, WatchCache,
@@ -507,7 +509,10 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
                     // From here on a wake-up sends again; what it announces is drained now.
                     inputs.waker.pending.store(false, Ordering::SeqCst);
                 }
-                if handle_input(&mut dispatcher, clock.now(), next) {
+                // One input's wake-ups of watch responses go out together when it is
+                // handled, in bulk through the relay when there are many (`wake_relay`).
+                let now = clock.now();
+                if wake_relay::batched(|| handle_input(&mut dispatcher, now, next)) {
                     return;
                 }
             }
@@ -525,16 +530,18 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
             }
         }
         let now = clock.now();
-        if mark > 0 && owed == 0 && !dispatcher.is_blocked() {
-            dispatcher.handle_progress(now, std::mem::take(&mut mark));
-        }
-        if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
-            dispatcher.handle_timeout(now);
-        }
-        if dispatcher.has_messages() {
-            // Belt and braces: never wait with a message in the mailbox.
-            dispatcher.handle_messages(now);
-        }
+        wake_relay::batched(|| {
+            if mark > 0 && owed == 0 && !dispatcher.is_blocked() {
+                dispatcher.handle_progress(now, std::mem::take(&mut mark));
+            }
+            if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
+                dispatcher.handle_timeout(now);
+            }
+            if dispatcher.has_messages() {
+                // Belt and braces: never wait with a message in the mailbox.
+                dispatcher.handle_messages(now);
+            }
+        });
     }
 }
 
@@ -570,7 +577,8 @@ fn run_worker(
         match worker.poll_timeout() {
             Some(at) if at <= now => {
                 let started = std::time::Instant::now();
-                let report = worker.run_pass(now);
+                // A pass wakes the watch responses it filled in bulk (see `wake_relay`).
+                let report = wake_relay::batched(|| worker.run_pass(now));
                 let elapsed = started.elapsed();
                 worker.record_pass_duration(elapsed);
                 if let Some(hook) = &mut on_pass {

@@ -4,6 +4,7 @@
 
 pub mod driver;
 pub mod registry;
+pub mod wake_relay;
 
 pub use driver::{
     CacheDriver, Clock, DriverError, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook,

@@ -46,6 +46,8 @@ pub struct App {
     pub limits: Arc<Limits>,
     /// The cache consistency checker (see `source::consistency`).
     pub consistency: Arc<ConsistencyChecker>,
+    /// Wakes watch responses from inside the runtime (see `cache::wake_relay`).
+    pub wake_relay: crate::cache::wake_relay::WakeRelay,
 }
 
 impl App {

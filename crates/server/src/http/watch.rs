@@ -144,6 +144,7 @@ pub async fn watch(
         buffer: Vec::new(),
         done: false,
         delivered: app.debug.delivered_counter(&resource.name()),
+        relay_waker: None,
     };
     // On shutdown the cache ends the watch (after a final bookmark when the client allows
     // bookmarks); the stream delivers what it was owed until then, and the connection layer
@@ -236,6 +237,8 @@ struct WatchStream {
     done: bool,
     /// Events written to clients of this resource (`/debug/watchers`).
     delivered: Arc<std::sync::atomic::AtomicU64>,
+    /// The task's waker behind the server's wake relay, made at the first park.
+    relay_waker: Option<crate::cache::wake_relay::RelayWaker>,
 }
 
 impl Drop for WatchStream {
@@ -250,7 +253,21 @@ impl WatchStream {
     /// are shared, not copied per watcher). Pending (with the waker registered) while the
     /// queue is empty.
     fn poll_chunk(&mut self, cx: &mut Context<'_>, parts: &mut Vec<Bytes>) -> Poll<()> {
-        let end = ready!(self.watch.poll_pop_many(cx, self.chunk, &mut self.buffer));
+        // Registered behind the server's wake relay: the dispatcher's and catch-up threads'
+        // wake-ups reach this task from a runtime thread (see `cache::wake_relay`).
+        if !self
+            .relay_waker
+            .as_ref()
+            .is_some_and(|w| w.wakes(cx.waker()))
+        {
+            self.relay_waker = Some(self.app.wake_relay.waker(cx.waker()));
+        }
+        let waker = self.relay_waker.as_ref().map_or(cx.waker(), |w| w.waker());
+        let end = ready!(self.watch.poll_pop_many(
+            &mut Context::from_waker(waker),
+            self.chunk,
+            &mut self.buffer
+        ));
         let stats = &self.resource.cache().metrics().encode;
         let events = self
             .buffer

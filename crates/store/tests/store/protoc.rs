@@ -25,7 +25,10 @@ fn vendored() -> std::path::PathBuf {
     protoc_bin_vendored_linux_aarch_64::protoc_bin_path()
 }
 
-#[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 #[test]
 fn the_protoc_wrapper_runs_the_vendored_binary_without_a_protoc_on_path() {
     let wrapper = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/protoc");
@@ -34,6 +37,9 @@ fn the_protoc_wrapper_runs_the_vendored_binary_without_a_protoc_on_path() {
     let mut command = Command::new(&wrapper);
     command.env("PATH", empty.path());
     let through_wrapper = version(command);
-    assert!(through_wrapper.starts_with("libprotoc "), "{through_wrapper}");
+    assert!(
+        through_wrapper.starts_with("libprotoc "),
+        "{through_wrapper}"
+    );
     assert_eq!(through_wrapper, version(Command::new(vendored())));
 }
