@@ -18,7 +18,7 @@
 //! wake-up held to the end of its step comes after the step's other wake-ups (the writer's
 //! answer among them). Measured (BENCHMARKS.md, invocation AK), relaying every wake-up, or
 //! holding every wake-up of a step to its end, cut the CPU per delivered event at 10,000
-//! watchers by a quarter or more but added ~100-230 µs to the median latency of a lone healthy
+//! watchers by a quarter or more but added ~100-280 µs to the median latency of a lone healthy
 //! watcher next to 100 catching-up companions; a step that wakes a few watchers now wakes them
 //! exactly as before the relay existed.
 //!
@@ -319,10 +319,7 @@ mod tests {
     async fn a_large_batch_goes_through_the_relay_and_reaches_every_task_once_per_wake() {
         let relay = WakeRelay::start();
         let counts = counts(RELAY_MIN * 2);
-        let wakers: Vec<Waker> = counts
-            .iter()
-            .map(|c| relay.waker(&Waker::from(c.clone())).waker().clone())
-            .collect();
+        let wakers = relay_wakers(&relay, &counts);
         std::thread::spawn(move || {
             for round in 0..20 {
                 batched(|| {
@@ -351,19 +348,36 @@ mod tests {
         until_seen(&counts, &expected).await;
     }
 
-    #[test]
-    fn a_small_batch_and_a_wake_outside_a_batch_are_direct() {
+    /// A relay whose task never runs (its runtime is not driven after the start) and `n`
+    /// counting tasks' relay wakers.
+    fn idle_relay(
+        n: usize,
+    ) -> (
+        tokio::runtime::Runtime,
+        WakeRelay,
+        Vec<Arc<Count>>,
+        Vec<Waker>,
+    ) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
-        // The relay task never runs here (nothing drives this runtime): only direct wake-ups
-        // can reach the counts.
         let relay = runtime.block_on(async { WakeRelay::start() });
-        let counts = counts(RELAY_MIN);
-        let wakers: Vec<Waker> = counts
+        let counts = counts(n);
+        let wakers = relay_wakers(&relay, &counts);
+        (runtime, relay, counts, wakers)
+    }
+
+    fn relay_wakers(relay: &WakeRelay, counts: &[Arc<Count>]) -> Vec<Waker> {
+        counts
             .iter()
             .map(|c| relay.waker(&Waker::from(c.clone())).waker().clone())
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_small_batch_and_a_wake_outside_a_batch_are_direct() {
+        // The relay task never runs here: only direct wake-ups can reach the counts.
+        let (_runtime, relay, counts, wakers) = idle_relay(RELAY_MIN);
         batched(|| {
             for waker in &wakers {
                 waker.wake_by_ref();
@@ -378,15 +392,7 @@ mod tests {
 
     #[test]
     fn a_batch_is_flushed_when_its_step_unwinds_and_a_stopped_relay_wakes_directly() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("runtime");
-        let relay = runtime.block_on(async { WakeRelay::start() });
-        let counts = counts(RELAY_MIN + 1);
-        let wakers: Vec<Waker> = counts
-            .iter()
-            .map(|c| relay.waker(&Waker::from(c.clone())).waker().clone())
-            .collect();
+        let (_runtime, relay, counts, wakers) = idle_relay(RELAY_MIN + 1);
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             batched(|| {
                 for waker in &wakers {
