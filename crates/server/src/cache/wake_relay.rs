@@ -7,30 +7,33 @@
 //! watchers, 1,000 foreign wake-ups, each of which can start a worker that then finds a task
 //! holding a single event.
 //!
-//! The driver runs each dispatch step and each catch-up pass inside [`batched`]: the first
-//! [`RELAY_MIN`] wake-ups of watch responses (whose tasks registered a [`RelayWaker`]) that the
-//! step makes are direct, as they come; the rest are held and, when the step ends, handed to
-//! the relay task in one append and one notification; the relay task wakes them from a worker,
-//! onto that worker's own run queue (no lock, no unpark per task) — what a fan-out done on a
-//! runtime thread gets for free.
+//! The driver runs each dispatch step and each catch-up pass inside [`batched`]: the step's
+//! wake-ups of watch responses (whose tasks registered a [`RelayWaker`]) are held to its end;
+//! then, when there are more than [`RELAY_MIN`], they are handed to the relay task in one
+//! append and one notification, and the relay task wakes them from a worker, onto that
+//! worker's own run queue (no lock, no unpark per task) — what a fan-out done on a runtime
+//! thread gets for free; fewer are woken directly. No worker is woken while the dispatcher is
+//! still pushing the rest of the fan-out.
 //!
-//! Why not every wake-up: the relay is one more task between the write and the watcher, and a
-//! wake-up held to the end of its step comes after the step's other wake-ups (the writer's
-//! answer among them). Measured (BENCHMARKS.md, invocation AK), relaying every wake-up, or
-//! holding every wake-up of a step to its end, cut the CPU per delivered event at 10,000
-//! watchers by a quarter or more but added ~100-280 µs to the median latency of a lone healthy
-//! watcher next to 100 catching-up companions; a step that wakes a few watchers now wakes them
-//! exactly as before the relay existed.
+//! Readers waiting for the cache to be fresh ([`after_watchers`]: a writer waiting for its own
+//! revision before it answers, a consistent read) are held by the same step and released after
+//! its watch responses (behind them on the relay's list, or woken directly after them): a
+//! step's `finish_revision` releases the writer, and without this its answer would take the
+//! worker before the watchers of the revision it wrote. Measured (BENCHMARKS.md, invocation
+//! AK): holding or relaying the watch responses' wake-ups alone cut the CPU per delivered event
+//! at 10,000 watchers by a quarter or more, but added 100-280 µs to the median latency of a
+//! lone healthy watcher next to 100 catching-up companions — the writer's answer went first.
 //!
 //! ## Guarantees
-//! - No wake-up is lost or delayed past the end of the step that made it: the held part of a
-//!   batch is flushed when its step ends (also by unwinding); a waker appended to the relay's list after the
+//! - No wake-up is lost or delayed past the end of the step that made it: a batch is flushed
+//!   when its step ends (also by unwinding); a waker appended to the relay's list after the
 //!   relay took the list either notifies it (the list was empty) or is taken with the list it
 //!   joined; `Notify` keeps a permit when the relay is not waiting.
+//! - Within a step, watch responses are woken before readers, in the order they were woken.
 //! - A wake-up outside a batch (a runtime thread, any other thread) wakes the task directly,
 //!   as before the relay existed.
 //! - When the relay stops (its [`WakeRelay`] dropped, or its runtime shut down), every waker
-//!   on its list is woken and later wake-ups go directly to their tasks.
+//!   on its list is woken, in its order, and later wake-ups go directly to their tasks.
 //!
 //! ## Overload
 //! A batch holds at most one waker per parked watch response (a queue hands its waker out once
@@ -52,21 +55,22 @@ thread_local! {
     static BATCH: RefCell<Option<Batch>> = const { RefCell::new(None) };
 }
 
-/// One step's wake-ups: how many there were, and those beyond the first [`RELAY_MIN`] (woken
-/// directly as they came), held for the relay.
+/// One step's wake-ups, held to its end: watch responses' and, released after them, readers'
+/// waiting for the cache to be fresh ([`after_watchers`]).
+#[derive(Default)]
 struct Batch {
-    count: usize,
-    held: Vec<Arc<Forward>>,
+    watchers: Vec<Arc<Forward>>,
+    readers: Vec<Waker>,
 }
 
-/// Runs `step` with this thread's wake-ups of watch responses collected, then wakes them (see
-/// the module docs). A nested call runs inside the outer batch.
+/// Runs `step` with this thread's wake-ups of watch responses and fresh-waiting readers held,
+/// then wakes them (see the module docs). A nested call runs inside the outer batch.
 pub fn batched<R>(step: impl FnOnce() -> R) -> R {
     struct Flush;
     impl Drop for Flush {
         fn drop(&mut self) {
             if let Some(batch) = BATCH.with(|b| b.borrow_mut().take()) {
-                flush(batch.held);
+                flush(batch);
             }
         }
     }
@@ -75,10 +79,7 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
         if b.is_some() {
             false
         } else {
-            *b = Some(Batch {
-                count: 0,
-                held: Vec::new(),
-            });
+            *b = Some(Batch::default());
             true
         }
     });
@@ -89,22 +90,29 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
     step()
 }
 
-fn flush(batch: Vec<Arc<Forward>>) {
-    if batch.is_empty() {
-        return;
-    }
-    let shared = batch[0].shared.clone();
-    if shared.stopped.load(Ordering::SeqCst) {
-        for forward in batch {
+/// Wakes a step's held wake-ups: the watch responses first, then the readers, so that a
+/// writer's answer (a reader of its own revision) does not take the worker before the watchers
+/// of that revision.
+fn flush(batch: Batch) {
+    let Batch { watchers, readers } = batch;
+    let relay = watchers
+        .first()
+        .map(|forward| forward.shared.clone())
+        .filter(|shared| watchers.len() > RELAY_MIN && !shared.stopped.load(Ordering::SeqCst));
+    let Some(shared) = relay else {
+        for forward in watchers {
             forward.task.wake_by_ref();
         }
+        for reader in readers {
+            reader.wake();
+        }
         return;
-    }
+    };
     shared.relayed.fetch_add(1, Ordering::Relaxed);
     let first = {
         let mut pending = shared.lock();
         let was_empty = pending.is_empty();
-        for forward in &batch {
+        for forward in &watchers {
             if Arc::ptr_eq(&forward.shared, &shared) {
                 pending.push(forward.task.clone());
             } else {
@@ -112,6 +120,8 @@ fn flush(batch: Vec<Arc<Forward>>) {
                 forward.task.wake_by_ref();
             }
         }
+        // Behind the watchers on the relay's list, so behind them on the worker's queue.
+        pending.extend(readers);
         was_empty
     };
     if first {
@@ -120,6 +130,51 @@ fn flush(batch: Vec<Arc<Forward>>) {
     // Stopped while this was appended: the stop may have taken the list before the push.
     if shared.stopped.load(Ordering::SeqCst) {
         shared.stop();
+    }
+}
+
+/// Waits for `wait` (a cache's `wait_fresh`) with its wake-up released after the watch
+/// responses' of the same dispatcher step (see [`flush`]).
+pub async fn after_watchers<F: std::future::Future>(wait: F) -> F::Output {
+    let mut wait = std::pin::pin!(wait);
+    let mut reader: Option<(Waker, Waker)> = None;
+    std::future::poll_fn(|cx| {
+        if !reader
+            .as_ref()
+            .is_some_and(|(task, _)| task.will_wake(cx.waker()))
+        {
+            let task = cx.waker().clone();
+            let waker = Waker::from(Arc::new(Reader { task: task.clone() }));
+            reader = Some((task, waker));
+        }
+        let waker = reader.as_ref().map_or(cx.waker(), |(_, waker)| waker);
+        wait.as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+    })
+    .await
+}
+
+/// A fresh-waiting reader's waker: held by a running [`batched`] step, direct otherwise.
+struct Reader {
+    task: Waker,
+}
+
+impl Wake for Reader {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let held = BATCH.with(|b| match b.borrow_mut().as_mut() {
+            Some(batch) => {
+                batch.readers.push(self.task.clone());
+                true
+            }
+            None => false,
+        });
+        if !held {
+            self.task.wake_by_ref();
+        }
     }
 }
 
@@ -239,12 +294,8 @@ impl Wake for Forward {
         let collected = !self.shared.stopped.load(Ordering::SeqCst)
             && BATCH.with(|b| match b.borrow_mut().as_mut() {
                 Some(batch) => {
-                    batch.count += 1;
-                    let hold = batch.count > RELAY_MIN;
-                    if hold {
-                        batch.held.push(self.clone());
-                    }
-                    hold
+                    batch.watchers.push(self.clone());
+                    true
                 }
                 None => false,
             });
@@ -328,9 +379,9 @@ mod tests {
                             waker.wake_by_ref();
                         }
                     }
-                    // Those beyond RELAY_MIN wait for the end of the step.
+                    // Held to the end of the step.
                     assert!(
-                        BATCH.with(|b| b.borrow().as_ref().is_some_and(|b| !b.held.is_empty()))
+                        BATCH.with(|b| b.borrow().as_ref().is_some_and(|b| !b.watchers.is_empty()))
                     );
                 });
             }
@@ -346,6 +397,74 @@ mod tests {
             .map(|i| (0..20).filter(|round| (i + round) % 3 != 0).count())
             .collect();
         until_seen(&counts, &expected).await;
+    }
+
+    /// Records the order in which tasks are woken.
+    struct Ordered {
+        id: usize,
+        log: Arc<Mutex<Vec<usize>>>,
+    }
+    impl Wake for Ordered {
+        fn wake(self: Arc<Self>) {
+            self.log.lock().expect("log").push(self.id);
+        }
+    }
+
+    #[test]
+    fn a_reader_released_in_a_step_is_woken_after_the_steps_watch_responses() {
+        for watchers in [1, RELAY_MIN + 1] {
+            let (_runtime, relay, _, _) = idle_relay(0);
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let task = |id| {
+                Waker::from(Arc::new(Ordered {
+                    id,
+                    log: log.clone(),
+                }))
+            };
+            // The reader: registers its waker, completes once released.
+            let released = Arc::new(AtomicBool::new(false));
+            let slot = Arc::new(Mutex::new(None::<Waker>));
+            let mut wait = Box::pin(after_watchers({
+                let (released, slot) = (released.clone(), slot.clone());
+                std::future::poll_fn(move |cx| {
+                    if released.load(Ordering::SeqCst) {
+                        return std::task::Poll::Ready(());
+                    }
+                    *slot.lock().expect("slot") = Some(cx.waker().clone());
+                    std::task::Poll::Pending
+                })
+            }));
+            let reader = task(usize::MAX);
+            let mut cx = std::task::Context::from_waker(&reader);
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+            let wakers: Vec<Waker> = (0..watchers)
+                .map(|id| relay.waker(&task(id)).waker().clone())
+                .collect();
+            batched(|| {
+                // Released first, as `finish_revision` releases a writer after the pushes.
+                released.store(true, Ordering::SeqCst);
+                slot.lock()
+                    .expect("slot")
+                    .take()
+                    .expect("registered")
+                    .wake();
+                for waker in &wakers {
+                    waker.wake_by_ref();
+                }
+                assert!(
+                    log.lock().expect("log").is_empty(),
+                    "held to the end of the step"
+                );
+            });
+            if watchers > RELAY_MIN {
+                // On the relay's list in that order (its task never runs here): stopping the
+                // relay wakes the list.
+                drop(relay);
+            }
+            let mut expected: Vec<usize> = (0..watchers).collect();
+            expected.push(usize::MAX);
+            assert_eq!(*log.lock().expect("log"), expected, "{watchers} watchers");
+        }
     }
 
     /// A relay whose task never runs (its runtime is not driven after the start) and `n`
@@ -382,7 +501,11 @@ mod tests {
             for waker in &wakers {
                 waker.wake_by_ref();
             }
-            assert_eq!(seen(&counts), vec![1; RELAY_MIN], "woken as they came");
+            assert_eq!(
+                seen(&counts),
+                vec![0; RELAY_MIN],
+                "held to the end of the step"
+            );
         });
         assert_eq!(seen(&counts), vec![1; RELAY_MIN]);
         wakers[0].wake_by_ref();
@@ -402,10 +525,10 @@ mod tests {
             })
         }));
         assert!(unwound.is_err());
-        // The first RELAY_MIN went directly; the last was handed to the relay (whose task
-        // this runtime never runs) when the step unwound: stopping the relay wakes it.
-        assert_eq!(relay.shared.lock().len(), 1);
-        assert_eq!(seen(&counts)[RELAY_MIN], 0);
+        // Handed to the relay (whose task this runtime never runs) when the step unwound:
+        // stopping the relay wakes them.
+        assert_eq!(relay.shared.lock().len(), RELAY_MIN + 1);
+        assert_eq!(seen(&counts), vec![0; RELAY_MIN + 1]);
         drop(relay);
         assert_eq!(seen(&counts), vec![1; RELAY_MIN + 1]);
         batched(|| {

@@ -24,6 +24,7 @@ pub mod reflector;
 pub mod store;
 pub mod upstream;
 
+use crate::cache::wake_relay::after_watchers;
 use std::sync::Arc;
 
 use axum::response::Response;
@@ -275,9 +276,12 @@ impl Source {
             Kind::Upstream(_) => {
                 let cache = resource.cache();
                 let fresh = cache.dispatched() >= revision
-                    || tokio::time::timeout(self.fresh.wait, cache.wait_fresh(revision))
-                        .await
-                        .is_ok();
+                    || tokio::time::timeout(
+                        self.fresh.wait,
+                        after_watchers(cache.wait_fresh(revision)),
+                    )
+                    .await
+                    .is_ok();
                 Ok(if fresh { revision } else { cache.dispatched() })
             }
         }

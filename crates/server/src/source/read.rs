@@ -12,6 +12,7 @@
 //!   carries that revision and the last key, and is validated (garbage: 400; expired: 410;
 //!   both [`ReadError::Uncached`], as the source may still serve them).
 
+use crate::cache::wake_relay::after_watchers;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,7 +58,7 @@ impl Freshness {
         if cache.dispatched() >= revision {
             return Ok(());
         }
-        match tokio::time::timeout(self.wait, cache.wait_fresh(revision)).await {
+        match tokio::time::timeout(self.wait, after_watchers(cache.wait_fresh(revision))).await {
             Ok(_) => Ok(()),
             Err(_) => {
                 self.counters.fresh_timeouts.fetch_add(1, Ordering::Relaxed);

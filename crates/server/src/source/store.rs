@@ -25,6 +25,7 @@
 //! ## Errors
 //! Store errors map by variant to kube-apiserver's answers ([`store_error`]).
 
+use crate::cache::wake_relay::after_watchers;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -523,7 +524,11 @@ impl Writer<'_> {
 
     /// Waits (bounded, best effort) until the cache has a revision we just wrote.
     async fn settle(&self, resource: &Resource, revision: Revision) {
-        let _ = tokio::time::timeout(self.fresh.wait, resource.cache().wait_fresh(revision)).await;
+        let _ = tokio::time::timeout(
+            self.fresh.wait,
+            after_watchers(resource.cache().wait_fresh(revision)),
+        )
+        .await;
     }
 
     async fn txn(&self, request: TxnRequest) -> Result<watchkeeper_store::TxnResponse, ApiError> {

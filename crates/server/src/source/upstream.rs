@@ -42,6 +42,7 @@
 //! served from the cache, consistent reads and writes fail with 503. Subresources other than
 //! `status` are not served (as in the store modes), and a forwarded answer is buffered whole.
 
+use crate::cache::wake_relay::after_watchers;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -543,7 +544,7 @@ impl UpstreamSource {
     /// Waits at most the fresh wait for `cache` to reach `revision`; whether it did.
     async fn wait_for(&self, cache: &WatchCache, revision: Revision) -> bool {
         cache.dispatched() >= revision
-            || tokio::time::timeout(self.fresh_wait, cache.wait_fresh(revision))
+            || tokio::time::timeout(self.fresh_wait, after_watchers(cache.wait_fresh(revision)))
                 .await
                 .is_ok()
     }
