@@ -59,7 +59,9 @@ thread_local! {
 /// waiting for the cache to be fresh ([`after_watchers`]).
 #[derive(Default)]
 struct Batch {
-    watchers: Vec<Arc<Forward>>,
+    /// The relay of the step's watch responses (one server's: a driver thread serves one).
+    relay: Option<Arc<Shared>>,
+    watchers: Vec<Waker>,
     readers: Vec<Waker>,
 }
 
@@ -94,17 +96,16 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
 /// writer's answer (a reader of its own revision) does not take the worker before the watchers
 /// of that revision.
 fn flush(batch: Batch) {
-    let Batch { watchers, readers } = batch;
-    let relay = watchers
-        .first()
-        .map(|forward| forward.shared.clone())
-        .filter(|shared| watchers.len() > RELAY_MIN && !shared.stopped.load(Ordering::SeqCst));
+    let Batch {
+        relay,
+        watchers,
+        readers,
+    } = batch;
+    let relay =
+        relay.filter(|shared| watchers.len() > RELAY_MIN && !shared.stopped.load(Ordering::SeqCst));
     let Some(shared) = relay else {
-        for forward in watchers {
-            forward.task.wake_by_ref();
-        }
-        for reader in readers {
-            reader.wake();
+        for waker in watchers.into_iter().chain(readers) {
+            waker.wake();
         }
         return;
     };
@@ -112,14 +113,7 @@ fn flush(batch: Batch) {
     let first = {
         let mut pending = shared.lock();
         let was_empty = pending.is_empty();
-        for forward in &watchers {
-            if Arc::ptr_eq(&forward.shared, &shared) {
-                pending.push(forward.task.clone());
-            } else {
-                // Another server's relay (tests run several in one process): directly.
-                forward.task.wake_by_ref();
-            }
-        }
+        pending.extend(watchers);
         // Behind the watchers on the relay's list, so behind them on the worker's queue.
         pending.extend(readers);
         was_empty
@@ -293,11 +287,18 @@ impl Wake for Forward {
     fn wake_by_ref(self: &Arc<Self>) {
         let collected = !self.shared.stopped.load(Ordering::SeqCst)
             && BATCH.with(|b| match b.borrow_mut().as_mut() {
-                Some(batch) => {
-                    batch.watchers.push(self.clone());
+                // Another server's relay (tests run several in one process): directly.
+                Some(batch)
+                    if batch
+                        .relay
+                        .as_ref()
+                        .is_none_or(|relay| Arc::ptr_eq(relay, &self.shared)) =>
+                {
+                    batch.relay.get_or_insert_with(|| self.shared.clone());
+                    batch.watchers.push(self.task.clone());
                     true
                 }
-                None => false,
+                _ => false,
             });
         if !collected {
             self.task.wake_by_ref();
