@@ -1247,7 +1247,7 @@ async fn custom_resource_definitions_at_run_time() {
     let (status, created) = send_json(addr, "POST", widgets, &widget("w1", json!(3))).await;
     assert_eq!(status, 201, "{created}");
     let event = watch.next().await.unwrap();
-    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["type"], "ADDED", "{event}");
     assert_eq!(event["object"]["metadata"]["name"], "w1");
     let (status, list) = get_json(addr, widgets).await;
     assert_eq!(status, 200);

@@ -235,13 +235,26 @@ impl Catalog {
         })
     }
 
-    /// Serves a started resource (its cache has been reset).
-    pub fn serve(
+    /// Serves a started resource once the cache of every version it is served at has applied
+    /// the reset at `revision` that was sent to it. Served earlier, a watch could register
+    /// with a cache still at revision 0, and the reset would end it at once with a 410 (too
+    /// old resource version: 0) — a watch opened right after the CRD was established.
+    pub async fn serve(
         &mut self,
         wanted: &CustomResource,
         resource: Arc<Resource>,
         others: Vec<Arc<Resource>>,
+        revision: watchkeeper_core::Revision,
     ) {
+        let _ = tokio::time::timeout(
+            CACHE_WAIT,
+            futures_util::future::join_all(
+                std::iter::once(&resource)
+                    .chain(&others)
+                    .map(|r| r.cache().wait_fresh(revision)),
+            ),
+        )
+        .await;
         tracing::info!(resource = %resource.name(), versions = 1 + others.len(), "serving a custom resource");
         self.installed.insert(resource.name(), wanted.clone());
         self.registry.insert(resource);

@@ -196,7 +196,9 @@ async fn reconcile(
             feeds.pop();
             continue;
         }
-        catalog.serve(&resource, started.resource, started.others);
+        catalog
+            .serve(&resource, started.resource, started.others, revision)
+            .await;
     }
     Ok(changed)
 }
