@@ -483,6 +483,19 @@ mod tests {
         out
     }
 
+    /// Object `ns/a` at revision 17 with `body`, its encodings sized from `hint`.
+    fn hinted(body: &Value, hint: usize) -> Object {
+        Object::new(
+            "ns",
+            "a",
+            BTreeMap::new(),
+            BTreeMap::new(),
+            17,
+            body.clone(),
+        )
+        .with_size_hint(hint)
+    }
+
     fn bodies() -> Vec<Value> {
         let big = "x".repeat(10_000);
         vec![
@@ -509,15 +522,7 @@ mod tests {
                     [Encoding::Json, Encoding::PartialMetadataJson],
                     [Encoding::PartialMetadataJson, Encoding::Json],
                 ] {
-                    let object = Object::new(
-                        "ns",
-                        "a",
-                        BTreeMap::new(),
-                        BTreeMap::new(),
-                        17,
-                        body.clone(),
-                    )
-                    .with_size_hint(hint);
+                    let object = hinted(&body, hint);
                     assert_eq!(object.size_hint(), hint);
                     for encoding in order {
                         assert_eq!(
@@ -542,15 +547,7 @@ mod tests {
                         Some(Encoding::Json),
                         Some(Encoding::PartialMetadataJson),
                     ] {
-                        let object = Object::new(
-                            "ns",
-                            "a",
-                            BTreeMap::new(),
-                            BTreeMap::new(),
-                            17,
-                            body.clone(),
-                        )
-                        .with_size_hint(hint);
+                        let object = hinted(&body, hint);
                         if let Some(encoding) = cached {
                             object.encoded(encoding, &stats);
                         }

@@ -131,19 +131,19 @@ fn flush(batch: Batch) {
 /// responses' of the same dispatcher step (see [`flush`]).
 pub async fn after_watchers<F: std::future::Future>(wait: F) -> F::Output {
     let mut wait = std::pin::pin!(wait);
-    let mut reader: Option<(Waker, Waker)> = None;
+    // Made again only when the task's own waker changes.
+    let mut reader: Option<Arc<Reader>> = None;
     std::future::poll_fn(|cx| {
-        if !reader
-            .as_ref()
-            .is_some_and(|(task, _)| task.will_wake(cx.waker()))
-        {
-            let task = cx.waker().clone();
-            let waker = Waker::from(Arc::new(Reader { task: task.clone() }));
-            reader = Some((task, waker));
-        }
-        let waker = reader.as_ref().map_or(cx.waker(), |(_, waker)| waker);
+        let current = match reader.take() {
+            Some(reader) if reader.task.will_wake(cx.waker()) => reader,
+            _ => Arc::new(Reader {
+                task: cx.waker().clone(),
+            }),
+        };
+        let waker = Waker::from(current.clone());
+        reader = Some(current);
         wait.as_mut()
-            .poll(&mut std::task::Context::from_waker(waker))
+            .poll(&mut std::task::Context::from_waker(&waker))
     })
     .await
 }

@@ -246,15 +246,7 @@ impl Catalog {
         others: Vec<Arc<Resource>>,
         revision: watchkeeper_core::Revision,
     ) {
-        let _ = tokio::time::timeout(
-            CACHE_WAIT,
-            futures_util::future::join_all(
-                std::iter::once(&resource)
-                    .chain(&others)
-                    .map(|r| r.cache().wait_fresh(revision)),
-            ),
-        )
-        .await;
+        caches_at(std::iter::once(&resource).chain(&others), revision).await;
         tracing::info!(resource = %resource.name(), versions = 1 + others.len(), "serving a custom resource");
         self.installed.insert(resource.name(), wanted.clone());
         self.registry.insert(resource);
@@ -275,12 +267,17 @@ impl Catalog {
             .filter(|r| r.name() == name)
             .cloned()
             .collect();
-        let _ = tokio::time::timeout(
-            CACHE_WAIT,
-            futures_util::future::join_all(resources.iter().map(|r| r.cache().wait_fresh(at))),
-        )
-        .await;
+        caches_at(&resources, at).await;
         tracing::info!(resource = %name, "no longer serving a custom resource");
         self.registry.remove(name);
     }
+}
+
+/// Waits (at most [`CACHE_WAIT`]) until the cache of each of `resources` has dispatched `at`.
+async fn caches_at(
+    resources: impl IntoIterator<Item = &Arc<Resource>>,
+    at: watchkeeper_core::Revision,
+) {
+    let waits = resources.into_iter().map(|r| r.cache().wait_fresh(at));
+    let _ = tokio::time::timeout(CACHE_WAIT, futures_util::future::join_all(waits)).await;
 }
