@@ -1343,6 +1343,84 @@ async fn custom_resource_definitions_at_run_time() {
     server.shutdown().await;
 }
 
+/// A watch still catching up from the history when its CRD is deleted gets every event it
+/// was owed — the backlog it had not read, then the DELETED events of the CRD's objects —
+/// before its 404 error: the end comes from its cache once it has caught up, not from a
+/// "removed" signal that could overtake events still in the history.
+#[tokio::test]
+async fn a_deleted_definition_ends_a_catching_up_watch_after_its_backlog() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let (status, created) = send_json(addr, "POST", crds, &widget_definition()).await;
+    assert_eq!(status, 201, "{created}");
+    let widget = |name: String| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name, "annotations": {"pad": "x".repeat(16 * 1024)}},
+            "spec": {"size": 1}})
+    };
+    let (status, first) = send_json(addr, "POST", widgets, &widget("w00".to_owned())).await;
+    assert_eq!(status, 201, "{first}");
+    let start = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // ~1 MiB of events after `start`: far more than a new cache's watch queue and a small
+    // receive buffer hold, so the watch below is still catching up when the CRD goes.
+    let names: Vec<String> = (1..=60).map(|i| format!("w{i:02}")).collect();
+    for name in &names {
+        let (status, created) = send_json(addr, "POST", widgets, &widget(name.clone())).await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let mut watch = WatchReader::open(
+        addr,
+        &format!("{widgets}?watch=true&resourceVersion={start}"),
+        Some(4096),
+    )
+    .await;
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{crds}/widgets.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    for name in &names {
+        let event = watch.next().await.expect("an ADDED event");
+        assert_eq!(
+            (
+                event["type"].as_str(),
+                event["object"]["metadata"]["name"].as_str()
+            ),
+            (Some("ADDED"), Some(name.as_str())),
+            "{}",
+            event["object"]["message"]
+        );
+    }
+    let mut deleted = Vec::new();
+    for _ in 0..=names.len() {
+        let event = watch.next().await.expect("a DELETED event");
+        assert_eq!(event["type"], "DELETED", "{}", event["object"]["message"]);
+        deleted.push(
+            event["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    deleted.sort();
+    assert_eq!(deleted[0], "w00");
+    assert_eq!(deleted[1..], names[..]);
+    let event = watch.next().await.expect("the error");
+    assert_eq!(event["type"], "ERROR", "{event}");
+    assert_eq!(event["object"]["code"], 404, "{event}");
+    assert!(watch.next().await.is_none(), "the stream ends");
+    server.shutdown().await;
+}
+
 /// The value without members that are `""` or `null`: Go's `omitempty` leaves them out, so a
 /// protobuf answer (which Go decodes to the same struct) does not carry them back.
 fn without_empty(value: &Value) -> Value {

@@ -30,9 +30,10 @@ pub struct Resource {
     /// What its CustomResourceDefinition says beyond the definition (schema, subresources,
     /// printer columns), for a resource a CRD serves.
     custom: std::sync::RwLock<Option<std::sync::Arc<CustomResource>>>,
-    /// Flips to true when the resource stops being served (its CRD was deleted or changed):
-    /// its watch streams end with an in-stream error.
-    removed: tokio::sync::watch::Sender<bool>,
+    /// Set when the resource stops being served (its CRD was deleted or changed), before its
+    /// cache ends its watches: a watch the cache ends for that reason ends with an in-stream
+    /// 404 error rather than the clean end of a server shutdown.
+    removed: std::sync::atomic::AtomicBool,
     /// Set once an object of this resource could not be encoded as protobuf (a field outside
     /// the protobuf schemas): from then on a watch that may fall back to JSON is answered in
     /// JSON, rather than ending with a 410 (and a relist) at every such object.
@@ -63,7 +64,7 @@ impl Resource {
             key_prefix,
             origin: Origin::Static,
             custom: std::sync::RwLock::new(None),
-            removed: tokio::sync::watch::channel(false).0,
+            removed: std::sync::atomic::AtomicBool::new(false),
             protobuf_incomplete: std::sync::atomic::AtomicBool::new(false),
             conversion: None,
         }
@@ -128,21 +129,17 @@ impl Resource {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Marks the resource as no longer served (its watch streams end).
+    /// Marks the resource as no longer served ([`Registry::remove`] does, before its cache
+    /// ends the watches).
     pub fn mark_removed(&self) {
-        self.removed.send_replace(true);
+        self.removed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether the resource is no longer served.
     #[must_use]
     pub fn is_removed(&self) -> bool {
-        *self.removed.borrow()
-    }
-
-    /// A receiver that changes when the resource is no longer served.
-    #[must_use]
-    pub fn removed_signal(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.removed.subscribe()
+        self.removed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The cache.

@@ -7,9 +7,10 @@
 //!   swap and never see half a change.
 //! - Changes come from one place, the store reflection, as CustomResourceDefinitions come and
 //!   go ([`crate::source::catalog`]); discovery, routing, the debug view and `/metrics` read
-//!   the current view. A resource taken out is marked removed ([`Resource::mark_removed`]),
-//!   which ends its open watch streams with an in-stream error; its cache threads stop when
-//!   the last request holding it finishes.
+//!   the current view. A resource taken out is marked removed ([`Resource::mark_removed`]);
+//!   the catalog then has its cache end the open watches, each after every event it was owed
+//!   (a watcher still catching up from the history included), with an in-stream error; its
+//!   cache threads stop when the last request holding it finishes.
 //! - Built-in resources and `--resources` definitions are never taken out.
 
 use std::sync::{Arc, RwLock};
@@ -90,8 +91,9 @@ impl Registry {
     }
 
     /// Stops serving the resource named `name` (`plural.group`), at every version it is
-    /// served at, and marks it removed. Returns the one served first (the stored version).
-    pub fn remove(&self, name: &str) -> Option<Arc<Resource>> {
+    /// served at, and marks it removed. Returns them, the one served first (the stored
+    /// version) first.
+    pub fn remove(&self, name: &str) -> Vec<Arc<Resource>> {
         let mut removed = Vec::new();
         self.change(|resources| {
             resources.retain(|r| {
@@ -106,6 +108,6 @@ impl Registry {
         for resource in &removed {
             resource.mark_removed();
         }
-        removed.into_iter().next()
+        removed
     }
 }

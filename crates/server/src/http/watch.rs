@@ -17,7 +17,6 @@
 //! period (`--shutdown-grace-period-ms`) ends.
 
 use std::convert::Infallible;
-use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -37,7 +36,6 @@ use watchkeeper_core::{FieldSelector, WatchEnd, WatchItem, WatchRequest, WatchSt
 
 use crate::cache::Resource;
 use crate::http::chunk::Chunk;
-use crate::http::on_wake::OnWake;
 use crate::http::state::App;
 use crate::operator::WatchInfo;
 use crate::request::ResourceRequest;
@@ -149,14 +147,12 @@ pub async fn watch(
     // On shutdown the cache ends the watch (after a final bookmark when the client allows
     // bookmarks); the stream delivers what it was owed until then, and the connection layer
     // drops a connection that has not finished within the shutdown grace period.
-    let mut removed = resource.removed_signal();
+    // A resource that stops being served (its CRD deleted or changed) has its cache end the
+    // watch the same way, after every event owed, and the end becomes a 404 error
+    // ([`end_error`]).
     let body = WatchBody {
         stream,
         parts: Vec::new(),
-        // Polled only when the signal changes (not per event): see [`OnWake`].
-        removed: OnWake::new(async move {
-            let _ = removed.wait_for(|removed| *removed).await;
-        }),
     };
     // The connection takes the body out of the response and hands hyper its batches as one
     // frame each ([`crate::http::chunk`]); anything else reading the response reads it
@@ -302,7 +298,7 @@ impl WatchStream {
         }
         if let Some(end) = end {
             self.done = true;
-            if let Some(error) = end_error(&end) {
+            if let Some(error) = end_error(&end, self.resource.is_removed()) {
                 parts.push(error_frame(self.format, &error));
             }
         }
@@ -316,8 +312,6 @@ pub struct WatchBody {
     stream: WatchStream,
     /// Body pieces of the next batch (reused from batch to batch, see [`Chunk::from_parts`]).
     parts: Vec<Bytes>,
-    /// Completes when the resource is no longer served (its CRD was deleted or changed).
-    removed: OnWake<'static, ()>,
 }
 
 impl WatchBody {
@@ -332,15 +326,7 @@ impl WatchBody {
             if self.stream.done {
                 return Poll::Ready(None);
             }
-            // Events already queued go out before the end of a removed resource.
             if self.stream.poll_chunk(cx, &mut self.parts).is_ready() {
-                continue;
-            }
-            if Pin::new(&mut self.removed).poll(cx).is_ready() {
-                // An in-stream error ends the watch rather than a stream that never ends.
-                self.stream.done = true;
-                self.parts
-                    .push(error_frame(self.stream.format, &ApiError::path_not_found()));
                 continue;
             }
             return Poll::Pending;
@@ -410,8 +396,11 @@ fn error_frame(format: Format, error: &ApiError) -> Bytes {
 }
 
 /// The in-stream error for how a watch ended, if it is one.
-fn end_error(end: &WatchEnd) -> Option<ApiError> {
+fn end_error(end: &WatchEnd, removed: bool) -> Option<ApiError> {
     match end {
+        // The resource is no longer served: an in-stream error rather than a clean end, so a
+        // client does not reconnect to a watch that would only get 404.
+        WatchEnd::Shutdown if removed => Some(ApiError::path_not_found()),
         WatchEnd::Expired {
             position, floor, ..
         } => Some(ApiError::gone(format!(

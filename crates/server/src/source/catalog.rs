@@ -256,8 +256,11 @@ impl Catalog {
     }
 
     /// Stops serving `name`, once the cache of every version it is served at has dispatched
-    /// what it was sent up to `at` (so the watchers of each version get those events before
-    /// their streams end: each version's cache has its own dispatcher).
+    /// what it was sent up to `at`, then has each of those caches end its watches. A watch
+    /// ends only after every event it was owed: a synced watcher after what is queued, one
+    /// still catching up from the history (a watch opened at an older revision, or a stalled
+    /// reader) once it has caught up — so the DELETED events of the CRD's objects reach every
+    /// watcher before its stream's 404 error, at every version (each has its own cache).
     pub async fn stop(&self, name: &str, at: watchkeeper_core::Revision) {
         let resources: Vec<_> = self
             .registry
@@ -269,7 +272,11 @@ impl Catalog {
             .collect();
         caches_at(&resources, at).await;
         tracing::info!(resource = %name, "no longer serving a custom resource");
-        self.registry.remove(name);
+        // Marked removed before the caches end the watches, so each ends with the 404 error
+        // (`http::watch`) rather than a shutdown's clean end.
+        for resource in self.registry.remove(name) {
+            resource.driver.end_watches().await;
+        }
     }
 }
 
