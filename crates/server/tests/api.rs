@@ -1174,6 +1174,19 @@ fn widget_definition() -> Value {
     })
 }
 
+/// Deletes the CRD of [`widget_definition`] (it must answer 200).
+async fn delete_widget_definition(addr: std::net::SocketAddr) {
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
 fn condition<'a>(crd: &'a Value, kind: &str) -> &'a Value {
     crd["status"]["conditions"]
         .as_array()
@@ -1280,15 +1293,7 @@ async fn custom_resource_definitions_at_run_time() {
     );
 
     // Deleting the CRD deletes its objects, ends its watches, stops serving it.
-    let (status, _) = request(
-        addr,
-        "DELETE",
-        &format!("{crds}/widgets.example.com"),
-        "application/json",
-        "",
-    )
-    .await;
-    assert_eq!(status, 200);
+    delete_widget_definition(addr).await;
     let event = watch.next().await.unwrap();
     assert_eq!(event["type"], "DELETED", "{event}");
     let event = watch.next().await.unwrap();
@@ -1379,15 +1384,7 @@ async fn a_deleted_definition_ends_a_catching_up_watch_after_its_backlog() {
         Some(4096),
     )
     .await;
-    let (status, _) = request(
-        addr,
-        "DELETE",
-        &format!("{crds}/widgets.example.com"),
-        "application/json",
-        "",
-    )
-    .await;
-    assert_eq!(status, 200);
+    delete_widget_definition(addr).await;
     for name in &names {
         let event = watch.next().await.expect("an ADDED event");
         assert_eq!(
@@ -2035,15 +2032,7 @@ async fn custom_resources_at_every_served_version() {
     assert_eq!(listed["items"][0]["apiVersion"], "example.com/v1beta1");
 
     // Deleting the CRD stops every version.
-    let (status, _) = request(
-        addr,
-        "DELETE",
-        &format!("{crds}/widgets.example.com"),
-        "application/json",
-        "",
-    )
-    .await;
-    assert_eq!(status, 200);
+    delete_widget_definition(addr).await;
     // Its objects are deleted first (seen at v1beta1 too), then the watch ends.
     let deleted = beta_watch.next().await.unwrap();
     assert_eq!(deleted["type"], "DELETED");
