@@ -18,10 +18,9 @@ pub struct OwnEtcd {
     child: Option<Child>,
 }
 
+/// A port this etcd can be killed and restarted on (see [`watchkeeper_testkit::ports`]).
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(watchkeeper_testkit::ports::restartable_port())
 }
 
 impl OwnEtcd {

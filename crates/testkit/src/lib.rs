@@ -11,12 +11,14 @@
 //! - [`fixture`]: a server on a free loopback port, ready before it is returned, and the
 //!   objects tests write.
 //! - [`rng`]: a seeded generator: the same seed gives the same choices on every machine.
+//! - [`ports`]: loopback ports a server can be restarted on (below the ephemeral range).
 //!
 //! Nothing here reads a clock to pace a test or times out on its own: every wait is bounded
 //! by its caller's hang guard.
 
 pub mod fixture;
 pub mod http;
+pub mod ports;
 pub mod raw;
 pub mod rng;
 pub mod watch;

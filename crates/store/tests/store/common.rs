@@ -2,7 +2,6 @@
 //! with hang guards.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,12 +94,16 @@ pub(crate) fn test_etcd_config(endpoint: &str) -> EtcdConfig {
     c
 }
 
+/// The test kit's ports (included by path: the store cannot depend on the kit, which depends
+/// on the server).
+#[path = "../../../testkit/src/ports.rs"]
+#[allow(unreachable_pub)]
+mod ports;
+
+/// A port etcd can be killed and restarted on (see `ports`: a port from `bind(0)` could be
+/// taken meanwhile by the client's own reconnect, a TCP self-connect).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    ports::restartable_port()
 }
 
 /// An etcd child process on free loopback ports with its data under /dev/shm.
