@@ -8,6 +8,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+// Ports this etcd can be killed and restarted on (see the kit's `ports`).
+use watchkeeper_testkit::ports::restartable_port;
+
 /// A private etcd.
 #[derive(Debug)]
 pub struct OwnEtcd {
@@ -16,11 +19,6 @@ pub struct OwnEtcd {
     client_port: u16,
     peer_port: u16,
     child: Option<Child>,
-}
-
-/// A port this etcd can be killed and restarted on (see [`watchkeeper_testkit::ports`]).
-fn free_port() -> std::io::Result<u16> {
-    Ok(watchkeeper_testkit::ports::restartable_port())
 }
 
 impl OwnEtcd {
@@ -38,8 +36,8 @@ impl OwnEtcd {
         let mut etcd = OwnEtcd {
             binary: binary.into(),
             dir,
-            client_port: free_port().map_err(|e| e.to_string())?,
-            peer_port: free_port().map_err(|e| e.to_string())?,
+            client_port: restartable_port(),
+            peer_port: restartable_port(),
             child: None,
         };
         etcd.spawn()?;
@@ -106,7 +104,7 @@ impl OwnEtcd {
     pub fn offline<T>(&mut self, offline: impl FnOnce(&str) -> T) -> Result<T, String> {
         self.stop();
         let usual = self.client_port;
-        self.client_port = free_port().map_err(|e| e.to_string())?;
+        self.client_port = restartable_port();
         let started = self.spawn();
         let result = started.map(|()| offline(&self.endpoint()));
         self.stop();
@@ -208,14 +206,12 @@ impl EtcdCluster {
             .map_err(|e| format!("temporary directory: {e}"))?;
         let mut members = Vec::new();
         for i in 0..MEMBERS {
-            let port = |base: Option<u16>| match base {
-                Some(base) => Ok(base + i as u16),
-                None => free_port().map_err(|e| e.to_string()),
-            };
+            let port =
+                |base: Option<u16>| base.map_or_else(restartable_port, |base| base + i as u16);
             members.push(Member {
                 name: format!("m{i}"),
-                client_port: port(options.client_port)?,
-                peer_port: port(options.peer_port)?,
+                client_port: port(options.client_port),
+                peer_port: port(options.peer_port),
                 child: None,
             });
         }

@@ -94,17 +94,11 @@ pub(crate) fn test_etcd_config(endpoint: &str) -> EtcdConfig {
     c
 }
 
-/// The test kit's ports (included by path: the store cannot depend on the kit, which depends
-/// on the server).
+/// The test kit's ports, which etcd can be killed and restarted on (included by path: the
+/// store cannot depend on the kit, which depends on the server).
 #[path = "../../../testkit/src/ports.rs"]
 #[allow(unreachable_pub)]
 mod ports;
-
-/// A port etcd can be killed and restarted on (see `ports`: a port from `bind(0)` could be
-/// taken meanwhile by the client's own reconnect, a TCP self-connect).
-fn free_port() -> u16 {
-    ports::restartable_port()
-}
 
 /// An etcd child process on free loopback ports with its data under /dev/shm.
 pub(crate) struct EtcdChild {
@@ -127,8 +121,8 @@ impl EtcdChild {
         let mut me = Self {
             child: None,
             dir,
-            client_port: free_port(),
-            peer_port: free_port(),
+            client_port: ports::restartable_port(),
+            peer_port: ports::restartable_port(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         me.spawn();
