@@ -67,7 +67,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
@@ -78,6 +78,7 @@ use tower::ServiceExt;
 use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
 use crate::http::chunk::ConnBody;
+use crate::http::in_poll::{Executor, InPoll};
 use crate::http::on_wake::OnWake;
 use crate::http::watch::WatchHandoff;
 use crate::http::wire::{Activity, Wire};
@@ -379,7 +380,9 @@ pub async fn serve(
             shutdown.clone(),
             check_host,
         ));
-        tokio::spawn(ConnectionTask::Opening(opening));
+        // A connection wakes itself inside its own poll once or more per request: answered
+        // by polling again at once, not by waking another worker (see `InPoll`).
+        tokio::spawn(InPoll::new(ConnectionTask::Opening(opening)));
     }
     drop(listener);
     drop(alive_tx);
@@ -687,8 +690,8 @@ fn http1_builder(settings: &ConnectionSettings) -> hyper::server::conn::http1::B
 
 fn http2_builder(
     settings: &ConnectionSettings,
-) -> hyper::server::conn::http2::Builder<TokioExecutor> {
-    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+) -> hyper::server::conn::http2::Builder<Executor> {
+    let mut builder = hyper::server::conn::http2::Builder::new(Executor);
     builder
         .timer(TokioTimer::new())
         .max_header_list_size(settings.max_header_list_size)
@@ -703,8 +706,8 @@ fn http2_builder(
 
 fn auto_builder(
     settings: &ConnectionSettings,
-) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+) -> hyper_util::server::conn::auto::Builder<Executor> {
+    let mut builder = hyper_util::server::conn::auto::Builder::new(Executor);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -740,7 +743,7 @@ where
     }
 }
 
-impl<S> Graceful for hyper::server::conn::http2::Connection<Io<S>, ConnService, TokioExecutor>
+impl<S> Graceful for hyper::server::conn::http2::Connection<Io<S>, ConnService, Executor>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -750,7 +753,7 @@ where
 }
 
 impl<S> Graceful
-    for hyper_util::server::conn::auto::Connection<'static, Io<S>, ConnService, TokioExecutor>
+    for hyper_util::server::conn::auto::Connection<'static, Io<S>, ConnService, Executor>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {

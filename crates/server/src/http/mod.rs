@@ -19,6 +19,7 @@ pub mod componentstatus;
 pub mod connection;
 pub mod discovery;
 pub mod gzip;
+pub mod in_poll;
 pub mod inner;
 pub mod list_body;
 pub mod on_wake;
