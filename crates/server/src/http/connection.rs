@@ -688,9 +688,7 @@ fn http1_builder(settings: &ConnectionSettings) -> hyper::server::conn::http1::B
     builder
 }
 
-fn http2_builder(
-    settings: &ConnectionSettings,
-) -> hyper::server::conn::http2::Builder<Executor> {
+fn http2_builder(settings: &ConnectionSettings) -> hyper::server::conn::http2::Builder<Executor> {
     let mut builder = hyper::server::conn::http2::Builder::new(Executor);
     builder
         .timer(TokioTimer::new())

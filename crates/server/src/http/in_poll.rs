@@ -1,33 +1,35 @@
-//! [`InPoll`]: a task's own waker wrapped so that a wake from inside its poll is answered by
-//! polling again at once instead of by the runtime; [`Executor`]: hyper's executor, with every
-//! task it spawns (an HTTP/2 stream's) wrapped so.
+//! [`InPoll`]: a task's own waker wrapped so that a wake from inside its poll, on its own
+//! thread, is answered by polling again at once instead of by the runtime; [`Executor`]:
+//! hyper's executor, with every task it spawns (an HTTP/2 stream's) wrapped so.
 //!
 //! A connection's task wakes itself in the middle of its own poll once or more per HTTP/1.1
 //! request: the handler's first read of the request body marks it wanted, which wakes hyper's
-//! dispatcher, the sender of that body — the same task (measured: one such wake per PATCH);
-//! a request beginning or ending changes the connection's `Activity`, whose waiter is the same
-//! task too. Tokio reschedules a task woken while it runs through its yield path, which also
-//! wakes an idle worker thread so that someone takes it: a futex call and a pair of context
-//! switches per request, on the write path's critical thread hand-offs, for a poll that the
-//! task could have made itself. HTTP/2 streams do the same in their own tasks ([`Executor`]).
+//! dispatcher, the sender of that body — the same task (measured: one such wake per PATCH).
+//! Tokio reschedules a task woken while it runs through its yield path, which also wakes an
+//! idle worker thread so that someone takes it: a futex call and a pair of context switches
+//! per request, on the write path's thread hand-offs, for a poll that the task could have
+//! made itself. HTTP/2 streams do the same in their own tasks ([`Executor`]).
 //!
 //! ## Guarantees
-//! - No wake-up is lost. The wrapper's flag is cleared before the "in poll" mark is set, and
-//!   the mark cleared before the flag is read, while a waker sets the flag before reading the
-//!   mark (all four sequentially consistent): either the waker sees the mark cleared and wakes
-//!   the task through the runtime, or the task sees the flag and polls again. A wake from
-//!   another thread during the poll is handled the same way as one from the task itself.
+//! - Only the task's own wakes are kept back: a wake counts as the task's own when it comes
+//!   from the thread polling it, during that poll (a thread-local names the task being
+//!   polled). Every other wake — another thread's (the dispatcher handing a watch its
+//!   events), or one outside the poll — goes to the runtime's waker as it would without the
+//!   wrapper. So no wake-up is lost, and a watch connection woken by the dispatcher while it
+//!   writes still goes to the back of the run queue and finds a larger batch when it runs
+//!   again (an inline poll at once would write smaller ones).
 //! - Fairness is kept: at most [`REPOLLS`] polls are made inline per poll of the task; a task
-//!   still woken after them (hyper's dispatcher yields this way after 16 rounds of its loop)
-//!   is handed to the runtime by waking it, as tokio would have.
+//!   still waking itself after them (hyper's dispatcher yields this way after 16 rounds of
+//!   its loop) is handed to the runtime by waking it, as tokio would have.
 //! - The waker handed to the futures is the same for the task's whole life, so `will_wake`
 //!   comparisons downstream (the wake relay's readers, hyper's body channel) keep holding.
 //!
 //! ## Cost
-//! One allocation per connection (the flag, the mark and the task's waker, ~64 bytes); per
-//! poll of the task two stores, one swap and the runtime waker's registration (a compare
-//! and swap when it did not change).
+//! One allocation per task (the flag and the runtime's waker, ~56 bytes); per poll of the
+//! task a thread-local set and restored, one store and one load, and the runtime waker's
+//! registration (a compare and swap when it did not change).
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,15 +41,26 @@ use futures_util::task::AtomicWaker;
 /// The most polls made inline in one poll of the task (see the module docs).
 pub const REPOLLS: usize = 4;
 
+thread_local! {
+    /// The [`Mark`] of the task this thread is polling inside an [`InPoll`] (its address;
+    /// 0 when none).
+    static POLLING: Cell<usize> = const { Cell::new(0) };
+}
+
 /// The shared state of an [`InPoll`] and its waker.
 #[derive(Debug)]
 struct Mark {
-    /// Set for the length of a poll of the wrapped future.
-    in_poll: AtomicBool,
-    /// A wake arrived (during the poll, or since the last one).
+    /// The task woke itself during the current poll (only ever touched by the polling
+    /// thread: relaxed).
     woken: AtomicBool,
     /// The runtime's waker of the task.
     task: AtomicWaker,
+}
+
+impl Mark {
+    fn id(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
 }
 
 impl Wake for Mark {
@@ -56,16 +69,32 @@ impl Wake for Mark {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        if !self.in_poll.load(Ordering::SeqCst) {
+        if POLLING.with(Cell::get) == self.id() {
+            self.woken.store(true, Ordering::Relaxed);
+        } else {
             self.task.wake();
         }
     }
 }
 
+/// Restores the thread's [`POLLING`] when the poll ends (a panic included).
+struct Polling(usize);
+
+impl Polling {
+    fn enter(id: usize) -> Polling {
+        Polling(POLLING.with(|polling| polling.replace(id)))
+    }
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        POLLING.with(|polling| polling.set(self.0));
+    }
+}
+
 pin_project_lite::pin_project! {
     /// A future polled again at once, within the same poll of its task, when it wakes its
-    /// task while being polled (see the module docs).
+    /// own task while being polled (see the module docs).
     #[derive(Debug)]
     pub struct InPoll<F> {
         #[pin]
@@ -79,7 +108,6 @@ impl<F> InPoll<F> {
     /// Wraps `inner`.
     pub fn new(inner: F) -> InPoll<F> {
         let mark = Arc::new(Mark {
-            in_poll: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             task: AtomicWaker::new(),
         });
@@ -98,15 +126,15 @@ impl<F: Future> Future for InPoll<F> {
         let mut this = self.project();
         this.mark.task.register(cx.waker());
         let mut own = Context::from_waker(this.waker);
+        let polling = Polling::enter(this.mark.id());
         for _ in 0..REPOLLS {
-            this.mark.woken.store(false, Ordering::SeqCst);
-            this.mark.in_poll.store(true, Ordering::SeqCst);
+            this.mark.woken.store(false, Ordering::Relaxed);
             let polled = this.inner.as_mut().poll(&mut own);
-            this.mark.in_poll.store(false, Ordering::SeqCst);
-            if polled.is_ready() || !this.mark.woken.swap(false, Ordering::SeqCst) {
+            if polled.is_ready() || !this.mark.woken.load(Ordering::Relaxed) {
                 return polled;
             }
         }
+        drop(polling);
         // Still waking itself: the runtime decides who runs next.
         cx.waker().wake_by_ref();
         Poll::Pending
@@ -219,11 +247,32 @@ mod tests {
     }
 
     #[test]
+    fn another_threads_wake_during_the_poll_goes_to_the_runtime() {
+        let (wakes, waker) = runtime_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut polls = 0;
+        let mut task = InPoll::new(std::future::poll_fn(|cx| {
+            polls += 1;
+            let handed = cx.waker().clone();
+            std::thread::spawn(move || handed.wake()).join().unwrap();
+            Poll::<()>::Pending
+        }));
+        assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
+        drop(task);
+        assert_eq!(
+            polls, 1,
+            "not polled again inline for another thread's wake"
+        );
+        assert_eq!(wakes.0.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
     fn a_wake_from_another_thread_is_never_lost() {
         // Another thread counts and wakes while this one polls as a runtime would (again only
         // when woken through the runtime's waker); once nothing is woken any more, the last
         // poll must have seen the last count. The pauses put most wakes inside polls, after
-        // their look: with the check of the flag after the poll dropped, this fails every run.
+        // their look: a wrapper that kept another thread's wake back as the task's own fails
+        // this every run.
         const WAKES: usize = 5_000;
         for _ in 0..5 {
             let scheduled = Arc::new(Flagged::default());
