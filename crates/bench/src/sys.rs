@@ -31,16 +31,41 @@ pub fn fd_limit() -> u64 {
     limit.rlim_cur
 }
 
-/// This process's user + system CPU time in seconds (/proc/self/stat).
+/// This process's CPU time (user + system, every thread) in seconds, to the nanosecond: the
+/// scheduler's own account (`CLOCK_PROCESS_CPUTIME_ID`). /proc/self/stat's utime and stime
+/// come in clock ticks (10 ms), which over a run of a few seconds put CPU per delivered event
+/// in steps of ~0.5 µs at 100 watchers × 100 writes/s (invocation AN); /proc is the fallback.
 #[must_use]
 pub fn cpu_seconds() -> f64 {
-    cpu_seconds_at("/proc/self/stat")
+    clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID)
+        .unwrap_or_else(|| cpu_seconds_at("/proc/self/stat"))
 }
 
-/// Process `pid`'s user + system CPU time in seconds (/proc/<pid>/stat); 0 if unreadable.
+/// Process `pid`'s CPU time in seconds, as [`cpu_seconds`] (its CPU-time clock,
+/// `clock_getcpuclockid`; /proc/<pid>/stat when that cannot be had); 0 if unreadable.
 #[must_use]
 pub fn cpu_seconds_of(pid: u32) -> f64 {
-    cpu_seconds_at(&format!("/proc/{pid}/stat"))
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return 0.0;
+    };
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes one clockid_t through the pointer it is given.
+    let found = unsafe { libc::clock_getcpuclockid(pid, &mut clock) } == 0;
+    found
+        .then(|| clock_seconds(clock))
+        .flatten()
+        .unwrap_or_else(|| cpu_seconds_at(&format!("/proc/{pid}/stat")))
+}
+
+/// The time of `clock` in seconds, or `None` if it cannot be read.
+fn clock_seconds(clock: libc::clockid_t) -> Option<f64> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through the pointer it is given.
+    let read = unsafe { libc::clock_gettime(clock, &mut now) } == 0;
+    read.then(|| now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
 }
 
 fn cpu_seconds_at(path: &str) -> f64 {
