@@ -65,7 +65,7 @@ fn clock_seconds(clock: libc::clockid_t) -> Option<f64> {
     };
     // SAFETY: clock_gettime writes one timespec through the pointer it is given.
     let read = unsafe { libc::clock_gettime(clock, &mut now) } == 0;
-    read.then(|| now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
+    read.then_some(now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9)
 }
 
 fn cpu_seconds_at(path: &str) -> f64 {
