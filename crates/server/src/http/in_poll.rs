@@ -20,7 +20,9 @@
 //!   again (an inline poll at once would write smaller ones).
 //! - Fairness is kept: at most [`REPOLLS`] polls are made inline per poll of the task; a task
 //!   still waking itself after them (hyper's dispatcher yields this way after 16 rounds of
-//!   its loop) is handed to the runtime by waking it, as tokio would have.
+//!   its loop) is handed to the runtime by waking it, as tokio would have. The inline polls
+//!   are inside one poll of the task, so they share tokio's cooperative budget for it: a
+//!   task that used it up gets `Pending` from its sockets at once and is handed back.
 //! - The waker handed to the futures is the same for the task's whole life, so `will_wake`
 //!   comparisons downstream (the wake relay's readers, hyper's body channel) keep holding.
 //!
