@@ -201,29 +201,27 @@ mod tests {
         (counter, waker)
     }
 
-    #[test]
-    fn a_wake_inside_the_poll_is_answered_by_polling_again_not_by_the_runtime() {
+    /// One poll of a task whose future wakes itself in its first `selfwakes` polls: what the
+    /// poll returned, how often the future was polled, how often the runtime was woken.
+    fn poll_self_waking(selfwakes: usize) -> (Poll<usize>, usize, usize) {
         let (wakes, waker) = runtime_waker();
         let mut cx = Context::from_waker(&waker);
         let mut task = InPoll::new(SelfWaking {
             polls: 0,
-            selfwakes: 2,
+            selfwakes,
         });
-        assert_eq!(Pin::new(&mut task).poll(&mut cx), Poll::Ready(3));
-        assert_eq!(wakes.0.load(Ordering::Relaxed), 0);
+        let polled = Pin::new(&mut task).poll(&mut cx);
+        (polled, task.inner.polls, wakes.0.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_wake_inside_the_poll_is_answered_by_polling_again_not_by_the_runtime() {
+        assert_eq!(poll_self_waking(2), (Poll::Ready(3), 3, 0));
     }
 
     #[test]
     fn a_future_that_keeps_waking_itself_is_handed_back_to_the_runtime() {
-        let (wakes, waker) = runtime_waker();
-        let mut cx = Context::from_waker(&waker);
-        let mut task = InPoll::new(SelfWaking {
-            polls: 0,
-            selfwakes: usize::MAX,
-        });
-        assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
-        assert_eq!(task.inner.polls, REPOLLS);
-        assert_eq!(wakes.0.load(Ordering::Relaxed), 1);
+        assert_eq!(poll_self_waking(usize::MAX), (Poll::Pending, REPOLLS, 1));
     }
 
     #[test]
