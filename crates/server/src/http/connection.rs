@@ -276,33 +276,57 @@ struct Open {
     _guard: OpenGuard,
 }
 
-/// A connection being served (see [`ConnectionTask`]).
-type Serving = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A phase of a connection's task (see [`ConnectionTask`]): ready with the next phase, or
+/// `None` once the connection is closed.
+struct Phase(Pin<Box<dyn Future<Output = Option<Phase>> + Send>>);
 
-/// A connection's task: the TLS handshake or the protocol sniff, then the hyper connection.
+impl Phase {
+    /// The last phase: `run`, then nothing.
+    fn last(run: impl Future<Output = ()> + Send + 'static) -> Phase {
+        Phase(Box::pin(Last { run }))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// [`Phase::last`]'s future (not an `async` block, which would hold `run` twice: as
+    /// captured and as awaited).
+    struct Last<F> {
+        #[pin]
+        run: F,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Last<F> {
+    type Output = Option<Phase>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Phase>> {
+        ready!(self.project().run.poll(cx));
+        Poll::Ready(None)
+    }
+}
+
+/// The hyper connection and its timeouts: a connection's last phase.
+type Serving = Phase;
+
+/// A connection's task: the TLS handshake or the protocol sniff (the connection to serve, or
+/// `None` when it closed), then the hyper connection.
 ///
 /// Each phase is a box of its own and the task holds only the pointer: a task holding the
 /// future inline is as large as its largest state (a TLS handshake's, or the sniff's timers)
 /// for as long as the connection lives (an idle watch's whole life over HTTP/1.1), and the
-/// opening phase's box is freed once the connection is served.
-enum ConnectionTask {
-    /// Handshake (TLS) or sniff (plain): the connection to serve, or `None` when it closed.
-    Opening(Pin<Box<dyn Future<Output = Option<Serving>> + Send>>),
-    /// The hyper connection and its timeouts.
-    Serving(Serving),
-}
+/// opening phase's box is freed once the connection is served. One pointer, no enum: with
+/// the [`InPoll`] around it the task's future stays 24 bytes, and tokio's task cell (aligned
+/// to 128 bytes) stays one 128-byte allocation instead of 256.
+struct ConnectionTask(Phase);
 
 impl Future for ConnectionTask {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            match &mut *self {
-                ConnectionTask::Opening(opening) => match ready!(opening.as_mut().poll(cx)) {
-                    Some(serving) => *self = ConnectionTask::Serving(serving),
-                    None => return Poll::Ready(()),
-                },
-                ConnectionTask::Serving(serving) => return serving.as_mut().poll(cx),
+            match ready!(self.0.0.as_mut().poll(cx)) {
+                Some(next) => self.0 = next,
+                None => return Poll::Ready(()),
             }
         }
     }
@@ -382,7 +406,7 @@ pub async fn serve(
         ));
         // A connection wakes itself inside its own poll once or more per request: answered
         // by polling again at once, not by waking another worker (see `InPoll`).
-        tokio::spawn(InPoll::new(ConnectionTask::Opening(opening)));
+        tokio::spawn(InPoll::new(ConnectionTask(Phase(opening))));
     }
     drop(listener);
     drop(alive_tx);
@@ -661,17 +685,17 @@ where
     match protocol {
         Protocol::Http1 => {
             let conn = http1_builder(&settings).serve_connection(io, service);
-            Box::pin(drive(Box::pin(conn), held, activity, settings, shutdown))
+            Phase::last(drive(Box::pin(conn), held, activity, settings, shutdown))
         }
         Protocol::Http2 => {
             let conn = http2_builder(&settings).serve_connection(io, service);
-            Box::pin(drive(Box::pin(conn), held, activity, settings, shutdown))
+            Phase::last(drive(Box::pin(conn), held, activity, settings, shutdown))
         }
         Protocol::Detect => {
             let conn = auto_builder(&settings)
                 .serve_connection(io, service)
                 .into_owned();
-            Box::pin(drive(Box::pin(conn), held, activity, settings, shutdown))
+            Phase::last(drive(Box::pin(conn), held, activity, settings, shutdown))
         }
     }
 }

@@ -27,18 +27,21 @@
 //!   comparisons downstream (the wake relay's readers, hyper's body channel) keep holding.
 //!
 //! ## Cost
-//! One allocation per task (the flag and the runtime's waker, ~56 bytes); per poll of the
-//! task a thread-local set and restored, one store and one load, and the runtime waker's
-//! registration (a compare and swap when it did not change).
+//! One allocation per task (the flag and the runtime's waker, 48 bytes) and its pointer (the
+//! waker handed down is borrowed from it: `waker_ref`); per poll of the task a thread-local
+//! set and restored, one store and one load, and the runtime waker's registration (a compare
+//! and swap when it did not change). The pointer must not push a task's future past a
+//! 128-byte step: tokio's task cell is aligned to 128 bytes (see `ConnectionTask`; measured in
+//! BENCHMARKS.md, invocation AN: +48 bytes per idle connection and per HTTP/2 stream).
 
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 
-use futures_util::task::AtomicWaker;
+use futures_util::task::{ArcWake, AtomicWaker};
 
 /// The most polls made inline in one poll of the task (see the module docs).
 pub const REPOLLS: usize = 4;
@@ -65,16 +68,12 @@ impl Mark {
     }
 }
 
-impl Wake for Mark {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if POLLING.with(Cell::get) == self.id() {
-            self.woken.store(true, Ordering::Relaxed);
+impl ArcWake for Mark {
+    fn wake_by_ref(mark: &Arc<Self>) {
+        if POLLING.with(Cell::get) == mark.id() {
+            mark.woken.store(true, Ordering::Relaxed);
         } else {
-            self.task.wake();
+            mark.task.wake();
         }
     }
 }
@@ -102,21 +101,18 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         mark: Arc<Mark>,
-        waker: Waker,
     }
 }
 
 impl<F> InPoll<F> {
     /// Wraps `inner`.
     pub fn new(inner: F) -> InPoll<F> {
-        let mark = Arc::new(Mark {
-            woken: AtomicBool::new(false),
-            task: AtomicWaker::new(),
-        });
         InPoll {
             inner,
-            waker: Waker::from(mark.clone()),
-            mark,
+            mark: Arc::new(Mark {
+                woken: AtomicBool::new(false),
+                task: AtomicWaker::new(),
+            }),
         }
     }
 }
@@ -127,7 +123,9 @@ impl<F: Future> Future for InPoll<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let mut this = self.project();
         this.mark.task.register(cx.waker());
-        let mut own = Context::from_waker(this.waker);
+        // Borrowed from the mark, no count taken: the same waker on every poll.
+        let waker = futures_util::task::waker_ref(this.mark);
+        let mut own = Context::from_waker(&waker);
         let polling = Polling::enter(this.mark.id());
         for _ in 0..REPOLLS {
             this.mark.woken.store(false, Ordering::Relaxed);
@@ -164,6 +162,7 @@ where
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+    use std::task::{Wake, Waker};
 
     /// Counts the wakes of the runtime's waker.
     #[derive(Default)]
