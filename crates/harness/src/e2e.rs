@@ -1383,19 +1383,24 @@ pub async fn run_shared(
         let mut fences = Vec::new();
         for ns in NAMESPACES {
             for app in APPS {
-                let token = format!("fence{round}-{ns}-{app}-{}", config.seed);
                 let name = format!("fence-{app}");
-                // Instance 0 may be restarting (a fault still under way): poll until it
-                // answers (bounded), re-reading its address.
+                // Instance 0 may be restarting, or its store recovering (a fault still under
+                // way: no answer, or 503 — etcd's "request timed out, possibly due to previous
+                // leader failure", whose write may or may not have happened): retry, bounded,
+                // re-reading its address. Each attempt writes its own token, so one that did
+                // happen is an unacknowledged write like any other.
                 let mut attempts = 0;
-                let fence = loop {
+                let (fence, token) = loop {
                     let addr = ctx.instances.get(0).addr;
+                    let token = format!("fence{round}-{ns}-{app}-{}-{attempts}", config.seed);
                     match write_fence(addr, ns, &name, app, &token).await {
-                        Err(e) if e.contains(": 0 ") && attempts < 400 => {
+                        Err(e)
+                            if (e.contains(": 0 ") || e.contains(": 503 ")) && attempts < 400 =>
+                        {
                             attempts += 1;
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
-                        result => break result?,
+                        result => break (result?, token),
                     }
                 };
                 acked.lock().expect("lock").push(AckedWrite {
