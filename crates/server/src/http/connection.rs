@@ -305,9 +305,6 @@ impl<F: Future<Output = ()>> Future for Last<F> {
     }
 }
 
-/// The hyper connection and its timeouts: a connection's last phase.
-type Serving = Phase;
-
 /// A connection's task: the TLS handshake or the protocol sniff (the connection to serve, or
 /// `None` when it closed), then the hyper connection.
 ///
@@ -431,7 +428,7 @@ async fn open_connection(
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     shutdown: tokio::sync::watch::Receiver<bool>,
     check_host: bool,
-) -> Option<Serving> {
+) -> Option<Phase> {
     let Accepted {
         tcp,
         peer,
@@ -665,7 +662,7 @@ fn serving<S>(
     router: Router,
     settings: Arc<ConnectionSettings>,
     shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Serving
+) -> Phase
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {

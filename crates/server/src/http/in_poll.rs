@@ -30,7 +30,8 @@
 //! One allocation per task (the flag and the runtime's waker, 48 bytes) and its pointer (the
 //! waker handed down is borrowed from it: `waker_ref`); per poll of the task a thread-local
 //! set and restored, one store and one load, and the runtime waker's registration (a compare
-//! and swap when it did not change). The pointer must not push a task's future past a
+//! and swap when it did not change; a clone of it after another thread's wake, which takes
+//! the registered one). The pointer must not push a task's future past a
 //! 128-byte step: tokio's task cell is aligned to 128 bytes (see `ConnectionTask`; measured in
 //! BENCHMARKS.md, invocation AN: +48 bytes per idle connection and per HTTP/2 stream).
 
