@@ -803,7 +803,13 @@ impl Dispatcher {
                 evaluated += slots.len();
                 for &slot in slots {
                     let entry = self.slots[slot].as_ref().expect("routed slots are live");
-                    if let Some(event_type) = entry.watcher.selection.event_type(event) {
+                    let selection = &entry.watcher.selection;
+                    let event_type = match route {
+                        // The event's own scope routes (below): namespace and name match.
+                        Route::Scope(..) => selection.event_type_in_scope(event),
+                        Route::Trigger(_) => selection.event_type(event),
+                    };
+                    if let Some(event_type) = event_type {
                         out.push((
                             slot,
                             index,

@@ -161,6 +161,12 @@ impl Selection {
         {
             return false;
         }
+        self.matches_in_scope(object)
+    }
+
+    /// [`Selection::matches`] without the namespace, name and trigger: for an object already
+    /// known to be in this watcher's scope route.
+    fn matches_in_scope(&self, object: &Object) -> bool {
         self.labels.matches(object.labels()) && self.fields.matches(object.fields())
     }
 
@@ -168,8 +174,33 @@ impl Selection {
     /// (carrying the previous object) when it leaves, MODIFIED when it stays; `None` when it is
     /// outside both before and after.
     pub(crate) fn event_type(&self, event: &Event) -> Option<EventType> {
-        let now = event.object().is_some_and(|o| self.matches(o));
-        let before = event.prev().is_some_and(|o| self.matches(o));
+        Self::event_type_with(event, |o| self.matches(o))
+    }
+
+    /// [`Selection::event_type`] for a watcher found through the scope route of the event's
+    /// own namespace and name ([`Route::Scope`]): a watcher is routed there by its namespace
+    /// and name, and an event's object and previous object share one key, so those are not
+    /// compared again — per watcher and event, the dispatcher's largest cost after the queue
+    /// push (its own copies of the strings, cold in cache; BENCHMARKS.md, invocation AO).
+    pub(crate) fn event_type_in_scope(&self, event: &Event) -> Option<EventType> {
+        debug_assert!(
+            self.trigger.is_none(),
+            "a trigger watcher is routed by its value"
+        );
+        debug_assert!(
+            event.object().into_iter().chain(event.prev()).all(|o| self
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ns == o.namespace())
+                && self.name.as_deref().is_none_or(|name| name == o.name())),
+            "routed outside its scope"
+        );
+        Self::event_type_with(event, |o| self.matches_in_scope(o))
+    }
+
+    fn event_type_with(event: &Event, matches: impl Fn(&Object) -> bool) -> Option<EventType> {
+        let now = event.object().is_some_and(|o| matches(o));
+        let before = event.prev().is_some_and(|o| matches(o));
         match (now, before) {
             (true, false) => Some(EventType::Added),
             (true, true) => Some(EventType::Modified),
