@@ -426,7 +426,7 @@ mod tests {
     /// the relay, it is woken at the step's end, not behind them on the relay's list (which
     /// holds them in their order).
     #[test]
-    fn a_reader_released_in_a_step_is_woken_after_the_steps_watch_responses() {
+    fn a_reader_released_in_a_step_follows_its_direct_watch_responses_not_the_relayed_ones() {
         for watchers in [1, RELAY_MIN, RELAY_MIN + 1, 3 * RELAY_MIN] {
             let (_runtime, relay, _, _) = idle_relay(0);
             let log = Arc::new(Mutex::new(Vec::new()));
