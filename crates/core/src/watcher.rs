@@ -81,7 +81,9 @@ pub(crate) enum Route {
 }
 
 /// What a watcher selects: a copy taken at registration, shared by the live path and passes so
-/// both select exactly the same events (KEP-6268 invariant 4).
+/// both select exactly the same events (KEP-6268 invariant 4). The live path's
+/// [`Selection::event_type_in_scope`] skips only the comparisons its route already made, so it
+/// selects what [`Selection::event_type`] selects (debug builds assert it).
 #[derive(Debug)]
 pub(crate) struct Selection {
     pub(crate) namespace: Option<Arc<str>>,
