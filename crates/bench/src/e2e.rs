@@ -156,11 +156,23 @@ pub(crate) fn watch_path(rv: u64) -> String {
 /// Paces `events` merge-PATCHes (a fresh `data.sent` each) over `objects` configmaps at `rate`.
 /// Returns (writes that succeeded, seconds taken).
 async fn write_patches(addr: SocketAddr, events: usize, objects: usize, rate: f64) -> (u64, f64) {
+    let (ok, secs, _) = write_patches_timed(addr, events, objects, rate).await;
+    (ok, secs)
+}
+
+/// As [`write_patches`], with each write's time from its request to its answer, ms.
+async fn write_patches_timed(
+    addr: SocketAddr,
+    events: usize,
+    objects: usize,
+    rate: f64,
+) -> (u64, f64, Vec<f64>) {
     let Ok(mut conn) = Conn::connect(addr).await else {
-        return (0, 0.0);
+        return (0, 0.0, Vec::new());
     };
     let start = Instant::now();
     let mut ok = 0;
+    let mut latency_ms = Vec::with_capacity(events);
     for i in 0..events {
         if rate > 0.0 {
             let due = start + Duration::from_secs_f64(i as f64 / rate);
@@ -168,6 +180,7 @@ async fn write_patches(addr: SocketAddr, events: usize, objects: usize, rate: f6
         }
         let body = format!("{{\"data\":{{\"sent\":\"{}\"}}}}", now_ns());
         let path = format!("{CONFIGMAPS}/cm-{}", i % objects);
+        let sent = Instant::now();
         match conn
             .request(
                 "PATCH",
@@ -177,7 +190,10 @@ async fn write_patches(addr: SocketAddr, events: usize, objects: usize, rate: f6
             )
             .await
         {
-            Ok((200, _)) => ok += 1,
+            Ok((200, _)) => {
+                ok += 1;
+                latency_ms.push(sent.elapsed().as_secs_f64() * 1e3);
+            }
             Ok(_) => {}
             Err(_) => {
                 if let Ok(c) = Conn::connect(addr).await {
@@ -186,29 +202,30 @@ async fn write_patches(addr: SocketAddr, events: usize, objects: usize, rate: f6
             }
         }
     }
-    (ok, start.elapsed().as_secs_f64())
+    (ok, start.elapsed().as_secs_f64(), latency_ms)
 }
 
-/// As [`write_patches`] with up to `inflight` PATCHes in flight: `inflight` keep-alive
+/// As [`write_patches_timed`] with up to `inflight` PATCHes in flight: `inflight` keep-alive
 /// connections, connection `j` sending writes `j`, `j + inflight`, ... each at its due time
 /// (or as soon as its previous answer came back, if later). Returns (writes that succeeded,
-/// seconds taken).
+/// seconds taken, each successful write's time from request to answer in ms).
 async fn write_patches_inflight(
     addr: SocketAddr,
     events: usize,
     objects: usize,
     rate: f64,
     inflight: usize,
-) -> (u64, f64) {
+) -> (u64, f64, Vec<f64>) {
     if inflight <= 1 {
-        return write_patches(addr, events, objects, rate).await;
+        return write_patches_timed(addr, events, objects, rate).await;
     }
     let start = Instant::now();
     let mut tasks = Vec::new();
     for j in 0..inflight {
         tasks.push(tokio::spawn(async move {
+            let mut latency_ms = Vec::new();
             let Ok(mut conn) = Conn::connect(addr).await else {
-                return 0u64;
+                return (0u64, latency_ms);
             };
             let mut ok = 0;
             for i in (j..events).step_by(inflight) {
@@ -218,6 +235,7 @@ async fn write_patches_inflight(
                 }
                 let body = format!("{{\"data\":{{\"sent\":\"{}\"}}}}", now_ns());
                 let path = format!("{CONFIGMAPS}/cm-{}", i % objects);
+                let sent = Instant::now();
                 match conn
                     .request(
                         "PATCH",
@@ -227,7 +245,10 @@ async fn write_patches_inflight(
                     )
                     .await
                 {
-                    Ok((200, _)) => ok += 1,
+                    Ok((200, _)) => {
+                        ok += 1;
+                        latency_ms.push(sent.elapsed().as_secs_f64() * 1e3);
+                    }
                     Ok(_) => {}
                     Err(_) => {
                         if let Ok(c) = Conn::connect(addr).await {
@@ -236,14 +257,17 @@ async fn write_patches_inflight(
                     }
                 }
             }
-            ok
+            (ok, latency_ms)
         }));
     }
     let mut ok = 0;
+    let mut latency_ms = Vec::new();
     for task in tasks {
-        ok += task.await.unwrap_or(0);
+        let (n, latencies) = task.await.unwrap_or_default();
+        ok += n;
+        latency_ms.extend(latencies);
     }
-    (ok, start.elapsed().as_secs_f64())
+    (ok, start.elapsed().as_secs_f64(), latency_ms)
 }
 
 async fn slow_companion(
@@ -645,7 +669,15 @@ async fn child_fanout(
         }));
     }
     let events = (rate * secs) as usize;
-    let (ok, write_secs) = write_patches_inflight(addr, events, objects, rate, inflight).await;
+    let (ok, write_secs, mut write_ms) =
+        write_patches_inflight(addr, events, objects, rate, inflight).await;
+    write_ms.sort_by(f64::total_cmp);
+    let write_ms_at = |q: f64| {
+        write_ms
+            .get(((write_ms.len() as f64 * q) as usize).min(write_ms.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
     target.store(ok, Ordering::Release);
     let all = futures_join(readers, Duration::from_secs_f64(drain_secs)).await;
     let elapsed = (last_delivery
@@ -657,6 +689,8 @@ async fn child_fanout(
         "expected": ok * watchers as u64,
         "writes": ok,
         "write_secs": write_secs,
+        "write_ms_p50": write_ms_at(0.5),
+        "write_ms_p99": write_ms_at(0.99),
         "delivery_secs": elapsed,
         "complete": all,
     }))
