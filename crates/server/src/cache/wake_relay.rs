@@ -22,24 +22,38 @@
 //! (BENCHMARKS.md, invocation AK): holding or relaying the watch responses' wake-ups alone cut
 //! the CPU per delivered event at 10,000 watchers by a quarter or more, but added 100-280 µs to
 //! the median latency of a lone healthy watcher next to 100 catching-up companions — the
-//! writer's answer went first. A step that hands its watch responses to the relay wakes its
-//! readers directly once they are handed over, not behind them on the relay's list: there a
-//! writer's answer waited for every watch response of its revision to run (a whole round of
-//! the runtime's queue per write at 10,000 watchers), which held back the writers and with
-//! them the events each watch response finds per wake-up (invocation AO: 10,000 watchers × 100
-//! writes/s, 2.2-2.9 against 2.9-3.4 µs of CPU per delivered event).
+//! writer's answer went first.
+//!
+//! A step that hands its watch responses to the relay, or that wakes none (under load their
+//! tasks are already queued: most steps at 1,000 watchers × 1,000 writes/s), puts its readers
+//! on the relay's *express list* instead (the relay its thread last woke through; a thread
+//! that never did wakes them directly). The first runtime thread to look wakes them: every
+//! watch response, when it is polled, and the relay task, before the watch responses it
+//! takes (a step of readers alone notifies the relay, whose run is then the fallback). Woken
+//! from the dispatcher's thread instead, a reader goes to the tail of the runtime's injection
+//! queue — behind the watch responses woken from outside and those that overflowed the
+//! workers' local queues into it: a round of the runtime's queue per wait (BENCHMARKS.md,
+//! invocation AP: a PATCH waited 97 ms at the median for its own revision at 10,000 watchers,
+//! 3.6 ms from the end of its revision's step at 1,000 watchers × 1,000 writes/s; 1.2 ms with
+//! the express list). Behind the relayed watch responses on the relay's list it waited for
+//! every one of them to run (invocation AO: the writers were held back).
 //!
 //! ## Guarantees
 //! - No wake-up is lost or delayed past the end of the step that made it: a batch is flushed
 //!   when its step ends (also by unwinding); a waker appended to the relay's list after the
 //!   relay took the list either notifies it (the list was empty) or is taken with the list it
 //!   joined; `Notify` keeps a permit when the relay is not waiting.
-//! - Within a step, watch responses are woken before readers, in the order they were woken;
-//!   when they go to the relay, they are handed to it before the readers are woken.
+//! - Within a step that wakes watch responses directly, they are woken before its readers, in
+//!   the order they were woken. A step whose readers go on the express list (relayed or no
+//!   watch response) puts them there before it hands over its watch responses, and they are
+//!   woken no later than by the relay task's next run (which the step guarantees: it notified
+//!   the relay, or joined a list the relay has yet to take), before the watch responses that
+//!   run takes.
 //! - A wake-up outside a batch (a runtime thread, any other thread) wakes the task directly,
 //!   as before the relay existed.
 //! - When the relay stops (its [`WakeRelay`] dropped, or its runtime shut down), every waker
-//!   on its list is woken, in its order, and later wake-ups go directly to their tasks.
+//!   on its express list and then on its list is woken, in their order, and later wake-ups go
+//!   directly to their tasks.
 //!
 //! ## Overload
 //! A batch holds at most one waker per parked watch response (a queue hands its waker out once
@@ -59,6 +73,9 @@ pub const RELAY_MIN: usize = 128;
 thread_local! {
     /// The wake-ups collected by this thread's current [`batched`] step, if one runs.
     static BATCH: RefCell<Option<Batch>> = const { RefCell::new(None) };
+    /// The relay of this thread's last step that woke a watch response through one (a driver
+    /// thread serves one server's cache): the express list of a step that wakes none.
+    static LAST_RELAY: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
 }
 
 /// One step's wake-ups, held to its end: watch responses' and, released after them, readers'
@@ -100,40 +117,55 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
 
 /// Wakes a step's held wake-ups: the watch responses first, then the readers, so that a
 /// writer's answer (a reader of its own revision) does not take the worker before the watchers
-/// of that revision; when the watch responses go to the relay, the readers are woken once they
-/// are handed over (see the module docs).
+/// of that revision; when the watch responses go to the relay, or when the step woke none, the
+/// readers go on the relay's express list (see the module docs).
 fn flush(batch: Batch) {
     let Batch {
         relay,
         watchers,
         readers,
     } = batch;
-    let relay =
-        relay.filter(|shared| watchers.len() > RELAY_MIN && !shared.stopped.load(Ordering::SeqCst));
-    let Some(shared) = relay else {
+    let relay = match relay {
+        Some(shared) => {
+            LAST_RELAY.with(|last| *last.borrow_mut() = Some(shared.clone()));
+            Some(shared)
+        }
+        None => LAST_RELAY.with(|last| last.borrow().clone()),
+    };
+    let relayed = watchers.len() > RELAY_MIN;
+    let express = !readers.is_empty() && (relayed || watchers.is_empty());
+    let Some(shared) =
+        relay.filter(|shared| (relayed || express) && !shared.stopped.load(Ordering::SeqCst))
+    else {
         for waker in watchers.into_iter().chain(readers) {
             waker.wake();
         }
         return;
     };
-    shared.relayed.fetch_add(1, Ordering::Relaxed);
-    let first = {
-        let mut pending = shared.lock();
-        let was_empty = pending.is_empty();
-        pending.extend(watchers);
-        was_empty
-    };
-    if first {
+    // Before the watch responses: the relay wakes the express list after taking its list, so
+    // it cannot take these watch responses without these readers.
+    if express {
+        shared.express_lock().extend(readers);
+        shared.express_pending.store(true, Ordering::Release);
+    }
+    if relayed {
+        shared.relayed.fetch_add(1, Ordering::Relaxed);
+        let first = {
+            let mut pending = shared.lock();
+            let was_empty = pending.is_empty();
+            pending.extend(watchers);
+            was_empty
+        };
+        if first {
+            shared.notify.notify_one();
+        }
+    } else {
+        // Readers alone: the relay's run is their wake-up if no watch response looks first.
         shared.notify.notify_one();
     }
-    // Stopped while this was appended: the stop may have taken the list before the push.
+    // Stopped while this was appended: the stop may have taken the lists before the push.
     if shared.stopped.load(Ordering::SeqCst) {
         shared.stop();
-    }
-    // Not behind the watch responses on the relay's list, where a writer's answer would wait
-    // for every one of them to run.
-    for reader in readers {
-        reader.wake();
     }
 }
 
@@ -184,7 +216,12 @@ impl Wake for Reader {
 }
 
 struct Shared {
+    /// Watch responses to wake.
     pending: Mutex<Vec<Waker>>,
+    /// Readers released by relayed steps, woken by the first runtime thread to look.
+    express: Mutex<Vec<Waker>>,
+    /// Set (after the push) while `express` may hold readers: one load for the lookers.
+    express_pending: AtomicBool,
     notify: tokio::sync::Notify,
     stopped: AtomicBool,
     /// Batches handed to the relay task so far.
@@ -196,9 +233,30 @@ impl Shared {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn express_lock(&self) -> std::sync::MutexGuard<'_, Vec<Waker>> {
+        self.express.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the readers on the express list. A push after the flag is cleared sets it again,
+    /// so a reader is either taken here or seen by the next look.
+    fn wake_express(&self) {
+        if self.express_pending.load(Ordering::Relaxed)
+            && self.express_pending.swap(false, Ordering::AcqRel)
+        {
+            let readers = std::mem::take(&mut *self.express_lock());
+            for reader in readers {
+                reader.wake();
+            }
+        }
+    }
+
     /// Stops relaying: later wake-ups go directly to their tasks, queued ones are woken now.
     fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
+        let readers = std::mem::take(&mut *self.express_lock());
+        for reader in readers {
+            reader.wake();
+        }
         let pending = std::mem::take(&mut *self.lock());
         for waker in pending {
             waker.wake();
@@ -220,6 +278,8 @@ impl WakeRelay {
     pub fn start() -> WakeRelay {
         let shared = Arc::new(Shared {
             pending: Mutex::new(Vec::new()),
+            express: Mutex::new(Vec::new()),
+            express_pending: AtomicBool::new(false),
             notify: tokio::sync::Notify::new(),
             stopped: AtomicBool::new(false),
             relayed: std::sync::atomic::AtomicU64::new(0),
@@ -232,6 +292,12 @@ impl WakeRelay {
     #[must_use]
     pub fn batches_relayed(&self) -> u64 {
         self.shared.relayed.load(Ordering::Relaxed)
+    }
+
+    /// Wakes the readers that relayed steps released, if any: called by watch responses when
+    /// they are polled (one atomic load when there are none; see the module docs).
+    pub fn wake_express(&self) {
+        self.shared.wake_express();
     }
 
     /// A waker that wakes `task` through the relay.
@@ -332,6 +398,7 @@ async fn run(shared: Arc<Shared>) {
             return;
         }
         std::mem::swap(&mut *guard.0.lock(), &mut batch);
+        guard.0.wake_express();
         for waker in batch.drain(..) {
             waker.wake();
         }
@@ -423,8 +490,8 @@ mod tests {
     }
 
     /// Woken directly, a step's reader comes after its watch responses; with them handed to
-    /// the relay, it is woken at the step's end, not behind them on the relay's list (which
-    /// holds them in their order).
+    /// the relay, it goes on the express list (woken by the first look), not behind them on
+    /// the relay's list (which holds them in their order).
     #[test]
     fn a_reader_released_in_a_step_follows_its_direct_watch_responses_not_the_relayed_ones() {
         for watchers in [1, RELAY_MIN, RELAY_MIN + 1, 3 * RELAY_MIN] {
@@ -473,11 +540,19 @@ mod tests {
             });
             let mut expected: Vec<usize> = (0..watchers).collect();
             if watchers > RELAY_MIN {
+                assert!(
+                    log.lock().expect("log").is_empty(),
+                    "relayed: the reader waits on the express list, not on the dispatcher's thread"
+                );
+                // A watch response's poll looks (here, this thread).
+                relay.wake_express();
                 assert_eq!(
                     *log.lock().expect("log"),
                     [usize::MAX],
-                    "the reader is woken at the step's end, the watch responses are on the relay's list"
+                    "the first look wakes the reader, the watch responses are on the relay's list"
                 );
+                relay.wake_express();
+                assert_eq!(log.lock().expect("log").len(), 1, "woken once");
                 assert_eq!(relay.batches_relayed(), 1);
                 // The list in its order (the relay's task never runs here): stopping the relay
                 // wakes it.
@@ -560,5 +635,156 @@ mod tests {
             }
         });
         assert_eq!(seen(&counts), vec![2; RELAY_MIN + 1]);
+    }
+
+    /// One step that releases a reader (a future that completes once released, polled with
+    /// `reader`) and wakes `watchers`; `relayed` says whether the step must have gone to the
+    /// relay.
+    fn relayed_step_with_a_reader(
+        relay: &WakeRelay,
+        watchers: &[Waker],
+        reader: &Waker,
+        relayed: bool,
+    ) {
+        let released = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(Mutex::new(None::<Waker>));
+        let mut wait = Box::pin(after_watchers({
+            let (released, slot) = (released.clone(), slot.clone());
+            std::future::poll_fn(move |cx| {
+                if released.load(Ordering::SeqCst) {
+                    return std::task::Poll::Ready(());
+                }
+                *slot.lock().expect("slot") = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            })
+        }));
+        let mut cx = std::task::Context::from_waker(reader);
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        let before = relay.batches_relayed();
+        batched(|| {
+            released.store(true, Ordering::SeqCst);
+            slot.lock()
+                .expect("slot")
+                .take()
+                .expect("registered")
+                .wake();
+            for waker in watchers {
+                waker.wake_by_ref();
+            }
+        });
+        assert_eq!(
+            relay.batches_relayed(),
+            before + u64::from(relayed),
+            "relayed: {relayed}"
+        );
+    }
+
+    /// Nobody else looks: the relay task's own run wakes the express list's readers, before
+    /// the watch responses it takes, each once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_relay_task_wakes_a_relayed_steps_readers_before_its_watch_responses() {
+        let relay = WakeRelay::start();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let task = |id| {
+            Waker::from(Arc::new(Ordered {
+                id,
+                log: log.clone(),
+            }))
+        };
+        let watchers: Vec<Waker> = (0..=RELAY_MIN)
+            .map(|id| relay.waker(&task(id)).waker().clone())
+            .collect();
+        let reader = task(usize::MAX);
+        let relay = std::thread::spawn(move || {
+            for _ in 0..10 {
+                relayed_step_with_a_reader(&relay, &watchers, &reader, true);
+            }
+            relay
+        })
+        .join()
+        .expect("dispatching thread");
+        let mut expected = Vec::new();
+        for _ in 0..10 {
+            expected.push(usize::MAX);
+            expected.extend(0..=RELAY_MIN);
+        }
+        for _ in 0..100_000 {
+            if log.lock().expect("log").len() >= expected.len() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let seen = log.lock().expect("log").clone();
+        // The ten steps may reach the relay in one take or several: per take, the readers
+        // first. Every reader and watch response is woken once per step.
+        assert_eq!(seen.len(), expected.len(), "each wake-up once");
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        let mut want = expected.clone();
+        want.sort_unstable();
+        assert_eq!(sorted, want);
+        assert_eq!(seen[0], usize::MAX, "a take wakes its readers first");
+        drop(relay);
+    }
+
+    /// A step that wakes no watch response (they are all awake already) releases its readers
+    /// onto the express list of the relay its thread last woke through; a thread that never
+    /// woke through one wakes them directly.
+    #[test]
+    fn a_step_without_watch_responses_puts_its_readers_on_the_threads_relay() {
+        std::thread::spawn(|| {
+            let (_runtime, relay, counts, wakers) = idle_relay(RELAY_MIN + 1);
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let reader = Waker::from(Arc::new(Ordered {
+                id: usize::MAX,
+                log: log.clone(),
+            }));
+            // Never woke through a relay: direct.
+            relayed_step_with_a_reader(&relay, &[], &reader, false);
+            assert_eq!(*log.lock().expect("log"), [usize::MAX], "woken directly");
+            // A relayed step teaches the thread its relay.
+            relayed_step_with_a_reader(&relay, &wakers, &reader, true);
+            relay.wake_express();
+            assert_eq!(log.lock().expect("log").len(), 2);
+            // Now a step with readers alone goes to the express list (the relay is notified:
+            // its run is the fallback), woken by the first look.
+            relayed_step_with_a_reader(&relay, &[], &reader, false);
+            assert_eq!(
+                log.lock().expect("log").len(),
+                2,
+                "not on the dispatcher's thread"
+            );
+            relay.wake_express();
+            assert_eq!(log.lock().expect("log").len(), 3, "by the first look");
+            // One watch response woken directly: the reader follows it, directly (the relayed
+            // step's are still on the idle relay's list).
+            assert_eq!(seen(&counts)[0], 0);
+            relayed_step_with_a_reader(&relay, &wakers[..1], &reader, false);
+            assert_eq!(log.lock().expect("log").len(), 4);
+            assert_eq!(seen(&counts)[0], 1);
+        })
+        .join()
+        .expect("a thread of its own: no relay learnt before");
+    }
+
+    #[test]
+    fn a_stopped_relay_wakes_its_express_readers_before_its_watch_responses() {
+        let (_runtime, relay, _, _) = idle_relay(0);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let task = |id| {
+            Waker::from(Arc::new(Ordered {
+                id,
+                log: log.clone(),
+            }))
+        };
+        let watchers: Vec<Waker> = (0..=RELAY_MIN)
+            .map(|id| relay.waker(&task(id)).waker().clone())
+            .collect();
+        relayed_step_with_a_reader(&relay, &watchers, &task(usize::MAX), true);
+        assert!(log.lock().expect("log").is_empty());
+        drop(relay);
+        let mut expected = vec![usize::MAX];
+        expected.extend(0..=RELAY_MIN);
+        assert_eq!(*log.lock().expect("log"), expected);
     }
 }
