@@ -462,6 +462,12 @@ fn collect_paths(app: &Observed<'_>, scrape: &mut Scrape) {
         .sample(&[], app.counters.conflicts.load(Ordering::Relaxed));
     scrape
         .counter(
+            "watchkeeper_update_unproven_retries_total",
+            "Updates whose attempt from the cache as it was failed before the store and ran again from a cache proven fresh.",
+        )
+        .sample(&[], app.counters.unproven_retries.load(Ordering::Relaxed));
+    scrape
+        .counter(
             "watchkeeper_noop_writes_total",
             "Updates skipped because they changed nothing.",
         )

@@ -32,6 +32,10 @@ pub struct PathCounters {
     pub conflicts: AtomicU64,
     /// Writes skipped because they changed nothing.
     pub noop_writes: AtomicU64,
+    /// Guaranteed updates whose attempt from the cache as it was failed without a transaction
+    /// (not found, a precondition, a refusal, nothing to change) and ran again from a cache
+    /// proven fresh.
+    pub unproven_retries: AtomicU64,
     /// Consistent GETs served from the store (switch off).
     pub store_gets: AtomicU64,
     /// Objects decoded on the request path (GETs from the store).
