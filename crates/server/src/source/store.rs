@@ -22,9 +22,10 @@
 //! read, the cache waited for); from an unproven one the update proves it and runs again
 //! (counted in `watchkeeper_update_unproven_retries_total`), as kube-apiserver refetches from
 //! etcd when an attempt from its cached object fails. A write thus waits for the cache only
-//! for its own revision, not also for every write committed before it (at 10,000 watchers a
-//! PATCH's median answer went from 171-235 to ... ms, BENCHMARKS.md invocation AP). Deletes
-//! and creates prove the cache first. A write that changes nothing is not written. Every write waits (at most the fresh wait) until the cache has its
+//! for its own revision, not also for every write committed before it, and in etcd mode reads
+//! no revision from etcd first (BENCHMARKS.md, invocation AP: +28-54 % writes/s on the etcd
+//! store). Deletes and creates prove the cache first. A write that changes nothing is not
+//! written. Every write waits (at most the fresh wait) until the cache has its
 //! revision before answering, so a client reads its own writes at `resourceVersion=0` too.
 //! `dryRun=All` runs the same paths (validation, defaults, namespace checks, preconditions,
 //! conflicts) and stops before the transaction: nothing is stored, watched or counted, and the
