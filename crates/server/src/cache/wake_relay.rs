@@ -685,11 +685,14 @@ mod tests {
     async fn the_relay_task_wakes_a_relayed_steps_readers_before_its_watch_responses() {
         let relay = WakeRelay::start();
         let log = Arc::new(Mutex::new(Vec::new()));
-        let task = |id| {
-            Waker::from(Arc::new(Ordered {
-                id,
-                log: log.clone(),
-            }))
+        let task = {
+            let log = log.clone();
+            move |id| {
+                Waker::from(Arc::new(Ordered {
+                    id,
+                    log: log.clone(),
+                }))
+            }
         };
         let watchers: Vec<Waker> = (0..=RELAY_MIN)
             .map(|id| relay.waker(&task(id)).waker().clone())
@@ -724,7 +727,37 @@ mod tests {
         want.sort_unstable();
         assert_eq!(sorted, want);
         assert_eq!(seen[0], usize::MAX, "a take wakes its readers first");
-        drop(relay);
+        // A step of readers alone on a thread that woke through the relay before (one watch
+        // response, directly, with its reader): nothing else runs the relay, whose own run
+        // must wake the reader.
+        let (relay, reader) = std::thread::spawn(move || {
+            let reader = task(usize::MAX);
+            let one = [relay.waker(&task(0)).waker().clone()];
+            relayed_step_with_a_reader(&relay, &one, &reader, false);
+            relayed_step_with_a_reader(&relay, &[], &reader, false);
+            (relay, reader)
+        })
+        .join()
+        .expect("dispatching thread");
+        let readers = || {
+            log.lock()
+                .expect("log")
+                .iter()
+                .filter(|id| **id == usize::MAX)
+                .count()
+        };
+        for _ in 0..100_000 {
+            if readers() >= 12 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            readers(),
+            12,
+            "the lone step's reader is woken by the relay's run"
+        );
+        drop((relay, reader));
     }
 
     /// A step that wakes no watch response (they are all awake already) releases its readers
