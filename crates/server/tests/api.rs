@@ -15,6 +15,17 @@ fn etcd_endpoint() -> String {
     )
 }
 
+/// The arguments of instances sharing the test's etcd under one fresh prefix (siblings).
+fn sibling_args() -> impl Fn() -> ServeArgs {
+    let prefix = unique_prefix();
+    move || ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_prefix: Some(prefix.clone()),
+        ..ServeArgs::default()
+    }
+}
+
 fn unique_prefix() -> String {
     format!("/t{}/registry", uuid_like())
 }
@@ -209,13 +220,7 @@ async fn no_lost_update_etcd() {
 /// instance sharing the same etcd (the read proves the cache fresh against etcd first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_read_after_write_through_another_instance() {
-    let prefix = unique_prefix();
-    let args = || ServeArgs {
-        store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![etcd_endpoint()]),
-        etcd_prefix: Some(prefix.clone()),
-        ..ServeArgs::default()
-    };
+    let args = sibling_args();
     let one = server_with(args()).await;
     let two = server_with(args()).await;
     for i in 0..20 {
@@ -252,13 +257,7 @@ async fn consistent_read_after_write_through_another_instance() {
 /// before a failure must give.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updates_through_another_instance_build_on_its_latest_write() {
-    let prefix = unique_prefix();
-    let args = || ServeArgs {
-        store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![etcd_endpoint()]),
-        etcd_prefix: Some(prefix.clone()),
-        ..ServeArgs::default()
-    };
+    let args = sibling_args();
     let one = server_with(args()).await;
     let two = server_with(args()).await;
     let (a, b) = (one.addr, two.addr);
@@ -350,13 +349,7 @@ async fn added_through(watch: &mut WatchReader, last: &str) -> Vec<(String, u64)
 /// with an older resource version: every event exactly once, no 410.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_moves_to_a_sibling_instance_and_resumes() {
-    let prefix = unique_prefix();
-    let args = || ServeArgs {
-        store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![etcd_endpoint()]),
-        etcd_prefix: Some(prefix.clone()),
-        ..ServeArgs::default()
-    };
+    let args = sibling_args();
     let path = "/api/v1/namespaces/default/configmaps";
     let one = server_with(args()).await;
     let (_, list) = get_json(one.addr, path).await;

@@ -489,6 +489,24 @@ mod tests {
         }
     }
 
+    /// A log of wake-ups and a maker of tasks (wakers) that append their id to it.
+    fn ordered_tasks() -> (
+        Arc<Mutex<Vec<usize>>>,
+        impl Fn(usize) -> Waker + Clone + Send + 'static,
+    ) {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let task = {
+            let log = log.clone();
+            move |id| {
+                Waker::from(Arc::new(Ordered {
+                    id,
+                    log: log.clone(),
+                }))
+            }
+        };
+        (log, task)
+    }
+
     /// Woken directly, a step's reader comes after its watch responses; with them handed to
     /// the relay, it goes on the express list (woken by the first look), not behind them on
     /// the relay's list (which holds them in their order).
@@ -496,48 +514,12 @@ mod tests {
     fn a_reader_released_in_a_step_follows_its_direct_watch_responses_not_the_relayed_ones() {
         for watchers in [1, RELAY_MIN, RELAY_MIN + 1, 3 * RELAY_MIN] {
             let (_runtime, relay, _, _) = idle_relay(0);
-            let log = Arc::new(Mutex::new(Vec::new()));
-            let task = |id| {
-                Waker::from(Arc::new(Ordered {
-                    id,
-                    log: log.clone(),
-                }))
-            };
-            // The reader: registers its waker, completes once released.
-            let released = Arc::new(AtomicBool::new(false));
-            let slot = Arc::new(Mutex::new(None::<Waker>));
-            let mut wait = Box::pin(after_watchers({
-                let (released, slot) = (released.clone(), slot.clone());
-                std::future::poll_fn(move |cx| {
-                    if released.load(Ordering::SeqCst) {
-                        return std::task::Poll::Ready(());
-                    }
-                    *slot.lock().expect("slot") = Some(cx.waker().clone());
-                    std::task::Poll::Pending
-                })
-            }));
+            let (log, task) = ordered_tasks();
             let reader = task(usize::MAX);
-            let mut cx = std::task::Context::from_waker(&reader);
-            assert!(wait.as_mut().poll(&mut cx).is_pending());
             let wakers: Vec<Waker> = (0..watchers)
                 .map(|id| relay.waker(&task(id)).waker().clone())
                 .collect();
-            batched(|| {
-                // Released first, as `finish_revision` releases a writer after the pushes.
-                released.store(true, Ordering::SeqCst);
-                slot.lock()
-                    .expect("slot")
-                    .take()
-                    .expect("registered")
-                    .wake();
-                for waker in &wakers {
-                    waker.wake_by_ref();
-                }
-                assert!(
-                    log.lock().expect("log").is_empty(),
-                    "held to the end of the step"
-                );
-            });
+            relayed_step_with_a_reader(&relay, &wakers, &reader, watchers > RELAY_MIN);
             let mut expected: Vec<usize> = (0..watchers).collect();
             if watchers > RELAY_MIN {
                 assert!(
@@ -684,16 +666,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_relay_task_wakes_a_relayed_steps_readers_before_its_watch_responses() {
         let relay = WakeRelay::start();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let task = {
-            let log = log.clone();
-            move |id| {
-                Waker::from(Arc::new(Ordered {
-                    id,
-                    log: log.clone(),
-                }))
-            }
-        };
+        let (log, task) = ordered_tasks();
         let watchers: Vec<Waker> = (0..=RELAY_MIN)
             .map(|id| relay.waker(&task(id)).waker().clone())
             .collect();
@@ -767,11 +740,8 @@ mod tests {
     fn a_step_without_watch_responses_puts_its_readers_on_the_threads_relay() {
         std::thread::spawn(|| {
             let (_runtime, relay, counts, wakers) = idle_relay(RELAY_MIN + 1);
-            let log = Arc::new(Mutex::new(Vec::new()));
-            let reader = Waker::from(Arc::new(Ordered {
-                id: usize::MAX,
-                log: log.clone(),
-            }));
+            let (log, task) = ordered_tasks();
+            let reader = task(usize::MAX);
             // Never woke through a relay: direct.
             relayed_step_with_a_reader(&relay, &[], &reader, false);
             assert_eq!(*log.lock().expect("log"), [usize::MAX], "woken directly");
@@ -803,13 +773,7 @@ mod tests {
     #[test]
     fn a_stopped_relay_wakes_its_express_readers_before_its_watch_responses() {
         let (_runtime, relay, _, _) = idle_relay(0);
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let task = |id| {
-            Waker::from(Arc::new(Ordered {
-                id,
-                log: log.clone(),
-            }))
-        };
+        let (log, task) = ordered_tasks();
         let watchers: Vec<Waker> = (0..=RELAY_MIN)
             .map(|id| relay.waker(&task(id)).waker().clone())
             .collect();
