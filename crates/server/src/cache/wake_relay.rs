@@ -218,7 +218,8 @@ impl Wake for Reader {
 struct Shared {
     /// Watch responses to wake.
     pending: Mutex<Vec<Waker>>,
-    /// Readers released by relayed steps, woken by the first runtime thread to look.
+    /// Readers released by relayed steps and by steps that woke no watch response, woken by
+    /// the first runtime thread to look.
     express: Mutex<Vec<Waker>>,
     /// Set (after the push) while `express` may hold readers: one load for the lookers.
     express_pending: AtomicBool,
@@ -294,8 +295,8 @@ impl WakeRelay {
         self.shared.relayed.load(Ordering::Relaxed)
     }
 
-    /// Wakes the readers that relayed steps released, if any: called by watch responses when
-    /// they are polled (one atomic load when there are none; see the module docs).
+    /// Wakes the readers on the express list, if any: called by watch responses when they are
+    /// polled (one atomic load when there are none; see the module docs).
     pub fn wake_express(&self) {
         self.shared.wake_express();
     }

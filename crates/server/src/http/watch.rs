@@ -249,8 +249,9 @@ impl WatchStream {
     /// are shared, not copied per watcher). Pending (with the waker registered) while the
     /// queue is empty.
     fn poll_chunk(&mut self, cx: &mut Context<'_>, parts: &mut Vec<Bytes>) -> Poll<()> {
-        // Readers a relayed dispatcher step released (a writer's answer): woken from here, a
-        // runtime thread, they run soon rather than behind the runtime's whole queue.
+        // Readers that dispatcher steps put on the relay's express list (a writer's answer):
+        // woken from here, a runtime thread, they run soon rather than behind the runtime's
+        // whole queue.
         self.app.wake_relay.wake_express();
         // Registered behind the server's wake relay: the dispatcher's and catch-up threads'
         // wake-ups reach this task from a runtime thread (see `cache::wake_relay`).
