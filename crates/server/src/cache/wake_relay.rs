@@ -24,31 +24,34 @@
 //! the median latency of a lone healthy watcher next to 100 catching-up companions — the
 //! writer's answer went first.
 //!
-//! A step that hands its watch responses to the relay, or that wakes none (under load their
-//! tasks are already queued: most steps at 1,000 watchers × 1,000 writes/s), puts its readers
-//! on the relay's *express list* instead (the relay its thread last woke through; a thread
-//! that never did wakes them directly). The first runtime thread to look wakes them: every
-//! watch response, when it is polled, and the relay task, before the watch responses it
-//! takes (a step of readers alone notifies the relay, whose run is then the fallback). Woken
-//! from the dispatcher's thread instead, a reader goes to the tail of the runtime's injection
-//! queue — behind the watch responses woken from outside and those that overflowed the
-//! workers' local queues into it: a round of the runtime's queue per wait (BENCHMARKS.md,
-//! invocation AP: a PATCH waited 97 ms at the median for its own revision at 10,000 watchers,
-//! 3.6 ms from the end of its revision's step at 1,000 watchers × 1,000 writes/s; 1.2 ms with
-//! the express list). Behind the relayed watch responses on the relay's list it waited for
-//! every one of them to run (invocation AO: the writers were held back).
+//! A step that hands its watch responses to the relay puts its readers on the relay's
+//! *express list* instead; so does a step that wakes its watch responses directly (or none)
+//! while the runtime's injection queue holds more than [`RELAY_MIN`] tasks (the relay its
+//! thread last woke through; a thread that never did wakes them directly). The first runtime
+//! thread to look wakes them: every watch response, when it is polled, and the relay task,
+//! before the watch responses it takes (a direct step notifies the relay, whose run is then
+//! the fallback). Woken from the dispatcher's thread, a reader goes to the tail of the
+//! injection queue — behind the watch responses woken from outside and those that overflowed
+//! the workers' local queues into it: a round of the runtime's queue per wait (BENCHMARKS.md,
+//! invocation AP: a PATCH waited 97 ms at the median for its own revision at 10,000 watchers;
+//! 3.6 ms from the end of its revision's step at 1,000 watchers × 1,000 writes/s, 1.2 ms with
+//! the express list; a PATCH's p99 at 10,000 watchers × 100 writes/s 585-909 ms, 38-150 ms
+//! once direct steps use it behind a long queue too). Behind the relayed watch responses on
+//! the relay's list it waited for every one of them to run (invocation AO). With a short
+//! injection queue a direct step keeps AK's order: always using the express list there cost a
+//! lone healthy watcher 85-170 µs at the median (AP5: the relay's extra wake-up).
 //!
 //! ## Guarantees
 //! - No wake-up is lost or delayed past the end of the step that made it: a batch is flushed
 //!   when its step ends (also by unwinding); a waker appended to the relay's list after the
 //!   relay took the list either notifies it (the list was empty) or is taken with the list it
 //!   joined; `Notify` keeps a permit when the relay is not waiting.
-//! - Within a step that wakes watch responses directly, they are woken before its readers, in
-//!   the order they were woken. A step whose readers go on the express list (relayed or no
-//!   watch response) puts them there before it hands over its watch responses, and they are
-//!   woken no later than by the relay task's next run (which the step guarantees: it notified
-//!   the relay, or joined a list the relay has yet to take), before the watch responses that
-//!   run takes.
+//! - Within a step that wakes watch responses directly, they are woken before its readers (or
+//!   before its readers go on the express list), in the order they were woken. A relayed step
+//!   puts its readers on the express list before it hands over its watch responses. Readers on
+//!   the express list are woken no later than by the relay task's next run (which the step
+//!   guarantees: it notified the relay, or joined a list the relay has yet to take), before
+//!   the watch responses that run takes.
 //! - A wake-up outside a batch (a runtime thread, any other thread) wakes the task directly,
 //!   as before the relay existed.
 //! - When the relay stops (its [`WakeRelay`] dropped, or its runtime shut down), every waker
@@ -74,7 +77,7 @@ thread_local! {
     /// The wake-ups collected by this thread's current [`batched`] step, if one runs.
     static BATCH: RefCell<Option<Batch>> = const { RefCell::new(None) };
     /// The relay of this thread's last step that woke a watch response through one (a driver
-    /// thread serves one server's cache): the express list of a step that wakes none.
+    /// thread serves one server's cache): the express list of its direct steps.
     static LAST_RELAY: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
 }
 
@@ -117,8 +120,8 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
 
 /// Wakes a step's held wake-ups: the watch responses first, then the readers, so that a
 /// writer's answer (a reader of its own revision) does not take the worker before the watchers
-/// of that revision; when the watch responses go to the relay, or when the step woke none, the
-/// readers go on the relay's express list (see the module docs).
+/// of that revision; when the watch responses go to the relay, or the runtime's injection
+/// queue is long, the readers go on the relay's express list (see the module docs).
 fn flush(batch: Batch) {
     let Batch {
         relay,
@@ -132,23 +135,34 @@ fn flush(batch: Batch) {
         }
         None => LAST_RELAY.with(|last| last.borrow().clone()),
     };
-    let relayed = watchers.len() > RELAY_MIN;
-    let express = !readers.is_empty() && (relayed || watchers.is_empty());
-    let Some(shared) =
-        relay.filter(|shared| (relayed || express) && !shared.stopped.load(Ordering::SeqCst))
-    else {
+    let Some(shared) = relay.filter(|shared| !shared.stopped.load(Ordering::SeqCst)) else {
         for waker in watchers.into_iter().chain(readers) {
             waker.wake();
         }
         return;
     };
-    // Before the watch responses: the relay wakes the express list after taking its list, so
-    // it cannot take these watch responses without these readers.
-    if express {
-        shared.express_lock().extend(readers);
-        shared.express_pending.store(true, Ordering::Release);
-    }
-    if relayed {
+    if watchers.len() <= RELAY_MIN {
+        for waker in watchers {
+            waker.wake();
+        }
+        if readers.is_empty() {
+            return;
+        }
+        // Woken from here, a reader waits behind every task in the injection queue: when it
+        // holds more than a relayed step would hand over, the express list instead.
+        if shared.runtime.global_queue_depth() <= RELAY_MIN {
+            for waker in readers {
+                waker.wake();
+            }
+            return;
+        }
+        shared.push_express(readers);
+        // The relay's run is the readers' wake-up if no watch response looks first.
+        shared.notify.notify_one();
+    } else {
+        // Before the watch responses: the relay wakes the express list after taking its
+        // list, so it cannot take these watch responses without these readers.
+        shared.push_express(readers);
         shared.relayed.fetch_add(1, Ordering::Relaxed);
         let first = {
             let mut pending = shared.lock();
@@ -159,9 +173,6 @@ fn flush(batch: Batch) {
         if first {
             shared.notify.notify_one();
         }
-    } else {
-        // Readers alone: the relay's run is their wake-up if no watch response looks first.
-        shared.notify.notify_one();
     }
     // Stopped while this was appended: the stop may have taken the lists before the push.
     if shared.stopped.load(Ordering::SeqCst) {
@@ -216,10 +227,12 @@ impl Wake for Reader {
 }
 
 struct Shared {
+    /// The relay's runtime's figures (the depth of its injection queue).
+    runtime: tokio::runtime::RuntimeMetrics,
     /// Watch responses to wake.
     pending: Mutex<Vec<Waker>>,
-    /// Readers released by relayed steps and by steps that woke no watch response, woken by
-    /// the first runtime thread to look.
+    /// Readers released by relayed steps, and by direct steps behind a long injection queue,
+    /// woken by the first runtime thread to look.
     express: Mutex<Vec<Waker>>,
     /// Set (after the push) while `express` may hold readers: one load for the lookers.
     express_pending: AtomicBool,
@@ -236,6 +249,14 @@ impl Shared {
 
     fn express_lock(&self) -> std::sync::MutexGuard<'_, Vec<Waker>> {
         self.express.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `readers` on the express list (see the module docs).
+    fn push_express(&self, readers: Vec<Waker>) {
+        if !readers.is_empty() {
+            self.express_lock().extend(readers);
+            self.express_pending.store(true, Ordering::Release);
+        }
     }
 
     /// Wakes the readers on the express list. A push after the flag is cleared sets it again,
@@ -278,6 +299,7 @@ impl WakeRelay {
     #[must_use]
     pub fn start() -> WakeRelay {
         let shared = Arc::new(Shared {
+            runtime: tokio::runtime::Handle::current().metrics(),
             pending: Mutex::new(Vec::new()),
             express: Mutex::new(Vec::new()),
             express_pending: AtomicBool::new(false),
@@ -701,71 +723,60 @@ mod tests {
         want.sort_unstable();
         assert_eq!(sorted, want);
         assert_eq!(seen[0], usize::MAX, "a take wakes its readers first");
-        // A step of readers alone on a thread that woke through the relay before (one watch
-        // response, directly, with its reader): nothing else runs the relay, whose own run
-        // must wake the reader.
-        let (relay, reader) = std::thread::spawn(move || {
-            let reader = task(usize::MAX);
-            let one = [relay.waker(&task(0)).waker().clone()];
-            relayed_step_with_a_reader(&relay, &one, &reader, false);
-            relayed_step_with_a_reader(&relay, &[], &reader, false);
-            (relay, reader)
-        })
-        .join()
-        .expect("dispatching thread");
-        let readers = || {
-            log.lock()
-                .expect("log")
-                .iter()
-                .filter(|id| **id == usize::MAX)
-                .count()
-        };
-        for _ in 0..100_000 {
-            if readers() >= 12 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(
-            readers(),
-            12,
-            "the lone step's reader is woken by the relay's run"
-        );
-        drop((relay, reader));
+        drop(relay);
     }
 
-    /// A step that wakes no watch response (they are all awake already) releases its readers
-    /// onto the express list of the relay its thread last woke through; a thread that never
-    /// woke through one wakes them directly.
+    /// A step that wakes its watch responses directly (or none) releases its readers directly
+    /// after them while the runtime's injection queue is short; behind more than
+    /// [`RELAY_MIN`] tasks there, onto the express list of the relay its thread last woke
+    /// through, and the relay's own run wakes them when no watch response looks first. A
+    /// thread that never woke through a relay wakes them directly.
     #[test]
-    fn a_step_without_watch_responses_puts_its_readers_on_the_threads_relay() {
+    fn a_direct_steps_readers_go_on_the_express_list_only_behind_a_long_injection_queue() {
         std::thread::spawn(|| {
-            let (_runtime, relay, counts, wakers) = idle_relay(RELAY_MIN + 1);
+            let (runtime, relay, counts, wakers) = idle_relay(RELAY_MIN + 1);
             let (log, task) = ordered_tasks();
             let reader = task(usize::MAX);
-            // Never woke through a relay: direct.
+            let readers = || {
+                log.lock()
+                    .expect("log")
+                    .iter()
+                    .filter(|id| **id == usize::MAX)
+                    .count()
+            };
+            // Never woke through a relay, then a short injection queue: direct, after the
+            // step's watch responses.
             relayed_step_with_a_reader(&relay, &[], &reader, false);
-            assert_eq!(*log.lock().expect("log"), [usize::MAX], "woken directly");
-            // A relayed step teaches the thread its relay.
-            relayed_step_with_a_reader(&relay, &wakers, &reader, true);
-            relay.wake_express();
-            assert_eq!(log.lock().expect("log").len(), 2);
-            // Now a step with readers alone goes to the express list (the relay is notified:
-            // its run is the fallback), woken by the first look.
-            relayed_step_with_a_reader(&relay, &[], &reader, false);
-            assert_eq!(
-                log.lock().expect("log").len(),
-                2,
-                "not on the dispatcher's thread"
-            );
-            relay.wake_express();
-            assert_eq!(log.lock().expect("log").len(), 3, "by the first look");
-            // One watch response woken directly: the reader follows it, directly (the relayed
-            // step's are still on the idle relay's list).
-            assert_eq!(seen(&counts)[0], 0);
+            assert_eq!(readers(), 1, "woken directly");
             relayed_step_with_a_reader(&relay, &wakers[..1], &reader, false);
-            assert_eq!(log.lock().expect("log").len(), 4);
-            assert_eq!(seen(&counts)[0], 1);
+            assert_eq!(readers(), 2, "woken directly");
+            assert_eq!(seen(&counts)[0], 1, "the watch response first");
+            // More than RELAY_MIN tasks woken from outside the (idle) runtime wait in its
+            // injection queue.
+            for _ in 0..=RELAY_MIN {
+                drop(runtime.spawn(async {}));
+            }
+            assert!(relay.shared.runtime.global_queue_depth() > RELAY_MIN);
+            for watchers in [&wakers[..1], &[]] {
+                let before = readers();
+                relayed_step_with_a_reader(&relay, watchers, &reader, false);
+                assert_eq!(readers(), before, "not on the dispatcher's thread");
+                relay.wake_express();
+                assert_eq!(readers(), before + 1, "by the first look");
+                relay.wake_express();
+                assert_eq!(readers(), before + 1, "once");
+            }
+            assert_eq!(seen(&counts)[0], 2, "woken directly, not through the relay");
+            // Nobody looks: the relay's run (notified by the step) wakes the reader.
+            let before = readers();
+            relayed_step_with_a_reader(&relay, &[], &reader, false);
+            assert_eq!(readers(), before);
+            runtime.block_on(async {
+                for _ in 0..100 {
+                    tokio::task::yield_now().await;
+                }
+            });
+            assert_eq!(readers(), before + 1, "the relay's run woke the reader");
         })
         .join()
         .expect("a thread of its own: no relay learnt before");
