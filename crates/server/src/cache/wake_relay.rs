@@ -181,8 +181,8 @@ fn flush(batch: Batch) {
 }
 
 /// Waits for `wait` (a cache's `wait_fresh`) with its wake-up released after the watch
-/// responses' of the same dispatcher step, or once they are handed to the relay (see
-/// `flush`).
+/// responses' of the same dispatcher step, or put on the relay's express list (see `flush`
+/// and the module docs).
 pub async fn after_watchers<F: std::future::Future>(wait: F) -> F::Output {
     let mut wait = std::pin::pin!(wait);
     // Made again only when the task's own waker changes.

@@ -24,8 +24,9 @@
 //! etcd when an attempt from its cached object fails. A write thus waits for the cache only
 //! for its own revision, not also for every write committed before it, and in etcd mode reads
 //! no revision from etcd first (BENCHMARKS.md, invocation AP: +28-54 % writes/s on the etcd
-//! store). Deletes and creates prove the cache first. A write that changes nothing is not
-//! written. Every write waits (at most the fresh wait) until the cache has its
+//! store). Deletes prove the cache first; a create needs no proof (the store's compare refuses
+//! a name that is taken), and server-side apply proves it only before it creates. A write that
+//! changes nothing is not written. Every write waits (at most the fresh wait) until the cache has its
 //! revision before answering, so a client reads its own writes at `resourceVersion=0` too.
 //! `dryRun=All` runs the same paths (validation, defaults, namespace checks, preconditions,
 //! conflicts) and stops before the transaction: nothing is stored, watched or counted, and the
