@@ -33,7 +33,7 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use crate::config::{CacheConfig, ConfigError};
+use crate::config::{CacheConfig, ConfigError, WatchMode};
 use crate::event::WatchItem;
 use crate::history::History;
 use crate::metrics::Metrics;
@@ -515,13 +515,20 @@ impl WatchCache {
         let config = &self.shared.config;
         let capacity = request
             .queue_capacity
-            .unwrap_or_else(|| config.queue_capacity_for(self.shared.read().history.capacity()));
+            .unwrap_or_else(|| config.queue_capacity_for(self.shared.read().history.capacity()))
+            .max(1);
+        // A queue sized by the cache grows for a consumer that reads (see `crate::queue`); one
+        // whose size the watch asked for, or a legacy-mode one (Kubernetes' fixed channel),
+        // keeps it.
+        let capacity_max = match (request.queue_capacity, config.mode) {
+            (None, WatchMode::StallResume) => config.queue_capacity_max,
+            _ => capacity,
+        };
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let queue = Arc::new(WatchQueue::with_drain_signal(
-            capacity.max(1),
-            self.shared.drain.clone(),
-            id,
-        ));
+        let queue = Arc::new(
+            WatchQueue::with_drain_signal(capacity, self.shared.drain.clone(), id)
+                .growing_to(capacity_max),
+        );
         let watcher = Watcher {
             id,
             queue: queue.clone(),

@@ -6,7 +6,13 @@
 //! watcher becomes *unsynced*: its position is set to the revision minus one (never lower than
 //! it was), it leaves the synced set, and it is handed to the catch-up worker, which from then
 //! on is the only writer of its queue. The dispatcher offers unsynced watchers nothing, so a
-//! stalled client costs the live path one failed push, once.
+//! stalled client costs the live path one failed push, once. Before that, a full queue whose
+//! consumer emptied it since its last growth doubles (up to `queue_capacity_max`) and takes
+//! the revision: a reader that was late for a burst of up to twice its capacity keeps its
+//! place on the live path (a larger one stalls it once, and the queue has grown for the next),
+//! so the queue's size follows the bursts its consumer has shown it absorbs (see
+//! [`crate::queue`]; counted in `watch_queue_growths`). A consumer that never emptied it
+//! stalls as before.
 //!
 //! ## Resync
 //! When the worker has caught a watcher up to position `p`, it sends it back. Between two
@@ -745,13 +751,21 @@ impl Dispatcher {
                     .add(group.len() as u64);
                 continue;
             }
-            match entry
-                .watcher
-                .queue
-                // Moved, not cloned: `matches` is cleared before its next use, and a full or
-                // closed queue does not consume the iterator (the items stay for `blocked`).
-                .push_items(group.iter_mut().map(|(_, _, item)| take_item(item)))
+            let queue = &entry.watcher.queue;
+            // Moved, not cloned: `matches` is cleared before its next use, and a full or
+            // closed queue does not consume the iterator (the items stay for a second push
+            // after a growth, or for `blocked`).
+            let mut pushed = queue.push_items(group.iter_mut().map(|(_, _, item)| take_item(item)));
+            if pushed == PushResult::Full
+                && self.shared.config.mode == WatchMode::StallResume
+                && queue.grow_after_drain().is_some()
             {
+                // Its consumer emptied the queue since it last grew: a burst it was late for,
+                // not a consumer that cannot keep up (see `crate::queue`).
+                self.shared.metrics.watch_queue_growths.inc();
+                pushed = queue.push_items(group.iter_mut().map(|(_, _, item)| take_item(item)));
+            }
+            match pushed {
                 PushResult::Pushed => {
                     entry.watcher.last_sent = revision;
                     report.pushed += group.len();

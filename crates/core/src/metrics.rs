@@ -123,6 +123,9 @@ impl Gauge {
 pub struct Metrics {
     /// Transitions from synced to unsynced (`watcher_stalls_total`).
     pub watcher_stalls: Counter,
+    /// Full queues of synced watchers that grew instead of stalling, because their consumer
+    /// had emptied them since their last growth (`watch_queue_growths_total`).
+    pub watch_queue_growths: Counter,
     /// Events pushed by catch-up passes rather than the live path
     /// (`watcher_deferred_events_total`).
     pub watcher_deferred_events: Counter,

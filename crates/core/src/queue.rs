@@ -22,6 +22,21 @@
 //! ## The end
 //! A terminal [`WatchEnd`] is delivered after every queued item, and it bypasses the
 //! capacity: a watcher whose position aged out gets its backlog and then one 410.
+//!
+//! ## Growth: slack for consumers that read
+//! A queue starts at its capacity (Kubernetes' size on a new cache is 10 events) and may grow
+//! up to a bound fixed at its creation ([`WatchQueue::growing_to`]; `queue_capacity_max` for
+//! a cache's watchers, no growth for a queue whose size the watch asked for).
+//! [`WatchQueue::grow_after_drain`] doubles the capacity (never past the bound) and only if a
+//! pop emptied the queue since the last growth (or since it was created): the consumer has
+//! shown that it reads everything queued, so a full queue is a burst it was late for (its
+//! task's scheduling, a late writer), not a consumer that cannot keep up. The producer (the
+//! dispatcher, for a synced watcher) asks for it when a push finds the queue full, and pushes
+//! again; only then does the watcher go unsynced. A consumer that never reads never empties
+//! its queue and keeps its first capacity (so the memory a never-reading client pins is that
+//! capacity, not the bound); one that reads slower than the writes empties it at most once
+//! before it falls behind, so it grows at most once before it stalls. A queue's capacity
+//! never shrinks; its memory follows what it holds (the items' storage grows on demand).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -171,6 +186,10 @@ pub enum WatcherState {
 #[derive(Debug)]
 struct Inner {
     items: VecDeque<WatchItem>,
+    /// The capacity in items (grows, never shrinks: see the module docs).
+    capacity: usize,
+    /// Set when a pop empties the queue; cleared when the capacity grows.
+    emptied_since_growth: bool,
     end: Option<WatchEnd>,
     consumer_waker: Option<Waker>,
     consumer_closed: bool,
@@ -236,7 +255,8 @@ struct Published {
 #[derive(Debug)]
 pub struct WatchQueue {
     inner: Mutex<Inner>,
-    capacity: usize,
+    /// The largest capacity [`WatchQueue::grow_after_drain`] may reach.
+    capacity_max: usize,
     state: AtomicU8,
     published: Published,
     /// Raised (with the watcher's id) when a pop empties the queue, or the consumer closes it,
@@ -245,7 +265,8 @@ pub struct WatchQueue {
 }
 
 impl WatchQueue {
-    /// An empty queue holding at most `capacity` items.
+    /// An empty queue holding at most `capacity` items, which does not grow (see
+    /// [`WatchQueue::growing_to`]).
     ///
     /// # Panics
     /// If `capacity` is zero.
@@ -255,6 +276,8 @@ impl WatchQueue {
         WatchQueue {
             inner: Mutex::new(Inner {
                 items: VecDeque::new(),
+                capacity,
+                emptied_since_growth: false,
                 end: None,
                 consumer_waker: None,
                 consumer_closed: false,
@@ -264,7 +287,7 @@ impl WatchQueue {
                 split: false,
                 refill: None,
             }),
-            capacity,
+            capacity_max: capacity,
             state: AtomicU8::new(WatcherState::Pending as u8),
             published: Published::default(),
             drain: None,
@@ -283,6 +306,29 @@ impl WatchQueue {
             drain: Some((drain, id)),
             ..WatchQueue::new(capacity)
         }
+    }
+
+    /// This queue, allowed to grow up to `capacity_max` items (see the module docs); a bound
+    /// below the capacity means no growth.
+    #[must_use]
+    pub fn growing_to(self, capacity_max: usize) -> WatchQueue {
+        WatchQueue {
+            capacity_max,
+            ..self
+        }
+    }
+
+    /// Doubles the capacity, up to the bound set by [`WatchQueue::growing_to`], if a pop
+    /// emptied the queue since the last growth (see the module docs). Returns the new capacity
+    /// if it grew.
+    pub fn grow_after_drain(&self) -> Option<usize> {
+        let mut inner = self.lock();
+        if !inner.emptied_since_growth || inner.capacity >= self.capacity_max {
+            return None;
+        }
+        inner.emptied_since_growth = false;
+        inner.capacity = inner.capacity.saturating_mul(2).min(self.capacity_max);
+        Some(inner.capacity)
     }
 
     /// Raises the drain signal with this watcher's id (the consumer is stuck, or it closed).
@@ -338,10 +384,10 @@ impl WatchQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The capacity in items.
+    /// The capacity in items now (it may have grown since the queue was created).
     #[must_use]
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.lock().capacity
     }
 
     /// Items queued now.
@@ -359,7 +405,8 @@ impl WatchQueue {
     /// Free slots now.
     #[must_use]
     pub fn free(&self) -> usize {
-        self.capacity.saturating_sub(self.len())
+        let inner = self.lock();
+        inner.capacity.saturating_sub(inner.items.len())
     }
 
     /// Whether the consumer went away.
@@ -406,7 +453,7 @@ impl WatchQueue {
                 return PushResult::Closed;
             }
             debug_assert!(inner.end.is_none(), "push after the end");
-            if !inner.items.is_empty() && inner.items.len() + count > self.capacity {
+            if !inner.items.is_empty() && inner.items.len() + count > inner.capacity {
                 return PushResult::Full;
             }
             let mut batch_revision = None;
@@ -498,7 +545,7 @@ impl WatchQueue {
         let drained = std::mem::take(&mut inner.drained);
         (
             inner.consumer_closed,
-            self.capacity.saturating_sub(inner.items.len()),
+            inner.capacity.saturating_sub(inner.items.len()),
             drained,
         )
     }
@@ -557,7 +604,7 @@ impl WatchQueue {
             if refill.stuck {
                 return;
             }
-            let stuck = fill(&mut inner.items, refill, self.capacity);
+            let stuck = fill(&mut inner.items, refill, inner.capacity);
             // The queue was empty: every item is new (whole revisions, in order).
             let mut previous = None;
             for item in &inner.items {
@@ -598,6 +645,7 @@ impl WatchQueue {
             Some(item) => {
                 if inner.items.is_empty() {
                     inner.drained = true;
+                    inner.emptied_since_growth = true;
                 }
                 Pop::Item(item)
             }
@@ -622,6 +670,7 @@ impl WatchQueue {
             out.extend(inner.items.drain(..take));
             if inner.items.is_empty() {
                 inner.drained = true;
+                inner.emptied_since_growth = true;
                 let refilled_by_consumer = inner.refill.is_some();
                 drop(inner);
                 if !refilled_by_consumer {
@@ -677,6 +726,44 @@ mod tests {
         let labels: std::collections::BTreeSet<_> =
             TerminationReason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(labels.len(), TerminationReason::ALL.len());
+    }
+
+    /// A queue grows only after its consumer emptied it, by doubling, at most once per
+    /// emptying, never past its bound; one without a bound never grows.
+    #[test]
+    fn a_queue_grows_by_doubling_only_after_its_consumer_emptied_it() {
+        let queue = WatchQueue::new(2).growing_to(6);
+        assert_eq!(
+            queue.push_batch(&[bookmark(1), bookmark(1)]),
+            PushResult::Pushed
+        );
+        assert_eq!(queue.push(bookmark(2)), PushResult::Full);
+        assert_eq!(queue.grow_after_drain(), None, "never emptied: no growth");
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert_eq!(queue.grow_after_drain(), None, "popped, but not empty");
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert_eq!(queue.grow_after_drain(), Some(4));
+        assert_eq!(queue.grow_after_drain(), None, "once per emptying");
+        assert_eq!((queue.capacity(), queue.free()), (4, 4));
+        assert_eq!(
+            queue.push_batch(&[bookmark(3), bookmark(3), bookmark(3), bookmark(3)]),
+            PushResult::Pushed
+        );
+        assert_eq!(queue.push(bookmark(4)), PushResult::Full);
+        let mut out = Vec::new();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(queue.poll_pop_many(&mut cx, 64, &mut out).is_ready());
+        assert_eq!(out.len(), 4);
+        assert_eq!(queue.grow_after_drain(), Some(6), "the bound, not 8");
+        assert!(matches!(queue.try_pop(), Pop::Empty));
+        assert_eq!(queue.push(bookmark(5)), PushResult::Pushed);
+        assert!(matches!(queue.try_pop(), Pop::Item(_)));
+        assert_eq!(queue.grow_after_drain(), None, "at the bound");
+        let fixed = WatchQueue::new(2);
+        assert_eq!(fixed.push(bookmark(1)), PushResult::Pushed);
+        assert!(matches!(fixed.try_pop(), Pop::Item(_)));
+        assert_eq!(fixed.grow_after_drain(), None, "no bound set: fixed size");
     }
 
     #[test]

@@ -1381,6 +1381,90 @@ fn never_reading_watchers_cost_no_work_per_event_once_unsynced() {
     assert!(few_received.iter().all(|r| r.len() == 100));
 }
 
+/// Goal: a cache-sized queue grows for a consumer that reads everything in bursts, so it
+/// keeps its place on the live path, and not for one that never reads (whose memory stays its
+/// first capacity) nor past one growth for one that reads slower than the writes; every
+/// reader still gets every event once, in order. Method: queues sized by the cache (10 on a
+/// new cache), 100 writes; one reader takes everything after writes 0, 15, 30, 60 and 90
+/// (bursts of 15 and 30: each at most twice the capacity it meets, so each growth is enough),
+/// one takes one item every other write, three never read; then everyone drains and settles.
+#[test]
+fn a_queue_grows_for_a_reader_late_for_bursts_and_not_for_one_that_cannot_keep_up() {
+    let mut h = Harness::new(consumer_config());
+    let request = || WatchRequest::new(WatchStart::Now);
+    let bursty = h.watch(request());
+    let slow = h.watch(request());
+    let never: Vec<Watch> = (0..3).map(|_| h.watch(request())).collect();
+    assert_eq!(
+        bursty.queue().capacity(),
+        10,
+        "Kubernetes' size on a new cache"
+    );
+    let mut written = Vec::new();
+    let (mut bursty_seen, mut slow_seen) = (Vec::new(), Vec::new());
+    for i in 0..100 {
+        written.push(h.put("ns", &format!("p{}", i % 7), &[], "n1"));
+        if [0, 15, 30, 60, 90].contains(&i) {
+            bursty_seen.extend(drain(&bursty));
+        }
+        if i % 2 == 0 {
+            slow_seen.extend(take(&slow, 1));
+        }
+    }
+    let metrics = h.cache.metrics();
+    assert_eq!(
+        bursty.state(),
+        WatcherState::Synced,
+        "never left the live path"
+    );
+    assert_eq!(
+        bursty.queue().capacity(),
+        40,
+        "10, 20 at write 11, 40 at write 51"
+    );
+    assert_eq!(slow.state(), WatcherState::Unsynced);
+    assert_eq!(slow.queue().capacity(), 20, "one growth, then it stalled");
+    for watch in &never {
+        assert_eq!(
+            watch.queue().capacity(),
+            10,
+            "a never-reading watcher does not grow"
+        );
+        assert_eq!(watch.state(), WatcherState::Unsynced);
+    }
+    assert_eq!(metrics.watch_queue_growths.get(), 3);
+    assert_eq!(
+        metrics.watcher_stalls.get(),
+        4,
+        "the slow reader and the three never-readers"
+    );
+    let mut seen = vec![bursty_seen, slow_seen, Vec::new(), Vec::new(), Vec::new()];
+    let all: Vec<&Watch> = [&bursty, &slow].into_iter().chain(never.iter()).collect();
+    h.settle(&all, &mut seen, 100);
+    for got in &seen {
+        assert_eq!(
+            revisions(&events(got)),
+            written,
+            "every event once, in order"
+        );
+    }
+    assert_no_skips(&h);
+}
+
+/// Goal: legacy mode keeps Kubernetes' fixed channel: a queue sized by the cache never grows.
+#[test]
+fn legacy_mode_queues_do_not_grow() {
+    let mut h = Harness::new(CacheConfig {
+        mode: WatchMode::Legacy,
+        ..config()
+    });
+    let watch = h.watch(WatchRequest::new(WatchStart::Now));
+    let rv = h.put("ns", "a", &[], "n1");
+    assert_eq!(revisions(&drain(&watch)), [rv]);
+    assert_eq!(watch.queue().grow_after_drain(), None);
+    assert_eq!(watch.queue().capacity(), 10);
+}
+
 /// Goal: shutdown ends every watcher after what it was owed, those that allow bookmarks with
 /// one final bookmark at the dispatched revision (a resume point with no gap and no
 /// duplicate): a synced watcher at once, an unsynced one once the worker has caught it up, one

@@ -291,11 +291,16 @@ fn resource_labels(def: &watchkeeper_api::ResourceDef) -> [(&'static str, &str);
 
 fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
     type Get = fn(&watchkeeper_core::Metrics) -> i64;
-    let counters: [(&'static str, &'static str, Get); 12] = [
+    let counters: [(&'static str, &'static str, Get); 13] = [
         (
             "apiserver_watch_cache_watcher_stalls_total",
             "Transitions of watchers from synced to unsynced.",
             |m| m.watcher_stalls.get() as i64,
+        ),
+        (
+            "apiserver_watch_cache_watch_queue_growths_total",
+            "Full queues of synced watchers that doubled instead of stalling, their consumer having emptied them since their last growth.",
+            |m| m.watch_queue_growths.get() as i64,
         ),
         (
             "apiserver_watch_cache_watcher_deferred_events_total",
