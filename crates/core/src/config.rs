@@ -132,7 +132,8 @@ pub struct CacheConfig {
     pub history_capacity_max: usize,
     /// Smallest per-watcher queue, in events. Default 10 (Kubernetes).
     pub queue_capacity_min: usize,
-    /// Largest per-watcher queue, in events. Default 1,000 (Kubernetes).
+    /// Largest per-watcher queue, in events, also the bound of a queue's growth (see
+    /// [`crate::queue`]). Default 1,000 (Kubernetes).
     pub queue_capacity_max: usize,
     /// Largest number of watchers served by one catch-up pass. Default 512 (KEP).
     pub pass_members_max: usize,

@@ -58,7 +58,8 @@ pub struct ServeArgs {
     /// Largest history capacity in events [default: 102400].
     #[arg(long)]
     pub history_capacity_max: Option<usize>,
-    /// Largest per-watcher queue in events [default: 1000].
+    /// Largest per-watcher queue in events, also the bound of a queue that grows because its
+    /// client emptied it and then was late for a burst [default: 1000].
     #[arg(long)]
     pub queue_capacity_max: Option<usize>,
     /// Smallest per-watcher queue in events, the size on a new cache [default: 10, as
