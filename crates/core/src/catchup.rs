@@ -841,21 +841,21 @@ impl CatchUpWorker {
                 continue;
             };
             let watcher = &mut owned.watcher;
-            let (is_closed, free, drained) = watcher.queue.inspect();
-            if drained {
+            let look = watcher.queue.inspect();
+            if look.drained {
                 watcher.fresh_stall = true;
             }
-            if is_closed {
+            if look.closed {
                 closed.push(*id);
                 continue;
             }
-            if free == 0 {
+            if look.free == 0 {
                 full.push(*id);
                 continue;
             }
             candidates.push(Candidate {
                 id: *id,
-                free_share_millionths: (free as u64 * 1_000_000) / watcher.queue.capacity() as u64,
+                free_share_millionths: (look.free as u64 * 1_000_000) / look.capacity as u64,
                 new_or_drained: watcher.fresh_stall,
                 position: watcher.position,
                 initial: watcher.initial.is_some(),

@@ -90,7 +90,8 @@ fn a_drained_queue_reaches_the_worker() {
             loom::thread::spawn(move || while let Pop::Item(_) = queue.try_pop() {})
         };
         // The worker's one look at the watcher in a pass, then its next take of the signal.
-        let (_, free, drained) = queue.inspect();
+        let look = queue.inspect();
+        let (free, drained) = (look.free, look.drained);
         consumer.join().unwrap();
         let mut raised = Vec::new();
         drain.take(&mut raised);

@@ -251,6 +251,19 @@ struct Published {
     passes_waited: AtomicU64,
 }
 
+/// What one look at a queue found ([`WatchQueue::inspect`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Look {
+    /// The consumer went away.
+    pub(crate) closed: bool,
+    /// Free slots.
+    pub(crate) free: usize,
+    /// The capacity (it may have grown).
+    pub(crate) capacity: usize,
+    /// A pop drained the queue since the last look.
+    pub(crate) drained: bool,
+}
+
 /// A bounded single-producer, single-consumer queue of watch items (see the module docs).
 #[derive(Debug)]
 pub struct WatchQueue {
@@ -538,16 +551,16 @@ impl WatchQueue {
         }
     }
 
-    /// One look at the queue for a catch-up pass: whether the consumer went away, the free
-    /// slots, and whether it drained the queue since the last look (which this clears).
-    pub(crate) fn inspect(&self) -> (bool, usize, bool) {
+    /// One look at the queue for a catch-up pass, under one lock (see [`Look`]); clears the
+    /// drained flag.
+    pub(crate) fn inspect(&self) -> Look {
         let mut inner = self.lock();
-        let drained = std::mem::take(&mut inner.drained);
-        (
-            inner.consumer_closed,
-            inner.capacity.saturating_sub(inner.items.len()),
-            drained,
-        )
+        Look {
+            closed: inner.consumer_closed,
+            free: inner.capacity.saturating_sub(inner.items.len()),
+            capacity: inner.capacity,
+            drained: std::mem::take(&mut inner.drained),
+        }
     }
 
     /// Hands the production of this queue to its consumer (consumer-driven catch-up). Returns
@@ -792,8 +805,8 @@ mod tests {
             }
         }
         assert_eq!(revisions, [1, 1, 3]);
-        assert!(queue.inspect().2, "drained");
-        assert!(!queue.inspect().2, "cleared");
+        assert!(queue.inspect().drained, "drained");
+        assert!(!queue.inspect().drained, "cleared");
     }
 
     /// What operators (and the worker's retry rounds) read of a queue: its free slots and the
