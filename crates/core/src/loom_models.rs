@@ -91,11 +91,10 @@ fn a_drained_queue_reaches_the_worker() {
         };
         // The worker's one look at the watcher in a pass, then its next take of the signal.
         let look = queue.inspect();
-        let (free, drained) = (look.free, look.drained);
         consumer.join().unwrap();
         let mut raised = Vec::new();
         drain.take(&mut raised);
-        if free == 0 && !drained {
+        if look.free == 0 && !look.drained {
             // Found full: it left the candidates, and only the signal brings it back.
             assert_eq!(raised, vec![7], "a drained watcher was forgotten");
         }
