@@ -238,7 +238,8 @@ pub struct ServeArgs {
     /// resource version and bookmarks when no reader or watch waits for it.
     #[arg(long)]
     pub driver_dispatcher_idle_ms: Option<u64>,
-    /// Longest park of a cache's catch-up worker thread, in milliseconds [default: 100].
+    /// Longest park of a cache's catch-up worker thread while it owns unsynced watchers, in
+    /// milliseconds (an idle worker parks until it is handed work) [default: 100].
     #[arg(long)]
     pub driver_worker_idle_ms: Option<u64>,
     /// Period of the cache consistency check (each resource's cache against the store at the
