@@ -464,8 +464,19 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         debug: crate::operator::debug::DebugState::default(),
         limits: limits.clone(),
         consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
+        compaction: Arc::default(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
     });
+    if let Some(interval) = app.config.compaction_interval
+        && let Some(store) = app.source.as_store()
+    {
+        tokio::spawn(crate::source::compaction::run_periodic(
+            store.clone(),
+            interval,
+            app.compaction.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     if let Some(period) = app.config.consistency_check_interval
         && app.source.as_store().is_some()
     {

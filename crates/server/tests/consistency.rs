@@ -220,8 +220,98 @@ async fn the_periodic_check_finds_and_repairs_a_divergence() {
     server.shutdown().await;
 }
 
+/// Goal: the store is compacted every `--compaction-interval-ms`, to the revision it had one
+/// round before (kube-apiserver's compactor): its history below that floor is gone (the memory
+/// store no longer grows with every write), what came after stays readable, the rounds are in
+/// `/metrics`, and the cache's own history still serves a watch from below the floor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_check_interval_is_validated() {
+async fn the_store_is_compacted_every_interval_and_the_cache_keeps_serving() {
+    let server = common::server_with(ServeArgs {
+        compaction_interval_ms: Some(100),
+        ..ServeArgs::default()
+    })
+    .await;
+    create(server.addr, &["a"]).await;
+    let (_, created) = common::get_json(server.addr, &format!("{CONFIGMAPS}/a")).await;
+    let first: u64 = created["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a resource version");
+    for n in 0..3 {
+        let (code, body) = common::request(
+            server.addr,
+            "PATCH",
+            &format!("{CONFIGMAPS}/a"),
+            "application/merge-patch+json",
+            &format!(r#"{{"data":{{"n":"{n}"}}}}"#),
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    let compaction = server.app.compaction.clone();
+    // Two rounds: the first records, the second compacts to what the first recorded.
+    wait_until(|| compaction.floor.load(std::sync::atomic::Ordering::Relaxed) > first).await;
+    let floor = compaction.floor.load(std::sync::atomic::Ordering::Relaxed);
+    let store = server.app.source.as_store().expect("a store");
+    let read_at = |revision: u64| {
+        let mut request = watchkeeper_store::RangeRequest::key("/registry/configmaps/default/a");
+        request.revision = revision;
+        watchkeeper_store::Store::range(store, request)
+    };
+    assert!(
+        matches!(
+            read_at(first).await,
+            Err(watchkeeper_store::RangeError::Compacted { .. })
+        ),
+        "the store still holds revision {first} below the floor {floor}"
+    );
+    read_at(floor).await.expect("the floor stays readable");
+    let (code, text) = common::request(server.addr, "GET", "/metrics", "", "").await;
+    assert_eq!(code, 200);
+    let compacted: u64 = text
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(r#"watchkeeper_store_compaction_rounds_total{result="compacted"} "#)
+        })
+        .expect("the rounds in /metrics")
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(compacted >= 1, "{text}");
+    // The cache's history is its own: a watch from below the store's floor gets every update.
+    let mut watch = WatchReader::open(
+        server.addr,
+        &format!("{CONFIGMAPS}?watch=true&resourceVersion={first}"),
+        None,
+    )
+    .await;
+    for n in 0..3 {
+        let event = watch.next().await.expect("an event");
+        assert_eq!(event["type"], "MODIFIED", "{event}");
+        assert_eq!(event["object"]["data"]["n"], n.to_string(), "{event}");
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_and_compaction_intervals_are_validated() {
+    for bad in [1, 99, 86_400_001] {
+        let error = watchkeeper::config::ServeConfig::from_args(ServeArgs {
+            compaction_interval_ms: Some(bad),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("--compaction-interval-ms"),
+            "{error}"
+        );
+    }
+    let config = watchkeeper::config::ServeConfig::from_args(ServeArgs {
+        compaction_interval_ms: Some(0),
+        ..ServeArgs::default()
+    })
+    .unwrap();
+    assert_eq!(config.compaction_interval, None);
     for bad in [1, 99, 86_400_001] {
         let error = watchkeeper::config::ServeConfig::from_args(ServeArgs {
             consistency_check_interval_ms: Some(bad),

@@ -247,6 +247,12 @@ pub struct ServeArgs {
     /// 300000].
     #[arg(long)]
     pub consistency_check_interval_ms: Option<u64>,
+    /// Period of the store's compaction rounds, in milliseconds, as kube-apiserver's
+    /// --etcd-compaction-interval: each round compacts the store to the revision it had one
+    /// round before (servers sharing a store take one round per period between them); 0
+    /// disables it; 100 to 86400000 otherwise [default: 300000].
+    #[arg(long)]
+    pub compaction_interval_ms: Option<u64>,
     /// Milliseconds connections get after SIGTERM or SIGINT to finish (requests in flight
     /// complete, watch streams end after a final bookmark) before they are dropped and the
     /// process exits; 1 to 600000 [default: 5000].
@@ -361,6 +367,7 @@ impl ServeArgs {
             driver_dispatcher_idle_ms,
             driver_worker_idle_ms,
             consistency_check_interval_ms,
+            compaction_interval_ms,
             shutdown_grace_period_ms,
             rebuild_history,
             service_cluster_ip_range,
@@ -423,6 +430,9 @@ pub struct ServeConfig {
     /// `--consistency-check-interval-ms`: the period of the cache consistency check; `None`
     /// when disabled.
     pub consistency_check_interval: Option<Duration>,
+    /// `--compaction-interval-ms`: the period of the store's compaction rounds
+    /// ([`crate::source::compaction`]); `None` when disabled.
+    pub compaction_interval: Option<Duration>,
     /// `--shutdown-grace-period-ms`: how long connections get to finish once shutdown begins.
     pub shutdown_grace: Duration,
     /// `--rebuild-history`: rebuild the caches' history from the store on start.
@@ -537,6 +547,8 @@ pub mod defaults {
     pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
     /// `--consistency-check-interval-ms` (5 minutes, as kube-apiserver).
     pub const CONSISTENCY_CHECK_INTERVAL_MS: u64 = 300_000;
+    /// `--compaction-interval-ms` (5 minutes, as kube-apiserver's --etcd-compaction-interval).
+    pub const COMPACTION_INTERVAL_MS: u64 = 300_000;
     /// `--shutdown-grace-period-ms`.
     pub const SHUTDOWN_GRACE_PERIOD_MS: u64 = 5000;
     /// `--rebuild-history`.
@@ -723,6 +735,10 @@ impl UpstreamConfig {
             (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
+            ),
+            (
+                args.compaction_interval_ms.is_some(),
+                "--compaction-interval-ms",
             ),
             (args.rebuild_history.is_some(), "--rebuild-history"),
             (
@@ -974,6 +990,17 @@ impl ServeConfig {
                 ),
             ));
         }
+        let compaction_ms = args
+            .compaction_interval_ms
+            .unwrap_or(defaults::COMPACTION_INTERVAL_MS);
+        if compaction_ms != 0 && !(100..=86_400_000).contains(&compaction_ms) {
+            return Err(ConfigError::flag(
+                "--compaction-interval-ms",
+                format!(
+                    "--compaction-interval-ms {compaction_ms}: must be 0 (disabled) or between 100 and 86400000 milliseconds"
+                ),
+            ));
+        }
         let shutdown_grace_ms = args
             .shutdown_grace_period_ms
             .unwrap_or(defaults::SHUTDOWN_GRACE_PERIOD_MS);
@@ -1021,6 +1048,7 @@ impl ServeConfig {
             limits,
             consistency_check_interval: (consistency_ms != 0)
                 .then(|| Duration::from_millis(consistency_ms)),
+            compaction_interval: (compaction_ms != 0).then(|| Duration::from_millis(compaction_ms)),
             shutdown_grace: Duration::from_millis(shutdown_grace_ms),
             rebuild_history: args.rebuild_history.unwrap_or(defaults::REBUILD_HISTORY),
             service_cluster_ip_range,
@@ -1168,6 +1196,12 @@ mod tests {
                 "consistency-check-interval-ms",
                 config
                     .consistency_check_interval
+                    .map_or_else(|| "0".to_owned(), millis),
+            ),
+            (
+                "compaction-interval-ms",
+                config
+                    .compaction_interval
                     .map_or_else(|| "0".to_owned(), millis),
             ),
             ("shutdown-grace-period-ms", millis(config.shutdown_grace)),

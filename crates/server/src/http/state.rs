@@ -46,6 +46,8 @@ pub struct App {
     pub limits: Arc<Limits>,
     /// The cache consistency checker (see `source::consistency`).
     pub consistency: Arc<ConsistencyChecker>,
+    /// The store compaction rounds' outcomes (see `source::compaction`).
+    pub compaction: Arc<crate::source::compaction::CompactionCounters>,
     /// Wakes watch responses from inside the runtime (see `cache::wake_relay`).
     pub wake_relay: crate::cache::wake_relay::WakeRelay,
 }
@@ -93,6 +95,7 @@ impl App {
             limits: &self.limits,
             source: &self.source,
             consistency: &self.consistency,
+            compaction: &self.compaction,
         }
     }
 }

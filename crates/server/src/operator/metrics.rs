@@ -261,7 +261,34 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     }
     collect_limits(app, &mut scrape);
     collect_consistency(app, &mut scrape);
+    if app.source.as_store().is_some() {
+        collect_compaction(app.compaction, &mut scrape);
+    }
     scrape
+}
+
+fn collect_compaction(
+    counters: &crate::source::compaction::CompactionCounters,
+    scrape: &mut Scrape,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let family = scrape.counter(
+        "watchkeeper_store_compaction_rounds_total",
+        "Store compaction rounds (--compaction-interval-ms) by result: compacted, skipped (the first round, or another server's round), failed.",
+    );
+    for (result, value) in [
+        ("compacted", &counters.compacted),
+        ("skipped", &counters.skipped),
+        ("failed", &counters.failed),
+    ] {
+        family.sample(&[("result", result)], value.load(Relaxed));
+    }
+    scrape
+        .gauge(
+            "watchkeeper_store_compaction_floor",
+            "The revision this server last compacted the store to (0: none yet).",
+        )
+        .sample(&[], counters.floor.load(Relaxed));
 }
 
 fn collect_consistency(app: &Observed<'_>, scrape: &mut Scrape) {

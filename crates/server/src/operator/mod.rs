@@ -40,6 +40,8 @@ pub struct Observed<'a> {
     pub source: &'a Source,
     /// The cache consistency checker's counts.
     pub consistency: &'a crate::source::consistency::ConsistencyChecker,
+    /// The store compaction rounds' outcomes.
+    pub compaction: &'a crate::source::compaction::CompactionCounters,
 }
 
 /// An open watch stream, for `/debug/watchers`.

@@ -15,6 +15,7 @@
 //! Objects from either kind are decoded by the one decoder in [`decode`].
 
 pub mod catalog;
+pub mod compaction;
 pub mod consistency;
 pub mod decode;
 pub mod feed;
