@@ -2451,3 +2451,131 @@ async fn component_statuses_memory() {
 async fn component_statuses_embedded() {
     component_statuses("embedded").await;
 }
+
+/// Goal: `/healthz`, `/livez` and `/readyz` answer as kube-apiserver's healthz package does:
+/// `ok`, the verbose list of checks, exclusions (and a warning for names that match none), and
+/// each check on its own path, on a store server and on an etcd one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_endpoints_answer_as_kube_apiserver() {
+    for (store, name) in [("memory", "store"), ("etcd", "etcd")] {
+        let (server, _dir) = start(store).await;
+        let addr = server.addr;
+        let get =
+            |path: &'static str| async move { request(addr, "GET", path, "text/plain", "").await };
+        for path in ["/healthz", "/livez", "/readyz"] {
+            assert_eq!(get(path).await, (200, "ok".to_owned()), "{path}");
+        }
+        assert_eq!(
+            get("/livez?verbose").await,
+            (
+                200,
+                format!("[+]ping ok\n[+]log ok\n[+]{name} ok\nlivez check passed\n")
+            )
+        );
+        assert_eq!(
+            get("/readyz?verbose").await,
+            (
+                200,
+                format!(
+                    "[+]ping ok\n[+]log ok\n[+]{name} ok\n[+]{name}-readiness ok\n[+]informer-sync ok\nreadyz check passed\n"
+                )
+            )
+        );
+        let excluded = request(
+            addr,
+            "GET",
+            &format!("/healthz?verbose&exclude={name}&exclude=nope&exclude=zz"),
+            "text/plain",
+            "",
+        )
+        .await;
+        assert_eq!(
+            excluded,
+            (
+                200,
+                format!(
+                    "[+]ping ok\n[+]log ok\n[+]{name} excluded: ok\nwarn: some health checks cannot be excluded: no matches for \"nope\",\"zz\"\nhealthz check passed\n"
+                )
+            )
+        );
+        for path in ["/readyz/informer-sync", "/livez/ping", "/healthz/log"] {
+            assert_eq!(get(path).await, (200, "ok".to_owned()), "{path}");
+        }
+        let own = request(addr, "GET", &format!("/readyz/{name}-readiness"), "", "").await;
+        assert_eq!(own, (200, "ok".to_owned()));
+        // Not a check of that endpoint, or of any.
+        assert_eq!(get("/livez/informer-sync").await.0, 404);
+        assert_eq!(get("/readyz/nope").await.0, 404);
+        server.shutdown().await;
+    }
+}
+
+/// Goal: a store that cannot be reached fails the store checks and readiness with
+/// kube-apiserver's answers (the reason withheld from the open endpoints, given on the
+/// check's own path), and liveness without the store check still passes. The server reaches
+/// the test's etcd through a TCP relay the test cuts once the server is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_endpoints_report_an_unreachable_etcd() {
+    let etcd: std::net::SocketAddr = etcd_endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the test etcd's address");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = listener.local_addr().unwrap();
+    let relay = tokio::spawn(async move {
+        let mut links = tokio::task::JoinSet::new();
+        while let Ok((mut client, _)) = listener.accept().await {
+            links.spawn(async move {
+                if let Ok(mut upstream) = tokio::net::TcpStream::connect(etcd).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    let server = server_with(ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![format!("http://{relay_addr}")]),
+        etcd_prefix: Some(unique_prefix()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    assert_eq!(
+        request(addr, "GET", "/readyz", "text/plain", "").await,
+        (200, "ok".to_owned())
+    );
+    // Cut: the listener and every relayed connection go (dropping the set aborts its tasks).
+    relay.abort();
+    let _ = relay.await;
+    // The last probe's result is shared for a second: wait for a failing one (bounded).
+    let (code, body) = tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let answer = request(addr, "GET", "/readyz", "text/plain", "").await;
+            if answer.0 != 200 {
+                return answer;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("readiness never failed with the store cut off");
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(
+        body,
+        "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[-]etcd-readiness failed: reason withheld\n[+]informer-sync ok\nreadyz check failed\n"
+    );
+    let (code, body) = request(addr, "GET", "/livez", "text/plain", "").await;
+    assert_eq!(code, 500, "{body}");
+    assert!(
+        body.ends_with("[-]etcd failed: reason withheld\nlivez check failed\n"),
+        "{body}"
+    );
+    assert_eq!(
+        request(addr, "GET", "/livez?exclude=etcd", "text/plain", "").await,
+        (200, "ok".to_owned())
+    );
+    let (code, body) = request(addr, "GET", "/readyz/etcd", "text/plain", "").await;
+    assert_eq!(code, 500, "{body}");
+    assert!(body.starts_with("internal server error: "), "{body}");
+    drop(server);
+}

@@ -19,6 +19,7 @@ pub mod componentstatus;
 pub mod connection;
 pub mod discovery;
 pub mod gzip;
+pub mod health;
 pub mod in_poll;
 pub mod inner;
 pub mod list_body;
@@ -358,13 +359,15 @@ async fn route(
     let query = context.query.as_deref();
     let response = match segments {
         ["version"] => ok(watchkeeper_api::version_info()),
-        ["healthz" | "livez"] => text_response(StatusCode::OK, "ok"),
-        ["readyz"] => {
-            if app.ensure_ready().is_ok() {
-                text_response(StatusCode::OK, "ok")
-            } else {
-                text_response(StatusCode::SERVICE_UNAVAILABLE, "the caches are loading")
-            }
+        [endpoint @ ("healthz" | "livez" | "readyz")] => {
+            let endpoint =
+                health::Endpoint::from_segment(endpoint).unwrap_or(health::Endpoint::Healthz);
+            health::root(app, endpoint, query).await
+        }
+        [endpoint @ ("healthz" | "livez" | "readyz"), check] => {
+            let endpoint =
+                health::Endpoint::from_segment(endpoint).unwrap_or(health::Endpoint::Healthz);
+            health::single(app, endpoint, check).await
         }
         ["metrics"] => {
             let format = crate::operator::metrics::Format::negotiate(&context.headers);
