@@ -23,6 +23,9 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds a client should wait before retrying; the server also sends it as `Retry-After`.
     pub retry_after_seconds: Option<u32>,
+    /// `Status.metadata.continue`: the token a 410 for an expired continue token offers to go
+    /// on with the list at the latest revision (kube-apiserver's `inconsistentContinue`).
+    pub list_continue: Option<String>,
 }
 
 impl fmt::Display for ApiError {
@@ -58,6 +61,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after_seconds: None,
+            list_continue: None,
         }
     }
 
@@ -361,6 +365,9 @@ impl ApiError {
         });
         if let Some(details) = &self.details {
             status["details"] = details.clone();
+        }
+        if let Some(token) = &self.list_continue {
+            status["metadata"] = json!({"continue": token});
         }
         // `reason` is `omitempty` in Go: an error that is not an API status has none.
         if self.reason.is_empty()

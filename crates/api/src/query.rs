@@ -457,14 +457,16 @@ fn invalid_option(resource: &str, field: &str, message: &str) -> ApiError {
             "resource": resource,
         })),
         retry_after_seconds: None,
+        list_continue: None,
     }
 }
 
 /// A continue token: the snapshot revision and the last key served.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ContinueToken {
-    /// The revision every page is served at.
-    pub revision: Revision,
+    /// The revision every page is served at; `None` (`"rv":-1`, kube-apiserver's encoding) for
+    /// a token that goes on at the latest revision, as a 410 for an expired token offers.
+    pub revision: Option<Revision>,
     /// The last key of the previous page.
     pub start_after: String,
 }
@@ -473,7 +475,10 @@ impl ContinueToken {
     /// Encodes as Kubernetes does: base64 of a small JSON document.
     #[must_use]
     pub fn encode(&self) -> String {
-        let doc = serde_json::json!({"v": "meta.k8s.io/v1", "rv": self.revision, "start": self.start_after});
+        let rv = self
+            .revision
+            .map_or(-1, |revision| i64::try_from(revision).unwrap_or(i64::MAX));
+        let doc = serde_json::json!({"v": "meta.k8s.io/v1", "rv": rv, "start": self.start_after});
         base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
     }
 
@@ -495,11 +500,11 @@ impl ContinueToken {
         if doc.get("v").and_then(serde_json::Value::as_str) != Some("meta.k8s.io/v1") {
             return Err(bad());
         }
-        let revision = doc
-            .get("rv")
-            .and_then(serde_json::Value::as_u64)
-            .filter(|rv| *rv > 0)
-            .ok_or_else(bad)?;
+        let revision = match doc.get("rv").and_then(serde_json::Value::as_i64) {
+            Some(-1) => None,
+            Some(rv) if rv > 0 => Some(rv.unsigned_abs()),
+            _ => return Err(bad()),
+        };
         let start_after = doc
             .get("start")
             .and_then(serde_json::Value::as_str)
@@ -659,16 +664,27 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let token = ContinueToken {
-            revision: 42,
+            revision: Some(42),
             start_after: "ns/a".into(),
         };
         assert_eq!(ContinueToken::decode(&token.encode()).unwrap(), token);
+        // The latest revision is kube-apiserver's `"rv":-1`.
+        let latest = ContinueToken {
+            revision: None,
+            start_after: "ns/a".into(),
+        };
+        assert_eq!(ContinueToken::decode(&latest.encode()).unwrap(), latest);
+        let kube = base64::engine::general_purpose::URL_SAFE
+            .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":-1,\"start\":\"ns/a\"}");
+        assert_eq!(ContinueToken::decode(&kube).unwrap(), latest);
         for bad in [
             "",
             "garbage",
             "eyJ2IjoxfQ==",
             &base64::engine::general_purpose::STANDARD
                 .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":0,\"start\":\"\"}"),
+            &base64::engine::general_purpose::STANDARD
+                .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":-2,\"start\":\"a\"}"),
         ] {
             assert_eq!(ContinueToken::decode(bad).unwrap_err().code, 400, "{bad}");
         }

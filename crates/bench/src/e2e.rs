@@ -877,6 +877,11 @@ fn drive_fanout(
     let rss_ready = crate::sys::rss_bytes();
     let cpu0 = crate::sys::cpu_seconds();
     let allocs0 = crate::alloc::counts();
+    let live = PROFILE_LIVE.load(std::sync::atomic::Ordering::Relaxed);
+    if live {
+        crate::alloc::track_live(true);
+    }
+    let live0 = crate::alloc::LiveSizes::now();
     crate::sys::measure_window_start();
     child.go()?;
     let done = child.expect("done");
@@ -891,6 +896,13 @@ fn drive_fanout(
     let allocations = allocs1.0 - allocs0.0;
     let allocated = allocs1.1 - allocs0.1;
     let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
+    let live_growth = live.then(|| {
+        let now = crate::alloc::LiveSizes::now();
+        crate::alloc::track_live(false);
+        let writes = done["writes"].as_u64().unwrap_or(1).max(1) as usize;
+        json!({"live_bytes_per_write": (now.bytes - live0.bytes) as f64 / writes as f64,
+               "top_classes_per_write": now.growth_since(&live0, writes, 16)})
+    });
     Ok(FanoutRun {
         writes_per_second: done["writes"].as_f64().unwrap_or(0.0)
             / done["write_secs"].as_f64().unwrap_or(1.0).max(1e-9),
@@ -900,13 +912,17 @@ fn drive_fanout(
         watcher_stalls: 0,
         complete: done["complete"].as_bool().unwrap_or(false)
             && done["delivered"] == done["expected"],
-        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated}),
+        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated, "live": live_growth}),
     })
 }
 
-/// `watchkeeper-bench __profile [--pipe] --watchers W --events K --rate R`: one fixed fan-out
-/// run (K writes to W watchers, clients in a child process) against watchkeeper or the bare
-/// pipe, printing the figures as JSON. Run it under `valgrind --tool=callgrind
+/// Set by `__profile --live`: the run tracks live heap bytes over its window.
+static PROFILE_LIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `watchkeeper-bench __profile [--pipe] [--live] --watchers W --events K --rate R`: one fixed
+/// fan-out run (K writes to W watchers, clients in a child process) against watchkeeper or the
+/// bare pipe, printing the figures as JSON (`--live`: also the live heap's growth per write over
+/// the run, by size class). Run it under `valgrind --tool=callgrind
 /// --trace-children=no --zero-before='*measure_window_start*'
 /// --dump-before='*measure_window_end*'` to count the server's instructions from all watches
 /// open to the last delivery.
@@ -918,6 +934,10 @@ pub fn profile_main(exe: std::path::PathBuf, args: &[String]) -> i32 {
     let rate: f64 = arg(args, "--rate").unwrap_or(20.0);
     let inflight: usize = arg(args, "--inflight").unwrap_or(1);
     let pipe = args.iter().any(|a| a == "--pipe");
+    PROFILE_LIVE.store(
+        args.iter().any(|a| a == "--live"),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let options = match Options::parse(&[], exe) {
         Ok(options) => options,
         Err(message) => {

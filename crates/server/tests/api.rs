@@ -852,6 +852,77 @@ async fn paginated_lists_are_consistent() {
     server.shutdown().await;
 }
 
+/// Goal: a continue token whose revision the cache no longer holds gets kube-apiserver's 410
+/// with, in `metadata.continue`, a token that goes on from the same key at the latest revision
+/// (`"rv":-1`); that token serves the rest of the list, new writes included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_continue_token_offers_the_rest_at_the_latest_revision() {
+    let server = server_with(ServeArgs {
+        history_capacity_max: Some(100),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    for i in 0..6 {
+        send_json(addr, "POST", base, &configmap(&format!("p{i}"), 1)).await;
+    }
+    let (_, first) = get_json(addr, &format!("{base}?limit=2")).await;
+    let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    // Evict the token's revision from the history; one write creates p9 on the way.
+    send_json(addr, "POST", base, &configmap("p9", 1)).await;
+    for i in 0..300 {
+        let (code, body) = request(
+            addr,
+            "PATCH",
+            &format!("{base}/p0"),
+            "application/merge-patch+json",
+            &format!(r#"{{"data":{{"i":"{i}"}}}}"#),
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    let (status, expired) = get_json(addr, &format!("{base}?limit=2&continue={token}")).await;
+    assert_eq!(status, 410, "{expired}");
+    assert_eq!(expired["reason"], "Expired");
+    assert!(
+        expired["message"]
+            .as_str()
+            .unwrap()
+            .contains("use the continue token in this response"),
+        "{expired}"
+    );
+    let offered = expired["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token in the Status")
+        .to_owned();
+    let decoded: Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE, &offered).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(decoded["rv"], -1, "{decoded}");
+    // The rest of the list, from after p1, at the latest revision: p9 included.
+    let mut names = Vec::new();
+    let mut token = offered;
+    loop {
+        let (status, page) = get_json(addr, &format!("{base}?limit=2&continue={token}")).await;
+        assert_eq!(status, 200, "{page}");
+        names.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()),
+        );
+        match page["metadata"]["continue"].as_str() {
+            Some(next) => token = next.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["p2", "p3", "p4", "p5", "p9"]);
+    server.shutdown().await;
+}
+
 /// Goal: deleting a namespace deletes its objects; finalizers hold a deletion until removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_and_finalizers() {

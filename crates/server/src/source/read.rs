@@ -167,6 +167,22 @@ pub async fn snapshot(
     }
 }
 
+/// kube-apiserver's 410 for a continue token whose revision is no longer served
+/// (`inconsistentContinue`), with the token that goes on from the same key at the latest
+/// revision in `metadata.continue`.
+fn expired_continue(start_after: &str) -> ApiError {
+    ApiError {
+        list_continue: Some(
+            ContinueToken {
+                revision: None,
+                start_after: start_after.to_owned(),
+            }
+            .encode(),
+        ),
+        ..ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_owned())
+    }
+}
+
 /// LIST: one page of the objects matching the options.
 ///
 /// # Errors
@@ -189,9 +205,21 @@ pub async fn list(
                 )));
             }
             let token = ContinueToken::decode(token).map_err(ReadError::Uncached)?;
-            let snapshot = cache.snapshot_at(token.revision).map_err(|_| {
-                ReadError::Uncached(ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_owned()))
-            })?;
+            let snapshot = match token.revision {
+                Some(revision) => cache
+                    .snapshot_at(revision)
+                    .map_err(|_| ReadError::Uncached(expired_continue(&token.start_after)))?,
+                // The token an expiry offered: the rest of the list, at the latest revision
+                // (a consistent read, as kube-apiserver's quorum read for `"rv":-1`).
+                None => {
+                    let latest_options = Options {
+                        resource_version: ResourceVersion::Latest,
+                        resource_version_match: None,
+                        ..options.clone()
+                    };
+                    snapshot(resource, &latest_options, fresh, latest).await?
+                }
+            };
             (snapshot, Some(token.start_after))
         }
         None => (snapshot(resource, options, fresh, latest).await?, None),
@@ -219,7 +247,7 @@ pub async fn list(
     };
     let continue_token = (remaining > 0).then(|| {
         ContinueToken {
-            revision: snapshot.revision(),
+            revision: Some(snapshot.revision()),
             start_after: items
                 .last()
                 .map(|o| o.key().to_string())
