@@ -25,7 +25,7 @@ pub struct ApiError {
     pub retry_after_seconds: Option<u32>,
     /// `Status.metadata.continue`: the token a 410 for an expired continue token offers to go
     /// on with the list at the latest revision (kube-apiserver's `inconsistentContinue`).
-    pub list_continue: Option<String>,
+    pub list_continue: Option<Box<str>>,
 }
 
 impl fmt::Display for ApiError {
@@ -367,7 +367,7 @@ impl ApiError {
             status["details"] = details.clone();
         }
         if let Some(token) = &self.list_continue {
-            status["metadata"] = json!({"continue": token});
+            status["metadata"] = json!({"continue": &**token});
         }
         // `reason` is `omitempty` in Go: an error that is not an API status has none.
         if self.reason.is_empty()

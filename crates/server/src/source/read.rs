@@ -177,7 +177,8 @@ fn expired_continue(start_after: &str) -> ApiError {
                 revision: None,
                 start_after: start_after.to_owned(),
             }
-            .encode(),
+            .encode()
+            .into(),
         ),
         ..ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_owned())
     }
