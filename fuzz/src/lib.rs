@@ -145,7 +145,7 @@ pub fn continue_token(data: &[u8]) {
     if let Some(input) = text(data) {
         match query::ContinueToken::decode(input) {
             Ok(token) => {
-                assert!(token.revision > 0);
+                assert!(token.revision.is_none_or(|revision| revision > 0));
                 let again = query::ContinueToken::decode(&token.encode())
                     .unwrap_or_else(|e| panic!("{input:?} re-encodes to garbage: {e:?}"));
                 assert_eq!(again, token);
@@ -154,7 +154,10 @@ pub fn continue_token(data: &[u8]) {
         }
     }
     if data.len() >= 8 {
-        let revision = u64::from_le_bytes(data[..8].try_into().unwrap_or_default()).max(1);
+        // A revision etcd can have (an int64), or none: the latest (`"rv":-1`).
+        let revision = u64::from_le_bytes(data[..8].try_into().unwrap_or_default())
+            .checked_rem(i64::MAX.unsigned_abs())
+            .filter(|revision| *revision > 0);
         let start_after = String::from_utf8_lossy(&data[8..]).into_owned();
         let token = query::ContinueToken {
             revision,

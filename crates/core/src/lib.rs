@@ -93,11 +93,13 @@ pub use dispatcher::{Change, DispatchReport, Dispatcher};
 pub use event::{Event, EventKind, EventType, SharedEvent, WatchItem};
 pub use guarantee::Guarantee;
 pub use metrics::Metrics;
-pub use object::{EncodeStats, Encoding, ExternalEncoder, Object, Revision, object_key};
+pub use object::{
+    Attributes, EncodeStats, Encoding, ExternalEncoder, Object, Revision, object_key,
+};
 pub use queue::{
     Pop, PushResult, TerminationReason, WatchEnd, WatchQueue, WatcherProgress, WatcherState,
 };
-pub use selector::{FieldSelector, LabelSelector, SelectorError};
+pub use selector::{FieldSelector, LabelSelector, Lookup, SelectorError};
 pub use snapshot::Snapshot;
 pub use time::Instant;
 pub use watcher::{WatchRequest, WatchStart, WatcherId};

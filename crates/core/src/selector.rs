@@ -9,6 +9,26 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::object::Attributes;
+
+/// What a selector reads: the value of a label or field, if the object has it.
+pub trait Lookup {
+    /// The value of `key`.
+    fn lookup(&self, key: &str) -> Option<&str>;
+}
+
+impl Lookup for BTreeMap<String, String> {
+    fn lookup(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl Lookup for Attributes {
+    fn lookup(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
 /// A selector that failed to parse, with a message a person understands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SelectorError {
@@ -100,12 +120,14 @@ impl LabelSelector {
 
     /// Whether `labels` satisfy every requirement.
     #[must_use]
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &impl Lookup) -> bool {
         self.requirements.iter().all(|requirement| {
-            let value = labels.get(&requirement.key);
+            let value = labels.lookup(&requirement.key);
             match &requirement.operator {
-                LabelOperator::In(values) => value.is_some_and(|v| values.contains(v)),
-                LabelOperator::NotIn(values) => value.is_none_or(|v| !values.contains(v)),
+                LabelOperator::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),
+                LabelOperator::NotIn(values) => {
+                    value.is_none_or(|v| !values.iter().any(|x| x == v))
+                }
                 LabelOperator::Exists => value.is_some(),
                 LabelOperator::DoesNotExist => value.is_none(),
             }
@@ -393,9 +415,9 @@ impl FieldSelector {
 
     /// Whether the object's fields satisfy every requirement (a missing field reads as empty).
     #[must_use]
-    pub fn matches(&self, fields: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, fields: &impl Lookup) -> bool {
         self.requirements.iter().all(|requirement| {
-            let value = fields.get(&requirement.field).map_or("", String::as_str);
+            let value = fields.lookup(&requirement.field).unwrap_or("");
             (value == requirement.value) != requirement.negated
         })
     }

@@ -88,13 +88,13 @@ struct Driver {
 }
 
 fn to_obj(object: &Object) -> Obj {
-    let mut fields = object.fields().clone();
+    let mut fields = object.fields().to_map();
     fields.remove("metadata.name");
     fields.remove("metadata.namespace");
     Obj {
         namespace: object.namespace().to_owned(),
         name: object.name().to_owned(),
-        labels: object.labels().clone(),
+        labels: object.labels().to_map(),
         fields,
         rv: object.resource_version(),
         token: token_of(object),

@@ -94,8 +94,8 @@ async fn corrupt(resource: &Resource, gone: &str, changed: &str) {
                 Arc::new(Object::new(
                     object.namespace(),
                     object.name(),
-                    object.labels().clone(),
-                    object.fields().clone(),
+                    object.labels().to_map(),
+                    object.fields().to_map(),
                     object.resource_version(),
                     body,
                 ))

@@ -50,7 +50,7 @@ impl Selection {
             && self
                 .labels
                 .as_ref()
-                .is_none_or(|l| l.matches(&attrs.labels))
+                .is_none_or(|l| l.matches(attrs.labels.as_ref()))
     }
 
     /// The event type this selection implies for `entry`, or `None` when it is not selected.
