@@ -2650,3 +2650,120 @@ async fn health_endpoints_report_an_unreachable_etcd() {
     assert!(body.starts_with("internal server error: "), "{body}");
     drop(server);
 }
+
+/// The ClusterIP of a created Service (`None` when the create failed), and the answer.
+async fn create_service(addr: std::net::SocketAddr, name: &str, spec: Value) -> (u16, Value) {
+    let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": spec});
+    send_json(addr, "POST", "/api/v1/namespaces/default/services", &body).await
+}
+
+fn cluster_ip(service: &Value) -> &str {
+    service["spec"]["clusterIP"].as_str().unwrap_or_default()
+}
+
+/// Goal: a Service gets its ClusterIP from `--service-cluster-ip-range` as kube-apiserver
+/// allocates it: a free address above the static band, none for headless and ExternalName
+/// Services, an asked address when it is in the range and free (else kube-apiserver's 422),
+/// and an address comes free again when its Service is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_get_cluster_ips_from_the_range() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let ports = json!([{"port": 80}]);
+    let (code, web) = create_service(addr, "web", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{web}");
+    assert_eq!(cluster_ip(&web), "10.0.0.17", "{web}");
+    assert_eq!(web["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    let (_, second) = create_service(addr, "second", json!({"ports": ports})).await;
+    assert_eq!(cluster_ip(&second), "10.0.0.18");
+    let (_, headless) = create_service(
+        addr,
+        "headless",
+        json!({"clusterIP": "None", "ports": ports}),
+    )
+    .await;
+    assert_eq!(cluster_ip(&headless), "None");
+    let (_, external) = create_service(
+        addr,
+        "external",
+        json!({"type": "ExternalName", "externalName": "example.com"}),
+    )
+    .await;
+    assert!(external["spec"].get("clusterIP").is_none(), "{external}");
+    let (code, fixed) = create_service(
+        addr,
+        "fixed",
+        json!({"clusterIP": "10.0.0.5", "ports": ports}),
+    )
+    .await;
+    assert_eq!((code, cluster_ip(&fixed)), (201, "10.0.0.5"));
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.5", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    assert_eq!(
+        taken["message"],
+        "Service \"taken\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.5\"}: failed to allocate IP 10.0.0.5: provided IP is already allocated"
+    );
+    let (code, outside) = create_service(
+        addr,
+        "outside",
+        json!({"clusterIP": "192.168.1.1", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{outside}");
+    assert!(
+        outside["message"].as_str().unwrap().ends_with(
+            "failed to allocate IP 192.168.1.1: the provided IP (192.168.1.1) is not in the valid range. The range of valid IPs is 10.0.0.0/24"
+        ),
+        "{outside}"
+    );
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/web",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (_, again) = create_service(addr, "again", json!({"ports": ports})).await;
+    assert_eq!(
+        cluster_ip(&again),
+        "10.0.0.17",
+        "the deleted Service's address"
+    );
+    server.shutdown().await;
+}
+
+/// Goal: two servers sharing one etcd never give one address to two Services, whatever the
+/// interleaving of their creates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_servers_never_share_a_cluster_ip() {
+    let args = sibling_args();
+    let one = server_with(args()).await;
+    let two = server_with(args()).await;
+    let mut creates = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let addr = if i % 2 == 0 { one.addr } else { two.addr };
+        creates.spawn(async move {
+            let (code, service) =
+                create_service(addr, &format!("s{i}"), json!({"ports": [{"port": 80}]})).await;
+            assert_eq!(code, 201, "{service}");
+            cluster_ip(&service).to_owned()
+        });
+    }
+    let mut addresses = std::collections::BTreeSet::new();
+    while let Some(address) = creates.join_next().await {
+        let address = address.expect("a create");
+        assert!(address.starts_with("10.0.0."), "{address}");
+        assert!(addresses.insert(address.clone()), "{address} given twice");
+    }
+    assert_eq!(addresses.len(), 24);
+    one.shutdown().await;
+    two.shutdown().await;
+}

@@ -22,6 +22,7 @@ pub mod feed;
 pub mod handover;
 pub mod read;
 pub mod reflector;
+pub mod service_ips;
 pub mod store;
 pub mod upstream;
 

@@ -64,6 +64,7 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
+use crate::source::service_ips::{self, Refused, ServiceIps};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -86,7 +87,21 @@ pub struct StoreSource {
     rebuild_window: Option<u64>,
     /// Written objects offered by the write path to the reflector (see [`Handover`]).
     handover: Arc<Handover>,
+    /// ClusterIP allocation for created Services (see [`super::service_ips`]).
+    service_ips: Option<Arc<ServiceIps>>,
 }
+
+/// How a create's transaction ended, when it did not write.
+enum NotCreated {
+    /// Refused (the key is taken, the store failed).
+    Refused(ApiError),
+    /// The Service's claimed address was taken first; the store was at this revision.
+    AddressTaken(Revision),
+}
+
+/// Claims of an address one Service create tries before it gives up (each failed claim waits
+/// for the cache to see the Service that took the address).
+const ADDRESS_ATTEMPTS: usize = 16;
 
 /// A store error as kube-apiserver answers it, by variant: the store unavailable 503
 /// ServiceUnavailable; a request the store refuses as too large (etcd's "request is too
@@ -136,7 +151,15 @@ impl StoreSource {
             status,
             rebuild_window: None,
             handover: Arc::default(),
+            service_ips: None,
         }
+    }
+
+    /// With ClusterIP allocation from `range` for created Services.
+    #[must_use]
+    pub fn with_service_ips(mut self, range: crate::config::IpRange) -> StoreSource {
+        self.service_ips = Some(Arc::new(ServiceIps::new(range, &self.prefix)));
+        self
     }
 
     /// With history rebuilding: the reflector's first list is taken `window` store revisions
@@ -732,9 +755,140 @@ impl Writer<'_> {
         &self,
         resource: &Resource,
         namespace: Option<&str>,
-        mut object: Value,
+        object: Value,
         managers: &apply::Managers,
     ) -> Result<Value, ApiError> {
+        let ips = self
+            .source
+            .service_ips
+            .as_ref()
+            .filter(|_| resource.def.group.is_empty() && resource.def.plural == "services");
+        let Some(ips) = ips else {
+            return self
+                .store_claimed(resource, namespace, object, managers, None)
+                .await
+                .map_err(|refusal| match refusal {
+                    NotCreated::Refused(error) => error,
+                    NotCreated::AddressTaken(_) => ApiError::internal("an unclaimed address"),
+                });
+        };
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let asked = match service_ips::wanted(&object) {
+            service_ips::Wanted::Nothing => {
+                return self
+                    .store_claimed(resource, namespace, object, managers, None)
+                    .await
+                    .map_err(|refusal| match refusal {
+                        NotCreated::Refused(error) => error,
+                        NotCreated::AddressTaken(_) => ApiError::internal("an unclaimed address"),
+                    });
+            }
+            service_ips::Wanted::Any => None,
+            service_ips::Wanted::This(ip) => Some(ip),
+            service_ips::Wanted::Invalid(text) => {
+                return Err(ApiError::invalid(
+                    &resource.def,
+                    &name,
+                    vec![(
+                        "spec.clusterIPs[0]".to_owned(),
+                        format!(
+                            "Invalid value: {text:?}: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+                        ),
+                        "FieldValueInvalid".to_owned(),
+                    )],
+                ));
+            }
+        };
+        let refused = |ip: std::net::IpAddr, why: String| {
+            ApiError::invalid(
+                &resource.def,
+                &name,
+                vec![(
+                    "spec.clusterIPs".to_owned(),
+                    format!(
+                        "Invalid value: []string{{{:?}}}: failed to allocate IP {ip}: {why}",
+                        ip.to_string()
+                    ),
+                    "FieldValueInvalid".to_owned(),
+                )],
+            )
+        };
+        let owner = format!("{}/{name}", namespace.unwrap_or_default());
+        // The first scan takes the lowest free address; one after a lost race starts anywhere.
+        let mut rotate = 0u128;
+        for _ in 0..ADDRESS_ATTEMPTS {
+            let snapshot = resource.cache().latest();
+            let held = service_ips::held(snapshot.range(None, None).map(|o| o.body()));
+            let records = self
+                .source
+                .store
+                .range(watchkeeper_store::RangeRequest::prefix(
+                    ips.records_prefix(),
+                ))
+                .await
+                .map_err(store_error)?
+                .kvs;
+            let claim = match ips.claim(asked, &held, snapshot.revision(), &records, &owner, rotate)
+            {
+                Ok(claim) => claim,
+                Err(Refused::Allocated) => {
+                    let ip = asked.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                    return Err(refused(ip, "provided IP is already allocated".to_owned()));
+                }
+                Err(Refused::NotInRange) => {
+                    let ip = asked.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                    return Err(refused(
+                        ip,
+                        format!(
+                            "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                            ips.range()
+                        ),
+                    ));
+                }
+                Err(Refused::Full) => {
+                    return Err(ApiError::internal(
+                        "failed to allocate a serviceIP: range is full",
+                    ));
+                }
+            };
+            let mut object = object.clone();
+            service_ips::set_address(&mut object, claim.ip);
+            match self
+                .store_claimed(resource, namespace, object, managers, Some(claim))
+                .await
+            {
+                Ok(created) => return Ok(created),
+                Err(NotCreated::Refused(error)) => return Err(error),
+                Err(NotCreated::AddressTaken(revision)) => {
+                    if let Some(ip) = asked {
+                        return Err(refused(ip, "provided IP is already allocated".to_owned()));
+                    }
+                    // Another create took the address: once the cache has its Service, the
+                    // next claim skips it; it starts at a random point, away from the others.
+                    self.fresh.wait(resource.cache(), revision).await?;
+                    rotate = u128::from(rand::random::<u64>());
+                }
+            }
+        }
+        Err(ApiError::internal(
+            "failed to allocate a serviceIP: too many concurrent allocations",
+        ))
+    }
+
+    /// Stores a new object, with the allocation record of a Service's address when there is
+    /// one, in one transaction.
+    async fn store_claimed(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        mut object: Value,
+        managers: &apply::Managers,
+        claim: Option<service_ips::Claim>,
+    ) -> Result<Value, NotCreated> {
         apply::set_managed_fields(&mut object, managers);
         let name = object
             .pointer("/metadata/name")
@@ -745,30 +899,43 @@ impl Writer<'_> {
         if self.dry_run {
             // As kube-apiserver's dry-run storage: AlreadyExists when the key is taken, else the
             // object that would be stored (without a resource version: none was assigned).
-            self.consistent(resource).await?;
+            self.consistent(resource)
+                .await
+                .map_err(NotCreated::Refused)?;
             if resource
                 .cache()
                 .get(&object_key(namespace, &name))
                 .0
                 .is_some()
             {
-                return Err(ApiError::already_exists(&resource.def, &name));
+                return Err(NotCreated::Refused(ApiError::already_exists(
+                    &resource.def,
+                    &name,
+                )));
             }
             return Ok(object);
         }
         let key = Bytes::from(resource.store_key(namespace, &name));
-        let response = self
-            .txn(
-                TxnRequest::default()
-                    .when(Compare::Absent { key: key.clone() })
-                    .then(TxnOp::Put {
-                        key,
-                        value: stored_value(&resource.to_storage(&object)),
-                    }),
-            )
-            .await?;
+        let mut request = TxnRequest::default()
+            .when(Compare::Absent { key: key.clone() })
+            .then(TxnOp::Put {
+                key,
+                value: stored_value(&resource.to_storage(&object)),
+            });
+        let claimed = claim.is_some();
+        if let Some(claim) = claim {
+            request = request.when(claim.compare).then(claim.put);
+        }
+        let response = self.txn(request).await.map_err(NotCreated::Refused)?;
         if !response.succeeded {
-            return Err(ApiError::already_exists(&resource.def, &name));
+            let exists = response.current.first().is_some_and(|(_, kv)| kv.is_some());
+            if claimed && !exists {
+                return Err(NotCreated::AddressTaken(response.revision));
+            }
+            return Err(NotCreated::Refused(ApiError::already_exists(
+                &resource.def,
+                &name,
+            )));
         }
         self.settle(resource, response.revision).await;
         Ok(with_revision(object, response.revision))

@@ -1,0 +1,437 @@
+//! ClusterIP allocation for Services, as kube-apiserver's Service registry does it on create.
+//!
+//! ## Guarantees
+//! - A Service created without `spec.clusterIP` (not headless `None`, not `ExternalName`) gets
+//!   a free address of `--service-cluster-ip-range` in `clusterIP` and `clusterIPs`. One created
+//!   with an address gets it when it lies in the range and is free; otherwise 422 with
+//!   kube-apiserver's wording (`spec.clusterIPs: Invalid value: []string{"X"}: failed to
+//!   allocate IP X: provided IP is already allocated`, or `... the provided IP (X) is not in the
+//!   valid range. The range of valid IPs is R`). A full range is 500 `failed to allocate a
+//!   serviceIP: range is full`.
+//! - **No two Services hold one address**, across servers sharing a store: each allocation is a
+//!   record `<prefix>/ranges/serviceips/<ip>` (value: the Service's `namespace/name`) written in
+//!   the Service's own create transaction, on the condition that the record is absent or still
+//!   the stale one that was read (its mod revision). Two creates racing for an address: one
+//!   transaction fails on the record and tries the next address.
+//! - **An address is free** when no Service in the cache holds it and its record, if any, is one
+//!   the cache has seen (mod revision ≤ the cache's revision) whose Service no longer holds it.
+//!   So deleting a Service, or changing it to `ExternalName`, frees its address without a
+//!   release step that a crash could skip (kube-apiserver runs a repair loop for those).
+//! - Dynamic allocation prefers the upper part of the range, as kube-apiserver's static
+//!   subrange does (the first `min(max(16, size / 16), 256)` addresses are left for addresses
+//!   clients choose), taking the lowest free address there, then the lowest below. A create
+//!   whose claim lost a race starts its next scan at a random point of the upper part
+//!   (kube-apiserver picks at random every time), so concurrent creates spread out instead of
+//!   all asking for the same next address.
+//! - Not done: NodePort allocation, dual-stack Services (one address of the range's family),
+//!   a PUT that omits an allocated address (it is validated as the body says).
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use bytes::Bytes;
+use serde_json::Value;
+use watchkeeper_store::{Compare, KeyValue, TxnOp};
+
+use crate::config::IpRange;
+
+/// What a created Service needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wanted {
+    /// Nothing (`ExternalName`, or headless `clusterIP: None`).
+    Nothing,
+    /// A free address of the range.
+    Any,
+    /// This address.
+    This(IpAddr),
+    /// An address field that is not an address.
+    Invalid(String),
+}
+
+/// What a Service object asks for.
+#[must_use]
+pub fn wanted(service: &Value) -> Wanted {
+    let spec = service.get("spec");
+    let field = |name: &str| spec.and_then(|s| s.get(name)).and_then(Value::as_str);
+    if field("type") == Some("ExternalName") {
+        return Wanted::Nothing;
+    }
+    match field("clusterIP") {
+        Some("None") => Wanted::Nothing,
+        None | Some("") => Wanted::Any,
+        Some(text) => text
+            .parse()
+            .map_or_else(|_| Wanted::Invalid(text.to_owned()), Wanted::This),
+    }
+}
+
+/// Sets `clusterIP` and `clusterIPs` of a Service object.
+pub fn set_address(service: &mut Value, ip: IpAddr) {
+    if let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("clusterIP".into(), Value::String(ip.to_string()));
+        spec.insert("clusterIPs".into(), serde_json::json!([ip.to_string()]));
+    }
+}
+
+/// The addresses of one range, and their allocation records in the store.
+#[derive(Clone, Debug)]
+pub struct ServiceIps {
+    range: IpRange,
+    /// `<prefix>/ranges/serviceips/`.
+    records: String,
+}
+
+/// What the allocation of one address writes with the Service.
+#[derive(Debug)]
+pub struct Claim {
+    /// The address.
+    pub ip: IpAddr,
+    /// The record is absent, or still the stale one read.
+    pub compare: Compare,
+    /// The record.
+    pub put: TxnOp,
+}
+
+/// Why no address could be claimed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The asked address is held by another Service.
+    Allocated,
+    /// The asked address lies outside the range.
+    NotInRange,
+    /// Every address of the range is held.
+    Full,
+}
+
+impl ServiceIps {
+    /// The range's allocator, with its records under the registry `prefix`.
+    #[must_use]
+    pub fn new(range: IpRange, prefix: &str) -> ServiceIps {
+        ServiceIps {
+            range,
+            records: format!("{prefix}/ranges/serviceips/"),
+        }
+    }
+
+    /// The range, as `--service-cluster-ip-range` gave it.
+    #[must_use]
+    pub fn range(&self) -> &IpRange {
+        &self.range
+    }
+
+    /// The prefix of every allocation record.
+    #[must_use]
+    pub fn records_prefix(&self) -> Bytes {
+        Bytes::from(self.records.clone())
+    }
+
+    fn key(&self, ip: IpAddr) -> Bytes {
+        Bytes::from(format!("{}{ip}", self.records))
+    }
+
+    /// Addresses in the range (network and, for IPv4, broadcast included).
+    fn size(&self) -> u128 {
+        let bits = match self.range.network {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        };
+        1u128
+            .checked_shl(u32::from(bits - self.range.prefix))
+            .unwrap_or(u128::MAX)
+    }
+
+    fn nth(&self, n: u128) -> IpAddr {
+        match self.range.network {
+            IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(u32::from(v4).wrapping_add(n as u32))),
+            IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6).wrapping_add(n))),
+        }
+    }
+
+    /// The offset of `ip` from the network address, if it is a usable address of the range.
+    fn offset(&self, ip: IpAddr) -> Option<u128> {
+        let n = match (self.range.network, ip) {
+            (IpAddr::V4(network), IpAddr::V4(ip)) => {
+                u128::from(u32::from(ip).wrapping_sub(u32::from(network)))
+            }
+            (IpAddr::V6(network), IpAddr::V6(ip)) => {
+                u128::from(ip).wrapping_sub(u128::from(network))
+            }
+            _ => return None,
+        };
+        (n >= 1 && n <= self.last()).then_some(n)
+    }
+
+    /// The last usable offset (IPv4 leaves the broadcast address).
+    fn last(&self) -> u128 {
+        match self.range.network {
+            IpAddr::V4(_) => self.size() - 2,
+            IpAddr::V6(_) => self.size() - 1,
+        }
+    }
+
+    /// kube-apiserver's static subrange: `min(max(16, size / 16), 256)`, 0 for a range of 16
+    /// addresses or fewer.
+    fn static_band(&self) -> u128 {
+        let size = self.size();
+        if size <= 16 {
+            0
+        } else {
+            (size / 16).clamp(16, 256)
+        }
+    }
+
+    /// The claim of an address for a new Service: `asked`, or the first free one, scanning the
+    /// upper part of the range from `rotate` addresses past its start (wrapping), then the
+    /// lower part. `cached` are the addresses the cache's Services hold, at the cache's
+    /// revision `seen`; `records` the allocation records read from the store.
+    ///
+    /// # Errors
+    /// See [`Refused`].
+    pub fn claim(
+        &self,
+        asked: Option<IpAddr>,
+        cached: &HashSet<IpAddr>,
+        seen: u64,
+        records: &[KeyValue],
+        owner: &str,
+        rotate: u128,
+    ) -> Result<Claim, Refused> {
+        let records: HashMap<&[u8], &KeyValue> =
+            records.iter().map(|kv| (kv.key.as_ref(), kv)).collect();
+        let free = |ip: IpAddr| -> Option<Compare> {
+            if cached.contains(&ip) {
+                return None;
+            }
+            let key = self.key(ip);
+            match records.get(key.as_ref()) {
+                None => Some(Compare::Absent { key }),
+                // A record the cache has seen whose Service no longer holds the address.
+                Some(kv) if kv.mod_revision <= seen => Some(Compare::ModRevision {
+                    key,
+                    revision: kv.mod_revision,
+                }),
+                Some(_) => None,
+            }
+        };
+        let claim = |ip: IpAddr, compare: Compare| Claim {
+            ip,
+            compare,
+            put: TxnOp::Put {
+                key: self.key(ip),
+                value: Bytes::from(owner.to_owned()),
+            },
+        };
+        if let Some(ip) = asked {
+            if self.offset(ip).is_none() {
+                return Err(Refused::NotInRange);
+            }
+            return free(ip)
+                .map(|compare| claim(ip, compare))
+                .ok_or(Refused::Allocated);
+        }
+        let band = self.static_band();
+        let last = self.last();
+        // At most this many addresses of each part are looked at: every held one is in
+        // `cached` or the records, so one more than those is free if the part is that large.
+        let scan_max = (cached.len() + records.len() + 1) as u128;
+        let upper_len = last.saturating_sub(band);
+        let start = if upper_len == 0 {
+            0
+        } else {
+            rotate % upper_len
+        };
+        let upper = (0..upper_len)
+            .map(move |i| band + 1 + (start + i) % upper_len)
+            .take_while_bounded(scan_max);
+        let lower = (1..=band.min(last)).take_while_bounded(scan_max);
+        upper
+            .chain(lower)
+            .map(|n| self.nth(n))
+            .find_map(|ip| free(ip).map(|compare| claim(ip, compare)))
+            .ok_or(Refused::Full)
+    }
+}
+
+/// `take` over a `u128` range without converting the bound.
+trait Bounded: Iterator<Item = u128> + Sized {
+    fn take_while_bounded(self, max: u128) -> std::iter::Take<Self> {
+        self.take(usize::try_from(max).unwrap_or(usize::MAX))
+    }
+}
+
+impl<I: Iterator<Item = u128>> Bounded for I {}
+
+/// The addresses the Services in `services` hold (`clusterIPs`, else `clusterIP`).
+pub fn held<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<IpAddr> {
+    let mut held = HashSet::new();
+    for service in services {
+        let spec = service.get("spec");
+        let listed = spec
+            .and_then(|s| s.get("clusterIPs"))
+            .and_then(Value::as_array)
+            .map(|ips| ips.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+            .unwrap_or_default();
+        let single = spec
+            .and_then(|s| s.get("clusterIP"))
+            .and_then(Value::as_str);
+        for text in listed.into_iter().chain(single) {
+            if let Ok(ip) = text.parse() {
+                held.insert(ip);
+            }
+        }
+    }
+    held
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(range: &str) -> ServiceIps {
+        ServiceIps::new(IpRange::parse(range).unwrap(), "/registry")
+    }
+
+    fn record(allocator: &ServiceIps, ip: &str, mod_revision: u64) -> KeyValue {
+        KeyValue {
+            key: allocator.key(ip.parse().unwrap()),
+            value: Bytes::from_static(b"default/x"),
+            create_revision: mod_revision,
+            mod_revision,
+            version: 1,
+        }
+    }
+
+    fn set(ips: &[&str]) -> HashSet<IpAddr> {
+        ips.iter().map(|ip| ip.parse().unwrap()).collect()
+    }
+
+    /// Goal: dynamic addresses come from above kube-apiserver's static band, lowest first,
+    /// skipping what the cache's Services hold and records the cache has not seen; a record
+    /// the cache has seen whose Service let the address go is reclaimed on its revision.
+    #[test]
+    fn dynamic_addresses_skip_held_ones_and_reclaim_released_ones() {
+        let allocator = ips("10.0.0.0/24");
+        let claim = allocator.claim(None, &set(&["10.0.0.1"]), 10, &[], "default/a", 0);
+        let claim = claim.unwrap();
+        assert_eq!(
+            claim.ip.to_string(),
+            "10.0.0.17",
+            "above the static band of 16"
+        );
+        assert!(matches!(claim.compare, Compare::Absent { .. }));
+        let held = set(&["10.0.0.1", "10.0.0.17"]);
+        // A record newer than the cache: its Service may not be cached yet.
+        let fresh = [record(&allocator, "10.0.0.18", 11)];
+        let claim = allocator
+            .claim(None, &held, 10, &fresh, "default/b", 0)
+            .unwrap();
+        assert_eq!(claim.ip.to_string(), "10.0.0.19");
+        // The same record once the cache has seen it and no Service holds the address.
+        let claim = allocator
+            .claim(None, &held, 11, &fresh, "default/b", 0)
+            .unwrap();
+        assert_eq!(claim.ip.to_string(), "10.0.0.18");
+        assert!(matches!(
+            claim.compare,
+            Compare::ModRevision { revision: 11, .. }
+        ));
+        // A rotated scan starts inside the upper part and wraps around it (238 addresses).
+        let from = |rotate| {
+            allocator
+                .claim(None, &held, 10, &fresh, "default/c", rotate)
+                .unwrap()
+                .ip
+                .to_string()
+        };
+        assert_eq!(from(5), "10.0.0.22");
+        assert_eq!(from(237), "10.0.0.254");
+        assert_eq!(
+            from(238),
+            "10.0.0.19",
+            "wraps to the start, skipping held ones"
+        );
+    }
+
+    /// Goal: an asked address is claimed only inside the range and when free.
+    #[test]
+    fn an_asked_address_must_be_in_the_range_and_free() {
+        let allocator = ips("10.0.0.0/24");
+        let held = set(&["10.0.0.5"]);
+        let ask = |ip: &str| {
+            allocator
+                .claim(Some(ip.parse().unwrap()), &held, 1, &[], "default/a", 0)
+                .map(|c| c.ip.to_string())
+        };
+        assert_eq!(ask("10.0.0.6"), Ok("10.0.0.6".to_owned()));
+        assert_eq!(
+            ask("10.0.0.3"),
+            Ok("10.0.0.3".to_owned()),
+            "the static band"
+        );
+        assert_eq!(ask("10.0.0.5"), Err(Refused::Allocated));
+        for outside in [
+            "10.0.0.0",
+            "10.0.0.255",
+            "10.0.1.1",
+            "192.168.0.1",
+            "fd00::1",
+        ] {
+            assert_eq!(ask(outside), Err(Refused::NotInRange), "{outside}");
+        }
+    }
+
+    /// Goal: a small range has no static band, and a full range is refused.
+    #[test]
+    fn a_small_range_fills_up() {
+        let allocator = ips("10.0.0.0/29");
+        let mut held = set(&[]);
+        for expected in 1..=6 {
+            let claim = allocator
+                .claim(None, &held, 1, &[], "default/a", 0)
+                .unwrap();
+            assert_eq!(claim.ip.to_string(), format!("10.0.0.{expected}"));
+            held.insert(claim.ip);
+        }
+        assert_eq!(
+            allocator
+                .claim(None, &held, 1, &[], "default/a", 0)
+                .unwrap_err(),
+            Refused::Full
+        );
+    }
+
+    /// Goal: what a Service asks for, and the addresses Services hold.
+    #[test]
+    fn services_ask_and_hold() {
+        let service = |spec: Value| serde_json::json!({"spec": spec});
+        assert_eq!(wanted(&service(serde_json::json!({}))), Wanted::Any);
+        assert_eq!(
+            wanted(&service(serde_json::json!({"clusterIP": ""}))),
+            Wanted::Any
+        );
+        assert_eq!(
+            wanted(&service(serde_json::json!({"clusterIP": "None"}))),
+            Wanted::Nothing
+        );
+        assert_eq!(
+            wanted(&service(
+                serde_json::json!({"type": "ExternalName", "externalName": "x"})
+            )),
+            Wanted::Nothing
+        );
+        assert_eq!(
+            wanted(&service(serde_json::json!({"clusterIP": "10.0.0.9"}))),
+            Wanted::This("10.0.0.9".parse().unwrap())
+        );
+        assert_eq!(
+            wanted(&service(serde_json::json!({"clusterIP": "ten"}))),
+            Wanted::Invalid("ten".to_owned())
+        );
+        let services = [
+            service(serde_json::json!({"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"]})),
+            service(serde_json::json!({"clusterIP": "None"})),
+            service(serde_json::json!({"clusterIP": "10.0.0.30"})),
+        ];
+        assert_eq!(held(services.iter()), set(&["10.0.0.1", "10.0.0.30"]));
+    }
+}
