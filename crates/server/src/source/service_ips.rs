@@ -23,8 +23,11 @@
 //!   whose claim lost a race starts its next scan at a random point of the upper part
 //!   (kube-apiserver picks at random every time), so concurrent creates spread out instead of
 //!   all asking for the same next address.
+//! - An update whose Service still needs an address but omits `clusterIP` or `clusterIPs`
+//!   keeps the ones it had (kube-apiserver's `patchAllocatedValues`: a `kubectl replace` of a
+//!   manifest without them does not drop the address).
 //! - Not done: NodePort allocation, dual-stack Services (one address of the range's family),
-//!   a PUT that omits an allocated address (it is validated as the body says).
+//!   an address for a Service updated from `ExternalName` to a type that needs one.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -62,6 +65,36 @@ pub fn wanted(service: &Value) -> Wanted {
         Some(text) => text
             .parse()
             .map_or_else(|_| Wanted::Invalid(text.to_owned()), Wanted::This),
+    }
+}
+
+/// An update of a Service that needs an address (not `ExternalName`, before and after) keeps
+/// the `clusterIP` and `clusterIPs` it had when the new object leaves them out.
+pub fn keep_allocated(old: &Value, new: &mut Value) {
+    let needs = |service: &Value| {
+        service.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName")
+    };
+    if !needs(old) || !needs(new) {
+        return;
+    }
+    let Some(old_spec) = old.get("spec").and_then(Value::as_object) else {
+        return;
+    };
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let empty = |value: Option<&Value>| match value {
+        None | Some(Value::Null) => true,
+        Some(Value::String(text)) => text.is_empty(),
+        Some(Value::Array(items)) => items.is_empty(),
+        Some(_) => false,
+    };
+    for field in ["clusterIP", "clusterIPs"] {
+        if empty(spec.get(field))
+            && let Some(kept) = old_spec.get(field).filter(|v| !empty(Some(v)))
+        {
+            spec.insert(field.to_owned(), kept.clone());
+        }
     }
 }
 
@@ -397,6 +430,31 @@ mod tests {
                 .claim(None, &held, 1, &[], "default/a", 0)
                 .unwrap_err(),
             Refused::Full
+        );
+    }
+
+    /// Goal: an update that leaves the address out keeps it; one to ExternalName, or one that
+    /// sets an address, is left as it is.
+    #[test]
+    fn updates_keep_the_allocated_address() {
+        let old = serde_json::json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.17",
+            "clusterIPs": ["10.0.0.17"], "ports": [{"port": 80}]}});
+        let mut new = serde_json::json!({"spec": {"type": "ClusterIP", "clusterIP": "",
+            "ports": [{"port": 81}]}});
+        keep_allocated(&old, &mut new);
+        assert_eq!(new["spec"]["clusterIP"], "10.0.0.17");
+        assert_eq!(new["spec"]["clusterIPs"], serde_json::json!(["10.0.0.17"]));
+        assert_eq!(new["spec"]["ports"][0]["port"], 81);
+        let mut external = serde_json::json!({"spec": {"type": "ExternalName",
+            "externalName": "example.com"}});
+        keep_allocated(&old, &mut external);
+        assert!(external["spec"].get("clusterIP").is_none());
+        let mut moved = serde_json::json!({"spec": {"clusterIP": "10.0.0.9"}});
+        keep_allocated(&old, &mut moved);
+        assert_eq!(moved["spec"]["clusterIP"], "10.0.0.9");
+        assert_eq!(
+            moved["spec"]["clusterIPs"],
+            serde_json::json!(["10.0.0.17"])
         );
     }
 

@@ -658,6 +658,12 @@ impl Writer<'_> {
         old: Option<&Value>,
         mut object: Value,
     ) -> Result<Value, ApiError> {
+        if resource.def.group.is_empty()
+            && resource.def.plural == "services"
+            && let Some(old) = old
+        {
+            service_ips::keep_allocated(old, &mut object);
+        }
         if watchkeeper_api::crd::is_crd(&resource.def) {
             let name = object
                 .pointer("/metadata/name")
