@@ -3,14 +3,18 @@
 //!
 //! Columns and cells follow kubectl's printers (`pkg/printers/internalversion/printers.go`)
 //! for the built-in kinds; the server always generates the wide columns too (priority 1), and
-//! kubectl hides them unless `-o wide`. Other kinds get `Name` and `Age`. Rows carry the
+//! kubectl hides them unless `-o wide`. The kinds kube-apiserver serves without a printer
+//! (roles, cluster roles, limit ranges, CustomResourceDefinitions) get its default table
+//! convertor's `Name` and `Created At`, APIServices the kube-aggregator's columns; the kinds
+//! added after the first seventeen are keyed by group and plural, so a custom resource sharing a
+//! built-in plural keeps the default. Other kinds get `Name` and `Age`. Rows carry the
 //! object's metadata as a `PartialObjectMetadata` (`includeObject=Metadata`, the default),
 //! from which kubectl prints the NAMESPACE column of `-A`. The current time is a parameter.
 
 use serde_json::{Map, Value, json};
 
 use crate::resources::{ResourceDef, lookup};
-use crate::time::{human_duration, unix_from_rfc3339};
+use crate::time::{human_duration, rfc3339_from_unix, unix_from_rfc3339};
 
 /// One column: name, type (`string`, `integer`, `date`), format (`name` for the name column),
 /// priority (0 shown by default, 1 only with `-o wide`), description.
@@ -55,6 +59,9 @@ const AGE: Column = column(
 const NONE: &str = "<none>";
 
 fn columns(def: &ResourceDef) -> Vec<Column> {
+    if let Some(columns) = group_columns(def) {
+        return columns;
+    }
     if !def.is_builtin() {
         return vec![NAME, AGE];
     }
@@ -479,6 +486,503 @@ fn columns(def: &ResourceDef) -> Vec<Column> {
     }
 }
 
+// Kinds keyed by group and plural: only the built-in resource of that group gets its printer,
+// not a custom resource of the same plural in another group.
+
+const CONTAINERS: Column = column(
+    "Containers",
+    "string",
+    1,
+    "Names of each container in the template.",
+);
+
+const IMAGES: Column = column(
+    "Images",
+    "string",
+    1,
+    "Images referenced by each container in the template.",
+);
+
+/// kube-apiserver's default table convertor (`rest.NewDefaultTableConvertor`), for the stores
+/// that register no printer (roles, cluster roles, limit ranges, CustomResourceDefinitions):
+/// `Name` and `Created At` (an RFC 3339 timestamp).
+const CREATED_AT: Column = column("Created At", "date", 0, AGE.description);
+
+const JOB_SELECTOR: Column = column(
+    "Selector",
+    "string",
+    1,
+    "A label query over pods that should match the pod count.",
+);
+
+const WEBHOOKS: Column = column(
+    "Webhooks",
+    "integer",
+    0,
+    "Webhooks indicates the number of webhooks registered in this configuration",
+);
+
+/// The columns of the kinds printed by group and plural (see [`group_cells`]).
+#[allow(clippy::too_many_lines)]
+fn group_columns(def: &ResourceDef) -> Option<Vec<Column>> {
+    Some(match (def.group.as_str(), def.plural.as_str()) {
+        ("batch", "jobs") => vec![
+            NAME,
+            column("Status", "string", 0, "Status of the job."),
+            column(
+                "Completions",
+                "string",
+                0,
+                "The number of pods which reached phase Succeeded.",
+            ),
+            column(
+                "Duration",
+                "string",
+                0,
+                "Time required to complete the job.",
+            ),
+            AGE,
+            CONTAINERS,
+            IMAGES,
+            JOB_SELECTOR,
+        ],
+        ("batch", "cronjobs") => vec![
+            NAME,
+            column(
+                "Schedule",
+                "string",
+                0,
+                "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.",
+            ),
+            column(
+                "Timezone",
+                "string",
+                0,
+                "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.",
+            ),
+            column(
+                "Suspend",
+                "boolean",
+                0,
+                "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.",
+            ),
+            column(
+                "Active",
+                "integer",
+                0,
+                "A list of pointers to currently running jobs.",
+            ),
+            column(
+                "Last Schedule",
+                "string",
+                0,
+                "Information when was the last time the job was successfully scheduled.",
+            ),
+            AGE,
+            CONTAINERS,
+            IMAGES,
+            JOB_SELECTOR,
+        ],
+        ("autoscaling", "horizontalpodautoscalers") => vec![
+            NAME,
+            column(
+                "Reference",
+                "string",
+                0,
+                "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.",
+            ),
+            column(
+                "Targets",
+                "string",
+                0,
+                "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).",
+            ),
+            column(
+                "MinPods",
+                "string",
+                0,
+                "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.",
+            ),
+            column(
+                "MaxPods",
+                "string",
+                0,
+                "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up.",
+            ),
+            column(
+                "Replicas",
+                "string",
+                0,
+                "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
+            ),
+            AGE,
+        ],
+        ("policy", "poddisruptionbudgets") => vec![
+            NAME,
+            column(
+                "Min Available",
+                "string",
+                0,
+                "The minimum number of pods that must be available.",
+            ),
+            column(
+                "Max Unavailable",
+                "string",
+                0,
+                "The maximum number of pods that may be unavailable.",
+            ),
+            column(
+                "Allowed Disruptions",
+                "integer",
+                0,
+                "Calculated number of pods that may be disrupted at this time.",
+            ),
+            AGE,
+        ],
+        ("networking.k8s.io", "ingresses") => vec![
+            NAME,
+            column(
+                "Class",
+                "string",
+                0,
+                "The name of the IngressClass resource that should be used for additional configuration",
+            ),
+            column(
+                "Hosts",
+                "string",
+                0,
+                "Hosts that incoming requests are matched against before the ingress rule",
+            ),
+            column(
+                "Address",
+                "string",
+                0,
+                "Address is a list containing ingress points for the load-balancer",
+            ),
+            column(
+                "Ports",
+                "string",
+                0,
+                "Ports of TLS configurations that open",
+            ),
+            AGE,
+        ],
+        ("networking.k8s.io", "ingressclasses") => vec![
+            NAME,
+            column(
+                "Controller",
+                "string",
+                0,
+                "Controller that is responsible for handling this class",
+            ),
+            column(
+                "Parameters",
+                "string",
+                0,
+                "A reference to a resource with additional parameters",
+            ),
+            AGE,
+        ],
+        ("networking.k8s.io", "networkpolicies") => vec![
+            NAME,
+            column(
+                "Pod-Selector",
+                "string",
+                0,
+                "Selects the pods to which this NetworkPolicy object applies.",
+            ),
+            AGE,
+        ],
+        ("", "persistentvolumes") => vec![
+            NAME,
+            column(
+                "Capacity",
+                "string",
+                0,
+                "capacity is the description of the persistent volume's resources and capacity.",
+            ),
+            column(
+                "Access Modes",
+                "string",
+                0,
+                "accessModes contains all ways the volume can be mounted.",
+            ),
+            column(
+                "Reclaim Policy",
+                "string",
+                0,
+                "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
+            ),
+            column(
+                "Status",
+                "string",
+                0,
+                "phase indicates if a volume is available, bound to a claim, or released by a claim.",
+            ),
+            column(
+                "Claim",
+                "string",
+                0,
+                "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
+            ),
+            column("StorageClass", "string", 0, "StorageClass of the pv"),
+            column(
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "VolumeAttributesClass of the pv",
+            ),
+            column(
+                "Reason",
+                "string",
+                0,
+                "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
+            ),
+            AGE,
+            column(
+                "VolumeMode",
+                "string",
+                1,
+                "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
+            ),
+        ],
+        ("", "persistentvolumeclaims") => vec![
+            NAME,
+            column(
+                "Status",
+                "string",
+                0,
+                "phase represents the current phase of PersistentVolumeClaim.",
+            ),
+            column(
+                "Volume",
+                "string",
+                0,
+                "volumeName is the binding reference to the PersistentVolume backing this claim.",
+            ),
+            column(
+                "Capacity",
+                "string",
+                0,
+                "capacity represents the actual resources of the underlying volume.",
+            ),
+            column(
+                "Access Modes",
+                "string",
+                0,
+                "accessModes contains the actual access modes the volume backing the PVC has.",
+            ),
+            column("StorageClass", "string", 0, "StorageClass of the pvc"),
+            column(
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "VolumeAttributesClass of the pvc",
+            ),
+            AGE,
+            column(
+                "VolumeMode",
+                "string",
+                1,
+                "volumeMode defines what type of volume is required by the claim.",
+            ),
+        ],
+        ("storage.k8s.io", "storageclasses") => vec![
+            NAME,
+            column(
+                "Provisioner",
+                "string",
+                0,
+                "provisioner indicates the type of the provisioner.",
+            ),
+            column(
+                "ReclaimPolicy",
+                "string",
+                0,
+                "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class.",
+            ),
+            column(
+                "VolumeBindingMode",
+                "string",
+                0,
+                "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.",
+            ),
+            column(
+                "AllowVolumeExpansion",
+                "string",
+                0,
+                "allowVolumeExpansion shows whether the storage class allow volume expand.",
+            ),
+            AGE,
+        ],
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles")
+        | ("", "limitranges")
+        | ("apiextensions.k8s.io", "customresourcedefinitions") => vec![NAME, CREATED_AT],
+        ("rbac.authorization.k8s.io", "rolebindings") => vec![
+            NAME,
+            column(
+                "Role",
+                "string",
+                0,
+                "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace.",
+            ),
+            AGE,
+            column("Users", "string", 1, "Users in the roleBinding"),
+            column("Groups", "string", 1, "Groups in the roleBinding"),
+            column(
+                "ServiceAccounts",
+                "string",
+                1,
+                "ServiceAccounts in the roleBinding",
+            ),
+        ],
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => vec![
+            NAME,
+            column(
+                "Role",
+                "string",
+                0,
+                "RoleRef can only reference a ClusterRole in the global namespace.",
+            ),
+            AGE,
+            column("Users", "string", 1, "Users in the clusterRoleBinding"),
+            column("Groups", "string", 1, "Groups in the clusterRoleBinding"),
+            column(
+                "ServiceAccounts",
+                "string",
+                1,
+                "ServiceAccounts in the clusterRoleBinding",
+            ),
+        ],
+        ("", "resourcequotas") => vec![
+            NAME,
+            column(
+                "Request",
+                "string",
+                0,
+                "Request represents a minimum amount of cpu/memory that a container may consume.",
+            ),
+            column(
+                "Limit",
+                "string",
+                0,
+                "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+            ),
+            AGE,
+        ],
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            NAME,
+            column(
+                "Value",
+                "integer",
+                0,
+                "value represents the integer value of this priority class.",
+            ),
+            column(
+                "Global-Default",
+                "boolean",
+                0,
+                "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class.",
+            ),
+            AGE,
+            // Priority 0 although only printed wide: kube-apiserver always prints wide.
+            column(
+                "PreemptionPolicy",
+                "string",
+                0,
+                "preemptionPolicy is the Policy for preempting pods with lower priority.",
+            ),
+        ],
+        ("", "replicationcontrollers") => vec![
+            NAME,
+            column(
+                "Desired",
+                "integer",
+                0,
+                "Replicas is the number of desired replicas.",
+            ),
+            column(
+                "Current",
+                "integer",
+                0,
+                "Replicas is the most recently observed number of replicas.",
+            ),
+            column(
+                "Ready",
+                "integer",
+                0,
+                "The number of ready replicas for this replication controller.",
+            ),
+            AGE,
+            CONTAINERS,
+            IMAGES,
+            column(
+                "Selector",
+                "string",
+                1,
+                "Selector is a label query over pods that should match the Replicas count.",
+            ),
+        ],
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
+        ) => vec![NAME, WEBHOOKS, AGE],
+        ("apiregistration.k8s.io", "apiservices") => vec![
+            NAME,
+            column(
+                "Service",
+                "string",
+                0,
+                "The reference to the service that hosts this API endpoint.",
+            ),
+            column(
+                "Available",
+                "string",
+                0,
+                "Whether this service is available.",
+            ),
+            AGE,
+        ],
+        ("certificates.k8s.io", "certificatesigningrequests") => vec![
+            NAME,
+            AGE,
+            column(
+                "SignerName",
+                "string",
+                0,
+                "Requested signer for the request.",
+            ),
+            column("Requestor", "string", 0, "Base64-encoded PKCS#10 CSR data"),
+            column(
+                "RequestedDuration",
+                "string",
+                0,
+                "expirationSeconds is the requested duration of validity of the issued certificate.",
+            ),
+            column(
+                "Condition",
+                "string",
+                0,
+                "Conditions applied to the request, such as approval or denial.",
+            ),
+        ],
+        ("apps", "controllerrevisions") => vec![
+            NAME,
+            column("Controller", "string", 0, "Controller of the object"),
+            column(
+                "Revision",
+                "string",
+                0,
+                "Revision indicates the revision of the state represented by Data.",
+            ),
+            AGE,
+        ],
+        // kube's description is `ObjectMeta{}.SwaggerDoc()["handler"]`, which does not exist.
+        ("node.k8s.io", "runtimeclasses") => vec![NAME, column("Handler", "string", 0, ""), AGE],
+        _ => return None,
+    })
+}
+
 fn text<'a>(object: &'a Value, path: &str) -> &'a str {
     lookup(object, path).and_then(Value::as_str).unwrap_or("")
 }
@@ -565,6 +1069,9 @@ fn map_selector_string(selector: Option<&Value>) -> String {
 /// The cells of one row, in column order.
 #[allow(clippy::too_many_lines)]
 fn cells(def: &ResourceDef, object: &Value, now: i64) -> Vec<Value> {
+    if let Some(cells) = group_cells(def, object, now) {
+        return cells;
+    }
     let name = Value::String(text(object, "metadata.name").to_owned());
     let created = Value::String(age(text(object, "metadata.creationTimestamp"), now));
     if !def.is_builtin() {
@@ -1045,6 +1552,616 @@ fn event_cells(object: &Value, name: Value, now: i64) -> Vec<Value> {
         json!(count),
         name,
     ]
+}
+
+/// The cells of the kinds printed by group and plural, in [`group_columns`] order.
+fn group_cells(def: &ResourceDef, object: &Value, now: i64) -> Option<Vec<Value>> {
+    let name = || Value::String(text(object, "metadata.name").to_owned());
+    let created = || Value::String(age(text(object, "metadata.creationTimestamp"), now));
+    Some(match (def.group.as_str(), def.plural.as_str()) {
+        ("batch", "jobs") => job_cells(object, name(), created(), now),
+        ("batch", "cronjobs") => {
+            let last_schedule = match lookup(object, "status.lastScheduleTime") {
+                Some(Value::String(t)) => age(t, now),
+                _ => NONE.to_owned(),
+            };
+            let (containers, images) = names_and_images(array(
+                object,
+                "spec.jobTemplate.spec.template.spec.containers",
+            ));
+            vec![
+                name(),
+                json!(text(object, "spec.schedule")),
+                json!(optional_text(object, "spec.timeZone").unwrap_or(NONE)),
+                json!(bool_pointer(lookup(object, "spec.suspend"))),
+                json!(array(object, "status.active").len()),
+                json!(last_schedule),
+                created(),
+                json!(containers),
+                json!(images),
+                json!(selector_string(lookup(
+                    object,
+                    "spec.jobTemplate.spec.selector"
+                ))),
+            ]
+        }
+        ("autoscaling", "horizontalpodautoscalers") => {
+            let reference = format!(
+                "{}/{}",
+                text(object, "spec.scaleTargetRef.kind"),
+                text(object, "spec.scaleTargetRef.name")
+            );
+            let min_pods = lookup(object, "spec.minReplicas")
+                .and_then(Value::as_i64)
+                .map_or("<unset>".to_owned(), |n| n.to_string());
+            vec![
+                name(),
+                json!(reference),
+                json!(hpa_targets(object)),
+                json!(min_pods),
+                json!(int(object, "spec.maxReplicas")),
+                json!(int(object, "status.currentReplicas")),
+                created(),
+            ]
+        }
+        ("policy", "poddisruptionbudgets") => vec![
+            name(),
+            json!(int_or_string(lookup(object, "spec.minAvailable")).unwrap_or("N/A".into())),
+            json!(int_or_string(lookup(object, "spec.maxUnavailable")).unwrap_or("N/A".into())),
+            json!(int(object, "status.disruptionsAllowed")),
+            created(),
+        ],
+        ("networking.k8s.io", "ingresses") => {
+            let ports = if array(object, "spec.tls").is_empty() {
+                "80"
+            } else {
+                "80, 443"
+            };
+            vec![
+                name(),
+                json!(optional_text(object, "spec.ingressClassName").unwrap_or(NONE)),
+                json!(ingress_hosts(array(object, "spec.rules"))),
+                json!(load_balancer_addresses(array(
+                    object,
+                    "status.loadBalancer.ingress"
+                ))),
+                json!(ports),
+                created(),
+            ]
+        }
+        ("networking.k8s.io", "ingressclasses") => {
+            let parameters = match lookup(object, "spec.parameters").filter(|p| p.is_object()) {
+                Some(p) => {
+                    let mut parameters = text(p, "kind").to_owned();
+                    if let Some(group) = optional_text(p, "apiGroup") {
+                        parameters.push('.');
+                        parameters.push_str(group);
+                    }
+                    format!("{parameters}/{}", text(p, "name"))
+                }
+                None => NONE.to_owned(),
+            };
+            vec![
+                name(),
+                json!(text(object, "spec.controller")),
+                json!(parameters),
+                created(),
+            ]
+        }
+        ("networking.k8s.io", "networkpolicies") => vec![
+            name(),
+            json!(selector_string(Some(
+                lookup(object, "spec.podSelector").unwrap_or(&Value::Null)
+            ))),
+            created(),
+        ],
+        ("", "persistentvolumes") => {
+            let claim = match lookup(object, "spec.claimRef").filter(|c| c.is_object()) {
+                Some(c) => format!("{}/{}", text(c, "namespace"), text(c, "name")),
+                None => String::new(),
+            };
+            let class = annotation(object, "volume.beta.kubernetes.io/storage-class")
+                .unwrap_or_else(|| text(object, "spec.storageClassName"));
+            vec![
+                name(),
+                json!(quantity(lookup(object, "spec.capacity.storage"))),
+                json!(access_modes(array(object, "spec.accessModes"))),
+                json!(text(object, "spec.persistentVolumeReclaimPolicy")),
+                json!(volume_phase(object)),
+                json!(claim),
+                json!(class),
+                json!(optional_text(object, "spec.volumeAttributesClassName").unwrap_or("<unset>")),
+                json!(text(object, "status.reason")),
+                created(),
+                json!(optional_text(object, "spec.volumeMode").unwrap_or("<unset>")),
+            ]
+        }
+        ("", "persistentvolumeclaims") => {
+            let volume = text(object, "spec.volumeName");
+            let (capacity, modes) = if volume.is_empty() {
+                (String::new(), String::new())
+            } else {
+                (
+                    quantity(lookup(object, "status.capacity.storage")),
+                    access_modes(array(object, "status.accessModes")),
+                )
+            };
+            let class = annotation(object, "volume.beta.kubernetes.io/storage-class")
+                .or_else(|| optional_text(object, "spec.storageClassName"))
+                .unwrap_or("");
+            vec![
+                name(),
+                json!(volume_phase(object)),
+                json!(volume),
+                json!(capacity),
+                json!(modes),
+                json!(class),
+                json!(optional_text(object, "spec.volumeAttributesClassName").unwrap_or("<unset>")),
+                created(),
+                json!(optional_text(object, "spec.volumeMode").unwrap_or("<unset>")),
+            ]
+        }
+        ("storage.k8s.io", "storageclasses") => {
+            let default = [
+                "storageclass.kubernetes.io/is-default-class",
+                "storageclass.beta.kubernetes.io/is-default-class",
+            ]
+            .iter()
+            .any(|key| annotation(object, key) == Some("true"));
+            let mut name = text(object, "metadata.name").to_owned();
+            if default {
+                name.push_str(" (default)");
+            }
+            vec![
+                json!(name),
+                json!(text(object, "provisioner")),
+                json!(optional_text(object, "reclaimPolicy").unwrap_or("Delete")),
+                json!(optional_text(object, "volumeBindingMode").unwrap_or("Immediate")),
+                json!(
+                    lookup(object, "allowVolumeExpansion")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                ),
+                created(),
+            ]
+        }
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles")
+        | ("", "limitranges")
+        | ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            let created_at = unix_from_rfc3339(text(object, "metadata.creationTimestamp"))
+                .map_or_else(|| GO_ZERO_TIME.to_owned(), rfc3339_from_unix);
+            vec![name(), json!(created_at)]
+        }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            let role = format!(
+                "{}/{}",
+                text(object, "roleRef.kind"),
+                text(object, "roleRef.name")
+            );
+            let (mut users, mut groups, mut service_accounts) = (vec![], vec![], vec![]);
+            for subject in array(object, "subjects") {
+                match text(subject, "kind") {
+                    "ServiceAccount" => service_accounts.push(format!(
+                        "{}/{}",
+                        text(subject, "namespace"),
+                        text(subject, "name")
+                    )),
+                    "User" => users.push(text(subject, "name").to_owned()),
+                    "Group" => groups.push(text(subject, "name").to_owned()),
+                    _ => {}
+                }
+            }
+            vec![
+                name(),
+                json!(role),
+                created(),
+                json!(users.join(", ")),
+                json!(groups.join(", ")),
+                json!(service_accounts.join(", ")),
+            ]
+        }
+        ("", "resourcequotas") => {
+            let (mut requests, mut limits) = (Vec::new(), Vec::new());
+            if let Some(hard) = lookup(object, "status.hard").and_then(Value::as_object) {
+                // A JSON object's keys come sorted, as kube sorts the resource names.
+                for (resource, hard) in hard {
+                    let used =
+                        quantity(lookup(object, "status.used").and_then(|u| u.get(resource)));
+                    let entry = format!("{resource}: {used}/{}", quantity(Some(hard)));
+                    let mut pieces = resource.split('.');
+                    if pieces.next() == Some("limits") && pieces.next().is_some() {
+                        limits.push(entry);
+                    } else {
+                        requests.push(entry);
+                    }
+                }
+            }
+            vec![
+                name(),
+                json!(requests.join(", ")),
+                json!(limits.join(", ")),
+                created(),
+            ]
+        }
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            name(),
+            json!(int(object, "value")),
+            json!(
+                lookup(object, "globalDefault")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            ),
+            created(),
+            json!(text(object, "preemptionPolicy")),
+        ],
+        ("", "replicationcontrollers") => {
+            let (containers, images) =
+                names_and_images(array(object, "spec.template.spec.containers"));
+            let desired = lookup(object, "spec.replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            vec![
+                name(),
+                json!(desired),
+                json!(int(object, "status.replicas")),
+                json!(int(object, "status.readyReplicas")),
+                created(),
+                json!(containers),
+                json!(images),
+                json!(map_selector_string(lookup(object, "spec.selector"))),
+            ]
+        }
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations" | "mutatingwebhookconfigurations",
+        ) => vec![name(), json!(array(object, "webhooks").len()), created()],
+        ("apiregistration.k8s.io", "apiservices") => {
+            let service = match lookup(object, "spec.service").filter(|s| s.is_object()) {
+                Some(s) => format!("{}/{}", text(s, "namespace"), text(s, "name")),
+                None => "Local".to_owned(),
+            };
+            let available = match array(object, "status.conditions")
+                .iter()
+                .find(|c| text(c, "type") == "Available")
+            {
+                Some(c) if text(c, "status") == "True" => "True".to_owned(),
+                Some(c) if !text(c, "reason").is_empty() => {
+                    format!("{} ({})", text(c, "status"), text(c, "reason"))
+                }
+                Some(c) => text(c, "status").to_owned(),
+                None => "Unknown".to_owned(),
+            };
+            vec![name(), json!(service), json!(available), created()]
+        }
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            let requested = lookup(object, "spec.expirationSeconds")
+                .and_then(Value::as_i64)
+                .map_or(NONE.to_owned(), human_duration);
+            vec![
+                name(),
+                created(),
+                json!(or_none(text(object, "spec.signerName"))),
+                json!(text(object, "spec.username")),
+                json!(requested),
+                json!(csr_condition(object)),
+            ]
+        }
+        ("apps", "controllerrevisions") => vec![
+            name(),
+            json!(controller_name(object)),
+            json!(int(object, "revision")),
+            created(),
+        ],
+        ("node.k8s.io", "runtimeclasses") => {
+            vec![name(), json!(text(object, "handler")), created()]
+        }
+        _ => return None,
+    })
+}
+
+/// Go's zero `time.Time` in RFC 3339, what the default table convertor prints for an object
+/// without `creationTimestamp`.
+const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// A string field that is present (`Some("")` for an empty string), as Go's `*string`.
+fn optional_text<'a>(object: &'a Value, path: &str) -> Option<&'a str> {
+    lookup(object, path).and_then(Value::as_str)
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// kubectl's `printBoolPtr`.
+fn bool_pointer(value: Option<&Value>) -> &'static str {
+    match value.and_then(Value::as_bool) {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "<unset>",
+    }
+}
+
+/// An `IntOrString`'s `String()`; `None` when absent.
+fn int_or_string(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// A `resource.Quantity` field's `String()`: the zero quantity `0` when absent. Quantities are
+/// printed as stored (kube-apiserver prints their canonical form, which is how it stores them).
+fn quantity(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "0".to_owned(),
+    }
+}
+
+/// A `*resource.Quantity`'s `String()`: `<nil>` when absent.
+fn quantity_pointer(value: Option<&Value>) -> String {
+    match value {
+        Some(v) if !v.is_null() => quantity(Some(v)),
+        _ => "<nil>".to_owned(),
+    }
+}
+
+/// kube's `helper.GetAccessModesAsString`.
+fn access_modes(modes: &[Value]) -> String {
+    let has = |mode: &str| modes.iter().any(|m| m.as_str() == Some(mode));
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .iter()
+    .filter(|(mode, _)| has(mode))
+    .map(|(_, short)| *short)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+/// A volume's or claim's phase, `Terminating` once it is being deleted.
+fn volume_phase(object: &Value) -> &str {
+    if lookup(object, "metadata.deletionTimestamp").is_some_and(|v| !v.is_null()) {
+        "Terminating"
+    } else {
+        text(object, "status.phase")
+    }
+}
+
+/// kube's `hasJobCondition`: the first condition of the type decides.
+fn has_job_condition(object: &Value, kind: &str) -> bool {
+    array(object, "status.conditions")
+        .iter()
+        .find(|c| text(c, "type") == kind)
+        .is_some_and(|c| text(c, "status") == "True")
+}
+
+fn job_cells(object: &Value, name: Value, created: Value, now: i64) -> Vec<Value> {
+    let succeeded = int(object, "status.succeeded");
+    let completions = match lookup(object, "spec.completions").and_then(Value::as_i64) {
+        Some(completions) => format!("{succeeded}/{completions}"),
+        None => match int(object, "spec.parallelism") {
+            parallelism if parallelism > 1 => format!("{succeeded}/1 of {parallelism}"),
+            _ => format!("{succeeded}/1"),
+        },
+    };
+    let time = |path: &str| {
+        lookup(object, path)
+            .and_then(Value::as_str)
+            .and_then(unix_from_rfc3339)
+    };
+    let duration = match (time("status.startTime"), time("status.completionTime")) {
+        (None, _) => String::new(),
+        (Some(start), None) => human_duration(now - start),
+        (Some(start), Some(end)) => human_duration(end - start),
+    };
+    let status = if has_job_condition(object, "Complete") {
+        "Complete"
+    } else if has_job_condition(object, "Failed") {
+        "Failed"
+    } else if lookup(object, "metadata.deletionTimestamp").is_some_and(|v| !v.is_null()) {
+        "Terminating"
+    } else if has_job_condition(object, "Suspended") {
+        "Suspended"
+    } else if has_job_condition(object, "FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    };
+    let (containers, images) = names_and_images(array(object, "spec.template.spec.containers"));
+    vec![
+        name,
+        json!(status),
+        json!(completions),
+        json!(duration),
+        created,
+        json!(containers),
+        json!(images),
+        json!(selector_string(lookup(object, "spec.selector"))),
+    ]
+}
+
+/// kube's `formatHPAMetrics` for `autoscaling/v2` metrics: the first two, then `+ N more...`.
+fn hpa_targets(object: &Value) -> String {
+    const MAX: usize = 2;
+    let specs = array(object, "spec.metrics");
+    if specs.is_empty() {
+        return NONE.to_owned();
+    }
+    let statuses = array(object, "status.currentMetrics");
+    let list: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let status = |key: &str| {
+                statuses
+                    .get(i)
+                    .and_then(|s| s.get(key))
+                    .filter(|s| !s.is_null())
+            };
+            match text(spec, "type") {
+                kind @ ("External" | "Object") => {
+                    let key = if kind == "External" {
+                        "external"
+                    } else {
+                        "object"
+                    };
+                    let target = lookup(spec, key).and_then(|s| s.get("target"));
+                    let target = target.unwrap_or(&Value::Null);
+                    match target.get("averageValue").filter(|v| !v.is_null()) {
+                        Some(average) => {
+                            let current = status(key)
+                                .and_then(|s| lookup(s, "current.averageValue"))
+                                .filter(|v| !v.is_null())
+                                .map_or("<unknown>".to_owned(), |v| quantity(Some(v)));
+                            format!("{current}/{} (avg)", quantity(Some(average)))
+                        }
+                        None => {
+                            let current = status(key).map_or("<unknown>".to_owned(), |s| {
+                                quantity_pointer(lookup(s, "current.value"))
+                            });
+                            format!("{current}/{}", quantity_pointer(target.get("value")))
+                        }
+                    }
+                }
+                "Pods" => {
+                    let current = status("pods").map_or("<unknown>".to_owned(), |s| {
+                        quantity_pointer(lookup(s, "current.averageValue"))
+                    });
+                    format!(
+                        "{current}/{}",
+                        quantity_pointer(lookup(spec, "pods.target.averageValue"))
+                    )
+                }
+                kind @ ("Resource" | "ContainerResource") => {
+                    let key = if kind == "Resource" {
+                        "resource"
+                    } else {
+                        "containerResource"
+                    };
+                    let source = spec.get(key).unwrap_or(&Value::Null);
+                    let resource = text(source, "name");
+                    match lookup(source, "target.averageValue").filter(|v| !v.is_null()) {
+                        Some(average) => {
+                            let current = status(key).map_or("<unknown>".to_owned(), |s| {
+                                quantity_pointer(lookup(s, "current.averageValue"))
+                            });
+                            format!("{resource}: {current}/{}", quantity(Some(average)))
+                        }
+                        None => {
+                            let percent = |v: Option<&Value>| {
+                                v.and_then(Value::as_i64).map(|n| format!("{n}%"))
+                            };
+                            let current = status(key)
+                                .and_then(|s| percent(lookup(s, "current.averageUtilization")))
+                                .unwrap_or_else(|| "<unknown>".to_owned());
+                            let target = percent(lookup(source, "target.averageUtilization"))
+                                .unwrap_or_else(|| "<auto>".to_owned());
+                            format!("{resource}: {current}/{target}")
+                        }
+                    }
+                }
+                _ => "<unknown type>".to_owned(),
+            }
+        })
+        .collect();
+    if list.len() > MAX {
+        format!("{} + {} more...", list[..MAX].join(", "), list.len() - MAX)
+    } else {
+        list.join(", ")
+    }
+}
+
+/// kube's `formatHosts`: the first three hosts, `*` when no rule names one.
+fn ingress_hosts(rules: &[Value]) -> String {
+    const MAX: usize = 3;
+    let mut list: Vec<&str> = Vec::new();
+    let mut more = false;
+    for rule in rules {
+        if list.len() == MAX {
+            more = true;
+        }
+        let host = text(rule, "host");
+        if !more && !host.is_empty() {
+            list.push(host);
+        }
+    }
+    if list.is_empty() {
+        return "*".to_owned();
+    }
+    let hosts = list.join(",");
+    if more {
+        format!("{hosts} + {} more...", rules.len() - MAX)
+    } else {
+        hosts
+    }
+}
+
+/// kube's `ingressLoadBalancerStatusStringer` as kube-apiserver calls it (wide, so unclipped):
+/// the distinct IPs or else hostnames, sorted.
+fn load_balancer_addresses(ingress: &[Value]) -> String {
+    let addresses: std::collections::BTreeSet<&str> = ingress
+        .iter()
+        .filter_map(|i| match (text(i, "ip"), text(i, "hostname")) {
+            ("", "") => None,
+            ("", hostname) => Some(hostname),
+            (ip, _) => Some(ip),
+        })
+        .collect();
+    addresses.into_iter().collect::<Vec<_>>().join(",")
+}
+
+/// kube's `extractCSRStatus`.
+fn csr_condition(object: &Value) -> String {
+    let conditions = array(object, "status.conditions");
+    let has = |kind: &str| conditions.iter().any(|c| text(c, "type") == kind);
+    let mut status = if has("Denied") {
+        "Denied"
+    } else if has("Approved") {
+        "Approved"
+    } else {
+        "Pending"
+    }
+    .to_owned();
+    if has("Failed") {
+        status.push_str(",Failed");
+    }
+    if !text(object, "status.certificate").is_empty() {
+        status.push_str(",Issued");
+    }
+    status
+}
+
+/// The controller owner of a ControllerRevision as `kind.group/name` in lower case (kube's
+/// `formatResourceName`), `<none>` without one.
+fn controller_name(object: &Value) -> String {
+    let Some(owner) = array(object, "metadata.ownerReferences")
+        .iter()
+        .find(|o| lookup(o, "controller").and_then(Value::as_bool) == Some(true))
+    else {
+        return NONE.to_owned();
+    };
+    let api_version = text(owner, "apiVersion");
+    let group = match api_version.split_once('/') {
+        Some((group, _)) => group,
+        None => "",
+    };
+    let kind = text(owner, "kind");
+    let name = text(owner, "name");
+    match (group, kind) {
+        ("", "") => name.to_owned(),
+        ("", kind) => format!("{}/{name}", kind.to_lowercase()),
+        (group, kind) => format!("{}.{}/{name}", kind.to_lowercase(), group.to_lowercase()),
+    }
 }
 
 /// The object's metadata as `meta.k8s.io/v1` `PartialObjectMetadata`.
