@@ -324,7 +324,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 counters.clone(),
                 status.clone(),
             )
-            .with_service_ips(config.service_cluster_ip_range)
+            .with_service_ips(
+                config.service_cluster_ip_range,
+                config.service_node_port_range,
+            )
             .with_history_rebuild(
                 config
                     .rebuild_history

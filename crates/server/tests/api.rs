@@ -2767,3 +2767,64 @@ async fn sibling_servers_never_share_a_cluster_ip() {
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// Goal: each port of a NodePort Service gets a node port of `--service-node-port-range`, as
+/// kube-apiserver allocates them; an asked one that is held or outside the range is refused
+/// with kube-apiserver's 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_port_services_get_node_ports_from_the_range() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let (code, web) = create_service(
+        addr,
+        "web",
+        json!({"type": "NodePort", "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{web}");
+    assert_eq!(web["spec"]["ports"][0]["nodePort"], 30086, "{web}");
+    assert_eq!(web["spec"]["ports"][1]["nodePort"], 30087, "{web}");
+    assert_eq!(cluster_ip(&web), "10.0.0.17");
+    let (code, asked) = create_service(
+        addr,
+        "asked",
+        json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+    )
+    .await;
+    assert_eq!(
+        (code, &asked["spec"]["ports"][0]["nodePort"]),
+        (201, &json!(30080))
+    );
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"type": "NodePort", "ports": [{"port": 81}, {"port": 80, "nodePort": 30080}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    assert_eq!(
+        taken["message"],
+        "Service \"taken\" is invalid: spec.ports[1].nodePort: Invalid value: 30080: provided port is already allocated"
+    );
+    let (code, outside) = create_service(
+        addr,
+        "outside",
+        json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 8080}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{outside}");
+    assert!(
+        outside["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("spec.ports[0].nodePort: Invalid value: 8080: provided port is not in the valid range. The range of valid ports is 30000-32767"),
+        "{outside}"
+    );
+    // A ClusterIP Service gets no node port.
+    let (_, plain) = create_service(addr, "plain", json!({"ports": [{"port": 80}]})).await;
+    assert!(
+        plain["spec"]["ports"][0].get("nodePort").is_none(),
+        "{plain}"
+    );
+    server.shutdown().await;
+}

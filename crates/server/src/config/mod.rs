@@ -268,6 +268,10 @@ pub struct ServeArgs {
     /// at start gets the first address of this CIDR as its ClusterIP [default: 10.0.0.0/24].
     #[arg(long)]
     pub service_cluster_ip_range: Option<String>,
+    /// kube-apiserver's `--service-node-port-range`: the ports a NodePort or LoadBalancer
+    /// Service's node ports are allocated from, `FIRST-LAST` [default: 30000-32767].
+    #[arg(long)]
+    pub service_node_port_range: Option<String>,
     /// PEM private key (RSA, or ECDSA P-256; PKCS#1 or PKCS#8) that signs service account
     /// tokens, as kube-apiserver's flag [default: none: a P-256 key generated at start, so
     /// tokens do not survive a restart and are not shared between instances].
@@ -371,6 +375,7 @@ impl ServeArgs {
             shutdown_grace_period_ms,
             rebuild_history,
             service_cluster_ip_range,
+            service_node_port_range,
             service_account_signing_key_file,
             service_account_issuer,
             service_account_key_file,
@@ -440,6 +445,8 @@ pub struct ServeConfig {
     /// `--service-cluster-ip-range`: the ClusterIP of the `default/kubernetes` Service is its
     /// first address.
     pub service_cluster_ip_range: IpRange,
+    /// `--service-node-port-range`: the first and last node port allocated to Services.
+    pub service_node_port_range: (u16, u16),
     /// Service account tokens (`--service-account-*`, `--api-audiences`).
     pub service_accounts: ServiceAccountConfig,
 }
@@ -555,6 +562,8 @@ pub mod defaults {
     pub const REBUILD_HISTORY: bool = true;
     /// `--service-cluster-ip-range` (kube-apiserver's default).
     pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+    /// `--service-node-port-range` (kube-apiserver's).
+    pub const SERVICE_NODE_PORT_RANGE: &str = "30000-32767";
     /// `--service-account-issuer` (the issuer kubeadm and kind configure).
     pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
     /// `--service-account-max-token-expiration-seconds` (no cap).
@@ -625,6 +634,26 @@ impl std::fmt::Display for IpRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.network, self.prefix)
     }
+}
+
+/// Parses `FIRST-LAST` (or one port) as kube-apiserver's `--service-node-port-range` takes it.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn parse_port_range(text: &str) -> Result<(u16, u16), String> {
+    let (first, last) = text.split_once('-').unwrap_or((text, text));
+    let port = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("{text:?}: not a port range FIRST-LAST of ports 1 to 65535"))
+    };
+    let (first, last) = (port(first)?, port(last)?);
+    if first > last {
+        return Err(format!("{text:?}: the first port is above the last"));
+    }
+    Ok((first, last))
 }
 
 /// The reflector's tunables (`--reflector-*`).
@@ -744,6 +773,10 @@ impl UpstreamConfig {
             (
                 args.service_cluster_ip_range.is_some(),
                 "--service-cluster-ip-range",
+            ),
+            (
+                args.service_node_port_range.is_some(),
+                "--service-node-port-range",
             ),
             (
                 args.service_account_signing_key_file.is_some(),
@@ -913,6 +946,17 @@ impl ServeConfig {
                 format!("--service-cluster-ip-range {e}"),
             )
         })?;
+        let service_node_port_range = parse_port_range(
+            args.service_node_port_range
+                .as_deref()
+                .unwrap_or(defaults::SERVICE_NODE_PORT_RANGE),
+        )
+        .map_err(|e| {
+            ConfigError::flag(
+                "--service-node-port-range",
+                format!("--service-node-port-range {e}"),
+            )
+        })?;
         let watch_chunk_items = args
             .watch_chunk_items
             .unwrap_or(defaults::WATCH_CHUNK_ITEMS);
@@ -1052,6 +1096,7 @@ impl ServeConfig {
             shutdown_grace: Duration::from_millis(shutdown_grace_ms),
             rebuild_history: args.rebuild_history.unwrap_or(defaults::REBUILD_HISTORY),
             service_cluster_ip_range,
+            service_node_port_range,
             service_accounts,
         })
     }
@@ -1211,6 +1256,13 @@ mod tests {
                 config.service_cluster_ip_range.to_string(),
             ),
             (
+                "service-node-port-range",
+                format!(
+                    "{}-{}",
+                    config.service_node_port_range.0, config.service_node_port_range.1
+                ),
+            ),
+            (
                 "service-account-issuer",
                 config.service_accounts.issuers[0].clone(),
             ),
@@ -1327,6 +1379,26 @@ mod tests {
             error
                 .to_string()
                 .contains("--service-account-signing-key-file"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn service_node_port_range_is_first_dash_last() {
+        assert_eq!(parse_port_range("30000-32767"), Ok((30000, 32767)));
+        assert_eq!(parse_port_range("30100"), Ok((30100, 30100)));
+        for bad in ["", "0-10", "10-5", "30000-70000", "a-b", "30000-"] {
+            assert!(parse_port_range(bad).is_err(), "{bad}");
+        }
+        let config = ServeConfig::from_args(ServeArgs::default()).unwrap();
+        assert_eq!(config.service_node_port_range, (30000, 32767));
+        let error = ServeConfig::from_args(ServeArgs {
+            service_node_port_range: Some("9-1".to_owned()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("--service-node-port-range"),
             "{error}"
         );
     }

@@ -1,4 +1,5 @@
-//! ClusterIP allocation for Services, as kube-apiserver's Service registry does it on create.
+//! ClusterIP and node port allocation for Services, as kube-apiserver's Service registry does
+//! it on create.
 //!
 //! ## Guarantees
 //! - A Service created without `spec.clusterIP` (not headless `None`, not `ExternalName`) gets
@@ -26,8 +27,14 @@
 //! - An update whose Service still needs an address but omits `clusterIP` or `clusterIPs`
 //!   keeps the ones it had (kube-apiserver's `patchAllocatedValues`: a `kubectl replace` of a
 //!   manifest without them does not drop the address).
-//! - Not done: NodePort allocation, dual-stack Services (one address of the range's family),
-//!   an address for a Service updated from `ExternalName` to a type that needs one.
+//! - **Node ports** the same way, from `--service-node-port-range` (records
+//!   `<prefix>/ranges/servicenodeports/<port>`): one per port of a `NodePort` Service, or of a
+//!   `LoadBalancer` one unless `allocateLoadBalancerNodePorts` is false; kube-apiserver's band
+//!   of `min(max(16, size / 32), 128)` ports is kept for asked ones (86 of 30000-32767); an
+//!   asked port out of the range or held is 422 (`spec.ports[i].nodePort: Invalid value: P:
+//!   provided port is already allocated`), a full range 500.
+//! - Not done: dual-stack Services (one address of the range's family), health check node
+//!   ports, addresses or ports for a Service updated to a type that needs them.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -158,10 +165,6 @@ impl ServiceIps {
         Bytes::from(self.records.clone())
     }
 
-    fn key(&self, ip: IpAddr) -> Bytes {
-        Bytes::from(format!("{}{ip}", self.records))
-    }
-
     /// Addresses in the range (network and, for IPv4, broadcast included).
     fn size(&self) -> u128 {
         let bits = match self.range.network {
@@ -229,16 +232,66 @@ impl ServiceIps {
         owner: &str,
         rotate: u128,
     ) -> Result<Claim, Refused> {
-        let records: HashMap<&[u8], &KeyValue> =
-            records.iter().map(|kv| (kv.key.as_ref(), kv)).collect();
-        let free = |ip: IpAddr| -> Option<Compare> {
-            if cached.contains(&ip) {
+        let asked = match asked {
+            Some(ip) => Some(self.offset(ip).ok_or(Refused::NotInRange)?),
+            None => None,
+        };
+        let held: HashSet<u128> = cached.iter().filter_map(|ip| self.offset(*ip)).collect();
+        let space = Space {
+            first: 1,
+            last: self.last(),
+            band: self.static_band(),
+            records: &self.records,
+        };
+        let (n, compare, put) =
+            space.claim(asked, &held, seen, &index(records), owner, rotate, |n| {
+                self.nth(n).to_string()
+            })?;
+        Ok(Claim {
+            ip: self.nth(n),
+            compare,
+            put,
+        })
+    }
+}
+
+/// Records by key.
+fn index(records: &[KeyValue]) -> HashMap<&[u8], &KeyValue> {
+    records.iter().map(|kv| (kv.key.as_ref(), kv)).collect()
+}
+
+/// Numbered slots `first..=last` (the offsets of a range's usable addresses, or port numbers)
+/// whose first `band` are kept for slots clients ask for, with their records under `records`.
+struct Space<'a> {
+    first: u128,
+    last: u128,
+    band: u128,
+    records: &'a str,
+}
+
+impl Space<'_> {
+    /// `asked` (a slot of the space), or the first free slot from `first + band` (rotated by
+    /// `rotate`, wrapping), then from `first`: its record's compare and put.
+    #[allow(clippy::too_many_arguments)]
+    fn claim(
+        &self,
+        asked: Option<u128>,
+        held: &HashSet<u128>,
+        seen: u64,
+        records: &HashMap<&[u8], &KeyValue>,
+        owner: &str,
+        rotate: u128,
+        name: impl Fn(u128) -> String,
+    ) -> Result<(u128, Compare, TxnOp), Refused> {
+        let key = |n: u128| Bytes::from(format!("{}{}", self.records, name(n)));
+        let free = |n: u128| -> Option<Compare> {
+            if held.contains(&n) {
                 return None;
             }
-            let key = self.key(ip);
+            let key = key(n);
             match records.get(key.as_ref()) {
                 None => Some(Compare::Absent { key }),
-                // A record the cache has seen whose Service no longer holds the address.
+                // A record the cache has seen whose Service no longer holds the slot.
                 Some(kv) if kv.mod_revision <= seen => Some(Compare::ModRevision {
                     key,
                     revision: kv.mod_revision,
@@ -246,43 +299,207 @@ impl ServiceIps {
                 Some(_) => None,
             }
         };
-        let claim = |ip: IpAddr, compare: Compare| Claim {
-            ip,
-            compare,
-            put: TxnOp::Put {
-                key: self.key(ip),
+        let claim = |n: u128, compare: Compare| {
+            let put = TxnOp::Put {
+                key: key(n),
                 value: Bytes::from(owner.to_owned()),
-            },
+            };
+            (n, compare, put)
         };
-        if let Some(ip) = asked {
-            if self.offset(ip).is_none() {
+        if let Some(n) = asked {
+            if n < self.first || n > self.last {
                 return Err(Refused::NotInRange);
             }
-            return free(ip)
-                .map(|compare| claim(ip, compare))
+            return free(n)
+                .map(|compare| claim(n, compare))
                 .ok_or(Refused::Allocated);
         }
-        let band = self.static_band();
-        let last = self.last();
-        // At most this many addresses of each part are looked at: every held one is in
-        // `cached` or the records, so one more than those is free if the part is that large.
-        let scan_max = (cached.len() + records.len() + 1) as u128;
-        let upper_len = last.saturating_sub(band);
+        // At most this many slots of each part are looked at: every held one is in `held` or
+        // the records, so one more than those is free if the part is that large.
+        let scan_max = (held.len() + records.len() + 1) as u128;
+        let split = (self.first + self.band).min(self.last + 1);
+        let upper_len = self.last + 1 - split;
         let start = if upper_len == 0 {
             0
         } else {
             rotate % upper_len
         };
         let upper = (0..upper_len)
-            .map(move |i| band + 1 + (start + i) % upper_len)
+            .map(move |i| split + (start + i) % upper_len)
             .take_while_bounded(scan_max);
-        let lower = (1..=band.min(last)).take_while_bounded(scan_max);
+        let lower = (self.first..split).take_while_bounded(scan_max);
         upper
             .chain(lower)
-            .map(|n| self.nth(n))
-            .find_map(|ip| free(ip).map(|compare| claim(ip, compare)))
+            .find_map(|n| free(n).map(|compare| claim(n, compare)))
             .ok_or(Refused::Full)
     }
+}
+
+/// The node ports of one range (`--service-node-port-range`), and their allocation records.
+#[derive(Clone, Debug)]
+pub struct NodePorts {
+    first: u16,
+    last: u16,
+    /// `<prefix>/ranges/servicenodeports/`.
+    records: String,
+}
+
+/// One node port claimed for a Service's port.
+#[derive(Debug)]
+pub struct PortClaim {
+    /// The index of the port in `spec.ports`.
+    pub index: usize,
+    /// The node port.
+    pub port: u16,
+    /// The record is absent, or still the stale one read.
+    pub compare: Compare,
+    /// The record.
+    pub put: TxnOp,
+}
+
+/// A port the range could not give: its index in `spec.ports`, the port asked (0: any), why.
+pub type PortRefused = (usize, u16, Refused);
+
+impl NodePorts {
+    /// The range `first..=last`, with its records under the registry `prefix`.
+    #[must_use]
+    pub fn new(first: u16, last: u16, prefix: &str) -> NodePorts {
+        NodePorts {
+            first,
+            last,
+            records: format!("{prefix}/ranges/servicenodeports/"),
+        }
+    }
+
+    /// The prefix of every allocation record.
+    #[must_use]
+    pub fn records_prefix(&self) -> Bytes {
+        Bytes::from(self.records.clone())
+    }
+
+    /// The range as kube-apiserver names it (`30000-32767`).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        format!("{}-{}", self.first, self.last)
+    }
+
+    /// kube-apiserver's static band of a port range: `min(max(16, size / 32), 128)`, 0 for 16
+    /// ports or fewer.
+    fn band(&self) -> u128 {
+        let size = u128::from(self.last - self.first) + 1;
+        if size <= 16 {
+            0
+        } else {
+            (size / 32).clamp(16, 128)
+        }
+    }
+
+    /// Claims a node port for every port of `service` that needs one (a `NodePort` Service,
+    /// or a `LoadBalancer` one unless `allocateLoadBalancerNodePorts` is false): the port asked
+    /// in `nodePort`, or a free one. `held` are the node ports the cache's Services hold.
+    ///
+    /// # Errors
+    /// The first port the range could not give.
+    pub fn claim(
+        &self,
+        service: &Value,
+        held: &HashSet<u16>,
+        seen: u64,
+        records: &[KeyValue],
+        owner: &str,
+        rotate: u128,
+    ) -> Result<Vec<PortClaim>, PortRefused> {
+        let spec = service.get("spec");
+        let kind = spec
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("ClusterIP");
+        let balancer_ports = spec
+            .and_then(|s| s.get("allocateLoadBalancerNodePorts"))
+            .and_then(Value::as_bool)
+            != Some(false);
+        if !(kind == "NodePort" || (kind == "LoadBalancer" && balancer_ports)) {
+            return Ok(Vec::new());
+        }
+        let ports = spec
+            .and_then(|s| s.get("ports"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let space = Space {
+            first: u128::from(self.first),
+            last: u128::from(self.last),
+            band: self.band(),
+            records: &self.records,
+        };
+        let records = index(records);
+        let mut taken: HashSet<u128> = held.iter().map(|p| u128::from(*p)).collect();
+        let mut claims: Vec<PortClaim> = Vec::new();
+        for (index, port) in ports.iter().enumerate() {
+            let asked = port.get("nodePort").and_then(Value::as_u64).unwrap_or(0);
+            let asked = u16::try_from(asked).unwrap_or(u16::MAX);
+            // One node port asked for two ports of the Service (TCP and UDP): one record.
+            if asked != 0 && claims.iter().any(|c| c.port == asked) {
+                continue;
+            }
+            let (n, compare, put) = space
+                .claim(
+                    (asked != 0).then_some(u128::from(asked)),
+                    &taken,
+                    seen,
+                    &records,
+                    owner,
+                    rotate,
+                    |n| n.to_string(),
+                )
+                .map_err(|why| (index, asked, why))?;
+            taken.insert(n);
+            claims.push(PortClaim {
+                index,
+                port: u16::try_from(n).unwrap_or(u16::MAX),
+                compare,
+                put,
+            });
+        }
+        Ok(claims)
+    }
+}
+
+/// Sets the claimed node ports of a Service object.
+pub fn set_node_ports(service: &mut Value, claims: &[PortClaim]) {
+    let Some(ports) = service
+        .pointer_mut("/spec/ports")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for claim in claims {
+        if let Some(Value::Object(port)) = ports.get_mut(claim.index) {
+            port.insert("nodePort".into(), Value::from(claim.port));
+        }
+    }
+}
+
+/// The node ports the Services in `services` hold (`spec.ports[].nodePort` and
+/// `healthCheckNodePort`).
+pub fn held_ports<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<u16> {
+    let mut held = HashSet::new();
+    for service in services {
+        let spec = service.get("spec");
+        let ports = spec
+            .and_then(|s| s.get("ports"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let listed = ports.iter().filter_map(|p| p.get("nodePort"));
+        let health = spec.and_then(|s| s.get("healthCheckNodePort"));
+        for port in listed.chain(health) {
+            if let Some(port) = port.as_u64().and_then(|p| u16::try_from(p).ok()) {
+                held.insert(port);
+            }
+        }
+    }
+    held
 }
 
 /// `take` over a `u128` range without converting the bound.
@@ -324,9 +541,9 @@ mod tests {
         ServiceIps::new(IpRange::parse(range).unwrap(), "/registry")
     }
 
-    fn record(allocator: &ServiceIps, ip: &str, mod_revision: u64) -> KeyValue {
+    fn record(ip: &str, mod_revision: u64) -> KeyValue {
         KeyValue {
-            key: allocator.key(ip.parse().unwrap()),
+            key: Bytes::from(format!("/registry/ranges/serviceips/{ip}")),
             value: Bytes::from_static(b"default/x"),
             create_revision: mod_revision,
             mod_revision,
@@ -354,7 +571,7 @@ mod tests {
         assert!(matches!(claim.compare, Compare::Absent { .. }));
         let held = set(&["10.0.0.1", "10.0.0.17"]);
         // A record newer than the cache: its Service may not be cached yet.
-        let fresh = [record(&allocator, "10.0.0.18", 11)];
+        let fresh = [record("10.0.0.18", 11)];
         let claim = allocator
             .claim(None, &held, 10, &fresh, "default/b", 0)
             .unwrap();
@@ -456,6 +673,81 @@ mod tests {
             moved["spec"]["clusterIPs"],
             serde_json::json!(["10.0.0.17"])
         );
+    }
+
+    /// Goal: node ports as kube-apiserver allocates them: one per port of a NodePort Service
+    /// (and of a LoadBalancer one unless it opts out), from above the static band of 86 ports,
+    /// an asked one when it is in the range and free, none for other types.
+    #[test]
+    fn node_ports_are_claimed_per_port() {
+        let ports = NodePorts::new(30000, 32767, "/registry");
+        let service = |spec: Value| serde_json::json!({"spec": spec});
+        let claimed = |spec: Value, held: &[u16]| {
+            ports
+                .claim(
+                    &service(spec),
+                    &held.iter().copied().collect(),
+                    1,
+                    &[],
+                    "default/a",
+                    0,
+                )
+                .map(|claims| claims.iter().map(|c| (c.index, c.port)).collect::<Vec<_>>())
+        };
+        let two = serde_json::json!([{"port": 80}, {"port": 443}]);
+        assert_eq!(
+            claimed(serde_json::json!({"type": "NodePort", "ports": two}), &[]),
+            Ok(vec![(0, 30086), (1, 30087)])
+        );
+        assert_eq!(
+            claimed(
+                serde_json::json!({"type": "NodePort", "ports": two}),
+                &[30086]
+            ),
+            Ok(vec![(0, 30087), (1, 30088)])
+        );
+        assert_eq!(
+            claimed(
+                serde_json::json!({"type": "LoadBalancer", "ports": two}),
+                &[]
+            ),
+            Ok(vec![(0, 30086), (1, 30087)])
+        );
+        for quiet in [
+            serde_json::json!({"type": "ClusterIP", "ports": two}),
+            serde_json::json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false, "ports": two}),
+        ] {
+            assert_eq!(claimed(quiet, &[]), Ok(vec![]));
+        }
+        let asked =
+            serde_json::json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30005}]});
+        assert_eq!(claimed(asked.clone(), &[]), Ok(vec![(0, 30005)]));
+        assert_eq!(
+            claimed(asked, &[30005]),
+            Err((0, 30005, Refused::Allocated))
+        );
+        let outside = serde_json::json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 80}]});
+        assert_eq!(claimed(outside, &[]), Err((1, 80, Refused::NotInRange)));
+        // TCP and UDP on one asked node port: one record.
+        let both = serde_json::json!({"type": "NodePort", "ports": [
+            {"port": 53, "protocol": "TCP", "nodePort": 30053},
+            {"port": 53, "protocol": "UDP", "nodePort": 30053}]});
+        assert_eq!(claimed(both, &[]), Ok(vec![(0, 30053)]));
+        let small = NodePorts::new(30000, 30001, "/registry");
+        let full = small.claim(
+            &service(serde_json::json!({"type": "NodePort", "ports": [{"port": 1}, {"port": 2}, {"port": 3}]})),
+            &HashSet::new(),
+            1,
+            &[],
+            "default/a",
+            0,
+        );
+        assert_eq!(full.unwrap_err(), (2, 0, Refused::Full));
+        let held = held_ports(
+            [service(serde_json::json!({"ports": [{"nodePort": 30001}, {"port": 1}], "healthCheckNodePort": 30002}))]
+                .iter(),
+        );
+        assert_eq!(held, [30001, 30002].into_iter().collect());
     }
 
     /// Goal: what a Service asks for, and the addresses Services hold.

@@ -64,7 +64,7 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
-use crate::source::service_ips::{self, Refused, ServiceIps};
+use crate::source::service_ips::{self, NodePorts, Refused, ServiceIps};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -87,15 +87,16 @@ pub struct StoreSource {
     rebuild_window: Option<u64>,
     /// Written objects offered by the write path to the reflector (see [`Handover`]).
     handover: Arc<Handover>,
-    /// ClusterIP allocation for created Services (see [`super::service_ips`]).
-    service_ips: Option<Arc<ServiceIps>>,
+    /// ClusterIP and node port allocation for created Services (see [`super::service_ips`]).
+    service_ips: Option<Arc<(ServiceIps, NodePorts)>>,
 }
 
 /// How a create's transaction ended, when it did not write.
 enum NotCreated {
     /// Refused (the key is taken, the store failed).
     Refused(ApiError),
-    /// The Service's claimed address was taken first; the store was at this revision.
+    /// A record the create claimed (a Service's address or node port) was taken first; the
+    /// store was at this revision.
     AddressTaken(Revision),
 }
 
@@ -155,10 +156,18 @@ impl StoreSource {
         }
     }
 
-    /// With ClusterIP allocation from `range` for created Services.
+    /// With ClusterIP allocation from `range` and node port allocation from `ports` (first,
+    /// last) for created Services.
     #[must_use]
-    pub fn with_service_ips(mut self, range: crate::config::IpRange) -> StoreSource {
-        self.service_ips = Some(Arc::new(ServiceIps::new(range, &self.prefix)));
+    pub fn with_service_ips(
+        mut self,
+        range: crate::config::IpRange,
+        ports: (u16, u16),
+    ) -> StoreSource {
+        self.service_ips = Some(Arc::new((
+            ServiceIps::new(range, &self.prefix),
+            NodePorts::new(ports.0, ports.1, &self.prefix),
+        )));
         self
     }
 
@@ -764,37 +773,31 @@ impl Writer<'_> {
         object: Value,
         managers: &apply::Managers,
     ) -> Result<Value, ApiError> {
-        let ips = self
+        let services = self
             .source
             .service_ips
             .as_ref()
             .filter(|_| resource.def.group.is_empty() && resource.def.plural == "services");
-        let Some(ips) = ips else {
-            return self
-                .store_claimed(resource, namespace, object, managers, None)
-                .await
-                .map_err(|refusal| match refusal {
-                    NotCreated::Refused(error) => error,
-                    NotCreated::AddressTaken(_) => ApiError::internal("an unclaimed address"),
-                });
+        let unclaimed = |refusal| match refusal {
+            NotCreated::Refused(error) => error,
+            NotCreated::AddressTaken(_) => ApiError::internal("a record that was not claimed"),
         };
+        let Some(services) = services else {
+            return self
+                .store_claimed(resource, namespace, object, managers, Vec::new())
+                .await
+                .map_err(unclaimed);
+        };
+        let (ips, node_ports) = (&services.0, &services.1);
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
         let asked = match service_ips::wanted(&object) {
-            service_ips::Wanted::Nothing => {
-                return self
-                    .store_claimed(resource, namespace, object, managers, None)
-                    .await
-                    .map_err(|refusal| match refusal {
-                        NotCreated::Refused(error) => error,
-                        NotCreated::AddressTaken(_) => ApiError::internal("an unclaimed address"),
-                    });
-            }
-            service_ips::Wanted::Any => None,
-            service_ips::Wanted::This(ip) => Some(ip),
+            service_ips::Wanted::Nothing => None,
+            service_ips::Wanted::Any => Some(None),
+            service_ips::Wanted::This(ip) => Some(Some(ip)),
             service_ips::Wanted::Invalid(text) => {
                 return Err(ApiError::invalid(
                     &resource.def,
@@ -809,72 +812,96 @@ impl Writer<'_> {
                 ));
             }
         };
-        let refused = |ip: std::net::IpAddr, why: String| {
+        let invalid = |field: String, value: String, why: String| {
             ApiError::invalid(
                 &resource.def,
                 &name,
                 vec![(
-                    "spec.clusterIPs".to_owned(),
-                    format!(
-                        "Invalid value: []string{{{:?}}}: failed to allocate IP {ip}: {why}",
-                        ip.to_string()
-                    ),
+                    field,
+                    format!("Invalid value: {value}: {why}"),
                     "FieldValueInvalid".to_owned(),
                 )],
             )
         };
         let owner = format!("{}/{name}", namespace.unwrap_or_default());
-        // The first scan takes the lowest free address; one after a lost race starts anywhere.
+        // The first scan takes the lowest free slot; one after a lost race starts anywhere.
         let mut rotate = 0u128;
         for _ in 0..ADDRESS_ATTEMPTS {
             let snapshot = resource.cache().latest();
-            let held = service_ips::held(snapshot.range(None, None).map(|o| o.body()));
-            let records = self
-                .source
-                .store
-                .range(watchkeeper_store::RangeRequest::prefix(
-                    ips.records_prefix(),
-                ))
-                .await
-                .map_err(store_error)?
-                .kvs;
-            let claim = match ips.claim(asked, &held, snapshot.revision(), &records, &owner, rotate)
-            {
-                Ok(claim) => claim,
-                Err(Refused::Allocated) => {
-                    let ip = asked.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-                    return Err(refused(ip, "provided IP is already allocated".to_owned()));
-                }
-                Err(Refused::NotInRange) => {
-                    let ip = asked.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-                    return Err(refused(
-                        ip,
-                        format!(
-                            "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
-                            ips.range()
-                        ),
-                    ));
-                }
-                Err(Refused::Full) => {
-                    return Err(ApiError::internal(
-                        "failed to allocate a serviceIP: range is full",
-                    ));
-                }
-            };
+            let cached = || snapshot.range(None, None).map(|o| o.body());
+            let seen = snapshot.revision();
+            let mut claims = Vec::new();
             let mut object = object.clone();
-            service_ips::set_address(&mut object, claim.ip);
+            if let Some(asked) = asked {
+                let records = self.records(ips.records_prefix()).await?;
+                let held = service_ips::held(cached());
+                match ips.claim(asked, &held, seen, &records, &owner, rotate) {
+                    Ok(claim) => {
+                        service_ips::set_address(&mut object, claim.ip);
+                        claims.push((claim.compare, claim.put));
+                    }
+                    Err(Refused::Full) => {
+                        return Err(ApiError::internal(
+                            "failed to allocate a serviceIP: range is full",
+                        ));
+                    }
+                    Err(why) => {
+                        let ip =
+                            asked.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                        let why = if why == Refused::NotInRange {
+                            format!(
+                                "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                                ips.range()
+                            )
+                        } else {
+                            "provided IP is already allocated".to_owned()
+                        };
+                        return Err(invalid(
+                            "spec.clusterIPs".to_owned(),
+                            format!("[]string{{{:?}}}", ip.to_string()),
+                            format!("failed to allocate IP {ip}: {why}"),
+                        ));
+                    }
+                }
+            }
+            let records = self.records(node_ports.records_prefix()).await?;
+            let held = service_ips::held_ports(cached());
+            match node_ports.claim(&object, &held, seen, &records, &owner, rotate) {
+                Ok(ports) => {
+                    service_ips::set_node_ports(&mut object, &ports);
+                    claims.extend(ports.into_iter().map(|p| (p.compare, p.put)));
+                }
+                Err((_, _, Refused::Full)) => {
+                    return Err(ApiError::internal(
+                        "failed to allocate a nodePort: range is full",
+                    ));
+                }
+                Err((index, port, why)) => {
+                    let why = if why == Refused::NotInRange {
+                        format!(
+                            "provided port is not in the valid range. The range of valid ports is {}",
+                            node_ports.describe()
+                        )
+                    } else {
+                        "provided port is already allocated".to_owned()
+                    };
+                    return Err(invalid(
+                        format!("spec.ports[{index}].nodePort"),
+                        port.to_string(),
+                        why,
+                    ));
+                }
+            }
             match self
-                .store_claimed(resource, namespace, object, managers, Some(claim))
+                .store_claimed(resource, namespace, object, managers, claims)
                 .await
             {
                 Ok(created) => return Ok(created),
                 Err(NotCreated::Refused(error)) => return Err(error),
                 Err(NotCreated::AddressTaken(revision)) => {
-                    if let Some(ip) = asked {
-                        return Err(refused(ip, "provided IP is already allocated".to_owned()));
-                    }
-                    // Another create took the address: once the cache has its Service, the
-                    // next claim skips it; it starts at a random point, away from the others.
+                    // Another create took an address or a port: once the cache has its
+                    // Service the next claim skips it (or refuses an asked one); it starts at a
+                    // random point, away from the other creates.
                     self.fresh.wait(resource.cache(), revision).await?;
                     rotate = u128::from(rand::random::<u64>());
                 }
@@ -885,15 +912,26 @@ impl Writer<'_> {
         ))
     }
 
-    /// Stores a new object, with the allocation record of a Service's address when there is
-    /// one, in one transaction.
+    /// The allocation records under `prefix`.
+    async fn records(&self, prefix: Bytes) -> Result<Vec<watchkeeper_store::KeyValue>, ApiError> {
+        Ok(self
+            .source
+            .store
+            .range(watchkeeper_store::RangeRequest::prefix(prefix))
+            .await
+            .map_err(store_error)?
+            .kvs)
+    }
+
+    /// Stores a new object, with the allocation records of a Service's address and node ports
+    /// (`claims`: each record's compare and put), in one transaction.
     async fn store_claimed(
         &self,
         resource: &Resource,
         namespace: Option<&str>,
         mut object: Value,
         managers: &apply::Managers,
-        claim: Option<service_ips::Claim>,
+        claims: Vec<(Compare, TxnOp)>,
     ) -> Result<Value, NotCreated> {
         apply::set_managed_fields(&mut object, managers);
         let name = object
@@ -928,9 +966,9 @@ impl Writer<'_> {
                 key,
                 value: stored_value(&resource.to_storage(&object)),
             });
-        let claimed = claim.is_some();
-        if let Some(claim) = claim {
-            request = request.when(claim.compare).then(claim.put);
+        let claimed = !claims.is_empty();
+        for (compare, put) in claims {
+            request = request.when(compare).then(put);
         }
         let response = self.txn(request).await.map_err(NotCreated::Refused)?;
         if !response.succeeded {
