@@ -810,6 +810,38 @@ async fn watch_semantics() {
     server.shutdown().await;
 }
 
+/// The pages of a LIST from continue token `token` on, `limit` items each, following each
+/// page's continue token (every page answered 200).
+async fn pages_from(
+    addr: std::net::SocketAddr,
+    base: &str,
+    limit: usize,
+    token: String,
+) -> Vec<Value> {
+    let mut pages = Vec::new();
+    let mut token = token;
+    loop {
+        let (status, page) =
+            get_json(addr, &format!("{base}?limit={limit}&continue={token}")).await;
+        assert_eq!(status, 200, "{page}");
+        let next = page["metadata"]["continue"].as_str().map(str::to_owned);
+        pages.push(page);
+        match next {
+            Some(next) => token = next,
+            None => return pages,
+        }
+    }
+}
+
+/// The names of the items of `pages`, in order.
+fn item_names(pages: &[Value]) -> Vec<String> {
+    pages
+        .iter()
+        .flat_map(|page| page["items"].as_array().cloned().unwrap_or_default())
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 /// Goal: LIST pages are consistent snapshots; continue tokens work across writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paginated_lists_are_consistent() {
@@ -830,23 +862,12 @@ async fn paginated_lists_are_consistent() {
         .iter()
         .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
         .collect();
-    let mut token = first["metadata"]["continue"].as_str().unwrap().to_owned();
-    loop {
-        let (status, page) = get_json(addr, &format!("{base}?limit=10&continue={token}")).await;
-        assert_eq!(status, 200, "{page}");
+    let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    let pages = pages_from(addr, base, 10, token).await;
+    for page in &pages {
         assert_eq!(page["metadata"]["resourceVersion"], rv);
-        names.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()),
-        );
-        match page["metadata"]["continue"].as_str() {
-            Some(next) => token = next.to_owned(),
-            None => break,
-        }
     }
+    names.extend(item_names(&pages));
     let expected: Vec<String> = (0..25).map(|i| format!("p{i:02}")).collect();
     assert_eq!(names, expected);
     server.shutdown().await;
@@ -902,23 +923,7 @@ async fn an_expired_continue_token_offers_the_rest_at_the_latest_revision() {
     .unwrap();
     assert_eq!(decoded["rv"], -1, "{decoded}");
     // The rest of the list, from after p1, at the latest revision: p9 included.
-    let mut names = Vec::new();
-    let mut token = offered;
-    loop {
-        let (status, page) = get_json(addr, &format!("{base}?limit=2&continue={token}")).await;
-        assert_eq!(status, 200, "{page}");
-        names.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()),
-        );
-        match page["metadata"]["continue"].as_str() {
-            Some(next) => token = next.to_owned(),
-            None => break,
-        }
-    }
+    let names = item_names(&pages_from(addr, base, 2, offered).await);
     assert_eq!(names, ["p2", "p3", "p4", "p5", "p9"]);
     server.shutdown().await;
 }
