@@ -477,6 +477,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     {
         tokio::spawn(crate::source::compaction::run_periodic(
             store.clone(),
+            app.config.prefix.clone(),
             interval,
             app.compaction.clone(),
             shutdown_rx.clone(),

@@ -8,9 +8,9 @@
 //!
 //! ## Guarantees
 //! - **One round per `--compaction-interval-ms`** (default 300,000 ms, kube-apiserver's 5
-//!   minutes; 0 disables). A round is one transaction on the store's `compact_rev_key`, the key
-//!   kube-apiserver uses: rewrite it if it is still as this server last saw it (its
-//!   `mod_revision`, or absent). Winning the round, the server compacts the store to the
+//!   minutes; 0 disables). A round is one transaction on `<prefix>/compact_rev_key`, as
+//!   kube-apiserver's rounds on its `compact_rev_key`: rewrite it if it is still as this server
+//!   last saw it (its `mod_revision`, or absent). Winning the round, the server compacts the store to the
 //!   revision it recorded at its previous round; either way it records the store's revision
 //!   now, for the next round.
 //! - **At least one interval of history stays readable**: the floor is a revision the store
@@ -19,16 +19,20 @@
 //!   (`--rebuild-history`) reaches back an interval, as with kube-apiserver.
 //! - **Servers sharing a store compact it once per interval, not once each**: the key is a
 //!   logical clock; only the transaction that finds it unchanged compacts, the others adopt
-//!   what they found. A kube-apiserver sharing the same etcd takes part (it compares the key's
-//!   `version` where this compares its `mod_revision`; either write changes both).
+//!   what they found.
 //! - **The first round never compacts** (nothing was recorded yet), so a restart, or a crash
 //!   loop, never compacts history younger than an interval.
 //! - **Failures lose nothing and stop nothing**: a round whose transaction or compaction fails
 //!   is logged and counted (`watchkeeper_store_compaction_rounds_total{result}`); the next round
 //!   tries again. A store already compacted further (etcd's own `--auto-compaction-*`, the
 //!   embedded store's `retain_revisions`) is a success.
-//! - The key lies outside the registry prefix, so no cache sees it; each won round costs one
-//!   store revision.
+//! - **The key lies inside the registry prefix** (kube-apiserver's sits at the root of etcd):
+//!   every write this server makes is then an event its reflector's watch sees. A write outside
+//!   the prefix is a revision the watch never reports, and a restart's history replay
+//!   (`--rebuild-history`) waits to reach the store's revision: with the key at the root, a
+//!   restart after a round would wait for etcd's progress notification (every 10 minutes by
+//!   default), refusing requests meanwhile (README: etcd shared with other writers). The key
+//!   routes to no resource, so no cache holds it; each won round costs one store revision.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,13 +40,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use watchkeeper_store::{CompactError, Compare, Store, TxnOp, TxnRequest};
 
-/// The key whose writes order the compaction rounds of every server sharing a store
-/// (kube-apiserver's `compactRevKey`).
+/// The key, under the registry prefix, whose writes order the compaction rounds of every
+/// server sharing a store (kube-apiserver's `compactRevKey`).
 pub const COMPACT_REV_KEY: &str = "compact_rev_key";
 
 /// What one server remembers between rounds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compactor {
+    /// `<prefix>/compact_rev_key`.
+    key: Bytes,
     /// The key's `mod_revision` as last seen (`None`: absent, or not seen yet).
     seen: Option<u64>,
     /// The store's revision at the previous round (0: no round yet).
@@ -76,10 +82,14 @@ pub struct CompactionCounters {
 }
 
 impl Compactor {
-    /// A compactor that has seen nothing.
+    /// A compactor that has seen nothing, for the registry `prefix` (`/registry`).
     #[must_use]
-    pub fn new() -> Compactor {
-        Compactor::default()
+    pub fn new(prefix: &str) -> Compactor {
+        Compactor {
+            key: Bytes::from(format!("{prefix}/{COMPACT_REV_KEY}")),
+            seen: None,
+            recorded: 0,
+        }
     }
 
     /// Runs one round against `store`.
@@ -88,7 +98,7 @@ impl Compactor {
     /// The transaction or the compaction failed (the state is left as the failure found it, so
     /// the next round retries).
     pub async fn round<S: Store>(&mut self, store: &S) -> Result<Round, String> {
-        let key = Bytes::from_static(COMPACT_REV_KEY.as_bytes());
+        let key = self.key.clone();
         let compare = match self.seen {
             Some(revision) => Compare::ModRevision {
                 key: key.clone(),
@@ -131,11 +141,12 @@ impl Compactor {
 /// the start.
 pub async fn run_periodic<S: Store>(
     store: S,
+    prefix: String,
     interval: Duration,
     counters: std::sync::Arc<CompactionCounters>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut compactor = Compactor::new();
+    let mut compactor = Compactor::new(&prefix);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -168,6 +179,7 @@ mod tests {
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .expect("runtime")
             .block_on(future)
@@ -202,7 +214,7 @@ mod tests {
     fn a_round_compacts_to_the_revision_the_previous_round_recorded() {
         block_on(async {
             let store = MemoryStore::new(MemoryConfig::default()).expect("store");
-            let mut compactor = Compactor::new();
+            let mut compactor = Compactor::new("/registry");
             write(&store, 5).await;
             assert_eq!(compactor.round(&store).await, Ok(Round::Recorded));
             let first = store.current_revision().await.expect("revision");
@@ -218,7 +230,11 @@ mod tests {
             assert!(!readable(&store, second - 1).await);
             assert!(readable(&store, second).await);
             // The key's value names the revision the round compacted to, as kube-apiserver's.
-            let kv = store.get(COMPACT_REV_KEY).await.expect("get").expect("key");
+            let kv = store
+                .get(format!("/registry/{COMPACT_REV_KEY}"))
+                .await
+                .expect("get")
+                .expect("key");
             assert_eq!(kv.value, Bytes::from(second.to_string()));
         });
     }
@@ -230,7 +246,7 @@ mod tests {
     fn servers_sharing_a_store_compact_once_per_round() {
         block_on(async {
             let store = MemoryStore::new(MemoryConfig::default()).expect("store");
-            let (mut a, mut b) = (Compactor::new(), Compactor::new());
+            let (mut a, mut b) = (Compactor::new("/registry"), Compactor::new("/registry"));
             write(&store, 3).await;
             // Round 1: a creates the key; b, expecting it absent, adopts it.
             assert_eq!(a.round(&store).await, Ok(Round::Recorded));
@@ -254,12 +270,47 @@ mod tests {
         });
     }
 
+    /// Goal: every round is an event of the registry prefix, so a watch of the prefix (the
+    /// reflector's) reaches the store's revision after a round without a progress
+    /// notification: a restart's history replay is never left waiting for one.
+    #[test]
+    fn a_round_is_an_event_the_prefix_watch_sees() {
+        block_on(async {
+            let store = MemoryStore::new(MemoryConfig {
+                progress_interval: None,
+                ..MemoryConfig::default()
+            })
+            .expect("store");
+            let from = write(&store, 2).await;
+            let mut watch = store
+                .watch(
+                    watchkeeper_store::KeySelector::prefix("/registry/"),
+                    from + 1,
+                )
+                .await
+                .expect("watch");
+            let mut compactor = Compactor::new("/registry");
+            assert_eq!(compactor.round(&store).await, Ok(Round::Recorded));
+            let current = store.current_revision().await.expect("revision");
+            // Bounded, not timed: without an event the watch stays silent (progress is off).
+            let seen = tokio::time::timeout(Duration::from_secs(60), watch.next())
+                .await
+                .expect("the prefix watch saw nothing of the round");
+            match seen {
+                Some(watchkeeper_store::WatchItem::Revision { revision, .. }) => {
+                    assert_eq!(revision, current, "the round's write");
+                }
+                other => panic!("the prefix watch saw {other:?}"),
+            }
+        });
+    }
+
     /// Goal: a store already compacted past the round's revision is not a failure.
     #[test]
     fn a_store_compacted_further_is_a_success() {
         block_on(async {
             let store = MemoryStore::new(MemoryConfig::default()).expect("store");
-            let mut compactor = Compactor::new();
+            let mut compactor = Compactor::new("/registry");
             write(&store, 3).await;
             assert_eq!(compactor.round(&store).await, Ok(Round::Recorded));
             let latest = write(&store, 3).await;
