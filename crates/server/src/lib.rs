@@ -469,7 +469,6 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         limits: limits.clone(),
         consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
         compaction: Arc::default(),
-        store_probe: crate::http::health::StoreProbe::default(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
     });
     if let Some(interval) = app.config.compaction_interval

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `ping` | all three | never (the server answers) |
 //! | `log` | all three | never (logging does not block here) |
-//! | `etcd` (etcd store) or `store` (memory, embedded) | all three | the store's current revision cannot be read within [`PROBE_TIMEOUT`] |
+//! | `etcd` (etcd store) or `store` (memory, embedded) | all three | the store's current revision cannot be read within 2 s ([`crate::source::probe`]) |
 //! | `etcd-readiness` / `store-readiness` | `/readyz` | as above (kube-apiserver's separate readiness probe of etcd) |
 //! | `informer-sync` | `/readyz` | a cache has not loaded its first list (requests get 429 meanwhile) |
 //!
@@ -32,26 +32,15 @@
 //!   unknown check is 404.
 //!
 //! ## Overload
-//! A store probe runs at most once per [`PROBE_EVERY`]: requests in between get the last result,
+//! A store probe runs at most once a second ([`crate::source::probe`]): requests in between get the last result,
 //! and concurrent requests wait for the one probe in flight, so probing clients cannot turn
 //! into store load (kube-apiserver rate-limits its etcd probe the same way).
-
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::http::state::App;
 use crate::respond::{error_response, text_response};
-use crate::source::Source;
-
-/// How long a store probe may take before the check fails (kube-apiserver's
-/// `--etcd-healthcheck-timeout` default).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The shortest time between two store probes; requests in between share the last result.
-pub const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// The three health endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,56 +84,6 @@ enum Check {
     InformerSync,
 }
 
-/// The store probe's last result, shared by every health request.
-#[derive(Debug, Default)]
-pub struct StoreProbe {
-    last: Mutex<Option<(Instant, Result<(), String>)>>,
-    /// Held while a probe runs: concurrent requests wait for it and take its result.
-    running: tokio::sync::Mutex<()>,
-}
-
-impl StoreProbe {
-    fn fresh(&self) -> Option<Result<(), String>> {
-        let last = self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        last.as_ref()
-            .filter(|(at, _)| at.elapsed() < PROBE_EVERY)
-            .map(|(_, result)| result.clone())
-    }
-
-    /// The store's health: the last probe's if it is younger than [`PROBE_EVERY`], else a new
-    /// probe's.
-    async fn check(&self, source: &Source) -> Result<(), String> {
-        if let Some(result) = self.fresh() {
-            return result;
-        }
-        let _running = self.running.lock().await;
-        if let Some(result) = self.fresh() {
-            return result;
-        }
-        let Some(store) = source.as_store() else {
-            return Ok(());
-        };
-        let probe = watchkeeper_store::Store::current_revision(store);
-        let result = match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(_) => Err(format!(
-                "the store did not answer within {} s",
-                PROBE_TIMEOUT.as_secs()
-            )),
-        };
-        *self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some((Instant::now(), result.clone()));
-        result
-    }
-}
-
 /// The checks of `endpoint`, with their names, in kube-apiserver's order.
 fn checks(app: &App, endpoint: Endpoint) -> Vec<(&'static str, Check)> {
     let mut checks = vec![("ping", Check::Ping), ("log", Check::Log)];
@@ -170,7 +109,7 @@ fn checks(app: &App, endpoint: Endpoint) -> Vec<(&'static str, Check)> {
 async fn run(app: &App, check: Check) -> Result<(), String> {
     match check {
         Check::Ping | Check::Log => Ok(()),
-        Check::Store | Check::StoreReadiness => app.store_probe.check(&app.source).await,
+        Check::Store | Check::StoreReadiness => app.source.store_health().await,
         Check::InformerSync => app
             .ensure_ready()
             .map_err(|_| "the caches have not loaded their first lists".to_owned()),

@@ -48,8 +48,6 @@ pub struct App {
     pub consistency: Arc<ConsistencyChecker>,
     /// The store compaction rounds' outcomes (see `source::compaction`).
     pub compaction: Arc<crate::source::compaction::CompactionCounters>,
-    /// The store probe of the health checks (see `http::health`).
-    pub store_probe: crate::http::health::StoreProbe,
     /// Wakes watch responses from inside the runtime (see `cache::wake_relay`).
     pub wake_relay: crate::cache::wake_relay::WakeRelay,
 }

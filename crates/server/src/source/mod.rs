@@ -20,6 +20,7 @@ pub mod consistency;
 pub mod decode;
 pub mod feed;
 pub mod handover;
+pub mod probe;
 pub mod read;
 pub mod reflector;
 pub mod service_ips;
@@ -54,6 +55,8 @@ pub struct Source {
     /// reflection's one sender (`None` name), or one per upstream resource; set when the
     /// reflector starts.
     relists: std::sync::OnceLock<Vec<(Option<String>, RelistRequests)>>,
+    /// The store's health, probed at most once a second (see [`probe`]).
+    probe: probe::StoreProbe,
 }
 
 #[derive(Debug)]
@@ -71,6 +74,7 @@ impl Source {
             fresh,
             backoff,
             relists: std::sync::OnceLock::new(),
+            probe: probe::StoreProbe::default(),
         }
     }
 
@@ -82,6 +86,19 @@ impl Source {
             fresh,
             backoff,
             relists: std::sync::OnceLock::new(),
+            probe: probe::StoreProbe::default(),
+        }
+    }
+
+    /// The store's health (see [`probe`]): `Ok` for an upstream, whose health its reflector
+    /// reports.
+    ///
+    /// # Errors
+    /// Why the store cannot be read.
+    pub async fn store_health(&self) -> Result<(), String> {
+        match self.as_store() {
+            Some(store) => self.probe.check(store).await,
+            None => Ok(()),
         }
     }
 
