@@ -522,6 +522,20 @@ const WEBHOOKS: Column = column(
     "Webhooks indicates the number of webhooks registered in this configuration",
 );
 
+/// A role binding's or cluster role binding's columns, with kube's descriptions of the role
+/// reference, users, groups and service accounts.
+fn binding_columns(descriptions: [&'static str; 4]) -> Vec<Column> {
+    let [role, users, groups, accounts] = descriptions;
+    vec![
+        NAME,
+        column("Role", "string", 0, role),
+        AGE,
+        column("Users", "string", 1, users),
+        column("Groups", "string", 1, groups),
+        column("ServiceAccounts", "string", 1, accounts),
+    ]
+}
+
 /// The columns of the kinds printed by group and plural (see [`group_cells`]).
 #[allow(clippy::too_many_lines)]
 fn group_columns(def: &ResourceDef) -> Option<Vec<Column>> {
@@ -818,42 +832,18 @@ fn group_columns(def: &ResourceDef) -> Option<Vec<Column>> {
         ("rbac.authorization.k8s.io", "roles" | "clusterroles")
         | ("", "limitranges")
         | ("apiextensions.k8s.io", "customresourcedefinitions") => vec![NAME, CREATED_AT],
-        ("rbac.authorization.k8s.io", "rolebindings") => vec![
-            NAME,
-            column(
-                "Role",
-                "string",
-                0,
-                "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace.",
-            ),
-            AGE,
-            column("Users", "string", 1, "Users in the roleBinding"),
-            column("Groups", "string", 1, "Groups in the roleBinding"),
-            column(
-                "ServiceAccounts",
-                "string",
-                1,
-                "ServiceAccounts in the roleBinding",
-            ),
-        ],
-        ("rbac.authorization.k8s.io", "clusterrolebindings") => vec![
-            NAME,
-            column(
-                "Role",
-                "string",
-                0,
-                "RoleRef can only reference a ClusterRole in the global namespace.",
-            ),
-            AGE,
-            column("Users", "string", 1, "Users in the clusterRoleBinding"),
-            column("Groups", "string", 1, "Groups in the clusterRoleBinding"),
-            column(
-                "ServiceAccounts",
-                "string",
-                1,
-                "ServiceAccounts in the clusterRoleBinding",
-            ),
-        ],
+        ("rbac.authorization.k8s.io", "rolebindings") => binding_columns([
+            "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace.",
+            "Users in the roleBinding",
+            "Groups in the roleBinding",
+            "ServiceAccounts in the roleBinding",
+        ]),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => binding_columns([
+            "RoleRef can only reference a ClusterRole in the global namespace.",
+            "Users in the clusterRoleBinding",
+            "Groups in the clusterRoleBinding",
+            "ServiceAccounts in the clusterRoleBinding",
+        ]),
         ("", "resourcequotas") => vec![
             NAME,
             column(
