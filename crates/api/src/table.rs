@@ -56,6 +56,20 @@ const AGE: Column = column(
     "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
 );
 
+const DESIRED_REPLICAS: Column = column(
+    "Desired",
+    "integer",
+    0,
+    "Replicas is the number of desired replicas.",
+);
+
+const CURRENT_REPLICAS: Column = column(
+    "Current",
+    "integer",
+    0,
+    "Replicas is the most recently observed number of replicas.",
+);
+
 const NONE: &str = "<none>";
 
 fn columns(def: &ResourceDef) -> Vec<Column> {
@@ -149,18 +163,8 @@ fn columns(def: &ResourceDef) -> Vec<Column> {
         ],
         "replicasets" => vec![
             NAME,
-            column(
-                "Desired",
-                "integer",
-                0,
-                "Replicas is the number of desired replicas.",
-            ),
-            column(
-                "Current",
-                "integer",
-                0,
-                "Replicas is the most recently observed number of replicas.",
-            ),
+            DESIRED_REPLICAS,
+            CURRENT_REPLICAS,
             column(
                 "Ready",
                 "integer",
@@ -885,18 +889,8 @@ fn group_columns(def: &ResourceDef) -> Option<Vec<Column>> {
         ],
         ("", "replicationcontrollers") => vec![
             NAME,
-            column(
-                "Desired",
-                "integer",
-                0,
-                "Replicas is the number of desired replicas.",
-            ),
-            column(
-                "Current",
-                "integer",
-                0,
-                "Replicas is the most recently observed number of replicas.",
-            ),
+            DESIRED_REPLICAS,
+            CURRENT_REPLICAS,
             column(
                 "Ready",
                 "integer",
