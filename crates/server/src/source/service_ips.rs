@@ -316,7 +316,7 @@ impl Space<'_> {
         }
         // At most this many slots of each part are looked at: every held one is in `held` or
         // the records, so one more than those is free if the part is that large.
-        let scan_max = (held.len() + records.len() + 1) as u128;
+        let scan_max = held.len() + records.len() + 1;
         let split = (self.first + self.band).min(self.last + 1);
         let upper_len = self.last + 1 - split;
         let start = if upper_len == 0 {
@@ -326,8 +326,8 @@ impl Space<'_> {
         };
         let upper = (0..upper_len)
             .map(move |i| split + (start + i) % upper_len)
-            .take_while_bounded(scan_max);
-        let lower = (self.first..split).take_while_bounded(scan_max);
+            .take(scan_max);
+        let lower = (self.first..split).take(scan_max);
         upper
             .chain(lower)
             .find_map(|n| free(n).map(|compare| claim(n, compare)))
@@ -501,15 +501,6 @@ pub fn held_ports<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<u16>
     }
     held
 }
-
-/// `take` over a `u128` range without converting the bound.
-trait Bounded: Iterator<Item = u128> + Sized {
-    fn take_while_bounded(self, max: u128) -> std::iter::Take<Self> {
-        self.take(usize::try_from(max).unwrap_or(usize::MAX))
-    }
-}
-
-impl<I: Iterator<Item = u128>> Bounded for I {}
 
 /// The addresses the Services in `services` hold (`clusterIPs`, else `clusterIP`).
 pub fn held<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<IpAddr> {

@@ -50,6 +50,13 @@ pub async fn send_json(addr: SocketAddr, method: &str, path: &str, body: &Value)
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
+/// A JSON merge patch of `path`; the answer must be 200.
+pub async fn merge_patch(addr: SocketAddr, path: &str, patch: &str) -> Value {
+    let (status, body) = request(addr, "PATCH", path, "application/merge-patch+json", patch).await;
+    assert_eq!(status, 200, "PATCH {path}: {body}");
+    serde_json::from_str(&body).unwrap_or(Value::Null)
+}
+
 /// [`request`] with extra headers (e.g. `("Authorization", "Bearer t")`) and
 /// `Content-Type: application/json` unless they name one; `Connection: close`, returns the
 /// status and the (de-chunked) body; status 0 when the answer is not HTTP.
