@@ -130,6 +130,13 @@ pub struct CacheConfig {
     pub history_capacity_min: usize,
     /// Largest history capacity, in events. Default 102,400 (Kubernetes, for a 75 s window).
     pub history_capacity_max: usize,
+    /// Largest size of the history, in bytes: the JSON size of the objects its events carry
+    /// (see [`crate::history`]); the oldest revisions are evicted past it, below
+    /// `history_capacity_min` if need be (the newest revision always stays). Default 256 MiB
+    /// (watchkeeper's: with the count bound alone, 102,400 events of 1.5 MiB objects, etcd's
+    /// largest value, would be 150 GiB; 256 MiB holds 2,600 seconds of 100 writes/s of 1 KiB
+    /// objects, far beyond the 75 s freshness window, so it binds only on large objects).
+    pub history_bytes_max: usize,
     /// Smallest per-watcher queue, in events. Default 10 (Kubernetes).
     pub queue_capacity_min: usize,
     /// Largest per-watcher queue, in events, also the bound of a queue's growth (see
@@ -189,6 +196,7 @@ impl Default for CacheConfig {
             event_fresh_duration: Duration::from_secs(75),
             history_capacity_min: 100,
             history_capacity_max: 102_400,
+            history_bytes_max: 256 << 20,
             queue_capacity_min: 10,
             queue_capacity_max: 1_000,
             pass_members_max: 512,
@@ -265,6 +273,11 @@ impl CacheConfig {
             self.history_capacity_max <= 1 << 30,
             "history_capacity_max",
             "must be at most 2^30",
+        )?;
+        check(
+            self.history_bytes_max >= 1 << 10,
+            "history_bytes_max",
+            "must be at least 1024",
         )?;
         check(
             self.queue_capacity_min >= 1,

@@ -476,6 +476,7 @@ impl Dispatcher {
             data.revision = revision;
             data.epoch += 1;
         }
+        self.shared.metrics.history_bytes.set(0);
         self.shared.metrics.cache_resets.inc();
         self.blocked = None;
         let floor = revision;
@@ -698,6 +699,9 @@ impl Dispatcher {
             }
             None => {}
         }
+        metrics
+            .history_bytes
+            .set(i64::try_from(data.history.bytes()).unwrap_or(i64::MAX));
         let snapshot = Snapshot::new(revision, data.state.clone());
         data.snapshots.push(snapshot);
         let floor = data.history.servable_floor();

@@ -6,6 +6,16 @@
 //! `event_fresh_duration`), and halves if the event a quarter of the capacity back from the
 //! newest is already stale; otherwise it evicts. This is Kubernetes' `watchCacheHistory` rule.
 //!
+//! ## Size
+//! The history also holds at most `history_bytes_max` bytes, counted as the JSON size of the
+//! object each event carries (the deleted object for a deletion; [`Object::json_size`]):
+//! an append that would pass it evicts the oldest revisions first, below
+//! `history_capacity_min` events if need be, but never the revision being appended. So large
+//! objects written fast cost a bounded amount of memory (about a small multiple of the bound:
+//! an object's decoded body and its cached encodings are larger than its JSON), and watchers
+//! left behind by those evictions get the honest 410 as for any eviction. The count rule
+//! above decides first; the byte bound only ever evicts more.
+//!
 //! ## Atomic revisions
 //! Events are appended a whole revision at a time and evicted a whole revision at a time, so the
 //! history never holds part of a revision. Reads ([`History::read_after`]) also end on a
@@ -20,7 +30,7 @@ use std::collections::VecDeque;
 
 use crate::config::CacheConfig;
 use crate::event::SharedEvent;
-use crate::object::Revision;
+use crate::object::{Object, Revision};
 use crate::time::Instant;
 
 /// One buffered event and when it entered the cache.
@@ -28,6 +38,17 @@ use crate::time::Instant;
 struct Entry {
     event: SharedEvent,
     time: Instant,
+    /// What the event counts against `history_bytes_max` ([`event_bytes`]).
+    bytes: usize,
+}
+
+/// The bytes an event counts against the byte bound: the JSON size of the object it carries,
+/// or of the deleted object for a deletion.
+fn event_bytes(event: &SharedEvent) -> usize {
+    event
+        .object()
+        .or(event.prev())
+        .map_or(0, |object: &std::sync::Arc<Object>| object.json_size())
 }
 
 /// A capacity change, reported so the caller can count it.
@@ -46,6 +67,9 @@ pub struct History {
     capacity: usize,
     capacity_min: usize,
     capacity_max: usize,
+    /// The byte bound, and the bytes the buffered events count ([`event_bytes`]).
+    bytes_max: usize,
+    bytes: usize,
     fresh: std::time::Duration,
     /// The revision of the last (re)list; `oldest` is one above it until something is evicted.
     list_revision: Revision,
@@ -62,6 +86,8 @@ impl History {
             capacity: config.history_capacity_min,
             capacity_min: config.history_capacity_min,
             capacity_max: config.history_capacity_max,
+            bytes_max: config.history_bytes_max,
+            bytes: 0,
             fresh: config.event_fresh_duration,
             list_revision,
             evicted_since_list: false,
@@ -71,6 +97,7 @@ impl History {
     /// Forgets everything: the cache was re-listed at `list_revision`.
     pub fn reset(&mut self, list_revision: Revision) {
         self.entries.clear();
+        self.bytes = 0;
         self.list_revision = list_revision;
         self.evicted_since_list = false;
     }
@@ -79,6 +106,12 @@ impl History {
     #[must_use]
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// The bytes the buffered events count against `history_bytes_max` (see the module docs).
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// The number of buffered events.
@@ -162,10 +195,17 @@ impl History {
         while !self.entries.is_empty() && self.entries.len() + events.len() > self.capacity {
             evicted += self.evict_oldest_revision();
         }
+        let incoming: usize = events.iter().map(event_bytes).sum();
+        while !self.entries.is_empty() && self.bytes + incoming > self.bytes_max {
+            evicted += self.evict_oldest_revision();
+        }
         for event in events {
+            let bytes = event_bytes(event);
+            self.bytes += bytes;
             self.entries.push_back(Entry {
                 event: event.clone(),
                 time: now,
+                bytes,
             });
         }
         (change, evicted)
@@ -202,7 +242,9 @@ impl History {
             .front()
             .is_some_and(|e| e.event.revision() == revision)
         {
-            self.entries.pop_front();
+            if let Some(entry) = self.entries.pop_front() {
+                self.bytes -= entry.bytes;
+            }
             evicted += 1;
         }
         self.evicted_since_list = true;
@@ -355,5 +397,77 @@ mod tests {
         out.clear();
         history.read_range(1, 2, &mut out);
         assert_eq!(out.len(), 1);
+    }
+
+    fn sized(revision: Revision, name: &str, bytes: usize) -> SharedEvent {
+        let object = Object::new(
+            "ns",
+            name,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            revision,
+            serde_json::json!({"metadata": {}}),
+        )
+        .with_size_hint(bytes);
+        Arc::new(Event::new(revision, Some(Arc::new(object)), None))
+    }
+
+    fn deletion(revision: Revision, of: &SharedEvent) -> SharedEvent {
+        Arc::new(Event::new(revision, None, of.object().cloned()))
+    }
+
+    /// Goal: the byte bound evicts whole revisions, oldest first, below the minimum capacity if
+    /// need be, never the revision being appended; deletions count the deleted object; the
+    /// count is exact after evictions and resets.
+    #[test]
+    fn the_byte_bound_evicts_the_oldest_whole_revisions() {
+        let mut history = History::new(
+            &CacheConfig {
+                history_bytes_max: 10_000,
+                ..config(100, 1_000)
+            },
+            0,
+        );
+        let t = Instant::ZERO;
+        history.append_revision(&[sized(1, "a", 3_000), sized(1, "b", 3_000)], t);
+        history.append_revision(&[sized(2, "c", 3_000)], t);
+        assert_eq!((history.len(), history.bytes()), (3, 9_000));
+        assert_eq!(history.oldest(), 1, "nothing evicted yet");
+        // 9,000 + 2,000 > 10,000: revision 1 goes whole (both events), below the minimum
+        // capacity of 100 events.
+        let (_, evicted) = history.append_revision(&[sized(3, "d", 2_000)], t);
+        assert_eq!(evicted, 2);
+        assert_eq!((history.len(), history.bytes()), (2, 5_000));
+        assert_eq!(history.oldest(), 2);
+        // A deletion counts the object it deletes.
+        let c = sized(2, "c", 3_000);
+        history.append_revision(&[deletion(4, &c)], t);
+        assert_eq!((history.len(), history.bytes()), (3, 8_000));
+        // A revision larger than the bound alone still goes in; everything older goes out.
+        let (_, evicted) = history.append_revision(&[sized(5, "e", 50_000)], t);
+        assert_eq!(evicted, 3);
+        assert_eq!((history.len(), history.bytes()), (1, 50_000));
+        assert_eq!(history.oldest(), 5);
+        assert_eq!(history.servable_floor(), 4);
+        history.reset(7);
+        assert_eq!((history.len(), history.bytes()), (0, 0));
+        history.append_revision(&[sized(8, "f", 1_000)], t);
+        assert_eq!(history.bytes(), 1_000);
+    }
+
+    /// Goal: an object without a size hint counts its JSON size, estimated from the body
+    /// within a small factor of the real encoding.
+    #[test]
+    fn an_object_without_a_size_hint_counts_its_estimated_json_size() {
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x", "namespace": "ns", "labels": {"a": "b"}},
+            "data": {"k": "v".repeat(10_000), "n": 12345, "list": [1, true, null, "s"]}});
+        let exact = serde_json::to_vec(&body).expect("encodes").len();
+        let object = Object::new("ns", "x", BTreeMap::new(), BTreeMap::new(), 1, body);
+        let estimate = object.json_size();
+        assert!(
+            estimate >= exact && estimate <= exact + exact / 10,
+            "estimate {estimate} for {exact} bytes"
+        );
     }
 }

@@ -158,6 +158,8 @@ pub struct Metrics {
     pub bookmarks_sent: Counter,
     /// History capacity in events.
     pub history_capacity: Gauge,
+    /// Bytes the history's events count against `history_bytes_max` (see [`crate::history`]).
+    pub history_bytes: Gauge,
     /// Times the history doubled.
     pub history_capacity_increases: Counter,
     /// Times the history halved.

@@ -137,6 +137,28 @@ pub struct Object {
     external: OnceLock<Option<Bytes>>,
 }
 
+/// About how long `value`'s JSON encoding is (see [`Object::json_size`]).
+fn estimate_json_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(_) => 8,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => {
+            2 + items
+                .iter()
+                .map(|item| estimate_json_size(item) + 1)
+                .sum::<usize>()
+        }
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(key, item)| key.len() + 4 + estimate_json_size(item))
+                .sum::<usize>()
+        }
+    }
+}
+
 /// What a JSON encoding may need beyond its size hint: the length of the stored value it was
 /// decoded from leaves out `"resourceVersion":"<up to 20 digits>",` (42 bytes at most).
 const HINT_MARGIN: usize = 64;
@@ -203,6 +225,21 @@ impl Object {
     #[must_use]
     pub fn size_hint(&self) -> usize {
         self.size_hint
+    }
+
+    /// About how many bytes the object's JSON encoding has: the size hint when there is one,
+    /// the encoding's length when it is cached, else an estimate from the body (strings and
+    /// keys by length, punctuation counted, numbers as 8 bytes) that walks it without
+    /// allocating. What the history's byte bound counts.
+    #[must_use]
+    pub fn json_size(&self) -> usize {
+        if self.size_hint > 0 {
+            return self.size_hint;
+        }
+        if let Some(json) = self.encoded[Encoding::Json.slot()].get() {
+            return json.len();
+        }
+        estimate_json_size(&self.body)
     }
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.

@@ -761,3 +761,84 @@ async fn at_the_connection_bound_an_idle_connection_gives_way_and_busy_ones_neve
     }
     server.shutdown().await;
 }
+
+/// The value of a gauge sample `name{resource="configmaps",...}` in `/metrics`.
+fn configmaps_gauge(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")) && l.contains("resource=\"configmaps\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} for configmaps in /metrics"))
+}
+
+/// Goal: a client writing large objects fast holds a bounded history (`--history-bytes-max`):
+/// the oldest revisions go, a watch from before them gets the honest in-stream 410, a watch
+/// from a revision still held gets every later event in order, and the history's byte gauge
+/// stays within the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_objects_written_fast_hold_a_bounded_history() {
+    const BOUND: u64 = 200_000;
+    let server = server_with(ServeArgs {
+        history_bytes_max: Some(BOUND as usize),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (status, created) = common::send_json(addr, "POST", CM, &configmap("big", 50_000)).await;
+    assert_eq!(status, 201, "{created}");
+    let first = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut versions = Vec::new();
+    for i in 0..10 {
+        let patched = common::merge_patch(
+            addr,
+            &format!("{CM}/big"),
+            &format!(r#"{{"data":{{"i":"{i}"}}}}"#),
+        )
+        .await;
+        versions.push(
+            patched["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    // Eleven events of ~50 KB against a 200 KB bound: the creation is long gone.
+    let mut old = common::WatchReader::open(
+        addr,
+        &format!("{CM}?watch=true&resourceVersion={first}"),
+        None,
+    )
+    .await;
+    let event = old.next().await.expect("an event");
+    assert_eq!(event["type"], "ERROR", "{event}");
+    assert_eq!(event["object"]["code"], 410);
+    assert_eq!(event["object"]["reason"], "Expired");
+    // From the eighth patch: the ninth and tenth, in order.
+    let mut recent = common::WatchReader::open(
+        addr,
+        &format!("{CM}?watch=true&resourceVersion={}", versions[7]),
+        None,
+    )
+    .await;
+    for (i, version) in versions.iter().enumerate().skip(8) {
+        let event = recent.next().await.expect("an event");
+        assert_eq!(event["type"], "MODIFIED", "{event}");
+        assert_eq!(
+            event["object"]["metadata"]["resourceVersion"],
+            version.as_str()
+        );
+        assert_eq!(event["object"]["data"]["i"], i.to_string());
+    }
+    let bytes = configmaps_gauge(
+        &metrics(addr).await,
+        "watchkeeper_watch_cache_history_bytes",
+    );
+    assert!(
+        (100_000..=BOUND).contains(&bytes),
+        "history bytes {bytes}, bound {BOUND}"
+    );
+    server.shutdown().await;
+}

@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// Largest history capacity in events [default: 102400].
     #[arg(long)]
     pub history_capacity_max: Option<usize>,
+    /// Largest size of each resource's history in bytes, counted as the JSON size of the
+    /// objects its events carry; past it the oldest revisions are evicted (watchers behind them
+    /// get 410) [default: 268435456, 256 MiB; at least 1024]
+    #[arg(long)]
+    pub history_bytes_max: Option<usize>,
     /// Largest per-watcher queue in events, also the bound of a queue that grows because its
     /// client emptied it and then was late for a burst [default: 1000].
     #[arg(long)]
@@ -319,6 +324,7 @@ impl ServeArgs {
             consistent_get_from_cache,
             event_fresh_seconds,
             history_capacity_max,
+            history_bytes_max,
             queue_capacity_max,
             queue_capacity_min,
             pass_members_max,
@@ -915,6 +921,9 @@ impl ServeConfig {
         }
         if let Some(v) = args.history_capacity_max {
             cache.history_capacity_max = v;
+        }
+        if let Some(v) = args.history_bytes_max {
+            cache.history_bytes_max = v;
         }
         if let Some(v) = args.queue_capacity_max {
             cache.queue_capacity_max = v;

@@ -385,7 +385,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
             |m| m.cache_resets.get() as i64,
         ),
     ];
-    let gauges: [(&'static str, &'static str, Get); 4] = [
+    let gauges: [(&'static str, &'static str, Get); 5] = [
         (
             "apiserver_watch_cache_stalled_watchers",
             "Unsynced watchers.",
@@ -403,6 +403,11 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
             "apiserver_watch_cache_capacity",
             "History capacity in events.",
             |m| m.history_capacity.get(),
+        ),
+        (
+            "watchkeeper_watch_cache_history_bytes",
+            "JSON bytes of the objects the history's events carry (bounded by --history-bytes-max).",
+            |m| m.history_bytes.get(),
         ),
     ];
     for (name, help, get) in counters {
