@@ -3,7 +3,12 @@
 //! [`Instant`]. (The simulator drives the same core single-threaded on a virtual clock.)
 //!
 //! The dispatcher runs on its own OS thread rather than as a tokio task: under saturation a
-//! task competes with connection tasks and falls behind.
+//! task competes with connection tasks and falls behind. The catch-up worker's thread starts
+//! with the first work handed to it (a watcher that stalls, a drain, a watch whose initial
+//! state the worker serves): most resources never have an unsynced watcher, and a server with
+//! many resources (CRDs) would otherwise keep an idle thread for each. Every piece of work
+//! reaches the worker through the hook that starts or wakes it, so none waits for a thread
+//! that is not there.
 //!
 //! ## Guarantees
 //! - **Bounded input, back-pressure, no drops.** Revisions and resets reach the dispatcher
@@ -22,7 +27,7 @@
 //!   and every input handled drains the mailbox.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
@@ -303,8 +308,117 @@ pub struct CacheDriver {
     pub cache: WatchCache,
     input: InputSender,
     stop: Arc<AtomicBool>,
-    worker_thread: Arc<OnceLock<Thread>>,
+    worker: Arc<WorkerSlot>,
     threads: Vec<JoinHandle<()>>,
+}
+
+/// The catch-up worker's thread: not started until the first work reaches the worker's hook.
+#[derive(Debug)]
+struct WorkerSlot {
+    /// The running thread, for the hook's wake-up without the lock.
+    thread: OnceLock<Thread>,
+    state: Mutex<WorkerState>,
+}
+
+enum WorkerState {
+    /// Not started: what the thread will run, and its name.
+    Idle(Box<WorkerStart>, String),
+    Running(JoinHandle<()>),
+    Stopped,
+}
+
+impl std::fmt::Debug for WorkerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkerState::Idle(..) => "Idle",
+            WorkerState::Running(_) => "Running",
+            WorkerState::Stopped => "Stopped",
+        })
+    }
+}
+
+/// What the catch-up thread runs.
+struct WorkerStart {
+    worker: CatchUpWorker,
+    stop: Arc<AtomicBool>,
+    clock: Clock,
+    waits: DriverWaits,
+    on_pass: Option<PassHook>,
+}
+
+impl WorkerSlot {
+    /// The worker's hook: wakes its thread, starting it on the first call. A thread that cannot
+    /// be started is logged and tried again at the next call (its worker is kept).
+    fn notify(self: &Arc<Self>) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *state, WorkerState::Stopped) {
+            WorkerState::Running(handle) => {
+                handle.thread().unpark();
+                *state = WorkerState::Running(handle);
+            }
+            WorkerState::Stopped => {}
+            WorkerState::Idle(start, name) => {
+                // The start goes to the thread through a cell, so a failed spawn keeps it.
+                let cell = Arc::new(Mutex::new(Some(start)));
+                let taken = cell.clone();
+                let slot = Arc::downgrade(self);
+                let spawned = std::thread::Builder::new()
+                    .name(name.clone())
+                    .spawn(move || {
+                        let start = taken.lock().unwrap_or_else(PoisonError::into_inner).take();
+                        if let (Some(start), Some(slot)) = (start, slot.upgrade()) {
+                            // Reachable by the hook before the first look at the worker's
+                            // state, so an idle worker may park without a timeout.
+                            let _ = slot.thread.set(std::thread::current());
+                            drop(slot);
+                            let WorkerStart {
+                                worker,
+                                stop,
+                                clock,
+                                waits,
+                                on_pass,
+                            } = *start;
+                            run_worker(worker, &stop, clock, waits, on_pass);
+                        }
+                    });
+                match spawned {
+                    Ok(handle) => {
+                        let _ = self.thread.set(handle.thread().clone());
+                        *state = WorkerState::Running(handle);
+                    }
+                    Err(error) => {
+                        tracing::error!(thread = %name, %error, "cannot start a catch-up thread; retrying at the next hand-off");
+                        let start = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+                        if let Some(start) = start {
+                            *state = WorkerState::Idle(start, name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the thread, if it started, and waits for it (`stop` is already raised).
+    fn stop(&self) {
+        let state = std::mem::replace(
+            &mut *self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            WorkerState::Stopped,
+        );
+        if let WorkerState::Running(handle) = state {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
+    }
+
+    /// Whether the thread has started (tests).
+    #[cfg(test)]
+    fn started(&self) -> bool {
+        self.thread.get().is_some()
+    }
 }
 
 /// Why a cache's driver did not start.
@@ -316,7 +430,7 @@ pub enum DriverError {
     /// A thread could not be spawned.
     #[error("cannot start the {thread} thread: {source}")]
     Thread {
-        /// `dispatcher` or `catch-up`.
+        /// `dispatcher` (a catch-up thread that cannot start is logged and retried).
         thread: &'static str,
         /// The spawn error.
         #[source]
@@ -325,7 +439,8 @@ pub enum DriverError {
 }
 
 impl CacheDriver {
-    /// Starts the dispatcher and worker threads of a cache named `name`.
+    /// Starts the dispatcher thread of a cache named `name`; its catch-up thread starts with
+    /// the first work handed to the worker.
     ///
     /// # Errors
     /// The configuration is invalid or a thread could not start.
@@ -380,13 +495,29 @@ impl CacheDriver {
             progress: progress.clone(),
             views: Vec::new(),
         };
-        let worker_thread: Arc<OnceLock<Thread>> = Arc::new(OnceLock::new());
-        let hook = worker_thread.clone();
-        worker.set_notify(Box::new(move || {
-            if let Some(thread) = hook.get() {
-                thread.unpark();
-            }
-        }));
+        let slot = Arc::new(WorkerSlot {
+            thread: OnceLock::new(),
+            state: Mutex::new(WorkerState::Idle(
+                Box::new(WorkerStart {
+                    worker,
+                    stop: stop.clone(),
+                    clock,
+                    waits,
+                    on_pass,
+                }),
+                format!("catchup-{name}"),
+            )),
+        });
+        let hook = Arc::downgrade(&slot);
+        if let WorkerState::Idle(start, _) =
+            &*slot.state.lock().unwrap_or_else(PoisonError::into_inner)
+        {
+            start.worker.set_notify(Box::new(move || {
+                if let Some(slot) = hook.upgrade() {
+                    slot.notify();
+                }
+            }));
+        }
         let dispatcher_stop = stop.clone();
         let dispatcher_handle = std::thread::Builder::new()
             .name(format!("dispatch-{name}"))
@@ -403,27 +534,12 @@ impl CacheDriver {
                 thread: "dispatcher",
                 source,
             })?;
-        let worker_stop = stop.clone();
-        let worker_self = worker_thread.clone();
-        let worker_handle = std::thread::Builder::new()
-            .name(format!("catchup-{name}"))
-            .spawn(move || {
-                // Reachable by the notify hook before the first look at the worker's state, so
-                // an idle worker may park without a timeout (see `run_worker`).
-                let _ = worker_self.set(std::thread::current());
-                run_worker(worker, &worker_stop, clock, waits, on_pass);
-            })
-            .map_err(|source| DriverError::Thread {
-                thread: "catch-up",
-                source,
-            })?;
-        let _ = worker_thread.set(worker_handle.thread().clone());
         Ok(CacheDriver {
             cache,
             input,
             stop,
-            worker_thread,
-            threads: vec![dispatcher_handle, worker_handle],
+            worker: slot,
+            threads: vec![dispatcher_handle],
         })
     }
 
@@ -444,9 +560,7 @@ impl CacheDriver {
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Release);
         let _ = self.input.input.send(Input::Stop);
-        if let Some(thread) = self.worker_thread.get() {
-            thread.unpark();
-        }
+        self.worker.stop();
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
@@ -797,9 +911,10 @@ mod tests {
         driver.shutdown();
     }
 
-    /// Goal: an idle catch-up worker parks without a timeout and is woken by what hands it
-    /// work. A watcher that stalls on a cache whose worker owns nothing (its timed park an
-    /// hour away) is caught up, and so is one that stalls again after the worker went idle.
+    /// Goal: the catch-up thread starts with the first stall, not before; an idle catch-up
+    /// worker parks without a timeout and is woken by what hands it work. A watcher that
+    /// stalls on a cache whose worker owns nothing (its timed park an hour away) is caught up,
+    /// and so is one that stalls again after the worker went idle.
     #[test]
     fn an_idle_worker_is_woken_by_a_stall_not_by_a_timer() {
         let clock = Clock::new();
@@ -814,6 +929,10 @@ mod tests {
         request.queue_capacity = Some(2);
         let watch = cache.watch(request, clock.now());
         wait_registered(&cache);
+        assert!(
+            !driver.worker.started(),
+            "no catch-up thread before anything is handed to the worker"
+        );
         let sender = driver.sender();
         let mut revision = 0;
         let mut expected = Vec::new();
@@ -844,6 +963,7 @@ mod tests {
                 cache.metrics().watcher_stalls.get() > round,
                 "round {round} stalled"
             );
+            assert!(driver.worker.started(), "the stall started the thread");
             // Resynced, the worker owns nothing and goes back to its untimed park.
             while cache.metrics().synced_watchers.get() < 1 {
                 assert!(
