@@ -62,6 +62,7 @@ pub mod table;
 pub mod time;
 pub mod versions;
 pub mod watch_frame;
+pub mod yaml;
 
 pub use discovery::{
     AggregatedVersion, aggregated_discovery, api_group, api_group_list, api_resource_list,

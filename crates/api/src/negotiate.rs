@@ -169,7 +169,8 @@ fn conversion_of(range: &MediaRange) -> Option<Conversion> {
 /// The wire format of a resource response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// `application/json` (also the answer to YAML ranges and wildcards).
+    /// `application/json` (also the answer to wildcards, and to YAML ranges, which the server
+    /// converts from it: [`answers_in_yaml`]).
     Json,
     /// `application/vnd.kubernetes.protobuf`.
     Protobuf,
@@ -235,6 +236,23 @@ pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, cra
     Err(crate::ApiError::not_acceptable(format!(
         "only the following media types are accepted: {types}"
     )))
+}
+
+/// Whether an answer negotiated as JSON goes out in YAML: the first range (by weight, then the
+/// client's order) that names JSON, YAML, protobuf or a wildcard is a plain `application/yaml`
+/// (kube-apiserver serves YAML for every answer but a watch stream). A protobuf range decides
+/// for the format [`negotiate`] picks, and a range that asks for a conversion is answered in
+/// JSON, so neither makes the answer YAML.
+#[must_use]
+pub fn answers_in_yaml(accept: Option<&str>) -> bool {
+    parse_accept(accept)
+        .iter()
+        .find(|range| {
+            range.accepts_json()
+                || range.essence == "application/yaml"
+                || range.essence == crate::protobuf::PROTOBUF_MEDIA_TYPE
+        })
+        .is_some_and(|range| range.essence == "application/yaml" && !range.converts())
 }
 
 /// The conversion a resource request's `Accept` header asks for: the first range (by weight,
@@ -310,6 +328,29 @@ mod tests {
                 "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
             );
         }
+    }
+
+    #[test]
+    fn yaml_when_it_is_the_first_range_served() {
+        for yaml in [
+            "application/yaml",
+            "application/yaml, application/json",
+            "application/json;q=0.5, application/yaml",
+            "text/html, application/yaml;q=0.9, */*;q=0.8",
+        ] {
+            assert!(answers_in_yaml(Some(yaml)), "{yaml}");
+        }
+        for json in [
+            "",
+            "*/*",
+            "application/json, application/yaml",
+            "application/vnd.kubernetes.protobuf, application/yaml",
+            "application/yaml;as=Table;v=v1;g=meta.k8s.io",
+            "application/json;as=Table;v=v1;g=meta.k8s.io, application/yaml",
+        ] {
+            assert!(!answers_in_yaml(Some(json)), "{json}");
+        }
+        assert!(!answers_in_yaml(None));
     }
 
     #[test]

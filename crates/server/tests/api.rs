@@ -2830,3 +2830,153 @@ async fn node_port_services_get_node_ports_from_the_range() {
     );
     server.shutdown().await;
 }
+
+/// One request through the test kit, answer whole (status, headers, body).
+async fn exchange_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> watchkeeper_testkit::http::Response {
+    tokio::time::timeout(
+        HANG_GUARD,
+        watchkeeper_testkit::request(addr, method, path, headers, body.as_bytes()),
+    )
+    .await
+    .expect("request hang")
+    .expect("an HTTP answer")
+}
+
+/// Reads a YAML answer back as JSON (as a client's YAML library would).
+fn yaml_value(text: &str) -> Value {
+    let json = watchkeeper_api::yaml::json_from_yaml_body(text.as_bytes()).expect("YAML");
+    serde_json::from_slice(&json).expect("JSON")
+}
+
+/// Goal: YAML as kube-apiserver serves it: a create body in `application/yaml` is read as
+/// YAML; an answer the client asks for in YAML (object, list, refusal) comes as
+/// `application/yaml` and says what the JSON answer says; a watch stays JSON; JSON sent under
+/// the YAML type is read as JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_bodies_and_answers() {
+    let server = server().await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    let yaml_in = [
+        ("Content-Type", "application/yaml"),
+        ("Accept", "application/yaml"),
+    ];
+    let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: yml  # a comment\n  labels: {app: \"on\"}\ndata:\n  a: \"1\"\n  text: |\n    line one\n    line two\n";
+    let created = exchange_with(addr, "POST", base, &yaml_in, body).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(created.header("content-type"), Some("application/yaml"));
+    let object = yaml_value(&created.text());
+    assert_eq!(object["metadata"]["name"], "yml");
+    assert_eq!(object["metadata"]["labels"]["app"], "on");
+    assert_eq!(object["data"]["text"], "line one\nline two\n");
+    // The same object as JSON, and as YAML.
+    let (_, json) = get_json(addr, &format!("{base}/yml")).await;
+    let got = exchange_with(
+        addr,
+        "GET",
+        &format!("{base}/yml"),
+        &[("Accept", "application/yaml")],
+        "",
+    )
+    .await;
+    assert_eq!(got.header("content-type"), Some("application/yaml"));
+    assert!(got.text().starts_with("apiVersion: v1\n"), "{}", got.text());
+    assert_eq!(yaml_value(&got.text()), json);
+    let listed = exchange_with(
+        addr,
+        "GET",
+        base,
+        &[("Accept", "application/yaml, application/json")],
+        "",
+    )
+    .await;
+    let list = yaml_value(&listed.text());
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["items"][0], json);
+    // JSON first: JSON.
+    let plain = exchange_with(
+        addr,
+        "GET",
+        base,
+        &[("Accept", "application/json, application/yaml")],
+        "",
+    )
+    .await;
+    assert_eq!(plain.header("content-type"), Some("application/json"));
+    // A refusal in YAML.
+    let missing = exchange_with(
+        addr,
+        "GET",
+        &format!("{base}/nope"),
+        &[("Accept", "application/yaml")],
+        "",
+    )
+    .await;
+    assert_eq!(missing.status, 404);
+    let status = yaml_value(&missing.text());
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "NotFound");
+    assert_eq!(status["code"], 404);
+    // YAML that does not parse: 400, nothing created.
+    let bad = exchange_with(
+        addr,
+        "POST",
+        base,
+        &[("Content-Type", "application/yaml")],
+        "metadata: [a\nname: b",
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(
+        bad.text().contains("error converting YAML to JSON: yaml: "),
+        "{}",
+        bad.text()
+    );
+    // JSON under the YAML type, and a PUT in YAML.
+    let json_body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"j"}}"#;
+    let created = exchange_with(
+        addr,
+        "POST",
+        base,
+        &[("Content-Type", "application/yaml")],
+        json_body,
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let put = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: j\n  resourceVersion: \"{}\"\ndata:\n  b: two\n",
+        serde_json::from_str::<Value>(&created.text()).unwrap()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+    );
+    let replaced = exchange_with(
+        addr,
+        "PUT",
+        &format!("{base}/j"),
+        &[("Content-Type", "application/yaml")],
+        &put,
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{}", replaced.text());
+    assert_eq!(
+        serde_json::from_str::<Value>(&replaced.text()).unwrap()["data"]["b"],
+        "two"
+    );
+    // A watch stays a JSON stream.
+    let mut watch = WatchReader::open_with_headers(
+        addr,
+        &format!("{base}?watch=true&resourceVersion=0"),
+        None,
+        &[("Accept", "application/yaml")],
+    )
+    .await;
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED");
+    server.shutdown().await;
+}

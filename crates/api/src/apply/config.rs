@@ -65,7 +65,7 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
 /// The YAML reader's options: [`MAX_DEPTH`], and repeated keys handed to the value built
 /// (the last one wins, as in kube-apiserver's non-strict `yaml.Unmarshal`; the strict
 /// reading reports them: [`duplicate_keys`]).
-fn options() -> serde_saphyr::Options {
+pub(crate) fn options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
     let mut options = serde_saphyr::Options::default();
@@ -179,7 +179,7 @@ pub fn duplicate_keys_error(duplicates: &[String]) -> ApiError {
 }
 
 /// The parser's message on one line (it may draw the offending line under it).
-fn one_line(message: &str) -> String {
+pub(crate) fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)

@@ -31,6 +31,7 @@ pub mod state;
 pub mod token;
 pub mod watch;
 pub mod wire;
+pub mod yaml;
 
 pub use state::App;
 
@@ -114,6 +115,27 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return error_response(&error);
     }
+    let answers_in_yaml = watchkeeper_api::negotiate::answers_in_yaml(
+        parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let body = if !body.is_empty()
+        && matches!(parts.method, Method::POST | Method::PUT)
+        && yaml::is_yaml_body(
+            parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+        ) {
+        match watchkeeper_api::yaml::json_from_yaml_body(&body) {
+            Ok(json) => axum::body::Bytes::from(json),
+            Err(error) => return error_response(&error),
+        }
+    } else {
+        body
+    };
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),
         peer: parts
@@ -146,6 +168,9 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         }
     }
     let (verb, group, resource, mut response) = route(&app, &context, &segments).await;
+    if answers_in_yaml && verb != Verb::Watch.label() {
+        response = yaml::to_yaml(response).await;
+    }
     if verb != Verb::Watch.label() {
         response =
             gzip::compress_if_large(accepts_gzip, app.config.gzip_min_response_bytes, response);

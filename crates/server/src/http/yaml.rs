@@ -1,0 +1,57 @@
+//! YAML for clients that ask for it (`watchkeeper_api::yaml` does the conversions): a create
+//! or update body sent as `application/yaml` is read as the JSON it converts to, and an answer
+//! the client's `Accept` header wants in YAML ([`watchkeeper_api::negotiate::answers_in_yaml`])
+//! is the JSON answer converted, as kube-apiserver's YAML serializer answers — objects, lists,
+//! discovery and `Status` refusals alike. A watch stream stays JSON.
+//!
+//! ## Bounds
+//! A YAML answer is built whole from the JSON one (a LIST that streams in pieces as JSON is
+//! gathered first): at most [`YAML_ANSWER_JSON_MAX`] bytes of JSON. A larger answer is a 406
+//! NotAcceptable that says so and names `application/json`, which streams any size.
+
+use axum::body::Body;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use watchkeeper_api::ApiError;
+use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, yaml_from_json};
+
+use crate::respond::error_response;
+
+/// The largest JSON answer converted to YAML, bytes (64 MiB).
+pub const YAML_ANSWER_JSON_MAX: usize = 64 << 20;
+
+/// Whether a request body's `Content-Type` is YAML.
+#[must_use]
+pub fn is_yaml_body(content_type: Option<&str>) -> bool {
+    content_type
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(YAML_MEDIA_TYPE))
+}
+
+/// `response` in YAML when it is a JSON answer (see the module docs); anything else as it is.
+pub async fn to_yaml(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !is_json || response.headers().contains_key(header::CONTENT_ENCODING) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(json) = axum::body::to_bytes(body, YAML_ANSWER_JSON_MAX).await else {
+        let refusal = error_response(&ApiError::not_acceptable(format!(
+            "the answer is larger than {YAML_ANSWER_JSON_MAX} bytes, the most this server converts to {YAML_MEDIA_TYPE}; ask for application/json"
+        )));
+        return Box::pin(to_yaml(refusal)).await;
+    };
+    let Some(yaml) = yaml_from_json(&json) else {
+        return Response::from_parts(parts, Body::from(json));
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(YAML_MEDIA_TYPE),
+    );
+    Response::from_parts(parts, Body::from(yaml))
+}
