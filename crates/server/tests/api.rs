@@ -2980,3 +2980,100 @@ async fn yaml_bodies_and_answers() {
     assert_eq!(event["type"], "ADDED");
     server.shutdown().await;
 }
+
+/// Goal: indented JSON for people, as kube-apiserver: `curl`, `Wget` and browsers (or
+/// `?pretty=true`) get Go's `json.Indent` layout with the same fields in the same order,
+/// `?pretty=false` and other clients get compact JSON, a watch stays one event per line, and a
+/// large answer is still gzipped (decided on its own length).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pretty_json_for_people() {
+    let server = server_with(ServeArgs {
+        gzip_min_response_bytes: Some(1024),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let base = "/api/v1/namespaces/default/configmaps";
+    send_json(addr, "POST", base, &configmap("p", 4_000)).await;
+    let path = format!("{base}/p");
+    let compact = exchange_with(addr, "GET", &path, &[("User-Agent", "kubectl/v1.33.1")], "").await;
+    assert!(
+        compact
+            .text()
+            .starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"#)
+    );
+    let curl = exchange_with(addr, "GET", &path, &[("User-Agent", "curl/8.5.0")], "").await;
+    assert_eq!(curl.status, 200);
+    assert!(
+        curl.text().starts_with("{\n  \"kind\": \"ConfigMap\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {\n    \"name\": \"p\",\n"),
+        "{}",
+        curl.text()
+    );
+    assert!(curl.text().ends_with("\n}\n"));
+    // Same fields, same order: only whitespace between tokens differs.
+    let strip = |text: &str| -> String {
+        let mut out = String::new();
+        let (mut in_string, mut escaped) = (false, false);
+        for c in text.chars() {
+            if in_string {
+                out.push(c);
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    in_string = false;
+                }
+            } else if !c.is_whitespace() {
+                in_string = c == '"';
+                out.push(c);
+            }
+        }
+        out
+    };
+    assert_eq!(strip(&curl.text()), strip(&compact.text()));
+    let asked = exchange_with(addr, "GET", &format!("{path}?pretty=true"), &[], "").await;
+    assert!(asked.text().starts_with("{\n  \"kind\""));
+    let refused = exchange_with(
+        addr,
+        "GET",
+        &format!("{path}?pretty=false"),
+        &[("User-Agent", "curl/8.5.0")],
+        "",
+    )
+    .await;
+    assert_eq!(refused.text(), compact.text());
+    // Large and gzip accepted: compressed, and indented inside.
+    let gzipped = exchange_with(
+        addr,
+        "GET",
+        base,
+        &[("User-Agent", "curl/8.5.0"), ("Accept-Encoding", "gzip")],
+        "",
+    )
+    .await;
+    assert_eq!(gzipped.header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&gzipped.body[..]),
+        &mut plain,
+    )
+    .expect("a gzip stream");
+    let plain = String::from_utf8(plain).unwrap();
+    assert!(
+        plain.starts_with("{\n  \"kind\": \"ConfigMapList\""),
+        "{plain}"
+    );
+    serde_json::from_str::<Value>(&plain).expect("JSON");
+    // A watch: one compact event per line.
+    let mut watch = WatchReader::open_with_headers(
+        addr,
+        &format!("{base}?watch=true&resourceVersion=0"),
+        None,
+        &[("User-Agent", "curl/8.5.0")],
+    )
+    .await;
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED");
+    server.shutdown().await;
+}

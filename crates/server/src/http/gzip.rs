@@ -39,19 +39,32 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.split(',').any(|token| token.trim() == "gzip"))
 }
 
+/// Whether `response`'s known length is above `min_bytes` (`None`: never).
+#[must_use]
+pub fn is_large(min_bytes: Option<usize>, response: &Response) -> bool {
+    min_bytes.is_some_and(|min_bytes| {
+        response
+            .body()
+            .size_hint()
+            .exact()
+            .is_some_and(|length| length > u64::try_from(min_bytes).unwrap_or(u64::MAX))
+    })
+}
+
 /// `response`, gzip-compressed if the client accepts gzip and its known length is above
 /// `min_bytes` (`None`: never compress).
 #[must_use]
 pub fn compress_if_large(accepts: bool, min_bytes: Option<usize>, response: Response) -> Response {
-    let Some(min_bytes) = min_bytes else {
-        return response;
-    };
-    let large = response
-        .body()
-        .size_hint()
-        .exact()
-        .is_some_and(|length| length > u64::try_from(min_bytes).unwrap_or(u64::MAX));
-    if !accepts || !large || response.headers().contains_key(header::CONTENT_ENCODING) {
+    let large = is_large(min_bytes, &response);
+    compress_if(accepts && large, response)
+}
+
+/// `response` gzip-compressed when `compress` (the client accepts gzip and the answer is large:
+/// [`is_large`], decided before any change of its length), unless it already has a
+/// `Content-Encoding`.
+#[must_use]
+pub fn compress_if(compress: bool, response: Response) -> Response {
+    if !compress || response.headers().contains_key(header::CONTENT_ENCODING) {
         return response;
     }
     let (mut parts, body) = response.into_parts();

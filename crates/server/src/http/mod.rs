@@ -25,6 +25,7 @@ pub mod inner;
 pub mod list_body;
 pub mod on_wake;
 pub mod pods;
+pub mod pretty;
 pub mod review;
 pub mod scale;
 pub mod state;
@@ -115,6 +116,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return error_response(&error);
     }
+    let pretty = pretty::wants_pretty(parts.uri.query(), &parts.headers);
     let answers_in_yaml = watchkeeper_api::negotiate::answers_in_yaml(
         parts
             .headers
@@ -168,12 +170,16 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         }
     }
     let (verb, group, resource, mut response) = route(&app, &context, &segments).await;
-    if answers_in_yaml && verb != Verb::Watch.label() {
-        response = yaml::to_yaml(response).await;
-    }
     if verb != Verb::Watch.label() {
-        response =
-            gzip::compress_if_large(accepts_gzip, app.config.gzip_min_response_bytes, response);
+        if answers_in_yaml {
+            response = yaml::to_yaml(response).await;
+        }
+        // Whether to compress is decided on the answer's own length, before any indentation.
+        let large = gzip::is_large(app.config.gzip_min_response_bytes, &response);
+        if pretty {
+            response = pretty::pretty(response);
+        }
+        response = gzip::compress_if(accepts_gzip && large, response);
     }
     if !verb.is_empty() {
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
