@@ -49,6 +49,11 @@ pub enum TxnError {
     /// Two ops of one transaction write the same key.
     #[error("duplicate key in transaction: {0:?}")]
     DuplicateKey(Bytes),
+    /// The store is full: the transaction puts, and applying it would take the store above
+    /// its quota (see [`crate::quota`]), or etcd refused it for its own quota (etcd's
+    /// `ErrNoSpace`, whose wording this is). Nothing of it was applied.
+    #[error("mvcc: database space exceeded")]
+    NoSpace,
     /// See [`BackendError`].
     #[error(transparent)]
     Backend(#[from] BackendError),
