@@ -51,7 +51,10 @@ pub enum TxnError {
     DuplicateKey(Bytes),
     /// The store is full: the transaction puts, and applying it would take the store above
     /// its quota (see [`crate::quota`]), or etcd refused it for its own quota (etcd's
-    /// `ErrNoSpace`, whose wording this is). Nothing of it was applied.
+    /// `ErrNoSpace`, whose wording this is). From the memory and embedded stores nothing of
+    /// it was applied; etcd may have applied it anyway (it checks its quota before a write and
+    /// again when applying it, and the second check only raises its alarm: etcd's maintenance
+    /// guide), as kube-apiserver over etcd may answer this for a write that happened.
     #[error("mvcc: database space exceeded")]
     NoSpace,
     /// See [`BackendError`].

@@ -49,7 +49,10 @@
 //!
 //! etcd applies its own quota (`--quota-backend-bytes`, 2 GiB by default) to its database
 //! file; the etcd backend maps its refusal to the same [`TxnError::NoSpace`] and ignores
-//! [`TxnRequest::quota_exempt`].
+//! [`TxnRequest::quota_exempt`]. etcd's refusal is weaker: a write it refuses may have been
+//! applied anyway (its apply-time check only raises the alarm), a full etcd refuses every put
+//! until an operator compacts, defragments and disarms the alarm, and its compaction round's
+//! put is refused too.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
