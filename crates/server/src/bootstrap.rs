@@ -213,9 +213,12 @@ pub async fn bootstrap(
         let value = bytes::Bytes::from(seed.body.to_string());
         store
             .txn(
+                // Exempt from the store quota, so a full store can still be restarted: a
+                // fixed few KiB, written only where absent (see `watchkeeper_store::quota`).
                 TxnRequest::default()
                     .when(Compare::Absent { key: key.clone() })
-                    .then(TxnOp::Put { key, value }),
+                    .then(TxnOp::Put { key, value })
+                    .exempt_from_quota(),
             )
             .await
             .map_err(|source| StartError::Bootstrap {

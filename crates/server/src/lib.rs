@@ -217,10 +217,14 @@ pub fn resource_defs(config: &ServeConfig) -> Result<Vec<ResourceDef>, Resources
 /// It cannot be opened.
 pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, StartError> {
     let store_config = match config.store {
-        StoreKind::Memory => StoreConfig::Memory(MemoryConfig::default()),
+        StoreKind::Memory => StoreConfig::Memory(MemoryConfig {
+            quota_bytes: config.store_quota_bytes,
+            ..MemoryConfig::default()
+        }),
         StoreKind::Embedded => {
             let mut embedded = EmbeddedConfig::new(config.data_dir.clone());
             embedded.durable_commits = config.durable_commits;
+            embedded.quota_bytes = config.store_quota_bytes;
             StoreConfig::Embedded(embedded)
         }
         StoreKind::Etcd => StoreConfig::Etcd(EtcdConfig::new(config.etcd_endpoints.clone())),

@@ -5,8 +5,8 @@ use std::str::FromStr;
 
 use crate::{
     CompactError, EmbeddedConfig, EmbeddedStore, EtcdConfig, EtcdStore, KeySelector, MemoryConfig,
-    MemoryStore, OpenError, RangeError, RangeRequest, RangeResponse, Store, StoreCounters,
-    TxnError, TxnRequest, TxnResponse, Watch, WatchError,
+    MemoryStore, OpenError, QuotaUsage, RangeError, RangeRequest, RangeResponse, Store,
+    StoreCounters, TxnError, TxnRequest, TxnResponse, Watch, WatchError,
 };
 
 /// The backend names accepted by `--store`.
@@ -154,5 +154,9 @@ impl Store for AnyStore {
 
     fn counters(&self) -> &StoreCounters {
         dispatch!(self, s => s.counters())
+    }
+
+    fn quota_usage(&self) -> Option<QuotaUsage> {
+        dispatch!(self, s => s.quota_usage())
     }
 }

@@ -11,7 +11,7 @@
 //!   values, so a watch from a past revision is one sequential scan (no per-event lookups).
 //!   This duplicates values (about twice the space of `kv` alone) in exchange for cheap
 //!   catch-up.
-//! - `meta`: the current revision and the compaction floor.
+//! - `meta`: the current revision, the compaction floor and the accounted size (below).
 //!
 //! # Guarantees
 //!
@@ -46,6 +46,12 @@
 //!   [`EmbeddedConfig::auto_compact_every`], the store compacts to `m` −
 //!   [`EmbeddedConfig::retain_revisions`] (before answering the batch). A watcher that
 //!   falls behind the floor ends with `Compacted`. Freed pages are reused by redb; the file does not shrink.
+//! - **Quota.** The bytes of the `kv` and `log` entries are accounted, and a transaction with
+//!   a put that would take them above [`EmbeddedConfig::quota_bytes`] is refused with
+//!   [`TxnError::NoSpace`] (see [`crate::quota`]); the other transactions of its batch commit
+//!   as if it had never been sent. The count is kept in `meta`, written in the same redb
+//!   transaction as the entries it counts (so it is exact after any crash); a database written
+//!   before the quota existed has it computed once at open.
 //!
 //! All disk work runs on tokio's blocking pool (`spawn_blocking`).
 
@@ -60,12 +66,13 @@ use tokio::sync::{oneshot, watch};
 use crate::error::storage;
 use crate::memory::{check_read_revision, validate_progress};
 use crate::mvcc::{self, Plan};
+use crate::quota::{self, Meter};
 use crate::types::KeyBounds;
 use crate::watch::{LogRead, LogSource, LogWatchSettings, run_log_watch};
 use crate::{
-    BackendError, CompactError, Event, EventKind, KeySelector, KeyValue, OpenError, RangeError,
-    RangeRequest, RangeResponse, Store, StoreCounters, TxnError, TxnRequest, TxnResponse, Watch,
-    WatchError,
+    BackendError, CompactError, Event, EventKind, KeySelector, KeyValue, OpenError, QuotaUsage,
+    RangeError, RangeRequest, RangeResponse, Store, StoreCounters, TxnError, TxnRequest,
+    TxnResponse, Watch, WatchError,
 };
 
 const KV: TableDefinition<(&[u8], u64), &[u8]> = TableDefinition::new("kv");
@@ -73,6 +80,8 @@ const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const META_CURRENT: &str = "current";
 const META_COMPACTED: &str = "compacted";
+/// The accounted size in bytes (see [`crate::quota`]).
+const META_ACCOUNTED: &str = "accounted_bytes";
 /// The database file inside [`EmbeddedConfig::data_dir`].
 const FILE_NAME: &str = "watchkeeper.redb";
 
@@ -103,6 +112,9 @@ pub struct EmbeddedConfig {
     /// How often a caught-up, idle watch sends a progress item; `None` disables.
     /// Default 1 s; at least 1 ms when set.
     pub progress_interval: Option<Duration>,
+    /// The most bytes the store may hold (see [`crate::quota`]); `0` = no quota. Default
+    /// 2 GiB, etcd's default `--quota-backend-bytes`.
+    pub quota_bytes: u64,
 }
 
 impl EmbeddedConfig {
@@ -118,6 +130,7 @@ impl EmbeddedConfig {
             watch_channel_capacity: 128,
             watch_batch_revisions: 1000,
             progress_interval: Some(Duration::from_secs(1)),
+            quota_bytes: quota::DEFAULT_QUOTA_BYTES,
         }
     }
 
@@ -154,6 +167,9 @@ pub struct IntegrityReport {
     pub log_revisions: u64,
     /// Key versions (including tombstones) in the `kv` table.
     pub kv_versions: u64,
+    /// The accounted size (see [`crate::quota`]), recomputed from the tables: equal to the
+    /// stored count, or the check fails.
+    pub accounted_bytes: u64,
 }
 
 /// The durable embedded store. Cloning shares the same open database.
@@ -182,6 +198,9 @@ struct Inner {
     commits: std::sync::atomic::AtomicU64,
     rev_tx: watch::Sender<u64>,
     counters: StoreCounters,
+    /// The quota and the accounted size; changed only under `writer`, after the commit that
+    /// stored the new size in `meta`.
+    meter: Meter,
     config: EmbeddedConfig,
 }
 
@@ -193,8 +212,9 @@ struct Queue {
     committing: bool,
 }
 
-/// A batch's answers, one per transaction, and its (first, last) new revision.
-type Applied = (Vec<TxnResponse>, Option<(u64, u64)>);
+/// A batch's answers, one per transaction, its (first, last) new revision, and the accounted
+/// size after it.
+type Applied = (Vec<Result<TxnResponse, TxnError>>, Option<(u64, u64)>, u64);
 
 /// A transaction waiting to be committed, with where its answer goes.
 struct Queued {
@@ -233,7 +253,7 @@ impl EmbeddedStore {
             .set_cache_size(config.cache_size_bytes)
             .create(config.data_dir.join(FILE_NAME))
             .map_err(storage)?;
-        let current = init(&db).map_err(storage)?;
+        let (current, accounted) = init(&db).map_err(storage)?;
         let (rev_tx, _) = watch::channel(current);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -243,6 +263,7 @@ impl EmbeddedStore {
                 commits: std::sync::atomic::AtomicU64::new(0),
                 rev_tx,
                 counters: StoreCounters::default(),
+                meter: Meter::new(config.quota_bytes, accounted),
                 config,
             }),
         })
@@ -320,6 +341,13 @@ impl EmbeddedStore {
                 "log revisions {expected}..={current} missing"
             )));
         }
+        let accounted = accounted_bytes(&kv, &log).map_err(storage)?;
+        let stored = meta_get(&meta, META_ACCOUNTED).map_err(storage)?;
+        if accounted != stored {
+            return Err(corrupt(format!(
+                "accounted size {stored} but the tables hold {accounted} bytes"
+            )));
+        }
         let mut kv_versions = 0;
         for item in kv.iter().map_err(storage)? {
             let (k, _) = item.map_err(storage)?;
@@ -343,6 +371,7 @@ impl EmbeddedStore {
             compacted,
             log_revisions,
             kv_versions,
+            accounted_bytes: accounted,
         })
     }
 
@@ -358,9 +387,11 @@ impl EmbeddedStore {
     }
 }
 
-fn init(db: &Database) -> Result<u64, redb::Error> {
+/// Creates the tables if missing; returns the current revision and the accounted size
+/// (computed and stored once, for a database written before the quota existed).
+fn init(db: &Database) -> Result<(u64, u64), redb::Error> {
     let wtxn = db.begin_write()?;
-    let current;
+    let (current, accounted);
     {
         let mut meta = wtxn.open_table(META)?;
         let existing = meta.get(META_CURRENT)?.map(|g| g.value());
@@ -372,11 +403,39 @@ fn init(db: &Database) -> Result<u64, redb::Error> {
                 1
             }
         };
-        wtxn.open_table(KV)?;
-        wtxn.open_table(LOG)?;
+        let kv = wtxn.open_table(KV)?;
+        let log = wtxn.open_table(LOG)?;
+        let stored = meta.get(META_ACCOUNTED)?.map(|g| g.value());
+        accounted = match stored {
+            Some(a) => a,
+            None => {
+                let a = accounted_bytes(&kv, &log)?;
+                meta.insert(META_ACCOUNTED, a)?;
+                a
+            }
+        };
     }
     wtxn.commit()?;
-    Ok(current)
+    Ok((current, accounted))
+}
+
+/// The accounted size of the tables, entry by entry (slow: at open of an old database and in
+/// the integrity check). Each entry is its key and value bytes, which is what
+/// [`quota::version_bytes`] and [`quota::log_bytes`] compute for what they encode.
+fn accounted_bytes(
+    kv: &impl ReadableTable<(&'static [u8], u64), &'static [u8]>,
+    log: &impl ReadableTable<u64, &'static [u8]>,
+) -> Result<u64, redb::Error> {
+    let mut total = 0u64;
+    for item in kv.iter()? {
+        let (k, v) = item?;
+        total += (k.value().0.len() + 8 + v.value().len()) as u64;
+    }
+    for item in log.iter()? {
+        let (_, v) = item?;
+        total += (8 + v.value().len()) as u64;
+    }
+    Ok(total)
 }
 
 fn meta_get(meta: &impl ReadableTable<&'static str, u64>, name: &str) -> Result<u64, redb::Error> {
@@ -496,7 +555,7 @@ impl Inner {
     /// Commits one batch and answers each of its transactions.
     fn commit_batch(&self, batch: Vec<Queued>) {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let (responses, span) = match self.apply_batch(&batch) {
+        let (responses, span, accounted) = match self.apply_batch(&batch) {
             Ok(done) => done,
             Err(e) => {
                 for queued in batch {
@@ -506,6 +565,7 @@ impl Inner {
             }
         };
         if let Some((first, last)) = span {
+            self.meter.set(accounted);
             self.rev_tx.send_replace(last);
             // Automatic compaction, before the answers (as when each transaction committed
             // alone: a caller that reached a multiple finds the floor moved).
@@ -520,57 +580,68 @@ impl Inner {
             }
         }
         for (queued, response) in batch.into_iter().zip(responses) {
-            let _ = queued.reply.send(Ok(response));
+            let _ = queued.reply.send(response);
         }
     }
 
     /// Applies `batch` in one redb write transaction, each transaction at its own revision
     /// against the state the previous ones left, and commits it (one fsync when durable).
-    /// Returns each transaction's answer and the (first, last) new revision, `None` when no
-    /// transaction changed anything (then nothing is committed). The caller holds `writer`.
+    /// Returns each transaction's answer, the (first, last) new revision, `None` when no
+    /// transaction changed anything (then nothing is committed), and the accounted size after
+    /// the batch. A transaction the quota refuses is answered [`TxnError::NoSpace`] and writes
+    /// nothing; the next one is evaluated as if it had not been sent. The caller holds
+    /// `writer`.
     fn apply_batch(&self, batch: &[Queued]) -> Result<Applied, BackendError> {
         let mut wtxn = self.db.begin_write().map_err(storage)?;
         wtxn.set_durability(self.durability()).map_err(storage)?;
         let mut responses = Vec::with_capacity(batch.len());
         let mut span: Option<(u64, u64)> = None;
+        let mut accounted;
         {
             let mut meta = wtxn.open_table(META).map_err(storage)?;
             let mut kv = wtxn.open_table(KV).map_err(storage)?;
             let mut log = wtxn.open_table(LOG).map_err(storage)?;
             let mut current = meta_get(&meta, META_CURRENT).map_err(storage)?;
+            accounted = meta_get(&meta, META_ACCOUNTED).map_err(storage)?;
             for queued in batch {
                 let rev = current + 1;
                 let response = match mvcc::plan(&queued.req, rev, |k| latest(&kv, k))? {
                     Plan::Failed(cur) => {
                         self.counters.conflict();
-                        TxnResponse {
+                        Ok(TxnResponse {
                             succeeded: false,
                             revision: current,
                             events: Vec::new(),
                             current: cur,
-                        }
+                        })
                     }
-                    Plan::Apply(events) if events.is_empty() => TxnResponse {
+                    Plan::Apply(events) if events.is_empty() => Ok(TxnResponse {
                         succeeded: true,
                         revision: current,
                         events,
                         current: Vec::new(),
-                    },
+                    }),
                     Plan::Apply(events) => {
-                        for ev in &events {
-                            let enc = encode_version(ev);
-                            kv.insert((ev.kv.key.as_ref(), rev), enc.as_slice())
-                                .map_err(storage)?;
-                        }
-                        log.insert(rev, encode_events(&events).as_slice())
-                            .map_err(storage)?;
-                        current = rev;
-                        span = Some((span.map_or(rev, |(first, _)| first), rev));
-                        TxnResponse {
-                            succeeded: true,
-                            revision: rev,
-                            events,
-                            current: Vec::new(),
+                        match self.meter.admit(accounted, &queued.req, &events) {
+                            Err(refused) => Err(refused),
+                            Ok(after) => {
+                                accounted = after;
+                                for ev in &events {
+                                    let enc = encode_version(ev);
+                                    kv.insert((ev.kv.key.as_ref(), rev), enc.as_slice())
+                                        .map_err(storage)?;
+                                }
+                                log.insert(rev, encode_events(&events).as_slice())
+                                    .map_err(storage)?;
+                                current = rev;
+                                span = Some((span.map_or(rev, |(first, _)| first), rev));
+                                Ok(TxnResponse {
+                                    succeeded: true,
+                                    revision: rev,
+                                    events,
+                                    current: Vec::new(),
+                                })
+                            }
                         }
                     }
                 };
@@ -578,6 +649,7 @@ impl Inner {
             }
             if span.is_some() {
                 meta.insert(META_CURRENT, current).map_err(storage)?;
+                meta.insert(META_ACCOUNTED, accounted).map_err(storage)?;
             }
         }
         if span.is_some() {
@@ -587,7 +659,7 @@ impl Inner {
         } else {
             wtxn.abort().map_err(storage)?;
         }
-        Ok((responses, span))
+        Ok((responses, span, accounted))
     }
 
     fn compact(&self, floor: u64) -> Result<(), CompactError> {
@@ -599,6 +671,7 @@ impl Inner {
     fn compact_locked(&self, floor: u64) -> Result<(), CompactError> {
         let mut wtxn = self.db.begin_write().map_err(storage)?;
         wtxn.set_durability(self.durability()).map_err(storage)?;
+        let accounted;
         {
             let mut meta = wtxn.open_table(META).map_err(storage)?;
             let current = meta_get(&meta, META_CURRENT).map_err(storage)?;
@@ -640,14 +713,27 @@ impl Inner {
                 }
                 flush(&key, &mut below);
             }
+            // The bytes freed, entry by entry as `accounted_bytes` counts them.
+            let mut freed = 0u64;
             for (k, r) in &doomed {
-                kv.remove((k.as_slice(), *r)).map_err(storage)?;
+                if let Some(old) = kv.remove((k.as_slice(), *r)).map_err(storage)? {
+                    freed += (k.len() + 8 + old.value().len()) as u64;
+                }
             }
             let mut log = wtxn.open_table(LOG).map_err(storage)?;
-            log.retain_in(..floor, |_, _| false).map_err(storage)?;
+            log.retain_in(..floor, |_, entry| {
+                freed += (8 + entry.len()) as u64;
+                false
+            })
+            .map_err(storage)?;
             meta.insert(META_COMPACTED, floor).map_err(storage)?;
+            accounted = meta_get(&meta, META_ACCOUNTED)
+                .map_err(storage)?
+                .saturating_sub(freed);
+            meta.insert(META_ACCOUNTED, accounted).map_err(storage)?;
         }
         wtxn.commit().map_err(storage)?;
+        self.meter.set(accounted);
         self.counters.compaction();
         tracing::debug!(floor, "compacted embedded store");
         Ok(())
@@ -774,6 +860,10 @@ impl Store for EmbeddedStore {
 
     fn counters(&self) -> &StoreCounters {
         &self.inner.counters
+    }
+
+    fn quota_usage(&self) -> Option<QuotaUsage> {
+        Some(self.inner.meter.usage())
     }
 }
 
@@ -952,6 +1042,79 @@ mod tests {
         assert_eq!(decode_events(7, &enc).unwrap(), events);
         assert!(decode_events(7, &enc[..enc.len() - 1]).is_err());
         assert!(decode_version(&Bytes::new(), 1, &[9]).is_err());
+    }
+
+    /// Goal: the quota's byte counts (`quota::version_bytes`, `quota::log_bytes`), which the
+    /// memory store uses and the embedded store adds per write, are exactly the bytes of the
+    /// table entries, which the embedded store subtracts on compaction.
+    #[test]
+    fn accounted_sizes_are_the_encoded_sizes() {
+        let kv = |v: &'static str| KeyValue {
+            key: Bytes::from_static(b"/registry/k"),
+            value: Bytes::from_static(v.as_bytes()),
+            create_revision: 2,
+            mod_revision: 5,
+            version: 3,
+        };
+        let events = vec![
+            Event {
+                kind: EventKind::Put,
+                kv: kv("new value"),
+                prev_kv: Some(kv("old")),
+            },
+            Event {
+                kind: EventKind::Put,
+                kv: kv(""),
+                prev_kv: None,
+            },
+            Event {
+                kind: EventKind::Delete,
+                kv: crate::mvcc::tombstone(Bytes::from_static(b"/d"), 7),
+                prev_kv: Some(kv("gone")),
+            },
+        ];
+        let mut total = 0;
+        for ev in &events {
+            let version = (ev.kind == EventKind::Put).then_some(&ev.kv);
+            let entry = ev.kv.key.len() + 8 + encode_version(ev).len();
+            assert_eq!(quota::version_bytes(&ev.kv.key, version), entry as u64);
+            total += entry as u64;
+        }
+        let log = 8 + encode_events(&events).len() as u64;
+        assert_eq!(quota::log_bytes(&events), log);
+        assert_eq!(quota::revision_bytes(&events), total + log);
+    }
+
+    /// Goal: a database written before the quota existed (no account in `meta`) gets its
+    /// account computed at open, equal to the one kept by the writes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_database_gets_its_account_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = EmbeddedConfig::new(dir.path());
+        config.durable_commits = false;
+        let kept = {
+            let store = EmbeddedStore::open(config.clone()).unwrap();
+            for n in 0..10 {
+                store
+                    .put(format!("/k/{}", n % 3), "v".repeat(n))
+                    .await
+                    .unwrap();
+            }
+            store.delete("/k/1").await.unwrap();
+            store.compact(5).await.unwrap();
+            let kept = store.quota_usage().unwrap().used_bytes;
+            assert!(kept > 0);
+            let wtxn = store.inner.db.begin_write().unwrap();
+            wtxn.open_table(META)
+                .unwrap()
+                .remove(META_ACCOUNTED)
+                .unwrap();
+            wtxn.commit().unwrap();
+            kept
+        };
+        let store = EmbeddedStore::open(config).unwrap();
+        assert_eq!(store.quota_usage().unwrap().used_bytes, kept);
+        assert_eq!(store.check_integrity().unwrap().accounted_bytes, kept);
     }
 
     #[test]

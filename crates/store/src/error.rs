@@ -49,6 +49,14 @@ pub enum TxnError {
     /// Two ops of one transaction write the same key.
     #[error("duplicate key in transaction: {0:?}")]
     DuplicateKey(Bytes),
+    /// The store is full: the transaction puts, and applying it would take the store above
+    /// its quota (see [`crate::quota`]), or etcd refused it for its own quota (etcd's
+    /// `ErrNoSpace`, whose wording this is). From the memory and embedded stores nothing of
+    /// it was applied; etcd may have applied it anyway (it checks its quota before a write and
+    /// again when applying it, and the second check only raises its alarm: etcd's maintenance
+    /// guide), as kube-apiserver over etcd may answer this for a write that happened.
+    #[error("mvcc: database space exceeded")]
+    NoSpace,
     /// See [`BackendError`].
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -225,6 +225,10 @@ fn attempt(e: &etcd_client::Error) -> Attempt {
 enum Failure {
     Compacted,
     Future,
+    /// etcd's space quota refused a write (`etcdserver: mvcc: database space exceeded`,
+    /// gRPC ResourceExhausted): [`TxnError::NoSpace`](crate::TxnError::NoSpace), not an
+    /// unavailability — retrying does not help until an operator frees space.
+    NoSpace,
     Backend(BackendError),
 }
 
@@ -237,6 +241,8 @@ fn classify(e: etcd_client::Error) -> Failure {
                 Failure::Compacted
             } else if msg.contains("required revision is a future revision") {
                 Failure::Future
+            } else if msg.contains("mvcc: database space exceeded") {
+                Failure::NoSpace
             } else {
                 // gRPC codes (tonic is not a direct dependency): Cancelled 1, Unknown 2,
                 // DeadlineExceeded 4, ResourceExhausted 8, Aborted 10, Unavailable 14.
@@ -420,6 +426,10 @@ impl EtcdStore {
                 requested: req.revision,
                 current: self.current_revision().await?,
             }),
+            Err(Failure::NoSpace) => Err(BackendError::Storage(
+                "etcd: unexpected database space exceeded on a read".into(),
+            )
+            .into()),
             Err(Failure::Backend(b)) => Err(b.into()),
         }
     }
@@ -474,6 +484,7 @@ impl EtcdStore {
         let resp = match self.timed(false, request).await {
             Ok(r) => r,
             Err(Failure::Backend(b)) => return Err(b.into()),
+            Err(Failure::NoSpace) => return Err(TxnError::NoSpace),
             Err(_) => return Err(BackendError::Storage("unexpected etcd txn error".into()).into()),
         };
         let revision = resp.header().map_or(0, |h| h.revision().max(0) as u64);
@@ -614,6 +625,10 @@ impl Store for EtcdStore {
                     other => BackendError::Storage(other.to_string()),
                 })?,
             }),
+            Err(Failure::NoSpace) => Err(BackendError::Storage(
+                "etcd: unexpected database space exceeded on a compaction".into(),
+            )
+            .into()),
             Err(Failure::Backend(b)) => Err(b.into()),
         }
     }

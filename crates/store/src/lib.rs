@@ -32,6 +32,9 @@
 //! - **Compaction** ([`Store::compact`]) at revision `c` keeps revision `c` and later
 //!   readable: reads and watches from `c` work, below `c` they get a `Compacted` error or
 //!   item. The embedded backend also compacts automatically by a retention setting.
+//! - **Quota.** The memory and embedded backends refuse a put that would take the bytes they
+//!   hold above a quota ([`TxnError::NoSpace`], etcd's `database space exceeded`); deletes and
+//!   compaction always work. See [`quota`]; etcd applies its own `--quota-backend-bytes`.
 //! - **Errors** are values: one enum per operation ([`RangeError`], [`TxnError`],
 //!   [`WatchError`], [`CompactError`], [`OpenError`]), all convertible into
 //!   [`StoreError`]. Operating errors never panic.
@@ -50,6 +53,7 @@ mod error;
 mod etcd;
 mod memory;
 mod mvcc;
+pub mod quota;
 mod types;
 mod watch;
 
@@ -60,6 +64,7 @@ pub use error::{
 };
 pub use etcd::{EtcdConfig, EtcdStore};
 pub use memory::{MemoryConfig, MemoryStore};
+pub use quota::{DEFAULT_QUOTA_BYTES, QuotaUsage};
 pub use types::{
     Compare, CounterSnapshot, Event, EventKind, KeySelector, KeyValue, RangeRequest, RangeResponse,
     StartKey, StoreCounters, TxnOp, TxnRequest, TxnResponse, WatchItem,
@@ -97,6 +102,12 @@ pub trait Store: Send + Sync {
 
     /// Operation counters.
     fn counters(&self) -> &StoreCounters;
+
+    /// The quota and the bytes it accounts (see [`quota`]); `None` for a backend that keeps
+    /// no account (etcd, which applies its own quota).
+    fn quota_usage(&self) -> Option<QuotaUsage> {
+        None
+    }
 
     /// Reads one key at the latest revision.
     fn get(

@@ -5,6 +5,10 @@
 //! is older than the floor; there is no automatic compaction. Revisions start at 1 (an
 //! empty store), as in a fresh etcd, so the first write is revision 2.
 //!
+//! Bounded by [`MemoryConfig::quota_bytes`] (see [`crate::quota`]): a put that would take the
+//! accounted size above it is refused with [`TxnError::NoSpace`]; deletes and compaction always
+//! work.
+//!
 //! One `std::sync::Mutex` guards the state; it is held only for the in-memory work of one
 //! operation (never across an `.await`), so operations are linearizable.
 //!
@@ -19,11 +23,13 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::mvcc::{self, Plan};
+use crate::quota::{self, Meter};
 use crate::types::KeyBounds;
 use crate::watch::{LogRead, LogSource, LogWatchSettings, run_log_watch};
 use crate::{
-    BackendError, CompactError, Event, KeySelector, KeyValue, OpenError, RangeError, RangeRequest,
-    RangeResponse, Store, StoreCounters, TxnError, TxnRequest, TxnResponse, Watch, WatchError,
+    BackendError, CompactError, Event, KeySelector, KeyValue, OpenError, QuotaUsage, RangeError,
+    RangeRequest, RangeResponse, Store, StoreCounters, TxnError, TxnRequest, TxnResponse, Watch,
+    WatchError,
 };
 
 /// Configuration of [`MemoryStore`].
@@ -36,6 +42,9 @@ pub struct MemoryConfig {
     /// How often a caught-up, idle watch sends [`WatchItem::Progress`](crate::WatchItem);
     /// `None` disables progress. Default 1 s; at least 1 ms when set.
     pub progress_interval: Option<Duration>,
+    /// The most bytes the store may hold (see [`crate::quota`]); `0` = no quota. Default
+    /// 2 GiB, etcd's default `--quota-backend-bytes`.
+    pub quota_bytes: u64,
 }
 
 impl Default for MemoryConfig {
@@ -44,6 +53,7 @@ impl Default for MemoryConfig {
             watch_channel_capacity: 128,
             watch_batch_revisions: 1000,
             progress_interval: Some(Duration::from_secs(1)),
+            quota_bytes: quota::DEFAULT_QUOTA_BYTES,
         }
     }
 }
@@ -85,6 +95,8 @@ struct Inner {
     state: Mutex<State>,
     rev_tx: watch::Sender<u64>,
     counters: StoreCounters,
+    /// The quota and the accounted size; changed only under `state`'s lock.
+    meter: Meter,
     config: MemoryConfig,
 }
 
@@ -122,6 +134,7 @@ impl MemoryStore {
                 }),
                 rev_tx,
                 counters: StoreCounters::default(),
+                meter: Meter::new(config.quota_bytes, 0),
                 config,
             }),
         })
@@ -196,6 +209,10 @@ impl MemoryStore {
                 current: Vec::new(),
             }),
             Plan::Apply(events) => {
+                let used = self
+                    .inner
+                    .meter
+                    .admit(self.inner.meter.used(), req, &events)?;
                 for ev in &events {
                     let value = match ev.kind {
                         crate::EventKind::Put => Some(ev.kv.clone()),
@@ -208,6 +225,7 @@ impl MemoryStore {
                 }
                 st.log.insert(rev, events.clone());
                 st.current = rev;
+                self.inner.meter.set(used);
                 self.inner.rev_tx.send_replace(rev);
                 Ok(TxnResponse {
                     succeeded: true,
@@ -234,29 +252,37 @@ impl MemoryStore {
             });
         }
         st.compacted = revision;
-        st.keys.retain(|_, hist| {
-            compact_history(hist, revision);
+        let mut freed = 0;
+        st.keys.retain(|key, hist| {
+            freed += compact_history(key, hist, revision);
             !hist.is_empty()
         });
-        st.log = st.log.split_off(&revision);
+        let kept = st.log.split_off(&revision);
+        let dropped = std::mem::replace(&mut st.log, kept);
+        freed += dropped.values().map(|e| quota::log_bytes(e)).sum::<u64>();
+        self.inner
+            .meter
+            .set(self.inner.meter.used().saturating_sub(freed));
         self.inner.counters.compaction();
         Ok(())
     }
 }
 
-/// Drops versions not visible at or after `floor`: everything older than the newest
-/// version `<= floor`, and that version too if it is a deletion.
-fn compact_history(hist: &mut Vec<(u64, Option<KeyValue>)>, floor: u64) {
+/// Drops versions of `key` not visible at or after `floor`: everything older than the newest
+/// version `<= floor`, and that version too if it is a deletion. Returns the bytes freed.
+fn compact_history(key: &[u8], hist: &mut Vec<(u64, Option<KeyValue>)>, floor: u64) -> u64 {
     let idx = hist.partition_point(|(r, _)| *r <= floor);
     if idx == 0 {
-        return;
+        return 0;
     }
     let keep_from = if hist[idx - 1].1.is_some() {
         idx - 1
     } else {
         idx
     };
-    hist.drain(..keep_from);
+    hist.drain(..keep_from)
+        .map(|(_, kv)| quota::version_bytes(key, kv.as_ref()))
+        .sum()
 }
 
 /// Resolves a requested read revision (`0` = current) against the current revision and
@@ -368,5 +394,9 @@ impl Store for MemoryStore {
 
     fn counters(&self) -> &StoreCounters {
         &self.inner.counters
+    }
+
+    fn quota_usage(&self) -> Option<QuotaUsage> {
+        Some(self.inner.meter.usage())
     }
 }

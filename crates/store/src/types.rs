@@ -228,6 +228,10 @@ pub struct TxnRequest {
     pub compares: Vec<Compare>,
     /// Writes applied when every condition holds.
     pub success: Vec<TxnOp>,
+    /// Never refused by the memory and embedded stores' quota: for the server's own
+    /// bookkeeping that is bounded by construction (see [`crate::quota`]); never for a
+    /// client's write. etcd ignores it (its own quota applies to everything).
+    pub quota_exempt: bool,
 }
 
 impl TxnRequest {
@@ -239,6 +243,7 @@ impl TxnRequest {
                 key: key.into(),
                 value: value.into(),
             }],
+            quota_exempt: false,
         }
     }
 
@@ -247,6 +252,7 @@ impl TxnRequest {
         Self {
             compares: Vec::new(),
             success: vec![TxnOp::Delete { key: key.into() }],
+            quota_exempt: false,
         }
     }
 
@@ -261,6 +267,13 @@ impl TxnRequest {
     #[must_use]
     pub fn then(mut self, op: TxnOp) -> Self {
         self.success.push(op);
+        self
+    }
+
+    /// Mark the transaction [`quota_exempt`](Self::quota_exempt).
+    #[must_use]
+    pub fn exempt_from_quota(mut self) -> Self {
+        self.quota_exempt = true;
         self
     }
 }

@@ -93,6 +93,13 @@ pub struct ServeArgs {
     /// fsync every commit of the embedded store [default: true].
     #[arg(long)]
     pub durable_commits: Option<bool>,
+    /// The most bytes the memory or embedded store may hold: live keys and values plus the
+    /// history compaction has not freed yet; a write that would exceed it gets etcd's 500
+    /// `database space exceeded`, deletes and compaction still work. 0 = no quota, else at
+    /// least 1048576; not with --store etcd (etcd's --quota-backend-bytes applies)
+    /// [default: 2147483648].
+    #[arg(long)]
+    pub store_quota_bytes: Option<u64>,
     /// Static bearer tokens, kube-apiserver's CSV `token,user,uid,"group1,group2"`; when set,
     /// requests need `Authorization: Bearer <token>` (see the `auth` module).
     #[arg(long)]
@@ -334,6 +341,7 @@ impl ServeArgs {
             min_request_timeout_seconds,
             fresh_wait_ms,
             durable_commits,
+            store_quota_bytes,
             token_auth_file,
             authorization_policy_file,
             upstream,
@@ -428,6 +436,9 @@ pub struct ServeConfig {
     pub driver: crate::cache::DriverWaits,
     /// fsync every embedded commit.
     pub durable_commits: bool,
+    /// `--store-quota-bytes`: the memory and embedded stores' quota (see
+    /// `watchkeeper_store::quota`); 0 = none.
+    pub store_quota_bytes: u64,
     /// `--token-auth-file`.
     pub token_auth_file: Option<PathBuf>,
     /// `--authorization-policy-file`.
@@ -562,6 +573,10 @@ pub mod defaults {
     pub const CONSISTENCY_CHECK_INTERVAL_MS: u64 = 300_000;
     /// `--compaction-interval-ms` (5 minutes, as kube-apiserver's --etcd-compaction-interval).
     pub const COMPACTION_INTERVAL_MS: u64 = 300_000;
+    /// `--store-quota-bytes` (2 GiB, etcd's default `--quota-backend-bytes`).
+    pub const STORE_QUOTA_BYTES: u64 = watchkeeper_store::DEFAULT_QUOTA_BYTES;
+    /// The smallest `--store-quota-bytes` other than 0 (1 MiB).
+    pub const STORE_QUOTA_BYTES_MIN: u64 = 1 << 20;
     /// `--shutdown-grace-period-ms`.
     pub const SHUTDOWN_GRACE_PERIOD_MS: u64 = 5000;
     /// `--rebuild-history`.
@@ -763,6 +778,7 @@ impl UpstreamConfig {
             (args.etcd_prefix.is_some(), "--etcd-prefix"),
             (args.resources.is_some(), "--resources"),
             (args.durable_commits.is_some(), "--durable-commits"),
+            (args.store_quota_bytes.is_some(), "--store-quota-bytes"),
             (
                 args.consistent_get_from_cache.is_some(),
                 "--consistent-get-from-cache",
@@ -1032,6 +1048,23 @@ impl ServeConfig {
                 "--store etcd needs --etcd-endpoints",
             ));
         }
+        if store == StoreKind::Etcd && args.store_quota_bytes.is_some() {
+            return Err(ConfigError::combination(
+                &["--store-quota-bytes", "--store"],
+                "--store-quota-bytes applies to the memory and embedded stores; etcd applies its own quota (etcd's --quota-backend-bytes)",
+            ));
+        }
+        let store_quota_bytes = args
+            .store_quota_bytes
+            .unwrap_or(defaults::STORE_QUOTA_BYTES);
+        if store_quota_bytes != 0 && store_quota_bytes < defaults::STORE_QUOTA_BYTES_MIN {
+            return Err(ConfigError::flag(
+                "--store-quota-bytes",
+                format!(
+                    "--store-quota-bytes {store_quota_bytes}: must be 0 (no quota) or at least 1048576 bytes (1 MiB)"
+                ),
+            ));
+        }
         let consistency_ms = args
             .consistency_check_interval_ms
             .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
@@ -1094,6 +1127,7 @@ impl ServeConfig {
             reflector,
             driver,
             durable_commits: args.durable_commits.unwrap_or(true),
+            store_quota_bytes,
             token_auth_file: args.token_auth_file,
             authorization_policy_file: args.authorization_policy_file,
             upstream,
@@ -1259,6 +1293,7 @@ mod tests {
                     .map_or_else(|| "0".to_owned(), millis),
             ),
             ("shutdown-grace-period-ms", millis(config.shutdown_grace)),
+            ("store-quota-bytes", config.store_quota_bytes.to_string()),
             ("rebuild-history", config.rebuild_history.to_string()),
             (
                 "service-cluster-ip-range",
@@ -1568,6 +1603,57 @@ mod tests {
             let error = ServeConfig::from_args(args).unwrap_err().to_string();
             assert!(error.contains(flag), "{error}");
         }
+    }
+
+    /// Goal: `--store-quota-bytes` is 0 (none) or at least 1 MiB, with the same key in the
+    /// config file, and is refused with `--store etcd`, whose quota is etcd's.
+    #[test]
+    fn the_store_quota_is_validated() {
+        let quota = |args: ServeArgs| ServeConfig::from_args(args).map(|c| c.store_quota_bytes);
+        assert_eq!(quota(ServeArgs::default()).unwrap(), 2 << 30);
+        for ok in [0, 1 << 20, u64::MAX] {
+            let args = ServeArgs {
+                store_quota_bytes: Some(ok),
+                ..ServeArgs::default()
+            };
+            assert_eq!(quota(args).unwrap(), ok);
+        }
+        for bad in [1, (1 << 20) - 1] {
+            let error = quota(ServeArgs {
+                store_quota_bytes: Some(bad),
+                ..ServeArgs::default()
+            })
+            .unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    ConfigError::Flag {
+                        flag: "--store-quota-bytes",
+                        ..
+                    }
+                ),
+                "{error:?}"
+            );
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "--store-quota-bytes {bad}: must be 0 (no quota) or at least 1048576 bytes (1 MiB)"
+                )
+            );
+        }
+        let file: ServeArgs = toml::from_str("store-quota-bytes = 4194304").unwrap();
+        assert_eq!(quota(ServeArgs::default().or(file)).unwrap(), 4 << 20);
+        let error = quota(ServeArgs {
+            store: Some("etcd".into()),
+            etcd_endpoints: Some(vec!["http://127.0.0.1:2379".into()]),
+            store_quota_bytes: Some(4 << 20),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&error, ConfigError::Combination { flags, .. } if flags[0] == "--store-quota-bytes"),
+            "{error:?}"
+        );
     }
 
     #[test]

@@ -261,10 +261,36 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     }
     collect_limits(app, &mut scrape);
     collect_consistency(app, &mut scrape);
-    if app.source.as_store().is_some() {
+    if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
+        if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
+            collect_quota(usage, &mut scrape);
+        }
     }
     scrape
+}
+
+/// The memory and embedded stores' quota (`--store-quota-bytes`; etcd keeps its own,
+/// `etcd_server_quota_backend_bytes` and `etcd_mvcc_db_total_size_in_bytes`).
+fn collect_quota(usage: watchkeeper_store::QuotaUsage, scrape: &mut Scrape) {
+    scrape
+        .gauge(
+            "watchkeeper_store_size_bytes",
+            "Bytes the store holds against its quota: live keys and values plus the history compaction has not freed.",
+        )
+        .sample(&[], usage.used_bytes);
+    scrape
+        .gauge(
+            "watchkeeper_store_quota_bytes",
+            "The store's quota, --store-quota-bytes (0: none).",
+        )
+        .sample(&[], usage.quota_bytes);
+    scrape
+        .counter(
+            "watchkeeper_store_quota_refusals_total",
+            "Writes the store refused because they would exceed --store-quota-bytes (answered 500 database space exceeded).",
+        )
+        .sample(&[], usage.refusals);
 }
 
 fn collect_compaction(

@@ -106,12 +106,16 @@ impl Compactor {
             },
             None => Compare::Absent { key: key.clone() },
         };
+        // Exempt from the memory and embedded stores' quota: a full store must still be
+        // compacted, and this put is one small value per interval whose older versions the
+        // compaction frees (see `watchkeeper_store::quota`).
         let request = TxnRequest {
             compares: vec![compare],
             success: vec![TxnOp::Put {
                 key,
                 value: Bytes::from(self.recorded.to_string()),
             }],
+            quota_exempt: true,
         };
         let response = store.txn(request).await.map_err(|e| e.to_string())?;
         if !response.succeeded {

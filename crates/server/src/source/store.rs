@@ -104,15 +104,26 @@ enum NotCreated {
 /// for the cache to see the Service that took the address).
 const ADDRESS_ATTEMPTS: usize = 16;
 
+/// The message of a write the store refused for its quota, as kube-apiserver answers etcd's
+/// `ErrGRPCNoSpace` (the client's error text, passed through `ErrorToAPIStatus`).
+pub const NO_SPACE_MESSAGE: &str = "etcdserver: mvcc: database space exceeded";
+
 /// A store error as kube-apiserver answers it, by variant: the store unavailable 503
 /// ServiceUnavailable; a request the store refuses as too large (etcd's "request is too
-/// large") 413 RequestEntityTooLarge; anything else — a storage error (disk, corrupt data), an
+/// large") 413 RequestEntityTooLarge; a write refused for the store's quota (the memory and
+/// embedded stores' `--store-quota-bytes`, or etcd's `--quota-backend-bytes`) 500 with no
+/// reason and etcd's message, as kube-apiserver's `ErrorToAPIStatus` answers an error that is
+/// not a Status (`StatusReasonUnknown`, the message the error's text; kubectl prints `Error
+/// from server: etcdserver: mvcc: database space exceeded`); anything else — a storage error (disk, corrupt data), an
 /// invalid transaction, a closed store — 500 InternalError. A compare that does not hold is
 /// not an error: the write paths answer it with 409 (AlreadyExists on create, Conflict on
 /// update and delete).
 #[must_use]
 pub fn store_error(error: impl Into<StoreError>) -> ApiError {
     let error = error.into();
+    if error == StoreError::Txn(TxnError::NoSpace) {
+        return ApiError::new(500, "", NO_SPACE_MESSAGE);
+    }
     let backend = match &error {
         StoreError::Range(RangeError::Backend(backend))
         | StoreError::Txn(TxnError::Backend(backend))
@@ -2214,6 +2225,14 @@ mod tests {
         );
         let duplicate = store_error(TxnError::DuplicateKey(Bytes::from_static(b"/registry/x")));
         assert_eq!(duplicate.code, 500);
+        // kube-apiserver over a full etcd: 500, no reason, etcd's error text.
+        let full = store_error(TxnError::NoSpace);
+        assert_eq!(
+            full.to_status(),
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": "etcdserver: mvcc: database space exceeded",
+                "code": 500})
+        );
     }
 
     /// The no-op check says what comparing copies without the resource version says.

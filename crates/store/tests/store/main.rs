@@ -11,3 +11,4 @@ mod etcd_extra;
 mod model;
 mod progress;
 mod protoc;
+mod quota;
