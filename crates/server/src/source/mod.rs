@@ -23,6 +23,7 @@ pub mod handover;
 pub mod probe;
 pub mod read;
 pub mod reflector;
+pub mod resource_quota;
 pub mod service_ips;
 pub mod store;
 pub mod upstream;
