@@ -325,7 +325,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 status.clone(),
             )
             .with_service_ips(
-                config.service_cluster_ip_range,
+                std::slice::from_ref(&config.service_cluster_ip_range),
                 config.service_node_port_range,
             )
             .with_history_rebuild(
