@@ -312,7 +312,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             bootstrap::bootstrap(
                 &store,
                 &config.prefix,
-                config.service_cluster_ip_range.first(),
+                config.service_cluster_ip_ranges[0].first(),
                 bootstrap::advertised(addr),
             )
             .await?;
@@ -325,7 +325,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 status.clone(),
             )
             .with_service_ips(
-                std::slice::from_ref(&config.service_cluster_ip_range),
+                &config.service_cluster_ip_ranges,
                 config.service_node_port_range,
             )
             .with_history_rebuild(

@@ -3260,3 +3260,95 @@ async fn service_ip_families_follow_the_range() {
     assert_eq!(six["spec"]["clusterIPs"], json!(["fd00::101"]), "{six}");
     v6.shutdown().await;
 }
+
+/// Goal: with two ranges (`--service-cluster-ip-range=<v4>,<v6>`), as kube-apiserver's
+/// dual-stack allocation: `SingleStack` gets the primary family, `PreferDualStack` and
+/// `RequireDualStack` an address of each family in `ipFamilies`' order (asked ones claimed,
+/// a held one kube-apiserver's 422), an update to a dual-stack policy adds the secondary
+/// address and one back to `SingleStack` drops it (and frees it); releasing the secondary
+/// without `SingleStack` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_services_get_an_address_of_each_family() {
+    let server = server_with(ServeArgs {
+        service_cluster_ip_range: Some("10.0.0.0/24,fd00::/108".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let ports = json!([{"port": 80}]);
+    let (code, single) = create_service(addr, "single", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{single}");
+    assert_eq!(single["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    assert_eq!(single["spec"]["ipFamilies"], json!(["IPv4"]));
+    let (code, prefer) = create_service(
+        addr,
+        "prefer",
+        json!({"ipFamilyPolicy": "PreferDualStack", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{prefer}");
+    assert_eq!(
+        prefer["spec"]["clusterIPs"],
+        json!(["10.0.0.18", "fd00::101"])
+    );
+    assert_eq!(prefer["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    let (code, six_first) = create_service(
+        addr,
+        "six-first",
+        json!({"ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv6", "IPv4"], "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{six_first}");
+    assert_eq!(
+        six_first["spec"]["clusterIPs"],
+        json!(["fd00::102", "10.0.0.19"])
+    );
+    assert_eq!(cluster_ip(&six_first), "fd00::102");
+    let asked = |v6: &str| {
+        json!({"ipFamilyPolicy": "RequireDualStack", "clusterIP": "10.0.0.5",
+            "clusterIPs": ["10.0.0.5", v6], "ports": ports})
+    };
+    let (code, fixed) = create_service(addr, "fixed", asked("fd00::5")).await;
+    assert_eq!(code, 201, "{fixed}");
+    assert_eq!(fixed["spec"]["clusterIPs"], json!(["10.0.0.5", "fd00::5"]));
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"ipFamilyPolicy": "RequireDualStack", "clusterIP": "10.0.0.6",
+            "clusterIPs": ["10.0.0.6", "fd00::5"], "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    assert_eq!(
+        taken["message"],
+        "Service \"taken\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.6\", \"fd00::5\"}: failed to allocate IP fd00::5: provided IP is already allocated"
+    );
+    // Upgrade, then downgrade.
+    let (code, up) = patch_spec(addr, "single", json!({"ipFamilyPolicy": "PreferDualStack"})).await;
+    assert_eq!(code, 200, "{up}");
+    assert_eq!(up["spec"]["clusterIPs"], json!(["10.0.0.17", "fd00::103"]));
+    assert_eq!(up["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    let (code, down) = patch_spec(addr, "single", json!({"ipFamilyPolicy": "SingleStack"})).await;
+    assert_eq!(code, 200, "{down}");
+    assert_eq!(down["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    assert_eq!(down["spec"]["ipFamilies"], json!(["IPv4"]));
+    let (code, again) = create_service(
+        addr,
+        "again",
+        json!({"ipFamilyPolicy": "PreferDualStack", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{again}");
+    assert_eq!(
+        again["spec"]["clusterIPs"],
+        json!(["10.0.0.20", "fd00::103"]),
+        "the released secondary"
+    );
+    let (code, release) = patch_spec(addr, "prefer", json!({"clusterIPs": ["10.0.0.18"]})).await;
+    assert_eq!(code, 422, "{release}");
+    assert_eq!(
+        release["message"],
+        "Service \"prefer\" is invalid: spec.ipFamilyPolicy: Invalid value: \"PreferDualStack\": must be 'SingleStack' to release the secondary cluster IP"
+    );
+    server.shutdown().await;
+}

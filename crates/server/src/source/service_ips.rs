@@ -1617,9 +1617,11 @@ pub fn held_ports<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<u16>
     let mut held = HashSet::new();
     for service in services {
         let health = needs_health_check(service).then(|| health_port(service));
-        let listed = uses_node_ports(service)
-            .then(|| named_node_ports(service))
-            .unwrap_or_default();
+        let listed = if uses_node_ports(service) {
+            named_node_ports(service)
+        } else {
+            HashSet::new()
+        };
         for port in listed.into_iter().chain(health) {
             if let Ok(port) = u16::try_from(port)
                 && port != 0
