@@ -3131,6 +3131,23 @@ async fn service_updates_refuse_what_kube_apiserver_refuses() {
     )
     .await;
     assert_eq!((code, cluster_ip(&free)), (200, "10.0.0.6"), "{free}");
+    // A status write keeps the spec (kube-apiserver's status strategy): it can not take a
+    // node port.
+    let (code, status) = patch_service(
+        addr,
+        "web/status",
+        "application/merge-patch+json",
+        r#"{"spec": {"healthCheckNodePort": 30777, "ports": [{"name": "http", "port": 80, "nodePort": 30500}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["spec"]["healthCheckNodePort"], 30600, "{status}");
+    assert_eq!(node_ports(&status), [json!(30086)]);
+    assert_eq!(
+        status["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "192.0.2.1"
+    );
     server.shutdown().await;
 }
 

@@ -666,16 +666,28 @@ impl Writer<'_> {
     /// ([`watchkeeper_api::certificates::approval_update`]), and a created request names its
     /// requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
     /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
-    /// schema's defaults and pruning, then is validated against the schema.
+    /// schema's defaults and pruning, then is validated against the schema. A Service gets
+    /// what the registry fills before allocating ([`service_ips::prepare`]); a write of
+    /// `services/{name}/status` keeps the stored spec.
     fn admit(
         &self,
         resource: &Resource,
         old: Option<&Value>,
         mut object: Value,
     ) -> Result<Value, ApiError> {
-        if let Some(allocators) = self.service_allocators(resource)
-            && self.subresource.is_empty()
+        if resource.def.group.is_empty()
+            && resource.def.plural == "services"
+            && self.subresource == "status"
+            && let (Some(old), Some(object)) = (old, object.as_object_mut())
         {
+            // kube-apiserver's `serviceStatusStrategy`: a status write keeps the spec (so it
+            // can not take an address or node port without claiming it).
+            match old.get("spec") {
+                Some(spec) => object.insert("spec".to_owned(), spec.clone()),
+                None => object.remove("spec"),
+            };
+        }
+        if let Some(allocators) = self.service_allocators(resource) {
             service_ips::prepare(old, &mut object, &allocators.families()).map_err(|causes| {
                 let name = object
                     .pointer("/metadata/name")
