@@ -73,10 +73,18 @@
 //!   ports, are left for values clients choose), taking the lowest free value there, then the
 //!   lowest below. A write whose claim lost a race starts its next scan at a random point of the
 //!   upper part (kube-apiserver picks at random every time), so concurrent writes spread out.
-//! - Not done: the rest of `ValidateService` (ports, selectors, session affinity, external IPs
-//!   are not validated); kube-apiserver's `defaultOnRead` of Services stored without
-//!   `ipFamilies`; the dual-stack upgrade and downgrade of a `PreferDualStack` Service when the
-//!   configured ranges change (kept as it is, as kube-apiserver does).
+//! - A write of `services/{name}/status` keeps the stored spec (`serviceStatusStrategy`), so it
+//!   claims nothing and can not take anything.
+//! - A stored Service whose `ipFamilies` do not match its addresses (an older server defaulted
+//!   `IPv4` whatever the range) is read by an update with the families of its `clusterIPs`
+//!   (as kube-apiserver's `defaultOnReadIPFamilies` fills missing ones), so the update repairs
+//!   it instead of failing validation.
+//! - Not done: the rest of `ValidateService` (port names and numbers, selectors, session
+//!   affinity, external IPs, a required `externalTrafficPolicy`); `defaultOnRead` on reads
+//!   (GET and watch show a stored Service as it is); the `duplicate nodePort` 500 of
+//!   `updateNodePorts`. Deviations: an
+//!   `ExternalName` Service's stray `nodePort`s are not held (kube-apiserver neither allocates
+//!   nor releases them), so a change of it to `NodePort` claims them.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -374,11 +382,50 @@ pub fn prepare(
     if !new.get("spec").is_some_and(Value::is_object) {
         return Ok(());
     }
+    let stored = old;
+    let old = old.map(read_default);
+    let old = old.as_deref();
+    if let (Some(stored), Some(old)) = (stored, old)
+        && list(new, "ipFamilies") == list(stored, "ipFamilies")
+        && list(old, "ipFamilies") != list(stored, "ipFamilies")
+    {
+        // The update leaves the stored families as they were: it gets the repaired ones.
+        set_list(new, "ipFamilies", &listed(old, "ipFamilies"));
+    }
     if let Some(old) = old {
         patch_allocated_values(old, new);
     }
     normalize_cluster_ips(old, new);
     init_ip_families(old, new, families)
+}
+
+/// A stored Service as the registry reads it (kube-apiserver's `defaultOnReadIPFamilies`, for
+/// addresses): one with addresses whose `ipFamilies` are missing or do not match them (an
+/// older server defaulted `IPv4` whatever the range) gets the families of its `clusterIPs`.
+fn read_default(stored: &Value) -> std::borrow::Cow<'_, Value> {
+    let ips = listed(stored, "clusterIPs");
+    let inferred: Vec<String> = ips
+        .iter()
+        .filter_map(|ip| ip.parse().ok().map(|ip| Family::of(ip).name().to_owned()))
+        .collect();
+    if !needs_cluster_ip(stored)
+        || ips.is_empty()
+        || inferred.len() != ips.len()
+        || listed(stored, "ipFamilies") == inferred
+    {
+        return std::borrow::Cow::Borrowed(stored);
+    }
+    let mut repaired = stored.clone();
+    if policy(&repaired).is_none() {
+        let chosen = if inferred.len() == 2 {
+            REQUIRE_DUAL_STACK
+        } else {
+            SINGLE_STACK
+        };
+        set(&mut repaired, "ipFamilyPolicy", json!(chosen));
+    }
+    set_list(&mut repaired, "ipFamilies", &inferred);
+    std::borrow::Cow::Owned(repaired)
 }
 
 /// `patchAllocatedValues`: what the server allocated and the new object leaves out is kept
@@ -734,6 +781,8 @@ pub type IpRequest = (Family, Option<IpAddr>);
 /// two families, the secondary.
 #[must_use]
 pub fn ip_requests(old: Option<&Value>, new: &Value) -> Vec<IpRequest> {
+    let old = old.map(read_default);
+    let old = old.as_deref();
     let all = |new: &Value| -> Vec<IpRequest> {
         let ips = listed(new, "clusterIPs");
         if !needs_cluster_ip(new) || ips.first().is_some_and(|ip| ip == NONE) {
@@ -944,6 +993,8 @@ pub fn finish(old: Option<&Value>, new: &mut Value) -> Result<(), Vec<Cause>> {
     if !new.get("spec").is_some_and(Value::is_object) {
         return Ok(());
     }
+    let old = old.map(read_default);
+    let old = old.as_deref();
     if let Some(old) = old {
         drop_type_dependent_fields(old, new);
     }
@@ -1812,6 +1863,23 @@ mod tests {
         let mut external = service(json!({"type": "ExternalName", "externalName": "example.com"}));
         prepare(Some(&old), &mut external, V4).unwrap();
         assert!(external["spec"].get("clusterIP").is_none());
+    }
+
+    /// Goal: a Service an older server stored with the IPv4 family it defaulted on an IPv6
+    /// range is repaired by its next update (its families from its addresses), not refused.
+    #[test]
+    fn stored_families_that_do_not_match_the_addresses_are_repaired() {
+        let stored = service(
+            json!({"clusterIP": "fd00::101", "clusterIPs": ["fd00::101"],
+            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "ports": [{"port": 80}]}),
+        );
+        let mut new = stored.clone();
+        new["metadata"]["labels"] = json!({"a": "b"});
+        prepare(Some(&stored), &mut new, &[Family::V6]).unwrap();
+        assert_eq!(new["spec"]["ipFamilies"], json!(["IPv6"]));
+        assert!(ip_requests(Some(&stored), &new).is_empty());
+        finish(Some(&stored), &mut new).unwrap();
+        assert_eq!(new["spec"]["clusterIPs"], json!(["fd00::101"]));
     }
 
     /// Goal: the IP family fields as kube-apiserver's `initIPFamilyFields` fills and refuses
