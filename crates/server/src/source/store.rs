@@ -1305,7 +1305,6 @@ impl Writer<'_> {
                     Ok(Claimed::Claims(made)) => claims = made,
                     Ok(Claimed::Unseen(revision)) => {
                         self.fresh.wait(cache, revision).await?;
-                        proven = true;
                         continue;
                     }
                     Err(_) if !proven => {
