@@ -20,9 +20,10 @@
 //! Rules that depend on other fields (image pull policy, target port, requests from limits,
 //! Service policies by type) are the few functions below the table.
 //!
-//! Not done here: ClusterIP allocation (the server owns the service CIDR and the set of IPs in
-//! use; [`apply_defaults`] takes the allocated address from it), and admission plugins'
-//! additions (service account token volumes, default tolerations, priority).
+//! Not done here: a Service's address fields (`clusterIP`, `clusterIPs`, `ipFamilies`,
+//! `ipFamilyPolicy`: the server's Service registry fills them, knowing the service CIDRs and the
+//! addresses in use), and admission plugins' additions (service account token volumes, default
+//! tolerations, priority).
 
 use serde_json::{Map, Value, json};
 
@@ -344,9 +345,11 @@ fn pod_spec_defaults(spec: &mut Value) {
     }
 }
 
-/// Service rules that depend on the type (`SetDefaults_Service`) and the address fields the
-/// registry fills on create. `cluster_ip` is the address the server allocated, if any.
-fn service_defaults(object: &mut Value, cluster_ip: Option<&str>) {
+/// Service rules that depend on the type (`SetDefaults_Service`). The address fields
+/// (`clusterIP`, `clusterIPs`, `ipFamilies`, `ipFamilyPolicy`) are not defaults: the Service
+/// registry fills them on create and update, knowing the cluster's ranges (as kube-apiserver's
+/// `normalizeClusterIPs` and `initIPFamilyFields` do).
+fn service_defaults(object: &mut Value) {
     let Some(spec) = get_mut(object, "spec") else {
         return;
     };
@@ -387,27 +390,11 @@ fn service_defaults(object: &mut Value, cluster_ip: Option<&str>) {
         spec.entry("sessionAffinityConfig")
             .or_insert_with(|| json!({"clientIP": {"timeoutSeconds": 10800}}));
     }
-    let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
-    if !headless
-        && spec.get("clusterIP").is_none_or(Value::is_null)
-        && let Some(ip) = cluster_ip
-    {
-        spec.insert("clusterIP".into(), Value::from(ip));
-    }
-    if let Some(ip) = spec.get("clusterIP").cloned()
-        && ip.is_string()
-    {
-        spec.entry("clusterIPs").or_insert_with(|| json!([ip]));
-    }
-    spec.entry("ipFamilyPolicy")
-        .or_insert_with(|| Value::from("SingleStack"));
-    spec.entry("ipFamilies").or_insert_with(|| json!(["IPv4"]));
 }
 
 /// Applies the defaults of `def`'s kind to `object` in place (built-in kinds only; custom
-/// resources are left as they are). `cluster_ip` is the address allocated for a new Service
-/// without one (`None`: leave `clusterIP` unset).
-pub fn apply_defaults(def: &ResourceDef, object: &mut Value, cluster_ip: Option<&str>) {
+/// resources are left as they are).
+pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     if !def.is_builtin() || !object.is_object() {
         return;
     }
@@ -433,7 +420,7 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value, cluster_ip: Option<
         }
     }
     if (group, kind) == ("", "Service") {
-        service_defaults(object, cluster_ip);
+        service_defaults(object);
     }
     for (row_group, row_kind, path) in POD_SPEC_PATHS {
         if *row_group == group

@@ -489,7 +489,7 @@ pub fn prepare_create(
     }
     object.insert("metadata".into(), Value::Object(meta));
     let mut object = Value::Object(object);
-    crate::defaults::apply_defaults(def, &mut object, None);
+    crate::defaults::apply_defaults(def, &mut object);
     crate::defaults::create_status(def, &mut object);
     if crate::crd::is_crd(def) {
         crate::crd::apply_defaults(&mut object);
@@ -638,7 +638,7 @@ fn prepare_checked_update(
     meta.remove("selfLink");
 
     let mut defaulted = Value::Object(object);
-    crate::defaults::apply_defaults(def, &mut defaulted, None);
+    crate::defaults::apply_defaults(def, &mut defaulted);
     if crate::crd::is_crd(def) {
         crate::crd::apply_defaults(&mut defaulted);
     }
@@ -673,7 +673,7 @@ fn prepare_checked_update(
                         .map(|(key, value)| (key.clone(), value.clone()))
                         .collect(),
                 );
-                crate::defaults::apply_defaults(def, &mut copy, None);
+                crate::defaults::apply_defaults(def, &mut copy);
                 copy
             });
             let old_map = old_defaulted
@@ -985,7 +985,7 @@ mod tests {
         bare["spec"] = json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}});
         bare["metadata"]["annotations"] = json!({"big": "x".repeat(10_000)});
         let mut defaulted = bare.clone();
-        crate::defaults::apply_defaults(&deployments, &mut defaulted, None);
+        crate::defaults::apply_defaults(&deployments, &mut defaulted);
         assert_ne!(defaulted["spec"], bare["spec"], "the kind has defaults");
         let mut same = defaulted.clone();
         same["status"] = json!({"replicas": 9});
@@ -1009,7 +1009,7 @@ mod tests {
         let deployments = def("deployments");
         let mut stored_object = stored();
         stored_object["spec"] = json!({"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}});
-        crate::defaults::apply_defaults(&deployments, &mut stored_object, None);
+        crate::defaults::apply_defaults(&deployments, &mut stored_object);
         let mut annotated = stored_object.clone();
         annotated["metadata"]["annotations"] = json!({"seq": "1"});
         let out = prepare_update(&deployments, &stored_object, annotated).unwrap();
@@ -1026,7 +1026,7 @@ mod tests {
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
         let mut defaulted = Value::Object(outside.clone());
-        crate::defaults::apply_defaults(&deployments, &mut defaulted, None);
+        crate::defaults::apply_defaults(&deployments, &mut defaulted);
         assert_eq!(defaulted, Value::Object(outside));
     }
 

@@ -316,7 +316,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             bootstrap::bootstrap(
                 &store,
                 &config.prefix,
-                config.service_cluster_ip_range.first(),
+                config.service_cluster_ip_ranges[0].first(),
                 bootstrap::advertised(addr),
             )
             .await?;
@@ -329,7 +329,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 status.clone(),
             )
             .with_service_ips(
-                config.service_cluster_ip_range,
+                &config.service_cluster_ip_ranges,
                 config.service_node_port_range,
             )
             .with_history_rebuild(

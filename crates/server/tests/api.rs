@@ -3077,3 +3077,542 @@ async fn pretty_json_for_people() {
     assert_eq!(event["type"], "ADDED");
     server.shutdown().await;
 }
+
+const SERVICES: &str = "/api/v1/namespaces/default/services";
+
+/// A patch of a Service: its status and body.
+async fn patch_service(
+    addr: std::net::SocketAddr,
+    name: &str,
+    content_type: &str,
+    patch: &str,
+) -> (u16, Value) {
+    let path = format!("{SERVICES}/{name}?fieldManager=test");
+    let (code, body) = request(addr, "PATCH", &path, content_type, patch).await;
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+/// A merge patch of a Service's spec.
+async fn patch_spec(addr: std::net::SocketAddr, name: &str, spec: Value) -> (u16, Value) {
+    let patch = json!({"spec": spec}).to_string();
+    patch_service(addr, name, "application/merge-patch+json", &patch).await
+}
+
+fn node_ports(service: &Value) -> Vec<Value> {
+    service["spec"]["ports"]
+        .as_array()
+        .map(|ports| ports.iter().map(|p| p["nodePort"].clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Goal: each type change of a Service allocates and clears as kube-apiserver's `beginUpdate`
+/// and `dropTypeDependentFields` do, through merge and JSON patches, PUT and server-side apply:
+/// ExternalName to ClusterIP gets an address and IP families, ClusterIP to NodePort node ports,
+/// an added port a node port, LoadBalancer with `externalTrafficPolicy: Local` a health check
+/// node port (cleared again with the policy); back to ClusterIP the node ports go, to
+/// ExternalName the address fields; each value let go is free for the next Service, and a PUT
+/// that leaves the allocated values out keeps them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_type_changes_allocate_and_clear_as_kube_apiserver() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let (code, ext) = create_service(
+        addr,
+        "ext",
+        json!({"type": "ExternalName", "externalName": "example.com"}),
+    )
+    .await;
+    assert_eq!(code, 201, "{ext}");
+    let (code, svc) = patch_spec(
+        addr,
+        "ext",
+        json!({"type": "ClusterIP", "ports": [{"name": "http", "port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 200, "{svc}");
+    assert_eq!(cluster_ip(&svc), "10.0.0.17", "{svc}");
+    assert_eq!(svc["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    assert_eq!(svc["spec"]["ipFamilies"], json!(["IPv4"]));
+    assert_eq!(svc["spec"]["ipFamilyPolicy"], "SingleStack");
+    let (code, svc) = patch_spec(addr, "ext", json!({"type": "NodePort"})).await;
+    assert_eq!(code, 200, "{svc}");
+    assert_eq!(node_ports(&svc), [json!(30086)], "{svc}");
+    assert_eq!(svc["spec"]["externalTrafficPolicy"], "Cluster");
+    // A port added (JSON patch) gets a node port; the first keeps its own.
+    let (code, svc) = patch_service(
+        addr,
+        "ext",
+        "application/json-patch+json",
+        r#"[{"op": "add", "path": "/spec/ports/-", "value": {"name": "https", "port": 443}}]"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{svc}");
+    assert_eq!(node_ports(&svc), [json!(30086), json!(30087)], "{svc}");
+    let (code, svc) = patch_spec(
+        addr,
+        "ext",
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local"}),
+    )
+    .await;
+    assert_eq!(code, 200, "{svc}");
+    assert_eq!(svc["spec"]["healthCheckNodePort"], 30088, "{svc}");
+    assert_eq!(svc["spec"]["allocateLoadBalancerNodePorts"], true);
+    assert_eq!(node_ports(&svc), [json!(30086), json!(30087)]);
+    let (code, svc) = patch_spec(addr, "ext", json!({"externalTrafficPolicy": "Cluster"})).await;
+    assert_eq!(code, 200, "{svc}");
+    assert!(svc["spec"].get("healthCheckNodePort").is_none(), "{svc}");
+    // The health check node port let go is the next Service's.
+    let (code, np) = create_service(
+        addr,
+        "np",
+        json!({"type": "NodePort", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!((code, node_ports(&np)), (201, vec![json!(30088)]), "{np}");
+    // A PUT of the Service without what was allocated keeps it.
+    let (_, mut current) = get_json(addr, &format!("{SERVICES}/ext")).await;
+    let spec = current["spec"].as_object_mut().unwrap();
+    spec.remove("clusterIP");
+    spec.remove("clusterIPs");
+    for port in spec["ports"].as_array_mut().unwrap() {
+        port.as_object_mut().unwrap().remove("nodePort");
+    }
+    current["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let (code, put) = send_json(addr, "PUT", &format!("{SERVICES}/ext"), &current).await;
+    assert_eq!(code, 200, "{put}");
+    assert_eq!(cluster_ip(&put), "10.0.0.17");
+    assert_eq!(node_ports(&put), [json!(30086), json!(30087)], "{put}");
+    // Back to ClusterIP: the node ports and the fields of the load balancer go.
+    let (code, svc) = patch_spec(addr, "ext", json!({"type": "ClusterIP"})).await;
+    assert_eq!(code, 200, "{svc}");
+    assert_eq!(node_ports(&svc), [Value::Null, Value::Null], "{svc}");
+    for gone in ["externalTrafficPolicy", "allocateLoadBalancerNodePorts"] {
+        assert!(svc["spec"].get(gone).is_none(), "{gone}: {svc}");
+    }
+    assert_eq!(cluster_ip(&svc), "10.0.0.17");
+    let (code, np2) = create_service(
+        addr,
+        "np2",
+        json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{np2}");
+    assert_eq!(node_ports(&np2), [json!(30086), json!(30087)], "freed");
+    // To ExternalName: the address fields go, and the address is free.
+    let (code, svc) = patch_spec(
+        addr,
+        "ext",
+        json!({"type": "ExternalName", "externalName": "example.com"}),
+    )
+    .await;
+    assert_eq!(code, 200, "{svc}");
+    for gone in [
+        "clusterIP",
+        "clusterIPs",
+        "ipFamilies",
+        "ipFamilyPolicy",
+        "internalTrafficPolicy",
+    ] {
+        assert!(svc["spec"].get(gone).is_none(), "{gone}: {svc}");
+    }
+    let (_, again) = create_service(addr, "again", json!({"ports": [{"port": 80}]})).await;
+    assert_eq!(cluster_ip(&again), "10.0.0.17", "{again}");
+    // Server-side apply takes the same path.
+    let apply = |kind: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "Service", "metadata": {{"name": "applied"}},
+                "spec": {{"type": "{kind}", "ports": [{{"port": 80}}]}}}}"#
+        )
+    };
+    let (code, applied) = patch_service(
+        addr,
+        "applied",
+        "application/apply-patch+yaml",
+        &apply("NodePort"),
+    )
+    .await;
+    assert_eq!(code, 201, "{applied}");
+    assert_eq!(node_ports(&applied), [json!(30089)], "{applied}");
+    let (code, applied) = patch_service(
+        addr,
+        "applied",
+        "application/apply-patch+yaml",
+        &apply("ClusterIP"),
+    )
+    .await;
+    assert_eq!(code, 200, "{applied}");
+    assert_eq!(node_ports(&applied), [Value::Null], "{applied}");
+    server.shutdown().await;
+}
+
+/// Goal: an update that asks for an address or node port another Service holds, or one
+/// outside the range, is refused with kube-apiserver's answers (422, or its 500 for a health
+/// check node port) and changes nothing; a changed ClusterIP, a changed health check node
+/// port and a dual-stack requirement on a single-stack range are kube-apiserver's 422s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_updates_refuse_what_kube_apiserver_refuses() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let (code, holder) = create_service(
+        addr,
+        "holder",
+        json!({"type": "NodePort", "clusterIP": "10.0.0.5",
+            "ports": [{"port": 80, "nodePort": 30500}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{holder}");
+    let (code, web) = create_service(
+        addr,
+        "web",
+        json!({"ports": [{"name": "http", "port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{web}");
+    let message = |body: &Value| body["message"].as_str().unwrap_or_default().to_owned();
+    let (code, taken) = patch_spec(
+        addr,
+        "web",
+        json!({"type": "NodePort", "ports": [{"name": "http", "port": 80, "nodePort": 30500}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    assert_eq!(
+        message(&taken),
+        "Service \"web\" is invalid: spec.ports[0].nodePort: Invalid value: 30500: provided port is already allocated"
+    );
+    let (code, outside) = patch_spec(
+        addr,
+        "web",
+        json!({"type": "NodePort", "ports": [{"name": "http", "port": 80, "nodePort": 8080}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{outside}");
+    assert_eq!(
+        message(&outside),
+        "Service \"web\" is invalid: spec.ports[0].nodePort: Invalid value: 8080: provided port is not in the valid range. The range of valid ports is 30000-32767"
+    );
+    let (_, unchanged) = get_json(addr, &format!("{SERVICES}/web")).await;
+    assert_eq!(unchanged["spec"]["type"], "ClusterIP", "{unchanged}");
+    assert_eq!(
+        unchanged["metadata"]["resourceVersion"],
+        web["metadata"]["resourceVersion"]
+    );
+    let (code, svc) = patch_spec(addr, "web", json!({"type": "NodePort"})).await;
+    assert_eq!((code, node_ports(&svc)), (200, vec![json!(30086)]), "{svc}");
+    // A port added asking for a held node port.
+    let (code, added) = patch_service(
+        addr,
+        "web",
+        "application/json-patch+json",
+        r#"[{"op": "add", "path": "/spec/ports/-", "value": {"name": "b", "port": 81, "nodePort": 30500}}]"#,
+    )
+    .await;
+    assert_eq!(code, 422, "{added}");
+    assert_eq!(
+        message(&added),
+        "Service \"web\" is invalid: spec.ports[1].nodePort: Invalid value: 30500: provided port is already allocated"
+    );
+    let (code, health) = patch_spec(
+        addr,
+        "web",
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 30500}),
+    )
+    .await;
+    assert_eq!(code, 500, "{health}");
+    assert_eq!(
+        message(&health),
+        "Internal error occurred: failed to allocate requested HealthCheck NodePort 30500: provided port is already allocated"
+    );
+    let (code, health) = patch_spec(
+        addr,
+        "web",
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 30600}),
+    )
+    .await;
+    assert_eq!(code, 200, "{health}");
+    assert_eq!(health["spec"]["healthCheckNodePort"], 30600);
+    let (code, moved) = patch_spec(addr, "web", json!({"healthCheckNodePort": 30601})).await;
+    assert_eq!(code, 422, "{moved}");
+    assert_eq!(
+        message(&moved),
+        "Service \"web\" is invalid: spec.healthCheckNodePort: Forbidden: field is immutable"
+    );
+    let (code, moved) = patch_spec(addr, "web", json!({"clusterIP": "10.0.0.99"})).await;
+    assert_eq!(code, 422, "{moved}");
+    assert_eq!(
+        message(&moved),
+        "Service \"web\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.99\"}: may not change once set"
+    );
+    let (code, dual) = patch_spec(addr, "web", json!({"ipFamilyPolicy": "RequireDualStack"})).await;
+    assert_eq!(code, 422, "{dual}");
+    assert_eq!(
+        message(&dual),
+        "Service \"web\" is invalid: spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services"
+    );
+    // ExternalName to ClusterIP asking for a held address, then a free one.
+    let (code, _) = create_service(
+        addr,
+        "ext",
+        json!({"type": "ExternalName", "externalName": "example.com"}),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, held) = patch_spec(
+        addr,
+        "ext",
+        json!({"type": "ClusterIP", "clusterIP": "10.0.0.5", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{held}");
+    assert_eq!(
+        message(&held),
+        "Service \"ext\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.5\"}: failed to allocate IP 10.0.0.5: provided IP is already allocated"
+    );
+    let (code, free) = patch_spec(
+        addr,
+        "ext",
+        json!({"type": "ClusterIP", "clusterIP": "10.0.0.6", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!((code, cluster_ip(&free)), (200, "10.0.0.6"), "{free}");
+    // A status write keeps the spec (kube-apiserver's status strategy): it can not take a
+    // node port.
+    let (code, status) = patch_service(
+        addr,
+        "web/status",
+        "application/merge-patch+json",
+        r#"{"spec": {"healthCheckNodePort": 30777, "ports": [{"name": "http", "port": 80, "nodePort": 30500}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["spec"]["healthCheckNodePort"], 30600, "{status}");
+    assert_eq!(node_ports(&status), [json!(30086)]);
+    assert_eq!(
+        status["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "192.0.2.1"
+    );
+    server.shutdown().await;
+}
+
+/// Goal: two servers sharing one etcd never give one address or node port to two Services
+/// while updates that allocate (ExternalName to NodePort) race creates that allocate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_servers_never_share_an_address_or_node_port_across_updates() {
+    let args = sibling_args();
+    let one = server_with(args()).await;
+    let two = server_with(args()).await;
+    for i in 0..12 {
+        let (code, body) = create_service(
+            one.addr,
+            &format!("u{i}"),
+            json!({"type": "ExternalName", "externalName": "example.com"}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let (update, create) = if i % 2 == 0 {
+            (one.addr, two.addr)
+        } else {
+            (two.addr, one.addr)
+        };
+        writes.spawn(async move {
+            let (code, body) = patch_spec(
+                update,
+                &format!("u{i}"),
+                json!({"type": "NodePort", "ports": [{"port": 80}]}),
+            )
+            .await;
+            assert_eq!(code, 200, "{body}");
+            body
+        });
+        writes.spawn(async move {
+            let (code, body) = create_service(
+                create,
+                &format!("c{i}"),
+                json!({"type": "NodePort", "ports": [{"port": 80}]}),
+            )
+            .await;
+            assert_eq!(code, 201, "{body}");
+            body
+        });
+    }
+    let mut addresses = std::collections::BTreeSet::new();
+    let mut ports = std::collections::BTreeSet::new();
+    while let Some(service) = writes.join_next().await {
+        let service = service.expect("a write");
+        let address = cluster_ip(&service).to_owned();
+        assert!(address.starts_with("10.0.0."), "{service}");
+        assert!(addresses.insert(address.clone()), "{address} given twice");
+        let port = node_ports(&service)[0].as_u64().expect("a node port");
+        assert!(ports.insert(port), "node port {port} given twice");
+    }
+    assert_eq!((addresses.len(), ports.len()), (24, 24));
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
+/// Goal: the IP family fields as kube-apiserver fills them on a single-stack cluster:
+/// `SingleStack` and the range's family by default (IPv6 for an IPv6 range), one family for
+/// `PreferDualStack`, both for a headless Service without selector; `RequireDualStack` and a
+/// family without a range are its 422s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_ip_families_follow_the_range() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let ports = json!([{"port": 80}]);
+    let (code, prefer) = create_service(
+        addr,
+        "prefer",
+        json!({"ipFamilyPolicy": "PreferDualStack", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{prefer}");
+    assert_eq!(prefer["spec"]["ipFamilies"], json!(["IPv4"]));
+    assert_eq!(prefer["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    let (code, require) = create_service(
+        addr,
+        "require",
+        json!({"ipFamilyPolicy": "RequireDualStack", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{require}");
+    assert_eq!(
+        require["message"],
+        "Service \"require\" is invalid: spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services"
+    );
+    let (code, six) =
+        create_service(addr, "six", json!({"ipFamilies": ["IPv6"], "ports": ports})).await;
+    assert_eq!(code, 422, "{six}");
+    assert_eq!(
+        six["message"],
+        "Service \"six\" is invalid: spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster"
+    );
+    let (code, headless) = create_service(
+        addr,
+        "headless",
+        json!({"clusterIP": "None", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{headless}");
+    assert_eq!(headless["spec"]["ipFamilyPolicy"], "RequireDualStack");
+    assert_eq!(headless["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+    let (code, selected) = create_service(
+        addr,
+        "selected",
+        json!({"clusterIP": "None", "selector": {"app": "a"}, "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{selected}");
+    assert_eq!(selected["spec"]["ipFamilyPolicy"], "SingleStack");
+    assert_eq!(selected["spec"]["ipFamilies"], json!(["IPv4"]));
+    server.shutdown().await;
+    let v6 = server_with(ServeArgs {
+        service_cluster_ip_range: Some("fd00::/108".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (code, six) = create_service(v6.addr, "six", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{six}");
+    assert_eq!(six["spec"]["ipFamilies"], json!(["IPv6"]));
+    assert_eq!(six["spec"]["clusterIPs"], json!(["fd00::101"]), "{six}");
+    v6.shutdown().await;
+}
+
+/// Goal: with two ranges (`--service-cluster-ip-range=<v4>,<v6>`), as kube-apiserver's
+/// dual-stack allocation: `SingleStack` gets the primary family, `PreferDualStack` and
+/// `RequireDualStack` an address of each family in `ipFamilies`' order (asked ones claimed,
+/// a held one kube-apiserver's 422), an update to a dual-stack policy adds the secondary
+/// address and one back to `SingleStack` drops it (and frees it); releasing the secondary
+/// without `SingleStack` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_services_get_an_address_of_each_family() {
+    let server = server_with(ServeArgs {
+        service_cluster_ip_range: Some("10.0.0.0/24,fd00::/108".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let ports = json!([{"port": 80}]);
+    let (code, single) = create_service(addr, "single", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{single}");
+    assert_eq!(single["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    assert_eq!(single["spec"]["ipFamilies"], json!(["IPv4"]));
+    let (code, prefer) = create_service(
+        addr,
+        "prefer",
+        json!({"ipFamilyPolicy": "PreferDualStack", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{prefer}");
+    assert_eq!(
+        prefer["spec"]["clusterIPs"],
+        json!(["10.0.0.18", "fd00::101"])
+    );
+    assert_eq!(prefer["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    let (code, six_first) = create_service(
+        addr,
+        "six-first",
+        json!({"ipFamilyPolicy": "RequireDualStack", "ipFamilies": ["IPv6", "IPv4"], "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{six_first}");
+    assert_eq!(
+        six_first["spec"]["clusterIPs"],
+        json!(["fd00::102", "10.0.0.19"])
+    );
+    assert_eq!(cluster_ip(&six_first), "fd00::102");
+    let asked = |v6: &str| {
+        json!({"ipFamilyPolicy": "RequireDualStack", "clusterIP": "10.0.0.5",
+            "clusterIPs": ["10.0.0.5", v6], "ports": ports})
+    };
+    let (code, fixed) = create_service(addr, "fixed", asked("fd00::5")).await;
+    assert_eq!(code, 201, "{fixed}");
+    assert_eq!(fixed["spec"]["clusterIPs"], json!(["10.0.0.5", "fd00::5"]));
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"ipFamilyPolicy": "RequireDualStack", "clusterIP": "10.0.0.6",
+            "clusterIPs": ["10.0.0.6", "fd00::5"], "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    assert_eq!(
+        taken["message"],
+        "Service \"taken\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.6\", \"fd00::5\"}: failed to allocate IP fd00::5: provided IP is already allocated"
+    );
+    // Upgrade, then downgrade.
+    let (code, up) = patch_spec(addr, "single", json!({"ipFamilyPolicy": "PreferDualStack"})).await;
+    assert_eq!(code, 200, "{up}");
+    assert_eq!(up["spec"]["clusterIPs"], json!(["10.0.0.17", "fd00::103"]));
+    assert_eq!(up["spec"]["ipFamilies"], json!(["IPv4", "IPv6"]));
+    let (code, down) = patch_spec(addr, "single", json!({"ipFamilyPolicy": "SingleStack"})).await;
+    assert_eq!(code, 200, "{down}");
+    assert_eq!(down["spec"]["clusterIPs"], json!(["10.0.0.17"]));
+    assert_eq!(down["spec"]["ipFamilies"], json!(["IPv4"]));
+    let (code, again) = create_service(
+        addr,
+        "again",
+        json!({"ipFamilyPolicy": "PreferDualStack", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{again}");
+    assert_eq!(
+        again["spec"]["clusterIPs"],
+        json!(["10.0.0.20", "fd00::103"]),
+        "the released secondary"
+    );
+    let (code, release) = patch_spec(addr, "prefer", json!({"clusterIPs": ["10.0.0.18"]})).await;
+    assert_eq!(code, 422, "{release}");
+    assert_eq!(
+        release["message"],
+        "Service \"prefer\" is invalid: spec.ipFamilyPolicy: Invalid value: \"PreferDualStack\": must be 'SingleStack' to release the secondary cluster IP"
+    );
+    server.shutdown().await;
+}

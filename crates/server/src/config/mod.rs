@@ -276,8 +276,10 @@ pub struct ServeArgs {
     /// current revision, as kube-apiserver does [default: true].
     #[arg(long)]
     pub rebuild_history: Option<bool>,
-    /// kube-apiserver's `--service-cluster-ip-range`: the `default/kubernetes` Service created
-    /// at start gets the first address of this CIDR as its ClusterIP [default: 10.0.0.0/24].
+    /// kube-apiserver's `--service-cluster-ip-range`: the CIDR Services' ClusterIPs are
+    /// allocated from, or two comma-separated ones of different IP families (dual-stack, the
+    /// first primary); the `default/kubernetes` Service created at start gets the first
+    /// address of the (primary) CIDR [default: 10.0.0.0/24].
     #[arg(long)]
     pub service_cluster_ip_range: Option<String>,
     /// kube-apiserver's `--service-node-port-range`: the ports a NodePort or LoadBalancer
@@ -459,9 +461,9 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// `--rebuild-history`: rebuild the caches' history from the store on start.
     pub rebuild_history: bool,
-    /// `--service-cluster-ip-range`: the ClusterIP of the `default/kubernetes` Service is its
-    /// first address.
-    pub service_cluster_ip_range: IpRange,
+    /// `--service-cluster-ip-range`: one range, or one of each IP family (the primary first);
+    /// the ClusterIP of the `default/kubernetes` Service is the primary's first address.
+    pub service_cluster_ip_ranges: Vec<IpRange>,
     /// `--service-node-port-range`: the first and last node port allocated to Services.
     pub service_node_port_range: (u16, u16),
     /// Service account tokens (`--service-account-*`, `--api-audiences`).
@@ -655,6 +657,34 @@ impl std::fmt::Display for IpRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.network, self.prefix)
     }
+}
+
+/// Parses `--service-cluster-ip-range` as kube-apiserver takes it: one CIDR, or two of
+/// different IP families separated by a comma (the first is the primary).
+///
+/// # Errors
+/// A message saying what is wrong, kube-apiserver's where it has one.
+pub fn parse_ip_ranges(text: &str) -> Result<Vec<IpRange>, String> {
+    let entries: Vec<&str> = text.split(',').map(str::trim).collect();
+    if entries.len() > 2 {
+        return Err("--service-cluster-ip-range must not contain more than two entries".to_owned());
+    }
+    let ranges = entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            IpRange::parse(entry).map_err(|e| format!("--service-cluster-ip-range[{i}] {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let [primary, secondary] = ranges.as_slice()
+        && primary.network.is_ipv4() == secondary.network.is_ipv4()
+    {
+        return Err(
+            "--service-cluster-ip-range[0] and --service-cluster-ip-range[1] must be of different IP family"
+                .to_owned(),
+        );
+    }
+    Ok(ranges)
 }
 
 /// Parses `FIRST-LAST` (or one port) as kube-apiserver's `--service-node-port-range` takes it.
@@ -960,17 +990,12 @@ impl ServeConfig {
             cache.initial_no_progress_timeout = Duration::from_secs(v);
         }
         let fresh_wait = Duration::from_millis(args.fresh_wait_ms.unwrap_or(3000));
-        let service_cluster_ip_range = IpRange::parse(
+        let service_cluster_ip_ranges = parse_ip_ranges(
             args.service_cluster_ip_range
                 .as_deref()
                 .unwrap_or(defaults::SERVICE_CLUSTER_IP_RANGE),
         )
-        .map_err(|e| {
-            ConfigError::flag(
-                "--service-cluster-ip-range",
-                format!("--service-cluster-ip-range {e}"),
-            )
-        })?;
+        .map_err(|e| ConfigError::flag("--service-cluster-ip-range", e))?;
         let service_node_port_range = parse_port_range(
             args.service_node_port_range
                 .as_deref()
@@ -1138,7 +1163,7 @@ impl ServeConfig {
             compaction_interval: (compaction_ms != 0).then(|| Duration::from_millis(compaction_ms)),
             shutdown_grace: Duration::from_millis(shutdown_grace_ms),
             rebuild_history: args.rebuild_history.unwrap_or(defaults::REBUILD_HISTORY),
-            service_cluster_ip_range,
+            service_cluster_ip_ranges,
             service_node_port_range,
             service_accounts,
         })
@@ -1297,7 +1322,12 @@ mod tests {
             ("rebuild-history", config.rebuild_history.to_string()),
             (
                 "service-cluster-ip-range",
-                config.service_cluster_ip_range.to_string(),
+                config
+                    .service_cluster_ip_ranges
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
             ),
             (
                 "service-node-port-range",
@@ -1463,6 +1493,24 @@ mod tests {
         ] {
             assert!(IpRange::parse(bad).is_err(), "{bad}");
         }
+        let dual = parse_ip_ranges("10.0.0.0/24, fd00::/108").unwrap();
+        assert_eq!(
+            dual.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["10.0.0.0/24", "fd00::/108"]
+        );
+        assert_eq!(
+            parse_ip_ranges("10.0.0.0/24,10.1.0.0/24").unwrap_err(),
+            "--service-cluster-ip-range[0] and --service-cluster-ip-range[1] must be of different IP family"
+        );
+        assert_eq!(
+            parse_ip_ranges("10.0.0.0/24,fd00::/108,10.1.0.0/24").unwrap_err(),
+            "--service-cluster-ip-range must not contain more than two entries"
+        );
+        assert!(
+            parse_ip_ranges("10.0.0.0/24,fd00::/127")
+                .unwrap_err()
+                .starts_with("--service-cluster-ip-range[1] ")
+        );
         let error = ServeConfig::from_args(ServeArgs {
             service_cluster_ip_range: Some("10.0.0.0/32".to_owned()),
             ..ServeArgs::default()

@@ -1,115 +1,1309 @@
-//! ClusterIP and node port allocation for Services, as kube-apiserver's Service registry does
-//! it on create.
+//! ClusterIP, node port and health check node port allocation for Services, as kube-apiserver's
+//! Service registry does it on create and update (`pkg/registry/core/service/storage`:
+//! `beginCreate`, `beginUpdate`, `alloc.go`; the strategy's `dropTypeDependentFields`).
 //!
 //! ## Guarantees
-//! - A Service created without `spec.clusterIP` (not headless `None`, not `ExternalName`) gets
-//!   a free address of `--service-cluster-ip-range` in `clusterIP` and `clusterIPs`. One created
-//!   with an address gets it when it lies in the range and is free; otherwise 422 with
-//!   kube-apiserver's wording (`spec.clusterIPs: Invalid value: []string{"X"}: failed to
-//!   allocate IP X: provided IP is already allocated`, or `... the provided IP (X) is not in the
-//!   valid range. The range of valid IPs is R`). A full range is 500 `failed to allocate a
-//!   serviceIP: range is full`.
-//! - **No two Services hold one address**, across servers sharing a store: each allocation is a
-//!   record `<prefix>/ranges/serviceips/<ip>` (value: the Service's `namespace/name`) written in
-//!   the Service's own create transaction, on the condition that the record is absent or still
-//!   the stale one that was read (its mod revision). Two creates racing for an address: one
-//!   transaction fails on the record and tries the next address.
-//! - **An address is free** when no Service in the cache holds it and its record, if any, is one
-//!   the cache has seen (mod revision ≤ the cache's revision) whose Service no longer holds it.
-//!   So deleting a Service, or changing it to `ExternalName`, frees its address without a
-//!   release step that a crash could skip (kube-apiserver runs a repair loop for those).
-//! - Dynamic allocation prefers the upper part of the range, as kube-apiserver's static
-//!   subrange does (the first `min(max(16, size / 16), 256)` addresses are left for addresses
-//!   clients choose), taking the lowest free address there, then the lowest below. A create
-//!   whose claim lost a race starts its next scan at a random point of the upper part
-//!   (kube-apiserver picks at random every time), so concurrent creates spread out instead of
-//!   all asking for the same next address.
-//! - An update whose Service still needs an address but omits `clusterIP` or `clusterIPs`
-//!   keeps the ones it had (kube-apiserver's `patchAllocatedValues`: a `kubectl replace` of a
-//!   manifest without them does not drop the address).
-//! - **Node ports** the same way, from `--service-node-port-range` (records
-//!   `<prefix>/ranges/servicenodeports/<port>`): one per port of a `NodePort` Service, or of a
-//!   `LoadBalancer` one unless `allocateLoadBalancerNodePorts` is false; kube-apiserver's band
-//!   of `min(max(16, size / 32), 128)` ports is kept for asked ones (86 of 30000-32767); an
-//!   asked port out of the range or held is 422 (`spec.ports[i].nodePort: Invalid value: P:
-//!   provided port is already allocated`), a full range 500.
-//! - Not done: dual-stack Services (one address of the range's family), health check node
-//!   ports, addresses or ports for a Service updated to a type that needs them.
+//! - **No two Services hold one address or one node port**, across servers sharing a store.
+//!   Every address or port a write gives a Service that its stored version did not hold is a
+//!   record `<prefix>/ranges/serviceips/<ip>` or `<prefix>/ranges/servicenodeports/<port>`
+//!   (value: the Service's `namespace/name`) written in the Service's own create or update
+//!   transaction, on the condition that the record is absent or still the stale one that was
+//!   read (its mod revision); an update's transaction also compares the Service's own revision.
+//!   Two writes racing for one address: one transaction fails on the record and tries again.
+//! - **What a Service holds**: the addresses in `clusterIP` and `clusterIPs` of a Service that is
+//!   not `ExternalName`; the `nodePort`s of a `NodePort` or `LoadBalancer` Service's ports; the
+//!   `healthCheckNodePort` of a `LoadBalancer` Service with `externalTrafficPolicy: Local`. An
+//!   address or port is **free** when no cached Service holds it and its record, if any, is
+//!   one the cache has seen (mod revision ≤ the cache's revision). So deleting a Service, or an
+//!   update that drops what it held, frees it without a release step that a crash could skip
+//!   (kube-apiserver runs a repair loop for those). An asked address or port whose record is
+//!   newer than the cache waits for the cache to see it before it is judged.
+//! - **Create**: a Service without `spec.clusterIP` (not headless `None`, not `ExternalName`)
+//!   gets a free address of the range of each of its `ipFamilies`; an asked one is claimed when
+//!   it lies in the range and is free, else 422 with kube-apiserver's wording (`spec.clusterIPs:
+//!   Invalid value: []string{"X"}: failed to allocate IP X: provided IP is already allocated`,
+//!   or `... the provided IP (X) is not in the valid range. The range of valid IPs is R`); a
+//!   full range is 500 `failed to allocate a serviceIP: range is full`. Each port of a
+//!   `NodePort` Service, or of a `LoadBalancer` one unless `allocateLoadBalancerNodePorts` is
+//!   false, gets a node port (`initNodePorts`: ports sharing a port number share the node
+//!   port); an asked one out of the range or held is 422 (`spec.ports[i].nodePort: Invalid
+//!   value: P: provided port is already allocated`). A `LoadBalancer` Service with
+//!   `externalTrafficPolicy: Local` gets `healthCheckNodePort` (an asked one that is held or
+//!   outside the range is kube-apiserver's 500 `failed to allocate requested HealthCheck
+//!   NodePort P: ...`).
+//! - **Update** (PUT, every patch type, server-side apply): first kube-apiserver's
+//!   `patchAllocatedValues` (a new object that leaves out `clusterIP`, `clusterIPs`, a port's
+//!   `nodePort` (matched by port name) or `healthCheckNodePort` keeps the old value while both
+//!   versions need it, so a `kubectl replace` of a manifest without them changes nothing) and
+//!   `normalizeClusterIPs`. Then, as `allocateUpdate`: `ExternalName` to another type
+//!   allocates addresses as a create does; a Service of a type that uses node ports gets one
+//!   for every port without one (a type change from `ClusterIP`, or a port added) and claims
+//!   every asked one its old version did not hold (422 as on create); one that comes to need a
+//!   health check node port gets it. Then `dropTypeDependentFields`: a change to a type that
+//!   does not use them clears `clusterIP`, `clusterIPs`, `ipFamilies` and `ipFamilyPolicy` (to
+//!   `ExternalName`), the ports' `nodePort`s and `externalTrafficPolicy` (to `ClusterIP` or
+//!   `ExternalName`), `healthCheckNodePort` (when the Service no longer needs one: another type
+//!   or `externalTrafficPolicy: Cluster`), `allocateLoadBalancerNodePorts` and
+//!   `loadBalancerClass` (from `LoadBalancer`), each only when the update did not also change
+//!   it, and the load balancer status of a Service that is no longer a `LoadBalancer`.
+//! - **IP families** (`initIPFamilyFields`): `ipFamilyPolicy` defaults to the old one on update,
+//!   else `RequireDualStack` for a headless Service without selector, else `SingleStack`;
+//!   `ipFamilies` is inferred from `clusterIPs`, then the range's family (the first range's),
+//!   plus the other family for a dual-stack policy when two ranges are configured (a headless
+//!   Service without selector gets both families whatever the ranges). `RequireDualStack`
+//!   with one range is 422 `spec.ipFamilyPolicy: Invalid value: "RequireDualStack": this
+//!   cluster is not configured for dual-stack services`; a family or address of a family
+//!   without a range is 422 (`spec.ipFamilies[i]: Invalid value: "IPv6": not configured on
+//!   this cluster`). `PreferDualStack` with one range gets one family and one address. With two
+//!   ranges (`--service-cluster-ip-range=<v4>,<v6>`), a dual-stack Service gets an address of
+//!   each, and an update to a dual-stack policy adds the second address (`SingleStack` again
+//!   drops it).
+//! - **Validation** (422, kube-apiserver's field errors): the address fields'
+//!   (`ValidateServiceClusterIPsRelatedFields`), and of `ValidateServiceUpdate` /
+//!   `ValidateService` what guards allocation: `clusterIPs` and `ipFamilies` may not change
+//!   once set (but to or from `ExternalName`, or adding or releasing a dual-stack secondary);
+//!   `healthCheckNodePort` is immutable while needed and may only be set when needed;
+//!   `ExternalName` Services may not have addresses, families or a policy and need
+//!   `externalName`; `nodePort` may not be used with `ClusterIP`, nor one node port twice for
+//!   one protocol; `allocateLoadBalancerNodePorts` only with `LoadBalancer`;
+//!   `externalTrafficPolicy` only for externally accessible Services; `NodePort` and
+//!   `LoadBalancer` Services may not be headless.
+//! - Dynamic allocation prefers the upper part of a range, as kube-apiserver's static subranges
+//!   do (the first `min(max(16, size / 16), 256)` addresses, `min(max(16, size / 32), 128)`
+//!   ports, are left for values clients choose), taking the lowest free value there, then the
+//!   lowest below. A write whose claim lost a race starts its next scan at a random point of the
+//!   upper part (kube-apiserver picks at random every time), so concurrent writes spread out.
+//! - A write of `services/{name}/status` keeps the stored spec (`serviceStatusStrategy`), so it
+//!   claims nothing and can not take anything.
+//! - A stored Service whose `ipFamilies` do not match its addresses (an older server defaulted
+//!   `IPv4` whatever the range) is read by an update with the families of its `clusterIPs`
+//!   (as kube-apiserver's `defaultOnReadIPFamilies` fills missing ones), so the update repairs
+//!   it instead of failing validation.
+//! - Not done: the rest of `ValidateService` (port names and numbers, selectors, session
+//!   affinity, external IPs, a required `externalTrafficPolicy`); `defaultOnRead` on reads
+//!   (GET and watch show a stored Service as it is); the `duplicate nodePort` 500 of
+//!   `updateNodePorts`. Deviations: an
+//!   `ExternalName` Service's stray `nodePort`s are not held (kube-apiserver neither allocates
+//!   nor releases them), so a change of it to `NodePort` claims them.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use watchkeeper_store::{Compare, KeyValue, TxnOp};
 
 use crate::config::IpRange;
 
-/// What a created Service needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Wanted {
-    /// Nothing (`ExternalName`, or headless `clusterIP: None`).
-    Nothing,
-    /// A free address of the range.
-    Any,
-    /// This address.
-    This(IpAddr),
-    /// An address field that is not an address.
-    Invalid(String),
+/// A field error as kube-apiserver's `field.Error` reports it: the field, the message, the
+/// reason.
+pub type Cause = (String, String, String);
+
+const NONE: &str = "None";
+const SINGLE_STACK: &str = "SingleStack";
+const PREFER_DUAL_STACK: &str = "PreferDualStack";
+const REQUIRE_DUAL_STACK: &str = "RequireDualStack";
+const EXTERNAL_NAME: &str = "ExternalName";
+const LOAD_BALANCER: &str = "LoadBalancer";
+const NODE_PORT: &str = "NodePort";
+const CLUSTER_IP: &str = "ClusterIP";
+
+fn invalid(field: impl Into<String>, value: impl Display, detail: &str) -> Cause {
+    (
+        field.into(),
+        format!("Invalid value: {value}: {detail}"),
+        "FieldValueInvalid".to_owned(),
+    )
 }
 
-/// What a Service object asks for.
+fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
+    (
+        field.into(),
+        format!("Forbidden: {detail}"),
+        "FieldValueForbidden".to_owned(),
+    )
+}
+
+fn required(field: impl Into<String>) -> Cause {
+    (
+        field.into(),
+        "Required value".to_owned(),
+        "FieldValueRequired".to_owned(),
+    )
+}
+
+fn duplicate(field: impl Into<String>, value: impl Display) -> Cause {
+    (
+        field.into(),
+        format!("Duplicate value: {value}"),
+        "FieldValueDuplicate".to_owned(),
+    )
+}
+
+fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Cause {
+    let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    (
+        field.into(),
+        format!(
+            "Unsupported value: {value:?}: supported values: {}",
+            supported.join(", ")
+        ),
+        "FieldValueNotSupported".to_owned(),
+    )
+}
+
+/// Go's `%#v` of a `[]string` (`nil` when absent), as a field error quotes `clusterIPs`.
 #[must_use]
-pub fn wanted(service: &Value) -> Wanted {
-    let spec = service.get("spec");
-    let field = |name: &str| spec.and_then(|s| s.get(name)).and_then(Value::as_str);
-    if field("type") == Some("ExternalName") {
-        return Wanted::Nothing;
-    }
-    match field("clusterIP") {
-        Some("None") => Wanted::Nothing,
-        None | Some("") => Wanted::Any,
-        Some(text) => text
-            .parse()
-            .map_or_else(|_| Wanted::Invalid(text.to_owned()), Wanted::This),
-    }
+pub fn go_strings(values: Option<&[String]>) -> String {
+    go_slice("string", values)
 }
 
-/// An update of a Service that needs an address (not `ExternalName`, before and after) keeps
-/// the `clusterIP` and `clusterIPs` it had when the new object leaves them out.
-pub fn keep_allocated(old: &Value, new: &mut Value) {
-    let needs = |service: &Value| {
-        service.pointer("/spec/type").and_then(Value::as_str) != Some("ExternalName")
-    };
-    if !needs(old) || !needs(new) {
-        return;
-    }
-    let Some(old_spec) = old.get("spec").and_then(Value::as_object) else {
-        return;
-    };
-    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let empty = |value: Option<&Value>| match value {
-        None | Some(Value::Null) => true,
-        Some(Value::String(text)) => text.is_empty(),
-        Some(Value::Array(items)) => items.is_empty(),
-        Some(_) => false,
-    };
-    for field in ["clusterIP", "clusterIPs"] {
-        if empty(spec.get(field))
-            && let Some(kept) = old_spec.get(field).filter(|v| !empty(Some(v)))
-        {
-            spec.insert(field.to_owned(), kept.clone());
+/// Go's `%#v` of a `[]core.IPFamily`.
+fn go_families(values: Option<&[String]>) -> String {
+    go_slice("core.IPFamily", values)
+}
+
+fn go_slice(kind: &str, values: Option<&[String]>) -> String {
+    match values {
+        None => format!("[]{kind}(nil)"),
+        Some(values) => {
+            let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+            format!("[]{kind}{{{}}}", quoted.join(", "))
         }
     }
 }
 
-/// Sets `clusterIP` and `clusterIPs` of a Service object.
-pub fn set_address(service: &mut Value, ip: IpAddr) {
-    if let Some(spec) = service.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.insert("clusterIP".into(), Value::String(ip.to_string()));
-        spec.insert("clusterIPs".into(), serde_json::json!([ip.to_string()]));
+/// A field error's value for a pointer to a string (`ipFamilyPolicy`): `null` or quoted.
+fn go_pointer(value: Option<&str>) -> String {
+    value.map_or_else(|| "null".to_owned(), |v| format!("{v:?}"))
+}
+
+fn spec(service: &Value) -> Option<&Map<String, Value>> {
+    service.get("spec").and_then(Value::as_object)
+}
+
+fn spec_mut(service: &mut Value) -> Option<&mut Map<String, Value>> {
+    service.get_mut("spec").and_then(Value::as_object_mut)
+}
+
+/// A string field of the spec, `""` when absent (Go's zero value).
+fn text<'a>(service: &'a Value, field: &str) -> &'a str {
+    spec(service)
+        .and_then(|s| s.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// `spec.type`, `ClusterIP` when absent.
+fn kind(service: &Value) -> &str {
+    match text(service, "type") {
+        "" => CLUSTER_IP,
+        other => other,
+    }
+}
+
+/// A list of strings of the spec, `None` when absent or null (Go's nil slice).
+fn list(service: &Value, field: &str) -> Option<Vec<String>> {
+    spec(service)
+        .and_then(|s| s.get(field))
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+}
+
+/// A list of strings of the spec, empty when absent.
+fn listed(service: &Value, field: &str) -> Vec<String> {
+    list(service, field).unwrap_or_default()
+}
+
+fn policy(service: &Value) -> Option<&str> {
+    spec(service)
+        .and_then(|s| s.get("ipFamilyPolicy"))
+        .and_then(Value::as_str)
+}
+
+fn ports(service: &Value) -> &[Value] {
+    spec(service)
+        .and_then(|s| s.get("ports"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// A number field, 0 when absent (or not a number).
+fn number(value: Option<&Value>) -> u64 {
+    value.and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn node_port(port: &Value) -> u64 {
+    number(port.get("nodePort"))
+}
+
+fn health_port(service: &Value) -> u64 {
+    number(spec(service).and_then(|s| s.get("healthCheckNodePort")))
+}
+
+fn selectorless(service: &Value) -> bool {
+    spec(service)
+        .and_then(|s| s.get("selector"))
+        .and_then(Value::as_object)
+        .is_none_or(Map::is_empty)
+}
+
+fn set(service: &mut Value, field: &str, value: Value) {
+    if let Some(spec) = spec_mut(service) {
+        spec.insert(field.to_owned(), value);
+    }
+}
+
+fn remove(service: &mut Value, field: &str) {
+    if let Some(spec) = spec_mut(service) {
+        spec.remove(field);
+    }
+}
+
+fn set_list(service: &mut Value, field: &str, values: &[String]) {
+    set(service, field, json!(values));
+}
+
+/// kube-apiserver's `needsClusterIP`: every type but `ExternalName`.
+fn needs_cluster_ip(service: &Value) -> bool {
+    kind(service) != EXTERNAL_NAME
+}
+
+/// A type whose ports carry node ports (the strategy's `needsNodePort`).
+fn uses_node_ports(service: &Value) -> bool {
+    matches!(kind(service), NODE_PORT | LOAD_BALANCER)
+}
+
+/// A Service whose ports without a node port get one (`shouldAllocateNodePorts`).
+fn allocates_node_ports(service: &Value) -> bool {
+    match kind(service) {
+        NODE_PORT => true,
+        LOAD_BALANCER => {
+            spec(service)
+                .and_then(|s| s.get("allocateLoadBalancerNodePorts"))
+                .and_then(Value::as_bool)
+                != Some(false)
+        }
+        _ => false,
+    }
+}
+
+/// kube-apiserver's `NeedsHealthCheck`: a `LoadBalancer` with `externalTrafficPolicy: Local`.
+fn needs_health_check(service: &Value) -> bool {
+    kind(service) == LOAD_BALANCER && text(service, "externalTrafficPolicy") == "Local"
+}
+
+/// `isHeadlessService`: `clusterIPs` is exactly `["None"]`.
+fn headless(service: &Value) -> bool {
+    listed(service, "clusterIPs") == [NONE]
+}
+
+/// `ExternallyAccessible`.
+fn externally_accessible(service: &Value) -> bool {
+    match kind(service) {
+        NODE_PORT | LOAD_BALANCER => true,
+        CLUSTER_IP => !listed(service, "externalIPs").is_empty(),
+        _ => false,
+    }
+}
+
+/// The node ports a Service's ports name (nonzero ones).
+fn named_node_ports(service: &Value) -> HashSet<u64> {
+    ports(service)
+        .iter()
+        .map(node_port)
+        .filter(|p| *p != 0)
+        .collect()
+}
+
+/// An IP family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// `IPv4`.
+    V4,
+    /// `IPv6`.
+    V6,
+}
+
+impl Family {
+    /// The family of an address.
+    #[must_use]
+    pub fn of(ip: IpAddr) -> Family {
+        match ip {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+
+    /// The family's name in `ipFamilies`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Family> {
+        match name {
+            "IPv4" => Some(Family::V4),
+            "IPv6" => Some(Family::V6),
+            _ => None,
+        }
+    }
+
+    fn other(self) -> Family {
+        match self {
+            Family::V4 => Family::V6,
+            Family::V6 => Family::V4,
+        }
+    }
+}
+
+/// What a create or update does before anything is allocated (kube-apiserver's
+/// `patchAllocatedValues`, `normalizeClusterIPs` and `initIPFamilyFields`): fills what the new
+/// object leaves out, and its IP families from `families` (the configured ranges' families,
+/// the primary first). `old` is the stored Service of an update.
+///
+/// # Errors
+/// The field errors of a 422.
+pub fn prepare(
+    old: Option<&Value>,
+    new: &mut Value,
+    families: &[Family],
+) -> Result<(), Vec<Cause>> {
+    if !new.get("spec").is_some_and(Value::is_object) {
+        return Ok(());
+    }
+    let stored = old;
+    let old = old.map(read_default);
+    let old = old.as_deref();
+    if let (Some(stored), Some(old)) = (stored, old)
+        && list(new, "ipFamilies") == list(stored, "ipFamilies")
+        && list(old, "ipFamilies") != list(stored, "ipFamilies")
+    {
+        // The update leaves the stored families as they were: it gets the repaired ones.
+        set_list(new, "ipFamilies", &listed(old, "ipFamilies"));
+    }
+    if let Some(old) = old {
+        patch_allocated_values(old, new);
+    }
+    normalize_cluster_ips(old, new);
+    init_ip_families(old, new, families)
+}
+
+/// A stored Service as the registry reads it (kube-apiserver's `defaultOnReadIPFamilies`, for
+/// addresses): one with addresses whose `ipFamilies` are missing or do not match them (an
+/// older server defaulted `IPv4` whatever the range) gets the families of its `clusterIPs`.
+fn read_default(stored: &Value) -> std::borrow::Cow<'_, Value> {
+    let ips = listed(stored, "clusterIPs");
+    let inferred: Vec<String> = ips
+        .iter()
+        .filter_map(|ip| ip.parse().ok().map(|ip| Family::of(ip).name().to_owned()))
+        .collect();
+    if !needs_cluster_ip(stored)
+        || ips.is_empty()
+        || inferred.len() != ips.len()
+        || listed(stored, "ipFamilies") == inferred
+    {
+        return std::borrow::Cow::Borrowed(stored);
+    }
+    let mut repaired = stored.clone();
+    if policy(&repaired).is_none() {
+        let chosen = if inferred.len() == 2 {
+            REQUIRE_DUAL_STACK
+        } else {
+            SINGLE_STACK
+        };
+        set(&mut repaired, "ipFamilyPolicy", json!(chosen));
+    }
+    set_list(&mut repaired, "ipFamilies", &inferred);
+    std::borrow::Cow::Owned(repaired)
+}
+
+/// `patchAllocatedValues`: what the server allocated and the new object leaves out is kept
+/// while both versions need it.
+fn patch_allocated_values(old: &Value, new: &mut Value) {
+    if needs_cluster_ip(old) && needs_cluster_ip(new) {
+        if text(new, "clusterIP").is_empty() && !text(old, "clusterIP").is_empty() {
+            set(new, "clusterIP", json!(text(old, "clusterIP")));
+        }
+        if listed(new, "clusterIPs").is_empty() && !listed(old, "clusterIPs").is_empty() {
+            set_list(new, "clusterIPs", &listed(old, "clusterIPs"));
+        }
+    }
+    if allocates_node_ports(old) && allocates_node_ports(new) {
+        // Node ports both versions name can not be given to another port.
+        let used: HashSet<u64> = named_node_ports(old)
+            .intersection(&named_node_ports(new))
+            .copied()
+            .collect();
+        let by_name: HashMap<&str, u64> = ports(old)
+            .iter()
+            .map(|p| {
+                (
+                    p.get("name").and_then(Value::as_str).unwrap_or_default(),
+                    node_port(p),
+                )
+            })
+            .collect();
+        let by_name: HashMap<String, u64> = by_name
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        if let Some(Value::Array(ports)) = spec_mut(new).and_then(|s| s.get_mut("ports")) {
+            for port in ports.iter_mut() {
+                if node_port(port) != 0 {
+                    continue;
+                }
+                let name = port.get("name").and_then(Value::as_str).unwrap_or_default();
+                let kept = by_name.get(name).copied().unwrap_or(0);
+                if kept != 0
+                    && !used.contains(&kept)
+                    && let Value::Object(port) = port
+                {
+                    port.insert("nodePort".to_owned(), json!(kept));
+                }
+            }
+        }
+    }
+    if needs_health_check(old) && needs_health_check(new) && health_port(new) == 0 {
+        let kept = health_port(old);
+        if kept != 0 {
+            set(new, "healthCheckNodePort", json!(kept));
+        }
+    }
+}
+
+/// `normalizeClusterIPs`: `clusterIPs` follows `clusterIP` where the client managed only the
+/// singular field.
+fn normalize_cluster_ips(old: Option<&Value>, new: &mut Value) {
+    let ip = text(new, "clusterIP").to_owned();
+    let Some(old) = old else {
+        if !ip.is_empty() && listed(new, "clusterIPs").is_empty() {
+            set_list(new, "clusterIPs", &[ip]);
+        }
+        return;
+    };
+    let old_ip = text(old, "clusterIP");
+    let old_ips = listed(old, "clusterIPs");
+    if !old_ips.is_empty() && listed(new, "clusterIPs").is_empty() && old_ip == ip {
+        set_list(new, "clusterIPs", &old_ips);
+    }
+    if old_ip != ip {
+        let same = listed(new, "clusterIPs") == old_ips;
+        if !old_ip.is_empty() && ip.is_empty() {
+            if same {
+                remove(new, "clusterIPs");
+            }
+        } else if same {
+            set_list(new, "clusterIPs", &[ip]);
+        }
+    }
+}
+
+/// kube-apiserver's `isMatchingPreferDualStackClusterIPFields`: a `PreferDualStack` Service
+/// whose address fields the update leaves alone is not upgraded or downgraded.
+fn matching_prefer_dual_stack(old: Option<&Value>, new: &Value) -> bool {
+    let Some(old) = old else {
+        return false;
+    };
+    policy(new) == Some(PREFER_DUAL_STACK)
+        && kind(old) == kind(new)
+        && needs_cluster_ip(new)
+        && policy(old).is_none_or(|p| p == PREFER_DUAL_STACK)
+        && listed(old, "clusterIPs") == listed(new, "clusterIPs")
+        && list(old, "ipFamilies") == list(new, "ipFamilies")
+}
+
+/// `initIPFamilyFields`.
+fn init_ip_families(
+    old: Option<&Value>,
+    new: &mut Value,
+    families: &[Family],
+) -> Result<(), Vec<Cause>> {
+    if kind(new) == EXTERNAL_NAME || matching_prefer_dual_stack(old, new) {
+        return Ok(());
+    }
+    let headless_selectorless = text(new, "clusterIP") == NONE && selectorless(new);
+    if policy(new).is_none() {
+        let chosen = match old.and_then(policy) {
+            Some(kept) => kept.to_owned(),
+            None if headless_selectorless => REQUIRE_DUAL_STACK.to_owned(),
+            None => SINGLE_STACK.to_owned(),
+        };
+        set(new, "ipFamilyPolicy", json!(chosen));
+    }
+    let errors = validate_cluster_ips_related(new);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let chosen = policy(new).unwrap_or_default().to_owned();
+    let mut errors = Vec::new();
+    if let Some(old) = old {
+        if chosen == SINGLE_STACK {
+            // Setting the policy to single-stack drops the secondary address and family.
+            for field in ["clusterIPs", "ipFamilies"] {
+                let values = listed(new, field);
+                if values == listed(old, field) && values.len() > 1 {
+                    set_list(new, field, &values[..1]);
+                }
+            }
+        } else {
+            for (field, what) in [("clusterIPs", "cluster IP"), ("ipFamilies", "IP family")] {
+                let values = listed(new, field);
+                if !values.is_empty() && values.len() < listed(old, field).len() {
+                    errors.push(invalid(
+                        "spec.ipFamilyPolicy",
+                        go_pointer(Some(&chosen)),
+                        &format!("must be 'SingleStack' to release the secondary {what}"),
+                    ));
+                }
+            }
+        }
+    }
+    if chosen == SINGLE_STACK {
+        if listed(new, "clusterIPs").len() == 2 {
+            errors.push(invalid(
+                "spec.ipFamilyPolicy",
+                go_pointer(Some(&chosen)),
+                "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs are specified",
+            ));
+        }
+        if listed(new, "ipFamilies").len() == 2 {
+            errors.push(invalid(
+                "spec.ipFamilyPolicy",
+                go_pointer(Some(&chosen)),
+                "must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified",
+            ));
+        }
+    }
+    // Families inferred from the addresses.
+    let ips = listed(new, "clusterIPs");
+    let mut named = listed(new, "ipFamilies");
+    let before = named.len();
+    for (i, ip) in ips.iter().enumerate() {
+        if ip == NONE {
+            break;
+        }
+        let Some(family) = ip.parse().ok().map(Family::of) else {
+            continue;
+        };
+        if i >= named.len() {
+            if families.contains(&family) {
+                named.push(family.name().to_owned());
+            } else {
+                errors.push(invalid(
+                    format!("spec.clusterIPs[{i}]"),
+                    go_strings(Some(&ips)),
+                    &format!("{} is not configured on this cluster", family.name()),
+                ));
+            }
+        }
+    }
+    if named.len() != before {
+        set_list(new, "ipFamilies", &named);
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let primary = families.first().copied().unwrap_or(Family::V4);
+    if headless_selectorless {
+        // Headless without selector: any families, both for a dual-stack policy.
+        if named.is_empty() {
+            named.push(primary.name().to_owned());
+        }
+        if named.len() < 2 && chosen != SINGLE_STACK {
+            let other = Family::parse(&named[0]).unwrap_or(primary).other();
+            named.push(other.name().to_owned());
+        }
+        set_list(new, "ipFamilies", &named);
+        return Ok(());
+    }
+    if chosen == REQUIRE_DUAL_STACK && families.len() < 2 {
+        errors.push(invalid(
+            "spec.ipFamilyPolicy",
+            go_pointer(Some(&chosen)),
+            "this cluster is not configured for dual-stack services",
+        ));
+    }
+    for (i, name) in named.iter().enumerate() {
+        if !Family::parse(name).is_some_and(|f| families.contains(&f)) {
+            errors.push(invalid(
+                format!("spec.ipFamilies[{i}]"),
+                format!("{name:?}"),
+                "not configured on this cluster",
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    if named.is_empty() {
+        named.push(primary.name().to_owned());
+    }
+    if chosen != SINGLE_STACK && named.len() == 1 && families.len() == 2 {
+        let other = Family::parse(&named[0]).unwrap_or(primary).other();
+        named.push(other.name().to_owned());
+    }
+    set_list(new, "ipFamilies", &named);
+    Ok(())
+}
+
+/// `ValidateServiceClusterIPsRelatedFields`.
+fn validate_cluster_ips_related(service: &Value) -> Vec<Cause> {
+    let mut errors = Vec::new();
+    if kind(service) == EXTERNAL_NAME {
+        return errors;
+    }
+    let ip = text(service, "clusterIP");
+    let ips = list(service, "clusterIPs");
+    let listed_ips = ips.clone().unwrap_or_default();
+    let quoted = go_strings(ips.as_deref());
+    if !ip.is_empty() {
+        if listed_ips.is_empty() {
+            errors.push(required("spec.clusterIPs"));
+        } else if listed_ips[0] != ip {
+            errors.push(invalid(
+                "spec.clusterIPs",
+                &quoted,
+                "first value must match `clusterIP`",
+            ));
+        }
+    } else if !listed_ips.is_empty() {
+        errors.push(invalid(
+            "spec.clusterIPs",
+            &quoted,
+            "must be empty when `clusterIP` is not specified",
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (i, family) in listed(service, "ipFamilies").iter().enumerate() {
+        let field = format!("spec.ipFamilies[{i}]");
+        if Family::parse(family).is_none() {
+            errors.push(not_supported(&field, family, &["IPv4", "IPv6"]));
+        }
+        if !seen.insert(family.clone()) {
+            errors.push(duplicate(&field, format!("{family:?}")));
+        }
+    }
+    if let Some(chosen) = policy(service)
+        && ![SINGLE_STACK, PREFER_DUAL_STACK, REQUIRE_DUAL_STACK].contains(&chosen)
+    {
+        errors.push(not_supported(
+            "spec.ipFamilyPolicy",
+            chosen,
+            &[PREFER_DUAL_STACK, REQUIRE_DUAL_STACK, SINGLE_STACK],
+        ));
+    }
+    let mut bad = false;
+    for (i, address) in listed_ips.iter().enumerate() {
+        if i == 0 && address == NONE {
+            if listed_ips.len() > 1 {
+                bad = true;
+                errors.push(invalid(
+                    "spec.clusterIPs",
+                    &quoted,
+                    "'None' must be the first and only value",
+                ));
+            }
+            continue;
+        }
+        if address.parse::<IpAddr>().is_err() {
+            bad = true;
+            errors.push(invalid(
+                format!("spec.clusterIPs[{i}]"),
+                format!("{address:?}"),
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            ));
+        }
+    }
+    if listed_ips.len() > 2 {
+        errors.push(invalid(
+            "spec.clusterIPs",
+            &quoted,
+            "may only hold up to 2 values",
+        ));
+    }
+    if bad {
+        return errors;
+    }
+    if listed_ips.len() > 1 {
+        let families: HashSet<Family> = listed_ips
+            .iter()
+            .filter_map(|a| a.parse().ok().map(Family::of))
+            .collect();
+        if listed_ips.len() != 2 || families.len() != 2 {
+            errors.push(invalid(
+                "spec.clusterIPs",
+                &quoted,
+                "may specify no more than one IP for each IP family",
+            ));
+        }
+    }
+    let named = listed(service, "ipFamilies");
+    if !headless(service) && !listed_ips.is_empty() && !named.is_empty() {
+        for (i, address) in listed_ips.iter().enumerate() {
+            let Some(name) = named.get(i) else {
+                break;
+            };
+            let Ok(parsed) = address.parse::<IpAddr>() else {
+                continue;
+            };
+            let expected = match name.as_str() {
+                "IPv4" if parsed.is_ipv6() => "IPv4",
+                "IPv6" if !parsed.is_ipv6() => "IPv6",
+                _ => continue,
+            };
+            errors.push(invalid(
+                format!("spec.clusterIPs[{i}]"),
+                format!("{address:?}"),
+                &format!("expected an {expected} value as indicated by `ipFamilies[{i}]`"),
+            ));
+        }
+    }
+    errors
+}
+
+/// An address a write claims: of this family, the asked one or any.
+pub type IpRequest = (Family, Option<IpAddr>);
+
+/// The addresses a create (`old` absent) or update claims for `new`, once [`prepare`]d
+/// (`allocClusterIPs` and `updateClusterIPs`): a created Service's, or one changed from
+/// `ExternalName`, an address per family (unless headless); a single-stack Service upgraded to
+/// two families, the secondary.
+#[must_use]
+pub fn ip_requests(old: Option<&Value>, new: &Value) -> Vec<IpRequest> {
+    let old = old.map(read_default);
+    let old = old.as_deref();
+    let all = |new: &Value| -> Vec<IpRequest> {
+        let ips = listed(new, "clusterIPs");
+        if !needs_cluster_ip(new) || ips.first().is_some_and(|ip| ip == NONE) {
+            return Vec::new();
+        }
+        listed(new, "ipFamilies")
+            .iter()
+            .enumerate()
+            .filter_map(|(i, name)| {
+                let asked = ips.get(i).and_then(|ip| ip.parse().ok());
+                Family::parse(name).map(|family| (family, asked))
+            })
+            .collect()
+    };
+    let Some(old) = old else {
+        return all(new);
+    };
+    if matching_prefer_dual_stack(Some(old), new) {
+        return Vec::new();
+    }
+    if !needs_cluster_ip(old) && needs_cluster_ip(new) {
+        return all(new);
+    }
+    if listed(old, "clusterIPs")
+        .first()
+        .is_some_and(|ip| ip == NONE)
+        || !needs_cluster_ip(new)
+    {
+        return Vec::new();
+    }
+    let named = listed(new, "ipFamilies");
+    if listed(old, "ipFamilies").len() == 1 && named.len() == 2 {
+        let asked = listed(new, "clusterIPs")
+            .get(1)
+            .and_then(|ip| ip.parse().ok());
+        return Family::parse(&named[1])
+            .map(|family| vec![(family, asked)])
+            .unwrap_or_default();
+    }
+    Vec::new()
+}
+
+/// Sets the claimed addresses in `clusterIPs` (at their families' places) and `clusterIP`.
+pub fn set_cluster_ips(service: &mut Value, claimed: &[(Family, IpAddr)]) {
+    if claimed.is_empty() {
+        return;
+    }
+    let named = listed(service, "ipFamilies");
+    let mut ips = listed(service, "clusterIPs");
+    for (family, ip) in claimed {
+        if let Some(i) = named.iter().position(|n| n == family.name()) {
+            while ips.len() <= i {
+                ips.push(String::new());
+            }
+            ips[i] = ip.to_string();
+        }
+    }
+    if let Some(first) = ips.first().cloned() {
+        set(service, "clusterIP", json!(first));
+    }
+    set_list(service, "clusterIPs", &ips);
+}
+
+/// Where a claimed node port goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// `spec.ports[i].nodePort`.
+    Port(usize),
+    /// `spec.healthCheckNodePort`.
+    Health,
+}
+
+/// Which node port a slot asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// A free one.
+    Any,
+    /// This one (when free and in the range).
+    This(u64),
+    /// The one an earlier request of the same write got (a created Service's ports that share
+    /// a port number share a node port).
+    SameAs(usize),
+}
+
+/// A node port a write claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRequest {
+    /// Where it goes.
+    pub slot: Slot,
+    /// Which.
+    pub ask: Ask,
+}
+
+/// The node ports a create (`old` absent) or update claims for `new`: kube-apiserver's
+/// `initNodePorts` / `updateNodePorts` for the ports of a `NodePort` or `LoadBalancer` Service,
+/// then a health check node port for a Service that comes to need one.
+#[must_use]
+pub fn port_requests(old: Option<&Value>, new: &Value) -> Vec<PortRequest> {
+    let mut requests = Vec::new();
+    let allocate = allocates_node_ports(new);
+    if uses_node_ports(new) {
+        let ports = ports(new);
+        let number = |port: &Value| port.get("port").and_then(Value::as_i64).unwrap_or(0);
+        match old {
+            None => {
+                // Port number -> the request that gave its node port, and what it asked.
+                let mut shared: HashMap<i64, (usize, Ask)> = HashMap::new();
+                for (i, port) in ports.iter().enumerate() {
+                    let asked = node_port(port);
+                    if asked == 0 && !allocate {
+                        continue;
+                    }
+                    match shared.get(&number(port)).copied() {
+                        None => {
+                            let requested = ports
+                                .iter()
+                                .filter(|p| number(p) == number(port))
+                                .map(node_port)
+                                .find(|p| *p != 0);
+                            let ask = requested.map_or(Ask::Any, Ask::This);
+                            shared.insert(number(port), (requests.len(), ask));
+                            requests.push(PortRequest {
+                                slot: Slot::Port(i),
+                                ask,
+                            });
+                        }
+                        Some((first, ask)) => {
+                            if asked == 0 {
+                                requests.push(PortRequest {
+                                    slot: Slot::Port(i),
+                                    ask: Ask::SameAs(first),
+                                });
+                            } else if ask != Ask::This(asked) {
+                                requests.push(PortRequest {
+                                    slot: Slot::Port(i),
+                                    ask: Ask::This(asked),
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            Some(old) => {
+                let held = if uses_node_ports(old) {
+                    named_node_ports(old)
+                } else {
+                    HashSet::new()
+                };
+                let mut claimed = HashSet::new();
+                for (i, port) in ports.iter().enumerate() {
+                    let asked = node_port(port);
+                    if asked == 0 && !allocate {
+                        continue;
+                    }
+                    if asked == 0 {
+                        requests.push(PortRequest {
+                            slot: Slot::Port(i),
+                            ask: Ask::Any,
+                        });
+                    } else if !held.contains(&asked) && claimed.insert(asked) {
+                        requests.push(PortRequest {
+                            slot: Slot::Port(i),
+                            ask: Ask::This(asked),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    if needs_health_check(new) && !old.is_some_and(needs_health_check) {
+        let asked = health_port(new);
+        requests.push(PortRequest {
+            slot: Slot::Health,
+            ask: if asked == 0 {
+                Ask::Any
+            } else {
+                Ask::This(asked)
+            },
+        });
+    }
+    requests
+}
+
+/// Sets the claimed node ports of a Service object.
+pub fn set_node_ports(service: &mut Value, claims: &[PortClaim]) {
+    for claim in claims {
+        match claim.slot {
+            Slot::Health => set(service, "healthCheckNodePort", json!(claim.port)),
+            Slot::Port(index) => {
+                if let Some(Value::Object(port)) = spec_mut(service)
+                    .and_then(|s| s.get_mut("ports"))
+                    .and_then(Value::as_array_mut)
+                    .and_then(|ports| ports.get_mut(index))
+                {
+                    port.insert("nodePort".into(), json!(claim.port));
+                }
+            }
+        }
+    }
+}
+
+/// What a create or update does once its claims are made (kube-apiserver's strategy:
+/// `dropTypeDependentFields` on update, then validation).
+///
+/// # Errors
+/// The field errors of a 422.
+pub fn finish(old: Option<&Value>, new: &mut Value) -> Result<(), Vec<Cause>> {
+    if !new.get("spec").is_some_and(Value::is_object) {
+        return Ok(());
+    }
+    let old = old.map(read_default);
+    let old = old.as_deref();
+    if let Some(old) = old {
+        drop_type_dependent_fields(old, new);
+    }
+    if kind(new) == EXTERNAL_NAME {
+        // kube-apiserver defaulted it once for ExternalName Services and hides it on read.
+        remove(new, "internalTrafficPolicy");
+    }
+    let errors = validate(old, new);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// `dropTypeDependentFields`: what a type change leaves without use is cleared, when the
+/// update did not also change it (a changed value is the client's, and validation judges it).
+fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
+    let field = |service: &Value, name: &str| spec(service).and_then(|s| s.get(name)).cloned();
+    if needs_cluster_ip(old) && !needs_cluster_ip(new) {
+        if text(old, "clusterIP") == text(new, "clusterIP")
+            && listed(old, "clusterIPs") == listed(new, "clusterIPs")
+        {
+            remove(new, "clusterIP");
+            remove(new, "clusterIPs");
+        }
+        if list(old, "ipFamilies") == list(new, "ipFamilies") {
+            remove(new, "ipFamilies");
+        }
+        if policy(old) == policy(new) {
+            remove(new, "ipFamilyPolicy");
+        }
+    }
+    if uses_node_ports(old) && !uses_node_ports(new) {
+        if named_node_ports(new).is_subset(&named_node_ports(old))
+            && let Some(Value::Array(ports)) = spec_mut(new).and_then(|s| s.get_mut("ports"))
+        {
+            for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                port.remove("nodePort");
+            }
+        }
+        if text(old, "externalTrafficPolicy") == text(new, "externalTrafficPolicy") {
+            remove(new, "externalTrafficPolicy");
+        }
+    }
+    if needs_health_check(old) && !needs_health_check(new) && health_port(old) == health_port(new) {
+        remove(new, "healthCheckNodePort");
+    }
+    if kind(old) == LOAD_BALANCER && kind(new) != LOAD_BALANCER {
+        let allocate =
+            |s: &Value| field(s, "allocateLoadBalancerNodePorts").filter(Value::is_boolean);
+        if allocate(old).is_some() && allocate(old) == allocate(new) {
+            remove(new, "allocateLoadBalancerNodePorts");
+        }
+        let class = |s: &Value| field(s, "loadBalancerClass").filter(|v| !v.is_null());
+        if class(old) == class(new) {
+            remove(new, "loadBalancerClass");
+        }
+    }
+    if kind(new) != LOAD_BALANCER
+        && let Some(status) = new.get_mut("status").and_then(Value::as_object_mut)
+    {
+        status.insert("loadBalancer".to_owned(), json!({}));
+    }
+}
+
+/// What kube-apiserver's `ValidateServiceUpdate` and `ValidateService` check of the fields
+/// allocation depends on (see the module docs), in their order.
+fn validate(old: Option<&Value>, new: &Value) -> Vec<Cause> {
+    let mut errors = Vec::new();
+    if let Some(old) = old {
+        validate_cluster_ips_update(old, new, &mut errors);
+        validate_families_update(old, new, &mut errors);
+        if needs_health_check(old)
+            && needs_health_check(new)
+            && health_port(old) != health_port(new)
+        {
+            errors.push(forbidden("spec.healthCheckNodePort", "field is immutable"));
+        }
+    }
+    let service_type = kind(new);
+    match service_type {
+        LOAD_BALANCER | NODE_PORT if headless(new) => errors.push(invalid(
+            "spec.clusterIPs[0]",
+            format!("{NONE:?}"),
+            &format!("may not be set to 'None' for {service_type} services"),
+        )),
+        EXTERNAL_NAME => {
+            for field in ["clusterIPs", "ipFamilies"] {
+                if !listed(new, field).is_empty() {
+                    errors.push(forbidden(
+                        format!("spec.{field}"),
+                        "may not be set for ExternalName services",
+                    ));
+                }
+            }
+            if policy(new).is_some() {
+                errors.push(forbidden(
+                    "spec.ipFamilyPolicy",
+                    "may not be set for ExternalName services",
+                ));
+            }
+            let name = text(new, "externalName");
+            let name = name.strip_suffix('.').unwrap_or(name);
+            if name.is_empty() {
+                errors.push(required("spec.externalName"));
+            } else if let Err(why) = watchkeeper_api::meta::validate_dns1123_subdomain(name) {
+                errors.push(invalid("spec.externalName", format!("{name:?}"), &why));
+            }
+        }
+        _ => {}
+    }
+    if service_type == CLUSTER_IP {
+        for (i, port) in ports(new).iter().enumerate() {
+            if node_port(port) != 0 {
+                errors.push(forbidden(
+                    format!("spec.ports[{i}].nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                ));
+            }
+        }
+    }
+    let mut node_ports = HashSet::new();
+    for (i, port) in ports(new).iter().enumerate() {
+        let number = node_port(port);
+        if number == 0 {
+            continue;
+        }
+        let protocol = port
+            .get("protocol")
+            .and_then(Value::as_str)
+            .unwrap_or("TCP");
+        if !node_ports.insert((protocol.to_owned(), number)) {
+            errors.push(duplicate(format!("spec.ports[{i}].nodePort"), number));
+        }
+    }
+    if service_type != LOAD_BALANCER
+        && spec(new)
+            .and_then(|s| s.get("allocateLoadBalancerNodePorts"))
+            .is_some_and(|v| !v.is_null())
+    {
+        errors.push(forbidden(
+            "spec.allocateLoadBalancerNodePorts",
+            "may only be used when `type` is 'LoadBalancer'",
+        ));
+    }
+    let policy = text(new, "externalTrafficPolicy");
+    if !externally_accessible(new) && !policy.is_empty() {
+        errors.push(invalid(
+            "spec.externalTrafficPolicy",
+            format!("{policy:?}"),
+            "may only be set for externally-accessible services",
+        ));
+    }
+    let health = health_port(new);
+    if !needs_health_check(new) {
+        if health != 0 {
+            errors.push(invalid(
+                "spec.healthCheckNodePort",
+                health,
+                "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
+            ));
+        }
+    } else if health == 0 {
+        errors.push(required("spec.healthCheckNodePort"));
+    } else if health > 65535 {
+        errors.push(invalid(
+            "spec.healthCheckNodePort",
+            health,
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+    errors
+}
+
+/// `validateUpgradeDowngradeClusterIPs`.
+fn validate_cluster_ips_update(old: &Value, new: &Value, errors: &mut Vec<Cause>) {
+    if !needs_cluster_ip(old) || !needs_cluster_ip(new) || (headless(old) && headless(new)) {
+        return;
+    }
+    let (before, after) = (listed(old, "clusterIPs"), listed(new, "clusterIPs"));
+    let quoted = go_strings(list(new, "clusterIPs").as_deref());
+    let changed = |errors: &mut Vec<Cause>, i: usize| {
+        errors.push(invalid(
+            format!("spec.clusterIPs[{i}]"),
+            &quoted,
+            "may not change once set",
+        ));
+    };
+    if before.len() == after.len() {
+        for i in (0..before.len()).filter(|i| before[*i] != after[*i]) {
+            changed(errors, i);
+        }
+    } else if before.len() > after.len() {
+        if after.is_empty() {
+            errors.push(invalid(
+                "spec.clusterIPs[0]",
+                &quoted,
+                "primary clusterIP can not be unset",
+            ));
+        } else if after[0] != before[0] {
+            changed(errors, 0);
+        }
+        if after.len() == 1 && policy(new) != Some(SINGLE_STACK) {
+            errors.push(invalid(
+                "spec.ipFamilyPolicy",
+                go_pointer(policy(new)),
+                "must be set to 'SingleStack' when releasing the secondary clusterIP",
+            ));
+        }
+    } else if !before.is_empty() && after[0] != before[0] {
+        changed(errors, 0);
+    }
+}
+
+/// `validateUpgradeDowngradeIPFamilies` (its paths and values as kube-apiserver has them).
+fn validate_families_update(old: &Value, new: &Value, errors: &mut Vec<Cause>) {
+    if !needs_cluster_ip(old) || !needs_cluster_ip(new) || headless(old) || headless(new) {
+        return;
+    }
+    let (before, after) = (listed(old, "ipFamilies"), listed(new, "ipFamilies"));
+    let families = go_families(list(new, "ipFamilies").as_deref());
+    let addresses = go_strings(list(new, "clusterIPs").as_deref());
+    if before.len() == after.len() {
+        for _ in (0..before.len()).filter(|i| before[*i] != after[*i]) {
+            errors.push(invalid(
+                "spec.ipFamilies[0]",
+                &families,
+                "may not change once set",
+            ));
+        }
+    } else if before.len() > after.len() {
+        if listed(new, "clusterIPs").is_empty() {
+            errors.push(invalid(
+                "spec.ipFamilies[0]",
+                &families,
+                "primary ipFamily can not be unset",
+            ));
+        }
+        if !after.is_empty() && after[0] != before[0] {
+            errors.push(invalid(
+                "spec.ipFamilies[0]",
+                &addresses,
+                "may not change once set",
+            ));
+        }
+        if after.len() == 1 && policy(new) != Some(SINGLE_STACK) {
+            errors.push(invalid(
+                "spec.ipFamilyPolicy",
+                go_pointer(policy(new)),
+                "must be set to 'SingleStack' when releasing the secondary ipFamily",
+            ));
+        }
+    } else if !before.is_empty() && !after.is_empty() && after[0] != before[0] {
+        errors.push(invalid(
+            "spec.ipFamilies[0]",
+            &addresses,
+            "may not change once set",
+        ));
+    }
+}
+
+/// The allocators of a server: a range of addresses per configured family (the primary
+/// first) and the node port range.
+#[derive(Clone, Debug)]
+pub struct Allocators {
+    ips: Vec<ServiceIps>,
+    ports: NodePorts,
+}
+
+impl Allocators {
+    /// Allocators over `ranges` (one, or one of each family) and the node ports `ports`
+    /// (first, last), with their records under the registry `prefix`.
+    #[must_use]
+    pub fn new(ranges: &[IpRange], ports: (u16, u16), prefix: &str) -> Allocators {
+        Allocators {
+            ips: ranges
+                .iter()
+                .map(|range| ServiceIps::new(*range, prefix))
+                .collect(),
+            ports: NodePorts::new(ports.0, ports.1, prefix),
+        }
+    }
+
+    /// The configured families, the primary first.
+    #[must_use]
+    pub fn families(&self) -> Vec<Family> {
+        self.ips.iter().map(ServiceIps::family).collect()
+    }
+
+    /// The range of a family.
+    #[must_use]
+    pub fn ips(&self, family: Family) -> Option<&ServiceIps> {
+        self.ips.iter().find(|ips| ips.family() == family)
+    }
+
+    /// The prefix of every address record (one for both families).
+    #[must_use]
+    pub fn ip_records_prefix(&self) -> Bytes {
+        self.ips
+            .first()
+            .map(ServiceIps::records_prefix)
+            .unwrap_or_default()
+    }
+
+    /// The node ports.
+    #[must_use]
+    pub fn ports(&self) -> &NodePorts {
+        &self.ports
     }
 }
 
@@ -132,15 +1326,18 @@ pub struct Claim {
     pub put: TxnOp,
 }
 
-/// Why no address could be claimed.
+/// Why no address or port could be claimed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// The asked address is held by another Service.
+    /// The asked value is held by another Service.
     Allocated,
-    /// The asked address lies outside the range.
+    /// The asked value lies outside the range.
     NotInRange,
-    /// Every address of the range is held.
+    /// Every value of the range is held.
     Full,
+    /// The asked value's record was written at this revision, which the cache has not seen:
+    /// whether its Service still holds it is known once the cache has it.
+    Unseen(u64),
 }
 
 impl ServiceIps {
@@ -157,6 +1354,12 @@ impl ServiceIps {
     #[must_use]
     pub fn range(&self) -> &IpRange {
         &self.range
+    }
+
+    /// The range's family.
+    #[must_use]
+    pub fn family(&self) -> Family {
+        Family::of(self.range.network)
     }
 
     /// The prefix of every allocation record.
@@ -310,9 +1513,15 @@ impl Space<'_> {
             if n < self.first || n > self.last {
                 return Err(Refused::NotInRange);
             }
-            return free(n)
-                .map(|compare| claim(n, compare))
-                .ok_or(Refused::Allocated);
+            if let Some(compare) = free(n) {
+                return Ok(claim(n, compare));
+            }
+            return Err(match records.get(key(n).as_ref()) {
+                Some(kv) if kv.mod_revision > seen && !held.contains(&n) => {
+                    Refused::Unseen(kv.mod_revision)
+                }
+                _ => Refused::Allocated,
+            });
         }
         // At most this many slots of each part are looked at: every held one is in `held` or
         // the records, so one more than those is free if the part is that large.
@@ -344,21 +1553,20 @@ pub struct NodePorts {
     records: String,
 }
 
-/// One node port claimed for a Service's port.
+/// One node port claimed for a Service.
 #[derive(Debug)]
 pub struct PortClaim {
-    /// The index of the port in `spec.ports`.
-    pub index: usize,
+    /// Where it goes.
+    pub slot: Slot,
     /// The node port.
     pub port: u16,
-    /// The record is absent, or still the stale one read.
-    pub compare: Compare,
-    /// The record.
-    pub put: TxnOp,
+    /// Its record's compare (absent, or still the stale one read) and put; none for a port
+    /// shared with an earlier claim of the same write.
+    pub record: Option<(Compare, TxnOp)>,
 }
 
-/// A port the range could not give: its index in `spec.ports`, the port asked (0: any), why.
-pub type PortRefused = (usize, u16, Refused);
+/// A node port the range could not give: where, the port asked (0: any), why.
+pub type PortRefused = (Slot, u64, Refused);
 
 impl NodePorts {
     /// The range `first..=last`, with its records under the registry `prefix`.
@@ -394,38 +1602,21 @@ impl NodePorts {
         }
     }
 
-    /// Claims a node port for every port of `service` that needs one (a `NodePort` Service,
-    /// or a `LoadBalancer` one unless `allocateLoadBalancerNodePorts` is false): the port asked
-    /// in `nodePort`, or a free one. `held` are the node ports the cache's Services hold.
+    /// Claims the node ports of `requests` (from [`port_requests`]), in order: an asked one
+    /// when it is in the range and free, else a free one. `held` are the node ports the cache's
+    /// Services hold at the cache's revision `seen`; `records` the allocation records read.
     ///
     /// # Errors
-    /// The first port the range could not give.
+    /// The first request the range could not give.
     pub fn claim(
         &self,
-        service: &Value,
+        requests: &[PortRequest],
         held: &HashSet<u16>,
         seen: u64,
         records: &[KeyValue],
         owner: &str,
         rotate: u128,
     ) -> Result<Vec<PortClaim>, PortRefused> {
-        let spec = service.get("spec");
-        let kind = spec
-            .and_then(|s| s.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("ClusterIP");
-        let balancer_ports = spec
-            .and_then(|s| s.get("allocateLoadBalancerNodePorts"))
-            .and_then(Value::as_bool)
-            != Some(false);
-        if !(kind == "NodePort" || (kind == "LoadBalancer" && balancer_ports)) {
-            return Ok(Vec::new());
-        }
-        let ports = spec
-            .and_then(|s| s.get("ports"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
         let space = Space {
             first: u128::from(self.first),
             last: u128::from(self.last),
@@ -435,16 +1626,23 @@ impl NodePorts {
         let records = index(records);
         let mut taken: HashSet<u128> = held.iter().map(|p| u128::from(*p)).collect();
         let mut claims: Vec<PortClaim> = Vec::new();
-        for (index, port) in ports.iter().enumerate() {
-            let asked = port.get("nodePort").and_then(Value::as_u64).unwrap_or(0);
-            let asked = u16::try_from(asked).unwrap_or(u16::MAX);
-            // One node port asked for two ports of the Service (TCP and UDP): one record.
-            if asked != 0 && claims.iter().any(|c| c.port == asked) {
-                continue;
-            }
+        for request in requests {
+            let asked = match request.ask {
+                Ask::SameAs(earlier) => {
+                    let port = claims.get(earlier).map_or(0, |c| c.port);
+                    claims.push(PortClaim {
+                        slot: request.slot,
+                        port,
+                        record: None,
+                    });
+                    continue;
+                }
+                Ask::Any => None,
+                Ask::This(port) => Some(port),
+            };
             let (n, compare, put) = space
                 .claim(
-                    (asked != 0).then_some(u128::from(asked)),
+                    asked.map(u128::from),
                     &taken,
                     seen,
                     &records,
@@ -452,49 +1650,33 @@ impl NodePorts {
                     rotate,
                     |n| n.to_string(),
                 )
-                .map_err(|why| (index, asked, why))?;
+                .map_err(|why| (request.slot, asked.unwrap_or(0), why))?;
             taken.insert(n);
             claims.push(PortClaim {
-                index,
+                slot: request.slot,
                 port: u16::try_from(n).unwrap_or(u16::MAX),
-                compare,
-                put,
+                record: Some((compare, put)),
             });
         }
         Ok(claims)
     }
 }
 
-/// Sets the claimed node ports of a Service object.
-pub fn set_node_ports(service: &mut Value, claims: &[PortClaim]) {
-    let Some(ports) = service
-        .pointer_mut("/spec/ports")
-        .and_then(Value::as_array_mut)
-    else {
-        return;
-    };
-    for claim in claims {
-        if let Some(Value::Object(port)) = ports.get_mut(claim.index) {
-            port.insert("nodePort".into(), Value::from(claim.port));
-        }
-    }
-}
-
-/// The node ports the Services in `services` hold (`spec.ports[].nodePort` and
-/// `healthCheckNodePort`).
+/// The node ports the Services in `services` hold: the ports' `nodePort`s of `NodePort` and
+/// `LoadBalancer` Services, and the `healthCheckNodePort` of those that need one.
 pub fn held_ports<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<u16> {
     let mut held = HashSet::new();
     for service in services {
-        let spec = service.get("spec");
-        let ports = spec
-            .and_then(|s| s.get("ports"))
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let listed = ports.iter().filter_map(|p| p.get("nodePort"));
-        let health = spec.and_then(|s| s.get("healthCheckNodePort"));
-        for port in listed.chain(health) {
-            if let Some(port) = port.as_u64().and_then(|p| u16::try_from(p).ok()) {
+        let health = needs_health_check(service).then(|| health_port(service));
+        let listed = if uses_node_ports(service) {
+            named_node_ports(service)
+        } else {
+            HashSet::new()
+        };
+        for port in listed.into_iter().chain(health) {
+            if let Ok(port) = u16::try_from(port)
+                && port != 0
+            {
                 held.insert(port);
             }
         }
@@ -502,20 +1684,13 @@ pub fn held_ports<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<u16>
     held
 }
 
-/// The addresses the Services in `services` hold (`clusterIPs`, else `clusterIP`).
+/// The addresses the Services in `services` hold (`clusterIPs` and `clusterIP` of every
+/// Service but `ExternalName` ones).
 pub fn held<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<IpAddr> {
     let mut held = HashSet::new();
-    for service in services {
-        let spec = service.get("spec");
-        let listed = spec
-            .and_then(|s| s.get("clusterIPs"))
-            .and_then(Value::as_array)
-            .map(|ips| ips.iter().filter_map(Value::as_str).collect::<Vec<_>>())
-            .unwrap_or_default();
-        let single = spec
-            .and_then(|s| s.get("clusterIP"))
-            .and_then(Value::as_str);
-        for text in listed.into_iter().chain(single) {
+    for service in services.filter(|s| needs_cluster_ip(s)) {
+        let single = Some(text(service, "clusterIP").to_owned());
+        for text in listed(service, "clusterIPs").into_iter().chain(single) {
             if let Ok(ip) = text.parse() {
                 held.insert(ip);
             }
@@ -542,9 +1717,15 @@ mod tests {
         }
     }
 
-    fn set(ips: &[&str]) -> HashSet<IpAddr> {
+    fn addrs(ips: &[&str]) -> HashSet<IpAddr> {
         ips.iter().map(|ip| ip.parse().unwrap()).collect()
     }
+
+    fn service(spec: Value) -> Value {
+        json!({"metadata": {"name": "s"}, "spec": spec, "status": {"loadBalancer": {}}})
+    }
+
+    const V4: &[Family] = &[Family::V4];
 
     /// Goal: dynamic addresses come from above kube-apiserver's static band, lowest first,
     /// skipping what the cache's Services hold and records the cache has not seen; a record
@@ -552,7 +1733,7 @@ mod tests {
     #[test]
     fn dynamic_addresses_skip_held_ones_and_reclaim_released_ones() {
         let allocator = ips("10.0.0.0/24");
-        let claim = allocator.claim(None, &set(&["10.0.0.1"]), 10, &[], "default/a", 0);
+        let claim = allocator.claim(None, &addrs(&["10.0.0.1"]), 10, &[], "default/a", 0);
         let claim = claim.unwrap();
         assert_eq!(
             claim.ip.to_string(),
@@ -560,7 +1741,7 @@ mod tests {
             "above the static band of 16"
         );
         assert!(matches!(claim.compare, Compare::Absent { .. }));
-        let held = set(&["10.0.0.1", "10.0.0.17"]);
+        let held = addrs(&["10.0.0.1", "10.0.0.17"]);
         // A record newer than the cache: its Service may not be cached yet.
         let fresh = [record("10.0.0.18", 11)];
         let claim = allocator
@@ -593,14 +1774,23 @@ mod tests {
         );
     }
 
-    /// Goal: an asked address is claimed only inside the range and when free.
+    /// Goal: an asked address is claimed only inside the range and when free; one whose
+    /// record the cache has not seen waits for the cache.
     #[test]
     fn an_asked_address_must_be_in_the_range_and_free() {
         let allocator = ips("10.0.0.0/24");
-        let held = set(&["10.0.0.5"]);
+        let held = addrs(&["10.0.0.5"]);
+        let records = [record("10.0.0.7", 9)];
         let ask = |ip: &str| {
             allocator
-                .claim(Some(ip.parse().unwrap()), &held, 1, &[], "default/a", 0)
+                .claim(
+                    Some(ip.parse().unwrap()),
+                    &held,
+                    1,
+                    &records,
+                    "default/a",
+                    0,
+                )
                 .map(|c| c.ip.to_string())
         };
         assert_eq!(ask("10.0.0.6"), Ok("10.0.0.6".to_owned()));
@@ -610,6 +1800,7 @@ mod tests {
             "the static band"
         );
         assert_eq!(ask("10.0.0.5"), Err(Refused::Allocated));
+        assert_eq!(ask("10.0.0.7"), Err(Refused::Unseen(9)));
         for outside in [
             "10.0.0.0",
             "10.0.0.255",
@@ -625,7 +1816,7 @@ mod tests {
     #[test]
     fn a_small_range_fills_up() {
         let allocator = ips("10.0.0.0/29");
-        let mut held = set(&[]);
+        let mut held = addrs(&[]);
         for expected in 1..=6 {
             let claim = allocator
                 .claim(None, &held, 1, &[], "default/a", 0)
@@ -641,138 +1832,412 @@ mod tests {
         );
     }
 
-    /// Goal: an update that leaves the address out keeps it; one to ExternalName, or one that
-    /// sets an address, is left as it is.
+    /// Goal: an update that leaves out what was allocated keeps it (kube-apiserver's
+    /// `patchAllocatedValues`): the address, node ports by port name (not one another port
+    /// names), the health check node port; one to ExternalName keeps nothing.
     #[test]
-    fn updates_keep_the_allocated_address() {
-        let old = serde_json::json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.17",
-            "clusterIPs": ["10.0.0.17"], "ports": [{"port": 80}]}});
-        let mut new = serde_json::json!({"spec": {"type": "ClusterIP", "clusterIP": "",
-            "ports": [{"port": 81}]}});
-        keep_allocated(&old, &mut new);
-        assert_eq!(new["spec"]["clusterIP"], "10.0.0.17");
-        assert_eq!(new["spec"]["clusterIPs"], serde_json::json!(["10.0.0.17"]));
-        assert_eq!(new["spec"]["ports"][0]["port"], 81);
-        let mut external = serde_json::json!({"spec": {"type": "ExternalName",
-            "externalName": "example.com"}});
-        keep_allocated(&old, &mut external);
+    fn updates_keep_what_was_allocated() {
+        let old = service(json!({"type": "LoadBalancer", "clusterIP": "10.0.0.17",
+            "clusterIPs": ["10.0.0.17"], "externalTrafficPolicy": "Local",
+            "healthCheckNodePort": 30099, "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"],
+            "ports": [{"name": "a", "port": 80, "nodePort": 30001},
+                      {"name": "b", "port": 81, "nodePort": 30002}]}));
+        let mut new = service(
+            json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+            "ports": [{"name": "b", "port": 81}, {"name": "a", "port": 80, "nodePort": 30002},
+                      {"name": "c", "port": 82}]}),
+        );
+        prepare(Some(&old), &mut new, V4).unwrap();
+        let spec = &new["spec"];
+        assert_eq!(spec["clusterIP"], "10.0.0.17");
+        assert_eq!(spec["clusterIPs"], json!(["10.0.0.17"]));
+        assert_eq!(spec["healthCheckNodePort"], 30099);
+        assert!(
+            spec["ports"][0].get("nodePort").is_none(),
+            "30002 is named by another port"
+        );
+        assert_eq!(spec["ports"][1]["nodePort"], 30002);
+        assert!(spec["ports"][2].get("nodePort").is_none());
+        assert_eq!(spec["ipFamilyPolicy"], "SingleStack", "the old policy");
+        assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+        let mut external = service(json!({"type": "ExternalName", "externalName": "example.com"}));
+        prepare(Some(&old), &mut external, V4).unwrap();
         assert!(external["spec"].get("clusterIP").is_none());
-        let mut moved = serde_json::json!({"spec": {"clusterIP": "10.0.0.9"}});
-        keep_allocated(&old, &mut moved);
-        assert_eq!(moved["spec"]["clusterIP"], "10.0.0.9");
+    }
+
+    /// Goal: a Service an older server stored with the IPv4 family it defaulted on an IPv6
+    /// range is repaired by its next update (its families from its addresses), not refused.
+    #[test]
+    fn stored_families_that_do_not_match_the_addresses_are_repaired() {
+        let stored = service(
+            json!({"clusterIP": "fd00::101", "clusterIPs": ["fd00::101"],
+            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack", "ports": [{"port": 80}]}),
+        );
+        let mut new = stored.clone();
+        new["metadata"]["labels"] = json!({"a": "b"});
+        prepare(Some(&stored), &mut new, &[Family::V6]).unwrap();
+        assert_eq!(new["spec"]["ipFamilies"], json!(["IPv6"]));
+        assert!(ip_requests(Some(&stored), &new).is_empty());
+        finish(Some(&stored), &mut new).unwrap();
+        assert_eq!(new["spec"]["clusterIPs"], json!(["fd00::101"]));
+    }
+
+    /// Goal: the IP family fields as kube-apiserver's `initIPFamilyFields` fills and refuses
+    /// them on a single-stack cluster (and on a dual-stack one).
+    #[test]
+    fn ip_families_follow_the_configured_ranges() {
+        let prepared = |spec: Value, families: &[Family]| {
+            let mut new = service(spec);
+            prepare(None, &mut new, families).map(|()| new["spec"].clone())
+        };
+        let plain = prepared(json!({"selector": {"a": "b"}}), V4).unwrap();
         assert_eq!(
-            moved["spec"]["clusterIPs"],
-            serde_json::json!(["10.0.0.17"])
+            (&plain["ipFamilyPolicy"], &plain["ipFamilies"]),
+            (&json!("SingleStack"), &json!(["IPv4"]))
+        );
+        let v6 = prepared(json!({}), &[Family::V6]).unwrap();
+        assert_eq!(v6["ipFamilies"], json!(["IPv6"]));
+        let prefer = prepared(json!({"ipFamilyPolicy": "PreferDualStack"}), V4).unwrap();
+        assert_eq!(prefer["ipFamilies"], json!(["IPv4"]));
+        let both = prepared(
+            json!({"ipFamilyPolicy": "PreferDualStack"}),
+            &[Family::V4, Family::V6],
+        )
+        .unwrap();
+        assert_eq!(both["ipFamilies"], json!(["IPv4", "IPv6"]));
+        let headless = prepared(json!({"clusterIP": "None"}), V4).unwrap();
+        assert_eq!(
+            (&headless["ipFamilyPolicy"], &headless["ipFamilies"]),
+            (&json!("RequireDualStack"), &json!(["IPv4", "IPv6"])),
+            "headless without selector"
+        );
+        let refused = |spec: Value| {
+            prepared(spec, V4)
+                .unwrap_err()
+                .into_iter()
+                .map(|(field, message, _)| format!("{field}: {message}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            refused(json!({"ipFamilyPolicy": "RequireDualStack"})),
+            [
+                "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services"
+            ]
+        );
+        assert_eq!(
+            refused(json!({"ipFamilies": ["IPv6"]})),
+            ["spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster"]
+        );
+        assert_eq!(
+            refused(json!({"clusterIP": "fd00::5"})),
+            [
+                "spec.clusterIPs[0]: Invalid value: []string{\"fd00::5\"}: IPv6 is not configured on this cluster"
+            ]
+        );
+        assert_eq!(
+            refused(json!({"clusterIP": "ten"})),
+            [
+                "spec.clusterIPs[0]: Invalid value: \"ten\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+            ]
+        );
+        assert_eq!(
+            refused(json!({"ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4", "IPv6"]})),
+            [
+                "spec.ipFamilyPolicy: Invalid value: \"SingleStack\": must be 'RequireDualStack' or 'PreferDualStack' when multiple IP families are specified"
+            ]
+        );
+        assert_eq!(
+            refused(json!({"ipFamilyPolicy": "Both"})),
+            [
+                "spec.ipFamilyPolicy: Unsupported value: \"Both\": supported values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\""
+            ]
         );
     }
 
-    /// Goal: node ports as kube-apiserver allocates them: one per port of a NodePort Service
-    /// (and of a LoadBalancer one unless it opts out), from above the static band of 86 ports,
-    /// an asked one when it is in the range and free, none for other types.
+    /// Goal: what a create or update claims: addresses for a create and for an update from
+    /// ExternalName (none for headless ones, none for other updates), node ports for ports
+    /// without one and asked ones the old version did not hold, a health check node port for
+    /// a Service that comes to need one.
     #[test]
-    fn node_ports_are_claimed_per_port() {
+    fn writes_claim_what_is_new() {
+        let prepared = |old: Option<&Value>, spec: Value| {
+            let mut new = service(spec);
+            prepare(old, &mut new, V4).unwrap();
+            new
+        };
+        let created = prepared(None, json!({"ports": [{"port": 80}]}));
+        assert_eq!(ip_requests(None, &created), vec![(Family::V4, None)]);
+        let asked = prepared(None, json!({"clusterIP": "10.0.0.9"}));
+        assert_eq!(
+            ip_requests(None, &asked),
+            vec![(Family::V4, Some("10.0.0.9".parse().unwrap()))]
+        );
+        let headless = prepared(None, json!({"clusterIP": "None"}));
+        assert!(ip_requests(None, &headless).is_empty());
+        let external = service(json!({"type": "ExternalName", "externalName": "x"}));
+        assert!(ip_requests(None, &external).is_empty());
+        let from_external = prepared(
+            Some(&external),
+            json!({"type": "NodePort",
+            "ports": [{"port": 80}, {"port": 81, "nodePort": 30005}]}),
+        );
+        assert_eq!(
+            ip_requests(Some(&external), &from_external),
+            vec![(Family::V4, None)]
+        );
+        let any = |i| PortRequest {
+            slot: Slot::Port(i),
+            ask: Ask::Any,
+        };
+        let this = |i, port| PortRequest {
+            slot: Slot::Port(i),
+            ask: Ask::This(port),
+        };
+        assert_eq!(
+            port_requests(Some(&external), &from_external),
+            vec![any(0), this(1, 30005)]
+        );
+        let mut node_port = from_external.clone();
+        set_cluster_ips(
+            &mut node_port,
+            &[(Family::V4, "10.0.0.20".parse().unwrap())],
+        );
+        set(
+            &mut node_port,
+            "ports",
+            json!([{"port": 80, "nodePort": 30100},
+            {"port": 81, "nodePort": 30005}]),
+        );
+        assert_eq!(node_port["spec"]["clusterIPs"], json!(["10.0.0.20"]));
+        set(
+            &mut node_port,
+            "ports",
+            json!([{"name": "a", "port": 80, "nodePort": 30100},
+            {"name": "b", "port": 81, "nodePort": 30005}]),
+        );
+        let added = prepared(
+            Some(&node_port),
+            json!({"type": "NodePort", "ports": [
+            {"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 30006},
+            {"name": "c", "port": 82}]}),
+        );
+        assert!(ip_requests(Some(&node_port), &added).is_empty());
+        assert_eq!(
+            port_requests(Some(&node_port), &added),
+            vec![this(1, 30006), any(2)]
+        );
+        let local = prepared(
+            Some(&node_port),
+            json!({"type": "LoadBalancer",
+            "externalTrafficPolicy": "Local", "ports": [{"port": 80, "nodePort": 30100},
+            {"port": 81, "nodePort": 30005}]}),
+        );
+        assert_eq!(
+            port_requests(Some(&node_port), &local),
+            vec![PortRequest {
+                slot: Slot::Health,
+                ask: Ask::Any
+            }]
+        );
+        // A create shares a node port between ports of one number (TCP and UDP).
+        let dns = prepared(
+            None,
+            json!({"type": "NodePort", "ports": [
+            {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "UDP", "nodePort": 30053}]}),
+        );
+        assert_eq!(
+            port_requests(None, &dns),
+            vec![this(0, 30053)],
+            "the first port takes the one the second asks for"
+        );
+        let dns = prepared(
+            None,
+            json!({"type": "NodePort", "ports": [
+            {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}),
+        );
+        assert_eq!(
+            port_requests(None, &dns),
+            vec![
+                any(0),
+                PortRequest {
+                    slot: Slot::Port(1),
+                    ask: Ask::SameAs(0)
+                }
+            ]
+        );
+    }
+
+    /// Goal: kube-apiserver's `dropTypeDependentFields`: a type change clears what the new
+    /// type does not use, unless the update changed it too (then validation refuses it).
+    #[test]
+    fn type_changes_clear_what_the_new_type_does_not_use() {
+        let old = service(json!({"type": "LoadBalancer", "clusterIP": "10.0.0.17",
+            "clusterIPs": ["10.0.0.17"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "externalTrafficPolicy": "Local", "healthCheckNodePort": 30099,
+            "allocateLoadBalancerNodePorts": true, "internalTrafficPolicy": "Cluster",
+            "ports": [{"port": 80, "nodePort": 30001}]}));
+        let mut old_lb = old.clone();
+        old_lb["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+        let finished = |spec_change: Value| {
+            let mut new = old_lb.clone();
+            for (key, value) in spec_change.as_object().unwrap() {
+                new["spec"][key] = value.clone();
+            }
+            prepare(Some(&old_lb), &mut new, V4).unwrap();
+            finish(Some(&old_lb), &mut new).map(|()| new)
+        };
+        let cluster_ip = finished(json!({"type": "ClusterIP"})).unwrap();
+        let spec = &cluster_ip["spec"];
+        assert!(spec["ports"][0].get("nodePort").is_none());
+        for gone in [
+            "externalTrafficPolicy",
+            "healthCheckNodePort",
+            "allocateLoadBalancerNodePorts",
+        ] {
+            assert!(spec.get(gone).is_none(), "{gone}: {spec}");
+        }
+        assert_eq!(spec["clusterIP"], "10.0.0.17");
+        assert_eq!(cluster_ip["status"], json!({"loadBalancer": {}}));
+        let external =
+            finished(json!({"type": "ExternalName", "externalName": "example.com"})).unwrap();
+        for gone in [
+            "clusterIP",
+            "clusterIPs",
+            "ipFamilies",
+            "ipFamilyPolicy",
+            "internalTrafficPolicy",
+        ] {
+            assert!(external["spec"].get(gone).is_none(), "{gone}");
+        }
+        let cluster = finished(json!({"externalTrafficPolicy": "Cluster"})).unwrap();
+        assert!(cluster["spec"].get("healthCheckNodePort").is_none());
+        assert_eq!(cluster["spec"]["ports"][0]["nodePort"], 30001);
+        let messages = |result: Result<Value, Vec<Cause>>| {
+            result
+                .unwrap_err()
+                .into_iter()
+                .map(|(field, message, _)| format!("{field}: {message}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            messages(finished(
+                json!({"type": "ClusterIP", "ports": [{"port": 80, "nodePort": 30002}]})
+            )),
+            ["spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"]
+        );
+        assert_eq!(
+            messages(finished(json!({"clusterIP": "10.0.0.99"}))),
+            ["spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.99\"}: may not change once set"]
+        );
+        assert_eq!(
+            messages(finished(json!({"healthCheckNodePort": 30098}))),
+            ["spec.healthCheckNodePort: Forbidden: field is immutable"]
+        );
+        assert_eq!(
+            messages(finished(json!({"type": "ExternalName"}))),
+            ["spec.externalName: Required value"]
+        );
+    }
+
+    /// Goal: node ports as kube-apiserver allocates them: from above the static band of 86
+    /// ports, an asked one when it is in the range and free, a shared one without a record.
+    #[test]
+    fn node_ports_are_claimed_per_request() {
         let ports = NodePorts::new(30000, 32767, "/registry");
-        let service = |spec: Value| serde_json::json!({"spec": spec});
-        let claimed = |spec: Value, held: &[u16]| {
+        let claimed = |requests: &[PortRequest], held: &[u16]| {
             ports
                 .claim(
-                    &service(spec),
+                    requests,
                     &held.iter().copied().collect(),
                     1,
                     &[],
                     "default/a",
                     0,
                 )
-                .map(|claims| claims.iter().map(|c| (c.index, c.port)).collect::<Vec<_>>())
+                .map(|claims| {
+                    claims
+                        .iter()
+                        .map(|c| (c.slot, c.port, c.record.is_some()))
+                        .collect::<Vec<_>>()
+                })
         };
-        let two = serde_json::json!([{"port": 80}, {"port": 443}]);
+        let request = |slot, ask| PortRequest { slot, ask };
+        let two = [
+            request(Slot::Port(0), Ask::Any),
+            request(Slot::Port(1), Ask::Any),
+        ];
         assert_eq!(
-            claimed(serde_json::json!({"type": "NodePort", "ports": two}), &[]),
-            Ok(vec![(0, 30086), (1, 30087)])
+            claimed(&two, &[]),
+            Ok(vec![
+                (Slot::Port(0), 30086, true),
+                (Slot::Port(1), 30087, true)
+            ])
         );
         assert_eq!(
-            claimed(
-                serde_json::json!({"type": "NodePort", "ports": two}),
-                &[30086]
-            ),
-            Ok(vec![(0, 30087), (1, 30088)])
+            claimed(&two, &[30086]),
+            Ok(vec![
+                (Slot::Port(0), 30087, true),
+                (Slot::Port(1), 30088, true)
+            ])
         );
+        let asked = [request(Slot::Port(0), Ask::This(30005))];
+        assert_eq!(claimed(&asked, &[]), Ok(vec![(Slot::Port(0), 30005, true)]));
         assert_eq!(
-            claimed(
-                serde_json::json!({"type": "LoadBalancer", "ports": two}),
-                &[]
-            ),
-            Ok(vec![(0, 30086), (1, 30087)])
+            claimed(&asked, &[30005]),
+            Err((Slot::Port(0), 30005, Refused::Allocated))
         );
-        for quiet in [
-            serde_json::json!({"type": "ClusterIP", "ports": two}),
-            serde_json::json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false, "ports": two}),
-        ] {
-            assert_eq!(claimed(quiet, &[]), Ok(vec![]));
-        }
-        let asked =
-            serde_json::json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30005}]});
-        assert_eq!(claimed(asked.clone(), &[]), Ok(vec![(0, 30005)]));
+        let outside = [
+            request(Slot::Port(0), Ask::Any),
+            request(Slot::Health, Ask::This(80)),
+        ];
         assert_eq!(
-            claimed(asked, &[30005]),
-            Err((0, 30005, Refused::Allocated))
+            claimed(&outside, &[]),
+            Err((Slot::Health, 80, Refused::NotInRange))
         );
-        let outside = serde_json::json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 80}]});
-        assert_eq!(claimed(outside, &[]), Err((1, 80, Refused::NotInRange)));
-        // TCP and UDP on one asked node port: one record.
-        let both = serde_json::json!({"type": "NodePort", "ports": [
-            {"port": 53, "protocol": "TCP", "nodePort": 30053},
-            {"port": 53, "protocol": "UDP", "nodePort": 30053}]});
-        assert_eq!(claimed(both, &[]), Ok(vec![(0, 30053)]));
+        let shared = [
+            request(Slot::Port(0), Ask::This(30053)),
+            request(Slot::Port(1), Ask::SameAs(0)),
+        ];
+        assert_eq!(
+            claimed(&shared, &[]),
+            Ok(vec![
+                (Slot::Port(0), 30053, true),
+                (Slot::Port(1), 30053, false)
+            ])
+        );
         let small = NodePorts::new(30000, 30001, "/registry");
-        let full = small.claim(
-            &service(serde_json::json!({"type": "NodePort", "ports": [{"port": 1}, {"port": 2}, {"port": 3}]})),
-            &HashSet::new(),
-            1,
-            &[],
-            "default/a",
-            0,
-        );
-        assert_eq!(full.unwrap_err(), (2, 0, Refused::Full));
-        let held = held_ports(
-            [service(serde_json::json!({"ports": [{"nodePort": 30001}, {"port": 1}], "healthCheckNodePort": 30002}))]
-                .iter(),
-        );
-        assert_eq!(held, [30001, 30002].into_iter().collect());
+        let three = [
+            request(Slot::Port(0), Ask::Any),
+            request(Slot::Port(1), Ask::Any),
+            request(Slot::Port(2), Ask::Any),
+        ];
+        let full = small.claim(&three, &HashSet::new(), 1, &[], "default/a", 0);
+        assert_eq!(full.unwrap_err(), (Slot::Port(2), 0, Refused::Full));
     }
 
-    /// Goal: what a Service asks for, and the addresses Services hold.
+    /// Goal: what Services hold: addresses of every type but ExternalName, node ports of the
+    /// types that use them, a health check node port of a Service that needs one.
     #[test]
-    fn services_ask_and_hold() {
-        let service = |spec: Value| serde_json::json!({"spec": spec});
-        assert_eq!(wanted(&service(serde_json::json!({}))), Wanted::Any);
-        assert_eq!(
-            wanted(&service(serde_json::json!({"clusterIP": ""}))),
-            Wanted::Any
-        );
-        assert_eq!(
-            wanted(&service(serde_json::json!({"clusterIP": "None"}))),
-            Wanted::Nothing
-        );
-        assert_eq!(
-            wanted(&service(
-                serde_json::json!({"type": "ExternalName", "externalName": "x"})
-            )),
-            Wanted::Nothing
-        );
-        assert_eq!(
-            wanted(&service(serde_json::json!({"clusterIP": "10.0.0.9"}))),
-            Wanted::This("10.0.0.9".parse().unwrap())
-        );
-        assert_eq!(
-            wanted(&service(serde_json::json!({"clusterIP": "ten"}))),
-            Wanted::Invalid("ten".to_owned())
-        );
+    fn services_hold_what_their_type_uses() {
         let services = [
-            service(serde_json::json!({"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"]})),
-            service(serde_json::json!({"clusterIP": "None"})),
-            service(serde_json::json!({"clusterIP": "10.0.0.30"})),
+            service(json!({"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1"]})),
+            service(json!({"clusterIP": "None"})),
+            service(json!({"clusterIP": "10.0.0.30"})),
+            service(json!({"type": "ExternalName", "clusterIP": "10.0.0.31"})),
         ];
-        assert_eq!(held(services.iter()), set(&["10.0.0.1", "10.0.0.30"]));
+        assert_eq!(held(services.iter()), addrs(&["10.0.0.1", "10.0.0.30"]));
+        let services = [
+            service(json!({"type": "NodePort", "ports": [{"nodePort": 30001}, {"port": 1}]})),
+            service(
+                json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                "healthCheckNodePort": 30002, "ports": [{"nodePort": 30003}]}),
+            ),
+            service(json!({"type": "LoadBalancer", "healthCheckNodePort": 30004})),
+            service(json!({"type": "ExternalName", "ports": [{"nodePort": 30005}]})),
+        ];
+        assert_eq!(
+            held_ports(services.iter()),
+            [30001, 30002, 30003].into_iter().collect()
+        );
     }
 }

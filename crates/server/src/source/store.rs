@@ -64,7 +64,7 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
-use crate::source::service_ips::{self, NodePorts, Refused, ServiceIps};
+use crate::source::service_ips::{self, Allocators, Refused};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -87,8 +87,8 @@ pub struct StoreSource {
     rebuild_window: Option<u64>,
     /// Written objects offered by the write path to the reflector (see [`Handover`]).
     handover: Arc<Handover>,
-    /// ClusterIP and node port allocation for created Services (see [`super::service_ips`]).
-    service_ips: Option<Arc<(ServiceIps, NodePorts)>>,
+    /// ClusterIP and node port allocation for Services (see [`super::service_ips`]).
+    service_ips: Option<Arc<Allocators>>,
 }
 
 /// How a create's transaction ended, when it did not write.
@@ -98,6 +98,15 @@ enum NotCreated {
     /// A record the create claimed (a Service's address or node port) was taken first; the
     /// store was at this revision.
     AddressTaken(Revision),
+}
+
+/// What a Service write claims.
+enum Claimed {
+    /// The records' compares and puts for the write's transaction.
+    Claims(Vec<(Compare, TxnOp)>),
+    /// An asked value's record is newer than the cache: try again once the cache has this
+    /// revision.
+    Unseen(Revision),
 }
 
 /// Claims of an address one Service create tries before it gives up (each failed claim waits
@@ -167,18 +176,15 @@ impl StoreSource {
         }
     }
 
-    /// With ClusterIP allocation from `range` and node port allocation from `ports` (first,
-    /// last) for created Services.
+    /// With ClusterIP allocation from `ranges` (one, or one of each IP family, the primary
+    /// first) and node port allocation from `ports` (first, last) for Services.
     #[must_use]
     pub fn with_service_ips(
         mut self,
-        range: crate::config::IpRange,
+        ranges: &[crate::config::IpRange],
         ports: (u16, u16),
     ) -> StoreSource {
-        self.service_ips = Some(Arc::new((
-            ServiceIps::new(range, &self.prefix),
-            NodePorts::new(ports.0, ports.1, &self.prefix),
-        )));
+        self.service_ips = Some(Arc::new(Allocators::new(ranges, ports, &self.prefix)));
         self
     }
 
@@ -671,7 +677,9 @@ impl Writer<'_> {
     /// ([`watchkeeper_api::certificates::approval_update`]), and a created request names its
     /// requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
     /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
-    /// schema's defaults and pruning, then is validated against the schema.
+    /// schema's defaults and pruning, then is validated against the schema. A Service gets
+    /// what the registry fills before allocating ([`service_ips::prepare`]); a write of
+    /// `services/{name}/status` keeps the stored spec.
     fn admit(
         &self,
         resource: &Resource,
@@ -680,9 +688,24 @@ impl Writer<'_> {
     ) -> Result<Value, ApiError> {
         if resource.def.group.is_empty()
             && resource.def.plural == "services"
-            && let Some(old) = old
+            && self.subresource == "status"
+            && let (Some(old), Some(object)) = (old, object.as_object_mut())
         {
-            service_ips::keep_allocated(old, &mut object);
+            // kube-apiserver's `serviceStatusStrategy`: a status write keeps the spec (so it
+            // can not take an address or node port without claiming it).
+            match old.get("spec") {
+                Some(spec) => object.insert("spec".to_owned(), spec.clone()),
+                None => object.remove("spec"),
+            };
+        }
+        if let Some(allocators) = self.service_allocators(resource) {
+            service_ips::prepare(old, &mut object, &allocators.families()).map_err(|causes| {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                ApiError::invalid(&resource.def, name, causes)
+            })?;
         }
         if watchkeeper_api::crd::is_crd(&resource.def) {
             let name = object
@@ -784,125 +807,31 @@ impl Writer<'_> {
         object: Value,
         managers: &apply::Managers,
     ) -> Result<Value, ApiError> {
-        let services = self
-            .source
-            .service_ips
-            .as_ref()
-            .filter(|_| resource.def.group.is_empty() && resource.def.plural == "services");
-        let unclaimed = |refusal| match refusal {
-            NotCreated::Refused(error) => error,
-            NotCreated::AddressTaken(_) => ApiError::internal("a record that was not claimed"),
-        };
-        let Some(services) = services else {
+        let Some(allocators) = self.service_allocators(resource) else {
             return self
                 .store_claimed(resource, namespace, object, managers, Vec::new())
                 .await
-                .map_err(unclaimed);
+                .map_err(|refusal| match refusal {
+                    NotCreated::Refused(error) => error,
+                    NotCreated::AddressTaken(_) => {
+                        ApiError::internal("a record that was not claimed")
+                    }
+                });
         };
-        let (ips, node_ports) = (&services.0, &services.1);
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let asked = match service_ips::wanted(&object) {
-            service_ips::Wanted::Nothing => None,
-            service_ips::Wanted::Any => Some(None),
-            service_ips::Wanted::This(ip) => Some(Some(ip)),
-            service_ips::Wanted::Invalid(text) => {
-                return Err(ApiError::invalid(
-                    &resource.def,
-                    &name,
-                    vec![(
-                        "spec.clusterIPs[0]".to_owned(),
-                        format!(
-                            "Invalid value: {text:?}: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
-                        ),
-                        "FieldValueInvalid".to_owned(),
-                    )],
-                ));
-            }
-        };
-        let invalid = |field: String, value: String, why: String| {
-            ApiError::invalid(
-                &resource.def,
-                &name,
-                vec![(
-                    field,
-                    format!("Invalid value: {value}: {why}"),
-                    "FieldValueInvalid".to_owned(),
-                )],
-            )
-        };
-        let owner = format!("{}/{name}", namespace.unwrap_or_default());
         // The first scan takes the lowest free slot; one after a lost race starts anywhere.
         let mut rotate = 0u128;
         for _ in 0..ADDRESS_ATTEMPTS {
-            let snapshot = resource.cache().latest();
-            let cached = || snapshot.range(None, None).map(|o| o.body());
-            let seen = snapshot.revision();
-            let mut claims = Vec::new();
             let mut object = object.clone();
-            if let Some(asked) = asked {
-                let records = self.records(ips.records_prefix()).await?;
-                let held = service_ips::held(cached());
-                match ips.claim(asked, &held, seen, &records, &owner, rotate) {
-                    Ok(claim) => {
-                        service_ips::set_address(&mut object, claim.ip);
-                        claims.push((claim.compare, claim.put));
-                    }
-                    Err(Refused::Full) => {
-                        return Err(ApiError::internal(
-                            "failed to allocate a serviceIP: range is full",
-                        ));
-                    }
-                    Err(why) => {
-                        let ip =
-                            asked.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-                        let why = if why == Refused::NotInRange {
-                            format!(
-                                "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
-                                ips.range()
-                            )
-                        } else {
-                            "provided IP is already allocated".to_owned()
-                        };
-                        return Err(invalid(
-                            "spec.clusterIPs".to_owned(),
-                            format!("[]string{{{:?}}}", ip.to_string()),
-                            format!("failed to allocate IP {ip}: {why}"),
-                        ));
-                    }
+            let claims = match self
+                .claim_service(resource, allocators, None, &mut object, rotate)
+                .await?
+            {
+                Claimed::Claims(claims) => claims,
+                Claimed::Unseen(revision) => {
+                    self.fresh.wait(resource.cache(), revision).await?;
+                    continue;
                 }
-            }
-            let records = self.records(node_ports.records_prefix()).await?;
-            let held = service_ips::held_ports(cached());
-            match node_ports.claim(&object, &held, seen, &records, &owner, rotate) {
-                Ok(ports) => {
-                    service_ips::set_node_ports(&mut object, &ports);
-                    claims.extend(ports.into_iter().map(|p| (p.compare, p.put)));
-                }
-                Err((_, _, Refused::Full)) => {
-                    return Err(ApiError::internal(
-                        "failed to allocate a nodePort: range is full",
-                    ));
-                }
-                Err((index, port, why)) => {
-                    let why = if why == Refused::NotInRange {
-                        format!(
-                            "provided port is not in the valid range. The range of valid ports is {}",
-                            node_ports.describe()
-                        )
-                    } else {
-                        "provided port is already allocated".to_owned()
-                    };
-                    return Err(invalid(
-                        format!("spec.ports[{index}].nodePort"),
-                        port.to_string(),
-                        why,
-                    ));
-                }
-            }
+            };
             match self
                 .store_claimed(resource, namespace, object, managers, claims)
                 .await
@@ -910,9 +839,9 @@ impl Writer<'_> {
                 Ok(created) => return Ok(created),
                 Err(NotCreated::Refused(error)) => return Err(error),
                 Err(NotCreated::AddressTaken(revision)) => {
-                    // Another create took an address or a port: once the cache has its
+                    // Another write took an address or a port: once the cache has its
                     // Service the next claim skips it (or refuses an asked one); it starts at a
-                    // random point, away from the other creates.
+                    // random point, away from the other writes.
                     self.fresh.wait(resource.cache(), revision).await?;
                     rotate = u128::from(rand::random::<u64>());
                 }
@@ -921,6 +850,146 @@ impl Writer<'_> {
         Err(ApiError::internal(
             "failed to allocate a serviceIP: too many concurrent allocations",
         ))
+    }
+
+    /// The Service allocators, when `resource` is `services` written without a subresource.
+    fn service_allocators(&self, resource: &Resource) -> Option<&Arc<Allocators>> {
+        self.source.service_ips.as_ref().filter(|_| {
+            resource.def.group.is_empty()
+                && resource.def.plural == "services"
+                && self.subresource.is_empty()
+        })
+    }
+
+    /// The claims of a Service create (`old` absent) or update, once [`service_ips::prepare`]d
+    /// (in [`Self::admit`]): the addresses and node ports `object` gets that `old` did not
+    /// hold, set in `object`, with their records' compares and puts for the write's
+    /// transaction; then the type change's clearing and validation
+    /// ([`service_ips::finish`]). `rotate` starts the scans for free values.
+    async fn claim_service(
+        &self,
+        resource: &Resource,
+        allocators: &Allocators,
+        old: Option<&Value>,
+        object: &mut Value,
+        rotate: u128,
+    ) -> Result<Claimed, ApiError> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let owner = format!("{namespace}/{name}");
+        let invalid =
+            |causes: Vec<service_ips::Cause>| ApiError::invalid(&resource.def, &name, causes);
+        let ip_requests = service_ips::ip_requests(old, object);
+        let port_requests = service_ips::port_requests(old, object);
+        let mut claims = Vec::new();
+        if !ip_requests.is_empty() || !port_requests.is_empty() {
+            // The records are read after the snapshot: one the snapshot has not seen is newer
+            // than its revision.
+            let snapshot = resource.cache().latest();
+            let cached = || snapshot.range(None, None).map(|o| o.body());
+            let seen = snapshot.revision();
+            if !ip_requests.is_empty() {
+                let records = self.records(allocators.ip_records_prefix()).await?;
+                let held = service_ips::held(cached());
+                let mut claimed = Vec::new();
+                for (family, asked) in ip_requests {
+                    let ips = allocators.ips(family).ok_or_else(|| {
+                        ApiError::internal(format!("no range of the family {}", family.name()))
+                    })?;
+                    match ips.claim(asked, &held, seen, &records, &owner, rotate) {
+                        Ok(claim) => {
+                            claimed.push((family, claim.ip));
+                            claims.push((claim.compare, claim.put));
+                        }
+                        Err(Refused::Unseen(revision)) => return Ok(Claimed::Unseen(revision)),
+                        Err(Refused::Full) => {
+                            return Err(ApiError::internal(
+                                "failed to allocate a serviceIP: range is full",
+                            ));
+                        }
+                        Err(why) => {
+                            let ip = asked.map(|ip| ip.to_string()).unwrap_or_default();
+                            let why = if why == Refused::NotInRange {
+                                format!(
+                                    "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+                                    ips.range()
+                                )
+                            } else {
+                                "provided IP is already allocated".to_owned()
+                            };
+                            let listed = object
+                                .pointer("/spec/clusterIPs")
+                                .and_then(Value::as_array)
+                                .map(|ips| {
+                                    ips.iter()
+                                        .map(|ip| ip.as_str().unwrap_or_default().to_owned())
+                                        .collect::<Vec<_>>()
+                                });
+                            return Err(invalid(vec![(
+                                "spec.clusterIPs".to_owned(),
+                                format!(
+                                    "Invalid value: {}: failed to allocate IP {ip}: {why}",
+                                    service_ips::go_strings(listed.as_deref())
+                                ),
+                                "FieldValueInvalid".to_owned(),
+                            )]));
+                        }
+                    }
+                }
+                service_ips::set_cluster_ips(object, &claimed);
+            }
+            if !port_requests.is_empty() {
+                let node_ports = allocators.ports();
+                let records = self.records(node_ports.records_prefix()).await?;
+                let held = service_ips::held_ports(cached());
+                match node_ports.claim(&port_requests, &held, seen, &records, &owner, rotate) {
+                    Ok(ports) => {
+                        service_ips::set_node_ports(object, &ports);
+                        claims.extend(ports.into_iter().filter_map(|p| p.record));
+                    }
+                    Err((_, _, Refused::Unseen(revision))) => {
+                        return Ok(Claimed::Unseen(revision));
+                    }
+                    Err((slot, port, why)) => {
+                        let why = match why {
+                            Refused::NotInRange => format!(
+                                "provided port is not in the valid range. The range of valid ports is {}",
+                                node_ports.describe()
+                            ),
+                            Refused::Full => "range is full".to_owned(),
+                            _ => "provided port is already allocated".to_owned(),
+                        };
+                        return Err(match slot {
+                            // kube-apiserver answers a health check node port it can not
+                            // give with an internal error.
+                            service_ips::Slot::Health if port == 0 => ApiError::internal(format!(
+                                "failed to allocate a HealthCheck NodePort 0: {why}"
+                            )),
+                            service_ips::Slot::Health => ApiError::internal(format!(
+                                "failed to allocate requested HealthCheck NodePort {port}: {why}"
+                            )),
+                            service_ips::Slot::Port(_) if port == 0 => {
+                                ApiError::internal(format!("failed to allocate a nodePort: {why}"))
+                            }
+                            service_ips::Slot::Port(index) => invalid(vec![(
+                                format!("spec.ports[{index}].nodePort"),
+                                format!("Invalid value: {port}: {why}"),
+                                "FieldValueInvalid".to_owned(),
+                            )]),
+                        });
+                    }
+                }
+            }
+        }
+        service_ips::finish(old, object).map_err(invalid)?;
+        Ok(Claimed::Claims(claims))
     }
 
     /// The allocation records under `prefix`.
@@ -1213,10 +1282,12 @@ impl Writer<'_> {
             self.consistent(resource).await?;
             proven = true;
         }
+        // A Service's claims scan from the lowest free value; after a lost race from anywhere.
+        let mut rotate = 0u128;
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
             let (current, _) = cache.get(&cache_key);
             let attempt = self.update_attempt(resource, name, current, precondition, &mutate);
-            let (current, new) = match attempt {
+            let (current, mut new) = match attempt {
                 Err(_) | Ok(UpdateAttempt::Unchanged(_)) if !proven => {
                     counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
                     self.consistent(resource).await?;
@@ -1234,6 +1305,28 @@ impl Writer<'_> {
                 Ok(UpdateAttempt::Changed { current, new }) => (current, new),
             };
             let expected = precondition.unwrap_or(current.resource_version());
+            // A Service's new addresses and node ports are claimed in the update's own
+            // transaction (see `service_ips`).
+            let mut claims = Vec::new();
+            if let Some(allocators) = self.service_allocators(resource) {
+                let claimed = self
+                    .claim_service(resource, allocators, Some(current.body()), &mut new, rotate)
+                    .await;
+                match claimed {
+                    Ok(Claimed::Claims(made)) => claims = made,
+                    Ok(Claimed::Unseen(revision)) => {
+                        self.fresh.wait(cache, revision).await?;
+                        continue;
+                    }
+                    Err(_) if !proven => {
+                        counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
+                        self.consistent(resource).await?;
+                        proven = true;
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
             if self.dry_run {
                 // What would be stored, at the revision it would replace.
                 return Ok(Written::Value(with_revision(
@@ -1285,21 +1378,38 @@ impl Writer<'_> {
                     written,
                 )
             };
-            let response = self
-                .txn(
-                    TxnRequest::default()
-                        .when(Compare::ModRevision {
-                            key: store_key.clone(),
-                            revision: expected,
-                        })
-                        .then(operation),
-                )
-                .await?;
+            let mut request = TxnRequest::default()
+                .when(Compare::ModRevision {
+                    key: store_key.clone(),
+                    revision: expected,
+                })
+                .then(operation);
+            // A deleted Service claims nothing.
+            let claimed = !finalized && !claims.is_empty();
+            if !finalized {
+                for (compare, put) in claims {
+                    request = request.when(compare).then(put);
+                }
+            }
+            let response = self.txn(request).await?;
             if response.succeeded {
                 self.settle(resource, response.revision).await;
                 return Ok(written.at(response.revision));
             }
             drop(written);
+            let object_revision = response
+                .current
+                .first()
+                .and_then(|(_, kv)| kv.as_ref().map(|kv| kv.mod_revision));
+            if claimed && object_revision == Some(expected) {
+                // The object is as it was: another write took an address or a port. Once the
+                // cache has it the next claim skips it (or refuses an asked one), starting at
+                // a random point.
+                self.fresh.wait(cache, response.revision).await?;
+                proven = true;
+                rotate = u128::from(rand::random::<u64>());
+                continue;
+            }
             counters.conflicts.fetch_add(1, Ordering::Relaxed);
             if precondition.is_some() {
                 return Err(ApiError::conflict_modified(&resource.def, name));
