@@ -64,6 +64,7 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
+use crate::source::resource_quota;
 use crate::source::service_ips::{self, Allocators, Refused};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
@@ -108,6 +109,10 @@ enum Claimed {
     /// revision.
     Unseen(Revision),
 }
+
+/// Times a create counted by a namespace's ResourceQuotas counts again after another counted
+/// write committed first, before it gives up with 409.
+const QUOTA_ATTEMPTS: usize = 16;
 
 /// Claims of an address one Service create tries before it gives up (each failed claim waits
 /// for the cache to see the Service that took the address).
@@ -707,6 +712,9 @@ impl Writer<'_> {
                 ApiError::invalid(&resource.def, name, causes)
             })?;
         }
+        if resource.def.group.is_empty() && resource.def.plural == "resourcequotas" {
+            object = self.quota_with_usage(object);
+        }
         if watchkeeper_api::crd::is_crd(&resource.def) {
             let name = object
                 .pointer("/metadata/name")
@@ -1037,32 +1045,197 @@ impl Writer<'_> {
                     &name,
                 )));
             }
+            // Quota admission runs for a dry run too; nothing is written.
+            self.quota_claims(resource, namespace, &name, &object, 1)
+                .await
+                .map_err(NotCreated::Refused)?;
             return Ok(object);
         }
         let key = Bytes::from(resource.store_key(namespace, &name));
-        let mut request = TxnRequest::default()
-            .when(Compare::Absent { key: key.clone() })
-            .then(TxnOp::Put {
-                key,
-                value: stored_value(&resource.to_storage(&object)),
-            });
-        let claimed = !claims.is_empty();
-        for (compare, put) in claims {
-            request = request.when(compare).then(put);
-        }
-        let response = self.txn(request).await.map_err(NotCreated::Refused)?;
-        if !response.succeeded {
+        let value = stored_value(&resource.to_storage(&object));
+        for _ in 0..QUOTA_ATTEMPTS {
+            let quotas = self
+                .quota_claims(resource, namespace, &name, &object, 1)
+                .await
+                .map_err(NotCreated::Refused)?;
+            let mut request = TxnRequest::default()
+                .when(Compare::Absent { key: key.clone() })
+                .then(TxnOp::Put {
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+            for (compare, put) in claims.iter().chain(&quotas) {
+                request = request.when(compare.clone()).then(put.clone());
+            }
+            let response = self.txn(request).await.map_err(NotCreated::Refused)?;
+            if response.succeeded {
+                self.settle(resource, response.revision).await;
+                return Ok(with_revision(object, response.revision));
+            }
             let exists = response.current.first().is_some_and(|(_, kv)| kv.is_some());
-            if claimed && !exists {
+            if exists {
+                return Err(NotCreated::Refused(ApiError::already_exists(
+                    &resource.def,
+                    &name,
+                )));
+            }
+            // The compares after the object's own: the allocation records, then the quotas.
+            let quota_moved = response.current[1 + claims.len()..]
+                .iter()
+                .zip(&quotas)
+                .any(|((_, kv), (compare, _))| !compare.holds(kv.as_ref()));
+            if !quota_moved {
                 return Err(NotCreated::AddressTaken(response.revision));
             }
-            return Err(NotCreated::Refused(ApiError::already_exists(
-                &resource.def,
-                &name,
-            )));
+            // Another write counted against a quota first: count again once the caches have it.
+            self.wait_quota_caches(resource, response.revision)
+                .await
+                .map_err(NotCreated::Refused)?;
         }
-        self.settle(resource, response.revision).await;
-        Ok(with_revision(object, response.revision))
+        Err(NotCreated::Refused(ApiError::conflict(
+            &resource.def,
+            &name,
+            "Operation cannot be fulfilled: too many concurrent writes counted by the namespace's resource quotas, please retry",
+        )))
+    }
+
+    /// The ResourceQuotas of `namespace` that count `object` of `resource`
+    /// ([`resource_quota`]): for each, the compare of its revision and the put of its new
+    /// `status.used` with `delta` (1 for a create, -1 for a delete) applied to the count of
+    /// the resource's objects in the namespace, taken from its cache once proven fresh. None
+    /// (and no store read) when no quota in the cache limits the resource there.
+    ///
+    /// # Errors
+    /// 403 Forbidden in kube-apiserver's words when a create would pass a limit; a store or
+    /// freshness failure.
+    async fn quota_claims(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        object: &Value,
+        delta: i64,
+    ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
+        let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
+        if !resource.def.namespaced
+            || namespace.is_empty()
+            || !resource_quota::counts(group, plural, object)
+        {
+            return Ok(Vec::new());
+        }
+        let Some(quotas) = self.quota_resource() else {
+            return Ok(Vec::new());
+        };
+        let names = resource_quota::counted_names(group, plural);
+        let prefix = format!("{namespace}/");
+        let applicable =
+            |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
+                snapshot
+                    .range(Some(&prefix), None)
+                    .take_while(|quota| quota.key().starts_with(&prefix))
+                    .filter(|quota| !resource_quota::limits(quota.body(), &names).is_empty())
+                    .cloned()
+                    .collect()
+            };
+        if applicable(&quotas.cache().latest()).is_empty() {
+            return Ok(Vec::new());
+        }
+        self.consistent(resource).await?;
+        let snapshot = resource.cache().latest();
+        let count = snapshot
+            .range(Some(&prefix), None)
+            .take_while(|o| o.key().starts_with(&prefix))
+            .filter(|o| resource_quota::counts(group, plural, o.body()))
+            .count();
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let mut claims = Vec::new();
+        for quota in applicable(&quotas.cache().latest()) {
+            let limits = resource_quota::limits(quota.body(), &names);
+            if delta > 0
+                && let Some(message) = resource_quota::exceeded(quota.name(), &limits, count)
+            {
+                return Err(ApiError::forbidden(&resource.def, name, message));
+            }
+            let used = limits
+                .iter()
+                .map(|(limited, _, _)| (limited.clone(), (count + delta).max(0)))
+                .collect();
+            let updated = resource_quota::with_status(quota.body().clone(), &used);
+            let key = Bytes::from(quotas.store_key(quota.namespace(), quota.name()));
+            claims.push((
+                Compare::ModRevision {
+                    key: key.clone(),
+                    revision: quota.resource_version(),
+                },
+                TxnOp::Put {
+                    key,
+                    value: stored_value(&quotas.to_storage(&updated)),
+                },
+            ));
+        }
+        Ok(claims)
+    }
+
+    /// A ResourceQuota as kube's quota controller leaves it: `status.hard` from `spec.hard`,
+    /// `status.used` the count of each object count it limits in its namespace, from the
+    /// caches as they are (every counted create and delete then keeps it current).
+    fn quota_with_usage(&self, quota: Value) -> Value {
+        let namespace = quota
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let prefix = format!("{namespace}/");
+        let mut used = std::collections::BTreeMap::new();
+        let hard: Vec<String> = quota
+            .pointer("/spec/hard")
+            .and_then(Value::as_object)
+            .map(|hard| hard.keys().cloned().collect())
+            .unwrap_or_default();
+        for name in hard {
+            let Some((group, plural)) = resource_quota::counted_resource(&name) else {
+                continue;
+            };
+            let Some(counted) = self.resources.iter().find(|r| {
+                r.def.namespaced
+                    && r.def.group == group
+                    && r.def.plural == plural
+                    && r.conversion.is_none()
+            }) else {
+                continue;
+            };
+            let snapshot = counted.cache().latest();
+            let count = snapshot
+                .range(Some(&prefix), None)
+                .take_while(|o| o.key().starts_with(&prefix))
+                .filter(|o| resource_quota::counts(&group, &plural, o.body()))
+                .count();
+            used.insert(name, i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        resource_quota::with_status(quota, &used)
+    }
+
+    /// The ResourceQuota resource, when served.
+    fn quota_resource(&self) -> Option<&Resource> {
+        self.resources
+            .iter()
+            .find(|r| {
+                r.def.group.is_empty() && r.def.version == "v1" && r.def.plural == "resourcequotas"
+            })
+            .map(|r| &**r)
+    }
+
+    /// Waits until the counted resource's and the quotas' caches have `revision`.
+    async fn wait_quota_caches(
+        &self,
+        resource: &Resource,
+        revision: Revision,
+    ) -> Result<(), ApiError> {
+        self.fresh.wait(resource.cache(), revision).await?;
+        if let Some(quotas) = self.quota_resource() {
+            self.fresh.wait(quotas.cache(), revision).await?;
+        }
+        Ok(())
     }
 
     /// UPDATE (PUT). With `metadata.resourceVersion` in the body it is a precondition
@@ -1581,16 +1754,23 @@ impl Writer<'_> {
                     result
                 });
             }
-            let response = self
-                .txn(
-                    TxnRequest::default()
-                        .when(Compare::ModRevision {
-                            key: store_key,
-                            revision: current.resource_version(),
-                        })
-                        .then(operation),
-                )
-                .await?;
+            // A deletion lowers the usage its namespace's quotas show.
+            let quotas = if has_finalizers {
+                Vec::new()
+            } else {
+                self.quota_claims(resource, namespace, name, body, -1)
+                    .await?
+            };
+            let mut request = TxnRequest::default()
+                .when(Compare::ModRevision {
+                    key: store_key,
+                    revision: current.resource_version(),
+                })
+                .then(operation);
+            for (compare, put) in quotas {
+                request = request.when(compare).then(put);
+            }
+            let response = self.txn(request).await?;
             if response.succeeded {
                 self.settle(resource, response.revision).await;
                 return Ok(if has_finalizers {
@@ -1603,7 +1783,7 @@ impl Writer<'_> {
                 .counters
                 .conflicts
                 .fetch_add(1, Ordering::Relaxed);
-            self.fresh.wait(cache, response.revision).await?;
+            self.wait_quota_caches(resource, response.revision).await?;
         }
         Err(ApiError::conflict(
             &resource.def,

@@ -1,0 +1,194 @@
+//! ResourceQuota object counts over HTTP, as kube-apiserver's quota admission and kube's quota
+//! controller keep them (see `source::resource_quota`).
+
+mod common;
+
+use serde_json::{Value, json};
+use watchkeeper::config::ServeArgs;
+
+use common::{get_json, request, send_json, server_with};
+
+const NS: &str = "/api/v1/namespaces/qa";
+
+async fn setup(hard: Value) -> watchkeeper::Server {
+    let server = server_with(ServeArgs::default()).await;
+    let (status, body) = send_json(
+        server.addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "qa"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(
+        server.addr,
+        "POST",
+        &format!("{NS}/resourcequotas"),
+        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+            "spec": {"hard": hard}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    server
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+}
+
+async fn used(addr: std::net::SocketAddr) -> Value {
+    let (status, quota) = get_json(addr, &format!("{NS}/resourcequotas/q")).await;
+    assert_eq!(status, 200, "{quota}");
+    quota["status"]["used"].clone()
+}
+
+/// Goal: a create past a count is kube-apiserver's 403 in its words, a dry run too; the
+/// quota's status shows the usage at creation, after creates and after deletes; a finished pod
+/// does not count; a scoped quota and other namespaces are not limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_are_enforced_and_shown() {
+    let server = setup(json!({"count/configmaps": "2", "pods": "1", "requests.cpu": "1"})).await;
+    let addr = server.addr;
+    let cms = format!("{NS}/configmaps");
+    let quota = get_json(addr, &format!("{NS}/resourcequotas/q")).await.1;
+    assert_eq!(
+        quota["status"],
+        json!({"hard": {"count/configmaps": "2", "pods": "1", "requests.cpu": "1"},
+            "used": {"count/configmaps": "0", "pods": "0"}})
+    );
+    for name in ["a", "b"] {
+        let (status, body) = send_json(addr, "POST", &cms, &configmap(name)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    assert_eq!(used(addr).await["count/configmaps"], "2");
+    let (status, refused) = send_json(addr, "POST", &cms, &configmap("c")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["reason"], "Forbidden");
+    assert_eq!(
+        refused["message"],
+        "configmaps \"c\" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2"
+    );
+    let (status, _) = send_json(addr, "POST", &format!("{cms}?dryRun=All"), &configmap("c")).await;
+    assert_eq!(status, 403, "a dry run is admitted the same way");
+    // A delete frees a place and lowers the usage shown.
+    let (status, _) = request(addr, "DELETE", &format!("{cms}/a"), "application/json", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(used(addr).await["count/configmaps"], "1");
+    let (status, body) = send_json(addr, "POST", &cms, &configmap("c")).await;
+    assert_eq!(status, 201, "{body}");
+    // Pods: a finished one does not count.
+    let pod = |name: &str, phase: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": phase}})
+    };
+    let pods = format!("{NS}/pods");
+    let (status, body) = send_json(addr, "POST", &pods, &pod("done", "Succeeded")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(addr, "POST", &pods, &pod("p1", "Pending")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(addr, "POST", &pods, &pod("p2", "Pending")).await;
+    assert_eq!(status, 403, "{body}");
+    // Another namespace is not limited.
+    for name in ["x", "y", "z"] {
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &configmap(name),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    // A scoped quota selects pods by what this server does not evaluate: not enforced.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/resourcequotas",
+        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "scoped"},
+            "spec": {"hard": {"pods": "0"}, "scopes": ["BestEffort"]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &pod("free", "Pending"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    server.shutdown().await;
+}
+
+/// Two servers sharing the test's etcd under a fresh prefix.
+async fn siblings() -> (watchkeeper::Server, watchkeeper::Server) {
+    let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
+        "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
+    );
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let prefix = format!("/q{nanos:x}{:x}/registry", std::process::id());
+    let args = || ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![endpoint.clone()]),
+        etcd_prefix: Some(prefix.clone()),
+        ..ServeArgs::default()
+    };
+    (server_with(args()).await, server_with(args()).await)
+}
+
+/// Goal: exact under concurrency, across servers sharing a store: 24 creates at once, half
+/// through each of two servers on one etcd, against a count of 5 leave exactly 5 objects (the
+/// others refused with 403), and the usage shown is 5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_on_two_servers_never_pass_a_count() {
+    let (one, two) = siblings().await;
+    let (status, body) = send_json(
+        one.addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "qa"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(
+        one.addr,
+        "POST",
+        &format!("{NS}/resourcequotas"),
+        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+            "spec": {"hard": {"configmaps": "5"}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let cms = format!("{NS}/configmaps");
+    // The second server has the quota before the race starts.
+    let quota_path = format!("{NS}/resourcequotas/q");
+    assert_eq!(get_json(two.addr, &quota_path).await.0, 200);
+    // Spawned all at once (a JoinSet), not one after another.
+    let mut creates = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let cms = cms.clone();
+        let addr = if i % 2 == 0 { one.addr } else { two.addr };
+        creates.spawn(
+            async move { send_json(addr, "POST", &cms, &configmap(&format!("c{i}"))).await },
+        );
+    }
+    let mut statuses = Vec::new();
+    while let Some(create) = creates.join_next().await {
+        let (status, body) = create.unwrap();
+        assert!(status == 201 || status == 403, "{status} {body}");
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        5,
+        "{statuses:?}"
+    );
+    let (_, list) = get_json(one.addr, &cms).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(5));
+    assert_eq!(used(one.addr).await["configmaps"], "5");
+    one.shutdown().await;
+    two.shutdown().await;
+}
