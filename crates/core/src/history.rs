@@ -318,15 +318,7 @@ mod tests {
     use std::time::Duration;
 
     fn event(revision: Revision, name: &str) -> SharedEvent {
-        let object = Arc::new(Object::new(
-            "ns",
-            name,
-            BTreeMap::new(),
-            BTreeMap::new(),
-            revision,
-            serde_json::json!({"metadata": {}}),
-        ));
-        Arc::new(Event::new(revision, Some(object), None))
+        sized(revision, name, 0)
     }
 
     fn config(min: usize, max: usize) -> CacheConfig {
@@ -399,6 +391,7 @@ mod tests {
         assert_eq!(out.len(), 1);
     }
 
+    /// An event whose object counts `bytes` against the byte bound (0: its estimated size).
     fn sized(revision: Revision, name: &str, bytes: usize) -> SharedEvent {
         let object = Object::new(
             "ns",

@@ -10,10 +10,10 @@ use common::{get_json, request, send_json, server_with};
 
 const NS: &str = "/api/v1/namespaces/qa";
 
-async fn setup(hard: Value) -> watchkeeper::Server {
-    let server = server_with(ServeArgs::default()).await;
+/// Namespace `qa` with a quota `q` of `hard`, through the server at `addr`.
+async fn namespace_with_quota(addr: std::net::SocketAddr, hard: Value) {
     let (status, body) = send_json(
-        server.addr,
+        addr,
         "POST",
         "/api/v1/namespaces",
         &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "qa"}}),
@@ -21,7 +21,7 @@ async fn setup(hard: Value) -> watchkeeper::Server {
     .await;
     assert_eq!(status, 201, "{body}");
     let (status, body) = send_json(
-        server.addr,
+        addr,
         "POST",
         &format!("{NS}/resourcequotas"),
         &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
@@ -29,6 +29,11 @@ async fn setup(hard: Value) -> watchkeeper::Server {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+}
+
+async fn setup(hard: Value) -> watchkeeper::Server {
+    let server = server_with(ServeArgs::default()).await;
+    namespace_with_quota(server.addr, hard).await;
     server
 }
 
@@ -145,23 +150,7 @@ async fn siblings() -> (watchkeeper::Server, watchkeeper::Server) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_on_two_servers_never_pass_a_count() {
     let (one, two) = siblings().await;
-    let (status, body) = send_json(
-        one.addr,
-        "POST",
-        "/api/v1/namespaces",
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "qa"}}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = send_json(
-        one.addr,
-        "POST",
-        &format!("{NS}/resourcequotas"),
-        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
-            "spec": {"hard": {"configmaps": "5"}}}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
+    namespace_with_quota(one.addr, json!({"configmaps": "5"})).await;
     let cms = format!("{NS}/configmaps");
     // The second server has the quota before the race starts.
     let quota_path = format!("{NS}/resourcequotas/q");

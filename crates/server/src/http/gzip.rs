@@ -16,16 +16,15 @@
 //!   response.
 
 use std::io::Write;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
-use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use hyper::body::{Body as _, Frame, SizeHint};
+use hyper::body::Body as _;
+
+use crate::http::transform::{Transform, Transformed};
 
 /// kube-apiserver's gzip level (`gzipContentEncodingLevel`): least CPU, similar ratios.
 const LEVEL: u32 = 1;
@@ -75,73 +74,22 @@ pub fn compress_if(compress: bool, response: Response) -> Response {
     parts
         .headers
         .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    Response::from_parts(parts, Body::new(GzipBody::new(body)))
+    let gzip = Gzip(GzEncoder::new(Vec::new(), Compression::new(LEVEL)));
+    Response::from_parts(parts, Body::new(Transformed::new(body, gzip)))
 }
 
-/// A body compressed piece by piece as the transport polls it.
-struct GzipBody {
-    inner: Body,
-    /// `None` once finished.
-    encoder: Option<GzEncoder<Vec<u8>>>,
-}
+/// gzip at [`LEVEL`], piece by piece.
+struct Gzip(GzEncoder<Vec<u8>>);
 
-impl GzipBody {
-    fn new(inner: Body) -> GzipBody {
-        GzipBody {
-            inner,
-            encoder: Some(GzEncoder::new(Vec::new(), Compression::new(LEVEL))),
-        }
-    }
-}
-
-impl hyper::body::Body for GzipBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = &mut *self;
-        loop {
-            let Some(encoder) = this.encoder.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
-                Poll::Ready(Some(Ok(frame))) => {
-                    // Trailers are not sent with compressed bodies (none are made here).
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    if let Err(error) = encoder.write_all(&data) {
-                        return Poll::Ready(Some(Err(axum::Error::new(error))));
-                    }
-                    let out = std::mem::take(encoder.get_mut());
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                    }
-                }
-                Poll::Ready(None) => {
-                    let Some(encoder) = this.encoder.take() else {
-                        return Poll::Ready(None);
-                    };
-                    return Poll::Ready(match encoder.finish() {
-                        Ok(out) => Some(Ok(Frame::data(Bytes::from(out)))),
-                        Err(error) => Some(Err(axum::Error::new(error))),
-                    });
-                }
-            }
-        }
+impl Transform for Gzip {
+    fn feed(&mut self, input: &[u8]) -> std::io::Result<Vec<u8>> {
+        self.0.write_all(input)?;
+        Ok(std::mem::take(self.0.get_mut()))
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.encoder.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
+    fn finish(&mut self) -> std::io::Result<Vec<u8>> {
+        self.0.try_finish()?;
+        Ok(std::mem::take(self.0.get_mut()))
     }
 }
 

@@ -30,6 +30,7 @@ pub mod review;
 pub mod scale;
 pub mod state;
 pub mod token;
+pub mod transform;
 pub mod watch;
 pub mod wire;
 pub mod yaml;

@@ -13,14 +13,11 @@
 //! - Only whitespace between tokens changes: strings (escapes included) and the order of
 //!   fields are kept byte for byte, so the answer parses to the same value (tested).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
-use bytes::Bytes;
-use hyper::body::{Frame, SizeHint};
+
+use crate::http::transform::{Transform, Transformed, is_plain_json};
 
 /// Whether an answer to this request is pretty-printed (see the module docs).
 #[must_use]
@@ -48,23 +45,14 @@ pub fn wants_pretty(query: Option<&str>, headers: &HeaderMap) -> bool {
 /// `response` indented, when it is an uncompressed JSON answer; anything else as it is.
 #[must_use]
 pub fn pretty(response: Response) -> Response {
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
-    if !is_json || response.headers().contains_key(header::CONTENT_ENCODING) {
+    if !is_plain_json(&response) {
         return response;
     }
     let (mut parts, body) = response.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(
         parts,
-        Body::new(PrettyBody {
-            inner: body,
-            indenter: Indenter::default(),
-            done: false,
-        }),
+        Body::new(Transformed::new(body, Indenter::default())),
     )
 }
 
@@ -86,7 +74,7 @@ impl Indenter {
         out.resize(out.len() + 2 * self.depth, b' ');
     }
 
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+    fn indent(&mut self, input: &[u8], out: &mut Vec<u8>) {
         out.reserve(input.len() + input.len() / 4);
         for &byte in input {
             if self.in_string {
@@ -138,64 +126,24 @@ impl Indenter {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<u8>) {
+    fn end(&mut self, out: &mut Vec<u8>) {
         if self.wrote {
             out.push(b'\n');
         }
     }
 }
 
-/// A JSON body indented piece by piece as the transport polls it.
-struct PrettyBody {
-    inner: Body,
-    indenter: Indenter,
-    done: bool,
-}
-
-impl hyper::body::Body for PrettyBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = &mut *self;
-        loop {
-            if this.done {
-                return Poll::Ready(None);
-            }
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
-                Poll::Ready(Some(Ok(frame))) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    let mut out = Vec::new();
-                    this.indenter.feed(&data, &mut out);
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                    }
-                }
-                Poll::Ready(None) => {
-                    this.done = true;
-                    let mut out = Vec::new();
-                    this.indenter.finish(&mut out);
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                    }
-                }
-            }
-        }
+impl Transform for Indenter {
+    fn feed(&mut self, input: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.indent(input, &mut out);
+        Ok(out)
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.done
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
+    fn finish(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.end(&mut out);
+        Ok(out)
     }
 }
 
@@ -207,9 +155,9 @@ mod tests {
         let mut indenter = Indenter::default();
         let mut out = Vec::new();
         for piece in pieces {
-            indenter.feed(piece.as_bytes(), &mut out);
+            indenter.indent(piece.as_bytes(), &mut out);
         }
-        indenter.finish(&mut out);
+        indenter.end(&mut out);
         String::from_utf8(out).unwrap()
     }
 

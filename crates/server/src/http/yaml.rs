@@ -15,6 +15,7 @@ use axum::response::Response;
 use watchkeeper_api::ApiError;
 use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, yaml_from_json};
 
+use crate::http::transform::is_plain_json;
 use crate::respond::error_response;
 
 /// The largest JSON answer converted to YAML, bytes (64 MiB).
@@ -30,12 +31,7 @@ pub fn is_yaml_body(content_type: Option<&str>) -> bool {
 
 /// `response` in YAML when it is a JSON answer (see the module docs); anything else as it is.
 pub async fn to_yaml(response: Response) -> Response {
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
-    if !is_json || response.headers().contains_key(header::CONTENT_ENCODING) {
+    if !is_plain_json(&response) {
         return response;
     }
     let (mut parts, body) = response.into_parts();
