@@ -221,9 +221,11 @@ const MARK_DEMANDED: u8 = 2;
 ///   the cache to be fresh ([`WatchCache::wait_fresh`]: consistent reads) or a watch waiting
 ///   for a future start revision. So the mark wakes the driver only while one of those waits
 ///   (the *demand*, kept by the cache and the dispatcher under the waiters' lock); otherwise it
-///   is raised silently and applied at the driver's next wake-up — its next revision, timer or
-///   idle timeout (`--driver-dispatcher-idle-ms`, 1 s), so bookmarks and the cache's own
-///   resource version never lag more than that. With R resources a write used to wake R − 1
+///   is raised silently and applied at the driver's next wake-up — its next revision, a timer
+///   of its watchers, or (while it has watchers) the idle timeout
+///   (`--driver-dispatcher-idle-ms`, 1 s), so bookmarks never lag more than that; a cache
+///   without watchers or readers waiting has nobody to show its resource version to promptly
+///   and is woken by its next input. With R resources a write used to wake R − 1
 ///   dispatcher threads for nothing (issue 15: ~0.8 ms of CPU per write with 33 resources);
 ///   Kubernetes' cacher likewise asks etcd for a progress notification only when a consistent
 ///   read needs one (`RequestWatchProgress`). Demand and pending share one atomic word:

@@ -19,8 +19,9 @@
 //!   revision without changes for this resource raises the cache's
 //!   [`ProgressMark`](watchkeeper_core::ProgressMark) (no channel slot, and a burst of them
 //!   costs the dispatcher one wake-up; none unless a consistent read or a watch from a future
-//!   revision waits for it — otherwise it is applied at the next wake-up, within
-//!   `dispatcher_idle`). The dispatcher applies a mark only after every input
+//!   revision waits for it — otherwise it is applied at the next wake-up: within
+//!   `dispatcher_idle` while the cache has watchers, at its next input without). The
+//!   dispatcher applies a mark only after every input
 //!   sent before it was raised (the mark's protocol), so progress never overtakes a revision.
 //! - **Wake-ups coalesce** and never wait: the dispatcher's mailbox and the mark wake it with a
 //!   flag and a non-blocking send; when the channel is full the inputs in it wake it anyway,
@@ -83,8 +84,9 @@ impl Default for Clock {
 /// a timer-driven step (a deadline, a bookmark, a catch-up pass) can run after its time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverWaits {
-    /// The dispatcher's longest wait for input [default: 1 s]; also the longest a progress
-    /// mark nobody waits for stays unapplied (see `ProgressMark`).
+    /// The dispatcher's longest wait for input while its cache has timers (watchers' bookmarks
+    /// and deadlines) [default: 1 s]; also the longest a progress mark nobody waits for stays
+    /// unapplied then (see `ProgressMark`). A cache without timers waits for its next input.
     pub dispatcher_idle: Duration,
     /// The dispatcher's poll for room while a legacy-mode revision is blocked on full queues
     /// [default: 1 ms].
@@ -608,16 +610,28 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
         }
         // A store revision without changes for this resource wakes this thread only while a
         // reader or a waiting watch needs it (see `ProgressMark`); otherwise the mark is
-        // applied at the next wake-up, at the latest after `dispatcher_idle`.
+        // applied at the next wake-up: while the cache has timers (its watchers' bookmarks and
+        // deadlines), at the latest after `dispatcher_idle`; without any, at its next input
+        // (a revision, a registration, a demand). A cache nobody watches costs no wake-ups:
+        // its resource version is what it last dispatched or was asked to prove, which is all
+        // a read at "any" version may get (kube-apiserver's cacher likewise moves a resource
+        // version only on events and progress it asked for).
         dispatcher.publish_progress_demand();
-        let timeout = dispatcher
-            .poll_timeout()
-            .map_or(waits.dispatcher_idle, |at| clock.until(at))
-            .min(waits.dispatcher_idle);
-        let mut input = match inputs.receiver.recv_timeout(timeout) {
-            Ok(input) => Some(input),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
+        let input = match dispatcher.poll_timeout() {
+            Some(at) => {
+                match inputs
+                    .receiver
+                    .recv_timeout(clock.until(at).min(waits.dispatcher_idle))
+                {
+                    Ok(input) => Ok(Some(input)),
+                    Err(RecvTimeoutError::Timeout) => Ok(None),
+                    Err(RecvTimeoutError::Disconnected) => Err(()),
+                }
+            }
+            None => inputs.receiver.recv().map(Some).map_err(|_| ()),
+        };
+        let Ok(mut input) = input else {
+            return;
         };
         if inputs.progress.is_pending() {
             mark = mark.max(inputs.progress.take());

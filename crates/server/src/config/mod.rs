@@ -245,9 +245,10 @@ pub struct ServeArgs {
     /// The reflector's longest retry back-off in milliseconds [default: 5000].
     #[arg(long)]
     pub reflector_backoff_max_ms: Option<u64>,
-    /// Longest wait of a cache's dispatcher thread for input, in milliseconds [default: 1000];
-    /// also the longest a store revision with nothing for the resource waits to reach its
-    /// resource version and bookmarks when no reader or watch waits for it.
+    /// Longest wait of a cache's dispatcher thread for input while the cache has watchers, in
+    /// milliseconds [default: 1000]; also the longest a store revision with nothing for the
+    /// resource then waits to reach its resource version and bookmarks when no reader or watch
+    /// waits for it (a cache without watchers waits for its next input).
     #[arg(long)]
     pub driver_dispatcher_idle_ms: Option<u64>,
     /// Longest park of a cache's catch-up worker thread while it owns unsynced watchers, in
