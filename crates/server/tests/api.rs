@@ -3616,3 +3616,41 @@ async fn dual_stack_services_get_an_address_of_each_family() {
     );
     server.shutdown().await;
 }
+
+/// Goal: a Service whose allocation does not fit in one etcd transaction (200 node ports
+/// against etcd's default `--max-txn-ops` of 128) is a clear 413 that names the bound, not a
+/// 500, and nothing of it is written; one that fits is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_with_more_node_ports_than_an_etcd_transaction_holds_is_a_clear_413() {
+    let server = server_with(sibling_args()()).await;
+    let addr = server.addr;
+    let ports = |n: usize| -> Value {
+        (0..n)
+            .map(|i| json!({"name": format!("p{i}"), "port": 1000 + i, "protocol": "UDP"}))
+            .collect()
+    };
+    let (code, body) = create_service(
+        addr,
+        "many",
+        json!({"type": "NodePort", "ports": ports(200)}),
+    )
+    .await;
+    assert_eq!(code, 413, "{body}");
+    assert_eq!(body["reason"], "RequestEntityTooLarge");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("too many operations") && m.contains("--max-txn-ops")),
+        "{body}"
+    );
+    let (code, _) = get_json(addr, "/api/v1/namespaces/default/services/many").await;
+    assert_eq!(code, 404, "nothing written");
+    let (code, body) = create_service(
+        addr,
+        "fits",
+        json!({"type": "NodePort", "ports": ports(100)}),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    server.shutdown().await;
+}

@@ -124,7 +124,8 @@ pub const NO_SPACE_MESSAGE: &str = "etcdserver: mvcc: database space exceeded";
 
 /// A store error as kube-apiserver answers it, by variant: the store unavailable 503
 /// ServiceUnavailable; a request the store refuses as too large (etcd's "request is too
-/// large") 413 RequestEntityTooLarge; a write refused for the store's quota (the memory and
+/// large", or its "too many operations in txn request" for a write that claims more records
+/// than `--max-txn-ops`) 413 RequestEntityTooLarge; a write refused for the store's quota (the memory and
 /// embedded stores' `--store-quota-bytes`, or etcd's `--quota-backend-bytes`) 500 with no
 /// reason and etcd's message, as kube-apiserver's `ErrorToAPIStatus` answers an error that is
 /// not a Status (`StatusReasonUnknown`, the message the error's text; kubectl prints `Error
@@ -151,6 +152,16 @@ pub fn store_error(error: impl Into<StoreError>) -> ApiError {
         Some(BackendError::Storage(message)) if message.contains("request is too large") => {
             ApiError::request_entity_too_large(format!(
                 "the store refused the request as too large: {message}"
+            ))
+        }
+        // etcd's `--max-txn-ops` (128 by default): a write whose transaction claims more
+        // records than that (a Service's node ports are claimed in its own transaction, one
+        // record each) is too large for this store, not a server failure.
+        Some(BackendError::Storage(message))
+            if message.contains("too many operations in txn request") =>
+        {
+            ApiError::request_entity_too_large(format!(
+                "the store refused the request as too large: {message} (one write claims a record per node port and address it allocates, in one transaction; etcd's --max-txn-ops bounds them)"
             ))
         }
         _ => ApiError::internal(format!("the store failed: {error}")),
@@ -2512,6 +2523,18 @@ mod tests {
         assert_eq!(
             (too_large.code, too_large.reason.as_str()),
             (413, "RequestEntityTooLarge")
+        );
+        let too_many = store_error(TxnError::Backend(BackendError::Storage(
+            "etcd: etcdserver: too many operations in txn request".to_owned(),
+        )));
+        assert_eq!(
+            (too_many.code, too_many.reason.as_str()),
+            (413, "RequestEntityTooLarge")
+        );
+        assert!(
+            too_many.message.contains("--max-txn-ops"),
+            "{}",
+            too_many.message
         );
         let duplicate = store_error(TxnError::DuplicateKey(Bytes::from_static(b"/registry/x")));
         assert_eq!(duplicate.code, 500);
