@@ -1091,7 +1091,10 @@ impl Writer<'_> {
                 )));
             }
             // The compares after the object's own: the allocation records, then the quotas.
-            let quota_moved = response.current[1 + claims.len()..]
+            let quota_moved = response
+                .current
+                .get(1 + claims.len()..)
+                .unwrap_or_default()
                 .iter()
                 .zip(&quotas)
                 .any(|((_, kv), (compare, _))| !compare.holds(kv.as_ref()));
