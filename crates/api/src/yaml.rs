@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use crate::apply::config::{one_line, options};
+use crate::apply::config::read_yaml;
 use crate::error::ApiError;
 
 /// The YAML media type.
@@ -32,17 +32,7 @@ pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     if first == Some(&b'{') && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
         return Ok(body.to_vec());
     }
-    let text = std::str::from_utf8(body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "error converting YAML to JSON: yaml: invalid UTF-8: {e}"
-        ))
-    })?;
-    let value: Value = serde_saphyr::from_str_with_options(text, options()).map_err(|e| {
-        ApiError::bad_request(format!(
-            "error converting YAML to JSON: yaml: {}",
-            one_line(&e.to_string())
-        ))
-    })?;
+    let value = read_yaml(body, "")?;
     serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))
 }
 

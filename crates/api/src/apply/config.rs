@@ -38,17 +38,7 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
     {
         return Ok(value);
     }
-    let text = std::str::from_utf8(body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "{PREFIX}error converting YAML to JSON: yaml: invalid UTF-8: {e}"
-        ))
-    })?;
-    let value: Value = serde_saphyr::from_str_with_options(text, options()).map_err(|e| {
-        ApiError::bad_request(format!(
-            "{PREFIX}error converting YAML to JSON: yaml: {}",
-            one_line(&e.to_string())
-        ))
-    })?;
+    let value = read_yaml(body, PREFIX)?;
     let kind = match &value {
         Value::Object(_) => return Ok(value),
         Value::Null => return Ok(Value::Object(serde_json::Map::new())),
@@ -62,10 +52,29 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
     )))
 }
 
+/// One YAML document of `body` as a JSON value, within the reading bounds ([`options`]).
+///
+/// # Errors
+/// 400 BadRequest, `{prefix}error converting YAML to JSON: yaml: ...` with the parser's line
+/// and column (or `invalid UTF-8`), as kube-apiserver's YAML readers word it.
+pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{prefix}error converting YAML to JSON: yaml: invalid UTF-8: {e}"
+        ))
+    })?;
+    serde_saphyr::from_str_with_options(text, options()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{prefix}error converting YAML to JSON: yaml: {}",
+            one_line(&e.to_string())
+        ))
+    })
+}
+
 /// The YAML reader's options: [`MAX_DEPTH`], and repeated keys handed to the value built
 /// (the last one wins, as in kube-apiserver's non-strict `yaml.Unmarshal`; the strict
 /// reading reports them: [`duplicate_keys`]).
-pub(crate) fn options() -> serde_saphyr::Options {
+fn options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
     let mut options = serde_saphyr::Options::default();
@@ -179,7 +188,7 @@ pub fn duplicate_keys_error(duplicates: &[String]) -> ApiError {
 }
 
 /// The parser's message on one line (it may draw the offending line under it).
-pub(crate) fn one_line(message: &str) -> String {
+fn one_line(message: &str) -> String {
     message
         .lines()
         .map(str::trim)
