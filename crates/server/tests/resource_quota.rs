@@ -125,6 +125,51 @@ async fn counts_are_enforced_and_shown() {
     server.shutdown().await;
 }
 
+/// Goal: a Service's load balancer and node ports are counted as kube's service evaluator
+/// counts them, and a create past either limit is kube's 403 naming only what it passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_and_node_ports_are_counted() {
+    let server = setup(json!({"services.loadbalancers": "1", "services.nodeports": "3"})).await;
+    let addr = server.addr;
+    let services = format!("{NS}/services");
+    let service = |name: &str, kind: &str, ports: usize| {
+        let ports: Vec<Value> = (0..ports)
+            .map(|i| json!({"name": format!("p{i}"), "port": 80 + i}))
+            .collect();
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"type": kind, "ports": ports}})
+    };
+    let (status, body) =
+        send_json(addr, "POST", &services, &service("lb", "LoadBalancer", 2)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        used(addr).await,
+        json!({"services.loadbalancers": "1", "services.nodeports": "2"})
+    );
+    let (status, refused) = send_json(addr, "POST", &services, &service("np", "NodePort", 2)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "services \"np\" is forbidden: exceeded quota: q, requested: services.nodeports=2, used: services.nodeports=2, limited: services.nodeports=3"
+    );
+    let (status, refused) =
+        send_json(addr, "POST", &services, &service("lb2", "LoadBalancer", 1)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "services \"lb2\" is forbidden: exceeded quota: q, requested: services.loadbalancers=1, used: services.loadbalancers=1, limited: services.loadbalancers=1"
+    );
+    for (name, kind, ports) in [("np1", "NodePort", 1), ("plain", "ClusterIP", 5)] {
+        let (status, body) = send_json(addr, "POST", &services, &service(name, kind, ports)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    assert_eq!(
+        used(addr).await,
+        json!({"services.loadbalancers": "1", "services.nodeports": "3"})
+    );
+    server.shutdown().await;
+}
+
 /// Two servers sharing the test's etcd under a fresh prefix.
 async fn siblings() -> (watchkeeper::Server, watchkeeper::Server) {
     let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(

@@ -6,10 +6,13 @@
 //! - **Counts are enforced.** A create of an object counted by a quota in its namespace
 //!   (`count/<resource>[.<group>]`, and for core resources the names `pods`, `services`,
 //!   `secrets`, `configmaps`, `persistentvolumeclaims`, `replicationcontrollers`,
-//!   `resourcequotas`) that would take the count above the quota's `hard` value is refused with
-//!   kube-apiserver's 403: `configmaps "c3" is forbidden: exceeded quota: q, requested:
-//!   count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2`. A pod counts
-//!   while it is not `Succeeded` or `Failed`, as kube's pod evaluator has it.
+//!   `resourcequotas`; for Services also `services.loadbalancers` and `services.nodeports`,
+//!   counted as kube's service evaluator does: 1 per LoadBalancer, and per NodePort or
+//!   LoadBalancer Service its number of ports — only those with a node port when a load
+//!   balancer opts out of them) that would take the usage above the quota's `hard` value is
+//!   refused with kube-apiserver's 403: `configmaps "c3" is forbidden: exceeded quota: q,
+//!   requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2`. A
+//!   pod counts while it is not `Succeeded` or `Failed`, as kube's pod evaluator has it.
 //! - **Exact under concurrency.** The count is taken from the caches once they are proven
 //!   fresh, and the create's transaction also writes the quota's new `status.used` under a
 //!   compare of the quota's revision: two creates that counted the same state cannot both
@@ -20,9 +23,10 @@
 //!   delete writes the new `status.used` in its own transaction, so `kubectl describe quota`
 //!   shows the usage at once.
 //! - **Not enforced** (the quota is stored and shown as written): compute and storage
-//!   resources (`requests.cpu`, `limits.memory`, `requests.storage`, ...),
-//!   `services.loadbalancers`, `services.nodeports`, and quotas with `scopes` or a
-//!   `scopeSelector` (they select pods by properties this server does not evaluate).
+//!   resources (`requests.cpu`, `limits.memory`, `requests.storage`, ...), quotas with
+//!   `scopes` or a `scopeSelector` (they select pods by properties this server does not
+//!   evaluate), and usage an update changes (a Service turned into a LoadBalancer): kube
+//!   checks updates too; here they are counted at the next create or delete.
 
 use std::collections::BTreeMap;
 
@@ -46,14 +50,58 @@ pub fn counted_names(group: &str, plural: &str) -> Vec<String> {
         if LEGACY.contains(&plural) {
             names.push(plural.to_owned());
         }
+        if plural == "services" {
+            names.extend(SERVICE_USAGES.map(str::to_owned));
+        }
     } else {
         names.push(format!("count/{plural}.{group}"));
     }
     names
 }
 
-/// The resource (group, plural) a quota name counts, if it is an object count this module
-/// enforces.
+/// The Service usages beside its counts.
+const SERVICE_USAGES: [&str; 2] = ["services.loadbalancers", "services.nodeports"];
+
+/// How much `object` uses of the quota resource `name` (one of [`counted_names`] for its
+/// resource): 1 for an object count; for a Service, 1 load balancer if it is one, and as node
+/// ports the number of its ports when it is a NodePort or LoadBalancer Service (only those
+/// with a `nodePort` for a LoadBalancer with `allocateLoadBalancerNodePorts: false`), as
+/// kube's service evaluator counts them.
+#[must_use]
+pub fn usage(name: &str, object: &Value) -> i64 {
+    let kind = object.pointer("/spec/type").and_then(Value::as_str);
+    let ports = || {
+        object
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+    };
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    match name {
+        "services.loadbalancers" => i64::from(kind == Some("LoadBalancer")),
+        "services.nodeports" => match kind {
+            Some("NodePort") => count(ports().len()),
+            Some("LoadBalancer")
+                if object.pointer("/spec/allocateLoadBalancerNodePorts")
+                    == Some(&Value::Bool(false)) =>
+            {
+                count(
+                    ports()
+                        .iter()
+                        .filter(|port| {
+                            port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0
+                        })
+                        .count(),
+                )
+            }
+            Some("LoadBalancer") => count(ports().len()),
+            _ => 0,
+        },
+        _ => 1,
+    }
+}
+
+/// The resource (group, plural) a quota name counts, if it is a usage this module enforces.
 #[must_use]
 pub fn counted_resource(name: &str) -> Option<(String, String)> {
     if let Some(resource) = name.strip_prefix("count/") {
@@ -61,6 +109,9 @@ pub fn counted_resource(name: &str) -> Option<(String, String)> {
             Some((plural, group)) => (group.to_owned(), plural.to_owned()),
             None => (String::new(), resource.to_owned()),
         });
+    }
+    if SERVICE_USAGES.contains(&name) {
+        return Some((String::new(), "services".to_owned()));
     }
     counted_names("", name)
         .iter()
@@ -140,13 +191,23 @@ pub fn limits(quota: &Value, names: &[String]) -> Vec<(String, i64, String)> {
         .collect()
 }
 
-/// kube-apiserver's refusal text when adding one object to `used` passes a limit of the quota
-/// `quota_name` (`limits` as [`limits`] gives them); `None` when it fits.
+/// kube-apiserver's refusal text when adding `requested` (by name) to `used` (by name) passes
+/// a limit of the quota `quota_name` (`limits` as [`limits`] gives them); `None` when it fits.
+/// Only names the request uses can fail.
 #[must_use]
-pub fn exceeded(quota_name: &str, limits: &[(String, i64, String)], used: i64) -> Option<String> {
+pub fn exceeded(
+    quota_name: &str,
+    limits: &[(String, i64, String)],
+    used: &BTreeMap<String, i64>,
+    requested: &BTreeMap<String, i64>,
+) -> Option<String> {
+    let amount = |map: &BTreeMap<String, i64>, name: &str| map.get(name).copied().unwrap_or(0);
     let mut failed: Vec<&(String, i64, String)> = limits
         .iter()
-        .filter(|(_, hard, _)| used + 1 > *hard)
+        .filter(|(name, hard, _)| {
+            let asked = amount(requested, name);
+            asked > 0 && amount(used, name).saturating_add(asked) > *hard
+        })
         .collect();
     if failed.is_empty() {
         return None;
@@ -161,8 +222,8 @@ pub fn exceeded(quota_name: &str, limits: &[(String, i64, String)], used: i64) -
     };
     Some(format!(
         "exceeded quota: {quota_name}, requested: {}, used: {}, limited: {}",
-        list(&|_| "1".to_owned()),
-        list(&|_| used.to_string()),
+        list(&|limit| amount(requested, &limit.0).to_string()),
+        list(&|limit| amount(used, &limit.0).to_string()),
         list(&|limit| limit.2.clone()),
     ))
 }
@@ -223,7 +284,34 @@ mod tests {
             Some((String::new(), "secrets".to_owned()))
         );
         assert_eq!(counted_resource("requests.cpu"), None);
-        assert_eq!(counted_resource("services.nodeports"), None);
+        assert_eq!(
+            counted_resource("services.nodeports"),
+            Some((String::new(), "services".to_owned()))
+        );
+        assert_eq!(counted_resource("services.other"), None);
+        assert_eq!(
+            counted_names("", "services"),
+            [
+                "count/services",
+                "services",
+                "services.loadbalancers",
+                "services.nodeports"
+            ]
+        );
+        let service = |spec: serde_json::Value| json!({"spec": spec});
+        let two_ports = json!([{"port": 80}, {"port": 443, "nodePort": 30001}]);
+        let lb = service(json!({"type": "LoadBalancer", "ports": two_ports}));
+        assert_eq!(usage("services.loadbalancers", &lb), 1);
+        assert_eq!(usage("services.nodeports", &lb), 2);
+        let lb_without = service(json!({"type": "LoadBalancer", "ports": two_ports,
+            "allocateLoadBalancerNodePorts": false}));
+        assert_eq!(usage("services.nodeports", &lb_without), 1);
+        let node_port = service(json!({"type": "NodePort", "ports": two_ports}));
+        assert_eq!(usage("services.loadbalancers", &node_port), 0);
+        assert_eq!(usage("services.nodeports", &node_port), 2);
+        let plain = service(json!({"ports": two_ports}));
+        assert_eq!(usage("services.nodeports", &plain), 0);
+        assert_eq!(usage("count/services", &plain), 1);
         assert!(counts("", "pods", &json!({"status": {"phase": "Running"}})));
         assert!(!counts(
             "",
@@ -254,15 +342,23 @@ mod tests {
         let names = counted_names("", "configmaps");
         let found = limits(&quota, &names);
         assert_eq!(found.len(), 2);
-        assert_eq!(exceeded("q", &found, 1), None);
+        let at = |n: i64| {
+            BTreeMap::from([
+                ("count/configmaps".to_owned(), n),
+                ("configmaps".to_owned(), n),
+            ])
+        };
+        assert_eq!(exceeded("q", &found, &at(1), &at(1)), None);
         assert_eq!(
-            exceeded("q", &found, 2).unwrap(),
+            exceeded("q", &found, &at(2), &at(1)).unwrap(),
             "exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2"
         );
         assert_eq!(
-            exceeded("q", &found, 5).unwrap(),
+            exceeded("q", &found, &at(5), &at(1)).unwrap(),
             "exceeded quota: q, requested: configmaps=1,count/configmaps=1, used: configmaps=5,count/configmaps=5, limited: configmaps=5,count/configmaps=2"
         );
+        // A request that does not use a limited name never fails on it.
+        assert_eq!(exceeded("q", &found, &at(9), &at(0)), None);
         let scoped = json!({"spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort"]}});
         assert!(limits(&scoped, &counted_names("", "pods")).is_empty());
     }

@@ -1155,24 +1155,40 @@ impl Writer<'_> {
             return Ok(Vec::new());
         }
         self.consistent(resource).await?;
+        // What the namespace uses now of each name this resource counts in, and what this
+        // object uses (added on a create, taken away on a delete).
         let snapshot = resource.cache().latest();
-        let count = snapshot
+        let mut used: std::collections::BTreeMap<String, i64> =
+            names.iter().map(|n| (n.clone(), 0)).collect();
+        for counted in snapshot
             .range(Some(&prefix), None)
             .take_while(|o| o.key().starts_with(&prefix))
             .filter(|o| resource_quota::counts(group, plural, o.body()))
-            .count();
-        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        {
+            for (limited, total) in &mut used {
+                *total = total.saturating_add(resource_quota::usage(limited, counted.body()));
+            }
+        }
+        let requested: std::collections::BTreeMap<String, i64> = names
+            .iter()
+            .map(|n| (n.clone(), resource_quota::usage(n, object)))
+            .collect();
         let mut claims = Vec::new();
         for quota in applicable(&quotas.cache().latest()) {
             let limits = resource_quota::limits(quota.body(), &names);
             if delta > 0
-                && let Some(message) = resource_quota::exceeded(quota.name(), &limits, count)
+                && let Some(message) =
+                    resource_quota::exceeded(quota.name(), &limits, &used, &requested)
             {
                 return Err(ApiError::forbidden(&resource.def, name, message));
             }
             let used = limits
                 .iter()
-                .map(|(limited, _, _)| (limited.clone(), (count + delta).max(0)))
+                .map(|(limited, _, _)| {
+                    let now = used.get(limited).copied().unwrap_or(0);
+                    let mine = requested.get(limited).copied().unwrap_or(0);
+                    (limited.clone(), now.saturating_add(delta * mine).max(0))
+                })
                 .collect();
             let updated = resource_quota::with_status(quota.body().clone(), &used);
             let key = Bytes::from(quotas.store_key(quota.namespace(), quota.name()));
@@ -1219,12 +1235,13 @@ impl Writer<'_> {
                 continue;
             };
             let snapshot = counted.cache().latest();
-            let count = snapshot
+            let total = snapshot
                 .range(Some(&prefix), None)
                 .take_while(|o| o.key().starts_with(&prefix))
                 .filter(|o| resource_quota::counts(&group, &plural, o.body()))
-                .count();
-            used.insert(name, i64::try_from(count).unwrap_or(i64::MAX));
+                .map(|o| resource_quota::usage(&name, o.body()))
+                .fold(0i64, i64::saturating_add);
+            used.insert(name, total);
         }
         resource_quota::with_status(quota, &used)
     }
