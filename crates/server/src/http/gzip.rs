@@ -50,14 +50,6 @@ pub fn is_large(min_bytes: Option<usize>, response: &Response) -> bool {
     })
 }
 
-/// `response`, gzip-compressed if the client accepts gzip and its known length is above
-/// `min_bytes` (`None`: never compress).
-#[must_use]
-pub fn compress_if_large(accepts: bool, min_bytes: Option<usize>, response: Response) -> Response {
-    let large = is_large(min_bytes, &response);
-    compress_if(accepts && large, response)
-}
-
 /// `response` gzip-compressed when `compress` (the client accepts gzip and the answer is large:
 /// [`is_large`], decided before any change of its length), unless it already has a
 /// `Content-Encoding`.

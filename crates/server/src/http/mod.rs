@@ -124,20 +124,9 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok()),
     );
-    let body = if !body.is_empty()
-        && matches!(parts.method, Method::POST | Method::PUT)
-        && yaml::is_yaml_body(
-            parts
-                .headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok()),
-        ) {
-        match watchkeeper_api::yaml::json_from_yaml_body(&body) {
-            Ok(json) => axum::body::Bytes::from(json),
-            Err(error) => return error_response(&error),
-        }
-    } else {
-        body
+    let body = match yaml::json_body(&parts.method, &parts.headers, body) {
+        Ok(body) => body,
+        Err(error) => return error_response(&error),
     };
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),

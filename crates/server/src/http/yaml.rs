@@ -9,11 +9,11 @@
 //! gathered first): at most [`YAML_ANSWER_JSON_MAX`] bytes of JSON. A larger answer is a 406
 //! NotAcceptable that says so and names `application/json`, which streams any size.
 
-use axum::body::Body;
-use axum::http::{HeaderValue, header};
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::Response;
 use watchkeeper_api::ApiError;
-use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, yaml_from_json};
+use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, json_from_yaml_body, yaml_from_json};
 
 use crate::http::transform::is_plain_json;
 use crate::respond::error_response;
@@ -21,12 +21,21 @@ use crate::respond::error_response;
 /// The largest JSON answer converted to YAML, bytes (64 MiB).
 pub const YAML_ANSWER_JSON_MAX: usize = 64 << 20;
 
-/// Whether a request body's `Content-Type` is YAML.
-#[must_use]
-pub fn is_yaml_body(content_type: Option<&str>) -> bool {
-    content_type
+/// A create or update body as the JSON the handlers read: a YAML one (`Content-Type:
+/// application/yaml`) converted, any other as it is.
+///
+/// # Errors
+/// 400 BadRequest for YAML that does not read ([`watchkeeper_api::yaml::json_from_yaml_body`]).
+pub fn json_body(method: &Method, headers: &HeaderMap, body: Bytes) -> Result<Bytes, ApiError> {
+    let yaml = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(YAML_MEDIA_TYPE))
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(YAML_MEDIA_TYPE));
+    if body.is_empty() || !yaml || !matches!(*method, Method::POST | Method::PUT) {
+        return Ok(body);
+    }
+    json_from_yaml_body(&body).map(Bytes::from)
 }
 
 /// `response` in YAML when it is a JSON answer (see the module docs); anything else as it is.
