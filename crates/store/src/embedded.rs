@@ -216,6 +216,19 @@ struct Queue {
 /// size after it.
 type Applied = (Vec<Result<TxnResponse, TxnError>>, Option<(u64, u64)>, u64);
 
+/// A committed transaction's answer and where it goes.
+type Answer = (
+    oneshot::Sender<Result<TxnResponse, TxnError>>,
+    Result<TxnResponse, TxnError>,
+);
+
+/// Sends answers (a caller that stopped waiting is skipped).
+fn send_answers(answers: Vec<Answer>) {
+    for (reply, answer) in answers {
+        let _ = reply.send(answer);
+    }
+}
+
 /// A transaction waiting to be committed, with where its answer goes.
 struct Queued {
     req: TxnRequest,
@@ -532,10 +545,14 @@ impl Inner {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The committer: commits batches of queued transactions until the queue is empty.
+    /// The committer: commits batches of queued transactions until the queue is empty. The
+    /// last batch's answers go out after the committer has let go of the store, so a caller
+    /// that has its answer and drops the store's last handle closes the database (a reopen
+    /// does not find it still held).
     fn run_committer(mut guard: CommitterGuard) {
-        let inner = &*guard.inner;
+        let mut answers: Vec<Answer> = Vec::new();
         loop {
+            let inner = &*guard.inner;
             let batch: Vec<Queued> = {
                 let mut queue = inner.queue();
                 if queue.pending.is_empty() {
@@ -545,23 +562,27 @@ impl Inner {
                 let n = queue.pending.len().min(inner.config.commit_batch_max);
                 queue.pending.drain(..n).collect()
             };
-            inner.commit_batch(batch);
+            // The previous batch's answers: more work was queued, so this committer goes on.
+            send_answers(std::mem::take(&mut answers));
+            answers = inner.commit_batch(batch);
         }
         // The queue was empty and `committing` is cleared: a transaction queued from now on
         // starts a new committer, which this guard must not disturb.
         guard.finished = true;
+        drop(guard);
+        send_answers(answers);
     }
 
-    /// Commits one batch and answers each of its transactions.
-    fn commit_batch(&self, batch: Vec<Queued>) {
+    /// Commits one batch; returns each of its transactions' answer, to be sent.
+    fn commit_batch(&self, batch: Vec<Queued>) -> Vec<Answer> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (responses, span, accounted) = match self.apply_batch(&batch) {
             Ok(done) => done,
             Err(e) => {
-                for queued in batch {
-                    let _ = queued.reply.send(Err(e.clone().into()));
-                }
-                return;
+                return batch
+                    .into_iter()
+                    .map(|queued| (queued.reply, Err(e.clone().into())))
+                    .collect();
             }
         };
         if let Some((first, last)) = span {
@@ -579,9 +600,11 @@ impl Inner {
                 }
             }
         }
-        for (queued, response) in batch.into_iter().zip(responses) {
-            let _ = queued.reply.send(response);
-        }
+        batch
+            .into_iter()
+            .zip(responses)
+            .map(|(queued, response)| (queued.reply, response))
+            .collect()
     }
 
     /// Applies `batch` in one redb write transaction, each transaction at its own revision
