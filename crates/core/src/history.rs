@@ -8,7 +8,7 @@
 //!
 //! ## Size
 //! The history also holds at most `history_bytes_max` bytes, counted as the JSON size of the
-//! object each event carries (the deleted object for a deletion; [`Object::json_size`]):
+//! object each event carries (the deleted object for a deletion; [`crate::Object::json_size`]):
 //! an append that would pass it evicts the oldest revisions first, below
 //! `history_capacity_min` events if need be, but never the revision being appended. So large
 //! objects written fast cost a bounded amount of memory (about a small multiple of the bound:
@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 
 use crate::config::CacheConfig;
 use crate::event::SharedEvent;
-use crate::object::{Object, Revision};
+use crate::object::Revision;
 use crate::time::Instant;
 
 /// One buffered event and when it entered the cache.
@@ -48,7 +48,7 @@ fn event_bytes(event: &SharedEvent) -> usize {
     event
         .object()
         .or(event.prev())
-        .map_or(0, |object: &std::sync::Arc<Object>| object.json_size())
+        .map_or(0, |object| object.json_size())
 }
 
 /// A capacity change, reported so the caller can count it.
@@ -195,10 +195,6 @@ impl History {
         while !self.entries.is_empty() && self.entries.len() + events.len() > self.capacity {
             evicted += self.evict_oldest_revision();
         }
-        let incoming: usize = events.iter().map(event_bytes).sum();
-        while !self.entries.is_empty() && self.bytes + incoming > self.bytes_max {
-            evicted += self.evict_oldest_revision();
-        }
         for event in events {
             let bytes = event_bytes(event);
             self.bytes += bytes;
@@ -207,6 +203,16 @@ impl History {
                 time: now,
                 bytes,
             });
+        }
+        // Each event's size is computed once (an estimate walks the body); the revision just
+        // appended is never evicted.
+        while self.bytes > self.bytes_max
+            && self
+                .entries
+                .front()
+                .is_some_and(|e| e.event.revision() != revision)
+        {
+            evicted += self.evict_oldest_revision();
         }
         (change, evicted)
     }
