@@ -577,6 +577,40 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
     Some(served)
 }
 
+/// How many resources `crd` serves: 1 + the other versions of [`served`]'s answer, or 0 when
+/// it serves none, counted without building them (no schema is copied). What
+/// `--max-custom-resource-versions` counts.
+#[must_use]
+pub fn served_versions(crd: &Value) -> usize {
+    if !condition_true(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some() {
+        return 0;
+    }
+    let Some(versions) = crd.pointer("/spec/versions").and_then(Value::as_array) else {
+        return 0;
+    };
+    let flag = |v: &Value, key: &str| v.get(key).and_then(Value::as_bool) == Some(true);
+    // `served_version`'s names, the same for every version.
+    let named = crd.pointer("/status/acceptedNames").is_some_and(|names| {
+        !str_at(names, "/kind").is_empty()
+            && !str_at(names, "/plural").is_empty()
+            && !str_at(crd, "/spec/group").is_empty()
+    });
+    if !named
+        || !versions
+            .iter()
+            .any(|v| flag(v, "storage") && flag(v, "served"))
+    {
+        return 0;
+    }
+    if str_at(crd, "/spec/conversion/strategy") == "Webhook" {
+        return 1;
+    }
+    1 + versions
+        .iter()
+        .filter(|v| !flag(v, "storage") && flag(v, "served"))
+        .count()
+}
+
 /// The resource `crd` serves at `version` (one of its `spec.versions`).
 fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
     let names = crd.pointer("/status/acceptedNames")?;
@@ -1039,6 +1073,54 @@ mod tests {
         );
         assert!(served(&conflicting).is_none());
         assert_eq!(name_conflict(&crd, &[]), None);
+    }
+
+    /// Goal: what `--max-custom-resource-versions` counts of a CRD is exactly the number of
+    /// resources [`served`] gives it: none unless established (and not deleting), its storage
+    /// version, and its other served versions unless its conversion is `Webhook`.
+    #[test]
+    fn served_versions_counts_what_is_served() {
+        let mut crd = widget();
+        crd["spec"]["versions"] = json!([
+            {"name": "v1", "served": true, "storage": true},
+            {"name": "v2", "served": true, "storage": false},
+            {"name": "v3", "served": false, "storage": false},
+            {"name": "v4", "served": true, "storage": false},
+        ]);
+        apply_defaults(&mut crd);
+        let count = |crd: &Value| served(crd).map_or(0, |r| 1 + r.other_versions.len());
+        assert_eq!(
+            (served_versions(&crd), count(&crd)),
+            (0, 0),
+            "not established"
+        );
+        set_status(&mut crd, None, None, "t1");
+        let mut cases = vec![crd.clone()];
+        let mut webhook = crd.clone();
+        webhook["spec"]["conversion"] = json!({"strategy": "Webhook"});
+        cases.push(webhook);
+        let mut unserved_storage = crd.clone();
+        unserved_storage["spec"]["versions"][0]["served"] = json!(false);
+        cases.push(unserved_storage);
+        let mut deleting = crd.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("t2");
+        cases.push(deleting);
+        let mut unnamed = crd.clone();
+        unnamed["status"]["acceptedNames"]["kind"] = json!("");
+        cases.push(unnamed);
+        let mut conflicting = crd.clone();
+        set_status(
+            &mut conflicting,
+            None,
+            Some("\"wd\" is already in use"),
+            "t1",
+        );
+        cases.push(conflicting);
+        let counted: Vec<(usize, usize)> = cases
+            .iter()
+            .map(|crd| (served_versions(crd), count(crd)))
+            .collect();
+        assert_eq!(counted, [(3, 3), (1, 1), (0, 0), (0, 0), (0, 0), (0, 0)]);
     }
 
     #[test]

@@ -336,7 +336,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 config
                     .rebuild_history
                     .then_some(config.cache.history_capacity_max as u64),
-            );
+            )
+            .with_custom_resource_versions(Arc::new(
+                crate::source::catalog::VersionsBound::new(config.custom_resource_versions_max),
+            ));
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
@@ -422,13 +425,14 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     // Over a store, the CRDs in the store decide which custom resources are served besides
     // the start-up ones; in caching-proxy mode the upstream's resources are those discovered
     // at start.
-    let catalog = store_mode.then(|| {
+    let catalog = source.as_store_source().map(|store| {
         crate::source::catalog::Catalog::new(
             registry.clone(),
             &config.prefix,
             config.cache.clone(),
             clock,
             config.driver,
+            store.custom_resource_versions().clone(),
         )
     });
     let reflector = source.start_reflector(feeds, status.clone(), catalog);

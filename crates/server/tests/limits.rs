@@ -811,3 +811,292 @@ async fn shutdown_does_not_wait_for_a_client_that_never_reads() {
         .expect("shutdown finishes although the client never reads");
     drop(stream);
 }
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// A cluster-scoped CRD `{plural}.example.com` serving `versions` versions (`v1` stored).
+fn crd(plural: &str, versions: usize) -> Value {
+    let versions: Vec<Value> = (1..=versions)
+        .map(|n| json!({"name": format!("v{n}"), "served": true, "storage": n == 1}))
+        .collect();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"plural": plural, "kind": format!("K{plural}")},
+            "versions": versions,
+        }
+    })
+}
+
+/// The plurals `/apis/example.com/{version}` lists (none when the version is not served).
+async fn served_plurals(addr: SocketAddr, version: &str) -> Vec<String> {
+    let (status, list) = common::get_json(addr, &format!("/apis/example.com/{version}")).await;
+    if status == 404 {
+        return Vec::new();
+    }
+    assert_eq!(status, 200, "{list}");
+    let mut plurals: Vec<String> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .filter(|name| !name.contains('/'))
+        .map(str::to_owned)
+        .collect();
+    plurals.sort();
+    plurals
+}
+
+/// The value of the unlabelled metric `name`.
+fn gauge(text: &str, name: &str) -> u64 {
+    let prefix = format!("{name} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
+
+fn assert_versions_refusal(status: u16, body: &Value, name: &str, requested: usize, used: usize) {
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        (&body["kind"], &body["reason"], &body["code"]),
+        (&json!("Status"), &json!("Forbidden"), &json!(403)),
+        "{body}"
+    );
+    assert_eq!(
+        body["message"],
+        format!(
+            "customresourcedefinitions.apiextensions.k8s.io \"{name}\" is forbidden: serving it would exceed --max-custom-resource-versions, requested: {requested} served versions, used: {used}, limited: 3"
+        )
+    );
+    assert_eq!(
+        body["details"],
+        json!({"name": name, "group": "apiextensions.k8s.io", "kind": "customresourcedefinitions"})
+    );
+}
+
+/// Goal: `--max-custom-resource-versions` bounds the custom resource versions clients can make
+/// the server serve (each a cache with its own thread). At the bound (3 here) a CRD create
+/// past it, dry run or not, is refused with kube-apiserver's 403 Forbidden and nothing is
+/// stored or served (discovery unchanged); an update adding a served version past it is
+/// refused and leaves the CRD as it was, while updates that add none still pass; deleting a
+/// CRD makes room; refusals and the served count are in `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_versions_are_bounded() {
+    let server = server_with(ServeArgs {
+        max_custom_resource_versions: Some(3),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let send = |method: &'static str, path: String, body: Value| async move {
+        common::send_json(addr, method, &path, &body).await
+    };
+    for (plural, versions) in [("alphas", 1), ("betas", 1)] {
+        let (status, body) = send("POST", CRDS.to_owned(), crd(plural, versions)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    assert_eq!(served_plurals(addr, "v1").await, ["alphas", "betas"]);
+
+    // Two versions do not fit in the one left, dry run or not; nothing is stored or served.
+    for path in [format!("{CRDS}?dryRun=All"), CRDS.to_owned()] {
+        let (status, body) = send("POST", path, crd("gammas", 2)).await;
+        assert_versions_refusal(status, &body, "gammas.example.com", 2, 2);
+    }
+    let gammas = format!("{CRDS}/gammas.example.com");
+    assert_eq!(common::get_json(addr, &gammas).await.0, 404);
+    assert_eq!(served_plurals(addr, "v1").await, ["alphas", "betas"]);
+    assert_eq!(served_plurals(addr, "v2").await, Vec::<String>::new());
+    // One does.
+    let (status, body) = send("POST", CRDS.to_owned(), crd("gammas", 1)).await;
+    assert_eq!(status, 201, "{body}");
+    // At the bound: any new version is refused.
+    let (status, body) = send("POST", CRDS.to_owned(), crd("deltas", 1)).await;
+    assert_versions_refusal(status, &body, "deltas.example.com", 1, 3);
+    assert_eq!(
+        common::get_json(addr, &format!("{CRDS}/deltas.example.com"))
+            .await
+            .0,
+        404
+    );
+    let (status, _) = common::get_json(addr, "/apis/example.com/v1/deltas").await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        served_plurals(addr, "v1").await,
+        ["alphas", "betas", "gammas"]
+    );
+
+    // An update that adds a served version: refused, by PUT and by patch; the CRD unchanged.
+    let alphas = format!("{CRDS}/alphas.example.com");
+    let (_, current) = common::get_json(addr, &alphas).await;
+    let mut two = current.clone();
+    two["spec"]["versions"] = crd("alphas", 2)["spec"]["versions"].clone();
+    let (status, body) = send("PUT", alphas.clone(), two.clone()).await;
+    assert_versions_refusal(status, &body, "alphas.example.com", 2, 2);
+    let patch = json!({"spec": {"versions": two["spec"]["versions"]}}).to_string();
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &alphas,
+        "application/merge-patch+json",
+        &patch,
+    )
+    .await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_versions_refusal(status, &body, "alphas.example.com", 2, 2);
+    let (_, after) = common::get_json(addr, &alphas).await;
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        current["metadata"]["resourceVersion"]
+    );
+    assert_eq!(served_plurals(addr, "v2").await, Vec::<String>::new());
+    // An update that adds no version passes at the bound.
+    common::merge_patch(addr, &alphas, r#"{"metadata": {"labels": {"a": "b"}}}"#).await;
+
+    let text = metrics(&server).await;
+    assert_eq!(rejections(&text, "custom_resource_versions"), 5);
+    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions_max"), 3);
+
+    // A deletion makes room.
+    let (status, body) = request(addr, "DELETE", &gammas, "application/json", "").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = send("PUT", alphas.clone(), {
+        let (_, current) = common::get_json(addr, &alphas).await;
+        let mut two = current;
+        two["spec"]["versions"] = crd("alphas", 2)["spec"]["versions"].clone();
+        two
+    })
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(served_plurals(addr, "v2").await, ["alphas"]);
+    let (status, body) = send("POST", CRDS.to_owned(), crd("deltas", 1)).await;
+    assert_versions_refusal(status, &body, "deltas.example.com", 1, 3);
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        &format!("{CRDS}/betas.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = send("POST", CRDS.to_owned(), crd("deltas", 1)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(served_plurals(addr, "v1").await, ["alphas", "deltas"]);
+    let text = metrics(&server).await;
+    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    server.shutdown().await;
+}
+
+/// Goal: concurrent creates at the bound on one server serve at most the bound: of 8 CRDs
+/// created at once with room for 2, exactly 2 are stored and served, every other create is
+/// refused with the 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_custom_resource_definitions_stay_within_the_bound() {
+    let server = server_with(ServeArgs {
+        max_custom_resource_versions: Some(3),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (status, body) = common::send_json(addr, "POST", CRDS, &crd("alphas", 1)).await;
+    assert_eq!(status, 201, "{body}");
+    let creates = (0..8).map(|n| {
+        tokio::spawn(async move {
+            common::send_json(addr, "POST", CRDS, &crd(&format!("racers{n}"), 1)).await
+        })
+    });
+    let mut created = 0;
+    for create in futures_util::future::join_all(creates).await {
+        let (status, body) = create.unwrap();
+        match status {
+            201 => created += 1,
+            _ => assert_eq!(
+                (status, &body["reason"]),
+                (403, &json!("Forbidden")),
+                "{body}"
+            ),
+        }
+    }
+    assert_eq!(created, 2);
+    let (_, list) = common::get_json(addr, CRDS).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 3);
+    assert_eq!(served_plurals(addr, "v1").await.len(), 3);
+    server.shutdown().await;
+}
+
+/// Goal: CRDs the store holds beyond the bound (written by another tool, or by servers sharing
+/// one etcd racing at the bound) are never all served: the server serves them in name order,
+/// each that still fits, counts the others in
+/// `watchkeeper_custom_resource_definitions_unserved`, and refuses new versions; deleting a
+/// served one serves the next in name order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_definitions_stored_past_the_bound_are_not_all_served() {
+    let server = server_with(ServeArgs {
+        max_custom_resource_versions: Some(3),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    // Established CRDs written to the store directly, as another server would store them.
+    let store = server.store().expect("a store");
+    for (plural, versions) in [("as", 1), ("bs", 1), ("cs", 2), ("ds", 1), ("es", 1)] {
+        let mut stored = crd(plural, versions);
+        stored["status"] = json!({
+            "acceptedNames": {"plural": plural, "kind": format!("K{plural}")},
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True"},
+                {"type": "Established", "status": "True"},
+            ],
+        });
+        store
+            .put(
+                format!(
+                    "/registry/apiextensions.k8s.io/customresourcedefinitions/{plural}.example.com"
+                ),
+                stored.to_string(),
+            )
+            .await
+            .unwrap();
+    }
+    // A consistent list: the CRDs' cache has every put, so the served set follows them.
+    let (status, list) = common::get_json(addr, CRDS).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 5);
+    // as and bs fit; cs (2 versions) would make 4: left out; ds fits; es does not.
+    assert_eq!(served_plurals(addr, "v1").await, ["as", "bs", "ds"]);
+    assert_eq!(served_plurals(addr, "v2").await, Vec::<String>::new());
+    assert_eq!(
+        common::get_json(addr, "/apis/example.com/v1/cs").await.0,
+        404
+    );
+    let text = metrics(&server).await;
+    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    assert_eq!(
+        gauge(&text, "watchkeeper_custom_resource_definitions_unserved"),
+        2
+    );
+    // The store holds 6 versions: a new one is refused.
+    let (status, body) = common::send_json(addr, "POST", CRDS, &crd("fs", 1)).await;
+    assert_versions_refusal(status, &body, "fs.example.com", 1, 6);
+    // Deleting `as` and `bs` serves `cs` (both versions) and `ds`.
+    for plural in ["as", "bs"] {
+        let path = format!("{CRDS}/{plural}.example.com");
+        let (status, body) = request(addr, "DELETE", &path, "application/json", "").await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(served_plurals(addr, "v1").await, ["cs", "ds"]);
+    assert_eq!(served_plurals(addr, "v2").await, ["cs"]);
+    let text = metrics(&server).await;
+    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    assert_eq!(
+        gauge(&text, "watchkeeper_custom_resource_definitions_unserved"),
+        1
+    );
+    server.shutdown().await;
+}

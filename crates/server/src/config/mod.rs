@@ -100,6 +100,13 @@ pub struct ServeArgs {
     /// [default: 2147483648].
     #[arg(long)]
     pub store_quota_bytes: Option<u64>,
+    /// The most custom resource versions the server serves for CustomResourceDefinitions
+    /// (each served version of each established CRD counts one: a cache with its own
+    /// dispatcher thread). A CRD create or update that would pass it is refused with 403
+    /// Forbidden; CRDs the store holds beyond it are not served (1 to 100000)
+    /// [default: 5000].
+    #[arg(long)]
+    pub max_custom_resource_versions: Option<usize>,
     /// Static bearer tokens, kube-apiserver's CSV `token,user,uid,"group1,group2"`; when set,
     /// requests need `Authorization: Bearer <token>` (see the `auth` module).
     #[arg(long)]
@@ -345,6 +352,7 @@ impl ServeArgs {
             fresh_wait_ms,
             durable_commits,
             store_quota_bytes,
+            max_custom_resource_versions,
             token_auth_file,
             authorization_policy_file,
             upstream,
@@ -442,6 +450,9 @@ pub struct ServeConfig {
     /// `--store-quota-bytes`: the memory and embedded stores' quota (see
     /// `watchkeeper_store::quota`); 0 = none.
     pub store_quota_bytes: u64,
+    /// `--max-custom-resource-versions`: the most custom resource versions served for
+    /// CustomResourceDefinitions (see [`crate::source::catalog`]).
+    pub custom_resource_versions_max: usize,
     /// `--token-auth-file`.
     pub token_auth_file: Option<PathBuf>,
     /// `--authorization-policy-file`.
@@ -580,6 +591,11 @@ pub mod defaults {
     pub const STORE_QUOTA_BYTES: u64 = watchkeeper_store::DEFAULT_QUOTA_BYTES;
     /// The smallest `--store-quota-bytes` other than 0 (1 MiB).
     pub const STORE_QUOTA_BYTES_MIN: u64 = 1 << 20;
+    /// `--max-custom-resource-versions` (see docs/ARCHITECTURE.md, "CustomResourceDefinitions
+    /// at run time", for the cost it bounds).
+    pub const MAX_CUSTOM_RESOURCE_VERSIONS: usize = 5000;
+    /// The largest `--max-custom-resource-versions`.
+    pub const MAX_CUSTOM_RESOURCE_VERSIONS_LIMIT: usize = 100_000;
     /// `--shutdown-grace-period-ms`.
     pub const SHUTDOWN_GRACE_PERIOD_MS: u64 = 5000;
     /// `--rebuild-history`.
@@ -810,6 +826,10 @@ impl UpstreamConfig {
             (args.resources.is_some(), "--resources"),
             (args.durable_commits.is_some(), "--durable-commits"),
             (args.store_quota_bytes.is_some(), "--store-quota-bytes"),
+            (
+                args.max_custom_resource_versions.is_some(),
+                "--max-custom-resource-versions",
+            ),
             (
                 args.consistent_get_from_cache.is_some(),
                 "--consistent-get-from-cache",
@@ -1091,6 +1111,19 @@ impl ServeConfig {
                 ),
             ));
         }
+        let custom_resource_versions_max = args
+            .max_custom_resource_versions
+            .unwrap_or(defaults::MAX_CUSTOM_RESOURCE_VERSIONS);
+        if !(1..=defaults::MAX_CUSTOM_RESOURCE_VERSIONS_LIMIT)
+            .contains(&custom_resource_versions_max)
+        {
+            return Err(ConfigError::flag(
+                "--max-custom-resource-versions",
+                format!(
+                    "--max-custom-resource-versions {custom_resource_versions_max}: must be between 1 and 100000 served custom resource versions"
+                ),
+            ));
+        }
         let consistency_ms = args
             .consistency_check_interval_ms
             .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
@@ -1154,6 +1187,7 @@ impl ServeConfig {
             driver,
             durable_commits: args.durable_commits.unwrap_or(true),
             store_quota_bytes,
+            custom_resource_versions_max,
             token_auth_file: args.token_auth_file,
             authorization_policy_file: args.authorization_policy_file,
             upstream,
@@ -1320,6 +1354,10 @@ mod tests {
             ),
             ("shutdown-grace-period-ms", millis(config.shutdown_grace)),
             ("store-quota-bytes", config.store_quota_bytes.to_string()),
+            (
+                "max-custom-resource-versions",
+                config.custom_resource_versions_max.to_string(),
+            ),
             ("rebuild-history", config.rebuild_history.to_string()),
             (
                 "service-cluster-ip-range",
@@ -1652,6 +1690,58 @@ mod tests {
             let error = ServeConfig::from_args(args).unwrap_err().to_string();
             assert!(error.contains(flag), "{error}");
         }
+    }
+
+    /// Goal: `--max-custom-resource-versions` is 1 to 100000 (5000 by default), with the same
+    /// key in the config file; a store-mode flag, refused in caching-proxy mode (the
+    /// upstream serves its own CRDs).
+    #[test]
+    fn the_custom_resource_versions_bound_is_validated() {
+        let max =
+            |args: ServeArgs| ServeConfig::from_args(args).map(|c| c.custom_resource_versions_max);
+        assert_eq!(max(ServeArgs::default()).unwrap(), 5000);
+        for ok in [1, 3, 100_000] {
+            let args = ServeArgs {
+                max_custom_resource_versions: Some(ok),
+                ..ServeArgs::default()
+            };
+            assert_eq!(max(args).unwrap(), ok);
+        }
+        for bad in [0, 100_001, usize::MAX] {
+            let error = max(ServeArgs {
+                max_custom_resource_versions: Some(bad),
+                ..ServeArgs::default()
+            })
+            .unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    ConfigError::Flag {
+                        flag: "--max-custom-resource-versions",
+                        ..
+                    }
+                ),
+                "{error:?}"
+            );
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "--max-custom-resource-versions {bad}: must be between 1 and 100000 served custom resource versions"
+                )
+            );
+        }
+        let file: ServeArgs = toml::from_str("max-custom-resource-versions = 7").unwrap();
+        assert_eq!(max(ServeArgs::default().or(file)).unwrap(), 7);
+        let error = max(ServeArgs {
+            upstream: Some("http://127.0.0.1:1".into()),
+            max_custom_resource_versions: Some(7),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("--max-custom-resource-versions"),
+            "{error}"
+        );
     }
 
     /// Goal: `--store-quota-bytes` is 0 (none) or at least 1 MiB, with the same key in the

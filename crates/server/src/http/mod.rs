@@ -581,6 +581,12 @@ async fn write(
     {
         app.limits.count(crate::limits::Limit::PatchCopyBytes);
     }
+    if let Err(error) = &result
+        && crate::source::catalog::VersionsBound::is_refusal(error)
+    {
+        app.limits
+            .count(crate::limits::Limit::CustomResourceVersions);
+    }
     match result {
         Ok(response)
             if conversion == Conversion::PartialObjectMetadata && request.target.name.is_some() =>

@@ -161,11 +161,14 @@ pub enum Limit {
     Connections,
     /// A connection without a request in flight closed to make room at `--max-connections`.
     ConnectionEvicted,
+    /// A CustomResourceDefinition create or update refused: its resource's versions would
+    /// pass `--max-custom-resource-versions`.
+    CustomResourceVersions,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 18] = [
+    pub const ALL: [Limit; 19] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -184,6 +187,7 @@ impl Limit {
         Limit::PatchCopyBytes,
         Limit::Connections,
         Limit::ConnectionEvicted,
+        Limit::CustomResourceVersions,
     ];
 
     /// The metric label.
@@ -208,6 +212,7 @@ impl Limit {
             Limit::PatchCopyBytes => "json_patch_copy_bytes",
             Limit::Connections => "connections",
             Limit::ConnectionEvicted => "connection_evicted",
+            Limit::CustomResourceVersions => "custom_resource_versions",
         }
     }
 }

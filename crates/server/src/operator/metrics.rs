@@ -261,6 +261,9 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     }
     collect_limits(app, &mut scrape);
     collect_consistency(app, &mut scrape);
+    if let Some(store) = app.source.as_store_source() {
+        collect_custom_resources(app, store.custom_resource_versions(), &mut scrape);
+    }
     if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
@@ -268,6 +271,38 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
         }
     }
     scrape
+}
+
+/// The custom resource versions served for CustomResourceDefinitions and their bound
+/// (`--max-custom-resource-versions`; its refusals are in `watchkeeper_limit_rejections_total`).
+fn collect_custom_resources(
+    app: &Observed<'_>,
+    bound: &crate::source::catalog::VersionsBound,
+    scrape: &mut Scrape,
+) {
+    let served = app
+        .resources
+        .iter()
+        .filter(|r| r.origin == crate::cache::Origin::Definition)
+        .count();
+    scrape
+        .gauge(
+            "watchkeeper_custom_resource_versions",
+            "Custom resource versions served for CustomResourceDefinitions (each has a cache with its own dispatcher thread).",
+        )
+        .sample(&[], served as u64);
+    scrape
+        .gauge(
+            "watchkeeper_custom_resource_versions_max",
+            "The most custom resource versions served, --max-custom-resource-versions.",
+        )
+        .sample(&[], bound.max() as u64);
+    scrape
+        .gauge(
+            "watchkeeper_custom_resource_definitions_unserved",
+            "Established CustomResourceDefinitions in the store not served because they would exceed --max-custom-resource-versions.",
+        )
+        .sample(&[], bound.unserved());
 }
 
 /// The memory and embedded stores' quota (`--store-quota-bytes`; etcd keeps its own,

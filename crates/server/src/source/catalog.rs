@@ -20,9 +20,20 @@
 //!   restarts with the storage version and holds the same keys at the same revisions.
 //! - The catalog holds no locks across awaits and writes nothing to the store: deleting a
 //!   CRD's objects is the write path's job.
+//! - **Never more than `--max-custom-resource-versions`** ([`VersionsBound`]): each served
+//!   version of each established CRD counts one (a cache with its own dispatcher thread).
+//!   The write path refuses a CRD create or update that would make the store's CRDs serve
+//!   more ([`VersionsBound::check`]: 403 Forbidden, nothing written); when the store holds
+//!   more anyway (written by another tool, by servers sharing one etcd racing at the
+//!   bound, or the flag lowered on a restart), the catalog serves the CRDs in name order,
+//!   each one that still fits, and leaves the others unserved (404, not in discovery),
+//!   logged and counted in `watchkeeper_custom_resource_definitions_unserved`. Every server
+//!   over one store thus serves the same set, and a deletion makes room for the next in
+//!   name order.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use watchkeeper_api::crd::{self, CustomResource};
 use watchkeeper_api::versions::Conversion;
@@ -36,6 +47,122 @@ use crate::source::feed::Feed;
 /// tunable).
 const CACHE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The bound on the custom resource versions served (`--max-custom-resource-versions`, see
+/// the module docs), shared by the catalog (which never serves more), the write path (which
+/// refuses a CRD write that would pass it) and `/metrics`.
+#[derive(Debug)]
+pub struct VersionsBound {
+    max: usize,
+    /// The established CRDs the store holds that the catalog does not serve for the bound.
+    unserved: Mutex<BTreeSet<String>>,
+    /// How many names `unserved` holds (read by `/metrics` without the lock).
+    unserved_count: AtomicU64,
+    /// One server's CRD writes that add served versions, one at a time: each counts from the
+    /// CRDs' cache proven fresh and commits before the next counts.
+    writes: tokio::sync::Mutex<()>,
+}
+
+/// The part of a refusal's message that tells it from every other 403 (for `/metrics`).
+const REFUSAL_MARK: &str = "would exceed --max-custom-resource-versions";
+
+impl VersionsBound {
+    /// At most `max` served custom resource versions.
+    #[must_use]
+    pub fn new(max: usize) -> VersionsBound {
+        VersionsBound {
+            max,
+            unserved: Mutex::new(BTreeSet::new()),
+            unserved_count: AtomicU64::new(0),
+            writes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The bound.
+    #[must_use]
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Established CRDs in the store not served because of the bound.
+    #[must_use]
+    pub fn unserved(&self) -> u64 {
+        self.unserved_count.load(Ordering::Relaxed)
+    }
+
+    /// Whether `error` is this bound's refusal.
+    #[must_use]
+    pub fn is_refusal(error: &watchkeeper_api::ApiError) -> bool {
+        error.code == 403 && error.message.contains(REFUSAL_MARK)
+    }
+
+    /// Admits a write of the CRD `name` that makes it serve `versions` resources (see
+    /// [`crd::served_versions`]) where it served `before`, given what `others` counts: the
+    /// versions every other CRD in the store serves, from their cache proven fresh (awaited
+    /// only once this server's CRD writes admitted before have committed). A write that adds
+    /// no version is admitted at once. The guard returned, when there is one, must be held
+    /// until the write's transaction has committed (or failed).
+    ///
+    /// # Errors
+    /// 403 Forbidden in kube-apiserver's words when the store's CRDs would then serve more
+    /// than the bound; `prove`'s error.
+    pub async fn check(
+        &self,
+        def: &watchkeeper_api::ResourceDef,
+        name: &str,
+        (before, versions): (usize, usize),
+        others: impl std::future::Future<Output = Result<usize, watchkeeper_api::ApiError>>,
+    ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, watchkeeper_api::ApiError> {
+        if versions <= before {
+            return Ok(None);
+        }
+        let guard = self.writes.lock().await;
+        let others = others.await?;
+        if others.saturating_add(versions) > self.max {
+            return Err(watchkeeper_api::ApiError::forbidden(
+                def,
+                name,
+                format!(
+                    "serving it {REFUSAL_MARK}, requested: {versions} served versions, used: {others}, limited: {}",
+                    self.max
+                ),
+            ));
+        }
+        Ok(Some(guard))
+    }
+
+    /// `wanted` within the bound: in name order, each CRD whose versions still fit; the
+    /// others are left out (logged when that set changes, and counted).
+    fn within(&self, wanted: BTreeMap<String, CustomResource>) -> BTreeMap<String, CustomResource> {
+        let mut room = self.max;
+        let mut unserved = BTreeSet::new();
+        let mut kept = BTreeMap::new();
+        for (name, resource) in wanted {
+            let versions = 1 + resource.other_versions.len();
+            if versions <= room {
+                room -= versions;
+                kept.insert(name, resource);
+            } else {
+                unserved.insert(name);
+            }
+        }
+        let mut last = self.unserved.lock().unwrap_or_else(PoisonError::into_inner);
+        if *last != unserved {
+            if !unserved.is_empty() {
+                tracing::warn!(
+                    max = self.max,
+                    unserved = unserved.len(),
+                    names = ?unserved.iter().take(10).collect::<Vec<_>>(),
+                    "CustomResourceDefinitions in the store not served: they would exceed --max-custom-resource-versions"
+                );
+            }
+            self.unserved_count
+                .store(unserved.len() as u64, Ordering::Relaxed);
+            *last = unserved;
+        }
+        kept
+    }
+}
+
 /// What the store reflection needs to serve CRDs (see the module docs).
 #[derive(Debug)]
 pub struct Catalog {
@@ -47,6 +174,8 @@ pub struct Catalog {
     waits: DriverWaits,
     /// The resources started for CRDs, by name.
     installed: BTreeMap<String, CustomResource>,
+    /// `--max-custom-resource-versions`.
+    bound: Arc<VersionsBound>,
 }
 
 /// A resource to start: its feed for the reflector and its served resource.
@@ -60,7 +189,8 @@ pub struct Started {
 }
 
 impl Catalog {
-    /// A catalog serving into `registry`, starting caches with `cache`, `clock` and `waits`.
+    /// A catalog serving into `registry`, starting caches with `cache`, `clock` and `waits`,
+    /// never more custom resource versions than `bound` allows.
     #[must_use]
     pub fn new(
         registry: Arc<Registry>,
@@ -68,6 +198,7 @@ impl Catalog {
         cache: CacheConfig,
         clock: Clock,
         waits: DriverWaits,
+        bound: Arc<VersionsBound>,
     ) -> Catalog {
         Catalog {
             registry,
@@ -76,6 +207,7 @@ impl Catalog {
             clock,
             waits,
             installed: BTreeMap::new(),
+            bound,
         }
     }
 
@@ -87,8 +219,9 @@ impl Catalog {
 
     /// The resources the established CRDs serve, by name: the CRDs' cache once it has `at`,
     /// with `changes` (the CRDs' changes of the revision after `at`, not yet sent to their
-    /// cache) applied. The registry thus changes before the CRDs' cache shows the change, so
-    /// a client that sees a CRD established (or gone) finds its resource served (or not).
+    /// cache) applied, within `--max-custom-resource-versions` (see the module docs). The
+    /// registry thus changes before the CRDs' cache shows the change, so a client that sees
+    /// a CRD established (or gone) finds its resource served (or not).
     pub async fn wanted(
         &self,
         at: watchkeeper_core::Revision,
@@ -120,11 +253,12 @@ impl Catalog {
                 }
             }
         }
-        objects
+        let wanted = objects
             .values()
             .filter_map(|object| crd::served(object.body()))
             .map(|resource| (name_of(&resource.def), resource))
-            .collect()
+            .collect();
+        self.bound.within(wanted)
     }
 
     /// What changes: the names to stop, and the resources to start (in name order).

@@ -60,6 +60,7 @@ use watchkeeper_store::{
 use crate::cache::{Origin, Resource};
 use crate::request::ResourceRequest;
 use crate::respond::json_response;
+use crate::source::catalog::VersionsBound;
 use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
@@ -90,6 +91,8 @@ pub struct StoreSource {
     handover: Arc<Handover>,
     /// ClusterIP and node port allocation for Services (see [`super::service_ips`]).
     service_ips: Option<Arc<Allocators>>,
+    /// `--max-custom-resource-versions`: CRD writes that would pass it are refused.
+    custom_versions: Arc<VersionsBound>,
 }
 
 /// How a create's transaction ended, when it did not write.
@@ -189,7 +192,24 @@ impl StoreSource {
             rebuild_window: None,
             handover: Arc::default(),
             service_ips: None,
+            custom_versions: Arc::new(VersionsBound::new(
+                crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
+            )),
         }
+    }
+
+    /// With `bound` on the custom resource versions the store's CRDs may serve
+    /// (`--max-custom-resource-versions`; the catalog's, so both count alike).
+    #[must_use]
+    pub fn with_custom_resource_versions(mut self, bound: Arc<VersionsBound>) -> StoreSource {
+        self.custom_versions = bound;
+        self
+    }
+
+    /// The bound on the custom resource versions served.
+    #[must_use]
+    pub fn custom_resource_versions(&self) -> &Arc<VersionsBound> {
+        &self.custom_versions
     }
 
     /// With ClusterIP allocation from `ranges` (one, or one of each IP family, the primary
@@ -781,6 +801,47 @@ impl Writer<'_> {
         Ok(object)
     }
 
+    /// `--max-custom-resource-versions` for a write of a CustomResourceDefinition (`old` on
+    /// updates) that is prepared and admitted: a write that makes it serve more versions is
+    /// counted against the versions the other CRDs in the store serve, from their cache proven
+    /// fresh ([`VersionsBound::check`]). The guard, when there is one, is held until the
+    /// write's transaction has answered, so this server's next such write counts after it.
+    ///
+    /// # Errors
+    /// 403 Forbidden past the bound; a store or freshness failure.
+    async fn custom_versions_admitted(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &Value,
+    ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, ApiError> {
+        if !watchkeeper_api::crd::is_crd(&resource.def) {
+            return Ok(None);
+        }
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let versions = (
+            old.map_or(0, watchkeeper_api::crd::served_versions),
+            watchkeeper_api::crd::served_versions(object),
+        );
+        let others = async {
+            self.consistent(resource).await?;
+            Ok(resource
+                .cache()
+                .latest()
+                .range(None, None)
+                .filter(|crd| crd.name() != name)
+                .map(|crd| watchkeeper_api::crd::served_versions(crd.body()))
+                .fold(0, usize::saturating_add))
+        };
+        self.source
+            .custom_versions
+            .check(&resource.def, name, versions, others)
+            .await
+    }
+
     /// Deletes every object of the resource a CustomResourceDefinition named `name` serves
     /// (before the CRD itself, as kube-apiserver's finalizer does), 100 keys per transaction.
     async fn delete_definition_objects(&self, name: &str) -> Result<(), ApiError> {
@@ -1060,6 +1121,9 @@ impl Writer<'_> {
             self.quota_claims(resource, namespace, &name, &object, 1)
                 .await
                 .map_err(NotCreated::Refused)?;
+            self.custom_versions_admitted(resource, None, &object)
+                .await
+                .map_err(NotCreated::Refused)?;
             return Ok(object);
         }
         let key = Bytes::from(resource.store_key(namespace, &name));
@@ -1067,6 +1131,11 @@ impl Writer<'_> {
         for _ in 0..QUOTA_ATTEMPTS {
             let quotas = self
                 .quota_claims(resource, namespace, &name, &object, 1)
+                .await
+                .map_err(NotCreated::Refused)?;
+            // Held until the transaction has answered.
+            let _admitted = self
+                .custom_versions_admitted(resource, None, &object)
                 .await
                 .map_err(NotCreated::Refused)?;
             let mut request = TxnRequest::default()
@@ -1531,6 +1600,21 @@ impl Writer<'_> {
                     Err(error) => return Err(error),
                 }
             }
+            // `--max-custom-resource-versions`; held until the transaction has answered.
+            let admitted = self
+                .custom_versions_admitted(resource, Some(current.body()), &new)
+                .await;
+            let _admitted = match admitted {
+                Ok(admitted) => admitted,
+                // Counted from a base the cache may not have proven.
+                Err(_) if !proven => {
+                    counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
+                    self.consistent(resource).await?;
+                    proven = true;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             if self.dry_run {
                 // What would be stored, at the revision it would replace.
                 return Ok(Written::Value(with_revision(
