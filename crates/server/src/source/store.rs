@@ -45,6 +45,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
+use watchkeeper_api::gc::{self, DeletePolicy};
 use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
 use watchkeeper_api::schema::StrictField;
 use watchkeeper_api::{
@@ -90,6 +91,22 @@ pub struct StoreSource {
     handover: Arc<Handover>,
     /// ClusterIP and node port allocation for Services (see [`super::service_ips`]).
     service_ips: Option<Arc<Allocators>>,
+    /// `--enable-garbage-collector`: DELETEs give objects the `orphan` and
+    /// `foregroundDeletion` finalizers (see [`watchkeeper_api::gc`]); off, they never do.
+    garbage_collection: bool,
+}
+
+/// What the garbage collector writes (see [`StoreSource::collect`]).
+pub enum Collect<'a> {
+    /// Delete the object, if its uid is `uid`, with `policy`.
+    Delete {
+        /// The uid the object must have.
+        uid: &'a str,
+        /// The deletion's propagation.
+        policy: DeletePolicy,
+    },
+    /// Apply this JSON merge patch.
+    Patch(Value),
 }
 
 /// How a create's transaction ended, when it did not write.
@@ -189,7 +206,16 @@ impl StoreSource {
             rebuild_window: None,
             handover: Arc::default(),
             service_ips: None,
+            garbage_collection: true,
         }
+    }
+
+    /// With or without kube-apiserver's side of garbage collection (`--enable-garbage-collector`,
+    /// on by default): DELETEs give objects the finalizers their propagation policy asks for.
+    #[must_use]
+    pub fn with_garbage_collection(mut self, enabled: bool) -> StoreSource {
+        self.garbage_collection = enabled;
+        self
     }
 
     /// With ClusterIP allocation from `ranges` (one, or one of each IP family, the primary
@@ -337,6 +363,67 @@ impl StoreSource {
         Ok(writer.with_warnings(response))
     }
 
+    /// A write of the server's own garbage collector ([`crate::controllers::garbage_collector`]):
+    /// a DELETE of `namespace/name` whose uid must be `uid`, with `policy`, or a JSON merge
+    /// `patch` of it (its owner references or finalizers; a
+    /// `metadata.resourceVersion` in it is a precondition). As the user
+    /// `system:serviceaccount:kube-system:generic-garbage-collector`, kube-controller-manager's.
+    ///
+    /// # Errors
+    /// As [`Self::write`]: 404 when the object is gone, 409 when it changed (another uid, a
+    /// newer resource version).
+    pub async fn collect(
+        &self,
+        fresh: &Freshness,
+        resources: &[Arc<Resource>],
+        resource: &Resource,
+        (namespace, name): (&str, &str),
+        change: Collect<'_>,
+    ) -> Result<(), ApiError> {
+        let user = crate::auth::User {
+            name: "system:serviceaccount:kube-system:generic-garbage-collector".to_owned(),
+            uid: String::new(),
+            groups: vec![
+                "system:serviceaccounts".to_owned(),
+                "system:serviceaccounts:kube-system".to_owned(),
+                "system:authenticated".to_owned(),
+            ],
+        };
+        let writer = Writer {
+            source: self,
+            user: &user,
+            fresh,
+            resources,
+            dry_run: false,
+            manager: "watchkeeper-garbage-collector".to_owned(),
+            subresource: String::new(),
+            force: false,
+            time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            field_validation: FieldValidation::Ignore,
+            warnings: std::sync::Mutex::new(Vec::new()),
+        };
+        match change {
+            Collect::Delete { uid, policy } => {
+                let options = json!({"preconditions": {"uid": uid}});
+                writer
+                    .delete(resource, namespace, name, &options, policy)
+                    .await?;
+            }
+            Collect::Patch(patch) => {
+                writer
+                    .patch(
+                        resource,
+                        namespace,
+                        name,
+                        PatchType::Merge,
+                        Bytes::from(patch.to_string()),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// [`Self::write`] once the options are parsed.
     async fn write_with(
         &self,
@@ -398,22 +485,41 @@ impl StoreSource {
             }
             (&Method::DELETE, Some(name)) => {
                 // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
-                let options = if body.is_empty() || body.trim_ascii() == b"null" {
-                    Value::Null
+                // kube-apiserver reads the options from the query when there is no body.
+                let (options, policy) = if body.is_empty() || body.trim_ascii() == b"null" {
+                    let query = request.context.query.as_deref();
+                    (Value::Null, DeletePolicy::from_query(query)?)
                 } else {
-                    parse_body(&body)?
+                    let options = parse_body(&body)?;
+                    let policy = DeletePolicy::from_options(&options)?;
+                    (options, policy)
                 };
-                let deleted = writer
-                    .delete(resource, namespace.unwrap_or_default(), name, &options)
+                let (deleted, gone) = writer
+                    .delete(
+                        resource,
+                        namespace.unwrap_or_default(),
+                        name,
+                        &options,
+                        policy,
+                    )
                     .await?;
-                Ok(json_response(
-                    StatusCode::OK,
-                    watchkeeper_api::object_body(&deleted),
-                ))
+                // kube-apiserver: 202 when the object stays and cascading deletion was asked
+                // with `orphanDependents: false`.
+                let code = if !gone && policy.orphan_dependents == Some(false) {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
+                Ok(json_response(code, watchkeeper_api::object_body(&deleted)))
             }
             (&Method::DELETE, None) => {
+                let policy = if body.is_empty() || body.trim_ascii() == b"null" {
+                    DeletePolicy::from_query(request.context.query.as_deref())?
+                } else {
+                    DeletePolicy::from_options(&parse_body(&body)?)?
+                };
                 let deleted = writer
-                    .delete_collection(resource, namespace, &request.options)
+                    .delete_collection(resource, namespace, &request.options, policy)
                     .await?;
                 Ok(json_response(
                     StatusCode::OK,
@@ -493,18 +599,23 @@ impl Writer<'_> {
             FieldValidation::Ignore => Ok(()),
             FieldValidation::Strict => Err(refuse()),
             FieldValidation::Warn => {
-                let mut warnings = self
-                    .warnings
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 for warning in fields {
-                    // A guaranteed update may run the same patch again after a conflict.
-                    if !warnings.contains(&warning) {
-                        warnings.push(warning);
-                    }
+                    self.warn(warning);
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Adds a warning for the answer's `Warning` headers (once: a guaranteed update may run
+    /// the same patch again after a conflict).
+    fn warn(&self, warning: String) {
+        let mut warnings = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
         }
     }
 
@@ -1681,15 +1792,29 @@ impl Writer<'_> {
         Ok(UpdateAttempt::Changed { current, new })
     }
 
-    /// DELETE of one object. Objects with finalizers get a deletionTimestamp and stay until
-    /// the finalizers are removed. Deleting a namespace deletes everything in it.
+    /// DELETE of one object; `true` when it is gone. Objects with finalizers (their own, or
+    /// the `orphan` / `foregroundDeletion` one `policy` gives them, see [`gc`]) get a
+    /// deletionTimestamp and stay until the finalizers are removed; a DELETE of an object
+    /// already being deleted changes only its GC finalizers, as `policy` asks. Deleting a
+    /// namespace deletes everything in it.
     async fn delete(
         &self,
         resource: &Resource,
         namespace: &str,
         name: &str,
         options: &Value,
-    ) -> Result<Value, ApiError> {
+        policy: DeletePolicy,
+    ) -> Result<(Value, bool), ApiError> {
+        if self.source.garbage_collection
+            && policy.is_default()
+            && (
+                resource.def.group.as_str(),
+                resource.def.version.as_str(),
+                resource.def.plural.as_str(),
+            ) == ("batch", "v1", "jobs")
+        {
+            self.warn(gc::JOB_ORPHAN_WARNING.to_owned());
+        }
         let cache = resource.cache();
         self.consistent(resource).await?;
         let precondition_uid = options
@@ -1736,10 +1861,18 @@ impl Writer<'_> {
                     ),
                 ));
             }
-            let has_finalizers = body
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty());
+            let gc_finalizers = self
+                .source
+                .garbage_collection
+                .then(|| gc::deletion_finalizers(&resource.def, body, policy))
+                .flatten();
+            let has_finalizers = match &gc_finalizers {
+                Some(finalizers) => !finalizers.is_empty(),
+                None => body
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| !f.is_empty()),
+            };
             if resource.def.group.is_empty() && resource.def.plural == "namespaces" && !self.dry_run
             {
                 self.delete_namespace_contents(name).await?;
@@ -1749,19 +1882,34 @@ impl Writer<'_> {
             }
             let store_key = Bytes::from(resource.store_key(namespace, name));
             let (operation, result) = if has_finalizers {
-                if body.pointer("/metadata/deletionTimestamp").is_some() {
-                    return Ok(body.clone());
+                let deleting = body.pointer("/metadata/deletionTimestamp").is_some();
+                if deleting && gc_finalizers.is_none() {
+                    return Ok((body.clone(), false));
                 }
                 let mut marked = body.clone();
                 if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
-                    metadata.insert(
-                        "deletionTimestamp".to_owned(),
-                        Value::String(
-                            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                                .to_string(),
-                        ),
-                    );
-                    metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
+                    if !deleting {
+                        metadata.insert(
+                            "deletionTimestamp".to_owned(),
+                            Value::String(
+                                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                                    .to_string(),
+                            ),
+                        );
+                        metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
+                        // kube-apiserver's `markAsDeleting`: a kind that keeps a generation
+                        // counts the deletion as a change of the spec.
+                        if let Some(generation) = metadata
+                            .get("generation")
+                            .and_then(Value::as_i64)
+                            .filter(|g| *g > 0)
+                        {
+                            metadata.insert("generation".to_owned(), json!(generation + 1));
+                        }
+                    }
+                    if let Some(finalizers) = gc_finalizers {
+                        metadata.insert("finalizers".to_owned(), json!(finalizers));
+                    }
                 }
                 (
                     TxnOp::Put {
@@ -1780,9 +1928,9 @@ impl Writer<'_> {
             };
             if self.dry_run {
                 return Ok(if has_finalizers {
-                    with_revision(result, current.resource_version())
+                    (with_revision(result, current.resource_version()), false)
                 } else {
-                    result
+                    (result, true)
                 });
             }
             // A deletion lowers the usage its namespace's quotas show.
@@ -1805,9 +1953,9 @@ impl Writer<'_> {
             if response.succeeded {
                 self.settle(resource, response.revision).await;
                 return Ok(if has_finalizers {
-                    with_revision(result, response.revision)
+                    (with_revision(result, response.revision), false)
                 } else {
-                    result
+                    (result, true)
                 });
             }
             self.source
@@ -1852,6 +2000,7 @@ impl Writer<'_> {
         resource: &Resource,
         namespace: Option<&str>,
         options: &Options,
+        policy: DeletePolicy,
     ) -> Result<usize, ApiError> {
         let page = read::list(
             resource,
@@ -1865,7 +2014,13 @@ impl Writer<'_> {
         let mut deleted = 0;
         for object in page.items {
             match self
-                .delete(resource, object.namespace(), object.name(), &Value::Null)
+                .delete(
+                    resource,
+                    object.namespace(),
+                    object.name(),
+                    &Value::Null,
+                    policy,
+                )
                 .await
             {
                 Ok(_) => deleted += 1,
