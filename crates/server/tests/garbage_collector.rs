@@ -586,3 +586,66 @@ async fn owners_are_looked_up_as_kube_does() {
     }
     server.shutdown().await;
 }
+
+/// Goal: custom resources own and are owned like built-in kinds, and a CRD deleted in the
+/// foreground (held by its `foregroundDeletion` finalizer until the collector removes it)
+/// takes its objects with it when it goes, and so their dependents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    create(
+        addr,
+        crds,
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+    )
+    .await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = create(
+        addr,
+        widgets,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "of-widget",
+            &[("example.com/v1", "Widget", "w", &widget, true)],
+        ),
+    )
+    .await;
+    let mut configmaps = watch(addr, CMS).await;
+    let (status, answer) = delete(
+        addr,
+        &format!("{crds}/widgets.example.com"),
+        &json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    until_deleted(&mut configmaps, &["of-widget"]).await;
+    let (status, _) = get_json(addr, &format!("{crds}/widgets.example.com")).await;
+    assert_eq!(status, 404, "the CRD went before its object's dependent");
+    let left = watchkeeper_store::Store::range(
+        server.store().unwrap(),
+        watchkeeper_store::RangeRequest::prefix(bytes::Bytes::from_static(
+            b"/registry/example.com/widgets/",
+        )),
+    )
+    .await
+    .unwrap();
+    assert!(left.kvs.is_empty(), "no widget left in the store");
+    server.shutdown().await;
+}

@@ -158,6 +158,13 @@ impl State {
         };
         let body = object.body();
         self.index(&node, gc::owner_refs(body));
+        if watchkeeper_api::crd::is_crd(def) {
+            // A CRD being deleted is no longer served: its objects' deletions reach no cache
+            // and are not told. Their dependents are looked at again now and when it goes.
+            let text = |path: &str| body.pointer(path).and_then(Value::as_str).unwrap_or("");
+            let (group, kind) = (text("/spec/group"), text("/spec/names/kind"));
+            self.look_at_dependents_of_kind(|g, k| g == group && k == kind);
+        }
         if body.pointer("/metadata/deletionTimestamp").is_some()
             && (gc::has_finalizer(body, gc::ORPHAN) || gc::has_finalizer(body, gc::FOREGROUND))
         {
@@ -179,6 +186,22 @@ impl State {
         };
         self.index(&node, Vec::new());
         self.look_at_dependents_of(def, namespace, name);
+        if watchkeeper_api::crd::is_crd(def) {
+            // `plural.group`: every kind of its group.
+            let group = name.split_once('.').map_or("", |(_, group)| group);
+            self.look_at_dependents_of_kind(|g, _| g == group);
+        }
+    }
+
+    /// Queues every dependent naming an owner of a kind `matches` (group, kind).
+    fn look_at_dependents_of_kind(&mut self, matches: impl Fn(&str, &str) -> bool) {
+        let queued: Vec<Node> = self
+            .by_owner
+            .iter()
+            .filter(|((group, kind, _), _)| matches(group, kind))
+            .flat_map(|(_, set)| set.iter().cloned())
+            .collect();
+        self.dependents.extend(queued);
     }
 
     /// Queues the dependents that name an object of `def` called `name` (in `namespace` when
@@ -217,6 +240,9 @@ pub struct GarbageCollector {
     state: Mutex<State>,
     wake: Notify,
     counters: Counters,
+    /// The stored resource of each owner kind resolved so far, kept after the kind stops
+    /// being served (a CRD deleted): its objects are then looked up in the store.
+    kinds: Mutex<HashMap<(String, String), Arc<Resource>>>,
 }
 
 impl GarbageCollector {
@@ -227,6 +253,7 @@ impl GarbageCollector {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             counters: Counters::default(),
+            kinds: Mutex::default(),
         })
     }
 
@@ -349,13 +376,7 @@ impl Observer for GarbageCollector {
             state.put(def, &resource, object);
         }
         // Any of this kind's objects may have gone in the gap: look at all their dependents.
-        let dependents: Vec<Node> = state
-            .by_owner
-            .iter()
-            .filter(|((group, kind, _), _)| *group == def.group && *kind == def.kind)
-            .flat_map(|(_, set)| set.iter().cloned())
-            .collect();
-        state.dependents.extend(dependents);
+        state.look_at_dependents_of_kind(|group, kind| group == def.group && kind == def.kind);
         drop(state);
         self.wake.notify_one();
     }
@@ -424,11 +445,33 @@ impl Worker<'_> {
 
     /// The stored resource of `group`/`kind`.
     fn stored(&self, group: &str, kind: &str) -> Option<Arc<Resource>> {
-        self.registry
+        let found = self
+            .registry
             .load()
             .iter()
             .find(|r| r.def.group == group && r.def.kind == kind && r.conversion.is_none())
-            .cloned()
+            .cloned()?;
+        self.collector
+            .kinds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((group.to_owned(), kind.to_owned()), found.clone());
+        Some(found)
+    }
+
+    /// The object `namespace/name` of a kind no longer served, read from the store (its
+    /// cache is stopped).
+    async fn read_stored(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let key = bytes::Bytes::from(resource.store_key(namespace, name));
+        let kv = watchkeeper_store::Store::get(self.source.store(), key)
+            .await
+            .map_err(crate::source::store::store_error)?;
+        Ok(kv.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
     }
 
     /// The object `namespace/name` of `resource` once its cache has `revision`.
@@ -574,9 +617,24 @@ impl Worker<'_> {
         owner: &OwnerRef,
         revision: Revision,
     ) -> Result<Found, ApiError> {
-        let Some(resource) = self.stored(&owner.group, &owner.kind) else {
-            // A kind the server does not serve: unresolvable, never collected for it.
-            return Ok(Found::Solid);
+        let served = self.stored(&owner.group, &owner.kind);
+        let resource = match &served {
+            Some(resource) => resource.clone(),
+            None => {
+                let known = self
+                    .collector
+                    .kinds
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&(owner.group.clone(), owner.kind.clone()))
+                    .cloned();
+                // A kind the server does not serve and never did: unresolvable, never
+                // collected for it.
+                let Some(known) = known else {
+                    return Ok(Found::Solid);
+                };
+                known
+            }
         };
         let namespace = match (resource.def.namespaced, dependent.namespaced) {
             (true, true) => namespace,
@@ -584,13 +642,18 @@ impl Worker<'_> {
             (true, false) => return Ok(Found::Solid),
             (false, _) => "",
         };
-        let Some(object) = self
-            .read(&resource, namespace, &owner.name, revision)
-            .await?
-        else {
+        let object = if served.is_some() {
+            self.read(&resource, namespace, &owner.name, revision)
+                .await?
+                .map(|object| object.body().clone())
+        } else {
+            // Served once (a CRD since deleted or being replaced): the store says.
+            self.read_stored(&resource, namespace, &owner.name).await?
+        };
+        let Some(body) = object else {
             return Ok(Found::Dangling);
         };
-        let body = object.body();
+        let body = &body;
         if body.pointer("/metadata/uid").and_then(Value::as_str) != Some(owner.uid.as_str()) {
             return Ok(Found::Dangling);
         }

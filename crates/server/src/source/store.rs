@@ -892,31 +892,42 @@ impl Writer<'_> {
         Ok(object)
     }
 
-    /// Deletes every object of the resource a CustomResourceDefinition named `name` serves
+    /// Deletes every object of the resource the CustomResourceDefinition `crd` defines
     /// (before the CRD itself, as kube-apiserver's finalizer does), 100 keys per transaction.
-    async fn delete_definition_objects(&self, name: &str) -> Result<(), ApiError> {
-        let Some(served) = self
-            .resources
-            .iter()
-            .find(|r| r.origin == Origin::Definition && r.name() == name)
-        else {
-            return Ok(());
+    /// The keys come from the store under the resource's prefix, not from its cache: a CRD
+    /// being deleted is no longer served, so its cache may be stopped already.
+    async fn delete_definition_objects(&self, crd: &Value) -> Result<(), ApiError> {
+        let text = |path: &str| {
+            crd.pointer(path)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
         };
-        self.consistent(served).await?;
-        let keys: Vec<Bytes> = served
-            .cache()
-            .latest()
-            .range(None, None)
-            .map(|o| Bytes::from(served.store_key(o.namespace(), o.name())))
-            .collect();
-        for batch in keys.chunks(100) {
-            let mut request = TxnRequest::default();
-            for key in batch {
-                request = request.then(TxnOp::Delete { key: key.clone() });
-            }
-            self.txn(request).await?;
+        let (group, plural) = (text("/spec/group"), text("/spec/names/plural"));
+        if group.is_empty() || plural.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let prefix = Bytes::from(format!("{}/{group}/{plural}/", self.source.prefix));
+        let mut start: Option<Bytes> = None;
+        loop {
+            let mut range = RangeRequest::prefix(prefix.clone()).with_limit(100);
+            if let Some(after) = start.take() {
+                range = range.starting(StartKey::Exclusive(after));
+            }
+            let page = self.source.store.range(range).await.map_err(store_error)?;
+            let mut request = TxnRequest::default();
+            for kv in &page.kvs {
+                request = request.then(TxnOp::Delete {
+                    key: kv.key.clone(),
+                });
+            }
+            if !page.kvs.is_empty() {
+                self.txn(request).await?;
+            }
+            match page.kvs.last() {
+                Some(last) if page.more => start = Some(last.key.clone()),
+                _ => return Ok(()),
+            }
+        }
     }
 
     /// The managed fields writer of this request, for an object typed by `custom` (a custom
@@ -1654,6 +1665,10 @@ impl Writer<'_> {
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_none_or(Vec::is_empty);
+            // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
+            if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
+                self.delete_definition_objects(&new).await?;
+            }
             let (operation, written) = if finalized {
                 (
                     TxnOp::Delete {
@@ -1878,7 +1893,7 @@ impl Writer<'_> {
                 self.delete_namespace_contents(name).await?;
             }
             if watchkeeper_api::crd::is_crd(&resource.def) && !has_finalizers && !self.dry_run {
-                self.delete_definition_objects(name).await?;
+                self.delete_definition_objects(body).await?;
             }
             let store_key = Bytes::from(resource.store_key(namespace, name));
             let (operation, result) = if has_finalizers {
