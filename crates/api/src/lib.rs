@@ -48,6 +48,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod ephemeral;
 pub mod error;
+pub mod gc;
 mod hash;
 pub mod meta;
 pub mod negotiate;

@@ -466,6 +466,7 @@ pub fn prepare_create(
         }
     };
     validate_labels_and_annotations(&meta, &mut causes)?;
+    causes.extend(crate::gc::validate_metadata(&meta));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
     }
@@ -616,6 +617,8 @@ fn prepare_checked_update(
         }
     }
     validate_labels_and_annotations(&meta, &mut causes)?;
+    causes.extend(crate::gc::validate_metadata(&meta));
+    causes.extend(crate::gc::validate_no_new_finalizers(old_meta, &meta));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &old_name, causes));
     }

@@ -19,6 +19,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod cache;
 pub mod config;
+pub mod controllers;
 pub mod http;
 pub mod limits;
 pub mod operator;
@@ -337,9 +338,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                     .rebuild_history
                     .then_some(config.cache.history_capacity_max as u64),
             )
-            .with_custom_resource_versions(Arc::new(
-                crate::source::catalog::VersionsBound::new(config.custom_resource_versions_max),
-            ));
+            .with_custom_resource_versions(Arc::new(crate::source::catalog::VersionsBound::new(
+                config.custom_resource_versions_max,
+            )))
+            .with_garbage_collection(config.enable_garbage_collector);
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
@@ -435,7 +437,17 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             store.custom_resource_versions().clone(),
         )
     });
-    let reflector = source.start_reflector(feeds, status.clone(), catalog);
+    // Over a store, the garbage collector learns of every object from the reflector.
+    let garbage_collector = (store_mode && config.enable_garbage_collector)
+        .then(crate::controllers::garbage_collector::GarbageCollector::new);
+    let reflector = source.start_reflector(
+        feeds,
+        status.clone(),
+        catalog,
+        garbage_collector
+            .clone()
+            .map(|gc| gc as Arc<dyn crate::source::feed::Observer>),
+    );
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let limits = Arc::new(crate::limits::Limits::new(
         &config.limits,
@@ -477,8 +489,19 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         limits: limits.clone(),
         consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
         compaction: Arc::default(),
+        garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
     });
+    if let Some(collector) = garbage_collector
+        && let Some(store) = app.source.as_store_source()
+    {
+        tokio::spawn(collector.run(
+            store.clone(),
+            app.registry.clone(),
+            app.source.freshness().clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     if let Some(interval) = app.config.compaction_interval
         && let Some(store) = app.source.as_store()
     {

@@ -21,7 +21,7 @@ use watchkeeper::config::ServeArgs;
 use watchkeeper::source::compaction::{Compactor, Round};
 use watchkeeper_store::Store;
 
-use common::{HANG_GUARD, configmap, request, server_with};
+use common::{HANG_GUARD, configmap, request, restarted, server_with};
 use kubectl_support::Kubectl;
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -175,24 +175,6 @@ async fn a_full_memory_store_refuses_writes_until_deletes_and_compaction() {
     .await;
     full_store_cycle(&server).await;
     server.shutdown().await;
-}
-
-/// A server started again on the embedded store another one just shut down: the store's last
-/// committer (a detached blocking task) lets go of the database file just after its last
-/// answer, and redb refuses a second open until it has, so the start is tried again while it
-/// says so (bounded; a process that exits has no such window).
-async fn restarted(args: ServeArgs) -> Server {
-    let give_up = std::time::Instant::now() + HANG_GUARD;
-    loop {
-        match watchkeeper_testkit::start_server(watchkeeper_testkit::loopback(args.clone())).await {
-            Ok(server) => return server,
-            Err(error) if error.contains("already open") => {
-                assert!(std::time::Instant::now() < give_up, "{error}");
-                tokio::task::yield_now().await;
-            }
-            Err(error) => panic!("{error}"),
-        }
-    }
 }
 
 /// Goal: the same on the embedded store, whose account survives a restart: a full store

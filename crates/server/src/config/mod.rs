@@ -52,6 +52,12 @@ pub struct ServeArgs {
     /// reads them from the store (for comparison).
     #[arg(long)]
     pub consistent_get_from_cache: Option<bool>,
+    /// Collect garbage as kube-controller-manager's garbage collector and kube-apiserver's
+    /// `--enable-garbage-collector` do [default: true]: a DELETE gives an object the `orphan`
+    /// or `foregroundDeletion` finalizer its propagation policy asks for, and objects whose
+    /// owners are gone are deleted. Off, neither happens. Store modes only.
+    #[arg(long)]
+    pub enable_garbage_collector: Option<bool>,
     /// Events younger than this stay in the history, in seconds [default: 75].
     #[arg(long)]
     pub event_fresh_seconds: Option<u64>,
@@ -339,6 +345,7 @@ impl ServeArgs {
             resources,
             watch_mode,
             consistent_get_from_cache,
+            enable_garbage_collector,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -430,6 +437,8 @@ pub struct ServeConfig {
     pub cache: CacheConfig,
     /// Consistent GETs from the cache (true) or the store (false).
     pub consistent_get_from_cache: bool,
+    /// `--enable-garbage-collector`: GC finalizers on DELETE and the garbage collector.
+    pub enable_garbage_collector: bool,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -835,6 +844,10 @@ impl UpstreamConfig {
                 "--consistent-get-from-cache",
             ),
             (
+                args.enable_garbage_collector.is_some(),
+                "--enable-garbage-collector",
+            ),
+            (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
@@ -1178,6 +1191,7 @@ impl ServeConfig {
             resources: args.resources,
             cache,
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
+            enable_garbage_collector: args.enable_garbage_collector.unwrap_or(true),
             min_request_timeout,
             fresh_wait,
             watch_chunk_items,

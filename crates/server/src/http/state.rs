@@ -48,6 +48,8 @@ pub struct App {
     pub consistency: Arc<ConsistencyChecker>,
     /// The store compaction rounds' outcomes (see `source::compaction`).
     pub compaction: Arc<crate::source::compaction::CompactionCounters>,
+    /// The garbage collector, over a store with `--enable-garbage-collector`.
+    pub garbage_collector: Option<Arc<crate::controllers::garbage_collector::GarbageCollector>>,
     /// Wakes watch responses from inside the runtime (see `cache::wake_relay`).
     pub wake_relay: crate::cache::wake_relay::WakeRelay,
 }
@@ -96,6 +98,7 @@ impl App {
             source: &self.source,
             consistency: &self.consistency,
             compaction: &self.compaction,
+            garbage_collector: self.garbage_collector.as_deref(),
         }
     }
 }

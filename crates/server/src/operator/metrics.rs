@@ -264,6 +264,9 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     if let Some(store) = app.source.as_store_source() {
         collect_custom_resources(app, store.custom_resource_versions(), &mut scrape);
     }
+    if let Some(collector) = app.garbage_collector {
+        collect_garbage_collector(collector, &mut scrape);
+    }
     if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
@@ -326,6 +329,38 @@ fn collect_quota(usage: watchkeeper_store::QuotaUsage, scrape: &mut Scrape) {
             "Writes the store refused because they would exceed --store-quota-bytes (answered 500 database space exceeded).",
         )
         .sample(&[], usage.refusals);
+}
+
+/// The garbage collector's work (`--enable-garbage-collector`).
+fn collect_garbage_collector(
+    collector: &crate::controllers::garbage_collector::GarbageCollector,
+    scrape: &mut Scrape,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let counters = collector.counters();
+    let family = scrape.counter(
+        "watchkeeper_garbage_collector_writes_total",
+        "Writes of the garbage collector by kind: deleted (an object whose owners are gone, or a dependent of an owner deleted in the foreground), orphaned (owner references removed from a dependent), finalized (a GC finalizer removed from an owner).",
+    );
+    for (kind, value) in [
+        ("deleted", &counters.deleted),
+        ("orphaned", &counters.orphaned),
+        ("finalized", &counters.finalized),
+    ] {
+        family.sample(&[("kind", kind)], value.load(Relaxed));
+    }
+    scrape
+        .counter(
+            "watchkeeper_garbage_collector_retries_total",
+            "Looks at an object the garbage collector queued again after a failed write or read.",
+        )
+        .sample(&[], counters.retries.load(Relaxed));
+    scrape
+        .gauge(
+            "watchkeeper_garbage_collector_dependents",
+            "Objects with owner references the garbage collector knows of.",
+        )
+        .sample(&[], collector.dependents() as u64);
 }
 
 fn collect_compaction(

@@ -42,6 +42,8 @@ pub struct Observed<'a> {
     pub consistency: &'a crate::source::consistency::ConsistencyChecker,
     /// The store compaction rounds' outcomes.
     pub compaction: &'a crate::source::compaction::CompactionCounters,
+    /// The garbage collector, when it runs.
+    pub garbage_collector: Option<&'a crate::controllers::garbage_collector::GarbageCollector>,
 }
 
 /// An open watch stream, for `/debug/watchers`.

@@ -22,6 +22,16 @@ pub struct Feed {
     pub input: InputSender,
 }
 
+/// What the reflector tells of every object it feeds the caches (the garbage collector's
+/// graph, [`crate::controllers::garbage_collector`]). Called on the reflector's task before
+/// the caches have the revision: quick, and never waits.
+pub trait Observer: Send + Sync + std::fmt::Debug {
+    /// A resource's cache is (re)initialised with `objects` at `revision`.
+    fn reset(&self, def: &ResourceDef, revision: Revision, objects: &[Arc<Object>]);
+    /// One revision's changes for one resource.
+    fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]);
+}
+
 /// Shared reflector status.
 #[derive(Debug, Default)]
 pub struct ReflectorStatus {

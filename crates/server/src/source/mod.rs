@@ -158,6 +158,7 @@ impl Source {
         feeds: Vec<Feed>,
         status: Arc<ReflectorStatus>,
         catalog: Option<catalog::Catalog>,
+        observer: Option<Arc<dyn feed::Observer>>,
     ) -> tokio::task::JoinHandle<()> {
         let backoff = self.backoff;
         match &self.kind {
@@ -167,7 +168,13 @@ impl Source {
                 let (requests, receiver) = RelistRequests::channel();
                 let _ = self.relists.set(vec![(None, requests)]);
                 tokio::spawn(reflector::run(
-                    lister, feeds, status, readiness, backoff, receiver, catalog,
+                    lister,
+                    feeds,
+                    status,
+                    readiness,
+                    backoff,
+                    receiver,
+                    reflector::Extras { catalog, observer },
                 ))
             }
             Kind::Upstream(upstream) => {
@@ -185,7 +192,7 @@ impl Source {
                         readiness.clone(),
                         backoff,
                         receiver,
-                        None,
+                        reflector::Extras::default(),
                     ));
                 }
                 let _ = self.relists.set(relists);

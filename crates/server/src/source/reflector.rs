@@ -45,7 +45,7 @@ use watchkeeper_core::Revision;
 
 use crate::cache::{Input, name_of};
 use crate::source::catalog::Catalog;
-use crate::source::feed::{Backoff, Feed, Item, Listed, ReflectorStatus, Stop, jitter};
+use crate::source::feed::{Backoff, Feed, Item, Listed, Observer, ReflectorStatus, Stop, jitter};
 use crate::source::store::{StoreEvents, StoreLister};
 use crate::source::upstream::{UpstreamEvents, UpstreamLister};
 
@@ -161,6 +161,7 @@ async fn reconcile(
     feeds: &mut Vec<Feed>,
     (at, changes): (Revision, &[watchkeeper_core::Change]),
     revision: Revision,
+    observer: Option<&Arc<dyn Observer>>,
 ) -> Result<bool, Stop> {
     let wanted = catalog.wanted(at, changes).await;
     let (stop, start) = catalog.plan(&wanted);
@@ -187,6 +188,9 @@ async fn reconcile(
             }
             None => Vec::new(),
         };
+        if let Some(observer) = observer {
+            observer.reset(&feeds[index].def, revision, &objects);
+        }
         if feeds[index]
             .input
             .send_async(Input::Reset(revision, objects))
@@ -201,6 +205,15 @@ async fn reconcile(
             .await;
     }
     Ok(changed)
+}
+
+/// What a store reflection carries besides its feeds.
+#[derive(Default)]
+pub struct Extras {
+    /// The CRDs' catalog, when it serves them.
+    pub catalog: Option<Catalog>,
+    /// Told of every object fed (the garbage collector).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 /// Counts reflections until each has loaded once, then marks the server ready.
@@ -247,8 +260,12 @@ pub async fn run(
     readiness: Arc<Readiness>,
     backoff: Backoff,
     mut relists: UnboundedReceiver<String>,
-    mut catalog: Option<Catalog>,
+    extras: Extras,
 ) {
+    let Extras {
+        mut catalog,
+        observer,
+    } = extras;
     let name = lister.name();
     let mut delay = backoff.initial;
     let mut first = true;
@@ -269,6 +286,9 @@ pub async fn run(
         let ready_at = listed.ready_at;
         let total: usize = listed.objects.iter().map(Vec::len).sum();
         for (feed, objects) in feeds.iter().zip(listed.objects) {
+            if let Some(observer) = &observer {
+                observer.reset(&feed.def, revision, &objects);
+            }
             if feed
                 .input
                 .send_async(Input::Reset(revision, objects))
@@ -282,7 +302,15 @@ pub async fn run(
         status.lists.fetch_add(1, Ordering::Relaxed);
         if let Some(catalog) = catalog.as_mut()
             && let Err(Stop::Relist(error) | Stop::Resume(error) | Stop::Restart(error)) =
-                reconcile(catalog, &lister, &mut feeds, (revision, &[]), revision).await
+                reconcile(
+                    catalog,
+                    &lister,
+                    &mut feeds,
+                    (revision, &[]),
+                    revision,
+                    observer.as_ref(),
+                )
+                .await
         {
             tracing::warn!(source = %name, %error, ?delay, "starting custom resources failed; relisting");
             tokio::time::sleep(jitter(delay)).await;
@@ -343,6 +371,9 @@ pub async fn run(
                             Some(Ok(objects)) => {
                                 tracing::warn!(source = %name, resource = %crate::cache::name_of(&feed.def), revision = last, objects = objects.len(), "relisted one resource on request (its watchers get 410)");
                                 status.lists.fetch_add(1, Ordering::Relaxed);
+                                if let Some(observer) = &observer {
+                                    observer.reset(&feed.def, last, &objects);
+                                }
                                 if feed.input.send(Input::Reset(last, objects)).is_err() {
                                     return;
                                 }
@@ -384,6 +415,7 @@ pub async fn run(
                                 &mut feeds,
                                 (last, &definitions),
                                 revision,
+                                observer.as_ref(),
                             )
                             .await
                             {
@@ -402,7 +434,12 @@ pub async fn run(
                         }
                         for (index, feed) in feeds.iter().enumerate() {
                             let input = match changes.remove(&index) {
-                                Some(changes) => Input::Revision(revision, changes),
+                                Some(changes) => {
+                                    if let Some(observer) = &observer {
+                                        observer.changes(&feed.def, revision, &changes);
+                                    }
+                                    Input::Revision(revision, changes)
+                                }
                                 None => Input::Progress(revision),
                             };
                             if feed.input.send_async(input).await.is_err() {

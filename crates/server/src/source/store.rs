@@ -45,6 +45,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
+use watchkeeper_api::gc::{self, DeletePolicy};
 use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
 use watchkeeper_api::schema::StrictField;
 use watchkeeper_api::{
@@ -93,6 +94,22 @@ pub struct StoreSource {
     service_ips: Option<Arc<Allocators>>,
     /// `--max-custom-resource-versions`: CRD writes that would pass it are refused.
     custom_versions: Arc<VersionsBound>,
+    /// `--enable-garbage-collector`: DELETEs give objects the `orphan` and
+    /// `foregroundDeletion` finalizers (see [`watchkeeper_api::gc`]); off, they never do.
+    garbage_collection: bool,
+}
+
+/// What the garbage collector writes (see [`StoreSource::collect`]).
+pub enum Collect<'a> {
+    /// Delete the object, if its uid is `uid`, with `policy`.
+    Delete {
+        /// The uid the object must have.
+        uid: &'a str,
+        /// The deletion's propagation.
+        policy: DeletePolicy,
+    },
+    /// Apply this JSON merge patch.
+    Patch(Value),
 }
 
 /// How a create's transaction ended, when it did not write.
@@ -192,6 +209,7 @@ impl StoreSource {
             rebuild_window: None,
             handover: Arc::default(),
             service_ips: None,
+            garbage_collection: true,
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -210,6 +228,14 @@ impl StoreSource {
     #[must_use]
     pub fn custom_resource_versions(&self) -> &Arc<VersionsBound> {
         &self.custom_versions
+    }
+
+    /// With or without kube-apiserver's side of garbage collection (`--enable-garbage-collector`,
+    /// on by default): DELETEs give objects the finalizers their propagation policy asks for.
+    #[must_use]
+    pub fn with_garbage_collection(mut self, enabled: bool) -> StoreSource {
+        self.garbage_collection = enabled;
+        self
     }
 
     /// With ClusterIP allocation from `ranges` (one, or one of each IP family, the primary
@@ -357,6 +383,67 @@ impl StoreSource {
         Ok(writer.with_warnings(response))
     }
 
+    /// A write of the server's own garbage collector ([`crate::controllers::garbage_collector`]):
+    /// a DELETE of `namespace/name` whose uid must be `uid`, with `policy`, or a JSON merge
+    /// `patch` of it (its owner references or finalizers; a
+    /// `metadata.resourceVersion` in it is a precondition). As the user
+    /// `system:serviceaccount:kube-system:generic-garbage-collector`, kube-controller-manager's.
+    ///
+    /// # Errors
+    /// As [`Self::write`]: 404 when the object is gone, 409 when it changed (another uid, a
+    /// newer resource version).
+    pub async fn collect(
+        &self,
+        fresh: &Freshness,
+        resources: &[Arc<Resource>],
+        resource: &Resource,
+        (namespace, name): (&str, &str),
+        change: Collect<'_>,
+    ) -> Result<(), ApiError> {
+        let user = crate::auth::User {
+            name: "system:serviceaccount:kube-system:generic-garbage-collector".to_owned(),
+            uid: String::new(),
+            groups: vec![
+                "system:serviceaccounts".to_owned(),
+                "system:serviceaccounts:kube-system".to_owned(),
+                "system:authenticated".to_owned(),
+            ],
+        };
+        let writer = Writer {
+            source: self,
+            user: &user,
+            fresh,
+            resources,
+            dry_run: false,
+            manager: "watchkeeper-garbage-collector".to_owned(),
+            subresource: String::new(),
+            force: false,
+            time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            field_validation: FieldValidation::Ignore,
+            warnings: std::sync::Mutex::new(Vec::new()),
+        };
+        match change {
+            Collect::Delete { uid, policy } => {
+                let options = json!({"preconditions": {"uid": uid}});
+                writer
+                    .delete(resource, namespace, name, &options, policy)
+                    .await?;
+            }
+            Collect::Patch(patch) => {
+                writer
+                    .patch(
+                        resource,
+                        namespace,
+                        name,
+                        PatchType::Merge,
+                        Bytes::from(patch.to_string()),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// [`Self::write`] once the options are parsed.
     async fn write_with(
         &self,
@@ -418,22 +505,41 @@ impl StoreSource {
             }
             (&Method::DELETE, Some(name)) => {
                 // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
-                let options = if body.is_empty() || body.trim_ascii() == b"null" {
-                    Value::Null
+                // kube-apiserver reads the options from the query when there is no body.
+                let (options, policy) = if body.is_empty() || body.trim_ascii() == b"null" {
+                    let query = request.context.query.as_deref();
+                    (Value::Null, DeletePolicy::from_query(query)?)
                 } else {
-                    parse_body(&body)?
+                    let options = parse_body(&body)?;
+                    let policy = DeletePolicy::from_options(&options)?;
+                    (options, policy)
                 };
-                let deleted = writer
-                    .delete(resource, namespace.unwrap_or_default(), name, &options)
+                let (deleted, gone) = writer
+                    .delete(
+                        resource,
+                        namespace.unwrap_or_default(),
+                        name,
+                        &options,
+                        policy,
+                    )
                     .await?;
-                Ok(json_response(
-                    StatusCode::OK,
-                    watchkeeper_api::object_body(&deleted),
-                ))
+                // kube-apiserver: 202 when the object stays and cascading deletion was asked
+                // with `orphanDependents: false`.
+                let code = if !gone && policy.orphan_dependents == Some(false) {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
+                Ok(json_response(code, watchkeeper_api::object_body(&deleted)))
             }
             (&Method::DELETE, None) => {
+                let policy = if body.is_empty() || body.trim_ascii() == b"null" {
+                    DeletePolicy::from_query(request.context.query.as_deref())?
+                } else {
+                    DeletePolicy::from_options(&parse_body(&body)?)?
+                };
                 let deleted = writer
-                    .delete_collection(resource, namespace, &request.options)
+                    .delete_collection(resource, namespace, &request.options, policy)
                     .await?;
                 Ok(json_response(
                     StatusCode::OK,
@@ -513,18 +619,23 @@ impl Writer<'_> {
             FieldValidation::Ignore => Ok(()),
             FieldValidation::Strict => Err(refuse()),
             FieldValidation::Warn => {
-                let mut warnings = self
-                    .warnings
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 for warning in fields {
-                    // A guaranteed update may run the same patch again after a conflict.
-                    if !warnings.contains(&warning) {
-                        warnings.push(warning);
-                    }
+                    self.warn(warning);
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Adds a warning for the answer's `Warning` headers (once: a guaranteed update may run
+    /// the same patch again after a conflict).
+    fn warn(&self, warning: String) {
+        let mut warnings = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
         }
     }
 
@@ -842,31 +953,42 @@ impl Writer<'_> {
             .await
     }
 
-    /// Deletes every object of the resource a CustomResourceDefinition named `name` serves
+    /// Deletes every object of the resource the CustomResourceDefinition `crd` defines
     /// (before the CRD itself, as kube-apiserver's finalizer does), 100 keys per transaction.
-    async fn delete_definition_objects(&self, name: &str) -> Result<(), ApiError> {
-        let Some(served) = self
-            .resources
-            .iter()
-            .find(|r| r.origin == Origin::Definition && r.name() == name)
-        else {
-            return Ok(());
+    /// The keys come from the store under the resource's prefix, not from its cache: a CRD
+    /// being deleted is no longer served, so its cache may be stopped already.
+    async fn delete_definition_objects(&self, crd: &Value) -> Result<(), ApiError> {
+        let text = |path: &str| {
+            crd.pointer(path)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
         };
-        self.consistent(served).await?;
-        let keys: Vec<Bytes> = served
-            .cache()
-            .latest()
-            .range(None, None)
-            .map(|o| Bytes::from(served.store_key(o.namespace(), o.name())))
-            .collect();
-        for batch in keys.chunks(100) {
-            let mut request = TxnRequest::default();
-            for key in batch {
-                request = request.then(TxnOp::Delete { key: key.clone() });
-            }
-            self.txn(request).await?;
+        let (group, plural) = (text("/spec/group"), text("/spec/names/plural"));
+        if group.is_empty() || plural.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let prefix = Bytes::from(format!("{}/{group}/{plural}/", self.source.prefix));
+        let mut start: Option<Bytes> = None;
+        loop {
+            let mut range = RangeRequest::prefix(prefix.clone()).with_limit(100);
+            if let Some(after) = start.take() {
+                range = range.starting(StartKey::Exclusive(after));
+            }
+            let page = self.source.store.range(range).await.map_err(store_error)?;
+            let mut request = TxnRequest::default();
+            for kv in &page.kvs {
+                request = request.then(TxnOp::Delete {
+                    key: kv.key.clone(),
+                });
+            }
+            if !page.kvs.is_empty() {
+                self.txn(request).await?;
+            }
+            match page.kvs.last() {
+                Some(last) if page.more => start = Some(last.key.clone()),
+                _ => return Ok(()),
+            }
+        }
     }
 
     /// The managed fields writer of this request, for an object typed by `custom` (a custom
@@ -1627,6 +1749,10 @@ impl Writer<'_> {
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_none_or(Vec::is_empty);
+            // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
+            if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
+                self.delete_definition_objects(&new).await?;
+            }
             let (operation, written) = if finalized {
                 (
                     TxnOp::Delete {
@@ -1765,15 +1891,29 @@ impl Writer<'_> {
         Ok(UpdateAttempt::Changed { current, new })
     }
 
-    /// DELETE of one object. Objects with finalizers get a deletionTimestamp and stay until
-    /// the finalizers are removed. Deleting a namespace deletes everything in it.
+    /// DELETE of one object; `true` when it is gone. Objects with finalizers (their own, or
+    /// the `orphan` / `foregroundDeletion` one `policy` gives them, see [`gc`]) get a
+    /// deletionTimestamp and stay until the finalizers are removed; a DELETE of an object
+    /// already being deleted changes only its GC finalizers, as `policy` asks. Deleting a
+    /// namespace deletes everything in it.
     async fn delete(
         &self,
         resource: &Resource,
         namespace: &str,
         name: &str,
         options: &Value,
-    ) -> Result<Value, ApiError> {
+        policy: DeletePolicy,
+    ) -> Result<(Value, bool), ApiError> {
+        if self.source.garbage_collection
+            && policy.is_default()
+            && (
+                resource.def.group.as_str(),
+                resource.def.version.as_str(),
+                resource.def.plural.as_str(),
+            ) == ("batch", "v1", "jobs")
+        {
+            self.warn(gc::JOB_ORPHAN_WARNING.to_owned());
+        }
         let cache = resource.cache();
         self.consistent(resource).await?;
         let precondition_uid = options
@@ -1820,32 +1960,55 @@ impl Writer<'_> {
                     ),
                 ));
             }
-            let has_finalizers = body
-                .pointer("/metadata/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty());
+            let gc_finalizers = self
+                .source
+                .garbage_collection
+                .then(|| gc::deletion_finalizers(&resource.def, body, policy))
+                .flatten();
+            let has_finalizers = match &gc_finalizers {
+                Some(finalizers) => !finalizers.is_empty(),
+                None => body
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| !f.is_empty()),
+            };
             if resource.def.group.is_empty() && resource.def.plural == "namespaces" && !self.dry_run
             {
                 self.delete_namespace_contents(name).await?;
             }
             if watchkeeper_api::crd::is_crd(&resource.def) && !has_finalizers && !self.dry_run {
-                self.delete_definition_objects(name).await?;
+                self.delete_definition_objects(body).await?;
             }
             let store_key = Bytes::from(resource.store_key(namespace, name));
             let (operation, result) = if has_finalizers {
-                if body.pointer("/metadata/deletionTimestamp").is_some() {
-                    return Ok(body.clone());
+                let deleting = body.pointer("/metadata/deletionTimestamp").is_some();
+                if deleting && gc_finalizers.is_none() {
+                    return Ok((body.clone(), false));
                 }
                 let mut marked = body.clone();
                 if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
-                    metadata.insert(
-                        "deletionTimestamp".to_owned(),
-                        Value::String(
-                            humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                                .to_string(),
-                        ),
-                    );
-                    metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
+                    if !deleting {
+                        metadata.insert(
+                            "deletionTimestamp".to_owned(),
+                            Value::String(
+                                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                                    .to_string(),
+                            ),
+                        );
+                        metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
+                        // kube-apiserver's `markAsDeleting`: a kind that keeps a generation
+                        // counts the deletion as a change of the spec.
+                        if let Some(generation) = metadata
+                            .get("generation")
+                            .and_then(Value::as_i64)
+                            .filter(|g| *g > 0)
+                        {
+                            metadata.insert("generation".to_owned(), json!(generation + 1));
+                        }
+                    }
+                    if let Some(finalizers) = gc_finalizers {
+                        metadata.insert("finalizers".to_owned(), json!(finalizers));
+                    }
                 }
                 (
                     TxnOp::Put {
@@ -1864,9 +2027,9 @@ impl Writer<'_> {
             };
             if self.dry_run {
                 return Ok(if has_finalizers {
-                    with_revision(result, current.resource_version())
+                    (with_revision(result, current.resource_version()), false)
                 } else {
-                    result
+                    (result, true)
                 });
             }
             // A deletion lowers the usage its namespace's quotas show.
@@ -1889,9 +2052,9 @@ impl Writer<'_> {
             if response.succeeded {
                 self.settle(resource, response.revision).await;
                 return Ok(if has_finalizers {
-                    with_revision(result, response.revision)
+                    (with_revision(result, response.revision), false)
                 } else {
-                    result
+                    (result, true)
                 });
             }
             self.source
@@ -1936,6 +2099,7 @@ impl Writer<'_> {
         resource: &Resource,
         namespace: Option<&str>,
         options: &Options,
+        policy: DeletePolicy,
     ) -> Result<usize, ApiError> {
         let page = read::list(
             resource,
@@ -1949,7 +2113,13 @@ impl Writer<'_> {
         let mut deleted = 0;
         for object in page.items {
             match self
-                .delete(resource, object.namespace(), object.name(), &Value::Null)
+                .delete(
+                    resource,
+                    object.namespace(),
+                    object.name(),
+                    &Value::Null,
+                    policy,
+                )
                 .await
             {
                 Ok(_) => deleted += 1,

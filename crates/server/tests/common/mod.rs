@@ -85,6 +85,24 @@ pub async fn request_with_headers(
     }
 }
 
+/// A server started again on the embedded store another one just shut down: the store's last
+/// committer (a detached blocking task) lets go of the database file just after its last
+/// answer, and redb refuses a second open until it has, so the start is tried again while it
+/// says so (bounded; a process that exits has no such window).
+pub async fn restarted(args: ServeArgs) -> Server {
+    let give_up = std::time::Instant::now() + HANG_GUARD;
+    loop {
+        match watchkeeper_testkit::start_server(watchkeeper_testkit::loopback(args.clone())).await {
+            Ok(server) => return server,
+            Err(error) if error.contains("already open") => {
+                assert!(std::time::Instant::now() < give_up, "{error}");
+                tokio::task::yield_now().await;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    }
+}
+
 /// A watch stream read event by event from a raw socket; fails the test on a hang.
 pub struct WatchReader {
     raw: RawWatch,

@@ -1,0 +1,651 @@
+//! Garbage collection over HTTP: kube-apiserver's finalizers on DELETE (`propagationPolicy`,
+//! `orphanDependents`, the kinds' defaults) and the collector that carries them out (see
+//! `controllers::garbage_collector`). Every wait is on a watch event, never on time.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+use watchkeeper::config::ServeArgs;
+
+use common::{WatchReader, get_json, request, restarted, send_json, server, server_with};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A ConfigMap `name` owned by `owners` (`(apiVersion, kind, name, uid, blockOwnerDeletion)`).
+fn owned(name: &str, owners: &[(&str, &str, &str, &str, bool)]) -> Value {
+    let refs: Vec<Value> = owners
+        .iter()
+        .map(|(api_version, kind, owner, uid, block)| {
+            json!({"apiVersion": api_version, "kind": kind, "name": owner, "uid": uid,
+                "blockOwnerDeletion": block})
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "ownerReferences": refs}})
+}
+
+/// Creates `body` at `path`; its uid.
+async fn create(addr: SocketAddr, path: &str, body: &Value) -> String {
+    let (status, created) = send_json(addr, "POST", path, body).await;
+    assert_eq!(status, 201, "POST {path}: {created}");
+    created["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+/// A watch of `path` from now.
+async fn watch(addr: SocketAddr, path: &str) -> WatchReader {
+    let (status, list) = get_json(addr, path).await;
+    assert_eq!(status, 200, "{list}");
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    WatchReader::open(addr, &format!("{path}?watch=1&resourceVersion={rv}"), None).await
+}
+
+/// Reads `watch` until every name in `names` was DELETED; the other events seen.
+async fn until_deleted(watch: &mut WatchReader, names: &[&str]) -> Vec<Value> {
+    let mut left: Vec<&str> = names.to_vec();
+    let mut seen = Vec::new();
+    while !left.is_empty() {
+        let event = watch.next().await.expect("the watch goes on");
+        let name = event["object"]["metadata"]["name"].as_str().unwrap_or("");
+        if event["type"] == "DELETED" {
+            left.retain(|n| *n != name);
+        }
+        seen.push(event);
+    }
+    seen
+}
+
+/// Reads `watch` until an event for `name` satisfies `done`; that object.
+async fn until_object(
+    watch: &mut WatchReader,
+    name: &str,
+    done: impl Fn(&str, &Value) -> bool,
+) -> Value {
+    loop {
+        let event = watch.next().await.expect("the watch goes on");
+        let kind = event["type"].as_str().unwrap_or("").to_owned();
+        let object = &event["object"];
+        if object["metadata"]["name"] == name && done(&kind, object) {
+            return object.clone();
+        }
+    }
+}
+
+async fn delete(addr: SocketAddr, path: &str, options: &Value) -> (u16, Value) {
+    let body = if options.is_null() {
+        String::new()
+    } else {
+        options.to_string()
+    };
+    let (status, text) = request(addr, "DELETE", path, "application/json", &body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Goal: a DELETE without options (Background, the default of Deployments) removes the owner
+/// at once and the collector then deletes the chain under it (ReplicaSet, then its Pod); an
+/// object with a second, live owner only loses the reference to the gone one; an object
+/// created naming an owner that does not exist is collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_deletion_collects_the_chain_of_dependents() {
+    let server = server().await;
+    let addr = server.addr;
+    let apps = "/apis/apps/v1/namespaces/default";
+    let labels = json!({"app": "web"});
+    let template = json!({"metadata": {"labels": labels},
+        "spec": {"containers": [{"name": "web", "image": "nginx"}]}});
+    let deployment = create(
+        addr,
+        &format!("{apps}/deployments"),
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": labels}, "template": template}}),
+    )
+    .await;
+    let replicaset = create(
+        addr,
+        &format!("{apps}/replicasets"),
+        &json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-1",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                "uid": deployment, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"selector": {"matchLabels": labels}, "template": template}}),
+    )
+    .await;
+    let mut pod = template.clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    pod["metadata"]["name"] = json!("web-1-a");
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "name": "web-1", "uid": replicaset, "controller": true, "blockOwnerDeletion": true}]);
+    create(addr, "/api/v1/namespaces/default/pods", &pod).await;
+    let other = create(addr, CMS, &owned("other-owner", &[])).await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "shared",
+            &[
+                ("apps/v1", "Deployment", "web", &deployment, false),
+                ("v1", "ConfigMap", "other-owner", &other, false),
+            ],
+        ),
+    )
+    .await;
+    let mut pods = watch(addr, "/api/v1/namespaces/default/pods").await;
+    let mut configmaps = watch(addr, CMS).await;
+
+    let (status, answer) = delete(addr, &format!("{apps}/deployments/web"), &Value::Null).await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = get_json(addr, &format!("{apps}/deployments/web")).await;
+    assert_eq!(status, 404, "Background: the owner goes at once");
+    until_deleted(&mut pods, &["web-1-a"]).await;
+    let (status, _) = get_json(addr, &format!("{apps}/replicasets/web-1")).await;
+    assert_eq!(status, 404, "the ReplicaSet went before its pod");
+    let shared = until_object(&mut configmaps, "shared", |kind, object| {
+        kind == "MODIFIED"
+            && object["metadata"]["ownerReferences"]
+                .as_array()
+                .map(Vec::len)
+                == Some(1)
+    })
+    .await;
+    assert_eq!(
+        shared["metadata"]["ownerReferences"][0]["name"],
+        "other-owner"
+    );
+
+    // Created naming an owner that is not there (a uid from elsewhere): collected.
+    create(
+        addr,
+        CMS,
+        &owned(
+            "stray",
+            &[("v1", "ConfigMap", "nobody", "0000-1111", false)],
+        ),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["stray"]).await;
+    // A live owner of that name but another uid does not count either.
+    create(
+        addr,
+        CMS,
+        &owned(
+            "stale",
+            &[("v1", "ConfigMap", "other-owner", "not-its-uid", false)],
+        ),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["stale"]).await;
+    let (status, _) = get_json(addr, &format!("{CMS}/shared")).await;
+    assert_eq!(status, 200, "a dependent with a live owner stays");
+    let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
+    assert!(
+        metrics.contains("watchkeeper_garbage_collector_writes_total{kind=\"deleted\"} 4"),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+/// Goal: Foreground keeps the owner (deletionTimestamp, `foregroundDeletion`) while a
+/// dependent with `blockOwnerDeletion` is there, deletes every dependent (the blocking one in
+/// the foreground too, as it has dependents of its own), and lets the owner go once the last
+/// blocking one has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_deletion_waits_for_blocking_dependents() {
+    let server = server().await;
+    let addr = server.addr;
+    let owner = create(addr, CMS, &owned("owner", &[])).await;
+    // A blocking dependent that cannot go yet: a finalizer of its own holds it.
+    let mut held = owned("held", &[("v1", "ConfigMap", "owner", &owner, true)]);
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let held_uid = create(addr, CMS, &held).await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "below-held",
+            &[("v1", "ConfigMap", "held", &held_uid, true)],
+        ),
+    )
+    .await;
+    create(
+        addr,
+        CMS,
+        &owned("loose", &[("v1", "ConfigMap", "owner", &owner, false)]),
+    )
+    .await;
+    let mut configmaps = watch(addr, CMS).await;
+
+    let (status, answer) = delete(
+        addr,
+        &format!("{CMS}/owner"),
+        &json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    assert!(
+        answer["metadata"]["deletionTimestamp"].is_string(),
+        "{answer}"
+    );
+    // The non-blocking dependent and the one under `held` go; `held` is deleted in the
+    // foreground (it has a dependent) and stays for its own finalizer.
+    until_deleted(&mut configmaps, &["loose", "below-held"]).await;
+    let held = until_object(&mut configmaps, "held", |_, object| {
+        object["metadata"]["deletionTimestamp"].is_string()
+            && object["metadata"]["finalizers"] == json!(["example.com/hold"])
+    })
+    .await;
+    assert_eq!(held["metadata"]["name"], "held");
+    let (status, owner) = get_json(addr, &format!("{CMS}/owner")).await;
+    assert_eq!(
+        status, 200,
+        "the owner waits for its blocking dependent: {owner}"
+    );
+    assert_eq!(
+        owner["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+
+    // Its finalizer removed, `held` goes, and then the owner.
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/held"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    until_deleted(&mut configmaps, &["held", "owner"]).await;
+    server.shutdown().await;
+}
+
+/// Goal: Orphan (asked, or the default of core v1 ReplicationControllers and batch/v1 Jobs)
+/// removes the owner's references from its dependents, which stay, then lets the owner go; a
+/// Job deleted without a policy gets kube-apiserver's warning; a second DELETE of an object
+/// being deleted changes its GC finalizer as asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_deletion_keeps_dependents() {
+    let server = server().await;
+    let addr = server.addr;
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let rc = create(
+        addr,
+        rcs,
+        &json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "rc"},
+            "spec": {"selector": {"app": "rc"}, "template": {"metadata": {"labels": {"app": "rc"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+    )
+    .await;
+    create(
+        addr,
+        CMS,
+        &owned("kept", &[("v1", "ReplicationController", "rc", &rc, true)]),
+    )
+    .await;
+    let mut configmaps = watch(addr, CMS).await;
+    let mut controllers = watch(addr, rcs).await;
+    let (status, answer) = delete(addr, &format!("{rcs}/rc"), &Value::Null).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["metadata"]["finalizers"],
+        json!(["orphan"]),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["metadata"]["generation"], 2,
+        "markAsDeleting counts a generation"
+    );
+    let kept = until_object(&mut configmaps, "kept", |kind, _| kind == "MODIFIED").await;
+    assert!(kept["metadata"].get("ownerReferences").is_none(), "{kept}");
+    until_deleted(&mut controllers, &["rc"]).await;
+    let (status, _) = get_json(addr, &format!("{CMS}/kept")).await;
+    assert_eq!(status, 200);
+
+    // A Job without a policy: orphaned, with kube-apiserver's warning.
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}}}});
+    create(addr, jobs, &job).await;
+    let answer = watchkeeper_testkit::request(
+        addr,
+        "DELETE",
+        &format!("{jobs}/j"),
+        &[("Content-Type", "application/json")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200);
+    let warnings: Vec<&str> = answer
+        .headers
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\""
+        ]
+    );
+    let deleted: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(deleted["metadata"]["finalizers"], json!(["orphan"]));
+
+    // An object held by a finalizer of its own: a second DELETE swaps the GC finalizer.
+    let mut held = owned("held", &[]);
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    create(addr, CMS, &held).await;
+    let (_, first) = delete(
+        addr,
+        &format!("{CMS}/held"),
+        &json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(
+        first["metadata"]["finalizers"],
+        json!(["example.com/hold", "foregroundDeletion"])
+    );
+    let (status, second) = delete(
+        addr,
+        &format!("{CMS}/held?propagationPolicy=Orphan"),
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        second["metadata"]["deletionTimestamp"], first["metadata"]["deletionTimestamp"],
+        "the deletion's time stays"
+    );
+    // The collector removes `orphan` at once (no dependents); the object's own stays.
+    until_object(&mut configmaps, "held", |_, object| {
+        object["metadata"]["deletionTimestamp"].is_string()
+            && object["metadata"]["finalizers"] == json!(["example.com/hold"])
+    })
+    .await;
+    server.shutdown().await;
+}
+
+/// Goal: DeleteOptions, owner references and finalizers are checked as kube-apiserver checks
+/// them, in its words, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_owner_references_and_finalizers_are_checked() {
+    let server = server().await;
+    let addr = server.addr;
+    create(addr, CMS, &owned("a", &[])).await;
+    let (status, refused) = delete(
+        addr,
+        &format!("{CMS}/a"),
+        &json!({"propagationPolicy": "Foreground", "orphanDependents": true}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"Foreground\": orphanDependents and deletionPropagation cannot be both set"
+    );
+    let (status, refused) = delete(
+        addr,
+        &format!("{CMS}/a?propagationPolicy=Later"),
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["details"]["causes"][0]["reason"],
+        "FieldValueNotSupported"
+    );
+    let (status, _) = get_json(addr, &format!("{CMS}/a")).await;
+    assert_eq!(status, 200, "a refused DELETE deletes nothing");
+
+    let mut no_uid = owned("b", &[("v1", "ConfigMap", "a", "", false)]);
+    let (status, refused) = send_json(addr, "POST", CMS, &no_uid).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "ConfigMap \"b\" is invalid: metadata.ownerReferences.uid: Invalid value: \"\": must not be empty"
+    );
+    no_uid["metadata"]["ownerReferences"] = json!([
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "1", "controller": true},
+        {"apiVersion": "v1", "kind": "Secret", "name": "s", "uid": "2", "controller": true}
+    ]);
+    let (status, refused) = send_json(addr, "POST", CMS, &no_uid).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("Only one reference can have Controller set to true. Found \"true\" in references for ConfigMap/a and Secret/s"),
+        "{refused}"
+    );
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":["orphan","foregroundDeletion"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused.contains("finalizer orphan and foregroundDeletion cannot be both set"),
+        "{refused}"
+    );
+
+    // An object being deleted takes no new finalizer.
+    let (status, _) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = delete(addr, &format!("{CMS}/a"), &Value::Null).await;
+    assert_eq!(status, 200);
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":["example.com/hold","example.com/more"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused.contains("metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\\\"example.com/more\\\"}"),
+        "{refused}"
+    );
+    // 202 when cascading was asked with orphanDependents=false and the object stays.
+    let (status, answer) = delete(
+        addr,
+        &format!("{CMS}/a"),
+        &json!({"orphanDependents": false}),
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    server.shutdown().await;
+}
+
+/// Goal: with `--enable-garbage-collector=false` a DELETE adds no GC finalizer and nothing
+/// is collected; a server started later with it on collects, from its first list, what was
+/// left behind (here on the embedded store, restarted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_started_later_collects_what_was_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |collect: bool| ServeArgs {
+        store: Some("embedded".into()),
+        data_dir: Some(dir.path().to_owned()),
+        enable_garbage_collector: Some(collect),
+        ..ServeArgs::default()
+    };
+    let server = server_with(args(false)).await;
+    let addr = server.addr;
+    let owner = create(addr, CMS, &owned("owner", &[])).await;
+    create(
+        addr,
+        CMS,
+        &owned("left", &[("v1", "ConfigMap", "owner", &owner, true)]),
+    )
+    .await;
+    let (status, answer) = delete(
+        addr,
+        &format!("{CMS}/owner"),
+        &json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = get_json(addr, &format!("{CMS}/owner")).await;
+    assert_eq!(status, 404, "no GC finalizer: deleted at once");
+    let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
+    assert!(
+        !metrics.contains("watchkeeper_garbage_collector"),
+        "no collector runs"
+    );
+    let (status, _) = get_json(addr, &format!("{CMS}/left")).await;
+    assert_eq!(status, 200);
+    server.shutdown().await;
+
+    let server = restarted(args(true)).await;
+    let addr = server.addr;
+    let mut configmaps =
+        WatchReader::open(addr, &format!("{CMS}?watch=1&resourceVersion=0"), None).await;
+    until_deleted(&mut configmaps, &["left"]).await;
+    server.shutdown().await;
+}
+
+/// Goal: a namespaced owner counts only in its dependent's namespace, and a reference to a
+/// kind the server does not serve never makes an object go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_are_looked_up_as_kube_does() {
+    let server = server().await;
+    let addr = server.addr;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let foreign = create(
+        addr,
+        "/api/v1/namespaces/elsewhere/configmaps",
+        &owned("owner", &[]),
+    )
+    .await;
+    let mut configmaps = watch(addr, CMS).await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "unknown-kind",
+            &[("example.com/v1", "Widget", "w", "1", true)],
+        ),
+    )
+    .await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "cross-namespace",
+            &[("v1", "ConfigMap", "owner", &foreign, true)],
+        ),
+    )
+    .await;
+    // A cluster-scoped owner is found from any namespace.
+    let (status, namespace) = get_json(addr, "/api/v1/namespaces/elsewhere").await;
+    assert_eq!(status, 200);
+    let ns_uid = namespace["metadata"]["uid"].as_str().unwrap().to_owned();
+    create(
+        addr,
+        CMS,
+        &owned(
+            "cluster-owned",
+            &[("v1", "Namespace", "elsewhere", &ns_uid, false)],
+        ),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["cross-namespace"]).await;
+    // Looked at after the two before it (one revision each, in order), the third stays.
+    create(
+        addr,
+        CMS,
+        &owned("marker", &[("v1", "ConfigMap", "nobody", "2", false)]),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["marker"]).await;
+    for name in ["unknown-kind", "cluster-owned"] {
+        let (status, _) = get_json(addr, &format!("{CMS}/{name}")).await;
+        assert_eq!(status, 200, "{name} stays");
+    }
+    server.shutdown().await;
+}
+
+/// Goal: custom resources own and are owned like built-in kinds, and a CRD deleted in the
+/// foreground (held by its `foregroundDeletion` finalizer until the collector removes it)
+/// takes its objects with it when it goes, and so their dependents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    create(
+        addr,
+        crds,
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+    )
+    .await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = create(
+        addr,
+        widgets,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "of-widget",
+            &[("example.com/v1", "Widget", "w", &widget, true)],
+        ),
+    )
+    .await;
+    let mut configmaps = watch(addr, CMS).await;
+    let (status, answer) = delete(
+        addr,
+        &format!("{crds}/widgets.example.com"),
+        &json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    until_deleted(&mut configmaps, &["of-widget"]).await;
+    let (status, _) = get_json(addr, &format!("{crds}/widgets.example.com")).await;
+    assert_eq!(status, 404, "the CRD went before its object's dependent");
+    let left = watchkeeper_store::Store::range(
+        server.store().unwrap(),
+        watchkeeper_store::RangeRequest::prefix(bytes::Bytes::from_static(
+            b"/registry/example.com/widgets/",
+        )),
+    )
+    .await
+    .unwrap();
+    assert!(left.kvs.is_empty(), "no widget left in the store");
+    server.shutdown().await;
+}
