@@ -649,3 +649,47 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
     assert!(left.kvs.is_empty(), "no widget left in the store");
     server.shutdown().await;
 }
+
+/// Goal: a cycle of blocking owner references (`a` owns `b`, `b` owns `a`) deleted in the
+/// foreground does not hold both forever: as kube's collector, the dependent deleted in the
+/// foreground while its own dependent waits stops blocking its owner, and both go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_cycle_is_broken() {
+    let server = server().await;
+    let addr = server.addr;
+    let a = create(addr, CMS, &owned("a", &[])).await;
+    let b = create(
+        addr,
+        CMS,
+        &owned("b", &[("v1", "ConfigMap", "a", &a, true)]),
+    )
+    .await;
+    let patch = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "b", "uid": b, "blockOwnerDeletion": true}]}});
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a"),
+        "application/merge-patch+json",
+        &patch.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut configmaps = watch(addr, CMS).await;
+    let (status, answer) = delete(
+        addr,
+        &format!("{CMS}/a"),
+        &json!({"propagationPolicy": "Foreground"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let seen = until_deleted(&mut configmaps, &["a", "b"]).await;
+    assert!(
+        seen.iter()
+            .any(|event| event["object"]["metadata"]["name"] == "b"
+                && event["object"]["metadata"]["ownerReferences"][0]["blockOwnerDeletion"]
+                    == false),
+        "b stopped blocking a before they went: {seen:?}"
+    );
+    server.shutdown().await;
+}

@@ -40,10 +40,13 @@
 //! sets of objects (an object queued twice is looked at once). It writes at most
 //! [`CONCURRENT_WRITES`] objects at a time.
 //!
+//! A foreground chain that loops back (`a` owns `b`, `b` owns `a`, both blocking) is broken
+//! as kube breaks it: a dependent deleted in the foreground while one of its own dependents
+//! is too first makes its references non-blocking (`unblockOwnerReferences`).
+//!
 //! ## Not done
-//! kube's cycle breaking for foreground chains (`unblockOwnerReferences`) and the
-//! `OwnerRefInvalidNamespace` events; several servers over one etcd each run a collector (their
-//! writes are idempotent: a second delete finds the object gone or with another uid).
+//! kube's `OwnerRefInvalidNamespace` events. Several servers over one etcd each run a
+//! collector (their writes are preconditioned: a second finds the object gone or changed).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,29 +118,26 @@ impl State {
             return;
         }
         for owner in &old {
+            if refs.contains(owner) {
+                continue;
+            }
+            let key = (owner.group.clone(), owner.kind.clone(), owner.name.clone());
             if !refs.iter().any(|r| r.uid == owner.uid)
-                && let Some(set) = self.by_owner.get_mut(&(
-                    owner.group.clone(),
-                    owner.kind.clone(),
-                    owner.name.clone(),
-                ))
+                && let Some(set) = self.by_owner.get_mut(&key)
             {
                 set.remove(node);
                 if set.is_empty() {
-                    self.by_owner.remove(&(
-                        owner.group.clone(),
-                        owner.kind.clone(),
-                        owner.name.clone(),
-                    ));
+                    self.by_owner.remove(&key);
                 }
-                // An owner in the foreground may have waited for this dependent.
-                self.owners.insert(Owner {
-                    group: owner.group.clone(),
-                    kind: owner.kind.clone(),
-                    namespace: node.namespace.clone(),
-                    name: owner.name.clone(),
-                });
             }
+            // An owner in the foreground may have waited for this dependent (no longer
+            // named, or no longer blocking).
+            self.owners.insert(Owner {
+                group: owner.group.clone(),
+                kind: owner.kind.clone(),
+                namespace: node.namespace.clone(),
+                name: owner.name.clone(),
+            });
         }
         for owner in &refs {
             self.by_owner
@@ -588,6 +588,29 @@ impl Worker<'_> {
             ))
             .is_some_and(|set| !set.is_empty());
         let propagation = if !waiting.is_empty() && has_dependents {
+            // kube's cycle breaking: a dependent of this object that is itself being deleted
+            // in the foreground may be waiting for it while its owner waits for it; this
+            // object's references stop blocking first, so the owner is not held by it.
+            if self
+                .dependent_deleting_dependents(&resource, node, uid, revision)
+                .await?
+            {
+                let unblocked: Vec<Value> = body
+                    .pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        if r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true) {
+                            r["blockOwnerDeletion"] = Value::Bool(false);
+                        }
+                        r
+                    })
+                    .collect();
+                let patch = json!({"metadata": {"ownerReferences": unblocked, "uid": uid}});
+                self.write(&resource, target, Collect::Patch(patch)).await?;
+            }
             Propagation::Foreground
         } else if gc::has_finalizer(body, gc::ORPHAN) {
             Propagation::Orphan
@@ -607,6 +630,61 @@ impl Worker<'_> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Whether an object naming `node` (of `resource`, uid `uid`) as its owner is being
+    /// deleted in the foreground.
+    async fn dependent_deleting_dependents(
+        &self,
+        resource: &Resource,
+        node: &Node,
+        uid: &str,
+        revision: Revision,
+    ) -> Result<bool, ApiError> {
+        let dependents: Vec<Node> = {
+            let state = self.collector.lock();
+            state
+                .by_owner
+                .get(&(
+                    resource.def.group.clone(),
+                    resource.def.kind.clone(),
+                    node.name.clone(),
+                ))
+                .into_iter()
+                .flatten()
+                .filter(|d| !resource.def.namespaced || d.namespace == node.namespace)
+                .filter(|d| {
+                    state
+                        .refs
+                        .get(*d)
+                        .is_some_and(|refs| refs.iter().any(|r| r.uid == uid))
+                })
+                .cloned()
+                .collect()
+        };
+        for dependent in dependents {
+            let Some(served) = self
+                .registry
+                .load()
+                .iter()
+                .find(|r| r.conversion.is_none() && *r.name() == *dependent.resource)
+                .cloned()
+            else {
+                continue;
+            };
+            if let Some(object) = self
+                .read(&served, &dependent.namespace, &dependent.name, revision)
+                .await?
+            {
+                let body = object.body();
+                if body.pointer("/metadata/deletionTimestamp").is_some()
+                    && gc::has_finalizer(body, gc::FOREGROUND)
+                {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Whether `owner`, named by a dependent of `dependent` in `namespace`, is there.
