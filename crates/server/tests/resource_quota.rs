@@ -226,3 +226,46 @@ async fn concurrent_creates_on_two_servers_never_pass_a_count() {
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// Goal: an object that goes when its last finalizer is removed (after a DELETE, or a
+/// foreground or orphan deletion carried out by the garbage collector) lowers the usage as a
+/// plain DELETE does, so its place is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_finalized_away_frees_its_place() {
+    let server = setup(json!({"count/configmaps": "1"})).await;
+    let addr = server.addr;
+    let cms = format!("{NS}/configmaps");
+    let mut held = configmap("held");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let (status, body) = send_json(addr, "POST", &cms, &held).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{cms}/held"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        used(addr).await["count/configmaps"],
+        "1",
+        "still there, still counted"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{cms}/held"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = get_json(addr, &format!("{cms}/held")).await;
+    assert_eq!(status, 404, "its last finalizer gone, it went");
+    assert_eq!(used(addr).await["count/configmaps"], "0");
+    let (status, body) = send_json(addr, "POST", &cms, &configmap("next")).await;
+    assert_eq!(status, 201, "{body}");
+    server.shutdown().await;
+}

@@ -1798,12 +1798,16 @@ impl Writer<'_> {
                     revision: expected,
                 })
                 .then(operation);
-            // A deleted Service claims nothing.
+            // A deleted Service claims nothing; a deletion lowers the usage its namespace's
+            // quotas show, as a DELETE without finalizers does.
             let claimed = !finalized && !claims.is_empty();
-            if !finalized {
-                for (compare, put) in claims {
-                    request = request.when(compare).then(put);
-                }
+            if finalized {
+                claims = self
+                    .quota_claims(resource, namespace, name, current.body(), -1)
+                    .await?;
+            }
+            for (compare, put) in claims {
+                request = request.when(compare).then(put);
             }
             let response = self.txn(request).await?;
             if response.succeeded {
@@ -1825,6 +1829,11 @@ impl Writer<'_> {
                 continue;
             }
             counters.conflicts.fetch_add(1, Ordering::Relaxed);
+            if finalized && object_revision == Some(expected) {
+                // A quota's usage moved first: again once its cache has it.
+                self.wait_quota_caches(resource, response.revision).await?;
+                continue;
+            }
             if precondition.is_some() {
                 return Err(ApiError::conflict_modified(&resource.def, name));
             }
