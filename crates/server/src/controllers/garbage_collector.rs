@@ -193,6 +193,27 @@ impl State {
         }
     }
 
+    /// The objects whose references name the object `name` of `def` (in `namespace` when
+    /// the kind is namespaced) with `uid`, each with whether that reference blocks.
+    fn dependents_naming(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Vec<(Node, bool)> {
+        self.by_owner
+            .get(&(def.group.clone(), def.kind.clone(), name.to_owned()))
+            .into_iter()
+            .flatten()
+            .filter(|d| !def.namespaced || d.namespace == namespace)
+            .filter_map(|d| {
+                let named = self.refs.get(d)?.iter().find(|r| r.uid == uid)?;
+                Some((d.clone(), named.block))
+            })
+            .collect()
+    }
+
     /// Queues every dependent naming an owner of a kind `matches` (group, kind).
     fn look_at_dependents_of_kind(&mut self, matches: impl Fn(&str, &str) -> bool) {
         let queued: Vec<Node> = self
@@ -443,6 +464,15 @@ impl Worker<'_> {
         }
     }
 
+    /// The stored resource `node` is an object of, while it is served.
+    fn served(&self, node: &Node) -> Option<Arc<Resource>> {
+        self.registry
+            .load()
+            .iter()
+            .find(|r| r.conversion.is_none() && *r.name() == *node.resource)
+            .cloned()
+    }
+
     /// The stored resource of `group`/`kind`.
     fn stored(&self, group: &str, kind: &str) -> Option<Arc<Resource>> {
         let found = self
@@ -508,13 +538,7 @@ impl Worker<'_> {
 
     /// kube's `attemptToDeleteItem`.
     async fn dependent(&self, node: &Node, revision: Revision) -> Result<(), ApiError> {
-        let Some(resource) = self
-            .registry
-            .load()
-            .iter()
-            .find(|r| r.conversion.is_none() && *r.name() == *node.resource)
-            .cloned()
-        else {
+        let Some(resource) = self.served(node) else {
             // Its resource is no longer served (a CRD deleted): nothing to collect.
             self.collector.lock().index(node, Vec::new());
             return Ok(());
@@ -641,35 +665,14 @@ impl Worker<'_> {
         uid: &str,
         revision: Revision,
     ) -> Result<bool, ApiError> {
-        let dependents: Vec<Node> = {
-            let state = self.collector.lock();
-            state
-                .by_owner
-                .get(&(
-                    resource.def.group.clone(),
-                    resource.def.kind.clone(),
-                    node.name.clone(),
-                ))
-                .into_iter()
-                .flatten()
-                .filter(|d| !resource.def.namespaced || d.namespace == node.namespace)
-                .filter(|d| {
-                    state
-                        .refs
-                        .get(*d)
-                        .is_some_and(|refs| refs.iter().any(|r| r.uid == uid))
-                })
-                .cloned()
-                .collect()
-        };
-        for dependent in dependents {
-            let Some(served) = self
-                .registry
-                .load()
-                .iter()
-                .find(|r| r.conversion.is_none() && *r.name() == *dependent.resource)
-                .cloned()
-            else {
+        let dependents = self.collector.lock().dependents_naming(
+            &resource.def,
+            &node.namespace,
+            &node.name,
+            uid,
+        );
+        for (dependent, _) in dependents {
+            let Some(served) = self.served(&dependent) else {
                 continue;
             };
             if let Some(object) = self
@@ -773,34 +776,13 @@ impl Worker<'_> {
             .and_then(Value::as_str)
             .unwrap_or_default();
         // The dependents that name this very object.
-        let dependents: Vec<(Node, bool)> = {
-            let state = self.collector.lock();
-            state
-                .by_owner
-                .get(&(
-                    resource.def.group.clone(),
-                    resource.def.kind.clone(),
-                    owner.name.clone(),
-                ))
-                .into_iter()
-                .flatten()
-                .filter(|d| !resource.def.namespaced || d.namespace == namespace)
-                .filter_map(|d| {
-                    let refs = state.refs.get(d)?;
-                    let named = refs.iter().find(|r| r.uid == uid)?;
-                    Some((d.clone(), named.block))
-                })
-                .collect()
-        };
+        let dependents =
+            self.collector
+                .lock()
+                .dependents_naming(&resource.def, namespace, &owner.name, uid);
         let mut blocking = false;
         for (node, block) in &dependents {
-            let Some(dependent) = self
-                .registry
-                .load()
-                .iter()
-                .find(|r| r.conversion.is_none() && *r.name() == *node.resource)
-                .cloned()
-            else {
+            let Some(dependent) = self.served(node) else {
                 continue;
             };
             let Some(object) = self
