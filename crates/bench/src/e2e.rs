@@ -876,6 +876,7 @@ fn drive_fanout(
     child.expect("ready")?;
     let rss_ready = crate::sys::rss_bytes();
     let cpu0 = crate::sys::cpu_seconds();
+    let threads0 = crate::sys::thread_cpu_seconds_by_kind();
     let allocs0 = crate::alloc::counts();
     let live = PROFILE_LIVE.load(std::sync::atomic::Ordering::Relaxed);
     if live {
@@ -889,6 +890,7 @@ fn drive_fanout(
     let allocs1 = crate::alloc::counts();
     let done: Value = serde_json::from_str(&done?).map_err(|e| e.to_string())?;
     let cpu1 = crate::sys::cpu_seconds();
+    let threads1 = crate::sys::thread_cpu_seconds_by_kind();
     child.finish();
     if let Some(error) = done.get("error") {
         return Err(format!("fanout client: {error}"));
@@ -896,6 +898,15 @@ fn drive_fanout(
     let allocations = allocs1.0 - allocs0.0;
     let allocated = allocs1.1 - allocs0.1;
     let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
+    // Where the CPU went, by kind of thread, per delivered event (µs; clock ticks of 10 ms,
+    // so only a long run resolves the small ones).
+    let threads: serde_json::Map<String, Value> = threads1
+        .iter()
+        .map(|(kind, end)| {
+            let spent = end - threads0.get(kind).copied().unwrap_or(0.0);
+            (kind.clone(), json!(spent * 1e6 / delivered.max(1.0)))
+        })
+        .collect();
     let live_growth = live.then(|| {
         let now = crate::alloc::LiveSizes::now();
         crate::alloc::track_live(false);
@@ -912,7 +923,7 @@ fn drive_fanout(
         watcher_stalls: 0,
         complete: done["complete"].as_bool().unwrap_or(false)
             && done["delivered"] == done["expected"],
-        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated, "live": live_growth}),
+        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "threads_cpu_us_per_event": threads, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated, "live": live_growth}),
     })
 }
 

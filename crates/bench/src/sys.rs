@@ -83,6 +83,30 @@ fn cpu_seconds_at(path: &str) -> f64 {
     (utime + stime) / ticks
 }
 
+/// The user + system CPU time, in seconds, of this process's threads by kind: the thread's
+/// name up to its first `-` (`dispatch`, `catchup`, `tokio`, ...), or whole when it has none
+/// (/proc/self/task/*/stat, clock ticks). Threads that ended are not counted.
+#[must_use]
+pub fn thread_cpu_seconds_by_kind() -> std::collections::BTreeMap<String, f64> {
+    let mut kinds = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return kinds;
+    };
+    for task in tasks.flatten() {
+        let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) else {
+            continue;
+        };
+        let comm = comm.trim_end();
+        let kind = comm
+            .split_once('-')
+            .map_or(comm, |(kind, _)| kind)
+            .to_owned();
+        *kinds.entry(kind).or_insert(0.0) +=
+            cpu_seconds_at(&task.path().join("stat").to_string_lossy());
+    }
+    kinds
+}
+
 /// The user + system CPU time, in seconds, of this process's threads whose name starts with
 /// `prefix` (/proc/self/task/*/stat); 0 if none.
 #[must_use]

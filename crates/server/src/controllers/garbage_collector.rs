@@ -73,12 +73,26 @@ pub const RETRY: Duration = Duration::from_secs(1);
 /// `--concurrent-gc-syncs` is 20).
 pub const CONCURRENT_WRITES: usize = 16;
 
-/// An object: its stored resource's name (`replicasets.apps`) and cache key.
+/// An object: its stored resource's name (`replicasets.apps`) and cache key (`ns/name`, or
+/// `name`), both shared with the cache's (no copy per change told).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Node {
     resource: Arc<str>,
-    namespace: String,
-    name: String,
+    key: Arc<str>,
+}
+
+impl Node {
+    fn namespace(&self) -> &str {
+        self.key
+            .split_once('/')
+            .map_or("", |(namespace, _)| namespace)
+    }
+
+    fn name(&self) -> &str {
+        self.key
+            .split_once('/')
+            .map_or(&*self.key, |(_, name)| name)
+    }
 }
 
 /// An owner as a dependent names it: kind, name, and the dependent's namespace (where a
@@ -135,7 +149,7 @@ impl State {
             self.owners.insert(Owner {
                 group: owner.group.clone(),
                 kind: owner.kind.clone(),
-                namespace: node.namespace.clone(),
+                namespace: node.namespace().to_owned(),
                 name: owner.name.clone(),
             });
         }
@@ -153,8 +167,7 @@ impl State {
     fn put(&mut self, def: &ResourceDef, resource: &Arc<str>, object: &Object) {
         let node = Node {
             resource: resource.clone(),
-            namespace: object.namespace().to_owned(),
-            name: object.name().to_owned(),
+            key: object.key().clone(),
         };
         let body = object.body();
         self.index(&node, gc::owner_refs(body));
@@ -171,19 +184,18 @@ impl State {
             self.owners.insert(Owner {
                 group: def.group.clone(),
                 kind: def.kind.clone(),
-                namespace: node.namespace,
-                name: node.name,
+                namespace: node.namespace().to_owned(),
+                name: node.name().to_owned(),
             });
         }
     }
 
-    fn delete(&mut self, def: &ResourceDef, resource: &Arc<str>, key: &str) {
-        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    fn delete(&mut self, def: &ResourceDef, resource: &Arc<str>, key: &Arc<str>) {
         let node = Node {
             resource: resource.clone(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
+            key: key.clone(),
         };
+        let (namespace, name) = (node.namespace(), node.name());
         self.index(&node, Vec::new());
         self.look_at_dependents_of(def, namespace, name);
         if watchkeeper_api::crd::is_crd(def) {
@@ -206,7 +218,7 @@ impl State {
             .get(&(def.group.clone(), def.kind.clone(), name.to_owned()))
             .into_iter()
             .flatten()
-            .filter(|d| !def.namespaced || d.namespace == namespace)
+            .filter(|d| !def.namespaced || d.namespace() == namespace)
             .filter_map(|d| {
                 let named = self.refs.get(d)?.iter().find(|r| r.uid == uid)?;
                 Some((d.clone(), named.block))
@@ -234,7 +246,7 @@ impl State {
         {
             let queued: Vec<Node> = set
                 .iter()
-                .filter(|d| !def.namespaced || d.namespace == namespace)
+                .filter(|d| !def.namespaced || d.namespace() == namespace)
                 .cloned()
                 .collect();
             self.dependents.extend(queued);
@@ -385,9 +397,7 @@ impl Observer for GarbageCollector {
         let gone: Vec<Node> = state
             .refs
             .keys()
-            .filter(|n| {
-                n.resource == resource && !present.contains(&(n.namespace.as_str(), &n.name))
-            })
+            .filter(|n| n.resource == resource && !present.contains(&(n.namespace(), n.name())))
             .cloned()
             .collect();
         for node in gone {
@@ -544,7 +554,7 @@ impl Worker<'_> {
             return Ok(());
         };
         let Some(object) = self
-            .read(&resource, &node.namespace, &node.name, revision)
+            .read(&resource, node.namespace(), node.name(), revision)
             .await?
         else {
             self.collector.lock().index(node, Vec::new());
@@ -562,7 +572,7 @@ impl Worker<'_> {
         let (mut solid, mut dangling, mut waiting) = (0, Vec::new(), Vec::new());
         for owner in &refs {
             match self
-                .resolve(&resource.def, &node.namespace, owner, revision)
+                .resolve(&resource.def, node.namespace(), owner, revision)
                 .await?
             {
                 Found::Solid => solid += 1,
@@ -574,7 +584,7 @@ impl Worker<'_> {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let target = (node.namespace.as_str(), node.name.as_str());
+        let target = (node.namespace(), node.name());
         if solid > 0 {
             if dangling.is_empty() && waiting.is_empty() {
                 return Ok(());
@@ -608,7 +618,7 @@ impl Worker<'_> {
             .get(&(
                 resource.def.group.clone(),
                 resource.def.kind.clone(),
-                node.name.clone(),
+                node.name().to_owned(),
             ))
             .is_some_and(|set| !set.is_empty());
         let propagation = if !waiting.is_empty() && has_dependents {
@@ -667,8 +677,8 @@ impl Worker<'_> {
     ) -> Result<bool, ApiError> {
         let dependents = self.collector.lock().dependents_naming(
             &resource.def,
-            &node.namespace,
-            &node.name,
+            node.namespace(),
+            node.name(),
             uid,
         );
         for (dependent, _) in dependents {
@@ -676,7 +686,7 @@ impl Worker<'_> {
                 continue;
             };
             if let Some(object) = self
-                .read(&served, &dependent.namespace, &dependent.name, revision)
+                .read(&served, dependent.namespace(), dependent.name(), revision)
                 .await?
             {
                 let body = object.body();
@@ -786,7 +796,7 @@ impl Worker<'_> {
                 continue;
             };
             let Some(object) = self
-                .read(&dependent, &node.namespace, &node.name, revision)
+                .read(&dependent, node.namespace(), node.name(), revision)
                 .await?
             else {
                 continue;
@@ -805,7 +815,7 @@ impl Worker<'_> {
                 if self
                     .write(
                         &dependent,
-                        (&node.namespace, &node.name),
+                        (node.namespace(), node.name()),
                         Collect::Patch(patch),
                     )
                     .await?
