@@ -273,9 +273,39 @@ pub struct GarbageCollector {
     state: Mutex<State>,
     wake: Notify,
     counters: Counters,
-    /// The stored resource of each owner kind resolved so far, kept after the kind stops
-    /// being served (a CRD deleted): its objects are then looked up in the store.
-    kinds: Mutex<HashMap<(String, String), Arc<Resource>>>,
+    /// Where the objects of each owner kind resolved so far are stored, kept after the kind
+    /// stops being served (a CRD deleted): they are then looked up in the store.
+    kinds: Mutex<HashMap<(String, String), StoredKind>>,
+}
+
+/// Where a kind's objects are stored (see [`Resource::store_key`]).
+#[derive(Clone, Debug)]
+struct StoredKind {
+    namespaced: bool,
+    key_prefix: String,
+}
+
+impl StoredKind {
+    fn store_key(&self, namespace: &str, name: &str) -> String {
+        if self.namespaced {
+            format!("{}{namespace}/{name}", self.key_prefix)
+        } else {
+            format!("{}{name}", self.key_prefix)
+        }
+    }
+}
+
+/// What an owner reference with `uid` finds in the object `body` of its kind and name.
+fn found_in(body: &Value, uid: &str) -> Found {
+    if body.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
+        return Found::Dangling;
+    }
+    if body.pointer("/metadata/deletionTimestamp").is_some()
+        && gc::has_finalizer(body, gc::FOREGROUND)
+    {
+        return Found::Waiting;
+    }
+    Found::Solid
 }
 
 impl GarbageCollector {
@@ -495,7 +525,11 @@ impl Worker<'_> {
             .kinds
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert((group.to_owned(), kind.to_owned()), found.clone());
+            .entry((group.to_owned(), kind.to_owned()))
+            .or_insert_with(|| StoredKind {
+                namespaced: found.def.namespaced,
+                key_prefix: found.key_prefix.clone(),
+            });
         Some(found)
     }
 
@@ -503,11 +537,11 @@ impl Worker<'_> {
     /// cache is stopped).
     async fn read_stored(
         &self,
-        resource: &Resource,
+        kind: &StoredKind,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let key = bytes::Bytes::from(resource.store_key(namespace, name));
+        let key = bytes::Bytes::from(kind.store_key(namespace, name));
         let kv = watchkeeper_store::Store::get(self.source.store(), key)
             .await
             .map_err(crate::source::store::store_error)?;
@@ -709,51 +743,45 @@ impl Worker<'_> {
         revision: Revision,
     ) -> Result<Found, ApiError> {
         let served = self.stored(&owner.group, &owner.kind);
-        let resource = match &served {
-            Some(resource) => resource.clone(),
-            None => {
-                let known = self
-                    .collector
-                    .kinds
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get(&(owner.group.clone(), owner.kind.clone()))
-                    .cloned();
-                // A kind the server does not serve and never did: unresolvable, never
-                // collected for it.
-                let Some(known) = known else {
-                    return Ok(Found::Solid);
-                };
-                known
-            }
+        let known = match &served {
+            Some(_) => None,
+            // A kind the server does not serve and never did: unresolvable, never collected
+            // for it.
+            None => match self
+                .collector
+                .kinds
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&(owner.group.clone(), owner.kind.clone()))
+            {
+                Some(kind) => Some(kind.clone()),
+                None => return Ok(Found::Solid),
+            },
         };
-        let namespace = match (resource.def.namespaced, dependent.namespaced) {
+        let namespaced = served.as_ref().map_or_else(
+            || known.as_ref().is_some_and(|k| k.namespaced),
+            |r| r.def.namespaced,
+        );
+        let namespace = match (namespaced, dependent.namespaced) {
             (true, true) => namespace,
             // A cluster-scoped dependent cannot name a namespaced owner: unresolvable.
             (true, false) => return Ok(Found::Solid),
             (false, _) => "",
         };
-        let object = if served.is_some() {
-            self.read(&resource, namespace, &owner.name, revision)
+        Ok(match (&served, &known) {
+            (Some(resource), _) => self
+                .read(resource, namespace, &owner.name, revision)
                 .await?
-                .map(|object| object.body().clone())
-        } else {
+                .map_or(Found::Dangling, |object| {
+                    found_in(object.body(), &owner.uid)
+                }),
             // Served once (a CRD since deleted or being replaced): the store says.
-            self.read_stored(&resource, namespace, &owner.name).await?
-        };
-        let Some(body) = object else {
-            return Ok(Found::Dangling);
-        };
-        let body = &body;
-        if body.pointer("/metadata/uid").and_then(Value::as_str) != Some(owner.uid.as_str()) {
-            return Ok(Found::Dangling);
-        }
-        if body.pointer("/metadata/deletionTimestamp").is_some()
-            && gc::has_finalizer(body, gc::FOREGROUND)
-        {
-            return Ok(Found::Waiting);
-        }
-        Ok(Found::Solid)
+            (None, Some(kind)) => self
+                .read_stored(kind, namespace, &owner.name)
+                .await?
+                .map_or(Found::Dangling, |body| found_in(&body, &owner.uid)),
+            (None, None) => Found::Solid,
+        })
     }
 
     /// kube's `processDeletingDependentsItem` and `orphanDependents`.
