@@ -437,16 +437,26 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             store.custom_resource_versions().clone(),
         )
     });
-    // Over a store, the garbage collector learns of every object from the reflector.
+    // Over a store, the controllers learn of every object from the reflector.
     let garbage_collector = (store_mode && config.enable_garbage_collector)
         .then(crate::controllers::garbage_collector::GarbageCollector::new);
+    let namespace_controller =
+        store_mode.then(crate::controllers::namespaces::NamespaceController::new);
+    let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
+    if let Some(collector) = &garbage_collector {
+        observers.push(collector.clone());
+    }
+    if let Some(controller) = &namespace_controller {
+        observers.push(controller.clone());
+    }
     let reflector = source.start_reflector(
         feeds,
         status.clone(),
         catalog,
-        garbage_collector
-            .clone()
-            .map(|gc| gc as Arc<dyn crate::source::feed::Observer>),
+        (!observers.is_empty()).then(|| {
+            Arc::new(crate::controllers::Observers(observers))
+                as Arc<dyn crate::source::feed::Observer>
+        }),
     );
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let limits = Arc::new(crate::limits::Limits::new(
@@ -492,6 +502,16 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
     });
+    if let Some(controller) = namespace_controller
+        && let Some(store) = app.source.as_store_source()
+    {
+        tokio::spawn(controller.run(
+            store.clone(),
+            app.registry.clone(),
+            app.source.freshness().clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     if let Some(collector) = garbage_collector
         && let Some(store) = app.source.as_store_source()
     {

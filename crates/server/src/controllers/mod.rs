@@ -4,3 +4,29 @@
 //! path ([`crate::source::store::StoreSource`]), as a client would.
 
 pub mod garbage_collector;
+pub mod namespaces;
+
+use std::sync::Arc;
+
+use watchkeeper_api::ResourceDef;
+use watchkeeper_core::{Change, Object, Revision};
+
+use crate::source::feed::Observer;
+
+/// Several observers told in turn (the reflector tells one).
+#[derive(Debug)]
+pub struct Observers(pub Vec<Arc<dyn Observer>>);
+
+impl Observer for Observers {
+    fn reset(&self, def: &ResourceDef, revision: Revision, objects: &[Arc<Object>]) {
+        for observer in &self.0 {
+            observer.reset(def, revision, objects);
+        }
+    }
+
+    fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
+        for observer in &self.0 {
+            observer.changes(def, revision, changes);
+        }
+    }
+}

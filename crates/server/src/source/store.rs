@@ -99,6 +99,22 @@ pub struct StoreSource {
     garbage_collection: bool,
 }
 
+/// The namespaces kube-apiserver never deletes (its NamespaceLifecycle admission).
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Whether `def` is the core namespaces.
+fn is_namespaces(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.plural == "namespaces"
+}
+
+/// How many `spec.finalizers` a namespace has.
+fn namespace_finalizers(namespace: &Value) -> usize {
+    namespace
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
+}
+
 /// What the garbage collector writes (see [`StoreSource::collect`]).
 pub enum Collect<'a> {
     /// Delete the object, if its uid is `uid`, with `policy`.
@@ -742,8 +758,14 @@ impl Writer<'_> {
         self.source.store.txn(request).await.map_err(store_error)
     }
 
-    /// Checks that a namespace exists (and is not terminating) before a create in it.
-    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ApiError> {
+    /// Checks that a namespace exists (and is not terminating) before a create of `name` (of
+    /// `def`) in it, refusing as kube-apiserver's NamespaceLifecycle admission.
+    async fn ensure_namespace(
+        &self,
+        def: &ResourceDef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let Some(namespaces) = self.resources.iter().find(|r| {
             r.def.group.is_empty() && r.def.version == "v1" && r.def.plural == "namespaces"
         }) else {
@@ -758,13 +780,15 @@ impl Writer<'_> {
         match found {
             None => Err(ApiError::namespace_not_found(namespace)),
             Some(ns) if ns.body().pointer("/metadata/deletionTimestamp").is_some() => {
-                Err(ApiError::new(
-                    403,
-                    "Forbidden",
-                    format!(
-                        "unable to create new content in namespace {namespace} because it is being terminated"
-                    ),
-                ))
+                let message = format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                );
+                let mut refusal = ApiError::forbidden(def, name, &message);
+                if let Some(details) = refusal.details.as_mut() {
+                    details["causes"] = json!([{"reason": "NamespaceTerminating",
+                        "message": message, "field": "metadata.namespace"}]);
+                }
+                Err(refusal)
             }
             Some(_) => Ok(()),
         }
@@ -780,7 +804,12 @@ impl Writer<'_> {
     ) -> Result<Value, ApiError> {
         let mut body = body;
         self.checked_fields(resource, &mut body, raw)?;
-        let context = self.create_context(resource, namespace).await?;
+        let name = body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let context = self.create_context(resource, namespace, &name).await?;
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit(resource, None, object)?;
         let custom = resource.custom();
@@ -800,12 +829,14 @@ impl Writer<'_> {
         &self,
         resource: &Resource,
         namespace: Option<&'n str>,
+        name: &str,
     ) -> Result<CreateContext<'n>, ApiError> {
         if resource.def.namespaced {
             let namespace = namespace.ok_or_else(|| {
                 ApiError::bad_request("the namespace is required to create a namespaced object: use /namespaces/{namespace}/...".to_owned())
             })?;
-            self.ensure_namespace(namespace).await?;
+            self.ensure_namespace(&resource.def, namespace, name)
+                .await?;
         }
         Ok(CreateContext {
             namespace,
@@ -1636,7 +1667,7 @@ impl Writer<'_> {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
             let namespace = def.namespaced.then_some(namespace);
-            let context = self.create_context(resource, namespace).await?;
+            let context = self.create_context(resource, namespace, name).await?;
             let object = prepare_create(def, merged, &context)?;
             let object = self.admit(resource, None, object)?;
             match self.store_new(resource, namespace, object, &managers).await {
@@ -1748,7 +1779,9 @@ impl Writer<'_> {
                 && new
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
-                    .is_none_or(Vec::is_empty);
+                    .is_none_or(Vec::is_empty)
+                // A namespace goes once its spec finalizers are gone too.
+                && (!is_namespaces(&resource.def) || namespace_finalizers(&new) == 0);
             // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
             if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
                 self.delete_definition_objects(&new).await?;
@@ -1981,9 +2014,57 @@ impl Writer<'_> {
                     .and_then(Value::as_array)
                     .is_some_and(|f| !f.is_empty()),
             };
-            if resource.def.group.is_empty() && resource.def.plural == "namespaces" && !self.dry_run
-            {
-                self.delete_namespace_contents(name).await?;
+            if is_namespaces(&resource.def) {
+                if IMMORTAL_NAMESPACES.contains(&name) {
+                    // kube-apiserver's NamespaceLifecycle admission.
+                    return Err(ApiError::forbidden(
+                        &resource.def,
+                        name,
+                        "this namespace may not be deleted",
+                    ));
+                }
+                // A namespace with spec finalizers (`kubernetes`) terminates: it is marked, and
+                // the namespace controller deletes what it holds, then removes the finalizer
+                // (see `controllers::namespaces`).
+                if namespace_finalizers(body) > 0 {
+                    if body.pointer("/metadata/deletionTimestamp").is_some() {
+                        return Ok((body.clone(), false));
+                    }
+                    let mut marked = body.clone();
+                    if let Some(metadata) =
+                        marked.get_mut("metadata").and_then(Value::as_object_mut)
+                    {
+                        metadata.insert("deletionTimestamp".to_owned(), json!(self.time));
+                        metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
+                    }
+                    marked["status"] = json!({"phase": "Terminating"});
+                    if self.dry_run {
+                        return Ok((with_revision(marked, current.resource_version()), false));
+                    }
+                    let request = TxnRequest::default()
+                        .when(Compare::ModRevision {
+                            key: Bytes::from(resource.store_key(namespace, name)),
+                            revision: current.resource_version(),
+                        })
+                        .then(TxnOp::Put {
+                            key: Bytes::from(resource.store_key(namespace, name)),
+                            value: stored_value(&resource.to_storage(&marked)),
+                        });
+                    let response = self.txn(request).await?;
+                    if response.succeeded {
+                        self.settle(resource, response.revision).await;
+                        return Ok((with_revision(marked, response.revision), false));
+                    }
+                    self.source
+                        .counters
+                        .conflicts
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.fresh.wait(cache, response.revision).await?;
+                    continue;
+                }
+                if !self.dry_run {
+                    self.delete_namespace_contents(name).await?;
+                }
             }
             if watchkeeper_api::crd::is_crd(&resource.def) && !has_finalizers && !self.dry_run {
                 self.delete_definition_objects(body).await?;

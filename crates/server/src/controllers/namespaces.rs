@@ -1,0 +1,281 @@
+//! The namespace controller: kube-controller-manager's `namespace` controller for a server
+//! over a store. A DELETE of a namespace with spec finalizers (`kubernetes`, which every
+//! namespace gets) only marks it (`deletionTimestamp`, `status.phase: Terminating`; creates in
+//! it are then refused); this controller deletes everything the namespace holds through the
+//! ordinary write path, so objects with finalizers of their own stay until those are removed
+//! and dependents elsewhere are collected, and once nothing is left removes the `kubernetes`
+//! finalizer, after which the namespace goes (when no other finalizer holds it).
+//!
+//! It learns of namespaces being deleted, and of deletions inside them, from the reflector
+//! ([`Observer`]), and looks at such a namespace again after each deletion in it, after a
+//! relist, and after [`RETRY`] when a write failed. What it holds: the names of the namespaces
+//! being deleted (bounded by the namespaces in the store).
+//!
+//! Not done: the status conditions kube's controller writes (`NamespaceContentRemaining`,
+//! `NamespaceFinalizersRemaining`, ...).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use watchkeeper_api::ResourceDef;
+use watchkeeper_api::gc::{DeletePolicy, Propagation};
+use watchkeeper_core::{Change, Object, Revision};
+
+use crate::cache::Registry;
+use crate::source::feed::Observer;
+use crate::source::read::Freshness;
+use crate::source::store::{Collect, StoreSource};
+
+/// How long a namespace whose look failed waits before it is looked at again.
+pub const RETRY: Duration = Duration::from_secs(1);
+
+/// The finalizer this controller removes once the namespace is empty.
+const FINALIZER: &str = "kubernetes";
+
+#[derive(Debug, Default)]
+struct State {
+    /// Namespaces being deleted.
+    terminating: BTreeSet<String>,
+    /// Namespaces to look at.
+    queued: BTreeSet<String>,
+    /// The newest revision told.
+    revision: Revision,
+}
+
+/// The namespace controller (see the module docs).
+#[derive(Debug, Default)]
+pub struct NamespaceController {
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+fn is_namespaces(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.plural == "namespaces"
+}
+
+impl NamespaceController {
+    /// A controller that knows of no namespace yet.
+    #[must_use]
+    pub fn new() -> Arc<NamespaceController> {
+        Arc::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn saw_namespace(state: &mut State, object: &Object) {
+        if object
+            .body()
+            .pointer("/metadata/deletionTimestamp")
+            .is_some()
+        {
+            state.terminating.insert(object.name().to_owned());
+            state.queued.insert(object.name().to_owned());
+        } else {
+            state.terminating.remove(object.name());
+        }
+    }
+
+    /// Runs the controller until `shutdown` turns true: writes through `source`, reads the
+    /// caches of `registry`, waiting for them with `fresh`.
+    pub async fn run(
+        self: Arc<Self>,
+        source: StoreSource,
+        registry: Arc<Registry>,
+        fresh: Freshness,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        tokio::select! {
+            () = self.clone().serve(source, registry, fresh) => {}
+            _ = shutdown.wait_for(|down| *down) => {}
+        }
+    }
+
+    async fn serve(
+        self: Arc<Self>,
+        source: StoreSource,
+        registry: Arc<Registry>,
+        fresh: Freshness,
+    ) {
+        let mut retry: Vec<String> = Vec::new();
+        loop {
+            if retry.is_empty() {
+                self.wake.notified().await;
+            } else {
+                let _ = tokio::time::timeout(RETRY, self.wake.notified()).await;
+                self.lock().queued.extend(retry.drain(..));
+            }
+            loop {
+                let (queued, revision) = {
+                    let mut state = self.lock();
+                    (std::mem::take(&mut state.queued), state.revision)
+                };
+                if queued.is_empty() {
+                    break;
+                }
+                for namespace in queued {
+                    if let Err(error) = self
+                        .look(&source, &registry, &fresh, &namespace, revision)
+                        .await
+                    {
+                        tracing::debug!(%namespace, %error.message, "namespace deletion failed; retrying");
+                        retry.push(namespace);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deletes what `namespace` holds if it is being deleted; removes its finalizer once it
+    /// holds nothing.
+    async fn look(
+        &self,
+        source: &StoreSource,
+        registry: &Registry,
+        fresh: &Freshness,
+        namespace: &str,
+        revision: Revision,
+    ) -> Result<(), watchkeeper_api::ApiError> {
+        let served = registry.load();
+        let Some(namespaces) = served.iter().find(|r| is_namespaces(&r.def)).cloned() else {
+            return Ok(());
+        };
+        fresh.wait(namespaces.cache(), revision).await?;
+        let Some(object) = namespaces.cache().get(namespace).0 else {
+            self.lock().terminating.remove(namespace);
+            return Ok(());
+        };
+        let body = object.body();
+        if body.pointer("/metadata/deletionTimestamp").is_none() {
+            self.lock().terminating.remove(namespace);
+            return Ok(());
+        }
+        let finalizers: Vec<&Value> = body
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .collect();
+        if !finalizers.iter().any(|f| f.as_str() == Some(FINALIZER)) {
+            return Ok(());
+        }
+        let prefix = format!("{namespace}/");
+        let mut remaining = 0usize;
+        for resource in served
+            .iter()
+            .filter(|r| r.def.namespaced && r.conversion.is_none())
+        {
+            fresh.wait(resource.cache(), revision).await?;
+            let contents: Vec<Arc<Object>> = resource
+                .cache()
+                .latest()
+                .range(Some(&prefix), None)
+                .cloned()
+                .collect();
+            remaining += contents.len();
+            for object in contents {
+                let body = object.body();
+                if body.pointer("/metadata/deletionTimestamp").is_some() {
+                    continue;
+                }
+                let uid = body
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let policy = DeletePolicy::propagating(Propagation::Background);
+                match source
+                    .collect(
+                        fresh,
+                        &served,
+                        resource,
+                        (namespace, object.name()),
+                        Collect::Delete { uid, policy },
+                    )
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(error) if error.code == 404 || error.code == 409 => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        if remaining > 0 {
+            // Looked at again after each deletion in it.
+            return Ok(());
+        }
+        let kept: Vec<&Value> = finalizers
+            .into_iter()
+            .filter(|f| f.as_str() != Some(FINALIZER))
+            .collect();
+        let patch = json!({
+            "metadata": {"resourceVersion": object.resource_version().to_string()},
+            // An empty list, not null: null would be defaulted to `["kubernetes"]` again.
+            "spec": {"finalizers": kept},
+        });
+        match source
+            .collect(
+                fresh,
+                &served,
+                &namespaces,
+                ("", namespace),
+                Collect::Patch(patch),
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) if error.code == 404 => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+impl Observer for NamespaceController {
+    fn reset(&self, def: &ResourceDef, revision: Revision, objects: &[Arc<Object>]) {
+        let mut state = self.lock();
+        state.revision = state.revision.max(revision);
+        if is_namespaces(def) {
+            for object in objects {
+                Self::saw_namespace(&mut state, object);
+            }
+        }
+        // Anything may have gone in the gap: look at every namespace being deleted again.
+        let terminating = state.terminating.clone();
+        state.queued.extend(terminating);
+        let queued = !state.queued.is_empty();
+        drop(state);
+        if queued {
+            self.wake.notify_one();
+        }
+    }
+
+    fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
+        let mut state = self.lock();
+        state.revision = state.revision.max(revision);
+        if is_namespaces(def) {
+            for change in changes {
+                match &change.object {
+                    Some(object) => Self::saw_namespace(&mut state, object),
+                    None => {
+                        state.terminating.remove(&*change.key);
+                    }
+                }
+            }
+        } else if def.namespaced && !state.terminating.is_empty() {
+            for change in changes.iter().filter(|c| c.object.is_none()) {
+                let namespace = change.key.split_once('/').map_or("", |(ns, _)| ns);
+                if state.terminating.contains(namespace) {
+                    state.queued.insert(namespace.to_owned());
+                }
+            }
+        }
+        let queued = !state.queued.is_empty();
+        drop(state);
+        if queued {
+            self.wake.notify_one();
+        }
+    }
+}
