@@ -770,3 +770,36 @@ async fn a_namespace_terminates_until_what_it_holds_is_gone() {
     }
     server.shutdown().await;
 }
+
+/// Goal: every active namespace has a `default` ServiceAccount, given again when deleted
+/// (kube's serviceaccounts controller), so `kubectl create token default` works anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_namespace_has_a_default_service_account() {
+    let server = server().await;
+    let addr = server.addr;
+    let accounts = "/api/v1/namespaces/fresh/serviceaccounts";
+    let (status, body) = get_json(addr, accounts).await;
+    assert_eq!(status, 200, "{body}");
+    let mut watch =
+        WatchReader::open(addr, &format!("{accounts}?watch=1&resourceVersion=0"), None).await;
+    create(
+        addr,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}}),
+    )
+    .await;
+    let first = until_object(&mut watch, "default", |kind, _| kind == "ADDED").await;
+    let (status, body) = delete(addr, &format!("{accounts}/default"), &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    let again = until_object(&mut watch, "default", |kind, _| kind == "ADDED").await;
+    assert_ne!(again["metadata"]["uid"], first["metadata"]["uid"]);
+    for namespace in ["default", "kube-system", "kube-public"] {
+        let (status, _) = get_json(
+            addr,
+            &format!("/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+        )
+        .await;
+        assert_eq!(status, 200, "{namespace}");
+    }
+    server.shutdown().await;
+}

@@ -571,7 +571,14 @@ impl Worker<'_> {
         let served = self.registry.load();
         match self
             .source
-            .collect(self.fresh, &served, resource, object, change)
+            .collect(
+                self.fresh,
+                &served,
+                resource,
+                "generic-garbage-collector",
+                object,
+                change,
+            )
             .await
         {
             Ok(()) => Ok(true),

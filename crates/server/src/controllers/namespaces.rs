@@ -6,6 +6,9 @@
 //! and dependents elsewhere are collected, and once nothing is left removes the `kubernetes`
 //! finalizer, after which the namespace goes (when no other finalizer holds it).
 //!
+//! It also gives every active namespace its `default` ServiceAccount, and gives it again when
+//! it is deleted (kube's serviceaccounts controller).
+//!
 //! It learns of namespaces being deleted, and of deletions inside them, from the reflector
 //! ([`Observer`]), and looks at such a namespace again after each deletion in it, after a
 //! relist, and after [`RETRY`] when a write failed. What it holds: the names of the namespaces
@@ -34,6 +37,12 @@ pub const RETRY: Duration = Duration::from_secs(1);
 
 /// The finalizer this controller removes once the namespace is empty.
 const FINALIZER: &str = "kubernetes";
+
+/// Its service account's name, as kube-controller-manager's (its writes' user).
+const CONTROLLER: &str = "namespace-controller";
+
+/// The service account every active namespace has (kube's serviceaccounts controller).
+const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
 #[derive(Debug, Default)]
 struct State {
@@ -74,10 +83,11 @@ impl NamespaceController {
             .is_some()
         {
             state.terminating.insert(object.name().to_owned());
-            state.queued.insert(object.name().to_owned());
         } else {
             state.terminating.remove(object.name());
         }
+        // Active: its `default` service account is looked at; terminating: its contents.
+        state.queued.insert(object.name().to_owned());
     }
 
     /// Runs the controller until `shutdown` turns true: writes through `source`, reads the
@@ -130,8 +140,46 @@ impl NamespaceController {
         }
     }
 
+    /// Creates the `default` service account of the active `namespace` when it has none (kube's
+    /// serviceaccounts controller; it is created again when deleted).
+    async fn ensure_service_account(
+        source: &StoreSource,
+        served: &[Arc<crate::cache::Resource>],
+        fresh: &Freshness,
+        namespace: &str,
+        revision: Revision,
+    ) -> Result<(), watchkeeper_api::ApiError> {
+        let Some(accounts) = served.iter().find(|r| {
+            r.def.group.is_empty() && r.def.plural == "serviceaccounts" && r.conversion.is_none()
+        }) else {
+            return Ok(());
+        };
+        fresh.wait(accounts.cache(), revision).await?;
+        let key = watchkeeper_core::object_key(namespace, DEFAULT_SERVICE_ACCOUNT);
+        if accounts.cache().get(&key).0.is_some() {
+            return Ok(());
+        }
+        let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace}});
+        match source
+            .collect(
+                fresh,
+                served,
+                accounts,
+                "service-account-controller",
+                (namespace, DEFAULT_SERVICE_ACCOUNT),
+                Collect::Create(account),
+            )
+            .await
+        {
+            // Created by another server first, or the namespace began terminating or went.
+            Err(error) if error.code == 409 || error.code == 403 || error.code == 404 => Ok(()),
+            other => other,
+        }
+    }
+
     /// Deletes what `namespace` holds if it is being deleted; removes its finalizer once it
-    /// holds nothing.
+    /// holds nothing; gives an active one its `default` service account.
     async fn look(
         &self,
         source: &StoreSource,
@@ -152,7 +200,7 @@ impl NamespaceController {
         let body = object.body();
         if body.pointer("/metadata/deletionTimestamp").is_none() {
             self.lock().terminating.remove(namespace);
-            return Ok(());
+            return Self::ensure_service_account(source, &served, fresh, namespace, revision).await;
         }
         let finalizers: Vec<&Value> = body
             .pointer("/spec/finalizers")
@@ -192,6 +240,7 @@ impl NamespaceController {
                         fresh,
                         &served,
                         resource,
+                        CONTROLLER,
                         (namespace, object.name()),
                         Collect::Delete { uid, policy },
                     )
@@ -221,6 +270,7 @@ impl NamespaceController {
                 fresh,
                 &served,
                 &namespaces,
+                CONTROLLER,
                 ("", namespace),
                 Collect::Patch(patch),
             )
@@ -264,10 +314,13 @@ impl Observer for NamespaceController {
                     }
                 }
             }
-        } else if def.namespaced && !state.terminating.is_empty() {
+        } else if def.namespaced {
+            let accounts = def.group.is_empty() && def.plural == "serviceaccounts";
             for change in changes.iter().filter(|c| c.object.is_none()) {
-                let namespace = change.key.split_once('/').map_or("", |(ns, _)| ns);
-                if state.terminating.contains(namespace) {
+                let (namespace, name) = change.key.split_once('/').unwrap_or(("", ""));
+                if state.terminating.contains(namespace)
+                    || (accounts && name == DEFAULT_SERVICE_ACCOUNT)
+                {
                     state.queued.insert(namespace.to_owned());
                 }
             }

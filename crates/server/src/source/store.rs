@@ -126,6 +126,8 @@ pub enum Collect<'a> {
     },
     /// Apply this JSON merge patch.
     Patch(Value),
+    /// Create this object.
+    Create(Value),
 }
 
 /// How a create's transaction ended, when it did not write.
@@ -399,11 +401,13 @@ impl StoreSource {
         Ok(writer.with_warnings(response))
     }
 
-    /// A write of the server's own garbage collector ([`crate::controllers::garbage_collector`]):
-    /// a DELETE of `namespace/name` whose uid must be `uid`, with `policy`, or a JSON merge
-    /// `patch` of it (its owner references or finalizers; a
-    /// `metadata.resourceVersion` in it is a precondition). As the user
-    /// `system:serviceaccount:kube-system:generic-garbage-collector`, kube-controller-manager's.
+    /// A write of one of the server's own controllers ([`crate::controllers`]), named
+    /// `controller` as kube-controller-manager's service accounts are
+    /// (`generic-garbage-collector`, `namespace-controller`): a DELETE of `namespace/name`
+    /// whose uid must be `uid`, with `policy`, a JSON merge `patch` of it (a
+    /// `metadata.resourceVersion` in it is a precondition), or a create of an object in
+    /// `namespace`. As the user `system:serviceaccount:kube-system:<controller>`, field manager
+    /// `watchkeeper-<controller>`.
     ///
     /// # Errors
     /// As [`Self::write`]: 404 when the object is gone, 409 when it changed (another uid, a
@@ -413,11 +417,12 @@ impl StoreSource {
         fresh: &Freshness,
         resources: &[Arc<Resource>],
         resource: &Resource,
+        controller: &str,
         (namespace, name): (&str, &str),
         change: Collect<'_>,
     ) -> Result<(), ApiError> {
         let user = crate::auth::User {
-            name: "system:serviceaccount:kube-system:generic-garbage-collector".to_owned(),
+            name: format!("system:serviceaccount:kube-system:{controller}"),
             uid: String::new(),
             groups: vec![
                 "system:serviceaccounts".to_owned(),
@@ -431,7 +436,7 @@ impl StoreSource {
             fresh,
             resources,
             dry_run: false,
-            manager: "watchkeeper-garbage-collector".to_owned(),
+            manager: format!("watchkeeper-{controller}"),
             subresource: String::new(),
             force: false,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
@@ -454,6 +459,13 @@ impl StoreSource {
                         PatchType::Merge,
                         Bytes::from(patch.to_string()),
                     )
+                    .await?;
+            }
+            Collect::Create(object) => {
+                let raw = object.to_string();
+                let namespace = resource.def.namespaced.then_some(namespace);
+                writer
+                    .create(resource, namespace, object, raw.as_bytes())
                     .await?;
             }
         }
