@@ -12,6 +12,8 @@
 //!     `--service-cluster-ip-range`, port `https` 443 to the server's port), with its
 //!     Endpoints and EndpointSlice naming the server's address (its kubernetes-service
 //!     controller);
+//!   - their `default` ServiceAccounts (its serviceaccounts controller's, which
+//!     `controllers::namespaces` also is while serving);
 //!   - the `cluster-admin` ClusterRole and its ClusterRoleBinding to the group
 //!     `system:masters` (from its bootstrap RBAC policy; the other bootstrap roles are not
 //!     created).
@@ -82,6 +84,17 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
             }),
         })
         .collect();
+    // Their `default` ServiceAccounts (kube's serviceaccounts controller gives every active
+    // namespace one; seeded here so a start writes nothing behind its readiness).
+    seeds.extend(
+        ["default", "kube-system", "kube-public"].map(|namespace| Seed {
+            plural: "serviceaccounts",
+            group: "",
+            namespace,
+            body: json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "default"}}),
+        }),
+    );
     seeds.extend([
         Seed {
             plural: "services",

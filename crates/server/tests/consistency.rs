@@ -384,14 +384,15 @@ fn names(seen: &[(String, String, u64)]) -> Vec<&str> {
     seen.iter().map(|(_, name, _)| name.as_str()).collect()
 }
 
-/// Creates a namespace (another resource: the store moves on, the configmaps cache gets
-/// progress only); returns its resource version.
+/// Creates a Secret (another resource: the store moves on, the configmaps cache gets
+/// progress only; unlike a namespace, no controller writes after it); returns its resource
+/// version.
 async fn move_on(addr: SocketAddr, name: &str) -> u64 {
     let (status, namespace) = common::send_json(
         addr,
         "POST",
-        "/api/v1/namespaces",
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        "/api/v1/namespaces/default/secrets",
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}),
     )
     .await;
     assert_eq!(status, 201, "{namespace}");
