@@ -340,6 +340,21 @@ fn validate_labels_and_annotations(
     Ok(())
 }
 
+/// kube-apiserver's `ValidateFinalizerName`: each finalizer is a qualified name.
+fn validate_finalizer_names(meta: &Map<String, Value>, causes: &mut Vec<Cause>) {
+    for name in meta
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if let Err(message) = validate_qualified_name(name) {
+            causes.push(invalid_value("metadata.finalizers", name, &message));
+        }
+    }
+}
+
 fn check_size(object: &Value) -> Result<(), ApiError> {
     let size = serialized_size(object);
     if size > OBJECT_SIZE_MAX_BYTES {
@@ -466,6 +481,7 @@ pub fn prepare_create(
         }
     };
     validate_labels_and_annotations(&meta, &mut causes)?;
+    validate_finalizer_names(&meta, &mut causes);
     causes.extend(crate::gc::validate_metadata(&meta));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
@@ -617,6 +633,7 @@ fn prepare_checked_update(
         }
     }
     validate_labels_and_annotations(&meta, &mut causes)?;
+    validate_finalizer_names(&meta, &mut causes);
     causes.extend(crate::gc::validate_metadata(&meta));
     causes.extend(crate::gc::validate_no_new_finalizers(old_meta, &meta));
     if !causes.is_empty() {

@@ -440,6 +440,20 @@ async fn options_owner_references_and_finalizers_are_checked() {
         "{refused}"
     );
 
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/a"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":["not a name"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused.contains("metadata.finalizers: Invalid value: \\\"not a name\\\""),
+        "{refused}"
+    );
+
     // An object being deleted takes no new finalizer.
     let (status, _) = request(
         addr,

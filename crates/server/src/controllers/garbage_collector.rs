@@ -343,12 +343,9 @@ impl GarbageCollector {
         source: StoreSource,
         registry: Arc<Registry>,
         fresh: Freshness,
-        mut shutdown: tokio::sync::watch::Receiver<bool>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        tokio::select! {
-            () = self.clone().collect(source, registry, fresh) => {}
-            _ = shutdown.wait_for(|down| *down) => {}
-        }
+        super::until_shutdown(self.clone().collect(source, registry, fresh), shutdown).await;
     }
 
     async fn collect(

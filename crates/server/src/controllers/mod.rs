@@ -13,6 +13,17 @@ use watchkeeper_core::{Change, Object, Revision};
 
 use crate::source::feed::Observer;
 
+/// Runs a controller's `work` until `shutdown` turns true.
+pub(crate) async fn until_shutdown(
+    work: impl std::future::Future<Output = ()>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::select! {
+        () = work => {}
+        _ = shutdown.wait_for(|down| *down) => {}
+    }
+}
+
 /// Several observers told in turn (the reflector tells one).
 #[derive(Debug)]
 pub struct Observers(pub Vec<Arc<dyn Observer>>);

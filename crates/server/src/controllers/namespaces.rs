@@ -97,12 +97,9 @@ impl NamespaceController {
         source: StoreSource,
         registry: Arc<Registry>,
         fresh: Freshness,
-        mut shutdown: tokio::sync::watch::Receiver<bool>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        tokio::select! {
-            () = self.clone().serve(source, registry, fresh) => {}
-            _ = shutdown.wait_for(|down| *down) => {}
-        }
+        super::until_shutdown(self.clone().serve(source, registry, fresh), shutdown).await;
     }
 
     async fn serve(
