@@ -925,7 +925,8 @@ async fn an_expired_continue_token_offers_the_rest_at_the_latest_revision() {
     server.shutdown().await;
 }
 
-/// Goal: deleting a namespace deletes its objects; finalizers hold a deletion until removed.
+/// Goal: deleting a namespace deletes its objects (the namespace controller's work, after the
+/// DELETE answers: awaited on a watch); finalizers hold a deletion until removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_and_finalizers() {
     let server = server().await;
@@ -975,6 +976,18 @@ async fn namespaces_and_finalizers() {
         status, 404,
         "removing the last finalizer completes the deletion"
     );
+    let (status, list) = get_json(addr, "/api/v1/namespaces/team/configmaps").await;
+    assert_eq!(status, 200);
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = WatchReader::open(
+        addr,
+        &format!("/api/v1/namespaces/team/configmaps?watch=1&resourceVersion={rv}"),
+        None,
+    )
+    .await;
     let (status, _) = request(
         addr,
         "DELETE",
@@ -984,6 +997,12 @@ async fn namespaces_and_finalizers() {
     )
     .await;
     assert_eq!(status, 200);
+    loop {
+        let event = watch.next().await.expect("the watch goes on");
+        if event["type"] == "DELETED" && event["object"]["metadata"]["name"] == "free" {
+            break;
+        }
+    }
     let (status, _) = get_json(addr, "/api/v1/namespaces/team/configmaps/free").await;
     assert_eq!(status, 404);
     server.shutdown().await;
