@@ -194,7 +194,15 @@ pub const JOB_ORPHAN_WARNING: &str = "child pods are preserved by default when j
 
 fn finalizers(object: &Value) -> Vec<&str> {
     object
-        .pointer("/metadata/finalizers")
+        .get("metadata")
+        .and_then(Value::as_object)
+        .map(finalizers_of)
+        .unwrap_or_default()
+}
+
+/// The `finalizers` of a `metadata` map.
+fn finalizers_of(meta: &serde_json::Map<String, Value>) -> Vec<&str> {
+    meta.get("finalizers")
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default()
@@ -383,11 +391,7 @@ pub fn validate_metadata(meta: &serde_json::Map<String, Value>) -> Vec<Cause> {
             }
         }
     }
-    let names: Vec<&str> = meta
-        .get("finalizers")
-        .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let names = finalizers_of(meta);
     if names.contains(&ORPHAN) && names.contains(&FOREGROUND) {
         causes.push((
             "metadata.finalizers".to_owned(),
@@ -411,33 +415,21 @@ pub fn validate_no_new_finalizers(
     if old.get("deletionTimestamp").is_none_or(Value::is_null) {
         return None;
     }
-    let list = |meta: &serde_json::Map<String, Value>| -> Vec<String> {
-        meta.get("finalizers")
-            .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let before = list(old);
-    let mut extra: Vec<String> = list(new)
+    let before = finalizers_of(old);
+    let mut extra: Vec<&str> = finalizers_of(new)
         .into_iter()
         .filter(|f| !before.contains(f))
         .collect();
     if extra.is_empty() {
         return None;
     }
-    extra.sort();
+    extra.sort_unstable();
     extra.dedup();
-    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
     Some((
         "metadata.finalizers".to_owned(),
         format!(
             "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {}",
-            go_strings(&refs)
+            go_strings(&extra)
         ),
         "FieldValueForbidden".to_owned(),
     ))

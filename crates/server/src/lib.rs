@@ -502,25 +502,18 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
     });
-    if let Some(controller) = namespace_controller
-        && let Some(store) = app.source.as_store_source()
-    {
-        tokio::spawn(controller.run(
-            store.clone(),
-            app.registry.clone(),
-            app.source.freshness().clone(),
-            shutdown_rx.clone(),
-        ));
-    }
-    if let Some(collector) = garbage_collector
-        && let Some(store) = app.source.as_store_source()
-    {
-        tokio::spawn(collector.run(
-            store.clone(),
-            app.registry.clone(),
-            app.source.freshness().clone(),
-            shutdown_rx.clone(),
-        ));
+    if let Some(store) = app.source.as_store_source() {
+        let context = crate::controllers::Context {
+            source: store.clone(),
+            registry: app.registry.clone(),
+            fresh: app.source.freshness().clone(),
+        };
+        if let Some(controller) = namespace_controller {
+            tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
+        }
+        if let Some(collector) = garbage_collector {
+            tokio::spawn(collector.run(context, shutdown_rx.clone()));
+        }
     }
     if let Some(interval) = app.config.compaction_interval
         && let Some(store) = app.source.as_store()

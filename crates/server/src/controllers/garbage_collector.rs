@@ -336,29 +336,21 @@ impl GarbageCollector {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs the collector until `shutdown` turns true: writes through `source`, reads the
-    /// caches of `registry`, waiting for them with `fresh`.
+    /// Runs the collector with `context` until `shutdown` turns true.
     pub async fn run(
         self: Arc<Self>,
-        source: StoreSource,
-        registry: Arc<Registry>,
-        fresh: Freshness,
+        context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::until_shutdown(self.clone().collect(source, registry, fresh), shutdown).await;
+        super::until_shutdown(self.clone().collect(context), shutdown).await;
     }
 
-    async fn collect(
-        self: Arc<Self>,
-        source: StoreSource,
-        registry: Arc<Registry>,
-        fresh: Freshness,
-    ) {
+    async fn collect(self: Arc<Self>, context: super::Context) {
         let worker = Worker {
             collector: &self,
-            source: &source,
-            registry: &registry,
-            fresh: &fresh,
+            source: &context.source,
+            registry: &context.registry,
+            fresh: &context.fresh,
         };
         let mut retry: Vec<Work> = Vec::new();
         loop {

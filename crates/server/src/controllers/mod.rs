@@ -13,6 +13,18 @@ use watchkeeper_core::{Change, Object, Revision};
 
 use crate::source::feed::Observer;
 
+/// What a controller's task works with: the store it writes through (the ordinary write
+/// path), the served resources whose caches it reads, and how it waits for them.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// The store source (writes).
+    pub source: crate::source::store::StoreSource,
+    /// The served resources (reads).
+    pub registry: Arc<crate::cache::Registry>,
+    /// How reads wait for the caches.
+    pub fresh: crate::source::read::Freshness,
+}
+
 /// Runs a controller's `work` until `shutdown` turns true.
 pub(crate) async fn until_shutdown(
     work: impl std::future::Future<Output = ()>,

@@ -27,7 +27,6 @@ use watchkeeper_api::ResourceDef;
 use watchkeeper_api::gc::{DeletePolicy, Propagation};
 use watchkeeper_core::{Change, Object, Revision};
 
-use crate::cache::Registry;
 use crate::source::feed::Observer;
 use crate::source::read::Freshness;
 use crate::source::store::{Collect, StoreSource};
@@ -90,24 +89,16 @@ impl NamespaceController {
         state.queued.insert(object.name().to_owned());
     }
 
-    /// Runs the controller until `shutdown` turns true: writes through `source`, reads the
-    /// caches of `registry`, waiting for them with `fresh`.
+    /// Runs the controller with `context` until `shutdown` turns true.
     pub async fn run(
         self: Arc<Self>,
-        source: StoreSource,
-        registry: Arc<Registry>,
-        fresh: Freshness,
+        context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::until_shutdown(self.clone().serve(source, registry, fresh), shutdown).await;
+        super::until_shutdown(self.clone().serve(context), shutdown).await;
     }
 
-    async fn serve(
-        self: Arc<Self>,
-        source: StoreSource,
-        registry: Arc<Registry>,
-        fresh: Freshness,
-    ) {
+    async fn serve(self: Arc<Self>, context: super::Context) {
         let mut retry: Vec<String> = Vec::new();
         loop {
             if retry.is_empty() {
@@ -125,10 +116,7 @@ impl NamespaceController {
                     break;
                 }
                 for namespace in queued {
-                    if let Err(error) = self
-                        .look(&source, &registry, &fresh, &namespace, revision)
-                        .await
-                    {
+                    if let Err(error) = self.look(&context, &namespace, revision).await {
                         tracing::debug!(%namespace, %error.message, "namespace deletion failed; retrying");
                         retry.push(namespace);
                     }
@@ -179,13 +167,12 @@ impl NamespaceController {
     /// holds nothing; gives an active one its `default` service account.
     async fn look(
         &self,
-        source: &StoreSource,
-        registry: &Registry,
-        fresh: &Freshness,
+        context: &super::Context,
         namespace: &str,
         revision: Revision,
     ) -> Result<(), watchkeeper_api::ApiError> {
-        let served = registry.load();
+        let (source, fresh) = (&context.source, &context.fresh);
+        let served = context.registry.load();
         let Some(namespaces) = served.iter().find(|r| is_namespaces(&r.def)).cloned() else {
             return Ok(());
         };

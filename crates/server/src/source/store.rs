@@ -1948,8 +1948,10 @@ impl Writer<'_> {
     /// DELETE of one object; `true` when it is gone. Objects with finalizers (their own, or
     /// the `orphan` / `foregroundDeletion` one `policy` gives them, see [`gc`]) get a
     /// deletionTimestamp and stay until the finalizers are removed; a DELETE of an object
-    /// already being deleted changes only its GC finalizers, as `policy` asks. Deleting a
-    /// namespace deletes everything in it.
+    /// already being deleted changes only its GC finalizers, as `policy` asks. A namespace
+    /// with spec finalizers terminates (the namespace controller deletes what it holds, see
+    /// `controllers::namespaces`); one without is deleted at once with everything in it;
+    /// `default`, `kube-system` and `kube-public` may not be deleted.
     async fn delete(
         &self,
         resource: &Resource,
