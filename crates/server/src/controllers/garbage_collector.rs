@@ -30,7 +30,9 @@
 //! ordinary write path ([`StoreSource::collect`]): a DELETE with the dependent's uid as
 //! precondition, or a merge patch (a finalizer's removal carries the owner's resource
 //! version). A write that fails (a conflict, a cache behind, the store down) is queued again
-//! after [`RETRY`]. A relist of a resource (after a compaction, or a new CRD's first list)
+//! after a delay that doubles with each failure in a row ([`RETRY_BASE`] to [`RETRY_MAX`],
+//! [`super::Retries`]): an object that keeps failing is retried on its own schedule, not each
+//! time something else wakes the collector. A relist of a resource (after a compaction, or a new CRD's first list)
 //! rebuilds what the collector knows of it and looks again at every dependent of its kind,
 //! so a deletion missed in the gap is still collected.
 //!
@@ -56,18 +58,24 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use watchkeeper_api::gc::{self, DeletePolicy, OwnerRef, Propagation};
 use watchkeeper_api::{ApiError, ResourceDef};
 use watchkeeper_core::{Change, Object, Revision, object_key};
 
+use super::Retries;
 use crate::cache::{Registry, Resource, name_of};
 use crate::source::feed::Observer;
 use crate::source::read::Freshness;
 use crate::source::store::{Collect, StoreSource};
 
-/// How long a failed look at an object waits before it is tried again (not a tunable: a
-/// retry changes when, never whether, an object is collected).
-pub const RETRY: Duration = Duration::from_secs(1);
+/// How long a failed look at an object first waits before it is tried again; each further
+/// failure in a row doubles it, up to [`RETRY_MAX`] (kube-controller-manager's queues' 5 ms
+/// and 1,000 s). Not tunables: a retry changes when, never whether, an object is collected.
+pub const RETRY_BASE: Duration = Duration::from_millis(5);
+
+/// The longest wait between two looks at an object that keeps failing.
+pub const RETRY_MAX: Duration = Duration::from_secs(1000);
 
 /// The most objects the collector writes at once (kube-controller-manager's default of
 /// `--concurrent-gc-syncs` is 20).
@@ -265,6 +273,8 @@ pub struct Counters {
     pub finalized: AtomicU64,
     /// Looks at an object that failed and were queued again.
     pub retries: AtomicU64,
+    /// Objects whose last look failed, waiting for their next (gauge).
+    pub failing: AtomicU64,
 }
 
 /// The garbage collector (see the module docs).
@@ -352,14 +362,13 @@ impl GarbageCollector {
             registry: &context.registry,
             fresh: &context.fresh,
         };
-        let mut retry: Vec<Work> = Vec::new();
+        let mut retries: Retries<Work> = Retries::new(RETRY_BASE, RETRY_MAX);
         loop {
-            if retry.is_empty() {
-                self.wake.notified().await;
-            } else {
-                let _ = tokio::time::timeout(RETRY, self.wake.notified()).await;
+            retries.wait(&self.wake).await;
+            let due = retries.take_due(Instant::now());
+            if !due.is_empty() {
                 let mut state = self.lock();
-                for work in retry.drain(..) {
+                for work in due {
                     match work {
                         Work::Dependent(node) => state.dependents.insert(node),
                         Work::Owner(owner) => state.owners.insert(owner),
@@ -382,24 +391,29 @@ impl GarbageCollector {
                     .into_iter()
                     .map(Work::Owner)
                     .chain(dependents.into_iter().map(Work::Dependent));
-                let failed = futures_util::stream::iter(work)
+                let looked = futures_util::stream::iter(work)
                     .map(|work| async {
-                        match worker.look(&work, revision).await {
-                            Ok(()) => None,
-                            Err(error) => {
-                                tracing::debug!(?work, %error.message, "garbage collection failed; retrying");
-                                Some(work)
-                            }
+                        let outcome = worker.look(&work, revision).await;
+                        if let Err(error) = &outcome {
+                            tracing::debug!(?work, %error.message, "garbage collection failed; retrying");
                         }
+                        (work, outcome.is_ok())
                     })
                     .buffer_unordered(CONCURRENT_WRITES)
-                    .filter_map(std::future::ready)
-                    .collect::<Vec<Work>>()
+                    .collect::<Vec<(Work, bool)>>()
                     .await;
+                let now = Instant::now();
+                for (work, done) in looked {
+                    if done {
+                        retries.forget(&work);
+                    } else {
+                        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                        retries.failed(work, now);
+                    }
+                }
                 self.counters
-                    .retries
-                    .fetch_add(failed.len() as u64, Ordering::Relaxed);
-                retry.extend(failed);
+                    .failing
+                    .store(retries.failing() as u64, Ordering::Relaxed);
             }
         }
     }
@@ -460,7 +474,7 @@ fn list_or_null(items: Vec<&Value>) -> Value {
 }
 
 /// One look the task takes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Work {
     /// A dependent: are its owners there?
     Dependent(Node),

@@ -11,7 +11,8 @@
 //!
 //! It learns of namespaces being deleted, and of deletions inside them, from the reflector
 //! ([`Observer`]), and looks at such a namespace again after each deletion in it, after a
-//! relist, and after [`RETRY`] when a write failed. What it holds: the names of the namespaces
+//! relist, and, when a write failed, after a delay that doubles with each failure in a row
+//! ([`RETRY_BASE`] to [`RETRY_MAX`], [`super::Retries`]). What it holds: the names of the namespaces
 //! being deleted (bounded by the namespaces in the store).
 //!
 //! Not done: the status conditions kube's controller writes (`NamespaceContentRemaining`,
@@ -23,16 +24,23 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use watchkeeper_api::ResourceDef;
 use watchkeeper_api::gc::{DeletePolicy, Propagation};
 use watchkeeper_core::{Change, Object, Revision};
 
+use super::Retries;
 use crate::source::feed::Observer;
 use crate::source::read::Freshness;
 use crate::source::store::{Collect, StoreSource};
 
-/// How long a namespace whose look failed waits before it is looked at again.
-pub const RETRY: Duration = Duration::from_secs(1);
+/// How long a namespace whose look failed first waits before it is looked at again; each
+/// further failure in a row doubles it, up to [`RETRY_MAX`] (kube's namespace controller's
+/// 5 ms and 60 s).
+pub const RETRY_BASE: Duration = Duration::from_millis(5);
+
+/// The longest wait between two looks at a namespace that keeps failing.
+pub const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// The finalizer this controller removes once the namespace is empty.
 const FINALIZER: &str = "kubernetes";
@@ -99,14 +107,11 @@ impl NamespaceController {
     }
 
     async fn serve(self: Arc<Self>, context: super::Context) {
-        let mut retry: Vec<String> = Vec::new();
+        let mut retries: Retries<String> = Retries::new(RETRY_BASE, RETRY_MAX);
         loop {
-            if retry.is_empty() {
-                self.wake.notified().await;
-            } else {
-                let _ = tokio::time::timeout(RETRY, self.wake.notified()).await;
-                self.lock().queued.extend(retry.drain(..));
-            }
+            retries.wait(&self.wake).await;
+            let due = retries.take_due(Instant::now());
+            self.lock().queued.extend(due);
             loop {
                 let (queued, revision) = {
                     let mut state = self.lock();
@@ -116,9 +121,12 @@ impl NamespaceController {
                     break;
                 }
                 for namespace in queued {
-                    if let Err(error) = self.look(&context, &namespace, revision).await {
-                        tracing::debug!(%namespace, %error.message, "namespace deletion failed; retrying");
-                        retry.push(namespace);
+                    match self.look(&context, &namespace, revision).await {
+                        Ok(()) => retries.forget(&namespace),
+                        Err(error) => {
+                            tracing::debug!(%namespace, %error.message, "namespace deletion failed; retrying");
+                            retries.failed(namespace, Instant::now());
+                        }
                     }
                 }
             }

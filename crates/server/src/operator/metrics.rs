@@ -357,6 +357,12 @@ fn collect_garbage_collector(
         .sample(&[], counters.retries.load(Relaxed));
     scrape
         .gauge(
+            "watchkeeper_garbage_collector_failing",
+            "Objects whose last look by the garbage collector failed, each waiting to be looked at again after a delay that doubles with every failure in a row (5 ms to 1,000 s).",
+        )
+        .sample(&[], counters.failing.load(Relaxed));
+    scrape
+        .gauge(
             "watchkeeper_garbage_collector_dependents",
             "Objects with owner references the garbage collector knows of.",
         )
