@@ -772,6 +772,37 @@ async fn a_namespace_terminates_until_what_it_holds_is_gone() {
     let (status, namespace) = get_json(addr, "/api/v1/namespaces/team").await;
     assert_eq!(status, 200, "held by what it holds: {namespace}");
     assert_eq!(namespace["spec"]["finalizers"], json!(["kubernetes"]));
+    // kube's deletion conditions say what holds it.
+    let condition = |namespace: &Value, kind: &str| -> Value {
+        namespace["status"]["conditions"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["type"] == kind).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let holding = until_object(&mut namespaces, "team", |_, namespace| {
+        condition(namespace, "NamespaceFinalizersRemaining")["status"] == "True"
+    })
+    .await;
+    assert_eq!(
+        condition(&holding, "NamespaceFinalizersRemaining")["message"],
+        "Some finalizers are remaining: example.com/hold in 1 resource instances"
+    );
+    let remaining = condition(&holding, "NamespaceContentRemaining");
+    assert_eq!(remaining["status"], "True", "{holding}");
+    assert_eq!(remaining["reason"], "SomeResourcesRemain");
+    assert_eq!(
+        remaining["message"],
+        "Some resources are remaining: configmaps. has 1 resource instances"
+    );
+    let content = condition(&holding, "NamespaceDeletionContentFailure");
+    assert_eq!(content["status"], "False", "{holding}");
+    assert_eq!(content["reason"], "ContentDeleted");
+    assert_eq!(
+        holding["status"]["conditions"].as_array().map(Vec::len),
+        Some(5)
+    );
+    assert_eq!(holding["status"]["phase"], "Terminating");
+    assert_eq!(holding["spec"]["finalizers"], json!(["kubernetes"]));
 
     let (status, body) = request(
         addr,
@@ -782,7 +813,11 @@ async fn a_namespace_terminates_until_what_it_holds_is_gone() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    until_deleted(&mut namespaces, &["team"]).await;
+    let seen = until_deleted(&mut namespaces, &["team"]).await;
+    let gone = &seen.last().expect("the deletion")["object"];
+    let removed = condition(gone, "NamespaceContentRemaining");
+    assert_eq!(removed["status"], "False", "{gone}");
+    assert_eq!(removed["message"], "All content successfully removed");
 
     for name in ["default", "kube-system", "kube-public"] {
         let (status, refused) =

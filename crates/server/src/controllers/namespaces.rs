@@ -15,8 +15,15 @@
 //! ([`RETRY_BASE`] to [`RETRY_MAX`], [`super::Retries`]). What it holds: the names of the namespaces
 //! being deleted (bounded by the namespaces in the store).
 //!
-//! Not done: the status conditions kube's controller writes (`NamespaceContentRemaining`,
-//! `NamespaceFinalizersRemaining`, ...).
+//! While a namespace is being deleted, its `status.conditions` are kube's controller's five
+//! (`NamespaceDeletionDiscoveryFailure`, `NamespaceDeletionGroupVersionParsingFailure`,
+//! `NamespaceDeletionContentFailure`, `NamespaceContentRemaining`,
+//! `NamespaceFinalizersRemaining`) with its reasons and messages: what stays once its
+//! contents are deleted (objects with finalizers, by resource and by finalizer, e.g. `Some
+//! finalizers are remaining: example.com/hold in 1 resource instances`), written through the
+//! `status` subresource only when they change.
+//!
+//! Not done: kube's `kube-root-ca.crt` ConfigMap in every namespace.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -205,6 +212,7 @@ impl NamespaceController {
         }
         let prefix = format!("{namespace}/");
         let mut remaining = 0usize;
+        let mut left = Remaining::default();
         for resource in served
             .iter()
             .filter(|r| r.def.namespaced && r.conversion.is_none())
@@ -219,6 +227,7 @@ impl NamespaceController {
             remaining += contents.len();
             for object in contents {
                 let body = object.body();
+                left.count(&resource.def, body);
                 if body.pointer("/metadata/deletionTimestamp").is_some() {
                     continue;
                 }
@@ -243,6 +252,30 @@ impl NamespaceController {
                     Err(error) => return Err(error),
                 }
             }
+        }
+        if let Some(status) = left.conditions(body, &source_time()) {
+            let patch = json!({
+                "metadata": {"resourceVersion": object.resource_version().to_string()},
+                "status": status,
+            });
+            match source
+                .collect(
+                    fresh,
+                    &served,
+                    &namespaces,
+                    CONTROLLER,
+                    ("", namespace),
+                    Collect::PatchStatus(patch),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(error) if error.code == 404 => return Ok(()),
+                Err(error) => return Err(error),
+            }
+            // The finalizer's removal below needs the namespace as written: looked at again
+            // once its status change is told.
+            return Ok(());
         }
         if remaining > 0 {
             // Looked at again after each deletion in it.
@@ -272,6 +305,125 @@ impl NamespaceController {
             Err(error) if error.code == 404 => Ok(()),
             Err(error) => Err(error),
         }
+    }
+}
+
+/// The time as conditions carry it (RFC 3339, seconds).
+fn source_time() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// The condition types kube's namespace controller keeps on a namespace being deleted, in
+/// its order, with the reason and message each has when nothing is wrong
+/// (`pkg/controller/namespace/deletion/status_condition_utils.go`).
+const CONDITIONS: [(&str, &str, &str); 5] = [
+    (
+        "NamespaceDeletionDiscoveryFailure",
+        "ResourcesDiscovered",
+        "All resources successfully discovered",
+    ),
+    (
+        "NamespaceDeletionGroupVersionParsingFailure",
+        "ParsedGroupVersions",
+        "All legacy kube types successfully parsed",
+    ),
+    (
+        "NamespaceDeletionContentFailure",
+        "ContentDeleted",
+        "All content successfully deleted, may be waiting on finalization",
+    ),
+    (
+        "NamespaceContentRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
+    (
+        "NamespaceFinalizersRemaining",
+        "ContentRemoved",
+        "All content successfully removed",
+    ),
+];
+
+/// What stays in a namespace being deleted once this look's deletions are done: objects
+/// with finalizers (deleted, they are only marked), by resource and by finalizer — what
+/// kube's controller counts when it lists a resource again after deleting its objects.
+#[derive(Debug, Default)]
+struct Remaining {
+    /// `{plural}.{group}` (`configmaps.` for the core group) → objects.
+    by_resource: std::collections::BTreeMap<String, usize>,
+    /// Finalizer → objects.
+    by_finalizer: std::collections::BTreeMap<String, usize>,
+}
+
+impl Remaining {
+    fn count(&mut self, def: &ResourceDef, body: &Value) {
+        let finalizers = body
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .filter(|f| !f.is_empty());
+        let Some(finalizers) = finalizers else {
+            return;
+        };
+        *self
+            .by_resource
+            .entry(format!("{}.{}", def.plural, def.group))
+            .or_default() += 1;
+        for finalizer in finalizers.iter().filter_map(Value::as_str) {
+            *self.by_finalizer.entry(finalizer.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// The namespace's `status` with kube's deletion conditions for what remains, or `None`
+    /// when the namespace (`body`) has them already (kube writes only a change; a
+    /// condition's `lastTransitionTime` moves only when its status does).
+    fn conditions(&self, body: &Value, now: &str) -> Option<Value> {
+        let old: Vec<Value> = body
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut conditions = old.clone();
+        for (kind, ok_reason, ok_message) in CONDITIONS {
+            let (status, reason, message) = match kind {
+                "NamespaceContentRemaining" if !self.by_resource.is_empty() => {
+                    let each: Vec<String> = self
+                        .by_resource
+                        .iter()
+                        .map(|(resource, n)| format!("{resource} has {n} resource instances"))
+                        .collect();
+                    let message = format!("Some resources are remaining: {}", each.join(", "));
+                    ("True", "SomeResourcesRemain", message)
+                }
+                "NamespaceFinalizersRemaining" if !self.by_finalizer.is_empty() => {
+                    let each: Vec<String> = self
+                        .by_finalizer
+                        .iter()
+                        .map(|(finalizer, n)| format!("{finalizer} in {n} resource instances"))
+                        .collect();
+                    let message = format!("Some finalizers are remaining: {}", each.join(", "));
+                    ("True", "SomeFinalizerRemain", message)
+                }
+                _ => ("False", ok_reason, ok_message.to_owned()),
+            };
+            let new = json!({"type": kind, "status": status, "lastTransitionTime": now,
+                "reason": reason, "message": message});
+            match conditions.iter_mut().find(|c| c["type"] == kind) {
+                None => conditions.push(new),
+                Some(condition) => {
+                    if condition["status"] != status {
+                        condition["lastTransitionTime"] = json!(now);
+                    }
+                    condition["status"] = json!(status);
+                    condition["reason"] = json!(reason);
+                    condition["message"] = json!(message);
+                }
+            }
+        }
+        (conditions != old).then(|| {
+            let mut status = body.get("status").cloned().unwrap_or_else(|| json!({}));
+            status["conditions"] = Value::Array(conditions);
+            status
+        })
     }
 }
 

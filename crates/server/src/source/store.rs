@@ -126,6 +126,8 @@ pub enum Collect<'a> {
     },
     /// Apply this JSON merge patch.
     Patch(Value),
+    /// Apply this JSON merge patch to the `status` subresource.
+    PatchStatus(Value),
     /// Create this object.
     Create(Value),
 }
@@ -437,7 +439,11 @@ impl StoreSource {
             resources,
             dry_run: false,
             manager: format!("watchkeeper-{controller}"),
-            subresource: String::new(),
+            subresource: if matches!(change, Collect::PatchStatus(_)) {
+                "status".to_owned()
+            } else {
+                String::new()
+            },
             force: false,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: FieldValidation::Ignore,
@@ -450,7 +456,7 @@ impl StoreSource {
                     .delete(resource, namespace, name, &options, policy)
                     .await?;
             }
-            Collect::Patch(patch) => {
+            Collect::Patch(patch) | Collect::PatchStatus(patch) => {
                 writer
                     .patch(
                         resource,
