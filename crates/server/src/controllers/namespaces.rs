@@ -253,29 +253,34 @@ impl NamespaceController {
                 }
             }
         }
-        if let Some(status) = left.conditions(body, &source_time()) {
-            let patch = json!({
-                "metadata": {"resourceVersion": object.resource_version().to_string()},
-                "status": status,
-            });
-            match source
-                .collect(
-                    fresh,
-                    &served,
-                    &namespaces,
-                    CONTROLLER,
-                    ("", namespace),
-                    Collect::PatchStatus(patch),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(error) if error.code == 404 => return Ok(()),
-                Err(error) => return Err(error),
+        let write = |change: Collect<'static>| {
+            let (served, namespaces) = (&served, &namespaces);
+            async move {
+                match source
+                    .collect(
+                        fresh,
+                        served,
+                        namespaces,
+                        CONTROLLER,
+                        ("", namespace),
+                        change,
+                    )
+                    .await
+                {
+                    Err(error) if error.code == 404 => Ok(()),
+                    other => other,
+                }
             }
-            // The finalizer's removal below needs the namespace as written: looked at again
-            // once its status change is told.
-            return Ok(());
+        };
+        let version = object.resource_version().to_string();
+        if let Some(status) = left.conditions(body, &source_time()) {
+            // The finalizer's removal needs the namespace as written: looked at again once
+            // its status change is told.
+            return write(Collect::PatchStatus(json!({
+                "metadata": {"resourceVersion": version},
+                "status": status,
+            })))
+            .await;
         }
         if remaining > 0 {
             // Looked at again after each deletion in it.
@@ -285,26 +290,12 @@ impl NamespaceController {
             .into_iter()
             .filter(|f| f.as_str() != Some(FINALIZER))
             .collect();
-        let patch = json!({
-            "metadata": {"resourceVersion": object.resource_version().to_string()},
+        write(Collect::Patch(json!({
+            "metadata": {"resourceVersion": version},
             // An empty list, not null: null would be defaulted to `["kubernetes"]` again.
             "spec": {"finalizers": kept},
-        });
-        match source
-            .collect(
-                fresh,
-                &served,
-                &namespaces,
-                CONTROLLER,
-                ("", namespace),
-                Collect::Patch(patch),
-            )
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(error) if error.code == 404 => Ok(()),
-            Err(error) => Err(error),
-        }
+        })))
+        .await
     }
 }
 
@@ -384,25 +375,32 @@ impl Remaining {
             .unwrap_or_default();
         let mut conditions = old.clone();
         for (kind, ok_reason, ok_message) in CONDITIONS {
+            // kube's lists: sorted, `<resource> has <n> resource instances` and
+            // `<finalizer> in <n> resource instances`.
+            let listed = |counts: &std::collections::BTreeMap<String, usize>, joint: &str| {
+                let each: Vec<String> = counts
+                    .iter()
+                    .map(|(what, n)| format!("{what} {joint} {n} resource instances"))
+                    .collect();
+                each.join(", ")
+            };
             let (status, reason, message) = match kind {
-                "NamespaceContentRemaining" if !self.by_resource.is_empty() => {
-                    let each: Vec<String> = self
-                        .by_resource
-                        .iter()
-                        .map(|(resource, n)| format!("{resource} has {n} resource instances"))
-                        .collect();
-                    let message = format!("Some resources are remaining: {}", each.join(", "));
-                    ("True", "SomeResourcesRemain", message)
-                }
-                "NamespaceFinalizersRemaining" if !self.by_finalizer.is_empty() => {
-                    let each: Vec<String> = self
-                        .by_finalizer
-                        .iter()
-                        .map(|(finalizer, n)| format!("{finalizer} in {n} resource instances"))
-                        .collect();
-                    let message = format!("Some finalizers are remaining: {}", each.join(", "));
-                    ("True", "SomeFinalizerRemain", message)
-                }
+                "NamespaceContentRemaining" if !self.by_resource.is_empty() => (
+                    "True",
+                    "SomeResourcesRemain",
+                    format!(
+                        "Some resources are remaining: {}",
+                        listed(&self.by_resource, "has")
+                    ),
+                ),
+                "NamespaceFinalizersRemaining" if !self.by_finalizer.is_empty() => (
+                    "True",
+                    "SomeFinalizerRemain",
+                    format!(
+                        "Some finalizers are remaining: {}",
+                        listed(&self.by_finalizer, "in")
+                    ),
+                ),
                 _ => ("False", ok_reason, ok_message.to_owned()),
             };
             let new = json!({"type": kind, "status": status, "lastTransitionTime": now,
