@@ -1,5 +1,5 @@
-//! ResourceQuota object counts over HTTP, as kube-apiserver's quota admission and kube's quota
-//! controller keep them (see `source::resource_quota`).
+//! ResourceQuota object counts, compute and storage over HTTP, as kube-apiserver's quota
+//! admission and kube's quota controller keep them (see `source::resource_quota`).
 
 mod common;
 
@@ -59,7 +59,7 @@ async fn counts_are_enforced_and_shown() {
     assert_eq!(
         quota["status"],
         json!({"hard": {"count/configmaps": "2", "pods": "1", "requests.cpu": "1"},
-            "used": {"count/configmaps": "0", "pods": "0"}})
+            "used": {"count/configmaps": "0", "pods": "0", "requests.cpu": "0"}})
     );
     for name in ["a", "b"] {
         let (status, body) = send_json(addr, "POST", &cms, &configmap(name)).await;
@@ -84,7 +84,8 @@ async fn counts_are_enforced_and_shown() {
     // Pods: a finished one does not count.
     let pod = |name: &str, phase: &str| {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": phase}})
+            "spec": {"containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": "100m"}}}]}, "status": {"phase": phase}})
     };
     let pods = format!("{NS}/pods");
     let (status, body) = send_json(addr, "POST", &pods, &pod("done", "Succeeded")).await;
@@ -122,6 +123,91 @@ async fn counts_are_enforced_and_shown() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+    server.shutdown().await;
+}
+
+/// A pod whose one container `app` has `resources`.
+fn pod_with(name: &str, resources: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "app", "image": "x", "resources": resources}]}})
+}
+
+/// Goal: compute and storage are charged as kube's pod and claim evaluators charge them, a
+/// create past a limit or a pod that does not state a limited resource is kube-apiserver's
+/// 403 in its words, and the usage is shown in kube's canonical quantities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compute_and_storage_are_enforced_and_shown() {
+    let server = setup(json!({"requests.cpu": "1", "limits.memory": "1Gi",
+        "requests.storage": "10Gi", "gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1"}))
+    .await;
+    let addr = server.addr;
+    let pods = format!("{NS}/pods");
+    let sized = json!({"requests": {"cpu": "600m"}, "limits": {"memory": "512Mi"}});
+    let (status, body) = send_json(addr, "POST", &pods, &pod_with("a", sized.clone())).await;
+    assert_eq!(status, 201, "{body}");
+    let usage = used(addr).await;
+    assert_eq!(usage["requests.cpu"], "600m", "{usage}");
+    assert_eq!(usage["limits.memory"], "512Mi", "{usage}");
+    let (status, refused) = send_json(addr, "POST", &pods, &pod_with("b", sized)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"b\" is forbidden: exceeded quota: q, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1"
+    );
+    // Every container states what the quota limits.
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        &pods,
+        &pod_with("c", json!({"requests": {"cpu": "100m"}})),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"c\" is forbidden: failed quota: q: must specify limits.memory for: app"
+    );
+    // Limits stand for absent requests (kube's defaulting), and the sums keep their format.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        &pods,
+        &pod_with("d", json!({"limits": {"cpu": "0.4", "memory": "0.5Gi"}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let usage = used(addr).await;
+    assert_eq!(usage["requests.cpu"], "1", "{usage}");
+    assert_eq!(usage["limits.memory"], "1Gi", "{usage}");
+    // A delete gives it back.
+    let (status, _) = request(addr, "DELETE", &format!("{pods}/a"), "application/json", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(used(addr).await["requests.cpu"], "400m");
+
+    let claims = format!("{NS}/persistentvolumeclaims");
+    let claim = |name: &str, size: &str, class: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                "resources": {"requests": {"storage": size}}}})
+    };
+    let (status, body) = send_json(addr, "POST", &claims, &claim("one", "8Gi", "gold")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, refused) = send_json(addr, "POST", &claims, &claim("two", "1Gi", "gold")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "persistentvolumeclaims \"two\" is forbidden: exceeded quota: q, requested: gold.storageclass.storage.k8s.io/persistentvolumeclaims=1, used: gold.storageclass.storage.k8s.io/persistentvolumeclaims=1, limited: gold.storageclass.storage.k8s.io/persistentvolumeclaims=1"
+    );
+    let (status, refused) =
+        send_json(addr, "POST", &claims, &claim("three", "4Gi", "silver")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "persistentvolumeclaims \"three\" is forbidden: exceeded quota: q, requested: requests.storage=4Gi, used: requests.storage=8Gi, limited: requests.storage=10Gi"
+    );
+    let (status, body) = send_json(addr, "POST", &claims, &claim("four", "2Gi", "silver")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(used(addr).await["requests.storage"], "10Gi");
     server.shutdown().await;
 }
 

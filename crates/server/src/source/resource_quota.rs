@@ -1,11 +1,11 @@
-//! ResourceQuota for object counts, as kube-apiserver's `ResourceQuota` admission plugin and
+//! ResourceQuota, as kube-apiserver's `ResourceQuota` admission plugin and
 //! kube-controller-manager's resource quota controller do it between them (this server has no
 //! controller manager, so it does the controller's part at write time).
 //!
 //! ## Guarantees
-//! - **Counts are enforced.** A create of an object counted by a quota in its namespace
-//!   (`count/<resource>[.<group>]`, and for core resources the names `pods`, `services`,
-//!   `secrets`, `configmaps`, `persistentvolumeclaims`, `replicationcontrollers`,
+//! - **Object counts are enforced.** A create of an object counted by a quota in its
+//!   namespace (`count/<resource>[.<group>]`, and for core resources the names `pods`,
+//!   `services`, `secrets`, `configmaps`, `persistentvolumeclaims`, `replicationcontrollers`,
 //!   `resourcequotas`; for Services also `services.loadbalancers` and `services.nodeports`,
 //!   counted as kube's service evaluator does: 1 per LoadBalancer, and per NodePort or
 //!   LoadBalancer Service its number of ports — only those with a node port when a load
@@ -13,113 +13,358 @@
 //!   refused with kube-apiserver's 403: `configmaps "c3" is forbidden: exceeded quota: q,
 //!   requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2`. A
 //!   pod counts while it is not `Succeeded` or `Failed`, as kube's pod evaluator has it.
-//! - **Exact under concurrency.** The count is taken from the caches once they are proven
+//! - **Compute and storage are enforced** as kube's pod and claim evaluators charge them: a
+//!   pod charges `requests.cpu` (also `cpu`), `requests.memory` (`memory`),
+//!   `requests.ephemeral-storage` (`ephemeral-storage`), their `limits.*`, `hugepages-*`
+//!   (`requests.hugepages-*`) and extended resources (`requests.example.com/gpu`) — its
+//!   containers' sum, at least each init container's, sidecars (init containers that restart)
+//!   added, plus `spec.overhead` (kube's `PodRequests` / `PodLimits`); a claim charges
+//!   `requests.storage` and, for its storage class, `<class>.storageclass.storage.k8s.io/
+//!   requests.storage` and `.../persistentvolumeclaims`. Amounts are Kubernetes quantities
+//!   (`500m`, `1.5Gi`, `2e3`), exact to a billionth (finer is rounded up, as kube parses), and
+//!   shown in kube's canonical form (`used: requests.cpu=1500m`, `requests.memory=256Mi`).
+//!   A quota that limits `cpu`, `memory` or their `requests.` / `limits.` names makes every
+//!   container of a pod state them: kube's `failed quota: q: must specify limits.cpu for:
+//!   app; limits.memory for: app` (403).
+//! - **Exact under concurrency.** The usage is taken from the caches once they are proven
 //!   fresh, and the create's transaction also writes the quota's new `status.used` under a
 //!   compare of the quota's revision: two creates that counted the same state cannot both
 //!   commit (kube-apiserver serialises them the same way, through the quota's status update);
 //!   the loser counts again.
 //! - **Usage is shown.** Creating or updating a quota fills `status.hard` (from `spec.hard`)
-//!   and `status.used` (the counts now), as the controller does; every counted create and
+//!   and `status.used` (the usage now), as the controller does; every charged create and
 //!   delete writes the new `status.used` in its own transaction, so `kubectl describe quota`
 //!   shows the usage at once.
-//! - **Not enforced** (the quota is stored and shown as written): compute and storage
-//!   resources (`requests.cpu`, `limits.memory`, `requests.storage`, ...), quotas with
-//!   `scopes` or a `scopeSelector` (they select pods by properties this server does not
-//!   evaluate), and usage an update changes (a Service turned into a LoadBalancer): kube
+//! - **Not enforced** (the quota is stored and shown as written): quotas with `scopes` or a
+//!   `scopeSelector` (they select pods by properties this server does not evaluate), and
+//!   usage an update changes (a Service turned into a LoadBalancer, a claim resized): kube
 //!   checks updates too; here they are counted at the next create or delete.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use serde_json::{Map, Value};
 
-/// The quota names that count an object of `plural` in `group` (see the module docs).
-#[must_use]
-pub fn counted_names(group: &str, plural: &str) -> Vec<String> {
-    const LEGACY: [&str; 7] = [
-        "pods",
-        "services",
-        "secrets",
-        "configmaps",
-        "persistentvolumeclaims",
-        "replicationcontrollers",
-        "resourcequotas",
-    ];
-    let mut names = Vec::with_capacity(2);
-    if group.is_empty() {
-        names.push(format!("count/{plural}"));
-        if LEGACY.contains(&plural) {
-            names.push(plural.to_owned());
-        }
-        if plural == "services" {
-            names.extend(SERVICE_USAGES.map(str::to_owned));
-        }
-    } else {
-        names.push(format!("count/{plural}.{group}"));
-    }
-    names
+/// How a quantity is written (kube's `resource.Format`): sums keep their first term's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `k`, `M`, ... and `m`, `u`, `n`, or no suffix.
+    DecimalSi,
+    /// `Ki`, `Mi`, ... `Ei`.
+    BinarySi,
+    /// `e3`, `E-2`.
+    DecimalExponent,
 }
+
+/// A Kubernetes quantity: its value in billionths, and its format.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantity {
+    nanos: i128,
+    format: Format,
+}
+
+const NANOS: i128 = 1_000_000_000;
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Self) -> bool {
+        self.nanos == other.nanos
+    }
+}
+
+impl Eq for Quantity {}
+
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Quantity {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.nanos.cmp(&other.nanos)
+    }
+}
+
+impl Quantity {
+    /// `n` objects.
+    #[must_use]
+    pub fn count(n: i64) -> Quantity {
+        Quantity {
+            nanos: i128::from(n) * NANOS,
+            format: Format::DecimalSi,
+        }
+    }
+
+    /// Nothing (kube's zero quantity: a sum starting from it takes its first term's format).
+    #[must_use]
+    pub fn zero() -> Quantity {
+        Quantity::count(0)
+    }
+
+    /// Parses kube's quantity grammar: a signed decimal number and a suffix (binary `Ki` ...
+    /// `Ei`, decimal `n` `u` `m` `k` `M` `G` `T` `P` `E`, or an exponent `e3`). Precision past
+    /// a billionth is rounded up, as kube's `ParseQuantity`. `None` for anything else, or
+    /// beyond what 128 bits of billionths hold.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Quantity> {
+        let (negative, rest) = match text.as_bytes().first()? {
+            b'-' => (true, &text[1..]),
+            b'+' => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, suffix) = rest.split_at(number_end);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.len() + fraction.len() == 0 || whole.len() + fraction.len() > 30 {
+            return None;
+        }
+        if fraction.contains('.') {
+            return None;
+        }
+        let mut mantissa: i128 = 0;
+        for digit in whole.bytes().chain(fraction.bytes()) {
+            mantissa = mantissa * 10 + i128::from(digit - b'0');
+        }
+        let (binary, exponent, format) = match suffix {
+            "" => (0, 0, Format::DecimalSi),
+            "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
+                let power = "KMGTPE".find(&suffix[..1])? + 1;
+                (power * 10, 0, Format::BinarySi)
+            }
+            "n" => (0, -9, Format::DecimalSi),
+            "u" => (0, -6, Format::DecimalSi),
+            "m" => (0, -3, Format::DecimalSi),
+            "k" => (0, 3, Format::DecimalSi),
+            "M" => (0, 6, Format::DecimalSi),
+            "G" => (0, 9, Format::DecimalSi),
+            "T" => (0, 12, Format::DecimalSi),
+            "P" => (0, 15, Format::DecimalSi),
+            "E" => (0, 18, Format::DecimalSi),
+            _ => {
+                let exponent = suffix.strip_prefix(['e', 'E'])?;
+                if exponent.is_empty() {
+                    return None;
+                }
+                let exponent: i32 = exponent.parse().ok()?;
+                (0, exponent, Format::DecimalExponent)
+            }
+        };
+        let mut nanos = mantissa.checked_mul(1i128.checked_shl(u32::try_from(binary).ok()?)?)?;
+        let fraction_digits = i32::try_from(fraction.len()).ok()?;
+        let scale = exponent.checked_add(9)?.checked_sub(fraction_digits)?;
+        if scale >= 0 {
+            nanos = nanos.checked_mul(10i128.checked_pow(u32::try_from(scale).ok()?)?)?;
+        } else {
+            let divisor = 10i128.checked_pow(u32::try_from(-scale).ok()?);
+            nanos = match divisor {
+                Some(divisor) => nanos / divisor + i128::from(nanos % divisor != 0),
+                None => i128::from(nanos != 0),
+            };
+        }
+        Some(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+            format,
+        })
+    }
+
+    /// `self + other`, in `self`'s format (`other`'s when `self` is zero, as kube's `Add`).
+    #[must_use]
+    pub fn plus(self, other: Quantity) -> Quantity {
+        Quantity {
+            nanos: self.nanos.saturating_add(other.nanos),
+            format: if self.nanos == 0 {
+                other.format
+            } else {
+                self.format
+            },
+        }
+    }
+
+    /// `self - other`, not below zero.
+    #[must_use]
+    pub fn minus(self, other: Quantity) -> Quantity {
+        Quantity {
+            nanos: self.nanos.saturating_sub(other.nanos).max(0),
+            format: self.format,
+        }
+    }
+
+    /// The larger of the two (kube's `maxResourceList`: the first kept on a tie).
+    #[must_use]
+    fn max_of(self, other: Quantity) -> Quantity {
+        if other.nanos > self.nanos {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// kube's canonical form (`Quantity.String()`): the shortest integer mantissa with an
+/// exponent that is a multiple of 3 (decimal) or of 1024 (binary, for whole values of at
+/// least 1024; others fall back to decimal).
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.nanos == 0 {
+            return f.write_str("0");
+        }
+        let mut format = self.format;
+        if format == Format::BinarySi
+            && (self.nanos.abs() < 1024 * NANOS || self.nanos % NANOS != 0)
+        {
+            format = Format::DecimalSi;
+        }
+        if format == Format::BinarySi {
+            let mut units = self.nanos / NANOS;
+            let mut power = 0;
+            while power < 6 && units % 1024 == 0 {
+                units /= 1024;
+                power += 1;
+            }
+            let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
+            return write!(f, "{units}{suffix}");
+        }
+        let mut mantissa = self.nanos;
+        let mut exponent: i32 = -9;
+        while mantissa % 10 == 0 {
+            mantissa /= 10;
+            exponent += 1;
+        }
+        match exponent.rem_euclid(3) {
+            1 => {
+                mantissa *= 10;
+                exponent -= 1;
+            }
+            2 => {
+                mantissa *= 100;
+                exponent -= 2;
+            }
+            _ => {}
+        }
+        let suffix = match (format, exponent) {
+            (_, 0) => String::new(),
+            (Format::DecimalExponent, e) => format!("e{e}"),
+            (_, -9) => "n".to_owned(),
+            (_, -6) => "u".to_owned(),
+            (_, -3) => "m".to_owned(),
+            (_, 3) => "k".to_owned(),
+            (_, 6) => "M".to_owned(),
+            (_, 9) => "G".to_owned(),
+            (_, 12) => "T".to_owned(),
+            (_, 15) => "P".to_owned(),
+            (_, 18) => "E".to_owned(),
+            (_, e) => format!("e{e}"),
+        };
+        write!(f, "{mantissa}{suffix}")
+    }
+}
+
+/// The core resources whose quota name is also their plain plural (kube's legacy names).
+const LEGACY: [&str; 7] = [
+    "pods",
+    "services",
+    "secrets",
+    "configmaps",
+    "persistentvolumeclaims",
+    "replicationcontrollers",
+    "resourcequotas",
+];
 
 /// The Service usages beside its counts.
 const SERVICE_USAGES: [&str; 2] = ["services.loadbalancers", "services.nodeports"];
 
-/// How much `object` uses of the quota resource `name` (one of [`counted_names`] for its
-/// resource): 1 for an object count; for a Service, 1 load balancer if it is one, and as node
-/// ports the number of its ports when it is a NodePort or LoadBalancer Service (only those
-/// with a `nodePort` for a LoadBalancer with `allocateLoadBalancerNodePorts: false`), as
-/// kube's service evaluator counts them.
+/// A pod's compute names kube's pod evaluator charges beside its counts (hugepages and
+/// extended resources aside).
+const POD_COMPUTE: [&str; 9] = [
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+];
+
+/// The names a quota may limit that make every container state them (kube's pod
+/// evaluator's `validationSet`).
+const STATED: [&str; 6] = [
+    "cpu",
+    "memory",
+    "requests.cpu",
+    "requests.memory",
+    "limits.cpu",
+    "limits.memory",
+];
+
+/// A claim's storage-class names: `<class>` then this then `requests.storage` or
+/// `persistentvolumeclaims`.
+const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
+
+/// An extended resource's name (kube's `IsExtendedResourceName`): qualified with a domain
+/// that is not `kubernetes.io`, and not itself a `requests.` name.
+fn is_extended(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+/// Whether the quota name `name` charges objects of (`group`, `plural`).
 #[must_use]
-pub fn usage(name: &str, object: &Value) -> i64 {
-    let kind = object.pointer("/spec/type").and_then(Value::as_str);
-    let ports = || {
-        object
-            .pointer("/spec/ports")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice)
+pub fn applies(group: &str, plural: &str, name: &str) -> bool {
+    let count = if group.is_empty() {
+        format!("count/{plural}")
+    } else {
+        format!("count/{plural}.{group}")
     };
-    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    match name {
-        "services.loadbalancers" => i64::from(kind == Some("LoadBalancer")),
-        "services.nodeports" => match kind {
-            Some("NodePort") => count(ports().len()),
-            Some("LoadBalancer")
-                if object.pointer("/spec/allocateLoadBalancerNodePorts")
-                    == Some(&Value::Bool(false)) =>
-            {
-                count(
-                    ports()
-                        .iter()
-                        .filter(|port| {
-                            port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0
-                        })
-                        .count(),
-                )
-            }
-            Some("LoadBalancer") => count(ports().len()),
-            _ => 0,
-        },
-        _ => 1,
+    if name == count || (group.is_empty() && LEGACY.contains(&plural) && name == plural) {
+        return true;
+    }
+    if !group.is_empty() {
+        return false;
+    }
+    match plural {
+        "services" => SERVICE_USAGES.contains(&name),
+        "pods" => {
+            POD_COMPUTE.contains(&name)
+                || name.starts_with("hugepages-")
+                || name.strip_prefix("requests.").is_some_and(|resource| {
+                    resource.starts_with("hugepages-") || is_extended(resource)
+                })
+        }
+        "persistentvolumeclaims" => {
+            name == "requests.storage"
+                || name
+                    .split_once(STORAGE_CLASS_SUFFIX)
+                    .is_some_and(|(class, what)| {
+                        !class.is_empty()
+                            && (what == "requests.storage" || what == "persistentvolumeclaims")
+                    })
+        }
+        _ => false,
     }
 }
 
-/// The resource (group, plural) a quota name counts, if it is a usage this module enforces.
+/// The resource (group, plural) whose objects a quota name charges, if it is one this
+/// module enforces.
 #[must_use]
-pub fn counted_resource(name: &str) -> Option<(String, String)> {
+pub fn charged_resource(name: &str) -> Option<(String, String)> {
     if let Some(resource) = name.strip_prefix("count/") {
         return Some(match resource.split_once('.') {
             Some((plural, group)) => (group.to_owned(), plural.to_owned()),
             None => (String::new(), resource.to_owned()),
         });
     }
-    if SERVICE_USAGES.contains(&name) {
-        return Some((String::new(), "services".to_owned()));
-    }
-    counted_names("", name)
+    LEGACY
         .iter()
-        .any(|legacy| legacy == name)
-        .then(|| (String::new(), name.to_owned()))
+        .find(|plural| applies("", plural, name))
+        .map(|plural| (String::new(), (*plural).to_owned()))
 }
 
-/// Whether `object` of (`group`, `plural`) counts: every object but a pod that has finished.
+/// Whether `object` of (`group`, `plural`) is charged at all: every object but a pod that
+/// has finished.
 #[must_use]
 pub fn counts(group: &str, plural: &str, object: &Value) -> bool {
     if group.is_empty() && plural == "pods" {
@@ -129,34 +374,185 @@ pub fn counts(group: &str, plural: &str, object: &Value) -> bool {
     true
 }
 
-/// A count as a Kubernetes quantity: an integer with an optional decimal (`k`, `M`, `G`, `T`,
-/// `P`, `E`) or binary (`Ki` ... `Ei`) suffix. `None` for anything else (a fraction, a
-/// milli-count): such a limit is not enforced.
-#[must_use]
-pub fn parse_count(quantity: &str) -> Option<i64> {
-    let quantity = quantity.trim();
-    let digits = quantity
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(quantity.len());
-    let (number, suffix) = quantity.split_at(digits);
-    let number: i64 = number.parse().ok()?;
-    let factor: i64 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "P" => 1_000_000_000_000_000,
-        "E" => 1_000_000_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        "Ei" => 1 << 60,
-        _ => return None,
+/// A map of quantities by resource name (`requests` / `limits` of a container).
+fn quantities(list: Option<&Value>) -> BTreeMap<String, Quantity> {
+    list.and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, value)| Some((name.clone(), Quantity::parse(value.as_str()?)?)))
+        .collect()
+}
+
+/// `into += add`, per name (kube's `addResourceList`).
+fn add_all(into: &mut BTreeMap<String, Quantity>, add: &BTreeMap<String, Quantity>) {
+    for (name, quantity) in add {
+        let sum = into.get(name).map_or(*quantity, |had| had.plus(*quantity));
+        into.insert(name.clone(), sum);
+    }
+}
+
+/// `into = max(into, other)`, per name (kube's `maxResourceList`).
+fn max_all(into: &mut BTreeMap<String, Quantity>, other: &BTreeMap<String, Quantity>) {
+    for (name, quantity) in other {
+        let max = into
+            .get(name)
+            .map_or(*quantity, |had| had.max_of(*quantity));
+        into.insert(name.clone(), max);
+    }
+}
+
+/// A pod's requests or limits (`which`), as kube's `PodRequests` / `PodLimits`: the
+/// containers' sum, sidecars (init containers with `restartPolicy: Always`) added, at least
+/// each other init container's with the sidecars started before it, plus `spec.overhead`
+/// (for limits, only to those the pod has).
+fn pod_resources(pod: &Value, which: &str) -> BTreeMap<String, Quantity> {
+    let containers = |field: &str| -> Vec<&Value> {
+        pod.pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array)
+            .map(|list| list.iter().collect())
+            .unwrap_or_default()
     };
-    number.checked_mul(factor)
+    let of = |container: &Value| quantities(container.pointer(&format!("/resources/{which}")));
+    let mut total = BTreeMap::new();
+    for container in containers("containers") {
+        add_all(&mut total, &of(container));
+    }
+    let mut sidecars = BTreeMap::new();
+    let mut init = BTreeMap::new();
+    for container in containers("initContainers") {
+        let own = of(container);
+        if container.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
+            add_all(&mut total, &own);
+            add_all(&mut sidecars, &own);
+            max_all(&mut init, &sidecars);
+        } else {
+            let mut with_sidecars = own;
+            add_all(&mut with_sidecars, &sidecars);
+            max_all(&mut init, &with_sidecars);
+        }
+    }
+    max_all(&mut total, &init);
+    let overhead = quantities(pod.pointer("/spec/overhead"));
+    if which == "limits" {
+        // kube adds the overhead to the limits a pod has, not to absent ones.
+        for (name, quantity) in overhead {
+            if let Some(limit) = total.get_mut(&name) {
+                *limit = limit.plus(quantity);
+            }
+        }
+    } else {
+        add_all(&mut total, &overhead);
+    }
+    total
+}
+
+/// What requests and limits charge (kube's `podComputeUsageHelper`), for a pod's totals or
+/// one container's.
+fn compute_charges(
+    requests: &BTreeMap<String, Quantity>,
+    limits: &BTreeMap<String, Quantity>,
+) -> BTreeMap<String, Quantity> {
+    let mut charges = BTreeMap::new();
+    for resource in ["cpu", "memory", "ephemeral-storage"] {
+        if let Some(request) = requests.get(resource) {
+            charges.insert(resource.to_owned(), *request);
+            charges.insert(format!("requests.{resource}"), *request);
+        }
+        if let Some(limit) = limits.get(resource) {
+            charges.insert(format!("limits.{resource}"), *limit);
+        }
+    }
+    for (resource, request) in requests {
+        if resource.starts_with("hugepages-") {
+            charges.insert(resource.clone(), *request);
+            charges.insert(format!("requests.{resource}"), *request);
+        } else if is_extended(resource) {
+            charges.insert(format!("requests.{resource}"), *request);
+        }
+    }
+    charges
+}
+
+/// Everything `object` of (`group`, `plural`) charges, by quota name: its counts, and a
+/// Service's, pod's or claim's usages (see the module docs). Names it does not use are
+/// absent (a pod without a cpu request charges no `requests.cpu`).
+#[must_use]
+pub fn charges(group: &str, plural: &str, object: &Value) -> BTreeMap<String, Quantity> {
+    let mut charges = BTreeMap::new();
+    let one = Quantity::count(1);
+    if group.is_empty() {
+        charges.insert(format!("count/{plural}"), one);
+        if LEGACY.contains(&plural) {
+            charges.insert(plural.to_owned(), one);
+        }
+    } else {
+        charges.insert(format!("count/{plural}.{group}"), one);
+        return charges;
+    }
+    match plural {
+        "services" => {
+            let kind = object.pointer("/spec/type").and_then(Value::as_str);
+            let ports = object
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            let count = |n: usize| Quantity::count(i64::try_from(n).unwrap_or(i64::MAX));
+            let node_ports = match kind {
+                Some("NodePort") => ports.len(),
+                Some("LoadBalancer")
+                    if object.pointer("/spec/allocateLoadBalancerNodePorts")
+                        == Some(&Value::Bool(false)) =>
+                {
+                    ports
+                        .iter()
+                        .filter(|port| {
+                            port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0
+                        })
+                        .count()
+                }
+                Some("LoadBalancer") => ports.len(),
+                _ => 0,
+            };
+            charges.insert(
+                "services.loadbalancers".to_owned(),
+                count(usize::from(kind == Some("LoadBalancer"))),
+            );
+            charges.insert("services.nodeports".to_owned(), count(node_ports));
+        }
+        "pods" => {
+            let requests = pod_resources(object, "requests");
+            let limits = pod_resources(object, "limits");
+            charges.extend(compute_charges(&requests, &limits));
+        }
+        "persistentvolumeclaims" => {
+            let class = object
+                .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+                .or_else(|| object.pointer("/spec/storageClassName"))
+                .and_then(Value::as_str)
+                .filter(|class| !class.is_empty());
+            if let Some(class) = class {
+                charges.insert(
+                    format!("{class}{STORAGE_CLASS_SUFFIX}persistentvolumeclaims"),
+                    one,
+                );
+            }
+            let storage = object
+                .pointer("/spec/resources/requests/storage")
+                .and_then(Value::as_str)
+                .and_then(Quantity::parse);
+            if let Some(storage) = storage {
+                charges.insert("requests.storage".to_owned(), storage);
+                if let Some(class) = class {
+                    charges.insert(
+                        format!("{class}{STORAGE_CLASS_SUFFIX}requests.storage"),
+                        storage,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+    charges
 }
 
 /// Whether `quota` (a ResourceQuota body) has scopes: it then selects pods by properties this
@@ -172,66 +568,120 @@ pub fn is_scoped(quota: &Value) -> bool {
             .is_some_and(|selector| !selector.is_null())
 }
 
-/// The limits of `quota` among `names`, with the hard value as written: `(name, hard, as
-/// written)`. Empty for a scoped quota or one that limits none of them.
+/// The limits of `quota` that charge objects of (`group`, `plural`): `(name, hard)`. Empty
+/// for a scoped quota or one that limits none of them; a hard value that is not a quantity
+/// is not enforced.
 #[must_use]
-pub fn limits(quota: &Value, names: &[String]) -> Vec<(String, i64, String)> {
+pub fn limits(quota: &Value, group: &str, plural: &str) -> Vec<(String, Quantity)> {
     if is_scoped(quota) {
         return Vec::new();
     }
     let Some(hard) = quota.pointer("/spec/hard").and_then(Value::as_object) else {
         return Vec::new();
     };
-    names
-        .iter()
-        .filter_map(|name| {
-            let written = hard.get(name)?.as_str()?;
-            Some((name.clone(), parse_count(written)?, written.to_owned()))
-        })
+    hard.iter()
+        .filter(|(name, _)| applies(group, plural, name))
+        .filter_map(|(name, value)| Some((name.clone(), Quantity::parse(value.as_str()?)?)))
         .collect()
+}
+
+/// kube's refusal of a pod that does not state what a quota limits (its pod evaluator's
+/// `Constraints`): `must specify limits.cpu for: app; limits.memory for: app`, for the
+/// names among `limited` that every container must state. `None` when nothing is missing
+/// or the object is not a pod.
+#[must_use]
+pub fn unstated(
+    group: &str,
+    plural: &str,
+    limited: &[(String, Quantity)],
+    object: &Value,
+) -> Option<String> {
+    if !group.is_empty() || plural != "pods" {
+        return None;
+    }
+    let required: BTreeSet<&str> = limited
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| STATED.contains(name))
+        .collect();
+    if required.is_empty() {
+        return None;
+    }
+    let mut missing: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for field in ["containers", "initContainers"] {
+        let containers = object
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        for container in containers {
+            let stated = compute_charges(
+                &quantities(container.pointer("/resources/requests")),
+                &quantities(container.pointer("/resources/limits")),
+            );
+            let name = container.get("name").and_then(Value::as_str).unwrap_or("");
+            for resource in &required {
+                if !stated.contains_key(*resource) {
+                    missing.entry(resource).or_default().insert(name.to_owned());
+                }
+            }
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = missing
+        .iter()
+        .map(|(resource, containers)| {
+            let names: Vec<&str> = containers.iter().map(String::as_str).collect();
+            format!("{resource} for: {}", names.join(","))
+        })
+        .collect();
+    Some(format!("must specify {}", each.join("; ")))
 }
 
 /// kube-apiserver's refusal text when adding `requested` (by name) to `used` (by name) passes
 /// a limit of the quota `quota_name` (`limits` as [`limits`] gives them); `None` when it fits.
-/// Only names the request uses can fail.
+/// Only names the request charges are checked.
 #[must_use]
 pub fn exceeded(
     quota_name: &str,
-    limits: &[(String, i64, String)],
-    used: &BTreeMap<String, i64>,
-    requested: &BTreeMap<String, i64>,
+    limits: &[(String, Quantity)],
+    used: &BTreeMap<String, Quantity>,
+    requested: &BTreeMap<String, Quantity>,
 ) -> Option<String> {
-    let amount = |map: &BTreeMap<String, i64>, name: &str| map.get(name).copied().unwrap_or(0);
-    let mut failed: Vec<&(String, i64, String)> = limits
+    let used_of = |name: &str| used.get(name).copied().unwrap_or_else(Quantity::zero);
+    // (name, requested, used, hard) of each limit the request passes.
+    let mut failed: Vec<(&String, [Quantity; 3])> = limits
         .iter()
-        .filter(|(name, hard, _)| {
-            let asked = amount(requested, name);
-            asked > 0 && amount(used, name).saturating_add(asked) > *hard
+        .filter_map(|(name, hard)| {
+            let asked = *requested.get(name)?;
+            let now = used_of(name);
+            (now.plus(asked) > *hard).then_some((name, [asked, now, *hard]))
         })
         .collect();
     if failed.is_empty() {
         return None;
     }
-    failed.sort_by(|a, b| a.0.cmp(&b.0));
-    let list = |value: &dyn Fn(&(String, i64, String)) -> String| {
+    failed.sort_by(|a, b| a.0.cmp(b.0));
+    let list = |which: usize| {
         failed
             .iter()
-            .map(|limit| format!("{}={}", limit.0, value(limit)))
+            .map(|(name, amounts)| format!("{name}={}", amounts[which]))
             .collect::<Vec<_>>()
             .join(",")
     };
     Some(format!(
         "exceeded quota: {quota_name}, requested: {}, used: {}, limited: {}",
-        list(&|limit| amount(requested, &limit.0).to_string()),
-        list(&|limit| amount(used, &limit.0).to_string()),
-        list(&|limit| limit.2.clone()),
+        list(0),
+        list(1),
+        list(2),
     ))
 }
 
 /// `quota` with `status.hard` from `spec.hard` and `status.used` set for `used` (other
 /// `status.used` entries kept only for names still limited), as the controller writes them.
 #[must_use]
-pub fn with_status(mut quota: Value, used: &BTreeMap<String, i64>) -> Value {
+pub fn with_status(mut quota: Value, used: &BTreeMap<String, Quantity>) -> Value {
     let hard = quota
         .pointer("/spec/hard")
         .and_then(Value::as_object)
@@ -244,8 +694,8 @@ pub fn with_status(mut quota: Value, used: &BTreeMap<String, i64>) -> Value {
         .unwrap_or_default();
     let mut new_used = Map::new();
     for name in hard.keys() {
-        if let Some(count) = used.get(name) {
-            new_used.insert(name.clone(), Value::String(count.to_string()));
+        if let Some(amount) = used.get(name) {
+            new_used.insert(name.clone(), Value::String(amount.to_string()));
         } else if let Some(value) = old_used.get(name) {
             new_used.insert(name.clone(), value.clone());
         }
@@ -264,54 +714,111 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn q(text: &str) -> Quantity {
+        Quantity::parse(text).unwrap_or_else(|| panic!("{text} parses"))
+    }
+
+    #[test]
+    fn quantities_parse_and_print_as_kube_does() {
+        // (written, canonical) pairs from kube's quantity tests and common manifests.
+        for (written, canonical) in [
+            ("0", "0"),
+            ("1", "1"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("1.5", "1500m"),
+            ("500m", "500m"),
+            ("1000m", "1"),
+            ("0.1", "100m"),
+            (".5", "500m"),
+            ("100Mi", "100Mi"),
+            ("1024Mi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("512", "512"),
+            ("2048", "2048"),
+            ("1Ki", "1Ki"),
+            ("1k", "1k"),
+            ("1M", "1M"),
+            ("128974848", "128974848"),
+            ("129e6", "129e6"),
+            ("1e3", "1e3"),
+            ("5n", "5n"),
+            ("1.5u", "1500n"),
+            ("2E", "2E"),
+            ("-1", "-1"),
+            ("+3", "3"),
+        ] {
+            assert_eq!(q(written).to_string(), canonical, "{written}");
+        }
+        assert_eq!(
+            q("0.5Ki").to_string(),
+            "512",
+            "below 1024 falls back to decimal"
+        );
+        assert_eq!(q("1.1n"), q("2n"), "past a billionth rounds up");
+        assert_eq!(q("1Gi"), q("1073741824"));
+        assert!(q("1Gi") > q("1G"));
+        assert_eq!(q("1e+3"), q("1k"));
+        for bad in [
+            "", "x", "1.2.3", "1Kb", "1e", "m", "--1", "1 Gi", "1e99", "1e3.5",
+        ] {
+            assert_eq!(Quantity::parse(bad), None, "{bad:?}");
+        }
+        // Sums keep their first term's format; a sum from zero takes the first term's.
+        assert_eq!(q("128Mi").plus(q("128Mi")).to_string(), "256Mi");
+        assert_eq!(q("100m").plus(q("1")).to_string(), "1100m");
+        assert_eq!(Quantity::zero().plus(q("1Gi")).to_string(), "1Gi");
+        assert_eq!(q("1").minus(q("2")).to_string(), "0");
+    }
+
     #[test]
     fn names_and_resources_both_ways() {
+        assert!(applies("", "configmaps", "count/configmaps"));
+        assert!(applies("", "configmaps", "configmaps"));
+        assert!(!applies("", "events", "events"));
+        assert!(applies("apps", "deployments", "count/deployments.apps"));
+        assert!(!applies("apps", "deployments", "requests.cpu"));
+        for name in [
+            "requests.cpu",
+            "cpu",
+            "limits.memory",
+            "hugepages-2Mi",
+            "requests.hugepages-2Mi",
+            "requests.example.com/gpu",
+        ] {
+            assert!(applies("", "pods", name), "{name}");
+            assert_eq!(
+                charged_resource(name),
+                Some((String::new(), "pods".to_owned()))
+            );
+        }
+        for name in [
+            "limits.example.com/gpu",
+            "requests.kubernetes.io/x",
+            "storage",
+        ] {
+            assert!(!applies("", "pods", name), "{name}");
+        }
+        for name in [
+            "requests.storage",
+            "gold.storageclass.storage.k8s.io/requests.storage",
+            "gold.storageclass.storage.k8s.io/persistentvolumeclaims",
+        ] {
+            assert!(applies("", "persistentvolumeclaims", name), "{name}");
+            assert_eq!(
+                charged_resource(name),
+                Some((String::new(), "persistentvolumeclaims".to_owned()))
+            );
+        }
         assert_eq!(
-            counted_names("", "configmaps"),
-            ["count/configmaps", "configmaps"]
-        );
-        assert_eq!(counted_names("", "events"), ["count/events"]);
-        assert_eq!(
-            counted_names("apps", "deployments"),
-            ["count/deployments.apps"]
-        );
-        assert_eq!(
-            counted_resource("count/deployments.apps"),
+            charged_resource("count/deployments.apps"),
             Some(("apps".to_owned(), "deployments".to_owned()))
         );
         assert_eq!(
-            counted_resource("secrets"),
-            Some((String::new(), "secrets".to_owned()))
-        );
-        assert_eq!(counted_resource("requests.cpu"), None);
-        assert_eq!(
-            counted_resource("services.nodeports"),
+            charged_resource("services.nodeports"),
             Some((String::new(), "services".to_owned()))
         );
-        assert_eq!(counted_resource("services.other"), None);
-        assert_eq!(
-            counted_names("", "services"),
-            [
-                "count/services",
-                "services",
-                "services.loadbalancers",
-                "services.nodeports"
-            ]
-        );
-        let service = |spec: serde_json::Value| json!({"spec": spec});
-        let two_ports = json!([{"port": 80}, {"port": 443, "nodePort": 30001}]);
-        let lb = service(json!({"type": "LoadBalancer", "ports": two_ports}));
-        assert_eq!(usage("services.loadbalancers", &lb), 1);
-        assert_eq!(usage("services.nodeports", &lb), 2);
-        let lb_without = service(json!({"type": "LoadBalancer", "ports": two_ports,
-            "allocateLoadBalancerNodePorts": false}));
-        assert_eq!(usage("services.nodeports", &lb_without), 1);
-        let node_port = service(json!({"type": "NodePort", "ports": two_ports}));
-        assert_eq!(usage("services.loadbalancers", &node_port), 0);
-        assert_eq!(usage("services.nodeports", &node_port), 2);
-        let plain = service(json!({"ports": two_ports}));
-        assert_eq!(usage("services.nodeports", &plain), 0);
-        assert_eq!(usage("count/services", &plain), 1);
+        assert_eq!(charged_resource("services.other"), None);
         assert!(counts("", "pods", &json!({"status": {"phase": "Running"}})));
         assert!(!counts(
             "",
@@ -326,26 +833,94 @@ mod tests {
     }
 
     #[test]
-    fn counts_as_quantities() {
-        assert_eq!(parse_count("10"), Some(10));
-        assert_eq!(parse_count("1k"), Some(1000));
-        assert_eq!(parse_count("2Ki"), Some(2048));
-        assert_eq!(parse_count("500m"), None);
-        assert_eq!(parse_count("1.5"), None);
-        assert_eq!(parse_count("x"), None);
-        assert_eq!(parse_count("10E"), None, "overflows i64");
+    fn services_charge_load_balancers_and_node_ports() {
+        let service = |spec: Value| charges("", "services", &json!({"spec": spec}));
+        let two_ports = json!([{"port": 80}, {"port": 443, "nodePort": 30001}]);
+        let lb = service(json!({"type": "LoadBalancer", "ports": two_ports}));
+        assert_eq!(lb["services.loadbalancers"], Quantity::count(1));
+        assert_eq!(lb["services.nodeports"], Quantity::count(2));
+        assert_eq!(lb["count/services"], Quantity::count(1));
+        let lb_without = service(json!({"type": "LoadBalancer", "ports": two_ports,
+            "allocateLoadBalancerNodePorts": false}));
+        assert_eq!(lb_without["services.nodeports"], Quantity::count(1));
+        let node_port = service(json!({"type": "NodePort", "ports": two_ports}));
+        assert_eq!(node_port["services.loadbalancers"], Quantity::count(0));
+        assert_eq!(node_port["services.nodeports"], Quantity::count(2));
+        assert_eq!(
+            service(json!({"ports": two_ports}))["services.nodeports"],
+            Quantity::count(0)
+        );
     }
 
     #[test]
-    fn the_refusal_in_kube_apiserver_s_words() {
+    fn pods_charge_as_kube_s_pod_requests_and_limits() {
+        let container = |name: &str, requests: Value, limits: Value| json!({"name": name, "resources": {"requests": requests, "limits": limits}});
+        let pod = json!({"spec": {
+            "containers": [
+                container("a", json!({"cpu": "100m", "memory": "128Mi"}), json!({"cpu": "200m"})),
+                container("b", json!({"cpu": "200m", "memory": "128Mi", "example.com/gpu": "1",
+                    "hugepages-2Mi": "4Mi"}), json!({"cpu": "1"})),
+            ],
+            "initContainers": [
+                // Larger than the containers' sum: the pod requests at least this.
+                container("setup", json!({"cpu": "500m"}), json!({})),
+                // A sidecar: added to the sum, and counted under the init containers after it.
+                {"name": "proxy", "restartPolicy": "Always",
+                    "resources": {"requests": {"memory": "64Mi"}}},
+                container("late", json!({"memory": "300Mi"}), json!({})),
+            ],
+            "overhead": {"cpu": "10m", "memory": "1Mi"},
+        }});
+        let charged = charges("", "pods", &pod);
+        let at = |name: &str| charged.get(name).map(ToString::to_string);
+        assert_eq!(at("pods").as_deref(), Some("1"));
+        assert_eq!(at("count/pods").as_deref(), Some("1"));
+        // cpu: max(100m + 200m, 500m) + 10m overhead.
+        assert_eq!(at("requests.cpu").as_deref(), Some("510m"));
+        assert_eq!(at("cpu").as_deref(), Some("510m"));
+        // memory: max(128Mi + 128Mi + 64Mi sidecar, 300Mi + 64Mi) + 1Mi.
+        assert_eq!(at("requests.memory").as_deref(), Some("365Mi"));
+        // limits: 200m + 1 (no overhead for memory, which has no limit).
+        assert_eq!(at("limits.cpu").as_deref(), Some("1210m"));
+        assert_eq!(at("limits.memory"), None);
+        assert_eq!(at("requests.example.com/gpu").as_deref(), Some("1"));
+        assert_eq!(at("hugepages-2Mi").as_deref(), Some("4Mi"));
+        assert_eq!(at("requests.hugepages-2Mi").as_deref(), Some("4Mi"));
+        assert_eq!(at("requests.ephemeral-storage"), None);
+    }
+
+    #[test]
+    fn claims_charge_storage_by_class() {
+        let claim = json!({"spec": {"storageClassName": "gold",
+            "resources": {"requests": {"storage": "10Gi"}}}});
+        let charged = charges("", "persistentvolumeclaims", &claim);
+        assert_eq!(charged["requests.storage"].to_string(), "10Gi");
+        assert_eq!(
+            charged["gold.storageclass.storage.k8s.io/requests.storage"].to_string(),
+            "10Gi"
+        );
+        assert_eq!(
+            charged["gold.storageclass.storage.k8s.io/persistentvolumeclaims"],
+            Quantity::count(1)
+        );
+        assert_eq!(charged["persistentvolumeclaims"], Quantity::count(1));
+        let annotated = json!({"metadata": {"annotations":
+            {"volume.beta.kubernetes.io/storage-class": "silver"}},
+            "spec": {"storageClassName": "gold"}});
+        let charged = charges("", "persistentvolumeclaims", &annotated);
+        assert!(charged.contains_key("silver.storageclass.storage.k8s.io/persistentvolumeclaims"));
+        assert!(!charged.contains_key("requests.storage"));
+    }
+
+    #[test]
+    fn the_refusals_in_kube_apiserver_s_words() {
         let quota = json!({"spec": {"hard": {"count/configmaps": "2", "configmaps": "5", "requests.cpu": "1"}}});
-        let names = counted_names("", "configmaps");
-        let found = limits(&quota, &names);
+        let found = limits(&quota, "", "configmaps");
         assert_eq!(found.len(), 2);
         let at = |n: i64| {
             BTreeMap::from([
-                ("count/configmaps".to_owned(), n),
-                ("configmaps".to_owned(), n),
+                ("count/configmaps".to_owned(), Quantity::count(n)),
+                ("configmaps".to_owned(), Quantity::count(n)),
             ])
         };
         assert_eq!(exceeded("q", &found, &at(1), &at(1)), None);
@@ -357,21 +932,53 @@ mod tests {
             exceeded("q", &found, &at(5), &at(1)).unwrap(),
             "exceeded quota: q, requested: configmaps=1,count/configmaps=1, used: configmaps=5,count/configmaps=5, limited: configmaps=5,count/configmaps=2"
         );
-        // A request that does not use a limited name never fails on it.
-        assert_eq!(exceeded("q", &found, &at(9), &at(0)), None);
+        // A request that does not charge a limited name never fails on it.
+        assert_eq!(exceeded("q", &found, &at(9), &BTreeMap::new()), None);
         let scoped = json!({"spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort"]}});
-        assert!(limits(&scoped, &counted_names("", "pods")).is_empty());
+        assert!(limits(&scoped, "", "pods").is_empty());
+
+        let compute =
+            json!({"spec": {"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "10"}}});
+        let found = limits(&compute, "", "pods");
+        let used = BTreeMap::from([("requests.cpu".to_owned(), q("800m"))]);
+        let requested = BTreeMap::from([
+            ("requests.cpu".to_owned(), q("500m")),
+            ("limits.memory".to_owned(), q("512Mi")),
+        ]);
+        assert_eq!(
+            exceeded("compute", &found, &used, &requested).unwrap(),
+            "exceeded quota: compute, requested: requests.cpu=500m, used: requests.cpu=800m, limited: requests.cpu=1"
+        );
+        let pod = json!({"spec": {"containers": [
+            {"name": "app", "resources": {"requests": {"cpu": "1"}}},
+            {"name": "log", "resources": {"limits": {"memory": "1Gi"}, "requests": {"cpu": "1"}}},
+        ], "initContainers": [{"name": "init"}]}});
+        assert_eq!(
+            unstated("", "pods", &found, &pod).unwrap(),
+            "must specify limits.memory for: app,init; requests.cpu for: init"
+        );
+        assert_eq!(unstated("", "configmaps", &found, &pod), None);
+        let storage_only = limits(
+            &json!({"spec": {"hard": {"requests.ephemeral-storage": "1Gi"}}}),
+            "",
+            "pods",
+        );
+        assert_eq!(
+            unstated("", "pods", &storage_only, &pod),
+            None,
+            "only cpu and memory must be stated"
+        );
     }
 
     #[test]
     fn status_as_the_controller_writes_it() {
         let quota = json!({"spec": {"hard": {"count/configmaps": "2", "requests.cpu": "1"}},
             "status": {"used": {"requests.cpu": "0", "gone": "3"}}});
-        let used = BTreeMap::from([("count/configmaps".to_owned(), 1)]);
+        let used = BTreeMap::from([("count/configmaps".to_owned(), Quantity::count(1000))]);
         assert_eq!(
             with_status(quota, &used)["status"],
             json!({"hard": {"count/configmaps": "2", "requests.cpu": "1"},
-                "used": {"count/configmaps": "1", "requests.cpu": "0"}})
+                "used": {"count/configmaps": "1k", "requests.cpu": "0"}})
         );
     }
 }

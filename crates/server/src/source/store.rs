@@ -66,7 +66,7 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::read::{self, Freshness, PathCounters};
-use crate::source::resource_quota;
+use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
@@ -1380,14 +1380,13 @@ impl Writer<'_> {
         let Some(quotas) = self.quota_resource() else {
             return Ok(Vec::new());
         };
-        let names = resource_quota::counted_names(group, plural);
         let prefix = format!("{namespace}/");
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
                 snapshot
                     .range(Some(&prefix), None)
                     .take_while(|quota| quota.key().starts_with(&prefix))
-                    .filter(|quota| !resource_quota::limits(quota.body(), &names).is_empty())
+                    .filter(|quota| !resource_quota::limits(quota.body(), group, plural).is_empty())
                     .cloned()
                     .collect()
             };
@@ -1395,39 +1394,54 @@ impl Writer<'_> {
             return Ok(Vec::new());
         }
         self.consistent(resource).await?;
-        // What the namespace uses now of each name this resource counts in, and what this
-        // object uses (added on a create, taken away on a delete).
+        // What the namespace uses now of each name a quota limits, and what this object
+        // charges (added on a create, taken away on a delete).
+        let limited: std::collections::BTreeSet<String> = applicable(&quotas.cache().latest())
+            .iter()
+            .flat_map(|quota| resource_quota::limits(quota.body(), group, plural))
+            .map(|(name, _)| name)
+            .collect();
         let snapshot = resource.cache().latest();
-        let mut used: std::collections::BTreeMap<String, i64> =
-            names.iter().map(|n| (n.clone(), 0)).collect();
+        let mut used: std::collections::BTreeMap<String, Quantity> =
+            limited.into_iter().map(|n| (n, Quantity::zero())).collect();
         for counted in snapshot
             .range(Some(&prefix), None)
             .take_while(|o| o.key().starts_with(&prefix))
             .filter(|o| resource_quota::counts(group, plural, o.body()))
         {
-            for (limited, total) in &mut used {
-                *total = total.saturating_add(resource_quota::usage(limited, counted.body()));
+            let charged = resource_quota::charges(group, plural, counted.body());
+            for (name, total) in &mut used {
+                if let Some(charge) = charged.get(name) {
+                    *total = total.plus(*charge);
+                }
             }
         }
-        let requested: std::collections::BTreeMap<String, i64> = names
-            .iter()
-            .map(|n| (n.clone(), resource_quota::usage(n, object)))
-            .collect();
+        let requested = resource_quota::charges(group, plural, object);
         let mut claims = Vec::new();
         for quota in applicable(&quotas.cache().latest()) {
-            let limits = resource_quota::limits(quota.body(), &names);
-            if delta > 0
-                && let Some(message) =
-                    resource_quota::exceeded(quota.name(), &limits, &used, &requested)
-            {
-                return Err(ApiError::forbidden(&resource.def, name, message));
+            let limits = resource_quota::limits(quota.body(), group, plural);
+            if delta > 0 {
+                let refusal = resource_quota::unstated(group, plural, &limits, object)
+                    .map(|message| format!("failed quota: {}: {message}", quota.name()))
+                    .or_else(|| resource_quota::exceeded(quota.name(), &limits, &used, &requested));
+                if let Some(message) = refusal {
+                    return Err(ApiError::forbidden(&resource.def, name, message));
+                }
             }
             let used = limits
                 .iter()
-                .map(|(limited, _, _)| {
-                    let now = used.get(limited).copied().unwrap_or(0);
-                    let mine = requested.get(limited).copied().unwrap_or(0);
-                    (limited.clone(), now.saturating_add(delta * mine).max(0))
+                .map(|(limited, _)| {
+                    let now = used.get(limited).copied().unwrap_or_else(Quantity::zero);
+                    let mine = requested
+                        .get(limited)
+                        .copied()
+                        .unwrap_or_else(Quantity::zero);
+                    let then = if delta > 0 {
+                        now.plus(mine)
+                    } else {
+                        now.minus(mine)
+                    };
+                    (limited.clone(), then)
                 })
                 .collect();
             let updated = resource_quota::with_status(quota.body().clone(), &used);
@@ -1463,7 +1477,7 @@ impl Writer<'_> {
             .map(|hard| hard.keys().cloned().collect())
             .unwrap_or_default();
         for name in hard {
-            let Some((group, plural)) = resource_quota::counted_resource(&name) else {
+            let Some((group, plural)) = resource_quota::charged_resource(&name) else {
                 continue;
             };
             let Some(counted) = self.resources.iter().find(|r| {
@@ -1479,8 +1493,12 @@ impl Writer<'_> {
                 .range(Some(&prefix), None)
                 .take_while(|o| o.key().starts_with(&prefix))
                 .filter(|o| resource_quota::counts(&group, &plural, o.body()))
-                .map(|o| resource_quota::usage(&name, o.body()))
-                .fold(0i64, i64::saturating_add);
+                .filter_map(|o| {
+                    resource_quota::charges(&group, &plural, o.body())
+                        .get(&name)
+                        .copied()
+                })
+                .fold(Quantity::zero(), Quantity::plus);
             used.insert(name, total);
         }
         resource_quota::with_status(quota, &used)
