@@ -12,7 +12,8 @@
 //!   balancer opts out of them) that would take the usage above the quota's `hard` value is
 //!   refused with kube-apiserver's 403: `configmaps "c3" is forbidden: exceeded quota: q,
 //!   requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2`. A
-//!   pod counts while it is not `Succeeded` or `Failed`, as kube's pod evaluator has it.
+//!   pod that is `Succeeded` or `Failed` charges only `count/pods` (not `pods` nor compute),
+//!   as kube's pod evaluator has it.
 //! - **Compute and storage are enforced** as kube's pod and claim evaluators charge them: a
 //!   pod charges `requests.cpu` (also `cpu`), `requests.memory` (`memory`),
 //!   `requests.ephemeral-storage` (`ephemeral-storage`), their `limits.*`, `hugepages-*`
@@ -363,15 +364,12 @@ pub fn charged_resource(name: &str) -> Option<(String, String)> {
         .map(|plural| (String::new(), (*plural).to_owned()))
 }
 
-/// Whether `object` of (`group`, `plural`) is charged at all: every object but a pod that
-/// has finished.
-#[must_use]
-pub fn counts(group: &str, plural: &str, object: &Value) -> bool {
-    if group.is_empty() && plural == "pods" {
-        let phase = object.pointer("/status/phase").and_then(Value::as_str);
-        return !matches!(phase, Some("Succeeded" | "Failed"));
-    }
-    true
+/// Whether a pod has finished (`Succeeded` or `Failed`): it then charges only `count/pods`,
+/// as kube's pod evaluator has it (`count/pods` counts every pod in storage, `pods` and the
+/// compute names only those still running or to run).
+fn finished(pod: &Value) -> bool {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 /// A map of quantities by resource name (`requests` / `limits` of a container).
@@ -518,6 +516,9 @@ pub fn charges(group: &str, plural: &str, object: &Value) -> BTreeMap<String, Qu
                 count(usize::from(kind == Some("LoadBalancer"))),
             );
             charges.insert("services.nodeports".to_owned(), count(node_ports));
+        }
+        "pods" if finished(object) => {
+            charges.remove("pods");
         }
         "pods" => {
             let requests = pod_resources(object, "requests");
@@ -819,17 +820,21 @@ mod tests {
             Some((String::new(), "services".to_owned()))
         );
         assert_eq!(charged_resource("services.other"), None);
-        assert!(counts("", "pods", &json!({"status": {"phase": "Running"}})));
-        assert!(!counts(
-            "",
-            "pods",
-            &json!({"status": {"phase": "Succeeded"}})
-        ));
-        assert!(counts(
-            "",
-            "configmaps",
-            &json!({"status": {"phase": "Failed"}})
-        ));
+        let running = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"}});
+        assert_eq!(
+            charges("", "pods", &running).len(),
+            4,
+            "count/pods, pods, cpu, requests.cpu"
+        );
+        let mut done = running.clone();
+        done["status"]["phase"] = json!("Succeeded");
+        assert_eq!(
+            charges("", "pods", &done).into_keys().collect::<Vec<_>>(),
+            ["count/pods"]
+        );
+        let failed_map = json!({"status": {"phase": "Failed"}});
+        assert_eq!(charges("", "configmaps", &failed_map).len(), 2);
     }
 
     #[test]

@@ -1371,10 +1371,7 @@ impl Writer<'_> {
         delta: i64,
     ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
         let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
-        if !resource.def.namespaced
-            || namespace.is_empty()
-            || !resource_quota::counts(group, plural, object)
-        {
+        if !resource.def.namespaced || namespace.is_empty() {
             return Ok(Vec::new());
         }
         let Some(quotas) = self.quota_resource() else {
@@ -1407,7 +1404,6 @@ impl Writer<'_> {
         for counted in snapshot
             .range(Some(&prefix), None)
             .take_while(|o| o.key().starts_with(&prefix))
-            .filter(|o| resource_quota::counts(group, plural, o.body()))
         {
             let charged = resource_quota::charges(group, plural, counted.body());
             for (name, total) in &mut used {
@@ -1492,7 +1488,6 @@ impl Writer<'_> {
             let total = snapshot
                 .range(Some(&prefix), None)
                 .take_while(|o| o.key().starts_with(&prefix))
-                .filter(|o| resource_quota::counts(&group, &plural, o.body()))
                 .filter_map(|o| {
                     resource_quota::charges(&group, &plural, o.body())
                         .get(&name)
