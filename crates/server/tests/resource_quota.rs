@@ -212,7 +212,8 @@ async fn compute_and_storage_are_enforced_and_shown() {
 }
 
 /// Goal: a Service's load balancer and node ports are counted as kube's service evaluator
-/// counts them, and a create past either limit is kube's 403 naming only what it passed.
+/// counts them, and a create or an update past either limit is kube's 403 naming only what
+/// it passed; an update that gives usage back lowers it at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancers_and_node_ports_are_counted() {
     let server = setup(json!({"services.loadbalancers": "1", "services.nodeports": "3"})).await;
@@ -252,6 +253,48 @@ async fn load_balancers_and_node_ports_are_counted() {
     assert_eq!(
         used(addr).await,
         json!({"services.loadbalancers": "1", "services.nodeports": "3"})
+    );
+    // Updates are charged too (kube's service evaluator handles them): a Service turned
+    // into a load balancer past the limit is refused, one turned back gives its place.
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{services}/plain"),
+        "application/merge-patch+json",
+        r#"{"spec":{"type":"LoadBalancer","ports":[{"name":"p0","port":80}]}}"#,
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap_or_default();
+    assert_eq!(
+        refused["message"],
+        "services \"plain\" is forbidden: exceeded quota: q, requested: services.loadbalancers=1,services.nodeports=1, used: services.loadbalancers=1,services.nodeports=3, limited: services.loadbalancers=1,services.nodeports=3"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{services}/lb"),
+        "application/merge-patch+json",
+        r#"{"spec":{"type":"ClusterIP"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        used(addr).await,
+        json!({"services.loadbalancers": "0", "services.nodeports": "1"})
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{services}/plain"),
+        "application/merge-patch+json",
+        r#"{"spec":{"type":"LoadBalancer","ports":[{"name":"p0","port":80}]}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        used(addr).await,
+        json!({"services.loadbalancers": "1", "services.nodeports": "2"})
     );
     server.shutdown().await;
 }

@@ -36,10 +36,13 @@
 //!   and `status.used` (the usage now), as the controller does; every charged create and
 //!   delete writes the new `status.used` in its own transaction, so `kubectl describe quota`
 //!   shows the usage at once.
+//! - **Updates are charged** by what they change: a Service turned into a LoadBalancer past
+//!   `services.loadbalancers`, a claim grown past `requests.storage`, is refused as kube's
+//!   service and claim evaluators refuse it; an update that gives usage back (a pod that
+//!   finished, a LoadBalancer turned into a ClusterIP) lowers `status.used` in its own
+//!   transaction (kube's controller does it a moment later).
 //! - **Not enforced** (the quota is stored and shown as written): quotas with `scopes` or a
-//!   `scopeSelector` (they select pods by properties this server does not evaluate), and
-//!   usage an update changes (a Service turned into a LoadBalancer, a claim resized): kube
-//!   checks updates too; here they are counted at the next create or delete.
+//!   `scopeSelector` (they select pods by properties this server does not evaluate).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -642,7 +645,7 @@ pub fn unstated(
 
 /// kube-apiserver's refusal text when adding `requested` (by name) to `used` (by name) passes
 /// a limit of the quota `quota_name` (`limits` as [`limits`] gives them); `None` when it fits.
-/// Only names the request charges are checked.
+/// Only names the request charges something of are checked.
 #[must_use]
 pub fn exceeded(
     quota_name: &str,
@@ -655,7 +658,8 @@ pub fn exceeded(
     let mut failed: Vec<(&String, [Quantity; 3])> = limits
         .iter()
         .filter_map(|(name, hard)| {
-            let asked = *requested.get(name)?;
+            // kube removes what the request does not add (`RemoveZeros`) before it checks.
+            let asked = *requested.get(name).filter(|asked| asked.nanos > 0)?;
             let now = used_of(name);
             (now.plus(asked) > *hard).then_some((name, [asked, now, *hard]))
         })

@@ -1289,7 +1289,7 @@ impl Writer<'_> {
                 )));
             }
             // Quota admission runs for a dry run too; nothing is written.
-            self.quota_claims(resource, namespace, &name, &object, 1)
+            self.quota_claims(resource, namespace, &name, None, Some(&object))
                 .await
                 .map_err(NotCreated::Refused)?;
             self.custom_versions_admitted(resource, None, &object)
@@ -1301,7 +1301,7 @@ impl Writer<'_> {
         let value = stored_value(&resource.to_storage(&object));
         for _ in 0..QUOTA_ATTEMPTS {
             let quotas = self
-                .quota_claims(resource, namespace, &name, &object, 1)
+                .quota_claims(resource, namespace, &name, None, Some(&object))
                 .await
                 .map_err(NotCreated::Refused)?;
             // Held until the transaction has answered.
@@ -1353,23 +1353,25 @@ impl Writer<'_> {
         )))
     }
 
-    /// The ResourceQuotas of `namespace` that count `object` of `resource`
-    /// ([`resource_quota`]): for each, the compare of its revision and the put of its new
-    /// `status.used` with `delta` (1 for a create, -1 for a delete) applied to the count of
-    /// the resource's objects in the namespace, taken from its cache once proven fresh. None
-    /// (and no store read) when no quota in the cache limits the resource there.
+    /// The ResourceQuotas of `namespace` that charge objects of `resource`
+    /// ([`resource_quota`]), for a write that turns `old` into `new` (a create has no `old`,
+    /// a delete no `new`): for each, the compare of its revision and the put of its new
+    /// `status.used` — the namespace's usage, taken from the caches once proven fresh, with
+    /// what the write adds and takes away. None (and no store read) when no quota in the cache
+    /// limits the resource there, or the write changes nothing a quota limits.
     ///
     /// # Errors
-    /// 403 Forbidden in kube-apiserver's words when a create would pass a limit; a store or
-    /// freshness failure.
+    /// 403 Forbidden in kube-apiserver's words when a write would pass a limit, or a pod
+    /// created does not state what a quota limits; a store or freshness failure.
     async fn quota_claims(
         &self,
         resource: &Resource,
         namespace: &str,
         name: &str,
-        object: &Value,
-        delta: i64,
+        old: Option<&Value>,
+        new: Option<&Value>,
     ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
+        use std::collections::{BTreeMap, BTreeSet};
         let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
         if !resource.def.namespaced || namespace.is_empty() {
             return Ok(Vec::new());
@@ -1387,20 +1389,61 @@ impl Writer<'_> {
                     .cloned()
                     .collect()
             };
-        if applicable(&quotas.cache().latest()).is_empty() {
+        let limited = |quotas: &[Arc<watchkeeper_core::Object>]| -> BTreeSet<String> {
+            quotas
+                .iter()
+                .flat_map(|quota| resource_quota::limits(quota.body(), group, plural))
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let found = applicable(&quotas.cache().latest());
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        if old.is_none()
+            && let Some(new) = new
+        {
+            // kube checks a pod's containers on create, before any amount.
+            for quota in &found {
+                let limits = resource_quota::limits(quota.body(), group, plural);
+                if let Some(message) = resource_quota::unstated(group, plural, &limits, new) {
+                    let message = format!("failed quota: {}: {message}", quota.name());
+                    return Err(ApiError::forbidden(&resource.def, name, message));
+                }
+            }
+        }
+        // What the write adds to and takes from each limited name.
+        let charged = |object: Option<&Value>| {
+            object.map_or_else(BTreeMap::new, |o| resource_quota::charges(group, plural, o))
+        };
+        let (before, after) = (charged(old), charged(new));
+        let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
+        let mut taken: BTreeMap<String, Quantity> = BTreeMap::new();
+        for limited in limited(&found) {
+            let zero = Quantity::zero();
+            let was = before.get(&limited).copied().unwrap_or(zero);
+            let is = after.get(&limited).copied().unwrap_or(zero);
+            match is.cmp(&was) {
+                std::cmp::Ordering::Greater => {
+                    added.insert(limited, zero.plus(is).minus(was));
+                }
+                std::cmp::Ordering::Less => {
+                    taken.insert(limited, zero.plus(was).minus(is));
+                }
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+        if added.is_empty() && taken.is_empty() {
             return Ok(Vec::new());
         }
         self.consistent(resource).await?;
-        // What the namespace uses now of each name a quota limits, and what this object
-        // charges (added on a create, taken away on a delete).
-        let limited: std::collections::BTreeSet<String> = applicable(&quotas.cache().latest())
-            .iter()
-            .flat_map(|quota| resource_quota::limits(quota.body(), group, plural))
-            .map(|(name, _)| name)
-            .collect();
+        let found = applicable(&quotas.cache().latest());
+        // What the namespace uses now (`old` included, `new` not yet).
         let snapshot = resource.cache().latest();
-        let mut used: std::collections::BTreeMap<String, Quantity> =
-            limited.into_iter().map(|n| (n, Quantity::zero())).collect();
+        let mut used: BTreeMap<String, Quantity> = limited(&found)
+            .into_iter()
+            .map(|n| (n, Quantity::zero()))
+            .collect();
         for counted in snapshot
             .range(Some(&prefix), None)
             .take_while(|o| o.key().starts_with(&prefix))
@@ -1412,32 +1455,20 @@ impl Writer<'_> {
                 }
             }
         }
-        let requested = resource_quota::charges(group, plural, object);
         let mut claims = Vec::new();
-        for quota in applicable(&quotas.cache().latest()) {
+        for quota in found {
             let limits = resource_quota::limits(quota.body(), group, plural);
-            if delta > 0 {
-                let refusal = resource_quota::unstated(group, plural, &limits, object)
-                    .map(|message| format!("failed quota: {}: {message}", quota.name()))
-                    .or_else(|| resource_quota::exceeded(quota.name(), &limits, &used, &requested));
-                if let Some(message) = refusal {
-                    return Err(ApiError::forbidden(&resource.def, name, message));
-                }
+            if let Some(message) = resource_quota::exceeded(quota.name(), &limits, &used, &added) {
+                return Err(ApiError::forbidden(&resource.def, name, message));
             }
             let used = limits
                 .iter()
                 .map(|(limited, _)| {
-                    let now = used.get(limited).copied().unwrap_or_else(Quantity::zero);
-                    let mine = requested
-                        .get(limited)
-                        .copied()
-                        .unwrap_or_else(Quantity::zero);
-                    let then = if delta > 0 {
-                        now.plus(mine)
-                    } else {
-                        now.minus(mine)
-                    };
-                    (limited.clone(), then)
+                    let zero = Quantity::zero();
+                    let now = used.get(limited).copied().unwrap_or(zero);
+                    let plus = added.get(limited).copied().unwrap_or(zero);
+                    let minus = taken.get(limited).copied().unwrap_or(zero);
+                    (limited.clone(), now.plus(plus).minus(minus))
                 })
                 .collect();
             let updated = resource_quota::with_status(quota.body().clone(), &used);
@@ -1799,13 +1830,6 @@ impl Writer<'_> {
                 }
                 Err(error) => return Err(error),
             };
-            if self.dry_run {
-                // What would be stored, at the revision it would replace.
-                return Ok(Written::Value(with_revision(
-                    new,
-                    current.resource_version(),
-                )));
-            }
             let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
                 && new
                     .pointer("/metadata/finalizers")
@@ -1813,6 +1837,31 @@ impl Writer<'_> {
                     .is_none_or(Vec::is_empty)
                 // A namespace goes once its spec finalizers are gone too.
                 && (!is_namespaces(&resource.def) || namespace_finalizers(&new) == 0);
+            // What the update adds to or takes from the namespace's quotas (a deletion lowers
+            // the usage they show, as a DELETE without finalizers does); admitted for a dry
+            // run too.
+            let after = (!finalized).then_some(&new);
+            let quota = match self
+                .quota_claims(resource, namespace, name, Some(current.body()), after)
+                .await
+            {
+                Ok(quota) => quota,
+                // Charged against a base the cache may not have proven.
+                Err(_) if !proven => {
+                    counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
+                    self.consistent(resource).await?;
+                    proven = true;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            if self.dry_run {
+                // What would be stored, at the revision it would replace.
+                return Ok(Written::Value(with_revision(
+                    new,
+                    current.resource_version(),
+                )));
+            }
             // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
             if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
                 self.delete_definition_objects(&new).await?;
@@ -1862,15 +1911,13 @@ impl Writer<'_> {
                     revision: expected,
                 })
                 .then(operation);
-            // A deleted Service claims nothing; a deletion lowers the usage its namespace's
-            // quotas show, as a DELETE without finalizers does.
-            let claimed = !finalized && !claims.is_empty();
+            // A deleted Service claims nothing.
             if finalized {
-                claims = self
-                    .quota_claims(resource, namespace, name, current.body(), -1)
-                    .await?;
+                claims.clear();
             }
-            for (compare, put) in claims {
+            let claimed = !claims.is_empty();
+            let quota_claimed = !quota.is_empty();
+            for (compare, put) in claims.into_iter().chain(quota) {
                 request = request.when(compare).then(put);
             }
             let response = self.txn(request).await?;
@@ -1884,18 +1931,23 @@ impl Writer<'_> {
                 .first()
                 .and_then(|(_, kv)| kv.as_ref().map(|kv| kv.mod_revision));
             if claimed && object_revision == Some(expected) {
-                // The object is as it was: another write took an address or a port. Once the
-                // cache has it the next claim skips it (or refuses an asked one), starting at
-                // a random point.
-                self.fresh.wait(cache, response.revision).await?;
+                // The object is as it was: another write took an address or a port (or moved
+                // a quota's usage). Once the caches have it the next claim skips it (or
+                // refuses an asked one), starting at a random point.
+                if quota_claimed {
+                    self.wait_quota_caches(resource, response.revision).await?;
+                } else {
+                    self.fresh.wait(cache, response.revision).await?;
+                }
                 proven = true;
                 rotate = u128::from(rand::random::<u64>());
                 continue;
             }
             counters.conflicts.fetch_add(1, Ordering::Relaxed);
-            if finalized && object_revision == Some(expected) {
+            if quota_claimed && object_revision == Some(expected) {
                 // A quota's usage moved first: again once its cache has it.
                 self.wait_quota_caches(resource, response.revision).await?;
+                proven = true;
                 continue;
             }
             if precondition.is_some() {
@@ -2159,7 +2211,7 @@ impl Writer<'_> {
             let quotas = if has_finalizers {
                 Vec::new()
             } else {
-                self.quota_claims(resource, namespace, name, body, -1)
+                self.quota_claims(resource, namespace, name, Some(body), None)
                     .await?
             };
             let mut request = TxnRequest::default()
