@@ -199,6 +199,38 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
         "ports[].protocol",
         r#""TCP""#,
     ),
+    ("storage.k8s.io", "CSIDriver", "spec.attachRequired", "true"),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.podInfoOnMount",
+        "false",
+    ),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.storageCapacity",
+        "false",
+    ),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.fsGroupPolicy",
+        r#""ReadWriteOnceWithFSType""#,
+    ),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.requiresRepublish",
+        "false",
+    ),
+    ("storage.k8s.io", "CSIDriver", "spec.seLinuxMount", "false"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        "spec.failurePolicy",
+        r#""Fail""#,
+    ),
 ];
 
 /// The `rollingUpdate` defaults of a `RollingUpdate` strategy: `(group, kind, strategy path,
@@ -238,7 +270,7 @@ pub fn keeps_generation(def: &ResourceDef) -> bool {
             | ("apps" | "batch" | "policy", _)
             | ("discovery.k8s.io", "EndpointSlice")
             | ("networking.k8s.io", "Ingress" | "NetworkPolicy")
-    )
+    ) || crate::kinds::keeps_generation(def)
 }
 
 /// Places `value` at `path` (dotted keys, `[]` for every item of a list) under `object`
@@ -422,6 +454,7 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     if (group, kind) == ("", "Service") {
         service_defaults(object);
     }
+    crate::kinds::apply_defaults(def, object);
     for (row_group, row_kind, path) in POD_SPEC_PATHS {
         if *row_group == group
             && *row_kind == kind

@@ -90,7 +90,7 @@ fn documented_schemas() -> &'static Schemas {
 fn generate(strip: bool) -> Schemas {
     use k8s_openapi::api::{
         admissionregistration, apps, autoscaling, batch, certificates, coordination, core,
-        discovery, networking, policy, rbac, scheduling, storage,
+        discovery, flowcontrol, networking, node, policy, rbac, scheduling, storage,
     };
     let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
     let mut roots = HashMap::new();
@@ -335,6 +335,74 @@ fn generate(strip: bool) -> Schemas {
                 .subschema_for::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>()
                 .to_value(),
         );
+    add(
+        "node.k8s.io",
+        "RuntimeClass",
+        generator
+            .subschema_for::<node::v1::RuntimeClass>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "CSIDriver",
+        generator
+            .subschema_for::<storage::v1::CSIDriver>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "CSINode",
+        generator.subschema_for::<storage::v1::CSINode>().to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "VolumeAttachment",
+        generator
+            .subschema_for::<storage::v1::VolumeAttachment>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "CSIStorageCapacity",
+        generator
+            .subschema_for::<storage::v1::CSIStorageCapacity>()
+            .to_value(),
+    );
+    add(
+        "apps",
+        "ControllerRevision",
+        generator
+            .subschema_for::<apps::v1::ControllerRevision>()
+            .to_value(),
+    );
+    add(
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        generator
+            .subschema_for::<admissionregistration::v1::ValidatingAdmissionPolicy>()
+            .to_value(),
+    );
+    add(
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+        generator
+            .subschema_for::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
+            .to_value(),
+    );
+    add(
+        "flowcontrol.apiserver.k8s.io",
+        "FlowSchema",
+        generator
+            .subschema_for::<flowcontrol::v1::FlowSchema>()
+            .to_value(),
+    );
+    add(
+        "flowcontrol.apiserver.k8s.io",
+        "PriorityLevelConfiguration",
+        generator
+            .subschema_for::<flowcontrol::v1::PriorityLevelConfiguration>()
+            .to_value(),
+    );
     let mut definitions = generator.take_definitions(false);
     if strip {
         for definition in definitions.values_mut() {
