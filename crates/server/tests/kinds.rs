@@ -1,0 +1,350 @@
+//! The storage, node, admission-policy and flow-control kinds over real HTTP (memory store):
+//! kube's defaults, the `status` subresource's rules, generation, kube's validation answers,
+//! Table columns and protobuf.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+async fn get_as(addr: std::net::SocketAddr, path: &str, accept: &str) -> (u16, Vec<u8>) {
+    let response = watchkeeper_testkit::request(addr, "GET", path, &[("accept", accept)], b"")
+        .await
+        .unwrap();
+    (response.status, response.body)
+}
+
+/// A RuntimeClass: served cluster-scoped, its handler a DNS label and immutable (422 with
+/// kube's wording), printed with kube's `Handler` column, and answered in protobuf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_classes() {
+    let server = server().await;
+    let addr = server.addr;
+    let base = "/apis/node.k8s.io/v1/runtimeclasses";
+    let class = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "gvisor"}, "handler": "runsc"});
+    let (status, created) = send_json(addr, "POST", base, &class).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["metadata"].get("namespace").is_none());
+    assert!(created["metadata"].get("generation").is_none());
+
+    let bad = json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+        "metadata": {"name": "bad"}, "handler": "Run_SC"});
+    let (status, refused) = send_json(addr, "POST", base, &bad).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["reason"], "Invalid");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("RuntimeClass.node.k8s.io \"bad\" is invalid: handler: Invalid value: \"Run_SC\": a lowercase RFC 1123 label"),
+        "{refused}"
+    );
+    assert_eq!(refused["details"]["causes"][0]["field"], "handler");
+
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{base}/gvisor"),
+        "application/merge-patch+json",
+        r#"{"handler": "kata"}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap();
+    assert_eq!(
+        refused["message"],
+        "RuntimeClass.node.k8s.io \"gvisor\" is invalid: handler: Invalid value: \"kata\": field is immutable"
+    );
+
+    let (status, table) = get_as(addr, base, TABLE).await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_slice(&table).unwrap();
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Name", "Handler", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][1], "runsc");
+
+    let (status, body) = get_as(addr, &format!("{base}/gvisor"), PROTOBUF).await;
+    assert_eq!(status, 200);
+    let decoded = watchkeeper_api::protobuf::decode_response(&body).unwrap();
+    assert_eq!(decoded["handler"], "runsc");
+    assert_eq!(decoded["kind"], "RuntimeClass");
+}
+
+/// A CSIDriver gets kube's defaults, and its `attachRequired` is immutable (at kube's path
+/// `spec.attachedRequired`) while `podInfoOnMount` may change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csi_drivers() {
+    let server = server().await;
+    let addr = server.addr;
+    let base = "/apis/storage.k8s.io/v1/csidrivers";
+    let driver = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": {"name": "csi.example.com"}, "spec": {}});
+    let (status, created) = send_json(addr, "POST", base, &driver).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"],
+        json!({"attachRequired": true, "fsGroupPolicy": "ReadWriteOnceWithFSType",
+               "podInfoOnMount": false, "requiresRepublish": false, "seLinuxMount": false,
+               "storageCapacity": false, "volumeLifecycleModes": ["Persistent"]})
+    );
+    let path = format!("{base}/csi.example.com");
+    let changed = merge_patch(addr, &path, r#"{"spec": {"podInfoOnMount": true}}"#).await;
+    assert_eq!(changed["spec"]["podInfoOnMount"], true);
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        r#"{"spec": {"attachRequired": false}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap();
+    assert_eq!(
+        refused["message"],
+        "CSIDriver.storage.k8s.io \"csi.example.com\" is invalid: spec.attachedRequired: Invalid value: false: field is immutable"
+    );
+}
+
+/// A VolumeAttachment is created without the status it was sent with, keeps its status on
+/// writes of the main endpoint and its spec on writes of `/status`, and its spec is immutable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volume_attachments_follow_the_status_subresource() {
+    let server = server().await;
+    let addr = server.addr;
+    let base = "/apis/storage.k8s.io/v1/volumeattachments";
+    let attachment = json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+        "metadata": {"name": "va"},
+        "spec": {"attacher": "csi.example.com", "nodeName": "node-1",
+                 "source": {"persistentVolumeName": "pv-1"}},
+        "status": {"attached": true}});
+    let (status, created) = send_json(addr, "POST", base, &attachment).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created.get("status").is_none(), "{created}");
+
+    let path = format!("{base}/va");
+    let attached = merge_patch(
+        addr,
+        &format!("{path}/status"),
+        r#"{"status": {"attached": true}, "spec": {"nodeName": "node-2"}}"#,
+    )
+    .await;
+    assert_eq!(attached["status"]["attached"], true);
+    assert_eq!(attached["spec"]["nodeName"], "node-1");
+
+    let labelled = merge_patch(
+        addr,
+        &path,
+        r#"{"metadata": {"labels": {"a": "b"}}, "status": {"attached": false}}"#,
+    )
+    .await;
+    assert_eq!(labelled["status"]["attached"], true);
+    assert_eq!(labelled["metadata"]["labels"]["a"], "b");
+
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        r#"{"spec": {"nodeName": "node-2"}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap();
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "VolumeAttachment.storage.k8s.io \"va\" is invalid: spec: Invalid value: "
+        ) && message.ends_with(": field is immutable"),
+        "{message}"
+    );
+
+    let missing = json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+        "metadata": {"name": "nothing"}, "spec": {"attacher": "csi.example.com", "nodeName": "n", "source": {}}});
+    let (status, refused) = send_json(addr, "POST", base, &missing).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "VolumeAttachment.storage.k8s.io \"nothing\" is invalid: spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName"
+    );
+}
+
+/// FlowSchemas and PriorityLevelConfigurations: defaults, generation 1 and bumped on a spec
+/// change only, status dropped on create, and kube's validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_control_kinds() {
+    let server = server().await;
+    let addr = server.addr;
+    let levels = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations";
+    let level = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration", "metadata": {"name": "workload"},
+        "spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": {}}}},
+        "status": {"conditions": [{"type": "X", "status": "True"}]}});
+    let (status, created) = send_json(addr, "POST", levels, &level).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert!(created.get("status").is_none(), "{created}");
+    assert_eq!(
+        created["spec"]["limited"],
+        json!({"lendablePercent": 0, "nominalConcurrencyShares": 30,
+               "limitResponse": {"type": "Queue", "queuing": {"handSize": 8, "queueLengthLimit": 50, "queues": 64}}})
+    );
+
+    let schemas = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
+    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": "workload"},
+        "spec": {"priorityLevelConfiguration": {"name": "workload"},
+                 "rules": [{"subjects": [{"kind": "Group", "group": {"name": "system:authenticated"}}],
+                            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}});
+    let (status, created) = send_json(addr, "POST", schemas, &schema).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["spec"]["matchingPrecedence"], 1000);
+    assert_eq!(created["metadata"]["generation"], 1);
+    let path = format!("{schemas}/workload");
+    let labelled = merge_patch(addr, &path, r#"{"metadata": {"labels": {"a": "b"}}}"#).await;
+    assert_eq!(labelled["metadata"]["generation"], 1);
+    let moved = merge_patch(addr, &path, r#"{"spec": {"matchingPrecedence": 500}}"#).await;
+    assert_eq!(moved["metadata"]["generation"], 2);
+    let dangling = merge_patch(
+        addr,
+        &format!("{path}/status"),
+        r#"{"status": {"conditions": [{"type": "Dangling", "status": "False"}]}}"#,
+    )
+    .await;
+    assert_eq!(dangling["status"]["conditions"][0]["type"], "Dangling");
+    assert_eq!(dangling["metadata"]["generation"], 2);
+
+    let (status, table) = get_as(addr, &path, TABLE).await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_slice(&table).unwrap();
+    assert_eq!(
+        table["rows"][0]["cells"],
+        json!([
+            "workload",
+            "workload",
+            500,
+            "<none>",
+            table["rows"][0]["cells"][4],
+            "False"
+        ])
+    );
+
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        r#"{"spec": {"matchingPrecedence": 1}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap();
+    assert_eq!(
+        refused["message"],
+        "FlowSchema.flowcontrol.apiserver.k8s.io \"workload\" is invalid: spec.matchingPrecedence: Invalid value: 1: only the schema named 'exempt' may have matchingPrecedence 1"
+    );
+}
+
+/// ValidatingAdmissionPolicies and their bindings are stored with kube's defaults and
+/// refused with kube's wording; a policy's status is its `/status`'s only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_policies() {
+    let server = server().await;
+    let addr = server.addr;
+    let policies = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "replicas"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                     "operations": ["CREATE"], "resources": ["deployments"]}]},
+                 "validations": [{"expression": "object.spec.replicas <= 5"}]},
+        "status": {"observedGeneration": 7}});
+    let (status, created) = send_json(addr, "POST", policies, &policy).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created.get("status").is_none(), "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(created["spec"]["failurePolicy"], "Fail");
+    assert_eq!(
+        created["spec"]["matchConstraints"]["matchPolicy"],
+        "Equivalent"
+    );
+    assert_eq!(
+        created["spec"]["matchConstraints"]["resourceRules"][0]["scope"],
+        "*"
+    );
+    let checked = merge_patch(
+        addr,
+        &format!("{policies}/replicas/status"),
+        r#"{"status": {"observedGeneration": 1}}"#,
+    )
+    .await;
+    assert_eq!(checked["status"]["observedGeneration"], 1);
+
+    let bindings = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "replicas"},
+        "spec": {"policyName": "replicas", "validationActions": ["Deny", "Warn"]}});
+    let (status, refused) = send_json(addr, "POST", bindings, &binding).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io \"replicas\" is invalid: spec.validationActions: Invalid value: []admissionregistration.ValidationAction{\"Deny\", \"Warn\"}: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"
+    );
+    let mut binding = binding;
+    binding["spec"]["validationActions"] = json!(["Deny"]);
+    let (status, created) = send_json(addr, "POST", bindings, &binding).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["metadata"]["generation"], 1);
+}
+
+/// A ControllerRevision's `data` (a `runtime.RawExtension`) and a namespaced
+/// CSIStorageCapacity round-trip through protobuf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisions_and_capacities_in_protobuf() {
+    let server = server().await;
+    let addr = server.addr;
+    let revisions = "/apis/apps/v1/namespaces/default/controllerrevisions";
+    let revision = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "web-1"}, "revision": 1,
+        "data": {"spec": {"template": {"metadata": {"labels": {"app": "web"}}}}}});
+    let (status, created) = send_json(addr, "POST", revisions, &revision).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, body) = get_as(addr, &format!("{revisions}/web-1"), PROTOBUF).await;
+    assert_eq!(status, 200);
+    let decoded = watchkeeper_api::protobuf::decode_response(&body).unwrap();
+    assert_eq!(decoded["data"], revision["data"]);
+    assert_eq!(decoded["revision"], 1);
+
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        revisions,
+        &json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                "metadata": {"name": "empty"}, "revision": 2}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "ControllerRevision.apps \"empty\" is invalid: data: Required value: data is mandatory"
+    );
+
+    let capacities = "/apis/storage.k8s.io/v1/namespaces/default/csistoragecapacities";
+    let capacity = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+        "metadata": {"name": "fast-zone-a"}, "storageClassName": "fast", "capacity": "10Gi"});
+    let (status, created) = send_json(addr, "POST", capacities, &capacity).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["metadata"]["namespace"], "default");
+    let (status, body) = get_as(addr, capacities, PROTOBUF).await;
+    assert_eq!(status, 200);
+    let list = watchkeeper_api::protobuf::decode_response(&body).unwrap();
+    assert_eq!(list["items"][0]["capacity"], "10Gi");
+}
