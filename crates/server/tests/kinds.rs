@@ -348,3 +348,79 @@ async fn revisions_and_capacities_in_protobuf() {
     let list = watchkeeper_api::protobuf::decode_response(&body).unwrap();
     assert_eq!(list["items"][0]["capacity"], "10Gi");
 }
+
+/// A server starts with kube-apiserver's own PriorityClasses and API Priority and Fairness'
+/// mandatory configuration, which kube-apiserver's Table prints as it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn started_with_kube_apiserver_priority_classes_and_flow_control_objects() {
+    let server = server().await;
+    let addr = server.addr;
+    let (status, classes) = get_json(addr, "/apis/scheduling.k8s.io/v1/priorityclasses").await;
+    assert_eq!(status, 200);
+    let mut found: Vec<(String, i64)> = classes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap().to_owned(),
+                c["value"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            ("system-cluster-critical".to_owned(), 2_000_000_000),
+            ("system-node-critical".to_owned(), 2_000_001_000)
+        ]
+    );
+
+    let (status, table) = get_as(
+        addr,
+        "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+        TABLE,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_slice(&table).unwrap();
+    let rows: Vec<Value> = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let cells = r["cells"].as_array().unwrap();
+            json!(cells[..6])
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            json!(["catch-all", "Limited", 5, "<none>", "<none>", "<none>"]),
+            json!(["exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"])
+        ]
+    );
+    let (status, schema) = get_json(
+        addr,
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/catch-all",
+    )
+    .await;
+    assert_eq!(status, 200, "{schema}");
+    assert_eq!(
+        schema["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
+        "true"
+    );
+    assert_eq!(schema["metadata"]["generation"], 1);
+    assert_eq!(schema["spec"]["matchingPrecedence"], 10000);
+    let (status, exempt) = get_json(
+        addr,
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/exempt",
+    )
+    .await;
+    assert_eq!(status, 200, "{exempt}");
+    assert_eq!(
+        exempt["spec"]["rules"][0]["subjects"],
+        json!([{"kind": "Group", "group": {"name": "system:masters"}}])
+    );
+}
