@@ -63,6 +63,7 @@ ROOTS = [
     "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
     "io.k8s.api.flowcontrol.v1.FlowSchema",
     "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration",
+    "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
 ]
 
 # The extensions kept, on a definition or on one of its properties.

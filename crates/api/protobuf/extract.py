@@ -79,6 +79,8 @@ ROOTS = [
     ("authorization.k8s.io", "v1", "SubjectAccessReview",
      "k8s.io.api.authorization.v1.SubjectAccessReview"),
     ("autoscaling", "v1", "Scale", "k8s.io.api.autoscaling.v1.Scale"),
+    ("autoscaling", "v1", "HorizontalPodAutoscaler",
+     "k8s.io.api.autoscaling.v1.HorizontalPodAutoscaler"),
     ("autoscaling", "v2", "HorizontalPodAutoscaler",
      "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler"),
     ("batch", "v1", "CronJob", "k8s.io.api.batch.v1.CronJob"),

@@ -431,6 +431,12 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
         return;
     }
     let (group, kind) = (def.group.as_str(), def.kind.as_str());
+    if (group, kind, def.version.as_str()) == ("autoscaling", "HorizontalPodAutoscaler", "v1") {
+        // `autoscaling/v1`'s own defaults (the table's rows are v2's, the storage version's,
+        // which the conversion to v2 meets: no metric is kube's implicit cpu target).
+        set_default(object, "spec.minReplicas", &Value::from(1));
+        return;
+    }
     // Rules that read other fields first, before the table fills them.
     match (group, kind) {
         ("batch", "Job") => job_defaults(object),

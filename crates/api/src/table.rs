@@ -1761,6 +1761,15 @@ fn group_cells(def: &ResourceDef, object: &Value, now: i64) -> Option<Vec<Value>
             ]
         }
         ("autoscaling", "horizontalpodautoscalers") => {
+            // kube prints the internal object, whose metrics are v2's: an `autoscaling/v1`
+            // object is converted first.
+            let converted;
+            let object = if def.version == "v1" {
+                converted = crate::versions::Conversion::AutoscalingV1.to_storage(object);
+                &converted
+            } else {
+                object
+            };
             let reference = format!(
                 "{}/{}",
                 text(object, "spec.scaleTargetRef.kind"),

@@ -1276,3 +1276,30 @@ fn flow_control_tables() {
         ])
     );
 }
+
+#[test]
+fn autoscaling_v1_objects_print_their_v2_targets() {
+    let v2 = def("autoscaling", "horizontalpodautoscalers");
+    let v1 = ResourceDef {
+        version: "v1".to_owned(),
+        ..v2.clone()
+    };
+    assert_eq!(columns(&v1), columns(&v2));
+    let object = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "creationTimestamp": ago(45)},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 4,
+                 "targetCPUUtilizationPercentage": 50},
+        "status": {"currentReplicas": 2, "desiredReplicas": 2, "currentCPUUtilizationPercentage": 30}});
+    assert_eq!(
+        cells(&v1, &object),
+        json!([
+            "web",
+            "Deployment/web",
+            "cpu: 30%/50%",
+            "<unset>",
+            4,
+            2,
+            "45s"
+        ])
+    );
+}

@@ -424,3 +424,105 @@ async fn started_with_kube_apiserver_priority_classes_and_flow_control_objects()
         json!([{"kind": "Group", "group": {"name": "system:masters"}}])
     );
 }
+
+/// `autoscaling/v1` HorizontalPodAutoscalers are the `autoscaling/v2` ones, converted as kube
+/// converts them: a v1 write is read at v2 with its cpu target as a metric, a v2 object read
+/// at v1 keeps its other metrics in kube's annotation, and written back at v1 it is unchanged
+/// at v2. Discovery lists both versions, v2 preferred; v1 answers Tables and protobuf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscaling_v1_is_a_view_of_v2() {
+    let server = server().await;
+    let addr = server.addr;
+    let (status, group) = get_json(addr, "/apis/autoscaling").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        group["versions"],
+        json!([{"groupVersion": "autoscaling/v2", "version": "v2"},
+               {"groupVersion": "autoscaling/v1", "version": "v1"}])
+    );
+    assert_eq!(group["preferredVersion"]["version"], "v2");
+    let (status, list) = get_json(addr, "/apis/autoscaling/v1").await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "horizontalpodautoscalers",
+            "horizontalpodautoscalers/status"
+        ]
+    );
+
+    let v1 = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let v2 = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers";
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        v1,
+        &json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "web"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                         "maxReplicas": 5, "targetCPUUtilizationPercentage": 60}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["apiVersion"], "autoscaling/v1");
+    assert_eq!(created["spec"]["minReplicas"], 1);
+    assert_eq!(created["spec"]["targetCPUUtilizationPercentage"], 60);
+    let (status, at_v2) = get_json(addr, &format!("{v2}/web")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        at_v2["spec"]["metrics"],
+        json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 60}}}])
+    );
+
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        v2,
+        &json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "api"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"},
+                         "minReplicas": 2, "maxReplicas": 9,
+                         "metrics": [{"type": "Pods", "pods": {"metric": {"name": "qps"},
+                                      "target": {"type": "AverageValue", "averageValue": "10"}}}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (status, at_v1) = get_json(addr, &format!("{v1}/api")).await;
+    assert_eq!(status, 200);
+    assert!(
+        at_v1["spec"]
+            .get("targetCPUUtilizationPercentage")
+            .is_none(),
+        "{at_v1}"
+    );
+    assert_eq!(
+        at_v1["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/metrics"],
+        r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]"#
+    );
+    // Written back at v1 (kubectl edit against v1): the v2 object is unchanged.
+    let mut edited = at_v1.clone();
+    edited["metadata"]["labels"] = json!({"tier": "api"});
+    let (status, updated) = send_json(addr, "PUT", &format!("{v1}/api"), &edited).await;
+    assert_eq!(status, 200, "{updated}");
+    let (_, again) = get_json(addr, &format!("{v2}/api")).await;
+    assert_eq!(again["spec"]["metrics"], created["spec"]["metrics"]);
+    assert_eq!(again["metadata"]["labels"]["tier"], "api");
+    assert!(again["metadata"].get("annotations").is_none(), "{again}");
+
+    let (status, table) = get_as(addr, &format!("{v1}/web"), TABLE).await;
+    assert_eq!(status, 200);
+    let table: Value = serde_json::from_slice(&table).unwrap();
+    assert_eq!(table["rows"][0]["cells"][2], "cpu: <unknown>/60%");
+    let (status, body) = get_as(addr, &format!("{v1}/web"), PROTOBUF).await;
+    assert_eq!(status, 200);
+    let decoded = watchkeeper_api::protobuf::decode_response(&body).unwrap();
+    assert_eq!(decoded["apiVersion"], "autoscaling/v1");
+    assert_eq!(decoded["spec"]["targetCPUUtilizationPercentage"], 60);
+}

@@ -726,6 +726,45 @@ pub(super) static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Messag
     ],
 };
 
+pub(super) static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.CrossVersionObjectReference",
+    fields: &[
+        k(1, "kind", Str),
+        k(2, "name", Str),
+        f(3, "apiVersion", Str),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC)),
+        k(3, "status", Msg(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS)),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec",
+    fields: &[
+        k(1, "scaleTargetRef", Msg(&AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE)),
+        k(2, "minReplicas", Int32),
+        k(3, "maxReplicas", Int32),
+        k(4, "targetCPUUtilizationPercentage", Int32),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus",
+    fields: &[
+        k(1, "observedGeneration", Int64),
+        k(2, "lastScaleTime", Time),
+        k(3, "currentReplicas", Int32),
+        k(4, "desiredReplicas", Int32),
+        k(5, "currentCPUUtilizationPercentage", Int32),
+    ],
+};
+
 pub(super) static AUTOSCALING_V1_SCALE: Message = Message {
     name: "io.k8s.api.autoscaling.v1.Scale",
     fields: &[
@@ -4271,6 +4310,7 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview", &AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW),
     ("authorization.k8s.io/v1", "SubjectAccessReview", &AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
+    ("autoscaling/v1", "HorizontalPodAutoscaler", &AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER),
     ("autoscaling/v2", "HorizontalPodAutoscaler", &AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER),
     ("batch/v1", "CronJob", &BATCH_V1_CRON_JOB),
     ("batch/v1", "Job", &BATCH_V1_JOB),
