@@ -526,3 +526,56 @@ async fn autoscaling_v1_is_a_view_of_v2() {
     assert_eq!(decoded["apiVersion"], "autoscaling/v1");
     assert_eq!(decoded["spec"]["targetCPUUtilizationPercentage"], 60);
 }
+
+/// Server-side apply of the new kinds (a ControllerRevision's free-form `data`, a FlowSchema's
+/// rules), and their OpenAPI v3 documents (what `kubectl explain` and `apply` read), at
+/// `autoscaling/v1` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applied_and_explained() {
+    let server = server().await;
+    let addr = server.addr;
+    let apply = "application/apply-patch+yaml";
+    let path = "/apis/apps/v1/namespaces/default/controllerrevisions/web-2?fieldManager=test";
+    let revision = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "web-2"}, "revision": 2,
+        "data": {"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}});
+    let (status, body) = request(addr, "PATCH", path, apply, &revision.to_string()).await;
+    assert_eq!(status, 201, "{body}");
+    let applied: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(applied["data"], revision["data"]);
+    assert_eq!(applied["metadata"]["managedFields"][0]["manager"], "test");
+    let path = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/applied?fieldManager=test";
+    let schema = json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": "applied"},
+        "spec": {"priorityLevelConfiguration": {"name": "catch-all"}, "matchingPrecedence": 9000,
+                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "alice"}}],
+                            "resourceRules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["pods"],
+                                               "namespaces": ["*"]}]}]}});
+    let (status, body) = request(addr, "PATCH", path, apply, &schema.to_string()).await;
+    assert_eq!(status, 201, "{body}");
+    let applied: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(applied["metadata"]["generation"], 1);
+
+    for (group_version, definition) in [
+        (
+            "flowcontrol.apiserver.k8s.io/v1",
+            "io.k8s.api.flowcontrol.v1.FlowSchema",
+        ),
+        ("node.k8s.io/v1", "io.k8s.api.node.v1.RuntimeClass"),
+        (
+            "autoscaling/v1",
+            "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
+        ),
+        (
+            "autoscaling/v2",
+            "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
+        ),
+    ] {
+        let (status, document) = get_json(addr, &format!("/openapi/v3/apis/{group_version}")).await;
+        assert_eq!(status, 200, "{group_version}");
+        assert!(
+            document["components"]["schemas"].get(definition).is_some(),
+            "{group_version}: {definition}"
+        );
+    }
+}
