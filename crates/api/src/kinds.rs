@@ -16,7 +16,10 @@
 //! - Validation ([`validate`]) is the cheap, common part of kube's `validation` packages for
 //!   these kinds, with kube's paths and wording (kube's own spellings included, e.g.
 //!   CSIDriver's `spec.attachedRequired` and the binding's `spec.matchResouces`): required
-//!   fields, enumerations, DNS names and the immutable fields. Not checked: CEL expressions
+//!   fields, enumerations, DNS names, the immutable fields, the flow schemas' subjects and
+//!   rules, and the fixed specs of API Priority and Fairness' mandatory objects
+//!   ([`mandatory_flow_schema_spec`], [`mandatory_priority_level_spec`], which the server's
+//!   bootstrap also creates them from). Not checked: CEL expressions
 //!   (compiling them is evaluating policies, which this server does not do), label selectors,
 //!   tolerations, resource quantities' ranges and PersistentVolume specs inside
 //!   VolumeAttachments.
@@ -632,6 +635,88 @@ fn admission_policy_binding(object: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The spec kube-apiserver's API Priority and Fairness requires of its mandatory
+/// FlowSchemas (`exempt`, `catch-all`), as defaulted and stored
+/// (k8s.io/apiserver's `flowcontrol/bootstrap/default.go`); `None` for other names.
+#[must_use]
+pub fn mandatory_flow_schema_spec(name: &str) -> Option<Value> {
+    let (precedence, method, groups): (u32, Option<&str>, &[&str]) = match name {
+        "exempt" => (1, None, &["system:masters"]),
+        "catch-all" => (
+            10_000,
+            Some("ByUser"),
+            &["system:unauthenticated", "system:authenticated"],
+        ),
+        _ => return None,
+    };
+    let subjects: Vec<Value> = groups
+        .iter()
+        .map(|group| json!({"kind": "Group", "group": {"name": group}}))
+        .collect();
+    let mut spec = json!({
+        "priorityLevelConfiguration": {"name": name},
+        "matchingPrecedence": precedence,
+        "rules": [{
+            "subjects": subjects,
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                               "clusterScope": true, "namespaces": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+        }],
+    });
+    if let Some(method) = method {
+        spec["distinguisherMethod"] = json!({"type": method});
+    }
+    Some(spec)
+}
+
+/// The spec of the mandatory PriorityLevelConfigurations (`exempt`, `catch-all`), as
+/// defaulted and stored; `None` for other names.
+#[must_use]
+pub fn mandatory_priority_level_spec(name: &str) -> Option<Value> {
+    match name {
+        "exempt" => Some(json!({"type": "Exempt",
+            "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}})),
+        "catch-all" => Some(json!({"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0,
+                        "limitResponse": {"type": "Reject"}}})),
+        _ => None,
+    }
+}
+
+/// A mandatory object's spec must be the fixed one (`ValidateFlowSchema`,
+/// `ValidatePriorityLevelConfiguration`).
+fn mandatory_spec(object: &Value, fixed: Option<Value>, causes: &mut Vec<Cause>) {
+    if let Some(fixed) = fixed {
+        let spec = lookup(object, "spec").cloned().unwrap_or(Value::Null);
+        if spec != fixed {
+            causes.push(invalid(
+                "spec",
+                &spec,
+                &format!(
+                    "spec of '{}' must equal the fixed value",
+                    text(object, "metadata.name")
+                ),
+            ));
+        }
+    }
+}
+
+/// `Validate*Status`: condition types present and unique.
+fn status_conditions(object: &Value, causes: &mut Vec<Cause>) {
+    let mut seen = Vec::new();
+    for (index, condition) in items(object, "status.conditions").iter().enumerate() {
+        let at = format!("status.conditions[{index}]");
+        let kind = text(condition, "type");
+        if seen.contains(&kind) {
+            causes.push(duplicate(&format!("{at}.type"), &json!(kind)));
+        }
+        seen.push(kind);
+        if kind.is_empty() {
+            causes.push(required(&format!("{at}.type"), "must not be empty"));
+        }
+    }
+}
+
 fn flow_schema(object: &Value, causes: &mut Vec<Cause>) {
     let name = text(object, "metadata.name");
     let precedence = lookup(object, "spec.matchingPrecedence")
@@ -677,7 +762,7 @@ fn flow_schema(object: &Value, causes: &mut Vec<Cause>) {
             "spec.priorityLevelConfiguration.name",
             "must reference a priority level",
         ));
-    } else if let Err(message) = path_segment_name(level) {
+    } else if let Err(message) = validate_dns1123_subdomain(level) {
         causes.push(invalid(
             "spec.priorityLevelConfiguration.name",
             &json!(level),
@@ -685,18 +770,184 @@ fn flow_schema(object: &Value, causes: &mut Vec<Cause>) {
         ));
     }
     for (index, rule) in items(object, "spec.rules").iter().enumerate() {
-        let at = format!("spec.rules[{index}]");
-        if items(rule, "subjects").is_empty() {
+        policy_rules(rule, &format!("spec.rules[{index}]"), causes);
+    }
+    mandatory_spec(object, mandatory_flow_schema_spec(name), causes);
+    status_conditions(object, causes);
+}
+
+/// `ValidateFlowSchemaPolicyRulesWithSubjects`.
+fn policy_rules(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let subjects = items(rule, "subjects");
+    if subjects.is_empty() {
+        causes.push(required(
+            &format!("{at}.subjects"),
+            "subjects must contain at least one value",
+        ));
+    }
+    for (index, subject) in subjects.iter().enumerate() {
+        flow_subject(subject, &format!("{at}.subjects[{index}]"), causes);
+    }
+    let resource_rules = items(rule, "resourceRules");
+    let non_resource_rules = items(rule, "nonResourceRules");
+    if resource_rules.is_empty() && non_resource_rules.is_empty() {
+        causes.push(required(
+            at,
+            "at least one of resourceRules and nonResourceRules has to be non-empty",
+        ));
+    }
+    for (index, rule) in resource_rules.iter().enumerate() {
+        let at = format!("{at}.resourceRules[{index}]");
+        verbs(rule, &at, causes);
+        for (key, what) in [("apiGroups", "api group"), ("resources", "resource")] {
+            let values = items(rule, key);
+            if values.is_empty() {
+                causes.push(required(
+                    &format!("{at}.{key}"),
+                    &format!("resource rules must supply at least one {what}"),
+                ));
+            } else if values.len() > 1 && values.contains(&json!("*")) {
+                causes.push(invalid(
+                    &format!("{at}.{key}"),
+                    &Value::Array(values.to_vec()),
+                    &format!("if '*' is present, must not specify other {what}s"),
+                ));
+            }
+        }
+        let namespaces = items(rule, "namespaces");
+        let cluster_scope = lookup(rule, "clusterScope").and_then(Value::as_bool) == Some(true);
+        if namespaces.is_empty() && !cluster_scope {
             causes.push(required(
-                &format!("{at}.subjects"),
-                "subjects must contain at least one value",
+                &format!("{at}.namespaces"),
+                "resource rules that are not cluster scoped must supply at least one namespace",
+            ));
+        } else if namespaces.contains(&json!("*")) {
+            if namespaces.len() > 1 {
+                causes.push(invalid(
+                    &format!("{at}.namespaces"),
+                    &Value::Array(namespaces.to_vec()),
+                    "if '*' is present, must not specify other namespaces",
+                ));
+            }
+        } else {
+            for (index, namespace) in namespaces.iter().enumerate() {
+                let namespace = namespace.as_str().unwrap_or_default();
+                if let Err(message) = validate_dns1123_label(namespace) {
+                    causes.push(invalid(
+                        &format!("{at}.namespaces[{index}]"),
+                        &json!(namespace),
+                        &format!(
+                            "each member of this list must be '*' or a DNS-1123 label; {message}"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    for (index, rule) in non_resource_rules.iter().enumerate() {
+        let at = format!("{at}.nonResourceRules[{index}]");
+        verbs(rule, &at, causes);
+        let urls = items(rule, "nonResourceURLs");
+        if urls.is_empty() {
+            causes.push(required(
+                &format!("{at}.nonResourceURLs"),
+                "nonResourceURLs must contain at least one value",
+            ));
+        } else if urls.contains(&json!("*")) && urls.len() > 1 {
+            causes.push(invalid(
+                &format!("{at}.nonResourceURLs"),
+                &Value::Array(urls.to_vec()),
+                "if '*' is present, must not specify other non-resource URLs",
             ));
         }
-        if items(rule, "resourceRules").is_empty() && items(rule, "nonResourceRules").is_empty() {
-            causes.push(required(
-                &at,
-                "at least one of resourceRules and nonResourceRules has to be non-empty",
+    }
+}
+
+/// A policy rule's verbs: at least one, `*` alone, or kube's verbs.
+fn verbs(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
+    const SUPPORTED: [&str; 9] = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "proxy",
+        "update",
+        "watch",
+    ];
+    let verbs = items(rule, "verbs");
+    let field = format!("{at}.verbs");
+    if verbs.is_empty() {
+        causes.push(required(&field, "verbs must contain at least one value"));
+    } else if verbs.contains(&json!("*")) {
+        if verbs.len() > 1 {
+            causes.push(invalid(
+                &field,
+                &Value::Array(verbs.to_vec()),
+                "if '*' is present, must not specify other verbs",
             ));
+        }
+    } else if !verbs
+        .iter()
+        .all(|v| v.as_str().is_some_and(|v| SUPPORTED.contains(&v)))
+    {
+        causes.push(not_supported(
+            &field,
+            &Value::Array(verbs.to_vec()),
+            &SUPPORTED,
+        ));
+    }
+}
+
+/// `ValidateFlowSchemaSubject`.
+fn flow_subject(subject: &Value, at: &str, causes: &mut Vec<Cause>) {
+    const OTHERS: [(&str, &str, &str); 3] = [
+        (
+            "ServiceAccount",
+            "serviceAccount",
+            "serviceAccount is forbidden when subject kind is not 'ServiceAccount'",
+        ),
+        (
+            "User",
+            "user",
+            "user is forbidden when subject kind is not 'User'",
+        ),
+        (
+            "Group",
+            "group",
+            "group is forbidden when subject kind is not 'Group'",
+        ),
+    ];
+    let kind = text(subject, "kind");
+    let Some(&(_, own, _)) = OTHERS.iter().find(|(k, _, _)| *k == kind) else {
+        causes.push(not_supported(
+            &format!("{at}.kind"),
+            &json!(kind),
+            &["Group", "ServiceAccount", "User"],
+        ));
+        return;
+    };
+    match present(subject, own) {
+        None => causes.push(required(
+            &format!("{at}.{own}"),
+            &format!("{own} is required when subject kind is '{kind}'"),
+        )),
+        Some(named) => {
+            if text(named, "name").is_empty() {
+                causes.push(required(&format!("{at}.{own}.name"), ""));
+            }
+            if kind == "ServiceAccount" && text(named, "namespace").is_empty() {
+                causes.push(required(
+                    &format!("{at}.{own}.namespace"),
+                    "must specify namespace for service account",
+                ));
+            }
+        }
+    }
+    for (other, key, message) in OTHERS {
+        if other != kind && present(subject, key).is_some() {
+            causes.push(forbidden(&format!("{at}.{key}"), message));
         }
     }
 }
@@ -722,13 +973,13 @@ fn priority_level(object: &Value, causes: &mut Vec<Cause>) {
                 ));
             }
             if let Some(exempt) = exempt {
+                non_negative_shares(exempt, "spec.exempt", causes);
                 percent(
                     exempt,
                     "spec.exempt.lendablePercent",
                     "lendablePercent",
                     causes,
                 );
-                non_negative_shares(exempt, "spec.exempt", causes);
             }
         }
         "Limited" => {
@@ -752,6 +1003,8 @@ fn priority_level(object: &Value, causes: &mut Vec<Cause>) {
             &["Exempt", "Limited"],
         )),
     }
+    mandatory_spec(object, mandatory_priority_level_spec(name), causes);
+    status_conditions(object, causes);
 }
 
 fn non_negative_shares(level: &Value, at: &str, causes: &mut Vec<Cause>) {
@@ -778,27 +1031,16 @@ fn percent(level: &Value, field: &str, key: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// `ValidateLimitedPriorityLevelConfiguration` for a `v1` request (zero shares allowed).
 fn limited_level(limited: &Value, causes: &mut Vec<Cause>) {
     non_negative_shares(limited, "spec.limited", causes);
-    percent(
-        limited,
-        "spec.limited.lendablePercent",
-        "lendablePercent",
-        causes,
-    );
-    percent(
-        limited,
-        "spec.limited.borrowingLimitPercent",
-        "borrowingLimitPercent",
-        causes,
-    );
     let response = "spec.limited.limitResponse";
     let queuing = present(limited, "limitResponse.queuing");
     match text(limited, "limitResponse.type") {
         "Queue" => match queuing {
             None => causes.push(required(
                 &format!("{response}.queuing"),
-                "must not be empty if the type is Queue",
+                "must not be empty if limited.limitResponse.type is Limited",
             )),
             Some(queuing) => queuing_configuration(queuing, causes),
         },
@@ -816,9 +1058,28 @@ fn limited_level(limited: &Value, causes: &mut Vec<Cause>) {
             &["Queue", "Reject"],
         )),
     }
+    percent(
+        limited,
+        "spec.limited.lendablePercent",
+        "lendablePercent",
+        causes,
+    );
+    if let Some(limit) = lookup(limited, "borrowingLimitPercent").and_then(Value::as_i64)
+        && limit < 0
+    {
+        causes.push(invalid(
+            "spec.limited.borrowingLimitPercent",
+            &json!(limit),
+            "if specified, must be a non-negative integer",
+        ));
+    }
 }
 
+/// `ValidatePriorityLevelQueuingConfiguration`.
 fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
+    /// Shuffle sharding's hash bits (`shufflesharding.MaxHashBits`).
+    const MAX_HASH_BITS: f64 = 60.0;
+    const MAX_QUEUES: i64 = 10_000_000;
     let at = "spec.limited.limitResponse.queuing";
     let value = |key: &str| lookup(queuing, key).and_then(Value::as_i64).unwrap_or(0);
     let (length, queues, hand) = (
@@ -839,30 +1100,35 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
             &json!(queues),
             "must be positive",
         ));
+    } else if queues > MAX_QUEUES {
+        causes.push(invalid(
+            &format!("{at}.queues"),
+            &json!(queues),
+            &format!("must not be greater than {MAX_QUEUES}"),
+        ));
     }
+    #[allow(clippy::cast_precision_loss)]
+    let entropy = ((queues.max(1) as f64).log2() * hand as f64).ceil();
     if hand <= 0 {
         causes.push(invalid(
             &format!("{at}.handSize"),
             &json!(hand),
             "must be positive",
         ));
-    } else if queues > 0 && hand > queues {
+    } else if hand > queues {
         causes.push(invalid(
             &format!("{at}.handSize"),
             &json!(hand),
             &format!("should not be greater than queues ({queues})"),
         ));
-    }
-}
-
-/// `ValidatePathSegmentName`, what a FlowSchema's priority level reference must be.
-fn path_segment_name(name: &str) -> Result<(), String> {
-    match name {
-        "." => Err("may not be '.'".to_owned()),
-        ".." => Err("may not be '..'".to_owned()),
-        _ if name.contains('/') => Err("may not contain '/'".to_owned()),
-        _ if name.contains('%') => Err("may not contain '%'".to_owned()),
-        _ => Ok(()),
+    } else if entropy > MAX_HASH_BITS {
+        causes.push(invalid(
+            &format!("{at}.handSize"),
+            &json!(hand),
+            &format!(
+                "required entropy bits of deckSize {queues} and handSize {hand} should not be greater than 60"
+            ),
+        ));
     }
 }
 

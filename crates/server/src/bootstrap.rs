@@ -33,6 +33,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde_json::{Value, json};
+use watchkeeper_api::kinds::{mandatory_flow_schema_spec, mandatory_priority_level_spec};
 use watchkeeper_api::{ResourceDef, builtin_resources};
 use watchkeeper_store::{AnyStore, Compare, Store, TxnOp, TxnRequest};
 
@@ -246,10 +247,11 @@ fn system_priority_classes() -> [Seed; 2] {
 }
 
 /// API Priority and Fairness' mandatory objects (`MandatoryPriorityLevelConfigurations`,
-/// `MandatoryFlowSchemas`), as defaulted and stored.
+/// `MandatoryFlowSchemas`), as defaulted and stored, with the specs kube's validation
+/// requires of them (`watchkeeper_api::kinds`).
 fn flow_control_configuration() -> [Seed; 4] {
     let metadata = |name: &str| json!({"name": name, "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"}});
-    let level = |name: &str, spec: Value| Seed {
+    let level = |name: &str| Seed {
         plural: "prioritylevelconfigurations",
         group: "flowcontrol.apiserver.k8s.io",
         namespace: "",
@@ -257,59 +259,25 @@ fn flow_control_configuration() -> [Seed; 4] {
             "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
             "kind": "PriorityLevelConfiguration",
             "metadata": metadata(name),
-            "spec": spec,
+            "spec": mandatory_priority_level_spec(name),
         }),
     };
-    // `NewFSAllGroups`: every verb on every resource and non-resource URL, for groups.
-    let schema = |name: &str, precedence: u32, method: Option<&str>, groups: &[&str]| {
-        let subjects: Vec<Value> = groups
-            .iter()
-            .map(|group| json!({"kind": "Group", "group": {"name": group}}))
-            .collect();
-        let mut spec = json!({
-            "priorityLevelConfiguration": {"name": name},
-            "matchingPrecedence": precedence,
-            "rules": [{
-                "subjects": subjects,
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                   "clusterScope": true, "namespaces": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            }],
-        });
-        if let Some(method) = method {
-            spec["distinguisherMethod"] = json!({"type": method});
-        }
-        Seed {
-            plural: "flowschemas",
-            group: "flowcontrol.apiserver.k8s.io",
-            namespace: "",
-            body: json!({
-                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-                "kind": "FlowSchema",
-                "metadata": metadata(name),
-                "spec": spec,
-            }),
-        }
+    let schema = |name: &str| Seed {
+        plural: "flowschemas",
+        group: "flowcontrol.apiserver.k8s.io",
+        namespace: "",
+        body: json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": metadata(name),
+            "spec": mandatory_flow_schema_spec(name),
+        }),
     };
     [
-        level(
-            "exempt",
-            json!({"type": "Exempt",
-                   "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}}),
-        ),
-        level(
-            "catch-all",
-            json!({"type": "Limited",
-                   "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0,
-                               "limitResponse": {"type": "Reject"}}}),
-        ),
-        schema("exempt", 1, None, &["system:masters"]),
-        schema(
-            "catch-all",
-            10_000,
-            Some("ByUser"),
-            &["system:unauthenticated", "system:authenticated"],
-        ),
+        level("exempt"),
+        level("catch-all"),
+        schema("exempt"),
+        schema("catch-all"),
     ]
 }
 

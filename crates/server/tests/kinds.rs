@@ -423,6 +423,27 @@ async fn started_with_kube_apiserver_priority_classes_and_flow_control_objects()
         exempt["spec"]["rules"][0]["subjects"],
         json!([{"kind": "Group", "group": {"name": "system:masters"}}])
     );
+    // Their specs are fixed, as kube-apiserver's validation fixes them; metadata is not.
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/catch-all",
+        "application/merge-patch+json",
+        r#"{"spec": {"matchingPrecedence": 9000}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused.contains("spec of 'catch-all' must equal the fixed value"),
+        "{refused}"
+    );
+    let labelled = merge_patch(
+        addr,
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/catch-all",
+        r#"{"metadata": {"labels": {"a": "b"}}}"#,
+    )
+    .await;
+    assert_eq!(labelled["metadata"]["generation"], 1);
 }
 
 /// `autoscaling/v1` HorizontalPodAutoscalers are the `autoscaling/v2` ones, converted as kube

@@ -199,8 +199,9 @@ fn flow_control_validation() {
     let level = defaulted(
         "flowcontrol.apiserver.k8s.io",
         "prioritylevelconfigurations",
-        json!({"metadata": {"name": "exempt"}, "spec": {"type": "Limited",
-            "limited": {"limitResponse": {"type": "Queue", "queuing": {"queues": 4, "handSize": 6}}}}}),
+        json!({"metadata": {"name": "workload"}, "spec": {"type": "Limited",
+            "limited": {"borrowingLimitPercent": -1,
+                        "limitResponse": {"type": "Queue", "queuing": {"queues": 4, "handSize": 6}}}}}),
     );
     assert_eq!(
         message(
@@ -209,8 +210,72 @@ fn flow_control_validation() {
             &level,
             None
         ),
-        "PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io \"exempt\" is invalid: [spec.type: Invalid value: \"Limited\": type must be 'Exempt' if and only if name is 'exempt', spec.limited.limitResponse.queuing.handSize: Invalid value: 6: should not be greater than queues (4)]"
+        "PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io \"workload\" is invalid: [spec.limited.limitResponse.queuing.handSize: Invalid value: 6: should not be greater than queues (4), spec.limited.borrowingLimitPercent: Invalid value: -1: if specified, must be a non-negative integer]"
     );
+    let subjects = json!({"metadata": {"name": "s"}, "spec": {"matchingPrecedence": 100,
+        "priorityLevelConfiguration": {"name": "workload"},
+        "rules": [{"subjects": [{"kind": "User", "group": {"name": "g"}}, {"kind": "Robot"}],
+                   "resourceRules": [{"verbs": ["get", "fly"], "apiGroups": [""], "resources": ["pods"]}]}]}});
+    assert_eq!(
+        message(
+            "flowcontrol.apiserver.k8s.io",
+            "flowschemas",
+            &subjects,
+            None
+        ),
+        "FlowSchema.flowcontrol.apiserver.k8s.io \"s\" is invalid: [spec.rules[0].subjects[0].user: Required value: user is required when subject kind is 'User', spec.rules[0].subjects[0].group: Forbidden: group is forbidden when subject kind is not 'Group', spec.rules[0].subjects[1].kind: Unsupported value: \"Robot\": supported values: \"Group\", \"ServiceAccount\", \"User\", spec.rules[0].resourceRules[0].verbs: Unsupported value: [\"get\",\"fly\"]: supported values: \"create\", \"delete\", \"deletecollection\", \"get\", \"list\", \"patch\", \"proxy\", \"update\", \"watch\", spec.rules[0].resourceRules[0].namespaces: Required value: resource rules that are not cluster scoped must supply at least one namespace]"
+    );
+}
+
+#[test]
+fn mandatory_flow_control_objects_keep_their_fixed_spec() {
+    let schemas = def("flowcontrol.apiserver.k8s.io", "flowschemas");
+    let exempt = json!({"metadata": {"name": "exempt"},
+        "spec": mandatory_flow_schema_spec("exempt").unwrap()});
+    assert!(validate(&schemas, &exempt, None).is_ok());
+    let mut changed = exempt.clone();
+    changed["spec"]["matchingPrecedence"] = json!(2);
+    let refused = message(
+        "flowcontrol.apiserver.k8s.io",
+        "flowschemas",
+        &changed,
+        None,
+    );
+    assert!(
+        refused.starts_with(
+            "FlowSchema.flowcontrol.apiserver.k8s.io \"exempt\" is invalid: spec: Invalid value: "
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.ends_with(": spec of 'exempt' must equal the fixed value"),
+        "{refused}"
+    );
+    let levels = def(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    );
+    for name in ["exempt", "catch-all"] {
+        let level = json!({"metadata": {"name": name},
+            "spec": mandatory_priority_level_spec(name).unwrap()});
+        assert!(validate(&levels, &level, None).is_ok(), "{name}");
+        let mut defaulted = level.clone();
+        crate::defaults::apply_defaults(&levels, &mut defaulted);
+        assert_eq!(defaulted, level, "{name}");
+    }
+    let mut starved = json!({"metadata": {"name": "catch-all"},
+        "spec": mandatory_priority_level_spec("catch-all").unwrap()});
+    starved["spec"]["limited"]["nominalConcurrencyShares"] = json!(1);
+    assert!(
+        message(
+            "flowcontrol.apiserver.k8s.io",
+            "prioritylevelconfigurations",
+            &starved,
+            None
+        )
+        .ends_with(": spec of 'catch-all' must equal the fixed value")
+    );
+    assert!(mandatory_flow_schema_spec("workload").is_none());
 }
 
 #[test]
