@@ -129,8 +129,8 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
 }
 
 /// Whether kube-apiserver keeps `metadata.generation` for `def` among these kinds (the
-/// admission policies and their bindings, the flow-control kinds): 1 on create, one more on
-/// every change of the spec.
+/// admission policies and their bindings, the flow-control kinds: 1 on create; CSIDrivers:
+/// none on create, see [`generation_starts_at_zero`]), one more on every change of the spec.
 #[must_use]
 pub fn keeps_generation(def: &ResourceDef) -> bool {
     matches!(
@@ -141,8 +141,16 @@ pub fn keeps_generation(def: &ResourceDef) -> bool {
         ) | (
             "flowcontrol.apiserver.k8s.io",
             "FlowSchema" | "PriorityLevelConfiguration"
-        )
+        ) | ("storage.k8s.io", "CSIDriver")
     )
+}
+
+/// Whether a kind that keeps its generation is created without one (Go's zero, left out):
+/// kube's CSIDriver strategy only bumps it when the spec changes (`PrepareForUpdate`), so its
+/// first spec change makes it 1.
+#[must_use]
+pub fn generation_starts_at_zero(def: &ResourceDef) -> bool {
+    is(def, "storage.k8s.io", "CSIDriver")
 }
 
 fn map_at<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {

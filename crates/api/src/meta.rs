@@ -495,7 +495,7 @@ pub fn prepare_create(
         "creationTimestamp".into(),
         Value::String(ctx.creation_timestamp.clone()),
     );
-    if crate::defaults::keeps_generation(def) {
+    if crate::defaults::keeps_generation(def) && !crate::kinds::generation_starts_at_zero(def) {
         meta.insert("generation".into(), Value::from(1));
     } else {
         meta.remove("generation");

@@ -96,9 +96,19 @@ async fn csi_drivers() {
                "podInfoOnMount": false, "requiresRepublish": false, "seLinuxMount": false,
                "storageCapacity": false, "volumeLifecycleModes": ["Persistent"]})
     );
+    // kube's strategy: no generation on create, one more on every spec change.
+    assert!(created["metadata"].get("generation").is_none(), "{created}");
     let path = format!("{base}/csi.example.com");
+    let labelled = merge_patch(addr, &path, r#"{"metadata": {"labels": {"a": "b"}}}"#).await;
+    assert!(
+        labelled["metadata"].get("generation").is_none(),
+        "{labelled}"
+    );
     let changed = merge_patch(addr, &path, r#"{"spec": {"podInfoOnMount": true}}"#).await;
     assert_eq!(changed["spec"]["podInfoOnMount"], true);
+    assert_eq!(changed["metadata"]["generation"], 1);
+    let changed = merge_patch(addr, &path, r#"{"spec": {"requiresRepublish": true}}"#).await;
+    assert_eq!(changed["metadata"]["generation"], 2);
     let (status, refused) = request(
         addr,
         "PATCH",
