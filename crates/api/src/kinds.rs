@@ -562,10 +562,36 @@ fn admission_policy(object: &Value, causes: &mut Vec<Cause>) {
         ));
     }
     for (index, validation) in validations.iter().enumerate() {
+        let at = format!("spec.validations[{index}]");
         if text(validation, "expression").trim().is_empty() {
             causes.push(required(
-                &format!("spec.validations[{index}].expression"),
+                &format!("{at}.expression"),
                 "expression is not specified",
+            ));
+        }
+        if let Some(reason) = present(validation, "reason")
+            && !matches!(
+                reason.as_str(),
+                Some("Forbidden" | "Invalid" | "RequestEntityTooLarge" | "Unauthorized")
+            )
+        {
+            causes.push(not_supported(
+                &format!("{at}.reason"),
+                reason,
+                &[
+                    "Forbidden",
+                    "Invalid",
+                    "RequestEntityTooLarge",
+                    "Unauthorized",
+                ],
+            ));
+        }
+    }
+    for (index, annotation) in items(object, "spec.auditAnnotations").iter().enumerate() {
+        if text(annotation, "valueExpression").trim().is_empty() {
+            causes.push(required(
+                &format!("spec.auditAnnotations[{index}].valueExpression"),
+                "valueExpression is not specified",
             ));
         }
     }

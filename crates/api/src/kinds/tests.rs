@@ -175,6 +175,28 @@ fn admission_policy_validation() {
         ),
         "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"p\" is invalid: [spec.failurePolicy: Unsupported value: \"Sometimes\": supported values: \"Fail\", \"Ignore\", spec.matchConstraints: Required value, spec.validations: Required value: validations or auditAnnotations must contain at least one item]"
     );
+    let mut reasons = defaulted(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        json!({"metadata": {"name": "r"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"operations": ["CREATE"]}]},
+            "validations": [{"expression": "true", "reason": "Teapot"}]}}),
+    );
+    assert_eq!(
+        message(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            &reasons,
+            None
+        ),
+        "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"r\" is invalid: spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\", \"Unauthorized\""
+    );
+    reasons["spec"]["validations"][0]["reason"] = json!("Forbidden");
+    let policies = def(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    );
+    assert!(validate(&policies, &reasons, None).is_ok());
     let binding =
         json!({"metadata": {"name": "b"}, "spec": {"validationActions": ["Deny", "Deny"]}});
     assert_eq!(
