@@ -53,6 +53,17 @@ ROOTS = [
     "io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration",
     "io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration",
     "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService",
+    "io.k8s.api.node.v1.RuntimeClass",
+    "io.k8s.api.storage.v1.CSIDriver",
+    "io.k8s.api.storage.v1.CSINode",
+    "io.k8s.api.storage.v1.VolumeAttachment",
+    "io.k8s.api.storage.v1.CSIStorageCapacity",
+    "io.k8s.api.apps.v1.ControllerRevision",
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+    "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+    "io.k8s.api.flowcontrol.v1.FlowSchema",
+    "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration",
+    "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
 ]
 
 # The extensions kept, on a definition or on one of its properties.

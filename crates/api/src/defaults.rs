@@ -199,6 +199,38 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
         "ports[].protocol",
         r#""TCP""#,
     ),
+    ("storage.k8s.io", "CSIDriver", "spec.attachRequired", "true"),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.podInfoOnMount",
+        "false",
+    ),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.storageCapacity",
+        "false",
+    ),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.fsGroupPolicy",
+        r#""ReadWriteOnceWithFSType""#,
+    ),
+    (
+        "storage.k8s.io",
+        "CSIDriver",
+        "spec.requiresRepublish",
+        "false",
+    ),
+    ("storage.k8s.io", "CSIDriver", "spec.seLinuxMount", "false"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        "spec.failurePolicy",
+        r#""Fail""#,
+    ),
 ];
 
 /// The `rollingUpdate` defaults of a `RollingUpdate` strategy: `(group, kind, strategy path,
@@ -238,7 +270,7 @@ pub fn keeps_generation(def: &ResourceDef) -> bool {
             | ("apps" | "batch" | "policy", _)
             | ("discovery.k8s.io", "EndpointSlice")
             | ("networking.k8s.io", "Ingress" | "NetworkPolicy")
-    )
+    ) || crate::kinds::keeps_generation(def)
 }
 
 /// Places `value` at `path` (dotted keys, `[]` for every item of a list) under `object`
@@ -399,6 +431,12 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
         return;
     }
     let (group, kind) = (def.group.as_str(), def.kind.as_str());
+    if (group, kind, def.version.as_str()) == ("autoscaling", "HorizontalPodAutoscaler", "v1") {
+        // `autoscaling/v1`'s own defaults (the table's rows are v2's, the storage version's,
+        // which the conversion to v2 meets: no metric is kube's implicit cpu target).
+        set_default(object, "spec.minReplicas", &Value::from(1));
+        return;
+    }
     // Rules that read other fields first, before the table fills them.
     match (group, kind) {
         ("batch", "Job") => job_defaults(object),
@@ -422,6 +460,7 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     if (group, kind) == ("", "Service") {
         service_defaults(object);
     }
+    crate::kinds::apply_defaults(def, object);
     for (row_group, row_kind, path) in POD_SPEC_PATHS {
         if *row_group == group
             && *row_kind == kind

@@ -146,6 +146,15 @@ const WITHOUT_STATUS: &[(&str, &str)] = &[
         "admissionregistration.k8s.io",
         "mutatingwebhookconfigurations",
     ),
+    ("node.k8s.io", "runtimeclasses"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "csistoragecapacities"),
+    ("apps", "controllerrevisions"),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+    ),
 ];
 
 /// Whether a resource has the `scale` subresource (an `autoscaling/v1` `Scale` over its
@@ -726,6 +735,8 @@ mod tests {
                 "certificates.k8s.io",
                 "admissionregistration.k8s.io",
                 "apiregistration.k8s.io",
+                "node.k8s.io",
+                "flowcontrol.apiserver.k8s.io",
                 "autoscaling",
                 "authorization.k8s.io",
                 "authentication.k8s.io"
@@ -834,8 +845,59 @@ mod tests {
         assert_eq!(nodes["namespaced"], false);
         let apps = api_resource_list(&defs, "apps", "v1").unwrap();
         assert_eq!(apps["groupVersion"], "apps/v1");
-        // 4 resources, 4 status and 3 scale subresources (not daemonsets).
-        assert_eq!(apps["resources"].as_array().unwrap().len(), 11);
+        // 5 resources (controllerrevisions without a status), 4 status and 3 scale
+        // subresources (not daemonsets).
+        assert_eq!(apps["resources"].as_array().unwrap().len(), 12);
+        let storage = api_resource_list(&defs, "storage.k8s.io", "v1").unwrap();
+        let names: Vec<&str> = storage["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "storageclasses",
+                "csidrivers",
+                "csinodes",
+                "volumeattachments",
+                "csistoragecapacities",
+                "volumeattachments/status"
+            ]
+        );
+        let capacities = &storage["resources"][4];
+        assert_eq!(capacities["namespaced"], true);
+        let flowcontrol = api_resource_list(&defs, "flowcontrol.apiserver.k8s.io", "v1").unwrap();
+        assert_eq!(flowcontrol["resources"].as_array().unwrap().len(), 4);
+        let admission = api_resource_list(&defs, "admissionregistration.k8s.io", "v1").unwrap();
+        let policies = admission["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "validatingadmissionpolicies")
+            .unwrap();
+        assert_eq!(policies["categories"], json!(["api-extensions"]));
+        assert!(
+            admission["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["name"] == "validatingadmissionpolicies/status")
+        );
+        assert!(
+            !admission["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["name"] == "validatingadmissionpolicybindings/status")
+        );
+        let node = api_resource_list(&defs, "node.k8s.io", "v1").unwrap();
+        assert_eq!(
+            node["resources"],
+            json!([{"name": "runtimeclasses", "singularName": "runtimeclass", "namespaced": false,
+                    "kind": "RuntimeClass", "verbs": VERBS}])
+        );
         assert!(api_resource_list(&defs, "apps", "v2").is_none());
         assert!(api_resource_list(&defs, "batch", "v2").is_none());
         let rbac = api_resource_list(&defs, "rbac.authorization.k8s.io", "v1").unwrap();
@@ -970,7 +1032,7 @@ mod tests {
             .iter()
             .map(|g| g["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(groups.len(), 15);
+        assert_eq!(groups.len(), 17);
         assert_eq!(
             groups[..3],
             ["apps", "coordination.k8s.io", "discovery.k8s.io"]

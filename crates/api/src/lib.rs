@@ -26,6 +26,8 @@
 //!   `approval` subresource of CertificateSigningRequests.
 //! - [`defaults`]: the built-in kinds' defaults and create-time status, and which kinds keep
 //!   `metadata.generation`.
+//! - [`kinds`]: the strategies of the storage, node, admission-policy and flow-control kinds:
+//!   their pointer-dependent defaults, `status` subresource rules and kube's validation.
 //! - [`apply`]: field ownership (`metadata.managedFields`) of every write and server-side
 //!   apply, with structured-merge-diff's semantics ([`apply::update`], [`apply::apply`]).
 //! - [`order`]: Status and object bodies in kube-apiserver's field order, newline-terminated
@@ -50,6 +52,7 @@ pub mod ephemeral;
 pub mod error;
 pub mod gc;
 mod hash;
+pub mod kinds;
 pub mod meta;
 pub mod negotiate;
 pub mod openapi;

@@ -100,6 +100,8 @@ enum Ty {
     Quantity,
     /// `metav1.FieldsV1` {1 Raw} whose bytes are JSON.
     FieldsV1,
+    /// `runtime.RawExtension` {1 raw} whose bytes are JSON (a ControllerRevision's `data`).
+    RawExtension,
 }
 
 #[derive(Clone, Copy)]
@@ -152,7 +154,7 @@ const fn r(number: u32, name: &'static str, ty: Ty) -> Field {
 
 use Ty::{
     Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, MicroTime, Msg, Quantity, Str, Time,
+    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,
 };
 
 #[cfg(test)]
@@ -385,7 +387,11 @@ fn decode_field(
         }
         FieldsV1 => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
-            decode_fields_v1(reader.delimited(message)?)?
+            decode_raw_json(&FIELDS_V1, reader.delimited(message)?)?
+        }
+        RawExtension => {
+            expect_wire(message, field, wire, WIRE_DELIMITED)?;
+            decode_raw_json(&RAW_EXTENSION, reader.delimited(message)?)?
         }
     };
     if field.repeated {
@@ -560,23 +566,34 @@ static FIELDS_V1: Message = Message {
     fields: &[k(1, "Raw", Bytes)],
 };
 
-fn decode_fields_v1(bytes: &[u8]) -> Result<Value> {
+static RAW_EXTENSION: Message = Message {
+    name: "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    fields: &[k(1, "raw", Bytes)],
+};
+
+/// A `FieldsV1` or `RawExtension` message: its one `bytes` field holds JSON.
+fn decode_raw_json(message: &'static Message, bytes: &[u8]) -> Result<Value> {
     let mut reader = Reader::new(bytes);
-    let mut raw: &[u8] = b"{}";
+    // Go's empty `FieldsV1` reads `{}`, an empty `RawExtension` `null`.
+    let mut raw: &[u8] = if message.name == RAW_EXTENSION.name {
+        b"null"
+    } else {
+        b"{}"
+    };
     while !reader.done() {
-        let tag = reader.varint(&FIELDS_V1)?;
+        let tag = reader.varint(message)?;
         if tag != (1 << 3 | WIRE_DELIMITED) {
             return Err(DecodeError::Unsupported(format!(
                 "field number {} of protobuf message {} is not known to this server",
                 tag >> 3,
-                FIELDS_V1.name
+                message.name
             )));
         }
-        raw = reader.delimited(&FIELDS_V1)?;
+        raw = reader.delimited(message)?;
     }
     match serde_json::from_slice::<Value>(raw) {
         Ok(value) => Ok(value),
-        Err(e) => malformed(&FIELDS_V1, format!("Raw that is not JSON ({e})")),
+        Err(e) => malformed(message, format!("Raw that is not JSON ({e})")),
     }
 }
 
@@ -1327,7 +1344,7 @@ mod tests {
             error.message
         );
         // A served kind in a version this server does not serve.
-        let body = envelope("autoscaling/v1", "HorizontalPodAutoscaler", &[]);
+        let body = envelope("storage.k8s.io/v1beta1", "VolumeAttributesClass", &[]);
         assert_eq!(decode_protobuf(&def("pods"), &body).unwrap_err().code, 415);
     }
 

@@ -63,6 +63,8 @@ const BUILTIN_GROUPS: &[&str] = &[
     "admissionregistration.k8s.io",
     "apiregistration.k8s.io",
     "certificates.k8s.io",
+    "node.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
 ];
 
 /// Built-in groups served by kube-apiserver's aggregator or extensions server, which store
@@ -225,8 +227,13 @@ fn builtin_at(version: &str, def: ResourceDef) -> ResourceDef {
 /// rolebindings, clusterroles and clusterrolebindings; storage.k8s.io/v1 storageclasses;
 /// scheduling.k8s.io/v1 priorityclasses; certificates.k8s.io/v1 certificatesigningrequests;
 /// admissionregistration.k8s.io/v1 validating and
-/// mutating webhook configurations; apiregistration.k8s.io/v1 apiservices. (The first fifteen in this order come first, so older
-/// clients' indexes into the list keep their meaning.)
+/// mutating webhook configurations; apiregistration.k8s.io/v1 apiservices; node.k8s.io/v1
+/// runtimeclasses; storage.k8s.io/v1 csidrivers, csinodes, volumeattachments and
+/// csistoragecapacities; apps/v1 controllerrevisions; admissionregistration.k8s.io/v1
+/// validatingadmissionpolicies and validatingadmissionpolicybindings;
+/// flowcontrol.apiserver.k8s.io/v1 flowschemas and prioritylevelconfigurations. (The first
+/// fifteen in this order come first, so older clients' indexes into the list keep their
+/// meaning.)
 #[must_use]
 pub fn builtin_resources() -> Vec<ResourceDef> {
     let all = &["all"][..];
@@ -561,6 +568,96 @@ fn more_builtin_resources() -> Vec<ResourceDef> {
             &[],
             &["api-extensions"],
         ),
+        (
+            "node.k8s.io",
+            "RuntimeClass",
+            "runtimeclasses",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "storage.k8s.io",
+            "CSIDriver",
+            "csidrivers",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "storage.k8s.io",
+            "CSINode",
+            "csinodes",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "storage.k8s.io",
+            "VolumeAttachment",
+            "volumeattachments",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "storage.k8s.io",
+            "CSIStorageCapacity",
+            "csistoragecapacities",
+            &[],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "apps",
+            "ControllerRevision",
+            "controllerrevisions",
+            &[],
+            true,
+            &[],
+            &[],
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            &[],
+            false,
+            &[],
+            &["api-extensions"],
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            &[],
+            false,
+            &[],
+            &["api-extensions"],
+        ),
+        (
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema",
+            "flowschemas",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "flowcontrol.apiserver.k8s.io",
+            "PriorityLevelConfiguration",
+            "prioritylevelconfigurations",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
     ];
     let mut defs: Vec<ResourceDef> = rows
         .iter()
@@ -872,7 +969,7 @@ mod tests {
     #[test]
     fn builtin_names_are_consistent() {
         let defs = builtin_resources();
-        assert_eq!(defs.len(), 38);
+        assert_eq!(defs.len(), 48);
         let mut seen = std::collections::BTreeSet::new();
         for d in &defs {
             assert!(seen.insert((d.group.clone(), d.plural.clone())), "{d:?}");

@@ -43,7 +43,21 @@ use crate::resources::ResourceDef;
 /// The schema definitions of every served built-in kind, and each kind's root definition.
 struct Schemas {
     definitions: Map<String, Value>,
-    roots: HashMap<(&'static str, &'static str), String>,
+    /// `(group, version, kind)` → the root definition's name; the version is the definition's
+    /// (`io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler` is `v2`).
+    roots: HashMap<(&'static str, String, &'static str), String>,
+}
+
+impl Schemas {
+    /// The root definition of a built-in kind at its version.
+    fn root(&self, def: &ResourceDef) -> Option<&String> {
+        self.roots
+            .iter()
+            .find(|((group, version, kind), _)| {
+                *group == def.group && *version == def.version && *kind == def.kind
+            })
+            .map(|(_, root)| root)
+    }
 }
 
 /// Removes the schemas' `description` texts (not needed, and large), but not the properties
@@ -90,13 +104,14 @@ fn documented_schemas() -> &'static Schemas {
 fn generate(strip: bool) -> Schemas {
     use k8s_openapi::api::{
         admissionregistration, apps, autoscaling, batch, certificates, coordination, core,
-        discovery, networking, policy, rbac, scheduling, storage,
+        discovery, flowcontrol, networking, node, policy, rbac, scheduling, storage,
     };
     let mut generator = k8s_openapi::schemars::SchemaGenerator::default();
     let mut roots = HashMap::new();
     let mut add = |group: &'static str, kind: &'static str, schema: Value| {
         if let Some(name) = ref_name(&schema) {
-            roots.insert((group, kind), name.to_owned());
+            let version = name.rsplit('.').nth(1).unwrap_or_default().to_owned();
+            roots.insert((group, version, kind), name.to_owned());
         }
     };
     add(
@@ -240,6 +255,13 @@ fn generate(strip: bool) -> Schemas {
             .to_value(),
     );
     add(
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        generator
+            .subschema_for::<autoscaling::v1::HorizontalPodAutoscaler>()
+            .to_value(),
+    );
+    add(
         "policy",
         "PodDisruptionBudget",
         generator
@@ -335,6 +357,74 @@ fn generate(strip: bool) -> Schemas {
                 .subschema_for::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>()
                 .to_value(),
         );
+    add(
+        "node.k8s.io",
+        "RuntimeClass",
+        generator
+            .subschema_for::<node::v1::RuntimeClass>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "CSIDriver",
+        generator
+            .subschema_for::<storage::v1::CSIDriver>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "CSINode",
+        generator.subschema_for::<storage::v1::CSINode>().to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "VolumeAttachment",
+        generator
+            .subschema_for::<storage::v1::VolumeAttachment>()
+            .to_value(),
+    );
+    add(
+        "storage.k8s.io",
+        "CSIStorageCapacity",
+        generator
+            .subschema_for::<storage::v1::CSIStorageCapacity>()
+            .to_value(),
+    );
+    add(
+        "apps",
+        "ControllerRevision",
+        generator
+            .subschema_for::<apps::v1::ControllerRevision>()
+            .to_value(),
+    );
+    add(
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        generator
+            .subschema_for::<admissionregistration::v1::ValidatingAdmissionPolicy>()
+            .to_value(),
+    );
+    add(
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+        generator
+            .subschema_for::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>()
+            .to_value(),
+    );
+    add(
+        "flowcontrol.apiserver.k8s.io",
+        "FlowSchema",
+        generator
+            .subschema_for::<flowcontrol::v1::FlowSchema>()
+            .to_value(),
+    );
+    add(
+        "flowcontrol.apiserver.k8s.io",
+        "PriorityLevelConfiguration",
+        generator
+            .subschema_for::<flowcontrol::v1::PriorityLevelConfiguration>()
+            .to_value(),
+    );
     let mut definitions = generator.take_definitions(false);
     if strip {
         for definition in definitions.values_mut() {
@@ -352,11 +442,7 @@ pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
     if !def.is_builtin() {
         return None;
     }
-    schemas()
-        .roots
-        .iter()
-        .find(|((group, kind), _)| *group == def.group && *kind == def.kind)
-        .map(|(_, root)| root.as_str())
+    schemas().root(def).map(String::as_str)
 }
 
 /// The published schema of a built-in kind for an OpenAPI v3 document: its root definition's
@@ -369,9 +455,7 @@ pub fn openapi_definitions(def: &ResourceDef) -> Option<(String, Map<String, Val
         return None;
     }
     let schemas = documented_schemas();
-    let root = schemas
-        .roots
-        .get(&(def.group.as_str(), def.kind.as_str()))?;
+    let root = schemas.root(def)?;
     fn rewrite(value: &mut Value, found: &mut Vec<String>) {
         match value {
             Value::Object(map) => {
@@ -846,11 +930,7 @@ pub(crate) fn definitions_of(
         return None;
     }
     let schemas = schemas();
-    let root = schemas
-        .roots
-        .iter()
-        .find(|((group, kind), _)| *group == def.group && *kind == def.kind)
-        .map(|(_, root)| root)?;
+    let root = schemas.root(def)?;
     Some((&schemas.definitions, root.as_str()))
 }
 
@@ -859,9 +939,7 @@ fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option
         return None;
     }
     let schemas = schemas();
-    let root = schemas
-        .roots
-        .get(&(def.group.as_str(), def.kind.as_str()))?;
+    let root = schemas.root(def)?;
     let definition = schemas.definitions.get(root)?;
     let Some(Value::Object(properties)) = definition.get("properties") else {
         return None;
@@ -889,7 +967,7 @@ pub fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String
         return unknown;
     }
     let schemas = schemas();
-    let Some(root) = schemas.roots.get(&(def.group.as_str(), def.kind.as_str())) else {
+    let Some(root) = schemas.root(def) else {
         return unknown;
     };
     let Some(schema) = schemas.definitions.get(root) else {
@@ -992,9 +1070,7 @@ pub fn strict_fields(def: &ResourceDef, body: &[u8]) -> Option<Vec<StrictField>>
         return None;
     }
     let schemas = schemas();
-    let root = schemas
-        .roots
-        .get(&(def.group.as_str(), def.kind.as_str()))?;
+    let root = schemas.root(def)?;
     let schema = schemas.definitions.get(root)?;
     strict_walk(&schemas.definitions, Node::Schema(schema), body)
 }

@@ -963,6 +963,197 @@ fn group_columns(def: &ResourceDef) -> Option<Vec<Column>> {
         ],
         // kube's description is `ObjectMeta{}.SwaggerDoc()["handler"]`, which does not exist.
         ("node.k8s.io", "runtimeclasses") => vec![NAME, column("Handler", "string", 0, ""), AGE],
+        ("storage.k8s.io", "csidrivers") => vec![
+            NAME,
+            column(
+                "AttachRequired",
+                "boolean",
+                0,
+                "attachRequired indicates this CSI volume driver requires an attach operation (because it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach detach controller should call the attach volume interface which checks the volumeattachment status and waits until the volume is attached before proceeding to mounting. The CSI external-attacher coordinates with CSI volume driver and updates the volumeattachment status when the attach operation is complete. If the CSIDriverRegistry feature gate is enabled and the value is specified to false, the attach operation will be skipped. Otherwise the attach operation will be called.\n\nThis field is immutable.",
+            ),
+            column(
+                "PodInfoOnMount",
+                "boolean",
+                0,
+                "podInfoOnMount indicates this CSI volume driver requires additional pod information (like podName, podUID, etc.) during mount operations, if set to true. If set to false, pod information will not be passed on mount. Default is false.\n\nThe CSI driver specifies podInfoOnMount as part of driver deployment. If true, Kubelet will pass pod information as VolumeContext in the CSI NodePublishVolume() calls. The CSI driver is responsible for parsing and validating the information passed in as VolumeContext.\n\nThe following VolumeContext will be passed if podInfoOnMount is set to true. This list might grow, but the prefix will be used. \"csi.storage.k8s.io/pod.name\": pod.Name \"csi.storage.k8s.io/pod.namespace\": pod.Namespace \"csi.storage.k8s.io/pod.uid\": string(pod.UID) \"csi.storage.k8s.io/ephemeral\": \"true\" if the volume is an ephemeral inline volume\n                                defined by a CSIVolumeSource, otherwise \"false\"\n\n\"csi.storage.k8s.io/ephemeral\" is a new feature in Kubernetes 1.16. It is only required for drivers which support both the \"Persistent\" and \"Ephemeral\" VolumeLifecycleMode. Other drivers can leave pod info disabled and/or ignore this field. As Kubernetes 1.15 doesn't support this field, drivers can only support one mode when deployed on such a cluster and the deployment determines which mode that is, for example via a command line parameter of the driver.\n\nThis field was immutable in Kubernetes < 1.29 and now is mutable.",
+            ),
+            column(
+                "StorageCapacity",
+                "boolean",
+                0,
+                "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity that the driver deployment will report by creating CSIStorageCapacity objects with capacity information, if set to true.\n\nThe check can be enabled immediately when deploying a driver. In that case, provisioning new volumes with late binding will pause until the driver deployment has published some suitable CSIStorageCapacity object.\n\nAlternatively, the driver can be deployed with the field unset or false and it can be flipped later when storage capacity information has been published.\n\nThis field was immutable in Kubernetes <= 1.22 and now is mutable.",
+            ),
+            column(
+                "TokenRequests",
+                "string",
+                0,
+                "tokenRequests indicates the CSI driver needs pods' service account tokens it is mounting volume for to do necessary authentication. Kubelet will pass the tokens in VolumeContext in the CSI NodePublishVolume calls. The CSI driver should parse and validate the following VolumeContext: \"csi.storage.k8s.io/serviceAccount.tokens\": {\n  \"<audience>\": {\n    \"token\": <token>,\n    \"expirationTimestamp\": <expiration timestamp in RFC3339>,\n  },\n  ...\n}\n\nNote: Audience in each TokenRequest should be different and at most one token is empty string. To receive a new token after expiry, RequiresRepublish can be used to trigger NodePublishVolume periodically.",
+            ),
+            column(
+                "RequiresRepublish",
+                "boolean",
+                0,
+                "requiresRepublish indicates the CSI driver wants `NodePublishVolume` being periodically called to reflect any possible change in the mounted volume. This field defaults to false.\n\nNote: After a successful initial NodePublishVolume call, subsequent calls to NodePublishVolume should only update the contents of the volume. New mount points will not be seen by a running container.",
+            ),
+            column(
+                "Modes",
+                "string",
+                0,
+                "volumeLifecycleModes defines what kind of volumes this CSI volume driver supports. The default if the list is empty is \"Persistent\", which is the usage defined by the CSI specification and implemented in Kubernetes via the usual PV/PVC mechanism.\n\nThe other mode is \"Ephemeral\". In this mode, volumes are defined inline inside the pod spec with CSIVolumeSource and their lifecycle is tied to the lifecycle of that pod. A driver has to be aware of this because it is only going to get a NodePublishVolume call for such a volume.\n\nFor more information about implementing this mode, see https://kubernetes-csi.github.io/docs/ephemeral-local-volumes.html A driver can support one or more of these modes and more modes may be added in the future.\n\nThis field is beta. This field is immutable.",
+            ),
+            AGE,
+        ],
+        ("storage.k8s.io", "csinodes") => vec![
+            NAME,
+            column(
+                "Drivers",
+                "integer",
+                0,
+                "Drivers indicates the number of CSI drivers registered on the node",
+            ),
+            AGE,
+        ],
+        ("storage.k8s.io", "volumeattachments") => vec![
+            NAME,
+            Column {
+                format: "name",
+                ..column(
+                    "Attacher",
+                    "string",
+                    0,
+                    "attacher indicates the name of the volume driver that MUST handle this request. This is the name returned by GetPluginName().",
+                )
+            },
+            column(
+                "PV",
+                "string",
+                0,
+                "persistentVolumeName represents the name of the persistent volume to attach.",
+            ),
+            column(
+                "Node",
+                "string",
+                0,
+                "nodeName represents the node that the volume should be attached to.",
+            ),
+            column(
+                "Attached",
+                "boolean",
+                0,
+                "attached indicates the volume is successfully attached. This field must only be set by the entity completing the attach operation, i.e. the external-attacher.",
+            ),
+            AGE,
+        ],
+        // kube prints no age for these.
+        ("storage.k8s.io", "csistoragecapacities") => vec![
+            NAME,
+            column(
+                "StorageClassName",
+                "string",
+                0,
+                "storageClassName represents the name of the StorageClass that the reported capacity applies to. It must meet the same requirements as the name of a StorageClass object (non-empty, DNS subdomain). If that object no longer exists, the CSIStorageCapacity object is obsolete and should be removed by its creator. This field is immutable.",
+            ),
+            column(
+                "Capacity",
+                "string",
+                0,
+                "capacity is the value reported by the CSI driver in its GetCapacityResponse for a GetCapacityRequest with topology and parameters that match the previous fields.\n\nThe semantic is currently (CSI spec 1.2) defined as: The available capacity, in bytes, of the storage that can be used to provision volumes. If not set, that information is currently unavailable.",
+            ),
+        ],
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => vec![
+            NAME,
+            column(
+                "Validations",
+                "integer",
+                0,
+                "Validations indicates the number of validation rules defined in this configuration",
+            ),
+            column(
+                "ParamKind",
+                "string",
+                0,
+                "ParamKind specifies the kind of resources used to parameterize this policy",
+            ),
+            AGE,
+        ],
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => vec![
+            NAME,
+            column(
+                "PolicyName",
+                "string",
+                0,
+                "PolicyName indicates the policy definition which the policy binding binded to",
+            ),
+            column(
+                "ParamRef",
+                "string",
+                0,
+                "ParamRef indicates the param resource which sets the configration param",
+            ),
+            AGE,
+        ],
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => vec![
+            NAME,
+            column(
+                "PriorityLevel",
+                "string",
+                0,
+                "`name` is the name of the priority level configuration being referenced Required.",
+            ),
+            column(
+                "MatchingPrecedence",
+                "string",
+                0,
+                "`matchingPrecedence` is used to choose among the FlowSchemas that match a given request. The chosen FlowSchema is among those with the numerically lowest (which we take to be logically highest) MatchingPrecedence.  Each MatchingPrecedence value must be ranged in [1,10000]. Note that if the precedence is not specified, it will be set to 1000 as default.",
+            ),
+            column(
+                "DistinguisherMethod",
+                "string",
+                0,
+                "`distinguisherMethod` defines how to compute the flow distinguisher for requests that match this schema. `nil` specifies that the distinguisher is disabled and thus will always be the empty string.",
+            ),
+            AGE,
+            column(
+                "MissingPL",
+                "string",
+                0,
+                "references a broken or non-existent PriorityLevelConfiguration",
+            ),
+        ],
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => vec![
+            NAME,
+            column(
+                "Type",
+                "string",
+                0,
+                "`type` indicates whether this priority level is subject to limitation on request execution.  A value of `\"Exempt\"` means that requests of this priority level are not subject to a limit (and thus are never queued) and do not detract from the capacity made available to other priority levels.  A value of `\"Limited\"` means that (a) requests of this priority level _are_ subject to limits and (b) some of the server's limited capacity is made available exclusively to this priority level. Required.",
+            ),
+            column(
+                "NominalConcurrencyShares",
+                "string",
+                0,
+                "`nominalConcurrencyShares` (NCS) contributes to the computation of the NominalConcurrencyLimit (NominalCL) of this level. This is the number of execution seats available at this priority level. This is used both for requests dispatched from this priority level as well as requests dispatched from other priority levels borrowing seats from this level. The server's concurrency limit (ServerCL) is divided among the Limited priority levels in proportion to their NCS values:\n\nNominalCL(i)  = ceil( ServerCL * NCS(i) / sum_ncs ) sum_ncs = sum[priority level k] NCS(k)\n\nBigger numbers mean a larger nominal concurrency limit, at the expense of every other priority level.\n\nIf not specified, this field defaults to a value of 30.\n\nSetting this field to zero supports the construction of a \"jail\" for this priority level that is used to hold some request(s)",
+            ),
+            column(
+                "Queues",
+                "string",
+                0,
+                "`queues` is the number of queues for this priority level. The queues exist independently at each apiserver. The value must be positive.  Setting it to 1 effectively precludes shufflesharding and thus makes the distinguisher method of associated flow schemas irrelevant.  This field has a default value of 64.",
+            ),
+            column(
+                "HandSize",
+                "string",
+                0,
+                "`handSize` is a small positive number that configures the shuffle sharding of requests into queues.  When enqueuing a request at this priority level the request's flow identifier (a string pair) is hashed and the hash value is used to shuffle the list of queues and deal a hand of the size specified here.  The request is put into one of the shortest queues in that hand. `handSize` must be no larger than `queues`, and should be significantly smaller (so that a few heavy flows do not saturate most of the queues).  See the user-facing documentation for more extensive guidance on setting this field.  This field has a default value of 8.",
+            ),
+            column(
+                "QueueLengthLimit",
+                "string",
+                0,
+                "`queueLengthLimit` is the maximum number of requests allowed to be waiting in a given queue of this priority level at a time; excess requests are rejected.  This value must be positive.  If not specified, it will be defaulted to 50.",
+            ),
+            AGE,
+        ],
         _ => return None,
     })
 }
@@ -1570,6 +1761,15 @@ fn group_cells(def: &ResourceDef, object: &Value, now: i64) -> Option<Vec<Value>
             ]
         }
         ("autoscaling", "horizontalpodautoscalers") => {
+            // kube prints the internal object, whose metrics are v2's: an `autoscaling/v1`
+            // object is converted first.
+            let converted;
+            let object = if def.version == "v1" {
+                converted = crate::versions::Conversion::AutoscalingV1.to_storage(object);
+                &converted
+            } else {
+                object
+            };
             let reference = format!(
                 "{}/{}",
                 text(object, "spec.scaleTargetRef.kind"),
@@ -1839,8 +2039,172 @@ fn group_cells(def: &ResourceDef, object: &Value, now: i64) -> Option<Vec<Value>
         ("node.k8s.io", "runtimeclasses") => {
             vec![name(), json!(text(object, "handler")), created()]
         }
+        ("storage.k8s.io", "csidrivers") => {
+            let flag = |path: &str, default: bool| {
+                lookup(object, path)
+                    .and_then(Value::as_bool)
+                    .unwrap_or(default)
+            };
+            let audiences: Vec<&str> = array(object, "spec.tokenRequests")
+                .iter()
+                .map(|t| text(t, "audience"))
+                .collect();
+            let modes: Vec<&str> = array(object, "spec.volumeLifecycleModes")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            vec![
+                name(),
+                json!(flag("spec.attachRequired", true)),
+                json!(flag("spec.podInfoOnMount", false)),
+                json!(flag("spec.storageCapacity", false)),
+                json!(if audiences.is_empty() {
+                    "<unset>".to_owned()
+                } else {
+                    audiences.join(",")
+                }),
+                json!(flag("spec.requiresRepublish", false)),
+                json!(or_none(&modes.join(","))),
+                created(),
+            ]
+        }
+        ("storage.k8s.io", "csinodes") => vec![
+            name(),
+            json!(array(object, "spec.drivers").len()),
+            created(),
+        ],
+        ("storage.k8s.io", "volumeattachments") => vec![
+            name(),
+            json!(text(object, "spec.attacher")),
+            json!(text(object, "spec.source.persistentVolumeName")),
+            json!(text(object, "spec.nodeName")),
+            json!(
+                lookup(object, "status.attached")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            ),
+            created(),
+        ],
+        ("storage.k8s.io", "csistoragecapacities") => vec![
+            name(),
+            json!(text(object, "storageClassName")),
+            json!(match lookup(object, "capacity").filter(|c| !c.is_null()) {
+                Some(capacity) => quantity(Some(capacity)),
+                None => "<unset>".to_owned(),
+            }),
+        ],
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            let param_kind = match lookup(object, "spec.paramKind").filter(|p| p.is_object()) {
+                Some(kind) => format!("{}/{}", text(kind, "apiVersion"), text(kind, "kind")),
+                None => "<unset>".to_owned(),
+            };
+            vec![
+                name(),
+                json!(array(object, "spec.validations").len()),
+                json!(param_kind),
+                created(),
+            ]
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            let param = match lookup(object, "spec.paramRef").filter(|p| p.is_object()) {
+                Some(reference) if !text(reference, "name").is_empty() => {
+                    match text(reference, "namespace") {
+                        "" => format!("*/{}", text(reference, "name")),
+                        namespace => format!("{namespace}/{}", text(reference, "name")),
+                    }
+                }
+                Some(reference) => match reference.get("selector").filter(|s| s.is_object()) {
+                    Some(selector) => label_selector_proto_string(selector),
+                    None => "<unset>".to_owned(),
+                },
+                None => "<unset>".to_owned(),
+            };
+            vec![
+                name(),
+                json!(text(object, "spec.policyName")),
+                json!(param),
+                created(),
+            ]
+        }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
+            let method = match lookup(object, "spec.distinguisherMethod").filter(|m| m.is_object())
+            {
+                Some(method) => text(method, "type").to_owned(),
+                None => NONE.to_owned(),
+            };
+            let missing = array(object, "status.conditions")
+                .iter()
+                .find(|c| text(c, "type") == "Dangling")
+                .map_or("?", |c| text(c, "status"));
+            vec![
+                name(),
+                json!(text(object, "spec.priorityLevelConfiguration.name")),
+                json!(int(object, "spec.matchingPrecedence")),
+                json!(method),
+                created(),
+                json!(missing),
+            ]
+        }
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            let mut values = [json!(NONE), json!(NONE), json!(NONE), json!(NONE)];
+            if let Some(limited) = lookup(object, "spec.limited").filter(|l| l.is_object()) {
+                values[0] = json!(int(limited, "nominalConcurrencyShares"));
+                if let Some(queuing) =
+                    lookup(limited, "limitResponse.queuing").filter(|q| q.is_object())
+                {
+                    values[1] = json!(int(queuing, "queues"));
+                    values[2] = json!(int(queuing, "handSize"));
+                    values[3] = json!(int(queuing, "queueLengthLimit"));
+                }
+            }
+            let [shares, queues, hand_size, queue_length_limit] = values;
+            vec![
+                name(),
+                json!(text(object, "spec.type")),
+                shares,
+                queues,
+                hand_size,
+                queue_length_limit,
+                created(),
+            ]
+        }
         _ => return None,
     })
+}
+
+/// A `*metav1.LabelSelector`'s `String()` (gogo protobuf's text form), as kube prints a
+/// ValidatingAdmissionPolicyBinding's `paramRef.selector`.
+fn label_selector_proto_string(selector: &Value) -> String {
+    let labels: Vec<String> = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}: {},", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let expressions: Vec<String> = array(selector, "matchExpressions")
+        .iter()
+        .map(|e| {
+            let values: Vec<String> = array(e, "values")
+                .iter()
+                .map(|v| format!("{:?}", v.as_str().unwrap_or("")))
+                .collect();
+            format!(
+                "LabelSelectorRequirement{{Key:{},Operator:{},Values:[]string{{{}}},}},",
+                text(e, "key"),
+                text(e, "operator"),
+                values.join(",")
+            )
+        })
+        .collect();
+    format!(
+        "&LabelSelector{{MatchLabels:map[string]string{{{}}},MatchExpressions:[]LabelSelectorRequirement{{{}}},}}",
+        labels.join(""),
+        expressions.join("")
+    )
 }
 
 /// Go's zero `time.Time` in RFC 3339, what the default table convertor prints for an object

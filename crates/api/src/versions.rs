@@ -3,14 +3,19 @@
 //!
 //! kube-apiserver keeps one storage per resource and converts on the way in and out: core
 //! `v1` Events are also served as `events.k8s.io/v1` Events (fields renamed, see
-//! [`Conversion::EventsV1`]), and a CustomResourceDefinition with conversion strategy `None`
+//! [`Conversion::EventsV1`]), `autoscaling/v2` HorizontalPodAutoscalers as `autoscaling/v1`
+//! ones (kube's conversion, with its round-trip annotations: [`Conversion::AutoscalingV1`]),
+//! and a CustomResourceDefinition with conversion strategy `None`
 //! serves every served version from objects stored at its storage version, rewriting only
 //! `apiVersion` ([`Conversion::ApiVersion`]).
 //!
 //! ## Guarantees
 //! - [`Conversion::to_view`] and [`Conversion::to_storage`] are inverses on every field the
 //!   two versions share (an `events.k8s.io/v1` Event's fields all have a core `v1` place);
-//!   `metadata` passes through unchanged.
+//!   `metadata` passes through unchanged, but for the `autoscaling.alpha.kubernetes.io/*`
+//!   annotations that carry what `autoscaling/v1` has no field for (so an `autoscaling/v2`
+//!   object read at v1 and written back is unchanged, its cpu target moved last as kube moves
+//!   it).
 //! - Fields a version does not know stay where they are (kube-apiserver's typed conversion
 //!   would drop them; the schemas' pruning does that on writes).
 //! - Pure functions of their input; nothing here panics.
@@ -18,6 +23,8 @@
 use serde_json::{Map, Value};
 
 use crate::ResourceDef;
+
+mod autoscaling_v1;
 
 /// Core `v1` Event fields and their `events.k8s.io/v1` names (kube-apiserver's
 /// `pkg/apis/events/v1` conversion). Fields with the same name in both (`reason`, `type`,
@@ -45,6 +52,8 @@ pub enum Conversion {
     },
     /// `events.k8s.io/v1` Events over core `v1` Events.
     EventsV1,
+    /// `autoscaling/v1` HorizontalPodAutoscalers over `autoscaling/v2` ones.
+    AutoscalingV1,
 }
 
 impl Conversion {
@@ -54,6 +63,7 @@ impl Conversion {
         match self {
             Conversion::ApiVersion { view, .. } => with_api_version(stored.clone(), view),
             Conversion::EventsV1 => renamed(stored, "events.k8s.io/v1", false),
+            Conversion::AutoscalingV1 => autoscaling_v1::to_v1(stored),
         }
     }
 
@@ -63,6 +73,7 @@ impl Conversion {
         match self {
             Conversion::ApiVersion { storage, .. } => with_api_version(view.clone(), storage),
             Conversion::EventsV1 => renamed(view, "v1", true),
+            Conversion::AutoscalingV1 => autoscaling_v1::to_v2(view),
         }
     }
 }
@@ -105,14 +116,25 @@ fn renamed(object: &Value, api_version: &str, to_core: bool) -> Value {
 }
 
 /// The other versions kube-apiserver serves a built-in resource at, from the same storage:
-/// `events.k8s.io/v1` Events for core `v1` Events.
+/// `events.k8s.io/v1` Events for core `v1` Events, `autoscaling/v1` HorizontalPodAutoscalers
+/// for `autoscaling/v2` ones.
 #[must_use]
 pub fn builtin_views(storage: &ResourceDef) -> Vec<(ResourceDef, Conversion)> {
+    if !storage.is_builtin() {
+        return Vec::new();
+    }
     if storage.group.is_empty() && storage.plural == "events" {
         let mut def = ResourceDef::named("events.k8s.io", "v1", "events", "Event", true);
         def.short_names = vec!["ev".to_owned()];
         def.categories.clone_from(&storage.categories);
         return vec![(def, Conversion::EventsV1)];
+    }
+    if storage.group == "autoscaling" && storage.plural == "horizontalpodautoscalers" {
+        let def = ResourceDef {
+            version: "v1".to_owned(),
+            ..storage.clone()
+        };
+        return vec![(def, Conversion::AutoscalingV1)];
     }
     Vec::new()
 }
@@ -170,11 +192,127 @@ mod tests {
     }
 
     #[test]
-    fn only_core_events_have_a_built_in_view() {
+    fn core_events_and_autoscalers_have_built_in_views() {
         let defs = crate::builtin_resources();
         let views: Vec<_> = defs.iter().flat_map(builtin_views).collect();
-        assert_eq!(views.len(), 1);
+        assert_eq!(views.len(), 2);
         assert_eq!(views[0].0.api_version(), "events.k8s.io/v1");
         assert_eq!(views[0].0.kind, "Event");
+        assert_eq!(views[1].0.api_version(), "autoscaling/v1");
+        assert_eq!(views[1].0.short_names, ["hpa"]);
+        assert_eq!(views[1].0.categories, ["all"]);
+        assert_eq!(views[1].1, Conversion::AutoscalingV1);
+    }
+
+    #[test]
+    fn autoscaling_v1_reads_the_cpu_target_and_keeps_the_rest_in_annotations() {
+        let v2 = json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "default", "annotations": {"team": "a"}},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 1, "maxReplicas": 5,
+                "metrics": [
+                    {"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 60}}},
+                    {"type": "Pods", "pods": {"metric": {"name": "qps"},
+                        "target": {"type": "AverageValue", "averageValue": "10"}}}
+                ],
+                "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300,
+                    "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
+            },
+            "status": {
+                "currentReplicas": 2, "desiredReplicas": 3,
+                "currentMetrics": [{"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageUtilization": 70, "averageValue": "350m"}}}],
+                "conditions": [{"type": "AbleToScale", "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "ReadyForNewScale"}]
+            }
+        });
+        let v1 = Conversion::AutoscalingV1.to_view(&v2);
+        assert_eq!(v1["apiVersion"], "autoscaling/v1");
+        assert_eq!(
+            v1["spec"],
+            json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                   "minReplicas": 1, "maxReplicas": 5, "targetCPUUtilizationPercentage": 60})
+        );
+        assert_eq!(
+            v1["status"],
+            json!({"currentReplicas": 2, "desiredReplicas": 3, "currentCPUUtilizationPercentage": 70})
+        );
+        let annotations = &v1["metadata"]["annotations"];
+        assert_eq!(annotations["team"], "a");
+        assert_eq!(
+            annotations["autoscaling.alpha.kubernetes.io/metrics"],
+            r#"[{"type":"Pods","pods":{"metricName":"qps","targetAverageValue":"10"}}]"#
+        );
+        assert_eq!(
+            annotations["autoscaling.alpha.kubernetes.io/current-metrics"],
+            r#"[{"type":"Resource","resource":{"name":"cpu","currentAverageUtilization":70,"currentAverageValue":"350m"}}]"#
+        );
+        assert_eq!(
+            annotations["autoscaling.alpha.kubernetes.io/conditions"],
+            r#"[{"type":"AbleToScale","status":"True","lastTransitionTime":"2026-01-01T00:00:00Z","reason":"ReadyForNewScale"}]"#
+        );
+        assert_eq!(
+            annotations["autoscaling.alpha.kubernetes.io/behavior"],
+            r#"{"ScaleUp":null,"ScaleDown":{"StabilizationWindowSeconds":300,"SelectPolicy":null,"Policies":[{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null}}"#
+        );
+        // Back at v2: the same object, the cpu target after the annotated metrics.
+        let back = Conversion::AutoscalingV1.to_storage(&v1);
+        let mut expected = v2.clone();
+        let metrics = expected["spec"]["metrics"].as_array_mut().unwrap();
+        metrics.rotate_left(1);
+        assert_eq!(back, expected);
+        // And again: a second round trip changes nothing more.
+        let again = Conversion::AutoscalingV1.to_storage(&Conversion::AutoscalingV1.to_view(&back));
+        assert_eq!(again, back);
+    }
+
+    #[test]
+    fn autoscaling_v1_writes_become_v2_objects() {
+        let v1 = json!({
+            "apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3,
+                     "targetCPUUtilizationPercentage": 50}
+        });
+        let v2 = Conversion::AutoscalingV1.to_storage(&v1);
+        assert_eq!(
+            v2,
+            json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                   "metadata": {"name": "web"},
+                   "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3,
+                            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                                "target": {"type": "Utilization", "averageUtilization": 50}}}]}})
+        );
+        assert_eq!(Conversion::AutoscalingV1.to_view(&v2), v1);
+        // No target at all: kube's implicit 80% cpu.
+        let mut bare = v1.clone();
+        bare["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("targetCPUUtilizationPercentage");
+        let v2 = Conversion::AutoscalingV1.to_storage(&bare);
+        assert_eq!(
+            v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            80
+        );
+        // Annotated v1 metrics (v2beta1's shape) become v2 metrics; a bad annotation is
+        // ignored and dropped.
+        let mut annotated = v1.clone();
+        annotated["metadata"]["annotations"] = json!({
+            "autoscaling.alpha.kubernetes.io/metrics":
+                r#"[{"type":"External","external":{"metricName":"queue","targetAverageValue":"30"}}]"#,
+            "autoscaling.alpha.kubernetes.io/conditions": "not json"
+        });
+        let v2 = Conversion::AutoscalingV1.to_storage(&annotated);
+        assert!(v2["metadata"].get("annotations").is_none(), "{v2}");
+        assert_eq!(
+            v2["spec"]["metrics"][0],
+            json!({"type": "External", "external": {"metric": {"name": "queue"},
+                   "target": {"type": "AverageValue", "averageValue": "30"}}})
+        );
+        assert_eq!(v2["spec"]["metrics"][1]["resource"]["name"], "cpu");
     }
 }

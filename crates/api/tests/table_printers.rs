@@ -1060,6 +1060,14 @@ fn printers_apply_only_to_their_group() {
         "apiservices",
         "controllerrevisions",
         "runtimeclasses",
+        "csidrivers",
+        "csinodes",
+        "volumeattachments",
+        "csistoragecapacities",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "flowschemas",
+        "prioritylevelconfigurations",
     ] {
         let widget = ResourceDef::named("example.com", "v1", plural, "Widget", true);
         let object = json!({"metadata": {"name": "w", "creationTimestamp": ago(45)}});
@@ -1076,4 +1084,222 @@ fn printers_apply_only_to_their_group() {
     // Ingresses of the old extensions group are not the networking.k8s.io printer's either.
     let old = ResourceDef::named("extensions", "v1beta1", "ingresses", "Ingress", true);
     assert_eq!(columns(&old).len(), 2);
+}
+
+#[test]
+fn storage_driver_tables() {
+    let drivers = def("storage.k8s.io", "csidrivers");
+    expect_columns(
+        &drivers,
+        &[
+            ("Name", "string", 0),
+            ("AttachRequired", "boolean", 0),
+            ("PodInfoOnMount", "boolean", 0),
+            ("StorageCapacity", "boolean", 0),
+            ("TokenRequests", "string", 0),
+            ("RequiresRepublish", "boolean", 0),
+            ("Modes", "string", 0),
+            ("Age", "string", 0),
+        ],
+    );
+    let driver = json!({"metadata": {"name": "csi.example.com", "creationTimestamp": ago(45)},
+        "spec": {"attachRequired": false, "podInfoOnMount": true, "storageCapacity": true,
+                 "tokenRequests": [{"audience": "a"}, {"audience": "b"}],
+                 "volumeLifecycleModes": ["Persistent", "Ephemeral"]}});
+    assert_eq!(
+        cells(&drivers, &driver),
+        json!([
+            "csi.example.com",
+            false,
+            true,
+            true,
+            "a,b",
+            false,
+            "Persistent,Ephemeral",
+            "45s"
+        ])
+    );
+    let bare = json!({"metadata": {"name": "b", "creationTimestamp": ago(45)}, "spec": {}});
+    assert_eq!(
+        cells(&drivers, &bare),
+        json!(["b", true, false, false, "<unset>", false, "<none>", "45s"])
+    );
+
+    let nodes = def("storage.k8s.io", "csinodes");
+    let node = json!({"metadata": {"name": "n1", "creationTimestamp": ago(45)},
+        "spec": {"drivers": [{"name": "a", "nodeID": "1"}, {"name": "b", "nodeID": "1"}]}});
+    assert_eq!(cells(&nodes, &node), json!(["n1", 2, "45s"]));
+    assert_eq!(columns(&nodes)[1], ("Drivers".into(), "integer".into(), 0));
+
+    let attachments = def("storage.k8s.io", "volumeattachments");
+    let attachment = json!({"metadata": {"name": "va", "creationTimestamp": ago(45)},
+        "spec": {"attacher": "csi.example.com", "nodeName": "n1",
+                 "source": {"persistentVolumeName": "pv-1"}},
+        "status": {"attached": true}});
+    assert_eq!(
+        cells(&attachments, &attachment),
+        json!(["va", "csi.example.com", "pv-1", "n1", true, "45s"])
+    );
+    let formats: Vec<Value> = table(&attachments, &attachment)["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["format"].clone())
+        .collect();
+    assert_eq!(formats[1], "name");
+
+    let capacities = def("storage.k8s.io", "csistoragecapacities");
+    expect_columns(
+        &capacities,
+        &[
+            ("Name", "string", 0),
+            ("StorageClassName", "string", 0),
+            ("Capacity", "string", 0),
+        ],
+    );
+    let capacity = json!({"metadata": {"name": "c", "namespace": "kube-system"},
+        "storageClassName": "fast", "capacity": "10Gi"});
+    assert_eq!(cells(&capacities, &capacity), json!(["c", "fast", "10Gi"]));
+    let unknown = json!({"metadata": {"name": "u"}, "storageClassName": "fast"});
+    assert_eq!(
+        cells(&capacities, &unknown),
+        json!(["u", "fast", "<unset>"])
+    );
+}
+
+#[test]
+fn admission_policy_tables() {
+    let policies = def(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    );
+    expect_columns(
+        &policies,
+        &[
+            ("Name", "string", 0),
+            ("Validations", "integer", 0),
+            ("ParamKind", "string", 0),
+            ("Age", "string", 0),
+        ],
+    );
+    let policy = json!({"metadata": {"name": "p", "creationTimestamp": ago(45)},
+        "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                 "validations": [{"expression": "true"}, {"expression": "false"}]}});
+    assert_eq!(
+        cells(&policies, &policy),
+        json!(["p", 2, "v1/ConfigMap", "45s"])
+    );
+    let plain = json!({"metadata": {"name": "q", "creationTimestamp": ago(45)}, "spec": {}});
+    assert_eq!(cells(&policies, &plain), json!(["q", 0, "<unset>", "45s"]));
+
+    let bindings = def(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+    );
+    let named = |reference: Value| {
+        json!({"metadata": {"name": "b", "creationTimestamp": ago(45)},
+               "spec": {"policyName": "p", "paramRef": reference}})
+    };
+    assert_eq!(
+        cells(&bindings, &named(json!({"name": "cfg", "namespace": "ns"}))),
+        json!(["b", "p", "ns/cfg", "45s"])
+    );
+    assert_eq!(cells(&bindings, &named(json!({"name": "cfg"})))[2], "*/cfg");
+    assert_eq!(
+        cells(
+            &bindings,
+            &named(json!({"selector": {"matchLabels": {"a": "b"}}}))
+        )[2],
+        "&LabelSelector{MatchLabels:map[string]string{a: b,},MatchExpressions:[]LabelSelectorRequirement{},}"
+    );
+    assert_eq!(cells(&bindings, &named(Value::Null))[2], "<unset>");
+}
+
+#[test]
+fn flow_control_tables() {
+    let schemas = def("flowcontrol.apiserver.k8s.io", "flowschemas");
+    expect_columns(
+        &schemas,
+        &[
+            ("Name", "string", 0),
+            ("PriorityLevel", "string", 0),
+            ("MatchingPrecedence", "string", 0),
+            ("DistinguisherMethod", "string", 0),
+            ("Age", "string", 0),
+            ("MissingPL", "string", 0),
+        ],
+    );
+    let schema = json!({"metadata": {"name": "catch-all", "creationTimestamp": ago(45)},
+        "spec": {"priorityLevelConfiguration": {"name": "catch-all"}, "matchingPrecedence": 10000,
+                 "distinguisherMethod": {"type": "ByUser"}},
+        "status": {"conditions": [{"type": "Dangling", "status": "False"}]}});
+    assert_eq!(
+        cells(&schemas, &schema),
+        json!(["catch-all", "catch-all", 10000, "ByUser", "45s", "False"])
+    );
+    let fresh = json!({"metadata": {"name": "f", "creationTimestamp": ago(45)},
+        "spec": {"priorityLevelConfiguration": {"name": "x"}, "matchingPrecedence": 500}});
+    assert_eq!(
+        cells(&schemas, &fresh),
+        json!(["f", "x", 500, "<none>", "45s", "?"])
+    );
+
+    let levels = def(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    );
+    expect_columns(
+        &levels,
+        &[
+            ("Name", "string", 0),
+            ("Type", "string", 0),
+            ("NominalConcurrencyShares", "string", 0),
+            ("Queues", "string", 0),
+            ("HandSize", "string", 0),
+            ("QueueLengthLimit", "string", 0),
+            ("Age", "string", 0),
+        ],
+    );
+    let limited = json!({"metadata": {"name": "catch-all", "creationTimestamp": ago(45)},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 5,
+                 "limitResponse": {"type": "Queue", "queuing": {"queues": 64, "handSize": 8, "queueLengthLimit": 50}}}}});
+    assert_eq!(
+        cells(&levels, &limited),
+        json!(["catch-all", "Limited", 5, 64, 8, 50, "45s"])
+    );
+    let exempt = json!({"metadata": {"name": "exempt", "creationTimestamp": ago(45)},
+        "spec": {"type": "Exempt", "exempt": {}}});
+    assert_eq!(
+        cells(&levels, &exempt),
+        json!([
+            "exempt", "Exempt", "<none>", "<none>", "<none>", "<none>", "45s"
+        ])
+    );
+}
+
+#[test]
+fn autoscaling_v1_objects_print_their_v2_targets() {
+    let v2 = def("autoscaling", "horizontalpodautoscalers");
+    let v1 = ResourceDef {
+        version: "v1".to_owned(),
+        ..v2.clone()
+    };
+    assert_eq!(columns(&v1), columns(&v2));
+    let object = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "creationTimestamp": ago(45)},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 4,
+                 "targetCPUUtilizationPercentage": 50},
+        "status": {"currentReplicas": 2, "desiredReplicas": 2, "currentCPUUtilizationPercentage": 30}});
+    assert_eq!(
+        cells(&v1, &object),
+        json!([
+            "web",
+            "Deployment/web",
+            "cpu: 30%/50%",
+            "<unset>",
+            4,
+            2,
+            "45s"
+        ])
+    );
 }

@@ -16,13 +16,24 @@
 //!     `controllers::namespaces` also is while serving);
 //!   - the `cluster-admin` ClusterRole and its ClusterRoleBinding to the group
 //!     `system:masters` (from its bootstrap RBAC policy; the other bootstrap roles are not
-//!     created).
+//!     created);
+//!   - the PriorityClasses `system-node-critical` (2000001000) and `system-cluster-critical`
+//!     (2000000000) with kube's descriptions (its scheduling REST storage's post-start hook);
+//!   - API Priority and Fairness' mandatory configuration (k8s.io/apiserver's
+//!     `flowcontrol/bootstrap/default.go`): the PriorityLevelConfigurations `exempt` and
+//!     `catch-all` and the FlowSchemas `exempt` and `catch-all`, annotated
+//!     `apf.kubernetes.io/autoupdate-spec: "true"` as its config-producer writes them (the
+//!     suggested configuration is not created, and no controller sets their status).
+//! - Every object is stored as kube-apiserver stores it after defaulting: the defaults of its
+//!   kind change none of them (a test checks), and the kinds that keep `metadata.generation`
+//!   have generation 1.
 //! - Unlike kube-apiserver, nothing re-creates them while serving: a deleted `kubernetes`
 //!   Service comes back at the next start.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde_json::{Value, json};
+use watchkeeper_api::kinds::{mandatory_flow_schema_spec, mandatory_priority_level_spec};
 use watchkeeper_api::{ResourceDef, builtin_resources};
 use watchkeeper_store::{AnyStore, Compare, Store, TxnOp, TxnRequest};
 
@@ -188,15 +199,86 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
             }),
         },
     ]);
+    seeds.extend(system_priority_classes());
+    seeds.extend(flow_control_configuration());
     for seed in &mut seeds {
+        let keeps_generation = seed.group == "flowcontrol.apiserver.k8s.io";
         let metadata = &mut seed.body["metadata"];
         metadata["uid"] = json!(uuid::Uuid::new_v4().to_string());
         metadata["creationTimestamp"] = json!(now);
+        if keeps_generation {
+            metadata["generation"] = json!(1);
+        }
         if !seed.namespace.is_empty() {
             metadata["namespace"] = json!(seed.namespace);
         }
     }
     seeds
+}
+
+/// kube's `SystemCriticalPriorities` (`pkg/apis/scheduling`), with their defaulted
+/// `preemptionPolicy`.
+fn system_priority_classes() -> [Seed; 2] {
+    [
+        (
+            "system-node-critical",
+            2_000_001_000,
+            "Used for system critical pods that must not be moved from their current node.",
+        ),
+        (
+            "system-cluster-critical",
+            2_000_000_000,
+            "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+        ),
+    ]
+    .map(|(name, value, description)| Seed {
+        plural: "priorityclasses",
+        group: "scheduling.k8s.io",
+        namespace: "",
+        body: json!({
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "description": description,
+            "preemptionPolicy": "PreemptLowerPriority",
+        }),
+    })
+}
+
+/// API Priority and Fairness' mandatory objects (`MandatoryPriorityLevelConfigurations`,
+/// `MandatoryFlowSchemas`), as defaulted and stored, with the specs kube's validation
+/// requires of them (`watchkeeper_api::kinds`).
+fn flow_control_configuration() -> [Seed; 4] {
+    let metadata = |name: &str| json!({"name": name, "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"}});
+    let level = |name: &str| Seed {
+        plural: "prioritylevelconfigurations",
+        group: "flowcontrol.apiserver.k8s.io",
+        namespace: "",
+        body: json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration",
+            "metadata": metadata(name),
+            "spec": mandatory_priority_level_spec(name),
+        }),
+    };
+    let schema = |name: &str| Seed {
+        plural: "flowschemas",
+        group: "flowcontrol.apiserver.k8s.io",
+        namespace: "",
+        body: json!({
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": metadata(name),
+            "spec": mandatory_flow_schema_spec(name),
+        }),
+    };
+    [
+        level("exempt"),
+        level("catch-all"),
+        schema("exempt"),
+        schema("catch-all"),
+    ]
 }
 
 /// Creates the objects of [`seeds`] that are missing under `prefix`.
@@ -266,5 +348,83 @@ mod tests {
         let v6 = seeds("fd00::1".parse().unwrap(), server, "2024-01-01T00:00:00Z");
         let service = v6.iter().find(|s| s.plural == "services").unwrap();
         assert_eq!(service.body["spec"]["ipFamilies"], json!(["IPv6"]));
+    }
+
+    #[test]
+    fn kube_apiserver_priority_classes_and_flow_control_objects() {
+        let seeds = seeds(
+            "10.0.0.1".parse().unwrap(),
+            "127.0.0.1:6443".parse().unwrap(),
+            "2024-01-01T00:00:00Z",
+        );
+        let find = |plural: &str, name: &str| {
+            seeds
+                .iter()
+                .find(|s| s.plural == plural && s.name() == name)
+                .unwrap_or_else(|| panic!("no {plural} {name}"))
+        };
+        let node = find("priorityclasses", "system-node-critical");
+        assert_eq!(node.body["value"], 2_000_001_000);
+        assert_eq!(
+            node.body["description"],
+            "Used for system critical pods that must not be moved from their current node."
+        );
+        assert_eq!(
+            find("priorityclasses", "system-cluster-critical").body["value"],
+            2_000_000_000
+        );
+        for plural in ["flowschemas", "prioritylevelconfigurations"] {
+            for name in ["exempt", "catch-all"] {
+                let seed = find(plural, name);
+                assert_eq!(
+                    seed.body["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],
+                    "true"
+                );
+                assert_eq!(seed.body["metadata"]["generation"], 1);
+            }
+        }
+        let catch_all = find("flowschemas", "catch-all");
+        assert_eq!(catch_all.body["spec"]["matchingPrecedence"], 10_000);
+        assert_eq!(
+            catch_all.body["spec"]["distinguisherMethod"]["type"],
+            "ByUser"
+        );
+        assert_eq!(
+            catch_all.body["spec"]["rules"][0]["subjects"][1]["group"]["name"],
+            "system:authenticated"
+        );
+        assert!(
+            find("flowschemas", "exempt").body["spec"]
+                .get("distinguisherMethod")
+                .is_none()
+        );
+        assert_eq!(
+            find("prioritylevelconfigurations", "catch-all").body["spec"]["limited"]["limitResponse"],
+            json!({"type": "Reject"})
+        );
+        // Stored as kube-apiserver stores them: defaulting and validation change and refuse
+        // nothing.
+        let defs = builtin_resources();
+        for seed in &seeds {
+            let def = defs
+                .iter()
+                .find(|d| d.plural == seed.plural && d.group == seed.group)
+                .unwrap();
+            if matches!(
+                seed.group,
+                "scheduling.k8s.io" | "flowcontrol.apiserver.k8s.io"
+            ) {
+                let mut defaulted = seed.body.clone();
+                watchkeeper_api::defaults::apply_defaults(def, &mut defaulted);
+                assert_eq!(defaulted, seed.body, "{}", seed.name());
+                watchkeeper_api::kinds::validate(def, &seed.body, None).unwrap();
+                assert_eq!(
+                    watchkeeper_api::defaults::keeps_generation(def),
+                    seed.body["metadata"].get("generation").is_some(),
+                    "{}",
+                    seed.name()
+                );
+            }
+        }
     }
 }

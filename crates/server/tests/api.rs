@@ -1077,7 +1077,7 @@ async fn aggregated_discovery_is_negotiated() {
         if core {
             assert_eq!(names, [""]);
         } else {
-            assert_eq!(names.len(), 17, "{names:?}");
+            assert_eq!(names.len(), 19, "{names:?}");
             assert_eq!(
                 names[..3],
                 ["apps", "coordination.k8s.io", "discovery.k8s.io"]

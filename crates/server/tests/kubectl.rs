@@ -80,6 +80,19 @@ async fn discovery_and_tables(k: &Kubectl) {
         ("configmaps", "v1", "ConfigMap"),
         ("deployments", "apps/v1", "Deployment"),
         ("leases", "coordination.k8s.io/v1", "Lease"),
+        ("runtimeclasses", "node.k8s.io/v1", "RuntimeClass"),
+        ("csidrivers", "storage.k8s.io/v1", "CSIDriver"),
+        ("controllerrevisions", "apps/v1", "ControllerRevision"),
+        (
+            "validatingadmissionpolicies",
+            "admissionregistration.k8s.io/v1",
+            "ValidatingAdmissionPolicy",
+        ),
+        (
+            "flowschemas",
+            "flowcontrol.apiserver.k8s.io/v1",
+            "FlowSchema",
+        ),
     ] {
         let line = resources
             .lines()
@@ -87,8 +100,38 @@ async fn discovery_and_tables(k: &Kubectl) {
             .unwrap_or_else(|| panic!("{name} missing from:\n{resources}"));
         assert!(line.contains(api_version) && line.ends_with(kind), "{line}");
     }
+    // kube-apiserver's own flow-control objects, printed with kube's columns.
+    let levels = k.ok(&["get", "prioritylevelconfigurations"]).await;
+    let header: Vec<&str> = levels.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "TYPE",
+            "NOMINALCONCURRENCYSHARES",
+            "QUEUES",
+            "HANDSIZE",
+            "QUEUELENGTHLIMIT",
+            "AGE"
+        ],
+        "{levels}"
+    );
+    assert!(
+        levels.lines().any(|l| l
+            .split_whitespace()
+            .take(3)
+            .eq(["catch-all", "Limited", "5"])),
+        "{levels}"
+    );
     let versions = k.ok(&["api-versions"]).await;
-    for version in ["v1", "apps/v1", "discovery.k8s.io/v1"] {
+    for version in [
+        "v1",
+        "apps/v1",
+        "discovery.k8s.io/v1",
+        "autoscaling/v1",
+        "autoscaling/v2",
+        "node.k8s.io/v1",
+    ] {
         assert!(
             versions.lines().any(|l| l == version),
             "{version}:\n{versions}"

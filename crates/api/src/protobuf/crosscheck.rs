@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::{
     Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, Message, MicroTime, Msg, Quantity, Str, Time, Ty, schema_of,
+    MapStrList, MapTime, Message, MicroTime, Msg, Quantity, RawExtension, Str, Time, Ty, schema_of,
 };
 use crate::resources::builtin_resources;
 
@@ -118,6 +118,7 @@ impl<'a> Check<'a> {
             IntOrString => leaf == Some("IntOrString"),
             Quantity => leaf == Some("Quantity"),
             FieldsV1 => leaf == Some("FieldsV1"),
+            RawExtension => leaf == Some("RawExtension"),
             MapStr | MapBytes | MapQuantity | MapTime | MapStrList => match map_of(self) {
                 Some((value, value_name)) => {
                     let value_kind = value.get("type").and_then(Value::as_str);
@@ -172,6 +173,7 @@ fn describe(ty: Ty) -> String {
         IntOrString => "IntOrString".into(),
         Quantity => "Quantity".into(),
         FieldsV1 => "FieldsV1".into(),
+        RawExtension => "RawExtension".into(),
         MapStr => "map<string, string>".into(),
         MapBytes => "map<string, bytes>".into(),
         MapQuantity => "map<string, Quantity>".into(),

@@ -26,7 +26,7 @@ use super::tables::{
 use super::{
     Bool, Bytes as BytesTy, Field, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes,
     MapQuantity, MapStr, MapStrList, MapTime, Message, MicroTime, Msg, PROTOBUF_MAGIC, Quantity,
-    Str, Time, schema_of,
+    RawExtension, Str, Time, schema_of,
 };
 use crate::error::ApiError;
 
@@ -271,7 +271,7 @@ fn encode_value(message: &Message, field: &Field, value: &Value, out: &mut Vec<u
             };
             put_delimited(out, number, &quantity(text));
         }
-        FieldsV1 => {
+        FieldsV1 | RawExtension => {
             let raw = serde_json::to_vec(value).unwrap_or_default();
             let mut inner = Vec::new();
             put_delimited(&mut inner, 1, &raw);
@@ -819,6 +819,7 @@ mod tests {
                 }
                 Quantity => json!("250Mi"),
                 FieldsV1 => json!({"f:metadata": {"f:labels": {}}, "f:data": {}}),
+                RawExtension => json!({"apiVersion": "v1", "kind": "Pod", "spec": {"a": [1]}}),
                 MapTime => json!({self.text(): crate::time::rfc3339_from_unix(
                     1 + self.below(4_000_000_000) as i64
                 ), "z": null}),

@@ -183,6 +183,7 @@ fn rust_type(schema: &Schema, owner: &str, ty: &str) -> Result<(String, bool), S
         return Ok(match inner {
             "k8s.io.apimachinery.pkg.util.intstr.IntOrString" => ("IntOrString".to_owned(), true),
             "k8s.io.apimachinery.pkg.api.resource.Quantity" => ("Quantity".to_owned(), true),
+            "k8s.io.apimachinery.pkg.runtime.RawExtension" => ("RawExtension".to_owned(), true),
             _ if schema.messages.contains_key(inner) => {
                 (format!("Msg(&{})", static_name(inner)), true)
             }
@@ -209,7 +210,7 @@ fn generate(schema: &Schema) -> Result<String, String> {
          //!\n\
          //! One static per protobuf message; `f` is an `omitempty` scalar, `k` a field that keeps\n\
          //! its zero value (a pointer, not `omitempty`, or a struct), `r` a repeated field.\n\n\
-         use super::Ty::{\n    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,\n    MapStrList, MapTime, MicroTime, Msg, Quantity, Str, Time,\n};\n\
+         use super::Ty::{\n    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,\n    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,\n};\n\
          use super::{Message, f, k, r};\n",
     );
     let mut statics = BTreeSet::new();

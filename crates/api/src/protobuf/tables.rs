@@ -6,15 +6,42 @@
 
 use super::Ty::{
     Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, MicroTime, Msg, Quantity, Str, Time,
+    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,
 };
 use super::{Message, f, k, r};
+
+pub(super) static ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.AuditAnnotation",
+    fields: &[
+        k(1, "key", Str),
+        k(2, "valueExpression", Str),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ExpressionWarning",
+    fields: &[
+        k(2, "fieldRef", Str),
+        k(3, "warning", Str),
+    ],
+};
 
 pub(super) static ADMISSIONREGISTRATION_V1_MATCH_CONDITION: Message = Message {
     name: "io.k8s.api.admissionregistration.v1.MatchCondition",
     fields: &[
         k(1, "name", Str),
         k(2, "expression", Str),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_MATCH_RESOURCES: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.MatchResources",
+    fields: &[
+        k(1, "namespaceSelector", Msg(&META_V1_LABEL_SELECTOR)),
+        k(2, "objectSelector", Msg(&META_V1_LABEL_SELECTOR)),
+        r(3, "resourceRules", Msg(&ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS)),
+        r(4, "excludeResourceRules", Msg(&ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS)),
+        k(7, "matchPolicy", Str),
     ],
 };
 
@@ -41,6 +68,32 @@ pub(super) static ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION: Messa
     fields: &[
         k(1, "metadata", Msg(&META_V1_OBJECT_META)),
         r(2, "webhooks", Msg(&ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK)),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_NAMED_RULE_WITH_OPERATIONS: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.NamedRuleWithOperations",
+    fields: &[
+        r(1, "resourceNames", Str),
+        k(2, "ruleWithOperations", Inline(&ADMISSIONREGISTRATION_V1_RULE_WITH_OPERATIONS)),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_PARAM_KIND: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ParamKind",
+    fields: &[
+        f(1, "apiVersion", Str),
+        f(2, "kind", Str),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_PARAM_REF: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ParamRef",
+    fields: &[
+        f(1, "name", Str),
+        f(2, "namespace", Str),
+        k(3, "selector", Msg(&META_V1_LABEL_SELECTOR)),
+        k(4, "parameterNotFoundAction", Str),
     ],
 };
 
@@ -72,6 +125,62 @@ pub(super) static ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE: Message = Message 
     ],
 };
 
+pub(super) static ADMISSIONREGISTRATION_V1_TYPE_CHECKING: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.TypeChecking",
+    fields: &[
+        r(1, "expressionWarnings", Msg(&ADMISSIONREGISTRATION_V1_EXPRESSION_WARNING)),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC)),
+        k(3, "status", Msg(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS)),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC)),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING_SPEC: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec",
+    fields: &[
+        f(1, "policyName", Str),
+        k(2, "paramRef", Msg(&ADMISSIONREGISTRATION_V1_PARAM_REF)),
+        k(3, "matchResources", Msg(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES)),
+        r(4, "validationActions", Str),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_SPEC: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicySpec",
+    fields: &[
+        k(1, "paramKind", Msg(&ADMISSIONREGISTRATION_V1_PARAM_KIND)),
+        k(2, "matchConstraints", Msg(&ADMISSIONREGISTRATION_V1_MATCH_RESOURCES)),
+        r(3, "validations", Msg(&ADMISSIONREGISTRATION_V1_VALIDATION)),
+        k(4, "failurePolicy", Str),
+        r(5, "auditAnnotations", Msg(&ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION)),
+        r(6, "matchConditions", Msg(&ADMISSIONREGISTRATION_V1_MATCH_CONDITION)),
+        r(7, "variables", Msg(&ADMISSIONREGISTRATION_V1_VARIABLE)),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_STATUS: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyStatus",
+    fields: &[
+        f(1, "observedGeneration", Int64),
+        k(2, "typeChecking", Msg(&ADMISSIONREGISTRATION_V1_TYPE_CHECKING)),
+        r(3, "conditions", Msg(&META_V1_CONDITION)),
+    ],
+};
+
 pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK: Message = Message {
     name: "io.k8s.api.admissionregistration.v1.ValidatingWebhook",
     fields: &[
@@ -97,12 +206,39 @@ pub(super) static ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION: Mes
     ],
 };
 
+pub(super) static ADMISSIONREGISTRATION_V1_VALIDATION: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.Validation",
+    fields: &[
+        k(1, "expression", Str),
+        f(2, "message", Str),
+        k(3, "reason", Str),
+        f(4, "messageExpression", Str),
+    ],
+};
+
+pub(super) static ADMISSIONREGISTRATION_V1_VARIABLE: Message = Message {
+    name: "io.k8s.api.admissionregistration.v1.Variable",
+    fields: &[
+        k(1, "name", Str),
+        k(2, "expression", Str),
+    ],
+};
+
 pub(super) static ADMISSIONREGISTRATION_V1_WEBHOOK_CLIENT_CONFIG: Message = Message {
     name: "io.k8s.api.admissionregistration.v1.WebhookClientConfig",
     fields: &[
         k(1, "service", Msg(&ADMISSIONREGISTRATION_V1_SERVICE_REFERENCE)),
         f(2, "caBundle", Bytes),
         k(3, "url", Str),
+    ],
+};
+
+pub(super) static APPS_V1_CONTROLLER_REVISION: Message = Message {
+    name: "io.k8s.api.apps.v1.ControllerRevision",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "data", RawExtension),
+        k(3, "revision", Int64),
     ],
 };
 
@@ -587,6 +723,45 @@ pub(super) static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Messag
         r(2, "nonResourceRules", Msg(&AUTHORIZATION_V1_NON_RESOURCE_RULE)),
         k(3, "incomplete", Bool),
         f(4, "evaluationError", Str),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.CrossVersionObjectReference",
+    fields: &[
+        k(1, "kind", Str),
+        k(2, "name", Str),
+        f(3, "apiVersion", Str),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC)),
+        k(3, "status", Msg(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS)),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerSpec",
+    fields: &[
+        k(1, "scaleTargetRef", Msg(&AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE)),
+        k(2, "minReplicas", Int32),
+        k(3, "maxReplicas", Int32),
+        k(4, "targetCPUUtilizationPercentage", Int32),
+    ],
+};
+
+pub(super) static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
+    name: "io.k8s.api.autoscaling.v1.HorizontalPodAutoscalerStatus",
+    fields: &[
+        k(1, "observedGeneration", Int64),
+        k(2, "lastScaleTime", Time),
+        k(3, "currentReplicas", Int32),
+        k(4, "desiredReplicas", Int32),
+        k(5, "currentCPUUtilizationPercentage", Int32),
     ],
 };
 
@@ -3231,6 +3406,188 @@ pub(super) static EVENTS_V1_EVENT_SERIES: Message = Message {
     ],
 };
 
+pub(super) static FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.ExemptPriorityLevelConfiguration",
+    fields: &[
+        k(1, "nominalConcurrencyShares", Int32),
+        k(2, "lendablePercent", Int32),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_FLOW_DISTINGUISHER_METHOD: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.FlowDistinguisherMethod",
+    fields: &[
+        k(1, "type", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_FLOW_SCHEMA: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.FlowSchema",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&FLOWCONTROL_V1_FLOW_SCHEMA_SPEC)),
+        k(3, "status", Msg(&FLOWCONTROL_V1_FLOW_SCHEMA_STATUS)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.FlowSchemaCondition",
+    fields: &[
+        f(1, "type", Str),
+        f(2, "status", Str),
+        k(3, "lastTransitionTime", Time),
+        f(4, "reason", Str),
+        f(5, "message", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_FLOW_SCHEMA_SPEC: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.FlowSchemaSpec",
+    fields: &[
+        k(1, "priorityLevelConfiguration", Msg(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE)),
+        k(2, "matchingPrecedence", Int32),
+        k(3, "distinguisherMethod", Msg(&FLOWCONTROL_V1_FLOW_DISTINGUISHER_METHOD)),
+        r(4, "rules", Msg(&FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_FLOW_SCHEMA_STATUS: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.FlowSchemaStatus",
+    fields: &[
+        r(1, "conditions", Msg(&FLOWCONTROL_V1_FLOW_SCHEMA_CONDITION)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_GROUP_SUBJECT: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.GroupSubject",
+    fields: &[
+        k(1, "name", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_LIMIT_RESPONSE: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.LimitResponse",
+    fields: &[
+        k(1, "type", Str),
+        k(2, "queuing", Msg(&FLOWCONTROL_V1_QUEUING_CONFIGURATION)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.LimitedPriorityLevelConfiguration",
+    fields: &[
+        k(1, "nominalConcurrencyShares", Int32),
+        k(2, "limitResponse", Msg(&FLOWCONTROL_V1_LIMIT_RESPONSE)),
+        k(3, "lendablePercent", Int32),
+        k(4, "borrowingLimitPercent", Int32),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.NonResourcePolicyRule",
+    fields: &[
+        r(1, "verbs", Str),
+        r(6, "nonResourceURLs", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_POLICY_RULES_WITH_SUBJECTS: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.PolicyRulesWithSubjects",
+    fields: &[
+        r(1, "subjects", Msg(&FLOWCONTROL_V1_SUBJECT)),
+        r(2, "resourceRules", Msg(&FLOWCONTROL_V1_RESOURCE_POLICY_RULE)),
+        r(3, "nonResourceRules", Msg(&FLOWCONTROL_V1_NON_RESOURCE_POLICY_RULE)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC)),
+        k(3, "status", Msg(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_STATUS)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationCondition",
+    fields: &[
+        f(1, "type", Str),
+        f(2, "status", Str),
+        k(3, "lastTransitionTime", Time),
+        f(4, "reason", Str),
+        f(5, "message", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_REFERENCE: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationReference",
+    fields: &[
+        k(1, "name", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_SPEC: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationSpec",
+    fields: &[
+        k(1, "type", Str),
+        k(2, "limited", Msg(&FLOWCONTROL_V1_LIMITED_PRIORITY_LEVEL_CONFIGURATION)),
+        k(3, "exempt", Msg(&FLOWCONTROL_V1_EXEMPT_PRIORITY_LEVEL_CONFIGURATION)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_STATUS: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.PriorityLevelConfigurationStatus",
+    fields: &[
+        r(1, "conditions", Msg(&FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION_CONDITION)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_QUEUING_CONFIGURATION: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.QueuingConfiguration",
+    fields: &[
+        k(1, "queues", Int32),
+        k(2, "handSize", Int32),
+        k(3, "queueLengthLimit", Int32),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_RESOURCE_POLICY_RULE: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.ResourcePolicyRule",
+    fields: &[
+        r(1, "verbs", Str),
+        r(2, "apiGroups", Str),
+        r(3, "resources", Str),
+        f(4, "clusterScope", Bool),
+        r(5, "namespaces", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.ServiceAccountSubject",
+    fields: &[
+        k(1, "namespace", Str),
+        k(2, "name", Str),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_SUBJECT: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.Subject",
+    fields: &[
+        k(1, "kind", Str),
+        k(2, "user", Msg(&FLOWCONTROL_V1_USER_SUBJECT)),
+        k(3, "group", Msg(&FLOWCONTROL_V1_GROUP_SUBJECT)),
+        k(4, "serviceAccount", Msg(&FLOWCONTROL_V1_SERVICE_ACCOUNT_SUBJECT)),
+    ],
+};
+
+pub(super) static FLOWCONTROL_V1_USER_SUBJECT: Message = Message {
+    name: "io.k8s.api.flowcontrol.v1.UserSubject",
+    fields: &[
+        k(1, "name", Str),
+    ],
+};
+
 pub(super) static NETWORKING_V1_HTTP_INGRESS_PATH: Message = Message {
     name: "io.k8s.api.networking.v1.HTTPIngressPath",
     fields: &[
@@ -3432,6 +3789,31 @@ pub(super) static NETWORKING_V1_SERVICE_BACKEND_PORT: Message = Message {
     ],
 };
 
+pub(super) static NODE_V1_OVERHEAD: Message = Message {
+    name: "io.k8s.api.node.v1.Overhead",
+    fields: &[
+        f(1, "podFixed", MapQuantity),
+    ],
+};
+
+pub(super) static NODE_V1_RUNTIME_CLASS: Message = Message {
+    name: "io.k8s.api.node.v1.RuntimeClass",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "handler", Str),
+        k(3, "overhead", Msg(&NODE_V1_OVERHEAD)),
+        k(4, "scheduling", Msg(&NODE_V1_SCHEDULING)),
+    ],
+};
+
+pub(super) static NODE_V1_SCHEDULING: Message = Message {
+    name: "io.k8s.api.node.v1.Scheduling",
+    fields: &[
+        f(1, "nodeSelector", MapStr),
+        r(2, "tolerations", Msg(&CORE_V1_TOLERATION)),
+    ],
+};
+
 pub(super) static POLICY_V1_EVICTION: Message = Message {
     name: "io.k8s.api.policy.v1.Eviction",
     fields: &[
@@ -3555,6 +3937,65 @@ pub(super) static SCHEDULING_V1_PRIORITY_CLASS: Message = Message {
     ],
 };
 
+pub(super) static STORAGE_V1_CSI_DRIVER: Message = Message {
+    name: "io.k8s.api.storage.v1.CSIDriver",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&STORAGE_V1_CSI_DRIVER_SPEC)),
+    ],
+};
+
+pub(super) static STORAGE_V1_CSI_DRIVER_SPEC: Message = Message {
+    name: "io.k8s.api.storage.v1.CSIDriverSpec",
+    fields: &[
+        k(1, "attachRequired", Bool),
+        k(2, "podInfoOnMount", Bool),
+        r(3, "volumeLifecycleModes", Str),
+        k(4, "storageCapacity", Bool),
+        k(5, "fsGroupPolicy", Str),
+        r(6, "tokenRequests", Msg(&STORAGE_V1_TOKEN_REQUEST)),
+        k(7, "requiresRepublish", Bool),
+        k(8, "seLinuxMount", Bool),
+        k(9, "nodeAllocatableUpdatePeriodSeconds", Int64),
+    ],
+};
+
+pub(super) static STORAGE_V1_CSI_NODE: Message = Message {
+    name: "io.k8s.api.storage.v1.CSINode",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&STORAGE_V1_CSI_NODE_SPEC)),
+    ],
+};
+
+pub(super) static STORAGE_V1_CSI_NODE_DRIVER: Message = Message {
+    name: "io.k8s.api.storage.v1.CSINodeDriver",
+    fields: &[
+        k(1, "name", Str),
+        k(2, "nodeID", Str),
+        r(3, "topologyKeys", Str),
+        k(4, "allocatable", Msg(&STORAGE_V1_VOLUME_NODE_RESOURCES)),
+    ],
+};
+
+pub(super) static STORAGE_V1_CSI_NODE_SPEC: Message = Message {
+    name: "io.k8s.api.storage.v1.CSINodeSpec",
+    fields: &[
+        r(1, "drivers", Msg(&STORAGE_V1_CSI_NODE_DRIVER)),
+    ],
+};
+
+pub(super) static STORAGE_V1_CSI_STORAGE_CAPACITY: Message = Message {
+    name: "io.k8s.api.storage.v1.CSIStorageCapacity",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "nodeTopology", Msg(&META_V1_LABEL_SELECTOR)),
+        k(3, "storageClassName", Str),
+        k(4, "capacity", Quantity),
+        k(5, "maximumVolumeSize", Quantity),
+    ],
+};
+
 pub(super) static STORAGE_V1_STORAGE_CLASS: Message = Message {
     name: "io.k8s.api.storage.v1.StorageClass",
     fields: &[
@@ -3566,6 +4007,66 @@ pub(super) static STORAGE_V1_STORAGE_CLASS: Message = Message {
         k(6, "allowVolumeExpansion", Bool),
         k(7, "volumeBindingMode", Str),
         r(8, "allowedTopologies", Msg(&CORE_V1_TOPOLOGY_SELECTOR_TERM)),
+    ],
+};
+
+pub(super) static STORAGE_V1_TOKEN_REQUEST: Message = Message {
+    name: "io.k8s.api.storage.v1.TokenRequest",
+    fields: &[
+        k(1, "audience", Str),
+        k(2, "expirationSeconds", Int64),
+    ],
+};
+
+pub(super) static STORAGE_V1_VOLUME_ATTACHMENT: Message = Message {
+    name: "io.k8s.api.storage.v1.VolumeAttachment",
+    fields: &[
+        k(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&STORAGE_V1_VOLUME_ATTACHMENT_SPEC)),
+        k(3, "status", Msg(&STORAGE_V1_VOLUME_ATTACHMENT_STATUS)),
+    ],
+};
+
+pub(super) static STORAGE_V1_VOLUME_ATTACHMENT_SOURCE: Message = Message {
+    name: "io.k8s.api.storage.v1.VolumeAttachmentSource",
+    fields: &[
+        k(1, "persistentVolumeName", Str),
+        k(2, "inlineVolumeSpec", Msg(&CORE_V1_PERSISTENT_VOLUME_SPEC)),
+    ],
+};
+
+pub(super) static STORAGE_V1_VOLUME_ATTACHMENT_SPEC: Message = Message {
+    name: "io.k8s.api.storage.v1.VolumeAttachmentSpec",
+    fields: &[
+        k(1, "attacher", Str),
+        k(2, "source", Msg(&STORAGE_V1_VOLUME_ATTACHMENT_SOURCE)),
+        k(3, "nodeName", Str),
+    ],
+};
+
+pub(super) static STORAGE_V1_VOLUME_ATTACHMENT_STATUS: Message = Message {
+    name: "io.k8s.api.storage.v1.VolumeAttachmentStatus",
+    fields: &[
+        k(1, "attached", Bool),
+        f(2, "attachmentMetadata", MapStr),
+        k(3, "attachError", Msg(&STORAGE_V1_VOLUME_ERROR)),
+        k(4, "detachError", Msg(&STORAGE_V1_VOLUME_ERROR)),
+    ],
+};
+
+pub(super) static STORAGE_V1_VOLUME_ERROR: Message = Message {
+    name: "io.k8s.api.storage.v1.VolumeError",
+    fields: &[
+        k(1, "time", Time),
+        f(2, "message", Str),
+        k(3, "errorCode", Int32),
+    ],
+};
+
+pub(super) static STORAGE_V1_VOLUME_NODE_RESOURCES: Message = Message {
+    name: "io.k8s.api.storage.v1.VolumeNodeResources",
+    fields: &[
+        k(1, "count", Int32),
     ],
 };
 
@@ -3793,7 +4294,10 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "ServiceAccount", &CORE_V1_SERVICE_ACCOUNT),
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", &ADMISSIONREGISTRATION_V1_MUTATING_WEBHOOK_CONFIGURATION),
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", &ADMISSIONREGISTRATION_V1_VALIDATING_WEBHOOK_CONFIGURATION),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", &ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", &ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING),
     ("apiregistration.k8s.io/v1", "APIService", &APIREGISTRATION_V1_API_SERVICE),
+    ("apps/v1", "ControllerRevision", &APPS_V1_CONTROLLER_REVISION),
     ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
     ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),
     ("apps/v1", "ReplicaSet", &APPS_V1_REPLICA_SET),
@@ -3806,6 +4310,7 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview", &AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW),
     ("authorization.k8s.io/v1", "SubjectAccessReview", &AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
+    ("autoscaling/v1", "HorizontalPodAutoscaler", &AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER),
     ("autoscaling/v2", "HorizontalPodAutoscaler", &AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER),
     ("batch/v1", "CronJob", &BATCH_V1_CRON_JOB),
     ("batch/v1", "Job", &BATCH_V1_JOB),
@@ -3813,9 +4318,12 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
     ("discovery.k8s.io/v1", "EndpointSlice", &DISCOVERY_V1_ENDPOINT_SLICE),
     ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
+    ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema", &FLOWCONTROL_V1_FLOW_SCHEMA),
+    ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", &FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION),
     ("networking.k8s.io/v1", "Ingress", &NETWORKING_V1_INGRESS),
     ("networking.k8s.io/v1", "IngressClass", &NETWORKING_V1_INGRESS_CLASS),
     ("networking.k8s.io/v1", "NetworkPolicy", &NETWORKING_V1_NETWORK_POLICY),
+    ("node.k8s.io/v1", "RuntimeClass", &NODE_V1_RUNTIME_CLASS),
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
     ("policy/v1", "PodDisruptionBudget", &POLICY_V1_POD_DISRUPTION_BUDGET),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", &RBAC_V1_CLUSTER_ROLE),
@@ -3823,5 +4331,9 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("rbac.authorization.k8s.io/v1", "Role", &RBAC_V1_ROLE),
     ("rbac.authorization.k8s.io/v1", "RoleBinding", &RBAC_V1_ROLE_BINDING),
     ("scheduling.k8s.io/v1", "PriorityClass", &SCHEDULING_V1_PRIORITY_CLASS),
+    ("storage.k8s.io/v1", "CSIDriver", &STORAGE_V1_CSI_DRIVER),
+    ("storage.k8s.io/v1", "CSINode", &STORAGE_V1_CSI_NODE),
+    ("storage.k8s.io/v1", "CSIStorageCapacity", &STORAGE_V1_CSI_STORAGE_CAPACITY),
     ("storage.k8s.io/v1", "StorageClass", &STORAGE_V1_STORAGE_CLASS),
+    ("storage.k8s.io/v1", "VolumeAttachment", &STORAGE_V1_VOLUME_ATTACHMENT),
 ];

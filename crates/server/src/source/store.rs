@@ -873,7 +873,9 @@ impl Writer<'_> {
     /// ([`watchkeeper_api::certificates::approval_update`]), and a created request names its
     /// requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
     /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
-    /// schema's defaults and pruning, then is validated against the schema. A Service gets
+    /// schema's defaults and pruning, then is validated against the schema. The kinds of
+    /// [`watchkeeper_api::kinds`] get their `status` subresource's rules where they have one,
+    /// then kube's validation. A Service gets
     /// what the registry fills before allocating ([`service_ips::prepare`]); a write of
     /// `services/{name}/status` keeps the stored spec.
     fn admit(
@@ -947,6 +949,8 @@ impl Writer<'_> {
                 &object,
                 &self.time,
             )?;
+        } else if watchkeeper_api::kinds::has_status_rules(&resource.def) {
+            object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
         } else if let Some(custom) = resource.custom() {
             if custom.status {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
@@ -958,6 +962,7 @@ impl Writer<'_> {
                 watchkeeper_api::schema::check_custom(&resource.def, schema, &object)?;
             }
         }
+        watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
         Ok(object)
     }
 

@@ -1,0 +1,1170 @@
+//! The strategies of the kinds served since Kubernetes' storage, node, admission-policy and
+//! flow-control groups joined the built-ins: RuntimeClass, CSIDriver, CSINode,
+//! VolumeAttachment, CSIStorageCapacity, ControllerRevision, ValidatingAdmissionPolicy,
+//! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration.
+//!
+//! ## Guarantees
+//! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,
+//!   flowcontrol}/v1/defaults.go` that need more than a fixed path (pointer structs, which exist
+//!   only when sent, and zero values Go cannot tell from absent); the fixed ones are rows of
+//!   [`crate::defaults::DEFAULTS`]. Like every default, they only fill what is absent.
+//! - The `status` subresource's rules ([`has_status_rules`]): VolumeAttachments,
+//!   ValidatingAdmissionPolicies, FlowSchemas and PriorityLevelConfigurations are created without
+//!   a status, keep their stored status on writes to the main endpoint and keep everything but
+//!   the status on writes to `/status` (kube's strategies' `PrepareForCreate` /
+//!   `PrepareForUpdate`).
+//! - Validation ([`validate`]) is the cheap, common part of kube's `validation` packages for
+//!   these kinds, with kube's paths and wording (kube's own spellings included, e.g.
+//!   CSIDriver's `spec.attachedRequired` and the binding's `spec.matchResouces`): required
+//!   fields, enumerations, DNS names, the immutable fields, the flow schemas' subjects and
+//!   rules, and the fixed specs of API Priority and Fairness' mandatory objects
+//!   ([`mandatory_flow_schema_spec`], [`mandatory_priority_level_spec`], which the server's
+//!   bootstrap also creates them from). Not checked: CEL expressions
+//!   (compiling them is evaluating policies, which this server does not do), label selectors,
+//!   tolerations, resource quantities' ranges and PersistentVolume specs inside
+//!   VolumeAttachments.
+//! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
+//!   included), the value here is the JSON of the field: the message's wording after the value is
+//!   kube's.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+use crate::meta::{validate_dns1123_label, validate_dns1123_subdomain};
+use crate::resources::{ResourceDef, lookup};
+
+/// A `(field, message, reason)` cause of a 422 Invalid.
+type Cause = (String, String, String);
+
+fn required(field: &str, detail: &str) -> Cause {
+    let message = if detail.is_empty() {
+        "Required value".to_owned()
+    } else {
+        format!("Required value: {detail}")
+    };
+    (field.to_owned(), message, "FieldValueRequired".to_owned())
+}
+
+fn forbidden(field: &str, detail: &str) -> Cause {
+    (
+        field.to_owned(),
+        format!("Forbidden: {detail}"),
+        "FieldValueForbidden".to_owned(),
+    )
+}
+
+fn duplicate(field: &str, value: &Value) -> Cause {
+    (
+        field.to_owned(),
+        format!("Duplicate value: {}", go_value(value)),
+        "FieldValueDuplicate".to_owned(),
+    )
+}
+
+fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
+    (
+        field.to_owned(),
+        format!("Invalid value: {}: {detail}", go_value(value)),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
+fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
+    let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    (
+        field.to_owned(),
+        format!(
+            "Unsupported value: {}: supported values: {}",
+            go_value(value),
+            list.join(", ")
+        ),
+        "FieldValueNotSupported".to_owned(),
+    )
+}
+
+/// A value as kube's field errors print it: strings quoted, numbers and booleans bare,
+/// anything else as JSON (see the module's guarantees).
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "null".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+fn text<'a>(object: &'a Value, path: &str) -> &'a str {
+    lookup(object, path).and_then(Value::as_str).unwrap_or("")
+}
+
+fn present<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    lookup(object, path).filter(|v| !v.is_null())
+}
+
+fn items<'a>(object: &'a Value, path: &str) -> &'a [Value] {
+    lookup(object, path)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn is(def: &ResourceDef, group: &str, kind: &str) -> bool {
+    def.is_builtin() && def.group == group && def.kind == kind
+}
+
+/// Whether writes of `def` follow the `status` subresource's rules (see the module's
+/// guarantees).
+#[must_use]
+pub fn has_status_rules(def: &ResourceDef) -> bool {
+    is(def, "storage.k8s.io", "VolumeAttachment")
+        || is(
+            def,
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+        )
+        || is(def, "flowcontrol.apiserver.k8s.io", "FlowSchema")
+        || is(
+            def,
+            "flowcontrol.apiserver.k8s.io",
+            "PriorityLevelConfiguration",
+        )
+}
+
+/// Whether kube-apiserver keeps `metadata.generation` for `def` among these kinds (the
+/// admission policies and their bindings, the flow-control kinds: 1 on create; CSIDrivers:
+/// none on create, see [`generation_starts_at_zero`]), one more on every change of the spec.
+#[must_use]
+pub fn keeps_generation(def: &ResourceDef) -> bool {
+    matches!(
+        (def.group.as_str(), def.kind.as_str()),
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
+        ) | (
+            "flowcontrol.apiserver.k8s.io",
+            "FlowSchema" | "PriorityLevelConfiguration"
+        ) | ("storage.k8s.io", "CSIDriver")
+    )
+}
+
+/// Whether a kind that keeps its generation is created without one (Go's zero, left out):
+/// kube's CSIDriver strategy only bumps it when the spec changes (`PrepareForUpdate`), so its
+/// first spec change makes it 1.
+#[must_use]
+pub fn generation_starts_at_zero(def: &ResourceDef) -> bool {
+    is(def, "storage.k8s.io", "CSIDriver")
+}
+
+fn map_at<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {
+    path.split('.')
+        .try_fold(object, |value, key| value.get_mut(key))
+        .and_then(Value::as_object_mut)
+}
+
+fn fill(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_owned(), value);
+    }
+}
+
+/// `SetDefaults_MatchResources` and `SetDefaults_Rule` on a `MatchResources` that was sent.
+fn match_resources_defaults(resources: &mut Map<String, Value>) {
+    fill(resources, "matchPolicy", json!("Equivalent"));
+    fill(resources, "namespaceSelector", json!({}));
+    fill(resources, "objectSelector", json!({}));
+    for key in ["resourceRules", "excludeResourceRules"] {
+        if let Some(Value::Array(rules)) = resources.get_mut(key) {
+            for rule in rules.iter_mut().filter_map(Value::as_object_mut) {
+                fill(rule, "scope", json!("*"));
+            }
+        }
+    }
+}
+
+/// The defaults of these kinds that depend on what was sent (see the module's guarantees).
+pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("storage.k8s.io", "CSIDriver") => {
+            if let Some(spec) = map_at(object, "spec")
+                && spec.get("volumeLifecycleModes").is_none_or(|modes| {
+                    modes.is_null() || modes.as_array().is_some_and(Vec::is_empty)
+                })
+            {
+                spec.insert("volumeLifecycleModes".into(), json!(["Persistent"]));
+            }
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            if let Some(resources) = map_at(object, "spec.matchConstraints") {
+                match_resources_defaults(resources);
+            }
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            if let Some(resources) = map_at(object, "spec.matchResources") {
+                match_resources_defaults(resources);
+            }
+        }
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => {
+            if let Some(spec) = map_at(object, "spec") {
+                let unset = spec
+                    .get("matchingPrecedence")
+                    .is_none_or(|p| p.is_null() || p.as_i64() == Some(0));
+                if unset {
+                    spec.insert("matchingPrecedence".into(), json!(1000));
+                }
+            }
+        }
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            if let Some(exempt) = map_at(object, "spec.exempt") {
+                fill(exempt, "nominalConcurrencyShares", json!(0));
+                fill(exempt, "lendablePercent", json!(0));
+            }
+            if let Some(limited) = map_at(object, "spec.limited") {
+                fill(limited, "nominalConcurrencyShares", json!(30));
+                fill(limited, "lendablePercent", json!(0));
+            }
+            if let Some(queuing) = map_at(object, "spec.limited.limitResponse.queuing") {
+                for (key, default) in [("handSize", 8), ("queues", 64), ("queueLengthLimit", 50)] {
+                    if queuing
+                        .get(key)
+                        .is_none_or(|v| v.is_null() || v.as_i64() == Some(0))
+                    {
+                        queuing.insert(key.to_owned(), json!(default));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Validates an object of these kinds as kube's validation does on create (`old` is `None`)
+/// or update; other kinds pass.
+///
+/// # Errors
+/// 422 Invalid, one cause per failure, in kube's wording.
+pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    if !def.is_builtin() {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
+        ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
+        ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
+        ("storage.k8s.io", "VolumeAttachment") => volume_attachment(object, old, &mut causes),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            csi_storage_capacity(object, old, &mut causes);
+        }
+        ("apps", "ControllerRevision") => controller_revision(object, old, &mut causes),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            admission_policy(object, &mut causes);
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            admission_policy_binding(object, &mut causes);
+        }
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => flow_schema(object, &mut causes),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            priority_level(object, &mut causes);
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        def,
+        text(object, "metadata.name"),
+        causes,
+    ))
+}
+
+/// `ValidateImmutableField`: `field: Invalid value: <new>: field is immutable`.
+fn immutable(field: &str, object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    if let Some(old) = old {
+        let new_value = present(object, field).cloned().unwrap_or(Value::Null);
+        let old_value = present(old, field).cloned().unwrap_or(Value::Null);
+        if new_value != old_value {
+            causes.push(invalid(field, &new_value, "field is immutable"));
+        }
+    }
+}
+
+fn runtime_class(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let handler = text(object, "handler");
+    if let Err(message) = validate_dns1123_label(handler) {
+        causes.push(invalid("handler", &json!(handler), &message));
+    }
+    if let Some(old) = old
+        && text(old, "handler") != handler
+    {
+        causes.push(invalid("handler", &json!(handler), "field is immutable"));
+    }
+}
+
+/// `ValidateCSIDriverName` (kube's `apivalidation`): required, at most 63 characters, a DNS
+/// subdomain once lowercased.
+fn csi_driver_name(field: &str, name: &str, causes: &mut Vec<Cause>) {
+    if name.is_empty() {
+        causes.push(required(field, ""));
+    }
+    if name.len() > 63 {
+        causes.push((
+            field.to_owned(),
+            "Too long: may not be more than 63 bytes".to_owned(),
+            "FieldValueTooLong".to_owned(),
+        ));
+    }
+    if let Err(message) = validate_dns1123_subdomain(&name.to_ascii_lowercase()) {
+        causes.push(invalid(field, &json!(name), &message));
+    }
+}
+
+fn csi_driver(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    for (key, field) in [
+        ("attachRequired", "spec.attachedRequired"),
+        ("podInfoOnMount", "spec.podInfoOnMount"),
+        ("storageCapacity", "spec.storageCapacity"),
+    ] {
+        if present(object, &format!("spec.{key}")).is_none() {
+            causes.push(required(field, ""));
+        }
+    }
+    match present(object, "spec.fsGroupPolicy") {
+        None => causes.push(required("spec.fsGroupPolicy", "")),
+        Some(policy) => {
+            let supported = ["File", "None", "ReadWriteOnceWithFSType"];
+            if !policy.as_str().is_some_and(|p| supported.contains(&p)) {
+                causes.push(not_supported("spec.fsGroupPolicy", policy, &supported));
+            }
+        }
+    }
+    let mut audiences = Vec::new();
+    for (index, request) in items(object, "spec.tokenRequests").iter().enumerate() {
+        let at = format!("spec.tokenRequests[{index}]");
+        let audience = text(request, "audience");
+        if audiences.contains(&audience) {
+            causes.push(duplicate(&format!("{at}.audience"), &json!(audience)));
+            continue;
+        }
+        audiences.push(audience);
+        if let Some(seconds) = present(request, "expirationSeconds").and_then(Value::as_i64) {
+            let field = format!("{at}.expirationSeconds");
+            if seconds < 600 {
+                causes.push(invalid(
+                    &field,
+                    &json!(seconds),
+                    "may not specify a duration less than 10 minutes",
+                ));
+            }
+            if seconds > 1 << 32 {
+                causes.push(invalid(
+                    &field,
+                    &json!(seconds),
+                    "may not specify a duration larger than 2^32 seconds",
+                ));
+            }
+        }
+    }
+    let modes = items(object, "spec.volumeLifecycleModes");
+    if modes.is_empty() {
+        causes.push(required(
+            "spec.volumeLifecycleModes",
+            "should specify at least one",
+        ));
+    }
+    for mode in modes {
+        if !matches!(mode.as_str(), Some("Persistent" | "Ephemeral")) {
+            causes.push(not_supported(
+                "spec.volumeLifecycleModes",
+                mode,
+                &["Persistent", "Ephemeral"],
+            ));
+        }
+    }
+    if let Some(old) = old {
+        let attach = present(object, "spec.attachRequired").cloned();
+        if attach != present(old, "spec.attachRequired").cloned() {
+            causes.push(invalid(
+                "spec.attachedRequired",
+                &attach.unwrap_or(Value::Null),
+                "field is immutable",
+            ));
+        }
+        immutable("spec.volumeLifecycleModes", object, Some(old), causes);
+    }
+}
+
+fn csi_node(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let mut names = Vec::new();
+    for (index, driver) in items(object, "spec.drivers").iter().enumerate() {
+        let at = format!("spec.drivers[{index}]");
+        let name = text(driver, "name");
+        csi_driver_name(&format!("{at}.name"), name, causes);
+        let node_id = text(driver, "nodeID");
+        if node_id.is_empty() {
+            causes.push(required(&format!("{at}.nodeID"), ""));
+        }
+        if node_id.len() > 192 {
+            causes.push(invalid(
+                &format!("{at}.nodeID"),
+                &json!(node_id),
+                "must be 192 characters or less",
+            ));
+        }
+        if names.contains(&name) {
+            causes.push(duplicate(&format!("{at}.name"), &json!(name)));
+        }
+        names.push(name);
+    }
+    if let Some(old) = old {
+        for old_driver in items(old, "spec.drivers") {
+            for driver in items(object, "spec.drivers") {
+                if text(driver, "name") == text(old_driver, "name") && driver != old_driver {
+                    causes.push(invalid("spec.drivers", driver, "field is immutable"));
+                }
+            }
+        }
+    }
+}
+
+fn volume_attachment(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let attacher = text(object, "spec.attacher");
+    if attacher.is_empty() {
+        causes.push(required("spec.attacher", ""));
+    }
+    let pv = present(object, "spec.source.persistentVolumeName");
+    let inline = present(object, "spec.source.inlineVolumeSpec");
+    const EXACTLY_ONE: &str =
+        "must specify exactly one of inlineVolumeSpec and persistentVolumeName";
+    match (pv, inline) {
+        (None, None) => causes.push(required("spec.source", EXACTLY_ONE)),
+        (Some(_), Some(_)) => causes.push(forbidden("spec.source", EXACTLY_ONE)),
+        (Some(name), None) if name.as_str() == Some("") => causes.push(required(
+            "spec.source.persistentVolumeName",
+            "must specify non empty persistentVolumeName",
+        )),
+        _ => {}
+    }
+    let node = text(object, "spec.nodeName");
+    if let Err(message) = validate_dns1123_subdomain(node) {
+        causes.push(invalid("spec.nodeName", &json!(node), &message));
+    }
+    if let Some(old) = old
+        && lookup(object, "spec") != lookup(old, "spec")
+    {
+        causes.push(invalid(
+            "spec",
+            lookup(object, "spec").unwrap_or(&Value::Null),
+            "field is immutable",
+        ));
+    }
+    // `ValidateVolumeAttachmentV1`: the attacher is a CSI driver's name (its `Required value`
+    // is the one above, which kube's message lists once).
+    if !attacher.is_empty() {
+        csi_driver_name("spec.attacher", attacher, causes);
+    }
+    if let Some(Value::String(name)) = pv
+        && !name.is_empty()
+        && let Err(message) = validate_dns1123_subdomain(name)
+    {
+        causes.push(invalid(
+            "spec.source.persistentVolumeName",
+            &json!(name),
+            &message,
+        ));
+    }
+}
+
+fn csi_storage_capacity(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let class = text(object, "storageClassName");
+    if let Err(message) = validate_dns1123_subdomain(class) {
+        causes.push(invalid("storageClassName", &json!(class), &message));
+    }
+    if let Some(old) = old {
+        if lookup(object, "nodeTopology") != lookup(old, "nodeTopology") {
+            causes.push(invalid(
+                "nodeTopology",
+                lookup(object, "nodeTopology").unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+        if text(old, "storageClassName") != class {
+            causes.push(invalid(
+                "storageClassName",
+                &json!(class),
+                "field is immutable",
+            ));
+        }
+    }
+}
+
+fn controller_revision(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    if present(object, "data").is_none() {
+        causes.push(required("data", "data is mandatory"));
+    }
+    if let Some(revision) = lookup(object, "revision").and_then(Value::as_i64)
+        && revision < 0
+    {
+        causes.push(invalid(
+            "revision",
+            &json!(revision),
+            "must be greater than or equal to 0",
+        ));
+    }
+    immutable("data", object, old, causes);
+}
+
+/// `validateMatchResources`: the match policy's values.
+fn match_resources(resources: &Value, at: &str, causes: &mut Vec<Cause>) {
+    if let Some(policy) = present(resources, "matchPolicy")
+        && !matches!(policy.as_str(), Some("Equivalent" | "Exact"))
+    {
+        causes.push(not_supported(
+            &format!("{at}.matchPolicy"),
+            policy,
+            &["Equivalent", "Exact"],
+        ));
+    }
+}
+
+fn admission_policy(object: &Value, causes: &mut Vec<Cause>) {
+    match present(object, "spec.failurePolicy") {
+        None => causes.push(required("spec.failurePolicy", "")),
+        Some(policy) if !matches!(policy.as_str(), Some("Fail" | "Ignore")) => {
+            causes.push(not_supported(
+                "spec.failurePolicy",
+                policy,
+                &["Fail", "Ignore"],
+            ));
+        }
+        Some(_) => {}
+    }
+    if let Some(kind) = present(object, "spec.paramKind") {
+        if text(kind, "apiVersion").is_empty() {
+            causes.push(required("spec.paramKind.apiVersion", ""));
+        }
+        if text(kind, "kind").is_empty() {
+            causes.push(required("spec.paramKind.kind", ""));
+        }
+    }
+    match present(object, "spec.matchConstraints") {
+        None => causes.push(required("spec.matchConstraints", "")),
+        Some(constraints) => {
+            match_resources(constraints, "spec.matchConstraints", causes);
+            if items(constraints, "resourceRules").is_empty() {
+                causes.push(required("spec.matchConstraints.resourceRules", ""));
+            }
+        }
+    }
+    let validations = items(object, "spec.validations");
+    if validations.is_empty() && items(object, "spec.auditAnnotations").is_empty() {
+        causes.push(required(
+            "spec.validations",
+            "validations or auditAnnotations must contain at least one item",
+        ));
+    }
+    for (index, validation) in validations.iter().enumerate() {
+        let at = format!("spec.validations[{index}]");
+        if text(validation, "expression").trim().is_empty() {
+            causes.push(required(
+                &format!("{at}.expression"),
+                "expression is not specified",
+            ));
+        }
+        if let Some(reason) = present(validation, "reason")
+            && !matches!(
+                reason.as_str(),
+                Some("Forbidden" | "Invalid" | "RequestEntityTooLarge" | "Unauthorized")
+            )
+        {
+            causes.push(not_supported(
+                &format!("{at}.reason"),
+                reason,
+                &[
+                    "Forbidden",
+                    "Invalid",
+                    "RequestEntityTooLarge",
+                    "Unauthorized",
+                ],
+            ));
+        }
+    }
+    for (index, annotation) in items(object, "spec.auditAnnotations").iter().enumerate() {
+        if text(annotation, "valueExpression").trim().is_empty() {
+            causes.push(required(
+                &format!("spec.auditAnnotations[{index}].valueExpression"),
+                "valueExpression is not specified",
+            ));
+        }
+    }
+}
+
+fn admission_policy_binding(object: &Value, causes: &mut Vec<Cause>) {
+    let policy = text(object, "spec.policyName");
+    if policy.is_empty() {
+        causes.push(required("spec.policyName", ""));
+    } else if let Err(message) = validate_dns1123_subdomain(policy) {
+        causes.push(invalid("spec.policyName", &json!(policy), &message));
+    }
+    if let Some(reference) = present(object, "spec.paramRef") {
+        let selector = present(reference, "selector");
+        let name = text(reference, "name");
+        if !name.is_empty() && selector.is_some() {
+            causes.push(forbidden(
+                "spec.paramRef.name",
+                "name and selector are mutually exclusive",
+            ));
+        }
+        if name.is_empty() && selector.is_none() {
+            causes.push(required(
+                "spec.paramRef",
+                "one of name or selector must be specified",
+            ));
+        }
+        match present(reference, "parameterNotFoundAction") {
+            None => causes.push(required("spec.paramRef.parameterNotFoundAction", "")),
+            Some(action) if action.as_str() == Some("") => {
+                causes.push(required("spec.paramRef.parameterNotFoundAction", ""));
+            }
+            Some(action) if !matches!(action.as_str(), Some("Deny" | "Allow")) => {
+                causes.push(not_supported(
+                    "spec.paramRef.parameterNotFoundAction",
+                    action,
+                    &["Deny", "Allow"],
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(resources) = present(object, "spec.matchResources") {
+        // kube's path, spelled as kube spells it.
+        match_resources(resources, "spec.matchResouces", causes);
+    }
+    let mut seen: Vec<&Value> = Vec::new();
+    let actions = items(object, "spec.validationActions");
+    for (index, action) in actions.iter().enumerate() {
+        let at = format!("spec.validationActions[{index}]");
+        if !matches!(action.as_str(), Some("Audit" | "Deny" | "Warn")) {
+            causes.push(not_supported(&at, action, &["Audit", "Deny", "Warn"]));
+        }
+        if seen.contains(&action) {
+            causes.push(duplicate(&at, action));
+        }
+        seen.push(action);
+    }
+    if seen.contains(&&json!("Deny")) && seen.contains(&&json!("Warn")) {
+        let listed: Vec<String> = actions.iter().map(go_value).collect();
+        causes.push((
+            "spec.validationActions".to_owned(),
+            format!(
+                "Invalid value: []admissionregistration.ValidationAction{{{}}}: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+                listed.join(", ")
+            ),
+            "FieldValueInvalid".to_owned(),
+        ));
+    }
+    if seen.is_empty() {
+        causes.push(required(
+            "spec.validationActions",
+            "at least one validation action is required",
+        ));
+    }
+}
+
+/// The spec kube-apiserver's API Priority and Fairness requires of its mandatory
+/// FlowSchemas (`exempt`, `catch-all`), as defaulted and stored
+/// (k8s.io/apiserver's `flowcontrol/bootstrap/default.go`); `None` for other names.
+#[must_use]
+pub fn mandatory_flow_schema_spec(name: &str) -> Option<Value> {
+    let (precedence, method, groups): (u32, Option<&str>, &[&str]) = match name {
+        "exempt" => (1, None, &["system:masters"]),
+        "catch-all" => (
+            10_000,
+            Some("ByUser"),
+            &["system:unauthenticated", "system:authenticated"],
+        ),
+        _ => return None,
+    };
+    let subjects: Vec<Value> = groups
+        .iter()
+        .map(|group| json!({"kind": "Group", "group": {"name": group}}))
+        .collect();
+    let mut spec = json!({
+        "priorityLevelConfiguration": {"name": name},
+        "matchingPrecedence": precedence,
+        "rules": [{
+            "subjects": subjects,
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                               "clusterScope": true, "namespaces": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+        }],
+    });
+    if let Some(method) = method {
+        spec["distinguisherMethod"] = json!({"type": method});
+    }
+    Some(spec)
+}
+
+/// The spec of the mandatory PriorityLevelConfigurations (`exempt`, `catch-all`), as
+/// defaulted and stored; `None` for other names.
+#[must_use]
+pub fn mandatory_priority_level_spec(name: &str) -> Option<Value> {
+    match name {
+        "exempt" => Some(json!({"type": "Exempt",
+            "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}})),
+        "catch-all" => Some(json!({"type": "Limited",
+            "limited": {"nominalConcurrencyShares": 5, "lendablePercent": 0,
+                        "limitResponse": {"type": "Reject"}}})),
+        _ => None,
+    }
+}
+
+/// A mandatory object's spec must be the fixed one (`ValidateFlowSchema`,
+/// `ValidatePriorityLevelConfiguration`).
+fn mandatory_spec(object: &Value, fixed: Option<Value>, causes: &mut Vec<Cause>) {
+    if let Some(fixed) = fixed {
+        let spec = lookup(object, "spec").cloned().unwrap_or(Value::Null);
+        if spec != fixed {
+            causes.push(invalid(
+                "spec",
+                &spec,
+                &format!(
+                    "spec of '{}' must equal the fixed value",
+                    text(object, "metadata.name")
+                ),
+            ));
+        }
+    }
+}
+
+/// `Validate*Status`: condition types present and unique.
+fn status_conditions(object: &Value, causes: &mut Vec<Cause>) {
+    let mut seen = Vec::new();
+    for (index, condition) in items(object, "status.conditions").iter().enumerate() {
+        let at = format!("status.conditions[{index}]");
+        let kind = text(condition, "type");
+        if seen.contains(&kind) {
+            causes.push(duplicate(&format!("{at}.type"), &json!(kind)));
+        }
+        seen.push(kind);
+        if kind.is_empty() {
+            causes.push(required(&format!("{at}.type"), "must not be empty"));
+        }
+    }
+}
+
+fn flow_schema(object: &Value, causes: &mut Vec<Cause>) {
+    let name = text(object, "metadata.name");
+    let precedence = lookup(object, "spec.matchingPrecedence")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let field = "spec.matchingPrecedence";
+    if precedence <= 0 {
+        causes.push(invalid(
+            field,
+            &json!(precedence),
+            "must be a positive value",
+        ));
+    }
+    if precedence > 10000 {
+        causes.push(invalid(
+            field,
+            &json!(precedence),
+            "must not be greater than 10000",
+        ));
+    }
+    if precedence == 1 && name != "exempt" {
+        causes.push(invalid(
+            field,
+            &json!(precedence),
+            "only the schema named 'exempt' may have matchingPrecedence 1",
+        ));
+    }
+    if let Some(method) = present(object, "spec.distinguisherMethod") {
+        let kind = text(method, "type");
+        if !matches!(kind, "ByUser" | "ByNamespace") {
+            causes.push((
+                "spec.distinguisherMethod.type".to_owned(),
+                format!(
+                    "Unsupported value: flowcontrol.FlowDistinguisherMethod{{Type:{kind:?}}}: supported values: \"ByNamespace\", \"ByUser\""
+                ),
+                "FieldValueNotSupported".to_owned(),
+            ));
+        }
+    }
+    let level = text(object, "spec.priorityLevelConfiguration.name");
+    if level.is_empty() {
+        causes.push(required(
+            "spec.priorityLevelConfiguration.name",
+            "must reference a priority level",
+        ));
+    } else if let Err(message) = validate_dns1123_subdomain(level) {
+        causes.push(invalid(
+            "spec.priorityLevelConfiguration.name",
+            &json!(level),
+            &message,
+        ));
+    }
+    for (index, rule) in items(object, "spec.rules").iter().enumerate() {
+        policy_rules(rule, &format!("spec.rules[{index}]"), causes);
+    }
+    mandatory_spec(object, mandatory_flow_schema_spec(name), causes);
+    status_conditions(object, causes);
+}
+
+/// `ValidateFlowSchemaPolicyRulesWithSubjects`.
+fn policy_rules(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let subjects = items(rule, "subjects");
+    if subjects.is_empty() {
+        causes.push(required(
+            &format!("{at}.subjects"),
+            "subjects must contain at least one value",
+        ));
+    }
+    for (index, subject) in subjects.iter().enumerate() {
+        flow_subject(subject, &format!("{at}.subjects[{index}]"), causes);
+    }
+    let resource_rules = items(rule, "resourceRules");
+    let non_resource_rules = items(rule, "nonResourceRules");
+    if resource_rules.is_empty() && non_resource_rules.is_empty() {
+        causes.push(required(
+            at,
+            "at least one of resourceRules and nonResourceRules has to be non-empty",
+        ));
+    }
+    for (index, rule) in resource_rules.iter().enumerate() {
+        let at = format!("{at}.resourceRules[{index}]");
+        verbs(rule, &at, causes);
+        for (key, what) in [("apiGroups", "api group"), ("resources", "resource")] {
+            let values = items(rule, key);
+            if values.is_empty() {
+                causes.push(required(
+                    &format!("{at}.{key}"),
+                    &format!("resource rules must supply at least one {what}"),
+                ));
+            } else if values.len() > 1 && values.contains(&json!("*")) {
+                causes.push(invalid(
+                    &format!("{at}.{key}"),
+                    &Value::Array(values.to_vec()),
+                    &format!("if '*' is present, must not specify other {what}s"),
+                ));
+            }
+        }
+        let namespaces = items(rule, "namespaces");
+        let cluster_scope = lookup(rule, "clusterScope").and_then(Value::as_bool) == Some(true);
+        if namespaces.is_empty() && !cluster_scope {
+            causes.push(required(
+                &format!("{at}.namespaces"),
+                "resource rules that are not cluster scoped must supply at least one namespace",
+            ));
+        } else if namespaces.contains(&json!("*")) {
+            if namespaces.len() > 1 {
+                causes.push(invalid(
+                    &format!("{at}.namespaces"),
+                    &Value::Array(namespaces.to_vec()),
+                    "if '*' is present, must not specify other namespaces",
+                ));
+            }
+        } else {
+            for (index, namespace) in namespaces.iter().enumerate() {
+                let namespace = namespace.as_str().unwrap_or_default();
+                if let Err(message) = validate_dns1123_label(namespace) {
+                    causes.push(invalid(
+                        &format!("{at}.namespaces[{index}]"),
+                        &json!(namespace),
+                        &format!(
+                            "each member of this list must be '*' or a DNS-1123 label; {message}"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    for (index, rule) in non_resource_rules.iter().enumerate() {
+        let at = format!("{at}.nonResourceRules[{index}]");
+        verbs(rule, &at, causes);
+        let urls = items(rule, "nonResourceURLs");
+        if urls.is_empty() {
+            causes.push(required(
+                &format!("{at}.nonResourceURLs"),
+                "nonResourceURLs must contain at least one value",
+            ));
+        } else if urls.contains(&json!("*")) && urls.len() > 1 {
+            causes.push(invalid(
+                &format!("{at}.nonResourceURLs"),
+                &Value::Array(urls.to_vec()),
+                "if '*' is present, must not specify other non-resource URLs",
+            ));
+        }
+    }
+}
+
+/// A policy rule's verbs: at least one, `*` alone, or kube's verbs.
+fn verbs(rule: &Value, at: &str, causes: &mut Vec<Cause>) {
+    const SUPPORTED: [&str; 9] = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "proxy",
+        "update",
+        "watch",
+    ];
+    let verbs = items(rule, "verbs");
+    let field = format!("{at}.verbs");
+    if verbs.is_empty() {
+        causes.push(required(&field, "verbs must contain at least one value"));
+    } else if verbs.contains(&json!("*")) {
+        if verbs.len() > 1 {
+            causes.push(invalid(
+                &field,
+                &Value::Array(verbs.to_vec()),
+                "if '*' is present, must not specify other verbs",
+            ));
+        }
+    } else if !verbs
+        .iter()
+        .all(|v| v.as_str().is_some_and(|v| SUPPORTED.contains(&v)))
+    {
+        causes.push(not_supported(
+            &field,
+            &Value::Array(verbs.to_vec()),
+            &SUPPORTED,
+        ));
+    }
+}
+
+/// `ValidateFlowSchemaSubject`.
+fn flow_subject(subject: &Value, at: &str, causes: &mut Vec<Cause>) {
+    const OTHERS: [(&str, &str, &str); 3] = [
+        (
+            "ServiceAccount",
+            "serviceAccount",
+            "serviceAccount is forbidden when subject kind is not 'ServiceAccount'",
+        ),
+        (
+            "User",
+            "user",
+            "user is forbidden when subject kind is not 'User'",
+        ),
+        (
+            "Group",
+            "group",
+            "group is forbidden when subject kind is not 'Group'",
+        ),
+    ];
+    let kind = text(subject, "kind");
+    let Some(&(_, own, _)) = OTHERS.iter().find(|(k, _, _)| *k == kind) else {
+        causes.push(not_supported(
+            &format!("{at}.kind"),
+            &json!(kind),
+            &["Group", "ServiceAccount", "User"],
+        ));
+        return;
+    };
+    match present(subject, own) {
+        None => causes.push(required(
+            &format!("{at}.{own}"),
+            &format!("{own} is required when subject kind is '{kind}'"),
+        )),
+        Some(named) => {
+            if text(named, "name").is_empty() {
+                causes.push(required(&format!("{at}.{own}.name"), ""));
+            }
+            if kind == "ServiceAccount" && text(named, "namespace").is_empty() {
+                causes.push(required(
+                    &format!("{at}.{own}.namespace"),
+                    "must specify namespace for service account",
+                ));
+            }
+        }
+    }
+    for (other, key, message) in OTHERS {
+        if other != kind && present(subject, key).is_some() {
+            causes.push(forbidden(&format!("{at}.{key}"), message));
+        }
+    }
+}
+
+fn priority_level(object: &Value, causes: &mut Vec<Cause>) {
+    let name = text(object, "metadata.name");
+    let kind = text(object, "spec.type");
+    if (name == "exempt") != (kind == "Exempt") {
+        causes.push(invalid(
+            "spec.type",
+            &json!(kind),
+            "type must be 'Exempt' if and only if name is 'exempt'",
+        ));
+    }
+    let limited = present(object, "spec.limited");
+    let exempt = present(object, "spec.exempt");
+    match kind {
+        "Exempt" => {
+            if limited.is_some() {
+                causes.push(forbidden(
+                    "spec.limited",
+                    "must be nil if the type is not Limited",
+                ));
+            }
+            if let Some(exempt) = exempt {
+                non_negative_shares(exempt, "spec.exempt", causes);
+                percent(
+                    exempt,
+                    "spec.exempt.lendablePercent",
+                    "lendablePercent",
+                    causes,
+                );
+            }
+        }
+        "Limited" => {
+            if exempt.is_some() {
+                causes.push(forbidden(
+                    "spec.exempt",
+                    "must be nil if the type is Limited",
+                ));
+            }
+            match limited {
+                None => causes.push(required(
+                    "spec.limited",
+                    "must not be empty when type is Limited",
+                )),
+                Some(limited) => limited_level(limited, causes),
+            }
+        }
+        _ => causes.push(not_supported(
+            "spec.type",
+            &json!(kind),
+            &["Exempt", "Limited"],
+        )),
+    }
+    mandatory_spec(object, mandatory_priority_level_spec(name), causes);
+    status_conditions(object, causes);
+}
+
+fn non_negative_shares(level: &Value, at: &str, causes: &mut Vec<Cause>) {
+    if let Some(shares) = lookup(level, "nominalConcurrencyShares").and_then(Value::as_i64)
+        && shares < 0
+    {
+        causes.push(invalid(
+            &format!("{at}.nominalConcurrencyShares"),
+            &json!(shares),
+            "must be a non-negative integer",
+        ));
+    }
+}
+
+fn percent(level: &Value, field: &str, key: &str, causes: &mut Vec<Cause>) {
+    if let Some(value) = lookup(level, key).and_then(Value::as_i64)
+        && !(0..=100).contains(&value)
+    {
+        causes.push(invalid(
+            field,
+            &json!(value),
+            "must be between 0 and 100, inclusive",
+        ));
+    }
+}
+
+/// `ValidateLimitedPriorityLevelConfiguration` for a `v1` request (zero shares allowed).
+fn limited_level(limited: &Value, causes: &mut Vec<Cause>) {
+    non_negative_shares(limited, "spec.limited", causes);
+    let response = "spec.limited.limitResponse";
+    let queuing = present(limited, "limitResponse.queuing");
+    match text(limited, "limitResponse.type") {
+        "Queue" => match queuing {
+            None => causes.push(required(
+                &format!("{response}.queuing"),
+                "must not be empty if limited.limitResponse.type is Limited",
+            )),
+            Some(queuing) => queuing_configuration(queuing, causes),
+        },
+        "Reject" => {
+            if queuing.is_some() {
+                causes.push(forbidden(
+                    &format!("{response}.queuing"),
+                    "must be nil if limited.limitResponse.type is not Limited",
+                ));
+            }
+        }
+        other => causes.push(not_supported(
+            &format!("{response}.type"),
+            &json!(other),
+            &["Queue", "Reject"],
+        )),
+    }
+    percent(
+        limited,
+        "spec.limited.lendablePercent",
+        "lendablePercent",
+        causes,
+    );
+    if let Some(limit) = lookup(limited, "borrowingLimitPercent").and_then(Value::as_i64)
+        && limit < 0
+    {
+        causes.push(invalid(
+            "spec.limited.borrowingLimitPercent",
+            &json!(limit),
+            "if specified, must be a non-negative integer",
+        ));
+    }
+}
+
+/// `ValidatePriorityLevelQueuingConfiguration`.
+fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
+    /// Shuffle sharding's hash bits (`shufflesharding.MaxHashBits`).
+    const MAX_HASH_BITS: f64 = 60.0;
+    const MAX_QUEUES: i64 = 10_000_000;
+    let at = "spec.limited.limitResponse.queuing";
+    let value = |key: &str| lookup(queuing, key).and_then(Value::as_i64).unwrap_or(0);
+    let (length, queues, hand) = (
+        value("queueLengthLimit"),
+        value("queues"),
+        value("handSize"),
+    );
+    if length <= 0 {
+        causes.push(invalid(
+            &format!("{at}.queueLengthLimit"),
+            &json!(length),
+            "must be positive",
+        ));
+    }
+    if queues <= 0 {
+        causes.push(invalid(
+            &format!("{at}.queues"),
+            &json!(queues),
+            "must be positive",
+        ));
+    } else if queues > MAX_QUEUES {
+        causes.push(invalid(
+            &format!("{at}.queues"),
+            &json!(queues),
+            &format!("must not be greater than {MAX_QUEUES}"),
+        ));
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let entropy = ((queues.max(1) as f64).log2() * hand as f64).ceil();
+    if hand <= 0 {
+        causes.push(invalid(
+            &format!("{at}.handSize"),
+            &json!(hand),
+            "must be positive",
+        ));
+    } else if hand > queues {
+        causes.push(invalid(
+            &format!("{at}.handSize"),
+            &json!(hand),
+            &format!("should not be greater than queues ({queues})"),
+        ));
+    } else if entropy > MAX_HASH_BITS {
+        causes.push(invalid(
+            &format!("{at}.handSize"),
+            &json!(hand),
+            &format!(
+                "required entropy bits of deckSize {queues} and handSize {hand} should not be greater than 60"
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests;

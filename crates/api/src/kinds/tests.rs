@@ -1,0 +1,349 @@
+use super::*;
+use crate::resources::builtin_resources;
+
+fn def(group: &str, plural: &str) -> ResourceDef {
+    builtin_resources()
+        .into_iter()
+        .find(|d| d.group == group && d.plural == plural)
+        .unwrap()
+}
+
+fn defaulted(group: &str, plural: &str, mut object: Value) -> Value {
+    crate::defaults::apply_defaults(&def(group, plural), &mut object);
+    object
+}
+
+fn message(group: &str, plural: &str, object: &Value, old: Option<&Value>) -> String {
+    let err = validate(&def(group, plural), object, old).unwrap_err();
+    assert_eq!(err.code, 422);
+    err.message
+}
+
+#[test]
+fn csi_driver_defaults() {
+    let driver = defaulted(
+        "storage.k8s.io",
+        "csidrivers",
+        json!({"metadata": {"name": "d"}, "spec": {"volumeLifecycleModes": []}}),
+    );
+    assert_eq!(
+        driver["spec"],
+        json!({"attachRequired": true, "podInfoOnMount": false, "storageCapacity": false,
+               "fsGroupPolicy": "ReadWriteOnceWithFSType", "requiresRepublish": false,
+               "seLinuxMount": false, "volumeLifecycleModes": ["Persistent"]})
+    );
+    let sent = json!({"metadata": {"name": "d"}, "spec": {"attachRequired": false,
+        "volumeLifecycleModes": ["Ephemeral"], "fsGroupPolicy": "File"}});
+    let kept = defaulted("storage.k8s.io", "csidrivers", sent);
+    assert_eq!(kept["spec"]["attachRequired"], false);
+    assert_eq!(kept["spec"]["volumeLifecycleModes"], json!(["Ephemeral"]));
+    assert_eq!(kept["spec"]["fsGroupPolicy"], "File");
+}
+
+#[test]
+fn admission_policy_defaults_only_fill_what_was_sent() {
+    let policy = defaulted(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        json!({"spec": {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"]}]}}}),
+    );
+    assert_eq!(
+        policy["spec"],
+        json!({"failurePolicy": "Fail", "matchConstraints": {
+            "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+            "resourceRules": [{"operations": ["CREATE"], "scope": "*"}]}})
+    );
+    let binding = defaulted(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        json!({"spec": {"policyName": "p"}}),
+    );
+    assert_eq!(binding["spec"], json!({"policyName": "p"}));
+}
+
+#[test]
+fn flow_control_defaults() {
+    let schema = defaulted(
+        "flowcontrol.apiserver.k8s.io",
+        "flowschemas",
+        json!({"spec": {"matchingPrecedence": 0}}),
+    );
+    assert_eq!(schema["spec"]["matchingPrecedence"], 1000);
+    let level = defaulted(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+        json!({"spec": {"type": "Limited", "limited": {"limitResponse": {"type": "Queue", "queuing": {}}}}}),
+    );
+    assert_eq!(
+        level["spec"]["limited"],
+        json!({"nominalConcurrencyShares": 30, "lendablePercent": 0,
+               "limitResponse": {"type": "Queue", "queuing": {"handSize": 8, "queues": 64, "queueLengthLimit": 50}}})
+    );
+    let exempt = defaulted(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+        json!({"spec": {"type": "Exempt", "exempt": {}}}),
+    );
+    assert_eq!(
+        exempt["spec"],
+        json!({"type": "Exempt", "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}})
+    );
+}
+
+#[test]
+fn runtime_class_handler_is_a_dns_label_and_immutable() {
+    let class = json!({"metadata": {"name": "gvisor"}, "handler": "runsc"});
+    assert!(validate(&def("node.k8s.io", "runtimeclasses"), &class, None).is_ok());
+    let bad = json!({"metadata": {"name": "gvisor"}, "handler": "Run_SC"});
+    assert_eq!(
+        message("node.k8s.io", "runtimeclasses", &bad, None),
+        format!(
+            "RuntimeClass.node.k8s.io \"gvisor\" is invalid: handler: Invalid value: \"Run_SC\": {}",
+            crate::meta::DNS1123_LABEL_MESSAGE
+        )
+    );
+    let changed = json!({"metadata": {"name": "gvisor"}, "handler": "kata"});
+    assert_eq!(
+        message("node.k8s.io", "runtimeclasses", &changed, Some(&class)),
+        "RuntimeClass.node.k8s.io \"gvisor\" is invalid: handler: Invalid value: \"kata\": field is immutable"
+    );
+}
+
+#[test]
+fn csi_driver_validation() {
+    let sent = json!({"metadata": {"name": "d"}, "spec": {"fsGroupPolicy": "Sometimes",
+        "volumeLifecycleModes": ["Persistent", "Forever"],
+        "tokenRequests": [{"audience": "a", "expirationSeconds": 60}, {"audience": "a"}]}});
+    let driver = defaulted("storage.k8s.io", "csidrivers", sent);
+    assert_eq!(
+        message("storage.k8s.io", "csidrivers", &driver, None),
+        "CSIDriver.storage.k8s.io \"d\" is invalid: [spec.fsGroupPolicy: Unsupported value: \"Sometimes\": supported values: \"File\", \"None\", \"ReadWriteOnceWithFSType\", spec.tokenRequests[0].expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes, spec.tokenRequests[1].audience: Duplicate value: \"a\", spec.volumeLifecycleModes: Unsupported value: \"Forever\": supported values: \"Persistent\", \"Ephemeral\"]"
+    );
+    let old = defaulted(
+        "storage.k8s.io",
+        "csidrivers",
+        json!({"metadata": {"name": "d"}, "spec": {}}),
+    );
+    let mut new = old.clone();
+    new["spec"]["attachRequired"] = json!(false);
+    new["spec"]["podInfoOnMount"] = json!(true);
+    assert_eq!(
+        message("storage.k8s.io", "csidrivers", &new, Some(&old)),
+        "CSIDriver.storage.k8s.io \"d\" is invalid: spec.attachedRequired: Invalid value: false: field is immutable"
+    );
+}
+
+#[test]
+fn volume_attachment_validation() {
+    let none = json!({"metadata": {"name": "va"}, "spec": {"source": {}}});
+    assert_eq!(
+        message("storage.k8s.io", "volumeattachments", &none, None),
+        format!(
+            "VolumeAttachment.storage.k8s.io \"va\" is invalid: [spec.attacher: Required value, spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName, spec.nodeName: Invalid value: \"\": {}]",
+            crate::meta::DNS1123_SUBDOMAIN_MESSAGE
+        )
+    );
+    let good = json!({"metadata": {"name": "va"}, "spec": {"attacher": "csi.example.com",
+        "source": {"persistentVolumeName": "pv-1"}, "nodeName": "node-1"}});
+    assert!(validate(&def("storage.k8s.io", "volumeattachments"), &good, None).is_ok());
+    let mut moved = good.clone();
+    moved["spec"]["nodeName"] = json!("node-2");
+    assert!(
+        message("storage.k8s.io", "volumeattachments", &moved, Some(&good)).starts_with(
+            "VolumeAttachment.storage.k8s.io \"va\" is invalid: spec: Invalid value: "
+        )
+    );
+    assert!(
+        message("storage.k8s.io", "volumeattachments", &moved, Some(&good))
+            .ends_with(": field is immutable")
+    );
+}
+
+#[test]
+fn admission_policy_validation() {
+    let empty = defaulted(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        json!({"metadata": {"name": "p"}, "spec": {"failurePolicy": "Sometimes"}}),
+    );
+    assert_eq!(
+        message(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            &empty,
+            None
+        ),
+        "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"p\" is invalid: [spec.failurePolicy: Unsupported value: \"Sometimes\": supported values: \"Fail\", \"Ignore\", spec.matchConstraints: Required value, spec.validations: Required value: validations or auditAnnotations must contain at least one item]"
+    );
+    let mut reasons = defaulted(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        json!({"metadata": {"name": "r"}, "spec": {
+            "matchConstraints": {"resourceRules": [{"operations": ["CREATE"]}]},
+            "validations": [{"expression": "true", "reason": "Teapot"}]}}),
+    );
+    assert_eq!(
+        message(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+            &reasons,
+            None
+        ),
+        "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"r\" is invalid: spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\", \"Unauthorized\""
+    );
+    reasons["spec"]["validations"][0]["reason"] = json!("Forbidden");
+    let policies = def(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+    );
+    assert!(validate(&policies, &reasons, None).is_ok());
+    let binding =
+        json!({"metadata": {"name": "b"}, "spec": {"validationActions": ["Deny", "Deny"]}});
+    assert_eq!(
+        message(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicybindings",
+            &binding,
+            None
+        ),
+        "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io \"b\" is invalid: [spec.policyName: Required value, spec.validationActions[1]: Duplicate value: \"Deny\"]"
+    );
+}
+
+#[test]
+fn flow_control_validation() {
+    let schema = json!({"metadata": {"name": "s"}, "spec": {"matchingPrecedence": 1,
+        "priorityLevelConfiguration": {"name": ""}, "rules": [{"subjects": []}]}});
+    assert_eq!(
+        message("flowcontrol.apiserver.k8s.io", "flowschemas", &schema, None),
+        "FlowSchema.flowcontrol.apiserver.k8s.io \"s\" is invalid: [spec.matchingPrecedence: Invalid value: 1: only the schema named 'exempt' may have matchingPrecedence 1, spec.priorityLevelConfiguration.name: Required value: must reference a priority level, spec.rules[0].subjects: Required value: subjects must contain at least one value, spec.rules[0]: Required value: at least one of resourceRules and nonResourceRules has to be non-empty]"
+    );
+    let level = defaulted(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+        json!({"metadata": {"name": "workload"}, "spec": {"type": "Limited",
+            "limited": {"borrowingLimitPercent": -1,
+                        "limitResponse": {"type": "Queue", "queuing": {"queues": 4, "handSize": 6}}}}}),
+    );
+    assert_eq!(
+        message(
+            "flowcontrol.apiserver.k8s.io",
+            "prioritylevelconfigurations",
+            &level,
+            None
+        ),
+        "PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io \"workload\" is invalid: [spec.limited.limitResponse.queuing.handSize: Invalid value: 6: should not be greater than queues (4), spec.limited.borrowingLimitPercent: Invalid value: -1: if specified, must be a non-negative integer]"
+    );
+    let subjects = json!({"metadata": {"name": "s"}, "spec": {"matchingPrecedence": 100,
+        "priorityLevelConfiguration": {"name": "workload"},
+        "rules": [{"subjects": [{"kind": "User", "group": {"name": "g"}}, {"kind": "Robot"}],
+                   "resourceRules": [{"verbs": ["get", "fly"], "apiGroups": [""], "resources": ["pods"]}]}]}});
+    assert_eq!(
+        message(
+            "flowcontrol.apiserver.k8s.io",
+            "flowschemas",
+            &subjects,
+            None
+        ),
+        "FlowSchema.flowcontrol.apiserver.k8s.io \"s\" is invalid: [spec.rules[0].subjects[0].user: Required value: user is required when subject kind is 'User', spec.rules[0].subjects[0].group: Forbidden: group is forbidden when subject kind is not 'Group', spec.rules[0].subjects[1].kind: Unsupported value: \"Robot\": supported values: \"Group\", \"ServiceAccount\", \"User\", spec.rules[0].resourceRules[0].verbs: Unsupported value: [\"get\",\"fly\"]: supported values: \"create\", \"delete\", \"deletecollection\", \"get\", \"list\", \"patch\", \"proxy\", \"update\", \"watch\", spec.rules[0].resourceRules[0].namespaces: Required value: resource rules that are not cluster scoped must supply at least one namespace]"
+    );
+}
+
+#[test]
+fn mandatory_flow_control_objects_keep_their_fixed_spec() {
+    let schemas = def("flowcontrol.apiserver.k8s.io", "flowschemas");
+    let exempt = json!({"metadata": {"name": "exempt"},
+        "spec": mandatory_flow_schema_spec("exempt").unwrap()});
+    assert!(validate(&schemas, &exempt, None).is_ok());
+    let mut changed = exempt.clone();
+    changed["spec"]["matchingPrecedence"] = json!(2);
+    let refused = message(
+        "flowcontrol.apiserver.k8s.io",
+        "flowschemas",
+        &changed,
+        None,
+    );
+    assert!(
+        refused.starts_with(
+            "FlowSchema.flowcontrol.apiserver.k8s.io \"exempt\" is invalid: spec: Invalid value: "
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.ends_with(": spec of 'exempt' must equal the fixed value"),
+        "{refused}"
+    );
+    let levels = def(
+        "flowcontrol.apiserver.k8s.io",
+        "prioritylevelconfigurations",
+    );
+    for name in ["exempt", "catch-all"] {
+        let level = json!({"metadata": {"name": name},
+            "spec": mandatory_priority_level_spec(name).unwrap()});
+        assert!(validate(&levels, &level, None).is_ok(), "{name}");
+        let mut defaulted = level.clone();
+        crate::defaults::apply_defaults(&levels, &mut defaulted);
+        assert_eq!(defaulted, level, "{name}");
+    }
+    let mut starved = json!({"metadata": {"name": "catch-all"},
+        "spec": mandatory_priority_level_spec("catch-all").unwrap()});
+    starved["spec"]["limited"]["nominalConcurrencyShares"] = json!(1);
+    assert!(
+        message(
+            "flowcontrol.apiserver.k8s.io",
+            "prioritylevelconfigurations",
+            &starved,
+            None
+        )
+        .ends_with(": spec of 'catch-all' must equal the fixed value")
+    );
+    assert!(mandatory_flow_schema_spec("workload").is_none());
+}
+
+#[test]
+fn storage_capacity_and_revision_validation() {
+    let capacity = json!({"metadata": {"name": "c", "namespace": "n"}, "storageClassName": "fast"});
+    let mut moved = capacity.clone();
+    moved["storageClassName"] = json!("slow");
+    assert_eq!(
+        message(
+            "storage.k8s.io",
+            "csistoragecapacities",
+            &moved,
+            Some(&capacity)
+        ),
+        "CSIStorageCapacity.storage.k8s.io \"c\" is invalid: storageClassName: Invalid value: \"slow\": field is immutable"
+    );
+    let revision = json!({"metadata": {"name": "r", "namespace": "n"}, "revision": -1});
+    assert_eq!(
+        message("apps", "controllerrevisions", &revision, None),
+        "ControllerRevision.apps \"r\" is invalid: [data: Required value: data is mandatory, revision: Invalid value: -1: must be greater than or equal to 0]"
+    );
+}
+
+#[test]
+fn status_rules_and_generation() {
+    for (group, plural) in [
+        ("storage.k8s.io", "volumeattachments"),
+        (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies",
+        ),
+        ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+        (
+            "flowcontrol.apiserver.k8s.io",
+            "prioritylevelconfigurations",
+        ),
+    ] {
+        assert!(has_status_rules(&def(group, plural)), "{plural}");
+    }
+    assert!(!has_status_rules(&def("storage.k8s.io", "csidrivers")));
+    assert!(crate::defaults::keeps_generation(&def(
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings"
+    )));
+    assert!(!crate::defaults::keeps_generation(&def(
+        "node.k8s.io",
+        "runtimeclasses"
+    )));
+}
