@@ -27,8 +27,12 @@
 //! - Every object is stored as kube-apiserver stores it after defaulting: the defaults of its
 //!   kind change none of them (a test checks), and the kinds that keep `metadata.generation`
 //!   have generation 1.
-//! - Unlike kube-apiserver, nothing re-creates them while serving: a deleted `kubernetes`
-//!   Service comes back at the next start.
+//! - While serving, what kube-apiserver keeps is created again when deleted
+//!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service, Endpoints and
+//!   EndpointSlice (kube's kubernetes-service controller reconciles them every 10 s) and the
+//!   mandatory flow-control objects (its config-producer). The rest comes back at the next
+//!   start, as kube-apiserver's RBAC bootstrap does; the system PriorityClasses may not be
+//!   deleted, and the system namespaces neither.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -281,6 +285,21 @@ fn flow_control_configuration() -> [Seed; 4] {
     ]
 }
 
+/// Whether kube-apiserver creates the object (`group`, `plural`, `namespace`, `name`) again
+/// while serving when it is deleted (see the module docs).
+#[must_use]
+pub fn kept(group: &str, plural: &str, namespace: &str, name: &str) -> bool {
+    match (group, plural) {
+        ("", "services" | "endpoints") | ("discovery.k8s.io", "endpointslices") => {
+            namespace == "default" && name == "kubernetes"
+        }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas" | "prioritylevelconfigurations") => {
+            name == "exempt" || name == "catch-all"
+        }
+        _ => false,
+    }
+}
+
 /// Creates the objects of [`seeds`] that are missing under `prefix`.
 ///
 /// # Errors
@@ -291,9 +310,39 @@ pub async fn bootstrap(
     service_ip: IpAddr,
     server: SocketAddr,
 ) -> Result<(), StartError> {
+    ensure(store, prefix, service_ip, server, |_| true).await
+}
+
+/// Creates the objects kube-apiserver keeps ([`kept`]) that are missing under `prefix`.
+///
+/// # Errors
+/// The store refuses a write.
+pub async fn restore_kept(
+    store: &AnyStore,
+    prefix: &str,
+    service_ip: IpAddr,
+    server: SocketAddr,
+) -> Result<(), StartError> {
+    ensure(store, prefix, service_ip, server, |seed| {
+        kept(seed.group, seed.plural, seed.namespace, seed.name())
+    })
+    .await
+}
+
+/// Creates the objects of [`seeds`] that `wanted` picks and are missing under `prefix`.
+async fn ensure(
+    store: &AnyStore,
+    prefix: &str,
+    service_ip: IpAddr,
+    server: SocketAddr,
+    wanted: impl Fn(&Seed) -> bool,
+) -> Result<(), StartError> {
     let defs = builtin_resources();
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    for seed in seeds(service_ip, server, &now) {
+    for seed in seeds(service_ip, server, &now)
+        .into_iter()
+        .filter(|seed| wanted(seed))
+    {
         let def: &ResourceDef = defs
             .iter()
             .find(|d| d.plural == seed.plural && d.group == seed.group)

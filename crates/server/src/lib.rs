@@ -442,7 +442,11 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .then(crate::controllers::garbage_collector::GarbageCollector::new);
     let namespace_controller =
         store_mode.then(crate::controllers::namespaces::NamespaceController::new);
+    let keeper = store_mode.then(crate::controllers::keeper::Keeper::new);
     let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
+    if let Some(keeper) = &keeper {
+        observers.push(keeper.clone());
+    }
     if let Some(collector) = &garbage_collector {
         observers.push(collector.clone());
     }
@@ -514,6 +518,17 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         if let Some(collector) = garbage_collector {
             tokio::spawn(collector.run(context, shutdown_rx.clone()));
         }
+    }
+    if let Some(keeper) = keeper
+        && let Some(store) = app.source.as_store()
+    {
+        let kept = crate::controllers::keeper::Kept {
+            store: store.clone(),
+            prefix: app.config.prefix.clone(),
+            service_ip: app.config.service_cluster_ip_ranges[0].first(),
+            server: bootstrap::advertised(addr),
+        };
+        tokio::spawn(keeper.run(kept, shutdown_rx.clone()));
     }
     if let Some(interval) = app.config.compaction_interval
         && let Some(store) = app.source.as_store()

@@ -863,3 +863,57 @@ async fn every_namespace_has_a_default_service_account() {
     }
     server.shutdown().await;
 }
+
+/// Goal: what kube-apiserver keeps while serving comes back when deleted — the `kubernetes`
+/// Service and its Endpoints, API Priority and Fairness' mandatory objects — and its system
+/// PriorityClasses may not be deleted at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_s_own_objects_are_kept() {
+    let server = server().await;
+    let addr = server.addr;
+    for (collection, name) in [
+        ("/api/v1/namespaces/default/services", "kubernetes"),
+        ("/api/v1/namespaces/default/endpoints", "kubernetes"),
+        (
+            "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+            "exempt",
+        ),
+        (
+            "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+            "catch-all",
+        ),
+    ] {
+        let (status, before) = get_json(addr, &format!("{collection}/{name}")).await;
+        assert_eq!(status, 200, "{before}");
+        let mut events = WatchReader::open(
+            addr,
+            &format!(
+                "{collection}?watch=1&resourceVersion={}",
+                before["metadata"]["resourceVersion"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+        let (status, body) = delete(addr, &format!("{collection}/{name}"), &Value::Null).await;
+        assert_eq!(status, 200, "{body}");
+        let again = until_object(&mut events, name, |kind, _| kind == "ADDED").await;
+        assert_ne!(again["metadata"]["uid"], before["metadata"]["uid"]);
+        assert_eq!(again["spec"], before["spec"], "{collection}");
+    }
+    for name in ["system-node-critical", "system-cluster-critical"] {
+        let (status, refused) = delete(
+            addr,
+            &format!("/apis/scheduling.k8s.io/v1/priorityclasses/{name}"),
+            &Value::Null,
+        )
+        .await;
+        assert_eq!(status, 403, "{refused}");
+        assert_eq!(
+            refused["message"],
+            format!(
+                "priorityclasses.scheduling.k8s.io \"{name}\" is forbidden: this is a system priority class and cannot be deleted"
+            )
+        );
+    }
+    server.shutdown().await;
+}

@@ -4,6 +4,7 @@
 //! path ([`crate::source::store::StoreSource`]), as a client would.
 
 pub mod garbage_collector;
+pub mod keeper;
 pub mod namespaces;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -102,6 +102,9 @@ pub struct StoreSource {
 /// The namespaces kube-apiserver never deletes (its NamespaceLifecycle admission).
 const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
+/// The PriorityClasses kube-apiserver creates and never deletes (`bootstrap`).
+const SYSTEM_PRIORITY_CLASSES: [&str; 2] = ["system-node-critical", "system-cluster-critical"];
+
 /// Whether `def` is the core namespaces.
 fn is_namespaces(def: &ResourceDef) -> bool {
     def.group.is_empty() && def.plural == "namespaces"
@@ -2045,6 +2048,17 @@ impl Writer<'_> {
             ) == ("batch", "v1", "jobs")
         {
             self.warn(gc::JOB_ORPHAN_WARNING.to_owned());
+        }
+        if (resource.def.group.as_str(), resource.def.plural.as_str())
+            == ("scheduling.k8s.io", "priorityclasses")
+            && SYSTEM_PRIORITY_CLASSES.contains(&name)
+        {
+            // kube-apiserver's priority class storage, before it looks for the object.
+            return Err(ApiError::forbidden(
+                &resource.def,
+                name,
+                "this is a system priority class and cannot be deleted",
+            ));
         }
         let cache = resource.cache();
         self.consistent(resource).await?;

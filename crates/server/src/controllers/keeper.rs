@@ -1,0 +1,118 @@
+//! The keeper of kube-apiserver's own objects while serving: what kube-apiserver creates
+//! again when a client deletes it — the `default/kubernetes` Service, Endpoints and
+//! EndpointSlice (its kubernetes-service controller reconciles them every 10 s) and API
+//! Priority and Fairness' mandatory FlowSchemas and PriorityLevelConfigurations (its
+//! config-producer) — is created again here as soon as the reflector tells of its deletion
+//! ([`crate::bootstrap::kept`], [`crate::bootstrap::restore_kept`]).
+//!
+//! ## Guarantees
+//! - Writes only where the object is absent (the bootstrap's compare-and-put), so an edited
+//!   object is never overwritten and several servers over one etcd create it once.
+//! - A failed write is tried again after a delay that doubles with each failure in a row
+//!   ([`RETRY_BASE`] to [`RETRY_MAX`]).
+//!
+//! ## Bounds
+//! Holds one flag: whether a look is due.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use watchkeeper_api::ResourceDef;
+use watchkeeper_core::{Change, Object, Revision};
+use watchkeeper_store::AnyStore;
+
+use super::Retries;
+use crate::source::feed::Observer;
+
+/// The first wait after a failed write; doubled with each failure in a row.
+pub const RETRY_BASE: Duration = Duration::from_millis(5);
+
+/// The longest wait between two tries (kube's reconciler looks every 10 s).
+pub const RETRY_MAX: Duration = Duration::from_secs(10);
+
+/// Where the kept objects are written and what they say.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    /// The store.
+    pub store: AnyStore,
+    /// Its key prefix (`/registry`).
+    pub prefix: String,
+    /// The `kubernetes` Service's ClusterIP.
+    pub service_ip: IpAddr,
+    /// The address its Endpoints name.
+    pub server: SocketAddr,
+}
+
+/// The keeper (see the module docs).
+#[derive(Debug, Default)]
+pub struct Keeper {
+    due: AtomicBool,
+    wake: Notify,
+}
+
+impl Keeper {
+    /// A keeper with nothing to do yet.
+    #[must_use]
+    pub fn new() -> Arc<Keeper> {
+        Arc::default()
+    }
+
+    /// Runs the keeper until `shutdown` turns true.
+    pub async fn run(self: Arc<Self>, kept: Kept, shutdown: tokio::sync::watch::Receiver<bool>) {
+        super::until_shutdown(self.clone().keep(kept), shutdown).await;
+    }
+
+    async fn keep(self: Arc<Self>, kept: Kept) {
+        let mut retries: Retries<()> = Retries::new(RETRY_BASE, RETRY_MAX);
+        loop {
+            retries.wait(&self.wake).await;
+            let retry = !retries.take_due(Instant::now()).is_empty();
+            if !self.due.swap(false, Ordering::AcqRel) && !retry {
+                continue;
+            }
+            let restored = crate::bootstrap::restore_kept(
+                &kept.store,
+                &kept.prefix,
+                kept.service_ip,
+                kept.server,
+            )
+            .await;
+            match restored {
+                Ok(()) => retries.forget(&()),
+                Err(error) => {
+                    tracing::debug!(%error, "re-creating kube-apiserver's objects failed; retrying");
+                    retries.failed((), Instant::now());
+                }
+            }
+        }
+    }
+
+    fn saw_deleted(&self, def: &ResourceDef, key: &str) {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        if crate::bootstrap::kept(&def.group, &def.plural, namespace, name) {
+            self.due.store(true, Ordering::Release);
+            self.wake.notify_one();
+        }
+    }
+}
+
+impl Observer for Keeper {
+    fn reset(&self, def: &ResourceDef, _revision: Revision, objects: &[Arc<Object>]) {
+        // A relist may follow a deletion the keeper was not told of.
+        for key in ["default/kubernetes", "exempt", "catch-all"] {
+            if !objects.iter().any(|o| &**o.key() == key) {
+                self.saw_deleted(def, key);
+            }
+        }
+    }
+
+    fn changes(&self, def: &ResourceDef, _revision: Revision, changes: &[Change]) {
+        for change in changes.iter().filter(|c| c.object.is_none()) {
+            self.saw_deleted(def, &change.key);
+        }
+    }
+}
