@@ -1808,35 +1808,27 @@ impl Writer<'_> {
                 let claimed = self
                     .claim_service(resource, allocators, Some(current.body()), &mut new, rotate)
                     .await;
+                let Some(claimed) = self.unless_unproven(resource, &mut proven, claimed).await?
+                else {
+                    continue;
+                };
                 match claimed {
-                    Ok(Claimed::Claims(made)) => claims = made,
-                    Ok(Claimed::Unseen(revision)) => {
+                    Claimed::Claims(made) => claims = made,
+                    Claimed::Unseen(revision) => {
                         self.fresh.wait(cache, revision).await?;
                         continue;
                     }
-                    Err(_) if !proven => {
-                        counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
-                        self.consistent(resource).await?;
-                        proven = true;
-                        continue;
-                    }
-                    Err(error) => return Err(error),
                 }
             }
             // `--max-custom-resource-versions`; held until the transaction has answered.
             let admitted = self
                 .custom_versions_admitted(resource, Some(current.body()), &new)
                 .await;
-            let _admitted = match admitted {
-                Ok(admitted) => admitted,
-                // Counted from a base the cache may not have proven.
-                Err(_) if !proven => {
-                    counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
-                    self.consistent(resource).await?;
-                    proven = true;
-                    continue;
-                }
-                Err(error) => return Err(error),
+            let Some(_admitted) = self
+                .unless_unproven(resource, &mut proven, admitted)
+                .await?
+            else {
+                continue;
             };
             let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
                 && new
@@ -1849,19 +1841,11 @@ impl Writer<'_> {
             // the usage they show, as a DELETE without finalizers does); admitted for a dry
             // run too.
             let after = (!finalized).then_some(&new);
-            let quota = match self
+            let quota = self
                 .quota_claims(resource, namespace, name, Some(current.body()), after)
-                .await
-            {
-                Ok(quota) => quota,
-                // Charged against a base the cache may not have proven.
-                Err(_) if !proven => {
-                    counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
-                    self.consistent(resource).await?;
-                    proven = true;
-                    continue;
-                }
-                Err(error) => return Err(error),
+                .await;
+            let Some(quota) = self.unless_unproven(resource, &mut proven, quota).await? else {
+                continue;
             };
             if self.dry_run {
                 // What would be stored, at the revision it would replace.
@@ -1976,6 +1960,31 @@ impl Writer<'_> {
             name,
             "too many concurrent updates; please try again",
         ))
+    }
+
+    /// An update attempt's check decided from a base the cache may not have proven fresh
+    /// (`proven` false): a refusal then only proves the cache and says to try again (`None`),
+    /// as kube-apiserver refetches a cached object that fails before the failure counts; from
+    /// a proven cache the refusal is the answer.
+    async fn unless_unproven<T>(
+        &self,
+        resource: &Resource,
+        proven: &mut bool,
+        outcome: Result<T, ApiError>,
+    ) -> Result<Option<T>, ApiError> {
+        match outcome {
+            Ok(value) => Ok(Some(value)),
+            Err(_) if !*proven => {
+                self.source
+                    .counters
+                    .unproven_retries
+                    .fetch_add(1, Ordering::Relaxed);
+                self.consistent(resource).await?;
+                *proven = true;
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// One attempt's object: `current` (the cache's, `None` if it has none) mapped by
