@@ -256,41 +256,31 @@ async fn load_balancers_and_node_ports_are_counted() {
     );
     // Updates are charged too (kube's service evaluator handles them): a Service turned
     // into a load balancer past the limit is refused, one turned back gives its place.
-    let (status, refused) = request(
-        addr,
-        "PATCH",
-        &format!("{services}/plain"),
-        "application/merge-patch+json",
-        r#"{"spec":{"type":"LoadBalancer","ports":[{"name":"p0","port":80}]}}"#,
-    )
-    .await;
+    let patch = |name: &str, body: &'static str| {
+        let path = format!("{services}/{name}");
+        async move {
+            let (status, text) =
+                request(addr, "PATCH", &path, "application/merge-patch+json", body).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or_default(),
+            )
+        }
+    };
+    let to_load_balancer = r#"{"spec":{"type":"LoadBalancer","ports":[{"name":"p0","port":80}]}}"#;
+    let (status, refused) = patch("plain", to_load_balancer).await;
     assert_eq!(status, 403, "{refused}");
-    let refused: Value = serde_json::from_str(&refused).unwrap_or_default();
     assert_eq!(
         refused["message"],
         "services \"plain\" is forbidden: exceeded quota: q, requested: services.loadbalancers=1,services.nodeports=1, used: services.loadbalancers=1,services.nodeports=3, limited: services.loadbalancers=1,services.nodeports=3"
     );
-    let (status, body) = request(
-        addr,
-        "PATCH",
-        &format!("{services}/lb"),
-        "application/merge-patch+json",
-        r#"{"spec":{"type":"ClusterIP"}}"#,
-    )
-    .await;
+    let (status, body) = patch("lb", r#"{"spec":{"type":"ClusterIP"}}"#).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         used(addr).await,
         json!({"services.loadbalancers": "0", "services.nodeports": "1"})
     );
-    let (status, body) = request(
-        addr,
-        "PATCH",
-        &format!("{services}/plain"),
-        "application/merge-patch+json",
-        r#"{"spec":{"type":"LoadBalancer","ports":[{"name":"p0","port":80}]}}"#,
-    )
-    .await;
+    let (status, body) = patch("plain", to_load_balancer).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         used(addr).await,
