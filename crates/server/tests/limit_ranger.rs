@@ -103,6 +103,23 @@ async fn pods_get_the_defaults_and_the_annotation() {
         created["metadata"]["annotations"]["kubernetes.io/limit-ranger"],
         "LimitRanger plugin set: memory request for container app; memory limit for container app"
     );
+    // A server-side apply that creates the pod is a create too.
+    let (status, applied) = request(
+        addr,
+        "PATCH",
+        &format!("{pods}/applied?fieldManager=test"),
+        "application/apply-patch+yaml",
+        r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "applied"},
+            "spec": {"containers": [{"name": "app", "image": "x"}]}}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{applied}");
+    let applied: Value = serde_json::from_str(&applied).unwrap();
+    assert_eq!(
+        applied["spec"]["containers"][0]["resources"],
+        json!({"limits": {"cpu": "500m", "memory": "512Mi"},
+            "requests": {"cpu": "100m", "memory": "512Mi"}})
+    );
 }
 
 /// Goal: a container past a `type: Container` min, max or ratio is kube-apiserver's 403 in
