@@ -18,7 +18,8 @@
 //! (creating missing ones, as Go's nested structs always exist) and every item of an existing
 //! list with `[]`.
 //! Rules that depend on other fields (image pull policy, target port, requests from limits,
-//! Service policies by type) are the few functions below the table.
+//! Service policies by type, a LimitRange's item defaults) are the few functions below the
+//! table.
 //!
 //! Not done here: a Service's address fields (`clusterIP`, `clusterIPs`, `ipFamilies`,
 //! `ipFamilyPolicy`: the server's Service registry fills them, knowing the service CIDRs and the
