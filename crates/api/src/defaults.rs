@@ -18,7 +18,8 @@
 //! (creating missing ones, as Go's nested structs always exist) and every item of an existing
 //! list with `[]`.
 //! Rules that depend on other fields (image pull policy, target port, requests from limits,
-//! Service policies by type) are the few functions below the table.
+//! Service policies by type, a LimitRange's item defaults) are the few functions below the
+//! table.
 //!
 //! Not done here: a Service's address fields (`clusterIP`, `clusterIPs`, `ipFamilies`,
 //! `ipFamilyPolicy`: the server's Service registry fills them, knowing the service CIDRs and the
@@ -441,6 +442,11 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     match (group, kind) {
         ("batch", "Job") => job_defaults(object),
         ("networking.k8s.io", "NetworkPolicy") => network_policy_defaults(object),
+        ("", "LimitRange") => {
+            if let Some(Value::Array(items)) = object.pointer_mut("/spec/limits") {
+                items.iter_mut().for_each(limit_range_item_defaults);
+            }
+        }
         _ => {}
     }
     for (row_group, row_kind, path, value) in DEFAULTS {
@@ -562,6 +568,41 @@ pub fn pod_qos_class(spec: &Value) -> &'static str {
         (false, _) => "BestEffort",
         (true, true) => "Guaranteed",
         (true, false) => "Burstable",
+    }
+}
+
+/// A LimitRange item's defaults (`SetDefaults_LimitRangeItem`), for `type: Container` only:
+/// `default` from `max` where it has none, then `defaultRequest` from `default`, then from
+/// `min`. Values are copied as written.
+pub fn limit_range_item_defaults(item: &mut Value) {
+    let Value::Object(item) = item else {
+        return;
+    };
+    if item.get("type").and_then(Value::as_str) != Some("Container") {
+        return;
+    }
+    let list = |item: &Map<String, Value>, field: &str| -> Map<String, Value> {
+        item.get(field)
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (max, min) = (list(item, "max"), list(item, "min"));
+    let mut default = list(item, "default");
+    for (name, value) in max {
+        default.entry(name).or_insert(value);
+    }
+    let mut default_request = list(item, "defaultRequest");
+    for (name, value) in default.iter().chain(&min) {
+        default_request
+            .entry(name.clone())
+            .or_insert_with(|| value.clone());
+    }
+    if !default.is_empty() {
+        item.insert("default".to_owned(), Value::Object(default));
+    }
+    if !default_request.is_empty() {
+        item.insert("defaultRequest".to_owned(), Value::Object(default_request));
     }
 }
 

@@ -368,3 +368,29 @@ proptest! {
         prop_assert_eq!(twice, once);
     }
 }
+
+/// A LimitRange's `type: Container` items as kube's `SetDefaults_LimitRangeItem`: `default`
+/// from `max`, `defaultRequest` from `default` then `min`; what is given is kept; other
+/// types are left alone.
+#[test]
+fn limit_range_item_defaults() {
+    let range = create(
+        "limitranges",
+        json!({"metadata": {"name": "lr"}, "spec": {"limits": [
+            {"type": "Container", "max": {"cpu": "2", "memory": "1Gi"},
+                "default": {"memory": "512Mi"}, "min": {"cpu": "100m", "storage": "1Gi"},
+                "defaultRequest": {"memory": "256Mi"}},
+            {"type": "Pod", "max": {"cpu": "4"}}
+        ]}}),
+    );
+    assert_eq!(
+        range["spec"]["limits"],
+        json!([
+            {"type": "Container", "max": {"cpu": "2", "memory": "1Gi"},
+                "default": {"cpu": "2", "memory": "512Mi"},
+                "defaultRequest": {"cpu": "2", "memory": "256Mi", "storage": "1Gi"},
+                "min": {"cpu": "100m", "storage": "1Gi"}},
+            {"type": "Pod", "max": {"cpu": "4"}}
+        ])
+    );
+}

@@ -20,6 +20,7 @@ pub mod consistency;
 pub mod decode;
 pub mod feed;
 pub mod handover;
+pub mod limit_ranger;
 pub mod probe;
 pub mod read;
 pub mod reflector;

@@ -68,7 +68,7 @@ pub struct Quantity {
     format: Format,
 }
 
-const NANOS: i128 = 1_000_000_000;
+pub(crate) const NANOS: i128 = 1_000_000_000;
 
 impl PartialEq for Quantity {
     fn eq(&self, other: &Self) -> bool {
@@ -194,6 +194,12 @@ impl Quantity {
             nanos: self.nanos.saturating_sub(other.nanos).max(0),
             format: self.format,
         }
+    }
+
+    /// The value in billionths.
+    #[must_use]
+    pub(crate) fn nanos(self) -> i128 {
+        self.nanos
     }
 
     /// The larger of the two (kube's `maxResourceList`: the first kept on a tie).
@@ -376,7 +382,7 @@ fn finished(pod: &Value) -> bool {
 }
 
 /// A map of quantities by resource name (`requests` / `limits` of a container).
-fn quantities(list: Option<&Value>) -> BTreeMap<String, Quantity> {
+pub(crate) fn quantities(list: Option<&Value>) -> BTreeMap<String, Quantity> {
     list.and_then(Value::as_object)
         .into_iter()
         .flatten()
@@ -406,7 +412,7 @@ fn max_all(into: &mut BTreeMap<String, Quantity>, other: &BTreeMap<String, Quant
 /// containers' sum, sidecars (init containers with `restartPolicy: Always`) added, at least
 /// each other init container's with the sidecars started before it, plus `spec.overhead`
 /// (for limits, only to those the pod has).
-fn pod_resources(pod: &Value, which: &str) -> BTreeMap<String, Quantity> {
+pub(crate) fn pod_resources(pod: &Value, which: &str) -> BTreeMap<String, Quantity> {
     let containers = |field: &str| -> Vec<&Value> {
         pod.pointer(&format!("/spec/{field}"))
             .and_then(Value::as_array)

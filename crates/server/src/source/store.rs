@@ -65,6 +65,7 @@ use crate::source::catalog::VersionsBound;
 use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
+use crate::source::limit_ranger;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
@@ -832,7 +833,7 @@ impl Writer<'_> {
             .to_owned();
         let context = self.create_context(resource, namespace, &name).await?;
         let object = prepare_create(&resource.def, body, &context)?;
-        let object = self.admit(resource, None, object)?;
+        let object = self.admit_created(resource, namespace, object).await?;
         let custom = resource.custom();
         let managers = apply::update(
             &resource.def,
@@ -967,6 +968,121 @@ impl Writer<'_> {
         }
         watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
         Ok(object)
+    }
+
+    /// A prepared create admitted: LimitRanger's defaults ([`limit_ranger`]) before the
+    /// object's own checks ([`Self::admit`]), then its limits.
+    ///
+    /// # Errors
+    /// The object's refusal; LimitRanger's 403; a freshness failure.
+    async fn admit_created(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        mut object: Value,
+    ) -> Result<Value, ApiError> {
+        let ranges = self.limit_ranges(resource, namespace).await?;
+        if resource.def.plural == "pods" {
+            limit_ranger::default_pod(&ranges, &mut object);
+        }
+        let object = self.admit(resource, None, object)?;
+        self.limits_hold(resource, &ranges, &object)?;
+        Ok(object)
+    }
+
+    /// LimitRanger on an update: a PersistentVolumeClaim's (not one being deleted) against its
+    /// namespace's LimitRanges as the cache has them (kube validates no pod update).
+    fn limits_updated(
+        &self,
+        resource: &Resource,
+        old: &Value,
+        new: &Value,
+    ) -> Result<(), ApiError> {
+        if resource.def.plural != "persistentvolumeclaims"
+            || old.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            return Ok(());
+        }
+        let Some(namespace) = new.pointer("/metadata/namespace").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let ranges = self.cached_limit_ranges(resource, namespace);
+        self.limits_hold(resource, &ranges, new)
+    }
+
+    /// 403 when `object` violates one of `ranges`.
+    fn limits_hold(
+        &self,
+        resource: &Resource,
+        ranges: &[Value],
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        match limit_ranger::refusal(&resource.def.plural, ranges, object) {
+            Some(message) => {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Err(ApiError::forbidden(&resource.def, name, message))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The LimitRanges of `namespace` that apply to a write of `resource` (none for another
+    /// resource or a subresource), from their cache.
+    fn cached_limit_ranges(&self, resource: &Resource, namespace: &str) -> Vec<Value> {
+        if !self.subresource.is_empty()
+            || !limit_ranger::applies(&resource.def.group, &resource.def.plural)
+        {
+            return Vec::new();
+        }
+        let Some(ranges) = self.limit_range_resource() else {
+            return Vec::new();
+        };
+        let prefix = format!("{namespace}/");
+        ranges
+            .cache()
+            .latest()
+            .range(Some(&prefix), None)
+            .take_while(|range| range.key().starts_with(&prefix))
+            .map(|range| range.body().clone())
+            .collect()
+    }
+
+    /// [`Self::cached_limit_ranges`], looked up again once the cache is proven fresh when it
+    /// has none (kube's live lookup).
+    async fn limit_ranges(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Value>, ApiError> {
+        let Some(namespace) = namespace.filter(|n| !n.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        if !self.subresource.is_empty()
+            || !limit_ranger::applies(&resource.def.group, &resource.def.plural)
+        {
+            return Ok(Vec::new());
+        }
+        let found = self.cached_limit_ranges(resource, namespace);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        if let Some(ranges) = self.limit_range_resource() {
+            self.consistent(ranges).await?;
+        }
+        Ok(self.cached_limit_ranges(resource, namespace))
+    }
+
+    /// The served `limitranges` resource.
+    fn limit_range_resource(&self) -> Option<&Resource> {
+        self.resources
+            .iter()
+            .find(|r| {
+                r.def.group.is_empty() && r.def.version == "v1" && r.def.plural == "limitranges"
+            })
+            .map(|r| &**r)
     }
 
     /// `--max-custom-resource-versions` for a write of a CustomResourceDefinition (`old` on
@@ -1739,7 +1855,7 @@ impl Writer<'_> {
             let namespace = def.namespaced.then_some(namespace);
             let context = self.create_context(resource, namespace, name).await?;
             let object = prepare_create(def, merged, &context)?;
-            let object = self.admit(resource, None, object)?;
+            let object = self.admit_created(resource, namespace, object).await?;
             match self.store_new(resource, namespace, object, &managers).await {
                 Err(error) if error.code == 409 => {
                     self.consistent(resource).await?;
@@ -2016,6 +2132,7 @@ impl Writer<'_> {
             prepare_update(&resource.def, old, desired)?
         };
         let mut new = self.admit(resource, Some(old), new)?;
+        self.limits_updated(resource, old, &new)?;
         let managers = managers.unwrap_or_else(|| {
             apply::update(
                 &resource.def,
