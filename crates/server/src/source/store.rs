@@ -1562,7 +1562,18 @@ impl Writer<'_> {
         }
         self.consistent(resource).await?;
         let found = applicable(&quotas.cache().latest());
-        // What the namespace uses now (`old` included, `new` not yet).
+        // What the namespace uses now (`old` included, `new` not yet), from the counted
+        // resource's cache at least as new as the quotas read: every charged write also
+        // writes its quotas, so a quota unchanged from the revision read here (the
+        // transaction's compare) means nothing it counts changed after it. A count from a
+        // cache behind the quota's revision could miss a write the quota already holds (two
+        // servers, each cache dispatched on its own).
+        let seen = found
+            .iter()
+            .map(|quota| quota.resource_version())
+            .max()
+            .unwrap_or_default();
+        self.fresh.wait(resource.cache(), seen).await?;
         let snapshot = resource.cache().latest();
         let mut used: BTreeMap<String, Quantity> = limited(&found)
             .into_iter()
