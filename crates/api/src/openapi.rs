@@ -1,4 +1,5 @@
-//! OpenAPI v3 documents: the `/openapi/v3` index and one document per group/version.
+//! OpenAPI v3 documents: the `/openapi/v3` index and one document per group/version (and,
+//! derived from them, the v2 document: [`v2`], with its protobuf form in [`gnostic`]).
 //!
 //! What clients need from them:
 //! - `kubectl apply`/`create` (validation on, the default) look for a `patch` operation
@@ -23,6 +24,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::resources::ResourceDef;
+
+pub mod gnostic;
+pub mod v2;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 
@@ -629,10 +633,8 @@ fn index_key(group: &str, version: &str) -> String {
     }
 }
 
-/// `/openapi/v3`: `{"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=..."}}}`,
-/// one entry per served group/version; the hash changes when the document does.
-#[must_use]
-pub fn openapi_v3_root(defs: &[ResourceDef], custom: &CustomSchemas) -> Value {
+/// The served group/versions, in the order of their first kind.
+fn group_versions(defs: &[ResourceDef]) -> Vec<(&str, &str)> {
     let mut group_versions: Vec<(&str, &str)> = Vec::new();
     for def in defs {
         let gv = (def.group.as_str(), def.version.as_str());
@@ -640,12 +642,31 @@ pub fn openapi_v3_root(defs: &[ResourceDef], custom: &CustomSchemas) -> Value {
             group_versions.push(gv);
         }
     }
+    group_versions
+}
+
+/// `/openapi/v3`: `{"paths": {"api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=..."}}}`,
+/// one entry per served group/version; the hash changes when the document does.
+#[must_use]
+pub fn openapi_v3_root(defs: &[ResourceDef], custom: &CustomSchemas) -> Value {
+    openapi_v3_index(defs, |group, version| {
+        openapi_v3_group_version(defs, custom, group, version).map(|document| document.to_string())
+    })
+}
+
+/// [`openapi_v3_root`] with each group/version's document text from `document` (`None` when
+/// nothing is served there), so that a caller holding the texts does not build them again.
+#[must_use]
+pub fn openapi_v3_index<T: AsRef<[u8]>>(
+    defs: &[ResourceDef],
+    mut document: impl FnMut(&str, &str) -> Option<T>,
+) -> Value {
     let mut paths = Map::new();
-    for (group, version) in group_versions {
-        let Some(document) = openapi_v3_group_version(defs, custom, group, version) else {
+    for (group, version) in group_versions(defs) {
+        let Some(text) = document(group, version) else {
             continue;
         };
-        let hash = crate::hash::fnv1a(document.to_string().as_bytes());
+        let hash = crate::hash::fnv1a(text.as_ref());
         let key = index_key(group, version);
         paths.insert(
             key.clone(),

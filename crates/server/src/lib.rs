@@ -505,6 +505,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         compaction: Arc::default(),
         garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
+        openapi: crate::http::openapi::OpenApiCache::default(),
     });
     if let Some(store) = app.source.as_store_source() {
         let context = crate::controllers::Context {

@@ -1331,6 +1331,96 @@ fn widget_definition() -> Value {
     })
 }
 
+/// Goal: `/openapi/v2` as kube-apiserver serves it — JSON or gnostic protobuf by `Accept`
+/// (406 for anything else), an `ETag` that `If-None-Match` turns into a 304 — and the OpenAPI
+/// documents kept until a CRD changes what is served: the same tag and index hashes while
+/// nothing changes, the new kind in both versions once its CRD is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_v2_and_documents_that_follow_the_served_kinds() {
+    let server = server().await;
+    let addr = server.addr;
+    let get = |accept: &'static str, tag: Option<String>| async move {
+        let mut headers = vec![("Accept", accept)];
+        let tag = tag.unwrap_or_default();
+        if !tag.is_empty() {
+            headers.push(("If-None-Match", tag.as_str()));
+        }
+        watchkeeper_testkit::request(addr, "GET", "/openapi/v2", &headers, b"")
+            .await
+            .unwrap()
+    };
+    let json_answer = get("application/json", None).await;
+    assert_eq!(json_answer.status, 200);
+    assert_eq!(json_answer.header("content-type"), Some("application/json"));
+    assert_eq!(json_answer.header("vary"), Some("Accept"));
+    let etag = json_answer.header("etag").unwrap().to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+    let document = json_answer.json();
+    assert_eq!(document["swagger"], "2.0");
+    let pod = &document["definitions"]["io.k8s.api.core.v1.Pod"];
+    assert_eq!(
+        pod["x-kubernetes-group-version-kind"],
+        json!([{"group": "", "kind": "Pod", "version": "v1"}])
+    );
+    assert_eq!(
+        pod["properties"]["spec"]["$ref"],
+        "#/definitions/io.k8s.api.core.v1.PodSpec"
+    );
+    assert!(
+        document["definitions"]
+            .get("com.example.v1.Widget")
+            .is_none()
+    );
+
+    let protobuf = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+    let answer = get(protobuf, None).await;
+    assert_eq!(answer.status, 200);
+    // The spelling Go's mime parser reads, as kube-apiserver answers.
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+    );
+    assert_eq!(answer.header("etag"), Some(etag.as_str()));
+    // Document.swagger, field 1: "2.0".
+    assert_eq!(&answer.body[..5], b"\x0a\x032.0");
+    assert!(answer.body.len() > 100_000, "{}", answer.body.len());
+
+    let unchanged = get(protobuf, Some(etag.clone())).await;
+    assert_eq!(unchanged.status, 304);
+    assert!(unchanged.body.is_empty());
+    let refused = get("text/html", None).await;
+    assert_eq!(refused.status, 406);
+    assert_eq!(refused.json()["reason"], "NotAcceptable");
+
+    let (status, index) = get_json(addr, "/openapi/v3").await;
+    assert_eq!(status, 200);
+    assert_eq!(get_json(addr, "/openapi/v3").await.1, index);
+    assert!(index["paths"].get("apis/example.com/v1").is_none());
+    let core = index["paths"]["api/v1"]["serverRelativeURL"].clone();
+
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, created) = send_json(addr, "POST", crds, &widget_definition()).await;
+    assert_eq!(status, 201, "{created}");
+    let answer = get("application/json", Some(etag.clone())).await;
+    assert_eq!(answer.status, 200, "a new kind is a new document");
+    assert_ne!(answer.header("etag"), Some(etag.as_str()));
+    let widget = &answer.json()["definitions"]["com.example.v1.Widget"];
+    assert_eq!(
+        widget["x-kubernetes-group-version-kind"],
+        json!([{"group": "example.com", "kind": "Widget", "version": "v1"}])
+    );
+    assert_eq!(widget["properties"]["spec"]["required"], json!(["size"]));
+    let (_, index) = get_json(addr, "/openapi/v3").await;
+    assert_eq!(index["paths"]["api/v1"]["serverRelativeURL"], core);
+    let url = index["paths"]["apis/example.com/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap();
+    let (status, widgets) = get_json(addr, url).await;
+    assert_eq!(status, 200);
+    assert!(widgets["components"]["schemas"]["com.example.v1.Widget"].is_object());
+    delete_widget_definition(addr).await;
+}
+
 /// Deletes the CRD of [`widget_definition`] (it must answer 200).
 async fn delete_widget_definition(addr: std::net::SocketAddr) {
     let (status, body) = request(

@@ -151,6 +151,24 @@ async fn discovery_and_tables(k: &Kubectl) {
         .ok(&["explain", "pods.spec.containers.livenessProbe.httpGet.port"])
         .await;
     assert!(port.contains("FIELD: port <IntOrString>"), "{port}");
+    // The same through `/openapi/v2`, which kubectl reads as gnostic protobuf only.
+    let strategy = k
+        .ok(&[
+            "explain",
+            "deployment.spec.strategy",
+            "--output",
+            "plaintext-openapiv2",
+        ])
+        .await;
+    assert!(
+        strategy.contains("RESOURCE: strategy <Object>"),
+        "{strategy}"
+    );
+    assert!(strategy.contains("rollingUpdate\t<Object>"), "{strategy}");
+    assert!(
+        strategy.contains("Type of deployment. Can be \"Recreate\" or \"RollingUpdate\"."),
+        "{strategy}"
+    );
 }
 
 /// The object as the server stores it, without the fields the server sets.
@@ -1297,6 +1315,12 @@ spec:
         explained.contains("How many parts the widget has."),
         "{explained}"
     );
+    // `/openapi/v2` follows the CRD too (its documents are rebuilt when the kinds change).
+    let explained = k
+        .ok(&["explain", "widgets.spec", "--output", "plaintext-openapiv2"])
+        .await;
+    assert!(explained.contains("RESOURCE: spec <Object>"), "{explained}");
+    assert!(explained.contains("size\t<integer>"), "{explained}");
     let out = k.ok(&["get", "wd"]).await;
     assert!(out.starts_with("NAME"), "{out}");
     assert_eq!(names(&out), ["w1"]);

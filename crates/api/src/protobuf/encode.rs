@@ -47,7 +47,7 @@ fn fail<T>(message: &Message, field: &str, what: impl std::fmt::Display) -> Resu
     )))
 }
 
-pub(super) fn put_varint(out: &mut impl BufMut, mut value: u64) {
+pub(crate) fn put_varint(out: &mut impl BufMut, mut value: u64) {
     loop {
         let byte = (value & 0x7f) as u8;
         value >>= 7;

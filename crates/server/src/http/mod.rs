@@ -24,6 +24,7 @@ pub mod in_poll;
 pub mod inner;
 pub mod list_body;
 pub mod on_wake;
+pub mod openapi;
 pub mod pods;
 pub mod pretty;
 pub mod review;
@@ -417,33 +418,10 @@ async fn route(
             watchkeeper_api::api_resource_list(&app.resources().defs, group, version)
                 .map_or_else(not_found, ok)
         }
-        ["openapi", "v3"] => {
-            let served = app.resources();
-            ok(watchkeeper_api::openapi_v3_root(
-                &served.defs,
-                &custom_schemas(&served),
-            ))
-        }
-        ["openapi", "v3", "api", "v1"] => {
-            let served = app.resources();
-            watchkeeper_api::openapi_v3_group_version(
-                &served.defs,
-                &custom_schemas(&served),
-                "",
-                "v1",
-            )
-            .map_or_else(not_found, ok)
-        }
-        ["openapi", "v3", "apis", group, version] => {
-            let served = app.resources();
-            watchkeeper_api::openapi_v3_group_version(
-                &served.defs,
-                &custom_schemas(&served),
-                group,
-                version,
-            )
-            .map_or_else(not_found, ok)
-        }
+        ["openapi", "v2"] => openapi::v2(app, &context.headers),
+        ["openapi", "v3"] => openapi::v3_index(app),
+        ["openapi", "v3", "api", "v1"] => openapi::v3(app, "", "v1"),
+        ["openapi", "v3", "apis", group, version] => openapi::v3(app, group, version),
         ["api", "v1", rest @ ..] => {
             if let Some((verb, response)) = componentstatus::serve(app, context, rest).await {
                 return (

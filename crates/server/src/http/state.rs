@@ -52,6 +52,8 @@ pub struct App {
     pub garbage_collector: Option<Arc<crate::controllers::garbage_collector::GarbageCollector>>,
     /// Wakes watch responses from inside the runtime (see `cache::wake_relay`).
     pub wake_relay: crate::cache::wake_relay::WakeRelay,
+    /// The OpenAPI documents built for the served resources (see `http::openapi`).
+    pub openapi: super::openapi::OpenApiCache,
 }
 
 impl App {
