@@ -123,6 +123,9 @@ pub fn serve_args(store: &StoreChoice) -> ServeArgs {
         event_fresh_seconds: Some(1),
         history_capacity_max: Some(100),
         queue_capacity_max: Some(10),
+        // The model holds what the harness writes; the root CA publisher would add a
+        // ConfigMap to each namespace.
+        enable_root_ca_cert_publisher: Some(false),
         ..ServeArgs::default()
     };
     match store {

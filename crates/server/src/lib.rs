@@ -271,6 +271,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     );
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
+    let root_ca = config
+        .enable_root_ca_cert_publisher
+        .then(|| crate::http::connection::root_ca_bundle(&config.tls))
+        .transpose()?;
     let counters = Arc::new(PathCounters::default());
     let backoff = Backoff {
         initial: config.reflector.backoff_initial,
@@ -441,7 +445,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let garbage_collector = (store_mode && config.enable_garbage_collector)
         .then(crate::controllers::garbage_collector::GarbageCollector::new);
     let namespace_controller =
-        store_mode.then(crate::controllers::namespaces::NamespaceController::new);
+        store_mode.then(|| crate::controllers::namespaces::NamespaceController::new(root_ca));
     let keeper = store_mode.then(crate::controllers::keeper::Keeper::new);
     let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
     if let Some(keeper) = &keeper {

@@ -864,6 +864,69 @@ async fn every_namespace_has_a_default_service_account() {
     server.shutdown().await;
 }
 
+/// Goal: every active namespace has kube's `kube-root-ca.crt` ConfigMap (kube's
+/// root-ca-cert-publisher), written back when changed and given again when deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_namespace_has_its_root_ca_config_map() {
+    let server = server_with(ServeArgs {
+        enable_root_ca_cert_publisher: Some(true),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let maps = "/api/v1/namespaces/fresh/configmaps";
+    let mut watch =
+        WatchReader::open(addr, &format!("{maps}?watch=1&resourceVersion=0"), None).await;
+    create(
+        addr,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}}),
+    )
+    .await;
+    let name = "kube-root-ca.crt";
+    let first = until_object(&mut watch, name, |kind, _| kind == "ADDED").await;
+    // A plain-HTTP server has no CA to publish (kube-controller-manager's client
+    // configuration has no CA data then either).
+    assert_eq!(first["data"], json!({"ca.crt": ""}));
+    assert!(
+        first["metadata"]["annotations"]["kubernetes.io/description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Contains a CA bundle that can be used to verify the kube-apiserver"),
+        "{first}"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{maps}/{name}"),
+        "application/merge-patch+json",
+        r#"{"data":{"ca.crt":"forged","extra":"x"},"metadata":{"annotations":null}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let restored = until_object(&mut watch, name, |kind, object| {
+        kind == "MODIFIED" && object["data"] == json!({"ca.crt": ""})
+    })
+    .await;
+    assert_eq!(
+        restored["metadata"]["annotations"]["kubernetes.io/description"],
+        first["metadata"]["annotations"]["kubernetes.io/description"]
+    );
+    let (status, body) = delete(addr, &format!("{maps}/{name}"), &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    let again = until_object(&mut watch, name, |kind, _| kind == "ADDED").await;
+    assert_ne!(again["metadata"]["uid"], first["metadata"]["uid"]);
+    for namespace in ["default", "kube-system", "kube-public"] {
+        let (status, _) = get_json(
+            addr,
+            &format!("/api/v1/namespaces/{namespace}/configmaps/{name}"),
+        )
+        .await;
+        assert_eq!(status, 200, "{namespace}");
+    }
+    server.shutdown().await;
+}
+
 /// Goal: what kube-apiserver keeps while serving comes back when deleted — the `kubernetes`
 /// Service and its Endpoints, API Priority and Fairness' mandatory objects — and its system
 /// PriorityClasses may not be deleted at all.

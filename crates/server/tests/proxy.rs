@@ -39,6 +39,8 @@ async fn upstream_with(dir: &Path, listen: SocketAddr, rebuild_history: bool) ->
         data_dir: Some(dir.to_path_buf()),
         durable_commits: Some(false),
         rebuild_history: Some(rebuild_history),
+        // The tests count the objects they create in `default`.
+        enable_root_ca_cert_publisher: Some(false),
         ..ServeArgs::default()
     })
     .unwrap();

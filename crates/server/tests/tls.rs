@@ -126,6 +126,8 @@ fn kubeconfig(server: &Server, ca_pem: &str, user: &str) -> String {
 
 async fn tls_server(pki: &Pki) -> Server {
     let args = ServeArgs {
+        root_ca_file: Some(pki.ca_file()),
+        enable_root_ca_cert_publisher: Some(true),
         token_auth_file: Some(pki.write("tokens.csv", TOKENS)),
         authorization_policy_file: Some(pki.write("policy.jsonl", &policies())),
         ..pki.server_args()
@@ -171,6 +173,22 @@ async fn kubectl_with_a_token_over_tls() {
             "--from-literal=a=1",
         ])
         .await;
+
+    // Every namespace publishes the CA of --root-ca-file, as kube-controller-manager does.
+    admin
+        .ok(&[
+            "wait",
+            "--for=create",
+            "configmap/kube-root-ca.crt",
+            "--timeout=60s",
+        ])
+        .await;
+    let published = admin.json(&["get", "configmap", "kube-root-ca.crt"]).await;
+    assert_eq!(
+        published["data"]["ca.crt"],
+        pki.ca_pem.replace("\r\n", "\n"),
+        "{published}"
+    );
 
     let reader =
         Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: reader-token}"));

@@ -15,12 +15,15 @@ use watchkeeper::config::{ServeArgs, ServeConfig};
 pub const READY_GUARD: Duration = Duration::from_secs(60);
 
 /// `args` on a free loopback port (`127.0.0.1:0`, whatever `args.listen` says), with the
-/// memory store unless `args` name one.
+/// memory store unless `args` name one, and without `kube-root-ca.crt` ConfigMaps unless
+/// `args` ask for them.
 #[must_use]
 pub fn loopback(args: ServeArgs) -> ServeArgs {
     ServeArgs {
         listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
         store: args.store.or(Some("memory".to_owned())),
+        // Off unless a test asks: tests count the objects they create in `default`.
+        enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.or(Some(false)),
         ..args
     }
 }

@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// owners are gone are deleted. Off, neither happens. Store modes only.
     #[arg(long)]
     pub enable_garbage_collector: Option<bool>,
+    /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
+    /// root-ca-cert-publisher does (its CA bundle: --root-ca-file) [default: true]. Store modes
+    /// only.
+    #[arg(long)]
+    pub enable_root_ca_cert_publisher: Option<bool>,
     /// Events younger than this stay in the history, in seconds [default: 75].
     #[arg(long)]
     pub event_fresh_seconds: Option<u64>,
@@ -158,6 +163,11 @@ pub struct ServeArgs {
     /// PEM CA bundle for client certificates (user = CN, groups = O); needs TLS.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
+    /// PEM CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap (as
+    /// kube-controller-manager's flag) [default: the certificates of --tls-cert-file after its
+    /// leaf, or the leaf when it is alone; empty without TLS].
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
     /// Serve plain HTTP on a non-loopback address (refused otherwise) [default: false].
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub insecure_allow_plain_http_on_non_loopback: Option<bool>,
@@ -346,6 +356,7 @@ impl ServeArgs {
             watch_mode,
             consistent_get_from_cache,
             enable_garbage_collector,
+            enable_root_ca_cert_publisher,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -372,6 +383,7 @@ impl ServeArgs {
             tls_cert_file,
             tls_private_key_file,
             client_ca_file,
+            root_ca_file,
             insecure_allow_plain_http_on_non_loopback,
             tls_handshake_timeout_seconds,
             max_request_body_bytes,
@@ -439,6 +451,8 @@ pub struct ServeConfig {
     pub consistent_get_from_cache: bool,
     /// `--enable-garbage-collector`: GC finalizers on DELETE and the garbage collector.
     pub enable_garbage_collector: bool,
+    /// `--enable-root-ca-cert-publisher`: every namespace's `kube-root-ca.crt`.
+    pub enable_root_ca_cert_publisher: bool,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -848,6 +862,11 @@ impl UpstreamConfig {
                 "--enable-garbage-collector",
             ),
             (
+                args.enable_root_ca_cert_publisher.is_some(),
+                "--enable-root-ca-cert-publisher",
+            ),
+            (args.root_ca_file.is_some(), "--root-ca-file"),
+            (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
@@ -1192,6 +1211,7 @@ impl ServeConfig {
             cache,
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
             enable_garbage_collector: args.enable_garbage_collector.unwrap_or(true),
+            enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.unwrap_or(true),
             min_request_timeout,
             fresh_wait,
             watch_chunk_items,

@@ -15,6 +15,8 @@ pub struct TlsConfig {
     pub key_file: Option<PathBuf>,
     /// `--client-ca-file`: PEM CA certificates that sign client certificates.
     pub client_ca_file: Option<PathBuf>,
+    /// `--root-ca-file`: the PEM CA bundle of every namespace's `kube-root-ca.crt`.
+    pub root_ca_file: Option<PathBuf>,
     /// `--insecure-allow-plain-http-on-non-loopback`.
     pub allow_plain_non_loopback: bool,
     /// `--tls-handshake-timeout-seconds` [default: 10].
@@ -54,6 +56,7 @@ impl TlsConfig {
             cert_file: args.tls_cert_file.clone(),
             key_file: args.tls_private_key_file.clone(),
             client_ca_file: args.client_ca_file.clone(),
+            root_ca_file: args.root_ca_file.clone(),
             allow_plain_non_loopback: args
                 .insecure_allow_plain_http_on_non_loopback
                 .unwrap_or(false),

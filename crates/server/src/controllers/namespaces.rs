@@ -23,7 +23,10 @@
 //! finalizers are remaining: example.com/hold in 1 resource instances`), written through the
 //! `status` subresource only when they change.
 //!
-//! Not done: kube's `kube-root-ca.crt` ConfigMap in every namespace.
+//! And it gives every active namespace kube's `kube-root-ca.crt` ConfigMap (kube's
+//! root-ca-cert-publisher): `data` exactly `{"ca.crt": <the root CA bundle>}` (see
+//! `http::connection::root_ca_bundle`) and the annotation `kubernetes.io/description`; a
+//! ConfigMap of that name that is deleted, or changed to say anything else, is written back.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -58,6 +61,17 @@ const CONTROLLER: &str = "namespace-controller";
 /// The service account every active namespace has (kube's serviceaccounts controller).
 const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
+/// The ConfigMap of the root CA bundle every active namespace has (kube's
+/// root-ca-cert-publisher).
+const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
+
+/// Its one key.
+const ROOT_CA_KEY: &str = "ca.crt";
+
+/// The annotation that says what it is for, and kube's wording of it.
+const DESCRIPTION_ANNOTATION: &str = "kubernetes.io/description";
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
 #[derive(Debug, Default)]
 struct State {
     /// Namespaces being deleted.
@@ -73,17 +87,28 @@ struct State {
 pub struct NamespaceController {
     state: Mutex<State>,
     wake: Notify,
+    /// What every namespace's `kube-root-ca.crt` says (PEM; empty without TLS), `None` when
+    /// `--enable-root-ca-cert-publisher` is off.
+    root_ca: Option<String>,
 }
 
 fn is_namespaces(def: &ResourceDef) -> bool {
     def.group.is_empty() && def.plural == "namespaces"
 }
 
+fn is_config_maps(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.plural == "configmaps"
+}
+
 impl NamespaceController {
-    /// A controller that knows of no namespace yet.
+    /// A controller that knows of no namespace yet and publishes `root_ca` in each (none:
+    /// no `kube-root-ca.crt`).
     #[must_use]
-    pub fn new() -> Arc<NamespaceController> {
-        Arc::default()
+    pub fn new(root_ca: Option<String>) -> Arc<NamespaceController> {
+        Arc::new(NamespaceController {
+            root_ca,
+            ..NamespaceController::default()
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -178,8 +203,77 @@ impl NamespaceController {
         }
     }
 
+    /// Gives the active `namespace` its `kube-root-ca.crt` ConfigMap, or writes back the one it
+    /// has when it says anything else (kube's root-ca-cert-publisher).
+    async fn ensure_root_ca(
+        &self,
+        source: &StoreSource,
+        served: &[Arc<crate::cache::Resource>],
+        fresh: &Freshness,
+        namespace: &str,
+        revision: Revision,
+    ) -> Result<(), watchkeeper_api::ApiError> {
+        let Some(root_ca) = &self.root_ca else {
+            return Ok(());
+        };
+        let Some(config_maps) = served.iter().find(|r| is_config_maps(&r.def)) else {
+            return Ok(());
+        };
+        fresh.wait(config_maps.cache(), revision).await?;
+        let key = watchkeeper_core::object_key(namespace, ROOT_CA_CONFIG_MAP);
+        let write = match config_maps.cache().get(&key).0 {
+            None => Collect::Create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": ROOT_CA_CONFIG_MAP, "namespace": namespace,
+                    "annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION}},
+                "data": {ROOT_CA_KEY: root_ca}})),
+            Some(existing) => {
+                let body = existing.body();
+                let data = body.get("data").and_then(Value::as_object);
+                let same_data = data.is_some_and(|data| {
+                    data.len() == 1
+                        && data.get(ROOT_CA_KEY).and_then(Value::as_str) == Some(root_ca)
+                });
+                let described = body
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(DESCRIPTION_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .is_some_and(|text| !text.is_empty());
+                if same_data && described {
+                    return Ok(());
+                }
+                // A merge patch that leaves `data` exactly the bundle.
+                let mut data_patch: serde_json::Map<String, Value> = data
+                    .into_iter()
+                    .flatten()
+                    .map(|(key, _)| (key.clone(), Value::Null))
+                    .collect();
+                data_patch.insert(ROOT_CA_KEY.into(), json!(root_ca));
+                Collect::Patch(json!({
+                    "metadata": {"annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION}},
+                    "data": data_patch,
+                }))
+            }
+        };
+        match source
+            .collect(
+                fresh,
+                served,
+                config_maps,
+                "root-ca-cert-publisher",
+                (namespace, ROOT_CA_CONFIG_MAP),
+                write,
+            )
+            .await
+        {
+            // Written by another server first, or the namespace began terminating or went.
+            Err(error) if error.code == 409 || error.code == 403 || error.code == 404 => Ok(()),
+            other => other,
+        }
+    }
+
     /// Deletes what `namespace` holds if it is being deleted; removes its finalizer once it
-    /// holds nothing; gives an active one its `default` service account.
+    /// holds nothing; gives an active one its `default` service account and its
+    /// `kube-root-ca.crt`.
     async fn look(
         &self,
         context: &super::Context,
@@ -199,7 +293,10 @@ impl NamespaceController {
         let body = object.body();
         if body.pointer("/metadata/deletionTimestamp").is_none() {
             self.lock().terminating.remove(namespace);
-            return Self::ensure_service_account(source, &served, fresh, namespace, revision).await;
+            Self::ensure_service_account(source, &served, fresh, namespace, revision).await?;
+            return self
+                .ensure_root_ca(source, &served, fresh, namespace, revision)
+                .await;
         }
         let finalizers: Vec<&Value> = body
             .pointer("/spec/finalizers")
@@ -458,10 +555,17 @@ impl Observer for NamespaceController {
             }
         } else if def.namespaced {
             let accounts = def.group.is_empty() && def.plural == "serviceaccounts";
-            for change in changes.iter().filter(|c| c.object.is_none()) {
+            let config_maps = is_config_maps(def);
+            for change in changes {
                 let (namespace, name) = change.key.split_once('/').unwrap_or(("", ""));
-                if state.terminating.contains(namespace)
-                    || (accounts && name == DEFAULT_SERVICE_ACCOUNT)
+                let deleted = change.object.is_none();
+                // A deletion in a terminating namespace, of its `default` service account or
+                // its `kube-root-ca.crt`; or any change to the latter (it may say something
+                // else now).
+                if (deleted
+                    && (state.terminating.contains(namespace)
+                        || (accounts && name == DEFAULT_SERVICE_ACCOUNT)))
+                    || (config_maps && name == ROOT_CA_CONFIG_MAP)
                 {
                     state.queued.insert(namespace.to_owned());
                 }

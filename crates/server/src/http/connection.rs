@@ -186,6 +186,34 @@ fn read_pem_certs(
     Ok(certs)
 }
 
+/// The CA bundle every namespace's `kube-root-ca.crt` ConfigMap publishes (PEM): the
+/// certificates of `--root-ca-file`; else those of `--tls-cert-file` after its leaf (the
+/// chain's issuers), or its leaf when it is alone (a self-signed certificate); empty without
+/// TLS (kube-controller-manager publishes its client configuration's CA data, empty for a
+/// plain-HTTP server).
+///
+/// # Errors
+/// A file cannot be read or holds no certificate.
+pub fn root_ca_bundle(tls: &TlsConfig) -> Result<String, TlsSetupError> {
+    let certs = match (&tls.root_ca_file, &tls.cert_file) {
+        (Some(path), _) => read_pem_certs("--root-ca-file", path)?,
+        (None, Some(path)) => {
+            let mut chain = read_pem_certs("--tls-cert-file", path)?;
+            if chain.len() > 1 {
+                chain.remove(0);
+            }
+            chain
+        }
+        (None, None) => return Ok(String::new()),
+    };
+    // One block after another, as a CA bundle file has them.
+    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+    Ok(certs
+        .iter()
+        .map(|cert| pem::encode_config(&pem::Pem::new("CERTIFICATE", cert.as_ref()), config))
+        .collect())
+}
+
 /// Builds the rustls configuration (ring provider, TLS 1.2 and 1.3, ALPN h2 then http/1.1),
 /// or `None` without TLS.
 ///
@@ -952,5 +980,50 @@ mod tests {
         // A second listener binds the same port once the first is gone (address reuse).
         drop(listener);
         listen(format!("127.0.0.1:{port}").parse().unwrap(), 0).unwrap();
+    }
+
+    /// `kube-root-ca.crt`'s bundle: `--root-ca-file`'s certificates, else the serving chain's
+    /// issuers (its leaf when alone), else nothing; a file without a certificate is refused.
+    #[test]
+    fn the_root_ca_bundle_comes_from_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = |name: &str| {
+            rcgen::generate_simple_self_signed(vec![name.to_owned()])
+                .unwrap()
+                .cert
+                .pem()
+        };
+        let (leaf, issuer, other) = (cert("leaf"), cert("issuer"), cert("other"));
+        let write = |file: &str, text: &str| {
+            let path = dir.path().join(file);
+            std::fs::write(&path, text).unwrap();
+            Some(path)
+        };
+        let normal = |text: &str| text.replace("\r\n", "\n");
+        let chain = TlsConfig {
+            cert_file: write("chain.pem", &format!("{leaf}{issuer}")),
+            ..TlsConfig::default()
+        };
+        assert_eq!(root_ca_bundle(&chain).unwrap(), normal(&issuer));
+        let alone = TlsConfig {
+            cert_file: write("leaf.pem", &leaf),
+            ..TlsConfig::default()
+        };
+        assert_eq!(root_ca_bundle(&alone).unwrap(), normal(&leaf));
+        let named = TlsConfig {
+            root_ca_file: write("ca.pem", &format!("{issuer}{other}")),
+            ..chain
+        };
+        assert_eq!(
+            root_ca_bundle(&named).unwrap(),
+            normal(&format!("{issuer}{other}"))
+        );
+        assert_eq!(root_ca_bundle(&TlsConfig::default()).unwrap(), "");
+        let empty = TlsConfig {
+            root_ca_file: write("empty.pem", "not a certificate\n"),
+            ..TlsConfig::default()
+        };
+        let refused = root_ca_bundle(&empty).unwrap_err().to_string();
+        assert!(refused.contains("--root-ca-file"), "{refused}");
     }
 }
