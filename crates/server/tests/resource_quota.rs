@@ -49,7 +49,7 @@ async fn used(addr: std::net::SocketAddr) -> Value {
 
 /// Goal: a create past a count is kube-apiserver's 403 in its words, a dry run too; the
 /// quota's status shows the usage at creation, after creates and after deletes; a finished pod
-/// does not count; a scoped quota and other namespaces are not limited.
+/// does not count; other namespaces, and pods a scoped quota does not select, are not limited.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_are_enforced_and_shown() {
     let server = setup(json!({"count/configmaps": "2", "pods": "1", "requests.cpu": "1"})).await;
@@ -105,7 +105,7 @@ async fn counts_are_enforced_and_shown() {
         .await;
         assert_eq!(status, 201, "{body}");
     }
-    // A scoped quota selects pods by what this server does not evaluate: not enforced.
+    // A scoped quota charges only the pods its scopes select: not one that requests CPU.
     let (status, body) = send_json(
         addr,
         "POST",
@@ -123,6 +123,108 @@ async fn counts_are_enforced_and_shown() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+    server.shutdown().await;
+}
+
+/// Goal: a scoped quota charges the pods its scopes select, as kube's pod evaluator selects
+/// them (here `BestEffort` and a `PriorityClass` selector), and only those: their count and
+/// compute in its status, its limits and its "must specify" on them alone, while an unscoped
+/// quota counts every pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_select_the_pods_a_quota_charges() {
+    let server = setup(json!({"pods": "10"})).await;
+    let addr = server.addr;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "high"}, "value": 1000}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let quotas = format!("{NS}/resourcequotas");
+    for quota in [
+        json!({"metadata": {"name": "best-effort"},
+            "spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort"]}}),
+        json!({"metadata": {"name": "high"}, "spec": {"hard": {"pods": "1", "requests.cpu": "500m"},
+            "scopeSelector": {"matchExpressions": [
+                {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}}),
+    ] {
+        let mut quota = quota;
+        quota["apiVersion"] = json!("v1");
+        quota["kind"] = json!("ResourceQuota");
+        let (status, body) = send_json(addr, "POST", &quotas, &quota).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let used_by = |name: &'static str| async move {
+        let (status, quota) = get_json(addr, &format!("{NS}/resourcequotas/{name}")).await;
+        assert_eq!(status, 200, "{quota}");
+        quota["status"]["used"].clone()
+    };
+    let pods = format!("{NS}/pods");
+    let create = |body: Value| {
+        let pods = pods.clone();
+        async move { send_json(addr, "POST", &pods, &body).await }
+    };
+    let (status, body) = create(pod_with("be1", json!({}))).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(used_by("best-effort").await, json!({"pods": "1"}));
+    let (status, refused) = create(pod_with("be2", json!({}))).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"be2\" is forbidden: exceeded quota: best-effort, requested: pods=1, used: pods=1, limited: pods=1"
+    );
+    // Not best-effort, no class: neither scoped quota selects it.
+    let sized = json!({"requests": {"cpu": "100m"}});
+    let (status, body) = create(pod_with("sized", sized.clone())).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(used_by("best-effort").await, json!({"pods": "1"}));
+    assert_eq!(
+        used_by("high").await,
+        json!({"pods": "0", "requests.cpu": "0"})
+    );
+    // Of class high: that quota asks it to state its CPU, counts it and its request.
+    let classed = |name: &str, resources: Value| {
+        let mut pod = pod_with(name, resources);
+        pod["spec"]["priorityClassName"] = json!("high");
+        pod
+    };
+    let (status, refused) = create(classed("h0", json!({"limits": {"memory": "1Gi"}}))).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"h0\" is forbidden: failed quota: high: must specify requests.cpu for: app"
+    );
+    let (status, body) = create(classed("h1", json!({"requests": {"cpu": "400m"}}))).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        used_by("high").await,
+        json!({"pods": "1", "requests.cpu": "400m"})
+    );
+    let (status, refused) = create(classed("h2", json!({"requests": {"cpu": "50m"}}))).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pods \"h2\" is forbidden: exceeded quota: high, requested: pods=1"),
+        "{refused}"
+    );
+    // The unscoped quota counts every pod; a delete gives back what its scopes charged.
+    assert_eq!(used(addr).await, json!({"pods": "3"}));
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        &format!("{pods}/be1"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(used_by("best-effort").await, json!({"pods": "0"}));
+    assert_eq!(used(addr).await, json!({"pods": "2"}));
     server.shutdown().await;
 }
 

@@ -41,8 +41,14 @@
 //!   service and claim evaluators refuse it; an update that gives usage back (a pod that
 //!   finished, a LoadBalancer turned into a ClusterIP) lowers `status.used` in its own
 //!   transaction (kube's controller does it a moment later).
-//! - **Not enforced** (the quota is stored and shown as written): quotas with `scopes` or a
-//!   `scopeSelector` (they select pods by properties this server does not evaluate).
+//! - **Scopes select pods** as kube's pod evaluator selects them: a quota with `scopes` or a
+//!   `scopeSelector` charges only the pods that meet every requirement — `Terminating`
+//!   (`activeDeadlineSeconds` ≥ 0) and `NotTerminating`, `BestEffort` (no container, init
+//!   containers included, nor the pod requests or limits CPU or memory) and `NotBestEffort`,
+//!   `PriorityClass` (`In`, `NotIn`, `Exists` on `priorityClassName`),
+//!   `CrossNamespacePodAffinity` (an affinity term naming namespaces or a namespace selector)
+//!   — and no other kind of object ([`selects`]); its usage counts only those pods, and a pod
+//!   it does not select is not asked to state what it limits.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -565,25 +571,161 @@ pub fn charges(group: &str, plural: &str, object: &Value) -> BTreeMap<String, Qu
     charges
 }
 
-/// Whether `quota` (a ResourceQuota body) has scopes: it then selects pods by properties this
-/// server does not evaluate, and is not enforced.
+/// Whether `quota` (a ResourceQuota body) has scopes (`spec.scopes` or `spec.scopeSelector`):
+/// it then charges only the pods its scopes select.
 #[must_use]
 pub fn is_scoped(quota: &Value) -> bool {
-    quota
+    !scope_requirements(quota).is_empty()
+}
+
+/// One scope requirement: `spec.scopes` entries are `Exists` requirements of their scope.
+struct ScopeRequirement<'a> {
+    scope: &'a str,
+    operator: &'a str,
+    values: Vec<&'a str>,
+}
+
+/// Every scope requirement of `quota`: its `spec.scopes` and its `scopeSelector`'s
+/// `matchExpressions` (all must hold, as kube ANDs them).
+fn scope_requirements(quota: &Value) -> Vec<ScopeRequirement<'_>> {
+    let mut requirements: Vec<ScopeRequirement<'_>> = quota
         .pointer("/spec/scopes")
         .and_then(Value::as_array)
-        .is_some_and(|scopes| !scopes.is_empty())
-        || quota
-            .pointer("/spec/scopeSelector")
-            .is_some_and(|selector| !selector.is_null())
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|scope| ScopeRequirement {
+            scope,
+            operator: "Exists",
+            values: Vec::new(),
+        })
+        .collect();
+    for expression in quota
+        .pointer("/spec/scopeSelector/matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let text = |key: &str| expression.get(key).and_then(Value::as_str).unwrap_or("");
+        requirements.push(ScopeRequirement {
+            scope: text("scopeName"),
+            operator: text("operator"),
+            values: expression
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect(),
+        });
+    }
+    requirements
+}
+
+/// Whether `pod` is of QoS class BestEffort: no container (init containers included) and not
+/// the pod itself requests or limits CPU or memory (kube's `GetPodQOS`).
+fn best_effort(pod: &Value) -> bool {
+    let states = |resources: Option<&Value>| {
+        ["requests", "limits"].iter().any(|which| {
+            resources
+                .and_then(|r| r.get(*which))
+                .and_then(Value::as_object)
+                .is_some_and(|amounts| {
+                    amounts.iter().any(|(name, amount)| {
+                        (name == "cpu" || name == "memory")
+                            && Quantity::parse(amount.as_str().unwrap_or("0"))
+                                .is_some_and(|q| q != Quantity::zero())
+                    })
+                })
+        })
+    };
+    let containers = ["/spec/containers", "/spec/initContainers"]
+        .iter()
+        .filter_map(|path| pod.pointer(path).and_then(Value::as_array))
+        .flatten();
+    !states(pod.pointer("/spec/resources"))
+        && !containers
+            .into_iter()
+            .any(|container| states(container.get("resources")))
+}
+
+/// Whether `pod` names other namespaces in a pod (anti-)affinity term (kube's
+/// `CrossNamespacePodAffinity` scope).
+fn cross_namespace_affinity(pod: &Value) -> bool {
+    ["podAffinity", "podAntiAffinity"].iter().any(|kind| {
+        let Some(affinity) = pod.pointer(&format!("/spec/affinity/{kind}")) else {
+            return false;
+        };
+        let required = affinity
+            .get("requiredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        let preferred = affinity
+            .get("preferredDuringSchedulingIgnoredDuringExecution")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|weighted| weighted.get("podAffinityTerm"));
+        required.chain(preferred).any(|term| {
+            term.get("namespaces")
+                .and_then(Value::as_array)
+                .is_some_and(|names| !names.is_empty())
+                || term.get("namespaceSelector").is_some_and(|s| !s.is_null())
+        })
+    })
+}
+
+/// Whether `pod` meets one scope requirement, as kube's pod evaluator decides it.
+fn meets(pod: &Value, requirement: &ScopeRequirement<'_>) -> bool {
+    match requirement.scope {
+        "Terminating" => pod
+            .pointer("/spec/activeDeadlineSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|seconds| seconds >= 0),
+        "NotTerminating" => pod
+            .pointer("/spec/activeDeadlineSeconds")
+            .is_none_or(Value::is_null),
+        "BestEffort" => best_effort(pod),
+        "NotBestEffort" => !best_effort(pod),
+        "CrossNamespacePodAffinity" => cross_namespace_affinity(pod),
+        "PriorityClass" => {
+            let class = pod
+                .pointer("/spec/priorityClassName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            // kube matches a label set `{PriorityClass: <name>}` (the key always present).
+            match requirement.operator {
+                "Exists" => !class.is_empty(),
+                "In" => requirement.values.contains(&class),
+                "NotIn" => !requirement.values.contains(&class),
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// Whether `quota` charges `object` of (`group`, `plural`): every unscoped quota does; a
+/// scoped one charges only pods its every scope requirement selects (kube's other evaluators
+/// match no scope).
+#[must_use]
+pub fn selects(quota: &Value, group: &str, plural: &str, object: &Value) -> bool {
+    let requirements = scope_requirements(quota);
+    requirements.is_empty()
+        || (group.is_empty()
+            && plural == "pods"
+            && requirements
+                .iter()
+                .all(|requirement| meets(object, requirement)))
 }
 
 /// The limits of `quota` that charge objects of (`group`, `plural`): `(name, hard)`. Empty
-/// for a scoped quota or one that limits none of them; a hard value that is not a quantity
-/// is not enforced.
+/// for one that limits none of them, and for a scoped quota unless they are pods (which of
+/// them it charges: [`selects`]); a hard value that is not a quantity is not enforced.
 #[must_use]
 pub fn limits(quota: &Value, group: &str, plural: &str) -> Vec<(String, Quantity)> {
-    if is_scoped(quota) {
+    if is_scoped(quota) && !(group.is_empty() && plural == "pods") {
         return Vec::new();
     }
     let Some(hard) = quota.pointer("/spec/hard").and_then(Value::as_object) else {
@@ -724,6 +866,93 @@ pub fn with_status(mut quota: Value, used: &BTreeMap<String, Quantity>) -> Value
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Scopes select pods as kube's pod evaluator does, every requirement together, and no
+    /// other object.
+    #[test]
+    fn scopes_select_pods() {
+        let quota = |scopes: Value, selector: Value| {
+            json!({"spec": {"hard": {"pods": "5"}, "scopes": scopes,
+                "scopeSelector": {"matchExpressions": selector}}})
+        };
+        let container = |resources: Value| json!({"name": "c", "resources": resources});
+        let pod = |spec: Value| json!({"spec": spec});
+        let bare = pod(json!({"containers": [container(json!({}))]}));
+        let sized = pod(json!({"containers": [container(json!({"requests": {"cpu": "100m"}}))]}));
+        let zero = pod(json!({"containers": [container(json!({"limits": {"memory": "0"}}))]}));
+        let init_sized = pod(json!({"containers": [container(json!({}))],
+            "initContainers": [container(json!({"limits": {"memory": "1Gi"}}))]}));
+        let gpu_only =
+            pod(json!({"containers": [container(json!({"limits": {"example.com/gpu": "1"}}))]}));
+        let deadline = pod(json!({"containers": [], "activeDeadlineSeconds": 30}));
+        let high = pod(json!({"containers": [], "priorityClassName": "high"}));
+        let cross = pod(json!({"containers": [], "affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                "podAffinityTerm": {"topologyKey": "k", "namespaceSelector": {}}}]}}}));
+        let near = pod(json!({"containers": [], "affinity": {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "k"}]}}}));
+
+        let best_effort = quota(json!(["BestEffort"]), json!([]));
+        for (object, selected) in [
+            (&bare, true),
+            (&zero, true),
+            (&gpu_only, true),
+            (&sized, false),
+            (&init_sized, false),
+        ] {
+            assert_eq!(
+                selects(&best_effort, "", "pods", object),
+                selected,
+                "{object}"
+            );
+        }
+        let not_best_effort = quota(json!(["NotBestEffort"]), json!([]));
+        assert!(selects(&not_best_effort, "", "pods", &sized));
+        assert!(!selects(&not_best_effort, "", "pods", &bare));
+        let terminating = quota(json!(["Terminating"]), json!([]));
+        assert!(selects(&terminating, "", "pods", &deadline));
+        assert!(!selects(&terminating, "", "pods", &bare));
+        let not_terminating = quota(json!(["NotTerminating"]), json!([]));
+        assert!(!selects(&not_terminating, "", "pods", &deadline));
+        assert!(selects(&not_terminating, "", "pods", &bare));
+        let cross_namespace = quota(json!(["CrossNamespacePodAffinity"]), json!([]));
+        assert!(selects(&cross_namespace, "", "pods", &cross));
+        assert!(!selects(&cross_namespace, "", "pods", &near));
+
+        let class = |operator: &str, values: Value| {
+            quota(
+                json!([]),
+                json!([{"scopeName": "PriorityClass", "operator": operator, "values": values}]),
+            )
+        };
+        assert!(selects(
+            &class("In", json!(["high", "low"])),
+            "",
+            "pods",
+            &high
+        ));
+        assert!(!selects(&class("In", json!(["low"])), "", "pods", &high));
+        assert!(selects(&class("NotIn", json!(["low"])), "", "pods", &high));
+        assert!(selects(&class("NotIn", json!(["low"])), "", "pods", &bare));
+        assert!(selects(&class("Exists", json!(null)), "", "pods", &high));
+        assert!(!selects(&class("Exists", json!(null)), "", "pods", &bare));
+        // Every requirement together: a best-effort pod of class high.
+        let both = quota(
+            json!(["BestEffort"]),
+            json!([{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]),
+        );
+        assert!(selects(&both, "", "pods", &high));
+        assert!(!selects(&both, "", "pods", &bare));
+        // Scopes select no other object; unscoped quotas select everything.
+        assert!(!selects(&best_effort, "", "configmaps", &json!({})));
+        assert!(selects(
+            &json!({"spec": {"hard": {"pods": "1"}}}),
+            "",
+            "configmaps",
+            &json!({})
+        ));
+        assert!(is_scoped(&both) && !is_scoped(&json!({"spec": {"scopeSelector": null}})));
+    }
 
     fn q(text: &str) -> Quantity {
         Quantity::parse(text).unwrap_or_else(|| panic!("{text} parses"))
@@ -950,7 +1179,8 @@ mod tests {
         // A request that does not charge a limited name never fails on it.
         assert_eq!(exceeded("q", &found, &at(9), &BTreeMap::new()), None);
         let scoped = json!({"spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort"]}});
-        assert!(limits(&scoped, "", "pods").is_empty());
+        assert_eq!(limits(&scoped, "", "pods"), [("pods".to_owned(), q("1"))]);
+        assert!(limits(&scoped, "", "configmaps").is_empty());
 
         let compute =
             json!({"spec": {"hard": {"requests.cpu": "1", "limits.memory": "1Gi", "pods": "10"}}});

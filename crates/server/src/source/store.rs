@@ -1495,7 +1495,7 @@ impl Writer<'_> {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
-        use std::collections::{BTreeMap, BTreeSet};
+        use std::collections::BTreeMap;
         let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
         if !resource.def.namespaced || namespace.is_empty() {
             return Ok(Vec::new());
@@ -1513,13 +1513,6 @@ impl Writer<'_> {
                     .cloned()
                     .collect()
             };
-        let limited = |quotas: &[Arc<watchkeeper_core::Object>]| -> BTreeSet<String> {
-            quotas
-                .iter()
-                .flat_map(|quota| resource_quota::limits(quota.body(), group, plural))
-                .map(|(name, _)| name)
-                .collect()
-        };
         let found = applicable(&quotas.cache().latest());
         if found.is_empty() {
             return Ok(Vec::new());
@@ -1527,8 +1520,12 @@ impl Writer<'_> {
         if old.is_none()
             && let Some(new) = new
         {
-            // kube checks a pod's containers on create, before any amount.
+            // kube checks a pod's containers on create, before any amount, for the quotas
+            // that select it.
             for quota in &found {
+                if !resource_quota::selects(quota.body(), group, plural, new) {
+                    continue;
+                }
                 let limits = resource_quota::limits(quota.body(), group, plural);
                 if let Some(message) = resource_quota::unstated(group, plural, &limits, new) {
                     let message = format!("failed quota: {}: {message}", quota.name());
@@ -1536,28 +1533,37 @@ impl Writer<'_> {
                 }
             }
         }
-        // What the write adds to and takes from each limited name.
-        let charged = |object: Option<&Value>| {
-            object.map_or_else(BTreeMap::new, |o| resource_quota::charges(group, plural, o))
-        };
-        let (before, after) = (charged(old), charged(new));
-        let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
-        let mut taken: BTreeMap<String, Quantity> = BTreeMap::new();
-        for limited in limited(&found) {
-            let zero = Quantity::zero();
-            let was = before.get(&limited).copied().unwrap_or(zero);
-            let is = after.get(&limited).copied().unwrap_or(zero);
-            match is.cmp(&was) {
-                std::cmp::Ordering::Greater => {
-                    added.insert(limited, zero.plus(is).minus(was));
+        // What the write adds to and takes from each limited name of `quota`: the charges of
+        // `old` and `new` that it selects (a scoped quota selects only some pods).
+        let delta = |quota: &Value| {
+            let charged = |object: Option<&Value>| {
+                object
+                    .filter(|object| resource_quota::selects(quota, group, plural, object))
+                    .map_or_else(BTreeMap::new, |o| resource_quota::charges(group, plural, o))
+            };
+            let (before, after) = (charged(old), charged(new));
+            let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
+            let mut taken: BTreeMap<String, Quantity> = BTreeMap::new();
+            for (limited, _) in resource_quota::limits(quota, group, plural) {
+                let zero = Quantity::zero();
+                let was = before.get(&limited).copied().unwrap_or(zero);
+                let is = after.get(&limited).copied().unwrap_or(zero);
+                match is.cmp(&was) {
+                    std::cmp::Ordering::Greater => {
+                        added.insert(limited, zero.plus(is).minus(was));
+                    }
+                    std::cmp::Ordering::Less => {
+                        taken.insert(limited, zero.plus(was).minus(is));
+                    }
+                    std::cmp::Ordering::Equal => {}
                 }
-                std::cmp::Ordering::Less => {
-                    taken.insert(limited, zero.plus(was).minus(is));
-                }
-                std::cmp::Ordering::Equal => {}
             }
-        }
-        if added.is_empty() && taken.is_empty() {
+            (added, taken)
+        };
+        if found.iter().all(|quota| {
+            let (added, taken) = delta(quota.body());
+            added.is_empty() && taken.is_empty()
+        }) {
             return Ok(Vec::new());
         }
         self.consistent(resource).await?;
@@ -1575,38 +1581,40 @@ impl Writer<'_> {
             .unwrap_or_default();
         self.fresh.wait(resource.cache(), seen).await?;
         let snapshot = resource.cache().latest();
-        let mut used: BTreeMap<String, Quantity> = limited(&found)
-            .into_iter()
-            .map(|n| (n, Quantity::zero()))
-            .collect();
-        for counted in snapshot
-            .range(Some(&prefix), None)
-            .take_while(|o| o.key().starts_with(&prefix))
-        {
-            let charged = resource_quota::charges(group, plural, counted.body());
-            for (name, total) in &mut used {
-                if let Some(charge) = charged.get(name) {
-                    *total = total.plus(*charge);
-                }
-            }
-        }
         let mut claims = Vec::new();
         for quota in found {
-            let limits = resource_quota::limits(quota.body(), group, plural);
+            let body = quota.body();
+            let limits = resource_quota::limits(body, group, plural);
+            let (added, taken) = delta(body);
+            let mut used: BTreeMap<String, Quantity> = limits
+                .iter()
+                .map(|(limited, _)| (limited.clone(), Quantity::zero()))
+                .collect();
+            for counted in snapshot
+                .range(Some(&prefix), None)
+                .take_while(|o| o.key().starts_with(&prefix))
+                .filter(|o| resource_quota::selects(body, group, plural, o.body()))
+            {
+                let charged = resource_quota::charges(group, plural, counted.body());
+                for (limited, total) in &mut used {
+                    if let Some(charge) = charged.get(limited) {
+                        *total = total.plus(*charge);
+                    }
+                }
+            }
             if let Some(message) = resource_quota::exceeded(quota.name(), &limits, &used, &added) {
                 return Err(ApiError::forbidden(&resource.def, name, message));
             }
-            let used = limits
-                .iter()
-                .map(|(limited, _)| {
+            let used = used
+                .into_iter()
+                .map(|(limited, now)| {
                     let zero = Quantity::zero();
-                    let now = used.get(limited).copied().unwrap_or(zero);
-                    let plus = added.get(limited).copied().unwrap_or(zero);
-                    let minus = taken.get(limited).copied().unwrap_or(zero);
-                    (limited.clone(), now.plus(plus).minus(minus))
+                    let plus = added.get(&limited).copied().unwrap_or(zero);
+                    let minus = taken.get(&limited).copied().unwrap_or(zero);
+                    (limited, now.plus(plus).minus(minus))
                 })
                 .collect();
-            let updated = resource_quota::with_status(quota.body().clone(), &used);
+            let updated = resource_quota::with_status(body.clone(), &used);
             let key = Bytes::from(quotas.store_key(quota.namespace(), quota.name()));
             claims.push((
                 Compare::ModRevision {
@@ -1654,6 +1662,7 @@ impl Writer<'_> {
             let total = snapshot
                 .range(Some(&prefix), None)
                 .take_while(|o| o.key().starts_with(&prefix))
+                .filter(|o| resource_quota::selects(&quota, &group, &plural, o.body()))
                 .filter_map(|o| {
                     resource_quota::charges(&group, &plural, o.body())
                         .get(&name)
