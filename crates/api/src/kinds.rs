@@ -36,6 +36,25 @@ use crate::resources::{ResourceDef, lookup};
 /// A `(field, message, reason)` cause of a 422 Invalid.
 type Cause = (String, String, String);
 
+/// kube's system PriorityClasses (`SystemPriorityClasses`): name, value, description. A
+/// server bootstraps them; no other class may take the `system-` prefix, and none may pass
+/// [`HIGHEST_USER_DEFINABLE_PRIORITY`].
+pub const SYSTEM_PRIORITY_CLASSES: [(&str, i64, &str); 2] = [
+    (
+        "system-node-critical",
+        2_000_001_000,
+        "Used for system critical pods that must not be moved from their current node.",
+    ),
+    (
+        "system-cluster-critical",
+        2_000_000_000,
+        "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+    ),
+];
+
+/// kube's `HighestUserDefinablePriority`.
+pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
+
 fn required(field: &str, detail: &str) -> Cause {
     let message = if detail.is_empty() {
         "Required value".to_owned()
@@ -254,6 +273,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
             csi_storage_capacity(object, old, &mut causes);
         }
         ("apps", "ControllerRevision") => controller_revision(object, old, &mut causes),
+        ("scheduling.k8s.io", "PriorityClass") => priority_class(object, old, &mut causes),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
             admission_policy(object, &mut causes);
         }
@@ -284,6 +304,58 @@ fn immutable(field: &str, object: &Value, old: Option<&Value>, causes: &mut Vec<
         if new_value != old_value {
             causes.push(invalid(field, &new_value, "field is immutable"));
         }
+    }
+}
+
+/// kube's `ValidatePriorityClass` and `ValidatePriorityClassUpdate`.
+fn priority_class(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let name = text(object, "metadata.name");
+    let value = object.get("value").and_then(Value::as_i64).unwrap_or(0);
+    let global_default = object.get("globalDefault").and_then(Value::as_bool) == Some(true);
+    if name.starts_with("system-") {
+        let known = SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .find(|(system, _, _)| *system == name);
+        let error = match known {
+            None => Some(format!("{name} is not a known system priority class")),
+            Some((_, expected, _)) if *expected != value => {
+                Some(format!("value of {name} PriorityClass must be {expected}"))
+            }
+            Some(_) if global_default => Some(format!(
+                "globalDefault of {name} PriorityClass must be false"
+            )),
+            Some(_) => None,
+        };
+        if let Some(error) = error {
+            causes.push(forbidden(
+                "metadata.name",
+                &format!(
+                    "priority class names with 'system-' prefix are reserved for system use only. error: {error}"
+                ),
+            ));
+        }
+    } else if value > HIGHEST_USER_DEFINABLE_PRIORITY {
+        causes.push(forbidden(
+            "value",
+            &format!(
+                "maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+            ),
+        ));
+    }
+    if let Some(policy) = object.get("preemptionPolicy").and_then(Value::as_str)
+        && !matches!(policy, "Never" | "PreemptLowerPriority")
+    {
+        causes.push(not_supported(
+            "preemptionPolicy",
+            &json!(policy),
+            &["Never", "PreemptLowerPriority"],
+        ));
+    }
+    if let Some(old) = old {
+        if old.get("value") != object.get("value") {
+            causes.push(forbidden("value", "may not be changed in an update."));
+        }
+        immutable("preemptionPolicy", object, Some(old), causes);
     }
 }
 

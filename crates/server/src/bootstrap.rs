@@ -223,19 +223,7 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
 /// kube's `SystemCriticalPriorities` (`pkg/apis/scheduling`), with their defaulted
 /// `preemptionPolicy`.
 fn system_priority_classes() -> [Seed; 2] {
-    [
-        (
-            "system-node-critical",
-            2_000_001_000,
-            "Used for system critical pods that must not be moved from their current node.",
-        ),
-        (
-            "system-cluster-critical",
-            2_000_000_000,
-            "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
-        ),
-    ]
-    .map(|(name, value, description)| Seed {
+    watchkeeper_api::kinds::SYSTEM_PRIORITY_CLASSES.map(|(name, value, description)| Seed {
         plural: "priorityclasses",
         group: "scheduling.k8s.io",
         namespace: "",

@@ -66,6 +66,7 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
+use crate::source::pod_admission;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
@@ -102,9 +103,6 @@ pub struct StoreSource {
 
 /// The namespaces kube-apiserver never deletes (its NamespaceLifecycle admission).
 const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
-
-/// The PriorityClasses kube-apiserver creates and never deletes (`bootstrap`).
-const SYSTEM_PRIORITY_CLASSES: [&str; 2] = ["system-node-critical", "system-cluster-critical"];
 
 /// Whether `def` is the core namespaces.
 fn is_namespaces(def: &ResourceDef) -> bool {
@@ -985,6 +983,24 @@ impl Writer<'_> {
         if resource.def.plural == "pods" {
             limit_ranger::default_pod(&ranges, &mut object);
         }
+        match (resource.def.group.as_str(), resource.def.plural.as_str()) {
+            ("", "pods") if self.subresource.is_empty() => {
+                // kube's Priority and DefaultTolerationSeconds, after LimitRanger.
+                let classes = self
+                    .priority_classes(pod_admission::class_named(&object))
+                    .await?;
+                pod_admission::admit_priority(&mut object, &classes)
+                    .map_err(|message| forbidden_object(resource, &object, message))?;
+                pod_admission::default_tolerations(&mut object);
+            }
+            ("scheduling.k8s.io", "priorityclasses") => {
+                let classes = self.cached_priority_classes();
+                if let Some(message) = pod_admission::default_conflict(&object, &classes, true) {
+                    return Err(forbidden_object(resource, &object, message));
+                }
+            }
+            _ => {}
+        }
         let object = self.admit(resource, None, object)?;
         self.limits_hold(resource, &ranges, &object)?;
         Ok(object)
@@ -1073,6 +1089,46 @@ impl Writer<'_> {
             self.consistent(ranges).await?;
         }
         Ok(self.cached_limit_ranges(resource, namespace))
+    }
+
+    /// Every PriorityClass, as their cache has them (kube's lister).
+    fn cached_priority_classes(&self) -> Vec<Value> {
+        self.priority_class_resource()
+            .map(|classes| {
+                classes
+                    .cache()
+                    .latest()
+                    .range(None, None)
+                    .map(|class| class.body().clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// [`Self::cached_priority_classes`], looked up again once their cache is proven fresh
+    /// when it does not hold `wanted`.
+    async fn priority_classes(&self, wanted: Option<&str>) -> Result<Vec<Value>, ApiError> {
+        let found = self.cached_priority_classes();
+        let Some(wanted) = wanted else {
+            return Ok(found);
+        };
+        let named =
+            |class: &Value| class.pointer("/metadata/name").and_then(Value::as_str) == Some(wanted);
+        if found.iter().any(named) {
+            return Ok(found);
+        }
+        if let Some(classes) = self.priority_class_resource() {
+            self.consistent(classes).await?;
+        }
+        Ok(self.cached_priority_classes())
+    }
+
+    /// The served `priorityclasses` resource.
+    fn priority_class_resource(&self) -> Option<&Resource> {
+        self.resources
+            .iter()
+            .find(|r| r.def.group == "scheduling.k8s.io" && r.def.plural == "priorityclasses")
+            .map(|r| &**r)
     }
 
     /// The served `limitranges` resource.
@@ -2151,6 +2207,19 @@ impl Writer<'_> {
         } else {
             prepare_update(&resource.def, old, desired)?
         };
+        let mut new = new;
+        match (resource.def.group.as_str(), resource.def.plural.as_str()) {
+            ("", "pods") if self.subresource.is_empty() => {
+                pod_admission::keep_priority(&mut new, old);
+            }
+            ("scheduling.k8s.io", "priorityclasses") => {
+                let classes = self.cached_priority_classes();
+                if let Some(message) = pod_admission::default_conflict(&new, &classes, false) {
+                    return Err(forbidden_object(resource, &new, message));
+                }
+            }
+            _ => {}
+        }
         let mut new = self.admit(resource, Some(old), new)?;
         self.limits_updated(resource, old, &new)?;
         let managers = managers.unwrap_or_else(|| {
@@ -2197,7 +2266,9 @@ impl Writer<'_> {
         }
         if (resource.def.group.as_str(), resource.def.plural.as_str())
             == ("scheduling.k8s.io", "priorityclasses")
-            && SYSTEM_PRIORITY_CLASSES.contains(&name)
+            && watchkeeper_api::kinds::SYSTEM_PRIORITY_CLASSES
+                .iter()
+                .any(|(system, _, _)| *system == name)
         {
             // kube-apiserver's priority class storage, before it looks for the object.
             return Err(ApiError::forbidden(
@@ -2671,6 +2742,15 @@ fn same_but_revision(a: &Value, b: &Value) -> bool {
             }
             (other, _) => other == Some(value),
         })
+}
+
+/// kube's 403 for `object` of `resource`: `pods "p" is forbidden: <message>`.
+fn forbidden_object(resource: &Resource, object: &Value, message: String) -> ApiError {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    ApiError::forbidden(&resource.def, name, message)
 }
 
 /// Five random lowercase alphanumerics for `generateName`.

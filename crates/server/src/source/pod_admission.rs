@@ -1,0 +1,285 @@
+//! kube-apiserver's pod admission plugins that every cluster runs by default and that change
+//! what a created pod says: `Priority` (with its checks of PriorityClasses) and
+//! `DefaultTolerationSeconds` (`plugin/pkg/admission/priority`,
+//! `plugin/pkg/admission/defaulttolerationseconds`).
+//!
+//! ## Guarantees
+//! - **Priority, on a pod create**: a pod naming a PriorityClass gets its `value` as
+//!   `spec.priority` and its `preemptionPolicy`; one naming none gets the global default
+//!   class's (its name too; the lowest value when several claim to be the default, as kube
+//!   breaks that race) or priority 0 and `PreemptLowerPriority`. A class that does not exist
+//!   is kube's 403 `no PriorityClass with name high was found`; a pod that states a priority
+//!   or a preemption policy other than the computed one is kube's 403 (`the integer value of
+//!   priority (5) must not be provided in pod spec; priority admission controller computed
+//!   1000 from the given PriorityClass name`). On an update that leaves them out, the old
+//!   pod's priority and policy are kept (validation then refuses any other change to them).
+//! - **PriorityClasses**: a create of a second `globalDefault` class, or an update that makes
+//!   another class the default while one exists, is kube's 403 `PriorityClass d2 is marked as
+//!   default, but d1 is already the default`. Their validation (`value` past 1,000,000,000,
+//!   the reserved `system-` prefix, immutable `value` and `preemptionPolicy`) is kube's
+//!   `ValidatePriorityClass`, with the other kinds' (`watchkeeper_api::kinds`).
+//! - **DefaultTolerationSeconds, on a pod create**: a pod that does not already tolerate the
+//!   `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable` `NoExecute` taints
+//!   gets kube's tolerations of them for 300 seconds.
+//! - The classes are read from their cache; a name it does not hold is looked up again once
+//!   the cache is proven fresh (kube's lister, then its refusal), so a class created just
+//!   before is found.
+
+use serde_json::{Value, json};
+
+/// kube's default preemption policy.
+const PREEMPT_LOWER_PRIORITY: &str = "PreemptLowerPriority";
+
+/// The default PriorityClass among `classes`: the `globalDefault` one with the lowest value.
+fn default_class(classes: &[Value]) -> Option<&Value> {
+    classes
+        .iter()
+        .filter(|class| class.get("globalDefault").and_then(Value::as_bool) == Some(true))
+        .min_by_key(|class| class.get("value").and_then(Value::as_i64).unwrap_or(0))
+}
+
+fn name_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The class `pod` names, when it names one.
+#[must_use]
+pub fn class_named(pod: &Value) -> Option<&str> {
+    pod.pointer("/spec/priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+}
+
+/// Priority on a created `pod`, `classes` being every PriorityClass (see the module docs).
+///
+/// # Errors
+/// kube's 403 message (without the `pods "x" is forbidden: ` prefix).
+pub fn admit_priority(pod: &mut Value, classes: &[Value]) -> Result<(), String> {
+    let (class_name, priority, policy) = match class_named(pod) {
+        Some(name) => {
+            let Some(class) = classes.iter().find(|class| name_of(class) == name) else {
+                return Err(format!("no PriorityClass with name {name} was found"));
+            };
+            (
+                name.to_owned(),
+                class.get("value").and_then(Value::as_i64).unwrap_or(0),
+                class
+                    .get("preemptionPolicy")
+                    .and_then(Value::as_str)
+                    .unwrap_or(PREEMPT_LOWER_PRIORITY)
+                    .to_owned(),
+            )
+        }
+        None => match default_class(classes) {
+            Some(class) => (
+                name_of(class).to_owned(),
+                class.get("value").and_then(Value::as_i64).unwrap_or(0),
+                class
+                    .get("preemptionPolicy")
+                    .and_then(Value::as_str)
+                    .unwrap_or(PREEMPT_LOWER_PRIORITY)
+                    .to_owned(),
+            ),
+            None => (String::new(), 0, PREEMPT_LOWER_PRIORITY.to_owned()),
+        },
+    };
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    if let Some(stated) = spec.get("priority").and_then(Value::as_i64)
+        && stated != priority
+    {
+        return Err(format!(
+            "the integer value of priority ({stated}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
+        ));
+    }
+    if let Some(stated) = spec.get("preemptionPolicy").and_then(Value::as_str)
+        && stated != policy
+    {
+        return Err(format!(
+            "the string value of PreemptionPolicy ({stated}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+        ));
+    }
+    if !class_name.is_empty() {
+        spec.insert("priorityClassName".into(), json!(class_name));
+    }
+    spec.insert("priority".into(), json!(priority));
+    spec.insert("preemptionPolicy".into(), json!(policy));
+    Ok(())
+}
+
+/// Priority on an updated `pod`: the priority and preemption policy it leaves out are
+/// `old`'s.
+pub fn keep_priority(pod: &mut Value, old: &Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in ["priority", "preemptionPolicy"] {
+        if spec.get(field).is_none_or(Value::is_null)
+            && let Some(kept) = old.pointer(&format!("/spec/{field}"))
+        {
+            spec.insert(field.into(), kept.clone());
+        }
+    }
+}
+
+/// Priority on a PriorityClass write: a second default is kube's 403 (its message), `classes`
+/// being every PriorityClass before the write.
+#[must_use]
+pub fn default_conflict(class: &Value, classes: &[Value], create: bool) -> Option<String> {
+    if class.get("globalDefault").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let existing = default_class(classes)?;
+    (create || name_of(existing) != name_of(class)).then(|| {
+        format!(
+            "PriorityClass {} is marked as default, but {} is already the default",
+            name_of(class),
+            name_of(existing)
+        )
+    })
+}
+
+/// The taints kube's DefaultTolerationSeconds tolerates for 300 seconds.
+const DEFAULT_TOLERATED: [&str; 2] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+
+/// DefaultTolerationSeconds on a created `pod` (see the module docs).
+pub fn default_tolerations(pod: &mut Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+    if tolerations.is_null() {
+        *tolerations = json!([]);
+    }
+    let Some(list) = tolerations.as_array_mut() else {
+        return;
+    };
+    for taint in DEFAULT_TOLERATED {
+        // kube's `ToleratesTaint` for a NoExecute taint of that key.
+        let tolerated = list.iter().any(|toleration| {
+            let text = |field: &str| toleration.get(field).and_then(Value::as_str).unwrap_or("");
+            let effect = text("effect");
+            let key = text("key");
+            let exists = text("operator") == "Exists";
+            (effect.is_empty() || effect == "NoExecute")
+                && ((key.is_empty() && exists)
+                    || (key == taint && (exists || text("value").is_empty())))
+        });
+        if !tolerated {
+            list.push(
+                json!({"key": taint, "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300}),
+            );
+        }
+    }
+    if list.is_empty() {
+        spec.remove("tolerations");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(name: &str, value: i64, default: bool) -> Value {
+        json!({"metadata": {"name": name}, "value": value, "globalDefault": default})
+    }
+
+    fn pod(spec: Value) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": spec})
+    }
+
+    #[test]
+    fn priority_comes_from_the_named_or_default_class() {
+        let classes = [
+            class("high", 1000, false),
+            class("d1", 10, true),
+            class("d0", 5, true),
+        ];
+        let mut named = pod(json!({"priorityClassName": "high"}));
+        admit_priority(&mut named, &classes).unwrap();
+        assert_eq!(named["spec"]["priority"], 1000);
+        assert_eq!(named["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+        // The lowest of two defaults, its name set.
+        let mut unnamed = pod(json!({}));
+        admit_priority(&mut unnamed, &classes).unwrap();
+        assert_eq!(unnamed["spec"]["priorityClassName"], "d0");
+        assert_eq!(unnamed["spec"]["priority"], 5);
+        let mut bare = pod(json!({}));
+        admit_priority(&mut bare, &[]).unwrap();
+        assert_eq!(
+            bare["spec"],
+            json!({"priority": 0, "preemptionPolicy": "PreemptLowerPriority"})
+        );
+
+        let mut missing = pod(json!({"priorityClassName": "nope"}));
+        assert_eq!(
+            admit_priority(&mut missing, &classes).unwrap_err(),
+            "no PriorityClass with name nope was found"
+        );
+        let mut stated = pod(json!({"priorityClassName": "high", "priority": 5}));
+        assert_eq!(
+            admit_priority(&mut stated, &classes).unwrap_err(),
+            "the integer value of priority (5) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
+        );
+        let mut same = pod(json!({"priorityClassName": "high", "priority": 1000}));
+        admit_priority(&mut same, &classes).unwrap();
+        let never = json!({"metadata": {"name": "never"}, "value": 1, "preemptionPolicy": "Never"});
+        let mut policy = pod(json!({"priorityClassName": "never",
+            "preemptionPolicy": "PreemptLowerPriority"}));
+        assert!(admit_priority(&mut policy, &[never]).unwrap_err().starts_with(
+            "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided"
+        ));
+
+        let mut updated = pod(json!({"containers": []}));
+        keep_priority(&mut updated, &named);
+        assert_eq!(updated["spec"]["priority"], 1000);
+        assert_eq!(updated["spec"]["preemptionPolicy"], "PreemptLowerPriority");
+    }
+
+    #[test]
+    fn one_default_class() {
+        let existing = [class("d1", 10, true), class("other", 1, false)];
+        assert_eq!(
+            default_conflict(&class("d2", 5, true), &existing, true).unwrap(),
+            "PriorityClass d2 is marked as default, but d1 is already the default"
+        );
+        assert!(default_conflict(&class("d1", 10, true), &existing, false).is_none());
+        assert!(default_conflict(&class("other", 1, true), &existing, false).is_some());
+        assert!(default_conflict(&class("plain", 1, false), &existing, true).is_none());
+    }
+
+    #[test]
+    fn not_ready_and_unreachable_are_tolerated_for_five_minutes() {
+        let mut bare = pod(json!({}));
+        default_tolerations(&mut bare);
+        assert_eq!(
+            bare["spec"]["tolerations"],
+            json!([
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ])
+        );
+        // Already tolerated: kept as the pod says.
+        let own = json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+            "effect": "NoExecute", "tolerationSeconds": 10});
+        let mut tolerating = pod(json!({"tolerations": [own.clone()]}));
+        default_tolerations(&mut tolerating);
+        let list = tolerating["spec"]["tolerations"].as_array().unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0], own);
+        let mut everything = pod(json!({"tolerations": [{"operator": "Exists"}]}));
+        default_tolerations(&mut everything);
+        assert_eq!(
+            everything["spec"]["tolerations"].as_array().unwrap().len(),
+            1
+        );
+    }
+}
