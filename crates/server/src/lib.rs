@@ -345,7 +345,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             .with_custom_resource_versions(Arc::new(crate::source::catalog::VersionsBound::new(
                 config.custom_resource_versions_max,
             )))
-            .with_garbage_collection(config.enable_garbage_collector);
+            .with_garbage_collection(config.enable_garbage_collector)
+            .with_admission(config.admission);
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,

@@ -1527,6 +1527,107 @@ async fn pods_get_their_priority_and_default_tolerations() {
     assert_eq!(updated["metadata"]["labels"]["a"], "b");
 }
 
+/// Goal: kube-apiserver's ServiceAccount admission — a pod runs as `default` unless it names
+/// an account, which must exist (kube's 403), and mounts kube's projected `kube-api-access-*`
+/// volume in every container unless it or its account opts out; a pod created right after
+/// its namespace finds the `default` account the namespace controller makes for it.
+/// `--disable-admission-plugins` turns the plugin off and refuses a name it does not know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_run_as_a_service_account_with_its_token_mounted() {
+    let server = server_with(ServeArgs {
+        disable_admission_plugins: Some(Vec::new()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let pods = "/api/v1/namespaces/fresh/pods";
+    let pod = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "image": "x"}]);
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+    };
+    let (status, created) = send_json(addr, "POST", pods, &pod("first", json!({}))).await;
+    assert_eq!(status, 201, "{created}");
+    let spec = &created["spec"];
+    assert_eq!(spec["serviceAccountName"], "default");
+    assert_eq!(spec["serviceAccount"], "default");
+    let volume = spec["volumes"][0]["name"].as_str().unwrap();
+    assert!(
+        volume.starts_with("kube-api-access-") && volume.len() == 21,
+        "{volume}"
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        json!([{"name": volume, "readOnly": true,
+            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}])
+    );
+    assert_eq!(
+        spec["volumes"][0]["projected"]["sources"][0],
+        json!({"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}})
+    );
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        pods,
+        &pod("ghostly", json!({"serviceAccountName": "ghost"})),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"ghostly\" is forbidden: error looking up service account fresh/ghost: serviceaccount \"ghost\" not found"
+    );
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        pods,
+        &pod("tokenless", json!({"automountServiceAccountToken": false})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["spec"].get("volumes").is_none(), "{created}");
+    assert!(
+        created["spec"]["containers"][0]
+            .get("volumeMounts")
+            .is_none()
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs {
+        disable_admission_plugins: Some(vec!["ServiceAccount".into()]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, created) = send_json(
+        off.addr,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &pod("plain", json!({"serviceAccountName": "ghost"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["spec"].get("volumes").is_none(), "{created}");
+    off.shutdown().await;
+    let refused = watchkeeper::config::ServeConfig::from_args(ServeArgs {
+        disable_admission_plugins: Some(vec!["NamespaceLifecycle".into()]),
+        ..ServeArgs::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("unknown admission plugin \"NamespaceLifecycle\"; this server runs ServiceAccount, Priority"),
+        "{refused}"
+    );
+}
+
 /// Deletes the CRD of [`widget_definition`] (it must answer 200).
 async fn delete_widget_definition(addr: std::net::SocketAddr) {
     let (status, body) = request(

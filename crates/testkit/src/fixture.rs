@@ -15,8 +15,8 @@ use watchkeeper::config::{ServeArgs, ServeConfig};
 pub const READY_GUARD: Duration = Duration::from_secs(60);
 
 /// `args` on a free loopback port (`127.0.0.1:0`, whatever `args.listen` says), with the
-/// memory store unless `args` name one, and without `kube-root-ca.crt` ConfigMaps unless
-/// `args` ask for them.
+/// memory store unless `args` name one, and without `kube-root-ca.crt` ConfigMaps or the
+/// ServiceAccount admission plugin unless `args` ask for them.
 #[must_use]
 pub fn loopback(args: ServeArgs) -> ServeArgs {
     ServeArgs {
@@ -24,6 +24,11 @@ pub fn loopback(args: ServeArgs) -> ServeArgs {
         store: args.store.or(Some("memory".to_owned())),
         // Off unless a test asks: tests count the objects they create in `default`.
         enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.or(Some(false)),
+        // As kube's integration tests run kube-apiserver: pods as they were sent, not given
+        // a token volume (and no wait for a namespace's `default` account), unless asked.
+        disable_admission_plugins: args
+            .disable_admission_plugins
+            .or_else(|| Some(vec!["ServiceAccount".to_owned()])),
         ..args
     }
 }

@@ -58,6 +58,11 @@ pub struct ServeArgs {
     /// owners are gone are deleted. Off, neither happens. Store modes only.
     #[arg(long)]
     pub enable_garbage_collector: Option<bool>,
+    /// Admission plugins not to run, comma-separated, as kube-apiserver's flag names them:
+    /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota
+    /// [default: none]. Store modes only.
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Option<Vec<String>>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
     /// root-ca-cert-publisher does (its CA bundle: --root-ca-file) [default: true]. Store modes
     /// only.
@@ -357,6 +362,7 @@ impl ServeArgs {
             consistent_get_from_cache,
             enable_garbage_collector,
             enable_root_ca_cert_publisher,
+            disable_admission_plugins,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -453,6 +459,8 @@ pub struct ServeConfig {
     pub enable_garbage_collector: bool,
     /// `--enable-root-ca-cert-publisher`: every namespace's `kube-root-ca.crt`.
     pub enable_root_ca_cert_publisher: bool,
+    /// `--disable-admission-plugins`: which of the pod and quota admission plugins run.
+    pub admission: crate::source::pod_admission::AdmissionPlugins,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -867,6 +875,10 @@ impl UpstreamConfig {
             ),
             (args.root_ca_file.is_some(), "--root-ca-file"),
             (
+                args.disable_admission_plugins.is_some(),
+                "--disable-admission-plugins",
+            ),
+            (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
@@ -1212,6 +1224,18 @@ impl ServeConfig {
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
             enable_garbage_collector: args.enable_garbage_collector.unwrap_or(true),
             enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.unwrap_or(true),
+            admission: crate::source::pod_admission::AdmissionPlugins::without(
+                args.disable_admission_plugins.as_deref().unwrap_or_default(),
+            )
+            .map_err(|unknown| {
+                ConfigError::flag(
+                    "--disable-admission-plugins",
+                    format!(
+                        "--disable-admission-plugins: unknown admission plugin {unknown:?}; this server runs {}",
+                        crate::source::pod_admission::AdmissionPlugins::NAMES.join(", ")
+                    ),
+                )
+            })?,
             min_request_timeout,
             fresh_wait,
             watch_chunk_items,

@@ -1,9 +1,20 @@
 //! kube-apiserver's pod admission plugins that every cluster runs by default and that change
-//! what a created pod says: `Priority` (with its checks of PriorityClasses) and
-//! `DefaultTolerationSeconds` (`plugin/pkg/admission/priority`,
-//! `plugin/pkg/admission/defaulttolerationseconds`).
+//! what a created pod says: `ServiceAccount`, `Priority` (with its checks of PriorityClasses)
+//! and `DefaultTolerationSeconds` (`plugin/pkg/admission/serviceaccount`,
+//! `plugin/pkg/admission/priority`, `plugin/pkg/admission/defaulttolerationseconds`), each of
+//! which `--disable-admission-plugins` can turn off ([`AdmissionPlugins`]).
 //!
 //! ## Guarantees
+//! - **ServiceAccount, on a pod create**: a pod naming no service account gets `default`
+//!   (`serviceAccountName` and its deprecated twin `serviceAccount`); the account must exist,
+//!   else kube's 403 `error looking up service account ns/sa: serviceaccount "sa" not found`
+//!   (the `default` account, which the namespace controller creates a moment after its
+//!   namespace, is waited for as kube retries for it: up to 10 lookups 100 ms apart). Unless
+//!   the pod or the account sets `automountServiceAccountToken: false`, every container and
+//!   init container that mounts nothing at `/var/run/secrets/kubernetes.io/serviceaccount`
+//!   mounts kube's projected `kube-api-access-<5 random>` volume there (a bound token of
+//!   3607 s, `kube-root-ca.crt`'s `ca.crt`, the namespace), read-only; a pod without image
+//!   pull secrets gets the account's.
 //! - **Priority, on a pod create**: a pod naming a PriorityClass gets its `value` as
 //!   `spec.priority` and its `preemptionPolicy`; one naming none gets the global default
 //!   class's (its name too; the lowest value when several claim to be the default, as kube
@@ -26,6 +37,169 @@
 //!   before is found.
 
 use serde_json::{Value, json};
+
+/// The admission plugins of this module and the two of their own modules
+/// (`--disable-admission-plugins`): which run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdmissionPlugins {
+    /// `ServiceAccount`.
+    pub service_account: bool,
+    /// `Priority`.
+    pub priority: bool,
+    /// `DefaultTolerationSeconds`.
+    pub default_toleration_seconds: bool,
+    /// `LimitRanger` (`super::limit_ranger`).
+    pub limit_ranger: bool,
+    /// `ResourceQuota` (`super::resource_quota`).
+    pub resource_quota: bool,
+}
+
+impl Default for AdmissionPlugins {
+    fn default() -> Self {
+        AdmissionPlugins {
+            service_account: true,
+            priority: true,
+            default_toleration_seconds: true,
+            limit_ranger: true,
+            resource_quota: true,
+        }
+    }
+}
+
+impl AdmissionPlugins {
+    /// The plugins' names, as kube-apiserver's flag spells them.
+    pub const NAMES: [&'static str; 5] = [
+        "ServiceAccount",
+        "Priority",
+        "DefaultTolerationSeconds",
+        "LimitRanger",
+        "ResourceQuota",
+    ];
+
+    /// Every plugin but those `disabled` names.
+    ///
+    /// # Errors
+    /// The first name that is not one of [`Self::NAMES`].
+    pub fn without(disabled: &[String]) -> Result<AdmissionPlugins, String> {
+        let mut plugins = AdmissionPlugins::default();
+        for name in disabled {
+            let enabled = match name.as_str() {
+                "ServiceAccount" => &mut plugins.service_account,
+                "Priority" => &mut plugins.priority,
+                "DefaultTolerationSeconds" => &mut plugins.default_toleration_seconds,
+                "LimitRanger" => &mut plugins.limit_ranger,
+                "ResourceQuota" => &mut plugins.resource_quota,
+                other => return Err(other.to_owned()),
+            };
+            *enabled = false;
+        }
+        Ok(plugins)
+    }
+}
+
+/// The service account a created pod runs as (`default` when it names none).
+#[must_use]
+pub fn account_named(pod: &Value) -> &str {
+    pod.pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+        .unwrap_or("default")
+}
+
+/// Where kube mounts the service account's token.
+const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The prefix of the token volume's name.
+const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
+
+/// ServiceAccount on a created `pod` whose account is `account` (see the module docs);
+/// `suffix` names the token volume if one is made.
+pub fn admit_service_account(pod: &mut Value, account: &Value, suffix: &str) {
+    let name = account_named(pod).to_owned();
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.insert("serviceAccountName".into(), json!(name));
+    spec.insert("serviceAccount".into(), json!(name));
+    let automount = spec
+        .get("automountServiceAccountToken")
+        .and_then(Value::as_bool)
+        .or_else(|| {
+            account
+                .get("automountServiceAccountToken")
+                .and_then(Value::as_bool)
+        })
+        .unwrap_or(true);
+    if automount {
+        let existing = spec
+            .get("volumes")
+            .and_then(Value::as_array)
+            .and_then(|volumes| {
+                volumes.iter().find_map(|volume| {
+                    volume
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .filter(|name| name.starts_with(TOKEN_VOLUME_PREFIX))
+                        .map(str::to_owned)
+                })
+            });
+        let volume = existing
+            .clone()
+            .unwrap_or_else(|| format!("{TOKEN_VOLUME_PREFIX}{suffix}"));
+        let mut mounted = false;
+        for list in ["initContainers", "containers"] {
+            for container in spec
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                let mounts = container
+                    .as_object_mut()
+                    .map(|c| c.entry("volumeMounts").or_insert_with(|| json!([])));
+                let Some(Value::Array(mounts)) = mounts else {
+                    continue;
+                };
+                let taken = mounts.iter().any(|mount| {
+                    mount.get("mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH)
+                });
+                if !taken {
+                    mounts.push(json!({"name": volume, "readOnly": true,
+                        "mountPath": TOKEN_MOUNT_PATH}));
+                    mounted = true;
+                }
+            }
+        }
+        if mounted && existing.is_none() {
+            let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+            if let Value::Array(volumes) = volumes {
+                volumes.push(json!({"name": volume, "projected": {"defaultMode": 420,
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace",
+                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+                ]}}));
+            }
+        }
+    }
+    let no_pull_secrets = spec
+        .get("imagePullSecrets")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if no_pull_secrets
+        && let Some(secrets) = account.get("imagePullSecrets").and_then(Value::as_array)
+        && !secrets.is_empty()
+    {
+        let names: Vec<Value> = secrets
+            .iter()
+            .filter_map(|secret| secret.get("name"))
+            .map(|name| json!({"name": name}))
+            .collect();
+        spec.insert("imagePullSecrets".into(), Value::Array(names));
+    }
+}
 
 /// kube's default preemption policy.
 const PREEMPT_LOWER_PRIORITY: &str = "PreemptLowerPriority";
@@ -254,6 +428,61 @@ mod tests {
         assert!(default_conflict(&class("d1", 10, true), &existing, false).is_none());
         assert!(default_conflict(&class("other", 1, true), &existing, false).is_some());
         assert!(default_conflict(&class("plain", 1, false), &existing, true).is_none());
+    }
+
+    #[test]
+    fn the_service_account_and_its_token_volume() {
+        let account = json!({"metadata": {"name": "default"},
+            "imagePullSecrets": [{"name": "registry"}]});
+        let mut plain = pod(json!({"containers": [{"name": "a"}],
+            "initContainers": [{"name": "i", "volumeMounts": [{"name": "own", "mountPath": "/x"}]}]}));
+        admit_service_account(&mut plain, &account, "abcde");
+        let spec = &plain["spec"];
+        assert_eq!(spec["serviceAccountName"], "default");
+        assert_eq!(spec["serviceAccount"], "default");
+        let mount = json!({"name": "kube-api-access-abcde", "readOnly": true,
+            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+        assert_eq!(spec["containers"][0]["volumeMounts"], json!([mount]));
+        assert_eq!(spec["initContainers"][0]["volumeMounts"][1], mount);
+        let volumes = spec["volumes"].as_array().unwrap();
+        assert_eq!(volumes.len(), 1);
+        assert_eq!(
+            volumes[0]["projected"]["sources"][1]["configMap"]["name"],
+            "kube-root-ca.crt"
+        );
+        assert_eq!(spec["imagePullSecrets"], json!([{"name": "registry"}]));
+
+        // The pod's own mount at the path, and its refusal of the token, are kept.
+        let mut own = pod(json!({"containers": [{"name": "a", "volumeMounts": [
+            {"name": "mine", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}],
+            "imagePullSecrets": [{"name": "mine"}]}));
+        admit_service_account(&mut own, &account, "abcde");
+        assert!(own["spec"].get("volumes").is_none(), "{own}");
+        assert_eq!(own["spec"]["imagePullSecrets"], json!([{"name": "mine"}]));
+        let mut refusing = pod(json!({"serviceAccountName": "builder",
+            "automountServiceAccountToken": false, "containers": [{"name": "a"}]}));
+        admit_service_account(&mut refusing, &json!({}), "abcde");
+        assert_eq!(refusing["spec"]["serviceAccount"], "builder");
+        assert!(refusing["spec"].get("volumes").is_none(), "{refusing}");
+        let mut by_account = pod(json!({"containers": [{"name": "a"}]}));
+        admit_service_account(
+            &mut by_account,
+            &json!({"automountServiceAccountToken": false}),
+            "x",
+        );
+        assert!(by_account["spec"].get("volumes").is_none());
+
+        assert_eq!(
+            AdmissionPlugins::without(&["ServiceAccount".to_owned()]).unwrap(),
+            AdmissionPlugins {
+                service_account: false,
+                ..AdmissionPlugins::default()
+            }
+        );
+        assert_eq!(
+            AdmissionPlugins::without(&["Nope".to_owned()]).unwrap_err(),
+            "Nope"
+        );
     }
 
     #[test]

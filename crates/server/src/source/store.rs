@@ -99,6 +99,8 @@ pub struct StoreSource {
     /// `--enable-garbage-collector`: DELETEs give objects the `orphan` and
     /// `foregroundDeletion` finalizers (see [`watchkeeper_api::gc`]); off, they never do.
     garbage_collection: bool,
+    /// `--disable-admission-plugins`: which admission plugins run.
+    admission: pod_admission::AdmissionPlugins,
 }
 
 /// The namespaces kube-apiserver never deletes (its NamespaceLifecycle admission).
@@ -232,6 +234,7 @@ impl StoreSource {
             handover: Arc::default(),
             service_ips: None,
             garbage_collection: true,
+            admission: pod_admission::AdmissionPlugins::default(),
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -257,6 +260,13 @@ impl StoreSource {
     #[must_use]
     pub fn with_garbage_collection(mut self, enabled: bool) -> StoreSource {
         self.garbage_collection = enabled;
+        self
+    }
+
+    /// With only the admission plugins `admission` says (`--disable-admission-plugins`).
+    #[must_use]
+    pub fn with_admission(mut self, admission: pod_admission::AdmissionPlugins) -> StoreSource {
+        self.admission = admission;
         self
     }
 
@@ -985,15 +995,37 @@ impl Writer<'_> {
         }
         match (resource.def.group.as_str(), resource.def.plural.as_str()) {
             ("", "pods") if self.subresource.is_empty() => {
-                // kube's Priority and DefaultTolerationSeconds, after LimitRanger.
-                let classes = self
-                    .priority_classes(pod_admission::class_named(&object))
-                    .await?;
-                pod_admission::admit_priority(&mut object, &classes)
-                    .map_err(|message| forbidden_object(resource, &object, message))?;
-                pod_admission::default_tolerations(&mut object);
+                // kube's ServiceAccount, Priority and DefaultTolerationSeconds, after
+                // LimitRanger.
+                let plugins = self.source.admission;
+                if plugins.service_account
+                    && let Some(namespace) = namespace
+                {
+                    let account = self
+                        .service_account(namespace, pod_admission::account_named(&object))
+                        .await?
+                        .ok_or_else(|| {
+                            let name = pod_admission::account_named(&object);
+                            forbidden_object(
+                                resource,
+                                &object,
+                                format!("error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found"),
+                            )
+                        })?;
+                    pod_admission::admit_service_account(&mut object, &account, &random_suffix());
+                }
+                if plugins.priority {
+                    let classes = self
+                        .priority_classes(pod_admission::class_named(&object))
+                        .await?;
+                    pod_admission::admit_priority(&mut object, &classes)
+                        .map_err(|message| forbidden_object(resource, &object, message))?;
+                }
+                if plugins.default_toleration_seconds {
+                    pod_admission::default_tolerations(&mut object);
+                }
             }
-            ("scheduling.k8s.io", "priorityclasses") => {
+            ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
                 let classes = self.cached_priority_classes();
                 if let Some(message) = pod_admission::default_conflict(&object, &classes, true) {
                     return Err(forbidden_object(resource, &object, message));
@@ -1048,7 +1080,8 @@ impl Writer<'_> {
     /// The LimitRanges of `namespace` that apply to a write of `resource` (none for another
     /// resource or a subresource), from their cache.
     fn cached_limit_ranges(&self, resource: &Resource, namespace: &str) -> Vec<Value> {
-        if !self.subresource.is_empty()
+        if !self.source.admission.limit_ranger
+            || !self.subresource.is_empty()
             || !limit_ranger::applies(&resource.def.group, &resource.def.plural)
         {
             return Vec::new();
@@ -1076,7 +1109,8 @@ impl Writer<'_> {
         let Some(namespace) = namespace.filter(|n| !n.is_empty()) else {
             return Ok(Vec::new());
         };
-        if !self.subresource.is_empty()
+        if !self.source.admission.limit_ranger
+            || !self.subresource.is_empty()
             || !limit_ranger::applies(&resource.def.group, &resource.def.plural)
         {
             return Ok(Vec::new());
@@ -1089,6 +1123,37 @@ impl Writer<'_> {
             self.consistent(ranges).await?;
         }
         Ok(self.cached_limit_ranges(resource, namespace))
+    }
+
+    /// The service account `name` of `namespace` (its body), `None` when it does not exist:
+    /// from its cache, then once the cache is proven fresh; the `default` account, which the
+    /// namespace controller creates a moment after its namespace, is looked for up to 10
+    /// times 100 ms apart (kube's ServiceAccount admission retries for it alike).
+    async fn service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApiError> {
+        let Some(accounts) = self.resources.iter().find(|r| {
+            r.def.group.is_empty() && r.def.plural == "serviceaccounts" && r.conversion.is_none()
+        }) else {
+            return Ok(None);
+        };
+        let key = watchkeeper_core::object_key(namespace, name);
+        let lookups = if name == "default" { 10 } else { 1 };
+        for lookup in 0..=lookups {
+            if let Some(account) = accounts.cache().get(&key).0 {
+                return Ok(Some(account.body().clone()));
+            }
+            if lookup == lookups {
+                break;
+            }
+            if lookup > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            self.consistent(accounts).await?;
+        }
+        Ok(None)
     }
 
     /// Every PriorityClass, as their cache has them (kube's lister).
@@ -1553,7 +1618,8 @@ impl Writer<'_> {
     ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
         use std::collections::BTreeMap;
         let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
-        if !resource.def.namespaced || namespace.is_empty() {
+        if !self.source.admission.resource_quota || !resource.def.namespaced || namespace.is_empty()
+        {
             return Ok(Vec::new());
         }
         let Some(quotas) = self.quota_resource() else {
@@ -2209,10 +2275,10 @@ impl Writer<'_> {
         };
         let mut new = new;
         match (resource.def.group.as_str(), resource.def.plural.as_str()) {
-            ("", "pods") if self.subresource.is_empty() => {
+            ("", "pods") if self.subresource.is_empty() && self.source.admission.priority => {
                 pod_admission::keep_priority(&mut new, old);
             }
-            ("scheduling.k8s.io", "priorityclasses") => {
+            ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
                 let classes = self.cached_priority_classes();
                 if let Some(message) = pod_admission::default_conflict(&new, &classes, false) {
                     return Err(forbidden_object(resource, &new, message));
