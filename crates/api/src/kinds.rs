@@ -296,6 +296,178 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
     ))
 }
 
+/// The pod spec fields an update may change, as kube's `ValidatePodUpdate` lists them.
+const UPDATABLE_POD_SPEC_FIELDS: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// kube's `ValidatePodUpdate` for the spec: only the fields of
+/// [`UPDATABLE_POD_SPEC_FIELDS`] change (images, a lower `activeDeadlineSeconds`, added
+/// tolerations and their `tolerationSeconds`, scheduling gates removed), the containers stay
+/// the same in number. kube appends a `cmp.Diff` of the two specs to its refusal; this one
+/// names the changed fields with their old (`-`) and new (`+`) values.
+///
+/// # Errors
+/// 422 Invalid in kube's words.
+pub fn validate_pod_update(def: &ResourceDef, pod: &Value, old: &Value) -> Result<(), ApiError> {
+    let causes = pod_update_causes(pod, old);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(def, text(pod, "metadata.name"), causes))
+}
+
+fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
+    let empty = Map::new();
+    let spec = pod.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    let old_spec = old.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    let list = |spec: &Map<String, Value>, key: &str| -> Vec<Value> {
+        spec.get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    for key in ["containers", "initContainers"] {
+        if list(spec, key).len() != list(old_spec, key).len() {
+            return vec![forbidden(
+                &format!("spec.{key}"),
+                "pod updates may not add or remove containers",
+            )];
+        }
+    }
+    let mut causes = Vec::new();
+    let deadline = |spec: &Map<String, Value>| {
+        spec.get("activeDeadlineSeconds")
+            .filter(|v| !v.is_null())
+            .cloned()
+    };
+    match (deadline(spec), deadline(old_spec)) {
+        (Some(new), old_deadline) => {
+            let seconds = new.as_i64().unwrap_or(-1);
+            if !(0..=i64::from(i32::MAX)).contains(&seconds) {
+                return vec![invalid(
+                    "spec.activeDeadlineSeconds",
+                    &new,
+                    &format!("must be between 0 and {}, inclusive", i32::MAX),
+                )];
+            }
+            if old_deadline
+                .and_then(|old| old.as_i64())
+                .is_some_and(|old| old < seconds)
+            {
+                return vec![invalid(
+                    "spec.activeDeadlineSeconds",
+                    &new,
+                    "must be less than or equal to previous value",
+                )];
+            }
+        }
+        (None, Some(_)) => causes.push(invalid(
+            "spec.activeDeadlineSeconds",
+            &Value::Null,
+            "must not update from a positive integer to nil value",
+        )),
+        (None, None) => {}
+    }
+    // Tolerations: only additions, and changes of an existing one's `tolerationSeconds`.
+    let tolerations = list(spec, "tolerations");
+    let without_seconds = |toleration: &Value| {
+        let mut toleration = toleration.clone();
+        if let Some(map) = toleration.as_object_mut() {
+            map.remove("tolerationSeconds");
+        }
+        toleration
+    };
+    for kept in list(old_spec, "tolerations") {
+        if !tolerations
+            .iter()
+            .any(|new| without_seconds(new) == without_seconds(&kept))
+        {
+            causes.push(forbidden(
+                "spec.tolerations",
+                "existing toleration can not be modified except its tolerationSeconds",
+            ));
+            break;
+        }
+    }
+    // Scheduling gates: only deletions.
+    let old_gates = list(old_spec, "schedulingGates");
+    if let Some(added) = list(spec, "schedulingGates")
+        .iter()
+        .find(|gate| !old_gates.contains(gate))
+    {
+        causes.push(forbidden(
+            "spec.schedulingGates",
+            &format!(
+                "only deletion is allowed, but found new scheduling gate '{}'",
+                text(added, "name")
+            ),
+        ));
+    }
+    // Everything else as it was: the updatable fields taken from the old spec, then compared.
+    let mut munged = spec.clone();
+    for key in ["containers", "initContainers"] {
+        if let (Some(Value::Array(new)), Some(Value::Array(old))) =
+            (munged.get_mut(key), old_spec.get(key))
+        {
+            for (container, was) in new.iter_mut().zip(old) {
+                if let Some(container) = container.as_object_mut() {
+                    match was.get("image") {
+                        Some(image) => container.insert("image".into(), image.clone()),
+                        None => container.remove("image"),
+                    };
+                }
+            }
+        }
+    }
+    for key in ["activeDeadlineSeconds", "schedulingGates", "tolerations"] {
+        match old_spec.get(key) {
+            Some(value) => munged.insert(key.into(), value.clone()),
+            None => munged.remove(key),
+        };
+    }
+    let grace = |spec: &Map<String, Value>| {
+        spec.get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+    };
+    if grace(old_spec).is_some_and(|old| old < 0) && grace(&munged) == Some(1) {
+        munged.insert(
+            "terminationGracePeriodSeconds".into(),
+            old_spec["terminationGracePeriodSeconds"].clone(),
+        );
+    }
+    if &munged != old_spec {
+        let mut keys: Vec<&String> = munged.keys().chain(old_spec.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        let mut diff = String::from("\n  core.PodSpec{\n");
+        for key in keys {
+            let (was, is) = (old_spec.get(key), munged.get(key));
+            if was == is {
+                continue;
+            }
+            let field = {
+                let mut chars = key.chars();
+                chars.next().map_or_else(String::new, |first| {
+                    first.to_ascii_uppercase().to_string() + chars.as_str()
+                })
+            };
+            if let Some(was) = was {
+                diff.push_str(&format!("- \t{field}: {was},\n"));
+            }
+            if let Some(is) = is {
+                diff.push_str(&format!("+ \t{field}: {is},\n"));
+            }
+        }
+        diff.push_str("  }\n");
+        causes.push(forbidden(
+            "spec",
+            &format!(
+                "pod updates may not change fields other than {UPDATABLE_POD_SPEC_FIELDS}{diff}"
+            ),
+        ));
+    }
+    causes
+}
+
 /// `ValidateImmutableField`: `field: Invalid value: <new>: field is immutable`.
 fn immutable(field: &str, object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     if let Some(old) = old {

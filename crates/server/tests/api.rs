@@ -1628,6 +1628,99 @@ async fn pods_run_as_a_service_account_with_its_token_mounted() {
     );
 }
 
+/// Goal: kube's pod update validation — images, a lower `activeDeadlineSeconds` and added
+/// tolerations change; any other change to the spec, or a container added, is kube's 422 in
+/// its words; a binding (a subresource) still assigns the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_s_spec_changes_only_where_kube_lets_it() {
+    let server = server().await;
+    let addr = server.addr;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fixed"},
+        "spec": {"containers": [{"name": "c", "image": "x"}], "activeDeadlineSeconds": 100}});
+    let (status, created) = send_json(addr, "POST", pods, &pod).await;
+    assert_eq!(status, 201, "{created}");
+    let path = format!("{pods}/fixed");
+    let patch = |kind: &'static str, body: &'static str| {
+        let path = path.clone();
+        async move {
+            let (status, text) = request(addr, "PATCH", &path, kind, body).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let merge = "application/merge-patch+json";
+    let json_patch = "application/json-patch+json";
+    let strategic = "application/strategic-merge-patch+json";
+    for (kind, body) in [
+        (
+            strategic,
+            r#"{"spec":{"containers":[{"name":"c","image":"y"}]}}"#,
+        ),
+        (merge, r#"{"spec":{"activeDeadlineSeconds":50}}"#),
+        (
+            json_patch,
+            r#"[{"op":"add","path":"/spec/tolerations/-","value":{"key":"k","operator":"Exists","effect":"NoSchedule"}}]"#,
+        ),
+        (merge, r#"{"metadata":{"labels":{"a":"b"}}}"#),
+    ] {
+        let (status, answer) = patch(kind, body).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+    }
+    for (kind, body, message) in [
+        (
+            merge,
+            r#"{"spec":{"activeDeadlineSeconds":60}}"#,
+            "Pod \"fixed\" is invalid: spec.activeDeadlineSeconds: Invalid value: 60: must be less than or equal to previous value",
+        ),
+        (
+            json_patch,
+            r#"[{"op":"remove","path":"/spec/tolerations/0"}]"#,
+            "Pod \"fixed\" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds",
+        ),
+        (
+            json_patch,
+            r#"[{"op":"add","path":"/spec/containers/-","value":{"name":"d","image":"x"}}]"#,
+            "Pod \"fixed\" is invalid: spec.containers: Forbidden: pod updates may not add or remove containers",
+        ),
+    ] {
+        let (status, answer) = patch(kind, body).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+        assert_eq!(answer["message"], message, "{body}");
+    }
+    let (status, answer) = patch(
+        merge,
+        r#"{"spec":{"nodeName":"n1","restartPolicy":"Never"}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Pod \"fixed\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n  core.PodSpec{\n"),
+        "{message}"
+    );
+    assert!(message.contains("+ \tNodeName: \"n1\""), "{message}");
+    assert!(
+        message.contains("- \tRestartPolicy: \"Always\""),
+        "{message}"
+    );
+    // The binding subresource assigns the node (kube's own path to it).
+    let (status, answer) = send_json(
+        addr,
+        "POST",
+        &format!("{path}/binding"),
+        &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "fixed"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    let (_, bound) = get_json(addr, &path).await;
+    assert_eq!(bound["spec"]["nodeName"], "n1");
+    assert_eq!(bound["spec"]["containers"][0]["image"], "y");
+}
+
 /// Deletes the CRD of [`widget_definition`] (it must answer 200).
 async fn delete_widget_definition(addr: std::net::SocketAddr) {
     let (status, body) = request(

@@ -211,8 +211,10 @@ async fn bind(
         {
             patch["metadata"]["annotations"] = annotations.clone();
         }
+        // Written as the pod with `binding` named, so that the pod update validation (which
+        // forbids changing `spec.nodeName`) leaves it to the subresource that owns it.
         let target = Target {
-            subresource: None,
+            subresource: Some("binding"),
             ..request.target
         };
         match write_as(

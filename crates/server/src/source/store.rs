@@ -975,6 +975,14 @@ impl Writer<'_> {
             }
         }
         watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
+        if let Some(old) = old
+            && resource.def.group.is_empty()
+            && resource.def.plural == "pods"
+            && self.subresource.is_empty()
+        {
+            // Subresources (status, binding, ephemeral containers) change what they own.
+            watchkeeper_api::kinds::validate_pod_update(&resource.def, &object, old)?;
+        }
         Ok(object)
     }
 
