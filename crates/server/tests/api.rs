@@ -1721,6 +1721,88 @@ async fn a_pod_s_spec_changes_only_where_kube_lets_it() {
     assert_eq!(bound["spec"]["containers"][0]["image"], "y");
 }
 
+/// Goal: kube-apiserver's other default mutating plugins on creates — DefaultStorageClass and
+/// DefaultIngressClass name the default class, RuntimeClass sets a pod's overhead and refuses
+/// an unknown class, TaintNodesByCondition marks a new node not ready — and each can be
+/// turned off by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_ingresses_pods_and_nodes_get_kube_s_defaults() {
+    let server = server().await;
+    let addr = server.addr;
+    let post =
+        |path: &'static str, body: Value| async move { send_json(addr, "POST", path, &body).await };
+    for (path, body) in [
+        (
+            "/apis/storage.k8s.io/v1/storageclasses",
+            json!({"apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass", "metadata": {"name": "fast", "annotations":
+                {"storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "x"}),
+        ),
+        (
+            "/apis/networking.k8s.io/v1/ingressclasses",
+            json!({"apiVersion": "networking.k8s.io/v1",
+            "kind": "IngressClass", "metadata": {"name": "edge", "annotations":
+                {"ingressclass.kubernetes.io/is-default-class": "true"}}, "spec": {"controller": "x/y"}}),
+        ),
+        (
+            "/apis/node.k8s.io/v1/runtimeclasses",
+            json!({"apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass", "metadata": {"name": "gvisor"}, "handler": "runsc",
+            "overhead": {"podFixed": {"cpu": "250m"}}}),
+        ),
+    ] {
+        let (status, answer) = post(path, body).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    let (status, claim) = post(
+        "/api/v1/namespaces/default/persistentvolumeclaims",
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{claim}");
+    assert_eq!(claim["spec"]["storageClassName"], "fast");
+    let (status, ingress) = post(
+        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "web"},
+            "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{ingress}");
+    assert_eq!(ingress["spec"]["ingressClassName"], "edge");
+    let pod = |name: &str, class: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"runtimeClassName": class, "containers": [{"name": "c", "image": "x"}]}})
+    };
+    let (status, sandboxed) = post("/api/v1/namespaces/default/pods", pod("boxed", "gvisor")).await;
+    assert_eq!(status, 201, "{sandboxed}");
+    assert_eq!(sandboxed["spec"]["overhead"], json!({"cpu": "250m"}));
+    let (status, refused) = post("/api/v1/namespaces/default/pods", pod("kata", "kata")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"kata\" is forbidden: pod rejected: RuntimeClass \"kata\" not found"
+    );
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
+    let (status, created) = post("/api/v1/nodes", node.clone()).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["taints"],
+        json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}])
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs {
+        disable_admission_plugins: Some(vec!["TaintNodesByCondition".into()]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, created) = send_json(off.addr, "POST", "/api/v1/nodes", &node).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["spec"].get("taints").is_none(), "{created}");
+    off.shutdown().await;
+}
+
 /// Deletes the CRD of [`widget_definition`] (it must answer 200).
 async fn delete_widget_definition(addr: std::net::SocketAddr) {
     let (status, body) = request(

@@ -59,7 +59,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub enable_garbage_collector: Option<bool>,
     /// Admission plugins not to run, comma-separated, as kube-apiserver's flag names them:
-    /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota
+    /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota,
+    /// RuntimeClass, DefaultStorageClass, DefaultIngressClass, TaintNodesByCondition
     /// [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,

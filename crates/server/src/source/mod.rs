@@ -21,6 +21,7 @@ pub mod decode;
 pub mod feed;
 pub mod handover;
 pub mod limit_ranger;
+pub mod object_admission;
 pub mod pod_admission;
 pub mod probe;
 pub mod read;

@@ -1,8 +1,9 @@
 //! kube-apiserver's pod admission plugins that every cluster runs by default and that change
-//! what a created pod says: `ServiceAccount`, `Priority` (with its checks of PriorityClasses)
-//! and `DefaultTolerationSeconds` (`plugin/pkg/admission/serviceaccount`,
-//! `plugin/pkg/admission/priority`, `plugin/pkg/admission/defaulttolerationseconds`), each of
-//! which `--disable-admission-plugins` can turn off ([`AdmissionPlugins`]).
+//! what a created pod says: `ServiceAccount`, `Priority` (with its checks of PriorityClasses),
+//! `DefaultTolerationSeconds` and `RuntimeClass` (`plugin/pkg/admission/serviceaccount`,
+//! `plugin/pkg/admission/priority`, `plugin/pkg/admission/defaulttolerationseconds`,
+//! `plugin/pkg/admission/runtimeclass`), each of which `--disable-admission-plugins` can turn
+//! off ([`AdmissionPlugins`], which also names the other modules' plugins).
 //!
 //! ## Guarantees
 //! - **ServiceAccount, on a pod create**: a pod naming no service account gets `default`
@@ -32,6 +33,8 @@
 //! - **DefaultTolerationSeconds, on a pod create**: a pod that does not already tolerate the
 //!   `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable` `NoExecute` taints
 //!   gets kube's tolerations of them for 300 seconds.
+//! - **RuntimeClass, on a pod create**: see [`admit_runtime_class`] (kube's 403s: `pod
+//!   rejected: RuntimeClass "kata" not found`, a conflicting overhead or node selector).
 //! - The classes are read from their cache; a name it does not hold is looked up again once
 //!   the cache is proven fresh (kube's lister, then its refusal), so a class created just
 //!   before is found.
@@ -52,6 +55,14 @@ pub struct AdmissionPlugins {
     pub limit_ranger: bool,
     /// `ResourceQuota` (`super::resource_quota`).
     pub resource_quota: bool,
+    /// `RuntimeClass`.
+    pub runtime_class: bool,
+    /// `DefaultStorageClass` (`super::object_admission`).
+    pub default_storage_class: bool,
+    /// `DefaultIngressClass` (`super::object_admission`).
+    pub default_ingress_class: bool,
+    /// `TaintNodesByCondition` (`super::object_admission`).
+    pub taint_nodes_by_condition: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -62,18 +73,26 @@ impl Default for AdmissionPlugins {
             default_toleration_seconds: true,
             limit_ranger: true,
             resource_quota: true,
+            runtime_class: true,
+            default_storage_class: true,
+            default_ingress_class: true,
+            taint_nodes_by_condition: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 9] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
         "LimitRanger",
         "ResourceQuota",
+        "RuntimeClass",
+        "DefaultStorageClass",
+        "DefaultIngressClass",
+        "TaintNodesByCondition",
     ];
 
     /// Every plugin but those `disabled` names.
@@ -89,12 +108,102 @@ impl AdmissionPlugins {
                 "DefaultTolerationSeconds" => &mut plugins.default_toleration_seconds,
                 "LimitRanger" => &mut plugins.limit_ranger,
                 "ResourceQuota" => &mut plugins.resource_quota,
+                "RuntimeClass" => &mut plugins.runtime_class,
+                "DefaultStorageClass" => &mut plugins.default_storage_class,
+                "DefaultIngressClass" => &mut plugins.default_ingress_class,
+                "TaintNodesByCondition" => &mut plugins.taint_nodes_by_condition,
                 other => return Err(other.to_owned()),
             };
             *enabled = false;
         }
         Ok(plugins)
     }
+}
+
+/// RuntimeClass on a created `pod`, `classes` being every RuntimeClass: the named class must
+/// exist; its `overhead.podFixed` becomes the pod's `overhead` (a different one stated is
+/// refused) and its `scheduling` node selector and tolerations join the pod's (a selector
+/// value that differs is refused), as kube's plugin does.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn admit_runtime_class(pod: &mut Value, classes: &[Value]) -> Result<(), String> {
+    let Some(name) = pod
+        .pointer("/spec/runtimeClassName")
+        .and_then(Value::as_str)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+    else {
+        return Ok(());
+    };
+    let Some(class) = classes
+        .iter()
+        .find(|class| class.pointer("/metadata/name").and_then(Value::as_str) == Some(&name))
+    else {
+        return Err(format!("pod rejected: RuntimeClass {name:?} not found"));
+    };
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    if let Some(fixed) = class.pointer("/overhead/podFixed").filter(|o| !o.is_null()) {
+        let stated = spec
+            .get("overhead")
+            .filter(|o| o.as_object().is_some_and(|o| !o.is_empty()));
+        if let Some(stated) = stated
+            && !same_amounts(stated, fixed)
+        {
+            return Err(
+                "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+                    .to_owned(),
+            );
+        }
+        spec.insert("overhead".into(), fixed.clone());
+    }
+    let Some(scheduling) = class.get("scheduling").filter(|s| !s.is_null()) else {
+        return Ok(());
+    };
+    if let Some(Value::Object(required)) = scheduling.get("nodeSelector") {
+        let mut selector = spec
+            .get("nodeSelector")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (key, value) in required {
+            match selector.get(key) {
+                Some(own) if own != value => {
+                    return Err(format!(
+                        "conflict: runtimeClass.scheduling.nodeSelector[{key}] = {}; pod.spec.nodeSelector[{key}] = {}",
+                        value.as_str().unwrap_or_default(),
+                        own.as_str().unwrap_or_default()
+                    ));
+                }
+                _ => {
+                    selector.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        spec.insert("nodeSelector".into(), Value::Object(selector));
+    }
+    if let Some(Value::Array(extra)) = scheduling.get("tolerations") {
+        let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+        if tolerations.is_null() {
+            *tolerations = json!([]);
+        }
+        if let Value::Array(tolerations) = tolerations {
+            for toleration in extra {
+                if !tolerations.contains(toleration) {
+                    tolerations.push(toleration.clone());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two resource lists hold the same amounts (`1000m` is `1`).
+fn same_amounts(a: &Value, b: &Value) -> bool {
+    let parse = |list: &Value| super::resource_quota::quantities(Some(list));
+    parse(a) == parse(b)
 }
 
 /// The service account a created pod runs as (`default` when it names none).
@@ -483,6 +592,52 @@ mod tests {
             AdmissionPlugins::without(&["Nope".to_owned()]).unwrap_err(),
             "Nope"
         );
+    }
+
+    #[test]
+    fn runtime_classes_set_overhead_and_scheduling() {
+        let classes = [json!({"metadata": {"name": "gvisor"}, "handler": "runsc",
+            "overhead": {"podFixed": {"cpu": "250m", "memory": "120Mi"}},
+            "scheduling": {"nodeSelector": {"sandbox": "yes"},
+                "tolerations": [{"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"}]}})];
+        let mut sandboxed = pod(json!({"runtimeClassName": "gvisor",
+            "nodeSelector": {"zone": "a"}, "containers": []}));
+        admit_runtime_class(&mut sandboxed, &classes).unwrap();
+        assert_eq!(
+            sandboxed["spec"]["overhead"],
+            json!({"cpu": "250m", "memory": "120Mi"})
+        );
+        assert_eq!(
+            sandboxed["spec"]["nodeSelector"],
+            json!({"sandbox": "yes", "zone": "a"})
+        );
+        assert_eq!(
+            sandboxed["spec"]["tolerations"].as_array().unwrap().len(),
+            1
+        );
+        // Stated as the class has it (in another spelling): kept.
+        let mut same = pod(json!({"runtimeClassName": "gvisor",
+            "overhead": {"cpu": "0.25", "memory": "120Mi"}}));
+        admit_runtime_class(&mut same, &classes).unwrap();
+        let mut other = pod(json!({"runtimeClassName": "gvisor", "overhead": {"cpu": "1"}}));
+        assert_eq!(
+            admit_runtime_class(&mut other, &classes).unwrap_err(),
+            "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+        );
+        let mut conflict =
+            pod(json!({"runtimeClassName": "gvisor", "nodeSelector": {"sandbox": "no"}}));
+        assert_eq!(
+            admit_runtime_class(&mut conflict, &classes).unwrap_err(),
+            "conflict: runtimeClass.scheduling.nodeSelector[sandbox] = yes; pod.spec.nodeSelector[sandbox] = no"
+        );
+        let mut missing = pod(json!({"runtimeClassName": "kata"}));
+        assert_eq!(
+            admit_runtime_class(&mut missing, &classes).unwrap_err(),
+            "pod rejected: RuntimeClass \"kata\" not found"
+        );
+        let mut none = pod(json!({"containers": []}));
+        admit_runtime_class(&mut none, &classes).unwrap();
+        assert_eq!(none["spec"], json!({"containers": []}));
     }
 
     #[test]

@@ -66,10 +66,10 @@ use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
-use crate::source::pod_admission;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
+use crate::source::{object_admission, pod_admission};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -1023,8 +1023,9 @@ impl Writer<'_> {
                     pod_admission::admit_service_account(&mut object, &account, &random_suffix());
                 }
                 if plugins.priority {
+                    let wanted = pod_admission::class_named(&object);
                     let classes = self
-                        .priority_classes(pod_admission::class_named(&object))
+                        .classes("scheduling.k8s.io", "priorityclasses", wanted)
                         .await?;
                     pod_admission::admit_priority(&mut object, &classes)
                         .map_err(|message| forbidden_object(resource, &object, message))?;
@@ -1032,9 +1033,40 @@ impl Writer<'_> {
                 if plugins.default_toleration_seconds {
                     pod_admission::default_tolerations(&mut object);
                 }
+                if plugins.runtime_class {
+                    let wanted = object
+                        .pointer("/spec/runtimeClassName")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    if wanted.is_some() {
+                        let classes = self
+                            .classes("node.k8s.io", "runtimeclasses", wanted.as_deref())
+                            .await?;
+                        pod_admission::admit_runtime_class(&mut object, &classes)
+                            .map_err(|message| forbidden_object(resource, &object, message))?;
+                    }
+                }
+            }
+            ("", "persistentvolumeclaims")
+                if self.subresource.is_empty() && self.source.admission.default_storage_class =>
+            {
+                let classes = self.cached_classes("storage.k8s.io", "storageclasses");
+                object_admission::default_storage_class(&mut object, &classes);
+            }
+            ("networking.k8s.io", "ingresses")
+                if self.subresource.is_empty() && self.source.admission.default_ingress_class =>
+            {
+                let classes = self.cached_classes("networking.k8s.io", "ingressclasses");
+                object_admission::default_ingress_class(&mut object, &classes);
+            }
+            ("", "nodes")
+                if self.subresource.is_empty()
+                    && self.source.admission.taint_nodes_by_condition =>
+            {
+                object_admission::taint_not_ready(&mut object);
             }
             ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
-                let classes = self.cached_priority_classes();
+                let classes = self.cached_classes("scheduling.k8s.io", "priorityclasses");
                 if let Some(message) = pod_admission::default_conflict(&object, &classes, true) {
                     return Err(forbidden_object(resource, &object, message));
                 }
@@ -1164,9 +1196,18 @@ impl Writer<'_> {
         Ok(None)
     }
 
-    /// Every PriorityClass, as their cache has them (kube's lister).
-    fn cached_priority_classes(&self) -> Vec<Value> {
-        self.priority_class_resource()
+    /// The served cluster-scoped (`group`, `plural`) resource (a class kind).
+    fn class_resource(&self, group: &str, plural: &str) -> Option<&Resource> {
+        self.resources
+            .iter()
+            .find(|r| r.def.group == group && r.def.plural == plural && r.conversion.is_none())
+            .map(|r| &**r)
+    }
+
+    /// Every object of the class kind (`group`, `plural`), as its cache has them (kube's
+    /// listers).
+    fn cached_classes(&self, group: &str, plural: &str) -> Vec<Value> {
+        self.class_resource(group, plural)
             .map(|classes| {
                 classes
                     .cache()
@@ -1178,10 +1219,15 @@ impl Writer<'_> {
             .unwrap_or_default()
     }
 
-    /// [`Self::cached_priority_classes`], looked up again once their cache is proven fresh
-    /// when it does not hold `wanted`.
-    async fn priority_classes(&self, wanted: Option<&str>) -> Result<Vec<Value>, ApiError> {
-        let found = self.cached_priority_classes();
+    /// [`Self::cached_classes`], looked up again once their cache is proven fresh when it
+    /// does not hold `wanted`.
+    async fn classes(
+        &self,
+        group: &str,
+        plural: &str,
+        wanted: Option<&str>,
+    ) -> Result<Vec<Value>, ApiError> {
+        let found = self.cached_classes(group, plural);
         let Some(wanted) = wanted else {
             return Ok(found);
         };
@@ -1190,18 +1236,10 @@ impl Writer<'_> {
         if found.iter().any(named) {
             return Ok(found);
         }
-        if let Some(classes) = self.priority_class_resource() {
+        if let Some(classes) = self.class_resource(group, plural) {
             self.consistent(classes).await?;
         }
-        Ok(self.cached_priority_classes())
-    }
-
-    /// The served `priorityclasses` resource.
-    fn priority_class_resource(&self) -> Option<&Resource> {
-        self.resources
-            .iter()
-            .find(|r| r.def.group == "scheduling.k8s.io" && r.def.plural == "priorityclasses")
-            .map(|r| &**r)
+        Ok(self.cached_classes(group, plural))
     }
 
     /// The served `limitranges` resource.
@@ -2287,7 +2325,7 @@ impl Writer<'_> {
                 pod_admission::keep_priority(&mut new, old);
             }
             ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
-                let classes = self.cached_priority_classes();
+                let classes = self.cached_classes("scheduling.k8s.io", "priorityclasses");
                 if let Some(message) = pod_admission::default_conflict(&new, &classes, false) {
                     return Err(forbidden_object(resource, &new, message));
                 }
