@@ -76,10 +76,11 @@ const POD_SPEC_DEFAULTS: &[(&str, &str)] = &[
     ),
     ("ephemeralContainers[].resources", "{}"),
     ("ephemeralContainers[].ports[].protocol", r#""TCP""#),
-    ("volumes[].secret.defaultMode", "420"),
-    ("volumes[].configMap.defaultMode", "420"),
-    ("volumes[].projected.defaultMode", "420"),
-    ("volumes[].downwardAPI.defaultMode", "420"),
+    // A volume's source is a pointer in Go: defaulted where the volume has it, never made.
+    ("volumes[].secret?.defaultMode", "420"),
+    ("volumes[].configMap?.defaultMode", "420"),
+    ("volumes[].projected?.defaultMode", "420"),
+    ("volumes[].downwardAPI?.defaultMode", "420"),
 ];
 
 /// Defaults of the kinds themselves (`SetDefaults_Deployment`, `SetDefaults_StatefulSet`, ...).
@@ -276,16 +277,24 @@ pub fn keeps_generation(def: &ResourceDef) -> bool {
 
 /// Places `value` at `path` (dotted keys, `[]` for every item of a list) under `object`
 /// where it is absent or null. Missing or null maps on the way are created (Go's nested
-/// structs always exist), lists are never created, and a value of another type on the way
-/// stops the default.
+/// structs always exist) unless the key ends in `?` (a pointer in Go: the default applies
+/// only where the map is there), lists are never created, and a value of another type on the
+/// way stops the default.
 fn set_default(object: &mut Value, path: &str, value: &Value) {
     let mut segments = path.splitn(2, '.');
     let head = segments.next().unwrap_or("");
     let rest = segments.next();
+    let (head, optional) = match head.strip_suffix('?') {
+        Some(head) => (head, true),
+        None => (head, false),
+    };
     let (key, each) = match head.strip_suffix("[]") {
         Some(key) => (key, true),
         None => (head, false),
     };
+    if optional && map_is_absent(object, key) {
+        return;
+    }
     let Value::Object(map) = object else {
         return;
     };
@@ -314,6 +323,11 @@ fn set_default(object: &mut Value, path: &str, value: &Value) {
             set_default(child, rest, value);
         }
     }
+}
+
+/// Whether `object` has no map (nor anything else but null) under `key`.
+fn map_is_absent(object: &Value, key: &str) -> bool {
+    object.get(key).is_none_or(Value::is_null)
 }
 
 fn get_mut<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Value> {
@@ -664,10 +678,25 @@ mod tests {
         set_default(&mut object, "spec.template.spec.dnsPolicy", &json!("x"));
         set_default(&mut object, "spec.containers[].image", &json!("x"));
         set_default(&mut object, "spec.ports.protocol", &json!("TCP"));
+        // A pointer's default only where it is there.
+        set_default(&mut object, "spec.secret?.defaultMode", &json!(420));
+        set_default(
+            &mut object,
+            "spec.template?.spec.hostNetwork",
+            &json!(false),
+        );
         assert_eq!(
             object,
             json!({"spec": {"replicas": 3, "ports": 5, "strategy": {"type": "RollingUpdate"},
-                            "template": {"spec": {"dnsPolicy": "x"}}}})
+                            "template": {"spec": {"dnsPolicy": "x", "hostNetwork": false}}}})
+        );
+        let mut pod = json!({"spec": {"volumes": [{"name": "a", "emptyDir": {}},
+            {"name": "b", "secret": {"secretName": "s"}}]}});
+        set_default(&mut pod, "spec.volumes[].secret?.defaultMode", &json!(420));
+        assert_eq!(
+            pod["spec"]["volumes"],
+            json!([{"name": "a", "emptyDir": {}},
+                {"name": "b", "secret": {"secretName": "s", "defaultMode": 420}}])
         );
     }
 }

@@ -1573,6 +1573,16 @@ async fn pods_run_as_a_service_account_with_its_token_mounted() {
         spec["volumes"][0]["projected"]["sources"][0],
         json!({"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}})
     );
+    // The pod takes later updates (defaults fill only the volume source it has).
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{pods}/first"),
+        "application/merge-patch+json",
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
     let (status, refused) = send_json(
         addr,
         "POST",
@@ -1637,9 +1647,17 @@ async fn a_pod_s_spec_changes_only_where_kube_lets_it() {
     let addr = server.addr;
     let pods = "/api/v1/namespaces/default/pods";
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fixed"},
-        "spec": {"containers": [{"name": "c", "image": "x"}], "activeDeadlineSeconds": 100}});
+        "spec": {"containers": [{"name": "c", "image": "x"}], "activeDeadlineSeconds": 100,
+            "volumes": [{"name": "scratch", "emptyDir": {}},
+                {"name": "config", "configMap": {"name": "settings"}}]}});
     let (status, created) = send_json(addr, "POST", pods, &pod).await;
     assert_eq!(status, 201, "{created}");
+    // Each volume source defaulted where it is, none made.
+    assert_eq!(
+        created["spec"]["volumes"],
+        json!([{"name": "scratch", "emptyDir": {}},
+            {"name": "config", "configMap": {"name": "settings", "defaultMode": 420}}])
+    );
     let path = format!("{pods}/fixed");
     let patch = |kind: &'static str, body: &'static str| {
         let path = path.clone();

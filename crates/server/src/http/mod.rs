@@ -418,10 +418,12 @@ async fn route(
             watchkeeper_api::api_resource_list(&app.resources().defs, group, version)
                 .map_or_else(not_found, ok)
         }
-        ["openapi", "v2"] => openapi::v2(app, &context.headers),
-        ["openapi", "v3"] => openapi::v3_index(app),
-        ["openapi", "v3", "api", "v1"] => openapi::v3(app, "", "v1"),
-        ["openapi", "v3", "apis", group, version] => openapi::v3(app, group, version),
+        ["openapi", "v2"] => openapi::v2(&app.openapi, &app.resources(), &context.headers),
+        ["openapi", "v3"] => openapi::v3_index(&app.openapi, &app.resources()),
+        ["openapi", "v3", "api", "v1"] => openapi::v3(&app.openapi, &app.resources(), "", "v1"),
+        ["openapi", "v3", "apis", group, version] => {
+            openapi::v3(&app.openapi, &app.resources(), group, version)
+        }
         ["api", "v1", rest @ ..] => {
             if let Some((verb, response)) = componentstatus::serve(app, context, rest).await {
                 return (

@@ -32,7 +32,6 @@ use watchkeeper_api::openapi::v2::{
 };
 use watchkeeper_api::openapi::{openapi_v3_group_version, openapi_v3_index};
 
-use super::state::App;
 use crate::cache::Served;
 use crate::respond::{error_response, json_response};
 
@@ -107,12 +106,11 @@ impl OpenApiCache {
 }
 
 /// `/openapi/v3`: the index, each group/version's URL carrying its document's hash.
-pub fn v3_index(app: &App) -> Response {
-    let served = app.resources();
-    let documents = app.openapi.documents(&served);
+pub fn v3_index(cache: &OpenApiCache, served: &Arc<Served>) -> Response {
+    let documents = cache.documents(served);
     let index = documents.v3_index.get_or_init(|| {
         let index = openapi_v3_index(&served.defs, |group, version| {
-            documents.v3(&served, group, version)
+            documents.v3(served, group, version)
         });
         Bytes::from(index.to_string())
     });
@@ -120,17 +118,16 @@ pub fn v3_index(app: &App) -> Response {
 }
 
 /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`.
-pub fn v3(app: &App, group: &str, version: &str) -> Response {
-    let served = app.resources();
-    let documents = app.openapi.documents(&served);
-    documents.v3(&served, group, version).map_or_else(
+pub fn v3(cache: &OpenApiCache, served: &Arc<Served>, group: &str, version: &str) -> Response {
+    let documents = cache.documents(served);
+    documents.v3(served, group, version).map_or_else(
         || error_response(&ApiError::path_not_found()),
         |text| json_response(StatusCode::OK, text),
     )
 }
 
 /// `/openapi/v2`.
-pub fn v2(app: &App, headers: &HeaderMap) -> Response {
+pub fn v2(cache: &OpenApiCache, served: &Arc<Served>, headers: &HeaderMap) -> Response {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|value| value.to_str().ok());
@@ -139,10 +136,9 @@ pub fn v2(app: &App, headers: &HeaderMap) -> Response {
             "only the following media types are accepted: application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
         ));
     };
-    let served = app.resources();
-    let documents = app.openapi.documents(&served);
+    let documents = cache.documents(served);
     let built = documents.v2.get_or_init(|| {
-        let document = openapi_v2(&served.defs, &super::custom_schemas(&served));
+        let document = openapi_v2(&served.defs, &super::custom_schemas(served));
         let json = document.to_string();
         V2 {
             protobuf: openapi_v2_protobuf(&document).into(),

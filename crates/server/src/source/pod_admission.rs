@@ -328,6 +328,19 @@ fn name_of(object: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// A class's name, priority and preemption policy.
+fn resolved(class: &Value) -> (String, i64, String) {
+    (
+        name_of(class).to_owned(),
+        class.get("value").and_then(Value::as_i64).unwrap_or(0),
+        class
+            .get("preemptionPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or(PREEMPT_LOWER_PRIORITY)
+            .to_owned(),
+    )
+}
+
 /// The class `pod` names, when it names one.
 #[must_use]
 pub fn class_named(pod: &Value) -> Option<&str> {
@@ -346,28 +359,12 @@ pub fn admit_priority(pod: &mut Value, classes: &[Value]) -> Result<(), String> 
             let Some(class) = classes.iter().find(|class| name_of(class) == name) else {
                 return Err(format!("no PriorityClass with name {name} was found"));
             };
-            (
-                name.to_owned(),
-                class.get("value").and_then(Value::as_i64).unwrap_or(0),
-                class
-                    .get("preemptionPolicy")
-                    .and_then(Value::as_str)
-                    .unwrap_or(PREEMPT_LOWER_PRIORITY)
-                    .to_owned(),
-            )
+            resolved(class)
         }
-        None => match default_class(classes) {
-            Some(class) => (
-                name_of(class).to_owned(),
-                class.get("value").and_then(Value::as_i64).unwrap_or(0),
-                class
-                    .get("preemptionPolicy")
-                    .and_then(Value::as_str)
-                    .unwrap_or(PREEMPT_LOWER_PRIORITY)
-                    .to_owned(),
-            ),
-            None => (String::new(), 0, PREEMPT_LOWER_PRIORITY.to_owned()),
-        },
+        None => default_class(classes).map_or_else(
+            || (String::new(), 0, PREEMPT_LOWER_PRIORITY.to_owned()),
+            resolved,
+        ),
     };
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());
