@@ -157,6 +157,31 @@ async fn scopes_select_the_pods_a_quota_charges() {
         let (status, body) = send_json(addr, "POST", &quotas, &quota).await;
         assert_eq!(status, 201, "{body}");
     }
+    // kube's validation of scopes against what the quota limits.
+    for (spec, message) in [
+        (
+            json!({"hard": {"cpu": "1"}, "scopes": ["BestEffort"]}),
+            "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"BestEffort\"}: unsupported scope applied to resource",
+        ),
+        (
+            json!({"hard": {"pods": "1"}, "scopes": ["Terminating", "NotTerminating"]}),
+            "spec.scopes: Invalid value: []core.ResourceQuotaScope{\"Terminating\", \"NotTerminating\"}: conflicting scopes",
+        ),
+        (
+            json!({"hard": {"pods": "1"}, "scopeSelector": {"matchExpressions": [
+            {"scopeName": "BestEffort", "operator": "In", "values": ["x"]}]}}),
+            "spec.scopeSelector.matchExpressions.operator: Invalid value: \"In\": must be 'Exist' when scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity",
+        ),
+    ] {
+        let bad = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "bad"}, "spec": spec});
+        let (status, refused) = send_json(addr, "POST", &quotas, &bad).await;
+        assert_eq!(status, 422, "{refused}");
+        assert_eq!(
+            refused["message"],
+            format!("ResourceQuota \"bad\" is invalid: {message}")
+        );
+    }
     let used_by = |name: &'static str| async move {
         let (status, quota) = get_json(addr, &format!("{NS}/resourcequotas/{name}")).await;
         assert_eq!(status, 200, "{quota}");
