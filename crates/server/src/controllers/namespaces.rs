@@ -26,7 +26,10 @@
 //! And it gives every active namespace kube's `kube-root-ca.crt` ConfigMap (kube's
 //! root-ca-cert-publisher): `data` exactly `{"ca.crt": <the root CA bundle>}` (see
 //! `http::connection::root_ca_bundle`) and the annotation `kubernetes.io/description`; a
-//! ConfigMap of that name that is deleted, or changed to say anything else, is written back.
+//! ConfigMap of that name that is deleted, or changed by a client to say anything else, is
+//! written back. One whose `ca.crt` another server's publisher wrote is left as it is (servers
+//! sharing a store with different bundles would otherwise rewrite each other's without end;
+//! give them the same `--root-ca-file`, and delete the ConfigMaps after changing it).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -94,6 +97,67 @@ pub struct NamespaceController {
 
 fn is_namespaces(def: &ResourceDef) -> bool {
     def.group.is_empty() && def.plural == "namespaces"
+}
+
+/// The field manager of the root CA publisher's writes (every server's).
+const ROOT_CA_MANAGER: &str = "watchkeeper-root-ca-cert-publisher";
+
+/// What the root CA publisher writes to `namespace`'s `kube-root-ca.crt`, which is `existing`
+/// (`None`: absent), for it to say exactly `bundle` with kube's description: nothing when it
+/// does — or when its `ca.crt` is another server's publisher's (servers sharing a store with
+/// different bundles would otherwise rewrite each other's without end; they should be given
+/// the same `--root-ca-file`).
+fn root_ca_write(
+    existing: Option<&Value>,
+    namespace: &str,
+    bundle: &str,
+) -> Option<Collect<'static>> {
+    let Some(body) = existing else {
+        return Some(Collect::Create(
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": ROOT_CA_CONFIG_MAP, "namespace": namespace,
+                "annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION}},
+            "data": {ROOT_CA_KEY: bundle}}),
+        ));
+    };
+    let data = body.get("data").and_then(Value::as_object);
+    let only_ca = data.is_some_and(|data| data.len() == 1 && data.contains_key(ROOT_CA_KEY));
+    let says = |bundle: &str| {
+        only_ca
+            && data
+                .and_then(|d| d.get(ROOT_CA_KEY))
+                .and_then(Value::as_str)
+                == Some(bundle)
+    };
+    let described = body
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(DESCRIPTION_ANNOTATION))
+        .and_then(Value::as_str)
+        .is_some_and(|text| !text.is_empty());
+    // Who owns `data.ca.crt` now: the last to set it (an update takes the fields it changes).
+    let owners: Vec<&str> = body
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry.pointer("/fieldsV1/f:data/f:ca.crt").is_some())
+        .filter_map(|entry| entry.get("manager").and_then(Value::as_str))
+        .collect();
+    let published = !owners.is_empty() && owners.iter().all(|owner| *owner == ROOT_CA_MANAGER);
+    if described && (says(bundle) || (only_ca && published)) {
+        return None;
+    }
+    // A merge patch that leaves `data` exactly the bundle.
+    let mut data_patch: serde_json::Map<String, Value> = data
+        .into_iter()
+        .flatten()
+        .map(|(key, _)| (key.clone(), Value::Null))
+        .collect();
+    data_patch.insert(ROOT_CA_KEY.into(), json!(bundle));
+    Some(Collect::Patch(json!({
+        "metadata": {"annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION}},
+        "data": data_patch,
+    })))
 }
 
 fn is_config_maps(def: &ResourceDef) -> bool {
@@ -221,38 +285,10 @@ impl NamespaceController {
         };
         fresh.wait(config_maps.cache(), revision).await?;
         let key = watchkeeper_core::object_key(namespace, ROOT_CA_CONFIG_MAP);
-        let write = match config_maps.cache().get(&key).0 {
-            None => Collect::Create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": ROOT_CA_CONFIG_MAP, "namespace": namespace,
-                    "annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION}},
-                "data": {ROOT_CA_KEY: root_ca}})),
-            Some(existing) => {
-                let body = existing.body();
-                let data = body.get("data").and_then(Value::as_object);
-                let same_data = data.is_some_and(|data| {
-                    data.len() == 1
-                        && data.get(ROOT_CA_KEY).and_then(Value::as_str) == Some(root_ca)
-                });
-                let described = body
-                    .pointer("/metadata/annotations")
-                    .and_then(|a| a.get(DESCRIPTION_ANNOTATION))
-                    .and_then(Value::as_str)
-                    .is_some_and(|text| !text.is_empty());
-                if same_data && described {
-                    return Ok(());
-                }
-                // A merge patch that leaves `data` exactly the bundle.
-                let mut data_patch: serde_json::Map<String, Value> = data
-                    .into_iter()
-                    .flatten()
-                    .map(|(key, _)| (key.clone(), Value::Null))
-                    .collect();
-                data_patch.insert(ROOT_CA_KEY.into(), json!(root_ca));
-                Collect::Patch(json!({
-                    "metadata": {"annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION}},
-                    "data": data_patch,
-                }))
-            }
+        let existing = config_maps.cache().get(&key).0;
+        let Some(write) = root_ca_write(existing.as_ref().map(|o| o.body()), namespace, root_ca)
+        else {
+            return Ok(());
         };
         match source
             .collect(
@@ -576,5 +612,44 @@ impl Observer for NamespaceController {
         if queued {
             self.wake.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned_by(manager: &str, ca: &str) -> Value {
+        json!({"metadata": {"annotations": {DESCRIPTION_ANNOTATION: "d"},
+            "managedFields": [{"manager": manager, "operation": "Update",
+                "fieldsV1": {"f:data": {"f:ca.crt": {}}}}]},
+            "data": {ROOT_CA_KEY: ca}})
+    }
+
+    /// Written when absent or changed by a client; left when it says the bundle, or when
+    /// another server's publisher wrote its own bundle (no rewriting each other's).
+    #[test]
+    fn the_root_ca_is_written_back_unless_a_publisher_wrote_it() {
+        assert!(matches!(
+            root_ca_write(None, "ns", "A"),
+            Some(Collect::Create(_))
+        ));
+        assert!(root_ca_write(Some(&owned_by(ROOT_CA_MANAGER, "A")), "ns", "A").is_none());
+        assert!(root_ca_write(Some(&owned_by(ROOT_CA_MANAGER, "B")), "ns", "A").is_none());
+        let Some(Collect::Patch(patch)) =
+            root_ca_write(Some(&owned_by("kubectl-edit", "B")), "ns", "A")
+        else {
+            panic!("a client's change is written back");
+        };
+        assert_eq!(patch["data"], json!({"ca.crt": "A"}));
+        let mut extra = owned_by(ROOT_CA_MANAGER, "B");
+        extra["data"]["x"] = json!("y");
+        let Some(Collect::Patch(patch)) = root_ca_write(Some(&extra), "ns", "A") else {
+            panic!("another key is taken out");
+        };
+        assert_eq!(patch["data"], json!({"ca.crt": "A", "x": null}));
+        let mut undescribed = owned_by(ROOT_CA_MANAGER, "A");
+        undescribed["metadata"]["annotations"] = json!({});
+        assert!(root_ca_write(Some(&undescribed), "ns", "A").is_some());
     }
 }
