@@ -250,18 +250,36 @@ impl NamespaceController {
         }
         let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace}});
+        let target = (namespace, DEFAULT_SERVICE_ACCOUNT);
+        let write = Collect::Create(account);
+        Self::keep(
+            source,
+            fresh,
+            served,
+            accounts,
+            "service-account-controller",
+            target,
+            write,
+        )
+        .await
+    }
+
+    /// Writes what a namespace is kept with (its `default` account, its root CA) as
+    /// `controller`; a write another server made first (409), or one the namespace no longer
+    /// takes because it began terminating (403) or went (404), is no failure.
+    async fn keep(
+        source: &StoreSource,
+        fresh: &Freshness,
+        served: &[Arc<crate::cache::Resource>],
+        resource: &crate::cache::Resource,
+        controller: &str,
+        target: (&str, &str),
+        write: Collect<'_>,
+    ) -> Result<(), watchkeeper_api::ApiError> {
         match source
-            .collect(
-                fresh,
-                served,
-                accounts,
-                "service-account-controller",
-                (namespace, DEFAULT_SERVICE_ACCOUNT),
-                Collect::Create(account),
-            )
+            .collect(fresh, served, resource, controller, target, write)
             .await
         {
-            // Created by another server first, or the namespace began terminating or went.
             Err(error) if error.code == 409 || error.code == 403 || error.code == 404 => Ok(()),
             other => other,
         }
@@ -290,21 +308,17 @@ impl NamespaceController {
         else {
             return Ok(());
         };
-        match source
-            .collect(
-                fresh,
-                served,
-                config_maps,
-                "root-ca-cert-publisher",
-                (namespace, ROOT_CA_CONFIG_MAP),
-                write,
-            )
-            .await
-        {
-            // Written by another server first, or the namespace began terminating or went.
-            Err(error) if error.code == 409 || error.code == 403 || error.code == 404 => Ok(()),
-            other => other,
-        }
+        let target = (namespace, ROOT_CA_CONFIG_MAP);
+        Self::keep(
+            source,
+            fresh,
+            served,
+            config_maps,
+            "root-ca-cert-publisher",
+            target,
+            write,
+        )
+        .await
     }
 
     /// Deletes what `namespace` holds if it is being deleted; removes its finalizer once it

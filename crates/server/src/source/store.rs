@@ -1174,9 +1174,7 @@ impl Writer<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let Some(accounts) = self.resources.iter().find(|r| {
-            r.def.group.is_empty() && r.def.plural == "serviceaccounts" && r.conversion.is_none()
-        }) else {
+        let Some(accounts) = self.served_resource("", "serviceaccounts") else {
             return Ok(None);
         };
         let key = watchkeeper_core::object_key(namespace, name);
@@ -1196,8 +1194,8 @@ impl Writer<'_> {
         Ok(None)
     }
 
-    /// The served cluster-scoped (`group`, `plural`) resource (a class kind).
-    fn class_resource(&self, group: &str, plural: &str) -> Option<&Resource> {
+    /// The served (`group`, `plural`) resource at its stored version (not a converted view).
+    fn served_resource(&self, group: &str, plural: &str) -> Option<&Resource> {
         self.resources
             .iter()
             .find(|r| r.def.group == group && r.def.plural == plural && r.conversion.is_none())
@@ -1207,7 +1205,7 @@ impl Writer<'_> {
     /// Every object of the class kind (`group`, `plural`), as its cache has them (kube's
     /// listers).
     fn cached_classes(&self, group: &str, plural: &str) -> Vec<Value> {
-        self.class_resource(group, plural)
+        self.served_resource(group, plural)
             .map(|classes| {
                 classes
                     .cache()
@@ -1236,7 +1234,7 @@ impl Writer<'_> {
         if found.iter().any(named) {
             return Ok(found);
         }
-        if let Some(classes) = self.class_resource(group, plural) {
+        if let Some(classes) = self.served_resource(group, plural) {
             self.consistent(classes).await?;
         }
         Ok(self.cached_classes(group, plural))
