@@ -32,8 +32,14 @@ impl Running {
     /// # Errors
     /// The server could not start.
     pub fn start(args: ServeArgs) -> Result<Running, String> {
+        // Two workers (one per CPU of the 2-core machines the figures come from) unless the
+        // run asks for `--runtime-workers`, as the server's own runtime is built.
+        let workers = match args.runtime_workers {
+            Some(n) if n > 0 => n,
+            _ => 2,
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(workers)
             .thread_name("server")
             .enable_all()
             .build()
@@ -55,7 +61,8 @@ impl Running {
             let server = watchkeeper::start(config)
                 .await
                 .map_err(|e| e.to_string())?;
-            tokio::time::timeout(Duration::from_secs(60), server.ready())
+            // Generous: under valgrind (`__profile` with callgrind) a start takes minutes.
+            tokio::time::timeout(Duration::from_secs(900), server.ready())
                 .await
                 .map_err(|_| "server not ready".to_owned())?;
             Ok::<_, String>(server)
@@ -811,7 +818,10 @@ pub fn fanout_http_once(
     secs: f64,
     inflight: usize,
 ) -> Result<FanoutRun, String> {
-    let running = Running::start(ServeArgs::default())?;
+    let running = Running::start(ServeArgs {
+        runtime_workers: options.runtime_workers,
+        ..ServeArgs::default()
+    })?;
     let addr = running.addr;
     let rv = running.runtime.block_on(seed(addr, 100, 1024))?;
     let result = drive_fanout(options, addr, rv, n, rate, secs, inflight);
@@ -930,7 +940,7 @@ fn drive_fanout(
 /// Set by `__profile --live`: the run tracks live heap bytes over its window.
 static PROFILE_LIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `watchkeeper-bench __profile [--pipe] [--live] --watchers W --events K --rate R`: one fixed
+/// `watchkeeper-bench __profile [--pipe] [--live] [--runtime-workers N] --watchers W --events K --rate R`: one fixed
 /// fan-out run (K writes to W watchers, clients in a child process) against watchkeeper or the
 /// bare pipe, printing the figures as JSON (`--live`: also the live heap's growth per write over
 /// the run, by size class). Run it under `valgrind --tool=callgrind
@@ -949,13 +959,14 @@ pub fn profile_main(exe: std::path::PathBuf, args: &[String]) -> i32 {
         args.iter().any(|a| a == "--live"),
         std::sync::atomic::Ordering::Relaxed,
     );
-    let options = match Options::parse(&[], exe) {
+    let mut options = match Options::parse(&[], exe) {
         Ok(options) => options,
         Err(message) => {
             eprintln!("{message}");
             return 2;
         }
     };
+    options.runtime_workers = arg(args, "--runtime-workers");
     let secs = events as f64 / rate;
     let run = if pipe {
         fanout_pipe_once(&options, watchers, rate, secs, inflight)

@@ -93,6 +93,9 @@ pub struct Options {
     /// `alloc`: record the call stack of every allocation in each watcher count's first run
     /// and write where the bytes of a PATCH go to `DIR/alloc-sites-<watchers>.md` (slow).
     pub alloc_sites: bool,
+    /// `fanout` (and `__profile`): the in-process server's runtime workers, as its
+    /// `--runtime-workers` flag; `None`: 2, one per CPU of the machines measured here.
+    pub runtime_workers: Option<usize>,
 }
 
 /// Every suite, in priority order.
@@ -133,6 +136,7 @@ impl Options {
             scale_protocols: Vec::new(),
             scale_steps: Vec::new(),
             alloc_sites: false,
+            runtime_workers: None,
         };
         let mut i = 0;
         while i < args.len() {
@@ -194,6 +198,15 @@ impl Options {
                             .ok_or("--port-base needs a port from 1024 to 65532")?,
                     );
                 }
+                "--runtime-workers" => {
+                    i += 1;
+                    options.runtime_workers = Some(
+                        args.get(i)
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .filter(|n| (1..=1024).contains(n))
+                            .ok_or("--runtime-workers needs a number from 1 to 1024")?,
+                    );
+                }
                 "--scale-protocols" => {
                     i += 1;
                     options.scale_protocols = list(args.get(i), scale::Protocol::parse)
@@ -206,7 +219,7 @@ impl Options {
                 }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

@@ -253,6 +253,14 @@ pub struct ServeArgs {
     /// unfinished (its client does not read) is closed [default: 5].
     #[arg(long)]
     pub watch_release_grace_seconds: Option<u64>,
+    /// Worker threads of the async runtime that serves connections (HTTP, TLS, watch
+    /// responses, the reflector), 0 = one per CPU, at most 1024 [default: 0]. The caches'
+    /// dispatcher and catch-up threads are not among them. Fewer workers than CPUs leave
+    /// those threads a core and save the workers' hand-offs between CPUs; one worker also
+    /// serves every connection in turn, so one long request delays the others (see
+    /// docs/ARCHITECTURE.md, "Runtime workers").
+    #[arg(long)]
+    pub runtime_workers: Option<usize>,
     /// Watch events encoded per body chunk at most [default: 64].
     #[arg(long)]
     pub watch_chunk_items: Option<usize>,
@@ -413,6 +421,7 @@ impl ServeArgs {
             max_connections,
             watch_release_grace_seconds,
             allowed_hosts,
+            runtime_workers,
             watch_chunk_items,
             list_chunk_bytes,
             gzip_min_response_bytes,
@@ -466,6 +475,8 @@ pub struct ServeConfig {
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
     pub fresh_wait: Duration,
+    /// `--runtime-workers`: the async runtime's worker threads, 0 = one per CPU.
+    pub runtime_workers: usize,
     /// `--watch-chunk-items`: watch events encoded per body chunk at most.
     pub watch_chunk_items: usize,
     /// `--list-chunk-bytes`: bytes of small items copied into one piece of a LIST body.
@@ -599,6 +610,8 @@ impl ServiceAccountConfig {
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
 /// (checked by the config tests).
 pub mod defaults {
+    /// The largest `--runtime-workers`.
+    pub const RUNTIME_WORKERS_MAX: usize = 1024;
     /// `--watch-chunk-items`.
     pub const WATCH_CHUNK_ITEMS: usize = 64;
     /// `--list-chunk-bytes`.
@@ -1073,6 +1086,16 @@ impl ServeConfig {
                 format!("--service-node-port-range {e}"),
             )
         })?;
+        let runtime_workers = args.runtime_workers.unwrap_or(0);
+        if runtime_workers > defaults::RUNTIME_WORKERS_MAX {
+            return Err(ConfigError::flag(
+                "--runtime-workers",
+                format!(
+                    "--runtime-workers {runtime_workers}: must be between 0 (one per CPU) and {}",
+                    defaults::RUNTIME_WORKERS_MAX
+                ),
+            ));
+        }
         let watch_chunk_items = args
             .watch_chunk_items
             .unwrap_or(defaults::WATCH_CHUNK_ITEMS);
@@ -1239,6 +1262,7 @@ impl ServeConfig {
             })?,
             min_request_timeout,
             fresh_wait,
+            runtime_workers,
             watch_chunk_items,
             list_chunk_bytes,
             gzip_min_response_bytes,
@@ -1374,6 +1398,7 @@ mod tests {
                 "tls-handshake-timeout-seconds",
                 secs(config.tls.handshake_timeout),
             ),
+            ("runtime-workers", config.runtime_workers.to_string()),
             ("watch-chunk-items", config.watch_chunk_items.to_string()),
             ("list-chunk-bytes", config.list_chunk_bytes.to_string()),
             (
@@ -1749,6 +1774,36 @@ mod tests {
             let error = ServeConfig::from_args(args).unwrap_err().to_string();
             assert!(error.contains(flag), "{error}");
         }
+    }
+
+    /// Goal: `--runtime-workers` is 0 (one per CPU, the default) to 1024, with the same key
+    /// in the config file; anything above is refused naming the flag.
+    #[test]
+    fn the_runtime_workers_are_validated() {
+        let workers = |args: ServeArgs| ServeConfig::from_args(args).map(|c| c.runtime_workers);
+        assert_eq!(workers(ServeArgs::default()).unwrap(), 0);
+        for ok in [0, 1, 2, 1024] {
+            let args = ServeArgs {
+                runtime_workers: Some(ok),
+                ..ServeArgs::default()
+            };
+            assert_eq!(workers(args).unwrap(), ok);
+        }
+        for bad in [1025, usize::MAX] {
+            let error = workers(ServeArgs {
+                runtime_workers: Some(bad),
+                ..ServeArgs::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains("--runtime-workers")
+                    && error.contains("between 0 (one per CPU) and 1024"),
+                "{error}"
+            );
+        }
+        let file: ServeArgs = toml::from_str("runtime-workers = 1").expect("config file");
+        assert_eq!(workers(ServeArgs::default().or(file)).unwrap(), 1);
     }
 
     /// Goal: `--max-custom-resource-versions` is 1 to 100000 (5000 by default), with the same
