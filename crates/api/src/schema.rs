@@ -553,6 +553,7 @@ fn struct_name_of_definition(name: &str) -> &str {
 }
 
 /// What a schema node decodes as.
+#[derive(Clone, Copy)]
 enum Shape<'a> {
     /// `interface{}`, `FieldsV1`, `RawExtension`: anything.
     Any,
@@ -583,10 +584,75 @@ struct Walk<'a> {
     first: Option<String>,
 }
 
+/// A schema node's [`Shape`] and, when it was a reference, the definition's name.
+type Classified<'a> = (Shape<'a>, Option<&'a str>);
+
+/// Every node of the built-in definitions a walk classifies (each definition, and the
+/// properties, items and map values inside it), classified once, by the node's address: the
+/// walks run over every field of every written object, and classifying a node is a
+/// definition look-up by its long name (`io.k8s.api.core.v1.…`, compared byte by byte down a
+/// tree of ~700) and up to five key look-ups in the node. The definitions live as long as
+/// the process, so their addresses are stable keys.
+fn classified() -> &'static HashMap<usize, Classified<'static>> {
+    static CLASSIFIED: OnceLock<HashMap<usize, Classified<'static>>> = OnceLock::new();
+    CLASSIFIED.get_or_init(|| {
+        fn visit(
+            walk: &Walk<'static>,
+            node: &'static Value,
+            out: &mut HashMap<usize, Classified<'static>>,
+        ) {
+            let Value::Object(map) = node else {
+                return;
+            };
+            if out.insert(address(node), walk.classify(node)).is_some() {
+                return;
+            }
+            if let Some(items) = map.get("items") {
+                visit(walk, items, out);
+            }
+            if let Some(values) = map.get("additionalProperties") {
+                visit(walk, values, out);
+            }
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                for property in properties.values() {
+                    visit(walk, property, out);
+                }
+            }
+        }
+        let definitions = &schemas().definitions;
+        let walk = Walk {
+            definitions,
+            path: Vec::new(),
+            first: None,
+        };
+        let mut out = HashMap::new();
+        for definition in definitions.values() {
+            visit(&walk, definition, &mut out);
+        }
+        out
+    })
+}
+
+fn address(node: &Value) -> usize {
+    std::ptr::from_ref(node) as usize
+}
+
 impl<'a> Walk<'a> {
     /// Follows `$ref` and classifies a schema node; the second value is the definition name
-    /// when it was a reference.
-    fn shape(&self, schema: &'a Value) -> (Shape<'a>, Option<&'a str>) {
+    /// when it was a reference. Nodes of the built-in definitions come classified
+    /// ([`classified`]).
+    fn shape(&self, schema: &'a Value) -> Classified<'a> {
+        if !self.definitions.is_empty()
+            && std::ptr::eq(self.definitions, &schemas().definitions)
+            && let Some(&known) = classified().get(&address(schema))
+        {
+            return known;
+        }
+        self.classify(schema)
+    }
+
+    /// [`Walk::shape`], worked out.
+    fn classify(&self, schema: &'a Value) -> Classified<'a> {
         let mut name = None;
         let mut node = schema;
         if let Some(reference) = ref_name(schema) {
@@ -1686,6 +1752,63 @@ pub fn check_custom(def: &ResourceDef, schema: &Value, object: &Value) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: a node of the built-in definitions classified once reads exactly as classifying
+    /// it again does: every definition and every property, item and map value inside one gets
+    /// the same Go type from a walk over the definitions (the classified nodes) as from a walk
+    /// over a copy of them (nothing classified: each node worked out).
+    #[test]
+    fn classified_nodes_read_as_classifying_them_again() {
+        fn compare(
+            memo: &Walk<'static>,
+            worked: &Walk<'_>,
+            a: &'static Value,
+            b: &Value,
+            seen: &mut usize,
+        ) {
+            assert_eq!(memo.go_type(a), worked.go_type(b), "{a}");
+            *seen += 1;
+            for key in ["items", "additionalProperties"] {
+                if let (Some(a), Some(b)) = (a.get(key), b.get(key)) {
+                    compare(memo, worked, a, b, seen);
+                }
+            }
+            if let (Some(Value::Object(a)), Some(Value::Object(b))) =
+                (a.get("properties"), b.get("properties"))
+            {
+                for (name, a) in a {
+                    compare(memo, worked, a, &b[name], seen);
+                }
+            }
+        }
+        let definitions = &schemas().definitions;
+        let copy = definitions.clone();
+        let memo = Walk {
+            definitions,
+            path: Vec::new(),
+            first: None,
+        };
+        let worked = Walk {
+            definitions: &copy,
+            path: Vec::new(),
+            first: None,
+        };
+        let mut seen = 0;
+        for (name, definition) in definitions {
+            compare(&memo, &worked, definition, &copy[name], &mut seen);
+        }
+        assert!(seen > 2_000, "{seen} nodes");
+        assert!(
+            classified().len() >= definitions.len(),
+            "{}",
+            classified().len()
+        );
+        // The walk over the copy found none of its nodes among the classified ones.
+        assert!(
+            copy.values()
+                .all(|node| !classified().contains_key(&address(node)))
+        );
+    }
 
     fn builtin(plural: &str) -> ResourceDef {
         crate::resources::builtin_resources()
