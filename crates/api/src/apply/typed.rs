@@ -29,7 +29,7 @@
 //!   the live items the configuration does not name in their places.
 //! - [`remove_items`] removes every member path of a set from a value.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
@@ -132,6 +132,56 @@ enum Kind<'a> {
     Deduced,
 }
 
+/// The [`Kind`] of every node of the built-in definitions a typed walk reaches (each
+/// definition, and the properties, items and map values inside it), worked out once and kept by
+/// the node's address: the walks behind every write's managed fields ask for the kind of every
+/// field, and working it out means a definition look-up by its long name among ~700 and up to
+/// six key look-ups. The definitions live as long as the process, so their addresses are
+/// stable keys (as `schema`'s own walks do).
+fn classified() -> &'static HashMap<usize, Kind<'static>> {
+    static CLASSIFIED: std::sync::OnceLock<HashMap<usize, Kind<'static>>> =
+        std::sync::OnceLock::new();
+    CLASSIFIED.get_or_init(|| {
+        fn visit(
+            definitions: &'static Map<String, Value>,
+            node: &'static Value,
+            out: &mut HashMap<usize, Kind<'static>>,
+        ) {
+            let Value::Object(map) = node else {
+                return;
+            };
+            let ty = Ty {
+                definitions: Some(definitions),
+                node: Some(node),
+                custom_root: false,
+            };
+            if out
+                .insert(std::ptr::from_ref(node).addr(), ty.classify())
+                .is_some()
+            {
+                return;
+            }
+            if let Some(items) = map.get("items") {
+                visit(definitions, items, out);
+            }
+            if let Some(values) = map.get("additionalProperties") {
+                visit(definitions, values, out);
+            }
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                for property in properties.values() {
+                    visit(definitions, property, out);
+                }
+            }
+        }
+        let definitions = crate::schema::definitions();
+        let mut out = HashMap::new();
+        for definition in definitions.values() {
+            visit(definitions, definition, &mut out);
+        }
+        out
+    })
+}
+
 fn short_name(definition: &str) -> &str {
     definition.rsplit('.').next().unwrap_or(definition)
 }
@@ -168,7 +218,19 @@ impl<'a> Ty<'a> {
         }
     }
 
+    /// What this node is. Nodes of the built-in definitions come classified ([`classified`]).
     fn kind(self) -> Kind<'a> {
+        if let (Some(definitions), Some(field)) = (self.definitions, self.node)
+            && std::ptr::eq(definitions, crate::schema::definitions())
+            && let Some(&known) = classified().get(&std::ptr::from_ref(field).addr())
+        {
+            return known;
+        }
+        self.classify()
+    }
+
+    /// [`Ty::kind`], worked out.
+    fn classify(self) -> Kind<'a> {
         let (Some(definitions), Some(field)) = (self.definitions, self.node) else {
             return Kind::Deduced;
         };
@@ -809,6 +871,67 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Goal: a node of the built-in definitions whose kind was worked out once reads exactly as
+    /// working it out again does: for every definition and every property, item and map value
+    /// inside one, the kind over the definitions (kept) and over a copy of them (nothing kept)
+    /// is the same variant with the same properties, list type and element node.
+    #[test]
+    fn classified_kinds_read_as_working_them_out_again() {
+        fn describe(kind: Kind<'_>) -> String {
+            match kind {
+                Kind::Scalar => "scalar".to_owned(),
+                Kind::Atomic => "atomic".to_owned(),
+                Kind::Deduced => "deduced".to_owned(),
+                Kind::Struct(properties) => format!("struct {:?}", properties.keys()),
+                Kind::Map(values) => format!("map of {:?}", values.node),
+                Kind::List(list_type, items) => format!("list {list_type:?} of {:?}", items.node),
+            }
+        }
+        fn compare(
+            kept: &'static Map<String, Value>,
+            copy: &Map<String, Value>,
+            a: &'static Value,
+            b: &Value,
+            seen: &mut usize,
+        ) {
+            let ty = |definitions, node| Ty {
+                definitions: Some(definitions),
+                node: Some(node),
+                custom_root: false,
+            };
+            assert_eq!(
+                describe(ty(kept, a).kind()),
+                describe(ty(copy, b).kind()),
+                "{a}"
+            );
+            *seen += 1;
+            for key in ["items", "additionalProperties"] {
+                if let (Some(a), Some(b)) = (a.get(key), b.get(key)) {
+                    compare(kept, copy, a, b, seen);
+                }
+            }
+            if let (Some(Value::Object(a)), Some(Value::Object(b))) =
+                (a.get("properties"), b.get("properties"))
+            {
+                for (name, a) in a {
+                    compare(kept, copy, a, &b[name], seen);
+                }
+            }
+        }
+        let kept = crate::schema::definitions();
+        let copy = kept.clone();
+        let mut seen = 0;
+        for (name, definition) in kept {
+            compare(kept, &copy, definition, &copy[name], &mut seen);
+        }
+        assert!(seen > 2_000, "{seen} nodes");
+        assert!(classified().len() >= kept.len(), "{}", classified().len());
+        assert!(
+            copy.values()
+                .all(|node| !classified().contains_key(&std::ptr::from_ref(node).addr()))
+        );
+    }
 
     /// The walk before equal subtrees were skipped: every node of both values visited.
     fn reference_walk(
