@@ -596,45 +596,48 @@ type Classified<'a> = (Shape<'a>, Option<&'a str>);
 fn classified() -> &'static HashMap<usize, Classified<'static>> {
     static CLASSIFIED: OnceLock<HashMap<usize, Classified<'static>>> = OnceLock::new();
     CLASSIFIED.get_or_init(|| {
-        fn visit(
-            walk: &Walk<'static>,
-            node: &'static Value,
-            out: &mut HashMap<usize, Classified<'static>>,
-        ) {
-            let Value::Object(map) = node else {
-                return;
-            };
-            if out.insert(address(node), walk.classify(node)).is_some() {
-                return;
-            }
-            if let Some(items) = map.get("items") {
-                visit(walk, items, out);
-            }
-            if let Some(values) = map.get("additionalProperties") {
-                visit(walk, values, out);
-            }
-            if let Some(Value::Object(properties)) = map.get("properties") {
-                for property in properties.values() {
-                    visit(walk, property, out);
-                }
-            }
-        }
-        let definitions = &schemas().definitions;
         let walk = Walk {
-            definitions,
+            definitions: &schemas().definitions,
             path: Vec::new(),
             first: None,
         };
         let mut out = HashMap::new();
-        for definition in definitions.values() {
-            visit(&walk, definition, &mut out);
-        }
+        each_definition_node(|node| {
+            out.insert(address(node), walk.classify(node));
+        });
         out
     })
 }
 
-fn address(node: &Value) -> usize {
-    std::ptr::from_ref(node) as usize
+/// Calls `f` with every schema node of the built-in definitions a walk can stand on: each
+/// definition, and the properties, list items and map values inside it, however deep (the
+/// definitions are trees: a `$ref` is a name, not a link, so each node comes once).
+pub(crate) fn each_definition_node(mut f: impl FnMut(&'static Value)) {
+    fn visit(node: &'static Value, f: &mut dyn FnMut(&'static Value)) {
+        let Value::Object(map) = node else {
+            return;
+        };
+        f(node);
+        if let Some(items) = map.get("items") {
+            visit(items, f);
+        }
+        if let Some(values) = map.get("additionalProperties") {
+            visit(values, f);
+        }
+        if let Some(Value::Object(properties)) = map.get("properties") {
+            for property in properties.values() {
+                visit(property, f);
+            }
+        }
+    }
+    for definition in schemas().definitions.values() {
+        visit(definition, &mut f);
+    }
+}
+
+/// A node's address, the key of the tables of classified nodes.
+pub(crate) fn address(node: &Value) -> usize {
+    std::ptr::from_ref(node).addr()
 }
 
 impl<'a> Walk<'a> {

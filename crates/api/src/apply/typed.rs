@@ -142,42 +142,16 @@ fn classified() -> &'static HashMap<usize, Kind<'static>> {
     static CLASSIFIED: std::sync::OnceLock<HashMap<usize, Kind<'static>>> =
         std::sync::OnceLock::new();
     CLASSIFIED.get_or_init(|| {
-        fn visit(
-            definitions: &'static Map<String, Value>,
-            node: &'static Value,
-            out: &mut HashMap<usize, Kind<'static>>,
-        ) {
-            let Value::Object(map) = node else {
-                return;
-            };
+        let definitions = crate::schema::definitions();
+        let mut out = HashMap::new();
+        crate::schema::each_definition_node(|node| {
             let ty = Ty {
                 definitions: Some(definitions),
                 node: Some(node),
                 custom_root: false,
             };
-            if out
-                .insert(std::ptr::from_ref(node).addr(), ty.classify())
-                .is_some()
-            {
-                return;
-            }
-            if let Some(items) = map.get("items") {
-                visit(definitions, items, out);
-            }
-            if let Some(values) = map.get("additionalProperties") {
-                visit(definitions, values, out);
-            }
-            if let Some(Value::Object(properties)) = map.get("properties") {
-                for property in properties.values() {
-                    visit(definitions, property, out);
-                }
-            }
-        }
-        let definitions = crate::schema::definitions();
-        let mut out = HashMap::new();
-        for definition in definitions.values() {
-            visit(definitions, definition, &mut out);
-        }
+            out.insert(crate::schema::address(node), ty.classify());
+        });
         out
     })
 }
@@ -222,7 +196,7 @@ impl<'a> Ty<'a> {
     fn kind(self) -> Kind<'a> {
         if let (Some(definitions), Some(field)) = (self.definitions, self.node)
             && std::ptr::eq(definitions, crate::schema::definitions())
-            && let Some(&known) = classified().get(&std::ptr::from_ref(field).addr())
+            && let Some(&known) = classified().get(&crate::schema::address(field))
         {
             return known;
         }
@@ -929,7 +903,7 @@ mod tests {
         assert!(classified().len() >= kept.len(), "{}", classified().len());
         assert!(
             copy.values()
-                .all(|node| !classified().contains_key(&std::ptr::from_ref(node).addr()))
+                .all(|node| !classified().contains_key(&crate::schema::address(node)))
         );
     }
 
