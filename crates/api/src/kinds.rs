@@ -25,7 +25,12 @@
 //!   VolumeAttachments.
 //! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
 //!   included), the value here is the JSON of the field: the message's wording after the value is
-//!   kube's.
+//!   kube's. Pod updates' node selector and node selector terms are the exception: they print
+//!   as Go's `%#v` does.
+//! - Pod updates ([`validate_pod_update`]) follow kube's `ValidatePodUpdate`: only images, a
+//!   lower `activeDeadlineSeconds`, added tolerations and removed scheduling gates change; a
+//!   pod whose stored spec still has a scheduling gate may also add `nodeSelector` keys and
+//!   change its node affinity within kube's limits (only additions to the required terms).
 
 use serde_json::{Map, Value, json};
 
@@ -81,9 +86,14 @@ fn duplicate(field: &str, value: &Value) -> Cause {
 }
 
 fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
+    invalid_printed(field, &go_value(value), detail)
+}
+
+/// An Invalid cause whose value is already printed (Go's `%#v` of a Go type).
+fn invalid_printed(field: &str, printed: &str, detail: &str) -> Cause {
     (
         field.to_owned(),
-        format!("Invalid value: {}: {detail}", go_value(value)),
+        format!("Invalid value: {printed}: {detail}"),
         "FieldValueInvalid".to_owned(),
     )
 }
@@ -306,6 +316,27 @@ const UPDATABLE_POD_SPEC_FIELDS: &str = "`spec.containers[*].image`,`spec.initCo
 /// the same in number. kube appends a `cmp.Diff` of the two specs to its refusal; this one
 /// names the changed fields with their old (`-`) and new (`+`) values.
 ///
+/// A *gated* pod, one whose stored (old) spec has at least one scheduling gate (so also when
+/// the update removes the last gates), may in addition (kube's `podIsGated` block, GA with
+/// PodSchedulingReadiness since 1.30):
+/// - add keys to `spec.nodeSelector`; changing or removing a key is
+///   `spec.nodeSelector: Invalid value: <the new map>: only additions to spec.nodeSelector are
+///   allowed (no mutations or deletions)` (`validateNodeSelectorMutation`);
+/// - change `spec.affinity.nodeAffinity` (`validateNodeAffinityMutation`): anything when the
+///   old one or its `requiredDuringSchedulingIgnoredDuringExecution` is absent; otherwise a
+///   non-empty list of required `nodeSelectorTerms` keeps its length (else
+///   `...requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Invalid value:
+///   <the new terms>: no additions/deletions to non-empty NodeSelectorTerms list are
+///   allowed`) and each term only gains `matchExpressions` / `matchFields` after its old ones
+///   (an empty term gains none; else `...nodeSelectorTerms[i]: Invalid value: <the new term>:
+///   only additions are allowed (no mutations or deletions)`); the preferred terms are free.
+///   The node affinity is then taken from the old spec as kube's switch does, so a change of
+///   `podAffinity` / `podAntiAffinity` is still refused as a change of other fields.
+///
+/// These values print as Go's `%#v` of kube's internal types
+/// (`map[string]string{"a":"b"}`, `[]core.NodeSelectorTerm{core.NodeSelectorTerm{...}}`,
+/// absent lists as `[]T(nil)`, sent empty ones as `[]T{}`).
+///
 /// # Errors
 /// 422 Invalid in kube's words.
 pub fn validate_pod_update(def: &ResourceDef, pod: &Value, old: &Value) -> Result<(), ApiError> {
@@ -389,18 +420,23 @@ fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
             break;
         }
     }
-    // Scheduling gates: only deletions.
+    // Scheduling gates: only deletions (compared by name; a name given twice counts at its
+    // last index, as kube's map of names does).
     let old_gates = list(old_spec, "schedulingGates");
-    if let Some(added) = list(spec, "schedulingGates")
-        .iter()
-        .find(|gate| !old_gates.contains(gate))
-    {
+    let new_gates = list(spec, "schedulingGates");
+    let mut added: Vec<(usize, &str)> = Vec::new();
+    for (index, gate) in new_gates.iter().enumerate() {
+        let name = text(gate, "name");
+        added.retain(|(_, seen)| *seen != name);
+        if !old_gates.iter().any(|old| text(old, "name") == name) {
+            added.push((index, name));
+        }
+    }
+    added.sort_unstable();
+    for (index, name) in added {
         causes.push(forbidden(
-            "spec.schedulingGates",
-            &format!(
-                "only deletion is allowed, but found new scheduling gate '{}'",
-                text(added, "name")
-            ),
+            &format!("spec.schedulingGates[{index}].name"),
+            &format!("only deletion is allowed, but found new scheduling gate '{name}'"),
         ));
     }
     // Everything else as it was: the updatable fields taken from the old spec, then compared.
@@ -420,10 +456,7 @@ fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
         }
     }
     for key in ["activeDeadlineSeconds", "schedulingGates", "tolerations"] {
-        match old_spec.get(key) {
-            Some(value) => munged.insert(key.into(), value.clone()),
-            None => munged.remove(key),
-        };
+        restore(&mut munged, old_spec, key);
     }
     let grace = |spec: &Map<String, Value>| {
         spec.get("terminationGracePeriodSeconds")
@@ -434,6 +467,10 @@ fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
             "terminationGracePeriodSeconds".into(),
             old_spec["terminationGracePeriodSeconds"].clone(),
         );
+    }
+    // Gated pods: kube checks the old pod's gates, so removing the last ones still counts.
+    if !old_gates.is_empty() {
+        gated_pod_update(&mut munged, old_spec, &mut causes);
     }
     if &munged != old_spec {
         let mut keys: Vec<&String> = munged.keys().chain(old_spec.keys()).collect();
@@ -467,6 +504,255 @@ fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
         ));
     }
     causes
+}
+
+/// Sets `key` of `munged` to what the old spec has there (absent when absent).
+fn restore(munged: &mut Map<String, Value>, old: &Map<String, Value>, key: &str) {
+    match old.get(key) {
+        Some(value) => munged.insert(key.into(), value.clone()),
+        None => munged.remove(key),
+    };
+}
+
+/// A field that is neither absent nor `null` (a Go pointer, map or slice that is not nil).
+fn set<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a Value> {
+    object?.get(key).filter(|v| !v.is_null())
+}
+
+/// kube's `podIsGated` block of `ValidatePodUpdate` (see [`validate_pod_update`]): the
+/// node selector's and node affinity's checks, then both taken from the old spec.
+/// A field that differs at all is checked and restored, which accepts what kube's
+/// `Semantic.DeepEqual` accepts (a nil and an empty map or list are equal there).
+fn gated_pod_update(
+    munged: &mut Map<String, Value>,
+    old_spec: &Map<String, Value>,
+    causes: &mut Vec<Cause>,
+) {
+    if munged.get("nodeSelector") != old_spec.get("nodeSelector") {
+        let new = go_string_map(munged.get("nodeSelector"));
+        let old = go_string_map(old_spec.get("nodeSelector"));
+        let kept = |(key, value): (&String, &String)| {
+            new.as_ref().and_then(|new| new.get(key)) == Some(value)
+        };
+        if !old.iter().flatten().all(kept) {
+            causes.push(invalid_printed(
+                "spec.nodeSelector",
+                &go_string_map_sharp(new.as_ref()),
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+        restore(munged, old_spec, "nodeSelector");
+    }
+    let old_affinity = old_spec.get("affinity").filter(|v| !v.is_null());
+    let old_node_affinity = set(old_affinity, "nodeAffinity").cloned();
+    let munged_affinity = munged.get("affinity").filter(|v| !v.is_null());
+    let munged_node_affinity = set(munged_affinity, "nodeAffinity");
+    if munged_node_affinity == old_node_affinity.as_ref() {
+        return;
+    }
+    node_affinity_mutation(munged_node_affinity, old_node_affinity.as_ref(), causes);
+    let other_affinities = ["podAffinity", "podAntiAffinity"]
+        .iter()
+        .any(|key| set(munged_affinity, key).is_some());
+    match (munged_affinity.is_some(), old_node_affinity) {
+        // Already effectively nil.
+        (false, None) => {}
+        (false, Some(old)) => {
+            munged.insert("affinity".into(), json!({ "nodeAffinity": old }));
+        }
+        // Only the node affinity was set on a pod without affinity: nil again.
+        (true, _) if old_affinity.is_none() && !other_affinities => {
+            restore(munged, old_spec, "affinity");
+        }
+        (true, old) => {
+            if let Some(affinity) = munged.get_mut("affinity").and_then(Value::as_object_mut) {
+                match old {
+                    Some(old) => affinity.insert("nodeAffinity".into(), old),
+                    None => affinity.remove("nodeAffinity"),
+                };
+            }
+        }
+    }
+}
+
+/// kube's `validateNodeAffinityMutation` (see [`validate_pod_update`]).
+fn node_affinity_mutation(new: Option<&Value>, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+    let Some(old_required) = set(old, REQUIRED) else {
+        return;
+    };
+    let old_terms = go_terms(old_required.get("nodeSelectorTerms")).unwrap_or_default();
+    let new_terms =
+        set(new, REQUIRED).and_then(|required| go_terms(required.get("nodeSelectorTerms")));
+    let path = format!("spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms");
+    let new_list = new_terms.as_deref().unwrap_or_default();
+    if !old_terms.is_empty() && old_terms.len() != new_list.len() {
+        causes.push(invalid_printed(
+            &path,
+            &go_slice_sharp(
+                "core.NodeSelectorTerm",
+                new_terms.as_deref(),
+                NodeSelectorTerm::sharp,
+            ),
+            "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+        ));
+        return;
+    }
+    for (i, (new, old)) in new_list.iter().zip(&old_terms).enumerate() {
+        if !new.has_only_additions(old) {
+            causes.push(invalid_printed(
+                &format!("{path}[{i}]"),
+                &new.sharp(),
+                "only additions are allowed (no mutations or deletions)",
+            ));
+        }
+    }
+}
+
+/// A JSON value as a Go `string` field decodes it: absent or `null` is `""`.
+fn go_string(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A JSON list as a Go slice decodes it: absent or `null` is nil (`None`), `[]` is empty.
+fn go_slice<T>(value: Option<&Value>, item: impl Fn(&Value) -> T) -> Option<Vec<T>> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| items.iter().map(item).collect())
+}
+
+/// Go's `%#v` of a slice: `[]T(nil)` when nil, `[]T{a, b}` otherwise.
+fn go_slice_sharp<T>(type_name: &str, items: Option<&[T]>, sharp: impl Fn(&T) -> String) -> String {
+    match items {
+        None => format!("[]{type_name}(nil)"),
+        Some(items) => {
+            let printed: Vec<String> = items.iter().map(sharp).collect();
+            format!("[]{type_name}{{{}}}", printed.join(", "))
+        }
+    }
+}
+
+/// Go's `Semantic.DeepEqual` of two slices: a nil one equals an empty one.
+fn go_slices_equal<T: PartialEq>(a: Option<&[T]>, b: Option<&[T]>) -> bool {
+    a.unwrap_or_default() == b.unwrap_or_default()
+}
+
+/// A JSON object as a Go `map[string]string` decodes it (`None` for nil).
+fn go_string_map(value: Option<&Value>) -> Option<std::collections::BTreeMap<String, String>> {
+    value.and_then(Value::as_object).map(|map| {
+        map.iter()
+            .map(|(key, value)| (key.clone(), go_string(Some(value))))
+            .collect()
+    })
+}
+
+/// Go's `%#v` of a `map[string]string`: keys sorted, `map[string]string{"a":"b", "c":"d"}`,
+/// `map[string]string(nil)` when nil.
+fn go_string_map_sharp(map: Option<&std::collections::BTreeMap<String, String>>) -> String {
+    match map {
+        None => "map[string]string(nil)".to_owned(),
+        Some(map) => {
+            let entries: Vec<String> = map.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
+            format!("map[string]string{{{}}}", entries.join(", "))
+        }
+    }
+}
+
+/// kube's internal `core.NodeSelectorRequirement`.
+#[derive(Debug)]
+struct NodeSelectorRequirement {
+    key: String,
+    operator: String,
+    values: Option<Vec<String>>,
+}
+
+impl NodeSelectorRequirement {
+    fn from_json(value: &Value) -> Self {
+        NodeSelectorRequirement {
+            key: go_string(value.get("key")),
+            operator: go_string(value.get("operator")),
+            values: go_slice(value.get("values"), |v| go_string(Some(v))),
+        }
+    }
+
+    /// Go's `%#v`.
+    fn sharp(&self) -> String {
+        format!(
+            "core.NodeSelectorRequirement{{Key:{:?}, Operator:{:?}, Values:{}}}",
+            self.key,
+            self.operator,
+            go_slice_sharp("string", self.values.as_deref(), |v| format!("{v:?}"))
+        )
+    }
+}
+
+/// Go's `Semantic.DeepEqual`: a nil `values` equals an empty one.
+impl PartialEq for NodeSelectorRequirement {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && self.operator == other.operator
+            && go_slices_equal(self.values.as_deref(), other.values.as_deref())
+    }
+}
+
+/// kube's internal `core.NodeSelectorTerm`.
+#[derive(Debug)]
+struct NodeSelectorTerm {
+    match_expressions: Option<Vec<NodeSelectorRequirement>>,
+    match_fields: Option<Vec<NodeSelectorRequirement>>,
+}
+
+impl NodeSelectorTerm {
+    fn from_json(value: &Value) -> Self {
+        NodeSelectorTerm {
+            match_expressions: go_slice(
+                value.get("matchExpressions"),
+                NodeSelectorRequirement::from_json,
+            ),
+            match_fields: go_slice(value.get("matchFields"), NodeSelectorRequirement::from_json),
+        }
+    }
+
+    /// Go's `%#v`.
+    fn sharp(&self) -> String {
+        let list = |items: &Option<Vec<NodeSelectorRequirement>>| {
+            go_slice_sharp(
+                "core.NodeSelectorRequirement",
+                items.as_deref(),
+                NodeSelectorRequirement::sharp,
+            )
+        };
+        format!(
+            "core.NodeSelectorTerm{{MatchExpressions:{}, MatchFields:{}}}",
+            list(&self.match_expressions),
+            list(&self.match_fields)
+        )
+    }
+
+    /// kube's `validateNodeSelectorTermHasOnlyAdditions`: an empty old term stays empty;
+    /// otherwise both lists keep their old requirements, in order, as a prefix.
+    fn has_only_additions(&self, old: &NodeSelectorTerm) -> bool {
+        let new_expressions = self.match_expressions.as_deref().unwrap_or_default();
+        let new_fields = self.match_fields.as_deref().unwrap_or_default();
+        let old_expressions = old.match_expressions.as_deref().unwrap_or_default();
+        let old_fields = old.match_fields.as_deref().unwrap_or_default();
+        if old_expressions.is_empty()
+            && old_fields.is_empty()
+            && (!new_expressions.is_empty() || !new_fields.is_empty())
+        {
+            return false;
+        }
+        new_expressions.starts_with(old_expressions) && new_fields.starts_with(old_fields)
+    }
+}
+
+/// A `nodeSelectorTerms` list as Go decodes it (`None` for nil).
+fn go_terms(value: Option<&Value>) -> Option<Vec<NodeSelectorTerm>> {
+    go_slice(value, NodeSelectorTerm::from_json)
 }
 
 /// `ValidateImmutableField`: `field: Invalid value: <new>: field is immutable`.

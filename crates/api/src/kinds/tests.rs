@@ -347,3 +347,254 @@ fn status_rules_and_generation() {
         "runtimeclasses"
     )));
 }
+
+/// A pod with one container, `spec` merged over it.
+fn pod(spec: Value) -> Value {
+    let mut pod = json!({"metadata": {"name": "p", "namespace": "n"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    for (key, value) in spec.as_object().unwrap() {
+        pod["spec"][key] = value.clone();
+    }
+    pod
+}
+
+fn pod_update(new: &Value, old: &Value) -> Result<(), String> {
+    validate_pod_update(&def("", "pods"), new, old).map_err(|err| {
+        assert_eq!(err.code, 422);
+        err.message
+    })
+}
+
+const FORBIDDEN_SPEC: &str =
+    "Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than ";
+
+fn required_terms(terms: Value) -> Value {
+    json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
+}
+
+#[test]
+fn gated_pods_may_add_node_selectors_and_node_affinity() {
+    let gates = json!([{"name": "example.com/gate"}]);
+    let old = pod(json!({
+        "schedulingGates": gates,
+        "nodeSelector": {"a": "b"},
+        "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["x"]}]}
+            ]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchExpressions": [{"key": "k", "operator": "Exists"}]}}
+            ]
+        }}
+    }));
+    let new = pod(json!({
+        "schedulingGates": gates,
+        "nodeSelector": {"a": "b", "c": "d"},
+        "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["x"]},
+                                      {"key": "disk", "operator": "Exists"}],
+                 "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+            ]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 5, "preference": {"matchExpressions": [{"key": "other", "operator": "Exists"}]}}
+            ]
+        }}
+    }));
+    assert_eq!(pod_update(&new, &old), Ok(()));
+    // The old pod's gates count: removing them in the same update changes nothing.
+    let mut ungated = new.clone();
+    ungated["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("schedulingGates");
+    assert_eq!(pod_update(&ungated, &old), Ok(()));
+    // A pod without affinity may get a node affinity (kube's munged Affinity back to nil).
+    let bare = pod(json!({"schedulingGates": gates}));
+    let with_affinity = pod(json!({"schedulingGates": gates,
+        "affinity": required_terms(json!([{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]))}));
+    assert_eq!(pod_update(&with_affinity, &bare), Ok(()));
+    // Without scheduling gates, the same additions are other fields' changes.
+    let mut old_ungated = old.clone();
+    old_ungated["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("schedulingGates");
+    let err = pod_update(&ungated, &old_ungated).unwrap_err();
+    assert!(err.starts_with(FORBIDDEN_SPEC), "{err}");
+    assert!(
+        err.contains(
+            "- \tNodeSelector: {\"a\":\"b\"},\n+ \tNodeSelector: {\"a\":\"b\",\"c\":\"d\"},\n"
+        ),
+        "{err}"
+    );
+    let selector_only = pod(json!({"nodeSelector": {"a": "b", "c": "d"}}));
+    let err = pod_update(&selector_only, &pod(json!({"nodeSelector": {"a": "b"}}))).unwrap_err();
+    assert!(err.starts_with(FORBIDDEN_SPEC), "{err}");
+}
+
+#[test]
+fn gated_pods_may_not_change_or_delete_node_selectors() {
+    let gates = json!([{"name": "g"}]);
+    let old = pod(json!({"schedulingGates": gates, "nodeSelector": {"a": "b", "c": "d"}}));
+    let changed = pod(json!({"schedulingGates": gates, "nodeSelector": {"c": "d", "a": "z"}}));
+    assert_eq!(
+        pod_update(&changed, &old),
+        Err("Pod \"p\" is invalid: spec.nodeSelector: Invalid value: map[string]string{\"a\":\"z\", \"c\":\"d\"}: only additions to spec.nodeSelector are allowed (no mutations or deletions)".to_owned())
+    );
+    let deleted = pod(json!({"schedulingGates": gates, "nodeSelector": {"a": "b"}}));
+    assert_eq!(
+        pod_update(&deleted, &old),
+        Err("Pod \"p\" is invalid: spec.nodeSelector: Invalid value: map[string]string{\"a\":\"b\"}: only additions to spec.nodeSelector are allowed (no mutations or deletions)".to_owned())
+    );
+    let none = pod(json!({"schedulingGates": gates}));
+    assert_eq!(
+        pod_update(&none, &old),
+        Err("Pod \"p\" is invalid: spec.nodeSelector: Invalid value: map[string]string(nil): only additions to spec.nodeSelector are allowed (no mutations or deletions)".to_owned())
+    );
+    // Alongside another field's change, both are reported, the node selector first.
+    let mut renamed = changed.clone();
+    renamed["spec"]["hostname"] = json!("h");
+    let err = pod_update(&renamed, &old).unwrap_err();
+    assert!(
+        err.starts_with("Pod \"p\" is invalid: [spec.nodeSelector: Invalid value: map[string]string{\"a\":\"z\", \"c\":\"d\"}: only additions to spec.nodeSelector are allowed (no mutations or deletions), spec: Forbidden: pod updates may not change fields other than "),
+        "{err}"
+    );
+    assert!(
+        err.contains("+ \tHostname: \"h\",\n") && !err.contains("NodeSelector"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gated_pods_may_only_add_to_required_node_selector_terms() {
+    let gates = json!([{"name": "g"}]);
+    let term = json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["x", "y"]}]});
+    let old = pod(json!({"schedulingGates": gates, "affinity": required_terms(json!([term]))}));
+    let path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    // A term added.
+    let added = pod(
+        json!({"schedulingGates": gates, "affinity": required_terms(json!([
+            term, {"matchExpressions": [{"key": "b", "operator": "Exists"}]}
+        ]))}),
+    );
+    assert_eq!(
+        pod_update(&added, &old),
+        Err(format!(
+            "Pod \"p\" is invalid: {path}: Invalid value: []core.NodeSelectorTerm{{core.NodeSelectorTerm{{MatchExpressions:[]core.NodeSelectorRequirement{{core.NodeSelectorRequirement{{Key:\"a\", Operator:\"In\", Values:[]string{{\"x\", \"y\"}}}}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}}, core.NodeSelectorTerm{{MatchExpressions:[]core.NodeSelectorRequirement{{core.NodeSelectorRequirement{{Key:\"b\", Operator:\"Exists\", Values:[]string(nil)}}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}}}}: no additions/deletions to non-empty NodeSelectorTerms list are allowed"
+        ))
+    );
+    // The required terms removed (an empty node affinity), or all terms removed.
+    let removed = pod(json!({"schedulingGates": gates, "affinity": {"nodeAffinity": {}}}));
+    assert_eq!(
+        pod_update(&removed, &old),
+        Err(format!(
+            "Pod \"p\" is invalid: {path}: Invalid value: []core.NodeSelectorTerm(nil): no additions/deletions to non-empty NodeSelectorTerms list are allowed"
+        ))
+    );
+    let emptied = pod(json!({"schedulingGates": gates, "affinity": required_terms(json!([]))}));
+    assert_eq!(
+        pod_update(&emptied, &old),
+        Err(format!(
+            "Pod \"p\" is invalid: {path}: Invalid value: []core.NodeSelectorTerm{{}}: no additions/deletions to non-empty NodeSelectorTerms list are allowed"
+        ))
+    );
+    // An existing expression mutated (a value dropped), with matchFields sent empty.
+    let mutated = pod(
+        json!({"schedulingGates": gates, "affinity": required_terms(json!([
+            {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x"]},
+                                  {"key": "b", "operator": "Exists"}],
+             "matchFields": []}
+        ]))}),
+    );
+    assert_eq!(
+        pod_update(&mutated, &old),
+        Err(format!(
+            "Pod \"p\" is invalid: {path}[0]: Invalid value: core.NodeSelectorTerm{{MatchExpressions:[]core.NodeSelectorRequirement{{core.NodeSelectorRequirement{{Key:\"a\", Operator:\"In\", Values:[]string{{\"x\"}}}}, core.NodeSelectorRequirement{{Key:\"b\", Operator:\"Exists\", Values:[]string(nil)}}}}, MatchFields:[]core.NodeSelectorRequirement{{}}}}: only additions are allowed (no mutations or deletions)"
+        ))
+    );
+    // An empty term (selects nothing) may not become populated.
+    let empty = pod(json!({"schedulingGates": gates, "affinity": required_terms(json!([{}]))}));
+    let populated = pod(
+        json!({"schedulingGates": gates, "affinity": required_terms(json!([
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]}
+        ]))}),
+    );
+    assert_eq!(
+        pod_update(&populated, &empty),
+        Err(format!(
+            "Pod \"p\" is invalid: {path}[0]: Invalid value: core.NodeSelectorTerm{{MatchExpressions:[]core.NodeSelectorRequirement(nil), MatchFields:[]core.NodeSelectorRequirement{{core.NodeSelectorRequirement{{Key:\"metadata.name\", Operator:\"In\", Values:[]string{{\"n\"}}}}}}}}: only additions are allowed (no mutations or deletions)"
+        ))
+    );
+    // `values: []` and absent `values` are the same requirement.
+    let same = pod(
+        json!({"schedulingGates": gates, "affinity": required_terms(json!([
+            {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x", "y"]}]}
+        ]))}),
+    );
+    let old_exists = pod(
+        json!({"schedulingGates": gates, "affinity": required_terms(json!([
+            {"matchExpressions": [{"key": "e", "operator": "Exists"}]}
+        ]))}),
+    );
+    let new_exists = pod(
+        json!({"schedulingGates": gates, "affinity": required_terms(json!([
+            {"matchExpressions": [{"key": "e", "operator": "Exists", "values": []}, {"key": "f", "operator": "Exists"}]}
+        ]))}),
+    );
+    assert_eq!(pod_update(&same, &old), Ok(()));
+    assert_eq!(pod_update(&new_exists, &old_exists), Ok(()));
+}
+
+#[test]
+fn gated_pods_may_not_change_pod_affinity() {
+    let gates = json!([{"name": "g"}]);
+    let bare = pod(json!({"schedulingGates": gates}));
+    let pod_affinity = json!({"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "a"}}}
+    ]});
+    for key in ["podAffinity", "podAntiAffinity"] {
+        let mut affinity =
+            required_terms(json!([{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]));
+        affinity[key] = pod_affinity.clone();
+        let new = pod(json!({"schedulingGates": gates, "affinity": affinity}));
+        let err = pod_update(&new, &bare).unwrap_err();
+        assert!(err.starts_with(FORBIDDEN_SPEC), "{err}");
+        // The node affinity is the old one (none) in the diff; the pod affinity is shown.
+        assert!(
+            err.contains(&format!("+ \tAffinity: {{\"{key}\":")),
+            "{err}"
+        );
+    }
+    // An unchanged pod affinity next to a changed node affinity passes.
+    let old = pod(json!({"schedulingGates": gates, "affinity": {"podAffinity": pod_affinity}}));
+    let new = pod(
+        json!({"schedulingGates": gates, "affinity": {"podAffinity": pod_affinity,
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}
+        ]}}}),
+    );
+    assert_eq!(pod_update(&new, &old), Ok(()));
+    // Dropping the whole affinity also drops the pod affinity: refused.
+    let err = pod_update(&bare, &old).unwrap_err();
+    assert!(err.starts_with(FORBIDDEN_SPEC), "{err}");
+}
+
+/// Goal: scheduling gates may only be removed; each added one is reported at its index, by
+/// name, as kube's `validateOnlyDeletedSchedulingGates` does.
+#[test]
+fn scheduling_gates_may_only_be_removed() {
+    let old = pod(json!({"schedulingGates": [{"name": "g1"}, {"name": "g2"}]}));
+    let fewer = pod(json!({"schedulingGates": [{"name": "g2"}]}));
+    assert_eq!(pod_update(&fewer, &old), Ok(()));
+    let more = pod(json!({"schedulingGates": [{"name": "g1"}, {"name": "n1"}, {"name": "g2"}, {"name": "n2"}]}));
+    assert_eq!(
+        pod_update(&more, &old),
+        Err("Pod \"p\" is invalid: [spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'n1', spec.schedulingGates[3].name: Forbidden: only deletion is allowed, but found new scheduling gate 'n2']".to_owned())
+    );
+    let ungated = pod(json!({}));
+    assert_eq!(
+        pod_update(&pod(json!({"schedulingGates": [{"name": "x"}]})), &ungated),
+        Err("Pod \"p\" is invalid: spec.schedulingGates[0].name: Forbidden: only deletion is allowed, but found new scheduling gate 'x'".to_owned())
+    );
+}
