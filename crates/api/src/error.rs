@@ -207,16 +207,19 @@ impl ApiError {
         name: &str,
         causes: Vec<(String, String, String)>,
     ) -> ApiError {
-        let texts: Vec<String> = causes
-            .iter()
-            .map(|(field, message, _)| {
-                if field.is_empty() {
-                    message.clone()
-                } else {
-                    format!("{field}: {message}")
-                }
-            })
-            .collect();
+        // The message lists each distinct cause once (`ErrorList.ToAggregate`); the causes
+        // keep every one.
+        let mut texts: Vec<String> = Vec::with_capacity(causes.len());
+        for (field, message, _) in &causes {
+            let text = if field.is_empty() {
+                message.clone()
+            } else {
+                format!("{field}: {message}")
+            };
+            if !texts.contains(&text) {
+                texts.push(text);
+            }
+        }
         let joined = match texts.len() {
             0 => String::new(),
             1 => texts[0].clone(),
@@ -508,6 +511,27 @@ mod tests {
             "Deployment.apps \"d\" is invalid: [a: x, b: y]"
         );
         assert_eq!(two.details.unwrap()["group"], "apps");
+        // The same cause twice: once in the message (Go's `ToAggregate`), twice in the causes.
+        let repeated = ApiError::invalid(
+            &def("deployments"),
+            "d",
+            vec![
+                ("a".into(), "x".into(), "FieldValueRequired".into()),
+                ("a".into(), "x".into(), "FieldValueRequired".into()),
+                ("b".into(), "y".into(), "FieldValueInvalid".into()),
+            ],
+        );
+        assert_eq!(
+            repeated.message,
+            "Deployment.apps \"d\" is invalid: [a: x, b: y]"
+        );
+        assert_eq!(
+            repeated.details.unwrap()["causes"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
     }
 
     #[test]
