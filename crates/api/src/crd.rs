@@ -22,6 +22,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
+use crate::field::Cause;
 use crate::resources::ResourceDef;
 
 /// The API group of CustomResourceDefinitions.
@@ -87,30 +88,16 @@ pub fn apply_defaults(object: &mut Value) {
     }
 }
 
-type Cause = (String, String, String);
-
 fn required(field: &str) -> Cause {
-    (
-        field.to_owned(),
-        "Required value".to_owned(),
-        "FieldValueRequired".to_owned(),
-    )
+    crate::field::required(field, "")
 }
 
 fn invalid(field: &str, value: &str, detail: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Invalid value: {value:?}: {detail}"),
-        "FieldValueInvalid".to_owned(),
-    )
+    crate::field::invalid(field, &crate::field::go_quote(value), detail)
 }
 
 fn invalid_json(field: &str, value: &Value, detail: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Invalid value: {value}: {detail}"),
-        "FieldValueInvalid".to_owned(),
-    )
+    crate::field::invalid(field, &value.to_string(), detail)
 }
 
 /// A DNS-1035 label check (`IsDNS1035Label`), with Kubernetes' message.
@@ -288,6 +275,12 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         .cloned()
         .unwrap_or(Value::Null);
     validate_names(&names, "spec.names", &mut causes);
+    for (index, version) in versions.iter().enumerate() {
+        if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
+            let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
+            causes.extend(crate::crd_schema::validate(schema, &path));
+        }
+    }
     if let Some(old) = old {
         let established = condition_true(old, "Established");
         let mut immutable = vec![
@@ -950,6 +943,38 @@ mod tests {
         assert_eq!(crd["spec"]["names"]["singular"], "widget");
         assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
         assert_eq!(crd["spec"]["conversion"]["strategy"], "None");
+        assert_eq!(validate(&crd, None), Ok(()));
+    }
+
+    #[test]
+    fn schema_patterns_must_compile() {
+        let mut crd = widget();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object",
+        "properties": {"spec": {"type": "object", "properties": {
+            "name": {"type": "string", "pattern": "[a"},
+            "ok": {"type": "string", "pattern": "^[a-z]+$"},
+            "tags": {"type": "array", "items": {"type": "string", "anyOf": [{"pattern": "(x"}]}}
+        }}}});
+        apply_defaults(&mut crd);
+        let error = validate(&crd, None).unwrap_err();
+        assert_eq!(
+            fields(&error),
+            [
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[name].pattern",
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[tags].items.anyOf[0].pattern",
+            ]
+        );
+        assert!(
+            error.message.contains(
+                "properties[name].pattern: Invalid value: \"[a\": must be a valid regular expression, but isn't: error parsing regexp: "
+            ),
+            "{}",
+            error.message
+        );
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["name"]["pattern"] = json!("[a]");
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["tags"]["items"]["anyOf"][0]["pattern"] = json!("(x)");
         assert_eq!(validate(&crd, None), Ok(()));
     }
 

@@ -35,11 +35,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
+use crate::field::{Cause, forbidden, required};
 use crate::meta::{validate_dns1123_label, validate_dns1123_subdomain};
 use crate::resources::{ResourceDef, lookup};
-
-/// A `(field, message, reason)` cause of a 422 Invalid.
-type Cause = (String, String, String);
 
 /// kube's system PriorityClasses (`SystemPriorityClasses`): name, value, description. A
 /// server bootstraps them; no other class may take the `system-` prefix, and none may pass
@@ -60,29 +58,8 @@ pub const SYSTEM_PRIORITY_CLASSES: [(&str, i64, &str); 2] = [
 /// kube's `HighestUserDefinablePriority`.
 pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
 
-fn required(field: &str, detail: &str) -> Cause {
-    let message = if detail.is_empty() {
-        "Required value".to_owned()
-    } else {
-        format!("Required value: {detail}")
-    };
-    (field.to_owned(), message, "FieldValueRequired".to_owned())
-}
-
-fn forbidden(field: &str, detail: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Forbidden: {detail}"),
-        "FieldValueForbidden".to_owned(),
-    )
-}
-
 fn duplicate(field: &str, value: &Value) -> Cause {
-    (
-        field.to_owned(),
-        format!("Duplicate value: {}", go_value(value)),
-        "FieldValueDuplicate".to_owned(),
-    )
+    crate::field::duplicate(field, &go_value(value))
 }
 
 fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
@@ -91,24 +68,11 @@ fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
 
 /// An Invalid cause whose value is already printed (Go's `%#v` of a Go type).
 fn invalid_printed(field: &str, printed: &str, detail: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Invalid value: {printed}: {detail}"),
-        "FieldValueInvalid".to_owned(),
-    )
+    crate::field::invalid(field, printed, detail)
 }
 
 fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
-    let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
-    (
-        field.to_owned(),
-        format!(
-            "Unsupported value: {}: supported values: {}",
-            go_value(value),
-            list.join(", ")
-        ),
-        "FieldValueNotSupported".to_owned(),
-    )
+    crate::field::not_supported(field, &go_value(value), supported)
 }
 
 /// A value as kube's field errors print it: strings quoted, numbers and booleans bare,

@@ -21,7 +21,8 @@
 //! - [`query`]: the query parameters of list, get and watch, and continue tokens.
 //! - [`watch_frame`]: watch events as newline-delimited JSON frames.
 //! - [`schema`]: write bodies of built-in kinds decoded against their published schemas, with
-//!   kube-apiserver's 400/422 answers.
+//!   kube-apiserver's 400/422 answers; [`structural`]: custom resources against their CRD's
+//!   structural schema (with [`strfmt`]'s string formats), ratcheted on updates.
 //! - [`ephemeral`]: the `ephemeralcontainers` subresource of pods; [`certificates`]: the
 //!   `approval` subresource of CertificateSigningRequests.
 //! - [`defaults`]: the built-in kinds' defaults and create-time status, and which kinds keep
@@ -46,10 +47,12 @@ pub mod apply;
 pub mod certificates;
 pub mod componentstatus;
 pub mod crd;
+mod crd_schema;
 pub mod defaults;
 pub mod discovery;
 pub mod ephemeral;
 pub mod error;
+pub mod field;
 pub mod gc;
 mod hash;
 pub mod kinds;
@@ -62,6 +65,8 @@ pub mod protobuf;
 pub mod query;
 pub mod resources;
 pub mod schema;
+pub mod strfmt;
+pub mod structural;
 pub mod table;
 pub mod time;
 pub mod versions;

@@ -386,8 +386,9 @@ fn pointer_remove(doc: &mut Value, path: &str, tokens: &[String]) -> Result<Valu
     }
 }
 
-/// JSON equality with numbers compared by value (`1` equals `1.0`).
-fn json_equal(a: &Value, b: &Value) -> bool {
+/// JSON equality with numbers compared by value (`1` equals `1.0`), as Go compares decoded
+/// values whose numbers are `float64`.
+pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             x == y || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q)) if p == q)

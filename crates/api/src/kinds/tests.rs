@@ -587,7 +587,9 @@ fn scheduling_gates_may_only_be_removed() {
     let old = pod(json!({"schedulingGates": [{"name": "g1"}, {"name": "g2"}]}));
     let fewer = pod(json!({"schedulingGates": [{"name": "g2"}]}));
     assert_eq!(pod_update(&fewer, &old), Ok(()));
-    let more = pod(json!({"schedulingGates": [{"name": "g1"}, {"name": "n1"}, {"name": "g2"}, {"name": "n2"}]}));
+    let more = pod(
+        json!({"schedulingGates": [{"name": "g1"}, {"name": "n1"}, {"name": "g2"}, {"name": "n2"}]}),
+    );
     assert_eq!(
         pod_update(&more, &old),
         Err("Pod \"p\" is invalid: [spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'n1', spec.schedulingGates[3].name: Forbidden: only deletion is allowed, but found new scheduling gate 'n2']".to_owned())

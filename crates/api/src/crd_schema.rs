@@ -1,0 +1,888 @@
+//! A CRD version's `openAPIV3Schema` checked as kube-apiserver checks it before serving it:
+//! the structural-schema invariants (`apiextensions-apiserver/pkg/apiserver/schema`'s
+//! `ValidateStructural`, its causes sorted by text as kube sorts them) and then the OpenAPI
+//! checks of `ValidateCustomResourceDefinitionOpenAPISchema`, with kube's paths
+//! (`spec.versions[0].schema.openAPIV3Schema.properties[spec].type`) and wording:
+//!
+//! - every specified field, array item and the root have a `type` (unless int-or-string or
+//!   preserving unknown fields); the root is an `object`; arrays have `items`; `metadata` at the
+//!   root is an `object` constraining at most `name` and `generateName`; `kind` and
+//!   `apiVersion` are strings; `additionalProperties` is not at the root nor beside
+//!   `properties`;
+//! - inside `allOf`/`anyOf`/`oneOf`/`not` only value validations (no `type`, `default`,
+//!   `description`, `nullable`, `additionalProperties`, Kubernetes extensions or `metadata`),
+//!   the two int-or-string `anyOf` forms excepted;
+//! - patterns compile (Go's RE2 syntax, [`crate::structural::compile_pattern`]);
+//! - `type` one of the six OpenAPI types; `uniqueItems`, `$ref`, `id`, `definitions`,
+//!   `dependencies`, `patternProperties`, `additionalItems` and tuple `items` refused;
+//!   `x-kubernetes-preserve-unknown-fields: false` refused; `x-kubernetes-list-type` (`atomic`,
+//!   `set`, `map`) only on arrays, `map` lists with object items, existing scalar key
+//!   properties that are required or defaulted and not nullable, no nullable items in `set`
+//!   and `map` lists; `x-kubernetes-map-type` (`atomic`, `granular`) only on objects; no
+//!   `default` in the root's `metadata`, `kind`, `apiVersion`; no `nullable` root;
+//!   `x-kubernetes-validations` entries with a rule and one-line messages (their CEL is not
+//!   compiled: watchkeeper does not evaluate CEL).
+//!
+//! Not checked: `validateStructuralCompleteness` (fields named only inside value validations)
+//! and that `default`s fit their schema.
+
+use serde_json::{Map, Value};
+
+use crate::field::{Cause, forbidden, go_quote, invalid, required};
+
+/// `field.NotSupported` of a string value.
+fn not_supported(path: &str, value: &str, supported: &[&str]) -> Cause {
+    crate::field::not_supported(path, &go_quote(value), supported)
+}
+
+const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
+
+/// The causes of refusing `schema`, a version's `openAPIV3Schema` at `path`.
+#[must_use]
+pub(crate) fn validate(schema: &Value, path: &str) -> Vec<Cause> {
+    let Value::Object(root) = schema else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    if root.get("nullable").and_then(Value::as_bool) == Some(true) {
+        causes.push(forbidden(
+            &format!("{path}.nullable"),
+            "nullable cannot be true at the root",
+        ));
+    }
+    let mut structural = Vec::new();
+    invariants(root, Level::Root, path, &mut structural);
+    structural.sort_by_key(text);
+    causes.extend(structural);
+    openapi(root, path, Context::root(), &mut causes);
+    causes
+}
+
+fn text(cause: &Cause) -> String {
+    format!("{}: {}", cause.0, cause.1)
+}
+
+fn flag(node: &Map<String, Value>, key: &str) -> bool {
+    node.get(key).and_then(Value::as_bool) == Some(true)
+}
+
+fn type_of(node: &Map<String, Value>) -> &str {
+    node.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+fn object_at<'a>(node: &'a Map<String, Value>, key: &str) -> Option<&'a Map<String, Value>> {
+    node.get(key).and_then(Value::as_object)
+}
+
+fn properties(node: &Map<String, Value>) -> impl Iterator<Item = (&String, &Map<String, Value>)> {
+    object_at(node, "properties")
+        .into_iter()
+        .flat_map(|p| p.iter().filter_map(|(k, v)| v.as_object().map(|v| (k, v))))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    Root,
+    Item,
+    Field,
+}
+
+/// `validateStructuralInvariants`.
+fn invariants(node: &Map<String, Value>, level: Level, path: &str, causes: &mut Vec<Cause>) {
+    let kind = type_of(node);
+    if kind == "array" && node.get("items").is_none() {
+        causes.push(required(&format!("{path}.items"), "must be specified"));
+    }
+    if let Some(items) = object_at(node, "items") {
+        invariants(items, Level::Item, &format!("{path}.items"), causes);
+    }
+    for (key, property) in properties(node) {
+        invariants(
+            property,
+            Level::Field,
+            &format!("{path}.properties[{key}]"),
+            causes,
+        );
+    }
+    if let Some(additional) = node.get("additionalProperties") {
+        if level == Level::Root {
+            causes.push(forbidden(
+                &format!("{path}.additionalProperties"),
+                "must not be used at the root",
+            ));
+        }
+        if let Value::Object(additional) = additional {
+            invariants(
+                additional,
+                Level::Field,
+                &format!("{path}.additionalProperties"),
+                causes,
+            );
+        }
+    }
+    let int_or_string = flag(node, "x-kubernetes-int-or-string");
+    let preserve = flag(node, "x-kubernetes-preserve-unknown-fields");
+    let embedded = flag(node, "x-kubernetes-embedded-resource");
+    if int_or_string && preserve {
+        causes.push(invalid(
+            &format!("{path}.x-kubernetes-preserve-unknown-fields"),
+            "true",
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    if int_or_string && embedded {
+        causes.push(invalid(
+            &format!("{path}.x-kubernetes-embedded-resource"),
+            "true",
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
+    }
+    value_validation(
+        node,
+        int_or_string_any_of(node),
+        int_or_string_all_of(node),
+        path,
+        causes,
+    );
+    if embedded && kind != "object" {
+        if kind.is_empty() {
+            causes.push(required(
+                &format!("{path}.type"),
+                "must be object if x-kubernetes-embedded-resource is true",
+            ));
+        } else {
+            causes.push(invalid(
+                &format!("{path}.type"),
+                &go_quote(kind),
+                "must be object if x-kubernetes-embedded-resource is true",
+            ));
+        }
+    } else if kind.is_empty() && !int_or_string && !preserve {
+        let detail = match level {
+            Level::Root => "must not be empty at the root",
+            Level::Item => "must not be empty for specified array items",
+            Level::Field => "must not be empty for specified object fields",
+        };
+        causes.push(required(&format!("{path}.type"), detail));
+    }
+    if embedded && node.contains_key("additionalProperties") {
+        causes.push(forbidden(
+            &format!("{path}.additionalProperties"),
+            "must not be used if x-kubernetes-embedded-resource is set",
+        ));
+    }
+    if level == Level::Root && !kind.is_empty() && kind != "object" {
+        causes.push(invalid(
+            &format!("{path}.type"),
+            &go_quote(kind),
+            "must be object at the root",
+        ));
+    }
+    let resource = level == Level::Root || embedded;
+    if resource {
+        for key in ["kind", "apiVersion"] {
+            if let Some(property) = object_at(node, "properties").and_then(|p| object_at(p, key))
+                && type_of(property) != "string"
+            {
+                causes.push(invalid(
+                    &format!("{path}.properties[{key}].type"),
+                    &go_quote(type_of(property)),
+                    "must be string",
+                ));
+            }
+        }
+    }
+    if let Some(metadata) = object_at(node, "properties").and_then(|p| object_at(p, "metadata")) {
+        let at = format!("{path}.properties[metadata]");
+        if resource && type_of(metadata) != "object" {
+            causes.push(invalid(
+                &format!("{at}.type"),
+                &go_quote(type_of(metadata)),
+                "must be object",
+            ));
+        }
+        if level == Level::Root
+            && properties(metadata).any(|(key, _)| key != "name" && key != "generateName")
+        {
+            causes.push(forbidden(
+                &at,
+                "must not specify anything other than name and generateName, but metadata is implicitly specified",
+            ));
+        }
+    }
+    if embedded && !preserve && properties(node).next().is_none() {
+        causes.push(required(
+            &format!("{path}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+}
+
+/// `anyOf: [{type: integer}, {type: string}]`, the int-or-string form kube allows a type in.
+fn is_int_or_string_pair(list: Option<&Value>) -> bool {
+    list.and_then(Value::as_array).is_some_and(|branches| {
+        branches.len() == 2
+            && branches[0] == serde_json::json!({"type": "integer"})
+            && branches[1] == serde_json::json!({"type": "string"})
+    })
+}
+
+fn int_or_string_any_of(node: &Map<String, Value>) -> bool {
+    is_int_or_string_pair(node.get("anyOf"))
+}
+
+fn int_or_string_all_of(node: &Map<String, Value>) -> bool {
+    node.get("allOf")
+        .and_then(Value::as_array)
+        .and_then(|all| all.first())
+        .is_some_and(|first| is_int_or_string_pair(first.get("anyOf")))
+}
+
+/// `validateValueValidation`: the junctors' nested schemas, then the pattern.
+fn value_validation(
+    node: &Map<String, Value>,
+    skip_any_of: bool,
+    skip_first_all_of_any_of: bool,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let each = |key: &str| -> Vec<(usize, &Map<String, Value>)> {
+        node.get(key)
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| v.as_object().map(|v| (i, v)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if !skip_any_of {
+        for (index, nested_node) in each("anyOf") {
+            nested(
+                nested_node,
+                false,
+                &format!("{path}.anyOf[{index}]"),
+                causes,
+            );
+        }
+    }
+    for (index, nested_node) in each("allOf") {
+        let skip = skip_first_all_of_any_of && index == 0;
+        nested(nested_node, skip, &format!("{path}.allOf[{index}]"), causes);
+    }
+    for (index, nested_node) in each("oneOf") {
+        nested(
+            nested_node,
+            false,
+            &format!("{path}.oneOf[{index}]"),
+            causes,
+        );
+    }
+    if let Some(not) = object_at(node, "not") {
+        nested(not, false, &format!("{path}.not"), causes);
+    }
+    if let Some(pattern) = node.get("pattern").and_then(Value::as_str)
+        && !pattern.is_empty()
+        && let Err(error) = crate::structural::compile_pattern(pattern)
+    {
+        causes.push(invalid(
+            &format!("{path}.pattern"),
+            &go_quote(pattern),
+            &format!("must be a valid regular expression, but isn't: {error}"),
+        ));
+    }
+}
+
+/// `validateNestedValueValidation`: a schema under a junctor holds value validations only.
+fn nested(node: &Map<String, Value>, skip_any_of: bool, path: &str, causes: &mut Vec<Cause>) {
+    value_validation(node, skip_any_of, false, path, causes);
+    if let Some(items) = object_at(node, "items") {
+        nested(items, false, &format!("{path}.items"), causes);
+    }
+    for (key, property) in properties(node) {
+        nested(
+            property,
+            false,
+            &format!("{path}.properties[{key}]"),
+            causes,
+        );
+    }
+    let at = |key: &str| format!("{path}.{key}");
+    if !type_of(node).is_empty() {
+        causes.push(forbidden(&at("type"), "must be empty to be structural"));
+    }
+    if node.contains_key("additionalProperties") {
+        causes.push(forbidden(
+            &at("additionalProperties"),
+            "must be undefined to be structural",
+        ));
+    }
+    if node.get("default").is_some_and(|d| !d.is_null()) {
+        causes.push(forbidden(
+            &at("default"),
+            "must be undefined to be structural",
+        ));
+    }
+    for key in ["title", "description"] {
+        if node
+            .get(key)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+        {
+            causes.push(forbidden(&at(key), "must be empty to be structural"));
+        }
+    }
+    if flag(node, "nullable") {
+        causes.push(forbidden(&at("nullable"), "must be false to be structural"));
+    }
+    for key in [
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-embedded-resource",
+        "x-kubernetes-int-or-string",
+    ] {
+        if flag(node, key) {
+            causes.push(forbidden(&at(key), "must be false to be structural"));
+        }
+    }
+    if node
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .is_some_and(|k| !k.is_empty())
+    {
+        causes.push(forbidden(
+            &at("x-kubernetes-list-map-keys"),
+            "must be empty to be structural",
+        ));
+    }
+    for key in ["x-kubernetes-list-type", "x-kubernetes-map-type"] {
+        if node.get(key).is_some_and(|v| !v.is_null()) {
+            causes.push(forbidden(&at(key), "must be undefined to be structural"));
+        }
+    }
+    if node
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .is_some_and(|v| !v.is_empty())
+    {
+        causes.push(forbidden(
+            &at("x-kubernetes-validations"),
+            "must be empty to be structural",
+        ));
+    }
+    if object_at(node, "properties").is_some_and(|p| p.contains_key("metadata")) {
+        causes.push(forbidden(
+            &format!("{path}.properties[metadata]"),
+            "must not be specified in a nested context",
+        ));
+    }
+}
+
+/// Where a node sits, for the checks that depend on it.
+#[derive(Clone, Copy)]
+struct Context<'a> {
+    root: bool,
+    /// Why a `default` may not be set here (`in top-level metadata`), if it may not.
+    no_defaults: Option<&'a str>,
+}
+
+impl Context<'_> {
+    fn root() -> Self {
+        Context {
+            root: true,
+            no_defaults: None,
+        }
+    }
+
+    fn child(self) -> Self {
+        Context {
+            root: false,
+            no_defaults: self.no_defaults,
+        }
+    }
+}
+
+/// `ValidateCustomResourceDefinitionOpenAPISchema`.
+fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: &mut Vec<Cause>) {
+    let at = |key: &str| format!("{path}.{key}");
+    let kind = type_of(node);
+    // specStandardValidatorV3.validate
+    if !kind.is_empty() && !TYPES.contains(&kind) {
+        causes.push(not_supported(&at("type"), kind, &TYPES));
+    }
+    if let Some(reason) = context.no_defaults
+        && node.contains_key("default")
+    {
+        causes.push(forbidden(
+            &at("default"),
+            &format!("must not be set {reason}"),
+        ));
+    }
+    for (key, detail) in [
+        ("id", "id is not supported"),
+        ("additionalItems", "additionalItems is not supported"),
+        ("patternProperties", "patternProperties is not supported"),
+        ("definitions", "definitions is not supported"),
+        ("dependencies", "dependencies is not supported"),
+        ("$ref", "$ref is not supported"),
+    ] {
+        if node.get(key).is_some_and(|v| match v {
+            Value::String(s) => !s.is_empty(),
+            Value::Object(m) => !m.is_empty() || key == "additionalItems",
+            Value::Null => false,
+            _ => true,
+        }) {
+            causes.push(forbidden(&at(key), detail));
+        }
+    }
+    if kind == "null" {
+        causes.push(forbidden(
+            &at("type"),
+            "type cannot be set to null, use nullable as an alternative",
+        ));
+    }
+    if node.get("items").is_some_and(Value::is_array) {
+        causes.push(forbidden(
+            &at("items"),
+            "items must be a schema object and not an array",
+        ));
+    }
+    if flag(node, "uniqueItems") {
+        causes.push(forbidden(
+            &at("uniqueItems"),
+            "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ));
+    }
+    if let Some(additional) = node.get("additionalProperties") {
+        let has_properties = object_at(node, "properties").is_some_and(|p| !p.is_empty());
+        if has_properties && (additional.is_object() || additional == &Value::Bool(false)) {
+            causes.push(forbidden(
+                &at("additionalProperties"),
+                "additionalProperties and properties are mutual exclusive",
+            ));
+        }
+        if let Value::Object(additional) = additional {
+            openapi(
+                additional,
+                &at("additionalProperties"),
+                context.child(),
+                causes,
+            );
+        }
+    }
+    for (key, property) in properties(node) {
+        let mut sub = context.child();
+        if context.root && matches!(key.as_str(), "metadata" | "kind" | "apiVersion") {
+            sub.no_defaults = Some(match key.as_str() {
+                "metadata" => "in top-level metadata",
+                "kind" => "in top-level kind",
+                _ => "in top-level apiVersion",
+            });
+        }
+        openapi(property, &format!("{path}.properties[{key}]"), sub, causes);
+    }
+    if let Some(not) = object_at(node, "not") {
+        openapi(not, &at("not"), context.child(), causes);
+    }
+    for junctor in ["allOf", "oneOf", "anyOf"] {
+        if let Some(list) = node.get(junctor).and_then(Value::as_array) {
+            for (index, branch) in list.iter().enumerate() {
+                if let Value::Object(branch) = branch {
+                    openapi(
+                        branch,
+                        &format!("{path}.{junctor}[{index}]"),
+                        context.child(),
+                        causes,
+                    );
+                }
+            }
+        }
+    }
+    if let Some(items) = object_at(node, "items") {
+        openapi(items, &at("items"), context.child(), causes);
+    }
+    if node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
+        causes.push(invalid(
+            &at("x-kubernetes-preserve-unknown-fields"),
+            "false",
+            "must be true or undefined",
+        ));
+    }
+    extensions(node, kind, path, causes);
+}
+
+/// The map and list extensions, and `x-kubernetes-validations`' entries.
+fn extensions(node: &Map<String, Value>, kind: &str, path: &str, causes: &mut Vec<Cause>) {
+    let at = |key: &str| format!("{path}.{key}");
+    let must_be = |causes: &mut Vec<Cause>, wanted: &str, marker: &str| {
+        let detail = format!("must be {wanted} if {marker} is specified");
+        if kind.is_empty() {
+            causes.push(required(&at("type"), &detail));
+        } else {
+            causes.push(invalid(&at("type"), &go_quote(kind), &detail));
+        }
+    };
+    if let Some(map_type) = node.get("x-kubernetes-map-type").and_then(Value::as_str) {
+        if kind != "object" {
+            must_be(causes, "object", "x-kubernetes-map-type");
+        }
+        if map_type != "atomic" && map_type != "granular" {
+            causes.push(not_supported(
+                &at("x-kubernetes-map-type"),
+                map_type,
+                &["atomic", "granular"],
+            ));
+        }
+    }
+    let list_type = node.get("x-kubernetes-list-type").and_then(Value::as_str);
+    if list_type.is_some() && kind != "array" {
+        must_be(causes, "array", "x-kubernetes-list-type");
+    }
+    if let Some(list_type) = list_type
+        && !matches!(list_type, "atomic" | "set" | "map")
+    {
+        causes.push(not_supported(
+            &at("x-kubernetes-list-type"),
+            list_type,
+            &["atomic", "set", "map"],
+        ));
+    }
+    let keys: Vec<&str> = node
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .map(|k| k.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let keys_text = format!(
+        "[]string{{{}}}",
+        keys.iter()
+            .map(|k| go_quote(k))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if !keys.is_empty() {
+        match list_type {
+            None => causes.push(required(
+                &at("x-kubernetes-list-type"),
+                "must be map if x-kubernetes-list-map-keys is non-empty",
+            )),
+            Some("map") => {}
+            Some(other) => causes.push(invalid(
+                &at("x-kubernetes-list-type"),
+                &go_quote(other),
+                "must be map if x-kubernetes-list-map-keys is non-empty",
+            )),
+        }
+    }
+    let items = node.get("items");
+    let item_schema = items.and_then(Value::as_object);
+    if list_type == Some("map") {
+        if keys.is_empty() {
+            causes.push(required(
+                &at("x-kubernetes-list-map-keys"),
+                "must not be empty if x-kubernetes-list-type is map",
+            ));
+        }
+        if items.is_none() {
+            causes.push(required(
+                &at("items"),
+                "must have a schema if x-kubernetes-list-type is map",
+            ));
+        }
+        if let Some(item_schema) = item_schema {
+            let item_type = type_of(item_schema);
+            if item_type != "object" {
+                causes.push(invalid(
+                    &format!("{path}.items.type"),
+                    &go_quote(item_type),
+                    "must be object if parent array's x-kubernetes-list-type is map",
+                ));
+            } else {
+                let mut seen = Vec::new();
+                for key in &keys {
+                    match object_at(item_schema, "properties").and_then(|p| object_at(p, key)) {
+                        Some(property) => {
+                            if matches!(type_of(property), "array" | "object") {
+                                causes.push(invalid(
+                                    &format!("{path}.items.properties[{key}].type"),
+                                    &go_quote(item_type),
+                                    "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                                ));
+                            }
+                        }
+                        None => causes.push(invalid(
+                            &at("x-kubernetes-list-map-keys"),
+                            &keys_text,
+                            "entries must all be names of item properties",
+                        )),
+                    }
+                    if seen.contains(key) {
+                        causes.push(invalid(
+                            &at("x-kubernetes-list-map-keys"),
+                            &keys_text,
+                            "must not contain duplicate entries",
+                        ));
+                    }
+                    seen.push(key);
+                }
+            }
+        }
+    }
+    // validateMapListKeysMapSet
+    if let (Some(item_schema), Some(list_type @ ("set" | "map"))) = (item_schema, list_type) {
+        if flag(item_schema, "nullable") {
+            causes.push(forbidden(
+                &format!("{path}.items.nullable"),
+                &format!("cannot be nullable when x-kubernetes-list-type is {list_type}"),
+            ));
+        }
+        if list_type == "map" {
+            let required_keys: Vec<&str> = item_schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for key in &keys {
+                let Some(property) =
+                    object_at(item_schema, "properties").and_then(|p| object_at(p, key))
+                else {
+                    continue;
+                };
+                if !required_keys.contains(key)
+                    && property.get("default").is_none_or(Value::is_null)
+                {
+                    causes.push(required(
+                        &format!("{path}.items.properties[{key}].default"),
+                        "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+                    ));
+                }
+                if flag(property, "nullable") {
+                    causes.push(forbidden(
+                        &format!("{path}.items.properties[{key}].nullable"),
+                        "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(rules) = node
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
+        for (index, rule) in rules.iter().enumerate() {
+            let at = |key: &str| format!("{path}.x-kubernetes-validations[{index}].{key}");
+            let field = |key: &str| rule.get(key).and_then(Value::as_str).unwrap_or("");
+            let (text, message) = (field("rule"), field("message"));
+            let newline = |s: &str| s.contains(['\n', '\r']);
+            if text.trim().is_empty() {
+                causes.push(required(&at("rule"), "rule is not specified"));
+            } else if !message.is_empty() && message.trim().is_empty() {
+                causes.push(invalid(
+                    &at("message"),
+                    &go_quote(message),
+                    "message must be non-empty if specified",
+                ));
+            } else if newline(message.trim()) {
+                causes.push(invalid(
+                    &at("message"),
+                    &go_quote(message),
+                    "message must not contain line breaks",
+                ));
+            } else if newline(text.trim()) && message.trim().is_empty() {
+                causes.push(required(
+                    &at("message"),
+                    "message must be specified if rule contains line breaks",
+                ));
+            }
+            let expression = field("messageExpression");
+            if !expression.is_empty() && expression.trim().is_empty() {
+                causes.push(required(
+                    &at("messageExpression"),
+                    "messageExpression must be non-empty if specified",
+                ));
+            }
+            if let Some(reason) = rule.get("reason").and_then(Value::as_str) {
+                const REASONS: [&str; 4] = [
+                    "FieldValueDuplicate",
+                    "FieldValueForbidden",
+                    "FieldValueInvalid",
+                    "FieldValueRequired",
+                ];
+                if !REASONS.contains(&reason) {
+                    causes.push(not_supported(&at("reason"), reason, &REASONS));
+                }
+            }
+            let field_path = field("fieldPath");
+            if !field_path.is_empty() && field_path.trim().is_empty() {
+                causes.push(invalid(
+                    &at("fieldPath"),
+                    &go_quote(field_path),
+                    "fieldPath must be non-empty if specified",
+                ));
+            }
+            if newline(field_path) {
+                causes.push(invalid(
+                    &at("fieldPath"),
+                    &go_quote(field_path),
+                    "fieldPath must not contain line breaks",
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const AT: &str = "spec.versions[0].schema.openAPIV3Schema";
+
+    fn messages(schema: Value) -> Vec<String> {
+        validate(&schema, AT).iter().map(text).collect()
+    }
+
+    #[test]
+    fn a_well_formed_schema_passes() {
+        let schema = json!({"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}}},
+            "spec": {"type": "object", "required": ["ports"], "properties": {
+                "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}, "x-kubernetes-map-type": "atomic"},
+                "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "either": {"type": "string", "oneOf": [{"pattern": "^a"}, {"maxLength": 2}],
+                    "x-kubernetes-validations": [{"rule": "self != 'x'", "message": "not x"}]}
+            }},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }});
+        assert_eq!(messages(schema), Vec::<String>::new());
+    }
+
+    #[test]
+    fn structural_invariants_are_refused_sorted_as_kube_sorts_them() {
+        let schema = json!({"properties": {
+            "metadata": {"type": "object", "properties": {"labels": {"type": "object"}}},
+            "kind": {"type": "integer"},
+            "spec": {"properties": {"list": {"type": "array"}, "items": {"type": "array", "items": {}}}},
+            "choice": {"type": "string", "anyOf": [{"type": "string", "nullable": true,
+                "properties": {"metadata": {}}}]}
+        }, "additionalProperties": {"type": "string"}});
+        assert_eq!(
+            messages(schema),
+            [
+                format!("{AT}.additionalProperties: Forbidden: must not be used at the root"),
+                format!(
+                    "{AT}.properties[choice].anyOf[0].nullable: Forbidden: must be false to be structural"
+                ),
+                format!(
+                    "{AT}.properties[choice].anyOf[0].properties[metadata]: Forbidden: must not be specified in a nested context"
+                ),
+                format!(
+                    "{AT}.properties[choice].anyOf[0].type: Forbidden: must be empty to be structural"
+                ),
+                format!("{AT}.properties[kind].type: Invalid value: \"integer\": must be string"),
+                format!(
+                    "{AT}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[items].items.type: Required value: must not be empty for specified array items"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[list].items: Required value: must be specified"
+                ),
+                format!(
+                    "{AT}.properties[spec].type: Required value: must not be empty for specified object fields"
+                ),
+                format!("{AT}.type: Required value: must not be empty at the root"),
+                format!(
+                    "{AT}.additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+                ),
+            ]
+        );
+        assert_eq!(
+            messages(json!({"type": "array", "items": {"type": "string"}})),
+            [format!(
+                "{AT}.type: Invalid value: \"array\": must be object at the root"
+            )]
+        );
+    }
+
+    #[test]
+    fn openapi_keywords_and_extensions_are_refused_in_kube_s_words() {
+        let schema = json!({"type": "object", "nullable": true, "properties": {
+            "metadata": {"type": "object", "default": {}},
+            "a": {"type": "array", "uniqueItems": true, "items": {"type": "string"}},
+            "b": {"type": "date"},
+            "c": {"type": "object", "x-kubernetes-preserve-unknown-fields": false, "$ref": "#/x"},
+            "d": {"type": "string", "x-kubernetes-list-type": "queue"},
+            "e": {"type": "array", "x-kubernetes-list-type": "map", "items": {"type": "object",
+                "properties": {"k": {"type": "string"}}}},
+            "f": {"type": "array", "x-kubernetes-list-map-keys": ["k", "k", "z"], "x-kubernetes-list-type": "map",
+                "items": {"type": "object", "nullable": true, "properties": {"k": {"type": "object"}}}},
+            "g": {"type": "object", "x-kubernetes-validations": [{"rule": " "}, {"rule": "a\nb"},
+                {"rule": "x", "reason": "Bad"}]}
+        }});
+        assert_eq!(
+            messages(schema),
+            [
+                format!("{AT}.nullable: Forbidden: nullable cannot be true at the root"),
+                format!(
+                    "{AT}.properties[a].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+                ),
+                format!(
+                    "{AT}.properties[b].type: Unsupported value: \"date\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+                ),
+                format!("{AT}.properties[c].$ref: Forbidden: $ref is not supported"),
+                format!(
+                    "{AT}.properties[c].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"
+                ),
+                format!(
+                    "{AT}.properties[d].type: Invalid value: \"string\": must be array if x-kubernetes-list-type is specified"
+                ),
+                format!(
+                    "{AT}.properties[d].x-kubernetes-list-type: Unsupported value: \"queue\": supported values: \"atomic\", \"set\", \"map\""
+                ),
+                format!(
+                    "{AT}.properties[e].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"
+                ),
+                format!(
+                    "{AT}.properties[f].items.properties[k].type: Invalid value: \"object\": must be a scalar type if parent array's x-kubernetes-list-type is map"
+                ),
+                format!(
+                    "{AT}.properties[f].items.properties[k].type: Invalid value: \"object\": must be a scalar type if parent array's x-kubernetes-list-type is map"
+                ),
+                format!(
+                    "{AT}.properties[f].x-kubernetes-list-map-keys: Invalid value: []string{{\"k\", \"k\", \"z\"}}: must not contain duplicate entries"
+                ),
+                format!(
+                    "{AT}.properties[f].x-kubernetes-list-map-keys: Invalid value: []string{{\"k\", \"k\", \"z\"}}: entries must all be names of item properties"
+                ),
+                format!(
+                    "{AT}.properties[f].items.nullable: Forbidden: cannot be nullable when x-kubernetes-list-type is map"
+                ),
+                format!(
+                    "{AT}.properties[f].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                ),
+                format!(
+                    "{AT}.properties[f].items.properties[k].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                ),
+                format!(
+                    "{AT}.properties[g].x-kubernetes-validations[0].rule: Required value: rule is not specified"
+                ),
+                format!(
+                    "{AT}.properties[g].x-kubernetes-validations[1].message: Required value: message must be specified if rule contains line breaks"
+                ),
+                format!(
+                    "{AT}.properties[g].x-kubernetes-validations[2].reason: Unsupported value: \"Bad\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+                ),
+                format!(
+                    "{AT}.properties[metadata].default: Forbidden: must not be set in top-level metadata"
+                ),
+            ]
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! Field errors as kube's `k8s.io/apimachinery/pkg/util/validation/field` package builds and
+//! prints them (Kubernetes 1.33): a [`Cause`] is one `StatusCause` of a 422 Invalid
+//! ([`crate::ApiError::invalid`]), its message the error's `ErrorBody()`.
+//!
+//! Values print as `ErrorBody` prints them: strings with Go's `%q` ([`go_quote`]), `int64`,
+//! `float64` and `bool` with `%v` ([`go_float`] for floats), anything else with Go's `%#v`
+//! ([`go_sharp`] for decoded JSON: `map[string]interface {}{"a":1}`). The constructors take
+//! the value already printed, since what Go prints depends on the Go type the value had.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+/// A `(field, message, reason)` cause of a 422 Invalid.
+pub type Cause = (String, String, String);
+
+/// `field.Required(path, detail)`.
+#[must_use]
+pub fn required(path: &str, detail: &str) -> Cause {
+    let message = if detail.is_empty() {
+        "Required value".to_owned()
+    } else {
+        format!("Required value: {detail}")
+    };
+    (path.to_owned(), message, "FieldValueRequired".to_owned())
+}
+
+/// `field.Forbidden(path, detail)`.
+#[must_use]
+pub fn forbidden(path: &str, detail: &str) -> Cause {
+    (
+        path.to_owned(),
+        format!("Forbidden: {detail}"),
+        "FieldValueForbidden".to_owned(),
+    )
+}
+
+/// `field.Invalid(path, value, detail)`, the value printed.
+#[must_use]
+pub fn invalid(path: &str, printed: &str, detail: &str) -> Cause {
+    (
+        path.to_owned(),
+        format!("Invalid value: {printed}: {detail}"),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
+/// `field.TypeInvalid(path, value, detail)`, the value printed.
+#[must_use]
+pub fn type_invalid(path: &str, printed: &str, detail: &str) -> Cause {
+    (
+        path.to_owned(),
+        format!("Invalid value: {printed}: {detail}"),
+        "FieldValueTypeInvalid".to_owned(),
+    )
+}
+
+/// `field.NotSupported(path, value, supported)`, the value printed; each supported value is
+/// quoted (`strconv.Quote`).
+#[must_use]
+pub fn not_supported(path: &str, printed: &str, supported: &[&str]) -> Cause {
+    let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+    (
+        path.to_owned(),
+        format!(
+            "Unsupported value: {printed}: supported values: {}",
+            list.join(", ")
+        ),
+        "FieldValueNotSupported".to_owned(),
+    )
+}
+
+/// `field.Duplicate(path, value)`, the value printed.
+#[must_use]
+pub fn duplicate(path: &str, printed: &str) -> Cause {
+    (
+        path.to_owned(),
+        format!("Duplicate value: {printed}"),
+        "FieldValueDuplicate".to_owned(),
+    )
+}
+
+/// `field.TooMany(path, actual, max)`.
+#[must_use]
+pub fn too_many(path: &str, actual: usize, max: i64) -> Cause {
+    (
+        path.to_owned(),
+        format!("Too many: {actual}: must have at most {max} items"),
+        "FieldValueTooMany".to_owned(),
+    )
+}
+
+/// `field.TooLong(path, value, max)`: the value is never printed.
+#[must_use]
+pub fn too_long(path: &str, max: i64) -> Cause {
+    (
+        path.to_owned(),
+        format!("Too long: may not be more than {max} bytes"),
+        "FieldValueTooLong".to_owned(),
+    )
+}
+
+/// A decoded JSON value as `ErrorBody` prints it: strings quoted, numbers and booleans as
+/// they are, objects and arrays as Go's `%#v` of `map[string]interface{}`/`[]interface{}`.
+#[must_use]
+pub fn go_value(value: &Value) -> String {
+    match value {
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => go_float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => go_quote(s),
+        Value::Null => "null".to_owned(),
+        other => go_sharp(other),
+    }
+}
+
+/// A decoded JSON value as Go's `%#v` prints it (`map[string]interface {}{"a":1}`, keys
+/// sorted; `interface {}(nil)` for null).
+#[must_use]
+pub fn go_sharp(value: &Value) -> String {
+    match value {
+        Value::Null => "interface {}(nil)".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(_) | Value::String(_) => go_value(value),
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(go_sharp).collect();
+            format!("[]interface {{}}{{{}}}", inner.join(", "))
+        }
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", go_quote(k), go_sharp(&fields[k])))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", inner.join(", "))
+        }
+    }
+}
+
+/// A float as Go's `%v` prints it: the shortest representation, in exponent form when the
+/// exponent is below -4 or at least 6 (`1e+06`, `1.5e-05`).
+#[must_use]
+pub fn go_float(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if f != 0.0 && !(-4..6).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    } else {
+        format!("{f}")
+    }
+}
+
+/// A string as Go's `%q` (`strconv.Quote`) prints it: printable characters as they are, the
+/// others escaped (`\n`, `\x7f`, `\u00a0`, `\U000e0001`).
+#[must_use]
+pub fn go_quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if go_printable(c) => out.push(c),
+            c if u32::from(c) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c if u32::from(c) <= 0xFFFF => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => {
+                let _ = write!(out, "\\U{:08x}", u32::from(c));
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `unicode.IsPrint`, approximately: not a control, format or separator character other
+/// than the ASCII space.
+fn go_printable(c: char) -> bool {
+    c == ' '
+        || !(c.is_control()
+            || c.is_whitespace()
+            || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn values_print_as_go_prints_them() {
+        for (f, text) in [
+            (1e6, "1e+06"),
+            (1.5e6, "1.5e+06"),
+            (123_456.0, "123456"),
+            (0.0001, "0.0001"),
+            (0.000_015, "1.5e-05"),
+            (-2.5, "-2.5"),
+            (0.0, "0"),
+            (1e21, "1e+21"),
+        ] {
+            assert_eq!(go_float(f), text, "{f}");
+        }
+        assert_eq!(
+            go_sharp(&json!({"b": [1, "x", null, true], "a": 1.5})),
+            "map[string]interface {}{\"a\":1.5, \"b\":[]interface {}{1, \"x\", interface {}(nil), true}}"
+        );
+        assert_eq!(go_value(&json!("a\"b")), "\"a\\\"b\"");
+        assert_eq!(go_value(&json!(null)), "null");
+        assert_eq!(
+            go_quote("tab\there\u{a0}\u{7f}é😀\u{e0001}"),
+            "\"tab\\there\\u00a0\\x7fé😀\\U000e0001\""
+        );
+        assert_eq!(
+            not_supported("f", "\"x\"", &["a", "b"]).1,
+            "Unsupported value: \"x\": supported values: \"a\", \"b\""
+        );
+        assert_eq!(required("f", "").1, "Required value");
+        assert_eq!(required("f", "why").1, "Required value: why");
+    }
+}

@@ -1,0 +1,945 @@
+//! Custom resources against their CRD's structural schema, as kube-apiserver validates them.
+//!
+//! kube-apiserver checks a custom resource with kube-openapi's schema validator (a fork of
+//! go-openapi's) over the storage version's `openAPIV3Schema`, then the
+//! `x-kubernetes-list-type` invariants (`apiextensions-apiserver/pkg/apiserver/schema/
+//! listtype`), and turns each failure into a `field.Error` (`kubeOpenAPIResultToFieldErrors`).
+//! [`check_custom`] does the same, with the same wording:
+//!
+//! - **Types**: `type` (an integral `number` fits `integer`), `nullable`,
+//!   `x-kubernetes-int-or-string`: `Invalid value: "string": spec.replicas in body must be of
+//!   type integer: "string"`.
+//! - **Strings**: `maxLength` (`Too long: may not be more than 5 bytes`; counted in
+//!   characters, as Go's `utf8.RuneCount`, though kube's message says bytes), `minLength`,
+//!   `pattern` (Go's RE2 syntax: `\d`, `\s`, `\w` and `\b` are ASCII, as in Go), `format`
+//!   (the formats kube-apiserver checks for custom resources, [`crate::strfmt`]; others are
+//!   ignored, as kube strips them).
+//! - **Numbers**: `minimum`, `maximum` (and their `exclusive*` forms), `multipleOf`; an integer
+//!   compared with an integer bound, as go-openapi's native-type checks do.
+//! - **Arrays**: `items`, `minItems`, `maxItems` (`Too many: 3: must have at most 2 items`);
+//!   `x-kubernetes-list-type: set` (no duplicate item) and `map` (items are objects, no two
+//!   with the same `x-kubernetes-list-map-keys`): `Duplicate value: ...` as Go prints it.
+//! - **Objects**: `properties`, `additionalProperties`, `required`, `minProperties`,
+//!   `maxProperties`; at the root, `metadata` is checked only for `name` and `generateName` (the
+//!   two fields a structural schema may constrain) and is never required.
+//! - **Composition**: `allOf`, `anyOf`, `oneOf`, `not`, with go-openapi's messages (`"spec.x"
+//!   must validate at least one schema (anyOf)` under the field `<nil>`, as kube reports
+//!   them). Where none of `anyOf`'s or `oneOf`'s branches holds, the causes of the branch with
+//!   the fewest failures are added (go-openapi picks the branch with the most successful
+//!   checks; the two agree for branches of one check each, the usual case).
+//! - **`enum`**: numbers compared by value (`1` equals `1.0`, as Go's `float64` enum values).
+//!
+//! **Ratcheting** (`CRDValidationRatcheting`, on by default since Kubernetes 1.30): on an update
+//! (`old` given), a failure is dropped when the value it is about equals the old object's value
+//! at the same place — an unchanged invalid field does not block the update of another one.
+//! Values correlate through object fields, by index in lists without a list type, by keys in
+//! `x-kubernetes-list-type: map` lists, and not at all in `set` and `atomic` lists. List-type
+//! duplicates are reported on an update only when the old object had none, as kube does.
+//!
+//! Patterns are compiled once and kept (at most [`PATTERNS_KEPT`] of them, each at most
+//! [`PATTERN_SIZE_MAX`] bytes compiled; past that count the kept set starts again), so a
+//! client's CRDs bound the memory they hold. Compilation is linear-time matching (the `regex`
+//! crate, RE2's guarantees): no pattern or value can make a check slow. The walk recurses as
+//! deep as the object, which the request decoder bounds.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::field::{
+    Cause, go_float, go_quote, go_value, invalid, too_long, too_many, type_invalid,
+};
+use crate::patch::json_equal;
+use crate::resources::ResourceDef;
+
+/// Compiled patterns kept between checks; past this many the kept set is emptied and starts
+/// again (patterns come from stored CRDs, so a working set is far smaller).
+pub const PATTERNS_KEPT: usize = 256;
+
+/// The largest compiled program of one pattern, in bytes; a pattern needing more is invalid
+/// (refused when its CRD is written, and a failure of the value checked against it).
+pub const PATTERN_SIZE_MAX: usize = 1 << 20;
+
+/// Validates a custom resource against its CRD version's `openAPIV3Schema` (see the module's
+/// guarantees), ratcheting against `old` on an update.
+///
+/// # Errors
+/// 422 Invalid as kube-apiserver answers, e.g. `Widget.example.com "w" is invalid:
+/// spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer:
+/// "string"`, one cause per failure.
+pub fn check_custom(
+    def: &ResourceDef,
+    schema: &Value,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let Value::Object(fields) = object {
+        root(schema, fields, old, &mut causes);
+    }
+    let mut lists = Vec::new();
+    list_types(schema, object, "", &mut lists);
+    if !lists.is_empty() && old.is_some_and(|old| has_list_type_errors(schema, old)) {
+        // kube reports the list invariants of an update only when the old object kept them.
+        lists.clear();
+    }
+    causes.extend(lists);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Err(ApiError::invalid(def, name, causes))
+}
+
+/// Compiles a schema's `pattern` as Go's `regexp.Compile` reads it.
+///
+/// # Errors
+/// Why the pattern is not a valid (or is too large a) regular expression.
+pub fn compile_pattern(pattern: &str) -> Result<Regex, String> {
+    regex::RegexBuilder::new(&go_syntax(pattern))
+        .size_limit(PATTERN_SIZE_MAX)
+        .dfa_size_limit(PATTERN_SIZE_MAX)
+        .build()
+        .map_err(|error| match error {
+            regex::Error::CompiledTooBig(limit) => {
+                format!("error parsing regexp: expression too large (over {limit} bytes compiled)")
+            }
+            regex::Error::Syntax(text) => {
+                // The parser's last line says what is wrong.
+                let what = text.lines().last().unwrap_or_default().trim();
+                format!(
+                    "error parsing regexp: {}",
+                    what.strip_prefix("error: ").unwrap_or(what)
+                )
+            }
+            other => format!("error parsing regexp: {other}"),
+        })
+}
+
+/// The kept compiled pattern (or its error) for `pattern`.
+fn pattern(pattern: &str) -> Result<Arc<Regex>, String> {
+    type Kept = HashMap<String, Result<Arc<Regex>, String>>;
+    static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
+    let kept = KEPT.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(found) = kept
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(pattern)
+    {
+        return found.clone();
+    }
+    let compiled = compile_pattern(pattern).map(Arc::new);
+    let mut kept = kept
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if kept.len() >= PATTERNS_KEPT {
+        kept.clear();
+    }
+    kept.insert(pattern.to_owned(), compiled.clone());
+    compiled
+}
+
+/// Rewrites Go (RE2) syntax where the `regex` crate reads it differently: Go's `\d`, `\s`,
+/// `\w` and `\b` are ASCII (the crate's are Unicode), and inside a bracket expression Go reads
+/// `[` (other than `[:name:]`), `&` and `~` literally (the crate reads nested classes and set
+/// operators there).
+fn go_syntax(pattern: &str) -> String {
+    const DIGIT: &str = "0-9";
+    const SPACE: &str = r"\t\n\x0C\r ";
+    const WORD: &str = "0-9A-Za-z_";
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars().peekable();
+    // Inside a bracket expression, and whether its first item is still to come (a `]` there
+    // is literal).
+    let mut class = false;
+    let mut class_start = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(next) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                let ascii = match next {
+                    'd' => Some((DIGIT, false)),
+                    'D' => Some((DIGIT, true)),
+                    's' => Some((SPACE, false)),
+                    'S' => Some((SPACE, true)),
+                    'w' => Some((WORD, false)),
+                    'W' => Some((WORD, true)),
+                    _ => None,
+                };
+                match (ascii, class) {
+                    (Some((set, false)), true) => out.push_str(set),
+                    (Some((set, negated)), _) => {
+                        out.push_str(if negated { "[^" } else { "[" });
+                        out.push_str(set);
+                        out.push(']');
+                    }
+                    (None, false) if matches!(next, 'b' | 'B') => {
+                        let _ = write!(out, r"(?-u:\{next})");
+                    }
+                    (None, _) => {
+                        out.push('\\');
+                        out.push(next);
+                    }
+                }
+                class_start = false;
+            }
+            '[' if !class => {
+                out.push('[');
+                class = true;
+                class_start = true;
+                if chars.peek() == Some(&'^') {
+                    chars.next();
+                    out.push('^');
+                }
+                continue;
+            }
+            '[' => {
+                if chars.peek() == Some(&':') {
+                    // `[:alpha:]` inside a bracket expression: copied to its closing `:]`.
+                    out.push('[');
+                    for inner in chars.by_ref() {
+                        out.push(inner);
+                        if inner == ']' {
+                            break;
+                        }
+                    }
+                } else {
+                    out.push_str(r"\[");
+                }
+                class_start = false;
+            }
+            ']' if class && !class_start => {
+                out.push(']');
+                class = false;
+            }
+            '&' | '~' if class => {
+                out.push('\\');
+                out.push(c);
+                class_start = false;
+            }
+            other => {
+                out.push(other);
+                class_start = false;
+            }
+        }
+    }
+    out
+}
+
+/// The root object: `metadata` only for `name` and `generateName`, never required.
+fn root(schema: &Value, fields: &Map<String, Value>, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (key, field) in fields {
+        let Some(property) = properties.and_then(|p| p.get(key)) else {
+            continue;
+        };
+        let old_field = old.and_then(|o| o.get(key));
+        if key == "metadata" {
+            for name in ["name", "generateName"] {
+                if let (Some(sub), Some(value)) = (
+                    property.pointer(&format!("/properties/{name}")),
+                    field.get(name),
+                ) {
+                    node(
+                        sub,
+                        value,
+                        old_field.and_then(|o| o.get(name)),
+                        &format!("metadata.{name}"),
+                        causes,
+                    );
+                }
+            }
+        } else {
+            node(property, field, old_field, key, causes);
+        }
+    }
+    if let Some(Value::Array(required)) = schema.get("required") {
+        for key in required.iter().filter_map(Value::as_str) {
+            if !matches!(key, "metadata" | "apiVersion" | "kind") && !fields.contains_key(key) {
+                causes.push(crate::field::required(key, ""));
+            }
+        }
+    }
+}
+
+/// A go-openapi composite failure (`anyOf`, `oneOf`, `allOf`, `not`): kube reports it as
+/// `field.Invalid(nil, "", message)`, whose field prints as `<nil>`.
+fn composite(message: String) -> Cause {
+    (
+        "<nil>".to_owned(),
+        format!("Invalid value: \"\": {message}"),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
+/// The OpenAPI type name of a JSON value, as kube's validator names it.
+fn openapi_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if is_integer(n) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Whether a JSON number decodes to an `int64` in Go's unstructured decoding.
+fn is_integer(n: &serde_json::Number) -> bool {
+    n.is_i64()
+}
+
+fn number_bound(schema: &Map<String, Value>, key: &str) -> Option<f64> {
+    schema.get(key).and_then(Value::as_f64)
+}
+
+fn count_bound(schema: &Map<String, Value>, key: &str) -> Option<i64> {
+    schema.get(key).and_then(|v| {
+        v.as_i64()
+            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+    })
+}
+
+/// Checks `value` against `schema` at `path` (see the module's guarantees), dropping the
+/// failures about it when it equals `old` (ratcheting).
+fn node(schema: &Value, value: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+    let Value::Object(schema) = schema else {
+        return;
+    };
+    let start = causes.len();
+    check_node(schema, value, old, path, causes);
+    if causes.len() > start && old.is_some_and(|old| unchanged(schema, value, old)) {
+        causes.truncate(start);
+    }
+}
+
+/// Whether `value` equals `old` as kube's ratcheting tells (`CachedDeepEqual`): through the
+/// values it correlates — an object's fields that have a schema, a list's items by index or
+/// by map keys — and never for a non-empty `set` or `atomic` list or an object field without
+/// a schema (kube has no correlated child there and calls them changed).
+fn unchanged(schema: &Map<String, Value>, value: &Value, old: &Value) -> bool {
+    match (value, old) {
+        (Value::Array(items), Value::Array(old_items)) => {
+            if items.len() != old_items.len() {
+                return false;
+            }
+            let Some(Value::Object(item_schema)) = schema.get("items") else {
+                return items.is_empty();
+            };
+            let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+            items.iter().enumerate().all(|(index, item)| {
+                let correlated = match list_type {
+                    Some("map") => correlated_map_item(schema, old_items, item),
+                    Some(_) => None,
+                    None => old_items.get(index),
+                };
+                correlated.is_some_and(|old_item| unchanged(item_schema, item, old_item))
+            })
+        }
+        (Value::Object(fields), Value::Object(old_fields)) => {
+            if fields.len() != old_fields.len() {
+                return false;
+            }
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema
+                .get("additionalProperties")
+                .and_then(Value::as_object);
+            old_fields.iter().all(|(key, old_field)| {
+                let sub = properties
+                    .and_then(|p| p.get(key))
+                    .and_then(Value::as_object)
+                    .or(additional);
+                match (sub, fields.get(key)) {
+                    (Some(sub), Some(field)) => unchanged(sub, field, old_field),
+                    _ => false,
+                }
+            })
+        }
+        _ => value == old,
+    }
+}
+
+fn check_node(
+    schema: &Map<String, Value>,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let int_or_string = schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let declared = if int_or_string {
+        Some("integer,string")
+    } else {
+        schema
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+    };
+    if value.is_null() {
+        if let Some(expected) = declared
+            && schema.get("nullable").and_then(Value::as_bool) != Some(true)
+        {
+            causes.push(type_invalid(
+                path,
+                "\"null\"",
+                &format!("{path} in body must be of type {expected}: \"null\""),
+            ));
+        }
+        enumeration(schema, value, path, causes);
+        return;
+    }
+    if let Some(expected) = declared {
+        let actual = openapi_type(value);
+        let integral_float = matches!(value, Value::Number(n) if !is_integer(n)
+            && n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15));
+        let fits = expected.split(',').any(|t| {
+            t == actual
+                || (t == "number" && actual == "integer")
+                || (t == "integer" && integral_float)
+        });
+        if !fits {
+            causes.push(type_invalid(
+                path,
+                &go_quote(actual),
+                &format!(
+                    "{path} in body must be of type {expected}: {}",
+                    go_quote(actual)
+                ),
+            ));
+            enumeration(schema, value, path, causes);
+            return;
+        }
+    }
+    composition(schema, value, old, path, causes);
+    match value {
+        Value::String(text) => string(schema, text, path, causes),
+        Value::Number(number) => numeric(schema, value, number, path, causes),
+        Value::Array(items) => array(schema, items, old, path, causes),
+        _ => {}
+    }
+    enumeration(schema, value, path, causes);
+    if let Value::Object(fields) = value {
+        object(schema, fields, old, path, causes);
+    }
+}
+
+/// `maxLength`, `minLength` and `pattern` (the first failing one), then `format`.
+fn string(schema: &Map<String, Value>, text: &str, path: &str, causes: &mut Vec<Cause>) {
+    let length = text.chars().count();
+    let quoted = go_quote(text);
+    if let Some(max) = count_bound(schema, "maxLength")
+        && i64::try_from(length).unwrap_or(i64::MAX) > max
+    {
+        causes.push(too_long(path, max));
+    } else if let Some(min) = count_bound(schema, "minLength")
+        && i64::try_from(length).unwrap_or(i64::MAX) < min
+    {
+        causes.push(invalid(
+            path,
+            &quoted,
+            &format!("{path} in body should be at least {min} chars long"),
+        ));
+    } else if let Some(source) = schema.get("pattern").and_then(Value::as_str)
+        && !source.is_empty()
+    {
+        match pattern(source) {
+            Ok(regex) if regex.is_match(text) => {}
+            Ok(_) => causes.push(invalid(
+                path,
+                &quoted,
+                &format!("{path} in body should match '{source}'"),
+            )),
+            Err(error) => causes.push(invalid(
+                path,
+                &quoted,
+                &format!("{path} in body should match '{source}, but pattern is invalid: {error}'"),
+            )),
+        }
+    }
+    if let Some(format) = schema.get("format").and_then(Value::as_str)
+        && crate::strfmt::check(format, text) == Some(false)
+    {
+        causes.push(type_invalid(
+            path,
+            &quoted,
+            &format!("{path} in body must be of type {format}: {quoted}"),
+        ));
+    }
+}
+
+/// `multipleOf`, `minimum`, `maximum`: an `int64` against bounds truncated to integers (Go's
+/// native-type checks), a `float64` against the bounds as they are.
+fn numeric(
+    schema: &Map<String, Value>,
+    value: &Value,
+    number: &serde_json::Number,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let shown = go_value(value);
+    let exclusive = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
+    let integer = number.as_i64();
+    let float = number.as_f64().unwrap_or(0.0);
+    if let Some(factor) = number_bound(schema, "multipleOf") {
+        let failed = match integer {
+            Some(n) if factor.fract() == 0.0 => {
+                let factor = factor as i64;
+                if factor <= 0 {
+                    Some(format!(
+                        "factor MultipleOf declared for {path} must be positive: {factor}"
+                    ))
+                } else {
+                    (n % factor != 0)
+                        .then(|| format!("{path} in body should be a multiple of {factor}"))
+                }
+            }
+            _ => {
+                if factor <= 0.0 {
+                    Some(format!(
+                        "factor MultipleOf declared for {path} must be positive: {}",
+                        go_float(factor)
+                    ))
+                } else {
+                    let ratio = if factor < 1.0 {
+                        1.0 / factor * float
+                    } else {
+                        float / factor
+                    };
+                    (!is_json_integer(ratio)).then(|| {
+                        format!(
+                            "{path} in body should be a multiple of {}",
+                            go_float(factor)
+                        )
+                    })
+                }
+            }
+        };
+        if let Some(detail) = failed {
+            causes.push(invalid(path, &shown, &detail));
+        }
+    }
+    if let Some(min) = number_bound(schema, "minimum") {
+        let exclusive = exclusive("exclusiveMinimum");
+        let (below, bound) = match integer {
+            Some(n) => {
+                let min = min as i64;
+                (if exclusive { n <= min } else { n < min }, min.to_string())
+            }
+            None => (
+                if exclusive { float <= min } else { float < min },
+                go_float(min),
+            ),
+        };
+        if below {
+            let relation = if exclusive {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
+            causes.push(invalid(
+                path,
+                &shown,
+                &format!("{path} in body should be {relation} {bound}"),
+            ));
+        }
+    }
+    if let Some(max) = number_bound(schema, "maximum") {
+        let exclusive = exclusive("exclusiveMaximum");
+        let (above, bound) = match integer {
+            Some(n) => {
+                let max = max as i64;
+                (if exclusive { n >= max } else { n > max }, max.to_string())
+            }
+            None => (
+                if exclusive { float >= max } else { float > max },
+                go_float(max),
+            ),
+        };
+        if above {
+            let relation = if exclusive {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            causes.push(invalid(
+                path,
+                &shown,
+                &format!("{path} in body should be {relation} {bound}"),
+            ));
+        }
+    }
+}
+
+/// go-openapi's `swag.IsFloat64AJSONInteger`.
+fn is_json_integer(f: f64) -> bool {
+    const LIMIT: f64 = 9_007_199_254_740_991.0;
+    const EPSILON: f64 = 1e-9;
+    if !f.is_finite() || !(-LIMIT..=LIMIT).contains(&f) {
+        return false;
+    }
+    if f == f.trunc() {
+        return true;
+    }
+    if f < 0.0 {
+        // Go converts a negative float to `uint64` as the hardware does: never equal.
+        return false;
+    }
+    let g = f.trunc();
+    let diff = (f - g).abs();
+    if g == 0.0 {
+        return diff < EPSILON * f64::MIN_POSITIVE;
+    }
+    diff / (f + g) < EPSILON
+}
+
+/// `items` (each item), `minItems`, `maxItems`.
+fn array(
+    schema: &Map<String, Value>,
+    items: &[Value],
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+        let old_items = old.and_then(Value::as_array);
+        let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+        for (index, item) in items.iter().enumerate() {
+            let old_item = old_items.and_then(|old_items| match list_type {
+                Some("map") => correlated_map_item(schema, old_items, item),
+                Some(_) => None,
+                None => old_items.get(index),
+            });
+            node(
+                item_schema,
+                item,
+                old_item,
+                &format!("{path}[{index}]"),
+                causes,
+            );
+        }
+    }
+    if let Some(min) = count_bound(schema, "minItems")
+        && i64::try_from(items.len()).unwrap_or(i64::MAX) < min
+    {
+        causes.push(invalid(
+            path,
+            &items.len().to_string(),
+            &format!("{path} in body should have at least {min} items"),
+        ));
+    }
+    if let Some(max) = count_bound(schema, "maxItems")
+        && i64::try_from(items.len()).unwrap_or(i64::MAX) > max
+    {
+        causes.push(too_many(path, items.len(), max));
+    }
+}
+
+/// The old item of a `map` list with the same keys as `item`.
+fn correlated_map_item<'a>(
+    schema: &Map<String, Value>,
+    old_items: &'a [Value],
+    item: &Value,
+) -> Option<&'a Value> {
+    let keys: Vec<&str> = schema
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if keys.is_empty() || !item.is_object() {
+        return None;
+    }
+    old_items.iter().find(|old| {
+        old.is_object()
+            && keys
+                .iter()
+                .all(|key| match (item.get(*key), old.get(*key)) {
+                    (Some(a), Some(b)) => json_equal(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+    })
+}
+
+/// `enum`: numbers compared by value.
+fn enumeration(schema: &Map<String, Value>, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let Some(Value::Array(allowed)) = schema.get("enum") else {
+        return;
+    };
+    if allowed.is_empty() || allowed.iter().any(|a| json_equal(a, value)) {
+        return;
+    }
+    let list: Vec<String> = allowed
+        .iter()
+        .map(|a| match a {
+            Value::String(s) => go_quote(s),
+            other => go_quote(&other.to_string()),
+        })
+        .collect();
+    causes.push((
+        path.to_owned(),
+        format!(
+            "Unsupported value: {}: supported values: {}",
+            go_value(value),
+            list.join(", ")
+        ),
+        "FieldValueNotSupported".to_owned(),
+    ));
+}
+
+/// `minProperties`, `maxProperties`, `additionalProperties`, `properties`, `required`.
+fn object(
+    schema: &Map<String, Value>,
+    fields: &Map<String, Value>,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(min) = count_bound(schema, "minProperties")
+        && i64::try_from(fields.len()).unwrap_or(i64::MAX) < min
+    {
+        causes.push(invalid(
+            path,
+            &fields.len().to_string(),
+            &format!("{path} in body should have at least {min} properties"),
+        ));
+    }
+    if let Some(max) = count_bound(schema, "maxProperties")
+        && i64::try_from(fields.len()).unwrap_or(i64::MAX) > max
+    {
+        causes.push(too_many(path, fields.len(), max));
+    }
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|v| v.is_object());
+    for (key, field) in fields {
+        let sub = properties.and_then(|p| p.get(key)).or(additional);
+        if let Some(sub) = sub {
+            let child = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            node(sub, field, old.and_then(|o| o.get(key)), &child, causes);
+        }
+    }
+    if let Some(Value::Array(required)) = schema.get("required") {
+        for key in required.iter().filter_map(Value::as_str) {
+            if !fields.contains_key(key) {
+                let child = if path.is_empty() {
+                    key.to_owned()
+                } else {
+                    format!("{path}.{key}")
+                };
+                causes.push(crate::field::required(&child, ""));
+            }
+        }
+    }
+}
+
+/// `anyOf`, `oneOf`, `allOf`, `not` over the same value (and the same old value).
+fn composition(
+    schema: &Map<String, Value>,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let branches = |key: &str| -> Vec<Vec<Cause>> {
+        schema
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .map(|sub| {
+                        let mut found = Vec::new();
+                        node(sub, value, old, path, &mut found);
+                        found
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let fewest = |results: Vec<Vec<Cause>>| results.into_iter().min_by_key(Vec::len);
+    let any = branches("anyOf");
+    if !any.is_empty() && !any.iter().any(Vec::is_empty) {
+        causes.push(composite(format!(
+            "{} must validate at least one schema (anyOf)",
+            go_quote(path)
+        )));
+        causes.extend(fewest(any).unwrap_or_default());
+    }
+    let one = branches("oneOf");
+    if !one.is_empty() {
+        let valid = one.iter().filter(|r| r.is_empty()).count();
+        if valid != 1 {
+            let found = if valid == 0 {
+                "Found none valid".to_owned()
+            } else {
+                format!("Found {valid} valid alternatives")
+            };
+            causes.push(composite(format!(
+                "{} must validate one and only one schema (oneOf). {found}",
+                go_quote(path)
+            )));
+            if valid == 0 {
+                causes.extend(fewest(one).unwrap_or_default());
+            }
+        }
+    }
+    let all = branches("allOf");
+    if !all.is_empty() {
+        let valid = all.iter().filter(|r| r.is_empty()).count();
+        let total = all.len();
+        for found in all {
+            causes.extend(found);
+        }
+        if valid != total {
+            let none = if valid == 0 { ". None validated" } else { "" };
+            causes.push(composite(format!(
+                "{} must validate all the schemas (allOf){none}",
+                go_quote(path)
+            )));
+        }
+    }
+    if let Some(not) = schema.get("not").filter(|s| s.is_object()) {
+        let mut found = Vec::new();
+        node(not, value, None, path, &mut found);
+        if found.is_empty() {
+            causes.push(composite(format!(
+                "{} must not validate the schema (not)",
+                go_quote(path)
+            )));
+        }
+    }
+}
+
+/// The `x-kubernetes-list-type` invariants (`listtype.ValidateListSetsAndMaps`), through
+/// `properties`, `additionalProperties` (paths `a[key]`) and `items`.
+fn list_types(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
+    match value {
+        Value::Object(fields) => {
+            let additional = schema.get("additionalProperties").filter(|v| v.is_object());
+            let properties = schema.get("properties").and_then(Value::as_object);
+            if let Some(additional) = additional {
+                for (key, field) in fields {
+                    list_types(additional, field, &format!("{path}[{key}]"), causes);
+                }
+            }
+            if let Some(properties) = properties {
+                for (key, field) in fields {
+                    if let Some(sub) = properties.get(key) {
+                        let child = if path.is_empty() {
+                            key.clone()
+                        } else {
+                            format!("{path}.{key}")
+                        };
+                        list_types(sub, field, &child, causes);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("set") => {
+                    for index in duplicates(items.iter().collect()) {
+                        causes.push(crate::field::duplicate(
+                            &format!("{path}[{index}]"),
+                            &go_value(&items[index]),
+                        ));
+                    }
+                }
+                Some("map") => list_map(schema, items, path, causes),
+                _ => {}
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (index, item) in items.iter().enumerate() {
+                    list_types(item_schema, item, &format!("{path}[{index}]"), causes);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn has_list_type_errors(schema: &Value, object: &Value) -> bool {
+    let mut causes = Vec::new();
+    list_types(schema, object, "", &mut causes);
+    !causes.is_empty()
+}
+
+/// The indexes of the second appearance of each value seen more than once.
+fn duplicates(values: Vec<&Value>) -> Vec<usize> {
+    let mut seen: Vec<(&Value, usize)> = Vec::new();
+    let mut found = Vec::new();
+    for (index, value) in values.iter().enumerate() {
+        if let Some(entry) = seen.iter_mut().find(|(v, _)| *v == *value) {
+            entry.1 += 1;
+            if entry.1 == 2 {
+                found.push(index);
+            }
+        } else {
+            seen.push((value, 1));
+        }
+    }
+    found
+}
+
+/// A `map` list: items are objects (or null), no two with the same keys.
+fn list_map(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Cause>) {
+    if let Some((index, item)) = items
+        .iter()
+        .enumerate()
+        .find(|(_, item)| !item.is_object() && !item.is_null())
+    {
+        causes.push(invalid(
+            &format!("{path}[{index}]"),
+            &go_value(item),
+            "must be an object for an array of list-type map",
+        ));
+        return;
+    }
+    if items.len() <= 1 {
+        return;
+    }
+    let keys: Vec<&str> = schema
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .map(|k| k.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    // Each item's key fields as an object (an absent field left out, a null item empty).
+    let item_keys: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let mut key = Map::new();
+            for field in &keys {
+                if let Some(v) = item.get(*field) {
+                    key.insert((*field).to_owned(), v.clone());
+                }
+            }
+            Value::Object(key)
+        })
+        .collect();
+    for index in duplicates(item_keys.iter().collect()) {
+        causes.push(crate::field::duplicate(
+            &format!("{path}[{index}]"),
+            &go_value(&item_keys[index]),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests;
