@@ -6,6 +6,7 @@
 //! `float64` and `bool` with `%v` ([`go_float`] for floats), anything else with Go's `%#v`
 //! ([`go_sharp`] for decoded JSON: `map[string]interface {}{"a":1}`). The constructors take
 //! the value already printed, since what Go prints depends on the Go type the value had.
+//! [`json_equal`] compares decoded values as Go compares them (numbers by value).
 
 use std::fmt::Write as _;
 
@@ -202,6 +203,26 @@ fn go_printable(c: char) -> bool {
             || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
                 | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}'
                 | '\u{e0000}'..='\u{e007f}'))
+}
+
+/// JSON equality with numbers compared by value (`1` equals `1.0`), as Go compares decoded
+/// values whose numbers are `float64` (patches' `test`, schemas' `enum` and list keys).
+#[must_use]
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q)) if p == q)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]

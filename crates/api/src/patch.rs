@@ -47,6 +47,7 @@ use serde_json::{Map, Value};
 
 use crate::apply::typed::Ty;
 use crate::error::ApiError;
+use crate::field::json_equal;
 use crate::meta::type_name;
 use crate::resources::ResourceDef;
 
@@ -383,25 +384,6 @@ fn pointer_remove(doc: &mut Value, path: &str, tokens: &[String]) -> Result<Valu
             _ => Err(missing()),
         },
         _ => Err(missing()),
-    }
-}
-
-/// JSON equality with numbers compared by value (`1` equals `1.0`), as Go compares decoded
-/// values whose numbers are `float64`.
-pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            x == y || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q)) if p == q)
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
-        }
-        _ => a == b,
     }
 }
 

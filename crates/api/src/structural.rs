@@ -51,9 +51,8 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::field::{
-    Cause, go_float, go_quote, go_value, invalid, too_long, too_many, type_invalid,
+    Cause, go_float, go_quote, go_value, invalid, json_equal, too_long, too_many, type_invalid,
 };
-use crate::patch::json_equal;
 use crate::resources::ResourceDef;
 
 /// Compiled patterns kept between checks; past this many the kept set is emptied and starts
