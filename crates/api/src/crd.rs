@@ -675,6 +675,14 @@ pub fn prune_and_default(schema: &Value, object: &mut Value) -> Vec<String> {
     pruned
 }
 
+/// Whether pruning `value` by `schema` (not at a resource's root) would drop a field: what
+/// kube's CRD validation calls a default with unknown fields.
+pub(crate) fn has_unknown_fields(schema: &Value, value: &Value) -> bool {
+    let mut pruned = Vec::new();
+    walk(schema, &mut value.clone(), &mut String::new(), &mut pruned);
+    !pruned.is_empty()
+}
+
 fn walk(schema: &Value, value: &mut Value, path: &mut String, pruned: &mut Vec<String>) {
     match value {
         Value::Object(fields) => walk_object(schema, fields, false, path, pruned),

@@ -23,8 +23,11 @@
 //!   `x-kubernetes-validations` entries with a rule and one-line messages (their CEL is not
 //!   compiled: watchkeeper does not evaluate CEL).
 //!
-//! Not checked: `validateStructuralCompleteness` (fields named only inside value validations)
-//! and that `default`s fit their schema.
+//! Defaults: each `default` of a structural schema holds only declared fields and passes its
+//! own schema (`ValidateDefaults`; its causes' fields under `….default`).
+//!
+//! Not checked: `validateStructuralCompleteness` (fields named only inside value validations),
+//! and defaults inside a resource's `metadata` (kube checks them as metadata).
 
 use serde_json::{Map, Value};
 
@@ -53,6 +56,10 @@ pub(crate) fn validate(schema: &Value, path: &str) -> Vec<Cause> {
     let mut structural = Vec::new();
     invariants(root, Level::Root, path, &mut structural);
     structural.sort_by_key(text);
+    if structural.is_empty() {
+        // `structuraldefaulting.ValidateDefaults`, only over a structural schema.
+        defaults(root, path, true, false, &mut causes);
+    }
     causes.extend(structural);
     openapi(root, path, Context::root(), &mut causes);
     causes
@@ -215,6 +222,56 @@ fn invariants(node: &Map<String, Value>, level: Level, path: &str, causes: &mut 
             &format!("{path}.properties"),
             "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
         ));
+    }
+}
+
+/// `ValidateDefaults`: each `default` (outside a resource's `metadata`, `kind` and
+/// `apiVersion`, where the OpenAPI checks forbid them) holds only fields its schema declares
+/// (`must not have unknown fields`) and passes its schema, its causes' fields under
+/// `….default` (`….default.a`, `….default.[0]` as kube joins them), through `items` and
+/// `properties` (not `additionalProperties`, where defaults are forbidden).
+fn defaults(
+    node: &Map<String, Value>,
+    path: &str,
+    resource_root: bool,
+    inside_meta: bool,
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(default) = node.get("default").filter(|d| !d.is_null())
+        && !inside_meta
+    {
+        let schema = Value::Object(node.clone());
+        let at = format!("{path}.default");
+        if crate::crd::has_unknown_fields(&schema, default) {
+            causes.push(invalid(
+                &at,
+                &crate::field::go_value(default),
+                "must not have unknown fields",
+            ));
+        }
+        for (field, message, reason) in crate::structural::check_value(&schema, default) {
+            let field = if field.is_empty() || field == "<nil>" {
+                at.clone()
+            } else {
+                format!("{at}.{field}")
+            };
+            causes.push((field, message, reason));
+        }
+    }
+    if let Some(items) = object_at(node, "items") {
+        defaults(items, &format!("{path}.items"), false, inside_meta, causes);
+    }
+    let embedded = resource_root || flag(node, "x-kubernetes-embedded-resource");
+    for (key, property) in properties(node) {
+        let meta =
+            inside_meta || (embedded && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
+        defaults(
+            property,
+            &format!("{path}.properties[{key}]"),
+            false,
+            meta,
+            causes,
+        );
     }
 }
 
@@ -883,6 +940,46 @@ mod tests {
                     "{AT}.properties[metadata].default: Forbidden: must not be set in top-level metadata"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn defaults_must_fit_their_schema() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "n": {"type": "integer", "default": "three"},
+            "m": {"type": "integer", "minimum": 1, "default": 2},
+            "o": {"type": "object", "properties": {"a": {"type": "string"}},
+                "default": {"a": 1, "b": true}},
+            "l": {"type": "array", "items": {"type": "string", "maxLength": 2, "default": "abc"},
+                "default": ["x", 5]}
+        }}}});
+        assert_eq!(
+            messages(schema),
+            [
+                format!(
+                    "{AT}.properties[spec].properties[l].default.[1]: Invalid value: \"integer\": [1] in body must be of type string: \"integer\""
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[l].items.default: Too long: may not be more than 2 bytes"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[n].default: Invalid value: \"string\":  in body must be of type integer: \"string\""
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[o].default: Invalid value: map[string]interface {{}}{{\"a\":1, \"b\":true}}: must not have unknown fields"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[o].default.a: Invalid value: \"integer\": a in body must be of type string: \"integer\""
+                ),
+            ]
+        );
+        // Checked only over a structural schema: a missing type is reported instead.
+        let unstructural = json!({"type": "object", "properties": {"spec": {"default": 1}}});
+        assert_eq!(
+            messages(unstructural),
+            [format!(
+                "{AT}.properties[spec].type: Required value: must not be empty for specified object fields"
+            )]
         );
     }
 }

@@ -97,6 +97,16 @@ pub fn check_custom(
     Err(ApiError::invalid(def, name, causes))
 }
 
+/// The causes of checking a value (a schema's `default`) against `schema` alone, as
+/// `ValidateCustomResource` reports them for a value at the root: fields relative to the
+/// value (`""` for the value itself), messages naming them the same way (` in body must be
+/// of type integer: "string"` for the value itself, as kube's text reads).
+pub(crate) fn check_value(schema: &Value, value: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    node(schema, value, None, "", &mut causes);
+    causes
+}
+
 /// Compiles a schema's `pattern` as Go's `regexp.Compile` reads it.
 ///
 /// # Errors
