@@ -112,7 +112,13 @@ pub(crate) fn check_value(schema: &Value, value: &Value) -> Vec<Cause> {
 /// # Errors
 /// Why the pattern is not a valid (or is too large a) regular expression.
 pub fn compile_pattern(pattern: &str) -> Result<Regex, String> {
-    regex::RegexBuilder::new(&go_syntax(pattern))
+    let translated = go_syntax(pattern);
+    if let Some(repeat) = repeat_over_go_limit(&translated) {
+        return Err(format!(
+            "error parsing regexp: invalid repeat count: `{repeat}`"
+        ));
+    }
+    regex::RegexBuilder::new(&translated)
         .size_limit(PATTERN_SIZE_MAX)
         .dfa_size_limit(PATTERN_SIZE_MAX)
         .build()
@@ -156,9 +162,10 @@ fn pattern(pattern: &str) -> Result<Arc<Regex>, String> {
 }
 
 /// Rewrites Go (RE2) syntax where the `regex` crate reads it differently: Go's `\d`, `\s`,
-/// `\w` and `\b` are ASCII (the crate's are Unicode), and inside a bracket expression Go reads
+/// `\w` and `\b` are ASCII (the crate's are Unicode); inside a bracket expression Go reads
 /// `[` (other than `[:name:]`), `&` and `~` literally (the crate reads nested classes and set
-/// operators there).
+/// operators there); Go quotes with `\Q…\E` and reads a `{` that starts no repeat (`a{`,
+/// `a{,2}`) literally (the crate refuses both).
 fn go_syntax(pattern: &str) -> String {
     const DIGIT: &str = "0-9";
     const SPACE: &str = r"\t\n\x0C\r ";
@@ -195,9 +202,30 @@ fn go_syntax(pattern: &str) -> String {
                     (None, false) if matches!(next, 'b' | 'B') => {
                         let _ = write!(out, r"(?-u:\{next})");
                     }
+                    (None, false) if next == 'Q' => {
+                        // `\Q…\E`: literal text up to `\E` or the end.
+                        let mut literal = String::new();
+                        while let Some(inner) = chars.next() {
+                            if inner == '\\' && chars.peek() == Some(&'E') {
+                                chars.next();
+                                break;
+                            }
+                            literal.push(inner);
+                        }
+                        out.push_str(&regex::escape(&literal));
+                    }
                     (None, _) => {
                         out.push('\\');
                         out.push(next);
+                        if matches!(next, 'p' | 'P' | 'x') && chars.peek() == Some(&'{') {
+                            // `\p{Greek}`, `\x{10FFFF}`: the braces are the escape's.
+                            for inner in chars.by_ref() {
+                                out.push(inner);
+                                if inner == '}' {
+                                    break;
+                                }
+                            }
+                        }
                     }
                 }
                 class_start = false;
@@ -231,6 +259,11 @@ fn go_syntax(pattern: &str) -> String {
                 out.push(']');
                 class = false;
             }
+            '{' if !class && !is_go_repeat(chars.clone()) => {
+                // Go reads a `{` that does not start `{n}`, `{n,}` or `{n,m}` literally.
+                out.push_str(r"\{");
+                class_start = false;
+            }
             '&' | '~' if class => {
                 out.push('\\');
                 out.push(c);
@@ -243,6 +276,66 @@ fn go_syntax(pattern: &str) -> String {
         }
     }
     out
+}
+
+/// The first repeat (`{n}`, `{n,}`, `{n,m}`) of a translated pattern whose count passes Go's
+/// limit of 1000, which Go refuses and the `regex` crate would compile.
+fn repeat_over_go_limit(translated: &str) -> Option<&str> {
+    let bytes = translated.as_bytes();
+    let mut index = 0;
+    let mut class = false;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'\\' => {
+                let braced = matches!(bytes.get(index + 1), Some(b'p' | b'P' | b'x'))
+                    && bytes.get(index + 2) == Some(&b'{');
+                index = if braced {
+                    // `\p{…}`, `\x{…}`: braces of the escape, not a repeat.
+                    translated[index..]
+                        .find('}')
+                        .map_or(bytes.len(), |e| index + e)
+                } else {
+                    index + 1
+                };
+            }
+            b'[' => class = true,
+            b']' => class = false,
+            b'{' if !class => {
+                let end = translated[index..].find('}').map(|e| index + e)?;
+                let inner = &translated[index + 1..end];
+                let counts_over = inner
+                    .split(',')
+                    .any(|n| n.parse::<u64>().map_or(!n.is_empty(), |n| n > 1000));
+                if counts_over {
+                    return Some(&translated[index..=end]);
+                }
+                index = end;
+            }
+            _ => {}
+        }
+        index += 1;
+    }
+    None
+}
+
+/// Whether the text after a `{` makes it a repeat in Go's syntax: `n}`, `n,}` or `n,m}`.
+fn is_go_repeat(mut rest: impl Iterator<Item = char>) -> bool {
+    let mut digits = 0;
+    let mut next = rest.next();
+    while next.is_some_and(|c| c.is_ascii_digit()) {
+        digits += 1;
+        next = rest.next();
+    }
+    if digits == 0 {
+        return false;
+    }
+    if next == Some(',') {
+        next = rest.next();
+        while next.is_some_and(|c| c.is_ascii_digit()) {
+            next = rest.next();
+        }
+    }
+    next == Some('}')
 }
 
 /// The root object: `metadata` only for `name` and `generateName`, never required.

@@ -462,6 +462,12 @@ fn go_regular_expressions() {
         (r"\\d", r"\\d"),
         (r"\.\p{L}", r"\.\p{L}"),
         ("trailing\\", "trailing\\"),
+        (r"a{2}b{1,}c{1,3}", r"a{2}b{1,}c{1,3}"),
+        (r"a{b{,2}c{", r"a\{b\{,2}c\{"),
+        (r"[{]", r"[{]"),
+        (r"x\Qa.b\Ey", r"xa\.by"),
+        (r"\Q[*", r"\[\*"),
+        (r"\x{41}\P{Greek}{2}", r"\x{41}\P{Greek}{2}"),
     ] {
         assert_eq!(go_syntax(go), rust, "{go}");
     }
@@ -471,6 +477,15 @@ fn go_regular_expressions() {
     assert!(regex.is_match("a.b-c"));
     assert!(!regex.is_match("A"));
     assert!(compile_pattern(r"[a[]").unwrap().is_match("["));
+    assert!(compile_pattern(r"^a{,2}$").unwrap().is_match("a{,2}"));
+    assert!(compile_pattern(r"a{1000}").is_ok());
+    assert_eq!(
+        compile_pattern(r"a{2,1001}").unwrap_err(),
+        "error parsing regexp: invalid repeat count: `{2,1001}`"
+    );
+    assert!(compile_pattern(r"\x{1001}[{1001}]").is_ok());
+    assert!(compile_pattern(r"^\Qa.b\E$").unwrap().is_match("a.b"));
+    assert!(!compile_pattern(r"^\Qa.b\E$").unwrap().is_match("axb"));
     assert!(compile_pattern(r"\s").unwrap().is_match("\u{0C}"));
     assert!(!compile_pattern(r"\s").unwrap().is_match("\u{0B}"));
     assert_eq!(
