@@ -658,115 +658,6 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
     })
 }
 
-/// Applies a structural schema's `default`s and prunes the fields it does not declare, as
-/// kube-apiserver does to a custom resource it decodes: a field absent (or null where the
-/// schema is not `nullable`) gets its property's `default`; an object keeps only its
-/// `properties` unless it has `additionalProperties` or `x-kubernetes-preserve-unknown-fields:
-/// true`; `apiVersion`, `kind` and `metadata` stay at the root and in
-/// `x-kubernetes-embedded-resource` objects. Returns the paths of the pruned fields, sorted,
-/// as kube-apiserver's pruning reports them for `fieldValidation` (`spec.x`,
-/// `spec.items[0].y`).
-pub fn prune_and_default(schema: &Value, object: &mut Value) -> Vec<String> {
-    let mut pruned = Vec::new();
-    if let Value::Object(fields) = object {
-        walk_object(schema, fields, true, &mut String::new(), &mut pruned);
-    }
-    pruned.sort();
-    pruned
-}
-
-/// Whether pruning `value` by `schema` (not at a resource's root) would drop a field: what
-/// kube's CRD validation calls a default with unknown fields.
-pub(crate) fn has_unknown_fields(schema: &Value, value: &Value) -> bool {
-    let mut pruned = Vec::new();
-    walk(schema, &mut value.clone(), &mut String::new(), &mut pruned);
-    !pruned.is_empty()
-}
-
-fn walk(schema: &Value, value: &mut Value, path: &mut String, pruned: &mut Vec<String>) {
-    match value {
-        Value::Object(fields) => walk_object(schema, fields, false, path, pruned),
-        Value::Array(items) => {
-            if let Some(item) = schema.get("items") {
-                let start = path.len();
-                for (index, value) in items.iter_mut().enumerate() {
-                    use std::fmt::Write as _;
-                    let _ = write!(path, "[{index}]");
-                    walk(item, value, path, pruned);
-                    path.truncate(start);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn is_true(schema: &Value, key: &str) -> bool {
-    schema.get(key).and_then(Value::as_bool) == Some(true)
-}
-
-/// `path` with `.key` (or `key` at the root) appended, for the time of `f`.
-fn with_key<T>(path: &mut String, key: &str, f: impl FnOnce(&mut String) -> T) -> T {
-    let start = path.len();
-    if start > 0 {
-        path.push('.');
-    }
-    path.push_str(key);
-    let out = f(path);
-    path.truncate(start);
-    out
-}
-
-fn walk_object(
-    schema: &Value,
-    fields: &mut Map<String, Value>,
-    root: bool,
-    path: &mut String,
-    pruned: &mut Vec<String>,
-) {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let additional = schema
-        .get("additionalProperties")
-        .filter(|a| a.is_object() || a.as_bool() == Some(true));
-    let preserve = is_true(schema, "x-kubernetes-preserve-unknown-fields");
-    let keeps_meta = root || is_true(schema, "x-kubernetes-embedded-resource");
-    let is_meta = |key: &str| keeps_meta && matches!(key, "apiVersion" | "kind" | "metadata");
-    if let Some(properties) = properties {
-        for (key, property) in properties {
-            let Some(default) = property.get("default") else {
-                continue;
-            };
-            let defaulted = match fields.get(key) {
-                None => true,
-                Some(Value::Null) => !is_true(property, "nullable"),
-                Some(_) => false,
-            };
-            if defaulted {
-                fields.insert(key.clone(), default.clone());
-            }
-        }
-    }
-    if !preserve && additional.is_none() {
-        fields.retain(|key, _| {
-            let kept = is_meta(key) || properties.is_some_and(|p| p.contains_key(key));
-            if !kept {
-                with_key(path, key, |path| pruned.push(path.clone()));
-            }
-            kept
-        });
-    }
-    for (key, value) in fields.iter_mut() {
-        if is_meta(key) {
-            continue;
-        }
-        if let Some(property) = properties.and_then(|p| p.get(key)) {
-            with_key(path, key, |path| walk(property, value, path, pruned));
-        } else if let Some(additional) = additional.filter(|a| a.is_object()) {
-            with_key(path, key, |path| walk(additional, value, path, pruned));
-        }
-    }
-}
-
 /// Applies kube-apiserver's `status` subresource rules to a write of an object whose CRD has
 /// that subresource: the main endpoint keeps the stored status (none on create); the
 /// `status` endpoint keeps everything of the stored object but the status (and the managed
@@ -1173,7 +1064,7 @@ mod tests {
             "metadata": {"name": "w"}, "extra": 1,
             "spec": {"mode": null, "unknown": true, "tags": [{"k": "a", "x": 1}],
                 "labels": {"a": "b"}, "free": {"any": {"thing": 1}}, "opt": null}});
-        let pruned = prune_and_default(&schema, &mut object);
+        let pruned = crate::structural::prune_and_default(&schema, &mut object);
         assert_eq!(pruned, ["extra", "spec.tags[0].x", "spec.unknown"]);
         assert_eq!(
             object,

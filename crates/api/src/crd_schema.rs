@@ -242,7 +242,7 @@ fn defaults(
     {
         let schema = Value::Object(node.clone());
         let at = format!("{path}.default");
-        if crate::crd::has_unknown_fields(&schema, default) {
+        if crate::structural::has_unknown_fields(&schema, default) {
             causes.push(invalid(
                 &at,
                 &crate::field::go_value(default),

@@ -637,7 +637,7 @@ impl Writer<'_> {
         let def = &resource.def;
         let custom = resource.custom();
         if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_ref()) {
-            let pruned = watchkeeper_api::crd::prune_and_default(schema, object);
+            let pruned = watchkeeper_api::structural::prune_and_default(schema, object);
             let mut fields = body
                 .and_then(watchkeeper_api::schema::duplicate_fields)
                 .unwrap_or_default();
@@ -970,7 +970,7 @@ impl Writer<'_> {
             if let Some(schema) = &custom.schema {
                 // A create, update or patch pruned it already, with its report
                 // (`strict_fields`); the defaults again after the status rules.
-                watchkeeper_api::crd::prune_and_default(schema, &mut object);
+                watchkeeper_api::structural::prune_and_default(schema, &mut object);
                 watchkeeper_api::structural::check_custom(&resource.def, schema, &object, old)?;
             }
         }
@@ -1955,7 +1955,9 @@ impl Writer<'_> {
         // Fields the type does not declare: a built-in kind's schema, or a custom resource's
         // structural schema (whose pruning names them; the copy is not kept).
         let unknown = match custom_schema(custom.as_deref()) {
-            Some(schema) => watchkeeper_api::crd::prune_and_default(schema, &mut config.clone()),
+            Some(schema) => {
+                watchkeeper_api::structural::prune_and_default(schema, &mut config.clone())
+            }
             None => watchkeeper_api::schema::prune_unknown_fields(def, &mut config),
         };
         if !unknown.is_empty() {
