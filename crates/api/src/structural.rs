@@ -737,19 +737,38 @@ fn array(
             );
         }
     }
-    if let Some(min) = count_bound(schema, "minItems")
-        && i64::try_from(items.len()).unwrap_or(i64::MAX) < min
+    counts(
+        schema,
+        ("minItems", "maxItems", "items"),
+        items.len(),
+        path,
+        causes,
+    );
+}
+
+/// A count's bounds (`minItems`/`maxItems`, `minProperties`/`maxProperties`): below the
+/// minimum an Invalid (`should have at least 2 items`), above the maximum a TooMany.
+fn counts(
+    schema: &Map<String, Value>,
+    (min_key, max_key, what): (&str, &str, &str),
+    count: usize,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let size = i64::try_from(count).unwrap_or(i64::MAX);
+    if let Some(min) = count_bound(schema, min_key)
+        && size < min
     {
         causes.push(invalid(
             path,
-            &items.len().to_string(),
-            &format!("{path} in body should have at least {min} items"),
+            &count.to_string(),
+            &format!("{path} in body should have at least {min} {what}"),
         ));
     }
-    if let Some(max) = count_bound(schema, "maxItems")
-        && i64::try_from(items.len()).unwrap_or(i64::MAX) > max
+    if let Some(max) = count_bound(schema, max_key)
+        && size > max
     {
-        causes.push(too_many(path, items.len(), max));
+        causes.push(too_many(path, count, max));
     }
 }
 
@@ -814,20 +833,8 @@ fn object(
     path: &str,
     causes: &mut Vec<Cause>,
 ) {
-    if let Some(min) = count_bound(schema, "minProperties")
-        && i64::try_from(fields.len()).unwrap_or(i64::MAX) < min
-    {
-        causes.push(invalid(
-            path,
-            &fields.len().to_string(),
-            &format!("{path} in body should have at least {min} properties"),
-        ));
-    }
-    if let Some(max) = count_bound(schema, "maxProperties")
-        && i64::try_from(fields.len()).unwrap_or(i64::MAX) > max
-    {
-        causes.push(too_many(path, fields.len(), max));
-    }
+    let bounds = ("minProperties", "maxProperties", "properties");
+    counts(schema, bounds, fields.len(), path, causes);
     let properties = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties").filter(|v| v.is_object());
     for (key, field) in fields {
