@@ -32,6 +32,7 @@
 use serde_json::{Map, Value};
 
 use crate::field::{Cause, forbidden, go_quote, invalid, required};
+use crate::structural::flag;
 
 /// `field.NotSupported` of a string value.
 fn not_supported(path: &str, value: &str, supported: &[&str]) -> Cause {
@@ -47,7 +48,7 @@ pub(crate) fn validate(schema: &Value, path: &str) -> Vec<Cause> {
         return Vec::new();
     };
     let mut causes = Vec::new();
-    if root.get("nullable").and_then(Value::as_bool) == Some(true) {
+    if flag(root, "nullable") {
         causes.push(forbidden(
             &format!("{path}.nullable"),
             "nullable cannot be true at the root",
@@ -69,8 +70,11 @@ fn text(cause: &Cause) -> String {
     format!("{}: {}", cause.0, cause.1)
 }
 
-fn flag(node: &Map<String, Value>, key: &str) -> bool {
-    node.get(key).and_then(Value::as_bool) == Some(true)
+/// Whether `key` holds a non-empty list.
+fn non_empty_list(node: &Map<String, Value>, key: &str) -> bool {
+    node.get(key)
+        .and_then(Value::as_array)
+        .is_some_and(|list| !list.is_empty())
 }
 
 fn type_of(node: &Map<String, Value>) -> &str {
@@ -402,11 +406,7 @@ fn nested(node: &Map<String, Value>, skip_any_of: bool, path: &str, causes: &mut
             causes.push(forbidden(&at(key), "must be false to be structural"));
         }
     }
-    if node
-        .get("x-kubernetes-list-map-keys")
-        .and_then(Value::as_array)
-        .is_some_and(|k| !k.is_empty())
-    {
+    if non_empty_list(node, "x-kubernetes-list-map-keys") {
         causes.push(forbidden(
             &at("x-kubernetes-list-map-keys"),
             "must be empty to be structural",
@@ -417,11 +417,7 @@ fn nested(node: &Map<String, Value>, skip_any_of: bool, path: &str, causes: &mut
             causes.push(forbidden(&at(key), "must be undefined to be structural"));
         }
     }
-    if node
-        .get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-        .is_some_and(|v| !v.is_empty())
-    {
+    if non_empty_list(node, "x-kubernetes-validations") {
         causes.push(forbidden(
             &at("x-kubernetes-validations"),
             "must be empty to be structural",

@@ -392,17 +392,13 @@ fn openapi_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
-        Value::Number(n) if is_integer(n) => "integer",
+        // Go's unstructured decoding gives an `int64` exactly when the number fits one.
+        Value::Number(n) if n.is_i64() => "integer",
         Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     }
-}
-
-/// Whether a JSON number decodes to an `int64` in Go's unstructured decoding.
-fn is_integer(n: &serde_json::Number) -> bool {
-    n.is_i64()
 }
 
 fn number_bound(schema: &Map<String, Value>, key: &str) -> Option<f64> {
@@ -482,10 +478,7 @@ fn check_node(
     path: &str,
     causes: &mut Vec<Cause>,
 ) {
-    let int_or_string = schema
-        .get("x-kubernetes-int-or-string")
-        .and_then(Value::as_bool)
-        == Some(true);
+    let int_or_string = flag(schema, "x-kubernetes-int-or-string");
     let declared = if int_or_string {
         Some("integer,string")
     } else {
@@ -496,7 +489,7 @@ fn check_node(
     };
     if value.is_null() {
         if let Some(expected) = declared
-            && schema.get("nullable").and_then(Value::as_bool) != Some(true)
+            && !flag(schema, "nullable")
         {
             causes.push(type_invalid(
                 path,
@@ -509,7 +502,7 @@ fn check_node(
     }
     if let Some(expected) = declared {
         let actual = openapi_type(value);
-        let integral_float = matches!(value, Value::Number(n) if !is_integer(n)
+        let integral_float = matches!(value, Value::Number(n) if !n.is_i64()
             && n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15));
         let fits = expected.split(',').any(|t| {
             t == actual
@@ -596,7 +589,7 @@ fn numeric(
     causes: &mut Vec<Cause>,
 ) {
     let shown = go_value(value);
-    let exclusive = |key: &str| schema.get(key).and_then(Value::as_bool) == Some(true);
+    let exclusive = |key: &str| flag(schema, key);
     let integer = number.as_i64();
     let float = number.as_f64().unwrap_or(0.0);
     if let Some(factor) = number_bound(schema, "multipleOf") {
@@ -1096,6 +1089,11 @@ fn walk(schema: &Value, value: &mut Value, path: &mut String, pruned: &mut Vec<S
 }
 
 fn is_true(schema: &Value, key: &str) -> bool {
+    schema.as_object().is_some_and(|schema| flag(schema, key))
+}
+
+/// Whether a schema keyword or extension is `true` (`nullable`, `x-kubernetes-…`).
+pub(crate) fn flag(schema: &Map<String, Value>, key: &str) -> bool {
     schema.get(key).and_then(Value::as_bool) == Some(true)
 }
 
