@@ -764,7 +764,36 @@ fn extensions(node: &Map<String, Value>, kind: &str, path: &str, causes: &mut Ve
                     causes.push(not_supported(&at("reason"), reason, &REASONS));
                 }
             }
+            if !text.trim().is_empty()
+                && let Some(e) = crate::cel_rules::compile_error(text)
+            {
+                causes.push(invalid(
+                    &at("rule"),
+                    &go_rule(rule),
+                    &format!("compilation failed: {e}"),
+                ));
+            }
+            if !expression.trim().is_empty()
+                && let Some(e) = crate::cel_rules::compile_error(expression)
+            {
+                causes.push(invalid(
+                    &at("messageExpression"),
+                    &go_rule(rule),
+                    &format!("messageExpression compilation failed: {e}"),
+                ));
+            }
             let field_path = field("fieldPath");
+            if !field_path.trim().is_empty()
+                && !newline(field_path)
+                && let Some(e) =
+                    crate::cel_rules::field_path_error(&Value::Object(node.clone()), field_path)
+            {
+                causes.push(invalid(
+                    &at("fieldPath"),
+                    &go_quote(field_path),
+                    &format!("fieldPath must be a valid path: {e}"),
+                ));
+            }
             if !field_path.is_empty() && field_path.trim().is_empty() {
                 causes.push(invalid(
                     &at("fieldPath"),
@@ -781,6 +810,28 @@ fn extensions(node: &Map<String, Value>, kind: &str, path: &str, causes: &mut Ve
             }
         }
     }
+}
+
+/// A rule as Go's `%#v` prints kube's internal `apiextensions.ValidationRule` (the value of a
+/// rule's field errors); a set pointer prints as a fixed address, where Go prints the real one.
+fn go_rule(rule: &Value) -> String {
+    let text = |key: &str| go_quote(rule.get(key).and_then(Value::as_str).unwrap_or(""));
+    let pointer = |key: &str, kind: &str| {
+        if rule.get(key).is_some_and(|v| !v.is_null()) {
+            format!("(*{kind})(0xc000010000)")
+        } else {
+            format!("(*{kind})(nil)")
+        }
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{}, FieldPath:{}, OptionalOldSelf:{}}}",
+        text("rule"),
+        text("message"),
+        text("messageExpression"),
+        pointer("reason", "apiextensions.FieldValueErrorReason"),
+        text("fieldPath"),
+        pointer("optionalOldSelf", "bool"),
+    )
 }
 
 #[cfg(test)]
@@ -876,8 +927,8 @@ mod tests {
                 "properties": {"k": {"type": "string"}}}},
             "f": {"type": "array", "x-kubernetes-list-map-keys": ["k", "k", "z"], "x-kubernetes-list-type": "map",
                 "items": {"type": "object", "nullable": true, "properties": {"k": {"type": "object"}}}},
-            "g": {"type": "object", "x-kubernetes-validations": [{"rule": " "}, {"rule": "a\nb"},
-                {"rule": "x", "reason": "Bad"}]}
+            "g": {"type": "object", "x-kubernetes-validations": [{"rule": " "}, {"rule": "self.a\n== 1"},
+                {"rule": "self.a == 1", "reason": "Bad"}]}
         }});
         assert_eq!(
             messages(schema),
@@ -936,6 +987,39 @@ mod tests {
                     "{AT}.properties[metadata].default: Forbidden: must not be set in top-level metadata"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn rules_must_compile_and_field_paths_name_fields() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.a > minimum"},
+            {"rule": "self.a > 1", "messageExpression": "'a is ' + "},
+            {"rule": "self.a > 1", "fieldPath": ".b", "reason": "FieldValueForbidden"},
+            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "'a: ' + string(self.a)"}
+        ]}}});
+        let found = messages(schema);
+        let at = format!("{AT}.properties[spec].x-kubernetes-validations");
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(
+            found[0],
+            format!(
+                "{at}[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.a > minimum\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')"
+            )
+        );
+        assert!(
+            found[1].starts_with(&format!(
+                "{at}[1].messageExpression: Invalid value: apiextensions.ValidationRule{{Rule:\"self.a > 1\", Message:\"\", MessageExpression:\"'a is ' + \""
+            )) && found[1].contains("messageExpression compilation failed: ERROR: <input>:1:"),
+            "{found:?}"
+        );
+        assert_eq!(
+            found[2],
+            format!(
+                "{at}[2].fieldPath: Invalid value: \".b\": fieldPath must be a valid path: does not refer to a valid field"
+            )
         );
     }
 

@@ -44,6 +44,7 @@
 //! update. Refusals go out as [`ApiError::to_status_body`].
 
 pub mod apply;
+pub mod cel_rules;
 pub mod certificates;
 pub mod componentstatus;
 pub mod crd;

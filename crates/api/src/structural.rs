@@ -90,6 +90,29 @@ pub fn check_custom(
         lists.clear();
     }
     causes.extend(lists);
+    if crate::cel_rules::has_rules(schema) {
+        // kube's `hasBlockingErr`: rules run only on an object of the schema's types, sizes
+        // and required fields.
+        const BLOCKING: [&str; 5] = [
+            "FieldValueNotSupported",
+            "FieldValueRequired",
+            "FieldValueTooLong",
+            "FieldValueTooMany",
+            "FieldValueTypeInvalid",
+        ];
+        if causes
+            .iter()
+            .any(|(_, _, reason)| BLOCKING.contains(&reason.as_str()))
+        {
+            causes.push(invalid(
+                "<nil>",
+                "\"null\"",
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            ));
+        } else {
+            causes.extend(crate::cel_rules::check(schema, object, old));
+        }
+    }
     if causes.is_empty() {
         return Ok(());
     }
@@ -429,7 +452,7 @@ fn node(schema: &Value, value: &Value, old: Option<&Value>, path: &str, causes: 
 /// values it correlates — an object's fields that have a schema, a list's items by index or
 /// by map keys — and never for a non-empty `set` or `atomic` list or an object field without
 /// a schema (kube has no correlated child there and calls them changed).
-fn unchanged(schema: &Map<String, Value>, value: &Value, old: &Value) -> bool {
+pub(crate) fn unchanged(schema: &Map<String, Value>, value: &Value, old: &Value) -> bool {
     match (value, old) {
         (Value::Array(items), Value::Array(old_items)) => {
             if items.len() != old_items.len() {
@@ -766,7 +789,7 @@ fn counts(
 }
 
 /// The old item of a `map` list with the same keys as `item`.
-fn correlated_map_item<'a>(
+pub(crate) fn correlated_map_item<'a>(
     schema: &Map<String, Value>,
     old_items: &'a [Value],
     item: &Value,

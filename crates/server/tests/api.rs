@@ -4295,3 +4295,100 @@ async fn a_service_with_more_node_ports_than_an_etcd_transaction_holds_is_a_clea
     assert_eq!(code, 201, "{body}");
     server.shutdown().await;
 }
+
+/// `x-kubernetes-validations` through the server: a rule that does not compile refuses its
+/// CRD; a false rule refuses a custom resource with its message; a transition rule checks an
+/// update against the stored object; a schema failure keeps the rules from running, as kube.
+#[tokio::test]
+async fn custom_resource_rules_are_evaluated_as_kube_apiserver_evaluates_them() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let schema = |rule: &str| {
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": rule, "message": "replicas must not exceed maxReplicas"},
+                {"rule": "!has(oldSelf.mode) || self.mode == oldSelf.mode",
+                 "message": "mode is immutable", "fieldPath": ".mode", "reason": "FieldValueForbidden"}],
+            "properties": {
+                "replicas": {"type": "integer", "minimum": 0},
+                "maxReplicas": {"type": "integer"},
+                "mode": {"type": "string", "enum": ["a", "b"]}}}}})
+    };
+    let mut definition = widget_definition();
+    definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
+        schema("self.replicas <= maxReplicas");
+    let (status, error) = send_json(addr, "POST", crds, &definition).await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas <= maxReplicas\", Message:\"replicas must not exceed maxReplicas\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:18: undeclared reference to 'maxReplicas' (in container '')"
+    );
+    definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
+        schema("self.replicas <= self.maxReplicas");
+    let (status, created) = send_json(addr, "POST", crds, &definition).await;
+    assert_eq!(status, 201, "{created}");
+
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = |spec: Value| json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": spec});
+    let (status, error) = send_json(
+        addr,
+        "POST",
+        widgets,
+        &widget(json!({"replicas": 5, "maxReplicas": 3, "mode": "a"})),
+    )
+    .await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        "Widget.example.com \"w\" is invalid: spec: Invalid value: \"object\": replicas must not exceed maxReplicas"
+    );
+    assert_eq!(error["details"]["causes"][0]["field"], "spec");
+    // A schema failure: the rules are not run, as kube's hasBlockingErr.
+    let (status, error) = send_json(
+        addr,
+        "POST",
+        widgets,
+        &widget(json!({"replicas": 5, "maxReplicas": 3, "mode": "c"})),
+    )
+    .await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        "Widget.example.com \"w\" is invalid: [spec.mode: Unsupported value: \"c\": supported values: \"a\", \"b\", <nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]"
+    );
+    let (status, stored) = send_json(
+        addr,
+        "POST",
+        widgets,
+        &widget(json!({"replicas": 2, "maxReplicas": 3, "mode": "a"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{stored}");
+    let path = format!("{widgets}/w");
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        r#"{"spec":{"mode":"b","replicas":3}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        error["message"],
+        "Widget.example.com \"w\" is invalid: spec.mode: Forbidden: mode is immutable"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        r#"{"spec":{"replicas":3}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, current) = get_json(addr, &path).await;
+    assert_eq!(current["spec"]["replicas"], 3, "{current}");
+}

@@ -1,0 +1,1445 @@
+//! `x-kubernetes-validations`: a CRD's CEL rules, compiled and evaluated as kube-apiserver does
+//! (`apiextensions-apiserver/pkg/apiserver/schema/cel`).
+//!
+//! **When a CRD is written** ([`compile_error`], [`field_path_error`]) each rule and
+//! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
+//! CEL's own text), may name no variable but `self` and `oldSelf` (`undeclared reference to
+//! 'foo' (in container '')`), and a `fieldPath` must name a field of the schema.
+//!
+//! **When a custom resource is written** ([`check`]) every rule of every schema node with a
+//! non-null value is evaluated with `self` bound to that value (objects as maps of their
+//! schema's properties, names escaped as kube escapes them — `x-y` is `self.x__dash__y` —;
+//! `integer` as `int`, `number` as `double`; at the root and in embedded resources
+//! `apiVersion`, `kind` and `metadata.name`/`generateName`). A rule using `oldSelf` (a
+//! transition rule) runs only on an update, where the node correlates with the old object
+//! (object fields, `map` list items by their keys), unless `optionalOldSelf` makes `oldSelf`
+//! an optional. A false rule is a cause at the node (or its `fieldPath`) with `message`,
+//! `messageExpression`'s string, or `failed rule: <rule>`, of the type `reason` names; an
+//! evaluation error is `<error> evaluating rule: <rule>`. On an update a failure of a rule
+//! without `oldSelf` is dropped when its node is unchanged (ratcheting, as the schema's own
+//! checks). Rules run only when the schema's checks found no type, required, enum or size
+//! failure, as kube's `hasBlockingErr`.
+//!
+//! **Bounded work.** kube-apiserver meters CEL's cost as it runs; the `cel` crate cannot, so
+//! before each evaluation an upper bound of its cost is computed from the expression and the
+//! actual sizes of `self` and `oldSelf` (every comprehension multiplies its body by the
+//! number of elements it may range over; string and list operations cost a tenth per byte
+//! they may touch, as kube's traversal factor). A rule whose bound exceeds
+//! [`PER_CALL_LIMIT`] fails without running (`call cost exceeds limit`), and one object's rules
+//! share [`RUNTIME_BUDGET`], both kube's values. The bound is never below what the evaluation
+//! does, so no CRD author can make one write run long or allocate much; it can be above, so an
+//! object kube accepts near its limits may be refused here. Rules are at most
+//! [`RULE_CODE_POINTS_MAX`] characters (CEL's own limit) and [`DEPTH_MAX`] deep; they parse on
+//! a stack of [`COMPILE_STACK`] bytes and evaluate on one of [`EVALUATE_STACK`] bytes (reserved
+//! for the call, touched only as deep as the expression goes), so no expression can overflow a
+//! server thread's stack. Compiled programs are kept by their text, at most [`PROGRAMS_KEPT`].
+//!
+//! **Not here yet**: kube's CEL libraries beyond the standard ones and `ext.Strings` (lists'
+//! `isSorted`/`sum`/`min`/`max`, `find`/`findAll`, `url`, `quantity`, `ip`/`cidr`, `format`,
+//! `sets`): a rule calling one is skipped, never a refusal; no type check at CRD time (a rule
+//! that is not a boolean or names a missing field fails when it runs); no static cost estimate
+//! at CRD time (the runtime bound above keeps the server safe); `date-time`/`duration`/`byte`
+//! strings are strings, not timestamps, durations and bytes.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::objects::{Key, OptionalValue};
+use cel::{ExecutionError, Program};
+use serde_json::{Map, Value};
+
+use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
+use crate::structural::{correlated_map_item, flag, unchanged};
+
+/// The longest rule or `messageExpression`, in characters (cel-go's default
+/// `ExpressionSizeCodePointLimit`).
+pub const RULE_CODE_POINTS_MAX: usize = 100_000;
+
+/// The deepest expression tree a rule may parse into (cel-go's default recursion limit).
+pub const DEPTH_MAX: usize = 250;
+
+/// The cost one rule's evaluation may reach (kube's `PerCallLimit`), in CEL cost units.
+pub const PER_CALL_LIMIT: f64 = 1_000_000.0;
+
+/// The cost all rules of one object may reach together (kube's `RuntimeCELCostBudget`).
+pub const RUNTIME_BUDGET: f64 = 10_000_000.0;
+
+/// The longest string a `messageExpression` may give (kube's
+/// `MaxEvaluatedMessageExpressionSizeBytes`), in bytes.
+pub const MESSAGE_EXPRESSION_BYTES_MAX: usize = 5 * 1024;
+
+/// Compiled rules kept between writes; past this many the kept set is emptied and starts again.
+pub const PROGRAMS_KEPT: usize = 1024;
+
+/// The stack a rule is parsed on, in bytes (reserved, touched only as deep as the parse goes:
+/// a rule of [`RULE_CODE_POINTS_MAX`] characters nests at most half as many operators).
+pub const COMPILE_STACK: usize = 256 << 20;
+
+/// The stack an object's rules are evaluated on, in bytes (reserved like [`COMPILE_STACK`]).
+pub const EVALUATE_STACK: usize = 64 << 20;
+
+/// The estimation steps one bound may take; past it the rule's cost counts as unbounded (an
+/// expression of deeply nested comprehensions).
+const ESTIMATE_STEPS_MAX: usize = 1_000_000;
+
+/// A compiled rule.
+pub(crate) struct Compiled {
+    program: Program,
+    uses_old_self: bool,
+}
+
+type Compilation = Result<Arc<Compiled>, String>;
+
+fn environment() -> &'static Arc<cel::Env> {
+    static ENV: OnceLock<Arc<cel::Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = cel::Env::stdlib();
+        // ext.Strings, as kube's base environment has it; adding it to a fresh environment
+        // cannot conflict.
+        let _ = env.add_extension(cel::extensions::strings);
+        Arc::new(env)
+    })
+}
+
+/// Compiles `text` (kept by its text, see [`PROGRAMS_KEPT`]).
+///
+/// # Errors
+/// CEL's message (`ERROR: <input>:1:6: Syntax error: ...`).
+pub(crate) fn compile(text: &str) -> Compilation {
+    static KEPT: OnceLock<Mutex<HashMap<String, Compilation>>> = OnceLock::new();
+    let kept = KEPT.get_or_init(Mutex::default);
+    if let Some(hit) = kept.lock().unwrap_or_else(|p| p.into_inner()).get(text) {
+        return hit.clone();
+    }
+    let compiled = compile_uncached(text);
+    let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.len() >= PROGRAMS_KEPT {
+        // Dropping programs walks their trees: on the large stack, as their parse.
+        let old = std::mem::take(&mut *kept);
+        stacker::grow(EVALUATE_STACK, move || drop(old));
+    }
+    kept.insert(text.to_owned(), compiled.clone());
+    compiled
+}
+
+fn compile_uncached(text: &str) -> Compilation {
+    let points = text.chars().count();
+    if points > RULE_CODE_POINTS_MAX {
+        return Err(format!(
+            "ERROR: <input>:-1:0: expression code point size exceeds limit: size: {points}, limit {RULE_CODE_POINTS_MAX}"
+        ));
+    }
+    stacker::grow(COMPILE_STACK, || {
+        let parsed = catch_unwind(AssertUnwindSafe(|| {
+            environment().compile(text).map_err(|e| e.to_string())
+        }));
+        let program = match parsed {
+            Ok(Ok(program)) => program,
+            Ok(Err(message)) => return Err(message),
+            Err(_) => return Err("ERROR: <input>:1:1: Syntax error: unparsable expression".into()),
+        };
+        if depth(program.expression()) > DEPTH_MAX {
+            return Err(format!(
+                "ERROR: <input>:1:1: expression recursion limit exceeded: {DEPTH_MAX}"
+            ));
+        }
+        let mut scope = Vec::new();
+        if let Some(id) = undeclared(program.expression(), &mut scope) {
+            let name = match &id.expr {
+                Expr::Ident(name) => name.clone(),
+                _ => String::new(),
+            };
+            let (line, column) = position(text, &program, id.id);
+            return Err(format!(
+                "ERROR: <input>:{line}:{column}: undeclared reference to '{name}' (in container '')"
+            ));
+        }
+        let uses_old_self = program.references().has_variable("oldSelf");
+        Ok(Arc::new(Compiled {
+            program,
+            uses_old_self,
+        }))
+    })
+}
+
+fn position(text: &str, program: &Program, id: u64) -> (usize, usize) {
+    let Some((start, _)) = program.source_info().offset_for(id) else {
+        return (1, 1);
+    };
+    let before: String = text.chars().take(start as usize).collect();
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expr.expr {
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(&call.args)
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+                EntryExpr::StructField(f) => vec![&f.value],
+            })
+            .collect(),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .flat_map(|e| match &e.expr {
+                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+                EntryExpr::StructField(f) => vec![&f.value],
+            })
+            .collect(),
+        Expr::Select(select) => vec![&select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Vec::new(),
+    }
+}
+
+/// The depth of an expression tree, walked without recursion (the tree may be deep).
+fn depth(root: &IdedExpr) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(root, 1)];
+    while let Some((expr, at)) = pending.pop() {
+        deepest = deepest.max(at);
+        if deepest > DEPTH_MAX {
+            break;
+        }
+        pending.extend(children(expr).into_iter().map(|c| (c, at + 1)));
+    }
+    deepest
+}
+
+/// The first identifier that is neither `self`, `oldSelf`, a comprehension's variable, a type
+/// name nor a function namespace. Recursive: called only on trees of at most [`DEPTH_MAX`].
+fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a IdedExpr> {
+    const KNOWN: [&str; 16] = [
+        "self",
+        "oldSelf",
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "string",
+        "bytes",
+        "list",
+        "map",
+        "null_type",
+        "type",
+        "dyn",
+        "optional",
+        "strings",
+        "google",
+    ];
+    match &expr.expr {
+        Expr::Ident(name) => {
+            (!KNOWN.contains(&name.as_str()) && !scope.contains(&name.as_str())).then_some(expr)
+        }
+        Expr::Comprehension(c) => {
+            let outer = scope.len();
+            let found =
+                undeclared(&c.iter_range, scope).or_else(|| undeclared(&c.accu_init, scope));
+            if found.is_some() {
+                return found;
+            }
+            scope.push(&c.accu_var);
+            scope.push(&c.iter_var);
+            scope.extend(c.iter_var2.as_deref());
+            let found = undeclared(&c.loop_cond, scope)
+                .or_else(|| undeclared(&c.loop_step, scope))
+                .or_else(|| undeclared(&c.result, scope));
+            scope.truncate(outer);
+            found
+        }
+        _ => children(expr)
+            .into_iter()
+            .find_map(|c| undeclared(c, scope)),
+    }
+}
+
+/// Why a rule (or `messageExpression`) of a CRD does not compile, as kube's detail reads
+/// (`compilation failed: ERROR: ...`), or `None`.
+pub(crate) fn compile_error(text: &str) -> Option<String> {
+    compile(text).err()
+}
+
+/// Why a rule's `fieldPath` does not name a field of `schema` (kube's `ValidFieldPath`), or
+/// `None`; its normalized form otherwise, see [`normalized_field_path`].
+pub(crate) fn field_path_error(schema: &Value, field_path: &str) -> Option<String> {
+    normalized_field_path(schema, field_path).err()
+}
+
+/// A rule's `fieldPath` as a field path relative to its node (`.a['b.c']` is `a[b.c]` under an
+/// object of additional properties, `a.b.c` under one with properties).
+fn normalized_field_path(schema: &Value, field_path: &str) -> Result<String, String> {
+    let mut path = String::new();
+    let mut schema = schema;
+    let mut rest = field_path;
+    let step = |name: &str, schema: &mut &Value, path: &mut String| -> Result<(), String> {
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            let Some(sub) = properties.get(name) else {
+                return Err("does not refer to a valid field".into());
+            };
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(name);
+            *schema = sub;
+        } else if let Some(sub) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+            path.push('[');
+            path.push_str(name);
+            path.push(']');
+            *schema = sub;
+        } else {
+            return Err("does not refer to a valid field".into());
+        }
+        Ok(())
+    };
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[', ']']).unwrap_or(after.len());
+            if end == 0 && after.is_empty() {
+                return Err("unexpected end of JSON path".into());
+            }
+            step(&after[..end], &mut schema, &mut path)?;
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let Some(quoted) = after.strip_prefix('\'') else {
+                let token = after.split(['.', '[', ']']).next().unwrap_or("");
+                return Err(format!("expected single quoted string but got {token}"));
+            };
+            let mut name = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((at, c)) = chars.next() {
+                match c {
+                    '\'' => {
+                        end = Some(at);
+                        break;
+                    }
+                    '\\' => match chars.next().map(|(_, c)| c) {
+                        Some('a') => name.push('\u{7}'),
+                        Some('b') => name.push('\u{8}'),
+                        Some('f') => name.push('\u{c}'),
+                        Some('n') => name.push('\n'),
+                        Some('r') => name.push('\r'),
+                        Some('t') => name.push('\t'),
+                        Some('v') => name.push('\u{b}'),
+                        Some('\'') => name.push('\''),
+                        Some('\\') => name.push('\\'),
+                        Some(other) => {
+                            return Err(format!(
+                                "invalid string literal: invalid escape char \\{other}"
+                            ));
+                        }
+                        None => return Err("unexpected end of JSON path".into()),
+                    },
+                    c => name.push(c),
+                }
+            }
+            let Some(end) = end else {
+                return Err("unexpected end of JSON path".into());
+            };
+            step(&name, &mut schema, &mut path)?;
+            let after = &quoted[end + 1..];
+            let Some(after) = after.strip_prefix(']') else {
+                return Err(if after.is_empty() {
+                    "unexpected end of JSON path".into()
+                } else {
+                    format!("expected ] but got {}", &after[..1])
+                });
+            };
+            rest = after;
+        } else {
+            let token = rest.split(['.', '[', ']']).next().unwrap_or(rest);
+            let token = if token.is_empty() { &rest[..1] } else { token };
+            return Err(format!("expected [ or . but got: {token}"));
+        }
+    }
+    Ok(path)
+}
+
+/// kube's `cel.Escape` of a property name: `None` when CEL cannot name it.
+fn escape(name: &str) -> Option<String> {
+    const RESERVED: [&str; 21] = [
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut escaped = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("__") {
+            escaped.push_str("__underscores__");
+            rest = after;
+            continue;
+        }
+        match c {
+            '.' => escaped.push_str("__dot__"),
+            '-' => escaped.push_str("__dash__"),
+            '/' => escaped.push_str("__slash__"),
+            c if c.is_ascii_alphanumeric() || c == '_' => escaped.push(c),
+            _ => return None,
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Some(escaped)
+}
+
+/// `value` as CEL sees it under `schema` (see the module's guarantees).
+fn to_cel(schema: Option<&Map<String, Value>>, value: &Value, resource: bool) -> cel::Value {
+    let kind = schema.and_then(|s| s.get("type")).and_then(Value::as_str);
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (kind, n.as_i64()) {
+            (Some("number"), _) => cel::Value::Float(n.as_f64().unwrap_or_default()),
+            (_, Some(i)) => cel::Value::Int(i),
+            (Some("integer"), None) => cel::Value::Int(n.as_f64().unwrap_or_default() as i64),
+            _ => cel::Value::Float(n.as_f64().unwrap_or_default()),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => {
+            let item_schema = schema
+                .and_then(|s| s.get("items"))
+                .and_then(Value::as_object);
+            let resource = item_schema.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
+            cel::Value::List(Arc::new(
+                items
+                    .iter()
+                    .map(|i| to_cel(item_schema, i, resource))
+                    .collect(),
+            ))
+        }
+        Value::Object(fields) => {
+            let properties = schema
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object);
+            let additional = schema
+                .and_then(|s| s.get("additionalProperties"))
+                .and_then(Value::as_object);
+            let mut map = HashMap::new();
+            for (key, field) in fields {
+                if resource && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    let kept = if key == "metadata" {
+                        let mut meta = HashMap::new();
+                        for name in ["name", "generateName"] {
+                            if let Some(Value::String(s)) = field.get(name) {
+                                meta.insert(
+                                    Key::String(Arc::new(name.to_owned())),
+                                    cel::Value::String(Arc::new(s.clone())),
+                                );
+                            }
+                        }
+                        cel::Value::Map(cel::objects::Map {
+                            map: Arc::new(meta),
+                        })
+                    } else {
+                        to_cel(None, field, false)
+                    };
+                    map.insert(Key::String(Arc::new(key.clone())), kept);
+                    continue;
+                }
+                let (name, sub) = match (properties, additional) {
+                    (Some(properties), _) => {
+                        let Some(sub) = properties.get(key).and_then(Value::as_object) else {
+                            continue;
+                        };
+                        let Some(name) = escape(key) else { continue };
+                        (name, Some(sub))
+                    }
+                    (None, Some(sub)) => (key.clone(), Some(sub)),
+                    (None, None) => (key.clone(), None),
+                };
+                let embedded = sub.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
+                map.insert(Key::String(Arc::new(name)), to_cel(sub, field, embedded));
+            }
+            cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
+        }
+    }
+}
+
+/// An upper bound of a value's size: its largest element count or string length anywhere,
+/// and its bytes.
+#[derive(Clone, Copy, Debug)]
+struct Size {
+    count: f64,
+    bytes: f64,
+}
+
+const SCALAR: Size = Size {
+    count: 1.0,
+    bytes: 8.0,
+};
+
+fn measure(value: &Value, size: &mut Size) {
+    match value {
+        Value::String(s) => {
+            size.count = size.count.max(s.len() as f64);
+            size.bytes += s.len() as f64 + 2.0;
+        }
+        Value::Array(items) => {
+            size.count = size.count.max(items.len() as f64);
+            size.bytes += 2.0;
+            for item in items {
+                measure(item, size);
+                size.bytes += 1.0;
+            }
+        }
+        Value::Object(fields) => {
+            size.count = size.count.max(fields.len() as f64);
+            size.bytes += 2.0;
+            for (key, field) in fields {
+                size.bytes += key.len() as f64 + 4.0;
+                measure(field, size);
+            }
+        }
+        _ => size.bytes += 8.0,
+    }
+}
+
+/// The bound of an evaluation's cost (see the module's guarantees).
+struct Estimate {
+    data: Size,
+    steps: usize,
+}
+
+/// Functions whose cost does not grow with their arguments' sizes.
+const CONSTANT_COST: [&str; 11] = [
+    "_[_]",
+    "_?_:_",
+    "_&&_",
+    "_||_",
+    "!_",
+    "size",
+    "@not_strictly_false",
+    "orValue",
+    "hasValue",
+    "value",
+    "of",
+];
+
+/// Functions giving a boolean or a number.
+const SCALAR_RESULT: [&str; 22] = [
+    "_==_",
+    "_!=_",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_&&_",
+    "_||_",
+    "!_",
+    "-_",
+    "_-_",
+    "_*_",
+    "_/_",
+    "_%_",
+    "@in",
+    "@not_strictly_false",
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "indexOf",
+];
+
+impl Estimate {
+    /// `(cost, size)` of `expr`; `scope` sizes the comprehensions' variables.
+    fn of<'a>(&mut self, expr: &'a IdedExpr, scope: &mut Vec<(&'a str, Size)>) -> (f64, Size) {
+        self.steps += 1;
+        if self.steps > ESTIMATE_STEPS_MAX {
+            return (f64::INFINITY, self.data);
+        }
+        match &expr.expr {
+            Expr::Literal(LiteralValue::String(s)) => {
+                let n = s.len() as f64;
+                (
+                    1.0,
+                    Size {
+                        count: n,
+                        bytes: n + 2.0,
+                    },
+                )
+            }
+            Expr::Literal(LiteralValue::Bytes(b)) => {
+                let n = b.len() as f64;
+                (1.0, Size { count: n, bytes: n })
+            }
+            Expr::Literal(_) | Expr::Unspecified => (1.0, SCALAR),
+            Expr::Ident(name) => {
+                let size = scope
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| n == name)
+                    .map_or(self.data, |(_, s)| *s);
+                (1.0, size)
+            }
+            Expr::Select(select) => {
+                let (cost, size) = self.of(&select.operand, scope);
+                (cost + 1.0, size)
+            }
+            Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => {
+                let parts = children(expr);
+                let (mut cost, mut size) = (
+                    1.0,
+                    Size {
+                        count: 0.0,
+                        bytes: 2.0,
+                    },
+                );
+                for part in &parts {
+                    let (c, s) = self.of(part, scope);
+                    cost += c;
+                    size.bytes += s.bytes + 1.0;
+                }
+                size.count = parts.len() as f64;
+                (cost, size)
+            }
+            Expr::Call(call) => {
+                let function = call.func_name.as_str();
+                let accumulators: Vec<&str> = scope
+                    .iter()
+                    .filter(|(n, _)| n.starts_with('@') || *n == "__result__")
+                    .map(|(n, _)| *n)
+                    .collect();
+                let mut cost = 1.0;
+                let mut sizes = Vec::new();
+                let mut touched = 0.0;
+                for arg in call.target.as_deref().into_iter().chain(&call.args) {
+                    let (c, s) = self.of(arg, scope);
+                    cost += c;
+                    let accumulator =
+                        matches!(&arg.expr, Expr::Ident(n) if accumulators.contains(&n.as_str()));
+                    if !accumulator {
+                        touched += s.bytes;
+                    }
+                    sizes.push(s);
+                }
+                if !CONSTANT_COST.contains(&function) {
+                    cost += 0.1 * touched;
+                }
+                let sum = sizes.iter().fold(
+                    Size {
+                        count: 0.0,
+                        bytes: 0.0,
+                    },
+                    |a, s| Size {
+                        count: a.count + s.count,
+                        bytes: a.bytes + s.bytes,
+                    },
+                );
+                let first = sizes.first().copied().unwrap_or(SCALAR);
+                let size = match function {
+                    _ if SCALAR_RESULT.contains(&function) => SCALAR,
+                    "_[_]" => Size {
+                        count: first.count.max(self.data.count),
+                        bytes: first.bytes,
+                    },
+                    "_?_:_" => Size {
+                        count: sizes.iter().skip(1).map(|s| s.count).fold(0.0, f64::max),
+                        bytes: sizes.iter().skip(1).map(|s| s.bytes).fold(0.0, f64::max),
+                    },
+                    "replace" => {
+                        let with = sizes.get(2).copied().unwrap_or(SCALAR);
+                        let bytes = first.bytes * (1.0 + with.bytes);
+                        Size {
+                            count: bytes,
+                            bytes,
+                        }
+                    }
+                    "join" => {
+                        let separator = sizes.get(1).map_or(0.0, |s| s.bytes);
+                        let bytes = first.bytes + first.count * separator;
+                        Size {
+                            count: bytes,
+                            bytes,
+                        }
+                    }
+                    "split" => Size {
+                        count: first.bytes + 1.0,
+                        bytes: 3.0 * first.bytes + 2.0,
+                    },
+                    _ => sum,
+                };
+                (cost, size)
+            }
+            Expr::Comprehension(c) => {
+                let (range_cost, range) = self.of(&c.iter_range, scope);
+                let (init_cost, init) = self.of(&c.accu_init, scope);
+                let element = Size {
+                    count: range.count.max(self.data.count),
+                    bytes: range.bytes,
+                };
+                let outer = scope.len();
+                scope.push((&c.iter_var, element));
+                if let Some(second) = &c.iter_var2 {
+                    scope.push((second, element));
+                }
+                // A step's cost does not depend on the accumulator's size (the macros only
+                // append to it, test it or count with it, and an append is not charged by
+                // the accumulator's bytes, as the evaluation appends in place), so one
+                // estimate with the initial accumulator gives the cost and what a step adds.
+                scope.push((&c.accu_var, init));
+                let (step_cost, first_step) = self.of(&c.loop_step, scope);
+                scope.pop();
+                let growth = (first_step.bytes - init.bytes).max(0.0);
+                let accumulator = Size {
+                    count: init.count + range.count,
+                    bytes: init.bytes + range.count * growth,
+                };
+                scope.push((&c.accu_var, accumulator));
+                let (cond_cost, _) = self.of(&c.loop_cond, scope);
+                scope.truncate(outer);
+                scope.push((&c.accu_var, accumulator));
+                let (result_cost, result) = self.of(&c.result, scope);
+                scope.truncate(outer);
+                let cost =
+                    range_cost + init_cost + range.count * (cond_cost + step_cost) + result_cost;
+                (cost, result)
+            }
+        }
+    }
+}
+
+/// The bound of evaluating `compiled` on values of sizes `data`.
+fn bound(compiled: &Compiled, data: Size) -> f64 {
+    let mut estimate = Estimate { data, steps: 0 };
+    estimate
+        .of(compiled.program.expression(), &mut Vec::new())
+        .0
+}
+
+/// The nearest node that correlates with the old object, for ratcheting: its schema, value
+/// and old value.
+type Correlated<'a> = Option<(&'a Map<String, Value>, &'a Value, &'a Value)>;
+
+/// Evaluates every rule of `schema` on `object` (and `old` on an update); see the module's
+/// guarantees. The causes' fields are relative to the object.
+pub(crate) fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut walk = Walk {
+        budget: RUNTIME_BUDGET,
+        causes: Vec::new(),
+        stopped: false,
+    };
+    let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
+    stacker::grow(EVALUATE_STACK, || {
+        walk.node(schema, object, old, root, "", true);
+    });
+    walk.causes
+}
+
+/// Whether `schema` has a rule anywhere.
+pub(crate) fn has_rules(schema: &Value) -> bool {
+    match schema {
+        Value::Object(fields) => fields.iter().any(|(key, value)| {
+            (key == "x-kubernetes-validations"
+                && value.as_array().is_some_and(|rules| !rules.is_empty()))
+                || has_rules(value)
+        }),
+        Value::Array(items) => items.iter().any(has_rules),
+        _ => false,
+    }
+}
+
+struct Walk {
+    budget: f64,
+    causes: Vec<Cause>,
+    stopped: bool,
+}
+
+fn child(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+impl Walk {
+    fn node<'a>(
+        &mut self,
+        schema: &'a Value,
+        value: &'a Value,
+        old: Option<&'a Value>,
+        correlated: Correlated<'a>,
+        path: &str,
+        resource: bool,
+    ) {
+        let Value::Object(s) = schema else { return };
+        if value.is_null() || self.stopped {
+            return;
+        }
+        let old = old.filter(|o| !o.is_null());
+        self.rules(s, s, value, old, correlated, path, resource);
+        for sub in s
+            .get("allOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(sub) = sub.as_object() {
+                // kube does not ratchet allOf's rules by their node.
+                let parent = correlated.filter(|(_, v, _)| !std::ptr::eq(*v, value));
+                self.rules(sub, s, value, old, parent, path, resource);
+            }
+        }
+        match value {
+            Value::Object(fields) => {
+                let properties = s.get("properties").and_then(Value::as_object);
+                let additional = s.get("additionalProperties").filter(|a| a.is_object());
+                for (key, field) in fields {
+                    if self.stopped {
+                        return;
+                    }
+                    let (sub, at) = match (properties.and_then(|p| p.get(key)), additional) {
+                        (Some(sub), _) => (sub, child(path, key)),
+                        (None, Some(sub)) => (sub, format!("{path}[{key}]")),
+                        (None, None) => continue,
+                    };
+                    if resource && key == "metadata" {
+                        continue;
+                    }
+                    let old_field = old.and_then(|o| o.get(key));
+                    let here = match (sub.as_object(), old_field) {
+                        (Some(sub), Some(old_field)) => Some((sub, field, old_field)),
+                        _ => correlated,
+                    };
+                    let embedded = sub
+                        .as_object()
+                        .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
+                    self.node(sub, field, old_field, here, &at, embedded);
+                }
+            }
+            Value::Array(items) => {
+                let Some(item_schema) = s.get("items") else {
+                    return;
+                };
+                let list_type = s.get("x-kubernetes-list-type").and_then(Value::as_str);
+                let old_items = old.and_then(Value::as_array);
+                let embedded = item_schema
+                    .as_object()
+                    .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
+                for (index, item) in items.iter().enumerate() {
+                    if self.stopped {
+                        return;
+                    }
+                    let by_keys = match (list_type, old_items) {
+                        (Some("map"), Some(old_items)) => correlated_map_item(s, old_items, item),
+                        _ => None,
+                    };
+                    let by_index = match (list_type, old_items) {
+                        (Some("map"), _) => by_keys,
+                        (None, Some(old_items)) => old_items.get(index),
+                        _ => None,
+                    };
+                    let here = match (item_schema.as_object(), by_index) {
+                        (Some(sub), Some(old_item)) => Some((sub, item, old_item)),
+                        _ => correlated,
+                    };
+                    let at = format!("{path}[{index}]");
+                    self.node(item_schema, item, by_keys, here, &at, embedded);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Evaluates the rules of `rules_at` (the node's schema, or one of its `allOf`) on the
+    /// node `schema` describes.
+    #[allow(clippy::too_many_arguments)]
+    fn rules(
+        &mut self,
+        rules_at: &Map<String, Value>,
+        schema: &Map<String, Value>,
+        value: &Value,
+        old: Option<&Value>,
+        correlated: Correlated<'_>,
+        path: &str,
+        resource: bool,
+    ) {
+        let Some(rules) = rules_at
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        let type_name = go_quote(schema.get("type").and_then(Value::as_str).unwrap_or(""));
+        let mut bound_self: Option<(cel::Value, Option<cel::Value>, Size)> = None;
+        for rule in rules {
+            if self.stopped {
+                return;
+            }
+            let text = |key: &str| rule.get(key).and_then(Value::as_str).unwrap_or("");
+            let source = text("rule");
+            if source.trim().is_empty() {
+                continue;
+            }
+            let error_string = if text("message").is_empty() {
+                source.trim().to_owned()
+            } else {
+                text("message").trim().to_owned()
+            };
+            let compiled = match compile(source) {
+                Ok(compiled) => compiled,
+                Err(e) => {
+                    self.causes.push(invalid(
+                        path,
+                        &type_name,
+                        &format!("rule compile error: compilation failed: {e}"),
+                    ));
+                    continue;
+                }
+            };
+            let optional_old_self = rule
+                .get("optionalOldSelf")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if compiled.uses_old_self && old.is_none() && !optional_old_self {
+                continue;
+            }
+            let (self_value, old_value, data) = bound_self.get_or_insert_with(|| {
+                let mut data = Size {
+                    count: 1.0,
+                    bytes: 0.0,
+                };
+                measure(value, &mut data);
+                if let Some(old) = old {
+                    let mut old_data = Size {
+                        count: 1.0,
+                        bytes: 0.0,
+                    };
+                    measure(old, &mut old_data);
+                    data.count = data.count.max(old_data.count);
+                    data.bytes = data.bytes.max(old_data.bytes);
+                }
+                (
+                    to_cel(Some(schema), value, resource),
+                    old.map(|o| to_cel(Some(schema), o, resource)),
+                    data,
+                )
+            });
+            let old_self = if optional_old_self {
+                Some(cel::Value::Opaque(Arc::new(match old_value {
+                    Some(old) => OptionalValue::of(old.clone()),
+                    None => OptionalValue::none(),
+                })))
+            } else {
+                old_value.clone()
+            };
+            let what = format!("rule: {error_string}");
+            let outcome = self.evaluate(&compiled, self_value, old_self.as_ref(), *data, &what);
+            let passed = match outcome {
+                Ok(cel::Value::Bool(passed)) => passed,
+                Ok(_) => {
+                    self.causes.push(invalid(
+                        path,
+                        &type_name,
+                        &format!(
+                            "rule compile error: cel expression must evaluate to a bool: {error_string}"
+                        ),
+                    ));
+                    continue;
+                }
+                Err(Failure::Skip) => continue,
+                Err(Failure::Stop(detail)) => {
+                    self.causes.push(invalid(path, &type_name, &detail));
+                    self.stopped = true;
+                    return;
+                }
+                Err(Failure::Error(e)) => {
+                    let detail = match e {
+                        Some(e) => format!("{e} evaluating rule: {error_string}"),
+                        None => format!(
+                            "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {error_string}"
+                        ),
+                    };
+                    self.causes.push(invalid(path, &type_name, &detail));
+                    continue;
+                }
+            };
+            if passed {
+                continue;
+            }
+            let at = match text("fieldPath") {
+                "" => path.to_owned(),
+                field_path => {
+                    match normalized_field_path(&Value::Object(schema.clone()), field_path) {
+                        Ok(relative) if relative.starts_with('[') => format!("{path}{relative}"),
+                        Ok(relative) => child(path, &relative),
+                        Err(_) => path.to_owned(),
+                    }
+                }
+            };
+            let mut detail = None;
+            let expression = text("messageExpression");
+            if !expression.trim().is_empty()
+                && let Ok(message_program) = compile(expression)
+            {
+                let what = format!("messageExpression: {}", go_quote(expression));
+                match self.evaluate(
+                    &message_program,
+                    self_value,
+                    old_value.as_ref(),
+                    *data,
+                    &what,
+                ) {
+                    Ok(cel::Value::String(s)) => {
+                        let trimmed = s.trim();
+                        if !trimmed.is_empty()
+                            && trimmed.len() <= MESSAGE_EXPRESSION_BYTES_MAX
+                            && !trimmed.contains('\n')
+                        {
+                            detail = Some(trimmed.to_owned());
+                        }
+                    }
+                    Err(Failure::Stop(_)) => {
+                        self.causes.push(invalid(
+                            &at,
+                            &type_name,
+                            "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
+                        ));
+                        self.stopped = true;
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+            let detail = detail.unwrap_or_else(|| {
+                if text("message").is_empty() {
+                    format!("failed rule: {error_string}")
+                } else {
+                    error_string.clone()
+                }
+            });
+            let cause = match text("reason") {
+                "FieldValueForbidden" => forbidden(&at, &detail),
+                "FieldValueRequired" => required(&at, &detail),
+                "FieldValueDuplicate" => duplicate(&at, &type_name),
+                _ => invalid(&at, &type_name, &detail),
+            };
+            let ratcheted =
+                !compiled.uses_old_self && correlated.is_some_and(|(s, v, o)| unchanged(s, v, o));
+            if !ratcheted {
+                self.causes.push(cause);
+            }
+        }
+    }
+
+    /// Runs `compiled` within its cost bound and the object's budget.
+    fn evaluate(
+        &mut self,
+        compiled: &Compiled,
+        self_value: &cel::Value,
+        old_self: Option<&cel::Value>,
+        data: Size,
+        what: &str,
+    ) -> Result<cel::Value, Failure> {
+        let cost = bound(compiled, data);
+        if cost > PER_CALL_LIMIT {
+            return Err(Failure::Stop(format!(
+                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
+            )));
+        }
+        if cost > self.budget {
+            return Err(Failure::Stop(
+                "validation failed due to running out of cost budget, no further validation rules will be run".to_owned(),
+            ));
+        }
+        self.budget -= cost;
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let mut context = cel::Context::with_env(environment().clone());
+            context.add_variable_from_value("self", self_value.clone());
+            if let Some(old) = old_self {
+                context.add_variable_from_value("oldSelf", old.clone());
+            }
+            compiled.program.execute(&context)
+        }));
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(match e {
+                // A function of kube's libraries this server does not have: the rule is skipped.
+                ExecutionError::UndeclaredReference(_) => Failure::Skip,
+                ExecutionError::NoSuchKey(key) => {
+                    Failure::Error(Some(format!("no such key: {key}")))
+                }
+                ExecutionError::IndexOutOfBounds(index) => Failure::Error(Some(format!(
+                    "index out of bounds: {}",
+                    match index {
+                        cel::Value::Int(i) => i.to_string(),
+                        cel::Value::UInt(u) => u.to_string(),
+                        other => format!("{other:?}"),
+                    }
+                ))),
+                ExecutionError::DivisionByZero(_) => {
+                    Failure::Error(Some("division by zero".to_owned()))
+                }
+                ExecutionError::Overflow(..) => Failure::Error(Some("integer overflow".to_owned())),
+                ExecutionError::NoSuchOverload(_)
+                | ExecutionError::UnsupportedBinaryOperator(..)
+                | ExecutionError::UnexpectedType { .. } => Failure::Error(None),
+                other => Failure::Error(Some(other.to_string())),
+            }),
+            Err(_) => Err(Failure::Error(Some("evaluation failed".to_owned()))),
+        }
+    }
+}
+
+enum Failure {
+    /// The rule calls a function this server does not have.
+    Skip,
+    /// An evaluation error; `None` for a call no overload matches.
+    Error(Option<String>),
+    /// The cost limit or budget is reached: this cause, and no further rule.
+    Stop(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn messages(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {
+        check(schema, object, old)
+            .into_iter()
+            .map(|(field, message, _)| format!("{field}: {message}"))
+            .collect()
+    }
+
+    fn spec(rules: Value, properties: Value) -> Value {
+        json!({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": properties, "x-kubernetes-validations": rules}}})
+    }
+
+    #[test]
+    fn a_false_rule_is_a_cause_with_its_message_reason_and_field_path() {
+        let schema = spec(
+            json!([
+                {"rule": "self.replicas <= self.max", "message": "replicas must not exceed max"},
+                {"rule": "self.replicas <= self.max"},
+                {"rule": "self.replicas <= self.max", "reason": "FieldValueForbidden",
+                 "fieldPath": ".replicas", "message": "too many"},
+                {"rule": "self.replicas <= self.max", "reason": "FieldValueRequired",
+                 "messageExpression": "'replicas ' + string(self.replicas) + ' > ' + string(self.max)"},
+                {"rule": "self.replicas <= self.max", "reason": "FieldValueDuplicate"},
+                {"rule": "self.replicas > 0"}
+            ]),
+            json!({"replicas": {"type": "integer"}, "max": {"type": "integer"}}),
+        );
+        let object = json!({"spec": {"replicas": 5, "max": 3}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                "spec: Invalid value: \"object\": replicas must not exceed max",
+                "spec: Invalid value: \"object\": failed rule: self.replicas <= self.max",
+                "spec.replicas: Forbidden: too many",
+                "spec: Required value: replicas 5 > 3",
+                "spec: Duplicate value: \"object\"",
+            ]
+        );
+        assert!(messages(&schema, &json!({"spec": {"replicas": 3, "max": 3}}), None).is_empty());
+    }
+
+    #[test]
+    fn values_are_typed_by_the_schema_and_names_escaped_as_kube_escapes_them() {
+        let schema = spec(
+            json!([
+                {"rule": "self.ratio == 1.0 && self.count + 1 == 2"},
+                {"rule": "self.x__dash__y == 'a' && self.__namespace__ == 'b'"},
+                {"rule": "!has(self.absent) && has(self.count)"},
+                {"rule": "self.tags.all(t, t.size() < 4) && self.tags.exists_one(t, t == 'ab')"},
+                {"rule": "self.labels.all(k, self.labels[k].startsWith(k))"},
+                {"rule": "self.name.lowerAscii().replace('-', '') == 'ab'"}
+            ]),
+            json!({
+                "ratio": {"type": "number"}, "count": {"type": "integer"},
+                "x-y": {"type": "string"}, "namespace": {"type": "string"},
+                "absent": {"type": "string"}, "name": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+            }),
+        );
+        let object = json!({"spec": {"ratio": 1, "count": 1, "x-y": "a", "namespace": "b",
+            "name": "A-b", "tags": ["ab", "cd"], "labels": {"k": "k1"}}});
+        assert_eq!(messages(&schema, &object, None), Vec::<String>::new());
+        let object = json!({"spec": {"ratio": 1, "count": 1, "x-y": "a", "namespace": "b",
+            "name": "A-b", "tags": ["ab", "ab"], "labels": {"k": "v"}}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                "spec: Invalid value: \"object\": failed rule: self.tags.all(t, t.size() < 4) && self.tags.exists_one(t, t == 'ab')",
+                "spec: Invalid value: \"object\": failed rule: self.labels.all(k, self.labels[k].startsWith(k))",
+            ]
+        );
+    }
+
+    #[test]
+    fn evaluation_errors_name_the_rule_and_unknown_library_functions_are_skipped() {
+        let schema = spec(
+            json!([
+                {"rule": "self.missing == 1"},
+                {"rule": "self.items[3] == 1", "message": "third"},
+                {"rule": "self.count / 0 == 1"},
+                {"rule": "self.count + 'a' == 1"},
+                {"rule": "self.items.isSorted()"}
+            ]),
+            json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
+                   "items": {"type": "array", "items": {"type": "integer"}}}),
+        );
+        let object = json!({"spec": {"count": 1, "items": [2, 1]}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                "spec: Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1",
+                "spec: Invalid value: \"object\": index out of bounds: 3 evaluating rule: third",
+                "spec: Invalid value: \"object\": division by zero evaluating rule: self.count / 0 == 1",
+                "spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: self.count + 'a' == 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn transition_rules_run_on_updates_against_the_correlated_old_value() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {
+            "mode": {"type": "string", "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "mode is immutable"}]},
+            "size": {"type": "integer", "x-kubernetes-validations": [
+                {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()",
+                 "optionalOldSelf": true, "message": "size may only grow"}]},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "port": {"type": "integer"}},
+                    "x-kubernetes-validations": [
+                        {"rule": "self.port == oldSelf.port", "message": "port is immutable"}]}}
+        }}}});
+        let old = json!({"spec": {"mode": "a", "size": 2,
+            "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}});
+        // A create has no old value: no transition rule runs, an optional one sees none.
+        assert!(messages(&schema, &old, None).is_empty());
+        let same = json!({"spec": {"mode": "a", "size": 3,
+            "ports": [{"name": "https", "port": 443}, {"name": "http", "port": 80},
+                      {"name": "new", "port": 1}]}});
+        assert!(messages(&schema, &same, Some(&old)).is_empty());
+        let changed = json!({"spec": {"mode": "b", "size": 1,
+            "ports": [{"name": "https", "port": 8443}, {"name": "http", "port": 80}]}});
+        assert_eq!(
+            messages(&schema, &changed, Some(&old)),
+            [
+                "spec.mode: Invalid value: \"string\": mode is immutable",
+                "spec.ports[0]: Invalid value: \"object\": port is immutable",
+                "spec.size: Invalid value: \"integer\": size may only grow",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unchanged_node_keeps_its_failing_rules_on_an_update_ratcheting() {
+        let schema = spec(
+            json!([{"rule": "self.a < 10", "message": "a below 10"}]),
+            json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        );
+        let schema = json!({"type": "object", "properties": {
+            "spec": schema["properties"]["spec"], "other": {"type": "string"}}});
+        let old = json!({"spec": {"a": 20, "b": 1}, "other": "x"});
+        let other_changed = json!({"spec": {"a": 20, "b": 1}, "other": "y"});
+        assert!(messages(&schema, &other_changed, Some(&old)).is_empty());
+        let spec_changed = json!({"spec": {"a": 20, "b": 2}, "other": "x"});
+        assert_eq!(
+            messages(&schema, &spec_changed, Some(&old)),
+            ["spec: Invalid value: \"object\": a below 10"]
+        );
+        assert_eq!(
+            messages(&schema, &old, None).len(),
+            1,
+            "a create is not ratcheted"
+        );
+    }
+
+    #[test]
+    fn the_resource_root_sees_its_kind_and_name_only() {
+        let schema = json!({"type": "object", "x-kubernetes-validations": [
+            {"rule": "self.metadata.name.startsWith('w-') && self.kind == 'Widget'",
+             "message": "name must start with w-"},
+            {"rule": "!has(self.metadata.labels)"}
+        ], "properties": {"spec": {"type": "object"}}});
+        let object = json!({"apiVersion": "e.io/v1", "kind": "Widget",
+            "metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [": Invalid value: \"object\": name must start with w-"]
+        );
+    }
+
+    #[test]
+    fn the_cost_bound_stops_a_rule_before_it_runs_long() {
+        let schema = spec(
+            json!([
+                {"rule": "self.l.all(a, self.l.all(b, self.l.all(c, a + b + c >= 0)))"},
+                {"rule": "self.l.size() > 0"}
+            ]),
+            json!({"l": {"type": "array", "items": {"type": "integer"}}}),
+        );
+        let small = json!({"spec": {"l": (0..10).collect::<Vec<i64>>()}});
+        assert!(messages(&schema, &small, None).is_empty());
+        let large = json!({"spec": {"l": (0..200).collect::<Vec<i64>>()}});
+        assert_eq!(
+            messages(&schema, &large, None),
+            [
+                "spec: Invalid value: \"object\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.l.all(a, self.l.all(b, self.l.all(c, a + b + c >= 0)))"
+            ]
+        );
+        // Many cheap rules share the object's budget.
+        let schema = json!({"type": "object", "properties": {"items": {"type": "array",
+            "items": {"type": "object", "properties": {"l": {"type": "array", "items": {"type": "string"}}},
+                "x-kubernetes-validations": [{"rule": "self.l.all(a, self.l.all(b, a.size() == b.size()))"}]}}}});
+        let item = json!({"l": vec!["ab"; 300]});
+        let object = json!({"items": vec![item; 200]});
+        let found = messages(&schema, &object, None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].ends_with("validation failed due to running out of cost budget, no further validation rules will be run"), "{found:?}");
+    }
+
+    #[test]
+    fn the_bound_is_never_below_what_an_expression_builds() {
+        // Strings built in loops: the bound grows with what `join` and `replace` make.
+        let data = Size {
+            count: 100.0,
+            bytes: 1000.0,
+        };
+        let cheap = bound(&compile("self.s.size() > 1").unwrap(), data);
+        let built = bound(
+            &compile("self.l.map(x, self.s.replace('a', self.s)).join('').contains('z')").unwrap(),
+            data,
+        );
+        assert!(cheap < 100.0, "{cheap}");
+        assert!(built > PER_CALL_LIMIT, "{built}");
+    }
+
+    #[test]
+    fn rules_that_do_not_parse_or_name_unknown_variables_are_refused_with_cels_text() {
+        let e = compile_error("self.(").unwrap();
+        assert!(e.starts_with("ERROR: <input>:1:6: Syntax error:"), "{e}");
+        assert_eq!(
+            compile_error("self.a > minimum").unwrap(),
+            "ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')"
+        );
+        assert_eq!(
+            compile_error("self.all(x, x > 0) && oldSelf == self && type(self) == map"),
+            None
+        );
+        assert_eq!(compile_error("optional.none() == self.?a"), None);
+        let long = "1".repeat(RULE_CODE_POINTS_MAX + 1);
+        assert!(
+            compile_error(&long)
+                .unwrap()
+                .contains("code point size exceeds limit")
+        );
+    }
+
+    #[test]
+    fn deep_expressions_are_refused_without_overflowing_the_stack() {
+        // Each would overflow a 2 MiB thread's stack if parsed or evaluated on it.
+        for source in [
+            format!("1{}", " + 1".repeat(40_000)),
+            format!("self{}", ".a".repeat(40_000)),
+        ] {
+            let e = std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn(move || compile_error(&source))
+                .unwrap()
+                .join()
+                .unwrap();
+            assert!(e.is_some());
+        }
+        // Deep but within the limit: evaluated on the large stack, from a small one.
+        let nested = format!("{}true{}", "[1].all(x, ".repeat(60), ")".repeat(60));
+        let schema = json!({"type": "object", "x-kubernetes-validations": [{"rule": nested}]});
+        let found = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || messages(&schema, &json!({}), None))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(found.is_empty(), "{found:?}");
+        let e = compile_error(&format!("1{}", " + 1".repeat(DEPTH_MAX + 1))).unwrap();
+        assert!(e.contains("recursion limit exceeded"), "{e}");
+        assert_eq!(
+            compile_error(&format!("1{}", " + 1".repeat(DEPTH_MAX - 2))),
+            None
+        );
+    }
+
+    #[test]
+    fn field_paths_follow_the_schema() {
+        let schema = json!({"type": "object", "properties": {
+            "a": {"type": "object", "properties": {"b.c": {"type": "string"}}},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        assert_eq!(
+            normalized_field_path(&schema, ".a['b.c']"),
+            Ok("a.b.c".into())
+        );
+        assert_eq!(normalized_field_path(&schema, ".m['k']"), Ok("m[k]".into()));
+        assert_eq!(normalized_field_path(&schema, ".m.k"), Ok("m[k]".into()));
+        assert_eq!(
+            normalized_field_path(&schema, ".x"),
+            Err("does not refer to a valid field".into())
+        );
+        assert_eq!(
+            normalized_field_path(&schema, "a"),
+            Err("expected [ or . but got: a".into())
+        );
+    }
+
+    #[test]
+    fn escaping_follows_kube() {
+        assert_eq!(escape("x-y").as_deref(), Some("x__dash__y"));
+        assert_eq!(escape("a.b/c").as_deref(), Some("a__dot__b__slash__c"));
+        assert_eq!(escape("a__b").as_deref(), Some("a__underscores__b"));
+        assert_eq!(escape("namespace").as_deref(), Some("__namespace__"));
+        assert_eq!(escape("1a"), None);
+        assert_eq!(escape("a b"), None);
+    }
+}
