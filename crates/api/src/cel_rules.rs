@@ -278,6 +278,138 @@ pub(crate) fn compile_error(text: &str) -> Option<String> {
     compile(text).err()
 }
 
+/// Why a compiling rule does not fit the schema node it is on, as kube's type check reports
+/// it (`ERROR: <input>:1:5: undefined field 'replica'`), or `None`. Only selections that
+/// the schema decides are checked: a field of an object with `properties` (and without
+/// `x-kubernetes-preserve-unknown-fields`), through `self`, `oldSelf`, indexes and the
+/// variables of comprehensions over lists and maps; anything else passes.
+pub(crate) fn type_error(
+    text: &str,
+    schema: &Map<String, Value>,
+    resource: bool,
+) -> Option<String> {
+    let compiled = compile(text).ok()?;
+    let expression = compiled.program.expression();
+    let mut scope = Vec::new();
+    let (id, field) = stacker::grow(EVALUATE_STACK, || {
+        undefined_field(expression, Ty::Schema(schema, resource), &mut scope).err()
+    })?;
+    let (line, column) = position(text, &compiled.program, id);
+    Some(format!(
+        "ERROR: <input>:{line}:{column}: undefined field '{field}'"
+    ))
+}
+
+/// What the type check knows of an expression's value.
+#[derive(Clone, Copy)]
+enum Ty<'a> {
+    /// A value of this schema node (a resource's root or embedded resource when `true`).
+    Schema(&'a Map<String, Value>, bool),
+    Unknown,
+}
+
+/// The type of `expr` under `own` (the type of `self`), or the first selection of a field
+/// its object does not declare: the selection's id and the field.
+fn undefined_field<'a>(
+    expr: &'a IdedExpr,
+    own: Ty<'a>,
+    scope: &mut Vec<(&'a str, Ty<'a>)>,
+) -> Result<Ty<'a>, (u64, String)> {
+    let object = |ty: Ty<'a>| match ty {
+        Ty::Schema(s, resource) => Some((s, resource)),
+        Ty::Unknown => None,
+    };
+    match &expr.expr {
+        Expr::Ident(name) => Ok(match scope.iter().rev().find(|(n, _)| n == name) {
+            Some((_, ty)) => *ty,
+            None if name == "self" || name == "oldSelf" => own,
+            None => Ty::Unknown,
+        }),
+        Expr::Select(select) => {
+            let operand = undefined_field(&select.operand, own, scope)?;
+            let Some((s, resource)) = object(operand) else {
+                return Ok(Ty::Unknown);
+            };
+            if resource && matches!(select.field.as_str(), "apiVersion" | "kind" | "metadata") {
+                return Ok(Ty::Unknown);
+            }
+            if let Some(properties) = s.get("properties").and_then(Value::as_object) {
+                let found = properties
+                    .iter()
+                    .find(|(name, _)| escape(name).as_deref() == Some(select.field.as_str()));
+                return match found {
+                    Some((_, Value::Object(sub))) => {
+                        Ok(Ty::Schema(sub, flag(sub, "x-kubernetes-embedded-resource")))
+                    }
+                    Some(_) => Ok(Ty::Unknown),
+                    None if flag(s, "x-kubernetes-preserve-unknown-fields") => Ok(Ty::Unknown),
+                    None => Err((expr.id, select.field.clone())),
+                };
+            }
+            Ok(match s.get("additionalProperties") {
+                Some(Value::Object(sub)) => Ty::Schema(sub, false),
+                _ => Ty::Unknown,
+            })
+        }
+        Expr::Call(call) if call.func_name == "_[_]" && call.target.is_none() => {
+            let operand = match call.args.first() {
+                Some(first) => undefined_field(first, own, scope)?,
+                None => Ty::Unknown,
+            };
+            for arg in call.args.iter().skip(1) {
+                undefined_field(arg, own, scope)?;
+            }
+            Ok(match object(operand) {
+                Some((s, _)) => element(s, true),
+                None => Ty::Unknown,
+            })
+        }
+        Expr::Comprehension(c) => {
+            let range = undefined_field(&c.iter_range, own, scope)?;
+            undefined_field(&c.accu_init, own, scope)?;
+            let outer = scope.len();
+            let item = match object(range) {
+                Some((s, _)) => element(s, false),
+                None => Ty::Unknown,
+            };
+            match &c.iter_var2 {
+                // Two variables: an index or key, then the element.
+                Some(second) => {
+                    scope.push((&c.iter_var, Ty::Unknown));
+                    scope.push((second, item));
+                }
+                None => scope.push((&c.iter_var, item)),
+            }
+            scope.push((&c.accu_var, Ty::Unknown));
+            undefined_field(&c.loop_cond, own, scope)?;
+            undefined_field(&c.loop_step, own, scope)?;
+            scope.truncate(outer);
+            scope.push((&c.accu_var, Ty::Unknown));
+            undefined_field(&c.result, own, scope)?;
+            scope.truncate(outer);
+            Ok(Ty::Unknown)
+        }
+        _ => {
+            for part in children(expr) {
+                undefined_field(part, own, scope)?;
+            }
+            Ok(Ty::Unknown)
+        }
+    }
+}
+
+/// The type of an element of a value of schema `s`: a list's item; a map's value when
+/// `indexed`, else its key (what a comprehension ranges over).
+fn element(s: &Map<String, Value>, indexed: bool) -> Ty<'_> {
+    match (s.get("items"), s.get("additionalProperties")) {
+        (Some(Value::Object(items)), _) => {
+            Ty::Schema(items, flag(items, "x-kubernetes-embedded-resource"))
+        }
+        (_, Some(Value::Object(values))) if indexed => Ty::Schema(values, false),
+        _ => Ty::Unknown,
+    }
+}
+
 /// Why a rule's `fieldPath` does not name a field of `schema` (kube's `ValidFieldPath`), or
 /// `None`; its normalized form otherwise, see [`normalized_field_path`].
 pub(crate) fn field_path_error(schema: &Value, field_path: &str) -> Option<String> {
@@ -1410,6 +1542,41 @@ mod tests {
             compile_error(&format!("1{}", " + 1".repeat(DEPTH_MAX - 2))),
             None
         );
+    }
+
+    #[test]
+    fn selections_of_undeclared_fields_are_refused_where_the_schema_decides() {
+        let schema = json!({"type": "object", "properties": {
+            "replicas": {"type": "integer"},
+            "x-y": {"type": "string"},
+            "ports": {"type": "array", "items": {"type": "object", "properties": {
+                "port": {"type": "integer"}}}},
+            "labels": {"type": "object", "additionalProperties": {"type": "object",
+                "properties": {"v": {"type": "string"}}}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
+        let schema = schema.as_object().unwrap();
+        for fits in [
+            "self.replicas > 1 && self.x__dash__y != ''",
+            "self.ports.all(p, p.port > 0) && self.ports[0].port > 0",
+            "self.labels.all(k, self.labels[k].v != '') && self.labels.k.v == ''",
+            "has(self.free.anything) && self.free.a.b == 1",
+            "self.ports.map(p, p).all(q, q.whatever == 1)",
+        ] {
+            assert_eq!(type_error(fits, schema, false), None, "{fits}");
+        }
+        assert_eq!(
+            type_error("self.replica > 1", schema, false).as_deref(),
+            Some("ERROR: <input>:1:5: undefined field 'replica'")
+        );
+        assert_eq!(
+            type_error("self.ports.exists(p, has(p.name))", schema, false).as_deref(),
+            Some("ERROR: <input>:1:25: undefined field 'name'")
+        );
+        assert_eq!(
+            type_error("self.labels['a'].w == ''", schema, false).as_deref(),
+            Some("ERROR: <input>:1:17: undefined field 'w'")
+        );
+        assert_eq!(type_error("self.metadata.name == ''", schema, true), None);
     }
 
     #[test]

@@ -561,11 +561,17 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
             "must be true or undefined",
         ));
     }
-    extensions(node, kind, path, causes);
+    extensions(node, kind, path, context.root, causes);
 }
 
 /// The map and list extensions, and `x-kubernetes-validations`' entries.
-fn extensions(node: &Map<String, Value>, kind: &str, path: &str, causes: &mut Vec<Cause>) {
+fn extensions(
+    node: &Map<String, Value>,
+    kind: &str,
+    path: &str,
+    root: bool,
+    causes: &mut Vec<Cause>,
+) {
     let at = |key: &str| format!("{path}.{key}");
     let must_be = |causes: &mut Vec<Cause>, wanted: &str, marker: &str| {
         let detail = format!("must be {wanted} if {marker} is specified");
@@ -764,8 +770,10 @@ fn extensions(node: &Map<String, Value>, kind: &str, path: &str, causes: &mut Ve
                     causes.push(not_supported(&at("reason"), reason, &REASONS));
                 }
             }
+            let resource = root || flag(node, "x-kubernetes-embedded-resource");
             if !text.trim().is_empty()
                 && let Some(e) = crate::cel_rules::compile_error(text)
+                    .or_else(|| crate::cel_rules::type_error(text, node, resource))
             {
                 causes.push(invalid(
                     &at("rule"),
@@ -775,6 +783,7 @@ fn extensions(node: &Map<String, Value>, kind: &str, path: &str, causes: &mut Ve
             }
             if !expression.trim().is_empty()
                 && let Some(e) = crate::cel_rules::compile_error(expression)
+                    .or_else(|| crate::cel_rules::type_error(expression, node, resource))
             {
                 causes.push(invalid(
                     &at("messageExpression"),
