@@ -34,12 +34,15 @@
 //! for the call, touched only as deep as the expression goes), so no expression can overflow a
 //! server thread's stack. Compiled programs are kept by their text, at most [`PROGRAMS_KEPT`].
 //!
-//! **Not here yet**: kube's CEL libraries beyond the standard ones and `ext.Strings` (lists'
-//! `isSorted`/`sum`/`min`/`max`, `find`/`findAll`, `url`, `quantity`, `ip`/`cidr`, `format`,
-//! `sets`): a rule calling one is skipped, never a refusal; no type check at CRD time (a rule
-//! that is not a boolean or names a missing field fails when it runs); no static cost estimate
-//! at CRD time (the runtime bound above keeps the server safe); `date-time`/`duration`/`byte`
-//! strings are strings, not timestamps, durations and bytes.
+//! **Functions**: CEL's standard ones, `ext.Strings`, and kube's regex and lists libraries
+//! ([`library`]: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
+//! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`).
+//!
+//! **Not here yet**: kube's other libraries (`url`, `quantity`, `ip`/`cidr`, `format`, `sets`,
+//! `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
+//! covers field selections only (a rule that is not a boolean fails when it runs); no static
+//! cost estimate at CRD time (the runtime bound above keeps the server safe);
+//! `date-time`/`duration`/`byte` strings are strings, not timestamps, durations and bytes.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -51,6 +54,8 @@ use cel::{ExecutionError, Program};
 use serde_json::{Map, Value};
 
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
+
+mod library;
 use crate::structural::{correlated_map_item, flag, unchanged};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
@@ -80,6 +85,9 @@ pub const COMPILE_STACK: usize = 256 << 20;
 /// The stack an object's rules are evaluated on, in bytes (reserved like [`COMPILE_STACK`]).
 pub const EVALUATE_STACK: usize = 64 << 20;
 
+/// What compiling a pattern that is not a literal counts for in a bound.
+const PATTERN_COMPILE_COST: f64 = 1_000.0;
+
 /// The estimation steps one bound may take; past it the rule's cost counts as unbounded (an
 /// expression of deeply nested comprehensions).
 const ESTIMATE_STEPS_MAX: usize = 1_000_000;
@@ -96,9 +104,10 @@ fn environment() -> &'static Arc<cel::Env> {
     static ENV: OnceLock<Arc<cel::Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = cel::Env::stdlib();
-        // ext.Strings, as kube's base environment has it; adding it to a fresh environment
-        // cannot conflict.
+        // ext.Strings and kube's libraries, as kube's base environment has them; adding them
+        // to a fresh environment cannot conflict.
         let _ = env.add_extension(cel::extensions::strings);
+        let _ = env.add_extension(library::extension);
         Arc::new(env)
     })
 }
@@ -631,19 +640,41 @@ fn to_cel(schema: Option<&Map<String, Value>>, value: &Value, resource: bool) ->
 }
 
 /// An upper bound of a value's size: its largest element count or string length anywhere,
-/// and its bytes.
+/// its bytes, and the bytes of its largest element (a field's value, a list's item) anywhere.
 #[derive(Clone, Copy, Debug)]
 struct Size {
     count: f64,
     bytes: f64,
+    item: f64,
 }
 
 const SCALAR: Size = Size {
     count: 1.0,
     bytes: 8.0,
+    item: 8.0,
 };
 
+const EMPTY: Size = Size {
+    count: 0.0,
+    bytes: 0.0,
+    item: 0.0,
+};
+
+fn max_of(a: Size, b: Size) -> Size {
+    Size {
+        count: a.count.max(b.count),
+        bytes: a.bytes.max(b.bytes),
+        item: a.item.max(b.item),
+    }
+}
+
+/// Adds `value`'s bytes to `size` and raises its largest count and element.
 fn measure(value: &Value, size: &mut Size) {
+    let child = |value: &Value, size: &mut Size| {
+        let before = size.bytes;
+        measure(value, size);
+        size.item = size.item.max(size.bytes - before);
+    };
     match value {
         Value::String(s) => {
             size.count = size.count.max(s.len() as f64);
@@ -653,7 +684,7 @@ fn measure(value: &Value, size: &mut Size) {
             size.count = size.count.max(items.len() as f64);
             size.bytes += 2.0;
             for item in items {
-                measure(item, size);
+                child(item, size);
                 size.bytes += 1.0;
             }
         }
@@ -662,7 +693,7 @@ fn measure(value: &Value, size: &mut Size) {
             size.bytes += 2.0;
             for (key, field) in fields {
                 size.bytes += key.len() as f64 + 4.0;
-                measure(field, size);
+                child(field, size);
             }
         }
         _ => size.bytes += 8.0,
@@ -691,7 +722,7 @@ const CONSTANT_COST: [&str; 11] = [
 ];
 
 /// Functions giving a boolean or a number.
-const SCALAR_RESULT: [&str; 22] = [
+const SCALAR_RESULT: [&str; 27] = [
     "_==_",
     "_!=_",
     "_<_",
@@ -714,6 +745,11 @@ const SCALAR_RESULT: [&str; 22] = [
     "endsWith",
     "matches",
     "indexOf",
+    "lastIndexOf",
+    "isSorted",
+    "sum",
+    "int",
+    "double",
 ];
 
 impl Estimate {
@@ -731,12 +767,20 @@ impl Estimate {
                     Size {
                         count: n,
                         bytes: n + 2.0,
+                        item: 0.0,
                     },
                 )
             }
             Expr::Literal(LiteralValue::Bytes(b)) => {
                 let n = b.len() as f64;
-                (1.0, Size { count: n, bytes: n })
+                (
+                    1.0,
+                    Size {
+                        count: n,
+                        bytes: n,
+                        item: 0.0,
+                    },
+                )
             }
             Expr::Literal(_) | Expr::Unspecified => (1.0, SCALAR),
             Expr::Ident(name) => {
@@ -748,24 +792,27 @@ impl Estimate {
                 (1.0, size)
             }
             Expr::Select(select) => {
+                // A field's value is an element of its object.
                 let (cost, size) = self.of(&select.operand, scope);
-                (cost + 1.0, size)
+                (cost + 1.0, part_of(size, self.data))
             }
             Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => {
                 let parts = children(expr);
                 let (mut cost, mut size) = (
                     1.0,
                     Size {
-                        count: 0.0,
                         bytes: 2.0,
+                        ..EMPTY
                     },
                 );
                 for part in &parts {
                     let (c, s) = self.of(part, scope);
                     cost += c;
                     size.bytes += s.bytes + 1.0;
+                    size.item = size.item.max(s.bytes);
+                    size.count = size.count.max(s.count);
                 }
-                size.count = parts.len() as f64;
+                size.count = size.count.max(parts.len() as f64);
                 (cost, size)
             }
             Expr::Call(call) => {
@@ -791,26 +838,28 @@ impl Estimate {
                 if !CONSTANT_COST.contains(&function) {
                     cost += 0.1 * touched;
                 }
-                let sum = sizes.iter().fold(
-                    Size {
-                        count: 0.0,
-                        bytes: 0.0,
-                    },
-                    |a, s| Size {
-                        count: a.count + s.count,
-                        bytes: a.bytes + s.bytes,
-                    },
-                );
+                // A pattern that is not a literal is compiled when the call runs (at most
+                // 1 MiB of program, and kept): charged as a thousand steps.
+                let pattern = match (function, call.target.is_some()) {
+                    ("matches" | "find" | "findAll", true) => call.args.first(),
+                    ("matches", false) => call.args.get(1),
+                    _ => None,
+                };
+                if pattern
+                    .is_some_and(|p| !matches!(p.expr, Expr::Literal(LiteralValue::String(_))))
+                {
+                    cost += PATTERN_COMPILE_COST;
+                }
                 let first = sizes.first().copied().unwrap_or(SCALAR);
+                let total = sizes.iter().map(|s| s.bytes).sum::<f64>();
                 let size = match function {
                     _ if SCALAR_RESULT.contains(&function) => SCALAR,
-                    "_[_]" => Size {
-                        count: first.count.max(self.data.count),
-                        bytes: first.bytes,
-                    },
-                    "_?_:_" => Size {
-                        count: sizes.iter().skip(1).map(|s| s.count).fold(0.0, f64::max),
-                        bytes: sizes.iter().skip(1).map(|s| s.bytes).fold(0.0, f64::max),
+                    "_[_]" | "min" | "max" => part_of(first, self.data),
+                    "_?_:_" => sizes.iter().skip(1).fold(EMPTY, |a, s| max_of(a, *s)),
+                    "_+_" => Size {
+                        count: sizes.iter().map(|s| s.count).sum(),
+                        bytes: total,
+                        item: sizes.iter().map(|s| s.item).fold(0.0, f64::max),
                     },
                     "replace" => {
                         let with = sizes.get(2).copied().unwrap_or(SCALAR);
@@ -818,6 +867,7 @@ impl Estimate {
                         Size {
                             count: bytes,
                             bytes,
+                            item: 0.0,
                         }
                     }
                     "join" => {
@@ -826,27 +876,31 @@ impl Estimate {
                         Size {
                             count: bytes,
                             bytes,
+                            item: 0.0,
                         }
                     }
-                    "split" => Size {
+                    "split" | "findAll" => Size {
                         count: first.bytes + 1.0,
                         bytes: 3.0 * first.bytes + 2.0,
+                        item: first.bytes,
                     },
-                    _ => sum,
+                    // Anything else is built from its arguments.
+                    _ => Size {
+                        count: total,
+                        bytes: total,
+                        item: total,
+                    },
                 };
                 (cost, size)
             }
             Expr::Comprehension(c) => {
                 let (range_cost, range) = self.of(&c.iter_range, scope);
                 let (init_cost, init) = self.of(&c.accu_init, scope);
-                let element = Size {
-                    count: range.count.max(self.data.count),
-                    bytes: range.bytes,
-                };
+                let item = part_of(range, self.data);
                 let outer = scope.len();
-                scope.push((&c.iter_var, element));
+                scope.push((&c.iter_var, item));
                 if let Some(second) = &c.iter_var2 {
-                    scope.push((second, element));
+                    scope.push((second, item));
                 }
                 // A step's cost does not depend on the accumulator's size (the macros only
                 // append to it, test it or count with it, and an append is not charged by
@@ -859,6 +913,7 @@ impl Estimate {
                 let accumulator = Size {
                     count: init.count + range.count,
                     bytes: init.bytes + range.count * growth,
+                    item: init.item.max(growth).max(first_step.item),
                 };
                 scope.push((&c.accu_var, accumulator));
                 let (cond_cost, _) = self.of(&c.loop_cond, scope);
@@ -871,6 +926,16 @@ impl Estimate {
                 (cost, result)
             }
         }
+    }
+}
+
+/// The size of an element of a value of size `of` (a field, an item, an entry's key or
+/// value): no more bytes than its largest element, no longer than anything in the data.
+fn part_of(of: Size, data: Size) -> Size {
+    Size {
+        count: of.count.max(data.count),
+        bytes: of.item.min(of.bytes),
+        item: of.item.min(of.bytes),
     }
 }
 
@@ -1073,17 +1138,16 @@ impl Walk {
             let (self_value, old_value, data) = bound_self.get_or_insert_with(|| {
                 let mut data = Size {
                     count: 1.0,
-                    bytes: 0.0,
+                    ..EMPTY
                 };
                 measure(value, &mut data);
                 if let Some(old) = old {
                     let mut old_data = Size {
                         count: 1.0,
-                        bytes: 0.0,
+                        ..EMPTY
                     };
                     measure(old, &mut old_data);
-                    data.count = data.count.max(old_data.count);
-                    data.bytes = data.bytes.max(old_data.bytes);
+                    data = max_of(data, old_data);
                 }
                 (
                     to_cel(Some(schema), value, resource),
@@ -1247,6 +1311,7 @@ impl Walk {
                     Failure::Error(Some("division by zero".to_owned()))
                 }
                 ExecutionError::Overflow(..) => Failure::Error(Some("integer overflow".to_owned())),
+                ExecutionError::FunctionError { message, .. } => Failure::Error(Some(message)),
                 ExecutionError::NoSuchOverload(_)
                 | ExecutionError::UnsupportedBinaryOperator(..)
                 | ExecutionError::UnexpectedType { .. } => Failure::Error(None),
@@ -1354,7 +1419,7 @@ mod tests {
                 {"rule": "self.items[3] == 1", "message": "third"},
                 {"rule": "self.count / 0 == 1"},
                 {"rule": "self.count + 'a' == 1"},
-                {"rule": "self.items.isSorted()"}
+                {"rule": "quantity('1Gi').isGreaterThan(quantity('1Mi'))"}
             ]),
             json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
                    "items": {"type": "array", "items": {"type": "integer"}}}),
@@ -1480,6 +1545,7 @@ mod tests {
         let data = Size {
             count: 100.0,
             bytes: 1000.0,
+            item: 500.0,
         };
         let cheap = bound(&compile("self.s.size() > 1").unwrap(), data);
         let built = bound(
@@ -1577,6 +1643,51 @@ mod tests {
             Some("ERROR: <input>:1:17: undefined field 'w'")
         );
         assert_eq!(type_error("self.metadata.name == ''", schema, true), None);
+    }
+
+    #[test]
+    fn kube_s_list_and_regex_functions_answer_as_kube_s() {
+        let schema = spec(
+            json!([
+                {"rule": "self.n.isSorted() && !self.u.isSorted() && self.s.isSorted()"},
+                {"rule": "self.n.sum() == 6 && self.e.sum() == 0 && self.d.sum() == 1.5"},
+                {"rule": "self.n.min() == 1 && self.n.max() == 3 && self.s.max() == 'c'"},
+                {"rule": "self.u.indexOf(2) == 1 && self.u.lastIndexOf(2) == 3 && self.u.indexOf(9) == -1"},
+                {"rule": "self.t.find('[0-9]+') == '12' && self.t.findAll('[a-z]') == ['a', 'b', 'c']"},
+                {"rule": "self.t.findAll('[a-z]', 2) == ['a', 'b'] && self.t.find('x') == ''"},
+                {"rule": "self.t.matches('^\\\\w+$') && matches(self.t, '[0-9]') && !self.t.matches('^[0-9]')"},
+                {"rule": "self.e.min() == 0", "message": "empty min"}
+            ]),
+            json!({
+                "n": {"type": "array", "items": {"type": "integer"}},
+                "u": {"type": "array", "items": {"type": "integer"}},
+                "e": {"type": "array", "items": {"type": "integer"}},
+                "d": {"type": "array", "items": {"type": "number"}},
+                "s": {"type": "array", "items": {"type": "string"}},
+                "t": {"type": "string"}
+            }),
+        );
+        let object = json!({"spec": {"n": [1, 2, 3], "u": [3, 2, 1, 2], "e": [],
+            "d": [0.5, 1], "s": ["a", "b", "c"], "t": "ab12c"}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                "spec: Invalid value: \"object\": min called on empty list evaluating rule: empty min"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pattern_built_at_run_time_costs_its_compilation() {
+        let data = Size {
+            count: 10_000.0,
+            bytes: 100_000.0,
+            item: 10.0,
+        };
+        let literal = bound(&compile("self.l.all(x, x.matches('^a'))").unwrap(), data);
+        let dynamic = bound(&compile("self.l.all(x, 'a'.matches(x))").unwrap(), data);
+        assert!(literal < PER_CALL_LIMIT, "{literal}");
+        assert!(dynamic > PER_CALL_LIMIT, "{dynamic}");
     }
 
     #[test]

@@ -165,7 +165,7 @@ pub fn compile_pattern(pattern: &str) -> Result<Regex, String> {
 }
 
 /// The kept compiled pattern (or its error) for `pattern`.
-fn pattern(pattern: &str) -> Result<Arc<Regex>, String> {
+pub(crate) fn pattern(pattern: &str) -> Result<Arc<Regex>, String> {
     type Kept = HashMap<String, Result<Arc<Regex>, String>>;
     static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
     let kept = KEPT.get_or_init(|| Mutex::new(HashMap::new()));
