@@ -1,12 +1,12 @@
 //! `x-kubernetes-validations`: a CRD's CEL rules, compiled and evaluated as kube-apiserver does
 //! (`apiextensions-apiserver/pkg/apiserver/schema/cel`).
 //!
-//! **When a CRD is written** ([`compile_error`], [`field_path_error`]) each rule and
+//! **When a CRD is written** (`compile_error`, `field_path_error`) each rule and
 //! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
 //! CEL's own text), may name no variable but `self` and `oldSelf` (`undeclared reference to
 //! 'foo' (in container '')`), and a `fieldPath` must name a field of the schema.
 //!
-//! **When a custom resource is written** ([`check`]) every rule of every schema node with a
+//! **When a custom resource is written** (`check`) every rule of every schema node with a
 //! non-null value is evaluated with `self` bound to that value (objects as maps of their
 //! schema's properties, names escaped as kube escapes them — `x-y` is `self.x__dash__y` —;
 //! `integer` as `int`, `number` as `double`; at the root and in embedded resources
@@ -35,7 +35,7 @@
 //! server thread's stack. Compiled programs are kept by their text, at most [`PROGRAMS_KEPT`].
 //!
 //! **Functions**: CEL's standard ones, `ext.Strings`, and kube's regex and lists libraries
-//! ([`library`]: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
+//! (`library`: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`).
 //!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, `ip`/`cidr`, `format`, `sets`,
