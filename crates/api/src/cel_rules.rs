@@ -693,6 +693,7 @@ fn measure(value: &Value, size: &mut Size) {
             size.bytes += 2.0;
             for (key, field) in fields {
                 size.bytes += key.len() as f64 + 4.0;
+                size.item = size.item.max(key.len() as f64 + 2.0);
                 child(field, size);
             }
         }
@@ -701,9 +702,89 @@ fn measure(value: &Value, size: &mut Size) {
 }
 
 /// The bound of an evaluation's cost (see the module's guarantees).
-struct Estimate {
+struct Estimate<'d> {
+    /// The size of anything taken from the data where the expression does not say what.
     data: Size,
+    /// The values of `self` and `oldSelf`: paths into them are measured as they are.
+    self_json: Option<&'d Value>,
+    old_json: Option<&'d Value>,
     steps: usize,
+}
+
+/// What the estimate knows of an expression's value.
+struct Est<'d> {
+    cost: f64,
+    size: Size,
+    /// The data values it may be, when it is a path into `self` or `oldSelf`.
+    known: Option<Vec<&'d Value>>,
+}
+
+fn est(cost: f64, size: Size) -> Est<'static> {
+    Est {
+        cost,
+        size,
+        known: None,
+    }
+}
+
+/// The size of the values `known` (their largest count and bytes, their largest element).
+fn size_of(known: &[&Value]) -> Size {
+    let mut size = EMPTY;
+    for value in known {
+        let mut one = EMPTY;
+        measure(value, &mut one);
+        let largest = match value {
+            Value::Array(items) => items.iter().map(bytes_of).fold(0.0, f64::max),
+            // A map's keys are elements too (what a comprehension over it ranges over).
+            Value::Object(fields) => fields
+                .iter()
+                .map(|(key, value)| bytes_of(value).max(key.len() as f64 + 2.0))
+                .fold(0.0, f64::max),
+            _ => 0.0,
+        };
+        size = max_of(
+            size,
+            Size {
+                item: largest,
+                ..one
+            },
+        );
+    }
+    size
+}
+
+fn bytes_of(value: &Value) -> f64 {
+    let mut size = EMPTY;
+    measure(value, &mut size);
+    size.bytes
+}
+
+/// The values of `field` in `known` (a property by its escaped name, or a map's key).
+fn select<'d>(known: &[&'d Value], field: &str) -> Vec<&'d Value> {
+    known
+        .iter()
+        .filter_map(|value| value.as_object())
+        .flat_map(|fields| {
+            fields
+                .iter()
+                .filter(|(key, _)| *key == field || escape(key).as_deref() == Some(field))
+                .map(|(_, value)| value)
+        })
+        .collect()
+}
+
+/// The elements of `known` (list items, map values).
+fn elements<'d>(known: &[&'d Value]) -> Vec<&'d Value> {
+    known
+        .iter()
+        .flat_map(|value| -> Box<dyn Iterator<Item = &'d Value> + 'd> {
+            match value {
+                Value::Array(items) => Box::new(items.iter()),
+                Value::Object(fields) => Box::new(fields.values()),
+                _ => Box::new(std::iter::empty()),
+            }
+        })
+        .collect()
 }
 
 /// Functions whose cost does not grow with their arguments' sizes.
@@ -752,17 +833,21 @@ const SCALAR_RESULT: [&str; 27] = [
     "double",
 ];
 
-impl Estimate {
-    /// `(cost, size)` of `expr`; `scope` sizes the comprehensions' variables.
-    fn of<'a>(&mut self, expr: &'a IdedExpr, scope: &mut Vec<(&'a str, Size)>) -> (f64, Size) {
+impl<'d> Estimate<'d> {
+    /// The cost and size of `expr`; `scope` sizes (and knows) the comprehensions' variables.
+    fn of<'a>(
+        &mut self,
+        expr: &'a IdedExpr,
+        scope: &mut Vec<(&'a str, Size, Option<Vec<&'d Value>>)>,
+    ) -> Est<'d> {
         self.steps += 1;
         if self.steps > ESTIMATE_STEPS_MAX {
-            return (f64::INFINITY, self.data);
+            return est(f64::INFINITY, self.data);
         }
         match &expr.expr {
             Expr::Literal(LiteralValue::String(s)) => {
                 let n = s.len() as f64;
-                (
+                est(
                     1.0,
                     Size {
                         count: n,
@@ -773,7 +858,7 @@ impl Estimate {
             }
             Expr::Literal(LiteralValue::Bytes(b)) => {
                 let n = b.len() as f64;
-                (
+                est(
                     1.0,
                     Size {
                         count: n,
@@ -782,19 +867,44 @@ impl Estimate {
                     },
                 )
             }
-            Expr::Literal(_) | Expr::Unspecified => (1.0, SCALAR),
+            Expr::Literal(_) | Expr::Unspecified => est(1.0, SCALAR),
             Expr::Ident(name) => {
-                let size = scope
-                    .iter()
-                    .rev()
-                    .find(|(n, _)| n == name)
-                    .map_or(self.data, |(_, s)| *s);
-                (1.0, size)
+                if let Some((_, size, known)) = scope.iter().rev().find(|(n, ..)| n == name) {
+                    return Est {
+                        cost: 1.0,
+                        size: *size,
+                        known: known.clone(),
+                    };
+                }
+                let root = match name.as_str() {
+                    "self" => self.self_json,
+                    "oldSelf" => self.old_json,
+                    _ => None,
+                };
+                match root {
+                    Some(root) => Est {
+                        cost: 1.0,
+                        size: size_of(&[root]),
+                        known: Some(vec![root]),
+                    },
+                    None => est(1.0, self.data),
+                }
             }
-            Expr::Select(select) => {
+            Expr::Select(selection) => {
                 // A field's value is an element of its object.
-                let (cost, size) = self.of(&select.operand, scope);
-                (cost + 1.0, part_of(size, self.data))
+                let operand = self.of(&selection.operand, scope);
+                let cost = operand.cost + 1.0;
+                match operand.known {
+                    Some(known) if !selection.test => {
+                        let found = select(&known, &selection.field);
+                        Est {
+                            cost,
+                            size: size_of(&found),
+                            known: Some(found),
+                        }
+                    }
+                    _ => est(cost, part_of(operand.size, self.data)),
+                }
             }
             Expr::List(_) | Expr::Map(_) | Expr::Struct(_) => {
                 let parts = children(expr);
@@ -806,27 +916,38 @@ impl Estimate {
                     },
                 );
                 for part in &parts {
-                    let (c, s) = self.of(part, scope);
+                    let Est {
+                        cost: c, size: s, ..
+                    } = self.of(part, scope);
                     cost += c;
                     size.bytes += s.bytes + 1.0;
                     size.item = size.item.max(s.bytes);
                     size.count = size.count.max(s.count);
                 }
                 size.count = size.count.max(parts.len() as f64);
-                (cost, size)
+                est(cost, size)
             }
             Expr::Call(call) => {
                 let function = call.func_name.as_str();
                 let accumulators: Vec<&str> = scope
                     .iter()
-                    .filter(|(n, _)| n.starts_with('@') || *n == "__result__")
-                    .map(|(n, _)| *n)
+                    .filter(|(n, ..)| n.starts_with('@') || *n == "__result__")
+                    .map(|(n, ..)| *n)
                     .collect();
                 let mut cost = 1.0;
                 let mut sizes = Vec::new();
                 let mut touched = 0.0;
-                for arg in call.target.as_deref().into_iter().chain(&call.args) {
-                    let (c, s) = self.of(arg, scope);
+                let mut indexed = None;
+                let arguments = call.target.as_deref().into_iter().chain(&call.args);
+                for (at, arg) in arguments.enumerate() {
+                    let Est {
+                        cost: c,
+                        size: s,
+                        known,
+                    } = self.of(arg, scope);
+                    if at == 0 && function == "_[_]" && call.target.is_none() {
+                        indexed = known;
+                    }
                     cost += c;
                     let accumulator =
                         matches!(&arg.expr, Expr::Ident(n) if accumulators.contains(&n.as_str()));
@@ -891,23 +1012,54 @@ impl Estimate {
                         item: total,
                     },
                 };
-                (cost, size)
+                if let Some(known) = indexed {
+                    // An index into data: the element it names, or any element.
+                    let found = match call.args.get(1).map(|i| &i.expr) {
+                        Some(Expr::Literal(LiteralValue::String(key))) => select(&known, key),
+                        _ => elements(&known),
+                    };
+                    return Est {
+                        cost,
+                        size: size_of(&found),
+                        known: Some(found),
+                    };
+                }
+                est(cost, size)
             }
             Expr::Comprehension(c) => {
-                let (range_cost, range) = self.of(&c.iter_range, scope);
-                let (init_cost, init) = self.of(&c.accu_init, scope);
-                let item = part_of(range, self.data);
+                let Est {
+                    cost: range_cost,
+                    size: range,
+                    known,
+                } = self.of(&c.iter_range, scope);
+                let Est {
+                    cost: init_cost,
+                    size: init,
+                    ..
+                } = self.of(&c.accu_init, scope);
+                // Over a list of the data: its items as they are (over a map, its keys).
+                let (item, item_known) = match known {
+                    Some(known) if known.iter().all(|v| v.is_array()) => {
+                        let items = elements(&known);
+                        (size_of(&items), Some(items))
+                    }
+                    _ => (part_of(range, self.data), None),
+                };
                 let outer = scope.len();
-                scope.push((&c.iter_var, item));
+                scope.push((&c.iter_var, item, item_known.clone()));
                 if let Some(second) = &c.iter_var2 {
-                    scope.push((second, item));
+                    scope.push((second, item, item_known));
                 }
                 // A step's cost does not depend on the accumulator's size (the macros only
                 // append to it, test it or count with it, and an append is not charged by
                 // the accumulator's bytes, as the evaluation appends in place), so one
                 // estimate with the initial accumulator gives the cost and what a step adds.
-                scope.push((&c.accu_var, init));
-                let (step_cost, first_step) = self.of(&c.loop_step, scope);
+                scope.push((&c.accu_var, init, None));
+                let Est {
+                    cost: step_cost,
+                    size: first_step,
+                    ..
+                } = self.of(&c.loop_step, scope);
                 scope.pop();
                 let growth = (first_step.bytes - init.bytes).max(0.0);
                 let accumulator = Size {
@@ -915,15 +1067,15 @@ impl Estimate {
                     bytes: init.bytes + range.count * growth,
                     item: init.item.max(growth).max(first_step.item),
                 };
-                scope.push((&c.accu_var, accumulator));
-                let (cond_cost, _) = self.of(&c.loop_cond, scope);
+                scope.push((&c.accu_var, accumulator, None));
+                let cond_cost = self.of(&c.loop_cond, scope).cost;
                 scope.truncate(outer);
-                scope.push((&c.accu_var, accumulator));
-                let (result_cost, result) = self.of(&c.result, scope);
+                scope.push((&c.accu_var, accumulator, None));
+                let result = self.of(&c.result, scope);
                 scope.truncate(outer);
                 let cost =
-                    range_cost + init_cost + range.count * (cond_cost + step_cost) + result_cost;
-                (cost, result)
+                    range_cost + init_cost + range.count * (cond_cost + step_cost) + result.cost;
+                est(cost, result.size)
             }
         }
     }
@@ -940,11 +1092,21 @@ fn part_of(of: Size, data: Size) -> Size {
 }
 
 /// The bound of evaluating `compiled` on values of sizes `data`.
-fn bound(compiled: &Compiled, data: Size) -> f64 {
-    let mut estimate = Estimate { data, steps: 0 };
+fn bound(
+    compiled: &Compiled,
+    data: Size,
+    self_json: Option<&Value>,
+    old_json: Option<&Value>,
+) -> f64 {
+    let mut estimate = Estimate {
+        data,
+        self_json,
+        old_json,
+        steps: 0,
+    };
     estimate
         .of(compiled.program.expression(), &mut Vec::new())
-        .0
+        .cost
 }
 
 /// The nearest node that correlates with the old object, for ratcheting: its schema, value
@@ -953,7 +1115,7 @@ type Correlated<'a> = Option<(&'a Map<String, Value>, &'a Value, &'a Value)>;
 
 /// Evaluates every rule of `schema` on `object` (and `old` on an update); see the module's
 /// guarantees. The causes' fields are relative to the object.
-pub(crate) fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+pub fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut walk = Walk {
         budget: RUNTIME_BUDGET,
         causes: Vec::new(),
@@ -1164,7 +1326,14 @@ impl Walk {
                 old_value.clone()
             };
             let what = format!("rule: {error_string}");
-            let outcome = self.evaluate(&compiled, self_value, old_self.as_ref(), *data, &what);
+            let outcome = self.evaluate(
+                &compiled,
+                self_value,
+                old_self.as_ref(),
+                *data,
+                (value, old),
+                &what,
+            );
             let passed = match outcome {
                 Ok(cel::Value::Bool(passed)) => passed,
                 Ok(_) => {
@@ -1218,6 +1387,7 @@ impl Walk {
                     self_value,
                     old_value.as_ref(),
                     *data,
+                    (value, old),
                     &what,
                 ) {
                     Ok(cel::Value::String(s)) => {
@@ -1269,9 +1439,10 @@ impl Walk {
         self_value: &cel::Value,
         old_self: Option<&cel::Value>,
         data: Size,
+        json: (&Value, Option<&Value>),
         what: &str,
     ) -> Result<cel::Value, Failure> {
-        let cost = bound(compiled, data);
+        let cost = bound(compiled, data, Some(json.0), json.1);
         if cost > PER_CALL_LIMIT {
             return Err(Failure::Stop(format!(
                 "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
@@ -1540,6 +1711,35 @@ mod tests {
     }
 
     #[test]
+    fn common_rules_on_large_objects_stay_within_the_bound() {
+        // What CRDs do: per-item checks over long lists, pairwise uniqueness over shorter ones,
+        // patterns over every key of a map.
+        let schema = spec(
+            json!([
+                {"rule": "self.names.all(n, n.size() <= 63 && n.matches('^[a-z0-9-]+$'))"},
+                {"rule": "self.ports.all(a, self.ports.exists_one(b, a.port == b.port))"},
+                {"rule": "self.labels.all(k, k.startsWith('ex.io/') && self.labels[k].size() < 64)"},
+                {"rule": "self.ports.map(p, p.name).join(',').size() > 0"}
+            ]),
+            json!({
+                "names": {"type": "array", "items": {"type": "string"}},
+                "ports": {"type": "array", "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+            }),
+        );
+        let names: Vec<String> = (0..2_000).map(|i| format!("name-{i}")).collect();
+        let ports: Vec<Value> = (0..200)
+            .map(|i| json!({"name": format!("p{i}"), "port": i}))
+            .collect();
+        let labels: Map<String, Value> = (0..1_000)
+            .map(|i| (format!("ex.io/k{i}"), json!("v")))
+            .collect();
+        let object = json!({"spec": {"names": names, "ports": ports, "labels": labels}});
+        assert_eq!(messages(&schema, &object, None), Vec::<String>::new());
+    }
+
+    #[test]
     fn the_bound_is_never_below_what_an_expression_builds() {
         // Strings built in loops: the bound grows with what `join` and `replace` make.
         let data = Size {
@@ -1547,10 +1747,12 @@ mod tests {
             bytes: 1000.0,
             item: 500.0,
         };
-        let cheap = bound(&compile("self.s.size() > 1").unwrap(), data);
+        let cheap = bound(&compile("self.s.size() > 1").unwrap(), data, None, None);
         let built = bound(
             &compile("self.l.map(x, self.s.replace('a', self.s)).join('').contains('z')").unwrap(),
             data,
+            None,
+            None,
         );
         assert!(cheap < 100.0, "{cheap}");
         assert!(built > PER_CALL_LIMIT, "{built}");
@@ -1684,8 +1886,18 @@ mod tests {
             bytes: 100_000.0,
             item: 10.0,
         };
-        let literal = bound(&compile("self.l.all(x, x.matches('^a'))").unwrap(), data);
-        let dynamic = bound(&compile("self.l.all(x, 'a'.matches(x))").unwrap(), data);
+        let literal = bound(
+            &compile("self.l.all(x, x.matches('^a'))").unwrap(),
+            data,
+            None,
+            None,
+        );
+        let dynamic = bound(
+            &compile("self.l.all(x, 'a'.matches(x))").unwrap(),
+            data,
+            None,
+            None,
+        );
         assert!(literal < PER_CALL_LIMIT, "{literal}");
         assert!(dynamic > PER_CALL_LIMIT, "{dynamic}");
     }
