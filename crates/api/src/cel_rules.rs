@@ -30,7 +30,7 @@
 //! does, so no CRD author can make one write run long or allocate much; it can be above, so an
 //! object kube accepts near its limits may be refused here. Rules are at most
 //! [`RULE_CODE_POINTS_MAX`] characters (CEL's own limit) and [`DEPTH_MAX`] deep; they parse on
-//! a stack of [`COMPILE_STACK`] bytes and evaluate on one of [`EVALUATE_STACK`] bytes (reserved
+//! a stack of [`COMPILE_STACK`] bytes and evaluate on one of [`EVALUATE_STACK`] bytes (reserved once per object with rules,
 //! for the call, touched only as deep as the expression goes), so no expression can overflow a
 //! server thread's stack. Compiled programs are kept by their text, at most [`PROGRAMS_KEPT`]
 //! of them and [`PROGRAM_TEXT_KEPT`] bytes of text.
@@ -1133,11 +1133,23 @@ pub fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> 
         budget: RUNTIME_BUDGET,
         causes: Vec::new(),
         stopped: false,
+        tasks: Vec::new(),
     };
     let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
-    stacker::grow(EVALUATE_STACK, || {
-        walk.node(schema, object, old, root, "", true);
-    });
+    // The walk finds the nodes with rules; their evaluations then run together on one large
+    // stack (none is reserved for an object without rules).
+    walk.node(schema, object, old, root, "", true);
+    let tasks = std::mem::take(&mut walk.tasks);
+    if !tasks.is_empty() {
+        stacker::grow(EVALUATE_STACK, || {
+            for task in &tasks {
+                if walk.stopped {
+                    break;
+                }
+                walk.rules(task);
+            }
+        });
+    }
     walk.causes
 }
 
@@ -1154,10 +1166,22 @@ pub(crate) fn has_rules(schema: &Value) -> bool {
     }
 }
 
-struct Walk {
+struct Walk<'a> {
     budget: f64,
     causes: Vec<Cause>,
     stopped: bool,
+    tasks: Vec<Task<'a>>,
+}
+
+/// The rules of one schema node (or of one of its `allOf`) to evaluate on one value.
+struct Task<'a> {
+    rules: &'a [Value],
+    schema: &'a Map<String, Value>,
+    value: &'a Value,
+    old: Option<&'a Value>,
+    correlated: Correlated<'a>,
+    path: String,
+    resource: bool,
 }
 
 fn child(path: &str, name: &str) -> String {
@@ -1168,8 +1192,8 @@ fn child(path: &str, name: &str) -> String {
     }
 }
 
-impl Walk {
-    fn node<'a>(
+impl<'a> Walk<'a> {
+    fn node(
         &mut self,
         schema: &'a Value,
         value: &'a Value,
@@ -1179,11 +1203,11 @@ impl Walk {
         resource: bool,
     ) {
         let Value::Object(s) = schema else { return };
-        if value.is_null() || self.stopped {
+        if value.is_null() {
             return;
         }
         let old = old.filter(|o| !o.is_null());
-        self.rules(s, s, value, old, correlated, path, resource);
+        self.task(s, s, value, old, correlated, path, resource);
         for sub in s
             .get("allOf")
             .and_then(Value::as_array)
@@ -1193,7 +1217,7 @@ impl Walk {
             if let Some(sub) = sub.as_object() {
                 // kube does not ratchet allOf's rules by their node.
                 let parent = correlated.filter(|(_, v, _)| !std::ptr::eq(*v, value));
-                self.rules(sub, s, value, old, parent, path, resource);
+                self.task(sub, s, value, old, parent, path, resource);
             }
         }
         match value {
@@ -1201,9 +1225,6 @@ impl Walk {
                 let properties = s.get("properties").and_then(Value::as_object);
                 let additional = s.get("additionalProperties").filter(|a| a.is_object());
                 for (key, field) in fields {
-                    if self.stopped {
-                        return;
-                    }
                     let (sub, at) = match (properties.and_then(|p| p.get(key)), additional) {
                         (Some(sub), _) => (sub, child(path, key)),
                         (None, Some(sub)) => (sub, format!("{path}[{key}]")),
@@ -1233,9 +1254,6 @@ impl Walk {
                     .as_object()
                     .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
                 for (index, item) in items.iter().enumerate() {
-                    if self.stopped {
-                        return;
-                    }
                     let by_keys = match (list_type, old_items) {
                         (Some("map"), Some(old_items)) => correlated_map_item(s, old_items, item),
                         _ => None,
@@ -1257,25 +1275,48 @@ impl Walk {
         }
     }
 
-    /// Evaluates the rules of `rules_at` (the node's schema, or one of its `allOf`) on the
-    /// node `schema` describes.
+    /// Keeps the rules of `rules_at` (the node's schema, or one of its `allOf`) for the node
+    /// `schema` describes, if it has any.
     #[allow(clippy::too_many_arguments)]
-    fn rules(
+    fn task(
         &mut self,
-        rules_at: &Map<String, Value>,
-        schema: &Map<String, Value>,
-        value: &Value,
-        old: Option<&Value>,
-        correlated: Correlated<'_>,
+        rules_at: &'a Map<String, Value>,
+        schema: &'a Map<String, Value>,
+        value: &'a Value,
+        old: Option<&'a Value>,
+        correlated: Correlated<'a>,
         path: &str,
         resource: bool,
     ) {
-        let Some(rules) = rules_at
+        if let Some(rules) = rules_at
             .get("x-kubernetes-validations")
             .and_then(Value::as_array)
-        else {
-            return;
-        };
+            .filter(|rules| !rules.is_empty())
+        {
+            self.tasks.push(Task {
+                rules,
+                schema,
+                value,
+                old,
+                correlated,
+                path: path.to_owned(),
+                resource,
+            });
+        }
+    }
+
+    /// Evaluates one node's rules.
+    fn rules(&mut self, task: &Task<'_>) {
+        let Task {
+            rules,
+            schema,
+            value,
+            old,
+            correlated,
+            ref path,
+            resource,
+        } = *task;
+        let path = path.as_str();
         let type_name = go_quote(schema.get("type").and_then(Value::as_str).unwrap_or(""));
         let mut bound_self: Option<(cel::Value, Option<cel::Value>, Size)> = None;
         for rule in rules {

@@ -90,28 +90,26 @@ pub fn check_custom(
         lists.clear();
     }
     causes.extend(lists);
-    if crate::cel_rules::has_rules(schema) {
-        // kube's `hasBlockingErr`: rules run only on an object of the schema's types, sizes
-        // and required fields.
-        const BLOCKING: [&str; 5] = [
-            "FieldValueNotSupported",
-            "FieldValueRequired",
-            "FieldValueTooLong",
-            "FieldValueTooMany",
-            "FieldValueTypeInvalid",
-        ];
-        if causes
-            .iter()
-            .any(|(_, _, reason)| BLOCKING.contains(&reason.as_str()))
-        {
-            causes.push(invalid(
-                "<nil>",
-                "\"null\"",
-                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-            ));
-        } else {
-            causes.extend(crate::cel_rules::check(schema, object, old));
-        }
+    // kube's `hasBlockingErr`: rules run only on an object of the schema's types, sizes and
+    // required fields.
+    const BLOCKING: [&str; 5] = [
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    ];
+    if !causes
+        .iter()
+        .any(|(_, _, reason)| BLOCKING.contains(&reason.as_str()))
+    {
+        causes.extend(crate::cel_rules::check(schema, object, old));
+    } else if crate::cel_rules::has_rules(schema) {
+        causes.push(invalid(
+            "<nil>",
+            "\"null\"",
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        ));
     }
     if causes.is_empty() {
         return Ok(());
