@@ -33,8 +33,8 @@
 //! [`RULE_CODE_POINTS_MAX`] characters (CEL's own limit) and [`DEPTH_MAX`] deep; they parse on
 //! a stack of [`COMPILE_STACK`] bytes and evaluate on one of [`EVALUATE_STACK`] bytes (reserved
 //! once per object with rules, touched only as deep as the expression goes), so no expression
-//! can overflow a server thread's stack. Compiled programs are kept by their text, at most [`PROGRAMS_KEPT`]
-//! of them and [`PROGRAM_TEXT_KEPT`] bytes of text.
+//! can overflow a server thread's stack. Compiled programs are kept by their text, at most
+//! [`PROGRAMS_KEPT`] of them and [`PROGRAM_TEXT_KEPT`] bytes of text.
 //!
 //! **Functions**: CEL's standard ones, `ext.Strings`, and kube's regex and lists libraries
 //! (`library`: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
