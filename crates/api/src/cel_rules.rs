@@ -43,8 +43,9 @@
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, `ip`/`cidr`, `format`, `sets`,
 //! `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
 //! covers field selections only (a rule that is not a boolean fails when it runs); no static
-//! cost estimate at CRD time (the runtime bound above keeps the server safe);
-//! `date-time`/`duration`/`byte` strings are strings, not timestamps, durations and bytes.
+//! cost estimate at CRD time (the runtime bound above keeps the server safe); `byte` strings
+//! are strings, not bytes. (`date-time` and `date` strings are timestamps, `duration` strings
+//! durations, and `timestamp()`/`duration()` are there, as in kube.)
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -592,7 +593,10 @@ fn to_cel(schema: Option<&Map<String, Value>>, value: &Value, resource: bool) ->
             (Some("integer"), None) => cel::Value::Int(n.as_f64().unwrap_or_default() as i64),
             _ => cel::Value::Float(n.as_f64().unwrap_or_default()),
         },
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::String(s) => {
+            let format = schema.and_then(|s| s.get("format")).and_then(Value::as_str);
+            typed_string(format, s).unwrap_or_else(|| cel::Value::String(Arc::new(s.clone())))
+        }
         Value::Array(items) => {
             let item_schema = schema
                 .and_then(|s| s.get("items"))
@@ -651,6 +655,86 @@ fn to_cel(schema: Option<&Map<String, Value>>, value: &Value, resource: bool) ->
             cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
         }
     }
+}
+
+/// A string of format `date-time` or `date` as a timestamp, of format `duration` as a
+/// duration (kube's `UnstructuredToVal`); `None` for other strings (or one that does not parse,
+/// which the schema's format check has refused already).
+fn typed_string(format: Option<&str>, text: &str) -> Option<cel::Value> {
+    match format? {
+        "date-time" => chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(cel::Value::Timestamp),
+        "date" => {
+            let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+            let utc = chrono::FixedOffset::east_opt(0)?;
+            let midnight = date
+                .and_hms_opt(0, 0, 0)?
+                .and_local_timezone(utc)
+                .single()?;
+            Some(cel::Value::Timestamp(midnight))
+        }
+        "duration" => parse_duration(text)
+            .map(|nanos| cel::Value::Duration(chrono::Duration::nanoseconds(nanos))),
+        _ => None,
+    }
+}
+
+/// A duration as go-openapi's `strfmt.ParseDuration` reads it: Go's `time.ParseDuration`
+/// (`1h30m`, `1.5s`, `-2ms`), with days (`d`) and weeks (`w`) besides; in nanoseconds.
+fn parse_duration(text: &str) -> Option<i64> {
+    let (negative, mut rest) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    let mut total: i128 = 0;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(number_end);
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_end);
+        let scale: i128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "d" => 86_400_000_000_000,
+            "w" => 604_800_000_000_000,
+            _ => return None,
+        };
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        let whole: i128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().ok()?
+        };
+        let mut value = whole.checked_mul(scale)?;
+        let mut place = scale;
+        for digit in fraction.bytes() {
+            place /= 10;
+            value += i128::from(digit - b'0') * place;
+        }
+        total = total.checked_add(value)?;
+        rest = after;
+    }
+    let total = if negative { -total } else { total };
+    i64::try_from(total).ok()
 }
 
 /// An upper bound of a value's size: its largest element count or string length anywhere,
@@ -1955,6 +2039,43 @@ mod tests {
         );
         assert!(literal < PER_CALL_LIMIT, "{literal}");
         assert!(dynamic > PER_CALL_LIMIT, "{dynamic}");
+    }
+
+    #[test]
+    fn formatted_strings_are_timestamps_and_durations() {
+        let schema = spec(
+            json!([
+                {"rule": "self.start < self.end && self.end - self.start == duration('90m')"},
+                {"rule": "self.timeout <= duration('1h') && self.day < timestamp('2024-01-02T00:00:00Z')"},
+                {"rule": "self.timeout > duration('1h')", "message": "long"}
+            ]),
+            json!({
+                "start": {"type": "string", "format": "date-time"},
+                "end": {"type": "string", "format": "date-time"},
+                "timeout": {"type": "string", "format": "duration"},
+                "day": {"type": "string", "format": "date"}
+            }),
+        );
+        let object = json!({"spec": {"start": "2024-01-01T10:00:00Z",
+            "end": "2024-01-01T12:30:00+01:00", "timeout": "1h", "day": "2024-01-01"}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            ["spec: Invalid value: \"object\": long"]
+        );
+    }
+
+    #[test]
+    fn durations_parse_as_go_and_strfmt_parse_them() {
+        let second = 1_000_000_000;
+        assert_eq!(parse_duration("1h30m"), Some(5_400 * second));
+        assert_eq!(parse_duration("1.5s"), Some(second * 3 / 2));
+        assert_eq!(parse_duration("-2ms"), Some(-2_000_000));
+        assert_eq!(parse_duration("2d"), Some(172_800 * second));
+        assert_eq!(parse_duration("0"), Some(0));
+        assert_eq!(parse_duration("1"), None);
+        assert_eq!(parse_duration("1x"), None);
+        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_duration("999999999999h"), None);
     }
 
     #[test]
