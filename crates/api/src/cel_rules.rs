@@ -252,7 +252,10 @@ fn depth(root: &IdedExpr) -> usize {
 /// The first identifier that is neither `self`, `oldSelf`, a comprehension's variable, a type
 /// name nor a function namespace. Recursive: called only on trees of at most [`DEPTH_MAX`].
 fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a IdedExpr> {
-    const KNOWN: [&str; 16] = [
+    /// Types, and the namespaces of CEL's and kube's libraries (`format.dns1123Label()`,
+    /// `sets.contains(...)`, `cel.bind(...)`): a call into one this server lacks is skipped
+    /// when it runs, never refused with its CRD.
+    const KNOWN: [&str; 25] = [
         "self",
         "oldSelf",
         "int",
@@ -269,6 +272,31 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
         "optional",
         "strings",
         "google",
+        "cel",
+        "format",
+        "sets",
+        "math",
+        "lists",
+        "base64",
+        "ip",
+        "cidr",
+        "semver",
+    ];
+    /// Macros of CEL's extensions the parser may leave as calls: their leading bare
+    /// identifiers are variables bound in their last argument.
+    const BINDING: [&str; 12] = [
+        "bind",
+        "all",
+        "exists",
+        "existsOne",
+        "exists_one",
+        "map",
+        "filter",
+        "transformList",
+        "transformMap",
+        "transformMapEntry",
+        "sortBy",
+        "optMap",
     ];
     match &expr.expr {
         Expr::Ident(name) => {
@@ -287,6 +315,28 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
             let found = undeclared(&c.loop_cond, scope)
                 .or_else(|| undeclared(&c.loop_step, scope))
                 .or_else(|| undeclared(&c.result, scope));
+            scope.truncate(outer);
+            found
+        }
+        Expr::Call(call) if BINDING.contains(&call.func_name.as_str()) && call.args.len() >= 2 => {
+            let bound = call
+                .args
+                .iter()
+                .take(call.args.len() - 1)
+                .take_while(|a| matches!(a.expr, Expr::Ident(_)))
+                .count()
+                .min(if call.func_name == "bind" { 1 } else { 2 });
+            let found = call.target.as_deref().and_then(|t| undeclared(t, scope));
+            if found.is_some() {
+                return found;
+            }
+            let outer = scope.len();
+            for arg in &call.args[..bound] {
+                if let Expr::Ident(name) = &arg.expr {
+                    scope.push(name);
+                }
+            }
+            let found = call.args[bound..].iter().find_map(|a| undeclared(a, scope));
             scope.truncate(outer);
             found
         }
@@ -1910,6 +1960,16 @@ mod tests {
             None
         );
         assert_eq!(compile_error("optional.none() == self.?a"), None);
+        // Kube's libraries and macros this server lacks compile (and are skipped when run).
+        for lacking in [
+            "size(self) == 0 || format.dns1123Label().validate(self) == null",
+            "cel.bind(x, self.a, x > 1 && x < 5)",
+            "sets.contains(self.a, [1]) && math.greatest(1, 2) == 2",
+            "self.m.transformMap(k, v, v + 1) == self.m",
+        ] {
+            assert_eq!(compile_error(lacking), None, "{lacking}");
+        }
+        assert!(compile_error("cel.bind(x, y, x > 1)").is_some());
         let long = "1".repeat(RULE_CODE_POINTS_MAX + 1);
         assert!(
             compile_error(&long)
