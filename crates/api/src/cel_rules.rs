@@ -38,10 +38,11 @@
 //!
 //! **Functions**: CEL's standard ones, `ext.Strings`, and kube's regex and lists libraries
 //! (`library`: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
-//! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`).
+//! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
+//! `isIP`, `isCIDR`).
 //!
-//! **Not here yet**: kube's other libraries (`url`, `quantity`, `ip`/`cidr`, `format`, `sets`,
-//! `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
+//! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
+//! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
 //! covers field selections only (a rule that is not a boolean fails when it runs); no static
 //! cost estimate at CRD time (the runtime bound above keeps the server safe); `byte` strings
 //! are strings, not bytes. (`date-time` and `date` strings are timestamps, `duration` strings
@@ -114,8 +115,9 @@ fn environment() -> &'static Arc<cel::Env> {
         let mut env = cel::Env::stdlib();
         // ext.Strings and kube's libraries, as kube's base environment has them; adding them
         // to a fresh environment cannot conflict.
-        let _ = env.add_extension(cel::extensions::strings);
-        let _ = env.add_extension(library::extension);
+        let strings = env.add_extension(cel::extensions::strings);
+        let kube = env.add_extension(library::extension);
+        debug_assert!(strings.is_ok() && kube.is_ok(), "{strings:?} {kube:?}");
         Arc::new(env)
     })
 }
@@ -2057,7 +2059,13 @@ mod tests {
                 {"rule": "self.t.find('[0-9]+') == '12' && self.t.findAll('[a-z]') == ['a', 'b', 'c']"},
                 {"rule": "self.t.findAll('[a-z]', 2) == ['a', 'b'] && self.t.find('x') == ''"},
                 {"rule": "self.t.matches('^\\\\w+$') && matches(self.t, '[0-9]') && !self.t.matches('^[0-9]')"},
-                {"rule": "self.e.min() == 0", "message": "empty min"}
+                {"rule": "isIP('10.0.0.1') && isIP('::1') && !isIP('010.0.0.1') && !isIP('fe80::1%eth0') && !isIP('x')"},
+                {"rule": "isCIDR('10.0.0.0/8') && isCIDR('::/0') && !isCIDR('10.0.0.0/33') && !isCIDR('10.0.0.0') && !isCIDR('1.2.3.4/08')"},
+                {"rule": "self.e.min() == 0", "message": "empty min"},
+                // Each function once in a false rule: a function missing would skip its rule.
+                {"rule": "self.u.isSorted() || self.n.sum() == 0 || self.n.max() == 0 || self.u.indexOf(3) == 1", "message": "lists"},
+                {"rule": "self.t.matches('x') || self.t.find('[a-z]') == 'b' || self.t.findAll('1').size() == 0", "message": "regex"},
+                {"rule": "isIP('x') || isCIDR('x')", "message": "addresses"}
             ]),
             json!({
                 "n": {"type": "array", "items": {"type": "integer"}},
@@ -2073,7 +2081,10 @@ mod tests {
         assert_eq!(
             messages(&schema, &object, None),
             [
-                "spec: Invalid value: \"object\": min called on empty list evaluating rule: empty min"
+                "spec: Invalid value: \"object\": min called on empty list evaluating rule: empty min",
+                "spec: Invalid value: \"object\": lists",
+                "spec: Invalid value: \"object\": regex",
+                "spec: Invalid value: \"object\": addresses",
             ]
         );
     }
