@@ -52,7 +52,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr};
 use cel::objects::{Key, OptionalValue};
 use cel::{ExecutionError, Program};
 use serde_json::{Map, Value};
@@ -60,7 +60,7 @@ use serde_json::{Map, Value};
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
 mod library;
-use crate::structural::{correlated_map_item, flag, unchanged};
+use crate::schema_node::{correlated_map_item, flag, unchanged};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
 /// `ExpressionSizeCodePointLimit`).
@@ -216,16 +216,7 @@ fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
             &c.result,
         ],
         Expr::List(list) => list.elements.iter().collect(),
-        Expr::Map(map) => map
-            .entries
-            .iter()
-            .flat_map(|e| match &e.expr {
-                EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
-                EntryExpr::StructField(f) => vec![&f.value],
-            })
-            .collect(),
-        Expr::Struct(s) => s
-            .entries
+        Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) => entries
             .iter()
             .flat_map(|e| match &e.expr {
                 EntryExpr::MapEntry(m) => vec![&m.key, &m.value],

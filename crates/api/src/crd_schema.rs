@@ -12,7 +12,7 @@
 //! - inside `allOf`/`anyOf`/`oneOf`/`not` only value validations (no `type`, `default`,
 //!   `description`, `nullable`, `additionalProperties`, Kubernetes extensions or `metadata`),
 //!   the two int-or-string `anyOf` forms excepted;
-//! - patterns compile (Go's RE2 syntax, [`crate::structural::compile_pattern`]);
+//! - patterns compile (Go's RE2 syntax, [`crate::pattern::compile_pattern`]);
 //! - `type` one of the six OpenAPI types; `uniqueItems`, `$ref`, `id`, `definitions`,
 //!   `dependencies`, `patternProperties`, `additionalItems` and tuple `items` refused;
 //!   `x-kubernetes-preserve-unknown-fields: false` refused; `x-kubernetes-list-type` (`atomic`,
@@ -32,7 +32,7 @@
 use serde_json::{Map, Value};
 
 use crate::field::{Cause, forbidden, go_quote, invalid, required};
-use crate::structural::flag;
+use crate::schema_node::flag;
 
 /// `field.NotSupported` of a string value.
 fn not_supported(path: &str, value: &str, supported: &[&str]) -> Cause {
@@ -345,7 +345,7 @@ fn value_validation(
     }
     if let Some(pattern) = node.get("pattern").and_then(Value::as_str)
         && !pattern.is_empty()
-        && let Err(error) = crate::structural::compile_pattern(pattern)
+        && let Err(error) = crate::pattern::compile_pattern(pattern)
     {
         causes.push(invalid(
             &format!("{path}.pattern"),

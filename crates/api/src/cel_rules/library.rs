@@ -75,7 +75,7 @@ fn string<'a>(val: &'a dyn Val, function: &str) -> Result<&'a str, ExecutionErro
 }
 
 fn regex(pattern: &str, function: &str) -> Result<std::sync::Arc<regex::Regex>, ExecutionError> {
-    crate::structural::pattern(pattern)
+    crate::pattern::pattern(pattern)
         .map_err(|e| ExecutionError::function_error(function, format!("error parsing regexp: {e}")))
 }
 
