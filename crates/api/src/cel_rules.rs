@@ -993,28 +993,8 @@ impl<'d> Estimate<'d> {
             return est(f64::INFINITY, self.data);
         }
         match &expr.expr {
-            Expr::Literal(LiteralValue::String(s)) => {
-                let n = s.len() as f64;
-                est(
-                    1.0,
-                    Size {
-                        count: n,
-                        bytes: n + 2.0,
-                        item: 0.0,
-                    },
-                )
-            }
-            Expr::Literal(LiteralValue::Bytes(b)) => {
-                let n = b.len() as f64;
-                est(
-                    1.0,
-                    Size {
-                        count: n,
-                        bytes: n,
-                        item: 0.0,
-                    },
-                )
-            }
+            Expr::Literal(LiteralValue::String(text)) => est(1.0, literal(text.len())),
+            Expr::Literal(LiteralValue::Bytes(bytes)) => est(1.0, literal(bytes.len())),
             Expr::Literal(_) | Expr::Unspecified => est(1.0, SCALAR),
             Expr::Ident(name) => {
                 if let Some((_, size, known)) = scope.iter().rev().find(|(n, ..)| n == name) {
@@ -1226,6 +1206,16 @@ impl<'d> Estimate<'d> {
                 est(cost, result.size)
             }
         }
+    }
+}
+
+/// The size of a string or bytes literal of `n` bytes.
+fn literal(n: usize) -> Size {
+    let n = n as f64;
+    Size {
+        count: n,
+        bytes: n + 2.0,
+        item: 0.0,
     }
 }
 
