@@ -8,74 +8,22 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::names::invalid_value;
+pub use crate::names::{
+    ANNOTATIONS_SIZE_MAX_BYTES, validate_dns1123_label, validate_dns1123_subdomain,
+    validate_label_value, validate_qualified_name,
+};
+#[cfg(test)]
+use crate::names::{DNS1035_LABEL_MESSAGE, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE};
+pub(crate) use crate::names::{type_name, validate_dns1035_label, validate_meta_maps};
 use crate::resources::ResourceDef;
 
 /// The largest object the server stores, in bytes of compact JSON: etcd's default request
 /// limit (`--max-request-bytes`, 1.5 MiB).
 pub const OBJECT_SIZE_MAX_BYTES: usize = 1536 * 1024;
 
-/// The largest total size of an object's annotations (keys plus values), Kubernetes' limit.
-pub const ANNOTATIONS_SIZE_MAX_BYTES: usize = 256 * 1024;
-
 /// Longest `generateName` prefix kept before the random suffix, as Kubernetes truncates it.
 const GENERATE_NAME_PREFIX_MAX: usize = 58;
-
-pub(crate) const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-pub(crate) const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1035_LABEL_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-const QUALIFIED_NAME_PART_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const QUALIFIED_NAME_MESSAGE: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
-const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-fn is_lower_alnum(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
-}
-
-fn dns1123_label_ok(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    !bytes.is_empty()
-        && bytes.iter().all(|&b| is_lower_alnum(b) || b == b'-')
-        && is_lower_alnum(bytes[0])
-        && is_lower_alnum(bytes[bytes.len() - 1])
-}
-
-/// Checks a DNS-1123 label (at most 63 characters), with Kubernetes' messages.
-///
-/// # Errors
-/// The reason the value is not a label.
-pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
-    if s.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
-    }
-    if !dns1123_label_ok(s) {
-        return Err(DNS1123_LABEL_MESSAGE.to_owned());
-    }
-    Ok(())
-}
-
-/// Checks a DNS-1123 subdomain (at most 253 characters), with Kubernetes' messages.
-///
-/// # Errors
-/// The reason the value is not a subdomain.
-pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
-    if s.len() > 253 {
-        return Err("must be no more than 253 characters".to_owned());
-    }
-    if !s.split('.').all(dns1123_label_ok) {
-        return Err(DNS1123_SUBDOMAIN_MESSAGE.to_owned());
-    }
-    Ok(())
-}
-
-pub(crate) fn validate_dns1035_label(s: &str) -> Result<(), String> {
-    if s.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
-    }
-    if !dns1123_label_ok(s) || !s.as_bytes()[0].is_ascii_lowercase() {
-        return Err(DNS1035_LABEL_MESSAGE.to_owned());
-    }
-    Ok(())
-}
 
 /// Checks an object name: a DNS-1123 label for namespaces, a DNS-1035 label for services and a
 /// DNS-1123 subdomain for every other kind, with Kubernetes' messages (the part after
@@ -89,62 +37,6 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
         ("", "services") => validate_dns1035_label(name),
         _ => validate_dns1123_subdomain(name),
     }
-}
-
-fn qualified_name_part_ok(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    !bytes.is_empty()
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-}
-
-/// Checks a label or annotation key: an optional DNS subdomain prefix and `/`, then a name of at
-/// most 63 characters.
-///
-/// # Errors
-/// Kubernetes' message for the first rule broken.
-pub fn validate_qualified_name(key: &str) -> Result<(), String> {
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                return Err("prefix part must be non-empty".to_owned());
-            }
-            if let Err(message) = validate_dns1123_subdomain(prefix) {
-                return Err(format!("prefix part {message}"));
-            }
-            *name
-        }
-        _ => return Err(QUALIFIED_NAME_MESSAGE.to_owned()),
-    };
-    if name.is_empty() {
-        return Err("name part must be non-empty".to_owned());
-    }
-    if name.len() > 63 {
-        return Err("name part must be no more than 63 characters".to_owned());
-    }
-    if !qualified_name_part_ok(name) {
-        return Err(QUALIFIED_NAME_PART_MESSAGE.to_owned());
-    }
-    Ok(())
-}
-
-/// Checks a label value: empty, or at most 63 characters of the label alphabet.
-///
-/// # Errors
-/// Kubernetes' message.
-pub fn validate_label_value(value: &str) -> Result<(), String> {
-    if value.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
-    }
-    if !value.is_empty() && !qualified_name_part_ok(value) {
-        return Err(LABEL_VALUE_MESSAGE.to_owned());
-    }
-    Ok(())
 }
 
 /// The media type of a `Content-Type` value without its parameters, lower-cased
@@ -199,14 +91,6 @@ pub struct CreateContext<'a> {
 
 /// A cause of an Invalid error: `(field, message, reason)`.
 type Cause = (String, String, String);
-
-fn invalid_value(field: &str, value: &str, message: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Invalid value: {value:?}: {message}"),
-        "FieldValueInvalid".to_owned(),
-    )
-}
 
 fn quote(value: &Value) -> String {
     match value {
@@ -263,17 +147,6 @@ fn as_object(value: Value, what: &str) -> Result<Map<String, Value>, ApiError> {
     }
 }
 
-pub(crate) fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// Takes `metadata` out of the object as a map (absent or null reads as empty).
 fn take_metadata(object: &mut Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
     match object.remove("metadata") {
@@ -291,67 +164,6 @@ fn string_field(meta: &Map<String, Value>, key: &str) -> Result<Option<String>, 
             "metadata.{key} must be a string, not {}",
             type_name(other)
         ))),
-    }
-}
-
-/// Validates labels and annotations, collecting Invalid causes; wrong JSON types are a 400.
-fn validate_labels_and_annotations(
-    meta: &Map<String, Value>,
-    causes: &mut Vec<Cause>,
-) -> Result<(), ApiError> {
-    for key in ["labels", "annotations"] {
-        let map = match meta.get(key) {
-            None | Some(Value::Null) => continue,
-            Some(Value::Object(map)) => map,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "metadata.{key} must be an object of strings, not {}",
-                    type_name(other)
-                )));
-            }
-        };
-        let field = format!("metadata.{key}");
-        let mut total = 0usize;
-        for (name, value) in map {
-            let Value::String(value) = value else {
-                return Err(ApiError::bad_request(format!(
-                    "metadata.{key}[{name:?}] must be a string, not {}",
-                    type_name(value)
-                )));
-            };
-            total += name.len() + value.len();
-            if let Err(message) = validate_qualified_name(name) {
-                causes.push(invalid_value(&field, name, &message));
-            }
-            if key == "labels"
-                && let Err(message) = validate_label_value(value)
-            {
-                causes.push(invalid_value(&field, value, &message));
-            }
-        }
-        if key == "annotations" && total > ANNOTATIONS_SIZE_MAX_BYTES {
-            causes.push((
-                field,
-                format!("Too long: may not be more than {ANNOTATIONS_SIZE_MAX_BYTES} bytes"),
-                "FieldValueTooLong".to_owned(),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// kube-apiserver's `ValidateFinalizerName`: each finalizer is a qualified name.
-fn validate_finalizer_names(meta: &Map<String, Value>, causes: &mut Vec<Cause>) {
-    for name in meta
-        .get("finalizers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        if let Err(message) = validate_qualified_name(name) {
-            causes.push(invalid_value("metadata.finalizers", name, &message));
-        }
     }
 }
 
@@ -480,8 +292,7 @@ pub fn prepare_create(
             String::new()
         }
     };
-    validate_labels_and_annotations(&meta, &mut causes)?;
-    validate_finalizer_names(&meta, &mut causes);
+    validate_meta_maps("metadata", &meta, &mut causes).map_err(ApiError::bad_request)?;
     causes.extend(crate::gc::validate_metadata(&meta));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
@@ -632,8 +443,7 @@ fn prepare_checked_update(
             meta.insert("uid".into(), Value::String(old_uid));
         }
     }
-    validate_labels_and_annotations(&meta, &mut causes)?;
-    validate_finalizer_names(&meta, &mut causes);
+    validate_meta_maps("metadata", &meta, &mut causes).map_err(ApiError::bad_request)?;
     causes.extend(crate::gc::validate_metadata(&meta));
     causes.extend(crate::gc::validate_no_new_finalizers(old_meta, &meta));
     if !causes.is_empty() {

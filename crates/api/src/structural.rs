@@ -78,6 +78,7 @@ pub fn check_custom(
     if let Value::Object(fields) = object {
         root(schema, fields, old, &mut causes);
     }
+    causes.extend(crate::embedded::check(schema, object));
     let mut lists = Vec::new();
     list_types(schema, object, "", &mut lists);
     if !lists.is_empty() && old.is_some_and(|old| has_list_type_errors(schema, old)) {

@@ -99,7 +99,7 @@ fn runtime_class_handler_is_a_dns_label_and_immutable() {
         message("node.k8s.io", "runtimeclasses", &bad, None),
         format!(
             "RuntimeClass.node.k8s.io \"gvisor\" is invalid: handler: Invalid value: \"Run_SC\": {}",
-            crate::meta::DNS1123_LABEL_MESSAGE
+            crate::names::DNS1123_LABEL_MESSAGE
         )
     );
     let changed = json!({"metadata": {"name": "gvisor"}, "handler": "kata"});
@@ -140,7 +140,7 @@ fn volume_attachment_validation() {
         message("storage.k8s.io", "volumeattachments", &none, None),
         format!(
             "VolumeAttachment.storage.k8s.io \"va\" is invalid: [spec.attacher: Required value, spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName, spec.nodeName: Invalid value: \"\": {}]",
-            crate::meta::DNS1123_SUBDOMAIN_MESSAGE
+            crate::names::DNS1123_SUBDOMAIN_MESSAGE
         )
     );
     let good = json!({"metadata": {"name": "va"}, "spec": {"attacher": "csi.example.com",

@@ -567,3 +567,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn embedded_resources_are_checked_and_block_the_rules() {
+    let schema = with_spec(json!({"type": "object", "properties": {
+        "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+            "x-kubernetes-preserve-unknown-fields": true}},
+        "x-kubernetes-validations": [{"rule": "has(self.template)"}]}));
+    assert_eq!(
+        failures(&schema, json!({"template": {"apiVersion": "v1"}}), None),
+        [
+            "spec.template.kind: Required value",
+            "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        ]
+    );
+    assert_eq!(
+        failures(
+            &schema,
+            json!({"template": {"apiVersion": "v1", "kind": "Pod"}}),
+            None
+        ),
+        Vec::<String>::new()
+    );
+}
