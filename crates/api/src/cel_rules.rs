@@ -40,7 +40,7 @@
 //! **Functions**: CEL's standard ones, `ext.Strings`, and kube's regex and lists libraries
 //! (`library`: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
-//! `isIP`, `isCIDR`).
+//! `isIP`, `isCIDR`; `cel.bind`).
 //!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
 //! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
@@ -253,7 +253,7 @@ fn depth(root: &IdedExpr) -> usize {
 /// name nor a function namespace. Recursive: called only on trees of at most [`DEPTH_MAX`].
 fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a IdedExpr> {
     /// Types, and the namespaces of CEL's and kube's libraries (`format.dns1123Label()`,
-    /// `sets.contains(...)`, `cel.bind(...)`): a call into one this server lacks is skipped
+    /// `sets.contains(...)`, `math.greatest(...)`): a call into one this server lacks is skipped
     /// when it runs, never refused with its CRD.
     const KNOWN: [&str; 25] = [
         "self",
@@ -2072,7 +2072,8 @@ mod tests {
                 // Each function once in a false rule: a function missing would skip its rule.
                 {"rule": "self.u.isSorted() || self.n.sum() == 0 || self.n.max() == 0 || self.u.indexOf(3) == 1", "message": "lists"},
                 {"rule": "self.t.matches('x') || self.t.find('[a-z]') == 'b' || self.t.findAll('1').size() == 0", "message": "regex"},
-                {"rule": "isIP('x') || isCIDR('x')", "message": "addresses"}
+                {"rule": "isIP('x') || isCIDR('x')", "message": "addresses"},
+                {"rule": "cel.bind(n, self.n.size(), n * 2 == 6 && cel.bind(m, n + 1, m == 5))", "message": "bind"}
             ]),
             json!({
                 "n": {"type": "array", "items": {"type": "integer"}},
@@ -2092,6 +2093,7 @@ mod tests {
                 "spec: Invalid value: \"object\": lists",
                 "spec: Invalid value: \"object\": regex",
                 "spec: Invalid value: \"object\": addresses",
+                "spec: Invalid value: \"object\": bind",
             ]
         );
     }
