@@ -25,7 +25,8 @@
 //! actual sizes of `self` and `oldSelf` (every comprehension multiplies its body by the
 //! number of elements it may range over; string and list operations cost a tenth per byte
 //! they may touch, as kube's traversal factor; each evaluation counts 32 more for its own
-//! setup, so the budget also bounds how many rules one write runs). A rule whose bound exceeds
+//! setup, so the budget also bounds how many rules one write runs; a node's value is converted
+//! and measured once for all its rules and counts 2 per byte). A rule whose bound exceeds
 //! [`PER_CALL_LIMIT`] fails without running (`call cost exceeds limit`), and one object's rules
 //! share [`RUNTIME_BUDGET`], both kube's values. The bound is never below what the evaluation
 //! does (an argument from the model, not a meter; measured, the slowest evaluation it let run
@@ -54,6 +55,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr};
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use cel::objects::{Key, OptionalValue};
 use cel::{ExecutionError, Program};
 use serde_json::{Map, Value};
@@ -100,6 +103,11 @@ pub const EVALUATE_STACK: usize = 64 << 20;
 /// (release build), where a unit of the bound took ~44 ns (1,000,000 in 44 ms, the slowest);
 /// so the object's budget also bounds how many rules run, to ~280,000 (about half a second).
 const EVALUATION_COST: f64 = 32.0;
+
+/// What converting a node's value for its rules counts for, per byte of its JSON: the
+/// conversion and its drop took ~75 ns per byte (a 534 KB object, release build), two units'
+/// worth at ~44 ns per unit. Once per node, however many rules it has.
+const CONVERSION_COST_PER_BYTE: f64 = 2.0;
 
 /// What compiling a pattern that is not a literal counts for in a bound.
 const PATTERN_COMPILE_COST: f64 = 1_000.0;
@@ -850,14 +858,20 @@ fn measure(value: &Value, size: &mut Size) {
 }
 
 /// The bound of an evaluation's cost (see the module's guarantees).
-struct Estimate<'d> {
+struct Estimate<'d, 'm> {
     /// The size of anything taken from the data where the expression does not say what.
     data: Size,
     /// The values of `self` and `oldSelf`: paths into them are measured as they are.
     self_json: Option<&'d Value>,
     old_json: Option<&'d Value>,
     steps: usize,
+    /// The sizes of data values measured so far in the walk (each value is measured once,
+    /// however many rules look at it).
+    sizes: &'m mut Sizes,
 }
+
+/// Sizes of data values by their address, for one walk (the object outlives it).
+type Sizes = HashMap<*const Value, Size>;
 
 /// What the estimate knows of an expression's value.
 struct Est<'d> {
@@ -875,36 +889,59 @@ fn est(cost: f64, size: Size) -> Est<'static> {
     }
 }
 
-/// The size of the values `known` (their largest count and bytes, their largest element).
-fn size_of(known: &[&Value]) -> Size {
+/// The size of the values `known` (their largest count and bytes, their largest element),
+/// each measured once in the walk, in one pass.
+fn size_of(known: &[&Value], sizes: &mut Sizes) -> Size {
     let mut size = EMPTY;
     for value in known {
+        if let Some(kept) = sizes.get(&std::ptr::from_ref(*value)) {
+            size = max_of(size, *kept);
+            continue;
+        }
         let mut one = EMPTY;
-        measure(value, &mut one);
-        let largest = match value {
-            Value::Array(items) => items.iter().map(bytes_of).fold(0.0, f64::max),
+        let mut largest: f64 = 0.0;
+        match value {
+            Value::Array(items) => {
+                one.count = items.len() as f64;
+                one.bytes = 2.0;
+                for item in items.iter() {
+                    let before = one.bytes;
+                    measure(item, &mut one);
+                    largest = largest.max(one.bytes - before);
+                    one.bytes += 1.0;
+                }
+            }
             // A map's keys are elements too (what a comprehension over it ranges over).
-            Value::Object(fields) => fields
-                .iter()
-                .map(|(key, value)| bytes_of(value).max(key.len() as f64 + 2.0))
-                .fold(0.0, f64::max),
-            _ => 0.0,
+            Value::Object(fields) => {
+                one.count = fields.len() as f64;
+                one.bytes = 2.0;
+                for (key, field) in fields.iter() {
+                    one.bytes += key.len() as f64 + 4.0;
+                    let before = one.bytes;
+                    measure(field, &mut one);
+                    largest = largest.max(one.bytes - before).max(key.len() as f64 + 2.0);
+                }
+            }
+            _ => measure(value, &mut one),
+        }
+        let one = Size {
+            item: largest,
+            ..one
         };
-        size = max_of(
-            size,
-            Size {
-                item: largest,
-                ..one
-            },
-        );
+        sizes.insert(std::ptr::from_ref(*value), one);
+        size = max_of(size, one);
     }
     size
 }
 
-fn bytes_of(value: &Value) -> f64 {
-    let mut size = EMPTY;
+/// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
+fn measured(value: &Value) -> Size {
+    let mut size = Size {
+        count: 1.0,
+        ..EMPTY
+    };
     measure(value, &mut size);
-    size.bytes
+    size
 }
 
 /// The values of `field` in `known` (a property by its escaped name, or a map's key).
@@ -981,7 +1018,7 @@ const SCALAR_RESULT: [&str; 27] = [
     "double",
 ];
 
-impl<'d> Estimate<'d> {
+impl<'d> Estimate<'d, '_> {
     /// The cost and size of `expr`; `scope` sizes (and knows) the comprehensions' variables.
     fn of<'a>(
         &mut self,
@@ -1012,7 +1049,7 @@ impl<'d> Estimate<'d> {
                 match root {
                     Some(root) => Est {
                         cost: 1.0,
-                        size: size_of(&[root]),
+                        size: size_of(&[root], self.sizes),
                         known: Some(vec![root]),
                     },
                     None => est(1.0, self.data),
@@ -1027,7 +1064,7 @@ impl<'d> Estimate<'d> {
                         let found = select(&known, &selection.field);
                         Est {
                             cost,
-                            size: size_of(&found),
+                            size: size_of(&found, self.sizes),
                             known: Some(found),
                         }
                     }
@@ -1148,7 +1185,7 @@ impl<'d> Estimate<'d> {
                     };
                     return Est {
                         cost,
-                        size: size_of(&found),
+                        size: size_of(&found, self.sizes),
                         known: Some(found),
                     };
                 }
@@ -1169,7 +1206,7 @@ impl<'d> Estimate<'d> {
                 let (item, item_known) = match known {
                     Some(known) if known.iter().all(|v| v.is_array()) => {
                         let items = elements(&known);
-                        (size_of(&items), Some(items))
+                        (size_of(&items, self.sizes), Some(items))
                     }
                     _ => (part_of(range, self.data), None),
                 };
@@ -1235,12 +1272,14 @@ fn bound(
     data: Size,
     self_json: Option<&Value>,
     old_json: Option<&Value>,
+    sizes: &mut Sizes,
 ) -> f64 {
     let mut estimate = Estimate {
         data,
         self_json,
         old_json,
         steps: 0,
+        sizes,
     };
     estimate
         .of(compiled.program.expression(), &mut Vec::new())
@@ -1259,6 +1298,8 @@ pub fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> 
         causes: Vec::new(),
         stopped: false,
         tasks: Vec::new(),
+        rules_below: HashMap::new(),
+        sizes: Sizes::new(),
     };
     let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
     // The walk finds the nodes with rules; their evaluations then run together on one large
@@ -1296,6 +1337,10 @@ struct Walk<'a> {
     causes: Vec<Cause>,
     stopped: bool,
     tasks: Vec<Task<'a>>,
+    /// Whether the schema node at an address has a rule at or below it (filled as the walk
+    /// asks, once per node), so the walk skips the parts of the object no rule looks at.
+    rules_below: HashMap<*const Value, bool>,
+    sizes: Sizes,
 }
 
 /// The rules of one schema node (or of one of its `allOf`) to evaluate on one value.
@@ -1328,7 +1373,7 @@ impl<'a> Walk<'a> {
         resource: bool,
     ) {
         let Value::Object(s) = schema else { return };
-        if value.is_null() {
+        if value.is_null() || !self.has_rules_below(schema) {
             return;
         }
         let old = old.filter(|o| !o.is_null());
@@ -1400,6 +1445,40 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// [`has_rules`] of `schema`, kept for the walk: each schema node is searched once, its
+    /// children's answers kept on the way.
+    fn has_rules_below(&mut self, schema: &Value) -> bool {
+        if !matches!(schema, Value::Object(_) | Value::Array(_)) {
+            return false;
+        }
+        if let Some(known) = self.rules_below.get(&std::ptr::from_ref(schema)) {
+            return *known;
+        }
+        let found = match schema {
+            Value::Object(fields) => {
+                let mut found = false;
+                for (key, value) in fields {
+                    // Every child is asked (not stopping at the first rule), so that each
+                    // schema node is searched once.
+                    let here = key == "x-kubernetes-validations"
+                        && value.as_array().is_some_and(|rules| !rules.is_empty());
+                    found |= here | self.has_rules_below(value);
+                }
+                found
+            }
+            Value::Array(items) => {
+                let mut found = false;
+                for item in items {
+                    found |= self.has_rules_below(item);
+                }
+                found
+            }
+            _ => false,
+        };
+        self.rules_below.insert(std::ptr::from_ref(schema), found);
+        found
+    }
+
     /// Keeps the rules of `rules_at` (the node's schema, or one of its `allOf`) for the node
     /// `schema` describes, if it has any.
     #[allow(clippy::too_many_arguments)]
@@ -1443,7 +1522,10 @@ impl<'a> Walk<'a> {
         } = *task;
         let path = path.as_str();
         let type_name = go_quote(schema.get("type").and_then(Value::as_str).unwrap_or(""));
-        let mut bound_self: Option<(cel::Value, Option<cel::Value>, Size)> = None;
+        // `self` (and `oldSelf`, only for rules that use it) converted and measured once for
+        // the node's rules.
+        let mut bound_self: Option<(Box<dyn Val>, Size)> = None;
+        let mut bound_old: Option<(Bound, Size)> = None;
         for rule in rules {
             if self.stopped {
                 return;
@@ -1476,43 +1558,40 @@ impl<'a> Walk<'a> {
             if compiled.uses_old_self && old.is_none() && !optional_old_self {
                 continue;
             }
-            let (self_value, old_value, data) = bound_self.get_or_insert_with(|| {
-                let mut data = Size {
-                    count: 1.0,
-                    ..EMPTY
-                };
-                measure(value, &mut data);
-                if let Some(old) = old {
-                    let mut old_data = Size {
-                        count: 1.0,
-                        ..EMPTY
-                    };
-                    measure(old, &mut old_data);
-                    data = max_of(data, old_data);
+            if bound_self.is_none() {
+                let size = measured(value);
+                if !self.convert(size) {
+                    return;
                 }
-                (
-                    to_cel(Some(schema), value, resource),
-                    old.map(|o| to_cel(Some(schema), o, resource)),
-                    data,
-                )
-            });
+                bound_self = Some((lendable(to_cel(Some(schema), value, resource)), size));
+            }
+            let uses_old = compiled.uses_old_self || text("messageExpression").contains("oldSelf");
+            if uses_old && bound_old.is_none() {
+                let size = old.map_or(EMPTY, measured);
+                if !self.convert(size) {
+                    return;
+                }
+                let converted = old.map(|o| to_cel(Some(schema), o, resource));
+                bound_old = Some((Bound::new(converted), size));
+            }
+            let Some((self_value, self_data)) = &bound_self else {
+                return;
+            };
+            let (old_bound, data) = match (&bound_old, uses_old) {
+                (Some((bound, old_data)), true) => (Some(bound), max_of(*self_data, *old_data)),
+                _ => (None, *self_data),
+            };
+            let data = &data;
+            let self_value = self_value.as_ref();
+            let old_value = old_bound.and_then(|b| b.plain.as_deref());
             let old_self = if optional_old_self {
-                Some(cel::Value::Opaque(Arc::new(match old_value {
-                    Some(old) => OptionalValue::of(old.clone()),
-                    None => OptionalValue::none(),
-                })))
+                old_bound.map(|b| b.optional.as_ref())
             } else {
-                old_value.clone()
+                old_value
             };
             let what = format!("rule: {error_string}");
-            let outcome = self.evaluate(
-                &compiled,
-                self_value,
-                old_self.as_ref(),
-                *data,
-                (value, old),
-                &what,
-            );
+            let outcome =
+                self.evaluate(&compiled, self_value, old_self, *data, (value, old), &what);
             let passed = match outcome {
                 Ok(cel::Value::Bool(passed)) => passed,
                 Ok(_) => {
@@ -1564,7 +1643,7 @@ impl<'a> Walk<'a> {
                 match self.evaluate(
                     &message_program,
                     self_value,
-                    old_value.as_ref(),
+                    old_value,
                     *data,
                     (value, old),
                     &what,
@@ -1611,17 +1690,35 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Charges the conversion of a value of `size` for a node's rules (its bytes, twice: the
+    /// conversion and its drop took ~75 ns per byte, two units' worth); `false` when the
+    /// budget is spent, with the cause.
+    fn convert(&mut self, size: Size) -> bool {
+        let cost = CONVERSION_COST_PER_BYTE * size.bytes;
+        if cost > self.budget {
+            self.causes.push(invalid(
+                "<nil>",
+                "\"null\"",
+                "validation failed due to running out of cost budget, no further validation rules will be run",
+            ));
+            self.stopped = true;
+            return false;
+        }
+        self.budget -= cost;
+        true
+    }
+
     /// Runs `compiled` within its cost bound and the object's budget.
     fn evaluate(
         &mut self,
         compiled: &Compiled,
-        self_value: &cel::Value,
-        old_self: Option<&cel::Value>,
+        self_value: &dyn Val,
+        old_self: Option<&dyn Val>,
         data: Size,
         json: (&Value, Option<&Value>),
         what: &str,
     ) -> Result<cel::Value, Failure> {
-        let cost = bound(compiled, data, Some(json.0), json.1) + EVALUATION_COST;
+        let cost = bound(compiled, data, Some(json.0), json.1, &mut self.sizes) + EVALUATION_COST;
         if cost > PER_CALL_LIMIT {
             return Err(Failure::Stop(format!(
                 "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
@@ -1633,12 +1730,13 @@ impl<'a> Walk<'a> {
             ));
         }
         self.budget -= cost;
+        let bindings = Bindings {
+            self_value,
+            old_self,
+        };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let mut context = cel::Context::with_env(environment().clone());
-            context.add_variable_from_value("self", self_value.clone());
-            if let Some(old) = old_self {
-                context.add_variable_from_value("oldSelf", old.clone());
-            }
+            context.set_variable_resolver(&bindings);
             compiled.program.execute(&context)
         }));
         match outcome {
@@ -1670,6 +1768,48 @@ impl<'a> Walk<'a> {
             Err(_) => Err(Failure::Error(Some("evaluation failed".to_owned()))),
         }
     }
+}
+
+/// `self` and `oldSelf`, lent to each evaluation of a node's rules (converted once).
+struct Bindings<'a> {
+    self_value: &'a dyn Val,
+    old_self: Option<&'a dyn Val>,
+}
+
+impl VariableResolver for Bindings<'_> {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        match variable {
+            "self" => Some(CowVal::Borrowed(self.self_value)),
+            "oldSelf" => self.old_self.map(CowVal::Borrowed),
+            _ => None,
+        }
+    }
+}
+
+/// An old value converted once: as it is, and as the optional `optionalOldSelf` rules see.
+struct Bound {
+    plain: Option<Box<dyn Val>>,
+    optional: Box<dyn Val>,
+}
+
+impl Bound {
+    fn new(old: Option<cel::Value>) -> Bound {
+        let optional = cel::Value::Opaque(Arc::new(match &old {
+            Some(old) => OptionalValue::of(old.clone()),
+            None => OptionalValue::none(),
+        }));
+        Bound {
+            plain: old.map(lendable),
+            optional: lendable(optional),
+        }
+    }
+}
+
+/// A converted value in the form evaluations borrow.
+fn lendable(value: cel::Value) -> Box<dyn Val> {
+    let converted: Result<Box<dyn Val>, _> = value.try_into();
+    // Every value `to_cel` builds converts; null stands for one that would not.
+    converted.unwrap_or_else(|_| Box::new(cel::common::types::CelNull))
 }
 
 enum Failure {
@@ -1938,6 +2078,19 @@ mod tests {
     }
 
     #[test]
+    fn a_node_is_converted_and_measured_once_for_all_its_rules() {
+        // 500 rules on a ~200 KB node: the conversion (~400,000 units) is charged once; were
+        // it charged per rule, the budget would stop them.
+        let rules: Vec<Value> = (0..500)
+            .map(|i| json!({"rule": format!("size(self.l) > {i} || self.l[0] == 'item-0'")}))
+            .collect();
+        let schema = json!({"type": "object", "x-kubernetes-validations": rules,
+            "properties": {"l": {"type": "array", "items": {"type": "string"}}}});
+        let object = json!({"l": (0..20_000).map(|i| format!("item-{i}")).collect::<Vec<_>>()});
+        assert_eq!(messages(&schema, &object, None), Vec::<String>::new());
+    }
+
+    #[test]
     fn the_bound_is_never_below_what_an_expression_builds() {
         // Strings built in loops: the bound grows with what `join` and `replace` make.
         let data = Size {
@@ -1945,12 +2098,19 @@ mod tests {
             bytes: 1000.0,
             item: 500.0,
         };
-        let cheap = bound(&compile("self.s.size() > 1").unwrap(), data, None, None);
+        let cheap = bound(
+            &compile("self.s.size() > 1").unwrap(),
+            data,
+            None,
+            None,
+            &mut Sizes::new(),
+        );
         let built = bound(
             &compile("self.l.map(x, self.s.replace('a', self.s)).join('').contains('z')").unwrap(),
             data,
             None,
             None,
+            &mut Sizes::new(),
         );
         assert!(cheap < 100.0, "{cheap}");
         assert!(built > PER_CALL_LIMIT, "{built}");
@@ -2110,12 +2270,14 @@ mod tests {
             data,
             None,
             None,
+            &mut Sizes::new(),
         );
         let dynamic = bound(
             &compile("self.l.all(x, 'a'.matches(x))").unwrap(),
             data,
             None,
             None,
+            &mut Sizes::new(),
         );
         assert!(literal < PER_CALL_LIMIT, "{literal}");
         assert!(dynamic > PER_CALL_LIMIT, "{dynamic}");
