@@ -1,10 +1,11 @@
 //! `x-kubernetes-validations`: a CRD's CEL rules, compiled and evaluated as kube-apiserver does
 //! (`apiextensions-apiserver/pkg/apiserver/schema/cel`).
 //!
-//! **When a CRD is written** (`compile_error`, `field_path_error`) each rule and
+//! **When a CRD is written** (`compile_error`, `type_error`, `field_path_error`) each rule and
 //! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
 //! CEL's own text), may name no variable but `self` and `oldSelf` (`undeclared reference to
-//! 'foo' (in container '')`), and a `fieldPath` must name a field of the schema.
+//! 'foo' (in container '')`) and no field its node's schema does not declare (`undefined
+//! field 'replica'`), and a `fieldPath` must name a field of the schema.
 //!
 //! **When a custom resource is written** (`check`) every rule of every schema node with a
 //! non-null value is evaluated with `self` bound to that value (objects as maps of their
