@@ -1,7 +1,7 @@
 //! `x-kubernetes-validations`: a CRD's CEL rules, compiled and evaluated as kube-apiserver does
 //! (`apiextensions-apiserver/pkg/apiserver/schema/cel`).
 //!
-//! **When a CRD is written** (`compile_error`, `type_error`, `field_path_error`) each rule and
+//! **When a CRD is written** (`rule_error`, `field_path_error`) each rule and
 //! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
 //! CEL's own text), may name no variable but `self` and `oldSelf` (`undeclared reference to
 //! 'foo' (in container '')`) and no field its node's schema does not declare (`undefined
@@ -355,23 +355,21 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
     }
 }
 
-/// Why a rule (or `messageExpression`) of a CRD does not compile, as kube's detail reads
-/// (`compilation failed: ERROR: ...`), or `None`.
-pub(crate) fn compile_error(text: &str) -> Option<String> {
-    compile(text).err()
-}
-
-/// Why a compiling rule does not fit the schema node it is on, as kube's type check reports
-/// it (`ERROR: <input>:1:5: undefined field 'replica'`), or `None`. Only selections that
-/// the schema decides are checked: a field of an object with `properties` (and without
+/// Why a rule (or `messageExpression`) of a CRD does not compile (CEL's text, as [`compile`] gives it) or
+/// does not fit the schema node it is on, as kube's type check reports it (`ERROR:
+/// <input>:1:5: undefined field 'replica'`), or `None`. Only selections that the schema
+/// decides are checked: a field of an object with `properties` (and without
 /// `x-kubernetes-preserve-unknown-fields`), through `self`, `oldSelf`, indexes and the
 /// variables of comprehensions over lists and maps; anything else passes.
-pub(crate) fn type_error(
+pub(crate) fn rule_error(
     text: &str,
     schema: &Map<String, Value>,
     resource: bool,
 ) -> Option<String> {
-    let compiled = compile(text).ok()?;
+    let compiled = match compile(text) {
+        Ok(compiled) => compiled,
+        Err(e) => return Some(e),
+    };
     let expression = compiled.program.expression();
     let mut scope = Vec::new();
     let (id, field) = stacker::grow(EVALUATE_STACK, || {
@@ -1299,7 +1297,7 @@ pub fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> 
         causes: Vec::new(),
         stopped: false,
         tasks: Vec::new(),
-        rules_below: HashMap::new(),
+        rules_below: RulesBelow::default(),
         sizes: Sizes::new(),
     };
     let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
@@ -1322,14 +1320,42 @@ pub fn check(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> 
 
 /// Whether `schema` has a rule anywhere.
 pub(crate) fn has_rules(schema: &Value) -> bool {
-    match schema {
-        Value::Object(fields) => fields.iter().any(|(key, value)| {
-            (key == "x-kubernetes-validations"
-                && value.as_array().is_some_and(|rules| !rules.is_empty()))
-                || has_rules(value)
-        }),
-        Value::Array(items) => items.iter().any(has_rules),
-        _ => false,
+    RulesBelow::default().of(schema)
+}
+
+/// Whether the schema node at an address has a rule at or below it, filled as it is asked
+/// (each schema node searched once), so a walk skips the parts of an object no rule looks at.
+#[derive(Default)]
+struct RulesBelow(HashMap<*const Value, bool>);
+
+impl RulesBelow {
+    fn of(&mut self, schema: &Value) -> bool {
+        if !matches!(schema, Value::Object(_) | Value::Array(_)) {
+            return false;
+        }
+        if let Some(known) = self.0.get(&std::ptr::from_ref(schema)) {
+            return *known;
+        }
+        let mut found = false;
+        match schema {
+            Value::Object(fields) => {
+                for (key, value) in fields {
+                    // Every child is asked (not stopping at the first rule), so that each
+                    // schema node is searched once.
+                    let here = key == "x-kubernetes-validations"
+                        && value.as_array().is_some_and(|rules| !rules.is_empty());
+                    found |= here | self.of(value);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    found |= self.of(item);
+                }
+            }
+            _ => {}
+        }
+        self.0.insert(std::ptr::from_ref(schema), found);
+        found
     }
 }
 
@@ -1338,9 +1364,7 @@ struct Walk<'a> {
     causes: Vec<Cause>,
     stopped: bool,
     tasks: Vec<Task<'a>>,
-    /// Whether the schema node at an address has a rule at or below it (filled as the walk
-    /// asks, once per node), so the walk skips the parts of the object no rule looks at.
-    rules_below: HashMap<*const Value, bool>,
+    rules_below: RulesBelow,
     sizes: Sizes,
 }
 
@@ -1374,7 +1398,7 @@ impl<'a> Walk<'a> {
         resource: bool,
     ) {
         let Value::Object(s) = schema else { return };
-        if value.is_null() || !self.has_rules_below(schema) {
+        if value.is_null() || !self.rules_below.of(schema) {
             return;
         }
         let old = old.filter(|o| !o.is_null());
@@ -1444,40 +1468,6 @@ impl<'a> Walk<'a> {
             }
             _ => {}
         }
-    }
-
-    /// [`has_rules`] of `schema`, kept for the walk: each schema node is searched once, its
-    /// children's answers kept on the way.
-    fn has_rules_below(&mut self, schema: &Value) -> bool {
-        if !matches!(schema, Value::Object(_) | Value::Array(_)) {
-            return false;
-        }
-        if let Some(known) = self.rules_below.get(&std::ptr::from_ref(schema)) {
-            return *known;
-        }
-        let found = match schema {
-            Value::Object(fields) => {
-                let mut found = false;
-                for (key, value) in fields {
-                    // Every child is asked (not stopping at the first rule), so that each
-                    // schema node is searched once.
-                    let here = key == "x-kubernetes-validations"
-                        && value.as_array().is_some_and(|rules| !rules.is_empty());
-                    found |= here | self.has_rules_below(value);
-                }
-                found
-            }
-            Value::Array(items) => {
-                let mut found = false;
-                for item in items {
-                    found |= self.has_rules_below(item);
-                }
-                found
-            }
-            _ => false,
-        };
-        self.rules_below.insert(std::ptr::from_ref(schema), found);
-        found
     }
 
     /// Keeps the rules of `rules_at` (the node's schema, or one of its `allOf`) for the node
@@ -1827,6 +1817,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn compile_error(text: &str) -> Option<String> {
+        compile(text).err()
+    }
 
     fn messages(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {
         check(schema, object, old)
@@ -2199,21 +2193,21 @@ mod tests {
             "has(self.free.anything) && self.free.a.b == 1",
             "self.ports.map(p, p).all(q, q.whatever == 1)",
         ] {
-            assert_eq!(type_error(fits, schema, false), None, "{fits}");
+            assert_eq!(rule_error(fits, schema, false), None, "{fits}");
         }
         assert_eq!(
-            type_error("self.replica > 1", schema, false).as_deref(),
+            rule_error("self.replica > 1", schema, false).as_deref(),
             Some("ERROR: <input>:1:5: undefined field 'replica'")
         );
         assert_eq!(
-            type_error("self.ports.exists(p, has(p.name))", schema, false).as_deref(),
+            rule_error("self.ports.exists(p, has(p.name))", schema, false).as_deref(),
             Some("ERROR: <input>:1:25: undefined field 'name'")
         );
         assert_eq!(
-            type_error("self.labels['a'].w == ''", schema, false).as_deref(),
+            rule_error("self.labels['a'].w == ''", schema, false).as_deref(),
             Some("ERROR: <input>:1:17: undefined field 'w'")
         );
-        assert_eq!(type_error("self.metadata.name == ''", schema, true), None);
+        assert_eq!(rule_error("self.metadata.name == ''", schema, true), None);
     }
 
     #[test]

@@ -771,25 +771,19 @@ fn extensions(
                 }
             }
             let resource = root || flag(node, "x-kubernetes-embedded-resource");
-            if !text.trim().is_empty()
-                && let Some(e) = crate::cel_rules::compile_error(text)
-                    .or_else(|| crate::cel_rules::type_error(text, node, resource))
-            {
-                causes.push(invalid(
-                    &at("rule"),
-                    &go_rule(rule),
-                    &format!("compilation failed: {e}"),
-                ));
-            }
-            if !expression.trim().is_empty()
-                && let Some(e) = crate::cel_rules::compile_error(expression)
-                    .or_else(|| crate::cel_rules::type_error(expression, node, resource))
-            {
-                causes.push(invalid(
-                    &at("messageExpression"),
-                    &go_rule(rule),
-                    &format!("messageExpression compilation failed: {e}"),
-                ));
+            for (key, source, failed) in [
+                ("rule", text, "compilation failed"),
+                (
+                    "messageExpression",
+                    expression,
+                    "messageExpression compilation failed",
+                ),
+            ] {
+                if !source.trim().is_empty()
+                    && let Some(e) = crate::cel_rules::rule_error(source, node, resource)
+                {
+                    causes.push(invalid(&at(key), &go_rule(rule), &format!("{failed}: {e}")));
+                }
             }
             let field_path = field("fieldPath");
             if !field_path.trim().is_empty()
