@@ -3,9 +3,13 @@
 //!
 //! **When a CRD is written** (`rule_error`, `field_path_error`) each rule and
 //! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
-//! CEL's own text), may name no variable but `self` and `oldSelf` (`undeclared reference to
-//! 'foo' (in container '')`) and no field its node's schema does not declare (`undefined
-//! field 'replica'`), and a `fieldPath` must name a field of the schema.
+//! CEL's own text, with the source line and a caret as cel-go prints them), may name no
+//! variable but `self` and `oldSelf` (`undeclared reference to 'foo' (in container '')`), and
+//! must type-check as far as [`types`] can be sure: no field its node's schema does not
+//! declare (`undefined field 'replica'`), no operator on operands it has no overload for
+//! (`found no matching overload for '_+_' applied to '(int, string)'`), a rule of a known type
+//! other than `bool` (`cel expression must evaluate to a bool`) or a `messageExpression` of
+//! one other than `string`. A `fieldPath` must name a field of the schema.
 //!
 //! **When a custom resource is written** (`check`) every rule of every schema node with a
 //! non-null value is evaluated with `self` bound to that value (objects as maps of their
@@ -46,7 +50,8 @@
 //!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
 //! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
-//! covers field selections only (a rule that is not a boolean fails when it runs); no static
+//! refuses only what it is sure of (see [`types`]: a rule kube refuses for types it cannot
+//! follow compiles here and fails when it runs); no static
 //! cost estimate at CRD time (the runtime bound above keeps the server safe); `byte` strings
 //! are strings, not bytes. (`date-time` and `date` strings are timestamps, `duration` strings
 //! durations, and `timestamp()`/`duration()` are there, as in kube.)
@@ -65,6 +70,7 @@ use serde_json::{Map, Value};
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
 mod library;
+mod types;
 use crate::schema_node::{correlated_map_item, flag, unchanged};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
@@ -175,7 +181,19 @@ fn compile_uncached(text: &str) -> Compilation {
     }
     stacker::grow(COMPILE_STACK, || {
         let parsed = catch_unwind(AssertUnwindSafe(|| {
-            environment().compile(text).map_err(|e| e.to_string())
+            environment().compile(text).map_err(|errors| {
+                let shown: Vec<String> = errors
+                    .errors
+                    .iter()
+                    .map(
+                        |e| match (usize::try_from(e.pos.0), usize::try_from(e.pos.1)) {
+                            (Ok(line @ 1..), Ok(column)) => display(text, line, column, &e.msg),
+                            _ => e.to_string(),
+                        },
+                    )
+                    .collect();
+                shown.join("\n")
+            })
         }));
         let program = match parsed {
             Ok(Ok(program)) => program,
@@ -194,8 +212,11 @@ fn compile_uncached(text: &str) -> Compilation {
                 _ => String::new(),
             };
             let (line, column) = position(text, &program, id.id);
-            return Err(format!(
-                "ERROR: <input>:{line}:{column}: undeclared reference to '{name}' (in container '')"
+            return Err(display(
+                text,
+                line,
+                column,
+                &format!("undeclared reference to '{name}' (in container '')"),
             ));
         }
         let uses_old_self = program.references().has_variable("oldSelf");
@@ -210,7 +231,12 @@ fn position(text: &str, program: &Program, id: u64) -> (usize, usize) {
     let Some((start, _)) = program.source_info().offset_for(id) else {
         return (1, 1);
     };
-    let before: String = text.chars().take(start as usize).collect();
+    // The parser's offsets count bytes; columns count characters, as cel-go's.
+    let mut start = (start as usize).min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let before = &text[..start];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)
@@ -355,140 +381,81 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
     }
 }
 
-/// Why a rule (or `messageExpression`) of a CRD does not compile (CEL's text, as [`compile`] gives it) or
-/// does not fit the schema node it is on, as kube's type check reports it (`ERROR:
-/// <input>:1:5: undefined field 'replica'`), or `None`. Only selections that the schema
-/// decides are checked: a field of an object with `properties` (and without
-/// `x-kubernetes-preserve-unknown-fields`), through `self`, `oldSelf`, indexes and the
-/// variables of comprehensions over lists and maps; anything else passes.
+/// What a CRD's expression must evaluate to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Expression {
+    /// A rule: a `bool`.
+    Rule,
+    /// A `messageExpression`: a `string`.
+    Message,
+}
+
+/// Why a rule or `messageExpression` of a CRD is refused, in kube's words (the field error's
+/// detail: `compilation failed: ERROR: <input>:1:5: undefined field 'replica'` and cel-go's
+/// source snippet, or `cel expression must evaluate to a bool`), or `None`: it does not
+/// compile ([`compile`]), or it does not type-check against the schema node it is on as far
+/// as [`types`] can be sure.
 pub(crate) fn rule_error(
     text: &str,
     schema: &Map<String, Value>,
     resource: bool,
+    expression: Expression,
 ) -> Option<String> {
+    let failed = match expression {
+        Expression::Rule => "compilation failed",
+        Expression::Message => "messageExpression compilation failed",
+    };
     let compiled = match compile(text) {
         Ok(compiled) => compiled,
-        Err(e) => return Some(e),
+        Err(e) => return Some(format!("{failed}: {e}")),
     };
-    let expression = compiled.program.expression();
+    let root = compiled.program.expression();
     let mut scope = Vec::new();
-    let (id, field) = stacker::grow(EVALUATE_STACK, || {
-        undefined_field(expression, Ty::Schema(schema, resource), &mut scope).err()
-    })?;
-    let (line, column) = position(text, &compiled.program, id);
-    Some(format!(
-        "ERROR: <input>:{line}:{column}: undefined field '{field}'"
-    ))
+    let own = types::Ty::of_schema(schema, resource);
+    let typed = stacker::grow(EVALUATE_STACK, || types::type_of(root, own, &mut scope));
+    match (typed, expression) {
+        (Err((id, message)), _) => {
+            let (line, column) = position(text, &compiled.program, id);
+            Some(format!(
+                "{failed}: {}",
+                display(text, line, column, &message)
+            ))
+        }
+        (Ok(ty), Expression::Rule) if ty.is_not(types::Cel::Bool) => {
+            Some("cel expression must evaluate to a bool".to_owned())
+        }
+        (Ok(ty), Expression::Message) if ty.is_not(types::Cel::String) => {
+            Some("messageExpression must evaluate to a string".to_owned())
+        }
+        (Ok(_), _) => None,
+    }
 }
 
-/// What the type check knows of an expression's value.
-#[derive(Clone, Copy)]
-enum Ty<'a> {
-    /// A value of this schema node (a resource's root or embedded resource when `true`).
-    Schema(&'a Map<String, Value>, bool),
-    Unknown,
-}
-
-/// The type of `expr` under `own` (the type of `self`), or the first selection of a field
-/// its object does not declare: the selection's id and the field.
-fn undefined_field<'a>(
-    expr: &'a IdedExpr,
-    own: Ty<'a>,
-    scope: &mut Vec<(&'a str, Ty<'a>)>,
-) -> Result<Ty<'a>, (u64, String)> {
-    let object = |ty: Ty<'a>| match ty {
-        Ty::Schema(s, resource) => Some((s, resource)),
-        Ty::Unknown => None,
+/// An error at `line` and `column` (1-based, in characters) of `text` as cel-go's
+/// `Error.ToDisplayString` prints it: `ERROR: <input>:1:5: <message>`, then the line and a
+/// caret under the column (`.` per character before it, full-width for wide ones).
+fn display(text: &str, line: usize, column: usize, message: &str) -> String {
+    /// cel-go's `maxSnippetLength`: longer lines are not shown.
+    const SNIPPET_MAX: usize = 16_384;
+    let mut shown = format!("ERROR: <input>:{line}:{column}: {message}");
+    let Some(snippet) = text.split('\n').nth(line.wrapping_sub(1)) else {
+        return shown;
     };
-    match &expr.expr {
-        Expr::Ident(name) => Ok(match scope.iter().rev().find(|(n, _)| n == name) {
-            Some((_, ty)) => *ty,
-            None if name == "self" || name == "oldSelf" => own,
-            None => Ty::Unknown,
-        }),
-        Expr::Select(select) => {
-            let operand = undefined_field(&select.operand, own, scope)?;
-            let Some((s, resource)) = object(operand) else {
-                return Ok(Ty::Unknown);
-            };
-            if resource && matches!(select.field.as_str(), "apiVersion" | "kind" | "metadata") {
-                return Ok(Ty::Unknown);
-            }
-            if let Some(properties) = s.get("properties").and_then(Value::as_object) {
-                let found = properties
-                    .iter()
-                    .find(|(name, _)| escape(name).as_deref() == Some(select.field.as_str()));
-                return match found {
-                    Some((_, Value::Object(sub))) => {
-                        Ok(Ty::Schema(sub, flag(sub, "x-kubernetes-embedded-resource")))
-                    }
-                    Some(_) => Ok(Ty::Unknown),
-                    None if flag(s, "x-kubernetes-preserve-unknown-fields") => Ok(Ty::Unknown),
-                    None => Err((expr.id, select.field.clone())),
-                };
-            }
-            Ok(match s.get("additionalProperties") {
-                Some(Value::Object(sub)) => Ty::Schema(sub, false),
-                _ => Ty::Unknown,
-            })
-        }
-        Expr::Call(call) if call.func_name == "_[_]" && call.target.is_none() => {
-            let operand = match call.args.first() {
-                Some(first) => undefined_field(first, own, scope)?,
-                None => Ty::Unknown,
-            };
-            for arg in call.args.iter().skip(1) {
-                undefined_field(arg, own, scope)?;
-            }
-            Ok(match object(operand) {
-                Some((s, _)) => element(s, true),
-                None => Ty::Unknown,
-            })
-        }
-        Expr::Comprehension(c) => {
-            let range = undefined_field(&c.iter_range, own, scope)?;
-            undefined_field(&c.accu_init, own, scope)?;
-            let outer = scope.len();
-            let item = match object(range) {
-                Some((s, _)) => element(s, false),
-                None => Ty::Unknown,
-            };
-            match &c.iter_var2 {
-                // Two variables: an index or key, then the element.
-                Some(second) => {
-                    scope.push((&c.iter_var, Ty::Unknown));
-                    scope.push((second, item));
-                }
-                None => scope.push((&c.iter_var, item)),
-            }
-            scope.push((&c.accu_var, Ty::Unknown));
-            undefined_field(&c.loop_cond, own, scope)?;
-            undefined_field(&c.loop_step, own, scope)?;
-            scope.truncate(outer);
-            scope.push((&c.accu_var, Ty::Unknown));
-            undefined_field(&c.result, own, scope)?;
-            scope.truncate(outer);
-            Ok(Ty::Unknown)
-        }
-        _ => {
-            for part in children(expr) {
-                undefined_field(part, own, scope)?;
-            }
-            Ok(Ty::Unknown)
-        }
+    if snippet.len() > SNIPPET_MAX {
+        return shown;
     }
-}
-
-/// The type of an element of a value of schema `s`: a list's item; a map's value when
-/// `indexed`, else its key (what a comprehension ranges over).
-fn element(s: &Map<String, Value>, indexed: bool) -> Ty<'_> {
-    match (s.get("items"), s.get("additionalProperties")) {
-        (Some(Value::Object(items)), _) => {
-            Ty::Schema(items, flag(items, "x-kubernetes-embedded-resource"))
-        }
-        (_, Some(Value::Object(values))) if indexed => Ty::Schema(values, false),
-        _ => Ty::Unknown,
+    let snippet = snippet.replace('\t', " ");
+    let mut chars = snippet.chars();
+    let mut caret = String::new();
+    for c in chars.by_ref().take(column.saturating_sub(1)) {
+        caret.push(if c.len_utf8() > 1 { '\u{ff0e}' } else { '.' });
     }
+    caret.push(match chars.next() {
+        Some(c) if c.len_utf8() > 1 => '\u{ff3e}',
+        _ => '^',
+    });
+    shown.push_str(&format!("\n | {snippet}\n | {caret}"));
+    shown
 }
 
 /// Why a rule's `fieldPath` does not name a field of `schema` (kube's `ValidFieldPath`), or
@@ -2115,10 +2082,9 @@ mod tests {
     fn rules_that_do_not_parse_or_name_unknown_variables_are_refused_with_cels_text() {
         let e = compile_error("self.(").unwrap();
         assert!(e.starts_with("ERROR: <input>:1:6: Syntax error:"), "{e}");
-        assert_eq!(
-            compile_error("self.a > minimum").unwrap(),
-            "ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')"
-        );
+        assert!(compile_error("self.a > minimum").unwrap().starts_with(
+            "ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')\n"
+        ));
         assert_eq!(
             compile_error("self.all(x, x > 0) && oldSelf == self && type(self) == map"),
             None
@@ -2186,6 +2152,7 @@ mod tests {
                 "properties": {"v": {"type": "string"}}}},
             "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
         let schema = schema.as_object().unwrap();
+        let rule = |text: &str, resource| rule_error(text, schema, resource, Expression::Rule);
         for fits in [
             "self.replicas > 1 && self.x__dash__y != ''",
             "self.ports.all(p, p.port > 0) && self.ports[0].port > 0",
@@ -2193,21 +2160,150 @@ mod tests {
             "has(self.free.anything) && self.free.a.b == 1",
             "self.ports.map(p, p).all(q, q.whatever == 1)",
         ] {
-            assert_eq!(rule_error(fits, schema, false), None, "{fits}");
+            assert_eq!(rule(fits, false), None, "{fits}");
         }
         assert_eq!(
-            rule_error("self.replica > 1", schema, false).as_deref(),
-            Some("ERROR: <input>:1:5: undefined field 'replica'")
+            rule("self.replica > 1", false).as_deref(),
+            Some(
+                "compilation failed: ERROR: <input>:1:5: undefined field 'replica'\n | self.replica > 1\n | ....^"
+            )
+        );
+        assert!(
+            rule("self.ports.exists(p, has(p.name))", false)
+                .unwrap()
+                .starts_with("compilation failed: ERROR: <input>:1:25: undefined field 'name'\n")
+        );
+        assert!(
+            rule("self.labels['a'].w == ''", false)
+                .unwrap()
+                .starts_with("compilation failed: ERROR: <input>:1:17: undefined field 'w'\n")
+        );
+        assert_eq!(rule("self.metadata.name == ''", true), None);
+    }
+
+    #[test]
+    fn errors_show_the_source_line_as_cel_go_does() {
+        assert_eq!(
+            compile_error("self.a > minimum").unwrap(),
+            "ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')\n | self.a > minimum\n | .........^"
         );
         assert_eq!(
-            rule_error("self.ports.exists(p, has(p.name))", schema, false).as_deref(),
-            Some("ERROR: <input>:1:25: undefined field 'name'")
+            compile_error("1 +\n\tself.(").unwrap(),
+            "ERROR: <input>:2:7: Syntax error: no viable alternative at input '.('\n |  self.(\n | ......^"
         );
+        // Wide characters before the column are full-width dots, as cel-go prints them.
         assert_eq!(
-            rule_error("self.labels['a'].w == ''", schema, false).as_deref(),
-            Some("ERROR: <input>:1:17: undefined field 'w'")
+            compile_error("'é' == nope").unwrap(),
+            "ERROR: <input>:1:8: undeclared reference to 'nope' (in container '')\n | 'é' == nope\n | .\u{ff0e}.....^"
         );
-        assert_eq!(rule_error("self.metadata.name == ''", schema, true), None);
+    }
+
+    #[test]
+    fn rules_of_a_certain_wrong_type_are_refused_as_kube_refuses_them() {
+        let schema = json!({"type": "object", "properties": {
+            "replicas": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "name": {"type": "string"},
+            "on": {"type": "boolean"},
+            "at": {"type": "string", "format": "date-time"},
+            "every": {"type": "string", "format": "duration"},
+            "data": {"type": "string", "format": "byte"},
+            "port": {"x-kubernetes-int-or-string": true},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "limits": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}});
+        let schema = schema.as_object().unwrap();
+        let rule = |text: &str| rule_error(text, schema, false, Expression::Rule);
+        let message = |text: &str| rule_error(text, schema, false, Expression::Message);
+        // What kube compiles is never refused.
+        for fits in [
+            "self.replicas + 1 > 2 && self.ratio * 2.0 < 1.5 && self.replicas < self.ratio",
+            "self.name + 'x' != '' && size(self.name) < 5 && self.name.size() > 0",
+            "self.at + self.every > timestamp('2020-01-01T00:00:00Z')",
+            "self.at - self.at < duration('1h') && self.every + self.every > self.every",
+            "self.tags.all(t, t.startsWith('a')) && self.tags.exists_one(t, t == 'b')",
+            "self.tags.map(t, size(t)).all(n, n > 0) && self.tags.filter(t, t != '') == self.tags",
+            "self.limits.all(k, k.startsWith('x') && self.limits[k] > 0)",
+            "self.port == 80 || self.port == 'http'",
+            "self.data == 'abc' && self.free.a + 1 == self.free.b",
+            "self.replicas == 1.0 || self.name == null || self.on",
+            "cel.bind(n, self.replicas, n % 2 == 0)",
+            "(self.on ? self.replicas : 2) > 1 && -self.replicas < 0",
+            "int(self.name) > 0 && string(self.replicas) == '1' && self.tags.sum() > 0",
+            "self.name.matches('^a') ? true : false",
+            "self.tags.isSorted() && self.tags.indexOf('a') >= 0 && self.name.split(',').size() > 0",
+            "sets.contains(self.tags, ['a']) && self.name.format([1]) != ''",
+        ] {
+            assert_eq!(rule(fits), None, "{fits}");
+        }
+        for (refused, detail) in [
+            ("self.replicas", "cel expression must evaluate to a bool"),
+            ("self.name + 'x'", "cel expression must evaluate to a bool"),
+            ("self.tags", "cel expression must evaluate to a bool"),
+            (
+                "self.tags.map(t, t)",
+                "cel expression must evaluate to a bool",
+            ),
+            ("size(self.tags)", "cel expression must evaluate to a bool"),
+            ("self.at", "cel expression must evaluate to a bool"),
+            (
+                "self.replicas + 'x' == 1",
+                "compilation failed: ERROR: <input>:1:15: found no matching overload for '_+_' applied to '(int, string)'\n | self.replicas + 'x' == 1\n | ..............^",
+            ),
+            (
+                "self.replicas + self.ratio > 1.0",
+                "compilation failed: ERROR: <input>:1:15: found no matching overload for '_+_' applied to '(int, double)'",
+            ),
+            (
+                "self.name == 1",
+                "compilation failed: ERROR: <input>:1:11: found no matching overload for '_==_' applied to '(string, int)'",
+            ),
+            (
+                "self.name && self.on",
+                "compilation failed: ERROR: <input>:1:11: found no matching overload for '_&&_' applied to '(string, bool)'",
+            ),
+            (
+                "self.on < 1",
+                "compilation failed: ERROR: <input>:1:9: found no matching overload for '_<_' applied to '(bool, int)'",
+            ),
+            (
+                "size(self.replicas) > 0",
+                "compilation failed: ERROR: <input>:1:5: found no matching overload for 'size' applied to '(int)'",
+            ),
+            (
+                "self.ratio % 2.0 == 0.0",
+                "compilation failed: ERROR: <input>:1:12: found no matching overload for '_%_' applied to '(double, double)'",
+            ),
+            (
+                "self.at - 1 > self.at",
+                "compilation failed: ERROR: <input>:1:9: found no matching overload for '_-_' applied to '(timestamp, int)'",
+            ),
+            (
+                "self.tags.all(t, size(t) + 'x' != '')",
+                "compilation failed: ERROR: <input>:1:26: found no matching overload for '_+_' applied to '(int, string)'",
+            ),
+            (
+                "(self.on ? 1 : 'one') == 1",
+                "compilation failed: ERROR: <input>:1:10: found no matching overload for '_?_:_' applied to '(bool, int, string)'",
+            ),
+        ] {
+            let found = rule(refused);
+            assert!(
+                found.as_deref().is_some_and(|f| f.starts_with(detail)),
+                "{refused}: {found:?}"
+            );
+        }
+        assert_eq!(message("'replicas: ' + string(self.replicas)"), None);
+        assert_eq!(message("self.free.reason"), None);
+        assert_eq!(
+            message("self.replicas").as_deref(),
+            Some("messageExpression must evaluate to a string")
+        );
+        assert!(
+            message("'n' + self.replicas")
+                .unwrap()
+                .starts_with("messageExpression compilation failed: ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'")
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::cel_rules::{Expression, rule_error};
 use crate::field::{Cause, forbidden, go_quote, invalid, required};
 use crate::schema_node::flag;
 
@@ -771,18 +772,14 @@ fn extensions(
                 }
             }
             let resource = root || flag(node, "x-kubernetes-embedded-resource");
-            for (key, source, failed) in [
-                ("rule", text, "compilation failed"),
-                (
-                    "messageExpression",
-                    expression,
-                    "messageExpression compilation failed",
-                ),
+            for (key, source, expression) in [
+                ("rule", text, Expression::Rule),
+                ("messageExpression", expression, Expression::Message),
             ] {
                 if !source.trim().is_empty()
-                    && let Some(e) = crate::cel_rules::rule_error(source, node, resource)
+                    && let Some(e) = rule_error(source, node, resource, expression)
                 {
-                    causes.push(invalid(&at(key), &go_rule(rule), &format!("{failed}: {e}")));
+                    causes.push(invalid(&at(key), &go_rule(rule), &e));
                 }
             }
             let field_path = field("fieldPath");
@@ -1009,7 +1006,7 @@ mod tests {
         assert_eq!(
             found[0],
             format!(
-                "{at}[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.a > minimum\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')"
+                "{at}[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.a > minimum\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:1:10: undeclared reference to 'minimum' (in container '')\n | self.a > minimum\n | .........^"
             )
         );
         assert!(

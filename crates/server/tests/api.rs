@@ -4322,8 +4322,25 @@ async fn custom_resource_rules_are_evaluated_as_kube_apiserver_evaluates_them() 
     assert_eq!(status, 422, "{error}");
     assert_eq!(
         error["message"],
-        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas <= maxReplicas\", Message:\"replicas must not exceed maxReplicas\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:18: undeclared reference to 'maxReplicas' (in container '')"
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas <= maxReplicas\", Message:\"replicas must not exceed maxReplicas\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:18: undeclared reference to 'maxReplicas' (in container '')\n | self.replicas <= maxReplicas\n | .................^"
     );
+    // Rules of a type kube's checker refuses: an operand no overload takes, a non-boolean.
+    for (rule, detail) in [
+        (
+            "self.replicas <= self.mode",
+            "compilation failed: ERROR: <input>:1:15: found no matching overload for '_<=_' applied to '(int, string)'\n | self.replicas <= self.mode\n | ..............^",
+        ),
+        ("self.replicas", "cel expression must evaluate to a bool"),
+    ] {
+        definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema(rule);
+        let (status, error) = send_json(addr, "POST", crds, &definition).await;
+        assert_eq!(status, 422, "{error}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.ends_with(&format!("OptionalOldSelf:(*bool)(nil)}}: {detail}")),
+            "{message}"
+        );
+    }
     definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
         schema("self.replicas <= self.maxReplicas");
     let (status, created) = send_json(addr, "POST", crds, &definition).await;
