@@ -5,7 +5,7 @@
 //! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
 //! CEL's own text, with the source line and a caret as cel-go prints them), may name no
 //! variable but `self` and `oldSelf` (`undeclared reference to 'foo' (in container '')`), and
-//! must type-check as far as [`types`] can be sure: no field its node's schema does not
+//! must type-check as far as the `types` module can be sure: no field its node's schema does not
 //! declare (`undefined field 'replica'`), no operator on operands it has no overload for
 //! (`found no matching overload for '_+_' applied to '(int, string)'`), a rule of a known type
 //! other than `bool` (`cel expression must evaluate to a bool`) or a `messageExpression` of
@@ -50,7 +50,7 @@
 //!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
 //! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
-//! refuses only what it is sure of (see [`types`]: a rule kube refuses for types it cannot
+//! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); no static
 //! cost estimate at CRD time (the runtime bound above keeps the server safe); `byte` strings
 //! are strings, not bytes. (`date-time` and `date` strings are timestamps, `duration` strings
