@@ -21,6 +21,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::cel_rules::RuleTree;
 use crate::error::ApiError;
 use crate::field::Cause;
 use crate::resources::ResourceDef;
@@ -514,6 +515,8 @@ pub struct CustomResource {
     pub def: ResourceDef,
     /// That version's `schema.openAPIV3Schema`, if any.
     pub schema: Option<Value>,
+    /// Where that schema's CEL rules are (`None`: it has none), found once for every write.
+    pub rules: Option<RuleTree>,
     /// Whether that version has the `status` subresource.
     pub status: bool,
     /// That version's `subresources.scale` (`specReplicasPath`, `statusReplicasPath`,
@@ -649,9 +652,11 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
             .map(str::to_owned)
             .collect(),
     );
+    let schema = version.pointer("/schema/openAPIV3Schema").cloned();
     Some(CustomResource {
         def,
-        schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+        rules: schema.as_ref().and_then(RuleTree::of),
+        schema,
         status: version.pointer("/subresources/status").is_some(),
         scale: version.pointer("/subresources/scale").cloned(),
         other_versions: Vec::new(),

@@ -49,6 +49,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+use crate::cel_rules::RuleTree;
 use crate::error::ApiError;
 use crate::field::{
     Cause, go_float, go_quote, go_value, invalid, json_equal, too_long, too_many, type_invalid,
@@ -71,6 +72,7 @@ use crate::schema_node::{correlated_map_item, unchanged};
 pub fn check_custom(
     def: &ResourceDef,
     schema: &Value,
+    rules: Option<&RuleTree>,
     object: &Value,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
@@ -95,12 +97,14 @@ pub fn check_custom(
         "FieldValueTooMany",
         "FieldValueTypeInvalid",
     ];
-    if !causes
+    let blocked = causes
         .iter()
-        .any(|(_, _, reason)| BLOCKING.contains(&reason.as_str()))
+        .any(|(_, _, reason)| BLOCKING.contains(&reason.as_str()));
+    if let Some(rules) = rules
+        && !blocked
     {
-        causes.extend(crate::cel_rules::check(schema, object, old));
-    } else if crate::cel_rules::has_rules(schema) {
+        causes.extend(crate::cel_rules::check(schema, rules, object, old));
+    } else if rules.is_some() {
         causes.push(invalid(
             "<nil>",
             "\"null\"",

@@ -23,7 +23,13 @@ fn object(spec: Value) -> Value {
 /// The `field: message` of each cause of checking `spec` (against the old `spec`, if any).
 fn failures(schema: &Value, spec: Value, old: Option<Value>) -> Vec<String> {
     let old = old.map(object);
-    match check_custom(&widget(), schema, &object(spec), old.as_ref()) {
+    match check_custom(
+        &widget(),
+        schema,
+        RuleTree::of(schema).as_ref(),
+        &object(spec),
+        old.as_ref(),
+    ) {
         Ok(()) => Vec::new(),
         Err(error) => {
             assert_eq!(error.code, 422);
@@ -44,7 +50,14 @@ fn failures(schema: &Value, spec: Value, old: Option<Value>) -> Vec<String> {
 }
 
 fn reasons(schema: &Value, spec: Value) -> Vec<String> {
-    let error = check_custom(&widget(), schema, &object(spec), None).unwrap_err();
+    let error = check_custom(
+        &widget(),
+        schema,
+        RuleTree::of(schema).as_ref(),
+        &object(spec),
+        None,
+    )
+    .unwrap_err();
     error.details.as_ref().unwrap()["causes"]
         .as_array()
         .unwrap()
@@ -92,7 +105,14 @@ fn types_enums_and_required_fields() {
             "spec.size: Required value",
         ]
     );
-    let error = check_custom(&widget(), &schema, &object(json!({})), None).unwrap_err();
+    let error = check_custom(
+        &widget(),
+        &schema,
+        RuleTree::of(&schema).as_ref(),
+        &object(json!({})),
+        None,
+    )
+    .unwrap_err();
     assert_eq!(
         error.message,
         "Widget.example.com \"w\" is invalid: spec.size: Required value"
@@ -211,8 +231,14 @@ fn numbers_bounds_and_multiples() {
             "spec.tenth: Invalid value: 0.35: spec.tenth in body should be a multiple of 0.1",
         ]
     );
-    let error =
-        check_custom(&widget(), &schema, &object(json!({"bounded": 11})), None).unwrap_err();
+    let error = check_custom(
+        &widget(),
+        &schema,
+        RuleTree::of(&schema).as_ref(),
+        &object(json!({"bounded": 11})),
+        None,
+    )
+    .unwrap_err();
     assert_eq!(
         error.message,
         "Widget.example.com \"w\" is invalid: spec.bounded: Invalid value: 11: spec.bounded in body should be less than or equal to 10"
@@ -350,10 +376,23 @@ fn metadata_name_is_checked_and_never_required() {
     }});
     let named = |name: &str| json!({"metadata": {"name": name, "labels": {"a": "b"}}, "spec": {}});
     assert_eq!(
-        check_custom(&widget(), &schema, &named("abc"), None),
+        check_custom(
+            &widget(),
+            &schema,
+            RuleTree::of(&schema).as_ref(),
+            &named("abc"),
+            None
+        ),
         Ok(())
     );
-    let error = check_custom(&widget(), &schema, &named("abcd"), None).unwrap_err();
+    let error = check_custom(
+        &widget(),
+        &schema,
+        RuleTree::of(&schema).as_ref(),
+        &named("abcd"),
+        None,
+    )
+    .unwrap_err();
     assert_eq!(
         error.message,
         "Widget.example.com \"abcd\" is invalid: metadata.name: Too long: may not be more than 3 bytes"
@@ -361,6 +400,7 @@ fn metadata_name_is_checked_and_never_required() {
     let error = check_custom(
         &widget(),
         &schema,
+        RuleTree::of(&schema).as_ref(),
         &json!({"metadata": {"name": "a"}}),
         None,
     )
@@ -544,11 +584,11 @@ proptest! {
                 "oneOf": [{"minimum": 1}, {"maximum": 5}], "allOf": [{"minLength": 1}]}
         }});
         let schema = with_spec(every);
-        let _ = check_custom(&widget(), &schema, &object(spec.clone()), Some(&object(old)));
+        let _ = check_custom(&widget(), &schema, RuleTree::of(&schema).as_ref(), &object(spec.clone()), Some(&object(old)));
         // Ratcheting only ever drops failures: an update to the same object fails on no more
         // than its create does.
         let causes = |old: Option<&Value>| -> Vec<String> {
-            check_custom(&widget(), &schema, &object(spec.clone()), old)
+            check_custom(&widget(), &schema, RuleTree::of(&schema).as_ref(), &object(spec.clone()), old)
                 .err()
                 .map(|e| e.details.unwrap()["causes"].as_array().unwrap().iter()
                     .map(ToString::to_string).collect())

@@ -971,7 +971,13 @@ impl Writer<'_> {
                 // A create, update or patch pruned it already, with its report
                 // (`strict_fields`); the defaults again after the status rules.
                 watchkeeper_api::structural::prune_and_default(schema, &mut object);
-                watchkeeper_api::structural::check_custom(&resource.def, schema, &object, old)?;
+                watchkeeper_api::structural::check_custom(
+                    &resource.def,
+                    schema,
+                    custom.rules.as_ref(),
+                    &object,
+                    old,
+                )?;
             }
         }
         watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
