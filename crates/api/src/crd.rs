@@ -22,6 +22,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::cel_rules::RuleTree;
+use crate::discovery::compare_kube_versions;
 use crate::error::ApiError;
 use crate::field::Cause;
 use crate::resources::ResourceDef;
@@ -517,6 +518,10 @@ pub struct CustomResource {
     pub schema: Option<Value>,
     /// Where that schema's CEL rules are (`None`: it has none), found once for every write.
     pub rules: Option<RuleTree>,
+    /// The warning every request to this version gets when the version is `deprecated`: its
+    /// `deprecationWarning`, or kube's default (`example.com/v1alpha1 Widget is deprecated;
+    /// use example.com/v1 Widget`).
+    pub deprecation_warning: Option<String>,
     /// Whether that version has the `status` subresource.
     pub status: bool,
     /// That version's `subresources.scale` (`specReplicasPath`, `statusReplicasPath`,
@@ -654,6 +659,7 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
     );
     let schema = version.pointer("/schema/openAPIV3Schema").cloned();
     Some(CustomResource {
+        deprecation_warning: deprecation_warning(crd, version),
         def,
         rules: schema.as_ref().and_then(RuleTree::of),
         schema,
@@ -661,6 +667,39 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
         scale: version.pointer("/subresources/scale").cloned(),
         other_versions: Vec::new(),
     })
+}
+
+/// The warning requests to `version` of `crd` get (kube's `customresource_handler`): none
+/// unless the version is `deprecated`; its `deprecationWarning` if set (none if empty);
+/// otherwise `<group>/<version> <Kind> is deprecated`, with `; use <group>/<newer> <Kind>`
+/// naming the served, not deprecated version of highest priority above it, if any.
+fn deprecation_warning(crd: &Value, version: &Value) -> Option<String> {
+    if version.get("deprecated").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    if let Some(warning) = version.get("deprecationWarning").and_then(Value::as_str) {
+        return (!warning.is_empty()).then(|| warning.to_owned());
+    }
+    let group = str_at(crd, "/spec/group");
+    let kind = str_at(crd, "/spec/names/kind");
+    let name = str_at(version, "/name");
+    let mut warning = format!("{group}/{name} {kind} is deprecated");
+    let newer = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| {
+            v.get("served").and_then(Value::as_bool) == Some(true)
+                && v.get("deprecated").and_then(Value::as_bool) != Some(true)
+        })
+        .map(|v| str_at(v, "/name"))
+        .filter(|v| compare_kube_versions(name, v) == std::cmp::Ordering::Greater)
+        .min_by(|a, b| compare_kube_versions(a, b));
+    if let Some(newer) = newer {
+        warning.push_str(&format!("; use {group}/{newer} {kind}"));
+    }
+    Some(warning)
 }
 
 /// Applies kube-apiserver's `status` subresource rules to a write of an object whose CRD has
@@ -1007,6 +1046,41 @@ mod tests {
     /// Goal: what `--max-custom-resource-versions` counts of a CRD is exactly the number of
     /// resources [`served`] gives it: none unless established (and not deleting), its storage
     /// version, and its other served versions unless its conversion is `Webhook`.
+    #[test]
+    fn deprecated_versions_name_the_newest_served_one_above_them() {
+        let crd = |versions: Value| {
+            json!({"spec": {"group": "example.com", "names": {"kind": "Widget"},
+                "versions": versions}})
+        };
+        let version = |name: &str, served: bool, deprecated: bool| json!({"name": name, "served": served, "deprecated": deprecated});
+        let versions = json!([
+            version("v1alpha1", true, true),
+            version("v1beta1", true, false),
+            version("v1", true, false),
+            version("v2", false, false),
+            version("v3alpha1", true, false),
+        ]);
+        let warning = |at: usize| deprecation_warning(&crd(versions.clone()), &versions[at]);
+        assert_eq!(
+            warning(0).as_deref(),
+            Some("example.com/v1alpha1 Widget is deprecated; use example.com/v1 Widget")
+        );
+        assert_eq!(warning(1), None);
+        // Nothing newer served and not deprecated.
+        let alone = json!([version("v1", true, true), version("v1alpha1", true, false)]);
+        assert_eq!(
+            deprecation_warning(&crd(alone.clone()), &alone[0]).as_deref(),
+            Some("example.com/v1 Widget is deprecated")
+        );
+        let own = json!({"name": "v1", "deprecated": true, "deprecationWarning": "soon gone"});
+        assert_eq!(
+            deprecation_warning(&crd(json!([])), &own).as_deref(),
+            Some("soon gone")
+        );
+        let silent = json!({"name": "v1", "deprecated": true, "deprecationWarning": ""});
+        assert_eq!(deprecation_warning(&crd(json!([])), &silent), None);
+    }
+
     #[test]
     fn served_versions_counts_what_is_served() {
         let mut crd = widget();

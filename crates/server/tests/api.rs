@@ -2745,13 +2745,39 @@ async fn custom_resources_at_every_served_version() {
     let mut crd = widget_definition();
     crd["spec"]["versions"] = json!([
         {"name": "v1", "served": true, "storage": true, "schema": schema("size")},
-        {"name": "v1beta1", "served": true, "storage": false, "schema": schema("color")},
+        {"name": "v1beta1", "served": true, "storage": false, "schema": schema("color"),
+         "deprecated": true},
         {"name": "v1alpha1", "served": false, "storage": false, "schema": schema("size")}
     ]);
     let (status, created) = send_json(addr, "POST", crds, &crd).await;
     assert_eq!(status, 201, "{created}");
     let v1 = "/apis/example.com/v1/namespaces/default/widgets";
     let beta = "/apis/example.com/v1beta1/namespaces/default/widgets";
+    // A deprecated version warns every request, with kube's default text or the CRD's own.
+    let warning = |path: &'static str| async move {
+        let response =
+            watchkeeper_testkit::request(addr, "GET", path, &[("Accept", "application/json")], b"")
+                .await
+                .unwrap();
+        response.header("warning").map(str::to_owned)
+    };
+    assert_eq!(
+        warning(beta).await.as_deref(),
+        Some(r#"299 - "example.com/v1beta1 Widget is deprecated; use example.com/v1 Widget""#)
+    );
+    assert_eq!(warning(v1).await, None);
+    crd["spec"]["versions"][1]["deprecationWarning"] = json!("v1beta1 goes in 2027");
+    let (status, updated) = send_json(addr, "PUT", &format!("{crds}/widgets.example.com"), &{
+        let mut crd = crd.clone();
+        crd["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+        crd
+    })
+    .await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(
+        warning(beta).await.as_deref(),
+        Some(r#"299 - "v1beta1 goes in 2027""#)
+    );
     for (version, served) in [("v1", 200), ("v1beta1", 200), ("v1alpha1", 404)] {
         let (status, list) = get_json(addr, &format!("/apis/example.com/{version}")).await;
         assert_eq!(status, served, "{version}: {list}");

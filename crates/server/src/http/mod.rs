@@ -472,7 +472,16 @@ async fn resource_request(
         return not_found();
     };
     let (verb, result) = serve_resource(app, context, &resource, target).await;
-    let response = result.unwrap_or_else(|error| error_response(&error));
+    let mut response = result.unwrap_or_else(|error| error_response(&error));
+    // Every request to a deprecated custom resource version is warned, as kube warns it.
+    if let Some(custom) = resource.custom()
+        && let Some(warning) = &custom.deprecation_warning
+        && let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - {warning:?}"))
+    {
+        response
+            .headers_mut()
+            .append(axum::http::header::WARNING, value);
+    }
     // Objects, lists and Status errors in protobuf when the client negotiated it.
     let response = to_protobuf(
         negotiated(&context.headers, Some(&resource.def)).ok(),
