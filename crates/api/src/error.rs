@@ -186,6 +186,24 @@ impl ApiError {
         ApiError::invalid_in(&def.group, &def.kind, name, causes)
     }
 
+    /// 422 of an update (PUT) without `metadata.resourceVersion` to a kind whose strategy
+    /// does not allow unconditional updates (custom resources, CRDs), as kube's generic store
+    /// refuses it, naming the resource where the kind goes: `widgets.example.com "w" is
+    /// invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update`.
+    #[must_use]
+    pub fn unconditional_update(def: &ResourceDef, name: &str) -> ApiError {
+        ApiError::invalid_in(
+            &def.group,
+            &def.plural,
+            name,
+            vec![(
+                "metadata.resourceVersion".to_owned(),
+                "Invalid value: 0x0: must be specified for an update".to_owned(),
+                "FieldValueInvalid".to_owned(),
+            )],
+        )
+    }
+
     /// 422 Invalid without a kind or name, as kube-apiserver's patch handler builds it
     /// (`NewInvalid(schema.GroupKind{}, "", ...)`): the message starts ` "" is invalid: ` and
     /// the details carry only the causes.

@@ -2801,6 +2801,29 @@ async fn custom_resources_at_every_served_version() {
         written["spec"]["color"], "blue",
         "v1beta1's schema's default"
     );
+    // A custom resource, as a CRD, is replaced only at the version it replaces (kube's
+    // strategies allow no unconditional update of them).
+    let (status, refused) = send_json(
+        addr,
+        "PUT",
+        &format!("{v1}/w"),
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "w"}, "spec": {"size": 9}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "widgets.example.com \"w\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    assert_eq!(refused["details"]["kind"], "widgets");
+    let (status, refused) =
+        send_json(addr, "PUT", &format!("{crds}/widgets.example.com"), &crd).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "customresourcedefinitions.apiextensions.k8s.io \"widgets.example.com\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
     let (_, stored) = get_json(addr, &format!("{v1}/w")).await;
     assert_eq!(stored["apiVersion"], "example.com/v1");
     assert_eq!(stored["spec"], json!({"size": 3, "color": "blue"}));

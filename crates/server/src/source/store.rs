@@ -1898,7 +1898,15 @@ impl Writer<'_> {
                 )));
             }
         };
+        // Custom resources and CRDs need the version they replace (kube's strategies do not
+        // allow unconditional updates of them); others may leave it out.
+        let conditional_only = resource.custom().is_some()
+            || (resource.def.group == "apiextensions.k8s.io"
+                && resource.def.plural == "customresourcedefinitions");
         self.guaranteed_update(resource, namespace, name, precondition, |_current| {
+            if precondition.is_none() && conditional_only {
+                return Err(ApiError::unconditional_update(&resource.def, name));
+            }
             let mut new = body.clone();
             self.checked_fields(resource, &mut new, raw)?;
             if new.pointer("/metadata/name").is_none()
