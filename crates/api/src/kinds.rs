@@ -238,6 +238,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         return Ok(());
     }
     let mut causes = Vec::new();
+    workloads::validate(def, object, old, &mut causes);
     match (def.group.as_str(), def.kind.as_str()) {
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
@@ -1809,6 +1810,8 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
         ));
     }
 }
+
+pub mod workloads;
 
 #[cfg(test)]
 mod tests;

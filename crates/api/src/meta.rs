@@ -317,6 +317,7 @@ pub fn prepare_create(
     }
     object.insert("metadata".into(), Value::Object(meta));
     let mut object = Value::Object(object);
+    crate::kinds::workloads::convert(def, &mut object);
     crate::defaults::apply_defaults(def, &mut object);
     crate::defaults::create_status(def, &mut object);
     if crate::crd::is_crd(def) {
@@ -329,13 +330,7 @@ pub fn prepare_create(
 
 /// Kubernetes' namespace strategy: phase Active and the immutable name label.
 fn namespace_defaults(object: &mut Map<String, Value>, meta: &mut Map<String, Value>, name: &str) {
-    let labels = meta
-        .entry("labels")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !labels.is_object() {
-        *labels = Value::Object(Map::new());
-    }
-    labels["kubernetes.io/metadata.name"] = Value::String(name.to_owned());
+    namespace_label(meta, name);
     let status = object
         .entry("status")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -344,6 +339,17 @@ fn namespace_defaults(object: &mut Map<String, Value>, meta: &mut Map<String, Va
     {
         status.insert("phase".into(), Value::String("Active".into()));
     }
+}
+
+/// A namespace's `kubernetes.io/metadata.name` label: its name, whatever the client sent.
+fn namespace_label(meta: &mut Map<String, Value>, name: &str) {
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    labels["kubernetes.io/metadata.name"] = Value::String(name.to_owned());
 }
 
 fn immutable(field: &str, value: &str) -> Cause {
@@ -467,7 +473,12 @@ fn prepare_checked_update(
     meta.remove("managedFields");
     meta.remove("selfLink");
 
+    if def.group.is_empty() && def.plural == "namespaces" {
+        // kube's `SetDefaults_Namespace` sets the name label on every write.
+        namespace_label(&mut meta, &old_name);
+    }
     let mut defaulted = Value::Object(object);
+    crate::kinds::workloads::convert(def, &mut defaulted);
     crate::defaults::apply_defaults(def, &mut defaulted);
     if crate::crd::is_crd(def) {
         crate::crd::apply_defaults(&mut defaulted);

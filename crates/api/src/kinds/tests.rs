@@ -600,3 +600,183 @@ fn scheduling_gates_may_only_be_removed() {
         Err("Pod \"p\" is invalid: spec.schedulingGates[0].name: Forbidden: only deletion is allowed, but found new scheduling gate 'x'".to_owned())
     );
 }
+
+fn causes(group: &str, plural: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
+    match validate(&def(group, plural), object, old) {
+        Ok(()) => Vec::new(),
+        Err(err) => err.details.as_ref().unwrap()["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {}",
+                    c["field"].as_str().unwrap(),
+                    c["message"].as_str().unwrap()
+                )
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_secret_s_string_data_is_written_into_its_data_and_never_kept() {
+    let mut secret = json!({"metadata": {"name": "s"}, "data": {"u": "eA==", "keep": "eQ=="},
+        "stringData": {"u": "hunter2", "p": "ü"}});
+    workloads::convert(&def("", "secrets"), &mut secret);
+    assert_eq!(
+        secret,
+        json!({"metadata": {"name": "s"}, "data": {"u": "aHVudGVyMg==", "keep": "eQ==",
+            "p": "w7w="}})
+    );
+    let mut only = json!({"stringData": {"a": "b"}});
+    workloads::convert(&def("", "secrets"), &mut only);
+    assert_eq!(only, json!({"data": {"a": "Yg=="}}));
+    // Other kinds keep a field of that name.
+    let mut map = json!({"stringData": {"a": "b"}});
+    workloads::convert(&def("", "configmaps"), &mut map);
+    assert_eq!(map, json!({"stringData": {"a": "b"}}));
+}
+
+#[test]
+fn config_maps_and_secrets_keys_and_immutability_as_kube() {
+    let cm = json!({"metadata": {"name": "c"}, "data": {"bad key": "x", "ok": "y", "..x": "z"},
+        "binaryData": {"ok": "eg=="}});
+    assert_eq!(
+        causes("", "configmaps", &cm, None),
+        [
+            "data[..x]: Invalid value: \"..x\": must not start with '..'",
+            "data[bad key]: Invalid value: \"bad key\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+            "data[ok]: Invalid value: \"ok\": duplicate of key present in binaryData",
+        ]
+    );
+    let old = json!({"metadata": {"name": "c"}, "data": {"a": "b"}, "immutable": true});
+    assert!(causes("", "configmaps", &old, Some(&old)).is_empty());
+    let changed = json!({"metadata": {"name": "c"}, "data": {"a": "c"}, "immutable": false});
+    assert_eq!(
+        causes("", "configmaps", &changed, Some(&old)),
+        [
+            "immutable: Forbidden: field is immutable when `immutable` is set",
+            "data: Forbidden: field is immutable when `immutable` is set",
+        ]
+    );
+    // Not immutable before: anything goes, including becoming immutable.
+    let mutable = json!({"metadata": {"name": "c"}, "data": {"a": "b"}});
+    assert!(causes("", "configmaps", &changed, Some(&mutable)).is_empty());
+
+    let tls =
+        json!({"metadata": {"name": "t"}, "type": "kubernetes.io/tls", "data": {"tls.crt": ""}});
+    assert_eq!(
+        causes("", "secrets", &tls, None),
+        ["data[tls.key]: Required value"]
+    );
+    let opaque = json!({"metadata": {"name": "t"}, "type": "Opaque", "data": {"tls.crt": ""}});
+    assert_eq!(
+        causes("", "secrets", &opaque, Some(&tls)),
+        ["type: Invalid value: \"Opaque\": field is immutable"]
+    );
+    let auth = json!({"metadata": {"name": "a"}, "type": "kubernetes.io/basic-auth"});
+    assert_eq!(
+        causes("", "secrets", &auth, None),
+        [
+            "data[username]: Required value",
+            "data[password]: Required value"
+        ]
+    );
+}
+
+#[test]
+fn workloads_select_their_templates_and_keep_their_selectors() {
+    let deployment = |selector: Value, labels: Value, replicas: i64| {
+        json!({"metadata": {"name": "d"}, "spec": {"replicas": replicas, "selector": selector,
+            "template": {"metadata": {"labels": labels}, "spec": {"restartPolicy": "Always",
+                "containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    let good = deployment(
+        json!({"matchLabels": {"app": "web"}}),
+        json!({"app": "web", "x": "y"}),
+        1,
+    );
+    assert!(causes("apps", "deployments", &good, None).is_empty());
+    let expressions = deployment(
+        json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]},
+            {"key": "gone", "operator": "DoesNotExist"}]}),
+        json!({"app": "api"}),
+        0,
+    );
+    assert!(causes("apps", "deployments", &expressions, None).is_empty());
+    let mismatched = deployment(json!({"matchLabels": {"a": "b"}}), json!({"a": "c"}), -3);
+    assert_eq!(
+        causes("apps", "deployments", &mismatched, None),
+        [
+            "spec.replicas: Invalid value: -3: must be greater than or equal to 0",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"a\":\"c\"}: `selector` does not match template `labels`",
+        ]
+    );
+    let empty = deployment(json!({}), json!({"a": "c"}), 1);
+    assert_eq!(
+        causes("apps", "statefulsets", &empty, None),
+        [
+            "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: empty selector is invalid for statefulset"
+        ]
+    );
+    let mut none = good.clone();
+    none["spec"].as_object_mut().unwrap().remove("selector");
+    assert_eq!(
+        causes("apps", "replicasets", &none, None),
+        ["spec.selector: Required value"]
+    );
+    let moved = deployment(
+        json!({"matchLabels": {"app": "web2"}}),
+        json!({"app": "web2"}),
+        1,
+    );
+    assert_eq!(
+        causes("apps", "deployments", &moved, Some(&good)),
+        [
+            "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"web2\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable"
+        ]
+    );
+    let mut restarting = good.clone();
+    restarting["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+    assert_eq!(
+        causes("apps", "daemonsets", &restarting, None),
+        [
+            "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""
+        ]
+    );
+}
+
+#[test]
+fn pods_and_jobs_need_their_containers_and_restart_policies() {
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+    assert_eq!(
+        causes("", "pods", &pod, None),
+        ["spec.containers: Required value"]
+    );
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "a"}, {"name": "a", "image": "x", "ports": [{"containerPort": 70000}]},
+        {"name": "B", "image": "x"}]}});
+    assert_eq!(
+        causes("", "pods", &pod, None),
+        [
+            "spec.containers[0].image: Required value",
+            "spec.containers[1].name: Duplicate value: \"a\"",
+            "spec.containers[1].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            "spec.containers[2].name: Invalid value: \"B\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        ]
+    );
+    let job = defaulted(
+        "batch",
+        "jobs",
+        json!({"metadata": {"name": "j"}, "spec": {"parallelism": -1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox"}]}}}}),
+    );
+    assert_eq!(
+        causes("batch", "jobs", &job, None),
+        [
+            "spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
+            "spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+        ]
+    );
+}

@@ -1,0 +1,494 @@
+//! The core and workload kinds' rules users meet first, as kube-apiserver's
+//! `pkg/apis/{core,apps,batch}/validation` and the v1 conversions apply them: ConfigMaps,
+//! Secrets, Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers
+//! and Jobs.
+//!
+//! ## Guarantees
+//! - Conversion ([`convert`]): a Secret's `stringData` is write-only, as in kube's v1
+//!   conversion: each of its keys overwrites `data`'s with the base64 of its value, and it is
+//!   never stored. (A Namespace's `kubernetes.io/metadata.name` label is reset to its name on
+//!   every write by `meta`, as kube's `SetDefaults_Namespace`.)
+//! - Validation ([`validate`]), with kube's paths and wording:
+//!   - ConfigMap and Secret keys are config keys (`data[bad key]: Invalid value: "bad key": a
+//!     valid config key must consist of ...`); a ConfigMap key is in `data` or `binaryData`, not
+//!     both; a Secret of a known `type` has the keys its type needs (`kubernetes.io/tls`:
+//!     `tls.crt`, `tls.key`; `kubernetes.io/basic-auth`, `kubernetes.io/ssh-auth`, the docker
+//!     configs, `kubernetes.io/service-account-token`'s annotation); once `immutable` is true,
+//!     `immutable`, `data` and `binaryData` do not change (`data: Forbidden: field is immutable
+//!     when `immutable` is set`), and a Secret's `type` never changes.
+//!   - Pod specs (pods and every template): at least one container; containers and init
+//!     containers named with DNS labels, unique; ports between 1 and 65535; a Pod's containers
+//!     have an image (a template's may leave it to admission).
+//!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
+//!     `backoffLimit` are not negative; Deployments, ReplicaSets, StatefulSets and DaemonSets
+//!     have a selector that is not empty, matches their template's labels (`spec.template.
+//!     metadata.labels: Invalid value: map[string]string{"a":"c"}: `selector` does not match
+//!     template `labels``) and never changes (`field is immutable`, printed as Go's `%#v` of
+//!     the selector); their pods restart `Always`; a Job's `OnFailure` or `Never`.
+//! - Not checked (kube checks them): resource quantities, probes, volumes and their mounts,
+//!   environment variables, security contexts, affinity, tolerations, label selector syntax,
+//!   update strategies, a Job's selector (kube generates it) and most of a Pod spec's fields.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required};
+use crate::names::validate_dns1123_label;
+use crate::resources::ResourceDef;
+
+/// kube's `validation.IsConfigMapKey` message.
+const CONFIG_KEY_MESSAGE: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// kube's detail for a field an immutable ConfigMap or Secret may not change.
+const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
+
+/// Applies the v1 conversions that rewrite fields (a Secret's `stringData`, see the module's
+/// guarantees) to a created or updated object of `def`'s kind, before its defaults.
+pub fn convert(def: &ResourceDef, object: &mut Value) {
+    if def.group.is_empty() && def.kind == "Secret" {
+        string_data(object);
+    }
+}
+
+/// kube's `Convert_v1_Secret_To_core_Secret`: `stringData` overwrites `data`, and goes.
+fn string_data(object: &mut Value) {
+    let Some(secret) = object.as_object_mut() else {
+        return;
+    };
+    let Some(strings) = secret.remove("stringData") else {
+        return;
+    };
+    let Value::Object(strings) = strings else {
+        return;
+    };
+    if strings.is_empty() {
+        return;
+    }
+    let data = secret
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Value::Object(data) = data {
+        for (key, value) in strings {
+            let text = match value {
+                Value::String(text) => text,
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+            data.insert(key, Value::String(encoded));
+        }
+    }
+}
+
+/// The causes of `object` (and of its change from `old`) under the rules of the module, for
+/// the kinds it covers.
+pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "ConfigMap") => config_map(object, old, causes),
+        ("", "Secret") => secret(object, old, causes),
+        ("", "Pod") => pod_spec(object.get("spec"), "spec", true, causes),
+        ("", "PodTemplate") => pod_spec(
+            object.pointer("/template/spec"),
+            "template.spec",
+            false,
+            causes,
+        ),
+        ("", "ReplicationController") => {
+            nonnegative(object, "replicas", causes);
+            nonnegative(object, "minReadySeconds", causes);
+            template(object, "spec.template", &["Always"], causes);
+        }
+        ("apps", kind @ ("Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")) => {
+            if kind != "DaemonSet" {
+                nonnegative(object, "replicas", causes);
+            }
+            nonnegative(object, "minReadySeconds", causes);
+            selected(object, kind, causes);
+            template(object, "spec.template", &["Always"], causes);
+            if let Some(old) = old {
+                let (now, before) = (
+                    object.pointer("/spec/selector"),
+                    old.pointer("/spec/selector"),
+                );
+                if now != before {
+                    causes.push(invalid(
+                        "spec.selector",
+                        &go_selector(now),
+                        "field is immutable",
+                    ));
+                }
+            }
+        }
+        ("batch", "Job") => {
+            for field in ["parallelism", "completions", "backoffLimit"] {
+                nonnegative(object, field, causes);
+            }
+            template(object, "spec.template", &["OnFailure", "Never"], causes);
+        }
+        _ => {}
+    }
+}
+
+/// `spec.<field>` of `object` must not be negative (`ValidateNonnegativeField`).
+fn nonnegative(object: &Value, field: &str, causes: &mut Vec<Cause>) {
+    if let Some(value) = object
+        .pointer(&format!("/spec/{field}"))
+        .and_then(Value::as_i64)
+        .filter(|value| *value < 0)
+    {
+        causes.push(invalid(
+            &format!("spec.{field}"),
+            &value.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+/// A workload's pod template at `path`: its spec, and the restart policies it may have.
+fn template(object: &Value, path: &str, restart: &[&str], causes: &mut Vec<Cause>) {
+    let pointer = format!("/{}", path.replace('.', "/"));
+    let Some(template) = object.pointer(&pointer).filter(|t| !t.is_null()) else {
+        causes.push(required(path, ""));
+        return;
+    };
+    pod_spec(template.get("spec"), &format!("{path}.spec"), false, causes);
+    let policy = template
+        .pointer("/spec/restartPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !restart.contains(&policy) {
+        causes.push(not_supported(
+            &format!("{path}.spec.restartPolicy"),
+            &go_quote(policy),
+            restart,
+        ));
+    }
+}
+
+/// A selector that exists, is not empty and matches the template's labels.
+fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
+    let selector = object.pointer("/spec/selector").filter(|s| !s.is_null());
+    let Some(selector) = selector else {
+        causes.push(required("spec.selector", ""));
+        return;
+    };
+    let count = |key: &str| {
+        selector.get(key).map_or(0, |v| {
+            v.as_object().map_or(0, Map::len) + v.as_array().map_or(0, Vec::len)
+        })
+    };
+    if count("matchLabels") + count("matchExpressions") == 0 {
+        // kube's ReplicaSet validation says "deployment" too.
+        let what = match kind {
+            "StatefulSet" => "statefulset",
+            "DaemonSet" => "daemonset",
+            _ => "deployment",
+        };
+        causes.push(invalid(
+            "spec.selector",
+            &go_selector(Some(selector)),
+            &format!("empty selector is invalid for {what}"),
+        ));
+        return;
+    }
+    let labels = object.pointer("/spec/template/metadata/labels");
+    if matches(selector, labels) == Some(false) {
+        causes.push(invalid(
+            "spec.template.metadata.labels",
+            &go_string_map(labels),
+            "`selector` does not match template `labels`",
+        ));
+    }
+}
+
+/// Whether a label selector matches `labels`; `None` when the selector cannot be read (an
+/// unknown operator: kube's "invalid label selector", not checked here).
+fn matches(selector: &Value, labels: Option<&Value>) -> Option<bool> {
+    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+    if let Some(wanted) = selector.get("matchLabels").and_then(Value::as_object) {
+        for (key, value) in wanted {
+            if label(key) != value.as_str() {
+                return Some(false);
+            }
+        }
+    }
+    for requirement in selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
+        let values: Vec<&str> = requirement
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let found = label(key);
+        let holds = match requirement.get("operator").and_then(Value::as_str)? {
+            "In" => found.is_some_and(|v| values.contains(&v)),
+            "NotIn" => !found.is_some_and(|v| values.contains(&v)),
+            "Exists" => found.is_some(),
+            "DoesNotExist" => found.is_none(),
+            _ => return None,
+        };
+        if !holds {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+/// A `map[string]string` as Go's `%#v` prints it (`map[string]string{"a":"b"}`, keys sorted;
+/// `map[string]string(nil)` when absent).
+fn go_string_map(map: Option<&Value>) -> String {
+    let Some(map) = map.and_then(Value::as_object) else {
+        return "map[string]string(nil)".to_owned();
+    };
+    let sorted: BTreeMap<&String, &Value> = map.iter().collect();
+    let pairs: Vec<String> = sorted
+        .into_iter()
+        .map(|(k, v)| format!("{}:{}", go_quote(k), go_quote(v.as_str().unwrap_or(""))))
+        .collect();
+    format!("map[string]string{{{}}}", pairs.join(", "))
+}
+
+/// A label selector as Go's `%#v` prints kube's `v1.LabelSelector`.
+fn go_selector(selector: Option<&Value>) -> String {
+    let Some(selector) = selector.filter(|s| !s.is_null()) else {
+        return "null".to_owned();
+    };
+    let expressions = match selector.get("matchExpressions").and_then(Value::as_array) {
+        None => "[]v1.LabelSelectorRequirement(nil)".to_owned(),
+        Some(items) => {
+            let printed: Vec<String> = items
+                .iter()
+                .map(|r| {
+                    let text = |k: &str| go_quote(r.get(k).and_then(Value::as_str).unwrap_or(""));
+                    let values = match r.get("values").and_then(Value::as_array) {
+                        None => "[]string(nil)".to_owned(),
+                        Some(values) => {
+                            let quoted: Vec<String> = values
+                                .iter()
+                                .map(|v| go_quote(v.as_str().unwrap_or("")))
+                                .collect();
+                            format!("[]string{{{}}}", quoted.join(", "))
+                        }
+                    };
+                    format!(
+                        "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{values}}}",
+                        text("key"),
+                        text("operator")
+                    )
+                })
+                .collect();
+            format!("[]v1.LabelSelectorRequirement{{{}}}", printed.join(", "))
+        }
+    };
+    format!(
+        "v1.LabelSelector{{MatchLabels:{}, MatchExpressions:{expressions}}}",
+        go_string_map(selector.get("matchLabels"))
+    )
+}
+
+/// The parts of a pod spec at `path` the module checks; `pod` for a Pod's own spec (images
+/// required).
+fn pod_spec(spec: Option<&Value>, path: &str, pod: bool, causes: &mut Vec<Cause>) {
+    let empty = Vec::new();
+    let list = |key: &str| {
+        spec.and_then(|s| s.get(key))
+            .and_then(Value::as_array)
+            .unwrap_or(&empty)
+    };
+    let containers = list("containers");
+    if containers.is_empty() {
+        causes.push(required(&format!("{path}.containers"), ""));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (key, all) in [
+        ("initContainers", list("initContainers")),
+        ("containers", containers),
+    ] {
+        for (index, container) in all.iter().enumerate() {
+            let at = format!("{path}.{key}[{index}]");
+            let name = container.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty() {
+                causes.push(required(&format!("{at}.name"), ""));
+            } else if let Err(message) = validate_dns1123_label(name) {
+                causes.push(invalid(&format!("{at}.name"), &go_quote(name), &message));
+            } else if names.contains(&name) {
+                causes.push(crate::field::duplicate(
+                    &format!("{at}.name"),
+                    &go_quote(name),
+                ));
+            } else {
+                names.push(name);
+            }
+            let image = container.get("image").and_then(Value::as_str).unwrap_or("");
+            if pod && image.is_empty() {
+                causes.push(required(&format!("{at}.image"), ""));
+            }
+            for (p, port) in container
+                .get("ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let field = format!("{at}.ports[{p}].containerPort");
+                match port.get("containerPort").and_then(Value::as_i64) {
+                    None | Some(0) => causes.push(required(&field, "")),
+                    Some(number) if !(1..=65535).contains(&number) => causes.push(invalid(
+                        &field,
+                        &number.to_string(),
+                        "must be between 1 and 65535, inclusive",
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// `ValidateConfigMap` and `ValidateConfigMapUpdate`.
+fn config_map(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let data = object.get("data").and_then(Value::as_object);
+    let binary = object.get("binaryData").and_then(Value::as_object);
+    for (bag, keys) in [("data", data), ("binaryData", binary)] {
+        let mut keys: Vec<&String> = keys.into_iter().flat_map(Map::keys).collect();
+        keys.sort();
+        for key in keys {
+            config_key(&format!("{bag}[{key}]"), key, causes);
+            if bag == "data" && binary.is_some_and(|b| b.contains_key(key)) {
+                causes.push(invalid(
+                    &format!("data[{key}]"),
+                    &go_quote(key),
+                    "duplicate of key present in binaryData",
+                ));
+            }
+        }
+    }
+    immutable_contents(object, old, &["data", "binaryData"], causes);
+}
+
+/// `ValidateSecret` and `ValidateSecretUpdate`.
+fn secret(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let data = object.get("data").and_then(Value::as_object);
+    let mut keys: Vec<&String> = data.into_iter().flat_map(Map::keys).collect();
+    keys.sort();
+    for key in keys {
+        config_key(&format!("data[{key}]"), key, causes);
+    }
+    let has = |key: &str| data.is_some_and(|d| d.contains_key(key));
+    let secret_type = object.get("type").and_then(Value::as_str).unwrap_or("");
+    match secret_type {
+        "kubernetes.io/service-account-token" => {
+            let named = object
+                .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            if !named {
+                causes.push(required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                    "",
+                ));
+            }
+        }
+        "kubernetes.io/dockercfg" | "kubernetes.io/dockerconfigjson" => {
+            let key = if secret_type.ends_with("json") {
+                ".dockerconfigjson"
+            } else {
+                ".dockercfg"
+            };
+            if !has(key) {
+                causes.push(required(&format!("data[{key}]"), ""));
+            }
+        }
+        "kubernetes.io/basic-auth" => {
+            if !has("username") && !has("password") {
+                causes.push(required("data[username]", ""));
+                causes.push(required("data[password]", ""));
+            }
+        }
+        "kubernetes.io/ssh-auth" => {
+            let key = data
+                .and_then(|d| d.get("ssh-privatekey"))
+                .and_then(Value::as_str);
+            if key.is_none_or(str::is_empty) {
+                causes.push(required("data[ssh-privatekey]", ""));
+            }
+        }
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !has(key) {
+                    causes.push(required(&format!("data[{key}]"), ""));
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(old) = old {
+        let old_type = old.get("type").and_then(Value::as_str).unwrap_or("");
+        if old_type != secret_type {
+            causes.push(invalid(
+                "type",
+                &go_quote(secret_type),
+                "field is immutable",
+            ));
+        }
+    }
+    immutable_contents(object, old, &["data"], causes);
+}
+
+/// A ConfigMap's or Secret's contents once the stored object is `immutable`.
+fn immutable_contents(
+    object: &Value,
+    old: Option<&Value>,
+    fields: &[&str],
+    causes: &mut Vec<Cause>,
+) {
+    let Some(old) = old else { return };
+    let immutable = |o: &Value| o.get("immutable").and_then(Value::as_bool) == Some(true);
+    if !immutable(old) {
+        return;
+    }
+    if !immutable(object) {
+        causes.push(forbidden("immutable", IMMUTABLE_SET));
+    }
+    let field = |o: &Value, key: &str| o.get(key).filter(|v| !v.is_null()).cloned();
+    for key in fields {
+        if field(object, key) != field(old, key) {
+            causes.push(forbidden(key, IMMUTABLE_SET));
+        }
+    }
+}
+
+/// `validation.IsConfigMapKey`, each problem a cause at `path`.
+fn config_key(path: &str, key: &str, causes: &mut Vec<Cause>) {
+    let quoted = go_quote(key);
+    if key.len() > 253 {
+        causes.push(invalid(
+            path,
+            &quoted,
+            "must be no more than 253 characters",
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if key.is_empty() || !key.chars().all(allowed) {
+        causes.push(invalid(path, &quoted, CONFIG_KEY_MESSAGE));
+    }
+    if key == "." {
+        causes.push(invalid(path, &quoted, "must not be '.'"));
+    } else if key == ".." {
+        causes.push(invalid(path, &quoted, "must not be '..'"));
+    } else if key.starts_with("..") {
+        causes.push(invalid(path, &quoted, "must not start with '..'"));
+    }
+}
