@@ -411,11 +411,9 @@ fn secret(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
                 causes.push(required(&format!("data[{key}]"), ""));
             }
         }
-        "kubernetes.io/basic-auth" => {
-            if !has("username") && !has("password") {
-                causes.push(required("data[username]", ""));
-                causes.push(required("data[password]", ""));
-            }
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            causes.push(required("data[username]", ""));
+            causes.push(required("data[password]", ""));
         }
         "kubernetes.io/ssh-auth" => {
             let key = data
