@@ -4449,3 +4449,31 @@ async fn custom_resource_rules_are_evaluated_as_kube_apiserver_evaluates_them() 
     let patched = merge_patch(addr, &path, r#"{"spec":{"replicas":3}}"#).await;
     assert_eq!(patched["spec"]["replicas"], 3, "{patched}");
 }
+
+/// Goal: a create naming a resource version is refused as kube's store refuses it (500 with
+/// the store's plain error, no reason), a dry run and version "0" are not, and nothing is
+/// stored.
+#[tokio::test]
+async fn a_create_naming_a_resource_version_is_refused_as_kube_refuses_it() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let map = |name: &str, rv: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "resourceVersion": rv}})
+    };
+    let (status, refused) = send_json(addr, "POST", path, &map("a", "5")).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "resourceVersion should not be set on objects to be created"
+    );
+    assert!(refused.get("reason").is_none(), "{refused}");
+    assert_eq!(get_json(addr, &format!("{path}/a")).await.0, 404);
+    let (status, dry) =
+        send_json(addr, "POST", &format!("{path}?dryRun=All"), &map("a", "5")).await;
+    assert_eq!(status, 201, "{dry}");
+    let (status, created) = send_json(addr, "POST", path, &map("b", "0")).await;
+    assert_eq!(status, 201, "{created}");
+    server.shutdown().await;
+}

@@ -839,9 +839,23 @@ impl Writer<'_> {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        // kube's store refuses a create that names a resource version (a number but 0; a
+        // dry run never reaches the store), after validation and admission, as a plain error.
+        let versioned = body
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv != 0);
         let context = self.create_context(resource, namespace, &name).await?;
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit_created(resource, namespace, object).await?;
+        if versioned && !self.dry_run {
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
         let custom = resource.custom();
         let managers = apply::update(
             &resource.def,
