@@ -221,10 +221,10 @@ pub fn apply_patch_with_limits(
         }
         PatchType::StrategicMerge => {
             if !def.is_builtin() {
-                return Err(ApiError::unsupported_media_type(format!(
-                    "strategic merge patch is not supported for custom resources ({}); use application/merge-patch+json or application/json-patch+json",
-                    def.qualified_resource()
-                )));
+                // kube's patch handler offers custom resources no strategic merge patch.
+                return Err(ApiError::unsupported_media_type(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                ));
             }
             let patch = decode(patch, "strategic merge patch")?;
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
@@ -1183,6 +1183,10 @@ mod tests {
         crd.group = "example.com".into();
         let err = apply_patch(&crd, PatchType::StrategicMerge, &pod(), b"{}").unwrap_err();
         assert_eq!(err.code, 415);
+        assert_eq!(
+            err.message,
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+        );
         let err = apply("pods", PatchType::Apply, &pod(), &json!({})).unwrap_err();
         assert_eq!(err.code, 415);
         assert!(err.message.contains("server-side apply"));
