@@ -6,8 +6,8 @@
 //!   Service the user edited stays as edited.
 //! - The objects are those of kube-apiserver's own start-up, with its names, labels and
 //!   annotations:
-//!   - the namespaces `default`, `kube-system` and `kube-public` (its system-namespaces
-//!     controller);
+//!   - the namespaces `default`, `kube-system`, `kube-public` and `kube-node-lease` (its
+//!     system-namespaces controller);
 //!   - the `default/kubernetes` Service (ClusterIP the first address of
 //!     `--service-cluster-ip-range`, port `https` 443 to the server's port), with its
 //!     Endpoints and EndpointSlice naming the server's address (its kubernetes-service
@@ -84,7 +84,7 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
             "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
         })
     };
-    let mut seeds: Vec<Seed> = ["default", "kube-system", "kube-public"]
+    let mut seeds: Vec<Seed> = ["default", "kube-system", "kube-public", "kube-node-lease"]
         .into_iter()
         .map(|name| Seed {
             plural: "namespaces",
@@ -102,7 +102,7 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
     // Their `default` ServiceAccounts (kube's serviceaccounts controller gives every active
     // namespace one; seeded here so a start writes nothing behind its readiness).
     seeds.extend(
-        ["default", "kube-system", "kube-public"].map(|namespace| Seed {
+        ["default", "kube-system", "kube-public", "kube-node-lease"].map(|namespace| Seed {
             plural: "serviceaccounts",
             group: "",
             namespace,

@@ -70,7 +70,7 @@ async fn discovery_and_tables(k: &Kubectl) {
     assert!(out.starts_with("NAME"), "{out}");
     assert!(out.lines().next().unwrap().contains("STATUS"), "{out}");
     let names = names(&out);
-    for ns in ["default", "kube-system", "kube-public"] {
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         assert!(names.iter().any(|n| n == ns), "{ns} missing from:\n{out}");
     }
     // kubectl asks for aggregated discovery (apidiscovery.k8s.io/v2) first.
