@@ -239,6 +239,12 @@ pub fn version_info() -> Value {
     json!({
         "major": "1",
         "minor": KUBERNETES_MINOR,
+        // Since 1.33 (compatibility versions): the version emulated, and the oldest one
+        // whose control plane this one can work with (one minor below).
+        "emulationMajor": "1",
+        "emulationMinor": KUBERNETES_MINOR,
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": (KUBERNETES_MINOR.parse::<u32>().unwrap_or(1) - 1).to_string(),
         "gitVersion": format!("v1.{KUBERNETES_MINOR}.0-watchkeeper"),
         "gitCommit": "",
         "gitTreeState": "clean",
@@ -693,6 +699,8 @@ mod tests {
         assert_eq!(version["major"], "1");
         assert_eq!(version["minor"], "33");
         assert_eq!(version["gitVersion"], "v1.33.0-watchkeeper");
+        assert_eq!(version["emulationMinor"], "33");
+        assert_eq!(version["minCompatibilityMinor"], "32");
         for key in [
             "gitCommit",
             "gitTreeState",
