@@ -10,9 +10,12 @@
 //!   [`crate::defaults::DEFAULTS`]. Like every default, they only fill what is absent.
 //! - The `status` subresource's rules ([`has_status_rules`]): VolumeAttachments,
 //!   ValidatingAdmissionPolicies, FlowSchemas and PriorityLevelConfigurations are created without
-//!   a status, keep their stored status on writes to the main endpoint and keep everything but
-//!   the status on writes to `/status` (kube's strategies' `PrepareForCreate` /
-//!   `PrepareForUpdate`).
+//!   a status, and Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
+//!   ReplicationControllers, PodDisruptionBudgets and Ingresses with their empty one
+//!   ([`created_status`]); all keep their stored status on writes to the main endpoint and keep
+//!   everything but the status on writes to `/status` (kube's strategies' `PrepareForCreate` /
+//!   `PrepareForUpdate`). (Pods, Services, Nodes and Namespaces keep a status the client sends:
+//!   this server has no kubelet or controllers to set it.)
 //! - Validation ([`validate`]) is the cheap, common part of kube's `validation` packages for
 //!   these kinds, with kube's paths and wording (kube's own spellings included, e.g.
 //!   CSIDriver's `spec.attachedRequired` and the binding's `spec.matchResouces`): required
@@ -107,7 +110,8 @@ fn is(def: &ResourceDef, group: &str, kind: &str) -> bool {
 /// guarantees).
 #[must_use]
 pub fn has_status_rules(def: &ResourceDef) -> bool {
-    is(def, "storage.k8s.io", "VolumeAttachment")
+    created_status(def).is_some()
+        || is(def, "storage.k8s.io", "VolumeAttachment")
         || is(
             def,
             "admissionregistration.k8s.io",
@@ -119,6 +123,28 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
             "flowcontrol.apiserver.k8s.io",
             "PriorityLevelConfiguration",
         )
+}
+
+/// The status a workload kind's object is created with (its strategy's `PrepareForCreate`
+/// resets it to the empty Go struct, here as its v1 JSON: the fields without `omitempty`),
+/// for the workload kinds whose writes follow the `status` subresource's rules as kube's
+/// strategies (`PrepareForUpdate`) apply them; `None` for the others.
+#[must_use]
+pub fn created_status(def: &ResourceDef) -> Option<Value> {
+    if !def.is_builtin() {
+        return None;
+    }
+    Some(match (def.group.as_str(), def.kind.as_str()) {
+        ("apps", "Deployment") | ("batch", "Job" | "CronJob") => json!({}),
+        ("apps", "ReplicaSet") | ("", "ReplicationController") => json!({"replicas": 0}),
+        ("apps", "StatefulSet") => json!({"replicas": 0, "availableReplicas": 0}),
+        ("apps", "DaemonSet") => json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+            "desiredNumberScheduled": 0, "numberReady": 0}),
+        ("policy", "PodDisruptionBudget") => json!({"disruptionsAllowed": 0,
+            "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}),
+        ("networking.k8s.io", "Ingress") => json!({"loadBalancer": {}}),
+        _ => return None,
+    })
 }
 
 /// Whether kube-apiserver keeps `metadata.generation` for `def` among these kinds (the

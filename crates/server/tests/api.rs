@@ -4477,3 +4477,40 @@ async fn a_create_naming_a_resource_version_is_refused_as_kube_refuses_it() {
     assert_eq!(status, 201, "{created}");
     server.shutdown().await;
 }
+
+/// Goal: a Deployment's status and spec are written where kube's strategies let them be: a
+/// create starts from the empty status, the main endpoint keeps the stored status, `/status`
+/// keeps the stored spec.
+#[tokio::test]
+async fn workload_status_is_written_only_through_its_subresource() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/apps/v1/namespaces/default/deployments";
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+        "status": {"replicas": 5, "readyReplicas": 5}});
+    let (status, created) = send_json(addr, "POST", path, &deployment).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["status"], json!({}));
+    let merge = |at: String, body: &'static str| async move {
+        request(addr, "PATCH", &at, "application/merge-patch+json", body).await
+    };
+    let (status, body) = merge(format!("{path}/d"), r#"{"status":{"replicas":7}}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let kept: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(kept["status"], json!({}));
+    let (status, body) = merge(
+        format!("{path}/d/status"),
+        r#"{"spec":{"replicas":9},"status":{"replicas":1}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let written: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(written["spec"]["replicas"], 1);
+    assert_eq!(written["status"], json!({"replicas": 1}));
+    assert_eq!(written["metadata"]["generation"], 1);
+    server.shutdown().await;
+}

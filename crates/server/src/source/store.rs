@@ -977,6 +977,12 @@ impl Writer<'_> {
             )?;
         } else if watchkeeper_api::kinds::has_status_rules(&resource.def) {
             object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
+            if old.is_none()
+                && let Some(status) = watchkeeper_api::kinds::created_status(&resource.def)
+                && let Some(map) = object.as_object_mut()
+            {
+                map.insert("status".to_owned(), status);
+            }
         } else if let Some(custom) = resource.custom() {
             if custom.status {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
