@@ -505,6 +505,17 @@ fn spec_map(object: &mut Value) -> Option<&mut Map<String, Value>> {
 /// `SetDefaults_Job`: `completions` is 1 when neither it nor `parallelism` is set; without a
 /// `podFailurePolicy`, `podReplacementPolicy` is `TerminatingOrFailed` (`Failed` with one).
 fn job_defaults(object: &mut Value) {
+    // A Job without labels takes its pod template's (where its metadata is at hand: creates).
+    let template_labels = object.pointer("/spec/template/metadata/labels").cloned();
+    if let Some(Value::Object(labels)) = template_labels
+        && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        && meta
+            .get("labels")
+            .and_then(Value::as_object)
+            .is_none_or(Map::is_empty)
+    {
+        meta.insert("labels".to_owned(), Value::Object(labels));
+    }
     let Some(spec) = spec_map(object) else {
         return;
     };

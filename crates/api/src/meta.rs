@@ -317,6 +317,7 @@ pub fn prepare_create(
     }
     object.insert("metadata".into(), Value::Object(meta));
     let mut object = Value::Object(object);
+    crate::kinds::workloads::prepare_created(def, &mut object);
     crate::kinds::workloads::convert(def, &mut object);
     crate::defaults::apply_defaults(def, &mut object);
     crate::defaults::create_status(def, &mut object);

@@ -780,3 +780,28 @@ fn pods_and_jobs_need_their_containers_and_restart_policies() {
         ]
     );
 }
+
+#[test]
+fn a_job_selects_its_pods_by_its_uid_unless_it_selects_them_itself() {
+    let mut job = json!({"metadata": {"name": "j", "uid": "u-1"}, "spec": {"template": {
+        "metadata": {"labels": {"job-name": "mine"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}});
+    workloads::prepare_created(&def("batch", "jobs"), &mut job);
+    crate::defaults::apply_defaults(&def("batch", "jobs"), &mut job);
+    let labels = json!({"job-name": "mine", "batch.kubernetes.io/job-name": "j",
+        "controller-uid": "u-1", "batch.kubernetes.io/controller-uid": "u-1"});
+    assert_eq!(job["spec"]["template"]["metadata"]["labels"], labels);
+    assert_eq!(
+        job["spec"]["selector"],
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}})
+    );
+    assert_eq!(
+        job["metadata"]["labels"], labels,
+        "the template's, as kube defaults them"
+    );
+    assert!(causes("batch", "jobs", &job, None).is_empty());
+    let mut manual = json!({"metadata": {"name": "j", "uid": "u-1"},
+        "spec": {"manualSelector": true, "template": {}}});
+    workloads::prepare_created(&def("batch", "jobs"), &mut manual);
+    assert!(manual["spec"].get("selector").is_none());
+}

@@ -52,6 +52,62 @@ pub fn convert(def: &ResourceDef, object: &mut Value) {
     }
 }
 
+/// What kube's create strategies add to a new object of `def`'s kind (metadata's name and uid
+/// set): a Job without `manualSelector` gets the labels `job-name`,
+/// `batch.kubernetes.io/job-name`, `controller-uid` and `batch.kubernetes.io/controller-uid`
+/// on its pod template and a selector of its uid (`generateSelector`), labels it sets itself
+/// kept.
+pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
+    if (def.group.as_str(), def.kind.as_str()) != ("batch", "Job")
+        || object
+            .pointer("/spec/manualSelector")
+            .and_then(Value::as_bool)
+            == Some(true)
+    {
+        return;
+    }
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (name, uid) = (text("/metadata/name"), text("/metadata/uid"));
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let template = map_at(spec, "template");
+    let labels = map_at(map_at(template, "metadata"), "labels");
+    for (key, value) in [
+        ("job-name", &name),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("batch.kubernetes.io/controller-uid", &uid),
+    ] {
+        labels
+            .entry(key)
+            .or_insert_with(|| Value::String(value.clone()));
+    }
+    let selector = map_at(map_at(spec, "selector"), "matchLabels");
+    selector
+        .entry("batch.kubernetes.io/controller-uid")
+        .or_insert_with(|| Value::String(uid));
+}
+
+/// The map at `key` of `map`, made one when absent or not a map (Go's nested structs and
+/// maps are made as they are filled).
+fn map_at<'m>(map: &'m mut Map<String, Value>, key: &str) -> &'m mut Map<String, Value> {
+    let entry = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    match entry {
+        Value::Object(inner) => inner,
+        _ => unreachable!("made a map above"),
+    }
+}
+
 /// kube's `Convert_v1_Secret_To_core_Secret`: `stringData` overwrites `data`, and goes.
 fn string_data(object: &mut Value) {
     let Some(secret) = object.as_object_mut() else {
