@@ -3490,7 +3490,7 @@ async fn node_port_services_get_node_ports_from_the_range() {
     let (code, taken) = create_service(
         addr,
         "taken",
-        json!({"type": "NodePort", "ports": [{"port": 81}, {"port": 80, "nodePort": 30080}]}),
+        json!({"type": "NodePort", "ports": [{"name": "a", "port": 81}, {"name": "b", "port": 80, "nodePort": 30080}]}),
     )
     .await;
     assert_eq!(code, 422, "{taken}");

@@ -16,6 +16,9 @@
 //!     configs, `kubernetes.io/service-account-token`'s annotation); once `immutable` is true,
 //!     `immutable`, `data` and `binaryData` do not change (`data: Forbidden: field is immutable
 //!     when `immutable` is set`), and a Secret's `type` never changes.
+//!   - Service ports: present unless headless or `ExternalName`, named and unique when several,
+//!     ports and numeric target ports between 1 and 65535, protocol `TCP`, `UDP` or `SCTP`
+//!     (checked before any address or node port is claimed).
 //!   - Pod specs (pods and every template): at least one container; containers and init
 //!     containers named with DNS labels, unique; ports between 1 and 65535; a Pod's containers
 //!     have an image (a template's may leave it to admission).
@@ -180,6 +183,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 }
             }
         }
+        ("", "Service") => service_ports(object, causes),
         ("batch", "Job") => {
             for field in ["parallelism", "completions", "backoffLimit"] {
                 nonnegative(object, field, causes);
@@ -409,6 +413,68 @@ fn pod_spec(spec: Option<&Value>, path: &str, pod: bool, causes: &mut Vec<Cause>
                     Some(_) => {}
                 }
             }
+        }
+    }
+}
+
+/// A Service's ports (`ValidateService`'s `validateServicePort`): there are some unless the
+/// Service is headless or an `ExternalName`; named (DNS labels, unique) when more than one;
+/// port numbers and numeric target ports between 1 and 65535; a protocol kube supports.
+fn service_ports(object: &Value, causes: &mut Vec<Cause>) {
+    let spec = object.get("spec");
+    let ports: &[Value] = spec
+        .and_then(|s| s.get("ports"))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let text = |key: &str| spec.and_then(|s| s.get(key)).and_then(Value::as_str);
+    let headless = text("clusterIP") == Some("None");
+    if ports.is_empty() && !headless && text("type") != Some("ExternalName") {
+        causes.push(required("spec.ports", ""));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (index, port) in ports.iter().enumerate() {
+        let at = format!("spec.ports[{index}]");
+        let name = port.get("name").and_then(Value::as_str).unwrap_or("");
+        if ports.len() > 1 && name.is_empty() {
+            causes.push(required(&format!("{at}.name"), ""));
+        } else if !name.is_empty() {
+            if let Err(message) = validate_dns1123_label(name) {
+                causes.push(invalid(&format!("{at}.name"), &go_quote(name), &message));
+            }
+            if names.contains(&name) {
+                causes.push(crate::field::duplicate(
+                    &format!("{at}.name"),
+                    &go_quote(name),
+                ));
+            } else {
+                names.push(name);
+            }
+        }
+        let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
+        if !(1..=65535).contains(&number) {
+            causes.push(invalid(
+                &format!("{at}.port"),
+                &number.to_string(),
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+        match port.get("protocol").and_then(Value::as_str).unwrap_or("") {
+            "" => causes.push(required(&format!("{at}.protocol"), "")),
+            "TCP" | "UDP" | "SCTP" => {}
+            other => causes.push(not_supported(
+                &format!("{at}.protocol"),
+                &go_quote(other),
+                &["SCTP", "TCP", "UDP"],
+            )),
+        }
+        if let Some(target) = port.get("targetPort").and_then(Value::as_i64)
+            && !(1..=65535).contains(&target)
+        {
+            causes.push(invalid(
+                &format!("{at}.targetPort"),
+                &target.to_string(),
+                "must be between 1 and 65535, inclusive",
+            ));
         }
     }
 }
