@@ -183,6 +183,22 @@ async fn in_flight_requests_and_the_body_timeout() {
     )
     .await;
     assert_too_many(&answer(&mut stream).await);
+    // Health probes take no slot (kube's exempt `probes` flow); their per-check paths do.
+    for (probe, code) in [
+        ("/healthz", 200),
+        ("/livez", 200),
+        ("/readyz", 200),
+        ("/readyz/ping", 429),
+    ] {
+        let mut stream = send(
+            addr,
+            &format!("GET {probe} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+            b"",
+        )
+        .await;
+        let answered = answer(&mut stream).await;
+        assert_eq!(answered.status, code, "{probe}: {}", answered.body);
+    }
 
     // Same for writes, independently of reads.
     let mut slow_post = send(
@@ -215,7 +231,7 @@ async fn in_flight_requests_and_the_body_timeout() {
     assert_eq!(status, 201, "{text}");
 
     let text = metrics(&server).await;
-    assert_eq!(rejections(&text, Limit::Inflight.as_str()), 1);
+    assert_eq!(rejections(&text, Limit::Inflight.as_str()), 2);
     assert_eq!(rejections(&text, Limit::MutatingInflight.as_str()), 1);
     assert_eq!(rejections(&text, Limit::BodyTimeout.as_str()), 2);
     server.shutdown().await;

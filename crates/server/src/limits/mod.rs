@@ -15,7 +15,7 @@
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
 //! | `request-read-timeout-seconds` (body)         | 60 s    | 408 Timeout |
-//! | `max-requests-inflight` (non-mutating, non-watch) | 400  | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow) | 400  | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-mutating-requests-inflight`              | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-user`                        | 1000    | 429 TooManyRequests, `Retry-After: 1` |
@@ -577,6 +577,13 @@ pub fn check_host(host: Option<&str>, allowed: &[String]) -> Result<(), ApiError
     ))
 }
 
+/// Whether `path` is one of the health probes that take no in-flight slot (kube's exempt
+/// `probes` FlowSchema: exactly `/healthz`, `/livez`, `/readyz`; their per-check paths are
+/// not).
+fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz")
+}
+
 /// The layer (axum middleware) applying every limit; see the module docs for the order.
 pub async fn layer(State(state): State<LayerState>, request: Request, next: Next) -> Response {
     let limits = &state.limits;
@@ -644,6 +651,9 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
             }
             Err((limit, error)) => return limits.reject(limit, &error),
         }
+    } else if is_probe(parts.uri.path()) {
+        // kube's `probes` FlowSchema is exempt: a server whose slots are all taken still
+        // answers its health checks.
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         match limits.admit_request(mutating) {
