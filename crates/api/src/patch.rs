@@ -43,6 +43,8 @@
 //! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
 //! `kubectl apply` sends them a JSON merge patch instead.
 
+use std::collections::{HashMap, HashSet, VecDeque};
+
 use serde_json::{Map, Value};
 
 use crate::apply::typed::Ty;
@@ -706,19 +708,25 @@ fn merge_map_into(
 /// the listed ones (Kubernetes places server-only items by their original position; after is a
 /// good enough approximation for display order).
 fn reorder(items: &mut Vec<Value>, order: &[Value], strategy: ListStrategy<'_>) {
-    let position = |item: &Value| -> Option<usize> {
-        match strategy {
-            ListStrategy::MergeByKey(key) => {
-                let value = item.get(key)?;
-                order.iter().position(|o| o.get(key) == Some(value))
-            }
-            ListStrategy::MergeSet => order.iter().position(|o| o == item),
-            ListStrategy::Replace => None,
-        }
-    };
     if strategy == ListStrategy::Replace {
         return;
     }
+    // What identifies an item: its merge key's value, or (a set) the item itself; each
+    // item's place looked up once, so long lists order in linear time.
+    let identity = |item: &Value| -> Option<String> {
+        match strategy {
+            ListStrategy::MergeByKey(key) => item.get(key).map(Value::to_string),
+            ListStrategy::MergeSet => Some(item.to_string()),
+            ListStrategy::Replace => None,
+        }
+    };
+    let mut places: HashMap<String, usize> = HashMap::with_capacity(order.len());
+    for (place, entry) in order.iter().enumerate() {
+        if let Some(id) = identity(entry) {
+            places.entry(id).or_insert(place);
+        }
+    }
+    let position = |item: &Value| identity(item).and_then(|id| places.get(&id).copied());
     let mut keyed: Vec<(usize, usize, Value)> = items
         .drain(..)
         .enumerate()
@@ -752,8 +760,9 @@ fn merge_value(
                     Some(Value::Array(items)) => items,
                     _ => Vec::new(),
                 };
+                let mut present: HashSet<String> = items.iter().map(Value::to_string).collect();
                 for item in patch_items {
-                    if !items.contains(item) {
+                    if present.insert(item.to_string()) {
                         items.push(item.clone());
                     }
                 }
@@ -773,7 +782,7 @@ fn merge_value(
 }
 
 fn merge_keyed_list(
-    mut items: Vec<Value>,
+    items: Vec<Value>,
     patch_items: &[Value],
     key: &str,
     path: &mut Vec<String>,
@@ -783,8 +792,19 @@ fn merge_keyed_list(
     let replace = patch_items
         .iter()
         .any(|item| item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"));
-    if replace {
-        items.clear();
+    // The items in slots (a removed one leaves an empty slot), and the slots of each merge
+    // key's value in list order: each patch item finds its item in constant time, so a patch
+    // of a long list merges in linear time (a scan per item took seconds at 16,000 items).
+    let mut slots: Vec<Option<Value>> = if replace {
+        Vec::new()
+    } else {
+        items.into_iter().map(Some).collect()
+    };
+    let mut by_key: HashMap<String, VecDeque<usize>> = HashMap::new();
+    for (slot, item) in slots.iter().enumerate() {
+        if let Some(value) = item.as_ref().and_then(|i| i.get(key)) {
+            by_key.entry(value.to_string()).or_default().push_back(slot);
+        }
     }
     for patch_item in patch_items {
         let Value::Object(patch_map) = patch_item else {
@@ -822,34 +842,39 @@ fn merge_keyed_list(
                 ),
             ));
         };
-        let found = items
-            .iter()
-            .position(|item| item.get(key) == Some(key_value));
+        let id = key_value.to_string();
+        // The first item with this key still in the list.
+        let found = by_key.get(&id).and_then(|q| q.front().copied());
+        let mut forget = |by_key: &mut HashMap<String, VecDeque<usize>>| {
+            if let Some(queue) = by_key.get_mut(&id) {
+                queue.pop_front();
+            }
+        };
         match (directive, found) {
             (Some("delete"), Some(index)) => {
-                items.remove(index);
+                slots[index] = None;
+                forget(&mut by_key);
             }
             (Some("delete"), None) => {}
             (_, Some(index)) => {
-                let original = match std::mem::take(&mut items[index]) {
-                    Value::Object(map) => map,
+                let original = match slots[index].take() {
+                    Some(Value::Object(map)) => map,
                     _ => Map::new(),
                 };
                 match merge_map(original, patch_map, path, item_ty)? {
-                    Some(map) => items[index] = Value::Object(map),
-                    None => {
-                        items.remove(index);
-                    }
+                    Some(map) => slots[index] = Some(Value::Object(map)),
+                    None => forget(&mut by_key),
                 }
             }
             (_, None) => {
                 if let Some(map) = merge_map(Map::new(), patch_map, path, item_ty)? {
-                    items.push(Value::Object(map));
+                    by_key.entry(id).or_default().push_back(slots.len());
+                    slots.push(Some(Value::Object(map)));
                 }
             }
         }
     }
-    Ok(items)
+    Ok(slots.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
@@ -1078,6 +1103,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out["spec"]["tolerations"], json!([{"key": "y"}]));
+    }
+
+    #[test]
+    fn strategic_keyed_items_repeated_in_a_patch_meet_what_the_earlier_ones_left() {
+        let env = |items: Value| {
+            json!({"spec": {"containers": [{"name": "web", "image": "nginx", "env": items}]}})
+        };
+        let original = env(json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"},
+            {"name": "A", "value": "dup"}]));
+        let patch = env(json!([{"name": "A", "$patch": "delete"}, {"name": "A", "value": "x"},
+            {"name": "C", "value": "3"}, {"name": "C", "valueFrom": null}, {"name": "B", "$patch": "delete"},
+            {"name": "B", "value": "again"}]));
+        let out = apply("pods", PatchType::StrategicMerge, &original, &patch).unwrap();
+        // The first A goes; the second patch item merges into the duplicate A that is left;
+        // C is added once and then merged into; B goes and comes back at the end.
+        assert_eq!(
+            out["spec"]["containers"][0]["env"],
+            json!([{"name": "A", "value": "x"}, {"name": "C", "value": "3"},
+                {"name": "B", "value": "again"}])
+        );
     }
 
     #[test]
