@@ -845,7 +845,7 @@ fn merge_keyed_list(
         let id = key_value.to_string();
         // The first item with this key still in the list.
         let found = by_key.get(&id).and_then(|q| q.front().copied());
-        let mut forget = |by_key: &mut HashMap<String, VecDeque<usize>>| {
+        let forget = |by_key: &mut HashMap<String, VecDeque<usize>>| {
             if let Some(queue) = by_key.get_mut(&id) {
                 queue.pop_front();
             }
