@@ -270,8 +270,20 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 // ---------------------------------------------------------------------------------------------
 // RFC 6902
 
+/// A JSON patch operation that does not apply, as kube-apiserver answers it
+/// (`NewGenericServerResponse(422, ...)`): its generic message, and json-patch's explanation
+/// as the one cause (`UnexpectedServerResponse`).
 fn unprocessable(message: String) -> ApiError {
-    ApiError::new(422, "Invalid", message)
+    ApiError {
+        details: Some(serde_json::json!({"causes": [
+            {"reason": "UnexpectedServerResponse", "message": message}
+        ]})),
+        ..ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+    }
 }
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
@@ -1063,7 +1075,21 @@ mod tests {
         for (patch, code, text) in cases {
             let err = apply("configmaps", PatchType::Json, &original, &patch).unwrap_err();
             assert_eq!(err.code, code, "{patch}: {}", err.message);
-            assert!(err.message.contains(text), "{patch}: {}", err.message);
+            // A 422 says why in its cause, under kube's generic message.
+            let why = match code {
+                422 => {
+                    assert_eq!(
+                        err.message,
+                        "the server rejected our request due to an error in our request"
+                    );
+                    err.details.as_ref().unwrap()["causes"][0]["message"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                }
+                _ => err.message.clone(),
+            };
+            assert!(why.contains(text), "{patch}: {why}");
         }
         let many = Value::Array(vec![
             json!({"op": "test", "path": "", "value": 1});
@@ -1107,14 +1133,16 @@ mod tests {
 
     #[test]
     fn strategic_keyed_items_repeated_in_a_patch_meet_what_the_earlier_ones_left() {
-        let env = |items: Value| {
-            json!({"spec": {"containers": [{"name": "web", "image": "nginx", "env": items}]}})
-        };
-        let original = env(json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"},
-            {"name": "A", "value": "dup"}]));
-        let patch = env(json!([{"name": "A", "$patch": "delete"}, {"name": "A", "value": "x"},
+        let env = |items: Value| json!({"spec": {"containers": [{"name": "web", "image": "nginx", "env": items}]}});
+        let original = env(
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"},
+            {"name": "A", "value": "dup"}]),
+        );
+        let patch = env(
+            json!([{"name": "A", "$patch": "delete"}, {"name": "A", "value": "x"},
             {"name": "C", "value": "3"}, {"name": "C", "valueFrom": null}, {"name": "B", "$patch": "delete"},
-            {"name": "B", "value": "again"}]));
+            {"name": "B", "value": "again"}]),
+        );
         let out = apply("pods", PatchType::StrategicMerge, &original, &patch).unwrap();
         // The first A goes; the second patch item merges into the duplicate A that is left;
         // C is added once and then merged into; B goes and comes back at the end.
