@@ -1184,39 +1184,57 @@ pub fn status_rules(subresource: &str, old: Option<&Value>, new: Value) -> Value
 }
 
 /// Evaluates a printer column's simple JSONPath (`.spec.size`, `.items[0].name`,
-/// `.status.conditions[?(@.type=="Ready")].status`) on `object`.
+/// `.spec.ports[*].name`, `.status.conditions[?(@.type=="Ready")].status`) on `object`: its
+/// first result, as kube's table convertor takes `results[0][0]`.
 fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     let path = path.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut current = object;
-    let mut rest = path.strip_prefix('.').unwrap_or(path);
-    while !rest.is_empty() {
-        if let Some(inner) = rest.strip_prefix('[') {
-            let end = inner.find(']')?;
-            let selector = &inner[..end];
-            rest = inner[end + 1..]
-                .strip_prefix('.')
-                .unwrap_or(&inner[end + 1..]);
-            if let Some(filter) = selector
-                .strip_prefix("?(@.")
-                .and_then(|f| f.strip_suffix(')'))
-            {
-                let (key, wanted) = filter.split_once("==")?;
-                let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
-                current = current.as_array()?.iter().find(|item| {
+    first_result(object, path.strip_prefix('.').unwrap_or(path))
+}
+
+fn first_result<'a>(current: &'a Value, rest: &str) -> Option<&'a Value> {
+    if rest.is_empty() {
+        return Some(current);
+    }
+    if let Some(inner) = rest.strip_prefix('[') {
+        let end = inner.find(']')?;
+        let selector = &inner[..end];
+        let after = &inner[end + 1..];
+        let rest = after.strip_prefix('.').unwrap_or(after);
+        if let Some(filter) = selector
+            .strip_prefix("?(@.")
+            .and_then(|f| f.strip_suffix(')'))
+        {
+            let (key, wanted) = filter.split_once("==")?;
+            let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
+            return current
+                .as_array()?
+                .iter()
+                .filter(|item| {
                     json_path(item, key.trim()).is_some_and(|v| {
                         v.as_str().map_or_else(|| v.to_string(), str::to_owned) == wanted
                     })
-                })?;
-            } else {
-                current = current.get(selector.parse::<usize>().ok()?)?;
-            }
-            continue;
+                })
+                .find_map(|item| first_result(item, rest));
         }
-        let end = rest.find(['.', '[']).unwrap_or(rest.len());
-        current = current.get(&rest[..end])?;
-        rest = rest[end..].strip_prefix('.').unwrap_or(&rest[end..]);
+        if selector == "*" {
+            return match current {
+                Value::Array(items) => items.iter().find_map(|item| first_result(item, rest)),
+                Value::Object(fields) => {
+                    // Go's JSONPath ranges over a map's values in key order.
+                    let mut keys: Vec<&String> = fields.keys().collect();
+                    keys.sort();
+                    keys.into_iter()
+                        .find_map(|key| first_result(&fields[key.as_str()], rest))
+                }
+                _ => None,
+            };
+        }
+        return first_result(current.get(selector.parse::<usize>().ok()?)?, rest);
     }
-    Some(current)
+    let end = rest.find(['.', '[']).unwrap_or(rest.len());
+    let next = current.get(&rest[..end])?;
+    let after = &rest[end..];
+    first_result(next, after.strip_prefix('.').unwrap_or(after))
 }
 
 /// A `meta.k8s.io/v1` Table of custom resources with their CRD's `additionalPrinterColumns`
@@ -1240,11 +1258,18 @@ pub fn printer_table(
         "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
     })];
     for column in columns {
+        let description = match str_at(column, "/description") {
+            "" => format!(
+                "Custom resource definition column (in JSONPath format): {}",
+                str_at(column, "/jsonPath")
+            ),
+            description => description.to_owned(),
+        };
         definitions.push(json!({
             "name": str_at(column, "/name"),
             "type": str_at(column, "/type"),
             "format": str_at(column, "/format"),
-            "description": str_at(column, "/description"),
+            "description": description,
             "priority": column.get("priority").and_then(Value::as_i64).unwrap_or(0),
         }));
     }
@@ -1837,5 +1862,26 @@ mod tests {
         crd["spec"]["group"] = json!("k8s.io.example.com");
         crd["metadata"] = json!({"name": "widgets.k8s.io.example.com"});
         assert_eq!(messages(&crd, None), Vec::<String>::new());
+    }
+
+    #[test]
+    fn printer_columns_take_the_first_result_and_a_default_description() {
+        let columns = vec![
+            json!({"name": "Ports", "type": "string", "jsonPath": ".spec.ports[*].name"}),
+            json!({"name": "Ready", "type": "string",
+                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason"}),
+            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size",
+                "description": "How big"}),
+        ];
+        let object = json!({"metadata": {"name": "w"},
+            "spec": {"size": 1, "ports": [{"port": 1}, {"name": "http"}, {"name": "grpc"}]},
+            "status": {"conditions": [{"type": "Ready"}, {"type": "Ready", "reason": "Up"}]}});
+        let table = printer_table(&columns, &[&object], "1", None, 0, true).unwrap();
+        assert_eq!(table["rows"][0]["cells"], json!(["w", "http", "Up", 1]));
+        assert_eq!(
+            table["columnDefinitions"][1]["description"],
+            "Custom resource definition column (in JSONPath format): .spec.ports[*].name"
+        );
+        assert_eq!(table["columnDefinitions"][3]["description"], "How big");
     }
 }
