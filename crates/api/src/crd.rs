@@ -9,7 +9,11 @@
 //!   dot), the names (plural, singular, kind, listKind, short names, categories), the scope,
 //!   unique version names, exactly one storage version, at least one served version, and on
 //!   update the immutable group, plural (and scope and kind once established) — with its 422
-//!   wording (`CustomResourceDefinition.apiextensions.k8s.io "x" is invalid: <field>: ...`).
+//!   wording (`CustomResourceDefinition.apiextensions.k8s.io "x" is invalid: <field>: ...`);
+//!   also a schema in every version, printer columns (type, format, JSONPath; under
+//!   `spec.additionalPrinterColumns` when all versions share them, as kube's conversion
+//!   moves them), selectable fields, the conversion strategy and webhook, no
+//!   `preserveUnknownFields: true`, and API approval of protected groups.
 //!   A list value (`spec.versions`) is shown as JSON where Go prints its struct.
 //! - [`set_status`] is a pure function of the spec, the old status, the names other resources
 //!   hold and the time: a CRD whose names conflict with nothing gets `NamesAccepted` True
@@ -177,6 +181,21 @@ fn validate_names(names: &Value, path: &str, causes: &mut Vec<Cause>) {
 /// # Errors
 /// 422 Invalid with one cause per failure.
 pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let causes = validation_causes(object, old);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &definition(),
+            str_at(object, "/metadata/name"),
+            causes,
+        ))
+    }
+}
+
+/// The causes [`validate`] refuses the CRD with (none: valid).
+#[must_use]
+pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = str_at(object, "/metadata/name");
     let group = str_at(object, "/spec/group");
@@ -213,6 +232,7 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         .pointer("/spec/versions")
         .and_then(Value::as_array)
         .unwrap_or(&empty);
+    validate_schemas_present(object, old, versions, &mut causes);
     let mut storage = 0;
     let mut served = 0;
     let mut seen = Vec::new();
@@ -277,12 +297,39 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         .cloned()
         .unwrap_or(Value::Null);
     validate_names(&names, "spec.names", &mut causes);
+    // kube's conversion from v1 moves `additionalPrinterColumns` the versions all share to the
+    // spec, where they are validated (and reported) once.
+    let columns_of = |v: &Value| {
+        v.get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let shared_columns = versions
+        .first()
+        .map(columns_of)
+        .filter(|first| versions.iter().all(|v| columns_of(v) == *first));
     for (index, version) in versions.iter().enumerate() {
         if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
             let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
             causes.extend(crate::crd_schema::validate(schema, &path));
         }
+        if shared_columns.is_none() {
+            for (at, column) in columns_of(version).iter().enumerate() {
+                let path = format!("spec.versions[{index}].additionalPrinterColumns[{at}]");
+                validate_column(column, &path, &mut causes);
+            }
+        }
+        validate_selectable_fields(version, &format!("spec.versions[{index}]"), &mut causes);
     }
+    for (at, column) in shared_columns.unwrap_or_default().iter().enumerate() {
+        validate_column(
+            column,
+            &format!("spec.additionalPrinterColumns[{at}]"),
+            &mut causes,
+        );
+    }
+    validate_conversion(object, old, &mut causes);
     if let Some(old) = old {
         let established = condition_true(old, "Established");
         let mut immutable = vec![
@@ -300,10 +347,401 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
             }
         }
     }
-    if causes.is_empty() {
-        Ok(())
+    validate_api_approval(object, old, &mut causes);
+    let preserves = |crd: &Value| {
+        crd.pointer("/spec/preserveUnknownFields")
+            .and_then(Value::as_bool)
+            == Some(true)
+    };
+    if preserves(object) && !old.is_some_and(preserves) {
+        causes.push(crate::field::invalid(
+            "spec.preserveUnknownFields",
+            "true",
+            "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+        ));
+    }
+    causes
+}
+
+/// kube's check that every version has a schema (`requireOpenAPISchema`, on create and while
+/// the stored CRD has one in every version), else that every served version has one unless
+/// `spec.preserveUnknownFields`.
+fn validate_schemas_present(
+    object: &Value,
+    old: Option<&Value>,
+    versions: &[Value],
+    causes: &mut Vec<Cause>,
+) {
+    let has_schema = |v: &Value| {
+        v.pointer("/schema/openAPIV3Schema")
+            .is_some_and(|s| !s.is_null())
+    };
+    let all_have = |crd: &Value| {
+        crd.pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .is_some_and(|vs| !vs.is_empty() && vs.iter().all(has_schema))
+    };
+    let require = old.is_none_or(all_have);
+    let preserve = object
+        .pointer("/spec/preserveUnknownFields")
+        .and_then(Value::as_bool)
+        == Some(true);
+    for (index, version) in versions.iter().enumerate() {
+        let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
+        if has_schema(version) {
+            continue;
+        }
+        if require {
+            causes.push(crate::field::required(&path, "schemas are required"));
+        } else if !preserve && version.get("served").and_then(Value::as_bool) == Some(true) {
+            causes.push(crate::field::required(
+                &path,
+                "because otherwise all fields are pruned",
+            ));
+        }
+    }
+}
+
+/// The printer column types kube accepts, as its `sets.String.List()` sorts them.
+const COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"];
+/// The printer column formats kube accepts, sorted.
+const COLUMN_FORMATS: &[&str] = &[
+    "byte",
+    "date",
+    "date-time",
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "password",
+];
+
+/// kube's `ValidateCustomResourceColumnDefinition` of the column at `path` (its `jsonPath` is
+/// reported as `JSONPath`, the internal field's name).
+fn validate_column(column: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if str_at(column, "/name").is_empty() {
+        causes.push(required(&format!("{path}.name")));
+    }
+    let types = format!("must be one of {}", COLUMN_TYPES.join(","));
+    match str_at(column, "/type") {
+        "" => causes.push(crate::field::required(&format!("{path}.type"), &types)),
+        kind if !COLUMN_TYPES.contains(&kind) => {
+            causes.push(invalid(&format!("{path}.type"), kind, &types));
+        }
+        _ => {}
+    }
+    let format = str_at(column, "/format");
+    if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
+        causes.push(invalid(
+            &format!("{path}.format"),
+            format,
+            &format!("must be one of {}", COLUMN_FORMATS.join(",")),
+        ));
+    }
+    let json_path = str_at(column, "/jsonPath");
+    if json_path.is_empty() {
+        causes.push(required(&format!("{path}.JSONPath")));
+    } else if !json_path.starts_with('.') {
+        causes.push(invalid(
+            &format!("{path}.JSONPath"),
+            json_path,
+            "must be a simple json path starting with .",
+        ));
+    }
+}
+
+/// kube's `MaxSelectableFields`.
+const MAX_SELECTABLE_FIELDS: i64 = 8;
+
+/// kube's `ValidateCustomResourceSelectableFields` of the version at `path`: each `jsonPath`
+/// names a field of the schema (`cel.ValidFieldPath` without array notation) outside
+/// `metadata`, typed string, boolean or integer, once; at most 8.
+fn validate_selectable_fields(version: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let Some(fields) = version
+        .get("selectableFields")
+        .and_then(Value::as_array)
+        .filter(|fields| !fields.is_empty())
+    else {
+        return;
+    };
+    let at = format!("{path}.selectableFields");
+    let Some(schema) = version
+        .pointer("/schema/openAPIV3Schema")
+        .filter(|s| !s.is_null())
+    else {
+        causes.push(invalid(
+            &at,
+            "",
+            "selectableFields may only be set when version.schema.openAPIV3Schema is not included",
+        ));
+        return;
+    };
+    let mut unique: Vec<String> = Vec::new();
+    for (index, field) in fields.iter().enumerate() {
+        let here = format!("{at}[{index}].jsonPath");
+        let json_path = str_at(field, "/jsonPath");
+        if json_path.is_empty() {
+            causes.push(required(&here));
+            continue;
+        }
+        let (normalized, found) = match selectable_field(schema, json_path) {
+            Ok(found) => found,
+            Err(error) => {
+                causes.push(invalid(
+                    &here,
+                    json_path,
+                    &format!("is an invalid path: {error}"),
+                ));
+                continue;
+            }
+        };
+        if normalized.split(['.', '[']).next() == Some("metadata") {
+            causes.push(invalid(
+                &here,
+                json_path,
+                "must not point to fields in metadata",
+            ));
+        }
+        if !matches!(str_at(found, "/type"), "string" | "boolean" | "integer") {
+            causes.push(invalid(
+                &here,
+                json_path,
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed.",
+            ));
+        }
+        if unique.contains(&normalized) {
+            causes.push(crate::field::duplicate(
+                &here,
+                &crate::field::go_quote(json_path),
+            ));
+        } else {
+            unique.push(normalized);
+        }
+    }
+    if unique.len() as i64 > MAX_SELECTABLE_FIELDS {
+        causes.push(crate::field::too_many(
+            &at,
+            unique.len(),
+            MAX_SELECTABLE_FIELDS,
+        ));
+    }
+}
+
+/// The field a selectable field's `jsonPath` names (`.spec.color`), as kube's
+/// `cel.ValidFieldPath` walks it with array notation disallowed: the path as a field path
+/// (`spec.color`, `spec.labels[key]`) and the field's schema, or why it names none.
+fn selectable_field<'a>(schema: &'a Value, json_path: &str) -> Result<(String, &'a Value), String> {
+    let mut schema = schema;
+    let mut normalized = String::new();
+    let mut rest = json_path;
+    while !rest.is_empty() {
+        let Some(after) = rest.strip_prefix('.') else {
+            if rest.starts_with('[') {
+                return Err("array notation is not allowed".into());
+            }
+            let token = rest.split(['.', '[', ']']).next().unwrap_or("");
+            let token = if token.is_empty() { &rest[..1] } else { token };
+            return Err(format!("expected [ or . but got: {token}"));
+        };
+        if after.is_empty() {
+            return Err("unexpected end of JSON path".into());
+        }
+        // A delimiter right after the dot is the scanner's next token, taken as a name.
+        let end = after.find(['.', '[', ']']).unwrap_or(after.len()).max(1);
+        let name = &after[..end];
+        rest = &after[end..];
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            schema = properties
+                .get(name)
+                .ok_or_else(|| "does not refer to a valid field".to_owned())?;
+            if !normalized.is_empty() {
+                normalized.push('.');
+            }
+            normalized.push_str(name);
+        } else if let Some(items) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+            schema = items;
+            normalized.push_str(&format!("[{name}]"));
+        } else {
+            return Err("does not refer to a valid field".into());
+        }
+    }
+    Ok((normalized, schema))
+}
+
+/// Go's `%#v` of a `[]string`.
+fn go_strings(values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|v| crate::field::go_quote(v)).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// The ConversionReview versions kube-apiserver understands.
+const CONVERSION_REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
+
+/// kube's `validateCustomResourceConversion` (paths of its internal type:
+/// `spec.conversion.webhookClientConfig`, `spec.conversion.conversionReviewVersions`). The
+/// webhook's URL and service are not checked further than "exactly one".
+fn validate_conversion(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let Some(conversion) = object.pointer("/spec/conversion").filter(|c| !c.is_null()) else {
+        return;
+    };
+    let strategy = str_at(conversion, "/strategy");
+    if strategy != "None"
+        && object
+            .pointer("/spec/preserveUnknownFields")
+            .and_then(Value::as_bool)
+            == Some(true)
+    {
+        causes.push(invalid(
+            "spec.conversion.strategy",
+            strategy,
+            "must be None if spec.preserveUnknownFields is true",
+        ));
+    }
+    match strategy {
+        "" => causes.push(required("spec.conversion.strategy")),
+        "None" | "Webhook" => {}
+        other => causes.push(crate::field::not_supported(
+            "spec.conversion.strategy",
+            &crate::field::go_quote(other),
+            &["None", "Webhook"],
+        )),
+    }
+    let client = conversion
+        .pointer("/webhook/clientConfig")
+        .filter(|c| !c.is_null());
+    let reviews = strings_at(conversion, "/webhook/conversionReviewVersions");
+    let client_path = "spec.conversion.webhookClientConfig";
+    let reviews_path = "spec.conversion.conversionReviewVersions";
+    if strategy != "Webhook" {
+        let detail = "should not be set when strategy is not set to Webhook";
+        if client.is_some() {
+            causes.push(crate::field::forbidden(client_path, detail));
+        }
+        if !reviews.is_empty() {
+            causes.push(crate::field::forbidden(reviews_path, detail));
+        }
+        return;
+    }
+    match client {
+        None => causes.push(crate::field::required(
+            client_path,
+            "required when strategy is set to Webhook",
+        )),
+        Some(client) => {
+            let set = |key: &str| client.get(key).is_some_and(|v| !v.is_null());
+            if set("url") == set("service") {
+                causes.push(crate::field::required(
+                    client_path,
+                    "exactly one of url or service is required",
+                ));
+            }
+        }
+    }
+    if reviews.is_empty() {
+        causes.push(required(reviews_path));
+        return;
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (index, review) in reviews.iter().enumerate() {
+        let here = format!("{reviews_path}[{index}]");
+        if seen.contains(&review.as_str()) {
+            causes.push(invalid(&here, review, "duplicate version"));
+            continue;
+        }
+        seen.push(review);
+        if let Err(message) = dns1035(review) {
+            causes.push(invalid(&here, review, &message));
+        }
+    }
+    let recognized = |list: &[String]| {
+        list.iter()
+            .any(|v| CONVERSION_REVIEW_VERSIONS.contains(&v.as_str()))
+    };
+    // On update only while the stored CRD names one (or none).
+    let required_recognized = old.is_none_or(|old| {
+        let old_reviews = strings_at(old, "/spec/conversion/webhook/conversionReviewVersions");
+        old_reviews.is_empty() || recognized(&old_reviews)
+    });
+    if required_recognized && !recognized(&reviews) {
+        causes.push(crate::field::invalid(
+            reviews_path,
+            &go_strings(&reviews),
+            &format!(
+                "must include at least one of {}",
+                CONVERSION_REVIEW_VERSIONS.join(", ")
+            ),
+        ));
+    }
+}
+
+/// The annotation approving a CRD in a protected group.
+const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// kube's `GetAPIApprovalState`: 0 missing, 1 bypassed (`unapproved...`), 2 approved (a URL
+/// with a scheme and a host), 3 invalid; with its reason.
+fn approval_state(crd: &Value) -> (u8, String) {
+    let annotation = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let is_url = annotation.split_once("://").is_some_and(|(scheme, rest)| {
+        let mut chars = scheme.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+            && rest
+                .split(['/', '?', '#'])
+                .next()
+                .is_some_and(|host| !host.is_empty() && !host.contains(char::is_whitespace))
+    });
+    if annotation.is_empty() {
+        (
+            0,
+            format!(
+                "protected groups must have approval annotation {API_APPROVED:?}, see https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        )
+    } else if annotation.starts_with("unapproved") {
+        (
+            1,
+            format!("not approved: {}", crate::field::go_quote(annotation)),
+        )
+    } else if is_url {
+        (2, format!("approved in {annotation}"))
     } else {
-        Err(ApiError::invalid(&definition(), name, causes))
+        (
+            3,
+            format!(
+                "protected groups must have approval annotation {API_APPROVED:?} with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        )
+    }
+}
+
+/// kube's `validateAPIApproval`: a CRD of a group under `k8s.io` or `kubernetes.io` needs the
+/// `api-approved.kubernetes.io` annotation (a URL, or a reason starting with `unapproved`),
+/// unless an update leaves its state unchanged.
+fn validate_api_approval(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let group = str_at(object, "/spec/group");
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|g| group == *g || group.ends_with(&format!(".{g}")));
+    if !protected {
+        return;
+    }
+    let (state, reason) = approval_state(object);
+    if old.is_some_and(|old| approval_state(old).0 == state) {
+        return;
+    }
+    let path = format!("metadata.annotations[{API_APPROVED}]");
+    match state {
+        0 => causes.push(crate::field::required(&path, &reason)),
+        3 => causes.push(invalid(
+            &path,
+            str_at(object, &format!("/metadata/annotations/{API_APPROVED}")),
+            &reason,
+        )),
+        _ => {}
     }
 }
 
@@ -746,39 +1184,57 @@ pub fn status_rules(subresource: &str, old: Option<&Value>, new: Value) -> Value
 }
 
 /// Evaluates a printer column's simple JSONPath (`.spec.size`, `.items[0].name`,
-/// `.status.conditions[?(@.type=="Ready")].status`) on `object`.
+/// `.spec.ports[*].name`, `.status.conditions[?(@.type=="Ready")].status`) on `object`: its
+/// first result, as kube's table convertor takes `results[0][0]`.
 fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     let path = path.trim().trim_start_matches('{').trim_end_matches('}');
-    let mut current = object;
-    let mut rest = path.strip_prefix('.').unwrap_or(path);
-    while !rest.is_empty() {
-        if let Some(inner) = rest.strip_prefix('[') {
-            let end = inner.find(']')?;
-            let selector = &inner[..end];
-            rest = inner[end + 1..]
-                .strip_prefix('.')
-                .unwrap_or(&inner[end + 1..]);
-            if let Some(filter) = selector
-                .strip_prefix("?(@.")
-                .and_then(|f| f.strip_suffix(')'))
-            {
-                let (key, wanted) = filter.split_once("==")?;
-                let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
-                current = current.as_array()?.iter().find(|item| {
+    first_result(object, path.strip_prefix('.').unwrap_or(path))
+}
+
+fn first_result<'a>(current: &'a Value, rest: &str) -> Option<&'a Value> {
+    if rest.is_empty() {
+        return Some(current);
+    }
+    if let Some(inner) = rest.strip_prefix('[') {
+        let end = inner.find(']')?;
+        let selector = &inner[..end];
+        let after = &inner[end + 1..];
+        let rest = after.strip_prefix('.').unwrap_or(after);
+        if let Some(filter) = selector
+            .strip_prefix("?(@.")
+            .and_then(|f| f.strip_suffix(')'))
+        {
+            let (key, wanted) = filter.split_once("==")?;
+            let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
+            return current
+                .as_array()?
+                .iter()
+                .filter(|item| {
                     json_path(item, key.trim()).is_some_and(|v| {
                         v.as_str().map_or_else(|| v.to_string(), str::to_owned) == wanted
                     })
-                })?;
-            } else {
-                current = current.get(selector.parse::<usize>().ok()?)?;
-            }
-            continue;
+                })
+                .find_map(|item| first_result(item, rest));
         }
-        let end = rest.find(['.', '[']).unwrap_or(rest.len());
-        current = current.get(&rest[..end])?;
-        rest = rest[end..].strip_prefix('.').unwrap_or(&rest[end..]);
+        if selector == "*" {
+            return match current {
+                Value::Array(items) => items.iter().find_map(|item| first_result(item, rest)),
+                Value::Object(fields) => {
+                    // Go's JSONPath ranges over a map's values in key order.
+                    let mut keys: Vec<&String> = fields.keys().collect();
+                    keys.sort();
+                    keys.into_iter()
+                        .find_map(|key| first_result(&fields[key.as_str()], rest))
+                }
+                _ => None,
+            };
+        }
+        return first_result(current.get(selector.parse::<usize>().ok()?)?, rest);
     }
-    Some(current)
+    let end = rest.find(['.', '[']).unwrap_or(rest.len());
+    let next = current.get(&rest[..end])?;
+    let after = &rest[end..];
+    first_result(next, after.strip_prefix('.').unwrap_or(after))
 }
 
 /// A `meta.k8s.io/v1` Table of custom resources with their CRD's `additionalPrinterColumns`
@@ -802,11 +1258,18 @@ pub fn printer_table(
         "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
     })];
     for column in columns {
+        let description = match str_at(column, "/description") {
+            "" => format!(
+                "Custom resource definition column (in JSONPath format): {}",
+                str_at(column, "/jsonPath")
+            ),
+            description => description.to_owned(),
+        };
         definitions.push(json!({
             "name": str_at(column, "/name"),
             "type": str_at(column, "/type"),
             "format": str_at(column, "/format"),
-            "description": str_at(column, "/description"),
+            "description": description,
             "priority": column.get("priority").and_then(Value::as_i64).unwrap_or(0),
         }));
     }
@@ -1191,5 +1654,234 @@ mod tests {
         assert_eq!(table["columnDefinitions"][3]["priority"], 1);
         assert_eq!(table["metadata"]["resourceVersion"], "7");
         assert!(printer_table(&[], &[&object], "7", None, now, true).is_none());
+    }
+
+    fn messages(crd: &Value, old: Option<&Value>) -> Vec<String> {
+        validation_causes(crd, old)
+            .into_iter()
+            .map(|(field, message, _)| format!("{field}: {message}"))
+            .collect()
+    }
+
+    #[test]
+    fn versions_need_a_schema() {
+        let mut crd = widget();
+        crd["spec"]["versions"] = json!([
+            {"name": "v1", "served": true, "storage": true},
+            {"name": "v2", "served": false, "storage": false,
+                "schema": {"openAPIV3Schema": null}},
+        ]);
+        apply_defaults(&mut crd);
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required",
+                "spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required",
+            ]
+        );
+        // An update of a CRD stored without schemas: only served versions need one.
+        let old = crd.clone();
+        assert_eq!(
+            messages(&crd, Some(&old)),
+            [
+                "spec.versions[0].schema.openAPIV3Schema: Required value: because otherwise all fields are pruned"
+            ]
+        );
+    }
+
+    #[test]
+    fn printer_columns_are_checked_where_kube_moves_them() {
+        let mut crd = widget();
+        crd["spec"]["versions"][0]["additionalPrinterColumns"] = json!([
+            {"name": "Size", "type": "foo", "format": "big", "jsonPath": "spec.size"},
+            {"name": "", "type": "", "jsonPath": ""},
+            {"name": "Ok", "type": "date", "format": "date-time", "jsonPath": ".metadata.creationTimestamp"},
+        ]);
+        apply_defaults(&mut crd);
+        // One version: the columns are the spec's (kube's conversion from v1).
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "spec.additionalPrinterColumns[0].type: Invalid value: \"foo\": must be one of boolean,date,integer,number,string",
+                "spec.additionalPrinterColumns[0].format: Invalid value: \"big\": must be one of byte,date,date-time,double,float,int32,int64,password",
+                "spec.additionalPrinterColumns[0].JSONPath: Invalid value: \"spec.size\": must be a simple json path starting with .",
+                "spec.additionalPrinterColumns[1].name: Required value",
+                "spec.additionalPrinterColumns[1].type: Required value: must be one of boolean,date,integer,number,string",
+                "spec.additionalPrinterColumns[1].JSONPath: Required value",
+            ]
+        );
+        // Versions with different columns: each version's.
+        let mut two = crd.clone();
+        let mut second = two["spec"]["versions"][0].clone();
+        second["name"] = json!("v2");
+        second["storage"] = json!(false);
+        second["additionalPrinterColumns"] =
+            json!([{"name": "A", "type": "number", "jsonPath": "x"}]);
+        two["spec"]["versions"].as_array_mut().unwrap().push(second);
+        let got = messages(&two, None);
+        assert_eq!(got.len(), 7, "{got:?}");
+        assert!(got[0].starts_with("spec.versions[0].additionalPrinterColumns[0].type: "));
+        assert_eq!(
+            got[6],
+            "spec.versions[1].additionalPrinterColumns[0].JSONPath: Invalid value: \"x\": must be a simple json path starting with ."
+        );
+    }
+
+    #[test]
+    fn selectable_fields_name_scalar_fields_of_the_schema() {
+        let mut crd = widget();
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "color": {"type": "string"}, "size": {"type": "integer"},
+                "nested": {"type": "object", "properties": {"on": {"type": "boolean"}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "ports": {"type": "array", "items": {"type": "string"}}}}}});
+        crd["spec"]["versions"][0]["selectableFields"] = json!([
+            {"jsonPath": ".spec.color"}, {"jsonPath": ".spec.nested.on"},
+            {"jsonPath": ".spec.labels.app"}, {"jsonPath": ".spec.nested"},
+            {"jsonPath": ".spec.missing"}, {"jsonPath": ".spec.ports[0]"},
+            {"jsonPath": ".spec.color"}, {"jsonPath": "spec.size"}, {"jsonPath": ""},
+        ]);
+        apply_defaults(&mut crd);
+        let at = "spec.versions[0].selectableFields";
+        assert_eq!(
+            messages(&crd, None),
+            [
+                format!(
+                    "{at}[3].jsonPath: Invalid value: \".spec.nested\": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."
+                ),
+                format!(
+                    "{at}[4].jsonPath: Invalid value: \".spec.missing\": is an invalid path: does not refer to a valid field"
+                ),
+                format!(
+                    "{at}[5].jsonPath: Invalid value: \".spec.ports[0]\": is an invalid path: array notation is not allowed"
+                ),
+                format!("{at}[6].jsonPath: Duplicate value: \".spec.color\""),
+                format!(
+                    "{at}[7].jsonPath: Invalid value: \"spec.size\": is an invalid path: expected [ or . but got: spec"
+                ),
+                format!("{at}[8].jsonPath: Required value"),
+            ]
+        );
+    }
+
+    #[test]
+    fn selectable_fields_refuse_array_notation() {
+        assert_eq!(
+            selectable_field(
+                &json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+                "['a']"
+            )
+            .unwrap_err(),
+            "array notation is not allowed"
+        );
+    }
+
+    #[test]
+    fn webhook_conversion_needs_its_client_and_review_versions() {
+        let mut crd = widget();
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook"});
+        apply_defaults(&mut crd);
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
+                "spec.conversion.conversionReviewVersions: Required value",
+            ]
+        );
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "clientConfig": {}, "conversionReviewVersions": ["v2", "v2"]}});
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required",
+                "spec.conversion.conversionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+                "spec.conversion.conversionReviewVersions: Invalid value: []string{\"v2\", \"v2\"}: must include at least one of v1, v1beta1",
+            ]
+        );
+        crd["spec"]["conversion"] = json!({"strategy": "Sideways", "webhook": {
+            "conversionReviewVersions": ["v1"]}});
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "spec.conversion.strategy: Unsupported value: \"Sideways\": supported values: \"None\", \"Webhook\"",
+                "spec.conversion.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook",
+            ]
+        );
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "clientConfig": {"service": {"name": "conv", "namespace": "system"}},
+            "conversionReviewVersions": ["v1", "v1beta1"]}});
+        assert_eq!(messages(&crd, None), Vec::<String>::new());
+    }
+
+    #[test]
+    fn preserve_unknown_fields_cannot_be_set() {
+        let mut crd = widget();
+        crd["spec"]["preserveUnknownFields"] = json!(true);
+        apply_defaults(&mut crd);
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "spec.preserveUnknownFields: Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"
+            ]
+        );
+        // Kept by an update of a CRD stored with it.
+        assert_eq!(messages(&crd, Some(&crd.clone())), Vec::<String>::new());
+        crd["spec"]["preserveUnknownFields"] = json!(false);
+        assert_eq!(messages(&crd, None), Vec::<String>::new());
+    }
+
+    #[test]
+    fn protected_groups_need_api_approval() {
+        let mut crd = widget();
+        crd["spec"]["group"] = json!("widgets.k8s.io");
+        crd["metadata"]["name"] = json!("widgets.widgets.k8s.io");
+        apply_defaults(&mut crd);
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+            ]
+        );
+        // An update leaving the state as it was passes.
+        assert_eq!(messages(&crd, Some(&crd.clone())), Vec::<String>::new());
+        crd["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": "yes"});
+        assert_eq!(
+            messages(&crd, None),
+            [
+                "metadata.annotations[api-approved.kubernetes.io]: Invalid value: \"yes\": protected groups must have approval annotation \"api-approved.kubernetes.io\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+            ]
+        );
+        for ok in [
+            "https://github.com/kubernetes/enhancements/pull/1111",
+            "unapproved, experimental",
+        ] {
+            crd["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": ok});
+            assert_eq!(messages(&crd, None), Vec::<String>::new(), "{ok}");
+        }
+        crd["spec"]["group"] = json!("k8s.io.example.com");
+        crd["metadata"] = json!({"name": "widgets.k8s.io.example.com"});
+        assert_eq!(messages(&crd, None), Vec::<String>::new());
+    }
+
+    #[test]
+    fn printer_columns_take_the_first_result_and_a_default_description() {
+        let columns = vec![
+            json!({"name": "Ports", "type": "string", "jsonPath": ".spec.ports[*].name"}),
+            json!({"name": "Ready", "type": "string",
+                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason"}),
+            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size",
+                "description": "How big"}),
+        ];
+        let object = json!({"metadata": {"name": "w"},
+            "spec": {"size": 1, "ports": [{"port": 1}, {"name": "http"}, {"name": "grpc"}]},
+            "status": {"conditions": [{"type": "Ready"}, {"type": "Ready", "reason": "Up"}]}});
+        let table = printer_table(&columns, &[&object], "1", None, 0, true).unwrap();
+        assert_eq!(table["rows"][0]["cells"], json!(["w", "http", "Up", 1]));
+        assert_eq!(
+            table["columnDefinitions"][1]["description"],
+            "Custom resource definition column (in JSONPath format): .spec.ports[*].name"
+        );
+        assert_eq!(table["columnDefinitions"][3]["description"], "How big");
     }
 }

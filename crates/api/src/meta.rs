@@ -295,6 +295,18 @@ pub fn prepare_create(
     validate_meta_maps("metadata", &meta, &mut causes).map_err(ApiError::bad_request)?;
     causes.extend(crate::gc::validate_metadata(&meta));
     if !causes.is_empty() {
+        if crate::crd::is_crd(def) {
+            // kube validates a CRD's spec with its metadata: an invalid plural is reported
+            // beside the name it makes invalid.
+            let mut crd = Value::Object(object.clone());
+            crd["metadata"] = Value::Object(meta.clone());
+            crate::crd::apply_defaults(&mut crd);
+            for cause in crate::crd::validation_causes(&crd, None) {
+                if !causes.contains(&cause) {
+                    causes.push(cause);
+                }
+            }
+        }
         return Err(ApiError::invalid(def, &name, causes));
     }
 

@@ -77,7 +77,14 @@ fn columns(def: &ResourceDef) -> Vec<Column> {
         return columns;
     }
     if !def.is_builtin() {
-        return vec![NAME, AGE];
+        // kube-apiserver's default column for a CRD that declares none: `date`-typed.
+        return vec![
+            NAME,
+            Column {
+                kind: "date",
+                ..AGE
+            },
+        ];
     }
     match def.plural.as_str() {
         "pods" => vec![

@@ -4514,3 +4514,118 @@ async fn workload_status_is_written_only_through_its_subresource() {
     assert_eq!(written["metadata"]["generation"], 1);
     server.shutdown().await;
 }
+
+/// Goal: CRD-related answers as kube-apiserver's apiextensions gives them: the CRD checks it
+/// makes beside the metadata's (an invalid plural reported with the name, a version without a
+/// schema), the object's NotFound for a subresource the CRD does not declare, `checkName` on a
+/// PUT of a `Scale`, and Table output (the first of several JSONPath results, a column's
+/// default description, the default `Age` column typed `date`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_answer_as_kube_apiextensions_does() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let mut bad_plural = widget_definition();
+    bad_plural["metadata"]["name"] = json!("Widgets.example.com");
+    bad_plural["spec"]["names"]["plural"] = json!("Widgets");
+    let (status, error) = send_json(addr, "POST", crds, &bad_plural).await;
+    assert_eq!(status, 422, "{error}");
+    let fields: Vec<&str> = error["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["metadata.name", "spec.names.plural"], "{error}");
+    let mut schemaless = widget_definition();
+    schemaless["spec"]["versions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("schema");
+    let (status, error) = send_json(addr, "POST", crds, &schemaless).await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required"
+    );
+
+    // Columns (one with several results, one without a description) and the scale
+    // subresource, no status subresource.
+    let mut crd = widget_definition();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["ports"] = json!({"type": "array", "items": {"type": "object",
+            "properties": {"name": {"type": "string"}}}});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] =
+        json!({"type": "object", "properties": {"size": {"type": "integer"}}});
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] =
+        json!([{"name": "Ports", "type": "string", "jsonPath": ".spec.ports[*].name"}]);
+    crd["spec"]["versions"][0]["subresources"] = json!({"scale": {
+        "specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"}});
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": 1, "ports": [{"name": "http"}, {"name": "grpc"}]}});
+    let (status, created) = send_json(addr, "POST", widgets, &widget).await;
+    assert_eq!(status, 201, "{created}");
+
+    let table_of = |path: String| async move {
+        let (status, body) = request_with_headers(
+            addr,
+            "GET",
+            &path,
+            &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()
+    };
+    let table = table_of(widgets.to_owned()).await;
+    assert_eq!(table["rows"][0]["cells"], json!(["w", "http"]), "{table}");
+    assert_eq!(
+        table["columnDefinitions"][1]["description"],
+        "Custom resource definition column (in JSONPath format): .spec.ports[*].name"
+    );
+
+    // No status subresource: the object's NotFound, whether or not it exists.
+    for name in ["w", "nothing"] {
+        let (status, error) = get_json(addr, &format!("{widgets}/{name}/status")).await;
+        assert_eq!(status, 404, "{error}");
+        assert_eq!(
+            error["message"],
+            format!("widgets.example.com \"{name}\" not found")
+        );
+        assert_eq!(
+            error["details"],
+            json!({"name": name, "group": "example.com", "kind": "widgets"})
+        );
+    }
+
+    // A Scale named otherwise than the URL.
+    let (status, scale) = get_json(addr, &format!("{widgets}/w/scale")).await;
+    assert_eq!(status, 200, "{scale}");
+    let mut other = scale.clone();
+    other["metadata"]["name"] = json!("other");
+    other["spec"]["replicas"] = json!(3);
+    let (status, error) = send_json(addr, "PUT", &format!("{widgets}/w/scale"), &other).await;
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(
+        error["message"],
+        "the name of the object (other) does not match the name on the URL (w)"
+    );
+    let mut same = scale;
+    same["spec"]["replicas"] = json!(3);
+    let (status, written) = send_json(addr, "PUT", &format!("{widgets}/w/scale"), &same).await;
+    assert_eq!((status, &written["spec"]["replicas"]), (200, &json!(3)));
+
+    // A CRD without columns: Name and a `date` Age.
+    let mut plain = widget_definition();
+    plain["metadata"]["name"] = json!("gadgets.example.com");
+    plain["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget"});
+    let (status, created) = send_json(addr, "POST", crds, &plain).await;
+    assert_eq!(status, 201, "{created}");
+    let table = table_of("/apis/example.com/v1/namespaces/default/gadgets".to_owned()).await;
+    assert_eq!(table["columnDefinitions"][1]["name"], "Age", "{table}");
+    assert_eq!(table["columnDefinitions"][1]["type"], "date", "{table}");
+    server.shutdown().await;
+}

@@ -834,7 +834,10 @@ const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 /// A cluster-scoped CRD `{plural}.example.com` serving `versions` versions (`v1` stored).
 fn crd(plural: &str, versions: usize) -> Value {
     let versions: Vec<Value> = (1..=versions)
-        .map(|n| json!({"name": format!("v{n}"), "served": true, "storage": n == 1}))
+        .map(|n| {
+            json!({"name": format!("v{n}"), "served": true, "storage": n == 1,
+                "schema": {"openAPIV3Schema": {"type": "object"}}})
+        })
         .collect();
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -235,13 +235,11 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
     if let Some(sub) = target.subresource
         && let Some(declared) = &def.declared_subresources
     {
-        // A CRD's resource serves exactly the subresources its CRD declares.
+        // A CRD's resource serves exactly the subresources its CRD declares; kube's CRD
+        // handler answers any other with the object's NotFound (`widgets.example.com "w" not
+        // found`), whether or not the object exists.
         if !declared.iter().any(|d| d == sub) {
-            return Some(ApiError::new(
-                404,
-                "NotFound",
-                format!("the server could not find the requested resource ({sub})"),
-            ));
+            return Some(ApiError::not_found(def, target.name.unwrap_or_default()));
         }
         return None;
     }

@@ -245,6 +245,31 @@ async fn body_json(response: Response) -> Result<(StatusCode, Value), ApiError> 
     Ok((status, value))
 }
 
+/// kube's `checkName` on a PUT's `Scale`: a name or namespace in the body other than the
+/// URL's is a 400 (before the parent is read).
+fn check_body_names(request: &ResourceRequest<'_>, name: &str) -> Result<(), ApiError> {
+    let Ok(body) = serde_json::from_slice::<Value>(&request.context.body) else {
+        return Ok(());
+    };
+    let body_name = body.pointer("/metadata/name").and_then(Value::as_str);
+    if let Some(body_name) = body_name.filter(|n| *n != name) {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let body_namespace = body.pointer("/metadata/namespace").and_then(Value::as_str);
+    if let (Some(url), Some(object)) = (request.target.namespace, body_namespace)
+        && !url.is_empty()
+        && !object.is_empty()
+        && url != object
+    {
+        return Err(ApiError::bad_request(format!(
+            "the namespace of the object ({object}) does not match the namespace on the URL ({url})"
+        )));
+    }
+    Ok(())
+}
+
 /// GET, PUT or PATCH of `{parent}/{name}/scale`.
 pub async fn serve(
     app: &App,
@@ -260,6 +285,9 @@ pub async fn serve(
         )
     })?;
     let name = request.target.name.unwrap_or_default();
+    if request.verb == Verb::Update {
+        check_body_names(request, name)?;
+    }
     match request.verb {
         Verb::Get => {
             let parent = read_parent(app, request, resource).await?;
