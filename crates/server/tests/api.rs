@@ -4629,3 +4629,47 @@ async fn custom_resources_answer_as_kube_apiextensions_does() {
     assert_eq!(table["columnDefinitions"][1]["type"], "date", "{table}");
     server.shutdown().await;
 }
+
+/// Goal: once a CRD's storage version changes, the objects stored at the old one read at the
+/// new one with its `apiVersion` (conversion `None`), in GETs, lists and watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_stored_at_an_old_storage_version_read_at_the_new_one() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let schema = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}});
+    let mut crd = widget_definition();
+    crd["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema},
+        {"name": "v2", "served": false, "storage": false, "schema": schema}
+    ]);
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, widget) = send_json(
+        addr,
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "old"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{widget}");
+    crd["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": false, "schema": schema},
+        {"name": "v2", "served": true, "storage": true, "schema": schema}
+    ]);
+    crd["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    let (status, updated) =
+        send_json(addr, "PUT", &format!("{crds}/widgets.example.com"), &crd).await;
+    assert_eq!(status, 200, "{updated}");
+    let v2 = "/apis/example.com/v2/namespaces/default/widgets";
+    // The update answers once the new storage version is served.
+    let got = get_json(addr, &format!("{v2}/old")).await;
+    assert_eq!(got.0, 200, "{}", got.1);
+    assert_eq!(got.1["apiVersion"], "example.com/v2");
+    let (_, list) = get_json(addr, v2).await;
+    assert_eq!(list["items"][0]["apiVersion"], "example.com/v2", "{list}");
+    let (_, list) = get_json(addr, "/apis/example.com/v1/namespaces/default/widgets").await;
+    assert_eq!(list["items"][0]["apiVersion"], "example.com/v1", "{list}");
+    server.shutdown().await;
+}

@@ -82,8 +82,14 @@ fn decode_object(
     let map = body
         .as_object_mut()
         .ok_or_else(|| format!("a {} is not a JSON object", def.kind))?;
-    map.entry("apiVersion")
-        .or_insert_with(|| Value::String(def.api_version()));
+    if def.is_builtin() {
+        map.entry("apiVersion")
+            .or_insert_with(|| Value::String(def.api_version()));
+    } else {
+        // A custom resource stored before its CRD's storage version changed reads at the new
+        // one: with conversion `None`, only `apiVersion` differs (kube's storage converts it).
+        map.insert("apiVersion".to_owned(), Value::String(def.api_version()));
+    }
     map.entry("kind")
         .or_insert_with(|| Value::String(def.kind.clone()));
     let (namespace, name, revision) = match identity {
