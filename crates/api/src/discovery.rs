@@ -198,9 +198,13 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
         out.push(("finalize", &["update"][..]));
     }
     if def.group.is_empty() && def.plural == "pods" {
+        out.push(("attach", &["create", "get"][..]));
         out.push(("binding", &["create"][..]));
         out.push((crate::ephemeral::SUBRESOURCE, STATUS_VERBS));
         out.push(("eviction", &["create"][..]));
+        out.push(("exec", &["create", "get"][..]));
+        out.push(("log", &["get"][..]));
+        out.push(("portforward", &["create", "get"][..]));
     }
     if def.group.is_empty() && def.plural == "serviceaccounts" {
         out.push(("token", &["create"][..]));
@@ -216,6 +220,9 @@ pub fn subresource_kind(sub: &str) -> Option<(&'static str, &'static str, &'stat
         "scale" => Some(("autoscaling", "v1", "Scale")),
         "binding" => Some(("", "v1", "Binding")),
         "eviction" => Some(("policy", "v1", "Eviction")),
+        "attach" => Some(("", "v1", "PodAttachOptions")),
+        "exec" => Some(("", "v1", "PodExecOptions")),
+        "portforward" => Some(("", "v1", "PodPortForwardOptions")),
         "token" => Some(("authentication.k8s.io", "v1", "TokenRequest")),
         _ => None,
     }
@@ -777,9 +784,9 @@ mod tests {
         // 15 resources and the read-only componentstatuses; 8 status subresources
         // (namespaces, nodes, pods, services, persistentvolumeclaims, persistentvolumes,
         // resourcequotas, replicationcontrollers); replicationcontrollers/scale;
-        // namespaces/finalize; pods/binding, pods/ephemeralcontainers and pods/eviction;
-        // serviceaccounts/token.
-        assert_eq!(resources.len(), 30);
+        // namespaces/finalize; pods/attach, pods/binding, pods/ephemeralcontainers,
+        // pods/eviction, pods/exec, pods/log and pods/portforward; serviceaccounts/token.
+        assert_eq!(resources.len(), 34);
         let cs = resources
             .iter()
             .find(|r| r["name"] == "componentstatuses")
@@ -977,6 +984,9 @@ mod tests {
                    "subresources": [{"subresource": "status",
                                      "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                                      "verbs": ["get", "patch", "update"]},
+                                    {"subresource": "attach",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "PodAttachOptions"},
+                                     "verbs": ["create", "get"]},
                                     {"subresource": "binding",
                                      "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
                                      "verbs": ["create"]},
@@ -985,7 +995,16 @@ mod tests {
                                      "verbs": ["get", "patch", "update"]},
                                     {"subresource": "eviction",
                                      "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-                                     "verbs": ["create"]}]})
+                                     "verbs": ["create"]},
+                                    {"subresource": "exec",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+                                     "verbs": ["create", "get"]},
+                                    {"subresource": "log",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                                     "verbs": ["get"]},
+                                    {"subresource": "portforward",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "PodPortForwardOptions"},
+                                     "verbs": ["create", "get"]}]})
         );
         let named = aggregated_discovery(&defs, false, AggregatedVersion::V2Beta1);
         assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");

@@ -4673,3 +4673,58 @@ async fn objects_stored_at_an_old_storage_version_read_at_the_new_one() {
     assert_eq!(list["items"][0]["apiVersion"], "example.com/v1", "{list}");
     server.shutdown().await;
 }
+
+/// Goal: a pod's `log`, `exec`, `attach` and `portforward` answer as kube-apiserver does
+/// before it reaches a kubelet: an unscheduled pod's log is empty, its exec is 400 "does not
+/// have a host assigned", a container must be named when there are several and must exist.
+#[tokio::test]
+async fn pod_streams_answer_as_kube_apiserver_before_a_kubelet() {
+    let server = server().await;
+    let addr = server.addr;
+    let pods = "/api/v1/namespaces/default/pods";
+    for (name, containers) in [
+        ("one", json!([{"name": "a", "image": "nginx"}])),
+        (
+            "two",
+            json!([{"name": "a", "image": "nginx"}, {"name": "b", "image": "nginx"}]),
+        ),
+    ] {
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            pods,
+            &json!({"apiVersion": "v1",
+            "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": containers}}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, log) = request(addr, "GET", &format!("{pods}/one/log"), "", "").await;
+    assert_eq!((status, log.as_str()), (200, ""));
+    for (method, path, message) in [
+        (
+            "POST",
+            "one/exec?command=ls",
+            "pod one does not have a host assigned",
+        ),
+        ("GET", "one/attach", "pod one does not have a host assigned"),
+        (
+            "GET",
+            "one/log?container=x",
+            "container x is not valid for pod one",
+        ),
+        (
+            "GET",
+            "two/log",
+            "a container name must be specified for pod two, choose one of: [a b]",
+        ),
+    ] {
+        let (status, body) = request(addr, method, &format!("{pods}/{path}"), "", "").await;
+        assert_eq!(status, 400, "{path}: {body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["message"], message);
+    }
+    let (status, _) = request(addr, "GET", &format!("{pods}/nope/log"), "", "").await;
+    assert_eq!(status, 404);
+    server.shutdown().await;
+}

@@ -25,6 +25,7 @@ pub mod inner;
 pub mod list_body;
 pub mod on_wake;
 pub mod openapi;
+pub mod pod_streams;
 pub mod pods;
 pub mod pretty;
 pub mod review;
@@ -248,6 +249,7 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         && !(def.plural == "namespaces" && sub == "finalize")
         && !(sub == "scale" && scale::paths(resource).is_some())
         && !pods::is_pod_subresource(def, sub)
+        && !pod_streams::is_stream_subresource(def, sub)
         && !token::is_token_subresource(def, sub)
         && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
@@ -532,6 +534,15 @@ async fn serve_resource(
         && pods::is_pod_subresource(def, sub)
     {
         return (verb.label(), pods::serve(app, &request, resource).await);
+    }
+    if let Some(sub) = target.subresource
+        && target.name.is_some()
+        && pod_streams::is_stream_subresource(def, sub)
+    {
+        return (
+            verb.label(),
+            pod_streams::serve(app, &request, resource).await,
+        );
     }
     if let Some(sub) = target.subresource
         && target.name.is_some()

@@ -885,6 +885,29 @@ impl UpstreamSource {
         }
         Ok(respond(code, kept, answer))
     }
+
+    /// Forwards `request` to the upstream as it is and answers with the upstream's answer,
+    /// nothing waited for (a read the cache cannot answer: a pod's logs).
+    ///
+    /// # Errors
+    /// The upstream cannot be reached.
+    pub async fn forward(
+        &self,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+    ) -> Result<Response, ApiError> {
+        let context = request.context;
+        let (code, kept, answer) = self
+            .send(
+                &context.method,
+                &path_and_query(request, &resource.def),
+                &context.headers,
+                context.body.clone(),
+                &context.user,
+            )
+            .await?;
+        Ok(respond(code, kept, answer))
+    }
 }
 
 /// The upstream path and query of a request for `def`.
