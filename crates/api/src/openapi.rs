@@ -511,6 +511,37 @@ fn custom_kind_schema(def: &ResourceDef, declared: &Value) -> Value {
     Value::Object(schema)
 }
 
+/// A definition as kube-apiserver publishes it in OpenAPI v3: a reference with anything beside
+/// it (a field's description, its markers) wrapped in `allOf` — where OpenAPI v3 ignores a
+/// `$ref`'s siblings, so `kubectl explain deployment.spec.strategy` would print the type's
+/// description instead of the field's —, and no `metadata` among a kind's required fields.
+fn as_published(schema: &mut Value, root: bool) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    if map.len() > 1
+        && let Some(reference) = map.remove("$ref")
+    {
+        map.insert("allOf".to_owned(), json!([{"$ref": reference}]));
+    }
+    if root && let Some(Value::Array(required)) = map.get_mut("required") {
+        required.retain(|field| field != "metadata");
+        if required.is_empty() {
+            map.remove("required");
+        }
+    }
+    if let Some(Value::Object(properties)) = map.get_mut("properties") {
+        for property in properties.values_mut() {
+            as_published(property, false);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(inner) = map.get_mut(key) {
+            as_published(inner, false);
+        }
+    }
+}
+
 fn kind_schemas(def: &ResourceDef, custom: &CustomSchemas, schemas: &mut Map<String, Value>) {
     if let Some(declared) = custom.get(&(def.group.clone(), def.version.clone(), def.kind.clone()))
     {
@@ -520,7 +551,10 @@ fn kind_schemas(def: &ResourceDef, custom: &CustomSchemas, schemas: &mut Map<Str
     }
     // A built-in kind: Kubernetes' own schema of it, with descriptions and markers.
     if let Some((root, definitions)) = crate::schema::openapi_definitions(def) {
-        schemas.extend(definitions);
+        schemas.extend(definitions.into_iter().map(|(name, mut schema)| {
+            as_published(&mut schema, true);
+            (name, schema)
+        }));
         if let Some(Value::Object(kind)) = schemas.get_mut(&root) {
             kind.insert(
                 "x-kubernetes-group-version-kind".into(),
