@@ -398,6 +398,51 @@ async fn an_in_flight_slot_is_held_until_the_response_is_taken() {
     server.shutdown().await;
 }
 
+/// Goal: a small answer frees its in-flight slot once the handler returns, as kube's handlers
+/// return once their answer fits their write buffer: an HTTP/2 client that opens streams and
+/// never gives them a flow-control window cannot hold every slot with cheap GETs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_answer_nobody_reads_holds_no_slot() {
+    let server = server_with(ServeArgs {
+        max_requests_inflight: Some(1),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut ready = client.clone().ready().await.unwrap();
+        let (response, _) = ready
+            .send_request(
+                axum::http::Request::get("http://127.0.0.1/api/v1/namespaces")
+                    .body(())
+                    .unwrap(),
+                true,
+            )
+            .unwrap();
+        let response = tokio::time::timeout(HANG_GUARD, response)
+            .await
+            .expect("a head")
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        // Its body waits for a window the client never gives; the slot is free anyway.
+        streams.push(response);
+        until(|| limits.inflight(false) == 0).await;
+    }
+    let listed = exchange(addr, "GET", "/api/v1/namespaces", "").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    drop(streams);
+    server.shutdown().await;
+}
+
 /// Reads until the server closes the connection (EOF or reset); returns the bytes read.
 async fn until_closed(stream: &mut TcpStream) -> usize {
     use tokio::io::AsyncReadExt;
