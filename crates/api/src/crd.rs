@@ -16,10 +16,15 @@
 //!   `preserveUnknownFields: true`, and API approval of protected groups.
 //!   A list value (`spec.versions`) is shown as JSON where Go prints its struct.
 //! - [`set_status`] is a pure function of the spec, the old status, the names other resources
-//!   hold and the time: a CRD whose names conflict with nothing gets `NamesAccepted` True
-//!   (`NoConflicts`) and `Established` True (`InitialNamesAccepted`), else `NamesAccepted`
-//!   False (`NameConflict`, `"<name>" is already in use`) and `Established` False
-//!   (`NotAccepted`). A condition keeps its `lastTransitionTime` while its status is unchanged.
+//!   hold and the time, as kube's naming controller: each name of the spec that is free (or
+//!   already accepted) is accepted one by one; a CRD whose names conflict with nothing gets
+//!   `NamesAccepted` True (`NoConflicts`) and `Established` True (`InitialNamesAccepted`), else
+//!   `NamesAccepted` False (`PluralConflict`, `ShortNamesConflict`, ... `"<name>" is already in
+//!   use`) and, unless it was established already (then it stays so, served under its accepted
+//!   names), `Established` False (`NotAccepted`). A condition keeps its `lastTransitionTime`
+//!   while its status is unchanged. A write of the `status` subresource keeps the stored spec
+//!   and sets `storedVersions` (the storage-version migration), which must name the storage
+//!   version and versions of the spec only ([`stored_versions_causes`], also on spec updates).
 //! - [`served`] maps an established CRD to the one resource the server serves for it: its
 //!   storage version, when that version is served (other versions are not served yet).
 
@@ -788,16 +793,21 @@ impl TakenNames {
     }
 }
 
-/// The first name of the CRD's spec another resource of its group holds, as the naming
-/// controller words it (`"widgets" is already in use`).
-#[must_use]
-pub fn name_conflict(object: &Value, others: &[TakenNames]) -> Option<String> {
+/// The names kube's naming controller accepts for the CRD (`calculateNamesAndConditions`):
+/// each of the spec's names that is already accepted, or that no other resource of its group
+/// holds, replaces the accepted one; each one taken keeps the accepted one and makes
+/// `NamesAccepted` False with its reason (`PluralConflict`, `SingularConflict`,
+/// `ShortNamesConflict`, `KindConflict`, `ListKindConflict`: the last found wins, as kube's)
+/// and `"<name>" is already in use`. `old_accepted` is the stored `status.acceptedNames`.
+fn accept_names(
+    object: &Value,
+    old_accepted: Option<&Value>,
+    others: &[TakenNames],
+) -> (Value, Option<(&'static str, String)>) {
     let group = str_at(object, "/spec/group");
-    let plural = str_at(object, "/spec/names/plural");
-    let singular = str_at(object, "/spec/names/singular");
-    let kind = str_at(object, "/spec/names/kind");
-    let list_kind = str_at(object, "/spec/names/listKind");
-    let shorts = strings_at(object, "/spec/names/shortNames");
+    let requested = object.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let empty = json!({});
+    let accepted = old_accepted.unwrap_or(&empty);
     let in_group: Vec<&TakenNames> = others.iter().filter(|o| o.group == group).collect();
     let resource_taken = |name: &str| {
         in_group.iter().any(|o| {
@@ -809,16 +819,71 @@ pub fn name_conflict(object: &Value, others: &[TakenNames]) -> Option<String> {
             .iter()
             .any(|o| o.kind == name || format!("{}List", o.kind) == name)
     };
-    let taken = [plural, singular]
-        .into_iter()
-        .chain(shorts.iter().map(String::as_str))
-        .find(|name| !name.is_empty() && resource_taken(name))
-        .or_else(|| {
-            [kind, list_kind]
-                .into_iter()
-                .find(|name| !name.is_empty() && kind_taken(name))
-        })?;
-    Some(format!("{taken:?} is already in use"))
+    // kube's `equalToAcceptedOrFresh`.
+    let fresh = |name: &str, was: &str, taken: &dyn Fn(&str) -> bool| {
+        if name == was || !taken(name) {
+            Ok(())
+        } else {
+            Err(format!("{name:?} is already in use"))
+        }
+    };
+    let mut names = accepted.as_object().cloned().unwrap_or_default();
+    let mut conflict = None;
+    for (key, reason, kinds) in [
+        ("plural", "PluralConflict", false),
+        ("singular", "SingularConflict", false),
+        ("kind", "KindConflict", true),
+        ("listKind", "ListKindConflict", true),
+    ] {
+        let name = str_at(&requested, &format!("/{key}"));
+        let was = str_at(accepted, &format!("/{key}"));
+        let taken: &dyn Fn(&str) -> bool = if kinds { &kind_taken } else { &resource_taken };
+        match fresh(name, was, taken) {
+            Ok(()) => {
+                if let Some(value) = requested.get(key) {
+                    names.insert(key.to_owned(), value.clone());
+                } else {
+                    names.remove(key);
+                }
+            }
+            Err(message) => conflict = Some((reason, message)),
+        }
+        if key == "singular" {
+            // Short names come between the singular and the kind, as in kube's order.
+            let wanted = strings_at(&requested, "/shortNames");
+            let had = strings_at(accepted, "/shortNames");
+            if wanted != had {
+                let errors: Vec<String> = wanted
+                    .iter()
+                    .filter(|name| !had.contains(name))
+                    .filter_map(|name| fresh(name, "", &resource_taken).err())
+                    .collect();
+                match errors.len() {
+                    0 => match requested.get("shortNames") {
+                        Some(value) => {
+                            names.insert("shortNames".to_owned(), value.clone());
+                        }
+                        None => {
+                            names.remove("shortNames");
+                        }
+                    },
+                    1 => conflict = Some(("ShortNamesConflict", errors[0].clone())),
+                    _ => {
+                        conflict = Some(("ShortNamesConflict", format!("[{}]", errors.join(", "))));
+                    }
+                }
+            }
+        }
+    }
+    match requested.get("categories") {
+        Some(categories) => {
+            names.insert("categories".to_owned(), categories.clone());
+        }
+        None => {
+            names.remove("categories");
+        }
+    }
+    (Value::Object(names), conflict)
 }
 
 fn condition(
@@ -849,17 +914,26 @@ fn condition(
 }
 
 /// Writes the CRD's status as kube-apiserver's naming and establishing controllers leave it:
-/// `acceptedNames` (the spec's names when they are free), the `NamesAccepted` and
-/// `Established` conditions (other conditions kept), and `storedVersions` (the old ones plus
-/// the storage version). `old_status` is the stored status (`None` on create), `conflict` the
-/// result of [`name_conflict`], `now` an RFC 3339 time.
+/// `acceptedNames` ([`accept_names`] against `others`, the names the other served resources
+/// hold), the `NamesAccepted` and `Established` conditions (other conditions kept;
+/// `Established` never goes back to False once True, so a name conflict introduced by an
+/// update leaves the resource served under its accepted names, as kube's), and
+/// `storedVersions`: the old ones plus the storage version, or on a write of the `status`
+/// subresource (`stored_from_client`) the ones the client wrote (the storage-version migration
+/// step; [`stored_versions_causes`] checks them). `old_status` is the stored status (`None`
+/// on create), `now` an RFC 3339 time.
 pub fn set_status(
     object: &mut Value,
     old_status: Option<&Value>,
-    conflict: Option<&str>,
+    others: &[TakenNames],
+    stored_from_client: bool,
     now: &str,
 ) {
-    let names = object.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let (accepted_names, conflict) = accept_names(
+        object,
+        old_status.and_then(|s| s.get("acceptedNames")),
+        others,
+    );
     let storage = object
         .pointer("/spec/versions")
         .and_then(Value::as_array)
@@ -884,60 +958,73 @@ pub fn set_status(
         })
         .cloned()
         .collect();
-    let accepted_names = match conflict {
-        None => names,
-        Some(_) => old_status
-            .and_then(|s| s.get("acceptedNames"))
-            .cloned()
-            .unwrap_or_else(|| json!({"plural": "", "kind": ""})),
-    };
-    match conflict {
+    let was_established = old_conditions.iter().find(|c| {
+        c.get("type").and_then(Value::as_str) == Some("Established")
+            && c.get("status").and_then(Value::as_str) == Some("True")
+    });
+    match &conflict {
+        None => conditions.push(condition(
+            old_conditions,
+            "NamesAccepted",
+            true,
+            "NoConflicts",
+            "no conflicts found",
+            now,
+        )),
+        Some((reason, message)) => conditions.push(condition(
+            old_conditions,
+            "NamesAccepted",
+            false,
+            reason,
+            message,
+            now,
+        )),
+    }
+    conditions.push(match (was_established, &conflict) {
+        (Some(established), _) => established.clone(),
+        (None, None) => condition(
+            old_conditions,
+            "Established",
+            true,
+            "InitialNamesAccepted",
+            "the initial names have been accepted",
+            now,
+        ),
+        (None, Some(_)) => condition(
+            old_conditions,
+            "Established",
+            false,
+            "NotAccepted",
+            "not all names are accepted",
+            now,
+        ),
+    });
+    let client_stored = object
+        .pointer("/status/storedVersions")
+        .filter(|_| stored_from_client)
+        .and_then(Value::as_array)
+        .map(|versions| {
+            versions
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        });
+    let stored = match client_stored {
+        Some(stored) => stored,
         None => {
-            conditions.push(condition(
-                old_conditions,
-                "NamesAccepted",
-                true,
-                "NoConflicts",
-                "no conflicts found",
-                now,
-            ));
-            conditions.push(condition(
-                old_conditions,
-                "Established",
-                true,
-                "InitialNamesAccepted",
-                "the initial names have been accepted",
-                now,
-            ));
+            let mut stored: Vec<String> = old_status
+                .map(|s| strings_at(s, "/storedVersions"))
+                .unwrap_or_default();
+            if let Some(storage) = storage
+                && !storage.is_empty()
+                && !stored.contains(&storage)
+            {
+                stored.push(storage);
+            }
+            stored
         }
-        Some(message) => {
-            conditions.push(condition(
-                old_conditions,
-                "NamesAccepted",
-                false,
-                "NameConflict",
-                message,
-                now,
-            ));
-            conditions.push(condition(
-                old_conditions,
-                "Established",
-                false,
-                "NotAccepted",
-                "not all names are accepted",
-                now,
-            ));
-        }
-    }
-    let mut stored: Vec<String> = old_status
-        .map(|s| strings_at(s, "/storedVersions"))
-        .unwrap_or_default();
-    if let Some(storage) = storage
-        && !storage.is_empty()
-        && !stored.contains(&storage)
-    {
-        stored.push(storage);
-    }
+    };
     let mut status = Map::new();
     status.insert("conditions".into(), Value::Array(conditions));
     status.insert("acceptedNames".into(), accepted_names);
@@ -945,6 +1032,50 @@ pub fn set_status(
     if let Some(map) = object.as_object_mut() {
         map.insert("status".into(), Value::Object(status));
     }
+}
+
+/// kube's `ValidateCustomResourceDefinitionStoredVersions` of the CRD's status: at least one
+/// stored version, the storage version among them, each one a version of the spec
+/// (`status.storedVersions[0]: Invalid value: "v1beta1": must appear in spec.versions`: a
+/// version objects may still be stored at cannot leave the spec before they are migrated).
+#[must_use]
+pub fn stored_versions_causes(object: &Value) -> Vec<Cause> {
+    let stored = strings_at(object, "/status/storedVersions");
+    let printed = go_strings(&stored);
+    if stored.is_empty() {
+        return vec![crate::field::invalid(
+            "status.storedVersions",
+            &printed,
+            "must have at least one stored version",
+        )];
+    }
+    let mut causes = Vec::new();
+    let mut left: Vec<(usize, &String)> = stored.iter().enumerate().collect();
+    for version in object
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = str_at(version, "/name");
+        let stored_here = left.iter().any(|(_, v)| v.as_str() == name);
+        if version.get("storage").and_then(Value::as_bool) == Some(true) && !stored_here {
+            causes.push(crate::field::invalid(
+                "status.storedVersions",
+                &printed,
+                &format!("must have the storage version {name}"),
+            ));
+        }
+        left.retain(|(_, v)| v.as_str() != name);
+    }
+    for (index, version) in left {
+        causes.push(invalid(
+            &format!("status.storedVersions[{index}]"),
+            version,
+            "must appear in spec.versions",
+        ));
+    }
+    causes
 }
 
 /// The resource an established CRD serves.
@@ -1437,7 +1568,7 @@ mod tests {
     fn immutable_on_update() {
         let mut old = widget();
         apply_defaults(&mut old);
-        set_status(&mut old, None, None, "2026-01-01T00:00:00Z");
+        set_status(&mut old, None, &[], false, "2026-01-01T00:00:00Z");
         let mut new = old.clone();
         new["spec"]["scope"] = json!("Cluster");
         new["spec"]["names"]["kind"] = json!("Gadget");
@@ -1450,7 +1581,7 @@ mod tests {
     fn status_and_served_resource() {
         let mut crd = widget();
         apply_defaults(&mut crd);
-        set_status(&mut crd, None, None, "t1");
+        set_status(&mut crd, None, &[], false, "t1");
         assert!(condition_true(&crd, "Established"));
         assert!(condition_true(&crd, "NamesAccepted"));
         assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
@@ -1460,7 +1591,7 @@ mod tests {
         assert_eq!(conditions[0]["reason"], "NoConflicts");
         // The transition time stays while the status does.
         let old = crd["status"].clone();
-        set_status(&mut crd, Some(&old), None, "t2");
+        set_status(&mut crd, Some(&old), &[], false, "t2");
         assert_eq!(crd["status"]["conditions"][0]["lastTransitionTime"], "t1");
         let resource = served(&crd).unwrap();
         assert_eq!(resource.def.api_version(), "example.com/v1");
@@ -1477,7 +1608,6 @@ mod tests {
             kind: "Gadget".into(),
             short_names: vec!["wd".into()],
         }];
-        let conflict = name_conflict(&crd, &taken);
         assert!(!resource.status && resource.def.printer_columns.is_empty());
         // No subresource declared: none listed (not even `status`).
         assert_eq!(resource.def.declared_subresources, Some(vec![]));
@@ -1493,17 +1623,76 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["scale"]
         );
-        assert_eq!(conflict.as_deref(), Some("\"wd\" is already in use"));
         let mut conflicting = widget();
         apply_defaults(&mut conflicting);
-        set_status(&mut conflicting, None, conflict.as_deref(), "t1");
+        set_status(&mut conflicting, None, &taken, false, "t1");
         assert!(!condition_true(&conflicting, "NamesAccepted"));
-        assert_eq!(
-            conflicting["status"]["conditions"][1]["reason"],
-            "NotAccepted"
+        let conditions = &conflicting["status"]["conditions"];
+        assert_eq!(conditions[0]["reason"], "ShortNamesConflict");
+        assert_eq!(conditions[0]["message"], "\"wd\" is already in use");
+        assert_eq!(conditions[1]["reason"], "NotAccepted");
+        // The names that are free are accepted one by one; the taken short name is not.
+        assert_eq!(conflicting["status"]["acceptedNames"]["plural"], "widgets");
+        assert!(
+            conflicting["status"]["acceptedNames"]
+                .get("shortNames")
+                .is_none()
         );
         assert!(served(&conflicting).is_none());
-        assert_eq!(name_conflict(&crd, &[]), None);
+    }
+
+    /// Goal: a name conflict an update brings leaves an established CRD established and
+    /// served under the names it had, as kube's naming controller leaves it.
+    #[test]
+    fn an_established_crd_keeps_serving_when_an_update_takes_a_name_in_use() {
+        let mut crd = widget();
+        apply_defaults(&mut crd);
+        set_status(&mut crd, None, &[], false, "t1");
+        let taken = vec![TakenNames {
+            group: "example.com".into(),
+            plural: "gadgets".into(),
+            singular: "gadget".into(),
+            kind: "Gadget".into(),
+            short_names: vec!["gd".into()],
+        }];
+        let old = crd["status"].clone();
+        crd["spec"]["names"]["shortNames"] = json!(["wd", "gd"]);
+        crd["spec"]["names"]["categories"] = json!(["all"]);
+        set_status(&mut crd, Some(&old), &taken, false, "t2");
+        assert!(condition_true(&crd, "Established"));
+        assert!(!condition_true(&crd, "NamesAccepted"));
+        let accepted = &crd["status"]["acceptedNames"];
+        assert_eq!(accepted["shortNames"], json!(["wd"]), "the old ones kept");
+        assert_eq!(accepted["categories"], json!(["all"]));
+        let served = served(&crd).unwrap();
+        assert_eq!(served.def.short_names, ["wd"]);
+    }
+
+    #[test]
+    fn stored_versions_must_name_the_storage_version_and_versions_of_the_spec() {
+        let mut crd = widget();
+        apply_defaults(&mut crd);
+        set_status(&mut crd, None, &[], false, "t1");
+        assert!(stored_versions_causes(&crd).is_empty());
+        crd["status"]["storedVersions"] = json!(["v1beta1"]);
+        let messages: Vec<String> = stored_versions_causes(&crd)
+            .into_iter()
+            .map(|(field, message, _)| format!("{field}: {message}"))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "status.storedVersions: Invalid value: []string{\"v1beta1\"}: must have the storage version v1",
+                "status.storedVersions[0]: Invalid value: \"v1beta1\": must appear in spec.versions",
+            ]
+        );
+        crd["status"]["storedVersions"] = json!([]);
+        assert_eq!(stored_versions_causes(&crd).len(), 1);
+        // A write of `status` keeps the client's stored versions.
+        let old = crd["status"].clone();
+        crd["status"]["storedVersions"] = json!(["v1"]);
+        set_status(&mut crd, Some(&old), &[], true, "t2");
+        assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
     }
 
     /// Goal: what `--max-custom-resource-versions` counts of a CRD is exactly the number of
@@ -1560,7 +1749,7 @@ mod tests {
             (0, 0),
             "not established"
         );
-        set_status(&mut crd, None, None, "t1");
+        set_status(&mut crd, None, &[], false, "t1");
         let mut cases = vec![crd.clone()];
         let mut webhook = crd.clone();
         webhook["spec"]["conversion"] = json!({"strategy": "Webhook"});
@@ -1575,12 +1764,12 @@ mod tests {
         unnamed["status"]["acceptedNames"]["kind"] = json!("");
         cases.push(unnamed);
         let mut conflicting = crd.clone();
-        set_status(
-            &mut conflicting,
-            None,
-            Some("\"wd\" is already in use"),
-            "t1",
-        );
+        let holder = TakenNames {
+            group: str_at(&crd, "/spec/group").to_owned(),
+            short_names: vec!["wd".into()],
+            ..TakenNames::default()
+        };
+        set_status(&mut conflicting, None, &[holder], false, "t1");
         cases.push(conflicting);
         let counted: Vec<(usize, usize)> = cases
             .iter()

@@ -4728,3 +4728,96 @@ async fn pod_streams_answer_as_kube_apiserver_before_a_kubelet() {
     assert_eq!(status, 404);
     server.shutdown().await;
 }
+
+/// Goal: the storage-version migration works as on kube-apiserver: a write of a CRD's
+/// `status` sets `storedVersions` (checked), a version objects may be stored at cannot leave
+/// the spec while it is listed, and a name conflict an update brings leaves the CRD served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_status_carries_the_storage_migration_and_names_stay_served() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let at = format!("{crds}/widgets.example.com");
+    let schema = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}});
+    let mut crd = widget_definition();
+    crd["spec"]["versions"] = json!([
+        {"name": "v1beta1", "served": true, "storage": true, "schema": schema},
+        {"name": "v1", "served": true, "storage": false, "schema": schema}
+    ]);
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    // The storage version moves to v1: both are stored versions now.
+    crd["spec"]["versions"][0]["storage"] = json!(false);
+    crd["spec"]["versions"][1]["storage"] = json!(true);
+    crd["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    let (status, moved) = send_json(addr, "PUT", &at, &crd).await;
+    assert_eq!(status, 200, "{moved}");
+    assert_eq!(moved["status"]["storedVersions"], json!(["v1beta1", "v1"]));
+    // v1beta1 cannot leave the spec while objects may be stored at it.
+    let mut dropped = crd.clone();
+    dropped["spec"]["versions"] = json!([crd["spec"]["versions"][1]]);
+    dropped["metadata"]["resourceVersion"] = moved["metadata"]["resourceVersion"].clone();
+    let (status, refused) = send_json(addr, "PUT", &at, &dropped).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().ends_with(
+            "status.storedVersions[0]: Invalid value: \"v1beta1\": must appear in spec.versions"
+        ),
+        "{refused}"
+    );
+    // Once migrated, the status says so; then v1beta1 may go.
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{at}/status"),
+        "application/merge-patch+json",
+        r#"{"status":{"storedVersions":["v1"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let migrated: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(migrated["status"]["storedVersions"], json!(["v1"]));
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{at}/status"),
+        "application/merge-patch+json",
+        r#"{"status":{"storedVersions":["v1beta1"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    dropped["metadata"]["resourceVersion"] = migrated["metadata"]["resourceVersion"].clone();
+    let (status, updated) = send_json(addr, "PUT", &at, &dropped).await;
+    assert_eq!(status, 200, "{updated}");
+
+    // Another CRD of the group holds `gd`: asking for it too leaves this one served.
+    let mut gadgets = widget_definition();
+    gadgets["metadata"]["name"] = json!("gadgets.example.com");
+    gadgets["spec"]["names"] = json!({"plural": "gadgets", "kind": "Gadget", "shortNames": ["gd"]});
+    let (status, body) = send_json(addr, "POST", crds, &gadgets).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &at,
+        "application/merge-patch+json",
+        r#"{"spec":{"names":{"shortNames":["wd","gd"]}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let conflicting: Value = serde_json::from_str(&body).unwrap();
+    let conditions = conflicting["status"]["conditions"].as_array().unwrap();
+    let of = |kind: &str| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == kind)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("NamesAccepted")["reason"], "ShortNamesConflict");
+    assert_eq!(of("Established")["status"], "True");
+    let (status, _) = get_json(addr, "/apis/example.com/v1/namespaces/default/widgets").await;
+    assert_eq!(status, 200);
+    server.shutdown().await;
+}

@@ -946,13 +946,25 @@ impl Writer<'_> {
                 .filter(|r| !(r.origin == Origin::Definition && r.name() == name))
                 .map(|r| watchkeeper_api::crd::TakenNames::of(&r.def))
                 .collect();
-            let conflict = watchkeeper_api::crd::name_conflict(&object, &others);
+            let status_write = self.subresource == "status";
+            if status_write && let (Some(old), Some(map)) = (old, object.as_object_mut()) {
+                // kube's status strategy: a write of `status` keeps the stored spec.
+                match old.get("spec") {
+                    Some(spec) => map.insert("spec".to_owned(), spec.clone()),
+                    None => map.remove("spec"),
+                };
+            }
             watchkeeper_api::crd::set_status(
                 &mut object,
                 old.and_then(|old| old.get("status")),
-                conflict.as_deref(),
+                &others,
+                status_write,
                 &self.time,
             );
+            let causes = watchkeeper_api::crd::stored_versions_causes(&object);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(&resource.def, &name, causes));
+            }
         } else if self.subresource == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(&resource.def)
             && let Some(old) = old
