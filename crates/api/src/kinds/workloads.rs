@@ -257,7 +257,8 @@ fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
         return;
     }
     let labels = object.pointer("/spec/template/metadata/labels");
-    if matches(selector, labels) == Some(false) {
+    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+    if label_selector_matches(selector, label) == Some(false) {
         causes.push(invalid(
             "spec.template.metadata.labels",
             &go_string_map(labels),
@@ -266,10 +267,13 @@ fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// Whether a label selector matches `labels`; `None` when the selector cannot be read (an
-/// unknown operator: kube's "invalid label selector", not checked here).
-fn matches(selector: &Value, labels: Option<&Value>) -> Option<bool> {
-    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+/// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) matches the labels
+/// `label` looks up (an empty selector matches everything); `None` when it names an operator
+/// kube does not know (kube's "invalid label selector").
+pub fn label_selector_matches<'l>(
+    selector: &Value,
+    label: impl Fn(&str) -> Option<&'l str>,
+) -> Option<bool> {
     if let Some(wanted) = selector.get("matchLabels").and_then(Value::as_object) {
         for (key, value) in wanted {
             if label(key) != value.as_str() {

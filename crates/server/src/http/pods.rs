@@ -237,42 +237,12 @@ async fn bind(
 }
 
 /// Whether an object's labels match a `metav1.LabelSelector` (an empty selector matches
-/// every pod, as in `policy/v1`).
+/// every pod, as in `policy/v1`; an unknown operator matches none).
 fn selector_matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    if let Some(match_labels) = selector.get("matchLabels").and_then(Value::as_object) {
-        for (key, value) in match_labels {
-            if labels.get(key).map(String::as_str) != value.as_str() {
-                return false;
-            }
-        }
-    }
-    for expression in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = expression.get("key").and_then(Value::as_str).unwrap_or("");
-        let values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let value = labels.get(key).map(String::as_str);
-        let ok = match expression.get("operator").and_then(Value::as_str) {
-            Some("In") => value.is_some_and(|v| values.contains(&v)),
-            Some("NotIn") => value.is_none_or(|v| !values.contains(&v)),
-            Some("Exists") => value.is_some(),
-            Some("DoesNotExist") => value.is_none(),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
+    watchkeeper_api::kinds::workloads::label_selector_matches(selector, |key| {
+        labels.get(key).map(String::as_str)
+    })
+    .unwrap_or(false)
 }
 
 fn labels_of(object: &Value) -> BTreeMap<String, String> {
