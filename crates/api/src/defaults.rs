@@ -2,9 +2,14 @@
 //! (`pkg/apis/{core,apps}/v1/defaults.go`) and create strategies set them.
 //!
 //! ## Guarantees
-//! - A field is only ever *added* where the object leaves it out (absent or `null`); a value
-//!   the client sent is never changed. So defaulting is idempotent, and an object read back and
-//!   written again is unchanged by it.
+//! - A field is only ever *added* where the object leaves it out (absent or `null`; for the
+//!   few fields whose Go defaulting reads a zero value as unset — a probe's periods and
+//!   thresholds, a host port on the host network, an empty `httpGet` path or scheme, an empty
+//!   field selector or role API group — that zero too); any other value the client sent is
+//!   never changed. So defaulting is idempotent, and an object read back and written again is
+//!   unchanged by it.
+//! - Pod-only defaults (`enableServiceLinks`, requests from limits, host ports on the host
+//!   network) are a Pod's, never a template's, as kube's `SetDefaults_Pod`.
 //! - Defaults are applied on every create and update (kube-apiserver defaults every decoded
 //!   body), before validation and the generation check.
 //! - Create-time status ([`create_status`]): a Pod without `status.phase` gets `Pending` and
@@ -51,7 +56,6 @@ const POD_SPEC_DEFAULTS: &[(&str, &str)] = &[
     ("terminationGracePeriodSeconds", "30"),
     ("securityContext", "{}"),
     ("schedulerName", r#""default-scheduler""#),
-    ("enableServiceLinks", "true"),
     (
         "containers[].terminationMessagePath",
         r#""/dev/termination-log""#,
@@ -350,7 +354,9 @@ fn image_pull_policy(image: &str) -> &'static str {
 
 /// Container rules that depend on other fields: image pull policy, and requests defaulted
 /// from limits (`SetDefaults_Pod`).
-fn container_defaults(container: &mut Value) {
+/// A container's defaults; `pod` for a Pod's own containers and init containers, which
+/// alone get requests from their limits (kube's `SetDefaults_Pod`, not its templates').
+fn container_defaults(container: &mut Value, pod: bool) {
     let Value::Object(map) = container else {
         return;
     };
@@ -359,6 +365,41 @@ fn container_defaults(container: &mut Value) {
     {
         let policy = image_pull_policy(image);
         map.insert("imagePullPolicy".into(), Value::from(policy));
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(Value::Object(probe)) = map.get_mut(probe) {
+            // `SetDefaults_Probe`: Go's zero is unset.
+            for (key, default) in [
+                ("timeoutSeconds", 1),
+                ("periodSeconds", 10),
+                ("successThreshold", 1),
+                ("failureThreshold", 3),
+            ] {
+                if probe
+                    .get(key)
+                    .is_none_or(|v| v.is_null() || v.as_i64() == Some(0))
+                {
+                    probe.insert(key.to_owned(), Value::from(default));
+                }
+            }
+            http_get_defaults(probe.get_mut("httpGet"));
+        }
+    }
+    for hook in ["postStart", "preStop"] {
+        if let Some(handler) = map.get_mut("lifecycle").and_then(|l| l.get_mut(hook)) {
+            http_get_defaults(handler.get_mut("httpGet"));
+        }
+    }
+    for env in map
+        .get_mut("env")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        field_ref_defaults(env.pointer_mut("/valueFrom/fieldRef"));
+    }
+    if !pod {
+        return;
     }
     if let Some(Value::Object(resources)) = map.get_mut("resources")
         && let Some(Value::Object(limits)) = resources.get("limits").cloned()
@@ -377,7 +418,35 @@ fn container_defaults(container: &mut Value) {
     }
 }
 
-fn pod_spec_defaults(spec: &mut Value) {
+/// `SetDefaults_HTTPGetAction`: path `/`, scheme `HTTP` where empty.
+fn http_get_defaults(action: Option<&mut Value>) {
+    if let Some(Value::Object(action)) = action {
+        for (key, default) in [("path", "/"), ("scheme", "HTTP")] {
+            if action
+                .get(key)
+                .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+            {
+                action.insert(key.to_owned(), Value::from(default));
+            }
+        }
+    }
+}
+
+/// `SetDefaults_ObjectFieldSelector`: `apiVersion: v1` where empty.
+fn field_ref_defaults(selector: Option<&mut Value>) {
+    if let Some(Value::Object(selector)) = selector
+        && selector
+            .get("apiVersion")
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+    {
+        selector.insert("apiVersion".to_owned(), Value::from("v1"));
+    }
+}
+
+/// A pod spec's defaults; `pod` for a Pod's own spec, which alone gets
+/// `enableServiceLinks`, requests from limits and, on the host's network, host ports
+/// (kube's `SetDefaults_Pod`: "only materializes in the Pod object", not in templates).
+fn pod_spec_defaults(spec: &mut Value, pod: bool) {
     if !spec.is_object() {
         return;
     }
@@ -387,7 +456,85 @@ fn pod_spec_defaults(spec: &mut Value) {
     }
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(Value::Array(containers)) = spec.get_mut(list) {
-            containers.iter_mut().for_each(container_defaults);
+            let own = pod && list != "ephemeralContainers";
+            containers
+                .iter_mut()
+                .for_each(|container| container_defaults(container, own));
+        }
+    }
+    for volume in spec
+        .get_mut("volumes")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        for item in volume
+            .pointer_mut("/downwardAPI/items")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            field_ref_defaults(item.get_mut("fieldRef"));
+        }
+    }
+    if !pod {
+        return;
+    }
+    set_default(spec, "enableServiceLinks", &Value::Bool(true));
+    if spec.get("hostNetwork").and_then(Value::as_bool) == Some(true) {
+        // `defaultHostNetworkPorts`: a port's host port is its container port.
+        for list in ["containers", "initContainers"] {
+            for port in spec
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get_mut("ports").and_then(Value::as_array_mut))
+                .flatten()
+            {
+                if let Value::Object(port) = port
+                    && port
+                        .get("hostPort")
+                        .is_none_or(|v| v.is_null() || v.as_i64() == Some(0))
+                    && let Some(number) = port.get("containerPort").cloned()
+                {
+                    port.insert("hostPort".to_owned(), number);
+                }
+            }
+        }
+    }
+}
+
+/// RoleBindings' and ClusterRoleBindings' defaults (`SetDefaults_RoleBinding`,
+/// `SetDefaults_Subject`): the role's API group, and each user's or group's.
+fn role_binding_defaults(object: &mut Value) {
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    if let Some(Value::Object(role)) = object.get_mut("roleRef")
+        && role
+            .get("apiGroup")
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+    {
+        role.insert("apiGroup".to_owned(), Value::from(RBAC));
+    }
+    for subject in object
+        .get_mut("subjects")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        let Value::Object(subject) = subject else {
+            continue;
+        };
+        let group = match subject.get("kind").and_then(Value::as_str) {
+            // A service account's group is `""`, which Go leaves out.
+            Some("User" | "Group") => RBAC,
+            _ => continue,
+        };
+        if subject
+            .get("apiGroup")
+            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+        {
+            subject.insert("apiGroup".to_owned(), Value::from(group));
         }
     }
 }
@@ -481,12 +628,16 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
         service_defaults(object);
     }
     crate::kinds::apply_defaults(def, object);
+    if group == "rbac.authorization.k8s.io" && matches!(kind, "RoleBinding" | "ClusterRoleBinding")
+    {
+        role_binding_defaults(object);
+    }
     for (row_group, row_kind, path) in POD_SPEC_PATHS {
         if *row_group == group
             && *row_kind == kind
             && let Some(spec) = get_mut(object, path)
         {
-            pod_spec_defaults(spec);
+            pod_spec_defaults(spec, (group, kind) == ("", "Pod"));
         }
     }
 }

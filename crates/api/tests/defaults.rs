@@ -394,3 +394,60 @@ fn limit_range_item_defaults() {
         ])
     );
 }
+
+#[test]
+fn pod_only_defaults_stay_out_of_templates_and_probes_get_theirs() {
+    let container = json!({"name": "c", "image": "nginx:1.25",
+        "resources": {"limits": {"cpu": "200m"}},
+        "ports": [{"containerPort": 8080}],
+        "livenessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 0},
+        "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]});
+    let deployment = create(
+        "deployments",
+        json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"hostNetwork": true, "containers": [container.clone()]}}}}),
+    );
+    let template = &deployment["spec"]["template"]["spec"];
+    assert!(template.get("enableServiceLinks").is_none(), "{template}");
+    let c = &template["containers"][0];
+    assert!(c["resources"].get("requests").is_none(), "{c}");
+    assert!(c["ports"][0].get("hostPort").is_none(), "{c}");
+    assert_eq!(
+        c["livenessProbe"],
+        json!({"httpGet": {"port": 8080, "path": "/", "scheme": "HTTP"}, "periodSeconds": 10,
+            "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3})
+    );
+    assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
+
+    let pod = create(
+        "pods",
+        json!({"metadata": {"name": "p"}, "spec": {"hostNetwork": true,
+            "containers": [container]}}),
+    );
+    assert_eq!(pod["spec"]["enableServiceLinks"], true);
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(c["resources"]["requests"], json!({"cpu": "200m"}));
+    assert_eq!(c["ports"][0]["hostPort"], 8080);
+}
+
+#[test]
+fn role_bindings_name_their_api_groups() {
+    let binding = create(
+        "rolebindings",
+        json!({"metadata": {"name": "rb"},
+            "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "u"}, {"kind": "Group", "name": "g"},
+                {"kind": "ServiceAccount", "name": "sa", "namespace": "default"}]}),
+    );
+    assert_eq!(binding["roleRef"]["apiGroup"], "rbac.authorization.k8s.io");
+    assert_eq!(
+        binding["subjects"][0]["apiGroup"],
+        "rbac.authorization.k8s.io"
+    );
+    assert_eq!(
+        binding["subjects"][1]["apiGroup"],
+        "rbac.authorization.k8s.io"
+    );
+    assert!(binding["subjects"][2].get("apiGroup").is_none());
+}
