@@ -1078,9 +1078,17 @@ fn prune<'a>(
     path: &mut String,
     unknown: &mut Vec<String>,
 ) {
-    let (shape, _) = walk.shape(schema);
+    let (shape, name) = walk.shape(schema);
     let start = path.len();
     match (shape, value) {
+        (Shape::Time, Value::String(text)) => {
+            // Kubernetes writes times back in UTC, whole seconds (`MicroTime`: microseconds),
+            // whatever offset or precision the client sent.
+            let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
+            if let Some(normalized) = crate::time::normalized_rfc3339(text, micro) {
+                *text = normalized;
+            }
+        }
         (Shape::Struct(_, properties), Value::Object(fields)) => {
             // Depth-first in key order, as Go's decoder meets them in (sorted) text.
             let mut dropped = Vec::new();
@@ -1594,6 +1602,25 @@ mod tests {
             copy.values()
                 .all(|node| !classified().contains_key(&address(node)))
         );
+    }
+
+    #[test]
+    fn times_are_written_back_in_utc_as_kubernetes_writes_them() {
+        let mut event = serde_json::json!({
+            "metadata": {"name": "e", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p"},
+            "firstTimestamp": "2026-12-04T17:40:00.123+01:00",
+            "lastTimestamp": "2026-12-04T16:40:00Z",
+            "eventTime": "2026-12-04T17:40:00.1234567+01:00",
+        });
+        assert!(prune_unknown_fields(&builtin("events"), &mut event).is_empty());
+        assert_eq!(event["firstTimestamp"], "2026-12-04T16:40:00Z");
+        assert_eq!(event["lastTimestamp"], "2026-12-04T16:40:00Z");
+        assert_eq!(event["eventTime"], "2026-12-04T16:40:00.123456Z");
+        // Not a time: left for the decode check to refuse.
+        let mut bad = serde_json::json!({"metadata": {"name": "e"}, "firstTimestamp": "soon"});
+        prune_unknown_fields(&builtin("events"), &mut bad);
+        assert_eq!(bad["firstTimestamp"], "soon");
     }
 
     fn builtin(plural: &str) -> ResourceDef {

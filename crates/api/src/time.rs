@@ -118,6 +118,38 @@ pub fn unix_from_rfc3339(text: &str) -> Option<i64> {
     Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset)
 }
 
+/// Parses an RFC 3339 timestamp into Unix microseconds (a fraction past six digits is
+/// truncated, as Go's `time` keeps nanoseconds and `MicroTime` prints microseconds); `None`
+/// when malformed.
+#[must_use]
+pub fn unix_micros_from_rfc3339(text: &str) -> Option<i64> {
+    let seconds = unix_from_rfc3339(text)?;
+    let text = text.trim();
+    let micros = match text.get(19..).and_then(|rest| rest.strip_prefix('.')) {
+        Some(fraction) => {
+            let digits: String = fraction
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .take(6)
+                .collect();
+            format!("{digits:0<6}").parse::<i64>().ok()?
+        }
+        None => 0,
+    };
+    seconds.checked_mul(1_000_000)?.checked_add(micros)
+}
+
+/// A `metav1.Time` (`micro`: `metav1.MicroTime`) as Kubernetes writes it back whatever form a
+/// client sent it in: UTC, whole seconds (six fractional digits); `None` when malformed.
+#[must_use]
+pub fn normalized_rfc3339(text: &str, micro: bool) -> Option<String> {
+    if micro {
+        unix_micros_from_rfc3339(text).map(rfc3339_micro_from_unix)
+    } else {
+        unix_from_rfc3339(text).map(rfc3339_from_unix)
+    }
+}
+
 /// kubectl's `duration.HumanDuration` for a number of seconds: `45s`, `5m`, `7m30s`, `3h`,
 /// `2d`, `3y`; `<invalid>` more than a second in the future.
 #[must_use]
