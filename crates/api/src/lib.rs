@@ -66,6 +66,7 @@ pub mod order;
 pub mod patch;
 pub mod pattern;
 pub mod protobuf;
+pub mod quantity;
 pub mod query;
 pub mod resources;
 pub mod schema;

@@ -1081,6 +1081,16 @@ fn prune<'a>(
     let (shape, name) = walk.shape(schema);
     let start = path.len();
     match (shape, value) {
+        (Shape::Quantity, quantity @ (Value::String(_) | Value::Number(_))) => {
+            // Written back in kube's canonical form (`0.5` is `500m`, `1024Mi` is `1Gi`).
+            let text = match &*quantity {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            if let Some(canonical) = crate::quantity::canonical(&text) {
+                *quantity = Value::String(canonical);
+            }
+        }
         (Shape::Time, Value::String(text)) => {
             // Kubernetes writes times back in UTC, whole seconds (`MicroTime`: microseconds),
             // whatever offset or precision the client sent.

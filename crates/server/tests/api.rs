@@ -4821,3 +4821,40 @@ async fn crd_status_carries_the_storage_migration_and_names_stay_served() {
     assert_eq!(status, 200);
     server.shutdown().await;
 }
+
+/// Goal: quantities and times come back in the form kube-apiserver writes them, whatever form
+/// the client sent: `0.5` is `500m`, `1024Mi` is `1Gi`, a time with an offset is UTC.
+#[tokio::test]
+async fn quantities_and_times_come_back_as_kube_writes_them() {
+    let server = server().await;
+    let addr = server.addr;
+    let (status, pod) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q"},
+            "spec": {"containers": [{"name": "c", "image": "nginx",
+                "resources": {"requests": {"cpu": 0.5, "memory": "1024Mi"},
+                    "limits": {"cpu": "1000m", "memory": "1.5Gi"}}}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{pod}");
+    let resources = &pod["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        *resources,
+        json!({"requests": {"cpu": "500m", "memory": "1Gi"},
+            "limits": {"cpu": "1", "memory": "1536Mi"}})
+    );
+    let (status, event) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/events",
+        &json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+            "involvedObject": {"kind": "Pod", "name": "q", "namespace": "default"},
+            "firstTimestamp": "2026-12-04T17:40:00.123+01:00"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{event}");
+    assert_eq!(event["firstTimestamp"], "2026-12-04T16:40:00Z");
+    server.shutdown().await;
+}
