@@ -140,7 +140,87 @@ pub fn canonical(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::canonical;
+
+    proptest! {
+        /// The canonical form is canonical: written again, it stays; and it is the same
+        /// amount (compared in nano units, where the input has at most nine decimals).
+        #[test]
+        fn canonical_forms_are_fixed_points_of_the_same_amount(
+            whole in 0u64..100_000,
+            fraction in "[0-9]{0,9}",
+            suffix in prop::sample::select(vec!["", "n", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti", "e3", "e-3", "e6"]),
+            negative in any::<bool>(),
+        ) {
+            let sign = if negative { "-" } else { "" };
+            let text = if fraction.is_empty() {
+                format!("{sign}{whole}{suffix}")
+            } else {
+                format!("{sign}{whole}.{fraction}{suffix}")
+            };
+            let once = canonical(&text).expect("a well-formed quantity");
+            let twice = canonical(&once);
+            prop_assert_eq!(twice.as_deref(), Some(once.as_str()), "{}", text);
+            // Amounts finer than a nano unit round up; the others are kept exactly.
+            if let Some(exact) = nanos(&text) {
+                prop_assert_eq!(nanos(&once), Some(exact), "{} -> {}", text, once);
+            }
+        }
+    }
+
+    /// The amount of a quantity in nano units, by exact integer arithmetic (independent of
+    /// [`canonical`]'s code).
+    fn nanos(text: &str) -> Option<i128> {
+        let (negative, text) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let end = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, suffix) = text.split_at(end);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        let scale: i128 = 10i128.pow(u32::try_from(fraction.len()).ok()?);
+        let value: i128 = format!("{whole}{fraction}0").parse::<i128>().ok()? / 10;
+        let decimal = |exponent: i32| -> Option<(i128, i128)> {
+            let shift = exponent + 9;
+            if shift >= 0 {
+                Some((10i128.checked_pow(u32::try_from(shift).ok()?)?, 1))
+            } else {
+                Some((1, 10i128.checked_pow(u32::try_from(-shift).ok()?)?))
+            }
+        };
+        let binary = |power: u32| Some((1_000_000_000i128 << power, 1));
+        let (numerator, denominator): (i128, i128) = match suffix {
+            "" => decimal(0)?,
+            "n" => decimal(-9)?,
+            "u" => decimal(-6)?,
+            "m" => decimal(-3)?,
+            "k" => decimal(3)?,
+            "M" => decimal(6)?,
+            "G" => decimal(9)?,
+            "T" => decimal(12)?,
+            "P" => decimal(15)?,
+            "E" => decimal(18)?,
+            "Ki" => binary(10)?,
+            "Mi" => binary(20)?,
+            "Gi" => binary(30)?,
+            "Ti" => binary(40)?,
+            "Pi" => binary(50)?,
+            "Ei" => binary(60)?,
+            other => decimal(other.strip_prefix('e')?.parse().ok()?)?,
+        };
+        let amount = value * numerator;
+        // Finer than a nano unit: no exact amount to compare.
+        if amount % (scale * denominator) != 0 {
+            return None;
+        }
+        let amount = amount / denominator;
+        let nanos = amount / scale;
+        Some(if negative { -nanos } else { nanos })
+    }
 
     #[test]
     fn quantities_take_kube_s_canonical_form() {
