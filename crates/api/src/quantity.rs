@@ -7,135 +7,247 @@
 //!   rounds); the form follows the input's: decimal SI suffixes (`m`, `k`, `M`, ...) with the
 //!   exponent a multiple of three and no trailing zeros, binary suffixes (`Ki`, `Mi`, ...) for
 //!   an integer of at least 1024 (else decimal SI), `e<n>` exponents.
-//! - Anything this module cannot be sure of — a text `check_quantity` would refuse, a value
-//!   past 128-bit arithmetic, an exponent without a suffix — gives `None`: the caller keeps
-//!   what the client sent.
+//! - Anything [`canonical`] cannot be sure of — a text `ParseQuantity` would refuse, a value
+//!   past 128 bits of billionths, an exponent beyond kube's suffixes — gives `None`: the caller
+//!   keeps what the client sent.
+//! - [`Quantity`] is also the arithmetic the server's quota and LimitRanger admission use
+//!   (sums keep their first term's format, as kube's `Add`).
 
-/// The suffix kinds of `resource.Format`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
+use std::cmp::Ordering;
+use std::fmt;
+
+/// How a quantity is written (kube's `resource.Format`): sums keep their first term's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `k`, `M`, ... and `m`, `u`, `n`, or no suffix.
     DecimalSi,
+    /// `Ki`, `Mi`, ... `Ei`.
     BinarySi,
+    /// `e3`, `E-2`.
     DecimalExponent,
 }
 
-/// kube's `quantitySuffixer.interpret`: base, exponent and format of a suffix.
-fn interpret(suffix: &str) -> Option<(u32, i32, Format)> {
-    let decimal = |e| Some((10, e, Format::DecimalSi));
-    let binary = |e| Some((2, e, Format::BinarySi));
-    match suffix {
-        "" => decimal(0),
-        "n" => decimal(-9),
-        "u" => decimal(-6),
-        "m" => decimal(-3),
-        "k" => decimal(3),
-        "M" => decimal(6),
-        "G" => decimal(9),
-        "T" => decimal(12),
-        "P" => decimal(15),
-        "E" => decimal(18),
-        "Ki" => binary(10),
-        "Mi" => binary(20),
-        "Gi" => binary(30),
-        "Ti" => binary(40),
-        "Pi" => binary(50),
-        "Ei" => binary(60),
-        _ => {
-            let exponent = suffix.strip_prefix(['e', 'E'])?;
-            let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
+/// A Kubernetes quantity: its value in billionths, and its format.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantity {
+    nanos: i128,
+    format: Format,
+}
+
+/// Billionths in one unit: a quantity's value is counted in them.
+pub const NANOS: i128 = 1_000_000_000;
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Self) -> bool {
+        self.nanos == other.nanos
+    }
+}
+
+impl Eq for Quantity {}
+
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Quantity {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.nanos.cmp(&other.nanos)
+    }
+}
+
+impl Quantity {
+    /// `n` objects.
+    #[must_use]
+    pub fn count(n: i64) -> Quantity {
+        Quantity {
+            nanos: i128::from(n) * NANOS,
+            format: Format::DecimalSi,
+        }
+    }
+
+    /// Nothing (kube's zero quantity: a sum starting from it takes its first term's format).
+    #[must_use]
+    pub fn zero() -> Quantity {
+        Quantity::count(0)
+    }
+
+    /// Parses kube's quantity grammar: a signed decimal number and a suffix (binary `Ki` ...
+    /// `Ei`, decimal `n` `u` `m` `k` `M` `G` `T` `P` `E`, or an exponent `e3`). Precision past
+    /// a billionth is rounded up, as kube's `ParseQuantity`. `None` for anything else, or
+    /// beyond what 128 bits of billionths hold.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Quantity> {
+        let (negative, rest) = match text.as_bytes().first()? {
+            b'-' => (true, &text[1..]),
+            b'+' => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, suffix) = rest.split_at(number_end);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.len() + fraction.len() == 0 || whole.len() + fraction.len() > 30 {
+            return None;
+        }
+        if fraction.contains('.') {
+            return None;
+        }
+        let mut mantissa: i128 = 0;
+        for digit in whole.bytes().chain(fraction.bytes()) {
+            mantissa = mantissa * 10 + i128::from(digit - b'0');
+        }
+        let (binary, exponent, format) = match suffix {
+            "" => (0, 0, Format::DecimalSi),
+            "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
+                let power = "KMGTPE".find(&suffix[..1])? + 1;
+                (power * 10, 0, Format::BinarySi)
             }
-            Some((10, exponent.parse().ok()?, Format::DecimalExponent))
+            "n" => (0, -9, Format::DecimalSi),
+            "u" => (0, -6, Format::DecimalSi),
+            "m" => (0, -3, Format::DecimalSi),
+            "k" => (0, 3, Format::DecimalSi),
+            "M" => (0, 6, Format::DecimalSi),
+            "G" => (0, 9, Format::DecimalSi),
+            "T" => (0, 12, Format::DecimalSi),
+            "P" => (0, 15, Format::DecimalSi),
+            "E" => (0, 18, Format::DecimalSi),
+            _ => {
+                let exponent = suffix.strip_prefix(['e', 'E'])?;
+                if exponent.is_empty() {
+                    return None;
+                }
+                let exponent: i32 = exponent.parse().ok()?;
+                (0, exponent, Format::DecimalExponent)
+            }
+        };
+        let mut nanos = mantissa.checked_mul(1i128.checked_shl(u32::try_from(binary).ok()?)?)?;
+        let fraction_digits = i32::try_from(fraction.len()).ok()?;
+        let scale = exponent.checked_add(9)?.checked_sub(fraction_digits)?;
+        if scale >= 0 {
+            nanos = nanos.checked_mul(10i128.checked_pow(u32::try_from(scale).ok()?)?)?;
+        } else {
+            let divisor = 10i128.checked_pow(u32::try_from(-scale).ok()?);
+            nanos = match divisor {
+                Some(divisor) => nanos / divisor + i128::from(nanos % divisor != 0),
+                None => i128::from(nanos != 0),
+            };
+        }
+        Some(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+            format,
+        })
+    }
+
+    /// `self + other`, in `self`'s format (`other`'s when `self` is zero, as kube's `Add`).
+    #[must_use]
+    pub fn plus(self, other: Quantity) -> Quantity {
+        Quantity {
+            nanos: self.nanos.saturating_add(other.nanos),
+            format: if self.nanos == 0 {
+                other.format
+            } else {
+                self.format
+            },
+        }
+    }
+
+    /// `self - other`, not below zero.
+    #[must_use]
+    pub fn minus(self, other: Quantity) -> Quantity {
+        Quantity {
+            nanos: self.nanos.saturating_sub(other.nanos).max(0),
+            format: self.format,
+        }
+    }
+
+    /// The value in billionths.
+    #[must_use]
+    pub fn nanos(self) -> i128 {
+        self.nanos
+    }
+
+    /// The larger of the two (kube's `maxResourceList`: the first kept on a tie).
+    #[must_use]
+    pub fn max_of(self, other: Quantity) -> Quantity {
+        if other.nanos > self.nanos {
+            other
+        } else {
+            self
         }
     }
 }
 
-/// The canonical text of quantity `text`, or `None` (see the module docs).
-#[must_use]
-pub fn canonical(text: &str) -> Option<String> {
-    let (negative, rest) = match text.as_bytes().first()? {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let number_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(number_end);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if number.is_empty() || fraction.contains('.') || (whole.is_empty() && fraction.is_empty()) {
-        return None;
-    }
-    let (base, exponent, format) = interpret(suffix)?;
-    let digits = format!("{whole}{fraction}");
-    let digits = digits.trim_start_matches('0');
-    let mut mantissa: i128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().ok()?
-    };
-    let mut exp10 = -i32::try_from(fraction.len()).ok()?;
-    if base == 2 {
-        mantissa = mantissa.checked_mul(1i128.checked_shl(u32::try_from(exponent).ok()?)?)?;
-    } else {
-        exp10 = exp10.checked_add(exponent)?;
-    }
-    if mantissa == 0 {
-        return Some("0".to_owned());
-    }
-    // Rounded up (away from zero) to nano units, as `ParseQuantity` rounds.
-    if exp10 < -9 {
-        let divisor = 10i128.checked_pow(u32::try_from(-9 - exp10).ok()?)?;
-        mantissa = mantissa.div_euclid(divisor) + i128::from(mantissa.rem_euclid(divisor) != 0);
-        exp10 = -9;
-    }
-    let sign = if negative { "-" } else { "" };
-    // Binary only for an integer of at least 1024 (`CanonicalizeBytes`).
-    if format == Format::BinarySi {
-        let integer = if exp10 >= 0 {
-            mantissa.checked_mul(10i128.checked_pow(u32::try_from(exp10).ok()?)?)
-        } else {
-            let divisor = 10i128.checked_pow(u32::try_from(-exp10).ok()?)?;
-            (mantissa % divisor == 0).then_some(mantissa / divisor)
-        };
-        if let Some(mut integer) = integer.filter(|i| *i >= 1024) {
+/// kube's canonical form (`Quantity.String()`): the shortest integer mantissa with an
+/// exponent that is a multiple of 3 (decimal) or of 1024 (binary, for whole values of at
+/// least 1024; others fall back to decimal).
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.nanos == 0 {
+            return f.write_str("0");
+        }
+        let mut format = self.format;
+        if format == Format::BinarySi
+            && (self.nanos.abs() < 1024 * NANOS || self.nanos % NANOS != 0)
+        {
+            format = Format::DecimalSi;
+        }
+        if format == Format::BinarySi {
+            let mut units = self.nanos / NANOS;
             let mut power = 0;
-            while integer % 1024 == 0 && power < 6 {
-                integer /= 1024;
+            while power < 6 && units % 1024 == 0 {
+                units /= 1024;
                 power += 1;
             }
             let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
-            return Some(format!("{sign}{integer}{suffix}"));
+            return write!(f, "{units}{suffix}");
         }
-    }
-    while mantissa % 10 == 0 {
-        mantissa /= 10;
-        exp10 += 1;
-    }
-    while exp10.rem_euclid(3) != 0 {
-        mantissa = mantissa.checked_mul(10)?;
-        exp10 -= 1;
-    }
-    let suffix = match format {
-        Format::DecimalExponent if exp10 == 0 => String::new(),
-        Format::DecimalExponent => format!("e{exp10}"),
-        Format::DecimalSi | Format::BinarySi => match exp10 {
-            -9 => "n",
-            -6 => "u",
-            -3 => "m",
-            0 => "",
-            3 => "k",
-            6 => "M",
-            9 => "G",
-            12 => "T",
-            15 => "P",
-            18 => "E",
-            _ => return None,
+        let mut mantissa = self.nanos;
+        let mut exponent: i32 = -9;
+        while mantissa % 10 == 0 {
+            mantissa /= 10;
+            exponent += 1;
         }
-        .to_owned(),
-    };
-    Some(format!("{sign}{mantissa}{suffix}"))
+        match exponent.rem_euclid(3) {
+            1 => {
+                mantissa *= 10;
+                exponent -= 1;
+            }
+            2 => {
+                mantissa *= 100;
+                exponent -= 2;
+            }
+            _ => {}
+        }
+        let suffix = match (format, exponent) {
+            (_, 0) => String::new(),
+            (Format::DecimalExponent, e) => format!("e{e}"),
+            (_, -9) => "n".to_owned(),
+            (_, -6) => "u".to_owned(),
+            (_, -3) => "m".to_owned(),
+            (_, 3) => "k".to_owned(),
+            (_, 6) => "M".to_owned(),
+            (_, 9) => "G".to_owned(),
+            (_, 12) => "T".to_owned(),
+            (_, 15) => "P".to_owned(),
+            (_, 18) => "E".to_owned(),
+            (_, e) => format!("e{e}"),
+        };
+        write!(f, "{mantissa}{suffix}")
+    }
+}
+
+/// The canonical text of quantity `text` (kube's `Quantity.String()` after `ParseQuantity`), or
+/// `None` (see the module docs).
+#[must_use]
+pub fn canonical(text: &str) -> Option<String> {
+    let quantity = Quantity::parse(text)?;
+    let written = quantity.to_string();
+    // An exponent past kube's suffixes (beyond `E` or `n`) is written as `e<n>` here, where
+    // kube's own output drops the suffix: keep what the client sent.
+    (quantity.format == Format::DecimalExponent || !written.contains('e')).then_some(written)
 }
 
 #[cfg(test)]
