@@ -95,9 +95,8 @@ impl Options {
                     })?;
                 }
                 "fieldSelector" => {
-                    options.fields = FieldSelector::parse(&value).map_err(|e| {
-                        ApiError::bad_request(format!("invalid field selector: {e}"))
-                    })?;
+                    options.fields = FieldSelector::parse(&value)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
                 }
                 "resourceVersion" => {
                     options.resource_version = match value.as_str() {
@@ -640,6 +639,19 @@ mod tests {
         ] {
             let err = Options::parse(Some(query)).unwrap_err();
             assert_eq!(err.code, 400, "{query}");
+        }
+        // kube's `fields.ParseSelector` texts.
+        for (query, message) in [
+            (
+                "fieldSelector=metadata.name%20in%20(p1)",
+                "invalid selector: 'metadata.name in (p1)'; can't understand 'metadata.name in (p1)'",
+            ),
+            (
+                "fieldSelector=metadata.name%3Da%5Cb",
+                "invalid field selector: invalid escape sequence: \\b",
+            ),
+        ] {
+            assert_eq!(Options::parse(Some(query)).unwrap_err().message, message);
         }
     }
 

@@ -386,9 +386,10 @@ impl FieldSelector {
             return Ok(FieldSelector { requirements });
         }
         for term in split_escaped(input, ',') {
+            // kube's `fields.ParseSelector` texts: this one, and the escapes' below.
             let (field, value, negated) = split_field_term(&term).ok_or_else(|| {
                 error(format!(
-                    "invalid field selector term {term:?}: expected field=value, field==value or field!=value"
+                    "invalid selector: '{input}'; can't understand '{term}'"
                 ))
             })?;
             let field = field.trim();
@@ -398,12 +399,11 @@ impl FieldSelector {
                 })
             {
                 return Err(error(format!(
-                    "invalid field selector term {term:?}: invalid field name {field:?}"
+                    "invalid field selector: invalid field name {field:?} in {term:?}"
                 )));
             }
-            let value = unescape(value.trim()).map_err(|message| {
-                error(format!("invalid field selector term {term:?}: {message}"))
-            })?;
+            let value = unescape(value.trim())
+                .map_err(|message| error(format!("invalid field selector: {message}")))?;
             requirements.push(FieldRequirement {
                 field: field.to_owned(),
                 value,
@@ -511,8 +511,8 @@ fn unescape(value: &str) -> Result<String, String> {
         if c == '\\' {
             match chars.next() {
                 Some(next @ ('\\' | ',' | '=' | '!')) => out.push(next),
-                Some(next) => return Err(format!("invalid escape sequence \"\\{next}\"")),
-                None => return Err("a value cannot end with a single backslash".to_owned()),
+                Some(next) => return Err(format!("invalid escape sequence: \\{next}")),
+                None => return Err("invalid escape sequence: \\".to_owned()),
             }
         } else {
             out.push(c);
