@@ -418,14 +418,16 @@ fn container_defaults(container: &mut Value, pod: bool) {
     }
 }
 
+/// Whether a string field Go defaults when it is empty is so (absent, `null` or `""`).
+fn empty_text(value: &Value) -> bool {
+    value.is_null() || value.as_str() == Some("")
+}
+
 /// `SetDefaults_HTTPGetAction`: path `/`, scheme `HTTP` where empty.
 fn http_get_defaults(action: Option<&mut Value>) {
     if let Some(Value::Object(action)) = action {
         for (key, default) in [("path", "/"), ("scheme", "HTTP")] {
-            if action
-                .get(key)
-                .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
-            {
+            if action.get(key).is_none_or(empty_text) {
                 action.insert(key.to_owned(), Value::from(default));
             }
         }
@@ -435,9 +437,7 @@ fn http_get_defaults(action: Option<&mut Value>) {
 /// `SetDefaults_ObjectFieldSelector`: `apiVersion: v1` where empty.
 fn field_ref_defaults(selector: Option<&mut Value>) {
     if let Some(Value::Object(selector)) = selector
-        && selector
-            .get("apiVersion")
-            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+        && selector.get("apiVersion").is_none_or(empty_text)
     {
         selector.insert("apiVersion".to_owned(), Value::from("v1"));
     }
@@ -510,9 +510,7 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
 fn role_binding_defaults(object: &mut Value) {
     const RBAC: &str = "rbac.authorization.k8s.io";
     if let Some(Value::Object(role)) = object.get_mut("roleRef")
-        && role
-            .get("apiGroup")
-            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
+        && role.get("apiGroup").is_none_or(empty_text)
     {
         role.insert("apiGroup".to_owned(), Value::from(RBAC));
     }
@@ -530,10 +528,7 @@ fn role_binding_defaults(object: &mut Value) {
             Some("User" | "Group") => RBAC,
             _ => continue,
         };
-        if subject
-            .get("apiGroup")
-            .is_none_or(|v| v.is_null() || v.as_str() == Some(""))
-        {
+        if subject.get("apiGroup").is_none_or(empty_text) {
             subject.insert("apiGroup".to_owned(), Value::from(group));
         }
     }

@@ -1049,6 +1049,11 @@ fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option
 /// sorted order at each level). Free-form fields (`RawExtension`, `JSON`, `FieldsV1`,
 /// `interface{}`) keep whatever they hold. Custom resources (pruned by their CRD's structural
 /// schema) and kinds without a published schema are left alone: an empty list.
+///
+/// The same walk writes quantities and times back as Go's types write them: a
+/// `resource.Quantity` in its canonical form ([`crate::quantity::canonical`]), a `metav1.Time`
+/// (`MicroTime`) in UTC whole seconds (microseconds); a value it cannot read is left for the
+/// decode check.
 pub fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String> {
     let mut unknown = Vec::new();
     if !def.is_builtin() {

@@ -63,7 +63,8 @@ pub(crate) use crate::schema_node::flag;
 use crate::schema_node::{correlated_map_item, unchanged};
 
 /// Validates a custom resource against its CRD version's `openAPIV3Schema` (see the module's
-/// guarantees), ratcheting against `old` on an update.
+/// guarantees), ratcheting against `old` on an update; `rules` is where that schema's CEL
+/// rules are (`RuleTree::of`, found once per CRD version; `None`: it has none).
 ///
 /// # Errors
 /// 422 Invalid as kube-apiserver answers, e.g. `Widget.example.com "w" is invalid:

@@ -267,6 +267,28 @@ fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The `matchExpressions` of a `metav1.LabelSelector`: each one's key, operator and values.
+pub fn selector_requirements(
+    selector: &Value,
+) -> impl Iterator<Item = (&str, Option<&str>, Vec<&str>)> {
+    selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|requirement| {
+            let text = |key: &str| requirement.get(key).and_then(Value::as_str);
+            let values = requirement
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            (text("key").unwrap_or(""), text("operator"), values)
+        })
+}
+
 /// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) matches the labels
 /// `label` looks up (an empty selector matches everything); `None` when it names an operator
 /// kube does not know (kube's "invalid label selector").
@@ -281,22 +303,9 @@ pub fn label_selector_matches<'l>(
             }
         }
     }
-    for requirement in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = requirement.get("key").and_then(Value::as_str).unwrap_or("");
-        let values: Vec<&str> = requirement
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+    for (key, operator, values) in selector_requirements(selector) {
         let found = label(key);
-        let holds = match requirement.get("operator").and_then(Value::as_str)? {
+        let holds = match operator? {
             "In" => found.is_some_and(|v| values.contains(&v)),
             "NotIn" => !found.is_some_and(|v| values.contains(&v)),
             "Exists" => found.is_some(),

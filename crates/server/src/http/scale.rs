@@ -107,22 +107,12 @@ fn selector_string(def: &ResourceDef, parent: &Value) -> String {
             ));
         }
     }
-    for expression in selector
-        .and_then(|s| s.get("matchExpressions"))
-        .and_then(Value::as_array)
+    let requirements = selector
         .into_iter()
-        .flatten()
-    {
-        let key = expression.get("key").and_then(Value::as_str).unwrap_or("");
-        let mut values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        .flat_map(watchkeeper_api::kinds::workloads::selector_requirements);
+    for (key, operator, mut values) in requirements {
         values.sort_unstable();
-        let term = match expression.get("operator").and_then(Value::as_str) {
+        let term = match operator {
             Some("In") => format!("{key} in ({})", values.join(",")),
             Some("NotIn") => format!("{key} notin ({})", values.join(",")),
             Some("Exists") => key.to_owned(),
