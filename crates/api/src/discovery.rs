@@ -9,6 +9,10 @@
 //!   (both are built from the same [`ResourceDef`]s and [`subresources`]); a test compares them.
 //! - Only what the server serves is listed: `status` where kube-apiserver has it (and every
 //!   custom resource, whose `/status` the server serves), `namespaces/finalize`.
+//! - Each stored resource of an `APIResourceList` carries kube's `storageVersionHash` of the
+//!   version its objects are stored at ([`storage_version_hash`]; a test compares every
+//!   built-in one with kube's own table); reviews, `componentstatuses` and subresources have
+//!   none, as in kube.
 //! - The aggregated document carries an `ETag` (a hash of its JSON); a request whose
 //!   `If-None-Match` names it gets 304, as kube-apiserver does.
 
@@ -389,8 +393,34 @@ pub fn api_group(defs: &[ResourceDef], group: &str) -> Option<Value> {
     Some(body)
 }
 
+/// kube-apiserver's `storageVersionHash` of objects stored as `api_version` `kind`
+/// (`discovery.StorageVersionHash`): the standard base64 of the first 8 bytes of the SHA-256
+/// of `group/version/kind` (`/v1/ConfigMap` for the core group), computed by `sha256`, which
+/// the caller supplies (the server's crypto library; this crate has none).
+#[must_use]
+pub fn storage_version_hash(
+    api_version: &str,
+    kind: &str,
+    sha256: impl FnOnce(&[u8]) -> [u8; 32],
+) -> String {
+    use base64::Engine;
+    let gvk = if api_version.contains('/') {
+        format!("{api_version}/{kind}")
+    } else {
+        format!("/{api_version}/{kind}")
+    };
+    base64::engine::general_purpose::STANDARD.encode(&sha256(gvk.as_bytes())[..8])
+}
+
+/// Whether kube-apiserver lists a `storageVersionHash` for `def`: every resource kept in
+/// storage, not the create-only reviews nor `componentstatuses` (their REST storage
+/// provides no storage version).
+fn has_storage(def: &ResourceDef) -> bool {
+    !is_review(def) && !crate::componentstatus::is_component_status(def)
+}
+
 /// One entry of an `APIResourceList`.
-fn api_resource(def: &ResourceDef) -> Value {
+fn api_resource(def: &ResourceDef, hash: &dyn Fn(&ResourceDef) -> Option<String>) -> Value {
     let mut resource = json!({
         "name": def.plural,
         "singularName": def.singular,
@@ -404,18 +434,29 @@ fn api_resource(def: &ResourceDef) -> Value {
     if !def.categories.is_empty() {
         resource["categories"] = json!(def.categories);
     }
+    if has_storage(def)
+        && let Some(hash) = hash(def)
+    {
+        resource["storageVersionHash"] = json!(hash);
+    }
     resource
 }
 
 /// `/api/v1` (group `""`) or `/apis/{group}/{version}`: an `APIResourceList`, `None` when no
-/// resource is served at that group and version.
+/// resource is served at that group and version. `hash` gives a served resource's
+/// `storageVersionHash` ([`storage_version_hash`] of its storage version; `None` leaves it out).
 #[must_use]
-pub fn api_resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+pub fn api_resource_list(
+    defs: &[ResourceDef],
+    group: &str,
+    version: &str,
+    hash: &dyn Fn(&ResourceDef) -> Option<String>,
+) -> Option<Value> {
     let defs = &with_reviews(defs);
     let resources: Vec<Value> = defs
         .iter()
         .filter(|d| d.group == group && d.version == version)
-        .map(api_resource)
+        .map(|def| api_resource(def, hash))
         .collect();
     if resources.is_empty() {
         return None;
@@ -667,6 +708,51 @@ mod tests {
     use super::*;
     use crate::resources::builtin_resources;
 
+    /// [`api_resource_list`] with no storage version hashes.
+    fn api_resource_list_of(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+        api_resource_list(defs, group, version, &|_| None)
+    }
+
+    #[test]
+    fn storage_version_hash_names_group_version_kind() {
+        let mut seen = Vec::new();
+        let hash = storage_version_hash("v1", "ConfigMap", |bytes| {
+            seen.push(String::from_utf8(bytes.to_vec()).unwrap());
+            let mut out = [0u8; 32];
+            out[..8].copy_from_slice(b"abcdefgh");
+            out[8] = 1;
+            out
+        });
+        assert_eq!(seen, ["/v1/ConfigMap"]);
+        assert_eq!(hash, "YWJjZGVmZ2g=");
+        let mut seen = Vec::new();
+        storage_version_hash("apps/v1", "Deployment", |bytes| {
+            seen.push(String::from_utf8(bytes.to_vec()).unwrap());
+            [0; 32]
+        });
+        assert_eq!(seen, ["apps/v1/Deployment"]);
+    }
+
+    #[test]
+    fn reviews_and_component_statuses_have_no_storage_version_hash() {
+        let defs = builtin_resources();
+        let hash = |_: &ResourceDef| Some("h".to_owned());
+        let core = api_resource_list(&defs, "", "v1", &hash).unwrap();
+        for entry in core["resources"].as_array().unwrap() {
+            let name = entry["name"].as_str().unwrap();
+            let expected = !(name == "componentstatuses" || name.contains('/'));
+            assert_eq!(
+                entry.get("storageVersionHash").is_some(),
+                expected,
+                "{entry}"
+            );
+        }
+        let authz = api_resource_list(&defs, "authorization.k8s.io", "v1", &hash).unwrap();
+        for entry in authz["resources"].as_array().unwrap() {
+            assert!(entry.get("storageVersionHash").is_none(), "{entry}");
+        }
+    }
+
     #[test]
     fn custom_groups_follow_kubernetes_ones_by_name_and_prefer_their_most_stable_version() {
         let mut defs = builtin_resources();
@@ -777,7 +863,7 @@ mod tests {
     #[test]
     fn resource_lists() {
         let defs = builtin_resources();
-        let core = api_resource_list(&defs, "", "v1").unwrap();
+        let core = api_resource_list_of(&defs, "", "v1").unwrap();
         assert_eq!(core["groupVersion"], "v1");
         assert_eq!(core["kind"], "APIResourceList");
         let resources = core["resources"].as_array().unwrap();
@@ -858,12 +944,12 @@ mod tests {
         assert!(configmaps.get("categories").is_none());
         let nodes = resources.iter().find(|r| r["name"] == "nodes").unwrap();
         assert_eq!(nodes["namespaced"], false);
-        let apps = api_resource_list(&defs, "apps", "v1").unwrap();
+        let apps = api_resource_list_of(&defs, "apps", "v1").unwrap();
         assert_eq!(apps["groupVersion"], "apps/v1");
         // 5 resources (controllerrevisions without a status), 4 status and 3 scale
         // subresources (not daemonsets).
         assert_eq!(apps["resources"].as_array().unwrap().len(), 12);
-        let storage = api_resource_list(&defs, "storage.k8s.io", "v1").unwrap();
+        let storage = api_resource_list_of(&defs, "storage.k8s.io", "v1").unwrap();
         let names: Vec<&str> = storage["resources"]
             .as_array()
             .unwrap()
@@ -883,9 +969,10 @@ mod tests {
         );
         let capacities = &storage["resources"][4];
         assert_eq!(capacities["namespaced"], true);
-        let flowcontrol = api_resource_list(&defs, "flowcontrol.apiserver.k8s.io", "v1").unwrap();
+        let flowcontrol =
+            api_resource_list_of(&defs, "flowcontrol.apiserver.k8s.io", "v1").unwrap();
         assert_eq!(flowcontrol["resources"].as_array().unwrap().len(), 4);
-        let admission = api_resource_list(&defs, "admissionregistration.k8s.io", "v1").unwrap();
+        let admission = api_resource_list_of(&defs, "admissionregistration.k8s.io", "v1").unwrap();
         let policies = admission["resources"]
             .as_array()
             .unwrap()
@@ -907,15 +994,15 @@ mod tests {
                 .iter()
                 .any(|r| r["name"] == "validatingadmissionpolicybindings/status")
         );
-        let node = api_resource_list(&defs, "node.k8s.io", "v1").unwrap();
+        let node = api_resource_list_of(&defs, "node.k8s.io", "v1").unwrap();
         assert_eq!(
             node["resources"],
             json!([{"name": "runtimeclasses", "singularName": "runtimeclass", "namespaced": false,
                     "kind": "RuntimeClass", "verbs": VERBS}])
         );
-        assert!(api_resource_list(&defs, "apps", "v2").is_none());
-        assert!(api_resource_list(&defs, "batch", "v2").is_none());
-        let rbac = api_resource_list(&defs, "rbac.authorization.k8s.io", "v1").unwrap();
+        assert!(api_resource_list_of(&defs, "apps", "v2").is_none());
+        assert!(api_resource_list_of(&defs, "batch", "v2").is_none());
+        let rbac = api_resource_list_of(&defs, "rbac.authorization.k8s.io", "v1").unwrap();
         assert_eq!(rbac["resources"].as_array().unwrap().len(), 4);
     }
 
@@ -1020,7 +1107,7 @@ mod tests {
             }
         }
         for (group, version) in &group_versions {
-            for r in api_resource_list(&defs, group, version).unwrap()["resources"]
+            for r in api_resource_list_of(&defs, group, version).unwrap()["resources"]
                 .as_array()
                 .unwrap()
             {

@@ -81,7 +81,8 @@ pub mod yaml;
 
 pub use discovery::{
     AggregatedVersion, aggregated_discovery, api_group, api_group_list, api_resource_list,
-    api_versions, api_versions_with_address, discovery_etag, negotiate_discovery, version_info,
+    api_versions, api_versions_with_address, discovery_etag, negotiate_discovery,
+    storage_version_hash, version_info,
 };
 pub use error::{ApiError, success_status};
 pub use meta::{

@@ -67,6 +67,18 @@ impl Conversion {
         }
     }
 
+    /// The `apiVersion` objects of this view are stored at (kube's storage version, which
+    /// discovery's `storageVersionHash` names): the CRD's storage version, core `v1` for
+    /// `events.k8s.io/v1` Events, `autoscaling/v2` for `autoscaling/v1` HPAs.
+    #[must_use]
+    pub fn storage_api_version(&self) -> &str {
+        match self {
+            Conversion::ApiVersion { storage, .. } => storage,
+            Conversion::EventsV1 => "v1",
+            Conversion::AutoscalingV1 => "autoscaling/v2",
+        }
+    }
+
     /// The object at the storage version, from the view's version.
     #[must_use]
     pub fn to_storage(&self, view: &Value) -> Value {

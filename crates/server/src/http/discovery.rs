@@ -60,3 +60,32 @@ pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public"));
     response
 }
+
+/// `/api/v1` or `/apis/{group}/{version}`: the `APIResourceList` of `served` there, each
+/// resource with the `storageVersionHash` of the version its objects are stored at (a view's
+/// storage version, e.g. core `v1` for `events.k8s.io/v1` Events and a CRD's storage version
+/// for each of its served versions), as kube-apiserver lists it.
+pub fn resource_list(
+    served: &crate::cache::Served,
+    group: &str,
+    version: &str,
+) -> Option<serde_json::Value> {
+    let hash = |def: &watchkeeper_api::ResourceDef| {
+        let resource = served.find(&def.group, &def.version, &def.plural)?;
+        let storage = resource
+            .conversion
+            .as_ref()
+            .map_or_else(|| def.api_version(), |c| c.storage_api_version().to_owned());
+        Some(watchkeeper_api::storage_version_hash(
+            &storage,
+            &def.kind,
+            |bytes| {
+                let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+                let mut out = [0; 32];
+                out.copy_from_slice(digest.as_ref());
+                out
+            },
+        ))
+    };
+    watchkeeper_api::api_resource_list(&served.defs, group, version, &hash)
+}

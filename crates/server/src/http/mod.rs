@@ -409,14 +409,14 @@ async fn route(
         }
         ["api"] => discovery::root(app, context, true),
         ["apis"] => discovery::root(app, context, false),
-        ["api", "v1"] => watchkeeper_api::api_resource_list(&app.resources().defs, "", "v1")
-            .map_or_else(not_found, ok),
+        ["api", "v1"] => {
+            discovery::resource_list(&app.resources(), "", "v1").map_or_else(not_found, ok)
+        }
         ["apis", group] => {
             watchkeeper_api::api_group(&app.resources().defs, group).map_or_else(not_found, ok)
         }
         ["apis", group, version] => {
-            watchkeeper_api::api_resource_list(&app.resources().defs, group, version)
-                .map_or_else(not_found, ok)
+            discovery::resource_list(&app.resources(), group, version).map_or_else(not_found, ok)
         }
         ["openapi", "v2"] => openapi::v2(&app.openapi, &app.resources(), &context.headers),
         ["openapi", "v3"] => openapi::v3_index(&app.openapi, &app.resources()),
