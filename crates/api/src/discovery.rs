@@ -726,11 +726,12 @@ mod tests {
         assert_eq!(seen, ["/v1/ConfigMap"]);
         assert_eq!(hash, "YWJjZGVmZ2g=");
         let mut seen = Vec::new();
-        storage_version_hash("apps/v1", "Deployment", |bytes| {
+        let zeros = storage_version_hash("apps/v1", "Deployment", |bytes| {
             seen.push(String::from_utf8(bytes.to_vec()).unwrap());
             [0; 32]
         });
         assert_eq!(seen, ["apps/v1/Deployment"]);
+        assert_eq!(zeros, "AAAAAAAAAAA=");
     }
 
     #[test]
