@@ -1119,6 +1119,51 @@ impl CustomResource {
     }
 }
 
+impl CustomResource {
+    /// Whether objects read from the store come out the same under `other` as under this
+    /// resource: the storage version's schema has the same structure, defaults and pruning
+    /// markers ([`read_shape`]); its validations, descriptions and formats may differ.
+    #[must_use]
+    pub fn same_reads(&self, other: &CustomResource) -> bool {
+        self.schema.as_ref().map(read_shape) == other.schema.as_ref().map(read_shape)
+    }
+}
+
+/// What of a structural schema decides how a stored object reads (the defaults and pruning
+/// that kube's decoder applies, `structural::prune_and_default`): `type`, `properties`,
+/// `items`, `additionalProperties`, `default`, `nullable` and the `x-kubernetes-*` markers
+/// of unknown fields, embedded resources and int-or-string, at every level.
+#[must_use]
+pub fn read_shape(schema: &Value) -> Value {
+    let Value::Object(fields) = schema else {
+        return schema.clone();
+    };
+    let mut shape = serde_json::Map::new();
+    for (key, value) in fields {
+        let kept = match key.as_str() {
+            "type"
+            | "default"
+            | "nullable"
+            | "x-kubernetes-preserve-unknown-fields"
+            | "x-kubernetes-embedded-resource"
+            | "x-kubernetes-int-or-string" => value.clone(),
+            "items" | "additionalProperties" => read_shape(value),
+            "properties" => match value {
+                Value::Object(properties) => Value::Object(
+                    properties
+                        .iter()
+                        .map(|(name, property)| (name.clone(), read_shape(property)))
+                        .collect(),
+                ),
+                other => other.clone(),
+            },
+            _ => continue,
+        };
+        shape.insert(key.clone(), kept);
+    }
+    Value::Object(shape)
+}
+
 /// The resource `crd` serves: none unless it is `Established` and its storage version is
 /// served (not while it is being deleted).
 #[must_use]

@@ -406,6 +406,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
             input,
+            read_schema: None,
         });
     }
     // After the stored resources, so discovery lists their groups first.

@@ -90,6 +90,25 @@ impl Registry {
         self.change(|resources| resources.push(resource));
     }
 
+    /// Serves `resources` in place of those named `name` (at every version), in one change,
+    /// and returns the replaced ones (not marked removed: they are served again by the new
+    /// ones).
+    pub fn replace(&self, name: &str, resources: Vec<Arc<Resource>>) -> Vec<Arc<Resource>> {
+        let mut replaced = Vec::new();
+        self.change(|served| {
+            served.retain(|r| {
+                if r.name() == name {
+                    replaced.push(r.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            served.extend(resources);
+        });
+        replaced
+    }
+
     /// Stops serving the resource named `name` (`plural.group`), at every version it is
     /// served at, and marks it removed. Returns them, the one served first (the stored
     /// version) first.

@@ -12,8 +12,14 @@
 //!   stops its resource at the revision of that change: the resource leaves the registry
 //!   (404 from then on) and its watch streams end with an in-stream error.
 //! - A CRD whose served definition changes (names, version, scope, selectable fields) is
-//!   stopped and started again (its watchers end, as for a deletion); a change of its schema,
-//!   subresources or printer columns alone is applied in place.
+//!   stopped and started again (its watchers end, as for a deletion). One whose storage
+//!   version's schema changes how stored objects read (its structure, defaults or pruning:
+//!   `crd::read_shape`) is restarted without a gap ([`Catalog::replace`]): the new caches are
+//!   listed, with the new schema applied to every object read (`decode`), and swapped in for
+//!   the old ones in one registry change; the old ones' watches end cleanly once they have
+//!   every event up to the change (kube-apiserver likewise rebuilds a CRD's storage on a spec
+//!   change, ending its watches). A change of its validations, subresources or printer
+//!   columns alone is applied in place.
 //! - Every served version of a CRD with conversion `None` is served (a `Webhook` CRD only at
 //!   its storage version): each other version has its own cache, fed through the storage
 //!   version's input ([`crate::cache::InputSender::with_view`]), so it starts, stops and
@@ -261,18 +267,25 @@ impl Catalog {
         self.bound.within(wanted)
     }
 
-    /// What changes: the names to stop, and the resources to start (in name order).
+    /// What changes: the names to stop, the resources to start (in name order), and of the
+    /// names stopped those started again only because their schema reads differently (to be
+    /// replaced without a gap: [`Catalog::replace`]).
     pub fn plan(
         &mut self,
         wanted: &BTreeMap<String, CustomResource>,
-    ) -> (Vec<String>, Vec<CustomResource>) {
+    ) -> (Vec<String>, Vec<CustomResource>, Vec<String>) {
         let mut stop = Vec::new();
+        let mut restart = Vec::new();
         for (name, installed) in &self.installed {
             match wanted.get(name) {
-                Some(want) if want.same_definitions(installed) => {
+                Some(want) if want.same_definitions(installed) && !want.same_reads(installed) => {
+                    stop.push(name.clone());
+                    restart.push(name.clone());
+                }
+                Some(want) if want.same_definitions(installed) && want.same_reads(installed) => {
                     if want != installed {
-                        // Schemas, subresources or printer columns changed: in place, at
-                        // every version.
+                        // Validations, other versions' schemas, subresources or printer
+                        // columns changed: in place, at every version.
                         for resource in self
                             .registry
                             .load()
@@ -313,7 +326,7 @@ impl Catalog {
             })
             .map(|(_, resource)| resource.clone())
             .collect();
-        (stop, start)
+        (stop, start, restart)
     }
 
     /// Starts the cache of `resource` (not served until [`Catalog::serve`]).
@@ -356,6 +369,7 @@ impl Catalog {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
             input,
+            read_schema: resource.schema.clone().map(Arc::new),
         };
         let resource = Arc::new(Resource::from_definition(
             resource.clone(),
@@ -386,6 +400,38 @@ impl Catalog {
         self.registry.insert(resource);
         for other in others {
             self.registry.insert(other);
+        }
+    }
+
+    /// Serves a started resource in place of the one served under the same name (a restart,
+    /// see the module docs): once the new caches have the reset at `revision` and the old ones
+    /// have dispatched `at`, both swap in one registry change (no request finds neither),
+    /// then the old caches end their watches cleanly, each after every event it was owed.
+    pub async fn replace(
+        &mut self,
+        wanted: &CustomResource,
+        resource: Arc<Resource>,
+        others: Vec<Arc<Resource>>,
+        (revision, at): (watchkeeper_core::Revision, watchkeeper_core::Revision),
+    ) {
+        let name = resource.name();
+        let old: Vec<_> = self
+            .registry
+            .load()
+            .resources
+            .iter()
+            .filter(|r| r.name() == name)
+            .cloned()
+            .collect();
+        caches_at(std::iter::once(&resource).chain(&others), revision).await;
+        caches_at(&old, at).await;
+        tracing::info!(resource = %name, versions = 1 + others.len(), "serving a custom resource again under its changed schema");
+        self.installed.insert(name.clone(), wanted.clone());
+        let replaced = self
+            .registry
+            .replace(&name, std::iter::once(resource).chain(others).collect());
+        for resource in replaced {
+            resource.driver.end_watches().await;
         }
     }
 

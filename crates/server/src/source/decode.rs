@@ -10,6 +10,13 @@
 //!   ([`Identity::Body`]): its `metadata.name` (required), `metadata.namespace` (for a namespaced
 //!   resource) and `metadata.resourceVersion` (an unsigned integer, as every kube-apiserver
 //!   issues them).
+//! - A custom resource read from the store ([`decode_stored`] given its storage version's
+//!   schema) gets that schema's defaults and loses the fields it does not declare, as kube's
+//!   decoder treats every object it reads from etcd: a default added to a CRD shows on the
+//!   objects stored before it (kube's conformance test "custom resource defaulting for requests
+//!   and from storage works"). Nothing is written back; the catalog restarts a resource whose
+//!   storage schema changes what reads give (see `catalog`), so its cache holds the objects
+//!   as read under the schema served.
 //! - Anything else is an error naming what is wrong; nothing here panics.
 
 use std::sync::Arc;
@@ -181,19 +188,25 @@ pub fn view_convert(
     })
 }
 
-/// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`].
+/// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`]. With
+/// `schema` (a custom resource's storage version's structural schema) the body gets its
+/// defaults and is pruned first, as kube reads custom resources from etcd.
 ///
 /// # Errors
 /// The value is not a JSON object.
 pub fn decode_stored(
     def: &ResourceDef,
+    schema: Option<&Value>,
     namespace: &str,
     name: &str,
     revision: Revision,
     value: &[u8],
 ) -> Result<Arc<Object>, String> {
-    let body: Value = serde_json::from_slice(value)
+    let mut body: Value = serde_json::from_slice(value)
         .map_err(|e| format!("a stored {} is not JSON: {e}", def.kind))?;
+    if let Some(schema) = schema {
+        let _pruned = watchkeeper_api::structural::prune_and_default(schema, &mut body);
+    }
     decode_sized(
         def,
         body,

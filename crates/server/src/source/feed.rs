@@ -20,6 +20,9 @@ pub struct Feed {
     pub storage_prefix: String,
     /// The resource's dispatcher thread (bounded: a send waits while it is behind).
     pub input: InputSender,
+    /// A custom resource's storage version's schema, applied to every object read from the
+    /// store ([`crate::source::decode::decode_stored`]); `None` for the built-in kinds.
+    pub read_schema: Option<Arc<serde_json::Value>>,
 }
 
 /// What the reflector tells of every object it feeds the caches (the garbage collector's

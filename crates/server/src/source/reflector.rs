@@ -164,17 +164,28 @@ async fn reconcile(
     observer: Option<&Arc<dyn Observer>>,
 ) -> Result<bool, Stop> {
     let wanted = catalog.wanted(at, changes).await;
-    let (stop, start) = catalog.plan(&wanted);
+    let (stop, start, restarts) = catalog.plan(&wanted);
     let changed = !stop.is_empty() || !start.is_empty();
+    // A resource started again because its schema reads differently is replaced without a
+    // gap (`Catalog::replace`); every other stop goes first.
     for name in &stop {
         feeds.retain(|feed| name_of(&feed.def) != *name);
-        catalog.stop(name, at).await;
+        if !restarts.contains(name) {
+            catalog.stop(name, at).await;
+        }
     }
     for resource in start {
+        let name = name_of(&resource.def);
+        // A restart that cannot start stops the old resource (as a plain stop would have):
+        // it is no longer fed.
+        let restart = restarts.contains(&name);
         let started = match catalog.start(&resource) {
             Ok(started) => started,
             Err(error) => {
-                tracing::error!(resource = %name_of(&resource.def), %error, "cannot start the cache of a custom resource");
+                tracing::error!(resource = %name, %error, "cannot start the cache of a custom resource");
+                if restart {
+                    catalog.stop(&name, at).await;
+                }
                 continue;
             }
         };
@@ -184,6 +195,9 @@ async fn reconcile(
             Some(Ok(objects)) => objects,
             Some(Err(stop)) => {
                 feeds.pop();
+                if restart {
+                    catalog.stop(&name, at).await;
+                }
                 return Err(stop);
             }
             None => Vec::new(),
@@ -198,11 +212,20 @@ async fn reconcile(
             .is_err()
         {
             feeds.pop();
+            if restart {
+                catalog.stop(&name, at).await;
+            }
             continue;
         }
-        catalog
-            .serve(&resource, started.resource, started.others, revision)
-            .await;
+        if restart {
+            catalog
+                .replace(&resource, started.resource, started.others, (revision, at))
+                .await;
+        } else {
+            catalog
+                .serve(&resource, started.resource, started.others, revision)
+                .await;
+        }
     }
     Ok(changed)
 }

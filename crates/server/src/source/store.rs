@@ -340,10 +340,17 @@ impl StoreSource {
         self.counters
             .request_decodes
             .fetch_add(1, Ordering::Relaxed);
-        let object = decode_stored(&resource.def, namespace, name, kv.mod_revision, &kv.value)
-            .map_err(|_| {
-                ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
-            })?;
+        let custom = resource.custom();
+        let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+        let object = decode_stored(
+            &resource.def,
+            schema,
+            namespace,
+            name,
+            kv.mod_revision,
+            &kv.value,
+        )
+        .map_err(|_| ApiError::internal(format!("the stored object {name:?} is not valid JSON")))?;
         match &resource.conversion {
             Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
                 .map_err(ApiError::internal),
@@ -3009,6 +3016,8 @@ struct Router {
     prefix: String,
     routes: Arc<Vec<(String, bool)>>,
     defs: Arc<Vec<ResourceDef>>,
+    /// Each feed's read schema ([`Feed::read_schema`]).
+    schemas: Arc<Vec<Option<Arc<Value>>>>,
     status: Arc<ReflectorStatus>,
     /// The writes' offers, for a watch's puts (lists decode what they read).
     handover: Option<Arc<Handover>>,
@@ -3054,6 +3063,7 @@ impl Router {
                 self.status.decodes.fetch_add(1, Ordering::Relaxed);
                 decode_stored(
                     &self.defs[index],
+                    self.schemas[index].as_deref(),
                     namespace,
                     name,
                     kv.mod_revision,
@@ -3143,6 +3153,23 @@ impl StoreSource {
                     .collect(),
             ),
             defs: Arc::new(resources.iter().map(|r| r.def.clone()).collect()),
+            schemas: Arc::new(
+                resources
+                    .iter()
+                    .map(|r| {
+                        // A view (another version) reads its storage version's objects.
+                        let custom = if r.conversion.is_some() {
+                            resources
+                                .iter()
+                                .find(|s| s.conversion.is_none() && s.name() == r.name())
+                                .and_then(|s| s.custom())
+                        } else {
+                            r.custom()
+                        };
+                        custom.and_then(|c| c.schema.clone()).map(Arc::new)
+                    })
+                    .collect(),
+            ),
             status: Arc::new(ReflectorStatus::default()),
             prefix: registry,
             handover: None,
@@ -3189,6 +3216,7 @@ impl StoreLister {
                     .collect(),
             ),
             defs: Arc::new(feeds.iter().map(|f| f.def.clone()).collect()),
+            schemas: Arc::new(feeds.iter().map(|f| f.read_schema.clone()).collect()),
             status: self.source.status.clone(),
             handover: None,
         }
@@ -3476,7 +3504,7 @@ mod tests {
             };
             match (
                 decode(&configmaps, handed, identity),
-                decode_stored(&configmaps, "ns", "a", 12, &bytes),
+                decode_stored(&configmaps, None, "ns", "a", 12, &bytes),
             ) {
                 (Ok(from_value), Ok(from_bytes)) => {
                     assert_eq!(from_value.body(), from_bytes.body(), "{object}");
