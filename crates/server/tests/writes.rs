@@ -1541,6 +1541,7 @@ async fn writes_answer_the_cached_object_decoded_from_the_handed_over_value() {
             .unwrap();
         let decoded = watchkeeper::source::decode::decode_stored(
             &resource.def,
+            None,
             namespace,
             name,
             kv.mod_revision,
