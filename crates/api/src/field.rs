@@ -8,8 +8,6 @@
 //! the value already printed, since what Go prints depends on the Go type the value had.
 //! [`json_equal`] compares decoded values as Go compares them (numbers by value).
 
-use std::fmt::Write as _;
-
 use serde_json::Value;
 
 /// A `(field, message, reason)` cause of a 422 Invalid.
@@ -161,49 +159,9 @@ pub fn go_float(f: f64) -> String {
     }
 }
 
-/// A string as Go's `%q` (`strconv.Quote`) prints it: printable characters as they are, the
-/// others escaped (`\n`, `\x7f`, `\u00a0`, `\U000e0001`).
-#[must_use]
-pub fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if go_printable(c) => out.push(c),
-            c if u32::from(c) < 0x80 => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            c if u32::from(c) <= 0xFFFF => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", u32::from(c));
-            }
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `unicode.IsPrint`, approximately: not a control, format or separator character other
-/// than the ASCII space.
-fn go_printable(c: char) -> bool {
-    c == ' '
-        || !(c.is_control()
-            || c.is_whitespace()
-            || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
-                | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}'
-                | '\u{e0000}'..='\u{e007f}'))
-}
+/// A string as Go's `%q` (`strconv.Quote`) prints it (the core's, which its selector errors
+/// share).
+pub use watchkeeper_core::gotext::go_quote;
 
 /// JSON equality with numbers compared by value (`1` equals `1.0`), as Go compares decoded
 /// values whose numbers are `float64` (patches' `test`, schemas' `enum` and list keys).

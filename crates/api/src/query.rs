@@ -1,6 +1,13 @@
 //! Query parameters of list, get and watch requests, parsed and validated the way
 //! kube-apiserver does, with clear 4xx errors, and the continue tokens of paged lists.
 //!
+//! Selectors: `labelSelector` and `fieldSelector` are parsed by the core exactly as kube's
+//! `labels.Parse` and `fields.ParseSelector` parse them, and a refusal is kube-apiserver's 400
+//! BadRequest whose message is the parser's text as is (`DecodeParameters` →
+//! `errors.NewBadRequest(err.Error())`); the first of repeated parameters counts, the label
+//! selector's error comes before the field selector's, and both before the checks of the other
+//! options (`resourceVersion`, `resourceVersionMatch`), as kube decodes before it validates.
+//!
 //! Nothing here panics on any input (the fuzz crate's `query_params` and `continue_token`
 //! targets and the server's property tests in `tests/query_props.rs` check it).
 
@@ -86,27 +93,34 @@ impl Options {
             send_initial_events: None,
             timeout_seconds: None,
         };
+        // kube-apiserver decodes the query into a `v1.ListOptions` first (numbers parsed there),
+        // then converts it, parsing the label selector and then the field selector
+        // (`labels.Parse`, `fields.ParseSelector`: their errors are the 400's message as is);
+        // every check of the options comes later. A repeated selector counts once, the first.
+        let mut label_text: Option<String> = None;
+        let mut field_text: Option<String> = None;
+        let mut later: Option<ApiError> = None;
         for (name, value) in pairs {
             match name.as_str() {
                 "labelSelector" => {
-                    options.label_selector_text.clone_from(&value);
-                    options.labels = LabelSelector::parse(&value).map_err(|e| {
-                        ApiError::bad_request(format!("unable to parse requirement: {e}"))
-                    })?;
+                    label_text.get_or_insert(value);
                 }
                 "fieldSelector" => {
-                    options.fields = FieldSelector::parse(&value)
-                        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                    field_text.get_or_insert(value);
                 }
                 "resourceVersion" => {
                     options.resource_version = match value.as_str() {
                         "" => ResourceVersion::Latest,
                         "0" => ResourceVersion::Any,
-                        other => ResourceVersion::At(other.parse().map_err(|_| {
-                            ApiError::bad_request(format!(
-                                "invalid resource version {other:?}: a resource version is a non-negative integer"
-                            ))
-                        })?),
+                        other => match other.parse() {
+                            Ok(revision) => ResourceVersion::At(revision),
+                            Err(_) => {
+                                later.get_or_insert(ApiError::bad_request(format!(
+                                    "invalid resource version {other:?}: a resource version is a non-negative integer"
+                                )));
+                                continue;
+                            }
+                        },
                     };
                 }
                 "resourceVersionMatch" => {
@@ -115,7 +129,7 @@ impl Options {
                         "NotOlderThan" => Some(Match::NotOlderThan),
                         "Exact" => Some(Match::Exact),
                         other => {
-                            return Err(ApiError::invalid_options(
+                            later.get_or_insert(ApiError::invalid_options(
                                 "ListOptions",
                                 vec![(
                                     "resourceVersionMatch".to_owned(),
@@ -125,6 +139,7 @@ impl Options {
                                     "FieldValueNotSupported".to_owned(),
                                 )],
                             ));
+                            continue;
                         }
                     };
                 }
@@ -159,7 +174,19 @@ impl Options {
                 _ => {}
             }
         }
-        Ok(options)
+        if let Some(text) = label_text {
+            options.labels =
+                LabelSelector::parse(&text).map_err(|e| ApiError::bad_request(e.message))?;
+            options.label_selector_text = text;
+        }
+        if let Some(text) = field_text {
+            options.fields =
+                FieldSelector::parse(&text).map_err(|e| ApiError::bad_request(e.message))?;
+        }
+        match later {
+            Some(error) => Err(error),
+            None => Ok(options),
+        }
     }
 
     /// Validates the options of a LIST like kube-apiserver (`ValidateListOptions` without
@@ -700,5 +727,55 @@ mod tests {
         ] {
             assert_eq!(ContinueToken::decode(bad).unwrap_err().code, 400, "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod selector_tests {
+    use super::*;
+
+    #[test]
+    fn selector_refusals_are_kubes_400() {
+        let error = Options::parse(Some("labelSelector=a%20in%20(b")).unwrap_err();
+        assert_eq!((error.code, error.reason.as_str()), (400, "BadRequest"));
+        assert_eq!(
+            error.message,
+            "unable to parse requirement: found '', expected: ',' or ')'"
+        );
+        let error = Options::parse(Some("labelSelector=a%3Db%2C")).unwrap_err();
+        assert_eq!(error.message, "found '', expected: identifier after ','");
+        // The label selector is parsed before the field selector, whatever the order sent.
+        let error = Options::parse(Some("fieldSelector=nope&labelSelector=a%3E")).unwrap_err();
+        assert_eq!(
+            error.message,
+            "unable to parse requirement: values[0]: Invalid value: \"\": for 'Gt', 'Lt' operators, the value must be an integer"
+        );
+        // And before the checks of the other options.
+        let error = Options::parse(Some(
+            "resourceVersionMatch=x&resourceVersion=y&labelSelector=%3D",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            "found '=', expected: !, identifier, or 'end of string'"
+        );
+        let error = Options::parse(Some("resourceVersion=y&labelSelector=a")).unwrap_err();
+        assert!(
+            error.message.starts_with("invalid resource version"),
+            "{}",
+            error.message
+        );
+    }
+
+    #[test]
+    fn the_first_of_repeated_selectors_counts() {
+        let options = Options::parse(Some("labelSelector=a%3E1&labelSelector=%3D")).unwrap();
+        assert_eq!(options.labels.to_string(), "a>1");
+        assert_eq!(options.label_selector_text, "a>1");
+        let error = Options::parse(Some("labelSelector=%3D&labelSelector=a")).unwrap_err();
+        assert_eq!(error.code, 400);
+        let options =
+            Options::parse(Some("fieldSelector=metadata.name%3Dx&fieldSelector=nope")).unwrap();
+        assert_eq!(options.fields.exact("metadata.name"), Some("x"));
     }
 }

@@ -71,6 +71,7 @@ pub mod catchup;
 pub mod config;
 pub mod dispatcher;
 pub mod event;
+pub mod gotext;
 pub mod guarantee;
 pub mod history;
 pub mod metrics;

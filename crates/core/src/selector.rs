@@ -1,14 +1,45 @@
-//! Kubernetes label and field selectors: parsing with clear errors, and matching.
+//! Kubernetes label and field selectors: parsing exactly as kube-apiserver parses them, and
+//! matching.
 //!
-//! Label selectors accept the full Kubernetes syntax: `k=v`, `k==v`, `k!=v`, `k in (a,b)`,
-//! `k notin (a,b)`, `k` (exists) and `!k` (does not exist), comma-separated and ANDed. Field
-//! selectors accept `f=v`, `f==v` and `f!=v` with `\`-escapes for `,`, `=`, `!` and `\` in values.
-//! Which fields a resource supports is the caller's business (the server validates names); the
-//! core only matches.
+//! ## Guarantees
+//! - **kube's answers.** [`LabelSelector::parse`] accepts exactly what kube 1.33's
+//!   `labels.Parse` (`k8s.io/apimachinery/pkg/labels/selector.go`) accepts, and refuses the rest
+//!   with its error text word for word (the [`SelectorError`]'s message, which kube-apiserver
+//!   puts unchanged in a 400 BadRequest). [`LabelSelector::matches`] selects what kube's
+//!   `Selector.Matches` selects.
+//! - **Total.** No input panics the parsers or the matchers.
+//! - **Round trip.** A parsed selector's [`Display`](fmt::Display) text parses back to an equal
+//!   selector.
+//! - **Cheap matching.** Matching allocates nothing and parses nothing but a label's integer
+//!   for `>` and `<` (the bound is read once, at parse time): it runs for every event of every
+//!   watcher in the dispatcher.
+//!
+//! ## Label selectors (kube's lexer and parser)
+//! Requirements `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n`, `k`
+//! (exists) and `!k` (does not exist), separated by `,` and ANDed. Tokens are separated by
+//! spaces, tabs, CRs and LFs only; an identifier is any run of other bytes up to one of
+//! `=!(),<>` (so `a=b c` is `a=b` followed by a stray `c`); symbol runs take the longest token
+//! (`==`, `!=`, else one symbol: `a>=1` is `a>` then `=`); `in` and `notin` are identifiers
+//! where a key or value is expected (`in in (in)`); a NUL byte ends the text where a token
+//! would start and ends the token otherwise. Values may be empty (`a=`, `a in ()`, `a in (,b)`).
+//! Keys are qualified names, values label values (kube's `IsQualifiedName`,
+//! `IsValidLabelValue`, messages joined by `; `); `>` and `<` take one integer (Go's
+//! `ParseInt`), matching only labels whose value is an integer above or below it. Values of a
+//! set are kept sorted without duplicates and requirements sorted by key (stably), as kube's
+//! parser keeps them; duplicates are kept. Errors: the parser's `found '…', expected: …`, those
+//! inside a requirement prefixed `unable to parse requirement: `; a bad key is
+//! `<nil>: Invalid value: "k": …` (kube's nil path), a bad value `values[i][k]: Invalid value:
+//! …`, a non-integer bound `values[0]: Invalid value: …`, several of them as `[e1, e2]`.
+//!
+//! ## Field selectors
+//! `f=v`, `f==v` and `f!=v` with `\`-escapes for `,`, `=`, `!` and `\` in values, errors in
+//! kube's `fields.ParseSelector` words. Which fields a resource supports is the caller's
+//! business (the server validates names); the core only matches.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crate::gotext::go_quote;
 use crate::object::Attributes;
 
 /// What a selector reads: the value of a label or field, if the object has it.
@@ -50,17 +81,24 @@ fn error(message: impl Into<String>) -> SelectorError {
     }
 }
 
-/// One operator of a label requirement.
+/// One operator of a label requirement, as matching needs it (kube's `=`, `==` and `in` select
+/// alike, as do `!=` and `notin`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LabelOperator {
-    /// `k=v`, `k==v`, `k in (v...)`: the label is present with one of the values.
+    /// `k=v`, `k==v`, `k in (v...)`: the label is present with one of the values (sorted,
+    /// without duplicates, as kube's parser keeps them).
     In(Vec<String>),
-    /// `k!=v`, `k notin (v...)`: the label is absent or has none of the values.
+    /// `k!=v`, `k notin (v...)`: the label is absent or has none of the values (sorted, without
+    /// duplicates).
     NotIn(Vec<String>),
     /// `k`: the label is present.
     Exists,
     /// `!k`: the label is absent.
     DoesNotExist,
+    /// `k>n`: the label is present, an integer (Go's `strconv.ParseInt(v, 10, 64)`), above `n`.
+    GreaterThan(i64),
+    /// `k<n`: the label is present, an integer, below `n`.
+    LessThan(i64),
 }
 
 /// One requirement of a label selector.
@@ -70,6 +108,28 @@ pub struct LabelRequirement {
     pub key: String,
     /// What the label must satisfy.
     pub operator: LabelOperator,
+}
+
+impl LabelRequirement {
+    /// Whether `value` (the label's value, `None` when absent) satisfies this requirement.
+    /// Allocation-free: an integer label is read in place for `>` and `<`.
+    #[must_use]
+    pub fn matches_value(&self, value: Option<&str>) -> bool {
+        match &self.operator {
+            LabelOperator::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),
+            LabelOperator::NotIn(values) => value.is_none_or(|v| !values.iter().any(|x| x == v)),
+            LabelOperator::Exists => value.is_some(),
+            LabelOperator::DoesNotExist => value.is_none(),
+            LabelOperator::GreaterThan(bound) => parse_go_int(value).is_some_and(|v| v > *bound),
+            LabelOperator::LessThan(bound) => parse_go_int(value).is_some_and(|v| v < *bound),
+        }
+    }
+}
+
+/// Go's `strconv.ParseInt(v, 10, 64)`: an optional `+` or `-`, then ASCII digits, in range.
+/// Rust's `i64::from_str` accepts exactly that.
+fn parse_go_int(value: Option<&str>) -> Option<i64> {
+    value.and_then(|v| v.parse::<i64>().ok())
 }
 
 /// A parsed label selector; the empty selector matches everything.
@@ -91,52 +151,40 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
-    /// The requirements, ANDed.
+    /// The requirements, ANDed, sorted by key (stably: requirements on one key keep the order
+    /// they were written in; duplicates are kept, as kube keeps them).
     #[must_use]
     pub fn requirements(&self) -> &[LabelRequirement] {
         &self.requirements
     }
 
-    /// Parses the Kubernetes label selector syntax.
+    /// Parses the Kubernetes label selector syntax exactly as kube's `labels.Parse` does (see
+    /// the module documentation).
     ///
     /// # Errors
-    /// A [`SelectorError`] naming the offending requirement.
+    /// A [`SelectorError`] whose message is kube's error text, word for word.
     pub fn parse(input: &str) -> Result<LabelSelector, SelectorError> {
-        let mut requirements = Vec::new();
-        for part in split_top_level(input)? {
-            let part = part.trim();
-            if part.is_empty() {
-                if input.trim().is_empty() {
-                    continue;
-                }
-                return Err(error(format!(
-                    "invalid label selector {input:?}: empty requirement"
-                )));
-            }
-            requirements.push(parse_label_requirement(part)?);
-        }
+        let mut parser = Parser {
+            tokens: lex(input),
+            position: 0,
+        };
+        let mut requirements = parser.parse().map_err(error)?;
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(LabelSelector { requirements })
     }
 
     /// Whether `labels` satisfy every requirement.
     #[must_use]
     pub fn matches(&self, labels: &impl Lookup) -> bool {
-        self.requirements.iter().all(|requirement| {
-            let value = labels.lookup(&requirement.key);
-            match &requirement.operator {
-                LabelOperator::In(values) => value.is_some_and(|v| values.iter().any(|x| x == v)),
-                LabelOperator::NotIn(values) => {
-                    value.is_none_or(|v| !values.iter().any(|x| x == v))
-                }
-                LabelOperator::Exists => value.is_some(),
-                LabelOperator::DoesNotExist => value.is_none(),
-            }
-        })
+        self.requirements
+            .iter()
+            .all(|requirement| requirement.matches_value(labels.lookup(&requirement.key)))
     }
 }
 
 /// The canonical text of the selector: requirements joined by `,`, single values as `k=v` and
-/// `k!=v`, sets as `k in (a,b)` and `k notin (a,b)`. Parsing it gives back an equal selector.
+/// `k!=v`, sets as `k in (a,b)` and `k notin (a,b)`, `k>n`, `k<n`, `k` and `!k`. Parsing it
+/// gives back an equal selector.
 impl fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (index, requirement) in self.requirements.iter().enumerate() {
@@ -161,174 +209,587 @@ impl fmt::Display for LabelRequirement {
             LabelOperator::NotIn(values) => write!(f, "{key} notin ({})", values.join(",")),
             LabelOperator::Exists => f.write_str(key),
             LabelOperator::DoesNotExist => write!(f, "!{key}"),
+            LabelOperator::GreaterThan(bound) => write!(f, "{key}>{bound}"),
+            LabelOperator::LessThan(bound) => write!(f, "{key}<{bound}"),
         }
     }
 }
 
-/// Splits on commas that are not inside parentheses.
-fn split_top_level(input: &str) -> Result<Vec<&str>, SelectorError> {
-    let mut parts = Vec::new();
-    let mut depth = 0usize;
-    let mut start = 0;
-    for (index, c) in input.char_indices() {
-        match c {
-            '(' => {
-                if depth > 0 {
-                    return Err(error(format!(
-                        "invalid label selector {input:?}: nested parentheses"
-                    )));
-                }
-                depth += 1;
-            }
-            ')' => {
-                if depth == 0 {
-                    return Err(error(format!(
-                        "invalid label selector {input:?}: unmatched ')'"
-                    )));
-                }
-                depth -= 1;
-            }
-            ',' if depth == 0 => {
-                parts.push(&input[start..index]);
-                start = index + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err(error(format!(
-            "invalid label selector {input:?}: unclosed '('"
-        )));
-    }
-    parts.push(&input[start..]);
-    Ok(parts)
+/// A token of kube's label selector lexer (`labels.Token`; its `ErrorToken` is left out: the
+/// first byte of a symbol run is always a token by itself, so kube's lexer never makes one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Token {
+    EndOfString,
+    ClosedPar,
+    Comma,
+    DoesNotExist,
+    DoubleEquals,
+    Equals,
+    GreaterThan,
+    Identifier,
+    In,
+    LessThan,
+    NotEquals,
+    NotIn,
+    OpenPar,
 }
 
-fn parse_label_requirement(part: &str) -> Result<LabelRequirement, SelectorError> {
-    if let Some(key) = part.strip_prefix('!') {
-        let key = key.trim();
-        validate_label_key(key)?;
-        return Ok(LabelRequirement {
-            key: key.to_owned(),
-            operator: LabelOperator::DoesNotExist,
-        });
-    }
-    for (token, negate) in [("!=", true), ("==", false), ("=", false)] {
-        if let Some(index) = part.find(token) {
-            let key = part[..index].trim();
-            let value = part[index + token.len()..].trim();
-            validate_label_key(key)?;
-            validate_label_value(value)?;
-            let values = vec![value.to_owned()];
-            return Ok(LabelRequirement {
-                key: key.to_owned(),
-                operator: if negate {
-                    LabelOperator::NotIn(values)
-                } else {
-                    LabelOperator::In(values)
-                },
-            });
-        }
-    }
-    if let Some(open) = part.find('(') {
-        let head = part[..open].trim();
-        let close = part
-            .rfind(')')
-            .ok_or_else(|| error(format!("invalid requirement {part:?}: missing ')'")))?;
-        if !part[close + 1..].trim().is_empty() {
-            return Err(error(format!(
-                "invalid requirement {part:?}: unexpected text after ')'"
-            )));
-        }
-        let (key, negate) = if let Some(key) = head.strip_suffix(" notin") {
-            (key.trim(), true)
-        } else if let Some(key) = head.strip_suffix(" in") {
-            (key.trim(), false)
-        } else {
-            return Err(error(format!(
-                "invalid requirement {part:?}: expected 'in' or 'notin' before '('"
-            )));
-        };
-        validate_label_key(key)?;
-        let mut values = Vec::new();
-        for value in part[open + 1..close].split(',') {
-            let value = value.trim();
-            validate_label_value(value)?;
-            values.push(value.to_owned());
-        }
-        return Ok(LabelRequirement {
-            key: key.to_owned(),
-            operator: if negate {
-                LabelOperator::NotIn(values)
-            } else {
-                LabelOperator::In(values)
-            },
-        });
-    }
-    for unsupported in [">", "<"] {
-        if part.contains(unsupported) {
-            return Err(error(format!(
-                "invalid requirement {part:?}: operator {unsupported:?} is not supported in label selectors"
-            )));
-        }
-    }
-    let key = part.trim();
-    if key.contains(char::is_whitespace) {
-        return Err(error(format!(
-            "invalid requirement {part:?}: expected one of =, ==, !=, in, notin"
-        )));
-    }
-    validate_label_key(key)?;
-    Ok(LabelRequirement {
-        key: key.to_owned(),
-        operator: LabelOperator::Exists,
+/// kube's `string2token`: the literals that are tokens.
+fn keyword(literal: &[u8]) -> Option<Token> {
+    Some(match literal {
+        b")" => Token::ClosedPar,
+        b"," => Token::Comma,
+        b"!" => Token::DoesNotExist,
+        b"==" => Token::DoubleEquals,
+        b"=" => Token::Equals,
+        b">" => Token::GreaterThan,
+        b"in" => Token::In,
+        b"<" => Token::LessThan,
+        b"!=" => Token::NotEquals,
+        b"notin" => Token::NotIn,
+        b"(" => Token::OpenPar,
+        _ => return None,
     })
 }
 
-fn is_name_part(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+/// kube's `isWhitespace`: only these four bytes separate tokens.
+fn is_whitespace(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
+/// kube's `isSpecialSymbol`.
+fn is_special(b: u8) -> bool {
+    matches!(b, b'=' | b'!' | b'(' | b')' | b',' | b'>' | b'<')
+}
+
+/// kube's `Lexer`, byte by byte. As in kube, reading past the end gives 0, and so does a NUL
+/// byte of the text: a NUL where a token would start ends the text, a NUL inside an
+/// identifier or a symbol run ends that token and is skipped.
+struct Lexer<'a> {
+    text: &'a str,
+    position: usize,
+}
+
+impl<'a> Lexer<'a> {
+    fn read(&mut self) -> u8 {
+        match self.text.as_bytes().get(self.position) {
+            Some(&b) => {
+                self.position += 1;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    /// Only ever called after a read of a byte that is not 0, so it never underflows.
+    fn unread(&mut self) {
+        self.position = self.position.saturating_sub(1);
+    }
+
+    /// The text between two byte positions; both sit next to ASCII bytes (or the ends), so
+    /// the slice is on character boundaries.
+    fn slice(&self, start: usize, end: usize) -> &'a str {
+        self.text.get(start..end).unwrap_or("")
+    }
+
+    /// kube's `Lex`.
+    fn lex(&mut self) -> (Token, &'a str) {
+        let mut b = self.read();
+        while is_whitespace(b) {
+            b = self.read();
+        }
+        if b == 0 {
+            return (Token::EndOfString, "");
+        }
+        self.unread();
+        if is_special(b) {
+            self.scan_special_symbol()
+        } else {
+            self.scan_identifier_or_keyword()
+        }
+    }
+
+    /// kube's `scanIDOrKeyword`: bytes up to a symbol, a whitespace, a NUL or the end.
+    fn scan_identifier_or_keyword(&mut self) -> (Token, &'a str) {
+        let start = self.position;
+        let end = loop {
+            let before = self.position;
+            let b = self.read();
+            if b == 0 {
+                // The end, or a NUL byte, which stays consumed.
+                break before;
+            }
+            if is_special(b) || is_whitespace(b) {
+                self.unread();
+                break before;
+            }
+        };
+        let literal = self.slice(start, end);
+        (
+            keyword(literal.as_bytes()).unwrap_or(Token::Identifier),
+            literal,
+        )
+    }
+
+    /// kube's `scanSpecialSymbol`: the longest run of symbols that is a token (`==`, `!=`, or
+    /// one symbol); a NUL right after it is skipped.
+    fn scan_special_symbol(&mut self) -> (Token, &'a str) {
+        let start = self.position;
+        // The first byte is a symbol, and every symbol is a token by itself.
+        self.position += 1;
+        let mut end = self.position;
+        let mut token = keyword(self.slice(start, end).as_bytes()).unwrap_or(Token::Identifier);
+        loop {
+            let b = self.read();
+            if b == 0 {
+                break;
+            }
+            if !is_special(b) {
+                self.unread();
+                break;
+            }
+            match keyword(self.slice(start, self.position).as_bytes()) {
+                Some(longer) => {
+                    token = longer;
+                    end = self.position;
+                }
+                None => {
+                    self.unread();
+                    break;
+                }
+            }
+        }
+        (token, self.slice(start, end))
+    }
+}
+
+/// kube's `Parser.scan`: every token up to and including the end.
+fn lex(text: &str) -> Vec<(Token, &str)> {
+    let mut lexer = Lexer { text, position: 0 };
+    let mut tokens = Vec::new();
+    loop {
+        let (token, literal) = lexer.lex();
+        tokens.push((token, literal));
+        if token == Token::EndOfString {
+            return tokens;
+        }
+    }
+}
+
+/// kube's `ParserContext`: where values are expected, `in` and `notin` are identifiers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Context {
+    KeyAndOperator,
+    Values,
+}
+
+/// kube's `selection.Operator`s that its parser produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operator {
+    In,
+    NotIn,
+    Equals,
+    DoubleEquals,
+    NotEquals,
+    GreaterThan,
+    LessThan,
+    Exists,
+    DoesNotExist,
+}
+
+/// kube's `binaryOperators`, as its "expected:" message lists them.
+const BINARY_OPERATORS: &str = "in, notin, =, ==, !=, gt, lt";
+
+/// kube's `Parser` (Kubernetes 1.33: `labels/selector.go`), error texts word for word.
+struct Parser<'a> {
+    tokens: Vec<(Token, &'a str)>,
+    position: usize,
+}
+
+impl<'a> Parser<'a> {
+    /// The current token (the end once past it, where kube would index out of range; its
+    /// grammar never gets there).
+    fn lookahead(&self, context: Context) -> (Token, &'a str) {
+        let (token, literal) = self
+            .tokens
+            .get(self.position)
+            .or_else(|| self.tokens.last())
+            .copied()
+            .unwrap_or((Token::EndOfString, ""));
+        match token {
+            Token::In | Token::NotIn if context == Context::Values => (Token::Identifier, literal),
+            _ => (token, literal),
+        }
+    }
+
+    fn consume(&mut self, context: Context) -> (Token, &'a str) {
+        let item = self.lookahead(context);
+        self.position += 1;
+        item
+    }
+
+    /// kube's `Parser.parse`.
+    fn parse(&mut self) -> Result<Vec<LabelRequirement>, String> {
+        let mut requirements = Vec::new();
+        loop {
+            let (token, literal) = self.lookahead(Context::Values);
+            match token {
+                Token::Identifier | Token::DoesNotExist => {
+                    let requirement = self
+                        .parse_requirement()
+                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                    requirements.push(requirement);
+                    let (token, literal) = self.consume(Context::Values);
+                    match token {
+                        Token::EndOfString => return Ok(requirements),
+                        Token::Comma => {
+                            let (next, literal) = self.lookahead(Context::Values);
+                            if next != Token::Identifier && next != Token::DoesNotExist {
+                                return Err(format!(
+                                    "found '{literal}', expected: identifier after ','"
+                                ));
+                            }
+                        }
+                        _ => {
+                            return Err(format!(
+                                "found '{literal}', expected: ',' or 'end of string'"
+                            ));
+                        }
+                    }
+                }
+                Token::EndOfString => return Ok(requirements),
+                _ => {
+                    return Err(format!(
+                        "found '{literal}', expected: !, identifier, or 'end of string'"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// kube's `parseRequirement`.
+    fn parse_requirement(&mut self) -> Result<LabelRequirement, String> {
+        let (key, operator) = self.parse_key_and_infer_operator()?;
+        if let Some(operator @ (Operator::Exists | Operator::DoesNotExist)) = operator {
+            return new_requirement(key, operator, &[]);
+        }
+        let operator = self.parse_operator()?;
+        let values = match operator {
+            Operator::In | Operator::NotIn => self.parse_values()?,
+            _ => self.parse_exact_value()?,
+        };
+        new_requirement(key, operator, &values)
+    }
+
+    /// kube's `parseKeyAndInferOperator`: `!` and the key; `Exists` (or `DoesNotExist`) when
+    /// the requirement ends there, no operator yet otherwise (also after `!`, which then fails
+    /// at the caller's next token).
+    fn parse_key_and_infer_operator(&mut self) -> Result<(&'a str, Option<Operator>), String> {
+        let mut operator = None;
+        let (mut token, mut literal) = self.consume(Context::Values);
+        if token == Token::DoesNotExist {
+            operator = Some(Operator::DoesNotExist);
+            (token, literal) = self.consume(Context::Values);
+        }
+        if token != Token::Identifier {
+            return Err(format!("found '{literal}', expected: identifier"));
+        }
+        let errors = label_key_errors(literal);
+        if !errors.is_empty() {
+            // kube validates with the parser's path, which is nil: Go prints it `<nil>`.
+            return Err(invalid("<nil>", literal, &errors.join("; ")));
+        }
+        let (next, _) = self.lookahead(Context::Values);
+        if matches!(next, Token::EndOfString | Token::Comma) && operator.is_none() {
+            operator = Some(Operator::Exists);
+        }
+        Ok((literal, operator))
+    }
+
+    /// kube's `parseOperator`.
+    fn parse_operator(&mut self) -> Result<Operator, String> {
+        let (token, literal) = self.consume(Context::KeyAndOperator);
+        Ok(match token {
+            Token::In => Operator::In,
+            Token::Equals => Operator::Equals,
+            Token::DoubleEquals => Operator::DoubleEquals,
+            Token::GreaterThan => Operator::GreaterThan,
+            Token::LessThan => Operator::LessThan,
+            Token::NotIn => Operator::NotIn,
+            Token::NotEquals => Operator::NotEquals,
+            _ => return Err(format!("found '{literal}', expected: {BINARY_OPERATORS}")),
         })
+    }
+
+    /// kube's `parseValues`: `(a,b)`, sorted and without duplicates (a `sets.String`); `()`
+    /// is the empty value.
+    fn parse_values(&mut self) -> Result<Vec<&'a str>, String> {
+        let (token, literal) = self.consume(Context::Values);
+        if token != Token::OpenPar {
+            // kube's text has no colon here.
+            return Err(format!("found '{literal}' expected: '('"));
+        }
+        let (token, literal) = self.lookahead(Context::Values);
+        match token {
+            Token::Identifier | Token::Comma => {
+                let values = self.parse_identifiers_list()?;
+                if self.consume(Context::Values).0 != Token::ClosedPar {
+                    // Not reachable (the list ends before a `)`); kube names the first value.
+                    return Err(format!("found '{literal}', expected: ')'"));
+                }
+                Ok(values.into_iter().collect())
+            }
+            Token::ClosedPar => {
+                self.consume(Context::Values);
+                Ok(vec![""])
+            }
+            _ => Err(format!(
+                "found '{literal}', expected: ',', ')' or identifier"
+            )),
+        }
+    }
+
+    /// kube's `parseIdentifiersList` (1.33's: after `,,` it consumes the second comma, so
+    /// `(a,,)` is refused with "found ')', expected: ',', or identifier").
+    fn parse_identifiers_list(&mut self) -> Result<BTreeSet<&'a str>, String> {
+        let mut values = BTreeSet::new();
+        loop {
+            let (token, literal) = self.consume(Context::Values);
+            match token {
+                Token::Identifier => {
+                    values.insert(literal);
+                    let (next, literal) = self.lookahead(Context::Values);
+                    match next {
+                        Token::Comma => {}
+                        Token::ClosedPar => return Ok(values),
+                        _ => return Err(format!("found '{literal}', expected: ',' or ')'")),
+                    }
+                }
+                Token::Comma => {
+                    if values.is_empty() {
+                        values.insert("");
+                    }
+                    match self.lookahead(Context::Values).0 {
+                        Token::ClosedPar => {
+                            values.insert("");
+                            return Ok(values);
+                        }
+                        Token::Comma => {
+                            self.consume(Context::Values);
+                            values.insert("");
+                        }
+                        _ => {}
+                    }
+                }
+                _ => return Err(format!("found '{literal}', expected: ',', or identifier")),
+            }
+        }
+    }
+
+    /// kube's `parseExactValue`: one identifier, or the empty value before `,` or the end.
+    fn parse_exact_value(&mut self) -> Result<Vec<&'a str>, String> {
+        let (token, _) = self.lookahead(Context::Values);
+        if matches!(token, Token::EndOfString | Token::Comma) {
+            return Ok(vec![""]);
+        }
+        let (token, literal) = self.consume(Context::Values);
+        if token == Token::Identifier {
+            Ok(vec![literal])
+        } else {
+            Err(format!("found '{literal}', expected: identifier"))
+        }
+    }
 }
 
-fn validate_label_key(key: &str) -> Result<(), SelectorError> {
-    let valid = match key.split_once('/') {
-        Some((prefix, name)) => is_dns_subdomain(prefix) && is_name_part(name, 63),
-        None => is_name_part(key, 63),
+/// kube's `NewRequirement`, the checks of an operator's values and of the key and values, every
+/// failure a field error of path `key`, `values`, `values[i]` or `values[i][key]`, joined as
+/// kube's aggregate joins them (one alone, several as `[a, b]`, repeated texts once).
+fn new_requirement(
+    key: &str,
+    operator: Operator,
+    values: &[&str],
+) -> Result<LabelRequirement, String> {
+    let mut errors = Vec::new();
+    let key_errors = label_key_errors(key);
+    if !key_errors.is_empty() {
+        errors.push(invalid("key", key, &key_errors.join("; ")));
+    }
+    let values_text = || {
+        let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+        format!("[]string{{{}}}", quoted.join(", "))
     };
-    if valid {
-        Ok(())
+    let invalid_values =
+        |detail: &str| format!("values: Invalid value: {}: {detail}", values_text());
+    let mut bound = None;
+    match operator {
+        Operator::In | Operator::NotIn if values.is_empty() => {
+            errors.push(invalid_values(
+                "for 'in', 'notin' operators, values set can't be empty",
+            ));
+        }
+        Operator::Equals | Operator::DoubleEquals | Operator::NotEquals if values.len() != 1 => {
+            errors.push(invalid_values(
+                "exact-match compatibility requires one single value",
+            ));
+        }
+        Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+            errors.push(invalid_values(
+                "values set must be empty for exists and does not exist",
+            ));
+        }
+        Operator::GreaterThan | Operator::LessThan => {
+            if values.len() != 1 {
+                errors.push(invalid_values(
+                    "for 'Gt', 'Lt' operators, exactly one value is required",
+                ));
+            }
+            for (index, value) in values.iter().enumerate() {
+                match value.parse::<i64>() {
+                    Ok(number) => bound = Some(number),
+                    Err(_) => errors.push(invalid(
+                        &format!("values[{index}]"),
+                        value,
+                        "for 'Gt', 'Lt' operators, the value must be an integer",
+                    )),
+                }
+            }
+        }
+        _ => {}
+    }
+    for (index, value) in values.iter().enumerate() {
+        let value_errors = label_value_errors(value);
+        if !value_errors.is_empty() {
+            errors.push(invalid(
+                &format!("values[{index}][{key}]"),
+                value,
+                &value_errors.join("; "),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(aggregate(errors));
+    }
+    let owned = || values.iter().map(|v| (*v).to_owned()).collect();
+    let operator = match (operator, bound) {
+        (Operator::In | Operator::Equals | Operator::DoubleEquals, _) => LabelOperator::In(owned()),
+        (Operator::NotIn | Operator::NotEquals, _) => LabelOperator::NotIn(owned()),
+        (Operator::Exists, _) => LabelOperator::Exists,
+        (Operator::DoesNotExist, _) => LabelOperator::DoesNotExist,
+        (Operator::GreaterThan, Some(bound)) => LabelOperator::GreaterThan(bound),
+        (Operator::LessThan, Some(bound)) => LabelOperator::LessThan(bound),
+        // Checked above: `>` and `<` have exactly one integer value.
+        (Operator::GreaterThan | Operator::LessThan, None) => {
+            return Err(invalid_values(
+                "for 'Gt', 'Lt' operators, exactly one value is required",
+            ));
+        }
+    };
+    Ok(LabelRequirement {
+        key: key.to_owned(),
+        operator,
+    })
+}
+
+/// `field.Invalid(path, value, detail).Error()` for a string value.
+fn invalid(path: &str, value: &str, detail: &str) -> String {
+    format!("{path}: Invalid value: {}: {detail}", go_quote(value))
+}
+
+/// kube's `ErrorList.ToAggregate().Error()`: repeated texts once; one text alone, several as
+/// `[a, b]`.
+fn aggregate(errors: Vec<String>) -> String {
+    let mut unique: Vec<String> = Vec::with_capacity(errors.len());
+    for error in errors {
+        if !unique.contains(&error) {
+            unique.push(error);
+        }
+    }
+    if unique.len() == 1 {
+        unique.pop().unwrap_or_default()
     } else {
-        Err(error(format!(
-            "invalid label key {key:?}: a valid label key is an optional DNS subdomain prefix and '/', then a name of at most 63 characters of [A-Za-z0-9_.-] that starts and ends with an alphanumeric character"
-        )))
+        format!("[{}]", unique.join(", "))
     }
 }
 
-fn validate_label_value(value: &str) -> Result<(), SelectorError> {
-    if value.is_empty() || is_name_part(value, 63) {
-        Ok(())
-    } else {
-        Err(error(format!(
-            "invalid label value {value:?}: a valid label value is empty or at most 63 characters of [A-Za-z0-9_.-] that starts and ends with an alphanumeric character"
-        )))
+const QUALIFIED_NAME_FORMAT: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+const DNS1123_SUBDOMAIN_FORMAT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+const LABEL_VALUE_FORMAT: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn is_name_part(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && bytes
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        }
+        _ => false,
     }
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`.
+fn is_dns_subdomain(s: &str) -> bool {
+    s.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        bytes.first().is_some_and(alnum)
+            && bytes.last().is_some_and(alnum)
+            && bytes.iter().all(|b| alnum(b) || *b == b'-')
+    })
+}
+
+/// kube 1.33's `validation.IsQualifiedName`: every message, in its order.
+fn label_key_errors(key: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_owned());
+            } else {
+                if prefix.len() > 253 {
+                    errors.push("prefix part must be no more than 253 characters".to_owned());
+                }
+                if !is_dns_subdomain(prefix) {
+                    errors.push(format!("prefix part {DNS1123_SUBDOMAIN_FORMAT}"));
+                }
+            }
+            *name
+        }
+        _ => {
+            errors.push(format!(
+                "a qualified name {QUALIFIED_NAME_FORMAT} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            ));
+            return errors;
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        errors.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !is_name_part(name) {
+        errors.push(format!("name part {QUALIFIED_NAME_FORMAT}"));
+    }
+    errors
+}
+
+/// kube 1.33's `validation.IsValidLabelValue`: every message, in its order.
+fn label_value_errors(value: &str) -> Vec<&'static str> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters");
+    }
+    if !value.is_empty() && !is_name_part(value) {
+        errors.push(LABEL_VALUE_FORMAT);
+    }
+    errors
 }
 
 /// One requirement of a field selector.
@@ -560,7 +1021,7 @@ mod tests {
     #[test]
     fn label_selector_errors_are_clear() {
         for bad in [
-            "a=(", "a in b", "a in (b", "=b", "a=b,,c=d", "a > 3", "a b", "-a=b", "a=b c",
+            "a=(", "a in b", "a in (b", "=b", "a=b,,c=d", "a >= 3", "a b", "-a=b", "a=b c",
         ] {
             let err = LabelSelector::parse(bad).unwrap_err();
             assert!(!err.message.is_empty(), "{bad}");
