@@ -1837,6 +1837,9 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+mod pod_spec;
+#[cfg(test)]
+mod pod_spec_tests;
 pub mod workloads;
 
 #[cfg(test)]

@@ -761,8 +761,8 @@ fn pods_and_jobs_need_their_containers_and_restart_policies() {
         causes("", "pods", &pod, None),
         [
             "spec.containers[0].image: Required value",
-            "spec.containers[1].name: Duplicate value: \"a\"",
             "spec.containers[1].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+            "spec.containers[1].name: Duplicate value: \"a\"",
             "spec.containers[2].name: Invalid value: \"B\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
         ]
     );

@@ -1,7 +1,7 @@
 //! The core and workload kinds' rules users meet first, as kube-apiserver's
 //! `pkg/apis/{core,apps,batch}/validation` and the v1 conversions apply them: ConfigMaps,
-//! Secrets, Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers
-//! and Jobs.
+//! Secrets, Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers,
+//! Jobs and CronJobs.
 //!
 //! ## Guarantees
 //! - Conversion ([`convert`]): a Secret's `stringData` is write-only, as in kube's v1
@@ -19,24 +19,30 @@
 //!   - Service ports: present unless headless or `ExternalName`, named and unique when several,
 //!     ports and numeric target ports between 1 and 65535, protocol `TCP`, `UDP` or `SCTP`
 //!     (checked before any address or node port is claimed).
-//!   - Pod specs (pods and every template): at least one container; containers and init
-//!     containers named with DNS labels, unique; ports between 1 and 65535; a Pod's containers
-//!     have an image (a template's may leave it to admission).
+//!   - Pod specs (pods and every template, CronJobs' job templates included): kube's
+//!     `ValidatePodSpec` as [`super::pod_spec`] states it — volumes, containers, init and
+//!     ephemeral containers (ports, env, mounts, resources, probes, lifecycle, security
+//!     contexts, restart policies) and the pod-level fields, in kube's order; a Pod's
+//!     containers have an image (a template's may leave it to admission).
 //!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
 //!     `backoffLimit` are not negative; Deployments, ReplicaSets, StatefulSets and DaemonSets
 //!     have a selector that is not empty, matches their template's labels (`spec.template.
 //!     metadata.labels: Invalid value: map[string]string{"a":"c"}: `selector` does not match
 //!     template `labels``) and never changes (`field is immutable`, printed as Go's `%#v` of
 //!     the selector); their pods restart `Always`; a Job's `OnFailure` or `Never`.
-//! - Not checked (kube checks them): resource quantities, probes, volumes and their mounts,
-//!   environment variables, security contexts, affinity, tolerations, label selector syntax,
-//!   update strategies, a Job's selector (kube generates it) and most of a Pod spec's fields.
+//!   - Workloads' selectors are label selectors (`ValidateLabelSelector`: operators, values,
+//!     keys and values' syntax); a malformed one is also `spec.selector: Invalid value: ...:
+//!     invalid label selector`, and is not matched against the template's labels.
+//! - Not checked (kube checks them): what [`super::pod_spec`] lists, update strategies, a
+//!   Job's selector (kube generates it), a template's metadata and the workloads' other spec
+//!   fields (`revisionHistoryLimit`, `progressDeadlineSeconds`, a CronJob's schedule).
 
 use std::collections::BTreeMap;
 
 use base64::Engine;
 use serde_json::{Map, Value};
 
+use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required};
 use crate::names::validate_dns1123_label;
 use crate::resources::ResourceDef;
@@ -150,10 +156,25 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "ConfigMap") => config_map(object, old, causes),
         ("", "Secret") => secret(object, old, causes),
-        ("", "Pod") => pod_spec(object.get("spec"), "spec", true, causes),
-        ("", "PodTemplate") => pod_spec(
+        ("", "Pod") => {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            pod_spec::validate(
+                object.get("spec"),
+                "spec",
+                true,
+                name,
+                old.is_none(),
+                causes,
+            );
+        }
+        ("", "PodTemplate") => pod_spec::validate(
             object.pointer("/template/spec"),
             "template.spec",
+            false,
+            "",
             false,
             causes,
         ),
@@ -190,6 +211,12 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
             }
             template(object, "spec.template", &["OnFailure", "Never"], causes);
         }
+        ("batch", "CronJob") => template(
+            object,
+            "spec.jobTemplate.spec.template",
+            &["OnFailure", "Never"],
+            causes,
+        ),
         _ => {}
     }
 }
@@ -216,7 +243,14 @@ fn template(object: &Value, path: &str, restart: &[&str], causes: &mut Vec<Cause
         causes.push(required(path, ""));
         return;
     };
-    pod_spec(template.get("spec"), &format!("{path}.spec"), false, causes);
+    pod_spec::validate(
+        template.get("spec"),
+        &format!("{path}.spec"),
+        false,
+        "",
+        false,
+        causes,
+    );
     let policy = template
         .pointer("/spec/restartPolicy")
         .and_then(Value::as_str)
@@ -237,6 +271,9 @@ fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
         causes.push(required("spec.selector", ""));
         return;
     };
+    let before = causes.len();
+    pod_spec::label_selector(Some(selector), "spec.selector", causes);
+    let malformed = causes.len() > before;
     let count = |key: &str| {
         selector.get(key).map_or(0, |v| {
             v.as_object().map_or(0, Map::len) + v.as_array().map_or(0, Vec::len)
@@ -253,6 +290,15 @@ fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
             "spec.selector",
             &go_selector(Some(selector)),
             &format!("empty selector is invalid for {what}"),
+        ));
+        return;
+    }
+    if malformed {
+        // `LabelSelectorAsSelector` refuses it too.
+        causes.push(invalid(
+            "spec.selector",
+            &go_selector(Some(selector)),
+            "invalid label selector",
         ));
         return;
     }
@@ -369,65 +415,6 @@ fn go_selector(selector: Option<&Value>) -> String {
         "v1.LabelSelector{{MatchLabels:{}, MatchExpressions:{expressions}}}",
         go_string_map(selector.get("matchLabels"))
     )
-}
-
-/// The parts of a pod spec at `path` the module checks; `pod` for a Pod's own spec (images
-/// required).
-fn pod_spec(spec: Option<&Value>, path: &str, pod: bool, causes: &mut Vec<Cause>) {
-    let empty = Vec::new();
-    let list = |key: &str| {
-        spec.and_then(|s| s.get(key))
-            .and_then(Value::as_array)
-            .unwrap_or(&empty)
-    };
-    let containers = list("containers");
-    if containers.is_empty() {
-        causes.push(required(&format!("{path}.containers"), ""));
-    }
-    let mut names: Vec<&str> = Vec::new();
-    for (key, all) in [
-        ("initContainers", list("initContainers")),
-        ("containers", containers),
-    ] {
-        for (index, container) in all.iter().enumerate() {
-            let at = format!("{path}.{key}[{index}]");
-            let name = container.get("name").and_then(Value::as_str).unwrap_or("");
-            if name.is_empty() {
-                causes.push(required(&format!("{at}.name"), ""));
-            } else if let Err(message) = validate_dns1123_label(name) {
-                causes.push(invalid(&format!("{at}.name"), &go_quote(name), &message));
-            } else if names.contains(&name) {
-                causes.push(crate::field::duplicate(
-                    &format!("{at}.name"),
-                    &go_quote(name),
-                ));
-            } else {
-                names.push(name);
-            }
-            let image = container.get("image").and_then(Value::as_str).unwrap_or("");
-            if pod && image.is_empty() {
-                causes.push(required(&format!("{at}.image"), ""));
-            }
-            for (p, port) in container
-                .get("ports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let field = format!("{at}.ports[{p}].containerPort");
-                match port.get("containerPort").and_then(Value::as_i64) {
-                    None | Some(0) => causes.push(required(&field, "")),
-                    Some(number) if !(1..=65535).contains(&number) => causes.push(invalid(
-                        &field,
-                        &number.to_string(),
-                        "must be between 1 and 65535, inclusive",
-                    )),
-                    Some(_) => {}
-                }
-            }
-        }
-    }
 }
 
 /// A Service's ports (`ValidateService`'s `validateServicePort`): there are some unless the
@@ -604,7 +591,7 @@ fn immutable_contents(
 }
 
 /// `validation.IsConfigMapKey`, each problem a cause at `path`.
-fn config_key(path: &str, key: &str, causes: &mut Vec<Cause>) {
+pub(crate) fn config_key(path: &str, key: &str, causes: &mut Vec<Cause>) {
     let quoted = go_quote(key);
     if key.len() > 253 {
         causes.push(invalid(
