@@ -103,6 +103,43 @@ pub struct StoreSource {
     admission: pod_admission::AdmissionPlugins,
 }
 
+/// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
+/// `now` (no grace period is set), the cleanup finalizer added, the `Terminating` condition
+/// True `InstanceDeletionPending`.
+fn crd_marked_for_deletion(crd: &Value, now: &str) -> Value {
+    let mut marked = crd.clone();
+    if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("deletionTimestamp".to_owned(), json!(now));
+        let finalizers = metadata
+            .entry("finalizers")
+            .or_insert_with(|| json!([]));
+        if !finalizers.is_array() {
+            *finalizers = json!([]);
+        }
+        if let Some(list) = finalizers.as_array_mut()
+            && !list
+                .iter()
+                .any(|f| f.as_str() == Some(watchkeeper_api::crd::CLEANUP_FINALIZER))
+        {
+            list.push(json!(watchkeeper_api::crd::CLEANUP_FINALIZER));
+        }
+    }
+    let (reason, message) = watchkeeper_api::crd::TERMINATING_PENDING;
+    watchkeeper_api::crd::set_condition(&mut marked, ("Terminating", "True", reason, message), now);
+    marked
+}
+
+/// The built-in resources whose keys a CRD's could overlap in the store, which a CRD's
+/// deletion never deletes (kube's `OverlappingBuiltInResources`).
+#[must_use]
+pub fn overlaps_built_in(group: &str, plural: &str) -> bool {
+    matches!(
+        (group, plural),
+        ("apiregistration.k8s.io", "apiservices")
+            | ("apiextensions.k8s.io", "customresourcedefinitions")
+    )
+}
+
 /// Whether a DELETE that removes an object of `def` answers the object (the registries that
 /// set `ReturnDeletedObject: true`: `pkg/registry/core/{pod,service,namespace,serviceaccount,
 /// persistentvolume,persistentvolumeclaim}/storage/storage.go`,
@@ -569,6 +606,14 @@ impl StoreSource {
         let headers = &request.context.headers;
         match (&request.context.method, request.target.name) {
             (&Method::POST, None) => {
+                // kube's `customresource_handler`: no creates while the CRD terminates.
+                if resource.custom().is_some_and(|custom| custom.terminating) {
+                    let mut error = ApiError::method_not_allowed(
+                        "create not allowed while custom resource definition is terminating",
+                    );
+                    error.details = Some(json!({"group": resource.def.group, "kind": resource.def.plural}));
+                    return Err(error);
+                }
                 let created = writer
                     .create(resource, namespace, parse_body(&body)?, &body)
                     .await?;
@@ -1409,7 +1454,7 @@ impl Writer<'_> {
                 .unwrap_or_default()
         };
         let (group, plural) = (text("/spec/group"), text("/spec/names/plural"));
-        if group.is_empty() || plural.is_empty() {
+        if group.is_empty() || plural.is_empty() || overlaps_built_in(group, plural) {
             return Ok(());
         }
         let prefix = Bytes::from(format!("{}/{group}/{plural}/", self.source.prefix));
@@ -2549,6 +2594,39 @@ impl Writer<'_> {
                         current.resource_version()
                     ),
                 ));
+            }
+            // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
+            // deletionTimestamp, the cleanup finalizer and the `Terminating` condition; the
+            // CRD finalizer (`controllers::crd_finalizer`) deletes its objects, then removes
+            // the finalizer, and the CRD goes. The answer is the CRD (200).
+            if watchkeeper_api::crd::is_crd(&resource.def)
+                && body.pointer("/metadata/deletionTimestamp").is_none()
+            {
+                let marked = crd_marked_for_deletion(body, &self.time);
+                if self.dry_run {
+                    return Ok((with_revision(marked, current.resource_version()), false));
+                }
+                let key = Bytes::from(resource.store_key(namespace, name));
+                let request = TxnRequest::default()
+                    .when(Compare::ModRevision {
+                        key: key.clone(),
+                        revision: current.resource_version(),
+                    })
+                    .then(TxnOp::Put {
+                        key,
+                        value: stored_value(&resource.to_storage(&marked)),
+                    });
+                let response = self.txn(request).await?;
+                if response.succeeded {
+                    self.settle(resource, response.revision).await;
+                    return Ok((with_revision(marked, response.revision), false));
+                }
+                self.source
+                    .counters
+                    .conflicts
+                    .fetch_add(1, Ordering::Relaxed);
+                self.fresh.wait(cache, response.revision).await?;
+                continue;
             }
             let gc_finalizers = self
                 .source
