@@ -1866,8 +1866,10 @@ mod tests {
             .collect();
         // A CRD being deleted is served (terminating) until it is gone.
         assert_eq!(counted, [(3, 3), (1, 1), (0, 0), (3, 3), (0, 0), (0, 0)]);
-        assert!(served(&cases[3]).is_some_and(|r| r.terminating
-            && r.other_versions.iter().all(|v| v.terminating)));
+        assert!(
+            served(&cases[3])
+                .is_some_and(|r| r.terminating && r.other_versions.iter().all(|v| v.terminating))
+        );
         assert!(served(&cases[0]).is_some_and(|r| !r.terminating));
     }
 

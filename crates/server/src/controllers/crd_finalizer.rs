@@ -268,8 +268,12 @@ impl CrdFinalizer {
             let mut remaining = 0usize;
             if let Some(resource) = resource {
                 fresh.wait(resource.cache(), revision).await?;
-                let objects: Vec<Arc<Object>> =
-                    resource.cache().latest().range(None, None).cloned().collect();
+                let objects: Vec<Arc<Object>> = resource
+                    .cache()
+                    .latest()
+                    .range(None, None)
+                    .cloned()
+                    .collect();
                 remaining = objects.len();
                 for object in objects {
                     let body = object.body();
@@ -403,6 +407,9 @@ mod tests {
         let conditions = crd["status"]["conditions"].as_array().map_or(0, Vec::len);
         assert_eq!(conditions, 1);
         assert_eq!(crd["status"]["conditions"][0]["lastTransitionTime"], "t2");
-        assert!(!crd::set_condition(&mut crd, COMPLETED, "t3"), "no change, no write");
+        assert!(
+            !crd::set_condition(&mut crd, COMPLETED, "t3"),
+            "no change, no write"
+        );
     }
 }

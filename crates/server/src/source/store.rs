@@ -110,9 +110,7 @@ fn crd_marked_for_deletion(crd: &Value, now: &str) -> Value {
     let mut marked = crd.clone();
     if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.insert("deletionTimestamp".to_owned(), json!(now));
-        let finalizers = metadata
-            .entry("finalizers")
-            .or_insert_with(|| json!([]));
+        let finalizers = metadata.entry("finalizers").or_insert_with(|| json!([]));
         if !finalizers.is_array() {
             *finalizers = json!([]);
         }
@@ -611,7 +609,8 @@ impl StoreSource {
                     let mut error = ApiError::method_not_allowed(
                         "create not allowed while custom resource definition is terminating",
                     );
-                    error.details = Some(json!({"group": resource.def.group, "kind": resource.def.plural}));
+                    error.details =
+                        Some(json!({"group": resource.def.group, "kind": resource.def.plural}));
                     return Err(error);
                 }
                 let created = writer
