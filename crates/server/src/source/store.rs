@@ -33,6 +33,15 @@
 //! answer is the object that would have been stored (a create's without a resource version, an
 //! update's at the revision it would replace). Other `dryRun` values are kube-apiserver's 422.
 //!
+//! ## Deletes
+//! A DELETE answers as kube-apiserver's generic store: the object when it stays for its
+//! finalizers (200, or 202 for `orphanDependents: false`); when it is removed, the object for
+//! the registries with `ReturnDeletedObject` and otherwise `finalizeDelete`'s Success Status.
+//! A DELETE of a collection answers the list it read before deleting. A CRD's first DELETE
+//! only marks it (cleanup finalizer, `Terminating` condition); the CRD finalizer
+//! (`controllers::crd_finalizer`) deletes its objects, and creates of them are refused
+//! meanwhile.
+//!
 //! ## Errors
 //! Store errors map by variant to kube-apiserver's answers ([`store_error`]).
 
