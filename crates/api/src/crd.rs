@@ -948,7 +948,15 @@ pub fn set_status(
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
         .unwrap_or(&empty);
-    let mut conditions: Vec<Value> = old_conditions
+    // Conditions other than the naming controller's: a `status` write's are the client's
+    // (the CRD finalizer's `Terminating`), any other write keeps the stored ones.
+    let client_conditions = object
+        .pointer("/status/conditions")
+        .filter(|_| stored_from_client)
+        .and_then(Value::as_array)
+        .cloned();
+    let kept_conditions = client_conditions.as_ref().unwrap_or(old_conditions);
+    let mut conditions: Vec<Value> = kept_conditions
         .iter()
         .filter(|c| {
             !matches!(
@@ -1102,6 +1110,11 @@ pub struct CustomResource {
     /// webhooks, so it serves only the storage version of such a CRD. Empty in the entries
     /// themselves.
     pub other_versions: Vec<CustomResource>,
+    /// Whether the CRD is being deleted (`metadata.deletionTimestamp`): its objects are
+    /// still served (get, list, watch, update, patch, delete) while the CRD finalizer deletes
+    /// them, but creates are refused (kube's `customresource_handler`: 405 `create not
+    /// allowed while custom resource definition is terminating`).
+    pub terminating: bool,
 }
 
 impl CustomResource {
@@ -1164,11 +1177,86 @@ pub fn read_shape(schema: &Value) -> Value {
     Value::Object(shape)
 }
 
+/// The finalizer a CRD's first DELETE gives it (kube's `CustomResourceCleanupFinalizer`):
+/// the CRD stays, terminating, until the CRD finalizer has deleted its objects and removed it.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// The CRD `Terminating` condition a first DELETE sets
+/// (`registry/customresourcedefinition/etcd.go`): reason and message.
+pub const TERMINATING_PENDING: (&str, &str) = (
+    "InstanceDeletionPending",
+    "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+);
+
+/// Sets `crd`'s condition of type `kind` as kube's `SetCRDCondition` does: an existing one
+/// keeps its `lastTransitionTime` unless its status changes; reason and message are
+/// replaced. Returns whether anything changed.
+pub fn set_condition(
+    crd: &mut Value,
+    (kind, status, reason, message): (&str, &str, &str, &str),
+    now: &str,
+) -> bool {
+    let new = serde_json::json!({"type": kind, "status": status, "lastTransitionTime": now,
+        "reason": reason, "message": message});
+    let Some(object) = crd.as_object_mut() else {
+        return false;
+    };
+    let status_object = object
+        .entry("status")
+        .or_insert_with(|| serde_json::json!({}));
+    if !status_object.is_object() {
+        *status_object = serde_json::json!({});
+    }
+    let Some(status_map) = status_object.as_object_mut() else {
+        return false;
+    };
+    let conditions = status_map
+        .entry("conditions")
+        .or_insert_with(|| serde_json::json!([]));
+    if !conditions.is_array() {
+        *conditions = serde_json::json!([]);
+    }
+    let Some(list) = conditions.as_array_mut() else {
+        return false;
+    };
+    match list
+        .iter_mut()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+    {
+        None => {
+            list.push(new);
+            true
+        }
+        Some(existing) => {
+            let text = |c: &Value, key: &str| c.get(key).and_then(Value::as_str).map(str::to_owned);
+            let same_status = text(existing, "status").as_deref() == Some(status);
+            if same_status
+                && text(existing, "reason").as_deref() == Some(reason)
+                && text(existing, "message").as_deref() == Some(message)
+            {
+                return false;
+            }
+            let transition = if same_status {
+                existing
+                    .get("lastTransitionTime")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!(now))
+            } else {
+                serde_json::json!(now)
+            };
+            *existing = new;
+            existing["lastTransitionTime"] = transition;
+            true
+        }
+    }
+}
+
 /// The resource `crd` serves: none unless it is `Established` and its storage version is
-/// served (not while it is being deleted).
+/// served. A CRD being deleted is still served, [`CustomResource::terminating`], until it is
+/// gone (kube serves it until the CRD finalizer has deleted its objects).
 #[must_use]
 pub fn served(crd: &Value) -> Option<CustomResource> {
-    if !condition_true(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some() {
+    if !condition_true(crd, "Established") {
         return None;
     }
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array)?;
@@ -1197,7 +1285,7 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
 /// `--max-custom-resource-versions` counts.
 #[must_use]
 pub fn served_versions(crd: &Value) -> usize {
-    if !condition_true(crd, "Established") || crd.pointer("/metadata/deletionTimestamp").is_some() {
+    if !condition_true(crd, "Established") {
         return 0;
     }
     let Some(versions) = crd.pointer("/spec/versions").and_then(Value::as_array) else {
@@ -1280,6 +1368,7 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
         status: version.pointer("/subresources/status").is_some(),
         scale: version.pointer("/subresources/scale").cloned(),
         other_versions: Vec::new(),
+        terminating: crd.pointer("/metadata/deletionTimestamp").is_some(),
     })
 }
 
@@ -1820,7 +1909,13 @@ mod tests {
             .iter()
             .map(|crd| (served_versions(crd), count(crd)))
             .collect();
-        assert_eq!(counted, [(3, 3), (1, 1), (0, 0), (0, 0), (0, 0), (0, 0)]);
+        // A CRD being deleted is served (terminating) until it is gone.
+        assert_eq!(counted, [(3, 3), (1, 1), (0, 0), (3, 3), (0, 0), (0, 0)]);
+        assert!(
+            served(&cases[3])
+                .is_some_and(|r| r.terminating && r.other_versions.iter().all(|v| v.terminating))
+        );
+        assert!(served(&cases[0]).is_some_and(|r| !r.terminating));
     }
 
     #[test]

@@ -109,6 +109,20 @@ impl DeletePolicy {
                     });
                 }
                 "propagationPolicy" => propagation = Some(value),
+                // Decoded as an int64 (kube's parameter codec: a bad one is 400 with
+                // `strconv.ParseInt`'s text); any value is accepted, a negative one counts
+                // as 1 second (`rest.BeforeDelete`). Nothing here waits for a grace period.
+                "gracePeriodSeconds" if value.parse::<i64>().is_err() => {
+                    let digits = value.trim_start_matches(['-', '+']);
+                    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                        "value out of range"
+                    } else {
+                        "invalid syntax"
+                    };
+                    return Err(ApiError::bad_request(format!(
+                        "strconv.ParseInt: parsing {value:?}: {why}"
+                    )));
+                }
                 _ => {}
             }
         }

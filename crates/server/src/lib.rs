@@ -448,6 +448,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .then(crate::controllers::garbage_collector::GarbageCollector::new);
     let namespace_controller =
         store_mode.then(|| crate::controllers::namespaces::NamespaceController::new(root_ca));
+    let crd_finalizer = store_mode.then(crate::controllers::crd_finalizer::CrdFinalizer::new);
     let keeper = store_mode.then(crate::controllers::keeper::Keeper::new);
     let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
     if let Some(keeper) = &keeper {
@@ -458,6 +459,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     }
     if let Some(controller) = &namespace_controller {
         observers.push(controller.clone());
+    }
+    if let Some(finalizer) = &crd_finalizer {
+        observers.push(finalizer.clone());
     }
     let reflector = source.start_reflector(
         feeds,
@@ -521,6 +525,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         };
         if let Some(controller) = namespace_controller {
             tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
+        }
+        if let Some(finalizer) = crd_finalizer {
+            tokio::spawn(finalizer.run(context.clone(), shutdown_rx.clone()));
         }
         if let Some(collector) = garbage_collector {
             tokio::spawn(collector.run(context, shutdown_rx.clone()));

@@ -616,9 +616,9 @@ async fn owners_are_looked_up_as_kube_does() {
     server.shutdown().await;
 }
 
-/// Goal: custom resources own and are owned like built-in kinds, and a CRD deleted in the
-/// foreground (held by its `foregroundDeletion` finalizer until the collector removes it)
-/// takes its objects with it when it goes, and so their dependents.
+/// Goal: custom resources own and are owned like built-in kinds, and a deleted CRD (held by
+/// its cleanup finalizer until the CRD finalizer has deleted its objects) takes its objects
+/// with it, and so their dependents.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents() {
     let server = server().await;
@@ -653,6 +653,9 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
     )
     .await;
     let mut configmaps = watch(addr, CMS).await;
+    let mut definitions = watch(addr, crds).await;
+    // kube's CRD registry: a first DELETE only adds the cleanup finalizer, whatever the
+    // policy (this test expected `foregroundDeletion` before the CRD finalizer existed).
     let (status, answer) = delete(
         addr,
         &format!("{crds}/widgets.example.com"),
@@ -662,11 +665,10 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         answer["metadata"]["finalizers"],
-        json!(["foregroundDeletion"])
+        json!(["customresourcecleanup.apiextensions.k8s.io"])
     );
     until_deleted(&mut configmaps, &["of-widget"]).await;
-    let (status, _) = get_json(addr, &format!("{crds}/widgets.example.com")).await;
-    assert_eq!(status, 404, "the CRD went before its object's dependent");
+    until_deleted(&mut definitions, &["widgets.example.com"]).await;
     let left = watchkeeper_store::Store::range(
         server.store().unwrap(),
         watchkeeper_store::RangeRequest::prefix(bytes::Bytes::from_static(

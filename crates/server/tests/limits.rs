@@ -19,6 +19,29 @@ use watchkeeper::limits::Limit;
 use watchkeeper_store::{RangeRequest, Store};
 use watchkeeper_testkit::raw::{self, Answer};
 
+/// DELETEs the CRD `name` and waits until it is gone: a CRD terminates until the CRD
+/// finalizer has deleted its objects and removed its finalizer (as kube's).
+async fn delete_crd_until_gone(addr: SocketAddr, name: &str) {
+    let (status, list) = common::get_json(addr, CRDS).await;
+    assert_eq!(status, 200, "{list}");
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch =
+        common::WatchReader::open(addr, &format!("{CRDS}?watch=1&resourceVersion={rv}"), None)
+            .await;
+    let path = format!("{CRDS}/{name}");
+    let (status, body) = request(addr, "DELETE", &path, "application/json", "").await;
+    assert_eq!(status, 200, "{body}");
+    loop {
+        let event = watch.next().await.expect("the watch goes on");
+        if event["type"] == "DELETED" && event["object"]["metadata"]["name"] == name {
+            return;
+        }
+    }
+}
+
 use common::{HANG_GUARD, WatchReader, configmap, request, request_with_headers, server_with};
 
 /// Sends `head` (and `body`) on a new connection and returns the open stream.
@@ -983,8 +1006,7 @@ async fn custom_resource_versions_are_bounded() {
     assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions_max"), 3);
 
     // A deletion makes room.
-    let (status, body) = request(addr, "DELETE", &gammas, "application/json", "").await;
-    assert_eq!(status, 200, "{body}");
+    delete_crd_until_gone(addr, "gammas.example.com").await;
     let (status, body) = send("PUT", alphas.clone(), {
         let (_, current) = common::get_json(addr, &alphas).await;
         let mut two = current;
@@ -996,15 +1018,7 @@ async fn custom_resource_versions_are_bounded() {
     assert_eq!(served_plurals(addr, "v2").await, ["alphas"]);
     let (status, body) = send("POST", CRDS.to_owned(), crd("deltas", 1)).await;
     assert_versions_refusal(status, &body, "deltas.example.com", 1, 3);
-    let (status, body) = request(
-        addr,
-        "DELETE",
-        &format!("{CRDS}/betas.example.com"),
-        "application/json",
-        "",
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    delete_crd_until_gone(addr, "betas.example.com").await;
     let (status, body) = send("POST", CRDS.to_owned(), crd("deltas", 1)).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(served_plurals(addr, "v1").await, ["alphas", "deltas"]);
@@ -1106,9 +1120,7 @@ async fn custom_resource_definitions_stored_past_the_bound_are_not_all_served() 
     assert_versions_refusal(status, &body, "fs.example.com", 1, 6);
     // Deleting `as` and `bs` serves `cs` (both versions) and `ds`.
     for plural in ["as", "bs"] {
-        let path = format!("{CRDS}/{plural}.example.com");
-        let (status, body) = request(addr, "DELETE", &path, "application/json", "").await;
-        assert_eq!(status, 200, "{body}");
+        delete_crd_until_gone(addr, &format!("{plural}.example.com")).await;
     }
     assert_eq!(served_plurals(addr, "v1").await, ["cs", "ds"]);
     assert_eq!(served_plurals(addr, "v2").await, ["cs"]);

@@ -33,6 +33,15 @@
 //! answer is the object that would have been stored (a create's without a resource version, an
 //! update's at the revision it would replace). Other `dryRun` values are kube-apiserver's 422.
 //!
+//! ## Deletes
+//! A DELETE answers as kube-apiserver's generic store: the object when it stays for its
+//! finalizers (200, or 202 for `orphanDependents: false`); when it is removed, the object for
+//! the registries with `ReturnDeletedObject` and otherwise `finalizeDelete`'s Success Status.
+//! A DELETE of a collection answers the list it read before deleting. A CRD's first DELETE
+//! only marks it (cleanup finalizer, `Terminating` condition); the CRD finalizer
+//! (`controllers::crd_finalizer`) deletes its objects, and creates of them are refused
+//! meanwhile.
+//!
 //! ## Errors
 //! Store errors map by variant to kube-apiserver's answers ([`store_error`]).
 
@@ -101,6 +110,108 @@ pub struct StoreSource {
     garbage_collection: bool,
     /// `--disable-admission-plugins`: which admission plugins run.
     admission: pod_admission::AdmissionPlugins,
+}
+
+/// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
+/// `now` (no grace period is set), the cleanup finalizer added, the `Terminating` condition
+/// True `InstanceDeletionPending`.
+fn crd_marked_for_deletion(crd: &Value, now: &str) -> Value {
+    let mut marked = crd.clone();
+    if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("deletionTimestamp".to_owned(), json!(now));
+        let finalizers = metadata.entry("finalizers").or_insert_with(|| json!([]));
+        if !finalizers.is_array() {
+            *finalizers = json!([]);
+        }
+        if let Some(list) = finalizers.as_array_mut()
+            && !list
+                .iter()
+                .any(|f| f.as_str() == Some(watchkeeper_api::crd::CLEANUP_FINALIZER))
+        {
+            list.push(json!(watchkeeper_api::crd::CLEANUP_FINALIZER));
+        }
+    }
+    let (reason, message) = watchkeeper_api::crd::TERMINATING_PENDING;
+    watchkeeper_api::crd::set_condition(&mut marked, ("Terminating", "True", reason, message), now);
+    marked
+}
+
+/// The built-in resources whose keys a CRD's could overlap in the store, which a CRD's
+/// deletion never deletes (kube's `OverlappingBuiltInResources`).
+#[must_use]
+pub fn overlaps_built_in(group: &str, plural: &str) -> bool {
+    matches!(
+        (group, plural),
+        ("apiregistration.k8s.io", "apiservices")
+            | ("apiextensions.k8s.io", "customresourcedefinitions")
+    )
+}
+
+/// Whether a DELETE that removes an object of `def` answers the object (the registries that
+/// set `ReturnDeletedObject: true`: `pkg/registry/core/{pod,service,namespace,serviceaccount,
+/// persistentvolume,persistentvolumeclaim}/storage/storage.go`,
+/// `pkg/registry/storage/{storageclass,volumeattachment}/storage/storage.go`) rather than
+/// kube's `finalizeDelete` Status. An object that stays (finalizers) is answered by every
+/// registry.
+fn returns_deleted_object(def: &ResourceDef) -> bool {
+    match def.group.as_str() {
+        "" => matches!(
+            def.plural.as_str(),
+            "pods"
+                | "services"
+                | "namespaces"
+                | "serviceaccounts"
+                | "persistentvolumes"
+                | "persistentvolumeclaims"
+        ),
+        "storage.k8s.io" => matches!(def.plural.as_str(), "storageclasses" | "volumeattachments"),
+        _ => false,
+    }
+}
+
+/// The answer to a DELETE that removed `object` of a registry that does not return it
+/// (kube's `finalizeDelete`): a Success Status whose details name it, its group (left out
+/// for the core group), its resource (in `kind`, as kube sets it) and its uid.
+fn deleted_status(def: &ResourceDef, object: &Value) -> Value {
+    let text = |path: &str| object.pointer(path).and_then(Value::as_str).unwrap_or("");
+    let mut details = Map::new();
+    details.insert("name".to_owned(), json!(text("/metadata/name")));
+    if !def.group.is_empty() {
+        details.insert("group".to_owned(), json!(def.group));
+    }
+    details.insert("kind".to_owned(), json!(def.plural));
+    let uid = text("/metadata/uid");
+    if !uid.is_empty() {
+        details.insert("uid".to_owned(), json!(uid));
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+/// The answer to a DELETE of a collection: the list read before the deletions, as a LIST of
+/// the same page answers it (kind `<Kind>List`, `metadata.resourceVersion`, `continue` and
+/// `remainingItemCount` when limited, every item's cached encoding). Its size is known, so a
+/// client that asked for protobuf gets it converted.
+fn deleted_list(resource: &Resource, page: read::ListPage) -> Response {
+    let mut metadata = json!({"resourceVersion": page.revision.to_string()});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    let head = format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{metadata},\"items\":[",
+        resource.def.list_kind(),
+        resource.def.api_version()
+    );
+    let body = crate::http::list_body::ListBody::new(
+        &resource.cache().metrics().encode,
+        crate::http::list_body::Framing::Json(watchkeeper_core::Encoding::Json),
+        head.into(),
+        page.items,
+        64 * 1024,
+    );
+    json_response(StatusCode::OK, axum::body::Body::new(body))
 }
 
 /// The namespaces kube-apiserver never deletes (its NamespaceLifecycle admission).
@@ -509,6 +620,15 @@ impl StoreSource {
         let headers = &request.context.headers;
         match (&request.context.method, request.target.name) {
             (&Method::POST, None) => {
+                // kube's `customresource_handler`: no creates while the CRD terminates.
+                if resource.custom().is_some_and(|custom| custom.terminating) {
+                    let mut error = ApiError::method_not_allowed(
+                        "create not allowed while custom resource definition is terminating",
+                    );
+                    error.details =
+                        Some(json!({"group": resource.def.group, "kind": resource.def.plural}));
+                    return Err(error);
+                }
                 let created = writer
                     .create(resource, namespace, parse_body(&body)?, &body)
                     .await?;
@@ -563,7 +683,7 @@ impl StoreSource {
                     let query = request.context.query.as_deref();
                     (Value::Null, DeletePolicy::from_query(query)?)
                 } else {
-                    let options = parse_body(&body)?;
+                    let options = delete_options(&body, false)?;
                     let policy = DeletePolicy::from_options(&options)?;
                     (options, policy)
                 };
@@ -583,21 +703,23 @@ impl StoreSource {
                 } else {
                     StatusCode::OK
                 };
-                Ok(json_response(code, watchkeeper_api::object_body(&deleted)))
+                let answer = if gone && !returns_deleted_object(&resource.def) {
+                    deleted_status(&resource.def, &deleted)
+                } else {
+                    deleted
+                };
+                Ok(json_response(code, watchkeeper_api::object_body(&answer)))
             }
             (&Method::DELETE, None) => {
                 let policy = if body.is_empty() || body.trim_ascii() == b"null" {
                     DeletePolicy::from_query(request.context.query.as_deref())?
                 } else {
-                    DeletePolicy::from_options(&parse_body(&body)?)?
+                    DeletePolicy::from_options(&delete_options(&body, true)?)?
                 };
-                let deleted = writer
+                let listed = writer
                     .delete_collection(resource, namespace, &request.options, policy)
                     .await?;
-                Ok(json_response(
-                    StatusCode::OK,
-                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"kind": resource.def.plural, "group": resource.def.group}, "message": format!("deleted {deleted} objects")}).to_string(),
-                ))
+                Ok(deleted_list(resource, listed))
             }
             (method, _) => Err(ApiError::method_not_allowed_on_resource(method)),
         }
@@ -1347,7 +1469,7 @@ impl Writer<'_> {
                 .unwrap_or_default()
         };
         let (group, plural) = (text("/spec/group"), text("/spec/names/plural"));
-        if group.is_empty() || plural.is_empty() {
+        if group.is_empty() || plural.is_empty() || overlaps_built_in(group, plural) {
             return Ok(());
         }
         let prefix = Bytes::from(format!("{}/{group}/{plural}/", self.source.prefix));
@@ -2488,6 +2610,39 @@ impl Writer<'_> {
                     ),
                 ));
             }
+            // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
+            // deletionTimestamp, the cleanup finalizer and the `Terminating` condition; the
+            // CRD finalizer (`controllers::crd_finalizer`) deletes its objects, then removes
+            // the finalizer, and the CRD goes. The answer is the CRD (200).
+            if watchkeeper_api::crd::is_crd(&resource.def)
+                && body.pointer("/metadata/deletionTimestamp").is_none()
+            {
+                let marked = crd_marked_for_deletion(body, &self.time);
+                if self.dry_run {
+                    return Ok((with_revision(marked, current.resource_version()), false));
+                }
+                let key = Bytes::from(resource.store_key(namespace, name));
+                let request = TxnRequest::default()
+                    .when(Compare::ModRevision {
+                        key: key.clone(),
+                        revision: current.resource_version(),
+                    })
+                    .then(TxnOp::Put {
+                        key,
+                        value: stored_value(&resource.to_storage(&marked)),
+                    });
+                let response = self.txn(request).await?;
+                if response.succeeded {
+                    self.settle(resource, response.revision).await;
+                    return Ok((with_revision(marked, response.revision), false));
+                }
+                self.source
+                    .counters
+                    .conflicts
+                    .fetch_add(1, Ordering::Relaxed);
+                self.fresh.wait(cache, response.revision).await?;
+                continue;
+            }
             let gc_finalizers = self
                 .source
                 .garbage_collection
@@ -2669,14 +2824,18 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// DELETE of a collection: every object matching the selectors.
+    /// DELETE of a collection: every object matching the selectors (one page of them when
+    /// the request has a `limit`), each deleted as by a DELETE of it (so objects with
+    /// finalizers are only marked). Returns the list as it was read before the deletions
+    /// (kube-apiserver's `DeleteCollection` answers that list: the objects as listed, the
+    /// list's resource version, and its `continue` when limited).
     async fn delete_collection(
         &self,
         resource: &Resource,
         namespace: Option<&str>,
         options: &Options,
         policy: DeletePolicy,
-    ) -> Result<usize, ApiError> {
+    ) -> Result<read::ListPage, ApiError> {
         let page = read::list(
             resource,
             namespace,
@@ -2686,8 +2845,7 @@ impl Writer<'_> {
         )
         .await
         .map_err(read::ReadError::into_api)?;
-        let mut deleted = 0;
-        for object in page.items {
+        for object in &page.items {
             match self
                 .delete(
                     resource,
@@ -2698,12 +2856,12 @@ impl Writer<'_> {
                 )
                 .await
             {
-                Ok(_) => deleted += 1,
+                Ok(_) => {}
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(deleted)
+        Ok(page)
     }
 }
 
@@ -2959,6 +3117,116 @@ fn delete_options_dry_run(body: &Bytes) -> Vec<String> {
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// A DELETE's body read as kube-apiserver's handlers decode it into `DeleteOptions`
+/// (`endpoints/handlers/delete.go`); every refusal there is an error that is not a Status,
+/// which kube answers 500 with the error's text (`ErrorToAPIStatus`): a body of another
+/// kind decodes into that kind (`decoded object cannot be converted to DeleteOptions`; for
+/// a single object the options' own scheme knows only the meta kinds: `no kind "Pod" is
+/// registered ...`), a field of the wrong JSON type is Go's `json: cannot unmarshal ...`.
+/// A body that is not JSON is 400 (not kube's wording).
+fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
+    let options = parse_body(body)?;
+    let unknown = |message: String| ApiError::new(500, "", message);
+    let kind = options.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !kind.is_empty() && kind != "DeleteOptions" {
+        // The meta kinds the options' scheme (meta internal version) registers.
+        const META_KINDS: [&str; 13] = [
+            "ListOptions",
+            "GetOptions",
+            "CreateOptions",
+            "UpdateOptions",
+            "PatchOptions",
+            "Status",
+            "WatchEvent",
+            "APIVersions",
+            "APIGroupList",
+            "APIGroup",
+            "APIResourceList",
+            "Table",
+            "PartialObjectMetadata",
+        ];
+        if collection || META_KINDS.contains(&kind) {
+            return Err(unknown(
+                "decoded object cannot be converted to DeleteOptions".to_owned(),
+            ));
+        }
+        let version = options
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(unknown(format!(
+            "no kind {kind:?} is registered for version {version:?} in scheme \"k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme/register.go:27\""
+        )));
+    }
+    // Go's text for a value of the wrong JSON type.
+    let json_type = |value: &Value| match value {
+        Value::String(_) => "string".to_owned(),
+        Value::Number(n) => format!("number {n}"),
+        Value::Bool(_) => "bool".to_owned(),
+        Value::Array(_) => "array".to_owned(),
+        Value::Object(_) => "object".to_owned(),
+        Value::Null => "null".to_owned(),
+    };
+    let mismatch = |value: &Value, field: &str, go_type: &str| {
+        let value = match value {
+            Value::Number(_) => "number".to_owned(),
+            other => json_type(other),
+        };
+        unknown(format!(
+            "json: cannot unmarshal {value} into Go struct field DeleteOptions.{field} of type {go_type}"
+        ))
+    };
+    let Some(map) = options.as_object() else {
+        return Ok(options);
+    };
+    for (field, value) in map {
+        if value.is_null() {
+            continue;
+        }
+        match field.as_str() {
+            "gracePeriodSeconds" => match value {
+                Value::Number(n) if n.as_i64().is_some() => {}
+                Value::Number(n) => {
+                    return Err(unknown(format!(
+                        "json: cannot unmarshal number {n} into Go struct field DeleteOptions.gracePeriodSeconds of type int64"
+                    )));
+                }
+                other => return Err(mismatch(other, field, "int64")),
+            },
+            "orphanDependents" if !value.is_boolean() => {
+                return Err(mismatch(value, field, "bool"));
+            }
+            "propagationPolicy" if !value.is_string() => {
+                return Err(mismatch(value, field, "v1.DeletionPropagation"));
+            }
+            "dryRun" => match value {
+                Value::Array(values) => {
+                    if let Some(bad) = values.iter().find(|v| !v.is_string() && !v.is_null()) {
+                        return Err(mismatch(bad, field, "string"));
+                    }
+                }
+                other => return Err(mismatch(other, field, "[]string")),
+            },
+            "preconditions" => match value {
+                Value::Object(preconditions) => {
+                    for (key, value) in preconditions {
+                        if (key == "uid" || key == "resourceVersion")
+                            && !value.is_string()
+                            && !value.is_null()
+                        {
+                            let go_type = if key == "uid" { "types.UID" } else { "string" };
+                            return Err(mismatch(value, &format!("preconditions.{key}"), go_type));
+                        }
+                    }
+                }
+                other => return Err(mismatch(other, field, "v1.Preconditions")),
+            },
+            _ => {}
+        }
+    }
+    Ok(options)
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
