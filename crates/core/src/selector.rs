@@ -32,9 +32,12 @@
 //! …`, a non-integer bound `values[0]: Invalid value: …`, several of them as `[e1, e2]`.
 //!
 //! ## Field selectors
-//! `f=v`, `f==v` and `f!=v` with `\`-escapes for `,`, `=`, `!` and `\` in values, errors in
-//! kube's `fields.ParseSelector` words. Which fields a resource supports is the caller's
-//! business (the server validates names); the core only matches.
+//! Parsed as kube's `fields.ParseSelector` (apimachinery `pkg/fields/selector.go`): terms
+//! split at unescaped commas, sorted, empty ones skipped, each split at its first `!=`, `==`
+//! or `=`, nothing trimmed; values unescaped as `UnescapeValue` (`\\`, `\,` and `\=`; any other
+//! escape, and an unescaped `,` or `=`, refused), with its error texts. Which fields a
+//! resource supports is the caller's business (the server answers kube's `field label not
+//! supported: {field}`); the core only matches.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -837,34 +840,28 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
-    /// Parses `f=v,f2!=v2`.
+    /// Parses `f=v,f2!=v2` exactly as kube's `fields.ParseSelector`: terms split at commas
+    /// not escaped by a backslash, sorted (bytewise, as Go's `sort.Strings`), empty ones
+    /// skipped; each term split at the first `!=`, `==` or `=` (escapes do not protect an
+    /// operator); the field taken as written (no trimming; which fields a resource supports
+    /// is the caller's check, kube's `field label not supported: {field}`); the value
+    /// unescaped by `UnescapeValue` (`\\`, `\,`, `\=` only; an unescaped `,` or `=` is refused).
     ///
     /// # Errors
-    /// A [`SelectorError`] naming the offending term.
+    /// A [`SelectorError`] with kube's text: `invalid selector: '{input}'; can't understand
+    /// '{term}'`, `invalid field selector: invalid escape sequence: \x`, `invalid field
+    /// selector: unescaped character in value: 61` (Go prints the rune as its number).
     pub fn parse(input: &str) -> Result<FieldSelector, SelectorError> {
+        let mut terms = split_terms(input);
+        terms.sort_unstable();
         let mut requirements = Vec::new();
-        if input.trim().is_empty() {
-            return Ok(FieldSelector { requirements });
-        }
-        for term in split_escaped(input, ',') {
-            // kube's `fields.ParseSelector` texts: this one, and the escapes' below.
-            let (field, value, negated) = split_field_term(&term).ok_or_else(|| {
+        for term in terms.into_iter().filter(|term| !term.is_empty()) {
+            let (field, value, negated) = split_field_term(term).ok_or_else(|| {
                 error(format!(
                     "invalid selector: '{input}'; can't understand '{term}'"
                 ))
             })?;
-            let field = field.trim();
-            if field.is_empty()
-                || !field.chars().all(|c| {
-                    c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' || c == '/'
-                })
-            {
-                return Err(error(format!(
-                    "invalid field selector: invalid field name {field:?} in {term:?}"
-                )));
-            }
-            let value = unescape(value.trim())
-                .map_err(|message| error(format!("invalid field selector: {message}")))?;
+            let value = unescape(value).map_err(error)?;
             requirements.push(FieldRequirement {
                 field: field.to_owned(),
                 value,
@@ -912,71 +909,68 @@ impl fmt::Display for FieldRequirement {
     }
 }
 
-/// Splits on `separator` not preceded by a backslash, keeping escapes in the parts.
-fn split_escaped(input: &str, separator: char) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
+/// kube's `splitTerms`: the parts between commas not escaped by a backslash (escapes kept).
+fn split_terms(input: &str) -> Vec<&str> {
+    if input.is_empty() {
+        return Vec::new();
+    }
+    let mut terms = Vec::new();
+    let mut start = 0;
     let mut escaped = false;
-    for c in input.chars() {
+    for (index, c) in input.char_indices() {
         if escaped {
-            current.push('\\');
-            current.push(c);
             escaped = false;
         } else if c == '\\' {
             escaped = true;
-        } else if c == separator {
-            parts.push(std::mem::take(&mut current));
-        } else {
-            current.push(c);
+        } else if c == ',' {
+            terms.push(&input[start..index]);
+            start = index + 1;
         }
     }
-    if escaped {
-        current.push('\\');
-    }
-    parts.push(current);
-    parts
+    terms.push(&input[start..]);
+    terms
 }
 
-/// Finds the first unescaped operator in a field term.
+/// kube's `splitTerm`: the field before the first `!=`, `==` or `=` (tried in that order at
+/// each place), the value after it, and whether it is `!=`.
 fn split_field_term(term: &str) -> Option<(&str, &str, bool)> {
-    let bytes = term.as_bytes();
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            b'\\' => index += 2,
-            b'!' if bytes.get(index + 1) == Some(&b'=') => {
-                return Some((&term[..index], &term[index + 2..], true));
-            }
-            b'=' => {
-                let skip = if bytes.get(index + 1) == Some(&b'=') {
-                    2
-                } else {
-                    1
-                };
-                return Some((&term[..index], &term[index + skip..], false));
-            }
-            _ => index += 1,
+    for (index, _) in term.char_indices() {
+        let rest = &term[index..];
+        if let Some(value) = rest.strip_prefix("!=") {
+            return Some((&term[..index], value, true));
+        }
+        if let Some(value) = rest.strip_prefix("==").or_else(|| rest.strip_prefix('=')) {
+            return Some((&term[..index], value, false));
         }
     }
     None
 }
 
-/// Removes the backslashes of `\\`, `\,`, `\=` and `\!`. As Kubernetes' `UnescapeValue`, any
-/// other escape and a trailing lone backslash are errors: accepting them silently (dropping the
-/// backslash) made `f=a \` select the value `"a "`, which no selector text can express
-/// once values are trimmed (found by the `selector_field` fuzz target).
+/// kube's `UnescapeValue`: removes the backslash of `\\`, `\,` and `\=`; any other escape, a
+/// trailing lone backslash, and an unescaped `,` or `=` are errors, with kube's texts.
 fn unescape(value: &str) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut chars = value.chars();
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some(next @ ('\\' | ',' | '=' | '!')) => out.push(next),
-                Some(next) => return Err(format!("invalid escape sequence: \\{next}")),
-                None => return Err("invalid escape sequence: \\".to_owned()),
+        match c {
+            '\\' => match chars.next() {
+                Some(next @ ('\\' | ',' | '=')) => out.push(next),
+                Some(next) => {
+                    return Err(format!(
+                        "invalid field selector: invalid escape sequence: \\{next}"
+                    ));
+                }
+                None => {
+                    return Err("invalid field selector: invalid escape sequence: \\".to_owned());
+                }
+            },
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    u32::from(c)
+                ));
             }
-        } else {
-            out.push(c);
+            c => out.push(c),
         }
     }
     Ok(out)
@@ -1045,12 +1039,79 @@ mod tests {
         let escaped = FieldSelector::parse(r"metadata.name=a\,b").unwrap();
         assert_eq!(escaped.exact("metadata.name"), Some("a,b"));
         assert!(FieldSelector::parse("novalue").is_err());
-        assert!(FieldSelector::parse("a b=c").is_err());
+        // kube checks no field name at parse time: the caller refuses what the resource does
+        // not support (`field label not supported: a b`).
+        assert_eq!(
+            FieldSelector::parse("a b=c").unwrap().exact("a b"),
+            Some("c")
+        );
         assert!(
             FieldSelector::parse("metadata.name==x")
                 .unwrap()
                 .exact("metadata.name")
                 == Some("x")
+        );
+    }
+
+    /// kube's `fields.ParseSelector`, input by input (traced through `splitTerms`, the sort,
+    /// `splitTerm` and `UnescapeValue` of apimachinery's `pkg/fields/selector.go`).
+    #[test]
+    fn field_selectors_parse_as_kubes() {
+        let ok = |input: &str| {
+            FieldSelector::parse(input)
+                .unwrap_or_else(|e| panic!("{input}: {e}"))
+                .requirements()
+                .iter()
+                .map(|r| (r.field.clone(), r.value.clone(), r.negated))
+                .collect::<Vec<_>>()
+        };
+        let req = |f: &str, v: &str, n: bool| (f.to_owned(), v.to_owned(), n);
+        assert_eq!(ok(""), []);
+        assert_eq!(ok(","), []);
+        assert_eq!(ok("a=b,"), [req("a", "b", false)]);
+        assert_eq!(ok(",,a=b,,"), [req("a", "b", false)]);
+        // Sorted bytewise before parsing.
+        assert_eq!(ok("b=1,a!=2"), [req("a", "2", true), req("b", "1", false)]);
+        // Nothing is trimmed.
+        assert_eq!(ok("f = v"), [req("f ", " v", false)]);
+        assert_eq!(ok("a==b"), [req("a", "b", false)]);
+        assert_eq!(ok("a!=b"), [req("a", "b", true)]);
+        assert_eq!(ok("a!b=c"), [req("a!b", "c", false)]);
+        assert_eq!(ok("a="), [req("a", "", false)]);
+        assert_eq!(ok("=v"), [req("", "v", false)]);
+        assert_eq!(ok(r"a=x\,y\=z\\w"), [req("a", r"x,y=z\w", false)]);
+        assert_eq!(ok("a=é"), [req("a", "é", false)]);
+        let err = |input: &str| FieldSelector::parse(input).unwrap_err().message;
+        assert_eq!(
+            err("novalue"),
+            "invalid selector: 'novalue'; can't understand 'novalue'"
+        );
+        assert_eq!(
+            err("b=1,zzz"),
+            "invalid selector: 'b=1,zzz'; can't understand 'zzz'"
+        );
+        // An escape does not protect an operator: `a\=b=c` is the field `a\` and the value
+        // `b=c`, whose `=` is unescaped.
+        assert_eq!(
+            err(r"a\=b=c"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        assert_eq!(
+            err("a=b=c"),
+            "invalid field selector: unescaped character in value: 61"
+        );
+        assert_eq!(
+            err(r"a=b\!"),
+            r"invalid field selector: invalid escape sequence: \!"
+        );
+        assert_eq!(
+            err(r"a=b\"),
+            r"invalid field selector: invalid escape sequence: \"
+        );
+        // The sort decides which term's error comes first.
+        assert_eq!(
+            err("z=a=b,a"),
+            "invalid selector: 'z=a=b,a'; can't understand 'a'"
         );
     }
 }

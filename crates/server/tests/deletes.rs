@@ -120,6 +120,51 @@ async fn a_delete_answers_a_status_or_the_object_as_kube_does() {
     let (status, answer) = delete(addr, &format!("{accounts}/robot"), "").await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["kind"], "ServiceAccount", "{answer}");
+    // Two more of the registries with `ReturnDeletedObject` (podtemplate, csidriver), and one
+    // without (priorityclass).
+    let templates = "/api/v1/namespaces/default/podtemplates";
+    create(
+        addr,
+        templates,
+        &json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+            "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}),
+    )
+    .await;
+    let (status, answer) = delete(addr, &format!("{templates}/t"), "").await;
+    assert_eq!(
+        (status, &answer["kind"]),
+        (200, &json!("PodTemplate")),
+        "{answer}"
+    );
+    let drivers = "/apis/storage.k8s.io/v1/csidrivers";
+    create(
+        addr,
+        drivers,
+        &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": "d.example.com"}, "spec": {}}),
+    )
+    .await;
+    let (status, answer) = delete(addr, &format!("{drivers}/d.example.com"), "").await;
+    assert_eq!(
+        (status, &answer["kind"]),
+        (200, &json!("CSIDriver")),
+        "{answer}"
+    );
+    let classes = "/apis/scheduling.k8s.io/v1/priorityclasses";
+    create(
+        addr,
+        classes,
+        &json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "p"}, "value": 10}),
+    )
+    .await;
+    let (status, answer) = delete(addr, &format!("{classes}/p"), "").await;
+    assert_eq!(
+        (status, &answer["kind"]),
+        (200, &json!("Status")),
+        "{answer}"
+    );
+    assert_eq!(answer["details"]["group"], "scheduling.k8s.io", "{answer}");
 
     create(addr, CMS, &configmap("held", &["example.com/hold"])).await;
     let (status, answer) = delete(addr, &format!("{CMS}/held"), "").await;

@@ -148,11 +148,12 @@ pub fn overlaps_built_in(group: &str, plural: &str) -> bool {
 }
 
 /// Whether a DELETE that removes an object of `def` answers the object (the registries that
-/// set `ReturnDeletedObject: true`: `pkg/registry/core/{pod,service,namespace,serviceaccount,
-/// persistentvolume,persistentvolumeclaim}/storage/storage.go`,
-/// `pkg/registry/storage/{storageclass,volumeattachment}/storage/storage.go`) rather than
-/// kube's `finalizeDelete` Status. An object that stays (finalizers) is answered by every
-/// registry.
+/// set `ReturnDeletedObject: true`, `pkg/registry/*/*/storage/storage.go`: core `pods`,
+/// `services`, `namespaces`, `serviceaccounts`, `resourcequotas`, `podtemplates`,
+/// `persistentvolumes`, `persistentvolumeclaims`; `storage.k8s.io` `storageclasses`,
+/// `volumeattachments`, `csidrivers`, `csinodes`, `volumeattributesclasses`; every
+/// `resource.k8s.io` resource) rather than kube's `finalizeDelete` Status. An object that
+/// stays (finalizers) is answered by every registry.
 fn returns_deleted_object(def: &ResourceDef) -> bool {
     match def.group.as_str() {
         "" => matches!(
@@ -161,10 +162,20 @@ fn returns_deleted_object(def: &ResourceDef) -> bool {
                 | "services"
                 | "namespaces"
                 | "serviceaccounts"
+                | "resourcequotas"
+                | "podtemplates"
                 | "persistentvolumes"
                 | "persistentvolumeclaims"
         ),
-        "storage.k8s.io" => matches!(def.plural.as_str(), "storageclasses" | "volumeattachments"),
+        "storage.k8s.io" => matches!(
+            def.plural.as_str(),
+            "storageclasses"
+                | "volumeattachments"
+                | "csidrivers"
+                | "csinodes"
+                | "volumeattributesclasses"
+        ),
+        "resource.k8s.io" => true,
         _ => false,
     }
 }
