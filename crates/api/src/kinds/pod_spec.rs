@@ -21,7 +21,7 @@
 //!   paths, modes between 0 and 0777, emptyDir's size limit, persistentVolumeClaim's claim
 //!   name, downwardAPI and projected items, csi's driver, ephemeral's claim template,
 //!   nfs, gitRepo and the legacy in-tree sources' required fields).
-//! - Containers (init and ephemeral ones too): names, images (a Pod's), the
+//! - Containers (init and ephemeral ones too): names, images (templates' too), the
 //!   `terminationMessagePolicy` and `imagePullPolicy` enums, ports (IANA service names,
 //!   unique; port numbers; protocol; host port conflicts), `env` (names as kube's relaxed
 //!   rule, on by default since 1.32: printable ASCII but `=`; `valueFrom` with exactly one
@@ -231,8 +231,6 @@ const INTEGER_RESOURCES: &[&str] = &[
 struct Pod<'a> {
     volumes: HashMap<&'a str, &'a Value>,
     grace: Option<i64>,
-    /// A Pod's own spec (not a template's).
-    pod: bool,
     /// The pod does not set `hostUsers: false`.
     host_users: bool,
 }
@@ -399,7 +397,6 @@ pub(crate) fn validate(
     let context = Pod {
         volumes,
         grace: int(spec, "terminationGracePeriodSeconds"),
-        pod,
         host_users,
     };
     containers(spec, path, &context, causes);
@@ -1298,8 +1295,8 @@ fn container_common(container: &Value, here: &str, pod: &Pod, causes: &mut Vec<C
     } else {
         check_dns_label(&format!("{here}.name"), name, causes);
     }
-    // A template's image may be left to admission (see the workloads module).
-    if pod.pod && text(container, "image").is_empty() {
+    // Pods' and templates' alike (`validateContainerCommon` has no exception).
+    if text(container, "image").is_empty() {
         causes.push(required(&format!("{here}.image"), ""));
     }
     let policy = text(container, "terminationMessagePolicy");

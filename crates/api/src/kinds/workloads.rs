@@ -23,7 +23,7 @@
 //!     `ValidatePodSpec` as [`super::pod_spec`] states it — volumes, containers, init and
 //!     ephemeral containers (ports, env, mounts, resources, probes, lifecycle, security
 //!     contexts, restart policies) and the pod-level fields, in kube's order; a Pod's
-//!     containers have an image (a template's may leave it to admission).
+//!     containers have an image (templates' too, as kube's `validateContainerCommon`).
 //!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
 //!     `backoffLimit` are not negative; Deployments, ReplicaSets, StatefulSets and DaemonSets
 //!     have a selector that is not empty, matches their template's labels (`spec.template.
