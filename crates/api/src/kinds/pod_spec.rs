@@ -53,9 +53,10 @@
 //! `resources` and `overhead`, Windows options and host-process rules, `hostUsers`
 //! restrictions, the OS-specific field bans, pod affinity's `matchLabelKeys`, a resource
 //! field selector's `divisor`, IP addresses' canonical forms (only unparsable ones are
-//! refused), seccomp/AppArmor annotations matching the fields, the template metadata's
-//! labels and annotations, and privileged containers (allowed, as a cluster with
-//! `--allow-privileged` does).
+//! refused), seccomp/AppArmor annotations matching the fields, and privileged containers
+//! (allowed, as a cluster with `--allow-privileged` does). (A template's labels and
+//! annotations are checked by the workloads module, before its spec, as kube's
+//! `ValidatePodTemplateSpec`.)
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

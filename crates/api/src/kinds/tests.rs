@@ -830,3 +830,45 @@ fn service_ports_are_checked_before_anything_is_claimed() {
         ]
     );
 }
+
+/// `ValidatePodTemplateSpec`: a template's labels and annotations are checked as an object's,
+/// at `spec.template.labels` (kube's path: the embedded `ObjectMeta` adds no `metadata`), before
+/// its spec; the same for a PodTemplate's `template`.
+#[test]
+fn a_template_s_labels_and_annotations_are_validated() {
+    let deployment = json!({"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"app": "bad value"}},
+        "template": {"metadata": {"labels": {"app": "bad value"},
+            "annotations": {"Not Valid/x": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "x",
+                "terminationMessagePolicy": "File", "imagePullPolicy": "Always"}],
+                "restartPolicy": "Always", "dnsPolicy": "ClusterFirst"}}}});
+    let found = causes("apps", "deployments", &deployment, None);
+    let at = |prefix: &str| found.iter().position(|c| c.starts_with(prefix));
+    assert!(
+        at("spec.template.labels: Invalid value: \"bad value\"").is_some(),
+        "{found:?}"
+    );
+    assert!(
+        at("spec.template.annotations: Invalid value: \"Not Valid/x\"").is_some(),
+        "{found:?}"
+    );
+    let mut good = deployment.clone();
+    good["spec"]["selector"] = json!({"matchLabels": {"app": "ok"}});
+    good["spec"]["template"]["metadata"] = json!({"labels": {"app": "ok"}});
+    assert_eq!(
+        causes("apps", "deployments", &good, None),
+        Vec::<String>::new()
+    );
+    let template = json!({"metadata": {"name": "t"}, "template": {
+        "metadata": {"labels": {"-x": "y"}},
+        "spec": {"containers": [{"name": "c", "image": "x", "terminationMessagePolicy": "File",
+            "imagePullPolicy": "Always"}], "restartPolicy": "Always", "dnsPolicy": "ClusterFirst"}}});
+    let found = causes("", "podtemplates", &template, None);
+    assert!(
+        found
+            .iter()
+            .any(|c| c.starts_with("template.labels: Invalid value: \"-x\"")),
+        "{found:?}"
+    );
+}

@@ -170,14 +170,19 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 causes,
             );
         }
-        ("", "PodTemplate") => pod_spec::validate(
-            object.pointer("/template/spec"),
-            "template.spec",
-            false,
-            "",
-            false,
-            causes,
-        ),
+        ("", "PodTemplate") => {
+            if let Some(template) = object.get("template") {
+                template_metadata(template, "template", causes);
+            }
+            pod_spec::validate(
+                object.pointer("/template/spec"),
+                "template.spec",
+                false,
+                "",
+                false,
+                causes,
+            );
+        }
         ("", "ReplicationController") => {
             nonnegative(object, "replicas", causes);
             nonnegative(object, "minReadySeconds", causes);
@@ -236,13 +241,31 @@ fn nonnegative(object: &Value, field: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// A workload's pod template at `path`: its spec, and the restart policies it may have.
+/// A pod template's labels and annotations (`ValidatePodTemplateSpec`: kube's
+/// `ValidateLabels` and `ValidateAnnotations` at `{path}.labels` and `{path}.annotations` — the
+/// template's `ObjectMeta` is embedded, so its path has no `metadata`), before its spec.
+fn template_metadata(template: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let Some(metadata) = template.get("metadata").and_then(Value::as_object) else {
+        return;
+    };
+    let maps: Map<String, Value> = metadata
+        .iter()
+        .filter(|(key, _)| matches!(key.as_str(), "labels" | "annotations"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    // A wrong JSON type was refused when the body was decoded against the kind's schema.
+    let _ = crate::names::validate_meta_maps(path, &maps, causes);
+}
+
+/// A workload's pod template at `path`: its metadata, its spec, and the restart policies it
+/// may have.
 fn template(object: &Value, path: &str, restart: &[&str], causes: &mut Vec<Cause>) {
     let pointer = format!("/{}", path.replace('.', "/"));
     let Some(template) = object.pointer(&pointer).filter(|t| !t.is_null()) else {
         causes.push(required(path, ""));
         return;
     };
+    template_metadata(template, path, causes);
     pod_spec::validate(
         template.get("spec"),
         &format!("{path}.spec"),
