@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 use watchkeeper_api::ApiError;
 use watchkeeper_api::ResourceDef;
 use watchkeeper_api::crd::{self, CLEANUP_FINALIZER};
@@ -175,30 +174,21 @@ impl CrdFinalizer {
     }
 
     async fn serve(self: Arc<Self>, context: super::Context) {
-        let mut retries: Retries<String> = Retries::new(RETRY_BASE, RETRY_MAX);
-        loop {
-            retries.wait(&self.wake).await;
-            let due = retries.take_due(Instant::now());
-            self.lock().queued.extend(due);
-            loop {
-                let (queued, revision) = {
-                    let mut state = self.lock();
-                    (std::mem::take(&mut state.queued), state.revision)
-                };
-                if queued.is_empty() {
-                    break;
-                }
-                for name in queued {
-                    match self.look(&context, &name, revision).await {
-                        Ok(()) => retries.forget(&name),
-                        Err(error) => {
-                            tracing::debug!(crd = %name, %error.message, "CRD cleanup failed; retrying");
-                            retries.failed(name, Instant::now());
-                        }
-                    }
-                }
-            }
-        }
+        super::serve_queue(
+            &self.wake,
+            Retries::new(RETRY_BASE, RETRY_MAX),
+            || {
+                let mut state = self.lock();
+                (std::mem::take(&mut state.queued), state.revision)
+            },
+            |due| self.lock().queued.extend(due),
+            |name, revision| {
+                let (this, context) = (&self, &context);
+                async move { this.look(context, &name, revision).await }
+            },
+            "CRD cleanup",
+        )
+        .await;
     }
 
     /// Takes the CRD `name` one step towards its deletion (see the module docs).

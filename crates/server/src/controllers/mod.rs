@@ -162,6 +162,43 @@ impl<K: Ord + Clone> Retries<K> {
     }
 }
 
+/// The loop of a controller that works through a queue of names: wait for `wake` or the
+/// first retry due, queue the retries due (`requeue`), then look at every queued name
+/// (`take` empties the queue and gives the revision the controller was last told) until the
+/// queue stays empty; a name whose look fails waits its back-off ([`Retries`]), one that
+/// succeeds forgets its failures. `what` names the controller's work in the debug log.
+pub(crate) async fn serve_queue<Look, Fut>(
+    wake: &tokio::sync::Notify,
+    mut retries: Retries<String>,
+    take: impl Fn() -> (BTreeSet<String>, Revision),
+    requeue: impl Fn(Vec<String>),
+    look: Look,
+    what: &'static str,
+) where
+    Look: Fn(String, Revision) -> Fut,
+    Fut: std::future::Future<Output = Result<(), watchkeeper_api::ApiError>>,
+{
+    loop {
+        retries.wait(wake).await;
+        requeue(retries.take_due(Instant::now()));
+        loop {
+            let (queued, revision) = take();
+            if queued.is_empty() {
+                break;
+            }
+            for name in queued {
+                match look(name.clone(), revision).await {
+                    Ok(()) => retries.forget(&name),
+                    Err(error) => {
+                        tracing::debug!(%name, %error.message, "{what} failed; retrying");
+                        retries.failed(name, Instant::now());
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 use watchkeeper_api::ResourceDef;
 use watchkeeper_api::gc::{DeletePolicy, Propagation};
 use watchkeeper_core::{Change, Object, Revision};
@@ -203,30 +202,21 @@ impl NamespaceController {
     }
 
     async fn serve(self: Arc<Self>, context: super::Context) {
-        let mut retries: Retries<String> = Retries::new(RETRY_BASE, RETRY_MAX);
-        loop {
-            retries.wait(&self.wake).await;
-            let due = retries.take_due(Instant::now());
-            self.lock().queued.extend(due);
-            loop {
-                let (queued, revision) = {
-                    let mut state = self.lock();
-                    (std::mem::take(&mut state.queued), state.revision)
-                };
-                if queued.is_empty() {
-                    break;
-                }
-                for namespace in queued {
-                    match self.look(&context, &namespace, revision).await {
-                        Ok(()) => retries.forget(&namespace),
-                        Err(error) => {
-                            tracing::debug!(%namespace, %error.message, "namespace deletion failed; retrying");
-                            retries.failed(namespace, Instant::now());
-                        }
-                    }
-                }
-            }
-        }
+        super::serve_queue(
+            &self.wake,
+            Retries::new(RETRY_BASE, RETRY_MAX),
+            || {
+                let mut state = self.lock();
+                (std::mem::take(&mut state.queued), state.revision)
+            },
+            |due| self.lock().queued.extend(due),
+            |name, revision| {
+                let (this, context) = (&self, &context);
+                async move { this.look(context, &name, revision).await }
+            },
+            "namespace deletion",
+        )
+        .await;
     }
 
     /// Creates the `default` service account of the active `namespace` when it has none (kube's
