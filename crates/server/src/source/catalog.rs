@@ -403,6 +403,17 @@ impl Catalog {
         }
     }
 
+    /// The resources served under `name`, at every version.
+    fn served_named(&self, name: &str) -> Vec<Arc<Resource>> {
+        self.registry
+            .load()
+            .resources
+            .iter()
+            .filter(|r| r.name() == name)
+            .cloned()
+            .collect()
+    }
+
     /// Serves a started resource in place of the one served under the same name (a restart,
     /// see the module docs): once the new caches have the reset at `revision` and the old ones
     /// have dispatched `at`, both swap in one registry change (no request finds neither),
@@ -415,14 +426,7 @@ impl Catalog {
         (revision, at): (watchkeeper_core::Revision, watchkeeper_core::Revision),
     ) {
         let name = resource.name();
-        let old: Vec<_> = self
-            .registry
-            .load()
-            .resources
-            .iter()
-            .filter(|r| r.name() == name)
-            .cloned()
-            .collect();
+        let old = self.served_named(&name);
         caches_at(std::iter::once(&resource).chain(&others), revision).await;
         caches_at(&old, at).await;
         tracing::info!(resource = %name, versions = 1 + others.len(), "serving a custom resource again under its changed schema");
@@ -442,14 +446,7 @@ impl Catalog {
     /// reader) once it has caught up — so the DELETED events of the CRD's objects reach every
     /// watcher before its stream's 404 error, at every version (each has its own cache).
     pub async fn stop(&self, name: &str, at: watchkeeper_core::Revision) {
-        let resources: Vec<_> = self
-            .registry
-            .load()
-            .resources
-            .iter()
-            .filter(|r| r.name() == name)
-            .cloned()
-            .collect();
+        let resources = self.served_named(name);
         caches_at(&resources, at).await;
         tracing::info!(resource = %name, "no longer serving a custom resource");
         // Marked removed before the caches end the watches, so each ends with the 404 error

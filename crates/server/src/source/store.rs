@@ -2537,6 +2537,40 @@ impl Writer<'_> {
         Ok(UpdateAttempt::Changed { current, new })
     }
 
+    /// Writes `marked` (an object a DELETE marks instead of removing: a deletionTimestamp,
+    /// finalizers, a terminating status) over `current` if it is still the stored one; the
+    /// marked object at its new revision, or `None` after a conflict (counted, and the cache
+    /// brought to the conflicting revision, so the caller's next attempt reads it).
+    async fn put_marked(
+        &self,
+        resource: &Resource,
+        (namespace, name): (&str, &str),
+        current: &Object,
+        marked: Value,
+    ) -> Result<Option<Value>, ApiError> {
+        let key = Bytes::from(resource.store_key(namespace, name));
+        let request = TxnRequest::default()
+            .when(Compare::ModRevision {
+                key: key.clone(),
+                revision: current.resource_version(),
+            })
+            .then(TxnOp::Put {
+                key,
+                value: stored_value(&resource.to_storage(&marked)),
+            });
+        let response = self.txn(request).await?;
+        if response.succeeded {
+            self.settle(resource, response.revision).await;
+            return Ok(Some(with_revision(marked, response.revision)));
+        }
+        self.source
+            .counters
+            .conflicts
+            .fetch_add(1, Ordering::Relaxed);
+        self.fresh.wait(resource.cache(), response.revision).await?;
+        Ok(None)
+    }
+
     /// DELETE of one object; `true` when it is gone. Objects with finalizers (their own, or
     /// the `orphan` / `foregroundDeletion` one `policy` gives them, see [`gc`]) get a
     /// deletionTimestamp and stay until the finalizers are removed; a DELETE of an object
@@ -2632,26 +2666,12 @@ impl Writer<'_> {
                 if self.dry_run {
                     return Ok((with_revision(marked, current.resource_version()), false));
                 }
-                let key = Bytes::from(resource.store_key(namespace, name));
-                let request = TxnRequest::default()
-                    .when(Compare::ModRevision {
-                        key: key.clone(),
-                        revision: current.resource_version(),
-                    })
-                    .then(TxnOp::Put {
-                        key,
-                        value: stored_value(&resource.to_storage(&marked)),
-                    });
-                let response = self.txn(request).await?;
-                if response.succeeded {
-                    self.settle(resource, response.revision).await;
-                    return Ok((with_revision(marked, response.revision), false));
+                if let Some(marked) = self
+                    .put_marked(resource, (namespace, name), &current, marked)
+                    .await?
+                {
+                    return Ok((marked, false));
                 }
-                self.source
-                    .counters
-                    .conflicts
-                    .fetch_add(1, Ordering::Relaxed);
-                self.fresh.wait(cache, response.revision).await?;
                 continue;
             }
             let gc_finalizers = self
@@ -2693,25 +2713,12 @@ impl Writer<'_> {
                     if self.dry_run {
                         return Ok((with_revision(marked, current.resource_version()), false));
                     }
-                    let request = TxnRequest::default()
-                        .when(Compare::ModRevision {
-                            key: Bytes::from(resource.store_key(namespace, name)),
-                            revision: current.resource_version(),
-                        })
-                        .then(TxnOp::Put {
-                            key: Bytes::from(resource.store_key(namespace, name)),
-                            value: stored_value(&resource.to_storage(&marked)),
-                        });
-                    let response = self.txn(request).await?;
-                    if response.succeeded {
-                        self.settle(resource, response.revision).await;
-                        return Ok((with_revision(marked, response.revision), false));
+                    if let Some(marked) = self
+                        .put_marked(resource, (namespace, name), &current, marked)
+                        .await?
+                    {
+                        return Ok((marked, false));
                     }
-                    self.source
-                        .counters
-                        .conflicts
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.fresh.wait(cache, response.revision).await?;
                     continue;
                 }
                 if !self.dry_run {
