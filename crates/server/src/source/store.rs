@@ -2539,8 +2539,9 @@ impl Writer<'_> {
 
     /// Writes `marked` (an object a DELETE marks instead of removing: a deletionTimestamp,
     /// finalizers, a terminating status) over `current` if it is still the stored one; the
-    /// marked object at its new revision, or `None` after a conflict (counted, and the cache
-    /// brought to the conflicting revision, so the caller's next attempt reads it).
+    /// marked object at its new revision (a dry run: at the current one, nothing written), or
+    /// `None` after a conflict (counted, and the cache brought to the conflicting revision, so
+    /// the caller's next attempt reads it).
     async fn put_marked(
         &self,
         resource: &Resource,
@@ -2548,6 +2549,9 @@ impl Writer<'_> {
         current: &Object,
         marked: Value,
     ) -> Result<Option<Value>, ApiError> {
+        if self.dry_run {
+            return Ok(Some(with_revision(marked, current.resource_version())));
+        }
         let key = Bytes::from(resource.store_key(namespace, name));
         let request = TxnRequest::default()
             .when(Compare::ModRevision {
@@ -2663,9 +2667,6 @@ impl Writer<'_> {
                 && body.pointer("/metadata/deletionTimestamp").is_none()
             {
                 let marked = crd_marked_for_deletion(body, &self.time);
-                if self.dry_run {
-                    return Ok((with_revision(marked, current.resource_version()), false));
-                }
                 if let Some(marked) = self
                     .put_marked(resource, (namespace, name), &current, marked)
                     .await?
@@ -2710,9 +2711,6 @@ impl Writer<'_> {
                         metadata.insert("deletionGracePeriodSeconds".to_owned(), json!(0));
                     }
                     marked["status"] = json!({"phase": "Terminating"});
-                    if self.dry_run {
-                        return Ok((with_revision(marked, current.resource_version()), false));
-                    }
                     if let Some(marked) = self
                         .put_marked(resource, (namespace, name), &current, marked)
                         .await?
