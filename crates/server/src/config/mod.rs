@@ -1385,6 +1385,14 @@ mod tests {
                 limits.watches_per_user_max.to_string(),
             ),
             (
+                "max-requests-inflight-per-user",
+                limits.requests_inflight_per_user_max.to_string(),
+            ),
+            (
+                "request-timeout",
+                format!("{}s", limits.request_timeout.as_secs()),
+            ),
+            (
                 "max-watches-per-connection",
                 limits.watches_per_connection_max.to_string(),
             ),

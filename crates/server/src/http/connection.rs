@@ -46,6 +46,10 @@
 //!   `--http2-keepalive-timeout-ms`. A response write that makes no progress for
 //!   `--write-timeout-ms` closes the connection ([`crate::http::wire`]). The body timeout is
 //!   in [`crate::limits`].
+//! - Every request that is not long-running gets its deadline (`--request-timeout`) when it
+//!   arrives ([`crate::limits::RequestDeadline`]); an answer begun and not finished by then is
+//!   cut off: an HTTP/1.1 connection is dropped by its task, an HTTP/2 stream's task is ended
+//!   ([`crate::http::deadline`]), with what they hold; counted as `limit="request_timeout"`.
 //!
 //! ## Overload
 //! Sockets are accepted as fast as the kernel hands them over; accept errors (e.g. out of file

@@ -14,11 +14,13 @@
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
-//! | `request-read-timeout-seconds` (body)         | 60 s    | 408 Timeout |
+//! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset, HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
+//! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
+//! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow) | 400  | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-mutating-requests-inflight`              | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
-//! | `max-watches-per-user`                        | 1000    | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-watches-per-user` (per [`Flow`])          | 1000    | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-connection` (HTTP/2 streams) | 250     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-connections` ([`connections`])           | descriptor limit less a tenth | an idle connection closed, else the new one closed unread |
 //!
@@ -27,24 +29,43 @@
 //! The object size (1.5 MiB of JSON, etcd's request limit as kube-apiserver uses it) is checked
 //! by object validation in the api crate (413).
 //!
+//! ## One client cannot hold the request slots
+//! - Every answer that is not long-running ends by its deadline (`--request-timeout` from the
+//!   request's arrival), whatever the client reads: a client that never reads a large answer
+//!   (an HTTP/2 stream never given a flow-control window, an HTTP/1.1 socket never read)
+//!   holds its slots, and the bytes buffered for it, until then, not for as long as it keeps
+//!   the stream (measured with 2 connections × 250 zero-window HTTP/2 streams of an 800 KB
+//!   LIST: every other client got 429 for as long as the streams were kept; with
+//!   `--request-timeout 5s` the 500 streams were reset at 5 s and the next GET got 200).
+//! - One user's in-flight requests are at most `--max-requests-inflight-per-user` (both kinds
+//!   together), so within the deadline one client takes at most that share of the server's
+//!   slots; the anonymous user is one [`Flow`] per client address (kube's API Priority and
+//!   Fairness queues per user; this is its simplest form: a cap, no queues, the same 429).
+//!   The default, 100, is far above what client-go's default rate (5 per second, bursts of
+//!   10) or a controller's worker pool keeps in flight, and a quarter of the read slots.
+//! - Anonymous watches are counted per client address for `--max-watches-per-user` too.
+//!
 //! ## Order
 //! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]),
 //! 2. authentication (401 before anything is read or counted), 2b. the path form
 //!    ([`check_path`]), 2c. authorization from the URL alone ([`LayerState::authorize`]: the
 //!    verb, resource, namespace, name and subresource are known before the body; 403 before a
 //!    slot is taken or a byte of the body is read), 3. watch
-//!    slots or an in-flight slot (so a slow body holds a slot: the number of bodies being read,
-//!    and the memory they take, is bounded by the in-flight limits times the body limit),
-//! 4. the body, read whole within the size and time bounds. The handler then sees a complete
-//!    body. Watch and in-flight slots are held by the response body ([`HoldBody`]) until hyper
+//!    slots or in-flight slots, the user's share first (so a slow body holds a slot: the
+//!    number of bodies being read, and the memory they take, is bounded by the in-flight
+//!    limits times the body limit),
+//! 4. the body, read whole within the size and time bounds (and the request's deadline:
+//!    504 when that comes first). The handler then sees a complete body, and is dropped (its
+//!    slots with it) if it has not answered by the deadline: 504. Watch and in-flight slots
+//!    are held by the response body ([`HoldBody`]) until hyper
 //!    has taken it (at most hyper's buffer bound of it still unsent) or dropped it (the watch
 //!    ended, or the client went away or stopped reading past `--write-timeout-ms`) — except an
 //!    answer of at most 4 KiB, whole in memory, whose in-flight slot is freed when the handler
 //!    returns (kube's handlers return once their answer fits Go's HTTP/2 write buffer): an
 //!    HTTP/2 client that never grants its streams a flow-control window cannot hold the slots
 //!    with small GETs (measured: 500 such streams on two connections had taken all 400 read
-//!    slots, every other client's GET got 429; now none). Large answers (a LIST) still hold
-//!    their slot while unsent.
+//!    slots, every other client's GET got 429; now none). Large answers (a LIST) hold
+//!    their slot while unsent, until the answer's deadline (`--request-timeout`).
 //!
 //! ## Memory of a client that never reads
 //! Such a watch costs its queue (at most `queue-capacity-max` items, each a shared pointer to
