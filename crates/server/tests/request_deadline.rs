@@ -377,3 +377,46 @@ async fn anonymous_watches_are_counted_per_client_address() {
     assert_eq!(status, 200);
     server.shutdown().await;
 }
+
+/// Goal: a LIST whose selection is expensive (a 64 KB label selector over thousands of
+/// objects) does not hold a runtime worker: it runs on the blocking pool, so its request's
+/// deadline still answers 504 while it runs. (Before: the selection ran to its end on the
+/// worker, the deadline could not fire during it, and the answer was a late 200.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expensive_list_selection_leaves_the_runtime_worker() {
+    let server = server_with(ServeArgs {
+        request_timeout: Some("300ms".to_owned()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    // Many small objects, created over one keep-alive connection.
+    let mut stream = connect_from("127.0.0.1", addr, None).await;
+    for index in 0..2000 {
+        let body = configmap(&format!("small-{index}"), 8).to_string();
+        stream
+            .write_all(
+                format!(
+                    "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let created = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+            .await
+            .expect("an answer");
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    drop(stream);
+    // 5400 requirements: about 11 million checks.
+    let selector: Vec<String> = (100_000..105_400).map(|n| format!("a!%3D{n}")).collect();
+    let path = format!("{CM}?labelSelector={}", selector.join(","));
+    let answer = get_from("127.0.0.1", addr, &path).await;
+    assert_status(&answer, 504, "Timeout");
+    // Without a selector the same LIST is cheap and answered.
+    let listed = get_from("127.0.0.1", addr, CM).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    server.shutdown().await;
+}
