@@ -965,7 +965,10 @@ impl Limits {
 /// in-flight slot of the timeout's kind (a watch has its own slots).
 #[must_use]
 pub fn is_long_running(method: &Method, path: &str, query: Option<&str>) -> bool {
-    if watch_options(method, path, query).is_some() {
+    // The query is parsed only when it can make a watch (every request passes here).
+    let may_watch =
+        path.contains("/watch") || query.is_some_and(|q| q.contains("watch") || q.contains('%'));
+    if may_watch && watch_options(method, path, query).is_some() {
         return true;
     }
     let mut segments = [""; 8];
@@ -1026,6 +1029,7 @@ mod tests {
             ("/api/v1/proxy/namespaces/a/pods/p", None),
             ("/api/v1/namespaces/a/configmaps", Some("watch=true")),
             ("/apis/apps/v1/watch/deployments", None),
+            ("/api/v1/namespaces/a/configmaps", Some("%77atch=1")),
         ] {
             assert!(is_long_running(&get, long.0, long.1), "{long:?}");
         }
