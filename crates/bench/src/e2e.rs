@@ -53,6 +53,7 @@ impl Running {
             max_watches_per_user: args.max_watches_per_user.or(Some(0)),
             max_requests_inflight: args.max_requests_inflight.or(Some(0)),
             max_mutating_requests_inflight: args.max_mutating_requests_inflight.or(Some(0)),
+            max_requests_inflight_per_user: args.max_requests_inflight_per_user.or(Some(0)),
             max_connections: args.max_connections.or(Some(0)),
             ..args
         };

@@ -1,5 +1,6 @@
-//! The limits part of the configuration (`--max-*`, `--request-read-timeout-seconds`,
-//! `--watch-release-grace-seconds`); the limits themselves are in the `limits` module.
+//! The limits part of the configuration (`--max-*`, `--request-timeout`,
+//! `--request-read-timeout-seconds`, `--watch-release-grace-seconds`); the limits themselves
+//! are in the `limits` module.
 
 use std::time::Duration;
 
@@ -16,8 +17,16 @@ pub struct LimitsConfig {
     pub request_body_bytes_max: usize,
     /// `--max-header-bytes` [1 MiB]: request line plus headers.
     pub header_bytes_max: usize,
-    /// `--request-read-timeout-seconds` [60]: the body must arrive within.
+    /// `--request-read-timeout-seconds` [60]: the body must arrive within (408), inside the
+    /// request's deadline.
     pub request_read_timeout: Duration,
+    /// `--request-timeout` [60 s, kube-apiserver's `--request-timeout`]: a request that is not
+    /// long-running must be answered, to its last byte, within this of its arrival (504
+    /// Timeout before the answer began; after, its HTTP/2 stream is reset or its HTTP/1.1
+    /// connection closed). Its body's read (`--request-read-timeout-seconds`) is inside it;
+    /// `--write-timeout-ms` is the other bound of an answer: no progress for that long, for
+    /// every answer, watches included.
+    pub request_timeout: Duration,
     /// `--request-header-timeout-ms` [32000, kube-apiserver's `ReadHeaderTimeout`]: the request
     /// line and headers must arrive within, from accept or from the request's first byte.
     pub request_header_timeout: Duration,
@@ -50,6 +59,9 @@ pub struct LimitsConfig {
     pub requests_inflight_max: usize,
     /// `--max-mutating-requests-inflight` [200], 0 = unlimited.
     pub mutating_requests_inflight_max: usize,
+    /// `--max-requests-inflight-per-user` [100], 0 = unlimited: in-flight requests (both kinds)
+    /// of one user; the anonymous user's are counted per client address.
+    pub requests_inflight_per_user_max: usize,
     /// `--max-watches` [10000], 0 = unlimited.
     pub watches_max: usize,
     /// `--max-watches-per-user` [1000], 0 = unlimited.
@@ -73,6 +85,7 @@ impl Default for LimitsConfig {
             request_body_bytes_max: REQUEST_BODY_MAX,
             header_bytes_max: 1024 * 1024,
             request_read_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(60),
             request_header_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
             http2_keepalive_interval: Duration::from_secs(30),
@@ -84,6 +97,7 @@ impl Default for LimitsConfig {
             socket_send_buffer_bytes: 0,
             requests_inflight_max: 400,
             mutating_requests_inflight_max: 200,
+            requests_inflight_per_user_max: 100,
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
@@ -109,6 +123,17 @@ impl LimitsConfig {
             request_read_timeout: args
                 .request_read_timeout_seconds
                 .map_or(d.request_read_timeout, Duration::from_secs),
+            request_timeout: match &args.request_timeout {
+                Some(text) => parse_go_duration(text).ok_or_else(|| {
+                    ConfigError::flag(
+                        "--request-timeout",
+                        format!(
+                            "--request-timeout {text:?}: must be a positive duration such as 60s, 1m0s or 500ms"
+                        ),
+                    )
+                })?,
+                None => d.request_timeout,
+            },
             request_header_timeout: args
                 .request_header_timeout_ms
                 .map_or(d.request_header_timeout, Duration::from_millis),
@@ -142,6 +167,9 @@ impl LimitsConfig {
             mutating_requests_inflight_max: args
                 .max_mutating_requests_inflight
                 .unwrap_or(d.mutating_requests_inflight_max),
+            requests_inflight_per_user_max: args
+                .max_requests_inflight_per_user
+                .unwrap_or(d.requests_inflight_per_user_max),
             watches_max: args.max_watches.unwrap_or(d.watches_max),
             watches_per_user_max: args.max_watches_per_user.unwrap_or(d.watches_per_user_max),
             watches_per_connection_max: args
@@ -276,6 +304,12 @@ impl LimitsConfig {
         Ok(config)
     }
 
+    /// Whether requests of one user are counted ([`LimitsConfig::requests_inflight_per_user_max`]).
+    #[must_use]
+    pub fn per_user_inflight(&self) -> bool {
+        self.requests_inflight_per_user_max > 0
+    }
+
     /// hyper's HTTP/1.1 buffer bound: the header limit plus slack for the 431 Status path.
     #[must_use]
     pub fn max_buf_size(&self) -> usize {
@@ -294,9 +328,70 @@ impl LimitsConfig {
     }
 }
 
+/// A Go duration as kube-apiserver's flags take it (`time.ParseDuration`): one or more
+/// decimal numbers, each with a unit (`h`, `m`, `s`, `ms`, `us`, `µs`, `ns`), e.g. `1m0s`,
+/// `1.5s`, `500ms`; `None` when it is not one, or not positive, or beyond a day.
+#[must_use]
+pub(super) fn parse_go_duration(text: &str) -> Option<Duration> {
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..number_len].parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += number * seconds;
+    }
+    (total > 0.0 && total <= 86_400.0).then(|| Duration::from_secs_f64(total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_timeout_takes_go_durations() {
+        for (text, millis) in [
+            ("60s", 60_000),
+            ("1m0s", 60_000),
+            ("1m30s", 90_000),
+            ("500ms", 500),
+            ("1.5s", 1500),
+            ("2h", 7_200_000),
+        ] {
+            assert_eq!(
+                parse_go_duration(text),
+                Some(Duration::from_millis(millis)),
+                "{text}"
+            );
+        }
+        for bad in ["", "60", "0s", "-1s", "1x", "s", "2d", "25h"] {
+            assert_eq!(parse_go_duration(bad), None, "{bad}");
+        }
+        let err = LimitsConfig::from_args(&ServeArgs {
+            request_timeout: Some("60".to_owned()),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("--request-timeout"), "{err}");
+    }
 
     #[test]
     fn bad_limits_are_named() {

@@ -189,6 +189,12 @@ pub struct ServeArgs {
     /// Seconds for a request's body to arrive [default: 60]; a slower body gets 408.
     #[arg(long)]
     pub request_read_timeout_seconds: Option<u64>,
+    /// The deadline of every request that is not long-running (watch, pods' log, exec,
+    /// attach, portforward, proxy), from its arrival to its answer's last byte, as a Go
+    /// duration (`60s`, `1m0s`, `500ms`) [default: 60s]: not answered by then, 504 Timeout;
+    /// answer begun, its HTTP/2 stream is reset or its HTTP/1.1 connection closed.
+    #[arg(long)]
+    pub request_timeout: Option<String>,
     /// Milliseconds for a request's line and headers to arrive, from accept or from the
     /// request's first byte; the connection is closed otherwise [default: 32000].
     #[arg(long)]
@@ -230,6 +236,10 @@ pub struct ServeArgs {
     /// Mutating requests in flight, 0 = unlimited [default: 200]; more get 429.
     #[arg(long)]
     pub max_mutating_requests_inflight: Option<usize>,
+    /// Requests in flight (mutating or not, not watches) of one user — anonymous ones: of
+    /// one client address — 0 = unlimited [default: 100]; more get 429.
+    #[arg(long)]
+    pub max_requests_inflight_per_user: Option<usize>,
     /// Open watches on the server, 0 = unlimited [default: 10000]; more get 429.
     #[arg(long)]
     pub max_watches: Option<usize>,
@@ -404,6 +414,7 @@ impl ServeArgs {
             max_request_body_bytes,
             max_header_bytes,
             request_read_timeout_seconds,
+            request_timeout,
             request_header_timeout_ms,
             idle_timeout_ms,
             http2_keepalive_interval_ms,
@@ -415,6 +426,7 @@ impl ServeArgs {
             socket_send_buffer_bytes,
             max_requests_inflight,
             max_mutating_requests_inflight,
+            max_requests_inflight_per_user,
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
@@ -1371,6 +1383,14 @@ mod tests {
             (
                 "max-watches-per-user",
                 limits.watches_per_user_max.to_string(),
+            ),
+            (
+                "max-requests-inflight-per-user",
+                limits.requests_inflight_per_user_max.to_string(),
+            ),
+            (
+                "request-timeout",
+                format!("{}s", limits.request_timeout.as_secs()),
             ),
             (
                 "max-watches-per-connection",

@@ -46,6 +46,10 @@
 //!   `--http2-keepalive-timeout-ms`. A response write that makes no progress for
 //!   `--write-timeout-ms` closes the connection ([`crate::http::wire`]). The body timeout is
 //!   in [`crate::limits`].
+//! - Every request that is not long-running gets its deadline (`--request-timeout`) when it
+//!   arrives ([`crate::limits::RequestDeadline`]); an answer begun and not finished by then is
+//!   cut off: an HTTP/1.1 connection is dropped by its task, an HTTP/2 stream's task is ended
+//!   ([`crate::http::deadline`]), with what they hold; counted as `limit="request_timeout"`.
 //!
 //! ## Overload
 //! Sockets are accepted as fast as the kernel hands them over; accept errors (e.g. out of file
@@ -78,12 +82,16 @@ use tower::ServiceExt;
 use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
 use crate::http::chunk::ConnBody;
+use crate::http::deadline::AnswerDeadline;
 use crate::http::in_poll::{Executor, InPoll};
 use crate::http::on_wake::OnWake;
 use crate::http::watch::WatchHandoff;
 use crate::http::wire::{Activity, Wire};
 use crate::limits::connections::{Admission, ConnectionSlot};
-use crate::limits::{Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS};
+use crate::limits::{
+    Connection, HANDSHAKE_FAILURES, HoldBody, Limit, Limits, OPEN_CONNECTIONS, RequestDeadline,
+    TimedOut,
+};
 
 /// Plain HTTP refused on a non-loopback address (without
 /// `--insecure-allow-plain-http-on-non-loopback`).
@@ -624,6 +632,15 @@ struct ConnService {
     connection: Arc<Connection>,
     activity: Arc<Activity>,
     router: Router,
+    limits: Arc<Limits>,
+}
+
+/// Who cuts an answer off at its deadline.
+enum CutOff {
+    /// The HTTP/2 stream's task ([`crate::http::deadline`]).
+    Stream(Arc<AnswerDeadline>),
+    /// The HTTP/1.1 connection's task ([`drive`]).
+    Connection(Arc<Activity>, tokio::time::Instant),
 }
 
 /// The answer of [`ConnService`] to one request.
@@ -636,9 +653,23 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
     type Future = Responding;
 
     fn call(&self, mut request: axum::http::Request<hyper::body::Incoming>) -> Responding {
-        let in_flight = self
-            .activity
-            .begin(request.version() == axum::http::Version::HTTP_2);
+        let h2 = request.version() == axum::http::Version::HTTP_2;
+        let in_flight = self.activity.begin(h2);
+        // The request's deadline (`--request-timeout`, none when long-running): the limits
+        // layer answers 504 when the handler has not answered by then; an answer begun is cut
+        // off there, over HTTP/2 by the stream's task (handed to the executor, which hyper
+        // calls next), over HTTP/1.1 by the connection's task.
+        let deadline = RequestDeadline::of(&request, self.limits.config());
+        request.extensions_mut().insert(deadline);
+        let cut_off = deadline.0.map(|at| {
+            if h2 {
+                let stream = AnswerDeadline::new(at, self.limits.clone());
+                crate::http::deadline::hand_over(stream.clone());
+                CutOff::Stream(stream)
+            } else {
+                CutOff::Connection(self.activity.clone(), at)
+            }
+        });
         if let Some(remote) = self.connection.remote {
             request
                 .extensions_mut()
@@ -650,6 +681,14 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
         // and are freed then (a watch's response lives on without them).
         Box::pin(async move {
             let mut response = router.oneshot(request.map(axum::body::Body::new)).await?;
+            // The answer began before its deadline (else it is the 504, never cut off).
+            if response.extensions().get::<TimedOut>().is_none() {
+                match cut_off {
+                    Some(CutOff::Stream(stream)) => stream.arm(),
+                    Some(CutOff::Connection(activity, at)) => activity.answer_by(at),
+                    None => {}
+                }
+            }
             // A watch's batches go to hyper as one frame each (see `chunk`).
             let events = response
                 .extensions_mut()
@@ -699,6 +738,7 @@ where
         connection: held.connection.clone(),
         activity: activity.clone(),
         router,
+        limits: settings.limits.clone(),
     };
     let io = TokioIo::new(Wire::new(
         stream,
@@ -837,7 +877,10 @@ async fn drive<C, E>(
         // made: a watch connection holds the wait below for its whole life).
         let mut deadline = match wait {
             Wait::Head(at) | Wait::Idle(at) => Some(Box::pin(tokio::time::sleep_until(at))),
-            Wait::Busy => None,
+            // An HTTP/1.1 answer under way with a deadline (`--request-timeout`).
+            Wait::Busy => activity
+                .answer_deadline()
+                .map(|at| Box::pin(tokio::time::sleep_until(at))),
         };
         // What the connection waits for besides its own traffic, polled only when one of
         // those woke it: every write of a watch event wakes this task, and polling these
@@ -876,6 +919,19 @@ async fn drive<C, E>(
             Other::Activity => {
                 wait = next_wait(&activity, wait, &mut seen, &settings);
                 slot_follows(&mut slot, wait);
+            }
+            Other::Deadline
+                if activity.inflight() > 0
+                    && activity
+                        .answer_deadline()
+                        .is_some_and(|at| at <= tokio::time::Instant::now()) =>
+            {
+                // The answer is not finished by its deadline: as kube-apiserver aborts an
+                // HTTP/1.1 handler, the connection is closed (dropped now, with the response
+                // body and the slots it holds).
+                settings.limits.count(Limit::RequestTimeout);
+                tracing::debug!("an HTTP/1.1 answer outlived its deadline: closing its connection");
+                return;
             }
             Other::Deadline => {
                 wait = next_wait(&activity, wait, &mut seen, &settings);

@@ -143,7 +143,8 @@ impl<F: Future> Future for InPoll<F> {
 }
 
 /// hyper's executor for the tasks it spawns (an HTTP/2 stream's service and response): tokio's
-/// `spawn`, each task in an [`InPoll`]. An HTTP/2 stream wakes its own task while it runs
+/// `spawn`, each task in an [`InPoll`], and a stream's with a deadline bounded by it
+/// ([`crate::http::deadline`]). An HTTP/2 stream wakes its own task while it runs
 /// about twice per request (h2 assigning send capacity to the stream that reserved it,
 /// `reserve_capacity` → `notify_send`; measured with 500 PATCHes over one h2c connection).
 #[derive(Clone, Copy, Debug, Default)]
@@ -155,7 +156,17 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, task: F) {
-        tokio::spawn(InPoll::new(task));
+        // An HTTP/2 stream whose request has a deadline: its task ends there (see `deadline`).
+        match crate::http::deadline::take_handed_over() {
+            Some(deadline) => {
+                tokio::spawn(InPoll::new(crate::http::deadline::Bounded::new(
+                    task, deadline,
+                )));
+            }
+            None => {
+                tokio::spawn(InPoll::new(task));
+            }
+        }
     }
 }
 

@@ -17,6 +17,7 @@
 pub mod chunk;
 pub mod componentstatus;
 pub mod connection;
+pub mod deadline;
 pub mod discovery;
 pub mod gzip;
 pub mod health;

@@ -286,6 +286,9 @@ pub struct Activity {
     /// stream clears it (and notifies) when a byte arrives.
     awaiting_byte: AtomicBool,
     changed: Notify,
+    /// The deadline of the HTTP/1.1 answer in flight (`--request-timeout`), once the answer
+    /// began; cleared when no request is in flight.
+    answer_by: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// A request on its connection, until its response is finished (see [`HoldBody`]).
@@ -295,6 +298,7 @@ pub struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         if self.0.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self.0.lock_answer_by() = None;
             self.0.changed.notify_one();
         }
     }
@@ -334,6 +338,25 @@ impl Activity {
     #[must_use]
     pub fn is_h2(&self) -> bool {
         self.h2.load(Ordering::Relaxed)
+    }
+
+    /// The HTTP/1.1 answer in flight must be finished by `at`, or its connection is closed
+    /// (the connection task is told by [`Activity::changed`]).
+    pub fn answer_by(&self, at: tokio::time::Instant) {
+        *self.lock_answer_by() = Some(at);
+        self.changed.notify_one();
+    }
+
+    /// The deadline of the HTTP/1.1 answer in flight, if it has one.
+    #[must_use]
+    pub fn answer_deadline(&self) -> Option<tokio::time::Instant> {
+        *self.lock_answer_by()
+    }
+
+    fn lock_answer_by(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
+        self.answer_by
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Asks to be told (by [`Activity::changed`]) when the next byte arrives, or stops asking.

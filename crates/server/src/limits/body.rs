@@ -3,8 +3,9 @@
 //! ## Guarantees
 //! - What it holds is released when hyper polls the body past its last frame — which hyper
 //!   does only when its write buffer is below its bound again, so at most that bound of the
-//!   response is still unsent — or drops it (the connection closed); never when the handler
-//!   returns.
+//!   response is still unsent — or drops it (the connection closed, or the answer's deadline
+//!   ended its HTTP/2 stream or HTTP/1.1 connection: `--request-timeout`); never when the
+//!   handler returns.
 //! - Size hints pass through, so `Content-Length` answers keep it.
 
 use std::pin::Pin;

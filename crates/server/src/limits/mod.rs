@@ -14,11 +14,13 @@
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
-//! | `request-read-timeout-seconds` (body)         | 60 s    | 408 Timeout |
+//! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset, HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
+//! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
+//! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow) | 400  | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-mutating-requests-inflight`              | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
-//! | `max-watches-per-user`                        | 1000    | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-watches-per-user` (per [`Flow`])          | 1000    | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-connection` (HTTP/2 streams) | 250     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-connections` ([`connections`])           | descriptor limit less a tenth | an idle connection closed, else the new one closed unread |
 //!
@@ -27,24 +29,49 @@
 //! The object size (1.5 MiB of JSON, etcd's request limit as kube-apiserver uses it) is checked
 //! by object validation in the api crate (413).
 //!
+//! ## One client cannot hold the request slots
+//! - Every answer that is not long-running ends by its deadline (`--request-timeout` from the
+//!   request's arrival), whatever the client reads: a client that never reads a large answer
+//!   (an HTTP/2 stream never given a flow-control window, an HTTP/1.1 socket never read)
+//!   holds its slots, and the bytes buffered for it, until then, not for as long as it keeps
+//!   the stream (measured with 2 connections × 250 zero-window HTTP/2 streams of an 800 KB
+//!   LIST: every other client got 429 for as long as the streams were kept; with
+//!   `--request-timeout 5s` the 500 streams were reset at 5 s and the next GET got 200).
+//! - One user's in-flight requests are at most `--max-requests-inflight-per-user` (both kinds
+//!   together), so within the deadline one client takes at most that share of the server's
+//!   slots; the anonymous user is one [`Flow`] per client address (kube's API Priority and
+//!   Fairness queues per user; this is its simplest form: a cap, no queues, the same 429).
+//!   The default, 100, is far above what client-go's default rate (5 per second, bursts of
+//!   10) or a controller's worker pool keeps in flight, and a quarter of the read slots.
+//! - Anonymous watches are counted per client address for `--max-watches-per-user` too.
+//! - A LIST whose selection is expensive (its objects times its selectors' requirements above
+//!   about a quarter million checks) selects on tokio's blocking pool, not on a runtime worker
+//!   (`source::read`): it delays no other client's request, and its deadline still answers
+//!   504 while it runs, which stops it (measured, debug build, 6 LISTs with a 64 KB label
+//!   selector over 5000 objects, 1.5 s each alone: another client's GET waited up to 5.5 s
+//!   and its watch events 3.2 s; now 25 ms and 130 ms).
+//!
 //! ## Order
 //! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]),
 //! 2. authentication (401 before anything is read or counted), 2b. the path form
 //!    ([`check_path`]), 2c. authorization from the URL alone ([`LayerState::authorize`]: the
 //!    verb, resource, namespace, name and subresource are known before the body; 403 before a
 //!    slot is taken or a byte of the body is read), 3. watch
-//!    slots or an in-flight slot (so a slow body holds a slot: the number of bodies being read,
-//!    and the memory they take, is bounded by the in-flight limits times the body limit),
-//! 4. the body, read whole within the size and time bounds. The handler then sees a complete
-//!    body. Watch and in-flight slots are held by the response body ([`HoldBody`]) until hyper
+//!    slots or in-flight slots, the user's share first (so a slow body holds a slot: the
+//!    number of bodies being read, and the memory they take, is bounded by the in-flight
+//!    limits times the body limit),
+//! 4. the body, read whole within the size and time bounds (and the request's deadline:
+//!    504 when that comes first). The handler then sees a complete body, and is dropped (its
+//!    slots with it) if it has not answered by the deadline: 504. Watch and in-flight slots
+//!    are held by the response body ([`HoldBody`]) until hyper
 //!    has taken it (at most hyper's buffer bound of it still unsent) or dropped it (the watch
 //!    ended, or the client went away or stopped reading past `--write-timeout-ms`) — except an
 //!    answer of at most 4 KiB, whole in memory, whose in-flight slot is freed when the handler
 //!    returns (kube's handlers return once their answer fits Go's HTTP/2 write buffer): an
 //!    HTTP/2 client that never grants its streams a flow-control window cannot hold the slots
 //!    with small GETs (measured: 500 such streams on two connections had taken all 400 read
-//!    slots, every other client's GET got 429; now none). Large answers (a LIST) still hold
-//!    their slot while unsent.
+//!    slots, every other client's GET got 429; now none). Large answers (a LIST) hold
+//!    their slot while unsent, until the answer's deadline (`--request-timeout`).
 //!
 //! ## Memory of a client that never reads
 //! Such a watch costs its queue (at most `queue-capacity-max` items, each a shared pointer to
@@ -170,11 +197,16 @@ pub enum Limit {
     /// A CustomResourceDefinition create or update refused: its resource's versions would
     /// pass `--max-custom-resource-versions`.
     CustomResourceVersions,
+    /// A request not answered within `--request-timeout` (504), or whose answer was cut off
+    /// there (HTTP/2 stream reset, HTTP/1.1 connection closed).
+    RequestTimeout,
+    /// In-flight requests of one user (`--max-requests-inflight-per-user`).
+    RequestsInflightPerUser,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 19] = [
+    pub const ALL: [Limit; 21] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -194,6 +226,8 @@ impl Limit {
         Limit::Connections,
         Limit::ConnectionEvicted,
         Limit::CustomResourceVersions,
+        Limit::RequestTimeout,
+        Limit::RequestsInflightPerUser,
     ];
 
     /// The metric label.
@@ -219,6 +253,8 @@ impl Limit {
             Limit::Connections => "connections",
             Limit::ConnectionEvicted => "connection_evicted",
             Limit::CustomResourceVersions => "custom_resource_versions",
+            Limit::RequestTimeout => "request_timeout",
+            Limit::RequestsInflightPerUser => "requests_inflight_per_user",
         }
     }
 }
@@ -232,7 +268,10 @@ pub struct Limits {
     readonly: Option<Arc<Semaphore>>,
     mutating: Option<Arc<Semaphore>>,
     watches: AtomicUsize,
-    per_user: Mutex<HashMap<String, usize>>,
+    /// Open watches per [`Flow`].
+    per_user: Mutex<HashMap<Flow, usize>>,
+    /// In-flight requests per [`Flow`], when `--max-requests-inflight-per-user` is on.
+    per_user_inflight: Mutex<HashMap<Flow, usize>>,
     rejections: [AtomicU64; Limit::ALL.len()],
     connections: Arc<connections::ConnectionSlots>,
 }
@@ -250,6 +289,7 @@ impl Limits {
             mutating: semaphore(config.mutating_requests_inflight_max),
             watches: AtomicUsize::new(0),
             per_user: Mutex::new(HashMap::new()),
+            per_user_inflight: Mutex::new(HashMap::new()),
             rejections: Default::default(),
             connections: connections::ConnectionSlots::new(
                 config
@@ -313,10 +353,10 @@ impl Limits {
         )
     }
 
-    /// Takes a watch slot for `user` on `connection`, or the 429 to answer.
+    /// Takes a watch slot for `flow` on `connection`, or the 429 to answer.
     fn admit_watch(
         self: &Arc<Self>,
-        user: &str,
+        flow: &Flow,
         connection: Option<&Arc<Connection>>,
     ) -> Result<WatchSlot, Refusal> {
         let c = &self.config;
@@ -355,43 +395,151 @@ impl Limits {
             .per_user
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = per_user.entry(user.to_owned()).or_default();
+        let count = per_user.entry(flow.clone()).or_default();
         if c.watches_per_user_max > 0 && *count >= c.watches_per_user_max {
             let count = *count;
             drop(per_user);
             return Err(Self::too_many(
                 Limit::WatchesPerUser,
                 format!(
-                    "Too many requests: user {user:?} already has {count} watches open (the limit per user is {}); please try again later",
+                    "Too many requests: {flow} already has {count} watches open (the limit per user is {}); please try again later",
                     c.watches_per_user_max
                 ),
             ));
         }
         *count += 1;
-        slot.user = Some(user.to_owned());
+        slot.user = Some(flow.clone());
         Ok(slot)
     }
 
-    /// Takes an in-flight slot (`None` when unlimited), or the 429 to answer.
-    fn admit_request(&self, mutating: bool) -> Result<Option<OwnedSemaphorePermit>, Refusal> {
+    /// Takes an in-flight slot of `flow` and of the server (`None` of either when unlimited),
+    /// or the 429 to answer: the user's share first (`--max-requests-inflight-per-user`), so
+    /// one client at its share cannot take the server's last slots.
+    fn admit_request(self: &Arc<Self>, mutating: bool, flow: &Flow) -> Result<Slot, Refusal> {
+        let too_many = |limit| {
+            // kube's max-in-flight and priority-and-fairness filters' wording.
+            Self::too_many(
+                limit,
+                "Too many requests, please try again later.".to_owned(),
+            )
+        };
+        let mut slot = Slot {
+            user: None,
+            permit: None,
+        };
+        let max = self.config.requests_inflight_per_user_max;
+        if max > 0 {
+            let mut per_user = self
+                .per_user_inflight
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count = per_user.entry(flow.clone()).or_default();
+            if *count >= max {
+                return Err(too_many(Limit::RequestsInflightPerUser));
+            }
+            *count += 1;
+            slot.user = Some(UserSlot {
+                limits: self.clone(),
+                flow: flow.clone(),
+            });
+        }
         let (semaphore, limit) = if mutating {
             (&self.mutating, Limit::MutatingInflight)
         } else {
             (&self.readonly, Limit::Inflight)
         };
-        let Some(semaphore) = semaphore else {
-            return Ok(None);
-        };
-        semaphore
-            .clone()
-            .try_acquire_owned()
-            .map(Some)
-            .map_err(|_| {
-                Self::too_many(
-                    limit,
-                    "Too many requests, please try again later.".to_owned(),
-                )
-            })
+        if let Some(semaphore) = semaphore {
+            // On refusal the user's slot taken above is given back (dropped with `slot`).
+            slot.permit = Some(
+                semaphore
+                    .clone()
+                    .try_acquire_owned()
+                    .map_err(|_| too_many(limit))?,
+            );
+        }
+        Ok(slot)
+    }
+
+    /// In-flight requests of `flow` now (0 when not counted).
+    #[must_use]
+    pub fn inflight_of(&self, flow: &Flow) -> usize {
+        self.per_user_inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(flow)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The anonymous user's name.
+const ANONYMOUS: &str = "system:anonymous";
+
+/// Whose requests and watches are counted together for the per-user limits: an authenticated
+/// user by name; the anonymous user per client address (unauthenticated clients are
+/// otherwise one user, and one of them could take the share of all).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Flow {
+    /// A user, by name.
+    User(String),
+    /// `system:anonymous` from one address.
+    Anonymous(std::net::IpAddr),
+}
+
+impl Flow {
+    /// The flow of `user`'s request arriving from `remote`.
+    #[must_use]
+    pub fn of(user: &User, remote: Option<std::net::SocketAddr>) -> Flow {
+        match remote {
+            Some(remote) if user.name == ANONYMOUS => Flow::Anonymous(remote.ip().to_canonical()),
+            _ => Flow::User(user.name.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Flow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Flow::User(name) => write!(f, "user {name:?}"),
+            Flow::Anonymous(ip) => write!(f, "user \"system:anonymous\" at {ip}"),
+        }
+    }
+}
+
+/// A request's in-flight slots: the user's and the server's, released when dropped (with the
+/// response body, see [`HoldBody`]).
+#[derive(Debug)]
+struct Slot {
+    user: Option<UserSlot>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    fn is_empty(&self) -> bool {
+        self.user.is_none() && self.permit.is_none()
+    }
+}
+
+/// One in-flight request of a [`Flow`], counted until dropped.
+#[derive(Debug)]
+struct UserSlot {
+    limits: Arc<Limits>,
+    flow: Flow,
+}
+
+impl Drop for UserSlot {
+    fn drop(&mut self) {
+        let mut per_user = self
+            .limits
+            .per_user_inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = per_user.get_mut(&self.flow) {
+            *count -= 1;
+            if *count == 0 {
+                per_user.remove(&self.flow);
+            }
+        }
     }
 }
 
@@ -401,7 +549,7 @@ type Refusal = (Limit, ApiError);
 /// A watch's slots, released when dropped (with the response body).
 struct WatchSlot {
     limits: Arc<Limits>,
-    user: Option<String>,
+    user: Option<Flow>,
     total: bool,
     connection: Option<Arc<Connection>>,
     /// Closes the connection if the watch outlives its deadline (aborted when it ends).
@@ -648,17 +796,30 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         return error_response(&error);
     }
     let watch = watch_options(&parts.method, parts.uri.path(), parts.uri.query());
+    let remote = connection.as_ref().and_then(|c| c.remote);
+    let flow = Flow::of(&user, remote);
+    // The request's deadline (kube's `--request-timeout`), from its arrival: the connection
+    // layer set it (and cuts the answer off there); a request from elsewhere gets one now.
+    let deadline = match parts.extensions.get::<RequestDeadline>() {
+        Some(deadline) => deadline.0,
+        None if watch.is_none()
+            && !is_long_running(&parts.method, parts.uri.path(), parts.uri.query()) =>
+        {
+            Some(tokio::time::Instant::now() + config.request_timeout)
+        }
+        None => None,
+    };
     let mut watch_slot = None;
-    let mut permit = None;
+    let mut slot = None;
     if let Some(options) = &watch {
-        match limits.admit_watch(&user.name, connection.as_ref()) {
-            Ok(mut slot) => {
+        match limits.admit_watch(&flow, connection.as_ref()) {
+            Ok(mut taken) => {
                 // The handler's deadline: timeoutSeconds, or at most twice the minimum.
                 let deadline = options
                     .timeout_seconds
                     .map_or(limits.min_request_timeout * 2, Duration::from_secs);
-                slot.release_after(deadline + config.watch_release_grace);
-                watch_slot = Some(slot);
+                taken.release_after(deadline + config.watch_release_grace);
+                watch_slot = Some(taken);
             }
             Err((limit, error)) => return limits.reject(limit, &error),
         }
@@ -667,8 +828,8 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         // answers its health checks.
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
-        match limits.admit_request(mutating) {
-            Ok(taken) => permit = taken,
+        match limits.admit_request(mutating, &flow) {
+            Ok(taken) => slot = Some(taken).filter(|taken| !taken.is_empty()),
             Err((limit, error)) => return limits.reject(limit, &error),
         }
     }
@@ -689,8 +850,11 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     if declared.is_some_and(|n| n > config.request_body_bytes_max as u64) {
         return too_large();
     }
-    let body = match tokio::time::timeout(
-        config.request_read_timeout,
+    // The body within its own bound, inside the request's deadline.
+    let read_by = tokio::time::Instant::now() + config.request_read_timeout;
+    let read_by = deadline.map_or(read_by, |deadline| deadline.min(read_by));
+    let body = match tokio::time::timeout_at(
+        read_by,
         axum::body::to_bytes(body, config.request_body_bytes_max),
     )
     .await
@@ -707,6 +871,9 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
                 "cannot read the request body: {error}"
             )));
         }
+        Err(_) if deadline.is_some_and(|deadline| deadline <= read_by) => {
+            return limits.timed_out();
+        }
         Err(_) => {
             return limits.reject(
                 Limit::BodyTimeout,
@@ -722,21 +889,114 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         }
     };
     parts.extensions.insert(user);
-    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let request = Request::from_parts(parts, Body::from(body));
+    let response = match deadline {
+        // Not answered by its deadline: the handler is dropped (its slots with it) and the
+        // client gets kube's 504.
+        Some(deadline) => match tokio::time::timeout_at(deadline, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => return limits.timed_out(),
+        },
+        None => next.run(request).await,
+    };
     // Slots live as long as the response body: until hyper has taken its last byte (a watch
-    // stream, or a large LIST a slow client reads), or the connection is gone. A small answer,
-    // whole in memory, frees its slot at once, as kube-apiserver's handler returns once its
-    // answer fits its write buffer: a client that never reads it (an HTTP/2 stream with no
-    // flow-control window) holds no slot with it, only its bytes.
+    // stream, or a large LIST a slow client reads), the connection is gone, or the answer's
+    // deadline cut it off (the connection layer). A small answer, whole in memory, frees its
+    // slot at once, as kube-apiserver's handler returns once its answer fits its write
+    // buffer: a client that never reads it (an HTTP/2 stream with no flow-control window)
+    // holds no slot with it, only its bytes.
     let small = hyper::body::Body::size_hint(response.body())
         .exact()
         .is_some_and(|bytes| bytes <= SMALL_ANSWER_BYTES);
-    match (watch_slot, permit) {
-        (Some(slot), _) => response.map(|body| HoldBody::wrap(body, slot)),
+    match (watch_slot, slot) {
+        (Some(watch_slot), _) => response.map(|body| HoldBody::wrap(body, watch_slot)),
         (None, Some(_)) if small => response,
-        (None, Some(permit)) => response.map(|body| HoldBody::wrap(body, permit)),
+        (None, Some(slot)) => response.map(|body| HoldBody::wrap(body, slot)),
         (None, None) => response,
     }
+}
+
+/// The deadline of a request that is not long-running (`--request-timeout` from its arrival),
+/// in its extensions; `None` for a long-running one. The connection layer sets it when the
+/// request arrives, the layer here answers 504 when the handler has not answered by then.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestDeadline(pub Option<tokio::time::Instant>);
+
+impl RequestDeadline {
+    /// The deadline of `request` arriving now under `config`.
+    #[must_use]
+    pub fn of<B>(request: &axum::http::Request<B>, config: &LimitsConfig) -> RequestDeadline {
+        let uri = request.uri();
+        RequestDeadline(
+            (!is_long_running(request.method(), uri.path(), uri.query()))
+                .then(|| tokio::time::Instant::now() + config.request_timeout),
+        )
+    }
+}
+
+/// In the extensions of the 504 answered at a request's deadline (the connection layer does
+/// not cut it off).
+#[derive(Clone, Copy, Debug)]
+pub struct TimedOut;
+
+impl Limits {
+    /// kube's answer to a request not answered within `--request-timeout` (its
+    /// `WithTimeoutForNonLongRunningRequests` filter: `NewTimeoutError(..., 0)`, so
+    /// `details` without `retryAfterSeconds` and no `Retry-After`), counted.
+    fn timed_out(&self) -> Response {
+        self.count(Limit::RequestTimeout);
+        let error = ApiError {
+            details: Some(serde_json::json!({})),
+            ..ApiError::new(
+                504,
+                "Timeout",
+                "Timeout: request did not complete within the allotted timeout",
+            )
+        };
+        let mut response = error_response(&error);
+        response.extensions_mut().insert(TimedOut);
+        response
+    }
+}
+
+/// Whether a request is long-running, as kube-apiserver's `BasicLongRunningRequestCheck`
+/// with its server's sets decides (verbs `watch` and `proxy`; subresources `attach`, `exec`,
+/// `proxy`, `log`, `portforward`): it has no `--request-timeout` deadline and takes no
+/// in-flight slot of the timeout's kind (a watch has its own slots).
+#[must_use]
+pub fn is_long_running(method: &Method, path: &str, query: Option<&str>) -> bool {
+    // The query is parsed only when it can make a watch (every request passes here).
+    let may_watch =
+        path.contains("/watch") || query.is_some_and(|q| q.contains("watch") || q.contains('%'));
+    if may_watch && watch_options(method, path, query).is_some() {
+        return true;
+    }
+    let mut segments = [""; 8];
+    let mut count = 0;
+    for (slot, segment) in segments
+        .iter_mut()
+        .zip(path.split('/').filter(|s| !s.is_empty()))
+    {
+        *slot = segment;
+        count += 1;
+    }
+    let rest = match &segments[..count] {
+        ["api", _version, rest @ ..] => rest,
+        ["apis", _group, _version, rest @ ..] => rest,
+        _ => return false,
+    };
+    // `namespaces/{ns}/{resource}/{name}/{sub}` or `{resource}/{name}/{sub}`; the old
+    // `proxy` verb is a path prefix (`/api/v1/proxy/...`).
+    let subresource = match rest {
+        ["proxy", ..] => return true,
+        ["namespaces", _, _, _, sub, ..] => sub,
+        [resource, _, sub, ..] if *resource != "namespaces" => sub,
+        _ => return false,
+    };
+    matches!(
+        *subresource,
+        "attach" | "exec" | "proxy" | "log" | "portforward"
+    )
 }
 
 #[cfg(test)]
@@ -753,6 +1013,38 @@ mod tests {
         assert!(!is_watch(&get, "/api/v1/pods", Some("watch=false")));
         assert!(!is_watch(&get, "/api/v1/namespaces/watch", None));
         assert!(!is_watch(&Method::POST, "/api/v1/pods", Some("watch=true")));
+    }
+
+    #[test]
+    fn long_running_requests_are_recognized_like_kube() {
+        let get = Method::GET;
+        for long in [
+            ("/api/v1/namespaces/a/pods/p/log", None),
+            ("/api/v1/namespaces/a/pods/p/exec", Some("command=ls")),
+            ("/api/v1/namespaces/a/pods/p/attach", None),
+            ("/api/v1/namespaces/a/pods/p/portforward", None),
+            ("/api/v1/namespaces/a/pods/p/proxy/some/path", None),
+            ("/api/v1/namespaces/a/services/s/proxy", None),
+            ("/api/v1/nodes/n/proxy/metrics", None),
+            ("/api/v1/proxy/namespaces/a/pods/p", None),
+            ("/api/v1/namespaces/a/configmaps", Some("watch=true")),
+            ("/apis/apps/v1/watch/deployments", None),
+            ("/api/v1/namespaces/a/configmaps", Some("%77atch=1")),
+        ] {
+            assert!(is_long_running(&get, long.0, long.1), "{long:?}");
+        }
+        for short in [
+            "/api/v1/namespaces/a/pods/log",
+            "/api/v1/namespaces/log",
+            "/api/v1/namespaces/a/pods/p/status",
+            "/api/v1/namespaces/a/configmaps",
+            "/apis/apps/v1/namespaces/a/deployments/d/scale",
+            "/api/v1/nodes/n",
+            "/healthz",
+            "/metrics",
+        ] {
+            assert!(!is_long_running(&get, short, None), "{short}");
+        }
     }
 
     #[test]

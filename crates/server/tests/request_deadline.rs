@@ -1,0 +1,422 @@
+//! A client must not hold the server's request slots with answers it never reads: every
+//! request that is not long-running has a deadline (`--request-timeout`, kube's 504 before
+//! the answer began; after, its HTTP/2 stream is reset or its HTTP/1.1 connection closed),
+//! one user (an anonymous one: one client address) has a share of the in-flight slots
+//! (`--max-requests-inflight-per-user`), and anonymous watches are counted per address.
+//! Every wait here waits on an event (an answer, a reset, a close, a count), bounded by the
+//! hang guard.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use watchkeeper::config::ServeArgs;
+use watchkeeper::limits::Limit;
+use watchkeeper_testkit::raw::{self, Answer};
+
+use common::{HANG_GUARD, configmap, request, server_with};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+/// Waits (by yielding) until `condition` holds.
+async fn until(mut condition: impl FnMut() -> bool) {
+    tokio::time::timeout(HANG_GUARD, async {
+        while !condition() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("condition reached");
+}
+
+/// A connection to `addr` from the loopback address `from` (127.0.0.1, 127.0.0.2, ...: other
+/// client addresses on one machine).
+async fn connect_from(from: &str, addr: SocketAddr, recv_buffer: Option<u32>) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(size) = recv_buffer {
+        socket.set_recv_buffer_size(size).unwrap();
+    }
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// `GET path` from the address `from` with `Connection: close`; the answer.
+async fn get_from(from: &str, addr: SocketAddr, path: &str) -> Answer {
+    let mut stream = connect_from(from, addr, None).await;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+        .await
+        .expect("an answer")
+}
+
+async fn rejections(from: &str, addr: SocketAddr, limit: Limit) -> u64 {
+    let text = get_from(from, addr, "/metrics").await.body;
+    let prefix = format!(
+        "watchkeeper_limit_rejections_total{{limit=\"{}\"}} ",
+        limit.as_str()
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in /metrics:\n{text}"))
+}
+
+/// `count` ConfigMaps of `payload` bytes each in `default` (a LIST of them is a large answer).
+async fn fill(addr: SocketAddr, count: usize, payload: usize) {
+    for index in 0..count {
+        let (status, text) = request(
+            addr,
+            "POST",
+            CM,
+            "application/json",
+            &configmap(&format!("big-{index}"), payload).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201, "{text}");
+    }
+}
+
+/// An HTTP/2 connection (prior knowledge) from `from` that never gives its streams a
+/// flow-control window, so no answer's body can be sent to it.
+async fn zero_window_client(from: &str, addr: SocketAddr) -> h2::client::SendRequest<bytes::Bytes> {
+    let tcp = connect_from(from, addr, None).await;
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// Sends `GET path` on `client`; the response head.
+async fn h2_get(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+) -> axum::http::Response<h2::RecvStream> {
+    let mut ready = client.clone().ready().await.unwrap();
+    let (response, _) = ready
+        .send_request(
+            axum::http::Request::get(format!("http://127.0.0.1{path}"))
+                .body(())
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    tokio::time::timeout(HANG_GUARD, response)
+        .await
+        .expect("a head")
+        .unwrap()
+}
+
+fn assert_status(answer: &Answer, code: u16, reason: &str) {
+    assert_eq!(answer.status, code, "{}\n{}", answer.head, answer.body);
+    let status = answer.json();
+    assert_eq!(status["kind"], "Status", "{}", answer.body);
+    assert_eq!(status["status"], "Failure", "{}", answer.body);
+    assert_eq!(status["reason"], reason, "{}", answer.body);
+    assert_eq!(status["code"], code, "{}", answer.body);
+}
+
+/// Goal: a LIST answer on an HTTP/2 stream that never gets a flow-control window holds its
+/// slot only until its deadline: then the stream is reset, the slot is free and another
+/// client is served. (Before: the slot was held for as long as the client kept the stream.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_answer_nobody_reads_is_reset_at_its_deadline() {
+    let server = server_with(ServeArgs {
+        request_timeout: Some("300ms".to_owned()),
+        max_requests_inflight: Some(2),
+        max_requests_inflight_per_user: Some(0),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    fill(addr, 8, 64 * 1024).await;
+    let client = zero_window_client("127.0.0.1", addr).await;
+    let mut bodies = Vec::new();
+    for _ in 0..2 {
+        let response = h2_get(&client, CM).await;
+        assert_eq!(response.status(), 200);
+        bodies.push(response.into_body());
+    }
+    // Both slots are held by the unsent answers: every other read is refused.
+    assert_eq!(limits.inflight(false), 2);
+    assert_eq!(get_from("127.0.0.2", addr, CM).await.status, 429);
+    // At the deadline each stream is reset (no byte of its body could be sent).
+    for mut body in bodies {
+        let error = tokio::time::timeout(HANG_GUARD, body.data())
+            .await
+            .expect("the stream ends")
+            .expect("a frame or an error")
+            .expect_err("a reset, not data");
+        assert_eq!(error.reason(), Some(h2::Reason::CANCEL), "{error}");
+    }
+    until(|| limits.inflight(false) == 0).await;
+    let listed = get_from("127.0.0.2", addr, "/api/v1/namespaces").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        rejections("127.0.0.2", addr, Limit::RequestTimeout).await,
+        2
+    );
+    // The connection itself is still served.
+    assert_eq!(h2_get(&client, "/healthz").await.status(), 200);
+    server.shutdown().await;
+}
+
+/// Goal: over HTTP/1.1 the same deadline cuts off a LIST answer whose client stopped reading,
+/// long before the write timeout (an hour here): the connection is closed and the slot freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_answer_nobody_reads_is_cut_off_at_its_deadline() {
+    let server = server_with(ServeArgs {
+        request_timeout: Some("300ms".to_owned()),
+        write_timeout_ms: Some(3_600_000),
+        max_requests_inflight: Some(1),
+        max_requests_inflight_per_user: Some(0),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    // 8 MB: larger than the socket buffers and hyper's buffer.
+    fill(addr, 8, 1024 * 1024).await;
+    let mut stalled = connect_from("127.0.0.1", addr, Some(4096)).await;
+    stalled
+        .write_all(format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stalled))
+        .await
+        .expect("a head")
+        .unwrap();
+    assert_eq!(raw::status_of(&head), 200, "{head}");
+    until(|| limits.inflight(false) == 0).await;
+    // Closed by the server: reading the rest ends (EOF or reset) short of the whole answer.
+    let received = tokio::time::timeout(HANG_GUARD, async {
+        use tokio::io::AsyncReadExt;
+        let mut total = 0;
+        let mut buf = [0u8; 65536];
+        loop {
+            match stalled.read(&mut buf).await {
+                Ok(0) | Err(_) => return total,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection");
+    assert!(received < 8 * 1024 * 1024, "{received}");
+    let listed = get_from("127.0.0.1", addr, "/api/v1/namespaces").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        rejections("127.0.0.1", addr, Limit::RequestTimeout).await,
+        1
+    );
+    assert_eq!(rejections("127.0.0.1", addr, Limit::WriteTimeout).await, 0);
+    server.shutdown().await;
+}
+
+/// Goal: a request not answered by its deadline gets kube-apiserver's 504 (its timeout
+/// filter's Status, `details` without `retryAfterSeconds`, no `Retry-After`), even while its
+/// body's own bound (an hour here) has not passed; a watch, long-running, outlives the
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_not_answered_by_its_deadline_gets_kubes_504() {
+    let server = server_with(ServeArgs {
+        request_timeout: Some("300ms".to_owned()),
+        request_read_timeout_seconds: Some(3600),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    let mut watch = common::WatchReader::open(addr, &format!("{CM}?watch=true"), None).await;
+    // A body that never arrives whole.
+    let mut slow = connect_from("127.0.0.1", addr, None).await;
+    slow.write_all(
+        format!("POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let answer = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut slow))
+        .await
+        .expect("an answer");
+    assert_status(&answer, 504, "Timeout");
+    let status = answer.json();
+    assert_eq!(
+        status["message"],
+        "Timeout: request did not complete within the allotted timeout"
+    );
+    assert_eq!(status["details"], serde_json::json!({}), "{}", answer.body);
+    assert!(
+        !answer.head.to_ascii_lowercase().contains("retry-after"),
+        "{}",
+        answer.head
+    );
+    until(|| limits.inflight(true) == 0).await;
+    // The watch, open since before that request, still delivers.
+    let (created, text) = request(
+        addr,
+        "POST",
+        CM,
+        "application/json",
+        &configmap("after", 10).to_string(),
+    )
+    .await;
+    assert_eq!(created, 201, "{text}");
+    let event = tokio::time::timeout(HANG_GUARD, watch.next())
+        .await
+        .expect("an event")
+        .expect("the watch is open");
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], "after", "{event}");
+    assert_eq!(
+        rejections("127.0.0.1", addr, Limit::RequestTimeout).await,
+        1
+    );
+    server.shutdown().await;
+}
+
+/// Goal: one client cannot take every in-flight slot: past its share it gets kube's 429 with
+/// `Retry-After`, while a client at another address is served. (Before: one client held all
+/// of them and every other client got 429.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_take_every_slot() {
+    let server = server_with(ServeArgs {
+        max_requests_inflight: Some(4),
+        max_requests_inflight_per_user: Some(2),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let limits = server.app.limits.clone();
+    fill(addr, 8, 64 * 1024).await;
+    let client = zero_window_client("127.0.0.1", addr).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let response = h2_get(&client, CM).await;
+        assert_eq!(response.status(), 200);
+        held.push(response);
+    }
+    assert_eq!(limits.inflight(false), 2);
+    let anonymous_here = watchkeeper::limits::Flow::Anonymous("127.0.0.1".parse().unwrap());
+    assert_eq!(limits.inflight_of(&anonymous_here), 2);
+    // The same client (any connection from its address) is at its share.
+    let refused = get_from("127.0.0.1", addr, CM).await;
+    assert_status(&refused, 429, "TooManyRequests");
+    assert_eq!(
+        refused.json()["message"],
+        "Too many requests, please try again later."
+    );
+    assert_eq!(refused.json()["details"]["retryAfterSeconds"], 1);
+    assert!(
+        refused.head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{}",
+        refused.head
+    );
+    // Another client is served, and its slot is its own.
+    let listed = get_from("127.0.0.2", addr, CM).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        rejections("127.0.0.2", addr, Limit::RequestsInflightPerUser).await,
+        1
+    );
+    assert_eq!(rejections("127.0.0.2", addr, Limit::Inflight).await, 0);
+    // When the first client lets go, its share is free again.
+    drop(held);
+    drop(client);
+    until(|| limits.inflight_of(&anonymous_here) == 0).await;
+    let listed = get_from("127.0.0.1", addr, "/api/v1/namespaces").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    server.shutdown().await;
+}
+
+/// Goal: unauthenticated clients do not share one user's watch cap: each address has its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_watches_are_counted_per_client_address() {
+    let server = server_with(ServeArgs {
+        max_watches_per_user: Some(1),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let open = |from: &'static str| async move {
+        let mut stream = connect_from(from, addr, None).await;
+        stream
+            .write_all(
+                format!("GET {CM}?watch=true HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+        let head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+            .await
+            .expect("a head")
+            .unwrap();
+        (stream, raw::status_of(&head))
+    };
+    let (_first, status) = open("127.0.0.1").await;
+    assert_eq!(status, 200);
+    let refused = get_from("127.0.0.1", addr, &format!("{CM}?watch=true")).await;
+    assert_status(&refused, 429, "TooManyRequests");
+    assert!(
+        refused
+            .body
+            .contains("user \\\"system:anonymous\\\" at 127.0.0.1 already has 1 watches open"),
+        "{}",
+        refused.body
+    );
+    let (_second, status) = open("127.0.0.2").await;
+    assert_eq!(status, 200);
+    server.shutdown().await;
+}
+
+/// Goal: a LIST whose selection is expensive (a 64 KB label selector over thousands of
+/// objects) does not hold a runtime worker: it runs on the blocking pool, so its request's
+/// deadline still answers 504 while it runs. (Before: the selection ran to its end on the
+/// worker, the deadline could not fire during it, and the answer was a late 200.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expensive_list_selection_leaves_the_runtime_worker() {
+    let server = server_with(ServeArgs {
+        request_timeout: Some("300ms".to_owned()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    // Many small objects, created over one keep-alive connection.
+    let mut stream = connect_from("127.0.0.1", addr, None).await;
+    for index in 0..2000 {
+        let body = configmap(&format!("small-{index}"), 8).to_string();
+        stream
+            .write_all(
+                format!(
+                    "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+        let created = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+            .await
+            .expect("an answer");
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    drop(stream);
+    // 5400 requirements: about 11 million checks.
+    let selector: Vec<String> = (100_000..105_400).map(|n| format!("a!%3D{n}")).collect();
+    let path = format!("{CM}?labelSelector={}", selector.join(","));
+    let answer = get_from("127.0.0.1", addr, &path).await;
+    assert_status(&answer, 504, "Timeout");
+    // Without a selector the same LIST is cheap and answered.
+    let listed = get_from("127.0.0.1", addr, CM).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    server.shutdown().await;
+}
