@@ -200,7 +200,10 @@ fn selection_cost(snapshot: &Snapshot, options: &Options) -> usize {
         .iter()
         .map(|requirement| match &requirement.operator {
             LabelOperator::In(values) | LabelOperator::NotIn(values) => values.len().max(1),
-            LabelOperator::Exists | LabelOperator::DoesNotExist => 1,
+            LabelOperator::Exists
+            | LabelOperator::DoesNotExist
+            | LabelOperator::GreaterThan(_)
+            | LabelOperator::LessThan(_) => 1,
         })
         .sum();
     let per_object = labels + options.fields.requirements().len();
