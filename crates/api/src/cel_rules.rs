@@ -69,9 +69,13 @@ use serde_json::{Map, Value};
 
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
+mod cost;
 mod library;
 mod types;
 use crate::schema_node::{correlated_map_item, flag, unchanged};
+pub(crate) use cost::{
+    RULE_COST_LIMIT, SCHEMA_COST_LIMIT, children_factor, exceeds, times, unbounded_cardinality,
+};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
 /// `ExpressionSizeCodePointLimit`).
@@ -429,6 +433,25 @@ pub(crate) fn rule_error(
         }
         (Ok(_), _) => None,
     }
+}
+
+/// The cost kube-apiserver estimates for `text` on a node of schema `schema` (a resource's
+/// root or embedded resource when `resource`), once: not times the times it runs (see the
+/// `cost` module). `None` when the estimate does not follow the expression (it is then never
+/// refused for its cost), when it does not compile, or when `oldSelf` is an optional
+/// (`optional_old_self`). Call only for a text [`rule_error`] accepts.
+pub(crate) fn estimated_cost(
+    text: &str,
+    schema: &Map<String, Value>,
+    resource: bool,
+    optional_old_self: bool,
+) -> Option<u64> {
+    if optional_old_self {
+        return None;
+    }
+    let compiled = compile(text).ok()?;
+    let root = compiled.program.expression();
+    stacker::grow(EVALUATE_STACK, || cost::estimate(root, schema, resource))
 }
 
 /// An error at `line` and `column` (1-based, in characters) of `text` as cel-go's
