@@ -20,8 +20,9 @@
 //!   properties that are required or defaulted and not nullable, no nullable items in `set`
 //!   and `map` lists; `x-kubernetes-map-type` (`atomic`, `granular`) only on objects; no
 //!   `default` in the root's `metadata`, `kind`, `apiVersion`; no `nullable` root;
-//!   `x-kubernetes-validations` entries with a rule and one-line messages (their CEL is not
-//!   compiled: watchkeeper does not evaluate CEL).
+//!   `x-kubernetes-validations` entries with a rule and one-line messages, whose CEL compiles
+//!   and whose estimated cost (times how often it may run) is within kube's limits, one rule
+//!   and the whole schema (`cel_rules`).
 //!
 //! Defaults: each `default` of a structural schema holds only declared fields and passes its
 //! own schema (`ValidateDefaults`; its causes' fields under `….default`).
@@ -526,7 +527,7 @@ impl Costs {
             return;
         }
         self.most.push((path, cost));
-        self.most.sort_by(|a, b| b.1.cmp(&a.1));
+        self.most.sort_by_key(|m| std::cmp::Reverse(m.1));
         self.most.truncate(4);
     }
 }
@@ -1122,7 +1123,7 @@ mod tests {
             {"rule": "self.a > minimum"},
             {"rule": "self.a > 1", "messageExpression": "'a is ' + "},
             {"rule": "self.a > 1", "fieldPath": ".b", "reason": "FieldValueForbidden"},
-            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "'a: ' + string(self.a)"}
+            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "self.a > 9 ? 'a: big' : 'a: small'"}
         ]}}});
         let found = messages(schema);
         let at = format!("{AT}.properties[spec].x-kubernetes-validations");

@@ -62,7 +62,7 @@ pub(crate) fn exceeds(cost_name: &str, cost: u64, limit: u64) -> String {
 
 /// `a * b`, or `u64::MAX` when it overflows (kube's `multiplyWithOverflowGuard`).
 pub(crate) fn times(a: u64, b: u64) -> u64 {
-    a.checked_mul(b).unwrap_or(u64::MAX)
+    a.saturating_mul(b)
 }
 
 /// How many times a rule on a node of schema `s` runs at most when its enclosing arrays and
