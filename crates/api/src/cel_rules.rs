@@ -9,7 +9,20 @@
 //! declare (`undefined field 'replica'`), no operator on operands it has no overload for
 //! (`found no matching overload for '_+_' applied to '(int, string)'`), a rule of a known type
 //! other than `bool` (`cel expression must evaluate to a bool`) or a `messageExpression` of
-//! one other than `string`. A `fieldPath` must name a field of the schema.
+//! one other than `string`. A `fieldPath` must name a field of the schema. A rule that
+//! compiles then gets kube's *estimated* cost (the `cost` module: cel-go's static estimate with
+//! the schema's `maxLength`, `maxItems`, `maxProperties`, else what fits in a 3 MiB request),
+//! times how many times it may run (the product of the enclosing arrays' and maps' bounds, else
+//! as many of its node's values as fit in a request): above kube's `StaticEstimatedCostLimit`
+//! it is refused (`Forbidden: estimated rule cost exceeds budget by factor of more than 100x
+//! (try simplifying the rule, ...)`), likewise a `messageExpression` by its own cost, and a
+//! schema whose rules together exceed `StaticEstimatedCRDCostLimit` (at the schema, and at its
+//! up to 4 costliest rules). On an update leaving a version's schema unchanged a rule is not
+//! refused for its own cost. **The estimate is never above kube's**: a rule with a function,
+//! macro or type it does not follow as cel-go does is not estimated (counts as costing
+//! nothing), so a CRD is refused for cost only when kube refuses it too (the 156 distinct CRDs
+//! of Gateway API, Envoy Gateway, Cluster API, Karpenter and Kueue, 2,038 rules, 2,019 of them
+//! estimated, are all accepted: `examples/crd_cost_corpus.rs`).
 //!
 //! **When a custom resource is written** (`check`) every rule of every schema node with a
 //! non-null value is evaluated with `self` bound to that value (objects as maps of their
@@ -51,8 +64,11 @@
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
 //! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
-//! follow compiles here and fails when it runs); no static
-//! cost estimate at CRD time (the runtime bound above keeps the server safe); `byte` strings
+//! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
+//! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
+//! `ip`/`cidr`/`format`/`sets` libraries, optionals, two-variable comprehensions, `dyn`
+//! operands whose overload depends on their type, or with `optionalOldSelf`, are never refused
+//! for cost); `byte` strings
 //! are strings, not bytes. (`date-time` and `date` strings are timestamps, `duration` strings
 //! durations, and `timestamp()`/`duration()` are there, as in kube.)
 
@@ -69,9 +85,13 @@ use serde_json::{Map, Value};
 
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
+mod cost;
 mod library;
 mod types;
 use crate::schema_node::{correlated_map_item, flag, unchanged};
+pub(crate) use cost::{
+    RULE_COST_LIMIT, SCHEMA_COST_LIMIT, children_factor, exceeds, times, unbounded_cardinality,
+};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
 /// `ExpressionSizeCodePointLimit`).
@@ -429,6 +449,25 @@ pub(crate) fn rule_error(
         }
         (Ok(_), _) => None,
     }
+}
+
+/// The cost kube-apiserver estimates for `text` on a node of schema `schema` (a resource's
+/// root or embedded resource when `resource`), once: not times the times it runs (see the
+/// `cost` module). `None` when the estimate does not follow the expression (it is then never
+/// refused for its cost), when it does not compile, or when `oldSelf` is an optional
+/// (`optional_old_self`). Call only for a text [`rule_error`] accepts.
+pub(crate) fn estimated_cost(
+    text: &str,
+    schema: &Map<String, Value>,
+    resource: bool,
+    optional_old_self: bool,
+) -> Option<u64> {
+    if optional_old_self {
+        return None;
+    }
+    let compiled = compile(text).ok()?;
+    let root = compiled.program.expression();
+    stacker::grow(EVALUATE_STACK, || cost::estimate(root, schema, resource))
 }
 
 /// An error at `line` and `column` (1-based, in characters) of `text` as cel-go's

@@ -317,7 +317,18 @@ pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     for (index, version) in versions.iter().enumerate() {
         if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
             let path = format!("spec.versions[{index}].schema.openAPIV3Schema");
-            causes.extend(crate::crd_schema::validate(schema, &path));
+            // kube's `suppressPerExpressionCost`: on an update, a version whose schema is
+            // unchanged is not refused for a rule's own estimated cost.
+            let unchanged = old.is_some_and(|old| {
+                old.pointer("/spec/versions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find(|v| v.get("name") == version.get("name"))
+                    .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
+                    == Some(schema)
+            });
+            causes.extend(crate::crd_schema::validate(schema, &path, unchanged));
         }
         if shared_columns.is_none() {
             for (at, column) in columns_of(version).iter().enumerate() {

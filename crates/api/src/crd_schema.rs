@@ -20,14 +20,17 @@
 //!   properties that are required or defaulted and not nullable, no nullable items in `set`
 //!   and `map` lists; `x-kubernetes-map-type` (`atomic`, `granular`) only on objects; no
 //!   `default` in the root's `metadata`, `kind`, `apiVersion`; no `nullable` root;
-//!   `x-kubernetes-validations` entries with a rule and one-line messages (their CEL is not
-//!   compiled: watchkeeper does not evaluate CEL).
+//!   `x-kubernetes-validations` entries with a rule and one-line messages, whose CEL compiles
+//!   and whose estimated cost (times how often it may run) is within kube's limits, one rule
+//!   and the whole schema (`cel_rules`).
 //!
 //! Defaults: each `default` of a structural schema holds only declared fields and passes its
 //! own schema (`ValidateDefaults`; its causes' fields under `….default`).
 //!
 //! Not checked: `validateStructuralCompleteness` (fields named only inside value validations),
 //! and defaults inside a resource's `metadata` (kube checks them as metadata).
+
+use std::cell::RefCell;
 
 use serde_json::{Map, Value};
 
@@ -44,7 +47,10 @@ const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "st
 
 /// The causes of refusing `schema`, a version's `openAPIV3Schema` at `path`.
 #[must_use]
-pub(crate) fn validate(schema: &Value, path: &str) -> Vec<Cause> {
+///
+/// `suppress_rule_cost` when the CRD is updated and this version's schema is unchanged: no rule
+/// is then refused for its own estimated cost (the schema's total still is), as kube.
+pub(crate) fn validate(schema: &Value, path: &str, suppress_rule_cost: bool) -> Vec<Cause> {
     let Value::Object(root) = schema else {
         return Vec::new();
     };
@@ -63,7 +69,30 @@ pub(crate) fn validate(schema: &Value, path: &str) -> Vec<Cause> {
         defaults(root, path, true, false, &mut causes);
     }
     causes.extend(structural);
-    openapi(root, path, Context::root(), &mut causes);
+    let costs = RefCell::new(Costs::default());
+    openapi(
+        root,
+        path,
+        Context::root(&costs, suppress_rule_cost),
+        &mut causes,
+    );
+    let costs = costs.into_inner();
+    if costs.total > crate::cel_rules::SCHEMA_COST_LIMIT {
+        for (at, _) in &costs.most {
+            causes.push(forbidden(
+                at,
+                "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+            ));
+        }
+        causes.push(forbidden(
+            path,
+            &crate::cel_rules::exceeds(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                costs.total,
+                crate::cel_rules::SCHEMA_COST_LIMIT,
+            ),
+        ));
+    }
     causes
 }
 
@@ -438,21 +467,68 @@ struct Context<'a> {
     root: bool,
     /// Why a `default` may not be set here (`in top-level metadata`), if it may not.
     no_defaults: Option<&'a str>,
+    /// How many times this node's rules may run (kube's `CELSchemaContext.MaxCardinality`):
+    /// `Some(None)` unbounded; `None` where kube compiles no rule (under `not`, `allOf`,
+    /// `anyOf`, `oneOf`).
+    cardinality: Option<Option<u64>>,
+    /// The rules' estimated costs so far, kube's `TotalCost`.
+    costs: &'a RefCell<Costs>,
+    /// Whether a rule's own estimated cost is not refused (kube's
+    /// `suppressPerExpressionCost`: an update leaving the version's schema unchanged).
+    suppress_rule_cost: bool,
 }
 
-impl Context<'_> {
-    fn root() -> Self {
+impl<'a> Context<'a> {
+    fn root(costs: &'a RefCell<Costs>, suppress_rule_cost: bool) -> Self {
         Context {
             root: true,
             no_defaults: None,
+            cardinality: Some(Some(1)),
+            costs,
+            suppress_rule_cost,
         }
     }
 
+    /// The context of a property, an array's items or a map's values of `node` (kube's
+    /// `childContext`).
+    fn child_of(self, node: &Map<String, Value>) -> Self {
+        let cardinality = self.cardinality.map(|c| {
+            let factor = crate::cel_rules::children_factor(node)?;
+            Some(crate::cel_rules::times(c?, factor))
+        });
+        Context {
+            cardinality,
+            ..self.child()
+        }
+    }
+
+    /// The context of a branch of `not`, `allOf`, `anyOf` or `oneOf`.
     fn child(self) -> Self {
         Context {
             root: false,
-            no_defaults: self.no_defaults,
+            cardinality: None,
+            ..self
         }
+    }
+}
+
+/// kube's `TotalCost`: the sum of the rules' estimated costs, and the (at most 4) most
+/// expensive of those costing at least 1% of the limit.
+#[derive(Default)]
+struct Costs {
+    total: u64,
+    most: Vec<(String, u64)>,
+}
+
+impl Costs {
+    fn observe(&mut self, path: String, cost: u64) {
+        self.total = self.total.saturating_add(cost);
+        if cost < crate::cel_rules::SCHEMA_COST_LIMIT / 100 {
+            return;
+        }
+        self.most.push((path, cost));
+        self.most.sort_by_key(|m| std::cmp::Reverse(m.1));
+        self.most.truncate(4);
     }
 }
 
@@ -519,13 +595,13 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
             openapi(
                 additional,
                 &at("additionalProperties"),
-                context.child(),
+                context.child_of(node),
                 causes,
             );
         }
     }
     for (key, property) in properties(node) {
-        let mut sub = context.child();
+        let mut sub = context.child_of(node);
         if context.root && matches!(key.as_str(), "metadata" | "kind" | "apiVersion") {
             sub.no_defaults = Some(match key.as_str() {
                 "metadata" => "in top-level metadata",
@@ -553,7 +629,7 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
         }
     }
     if let Some(items) = object_at(node, "items") {
-        openapi(items, &at("items"), context.child(), causes);
+        openapi(items, &at("items"), context.child_of(node), causes);
     }
     if node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
         causes.push(invalid(
@@ -562,7 +638,7 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
             "must be true or undefined",
         ));
     }
-    extensions(node, kind, path, context.root, causes);
+    extensions(node, kind, path, context, causes);
 }
 
 /// The map and list extensions, and `x-kubernetes-validations`' entries.
@@ -570,9 +646,10 @@ fn extensions(
     node: &Map<String, Value>,
     kind: &str,
     path: &str,
-    root: bool,
+    context: Context<'_>,
     causes: &mut Vec<Cause>,
 ) {
+    let root = context.root;
     let at = |key: &str| format!("{path}.{key}");
     let must_be = |causes: &mut Vec<Cause>, wanted: &str, marker: &str| {
         let detail = format!("must be {wanted} if {marker} is specified");
@@ -772,14 +849,28 @@ fn extensions(
                 }
             }
             let resource = root || flag(node, "x-kubernetes-embedded-resource");
+            let mut compiled = true;
             for (key, source, expression) in [
                 ("rule", text, Expression::Rule),
                 ("messageExpression", expression, Expression::Message),
             ] {
-                if !source.trim().is_empty()
-                    && let Some(e) = rule_error(source, node, resource, expression)
-                {
+                if source.trim().is_empty() {
+                    continue;
+                }
+                if let Some(e) = rule_error(source, node, resource, expression) {
                     causes.push(invalid(&at(key), &go_rule(rule), &e));
+                    compiled = false;
+                } else if compiled && let Some(cardinality) = context.cardinality {
+                    let optional = rule.get("optionalOldSelf") == Some(&Value::Bool(true));
+                    rule_cost(
+                        (source, expression, optional),
+                        node,
+                        resource,
+                        cardinality,
+                        &at(key),
+                        context,
+                        causes,
+                    );
                 }
             }
             let field_path = field("fieldPath");
@@ -810,6 +901,40 @@ fn extensions(
             }
         }
     }
+}
+
+/// kube's check of a compiled rule's or `messageExpression`'s estimated cost at `at`: a
+/// rule's cost times the times it may run (`cardinality`, else as many of the node's values
+/// as fit in a request) above [`crate::cel_rules::RULE_COST_LIMIT`] is refused, likewise a
+/// `messageExpression`'s own cost; both count in the schema's total. A rule whose cost is not
+/// estimated (see `cel_rules`' `cost` module) counts as nothing.
+fn rule_cost(
+    (source, expression, optional_old_self): (&str, Expression, bool),
+    node: &Map<String, Value>,
+    resource: bool,
+    cardinality: Option<u64>,
+    at: &str,
+    context: Context<'_>,
+    causes: &mut Vec<Cause>,
+) {
+    use crate::cel_rules::{RULE_COST_LIMIT, exceeds, times, unbounded_cardinality};
+    let Some(cost) = crate::cel_rules::estimated_cost(source, node, resource, optional_old_self)
+    else {
+        return;
+    };
+    let (cost, name) = match expression {
+        Expression::Rule => {
+            let Some(runs) = cardinality.or_else(|| unbounded_cardinality(node, resource)) else {
+                return;
+            };
+            (times(cost, runs), "estimated rule cost")
+        }
+        Expression::Message => (cost, "estimated messageExpression cost"),
+    };
+    if !context.suppress_rule_cost && cost > RULE_COST_LIMIT {
+        causes.push(forbidden(at, &exceeds(name, cost, RULE_COST_LIMIT)));
+    }
+    context.costs.borrow_mut().observe(at.to_owned(), cost);
 }
 
 /// A rule as Go's `%#v` prints kube's internal `apiextensions.ValidationRule` (the value of a
@@ -843,7 +968,7 @@ mod tests {
     const AT: &str = "spec.versions[0].schema.openAPIV3Schema";
 
     fn messages(schema: Value) -> Vec<String> {
-        validate(&schema, AT).iter().map(text).collect()
+        validate(&schema, AT, false).iter().map(text).collect()
     }
 
     #[test]
@@ -998,7 +1123,7 @@ mod tests {
             {"rule": "self.a > minimum"},
             {"rule": "self.a > 1", "messageExpression": "'a is ' + "},
             {"rule": "self.a > 1", "fieldPath": ".b", "reason": "FieldValueForbidden"},
-            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "'a: ' + string(self.a)"}
+            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "self.a > 9 ? 'a: big' : 'a: small'"}
         ]}}});
         let found = messages(schema);
         let at = format!("{AT}.properties[spec].x-kubernetes-validations");

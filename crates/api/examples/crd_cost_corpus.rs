@@ -1,0 +1,93 @@
+//! Runs kube's CRD validation (with the estimated cost of `x-kubernetes-validations` rules)
+//! over every CustomResourceDefinition in the YAML files named on the command line (or in the
+//! directories named), and reports the CRDs it refuses, how many CRDs and rules it ran, and the
+//! slowest validation. Exits non-zero when one is refused: the corpus is of CRDs kube accepts.
+//!
+//! `cargo run --release -p watchkeeper-api --example crd_cost_corpus -- /tmp/crdcorpus`
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::Value;
+
+fn files(args: impl Iterator<Item = String>) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for arg in args {
+        let path = std::path::PathBuf::from(arg);
+        match std::fs::read_dir(&path) {
+            Ok(dir) => out.extend(dir.filter_map(|e| e.ok().map(|e| e.path()))),
+            Err(_) => out.push(path),
+        }
+    }
+    out.sort();
+    out
+}
+
+fn rules(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => {
+            let here = m
+                .get("x-kubernetes-validations")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            here + m.values().map(rules).sum::<usize>()
+        }
+        Value::Array(a) => a.iter().map(rules).sum(),
+        _ => 0,
+    }
+}
+
+fn main() {
+    let mut seen = BTreeMap::new();
+    for file in files(std::env::args().skip(1)) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for doc in text.split("\n---") {
+            let Ok(json) = watchkeeper_api::yaml::json_from_yaml_body(doc.as_bytes()) else {
+                continue;
+            };
+            let Ok(crd) = serde_json::from_slice::<Value>(&json) else {
+                continue;
+            };
+            if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition")
+                || crd.get("apiVersion").and_then(Value::as_str) != Some("apiextensions.k8s.io/v1")
+            {
+                continue;
+            }
+            let key = serde_json::to_string(&crd).unwrap_or_default();
+            seen.entry(key).or_insert((file.display().to_string(), crd));
+        }
+    }
+    let (mut crds, mut total_rules, mut refused) = (0, 0, 0);
+    let mut slowest = (0.0, String::new(), 0usize);
+    for (file, crd) in seen.values() {
+        crds += 1;
+        let count = rules(crd);
+        total_rules += count;
+        let start = Instant::now();
+        let causes = watchkeeper_api::crd::validation_causes(crd, None);
+        let took = start.elapsed().as_secs_f64();
+        let size = serde_json::to_string(crd).map_or(0, |s| s.len());
+        if took > slowest.0 {
+            slowest = (took, file.clone(), size);
+        }
+        let costly: Vec<_> = causes
+            .iter()
+            .filter(|c| c.1.contains("budget") || c.1.contains("cost"))
+            .collect();
+        if !costly.is_empty() {
+            refused += 1;
+            println!("REFUSED {file} {}: {costly:?}", crd["metadata"]["name"]);
+        }
+    }
+    println!(
+        "{crds} distinct CRDs, {total_rules} rules, {refused} refused for cost; slowest validation {:.1} ms ({}, {} bytes of JSON)",
+        slowest.0 * 1000.0,
+        slowest.1,
+        slowest.2
+    );
+    if refused > 0 {
+        std::process::exit(1);
+    }
+}
