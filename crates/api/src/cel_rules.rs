@@ -66,9 +66,9 @@
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
-//! `ip`/`cidr`/`format`/`sets` libraries, optionals, two-variable comprehensions, `dyn`
-//! operands whose overload depends on their type, or with `optionalOldSelf`, are never refused
-//! for cost); `byte` strings
+//! `ip`/`cidr`/`format`/`sets` libraries, `string()` of a number, optionals, two-variable
+//! comprehensions, `dyn` operands whose overload depends on their type, or with
+//! `optionalOldSelf`, are never refused for cost); `byte` strings
 //! are strings, not bytes. (`date-time` and `date` strings are timestamps, `duration` strings
 //! durations, and `timestamp()`/`duration()` are there, as in kube.)
 

@@ -227,29 +227,16 @@ fn crd_with(runs: u64) -> Value {
 }
 
 #[test]
-fn a_message_built_with_string_of_a_number_is_refused_for_its_cost() {
-    // cel-go knows no bound of `string(int)`'s length, so `'a: ' + string(self.a)` may be as
-    // long as a string can be: its concatenation costs (2^64 - 1) * 0.1. A messageExpression's
-    // cost is not multiplied by the times its rule runs.
+fn a_message_built_with_string_of_a_number_is_not_estimated() {
+    // cel-go knows no bound of `string(int)`'s length, which would make `'a: ' +
+    // string(self.a)` cost without bound; kube's documentation shows such a messageExpression,
+    // so it is not estimated here (a lower bound never refuses what kube may accept). The same
+    // CRD with an unbounded comprehension in its rule is still refused.
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
     "properties": {"a": {"type": "integer"}},
     "x-kubernetes-validations": [
         {"rule": "self.a > 1", "messageExpression": "'a: ' + string(self.a)"},
         {"rule": "self.a > 1", "messageExpression": "self.a > 9 ? 'a: big' : 'a: small'"}
     ]}}});
-    let at = format!("{AT}.properties[spec].x-kubernetes-validations[0].messageExpression");
-    assert_eq!(
-        causes(&crd(schema), None),
-        [
-            format!(
-                "{at}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x{TAIL}"
-            ),
-            format!(
-                "{at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
-            ),
-            format!(
-                "{AT}: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x{TAIL}"
-            ),
-        ]
-    );
+    assert_eq!(causes(&crd(schema), None), Vec::<String>::new());
 }

@@ -1171,7 +1171,12 @@ impl<'a> Coster<'a> {
                 let _ = a;
                 (default, Ty::Prim(kind))
             }
-            ("string", None, [a]) if a.ty.scalar() || a.ty.kind() == Kind::String => {
+            // `string()` of a number: cel-go gives its result no size, so a concatenation with
+            // it is estimated without bound — kube's documentation nonetheless shows
+            // `'x exceeded max limit of ' + string(self.maxLimit)` as a messageExpression, so
+            // whether kube's own estimator bounds it is not settled here: not estimated (never
+            // a refusal kube might not make).
+            ("string", None, [a]) if a.ty.kind() == Kind::String => {
                 (default, Ty::Prim(Kind::String))
             }
             (
