@@ -212,3 +212,30 @@ pub(crate) fn validate_meta_maps(
     }
     Ok(())
 }
+
+/// kube's `validation.IsConfigMapKey` message.
+const CONFIG_KEY_MESSAGE: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// `validation.IsConfigMapKey`, each problem a cause at `path`.
+pub(crate) fn config_key(path: &str, key: &str, causes: &mut Vec<Cause>) {
+    use crate::field::{go_quote, invalid};
+    let quoted = go_quote(key);
+    if key.len() > 253 {
+        causes.push(invalid(
+            path,
+            &quoted,
+            "must be no more than 253 characters",
+        ));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if key.is_empty() || !key.chars().all(allowed) {
+        causes.push(invalid(path, &quoted, CONFIG_KEY_MESSAGE));
+    }
+    if key == "." {
+        causes.push(invalid(path, &quoted, "must not be '.'"));
+    } else if key == ".." {
+        causes.push(invalid(path, &quoted, "must not be '..'"));
+    } else if key.starts_with("..") {
+        causes.push(invalid(path, &quoted, "must not start with '..'"));
+    }
+}

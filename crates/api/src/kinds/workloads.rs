@@ -47,9 +47,6 @@ use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required}
 use crate::names::validate_dns1123_label;
 use crate::resources::ResourceDef;
 
-/// kube's `validation.IsConfigMapKey` message.
-const CONFIG_KEY_MESSAGE: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
-
 /// kube's detail for a field an immutable ConfigMap or Secret may not change.
 const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
 
@@ -510,7 +507,7 @@ fn config_map(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
         let mut keys: Vec<&String> = keys.into_iter().flat_map(Map::keys).collect();
         keys.sort();
         for key in keys {
-            config_key(&format!("{bag}[{key}]"), key, causes);
+            crate::names::config_key(&format!("{bag}[{key}]"), key, causes);
             if bag == "data" && binary.is_some_and(|b| b.contains_key(key)) {
                 causes.push(invalid(
                     &format!("data[{key}]"),
@@ -529,7 +526,7 @@ fn secret(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let mut keys: Vec<&String> = data.into_iter().flat_map(Map::keys).collect();
     keys.sort();
     for key in keys {
-        config_key(&format!("data[{key}]"), key, causes);
+        crate::names::config_key(&format!("data[{key}]"), key, causes);
     }
     let has = |key: &str| data.is_some_and(|d| d.contains_key(key));
     let secret_type = object.get("type").and_then(Value::as_str).unwrap_or("");
@@ -610,28 +607,5 @@ fn immutable_contents(
         if field(object, key) != field(old, key) {
             causes.push(forbidden(key, IMMUTABLE_SET));
         }
-    }
-}
-
-/// `validation.IsConfigMapKey`, each problem a cause at `path`.
-pub(crate) fn config_key(path: &str, key: &str, causes: &mut Vec<Cause>) {
-    let quoted = go_quote(key);
-    if key.len() > 253 {
-        causes.push(invalid(
-            path,
-            &quoted,
-            "must be no more than 253 characters",
-        ));
-    }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    if key.is_empty() || !key.chars().all(allowed) {
-        causes.push(invalid(path, &quoted, CONFIG_KEY_MESSAGE));
-    }
-    if key == "." {
-        causes.push(invalid(path, &quoted, "must not be '.'"));
-    } else if key == ".." {
-        causes.push(invalid(path, &quoted, "must not be '..'"));
-    } else if key.starts_with("..") {
-        causes.push(invalid(path, &quoted, "must not start with '..'"));
     }
 }
