@@ -872,3 +872,46 @@ fn a_template_s_labels_and_annotations_are_validated() {
         "{found:?}"
     );
 }
+
+/// `ValidatePodTemplateSpecForStatefulSet`: a StatefulSet's pod spec is not validated (its
+/// containers mount the volume claim templates, which are not among its volumes), but for its
+/// restart policy and `activeDeadlineSeconds`; its labels still are.
+#[test]
+fn a_stateful_set_s_template_spec_is_left_to_its_pods() {
+    let set = |spec: Value| {
+        json!({"metadata": {"name": "web"}, "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
+            "volumeClaimTemplates": [{"metadata": {"name": "www"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}]}})
+    };
+    let mounting = json!({"restartPolicy": "Always", "containers": [{"name": "c", "image": "x",
+        "volumeMounts": [{"name": "www", "mountPath": "/data"}]}]});
+    assert_eq!(
+        causes("apps", "statefulsets", &set(mounting.clone()), None),
+        Vec::<String>::new()
+    );
+    // The same template in a Deployment names a volume it does not have.
+    let mut deployment = set(mounting.clone());
+    deployment["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("volumeClaimTemplates");
+    let found = causes("apps", "deployments", &deployment, None);
+    assert!(
+        found
+            .iter()
+            .any(|c| c
+                .starts_with("spec.template.spec.containers[0].volumeMounts[0].name: Not found")),
+        "{found:?}"
+    );
+    let mut deadline = mounting;
+    deadline["activeDeadlineSeconds"] = json!(10);
+    assert_eq!(
+        causes("apps", "statefulsets", &set(deadline), None),
+        [
+            "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported"
+        ]
+    );
+}

@@ -19,7 +19,9 @@
 //!   - Service ports: present unless headless or `ExternalName`, named and unique when several,
 //!     ports and numeric target ports between 1 and 65535, protocol `TCP`, `UDP` or `SCTP`
 //!     (checked before any address or node port is claimed).
-//!   - Pod specs (pods and every template, CronJobs' job templates included): kube's
+//!   - Pod specs (pods and every template, CronJobs' job templates included — but a
+//!     StatefulSet's, which kube leaves unchecked but for its restart policy and
+//!     `activeDeadlineSeconds`, its volume claim templates being volumes it does not list): kube's
 //!     `ValidatePodSpec` as [`super::pod_spec`] states it — volumes, containers, init and
 //!     ephemeral containers (ports, env, mounts, resources, probes, lifecycle, security
 //!     contexts, restart policies) and the pod-level fields, in kube's order; a Pod's
@@ -183,7 +185,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
         ("", "ReplicationController") => {
             nonnegative(object, "replicas", causes);
             nonnegative(object, "minReadySeconds", causes);
-            template(object, "spec.template", &["Always"], causes);
+            template(object, "spec.template", &["Always"], false, causes);
         }
         ("apps", kind @ ("Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")) => {
             if kind != "DaemonSet" {
@@ -191,7 +193,13 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
             }
             nonnegative(object, "minReadySeconds", causes);
             selected(object, kind, causes);
-            template(object, "spec.template", &["Always"], causes);
+            template(
+                object,
+                "spec.template",
+                &["Always"],
+                kind == "StatefulSet",
+                causes,
+            );
             if let Some(old) = old {
                 let (now, before) = (
                     object.pointer("/spec/selector"),
@@ -211,12 +219,19 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
             for field in ["parallelism", "completions", "backoffLimit"] {
                 nonnegative(object, field, causes);
             }
-            template(object, "spec.template", &["OnFailure", "Never"], causes);
+            template(
+                object,
+                "spec.template",
+                &["OnFailure", "Never"],
+                false,
+                causes,
+            );
         }
         ("batch", "CronJob") => template(
             object,
             "spec.jobTemplate.spec.template",
             &["OnFailure", "Never"],
+            false,
             causes,
         ),
         _ => {}
@@ -256,21 +271,36 @@ fn template_metadata(template: &Value, path: &str, causes: &mut Vec<Cause>) {
 
 /// A workload's pod template at `path`: its metadata, its spec, and the restart policies it
 /// may have.
-fn template(object: &Value, path: &str, restart: &[&str], causes: &mut Vec<Cause>) {
+fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes: &mut Vec<Cause>) {
     let pointer = format!("/{}", path.replace('.', "/"));
     let Some(template) = object.pointer(&pointer).filter(|t| !t.is_null()) else {
         causes.push(required(path, ""));
         return;
     };
     template_metadata(template, path, causes);
-    pod_spec::validate(
-        template.get("spec"),
-        &format!("{path}.spec"),
-        false,
-        "",
-        false,
-        causes,
-    );
+    if stateful {
+        // kube's `ValidatePodTemplateSpecForStatefulSet` leaves the spec unchecked (its volume
+        // claim templates are volumes the spec does not list) but for its restart policy and
+        // `activeDeadlineSeconds`.
+        if template
+            .pointer("/spec/activeDeadlineSeconds")
+            .is_some_and(|v| !v.is_null())
+        {
+            causes.push(forbidden(
+                &format!("{path}.spec.activeDeadlineSeconds"),
+                "activeDeadlineSeconds in StatefulSet is not Supported",
+            ));
+        }
+    } else {
+        pod_spec::validate(
+            template.get("spec"),
+            &format!("{path}.spec"),
+            false,
+            "",
+            false,
+            causes,
+        );
+    }
     let policy = template
         .pointer("/spec/restartPolicy")
         .and_then(Value::as_str)
