@@ -805,6 +805,29 @@ mod tests {
         assert!(openapi_v3_group_version(&defs, &CustomSchemas::new(), "apps", "v2").is_none());
     }
 
+    /// `kubectl explain crd.spec...`: the CRD kind is documented with Kubernetes' own schema
+    /// (its free-form values — `default`, `example` — any JSON, as kube publishes them).
+    #[test]
+    fn the_crd_kind_is_documented_with_kubes_schema() {
+        let defs = vec![crate::crd::definition()];
+        let doc =
+            openapi_v3_group_version(&defs, &CustomSchemas::new(), "apiextensions.k8s.io", "v1")
+                .unwrap();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let prefix = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1";
+        let spec = &schemas[&format!("{prefix}.CustomResourceDefinitionSpec")];
+        assert!(spec["properties"]["group"].is_object(), "{spec}");
+        assert!(spec["properties"]["versions"].is_object(), "{spec}");
+        let json = &schemas[&format!("{prefix}.JSON")];
+        assert!(json["description"].is_string());
+        assert_eq!(json.as_object().unwrap().len(), 1, "{json}");
+        let root = &schemas[&format!("{prefix}.CustomResourceDefinition")];
+        assert_eq!(
+            root["x-kubernetes-group-version-kind"],
+            json!([{"group": "apiextensions.k8s.io", "version": "v1", "kind": "CustomResourceDefinition"}])
+        );
+    }
+
     #[test]
     fn paths_and_names() {
         let defs = all_defs();

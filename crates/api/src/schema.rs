@@ -425,7 +425,32 @@ fn generate(strip: bool) -> Schemas {
             .subschema_for::<flowcontrol::v1::PriorityLevelConfiguration>()
             .to_value(),
     );
+    if !strip {
+        // Documented (OpenAPI, `kubectl explain`) but not checked on writes: a CRD's body is
+        // checked by `crd` and `crd_schema`, whose `JSONSchemaProps` holds free-form JSON.
+        add(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            generator
+                .subschema_for::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>()
+                .to_value(),
+        );
+    }
     let mut definitions = generator.take_definitions(false);
+    // kube publishes the CRD schema's free-form values (`JSON`, `JSONSchemaPropsOr*`, which
+    // marshal themselves) with their description alone: any JSON (k8s-openapi's derive
+    // gives them a type or a `oneOf`).
+    for name in [
+        "JSON",
+        "JSONSchemaPropsOrArray",
+        "JSONSchemaPropsOrBool",
+        "JSONSchemaPropsOrStringArray",
+    ] {
+        let name = format!("io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.{name}");
+        if let Some(Value::Object(definition)) = definitions.get_mut(&name) {
+            definition.retain(|key, _| key == "description");
+        }
+    }
     if strip {
         for definition in definitions.values_mut() {
             strip_descriptions(definition);
@@ -451,7 +476,7 @@ pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
 /// resources and kinds without a published schema.
 #[must_use]
 pub fn openapi_definitions(def: &ResourceDef) -> Option<(String, Map<String, Value>)> {
-    if !def.is_builtin() {
+    if !def.is_builtin() && !crate::crd::is_crd(def) {
         return None;
     }
     let schemas = documented_schemas();
