@@ -16,20 +16,9 @@ use tokio::net::TcpStream;
 use watchkeeper::config::ServeArgs;
 use watchkeeper_testkit::raw::{self, Answer};
 
-use common::{HANG_GUARD, configmap, request, server_with};
+use common::{HANG_GUARD, configmap, request, server_with, until};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
-
-/// Waits (by yielding) until `condition` holds.
-async fn until(mut condition: impl FnMut() -> bool) {
-    tokio::time::timeout(HANG_GUARD, async {
-        while !condition() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("condition reached");
-}
 
 /// Sends `head` (and `body`) on a new connection and returns the open stream.
 async fn send(addr: SocketAddr, head: &str, body: &[u8]) -> TcpStream {
@@ -54,13 +43,8 @@ async fn exchange(addr: SocketAddr, method: &str, target: &str, body: &str) -> A
 }
 
 fn assert_status(answer: &Answer, code: u16, reason: &str) {
-    assert_eq!(answer.status, code, "{}\n{}", answer.head, answer.body);
-    let status = answer.json();
-    assert_eq!(status["kind"], "Status", "{}", answer.body);
-    assert_eq!(status["apiVersion"], "v1", "{}", answer.body);
-    assert_eq!(status["status"], "Failure", "{}", answer.body);
-    assert_eq!(status["code"], code, "{}", answer.body);
-    assert_eq!(status["reason"], reason, "{}", answer.body);
+    common::assert_status(answer, code, reason);
+    assert_eq!(answer.json()["apiVersion"], "v1", "{}", answer.body);
     assert!(
         answer.head.contains("content-type: application/json"),
         "{}",

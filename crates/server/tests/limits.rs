@@ -42,7 +42,10 @@ async fn delete_crd_until_gone(addr: SocketAddr, name: &str) {
     }
 }
 
-use common::{HANG_GUARD, WatchReader, configmap, request, request_with_headers, server_with};
+use common::{
+    HANG_GUARD, WatchReader, assert_status, configmap, request, request_with_headers, server_with,
+    until,
+};
 
 /// Sends `head` (and `body`) on a new connection and returns the open stream.
 async fn send(addr: SocketAddr, head: &str, body: &[u8]) -> TcpStream {
@@ -54,14 +57,6 @@ async fn answer(stream: &mut TcpStream) -> Answer {
     tokio::time::timeout(HANG_GUARD, raw::read_answer(stream))
         .await
         .expect("an answer")
-}
-
-fn assert_status(answer: &Answer, code: u16, reason: &str) {
-    assert_eq!(answer.status, code, "{}\n{}", answer.head, answer.body);
-    let status = answer.json();
-    assert_eq!(status["kind"], "Status", "{}", answer.body);
-    assert_eq!(status["code"], code, "{}", answer.body);
-    assert_eq!(status["reason"], reason, "{}", answer.body);
 }
 
 fn assert_too_many(answer: &Answer) {
@@ -82,17 +77,6 @@ fn rejections(text: &str, limit: &str) -> u64 {
         .find_map(|l| l.strip_prefix(&prefix))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
-}
-
-/// Waits (by yielding) until `condition` holds.
-async fn until(mut condition: impl FnMut() -> bool) {
-    tokio::time::timeout(HANG_GUARD, async {
-        while !condition() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("condition reached");
 }
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";

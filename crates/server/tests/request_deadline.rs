@@ -16,20 +16,9 @@ use watchkeeper::config::ServeArgs;
 use watchkeeper::limits::Limit;
 use watchkeeper_testkit::raw::{self, Answer};
 
-use common::{HANG_GUARD, configmap, request, server_with};
+use common::{HANG_GUARD, assert_status, configmap, request, server_with, until};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
-
-/// Waits (by yielding) until `condition` holds.
-async fn until(mut condition: impl FnMut() -> bool) {
-    tokio::time::timeout(HANG_GUARD, async {
-        while !condition() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("condition reached");
-}
 
 /// A connection to `addr` from the loopback address `from` (127.0.0.1, 127.0.0.2, ...: other
 /// client addresses on one machine).
@@ -115,15 +104,6 @@ async fn h2_get(
         .await
         .expect("a head")
         .unwrap()
-}
-
-fn assert_status(answer: &Answer, code: u16, reason: &str) {
-    assert_eq!(answer.status, code, "{}\n{}", answer.head, answer.body);
-    let status = answer.json();
-    assert_eq!(status["kind"], "Status", "{}", answer.body);
-    assert_eq!(status["status"], "Failure", "{}", answer.body);
-    assert_eq!(status["reason"], reason, "{}", answer.body);
-    assert_eq!(status["code"], code, "{}", answer.body);
 }
 
 /// Goal: a LIST answer on an HTTP/2 stream that never gets a flow-control window holds its

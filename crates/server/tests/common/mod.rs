@@ -153,3 +153,24 @@ impl WatchReader {
         }
     }
 }
+
+/// Waits (by yielding) until `condition` holds; fails the test on a hang.
+pub async fn until(mut condition: impl FnMut() -> bool) {
+    tokio::time::timeout(HANG_GUARD, async {
+        while !condition() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("condition reached");
+}
+
+/// `answer` is a Failure `Status` with `code` and `reason`.
+pub fn assert_status(answer: &watchkeeper_testkit::raw::Answer, code: u16, reason: &str) {
+    assert_eq!(answer.status, code, "{}\n{}", answer.head, answer.body);
+    let status = answer.json();
+    assert_eq!(status["kind"], "Status", "{}", answer.body);
+    assert_eq!(status["status"], "Failure", "{}", answer.body);
+    assert_eq!(status["code"], code, "{}", answer.body);
+    assert_eq!(status["reason"], reason, "{}", answer.body);
+}
