@@ -358,21 +358,10 @@ async fn anonymous_watches_are_counted_per_client_address() {
     server.shutdown().await;
 }
 
-/// Goal: a LIST whose selection is expensive (a 64 KB label selector over thousands of
-/// objects) does not hold a runtime worker: it runs on the blocking pool, so its request's
-/// deadline still answers 504 while it runs. (Before: the selection ran to its end on the
-/// worker, the deadline could not fire during it, and the answer was a late 200.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expensive_list_selection_leaves_the_runtime_worker() {
-    let server = server_with(ServeArgs {
-        request_timeout: Some("100ms".to_owned()),
-        ..ServeArgs::default()
-    })
-    .await;
-    let addr = server.addr;
-    // Many small objects, created over one keep-alive connection.
+/// `count` small ConfigMaps, created over one keep-alive connection.
+async fn small_objects(addr: SocketAddr, count: usize) {
     let mut stream = connect_from("127.0.0.1", addr, None).await;
-    for index in 0..3000 {
+    for index in 0..count {
         let body = configmap(&format!("small-{index}"), 8).to_string();
         stream
             .write_all(
@@ -390,15 +379,62 @@ async fn an_expensive_list_selection_leaves_the_runtime_worker() {
         assert_eq!(created.status, 201, "{}", created.body);
     }
     drop(stream);
-    // 4400 requirements on a label every object has: about 13 million checks, each comparing
-    // two strings — seconds in a debug build, far past the 100 ms deadline however fast the
-    // machine.
+}
+
+/// A label selector of 4,400 requirements on a label every object has: about 13 million
+/// checks over 3,000 objects, each comparing two strings — seconds in a debug build, far past
+/// a 100 ms deadline however fast the machine.
+fn expensive_selector() -> String {
     let selector: Vec<String> = (100_000..104_400).map(|n| format!("app!%3D{n}")).collect();
-    let path = format!("{CM}?labelSelector={}", selector.join(","));
+    selector.join(",")
+}
+
+/// Goal: a LIST whose selection is expensive (a 64 KB label selector over thousands of
+/// objects) does not hold a runtime worker: it runs on the blocking pool, so its request's
+/// deadline still answers 504 while it runs. (Before: the selection ran to its end on the
+/// worker, the deadline could not fire during it, and the answer was a late 200.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expensive_list_selection_leaves_the_runtime_worker() {
+    let server = server_with(ServeArgs {
+        request_timeout: Some("100ms".to_owned()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    small_objects(addr, 3000).await;
+    let path = format!("{CM}?labelSelector={}", expensive_selector());
     let answer = get_from("127.0.0.1", addr, &path).await;
     assert_status(&answer, 504, "Timeout");
     // Without a selector a page of the same LIST is cheap and answered.
     let listed = get_from("127.0.0.1", addr, &format!("{CM}?limit=10")).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    server.shutdown().await;
+}
+
+/// Goal: a request's own `?timeout=` (kube's `WithRequestDeadline`, what kubectl's
+/// `--request-timeout` sends) shortens its deadline below `--request-timeout`: the same
+/// expensive LIST with `timeout=100ms` gets kube's 504 under the default 60 s; a `timeout`
+/// that is not a Go duration is kube's 400; `0s` leaves the server's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_s_own_timeout_shortens_its_deadline() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    small_objects(addr, 3000).await;
+    let path = format!("{CM}?timeout=100ms&labelSelector={}", expensive_selector());
+    let answer = get_from("127.0.0.1", addr, &path).await;
+    assert_status(&answer, 504, "Timeout");
+    let bad = get_from("127.0.0.1", addr, &format!("{CM}?limit=1&timeout=abc")).await;
+    assert_status(&bad, 400, "BadRequest");
+    assert_eq!(
+        bad.json()["message"],
+        "invalid timeout specified in the request URL - time: invalid duration \"abc\""
+    );
+    let unit = get_from("127.0.0.1", addr, &format!("{CM}?limit=1&timeout=5")).await;
+    assert_eq!(
+        unit.json()["message"],
+        "invalid timeout specified in the request URL - time: missing unit in duration \"5\""
+    );
+    let listed = get_from("127.0.0.1", addr, &format!("{CM}?limit=1&timeout=0s")).await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     server.shutdown().await;
 }

@@ -333,38 +333,129 @@ impl LimitsConfig {
 /// `1.5s`, `500ms`; `None` when it is not one, or not positive, or beyond a day.
 #[must_use]
 pub(super) fn parse_go_duration(text: &str) -> Option<Duration> {
-    let mut rest = text.trim();
+    go_duration_seconds(text.trim())
+        .ok()
+        .filter(|total| *total > 0.0 && *total <= 86_400.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// Go's `time.ParseDuration` of `text`, in seconds (negative allowed): an optional sign, then
+/// `0` alone or one or more decimal numbers (`1`, `1.5`, `.5`, `5.`), each with a unit (`h`,
+/// `m`, `s`, `ms`, `us`, `µs`, `ns`).
+///
+/// # Errors
+/// Go's text: `time: invalid duration "x"`, `time: missing unit in duration "5"`,
+/// `time: unknown unit "d" in duration "1d"`.
+pub fn go_duration_seconds(text: &str) -> Result<f64, String> {
+    let quoted = watchkeeper_api::field::go_quote(text);
+    let invalid = || format!("time: invalid duration {quoted}");
+    let (negative, mut rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Ok(0.0);
+    }
     if rest.is_empty() {
-        return None;
+        return Err(invalid());
     }
     let mut total = 0f64;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        // Go's `leadingInt`, then an optional `.` and `leadingFraction`.
+        let whole = rest
+            .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let number: f64 = rest[..number_len].parse().ok()?;
+        let mut fraction = 0;
+        let mut number_len = whole;
+        if rest[whole..].starts_with('.') {
+            fraction = rest[whole + 1..]
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len() - whole - 1);
+            number_len = whole + 1 + fraction;
+        }
+        if whole == 0 && fraction == 0 {
+            return Err(invalid());
+        }
+        // `5.` and `.5` read as `5.0` and `0.5`.
+        let mut digits = format!("0{}", &rest[..number_len]);
+        if digits.ends_with('.') {
+            digits.push('0');
+        }
+        let number: f64 = digits.parse().map_err(|_| invalid())?;
         rest = &rest[number_len..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
+        let unit = &rest[..unit_len];
+        let seconds = match unit {
+            "" => return Err(format!("time: missing unit in duration {quoted}")),
             "h" => 3600.0,
             "m" => 60.0,
             "s" => 1.0,
             "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
+            "us" | "µs" | "μs" => 1e-6,
             "ns" => 1e-9,
-            _ => return None,
+            _ => {
+                return Err(format!(
+                    "time: unknown unit {} in duration {quoted}",
+                    watchkeeper_api::field::go_quote(unit)
+                ));
+            }
         };
         rest = &rest[unit_len..];
         total += number * seconds;
     }
-    (total > 0.0 && total <= 86_400.0).then(|| Duration::from_secs_f64(total))
+    Ok(if negative { -total } else { total })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations_parse_as_gos() {
+        for (text, seconds) in [
+            ("0", 0.0),
+            ("-0", 0.0),
+            ("5s", 5.0),
+            ("+5s", 5.0),
+            ("-1.5s", -1.5),
+            (".5s", 0.5),
+            ("5.s", 5.0),
+            ("1h2m", 3720.0),
+            ("250ms", 0.25),
+        ] {
+            assert_eq!(go_duration_seconds(text), Ok(seconds), "{text}");
+        }
+        for bad in ["", "s", ".s", "abc", "-", "+"] {
+            assert_eq!(
+                go_duration_seconds(bad),
+                Err(format!("time: invalid duration {bad:?}")),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            go_duration_seconds("5"),
+            Err("time: missing unit in duration \"5\"".to_owned())
+        );
+        assert_eq!(
+            go_duration_seconds("1.2.3s"),
+            Err("time: missing unit in duration \"1.2.3s\"".to_owned())
+        );
+        assert_eq!(
+            go_duration_seconds("0x"),
+            Err("time: unknown unit \"x\" in duration \"0x\"".to_owned())
+        );
+        assert_eq!(
+            go_duration_seconds("1d"),
+            Err("time: unknown unit \"d\" in duration \"1d\"".to_owned())
+        );
+        assert_eq!(
+            go_duration_seconds("5 s"),
+            Err("time: unknown unit \" s\" in duration \"5 s\"".to_owned())
+        );
+    }
 
     #[test]
     fn request_timeout_takes_go_durations() {

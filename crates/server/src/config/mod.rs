@@ -15,7 +15,7 @@ mod limits;
 mod tls;
 
 pub use error::ConfigError;
-pub use limits::{LimitsConfig, REQUEST_BODY_MAX};
+pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
 pub use tls::TlsConfig;
 
 /// Flags of `watchkeeper serve`. Every field is optional so that a flag given on the command

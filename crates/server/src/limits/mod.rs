@@ -14,7 +14,7 @@
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
-//! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset, HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
+//! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`; a request's own `?timeout=` Go duration when shorter, kube's `WithRequestDeadline`, 400 when it is not one) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset, HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow) | 400  | 429 TooManyRequests, `Retry-After: 1` |
@@ -800,13 +800,19 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     let flow = Flow::of(&user, remote);
     // The request's deadline (kube's `--request-timeout`), from its arrival: the connection
     // layer set it (and cuts the answer off there); a request from elsewhere gets one now.
+    let long_running =
+        watch.is_some() || is_long_running(&parts.method, parts.uri.path(), parts.uri.query());
+    let timeout = if long_running {
+        config.request_timeout
+    } else {
+        match request_timeout(parts.uri.query(), config) {
+            Ok(timeout) => timeout,
+            Err(message) => return error_response(&ApiError::bad_request(message)),
+        }
+    };
     let deadline = match parts.extensions.get::<RequestDeadline>() {
         Some(deadline) => deadline.0,
-        None if watch.is_none()
-            && !is_long_running(&parts.method, parts.uri.path(), parts.uri.query()) =>
-        {
-            Some(tokio::time::Instant::now() + config.request_timeout)
-        }
+        None if !long_running => Some(tokio::time::Instant::now() + timeout),
         None => None,
     };
     let mut watch_slot = None;
@@ -923,15 +929,47 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
 pub struct RequestDeadline(pub Option<tokio::time::Instant>);
 
 impl RequestDeadline {
-    /// The deadline of `request` arriving now under `config`.
+    /// The deadline of `request` arriving now under `config`: `--request-timeout`, or the
+    /// request's own `?timeout=` when shorter ([`request_timeout`]).
     #[must_use]
     pub fn of<B>(request: &axum::http::Request<B>, config: &LimitsConfig) -> RequestDeadline {
         let uri = request.uri();
         RequestDeadline(
-            (!is_long_running(request.method(), uri.path(), uri.query()))
-                .then(|| tokio::time::Instant::now() + config.request_timeout),
+            (!is_long_running(request.method(), uri.path(), uri.query())).then(|| {
+                tokio::time::Instant::now()
+                    + request_timeout(uri.query(), config).unwrap_or(config.request_timeout)
+            }),
         )
     }
+}
+
+/// How long a request may take: `--request-timeout`, or the request's `?timeout=` (a Go
+/// duration, as kube's `WithRequestDeadline` reads it) when it is positive and shorter.
+///
+/// # Errors
+/// kube's 400 text for a `timeout` that is not a Go duration (`invalid timeout specified in
+/// the request URL - time: invalid duration "x"`, or Go's missing or unknown unit texts).
+pub fn request_timeout(query: Option<&str>, config: &LimitsConfig) -> Result<Duration, String> {
+    let Some(query) = query.filter(|q| q.contains("timeout=")) else {
+        return Ok(config.request_timeout);
+    };
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+    // Go's `Query().Get`: the first value.
+    let Some((_, value)) = pairs.iter().find(|(key, _)| key == "timeout") else {
+        return Ok(config.request_timeout);
+    };
+    if value.is_empty() {
+        return Ok(config.request_timeout);
+    }
+    let seconds = crate::config::go_duration_seconds(value)
+        .map_err(|error| format!("invalid timeout specified in the request URL - {error}"))?;
+    Ok(
+        if seconds > 0.0 && seconds < config.request_timeout.as_secs_f64() {
+            Duration::from_secs_f64(seconds)
+        } else {
+            config.request_timeout
+        },
+    )
 }
 
 /// In the extensions of the 504 answered at a request's deadline (the connection layer does
