@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;
 
-use common::{WatchReader, get_json, request, restarted, send_json, server, server_with};
+use common::{
+    WatchReader, get_json, request, restarted, send_json, server, server_with, stored_keys,
+};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -669,15 +671,11 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
     );
     until_deleted(&mut configmaps, &["of-widget"]).await;
     until_deleted(&mut definitions, &["widgets.example.com"]).await;
-    let left = watchkeeper_store::Store::range(
-        server.store().unwrap(),
-        watchkeeper_store::RangeRequest::prefix(bytes::Bytes::from_static(
-            b"/registry/example.com/widgets/",
-        )),
-    )
-    .await
-    .unwrap();
-    assert!(left.kvs.is_empty(), "no widget left in the store");
+    assert_eq!(
+        stored_keys(&server, "/registry/example.com/widgets/").await,
+        0,
+        "no widget left in the store"
+    );
     server.shutdown().await;
 }
 

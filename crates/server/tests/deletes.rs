@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 
 use serde_json::{Value, json};
 
-use common::{WatchReader, get_json, request, request_with_headers, send_json, server};
+use common::{
+    WatchReader, get_json, request, request_with_headers, send_json, server, stored_keys,
+};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -405,15 +407,11 @@ async fn a_crd_terminates_until_its_objects_are_gone() {
     until_deleted(&mut definitions, "widgets.example.com").await;
     let (status, _) = get_json(addr, WIDGETS).await;
     assert_eq!(status, 404, "the resource went with its CRD");
-    let left = watchkeeper_store::Store::range(
-        server.store().unwrap(),
-        watchkeeper_store::RangeRequest::prefix(bytes::Bytes::from_static(
-            b"/registry/example.com/widgets/",
-        )),
-    )
-    .await
-    .unwrap();
-    assert!(left.kvs.is_empty(), "no widget left in the store");
+    assert_eq!(
+        stored_keys(&server, "/registry/example.com/widgets/").await,
+        0,
+        "no widget left in the store"
+    );
     server.shutdown().await;
 }
 

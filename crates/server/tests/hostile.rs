@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use watchkeeper::config::ServeArgs;
 use watchkeeper_testkit::raw::{self, Answer};
 
-use common::{HANG_GUARD, configmap, request, server_with, until};
+use common::{HANG_GUARD, configmap, request, server_with, until, until_closed};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -425,23 +425,6 @@ async fn a_small_answer_nobody_reads_holds_no_slot() {
     assert_eq!(listed.status, 200, "{}", listed.body);
     drop(streams);
     server.shutdown().await;
-}
-
-/// Reads until the server closes the connection (EOF or reset); returns the bytes read.
-async fn until_closed(stream: &mut TcpStream) -> usize {
-    use tokio::io::AsyncReadExt;
-    tokio::time::timeout(HANG_GUARD, async {
-        let mut total = 0;
-        let mut buf = [0u8; 8192];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return total,
-                Ok(n) => total += n,
-            }
-        }
-    })
-    .await
-    .expect("the server closes the connection")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

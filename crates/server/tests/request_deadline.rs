@@ -16,7 +16,7 @@ use watchkeeper::config::ServeArgs;
 use watchkeeper::limits::Limit;
 use watchkeeper_testkit::raw::{self, Answer};
 
-use common::{HANG_GUARD, assert_status, configmap, request, server_with, until};
+use common::{HANG_GUARD, assert_status, configmap, request, server_with, until, until_closed};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -180,19 +180,7 @@ async fn an_http1_answer_nobody_reads_is_cut_off_at_its_deadline() {
     assert_eq!(raw::status_of(&head), 200, "{head}");
     until(|| limits.inflight(false) == 0).await;
     // Closed by the server: reading the rest ends (EOF or reset) short of the whole answer.
-    let received = tokio::time::timeout(HANG_GUARD, async {
-        use tokio::io::AsyncReadExt;
-        let mut total = 0;
-        let mut buf = [0u8; 65536];
-        loop {
-            match stalled.read(&mut buf).await {
-                Ok(0) | Err(_) => return total,
-                Ok(n) => total += n,
-            }
-        }
-    })
-    .await
-    .expect("the server closes the connection");
+    let received = until_closed(&mut stalled).await;
     assert!(received < 8 * 1024 * 1024, "{received}");
     let listed = get_from("127.0.0.1", addr, "/api/v1/namespaces").await;
     assert_eq!(listed.status, 200, "{}", listed.body);

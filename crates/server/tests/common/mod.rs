@@ -174,3 +174,32 @@ pub fn assert_status(answer: &watchkeeper_testkit::raw::Answer, code: u16, reaso
     assert_eq!(status["code"], code, "{}", answer.body);
     assert_eq!(status["reason"], reason, "{}", answer.body);
 }
+
+/// Reads until the server closes the connection (EOF or reset); returns the bytes read.
+pub async fn until_closed(stream: &mut tokio::net::TcpStream) -> usize {
+    use tokio::io::AsyncReadExt;
+    tokio::time::timeout(HANG_GUARD, async {
+        let mut total = 0;
+        let mut buf = [0u8; 8192];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return total,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection")
+}
+
+/// How many keys the server's store holds under `prefix`.
+pub async fn stored_keys(server: &Server, prefix: &'static str) -> usize {
+    watchkeeper_store::Store::range(
+        server.store().unwrap(),
+        watchkeeper_store::RangeRequest::prefix(bytes::Bytes::from_static(prefix.as_bytes())),
+    )
+    .await
+    .unwrap()
+    .kvs
+    .len()
+}
