@@ -639,8 +639,8 @@ struct ConnService {
 enum CutOff {
     /// The HTTP/2 stream's task ([`crate::http::deadline`]).
     Stream(Arc<AnswerDeadline>),
-    /// The HTTP/1.1 connection's task ([`drive`]).
-    Connection(Arc<Activity>, tokio::time::Instant),
+    /// The HTTP/1.1 connection's task ([`drive`]), whose timer runs from the request's start.
+    Connection(Arc<Activity>),
 }
 
 /// The answer of [`ConnService`] to one request.
@@ -654,12 +654,13 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
 
     fn call(&self, mut request: axum::http::Request<hyper::body::Incoming>) -> Responding {
         let h2 = request.version() == axum::http::Version::HTTP_2;
-        let in_flight = self.activity.begin(h2);
         // The request's deadline (`--request-timeout`, none when long-running): the limits
         // layer answers 504 when the handler has not answered by then; an answer begun is cut
         // off there, over HTTP/2 by the stream's task (handed to the executor, which hyper
-        // calls next), over HTTP/1.1 by the connection's task.
+        // calls next), over HTTP/1.1 by the connection's task (told the deadline as the
+        // request begins).
         let deadline = RequestDeadline::of(&request, self.limits.config());
+        let in_flight = self.activity.begin(h2, deadline.0.filter(|_| !h2));
         request.extensions_mut().insert(deadline);
         let cut_off = deadline.0.map(|at| {
             if h2 {
@@ -667,7 +668,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
                 crate::http::deadline::hand_over(stream.clone());
                 CutOff::Stream(stream)
             } else {
-                CutOff::Connection(self.activity.clone(), at)
+                CutOff::Connection(self.activity.clone())
             }
         });
         if let Some(remote) = self.connection.remote {
@@ -685,7 +686,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
             if response.extensions().get::<TimedOut>().is_none() {
                 match cut_off {
                     Some(CutOff::Stream(stream)) => stream.arm(),
-                    Some(CutOff::Connection(activity, at)) => activity.answer_by(at),
+                    Some(CutOff::Connection(activity)) => activity.answer_began(),
                     None => {}
                 }
             }
@@ -916,6 +917,14 @@ async fn drive<C, E>(
             // request began at that moment: it keeps the connection.
             Other::Evicted if activity.inflight() > 0 => slot.keep(),
             Other::Shutdown | Other::Evicted => break,
+            // The answer began after its deadline passed (the handler answered as it passed).
+            Other::Activity if activity.answer_overdue() => {
+                settings.limits.count(Limit::RequestTimeout);
+                tracing::debug!(
+                    "an HTTP/1.1 answer began after its deadline: closing its connection"
+                );
+                return;
+            }
             Other::Activity => {
                 wait = next_wait(&activity, wait, &mut seen, &settings);
                 slot_follows(&mut slot, wait);
@@ -924,11 +933,13 @@ async fn drive<C, E>(
                 if activity.inflight() > 0
                     && activity
                         .answer_deadline()
-                        .is_some_and(|at| at <= tokio::time::Instant::now()) =>
+                        .is_some_and(|at| at <= tokio::time::Instant::now())
+                    && activity.deadline_passed() =>
             {
                 // The answer is not finished by its deadline: as kube-apiserver aborts an
                 // HTTP/1.1 handler, the connection is closed (dropped now, with the response
-                // body and the slots it holds).
+                // body and the slots it holds). An answer not begun is the limits layer's 504
+                // (the wait below then has no timer).
                 settings.limits.count(Limit::RequestTimeout);
                 tracing::debug!("an HTTP/1.1 answer outlived its deadline: closing its connection");
                 return;

@@ -26,7 +26,7 @@ use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -286,10 +286,17 @@ pub struct Activity {
     /// stream clears it (and notifies) when a byte arrives.
     awaiting_byte: AtomicBool,
     changed: Notify,
-    /// The deadline of the HTTP/1.1 answer in flight (`--request-timeout`), once the answer
+    /// The deadline of the HTTP/1.1 request in flight (`--request-timeout`), set when it
     /// began; cleared when no request is in flight.
     answer_by: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Where that request's answer stands: [`ANSWER_BEGAN`], [`DEADLINE_PASSED`].
+    answer: AtomicU8,
 }
+
+/// The answer of the HTTP/1.1 request in flight began (before or after its deadline).
+const ANSWER_BEGAN: u8 = 1;
+/// The connection task saw the deadline of the HTTP/1.1 request in flight pass.
+const DEADLINE_PASSED: u8 = 2;
 
 /// A request on its connection, until its response is finished (see [`HoldBody`]).
 #[derive(Debug)]
@@ -299,16 +306,25 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         if self.0.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
             *self.0.lock_answer_by() = None;
+            self.0.answer.store(0, Ordering::Release);
             self.0.changed.notify_one();
         }
     }
 }
 
 impl Activity {
-    /// A request arrived (over HTTP/2 if `h2`).
-    pub fn begin(self: &Arc<Self>, h2: bool) -> InFlight {
+    /// A request arrived (over HTTP/2 if `h2`); an HTTP/1.1 request with a deadline
+    /// (`answer_by`) must have answered by then, or its connection is closed (see
+    /// [`Activity::answer_began`]).
+    pub fn begin(self: &Arc<Self>, h2: bool, answer_by: Option<tokio::time::Instant>) -> InFlight {
         if h2 {
             self.h2.store(true, Ordering::Relaxed);
+        } else if answer_by.is_some() {
+            // Set before the connection task is told a request began, so that the wait it
+            // starts then has its timer: one wake-up per request, not one more when the
+            // answer begins.
+            *self.lock_answer_by() = answer_by;
+            self.answer.store(0, Ordering::Release);
         }
         self.begun.fetch_add(1, Ordering::AcqRel);
         if self.inflight.fetch_add(1, Ordering::AcqRel) == 0 {
@@ -340,17 +356,37 @@ impl Activity {
         self.h2.load(Ordering::Relaxed)
     }
 
-    /// The HTTP/1.1 answer in flight must be finished by `at`, or its connection is closed
-    /// (the connection task is told by [`Activity::changed`]).
-    pub fn answer_by(&self, at: tokio::time::Instant) {
-        *self.lock_answer_by() = Some(at);
-        self.changed.notify_one();
+    /// The answer of the HTTP/1.1 request in flight began: from now on it must be finished by
+    /// the request's deadline, or its connection is closed. Before the deadline this only
+    /// marks the answer (the connection task's timer already runs); after it (the handler
+    /// answered as its deadline passed) the connection task is told at once.
+    pub fn answer_began(&self) {
+        if self.answer.fetch_or(ANSWER_BEGAN, Ordering::AcqRel) & DEADLINE_PASSED != 0 {
+            self.changed.notify_one();
+        }
     }
 
-    /// The deadline of the HTTP/1.1 answer in flight, if it has one.
+    /// The deadline the connection task still waits for: the HTTP/1.1 request in flight's,
+    /// until the task saw it pass ([`Activity::deadline_passed`]).
     #[must_use]
     pub fn answer_deadline(&self) -> Option<tokio::time::Instant> {
+        if self.answer.load(Ordering::Acquire) & DEADLINE_PASSED != 0 {
+            return None;
+        }
         *self.lock_answer_by()
+    }
+
+    /// The connection task saw the deadline of the HTTP/1.1 request in flight pass: whether its
+    /// answer had begun (then it is cut off; else the limits layer answers 504, or the answer
+    /// begins late and [`Activity::answer_began`] says so).
+    pub fn deadline_passed(&self) -> bool {
+        self.answer.fetch_or(DEADLINE_PASSED, Ordering::AcqRel) & ANSWER_BEGAN != 0
+    }
+
+    /// Whether the answer in flight began after its deadline passed (cut off then).
+    #[must_use]
+    pub fn answer_overdue(&self) -> bool {
+        self.inflight() > 0 && self.answer.load(Ordering::Acquire) == ANSWER_BEGAN | DEADLINE_PASSED
     }
 
     fn lock_answer_by(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
