@@ -65,6 +65,7 @@ pub mod openapi;
 pub mod order;
 pub mod patch;
 pub mod pattern;
+pub mod pod_security;
 pub mod protobuf;
 pub mod quantity;
 pub mod query;
