@@ -11,7 +11,9 @@
 //!   `PodSecurityConfiguration`; no exemptions). A label kube cannot parse is an error
 //!   ([`Policy::of_labels`]) and still yields kube's policy: an invalid enforce level enforces
 //!   `restricted` (fail closed), an invalid warn or audit level is `privileged` (fail open), an
-//!   invalid version is `latest`.
+//!   invalid version is `latest`. As in kube since v1.26, a namespace that sets a valid enforce
+//!   level but no warn level warns at the enforce level (and version, unless the warn version
+//!   is set), so its workloads' templates hear of what its pods would be refused for.
 //! - **Checks**: every check of kube v1.33's default registry, at the policy version asked: a
 //!   check applies from its minimum version, and the newest revision not newer than the version
 //!   runs (`seccompProfile` of restricted from v1.19, `runAsUser` from v1.23, the Windows
@@ -222,9 +224,12 @@ impl Policy {
                 Level::Privileged,
             ),
         ];
+        let mut valid_enforce_level = false;
         for (level_label, version_label, mode, fallback) in modes {
             if let Some(value) = label_value(labels, level_label) {
-                mode.level = Level::parse(&value).unwrap_or_else(|| {
+                let level = Level::parse(&value);
+                valid_enforce_level |= level.is_some() && level_label == ENFORCE_LEVEL_LABEL;
+                mode.level = level.unwrap_or_else(|| {
                     causes.push(label_cause(
                         level_label,
                         &value,
@@ -242,6 +247,17 @@ impl Policy {
                     ));
                     Version::Latest
                 });
+            }
+        }
+        // kube 1.26+: a valid enforce level stricter than an unset warn level is warned at
+        // too, at the enforce version unless the warn version is set.
+        if valid_enforce_level
+            && !labels.contains_key(WARN_LEVEL_LABEL)
+            && policy.enforce.level > policy.warn.level
+        {
+            policy.warn.level = policy.enforce.level;
+            if !labels.contains_key(WARN_VERSION_LABEL) {
+                policy.warn.version = policy.enforce.version;
             }
         }
         (policy, causes)
@@ -693,21 +709,20 @@ pub fn is_significant_pod_update(pod: &Value, old: &Value) -> bool {
 }
 
 /// kube's `ValidateNamespace`: a namespace create (`old` `None`) or update (not of a
-/// subresource). `pods` lists the namespace's pods, asked for only when the enforce policy
-/// tightens.
+/// subresource). `Some(enforce)` when the update tightens the enforce policy, which the
+/// namespace's existing pods are then checked against ([`existing_pod_warnings`]).
 ///
 /// # Errors
 /// The labels' causes (kube's 422) on a create with invalid labels, or an update whose labels'
 /// errors changed.
-pub fn admit_namespace<'p>(
+pub fn admit_namespace(
     namespace: &Value,
     old: Option<&Value>,
-    pods: impl FnOnce() -> Vec<&'p Value>,
-) -> Result<Vec<String>, Vec<Cause>> {
+) -> Result<Option<LevelVersion>, Vec<Cause>> {
     let (policy, causes) = Policy::of_labels(namespace.pointer("/metadata/labels"));
     let Some(old) = old else {
         return if causes.is_empty() {
-            Ok(Vec::new())
+            Ok(None)
         } else {
             Err(causes)
         };
@@ -721,13 +736,9 @@ pub fn admit_namespace<'p>(
         || new.level == Level::Privileged
         || (new.version == before.version && new.level <= before.level)
     {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    let name = namespace
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    Ok(existing_pod_warnings(name, new, pods()))
+    Ok(Some(new))
 }
 
 /// kube's `EvaluatePodsInNamespace`: the warnings about a namespace's existing `pods` under

@@ -98,6 +98,25 @@ fn labels_parse_as_kube() {
     assert_eq!(policy.warn.to_string(), "restricted:latest");
     assert_eq!(policy.audit, LevelVersion::DEFAULT);
 
+    // Warn defaults to a stricter valid enforce level (and its version, unless set).
+    let of = |labels: Value| Policy::of_labels(Some(&labels)).0.warn.to_string();
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "baseline", ENFORCE_VERSION_LABEL: "v1.24"})),
+        "baseline:v1.24"
+    );
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "baseline", WARN_VERSION_LABEL: "v1.20"})),
+        "baseline:v1.20"
+    );
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "restricted", WARN_LEVEL_LABEL: "privileged"})),
+        "privileged:latest"
+    );
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "bogus"})),
+        "privileged:latest"
+    );
+
     // Invalid levels: enforce fails closed, warn and audit open; invalid versions are latest.
     let (policy, causes) = Policy::of_labels(Some(&json!({
         "pod-security.kubernetes.io/enforce": "strict",
@@ -728,7 +747,7 @@ fn pod_named(name: &str, privileged: bool, owner: Option<&str>) -> Value {
 #[test]
 fn namespace_labels_are_validated() {
     let bad = namespace("n", json!({"pod-security.kubernetes.io/enforce": "strict"}));
-    let causes = admit_namespace(&bad, None, Vec::new).unwrap_err();
+    let causes = admit_namespace(&bad, None).unwrap_err();
     assert_eq!(
         causes[0].0,
         "metadata.labels[pod-security.kubernetes.io/enforce]"
@@ -736,20 +755,23 @@ fn namespace_labels_are_validated() {
     // An update that keeps the same invalid labels passes; one that changes them does not.
     let mut same = bad.clone();
     same["metadata"]["labels"]["other"] = json!("x");
-    assert_eq!(admit_namespace(&same, Some(&bad), Vec::new), Ok(Vec::new()));
+    assert_eq!(admit_namespace(&same, Some(&bad)), Ok(None));
     let worse = namespace(
         "n",
         json!({"pod-security.kubernetes.io/enforce": "stricter"}),
     );
-    assert!(admit_namespace(&worse, Some(&bad), Vec::new).is_err());
+    assert!(admit_namespace(&worse, Some(&bad)).is_err());
     let fresh = namespace("n", json!({}));
-    assert!(admit_namespace(&bad, Some(&fresh), Vec::new).is_err());
+    assert!(admit_namespace(&bad, Some(&fresh)).is_err());
+    assert_eq!(admit_namespace(&fresh, None), Ok(None));
 }
 
 #[test]
-fn tightening_enforce_warns_about_existing_pods() {
+fn tightening_enforce_checks_existing_pods() {
     let old = namespace("n", json!({}));
     let new = namespace("n", labels("baseline", ""));
+    let tightened = admit_namespace(&new, Some(&old)).unwrap();
+    assert_eq!(tightened, Some(lv(Level::Baseline, Version::Latest)));
     let pods = [
         pod_named("zeta", true, None),
         pod_named("alpha", true, None),
@@ -757,31 +779,30 @@ fn tightening_enforce_warns_about_existing_pods() {
         pod_named("web-1", true, Some("rs")),
         pod_named("web-2", true, Some("rs")),
     ];
-    let warnings = admit_namespace(&new, Some(&old), || pods.iter().collect()).unwrap();
     assert_eq!(
-        warnings,
+        existing_pod_warnings("n", tightened.unwrap(), pods.iter().collect()),
         vec![
             r#"existing pods in namespace "n" violate the new PodSecurity enforce level "baseline:latest""#.to_owned(),
             "alpha (and 3 other pods): privileged".to_owned(),
         ]
     );
     // Relaxing, keeping, or going privileged does not look at pods.
-    let never = || -> Vec<&Value> { panic!("pods listed") };
-    assert_eq!(admit_namespace(&old, Some(&new), never), Ok(Vec::new()));
-    assert_eq!(admit_namespace(&new, Some(&new), never), Ok(Vec::new()));
+    assert_eq!(admit_namespace(&old, Some(&new)), Ok(None));
+    assert_eq!(admit_namespace(&new, Some(&new)), Ok(None));
     let privileged_ns = namespace("n", labels("privileged", ""));
-    assert_eq!(
-        admit_namespace(&privileged_ns, Some(&new), never),
-        Ok(Vec::new())
-    );
+    assert_eq!(admit_namespace(&privileged_ns, Some(&new)), Ok(None));
+    let restricted_ns = namespace("n", labels("restricted", ""));
+    assert_eq!(admit_namespace(&new, Some(&restricted_ns)), Ok(None));
     // A version change at the same level does.
     let mut pinned = new.clone();
     pinned["metadata"]["labels"][ENFORCE_VERSION_LABEL] = json!("v1.20");
     assert_eq!(
-        admit_namespace(&pinned, Some(&new), || pods.iter().collect())
-            .unwrap()
-            .len(),
-        2
+        admit_namespace(&pinned, Some(&new)),
+        Ok(Some(lv(Level::Baseline, Version::Minor(20))))
+    );
+    // No violations, no warnings.
+    assert!(
+        existing_pod_warnings("n", lv(Level::Baseline, Version::Latest), vec![&pods[2]]).is_empty()
     );
 }
 
