@@ -48,6 +48,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::field::Cause;
+use crate::kinds::go_string as text;
 
 /// The label naming the enforce level.
 pub const ENFORCE_LEVEL_LABEL: &str = "pod-security.kubernetes.io/enforce";
@@ -266,11 +267,7 @@ impl Policy {
 
 /// A label's value as Go's `map[string]string` holds it.
 fn label_value(labels: &Map<String, Value>, label: &str) -> Option<String> {
-    labels.get(label).map(|value| match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    })
+    labels.get(label).map(|value| text(Some(value)))
 }
 
 fn label_cause(label: &str, value: &str, message: &str) -> Cause {
@@ -570,12 +567,16 @@ pub fn admit_pod(
     if IGNORED_POD_SUBRESOURCES.contains(&subresource) {
         return Decision::default();
     }
+    // Audit aside (no audit log here), a fully privileged namespace checks nothing.
+    let (policy, _) = Policy::of_labels(labels);
+    if policy.enforce.level == Level::Privileged && policy.warn.level == Level::Privileged {
+        return Decision::default();
+    }
     if let Some(old) = old
         && !is_significant_pod_update(pod, old)
     {
         return Decision::default();
     }
-    let (policy, _) = Policy::of_labels(labels);
     decide(
         &policy,
         object_or_empty(pod.get("metadata")),
@@ -658,54 +659,47 @@ pub fn pod_template<'a>(
 /// kube's `isSignificantPodUpdate`: whether an update can change what a check sees.
 #[must_use]
 pub fn is_significant_pod_update(pod: &Value, old: &Value) -> bool {
-    let list = |object: &Value, key: &str| -> Vec<Value> {
-        object
-            .pointer(&format!("/spec/{key}"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let annotations = |object: &Value, key: &str| -> String {
-        object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(key))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
+    let annotation = |object: &Value, key: &str| {
+        text(
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key)),
+        )
     };
     let container_changed = |new: &Value, before: &Value| {
-        let image = |c: &Value| {
-            c.get("image")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        if image(new) != image(before) {
+        if text(new.get("image")) != text(before.get("image")) {
             return true;
         }
         let key = format!("{SECCOMP_CONTAINER_ANNOTATION_PREFIX}{}", name_of(new));
-        annotations(pod, &key) != annotations(old, &key)
+        annotation(pod, &key) != annotation(old, &key)
     };
     for key in ["containers", "initContainers"] {
-        let (new, before) = (list(pod, key), list(old, key));
-        if new.len() != before.len() {
-            return true;
-        }
-        if new
-            .iter()
-            .zip(&before)
-            .any(|(n, b)| container_changed(n, b))
+        let (new, before) = (spec_list(pod, key), spec_list(old, key));
+        if new.len() != before.len() || new.iter().zip(before).any(|(n, b)| container_changed(n, b))
         {
             return true;
         }
     }
-    let before = list(old, "ephemeralContainers");
-    list(pod, "ephemeralContainers").iter().any(|c| {
+    let before = spec_list(old, "ephemeralContainers");
+    spec_list(pod, "ephemeralContainers").iter().any(|c| {
         match before.iter().find(|b| name_of(b) == name_of(c)) {
             None => true,
             Some(b) => container_changed(c, b),
         }
     })
+}
+
+/// A pod's `spec.<key>` list (empty when absent).
+fn spec_list<'a>(pod: &'a Value, key: &str) -> &'a [Value] {
+    items(pod.get("spec").unwrap_or(&EMPTY), key)
+}
+
+/// An object's list `key` (empty when absent or not a list).
+fn items<'a>(object: &'a Value, key: &str) -> &'a [Value] {
+    object
+        .get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 /// kube's `ValidateNamespace`: a namespace create (`old` `None`) or update (not of a
@@ -841,13 +835,7 @@ const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kuber
 fn containers(spec: &Value) -> impl Iterator<Item = &Value> {
     ["initContainers", "containers", "ephemeralContainers"]
         .into_iter()
-        .flat_map(move |key| {
-            spec.get(key)
-                .and_then(Value::as_array)
-                .map(|list| list.iter())
-                .into_iter()
-                .flatten()
-        })
+        .flat_map(move |key| items(spec, key))
 }
 
 fn name_of(object: &Value) -> String {
@@ -864,15 +852,6 @@ fn security<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
         .get("securityContext")
         .and_then(|sc| sc.pointer(path))
         .filter(|v| !v.is_null())
-}
-
-/// A string as Go reads it from JSON (absent or `null` is empty).
-fn text(value: Option<&Value>) -> String {
-    match value {
-        Some(Value::String(s)) => s.clone(),
-        None | Some(Value::Null) => String::new(),
-        Some(other) => other.to_string(),
-    }
 }
 
 fn pluralize(singular: &'static str, plural: &'static str, count: usize) -> &'static str {
@@ -1094,11 +1073,7 @@ fn host_namespaces(_: &Value, spec: &Value) -> Option<Violation> {
 
 /// The pod's volumes.
 fn volumes(spec: &Value) -> impl Iterator<Item = &Value> {
-    spec.get("volumes")
-        .and_then(Value::as_array)
-        .map(|list| list.iter())
-        .into_iter()
-        .flatten()
+    items(spec, "volumes").iter()
 }
 
 /// Whether a volume sets a source (present, not `null`).
@@ -1128,11 +1103,8 @@ fn host_ports(_: &Value, spec: &Value) -> Option<Violation> {
     // Go's `sets.String`: sorted as text, not as numbers.
     let mut ports = BTreeSet::new();
     let bad = bad_containers(spec, |c| {
-        let used: Vec<i64> = c
-            .get("ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+        let used: Vec<i64> = items(c, "ports")
+            .iter()
             .filter_map(|p| p.get("hostPort").and_then(Value::as_i64))
             .filter(|port| *port != 0)
             .collect();
