@@ -609,22 +609,27 @@ pub fn admit_template(
 /// namespaces and the workload kinds with a pod template.
 #[must_use]
 pub fn applies(group: &str, plural: &str) -> bool {
-    matches!(
-        (group, plural),
-        (
-            "",
-            "pods" | "namespaces" | "replicationcontrollers" | "podtemplates"
-        ) | (
-            "apps",
-            "replicasets" | "deployments" | "statefulsets" | "daemonsets"
-        ) | ("batch", "jobs" | "cronjobs")
-    )
+    (group.is_empty() && matches!(plural, "pods" | "namespaces"))
+        || template_path(group, plural).is_some()
 }
 
 static EMPTY: Value = Value::Null;
 
 fn object_or_empty(value: Option<&Value>) -> &Value {
     value.unwrap_or(&EMPTY)
+}
+
+/// Where a workload kind keeps its pod template (`spec.template`), `None` for other kinds.
+#[must_use]
+pub fn template_path(group: &str, plural: &str) -> Option<&'static str> {
+    match (group, plural) {
+        ("", "podtemplates") => Some("template"),
+        ("", "replicationcontrollers")
+        | ("apps", "replicasets" | "deployments" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs") => Some("spec.template"),
+        ("batch", "cronjobs") => Some("spec.jobTemplate.spec.template"),
+        _ => None,
+    }
 }
 
 /// The pod template of a workload (its metadata and spec), as kube's `ExtractPodSpec`: `None`
@@ -635,15 +640,8 @@ pub fn pod_template<'a>(
     plural: &str,
     object: &'a Value,
 ) -> Option<(&'a Value, &'a Value)> {
-    let pointer = match (group, plural) {
-        ("", "podtemplates") => "/template",
-        ("", "replicationcontrollers")
-        | ("apps", "replicasets" | "deployments" | "statefulsets" | "daemonsets")
-        | ("batch", "jobs") => "/spec/template",
-        ("batch", "cronjobs") => "/spec/jobTemplate/spec/template",
-        _ => return None,
-    };
-    let template = object.pointer(pointer).filter(|t| !t.is_null());
+    let pointer = format!("/{}", template_path(group, plural)?.replace('.', "/"));
+    let template = object.pointer(&pointer).filter(|t| !t.is_null());
     match template {
         Some(template) => Some((
             object_or_empty(template.get("metadata")),
