@@ -693,7 +693,7 @@ fn spec_list<'a>(pod: &'a Value, key: &str) -> &'a [Value] {
 }
 
 /// An object's list `key` (empty when absent or not a list).
-fn items<'a>(object: &'a Value, key: &str) -> &'a [Value] {
+pub(crate) fn items<'a>(object: &'a Value, key: &str) -> &'a [Value] {
     object
         .get(key)
         .and_then(Value::as_array)
@@ -831,9 +831,20 @@ const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kuber
 /// The pod's containers as kube's `visitContainers` visits them: init containers, containers,
 /// ephemeral containers.
 fn containers(spec: &Value) -> impl Iterator<Item = &Value> {
+    containers_with_paths(spec).map(|(_, container)| container)
+}
+
+/// [`containers`] with their paths (`spec.containers[0]`), as kube's
+/// `VisitContainersWithPath` gives them.
+pub(crate) fn containers_with_paths(spec: &Value) -> impl Iterator<Item = (String, &Value)> {
     ["initContainers", "containers", "ephemeralContainers"]
         .into_iter()
-        .flat_map(move |key| items(spec, key))
+        .flat_map(move |key| {
+            items(spec, key)
+                .iter()
+                .enumerate()
+                .map(move |(i, c)| (format!("spec.{key}[{i}]"), c))
+        })
 }
 
 fn name_of(object: &Value) -> String {

@@ -1252,9 +1252,27 @@ impl Writer<'_> {
             _ => {}
         }
         let object = self.admit(resource, None, object)?;
+        self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
         self.pod_security(resource, None, &object)?;
         Ok(object)
+    }
+
+    /// kube's pod and pod template warnings (its strategies' `WarningsOnCreate` and
+    /// `WarningsOnUpdate`, once the object is validated) added to the answer's
+    /// ([`watchkeeper_api::pod_warnings`]).
+    fn pod_warnings(&self, resource: &Resource, old: Option<&Value>, object: &Value) {
+        let def = &resource.def;
+        let warnings = watchkeeper_api::pod_warnings::for_write(
+            &def.group,
+            &def.plural,
+            &self.subresource,
+            old,
+            object,
+        );
+        for warning in warnings {
+            self.warn(warning);
+        }
     }
 
     /// PodSecurity (validating, after the kind's own checks) on a write of `object` (`old` on
@@ -2544,6 +2562,7 @@ impl Writer<'_> {
             _ => {}
         }
         let mut new = self.admit(resource, Some(old), new)?;
+        self.pod_warnings(resource, Some(old), &new);
         self.limits_updated(resource, old, &new)?;
         self.pod_security(resource, Some(old), &new)?;
         let managers = managers.unwrap_or_else(|| {
