@@ -357,7 +357,7 @@ fn volumes(out: &mut Vec<String>, at: &impl Fn(&str) -> String, spec: &Value) {
     }
     let token_paths: HashSet<String> = volumes
         .iter()
-        .flat_map(|volume| projected_sources(volume))
+        .flat_map(projected_sources)
         .filter_map(|source| source.get("serviceAccountToken"))
         .filter(|token| !token.is_null())
         .map(|token| text(token.get("path")))
