@@ -17,7 +17,7 @@
 //!   ephemeral-storage amounts (overhead, requests, limits), printed canonical; seccomp
 //!   annotations without the field; (templates only) AppArmor annotations without the field;
 //!   environment variables that hide an earlier one; `hostIP` without `hostPort`, and
-//!   duplicate, overlapping or ambiguous container ports; a negative
+//!   duplicate, overlapping or ambiguous container ports, and duplicate port names; a negative
 //!   `terminationGracePeriodSeconds`.
 //! - **Not done**: the warnings about an ephemeral volume's claim template spec (kube's
 //!   `GetWarningsForPersistentVolumeClaimSpec`), and the AppArmor version-skew warnings kube's
@@ -492,6 +492,7 @@ struct Port {
 
 fn ports(out: &mut Vec<String>, at: &impl Fn(&str) -> String, spec: &Value) {
     let mut all: HashMap<String, Vec<Port>> = HashMap::new();
+    let mut names: HashMap<String, String> = HashMap::new();
     for (path, container) in containers(spec) {
         for (i, port) in items(container, "ports").iter().enumerate() {
             let here = at(&format!("{path}.ports[{i}]"));
@@ -526,6 +527,17 @@ fn ports(out: &mut Vec<String>, at: &impl Fn(&str) -> String, spec: &Value) {
                     "{here}: {kind} port definition with {}",
                     other.path
                 ));
+            }
+            let name = text(port.get("name"));
+            if !name.is_empty() {
+                match names.get(&name) {
+                    Some(first) => out.push(format!(
+                        "{here}: duplicate port name {name:?} with {first}, services and probes that select ports by name will use {first}"
+                    )),
+                    None => {
+                        names.insert(name, here.clone());
+                    }
+                }
             }
             others.push(Port {
                 path: here,

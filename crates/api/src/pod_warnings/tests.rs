@@ -78,6 +78,19 @@ fn port_fixtures() {
             "spec.containers[1].ports[1]: duplicate port definition with spec.containers[1].ports[0]",
         ]
     );
+    assert_eq!(
+        pod_warnings(json!({
+            "initContainers": [{"name": "foo1", "restartPolicy": "Always",
+                "ports": [{"containerPort": 80, "protocol": "UDP", "name": "test"}]}],
+            "containers": [{"name": "foo", "ports": [
+                {"containerPort": 8090, "protocol": "UDP", "name": "test1"},
+                {"containerPort": 8092, "protocol": "UDP", "name": "test"},
+            ]}],
+        })),
+        [
+            r#"spec.containers[0].ports[1]: duplicate port name "test" with spec.initContainers[0].ports[0], services and probes that select ports by name will use spec.initContainers[0].ports[0]"#
+        ]
+    );
     // Different protocols do not clash.
     assert!(
         ports(json!([{"name": "a", "ports": [
