@@ -601,7 +601,7 @@ fn node_affinity_mutation(new: Option<&Value>, old: Option<&Value>, causes: &mut
 }
 
 /// A JSON value as a Go `string` field decodes it: absent or `null` is `""`.
-fn go_string(value: Option<&Value>) -> String {
+pub(crate) fn go_string(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),

@@ -65,6 +65,8 @@ pub mod openapi;
 pub mod order;
 pub mod patch;
 pub mod pattern;
+pub mod pod_security;
+pub mod pod_warnings;
 pub mod protobuf;
 pub mod quantity;
 pub mod query;

@@ -9,7 +9,7 @@ mod common;
 
 use serde_json::{Value, json};
 
-use common::{WatchReader, get_json, request, send_json};
+use common::{WatchReader, get_json, request, send_json, write_warned};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -790,33 +790,6 @@ async fn pod_eviction_honours_the_disruption_budget() {
     assert_eq!(status, 201, "{body}");
     let (status, _) = get_json(addr, &format!("{PODS}/e3")).await;
     assert_eq!(status, 404);
-}
-
-/// One write; its status, body and `Warning` header values.
-async fn write_warned(
-    addr: std::net::SocketAddr,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value, Vec<String>) {
-    let response = watchkeeper_testkit::request(
-        addr,
-        method,
-        path,
-        &[("Content-Type", content_type)],
-        body.as_bytes(),
-    )
-    .await
-    .unwrap();
-    let warnings = response
-        .headers
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect();
-    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
-    (response.status, value, warnings)
 }
 
 /// Fields a built-in kind does not declare are never stored (Go's decoding drops them), and

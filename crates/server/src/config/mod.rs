@@ -60,8 +60,8 @@ pub struct ServeArgs {
     pub enable_garbage_collector: Option<bool>,
     /// Admission plugins not to run, comma-separated, as kube-apiserver's flag names them:
     /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota,
-    /// RuntimeClass, DefaultStorageClass, DefaultIngressClass, TaintNodesByCondition
-    /// [default: none]. Store modes only.
+    /// RuntimeClass, DefaultStorageClass, DefaultIngressClass, TaintNodesByCondition,
+    /// PodSecurity [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's

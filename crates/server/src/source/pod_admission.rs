@@ -3,7 +3,8 @@
 //! `DefaultTolerationSeconds` and `RuntimeClass` (`plugin/pkg/admission/serviceaccount`,
 //! `plugin/pkg/admission/priority`, `plugin/pkg/admission/defaulttolerationseconds`,
 //! `plugin/pkg/admission/runtimeclass`), each of which `--disable-admission-plugins` can turn
-//! off ([`AdmissionPlugins`], which also names the other modules' plugins).
+//! off ([`AdmissionPlugins`], which also names the other modules' plugins, `PodSecurity` among
+//! them: `super::pod_security`).
 //!
 //! ## Guarantees
 //! - **ServiceAccount, on a pod create**: a pod naming no service account gets `default`
@@ -63,6 +64,8 @@ pub struct AdmissionPlugins {
     pub default_ingress_class: bool,
     /// `TaintNodesByCondition` (`super::object_admission`).
     pub taint_nodes_by_condition: bool,
+    /// `PodSecurity` (`super::pod_security`).
+    pub pod_security: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -77,13 +80,14 @@ impl Default for AdmissionPlugins {
             default_storage_class: true,
             default_ingress_class: true,
             taint_nodes_by_condition: true,
+            pod_security: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -93,6 +97,7 @@ impl AdmissionPlugins {
         "DefaultStorageClass",
         "DefaultIngressClass",
         "TaintNodesByCondition",
+        "PodSecurity",
     ];
 
     /// Every plugin but those `disabled` names.
@@ -112,6 +117,7 @@ impl AdmissionPlugins {
                 "DefaultStorageClass" => &mut plugins.default_storage_class,
                 "DefaultIngressClass" => &mut plugins.default_ingress_class,
                 "TaintNodesByCondition" => &mut plugins.taint_nodes_by_condition,
+                "PodSecurity" => &mut plugins.pod_security,
                 other => return Err(other.to_owned()),
             };
             *enabled = false;

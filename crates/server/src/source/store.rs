@@ -78,7 +78,7 @@ use crate::source::limit_ranger;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
-use crate::source::{object_admission, pod_admission};
+use crate::source::{object_admission, pod_admission, pod_security};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -1252,8 +1252,51 @@ impl Writer<'_> {
             _ => {}
         }
         let object = self.admit(resource, None, object)?;
+        self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
+        self.pod_security(resource, None, &object)?;
         Ok(object)
+    }
+
+    /// kube's pod and pod template warnings (its strategies' `WarningsOnCreate` and
+    /// `WarningsOnUpdate`, once the object is validated) added to the answer's
+    /// ([`watchkeeper_api::pod_warnings`]).
+    fn pod_warnings(&self, resource: &Resource, old: Option<&Value>, object: &Value) {
+        let def = &resource.def;
+        let warnings = watchkeeper_api::pod_warnings::for_write(
+            &def.group,
+            &def.plural,
+            &self.subresource,
+            old,
+            object,
+        );
+        for warning in warnings {
+            self.warn(warning);
+        }
+    }
+
+    /// PodSecurity (validating, after the kind's own checks) on a write of `object` (`old` on
+    /// updates): its refusal, or its warnings added to the answer's ([`pod_security`]).
+    fn pod_security(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.pod_security {
+            return Ok(());
+        }
+        let warnings = pod_security::admit(
+            self.resources,
+            &resource.def,
+            &self.subresource,
+            old,
+            object,
+        )?;
+        for warning in warnings {
+            self.warn(warning);
+        }
+        Ok(())
     }
 
     /// LimitRanger on an update: a PersistentVolumeClaim's (not one being deleted) against its
@@ -2519,7 +2562,9 @@ impl Writer<'_> {
             _ => {}
         }
         let mut new = self.admit(resource, Some(old), new)?;
+        self.pod_warnings(resource, Some(old), &new);
         self.limits_updated(resource, old, &new)?;
+        self.pod_security(resource, Some(old), &new)?;
         let managers = managers.unwrap_or_else(|| {
             apply::update(
                 &resource.def,

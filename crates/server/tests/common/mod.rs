@@ -85,6 +85,38 @@ pub async fn request_with_headers(
     }
 }
 
+/// One write (`Connection: close`); its status, body (JSON, `Null` when not) and `Warning`
+/// header values; fails the test on a hang.
+pub async fn write_warned(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value, Vec<String>) {
+    let response = tokio::time::timeout(
+        HANG_GUARD,
+        watchkeeper_testkit::request(
+            addr,
+            method,
+            path,
+            &[("Content-Type", content_type)],
+            body.as_bytes(),
+        ),
+    )
+    .await
+    .expect("request hang")
+    .unwrap();
+    let warnings = response
+        .headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, value, warnings)
+}
+
 /// A server started again on the embedded store another one just shut down: the store's last
 /// committer (a detached blocking task) lets go of the database file just after its last
 /// answer, and redb refuses a second open until it has, so the start is tried again while it

@@ -1,0 +1,855 @@
+//! The checks against kube's own fixtures (`policy/check_*_test.go`), the registry's versions
+//! and order, the labels, and the admission decisions.
+
+use super::*;
+use serde_json::json;
+
+/// A check's reason and detail on a pod `{metadata, spec}`; `None` when it passes.
+fn run(check: CheckFn, pod: &Value) -> Option<(String, String)> {
+    check(&pod["metadata"], &pod["spec"]).map(|v| (v.reason, v.detail))
+}
+
+fn forbidden(check: CheckFn, pod: Value, reason: &str, detail: &str) {
+    assert_eq!(
+        run(check, &pod),
+        Some((reason.to_owned(), detail.to_owned())),
+        "{pod}"
+    );
+}
+
+fn allowed(check: CheckFn, pod: Value) {
+    assert_eq!(run(check, &pod), None, "{pod}");
+}
+
+fn lv(level: Level, version: Version) -> LevelVersion {
+    LevelVersion { level, version }
+}
+
+#[test]
+fn registry_is_in_kubes_order_with_increasing_versions() {
+    // Baseline by ID, then restricted by ID, in Go's byte order.
+    let baseline: Vec<&str> = CHECKS
+        .iter()
+        .filter(|c| c.level == Level::Baseline)
+        .map(|c| c.id)
+        .collect();
+    let restricted: Vec<&str> = CHECKS
+        .iter()
+        .filter(|c| c.level == Level::Restricted)
+        .map(|c| c.id)
+        .collect();
+    let mut sorted = baseline.clone();
+    sorted.sort_unstable();
+    assert_eq!(baseline, sorted);
+    let mut sorted = restricted.clone();
+    sorted.sort_unstable();
+    assert_eq!(restricted, sorted);
+    assert_eq!(baseline.len() + restricted.len(), CHECKS.len());
+    assert_eq!(baseline.len(), 11);
+    assert_eq!(restricted.len(), 6);
+    for check in CHECKS {
+        assert!(
+            check.versions.windows(2).all(|w| w[0].0 < w[1].0),
+            "{}",
+            check.id
+        );
+        for id in check.overrides {
+            assert!(
+                CHECKS
+                    .iter()
+                    .any(|c| c.id == *id && c.level == Level::Baseline)
+            );
+        }
+    }
+    let newest = CHECKS
+        .iter()
+        .filter_map(|c| c.versions.last().map(|v| v.0))
+        .max();
+    assert_eq!(newest, Some(MAX_CHECK_MINOR));
+}
+
+#[test]
+fn labels_parse_as_kube() {
+    assert_eq!(Version::parse("latest"), Some(Version::Latest));
+    assert_eq!(Version::parse("v1.0"), Some(Version::Minor(0)));
+    assert_eq!(Version::parse("v1.33"), Some(Version::Minor(33)));
+    for bad in [
+        "v1.01",
+        "v2.0",
+        "1.2",
+        "v1.",
+        "v1.x",
+        "",
+        "Latest",
+        "v1.-1",
+        "v1.99999999999999999999",
+    ] {
+        assert_eq!(Version::parse(bad), None, "{bad}");
+    }
+    assert_eq!(Level::parse("Restricted"), None);
+
+    let (policy, causes) = Policy::of_labels(Some(&json!({
+        "pod-security.kubernetes.io/enforce": "baseline",
+        "pod-security.kubernetes.io/enforce-version": "v1.24",
+        "pod-security.kubernetes.io/warn": "restricted",
+    })));
+    assert!(causes.is_empty());
+    assert_eq!(policy.enforce.to_string(), "baseline:v1.24");
+    assert_eq!(policy.warn.to_string(), "restricted:latest");
+    assert_eq!(policy.audit, LevelVersion::DEFAULT);
+
+    // Warn defaults to a stricter valid enforce level (and its version, unless set).
+    let of = |labels: Value| Policy::of_labels(Some(&labels)).0.warn.to_string();
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "baseline", ENFORCE_VERSION_LABEL: "v1.24"})),
+        "baseline:v1.24"
+    );
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "baseline", WARN_VERSION_LABEL: "v1.20"})),
+        "baseline:v1.20"
+    );
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "restricted", WARN_LEVEL_LABEL: "privileged"})),
+        "privileged:latest"
+    );
+    assert_eq!(
+        of(json!({ENFORCE_LEVEL_LABEL: "bogus"})),
+        "privileged:latest"
+    );
+
+    // Invalid levels: enforce fails closed, warn and audit open; invalid versions are latest.
+    let (policy, causes) = Policy::of_labels(Some(&json!({
+        "pod-security.kubernetes.io/enforce": "strict",
+        "pod-security.kubernetes.io/enforce-version": "v1.24",
+        "pod-security.kubernetes.io/warn": "bogus",
+        "pod-security.kubernetes.io/audit-version": "1.2",
+    })));
+    assert_eq!(policy.enforce.to_string(), "restricted:v1.24");
+    assert_eq!(policy.warn.to_string(), "privileged:latest");
+    assert_eq!(policy.audit.to_string(), "privileged:latest");
+    assert_eq!(
+        causes,
+        vec![
+            (
+                "metadata.labels[pod-security.kubernetes.io/enforce]".to_owned(),
+                "Invalid value: \"strict\": must be one of privileged, baseline, restricted"
+                    .to_owned(),
+                "FieldValueInvalid".to_owned()
+            ),
+            (
+                "metadata.labels[pod-security.kubernetes.io/audit-version]".to_owned(),
+                "Invalid value: \"1.2\": must be \"latest\" or \"v1.x\"".to_owned(),
+                "FieldValueInvalid".to_owned()
+            ),
+            (
+                "metadata.labels[pod-security.kubernetes.io/warn]".to_owned(),
+                "Invalid value: \"bogus\": must be one of privileged, baseline, restricted"
+                    .to_owned(),
+                "FieldValueInvalid".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn allow_privilege_escalation_fixtures() {
+    forbidden(
+        allow_privilege_escalation,
+        json!({"spec": {"containers": [
+            {"name": "a"},
+            {"name": "b", "securityContext": {}},
+            {"name": "c", "securityContext": {"allowPrivilegeEscalation": true}},
+            {"name": "d", "securityContext": {"allowPrivilegeEscalation": false}},
+        ]}}),
+        "allowPrivilegeEscalation != false",
+        r#"containers "a", "b", "c" must set securityContext.allowPrivilegeEscalation=false"#,
+    );
+    // v1.25: Windows pods pass; v1.8 did not exempt them.
+    let windows = json!({"spec": {"os": {"name": "windows"}, "containers": [{"name": "a"}]}});
+    allowed(allow_privilege_escalation_1_25, windows.clone());
+    assert!(run(allow_privilege_escalation, &windows).is_some());
+}
+
+#[test]
+fn app_armor_fixtures() {
+    forbidden(
+        app_armor_profile,
+        json!({"spec": {"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}}),
+        "forbidden AppArmor profile",
+        r#"pod must not set AppArmor profile type to "Unconfined""#,
+    );
+    forbidden(
+        app_armor_profile,
+        json!({"spec": {
+            "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "foo", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}],
+        }}),
+        "forbidden AppArmor profile",
+        r#"container "foo" must not set AppArmor profile type to "Unconfined""#,
+    );
+    forbidden(
+        app_armor_profile,
+        json!({"metadata": {"annotations": {
+            "container.apparmor.security.beta.kubernetes.io/a": "unconfined",
+            "container.apparmor.security.beta.kubernetes.io/b": "runtime/default",
+            "container.apparmor.security.beta.kubernetes.io/c": "localhost/x",
+            "container.apparmor.security.beta.kubernetes.io/d": "",
+            "container.apparmor.security.beta.kubernetes.io/e": "bad",
+        }}, "spec": {}}),
+        "forbidden AppArmor profiles",
+        r#"annotations must not set AppArmor profile type to "container.apparmor.security.beta.kubernetes.io/a=\"unconfined\"", "container.apparmor.security.beta.kubernetes.io/e=\"bad\"""#,
+    );
+    allowed(
+        app_armor_profile,
+        json!({"spec": {"containers": [{"name": "a", "securityContext": {"appArmorProfile": {"type": "Localhost"}}}]}}),
+    );
+}
+
+#[test]
+fn capabilities_fixtures() {
+    forbidden(
+        capabilities_baseline,
+        json!({"spec": {"containers": [
+            {"name": "a", "securityContext": {"capabilities": {"add": ["FOO", "BAR"]}}},
+            {"name": "b", "securityContext": {"capabilities": {"add": ["BAR", "BAZ"]}}},
+            {"name": "c", "securityContext": {"capabilities": {"add": ["CHOWN"]}}},
+        ]}}),
+        "non-default capabilities",
+        r#"containers "a", "b" must not include "BAR", "BAZ", "FOO" in securityContext.capabilities.add"#,
+    );
+    forbidden(
+        capabilities_restricted,
+        json!({"spec": {"containers": [
+            {"name": "a", "securityContext": {"capabilities": {"add": ["FOO", "BAR"]}}},
+            {"name": "b", "securityContext": {"capabilities": {"add": ["BAR", "BAZ"]}}},
+            {"name": "c", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE", "CHOWN"], "drop": ["ALL", "FOO"]}}},
+        ]}}),
+        "unrestricted capabilities",
+        r#"containers "a", "b" must set securityContext.capabilities.drop=["ALL"]; containers "a", "b", "c" must not include "BAR", "BAZ", "CHOWN", "FOO" in securityContext.capabilities.add"#,
+    );
+    allowed(
+        capabilities_restricted,
+        json!({"spec": {"containers": [{"name": "a", "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}]}}),
+    );
+}
+
+#[test]
+fn host_fixtures() {
+    forbidden(
+        host_namespaces,
+        json!({"spec": {"hostNetwork": true, "hostIPC": true, "hostPID": true}}),
+        "host namespaces",
+        "hostNetwork=true, hostPID=true, hostIPC=true",
+    );
+    forbidden(
+        host_path_volumes,
+        json!({"spec": {"volumes": [
+            {"name": "a", "emptyDir": {}},
+            {"name": "b", "hostPath": {"path": "/"}},
+            {"name": "c", "hostPath": {"path": "/x"}},
+        ]}}),
+        "hostPath volumes",
+        r#"volumes "b", "c""#,
+    );
+    forbidden(
+        host_ports,
+        json!({"spec": {"containers": [
+            {"name": "a", "ports": [{"hostPort": 0}]},
+            {"name": "b", "ports": [{"hostPort": 0}, {"hostPort": 20}]},
+        ]}}),
+        "hostPort",
+        r#"container "b" uses hostPort 20"#,
+    );
+    forbidden(
+        host_ports,
+        json!({"spec": {"containers": [
+            {"name": "a", "ports": [{"hostPort": 0}]},
+            {"name": "b", "ports": [{"hostPort": 0}, {"hostPort": 10}, {"hostPort": 20}]},
+            {"name": "c", "ports": [{"hostPort": 0}, {"hostPort": 10}, {"hostPort": 30}]},
+        ]}}),
+        "hostPort",
+        r#"containers "b", "c" use hostPorts 10, 20, 30"#,
+    );
+    forbidden(
+        windows_host_process,
+        json!({"spec": {
+            "securityContext": {"windowsOptions": {"hostProcess": true}},
+            "containers": [
+                {"name": "a", "securityContext": {"windowsOptions": {"hostProcess": true}}},
+                {"name": "b", "securityContext": {"windowsOptions": {"hostProcess": false}}},
+            ],
+        }}),
+        "hostProcess",
+        r#"pod and container "a" must not set securityContext.windowsOptions.hostProcess=true"#,
+    );
+}
+
+#[test]
+fn privileged_and_proc_mount_fixtures() {
+    forbidden(
+        privileged,
+        json!({"spec": {
+            "initContainers": [{"name": "i", "securityContext": {"privileged": true}}],
+            "containers": [
+                {"name": "a", "securityContext": {"privileged": false}},
+                {"name": "b", "securityContext": {"privileged": true}},
+            ],
+        }}),
+        "privileged",
+        r#"containers "i", "b" must not set securityContext.privileged=true"#,
+    );
+    forbidden(
+        proc_mount,
+        json!({"spec": {"containers": [
+            {"name": "a", "securityContext": {"procMount": "Default"}},
+            {"name": "b", "securityContext": {"procMount": "Unmasked"}},
+            {"name": "c"},
+        ]}}),
+        "procMount",
+        r#"container "b" must not set securityContext.procMount to "Unmasked""#,
+    );
+}
+
+#[test]
+fn restricted_volumes_fixture() {
+    let allowed_sources = [
+        "emptyDir",
+        "secret",
+        "persistentVolumeClaim",
+        "downwardAPI",
+        "configMap",
+        "projected",
+        "csi",
+        "ephemeral",
+        "image",
+    ];
+    let mut volumes: Vec<Value> = allowed_sources
+        .iter()
+        .enumerate()
+        .map(|(i, source)| json!({"name": format!("a{}", i + 1), *source: {}}))
+        .collect();
+    let restricted = [
+        "hostPath",
+        "gcePersistentDisk",
+        "awsElasticBlockStore",
+        "gitRepo",
+        "nfs",
+        "iscsi",
+        "glusterfs",
+        "rbd",
+        "flexVolume",
+        "cinder",
+        "cephfs",
+        "flocker",
+        "fc",
+        "azureFile",
+        "vsphereVolume",
+        "quobyte",
+        "azureDisk",
+        "photonPersistentDisk",
+        "portworxVolume",
+        "scaleIO",
+        "storageos",
+    ];
+    volumes.extend(
+        restricted
+            .iter()
+            .enumerate()
+            .map(|(i, source)| json!({"name": format!("b{}", i + 1), *source: {}})),
+    );
+    volumes.push(json!({"name": "c1"}));
+    forbidden(
+        restricted_volumes,
+        json!({"spec": {"volumes": volumes}}),
+        "restricted volume types",
+        concat!(
+            r#"volumes "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8", "b9", "b10", "b11", "b12", "b13", "b14", "b15", "b16", "b17", "b18", "b19", "b20", "b21", "c1""#,
+            r#" use restricted volume types "#,
+            r#""awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "fc", "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "glusterfs", "#,
+            r#""hostPath", "iscsi", "nfs", "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos", "unknown", "vsphereVolume""#,
+        ),
+    );
+}
+
+#[test]
+fn run_as_fixtures() {
+    forbidden(
+        run_as_non_root,
+        json!({"spec": {
+            "securityContext": {"runAsNonRoot": false},
+            "containers": [
+                {"name": "a"},
+                {"name": "b", "securityContext": {"runAsNonRoot": false}},
+                {"name": "c", "securityContext": {"runAsNonRoot": false}},
+            ],
+        }}),
+        "runAsNonRoot != true",
+        r#"pod and containers "b", "c" must not set securityContext.runAsNonRoot=false"#,
+    );
+    forbidden(
+        run_as_non_root,
+        json!({"spec": {"containers": [
+            {"name": "a"},
+            {"name": "b", "securityContext": {"runAsNonRoot": true}},
+            {"name": "c", "securityContext": {}},
+        ]}}),
+        "runAsNonRoot != true",
+        r#"pod or containers "a", "c" must set securityContext.runAsNonRoot=true"#,
+    );
+    allowed(
+        run_as_non_root,
+        json!({"spec": {"securityContext": {"runAsNonRoot": true}, "containers": [{"name": "a"}]}}),
+    );
+    forbidden(
+        run_as_user,
+        json!({"spec": {
+            "securityContext": {"runAsUser": 0},
+            "containers": [
+                {"name": "a", "securityContext": {"runAsUser": 0}},
+                {"name": "b", "securityContext": {"runAsUser": 1000}},
+                {"name": "c", "securityContext": {"runAsUser": 0}},
+            ],
+        }}),
+        "runAsUser=0",
+        r#"pod and containers "a", "c" must not set runAsUser=0"#,
+    );
+}
+
+#[test]
+fn se_linux_fixtures() {
+    forbidden(
+        se_linux_options_1_0,
+        json!({"spec": {
+            "securityContext": {"seLinuxOptions": {"type": "foo", "user": "bar"}},
+            "containers": [
+                {"name": "a", "securityContext": {"seLinuxOptions": {"type": "container_t"}}},
+                {"name": "b", "securityContext": {"seLinuxOptions": {"type": "bar", "role": "baz"}}},
+            ],
+        }}),
+        "seLinuxOptions",
+        r#"pod and container "b" set forbidden securityContext.seLinuxOptions: types "bar", "foo"; user may not be set; role may not be set"#,
+    );
+    forbidden(
+        se_linux_options_1_0,
+        json!({"spec": {"securityContext": {"seLinuxOptions": {"user": "bad"}}}}),
+        "seLinuxOptions",
+        "pod set forbidden securityContext.seLinuxOptions: user may not be set",
+    );
+    let engine =
+        json!({"spec": {"securityContext": {"seLinuxOptions": {"type": "container_engine_t"}}}});
+    forbidden(
+        se_linux_options_1_0,
+        engine.clone(),
+        "seLinuxOptions",
+        r#"pod set forbidden securityContext.seLinuxOptions: type "container_engine_t""#,
+    );
+    allowed(se_linux_options_1_31, engine);
+}
+
+#[test]
+fn seccomp_fixtures() {
+    forbidden(
+        seccomp_annotations,
+        json!({"metadata": {"annotations": {
+            "seccomp.security.alpha.kubernetes.io/pod": "unconfined",
+            "container.seccomp.security.alpha.kubernetes.io/a": "runtime/default",
+            "container.seccomp.security.alpha.kubernetes.io/b": "bogus",
+        }}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}),
+        "seccompProfile",
+        r#"forbidden annotations container.seccomp.security.alpha.kubernetes.io/b="bogus", seccomp.security.alpha.kubernetes.io/pod="unconfined""#,
+    );
+    forbidden(
+        seccomp_baseline,
+        json!({"spec": {
+            "securityContext": {"seccompProfile": {"type": "Unconfined"}},
+            "containers": [
+                {"name": "a", "securityContext": {"seccompProfile": {"type": "Unconfined"}}},
+                {"name": "b", "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}},
+                {"name": "c"},
+            ],
+        }}),
+        "seccompProfile",
+        r#"pod and container "a" must not set securityContext.seccompProfile.type to "Unconfined""#,
+    );
+    allowed(
+        seccomp_baseline,
+        json!({"spec": {"containers": [{"name": "c"}]}}),
+    );
+    forbidden(
+        seccomp_restricted,
+        json!({"spec": {"containers": [
+            {"name": "a"},
+            {"name": "b", "securityContext": {"seccompProfile": {"type": "Localhost"}}},
+            {"name": "c", "securityContext": {}},
+        ]}}),
+        "seccompProfile",
+        r#"pod or containers "a", "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost""#,
+    );
+    allowed(
+        seccomp_restricted,
+        json!({"spec": {"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}, "containers": [{"name": "a"}]}}),
+    );
+    allowed(
+        seccomp_restricted_1_25,
+        json!({"spec": {"os": {"name": "windows"}, "containers": [{"name": "a"}]}}),
+    );
+}
+
+#[test]
+fn sysctl_fixtures_by_version() {
+    forbidden(
+        sysctls_1_0,
+        json!({"spec": {"securityContext": {"sysctls": [{"name": "a"}, {"name": "b"}]}}}),
+        "forbidden sysctls",
+        "a, b",
+    );
+    let reserved = json!({"spec": {"securityContext": {"sysctls": [{"name": "net.ipv4.ip_local_reserved_ports", "value": "1024-4999"}]}}});
+    forbidden(
+        sysctls_1_0,
+        reserved.clone(),
+        "forbidden sysctls",
+        "net.ipv4.ip_local_reserved_ports",
+    );
+    allowed(sysctls_1_27, reserved);
+    let keepalive = json!({"spec": {"securityContext": {"sysctls": [{"name": "net.ipv4.tcp_keepalive_time"}]}}});
+    assert!(run(sysctls_1_27, &keepalive).is_some());
+    allowed(sysctls_1_29, keepalive);
+    let rmem = json!({"spec": {"securityContext": {"sysctls": [{"name": "net.ipv4.tcp_rmem"}]}}});
+    assert!(run(sysctls_1_29, &rmem).is_some());
+    allowed(sysctls_1_32, rmem);
+}
+
+/// A pod violating most checks, for the registry's order and versions.
+fn bad_pod() -> Value {
+    json!({
+        "metadata": {"name": "p"},
+        "spec": {
+            "hostNetwork": true,
+            "securityContext": {"sysctls": [{"name": "net.core.somaxconn"}],
+                "seLinuxOptions": {"user": "u"}},
+            "containers": [{"name": "c", "image": "nginx",
+                "securityContext": {"privileged": true, "capabilities": {"add": ["NET_ADMIN"]}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+            "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+        },
+    })
+}
+
+#[test]
+fn baseline_and_restricted_aggregate_in_kubes_order() {
+    let pod = bad_pod();
+    let baseline = evaluate(
+        lv(Level::Baseline, Version::Latest),
+        &pod["metadata"],
+        &pod["spec"],
+    );
+    assert_eq!(
+        forbidden_reason(&baseline),
+        "non-default capabilities, host namespaces, hostPath volumes, hostPort, privileged, seLinuxOptions, forbidden sysctls"
+    );
+    let restricted = evaluate(
+        lv(Level::Restricted, Version::Latest),
+        &pod["metadata"],
+        &pod["spec"],
+    );
+    // The restricted capabilities and volumes checks replace baseline's.
+    assert_eq!(
+        forbidden_reason(&restricted),
+        "host namespaces, hostPort, privileged, seLinuxOptions, forbidden sysctls, allowPrivilegeEscalation != false, unrestricted capabilities, restricted volume types, runAsNonRoot != true, seccompProfile"
+    );
+    assert_eq!(
+        forbidden_detail(&restricted[..2]),
+        r#"host namespaces (hostNetwork=true), hostPort (container "c" uses hostPort 8080)"#
+    );
+    assert!(
+        evaluate(
+            lv(Level::Privileged, Version::Latest),
+            &pod["metadata"],
+            &pod["spec"]
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn checks_apply_from_their_minimum_version() {
+    let pod = json!({"spec": {"containers": [{"name": "c", "securityContext": {"runAsNonRoot": true, "runAsUser": 0,
+        "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}});
+    let reasons = |version| {
+        forbidden_reason(&evaluate(
+            lv(Level::Restricted, version),
+            &pod["metadata"],
+            &pod["spec"],
+        ))
+    };
+    // runAsUser from v1.23, seccompProfile of restricted from v1.19.
+    assert_eq!(reasons(Version::Minor(18)), "");
+    assert_eq!(reasons(Version::Minor(19)), "seccompProfile");
+    assert_eq!(reasons(Version::Minor(23)), "runAsUser=0, seccompProfile");
+    assert_eq!(reasons(Version::Latest), "runAsUser=0, seccompProfile");
+    // Versions past the newest check's are the newest's.
+    assert_eq!(reasons(Version::Minor(1000)), reasons(Version::Latest));
+    // Before v1.22, restricted runs baseline's capabilities check instead.
+    let caps = json!({"spec": {"containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}});
+    let at = |minor| {
+        forbidden_reason(&evaluate(
+            lv(Level::Restricted, Version::Minor(minor)),
+            &caps["metadata"],
+            &caps["spec"],
+        ))
+    };
+    assert!(at(21).starts_with("non-default capabilities, allowPrivilegeEscalation != false"));
+    assert!(!at(22).contains("non-default capabilities"));
+    assert!(at(22).contains("unrestricted capabilities"));
+}
+
+fn labels(enforce: &str, warn: &str) -> Value {
+    let mut labels = Map::new();
+    if !enforce.is_empty() {
+        labels.insert(ENFORCE_LEVEL_LABEL.into(), json!(enforce));
+    }
+    if !warn.is_empty() {
+        labels.insert(WARN_LEVEL_LABEL.into(), json!(warn));
+    }
+    Value::Object(labels)
+}
+
+#[test]
+fn pods_are_refused_or_warned() {
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let decision = admit_pod(Some(&labels("restricted", "")), "", None, &pod);
+    assert_eq!(
+        decision.refusal.as_deref(),
+        Some(concat!(
+            r#"violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "c" must set securityContext.allowPrivilegeEscalation=false), "#,
+            r#"unrestricted capabilities (container "c" must set securityContext.capabilities.drop=["ALL"]), "#,
+            r#"runAsNonRoot != true (pod or container "c" must set securityContext.runAsNonRoot=true), "#,
+            r#"seccompProfile (pod or container "c" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")"#,
+        ))
+    );
+    assert!(decision.warnings.is_empty(), "no warnings on a refusal");
+    let decision = admit_pod(Some(&labels("baseline", "restricted")), "", None, &pod);
+    assert_eq!(decision.refusal, None);
+    assert_eq!(decision.warnings.len(), 1);
+    assert!(decision.warnings[0].starts_with(
+        "would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"
+    ));
+    // Unlabelled namespaces and ignored subresources: nothing.
+    assert_eq!(admit_pod(None, "", None, &bad_pod()), Decision::default());
+    assert_eq!(
+        admit_pod(Some(&labels("restricted", "")), "status", None, &pod),
+        Decision::default()
+    );
+    // An invalid enforce level enforces restricted.
+    assert!(
+        admit_pod(Some(&labels("bogus", "")), "", None, &pod)
+            .refusal
+            .unwrap()
+            .starts_with("violates PodSecurity \"restricted:latest\"")
+    );
+}
+
+#[test]
+fn only_significant_pod_updates_are_checked() {
+    let old =
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "a"}]}});
+    let ns = labels("restricted", "");
+    let mut relabelled = old.clone();
+    relabelled["metadata"]["labels"] = json!({"x": "y"});
+    assert!(!is_significant_pod_update(&relabelled, &old));
+    assert_eq!(
+        admit_pod(Some(&ns), "", Some(&old), &relabelled),
+        Decision::default()
+    );
+    let mut image = old.clone();
+    image["spec"]["containers"][0]["image"] = json!("b");
+    assert!(is_significant_pod_update(&image, &old));
+    assert!(
+        admit_pod(Some(&ns), "", Some(&old), &image)
+            .refusal
+            .is_some()
+    );
+    let mut annotated = old.clone();
+    annotated["metadata"]["annotations"] =
+        json!({"container.seccomp.security.alpha.kubernetes.io/c": "runtime/default"});
+    assert!(is_significant_pod_update(&annotated, &old));
+    let mut ephemeral = old.clone();
+    ephemeral["spec"]["ephemeralContainers"] = json!([{"name": "debug", "image": "busybox"}]);
+    assert!(is_significant_pod_update(&ephemeral, &old));
+    assert!(!is_significant_pod_update(&ephemeral, &ephemeral));
+    assert!(
+        admit_pod(Some(&ns), "ephemeralcontainers", Some(&old), &ephemeral)
+            .refusal
+            .is_some()
+    );
+}
+
+#[test]
+fn templates_only_warn() {
+    let deployment = json!({"spec": {"template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x",
+        "securityContext": {"privileged": true}}]}}}});
+    let decision = admit_template(
+        Some(&labels("restricted", "baseline")),
+        "apps",
+        "deployments",
+        "",
+        &deployment,
+    );
+    assert_eq!(decision.refusal, None);
+    assert_eq!(
+        decision.warnings,
+        vec![r#"would violate PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#.to_owned()]
+    );
+    assert_eq!(
+        admit_template(
+            Some(&labels("", "baseline")),
+            "apps",
+            "deployments",
+            "scale",
+            &deployment
+        ),
+        Decision::default()
+    );
+    let cronjob = json!({"spec": {"jobTemplate": {"spec": {"template": deployment["spec"]["template"].clone()}}}});
+    assert_eq!(
+        admit_template(
+            Some(&labels("", "baseline")),
+            "batch",
+            "cronjobs",
+            "",
+            &cronjob
+        )
+        .warnings
+        .len(),
+        1
+    );
+    assert_eq!(
+        pod_template("", "replicationcontrollers", &json!({"spec": {}})),
+        None
+    );
+    assert!(pod_template("", "podtemplates", &json!({"template": {"spec": {}}})).is_some());
+    assert_eq!(pod_template("", "configmaps", &json!({})), None);
+}
+
+fn namespace(name: &str, labels: Value) -> Value {
+    json!({"metadata": {"name": name, "labels": labels}})
+}
+
+fn pod_named(name: &str, privileged: bool, owner: Option<&str>) -> Value {
+    let mut pod = json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x",
+        "securityContext": {"privileged": privileged}}]}});
+    if let Some(uid) = owner {
+        pod["metadata"]["ownerReferences"] = json!([{"uid": uid, "controller": true}]);
+    }
+    pod
+}
+
+#[test]
+fn namespace_labels_are_validated() {
+    let bad = namespace("n", json!({"pod-security.kubernetes.io/enforce": "strict"}));
+    let causes = admit_namespace(&bad, None).unwrap_err();
+    assert_eq!(
+        causes[0].0,
+        "metadata.labels[pod-security.kubernetes.io/enforce]"
+    );
+    // An update that keeps the same invalid labels passes; one that changes them does not.
+    let mut same = bad.clone();
+    same["metadata"]["labels"]["other"] = json!("x");
+    assert_eq!(admit_namespace(&same, Some(&bad)), Ok(None));
+    let worse = namespace(
+        "n",
+        json!({"pod-security.kubernetes.io/enforce": "stricter"}),
+    );
+    assert!(admit_namespace(&worse, Some(&bad)).is_err());
+    let fresh = namespace("n", json!({}));
+    assert!(admit_namespace(&bad, Some(&fresh)).is_err());
+    assert_eq!(admit_namespace(&fresh, None), Ok(None));
+}
+
+#[test]
+fn tightening_enforce_checks_existing_pods() {
+    let old = namespace("n", json!({}));
+    let new = namespace("n", labels("baseline", ""));
+    let tightened = admit_namespace(&new, Some(&old)).unwrap();
+    assert_eq!(tightened, Some(lv(Level::Baseline, Version::Latest)));
+    let pods = [
+        pod_named("zeta", true, None),
+        pod_named("alpha", true, None),
+        pod_named("fine", false, None),
+        pod_named("web-1", true, Some("rs")),
+        pod_named("web-2", true, Some("rs")),
+    ];
+    assert_eq!(
+        existing_pod_warnings("n", tightened.unwrap(), pods.iter().collect()),
+        vec![
+            r#"existing pods in namespace "n" violate the new PodSecurity enforce level "baseline:latest""#.to_owned(),
+            "alpha (and 3 other pods): privileged".to_owned(),
+        ]
+    );
+    // Relaxing, keeping, or going privileged does not look at pods.
+    assert_eq!(admit_namespace(&old, Some(&new)), Ok(None));
+    assert_eq!(admit_namespace(&new, Some(&new)), Ok(None));
+    let privileged_ns = namespace("n", labels("privileged", ""));
+    assert_eq!(admit_namespace(&privileged_ns, Some(&new)), Ok(None));
+    let restricted_ns = namespace("n", labels("restricted", ""));
+    assert_eq!(admit_namespace(&new, Some(&restricted_ns)), Ok(None));
+    // A version change at the same level does.
+    let mut pinned = new.clone();
+    pinned["metadata"]["labels"][ENFORCE_VERSION_LABEL] = json!("v1.20");
+    assert_eq!(
+        admit_namespace(&pinned, Some(&new)),
+        Ok(Some(lv(Level::Baseline, Version::Minor(20))))
+    );
+    // No violations, no warnings.
+    assert!(
+        existing_pod_warnings("n", lv(Level::Baseline, Version::Latest), vec![&pods[2]]).is_empty()
+    );
+}
+
+#[test]
+fn existing_pod_warnings_group_and_bound() {
+    let one = [pod_named("a", true, None)];
+    assert_eq!(
+        existing_pod_warnings(
+            "n",
+            lv(Level::Baseline, Version::Latest),
+            one.iter().collect()
+        )[1],
+        "a: privileged"
+    );
+    let two = [pod_named("b", true, None), pod_named("a", true, None)];
+    assert_eq!(
+        existing_pod_warnings(
+            "n",
+            lv(Level::Baseline, Version::Latest),
+            two.iter().collect()
+        )[1],
+        "a (and 1 other pod): privileged"
+    );
+    let many: Vec<Value> = (0..NAMESPACE_MAX_PODS_TO_CHECK + 2)
+        .map(|i| pod_named(&format!("p{i}"), false, None))
+        .collect();
+    let warnings = existing_pod_warnings(
+        "n",
+        lv(Level::Baseline, Version::Latest),
+        many.iter().collect(),
+    );
+    assert_eq!(
+        warnings,
+        vec![format!(
+            "new PodSecurity enforce level only checked against the first {NAMESPACE_MAX_PODS_TO_CHECK} of {} existing pods",
+            NAMESPACE_MAX_PODS_TO_CHECK + 2
+        )]
+    );
+    // One pod per controller first: the controller's second pod is checked last.
+    let pods = [
+        pod_named("r1", false, Some("u")),
+        pod_named("r2", true, Some("u")),
+        pod_named("solo", false, None),
+    ];
+    let order: Vec<String> = prioritized(pods.iter().collect())
+        .iter()
+        .map(|p| name_of(&p["metadata"]))
+        .collect();
+    assert_eq!(order, ["r1", "solo", "r2"]);
+}
