@@ -23,6 +23,7 @@ pub mod handover;
 pub mod limit_ranger;
 pub mod object_admission;
 pub mod pod_admission;
+pub mod policy_admission;
 pub mod probe;
 pub mod read;
 pub mod reflector;

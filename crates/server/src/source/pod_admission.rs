@@ -63,6 +63,8 @@ pub struct AdmissionPlugins {
     pub default_ingress_class: bool,
     /// `TaintNodesByCondition` (`super::object_admission`).
     pub taint_nodes_by_condition: bool,
+    /// `ValidatingAdmissionPolicy` (`super::policy_admission`).
+    pub validating_admission_policy: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -77,13 +79,14 @@ impl Default for AdmissionPlugins {
             default_storage_class: true,
             default_ingress_class: true,
             taint_nodes_by_condition: true,
+            validating_admission_policy: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 10] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -93,6 +96,7 @@ impl AdmissionPlugins {
         "DefaultStorageClass",
         "DefaultIngressClass",
         "TaintNodesByCondition",
+        "ValidatingAdmissionPolicy",
     ];
 
     /// Every plugin but those `disabled` names.
@@ -112,6 +116,7 @@ impl AdmissionPlugins {
                 "DefaultStorageClass" => &mut plugins.default_storage_class,
                 "DefaultIngressClass" => &mut plugins.default_ingress_class,
                 "TaintNodesByCondition" => &mut plugins.taint_nodes_by_condition,
+                "ValidatingAdmissionPolicy" => &mut plugins.validating_admission_policy,
                 other => return Err(other.to_owned()),
             };
             *enabled = false;

@@ -78,7 +78,7 @@ use crate::source::limit_ranger;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
-use crate::source::{object_admission, pod_admission};
+use crate::source::{object_admission, pod_admission, policy_admission};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -1161,7 +1161,37 @@ impl Writer<'_> {
             // Subresources (status, binding, ephemeral containers) change what they own.
             watchkeeper_api::kinds::validate_pod_update(&resource.def, &object, old)?;
         }
+        self.admit_policies(resource, Some(&object), old)?;
         Ok(object)
+    }
+
+    /// ValidatingAdmissionPolicy on a write turning `old` into `object` ([`policy_admission`]):
+    /// its warnings kept for the answer.
+    ///
+    /// # Errors
+    /// A `Deny` binding's denial.
+    fn admit_policies(
+        &self,
+        resource: &Resource,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.validating_admission_policy {
+            return Ok(());
+        }
+        let write = policy_admission::Write {
+            resource,
+            subresource: &self.subresource,
+            object,
+            old,
+            user: self.user,
+            dry_run: self.dry_run,
+            manager: &self.manager,
+        };
+        for warning in policy_admission::admit(self.resources, &write)? {
+            self.warn(warning);
+        }
+        Ok(())
     }
 
     /// A prepared create admitted: LimitRanger's defaults ([`limit_ranger`]) before the
@@ -2659,6 +2689,7 @@ impl Writer<'_> {
                     ),
                 ));
             }
+            self.admit_policies(resource, None, Some(body))?;
             // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
             // deletionTimestamp, the cleanup finalizer and the `Terminating` condition; the
             // CRD finalizer (`controllers::crd_finalizer`) deletes its objects, then removes
