@@ -61,6 +61,10 @@
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
 //! `isIP`, `isCIDR`; `cel.bind`).
 //!
+//! **Admission policies** (`crate::admission_policy`) compile their expressions here too, with
+//! their own declared variables (`object`, `oldObject`, `request`, `params`, ...: `Declared`),
+//! and run them within the same bound and budgets (`run`).
+//!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
 //! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
