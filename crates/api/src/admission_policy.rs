@@ -1175,17 +1175,12 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
                 format!("compilation failed: {error}"),
             )),
             Ok(compiled) => {
-                if let Some(unknown) = cel_rules::variables_selected(&compiled)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|name| !variables.contains(&name.as_str()))
+                if let Some(error) = cel_rules::undefined_variable(expression, &compiled, variables)
                 {
                     errors.push((
                         path,
                         expression.to_owned(),
-                        format!(
-                            "compilation failed: ERROR: <input>:1:1: undefined field '{unknown}'"
-                        ),
+                        format!("compilation failed: {error}"),
                     ));
                 }
             }

@@ -362,6 +362,34 @@ pub(crate) fn variables_selected(compiled: &Compiled) -> Option<Vec<String>> {
     (!whole).then_some(named)
 }
 
+/// cel-go's compile error for the first `variables.x` in `text` whose `x` is not one of
+/// `declared` (`ERROR: <input>:1:10: undefined field 'x'` and its snippet), if any.
+pub(crate) fn undefined_variable(
+    text: &str,
+    compiled: &Compiled,
+    declared: &[&str],
+) -> Option<String> {
+    let mut found: Option<(usize, usize, &str)> = None;
+    let mut pending = vec![compiled.program.expression()];
+    while let Some(expr) = pending.pop() {
+        if let Expr::Select(select) = &expr.expr
+            && matches!(&select.operand.expr, Expr::Ident(n) if n == "variables")
+        {
+            if !declared.contains(&select.field.as_str()) {
+                let (line, column) = position(text, &compiled.program, expr.id);
+                if found.is_none_or(|(l, c, _)| (line, column) < (l, c)) {
+                    found = Some((line, column, select.field.as_str()));
+                }
+            }
+            continue;
+        }
+        pending.extend(children(expr));
+    }
+    found.map(|(line, column, field)| {
+        display(text, line, column, &format!("undefined field '{field}'"))
+    })
+}
+
 /// The size of a value an expression gave (a policy's variable), as [`measured`] sizes data.
 pub(crate) fn measured_cel(value: &cel::Value) -> Size {
     let mut size = Size {

@@ -85,8 +85,8 @@ async fn write(
 
 /// Goal: kube's e2e "should validate against a Deployment": a Deployment of 6 replicas is
 /// refused (422, kube's message, on create, on a patch to 6 and on a dry run), one of 5 is
-/// created, an unlabelled one passes the match condition by; once the binding is deleted
-/// nothing is refused.
+/// created, an unlabelled one passes the match condition by; a changed policy and a deleted
+/// binding apply to the next request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_bound_to_deployments_refuses_what_it_denies() {
     let server = server_with(ServeArgs::default()).await;
@@ -153,6 +153,17 @@ async fn a_policy_bound_to_deployments_refuses_what_it_denies() {
         .remove("labels");
     let (status, body) = send_json(addr, "POST", DEPLOYMENTS, &unlabelled).await;
     assert_eq!(status, 201, "{body}");
+    // A changed policy applies to the next request.
+    common::merge_patch(
+        addr,
+        &format!("{POLICIES}/replicas-limit"),
+        r#"{"spec": {"validations": [{"expression": "object.spec.replicas <= 6"}]}}"#,
+    )
+    .await;
+    let (status, body) = send_json(addr, "POST", DEPLOYMENTS, &deployment("six", 6)).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(addr, "POST", DEPLOYMENTS, &deployment("big", 7)).await;
+    assert_eq!(status, 422, "{body}");
     // The binding gone, the next request is not refused.
     let (status, body) = request(
         addr,
@@ -163,7 +174,7 @@ async fn a_policy_bound_to_deployments_refuses_what_it_denies() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = send_json(addr, "POST", DEPLOYMENTS, &deployment("big", 6)).await;
+    let (status, body) = send_json(addr, "POST", DEPLOYMENTS, &deployment("big", 7)).await;
     assert_eq!(status, 201, "{body}");
 }
 
