@@ -1152,7 +1152,10 @@ impl VariableResolver for Resolver<'_> {
 /// them: each `expression` of `validations`, `matchConditions` and `variables`, each
 /// `messageExpression` and `auditAnnotations[].valueExpression`, that does not compile in the
 /// policy's environment (`params` only with a `paramKind`; `variables.x` only for a variable
-/// declared before), as `(path, expression, detail)`.
+/// declared before), has a type error, or certainly gives no `bool` (a validation, a match
+/// condition) or `string` (a message expression), as far as the type check can be sure
+/// (`object`, `params` and the variables are of unknown type, as kube's `dyn`; kube also
+/// refuses a `dyn` result, this check does not), as `(path, expression, detail)`.
 #[must_use]
 pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
     let declared = if policy
@@ -1164,26 +1167,21 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         Declared::Admission
     };
     let mut errors = Vec::new();
-    let mut check = |path: String, expression: &str, variables: &[&str]| {
+    let mut check = |path: String,
+                     expression: &str,
+                     variables: &[&str],
+                     wanted: Option<cel_rules::Expression>| {
         if expression.trim().is_empty() {
             return;
         }
-        match cel_rules::compile_in(expression, declared) {
-            Err(error) => errors.push((
-                path,
-                expression.to_owned(),
-                format!("compilation failed: {error}"),
-            )),
-            Ok(compiled) => {
-                if let Some(error) = cel_rules::undefined_variable(expression, &compiled, variables)
-                {
-                    errors.push((
-                        path,
-                        expression.to_owned(),
-                        format!("compilation failed: {error}"),
-                    ));
-                }
-            }
+        let detail = match cel_rules::compile_in(expression, declared) {
+            Err(error) => Some(format!("compilation failed: {error}")),
+            Ok(compiled) => cel_rules::undefined_variable(expression, &compiled, variables)
+                .map(|error| format!("compilation failed: {error}"))
+                .or_else(|| cel_rules::admission_type_error(expression, &compiled, wanted)),
+        };
+        if let Some(detail) = detail {
+            errors.push((path, expression.to_owned(), detail));
         }
     };
     let list = |key: &str| {
@@ -1200,6 +1198,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
             format!("spec.variables[{index}].expression"),
             text(variable, "/expression"),
             &names[..index],
+            None,
         );
     }
     for (index, condition) in list("matchConditions").iter().enumerate() {
@@ -1207,6 +1206,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
             format!("spec.matchConditions[{index}].expression"),
             text(condition, "/expression"),
             &names,
+            Some(cel_rules::Expression::Rule),
         );
     }
     for (index, validation) in list("validations").iter().enumerate() {
@@ -1214,11 +1214,13 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
             format!("spec.validations[{index}].expression"),
             text(validation, "/expression"),
             &names,
+            Some(cel_rules::Expression::Rule),
         );
         check(
             format!("spec.validations[{index}].messageExpression"),
             text(validation, "/messageExpression"),
             &names,
+            Some(cel_rules::Expression::Message),
         );
     }
     for (index, annotation) in list("auditAnnotations").iter().enumerate() {
@@ -1226,6 +1228,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
             format!("spec.auditAnnotations[{index}].valueExpression"),
             text(annotation, "/valueExpression"),
             &names,
+            None,
         );
     }
     errors

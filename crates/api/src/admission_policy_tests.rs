@@ -684,6 +684,21 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
     assert!(found[1].starts_with("spec.matchConditions[0].expression: params.x: compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"), "{}", found[1]);
     assert!(found[2].starts_with("spec.validations[0].expression: object.(: compilation failed: ERROR: <input>:1:8: Syntax error:"), "{}", found[2]);
     assert!(found[3].starts_with("spec.validations[0].messageExpression: foo + 'x': compilation failed: ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')"), "{}", found[3]);
+    // Types: an operator without an overload, a result of another type.
+    let typed = errors(json!({"validations": [
+        {"expression": "1 + 'a' == 2"},
+        {"expression": "'yes'", "messageExpression": "1 + 2"},
+        {"expression": "object.spec.replicas + 1 > 2", "messageExpression": "'n=' + string(object.spec.replicas)"}]}));
+    assert_eq!(typed.len(), 3, "{typed:?}");
+    assert!(typed[0].starts_with("spec.validations[0].expression: 1 + 'a' == 2: compilation failed: ERROR: <input>:1:3: found no matching overload for '_+_' applied to '(int, string)'"), "{}", typed[0]);
+    assert_eq!(
+        typed[1],
+        "spec.validations[1].expression: 'yes': must evaluate to bool"
+    );
+    assert_eq!(
+        typed[2],
+        "spec.validations[1].messageExpression: 1 + 2: must evaluate to string"
+    );
     // With a paramKind, `params` is declared.
     assert!(
         errors(

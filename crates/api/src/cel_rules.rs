@@ -603,6 +603,38 @@ pub(crate) fn rule_error(
     }
 }
 
+/// Why an admission policy's expression `text` (compiled) is refused for its types, in
+/// kube's words: a type error as far as [`types`] can be sure (variables are of unknown type;
+/// `compilation failed: ERROR: <input>:1:3: found no matching overload ...`), or a result
+/// certainly not of the type `wanted` (`must evaluate to bool`, `must evaluate to string`);
+/// `None` when it passes.
+pub(crate) fn admission_type_error(
+    text: &str,
+    compiled: &Compiled,
+    wanted: Option<Expression>,
+) -> Option<String> {
+    let root = compiled.program.expression();
+    let typed = stacker::grow(EVALUATE_STACK, || {
+        types::type_of(root, types::Ty::Unknown, &mut Vec::new())
+    });
+    match (typed, wanted) {
+        (Err((id, message)), _) => {
+            let (line, column) = position(text, &compiled.program, id);
+            Some(format!(
+                "compilation failed: {}",
+                display(text, line, column, &message)
+            ))
+        }
+        (Ok(ty), Some(Expression::Rule)) if ty.is_not(types::Cel::Bool) => {
+            Some("must evaluate to bool".to_owned())
+        }
+        (Ok(ty), Some(Expression::Message)) if ty.is_not(types::Cel::String) => {
+            Some("must evaluate to string".to_owned())
+        }
+        (Ok(_), _) => None,
+    }
+}
+
 /// The cost kube-apiserver estimates for `text` on a node of schema `schema` (a resource's
 /// root or embedded resource when `resource`), once: not times the times it runs (see the
 /// `cost` module). `None` when the estimate does not follow the expression (it is then never
