@@ -434,7 +434,7 @@ fn matches(
     cluster: &impl Cluster,
 ) -> Result<Option<Matched>, String> {
     let selector_error = |selector: &Value| {
-        let operator = cel_rules_free_operator(selector);
+        let operator = unknown_operator(selector);
         format!("Internal error occurred: \"{operator}\" is not a valid label selector operator")
     };
     let namespace_match = match namespace_labels(attributes, cluster) {
@@ -498,7 +498,7 @@ fn matches(
 }
 
 /// The first `matchExpressions` operator kube does not know in `selector`.
-fn cel_rules_free_operator(selector: &Value) -> String {
+fn unknown_operator(selector: &Value) -> String {
     crate::kinds::workloads::selector_requirements(selector)
         .filter_map(|(_, operator, _)| operator)
         .find(|op| !matches!(*op, "In" | "NotIn" | "Exists" | "DoesNotExist"))
@@ -643,38 +643,17 @@ fn collect_params(
     } else if let Some(selector) = reference.get("selector").filter(|s| s.is_object()) {
         let mut selected = Vec::new();
         for param in candidates {
-            let labels = param.pointer("/metadata/labels").cloned();
-            let label = |k: &str| {
-                labels
-                    .as_ref()
-                    .and_then(|l| l.get(k))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
-            let owned: Vec<(String, Option<String>)> = selector
-                .get("matchLabels")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, _)| (k.clone(), label(k)))
-                .chain(
-                    crate::kinds::workloads::selector_requirements(selector)
-                        .map(|(k, _, _)| (k.to_owned(), label(k))),
-                )
-                .collect();
-            let lookup = |k: &str| {
-                owned
-                    .iter()
-                    .find(|(key, _)| key == k)
-                    .and_then(|(_, v)| v.as_deref())
-            };
-            match label_selector_matches(selector, lookup) {
+            let labels = param.pointer("/metadata/labels");
+            let matched = label_selector_matches(selector, |k| {
+                labels.and_then(|l| l.get(k)).and_then(Value::as_str)
+            });
+            match matched {
                 Some(true) => selected.push(Some(param)),
                 Some(false) => {}
                 None => {
                     return Err(format!(
                         "\"{}\" is not a valid label selector operator",
-                        cel_rules_free_operator(selector)
+                        unknown_operator(selector)
                     ));
                 }
             }

@@ -46,27 +46,41 @@ pub struct Write<'a> {
 /// The caches of the served resources, as policies look things up in them.
 struct Caches<'r>(&'r [Arc<Resource>]);
 
+/// The served (`group`, `plural`) resource of `resources` at its stored version (not a
+/// converted view).
+pub fn served<'r>(
+    resources: &'r [Arc<Resource>],
+    group: &str,
+    plural: &str,
+) -> Option<&'r Resource> {
+    resources
+        .iter()
+        .find(|r| r.def.group == group && r.def.plural == plural && r.conversion.is_none())
+        .map(|r| &**r)
+}
+
+/// Every object of `resource` (none without one) whose key starts with `prefix` (all when
+/// `None`), as its cache has them (kube's listers).
+pub fn cached_objects(resource: Option<&Resource>, prefix: Option<&str>) -> Vec<Value> {
+    resource
+        .map(|resource| {
+            resource
+                .cache()
+                .latest()
+                .range(prefix, None)
+                .map(|object| object.body().clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl Caches<'_> {
-    /// The served (`group`, `plural`) resource at its stored version.
     fn served(&self, group: &str, plural: &str) -> Option<&Resource> {
-        self.0
-            .iter()
-            .find(|r| r.def.group == group && r.def.plural == plural && r.conversion.is_none())
-            .map(|r| &**r)
+        served(self.0, group, plural)
     }
 
-    /// Every object of (`group`, `plural`) whose key starts with `prefix`.
     fn objects(&self, resource: Option<&Resource>, prefix: Option<&str>) -> Vec<Value> {
-        resource
-            .map(|resource| {
-                resource
-                    .cache()
-                    .latest()
-                    .range(prefix, None)
-                    .map(|object| object.body().clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        cached_objects(resource, prefix)
     }
 
     /// The resource serving `api_version`/`kind`.

@@ -1404,25 +1404,13 @@ impl Writer<'_> {
 
     /// The served (`group`, `plural`) resource at its stored version (not a converted view).
     fn served_resource(&self, group: &str, plural: &str) -> Option<&Resource> {
-        self.resources
-            .iter()
-            .find(|r| r.def.group == group && r.def.plural == plural && r.conversion.is_none())
-            .map(|r| &**r)
+        policy_admission::served(self.resources, group, plural)
     }
 
     /// Every object of the class kind (`group`, `plural`), as its cache has them (kube's
     /// listers).
     fn cached_classes(&self, group: &str, plural: &str) -> Vec<Value> {
-        self.served_resource(group, plural)
-            .map(|classes| {
-                classes
-                    .cache()
-                    .latest()
-                    .range(None, None)
-                    .map(|class| class.body().clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        policy_admission::cached_objects(self.served_resource(group, plural), None)
     }
 
     /// [`Self::cached_classes`], looked up again once their cache is proven fresh when it
