@@ -23,7 +23,8 @@
 //!   rules, and the fixed specs of API Priority and Fairness' mandatory objects
 //!   ([`mandatory_flow_schema_spec`], [`mandatory_priority_level_spec`], which the server's
 //!   bootstrap also creates them from). A ValidatingAdmissionPolicy's CEL expressions must
-//!   compile ([`crate::admission_policy::expression_errors`]; not type-checked). Not checked:
+//!   compile and type-check as far as the CRD rules' check is sure
+//!   ([`crate::admission_policy::expression_errors`]). Not checked:
 //!   label selectors,
 //!   tolerations, resource quantities' ranges and PersistentVolume specs inside
 //!   VolumeAttachments.
