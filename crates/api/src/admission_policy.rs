@@ -61,6 +61,7 @@
 //!   the parent object, not on an `autoscaling/v1` Scale; a variable's error fails the
 //!   expressions that name it even where CEL's short-circuit would not have read it.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use cel::common::value::{CowVal, Val};
@@ -199,7 +200,9 @@ pub fn admit(
     bindings.sort_by_key(|b| name_of(b));
     let mut warnings = Vec::new();
     let mut denied: Option<Denial> = None;
-    let mut namespace_object: Option<Option<Value>> = None;
+    // Looked up and converted once, when a binding first matches.
+    let namespace_object: OnceCell<Option<Value>> = OnceCell::new();
+    let shared: OnceCell<Shared<'_>> = OnceCell::new();
     for policy in policies {
         let policy_name = text(policy, "/metadata/name");
         let ours: Vec<&Value> = bindings
@@ -294,10 +297,11 @@ pub fn admit(
                     continue;
                 }
             };
-            if namespace_object.is_none() {
-                namespace_object = Some(namespace_of(attributes, cluster)?);
+            if namespace_object.get().is_none() {
+                let _ = namespace_object.set(namespace_of(attributes, cluster)?);
             }
-            let namespace = namespace_object.as_ref().and_then(Option::as_ref);
+            let namespace = namespace_object.get().and_then(Option::as_ref);
+            let shared = shared.get_or_init(|| Shared::new(attributes, namespace));
             let actions: Vec<&str> = binding
                 .pointer("/spec/validationActions")
                 .and_then(Value::as_array)
@@ -308,8 +312,7 @@ pub fn admit(
             for param in &params {
                 let request = request_value(attributes, &matched);
                 let decisions =
-                    Evaluation::new(policy, attributes, &request, param.as_ref(), namespace)
-                        .decisions(fail);
+                    Evaluation::new(policy, shared, &request, param.as_ref()).decisions(fail);
                 for decision in decisions {
                     for action in &actions {
                         match *action {
@@ -782,11 +785,42 @@ enum Outcome {
 const OUT_OF_BUDGET: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
+/// The variables every evaluation of one request shares (`object`, `oldObject`,
+/// `namespaceObject`), converted and measured once.
+struct Shared<'a> {
+    roots: Vec<(&'static str, &'a Value)>,
+    bound: Vec<(&'static str, Box<dyn Val>)>,
+    data: Size,
+}
+
+const NULL: &Value = &Value::Null;
+
+impl<'a> Shared<'a> {
+    fn new(attributes: &Attributes<'a>, namespace: Option<&'a Value>) -> Shared<'a> {
+        let roots: Vec<(&'static str, &'a Value)> = vec![
+            ("object", attributes.object.unwrap_or(NULL)),
+            ("oldObject", attributes.old_object.unwrap_or(NULL)),
+            ("namespaceObject", namespace.unwrap_or(NULL)),
+        ];
+        let data = roots.iter().fold(measured(NULL), |size, (_, value)| {
+            max_of(size, measured(value))
+        });
+        let bound = roots
+            .iter()
+            .map(|(name, value)| (*name, lendable(to_cel(None, value, false))))
+            .collect();
+        Shared { roots, bound, data }
+    }
+}
+
 /// One policy-binding-param evaluation: the variables bound for it, the budget left.
 struct Evaluation<'a> {
     policy: &'a Value,
     declared: Declared,
+    shared: &'a Shared<'a>,
+    /// The roots of the bound: the shared ones, `request` and `params`.
     roots: Vec<(&'static str, &'a Value)>,
+    /// `request` and `params`, converted.
     bound: Vec<(&'static str, Box<dyn Val>)>,
     variables: Vec<(String, Variable)>,
     variables_value: Box<dyn Val>,
@@ -803,12 +837,10 @@ struct Evaluation<'a> {
 impl<'a> Evaluation<'a> {
     fn new(
         policy: &'a Value,
-        attributes: &Attributes<'a>,
+        shared: &'a Shared<'a>,
         request: &'a Value,
         params: Option<&'a Value>,
-        namespace: Option<&'a Value>,
     ) -> Evaluation<'a> {
-        const NULL: &Value = &Value::Null;
         let declared = if policy
             .pointer("/spec/paramKind")
             .is_some_and(Value::is_object)
@@ -817,23 +849,20 @@ impl<'a> Evaluation<'a> {
         } else {
             Declared::Admission
         };
-        let roots: Vec<(&'static str, &'a Value)> = vec![
-            ("object", attributes.object.unwrap_or(NULL)),
-            ("oldObject", attributes.old_object.unwrap_or(NULL)),
-            ("request", request),
-            ("params", params.unwrap_or(NULL)),
-            ("namespaceObject", namespace.unwrap_or(NULL)),
-        ];
-        let data = roots.iter().fold(measured(NULL), |size, (_, value)| {
+        let own = [("request", request), ("params", params.unwrap_or(NULL))];
+        let data = own.iter().fold(shared.data, |size, (_, value)| {
             max_of(size, measured(value))
         });
-        let bound = roots
+        let bound = own
             .iter()
             .map(|(name, value)| (*name, lendable(to_cel(None, value, false))))
             .collect();
+        let mut roots = shared.roots.clone();
+        roots.extend(own);
         Evaluation {
             policy,
             declared,
+            shared,
             roots,
             bound,
             variables: Vec::new(),
@@ -1004,6 +1033,7 @@ impl<'a> Evaluation<'a> {
             roots: &self.roots,
             resolver: &Resolver {
                 bound: &self.bound,
+                shared: &self.shared.bound,
                 variables: self.variables_value.as_ref(),
             },
         };
@@ -1112,6 +1142,7 @@ fn empty_map() -> cel::Value {
 /// The variables of one evaluation, lent to each expression.
 struct Resolver<'r> {
     bound: &'r [(&'static str, Box<dyn Val>)],
+    shared: &'r [(&'static str, Box<dyn Val>)],
     variables: &'r dyn Val,
 }
 
@@ -1122,6 +1153,7 @@ impl VariableResolver for Resolver<'_> {
         }
         self.bound
             .iter()
+            .chain(self.shared)
             .find(|(name, _)| *name == variable)
             .map(|(_, value)| CowVal::Borrowed(value.as_ref()))
     }
