@@ -61,6 +61,10 @@
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
 //! `isIP`, `isCIDR`; `cel.bind`).
 //!
+//! **Admission policies** (`crate::admission_policy`) compile their expressions here too, with
+//! their own declared variables (`object`, `oldObject`, `request`, `params`, ...: `Declared`),
+//! and run them within the same bound and budgets (`run`).
+//!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
 //! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
@@ -143,6 +147,45 @@ const PATTERN_COMPILE_COST: f64 = 1_000.0;
 /// expression of deeply nested comprehensions).
 const ESTIMATE_STEPS_MAX: usize = 1_000_000;
 
+/// The variables an expression may name besides comprehension variables, type names and
+/// function namespaces: a CRD rule's (`self`, `oldSelf`), or an admission policy's (kube's
+/// `object`, `oldObject`, `request`, `namespaceObject`, `variables`, `authorizer`, and
+/// `params` when the policy has a `paramKind`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Declared {
+    /// `self`, `oldSelf`.
+    Crd,
+    /// A ValidatingAdmissionPolicy's variables without `params`.
+    Admission,
+    /// A ValidatingAdmissionPolicy's variables with `params`.
+    AdmissionWithParams,
+}
+
+impl Declared {
+    fn names(self) -> &'static [&'static str] {
+        match self {
+            Declared::Crd => &["self", "oldSelf"],
+            Declared::Admission => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "variables",
+                "authorizer",
+            ],
+            Declared::AdmissionWithParams => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "variables",
+                "authorizer",
+                "params",
+            ],
+        }
+    }
+}
+
 /// A compiled rule.
 pub(crate) struct Compiled {
     program: Program,
@@ -164,20 +207,29 @@ fn environment() -> &'static Arc<cel::Env> {
     })
 }
 
-/// Compiles `text` (kept by its text, see [`PROGRAMS_KEPT`]).
+/// Compiles the CRD rule `text` (kept by its text, see [`PROGRAMS_KEPT`]).
 ///
 /// # Errors
 /// CEL's message (`ERROR: <input>:1:6: Syntax error: ...`).
 pub(crate) fn compile(text: &str) -> Compilation {
+    compile_in(text, Declared::Crd)
+}
+
+/// Compiles `text` where the variables `declared` are (kept by its text, per environment,
+/// see [`PROGRAMS_KEPT`]).
+///
+/// # Errors
+/// CEL's message (`ERROR: <input>:1:6: Syntax error: ...`).
+pub(crate) fn compile_in(text: &str, declared: Declared) -> Compilation {
     /// The kept programs by their text, and the bytes of text kept.
     type Kept = (HashMap<String, Arc<Compiled>>, usize);
-    static KEPT: OnceLock<Mutex<Kept>> = OnceLock::new();
-    let kept = KEPT.get_or_init(Mutex::default);
+    static KEPT: [OnceLock<Mutex<Kept>>; 3] = [const { OnceLock::new() }; 3];
+    let kept = KEPT[declared as usize].get_or_init(Mutex::default);
     if let Some(hit) = kept.lock().unwrap_or_else(|p| p.into_inner()).0.get(text) {
         return Ok(hit.clone());
     }
     // Failures are not kept: they are rare (a CRD refused) and their text can be long.
-    let compiled = compile_uncached(text)?;
+    let compiled = compile_uncached(text, declared)?;
     if text.len() > PROGRAM_TEXT_KEPT {
         return Ok(compiled);
     }
@@ -192,7 +244,7 @@ pub(crate) fn compile(text: &str) -> Compilation {
     Ok(compiled)
 }
 
-fn compile_uncached(text: &str) -> Compilation {
+fn compile_uncached(text: &str, declared: Declared) -> Compilation {
     let points = text.chars().count();
     if points > RULE_CODE_POINTS_MAX {
         return Err(format!(
@@ -226,7 +278,7 @@ fn compile_uncached(text: &str) -> Compilation {
             ));
         }
         let mut scope = Vec::new();
-        if let Some(id) = undeclared(program.expression(), &mut scope) {
+        if let Some(id) = undeclared(program.expression(), &mut scope, declared.names()) {
             let name = match &id.expr {
                 Expr::Ident(name) => name.clone(),
                 _ => String::new(),
@@ -290,6 +342,98 @@ fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
     }
 }
 
+/// The fields of `variables` an expression selects (`variables.x`), in the order they appear;
+/// `None` when it uses `variables` otherwise (as a whole, or indexed), so any may be read.
+pub(crate) fn variables_selected(compiled: &Compiled) -> Option<Vec<String>> {
+    let mut named = Vec::new();
+    let mut whole = false;
+    let mut pending = vec![compiled.program.expression()];
+    while let Some(expr) = pending.pop() {
+        match &expr.expr {
+            Expr::Select(select) if matches!(&select.operand.expr, Expr::Ident(n) if n == "variables") => {
+                if !named.contains(&select.field) {
+                    named.push(select.field.clone());
+                }
+            }
+            Expr::Ident(name) if name == "variables" => whole = true,
+            _ => pending.extend(children(expr)),
+        }
+    }
+    (!whole).then_some(named)
+}
+
+/// cel-go's compile error for the first `variables.x` in `text` whose `x` is not one of
+/// `declared` (`ERROR: <input>:1:10: undefined field 'x'` and its snippet), if any.
+pub(crate) fn undefined_variable(
+    text: &str,
+    compiled: &Compiled,
+    declared: &[&str],
+) -> Option<String> {
+    let mut found: Option<(usize, usize, &str)> = None;
+    let mut pending = vec![compiled.program.expression()];
+    while let Some(expr) = pending.pop() {
+        if let Expr::Select(select) = &expr.expr
+            && matches!(&select.operand.expr, Expr::Ident(n) if n == "variables")
+        {
+            if !declared.contains(&select.field.as_str()) {
+                let (line, column) = position(text, &compiled.program, expr.id);
+                if found.is_none_or(|(l, c, _)| (line, column) < (l, c)) {
+                    found = Some((line, column, select.field.as_str()));
+                }
+            }
+            continue;
+        }
+        pending.extend(children(expr));
+    }
+    found.map(|(line, column, field)| {
+        display(text, line, column, &format!("undefined field '{field}'"))
+    })
+}
+
+/// The size of a value an expression gave (a policy's variable), as [`measured`] sizes data.
+pub(crate) fn measured_cel(value: &cel::Value) -> Size {
+    let mut size = Size {
+        count: 1.0,
+        ..EMPTY
+    };
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            cel::Value::String(s) => {
+                size.count = size.count.max(s.len() as f64);
+                size.bytes += s.len() as f64 + 2.0;
+                size.item = size.item.max(s.len() as f64 + 2.0);
+            }
+            cel::Value::Bytes(b) => {
+                size.count = size.count.max(b.len() as f64);
+                size.bytes += b.len() as f64 + 2.0;
+                size.item = size.item.max(b.len() as f64 + 2.0);
+            }
+            cel::Value::List(items) => {
+                size.count = size.count.max(items.len() as f64);
+                size.bytes += 2.0 + items.len() as f64;
+                pending.extend(items.iter());
+            }
+            cel::Value::Map(map) => {
+                size.count = size.count.max(map.map.len() as f64);
+                size.bytes += 2.0;
+                for (key, field) in map.map.iter() {
+                    if let Key::String(key) = key {
+                        size.bytes += key.len() as f64 + 4.0;
+                    } else {
+                        size.bytes += 12.0;
+                    }
+                    pending.push(field);
+                }
+            }
+            _ => size.bytes += 8.0,
+        }
+    }
+    // Any element is at most the whole.
+    size.item = size.bytes;
+    size
+}
+
 /// The depth of an expression tree, walked without recursion (the tree may be deep).
 fn depth(root: &IdedExpr) -> usize {
     let mut deepest = 0;
@@ -304,15 +448,17 @@ fn depth(root: &IdedExpr) -> usize {
     deepest
 }
 
-/// The first identifier that is neither `self`, `oldSelf`, a comprehension's variable, a type
+/// The first identifier that is neither one of `declared`, a comprehension's variable, a type
 /// name nor a function namespace. Recursive: called only on trees of at most [`DEPTH_MAX`].
-fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a IdedExpr> {
+fn undeclared<'a>(
+    expr: &'a IdedExpr,
+    scope: &mut Vec<&'a str>,
+    declared: &[&str],
+) -> Option<&'a IdedExpr> {
     /// Types, and the namespaces of CEL's and kube's libraries (`format.dns1123Label()`,
     /// `sets.contains(...)`, `math.greatest(...)`): a call into one this server lacks is skipped
     /// when it runs, never refused with its CRD.
-    const KNOWN: [&str; 25] = [
-        "self",
-        "oldSelf",
+    const KNOWN: [&str; 23] = [
         "int",
         "uint",
         "double",
@@ -354,22 +500,23 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
         "optMap",
     ];
     match &expr.expr {
-        Expr::Ident(name) => {
-            (!KNOWN.contains(&name.as_str()) && !scope.contains(&name.as_str())).then_some(expr)
-        }
+        Expr::Ident(name) => (!KNOWN.contains(&name.as_str())
+            && !declared.contains(&name.as_str())
+            && !scope.contains(&name.as_str()))
+        .then_some(expr),
         Expr::Comprehension(c) => {
             let outer = scope.len();
-            let found =
-                undeclared(&c.iter_range, scope).or_else(|| undeclared(&c.accu_init, scope));
+            let found = undeclared(&c.iter_range, scope, declared)
+                .or_else(|| undeclared(&c.accu_init, scope, declared));
             if found.is_some() {
                 return found;
             }
             scope.push(&c.accu_var);
             scope.push(&c.iter_var);
             scope.extend(c.iter_var2.as_deref());
-            let found = undeclared(&c.loop_cond, scope)
-                .or_else(|| undeclared(&c.loop_step, scope))
-                .or_else(|| undeclared(&c.result, scope));
+            let found = undeclared(&c.loop_cond, scope, declared)
+                .or_else(|| undeclared(&c.loop_step, scope, declared))
+                .or_else(|| undeclared(&c.result, scope, declared));
             scope.truncate(outer);
             found
         }
@@ -381,7 +528,10 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
                 .take_while(|a| matches!(a.expr, Expr::Ident(_)))
                 .count()
                 .min(if call.func_name == "bind" { 1 } else { 2 });
-            let found = call.target.as_deref().and_then(|t| undeclared(t, scope));
+            let found = call
+                .target
+                .as_deref()
+                .and_then(|t| undeclared(t, scope, declared));
             if found.is_some() {
                 return found;
             }
@@ -391,13 +541,15 @@ fn undeclared<'a>(expr: &'a IdedExpr, scope: &mut Vec<&'a str>) -> Option<&'a Id
                     scope.push(name);
                 }
             }
-            let found = call.args[bound..].iter().find_map(|a| undeclared(a, scope));
+            let found = call.args[bound..]
+                .iter()
+                .find_map(|a| undeclared(a, scope, declared));
             scope.truncate(outer);
             found
         }
         _ => children(expr)
             .into_iter()
-            .find_map(|c| undeclared(c, scope)),
+            .find_map(|c| undeclared(c, scope, declared)),
     }
 }
 
@@ -446,6 +598,38 @@ pub(crate) fn rule_error(
         }
         (Ok(ty), Expression::Message) if ty.is_not(types::Cel::String) => {
             Some("messageExpression must evaluate to a string".to_owned())
+        }
+        (Ok(_), _) => None,
+    }
+}
+
+/// Why an admission policy's expression `text` (compiled) is refused for its types, in
+/// kube's words: a type error as far as [`types`] can be sure (variables are of unknown type;
+/// `compilation failed: ERROR: <input>:1:3: found no matching overload ...`), or a result
+/// certainly not of the type `wanted` (`must evaluate to bool`, `must evaluate to string`);
+/// `None` when it passes.
+pub(crate) fn admission_type_error(
+    text: &str,
+    compiled: &Compiled,
+    wanted: Option<Expression>,
+) -> Option<String> {
+    let root = compiled.program.expression();
+    let typed = stacker::grow(EVALUATE_STACK, || {
+        types::type_of(root, types::Ty::Unknown, &mut Vec::new())
+    });
+    match (typed, wanted) {
+        (Err((id, message)), _) => {
+            let (line, column) = position(text, &compiled.program, id);
+            Some(format!(
+                "compilation failed: {}",
+                display(text, line, column, &message)
+            ))
+        }
+        (Ok(ty), Some(Expression::Rule)) if ty.is_not(types::Cel::Bool) => {
+            Some("must evaluate to bool".to_owned())
+        }
+        (Ok(ty), Some(Expression::Message)) if ty.is_not(types::Cel::String) => {
+            Some("must evaluate to string".to_owned())
         }
         (Ok(_), _) => None,
     }
@@ -645,7 +829,11 @@ fn escape(name: &str) -> Option<String> {
 }
 
 /// `value` as CEL sees it under `schema` (see the module's guarantees).
-fn to_cel(schema: Option<&Map<String, Value>>, value: &Value, resource: bool) -> cel::Value {
+pub(crate) fn to_cel(
+    schema: Option<&Map<String, Value>>,
+    value: &Value,
+    resource: bool,
+) -> cel::Value {
     let kind = schema.and_then(|s| s.get("type")).and_then(Value::as_str);
     match value {
         Value::Null => cel::Value::Null,
@@ -803,7 +991,7 @@ fn parse_duration(text: &str) -> Option<i64> {
 /// An upper bound of a value's size: its largest element count or string length anywhere,
 /// its bytes, and the bytes of its largest element (a field's value, a list's item) anywhere.
 #[derive(Clone, Copy, Debug)]
-struct Size {
+pub(crate) struct Size {
     count: f64,
     bytes: f64,
     item: f64,
@@ -815,13 +1003,13 @@ const SCALAR: Size = Size {
     item: 8.0,
 };
 
-const EMPTY: Size = Size {
+pub(crate) const EMPTY: Size = Size {
     count: 0.0,
     bytes: 0.0,
     item: 0.0,
 };
 
-fn max_of(a: Size, b: Size) -> Size {
+pub(crate) fn max_of(a: Size, b: Size) -> Size {
     Size {
         count: a.count.max(b.count),
         bytes: a.bytes.max(b.bytes),
@@ -866,9 +1054,9 @@ fn measure(value: &Value, size: &mut Size) {
 struct Estimate<'d, 'm> {
     /// The size of anything taken from the data where the expression does not say what.
     data: Size,
-    /// The values of `self` and `oldSelf`: paths into them are measured as they are.
-    self_json: Option<&'d Value>,
-    old_json: Option<&'d Value>,
+    /// The variables bound to data (`self` and `oldSelf`, or a policy's `object`, ...) and
+    /// their values: paths into them are measured as they are.
+    roots: &'m [(&'static str, &'d Value)],
     steps: usize,
     /// The sizes of data values measured so far in the walk (each value is measured once,
     /// however many rules look at it).
@@ -876,7 +1064,7 @@ struct Estimate<'d, 'm> {
 }
 
 /// Sizes of data values by their address, for one walk (the object outlives it).
-type Sizes = HashMap<*const Value, Size>;
+pub(crate) type Sizes = HashMap<*const Value, Size>;
 
 /// What the estimate knows of an expression's value.
 struct Est<'d> {
@@ -940,7 +1128,7 @@ fn size_of(known: &[&Value], sizes: &mut Sizes) -> Size {
 }
 
 /// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
-fn measured(value: &Value) -> Size {
+pub(crate) fn measured(value: &Value) -> Size {
     let mut size = Size {
         count: 1.0,
         ..EMPTY
@@ -1046,11 +1234,11 @@ impl<'d> Estimate<'d, '_> {
                         known: known.clone(),
                     };
                 }
-                let root = match name.as_str() {
-                    "self" => self.self_json,
-                    "oldSelf" => self.old_json,
-                    _ => None,
-                };
+                let root = self
+                    .roots
+                    .iter()
+                    .find(|(root, _)| root == name)
+                    .map(|(_, value)| *value);
                 match root {
                     Some(root) => Est {
                         cost: 1.0,
@@ -1271,18 +1459,17 @@ fn part_of(of: Size, data: Size) -> Size {
     }
 }
 
-/// The bound of evaluating `compiled` on values of sizes `data`.
+/// The bound of evaluating `compiled` on values of sizes `data`, `roots` the variables bound to
+/// data and their values.
 fn bound(
     compiled: &Compiled,
     data: Size,
-    self_json: Option<&Value>,
-    old_json: Option<&Value>,
+    roots: &[(&'static str, &Value)],
     sizes: &mut Sizes,
 ) -> f64 {
     let mut estimate = Estimate {
         data,
-        self_json,
-        old_json,
+        roots,
         steps: 0,
         sizes,
     };
@@ -1619,7 +1806,8 @@ impl<'a> Walk<'a> {
                     ));
                     continue;
                 }
-                Err(Failure::Skip) => continue,
+                // (`evaluate` words the limits as a `Stop`.)
+                Err(Failure::Skip | Failure::CallLimit | Failure::Budget) => continue,
                 Err(Failure::Stop(detail)) => {
                     self.causes.push(invalid(path, &type_name, &detail));
                     self.stopped = true;
@@ -1733,55 +1921,89 @@ impl<'a> Walk<'a> {
         json: (&Value, Option<&Value>),
         what: &str,
     ) -> Result<cel::Value, Failure> {
-        let cost = bound(compiled, data, Some(json.0), json.1, &mut self.sizes) + EVALUATION_COST;
-        if cost > PER_CALL_LIMIT {
-            return Err(Failure::Stop(format!(
-                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
-            )));
-        }
-        if cost > self.budget {
-            return Err(Failure::Stop(
-                "validation failed due to running out of cost budget, no further validation rules will be run".to_owned(),
-            ));
-        }
-        self.budget -= cost;
+        let both = [("self", json.0), ("oldSelf", json.1.unwrap_or(json.0))];
+        let roots = if json.1.is_some() {
+            &both[..]
+        } else {
+            &both[..1]
+        };
         let bindings = Bindings {
             self_value,
             old_self,
         };
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let mut context = cel::Context::with_env(environment().clone());
-            context.set_variable_resolver(&bindings);
-            compiled.program.execute(&context)
-        }));
-        match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(match e {
-                // A function of kube's libraries this server does not have: the rule is skipped.
-                ExecutionError::UndeclaredReference(_) => Failure::Skip,
-                ExecutionError::NoSuchKey(key) => {
-                    Failure::Error(Some(format!("no such key: {key}")))
+        let metered = Metered {
+            data,
+            roots,
+            resolver: &bindings,
+        };
+        run(compiled, &metered, &mut self.budget, &mut self.sizes).map_err(|failure| {
+            match failure {
+                Failure::CallLimit => Failure::Stop(format!(
+                    "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
+                )),
+                Failure::Budget => Failure::Stop(
+                    "validation failed due to running out of cost budget, no further validation rules will be run".to_owned(),
+                ),
+                other => other,
+            }
+        })
+    }
+}
+
+/// What one evaluation runs on: the size of its data, the variables bound to data with their
+/// JSON values (for the bound), and the resolver that lends their converted values.
+pub(crate) struct Metered<'r> {
+    pub(crate) data: Size,
+    pub(crate) roots: &'r [(&'static str, &'r Value)],
+    pub(crate) resolver: &'r dyn VariableResolver,
+}
+
+/// Runs `compiled` within its cost bound ([`PER_CALL_LIMIT`]) and `budget` (lowered by the
+/// bound); the value, or why not.
+pub(crate) fn run(
+    compiled: &Compiled,
+    on: &Metered<'_>,
+    budget: &mut f64,
+    sizes: &mut Sizes,
+) -> Result<cel::Value, Failure> {
+    let cost = bound(compiled, on.data, on.roots, sizes) + EVALUATION_COST;
+    if cost > PER_CALL_LIMIT {
+        return Err(Failure::CallLimit);
+    }
+    if cost > *budget {
+        return Err(Failure::Budget);
+    }
+    *budget -= cost;
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let mut context = cel::Context::with_env(environment().clone());
+        context.set_variable_resolver(on.resolver);
+        compiled.program.execute(&context)
+    }));
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(match e {
+            // A function of kube's libraries this server does not have: the rule is skipped.
+            ExecutionError::UndeclaredReference(_) => Failure::Skip,
+            ExecutionError::NoSuchKey(key) => Failure::Error(Some(format!("no such key: {key}"))),
+            ExecutionError::IndexOutOfBounds(index) => Failure::Error(Some(format!(
+                "index out of bounds: {}",
+                match index {
+                    cel::Value::Int(i) => i.to_string(),
+                    cel::Value::UInt(u) => u.to_string(),
+                    other => format!("{other:?}"),
                 }
-                ExecutionError::IndexOutOfBounds(index) => Failure::Error(Some(format!(
-                    "index out of bounds: {}",
-                    match index {
-                        cel::Value::Int(i) => i.to_string(),
-                        cel::Value::UInt(u) => u.to_string(),
-                        other => format!("{other:?}"),
-                    }
-                ))),
-                ExecutionError::DivisionByZero(_) => {
-                    Failure::Error(Some("division by zero".to_owned()))
-                }
-                ExecutionError::Overflow(..) => Failure::Error(Some("integer overflow".to_owned())),
-                ExecutionError::FunctionError { message, .. } => Failure::Error(Some(message)),
-                ExecutionError::NoSuchOverload(_)
-                | ExecutionError::UnsupportedBinaryOperator(..)
-                | ExecutionError::UnexpectedType { .. } => Failure::Error(None),
-                other => Failure::Error(Some(other.to_string())),
-            }),
-            Err(_) => Err(Failure::Error(Some("evaluation failed".to_owned()))),
-        }
+            ))),
+            ExecutionError::DivisionByZero(_) => {
+                Failure::Error(Some("division by zero".to_owned()))
+            }
+            ExecutionError::Overflow(..) => Failure::Error(Some("integer overflow".to_owned())),
+            ExecutionError::FunctionError { message, .. } => Failure::Error(Some(message)),
+            ExecutionError::NoSuchOverload(_)
+            | ExecutionError::UnsupportedBinaryOperator(..)
+            | ExecutionError::UnexpectedType { .. } => Failure::Error(None),
+            other => Failure::Error(Some(other.to_string())),
+        }),
+        Err(_) => Err(Failure::Error(Some("evaluation failed".to_owned()))),
     }
 }
 
@@ -1821,19 +2043,23 @@ impl Bound {
 }
 
 /// A converted value in the form evaluations borrow.
-fn lendable(value: cel::Value) -> Box<dyn Val> {
+pub(crate) fn lendable(value: cel::Value) -> Box<dyn Val> {
     let converted: Result<Box<dyn Val>, _> = value.try_into();
     // Every value `to_cel` builds converts; null stands for one that would not.
     converted.unwrap_or_else(|_| Box::new(cel::common::types::CelNull))
 }
 
-enum Failure {
+pub(crate) enum Failure {
     /// The rule calls a function this server does not have.
     Skip,
     /// An evaluation error; `None` for a call no overload matches.
     Error(Option<String>),
     /// The cost limit or budget is reached: this cause, and no further rule.
     Stop(String),
+    /// The bound passes [`PER_CALL_LIMIT`] (not run).
+    CallLimit,
+    /// The bound passes the budget left (not run).
+    Budget,
 }
 
 #[cfg(test)]
@@ -2123,15 +2349,13 @@ mod tests {
         let cheap = bound(
             &compile("self.s.size() > 1").unwrap(),
             data,
-            None,
-            None,
+            &[],
             &mut Sizes::new(),
         );
         let built = bound(
             &compile("self.l.map(x, self.s.replace('a', self.s)).join('').contains('z')").unwrap(),
             data,
-            None,
-            None,
+            &[],
             &mut Sizes::new(),
         );
         assert!(cheap < 100.0, "{cheap}");
@@ -2419,15 +2643,13 @@ mod tests {
         let literal = bound(
             &compile("self.l.all(x, x.matches('^a'))").unwrap(),
             data,
-            None,
-            None,
+            &[],
             &mut Sizes::new(),
         );
         let dynamic = bound(
             &compile("self.l.all(x, 'a'.matches(x))").unwrap(),
             data,
-            None,
-            None,
+            &[],
             &mut Sizes::new(),
         );
         assert!(literal < PER_CALL_LIMIT, "{literal}");

@@ -22,8 +22,10 @@
 //!   fields, enumerations, DNS names, the immutable fields, the flow schemas' subjects and
 //!   rules, and the fixed specs of API Priority and Fairness' mandatory objects
 //!   ([`mandatory_flow_schema_spec`], [`mandatory_priority_level_spec`], which the server's
-//!   bootstrap also creates them from). Not checked: CEL expressions
-//!   (compiling them is evaluating policies, which this server does not do), label selectors,
+//!   bootstrap also creates them from). A ValidatingAdmissionPolicy's CEL expressions must
+//!   compile and type-check as far as the CRD rules' check is sure
+//!   ([`crate::admission_policy::expression_errors`]). Not checked:
+//!   label selectors,
 //!   tolerations, resource quantities' ranges and PersistentVolume specs inside
 //!   VolumeAttachments.
 //! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
@@ -278,6 +280,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("", "ResourceQuota") => resource_quota_scopes(object, &mut causes),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
             admission_policy(object, &mut causes);
+            for (path, expression, detail) in crate::admission_policy::expression_errors(object) {
+                causes.push(invalid(&path, &json!(expression), &detail));
+            }
         }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             admission_policy_binding(object, &mut causes);

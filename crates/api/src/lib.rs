@@ -43,6 +43,7 @@
 //! checks the patched object against the schema (422) — then [`prepare_update`] as for an
 //! update. Refusals go out as [`ApiError::to_status_body`].
 
+pub mod admission_policy;
 pub mod apply;
 pub mod cel_rules;
 pub mod certificates;

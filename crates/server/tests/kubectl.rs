@@ -4,7 +4,8 @@
 //! `expose`, `run`, `create job|cronjob|poddisruptionbudget|quota|priorityclass|ingress`), `create -f`, `apply` (created, unchanged, configured), server dry runs and
 //! `diff`, server-side apply (conflicts, `--force-conflicts`, managed fields), the three patch
 //! types, `label`, `annotate`, `get -w`, `delete` (which waits with a `metadata.name` field
-//! selector), namespace deletion and NotFound errors.
+//! selector), namespace deletion and NotFound errors, and ValidatingAdmissionPolicy's denial and
+//! warning as kubectl prints them.
 //!
 //! The etcd variant needs `WATCHKEEPER_TEST_ETCD` (scripts/test starts etcd and sets it); it
 //! fails without it rather than skipping.
@@ -62,6 +63,7 @@ async fn scenario(k: &Kubectl) {
     patches_labels_annotations(k).await;
     deletes(k).await;
     custom_resource_definitions(k).await;
+    admission_policies(k).await;
 }
 
 /// `get namespaces` prints the server's Table with the three built-in namespaces.
@@ -1350,4 +1352,40 @@ spec:
         "{}",
         gone.stderr
     );
+}
+
+/// A ValidatingAdmissionPolicy's denial and warning as kubectl prints them: kube's 422 is
+/// `The deployments "..." is invalid: : ValidatingAdmissionPolicy ...` (kubectl's rendering
+/// of the Status's one cause, which has no field), a `Warn` binding's warning is kubectl's
+/// `Warning:` line. Bound by object labels, so the scenario's other objects are not touched;
+/// deleted at the end.
+async fn admission_policies(k: &Kubectl) {
+    let policy = k.manifest(
+        "policy.yaml",
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: demo-policy.example.com}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}\n  validations:\n  - expression: object.spec.replicas <= 5\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: demo-binding-test.example.com}\nspec:\n  policyName: demo-policy.example.com\n  validationActions: [Deny]\n  matchResources:\n    objectSelector: {matchLabels: {vap: deny}}\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: demo-binding-warn.example.com}\nspec:\n  policyName: demo-policy.example.com\n  validationActions: [Warn]\n  matchResources:\n    objectSelector: {matchLabels: {vap: warn}}\n",
+    );
+    k.ok(&["create", "-f", &policy]).await;
+    let deployment = |name: &str, label: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, labels: {{vap: {label}}}}}\nspec:\n  replicas: 6\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: nginx}}]}}\n"
+        )
+    };
+    let denied = k.manifest("denied.yaml", &deployment("vap-denied", "deny"));
+    let refused = k.fails(&["create", "-f", &denied]).await;
+    assert_eq!(
+        refused.stderr.trim(),
+        "The deployments \"vap-denied\" is invalid: : ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5",
+        "{refused:?}"
+    );
+    let warned = k.manifest("warned.yaml", &deployment("vap-warned", "warn"));
+    let output = k.run(&["create", "-f", &warned]).await;
+    assert!(output.success(), "{output:?}");
+    assert_eq!(output.stdout.trim(), "deployment.apps/vap-warned created");
+    assert_eq!(
+        output.stderr.trim(),
+        "Warning: Validation failed for ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-warn.example.com': failed expression: object.spec.replicas <= 5",
+        "{output:?}"
+    );
+    k.ok(&["delete", "-f", &policy]).await;
+    k.ok(&["delete", "deployment", "vap-warned"]).await;
 }

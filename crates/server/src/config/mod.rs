@@ -61,7 +61,7 @@ pub struct ServeArgs {
     /// Admission plugins not to run, comma-separated, as kube-apiserver's flag names them:
     /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota,
     /// RuntimeClass, DefaultStorageClass, DefaultIngressClass, TaintNodesByCondition,
-    /// PodSecurity [default: none]. Store modes only.
+    /// PodSecurity, ValidatingAdmissionPolicy [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
@@ -481,7 +481,7 @@ pub struct ServeConfig {
     pub enable_garbage_collector: bool,
     /// `--enable-root-ca-cert-publisher`: every namespace's `kube-root-ca.crt`.
     pub enable_root_ca_cert_publisher: bool,
-    /// `--disable-admission-plugins`: which of the pod and quota admission plugins run.
+    /// `--disable-admission-plugins`: which admission plugins run.
     pub admission: crate::source::pod_admission::AdmissionPlugins,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,

@@ -24,6 +24,7 @@ pub mod limit_ranger;
 pub mod object_admission;
 pub mod pod_admission;
 pub mod pod_security;
+pub mod policy_admission;
 pub mod probe;
 pub mod read;
 pub mod reflector;

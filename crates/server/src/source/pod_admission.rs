@@ -66,6 +66,8 @@ pub struct AdmissionPlugins {
     pub taint_nodes_by_condition: bool,
     /// `PodSecurity` (`super::pod_security`).
     pub pod_security: bool,
+    /// `ValidatingAdmissionPolicy` (`super::policy_admission`).
+    pub validating_admission_policy: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -81,13 +83,14 @@ impl Default for AdmissionPlugins {
             default_ingress_class: true,
             taint_nodes_by_condition: true,
             pod_security: true,
+            validating_admission_policy: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 10] = [
+    pub const NAMES: [&'static str; 11] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -98,6 +101,7 @@ impl AdmissionPlugins {
         "DefaultIngressClass",
         "TaintNodesByCondition",
         "PodSecurity",
+        "ValidatingAdmissionPolicy",
     ];
 
     /// Every plugin but those `disabled` names.
@@ -118,6 +122,7 @@ impl AdmissionPlugins {
                 "DefaultIngressClass" => &mut plugins.default_ingress_class,
                 "TaintNodesByCondition" => &mut plugins.taint_nodes_by_condition,
                 "PodSecurity" => &mut plugins.pod_security,
+                "ValidatingAdmissionPolicy" => &mut plugins.validating_admission_policy,
                 other => return Err(other.to_owned()),
             };
             *enabled = false;

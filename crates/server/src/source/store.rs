@@ -78,7 +78,7 @@ use crate::source::limit_ranger;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
-use crate::source::{object_admission, pod_admission, pod_security};
+use crate::source::{object_admission, pod_admission, pod_security, policy_admission};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
 /// request times out; a bound keeps a pathological hot key from spinning forever).
@@ -1164,11 +1164,42 @@ impl Writer<'_> {
         Ok(object)
     }
 
-    /// A prepared create admitted: LimitRanger's defaults ([`limit_ranger`]) before the
-    /// object's own checks ([`Self::admit`]), then its limits.
+    /// ValidatingAdmissionPolicy on a write turning `old` into `object` ([`policy_admission`]):
+    /// its warnings kept for the answer.
     ///
     /// # Errors
-    /// The object's refusal; LimitRanger's 403; a freshness failure.
+    /// A `Deny` binding's denial.
+    fn admit_policies(
+        &self,
+        resource: &Resource,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.validating_admission_policy {
+            return Ok(());
+        }
+        let write = policy_admission::Write {
+            resource,
+            subresource: &self.subresource,
+            object,
+            old,
+            user: self.user,
+            dry_run: self.dry_run,
+            manager: &self.manager,
+        };
+        for warning in policy_admission::admit(self.resources, &write)? {
+            self.warn(warning);
+        }
+        Ok(())
+    }
+
+    /// A prepared create admitted: LimitRanger's defaults ([`limit_ranger`]) before the
+    /// object's own checks ([`Self::admit`]), then kube's validating admission in its order:
+    /// LimitRanger's limits, PodSecurity, ValidatingAdmissionPolicy.
+    ///
+    /// # Errors
+    /// The object's refusal; LimitRanger's, PodSecurity's or a policy's refusal; a freshness
+    /// failure.
     async fn admit_created(
         &self,
         resource: &Resource,
@@ -1255,6 +1286,8 @@ impl Writer<'_> {
         self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
         self.pod_security(resource, None, &object)?;
+        // kube's validating admission order: LimitRanger, PodSecurity, then the policies.
+        self.admit_policies(resource, Some(&object), None)?;
         Ok(object)
     }
 
@@ -1417,25 +1450,13 @@ impl Writer<'_> {
 
     /// The served (`group`, `plural`) resource at its stored version (not a converted view).
     fn served_resource(&self, group: &str, plural: &str) -> Option<&Resource> {
-        self.resources
-            .iter()
-            .find(|r| r.def.group == group && r.def.plural == plural && r.conversion.is_none())
-            .map(|r| &**r)
+        policy_admission::served(self.resources, group, plural)
     }
 
     /// Every object of the class kind (`group`, `plural`), as its cache has them (kube's
     /// listers).
     fn cached_classes(&self, group: &str, plural: &str) -> Vec<Value> {
-        self.served_resource(group, plural)
-            .map(|classes| {
-                classes
-                    .cache()
-                    .latest()
-                    .range(None, None)
-                    .map(|class| class.body().clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        policy_admission::cached_objects(self.served_resource(group, plural), None)
     }
 
     /// [`Self::cached_classes`], looked up again once their cache is proven fresh when it
@@ -2565,6 +2586,7 @@ impl Writer<'_> {
         self.pod_warnings(resource, Some(old), &new);
         self.limits_updated(resource, old, &new)?;
         self.pod_security(resource, Some(old), &new)?;
+        self.admit_policies(resource, Some(&new), Some(old))?;
         let managers = managers.unwrap_or_else(|| {
             apply::update(
                 &resource.def,
@@ -2704,6 +2726,7 @@ impl Writer<'_> {
                     ),
                 ));
             }
+            self.admit_policies(resource, None, Some(body))?;
             // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
             // deletionTimestamp, the cleanup finalizer and the `Terminating` condition; the
             // CRD finalizer (`controllers::crd_finalizer`) deletes its objects, then removes
