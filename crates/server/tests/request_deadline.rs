@@ -58,19 +58,26 @@ async fn rejections(from: &str, addr: SocketAddr, limit: Limit) -> u64 {
         .unwrap_or_else(|| panic!("no {prefix} in /metrics:\n{text}"))
 }
 
+/// Whether the answer to a create of the set-up says the object is stored: these servers have
+/// short deadlines, which a create can outlive on a busy machine, so a 504 is sent again (up to
+/// 20 times) until the object is there (201, or 409 when the create that timed out had been
+/// stored).
+fn stored(status: u16, attempt: usize, text: &str) -> bool {
+    match status {
+        201 | 409 => true,
+        504 if attempt < 20 => false,
+        _ => panic!("{status} at attempt {attempt}: {text}"),
+    }
+}
+
 /// `count` ConfigMaps of `payload` bytes each in `default` (a LIST of them is a large answer).
-/// These servers have short deadlines, which a create of a large object can outlive on a busy
-/// machine: a 504 is sent again until the object is there (201, or 409 when the create that
-/// timed out had been stored).
 async fn fill(addr: SocketAddr, count: usize, payload: usize) {
     for index in 0..count {
         let body = configmap(&format!("big-{index}"), payload).to_string();
         for attempt in 1.. {
             let (status, text) = request(addr, "POST", CM, "application/json", &body).await;
-            match status {
-                201 | 409 => break,
-                504 if attempt < 20 => continue,
-                _ => panic!("{status} at attempt {attempt}: {text}"),
+            if stored(status, attempt, &text) {
+                break;
             }
         }
     }
@@ -354,20 +361,24 @@ async fn small_objects(addr: SocketAddr, count: usize) {
     let mut stream = connect_from("127.0.0.1", addr, None).await;
     for index in 0..count {
         let body = configmap(&format!("small-{index}"), 8).to_string();
-        stream
-            .write_all(
-                format!(
-                    "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
+        for attempt in 1.. {
+            stream
+                .write_all(
+                    format!(
+                        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
                 )
-                .as_bytes(),
-            )
-            .await
-            .unwrap();
-        let created = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
-            .await
-            .expect("an answer");
-        assert_eq!(created.status, 201, "{}", created.body);
+                .await
+                .unwrap();
+            let created = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+                .await
+                .expect("an answer");
+            if stored(created.status, attempt, &created.body) {
+                break;
+            }
+        }
     }
     drop(stream);
 }
