@@ -9,8 +9,9 @@
 //!   client libraries send JSON), so everything the JSON path checks (duplicate fields, strict
 //!   field validation) applies to it unchanged.
 //! - Reading is bounded as server-side apply's YAML is ([`crate::apply::config`]): nesting
-//!   beyond 64 levels and alias expansion beyond the parser's budget (an alias bomb) are 400
-//!   before any large value is built.
+//!   beyond 64 levels, and aliases expanding the document past twice the body's length in
+//!   nodes or scalar bytes (an alias bomb, a large string aliased many times), are 400 before
+//!   any large value is built.
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
 //!   value (tested), and an answer that is not JSON is left alone.
 

@@ -5,7 +5,8 @@
 //! slot, and a slot is held until the response is taken; connections doing nothing, and
 //! clients that stop reading, are closed at the server's own (small, configured) timeouts;
 //! large responses are gzipped when the client asks (kube-apiserver's 128 KiB rule), watches never;
-//! at the connection bound an idle connection gives way to a new one and busy ones never do.
+//! at the connection bound an idle connection gives way to a new one and busy ones never do;
+//! a YAML body's aliases cannot build more than its own text could hold.
 
 mod common;
 
@@ -852,5 +853,53 @@ async fn large_objects_written_fast_hold_a_bounded_history() {
         (100_000..=BOUND).contains(&bytes),
         "history bytes {bytes}, bound {BOUND}"
     );
+    server.shutdown().await;
+}
+
+/// A YAML body's aliases may not build more than its own text could hold (twice its length,
+/// plus a little): a 100 KB string aliased a hundred times (10 MB of JSON from a 100 KB body)
+/// and a 300-byte tree of aliases (66,000 nodes) are 400s for a create and for an apply, before
+/// the value is built; anchors as manifests use them are read and expanded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_aliases_cannot_build_more_than_the_body_holds() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let head = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: amplified}\n";
+    let refs = vec!["*s"; 100].join(", ");
+    let strings = format!(
+        "{head}data: {{s: &s {}}}\nrefs: [{refs}]\n",
+        "x".repeat(100_000)
+    );
+    let mut tree = format!("{head}a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..5 {
+        let items = vec![format!("*a{}", level - 1); 9].join(", ");
+        tree.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+    }
+    for body in [&strings, &tree] {
+        let (status, text) = request(addr, "POST", CM, "application/yaml", body).await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(refusal["reason"], "BadRequest", "{text}");
+        let message = refusal["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("error converting YAML to JSON: yaml: "),
+            "{message}"
+        );
+        let apply = format!("{CM}/amplified?fieldManager=m");
+        let (status, text) =
+            request(addr, "PATCH", &apply, "application/apply-patch+yaml", body).await;
+        assert_eq!(status, 400, "{text}");
+        assert!(
+            text.contains("error decoding YAML: error converting YAML"),
+            "{text}"
+        );
+    }
+    let missing = exchange(addr, "GET", &format!("{CM}/amplified"), "").await;
+    assert_status(&missing, 404, "NotFound");
+    let anchored = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: anchored, labels: &l {app: web}}\ndata: *l\n";
+    let (status, text) = request(addr, "POST", CM, "application/yaml", anchored).await;
+    assert_eq!(status, 201, "{text}");
+    let created: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(created["data"], serde_json::json!({"app": "web"}), "{text}");
     server.shutdown().await;
 }

@@ -12,9 +12,15 @@
 //!   {}`; an empty or `null` document is an empty configuration (which the apply then refuses
 //!   for its missing `apiVersion`, as kube-apiserver does); a syntax error is 400
 //!   `error decoding YAML: ...` with the parser's line and column.
-//! - Parsing is bounded: nesting deeper than [`MAX_DEPTH`] levels, and alias expansion beyond
-//!   `serde-saphyr`'s default budget (an alias bomb), are refused with 400 before any large
-//!   value is built; the body itself is already bounded by the request body limit.
+//! - Parsing is bounded: nesting deeper than [`MAX_DEPTH`] levels is refused with 400, and so
+//!   is alias expansion past what the body's own text could hold: more than twice its length
+//!   plus [`ALIAS_SLACK_NODES`] nodes, or more than twice its length plus
+//!   [`ALIAS_SLACK_SCALAR_BYTES`] bytes of scalars (and never more than `serde-saphyr`'s
+//!   defaults, 250,000 nodes and 64 MiB). A document without aliases never comes near either
+//!   (a node takes at least one byte of text, and no escape makes a scalar twice its text), so
+//!   the value built from a body is bounded by the body's size, itself bounded by the request
+//!   body limit: a 300-byte alias bomb is refused after a few thousand nodes, and a 100 KB
+//!   string aliased a hundred times (10 MB of JSON) is refused before it is built.
 
 use serde_json::Value;
 
@@ -23,6 +29,12 @@ use crate::error::ApiError;
 /// Deepest nesting of a YAML configuration (serde-saphyr's default, which keeps the parser's
 /// recursion within a worker thread's stack; a JSON body keeps serde_json's limit of 128).
 pub const MAX_DEPTH: usize = 64;
+
+/// Nodes aliases may add beyond twice the body's length (see the module docs).
+pub const ALIAS_SLACK_NODES: usize = 4096;
+
+/// Scalar bytes aliases may add beyond twice the body's length (see the module docs).
+pub const ALIAS_SLACK_SCALAR_BYTES: usize = 64 << 10;
 
 /// kube-apiserver's prefix of every undecodable apply body.
 const PREFIX: &str = "error decoding YAML: ";
@@ -63,7 +75,7 @@ pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
             "{prefix}error converting YAML to JSON: yaml: invalid UTF-8: {e}"
         ))
     })?;
-    serde_saphyr::from_str_with_options(text, options()).map_err(|e| {
+    serde_saphyr::from_str_with_options(text, options(body.len())).map_err(|e| {
         ApiError::bad_request(format!(
             "{prefix}error converting YAML to JSON: yaml: {}",
             one_line(&e.to_string())
@@ -71,12 +83,20 @@ pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
     })
 }
 
-/// The YAML reader's options: [`MAX_DEPTH`], and repeated keys handed to the value built
-/// (the last one wins, as in kube-apiserver's non-strict `yaml.Unmarshal`; the strict
-/// reading reports them: [`duplicate_keys`]).
-fn options() -> serde_saphyr::Options {
+/// The YAML reader's options for a body of `len` bytes: [`MAX_DEPTH`], the expansion bounds
+/// of the module docs, and repeated keys handed to the value built (the last one wins, as in
+/// kube-apiserver's non-strict `yaml.Unmarshal`; the strict reading reports them:
+/// [`duplicate_keys`]).
+fn options(len: usize) -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
+    let twice = len.saturating_mul(2);
+    budget.max_nodes = budget
+        .max_nodes
+        .min(twice.saturating_add(ALIAS_SLACK_NODES));
+    budget.max_total_scalar_bytes = budget
+        .max_total_scalar_bytes
+        .min(twice.saturating_add(ALIAS_SLACK_SCALAR_BYTES));
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
@@ -101,7 +121,7 @@ pub fn duplicate_keys(body: &[u8]) -> Vec<String> {
     let Ok(text) = std::str::from_utf8(body) else {
         return Vec::new();
     };
-    serde_saphyr::from_str_with_options::<Repeated>(text, options())
+    serde_saphyr::from_str_with_options::<Repeated>(text, options(body.len()))
         .map(|repeated| repeated.0)
         .unwrap_or_default()
 }
@@ -308,6 +328,63 @@ mod tests {
         let error = parse_configuration(bomb.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400, "10^12 expanded nodes are refused");
     }
+    /// A `text` of `count` items joined by `separator`.
+    fn repeat_joined(item: &str, count: usize, separator: &str) -> String {
+        vec![item; count].join(separator)
+    }
+
+    #[test]
+    fn aliases_may_not_expand_a_body_past_twice_its_size() {
+        // A 100 KB string aliased 99 times: 10 MB of JSON from a 100 KB body (serde-saphyr's
+        // own budget lets 64 MiB through).
+        let big = "x".repeat(100_000);
+        let refs = repeat_joined("*s", 99, ", ");
+        let error =
+            parse_configuration(format!("s: &s {big}\nrefs: [{refs}]\n").as_bytes()).unwrap_err();
+        assert_eq!(error.code, 400);
+        assert!(error.message.contains("ScalarBytes"), "{}", error.message);
+        // A 300-byte tree of aliases: 9^5 leaves (within serde-saphyr's 250,000 nodes).
+        let mut tree = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..5 {
+            let items = repeat_joined(&format!("*a{}", level - 1), 9, ", ");
+            tree.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        let error = parse_configuration(tree.as_bytes()).unwrap_err();
+        assert_eq!(error.code, 400);
+        assert!(error.message.contains("Nodes"), "{}", error.message);
+        // Anchors as manifests use them are read, and the aliases expanded.
+        let labels = "labels: &l {app: web, tier: front, team: a}\n";
+        let uses = (0..5).map(|i| format!("u{i}: *l\n")).collect::<String>();
+        let value = parse_configuration(format!("{labels}{uses}").as_bytes()).unwrap();
+        assert_eq!(
+            value["u4"],
+            json!({"app": "web", "tier": "front", "team": "a"})
+        );
+        let value = parse_configuration(format!("s: &s {big}\nt: *s\n").as_bytes()).unwrap();
+        assert_eq!(value["t"].as_str().map(str::len), Some(100_000));
+    }
+
+    #[test]
+    fn documents_without_aliases_stay_within_the_expansion_bounds() {
+        // The densest shapes: a node per byte (a flow map of keys with null values, a block
+        // sequence of nulls), and the one escape that grows (`\L`, two bytes to three).
+        let keys = (0..60_000).map(|i| format!("k{i}")).collect::<Vec<_>>();
+        let flow_map = format!("{{{}}}", keys.join(","));
+        let value = parse_configuration(format!("a: {flow_map}\n").as_bytes()).unwrap();
+        assert_eq!(
+            value["a"].as_object().map(serde_json::Map::len),
+            Some(60_000)
+        );
+        let nulls = "a:\n".to_owned() + &"-\n".repeat(100_000);
+        let value = parse_configuration(nulls.as_bytes()).unwrap();
+        assert_eq!(value["a"].as_array().map(Vec::len), Some(100_000));
+        let escapes = format!("a: \"{}\"\n", "\\L".repeat(200_000));
+        let value = parse_configuration(escapes.as_bytes()).unwrap();
+        assert_eq!(value["a"].as_str().map(str::len), Some(600_000));
+        let scalars = "a:\n".to_owned() + &"- 0\n".repeat(60_000);
+        assert!(parse_configuration(scalars.as_bytes()).is_ok());
+    }
+
     #[test]
     fn repeated_keys_are_read_last_wins_and_reported_with_their_lines() {
         // As kube-apiserver's field validation tests read theirs: the line of the repeated key.
