@@ -28,6 +28,17 @@
 //! object size after the patch by [`crate::meta::OBJECT_SIZE_MAX_BYTES`] (413, in
 //! [`crate::prepare_update`]).
 //!
+//! ## Nesting bound
+//! A patched object nests no deeper than a JSON body may ([`JSON_NESTING_MAX`], serde_json's
+//! reading limit), so whatever a patch stores reads back from the store after a restart, and
+//! no recursive walk over it (clone, drop, validation, encoding) can run out of stack. Merge,
+//! strategic merge and apply results nest no deeper than the original or the patch, each
+//! already within it; a JSON patch operation places its value under its path, so an `add`,
+//! `replace`, `move` or `copy` whose path length plus its value's nesting passes the bound is
+//! refused with 422 before the value is cloned or placed (without it, three `copy` operations
+//! of a 1.5 KB patch, each copying a value under its own deepest path, built an 800-level
+//! object that overflowed a worker's stack and aborted the server).
+//!
 //! ## Strategic merge patch
 //! Kubernetes drives strategic merge from Go struct tags, which its OpenAPI documents publish
 //! as `x-kubernetes-patch-strategy` and `x-kubernetes-patch-merge-key`; this walk reads them
@@ -55,6 +66,28 @@ use crate::resources::ResourceDef;
 
 /// The most operations one JSON patch may carry, Kubernetes' `maxJSONPatchOperations`.
 pub const JSON_PATCH_OPERATIONS_MAX: usize = 10_000;
+
+/// The deepest nesting of objects and arrays a patched object may have: what serde_json reads
+/// back (its recursion limit, 128, refuses the 128th level; a test holds them together).
+pub const JSON_NESTING_MAX: usize = 127;
+
+/// How many objects and arrays `value` nests at its deepest (a scalar 0, `{}` 1, `{"a": []}`
+/// 2), counted without recursion, so any depth is measured safely.
+#[must_use]
+pub fn nesting(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 0usize)];
+    while let Some((value, above)) = pending.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Object(map) => Box::new(map.values()),
+            Value::Array(items) => Box::new(items.iter()),
+            _ => continue,
+        };
+        deepest = deepest.max(above + 1);
+        pending.extend(children.map(|child| (child, above + 1)));
+    }
+    deepest
+}
 
 /// The default bound on the bytes (compact JSON) all `copy` operations of one JSON patch may
 /// add to the document: kube-apiserver's default `JSONPatchMaxCopyBytes`, 3 MiB (twice etcd's
@@ -467,13 +500,29 @@ pub fn json_patch_with_limits(
                 "JSON patch operation {index} ({op}) failed: {message}"
             ))
         };
+        // The object nests no deeper than a JSON body may (see the module docs): the value
+        // placed under `path` is measured before it is cloned or placed.
+        let within_nesting = |placed: &Value| {
+            let levels = tokens.len().saturating_add(nesting(placed));
+            if levels > JSON_NESTING_MAX {
+                return Err(failed(format!(
+                    "the object would nest {levels} levels deep at {path:?}, more than the {JSON_NESTING_MAX} a JSON body may"
+                )));
+            }
+            Ok(())
+        };
         match op {
-            "add" => pointer_add(&mut doc, path, &tokens, value()?).map_err(failed)?,
+            "add" => {
+                let value = value()?;
+                within_nesting(&value)?;
+                pointer_add(&mut doc, path, &tokens, value).map_err(failed)?;
+            }
             "remove" => {
                 pointer_remove(&mut doc, path, &tokens).map_err(failed)?;
             }
             "replace" => {
                 let value = value()?;
+                within_nesting(&value)?;
                 let target = pointer_get_mut(&mut doc, &tokens)
                     .ok_or_else(|| failed(format!("path {path:?} does not exist")))?;
                 *target = value;
@@ -490,10 +539,14 @@ pub fn json_patch_with_limits(
                     if tokens == from_tokens {
                         continue;
                     }
+                    if let Some(source) = pointer_get(&doc, &from_tokens) {
+                        within_nesting(source)?;
+                    }
                     pointer_remove(&mut doc, from, &from_tokens).map_err(failed)?
                 } else {
                     let source = pointer_get(&doc, &from_tokens)
                         .ok_or_else(|| failed(format!("path {from:?} does not exist")))?;
+                    within_nesting(source)?;
                     // Counted before the clone: a refused copy allocates nothing.
                     copied = copied.saturating_add(json_size(source));
                     if copied > limits.copy_bytes_max {
@@ -914,6 +967,94 @@ mod tests {
             original,
             patch.to_string().as_bytes(),
         )
+    }
+
+    /// `levels` objects nested under one another, the innermost holding `1`.
+    fn nested(levels: usize) -> Value {
+        (0..levels).fold(json!(1), |inner, _| {
+            Value::Object(Map::from_iter([("a".to_owned(), inner)]))
+        })
+    }
+
+    /// Drops a deep value without recursion (serde_json's drop recurses).
+    fn dismantle(value: Value) {
+        let mut pending = vec![value];
+        while let Some(mut value) = pending.pop() {
+            if let Value::Object(map) = &mut value {
+                pending.extend(std::mem::take(map).into_iter().map(|(_, v)| v));
+            }
+        }
+    }
+
+    #[test]
+    fn the_nesting_bound_is_what_a_json_body_reads_back() {
+        for levels in [0, 1, 2, JSON_NESTING_MAX] {
+            let value = nested(levels);
+            assert_eq!(nesting(&value), levels);
+            let text = value.to_string();
+            assert!(serde_json::from_str::<Value>(&text).is_ok(), "{levels}");
+        }
+        let text = format!(
+            "{}1{}",
+            "[".repeat(JSON_NESTING_MAX + 1),
+            "]".repeat(JSON_NESTING_MAX + 1)
+        );
+        assert!(serde_json::from_str::<Value>(&text).is_err());
+        assert_eq!(nesting(&json!({"a": [1, {"b": []}], "c": {}})), 4);
+        // Measured without recursion: far deeper than any stack would hold.
+        let deep = nested(1_000_000);
+        assert_eq!(nesting(&deep), 1_000_000);
+        dismantle(deep);
+    }
+
+    #[test]
+    fn a_json_patch_may_not_nest_the_object_deeper_than_a_json_body() {
+        let original = json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"x": nested(100)}});
+        let refused = |patch: Value| {
+            let error = json_patch(&original, &patch).unwrap_err();
+            assert_eq!(error.code, 422, "{patch}");
+            let cause = error.details.as_ref().unwrap()["causes"][0]["message"].to_string();
+            assert!(
+                cause.contains("more than the 127 a JSON body may"),
+                "{cause}"
+            );
+        };
+        // Up to the bound an operation applies; one level more is refused, whichever op.
+        let top = nested(JSON_NESTING_MAX - 1);
+        let patched = json_patch(
+            &original,
+            &json!([{"op": "add", "path": "/top", "value": top}]),
+        )
+        .unwrap();
+        assert_eq!(nesting(&patched), JSON_NESTING_MAX);
+        let over = nested(JSON_NESTING_MAX);
+        refused(json!([{"op": "add", "path": "/top", "value": over}]));
+        refused(json!([{"op": "replace", "path": "/spec", "value": over}]));
+        // A value copied or moved under its own deepest path doubles the depth each time: the
+        // probe that overflowed the server's stack (three copies, 800 levels).
+        let mut deepest = "/a".repeat(99);
+        let mut copies = Vec::new();
+        for _ in 0..3 {
+            copies.push(
+                json!({"op": "copy", "from": "/spec/x", "path": format!("/spec/x{deepest}/b")}),
+            );
+            deepest = format!("{deepest}/b{deepest}");
+        }
+        refused(Value::Array(copies));
+        refused(json!([
+            {"op": "add", "path": "/metadata/labels", "value": nested(30)},
+            {"op": "move", "from": "/spec/x", "path": format!("/metadata/labels{}", "/a".repeat(29))}
+        ]));
+        // Within the bound, copies and moves still apply.
+        let patched = json_patch(
+            &original,
+            &json!([
+                {"op": "copy", "from": "/spec/x", "path": "/spec/y"},
+                {"op": "move", "from": "/spec/y", "path": "/status"}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(patched["status"], original["spec"]["x"]);
     }
 
     fn pod() -> Value {

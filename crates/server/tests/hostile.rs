@@ -6,7 +6,8 @@
 //! clients that stop reading, are closed at the server's own (small, configured) timeouts;
 //! large responses are gzipped when the client asks (kube-apiserver's 128 KiB rule), watches never;
 //! at the connection bound an idle connection gives way to a new one and busy ones never do;
-//! a YAML body's aliases cannot build more than its own text could hold.
+//! a YAML body's aliases cannot build more than its own text could hold, and a JSON patch
+//! cannot nest an object deeper than a body may.
 
 mod common;
 
@@ -901,5 +902,48 @@ async fn yaml_aliases_cannot_build_more_than_the_body_holds() {
     assert_eq!(status, 201, "{text}");
     let created: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(created["data"], serde_json::json!({"app": "web"}), "{text}");
+    server.shutdown().await;
+}
+
+/// A JSON patch may not nest an object deeper than a JSON body may (127 levels): each `copy`
+/// of a value under its own deepest path doubles its depth, and nine of them (a 100 KB patch)
+/// built 51,200 levels that overflowed a worker's stack and aborted the server. Refused with
+/// 422 before anything is cloned; the object is unchanged and the server answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_patch_cannot_nest_an_object_past_what_a_body_may() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let created = exchange(addr, "POST", CM, &configmap("deep", 1).to_string()).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let nested = (0..100).fold(serde_json::json!(1), |inner, _| {
+        serde_json::Value::Object(serde_json::Map::from_iter([("a".to_owned(), inner)]))
+    });
+    let mut operations = vec![serde_json::json!({"op": "add", "path": "/x", "value": nested})];
+    let mut deepest = "/a".repeat(99);
+    for _ in 0..9 {
+        operations.push(
+            serde_json::json!({"op": "copy", "from": "/x", "path": format!("/x{deepest}/b")}),
+        );
+        deepest = format!("{deepest}/b{deepest}");
+    }
+    let body = serde_json::Value::from(operations).to_string();
+    let head = format!(
+        "PATCH {CM}/deep HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json-patch+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = send(addr, &head, body.as_bytes()).await;
+    let refused = answer(&mut stream).await;
+    assert_status(&refused, 422, "Invalid");
+    assert!(
+        refused.body.contains("more than the 127 a JSON body may"),
+        "{}",
+        refused.body
+    );
+    let got = exchange(addr, "GET", &format!("{CM}/deep"), "").await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(
+        got.json()["metadata"]["resourceVersion"],
+        created.json()["metadata"]["resourceVersion"]
+    );
     server.shutdown().await;
 }
