@@ -341,12 +341,15 @@ pub(super) fn parse_go_duration(text: &str) -> Option<Duration> {
 
 /// Go's `time.ParseDuration` of `text`, in seconds (negative allowed): an optional sign, then
 /// `0` alone or one or more decimal numbers (`1`, `1.5`, `.5`, `5.`), each with a unit (`h`,
-/// `m`, `s`, `ms`, `us`, `µs`, `ns`).
+/// `m`, `s`, `ms`, `us`, `µs`, `ns`). Counted in whole nanoseconds as Go counts them, so a
+/// duration past Go's range (`2562047h47m16.854775808s`, `99999999999999999999h`, a number
+/// with more digits than 2^63) is refused as Go refuses it, never rounded or saturated.
 ///
 /// # Errors
 /// Go's text: `time: invalid duration "x"`, `time: missing unit in duration "5"`,
 /// `time: unknown unit "d" in duration "1d"`.
 pub fn go_duration_seconds(text: &str) -> Result<f64, String> {
+    const LIMIT: u64 = 1 << 63;
     let quoted = watchkeeper_api::field::go_quote(text);
     let invalid = || format!("time: invalid duration {quoted}");
     let (negative, mut rest) = match text.as_bytes().first() {
@@ -360,42 +363,62 @@ pub fn go_duration_seconds(text: &str) -> Result<f64, String> {
     if rest.is_empty() {
         return Err(invalid());
     }
-    let mut total = 0f64;
+    let mut total: u64 = 0;
     while !rest.is_empty() {
-        // Go's `leadingInt`, then an optional `.` and `leadingFraction`.
-        let whole = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let mut fraction = 0;
-        let mut number_len = whole;
-        if rest[whole..].starts_with('.') {
-            fraction = rest[whole + 1..]
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len() - whole - 1);
-            number_len = whole + 1 + fraction;
-        }
-        if whole == 0 && fraction == 0 {
+        if !rest.starts_with(|c: char| c == '.' || c.is_ascii_digit()) {
             return Err(invalid());
         }
-        // `5.` and `.5` read as `5.0` and `0.5`.
-        let mut digits = format!("0{}", &rest[..number_len]);
-        if digits.ends_with('.') {
-            digits.push('0');
+        // Go's `leadingInt`: digits, refused past 2^63.
+        let whole_len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let mut whole: u64 = 0;
+        for digit in rest[..whole_len].bytes() {
+            whole = whole
+                .checked_mul(10)
+                .and_then(|w| w.checked_add(u64::from(digit - b'0')))
+                .filter(|w| *w <= LIMIT)
+                .ok_or_else(invalid)?;
         }
-        let number: f64 = digits.parse().map_err(|_| invalid())?;
-        rest = &rest[number_len..];
+        rest = &rest[whole_len..];
+        // Go's `leadingFraction`: digits past 2^63 stop adding precision.
+        let (mut fraction, mut scale, mut fraction_len) = (0u64, 1f64, None);
+        if let Some(after) = rest.strip_prefix('.') {
+            let len = after
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(after.len());
+            let mut full = false;
+            for digit in after[..len].bytes() {
+                match fraction
+                    .checked_mul(10)
+                    .and_then(|f| f.checked_add(u64::from(digit - b'0')))
+                    .filter(|f| !full && *f <= LIMIT)
+                {
+                    Some(f) => {
+                        fraction = f;
+                        scale *= 10.0;
+                    }
+                    None => full = true,
+                }
+            }
+            fraction_len = Some(len);
+            rest = &after[len..];
+        }
+        if whole_len == 0 && fraction_len.unwrap_or(0) == 0 {
+            return Err(invalid());
+        }
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
         let unit = &rest[..unit_len];
-        let seconds = match unit {
+        let nanos: u64 = match unit {
             "" => return Err(format!("time: missing unit in duration {quoted}")),
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" | "μs" => 1e-6,
-            "ns" => 1e-9,
+            "h" => 3_600_000_000_000,
+            "m" => 60_000_000_000,
+            "s" => 1_000_000_000,
+            "ms" => 1_000_000,
+            "us" | "µs" | "μs" => 1_000,
+            "ns" => 1,
             _ => {
                 return Err(format!(
                     "time: unknown unit {} in duration {quoted}",
@@ -404,9 +427,34 @@ pub fn go_duration_seconds(text: &str) -> Result<f64, String> {
             }
         };
         rest = &rest[unit_len..];
-        total += number * seconds;
+        if whole > LIMIT / nanos {
+            return Err(invalid());
+        }
+        let mut value = whole * nanos;
+        if fraction > 0 {
+            // As Go: float64 keeps fractions of hours nanosecond-accurate.
+            #[allow(
+                clippy::cast_precision_loss,
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss
+            )]
+            let part = (fraction as f64 * (nanos as f64 / scale)) as u64;
+            value = value
+                .checked_add(part)
+                .filter(|v| *v <= LIMIT)
+                .ok_or_else(invalid)?;
+        }
+        total = total
+            .checked_add(value)
+            .filter(|t| *t <= LIMIT)
+            .ok_or_else(invalid)?;
     }
-    Ok(if negative { -total } else { total })
+    if !negative && total == LIMIT {
+        return Err(invalid());
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let seconds = total as f64 / 1e9;
+    Ok(if negative { -seconds } else { seconds })
 }
 
 #[cfg(test)]
@@ -454,6 +502,47 @@ mod tests {
         assert_eq!(
             go_duration_seconds("5 s"),
             Err("time: unknown unit \" s\" in duration \"5 s\"".to_owned())
+        );
+    }
+
+    #[test]
+    fn go_durations_past_gos_range_are_refused_as_go_refuses_them() {
+        // Go's bounds: 2^63 - 1 nanoseconds, and -2^63.
+        assert_eq!(
+            go_duration_seconds("2562047h47m16.854775807s"),
+            Ok(9_223_372_036.854_775_807)
+        );
+        assert_eq!(
+            go_duration_seconds("-2562047h47m16.854775808s"),
+            Ok(-9_223_372_036.854_775_808)
+        );
+        assert_eq!(
+            go_duration_seconds("9223372036854775807ns"),
+            Ok(9_223_372_036.854_775_807)
+        );
+        for bad in [
+            "2562047h47m16.854775808s",
+            "9223372036854775808ns",
+            "2562048h",
+            "99999999999999999999h",
+            "99999999999999999999999999999999ns",
+            "-2562047h47m16.854775809s",
+            "2562047h2562047h",
+        ] {
+            assert_eq!(
+                go_duration_seconds(bad),
+                Err(format!("time: invalid duration {bad:?}")),
+                "{bad}"
+            );
+        }
+        // A fraction past 2^63 stops adding precision, as Go's `leadingFraction`.
+        assert_eq!(
+            go_duration_seconds(&format!("1.{}s", "0".repeat(40))),
+            Ok(1.0)
+        );
+        assert_eq!(
+            go_duration_seconds(&format!("0.{}1s", "0".repeat(40))),
+            Ok(0.0)
         );
     }
 
