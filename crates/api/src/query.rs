@@ -487,6 +487,19 @@ fn invalid_option(resource: &str, field: &str, message: &str) -> ApiError {
     }
 }
 
+/// Whether a continue token's start key is one path with nothing to clean, as kube's
+/// `DecodeContinue` demands against path traversal (`path.Clean("/" + key)` must give it back):
+/// no empty, `.` or `..` segment, no trailing `/`. Every key this server issues (`name`,
+/// `namespace/name`) is one; a forged `../../secrets/` is not, and its token is a 400.
+#[must_use]
+pub fn is_clean_key(key: &str) -> bool {
+    let key = key.strip_prefix('/').unwrap_or(key);
+    key.is_empty()
+        || key
+            .split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."))
+}
+
 /// A continue token: the snapshot revision and the last key served.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ContinueToken {
@@ -534,6 +547,7 @@ impl ContinueToken {
         let start_after = doc
             .get("start")
             .and_then(serde_json::Value::as_str)
+            .filter(|start| is_clean_key(start))
             .ok_or_else(bad)?
             .to_owned();
         Ok(ContinueToken {
@@ -726,6 +740,46 @@ mod tests {
                 .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":-2,\"start\":\"a\"}"),
         ] {
             assert_eq!(ContinueToken::decode(bad).unwrap_err().code, 400, "{bad}");
+        }
+        // Start keys that a path clean would change are forged (kube's `DecodeContinue`).
+        let with_start = |start: &str| ContinueToken {
+            revision: Some(7),
+            start_after: start.into(),
+        };
+        for forged in [
+            "../../secrets/",
+            "..",
+            "ns/../other/a",
+            "ns//a",
+            "ns/./a",
+            "ns/a/",
+            "ns/a/..",
+        ] {
+            let error = ContinueToken::decode(&with_start(forged).encode()).unwrap_err();
+            assert_eq!(
+                (error.code, error.reason.as_str()),
+                (400, "BadRequest"),
+                "{forged}"
+            );
+            assert!(
+                error.message.starts_with("continue key is not valid: "),
+                "{forged}"
+            );
+        }
+        for issued in [
+            "a",
+            "ns/a",
+            "kube-system/kube-root-ca.crt",
+            "a..b",
+            ".a",
+            "/ns/a",
+        ] {
+            let token = with_start(issued);
+            assert_eq!(
+                ContinueToken::decode(&token.encode()).unwrap(),
+                token,
+                "{issued}"
+            );
         }
     }
 }
