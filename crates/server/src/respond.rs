@@ -5,6 +5,10 @@
 //! list, Status, error or not) re-encoded by [`to_protobuf`]; LISTs and watches write protobuf
 //! themselves from the objects' cached encodings.
 
+mod warnings;
+
+pub use warnings::{Warnings, header_value as warning_header};
+
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;

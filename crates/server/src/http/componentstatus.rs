@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 use watchkeeper_api::componentstatus::{self, DEPRECATION_WARNING, StoreHealth};
@@ -46,7 +46,7 @@ pub async fn serve(
     };
     let (label, result) = answer(app, context, name).await;
     let mut response = result.unwrap_or_else(|error| error_response(&error));
-    if let Ok(warning) = HeaderValue::from_str(&format!("299 - {DEPRECATION_WARNING:?}")) {
+    if let Some(warning) = crate::respond::warning_header(DEPRECATION_WARNING) {
         response.headers_mut().append("warning", warning);
     }
     Some((label, response))

@@ -477,7 +477,7 @@ async fn resource_request(
     // Every request to a deprecated custom resource version is warned, as kube warns it.
     if let Some(custom) = resource.custom()
         && let Some(warning) = &custom.deprecation_warning
-        && let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - {warning:?}"))
+        && let Some(value) = crate::respond::warning_header(warning)
     {
         response
             .headers_mut()

@@ -69,7 +69,7 @@ use watchkeeper_store::{
 
 use crate::cache::{Origin, Resource};
 use crate::request::ResourceRequest;
-use crate::respond::json_response;
+use crate::respond::{Warnings, json_response};
 use crate::source::catalog::VersionsBound;
 use crate::source::decode::{Identity, decode_sized, decode_stored};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
@@ -535,7 +535,7 @@ impl StoreSource {
             force: options.force,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: options.field_validation,
-            warnings: std::sync::Mutex::new(Vec::new()),
+            warnings: std::sync::Mutex::new(Warnings::new()),
         };
         let namespace = request.target.namespace;
         let response = self
@@ -588,7 +588,7 @@ impl StoreSource {
             force: false,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: FieldValidation::Ignore,
-            warnings: std::sync::Mutex::new(Vec::new()),
+            warnings: std::sync::Mutex::new(Warnings::new()),
         };
         match change {
             Collect::Delete { uid, policy } => {
@@ -757,7 +757,7 @@ struct Writer<'a> {
     /// `fieldValidation`: what fields the kind does not declare make of the write.
     field_validation: FieldValidation,
     /// Warnings for the answer's `Warning` headers (unknown fields under `Warn`).
-    warnings: std::sync::Mutex<Vec<String>>,
+    warnings: std::sync::Mutex<Warnings>,
 }
 
 impl Writer<'_> {
@@ -814,15 +814,12 @@ impl Writer<'_> {
     }
 
     /// Adds a warning for the answer's `Warning` headers (once: a guaranteed update may run
-    /// the same patch again after a conflict).
+    /// the same patch again after a conflict; bounded as kube bounds them, [`Warnings`]).
     fn warn(&self, warning: String) {
-        let mut warnings = self
-            .warnings
+        self.warnings
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !warnings.contains(&warning) {
-            warnings.push(warning);
-        }
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .add(warning);
     }
 
     /// A create or update body: its unknown and duplicate fields (see [`Self::strict_fields`])
@@ -894,17 +891,11 @@ impl Writer<'_> {
 
     /// `response` with one `Warning: 299 - "..."` header per warning, as kube-apiserver
     /// sends them.
-    fn with_warnings(&self, mut response: Response) -> Response {
-        let warnings = self
-            .warnings
+    fn with_warnings(&self, response: Response) -> Response {
+        self.warnings
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for warning in warnings.iter() {
-            if let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - {warning:?}")) {
-                response.headers_mut().append(header::WARNING, value);
-            }
-        }
-        response
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .on(response)
     }
 
     /// Proves the cache fresh: reads the store's current revision and waits until the cache
