@@ -15,6 +15,7 @@ use common::{
 };
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 /// A ConfigMap `name` owned by `owners` (`(apiVersion, kind, name, uid, blockOwnerDeletion)`).
 fn owned(name: &str, owners: &[(&str, &str, &str, &str, bool)]) -> Value {
@@ -34,6 +35,29 @@ async fn create(addr: SocketAddr, path: &str, body: &Value) -> String {
     let (status, created) = send_json(addr, "POST", path, body).await;
     assert_eq!(status, 201, "POST {path}: {created}");
     created["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+/// Creates the CRD `widgets.example.com` (namespaced `Widget`, served at `v1`) and the
+/// Widget `default/w`; its uid.
+async fn widget_of_a_new_crd(addr: SocketAddr) -> String {
+    create(
+        addr,
+        CRDS,
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+    )
+    .await;
+    create(
+        addr,
+        "/apis/example.com/v1/namespaces/default/widgets",
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await
 }
 
 /// A watch of `path` from now.
@@ -625,26 +649,7 @@ async fn owners_are_looked_up_as_kube_does() {
 async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents() {
     let server = server().await;
     let addr = server.addr;
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    create(
-        addr,
-        crds,
-        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "widgets", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
-    )
-    .await;
-    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
-    let widget = create(
-        addr,
-        widgets,
-        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
-    )
-    .await;
+    let widget = widget_of_a_new_crd(addr).await;
     create(
         addr,
         CMS,
@@ -655,12 +660,12 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
     )
     .await;
     let mut configmaps = watch(addr, CMS).await;
-    let mut definitions = watch(addr, crds).await;
+    let mut definitions = watch(addr, CRDS).await;
     // kube's CRD registry: a first DELETE only adds the cleanup finalizer, whatever the
     // policy (this test expected `foregroundDeletion` before the CRD finalizer existed).
     let (status, answer) = delete(
         addr,
-        &format!("{crds}/widgets.example.com"),
+        &format!("{CRDS}/widgets.example.com"),
         &json!({"propagationPolicy": "Foreground"}),
     )
     .await;
@@ -676,6 +681,37 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
         0,
         "no widget left in the store"
     );
+    server.shutdown().await;
+}
+
+/// Goal: an owner of a custom kind whose CRD is gone is looked up in the store, whenever the
+/// collector first looks at its dependent. A collector behind (a loaded machine) may look at
+/// the dependents of a deleted CRD's objects only once the CRD has gone; here that order is
+/// forced: the dependent is created after. The collector knows where the kind is stored from
+/// the kind's first list, not from a look made while it happened to be served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_first_looked_at_after_its_owner_s_crd_went_is_collected() {
+    let server = server().await;
+    let addr = server.addr;
+    let widget = widget_of_a_new_crd(addr).await;
+    let mut definitions = watch(addr, CRDS).await;
+    let (status, answer) = delete(addr, &format!("{CRDS}/widgets.example.com"), &Value::Null).await;
+    assert_eq!(status, 200, "{answer}");
+    until_deleted(&mut definitions, &["widgets.example.com"]).await;
+    let (status, _) = get_json(addr, "/apis/example.com/v1/namespaces/default/widgets").await;
+    assert_eq!(status, 404, "no longer served");
+
+    let mut configmaps = watch(addr, CMS).await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "of-gone-widget",
+            &[("example.com/v1", "Widget", "w", &widget, true)],
+        ),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["of-gone-widget"]).await;
     server.shutdown().await;
 }
 
