@@ -603,7 +603,9 @@ impl Worker<'_> {
     /// kube's `attemptToDeleteItem`.
     async fn dependent(&self, node: &Node, revision: Revision) -> Result<(), ApiError> {
         let Some(resource) = self.served(node) else {
-            // Its resource is no longer served (a CRD deleted): nothing to collect.
+            // Its resource is no longer served (a CRD deleted, or its resource stopped for a
+            // while): nothing to collect now. When served again, its list (told once it is)
+            // indexes and looks at it again.
             self.collector.lock().index(node, Vec::new());
             return Ok(());
         };
