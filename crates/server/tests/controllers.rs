@@ -109,6 +109,25 @@ async fn delete(addr: SocketAddr, path: &str, options: &Value) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// The value of the `/metrics` sample `sample` once it is at least `least`: a controller's
+/// counter moves once the write it counts has returned, which may be after a watcher saw it.
+async fn counted_at_least(addr: SocketAddr, sample: &str, least: u64) -> u64 {
+    let read = async {
+        loop {
+            let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
+            let value = metrics
+                .lines()
+                .find_map(|line| line.strip_prefix(sample)?.trim().parse::<u64>().ok());
+            if let Some(value) = value.filter(|value| *value >= least) {
+                return value;
+            }
+        }
+    };
+    tokio::time::timeout(common::HANG_GUARD, read)
+        .await
+        .expect("the counter reached its value")
+}
+
 /// Goal: a DELETE without options (Background, the default of Deployments) removes the owner
 /// at once and the collector then deletes the chain under it (ReplicaSet, then its Pod); an
 /// object with a second, live owner only loses the reference to the gone one; an object
@@ -204,10 +223,14 @@ async fn background_deletion_collects_the_chain_of_dependents() {
     until_deleted(&mut configmaps, &["stale"]).await;
     let (status, _) = get_json(addr, &format!("{CMS}/shared")).await;
     assert_eq!(status, 200, "a dependent with a live owner stays");
-    let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
-    assert!(
-        metrics.contains("watchkeeper_garbage_collector_writes_total{kind=\"deleted\"} 4"),
-        "{metrics}"
+    assert_eq!(
+        counted_at_least(
+            addr,
+            "watchkeeper_garbage_collector_writes_total{kind=\"deleted\"}",
+            4
+        )
+        .await,
+        4
     );
     server.shutdown().await;
 }
@@ -712,6 +735,86 @@ async fn a_dependent_first_looked_at_after_its_owner_s_crd_went_is_collected() {
     )
     .await;
     until_deleted(&mut configmaps, &["of-gone-widget"]).await;
+    server.shutdown().await;
+}
+
+/// Goal: a custom object whose resource stops being served for a while (its CRD's storage
+/// version unserved) while its owner goes is collected once it is served again: the collector
+/// does not forget a dependent it looked at while its kind was not served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_whose_kind_was_unserved_while_its_owner_went_is_collected() {
+    let server = server().await;
+    let addr = server.addr;
+    let boss = create(addr, CMS, &owned("boss", &[])).await;
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object",
+                "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    create(
+        addr,
+        CRDS,
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [version("v1", true), version("v2", false)]}}),
+    )
+    .await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let mut widget = owned("w", &[("v1", "ConfigMap", "boss", &boss, true)]);
+    widget["apiVersion"] = json!("example.com/v1");
+    widget["kind"] = json!("Widget");
+    create(addr, widgets, &widget).await;
+    let serve = |served: bool| {
+        let patch = json!([{"op": "replace", "path": "/spec/versions/0/served", "value": served}]);
+        async move {
+            let (status, body) = request(
+                addr,
+                "PATCH",
+                &format!("{CRDS}/widgets.example.com"),
+                "application/json-patch+json",
+                &patch.to_string(),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    serve(false).await;
+    let (status, _) = get_json(addr, widgets).await;
+    assert_eq!(
+        status, 404,
+        "its storage version unserved: not served at all"
+    );
+
+    let mut configmaps = watch(addr, CMS).await;
+    let (status, body) = delete(addr, &format!("{CMS}/boss"), &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    // Looked at after `w` (queued by the owner's deletion, one revision before).
+    create(
+        addr,
+        CMS,
+        &owned("marker", &[("v1", "ConfigMap", "nobody", "0000", false)]),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["marker"]).await;
+
+    serve(true).await;
+    let (status, list) = get_json(addr, widgets).await;
+    assert_eq!(status, 200, "{list}");
+    if list["items"]
+        .as_array()
+        .is_some_and(|items| !items.is_empty())
+    {
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+        let mut watch = WatchReader::open(
+            addr,
+            &format!("{widgets}?watch=1&resourceVersion={rv}"),
+            None,
+        )
+        .await;
+        until_deleted(&mut watch, &["w"]).await;
+    }
     server.shutdown().await;
 }
 
