@@ -15,6 +15,7 @@ use common::{
 };
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 /// A ConfigMap `name` owned by `owners` (`(apiVersion, kind, name, uid, blockOwnerDeletion)`).
 fn owned(name: &str, owners: &[(&str, &str, &str, &str, bool)]) -> Value {
@@ -34,6 +35,29 @@ async fn create(addr: SocketAddr, path: &str, body: &Value) -> String {
     let (status, created) = send_json(addr, "POST", path, body).await;
     assert_eq!(status, 201, "POST {path}: {created}");
     created["metadata"]["uid"].as_str().unwrap().to_owned()
+}
+
+/// Creates the CRD `widgets.example.com` (namespaced `Widget`, served at `v1`) and the
+/// Widget `default/w`; its uid.
+async fn widget_of_a_new_crd(addr: SocketAddr) -> String {
+    create(
+        addr,
+        CRDS,
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+    )
+    .await;
+    create(
+        addr,
+        "/apis/example.com/v1/namespaces/default/widgets",
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await
 }
 
 /// A watch of `path` from now.
@@ -83,6 +107,25 @@ async fn delete(addr: SocketAddr, path: &str, options: &Value) -> (u16, Value) {
     };
     let (status, text) = request(addr, "DELETE", path, "application/json", &body).await;
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The value of the `/metrics` sample `sample` once it is at least `least`: a controller's
+/// counter moves once the write it counts has returned, which may be after a watcher saw it.
+async fn counted_at_least(addr: SocketAddr, sample: &str, least: u64) -> u64 {
+    let read = async {
+        loop {
+            let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
+            let value = metrics
+                .lines()
+                .find_map(|line| line.strip_prefix(sample)?.trim().parse::<u64>().ok());
+            if let Some(value) = value.filter(|value| *value >= least) {
+                return value;
+            }
+        }
+    };
+    tokio::time::timeout(common::HANG_GUARD, read)
+        .await
+        .expect("the counter reached its value")
 }
 
 /// Goal: a DELETE without options (Background, the default of Deployments) removes the owner
@@ -180,10 +223,14 @@ async fn background_deletion_collects_the_chain_of_dependents() {
     until_deleted(&mut configmaps, &["stale"]).await;
     let (status, _) = get_json(addr, &format!("{CMS}/shared")).await;
     assert_eq!(status, 200, "a dependent with a live owner stays");
-    let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
-    assert!(
-        metrics.contains("watchkeeper_garbage_collector_writes_total{kind=\"deleted\"} 4"),
-        "{metrics}"
+    assert_eq!(
+        counted_at_least(
+            addr,
+            "watchkeeper_garbage_collector_writes_total{kind=\"deleted\"}",
+            4
+        )
+        .await,
+        4
     );
     server.shutdown().await;
 }
@@ -625,26 +672,7 @@ async fn owners_are_looked_up_as_kube_does() {
 async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents() {
     let server = server().await;
     let addr = server.addr;
-    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    create(
-        addr,
-        crds,
-        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "widgets", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
-    )
-    .await;
-    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
-    let widget = create(
-        addr,
-        widgets,
-        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
-    )
-    .await;
+    let widget = widget_of_a_new_crd(addr).await;
     create(
         addr,
         CMS,
@@ -655,12 +683,12 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
     )
     .await;
     let mut configmaps = watch(addr, CMS).await;
-    let mut definitions = watch(addr, crds).await;
+    let mut definitions = watch(addr, CRDS).await;
     // kube's CRD registry: a first DELETE only adds the cleanup finalizer, whatever the
     // policy (this test expected `foregroundDeletion` before the CRD finalizer existed).
     let (status, answer) = delete(
         addr,
-        &format!("{crds}/widgets.example.com"),
+        &format!("{CRDS}/widgets.example.com"),
         &json!({"propagationPolicy": "Foreground"}),
     )
     .await;
@@ -676,6 +704,117 @@ async fn a_crd_deleted_in_the_foreground_takes_its_objects_and_their_dependents(
         0,
         "no widget left in the store"
     );
+    server.shutdown().await;
+}
+
+/// Goal: an owner of a custom kind whose CRD is gone is looked up in the store, whenever the
+/// collector first looks at its dependent. A collector behind (a loaded machine) may look at
+/// the dependents of a deleted CRD's objects only once the CRD has gone; here that order is
+/// forced: the dependent is created after. The collector knows where the kind is stored from
+/// the kind's first list, not from a look made while it happened to be served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_first_looked_at_after_its_owner_s_crd_went_is_collected() {
+    let server = server().await;
+    let addr = server.addr;
+    let widget = widget_of_a_new_crd(addr).await;
+    let mut definitions = watch(addr, CRDS).await;
+    let (status, answer) = delete(addr, &format!("{CRDS}/widgets.example.com"), &Value::Null).await;
+    assert_eq!(status, 200, "{answer}");
+    until_deleted(&mut definitions, &["widgets.example.com"]).await;
+    let (status, _) = get_json(addr, "/apis/example.com/v1/namespaces/default/widgets").await;
+    assert_eq!(status, 404, "no longer served");
+
+    let mut configmaps = watch(addr, CMS).await;
+    create(
+        addr,
+        CMS,
+        &owned(
+            "of-gone-widget",
+            &[("example.com/v1", "Widget", "w", &widget, true)],
+        ),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["of-gone-widget"]).await;
+    server.shutdown().await;
+}
+
+/// Goal: a custom object whose resource stops being served for a while (its CRD's storage
+/// version unserved) while its owner goes is collected once it is served again: the collector
+/// does not forget a dependent it looked at while its kind was not served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_whose_kind_was_unserved_while_its_owner_went_is_collected() {
+    let server = server().await;
+    let addr = server.addr;
+    let boss = create(addr, CMS, &owned("boss", &[])).await;
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object",
+                "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    create(
+        addr,
+        CRDS,
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [version("v1", true), version("v2", false)]}}),
+    )
+    .await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let mut widget = owned("w", &[("v1", "ConfigMap", "boss", &boss, true)]);
+    widget["apiVersion"] = json!("example.com/v1");
+    widget["kind"] = json!("Widget");
+    create(addr, widgets, &widget).await;
+    let serve = |served: bool| {
+        let patch = json!([{"op": "replace", "path": "/spec/versions/0/served", "value": served}]);
+        async move {
+            let (status, body) = request(
+                addr,
+                "PATCH",
+                &format!("{CRDS}/widgets.example.com"),
+                "application/json-patch+json",
+                &patch.to_string(),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    serve(false).await;
+    let (status, _) = get_json(addr, widgets).await;
+    assert_eq!(
+        status, 404,
+        "its storage version unserved: not served at all"
+    );
+
+    let mut configmaps = watch(addr, CMS).await;
+    let (status, body) = delete(addr, &format!("{CMS}/boss"), &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    // Looked at after `w` (queued by the owner's deletion, one revision before).
+    create(
+        addr,
+        CMS,
+        &owned("marker", &[("v1", "ConfigMap", "nobody", "0000", false)]),
+    )
+    .await;
+    until_deleted(&mut configmaps, &["marker"]).await;
+
+    serve(true).await;
+    let (status, list) = get_json(addr, widgets).await;
+    assert_eq!(status, 200, "{list}");
+    if list["items"]
+        .as_array()
+        .is_some_and(|items| !items.is_empty())
+    {
+        let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+        let mut watch = WatchReader::open(
+            addr,
+            &format!("{widgets}?watch=1&resourceVersion={rv}"),
+            None,
+        )
+        .await;
+        until_deleted(&mut watch, &["w"]).await;
+    }
     server.shutdown().await;
 }
 

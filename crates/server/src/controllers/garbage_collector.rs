@@ -18,8 +18,11 @@
 //!
 //! Owners are looked up as kube's collector does: an owner of a namespaced kind in the
 //! dependent's namespace (a namespaced owner elsewhere does not count); a cluster-scoped
-//! dependent's reference to a namespaced kind, or to a kind the server does not serve, is
-//! unresolvable and never makes the dependent go.
+//! dependent's reference to a namespaced kind, or to a kind the server has not served since
+//! it started, is unresolvable and never makes the dependent go. An owner of a kind served
+//! once (a CRD since deleted) is looked up in the store, whenever the collector first looks
+//! at its dependent: where each kind is stored is learned from the kind's first list, before
+//! any of its objects is told, never from a look that happened to come while it was served.
 //!
 //! ## How it learns and decides
 //! The reflector tells it every object it feeds the caches ([`Observer`]), on its own task
@@ -180,8 +183,9 @@ impl State {
         let body = object.body();
         self.index(&node, gc::owner_refs(body));
         if watchkeeper_api::crd::is_crd(def) {
-            // A CRD being deleted is no longer served: its objects' deletions reach no cache
-            // and are not told. Their dependents are looked at again now and when it goes.
+            // A CRD changed (marked for deletion, say, or no longer established): the
+            // dependents of its kind's objects are looked at again now and when it goes (a
+            // kind no longer served is looked up in the store, see `kinds`).
             let text = |path: &str| body.pointer(path).and_then(Value::as_str).unwrap_or("");
             let (group, kind) = (text("/spec/group"), text("/spec/names/kind"));
             self.look_at_dependents_of_kind(|g, k| g == group && k == kind);
@@ -283,8 +287,10 @@ pub struct GarbageCollector {
     state: Mutex<State>,
     wake: Notify,
     counters: Counters,
-    /// Where the objects of each owner kind resolved so far are stored, kept after the kind
-    /// stops being served (a CRD deleted): they are then looked up in the store.
+    /// Where the objects of each kind the reflector has listed are stored, by group and
+    /// kind: learned from the kind's first list (told before any of its objects, and before
+    /// it is served), kept after the kind stops being served (a CRD deleted), when its
+    /// objects are looked up in the store.
     kinds: Mutex<HashMap<(String, String), StoredKind>>,
 }
 
@@ -292,15 +298,25 @@ pub struct GarbageCollector {
 #[derive(Clone, Debug)]
 struct StoredKind {
     namespaced: bool,
-    key_prefix: String,
+    /// Its keys' part under the registry prefix ([`ResourceDef::storage_prefix`]).
+    storage: String,
 }
 
 impl StoredKind {
-    fn store_key(&self, namespace: &str, name: &str) -> String {
+    fn of(def: &ResourceDef) -> StoredKind {
+        StoredKind {
+            namespaced: def.namespaced,
+            storage: def.storage_prefix(),
+        }
+    }
+
+    /// The store key of `namespace/name` under the registry `prefix` (`/registry`).
+    fn store_key(&self, prefix: &str, namespace: &str, name: &str) -> String {
+        let storage = &self.storage;
         if self.namespaced {
-            format!("{}{namespace}/{name}", self.key_prefix)
+            format!("{prefix}/{storage}/{namespace}/{name}")
         } else {
-            format!("{}{name}", self.key_prefix)
+            format!("{prefix}/{storage}/{name}")
         }
     }
 }
@@ -421,6 +437,11 @@ impl GarbageCollector {
 
 impl Observer for GarbageCollector {
     fn reset(&self, def: &ResourceDef, revision: Revision, objects: &[Arc<Object>]) {
+        // Where the kind is stored, known before any of its objects is (see `kinds`).
+        self.kinds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((def.group.clone(), def.kind.clone()), StoredKind::of(def));
         let resource: Arc<str> = name_of(def).into();
         let mut state = self.lock();
         state.revision = state.revision.max(revision);
@@ -516,24 +537,13 @@ impl Worker<'_> {
             .cloned()
     }
 
-    /// The stored resource of `group`/`kind`.
+    /// The stored resource of `group`/`kind`, while it is served.
     fn stored(&self, group: &str, kind: &str) -> Option<Arc<Resource>> {
-        let found = self
-            .registry
+        self.registry
             .load()
             .iter()
             .find(|r| r.def.group == group && r.def.kind == kind && r.conversion.is_none())
-            .cloned()?;
-        self.collector
-            .kinds
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((group.to_owned(), kind.to_owned()))
-            .or_insert_with(|| StoredKind {
-                namespaced: found.def.namespaced,
-                key_prefix: found.key_prefix.clone(),
-            });
-        Some(found)
+            .cloned()
     }
 
     /// The object `namespace/name` of a kind no longer served, read from the store (its
@@ -544,7 +554,7 @@ impl Worker<'_> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApiError> {
-        let key = bytes::Bytes::from(kind.store_key(namespace, name));
+        let key = bytes::Bytes::from(kind.store_key(self.source.prefix(), namespace, name));
         let kv = watchkeeper_store::Store::get(self.source.store(), key)
             .await
             .map_err(crate::source::store::store_error)?;
@@ -593,7 +603,9 @@ impl Worker<'_> {
     /// kube's `attemptToDeleteItem`.
     async fn dependent(&self, node: &Node, revision: Revision) -> Result<(), ApiError> {
         let Some(resource) = self.served(node) else {
-            // Its resource is no longer served (a CRD deleted): nothing to collect.
+            // Its resource is no longer served (a CRD deleted, or its resource stopped for a
+            // while): nothing to collect now. When served again, its list (told once it is)
+            // indexes and looks at it again.
             self.collector.lock().index(node, Vec::new());
             return Ok(());
         };
@@ -755,8 +767,8 @@ impl Worker<'_> {
         let served = self.stored(&owner.group, &owner.kind);
         let known = match &served {
             Some(_) => None,
-            // A kind the server does not serve and never did: unresolvable, never collected
-            // for it.
+            // A kind the server has not listed since it started (none of its objects could be
+            // seen): unresolvable, never collected for it.
             None => match self
                 .collector
                 .kinds

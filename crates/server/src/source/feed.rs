@@ -27,7 +27,9 @@ pub struct Feed {
 
 /// What the reflector tells of every object it feeds the caches (the garbage collector's
 /// graph, [`crate::controllers::garbage_collector`]). Called on the reflector's task before
-/// the caches have the revision: quick, and never waits.
+/// the caches have the revision: quick, and never waits. A custom resource started (a CRD
+/// established, or its resource started again) is reset once it is served, and before any
+/// of its changes is told: a look the reset queues finds the resource served.
 pub trait Observer: Send + Sync + std::fmt::Debug {
     /// A resource's cache is (re)initialised with `objects` at `revision`.
     fn reset(&self, def: &ResourceDef, revision: Revision, objects: &[Arc<Object>]);

@@ -202,9 +202,9 @@ async fn reconcile(
             }
             None => Vec::new(),
         };
-        if let Some(observer) = observer {
-            observer.reset(&feeds[index].def, revision, &objects);
-        }
+        // The observer is told once the resource is served (below), so a look it queues finds
+        // it served, never in the gap before; still before any change of it is told.
+        let told = observer.map(|_| objects.clone());
         if feeds[index]
             .input
             .send_async(Input::Reset(revision, objects))
@@ -225,6 +225,9 @@ async fn reconcile(
             catalog
                 .serve(&resource, started.resource, started.others, revision)
                 .await;
+        }
+        if let (Some(observer), Some(objects)) = (observer, told) {
+            observer.reset(&feeds[index].def, revision, &objects);
         }
     }
     Ok(changed)

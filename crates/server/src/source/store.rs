@@ -416,6 +416,12 @@ impl StoreSource {
         self
     }
 
+    /// The registry prefix its keys are under, without a trailing slash (`/registry`).
+    #[must_use]
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The store.
     #[must_use]
     pub fn store(&self) -> &AnyStore {
