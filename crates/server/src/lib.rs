@@ -22,6 +22,7 @@ pub mod config;
 pub mod controllers;
 pub mod http;
 pub mod limits;
+pub mod offload;
 pub mod operator;
 pub mod request;
 pub mod respond;
@@ -498,6 +499,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         limits: limits.clone(),
     };
     tracing::info!(%addr, tls = settings.tls.is_some(), source = %source.describe(), resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
+    let offload = crate::offload::Offload::new(
+        config.limits.heavy_request_body_bytes,
+        config.limits.heavy_requests(),
+    );
     let app = Arc::new(App {
         config,
         source,
@@ -510,6 +515,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         shutdown: shutdown_rx.clone(),
         auth: auth.clone(),
         debug: crate::operator::debug::DebugState::default(),
+        offload,
         limits: limits.clone(),
         consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
         compaction: Arc::default(),

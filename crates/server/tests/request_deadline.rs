@@ -426,3 +426,152 @@ async fn a_request_s_own_timeout_shortens_its_deadline() {
     assert_eq!(listed.status, 200, "{}", listed.body);
     server.shutdown().await;
 }
+
+/// `method path` with a JSON (or `content_type`) `body` on a new connection; the answer.
+async fn send_body(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Answer {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = raw::send(addr, &head, body.as_bytes()).await.unwrap();
+    tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+        .await
+        .expect("an answer")
+}
+
+/// The value of the sample `name` (with its labels) in `/metrics`.
+async fn metric(addr: SocketAddr, name: &str) -> u64 {
+    let text = get_from("127.0.0.1", addr, "/metrics").await.body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+}
+
+/// Goal: a write with a large body (`--heavy-request-body-bytes`) is handled on the blocking
+/// pool, not on the runtime worker: with one worker, while it is held at a phase boundary (its
+/// thread blocked, as by a long decode or patch), other clients' reads and small writes are
+/// answered; its `?timeout=` answers kube's 504 while it is still held; past
+/// `--max-heavy-requests` another one waits (and gets its 504 waiting, never running); once
+/// released, the stopped write goes no further and the store holds nothing of it. Unheld,
+/// heavy creates, YAML bodies and strategic merge patches are answered as usual. (Before: the
+/// whole write ran on the worker, every other connection waited for it, and its 504 came
+/// after it had finished, or not at all: a 200 after the deadline.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_heavy_write_leaves_the_runtime_worker_and_stops_past_its_deadline() {
+    let server = server_with(ServeArgs {
+        heavy_request_body_bytes: Some(4096),
+        max_heavy_requests: Some(1),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let offload = &server.app.offload;
+    let big = configmap("big", 8192).to_string();
+    let hold = offload.hold_at_boundaries();
+    let held = tokio::spawn({
+        let big = big.clone();
+        async move {
+            send_body(
+                addr,
+                "POST",
+                &format!("{CM}?timeout=500ms"),
+                "application/json",
+                &big,
+            )
+            .await
+        }
+    });
+    until(|| offload.held() == 1).await;
+    // The worker is free: a read and a small write are answered.
+    let listed = get_from("127.0.0.1", addr, &format!("{CM}?limit=1")).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let small = send_body(
+        addr,
+        "POST",
+        CM,
+        "application/json",
+        &configmap("small", 8).to_string(),
+    )
+    .await;
+    assert_eq!(small.status, 201, "{}", small.body);
+    // Past the bound, a second heavy write waits for the slot, and its deadline answers.
+    let second = send_body(
+        addr,
+        "POST",
+        &format!("{CM}?timeout=300ms"),
+        "application/json",
+        &configmap("second", 8192).to_string(),
+    )
+    .await;
+    assert_status(&second, 504, "Timeout");
+    assert_eq!(offload.running_and_waiting(), (1, 0));
+    // The held write's deadline answered while it is still held.
+    let answer = tokio::time::timeout(HANG_GUARD, held)
+        .await
+        .expect("an answer")
+        .unwrap();
+    assert_status(&answer, 504, "Timeout");
+    assert_eq!(
+        answer.json()["message"],
+        "Timeout: request did not complete within the allotted timeout"
+    );
+    assert_eq!(offload.held(), 1, "still held when its 504 was sent");
+    drop(hold);
+    until(|| offload.outcomes() == (0, 1)).await;
+    assert_eq!(offload.running_and_waiting(), (0, 0));
+    assert_eq!(
+        common::stored_keys(&server, "/registry/configmaps/default/").await,
+        1,
+        "only the small write is stored"
+    );
+    let gone = get_from("127.0.0.1", addr, &format!("{CM}/big")).await;
+    assert_status(&gone, 404, "NotFound");
+    // Unheld, heavy writes are answered as any other.
+    let created = send_body(addr, "POST", CM, "application/json", &big).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  payload: {}\n",
+        "y".repeat(8192)
+    );
+    let created = send_body(addr, "POST", CM, "application/yaml", &yaml).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let patch = serde_json::json!({"data": {"patched": "z".repeat(8192)}}).to_string();
+    let patched = send_body(
+        addr,
+        "PATCH",
+        &format!("{CM}/small"),
+        "application/strategic-merge-patch+json",
+        &patch,
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(
+        patched.json()["data"]["patched"].as_str().map(str::len),
+        Some(8192)
+    );
+    assert_eq!(offload.outcomes(), (3, 1));
+    assert_eq!(
+        metric(
+            addr,
+            "watchkeeper_heavy_requests_total{outcome=\"answered\"}"
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        metric(
+            addr,
+            "watchkeeper_heavy_requests_total{outcome=\"stopped\"}"
+        )
+        .await,
+        1
+    );
+    server.shutdown().await;
+}

@@ -106,11 +106,10 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             )));
         }
     };
-    let path = parts.uri.path().to_owned();
-    let accepts_gzip = gzip::accepts_gzip(&parts.headers);
+    let path = parts.uri.path();
     let user = match parts.extensions.get::<User>().cloned() {
         Some(user) => user,
-        None => match app.auth.authenticate(&path, &parts.headers) {
+        None => match app.auth.authenticate(path, &parts.headers) {
             Ok(user) => user,
             Err(error) => return error_response(&error),
         },
@@ -120,6 +119,28 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return error_response(&error);
     }
+    // A large body is decoded, written and answered on the blocking pool (see `offload`).
+    if app.offload.is_heavy(body.len()) {
+        let work = answer(app.clone(), started, parts, body, user);
+        return app
+            .offload
+            .run(work)
+            .await
+            .unwrap_or_else(|error| error_response(&error));
+    }
+    answer(app, started, parts, body, user).await
+}
+
+/// The rest of [`handle`] once the body is read and its caller known: the body's YAML decode,
+/// routing, the handler, and the answer's encodings.
+async fn answer(
+    app: Arc<App>,
+    started: std::time::Instant,
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
+    user: User,
+) -> Response {
+    let accepts_gzip = gzip::accepts_gzip(&parts.headers);
     let pretty = pretty::wants_pretty(parts.uri.query(), &parts.headers);
     let answers_in_yaml = watchkeeper_api::negotiate::answers_in_yaml(
         parts
@@ -131,6 +152,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Ok(body) => body,
         Err(error) => return error_response(&error),
     };
+    crate::offload::phase_boundary().await;
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),
         peer: parts
@@ -138,7 +160,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             .get::<ConnectInfo<std::net::SocketAddr>>()
             .map(|info| info.0),
         method: parts.method,
-        path,
+        path: parts.uri.path().to_owned(),
         headers: parts.headers,
         body,
         user,
@@ -163,6 +185,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         }
     }
     let (verb, group, resource, mut response) = route(&app, &context, &segments).await;
+    crate::offload::phase_boundary().await;
     if verb != Verb::Watch.label() {
         if answers_in_yaml {
             response = yaml::to_yaml(response).await;

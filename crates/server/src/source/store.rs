@@ -68,6 +68,7 @@ use watchkeeper_store::{
 };
 
 use crate::cache::{Origin, Resource};
+use crate::offload::phase_boundary;
 use crate::request::ResourceRequest;
 use crate::respond::json_response;
 use crate::source::catalog::VersionsBound;
@@ -493,6 +494,7 @@ impl StoreSource {
     ) -> Result<Response, ApiError> {
         let headers = &request.context.headers;
         let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
+        phase_boundary().await;
         let options_kind = match request.context.method {
             Method::POST => WriteOptionsKind::Create,
             Method::PUT => WriteOptionsKind::Update,
@@ -974,6 +976,7 @@ impl Writer<'_> {
     ) -> Result<Value, ApiError> {
         let mut body = body;
         self.checked_fields(resource, &mut body, raw)?;
+        phase_boundary().await;
         let name = body
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -1005,6 +1008,7 @@ impl Writer<'_> {
             self.field_writer(custom_schema(custom.as_deref())),
             &self.time,
         );
+        phase_boundary().await;
         self.store_new(resource, namespace, object, &managers).await
     }
 
@@ -2170,6 +2174,7 @@ impl Writer<'_> {
         } else {
             apply::config::duplicate_keys(body)
         };
+        phase_boundary().await;
         // An object the cache holds is updated (the update proves what it must); a create, or
         // a 404 for a precondition, only from a cache proven fresh.
         let mut proven = false;
@@ -2273,6 +2278,7 @@ impl Writer<'_> {
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
             let (current, _) = cache.get(&cache_key);
             let attempt = self.update_attempt(resource, name, current, precondition, &mutate);
+            phase_boundary().await;
             let (current, mut new) = match attempt {
                 Err(_) | Ok(UpdateAttempt::Unchanged(_)) if !proven => {
                     counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
@@ -2344,6 +2350,7 @@ impl Writer<'_> {
                     current.resource_version(),
                 )));
             }
+            phase_boundary().await;
             // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
             if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
                 self.delete_definition_objects(&new).await?;
