@@ -237,7 +237,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub max_mutating_requests_inflight: Option<usize>,
     /// A request whose body has at least this many bytes is handled on the blocking pool,
-    /// not a runtime worker, 0 = never [default: 65536; else at least 1024].
+    /// not a runtime worker; 0 = never, else at least 1024 [default: 65536].
     #[arg(long)]
     pub heavy_request_body_bytes: Option<usize>,
     /// Heavy requests (`--heavy-request-body-bytes`) handled at once, 1 to 512 [default:
