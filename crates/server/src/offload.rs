@@ -24,6 +24,10 @@
 //!   encoding, before the answer's encoding). The phase in progress runs to its end on its
 //!   blocking thread, holding its slot, never a runtime worker; nothing a stopped write had
 //!   not yet committed is written (the same cut as a handler dropped at its deadline).
+//! - An answer's conversion that a large result makes heavy — a LIST's `Table` (its objects'
+//!   stored sizes), a YAML answer (its JSON's length) — runs the same way, under the same
+//!   threshold and slots ([`Offload::compute`]); inside a heavy request it runs on that
+//!   request's thread.
 //! - A request with a smaller body is handled as before on the worker: no thread hop, no
 //!   allocation; each phase boundary it passes costs one thread-local read.
 //! - Counted in `/metrics`: `watchkeeper_heavy_requests_total{outcome="answered"|"stopped"}`,
@@ -146,6 +150,28 @@ impl Offload {
                 "the heavy request failed: {error}"
             ))),
         }
+    }
+
+    /// `work`, one synchronous phase over `size` bytes (an answer's conversion), on the
+    /// blocking pool through [`Self::run`] when `size` is heavy; at once, where it is, when it
+    /// is not or when this task already is a heavy request's (its thread is the pool's, and a
+    /// second slot could wait for its own).
+    ///
+    /// # Errors
+    /// 500 when `work` panicked on the pool.
+    pub async fn compute<T, W>(&self, size: usize, work: W) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        W: FnOnce() -> T + Send + 'static,
+    {
+        if !self.is_heavy(size) || JOB.try_with(|_| ()).is_ok() {
+            return Ok(work());
+        }
+        self.run(async move {
+            phase_boundary().await;
+            work()
+        })
+        .await
     }
 
     /// Heavy requests that ran to their answer, and those stopped at a phase boundary once
@@ -294,6 +320,25 @@ mod tests {
         assert_ne!(ran_on, worker);
         assert_eq!(offload.outcomes(), (1, 0));
         assert_eq!(offload.running_and_waiting(), (0, 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_heavy_phase_leaves_the_worker_once_and_a_light_one_stays() {
+        let offload = Arc::new(Offload::new(1024, 1));
+        let worker = std::thread::current().id();
+        let here = || std::thread::current().id();
+        assert_eq!(offload.compute(1023, here).await.unwrap(), worker);
+        assert_ne!(offload.compute(1024, here).await.unwrap(), worker);
+        // Inside a heavy request a heavy phase runs on the request's own thread, without
+        // waiting for a second slot (there is one).
+        let inner = offload.clone();
+        let (outer, inner) = offload
+            .run(async move { (here(), inner.compute(1024, here).await.unwrap()) })
+            .await
+            .unwrap();
+        assert_eq!(outer, inner);
+        assert_ne!(outer, worker);
+        assert_eq!(offload.outcomes(), (2, 0));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
