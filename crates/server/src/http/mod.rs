@@ -13,6 +13,10 @@
 //!   `Source::write`. No handler asks which kind of source it has.
 //! - The dependency direction is one way: this module uses `source`, `auth`, `limits`,
 //!   `operator` and `cache`; none of them uses it.
+//! - A request whose body reaches `--heavy-request-body-bytes` is handled, from its body's
+//!   decode to its answer's encodings, on the blocking pool ([`crate::offload`]); so is a long
+//!   LIST's `Table` and a large YAML answer. Smaller ones are handled on the runtime worker
+//!   exactly as before.
 
 pub mod chunk;
 pub mod componentstatus;

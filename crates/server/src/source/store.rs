@@ -32,6 +32,10 @@
 //! conflicts) and stops before the transaction: nothing is stored, watched or counted, and the
 //! answer is the object that would have been stored (a create's without a resource version, an
 //! update's at the revision it would replace). Other `dryRun` values are kube-apiserver's 422.
+//! A write run as a heavy request (`crate::offload`) whose request is gone stops at its next
+//! phase boundary — after the body's decode, after a create's field checks and before it is
+//! stored, after an update's attempt (patch, merge or apply, admission, validation) and before
+//! its storage encoding — so nothing of it is written past that point.
 //!
 //! ## Deletes
 //! A DELETE answers as kube-apiserver's generic store: the object when it stays for its
