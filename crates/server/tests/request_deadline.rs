@@ -428,19 +428,20 @@ async fn a_request_s_own_timeout_shortens_its_deadline() {
     server.shutdown().await;
 }
 
-/// `method path` with a JSON (or `content_type`) `body` on a new connection; the answer.
+/// `method path` with a `content_type` `body` on a new connection; the answer.
 async fn send_body(
     addr: SocketAddr,
     method: &str,
     path: &str,
     content_type: &str,
-    body: &str,
+    body: impl AsRef<[u8]>,
 ) -> Answer {
+    let body = body.as_ref();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    let mut stream = raw::send(addr, &head, body.as_bytes()).await.unwrap();
+    let mut stream = raw::send(addr, &head, body).await.unwrap();
     tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
         .await
         .expect("an answer")
@@ -461,7 +462,7 @@ async fn metric(addr: SocketAddr, name: &str) -> u64 {
 /// answered; its `?timeout=` answers kube's 504 while it is still held; past
 /// `--max-heavy-requests` another one waits (and gets its 504 waiting, never running); once
 /// released, the stopped write goes no further and the store holds nothing of it. Unheld,
-/// heavy creates, YAML bodies and strategic merge patches are answered as usual. (Before: the
+/// heavy creates (JSON, YAML, protobuf) and strategic merge patches are answered as usual. (Before: the
 /// whole write ran on the worker, every other connection waited for it, and its 504 came
 /// after it had finished, or not at all: a 200 after the deadline.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
@@ -543,6 +544,20 @@ async fn a_heavy_write_leaves_the_runtime_worker_and_stops_past_its_deadline() {
     );
     let created = send_body(addr, "POST", CM, "application/yaml", &yaml).await;
     assert_eq!(created.status, 201, "{}", created.body);
+    let message =
+        watchkeeper_api::protobuf::encode_object_message(&configmap("from-protobuf", 8192))
+            .unwrap();
+    let protobuf = watchkeeper_api::protobuf::envelope("v1", "ConfigMap", &message);
+    assert!(protobuf.len() > 4096);
+    let created = send_body(
+        addr,
+        "POST",
+        CM,
+        "application/vnd.kubernetes.protobuf",
+        &protobuf,
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.body);
     let patch = serde_json::json!({"data": {"patched": "z".repeat(8192)}}).to_string();
     let patched = send_body(
         addr,
@@ -557,14 +572,14 @@ async fn a_heavy_write_leaves_the_runtime_worker_and_stops_past_its_deadline() {
         patched.json()["data"]["patched"].as_str().map(str::len),
         Some(8192)
     );
-    assert_eq!(offload.outcomes(), (3, 1));
+    assert_eq!(offload.outcomes(), (4, 1));
     assert_eq!(
         metric(
             addr,
             "watchkeeper_heavy_requests_total{outcome=\"answered\"}"
         )
         .await,
-        3
+        4
     );
     assert_eq!(
         metric(
