@@ -5,6 +5,8 @@ large writes back to back, and the time a heavy write with `?timeout=` takes to 
 Kinds of heavy write (--kind):
   managed  PUT of a ConfigMap whose metadata.managedFields is about --bytes of JSON
   smp      strategic merge PATCH of about --bytes (one data key per entry)
+  small    a small JSON merge PATCH of a ConfigMap of about --bytes (created first), a write
+           whose body does not announce its cost
 
 For each concurrency in --clients (e.g. 2,4,8): C writer threads write for --seconds while a
 reader process (its own interpreter, so the figures are the server's latency and not this
@@ -66,6 +68,9 @@ def smp_body(size):
 def heavy_request(kind, name, size):
     if kind == "managed":
         return "PUT", f"{CM}/{name}", managed_body(name, size), "application/json"
+    if kind == "small":
+        patch = json.dumps({"data": {"key-000000": str(time.monotonic())}}).encode()
+        return "PATCH", f"{CM}/{name}", patch, "application/merge-patch+json"
     return ("PATCH", f"{CM}/{name}", smp_body(size),
             "application/strategic-merge-patch+json")
 
@@ -94,7 +99,7 @@ def percentile(values, p):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
-    parser.add_argument("--kind", default="managed", choices=["managed", "smp"])
+    parser.add_argument("--kind", default="managed", choices=["managed", "smp", "small"])
     parser.add_argument("--bytes", type=int, default=1_400_000)
     parser.add_argument("--clients", default="2,4,8")
     parser.add_argument("--seconds", type=float, default=10)
@@ -133,8 +138,9 @@ def run(args, server):
     assert call(port, "POST", CM, small)[0] == 201
     clients = [int(c) for c in args.clients.split(",")]
     for index in range(max(clients) + 1):
+        data = json.loads(smp_body(args.bytes))["data"] if args.kind == "small" else {"a": "b"}
         body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
-                           "metadata": {"name": f"heavy-{index}"}, "data": {"a": "b"}})
+                           "metadata": {"name": f"heavy-{index}"}, "data": data})
         assert call(port, "POST", CM, body)[0] == 201
     started = time.monotonic()
     method, path, body, content_type = heavy_request(args.kind, "heavy-0", args.bytes)

@@ -277,6 +277,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .then(|| crate::http::connection::root_ca_bundle(&config.tls))
         .transpose()?;
     let counters = Arc::new(PathCounters::default());
+    let offload = Arc::new(crate::offload::Offload::new(
+        config.limits.heavy_request_body_bytes,
+        config.limits.heavy_requests(),
+    ));
     let backoff = Backoff {
         initial: config.reflector.backoff_initial,
         max: config.reflector.backoff_max,
@@ -347,7 +351,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 config.custom_resource_versions_max,
             )))
             .with_garbage_collection(config.enable_garbage_collector)
-            .with_admission(config.admission);
+            .with_admission(config.admission)
+            .with_offload(offload.clone());
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
@@ -499,10 +504,6 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         limits: limits.clone(),
     };
     tracing::info!(%addr, tls = settings.tls.is_some(), source = %source.describe(), resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
-    let offload = crate::offload::Offload::new(
-        config.limits.heavy_request_body_bytes,
-        config.limits.heavy_requests(),
-    );
     let app = Arc::new(App {
         config,
         source,

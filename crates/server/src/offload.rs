@@ -24,13 +24,20 @@
 //!   encoding, before the answer's encoding). The phase in progress runs to its end on its
 //!   blocking thread, holding its slot, never a runtime worker; nothing a stopped write had
 //!   not yet committed is written (the same cut as a handler dropped at its deadline).
+//! - A phase that a large stored object makes heavy while the body is small (a small patch
+//!   of a large object: the update's attempt and its storage encoding, sized by the object's
+//!   stored length) runs in place under one of the same slots, with the runtime worker's
+//!   other tasks handed to another thread first (tokio's `block_in_place`,
+//!   [`Offload::in_place`]): the other connections are served meanwhile, but its own deadline
+//!   answers only once that phase ends (its task is the one blocked); counted as
+//!   `outcome="in_place"`.
 //! - An answer's conversion that a large result makes heavy — a LIST's `Table` (its objects'
 //!   stored sizes), a YAML answer (its JSON's length) — runs the same way, under the same
 //!   threshold and slots ([`Offload::compute`]); inside a heavy request it runs on that
 //!   request's thread.
 //! - A request with a smaller body is handled as before on the worker: no thread hop, no
 //!   allocation; each phase boundary it passes costs one thread-local read.
-//! - Counted in `/metrics`: `watchkeeper_heavy_requests_total{outcome="answered"|"stopped"}`,
+//! - Counted in `/metrics`: `watchkeeper_heavy_requests_total{outcome="answered"|"stopped"|"in_place"}`,
 //!   the gauges `watchkeeper_heavy_requests_running` and `watchkeeper_heavy_requests_waiting`.
 
 use std::future::Future;
@@ -55,6 +62,7 @@ pub struct Offload {
 struct Shared {
     answered: AtomicU64,
     stopped: AtomicU64,
+    in_place: AtomicU64,
     running: AtomicUsize,
     waiting: AtomicUsize,
     /// Jobs waiting at a held boundary.
@@ -174,6 +182,32 @@ impl Offload {
         .await
     }
 
+    /// `phase`, one synchronous phase of a request over an input of `size` bytes that its
+    /// body did not announce (a small patch of a large stored object): when `size` is heavy,
+    /// run where it is under one of the slots, but with the runtime worker's other tasks
+    /// handed to another thread first (tokio's `block_in_place`), so they are not held up;
+    /// at once otherwise, inside a heavy request, or off a multi-threaded runtime (where
+    /// there is no worker to hand on).
+    pub async fn in_place<T>(&self, size: usize, phase: impl FnOnce() -> T) -> T {
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if !self.is_heavy(size) || !multi_thread || JOB.try_with(|_| ()).is_ok() {
+            return phase();
+        }
+        let waiting = Counted::new(&self.shared.waiting);
+        let slot = self.slots.acquire().await;
+        drop(waiting);
+        let _running = Counted::new(&self.shared.running);
+        let output = tokio::task::block_in_place(|| {
+            self.shared.wait_while_held();
+            phase()
+        });
+        drop(slot);
+        self.shared.in_place.fetch_add(1, Ordering::Relaxed);
+        output
+    }
+
     /// Heavy requests that ran to their answer, and those stopped at a phase boundary once
     /// their request was gone.
     #[must_use]
@@ -182,6 +216,12 @@ impl Offload {
             self.shared.answered.load(Ordering::Relaxed),
             self.shared.stopped.load(Ordering::Relaxed),
         )
+    }
+
+    /// Heavy phases run in place ([`Self::in_place`]).
+    #[must_use]
+    pub fn in_place_phases(&self) -> u64 {
+        self.shared.in_place.load(Ordering::Relaxed)
     }
 
     /// Heavy requests running on a blocking thread now, and those waiting for a slot.
@@ -194,7 +234,8 @@ impl Offload {
     }
 
     /// A test hook: until the guard is dropped, every heavy request blocks its thread at its
-    /// next phase boundary (as a long synchronous phase would), counted in [`Self::held`].
+    /// next phase boundary, and every heavy phase run in place at its start (as a long
+    /// synchronous phase would), counted in [`Self::held`].
     /// Costs a heavy request one atomic read per boundary when nothing holds them.
     #[must_use]
     pub fn hold_at_boundaries(&self) -> HoldGuard {
@@ -213,6 +254,25 @@ impl Offload {
     #[must_use]
     pub fn held(&self) -> usize {
         self.shared.held_jobs.load(Ordering::Acquire)
+    }
+}
+
+impl Shared {
+    /// Blocks this thread while [`Offload::hold_at_boundaries`] holds (counted in `held_jobs`).
+    fn wait_while_held(&self) {
+        if !self.holding.load(Ordering::Acquire) {
+            return;
+        }
+        self.held_jobs.fetch_add(1, Ordering::AcqRel);
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        while *held {
+            held = self
+                .released
+                .wait(held)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(held);
+        self.held_jobs.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -272,23 +332,7 @@ pub async fn phase_boundary() {
     let Ok(job) = JOB.try_with(Arc::clone) else {
         return;
     };
-    if job.shared.holding.load(Ordering::Acquire) {
-        job.shared.held_jobs.fetch_add(1, Ordering::AcqRel);
-        let mut held = job
-            .shared
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        while *held {
-            held = job
-                .shared
-                .released
-                .wait(held)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        drop(held);
-        job.shared.held_jobs.fetch_sub(1, Ordering::AcqRel);
-    }
+    job.shared.wait_while_held();
     if job.cancelled.load(Ordering::Acquire) {
         std::future::pending::<()>().await;
     }
@@ -339,6 +383,23 @@ mod tests {
         assert_eq!(outer, inner);
         assert_ne!(outer, worker);
         assert_eq!(offload.outcomes(), (2, 0));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_heavy_phase_in_place_off_a_multi_threaded_runtime_runs_inline() {
+        let offload = Offload::new(1024, 1);
+        assert_eq!(offload.in_place(4096, || 7).await, 7);
+        assert_eq!(offload.in_place_phases(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_heavy_phase_in_place_is_counted_and_a_light_one_is_not() {
+        let offload = Offload::new(1024, 1);
+        assert_eq!(offload.in_place(1023, || 1).await, 1);
+        assert_eq!(offload.in_place_phases(), 0);
+        assert_eq!(offload.in_place(1024, || 2).await, 2);
+        assert_eq!(offload.in_place_phases(), 1);
+        assert_eq!(offload.running_and_waiting(), (0, 0));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

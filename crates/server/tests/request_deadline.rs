@@ -654,3 +654,64 @@ async fn a_long_list_s_table_or_yaml_leaves_the_runtime_worker() {
     assert_eq!(offload.outcomes(), (2, 0));
     server.shutdown().await;
 }
+
+/// Goal: a small patch of a large object (a write whose body does not announce its cost) runs
+/// its heavy phase with the runtime worker's other tasks handed to another thread: with one
+/// worker, while the patch is held in that phase, another client is answered; released, the
+/// patch is answered and counted `in_place`. A small patch of a small object is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_small_patch_of_a_large_object_hands_the_runtime_worker_on() {
+    let server = server_with(ServeArgs {
+        heavy_request_body_bytes: Some(4096),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let offload = &server.app.offload;
+    for (name, payload) in [("large", 8192), ("tiny", 8)] {
+        let created = send_body(
+            addr,
+            "POST",
+            CM,
+            "application/json",
+            configmap(name, payload).to_string(),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let patch = r#"{"data":{"patched":"yes"}}"#;
+    let tiny = send_body(
+        addr,
+        "PATCH",
+        &format!("{CM}/tiny"),
+        "application/merge-patch+json",
+        patch,
+    )
+    .await;
+    assert_eq!(tiny.status, 200, "{}", tiny.body);
+    assert_eq!(offload.in_place_phases(), 0);
+    let hold = offload.hold_at_boundaries();
+    let patched = tokio::spawn(async move {
+        send_body(
+            addr,
+            "PATCH",
+            &format!("{CM}/large"),
+            "application/merge-patch+json",
+            patch,
+        )
+        .await
+    });
+    until(|| offload.held() == 1).await;
+    let got = get_from("127.0.0.1", addr, &format!("{CM}/tiny")).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    drop(hold);
+    let patched = tokio::time::timeout(HANG_GUARD, patched)
+        .await
+        .expect("an answer")
+        .unwrap();
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.json()["data"]["patched"], "yes", "{}", patched.body);
+    // The attempt, the storage encoding and the answer's encoding.
+    assert_eq!(offload.in_place_phases(), 3);
+    server.shutdown().await;
+}

@@ -45,7 +45,7 @@ pub struct App {
     /// Request limits' state (see `limits`).
     pub limits: Arc<Limits>,
     /// Requests with large bodies, handled off the runtime workers (see `offload`).
-    pub offload: crate::offload::Offload,
+    pub offload: Arc<crate::offload::Offload>,
     /// The cache consistency checker (see `source::consistency`).
     pub consistency: Arc<ConsistencyChecker>,
     /// The store compaction rounds' outcomes (see `source::compaction`).

@@ -784,10 +784,11 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
     scrape
         .counter(
             "watchkeeper_heavy_requests_total",
-            "Requests with large bodies handled on the blocking pool (--heavy-request-body-bytes): answered, or stopped at a phase boundary once their request was gone.",
+            "Requests with large bodies handled on the blocking pool (--heavy-request-body-bytes): answered, or stopped at a phase boundary once their request was gone; in_place: heavy phases of requests with small bodies (a small patch of a large object) run with the runtime worker's other tasks handed on.",
         )
         .sample(&[("outcome", "answered")], answered)
-        .sample(&[("outcome", "stopped")], stopped);
+        .sample(&[("outcome", "stopped")], stopped)
+        .sample(&[("outcome", "in_place")], app.offload.in_place_phases());
     let (running, waiting) = app.offload.running_and_waiting();
     scrape
         .gauge(

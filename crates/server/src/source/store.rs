@@ -115,6 +115,9 @@ pub struct StoreSource {
     garbage_collection: bool,
     /// `--disable-admission-plugins`: which admission plugins run.
     admission: pod_admission::AdmissionPlugins,
+    /// Heavy phases of writes with small bodies (a small patch of a large object) run in
+    /// place with the runtime worker handed on (see `crate::offload`).
+    offload: Arc<crate::offload::Offload>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -362,6 +365,7 @@ impl StoreSource {
             service_ips: None,
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
+            offload: Arc::new(crate::offload::Offload::new(0, 1)),
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -387,6 +391,14 @@ impl StoreSource {
     #[must_use]
     pub fn with_garbage_collection(mut self, enabled: bool) -> StoreSource {
         self.garbage_collection = enabled;
+        self
+    }
+
+    /// With `offload` deciding which writes' phases are heavy (`--heavy-request-body-bytes`;
+    /// without it none is).
+    #[must_use]
+    pub fn with_offload(mut self, offload: Arc<crate::offload::Offload>) -> StoreSource {
+        self.offload = offload;
         self
     }
 
@@ -664,7 +676,7 @@ impl StoreSource {
                         &body,
                     )
                     .await?;
-                Ok(updated.respond(StatusCode::OK, resource))
+                Ok(updated.answer(StatusCode::OK, resource, writer).await)
             }
             (&Method::PATCH, Some(name)) => {
                 let patch_type = patch_type(headers)?;
@@ -680,7 +692,7 @@ impl StoreSource {
                     } else {
                         StatusCode::OK
                     };
-                    return Ok(applied.respond(code, resource));
+                    return Ok(applied.answer(code, resource, writer).await);
                 }
                 let patched = writer
                     .patch(
@@ -691,7 +703,7 @@ impl StoreSource {
                         body,
                     )
                     .await?;
-                Ok(patched.respond(StatusCode::OK, resource))
+                Ok(patched.answer(StatusCode::OK, resource, writer).await)
             }
             (&Method::DELETE, Some(name)) => {
                 // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
@@ -2281,7 +2293,14 @@ impl Writer<'_> {
         let mut rotate = 0u128;
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
             let (current, _) = cache.get(&cache_key);
-            let attempt = self.update_attempt(resource, name, current, precondition, &mutate);
+            // A large object makes the attempt heavy whatever the body (see `offload`).
+            let size = current.as_ref().map_or(0, |object| object.size_hint());
+            let offload = &self.source.offload;
+            let attempt = offload
+                .in_place(size, || {
+                    self.update_attempt(resource, name, current, precondition, &mutate)
+                })
+                .await;
             phase_boundary().await;
             let (current, mut new) = match attempt {
                 Err(_) | Ok(UpdateAttempt::Unchanged(_)) if !proven => {
@@ -2380,7 +2399,11 @@ impl Writer<'_> {
                 } else {
                     0
                 };
-                let value = stored_value_sized(&resource.to_storage(&new), capacity);
+                let value = offload
+                    .in_place(capacity, || {
+                        stored_value_sized(&resource.to_storage(&new), capacity)
+                    })
+                    .await;
                 let written = if answers_from_cache(resource, namespace, name, &new) {
                     Pending::Offered(self.source.handover.offer(
                         store_key.clone(),
@@ -2992,6 +3015,22 @@ impl Written {
     /// The answer: the object in kube-apiserver's order and framing
     /// ([`watchkeeper_api::object_body`]); a cached object's shared encoding and the newline,
     /// which are exactly that text, without a copy.
+    /// [`Self::respond`], in place with the runtime worker handed on when a cached object's
+    /// stored length makes its encoding heavy (see `crate::offload`).
+    async fn answer(self, code: StatusCode, resource: &Resource, writer: &Writer<'_>) -> Response {
+        let size = match &self {
+            Written::Cached(object) if !object.is_encoded(watchkeeper_core::Encoding::Json) => {
+                object.size_hint()
+            }
+            _ => 0,
+        };
+        writer
+            .source
+            .offload
+            .in_place(size, || self.respond(code, resource))
+            .await
+    }
+
     fn respond(self, code: StatusCode, resource: &Resource) -> Response {
         match self {
             Written::Cached(object) if !is_status(object.body()) => {
