@@ -56,7 +56,9 @@
 //!   pool, at most `--max-heavy-requests` at once ([`crate::offload`]): its deadline answers 504
 //!   at its time and it stops at its next phase boundary (measured, debug build, 2 to 8 clients
 //!   sending 2 MB `managedFields` PUTs: another client's GET waited 0.6-3.9 s at the median
-//!   and a `?timeout=1s` PUT got its 504 after 4.6 s; now 3.5-4.9 ms and 1.0 s).
+//!   and a `?timeout=1s` PUT got its 504 after 4.6 s; now 3.5-4.9 ms and 1.0 s). A small
+//!   write to a large object runs its heavy phases with the worker handed on
+//!   (`Offload::in_place`).
 //!
 //! ## Order
 //! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]),

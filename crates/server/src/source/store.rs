@@ -35,7 +35,10 @@
 //! A write run as a heavy request (`crate::offload`) whose request is gone stops at its next
 //! phase boundary — after the body's decode, after a create's field checks and before it is
 //! stored, after an update's attempt (patch, merge or apply, admission, validation) and before
-//! its storage encoding — so nothing of it is written past that point.
+//! its storage encoding — so nothing of it is written past that point. A small write to a
+//! large object (its stored length at least `--heavy-request-body-bytes`) runs the attempt,
+//! the storage encoding and the answer's encoding through `Offload::in_place`: the runtime
+//! worker's other tasks are handed to another thread first.
 //!
 //! ## Deletes
 //! A DELETE answers as kube-apiserver's generic store: the object when it stays for its
