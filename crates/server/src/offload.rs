@@ -25,8 +25,8 @@
 //!   blocking thread, holding its slot, never a runtime worker; nothing a stopped write had
 //!   not yet committed is written (the same cut as a handler dropped at its deadline).
 //! - A phase that a large stored object makes heavy while the body is small (a small patch
-//!   of a large object: the update's attempt and its storage encoding, sized by the object's
-//!   stored length) runs in place under one of the same slots, with the runtime worker's
+//!   of a large object: the update's attempt, its storage encoding and the answer's encoding,
+//!   sized by the object's stored length) runs in place under one of the same slots, with the runtime worker's
 //!   other tasks handed to another thread first (tokio's `block_in_place`,
 //!   [`Offload::in_place`]): the other connections are served meanwhile, but its own deadline
 //!   answers only once that phase ends (its task is the one blocked); counted as
@@ -36,7 +36,11 @@
 //!   threshold and slots ([`Offload::compute`]); inside a heavy request it runs on that
 //!   request's thread.
 //! - A request with a smaller body is handled as before on the worker: no thread hop, no
-//!   allocation; each phase boundary it passes costs one thread-local read.
+//!   allocation; each phase boundary it passes costs one thread-local read, each in-place
+//!   candidate a comparison of the object's size.
+//! - A heavy request holds its slot for its whole handling, its waits included (the store's
+//!   commit, the cache reaching its revision): the bound is on threads, not on CPU, so
+//!   `--max-heavy-requests` above the CPU count lets heavy writes overlap those waits.
 //! - Counted in `/metrics`: `watchkeeper_heavy_requests_total{outcome="answered"|"stopped"|"in_place"}`,
 //!   the gauges `watchkeeper_heavy_requests_running` and `watchkeeper_heavy_requests_waiting`.
 
