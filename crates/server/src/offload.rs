@@ -212,6 +212,23 @@ impl Offload {
         output
     }
 
+    /// `phase` of the one task that must not wait for a request's slot (the reflector decoding
+    /// a large stored value, which heavy writes holding the slots wait for): when `size` is
+    /// heavy, with the runtime worker's other tasks handed to another thread first, as
+    /// [`Self::in_place`] but without a slot (one task takes at most one thread) and never
+    /// held; at once otherwise.
+    pub fn hand_on<T>(&self, size: usize, phase: impl FnOnce() -> T) -> T {
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if !self.is_heavy(size) || !multi_thread || JOB.try_with(|_| ()).is_ok() {
+            return phase();
+        }
+        let output = tokio::task::block_in_place(phase);
+        self.shared.in_place.fetch_add(1, Ordering::Relaxed);
+        output
+    }
+
     /// Heavy requests that ran to their answer, and those stopped at a phase boundary once
     /// their request was gone.
     #[must_use]
@@ -403,6 +420,13 @@ mod tests {
         assert_eq!(offload.in_place_phases(), 0);
         assert_eq!(offload.in_place(1024, || 2).await, 2);
         assert_eq!(offload.in_place_phases(), 1);
+        let worker = std::thread::current().id();
+        assert_eq!(
+            offload.hand_on(1023, || std::thread::current().id()),
+            worker
+        );
+        assert_eq!(offload.hand_on(1024, || 3), 3);
+        assert_eq!(offload.in_place_phases(), 2);
         assert_eq!(offload.running_and_waiting(), (0, 0));
     }
 

@@ -3345,6 +3345,8 @@ pub struct StoreLister {
 pub struct StoreEvents {
     watch: Watch,
     router: Router,
+    /// Large values are decoded with the runtime worker handed on (see `crate::offload`).
+    offload: Arc<crate::offload::Offload>,
 }
 
 /// Routes keys to feeds and decodes values.
@@ -3658,6 +3660,7 @@ impl StoreLister {
                 handover: Some(self.source.handover.clone()),
                 ..self.router(feeds)
             },
+            offload: self.source.offload.clone(),
         })
     }
 
@@ -3682,7 +3685,12 @@ impl StoreEvents {
                         continue;
                     };
                     let change = match event.kind {
-                        EventKind::Put => self.router.decode_put(index, namespace, name, &event.kv),
+                        EventKind::Put => {
+                            let router = &self.router;
+                            self.offload.hand_on(event.kv.value.len(), || {
+                                router.decode_put(index, namespace, name, &event.kv)
+                            })
+                        }
                         EventKind::Delete => Change::delete(object_key(namespace, name)),
                     };
                     changes.entry(index).or_default().push(change);
