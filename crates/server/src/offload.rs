@@ -31,6 +31,10 @@
 //!   [`Offload::in_place`]): the other connections are served meanwhile, but its own deadline
 //!   answers only once that phase ends (its task is the one blocked); counted as
 //!   `outcome="in_place"`.
+//! - The reflector's decode of a stored value of at least the threshold hands the worker on
+//!   the same way ([`Offload::hand_on`]) but takes no slot: heavy writes hold the slots while
+//!   they wait for the reflector to reach their revision, so it never waits for one (it is
+//!   one task: at most one thread).
 //! - An answer's conversion that a large result makes heavy — a LIST's `Table` (its objects'
 //!   stored sizes), a YAML answer (its JSON's length) — runs the same way, under the same
 //!   threshold and slots ([`Offload::compute`]); inside a heavy request it runs on that

@@ -38,7 +38,8 @@
 //! its storage encoding — so nothing of it is written past that point. A small write to a
 //! large object (its stored length at least `--heavy-request-body-bytes`) runs the attempt,
 //! the storage encoding and the answer's encoding through `Offload::in_place`: the runtime
-//! worker's other tasks are handed to another thread first.
+//! worker's other tasks are handed to another thread first; the watch's decode of a value that
+//! large hands it on too (`Offload::hand_on`, without a slot).
 //!
 //! ## Deletes
 //! A DELETE answers as kube-apiserver's generic store: the object when it stays for its
