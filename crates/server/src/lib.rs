@@ -22,6 +22,7 @@ pub mod config;
 pub mod controllers;
 pub mod http;
 pub mod limits;
+pub mod offload;
 pub mod operator;
 pub mod request;
 pub mod respond;
@@ -276,6 +277,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .then(|| crate::http::connection::root_ca_bundle(&config.tls))
         .transpose()?;
     let counters = Arc::new(PathCounters::default());
+    let offload = Arc::new(crate::offload::Offload::new(
+        config.limits.heavy_request_body_bytes,
+        config.limits.heavy_requests(),
+    ));
     let backoff = Backoff {
         initial: config.reflector.backoff_initial,
         max: config.reflector.backoff_max,
@@ -346,7 +351,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 config.custom_resource_versions_max,
             )))
             .with_garbage_collection(config.enable_garbage_collector)
-            .with_admission(config.admission);
+            .with_admission(config.admission)
+            .with_offload(offload.clone());
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
@@ -510,6 +516,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         shutdown: shutdown_rx.clone(),
         auth: auth.clone(),
         debug: crate::operator::debug::DebugState::default(),
+        offload,
         limits: limits.clone(),
         consistency: Arc::new(crate::source::consistency::ConsistencyChecker::new()),
         compaction: Arc::default(),

@@ -10,6 +10,14 @@ use super::{ConfigError, ServeArgs};
 /// `--max-request-body-bytes`.
 pub const REQUEST_BODY_MAX: usize = 3 * 1024 * 1024;
 
+/// Request bodies of at least this many bytes are handled off the runtime workers by default
+/// (`--heavy-request-body-bytes`; chosen by measurement, see `offload`).
+const HEAVY_REQUEST_BODY_BYTES: usize = 64 * 1024;
+
+/// The most heavy requests handled at once (`--max-heavy-requests`): tokio's blocking pool
+/// has 512 threads, shared with the LIST selections and the embedded store's committer.
+pub(super) const HEAVY_REQUESTS_MAX: usize = 512;
+
 /// The limits part of the configuration.
 #[derive(Clone, Debug)]
 pub struct LimitsConfig {
@@ -59,6 +67,12 @@ pub struct LimitsConfig {
     pub requests_inflight_max: usize,
     /// `--max-mutating-requests-inflight` [200], 0 = unlimited.
     pub mutating_requests_inflight_max: usize,
+    /// `--heavy-request-body-bytes` [65536], 0 = never: a request whose body has at least this
+    /// many bytes is handled on the blocking pool (see `offload`).
+    pub heavy_request_body_bytes: usize,
+    /// `--max-heavy-requests` [None: one per CPU, see [`LimitsConfig::heavy_requests`]; 1 to
+    /// 512]: heavy requests handled at once; more wait for a slot within their deadline.
+    pub heavy_requests_max: Option<usize>,
     /// `--max-requests-inflight-per-user` [100], 0 = unlimited: in-flight requests (both kinds)
     /// of one user; the anonymous user's are counted per client address.
     pub requests_inflight_per_user_max: usize,
@@ -97,6 +111,8 @@ impl Default for LimitsConfig {
             socket_send_buffer_bytes: 0,
             requests_inflight_max: 400,
             mutating_requests_inflight_max: 200,
+            heavy_request_body_bytes: HEAVY_REQUEST_BODY_BYTES,
+            heavy_requests_max: None,
             requests_inflight_per_user_max: 100,
             watches_max: 10_000,
             watches_per_user_max: 1000,
@@ -167,6 +183,10 @@ impl LimitsConfig {
             mutating_requests_inflight_max: args
                 .max_mutating_requests_inflight
                 .unwrap_or(d.mutating_requests_inflight_max),
+            heavy_request_body_bytes: args
+                .heavy_request_body_bytes
+                .unwrap_or(d.heavy_request_body_bytes),
+            heavy_requests_max: args.max_heavy_requests.or(d.heavy_requests_max),
             requests_inflight_per_user_max: args
                 .max_requests_inflight_per_user
                 .unwrap_or(d.requests_inflight_per_user_max),
@@ -289,6 +309,23 @@ impl LimitsConfig {
                 ),
             ));
         }
+        if config.heavy_request_body_bytes != 0 && config.heavy_request_body_bytes < 1024 {
+            return Err(ConfigError::flag(
+                "--heavy-request-body-bytes",
+                format!(
+                    "--heavy-request-body-bytes {}: must be 0 (never) or at least 1024",
+                    config.heavy_request_body_bytes
+                ),
+            ));
+        }
+        if let Some(max) = config.heavy_requests_max
+            && !(1..=HEAVY_REQUESTS_MAX).contains(&max)
+        {
+            return Err(ConfigError::flag(
+                "--max-heavy-requests",
+                format!("--max-heavy-requests {max}: must be between 1 and {HEAVY_REQUESTS_MAX}"),
+            ));
+        }
         if config.watch_release_grace.is_zero() {
             return Err(ConfigError::flag(
                 "--watch-release-grace-seconds",
@@ -308,6 +345,16 @@ impl LimitsConfig {
     #[must_use]
     pub fn per_user_inflight(&self) -> bool {
         self.requests_inflight_per_user_max > 0
+    }
+
+    /// Heavy requests handled at once: `--max-heavy-requests`, or one per CPU.
+    #[must_use]
+    pub fn heavy_requests(&self) -> usize {
+        self.heavy_requests_max.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, std::num::NonZeroUsize::get)
+                .min(HEAVY_REQUESTS_MAX)
+        })
     }
 
     /// hyper's HTTP/1.1 buffer bound: the header limit plus slack for the 431 Status path.
@@ -605,6 +652,27 @@ mod tests {
             ),
             (
                 ServeArgs {
+                    heavy_request_body_bytes: Some(1023),
+                    ..ServeArgs::default()
+                },
+                "--heavy-request-body-bytes",
+            ),
+            (
+                ServeArgs {
+                    max_heavy_requests: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--max-heavy-requests",
+            ),
+            (
+                ServeArgs {
+                    max_heavy_requests: Some(513),
+                    ..ServeArgs::default()
+                },
+                "--max-heavy-requests",
+            ),
+            (
+                ServeArgs {
                     allowed_hosts: Some(vec!["dev.example:8080".to_owned()]),
                     ..ServeArgs::default()
                 },
@@ -629,5 +697,14 @@ mod tests {
         .unwrap();
         assert_eq!(config.allowed_hosts, ["dev.example", "[fd00::1]"]);
         assert!(config.http2_keepalive_interval.is_zero());
+        let config = LimitsConfig::from_args(&ServeArgs {
+            heavy_request_body_bytes: Some(0),
+            max_heavy_requests: Some(3),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(config.heavy_request_body_bytes, 0, "0 turns offloading off");
+        assert_eq!(config.heavy_requests(), 3);
+        assert!(LimitsConfig::default().heavy_requests() >= 1);
     }
 }

@@ -236,6 +236,14 @@ pub struct ServeArgs {
     /// Mutating requests in flight, 0 = unlimited [default: 200]; more get 429.
     #[arg(long)]
     pub max_mutating_requests_inflight: Option<usize>,
+    /// A request whose body has at least this many bytes is handled on the blocking pool,
+    /// not a runtime worker; 0 = never, else at least 1024 [default: 65536].
+    #[arg(long)]
+    pub heavy_request_body_bytes: Option<usize>,
+    /// Heavy requests (`--heavy-request-body-bytes`) handled at once, 1 to 512 [default:
+    /// auto]: one per CPU; more wait for a slot within their deadline.
+    #[arg(long)]
+    pub max_heavy_requests: Option<usize>,
     /// Requests in flight (mutating or not, not watches) of one user — anonymous ones: of
     /// one client address — 0 = unlimited [default: 100]; more get 429.
     #[arg(long)]
@@ -426,6 +434,8 @@ impl ServeArgs {
             socket_send_buffer_bytes,
             max_requests_inflight,
             max_mutating_requests_inflight,
+            heavy_request_body_bytes,
+            max_heavy_requests,
             max_requests_inflight_per_user,
             max_watches,
             max_watches_per_user,
@@ -1395,6 +1405,16 @@ mod tests {
             (
                 "max-watches-per-connection",
                 limits.watches_per_connection_max.to_string(),
+            ),
+            (
+                "heavy-request-body-bytes",
+                limits.heavy_request_body_bytes.to_string(),
+            ),
+            (
+                "max-heavy-requests",
+                limits
+                    .heavy_requests_max
+                    .map_or_else(|| "auto".to_owned(), |n| n.to_string()),
             ),
             (
                 "max-connections",

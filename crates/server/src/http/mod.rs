@@ -13,6 +13,10 @@
 //!   `Source::write`. No handler asks which kind of source it has.
 //! - The dependency direction is one way: this module uses `source`, `auth`, `limits`,
 //!   `operator` and `cache`; none of them uses it.
+//! - A request whose body reaches `--heavy-request-body-bytes` is handled, from its body's
+//!   decode to its answer's encodings, on the blocking pool ([`crate::offload`]); so is a long
+//!   LIST's `Table` and a large YAML answer. Smaller ones are handled on the runtime worker
+//!   exactly as before.
 
 pub mod chunk;
 pub mod componentstatus;
@@ -106,11 +110,10 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             )));
         }
     };
-    let path = parts.uri.path().to_owned();
-    let accepts_gzip = gzip::accepts_gzip(&parts.headers);
+    let path = parts.uri.path();
     let user = match parts.extensions.get::<User>().cloned() {
         Some(user) => user,
-        None => match app.auth.authenticate(&path, &parts.headers) {
+        None => match app.auth.authenticate(path, &parts.headers) {
             Ok(user) => user,
             Err(error) => return error_response(&error),
         },
@@ -120,6 +123,28 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     {
         return error_response(&error);
     }
+    // A large body is decoded, written and answered on the blocking pool (see `offload`).
+    if app.offload.is_heavy(body.len()) {
+        let work = answer(app.clone(), started, parts, body, user);
+        return app
+            .offload
+            .run(work)
+            .await
+            .unwrap_or_else(|error| error_response(&error));
+    }
+    answer(app, started, parts, body, user).await
+}
+
+/// The rest of [`handle`] once the body is read and its caller known: the body's YAML decode,
+/// routing, the handler, and the answer's encodings.
+async fn answer(
+    app: Arc<App>,
+    started: std::time::Instant,
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
+    user: User,
+) -> Response {
+    let accepts_gzip = gzip::accepts_gzip(&parts.headers);
     let pretty = pretty::wants_pretty(parts.uri.query(), &parts.headers);
     let answers_in_yaml = watchkeeper_api::negotiate::answers_in_yaml(
         parts
@@ -131,6 +156,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Ok(body) => body,
         Err(error) => return error_response(&error),
     };
+    crate::offload::phase_boundary().await;
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),
         peer: parts
@@ -138,7 +164,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             .get::<ConnectInfo<std::net::SocketAddr>>()
             .map(|info| info.0),
         method: parts.method,
-        path,
+        path: parts.uri.path().to_owned(),
         headers: parts.headers,
         body,
         user,
@@ -163,9 +189,10 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         }
     }
     let (verb, group, resource, mut response) = route(&app, &context, &segments).await;
+    crate::offload::phase_boundary().await;
     if verb != Verb::Watch.label() {
         if answers_in_yaml {
-            response = yaml::to_yaml(response).await;
+            response = yaml::to_yaml(response, &app.offload).await;
         }
         // Whether to compress is decided on the answer's own length, before any indentation.
         let large = gzip::is_large(app.config.gzip_min_response_bytes, &response);
@@ -651,15 +678,29 @@ async fn list(
     };
     let def = &resource.def;
     if conversion == Conversion::Table {
-        let bodies: Vec<&Value> = page.items.iter().map(|o| o.body()).collect();
-        let table = watchkeeper_api::to_table(
-            def,
-            &bodies,
-            &page.revision.to_string(),
-            page.continue_token.as_deref(),
-            now_unix(),
-        );
-        return Ok(json_response(StatusCode::OK, table.to_string()));
+        // A long list's table is built on the blocking pool: its objects' stored sizes (1 KiB
+        // each where the source gave none) against `--heavy-request-body-bytes`.
+        let size = page
+            .items
+            .iter()
+            .map(|o| match o.size_hint() {
+                0 => 1024,
+                known => known,
+            })
+            .sum();
+        let (revision, now) = (page.revision.to_string(), now_unix());
+        let table = if app.offload.is_heavy(size) {
+            let (def, items, continue_token) = (def.clone(), page.items, page.continue_token);
+            app.offload
+                .compute(size, move || {
+                    table_json(&def, &items, &revision, continue_token.as_deref(), now)
+                })
+                .await?
+        } else {
+            let continue_token = page.continue_token.as_deref();
+            table_json(def, &page.items, &revision, continue_token, now)
+        };
+        return Ok(json_response(StatusCode::OK, table));
     }
     let mut metadata = json!({"resourceVersion": page.revision.to_string()});
     if let Some(token) = &page.continue_token {
@@ -734,6 +775,18 @@ async fn list(
         app.config.list_chunk_bytes,
     );
     Ok(json_response(StatusCode::OK, axum::body::Body::new(body)))
+}
+
+/// A LIST page as a `Table`, in JSON.
+fn table_json(
+    def: &watchkeeper_api::ResourceDef,
+    items: &[Arc<watchkeeper_core::Object>],
+    revision: &str,
+    continue_token: Option<&str>,
+    now: i64,
+) -> String {
+    let bodies: Vec<&Value> = items.iter().map(|o| o.body()).collect();
+    watchkeeper_api::to_table(def, &bodies, revision, continue_token, now).to_string()
 }
 
 /// A LIST body in protobuf: the envelope around the list message (its `ListMeta`, then every

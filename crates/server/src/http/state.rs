@@ -44,6 +44,8 @@ pub struct App {
     pub debug: DebugState,
     /// Request limits' state (see `limits`).
     pub limits: Arc<Limits>,
+    /// Requests with large bodies, handled off the runtime workers (see `offload`).
+    pub offload: Arc<crate::offload::Offload>,
     /// The cache consistency checker (see `source::consistency`).
     pub consistency: Arc<ConsistencyChecker>,
     /// The store compaction rounds' outcomes (see `source::compaction`).
@@ -97,6 +99,7 @@ impl App {
             counters: &self.counters,
             requests: &self.requests,
             limits: &self.limits,
+            offload: &self.offload,
             source: &self.source,
             consistency: &self.consistency,
             compaction: &self.compaction,

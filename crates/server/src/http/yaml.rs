@@ -16,6 +16,7 @@ use watchkeeper_api::ApiError;
 use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, json_from_yaml_body, yaml_from_json};
 
 use crate::http::transform::is_plain_json;
+use crate::offload::Offload;
 use crate::respond::error_response;
 
 /// The largest JSON answer converted to YAML, bytes (64 MiB).
@@ -39,7 +40,8 @@ pub fn json_body(method: &Method, headers: &HeaderMap, body: Bytes) -> Result<By
 }
 
 /// `response` in YAML when it is a JSON answer (see the module docs); anything else as it is.
-pub async fn to_yaml(response: Response) -> Response {
+/// A large answer is converted on the blocking pool ([`Offload::compute`]).
+pub async fn to_yaml(response: Response, offload: &Offload) -> Response {
     if !is_plain_json(&response) {
         return response;
     }
@@ -48,10 +50,15 @@ pub async fn to_yaml(response: Response) -> Response {
         let refusal = error_response(&ApiError::not_acceptable(format!(
             "the answer is larger than {YAML_ANSWER_JSON_MAX} bytes, the most this server converts to {YAML_MEDIA_TYPE}; ask for application/json"
         )));
-        return Box::pin(to_yaml(refusal)).await;
+        return Box::pin(to_yaml(refusal, offload)).await;
     };
-    let Some(yaml) = yaml_from_json(&json) else {
-        return Response::from_parts(parts, Body::from(json));
+    let converted = offload
+        .compute(json.len(), move || (yaml_from_json(&json), json))
+        .await;
+    let yaml = match converted {
+        Ok((Some(yaml), _)) => yaml,
+        Ok((None, json)) => return Response::from_parts(parts, Body::from(json)),
+        Err(error) => return error_response(&error),
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(

@@ -780,6 +780,28 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "Watch requests admitted and not yet finished.",
         )
         .sample(&[], limits.open_watches() as u64);
+    let (answered, stopped) = app.offload.outcomes();
+    scrape
+        .counter(
+            "watchkeeper_heavy_requests_total",
+            "Requests with large bodies handled on the blocking pool (--heavy-request-body-bytes): answered, or stopped at a phase boundary once their request was gone; in_place: heavy phases of requests with small bodies (a small patch of a large object) run with the runtime worker's other tasks handed on.",
+        )
+        .sample(&[("outcome", "answered")], answered)
+        .sample(&[("outcome", "stopped")], stopped)
+        .sample(&[("outcome", "in_place")], app.offload.in_place_phases());
+    let (running, waiting) = app.offload.running_and_waiting();
+    scrape
+        .gauge(
+            "watchkeeper_heavy_requests_running",
+            "Heavy requests running on the blocking pool (at most --max-heavy-requests).",
+        )
+        .sample(&[], running as u64);
+    scrape
+        .gauge(
+            "watchkeeper_heavy_requests_waiting",
+            "Heavy requests waiting for a slot (--max-heavy-requests).",
+        )
+        .sample(&[], waiting as u64);
     scrape
         .gauge("watchkeeper_open_connections", "Open client connections.")
         .sample(&[], OPEN_CONNECTIONS.load(Ordering::Relaxed) as u64);

@@ -36,6 +36,8 @@ pub struct Observed<'a> {
     pub requests: &'a metrics::RequestMetrics,
     /// Request limits' state.
     pub limits: &'a Limits,
+    /// The heavy requests' pool.
+    pub offload: &'a crate::offload::Offload,
     /// The source (store counters, upstream traffic).
     pub source: &'a Source,
     /// The cache consistency checker's counts.

@@ -32,6 +32,14 @@
 //! conflicts) and stops before the transaction: nothing is stored, watched or counted, and the
 //! answer is the object that would have been stored (a create's without a resource version, an
 //! update's at the revision it would replace). Other `dryRun` values are kube-apiserver's 422.
+//! A write run as a heavy request (`crate::offload`) whose request is gone stops at its next
+//! phase boundary — after the body's decode, after a create's field checks and before it is
+//! stored, after an update's attempt (patch, merge or apply, admission, validation) and before
+//! its storage encoding — so nothing of it is written past that point. A small write to a
+//! large object (its stored length at least `--heavy-request-body-bytes`) runs the attempt,
+//! the storage encoding and the answer's encoding through `Offload::in_place`: the runtime
+//! worker's other tasks are handed to another thread first; the watch's decode of a value that
+//! large hands it on too (`Offload::hand_on`, without a slot).
 //!
 //! ## Deletes
 //! A DELETE answers as kube-apiserver's generic store: the object when it stays for its
@@ -68,6 +76,7 @@ use watchkeeper_store::{
 };
 
 use crate::cache::{Origin, Resource};
+use crate::offload::phase_boundary;
 use crate::request::ResourceRequest;
 use crate::respond::{Warnings, json_response};
 use crate::source::catalog::VersionsBound;
@@ -110,6 +119,9 @@ pub struct StoreSource {
     garbage_collection: bool,
     /// `--disable-admission-plugins`: which admission plugins run.
     admission: pod_admission::AdmissionPlugins,
+    /// Heavy phases of writes with small bodies (a small patch of a large object) run in
+    /// place with the runtime worker handed on (see `crate::offload`).
+    offload: Arc<crate::offload::Offload>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -357,6 +369,7 @@ impl StoreSource {
             service_ips: None,
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
+            offload: Arc::new(crate::offload::Offload::new(0, 1)),
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -382,6 +395,14 @@ impl StoreSource {
     #[must_use]
     pub fn with_garbage_collection(mut self, enabled: bool) -> StoreSource {
         self.garbage_collection = enabled;
+        self
+    }
+
+    /// With `offload` deciding which writes' phases are heavy (`--heavy-request-body-bytes`;
+    /// without it none is).
+    #[must_use]
+    pub fn with_offload(mut self, offload: Arc<crate::offload::Offload>) -> StoreSource {
+        self.offload = offload;
         self
     }
 
@@ -499,6 +520,7 @@ impl StoreSource {
     ) -> Result<Response, ApiError> {
         let headers = &request.context.headers;
         let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
+        phase_boundary().await;
         let options_kind = match request.context.method {
             Method::POST => WriteOptionsKind::Create,
             Method::PUT => WriteOptionsKind::Update,
@@ -664,7 +686,7 @@ impl StoreSource {
                         &body,
                     )
                     .await?;
-                Ok(updated.respond(StatusCode::OK, resource))
+                Ok(updated.answer(StatusCode::OK, resource, writer).await)
             }
             (&Method::PATCH, Some(name)) => {
                 let patch_type = patch_type(headers)?;
@@ -680,7 +702,7 @@ impl StoreSource {
                     } else {
                         StatusCode::OK
                     };
-                    return Ok(applied.respond(code, resource));
+                    return Ok(applied.answer(code, resource, writer).await);
                 }
                 let patched = writer
                     .patch(
@@ -691,7 +713,7 @@ impl StoreSource {
                         body,
                     )
                     .await?;
-                Ok(patched.respond(StatusCode::OK, resource))
+                Ok(patched.answer(StatusCode::OK, resource, writer).await)
             }
             (&Method::DELETE, Some(name)) => {
                 // No body, or JSON `null` (Go decodes it into empty DeleteOptions): defaults.
@@ -971,6 +993,7 @@ impl Writer<'_> {
     ) -> Result<Value, ApiError> {
         let mut body = body;
         self.checked_fields(resource, &mut body, raw)?;
+        phase_boundary().await;
         let name = body
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -1002,6 +1025,7 @@ impl Writer<'_> {
             self.field_writer(custom_schema(custom.as_deref())),
             &self.time,
         );
+        phase_boundary().await;
         self.store_new(resource, namespace, object, &managers).await
     }
 
@@ -2231,6 +2255,7 @@ impl Writer<'_> {
         } else {
             apply::config::duplicate_keys(body)
         };
+        phase_boundary().await;
         // An object the cache holds is updated (the update proves what it must); a create, or
         // a 404 for a precondition, only from a cache proven fresh.
         let mut proven = false;
@@ -2333,7 +2358,15 @@ impl Writer<'_> {
         let mut rotate = 0u128;
         for _ in 0..GUARANTEED_UPDATE_ATTEMPTS {
             let (current, _) = cache.get(&cache_key);
-            let attempt = self.update_attempt(resource, name, current, precondition, &mutate);
+            // A large object makes the attempt heavy whatever the body (see `offload`).
+            let size = current.as_ref().map_or(0, |object| object.size_hint());
+            let offload = &self.source.offload;
+            let attempt = offload
+                .in_place(size, || {
+                    self.update_attempt(resource, name, current, precondition, &mutate)
+                })
+                .await;
+            phase_boundary().await;
             let (current, mut new) = match attempt {
                 Err(_) | Ok(UpdateAttempt::Unchanged(_)) if !proven => {
                     counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
@@ -2405,6 +2438,7 @@ impl Writer<'_> {
                     current.resource_version(),
                 )));
             }
+            phase_boundary().await;
             // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
             if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
                 self.delete_definition_objects(&new).await?;
@@ -2430,7 +2464,11 @@ impl Writer<'_> {
                 } else {
                     0
                 };
-                let value = stored_value_sized(&resource.to_storage(&new), capacity);
+                let value = offload
+                    .in_place(capacity, || {
+                        stored_value_sized(&resource.to_storage(&new), capacity)
+                    })
+                    .await;
                 let written = if answers_from_cache(resource, namespace, name, &new) {
                     Pending::Offered(self.source.handover.offer(
                         store_key.clone(),
@@ -3046,6 +3084,22 @@ impl Written {
     /// The answer: the object in kube-apiserver's order and framing
     /// ([`watchkeeper_api::object_body`]); a cached object's shared encoding and the newline,
     /// which are exactly that text, without a copy.
+    /// [`Self::respond`], in place with the runtime worker handed on when a cached object's
+    /// stored length makes its encoding heavy (see `crate::offload`).
+    async fn answer(self, code: StatusCode, resource: &Resource, writer: &Writer<'_>) -> Response {
+        let size = match &self {
+            Written::Cached(object) if !object.is_encoded(watchkeeper_core::Encoding::Json) => {
+                object.size_hint()
+            }
+            _ => 0,
+        };
+        writer
+            .source
+            .offload
+            .in_place(size, || self.respond(code, resource))
+            .await
+    }
+
     fn respond(self, code: StatusCode, resource: &Resource) -> Response {
         match self {
             Written::Cached(object) if !is_status(object.body()) => {
@@ -3357,6 +3411,8 @@ pub struct StoreLister {
 pub struct StoreEvents {
     watch: Watch,
     router: Router,
+    /// Large values are decoded with the runtime worker handed on (see `crate::offload`).
+    offload: Arc<crate::offload::Offload>,
 }
 
 /// Routes keys to feeds and decodes values.
@@ -3670,6 +3726,7 @@ impl StoreLister {
                 handover: Some(self.source.handover.clone()),
                 ..self.router(feeds)
             },
+            offload: self.source.offload.clone(),
         })
     }
 
@@ -3694,7 +3751,12 @@ impl StoreEvents {
                         continue;
                     };
                     let change = match event.kind {
-                        EventKind::Put => self.router.decode_put(index, namespace, name, &event.kv),
+                        EventKind::Put => {
+                            let router = &self.router;
+                            self.offload.hand_on(event.kv.value.len(), || {
+                                router.decode_put(index, namespace, name, &event.kv)
+                            })
+                        }
                         EventKind::Delete => Change::delete(object_key(namespace, name)),
                     };
                     changes.entry(index).or_default().push(change);
