@@ -124,15 +124,19 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         return error_response(&error);
     }
     // A large body is decoded, written and answered on the blocking pool (see `offload`).
-    if app.offload.is_heavy(body.len()) {
-        let work = answer(app.clone(), started, parts, body, user);
+    // Boxed either way: the handler's future (which axum moves, then boxes) holds a pointer,
+    // not the answer's state machine (~17 KB; held twice over, by `run`'s future and by the
+    // plain await, it had doubled the bytes copied per request).
+    let heavy = app.offload.is_heavy(body.len());
+    let work = Box::pin(answer(app.clone(), started, parts, body, user));
+    if heavy {
         return app
             .offload
             .run(work)
             .await
             .unwrap_or_else(|error| error_response(&error));
     }
-    answer(app, started, parts, body, user).await
+    work.await
 }
 
 /// The rest of [`handle`] once the body is read and its caller known: the body's YAML decode,
