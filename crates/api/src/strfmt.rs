@@ -96,6 +96,12 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+/// `k8s.io/utils/net.ParseIPSloppy` reads `value` (IPv4 or IPv6, leading zeros allowed).
+#[must_use]
+pub fn is_ip_sloppy(value: &str) -> bool {
+    ip::parse_sloppy(value.as_bytes())
+}
+
 /// Whether `value` is valid for `format`; `None` when `format` is not one kube-apiserver
 /// checks for custom resources (the check is then skipped).
 #[must_use]

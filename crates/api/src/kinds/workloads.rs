@@ -160,6 +160,8 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            let metadata = object.get("metadata");
+            pod_spec::pod_annotations(metadata, object.get("spec"), "metadata.annotations", causes);
             pod_spec::validate(
                 object.get("spec"),
                 "spec",
@@ -168,19 +170,20 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 old.is_none(),
                 causes,
             );
+            if old.is_none() {
+                pod_spec::annotations_match_fields(metadata, object.get("spec"), "spec", causes);
+            }
         }
         ("", "PodTemplate") => {
-            if let Some(template) = object.get("template") {
+            let template = object.get("template");
+            if let Some(template) = template {
                 template_metadata(template, "template", causes);
             }
-            pod_spec::validate(
-                object.pointer("/template/spec"),
-                "template.spec",
-                false,
-                "",
-                false,
-                causes,
-            );
+            let metadata = template.and_then(|t| t.get("metadata"));
+            let spec = object.pointer("/template/spec");
+            pod_spec::pod_annotations(metadata, spec, "template.annotations", causes);
+            pod_spec::validate(spec, "template.spec", false, "", false, causes);
+            pod_spec::annotations_match_fields(metadata, spec, "template.spec", causes);
         }
         ("", "ReplicationController") => {
             nonnegative(object, "replicas", causes);
@@ -278,6 +281,12 @@ fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes
         return;
     };
     template_metadata(template, path, causes);
+    pod_spec::pod_annotations(
+        template.get("metadata"),
+        template.get("spec"),
+        &format!("{path}.annotations"),
+        causes,
+    );
     if stateful {
         // kube's `ValidatePodTemplateSpecForStatefulSet` leaves the spec unchecked (its volume
         // claim templates are volumes the spec does not list) but for its restart policy and
@@ -298,6 +307,12 @@ fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes
             false,
             "",
             false,
+            causes,
+        );
+        pod_spec::annotations_match_fields(
+            template.get("metadata"),
+            template.get("spec"),
+            &format!("{path}.spec"),
             causes,
         );
     }
