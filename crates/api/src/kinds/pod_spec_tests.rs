@@ -878,3 +878,64 @@ fn seccomp_and_apparmor_annotations_follow_kube() {
         ]
     );
 }
+
+#[test]
+fn created_pods_merge_label_keys_into_affinity_selectors() {
+    let term = |selector: Value, keys: Value, mismatch: Value| {
+        json!({"labelSelector": selector, "matchLabelKeys": keys,
+            "mismatchLabelKeys": mismatch, "topologyKey": "zone"})
+    };
+    let mut created = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                term(json!({"matchLabels": {"app": "web"}}), json!(["pod-template-hash", "tenant"]), json!(["app"])),
+                {"matchLabelKeys": ["tenant"], "topologyKey": "zone"}]},
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term(json!({}), json!(["tenant"]), json!([]))}]}}}));
+    created["metadata"]["labels"] = json!({"app": "web", "tenant": "a"});
+    super::workloads::prepare_created(&def("", "pods"), &mut created);
+    let affinity = &created["spec"]["affinity"];
+    assert_eq!(
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"],
+        json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "tenant", "operator": "In", "values": ["a"]},
+            {"key": "app", "operator": "NotIn", "values": ["web"]}]})
+    );
+    // No selector: nothing to merge into (a nil selector matches nothing).
+    assert!(
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][1]
+            .get("labelSelector")
+            .is_none()
+    );
+    assert_eq!(
+        affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+            ["labelSelector"],
+        json!({"matchExpressions": [{"key": "tenant", "operator": "In", "values": ["a"]}]})
+    );
+    // The second term is refused for its keys without a selector, as kube does.
+    assert_eq!(
+        causes("", "pods", created),
+        [
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
+        ]
+    );
+    // A key both in the selector and merged from matchLabelKeys is refused after the merge.
+    let mut doubled = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            term(json!({"matchLabels": {"app": "web"}}), json!(["app"]), json!([]))]}}}));
+    doubled["metadata"]["labels"] = json!({"app": "web"});
+    super::workloads::prepare_created(&def("", "pods"), &mut doubled);
+    assert_eq!(
+        causes("", "pods", doubled),
+        [
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0][0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector"
+        ]
+    );
+    // Without the label, nothing is added (not even an empty list).
+    let mut unlabeled = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            term(json!({"matchLabels": {"app": "web"}}), json!(["app"]), json!([]))]}}}));
+    let before = unlabeled.clone();
+    super::workloads::prepare_created(&def("", "pods"), &mut unlabeled);
+    assert_eq!(unlabeled, before);
+}
