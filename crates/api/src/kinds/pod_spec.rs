@@ -1,6 +1,6 @@
 //! A pod spec's validation as kube-apiserver's `ValidatePodSpec` applies it
-//! (`pkg/apis/core/validation/validation.go`, Kubernetes 1.33-1.35 with their default feature
-//! gates), for a Pod's own spec and every pod template (ReplicationControllers, Deployments,
+//! (`pkg/apis/core/validation/validation.go`, Kubernetes 1.33 with its default feature gates),
+//! for a Pod's own spec and every pod template (ReplicationControllers, Deployments,
 //! ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs' job templates, PodTemplates), and
 //! apimachinery's `ValidateLabelSelector` for the workloads' selectors.
 //!
@@ -10,9 +10,11 @@
 //!   (`validateContainers`), init containers, ephemeral containers, then the pod-level fields
 //!   (host network ports, `restartPolicy`, `dnsPolicy`, `nodeSelector`, `securityContext`,
 //!   `affinity`, `dnsConfig`, readiness and scheduling gates, topology spread constraints,
-//!   `serviceAccountName`, `nodeName`, `activeDeadlineSeconds`, `hostname`, `subdomain`,
-//!   `tolerations`, `hostAliases`, `priorityClassName`, `runtimeClassName`,
-//!   `preemptionPolicy`, `os`). kube's own quirks in paths are kept (`volumeMounts.subPath`
+//!   Windows host-process rules, `hostUsers`, `serviceAccountName`, `nodeName`,
+//!   `activeDeadlineSeconds`, `hostname`, `subdomain`, `tolerations`, `hostAliases`,
+//!   `priorityClassName`, `runtimeClassName`, `preemptionPolicy`, `overhead`, `os` and the
+//!   fields the OS forbids). A Pod's annotations ([`pod_annotations`]) come before its spec,
+//!   the annotations-against-fields checks ([`annotations_match_fields`]) after it. kube's own quirks in paths are kept (`volumeMounts.subPath`
 //!   without the index, `downwarAPI` in the more-than-one-source error, the projected
 //!   sources' `conflicting duplicate paths` on the volume's path).
 //! - Volumes: DNS-label names, unique; exactly one source (`must specify a volume type`,
@@ -34,8 +36,46 @@
 //!   `successThreshold` 1 for liveness and startup, ports, schemes, header names, sleep
 //!   within the grace period), `securityContext` (user and group IDs, `procMount`, seccomp
 //!   and AppArmor profiles, `allowPrivilegeEscalation: false` with `privileged` or
-//!   `CAP_SYS_ADMIN`), and the container `restartPolicy` (init containers: only `Always`,
-//!   which alone allows their probes and lifecycle; regular containers: none).
+//!   `CAP_SYS_ADMIN`, `windowsOptions`' GMSA spec name and size and `runAsUserName` as
+//!   `DOMAIN\USER`), `resizePolicy` (`cpu` or `memory` once each, `NotRequired` or
+//!   `RestartContainer`, only `NotRequired` when the pod's `restartPolicy` is `Never`; init
+//!   containers may set it, `InPlacePodVerticalScaling` being on in 1.33), a downward API
+//!   `resourceFieldRef`'s `divisor` (`1m` or `1` for cpu, `1` to `1Ei` in powers of 1000 or
+//!   1024 for memory, ephemeral storage and hugepages, in canonical form; zero is unset), and
+//!   the container `restartPolicy` (init containers: only `Always`, which alone allows their
+//!   probes and lifecycle; regular containers: none).
+//! - Pod-level rules: `overhead` as a container's limits (`spec.overhead.limits[cpu]`);
+//!   Windows host-process containers (`windowsOptions.hostProcess` of a container agrees
+//!   with the pod's when both are set; a pod with one has only such containers and
+//!   `hostNetwork`); `hostUsers: false` forbids `hostNetwork`, `hostPID` and `hostIPC`
+//!   (kube's paths `spec.HostPID`, `spec.HostIPC` kept) and alone allows an `Unmasked`
+//!   `procMount`; `os.name: linux` forbids `windowsOptions` on the pod and its containers,
+//!   `windows` the Linux-only fields (pod: `appArmorProfile`, `seLinuxOptions`, `hostUsers`,
+//!   `hostPID`, `hostIPC`, `seccompProfile`, `fsGroup`, `fsGroupChangePolicy`, `sysctls`,
+//!   `shareProcessNamespace`, `runAsUser`, `runAsGroup`, `supplementalGroups`,
+//!   `supplementalGroupsPolicy`, `seLinuxChangePolicy`; containers: `appArmorProfile`,
+//!   `seLinuxOptions`, `seccompProfile`, `capabilities`, `readOnlyRootFilesystem`,
+//!   `privileged`, `allowPrivilegeEscalation`, `procMount`, `runAsUser`, `runAsGroup`), only
+//!   when the OS name itself is valid; pod (anti-)affinity terms' `matchLabelKeys` and
+//!   `mismatchLabelKeys` are label names that need a `labelSelector`, and a `matchLabelKeys`
+//!   key may be neither in `mismatchLabelKeys` nor twice in the selector once a created Pod's
+//!   keys are merged into it (kube's path for that one, `...[0][0]`, kept).
+//! - IP addresses (`hostAliases`, `dnsConfig.nameservers`) as kube 1.33 reads them:
+//!   `StrictIPCIDRValidation` is alpha there, so only what `ParseIPSloppy` cannot read is
+//!   refused; non-canonical forms (`010.1.1.1`, `::ffff:1.2.3.4`) pass.
+//! - Annotations (a Pod's `metadata.annotations`, a template's `<path>.annotations`):
+//!   seccomp ones (`seccomp.security.alpha.kubernetes.io/pod`,
+//!   `container.seccomp.security.alpha.kubernetes.io/<name>`) name `runtime/default`,
+//!   `docker/default`, `unconfined` or `localhost/<relative path>` (kube's path: the key as a
+//!   child, `metadata.annotations.seccomp.security.alpha.kubernetes.io/pod`); AppArmor ones
+//!   (`container.apparmor.security.beta.kubernetes.io/<name>`) name a container of the spec
+//!   and `runtime/default`, `unconfined` or `localhost/...`. On a Pod's create and in every
+//!   template, a seccomp or AppArmor profile field and its annotation agree (`... type in
+//!   annotation and field must match`, `... profile in annotation and field must match`;
+//!   AppArmor not compared for a Windows pod).
+//! - Fields whose feature gate is off by default in 1.33 are never validated here: the
+//!   defaults drop them first (`resourceClaims` and containers' `resources.claims` of
+//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`).
 //! - Fields the server's defaults fill before validation (`restartPolicy`, `dnsPolicy`,
 //!   pull and termination message policies, port protocols, probe thresholds, the grace
 //!   period, field selectors' `apiVersion`) are never refused for being absent or empty:
@@ -46,17 +86,18 @@
 //! - No input panics: a field of the wrong JSON type reads as absent.
 //!
 //! Where kube prints a Go struct as the invalid value (a security context, a seccomp
-//! profile), the value here is the field's JSON (as elsewhere in [`crate::kinds`]); a label
-//! key or value with several faults gets kube's first message only.
+//! profile), the value here is the field's JSON (as elsewhere in [`crate::kinds`]): kube's
+//! `%#v` of those structs prints their pointer fields as memory addresses, so it has no
+//! stable form to copy. A label key or value with several faults gets kube's first message
+//! only; annotations with several faults are reported in key order (kube walks a Go map, in
+//! no fixed order).
 //!
-//! Not checked (kube checks them): resource claims and `resizePolicy`, pod-level
-//! `resources` and `overhead`, Windows options and host-process rules, `hostUsers`
-//! restrictions, the OS-specific field bans, pod affinity's `matchLabelKeys`, a resource
-//! field selector's `divisor`, IP addresses' canonical forms (only unparsable ones are
-//! refused), seccomp/AppArmor annotations matching the fields, and privileged containers
-//! (allowed, as a cluster with `--allow-privileged` does). (A template's labels and
-//! annotations are checked by the workloads module, before its spec, as kube's
-//! `ValidatePodTemplateSpec`.)
+//! Not checked (kube checks them): privileged containers and host-process pods (allowed, as
+//! a cluster with `--allow-privileged` does: kube's `disallowed by cluster policy` is never
+//! raised); the other pod-specific annotations (mirror pod, tolerations, deletion cost) and
+//! AppArmor annotations added or removed by an update; a pod's `status.podIPs` and
+//! `status.hostIPs`. (A template's labels and annotations are checked by the workloads
+//! module, before its spec, as kube's `ValidatePodTemplateSpec`.)
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

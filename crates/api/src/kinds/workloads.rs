@@ -25,7 +25,13 @@
 //!     `ValidatePodSpec` as [`super::pod_spec`] states it — volumes, containers, init and
 //!     ephemeral containers (ports, env, mounts, resources, probes, lifecycle, security
 //!     contexts, restart policies) and the pod-level fields, in kube's order; a Pod's
-//!     containers have an image (templates' too, as kube's `validateContainerCommon`).
+//!     containers have an image (templates' too, as kube's `validateContainerCommon`). The
+//!     seccomp and AppArmor annotations of a Pod or template (StatefulSets' included) are
+//!     checked before its spec, their agreement with the profile fields after it (a Pod's
+//!     on create only).
+//!   - A created Pod's pod (anti-)affinity terms get their `matchLabelKeys` /
+//!     `mismatchLabelKeys` merged into their selectors before validation
+//!     ([`prepare_created`], kube's `mutatePodAffinity`).
 //!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
 //!     `backoffLimit` are not negative; Deployments, ReplicaSets, StatefulSets and DaemonSets
 //!     have a selector that is not empty, matches their template's labels (`spec.template.
