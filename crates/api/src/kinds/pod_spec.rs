@@ -108,6 +108,9 @@ use crate::names::{
     validate_dns1123_label, validate_dns1123_subdomain, validate_label_value,
     validate_qualified_name,
 };
+use crate::pod_security::{
+    APPARMOR_ANNOTATION_PREFIX, SECCOMP_CONTAINER_ANNOTATION_PREFIX, SECCOMP_POD_ANNOTATION,
+};
 use crate::quantity::Quantity;
 
 /// kube's `fileModeErrorMsg`.
@@ -2870,15 +2873,7 @@ fn topology_spread(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
 /// Every container of the spec with its path, in kube's `VisitContainersWithPath` order:
 /// init containers, containers, then ephemeral containers.
 fn all_containers<'a>(spec: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
-    ["initContainers", "containers", "ephemeralContainers"]
-        .into_iter()
-        .flat_map(|key| {
-            list(spec, key)
-                .iter()
-                .enumerate()
-                .map(move |(i, c)| (format!("{path}.{key}[{i}]"), c))
-        })
-        .collect()
+    crate::pod_security::containers_at(spec, path).collect()
 }
 
 /// `validateResizePolicy`: each resource named once, `cpu` or `memory`; each policy
@@ -3283,10 +3278,6 @@ fn dns_domain(domain: &str) -> bool {
     })
 }
 
-const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
-const SECCOMP_CONTAINER_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
-const APPARMOR_CONTAINER_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
-
 /// The annotations of a Pod or pod template's metadata (`metadata`, at `path`).
 fn annotation_map(metadata: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
     metadata
@@ -3332,7 +3323,7 @@ pub(crate) fn pod_annotations(
         );
     }
     for (key, profile) in annotations {
-        if key.starts_with(SECCOMP_CONTAINER_PREFIX) {
+        if key.starts_with(SECCOMP_CONTAINER_ANNOTATION_PREFIX) {
             seccomp_annotation(&value(profile), &format!("{path}.{key}"), causes);
         }
     }
@@ -3340,7 +3331,7 @@ pub(crate) fn pod_annotations(
     let spec = spec.unwrap_or(&empty);
     let containers = all_containers(spec, "spec");
     for (key, profile) in annotations {
-        let Some(container) = key.strip_prefix(APPARMOR_CONTAINER_PREFIX) else {
+        let Some(container) = key.strip_prefix(APPARMOR_ANNOTATION_PREFIX) else {
             continue;
         };
         let here = format!("{path}[{key}]");
@@ -3390,7 +3381,10 @@ pub(crate) fn annotations_match_fields(
         let Some(profile) = profile_of(context, "seccompProfile") else {
             continue;
         };
-        let key = format!("{SECCOMP_CONTAINER_PREFIX}{}", text(container, "name"));
+        let key = format!(
+            "{SECCOMP_CONTAINER_ANNOTATION_PREFIX}{}",
+            text(container, "name")
+        );
         if let Some(annotation) = annotations.get(&key) {
             let at = format!("{here}.securityContext.seccompProfile");
             profile_matches(&profile, annotation, &at, &SECCOMP_MATCH, causes);
@@ -3406,7 +3400,7 @@ pub(crate) fn annotations_match_fields(
         else {
             continue;
         };
-        let key = format!("{APPARMOR_CONTAINER_PREFIX}{}", text(container, "name"));
+        let key = format!("{APPARMOR_ANNOTATION_PREFIX}{}", text(container, "name"));
         if let Some(annotation) = annotations.get(&key) {
             let at = format!("{here}.securityContext.appArmorProfile");
             profile_matches(&profile, annotation, &at, &APPARMOR_MATCH, causes);
