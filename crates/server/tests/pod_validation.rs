@@ -279,3 +279,22 @@ async fn seccomp_and_apparmor_annotations_over_http() {
         "container.apparmor.security.beta.kubernetes.io/c": "runtime/default"});
     created(server.addr, PODS, &bad).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_ips_over_http() {
+    let server = server().await;
+    let mut stored = created(server.addr, PODS, &pod_of("ips", json!({}), json!({}))).await;
+    let status_path = format!("{PODS}/ips/status");
+    stored["status"]["podIPs"] = json!([{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}]);
+    let (status, answer) = send_json(server.addr, "PUT", &status_path, &stored).await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "Pod \"ips\" is invalid: [status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"10.0.0.1\"}, core.PodIP{IP:\"10.0.0.1\"}}: may specify no more than one IP for each IP family, status.podIPs[1]: Duplicate value: core.PodIP{IP:\"10.0.0.1\"}]"
+    );
+    stored["status"]["podIP"] = json!("10.0.0.1");
+    stored["status"]["podIPs"] = json!([{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]);
+    let (status, answer) = send_json(server.addr, "PUT", &status_path, &stored).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"]["podIPs"][1]["ip"], "fd00::1");
+}

@@ -60,7 +60,10 @@
 //!   `mismatchLabelKeys` are label names that need a `labelSelector`, and a `matchLabelKeys`
 //!   key may be neither in `mismatchLabelKeys` nor twice in the selector once a created Pod's
 //!   keys are merged into it (kube's path for that one, `...[0][0]`, kept).
-//! - IP addresses (`hostAliases`, `dnsConfig.nameservers`) as kube 1.33 reads them:
+//! - A Pod update that changes `status.podIPs`, `status.hostIPs` or `status.hostIP` gets
+//!   kube's `validatePodIPs` / `validateHostIPs` ([`status_ips`]; the invalid lists and
+//!   duplicates printed as Go's `%#v`, `[]core.PodIP{core.PodIP{IP:"10.0.0.1"}}`).
+//! - IP addresses (`hostAliases`, `dnsConfig.nameservers`, status IPs) as kube 1.33 reads them:
 //!   `StrictIPCIDRValidation` is alpha there, so only what `ParseIPSloppy` cannot read is
 //!   refused; non-canonical forms (`010.1.1.1`, `::ffff:1.2.3.4`) pass.
 //! - Annotations (a Pod's `metadata.annotations`, a template's `<path>.annotations`):
@@ -95,8 +98,9 @@
 //! Not checked (kube checks them): privileged containers and host-process pods (allowed, as
 //! a cluster with `--allow-privileged` does: kube's `disallowed by cluster policy` is never
 //! raised); the other pod-specific annotations (mirror pod, tolerations, deletion cost) and
-//! AppArmor annotations added or removed by an update; a pod's `status.podIPs` and
-//! `status.hostIPs`. (A template's labels and annotations are checked by the workloads
+//! AppArmor annotations added or removed by an update; a Pod's status IPs set on create or
+//! left unchanged by an update (kube resets a created Pod's status; this server keeps it, see
+//! [`status_ips`]). (A template's labels and annotations are checked by the workloads
 //! module, before its spec, as kube's `ValidatePodTemplateSpec`.)
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -3463,5 +3467,93 @@ fn profile_matches(
             Some(_) => {}
         },
         _ => {}
+    }
+}
+
+/// Go's `%#v` of a `[]core.PodIP` / `[]core.HostIP` (`kind` the element type's name).
+fn go_ips(kind: &str, ips: &[&str]) -> String {
+    let items: Vec<String> = ips
+        .iter()
+        .map(|ip| format!("core.{kind}{{IP:{}}}", go_quote(ip)))
+        .collect();
+    format!("[]core.{kind}{{{}}}", items.join(", "))
+}
+
+/// kube's `validatePodIPs` and `validateHostIPs` of a Pod's status, as `ValidatePodStatusUpdate`
+/// runs them; checked when an update changes `status.podIPs`, `status.hostIPs` or
+/// `status.hostIP` (a status the client set on create is kept, not validated, see the
+/// module's docs). Each IP is one `ParseIPSloppy` reads (kube 1.33: strict forms gated off);
+/// `hostIPs[0]` is `hostIP`; no IP twice; at most one of each family. (With an unreadable IP
+/// among several, kube also reports an internal error of its dual-stack check; that one is
+/// left out.)
+pub(crate) fn status_ips(pod: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let status = |object: &Value, key: &str| object.pointer(&format!("/status/{key}")).cloned();
+    if ["podIPs", "hostIPs", "hostIP"]
+        .iter()
+        .all(|key| status(pod, key) == status(old, key))
+    {
+        return;
+    }
+    let empty = Value::Null;
+    let current = pod.get("status").unwrap_or(&empty);
+    let ips =
+        |key: &str| -> Vec<&str> { list(current, key).iter().map(|ip| text(ip, "ip")).collect() };
+    let pod_ips = ips("podIPs");
+    for (i, ip) in pod_ips.iter().enumerate() {
+        check_ip(&format!("status.podIPs[{i}]"), ip, causes);
+    }
+    if pod_ips.len() > 1 {
+        family_count("status.podIPs", "PodIP", &pod_ips, causes);
+        unique_ips("status.podIPs", "PodIP", &pod_ips, causes);
+    }
+    let host_ips = ips("hostIPs");
+    let Some(first) = host_ips.first() else {
+        return;
+    };
+    if *first != text(current, "hostIP") {
+        causes.push(invalid(
+            "status.hostIPs[0].ip",
+            &go_quote(first),
+            "must be equal to `hostIP`",
+        ));
+    }
+    for (i, ip) in host_ips.iter().enumerate() {
+        check_ip(&format!("status.hostIPs[{i}]"), ip, causes);
+    }
+    if host_ips.len() > 1 {
+        unique_ips("status.hostIPs", "HostIP", &host_ips, causes);
+        family_count("status.hostIPs", "HostIP", &host_ips, causes);
+    }
+}
+
+/// `IsDualStackIPStrings` and the length check: more than one IP are one of each family.
+fn family_count(at: &str, kind: &str, ips: &[&str], causes: &mut Vec<Cause>) {
+    let families: Option<Vec<bool>> = ips
+        .iter()
+        .map(|ip| crate::strfmt::ip_is_v6_sloppy(ip))
+        .collect();
+    let Some(families) = families else {
+        return;
+    };
+    let dual = families.contains(&true) && families.contains(&false);
+    if !dual || ips.len() > 2 {
+        causes.push(invalid(
+            at,
+            &go_ips(kind, ips),
+            "may specify no more than one IP for each IP family",
+        ));
+    }
+}
+
+/// No IP listed twice (`Duplicate value: core.PodIP{IP:"..."}`).
+fn unique_ips(at: &str, kind: &str, ips: &[&str], causes: &mut Vec<Cause>) {
+    let mut seen = HashSet::new();
+    for (i, ip) in ips.iter().enumerate() {
+        if !seen.insert(*ip) {
+            causes.push(duplicate(
+                &format!("{at}[{i}]"),
+                &format!("core.{kind}{{IP:{}}}", go_quote(ip)),
+            ));
+        }
     }
 }

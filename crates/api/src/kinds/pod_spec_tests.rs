@@ -939,3 +939,83 @@ fn created_pods_merge_label_keys_into_affinity_selectors() {
     super::workloads::prepare_created(&def("", "pods"), &mut unlabeled);
     assert_eq!(unlabeled, before);
 }
+
+#[test]
+fn status_ips_are_checked_when_an_update_changes_them() {
+    let def = def("", "pods");
+    let with_status = |status: Value| {
+        let mut object = pod(json!({"containers": [{"name": "c", "image": "x"}]}));
+        object["status"] = status;
+        crate::defaults::apply_defaults(&def, &mut object);
+        object
+    };
+    let update = |status: Value, old: &Value| -> Vec<String> {
+        match validate(&def, &with_status(status), Some(old)) {
+            Ok(()) => Vec::new(),
+            Err(err) => err.details.as_ref().unwrap()["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}: {}",
+                        c["field"].as_str().unwrap(),
+                        c["message"].as_str().unwrap()
+                    )
+                })
+                .collect(),
+        }
+    };
+    // A status the client set on create is kept: unchanged, it is not checked again.
+    let stored = with_status(json!({"podIPs": [{"ip": "bogus"}]}));
+    assert_eq!(
+        update(json!({"podIPs": [{"ip": "bogus"}]}), &stored),
+        Vec::<String>::new()
+    );
+    let old = with_status(json!({}));
+    let ip = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+    assert_eq!(
+        update(json!({"podIPs": [{"ip": "10.0.0.256"}]}), &old),
+        [format!(
+            "status.podIPs[0]: Invalid value: \"10.0.0.256\": {ip}"
+        )]
+    );
+    assert_eq!(
+        update(
+            json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}]}),
+            &old
+        ),
+        [
+            "status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"10.0.0.1\"}, core.PodIP{IP:\"10.0.0.1\"}}: may specify no more than one IP for each IP family",
+            "status.podIPs[1]: Duplicate value: core.PodIP{IP:\"10.0.0.1\"}",
+        ]
+    );
+    // An IPv4-mapped IPv6 address is of the IPv4 family, as Go's `To4` reads it.
+    assert_eq!(
+        update(
+            json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "::ffff:10.0.0.2"}]}),
+            &old
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        update(
+            json!({"hostIP": "10.0.0.9", "hostIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}, {"ip": "fd00::1"}]}),
+            &old
+        ),
+        [
+            "status.hostIPs[0].ip: Invalid value: \"10.0.0.1\": must be equal to `hostIP`",
+            "status.hostIPs[2]: Duplicate value: core.HostIP{IP:\"fd00::1\"}",
+            "status.hostIPs: Invalid value: []core.HostIP{core.HostIP{IP:\"10.0.0.1\"}, core.HostIP{IP:\"fd00::1\"}, core.HostIP{IP:\"fd00::1\"}}: may specify no more than one IP for each IP family",
+        ]
+    );
+    assert_eq!(
+        update(
+            json!({"hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+            "podIP": "10.1.0.1", "podIPs": [{"ip": "010.1.0.1"}, {"ip": "fd01::1"}]}),
+            &old
+        ),
+        Vec::<String>::new()
+    );
+}

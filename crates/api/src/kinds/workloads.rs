@@ -71,7 +71,7 @@ pub fn convert(def: &ResourceDef, object: &mut Value) {
 /// `batch.kubernetes.io/job-name`, `controller-uid` and `batch.kubernetes.io/controller-uid`
 /// on its pod template and a selector of its uid (`generateSelector`), labels it sets itself
 /// kept; a Pod's affinity terms get their `matchLabelKeys` / `mismatchLabelKeys` merged into
-/// their selectors ([`merge_label_keys`]).
+/// their selectors (`merge_label_keys`).
 pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
     if (def.group.as_str(), def.kind.as_str()) == ("", "Pod") {
         merge_label_keys(object);
@@ -257,8 +257,11 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 old.is_none(),
                 causes,
             );
-            if old.is_none() {
-                pod_spec::annotations_match_fields(metadata, object.get("spec"), "spec", causes);
+            match old {
+                None => {
+                    pod_spec::annotations_match_fields(metadata, object.get("spec"), "spec", causes)
+                }
+                Some(old) => pod_spec::status_ips(object, old, causes),
             }
         }
         ("", "PodTemplate") => {
