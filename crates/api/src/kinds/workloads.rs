@@ -28,7 +28,8 @@
 //!     containers have an image (templates' too, as kube's `validateContainerCommon`). The
 //!     seccomp and AppArmor annotations of a Pod or template (StatefulSets' included) are
 //!     checked before its spec, their agreement with the profile fields after it (a Pod's
-//!     on create only).
+//!     on create only); a Pod update that changes its status IPs gets kube's
+//!     `validatePodIPs` / `validateHostIPs`.
 //!   - A created Pod's pod (anti-)affinity terms get their `matchLabelKeys` /
 //!     `mismatchLabelKeys` merged into their selectors before validation
 //!     ([`prepare_created`], kube's `mutatePodAffinity`).
