@@ -8,6 +8,10 @@
 //!   field selector or role API group — that zero too); any other value the client sent is
 //!   never changed. So defaulting is idempotent, and an object read back and written again is
 //!   unchanged by it.
+//! - The only removals: the pod spec fields whose feature gate is off by default in kube 1.33
+//!   (`resourceClaims` and containers' `resources.claims` of `DynamicResourceAllocation`, the
+//!   pod-level `resources` of `PodLevelResources`) are dropped from pods and templates, as
+//!   kube's `dropDisabledPodFields` does, so they are neither validated nor stored.
 //! - Pod-only defaults (`enableServiceLinks`, requests from limits, host ports on the host
 //!   network) are a Pod's, never a template's, as kube's `SetDefaults_Pod`.
 //! - Defaults are applied on every create and update (kube-apiserver defaults every decoded
@@ -450,6 +454,7 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
     if !spec.is_object() {
         return;
     }
+    drop_disabled_fields(spec);
     for (path, value) in POD_SPEC_DEFAULTS {
         let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
         set_default(spec, path, &value);
@@ -500,6 +505,34 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
                 {
                     port.insert("hostPort".to_owned(), number);
                 }
+            }
+        }
+    }
+}
+
+/// kube 1.33's `dropDisabledPodFields` for the gates off by default there:
+/// `DynamicResourceAllocation` (beta, off) drops `resourceClaims` and every container's
+/// `resources.claims`; `PodLevelResources` (alpha) drops the pod-level `resources`. An old
+/// object never holds them (they were dropped when it was written), so kube's "unless the
+/// old object uses them" never applies.
+fn drop_disabled_fields(spec: &mut Value) {
+    let Some(map) = spec.as_object_mut() else {
+        return;
+    };
+    map.remove("resourceClaims");
+    map.remove("resources");
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        for container in map
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(resources) = container
+                .get_mut("resources")
+                .and_then(Value::as_object_mut)
+            {
+                resources.remove("claims");
             }
         }
     }

@@ -824,9 +824,11 @@ fn prioritized(pods: Vec<&Value>) -> Vec<&Value> {
 
 // --- the checks -----------------------------------------------------------------------------
 
-const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
-const SECCOMP_CONTAINER_ANNOTATION_PREFIX: &str = "container.seccomp.security.alpha.kubernetes.io/";
-const APPARMOR_ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
+pub(crate) const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
+pub(crate) const SECCOMP_CONTAINER_ANNOTATION_PREFIX: &str =
+    "container.seccomp.security.alpha.kubernetes.io/";
+pub(crate) const APPARMOR_ANNOTATION_PREFIX: &str =
+    "container.apparmor.security.beta.kubernetes.io/";
 
 /// The pod's containers as kube's `visitContainers` visits them: init containers, containers,
 /// ephemeral containers.
@@ -837,13 +839,23 @@ fn containers(spec: &Value) -> impl Iterator<Item = &Value> {
 /// [`containers`] with their paths (`spec.containers[0]`), as kube's
 /// `VisitContainersWithPath` gives them.
 pub(crate) fn containers_with_paths(spec: &Value) -> impl Iterator<Item = (String, &Value)> {
+    containers_at(spec, "spec")
+}
+
+/// [`containers_with_paths`] of the spec at `path` (`spec.template.spec.containers[0]`).
+pub(crate) fn containers_at<'a>(
+    spec: &'a Value,
+    path: &str,
+) -> impl Iterator<Item = (String, &'a Value)> + use<'a> {
+    let path = path.to_owned();
     ["initContainers", "containers", "ephemeralContainers"]
         .into_iter()
         .flat_map(move |key| {
+            let path = path.clone();
             items(spec, key)
                 .iter()
                 .enumerate()
-                .map(move |(i, c)| (format!("spec.{key}[{i}]"), c))
+                .map(move |(i, c)| (format!("{path}.{key}[{i}]"), c))
         })
 }
 

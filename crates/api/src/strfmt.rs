@@ -96,6 +96,30 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+/// `k8s.io/utils/net.ParseIPSloppy` reads `value` (IPv4 or IPv6, leading zeros allowed).
+#[must_use]
+pub fn is_ip_sloppy(value: &str) -> bool {
+    ip::parse_sloppy(value.as_bytes())
+}
+
+/// The family `ParseIPSloppy` reads `value` as: `Some(false)` for IPv4 (an IPv4-mapped IPv6
+/// address too, as Go's `To4` sees it), `Some(true)` for IPv6, `None` when it is no address.
+#[must_use]
+pub fn ip_is_v6_sloppy(value: &str) -> Option<bool> {
+    if !is_ip_sloppy(value) {
+        return None;
+    }
+    if !value.contains(':') {
+        return Some(false);
+    }
+    let mapped = match value.parse::<std::net::Ipv6Addr>() {
+        Ok(address) => address.to_ipv4_mapped().is_some(),
+        // The sloppy forms std refuses: leading zeros in an embedded dotted quad.
+        Err(_) => value.to_ascii_lowercase().starts_with("::ffff:") && value.contains('.'),
+    };
+    Some(!mapped)
+}
+
 /// Whether `value` is valid for `format`; `None` when `format` is not one kube-apiserver
 /// checks for custom resources (the check is then skipped).
 #[must_use]

@@ -1,6 +1,6 @@
 //! A pod spec's validation as kube-apiserver's `ValidatePodSpec` applies it
-//! (`pkg/apis/core/validation/validation.go`, Kubernetes 1.33-1.35 with their default feature
-//! gates), for a Pod's own spec and every pod template (ReplicationControllers, Deployments,
+//! (`pkg/apis/core/validation/validation.go`, Kubernetes 1.33 with its default feature gates),
+//! for a Pod's own spec and every pod template (ReplicationControllers, Deployments,
 //! ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs' job templates, PodTemplates), and
 //! apimachinery's `ValidateLabelSelector` for the workloads' selectors.
 //!
@@ -10,9 +10,11 @@
 //!   (`validateContainers`), init containers, ephemeral containers, then the pod-level fields
 //!   (host network ports, `restartPolicy`, `dnsPolicy`, `nodeSelector`, `securityContext`,
 //!   `affinity`, `dnsConfig`, readiness and scheduling gates, topology spread constraints,
-//!   `serviceAccountName`, `nodeName`, `activeDeadlineSeconds`, `hostname`, `subdomain`,
-//!   `tolerations`, `hostAliases`, `priorityClassName`, `runtimeClassName`,
-//!   `preemptionPolicy`, `os`). kube's own quirks in paths are kept (`volumeMounts.subPath`
+//!   Windows host-process rules, `hostUsers`, `serviceAccountName`, `nodeName`,
+//!   `activeDeadlineSeconds`, `hostname`, `subdomain`, `tolerations`, `hostAliases`,
+//!   `priorityClassName`, `runtimeClassName`, `preemptionPolicy`, `overhead`, `os` and the
+//!   fields the OS forbids). A Pod's annotations ([`pod_annotations`]) come before its spec,
+//!   the annotations-against-fields checks ([`annotations_match_fields`]) after it. kube's own quirks in paths are kept (`volumeMounts.subPath`
 //!   without the index, `downwarAPI` in the more-than-one-source error, the projected
 //!   sources' `conflicting duplicate paths` on the volume's path).
 //! - Volumes: DNS-label names, unique; exactly one source (`must specify a volume type`,
@@ -34,8 +36,49 @@
 //!   `successThreshold` 1 for liveness and startup, ports, schemes, header names, sleep
 //!   within the grace period), `securityContext` (user and group IDs, `procMount`, seccomp
 //!   and AppArmor profiles, `allowPrivilegeEscalation: false` with `privileged` or
-//!   `CAP_SYS_ADMIN`), and the container `restartPolicy` (init containers: only `Always`,
-//!   which alone allows their probes and lifecycle; regular containers: none).
+//!   `CAP_SYS_ADMIN`, `windowsOptions`' GMSA spec name and size and `runAsUserName` as
+//!   `DOMAIN\USER`), `resizePolicy` (`cpu` or `memory` once each, `NotRequired` or
+//!   `RestartContainer`, only `NotRequired` when the pod's `restartPolicy` is `Never`; init
+//!   containers may set it, `InPlacePodVerticalScaling` being on in 1.33), a downward API
+//!   `resourceFieldRef`'s `divisor` (`1m` or `1` for cpu, `1` to `1Ei` in powers of 1000 or
+//!   1024 for memory, ephemeral storage and hugepages, in canonical form; zero is unset), and
+//!   the container `restartPolicy` (init containers: only `Always`, which alone allows their
+//!   probes and lifecycle; regular containers: none).
+//! - Pod-level rules: `overhead` as a container's limits (`spec.overhead.limits[cpu]`);
+//!   Windows host-process containers (`windowsOptions.hostProcess` of a container agrees
+//!   with the pod's when both are set; a pod with one has only such containers and
+//!   `hostNetwork`); `hostUsers: false` forbids `hostNetwork`, `hostPID` and `hostIPC`
+//!   (kube's paths `spec.HostPID`, `spec.HostIPC` kept) and alone allows an `Unmasked`
+//!   `procMount`; `os.name: linux` forbids `windowsOptions` on the pod and its containers,
+//!   `windows` the Linux-only fields (pod: `appArmorProfile`, `seLinuxOptions`, `hostUsers`,
+//!   `hostPID`, `hostIPC`, `seccompProfile`, `fsGroup`, `fsGroupChangePolicy`, `sysctls`,
+//!   `shareProcessNamespace`, `runAsUser`, `runAsGroup`, `supplementalGroups`,
+//!   `supplementalGroupsPolicy`, `seLinuxChangePolicy`; containers: `appArmorProfile`,
+//!   `seLinuxOptions`, `seccompProfile`, `capabilities`, `readOnlyRootFilesystem`,
+//!   `privileged`, `allowPrivilegeEscalation`, `procMount`, `runAsUser`, `runAsGroup`), only
+//!   when the OS name itself is valid; pod (anti-)affinity terms' `matchLabelKeys` and
+//!   `mismatchLabelKeys` are label names that need a `labelSelector`, and a `matchLabelKeys`
+//!   key may be neither in `mismatchLabelKeys` nor twice in the selector once a created Pod's
+//!   keys are merged into it (kube's path for that one, `...[0][0]`, kept).
+//! - A Pod update that changes `status.podIPs`, `status.hostIPs` or `status.hostIP` gets
+//!   kube's `validatePodIPs` / `validateHostIPs` ([`status_ips`]; the invalid lists and
+//!   duplicates printed as Go's `%#v`, `[]core.PodIP{core.PodIP{IP:"10.0.0.1"}}`).
+//! - IP addresses (`hostAliases`, `dnsConfig.nameservers`, status IPs) as kube 1.33 reads them:
+//!   `StrictIPCIDRValidation` is alpha there, so only what `ParseIPSloppy` cannot read is
+//!   refused; non-canonical forms (`010.1.1.1`, `::ffff:1.2.3.4`) pass.
+//! - Annotations (a Pod's `metadata.annotations`, a template's `<path>.annotations`):
+//!   seccomp ones (`seccomp.security.alpha.kubernetes.io/pod`,
+//!   `container.seccomp.security.alpha.kubernetes.io/<name>`) name `runtime/default`,
+//!   `docker/default`, `unconfined` or `localhost/<relative path>` (kube's path: the key as a
+//!   child, `metadata.annotations.seccomp.security.alpha.kubernetes.io/pod`); AppArmor ones
+//!   (`container.apparmor.security.beta.kubernetes.io/<name>`) name a container of the spec
+//!   and `runtime/default`, `unconfined` or `localhost/...`. On a Pod's create and in every
+//!   template, a seccomp or AppArmor profile field and its annotation agree (`... type in
+//!   annotation and field must match`, `... profile in annotation and field must match`;
+//!   AppArmor not compared for a Windows pod).
+//! - Fields whose feature gate is off by default in 1.33 are never validated here: the
+//!   defaults drop them first (`resourceClaims` and containers' `resources.claims` of
+//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`).
 //! - Fields the server's defaults fill before validation (`restartPolicy`, `dnsPolicy`,
 //!   pull and termination message policies, port protocols, probe thresholds, the grace
 //!   period, field selectors' `apiVersion`) are never refused for being absent or empty:
@@ -46,17 +89,19 @@
 //! - No input panics: a field of the wrong JSON type reads as absent.
 //!
 //! Where kube prints a Go struct as the invalid value (a security context, a seccomp
-//! profile), the value here is the field's JSON (as elsewhere in [`crate::kinds`]); a label
-//! key or value with several faults gets kube's first message only.
+//! profile), the value here is the field's JSON (as elsewhere in [`crate::kinds`]): kube's
+//! `%#v` of those structs prints their pointer fields as memory addresses, so it has no
+//! stable form to copy. A label key or value with several faults gets kube's first message
+//! only; annotations with several faults are reported in key order (kube walks a Go map, in
+//! no fixed order).
 //!
-//! Not checked (kube checks them): resource claims and `resizePolicy`, pod-level
-//! `resources` and `overhead`, Windows options and host-process rules, `hostUsers`
-//! restrictions, the OS-specific field bans, pod affinity's `matchLabelKeys`, a resource
-//! field selector's `divisor`, IP addresses' canonical forms (only unparsable ones are
-//! refused), seccomp/AppArmor annotations matching the fields, and privileged containers
-//! (allowed, as a cluster with `--allow-privileged` does). (A template's labels and
-//! annotations are checked by the workloads module, before its spec, as kube's
-//! `ValidatePodTemplateSpec`.)
+//! Not checked (kube checks them): privileged containers and host-process pods (allowed, as
+//! a cluster with `--allow-privileged` does: kube's `disallowed by cluster policy` is never
+//! raised); the other pod-specific annotations (mirror pod, tolerations, deletion cost) and
+//! AppArmor annotations added or removed by an update; a Pod's status IPs set on create or
+//! left unchanged by an update (kube resets a created Pod's status; this server keeps it, see
+//! [`status_ips`]). (A template's labels and annotations are checked by the workloads
+//! module, before its spec, as kube's `ValidatePodTemplateSpec`.)
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -66,6 +111,9 @@ use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, not_supported
 use crate::names::{
     validate_dns1123_label, validate_dns1123_subdomain, validate_label_value,
     validate_qualified_name,
+};
+use crate::pod_security::{
+    APPARMOR_ANNOTATION_PREFIX, SECCOMP_CONTAINER_ANNOTATION_PREFIX, SECCOMP_POD_ANNOTATION,
 };
 use crate::quantity::Quantity;
 
@@ -234,6 +282,9 @@ struct Pod<'a> {
     grace: Option<i64>,
     /// The pod does not set `hostUsers: false`.
     host_users: bool,
+    /// The pod's `restartPolicy` is `Never` (its containers' resize policies must not
+    /// restart them).
+    restart_never: bool,
 }
 
 /// `field.NotFound(path, value)`.
@@ -390,15 +441,13 @@ pub(crate) fn validate(
 ) {
     let empty = Value::Null;
     let spec = spec.unwrap_or(&empty);
-    let host_users = spec
-        .get("securityContext")
-        .and_then(|c| boolean(c, "hostUsers"))
-        != Some(false);
+    let host_users = boolean(spec, "hostUsers") != Some(false);
     let volumes = validate_volumes(spec, path, if pod { name } else { "" }, causes);
     let context = Pod {
         volumes,
         grace: int(spec, "terminationGracePeriodSeconds"),
         host_users,
+        restart_never: text(spec, "restartPolicy") == "Never",
     };
     containers(spec, path, &context, causes);
     init_containers(spec, path, &context, causes);
@@ -450,6 +499,8 @@ pub(crate) fn validate(
         }
     }
     topology_spread(spec, path, causes);
+    windows_host_process(spec, path, causes);
+    host_users_namespaces(spec, path, causes);
     for (key, check) in [
         (
             "serviceAccountName",
@@ -517,10 +568,16 @@ pub(crate) fn validate(
             )),
         }
     }
+    if let Some(overhead) = get(spec, "overhead") {
+        // `validateOverhead`: the container checks of `limits` set to the overhead.
+        let limits = serde_json::json!({ "limits": overhead });
+        resource_requirements(&limits, &format!("{path}.overhead"), causes);
+    }
     if let Some(os) = get(spec, "os") {
         match text(os, "name") {
             "" => causes.push(required(&format!("{path}.os.name"), "cannot be empty")),
-            "linux" | "windows" => {}
+            "linux" => linux_only(spec, path, causes),
+            "windows" => windows_only(spec, path, causes),
             other => causes.push(not_supported(
                 &format!("{path}.os"),
                 &go_quote(other),
@@ -982,7 +1039,7 @@ fn split_subscript(path: &str) -> Option<(&str, &str)> {
     (!base.is_empty()).then_some((base, key))
 }
 
-/// `validateContainerResourceFieldSelector` (its divisor not checked).
+/// `validateContainerResourceFieldSelector`, with its divisor.
 fn resource_field_selector(selector: &Value, at: &str, volume: bool, causes: &mut Vec<Cause>) {
     let resource = text(selector, "resource");
     if volume && text(selector, "containerName").is_empty() {
@@ -999,6 +1056,7 @@ fn resource_field_selector(selector: &Value, at: &str, volume: bool, causes: &mu
             CONTAINER_RESOURCE_FIELDS,
         ));
     }
+    resource_divisor(resource, get(selector, "divisor"), at, causes);
 }
 
 /// `validateProjectedVolumeSource`.
@@ -1343,6 +1401,12 @@ fn container_common(container: &Value, here: &str, pod: &Pod, causes: &mut Vec<C
     if let Some(resources) = get(container, "resources") {
         resource_requirements(resources, &format!("{here}.resources"), causes);
     }
+    resize_policy(
+        list(container, "resizePolicy"),
+        &format!("{here}.resizePolicy"),
+        pod.restart_never,
+        causes,
+    );
     if let Some(context) = get(container, "securityContext") {
         security_context(
             context,
@@ -1968,6 +2032,9 @@ fn security_context(context: &Value, at: &str, host_users: bool, causes: &mut Ve
             }
         }
     }
+    if let Some(options) = get(context, "windowsOptions") {
+        windows_options(options, &format!("{at}.windowsOptions"), causes);
+    }
     if let Some(profile) = get(context, "appArmorProfile") {
         app_armor_profile(profile, &format!("{at}.appArmorProfile"), causes);
     }
@@ -2315,6 +2382,9 @@ fn pod_security_context(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(profile) = get(context, "seccompProfile") {
         seccomp_profile(profile, &format!("{at}.seccompProfile"), causes);
     }
+    if let Some(options) = get(context, "windowsOptions") {
+        windows_options(options, &format!("{at}.windowsOptions"), causes);
+    }
     if let Some(profile) = get(context, "appArmorProfile") {
         app_armor_profile(profile, &format!("{at}.appArmorProfile"), causes);
     }
@@ -2528,6 +2598,7 @@ fn pod_affinity_term(term: &Value, at: &str, causes: &mut Vec<Cause>) {
             causes,
         );
     }
+    match_label_keys(term, at, causes);
     let key = text(term, "topologyKey");
     if key.is_empty() {
         causes.push(required(&format!("{at}.topologyKey"), "can not be empty"));
@@ -2629,13 +2700,11 @@ fn label_with_underscore_ok(label: &str) -> bool {
         && bytes.iter().all(|&b| edge(b) || b == b'-' || b == b'_')
 }
 
-/// An IP address kube cannot parse at all (its stricter forms are not checked).
+/// An IP address `ParseIPSloppy` cannot read: kube 1.33's `IsValidIPForLegacyField` with
+/// `StrictIPCIDRValidation` off (alpha, so off by default), which accepts the non-canonical
+/// forms (IPv4 parts with leading zeros, IPv4-mapped IPv6) the strict check refuses.
 fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
-    let dotted_quad = ip.split('.').count() == 4
-        && ip
-            .split('.')
-            .all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()));
-    if ip.parse::<std::net::IpAddr>().is_err() && !dotted_quad {
+    if !crate::strfmt::is_ip_sloppy(ip) {
         causes.push(invalid(
             at,
             &go_quote(ip),
@@ -2802,5 +2871,689 @@ fn topology_spread(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
             }
         }
         label_selector(selector, &format!("{here}.labelSelector"), causes);
+    }
+}
+
+/// Every container of the spec with its path, in kube's `VisitContainersWithPath` order:
+/// init containers, containers, then ephemeral containers.
+fn all_containers<'a>(spec: &'a Value, path: &str) -> Vec<(String, &'a Value)> {
+    crate::pod_security::containers_at(spec, path).collect()
+}
+
+/// `validateResizePolicy`: each resource named once, `cpu` or `memory`; each policy
+/// `NotRequired` or `RestartContainer`, and `NotRequired` in a pod that never restarts.
+fn resize_policy(policies: &[Value], at: &str, restart_never: bool, causes: &mut Vec<Cause>) {
+    let mut seen = HashSet::new();
+    for (i, policy) in policies.iter().enumerate() {
+        let name = text(policy, "resourceName");
+        if !seen.insert(name) {
+            causes.push(duplicate(&format!("{at}[{i}]"), &go_quote(name)));
+        }
+        match name {
+            "cpu" | "memory" => {}
+            "" => causes.push(required(at, "")),
+            other => causes.push(not_supported(at, &go_quote(other), &["cpu", "memory"])),
+        }
+        let restart = text(policy, "restartPolicy");
+        match restart {
+            "NotRequired" | "RestartContainer" => {}
+            "" => causes.push(required(at, "")),
+            other => causes.push(not_supported(
+                at,
+                &go_quote(other),
+                &["NotRequired", "RestartContainer"],
+            )),
+        }
+        if restart_never && restart != "NotRequired" {
+            causes.push(invalid(
+                at,
+                &go_quote(restart),
+                "must be 'NotRequired' when `restartPolicy` is 'Never'",
+            ));
+        }
+    }
+}
+
+/// The divisors kube accepts for byte quantities (memory, ephemeral storage, hugepages).
+const BYTE_DIVISORS: &[&str] = &[
+    "1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei",
+];
+
+/// `validateContainerResourceDivisor`: a set, non-zero divisor is one of the values the
+/// resource supports (compared in canonical form, so `1000m` is `1`).
+fn resource_divisor(resource: &str, divisor: Option<&Value>, at: &str, causes: &mut Vec<Cause>) {
+    let Some(divisor) = divisor
+        .and_then(quantity)
+        .filter(|d| *d != Quantity::zero())
+    else {
+        return;
+    };
+    let canonical = divisor.to_string();
+    let bytes = BYTE_DIVISORS.contains(&canonical.as_str());
+    let here = format!("{at}.divisor");
+    let message = match resource {
+        "limits.cpu" | "requests.cpu" if !matches!(canonical.as_str(), "1m" | "1") => {
+            Some("only divisor's values 1m and 1 are supported with the cpu resource")
+        }
+        "limits.memory" | "requests.memory" if !bytes => Some(
+            "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the memory resource",
+        ),
+        "limits.ephemeral-storage" | "requests.ephemeral-storage" if !bytes => Some(
+            "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the local ephemeral storage resource",
+        ),
+        _ => None,
+    };
+    if let Some(message) = message {
+        causes.push(invalid(&here, &go_quote(resource), message));
+    }
+    if (resource.starts_with("requests.hugepages-") || resource.starts_with("limits.hugepages-"))
+        && !bytes
+    {
+        causes.push(invalid(
+            &here,
+            &go_quote(resource),
+            "only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the hugepages resource",
+        ));
+    }
+}
+
+/// `validateMatchLabelKeysAndMismatchLabelKeys` of a pod (anti-)affinity term at `at`: the
+/// keys are label names and need a `labelSelector`; a `matchLabelKeys` key may not be in the
+/// selector twice (kube's path for that one is the term's, indexed) nor in
+/// `mismatchLabelKeys`.
+fn match_label_keys(term: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let selector = get(term, "labelSelector");
+    let matches: Vec<&str> = list(term, "matchLabelKeys")
+        .iter()
+        .map(|k| k.as_str().unwrap_or(""))
+        .collect();
+    let mismatches: Vec<&str> = list(term, "mismatchLabelKeys")
+        .iter()
+        .map(|k| k.as_str().unwrap_or(""))
+        .collect();
+    for (field, keys) in [
+        ("matchLabelKeys", &matches),
+        ("mismatchLabelKeys", &mismatches),
+    ] {
+        if keys.is_empty() {
+            continue;
+        }
+        let here = format!("{at}.{field}");
+        if selector.is_none() {
+            causes.push(forbidden(
+                &here,
+                "must not be specified when labelSelector is not set",
+            ));
+            continue;
+        }
+        for (i, key) in keys.iter().enumerate() {
+            check_label(&format!("{here}[{i}]"), key, causes);
+        }
+    }
+    if let Some(selector) = selector {
+        // Go's map assignment: a key listed twice maps to its last index.
+        let index: HashMap<&str, usize> =
+            matches.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        let mut keys: HashSet<&str> = selector
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .collect();
+        for expression in list(selector, "matchExpressions") {
+            let key = text(expression, "key");
+            if let Some(i) = index.get(key)
+                && keys.contains(key)
+            {
+                causes.push(invalid(
+                    &format!("{at}[{i}]"),
+                    &go_quote(key),
+                    "exists in both matchLabelKeys and labelSelector",
+                ));
+            }
+            keys.insert(key);
+        }
+    }
+    for (i, key) in matches.iter().enumerate() {
+        if mismatches.contains(key) {
+            causes.push(invalid(
+                &format!("{at}.matchLabelKeys[{i}]"),
+                &go_quote(key),
+                "exists in both matchLabelKeys and mismatchLabelKeys",
+            ));
+        }
+    }
+}
+
+/// The `hostProcess` of a security context's `windowsOptions`.
+fn host_process(context: Option<&Value>) -> Option<bool> {
+    context
+        .and_then(|c| get(c, "windowsOptions"))
+        .and_then(|w| boolean(w, "hostProcess"))
+}
+
+/// `validateWindowsHostProcessPod`: a container's `hostProcess` agrees with the pod's when
+/// both are set; a pod with any host-process container has only such containers and the
+/// host network. (kube's `disallowed by cluster policy` is not raised: privileged
+/// containers are allowed, see the module's docs.)
+fn windows_host_process(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let pod = host_process(get(spec, "securityContext"));
+    let containers = all_containers(spec, path);
+    let mut host_processes = 0;
+    for (here, container) in &containers {
+        let own = host_process(get(container, "securityContext"));
+        if let (Some(pod), Some(own)) = (pod, own)
+            && pod != own
+        {
+            causes.push(invalid(
+                &format!("{here}.securityContext.windowsOptions.hostProcess"),
+                &own.to_string(),
+                &format!(
+                    "pod hostProcess value must be identical if both are specified, was {pod}"
+                ),
+            ));
+        }
+        if own.or(pod) == Some(true) {
+            host_processes += 1;
+        }
+    }
+    if host_processes == 0 {
+        return;
+    }
+    if host_processes != containers.len() {
+        causes.push(invalid(
+            path,
+            "\"\"",
+            "If pod contains any hostProcess containers then all containers must be HostProcess containers",
+        ));
+    }
+    if boolean(spec, "hostNetwork") != Some(true) {
+        causes.push(invalid(
+            &format!("{path}.hostNetwork"),
+            "false",
+            "hostNetwork must be true if pod contains any hostProcess containers",
+        ));
+    }
+}
+
+/// `validateHostUsers`: a pod in its own user namespace (`hostUsers: false`) shares none of
+/// the host's others (kube's paths, `HostPID` and `HostIPC` capitalised, kept).
+fn host_users_namespaces(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    if boolean(spec, "hostUsers") != Some(false) {
+        return;
+    }
+    for (key, child) in [
+        ("hostNetwork", "hostNetwork"),
+        ("hostPID", "HostPID"),
+        ("hostIPC", "HostIPC"),
+    ] {
+        if boolean(spec, key) == Some(true) {
+            causes.push(forbidden(
+                &format!("{path}.{child}"),
+                "when `pod.Spec.HostUsers` is false",
+            ));
+        }
+    }
+}
+
+/// `validateLinux`: no Windows options on the pod or any container.
+fn linux_only(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    let pod = get(spec, "securityContext").map(|c| (format!("{path}.securityContext"), c));
+    let containers = all_containers(spec, path)
+        .into_iter()
+        .filter_map(|(here, c)| {
+            get(c, "securityContext").map(|c| (format!("{here}.securityContext"), c))
+        });
+    for (at, context) in pod.into_iter().chain(containers) {
+        if get(context, "windowsOptions").is_some() {
+            causes.push(forbidden(
+                &format!("{at}.windowsOptions"),
+                "windows options cannot be set for a linux pod",
+            ));
+        }
+    }
+}
+
+/// The pod-level fields a Windows pod may not set, in `validateWindows`' order: the field
+/// (under `securityContext` or, for the namespaces and user namespace, the spec) and its
+/// path child.
+const WINDOWS_POD_FIELDS: &[(bool, &str)] = &[
+    (true, "appArmorProfile"),
+    (true, "seLinuxOptions"),
+    (false, "hostUsers"),
+    (false, "hostPID"),
+    (false, "hostIPC"),
+    (true, "seccompProfile"),
+    (true, "fsGroup"),
+    (true, "fsGroupChangePolicy"),
+    (true, "sysctls"),
+    (false, "shareProcessNamespace"),
+    (true, "runAsUser"),
+    (true, "runAsGroup"),
+    (true, "supplementalGroups"),
+    (true, "supplementalGroupsPolicy"),
+    (true, "seLinuxChangePolicy"),
+];
+
+/// The container security context fields a Windows pod's containers may not set.
+const WINDOWS_CONTAINER_FIELDS: &[&str] = &[
+    "appArmorProfile",
+    "seLinuxOptions",
+    "seccompProfile",
+    "capabilities",
+    "readOnlyRootFilesystem",
+    "privileged",
+    "allowPrivilegeEscalation",
+    "procMount",
+    "runAsUser",
+    "runAsGroup",
+];
+
+/// `validateWindows`: the Linux-only fields of the pod and its containers are unset.
+fn windows_only(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    const MESSAGE: &str = "cannot be set for a windows pod";
+    let empty = Value::Null;
+    let context = get(spec, "securityContext").unwrap_or(&empty);
+    for &(in_context, key) in WINDOWS_POD_FIELDS {
+        let set = match (in_context, key) {
+            // Go's `HostPID`/`HostIPC` are plain booleans: only `true` counts as set.
+            (false, "hostPID" | "hostIPC") => boolean(spec, key) == Some(true),
+            (false, _) => get(spec, key).is_some(),
+            (true, "sysctls") => !list(context, key).is_empty(),
+            (true, _) => get(context, key).is_some(),
+        };
+        if set {
+            let at = if in_context {
+                format!("{path}.securityContext.{key}")
+            } else {
+                format!("{path}.{key}")
+            };
+            causes.push(forbidden(&at, MESSAGE));
+        }
+    }
+    for (here, container) in all_containers(spec, path) {
+        let Some(context) = get(container, "securityContext") else {
+            continue;
+        };
+        for key in WINDOWS_CONTAINER_FIELDS {
+            if get(context, key).is_some() {
+                causes.push(forbidden(&format!("{here}.securityContext.{key}"), MESSAGE));
+            }
+        }
+    }
+}
+
+/// `validateWindowsSecurityContextOptions` of the `windowsOptions` at `at`: the GMSA
+/// credential spec's name and size, and `runAsUserName` as `DOMAIN\USER`.
+fn windows_options(options: &Value, at: &str, causes: &mut Vec<Cause>) {
+    if let Some(name) = get(options, "gmsaCredentialSpecName") {
+        check_subdomain(
+            &format!("{at}.gmsaCredentialSpecName"),
+            name.as_str().unwrap_or(""),
+            causes,
+        );
+    }
+    if let Some(spec) = get(options, "gmsaCredentialSpec") {
+        let spec = spec.as_str().unwrap_or("");
+        let here = format!("{at}.gmsaCredentialSpec");
+        if spec.is_empty() {
+            causes.push(invalid(
+                &here,
+                "\"\"",
+                "gmsaCredentialSpec cannot be an empty string",
+            ));
+        } else if spec.len() > 64 * 1024 {
+            causes.push(invalid(
+                &here,
+                &go_quote(spec),
+                "gmsaCredentialSpec size must be under 64 KiB",
+            ));
+        }
+    }
+    if let Some(name) = get(options, "runAsUserName") {
+        let name = name.as_str().unwrap_or("");
+        let here = format!("{at}.runAsUserName");
+        for message in run_as_user_name(name) {
+            causes.push(invalid(&here, &go_quote(name), &message));
+        }
+    }
+}
+
+/// What kube says of a Windows `runAsUserName`, in its order.
+fn run_as_user_name(name: &str) -> Vec<String> {
+    if name.is_empty() {
+        return vec!["runAsUserName cannot be an empty string".to_owned()];
+    }
+    if name.chars().any(|c| c.is_ascii_control()) {
+        return vec!["runAsUserName cannot contain control characters".to_owned()];
+    }
+    let parts: Vec<&str> = name.split('\\').collect();
+    if parts.len() > 2 {
+        return vec!["runAsUserName cannot contain more than one backslash".to_owned()];
+    }
+    let (domain, user) = match parts.as_slice() {
+        [domain, user] => (Some(*domain), *user),
+        _ => (None, name),
+    };
+    let mut messages = Vec::new();
+    if domain.is_some_and(|d| d.len() >= 256) {
+        messages.push("runAsUserName's Domain length must be under 256 characters".to_owned());
+    }
+    if domain.is_some_and(|d| !netbios_domain(d) && !dns_domain(d)) {
+        messages
+            .push("runAsUserName's Domain doesn't match the NetBios nor the DNS format".to_owned());
+    }
+    if user.is_empty() {
+        messages.push("runAsUserName's User cannot be empty".to_owned());
+    } else if user.len() > 104 {
+        messages
+            .push("runAsUserName's User length must not be longer than 104 characters".to_owned());
+    }
+    if !user.is_empty() && user.chars().all(|c| c == '.' || c == ' ') {
+        messages.push("runAsUserName's User cannot contain only periods or spaces".to_owned());
+    }
+    if user.chars().any(|c| "\"/\\:;|=,+*?<>@[]".contains(c)) {
+        messages.push(
+            "runAsUserName's User cannot contain the following characters: \"/\\:;|=,+*?<>@[]"
+                .to_owned(),
+        );
+    }
+    messages
+}
+
+/// kube's NetBIOS domain pattern: 1 to 15 characters but `\/:*?"<>|`, not starting with `.`.
+fn netbios_domain(domain: &str) -> bool {
+    let banned = |c: char| "\\/:*?\"<>|".contains(c);
+    let count = domain.chars().count();
+    (1..=15).contains(&count) && !domain.starts_with('.') && !domain.chars().any(banned)
+}
+
+/// kube's DNS domain pattern: dot-separated labels of ASCII letters, digits and inner `-`,
+/// at most 63 characters each.
+fn dns_domain(domain: &str) -> bool {
+    domain.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        (1..=63).contains(&bytes.len())
+            && bytes[0].is_ascii_alphanumeric()
+            && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    })
+}
+
+/// The annotations of a Pod or pod template's metadata (`metadata`, at `path`).
+fn annotation_map(metadata: Option<&Value>) -> Option<&serde_json::Map<String, Value>> {
+    metadata
+        .and_then(|m| get(m, "annotations"))
+        .and_then(Value::as_object)
+}
+
+/// `ValidateSeccompProfile` of a seccomp annotation's value.
+fn seccomp_annotation(value: &str, at: &str, causes: &mut Vec<Cause>) {
+    match value {
+        "runtime/default" | "docker/default" | "unconfined" => {}
+        _ => match value.strip_prefix("localhost/") {
+            Some(profile) => local_descending(profile, at, causes),
+            None => causes.push(invalid(
+                at,
+                &go_quote(value),
+                "must be a valid seccomp profile",
+            )),
+        },
+    }
+}
+
+/// The seccomp and AppArmor parts of kube's `ValidatePodSpecificAnnotations` for the
+/// annotations of `metadata` (at `path`, e.g. `metadata.annotations`) of a pod or template
+/// whose spec is `spec`: seccomp annotations name a valid profile (kube's paths: the key as
+/// a child, `metadata.annotations.seccomp.security.alpha.kubernetes.io/pod`); AppArmor ones
+/// name a container of the spec and a valid profile.
+pub(crate) fn pod_annotations(
+    metadata: Option<&Value>,
+    spec: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let Some(annotations) = annotation_map(metadata) else {
+        return;
+    };
+    let value = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    if let Some(profile) = annotations.get(SECCOMP_POD_ANNOTATION) {
+        seccomp_annotation(
+            &value(profile),
+            &format!("{path}.{SECCOMP_POD_ANNOTATION}"),
+            causes,
+        );
+    }
+    for (key, profile) in annotations {
+        if key.starts_with(SECCOMP_CONTAINER_ANNOTATION_PREFIX) {
+            seccomp_annotation(&value(profile), &format!("{path}.{key}"), causes);
+        }
+    }
+    let empty = Value::Null;
+    let spec = spec.unwrap_or(&empty);
+    let containers = all_containers(spec, "spec");
+    for (key, profile) in annotations {
+        let Some(container) = key.strip_prefix(APPARMOR_ANNOTATION_PREFIX) else {
+            continue;
+        };
+        let here = format!("{path}[{key}]");
+        if !containers.iter().any(|(_, c)| text(c, "name") == container) {
+            causes.push(invalid(&here, &go_quote(container), "container not found"));
+        }
+        let profile = value(profile);
+        if !(matches!(profile.as_str(), "" | "runtime/default" | "unconfined")
+            || profile.starts_with("localhost/"))
+        {
+            causes.push(invalid(
+                &here,
+                &go_quote(&profile),
+                &format!("invalid AppArmor profile name: {}", go_quote(&profile)),
+            ));
+        }
+    }
+}
+
+/// kube's `validateSeccompAnnotationsAndFields` and
+/// `validateAppArmorAnnotationsAndFieldsMatchOnCreate` (a Pod's create, a template): where a
+/// container (or, for seccomp, the pod) has both a profile field and the matching
+/// annotation, they agree. AppArmor is not compared for a Windows pod.
+pub(crate) fn annotations_match_fields(
+    metadata: Option<&Value>,
+    spec: Option<&Value>,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let (Some(annotations), Some(spec)) = (annotation_map(metadata), spec) else {
+        return;
+    };
+    let pod_context = get(spec, "securityContext");
+    let profile_of = |context: Option<&Value>, key: &str| -> Option<Value> {
+        context.and_then(|c| get(c, key)).cloned()
+    };
+    let containers = all_containers(spec, path);
+    if let (Some(profile), Some(annotation)) = (
+        profile_of(pod_context, "seccompProfile"),
+        annotations.get(SECCOMP_POD_ANNOTATION),
+    ) {
+        let at = format!("{path}.securityContext.seccompProfile");
+        profile_matches(&profile, annotation, &at, &SECCOMP_MATCH, causes);
+    }
+    for (here, container) in &containers {
+        let context = get(container, "securityContext");
+        let Some(profile) = profile_of(context, "seccompProfile") else {
+            continue;
+        };
+        let key = format!(
+            "{SECCOMP_CONTAINER_ANNOTATION_PREFIX}{}",
+            text(container, "name")
+        );
+        if let Some(annotation) = annotations.get(&key) {
+            let at = format!("{here}.securityContext.seccompProfile");
+            profile_matches(&profile, annotation, &at, &SECCOMP_MATCH, causes);
+        }
+    }
+    if get(spec, "os").is_some_and(|os| text(os, "name") == "windows") {
+        return;
+    }
+    let pod_profile = profile_of(pod_context, "appArmorProfile");
+    for (here, container) in &containers {
+        let context = get(container, "securityContext");
+        let Some(profile) = profile_of(context, "appArmorProfile").or_else(|| pod_profile.clone())
+        else {
+            continue;
+        };
+        let key = format!("{APPARMOR_ANNOTATION_PREFIX}{}", text(container, "name"));
+        if let Some(annotation) = annotations.get(&key) {
+            let at = format!("{here}.securityContext.appArmorProfile");
+            profile_matches(&profile, annotation, &at, &APPARMOR_MATCH, causes);
+        }
+    }
+}
+
+/// How a profile field's type reads as an annotation value, for one of seccomp or AppArmor.
+struct ProfileAnnotations {
+    unconfined: &'static [&'static str],
+    runtime_default: &'static [&'static str],
+    localhost_prefix: &'static str,
+    /// `seccomp` or `apparmor`, as kube's messages name them.
+    name: &'static str,
+}
+
+const SECCOMP_MATCH: ProfileAnnotations = ProfileAnnotations {
+    unconfined: &["unconfined"],
+    runtime_default: &["runtime/default", "docker/default"],
+    localhost_prefix: "localhost/",
+    name: "seccomp",
+};
+
+const APPARMOR_MATCH: ProfileAnnotations = ProfileAnnotations {
+    unconfined: &["unconfined"],
+    runtime_default: &["runtime/default"],
+    localhost_prefix: "localhost/",
+    name: "apparmor",
+};
+
+/// `validate*AnnotationsAndFieldsMatch`: the field's profile `type` (and for `Localhost`
+/// its `localhostProfile`) against the annotation's value.
+fn profile_matches(
+    profile: &Value,
+    annotation: &Value,
+    at: &str,
+    kind: &ProfileAnnotations,
+    causes: &mut Vec<Cause>,
+) {
+    let annotation = annotation.as_str().unwrap_or("");
+    let type_mismatch = || {
+        forbidden(
+            &format!("{at}.type"),
+            &format!("{} type in annotation and field must match", kind.name),
+        )
+    };
+    match text(profile, "type") {
+        "Unconfined" if !kind.unconfined.contains(&annotation) => causes.push(type_mismatch()),
+        "RuntimeDefault" if !kind.runtime_default.contains(&annotation) => {
+            causes.push(type_mismatch());
+        }
+        "Localhost" => match annotation.strip_prefix(kind.localhost_prefix) {
+            None => causes.push(type_mismatch()),
+            Some(name) if profile.get("localhostProfile").and_then(Value::as_str) != Some(name) => {
+                causes.push(forbidden(
+                    &format!("{at}.localhostProfile"),
+                    &format!("{} profile in annotation and field must match", kind.name),
+                ));
+            }
+            Some(_) => {}
+        },
+        _ => {}
+    }
+}
+
+/// Go's `%#v` of a `[]core.PodIP` / `[]core.HostIP` (`kind` the element type's name).
+fn go_ips(kind: &str, ips: &[&str]) -> String {
+    let items: Vec<String> = ips
+        .iter()
+        .map(|ip| format!("core.{kind}{{IP:{}}}", go_quote(ip)))
+        .collect();
+    format!("[]core.{kind}{{{}}}", items.join(", "))
+}
+
+/// kube's `validatePodIPs` and `validateHostIPs` of a Pod's status, as `ValidatePodStatusUpdate`
+/// runs them; checked when an update changes `status.podIPs`, `status.hostIPs` or
+/// `status.hostIP` (a status the client set on create is kept, not validated, see the
+/// module's docs). Each IP is one `ParseIPSloppy` reads (kube 1.33: strict forms gated off);
+/// `hostIPs[0]` is `hostIP`; no IP twice; at most one of each family. (With an unreadable IP
+/// among several, kube also reports an internal error of its dual-stack check; that one is
+/// left out.)
+pub(crate) fn status_ips(pod: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let status = |object: &Value, key: &str| object.pointer(&format!("/status/{key}")).cloned();
+    if ["podIPs", "hostIPs", "hostIP"]
+        .iter()
+        .all(|key| status(pod, key) == status(old, key))
+    {
+        return;
+    }
+    let empty = Value::Null;
+    let current = pod.get("status").unwrap_or(&empty);
+    let ips =
+        |key: &str| -> Vec<&str> { list(current, key).iter().map(|ip| text(ip, "ip")).collect() };
+    let pod_ips = ips("podIPs");
+    for (i, ip) in pod_ips.iter().enumerate() {
+        check_ip(&format!("status.podIPs[{i}]"), ip, causes);
+    }
+    if pod_ips.len() > 1 {
+        family_count("status.podIPs", "PodIP", &pod_ips, causes);
+        unique_ips("status.podIPs", "PodIP", &pod_ips, causes);
+    }
+    let host_ips = ips("hostIPs");
+    let Some(first) = host_ips.first() else {
+        return;
+    };
+    if *first != text(current, "hostIP") {
+        causes.push(invalid(
+            "status.hostIPs[0].ip",
+            &go_quote(first),
+            "must be equal to `hostIP`",
+        ));
+    }
+    for (i, ip) in host_ips.iter().enumerate() {
+        check_ip(&format!("status.hostIPs[{i}]"), ip, causes);
+    }
+    if host_ips.len() > 1 {
+        unique_ips("status.hostIPs", "HostIP", &host_ips, causes);
+        family_count("status.hostIPs", "HostIP", &host_ips, causes);
+    }
+}
+
+/// `IsDualStackIPStrings` and the length check: more than one IP are one of each family.
+fn family_count(at: &str, kind: &str, ips: &[&str], causes: &mut Vec<Cause>) {
+    let families: Option<Vec<bool>> = ips
+        .iter()
+        .map(|ip| crate::strfmt::ip_is_v6_sloppy(ip))
+        .collect();
+    let Some(families) = families else {
+        return;
+    };
+    let dual = families.contains(&true) && families.contains(&false);
+    if !dual || ips.len() > 2 {
+        causes.push(invalid(
+            at,
+            &go_ips(kind, ips),
+            "may specify no more than one IP for each IP family",
+        ));
+    }
+}
+
+/// No IP listed twice (`Duplicate value: core.PodIP{IP:"..."}`).
+fn unique_ips(at: &str, kind: &str, ips: &[&str], causes: &mut Vec<Cause>) {
+    let mut seen = HashSet::new();
+    for (i, ip) in ips.iter().enumerate() {
+        if !seen.insert(*ip) {
+            causes.push(duplicate(
+                &format!("{at}[{i}]"),
+                &format!("core.{kind}{{IP:{}}}", go_quote(ip)),
+            ));
+        }
     }
 }

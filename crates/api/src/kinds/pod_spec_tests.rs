@@ -363,3 +363,659 @@ fn wrong_json_types_do_not_panic() {
     let _ = causes("", "pods", json!({"spec": "nope"}));
     let _ = causes("", "pods", json!([]));
 }
+
+/// A pod of the given spec fields and one container `c` with `container`'s fields added.
+fn pod_of(spec: Value, container: Value) -> Value {
+    let mut pod = pod_with(container);
+    for (k, v) in spec.as_object().unwrap() {
+        pod["spec"][k] = v.clone();
+    }
+    pod
+}
+
+#[test]
+fn resize_policies_follow_kube() {
+    let at = "spec.containers[0].resizePolicy";
+    let ok = json!({"resizePolicy": [
+        {"resourceName": "cpu", "restartPolicy": "NotRequired"},
+        {"resourceName": "memory", "restartPolicy": "RestartContainer"}]});
+    assert_eq!(causes("", "pods", pod_with(ok)), Vec::<String>::new());
+    let cases = [
+        (
+            json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"},
+                {"resourceName": "cpu", "restartPolicy": "RestartContainer"}]),
+            vec![format!("{at}[1]: Duplicate value: \"cpu\"")],
+        ),
+        (
+            json!([{"resourceName": "storage", "restartPolicy": "NotRequired"}]),
+            vec![format!(
+                "{at}: Unsupported value: \"storage\": supported values: \"cpu\", \"memory\""
+            )],
+        ),
+        (
+            json!([{"restartPolicy": "NotRequired"}]),
+            vec![format!("{at}: Required value")],
+        ),
+        (
+            json!([{"resourceName": "memory", "restartPolicy": "Sometimes"}]),
+            vec![format!(
+                "{at}: Unsupported value: \"Sometimes\": supported values: \"NotRequired\", \"RestartContainer\""
+            )],
+        ),
+        (
+            json!([{"resourceName": "memory"}]),
+            vec![format!("{at}: Required value")],
+        ),
+    ];
+    for (policy, expected) in cases {
+        let pod = pod_with(json!({"resizePolicy": policy}));
+        assert_eq!(causes("", "pods", pod), expected, "{policy}");
+    }
+    // A pod that never restarts may only resize without restarting.
+    let never = pod_of(
+        json!({"restartPolicy": "Never"}),
+        json!({"resizePolicy": [{"resourceName": "cpu", "restartPolicy": "RestartContainer"},
+            {"resourceName": "memory", "restartPolicy": "NotRequired"}]}),
+    );
+    assert_eq!(
+        causes("", "pods", never),
+        [format!(
+            "{at}: Invalid value: \"RestartContainer\": must be 'NotRequired' when `restartPolicy` is 'Never'"
+        )]
+    );
+    // Sidecars may resize (InPlacePodVerticalScaling is on in 1.33); ephemeral containers not.
+    let sidecar = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "initContainers": [{"name": "s", "image": "x", "restartPolicy": "Always",
+            "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]}]}));
+    assert_eq!(causes("", "pods", sidecar), Vec::<String>::new());
+}
+
+#[test]
+fn overhead_is_checked_as_container_limits() {
+    let bad = pod_of(
+        json!({"overhead": {"cpu": "-1", "memory": "10Mi", "bad name": "1"}}),
+        json!({}),
+    );
+    let got = causes("", "pods", bad);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got[0]
+            .starts_with("spec.overhead.limits[bad name]: Invalid value: \"bad name\": name part")
+    );
+    assert_eq!(
+        got[1..],
+        [
+            "spec.overhead.limits[bad name]: Invalid value: \"bad name\": must be a standard resource for containers",
+            "spec.overhead.limits[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+        ]
+    );
+    let ok = pod_of(
+        json!({"overhead": {"cpu": "250m", "memory": "120Mi"}}),
+        json!({}),
+    );
+    assert_eq!(causes("", "pods", ok), Vec::<String>::new());
+}
+
+#[test]
+fn fields_of_gates_off_in_133_are_dropped_not_validated() {
+    // DynamicResourceAllocation (beta, off) and PodLevelResources (alpha) in kube 1.33.
+    let mut object = pod_of(
+        json!({"resourceClaims": [{"name": ""}, {"name": "Bad"}],
+            "resources": {"limits": {"cpu": "-1"}}}),
+        json!({"resources": {"claims": [{"name": "nowhere"}], "limits": {"cpu": "1"}}}),
+    );
+    assert_eq!(causes("", "pods", object.clone()), Vec::<String>::new());
+    crate::defaults::apply_defaults(&def("", "pods"), &mut object);
+    assert!(object["spec"].get("resourceClaims").is_none(), "{object}");
+    assert!(object["spec"].get("resources").is_none(), "{object}");
+    let resources = &object["spec"]["containers"][0]["resources"];
+    assert!(resources.get("claims").is_none(), "{resources}");
+    assert_eq!(resources["limits"]["cpu"], "1");
+    // Templates too.
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "resourceClaims": [{"name": ""}],
+            "containers": [{"name": "c", "image": "x",
+                "resources": {"claims": [{"name": "nowhere"}]}}]}}}});
+    assert_eq!(
+        causes("apps", "deployments", deployment),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn windows_host_process_pods_follow_kube() {
+    let hp = |v: bool| json!({"windowsOptions": {"hostProcess": v}});
+    let mismatch = pod_of(
+        json!({"securityContext": hp(true), "hostNetwork": true}),
+        json!({"securityContext": hp(false)}),
+    );
+    assert_eq!(
+        causes("", "pods", mismatch),
+        [
+            "spec.containers[0].securityContext.windowsOptions.hostProcess: Invalid value: false: pod hostProcess value must be identical if both are specified, was true"
+        ]
+    );
+    let partial = pod(json!({"hostNetwork": true, "containers": [
+        {"name": "a", "image": "x", "securityContext": hp(true)},
+        {"name": "b", "image": "x"}]}));
+    assert_eq!(
+        causes("", "pods", partial),
+        [
+            "spec: Invalid value: \"\": If pod contains any hostProcess containers then all containers must be HostProcess containers"
+        ]
+    );
+    let no_host_network = pod_of(json!({"securityContext": hp(true)}), json!({}));
+    assert_eq!(
+        causes("", "pods", no_host_network),
+        [
+            "spec.hostNetwork: Invalid value: false: hostNetwork must be true if pod contains any hostProcess containers"
+        ]
+    );
+    let ok = pod_of(
+        json!({"securityContext": hp(true), "hostNetwork": true, "os": {"name": "windows"}}),
+        json!({"securityContext": hp(true)}),
+    );
+    assert_eq!(causes("", "pods", ok), Vec::<String>::new());
+}
+
+#[test]
+fn host_users_false_forbids_host_namespaces() {
+    let shared = pod_of(
+        json!({"hostUsers": false, "hostNetwork": true, "hostPID": true, "hostIPC": true}),
+        json!({}),
+    );
+    assert_eq!(
+        causes("", "pods", shared),
+        [
+            "spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false",
+            "spec.HostPID: Forbidden: when `pod.Spec.HostUsers` is false",
+            "spec.HostIPC: Forbidden: when `pod.Spec.HostUsers` is false",
+        ]
+    );
+    // `hostUsers` is the spec's field: with it false an unmasked /proc is allowed.
+    let unmasked = json!({"securityContext": {"procMount": "Unmasked"}});
+    let own_namespace = pod_of(json!({"hostUsers": false}), unmasked.clone());
+    assert_eq!(causes("", "pods", own_namespace), Vec::<String>::new());
+    assert_eq!(
+        causes("", "pods", pod_with(unmasked)),
+        [
+            "spec.containers[0].securityContext.procMount: Invalid value: \"Unmasked\": `hostUsers` must be false to use `Unmasked`"
+        ]
+    );
+}
+
+#[test]
+fn each_os_forbids_the_others_fields() {
+    let linux = pod_of(
+        json!({"os": {"name": "linux"},
+            "securityContext": {"windowsOptions": {"runAsUserName": "u"}}}),
+        json!({"securityContext": {"windowsOptions": {}}}),
+    );
+    assert_eq!(
+        causes("", "pods", linux),
+        [
+            "spec.securityContext.windowsOptions: Forbidden: windows options cannot be set for a linux pod",
+            "spec.containers[0].securityContext.windowsOptions: Forbidden: windows options cannot be set for a linux pod",
+        ]
+    );
+    let windows = pod(json!({"os": {"name": "windows"}, "hostPID": true,
+        "shareProcessNamespace": false, "hostUsers": true,
+        "securityContext": {"runAsUser": 1, "sysctls": [{"name": "kernel.shm_rmid_forced", "value": "0"}],
+            "seccompProfile": {"type": "RuntimeDefault"}},
+        "initContainers": [{"name": "i", "image": "x", "securityContext": {"runAsGroup": 2}}],
+        "containers": [{"name": "c", "image": "x",
+            "securityContext": {"privileged": false, "capabilities": {}}}]}));
+    assert_eq!(
+        causes("", "pods", windows),
+        [
+            "spec.hostUsers: Forbidden: cannot be set for a windows pod",
+            "spec.hostPID: Forbidden: cannot be set for a windows pod",
+            "spec.securityContext.seccompProfile: Forbidden: cannot be set for a windows pod",
+            "spec.securityContext.sysctls: Forbidden: cannot be set for a windows pod",
+            "spec.shareProcessNamespace: Forbidden: cannot be set for a windows pod",
+            "spec.securityContext.runAsUser: Forbidden: cannot be set for a windows pod",
+            "spec.initContainers[0].securityContext.runAsGroup: Forbidden: cannot be set for a windows pod",
+            "spec.containers[0].securityContext.capabilities: Forbidden: cannot be set for a windows pod",
+            "spec.containers[0].securityContext.privileged: Forbidden: cannot be set for a windows pod",
+        ]
+    );
+    // An unsupported OS is the only complaint about it.
+    let other = pod_of(json!({"os": {"name": "plan9"}, "hostPID": true}), json!({}));
+    assert_eq!(
+        causes("", "pods", other),
+        ["spec.os: Unsupported value: \"plan9\": supported values: \"linux\", \"windows\""]
+    );
+}
+
+#[test]
+fn windows_options_follow_kube() {
+    let at = "spec.containers[0].securityContext.windowsOptions";
+    let user = |name: &str| json!({"securityContext": {"windowsOptions": {"runAsUserName": name}}});
+    let cases = [
+        ("", "runAsUserName cannot be an empty string"),
+        ("a\u{7}b", "runAsUserName cannot contain control characters"),
+        (
+            "a\\b\\c",
+            "runAsUserName cannot contain more than one backslash",
+        ),
+        ("Contoso\\", "runAsUserName's User cannot be empty"),
+        (
+            "...",
+            "runAsUserName's User cannot contain only periods or spaces",
+        ),
+        (
+            "a@b",
+            "runAsUserName's User cannot contain the following characters: \"/\\:;|=,+*?<>@[]",
+        ),
+        (
+            "a:b\\user",
+            "runAsUserName's Domain doesn't match the NetBios nor the DNS format",
+        ),
+    ];
+    for (name, message) in cases {
+        let quoted = crate::field::go_quote(name);
+        assert_eq!(
+            causes("", "pods", pod_with(user(name))),
+            [format!(
+                "{at}.runAsUserName: Invalid value: {quoted}: {message}"
+            )],
+            "{name:?}"
+        );
+    }
+    let long_user = "u".repeat(105);
+    assert_eq!(
+        causes("", "pods", pod_with(user(&long_user))),
+        [format!(
+            "{at}.runAsUserName: Invalid value: \"{long_user}\": runAsUserName's User length must not be longer than 104 characters"
+        )]
+    );
+    for fine in [
+        "Contoso\\User",
+        "NT AUTHORITY\\NETWORK SERVICE",
+        "corp.example.com\\svc",
+        "svc",
+    ] {
+        assert_eq!(
+            causes("", "pods", pod_with(user(fine))),
+            Vec::<String>::new(),
+            "{fine}"
+        );
+    }
+    let gmsa = pod_of(
+        json!({"securityContext": {"windowsOptions": {"gmsaCredentialSpec": ""}}}),
+        json!({"securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "Not_Valid"}}}),
+    );
+    let got = causes("", "pods", gmsa);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].starts_with(&format!(
+        "{at}.gmsaCredentialSpecName: Invalid value: \"Not_Valid\": a lowercase RFC 1123 subdomain"
+    )));
+    assert_eq!(
+        got[1],
+        "spec.securityContext.windowsOptions.gmsaCredentialSpec: Invalid value: \"\": gmsaCredentialSpec cannot be an empty string"
+    );
+}
+
+#[test]
+fn resource_field_divisors_follow_kube() {
+    let env = |resource: &str, divisor: &str| {
+        json!({"env": [{"name": "E", "valueFrom": {"resourceFieldRef":
+            {"resource": resource, "divisor": divisor}}}]})
+    };
+    let at = "spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor";
+    let bytes = "1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei";
+    let cases = [
+        (
+            "limits.cpu",
+            "1Mi",
+            "only divisor's values 1m and 1 are supported with the cpu resource".to_owned(),
+        ),
+        (
+            "requests.memory",
+            "3",
+            format!("only divisor's values {bytes} are supported with the memory resource"),
+        ),
+        (
+            "limits.ephemeral-storage",
+            "1m",
+            format!(
+                "only divisor's values {bytes} are supported with the local ephemeral storage resource"
+            ),
+        ),
+        (
+            "requests.hugepages-2Mi",
+            "2Mi",
+            format!("only divisor's values {bytes} are supported with the hugepages resource"),
+        ),
+    ];
+    for (resource, divisor, message) in cases {
+        assert_eq!(
+            causes("", "pods", pod_with(env(resource, divisor))),
+            [format!("{at}: Invalid value: \"{resource}\": {message}")],
+            "{resource} / {divisor}"
+        );
+    }
+    // Compared in canonical form; zero means unset.
+    for (resource, divisor) in [
+        ("limits.cpu", "1000m"),
+        ("requests.cpu", "1m"),
+        ("limits.memory", "1024Ki"),
+        ("limits.memory", "0"),
+        ("requests.hugepages-1Gi", "1Gi"),
+    ] {
+        assert_eq!(
+            causes("", "pods", pod_with(env(resource, divisor))),
+            Vec::<String>::new(),
+            "{resource} / {divisor}"
+        );
+    }
+    let volume = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "volumes": [{"name": "v", "downwardAPI": {"items": [{"path": "cpu",
+            "resourceFieldRef": {"containerName": "c", "resource": "limits.cpu", "divisor": "2"}}]}}]}));
+    assert_eq!(
+        causes("", "pods", volume),
+        // kube's path for a downward API volume's items has no index.
+        [
+            "spec.volumes[0].downwardAPI.resourceFieldRef.divisor: Invalid value: \"limits.cpu\": only divisor's values 1m and 1 are supported with the cpu resource"
+        ]
+    );
+}
+
+#[test]
+fn pod_affinity_label_keys_follow_kube() {
+    let term = |extra: Value| {
+        let mut term = json!({"topologyKey": "zone"});
+        for (k, v) in extra.as_object().unwrap() {
+            term[k] = v.clone();
+        }
+        json!({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}})
+    };
+    let at = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]";
+    let no_selector = pod_of(
+        term(json!({"matchLabelKeys": ["app"], "mismatchLabelKeys": ["x"]})),
+        json!({}),
+    );
+    assert_eq!(
+        causes("", "pods", no_selector),
+        [
+            format!(
+                "{at}.matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
+            ),
+            format!(
+                "{at}.mismatchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
+            ),
+        ]
+    );
+    let both = pod_of(
+        term(
+            json!({"labelSelector": {}, "matchLabelKeys": ["k", "bad key"], "mismatchLabelKeys": ["k"]}),
+        ),
+        json!({}),
+    );
+    let got = causes("", "pods", both);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].starts_with(&format!(
+            "{at}.matchLabelKeys[1]: Invalid value: \"bad key\": name part must consist of"
+        )),
+        "{got:?}"
+    );
+    assert_eq!(
+        got[1],
+        format!(
+            "{at}.matchLabelKeys[0]: Invalid value: \"k\": exists in both matchLabelKeys and mismatchLabelKeys"
+        )
+    );
+    let repeated = pod_of(
+        term(json!({"labelSelector": {"matchLabels": {"k": "v"},
+            "matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]},
+            "matchLabelKeys": ["k"]})),
+        json!({}),
+    );
+    assert_eq!(
+        causes("", "pods", repeated),
+        [format!(
+            "{at}[0]: Invalid value: \"k\": exists in both matchLabelKeys and labelSelector"
+        )]
+    );
+    let fine = pod_of(
+        term(json!({"labelSelector": {"matchLabels": {"app": "web"}},
+            "matchLabelKeys": ["pod-template-hash"], "mismatchLabelKeys": ["tenant"]})),
+        json!({}),
+    );
+    assert_eq!(causes("", "pods", fine), Vec::<String>::new());
+}
+
+#[test]
+fn ips_are_read_as_kube_133_reads_them() {
+    // StrictIPCIDRValidation is alpha (off) in 1.33: non-canonical forms pass.
+    let aliases = |ip: &str| {
+        json!({"hostAliases": [{"ip": ip, "hostnames": ["h"]}],
+            "dnsPolicy": "None", "dnsConfig": {"nameservers": [ip]}})
+    };
+    for fine in ["010.001.002.003", "::ffff:1.2.3.4", "2001:db8::1"] {
+        assert_eq!(
+            causes("", "pods", pod_of(aliases(fine), json!({}))),
+            Vec::<String>::new(),
+            "{fine}"
+        );
+    }
+    let message = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+    for bad in ["256.1.1.1", "1.2.3", "fe80::1%eth0", "host"] {
+        assert_eq!(
+            causes("", "pods", pod_of(aliases(bad), json!({}))),
+            [
+                format!("spec.dnsConfig.nameservers[0]: Invalid value: \"{bad}\": {message}"),
+                format!("spec.hostAliases[0].ip: Invalid value: \"{bad}\": {message}"),
+            ],
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn seccomp_and_apparmor_annotations_follow_kube() {
+    let annotated = |annotations: Value, spec: Value, container: Value| {
+        let mut pod = pod_of(spec, container);
+        pod["metadata"]["annotations"] = annotations;
+        pod
+    };
+    let bad_values = annotated(
+        json!({"seccomp.security.alpha.kubernetes.io/pod": "bogus",
+            "container.seccomp.security.alpha.kubernetes.io/c": "localhost/../x",
+            "container.apparmor.security.beta.kubernetes.io/nope": "bogus",
+            "container.apparmor.security.beta.kubernetes.io/c": "localhost/profile"}),
+        json!({}),
+        json!({}),
+    );
+    assert_eq!(
+        causes("", "pods", bad_values),
+        [
+            "metadata.annotations.seccomp.security.alpha.kubernetes.io/pod: Invalid value: \"bogus\": must be a valid seccomp profile",
+            "metadata.annotations.container.seccomp.security.alpha.kubernetes.io/c: Invalid value: \"../x\": must not contain '..'",
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/nope]: Invalid value: \"nope\": container not found",
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/nope]: Invalid value: \"bogus\": invalid AppArmor profile name: \"bogus\"",
+        ]
+    );
+    let mismatched = annotated(
+        json!({"seccomp.security.alpha.kubernetes.io/pod": "unconfined",
+            "container.seccomp.security.alpha.kubernetes.io/c": "localhost/a",
+            "container.apparmor.security.beta.kubernetes.io/c": "localhost/b"}),
+        json!({"securityContext": {"seccompProfile": {"type": "RuntimeDefault"},
+            "appArmorProfile": {"type": "Localhost", "localhostProfile": "a"}}}),
+        json!({"securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "b"}}}),
+    );
+    assert_eq!(
+        causes("", "pods", mismatched),
+        [
+            "spec.securityContext.seccompProfile.type: Forbidden: seccomp type in annotation and field must match",
+            "spec.containers[0].securityContext.seccompProfile.localhostProfile: Forbidden: seccomp profile in annotation and field must match",
+            "spec.containers[0].securityContext.appArmorProfile.localhostProfile: Forbidden: apparmor profile in annotation and field must match",
+        ]
+    );
+    let matching = annotated(
+        json!({"seccomp.security.alpha.kubernetes.io/pod": "docker/default",
+            "container.apparmor.security.beta.kubernetes.io/c": "runtime/default"}),
+        json!({"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}),
+        json!({"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}),
+    );
+    assert_eq!(causes("", "pods", matching), Vec::<String>::new());
+    // Templates: the annotations' path is the template's, the fields' its spec's.
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"},
+            "annotations": {"container.seccomp.security.alpha.kubernetes.io/c": "unconfined",
+                "seccomp.security.alpha.kubernetes.io/pod": "nope"}},
+        "spec": {"containers": [{"name": "c", "image": "x",
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}]}}}});
+    assert_eq!(
+        causes("apps", "deployments", deployment),
+        [
+            "spec.template.annotations.seccomp.security.alpha.kubernetes.io/pod: Invalid value: \"nope\": must be a valid seccomp profile",
+            "spec.template.spec.containers[0].securityContext.seccompProfile.type: Forbidden: seccomp type in annotation and field must match",
+        ]
+    );
+}
+
+#[test]
+fn created_pods_merge_label_keys_into_affinity_selectors() {
+    let term = |selector: Value, keys: Value, mismatch: Value| {
+        json!({"labelSelector": selector, "matchLabelKeys": keys,
+            "mismatchLabelKeys": mismatch, "topologyKey": "zone"})
+    };
+    let mut created = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "affinity": {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                term(json!({"matchLabels": {"app": "web"}}), json!(["pod-template-hash", "tenant"]), json!(["app"])),
+                {"matchLabelKeys": ["tenant"], "topologyKey": "zone"}]},
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term(json!({}), json!(["tenant"]), json!([]))}]}}}));
+    created["metadata"]["labels"] = json!({"app": "web", "tenant": "a"});
+    super::workloads::prepare_created(&def("", "pods"), &mut created);
+    let affinity = &created["spec"]["affinity"];
+    assert_eq!(
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"],
+        json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "tenant", "operator": "In", "values": ["a"]},
+            {"key": "app", "operator": "NotIn", "values": ["web"]}]})
+    );
+    // No selector: nothing to merge into (a nil selector matches nothing).
+    assert!(
+        affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][1]
+            .get("labelSelector")
+            .is_none()
+    );
+    assert_eq!(
+        affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+            ["labelSelector"],
+        json!({"matchExpressions": [{"key": "tenant", "operator": "In", "values": ["a"]}]})
+    );
+    // The second term is refused for its keys without a selector, as kube does.
+    assert_eq!(
+        causes("", "pods", created),
+        [
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].matchLabelKeys: Forbidden: must not be specified when labelSelector is not set"
+        ]
+    );
+    // A key both in the selector and merged from matchLabelKeys is refused after the merge.
+    let mut doubled = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            term(json!({"matchLabels": {"app": "web"}}), json!(["app"]), json!([]))]}}}));
+    doubled["metadata"]["labels"] = json!({"app": "web"});
+    super::workloads::prepare_created(&def("", "pods"), &mut doubled);
+    assert_eq!(
+        causes("", "pods", doubled),
+        [
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0][0]: Invalid value: \"app\": exists in both matchLabelKeys and labelSelector"
+        ]
+    );
+    // Without the label, nothing is added (not even an empty list).
+    let mut unlabeled = pod(json!({"containers": [{"name": "c", "image": "x"}],
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            term(json!({"matchLabels": {"app": "web"}}), json!(["app"]), json!([]))]}}}));
+    let before = unlabeled.clone();
+    super::workloads::prepare_created(&def("", "pods"), &mut unlabeled);
+    assert_eq!(unlabeled, before);
+}
+
+#[test]
+fn status_ips_are_checked_when_an_update_changes_them() {
+    let def = def("", "pods");
+    let with_status = |status: Value| {
+        let mut object = pod(json!({"containers": [{"name": "c", "image": "x"}]}));
+        object["status"] = status;
+        crate::defaults::apply_defaults(&def, &mut object);
+        object
+    };
+    let update = |status: Value, old: &Value| -> Vec<String> {
+        match validate(&def, &with_status(status), Some(old)) {
+            Ok(()) => Vec::new(),
+            Err(err) => err.details.as_ref().unwrap()["causes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}: {}",
+                        c["field"].as_str().unwrap(),
+                        c["message"].as_str().unwrap()
+                    )
+                })
+                .collect(),
+        }
+    };
+    // A status the client set on create is kept: unchanged, it is not checked again.
+    let stored = with_status(json!({"podIPs": [{"ip": "bogus"}]}));
+    assert_eq!(
+        update(json!({"podIPs": [{"ip": "bogus"}]}), &stored),
+        Vec::<String>::new()
+    );
+    let old = with_status(json!({}));
+    let ip = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+    assert_eq!(
+        update(json!({"podIPs": [{"ip": "10.0.0.256"}]}), &old),
+        [format!(
+            "status.podIPs[0]: Invalid value: \"10.0.0.256\": {ip}"
+        )]
+    );
+    assert_eq!(
+        update(
+            json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.1"}]}),
+            &old
+        ),
+        [
+            "status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:\"10.0.0.1\"}, core.PodIP{IP:\"10.0.0.1\"}}: may specify no more than one IP for each IP family",
+            "status.podIPs[1]: Duplicate value: core.PodIP{IP:\"10.0.0.1\"}",
+        ]
+    );
+    // An IPv4-mapped IPv6 address is of the IPv4 family, as Go's `To4` reads it.
+    assert_eq!(
+        update(
+            json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "::ffff:10.0.0.2"}]}),
+            &old
+        )
+        .len(),
+        1
+    );
+    assert_eq!(
+        update(
+            json!({"hostIP": "10.0.0.9", "hostIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}, {"ip": "fd00::1"}]}),
+            &old
+        ),
+        [
+            "status.hostIPs[0].ip: Invalid value: \"10.0.0.1\": must be equal to `hostIP`",
+            "status.hostIPs[2]: Duplicate value: core.HostIP{IP:\"fd00::1\"}",
+            "status.hostIPs: Invalid value: []core.HostIP{core.HostIP{IP:\"10.0.0.1\"}, core.HostIP{IP:\"fd00::1\"}, core.HostIP{IP:\"fd00::1\"}}: may specify no more than one IP for each IP family",
+        ]
+    );
+    assert_eq!(
+        update(
+            json!({"hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+            "podIP": "10.1.0.1", "podIPs": [{"ip": "010.1.0.1"}, {"ip": "fd01::1"}]}),
+            &old
+        ),
+        Vec::<String>::new()
+    );
+}

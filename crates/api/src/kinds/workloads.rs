@@ -25,7 +25,14 @@
 //!     `ValidatePodSpec` as [`super::pod_spec`] states it — volumes, containers, init and
 //!     ephemeral containers (ports, env, mounts, resources, probes, lifecycle, security
 //!     contexts, restart policies) and the pod-level fields, in kube's order; a Pod's
-//!     containers have an image (templates' too, as kube's `validateContainerCommon`).
+//!     containers have an image (templates' too, as kube's `validateContainerCommon`). The
+//!     seccomp and AppArmor annotations of a Pod or template (StatefulSets' included) are
+//!     checked before its spec, their agreement with the profile fields after it (a Pod's
+//!     on create only); a Pod update that changes its status IPs gets kube's
+//!     `validatePodIPs` / `validateHostIPs`.
+//!   - A created Pod's pod (anti-)affinity terms get their `matchLabelKeys` /
+//!     `mismatchLabelKeys` merged into their selectors before validation
+//!     ([`prepare_created`], kube's `mutatePodAffinity`).
 //!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
 //!     `backoffLimit` are not negative; Deployments, ReplicaSets, StatefulSets and DaemonSets
 //!     have a selector that is not empty, matches their template's labels (`spec.template.
@@ -64,8 +71,13 @@ pub fn convert(def: &ResourceDef, object: &mut Value) {
 /// set): a Job without `manualSelector` gets the labels `job-name`,
 /// `batch.kubernetes.io/job-name`, `controller-uid` and `batch.kubernetes.io/controller-uid`
 /// on its pod template and a selector of its uid (`generateSelector`), labels it sets itself
-/// kept.
+/// kept; a Pod's affinity terms get their `matchLabelKeys` / `mismatchLabelKeys` merged into
+/// their selectors (`merge_label_keys`).
 pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
+    if (def.group.as_str(), def.kind.as_str()) == ("", "Pod") {
+        merge_label_keys(object);
+        return;
+    }
     if (def.group.as_str(), def.kind.as_str()) != ("batch", "Job")
         || object
             .pointer("/spec/manualSelector")
@@ -101,6 +113,82 @@ pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
     selector
         .entry("batch.kubernetes.io/controller-uid")
         .or_insert_with(|| Value::String(uid));
+}
+
+/// kube's `mutatePodAffinity` (`MatchLabelKeysInPodAffinity`, on by default since 1.31) on a
+/// created Pod: each pod (anti-)affinity term with a `labelSelector` gets, for each of its
+/// `matchLabelKeys` the pod has as a label, the requirement `key In (value)`, and for each
+/// `mismatchLabelKeys` one `key NotIn (value)`, appended to the selector's
+/// `matchExpressions`. The keys' lists are kept; a template's terms are left as they are.
+fn merge_label_keys(pod: &mut Value) {
+    let labels = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let Some(affinity) = pod
+            .pointer_mut(&format!("/spec/affinity/{kind}"))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        for (list, nested) in [
+            ("requiredDuringSchedulingIgnoredDuringExecution", false),
+            ("preferredDuringSchedulingIgnoredDuringExecution", true),
+        ] {
+            for term in affinity
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                let term = if nested {
+                    term.get_mut("podAffinityTerm")
+                } else {
+                    Some(term)
+                };
+                if let Some(Value::Object(term)) = term {
+                    merge_term(term, &labels);
+                }
+            }
+        }
+    }
+}
+
+/// `applyMatchLabelKeysAndMismatchLabelKeys` of one term.
+fn merge_term(term: &mut Map<String, Value>, labels: &Map<String, Value>) {
+    let keys = |field: &str| -> Vec<String> {
+        term.get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect()
+    };
+    let (matches, mismatches) = (keys("matchLabelKeys"), keys("mismatchLabelKeys"));
+    let Some(Value::Object(selector)) = term.get_mut("labelSelector") else {
+        return;
+    };
+    let added: Vec<Value> = [(matches, "In"), (mismatches, "NotIn")]
+        .into_iter()
+        .flat_map(|(keys, operator)| {
+            keys.into_iter().filter_map(move |key| {
+                let value = labels.get(&key)?;
+                Some(serde_json::json!({"key": key, "operator": operator, "values": [value]}))
+            })
+        })
+        .collect();
+    if added.is_empty() {
+        return;
+    }
+    let expressions = selector
+        .entry("matchExpressions")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    match expressions {
+        Value::Array(expressions) => expressions.extend(added),
+        other => *other = Value::Array(added),
+    }
 }
 
 /// The map at `key` of `map`, made one when absent or not a map (Go's nested structs and
@@ -160,6 +248,8 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            let metadata = object.get("metadata");
+            pod_spec::pod_annotations(metadata, object.get("spec"), "metadata.annotations", causes);
             pod_spec::validate(
                 object.get("spec"),
                 "spec",
@@ -168,19 +258,23 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 old.is_none(),
                 causes,
             );
+            match old {
+                None => {
+                    pod_spec::annotations_match_fields(metadata, object.get("spec"), "spec", causes)
+                }
+                Some(old) => pod_spec::status_ips(object, old, causes),
+            }
         }
         ("", "PodTemplate") => {
-            if let Some(template) = object.get("template") {
+            let template = object.get("template");
+            if let Some(template) = template {
                 template_metadata(template, "template", causes);
             }
-            pod_spec::validate(
-                object.pointer("/template/spec"),
-                "template.spec",
-                false,
-                "",
-                false,
-                causes,
-            );
+            let metadata = template.and_then(|t| t.get("metadata"));
+            let spec = object.pointer("/template/spec");
+            pod_spec::pod_annotations(metadata, spec, "template.annotations", causes);
+            pod_spec::validate(spec, "template.spec", false, "", false, causes);
+            pod_spec::annotations_match_fields(metadata, spec, "template.spec", causes);
         }
         ("", "ReplicationController") => {
             nonnegative(object, "replicas", causes);
@@ -278,6 +372,12 @@ fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes
         return;
     };
     template_metadata(template, path, causes);
+    pod_spec::pod_annotations(
+        template.get("metadata"),
+        template.get("spec"),
+        &format!("{path}.annotations"),
+        causes,
+    );
     if stateful {
         // kube's `ValidatePodTemplateSpecForStatefulSet` leaves the spec unchecked (its volume
         // claim templates are volumes the spec does not list) but for its restart policy and
@@ -298,6 +398,12 @@ fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes
             false,
             "",
             false,
+            causes,
+        );
+        pod_spec::annotations_match_fields(
+            template.get("metadata"),
+            template.get("spec"),
+            &format!("{path}.spec"),
             causes,
         );
     }
