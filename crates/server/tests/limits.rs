@@ -691,7 +691,11 @@ async fn never_reading_clients_are_bounded_and_released() {
             "reason=\"deadline\""
         ),
         clients as u64,
-        "every watch ended at its deadline"
+        "every watch ended at its deadline: {}",
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_terminated_watchers_total{"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let stalls = metric_sum(
         &text,
