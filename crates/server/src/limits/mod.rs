@@ -89,9 +89,12 @@
 //! overhead; it is released at its deadline (`timeoutSeconds`): the cache ends it then, and
 //! its connection is closed `--watch-release-grace-seconds` later if the response could not
 //! finish. That grace counts from when the handler answered, never from admission: the cache's
-//! deadline runs from the handler's registration of the watch, which on a busy server comes
-//! later (a release timed from admission closed such connections before the cache had ended
-//! their watches, uncounted as deadline ends). README's "Limits" section gives the bound that
+//! deadline runs from the handler's registration of the watch, which comes later when its
+//! start waited (for the current revision, from the store or an upstream) or the server was
+//! busy; timed from admission, the release could close the connection before the cache had
+//! ended the watch (then forgotten, not counted as a deadline end). The cache ends watches
+//! one after another, so many expiring at once on a loaded machine need the grace to be more
+//! than a second (the default is 5 s). README's "Limits" section gives the bound that
 //! `tests/limits.rs` checks with 10,000 such clients.
 
 use std::collections::HashMap;
