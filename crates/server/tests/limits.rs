@@ -697,7 +697,8 @@ async fn never_reading_clients_are_bounded_and_released() {
         clients as u64,
         "every watch ended at its deadline: {}",
         text.lines()
-            .filter(|l| l.starts_with("apiserver_terminated_watchers_total{"))
+            .filter(|l| l.starts_with("apiserver_terminated_watchers_total{")
+                && l.contains("configmaps"))
             .collect::<Vec<_>>()
             .join("\n")
     );
