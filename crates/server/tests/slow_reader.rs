@@ -11,6 +11,10 @@ use watchkeeper::config::ServeArgs;
 async fn run(mode: &str) -> (Vec<u64>, Vec<u64>, bool, watchkeeper::Server) {
     let server = server_with(ServeArgs {
         watch_mode: Some(mode.to_owned()),
+        // The client reads nothing while the 1,500 creates run: on a loaded machine they took
+        // more than the default 60 s, and the write timeout, not the cache, closed the
+        // stream. Only the cache's handling of the stall is under test here.
+        write_timeout_ms: Some(3_600_000),
         ..ServeArgs::default()
     })
     .await;

@@ -86,8 +86,16 @@
 //! Such a watch costs its queue (at most `queue-capacity-max` items, each a shared pointer to
 //! an event the cache keeps anyway), the connection's buffered response (hyper's buffer,
 //! bounded by `max-header-bytes` + 16 KiB, see the connection layer in `http`), and a fixed per-connection
-//! overhead; it is released at its deadline (`timeoutSeconds`). README's "Limits" section
-//! gives the bound that `tests/limits.rs` checks with 10,000 such clients.
+//! overhead; it is released at its deadline (`timeoutSeconds`): the cache ends it then, and
+//! its connection is closed `--watch-release-grace-seconds` later if the response could not
+//! finish. That grace counts from when the handler answered, never from admission: the cache's
+//! deadline runs from the handler's registration of the watch, which comes later when its
+//! start waited (for the current revision, from the store or an upstream) or the server was
+//! busy; timed from admission, the release could close the connection before the cache had
+//! ended the watch (then forgotten, not counted as a deadline end). The cache ends watches
+//! one after another, so many expiring at once on a loaded machine need the grace to be more
+//! than a second (the default is 5 s). README's "Limits" section gives the bound that
+//! `tests/limits.rs` checks with 10,000 such clients.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -828,13 +836,14 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     let mut slot = None;
     if let Some(options) = &watch {
         match limits.admit_watch(&flow, connection.as_ref()) {
-            Ok(mut taken) => {
-                // The handler's deadline: timeoutSeconds, or at most twice the minimum.
+            Ok(taken) => {
+                // The handler's deadline: timeoutSeconds, or at most twice the minimum. It
+                // runs from when the handler registers the watch (after its start is
+                // resolved), so the release is armed once the handler answered, below.
                 let deadline = options
                     .timeout_seconds
                     .map_or(limits.min_request_timeout * 2, Duration::from_secs);
-                taken.release_after(deadline + config.watch_release_grace);
-                watch_slot = Some(taken);
+                watch_slot = Some((taken, deadline + config.watch_release_grace));
             }
             Err((limit, error)) => return limits.reject(limit, &error),
         }
@@ -924,7 +933,13 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         .exact()
         .is_some_and(|bytes| bytes <= SMALL_ANSWER_BYTES);
     match (watch_slot, slot) {
-        (Some(watch_slot), _) => response.map(|body| HoldBody::wrap(body, watch_slot)),
+        (Some((mut watch_slot, release_in)), _) => {
+            // Armed only now: the cache's deadline for this watch was set by the handler,
+            // which may have started long after admission on a busy server; from here the
+            // release is never before that deadline plus the grace.
+            watch_slot.release_after(release_in);
+            response.map(|body| HoldBody::wrap(body, watch_slot))
+        }
         (None, Some(_)) if small => response,
         (None, Some(slot)) => response.map(|body| HoldBody::wrap(body, slot)),
         (None, None) => response,
