@@ -88,7 +88,8 @@
 //! bounded by `max-header-bytes` + 16 KiB, see the connection layer in `http`), and a fixed per-connection
 //! overhead; it is released at its deadline (`timeoutSeconds`): the cache ends it then, and
 //! its connection is closed `--watch-release-grace-seconds` later if the response could not
-//! finish. That grace counts from when the handler answered, never from admission: the cache's
+//! finish. That grace counts from when the handler answered (armed at admission too, for a
+//! handler that never answers, then re-armed), never only from admission: the cache's
 //! deadline runs from the handler's registration of the watch, which comes later when its
 //! start waited (for the current revision, from the store or an upstream) or the server was
 //! busy; timed from admission, the release could close the connection before the cache had
@@ -574,8 +575,12 @@ struct WatchSlot {
 }
 
 impl WatchSlot {
-    /// Arms the release: `after` from now, the connection is closed unless the slot is gone.
+    /// Arms the release: `after` from now, the connection is closed unless the slot is gone
+    /// (a release armed before is replaced).
     fn release_after(&mut self, after: Duration) {
+        if let Some(release) = self.release.take() {
+            release.abort();
+        }
         if let Some(connection) = &self.connection {
             let connection = connection.clone();
             self.release = Some(tokio::spawn(async move {
@@ -836,14 +841,17 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     let mut slot = None;
     if let Some(options) = &watch {
         match limits.admit_watch(&flow, connection.as_ref()) {
-            Ok(taken) => {
+            Ok(mut taken) => {
                 // The handler's deadline: timeoutSeconds, or at most twice the minimum. It
                 // runs from when the handler registers the watch (after its start is
-                // resolved), so the release is armed once the handler answered, below.
+                // resolved), so the release is armed again once the handler answered, below;
+                // armed now too, for a handler that never answers.
                 let deadline = options
                     .timeout_seconds
                     .map_or(limits.min_request_timeout * 2, Duration::from_secs);
-                watch_slot = Some((taken, deadline + config.watch_release_grace));
+                let release_in = deadline + config.watch_release_grace;
+                taken.release_after(release_in);
+                watch_slot = Some((taken, release_in));
             }
             Err((limit, error)) => return limits.reject(limit, &error),
         }
