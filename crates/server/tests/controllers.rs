@@ -40,18 +40,7 @@ async fn create(addr: SocketAddr, path: &str, body: &Value) -> String {
 /// Creates the CRD `widgets.example.com` (namespaced `Widget`, served at `v1`) and the
 /// Widget `default/w`; its uid.
 async fn widget_of_a_new_crd(addr: SocketAddr) -> String {
-    create(
-        addr,
-        CRDS,
-        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "widgets", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
-    )
-    .await;
+    create(addr, CRDS, &common::widgets_crd()).await;
     create(
         addr,
         "/apis/example.com/v1/namespaces/default/widgets",

@@ -76,18 +76,7 @@ fn terminating(crd: &Value) -> Option<(String, String, String)> {
 }
 
 async fn create_widgets_crd(addr: SocketAddr) {
-    create(
-        addr,
-        CRDS,
-        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                "names": {"plural": "widgets", "kind": "Widget"},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]}}),
-    )
-    .await;
+    create(addr, CRDS, &common::widgets_crd()).await;
 }
 
 fn widget(name: &str, finalizers: &[&str]) -> Value {

@@ -25,6 +25,17 @@ pub fn configmap(name: &str, payload: usize) -> Value {
     watchkeeper_testkit::configmap(name, payload)
 }
 
+/// The CRD `widgets.example.com`: namespaced `Widget`, served and stored at `v1`, any fields.
+pub fn widgets_crd() -> Value {
+    serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
 pub async fn server() -> Server {
     server_with(ServeArgs::default()).await
 }
