@@ -98,25 +98,6 @@ async fn delete(addr: SocketAddr, path: &str, options: &Value) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-/// The value of the `/metrics` sample `sample` once it is at least `least`: a controller's
-/// counter moves once the write it counts has returned, which may be after a watcher saw it.
-async fn counted_at_least(addr: SocketAddr, sample: &str, least: u64) -> u64 {
-    let read = async {
-        loop {
-            let (_, metrics) = request(addr, "GET", "/metrics", "text/plain", "").await;
-            let value = metrics
-                .lines()
-                .find_map(|line| line.strip_prefix(sample)?.trim().parse::<u64>().ok());
-            if let Some(value) = value.filter(|value| *value >= least) {
-                return value;
-            }
-        }
-    };
-    tokio::time::timeout(common::HANG_GUARD, read)
-        .await
-        .expect("the counter reached its value")
-}
-
 /// Goal: a DELETE without options (Background, the default of Deployments) removes the owner
 /// at once and the collector then deletes the chain under it (ReplicaSet, then its Pod); an
 /// object with a second, live owner only loses the reference to the gone one; an object
@@ -213,7 +194,7 @@ async fn background_deletion_collects_the_chain_of_dependents() {
     let (status, _) = get_json(addr, &format!("{CMS}/shared")).await;
     assert_eq!(status, 200, "a dependent with a live owner stays");
     assert_eq!(
-        counted_at_least(
+        common::metric_at_least(
             addr,
             "watchkeeper_garbage_collector_writes_total{kind=\"deleted\"}",
             4

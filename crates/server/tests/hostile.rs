@@ -19,7 +19,9 @@ use tokio::net::TcpStream;
 use watchkeeper::config::ServeArgs;
 use watchkeeper_testkit::raw::{self, Answer};
 
-use common::{HANG_GUARD, configmap, request, server_with, until, until_closed};
+use common::{
+    HANG_GUARD, configmap, metrics_text, rejections, request, server_with, until, until_closed,
+};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -121,18 +123,6 @@ async fn every_other_path_form_is_refused_before_routing() {
     server.shutdown().await;
 }
 
-async fn metrics(addr: SocketAddr) -> String {
-    request(addr, "GET", "/metrics", "text/plain", "").await.1
-}
-
-fn rejections(text: &str, limit: &str) -> u64 {
-    let prefix = format!("watchkeeper_limit_rejections_total{{limit=\"{limit}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_hyper_makes_by_itself_are_status_answers() {
     let server = server_with(ServeArgs {
@@ -188,7 +178,7 @@ async fn refusals_hyper_makes_by_itself_are_status_answers() {
         );
     }
     // The server still serves, and counted each refusal.
-    let text = metrics(addr).await;
+    let text = metrics_text(addr).await;
     assert_eq!(rejections(&text, "uri_length"), 1, "{text}");
     assert_eq!(rejections(&text, "header_bytes"), 2, "{text}");
     assert_eq!(rejections(&text, "malformed_request"), 3, "{text}");
@@ -253,7 +243,7 @@ async fn a_plain_loopback_listener_answers_loopback_host_names_only() {
             answer.body
         );
     }
-    let text = metrics(addr).await;
+    let text = metrics_text(addr).await;
     assert_eq!(rejections(&text, "host"), 7, "{text}");
     server.shutdown().await;
 }
@@ -505,7 +495,7 @@ async fn connections_doing_nothing_are_closed() {
     let event = watch.next().await.expect("the watch is still open");
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["metadata"]["name"], "after-idle");
-    let text = metrics(addr).await;
+    let text = metrics_text(addr).await;
     assert!(rejections(&text, "request_header_timeout") >= 2, "{text}");
     assert!(rejections(&text, "idle_timeout") >= 2, "{text}");
     server.shutdown().await;
@@ -556,7 +546,7 @@ async fn a_client_that_stops_reading_is_disconnected_at_the_write_timeout() {
     until(|| limits.inflight(false) == 0).await;
     let received = until_closed(&mut stalled).await;
     assert!(received < length, "{received} of {length} bytes");
-    let text = metrics(addr).await;
+    let text = metrics_text(addr).await;
     assert_eq!(rejections(&text, "write_timeout"), 1, "{text}");
     server.shutdown().await;
 }
@@ -703,7 +693,7 @@ async fn a_json_patch_bomb_is_refused_and_counted() {
         "{}",
         refused.body
     );
-    let text = metrics(addr).await;
+    let text = metrics_text(addr).await;
     assert_eq!(rejections(&text, "json_patch_copy_bytes"), 1, "{text}");
     // The object is unchanged.
     let got = exchange(addr, "GET", &format!("{CM}/target"), "").await;
@@ -848,7 +838,7 @@ async fn large_objects_written_fast_hold_a_bounded_history() {
         assert_eq!(event["object"]["data"]["i"], i.to_string());
     }
     let bytes = configmaps_gauge(
-        &metrics(addr).await,
+        &metrics_text(addr).await,
         "watchkeeper_watch_cache_history_bytes",
     );
     assert!(

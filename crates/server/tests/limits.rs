@@ -13,7 +13,6 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 use watchkeeper::limits::Limit;
 use watchkeeper_store::{RangeRequest, Store};
@@ -63,20 +62,6 @@ fn assert_too_many(answer: &Answer) {
     assert_status(answer, 429, "TooManyRequests");
     assert!(answer.head.contains("retry-after: 1"), "{}", answer.head);
     assert_eq!(answer.json()["details"]["retryAfterSeconds"], 1);
-}
-
-async fn metrics(server: &Server) -> String {
-    request(server.addr, "GET", "/metrics", "text/plain", "")
-        .await
-        .1
-}
-
-fn rejections(text: &str, limit: &str) -> u64 {
-    let prefix = format!("watchkeeper_limit_rejections_total{{limit=\"{limit}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
 }
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
@@ -140,9 +125,9 @@ async fn body_object_and_header_sizes() {
     let status_json: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(status_json["reason"], "RequestHeaderFieldsTooLarge");
 
-    let text = metrics(&server).await;
-    assert_eq!(rejections(&text, Limit::RequestBody.as_str()), 2);
-    assert_eq!(rejections(&text, Limit::Header.as_str()), 2);
+    let text = common::metrics_text(server.addr).await;
+    assert_eq!(common::rejections(&text, Limit::RequestBody.as_str()), 2);
+    assert_eq!(common::rejections(&text, Limit::Header.as_str()), 2);
     server.shutdown().await;
 
     // The object size (1.5 MiB) is separate from the body size (3 MiB by default).
@@ -237,10 +222,13 @@ async fn in_flight_requests_and_the_body_timeout() {
     .await;
     assert_eq!(status, 201, "{text}");
 
-    let text = metrics(&server).await;
-    assert_eq!(rejections(&text, Limit::Inflight.as_str()), 2);
-    assert_eq!(rejections(&text, Limit::MutatingInflight.as_str()), 1);
-    assert_eq!(rejections(&text, Limit::BodyTimeout.as_str()), 2);
+    let text = common::metrics_text(server.addr).await;
+    assert_eq!(common::rejections(&text, Limit::Inflight.as_str()), 2);
+    assert_eq!(
+        common::rejections(&text, Limit::MutatingInflight.as_str()),
+        1
+    );
+    assert_eq!(common::rejections(&text, Limit::BodyTimeout.as_str()), 2);
     server.shutdown().await;
 }
 
@@ -308,8 +296,8 @@ async fn watches_in_total_and_per_user() {
         "",
     )
     .await;
-    assert_eq!(rejections(&text, Limit::WatchesPerUser.as_str()), 1);
-    assert_eq!(rejections(&text, Limit::Watches.as_str()), 1);
+    assert_eq!(common::rejections(&text, Limit::WatchesPerUser.as_str()), 1);
+    assert_eq!(common::rejections(&text, Limit::Watches.as_str()), 1);
     assert!(text.contains("watchkeeper_open_watches 3"), "{text}");
     server.shutdown().await;
 }
@@ -791,7 +779,7 @@ async fn a_client_that_never_reads_pushes_back_within_the_send_buffer_bound() {
     put_versions(addr, writes).await;
     let stalls = || async {
         metric_sum(
-            &metrics(&server).await,
+            &common::metrics_text(server.addr).await,
             "apiserver_watch_cache_watcher_stalls_total{",
             "configmaps",
         )
@@ -888,14 +876,6 @@ async fn served_plurals(addr: SocketAddr, version: &str) -> Vec<String> {
 }
 
 /// The value of the unlabelled metric `name`.
-fn gauge(text: &str, name: &str) -> u64 {
-    let prefix = format!("{name} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics"))
-}
-
 fn assert_versions_refusal(status: u16, body: &Value, name: &str, requested: usize, used: usize) {
     assert_eq!(status, 403, "{body}");
     assert_eq!(
@@ -993,10 +973,16 @@ async fn custom_resource_versions_are_bounded() {
     // An update that adds no version passes at the bound.
     common::merge_patch(addr, &alphas, r#"{"metadata": {"labels": {"a": "b"}}}"#).await;
 
-    let text = metrics(&server).await;
-    assert_eq!(rejections(&text, "custom_resource_versions"), 5);
-    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
-    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions_max"), 3);
+    let text = common::metrics_text(server.addr).await;
+    assert_eq!(common::rejections(&text, "custom_resource_versions"), 5);
+    assert_eq!(
+        common::sample(&text, "watchkeeper_custom_resource_versions"),
+        3
+    );
+    assert_eq!(
+        common::sample(&text, "watchkeeper_custom_resource_versions_max"),
+        3
+    );
 
     // A deletion makes room.
     delete_crd_until_gone(addr, "gammas.example.com").await;
@@ -1015,8 +1001,11 @@ async fn custom_resource_versions_are_bounded() {
     let (status, body) = send("POST", CRDS.to_owned(), crd("deltas", 1)).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(served_plurals(addr, "v1").await, ["alphas", "deltas"]);
-    let text = metrics(&server).await;
-    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    let text = common::metrics_text(server.addr).await;
+    assert_eq!(
+        common::sample(&text, "watchkeeper_custom_resource_versions"),
+        3
+    );
     server.shutdown().await;
 }
 
@@ -1102,10 +1091,13 @@ async fn custom_resource_definitions_stored_past_the_bound_are_not_all_served() 
         common::get_json(addr, "/apis/example.com/v1/cs").await.0,
         404
     );
-    let text = metrics(&server).await;
-    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    let text = common::metrics_text(server.addr).await;
     assert_eq!(
-        gauge(&text, "watchkeeper_custom_resource_definitions_unserved"),
+        common::sample(&text, "watchkeeper_custom_resource_versions"),
+        3
+    );
+    assert_eq!(
+        common::sample(&text, "watchkeeper_custom_resource_definitions_unserved"),
         2
     );
     // The store holds 6 versions: a new one is refused.
@@ -1117,10 +1109,13 @@ async fn custom_resource_definitions_stored_past_the_bound_are_not_all_served() 
     }
     assert_eq!(served_plurals(addr, "v1").await, ["cs", "ds"]);
     assert_eq!(served_plurals(addr, "v2").await, ["cs"]);
-    let text = metrics(&server).await;
-    assert_eq!(gauge(&text, "watchkeeper_custom_resource_versions"), 3);
+    let text = common::metrics_text(server.addr).await;
     assert_eq!(
-        gauge(&text, "watchkeeper_custom_resource_definitions_unserved"),
+        common::sample(&text, "watchkeeper_custom_resource_versions"),
+        3
+    );
+    assert_eq!(
+        common::sample(&text, "watchkeeper_custom_resource_definitions_unserved"),
         1
     );
     server.shutdown().await;

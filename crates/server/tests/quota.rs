@@ -74,27 +74,19 @@ async fn fill(addr: SocketAddr, payload: usize, exact: bool) -> Vec<String> {
 }
 
 /// The value of an unlabelled series in `/metrics`.
-async fn metric(addr: SocketAddr, name: &str) -> u64 {
-    let (code, text) = request(addr, "GET", "/metrics", "", "").await;
-    assert_eq!(code, 200);
-    text.lines()
-        .find_map(|line| line.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
 /// The whole cycle on one server with a 1 MiB quota and no periodic compaction.
 async fn full_store_cycle(server: &Server) {
     let addr = server.addr;
     let created = fill(addr, 200_000, true).await;
-    assert_eq!(metric(addr, "watchkeeper_store_quota_bytes").await, QUOTA);
     assert_eq!(
-        metric(addr, "watchkeeper_store_quota_refusals_total").await,
+        common::metric(addr, "watchkeeper_store_quota_bytes").await,
+        QUOTA
+    );
+    assert_eq!(
+        common::metric(addr, "watchkeeper_store_quota_refusals_total").await,
         1
     );
-    let full = metric(addr, "watchkeeper_store_size_bytes").await;
+    let full = common::metric(addr, "watchkeeper_store_size_bytes").await;
     assert!(full <= QUOTA, "{full} bytes held");
     // kubectl shows what it shows against a full etcd; an update is a put too.
     let kubectl = Kubectl::new(addr);
@@ -151,7 +143,10 @@ async fn full_store_cycle(server: &Server) {
     ));
     let freed = store.quota_usage().expect("an account").used_bytes;
     assert!(freed < QUOTA / 4, "{freed} bytes held after compaction");
-    assert_eq!(metric(addr, "watchkeeper_store_size_bytes").await, freed);
+    assert_eq!(
+        common::metric(addr, "watchkeeper_store_size_bytes").await,
+        freed
+    );
     let (status, body) = create(addr, "after-compaction", 200_000).await;
     assert_eq!(status, 201, "{body}");
     let (status, object) = common::get_json(addr, &format!("{CONFIGMAPS}/after-compaction")).await;
@@ -194,11 +189,11 @@ async fn a_full_embedded_store_refuses_writes_until_deletes_and_compaction() {
     full_store_cycle(&server).await;
     // Fill it again and restart: still full.
     let created = fill(server.addr, 200_000, true).await;
-    let held = metric(server.addr, "watchkeeper_store_size_bytes").await;
+    let held = common::metric(server.addr, "watchkeeper_store_size_bytes").await;
     server.shutdown().await;
     let server = restarted(args()).await;
     assert_eq!(
-        metric(server.addr, "watchkeeper_store_size_bytes").await,
+        common::metric(server.addr, "watchkeeper_store_size_bytes").await,
         held
     );
     let (status, body) = create(server.addr, "after-restart", 200_000).await;

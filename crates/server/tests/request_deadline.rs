@@ -46,16 +46,10 @@ async fn get_from(from: &str, addr: SocketAddr, path: &str) -> Answer {
         .expect("an answer")
 }
 
+/// Refusals for `limit`, read from the client address `from` (each address has its own share).
 async fn rejections(from: &str, addr: SocketAddr, limit: Limit) -> u64 {
     let text = get_from(from, addr, "/metrics").await.body;
-    let prefix = format!(
-        "watchkeeper_limit_rejections_total{{limit=\"{}\"}} ",
-        limit.as_str()
-    );
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {prefix} in /metrics:\n{text}"))
+    common::rejections(&text, limit.as_str())
 }
 
 /// Whether the answer to a create of the set-up says the object is stored: these servers have
@@ -465,14 +459,6 @@ async fn send_body(
 }
 
 /// The value of the sample `name` (with its labels) in `/metrics`.
-async fn metric(addr: SocketAddr, name: &str) -> u64 {
-    let text = get_from("127.0.0.1", addr, "/metrics").await.body;
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-}
-
 /// Goal: a write with a large body (`--heavy-request-body-bytes`) is handled on the blocking
 /// pool, not on the runtime worker: with one worker, while it is held at a phase boundary (its
 /// thread blocked, as by a long decode or patch), other clients' reads and small writes are
@@ -591,7 +577,7 @@ async fn a_heavy_write_leaves_the_runtime_worker_and_stops_past_its_deadline() {
     );
     assert_eq!(offload.outcomes(), (4, 1));
     assert_eq!(
-        metric(
+        common::metric(
             addr,
             "watchkeeper_heavy_requests_total{outcome=\"answered\"}"
         )
@@ -599,7 +585,7 @@ async fn a_heavy_write_leaves_the_runtime_worker_and_stops_past_its_deadline() {
         4
     );
     assert_eq!(
-        metric(
+        common::metric(
             addr,
             "watchkeeper_heavy_requests_total{outcome=\"stopped\"}"
         )

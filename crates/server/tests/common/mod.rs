@@ -246,3 +246,48 @@ pub async fn stored_keys(server: &Server, prefix: &'static str) -> usize {
     .kvs
     .len()
 }
+
+/// The `/metrics` text of the server at `addr`.
+pub async fn metrics_text(addr: SocketAddr) -> String {
+    let (status, text) = request(addr, "GET", "/metrics", "text/plain", "").await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+/// The value of the sample `name` (with its labels, e.g. `x_total{limit="body"}`) in a
+/// `/metrics` text; the test fails when there is none.
+pub fn sample(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+}
+
+/// The sample `name` of the server at `addr` now.
+pub async fn metric(addr: SocketAddr, name: &str) -> u64 {
+    sample(&metrics_text(addr).await, name)
+}
+
+/// Refusals counted for `limit` (`watchkeeper_limit_rejections_total`) in a `/metrics` text.
+pub fn rejections(text: &str, limit: &str) -> u64 {
+    sample(
+        text,
+        &format!("watchkeeper_limit_rejections_total{{limit=\"{limit}\"}}"),
+    )
+}
+
+/// The sample `name` once it is at least `least`: a counter may move after the answer (or the
+/// watch event) of what it counts.
+pub async fn metric_at_least(addr: SocketAddr, name: &str, least: u64) -> u64 {
+    let read = async {
+        loop {
+            let value = metric(addr, name).await;
+            if value >= least {
+                return value;
+            }
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, read)
+        .await
+        .expect("the counter reached its value")
+}
