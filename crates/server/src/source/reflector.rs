@@ -311,6 +311,9 @@ pub async fn run(
         let revision = listed.revision;
         let ready_at = listed.ready_at;
         let total: usize = listed.objects.iter().map(Vec::len).sum();
+        // Counted before the caches see it: whoever observes the reloaded cache (a 410, an
+        // object only the list has) also observes the count.
+        status.lists.fetch_add(1, Ordering::Relaxed);
         for (feed, objects) in feeds.iter().zip(listed.objects) {
             if let Some(observer) = &observer {
                 observer.reset(&feed.def, revision, &objects);
@@ -325,7 +328,6 @@ pub async fn run(
             }
         }
         lister.observed(revision);
-        status.lists.fetch_add(1, Ordering::Relaxed);
         if let Some(catalog) = catalog.as_mut()
             && let Err(Stop::Relist(error) | Stop::Resume(error) | Stop::Restart(error)) =
                 reconcile(
