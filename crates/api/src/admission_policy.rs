@@ -335,6 +335,56 @@ pub fn admit(
     }
 }
 
+/// Whether a webhook's match criteria (`criteria` holds its `namespaceSelector`,
+/// `objectSelector`, `matchPolicy` and, as `resourceRules`, its `rules`) select the request,
+/// with the same matcher as policies; the resource it matched as.
+///
+/// # Errors
+/// A selector that does not parse (kube's internal error).
+pub(crate) fn matched_as(
+    criteria: &Value,
+    attributes: &Attributes<'_>,
+    cluster: &impl Cluster,
+) -> Result<Option<Equivalent>, String> {
+    Ok(matches(criteria, attributes, cluster)?.map(|m| Equivalent {
+        group: m.group,
+        version: m.version,
+        resource: m.resource,
+        kind: m.kind,
+    }))
+}
+
+/// `request` for the resource the request `matched` as (kube's `CreateAdmissionRequest`):
+/// what a webhook's AdmissionReview and its match conditions see, without `uid`, `object`
+/// and `oldObject`.
+pub(crate) fn request_as(attributes: &Attributes<'_>, matched: &Equivalent) -> Value {
+    request_value(
+        attributes,
+        &Matched {
+            group: matched.group.clone(),
+            version: matched.version.clone(),
+            resource: matched.resource.clone(),
+            kind: matched.kind.clone(),
+        },
+    )
+}
+
+/// A webhook's `matchConditions` on the request (kube's `matchconditions.Matcher`, in the
+/// policies' CEL environment and budget): all true, one false, or the evaluation's error.
+///
+/// # Errors
+/// The errors of the conditions that did not evaluate (none false).
+pub(crate) fn conditions_hold(
+    conditions: &Value,
+    attributes: &Attributes<'_>,
+    matched: &Equivalent,
+) -> Result<bool, String> {
+    let holder = json!({"spec": {"matchConditions": conditions}});
+    let shared = Shared::new(attributes, None);
+    let request = request_as(attributes, matched);
+    Evaluation::new(&holder, &shared, &request, None).match_conditions()
+}
+
 /// The first denial.
 struct Denial {
     policy: String,

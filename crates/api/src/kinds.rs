@@ -222,6 +222,12 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
                 match_resources_defaults(resources);
             }
         }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            webhooks::defaults(object, false);
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            webhooks::defaults(object, true);
+        }
         ("flowcontrol.apiserver.k8s.io", "FlowSchema") => {
             if let Some(spec) = map_at(object, "spec") {
                 let unset = spec
@@ -286,6 +292,12 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             admission_policy_binding(object, &mut causes);
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            webhooks::validate(object, false, &mut causes);
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            webhooks::validate(object, true, &mut causes);
         }
         ("flowcontrol.apiserver.k8s.io", "FlowSchema") => flow_schema(object, &mut causes),
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
@@ -1845,6 +1857,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 mod pod_spec;
 #[cfg(test)]
 mod pod_spec_tests;
+pub mod webhooks;
 pub mod workloads;
 
 #[cfg(test)]

@@ -44,6 +44,7 @@
 //! update. Refusals go out as [`ApiError::to_status_body`].
 
 pub mod admission_policy;
+pub mod admission_webhook;
 pub mod apply;
 pub mod cel_rules;
 pub mod certificates;
