@@ -369,6 +369,10 @@ pub struct ServeArgs {
     /// kube-apiserver's 2^32; otherwise 600 to 4294967296 [default: 0].
     #[arg(long)]
     pub service_account_max_token_expiration_seconds: Option<u64>,
+    /// Calls to admission webhooks in flight at once, over all requests; a call waits for a
+    /// slot within its own `timeoutSeconds` (1 to 10000; store modes) [default: 64].
+    #[arg(long)]
+    pub webhook_calls_max: Option<usize>,
 }
 
 impl ServeArgs {
@@ -463,7 +467,8 @@ impl ServeArgs {
             service_account_key_file,
             service_account_jwks_uri,
             api_audiences,
-            service_account_max_token_expiration_seconds
+            service_account_max_token_expiration_seconds,
+            webhook_calls_max
         )
     }
 }
@@ -545,6 +550,9 @@ pub struct ServeConfig {
     pub service_node_port_range: (u16, u16),
     /// Service account tokens (`--service-account-*`, `--api-audiences`).
     pub service_accounts: ServiceAccountConfig,
+    /// `--webhook-calls-max`: admission webhook calls in flight at once (see
+    /// `crate::webhook::client`).
+    pub webhook_calls_max: usize,
 }
 
 /// How service account tokens are issued and accepted (see `auth::serviceaccount`).
@@ -675,6 +683,10 @@ pub mod defaults {
     pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
     /// `--service-account-max-token-expiration-seconds` (no cap).
     pub const SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION_SECONDS: u64 = 0;
+    /// `--webhook-calls-max`.
+    pub const WEBHOOK_CALLS_MAX: usize = 64;
+    /// The largest `--webhook-calls-max`.
+    pub const WEBHOOK_CALLS_MAX_LIMIT: usize = 10_000;
 }
 
 /// A CIDR range such as `10.0.0.0/24` or `fd00::/108`, its address masked to the network.
@@ -952,6 +964,7 @@ impl UpstreamConfig {
                 args.service_account_max_token_expiration_seconds.is_some(),
                 "--service-account-max-token-expiration-seconds",
             ),
+            (args.webhook_calls_max.is_some(), "--webhook-calls-max"),
         ] {
             if given {
                 return Err(ConfigError::combination(
@@ -1214,6 +1227,17 @@ impl ServeConfig {
                 ),
             ));
         }
+        let webhook_calls_max = args
+            .webhook_calls_max
+            .unwrap_or(defaults::WEBHOOK_CALLS_MAX);
+        if !(1..=defaults::WEBHOOK_CALLS_MAX_LIMIT).contains(&webhook_calls_max) {
+            return Err(ConfigError::flag(
+                "--webhook-calls-max",
+                format!(
+                    "--webhook-calls-max {webhook_calls_max}: must be between 1 and 10000 calls"
+                ),
+            ));
+        }
         let consistency_ms = args
             .consistency_check_interval_ms
             .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
@@ -1306,6 +1330,7 @@ impl ServeConfig {
             service_cluster_ip_ranges,
             service_node_port_range,
             service_accounts,
+            webhook_calls_max,
         })
     }
 }
@@ -1510,6 +1535,7 @@ mod tests {
                     .max_token_expiration_seconds
                     .map_or_else(|| "0".to_owned(), |s| s.to_string()),
             ),
+            ("webhook-calls-max", config.webhook_calls_max.to_string()),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");

@@ -263,6 +263,9 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     collect_consistency(app, &mut scrape);
     if let Some(store) = app.source.as_store_source() {
         collect_custom_resources(app, store.custom_resource_versions(), &mut scrape);
+        if let Some(webhooks) = store.webhooks() {
+            webhooks.collect(&mut scrape);
+        }
     }
     if let Some(collector) = app.garbage_collector {
         collect_garbage_collector(collector, &mut scrape);

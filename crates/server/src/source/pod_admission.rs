@@ -68,6 +68,10 @@ pub struct AdmissionPlugins {
     pub pod_security: bool,
     /// `ValidatingAdmissionPolicy` (`super::policy_admission`).
     pub validating_admission_policy: bool,
+    /// `MutatingAdmissionWebhook` (`crate::webhook`).
+    pub mutating_admission_webhook: bool,
+    /// `ValidatingAdmissionWebhook` (`crate::webhook`).
+    pub validating_admission_webhook: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -84,13 +88,15 @@ impl Default for AdmissionPlugins {
             taint_nodes_by_condition: true,
             pod_security: true,
             validating_admission_policy: true,
+            mutating_admission_webhook: true,
+            validating_admission_webhook: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 13] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -102,6 +108,8 @@ impl AdmissionPlugins {
         "TaintNodesByCondition",
         "PodSecurity",
         "ValidatingAdmissionPolicy",
+        "MutatingAdmissionWebhook",
+        "ValidatingAdmissionWebhook",
     ];
 
     /// Every plugin but those `disabled` names.
@@ -123,6 +131,8 @@ impl AdmissionPlugins {
                 "TaintNodesByCondition" => &mut plugins.taint_nodes_by_condition,
                 "PodSecurity" => &mut plugins.pod_security,
                 "ValidatingAdmissionPolicy" => &mut plugins.validating_admission_policy,
+                "MutatingAdmissionWebhook" => &mut plugins.mutating_admission_webhook,
+                "ValidatingAdmissionWebhook" => &mut plugins.validating_admission_webhook,
                 other => return Err(other.to_owned()),
             };
             *enabled = false;

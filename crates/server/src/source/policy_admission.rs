@@ -27,6 +27,7 @@ use watchkeeper_core::object_key;
 use crate::cache::Resource;
 
 /// The write being admitted.
+#[derive(Clone, Copy)]
 pub struct Write<'a> {
     /// The resource written.
     pub resource: &'a Resource,
@@ -44,8 +45,9 @@ pub struct Write<'a> {
     pub manager: &'a str,
 }
 
-/// The caches of the served resources, as policies look things up in them.
-struct Caches<'r>(&'r [Arc<Resource>]);
+/// The caches of the served resources, as policies (and webhooks, `crate::webhook`) look
+/// things up in them.
+pub struct Caches<'r>(pub &'r [Arc<Resource>]);
 
 /// The served (`group`, `plural`) resource of `resources` at its stored version (not a
 /// converted view).
@@ -147,7 +149,16 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
         return Ok(Vec::new());
     }
     let policies = caches.objects(caches.served(group, "validatingadmissionpolicies"), None);
-    let any = write.object.or(write.old).unwrap_or(&Value::Null);
+    let attributes = attributes(write);
+    admission_policy::admit(&policies, &bindings, &attributes, &caches)
+}
+
+/// What admission knows of `write` (kube's `admission.Attributes`): its name, namespace (a
+/// Namespace's own name), operation, user and options.
+#[must_use]
+pub fn attributes<'a>(write: &Write<'a>) -> Attributes<'a> {
+    let def = &write.resource.def;
+    let any: &'a Value = write.object.or(write.old).unwrap_or(&NULL);
     let text = |pointer: &str| {
         any.pointer(pointer)
             .and_then(Value::as_str)
@@ -186,7 +197,7 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
     if operation != Operation::Delete && !write.manager.is_empty() {
         options["fieldManager"] = json!(write.manager);
     }
-    let attributes = Attributes {
+    Attributes {
         def,
         subresource: write.subresource,
         name,
@@ -197,6 +208,7 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
         user: Value::Object(user),
         dry_run: write.dry_run,
         options,
-    };
-    admission_policy::admit(&policies, &bindings, &attributes, &caches)
+    }
 }
+
+static NULL: Value = Value::Null;

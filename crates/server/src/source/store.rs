@@ -122,6 +122,8 @@ pub struct StoreSource {
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
     offload: Arc<crate::offload::Offload>,
+    /// The admission webhooks' plugins (`crate::webhook`); without them none is called.
+    webhooks: Option<Arc<crate::webhook::Webhooks>>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -370,6 +372,7 @@ impl StoreSource {
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
+            webhooks: None,
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -404,6 +407,19 @@ impl StoreSource {
     pub fn with_offload(mut self, offload: Arc<crate::offload::Offload>) -> StoreSource {
         self.offload = offload;
         self
+    }
+
+    /// With the admission webhooks called through `webhooks` (`crate::webhook`).
+    #[must_use]
+    pub fn with_webhooks(mut self, webhooks: Arc<crate::webhook::Webhooks>) -> StoreSource {
+        self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// The admission webhooks' plugins, when they run.
+    #[must_use]
+    pub fn webhooks(&self) -> Option<&Arc<crate::webhook::Webhooks>> {
+        self.webhooks.as_ref()
     }
 
     /// With only the admission plugins `admission` says (`--disable-admission-plugins`).
@@ -1214,6 +1230,74 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// The write of `object` (`None` on a delete) over `old` (`None` on a create), as
+    /// admission sees it.
+    fn admitted_write<'w>(
+        &'w self,
+        resource: &'w Resource,
+        object: Option<&'w Value>,
+        old: Option<&'w Value>,
+    ) -> policy_admission::Write<'w> {
+        policy_admission::Write {
+            resource,
+            subresource: &self.subresource,
+            object,
+            old,
+            user: self.user,
+            dry_run: self.dry_run,
+            manager: &self.manager,
+        }
+    }
+
+    /// The mutating admission webhooks on `object` (over `old` on updates), after the
+    /// in-process mutating plugins ([`crate::webhook`]): the object they leave.
+    ///
+    /// # Errors
+    /// A webhook's refusal, or a failed call under `failurePolicy: Fail`.
+    async fn mutating_webhooks(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: Value,
+    ) -> Result<Value, ApiError> {
+        let Some(webhooks) = self.source.webhooks.as_ref() else {
+            return Ok(object);
+        };
+        if !self.source.admission.mutating_admission_webhook {
+            return Ok(object);
+        }
+        // The webhooks are given the object as each leaves it.
+        let write = self.admitted_write(resource, None, old);
+        webhooks
+            .mutate(self.resources, &write, object, &|warning| {
+                self.warn(warning)
+            })
+            .await
+    }
+
+    /// The validating admission webhooks on a write of `object` over `old`, after
+    /// ValidatingAdmissionPolicy ([`crate::webhook`]).
+    ///
+    /// # Errors
+    /// A webhook's refusal, or a failed call under `failurePolicy: Fail`.
+    async fn validating_webhooks(
+        &self,
+        resource: &Resource,
+        object: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let Some(webhooks) = self.source.webhooks.as_ref() else {
+            return Ok(());
+        };
+        if !self.source.admission.validating_admission_webhook {
+            return Ok(());
+        }
+        let write = self.admitted_write(resource, object, old);
+        webhooks
+            .validate(self.resources, &write, &|warning| self.warn(warning))
+            .await
+    }
+
     /// A prepared create admitted: LimitRanger's defaults ([`limit_ranger`]) before the
     /// object's own checks ([`Self::admit`]), then kube's validating admission in its order:
     /// LimitRanger's limits, PodSecurity, ValidatingAdmissionPolicy.
@@ -1303,12 +1387,17 @@ impl Writer<'_> {
             }
             _ => {}
         }
+        // kube's MutatingAdmissionWebhook, after the in-process mutating plugins.
+        let object = self.mutating_webhooks(resource, None, object).await?;
         let object = self.admit(resource, None, object)?;
         self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
         self.pod_security(resource, None, &object)?;
-        // kube's validating admission order: LimitRanger, PodSecurity, then the policies.
+        // kube's validating admission order: LimitRanger, PodSecurity, then the policies,
+        // then the validating webhooks.
         self.admit_policies(resource, Some(&object), None)?;
+        self.validating_webhooks(resource, Some(&object), None)
+            .await?;
         Ok(object)
     }
 
@@ -2361,10 +2450,8 @@ impl Writer<'_> {
             // A large object makes the attempt heavy whatever the body (see `offload`).
             let size = current.as_ref().map_or(0, |object| object.size_hint());
             let offload = &self.source.offload;
-            let attempt = offload
-                .in_place(size, || {
-                    self.update_attempt(resource, name, current, precondition, &mutate)
-                })
+            let attempt = self
+                .update_attempt(resource, (name, size), current, precondition, &mutate)
                 .await;
             phase_boundary().await;
             let (current, mut new) = match attempt {
@@ -2576,16 +2663,56 @@ impl Writer<'_> {
         }
     }
 
-    /// One attempt's object: `current` (the cache's, `None` if it has none) mapped by
-    /// `mutate`, prepared, admitted and given its managed fields; or why not.
-    fn update_attempt(
+    /// One attempt's object: `current` (the cache's, `None` if it has none, its stored
+    /// length `size`) mapped by `mutate`, prepared, given to the in-process mutating plugins,
+    /// then the mutating webhooks, then admitted and given its managed fields, then given to
+    /// the validating webhooks (a write that changes nothing too, as kube's update loop
+    /// admits it); or why not. The synchronous phases run in place when the object is large
+    /// (see `offload`).
+    async fn update_attempt(
+        &self,
+        resource: &Resource,
+        (name, size): (&str, usize),
+        current: Option<Arc<Object>>,
+        precondition: Option<Revision>,
+        mutate: &impl Fn(&Value) -> Result<Desired, ApiError>,
+    ) -> Result<UpdateAttempt, ApiError> {
+        let offload = &self.source.offload;
+        let mut prepared = offload
+            .in_place(size, || {
+                self.update_prepared(resource, name, current, precondition, mutate)
+            })
+            .await?;
+        prepared.new = self
+            .mutating_webhooks(resource, Some(prepared.current.body()), prepared.new)
+            .await?;
+        let attempt = offload
+            .in_place(size, || self.update_admitted(resource, prepared))
+            .await?;
+        match &attempt {
+            UpdateAttempt::Changed { current, new } => {
+                self.validating_webhooks(resource, Some(new), Some(current.body()))
+                    .await?;
+            }
+            UpdateAttempt::Unchanged(current) => {
+                let body = current.body();
+                self.validating_webhooks(resource, Some(body), Some(body))
+                    .await?;
+            }
+        }
+        Ok(attempt)
+    }
+
+    /// An attempt's object up to the in-process mutating plugins (see
+    /// [`Self::update_attempt`]).
+    fn update_prepared(
         &self,
         resource: &Resource,
         name: &str,
         current: Option<Arc<Object>>,
         precondition: Option<Revision>,
         mutate: &impl Fn(&Value) -> Result<Desired, ApiError>,
-    ) -> Result<UpdateAttempt, ApiError> {
+    ) -> Result<Prepared, ApiError> {
         let current = current.ok_or_else(|| ApiError::not_found(&resource.def, name))?;
         if let Some(precondition) = precondition
             && precondition != current.resource_version()
@@ -2617,6 +2744,28 @@ impl Writer<'_> {
             }
             _ => {}
         }
+        Ok(Prepared {
+            current,
+            new,
+            managers,
+            base,
+        })
+    }
+
+    /// A prepared attempt admitted: the object's own checks, the validating plugins, its
+    /// managed fields (see [`Self::update_attempt`]).
+    fn update_admitted(
+        &self,
+        resource: &Resource,
+        prepared: Prepared,
+    ) -> Result<UpdateAttempt, ApiError> {
+        let Prepared {
+            current,
+            new,
+            managers,
+            base,
+        } = prepared;
+        let old = current.body();
         let mut new = self.admit(resource, Some(old), new)?;
         self.pod_warnings(resource, Some(old), &new);
         self.limits_updated(resource, old, &new)?;
@@ -2762,6 +2911,7 @@ impl Writer<'_> {
                 ));
             }
             self.admit_policies(resource, None, Some(body))?;
+            self.validating_webhooks(resource, None, Some(body)).await?;
             // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
             // deletionTimestamp, the cleanup finalizer and the `Terminating` condition; the
             // CRD finalizer (`controllers::crd_finalizer`) deletes its objects, then removes
@@ -2990,6 +3140,15 @@ enum UpdateAttempt {
     Unchanged(Arc<Object>),
     /// `new` replaces `current`.
     Changed { current: Arc<Object>, new: Value },
+}
+
+/// An update attempt's object before admission: the current object, the new one, the
+/// managed fields the mutation decided (server-side apply) and those it starts from.
+struct Prepared {
+    current: Arc<Object>,
+    new: Value,
+    managers: Option<apply::Managers>,
+    base: apply::Managers,
 }
 
 /// What a guaranteed update's `mutate` makes of the current object.

@@ -1,0 +1,586 @@
+//! Admission webhooks over real HTTPS, as kube-apiserver calls them (`crate::webhook`,
+//! `watchkeeper_api::admission_webhook`): a webhook server in the test (hyper + rustls, its
+//! certificate from a CA made here, the CA given as `caBundle`) reached through a Service and
+//! its Endpoints (kube's endpoint routing) or a URL. A validating webhook that denies (kube's
+//! words through kubectl, nothing stored), one that allows with a warning, a mutating one
+//! whose JSON patch lands (and the validating ones see it), `failurePolicy` with the webhook
+//! down, namespace and object selectors, dry runs against `sideEffects`, a webhook that never
+//! answers within `timeoutSeconds`, and the configurations' validation.
+
+mod common;
+mod kubectl_support;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{Value, json};
+use watchkeeper::Server;
+use watchkeeper::config::ServeArgs;
+
+use common::{get_json, send_json, server_with, write_warned};
+use kubectl_support::Kubectl;
+
+const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// What the test's webhook server received: (path, AdmissionReview).
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// The test's HTTPS webhook server.
+struct Hooks {
+    port: u16,
+    /// The CA's PEM, base64 (a `caBundle`).
+    ca_bundle: String,
+    received: Received,
+}
+
+impl Hooks {
+    /// Starts it: a certificate for `hooks.default.svc` and `127.0.0.1` signed by a new CA.
+    async fn start() -> Hooks {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, "hooks-ca");
+        let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let leaf =
+            CertificateParams::new(vec!["hooks.default.svc".to_owned(), "127.0.0.1".to_owned()])
+                .unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = leaf.signed_by(&key, &issuer).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()],
+            PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let received: Received = Arc::default();
+        let log = received.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let (acceptor, log) = (acceptor.clone(), log.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service =
+                        hyper::service::service_fn(move |request| answer(request, log.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        Hooks {
+            port,
+            ca_bundle: base64::engine::general_purpose::STANDARD.encode(issuer.pem()),
+            received,
+        }
+    }
+
+    /// The reviews received at `path`.
+    fn at(&self, path: &str) -> Vec<Value> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, review)| review.clone())
+            .collect()
+    }
+}
+
+/// The test webhook's answers, by path: `/deny` refuses names starting with `bad`, `/warn`
+/// allows with a warning, `/mutate` adds an annotation, `/allow` allows, `/hang` never
+/// answers, `/v1beta1` allows in an `admission.k8s.io/v1beta1` review.
+async fn answer(
+    request: hyper::Request<hyper::body::Incoming>,
+    received: Received,
+) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+    let path = request.uri().path().to_owned();
+    let review: Value =
+        serde_json::from_slice(&request.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    received
+        .lock()
+        .unwrap()
+        .push((path.clone(), review.clone()));
+    let uid = review["request"]["uid"].clone();
+    let name = review["request"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mut response = json!({"uid": uid, "allowed": true});
+    match path.as_str() {
+        "/deny" if name.starts_with("bad") => {
+            response = json!({"uid": uid, "allowed": false, "status": {"code": 403,
+                "reason": "Forbidden", "message": "no names starting with bad"}});
+        }
+        "/warn" => response["warnings"] = json!([format!("be careful with {name}")]),
+        "/mutate" => {
+            let patch = json!([{"op": "add", "path": "/metadata/annotations",
+                "value": {"hooked": "yes"}}]);
+            response["patchType"] = json!("JSONPatch");
+            response["patch"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(patch.to_string()));
+        }
+        "/hang" => std::future::pending::<()>().await,
+        _ => {}
+    }
+    let version = if path == "/v1beta1" { "v1beta1" } else { "v1" };
+    let body = json!({"apiVersion": format!("admission.k8s.io/{version}"),
+        "kind": "AdmissionReview", "response": response});
+    Ok(hyper::Response::new(Full::new(Bytes::from(
+        body.to_string(),
+    ))))
+}
+
+/// A server and the Service `default/hooks` (port 443) whose Endpoints point at `port` on
+/// 127.0.0.1.
+async fn server_and_service(port: u16) -> Server {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/endpoints",
+        &json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "hooks"},
+            "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+                "ports": [{"name": "https", "port": port}]}]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    server
+}
+
+/// A webhook on ConfigMap creates and updates, called at `path` of the Service
+/// `default/hooks`, with `extra` fields.
+fn webhook(name: &str, hooks: &Hooks, path: &str, extra: Value) -> Value {
+    let mut webhook = json!({
+        "name": name,
+        "clientConfig": {"service": {"namespace": "default", "name": "hooks", "path": path},
+            "caBundle": hooks.ca_bundle},
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["configmaps"]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        webhook[key] = value.clone();
+    }
+    webhook
+}
+
+async fn configure(addr: SocketAddr, collection: &str, name: &str, webhooks: Vec<Value>) {
+    let kind = if collection == VALIDATING {
+        "ValidatingWebhookConfiguration"
+    } else {
+        "MutatingWebhookConfiguration"
+    };
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        collection,
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name}, "webhooks": webhooks}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+fn config_map(name: &str, labels: Value) -> String {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+    .to_string()
+}
+
+async fn create_config_map(
+    addr: SocketAddr,
+    path: &str,
+    name: &str,
+    labels: Value,
+) -> (u16, Value, Vec<String>) {
+    write_warned(
+        addr,
+        "POST",
+        path,
+        "application/json",
+        &config_map(name, labels),
+    )
+    .await
+}
+
+/// Goal: a validating webhook that denies refuses the create in kube's words (kubectl prints
+/// them), stores nothing, and lets other names through; the review it got carries kube's
+/// request fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denying_webhook_refuses_in_kubes_words_through_kubectl() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    configure(
+        addr,
+        VALIDATING,
+        "deny",
+        vec![webhook("deny.hooks.test", &hooks, "/deny", json!({}))],
+    )
+    .await;
+    let k = Kubectl::new(addr);
+    let refused = k
+        .fails(&["create", "configmap", "bad-one", "--from-literal=a=b"])
+        .await;
+    assert!(
+        refused.stderr.contains(
+            r#"error: failed to create configmap: admission webhook "deny.hooks.test" denied the request: no names starting with bad"#
+        ),
+        "{}",
+        refused.stderr
+    );
+    let (status, _) = get_json(addr, &format!("{CONFIG_MAPS}/bad-one")).await;
+    assert_eq!(status, 404, "a denied create stores nothing");
+    k.ok(&["create", "configmap", "good-one", "--from-literal=a=b"])
+        .await;
+    let reviews = hooks.at("/deny");
+    assert_eq!(reviews.len(), 2, "{reviews:?}");
+    let request = &reviews[1]["request"];
+    assert_eq!(reviews[1]["apiVersion"], "admission.k8s.io/v1");
+    assert!(!request["uid"].as_str().unwrap().is_empty());
+    assert_eq!(
+        request["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "", "version": "v1", "resource": "configmaps"})
+    );
+    assert_eq!(request["requestKind"], request["kind"]);
+    assert_eq!(request["operation"], "CREATE");
+    assert_eq!(
+        (request["name"].as_str(), request["namespace"].as_str()),
+        (Some("good-one"), Some("default"))
+    );
+    assert_eq!(request["object"]["data"], json!({"a": "b"}));
+    assert_eq!(request["oldObject"], Value::Null);
+    assert_eq!(request["dryRun"], false);
+    assert_eq!(request["options"]["kind"], "CreateOptions");
+    assert!(request["userInfo"]["username"].is_string(), "{request}");
+    // An update is sent with its old object.
+    k.ok(&["label", "configmap", "good-one", "x=y"]).await;
+    let reviews = hooks.at("/deny");
+    let update = &reviews.last().unwrap()["request"];
+    assert_eq!(update["operation"], "UPDATE");
+    assert_eq!(update["object"]["metadata"]["labels"]["x"], "y");
+    assert!(
+        update["oldObject"]["metadata"]["labels"].get("x").is_none(),
+        "{update}"
+    );
+}
+
+/// Goal: an allowing webhook's warnings reach kubectl; a URL clientConfig is called at its
+/// host, verified against the CA for its IP; a `v1beta1`-only webhook gets a v1beta1 review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowing_webhook_warns_and_urls_and_v1beta1_reviews_work() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    let by_url = json!({"url": format!("https://127.0.0.1:{}/warn", hooks.port), "caBundle": hooks.ca_bundle});
+    configure(
+        addr,
+        VALIDATING,
+        "warn",
+        vec![
+            webhook(
+                "warn.hooks.test",
+                &hooks,
+                "/warn",
+                json!({"clientConfig": by_url}),
+            ),
+            webhook(
+                "old.hooks.test",
+                &hooks,
+                "/v1beta1",
+                json!({"admissionReviewVersions": ["v1beta1", "v1"]}),
+            ),
+        ],
+    )
+    .await;
+    let k = Kubectl::new(addr);
+    let out = k
+        .run(&["create", "configmap", "careful", "--from-literal=a=b"])
+        .await;
+    assert!(out.success(), "{out:?}");
+    assert!(
+        out.stderr.contains("Warning: be careful with careful"),
+        "{}",
+        out.stderr
+    );
+    let old = hooks.at("/v1beta1");
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0]["apiVersion"], "admission.k8s.io/v1beta1");
+}
+
+/// Goal: a mutating webhook's JSON patch is in the stored object (kubectl apply), and the
+/// validating webhooks, called after it, see the patched object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_webhooks_patch_lands_before_validation() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    configure(
+        addr,
+        MUTATING,
+        "mutate",
+        vec![webhook("mutate.hooks.test", &hooks, "/mutate", json!({}))],
+    )
+    .await;
+    configure(
+        addr,
+        VALIDATING,
+        "allow",
+        vec![webhook("allow.hooks.test", &hooks, "/allow", json!({}))],
+    )
+    .await;
+    let k = Kubectl::new(addr);
+    let manifest = k.manifest(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  k: v\n",
+    );
+    k.ok(&["apply", "-f", &manifest]).await;
+    let (status, stored) = get_json(addr, &format!("{CONFIG_MAPS}/applied")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        stored["metadata"]["annotations"]["hooked"], "yes",
+        "{stored}"
+    );
+    let validated = hooks.at("/allow");
+    assert_eq!(validated.len(), 1);
+    assert_eq!(
+        validated[0]["request"]["object"]["metadata"]["annotations"]["hooked"],
+        "yes"
+    );
+    let mutated = hooks.at("/mutate");
+    assert!(
+        mutated[0]["request"]["object"]["metadata"]
+            .get("annotations")
+            .is_none_or(|a| a.get("hooked").is_none())
+    );
+}
+
+/// Goal: with the webhook's endpoints refusing connections, `failurePolicy: Fail` refuses the
+/// write with kube's 500 and `Ignore` lets it through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_policy_decides_when_the_webhook_is_down() {
+    // A port nothing listens on.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let hooks = Hooks::start().await;
+    let server = server_and_service(port).await;
+    let addr = server.addr;
+    configure(
+        addr,
+        VALIDATING,
+        "down",
+        vec![
+            webhook(
+                "fail.hooks.test",
+                &hooks,
+                "/allow",
+                json!({"objectSelector": {"matchLabels": {"policy": "fail"}}}),
+            ),
+            webhook(
+                "ignore.hooks.test",
+                &hooks,
+                "/allow",
+                json!({"failurePolicy": "Ignore",
+            "objectSelector": {"matchLabels": {"policy": "ignore"}}}),
+            ),
+        ],
+    )
+    .await;
+    let (status, refused, _) =
+        create_config_map(addr, CONFIG_MAPS, "failing", json!({"policy": "fail"})).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(refused["reason"], "InternalError");
+    assert_eq!(
+        refused["message"],
+        format!(
+            "Internal error occurred: failed calling webhook \"fail.hooks.test\": failed to call webhook: Post \"https://hooks.default.svc:443/allow?timeout=10s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+        )
+    );
+    let (status, created, _) =
+        create_config_map(addr, CONFIG_MAPS, "ignoring", json!({"policy": "ignore"})).await;
+    assert_eq!(status, 201, "{created}");
+    let metrics = common::metrics_text(addr).await;
+    assert!(
+        metrics.contains(r#"apiserver_admission_webhook_rejection_count_total{name="fail.hooks.test",type="validating",operation="CREATE",error_type="calling_webhook_error",rejection_code="0"} 1"#),
+        "{metrics}"
+    );
+}
+
+/// Goal: `namespaceSelector` and `objectSelector` decide which writes a webhook sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selectors_choose_the_writes_sent() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    for (name, labels) in [("watched", json!({"hooked": "yes"})), ("quiet", json!({}))] {
+        let (status, body) = send_json(addr, "POST", "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    configure(addr, VALIDATING, "selective", vec![
+        webhook("ns.hooks.test", &hooks, "/deny", json!({"namespaceSelector": {"matchLabels": {"hooked": "yes"}}})),
+        webhook("obj.hooks.test", &hooks, "/warn", json!({"objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}})),
+    ]).await;
+    let path = |ns: &str| format!("/api/v1/namespaces/{ns}/configmaps");
+    let (status, refused, _) = create_config_map(addr, &path("watched"), "bad-a", json!({})).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "admission webhook \"ns.hooks.test\" denied the request: no names starting with bad"
+    );
+    let (status, _, warnings) = create_config_map(addr, &path("quiet"), "bad-a", json!({})).await;
+    assert_eq!(status, 201, "another namespace's labels: not sent");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (status, _, warnings) =
+        create_config_map(addr, &path("quiet"), "front", json!({"tier": "front"})).await;
+    assert_eq!(status, 201);
+    assert_eq!(warnings, [r#"299 - "be careful with front""#]);
+}
+
+/// Goal: a dry run is sent (`dryRun: true`) to a webhook without side effects, and refused
+/// with kube's 400 without calling a webhook that has some (such a configuration can only be
+/// stored from before v1's validation: put in the store directly here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_runs_respect_side_effects() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    configure(
+        addr,
+        VALIDATING,
+        "pure",
+        vec![webhook("pure.hooks.test", &hooks, "/allow", json!({}))],
+    )
+    .await;
+    let dry = format!("{CONFIG_MAPS}?dryRun=All");
+    let (status, body, _) = create_config_map(addr, &dry, "dry", json!({})).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(hooks.at("/allow")[0]["request"]["dryRun"], true);
+    let legacy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "legacy", "uid": "1", "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "webhooks": [webhook("effects.hooks.test", &hooks, "/warn",
+            json!({"sideEffects": "Some", "failurePolicy": "Fail", "matchPolicy": "Equivalent",
+                "namespaceSelector": {}, "objectSelector": {}, "timeoutSeconds": 10}))]});
+    watchkeeper_store::Store::put(
+        server.store().unwrap(),
+        "/registry/validatingwebhookconfigurations/legacy",
+        legacy.to_string(),
+    )
+    .await
+    .unwrap();
+    // A consistent read: the configurations' cache has the put.
+    let (status, _) = get_json(addr, &format!("{VALIDATING}/legacy")).await;
+    assert_eq!(status, 200);
+    let (status, refused, _) = create_config_map(addr, &dry, "dry", json!({})).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "admission webhook \"effects.hooks.test\" does not support dry run"
+    );
+    assert!(hooks.at("/warn").is_empty(), "not called");
+    // Not a dry run: called.
+    let (status, _, warnings) = create_config_map(addr, CONFIG_MAPS, "wet", json!({})).await;
+    assert_eq!(status, 201);
+    assert_eq!(warnings, [r#"299 - "be careful with wet""#]);
+}
+
+/// Goal: a webhook that never answers fails its call at `timeoutSeconds` with kube's error
+/// (`Fail`), and the write is not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_never_answers_times_out_in_kubes_words() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    configure(
+        addr,
+        MUTATING,
+        "hang",
+        vec![webhook(
+            "hang.hooks.test",
+            &hooks,
+            "/hang",
+            json!({"timeoutSeconds": 1}),
+        )],
+    )
+    .await;
+    let (status, refused, _) = create_config_map(addr, CONFIG_MAPS, "waiting", json!({})).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Internal error occurred: failed calling webhook \"hang.hooks.test\": failed to call webhook: Post \"https://hooks.default.svc:443/hang?timeout=1s\": context deadline exceeded"
+    );
+    assert_eq!(hooks.at("/hang").len(), 1);
+    let (status, _) = get_json(addr, &format!("{CONFIG_MAPS}/waiting")).await;
+    assert_eq!(status, 404);
+}
+
+/// Goal: webhook configurations are validated with kube's 422, and are never sent to
+/// webhooks themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configurations_are_validated_and_exempt() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    let every = json!({"rules": [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}]});
+    configure(
+        addr,
+        VALIDATING,
+        "everything",
+        vec![webhook("all.hooks.test", &hooks, "/deny", every)],
+    )
+    .await;
+    let (status, refused) = send_json(addr, "POST", VALIDATING,
+        &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "bad-config"},
+            "webhooks": [{"name": "x", "clientConfig": {"url": "http://h"}, "admissionReviewVersions": ["v1"]}]})).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"bad-config\" is invalid: [webhooks[0].name: Invalid value: \"x\": should be a domain with at least three segments separated by dots, webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun, webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]]"
+    );
+    assert!(
+        hooks.at("/deny").is_empty(),
+        "configuration writes are not sent: {:?}",
+        hooks.at("/deny")
+    );
+    // The configuration applies to everything else.
+    let (status, _, _) = create_config_map(addr, CONFIG_MAPS, "bad-c", json!({})).await;
+    assert_eq!(status, 403);
+}
