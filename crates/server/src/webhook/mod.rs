@@ -67,14 +67,18 @@ use client::{Request, WebhookClient};
 /// The two configuration kinds' resources.
 const GROUP: &str = "admissionregistration.k8s.io";
 
+/// A call's labels: name, type, operation, rejected.
+type CallKey = (String, &'static str, &'static str, bool);
+
+/// A rejection's labels: name, type, operation, error type, code.
+type RejectionKey = (String, &'static str, &'static str, &'static str, u16);
+
 /// The webhook plugins of a server.
 #[derive(Debug)]
 pub struct Webhooks {
     client: WebhookClient,
-    /// (name, type, operation, rejected) -> calls.
-    calls: Mutex<BTreeMap<(String, &'static str, &'static str, bool), u64>>,
-    /// (name, type, operation, error type, code) -> rejections.
-    rejections: Mutex<BTreeMap<(String, &'static str, &'static str, &'static str, u16), u64>>,
+    calls: Mutex<BTreeMap<CallKey, u64>>,
+    rejections: Mutex<BTreeMap<RejectionKey, u64>>,
 }
 
 /// How one call ended, for the metrics.
