@@ -584,3 +584,132 @@ async fn configurations_are_validated_and_exempt() {
     let (status, _, _) = create_config_map(addr, CONFIG_MAPS, "bad-c", json!({})).await;
     assert_eq!(status, 403);
 }
+
+/// Goal: a mutating webhook with `reinvocationPolicy: IfNeeded` is called again when a later
+/// webhook changed the object, and sees the change; one with `Never` is called once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn if_needed_webhooks_are_reinvoked_after_a_later_change() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    // Configurations run by name: "a-first" before "b-patches".
+    configure(
+        addr,
+        MUTATING,
+        "a-first",
+        vec![
+            webhook(
+                "again.hooks.test",
+                &hooks,
+                "/allow",
+                json!({"reinvocationPolicy": "IfNeeded"}),
+            ),
+            webhook(
+                "once.hooks.test",
+                &hooks,
+                "/warn",
+                json!({"reinvocationPolicy": "Never"}),
+            ),
+        ],
+    )
+    .await;
+    configure(
+        addr,
+        MUTATING,
+        "b-patches",
+        vec![webhook("patch.hooks.test", &hooks, "/mutate", json!({}))],
+    )
+    .await;
+    let (status, created, _) = create_config_map(addr, CONFIG_MAPS, "twice", json!({})).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["metadata"]["annotations"]["hooked"], "yes");
+    let again = hooks.at("/allow");
+    assert_eq!(again.len(), 2, "called, then reinvoked: {again:?}");
+    assert!(
+        again[0]["request"]["object"]["metadata"]
+            .get("annotations")
+            .is_none()
+    );
+    assert_eq!(
+        again[1]["request"]["object"]["metadata"]["annotations"]["hooked"],
+        "yes"
+    );
+    assert_eq!(hooks.at("/warn").len(), 1, "Never: once");
+    assert_eq!(
+        hooks.at("/mutate").len(),
+        1,
+        "the last changer is not reinvoked"
+    );
+}
+
+/// Goal: a DELETE is sent to validating webhooks with the object as `oldObject` (kube's
+/// DELETE review) and their refusal keeps the object; with `--disable-admission-plugins
+/// ValidatingAdmissionWebhook` nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_are_validated_and_the_plugin_can_be_disabled() {
+    let hooks = Hooks::start().await;
+    let server = server_and_service(hooks.port).await;
+    let addr = server.addr;
+    let (status, _, _) = create_config_map(addr, CONFIG_MAPS, "bad-kept", json!({})).await;
+    assert_eq!(status, 201);
+    let deletes = json!({"rules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
+    configure(
+        addr,
+        VALIDATING,
+        "deletes",
+        vec![webhook(
+            "delete.hooks.test",
+            &hooks,
+            "/deny",
+            deletes.clone(),
+        )],
+    )
+    .await;
+    let (status, refused) = send_json(
+        addr,
+        "DELETE",
+        &format!("{CONFIG_MAPS}/bad-kept"),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "admission webhook \"delete.hooks.test\" denied the request: no names starting with bad"
+    );
+    let (status, _) = get_json(addr, &format!("{CONFIG_MAPS}/bad-kept")).await;
+    assert_eq!(status, 200, "kept");
+    let review = &hooks.at("/deny")[0]["request"];
+    assert_eq!(review["operation"], "DELETE");
+    assert_eq!(review["object"], Value::Null);
+    assert_eq!(review["oldObject"]["metadata"]["name"], "bad-kept");
+    assert_eq!(review["options"]["kind"], "DeleteOptions");
+
+    let plain = server_with(ServeArgs {
+        disable_admission_plugins: Some(vec!["ValidatingAdmissionWebhook".to_owned()]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, _, _) = create_config_map(plain.addr, CONFIG_MAPS, "bad-gone", json!({})).await;
+    assert_eq!(status, 201);
+    configure(
+        plain.addr,
+        VALIDATING,
+        "deletes",
+        vec![webhook("delete.hooks.test", &hooks, "/deny", deletes)],
+    )
+    .await;
+    let (status, body) = send_json(
+        plain.addr,
+        "DELETE",
+        &format!("{CONFIG_MAPS}/bad-gone"),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        hooks.at("/deny").len(),
+        1,
+        "the disabled plugin sent nothing"
+    );
+}
