@@ -3,7 +3,7 @@
 //! `ValidatingAdmissionWebhook` plugins decide them
 //! (`k8s.io/apiserver/pkg/admission/plugin/webhook/{generic,request,errors}`). Pure: which
 //! webhooks a write calls, the AdmissionReview each is sent, what its answer means and kube's
-//! words for every refusal. The calls themselves are the server's (`crate::webhook` there).
+//! words for every refusal. The calls themselves are the server's (`crate::source::webhook` there).
 //!
 //! ## Guarantees
 //! - **Order**: [`hooks`] lists the webhooks of every configuration, configurations by name,

@@ -29,6 +29,8 @@
 //!   `metadata.generation`.
 //! - [`kinds`]: the strategies of the storage, node, admission-policy and flow-control kinds:
 //!   their pointer-dependent defaults, `status` subresource rules and kube's validation.
+//! - [`admission_policy`] and [`admission_webhook`]: ValidatingAdmissionPolicy evaluated, and
+//!   which admission webhooks a write calls, with what review, and what their answers mean.
 //! - [`apply`]: field ownership (`metadata.managedFields`) of every write and server-side
 //!   apply, with structured-merge-diff's semantics ([`apply::update`], [`apply::apply`]).
 //! - [`order`]: Status and object bodies in kube-apiserver's field order, newline-terminated

@@ -27,7 +27,6 @@ pub mod operator;
 pub mod request;
 pub mod respond;
 pub mod source;
-pub mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -354,7 +353,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             .with_garbage_collection(config.enable_garbage_collector)
             .with_admission(config.admission)
             .with_offload(offload.clone())
-            .with_webhooks(Arc::new(crate::webhook::Webhooks::new(
+            .with_webhooks(Arc::new(crate::source::webhook::Webhooks::new(
                 config.webhook_calls_max,
                 config.limits.request_body_bytes_max,
             )));

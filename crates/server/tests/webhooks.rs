@@ -1,4 +1,4 @@
-//! Admission webhooks over real HTTPS, as kube-apiserver calls them (`crate::webhook`,
+//! Admission webhooks over real HTTPS, as kube-apiserver calls them (`crate::source::webhook`,
 //! `watchkeeper_api::admission_webhook`): a webhook server in the test (hyper + rustls, its
 //! certificate from a CA made here, the CA given as `caBundle`) reached through a Service and
 //! its Endpoints (kube's endpoint routing) or a URL. A validating webhook that denies (kube's

@@ -551,7 +551,7 @@ pub struct ServeConfig {
     /// Service account tokens (`--service-account-*`, `--api-audiences`).
     pub service_accounts: ServiceAccountConfig,
     /// `--webhook-calls-max`: admission webhook calls in flight at once (see
-    /// `crate::webhook::client`).
+    /// `crate::source::webhook::client`).
     pub webhook_calls_max: usize,
 }
 

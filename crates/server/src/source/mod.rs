@@ -32,6 +32,7 @@ pub mod resource_quota;
 pub mod service_ips;
 pub mod store;
 pub mod upstream;
+pub mod webhook;
 
 use crate::cache::wake_relay::after_watchers;
 use std::sync::Arc;

@@ -68,9 +68,9 @@ pub struct AdmissionPlugins {
     pub pod_security: bool,
     /// `ValidatingAdmissionPolicy` (`super::policy_admission`).
     pub validating_admission_policy: bool,
-    /// `MutatingAdmissionWebhook` (`crate::webhook`).
+    /// `MutatingAdmissionWebhook` (`crate::source::webhook`).
     pub mutating_admission_webhook: bool,
-    /// `ValidatingAdmissionWebhook` (`crate::webhook`).
+    /// `ValidatingAdmissionWebhook` (`crate::source::webhook`).
     pub validating_admission_webhook: bool,
 }
 

@@ -45,7 +45,7 @@ pub struct Write<'a> {
     pub manager: &'a str,
 }
 
-/// The caches of the served resources, as policies (and webhooks, `crate::webhook`) look
+/// The caches of the served resources, as policies (and webhooks, `super::webhook`) look
 /// things up in them.
 pub struct Caches<'r>(pub &'r [Arc<Resource>]);
 

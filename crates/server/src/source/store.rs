@@ -122,8 +122,8 @@ pub struct StoreSource {
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
     offload: Arc<crate::offload::Offload>,
-    /// The admission webhooks' plugins (`crate::webhook`); without them none is called.
-    webhooks: Option<Arc<crate::webhook::Webhooks>>,
+    /// The admission webhooks' plugins (`crate::source::webhook`); without them none is called.
+    webhooks: Option<Arc<crate::source::webhook::Webhooks>>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -409,16 +409,16 @@ impl StoreSource {
         self
     }
 
-    /// With the admission webhooks called through `webhooks` (`crate::webhook`).
+    /// With the admission webhooks called through `webhooks` (`crate::source::webhook`).
     #[must_use]
-    pub fn with_webhooks(mut self, webhooks: Arc<crate::webhook::Webhooks>) -> StoreSource {
+    pub fn with_webhooks(mut self, webhooks: Arc<crate::source::webhook::Webhooks>) -> StoreSource {
         self.webhooks = Some(webhooks);
         self
     }
 
     /// The admission webhooks' plugins, when they run.
     #[must_use]
-    pub fn webhooks(&self) -> Option<&Arc<crate::webhook::Webhooks>> {
+    pub fn webhooks(&self) -> Option<&Arc<crate::source::webhook::Webhooks>> {
         self.webhooks.as_ref()
     }
 
@@ -1250,7 +1250,7 @@ impl Writer<'_> {
     }
 
     /// The mutating admission webhooks on `object` (over `old` on updates), after the
-    /// in-process mutating plugins ([`crate::webhook`]): the object they leave.
+    /// in-process mutating plugins ([`crate::source::webhook`]): the object they leave.
     ///
     /// # Errors
     /// A webhook's refusal, or a failed call under `failurePolicy: Fail`.
@@ -1276,7 +1276,7 @@ impl Writer<'_> {
     }
 
     /// The validating admission webhooks on a write of `object` over `old`, after
-    /// ValidatingAdmissionPolicy ([`crate::webhook`]).
+    /// ValidatingAdmissionPolicy ([`crate::source::webhook`]).
     ///
     /// # Errors
     /// A webhook's refusal, or a failed call under `failurePolicy: Fail`.
