@@ -108,7 +108,8 @@ impl Hooks {
 }
 
 /// The test webhook's answers, by path: `/deny` refuses names starting with `bad`, `/warn`
-/// allows with a warning, `/mutate` adds an annotation, `/allow` allows, `/hang` never
+/// allows with a warning, `/mutate` sets the annotations to `hooked: yes` (and adds a field
+/// ConfigMaps do not have), `/allow` allows, `/hang` never
 /// answers, `/v1beta1` allows in an `admission.k8s.io/v1beta1` review.
 async fn answer(
     request: hyper::Request<hyper::body::Incoming>,
@@ -135,7 +136,7 @@ async fn answer(
         "/warn" => response["warnings"] = json!([format!("be careful with {name}")]),
         "/mutate" => {
             let patch = json!([{"op": "add", "path": "/metadata/annotations",
-                "value": {"hooked": "yes"}}]);
+                "value": {"hooked": "yes"}}, {"op": "add", "path": "/notAField", "value": 1}]);
             response["patchType"] = json!("JSONPatch");
             response["patch"] =
                 json!(base64::engine::general_purpose::STANDARD.encode(patch.to_string()));
@@ -383,12 +384,25 @@ async fn a_mutating_webhooks_patch_lands_before_validation() {
         validated[0]["request"]["object"]["metadata"]["annotations"]["hooked"],
         "yes"
     );
+    assert!(
+        stored.get("notAField").is_none(),
+        "an undeclared field is dropped: {stored}"
+    );
     let mutated = hooks.at("/mutate");
     assert!(
         mutated[0]["request"]["object"]["metadata"]
             .get("annotations")
             .is_none_or(|a| a.get("hooked").is_none())
     );
+    // Updates are mutated too: removing the webhook's annotation gets it back.
+    k.ok(&["annotate", "configmap", "applied", "hooked-"]).await;
+    let (_, stored) = get_json(addr, &format!("{CONFIG_MAPS}/applied")).await;
+    assert_eq!(
+        stored["metadata"]["annotations"]["hooked"], "yes",
+        "{stored}"
+    );
+    let mutated = hooks.at("/mutate");
+    assert_eq!(mutated.last().unwrap()["request"]["operation"], "UPDATE");
 }
 
 /// Goal: with the webhook's endpoints refusing connections, `failurePolicy: Fail` refuses the
@@ -457,6 +471,8 @@ async fn selectors_choose_the_writes_sent() {
     configure(addr, VALIDATING, "selective", vec![
         webhook("ns.hooks.test", &hooks, "/deny", json!({"namespaceSelector": {"matchLabels": {"hooked": "yes"}}})),
         webhook("obj.hooks.test", &hooks, "/warn", json!({"objectSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}})),
+        webhook("cond.hooks.test", &hooks, "/deny", json!({"objectSelector": {"matchLabels": {"cond": "yes"}},
+            "matchConditions": [{"name": "not-skipped", "expression": "object.metadata.name != 'bad-skipped'"}]})),
     ]).await;
     let path = |ns: &str| format!("/api/v1/namespaces/{ns}/configmaps");
     let (status, refused, _) = create_config_map(addr, &path("watched"), "bad-a", json!({})).await;
@@ -472,6 +488,17 @@ async fn selectors_choose_the_writes_sent() {
         create_config_map(addr, &path("quiet"), "front", json!({"tier": "front"})).await;
     assert_eq!(status, 201);
     assert_eq!(warnings, [r#"299 - "be careful with front""#]);
+    // Match conditions: false skips the webhook, true calls it.
+    let (status, _, _) =
+        create_config_map(addr, &path("quiet"), "bad-skipped", json!({"cond": "yes"})).await;
+    assert_eq!(status, 201);
+    let (status, refused, _) =
+        create_config_map(addr, &path("quiet"), "bad-checked", json!({"cond": "yes"})).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "admission webhook \"cond.hooks.test\" denied the request: no names starting with bad"
+    );
 }
 
 /// Goal: a dry run is sent (`dryRun: true`) to a webhook without side effects, and refused

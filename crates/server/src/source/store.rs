@@ -1268,11 +1268,17 @@ impl Writer<'_> {
         }
         // The webhooks are given the object as each leaves it.
         let write = self.admitted_write(resource, None, old);
-        webhooks
+        let (mut mutated, changed) = webhooks
             .mutate(self.resources, &write, object, &|warning| {
-                self.warn(warning)
+                self.warn(warning);
             })
-            .await
+            .await?;
+        if changed {
+            // What a patch added that the kind does not declare is dropped, as kube's
+            // decoding of the patched object into its type (or a CRD's pruning) drops it.
+            let _ = self.strict_fields(resource, &mut mutated, None);
+        }
+        Ok(mutated)
     }
 
     /// The validating admission webhooks on a write of `object` over `old`, after

@@ -123,7 +123,7 @@ impl Webhooks {
     }
 
     /// The mutating webhooks on `write` (a create or update; its own `object` is not read),
-    /// whose object is `object`: the object they leave.
+    /// whose object is `object`: the object they leave, and whether a patch changed it.
     ///
     /// # Errors
     /// A webhook's denial, a failed call under `Fail`, a dry run a webhook does not support,
@@ -134,15 +134,16 @@ impl Webhooks {
         write: &Write<'_>,
         object: Value,
         warn: &(dyn Fn(String) + Sync),
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, bool), ApiError> {
         let configurations = configurations(resources, "mutatingwebhookconfigurations");
         if configurations.is_empty() {
-            return Ok(object);
+            return Ok((object, false));
         }
         let hooks = admission_webhook::hooks(&configurations);
         let mut object = object;
         let mut invoked: Vec<usize> = Vec::new();
         let mut again = vec![false; hooks.len()];
+        let mut any = false;
         for (index, hook) in hooks.iter().enumerate() {
             let Some(changed) = self
                 .mutate_once(resources, write, hook, &mut object, warn)
@@ -150,6 +151,7 @@ impl Webhooks {
             else {
                 continue;
             };
+            any |= changed;
             if changed {
                 for &earlier in &invoked {
                     again[earlier] = true;
@@ -161,11 +163,13 @@ impl Webhooks {
         }
         for (index, hook) in hooks.iter().enumerate() {
             if again[index] {
-                self.mutate_once(resources, write, hook, &mut object, warn)
+                let changed = self
+                    .mutate_once(resources, write, hook, &mut object, warn)
                     .await?;
+                any |= changed == Some(true);
             }
         }
-        Ok(object)
+        Ok((object, any))
     }
 
     /// One mutating webhook on the object as it is: `None` when not called, else whether its
