@@ -424,8 +424,11 @@ fn configurations(resources: &[Arc<Resource>], plural: &str) -> Vec<Value> {
 fn resolve(resources: &[Arc<Resource>], target: &Target) -> Result<String, String> {
     let (namespace, name, port) = match target {
         Target::Url { host, .. } => {
-            let bare = admission_webhook::host_only(host);
-            let has_port = host.len() > bare.len() + usize::from(host.starts_with('['));
+            let has_port = if host.starts_with('[') {
+                host.contains("]:")
+            } else {
+                host.contains(':')
+            };
             return Ok(if has_port {
                 host.clone()
             } else {
