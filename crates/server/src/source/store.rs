@@ -1249,6 +1249,14 @@ impl Writer<'_> {
         }
     }
 
+    /// Whether a mutating webhook could be called: the plugin runs and a configuration is in
+    /// its cache.
+    fn mutating_webhooks_configured(&self) -> bool {
+        self.source.webhooks.is_some()
+            && self.source.admission.mutating_admission_webhook
+            && crate::source::webhook::configured(self.resources, "mutatingwebhookconfigurations")
+    }
+
     /// The mutating admission webhooks on `object` (over `old` on updates), after the
     /// in-process mutating plugins ([`crate::source::webhook`]): the object they leave.
     ///
@@ -2674,7 +2682,8 @@ impl Writer<'_> {
     /// then the mutating webhooks, then admitted and given its managed fields, then given to
     /// the validating webhooks (a write that changes nothing too, as kube's update loop
     /// admits it); or why not. The synchronous phases run in place when the object is large
-    /// (see `offload`).
+    /// (see `offload`): one phase without a mutating webhook configuration, two around the
+    /// mutating webhooks' calls with one.
     async fn update_attempt(
         &self,
         resource: &Resource,
@@ -2684,17 +2693,27 @@ impl Writer<'_> {
         mutate: &impl Fn(&Value) -> Result<Desired, ApiError>,
     ) -> Result<UpdateAttempt, ApiError> {
         let offload = &self.source.offload;
-        let mut prepared = offload
-            .in_place(size, || {
-                self.update_prepared(resource, name, current, precondition, mutate)
-            })
-            .await?;
-        prepared.new = self
-            .mutating_webhooks(resource, Some(prepared.current.body()), prepared.new)
-            .await?;
-        let attempt = offload
-            .in_place(size, || self.update_admitted(resource, prepared))
-            .await?;
+        let attempt = if self.mutating_webhooks_configured() {
+            let mut prepared = offload
+                .in_place(size, || {
+                    self.update_prepared(resource, name, current, precondition, mutate)
+                })
+                .await?;
+            prepared.new = self
+                .mutating_webhooks(resource, Some(prepared.current.body()), prepared.new)
+                .await?;
+            offload
+                .in_place(size, || self.update_admitted(resource, prepared))
+                .await?
+        } else {
+            // One phase, as before there were webhooks to call between the two.
+            offload
+                .in_place(size, || {
+                    self.update_prepared(resource, name, current, precondition, mutate)
+                        .and_then(|prepared| self.update_admitted(resource, prepared))
+                })
+                .await?
+        };
         match &attempt {
             UpdateAttempt::Changed { current, new } => {
                 self.validating_webhooks(resource, Some(new), Some(current.body()))

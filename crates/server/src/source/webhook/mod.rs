@@ -410,6 +410,13 @@ impl Webhooks {
     }
 }
 
+/// Whether the cache of the configurations `plural` holds one.
+#[must_use]
+pub fn configured(resources: &[Arc<Resource>], plural: &str) -> bool {
+    policy_admission::served(resources, GROUP, plural)
+        .is_some_and(|r| r.cache().latest().range(None, None).next().is_some())
+}
+
 /// The configurations of `plural` in their cache.
 fn configurations(resources: &[Arc<Resource>], plural: &str) -> Vec<Value> {
     policy_admission::cached_objects(policy_admission::served(resources, GROUP, plural), None)
