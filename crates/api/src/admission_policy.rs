@@ -439,7 +439,7 @@ struct Decision {
     reason: String,
 }
 
-fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
+pub(crate) fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
     value
         .pointer(pointer)
         .and_then(Value::as_str)

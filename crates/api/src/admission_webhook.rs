@@ -40,7 +40,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::admission_policy::{self, Attributes, Cluster, Equivalent};
+use crate::admission_policy::{self, Attributes, Cluster, Equivalent, text};
 use crate::error::ApiError;
 use crate::kinds::webhooks::{REVIEW_VERSIONS, url_parts};
 
@@ -93,10 +93,6 @@ impl Hook<'_> {
     pub fn client_config(&self) -> &Value {
         self.webhook.get("clientConfig").unwrap_or(&Value::Null)
     }
-}
-
-fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
-    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The webhooks of `configurations`, configurations by name, each in its own order.

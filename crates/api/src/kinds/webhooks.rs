@@ -15,9 +15,9 @@
 //! against), and kube's relaxations on update for configurations stored before a rule
 //! tightened.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{duplicate, invalid, items, not_supported, present, text};
+use super::{duplicate, fill, invalid, items, not_supported, present, text};
 use crate::field::{Cause, required, too_many};
 
 /// kube's admission review versions, in its preference order.
@@ -50,12 +50,6 @@ pub(super) fn defaults(configuration: &mut Value, mutating: bool) {
         {
             fill(service, "port", json!(443));
         }
-    }
-}
-
-fn fill(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.to_owned(), value);
     }
 }
 
