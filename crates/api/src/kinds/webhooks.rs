@@ -10,10 +10,10 @@
 //! a host, no user, query or fragment — or `service` — name, namespace, port, path
 //! segments), `admissionReviewVersions` (required, no duplicates, DNS-1035 labels, at least
 //! one of `v1`, `v1beta1`) and `matchConditions` (at most 64, names required, qualified and
-//! unique, expressions that compile in the admission CEL environment). Not checked: the
-//! selectors' syntax (a selector that does not parse fails the requests it is matched
-//! against), and kube's relaxations on update for configurations stored before a rule
-//! tightened.
+//! unique, expressions that compile in the admission CEL environment), and `namespaceSelector`
+//! and `objectSelector` (apimachinery's `ValidateLabelSelector`: operators, values, label
+//! keys and values). Not checked: kube's relaxations on update for configurations stored
+//! before a rule tightened (an invalid label value kept in an old selector, say).
 
 use serde_json::{Value, json};
 
@@ -112,6 +112,9 @@ fn validate_webhook(webhook: &Value, at: &str, mutating: bool, causes: &mut Vec<
             timeout,
             "the timeout value must be between 1 and 30 seconds",
         ));
+    }
+    for key in ["namespaceSelector", "objectSelector"] {
+        super::pod_spec::label_selector(webhook.get(key), &format!("{at}.{key}"), causes);
     }
     if mutating {
         enumerated("reinvocationPolicy", &["IfNeeded", "Never"], causes);
