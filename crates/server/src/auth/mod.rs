@@ -70,6 +70,7 @@
 //! allowed. Lists and watches are authorized on their namespace, so a watch or list only ever
 //! returns what the caller may read.
 
+pub mod rbac;
 pub mod serviceaccount;
 
 use std::fmt;
@@ -145,6 +146,16 @@ pub enum AuthFileError {
     /// The service account signing key cannot be used.
     #[error(transparent)]
     Key(#[from] serviceaccount::KeyError),
+    /// `--authorization-mode` RBAC in caching-proxy mode, with RBAC resources the proxy does
+    /// not cache.
+    #[error(
+        "--authorization-mode RBAC needs the RBAC objects cached, but the upstream does not serve (or --upstream-resources leaves out) {}",
+        missing.join(", ")
+    )]
+    RbacNotCached {
+        /// The resources missing (`roles.rbac.authorization.k8s.io`).
+        missing: Vec<String>,
+    },
 }
 
 /// A malformed line of a token or policy file.
@@ -236,6 +247,15 @@ impl Attributes<'_> {
         }
     }
 
+    /// The namespace of a resource request, `""` otherwise.
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        match self {
+            Attributes::Resource { namespace, .. } => namespace,
+            _ => "",
+        }
+    }
+
     fn is_read_only(&self) -> bool {
         matches!(self.verb(), "get" | "list" | "watch")
     }
@@ -258,6 +278,10 @@ pub struct Auth {
     /// The service account token issuer and verifier (`None` in caching-proxy mode, where
     /// the upstream issues tokens).
     service_accounts: Option<Arc<serviceaccount::ServiceAccountTokens>>,
+    /// The authorizers in order (`--authorization-mode`).
+    modes: Vec<AuthorizationMode>,
+    /// The RBAC authorizer, when `RBAC` is one of the modes.
+    rbac: Option<Arc<rbac::Rbac>>,
 }
 
 impl fmt::Debug for Auth {
@@ -266,6 +290,7 @@ impl fmt::Debug for Auth {
         f.debug_struct("Auth")
             .field("tokens", &self.tokens.as_ref().map(Vec::len))
             .field("policies", &self.policies.as_ref().map(Vec::len))
+            .field("modes", &self.modes)
             .finish()
     }
 }
@@ -279,6 +304,8 @@ impl Auth {
             policies: None,
             client_certificates: false,
             service_accounts: None,
+            modes: vec![AuthorizationMode::AlwaysAllow],
+            rbac: None,
         }
     }
 
@@ -314,11 +341,14 @@ impl Auth {
             ),
             None => None,
         };
+        let modes = AuthorizationMode::defaults(policies.is_some());
         Ok(Auth {
             tokens,
             policies,
             client_certificates: false,
             service_accounts: None,
+            modes,
+            rbac: None,
         })
     }
 
@@ -338,6 +368,27 @@ impl Auth {
     ) -> Auth {
         self.service_accounts = tokens;
         self
+    }
+
+    /// Authorizes with `modes` in order (`--authorization-mode`; empty keeps the default:
+    /// `ABAC` with a policy file, else `AlwaysAllow`). With `RBAC`, the RBAC authorizer is
+    /// created, empty until the reflector feeds it ([`Auth::rbac`]).
+    #[must_use]
+    pub fn with_authorization(mut self, modes: &[AuthorizationMode]) -> Auth {
+        if !modes.is_empty() {
+            self.modes = modes.to_vec();
+        }
+        self.rbac = self
+            .modes
+            .contains(&AuthorizationMode::Rbac)
+            .then(rbac::Rbac::new);
+        self
+    }
+
+    /// The RBAC authorizer, when `RBAC` is one of the modes.
+    #[must_use]
+    pub fn rbac(&self) -> Option<&Arc<rbac::Rbac>> {
+        self.rbac.as_ref()
     }
 
     /// The service account token issuer, if this server issues tokens.
@@ -547,66 +598,246 @@ impl Auth {
     /// # Errors
     /// 403 Forbidden with kube-apiserver's message.
     pub fn authorize(&self, user: &User, attributes: &Attributes<'_>) -> Result<(), ApiError> {
-        let Some(policies) = &self.policies else {
-            return Ok(());
-        };
+        match self.decide(user, attributes) {
+            Decision::Allowed => Ok(()),
+            Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+        }
+    }
+
+    /// kube-apiserver's union authorizer over the modes: open paths and the group
+    /// `system:masters` are allowed first; then each mode in order allows, or has no
+    /// opinion and the next decides. Denied when none allows, with the reasons the modes
+    /// gave (one per line).
+    #[must_use]
+    pub fn decide(&self, user: &User, attributes: &Attributes<'_>) -> Decision {
         if let Attributes::NonResource { path, .. } = attributes
             && OPEN_PATHS.contains(path)
         {
-            return Ok(());
+            return Decision::Allowed;
         }
-        if policies.iter().any(|p| p.matches(user, attributes)) {
-            return Ok(());
+        if self.modes == [AuthorizationMode::AlwaysAllow]
+            || user
+                .groups
+                .iter()
+                .any(|g| g == rbac::escalation::PRIVILEGED_GROUP)
+        {
+            return Decision::Allowed;
         }
-        Err(forbidden(user, attributes))
+        let mut reasons: Vec<String> = Vec::new();
+        for mode in &self.modes {
+            match mode {
+                AuthorizationMode::AlwaysAllow => return Decision::Allowed,
+                AuthorizationMode::AlwaysDeny => {
+                    reasons.push("Everything is forbidden.".to_owned())
+                }
+                AuthorizationMode::Abac => {
+                    if self
+                        .policies
+                        .iter()
+                        .flatten()
+                        .any(|p| p.matches(user, attributes))
+                    {
+                        return Decision::Allowed;
+                    }
+                    reasons.push("No policy matched.".to_owned());
+                }
+                AuthorizationMode::Rbac => {
+                    if let Some(rbac) = &self.rbac {
+                        if rbac.allows(user, attributes) {
+                            return Decision::Allowed;
+                        }
+                        let reason = rbac.denial_reason(user, attributes.namespace());
+                        if !reason.is_empty() {
+                            reasons.push(reason);
+                        }
+                    }
+                }
+            }
+        }
+        Decision::Denied(reasons.join("\n"))
     }
 }
 
-/// The rules a user holds in a namespace, as `SelfSubjectRulesReview` reports them: resource
-/// rules and non-resource rules, each `(verbs, api groups or paths, resources)`.
+/// What the authorization chain decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A mode allowed the request.
+    Allowed,
+    /// None did; the reasons they gave (possibly empty).
+    Denied(String),
+}
+
+/// One authorizer of `--authorization-mode` (kube-apiserver's modes this server has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Everything is allowed.
+    AlwaysAllow,
+    /// Nothing is allowed (no opinion, reason `Everything is forbidden.`).
+    AlwaysDeny,
+    /// `--authorization-policy-file`.
+    Abac,
+    /// The cached RBAC objects ([`rbac`]).
+    Rbac,
+}
+
+impl AuthorizationMode {
+    /// The modes as kube-apiserver spells them.
+    pub const NAMES: [&'static str; 4] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC"];
+
+    /// Today's behaviour without `--authorization-mode`: `ABAC` with a policy file, else
+    /// `AlwaysAllow`.
+    #[must_use]
+    pub fn defaults(policy_file: bool) -> Vec<AuthorizationMode> {
+        vec![if policy_file {
+            AuthorizationMode::Abac
+        } else {
+            AuthorizationMode::AlwaysAllow
+        }]
+    }
+
+    /// Parses the comma-separated `--authorization-mode` with kube-apiserver's checks
+    /// (`BuiltInAuthorizationOptions.Validate`), given whether a policy file is set.
+    ///
+    /// # Errors
+    /// kube-apiserver's message (an unknown mode, a mode given twice, `ABAC` without a policy
+    /// file, a policy file without `ABAC`), or that `Node` or `Webhook` is not supported here.
+    pub fn parse_list(
+        list: &[String],
+        policy_file: bool,
+    ) -> Result<Vec<AuthorizationMode>, String> {
+        let mut modes = Vec::new();
+        for name in list.iter().map(|m| m.trim()) {
+            let mode = match name {
+                "AlwaysAllow" => AuthorizationMode::AlwaysAllow,
+                "AlwaysDeny" => AuthorizationMode::AlwaysDeny,
+                "ABAC" => AuthorizationMode::Abac,
+                "RBAC" => AuthorizationMode::Rbac,
+                "Node" | "Webhook" => {
+                    return Err(format!(
+                        "authorization-mode {name:?} is not supported by watchkeeper (supported: {})",
+                        Self::NAMES.join(", ")
+                    ));
+                }
+                _ => return Err(format!("authorization-mode {name:?} is not a valid mode")),
+            };
+            if mode == AuthorizationMode::Abac && !policy_file {
+                return Err(
+                    "authorization-mode ABAC's authorization policy file not passed".to_owned(),
+                );
+            }
+            if modes.contains(&mode) {
+                return Err(format!(
+                    "authorization-mode [{}] has mode specified more than once",
+                    list.join(" ")
+                ));
+            }
+            modes.push(mode);
+        }
+        if modes.is_empty() {
+            return Err("at least one authorization-mode must be passed".to_owned());
+        }
+        if policy_file && !modes.contains(&AuthorizationMode::Abac) {
+            return Err("cannot specify --authorization-policy-file without mode ABAC".to_owned());
+        }
+        Ok(modes)
+    }
+}
+
+/// The rules a user holds in a namespace, as `SelfSubjectRulesReview` reports them.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Rules {
-    /// `(verbs, apiGroups, resources)` per rule.
-    pub resource: Vec<(Vec<String>, Vec<String>, Vec<String>)>,
-    /// `(verbs, nonResourceURLs)` per rule.
-    pub non_resource: Vec<(Vec<String>, Vec<String>)>,
+    /// Resource rules (verbs, apiGroups, resources, resourceNames).
+    pub resource: Vec<rbac::PolicyRule>,
+    /// Non-resource rules (verbs, nonResourceURLs).
+    pub non_resource: Vec<rbac::PolicyRule>,
+    /// Why some rules could not be resolved (RBAC's missing roles), empty when all were.
+    pub evaluation_error: String,
 }
 
 impl Auth {
-    /// What `user` may do in `namespace`: everything when no policy file is set; otherwise
-    /// one rule per ABAC policy line naming the user (or a group of theirs) whose namespace
-    /// matches — `get`, `list`, `watch` for read-only lines, `*` otherwise — as kube-apiserver's
-    /// ABAC authorizer reports its rules.
+    /// What `user` may do in `namespace`, as kube-apiserver's union rule resolver reports it:
+    /// each mode's rules in order — `*` for `AlwaysAllow`, none for `AlwaysDeny`; for `ABAC`
+    /// one rule per policy line naming the user (or a group of theirs) whose namespace
+    /// matches (`get`, `list`, `watch` for read-only lines, `*` otherwise); for `RBAC` the
+    /// rules of every role bound to the user there.
     #[must_use]
     pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
         let star = || vec!["*".to_owned()];
-        let Some(policies) = &self.policies else {
-            return Rules {
-                resource: vec![(star(), star(), star())],
-                non_resource: vec![(star(), star())],
-            };
-        };
         let mut rules = Rules::default();
-        for policy in policies.iter().filter(|p| p.subject_matches(user)) {
-            let verbs = if policy.readonly {
-                vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()]
-            } else {
-                star()
-            };
-            if !policy.resource.is_empty() && wildcard_eq(&policy.namespace, namespace) {
-                rules.resource.push((
-                    verbs.clone(),
-                    vec![policy.api_group.clone()],
-                    vec![policy.resource.clone()],
-                ));
-            }
-            if !policy.non_resource_path.is_empty() {
-                rules
-                    .non_resource
-                    .push((verbs, vec![policy.non_resource_path.clone()]));
+        for mode in &self.modes {
+            match mode {
+                AuthorizationMode::AlwaysAllow => {
+                    rules.resource.push(rbac::PolicyRule {
+                        verbs: star(),
+                        api_groups: star(),
+                        resources: star(),
+                        ..rbac::PolicyRule::default()
+                    });
+                    rules.non_resource.push(rbac::PolicyRule {
+                        verbs: star(),
+                        non_resource_urls: star(),
+                        ..rbac::PolicyRule::default()
+                    });
+                }
+                AuthorizationMode::AlwaysDeny => {}
+                AuthorizationMode::Abac => self.abac_rules(user, namespace, &mut rules),
+                AuthorizationMode::Rbac => {
+                    let Some(rbac) = &self.rbac else { continue };
+                    let resolved = rbac.resolve(user, namespace);
+                    for rule in resolved.rules {
+                        if !rule.resources.is_empty() {
+                            rules.resource.push(rbac::PolicyRule {
+                                non_resource_urls: Vec::new(),
+                                ..rule.clone()
+                            });
+                        }
+                        if !rule.non_resource_urls.is_empty() {
+                            rules.non_resource.push(rbac::PolicyRule {
+                                verbs: rule.verbs,
+                                non_resource_urls: rule.non_resource_urls,
+                                ..rbac::PolicyRule::default()
+                            });
+                        }
+                    }
+                    rules.evaluation_error = match resolved.errors.len() {
+                        0 => String::new(),
+                        1 => resolved.errors[0].clone(),
+                        _ => format!("[{}]", resolved.errors.join(", ")),
+                    };
+                }
             }
         }
         rules
+    }
+
+    fn abac_rules(&self, user: &User, namespace: &str, rules: &mut Rules) {
+        for policy in self
+            .policies
+            .iter()
+            .flatten()
+            .filter(|p| p.subject_matches(user))
+        {
+            let verbs = if policy.readonly {
+                vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()]
+            } else {
+                vec!["*".to_owned()]
+            };
+            if !policy.resource.is_empty() && wildcard_eq(&policy.namespace, namespace) {
+                rules.resource.push(rbac::PolicyRule {
+                    verbs: verbs.clone(),
+                    api_groups: vec![policy.api_group.clone()],
+                    resources: vec![policy.resource.clone()],
+                    ..rbac::PolicyRule::default()
+                });
+            }
+            if !policy.non_resource_path.is_empty() {
+                rules.non_resource.push(rbac::PolicyRule {
+                    verbs,
+                    non_resource_urls: vec![policy.non_resource_path.clone()],
+                    ..rbac::PolicyRule::default()
+                });
+            }
+        }
     }
 }
 
@@ -614,9 +845,14 @@ fn unauthorized() -> ApiError {
     ApiError::unauthorized("Unauthorized")
 }
 
-/// kube-apiserver's 403 message (`forbiddenMessage` plus the ABAC reason).
-fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
-    const REASON: &str = "No policy matched.";
+/// kube-apiserver's 403 message: `forbiddenMessage`, then `: ` and the authorizers'
+/// reason when they gave one.
+fn forbidden(user: &User, attributes: &Attributes<'_>, reason: &str) -> ApiError {
+    let because = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
     match attributes {
         Attributes::Resource {
             verb,
@@ -639,7 +875,7 @@ fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
                 def,
                 name,
                 format!(
-                    "User {:?} cannot {verb} resource {resource:?} in API group {:?} {scope}: {REASON}",
+                    "User {:?} cannot {verb} resource {resource:?} in API group {:?} {scope}{because}",
                     user.name, def.group
                 ),
             )
@@ -648,7 +884,7 @@ fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
             403,
             "Forbidden",
             format!(
-                "{resource} {name:?} is forbidden: User {:?} cannot impersonate resource {resource:?} in API group \"\" at the cluster scope: {REASON}",
+                "{resource} {name:?} is forbidden: User {:?} cannot impersonate resource {resource:?} in API group \"\" at the cluster scope{because}",
                 user.name
             ),
         ),
@@ -656,7 +892,7 @@ fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
             403,
             "Forbidden",
             format!(
-                "forbidden: User {:?} cannot {verb} path {path:?}: {REASON}",
+                "forbidden: User {:?} cannot {verb} path {path:?}{because}",
                 user.name
             ),
         ),
@@ -1064,6 +1300,8 @@ mod tests {
             ),
             client_certificates: false,
             service_accounts: None,
+            modes: vec![AuthorizationMode::Abac],
+            rbac: None,
         };
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
@@ -1138,6 +1376,8 @@ mod tests {
             )),
             client_certificates: false,
             service_accounts: None,
+            modes: vec![AuthorizationMode::Abac],
+            rbac: None,
         };
         let bob = user("bob", &[]);
         let error = auth

@@ -28,7 +28,7 @@ use watchkeeper_api::discovery::REVIEW_RESOURCES;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
-use crate::auth::{Attributes, User};
+use crate::auth::{Attributes, Decision, User};
 use crate::request::RequestContext;
 use crate::respond::json_response;
 
@@ -245,7 +245,7 @@ fn access_status(
                 "",
                 !namespace.is_empty(),
             );
-            app.auth.authorize(
+            app.auth.decide(
                 subject,
                 &Attributes::Resource {
                     verb: text(attributes, "verb"),
@@ -256,7 +256,7 @@ fn access_status(
                 },
             )
         }
-        (None, Some(attributes)) => app.auth.authorize(
+        (None, Some(attributes)) => app.auth.decide(
             subject,
             &Attributes::NonResource {
                 verb: text(attributes, "verb"),
@@ -284,24 +284,21 @@ fn access_status(
         }
     };
     Ok(match decision {
-        Ok(()) => json!({"allowed": true}),
-        Err(_) => json!({"allowed": false, "reason": "No policy matched."}),
+        Decision::Allowed => json!({"allowed": true}),
+        Decision::Denied(reason) if reason.is_empty() => json!({"allowed": false}),
+        Decision::Denied(reason) => json!({"allowed": false, "reason": reason}),
     })
 }
 
 fn rules_status(app: &App, user: &User, namespace: &str) -> Value {
     let rules = app.auth.rules_for(user, namespace);
-    let resource: Vec<Value> = rules
-        .resource
-        .iter()
-        .map(|(verbs, groups, resources)| {
-            json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
-        })
-        .collect();
-    let non_resource: Vec<Value> = rules
-        .non_resource
-        .iter()
-        .map(|(verbs, urls)| json!({"verbs": verbs, "nonResourceURLs": urls}))
-        .collect();
-    json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
+    let mut status = json!({
+        "resourceRules": rules.resource,
+        "nonResourceRules": rules.non_resource,
+        "incomplete": false,
+    });
+    if !rules.evaluation_error.is_empty() {
+        status["evaluationError"] = json!(rules.evaluation_error);
+    }
+    status
 }

@@ -122,6 +122,9 @@ pub struct StoreSource {
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
     offload: Arc<crate::offload::Offload>,
+    /// With RBAC in `--authorization-mode`: the authorizer that checks writes of RBAC
+    /// objects for escalation ([`crate::auth::rbac::escalation`]).
+    rbac_escalation: Option<Arc<crate::auth::Auth>>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -370,6 +373,7 @@ impl StoreSource {
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
+            rbac_escalation: None,
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -403,6 +407,17 @@ impl StoreSource {
     #[must_use]
     pub fn with_offload(mut self, offload: Arc<crate::offload::Offload>) -> StoreSource {
         self.offload = offload;
+        self
+    }
+
+    /// With writes of RBAC objects checked for escalation by `auth` (when RBAC is one of its
+    /// modes; see [`crate::auth::rbac::escalation`]).
+    #[must_use]
+    pub fn with_rbac_escalation_check(
+        mut self,
+        auth: Option<Arc<crate::auth::Auth>>,
+    ) -> StoreSource {
+        self.rbac_escalation = auth;
         self
     }
 
@@ -1174,6 +1189,18 @@ impl Writer<'_> {
             }
         }
         watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
+        if let Some(auth) = &self.source.rbac_escalation
+            && let Some(rbac) = auth.rbac()
+        {
+            crate::auth::rbac::escalation::check_write(
+                auth,
+                rbac,
+                self.user,
+                &resource.def,
+                old,
+                &object,
+            )?;
+        }
         if let Some(old) = old
             && resource.def.group.is_empty()
             && resource.def.plural == "pods"
