@@ -505,3 +505,63 @@ async fn kubectl_auth_can_i_create_role_and_rolebinding_as_impersonated_users() 
     );
     server.shutdown().await;
 }
+
+/// Caching-proxy mode: RBAC reads the proxy's cached RBAC objects (a binding written through
+/// the proxy decides the next request there), and a proxy that would not cache them refuses
+/// to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caching_proxy_authorizes_from_its_cached_rbac_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = server_with(ServeArgs::default()).await;
+    let proxy_args = |resources: Option<Vec<String>>| ServeArgs {
+        listen: Some("127.0.0.1:0".parse().unwrap()),
+        upstream: Some(format!("http://{}", upstream.addr)),
+        upstream_resources: resources,
+        token_auth_file: Some(write(dir.path(), "tokens.csv", TOKENS)),
+        authorization_mode: Some(vec!["RBAC".to_owned()]),
+        ..ServeArgs::default()
+    };
+    let Err(error) = watchkeeper::start(
+        ServeConfig::from_args(proxy_args(Some(vec!["configmaps".into()]))).unwrap(),
+    )
+    .await
+    else {
+        panic!("RBAC needs the RBAC objects cached");
+    };
+    let error = error.to_string();
+    assert!(
+        error.contains("clusterroles.rbac.authorization.k8s.io, clusterrolebindings.rbac.authorization.k8s.io, roles.rbac.authorization.k8s.io, rolebindings.rbac.authorization.k8s.io"),
+        "{error}"
+    );
+    let proxy = watchkeeper::start(ServeConfig::from_args(proxy_args(None)).unwrap())
+        .await
+        .expect("the proxy starts");
+    tokio::time::timeout(common::HANG_GUARD, proxy.ready())
+        .await
+        .expect("proxy ready");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
+    assert_eq!(
+        call(&proxy, "admin", "POST", "/api/v1/namespaces", &namespace)
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        call(&proxy, "alice", "GET", PODS, &Value::Null).await.0,
+        403
+    );
+    let reader = role(
+        "pod-reader",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]),
+    );
+    assert_eq!(call(&proxy, "admin", "POST", ROLES, &reader).await.0, 201);
+    let binding = role_binding("alice-reads", "Role", "pod-reader", user("alice"));
+    assert_eq!(
+        call(&proxy, "admin", "POST", BINDINGS, &binding).await.0,
+        201
+    );
+    let (status, body) = call(&proxy, "alice", "GET", PODS, &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}

@@ -1,5 +1,7 @@
-//! Authentication and authorization, as kube-apiserver does them with `--token-auth-file` and
-//! `--authorization-mode=ABAC --authorization-policy-file`.
+//! Authentication and authorization, as kube-apiserver does them with `--token-auth-file`,
+//! client certificates, service account tokens and impersonation, and
+//! `--authorization-mode` (AlwaysAllow, AlwaysDeny, ABAC with `--authorization-policy-file`,
+//! RBAC).
 //!
 //! ## Authentication: static bearer tokens
 //! The token file is kube-apiserver's CSV: `token,user,uid,"group1,group2"` (the groups column
@@ -66,9 +68,36 @@
 //!
 //! Otherwise the answer is 403 Forbidden with kube-apiserver's message, e.g.
 //! `configmaps is forbidden: User "bob" cannot list resource "configmaps" in API group "" in the
-//! namespace "team": No policy matched.` Without a policy file every (authenticated) request is
-//! allowed. Lists and watches are authorized on their namespace, so a watch or list only ever
-//! returns what the caller may read.
+//! namespace "team": No policy matched.` Lists and watches are authorized on their namespace,
+//! so a watch or list only ever returns what the caller may read.
+//!
+//! ## Authorization: the chain (`--authorization-mode`)
+//! `--authorization-mode` is kube-apiserver's comma list of authorizers, run as its union
+//! authorizer ([`Auth::decide`]): [`OPEN_PATHS`] and members of the group `system:masters` are
+//! allowed first (kube's privileged-group authorizer); then each mode in order either allows
+//! — which decides — or has no opinion, and the next one is asked. `AlwaysAllow` allows,
+//! `AlwaysDeny` has no opinion with the reason `Everything is forbidden.`, `ABAC` allows what
+//! a policy line matches (reason `No policy matched.`), `RBAC` what a bound role's rule allows
+//! ([`rbac`]; its reason names missing roles). When none allows: 403 with kube's message,
+//! then `: ` and the reasons, one per line, when any was given. `Node` and `Webhook` are
+//! refused at startup (not supported), as are kube's invalid combinations (`ABAC` without a
+//! policy file, a policy file without `ABAC`, a mode twice). Without the flag the chain is
+//! today's: `ABAC` with a policy file, otherwise `AlwaysAllow`. The access reviews and
+//! `SelfSubjectRulesReview` ([`Auth::rules_for`]: each mode's rules in order) are answered by
+//! the same chain. An allowed request allocates nothing in the chain; with `RBAC` it is one
+//! read lock of the index, a lookup per user name and group, and the rules of the roles
+//! found.
+//!
+//! ## Authorization: RBAC
+//! With `RBAC` in the chain, the cached Roles, ClusterRoles, RoleBindings and
+//! ClusterRoleBindings decide ([`rbac`]): an index fed by the reflector, so a binding written
+//! decides the next request. Over a store the server also reconciles kube's bootstrap policy
+//! at start ([`rbac::bootstrap`]), runs the ClusterRole aggregation controller
+//! (`controllers::clusterrole_aggregation`) and refuses writes of roles and bindings that
+//! would grant more than the writer holds ([`rbac::escalation`]). In caching-proxy mode the
+//! proxy's cached RBAC objects decide (the upstream's own, written there); a proxy that would
+//! not cache all four RBAC resources refuses to start. Writes through a proxy are checked for
+//! escalation by the upstream.
 
 pub mod rbac;
 pub mod serviceaccount;
@@ -623,37 +652,37 @@ impl Auth {
         {
             return Decision::Allowed;
         }
-        let mut reasons: Vec<String> = Vec::new();
-        for mode in &self.modes {
-            match mode {
-                AuthorizationMode::AlwaysAllow => return Decision::Allowed,
-                AuthorizationMode::AlwaysDeny => {
-                    reasons.push("Everything is forbidden.".to_owned())
-                }
-                AuthorizationMode::Abac => {
-                    if self
-                        .policies
-                        .iter()
-                        .flatten()
-                        .any(|p| p.matches(user, attributes))
-                    {
-                        return Decision::Allowed;
-                    }
-                    reasons.push("No policy matched.".to_owned());
-                }
-                AuthorizationMode::Rbac => {
-                    if let Some(rbac) = &self.rbac {
-                        if rbac.allows(user, attributes) {
-                            return Decision::Allowed;
-                        }
-                        let reason = rbac.denial_reason(user, attributes.namespace());
-                        if !reason.is_empty() {
-                            reasons.push(reason);
-                        }
-                    }
-                }
-            }
+        let allowed = self.modes.iter().any(|mode| match mode {
+            AuthorizationMode::AlwaysAllow => true,
+            AuthorizationMode::AlwaysDeny => false,
+            AuthorizationMode::Abac => self
+                .policies
+                .iter()
+                .flatten()
+                .any(|p| p.matches(user, attributes)),
+            AuthorizationMode::Rbac => self
+                .rbac
+                .as_ref()
+                .is_some_and(|rbac| rbac.allows(user, attributes)),
+        });
+        if allowed {
+            return Decision::Allowed;
         }
+        // Denied: the reasons, built only now (an allowed request allocates nothing here).
+        let reasons: Vec<String> = self
+            .modes
+            .iter()
+            .filter_map(|mode| match mode {
+                AuthorizationMode::AlwaysAllow => None,
+                AuthorizationMode::AlwaysDeny => Some("Everything is forbidden.".to_owned()),
+                AuthorizationMode::Abac => Some("No policy matched.".to_owned()),
+                AuthorizationMode::Rbac => self
+                    .rbac
+                    .as_ref()
+                    .map(|rbac| rbac.denial_reason(user, attributes.namespace()))
+                    .filter(|reason| !reason.is_empty()),
+            })
+            .collect();
         Decision::Denied(reasons.join("\n"))
     }
 }

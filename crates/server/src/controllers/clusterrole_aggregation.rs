@@ -277,6 +277,6 @@ mod tests {
         // A role whose selectors match nothing aggregates no rule (its own never count).
         let lonely = json!({"metadata": {"name": "view", "labels": {"to-view": "true"}},
             "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"none": "x"}}]}});
-        assert!(aggregated_rules(&lonely, &[lonely.clone()]).is_empty());
+        assert!(aggregated_rules(&lonely, std::slice::from_ref(&lonely)).is_empty());
     }
 }

@@ -504,8 +504,8 @@ fn covers_as_kubes_table() {
         resource_names: strings("foo"),
         ..rule("get", "", "pods", "")
     };
-    assert!(covers(&[rule("get", "", "pods", "")], &[named.clone()]).0);
-    assert!(covers(&[named.clone()], &[named.clone()]).0);
+    assert!(covers(&[rule("get", "", "pods", "")], std::slice::from_ref(&named)).0);
+    assert!(covers(std::slice::from_ref(&named), std::slice::from_ref(&named)).0);
     assert!(!covers(&[named], &[rule("get", "", "pods", "")]).0);
     // Non-resource URLs, with prefixes.
     let urls = [rule("get", "", "", "/api/*")];
