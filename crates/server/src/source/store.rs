@@ -1188,7 +1188,7 @@ impl Writer<'_> {
                 )?;
             }
         }
-        watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
+        // kube's RBAC storage refuses an escalation before the object is validated.
         if let Some(auth) = &self.source.rbac_escalation
             && let Some(rbac) = auth.rbac()
         {
@@ -1201,6 +1201,7 @@ impl Writer<'_> {
                 &object,
             )?;
         }
+        watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
         if let Some(old) = old
             && resource.def.group.is_empty()
             && resource.def.plural == "pods"

@@ -149,12 +149,16 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                 source,
             };
             // A few tries: each loses only to another writer of the same key.
+            let mut written = false;
             for _ in 0..8 {
-                let current = store
-                    .range(RangeRequest::key(key.clone()))
-                    .await
-                    .ok()
-                    .and_then(|r| r.kvs.into_iter().next());
+                let current = match store.range(RangeRequest::key(key.clone())).await {
+                    Ok(read) => read.kvs.into_iter().next(),
+                    Err(error) => {
+                        tracing::warn!(%error, object = %name, "cannot read a bootstrap RBAC object; not reconciled");
+                        written = true;
+                        break;
+                    }
+                };
                 let (compare, value) = match &current {
                     None => {
                         let mut created = expected.clone();
@@ -164,9 +168,11 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                     }
                     Some(kv) => {
                         let Ok(existing) = serde_json::from_slice::<Value>(&kv.value) else {
+                            written = true;
                             break;
                         };
                         let Some(updated) = reconcile(plural, &existing, &expected) else {
+                            written = true;
                             break;
                         };
                         (
@@ -178,7 +184,7 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                         )
                     }
                 };
-                let written = store
+                let answer = store
                     .txn(
                         TxnRequest::default()
                             .when(compare)
@@ -190,9 +196,13 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                     )
                     .await
                     .map_err(failed)?;
-                if written.succeeded {
+                if answer.succeeded {
+                    written = true;
                     break;
                 }
+            }
+            if !written {
+                tracing::warn!(object = %name, "a bootstrap RBAC object kept changing under its reconciliation; left as it is");
             }
         }
     }
