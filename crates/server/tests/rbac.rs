@@ -282,6 +282,28 @@ async fn bootstrap_policy_aggregation_and_reviews() {
     )
     .await;
     assert_eq!(view["rules"], source["rules"]);
+    // A ClusterRole labelled to aggregate to view (as a chart's CRD roles are) joins it.
+    let widgets = json!({"apiVersion": RBAC, "kind": "ClusterRole",
+        "metadata": {"name": "widgets-view", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list"]}]});
+    assert_eq!(
+        call(&server, "admin", "POST", clusterroles, &widgets)
+            .await
+            .0,
+        201
+    );
+    let view = loop {
+        let event = watch.next().await.expect("the watch stays open");
+        let rules = event["object"]["rules"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if rules.iter().any(|r| r["resources"] == json!(["widgets"])) {
+            break event["object"].clone();
+        }
+    };
+    let rules = view["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), source["rules"].as_array().unwrap().len() + 1);
     // Bound to `view` in `team`, alice may list configmaps there (an aggregated rule).
     let binding = role_binding("alice-views", "ClusterRole", "view", user("alice"));
     assert_eq!(

@@ -1469,6 +1469,81 @@ mod tests {
     }
 
     #[test]
+    fn the_chain_runs_in_order_and_joins_the_reasons() {
+        let defs = watchkeeper_api::builtin_resources();
+        let configmaps = defs.iter().find(|d| d.plural == "configmaps").unwrap();
+        let list = Attributes::Resource {
+            verb: "list",
+            def: configmaps,
+            namespace: "team",
+            name: "",
+            subresource: "",
+        };
+        let chain = |modes: &[AuthorizationMode]| {
+            Auth {
+                policies: Some(policy(
+                    r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
+                )),
+                ..Auth::none()
+            }
+            .with_authorization(modes)
+        };
+        use AuthorizationMode::{Abac, AlwaysAllow, AlwaysDeny, Rbac};
+        let bob = user("bob", &["system:authenticated"]);
+        assert_eq!(
+            chain(&[AlwaysDeny, Abac, Rbac]).decide(&bob, &list),
+            Decision::Denied("Everything is forbidden.\nNo policy matched.".to_owned())
+        );
+        let error = chain(&[AlwaysDeny, Abac])
+            .authorize(&bob, &list)
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team\": Everything is forbidden.\nNo policy matched."
+        );
+        // RBAC with nothing bound gives no reason: kube's message ends after the scope.
+        let error = chain(&[Rbac]).authorize(&bob, &list).unwrap_err();
+        assert!(
+            error.message.ends_with("in the namespace \"team\""),
+            "{}",
+            error.message
+        );
+        // A later mode allows; an earlier one's lack of opinion does not deny.
+        assert_eq!(
+            chain(&[AlwaysDeny, AlwaysAllow]).decide(&bob, &list),
+            Decision::Allowed
+        );
+        assert_eq!(
+            chain(&[AlwaysDeny, Abac]).decide(&user("alice", &[]), &list),
+            Decision::Allowed
+        );
+        // system:masters and the open paths are allowed before any mode.
+        assert_eq!(
+            chain(&[AlwaysDeny]).decide(&user("root", &["system:masters"]), &list),
+            Decision::Allowed
+        );
+        let healthz = Attributes::NonResource {
+            verb: "get",
+            path: "/healthz",
+        };
+        assert_eq!(
+            chain(&[AlwaysDeny]).decide(&bob, &healthz),
+            Decision::Allowed
+        );
+        // Rules for SelfSubjectRulesReview: each mode's in order.
+        let rules = chain(&[AlwaysDeny, Abac, AlwaysAllow]).rules_for(&user("alice", &[]), "team");
+        assert_eq!(rules.resource.len(), 2);
+        assert_eq!(rules.resource[0].resources, ["*"]);
+        assert_eq!(rules.resource[0].verbs, ["*"]);
+        assert!(
+            chain(&[AlwaysDeny])
+                .rules_for(&bob, "team")
+                .resource
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn malformed_policy_lines_are_numbered() {
         for (text, line, what) in [
             ("# c\n{not json\n", 2, "line 2: "),
