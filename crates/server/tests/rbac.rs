@@ -405,7 +405,7 @@ fn authorization_mode_is_validated_as_kube() {
     );
     assert_eq!(
         modes(&["RBAC", "RBAC"], false),
-        Err("authorization-mode [RBAC RBAC] has mode specified more than once".to_owned())
+        Err("authorization-mode [\"RBAC\" \"RBAC\"] has mode specified more than once".to_owned())
     );
     let node = modes(&["Node", "RBAC"], false).unwrap_err();
     assert!(

@@ -755,9 +755,13 @@ impl AuthorizationMode {
                 );
             }
             if modes.contains(&mode) {
+                let quoted: Vec<String> = list
+                    .iter()
+                    .map(|m| watchkeeper_core::gotext::go_quote(m))
+                    .collect();
                 return Err(format!(
                     "authorization-mode [{}] has mode specified more than once",
-                    list.join(" ")
+                    quoted.join(" ")
                 ));
             }
             modes.push(mode);
