@@ -7,7 +7,9 @@
 //! ## Guarantees
 //! - A review is answered by the server's own authorizer ([`crate::auth::Auth`]) for the
 //!   attributes in its spec — the same decision a real request with those attributes gets —
-//!   and is never stored or watched: create (POST) only, 201 with the review and its `status`.
+//!   and is never stored or watched: create (POST) only, 201 with the review and its `status`
+//!   (a denial's `reason` is the chain's, absent when no mode gave one; a rules review lists
+//!   each mode's rules, with RBAC's `resourceNames` and `evaluationError`).
 //! - Self reviews answer for the caller and need no permission beyond being authenticated (as
 //!   kube-apiserver's default `system:basic-user` role grants); a `SubjectAccessReview` (about
 //!   another user) needs `create` on `subjectaccessreviews`, a `LocalSubjectAccessReview`

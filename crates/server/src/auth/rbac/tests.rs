@@ -575,3 +575,80 @@ fn compaction_as_kube() {
         ]
     );
 }
+
+#[test]
+fn role_writes_need_the_rules_or_escalate_and_aggregation_needs_everything() {
+    use super::escalation::check_write;
+    let auth =
+        crate::auth::Auth::none().with_authorization(&[crate::auth::AuthorizationMode::Rbac]);
+    let rbac = auth.rbac().unwrap().clone();
+    feed(
+        &rbac,
+        "clusterroles",
+        "",
+        role(
+            "writer",
+            vec![
+                rule("create,update", GROUP, "clusterroles", ""),
+                rule("get", "", "pods", ""),
+            ],
+        ),
+    );
+    feed(
+        &rbac,
+        "clusterrolebindings",
+        "",
+        binding("bob", "ClusterRole", "writer", &["User:bob"]),
+    );
+    let bob = user("bob", "");
+    let clusterroles = ResourceDef::named(GROUP, "v1", "clusterroles", "ClusterRole", false);
+    let write = |old: Option<&serde_json::Value>, object: &serde_json::Value| {
+        check_write(&auth, &rbac, &bob, &clusterroles, old, object).map_err(|e| e.message)
+    };
+    let held = json!({"metadata": {"name": "held"}, "rules": [rule("get", "", "pods", "")]});
+    assert_eq!(write(None, &held), Ok(()));
+    let aggregating = json!({"metadata": {"name": "agg"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]}});
+    assert_eq!(
+        write(None, &aggregating),
+        Err("clusterroles.rbac.authorization.k8s.io \"agg\" is forbidden: must have cluster-admin privileges to use the aggregationRule".to_owned())
+    );
+    // Its aggregated rules may change (the controller's writes) when the rule stays.
+    let aggregated = json!({"metadata": {"name": "agg"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"a": "b"}}]},
+        "rules": [rule("get", "", "pods", "")]});
+    assert_eq!(write(Some(&aggregating), &aggregated), Ok(()));
+    // Only owner references or finalizers changed: never refused, whatever the rules.
+    let big = json!({"metadata": {"name": "big", "resourceVersion": "1"}, "rules": [rule("*", "*", "*", "")]});
+    let owned = json!({"metadata": {"name": "big", "resourceVersion": "2",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]},
+        "rules": [rule("*", "*", "*", "")]});
+    assert_eq!(write(Some(&big), &owned), Ok(()));
+    assert!(
+        write(None, &big)
+            .unwrap_err()
+            .contains("attempting to grant RBAC permissions not currently held")
+    );
+    // With `escalate`, anything goes.
+    feed(
+        &rbac,
+        "clusterroles",
+        "",
+        role(
+            "escalator",
+            vec![rule("escalate", GROUP, "clusterroles", "")],
+        ),
+    );
+    feed(
+        &rbac,
+        "clusterrolebindings",
+        "",
+        binding("bob-escalates", "ClusterRole", "escalator", &["User:bob"]),
+    );
+    assert_eq!(write(None, &big), Ok(()));
+    assert_eq!(
+        write(None, &aggregating),
+        Ok(()),
+        "escalate skips the aggregation check too"
+    );
+}
