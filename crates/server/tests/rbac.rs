@@ -327,7 +327,10 @@ async fn bootstrap_policy_aggregation_and_reviews() {
     let path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
     let (status, body) = call(&server, "admin", "POST", path, &sar("list", "configmaps")).await;
     assert_eq!(status, 201, "{body}");
-    assert_eq!(body["status"]["allowed"], true);
+    assert_eq!(
+        body["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"alice-views/team\" of ClusterRole \"view\" to User \"alice\""})
+    );
     let (_, body) = call(&server, "admin", "POST", path, &sar("list", "secrets")).await;
     assert_eq!(body["status"], json!({"allowed": false}));
     // alice may not ask about others (she holds no `create` on subjectaccessreviews).

@@ -687,6 +687,49 @@ impl Auth {
     }
 }
 
+impl Auth {
+    /// The reason the chain gives for allowing `attributes` to `user` (access reviews show
+    /// it): RBAC's `allowed by ...` when RBAC is the first mode to allow, else empty (kube's
+    /// privileged group, AlwaysAllow and ABAC give none).
+    #[must_use]
+    pub fn allowed_reason(&self, user: &User, attributes: &Attributes<'_>) -> String {
+        if matches!(attributes, Attributes::NonResource { path, .. } if OPEN_PATHS.contains(path))
+            || user
+                .groups
+                .iter()
+                .any(|g| g == rbac::escalation::PRIVILEGED_GROUP)
+        {
+            return String::new();
+        }
+        for mode in &self.modes {
+            match mode {
+                AuthorizationMode::AlwaysAllow => return String::new(),
+                AuthorizationMode::AlwaysDeny => {}
+                AuthorizationMode::Abac => {
+                    if self
+                        .policies
+                        .iter()
+                        .flatten()
+                        .any(|p| p.matches(user, attributes))
+                    {
+                        return String::new();
+                    }
+                }
+                AuthorizationMode::Rbac => {
+                    if let Some(reason) = self
+                        .rbac
+                        .as_ref()
+                        .and_then(|rbac| rbac.allowed_by(user, attributes))
+                    {
+                        return reason;
+                    }
+                }
+            }
+        }
+        String::new()
+    }
+}
+
 /// What the authorization chain decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {

@@ -247,7 +247,8 @@ fn access_status(
                 "",
                 !namespace.is_empty(),
             );
-            app.auth.decide(
+            decided(
+                app,
                 subject,
                 &Attributes::Resource {
                     verb: text(attributes, "verb"),
@@ -258,7 +259,8 @@ fn access_status(
                 },
             )
         }
-        (None, Some(attributes)) => app.auth.decide(
+        (None, Some(attributes)) => decided(
+            app,
             subject,
             &Attributes::NonResource {
                 verb: text(attributes, "verb"),
@@ -285,11 +287,21 @@ fn access_status(
             ));
         }
     };
-    Ok(match decision {
-        Decision::Allowed => json!({"allowed": true}),
-        Decision::Denied(reason) if reason.is_empty() => json!({"allowed": false}),
-        Decision::Denied(reason) => json!({"allowed": false, "reason": reason}),
-    })
+    Ok(decision)
+}
+
+/// The `SubjectAccessReviewStatus` of the chain's decision: `allowed`, and the reason when
+/// the deciding mode gave one.
+fn decided(app: &App, subject: &User, attributes: &Attributes<'_>) -> Value {
+    let (allowed, reason) = match app.auth.decide(subject, attributes) {
+        Decision::Allowed => (true, app.auth.allowed_reason(subject, attributes)),
+        Decision::Denied(reason) => (false, reason),
+    };
+    if reason.is_empty() {
+        json!({"allowed": allowed})
+    } else {
+        json!({"allowed": allowed, "reason": reason})
+    }
 }
 
 fn rules_status(app: &App, user: &User, namespace: &str) -> Value {

@@ -38,6 +38,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use watchkeeper_api::ResourceDef;
+use watchkeeper_core::gotext::go_quote;
 use watchkeeper_core::{Change, Object, Revision};
 
 use super::{Attributes, User};
@@ -213,6 +214,37 @@ pub fn service_account_user(namespace: &str, name: &str) -> String {
     format!("system:serviceaccount:{namespace}:{name}")
 }
 
+/// What a subject names: a user name (a ServiceAccount's too) or a group.
+enum SubjectKey {
+    User(String),
+    Group(String),
+}
+
+impl SubjectKey {
+    /// Whether it names `user` (kube's `appliesToUser`).
+    fn names(&self, user: &User) -> bool {
+        match self {
+            SubjectKey::User(name) => *name == user.name,
+            SubjectKey::Group(group) => user.groups.contains(group),
+        }
+    }
+}
+
+/// kube's `describeSubject`: `Kind "name"`, a ServiceAccount as `"name/namespace"`.
+fn describe_subject(subject: &Subject, binding_namespace: &str) -> String {
+    let name = if subject.kind == "ServiceAccount" {
+        let ns = if subject.namespace.is_empty() {
+            binding_namespace
+        } else {
+            &subject.namespace
+        };
+        format!("{}/{ns}", subject.name)
+    } else {
+        subject.name.clone()
+    };
+    format!("{} {}", subject.kind, go_quote(&name))
+}
+
 /// Bindings by subject: user names and groups to binding names.
 #[derive(Debug, Default)]
 struct Subjects {
@@ -221,23 +253,33 @@ struct Subjects {
 }
 
 impl Subjects {
+    /// The key a subject is indexed under (`namespace` is the binding's): kube's
+    /// `appliesToUser` as a lookup key.
+    fn keys_of(subject: &Subject, namespace: &str) -> Option<SubjectKey> {
+        match subject.kind.as_str() {
+            "User" => Some(SubjectKey::User(subject.name.clone())),
+            "Group" => Some(SubjectKey::Group(subject.name.clone())),
+            "ServiceAccount" => {
+                let ns = if subject.namespace.is_empty() {
+                    namespace
+                } else {
+                    &subject.namespace
+                };
+                (!ns.is_empty()).then(|| SubjectKey::User(service_account_user(ns, &subject.name)))
+            }
+            _ => None,
+        }
+    }
+
     /// The keys a binding's subjects are indexed under (`namespace` is the binding's).
     fn keys(binding: &Binding, namespace: &str) -> Vec<(bool, String)> {
         binding
             .subjects
             .iter()
-            .filter_map(|s| match s.kind.as_str() {
-                "User" => Some((true, s.name.clone())),
-                "Group" => Some((false, s.name.clone())),
-                "ServiceAccount" => {
-                    let ns = if s.namespace.is_empty() {
-                        namespace
-                    } else {
-                        &s.namespace
-                    };
-                    (!ns.is_empty()).then(|| (true, service_account_user(ns, &s.name)))
-                }
-                _ => None,
+            .filter_map(|s| Self::keys_of(s, namespace))
+            .map(|key| match key {
+                SubjectKey::User(name) => (true, name),
+                SubjectKey::Group(name) => (false, name),
             })
             .collect()
     }
@@ -480,6 +522,43 @@ impl Rbac {
                 !allowed
             });
         allowed
+    }
+
+    /// kube's reason of an allowed request, for access reviews: `RBAC: allowed by
+    /// ClusterRoleBinding "b" of ClusterRole "r" to Group "g"` (a RoleBinding as
+    /// `"name/namespace"`, a ServiceAccount subject as `"name/namespace"`); `None` when no
+    /// bound rule allows it.
+    #[must_use]
+    pub fn allowed_by(&self, user: &User, attributes: &Attributes<'_>) -> Option<String> {
+        let mut reason = None;
+        self.read().visit(
+            user,
+            attributes.namespace(),
+            |scope, name, binding, rules| {
+                if !rules.is_some_and(|rules| rules.iter().any(|r| r.allows(attributes))) {
+                    return true;
+                }
+                let (kind, binding_name) = if scope.is_empty() {
+                    ("ClusterRoleBinding", name.to_string())
+                } else {
+                    ("RoleBinding", format!("{name}/{scope}"))
+                };
+                let subject = binding
+                    .subjects
+                    .iter()
+                    .find(|s| Subjects::keys_of(s, scope).is_some_and(|key| key.names(user)))
+                    .map(|s| describe_subject(s, scope))
+                    .unwrap_or_default();
+                reason = Some(format!(
+                    "RBAC: allowed by {kind} {} of {} {} to {subject}",
+                    go_quote(&binding_name),
+                    binding.role_ref.kind,
+                    go_quote(&binding.role_ref.name),
+                ));
+                false
+            },
+        );
+        reason
     }
 
     /// The reason of a denial: `RBAC: ` and the resolution errors (kube's aggregate: one

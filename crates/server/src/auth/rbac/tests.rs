@@ -378,6 +378,22 @@ fn service_accounts_roles_and_changes() {
     assert!(!resource_allowed(
         &rbac, &robot, "delete", "pods", "", "ns1"
     ));
+    // Access reviews name what allowed it, as kube's describers do.
+    let pods = def("", "pods");
+    let list = |namespace| Attributes::Resource {
+        verb: "list",
+        def: &pods,
+        namespace,
+        name: "",
+        subresource: "",
+    };
+    assert_eq!(
+        rbac.allowed_by(&robot, &list("ns1")).as_deref(),
+        Some(
+            "RBAC: allowed by RoleBinding \"sa/ns1\" of Role \"reader\" to ServiceAccount \"robot/ns1\""
+        )
+    );
+    assert_eq!(rbac.allowed_by(&robot, &list("ns2")), None);
     // A ClusterRoleBinding's ServiceAccount needs a namespace.
     feed(
         &rbac,
