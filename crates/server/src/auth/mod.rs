@@ -875,11 +875,9 @@ impl Auth {
                             });
                         }
                     }
-                    rules.evaluation_error = match resolved.errors.len() {
-                        0 => String::new(),
-                        1 => resolved.errors[0].clone(),
-                        _ => format!("[{}]", resolved.errors.join(", ")),
-                    };
+                    if !resolved.errors.is_empty() {
+                        rules.evaluation_error = rbac::aggregate(&resolved.errors);
+                    }
                 }
             }
         }

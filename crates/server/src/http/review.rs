@@ -8,7 +8,8 @@
 //! - A review is answered by the server's own authorizer ([`crate::auth::Auth`]) for the
 //!   attributes in its spec — the same decision a real request with those attributes gets —
 //!   and is never stored or watched: create (POST) only, 201 with the review and its `status`
-//!   (a denial's `reason` is the chain's, absent when no mode gave one; a rules review lists
+//!   (`reason`: RBAC's `allowed by ...` of an allowed review, the chain's reasons of a denied
+//!   one, absent when the deciding modes gave none; a rules review lists
 //!   each mode's rules, with RBAC's `resourceNames` and `evaluationError`).
 //! - Self reviews answer for the caller and need no permission beyond being authenticated (as
 //!   kube-apiserver's default `system:basic-user` role grants); a `SubjectAccessReview` (about

@@ -200,7 +200,11 @@ pub fn confirm_no_escalation(
         described.into_iter().collect::<Vec<_>>().join("\n")
     );
     if !held.errors.is_empty() {
-        message.push_str(&format!("; resolution errors: [{}]", held.errors.join(" ")));
+        // Go's `%v` of a slice holding the resolver's one aggregate error.
+        message.push_str(&format!(
+            "; resolution errors: [{}]",
+            super::aggregate(&held.errors)
+        ));
     }
     Err(message)
 }

@@ -476,6 +476,16 @@ impl Index {
     }
 }
 
+/// Errors as Go's `utilerrors.NewAggregate` prints them: one as it is, several in brackets,
+/// comma-separated.
+#[must_use]
+pub fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        _ => format!("[{}]", errors.join(", ")),
+    }
+}
+
 /// The rules a user holds in a namespace, with the errors of resolving them.
 #[derive(Debug, Default)]
 pub struct Resolved {
@@ -566,10 +576,10 @@ impl Rbac {
     #[must_use]
     pub fn denial_reason(&self, user: &User, namespace: &str) -> String {
         let errors = self.resolve(user, namespace).errors;
-        match errors.len() {
-            0 => String::new(),
-            1 => format!("RBAC: {}", errors[0]),
-            _ => format!("RBAC: [{}]", errors.join(", ")),
+        if errors.is_empty() {
+            String::new()
+        } else {
+            format!("RBAC: {}", aggregate(&errors))
         }
     }
 

@@ -564,6 +564,21 @@ fn escalation_message_is_kubes() {
          {APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\" \"watch\"]}\n\
          {NonResourceURLs:[\"/metrics\"], Verbs:[\"get\"]}"
     );
+    // A bound role that is missing is named after the missing rules.
+    feed(
+        &rbac,
+        "rolebindings",
+        "ns1",
+        binding("gone", "Role", "gone", &["User:bob"]),
+    );
+    let error =
+        confirm_no_escalation(&rbac, &bob, "ns1", &[rule("list", "", "pods", "")]).unwrap_err();
+    assert!(
+        error.ends_with(
+            "{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"list\"]}; resolution errors: [role.rbac.authorization.k8s.io \"gone\" not found]"
+        ),
+        "{error}"
+    );
     // In another namespace bob holds nothing.
     assert!(confirm_no_escalation(&rbac, &bob, "ns2", &[rule("get", "", "pods", "")]).is_err());
 }
