@@ -17,7 +17,7 @@
 //!   non-resource URL equal to the path, `*`, or ending in `*` and a prefix of the path.
 //! - The roles and bindings are the cached RoleBindings, ClusterRoleBindings, Roles and
 //!   ClusterRoles (the reflector tells [`Rbac`] of every change as an
-//!   [`Observer`](crate::source::feed::Observer), before the caches have it, and a write
+//!   [`Observer`], before the caches have it, and a write
 //!   answers only once the cache has it): a binding created or deleted decides the very next
 //!   request. A missing role grants nothing; a denial then gives kube's reason
 //!   (`RBAC: clusterrole.rbac.authorization.k8s.io "x" not found`).
