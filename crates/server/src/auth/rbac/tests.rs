@@ -683,3 +683,111 @@ fn role_writes_need_the_rules_or_escalate_and_aggregation_needs_everything() {
         "escalate skips the aggregation check too"
     );
 }
+
+/// kube's `TestAppliesTo`: which subject of a binding names the user (the reason names it).
+#[test]
+fn applies_to_as_kubes_table() {
+    for (subjects, who, namespace, applies, case) in [
+        (
+            &["User:foobar"][..],
+            user("foobar", ""),
+            "ns",
+            Some("User \"foobar\""),
+            "single subject that matches username",
+        ),
+        (
+            &["User:barfoo", "User:foobar"],
+            user("foobar", ""),
+            "ns",
+            Some("User \"foobar\""),
+            "multiple subjects, one that matches username",
+        ),
+        (
+            &["User:barfoo", "User:foobar"],
+            user("zimzam", ""),
+            "ns",
+            None,
+            "multiple subjects, none that match username",
+        ),
+        (
+            &["User:barfoo", "Group:foobar"],
+            user("zimzam", "foobar"),
+            "",
+            Some("Group \"foobar\""),
+            "one that matches a group",
+        ),
+        (
+            &["User:barfoo", "Group:foobar"],
+            user("zimzam", "foobar"),
+            "namespace1",
+            Some("Group \"foobar\""),
+            "a group, whatever the namespace",
+        ),
+        (
+            &[
+                "User:barfoo",
+                "Group:foobar",
+                "ServiceAccount:kube-system/default",
+            ],
+            user("system:serviceaccount:kube-system:default", ""),
+            "default",
+            Some("ServiceAccount \"default/kube-system\""),
+            "a service account that matches",
+        ),
+        (
+            &["User:*"],
+            user("foobar", ""),
+            "default",
+            None,
+            "* user subject name doesn't match all users",
+        ),
+        (
+            &["Group:system:authenticated", "Group:system:unauthenticated"],
+            user("foobar", "system:authenticated"),
+            "default",
+            Some("Group \"system:authenticated\""),
+            "all authenticated",
+        ),
+        (
+            &["Group:system:authenticated", "Group:system:unauthenticated"],
+            user("system:anonymous", "system:unauthenticated"),
+            "default",
+            Some("Group \"system:unauthenticated\""),
+            "anonymous",
+        ),
+    ] {
+        let rbac = Rbac::new();
+        feed(
+            &rbac,
+            "clusterroles",
+            "",
+            role("all", vec![rule("*", "*", "*", "")]),
+        );
+        let plural = if namespace.is_empty() {
+            "clusterrolebindings"
+        } else {
+            "rolebindings"
+        };
+        feed(
+            &rbac,
+            plural,
+            namespace,
+            binding("b", "ClusterRole", "all", subjects),
+        );
+        let pods = def("", "pods");
+        let get = Attributes::Resource {
+            verb: "get",
+            def: &pods,
+            namespace,
+            name: "x",
+            subresource: "",
+        };
+        let reason = rbac.allowed_by(&who, &get);
+        assert_eq!(
+            reason.as_deref().map(|r| r.rsplit_once(" to ").unwrap().1),
+            applies,
+            "{case}"
+        );
+        assert_eq!(rbac.allows(&who, &get), applies.is_some(), "{case}");
+    }
+}
