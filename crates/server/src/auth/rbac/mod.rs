@@ -358,9 +358,9 @@ struct Index {
 /// Why a role a binding names grants nothing (kube's resolution errors).
 fn role_error(role_ref: &RoleRef) -> String {
     match role_ref.kind.as_str() {
-        "Role" => format!("role.{GROUP} {:?} not found", role_ref.name),
-        "ClusterRole" => format!("clusterrole.{GROUP} {:?} not found", role_ref.name),
-        kind => format!("unsupported role reference kind: {kind:?}"),
+        "Role" => format!("role.{GROUP} {} not found", go_quote(&role_ref.name)),
+        "ClusterRole" => format!("clusterrole.{GROUP} {} not found", go_quote(&role_ref.name)),
+        kind => format!("unsupported role reference kind: {}", go_quote(kind)),
     }
 }
 
