@@ -16,10 +16,10 @@
 //!   object (a collection, with no name, is never matched by a rule with names); a
 //!   non-resource URL equal to the path, `*`, or ending in `*` and a prefix of the path.
 //! - The roles and bindings are the cached RoleBindings, ClusterRoleBindings, Roles and
-//!   ClusterRoles (the reflector tells [`Rbac`] of every change as an
-//!   [`Observer`], before the caches have it, and a write
-//!   answers only once the cache has it): a binding created or deleted decides the very next
-//!   request. A missing role grants nothing; a denial then gives kube's reason
+//!   ClusterRoles (the reflector tells [`Rbac`] of every change as an [`Observer`], before
+//!   the caches have it, and a write answers once the cache has it, waiting at most
+//!   `--fresh-wait-ms`): a binding created or deleted decides the very next request. A
+//!   missing role grants nothing; a denial then gives kube's reason
 //!   (`RBAC: clusterrole.rbac.authorization.k8s.io "x" not found`).
 //! - A request never scans the bindings: they are indexed by subject (user name, group) per
 //!   namespace, so a request looks up its user and each of its groups in the cluster index and
