@@ -268,7 +268,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             config.authorization_policy_file.as_deref(),
         )?
         .with_client_certificates(config.tls.client_ca_file.is_some())
-        .with_service_accounts(service_accounts.clone()),
+        .with_service_accounts(service_accounts.clone())
+        .with_authorization(&config.authorization_modes),
     );
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
@@ -330,6 +331,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 bootstrap::advertised(addr),
             )
             .await?;
+            if auth.rbac().is_some() {
+                crate::auth::rbac::bootstrap::reconcile_store(&store, &config.prefix).await?;
+            }
             let store = StoreSource::new(
                 store,
                 &config.prefix,
@@ -356,7 +360,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             .with_webhooks(Arc::new(crate::source::webhook::Webhooks::new(
                 config.webhook_calls_max,
                 config.limits.request_body_bytes_max,
-            )));
+            )))
+            .with_rbac_escalation_check(auth.rbac().is_some().then(|| auth.clone()));
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
@@ -460,7 +465,18 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         store_mode.then(|| crate::controllers::namespaces::NamespaceController::new(root_ca));
     let crd_finalizer = store_mode.then(crate::controllers::crd_finalizer::CrdFinalizer::new);
     let keeper = store_mode.then(crate::controllers::keeper::Keeper::new);
+    let aggregation = (store_mode && auth.rbac().is_some())
+        .then(crate::controllers::clusterrole_aggregation::ClusterRoleAggregation::new);
     let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
+    if let Some(rbac) = auth.rbac() {
+        if !store_mode {
+            crate::auth::rbac::check_served(&defs)?;
+        }
+        observers.push(rbac.clone());
+    }
+    if let Some(aggregation) = &aggregation {
+        observers.push(aggregation.clone());
+    }
     if let Some(keeper) = &keeper {
         observers.push(keeper.clone());
     }
@@ -539,6 +555,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         }
         if let Some(finalizer) = crd_finalizer {
             tokio::spawn(finalizer.run(context.clone(), shutdown_rx.clone()));
+        }
+        if let Some(aggregation) = aggregation {
+            tokio::spawn(aggregation.run(context.clone(), shutdown_rx.clone()));
         }
         if let Some(collector) = garbage_collector {
             tokio::spawn(collector.run(context, shutdown_rx.clone()));

@@ -1,5 +1,7 @@
-//! Authentication and authorization, as kube-apiserver does them with `--token-auth-file` and
-//! `--authorization-mode=ABAC --authorization-policy-file`.
+//! Authentication and authorization, as kube-apiserver does them with `--token-auth-file`,
+//! client certificates, service account tokens and impersonation, and
+//! `--authorization-mode` (AlwaysAllow, AlwaysDeny, ABAC with `--authorization-policy-file`,
+//! RBAC).
 //!
 //! ## Authentication: static bearer tokens
 //! The token file is kube-apiserver's CSV: `token,user,uid,"group1,group2"` (the groups column
@@ -66,10 +68,38 @@
 //!
 //! Otherwise the answer is 403 Forbidden with kube-apiserver's message, e.g.
 //! `configmaps is forbidden: User "bob" cannot list resource "configmaps" in API group "" in the
-//! namespace "team": No policy matched.` Without a policy file every (authenticated) request is
-//! allowed. Lists and watches are authorized on their namespace, so a watch or list only ever
-//! returns what the caller may read.
+//! namespace "team": No policy matched.` Lists and watches are authorized on their namespace,
+//! so a watch or list only ever returns what the caller may read.
+//!
+//! ## Authorization: the chain (`--authorization-mode`)
+//! `--authorization-mode` is kube-apiserver's comma list of authorizers, run as its union
+//! authorizer ([`Auth::decide`]): [`OPEN_PATHS`] and members of the group `system:masters` are
+//! allowed first (kube's privileged-group authorizer); then each mode in order either allows
+//! — which decides — or has no opinion, and the next one is asked. `AlwaysAllow` allows,
+//! `AlwaysDeny` has no opinion with the reason `Everything is forbidden.`, `ABAC` allows what
+//! a policy line matches (reason `No policy matched.`), `RBAC` what a bound role's rule allows
+//! ([`rbac`]; its reason names missing roles). When none allows: 403 with kube's message,
+//! then `: ` and the reasons, one per line, when any was given. `Node` and `Webhook` are
+//! refused at startup (not supported), as are kube's invalid combinations (`ABAC` without a
+//! policy file, a policy file without `ABAC`, a mode twice). Without the flag the chain is
+//! today's: `ABAC` with a policy file, otherwise `AlwaysAllow`. The access reviews and
+//! `SelfSubjectRulesReview` ([`Auth::rules_for`]: each mode's rules in order) are answered by
+//! the same chain. An allowed request allocates nothing in the chain; with `RBAC` it is one
+//! read lock of the index, a lookup per user name and group, and the rules of the roles
+//! found.
+//!
+//! ## Authorization: RBAC
+//! With `RBAC` in the chain, the cached Roles, ClusterRoles, RoleBindings and
+//! ClusterRoleBindings decide ([`rbac`]): an index fed by the reflector, so a binding written
+//! decides the next request. Over a store the server also reconciles kube's bootstrap policy
+//! at start ([`rbac::bootstrap`]), runs the ClusterRole aggregation controller
+//! (`controllers::clusterrole_aggregation`) and refuses writes of roles and bindings that
+//! would grant more than the writer holds ([`rbac::escalation`]). In caching-proxy mode the
+//! proxy's cached RBAC objects decide (the upstream's own, written there); a proxy that would
+//! not cache all four RBAC resources refuses to start. Writes through a proxy are checked for
+//! escalation by the upstream.
 
+pub mod rbac;
 pub mod serviceaccount;
 
 use std::fmt;
@@ -145,6 +175,16 @@ pub enum AuthFileError {
     /// The service account signing key cannot be used.
     #[error(transparent)]
     Key(#[from] serviceaccount::KeyError),
+    /// `--authorization-mode` RBAC in caching-proxy mode, with RBAC resources the proxy does
+    /// not cache.
+    #[error(
+        "--authorization-mode RBAC needs the RBAC objects cached, but the upstream does not serve (or --upstream-resources leaves out) {}",
+        missing.join(", ")
+    )]
+    RbacNotCached {
+        /// The resources missing (`roles.rbac.authorization.k8s.io`).
+        missing: Vec<String>,
+    },
 }
 
 /// A malformed line of a token or policy file.
@@ -236,6 +276,15 @@ impl Attributes<'_> {
         }
     }
 
+    /// The namespace of a resource request, `""` otherwise.
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        match self {
+            Attributes::Resource { namespace, .. } => namespace,
+            _ => "",
+        }
+    }
+
     fn is_read_only(&self) -> bool {
         matches!(self.verb(), "get" | "list" | "watch")
     }
@@ -258,6 +307,10 @@ pub struct Auth {
     /// The service account token issuer and verifier (`None` in caching-proxy mode, where
     /// the upstream issues tokens).
     service_accounts: Option<Arc<serviceaccount::ServiceAccountTokens>>,
+    /// The authorizers in order (`--authorization-mode`).
+    modes: Vec<AuthorizationMode>,
+    /// The RBAC authorizer, when `RBAC` is one of the modes.
+    rbac: Option<Arc<rbac::Rbac>>,
 }
 
 impl fmt::Debug for Auth {
@@ -266,6 +319,7 @@ impl fmt::Debug for Auth {
         f.debug_struct("Auth")
             .field("tokens", &self.tokens.as_ref().map(Vec::len))
             .field("policies", &self.policies.as_ref().map(Vec::len))
+            .field("modes", &self.modes)
             .finish()
     }
 }
@@ -279,6 +333,8 @@ impl Auth {
             policies: None,
             client_certificates: false,
             service_accounts: None,
+            modes: vec![AuthorizationMode::AlwaysAllow],
+            rbac: None,
         }
     }
 
@@ -314,11 +370,14 @@ impl Auth {
             ),
             None => None,
         };
+        let modes = AuthorizationMode::defaults(policies.is_some());
         Ok(Auth {
             tokens,
             policies,
             client_certificates: false,
             service_accounts: None,
+            modes,
+            rbac: None,
         })
     }
 
@@ -338,6 +397,27 @@ impl Auth {
     ) -> Auth {
         self.service_accounts = tokens;
         self
+    }
+
+    /// Authorizes with `modes` in order (`--authorization-mode`; empty keeps the default:
+    /// `ABAC` with a policy file, else `AlwaysAllow`). With `RBAC`, the RBAC authorizer is
+    /// created, empty until the reflector feeds it ([`Auth::rbac`]).
+    #[must_use]
+    pub fn with_authorization(mut self, modes: &[AuthorizationMode]) -> Auth {
+        if !modes.is_empty() {
+            self.modes = modes.to_vec();
+        }
+        self.rbac = self
+            .modes
+            .contains(&AuthorizationMode::Rbac)
+            .then(rbac::Rbac::new);
+        self
+    }
+
+    /// The RBAC authorizer, when `RBAC` is one of the modes.
+    #[must_use]
+    pub fn rbac(&self) -> Option<&Arc<rbac::Rbac>> {
+        self.rbac.as_ref()
     }
 
     /// The service account token issuer, if this server issues tokens.
@@ -547,66 +627,291 @@ impl Auth {
     /// # Errors
     /// 403 Forbidden with kube-apiserver's message.
     pub fn authorize(&self, user: &User, attributes: &Attributes<'_>) -> Result<(), ApiError> {
-        let Some(policies) = &self.policies else {
-            return Ok(());
-        };
+        match self.decide(user, attributes) {
+            Decision::Allowed => Ok(()),
+            Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+        }
+    }
+
+    /// kube-apiserver's union authorizer over the modes: open paths and the group
+    /// `system:masters` are allowed first; then each mode in order allows, or has no
+    /// opinion and the next decides. Denied when none allows, with the reasons the modes
+    /// gave (one per line).
+    #[must_use]
+    pub fn decide(&self, user: &User, attributes: &Attributes<'_>) -> Decision {
         if let Attributes::NonResource { path, .. } = attributes
             && OPEN_PATHS.contains(path)
         {
-            return Ok(());
+            return Decision::Allowed;
         }
-        if policies.iter().any(|p| p.matches(user, attributes)) {
-            return Ok(());
+        if self.modes == [AuthorizationMode::AlwaysAllow]
+            || user
+                .groups
+                .iter()
+                .any(|g| g == rbac::escalation::PRIVILEGED_GROUP)
+        {
+            return Decision::Allowed;
         }
-        Err(forbidden(user, attributes))
+        let allowed = self.modes.iter().any(|mode| match mode {
+            AuthorizationMode::AlwaysAllow => true,
+            AuthorizationMode::AlwaysDeny => false,
+            AuthorizationMode::Abac => self
+                .policies
+                .iter()
+                .flatten()
+                .any(|p| p.matches(user, attributes)),
+            AuthorizationMode::Rbac => self
+                .rbac
+                .as_ref()
+                .is_some_and(|rbac| rbac.allows(user, attributes)),
+        });
+        if allowed {
+            return Decision::Allowed;
+        }
+        // Denied: the reasons, built only now (an allowed request allocates nothing here).
+        let reasons: Vec<String> = self
+            .modes
+            .iter()
+            .filter_map(|mode| match mode {
+                AuthorizationMode::AlwaysAllow => None,
+                AuthorizationMode::AlwaysDeny => Some("Everything is forbidden.".to_owned()),
+                AuthorizationMode::Abac => Some("No policy matched.".to_owned()),
+                AuthorizationMode::Rbac => self
+                    .rbac
+                    .as_ref()
+                    .map(|rbac| rbac.denial_reason(user, attributes.namespace()))
+                    .filter(|reason| !reason.is_empty()),
+            })
+            .collect();
+        Decision::Denied(reasons.join("\n"))
     }
 }
 
-/// The rules a user holds in a namespace, as `SelfSubjectRulesReview` reports them: resource
-/// rules and non-resource rules, each `(verbs, api groups or paths, resources)`.
+impl Auth {
+    /// The reason the chain gives for allowing `attributes` to `user` (access reviews show
+    /// it): RBAC's `allowed by ...` when RBAC is the first mode to allow, else empty (kube's
+    /// privileged group, AlwaysAllow and ABAC give none).
+    #[must_use]
+    pub fn allowed_reason(&self, user: &User, attributes: &Attributes<'_>) -> String {
+        if matches!(attributes, Attributes::NonResource { path, .. } if OPEN_PATHS.contains(path))
+            || user
+                .groups
+                .iter()
+                .any(|g| g == rbac::escalation::PRIVILEGED_GROUP)
+        {
+            return String::new();
+        }
+        for mode in &self.modes {
+            match mode {
+                AuthorizationMode::AlwaysAllow => return String::new(),
+                AuthorizationMode::AlwaysDeny => {}
+                AuthorizationMode::Abac => {
+                    if self
+                        .policies
+                        .iter()
+                        .flatten()
+                        .any(|p| p.matches(user, attributes))
+                    {
+                        return String::new();
+                    }
+                }
+                AuthorizationMode::Rbac => {
+                    if let Some(reason) = self
+                        .rbac
+                        .as_ref()
+                        .and_then(|rbac| rbac.allowed_by(user, attributes))
+                    {
+                        return reason;
+                    }
+                }
+            }
+        }
+        String::new()
+    }
+}
+
+/// What the authorization chain decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A mode allowed the request.
+    Allowed,
+    /// None did; the reasons they gave (possibly empty).
+    Denied(String),
+}
+
+/// One authorizer of `--authorization-mode` (kube-apiserver's modes this server has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Everything is allowed.
+    AlwaysAllow,
+    /// Nothing is allowed (no opinion, reason `Everything is forbidden.`).
+    AlwaysDeny,
+    /// `--authorization-policy-file`.
+    Abac,
+    /// The cached RBAC objects ([`rbac`]).
+    Rbac,
+}
+
+impl AuthorizationMode {
+    /// The modes as kube-apiserver spells them.
+    pub const NAMES: [&'static str; 4] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC"];
+
+    /// Today's behaviour without `--authorization-mode`: `ABAC` with a policy file, else
+    /// `AlwaysAllow`.
+    #[must_use]
+    pub fn defaults(policy_file: bool) -> Vec<AuthorizationMode> {
+        vec![if policy_file {
+            AuthorizationMode::Abac
+        } else {
+            AuthorizationMode::AlwaysAllow
+        }]
+    }
+
+    /// Parses the comma-separated `--authorization-mode` with kube-apiserver's checks
+    /// (`BuiltInAuthorizationOptions.Validate`), given whether a policy file is set.
+    ///
+    /// # Errors
+    /// kube-apiserver's message (an unknown mode, a mode given twice, `ABAC` without a policy
+    /// file, a policy file without `ABAC`), or that `Node` or `Webhook` is not supported here.
+    pub fn parse_list(
+        list: &[String],
+        policy_file: bool,
+    ) -> Result<Vec<AuthorizationMode>, String> {
+        let mut modes = Vec::new();
+        for name in list.iter().map(|m| m.trim()) {
+            let mode = match name {
+                "AlwaysAllow" => AuthorizationMode::AlwaysAllow,
+                "AlwaysDeny" => AuthorizationMode::AlwaysDeny,
+                "ABAC" => AuthorizationMode::Abac,
+                "RBAC" => AuthorizationMode::Rbac,
+                "Node" | "Webhook" => {
+                    return Err(format!(
+                        "authorization-mode {name:?} is not supported by watchkeeper (supported: {})",
+                        Self::NAMES.join(", ")
+                    ));
+                }
+                _ => return Err(format!("authorization-mode {name:?} is not a valid mode")),
+            };
+            if mode == AuthorizationMode::Abac && !policy_file {
+                return Err(
+                    "authorization-mode ABAC's authorization policy file not passed".to_owned(),
+                );
+            }
+            if modes.contains(&mode) {
+                let quoted: Vec<String> = list
+                    .iter()
+                    .map(|m| watchkeeper_core::gotext::go_quote(m))
+                    .collect();
+                return Err(format!(
+                    "authorization-mode [{}] has mode specified more than once",
+                    quoted.join(" ")
+                ));
+            }
+            modes.push(mode);
+        }
+        if modes.is_empty() {
+            return Err("at least one authorization-mode must be passed".to_owned());
+        }
+        if policy_file && !modes.contains(&AuthorizationMode::Abac) {
+            return Err("cannot specify --authorization-policy-file without mode ABAC".to_owned());
+        }
+        Ok(modes)
+    }
+}
+
+/// The rules a user holds in a namespace, as `SelfSubjectRulesReview` reports them.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Rules {
-    /// `(verbs, apiGroups, resources)` per rule.
-    pub resource: Vec<(Vec<String>, Vec<String>, Vec<String>)>,
-    /// `(verbs, nonResourceURLs)` per rule.
-    pub non_resource: Vec<(Vec<String>, Vec<String>)>,
+    /// Resource rules (verbs, apiGroups, resources, resourceNames).
+    pub resource: Vec<rbac::PolicyRule>,
+    /// Non-resource rules (verbs, nonResourceURLs).
+    pub non_resource: Vec<rbac::PolicyRule>,
+    /// Why some rules could not be resolved (RBAC's missing roles), empty when all were.
+    pub evaluation_error: String,
 }
 
 impl Auth {
-    /// What `user` may do in `namespace`: everything when no policy file is set; otherwise
-    /// one rule per ABAC policy line naming the user (or a group of theirs) whose namespace
-    /// matches — `get`, `list`, `watch` for read-only lines, `*` otherwise — as kube-apiserver's
-    /// ABAC authorizer reports its rules.
+    /// What `user` may do in `namespace`, as kube-apiserver's union rule resolver reports it:
+    /// each mode's rules in order — `*` for `AlwaysAllow`, none for `AlwaysDeny`; for `ABAC`
+    /// one rule per policy line naming the user (or a group of theirs) whose namespace
+    /// matches (`get`, `list`, `watch` for read-only lines, `*` otherwise); for `RBAC` the
+    /// rules of every role bound to the user there.
     #[must_use]
     pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
         let star = || vec!["*".to_owned()];
-        let Some(policies) = &self.policies else {
-            return Rules {
-                resource: vec![(star(), star(), star())],
-                non_resource: vec![(star(), star())],
-            };
-        };
         let mut rules = Rules::default();
-        for policy in policies.iter().filter(|p| p.subject_matches(user)) {
-            let verbs = if policy.readonly {
-                vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()]
-            } else {
-                star()
-            };
-            if !policy.resource.is_empty() && wildcard_eq(&policy.namespace, namespace) {
-                rules.resource.push((
-                    verbs.clone(),
-                    vec![policy.api_group.clone()],
-                    vec![policy.resource.clone()],
-                ));
-            }
-            if !policy.non_resource_path.is_empty() {
-                rules
-                    .non_resource
-                    .push((verbs, vec![policy.non_resource_path.clone()]));
+        for mode in &self.modes {
+            match mode {
+                AuthorizationMode::AlwaysAllow => {
+                    rules.resource.push(rbac::PolicyRule {
+                        verbs: star(),
+                        api_groups: star(),
+                        resources: star(),
+                        ..rbac::PolicyRule::default()
+                    });
+                    rules.non_resource.push(rbac::PolicyRule {
+                        verbs: star(),
+                        non_resource_urls: star(),
+                        ..rbac::PolicyRule::default()
+                    });
+                }
+                AuthorizationMode::AlwaysDeny => {}
+                AuthorizationMode::Abac => self.abac_rules(user, namespace, &mut rules),
+                AuthorizationMode::Rbac => {
+                    let Some(rbac) = &self.rbac else { continue };
+                    let resolved = rbac.resolve(user, namespace);
+                    for rule in resolved.rules {
+                        if !rule.resources.is_empty() {
+                            rules.resource.push(rbac::PolicyRule {
+                                non_resource_urls: Vec::new(),
+                                ..rule.clone()
+                            });
+                        }
+                        if !rule.non_resource_urls.is_empty() {
+                            rules.non_resource.push(rbac::PolicyRule {
+                                verbs: rule.verbs,
+                                non_resource_urls: rule.non_resource_urls,
+                                ..rbac::PolicyRule::default()
+                            });
+                        }
+                    }
+                    if !resolved.errors.is_empty() {
+                        rules.evaluation_error = rbac::aggregate(&resolved.errors);
+                    }
+                }
             }
         }
         rules
+    }
+
+    fn abac_rules(&self, user: &User, namespace: &str, rules: &mut Rules) {
+        for policy in self
+            .policies
+            .iter()
+            .flatten()
+            .filter(|p| p.subject_matches(user))
+        {
+            let verbs = if policy.readonly {
+                vec!["get".to_owned(), "list".to_owned(), "watch".to_owned()]
+            } else {
+                vec!["*".to_owned()]
+            };
+            if !policy.resource.is_empty() && wildcard_eq(&policy.namespace, namespace) {
+                rules.resource.push(rbac::PolicyRule {
+                    verbs: verbs.clone(),
+                    api_groups: vec![policy.api_group.clone()],
+                    resources: vec![policy.resource.clone()],
+                    ..rbac::PolicyRule::default()
+                });
+            }
+            if !policy.non_resource_path.is_empty() {
+                rules.non_resource.push(rbac::PolicyRule {
+                    verbs,
+                    non_resource_urls: vec![policy.non_resource_path.clone()],
+                    ..rbac::PolicyRule::default()
+                });
+            }
+        }
     }
 }
 
@@ -614,9 +919,14 @@ fn unauthorized() -> ApiError {
     ApiError::unauthorized("Unauthorized")
 }
 
-/// kube-apiserver's 403 message (`forbiddenMessage` plus the ABAC reason).
-fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
-    const REASON: &str = "No policy matched.";
+/// kube-apiserver's 403 message: `forbiddenMessage`, then `: ` and the authorizers'
+/// reason when they gave one.
+fn forbidden(user: &User, attributes: &Attributes<'_>, reason: &str) -> ApiError {
+    let because = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
     match attributes {
         Attributes::Resource {
             verb,
@@ -639,7 +949,7 @@ fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
                 def,
                 name,
                 format!(
-                    "User {:?} cannot {verb} resource {resource:?} in API group {:?} {scope}: {REASON}",
+                    "User {:?} cannot {verb} resource {resource:?} in API group {:?} {scope}{because}",
                     user.name, def.group
                 ),
             )
@@ -648,7 +958,7 @@ fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
             403,
             "Forbidden",
             format!(
-                "{resource} {name:?} is forbidden: User {:?} cannot impersonate resource {resource:?} in API group \"\" at the cluster scope: {REASON}",
+                "{resource} {name:?} is forbidden: User {:?} cannot impersonate resource {resource:?} in API group \"\" at the cluster scope{because}",
                 user.name
             ),
         ),
@@ -656,7 +966,7 @@ fn forbidden(user: &User, attributes: &Attributes<'_>) -> ApiError {
             403,
             "Forbidden",
             format!(
-                "forbidden: User {:?} cannot {verb} path {path:?}: {REASON}",
+                "forbidden: User {:?} cannot {verb} path {path:?}{because}",
                 user.name
             ),
         ),
@@ -1064,6 +1374,8 @@ mod tests {
             ),
             client_certificates: false,
             service_accounts: None,
+            modes: vec![AuthorizationMode::Abac],
+            rbac: None,
         };
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
@@ -1138,6 +1450,8 @@ mod tests {
             )),
             client_certificates: false,
             service_accounts: None,
+            modes: vec![AuthorizationMode::Abac],
+            rbac: None,
         };
         let bob = user("bob", &[]);
         let error = auth
@@ -1196,6 +1510,81 @@ mod tests {
                 }
             )
             .is_ok()
+        );
+    }
+
+    #[test]
+    fn the_chain_runs_in_order_and_joins_the_reasons() {
+        let defs = watchkeeper_api::builtin_resources();
+        let configmaps = defs.iter().find(|d| d.plural == "configmaps").unwrap();
+        let list = Attributes::Resource {
+            verb: "list",
+            def: configmaps,
+            namespace: "team",
+            name: "",
+            subresource: "",
+        };
+        let chain = |modes: &[AuthorizationMode]| {
+            Auth {
+                policies: Some(policy(
+                    r#"{"user": "alice", "namespace": "*", "resource": "*", "apiGroup": "*"}"#,
+                )),
+                ..Auth::none()
+            }
+            .with_authorization(modes)
+        };
+        use AuthorizationMode::{Abac, AlwaysAllow, AlwaysDeny, Rbac};
+        let bob = user("bob", &["system:authenticated"]);
+        assert_eq!(
+            chain(&[AlwaysDeny, Abac, Rbac]).decide(&bob, &list),
+            Decision::Denied("Everything is forbidden.\nNo policy matched.".to_owned())
+        );
+        let error = chain(&[AlwaysDeny, Abac])
+            .authorize(&bob, &list)
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"team\": Everything is forbidden.\nNo policy matched."
+        );
+        // RBAC with nothing bound gives no reason: kube's message ends after the scope.
+        let error = chain(&[Rbac]).authorize(&bob, &list).unwrap_err();
+        assert!(
+            error.message.ends_with("in the namespace \"team\""),
+            "{}",
+            error.message
+        );
+        // A later mode allows; an earlier one's lack of opinion does not deny.
+        assert_eq!(
+            chain(&[AlwaysDeny, AlwaysAllow]).decide(&bob, &list),
+            Decision::Allowed
+        );
+        assert_eq!(
+            chain(&[AlwaysDeny, Abac]).decide(&user("alice", &[]), &list),
+            Decision::Allowed
+        );
+        // system:masters and the open paths are allowed before any mode.
+        assert_eq!(
+            chain(&[AlwaysDeny]).decide(&user("root", &["system:masters"]), &list),
+            Decision::Allowed
+        );
+        let healthz = Attributes::NonResource {
+            verb: "get",
+            path: "/healthz",
+        };
+        assert_eq!(
+            chain(&[AlwaysDeny]).decide(&bob, &healthz),
+            Decision::Allowed
+        );
+        // Rules for SelfSubjectRulesReview: each mode's in order.
+        let rules = chain(&[AlwaysDeny, Abac, AlwaysAllow]).rules_for(&user("alice", &[]), "team");
+        assert_eq!(rules.resource.len(), 2);
+        assert_eq!(rules.resource[0].resources, ["*"]);
+        assert_eq!(rules.resource[0].verbs, ["*"]);
+        assert!(
+            chain(&[AlwaysDeny])
+                .rules_for(&bob, "team")
+                .resource
+                .is_empty()
         );
     }
 

@@ -132,6 +132,11 @@ pub struct ServeArgs {
     /// authenticated request is allowed.
     #[arg(long)]
     pub authorization_policy_file: Option<PathBuf>,
+    /// kube-apiserver's `--authorization-mode`: authorizers in order, comma-separated, from
+    /// AlwaysAllow, AlwaysDeny, ABAC and RBAC (the first to allow decides) [default: ABAC
+    /// with --authorization-policy-file, else AlwaysAllow].
+    #[arg(long, value_delimiter = ',')]
+    pub authorization_mode: Option<Vec<String>>,
     /// Caching-proxy mode: the URL of an upstream Kubernetes API server (or watchkeeper) to
     /// cache instead of a store; overrides the server of `--upstream-kubeconfig`.
     #[arg(long)]
@@ -410,6 +415,7 @@ impl ServeArgs {
             max_custom_resource_versions,
             token_auth_file,
             authorization_policy_file,
+            authorization_mode,
             upstream,
             upstream_kubeconfig,
             upstream_resources,
@@ -527,6 +533,8 @@ pub struct ServeConfig {
     pub token_auth_file: Option<PathBuf>,
     /// `--authorization-policy-file`.
     pub authorization_policy_file: Option<PathBuf>,
+    /// `--authorization-mode`: the authorization chain (see [`crate::auth`]).
+    pub authorization_modes: Vec<crate::auth::AuthorizationMode>,
     /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
     pub upstream: Option<UpstreamConfig>,
     /// TLS and client certificates (see [`TlsConfig`]).
@@ -1060,6 +1068,16 @@ impl ServeConfig {
         let service_accounts = ServiceAccountConfig::from_args(&args)?;
         let tls = TlsConfig::from_args(&args)?;
         let limits = LimitsConfig::from_args(&args)?;
+        let authorization_modes = match &args.authorization_mode {
+            Some(list) => crate::auth::AuthorizationMode::parse_list(
+                list,
+                args.authorization_policy_file.is_some(),
+            )
+            .map_err(|e| ConfigError::flag("--authorization-mode", e))?,
+            None => {
+                crate::auth::AuthorizationMode::defaults(args.authorization_policy_file.is_some())
+            }
+        };
         let store: StoreKind = args
             .store
             .as_deref()
@@ -1318,6 +1336,7 @@ impl ServeConfig {
             store_quota_bytes,
             custom_resource_versions_max,
             token_auth_file: args.token_auth_file,
+            authorization_modes,
             authorization_policy_file: args.authorization_policy_file,
             upstream,
             tls,

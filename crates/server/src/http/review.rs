@@ -7,7 +7,10 @@
 //! ## Guarantees
 //! - A review is answered by the server's own authorizer ([`crate::auth::Auth`]) for the
 //!   attributes in its spec — the same decision a real request with those attributes gets —
-//!   and is never stored or watched: create (POST) only, 201 with the review and its `status`.
+//!   and is never stored or watched: create (POST) only, 201 with the review and its `status`
+//!   (`reason`: RBAC's `allowed by ...` of an allowed review, the chain's reasons of a denied
+//!   one, absent when the deciding modes gave none; a rules review lists
+//!   each mode's rules, with RBAC's `resourceNames` and `evaluationError`).
 //! - Self reviews answer for the caller and need no permission beyond being authenticated (as
 //!   kube-apiserver's default `system:basic-user` role grants); a `SubjectAccessReview` (about
 //!   another user) needs `create` on `subjectaccessreviews`, a `LocalSubjectAccessReview`
@@ -28,7 +31,7 @@ use watchkeeper_api::discovery::REVIEW_RESOURCES;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
-use crate::auth::{Attributes, User};
+use crate::auth::{Attributes, Decision, User};
 use crate::request::RequestContext;
 use crate::respond::json_response;
 
@@ -245,7 +248,8 @@ fn access_status(
                 "",
                 !namespace.is_empty(),
             );
-            app.auth.authorize(
+            decided(
+                app,
                 subject,
                 &Attributes::Resource {
                     verb: text(attributes, "verb"),
@@ -256,7 +260,8 @@ fn access_status(
                 },
             )
         }
-        (None, Some(attributes)) => app.auth.authorize(
+        (None, Some(attributes)) => decided(
+            app,
             subject,
             &Attributes::NonResource {
                 verb: text(attributes, "verb"),
@@ -283,25 +288,32 @@ fn access_status(
             ));
         }
     };
-    Ok(match decision {
-        Ok(()) => json!({"allowed": true}),
-        Err(_) => json!({"allowed": false, "reason": "No policy matched."}),
-    })
+    Ok(decision)
+}
+
+/// The `SubjectAccessReviewStatus` of the chain's decision: `allowed`, and the reason when
+/// the deciding mode gave one.
+fn decided(app: &App, subject: &User, attributes: &Attributes<'_>) -> Value {
+    let (allowed, reason) = match app.auth.decide(subject, attributes) {
+        Decision::Allowed => (true, app.auth.allowed_reason(subject, attributes)),
+        Decision::Denied(reason) => (false, reason),
+    };
+    if reason.is_empty() {
+        json!({"allowed": allowed})
+    } else {
+        json!({"allowed": allowed, "reason": reason})
+    }
 }
 
 fn rules_status(app: &App, user: &User, namespace: &str) -> Value {
     let rules = app.auth.rules_for(user, namespace);
-    let resource: Vec<Value> = rules
-        .resource
-        .iter()
-        .map(|(verbs, groups, resources)| {
-            json!({"verbs": verbs, "apiGroups": groups, "resources": resources})
-        })
-        .collect();
-    let non_resource: Vec<Value> = rules
-        .non_resource
-        .iter()
-        .map(|(verbs, urls)| json!({"verbs": verbs, "nonResourceURLs": urls}))
-        .collect();
-    json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
+    let mut status = json!({
+        "resourceRules": rules.resource,
+        "nonResourceRules": rules.non_resource,
+        "incomplete": false,
+    });
+    if !rules.evaluation_error.is_empty() {
+        status["evaluationError"] = json!(rules.evaluation_error);
+    }
+    status
 }

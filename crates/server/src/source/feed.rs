@@ -26,7 +26,8 @@ pub struct Feed {
 }
 
 /// What the reflector tells of every object it feeds the caches (the garbage collector's
-/// graph, [`crate::controllers::garbage_collector`]). Called on the reflector's task before
+/// graph, [`crate::controllers::garbage_collector`]; the RBAC index, [`crate::auth::rbac`],
+/// in both modes). Called on the reflector's task before
 /// the caches have the revision: quick, and never waits. A custom resource started (a CRD
 /// established, or its resource started again) is reset once it is served, and before any
 /// of its changes is told: a look the reset queues finds the resource served.

@@ -198,7 +198,11 @@ impl Source {
                         readiness.clone(),
                         backoff,
                         receiver,
-                        reflector::Extras::default(),
+                        // The observer (the RBAC index) is told of the upstream's objects too.
+                        reflector::Extras {
+                            catalog: None,
+                            observer: observer.clone(),
+                        },
                     ));
                 }
                 let _ = self.relists.set(relists);

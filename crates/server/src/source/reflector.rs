@@ -238,7 +238,7 @@ async fn reconcile(
 pub struct Extras {
     /// The CRDs' catalog, when it serves them.
     pub catalog: Option<Catalog>,
-    /// Told of every object fed (the garbage collector).
+    /// Told of every object fed (the controllers over a store, the RBAC index in both modes).
     pub observer: Option<Arc<dyn Observer>>,
 }
 

@@ -124,6 +124,9 @@ pub struct StoreSource {
     offload: Arc<crate::offload::Offload>,
     /// The admission webhooks' plugins (`crate::source::webhook`); without them none is called.
     webhooks: Option<Arc<crate::source::webhook::Webhooks>>,
+    /// With RBAC in `--authorization-mode`: the authorizer that checks writes of RBAC
+    /// objects for escalation ([`crate::auth::rbac::escalation`]).
+    rbac_escalation: Option<Arc<crate::auth::Auth>>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -373,6 +376,7 @@ impl StoreSource {
             admission: pod_admission::AdmissionPlugins::default(),
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
             webhooks: None,
+            rbac_escalation: None,
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -420,6 +424,17 @@ impl StoreSource {
     #[must_use]
     pub fn webhooks(&self) -> Option<&Arc<crate::source::webhook::Webhooks>> {
         self.webhooks.as_ref()
+    }
+
+    /// With writes of RBAC objects checked for escalation by `auth` (when RBAC is one of its
+    /// modes; see [`crate::auth::rbac::escalation`]).
+    #[must_use]
+    pub fn with_rbac_escalation_check(
+        mut self,
+        auth: Option<Arc<crate::auth::Auth>>,
+    ) -> StoreSource {
+        self.rbac_escalation = auth;
+        self
     }
 
     /// With only the admission plugins `admission` says (`--disable-admission-plugins`).
@@ -1188,6 +1203,19 @@ impl Writer<'_> {
                     old,
                 )?;
             }
+        }
+        // kube's RBAC storage refuses an escalation before the object is validated.
+        if let Some(auth) = &self.source.rbac_escalation
+            && let Some(rbac) = auth.rbac()
+        {
+            crate::auth::rbac::escalation::check_write(
+                auth,
+                rbac,
+                self.user,
+                &resource.def,
+                old,
+                &object,
+            )?;
         }
         watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
         if let Some(old) = old

@@ -1,0 +1,320 @@
+//! kube-apiserver's bootstrap RBAC policy and its `rbac/bootstrap-roles` post-start hook:
+//! the default ClusterRoles and ClusterRoleBindings, reconciled into the store at start.
+//!
+//! ## Guarantees
+//! - The policy is kube's own data ([`POLICY`], `bootstrap_policy.json`, taken from the
+//!   expanded bootstrap policy kube keeps as test data): `cluster-admin` (bound to the group
+//!   `system:masters`), `admin`, `edit`, `view` (aggregated from the ClusterRoles labelled
+//!   `rbac.authorization.k8s.io/aggregate-to-{admin,edit,view}`), `system:aggregate-to-{admin,
+//!   edit,view}`, `system:discovery`, `system:basic-user`, `system:public-info-viewer`,
+//!   `system:monitoring`, `system:auth-delegator`, `system:service-account-issuer-discovery`
+//!   and the aggregation controller's `system:controller:clusterrole-aggregation-controller`,
+//!   with kube's bindings, labels (`kubernetes.io/bootstrapping: rbac-defaults`) and the
+//!   annotation `rbac.authorization.kubernetes.io/autoupdate: "true"`.
+//! - Reconciled as kube's `reconciliation.ReconcileRole` / `ReconcileRoleBinding` without
+//!   removing anything: a missing object is created; an object annotated autoupdate `"true"`
+//!   gets the expected labels and annotations it lacks, the rules it does not cover (broken
+//!   down, as kube adds them), the aggregation rule's selectors it lacks, and the subjects it
+//!   lacks (a binding whose `roleRef` differs is replaced, as kube recreates it); an object
+//!   annotated otherwise is left as it is. Each write is a compare-and-put on the revision
+//!   read, retried when another writer came first, so concurrent starts never lose a write.
+//! - Only with RBAC in `--authorization-mode`, over a store (`cluster-admin` and its binding
+//!   are created by every start, see `crate::bootstrap`).
+
+use serde_json::{Map, Value, json};
+use watchkeeper_api::{ResourceDef, builtin_resources};
+use watchkeeper_store::{AnyStore, Compare, RangeRequest, Store, TxnOp, TxnRequest};
+
+use super::escalation::covers;
+use super::{PolicyRule, binding_of, rules_of};
+use crate::StartError;
+
+/// kube's bootstrap policy (see the module docs).
+pub const POLICY: &str = include_str!("bootstrap_policy.json");
+
+/// The annotation that lets the reconciler add to an object.
+pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
+
+/// The policy's ClusterRoles and ClusterRoleBindings.
+///
+/// # Panics
+/// Never: the data file is part of the build, and a test parses it.
+#[must_use]
+pub fn policy() -> (Vec<Value>, Vec<Value>) {
+    let data: Value = serde_json::from_str(POLICY).expect("the bootstrap policy is JSON");
+    let list = |key: &str| data[key].as_array().cloned().unwrap_or_default();
+    (list("clusterRoles"), list("clusterRoleBindings"))
+}
+
+/// Adds to `map` the entries of `expected` it lacks.
+fn merge_missing(map: &mut Value, expected: &Value) -> bool {
+    let Some(expected) = expected.as_object() else {
+        return false;
+    };
+    if !map.is_object() {
+        *map = Value::Object(Map::new());
+    }
+    let mut changed = false;
+    if let Some(map) = map.as_object_mut() {
+        for (key, value) in expected {
+            if !map.contains_key(key) {
+                map.insert(key.clone(), value.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+/// `existing` reconciled towards `expected` (see the module docs): `None` when nothing is to
+/// be written.
+#[must_use]
+pub fn reconcile(plural: &str, existing: &Value, expected: &Value) -> Option<Value> {
+    if existing
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            AUTOUPDATE.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        != Some("true")
+    {
+        return None;
+    }
+    let mut out = existing.clone();
+    let mut changed = false;
+    for field in ["labels", "annotations"] {
+        changed |= merge_missing(&mut out["metadata"][field], &expected["metadata"][field]);
+    }
+    if plural == "clusterroles" {
+        let (_, missing) = covers(&rules_of(existing), &rules_of(expected));
+        if !missing.is_empty() {
+            let mut rules = rules_of(existing);
+            rules.extend(missing);
+            out["rules"] = json!(rules);
+            changed = true;
+        }
+        if let Some(selectors) = expected
+            .pointer("/aggregationRule/clusterRoleSelectors")
+            .and_then(Value::as_array)
+        {
+            let mut have = out
+                .pointer("/aggregationRule/clusterRoleSelectors")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for selector in selectors {
+                if !have.contains(selector) {
+                    have.push(selector.clone());
+                    changed = true;
+                }
+            }
+            out["aggregationRule"] = json!({"clusterRoleSelectors": have});
+        }
+    } else {
+        let (have, want) = (binding_of(existing), binding_of(expected));
+        if have.as_ref().map(|b| &b.role_ref) != want.as_ref().map(|b| &b.role_ref) {
+            out["roleRef"] = expected["roleRef"].clone();
+            changed = true;
+        }
+        let mut subjects = out["subjects"].as_array().cloned().unwrap_or_default();
+        for subject in expected["subjects"].as_array().into_iter().flatten() {
+            if !subjects.contains(subject) {
+                subjects.push(subject.clone());
+                changed = true;
+            }
+        }
+        out["subjects"] = json!(subjects);
+    }
+    changed.then_some(out)
+}
+
+/// Reconciles the policy into the store under `prefix` (see the module docs).
+///
+/// # Errors
+/// The store refuses a read or a write.
+pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), StartError> {
+    let defs = builtin_resources();
+    let (roles, bindings) = policy();
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+        let def: &ResourceDef = defs
+            .iter()
+            .find(|d| d.group == super::GROUP && d.plural == plural)
+            .expect("the RBAC resources are built in");
+        for expected in objects {
+            let name = expected["metadata"]["name"].as_str().unwrap_or_default();
+            let key = bytes::Bytes::from(format!("{prefix}/{}/{name}", def.storage_prefix()));
+            let failed = |source| StartError::Bootstrap {
+                object: format!("{} {name}", def.kind),
+                source,
+            };
+            // A few tries: each loses only to another writer of the same key.
+            let mut written = false;
+            for _ in 0..8 {
+                let current = match store.range(RangeRequest::key(key.clone())).await {
+                    Ok(read) => read.kvs.into_iter().next(),
+                    Err(error) => {
+                        tracing::warn!(%error, object = %name, "cannot read a bootstrap RBAC object; not reconciled");
+                        written = true;
+                        break;
+                    }
+                };
+                let (compare, value) = match &current {
+                    None => {
+                        let mut created = expected.clone();
+                        created["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
+                        created["metadata"]["creationTimestamp"] = json!(now);
+                        (Compare::Absent { key: key.clone() }, created)
+                    }
+                    Some(kv) => {
+                        let Ok(existing) = serde_json::from_slice::<Value>(&kv.value) else {
+                            written = true;
+                            break;
+                        };
+                        let Some(updated) = reconcile(plural, &existing, &expected) else {
+                            written = true;
+                            break;
+                        };
+                        (
+                            Compare::ModRevision {
+                                key: key.clone(),
+                                revision: kv.mod_revision,
+                            },
+                            updated,
+                        )
+                    }
+                };
+                let answer = store
+                    .txn(
+                        TxnRequest::default()
+                            .when(compare)
+                            .then(TxnOp::Put {
+                                key: key.clone(),
+                                value: bytes::Bytes::from(value.to_string()),
+                            })
+                            .exempt_from_quota(),
+                    )
+                    .await
+                    .map_err(failed)?;
+                if answer.succeeded {
+                    written = true;
+                    break;
+                }
+            }
+            if !written {
+                tracing::warn!(object = %name, "a bootstrap RBAC object kept changing under its reconciliation; left as it is");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rules of the policy's ClusterRole `name` (tests, the aggregation controller's tests).
+#[must_use]
+pub fn role_rules(name: &str) -> Vec<PolicyRule> {
+    policy()
+        .0
+        .iter()
+        .find(|r| r["metadata"]["name"] == name)
+        .map(rules_of)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_is_kubes() {
+        let (roles, bindings) = policy();
+        let name = |o: &Value| o["metadata"]["name"].as_str().unwrap().to_owned();
+        let roles_named: Vec<String> = roles.iter().map(name).collect();
+        for wanted in [
+            "cluster-admin",
+            "admin",
+            "edit",
+            "view",
+            "system:aggregate-to-admin",
+            "system:aggregate-to-edit",
+            "system:aggregate-to-view",
+            "system:discovery",
+            "system:basic-user",
+            "system:public-info-viewer",
+        ] {
+            assert!(roles_named.iter().any(|n| n == wanted), "{wanted}");
+        }
+        for object in roles.iter().chain(&bindings) {
+            assert_eq!(object["metadata"]["annotations"][AUTOUPDATE], "true");
+            assert_eq!(
+                object["metadata"]["labels"]["kubernetes.io/bootstrapping"],
+                "rbac-defaults"
+            );
+        }
+        // Every binding names a role of the policy.
+        for binding in &bindings {
+            let role = binding["roleRef"]["name"].as_str().unwrap();
+            assert!(roles_named.iter().any(|n| n == role), "{role}");
+        }
+        let admin = bindings
+            .iter()
+            .find(|b| b["metadata"]["name"] == "cluster-admin")
+            .unwrap();
+        assert_eq!(admin["subjects"][0]["name"], "system:masters");
+        let view = roles
+            .iter()
+            .find(|r| r["metadata"]["name"] == "view")
+            .unwrap();
+        assert_eq!(
+            view["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+            "true"
+        );
+        assert!(view.get("rules").is_none());
+        assert!(
+            role_rules("system:basic-user")
+                .iter()
+                .any(|r| r.resources.contains(&"selfsubjectrulesreviews".to_owned()))
+        );
+    }
+
+    #[test]
+    fn reconcile_adds_what_is_missing_and_keeps_the_rest() {
+        let expected = json!({
+            "metadata": {"name": "r", "labels": {"a": "1"}, "annotations": {AUTOUPDATE: "true"}},
+            "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}],
+        });
+        // Not annotated autoupdate true: left alone.
+        let pinned =
+            json!({"metadata": {"name": "r", "annotations": {AUTOUPDATE: "false"}}, "rules": []});
+        assert_eq!(reconcile("clusterroles", &pinned, &expected), None);
+        // Holds `get` and an extra rule: `list` is added, the extra rule and label stay.
+        let existing = json!({
+            "metadata": {"name": "r", "labels": {"mine": "x"}, "annotations": {AUTOUPDATE: "true"}},
+            "rules": [
+                {"verbs": ["get"], "apiGroups": [""], "resources": ["pods"]},
+                {"verbs": ["delete"], "apiGroups": [""], "resources": ["secrets"]},
+            ],
+        });
+        let out = reconcile("clusterroles", &existing, &expected).unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"mine": "x", "a": "1"}));
+        let rules = rules_of(&out);
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[2].verbs, ["list"]);
+        assert_eq!(rules[1].resources, ["secrets"]);
+        // Reconciled once, nothing more to do.
+        assert_eq!(reconcile("clusterroles", &out, &expected), None);
+
+        let expected = json!({
+            "metadata": {"name": "b", "annotations": {AUTOUPDATE: "true"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "g"}],
+        });
+        let existing = json!({
+            "metadata": {"name": "b", "annotations": {AUTOUPDATE: "true"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "u"}],
+        });
+        let out = reconcile("clusterrolebindings", &existing, &expected).unwrap();
+        assert_eq!(out["subjects"].as_array().unwrap().len(), 2);
+        assert_eq!(reconcile("clusterrolebindings", &out, &expected), None);
+    }
+}
