@@ -15,6 +15,7 @@
 //!   [`request`], [`respond`]: the request context and response builders. [`bootstrap`]: the
 //!   objects kube-apiserver creates for itself at start.
 
+pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod cache;
@@ -105,6 +106,9 @@ pub enum StartError {
     /// `--token-auth-file` or `--authorization-policy-file`.
     #[error(transparent)]
     Auth(#[from] crate::auth::AuthFileError),
+    /// `--audit-policy-file` (kube's refusal of the policy) or `--audit-log-path`.
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     /// Plain HTTP on a non-loopback address.
     #[error(transparent)]
     PlainHttp(#[from] crate::http::connection::PlainHttpRefused),
@@ -270,6 +274,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .with_client_certificates(config.tls.client_ca_file.is_some())
         .with_service_accounts(service_accounts.clone()),
     );
+    let audit = crate::audit::Audit::start(&config.audit, auth.clone())?;
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
     let root_ca = config
@@ -523,6 +528,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
         openapi: crate::http::openapi::OpenApiCache::default(),
+        audit: audit.clone(),
     });
     if let Some(store) = app.source.as_store_source() {
         let context = crate::controllers::Context {
@@ -598,15 +604,18 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                               method: &axum::http::Method,
                               path: &str,
                               query: Option<&str>| {
-                            app.upgrade().map_or(Ok(()), |app| {
+                            let decision = app.upgrade().map_or(Ok(()), |app| {
                                 http::authorize_from_url(&app, user, method, path, query)
-                            })
+                            });
+                            crate::audit::authorized(decision.is_ok(), "");
+                            decision
                         },
                     )
                 },
             },
             crate::limits::layer,
         ))
+        .layer(crate::audit::AuditLayer::new(audit))
         .with_state(app.clone());
     let serve = tokio::spawn(crate::http::connection::serve(
         listener,

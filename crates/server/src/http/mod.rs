@@ -96,6 +96,16 @@ fn unsupported_body(method: &Method, headers: &HeaderMap) -> Option<ApiError> {
     })
 }
 
+/// Whether a request's body is Kubernetes protobuf (by its `Content-Type`).
+fn is_protobuf_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            watchkeeper_api::is_protobuf_media_type(v.split(';').next().unwrap_or_default().trim())
+        })
+}
+
 /// The single request handler.
 pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let started = std::time::Instant::now();
@@ -128,7 +138,13 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     // not the answer's state machine (~17 KB; held twice over, by `run`'s future and by the
     // plain await, it had doubled the bytes copied per request).
     let heavy = app.offload.is_heavy(body.len());
-    let work = Box::pin(answer(app.clone(), started, parts, body, user));
+    let work = Box::pin(crate::audit::carry(answer(
+        app.clone(),
+        started,
+        parts,
+        body,
+        user,
+    )));
     if heavy {
         return app
             .offload
@@ -160,6 +176,7 @@ async fn answer(
         Ok(body) => body,
         Err(error) => return error_response(&error),
     };
+    crate::audit::request_body(&body, !is_protobuf_body(&parts.headers));
     crate::offload::phase_boundary().await;
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),

@@ -267,6 +267,7 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     if let Some(collector) = app.garbage_collector {
         collect_garbage_collector(collector, &mut scrape);
     }
+    crate::audit::collect_metrics(app.audit, &mut scrape);
     if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
