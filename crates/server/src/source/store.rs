@@ -3234,7 +3234,10 @@ fn protobuf_to_json(
         return Ok(body);
     }
     let value = watchkeeper_api::decode_protobuf(def, &body)?;
-    Ok(Bytes::from(value.to_string()))
+    let json = Bytes::from(value.to_string());
+    // The audit log keeps the decoded body (it cannot log protobuf).
+    crate::audit::request_body(&json, true);
+    Ok(json)
 }
 
 /// The `dryRun` values of a DELETE body's `DeleteOptions` (none when the body is empty or not
