@@ -431,8 +431,7 @@ async fn kubectl_and_pod_security_audit_annotations() {
     k.ok(&["create", "configmap", "from-kubectl", "--from-literal=a=1"])
         .await;
     k.ok(&["get", "configmap", "from-kubectl"]).await;
-    let events = events_in(log);
-    let find = |verb: &str, resource: &str| {
+    let complete = |events: &[Value], verb: &str, resource: &str| {
         events
             .iter()
             .find(|e| {
@@ -440,9 +439,16 @@ async fn kubectl_and_pod_security_audit_annotations() {
                     && e["objectRef"]["resource"] == resource
                     && e["stage"] == "ResponseComplete"
             })
+            .cloned()
+    };
+    // kubectl may exit before the last answer's ResponseComplete is written.
+    until(|| complete(&events_in(log), "get", "configmaps").is_some()).await;
+    let events = events_in(log);
+    let find = |verb: &str, resource: &str| {
+        complete(&events, verb, resource)
             .unwrap_or_else(|| panic!("no {verb} {resource}: {events:#?}"))
     };
-    let pod = find("create", "pods");
+    let pod = &find("create", "pods");
     assert!(
         pod["userAgent"].as_str().unwrap().starts_with("kubectl"),
         "{pod}"
@@ -463,7 +469,7 @@ async fn kubectl_and_pod_security_audit_annotations() {
     // Metadata level: no objects.
     assert!(pod.get("requestObject").is_none());
     // kubectl sends its create in JSON: logged at RequestResponse with the objects.
-    let configmap = find("create", "configmaps");
+    let configmap = &find("create", "configmaps");
     assert_eq!(configmap["requestObject"]["data"], json!({"a": "1"}));
     let get = find("get", "configmaps");
     assert_eq!(get["objectRef"]["name"], "from-kubectl");
@@ -626,4 +632,59 @@ async fn unwritable_log_blocking_serves_strict_refuses() {
         let rejected = sample(&text, "apiserver_audit_requests_rejected_total");
         assert_eq!(rejected, u64::from(!served));
     }
+}
+
+/// Goal: a ValidatingAdmissionPolicy bound with the `Audit` action admits the write and adds
+/// kube's `validation_failure` annotation; its `auditAnnotations` are `<policy>/<key>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validating_admission_policy_audit_annotations() {
+    let audited = audited(POLICY, ServeArgs::default()).await;
+    let (server, log) = (&audited.server, &audited.log);
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "cm-audit"},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["configmaps"], "operations": ["CREATE"]}]},
+            "validations": [{"expression": "!has(object.data) || !('forbidden' in object.data)",
+                "message": "no forbidden key"}],
+            "auditAnnotations": [{"key": "keys",
+                "valueExpression": "has(object.data) ? string(size(object.data)) + ' keys' : null"}]}});
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "cm-audit-binding"},
+        "spec": {"policyName": "cm-audit", "validationActions": ["Audit"]}});
+    for (path, object) in [
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+            &policy,
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+            &binding,
+        ),
+    ] {
+        let (status, body) = send_json(server.addr, "POST", path, object).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "audited"},
+        "data": {"forbidden": "x"}});
+    let (status, id, _) = call(
+        server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[],
+        &object.to_string(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let events = events_of(log, &id, 2).await;
+    assert_eq!(
+        events[1]["annotations"],
+        json!({
+            "authorization.k8s.io/decision": "allow",
+            "authorization.k8s.io/reason": "",
+            "cm-audit/keys": "1 keys",
+            "validation.policy.admission.k8s.io/validation_failure":
+                r#"[{"message":"no forbidden key","policy":"cm-audit","binding":"cm-audit-binding","expressionIndex":0,"validationActions":["Audit"]}]"#,
+        })
+    );
 }

@@ -15,6 +15,8 @@
 //!   does nothing.
 //! - A denial is the write's answer; `Warn` bindings' warnings go out as `Warning` headers
 //!   with the write's answer.
+//! - `Audit` bindings' failures and the policies' `auditAnnotations` become the request's
+//!   audit annotations ([`crate::audit::annotate`]), refused or not.
 //! - `--disable-admission-plugins=ValidatingAdmissionPolicy` turns it off.
 
 use std::sync::Arc;
@@ -198,5 +200,16 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
         dry_run: write.dry_run,
         options,
     };
-    admission_policy::admit(&policies, &bindings, &attributes, &caches)
+    let mut annotations = Vec::new();
+    let admitted = admission_policy::admit_audited(
+        &policies,
+        &bindings,
+        &attributes,
+        &caches,
+        &mut annotations,
+    );
+    for (key, value) in annotations {
+        crate::audit::annotate(&key, value);
+    }
+    admitted
 }
