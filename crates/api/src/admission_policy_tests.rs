@@ -709,15 +709,14 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
     );
 }
 
-/// The audit annotations of one create: the result and the annotations.
-fn create_audited(
-    policies: &[Value],
-    bindings: &[Value],
-    object: &Value,
-) -> (
+/// A create's outcome (as [`create`]'s) and its audit annotations.
+type Audited = (
     Result<Vec<String>, (u16, String, String)>,
     Vec<(String, String)>,
-) {
+);
+
+/// The audit annotations of one create: the result and the annotations.
+fn create_audited(policies: &[Value], bindings: &[Value], object: &Value) -> Audited {
     let deployments = def("apps", "deployments");
     let attributes = attributes(&deployments, Operation::Create, Some(object), None);
     let mut annotations = Vec::new();

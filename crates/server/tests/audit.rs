@@ -545,10 +545,10 @@ async fn bad_policies_and_flags_are_startup_errors() {
     )
     .unwrap();
     let started = |args: ServeArgs| async {
-        watchkeeper_testkit::start_server(watchkeeper_testkit::loopback(args))
-            .await
-            .err()
-            .expect("the server does not start")
+        match watchkeeper_testkit::start_server(watchkeeper_testkit::loopback(args)).await {
+            Ok(_) => panic!("the server started"),
+            Err(error) => error,
+        }
     };
     let error = started(ServeArgs {
         audit_policy_file: Some(policy.clone()),

@@ -310,6 +310,54 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 800 * 1024);
     }
 
+    fn line(text: &'static str) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
+        Box::new(move || Some(format!("{text}\n").into_bytes()))
+    }
+
+    #[test]
+    fn a_full_queue_refuses_instead_of_growing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let config = AuditConfig {
+            mode: AuditMode::Batch,
+            batch_buffer_size: 1,
+            ..AuditConfig::default()
+        };
+        let counters = std::sync::Arc::new(Counters::default());
+        let backend = Backend::start(&config, &path, counters.clone()).unwrap();
+        // The writer takes the first event and holds it until released.
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let held = Queued {
+            encode: Box::new(move || {
+                started_tx.send(()).unwrap();
+                released.recv().unwrap();
+                Some(b"first\n".to_vec())
+            }),
+            done: None,
+        };
+        assert!(backend.try_queue(held));
+        started.recv().unwrap();
+        let queued = |text| Queued {
+            encode: line(text),
+            done: None,
+        };
+        assert!(backend.try_queue(queued("second")));
+        // The queue holds one event: the third is refused, not queued.
+        assert!(!backend.try_queue(queued("third")));
+        release.send(()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // A blocking write waits for the two before it and for its own line.
+        assert!(runtime.block_on(backend.write(line("fourth"))));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "first\nsecond\nfourth\n"
+        );
+        assert_eq!(counters.write_errors.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn a_line_longer_than_a_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
