@@ -9,6 +9,8 @@
 //! - [`http`]: the router, the handlers and watch streaming, the connection layer (TLS).
 //! - [`source`]: the source seam (store and upstream), the reflector, the object decoder, the
 //!   reads with Kubernetes' consistency and the writes.
+//! - [`audit`]: the audit log's layer (outermost), policy and writer; its
+//!   [`audit::context`] (what a request adds to its events) is a leaf any module may call.
 //! - [`auth`], [`limits`]: who may do what; the bounds every request passes.
 //! - [`operator`]: the debug API and page, `/metrics`.
 //! - [`cache`]: the caches on their threads. [`config`]: the configuration.
@@ -607,7 +609,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                             let decision = app.upgrade().map_or(Ok(()), |app| {
                                 http::authorize_from_url(&app, user, method, path, query)
                             });
-                            crate::audit::authorized(decision.is_ok(), "");
+                            crate::audit::context::authorized(decision.is_ok(), "");
                             decision
                         },
                     )

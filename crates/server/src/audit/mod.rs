@@ -40,6 +40,7 @@
 //!   (bounded by `--max-request-body-bytes`) and `--audit-log-max-object-bytes` of answer.
 
 pub mod backend;
+pub mod context;
 pub mod policy;
 
 mod event;
@@ -48,8 +49,8 @@ mod request;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum::extract::Request;
@@ -61,11 +62,13 @@ use futures_util::future::{BoxFuture, Either};
 use watchkeeper_api::ApiError;
 
 pub use backend::Counters;
+pub use context::{annotate, authorized, carry, is_audited, refused, request_body};
 pub use policy::{Level, Policy, PolicyError, Stage};
 
 use crate::auth::Auth;
 use crate::config::{AuditConfig, AuditMode};
 use backend::Backend;
+use context::Context as AuditContext;
 
 /// The response header naming a request's audit ID.
 pub const AUDIT_ID_HEADER: &str = "audit-id";
@@ -141,125 +144,6 @@ impl Audit {
     }
 }
 
-/// The `/metrics` families of the audit log, as kube-apiserver names them.
-pub fn collect_metrics(audit: Option<&Audit>, scrape: &mut crate::operator::metrics::Scrape) {
-    let Some(audit) = audit else {
-        return;
-    };
-    let counters = audit.counters();
-    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
-    scrape
-        .counter(
-            "apiserver_audit_event_total",
-            "Counter of audit events generated and sent to the audit backend.",
-        )
-        .sample(&[], load(&counters.events));
-    scrape
-        .counter(
-            "apiserver_audit_error_total",
-            "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error.",
-        )
-        .sample(&[("plugin", "buffered")], load(&counters.dropped))
-        .sample(&[("plugin", "log")], load(&counters.write_errors));
-    scrape
-        .counter(
-            "apiserver_audit_requests_rejected_total",
-            "Counter of apiserver requests rejected due to an error in audit logging backend.",
-        )
-        .sample(&[], load(&counters.rejected));
-    let levels = scrape.counter(
-        "apiserver_audit_level_total",
-        "Counter of policy levels for audit events (1 per request).",
-    );
-    for level in [Level::Metadata, Level::Request, Level::RequestResponse] {
-        levels.sample(
-            &[("level", level.as_str())],
-            load(&counters.levels[level as usize]),
-        );
-    }
-}
-
-tokio::task_local! {
-    /// The audit record of the request the current task serves, when it is audited.
-    static CURRENT: Option<Arc<Record>>;
-}
-
-/// Runs `future` with the current request's audit record, so that work moved to another
-/// thread (the heavy requests' pool) still annotates its request. Costs one task-local read
-/// when the request is not audited.
-pub fn carry<F: Future>(
-    future: F,
-) -> tokio::task::futures::TaskLocalFuture<Option<Arc<Record>>, F> {
-    let current = CURRENT.try_with(Clone::clone).ok().flatten();
-    CURRENT.scope(current, future)
-}
-
-fn with_current(f: impl FnOnce(&Arc<Record>)) {
-    let _ = CURRENT.try_with(|current| {
-        if let Some(record) = current {
-            f(record);
-        }
-    });
-}
-
-/// Adds `key: value` to the annotations of the current request's audit events (kube's
-/// `audit.AddAuditAnnotation`): the events written from now on carry it. A key already set
-/// keeps its first value, as kube keeps it. Does nothing when the request is not audited
-/// (no policy, level `None`) or outside a request. Admission plugins (PodSecurity,
-/// ValidatingAdmissionPolicy, webhooks) and authorizers call it.
-pub fn annotate(key: &str, value: impl Into<String>) {
-    with_current(|record| {
-        let mut state = record.lock();
-        if !state.annotations.contains_key(key) {
-            state.annotations.insert(key.to_owned(), value.into());
-        }
-    });
-}
-
-/// Whether the current request is audited (so that work done only for its annotations, such
-/// as PodSecurity's audit-level checks, can be skipped when it is not).
-#[must_use]
-pub fn is_audited() -> bool {
-    CURRENT
-        .try_with(|current| current.is_some())
-        .unwrap_or(false)
-}
-
-/// Records the authorizer's decision on the current request (kube's
-/// `authorization.k8s.io/decision`, `allow` or `forbid`, and `authorization.k8s.io/reason`,
-/// the authorizer's reason: empty for the ABAC file and for no authorization). A later call
-/// (the RBAC authorizer's, with its reason) replaces an earlier one.
-pub fn authorized(allowed: bool, reason: &str) {
-    with_current(|record| {
-        let mut state = record.lock();
-        let decision = if allowed { "allow" } else { "forbid" };
-        state.annotations.insert(
-            "authorization.k8s.io/decision".to_owned(),
-            decision.to_owned(),
-        );
-        state
-            .annotations
-            .insert("authorization.k8s.io/reason".to_owned(), reason.to_owned());
-    });
-}
-
-/// Notes the refusal the current request is answered with (its event's `responseStatus`);
-/// called where refusals become responses.
-pub fn refused(error: &ApiError) {
-    with_current(|record| record.lock().refusal = Some(error.clone()));
-}
-
-/// Keeps the request's body for its events (`requestObject`, and the `objectRef` a create or
-/// update completes from it), when its level and verb need it: shared, not copied. `json`
-/// tells whether the body is JSON (a protobuf body is not logged).
-pub fn request_body(body: &Bytes, json: bool) {
-    with_current(|record| {
-        if record.wants_request_body() && !body.is_empty() {
-            record.lock().request_body = Some((body.clone(), json));
-        }
-    });
-}
-
 /// What a request's events share: fixed when the request arrives, plus what it learns.
 pub struct Record {
     audit: Arc<Audit>,
@@ -267,7 +151,7 @@ pub struct Record {
     decision: policy::Decision,
     received_micros: i64,
     info: request::Info,
-    state: Mutex<State>,
+    context: Arc<AuditContext>,
 }
 
 impl std::fmt::Debug for Record {
@@ -278,11 +162,14 @@ impl std::fmt::Debug for Record {
     }
 }
 
-#[derive(Default)]
-struct State {
-    annotations: std::collections::BTreeMap<String, String>,
-    refusal: Option<ApiError>,
-    request_body: Option<(Bytes, bool)>,
+/// Whether a request of `verb` at `level` keeps its body (the `requestObject`, and the
+/// `objectRef` a create or update completes from it).
+fn wants_request_body(level: Level, verb: &str) -> bool {
+    level >= Level::Metadata
+        && matches!(
+            verb,
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
 }
 
 /// How a stage ended, for its event.
@@ -297,20 +184,6 @@ struct Outcome {
 }
 
 impl Record {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn wants_request_body(&self) -> bool {
-        self.decision.level >= Level::Metadata
-            && matches!(
-                self.info.verb.as_str(),
-                "create" | "update" | "patch" | "delete" | "deletecollection"
-            )
-    }
-
     /// The event of `stage`, to be encoded on the log's thread; `None` when omitted.
     fn event(self: &Arc<Self>, stage: Stage, outcome: Outcome) -> Option<backend::Queued> {
         if self.decision.omit_stages.contains(stage) {
@@ -319,7 +192,7 @@ impl Record {
         self.audit.counters.events.fetch_add(1, Ordering::Relaxed);
         let stage_micros = event::now_micros();
         let (annotations, refusal, request_body) = {
-            let state = self.lock();
+            let state = self.context.lock();
             (
                 state.annotations.clone(),
                 state.refusal.clone(),
@@ -490,8 +363,11 @@ where
         id: id.to_str().unwrap_or_default().to_owned(),
         decision,
         received_micros,
+        context: Arc::new(AuditContext::new(wants_request_body(
+            decision.level,
+            &info.verb,
+        ))),
         info,
-        state: Mutex::default(),
     });
     let strict = audit.backend.mode() == AuditMode::BlockingStrict;
     if record.info.user.is_some()
@@ -501,22 +377,32 @@ where
         && strict
     {
         audit.counters.rejected.fetch_add(1, Ordering::Relaxed);
-        let mut response = crate::respond::text_response(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            &format!(
-                "Internal Server Error: {:?}: failed to store audit event\n",
-                record.info.request_uri
-            ),
+        // kube's `responsewriters.InternalError`: plain text.
+        let text = format!(
+            "Internal Server Error: {:?}: failed to store audit event\n",
+            record.info.request_uri
         );
-        response.headers_mut().insert(AUDIT_ID_HEADER, id);
+        let mut response = Response::new(axum::body::Body::from(text));
+        *response.status_mut() = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+        let headers = response.headers_mut();
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        headers.insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(AUDIT_ID_HEADER, id);
         return Ok(response);
     }
-    let handled = std::panic::AssertUnwindSafe(CURRENT.scope(Some(record.clone()), async move {
-        let Ok(response) = inner.call(request).await;
-        response
-    }))
-    .catch_unwind()
-    .await;
+    let handled =
+        std::panic::AssertUnwindSafe(context::scope(record.context.clone(), async move {
+            let Ok(response) = inner.call(request).await;
+            response
+        }))
+        .catch_unwind()
+        .await;
     let response = match handled {
         Ok(response) => response,
         Err(panic) => {

@@ -12,7 +12,7 @@
 //!   the cache cannot serve answered by the source (`Source::read_uncached`), writes by
 //!   `Source::write`. No handler asks which kind of source it has.
 //! - The dependency direction is one way: this module uses `source`, `auth`, `limits`,
-//!   `operator` and `cache`; none of them uses it.
+//!   `operator` and `cache` (and the leaf `audit::context`); none of them uses it.
 //! - A request whose body reaches `--heavy-request-body-bytes` is handled, from its body's
 //!   decode to its answer's encodings, on the blocking pool ([`crate::offload`]); so is a long
 //!   LIST's `Table` and a large YAML answer. Smaller ones are handled on the runtime worker
@@ -138,7 +138,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     // not the answer's state machine (~17 KB; held twice over, by `run`'s future and by the
     // plain await, it had doubled the bytes copied per request).
     let heavy = app.offload.is_heavy(body.len());
-    let work = Box::pin(crate::audit::carry(answer(
+    let work = Box::pin(crate::audit::context::carry(answer(
         app.clone(),
         started,
         parts,
@@ -176,7 +176,7 @@ async fn answer(
         Ok(body) => body,
         Err(error) => return error_response(&error),
     };
-    crate::audit::request_body(&body, !is_protobuf_body(&parts.headers));
+    crate::audit::context::request_body(&body, !is_protobuf_body(&parts.headers));
     crate::offload::phase_boundary().await;
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),

@@ -21,7 +21,7 @@
 //!   to kube's 3000, are checked.
 //! - For a request the audit log records, kube's audit annotations
 //!   (`pod-security.kubernetes.io/enforce-policy`, `.../audit-violations`) are added to its
-//!   events ([`crate::audit::annotate`]); other requests do not pay for the audit checks.
+//!   events ([`crate::audit::context::annotate`]); other requests do not pay for the audit checks.
 
 use std::sync::Arc;
 
@@ -71,7 +71,7 @@ pub(super) fn admit(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let labels = namespace_labels(resources, namespace);
-    if crate::audit::is_audited() {
+    if crate::audit::context::is_audited() {
         let annotations = watchkeeper_api::pod_security::audit_annotations(
             labels.as_ref(),
             &def.group,
@@ -81,7 +81,7 @@ pub(super) fn admit(
             object,
         );
         for (key, value) in annotations {
-            crate::audit::annotate(&format!("pod-security.kubernetes.io/{key}"), value);
+            crate::audit::context::annotate(&format!("pod-security.kubernetes.io/{key}"), value);
         }
     }
     let decision = if def.plural == "pods" {

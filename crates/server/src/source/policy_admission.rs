@@ -16,7 +16,7 @@
 //! - A denial is the write's answer; `Warn` bindings' warnings go out as `Warning` headers
 //!   with the write's answer.
 //! - `Audit` bindings' failures and the policies' `auditAnnotations` become the request's
-//!   audit annotations ([`crate::audit::annotate`]), refused or not.
+//!   audit annotations ([`crate::audit::context::annotate`]), refused or not.
 //! - `--disable-admission-plugins=ValidatingAdmissionPolicy` turns it off.
 
 use std::sync::Arc;
@@ -209,7 +209,7 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
         &mut annotations,
     );
     for (key, value) in annotations {
-        crate::audit::annotate(&key, value);
+        crate::audit::context::annotate(&key, value);
     }
     admitted
 }
