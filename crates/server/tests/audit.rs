@@ -688,3 +688,41 @@ async fn validating_admission_policy_audit_annotations() {
         })
     );
 }
+
+/// Goal: in `batch` mode events are queued and written behind the request, all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_mode_writes_every_event_behind_the_request() {
+    let audited = audited(
+        POLICY,
+        ServeArgs {
+            audit_log_mode: Some("batch".to_owned()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let (server, log) = (&audited.server, &audited.log);
+    let mut ids = Vec::new();
+    for index in 0..5 {
+        let (status, id, _) = call(
+            server,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            &configmap(&format!("batched-{index}"), 10).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201);
+        ids.push(id);
+    }
+    for id in &ids {
+        let events = events_of(log, id, 2).await;
+        assert_eq!(events[1]["stage"], "ResponseComplete");
+        assert_eq!(events[1]["responseStatus"]["code"], 201);
+    }
+    let text = metrics_text(server.addr).await;
+    assert_eq!(
+        sample(&text, "apiserver_audit_error_total{plugin=\"buffered\"}"),
+        0
+    );
+    assert_eq!(sample(&text, "apiserver_audit_event_total"), 10);
+}

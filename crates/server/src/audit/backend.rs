@@ -14,7 +14,7 @@
 //! - Rotation (lumberjack's): a write that would take the file past `--audit-log-maxsize`
 //!   megabytes first renames it to `NAME-<UTC time>.EXT` (`2006-01-02T15-04-05.000`) and
 //!   opens a new one; then rotated files beyond `--audit-log-maxbackup` (oldest first) and older
-//!   than `--audit-log-maxage` days are removed. An event longer than the limit is not
+//!   than `--audit-log-maxage` days are removed (also when the log is opened at start). An event longer than the limit is not
 //!   written (lumberjack's `write length N exceeds maximum file size M`), counted as a failure.
 
 use std::fs::{File, OpenOptions};
@@ -149,7 +149,7 @@ impl Rotating {
             0 => DEFAULT_MAX_MEGABYTES,
             n => n,
         };
-        Ok(Rotating {
+        let log = Rotating {
             path: path.to_owned(),
             file,
             size,
@@ -157,7 +157,10 @@ impl Rotating {
             max_backups: config.max_backups,
             max_age: (config.max_age_days > 0)
                 .then(|| Duration::from_secs(config.max_age_days.saturating_mul(86_400))),
-        })
+        };
+        // lumberjack's `mill` on opening: old files beyond the bounds go now.
+        log.remove_old_backups();
+        Ok(log)
     }
 
     /// `NAME-<time>.EXT` for the file rotated at `now`.
