@@ -88,7 +88,8 @@ impl Server {
     /// every watch after what it was owed with a final bookmark at the last dispatched
     /// revision for those that allow bookmarks, lets requests in flight complete (the caches
     /// and the reflector keep running meanwhile), drops the connections still open after
-    /// `--shutdown-grace-period-ms`, then stops the reflector and the caches.
+    /// `--shutdown-grace-period-ms`, then stops the reflector and the caches, and waits for
+    /// the audit log to write the events queued before.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         for resource in &self.app.resources().resources {
@@ -97,6 +98,9 @@ impl Server {
         let _ = self.serve.await;
         self.reflector.abort();
         let _ = self.reflector.await;
+        if let Some(audit) = &self.app.audit {
+            audit.drain().await;
+        }
         tracing::info!("server stopped");
     }
 }

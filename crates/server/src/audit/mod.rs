@@ -137,6 +137,12 @@ impl Audit {
         })))
     }
 
+    /// Waits until every event queued so far is written (or failed): the server's shutdown
+    /// calls it, so that a batch queue is not lost with the process.
+    pub async fn drain(&self) {
+        self.backend.write(Box::new(|| None)).await;
+    }
+
     /// The counters (for `/metrics`).
     #[must_use]
     pub fn counters(&self) -> &Counters {
