@@ -8,6 +8,8 @@
 //!   that finds it full is dropped and counted (`apiserver_audit_error_total{plugin="buffered"}`);
 //!   in the blocking modes the request waits for its event to be written (so the events
 //!   waiting are also bounded by the requests in flight).
+//! - A shutdown (`Server::shutdown`, SIGTERM) returns once the events queued before it are
+//!   written ([`super::Audit::drain`]): a batch queue is not lost with the process.
 //! - A failed write is counted (`apiserver_audit_error_total{plugin="log"}`) and reported to
 //!   a blocking request, which goes on (`blocking`) or, for its `RequestReceived` event, fails
 //!   (`blocking-strict`).
