@@ -27,7 +27,7 @@ pub struct Context {
 pub(super) struct State {
     pub(super) annotations: BTreeMap<String, String>,
     pub(super) refusal: Option<ApiError>,
-    pub(super) request_body: Option<(Bytes, bool)>,
+    pub(super) request_body: Option<Bytes>,
 }
 
 impl Context {
@@ -123,12 +123,13 @@ pub fn refused(error: &ApiError) {
 }
 
 /// Keeps the request's body for its events (`requestObject`, and the `objectRef` a create or
-/// update completes from it), when its level and verb need it: shared, not copied. `json`
-/// tells whether the body is JSON (a protobuf body is not logged).
-pub fn request_body(body: &Bytes, json: bool) {
+/// update completes from it), when its level and verb need it: shared, not copied. A body
+/// that is not JSON (protobuf, before the store source decodes it and calls this again with
+/// the JSON) is left out of the events.
+pub fn request_body(body: &Bytes) {
     with_current(|context| {
         if context.wants_body && !body.is_empty() {
-            context.lock().request_body = Some((body.clone(), json));
+            context.lock().request_body = Some(body.clone());
         }
     });
 }

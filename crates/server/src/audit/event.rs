@@ -31,7 +31,7 @@ pub(super) struct Parts<'a> {
     pub(super) outcome: Outcome,
     pub(super) annotations: BTreeMap<String, String>,
     pub(super) refusal: Option<ApiError>,
-    pub(super) request_body: Option<(Bytes, bool)>,
+    pub(super) request_body: Option<Bytes>,
 }
 
 fn push_str(out: &mut Vec<u8>, key: &str, value: &str) {
@@ -142,9 +142,7 @@ pub(super) fn encode(parts: &Parts<'_>) -> Vec<u8> {
     // The request's body, after RequestReceived (kube reads it in the handler).
     let request_object = match (&parts.request_body, parts.stage) {
         (_, Stage::RequestReceived) | (None, _) => None,
-        (Some((bytes, json)), _) => json
-            .then(|| object_json(bytes, omit_managed_fields))
-            .flatten(),
+        (Some(bytes), _) => object_json(bytes, omit_managed_fields),
     };
     if let Some(object_ref) = &info.object_ref {
         let mut object_ref = object_ref.clone();

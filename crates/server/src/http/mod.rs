@@ -96,16 +96,6 @@ fn unsupported_body(method: &Method, headers: &HeaderMap) -> Option<ApiError> {
     })
 }
 
-/// Whether a request's body is Kubernetes protobuf (by its `Content-Type`).
-fn is_protobuf_body(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            watchkeeper_api::is_protobuf_media_type(v.split(';').next().unwrap_or_default().trim())
-        })
-}
-
 /// The single request handler.
 pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let started = std::time::Instant::now();
@@ -176,7 +166,7 @@ async fn answer(
         Ok(body) => body,
         Err(error) => return error_response(&error),
     };
-    crate::audit::context::request_body(&body, !is_protobuf_body(&parts.headers));
+    crate::audit::context::request_body(&body);
     crate::offload::phase_boundary().await;
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),

@@ -3236,7 +3236,7 @@ fn protobuf_to_json(
     let value = watchkeeper_api::decode_protobuf(def, &body)?;
     let json = Bytes::from(value.to_string());
     // The audit log keeps the decoded body (it cannot log protobuf).
-    crate::audit::context::request_body(&json, true);
+    crate::audit::context::request_body(&json);
     Ok(json)
 }
 
