@@ -28,11 +28,14 @@
 //!   `annotations` (`authorization.k8s.io/decision` and `authorization.k8s.io/reason`,
 //!   admission's — PodSecurity's, ValidatingAdmissionPolicy's — and any [`annotate`] adds).
 //!   `omitManagedFields` drops `metadata.managedFields` from both objects (and list items).
-//! - **Not logged as objects**: protobuf and YAML bodies of requests and answers, whose event
-//!   keeps its metadata only; a body longer than `--audit-log-max-object-bytes`, which is left
-//!   out and the event annotated `audit.k8s.io/truncated: "true"`.
-//! - **Cost**: without a policy a request pays the `Audit-Id` header only: no policy lookup,
-//!   no body copy, no event. With one, only the selected requests' bodies are kept, shared
+//! - **Bodies**: a YAML request body is logged as the JSON it is read as, a protobuf one as
+//!   the JSON the store source decodes (in caching-proxy mode, where nothing decodes it, it is
+//!   left out). Not logged as objects: protobuf and YAML answers (the event keeps the rest);
+//!   an answer longer than `--audit-log-max-object-bytes`, left out with the event annotated
+//!   `audit.k8s.io/truncated: "true"`.
+//! - **Cost**: without a policy a request pays the `Audit-Id` header only (a random UUID and
+//!   its header value, kube's `WithAuditInit`) and a few task-local reads
+//!   ([`context`]): no policy lookup, no body copy, no event. With one, only the selected requests' bodies are kept, shared
 //!   with the request (no copy), and every event is encoded to JSON on the log's own thread
 //!   ([`backend`]), never on a runtime worker.
 //! - **Bounds**: events queued at most `--audit-log-batch-buffer-size` (`batch` drops and
