@@ -737,3 +737,54 @@ async fn batch_mode_writes_every_event_behind_the_request() {
         );
     }
 }
+
+/// Goal: a policy's `omitStages` leaves those stages out; an answer longer than
+/// `--audit-log-max-object-bytes` is left out of the event, annotated
+/// `audit.k8s.io/truncated`, while a shorter one is logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn omitted_stages_and_truncated_answers() {
+    let policy = r#"
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: RequestResponse
+  resources: [{group: "", resources: ["configmaps"]}]
+"#;
+    let audited = audited(
+        policy,
+        ServeArgs {
+            audit_log_max_object_bytes: Some(4096),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let (server, log) = (&audited.server, &audited.log);
+    let mut ids = Vec::new();
+    for (name, payload) in [("small", 10), ("large", 8000)] {
+        let (status, id, _) = call(
+            server,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            &configmap(name, payload).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201);
+        ids.push(id);
+    }
+    let small = events_of(log, &ids[0], 1).await;
+    assert_eq!(small[0]["stage"], "ResponseComplete");
+    assert_eq!(small[0]["responseObject"]["metadata"]["name"], "small");
+    assert!(
+        small[0]["annotations"]
+            .get("audit.k8s.io/truncated")
+            .is_none()
+    );
+    let large = events_of(log, &ids[1], 1).await;
+    assert_eq!(large[0]["stage"], "ResponseComplete");
+    assert!(large[0].get("responseObject").is_none(), "{}", large[0]);
+    assert_eq!(large[0]["annotations"]["audit.k8s.io/truncated"], "true");
+    // The request body is bounded by --max-request-body-bytes, not by this flag.
+    assert_eq!(large[0]["requestObject"]["metadata"]["name"], "large");
+}
