@@ -42,8 +42,13 @@
 //!   Status (`<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<p>' with binding
 //!   '<b>' denied request: <message>`, the message also its one cause; the first denial in
 //!   policy name, then binding name order); `Warn` adds kube's warning (`Validation failed for
-//!   ValidatingAdmissionPolicy '<p>' with binding '<b>': <message>`); `Audit` does nothing:
-//!   this server writes no audit log.
+//!   ValidatingAdmissionPolicy '<p>' with binding '<b>': <message>`); `Audit` is kube's audit
+//!   annotation `validation.policy.admission.k8s.io/validation_failure` ([`admit_audited`]).
+//! - **`auditAnnotations`**: each `valueExpression` is evaluated when the policy's validations
+//!   are; a trimmed non-empty string is the audit annotation `<policy>/<key>`, an empty string
+//!   or null none, another type or an error (`valueExpression '<e>' resulted in unsupported
+//!   return type: <type>. Return type must be either string or null.`) denies under
+//!   `failurePolicy: Fail`, as kube.
 //! - **Bounded work**: every expression runs within the CRD rules' cost bound
 //!   ([`crate::cel_rules::PER_CALL_LIMIT`] each: `operation cancelled: actual cost limit
 //!   exceeded`), the validations, variables and messages of one evaluation share
@@ -57,7 +62,7 @@
 //!   to ask: an expression calling it is an evaluation error, under the failure policy.
 //! - Expressions calling a function of kube's libraries this server lacks (see
 //!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal.
-//! - `auditAnnotations` are not evaluated (no audit log); a `*/scale` write is evaluated on
+//! - A `*/scale` write is evaluated on
 //!   the parent object, not on an `autoscaling/v1` Scale; a variable's error fails the
 //!   expressions that name it even where CEL's short-circuit would not have read it.
 
@@ -190,6 +195,26 @@ pub fn admit(
     attributes: &Attributes<'_>,
     cluster: &impl Cluster,
 ) -> Result<Vec<String>, ApiError> {
+    admit_audited(policies, bindings, attributes, cluster, &mut Vec::new())
+}
+
+/// [`admit`], also collecting kube's audit annotations into `annotations` (whatever the
+/// outcome, as kube adds them before it refuses): `validation.policy.admission.k8s.io/validation_failure`
+/// for a failed validation of a binding with the `Audit` action (kube's JSON list
+/// `[{"message","policy","binding","expressionIndex","validationActions"}]`; the first such
+/// failure, as kube's admission attributes keep the first value of a key), and each policy's
+/// `auditAnnotations` as `<policy>/<key>` (trimmed non-empty string values of at most 10 KiB,
+/// a key's distinct values over bindings and params joined with `, `).
+///
+/// # Errors
+/// As [`admit`].
+pub fn admit_audited(
+    policies: &[Value],
+    bindings: &[Value],
+    attributes: &Attributes<'_>,
+    cluster: &impl Cluster,
+    annotations: &mut Vec<(String, String)>,
+) -> Result<Vec<String>, ApiError> {
     if is_exempt(attributes.def) || policies.is_empty() || bindings.is_empty() {
         return Ok(Vec::new());
     }
@@ -214,6 +239,8 @@ pub fn admit(
             continue;
         }
         let fail = text(policy, "/spec/failurePolicy") != "Ignore";
+        // kube's `auditAnnotationCollector`: each key's distinct values, over bindings.
+        let mut collected: Vec<(String, Vec<String>)> = Vec::new();
         let mut deny = |message: String, reason: &str, binding: Option<&str>| {
             if denied.is_none() {
                 denied = Some(Denial {
@@ -311,7 +338,7 @@ pub fn admit(
                 .collect();
             for param in &params {
                 let request = request_value(attributes, &matched);
-                let decisions =
+                let (decisions, audited) =
                     Evaluation::new(policy, shared, &request, param.as_ref()).decisions(fail);
                 for decision in decisions {
                     for action in &actions {
@@ -321,11 +348,42 @@ pub fn admit(
                                 "Validation failed for ValidatingAdmissionPolicy '{policy_name}' with binding '{binding_name}': {}",
                                 decision.message
                             )),
-                            // No audit log here.
+                            "Audit" => {
+                                let key = VALIDATION_FAILURE_ANNOTATION;
+                                if !annotations.iter().any(|(k, _)| k == key) {
+                                    let value = validation_failure(
+                                        &decision,
+                                        policy_name,
+                                        binding_name,
+                                        &actions,
+                                    );
+                                    annotations.push((key.to_owned(), value));
+                                }
+                            }
                             _ => {}
                         }
                     }
                 }
+                for result in audited {
+                    match result {
+                        AuditAnnotation::Publish(key, value) => {
+                            match collected.iter_mut().find(|(k, _)| *k == key) {
+                                Some((_, values)) if values.contains(&value) => {}
+                                Some((_, values)) => values.push(value),
+                                None => collected.push((key, vec![value])),
+                            }
+                        }
+                        AuditAnnotation::Error(message) => {
+                            deny(message, "", Some(binding_name));
+                        }
+                    }
+                }
+            }
+        }
+        for (key, values) in collected {
+            let key = format!("{policy_name}/{key}");
+            if !annotations.iter().any(|(k, _)| *k == key) {
+                annotations.push((key, values.join(", ")));
             }
         }
     }
@@ -437,6 +495,61 @@ impl Denial {
 struct Decision {
     message: String,
     reason: String,
+    /// The validation's index in `spec.validations` (0 for a match condition's error).
+    index: usize,
+}
+
+/// The audit annotation key of a failed validation with the `Audit` action.
+pub const VALIDATION_FAILURE_ANNOTATION: &str =
+    "validation.policy.admission.k8s.io/validation_failure";
+
+/// kube's `maxAuditAnnotationValueLength`.
+const AUDIT_ANNOTATION_VALUE_MAX: usize = 10 * 1024;
+
+/// An `auditAnnotations` entry's outcome that is not an exclusion.
+enum AuditAnnotation {
+    /// Its key and (trimmed, bounded) value.
+    Publish(String, String),
+    /// Its evaluation error, under `failurePolicy: Fail` (a denial).
+    Error(String),
+}
+
+/// A CEL value's type as cel-go names it (`bool`, `int`, `list`, ...).
+fn cel_type_name(value: &cel::Value) -> &'static str {
+    match value {
+        cel::Value::List(_) => "list",
+        cel::Value::Map(_) => "map",
+        cel::Value::Int(_) => "int",
+        cel::Value::UInt(_) => "uint",
+        cel::Value::Float(_) => "double",
+        cel::Value::String(_) => "string",
+        cel::Value::Bytes(_) => "bytes",
+        cel::Value::Bool(_) => "bool",
+        cel::Value::Duration(_) => "google.protobuf.Duration",
+        cel::Value::Timestamp(_) => "google.protobuf.Timestamp",
+        cel::Value::Null => "null_type",
+        _ => "object",
+    }
+}
+
+/// kube's `validation_failure` value: `[{"message","policy","binding","expressionIndex",
+/// "validationActions"}]`, in that order.
+fn validation_failure(
+    decision: &Decision,
+    policy: &str,
+    binding: &str,
+    actions: &[&str],
+) -> String {
+    let quoted = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let actions: Vec<String> = actions.iter().map(|a| quoted(a)).collect();
+    format!(
+        "[{{\"message\":{},\"policy\":{},\"binding\":{},\"expressionIndex\":{},\"validationActions\":[{}]}}]",
+        quoted(&decision.message),
+        quoted(policy),
+        quoted(binding),
+        decision.index,
+        actions.join(",")
+    )
 }
 
 pub(crate) fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
@@ -926,20 +1039,22 @@ impl<'a> Evaluation<'a> {
     }
 
     /// The validations' decisions that are not admits (kube's `validator.Validate`), the
-    /// match conditions first.
-    fn decisions(mut self, fail: bool) -> Vec<Decision> {
-        let error = |message: String| Decision {
+    /// match conditions first, and the outcomes of the `auditAnnotations` (when the match
+    /// conditions hold and the budget lasts).
+    fn decisions(mut self, fail: bool) -> (Vec<Decision>, Vec<AuditAnnotation>) {
+        let error = |message: String, index: usize| Decision {
             message,
             reason: String::new(),
+            index,
         };
         match self.match_conditions() {
             Ok(true) => {}
-            Ok(false) => return Vec::new(),
+            Ok(false) => return (Vec::new(), Vec::new()),
             Err(message) => {
                 return if fail {
-                    vec![error(message)]
+                    (vec![error(message, 0)], Vec::new())
                 } else {
-                    Vec::new()
+                    (Vec::new(), Vec::new())
                 };
             }
         }
@@ -950,7 +1065,7 @@ impl<'a> Evaluation<'a> {
             .cloned()
             .unwrap_or_default();
         let mut decisions = Vec::new();
-        for validation in &validations {
+        for (index, validation) in validations.iter().enumerate() {
             let expression = text(validation, "/expression");
             match self.expression(expression) {
                 Outcome::Value(cel::Value::Bool(true)) | Outcome::Skip => {}
@@ -959,23 +1074,69 @@ impl<'a> Evaluation<'a> {
                     decisions.push(Decision {
                         message,
                         reason: text(validation, "/reason").to_owned(),
+                        index,
                     });
                 }
                 Outcome::Error(message) => {
                     if fail {
-                        decisions.push(error(message));
+                        decisions.push(error(message, index));
                     }
                 }
                 Outcome::OutOfBudget => {
                     return if fail {
-                        vec![error(OUT_OF_BUDGET.to_owned())]
+                        (vec![error(OUT_OF_BUDGET.to_owned(), index)], Vec::new())
                     } else {
-                        Vec::new()
+                        (Vec::new(), Vec::new())
                     };
                 }
             }
         }
-        decisions
+        let audited = self.audit_annotations(fail);
+        (decisions, audited)
+    }
+
+    /// kube's audit annotation results: a trimmed non-empty string is published (cut at
+    /// 10 KiB), an empty one or null excluded, another type or an error is an error under
+    /// `failurePolicy: Fail` (excluded under `Ignore`).
+    fn audit_annotations(&mut self, fail: bool) -> Vec<AuditAnnotation> {
+        let entries = self
+            .policy
+            .pointer("/spec/auditAnnotations")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut results = Vec::new();
+        for entry in &entries {
+            let key = text(entry, "/key").to_owned();
+            let expression = text(entry, "/valueExpression");
+            let failed = match self.expression(expression) {
+                Outcome::Value(cel::Value::String(value)) => {
+                    let mut value = value.trim().to_owned();
+                    if !value.is_empty() {
+                        if value.len() > AUDIT_ANNOTATION_VALUE_MAX {
+                            let mut cut = AUDIT_ANNOTATION_VALUE_MAX;
+                            while !value.is_char_boundary(cut) {
+                                cut -= 1;
+                            }
+                            value.truncate(cut);
+                        }
+                        results.push(AuditAnnotation::Publish(key, value));
+                    }
+                    continue;
+                }
+                Outcome::Value(cel::Value::Null) | Outcome::Skip => continue,
+                Outcome::Value(other) => format!(
+                    "valueExpression '{expression}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                    cel_type_name(&other)
+                ),
+                Outcome::Error(message) => message,
+                Outcome::OutOfBudget => OUT_OF_BUDGET.to_owned(),
+            };
+            if fail {
+                results.push(AuditAnnotation::Error(failed));
+            }
+        }
+        results
     }
 
     /// The match conditions: all true (`Ok(true)`), one false, or the errors (kube's

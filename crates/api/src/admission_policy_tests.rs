@@ -708,3 +708,80 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
         .is_empty()
     );
 }
+
+/// A create's outcome (as [`create`]'s) and its audit annotations.
+type Audited = (
+    Result<Vec<String>, (u16, String, String)>,
+    Vec<(String, String)>,
+);
+
+/// The audit annotations of one create: the result and the annotations.
+fn create_audited(policies: &[Value], bindings: &[Value], object: &Value) -> Audited {
+    let deployments = def("apps", "deployments");
+    let attributes = attributes(&deployments, Operation::Create, Some(object), None);
+    let mut annotations = Vec::new();
+    let result = admit_audited(
+        policies,
+        bindings,
+        &attributes,
+        &cluster(),
+        &mut annotations,
+    )
+    .map_err(|e| (e.code, e.reason, e.message));
+    (result, annotations)
+}
+
+#[test]
+fn audit_action_and_audit_annotations_are_kubes_annotations() {
+    let policies = [policy(
+        "p",
+        json!({"validations": [{"expression": "true"}, {"expression": "object.spec.replicas < 2", "message": "too many"}],
+            "auditAnnotations": [
+                {"key": "replicas", "valueExpression": "'replicas: ' + string(object.spec.replicas)"},
+                {"key": "empty", "valueExpression": "'  '"},
+                {"key": "none", "valueExpression": "null"}]}),
+    )];
+    let object = deployment("web", 3, json!({}));
+    let audit = [binding(
+        "b",
+        "p",
+        json!({"validationActions": ["Audit", "Warn"]}),
+    )];
+    let (result, annotations) = create_audited(&policies, &audit, &object);
+    assert_eq!(result.unwrap().len(), 1);
+    assert_eq!(
+        annotations,
+        [
+            (
+                "validation.policy.admission.k8s.io/validation_failure".to_owned(),
+                r#"[{"message":"too many","policy":"p","binding":"b","expressionIndex":1,"validationActions":["Audit","Warn"]}]"#.to_owned()
+            ),
+            ("p/replicas".to_owned(), "replicas: 3".to_owned()),
+        ]
+    );
+    // Two bindings: one value per distinct value, the key once.
+    let two = [
+        binding("a", "p", json!({"validationActions": ["Audit"]})),
+        binding("b", "p", json!({"validationActions": ["Audit"]})),
+    ];
+    let (_, annotations) = create_audited(&policies, &two, &object);
+    assert_eq!(annotations.len(), 2, "{annotations:?}");
+    assert!(annotations[0].1.contains(r#""binding":"a""#));
+    // A value that is not a string denies under Fail, is left out under Ignore.
+    let typed = |failure: &str| {
+        [policy(
+            "q",
+            json!({"failurePolicy": failure, "auditAnnotations": [{"key": "k", "valueExpression": "1"}]}),
+        )]
+    };
+    let deny = [binding("b", "q", json!({}))];
+    let (result, annotations) = create_audited(&typed("Fail"), &deny, &object);
+    assert_eq!(
+        result.unwrap_err().2,
+        "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'q' with binding 'b' denied request: valueExpression '1' resulted in unsupported return type: int. Return type must be either string or null."
+    );
+    assert!(annotations.is_empty());
+    let (result, annotations) = create_audited(&typed("Ignore"), &deny, &object);
+    assert_eq!(result, Ok(vec![]));
+    assert!(annotations.is_empty());
+}

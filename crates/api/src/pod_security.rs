@@ -39,8 +39,9 @@
 //!   namespace's pods that violate it ([`existing_pod_warnings`]): kube's summary line, then
 //!   one line per distinct violation, naming the first pod and counting the others, sorted;
 //!   at most 3000 pods are checked (kube's bound), one pod per controller first.
-//! - **Audit** is evaluated by kube only for its audit log's annotations; watchkeeper has no
-//!   audit log, so the audit labels are validated and otherwise change nothing.
+//! - **Audit** is evaluated, as kube evaluates it, only for the audit log's annotations
+//!   ([`audit_annotations`]): `enforce-policy` on a pod's write, `audit-violations` when the
+//!   audit policy is violated (the server asks only for requests it audits).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -603,6 +604,65 @@ pub fn admit_template(
     };
     let (policy, _) = Policy::of_labels(labels);
     decide(&policy, meta, spec, false)
+}
+
+/// kube's audit annotations of a pod or workload write (`EvaluatePod`,
+/// `EvaluatePodController`), keys without the plugin's `pod-security.kubernetes.io/` prefix:
+/// `enforce-policy` (pods: the enforced level and version) and `audit-violations`
+/// (`would violate PodSecurity "LEVEL:VERSION": ...` against the audit policy). Empty where
+/// kube admits without evaluating (ignored subresources, an update that changes nothing a
+/// check sees, a kind without a pod template).
+#[must_use]
+pub fn audit_annotations(
+    labels: Option<&Value>,
+    group: &str,
+    plural: &str,
+    subresource: &str,
+    old: Option<&Value>,
+    object: &Value,
+) -> Vec<(&'static str, String)> {
+    let (policy, _) = Policy::of_labels(labels);
+    let (meta, spec) = if group.is_empty() && plural == "pods" {
+        if IGNORED_POD_SUBRESOURCES.contains(&subresource) {
+            return Vec::new();
+        }
+        let fully_privileged = [policy.enforce, policy.warn, policy.audit]
+            .iter()
+            .all(|p| p.level == Level::Privileged);
+        if fully_privileged {
+            return vec![("enforce-policy", policy.enforce.to_string())];
+        }
+        if let Some(old) = old
+            && !is_significant_pod_update(object, old)
+        {
+            return Vec::new();
+        }
+        (
+            object_or_empty(object.get("metadata")),
+            object_or_empty(object.get("spec")),
+        )
+    } else {
+        match pod_template(group, plural, object) {
+            Some(found) if subresource.is_empty() => found,
+            _ => return Vec::new(),
+        }
+    };
+    let mut annotations = Vec::new();
+    if plural == "pods" {
+        annotations.push(("enforce-policy", policy.enforce.to_string()));
+    }
+    let violations = evaluate(policy.audit, meta, spec);
+    if !violations.is_empty() {
+        annotations.push((
+            "audit-violations",
+            format!(
+                "would violate PodSecurity \"{}\": {}",
+                policy.audit,
+                forbidden_detail(&violations)
+            ),
+        ));
+    }
+    annotations
 }
 
 /// Whether kube's PodSecurity admission looks at writes of (`group`, `plural`): pods,

@@ -9,12 +9,15 @@
 //! - [`http`]: the router, the handlers and watch streaming, the connection layer (TLS).
 //! - [`source`]: the source seam (store and upstream), the reflector, the object decoder, the
 //!   reads with Kubernetes' consistency and the writes.
+//! - [`audit`]: the audit log's layer (outermost), policy and writer; its
+//!   [`audit::context`] (what a request adds to its events) is a leaf any module may call.
 //! - [`auth`], [`limits`]: who may do what; the bounds every request passes.
 //! - [`operator`]: the debug API and page, `/metrics`.
 //! - [`cache`]: the caches on their threads. [`config`]: the configuration.
 //!   [`request`], [`respond`]: the request context and response builders. [`bootstrap`]: the
 //!   objects kube-apiserver creates for itself at start.
 
+pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod cache;
@@ -85,7 +88,8 @@ impl Server {
     /// every watch after what it was owed with a final bookmark at the last dispatched
     /// revision for those that allow bookmarks, lets requests in flight complete (the caches
     /// and the reflector keep running meanwhile), drops the connections still open after
-    /// `--shutdown-grace-period-ms`, then stops the reflector and the caches.
+    /// `--shutdown-grace-period-ms`, then stops the reflector and the caches, and waits for
+    /// the audit log to write the events queued before.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         for resource in &self.app.resources().resources {
@@ -94,6 +98,9 @@ impl Server {
         let _ = self.serve.await;
         self.reflector.abort();
         let _ = self.reflector.await;
+        if let Some(audit) = &self.app.audit {
+            audit.drain().await;
+        }
         tracing::info!("server stopped");
     }
 }
@@ -105,6 +112,9 @@ pub enum StartError {
     /// `--token-auth-file` or `--authorization-policy-file`.
     #[error(transparent)]
     Auth(#[from] crate::auth::AuthFileError),
+    /// `--audit-policy-file` (kube's refusal of the policy) or `--audit-log-path`.
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     /// Plain HTTP on a non-loopback address.
     #[error(transparent)]
     PlainHttp(#[from] crate::http::connection::PlainHttpRefused),
@@ -271,6 +281,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .with_service_accounts(service_accounts.clone())
         .with_authorization(&config.authorization_modes),
     );
+    let audit = crate::audit::Audit::start(&config.audit, auth.clone())?;
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
     let root_ca = config
@@ -543,6 +554,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
         openapi: crate::http::openapi::OpenApiCache::default(),
+        audit: audit.clone(),
     });
     if let Some(store) = app.source.as_store_source() {
         let context = crate::controllers::Context {
@@ -630,6 +642,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             },
             crate::limits::layer,
         ))
+        .layer(crate::audit::AuditLayer::new(audit))
         .with_state(app.clone());
     let serve = tokio::spawn(crate::http::connection::serve(
         listener,

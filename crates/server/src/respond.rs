@@ -92,6 +92,7 @@ pub fn text_response(code: StatusCode, body: &str) -> Response {
 /// A Status response for an error, in kube-apiserver's field order and framing.
 #[must_use]
 pub fn error_response(error: &ApiError) -> Response {
+    crate::audit::context::refused(error);
     let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(code, error.to_status_body());
     if let Some(seconds) = error.retry_after_seconds

@@ -853,3 +853,42 @@ fn existing_pod_warnings_group_and_bound() {
         .collect();
     assert_eq!(order, ["r1", "solo", "r2"]);
 }
+
+#[test]
+fn audit_annotations_are_kubes() {
+    let pod =
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let audited = json!({"pod-security.kubernetes.io/audit": "baseline",
+        "pod-security.kubernetes.io/enforce": "privileged"});
+    // A pod that meets baseline: the enforced policy only.
+    assert_eq!(
+        audit_annotations(Some(&audited), "", "pods", "", None, &pod),
+        [("enforce-policy", "privileged:latest".to_owned())]
+    );
+    let host = json!({"metadata": {"name": "p"},
+        "spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "i"}]}});
+    assert_eq!(
+        audit_annotations(Some(&audited), "", "pods", "", None, &host),
+        [
+            ("enforce-policy", "privileged:latest".to_owned()),
+            (
+                "audit-violations",
+                "would violate PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)"
+                    .to_owned()
+            )
+        ]
+    );
+    // Unlabelled (fully privileged): kube's shared answer; ignored subresources: nothing.
+    assert_eq!(
+        audit_annotations(None, "", "pods", "", None, &host),
+        [("enforce-policy", "privileged:latest".to_owned())]
+    );
+    assert!(audit_annotations(Some(&audited), "", "pods", "status", None, &host).is_empty());
+    // A workload's template: the audit violations, no enforced policy.
+    let deployment = json!({"spec": {"template": host.clone()}});
+    let annotations =
+        audit_annotations(Some(&audited), "apps", "deployments", "", None, &deployment);
+    assert_eq!(annotations.len(), 1);
+    assert_eq!(annotations[0].0, "audit-violations");
+    assert!(audit_annotations(Some(&audited), "", "configmaps", "", None, &json!({})).is_empty());
+}

@@ -633,6 +633,33 @@ impl Auth {
         }
     }
 
+    /// [`Auth::authorize`] of the request being served: its decision and reason (RBAC's
+    /// `allowed by ...`, the modes' reasons for a refusal) also go to the request's audit
+    /// event (kube's `authorization.k8s.io/decision` and `/reason` annotations) when it is
+    /// audited. Reviews, which authorize another request, use [`Auth::authorize`].
+    ///
+    /// # Errors
+    /// 403 Forbidden with kube-apiserver's message.
+    pub fn authorize_request(
+        &self,
+        user: &User,
+        attributes: &Attributes<'_>,
+    ) -> Result<(), ApiError> {
+        let decision = self.decide(user, attributes);
+        if crate::audit::context::is_audited() {
+            match &decision {
+                Decision::Allowed => {
+                    crate::audit::context::authorized(true, &self.allowed_reason(user, attributes))
+                }
+                Decision::Denied(reason) => crate::audit::context::authorized(false, reason),
+            }
+        }
+        match decision {
+            Decision::Allowed => Ok(()),
+            Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+        }
+    }
+
     /// kube-apiserver's union authorizer over the modes: open paths and the group
     /// `system:masters` are allowed first; then each mode in order allows, or has no
     /// opinion and the next decides. Denied when none allows, with the reasons the modes

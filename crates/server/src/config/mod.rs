@@ -10,10 +10,12 @@ use serde::Deserialize;
 use watchkeeper_core::{CacheConfig, WatchMode};
 use watchkeeper_store::StoreKind;
 
+mod audit;
 mod error;
 mod limits;
 mod tls;
 
+pub use audit::{AuditConfig, AuditMode};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
 pub use tls::TlsConfig;
@@ -137,6 +139,39 @@ pub struct ServeArgs {
     /// with --authorization-policy-file, else AlwaysAllow].
     #[arg(long, value_delimiter = ',')]
     pub authorization_mode: Option<Vec<String>>,
+    /// kube-apiserver's audit policy (`audit.k8s.io/v1` `Policy`, YAML or JSON): which
+    /// requests are logged at which level; read and validated at start. Events are written only
+    /// with `--audit-log-path` too.
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
+    /// The audit log file (`-` = standard output), one `audit.k8s.io/v1` `Event` per line.
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
+    /// Days a rotated audit log file is kept (0 = no age limit) [default: 0].
+    #[arg(long)]
+    pub audit_log_maxage: Option<u64>,
+    /// Rotated audit log files kept (0 = all) [default: 0].
+    #[arg(long)]
+    pub audit_log_maxbackup: Option<usize>,
+    /// Megabytes an audit log file grows to before it is rotated (0 = 100) [default: 0].
+    #[arg(long)]
+    pub audit_log_maxsize: Option<u64>,
+    /// The audit log's format: `json` (`legacy` is refused) [default: json].
+    #[arg(long)]
+    pub audit_log_format: Option<String>,
+    /// How audit events are written: `blocking`, `blocking-strict` or `batch`
+    /// [default: blocking].
+    #[arg(long)]
+    pub audit_log_mode: Option<String>,
+    /// Audit events queued at most (every mode); in `batch` mode a full queue drops events
+    /// [default: 10000].
+    #[arg(long)]
+    pub audit_log_batch_buffer_size: Option<usize>,
+    /// Largest request or response body logged as an audit event's object (at least 1024);
+    /// a larger one is left out and the event annotated `audit.k8s.io/truncated`
+    /// [default: 10485760].
+    #[arg(long)]
+    pub audit_log_max_object_bytes: Option<usize>,
     /// Caching-proxy mode: the URL of an upstream Kubernetes API server (or watchkeeper) to
     /// cache instead of a store; overrides the server of `--upstream-kubeconfig`.
     #[arg(long)]
@@ -416,6 +451,15 @@ impl ServeArgs {
             token_auth_file,
             authorization_policy_file,
             authorization_mode,
+            audit_policy_file,
+            audit_log_path,
+            audit_log_maxage,
+            audit_log_maxbackup,
+            audit_log_maxsize,
+            audit_log_format,
+            audit_log_mode,
+            audit_log_batch_buffer_size,
+            audit_log_max_object_bytes,
             upstream,
             upstream_kubeconfig,
             upstream_resources,
@@ -535,6 +579,8 @@ pub struct ServeConfig {
     pub authorization_policy_file: Option<PathBuf>,
     /// `--authorization-mode`: the authorization chain (see [`crate::auth`]).
     pub authorization_modes: Vec<crate::auth::AuthorizationMode>,
+    /// The audit log (`--audit-policy-file`, `--audit-log-*`; see [`crate::audit`]).
+    pub audit: AuditConfig,
     /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
     pub upstream: Option<UpstreamConfig>,
     /// TLS and client certificates (see [`TlsConfig`]).
@@ -1078,6 +1124,7 @@ impl ServeConfig {
                 crate::auth::AuthorizationMode::defaults(args.authorization_policy_file.is_some())
             }
         };
+        let audit = AuditConfig::from_args(&args)?;
         let store: StoreKind = args
             .store
             .as_deref()
@@ -1338,6 +1385,7 @@ impl ServeConfig {
             token_auth_file: args.token_auth_file,
             authorization_modes,
             authorization_policy_file: args.authorization_policy_file,
+            audit,
             upstream,
             tls,
             limits,

@@ -63,7 +63,7 @@ async fn answer(
         Err(error) => return ("", Err(error)),
     };
     let verb = Verb::of(&context.method, name.is_some(), options.watch);
-    if let Err(error) = app.auth.authorize(
+    if let Err(error) = app.auth.authorize_request(
         &context.user,
         &Attributes::Resource {
             verb: &verb.authorization_name(&context.method),

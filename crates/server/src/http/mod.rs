@@ -12,7 +12,7 @@
 //!   the cache cannot serve answered by the source (`Source::read_uncached`), writes by
 //!   `Source::write`. No handler asks which kind of source it has.
 //! - The dependency direction is one way: this module uses `source`, `auth`, `limits`,
-//!   `operator` and `cache`; none of them uses it.
+//!   `operator` and `cache` (and the leaf `audit::context`); none of them uses it.
 //! - A request whose body reaches `--heavy-request-body-bytes` is handled, from its body's
 //!   decode to its answer's encodings, on the blocking pool ([`crate::offload`]); so is a long
 //!   LIST's `Table` and a large YAML answer. Smaller ones are handled on the runtime worker
@@ -128,7 +128,13 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     // not the answer's state machine (~17 KB; held twice over, by `run`'s future and by the
     // plain await, it had doubled the bytes copied per request).
     let heavy = app.offload.is_heavy(body.len());
-    let work = Box::pin(answer(app.clone(), started, parts, body, user));
+    let work = Box::pin(crate::audit::context::carry(answer(
+        app.clone(),
+        started,
+        parts,
+        body,
+        user,
+    )));
     if heavy {
         return app
             .offload
@@ -160,6 +166,7 @@ async fn answer(
         Ok(body) => body,
         Err(error) => return error_response(&error),
     };
+    crate::audit::context::request_body(&body);
     crate::offload::phase_boundary().await;
     let context = RequestContext {
         query: parts.uri.query().map(str::to_owned),
@@ -182,7 +189,7 @@ async fn answer(
     // Resource requests are authorized once their verb is known (in `serve_resource`).
     if !matches!(segments[..], ["api", "v1", _, ..] | ["apis", _, _, _, ..]) {
         let verb = crate::auth::non_resource_verb(&context.method);
-        if let Err(error) = app.auth.authorize(
+        if let Err(error) = app.auth.authorize_request(
             &context.user,
             &Attributes::NonResource {
                 verb: &verb,
@@ -240,7 +247,7 @@ pub fn authorize_from_url(
             let verb = crate::auth::non_resource_verb(method);
             return app
                 .auth
-                .authorize(user, &Attributes::NonResource { verb: &verb, path });
+                .authorize_request(user, &Attributes::NonResource { verb: &verb, path });
         }
     };
     let Some(target) = Target::parse(group, version, rest) else {
@@ -311,7 +318,7 @@ fn authorize_resource(
         target.name.is_some(),
         target.watch_path || options.watch,
     );
-    app.auth.authorize(
+    app.auth.authorize_request(
         user,
         &Attributes::Resource {
             verb: &verb.authorization_name(method),

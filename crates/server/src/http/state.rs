@@ -56,6 +56,8 @@ pub struct App {
     pub wake_relay: crate::cache::wake_relay::WakeRelay,
     /// The OpenAPI documents built for the served resources (see `http::openapi`).
     pub openapi: super::openapi::OpenApiCache,
+    /// The audit log, when a policy and a log path are configured (see `crate::audit`).
+    pub audit: Option<std::sync::Arc<crate::audit::Audit>>,
 }
 
 impl App {
@@ -104,6 +106,7 @@ impl App {
             consistency: &self.consistency,
             compaction: &self.compaction,
             garbage_collector: self.garbage_collector.as_deref(),
+            audit: self.audit.as_deref(),
         }
     }
 }

@@ -270,6 +270,7 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     if let Some(collector) = app.garbage_collector {
         collect_garbage_collector(collector, &mut scrape);
     }
+    collect_audit(app.audit, &mut scrape);
     if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
@@ -814,6 +815,49 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "TLS handshakes that failed or timed out.",
         )
         .sample(&[], HANDSHAKE_FAILURES.load(Ordering::Relaxed) as u64);
+}
+
+/// The `/metrics` families of the audit log, as kube-apiserver names them.
+fn collect_audit(audit: Option<&crate::audit::Audit>, scrape: &mut Scrape) {
+    let Some(audit) = audit else {
+        return;
+    };
+    let counters = audit.counters();
+    let load =
+        |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+    scrape
+        .counter(
+            "apiserver_audit_event_total",
+            "Counter of audit events generated and sent to the audit backend.",
+        )
+        .sample(&[], load(&counters.events));
+    scrape
+        .counter(
+            "apiserver_audit_error_total",
+            "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error.",
+        )
+        .sample(&[("plugin", "buffered")], load(&counters.dropped))
+        .sample(&[("plugin", "log")], load(&counters.write_errors));
+    scrape
+        .counter(
+            "apiserver_audit_requests_rejected_total",
+            "Counter of apiserver requests rejected due to an error in audit logging backend.",
+        )
+        .sample(&[], load(&counters.rejected));
+    let levels = scrape.counter(
+        "apiserver_audit_level_total",
+        "Counter of policy levels for audit events (1 per request).",
+    );
+    for level in [
+        crate::audit::Level::Metadata,
+        crate::audit::Level::Request,
+        crate::audit::Level::RequestResponse,
+    ] {
+        levels.sample(
+            &[("level", level.as_str())],
+            load(&counters.levels[level as usize]),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub struct Observed<'a> {
     pub compaction: &'a crate::source::compaction::CompactionCounters,
     /// The garbage collector, when it runs.
     pub garbage_collector: Option<&'a crate::controllers::garbage_collector::GarbageCollector>,
+    /// The audit log's counters, when it is on.
+    pub audit: Option<&'a crate::audit::Audit>,
 }
 
 /// An open watch stream, for `/debug/watchers`.

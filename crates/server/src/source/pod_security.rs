@@ -19,6 +19,9 @@
 //!   its informers' listers); a pod's namespace missing from the cache counts as unlabelled
 //!   (`privileged`). kube's 1 s budget for checking existing pods is not kept: all of them, up
 //!   to kube's 3000, are checked.
+//! - For a request the audit log records, kube's audit annotations
+//!   (`pod-security.kubernetes.io/enforce-policy`, `.../audit-violations`) are added to its
+//!   events ([`crate::audit::context::annotate`]); other requests do not pay for the audit checks.
 
 use std::sync::Arc;
 
@@ -68,6 +71,19 @@ pub(super) fn admit(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let labels = namespace_labels(resources, namespace);
+    if crate::audit::context::is_audited() {
+        let annotations = watchkeeper_api::pod_security::audit_annotations(
+            labels.as_ref(),
+            &def.group,
+            &def.plural,
+            subresource,
+            old,
+            object,
+        );
+        for (key, value) in annotations {
+            crate::audit::context::annotate(&format!("pod-security.kubernetes.io/{key}"), value);
+        }
+    }
     let decision = if def.plural == "pods" {
         admit_pod(labels.as_ref(), subresource, old, object)
     } else {

@@ -15,6 +15,8 @@
 //!   does nothing.
 //! - A denial is the write's answer; `Warn` bindings' warnings go out as `Warning` headers
 //!   with the write's answer.
+//! - `Audit` bindings' failures and the policies' `auditAnnotations` become the request's
+//!   audit annotations ([`crate::audit::context::annotate`]), refused or not.
 //! - `--disable-admission-plugins=ValidatingAdmissionPolicy` turns it off.
 
 use std::sync::Arc;
@@ -150,7 +152,18 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
     }
     let policies = caches.objects(caches.served(group, "validatingadmissionpolicies"), None);
     let attributes = attributes(write);
-    admission_policy::admit(&policies, &bindings, &attributes, &caches)
+    let mut annotations = Vec::new();
+    let admitted = admission_policy::admit_audited(
+        &policies,
+        &bindings,
+        &attributes,
+        &caches,
+        &mut annotations,
+    );
+    for (key, value) in annotations {
+        crate::audit::context::annotate(&key, value);
+    }
+    admitted
 }
 
 /// What admission knows of `write` (kube's `admission.Attributes`): its name, namespace (a

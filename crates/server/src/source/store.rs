@@ -3446,7 +3446,10 @@ fn protobuf_to_json(
         return Ok(body);
     }
     let value = watchkeeper_api::decode_protobuf(def, &body)?;
-    Ok(Bytes::from(value.to_string()))
+    let json = Bytes::from(value.to_string());
+    // The audit log keeps the decoded body (it cannot log protobuf).
+    crate::audit::context::request_body(&json);
+    Ok(json)
 }
 
 /// The `dryRun` values of a DELETE body's `DeleteOptions` (none when the body is empty or not

@@ -1,0 +1,377 @@
+//! The audit log's writer: one thread of its own that turns queued events into JSON lines and
+//! appends them to the log file (rotated by size as lumberjack rotates kube-apiserver's) or to
+//! standard output. No runtime worker ever encodes or writes an event.
+//!
+//! ## Guarantees
+//! - Events are written in the order they were queued, one line each, never interleaved.
+//! - The queue holds at most `--audit-log-batch-buffer-size` events. In `batch` mode an event
+//!   that finds it full is dropped and counted (`apiserver_audit_error_total{plugin="buffered"}`);
+//!   in the blocking modes the request waits for its event to be written (so the events
+//!   waiting are also bounded by the requests in flight).
+//! - A shutdown (`Server::shutdown`, SIGTERM) returns once the events queued before it are
+//!   written ([`super::Audit::drain`]): a batch queue is not lost with the process.
+//! - A failed write is counted (`apiserver_audit_error_total{plugin="log"}`) and reported to
+//!   a blocking request, which goes on (`blocking`) or, for its `RequestReceived` event, fails
+//!   (`blocking-strict`).
+//! - Rotation (lumberjack's): a write that would take the file past `--audit-log-maxsize`
+//!   megabytes first renames it to `NAME-<UTC time>.EXT` (`2006-01-02T15-04-05.000`) and
+//!   opens a new one; then rotated files beyond `--audit-log-maxbackup` (oldest first) and older
+//!   than `--audit-log-maxage` days are removed (also when the log is opened at start). An event longer than the limit is not
+//!   written (lumberjack's `write length N exceeds maximum file size M`), counted as a failure.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::config::{AuditConfig, AuditMode};
+
+/// One queued event: the encoding work and where to report its outcome.
+pub(super) struct Queued {
+    /// Encodes the event's line (run on the writer thread).
+    pub(super) encode: Box<dyn FnOnce() -> Option<Vec<u8>> + Send>,
+    /// Told whether the line was written (blocking modes).
+    pub(super) done: Option<tokio::sync::oneshot::Sender<bool>>,
+}
+
+/// The audit counters, as kube-apiserver names them.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// `apiserver_audit_event_total`: events generated and handed to the log.
+    pub events: AtomicU64,
+    /// `apiserver_audit_error_total{plugin="log"}`: events that could not be written.
+    pub write_errors: AtomicU64,
+    /// `apiserver_audit_error_total{plugin="buffered"}`: events dropped by a full queue.
+    pub dropped: AtomicU64,
+    /// `apiserver_audit_requests_rejected_total`: requests failed for their event
+    /// (`blocking-strict`).
+    pub rejected: AtomicU64,
+    /// `apiserver_audit_level_total{level}`, by level (`Metadata`, `Request`,
+    /// `RequestResponse`; index 0, `None`, unused).
+    pub levels: [AtomicU64; 4],
+}
+
+/// The queue in front of the writer thread.
+#[derive(Debug)]
+pub(super) struct Backend {
+    sender: flume::Sender<Queued>,
+    mode: AuditMode,
+}
+
+impl Backend {
+    /// Starts the writer thread over the log `config` names.
+    ///
+    /// # Errors
+    /// The log file cannot be opened (or the thread started).
+    pub(super) fn start(
+        config: &AuditConfig,
+        path: &Path,
+        counters: std::sync::Arc<Counters>,
+    ) -> std::io::Result<Backend> {
+        let mut out: Box<dyn Write + Send> = if path == Path::new("-") {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(Rotating::open(path, config)?)
+        };
+        let (sender, receiver) = flume::bounded::<Queued>(config.batch_buffer_size);
+        std::thread::Builder::new()
+            .name("audit-log".to_owned())
+            .spawn(move || {
+                for queued in receiver.iter() {
+                    // An event that encodes to nothing is a marker (`Audit::drain`).
+                    let written = match (queued.encode)() {
+                        Some(line) => match out.write_all(&line).and_then(|()| out.flush()) {
+                            Ok(()) => true,
+                            Err(error) => {
+                                tracing::warn!(%error, "audit log: cannot write an event");
+                                counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                                false
+                            }
+                        },
+                        None => true,
+                    };
+                    if let Some(done) = queued.done {
+                        let _ = done.send(written);
+                    }
+                }
+            })?;
+        Ok(Backend {
+            sender,
+            mode: config.mode,
+        })
+    }
+
+    /// The mode events are written in.
+    pub(super) fn mode(&self) -> AuditMode {
+        self.mode
+    }
+
+    /// Queues an event without waiting: `false` when the queue is full (or the writer gone).
+    pub(super) fn try_queue(&self, queued: Queued) -> bool {
+        self.sender.try_send(queued).is_ok()
+    }
+
+    /// Queues an event, waiting for room, and then for it to be written: whether it was.
+    pub(super) async fn write(&self, encode: Box<dyn FnOnce() -> Option<Vec<u8>> + Send>) -> bool {
+        let (done, written) = tokio::sync::oneshot::channel();
+        let queued = Queued {
+            encode,
+            done: Some(done),
+        };
+        if self.sender.send_async(queued).await.is_err() {
+            return false;
+        }
+        written.await.unwrap_or(false)
+    }
+}
+
+/// lumberjack's default size limit, when `--audit-log-maxsize` is 0.
+const DEFAULT_MAX_MEGABYTES: u64 = 100;
+
+/// A log file rotated by size (see the module docs).
+struct Rotating {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    max: u64,
+    max_backups: usize,
+    max_age: Option<Duration>,
+}
+
+impl Rotating {
+    fn open(path: &Path, config: &AuditConfig) -> std::io::Result<Rotating> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let size = file.metadata()?.len();
+        let megabytes = match config.max_size_megabytes {
+            0 => DEFAULT_MAX_MEGABYTES,
+            n => n,
+        };
+        let log = Rotating {
+            path: path.to_owned(),
+            file,
+            size,
+            max: megabytes.saturating_mul(1024 * 1024),
+            max_backups: config.max_backups,
+            max_age: (config.max_age_days > 0)
+                .then(|| Duration::from_secs(config.max_age_days.saturating_mul(86_400))),
+        };
+        // lumberjack's `mill` on opening: old files beyond the bounds go now.
+        log.remove_old_backups();
+        Ok(log)
+    }
+
+    /// `NAME-<time>.EXT` for the file rotated at `now`.
+    fn backup_name(&self, now: SystemTime) -> PathBuf {
+        let stem = self
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let ext = self
+            .path
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let micros = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+        // `2026-12-05T00:28:07.123456Z` → `2026-12-05T00-28-07.123`.
+        let stamp = watchkeeper_api::time::rfc3339_micro_from_unix(micros);
+        let stamp = stamp[..23].replace(':', "-");
+        self.path.with_file_name(format!("{stem}-{stamp}{ext}"))
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        // Two rotations within a millisecond must not overwrite the first's file.
+        let mut at = SystemTime::now();
+        let mut backup = self.backup_name(at);
+        while backup.exists() {
+            at += Duration::from_millis(1);
+            backup = self.backup_name(at);
+        }
+        std::fs::rename(&self.path, &backup)?;
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        self.size = 0;
+        self.remove_old_backups();
+        Ok(())
+    }
+
+    /// The rotated files of this log, newest first.
+    fn backups(&self) -> Vec<(SystemTime, PathBuf)> {
+        let Some(dir) = self.path.parent() else {
+            return Vec::new();
+        };
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let stem = self
+            .path
+            .file_stem()
+            .map(|s| format!("{}-", s.to_string_lossy()))
+            .unwrap_or_default();
+        let ext = self
+            .path
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        let mut found: Vec<(SystemTime, PathBuf)> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let is_backup =
+                    name.starts_with(&stem) && name.ends_with(&ext) && entry.path() != self.path;
+                let modified = entry.metadata().ok()?.modified().ok()?;
+                is_backup.then(|| (modified, entry.path()))
+            })
+            .collect();
+        found.sort_by(|a, b| b.cmp(a));
+        found
+    }
+
+    fn remove_old_backups(&self) {
+        let now = SystemTime::now();
+        for (index, (modified, path)) in self.backups().into_iter().enumerate() {
+            let too_many = self.max_backups > 0 && index >= self.max_backups;
+            let too_old = self.max_age.is_some_and(|age| {
+                now.duration_since(modified)
+                    .is_ok_and(|elapsed| elapsed > age)
+            });
+            if (too_many || too_old)
+                && let Err(error) = std::fs::remove_file(&path)
+            {
+                tracing::warn!(%error, path = %path.display(), "audit log: cannot remove an old file");
+            }
+        }
+    }
+}
+
+impl Write for Rotating {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        let length = line.len() as u64;
+        if length > self.max {
+            return Err(std::io::Error::other(format!(
+                "write length {length} exceeds maximum file size {}",
+                self.max
+            )));
+        }
+        if self.size + length > self.max {
+            self.rotate()?;
+        }
+        self.file.write_all(line)?;
+        self.size += length;
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(max_backups: usize) -> AuditConfig {
+        AuditConfig {
+            max_size_megabytes: 1,
+            max_backups,
+            ..AuditConfig::default()
+        }
+    }
+
+    #[test]
+    fn rotates_by_size_and_keeps_max_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let mut log = Rotating::open(&path, &config(2)).unwrap();
+        let line = vec![b'x'; 400 * 1024];
+        // Eight lines of 400 KiB in 1 MiB files: two lines a file, so three rotations… and
+        // only the two newest rotated files are kept.
+        for _ in 0..8 {
+            log.write_all(&line).unwrap();
+        }
+        let backups = log.backups();
+        assert_eq!(backups.len(), 2, "{backups:?}");
+        for (_, backup) in &backups {
+            let name = backup.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with("audit-") && name.ends_with(".log"),
+                "{name}"
+            );
+            assert_eq!(std::fs::metadata(backup).unwrap().len(), 800 * 1024);
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 800 * 1024);
+    }
+
+    fn line(text: &'static str) -> Box<dyn FnOnce() -> Option<Vec<u8>> + Send> {
+        Box::new(move || Some(format!("{text}\n").into_bytes()))
+    }
+
+    #[test]
+    fn a_full_queue_refuses_instead_of_growing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let config = AuditConfig {
+            mode: AuditMode::Batch,
+            batch_buffer_size: 1,
+            ..AuditConfig::default()
+        };
+        let counters = std::sync::Arc::new(Counters::default());
+        let backend = Backend::start(&config, &path, counters.clone()).unwrap();
+        // The writer takes the first event and holds it until released.
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let held = Queued {
+            encode: Box::new(move || {
+                started_tx.send(()).unwrap();
+                released.recv().unwrap();
+                Some(b"first\n".to_vec())
+            }),
+            done: None,
+        };
+        assert!(backend.try_queue(held));
+        started.recv().unwrap();
+        let queued = |text| Queued {
+            encode: line(text),
+            done: None,
+        };
+        assert!(backend.try_queue(queued("second")));
+        // The queue holds one event: the third is refused, not queued.
+        assert!(!backend.try_queue(queued("third")));
+        release.send(()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // A blocking write waits for the two before it and for its own line.
+        assert!(runtime.block_on(backend.write(line("fourth"))));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "first\nsecond\nfourth\n"
+        );
+        assert_eq!(counters.write_errors.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let mut log = Rotating::open(&path, &config(0)).unwrap();
+        let error = log.write_all(&vec![b'x'; 1024 * 1024 + 1]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "write length 1048577 exceeds maximum file size 1048576"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    }
+}

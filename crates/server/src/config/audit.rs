@@ -1,0 +1,197 @@
+//! The audit log part of the configuration: kube-apiserver's `--audit-policy-file` and
+//! `--audit-log-*` flags, validated as kube validates them (the policy file itself is read and
+//! validated at start, by [`crate::audit::policy`]).
+
+use std::path::PathBuf;
+
+use super::{ConfigError, ServeArgs};
+
+/// How events reach the log (`--audit-log-mode`), kube-apiserver's three modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AuditMode {
+    /// Each event is written before the request goes on; a failed write is counted and the
+    /// request still served.
+    #[default]
+    Blocking,
+    /// As `Blocking`, but a failed write of the `RequestReceived` event fails the request (500).
+    BlockingStrict,
+    /// Events are queued (at most `--audit-log-batch-buffer-size`) and written behind the
+    /// request; a full queue drops the event and counts it.
+    Batch,
+}
+
+impl AuditMode {
+    /// kube's names, in kube's order.
+    pub const NAMES: [&'static str; 3] = ["batch", "blocking", "blocking-strict"];
+}
+
+/// The audit log part of the configuration.
+#[derive(Clone, Debug)]
+pub struct AuditConfig {
+    /// `--audit-policy-file`: an `audit.k8s.io/v1` `Policy`, YAML or JSON.
+    pub policy_file: Option<PathBuf>,
+    /// `--audit-log-path`: the log file; `-` is standard output.
+    pub log_path: Option<PathBuf>,
+    /// `--audit-log-maxage`: days an old (rotated) file is kept; 0 = no age limit.
+    pub max_age_days: u64,
+    /// `--audit-log-maxbackup`: old files kept; 0 = all.
+    pub max_backups: usize,
+    /// `--audit-log-maxsize`: megabytes a file grows to before it is rotated; 0 = 100
+    /// (lumberjack's default, as kube-apiserver passes 0 through).
+    pub max_size_megabytes: u64,
+    /// `--audit-log-mode`.
+    pub mode: AuditMode,
+    /// `--audit-log-batch-buffer-size`: events queued at most.
+    pub batch_buffer_size: usize,
+    /// `--audit-log-max-object-bytes`: the largest request or response body kept as an
+    /// event's `requestObject` or `responseObject`.
+    pub max_object_bytes: usize,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            policy_file: None,
+            log_path: None,
+            max_age_days: 0,
+            max_backups: 0,
+            max_size_megabytes: 0,
+            mode: AuditMode::Blocking,
+            batch_buffer_size: DEFAULT_BATCH_BUFFER_SIZE,
+            max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+        }
+    }
+}
+
+/// kube-apiserver's `--audit-log-batch-buffer-size` default.
+pub(super) const DEFAULT_BATCH_BUFFER_SIZE: usize = 10_000;
+/// `--audit-log-max-object-bytes`' default (10 MiB, kube's largest truncated batch).
+pub(super) const DEFAULT_MAX_OBJECT_BYTES: usize = 10 * 1024 * 1024;
+
+impl AuditConfig {
+    /// Whether events are written: a policy and a log path, as kube-apiserver needs both.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.policy_file.is_some() && self.log_path.is_some()
+    }
+
+    /// Validates the audit flags.
+    ///
+    /// # Errors
+    /// The flag at fault, with kube-apiserver's wording where it has one.
+    pub fn from_args(args: &ServeArgs) -> Result<AuditConfig, ConfigError> {
+        let format = args.audit_log_format.as_deref().unwrap_or("json");
+        match format {
+            "json" => {}
+            "legacy" => {
+                return Err(ConfigError::flag(
+                    "--audit-log-format",
+                    "--audit-log-format: the \"legacy\" format is not supported by this server; use \"json\"",
+                ));
+            }
+            other => {
+                return Err(ConfigError::flag(
+                    "--audit-log-format",
+                    format!(
+                        "invalid audit log format {other}, allowed formats are \"json,legacy\""
+                    ),
+                ));
+            }
+        }
+        let mode = match args.audit_log_mode.as_deref().unwrap_or("blocking") {
+            "blocking" => AuditMode::Blocking,
+            "blocking-strict" => AuditMode::BlockingStrict,
+            "batch" => AuditMode::Batch,
+            other => {
+                return Err(ConfigError::flag(
+                    "--audit-log-mode",
+                    format!(
+                        "invalid audit log mode {other}, allowed modes are \"{}\"",
+                        AuditMode::NAMES.join(",")
+                    ),
+                ));
+            }
+        };
+        let batch_buffer_size = args
+            .audit_log_batch_buffer_size
+            .unwrap_or(DEFAULT_BATCH_BUFFER_SIZE);
+        if batch_buffer_size == 0 {
+            return Err(ConfigError::flag(
+                "--audit-log-batch-buffer-size",
+                "invalid audit log batch config: --audit-log-batch-buffer-size 0 must be a positive number",
+            ));
+        }
+        let max_object_bytes = args
+            .audit_log_max_object_bytes
+            .unwrap_or(DEFAULT_MAX_OBJECT_BYTES);
+        if max_object_bytes < 1024 {
+            return Err(ConfigError::flag(
+                "--audit-log-max-object-bytes",
+                format!("--audit-log-max-object-bytes {max_object_bytes} must be at least 1024"),
+            ));
+        }
+        Ok(AuditConfig {
+            policy_file: args.audit_policy_file.clone(),
+            log_path: args.audit_log_path.clone(),
+            max_age_days: args.audit_log_maxage.unwrap_or(0),
+            max_backups: args.audit_log_maxbackup.unwrap_or(0),
+            max_size_megabytes: args.audit_log_maxsize.unwrap_or(0),
+            mode,
+            batch_buffer_size,
+            max_object_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(args: ServeArgs) -> Result<AuditConfig, String> {
+        AuditConfig::from_args(&args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_kube_apiservers() {
+        let config = parsed(ServeArgs::default()).unwrap();
+        assert!(!config.enabled());
+        assert_eq!(config.mode, AuditMode::Blocking);
+        assert_eq!(config.batch_buffer_size, 10_000);
+        assert_eq!(config.max_size_megabytes, 0);
+    }
+
+    #[test]
+    fn refused_values_name_the_flag() {
+        let legacy = ServeArgs {
+            audit_log_format: Some("legacy".into()),
+            ..ServeArgs::default()
+        };
+        assert!(parsed(legacy).unwrap_err().contains("not supported"));
+        let format = ServeArgs {
+            audit_log_format: Some("xml".into()),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            parsed(format).unwrap_err(),
+            "invalid audit log format xml, allowed formats are \"json,legacy\""
+        );
+        let mode = ServeArgs {
+            audit_log_mode: Some("async".into()),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            parsed(mode).unwrap_err(),
+            "invalid audit log mode async, allowed modes are \"batch,blocking,blocking-strict\""
+        );
+        let buffer = ServeArgs {
+            audit_log_batch_buffer_size: Some(0),
+            ..ServeArgs::default()
+        };
+        assert!(parsed(buffer).unwrap_err().contains("positive"));
+        let objects = ServeArgs {
+            audit_log_max_object_bytes: Some(10),
+            ..ServeArgs::default()
+        };
+        assert!(parsed(objects).unwrap_err().contains("at least 1024"));
+    }
+}
