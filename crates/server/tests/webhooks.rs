@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 
-use common::{get_json, send_json, server_with, write_warned};
+use common::{get_json, send_json, server_with, until, write_warned};
 use kubectl_support::Kubectl;
 
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
@@ -108,7 +108,7 @@ impl Hooks {
 }
 
 /// The test webhook's answers, by path: `/deny` refuses names starting with `bad`, `/warn`
-/// allows with a warning, `/mutate` sets the annotations to `hooked: yes` (and adds a field
+/// allows with a warning and the audit annotation `checked: <name>`, `/mutate` sets the annotations to `hooked: yes` (and adds a field
 /// ConfigMaps do not have), `/allow` allows, `/hang` never
 /// answers, `/v1beta1` allows in an `admission.k8s.io/v1beta1` review.
 async fn answer(
@@ -133,7 +133,10 @@ async fn answer(
             response = json!({"uid": uid, "allowed": false, "status": {"code": 403,
                 "reason": "Forbidden", "message": "no names starting with bad"}});
         }
-        "/warn" => response["warnings"] = json!([format!("be careful with {name}")]),
+        "/warn" => {
+            response["warnings"] = json!([format!("be careful with {name}")]);
+            response["auditAnnotations"] = json!({"checked": name});
+        }
         "/mutate" => {
             let patch = json!([{"op": "add", "path": "/metadata/annotations",
                 "value": {"hooked": "yes"}}, {"op": "add", "path": "/notAField", "value": 1}]);
@@ -155,7 +158,12 @@ async fn answer(
 /// A server and the Service `default/hooks` (port 443) whose Endpoints point at `port` on
 /// 127.0.0.1.
 async fn server_and_service(port: u16) -> Server {
-    let server = server_with(ServeArgs::default()).await;
+    server_and_service_with(port, ServeArgs::default()).await
+}
+
+/// [`server_and_service`] with `args`.
+async fn server_and_service_with(port: u16, args: ServeArgs) -> Server {
+    let server = server_with(args).await;
     let addr = server.addr;
     let (status, body) = send_json(
         addr,
@@ -738,5 +746,63 @@ async fn deletes_are_validated_and_the_plugin_can_be_disabled() {
         hooks.at("/deny").len(),
         1,
         "the disabled plugin sent nothing"
+    );
+}
+
+/// Goal: a webhook's `auditAnnotations` are in the request's audit event, under kube's
+/// `<webhook>/<key>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhooks_audit_annotations_reach_the_audit_log() {
+    let hooks = Hooks::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  resources: [{group: \"\", resources: [\"configmaps\"]}]\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.log");
+    let server = server_and_service_with(
+        hooks.port,
+        ServeArgs {
+            audit_policy_file: Some(policy),
+            audit_log_path: Some(log.clone()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let addr = server.addr;
+    configure(
+        addr,
+        VALIDATING,
+        "warn",
+        vec![webhook("warn.hooks.test", &hooks, "/warn", json!({}))],
+    )
+    .await;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        CONFIG_MAPS,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "audited"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let complete = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .find(|event| {
+                event["stage"] == "ResponseComplete"
+                    && event["verb"] == "create"
+                    && event["objectRef"]["name"] == "audited"
+            })
+    };
+    until(|| complete().is_some()).await;
+    let event = complete().unwrap();
+    assert_eq!(
+        event["annotations"]["warn.hooks.test/checked"], "audited",
+        "{event}"
     );
 }

@@ -43,8 +43,9 @@
 //! `calling_webhook_error`/`no_error`/`apiserver_internal_error`, `rejection_code`).
 //!
 //! ## Not here
-//! - Audit: each answer's `auditAnnotations` are dropped where an audit log would take them
-//!   ([`audit_annotations`], a hook for one); the mutation annotations kube records likewise.
+//! - Audit: each answer's `auditAnnotations` go to the request's audit event as
+//!   `<webhook>/<key>` ([`audit_annotations`]); kube's `mutation.webhook.admission.k8s.io/*`
+//!   and `patch.webhook.admission.k8s.io/*` annotations are not recorded.
 //! - The object is sent at the request's version even when `matchPolicy: Equivalent`
 //!   matched another version (kube converts it).
 
@@ -94,8 +95,8 @@ enum Outcome {
     Internal,
 }
 
-/// What a webhook's audit annotations would be recorded as, by an audit log: `<webhook
-/// name>/<key>` and the value (kube's keys). Nothing records them yet.
+/// What a webhook's audit annotations are recorded as in the audit log: `<webhook
+/// name>/<key>` and the value (kube's keys).
 #[must_use]
 pub fn audit_annotations(webhook: &str, annotations: &[(String, String)]) -> Vec<(String, String)> {
     annotations
@@ -326,8 +327,9 @@ impl Webhooks {
             Ok(answer) => answer,
             Err(reason) => return failed(reason),
         };
-        // No audit log yet: this is where one would record them.
-        let _ = audit_annotations(name, &answer.audit_annotations);
+        for (key, value) in audit_annotations(name, &answer.audit_annotations) {
+            crate::audit::context::annotate(&key, value);
+        }
         if !answer.allowed {
             let refusal = admission_webhook::denied(name, answer.result.as_ref());
             self.count(name, kind, operation, &Outcome::Denied(refusal.code));
