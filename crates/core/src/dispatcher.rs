@@ -467,6 +467,9 @@ impl Dispatcher {
         for object in objects {
             state.insert_mut(object.key().clone(), object);
         }
+        // Counted before the reset is published: whoever observes the reloaded state (an
+        // object only the list has, a watcher's 410) also observes the count.
+        self.shared.metrics.cache_resets.inc();
         {
             let mut data = self.shared.write();
             data.history.reset(revision);
@@ -477,7 +480,6 @@ impl Dispatcher {
             data.epoch += 1;
         }
         self.shared.metrics.history_bytes.set(0);
-        self.shared.metrics.cache_resets.inc();
         self.blocked = None;
         let floor = revision;
         let ids: Vec<WatcherId> = self.by_id.keys().copied().collect();
@@ -1193,6 +1195,8 @@ impl Dispatcher {
         bucket.push(slot);
         let route_index = bucket.len() - 1;
         let id = watcher.id;
+        // Counted before the watcher's queue says it is synced.
+        self.shared.metrics.synced_watchers.add(1);
         watcher.queue.set_state(WatcherState::Synced);
         if let Some(deadline) = watcher.deadline {
             self.deadlines.insert((deadline, id));
@@ -1208,7 +1212,6 @@ impl Dispatcher {
             route_index,
             bookmark_due,
         });
-        self.shared.metrics.synced_watchers.add(1);
     }
 
     fn next_bookmark(&self, now: Instant, watcher: &Watcher) -> Option<Instant> {
@@ -1288,6 +1291,8 @@ impl Dispatcher {
     }
 
     fn hand_to_worker(&mut self, now: Instant, mut watcher: Watcher) {
+        // Counted before the watcher's queue says it is unsynced.
+        self.shared.metrics.stalled_watchers.add(1);
         watcher.unsynced_since = now;
         watcher.queue.publish_unsynced(now, watcher.position);
         watcher.fresh_stall = true;
@@ -1297,7 +1302,6 @@ impl Dispatcher {
         } else {
             WatcherState::Unsynced
         });
-        self.shared.metrics.stalled_watchers.add(1);
         self.shared
             .to_worker
             .send(ToWorker::Unsynced(Box::new(watcher)));
@@ -1360,10 +1364,12 @@ impl Dispatcher {
         }
     }
 
+    /// Ends `watcher` with `end`, counted first: a client that has read the end (the 410,
+    /// the closed stream) reads the termination and one watcher fewer in the metrics.
     fn end(&mut self, watcher: Watcher, end: WatchEnd) {
         self.shared.metrics.terminated(end.reason());
-        watcher.queue.push_end(end);
         self.shared.metrics.watchers.add(-1);
+        watcher.queue.push_end(end);
     }
 
     /// The client went away: no end to deliver, just forget it.

@@ -79,11 +79,13 @@ async fn checks_total(addr: SocketAddr, status: &str) -> u64 {
 
 /// Replaces the cache's state, at the revision it has, with one object dropped (`gone`) and
 /// one changed (`changed`): what a lost or misapplied watch event would leave behind.
-async fn corrupt(resource: &Resource, gone: &str, changed: &str) {
+/// Returns once the new state is served: a watch of the server at `addr` opened before it
+/// has ended with the reset's 410 (the reset's count comes before that, so it cannot tell).
+async fn corrupt(addr: SocketAddr, resource: &Resource, gone: &str, changed: &str) {
+    let mut watch = WatchReader::open(addr, &format!("{CONFIGMAPS}?watch=true"), None).await;
     let cache = resource.cache();
     let snapshot = cache.latest();
     let revision = snapshot.revision();
-    let resets = cache.metrics().cache_resets.get();
     let objects: Vec<Arc<Object>> = snapshot
         .range(None, None)
         .filter(|object| object.name() != gone)
@@ -109,18 +111,13 @@ async fn corrupt(resource: &Resource, gone: &str, changed: &str) {
         .sender()
         .send(Input::Reset(revision, objects))
         .expect("the cache runs");
-    wait_until(|| cache.metrics().cache_resets.get() > resets).await;
-}
-
-/// Waits (yielding, bounded by the hang guard) until `ready` holds.
-async fn wait_until(ready: impl Fn() -> bool) {
-    tokio::time::timeout(HANG_GUARD, async {
-        while !ready() {
-            tokio::task::yield_now().await;
+    loop {
+        let event = watch.next().await.expect("the watch ends with a 410");
+        if event["type"] == "ERROR" {
+            assert_eq!(event["object"]["code"], 410, "{event}");
+            break;
         }
-    })
-    .await
-    .expect("the condition never held");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,7 +148,7 @@ async fn a_divergent_cache_is_found_counted_and_repaired() {
         .reflector
         .lists
         .load(std::sync::atomic::Ordering::Relaxed);
-    corrupt(&resource, "b", "c").await;
+    corrupt(server.addr, &resource, "b", "c").await;
 
     let report = check(server.addr).await;
     assert_eq!(report["status"], "failure", "{report}");
@@ -170,7 +167,7 @@ async fn a_divergent_cache_is_found_counted_and_repaired() {
 
     // The reflector relists configmaps alone and the cache has the store's objects again.
     let cache = resource.cache().clone();
-    wait_until(|| {
+    common::until(|| {
         let snapshot = cache.latest();
         snapshot.get("default/b").is_some()
             && snapshot
@@ -205,15 +202,15 @@ async fn the_periodic_check_finds_and_repairs_a_divergence() {
     .await;
     create(server.addr, &["a", "b"]).await;
     let resource = configmaps(&server);
-    corrupt(&resource, "a", "b").await;
+    corrupt(server.addr, &resource, "a", "b").await;
     let checker = server.app.consistency.clone();
     let name = resource.name();
-    wait_until(|| checker.count(&name, watchkeeper::source::consistency::Status::Failure) >= 1)
+    common::until(|| checker.count(&name, watchkeeper::source::consistency::Status::Failure) >= 1)
         .await;
     let cache = resource.cache().clone();
-    wait_until(|| cache.latest().get("default/a").is_some()).await;
+    common::until(|| cache.latest().get("default/a").is_some()).await;
     let successes = checker.count(&name, watchkeeper::source::consistency::Status::Success);
-    wait_until(|| {
+    common::until(|| {
         checker.count(&name, watchkeeper::source::consistency::Status::Success) > successes
     })
     .await;
@@ -243,7 +240,7 @@ async fn the_store_is_compacted_every_interval_and_the_cache_keeps_serving() {
     }
     let compaction = server.app.compaction.clone();
     // Two rounds: the first records, the second compacts to what the first recorded.
-    wait_until(|| compaction.floor.load(std::sync::atomic::Ordering::Relaxed) > first).await;
+    common::until(|| compaction.floor.load(std::sync::atomic::Ordering::Relaxed) > first).await;
     let floor = compaction.floor.load(std::sync::atomic::Ordering::Relaxed);
     let store = server.app.source.as_store().expect("a store");
     let read_at = |revision: u64| {
@@ -420,7 +417,7 @@ async fn shutdown_sends_a_final_bookmark_then_ends_every_watch() {
     assert_eq!(read_through(&mut plain, "b").await, seen);
     assert!(seen[0].2 < moved_on);
     let cache = configmaps(&server).cache().clone();
-    wait_until(|| cache.dispatched() >= moved_on).await;
+    common::until(|| cache.dispatched() >= moved_on).await;
 
     let shutdown = tokio::spawn(server.shutdown());
     let last = bookmarked.next().await.expect("a final bookmark");
