@@ -1456,6 +1456,65 @@ mod tests {
         assert!(dispatcher.has_messages());
     }
 
+    /// What a consumer sees when its watch ends by a reset: the metrics read by its waker,
+    /// run when the end is queued (the first moment a client can know of it).
+    struct EndProbe {
+        cache: WatchCache,
+        seen: std::sync::Mutex<Option<(u64, i64, u64, Revision)>>,
+    }
+
+    impl std::task::Wake for EndProbe {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            let metrics = self.cache.metrics();
+            let terminations = TerminationReason::ALL
+                .iter()
+                .map(|&reason| metrics.terminations(reason))
+                .sum();
+            *self.seen.lock().unwrap() = Some((
+                metrics.cache_resets.get(),
+                metrics.watchers.get(),
+                terminations,
+                self.cache.latest().revision(),
+            ));
+        }
+    }
+
+    /// A reset is counted, its state served, and its watchers' ends counted (one watcher
+    /// fewer) before the end reaches a consumer: a client that has read the 410 and then
+    /// reads the metrics or the cache sees all of it. (The watcher gauge was lowered after
+    /// the end was queued.)
+    #[test]
+    fn a_reset_and_the_ends_it_makes_are_counted_before_a_consumer_sees_an_end() {
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let (cache, mut dispatcher, _worker) =
+            WatchCache::new(CacheConfig::default(), 5, Vec::new()).unwrap();
+        let watch = cache.watch(WatchRequest::new(WatchStart::Now), now);
+        dispatcher.handle_messages(now);
+        let probe = Arc::new(EndProbe {
+            cache: cache.clone(),
+            seen: std::sync::Mutex::new(None),
+        });
+        let waker = std::task::Waker::from(probe.clone());
+        let mut out = Vec::new();
+        let polled = watch.poll_pop_many(&mut std::task::Context::from_waker(&waker), 10, &mut out);
+        assert!(polled.is_pending(), "nothing queued yet: {polled:?}");
+        dispatcher.handle_reset(
+            now,
+            9,
+            [object("a", 9)].map(|change| change.object.unwrap()),
+        );
+        let seen = probe.seen.lock().unwrap().take();
+        assert_eq!(
+            seen,
+            Some((1, 0, 1, 9)),
+            "(resets, watchers, ends, revision) at the end"
+        );
+    }
+
     /// The driving contract (non-decreasing `now`) is checked in debug builds: a driver whose
     /// clock went backwards is told at once rather than mis-scheduling timers.
     #[test]
