@@ -562,6 +562,16 @@ async fn thousand_watchers_cost_the_upstream_one_watch() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = upstream_at(dir.path(), "127.0.0.1:0".parse().unwrap()).await;
     let proxy = proxy_of(upstream.addr, &["configmaps"]).await;
+    // Loaded by a streaming list, whose stream goes on as the watch: counted open before the
+    // cache was loaded (the proxy is ready after that).
+    assert_eq!(
+        metric(
+            proxy.addr,
+            "watchkeeper_upstream_open_watches{group=\"\",resource=\"configmaps\"}"
+        )
+        .await,
+        1
+    );
     let path = "/api/v1/namespaces/default/configmaps";
     let start = list_resource_version(proxy.addr, path).await;
     let watch_path = format!("{path}?watch=true&resourceVersion={start}");
