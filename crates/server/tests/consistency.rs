@@ -79,8 +79,8 @@ async fn checks_total(addr: SocketAddr, status: &str) -> u64 {
 
 /// Replaces the cache's state, at the revision it has, with one object dropped (`gone`) and
 /// one changed (`changed`): what a lost or misapplied watch event would leave behind.
-/// Returns once the new state is served: a watch of the server at `addr` opened before it
-/// has ended with the reset's 410 (the reset's count comes before that, so it cannot tell).
+/// Returns once the new state is served: a watch of the server at `addr` opened before the
+/// reset has ended with its 410 (the reset's count comes before the state, so it cannot tell).
 async fn corrupt(addr: SocketAddr, resource: &Resource, gone: &str, changed: &str) {
     let mut watch = WatchReader::open(addr, &format!("{CONFIGMAPS}?watch=true"), None).await;
     let cache = resource.cache();
