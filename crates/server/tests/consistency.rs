@@ -10,6 +10,7 @@
 //! - Restart on the same embedded store: watches resumed with the last resource version they
 //!   saw (the final bookmark, or an older one) get every event exactly once, without a 410;
 //!   with `--rebuild-history=false` (kube-apiserver's behaviour) the older one gets a 410.
+//!   Ready means the caches have applied the rebuilt history, not only been sent it.
 //!   (The etcd variant, a watch moving to a sibling instance, is in `tests/api.rs`.)
 
 mod common;
@@ -581,4 +582,48 @@ async fn sigterm_and_restart_on_the_same_data_resume_watches_exactly_once() {
     let event = older.next().await.expect("an in-stream error");
     assert_eq!(event["type"], "ERROR", "{event}");
     assert_eq!(event["object"]["code"], 410, "{event}");
+}
+
+/// Goal: a server restarted on its store (rebuilding the caches' history from it, the
+/// default) is ready only once its caches have applied the replay: a `resourceVersion=0`
+/// LIST, served from the cache as it is, right after ready has the objects of the store's
+/// revision. (Ready was set once the replay had been sent to the caches' threads: such a
+/// LIST could get the state of the replay's start, as an end-to-end harness session did.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_is_ready_once_its_caches_have_applied_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = || ServeArgs {
+        store: Some("embedded".into()),
+        data_dir: Some(dir.path().to_owned()),
+        durable_commits: Some(false),
+        ..ServeArgs::default()
+    };
+    let server = common::server_with(args()).await;
+    create(server.addr, &["a"]).await;
+    // Many revisions: a long replay.
+    for n in 0..300 {
+        let patch = format!(r#"{{"data":{{"n":"{n}"}}}}"#);
+        common::merge_patch(server.addr, &format!("{CONFIGMAPS}/a"), &patch).await;
+    }
+    let written = list_rv(server.addr).await;
+    server.shutdown().await;
+    let server = common::restarted(args()).await;
+    let cached = configmaps(&server).cache().latest().revision();
+    assert!(
+        cached >= written,
+        "ready at {cached}, written up to {written}"
+    );
+    let (status, list) =
+        common::get_json(server.addr, &format!("{CONFIGMAPS}?resourceVersion=0")).await;
+    assert_eq!(status, 200, "{list}");
+    let served: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a list resource version");
+    assert!(
+        served >= written,
+        "served at {served}, written up to {written}"
+    );
+    assert_eq!(list["items"][0]["data"]["n"], "299", "{list}");
+    server.shutdown().await;
 }
