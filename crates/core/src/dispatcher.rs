@@ -467,6 +467,9 @@ impl Dispatcher {
         for object in objects {
             state.insert_mut(object.key().clone(), object);
         }
+        // Counted before the reset is published: whoever observes the reloaded state (an
+        // object only the list has, a watcher's 410) also observes the count.
+        self.shared.metrics.cache_resets.inc();
         {
             let mut data = self.shared.write();
             data.history.reset(revision);
@@ -477,7 +480,6 @@ impl Dispatcher {
             data.epoch += 1;
         }
         self.shared.metrics.history_bytes.set(0);
-        self.shared.metrics.cache_resets.inc();
         self.blocked = None;
         let floor = revision;
         let ids: Vec<WatcherId> = self.by_id.keys().copied().collect();
@@ -1193,6 +1195,8 @@ impl Dispatcher {
         bucket.push(slot);
         let route_index = bucket.len() - 1;
         let id = watcher.id;
+        // Counted before the watcher's queue says it is synced.
+        self.shared.metrics.synced_watchers.add(1);
         watcher.queue.set_state(WatcherState::Synced);
         if let Some(deadline) = watcher.deadline {
             self.deadlines.insert((deadline, id));
@@ -1208,7 +1212,6 @@ impl Dispatcher {
             route_index,
             bookmark_due,
         });
-        self.shared.metrics.synced_watchers.add(1);
     }
 
     fn next_bookmark(&self, now: Instant, watcher: &Watcher) -> Option<Instant> {
@@ -1288,6 +1291,8 @@ impl Dispatcher {
     }
 
     fn hand_to_worker(&mut self, now: Instant, mut watcher: Watcher) {
+        // Counted before the watcher's queue says it is unsynced.
+        self.shared.metrics.stalled_watchers.add(1);
         watcher.unsynced_since = now;
         watcher.queue.publish_unsynced(now, watcher.position);
         watcher.fresh_stall = true;
@@ -1297,7 +1302,6 @@ impl Dispatcher {
         } else {
             WatcherState::Unsynced
         });
-        self.shared.metrics.stalled_watchers.add(1);
         self.shared
             .to_worker
             .send(ToWorker::Unsynced(Box::new(watcher)));
@@ -1360,10 +1364,12 @@ impl Dispatcher {
         }
     }
 
+    /// Ends `watcher` with `end`, counted first: a client that has read the end (the 410,
+    /// the closed stream) reads the termination and one watcher fewer in the metrics.
     fn end(&mut self, watcher: Watcher, end: WatchEnd) {
         self.shared.metrics.terminated(end.reason());
-        watcher.queue.push_end(end);
         self.shared.metrics.watchers.add(-1);
+        watcher.queue.push_end(end);
     }
 
     /// The client went away: no end to deliver, just forget it.
@@ -1448,6 +1454,65 @@ mod tests {
         let _watch = cache.watch(WatchRequest::new(WatchStart::Now), now);
         assert!(calls.load(Ordering::SeqCst) >= 1);
         assert!(dispatcher.has_messages());
+    }
+
+    /// What a consumer sees when its watch ends by a reset: the metrics read by its waker,
+    /// run when the end is queued (the first moment a client can know of it).
+    struct EndProbe {
+        cache: WatchCache,
+        seen: std::sync::Mutex<Option<(u64, i64, u64, Revision)>>,
+    }
+
+    impl std::task::Wake for EndProbe {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            let metrics = self.cache.metrics();
+            let terminations = TerminationReason::ALL
+                .iter()
+                .map(|&reason| metrics.terminations(reason))
+                .sum();
+            *self.seen.lock().unwrap() = Some((
+                metrics.cache_resets.get(),
+                metrics.watchers.get(),
+                terminations,
+                self.cache.latest().revision(),
+            ));
+        }
+    }
+
+    /// A reset is counted, its state served, and its watchers' ends counted (one watcher
+    /// fewer) before the end reaches a consumer: a client that has read the 410 and then
+    /// reads the metrics or the cache sees all of it. (The watcher gauge was lowered after
+    /// the end was queued.)
+    #[test]
+    fn a_reset_and_the_ends_it_makes_are_counted_before_a_consumer_sees_an_end() {
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let (cache, mut dispatcher, _worker) =
+            WatchCache::new(CacheConfig::default(), 5, Vec::new()).unwrap();
+        let watch = cache.watch(WatchRequest::new(WatchStart::Now), now);
+        dispatcher.handle_messages(now);
+        let probe = Arc::new(EndProbe {
+            cache: cache.clone(),
+            seen: std::sync::Mutex::new(None),
+        });
+        let waker = std::task::Waker::from(probe.clone());
+        let mut out = Vec::new();
+        let polled = watch.poll_pop_many(&mut std::task::Context::from_waker(&waker), 10, &mut out);
+        assert!(polled.is_pending(), "nothing queued yet: {polled:?}");
+        dispatcher.handle_reset(
+            now,
+            9,
+            [object("a", 9)].map(|change| change.object.unwrap()),
+        );
+        let seen = probe.seen.lock().unwrap().take();
+        assert_eq!(
+            seen,
+            Some((1, 0, 1, 9)),
+            "(resets, watchers, ends, revision) at the end"
+        );
     }
 
     /// The driving contract (non-decreasing `now`) is checked in debug builds: a driver whose

@@ -4,6 +4,15 @@
 //! Each cache owns its own [`Metrics`]; an exporter labels them by resource, so gauges such as
 //! `stalled_watchers` stay correct when several caches share one registry. Everything is a
 //! relaxed atomic: the numbers are reports, never used for decisions.
+//!
+//! Where a client can see what is counted, the count comes first: a reset is counted before
+//! its state is published, a watcher's end (`terminations`, one watcher fewer) before the end
+//! is queued for its client, a watcher's move to synced or unsynced before its queue says so.
+//! A client that has seen the effect and then reads the metrics (on the same thread as the
+//! effect's publication, or through anything that orders it after, such as a request) reads
+//! the count. Counts of items pushed to a watcher's queue (`watcher_deferred_events`,
+//! `pass_pushes`, `bookmarks_sent`) are made just after the push succeeds, so they may trail
+//! what its client has read by one push.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 

@@ -77,7 +77,9 @@ pub struct E2eConfig {
     /// Consistent reads done by the reader task.
     pub reads: usize,
     /// Fault: compact the store at its current revision every this many writes (the server
-    /// relists when its watch is compacted; every open watch must then get an honest 410).
+    /// relists when its watch is compacted; every open watch must then get an honest 410) —
+    /// at most at the revision the history's recorder has reached, which must never lose a
+    /// revision (after an outage it watches again from there).
     pub compact_every: Option<u64>,
 }
 
@@ -1073,14 +1075,17 @@ async fn write_fence(
 }
 
 /// Records the committed history of configmaps from the store while the run goes on: the
-/// state at the current revision, then a store watch from the next one (a watch that is
-/// caught up survives compactions, so the history stays complete).
+/// state at the current revision, then a store watch from the next one. The revision it has
+/// recorded up to is published (the `Arc<AtomicU64>`): a compaction at most there leaves the
+/// history complete, even when the watch has to be opened again after an outage (a watch
+/// behind a compaction, or opened from below it, is compacted).
 async fn start_recorder(
     store: &AnyStore,
     prefix: &str,
 ) -> Result<
     (
         Rev,
+        Arc<AtomicU64>,
         tokio::sync::watch::Sender<Rev>,
         tokio::task::JoinHandle<Result<History, String>>,
     ),
@@ -1122,8 +1127,11 @@ async fn start_recorder(
         .map_err(|e| format!("store watch: {e}"))?;
     let (until_tx, mut until_rx) = tokio::sync::watch::channel(Rev::MAX);
     let store = store.clone();
+    let recorded = Arc::new(AtomicU64::new(base));
+    let reached = recorded.clone();
     let task = tokio::spawn(async move {
         loop {
+            reached.store(history.last_rv(), Ordering::Relaxed);
             if history.last_rv() >= *until_rx.borrow() {
                 return Ok(history);
             }
@@ -1178,7 +1186,7 @@ async fn start_recorder(
             }
         }
     });
-    Ok((base, until_tx, task))
+    Ok((base, recorded, until_tx, task))
 }
 
 /// Writes to the server at `addr` until `stop` is set or `max` writes were made, recording
@@ -1293,7 +1301,7 @@ pub async fn run_shared(
     config: &E2eConfig,
     faults: Option<(u64, FaultHook)>,
 ) -> Result<E2eOutcome, String> {
-    let (base, until, recorder) = start_recorder(&store, prefix).await?;
+    let (base, recorded, until, recorder) = start_recorder(&store, prefix).await?;
     let ctx = Arc::new(Ctx {
         base,
         instances,
@@ -1341,7 +1349,8 @@ pub async fn run_shared(
                     return;
                 }
                 if let Ok(revision) = ctx.store.current_revision().await {
-                    let _ = ctx.store.compact(revision).await;
+                    let floor = revision.min(recorded.load(Ordering::Relaxed));
+                    let _ = ctx.store.compact(floor).await;
                 }
                 next += every;
             }

@@ -157,12 +157,14 @@ async fn embedded_store_kill_and_restart_loses_no_acknowledged_write() {
             })
             .collect();
         // Kill once enough writes were acknowledged, with writes still in flight.
-        loop {
-            if acked.lock().unwrap().len() >= 150 {
-                break;
+        let enough = async {
+            while acked.lock().unwrap().len() < 150 {
+                tokio::task::yield_now().await;
             }
-            tokio::task::yield_now().await;
-        }
+        };
+        tokio::time::timeout(e2e::HANG_GUARD, enough)
+            .await
+            .expect("150 writes acknowledged");
         child.start_kill().expect("SIGKILL");
         child.wait().await.expect("reaped");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -203,8 +205,9 @@ async fn embedded_store_kill_and_restart_loses_no_acknowledged_write() {
     );
     drop(store);
     // The history watch's background task lets go of redb's file lock when it notices the drop;
-    // wait for that (by trying to open the store) before the restarted server opens it.
-    let mut attempts = 0;
+    // wait for that (by trying to open the store) before the restarted server opens it. Bounded
+    // by the hang guard, not a number of tries: on a busy machine the task may run late.
+    let give_up = std::time::Instant::now() + e2e::HANG_GUARD;
     loop {
         match watchkeeper_store::AnyStore::open(watchkeeper_store::StoreConfig::Embedded(
             watchkeeper_store::EmbeddedConfig::new(data.clone()),
@@ -216,8 +219,10 @@ async fn embedded_store_kill_and_restart_loses_no_acknowledged_write() {
                 break;
             }
             Err(error) => {
-                attempts += 1;
-                assert!(attempts < 100_000, "the store stayed locked: {error}");
+                assert!(
+                    std::time::Instant::now() < give_up,
+                    "the store stayed locked: {error}"
+                );
                 tokio::task::yield_now().await;
             }
         }

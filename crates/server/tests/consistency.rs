@@ -10,6 +10,7 @@
 //! - Restart on the same embedded store: watches resumed with the last resource version they
 //!   saw (the final bookmark, or an older one) get every event exactly once, without a 410;
 //!   with `--rebuild-history=false` (kube-apiserver's behaviour) the older one gets a 410.
+//!   Ready means the caches have applied the rebuilt history, not only been sent it.
 //!   (The etcd variant, a watch moving to a sibling instance, is in `tests/api.rs`.)
 
 mod common;
@@ -79,11 +80,13 @@ async fn checks_total(addr: SocketAddr, status: &str) -> u64 {
 
 /// Replaces the cache's state, at the revision it has, with one object dropped (`gone`) and
 /// one changed (`changed`): what a lost or misapplied watch event would leave behind.
-async fn corrupt(resource: &Resource, gone: &str, changed: &str) {
+/// Returns once the new state is served: a watch of the server at `addr` opened before the
+/// reset has ended with its 410 (the reset's count comes before the state, so it cannot tell).
+async fn corrupt(addr: SocketAddr, resource: &Resource, gone: &str, changed: &str) {
+    let mut watch = WatchReader::open(addr, &format!("{CONFIGMAPS}?watch=true"), None).await;
     let cache = resource.cache();
     let snapshot = cache.latest();
     let revision = snapshot.revision();
-    let resets = cache.metrics().cache_resets.get();
     let objects: Vec<Arc<Object>> = snapshot
         .range(None, None)
         .filter(|object| object.name() != gone)
@@ -109,18 +112,13 @@ async fn corrupt(resource: &Resource, gone: &str, changed: &str) {
         .sender()
         .send(Input::Reset(revision, objects))
         .expect("the cache runs");
-    wait_until(|| cache.metrics().cache_resets.get() > resets).await;
-}
-
-/// Waits (yielding, bounded by the hang guard) until `ready` holds.
-async fn wait_until(ready: impl Fn() -> bool) {
-    tokio::time::timeout(HANG_GUARD, async {
-        while !ready() {
-            tokio::task::yield_now().await;
+    loop {
+        let event = watch.next().await.expect("the watch ends with a 410");
+        if event["type"] == "ERROR" {
+            assert_eq!(event["object"]["code"], 410, "{event}");
+            break;
         }
-    })
-    .await
-    .expect("the condition never held");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,7 +149,7 @@ async fn a_divergent_cache_is_found_counted_and_repaired() {
         .reflector
         .lists
         .load(std::sync::atomic::Ordering::Relaxed);
-    corrupt(&resource, "b", "c").await;
+    corrupt(server.addr, &resource, "b", "c").await;
 
     let report = check(server.addr).await;
     assert_eq!(report["status"], "failure", "{report}");
@@ -170,7 +168,7 @@ async fn a_divergent_cache_is_found_counted_and_repaired() {
 
     // The reflector relists configmaps alone and the cache has the store's objects again.
     let cache = resource.cache().clone();
-    wait_until(|| {
+    common::until(|| {
         let snapshot = cache.latest();
         snapshot.get("default/b").is_some()
             && snapshot
@@ -205,15 +203,15 @@ async fn the_periodic_check_finds_and_repairs_a_divergence() {
     .await;
     create(server.addr, &["a", "b"]).await;
     let resource = configmaps(&server);
-    corrupt(&resource, "a", "b").await;
+    corrupt(server.addr, &resource, "a", "b").await;
     let checker = server.app.consistency.clone();
     let name = resource.name();
-    wait_until(|| checker.count(&name, watchkeeper::source::consistency::Status::Failure) >= 1)
+    common::until(|| checker.count(&name, watchkeeper::source::consistency::Status::Failure) >= 1)
         .await;
     let cache = resource.cache().clone();
-    wait_until(|| cache.latest().get("default/a").is_some()).await;
+    common::until(|| cache.latest().get("default/a").is_some()).await;
     let successes = checker.count(&name, watchkeeper::source::consistency::Status::Success);
-    wait_until(|| {
+    common::until(|| {
         checker.count(&name, watchkeeper::source::consistency::Status::Success) > successes
     })
     .await;
@@ -243,7 +241,7 @@ async fn the_store_is_compacted_every_interval_and_the_cache_keeps_serving() {
     }
     let compaction = server.app.compaction.clone();
     // Two rounds: the first records, the second compacts to what the first recorded.
-    wait_until(|| compaction.floor.load(std::sync::atomic::Ordering::Relaxed) > first).await;
+    common::until(|| compaction.floor.load(std::sync::atomic::Ordering::Relaxed) > first).await;
     let floor = compaction.floor.load(std::sync::atomic::Ordering::Relaxed);
     let store = server.app.source.as_store().expect("a store");
     let read_at = |revision: u64| {
@@ -420,7 +418,7 @@ async fn shutdown_sends_a_final_bookmark_then_ends_every_watch() {
     assert_eq!(read_through(&mut plain, "b").await, seen);
     assert!(seen[0].2 < moved_on);
     let cache = configmaps(&server).cache().clone();
-    wait_until(|| cache.dispatched() >= moved_on).await;
+    common::until(|| cache.dispatched() >= moved_on).await;
 
     let shutdown = tokio::spawn(server.shutdown());
     let last = bookmarked.next().await.expect("a final bookmark");
@@ -584,4 +582,48 @@ async fn sigterm_and_restart_on_the_same_data_resume_watches_exactly_once() {
     let event = older.next().await.expect("an in-stream error");
     assert_eq!(event["type"], "ERROR", "{event}");
     assert_eq!(event["object"]["code"], 410, "{event}");
+}
+
+/// Goal: a server restarted on its store (rebuilding the caches' history from it, the
+/// default) is ready only once its caches have applied the replay: a `resourceVersion=0`
+/// LIST, served from the cache as it is, right after ready has the objects of the store's
+/// revision. (Ready was set once the replay had been sent to the caches' threads: such a
+/// LIST could get the state of the replay's start, as an end-to-end harness session did.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_is_ready_once_its_caches_have_applied_the_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = || ServeArgs {
+        store: Some("embedded".into()),
+        data_dir: Some(dir.path().to_owned()),
+        durable_commits: Some(false),
+        ..ServeArgs::default()
+    };
+    let server = common::server_with(args()).await;
+    create(server.addr, &["a"]).await;
+    // Many revisions: a long replay.
+    for n in 0..300 {
+        let patch = format!(r#"{{"data":{{"n":"{n}"}}}}"#);
+        common::merge_patch(server.addr, &format!("{CONFIGMAPS}/a"), &patch).await;
+    }
+    let written = list_rv(server.addr).await;
+    server.shutdown().await;
+    let server = common::restarted(args()).await;
+    let cached = configmaps(&server).cache().latest().revision();
+    assert!(
+        cached >= written,
+        "ready at {cached}, written up to {written}"
+    );
+    let (status, list) =
+        common::get_json(server.addr, &format!("{CONFIGMAPS}?resourceVersion=0")).await;
+    assert_eq!(status, 200, "{list}");
+    let served: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a list resource version");
+    assert!(
+        served >= written,
+        "served at {served}, written up to {written}"
+    );
+    assert_eq!(list["items"][0]["data"]["n"], "299", "{list}");
+    server.shutdown().await;
 }

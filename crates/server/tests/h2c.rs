@@ -24,8 +24,11 @@ async fn watch_streams_over_h2c() {
             "%{http_version}",
             &base,
         ])
-        .output()
+        .kill_on_drop(true)
+        .output();
+    let version = tokio::time::timeout(HANG_GUARD, version)
         .await
+        .expect("curl's LIST hang")
         .expect("curl runs (scripts/test installs it)");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout),
@@ -40,18 +43,23 @@ async fn watch_streams_over_h2c() {
         .unwrap();
     let mut lines = BufReader::new(curl.stdout.take().unwrap()).lines();
     // The watch is registered once the server lists it in /debug/watchers.
-    loop {
-        let (_, debug) = get_json(server.addr, "/debug/watchers").await;
-        let open = debug["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| !r["watchers"].as_array().unwrap().is_empty());
-        if open {
-            break;
+    let registered = async {
+        loop {
+            let (_, debug) = get_json(server.addr, "/debug/watchers").await;
+            let open = debug["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| !r["watchers"].as_array().unwrap().is_empty());
+            if open {
+                break;
+            }
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await;
-    }
+    };
+    tokio::time::timeout(HANG_GUARD, registered)
+        .await
+        .expect("the watch is listed in /debug/watchers");
     for i in 0..3 {
         let (status, _) = send_json(
             server.addr,

@@ -64,6 +64,21 @@ fn stored(status: u16, attempt: usize, text: &str) -> bool {
     }
 }
 
+/// Whether `answer` is its deadline's, on a server whose deadline is short enough for a busy
+/// machine to miss with a cheap request: kube's 504, or no answer (status 0: the connection
+/// closed because the answer began past the deadline). Up to 20 in a row are sent again; the
+/// 20th fails the test.
+fn past_deadline(answer: &Answer, attempt: usize) -> bool {
+    let timed_out = answer.status == 0 || answer.status == 504;
+    assert!(
+        !timed_out || attempt < 20,
+        "{} at attempt {attempt}: {}",
+        answer.status,
+        answer.body
+    );
+    timed_out
+}
+
 /// `count` ConfigMaps of `payload` bytes each in `default` (a LIST of them is a large answer).
 async fn fill(addr: SocketAddr, count: usize, payload: usize) {
     for index in 0..count {
@@ -115,8 +130,9 @@ async fn h2_get(
 /// client is served. (Before: the slot was held for as long as the client kept the stream.)
 /// The deadline is the LISTs' own `?timeout=` (as kubectl's `--request-timeout` sends it):
 /// under the server's default every other request here (the set-up, the checks, `/metrics`)
-/// is answered however busy the machine, so the 504s counted are those two; a second is
-/// room enough to see both slots held before the first reset.
+/// is answered however busy the machine, so the 504s counted are those two. Three seconds
+/// are room enough to see both slots held before the first reset (not one: from the first
+/// LIST to the refused read, a loaded machine can stall the test that long).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_answer_nobody_reads_is_reset_at_its_deadline() {
     let server = server_with(ServeArgs {
@@ -131,7 +147,7 @@ async fn an_http2_answer_nobody_reads_is_reset_at_its_deadline() {
     let client = zero_window_client("127.0.0.1", addr).await;
     let mut bodies = Vec::new();
     for _ in 0..2 {
-        let response = h2_get(&client, &format!("{CM}?timeout=1s")).await;
+        let response = h2_get(&client, &format!("{CM}?timeout=3s")).await;
         assert_eq!(response.status(), 200);
         bodies.push(response.into_body());
     }
@@ -203,7 +219,10 @@ async fn an_http1_answer_nobody_reads_is_cut_off_at_its_deadline() {
 /// Goal: a request not answered by its deadline gets kube-apiserver's 504 (its timeout
 /// filter's Status, `details` without `retryAfterSeconds`, no `Retry-After`), even while its
 /// body's own bound (an hour here) has not passed; a watch, long-running, outlives the
-/// deadline.
+/// deadline. What follows the 504 is not under the 300 ms deadline (on a busy machine a
+/// create or a `/metrics` read can outlive it, and be answered 504 or cut off too): the
+/// write the watch must deliver goes to the store, as another server would write it, and the
+/// count is read from the limits themselves (what `/metrics` serves).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_not_answered_by_its_deadline_gets_kubes_504() {
     let server = server_with(ServeArgs {
@@ -239,25 +258,22 @@ async fn a_request_not_answered_by_its_deadline_gets_kubes_504() {
     );
     until(|| limits.inflight(true) == 0).await;
     // The watch, open since before that request, still delivers.
-    let (created, text) = request(
-        addr,
-        "POST",
-        CM,
-        "application/json",
-        &configmap("after", 10).to_string(),
+    let mut after = configmap("after", 10);
+    after["metadata"]["namespace"] = "default".into();
+    watchkeeper_store::Store::put(
+        server.store().expect("a store"),
+        "/registry/configmaps/default/after",
+        after.to_string(),
     )
-    .await;
-    assert_eq!(created, 201, "{text}");
+    .await
+    .expect("stored");
     let event = tokio::time::timeout(HANG_GUARD, watch.next())
         .await
         .expect("an event")
         .expect("the watch is open");
     assert_eq!(event["type"], "ADDED", "{event}");
     assert_eq!(event["object"]["metadata"]["name"], "after", "{event}");
-    assert_eq!(
-        rejections("127.0.0.1", addr, Limit::RequestTimeout).await,
-        1
-    );
+    assert_eq!(limits.rejections(Limit::RequestTimeout), 1);
     server.shutdown().await;
 }
 
@@ -405,9 +421,15 @@ async fn an_expensive_list_selection_leaves_the_runtime_worker() {
     let path = format!("{CM}?labelSelector={}", expensive_selector());
     let answer = get_from("127.0.0.1", addr, &path).await;
     assert_status(&answer, 504, "Timeout");
-    // Without a selector a page of the same LIST is cheap and answered.
-    let listed = get_from("127.0.0.1", addr, &format!("{CM}?limit=10")).await;
-    assert_eq!(listed.status, 200, "{}", listed.body);
+    // Without a selector a page of the same LIST is cheap and answered (sent again while a
+    // machine too busy to answer anything within 100 ms ends it at the deadline).
+    for attempt in 1.. {
+        let listed = get_from("127.0.0.1", addr, &format!("{CM}?limit=10")).await;
+        if !past_deadline(&listed, attempt) {
+            assert_eq!(listed.status, 200, "{}", listed.body);
+            break;
+        }
+    }
     server.shutdown().await;
 }
 

@@ -178,6 +178,8 @@ pub struct InputSender {
     input: Sender<Input>,
     progress: Arc<ProgressMark>,
     views: Vec<ViewInput>,
+    /// The cache fed, to wait until it has applied what was sent ([`InputSender::applied`]).
+    cache: WatchCache,
 }
 
 /// How an object of the stored version becomes the object of a view (another version); `None`
@@ -273,6 +275,18 @@ impl InputSender {
         match self.route(input) {
             Some(input) => self.input.send(input).map_err(|_| Stopped),
             None => Ok(()),
+        }
+    }
+
+    /// Waits until the cache, and each view's that still runs, has applied every revision,
+    /// reset and progress sent up to `revision`: from then on its reads serve them (taken
+    /// from the channel is not enough — the dispatcher applies what it took after).
+    pub async fn applied(&self, revision: Revision) {
+        self.cache.wait_fresh(revision).await;
+        for view in &self.views {
+            if !view.input.input.is_disconnected() {
+                view.input.cache.wait_fresh(revision).await;
+            }
         }
     }
 
@@ -496,6 +510,7 @@ impl CacheDriver {
             input,
             progress: progress.clone(),
             views: Vec::new(),
+            cache: cache.clone(),
         };
         let slot = Arc::new(WorkerSlot {
             thread: OnceLock::new(),

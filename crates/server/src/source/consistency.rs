@@ -9,7 +9,8 @@
 //!   real divergence, never a race with writes after R. Equal: `success`. Different:
 //!   `failure`. The store cannot be read at R (compacted, unavailable): `error`.
 //! - Every check is counted in `apiserver_storage_consistency_checks_total{resource,status}`
-//!   (kube-apiserver's metric and labels; `resource` is `plural` or `plural.group`).
+//!   (kube-apiserver's metric and labels; `resource` is `plural` or `plural.group`), a failure
+//!   before its relist is asked for (whoever sees the relist's 410 reads the count).
 //! - A failure logs the first differing keys (at most [`DIFFERENCES_SHOWN`]) with their
 //!   resource versions on either side, and asks the reflector to relist that resource
 //!   ([`Source::request_relist`]): it lists the resource's keys at the revision it has fed
@@ -265,25 +266,29 @@ impl ConsistencyChecker {
                 } else {
                     report.status = Status::Failure;
                     report.differences = differences(&cached, &stored, DIFFERENCES_SHOWN);
-                    report.relisting = source.request_relist(&name);
-                    tracing::error!(
-                        resource = %name,
-                        revision,
-                        cache_objects = cached.len(),
-                        store_objects = stored.len(),
-                        first_differences = ?report.differences,
-                        relisting = report.relisting,
-                        "consistency check failed: the cache differs from the store; relisting the resource (its watchers get 410)"
-                    );
                 }
             }
         }
+        // Counted before the relist is asked for: a client that has seen the relist (its
+        // watchers' 410) reads the failure in `/metrics`.
         if let Some(slot) = Status::COUNTED.iter().position(|s| *s == report.status) {
             self.counts
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .entry(name.clone())
                 .or_default()[slot] += 1;
+        }
+        if report.status == Status::Failure {
+            report.relisting = source.request_relist(&name);
+            tracing::error!(
+                resource = %name,
+                revision,
+                cache_objects = report.cache.as_ref().map_or(0, |d| d.objects),
+                store_objects = report.store.as_ref().map_or(0, |d| d.objects),
+                first_differences = ?report.differences,
+                relisting = report.relisting,
+                "consistency check failed: the cache differs from the store; relisting the resource (its watchers get 410)"
+            );
         }
         self.last
             .lock()

@@ -27,12 +27,13 @@
 //!   it would have held had it been running (bounded by its capacity), and a client resumes
 //!   from a resource version it saw before a restart or on a sibling instance. The caches
 //!   count as loaded only once the replay has reached the store's revision of the list's
-//!   time, so no read is served from the past.
+//!   time and the caches have applied it, so no read is served from the past.
 //! - The store reflection may carry a [`Catalog`]: after each list and each revision that
 //!   changed a CustomResourceDefinition it starts the caches of newly established CRDs (reset
 //!   with their keys at exactly that revision) and stops those of CRDs gone, then resumes its
 //!   watch from the same revision with the new set of feeds (see [`crate::source::catalog`]).
-//! - The server is ready once every reflection has loaded its caches once.
+//! - The server is ready once every reflection has loaded its caches once: once each cache has
+//!   applied the list (and the replay), not when they were sent to its thread.
 //! - The loop ends when a cache stops (its input channel is closed).
 
 use std::collections::BTreeMap;
@@ -259,7 +260,14 @@ impl Readiness {
         })
     }
 
-    fn loaded(&self) {
+    /// One reflection has loaded `feeds` at `revision`, once each of their caches has applied
+    /// it: ready then means every read serves the list (and the replay), not only that they
+    /// were sent to the caches' threads (a `resourceVersion=0` read right after could get a
+    /// cache still behind it).
+    async fn loaded(&self, feeds: &[Feed], revision: Revision) {
+        for feed in feeds {
+            feed.input.applied(revision).await;
+        }
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.status.ready.store(true, Ordering::Release);
             tracing::info!("caches loaded");
@@ -350,10 +358,10 @@ pub async fn run(
             if ready_at > revision {
                 pending_ready = Some(ready_at);
             } else {
-                readiness.loaded();
+                readiness.loaded(&feeds, revision).await;
             }
         } else if pending_ready.take().is_some() {
-            readiness.loaded();
+            readiness.loaded(&feeds, revision).await;
         }
         tracing::debug!(source = %name, revision, objects = total, "listed");
         let mut last = revision;
@@ -478,7 +486,7 @@ pub async fn run(
                         last = last.max(revision);
                         if pending_ready.is_some_and(|at| last >= at) {
                             pending_ready = None;
-                            readiness.loaded();
+                            readiness.loaded(&feeds, last).await;
                         }
                         if feeds_changed {
                             break Stop::Resume("the served custom resources changed".to_owned());
@@ -499,7 +507,7 @@ pub async fn run(
                         last = last.max(revision);
                         if pending_ready.is_some_and(|at| last >= at) {
                             pending_ready = None;
-                            readiness.loaded();
+                            readiness.loaded(&feeds, last).await;
                         }
                     }
                     Item::Stopped(stop) => break stop,

@@ -76,7 +76,8 @@ pub struct ResourceStats {
     pub watches: AtomicU64,
     /// Relists after a 410 or a protocol error.
     pub relists: AtomicU64,
-    /// Whether an upstream watch is open now.
+    /// Whether an upstream watch is open now: set when it is opened (and again at each read
+    /// of it, after an old one's drop), cleared when it is dropped.
     pub watch_open: AtomicBool,
     /// The newest resource version the upstream reported for this resource (lists, probes,
     /// events, bookmarks).
@@ -1001,6 +1002,9 @@ impl UpstreamLister {
     }
 
     fn events(&self, stream: EventStream) -> UpstreamEvents {
+        // Open from now: before a streaming list's objects reach the caches, so whoever has
+        // read them reads the watch open too.
+        self.stats.watch_open.store(true, Ordering::Relaxed);
         UpstreamEvents {
             stream,
             def: self.def.clone(),
