@@ -663,8 +663,10 @@ pub async fn run_sampler<T: Send + Sync + 'static>(
     let mut ticker = tokio::time::interval(SAMPLE_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut previous: Option<Reading> = None;
-    // The served resources' names, built again only when the served set is another one.
-    let mut named: Option<(Arc<crate::cache::Served>, Vec<String>)> = None;
+    // The served resources' names, built again only when the served set is another one. The
+    // set is held weakly: the sampler keeps no resource alive between its ticks (and the
+    // weak pointer keeps the address from being reused by another set).
+    let mut named: Option<(Weak<crate::cache::Served>, Vec<String>)> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -676,10 +678,10 @@ pub async fn run_sampler<T: Send + Sync + 'static>(
         let app = &observe(&state);
         if !named
             .as_ref()
-            .is_some_and(|(served, _)| Arc::ptr_eq(served, &app.resources))
+            .is_some_and(|(served, _)| std::ptr::eq(served.as_ptr(), Arc::as_ptr(&app.resources)))
         {
             let names = app.resources.iter().map(|r| resource_name(r)).collect();
-            named = Some((app.resources.clone(), names));
+            named = Some((Arc::downgrade(&app.resources), names));
         }
         let names = named
             .as_ref()
