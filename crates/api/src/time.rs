@@ -97,6 +97,43 @@ fn digits(s: &str) -> Option<i64> {
 #[must_use]
 pub fn unix_from_rfc3339(text: &str) -> Option<i64> {
     let text = text.trim();
+    canonical_rfc3339(text).or_else(|| split_rfc3339(text))
+}
+
+/// `text` in the layout Kubernetes writes (`2026-11-29T15:00:00Z`: UTC, whole seconds, upper
+/// case `T` and `Z`), read by position: what [`split_rfc3339`] gives for it, without splitting
+/// (a write reads its managed fields' times four times). `None` for any other layout, or for
+/// a field out of range, which [`split_rfc3339`] then refuses too.
+fn canonical_rfc3339(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() != 20
+        || (b[4], b[7], b[10], b[13], b[16], b[19]) != (b'-', b'-', b'T', b':', b':', b'Z')
+    {
+        return None;
+    }
+    let number = |at: std::ops::Range<usize>| {
+        b[at].iter().try_fold(0_i64, |n, digit| {
+            digit
+                .is_ascii_digit()
+                .then(|| n * 10 + i64::from(digit - b'0'))
+        })
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// [`unix_from_rfc3339`] of any layout it accepts: the date's and the clock's fields split at
+/// their separators, an optional fraction, a `Z` or an offset.
+fn split_rfc3339(text: &str) -> Option<i64> {
     if text.len() < 20 || !text.is_char_boundary(10) || !text.is_char_boundary(19) {
         return None;
     }
@@ -319,6 +356,40 @@ mod tests {
             // Parsing what was written gives the time back.
             if (0..=9999).contains(&civil_from_days(seconds.div_euclid(86_400)).0) {
                 proptest::prop_assert_eq!(unix_from_rfc3339(&rfc3339_from_unix(seconds)), Some(seconds));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Goal: the layout read by position gives what splitting it gives, for every
+        /// string in that layout (digits anywhere, fields out of range included).
+        #[test]
+        fn the_canonical_layout_reads_as_split(
+            fields in proptest::collection::vec(0_u32..10, 14),
+            valid in proptest::bool::ANY,
+        ) {
+            let d: Vec<char> = fields.iter().map(|n| char::from_digit(*n, 10).unwrap_or('0')).collect();
+            let text = if valid {
+                // A likely valid time: month 01-12, day 01-28, hour 00-23.
+                format!(
+                    "{}{}{}{}-{:02}-{:02}T{:02}:{}{}:{}{}Z",
+                    d[0], d[1], d[2], d[3],
+                    fields[4] + 1, fields[5] * 2 + 1 + fields[6] % 8, fields[7] * 2 + fields[8] % 4,
+                    d[9].min('5'), d[10], d[11].min('5'), d[12]
+                )
+            } else {
+                format!(
+                    "{}{}{}{}-{}{}-{}{}T{}{}:{}{}:{}{}Z",
+                    d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13]
+                )
+            };
+            let split = split_rfc3339(&text);
+            proptest::prop_assert_eq!(unix_from_rfc3339(&text), split);
+            if let Some(seconds) = canonical_rfc3339(&text) {
+                proptest::prop_assert_eq!(Some(seconds), split);
+            }
+            if valid {
+                proptest::prop_assert!(canonical_rfc3339(&text).is_some(), "{}", text);
             }
         }
     }
