@@ -645,9 +645,13 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
         }
     }
     for (row_group, row_kind, strategy, value) in ROLLING_UPDATE_DEFAULTS {
+        // The kind first: the strategy's path is built and read only for the rows' own kinds.
+        if *row_group != group || *row_kind != kind {
+            continue;
+        }
         let rolling = get_mut(object, &format!("{strategy}.type"))
             .is_some_and(|t| t.as_str() == Some("RollingUpdate"));
-        if *row_group == group && *row_kind == kind && rolling {
+        if rolling {
             let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
             set_default(object, &format!("{strategy}.rollingUpdate"), &value);
         }

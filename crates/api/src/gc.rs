@@ -11,6 +11,7 @@
 //! their own) get no GC finalizer whatever the options say.
 
 use serde_json::Value;
+use watchkeeper_core::pointer::Pointer as _;
 
 use crate::{ApiError, ResourceDef};
 
@@ -294,7 +295,7 @@ pub struct OwnerRef {
 #[must_use]
 pub fn owner_refs(object: &Value) -> Vec<OwnerRef> {
     let Some(list) = object
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
     else {
         return Vec::new();

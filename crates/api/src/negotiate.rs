@@ -119,6 +119,18 @@ pub fn parse_accept(accept: Option<&str>) -> Vec<MediaRange> {
     ranges
 }
 
+/// Whether `accept` is one range that takes JSON with no parameter (`application/json`,
+/// `application/*`, `*/*`, as client-go, kube-rs and curl send it): [`negotiate`] answers it
+/// with plain JSON whatever the kind's formats, and [`answers_in_yaml`] with `false`, exactly
+/// as parsing it would; other spellings (upper case, a `q`) are parsed.
+#[must_use]
+pub fn is_plain_json_accept(accept: Option<&str>) -> bool {
+    matches!(
+        accept.map(str::trim),
+        Some("application/json" | "application/*" | "*/*")
+    )
+}
+
 /// The media types kube-apiserver serves resources in (its 406 message lists them).
 pub const RESOURCE_MEDIA_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
@@ -203,6 +215,14 @@ pub const JSON_MEDIA_TYPES: &str = "application/json, application/yaml";
 /// 406 NotAcceptable with kube-apiserver's message (listing the resource's media types) when no
 /// range can be served.
 pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, crate::ApiError> {
+    if is_plain_json_accept(accept) {
+        // What the one range parses to, without parsing it (three negotiations per request).
+        return Ok(Negotiated {
+            conversion: Conversion::None,
+            format: Format::Json,
+            json_fallback: true,
+        });
+    }
     let ranges = parse_accept(accept);
     let json_fallback = ranges.is_empty() || ranges.iter().any(MediaRange::accepts_json);
     let answer = |conversion, format| {
@@ -245,6 +265,9 @@ pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, cra
 /// JSON, so neither makes the answer YAML.
 #[must_use]
 pub fn answers_in_yaml(accept: Option<&str>) -> bool {
+    if is_plain_json_accept(accept) {
+        return false;
+    }
     parse_accept(accept)
         .iter()
         .find(|range| {
@@ -272,6 +295,40 @@ pub fn negotiate_conversion(accept: Option<&str>) -> Result<Conversion, crate::A
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: the plain JSON headers answered without parsing are answered as parsing them
+    /// answers (the same range with `q=1` spelled out, which is parsed), for kinds with and
+    /// without protobuf; anything else is parsed.
+    #[test]
+    fn plain_json_headers_negotiate_as_parsed() {
+        for header in ["application/json", "application/*", "*/*", " */* "] {
+            assert!(is_plain_json_accept(Some(header)), "{header}");
+            let parsed = format!("{header};q=1");
+            assert!(!is_plain_json_accept(Some(&parsed)));
+            for protobuf in [true, false] {
+                assert_eq!(
+                    negotiate(Some(header), protobuf).ok(),
+                    negotiate(Some(&parsed), protobuf).ok(),
+                    "{header}"
+                );
+            }
+            assert_eq!(
+                answers_in_yaml(Some(header)),
+                answers_in_yaml(Some(&parsed))
+            );
+            assert!(!answers_in_yaml(Some(header)));
+        }
+        for other in [
+            None,
+            Some(""),
+            Some("APPLICATION/JSON"),
+            Some("application/yaml"),
+            Some("application/json;as=Table;g=meta.k8s.io;v=v1"),
+            Some("application/json, application/yaml"),
+        ] {
+            assert!(!is_plain_json_accept(other), "{other:?}");
+        }
+    }
 
     #[test]
     fn conversions_as_clients_ask_for_them() {

@@ -37,12 +37,38 @@ pub fn rfc3339_from_unix(seconds: i64) -> String {
     let days = seconds.div_euclid(86_400);
     let rest = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    if !(0..=9999).contains(&year) {
+        return format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+            rest / 3600,
+            rest % 3600 / 60,
+            rest % 60
+        );
+    }
+    // The same text as the `format!` above, digit by digit (a write formats two or three
+    // times per PATCH, for its managed fields' times): room for `MicroTime`'s fraction too.
+    let mut text = String::with_capacity(27);
+    push_digits(&mut text, year, 4);
+    text.push('-');
+    push_digits(&mut text, month, 2);
+    text.push('-');
+    push_digits(&mut text, day, 2);
+    text.push('T');
+    push_digits(&mut text, rest / 3600, 2);
+    text.push(':');
+    push_digits(&mut text, rest % 3600 / 60, 2);
+    text.push(':');
+    push_digits(&mut text, rest % 60, 2);
+    text.push('Z');
+    text
+}
+
+/// `value` (at least 0, below 10^`width`) in `width` decimal digits, zero-padded.
+fn push_digits(text: &mut String, value: i64, width: u32) {
+    for place in (0..width).rev() {
+        let digit = value / 10_i64.pow(place) % 10;
+        text.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+    }
 }
 
 /// Formats Unix microseconds as RFC 3339 with six fractional digits, Kubernetes'
@@ -51,8 +77,12 @@ pub fn rfc3339_from_unix(seconds: i64) -> String {
 pub fn rfc3339_micro_from_unix(micros: i64) -> String {
     let seconds = micros.div_euclid(1_000_000);
     let fraction = micros.rem_euclid(1_000_000);
-    let whole = rfc3339_from_unix(seconds);
-    format!("{}.{fraction:06}Z", &whole[..whole.len() - 1])
+    let mut whole = rfc3339_from_unix(seconds);
+    whole.pop();
+    whole.push('.');
+    push_digits(&mut whole, fraction, 6);
+    whole.push('Z');
+    whole
 }
 
 fn digits(s: &str) -> Option<i64> {
@@ -67,18 +97,59 @@ fn digits(s: &str) -> Option<i64> {
 #[must_use]
 pub fn unix_from_rfc3339(text: &str) -> Option<i64> {
     let text = text.trim();
+    canonical_rfc3339(text).or_else(|| split_rfc3339(text))
+}
+
+/// `text` in the layout Kubernetes writes (`2026-11-29T15:00:00Z`: UTC, whole seconds, upper
+/// case `T` and `Z`), read by position: what [`split_rfc3339`] gives for it, without splitting
+/// (a write reads its managed fields' times four times). `None` for any other layout, or for
+/// a field out of range, which [`split_rfc3339`] then refuses too.
+fn canonical_rfc3339(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() != 20
+        || (b[4], b[7], b[10], b[13], b[16], b[19]) != (b'-', b'-', b'T', b':', b':', b'Z')
+    {
+        return None;
+    }
+    let number = |at: std::ops::Range<usize>| {
+        b[at].iter().try_fold(0_i64, |n, digit| {
+            digit
+                .is_ascii_digit()
+                .then(|| n * 10 + i64::from(digit - b'0'))
+        })
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// [`unix_from_rfc3339`] of any layout it accepts: the date's and the clock's fields split at
+/// their separators, an optional fraction, a `Z` or an offset.
+fn split_rfc3339(text: &str) -> Option<i64> {
     if text.len() < 20 || !text.is_char_boundary(10) || !text.is_char_boundary(19) {
         return None;
     }
     let (date, rest) = text.split_at(10);
     let (time, zone) = rest.split_at(9);
-    let date: Vec<&str> = date.split('-').collect();
-    let [year, month, day] = date.as_slice() else {
+    let mut date = date.split('-');
+    let (Some(year), Some(month), Some(day), None) =
+        (date.next(), date.next(), date.next(), date.next())
+    else {
         return None;
     };
     let time = time.strip_prefix(['T', 't', ' '])?;
-    let clock: Vec<&str> = time.split(':').collect();
-    let [hour, minute, second] = clock.as_slice() else {
+    let mut clock = time.split(':');
+    let (Some(hour), Some(minute), Some(second), None) =
+        (clock.next(), clock.next(), clock.next(), clock.next())
+    else {
         return None;
     };
     let (year, month, day) = (digits(year)?, digits(month)?, digits(day)?);
@@ -237,6 +308,106 @@ mod tests {
         ] {
             assert_eq!(unix_from_rfc3339(bad), None, "{bad}");
         }
+    }
+
+    /// The formatting of `rfc3339_from_unix` and `rfc3339_micro_from_unix` as they were
+    /// written with `format!`, before they pushed digits.
+    fn formatted(seconds: i64) -> String {
+        let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+        let rest = seconds.rem_euclid(86_400);
+        format!(
+            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+            rest / 3600,
+            rest % 3600 / 60,
+            rest % 60
+        )
+    }
+
+    #[test]
+    fn digits_pushed_are_the_formatted_text() {
+        // Year 0, 9999, the years past it and before 0 (formatted as before), leap days.
+        for seconds in [
+            -62_167_219_200,
+            -62_167_219_201,
+            253_402_300_799,
+            253_402_300_800,
+            -1,
+            0,
+            951_782_400,
+            1_764_428_400,
+        ] {
+            assert_eq!(rfc3339_from_unix(seconds), formatted(seconds), "{seconds}");
+        }
+        assert_eq!(rfc3339_from_unix(253_402_300_799), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339_from_unix(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(rfc3339_micro_from_unix(-1), "1969-12-31T23:59:59.999999Z");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_time_is_formatted_as_before(seconds in -100_000_000_000_i64..400_000_000_000) {
+            proptest::prop_assert_eq!(rfc3339_from_unix(seconds), formatted(seconds));
+            let micros = seconds * 1_000_000 + seconds.rem_euclid(1_000_000);
+            let whole = formatted(micros.div_euclid(1_000_000));
+            proptest::prop_assert_eq!(
+                rfc3339_micro_from_unix(micros),
+                format!("{}.{:06}Z", &whole[..whole.len() - 1], micros.rem_euclid(1_000_000))
+            );
+            // Parsing what was written gives the time back.
+            if (0..=9999).contains(&civil_from_days(seconds.div_euclid(86_400)).0) {
+                proptest::prop_assert_eq!(unix_from_rfc3339(&rfc3339_from_unix(seconds)), Some(seconds));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Goal: the layout read by position gives what splitting it gives, for every
+        /// string in that layout (digits anywhere, fields out of range included).
+        #[test]
+        fn the_canonical_layout_reads_as_split(
+            fields in proptest::collection::vec(0_u32..10, 14),
+            valid in proptest::bool::ANY,
+        ) {
+            let d: Vec<char> = fields.iter().map(|n| char::from_digit(*n, 10).unwrap_or('0')).collect();
+            let text = if valid {
+                // A likely valid time: month 01-12, day 01-28, hour 00-23.
+                format!(
+                    "{}{}{}{}-{:02}-{:02}T{:02}:{}{}:{}{}Z",
+                    d[0], d[1], d[2], d[3],
+                    fields[4] + 1, fields[5] * 2 + 1 + fields[6] % 8, fields[7] * 2 + fields[8] % 4,
+                    d[9].min('5'), d[10], d[11].min('5'), d[12]
+                )
+            } else {
+                format!(
+                    "{}{}{}{}-{}{}-{}{}T{}{}:{}{}:{}{}Z",
+                    d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13]
+                )
+            };
+            let split = split_rfc3339(&text);
+            proptest::prop_assert_eq!(unix_from_rfc3339(&text), split);
+            if let Some(seconds) = canonical_rfc3339(&text) {
+                proptest::prop_assert_eq!(Some(seconds), split);
+            }
+            if valid {
+                proptest::prop_assert!(canonical_rfc3339(&text).is_some(), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn fields_are_split_at_their_separators_not_their_widths() {
+        // Three date and three clock fields, whatever their widths within the 10 and 8
+        // characters; a fourth field is malformed.
+        let fifth = days_from_civil(20_261, 1, 5) * 86_400;
+        assert_eq!(unix_from_rfc3339("20261-1-05T00:00:00Z"), Some(fifth));
+        assert_eq!(
+            unix_from_rfc3339("2026-01-05T01:002:3Z"),
+            unix_from_rfc3339("2026-01-05T01:02:03Z")
+        );
+        assert_eq!(unix_from_rfc3339("2026-1-0-1T00:00:00Z"), None);
+        assert_eq!(unix_from_rfc3339("2026--1-05T00:00:00Z"), None);
+        assert_eq!(unix_from_rfc3339("2026-01-05T1:2:3:45Z"), None);
+        assert_eq!(unix_from_rfc3339("2026-01-05T01:02-03Z"), None);
     }
 
     #[test]

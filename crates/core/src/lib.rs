@@ -77,6 +77,7 @@ pub mod history;
 pub mod metrics;
 pub mod object;
 pub mod order;
+pub mod pointer;
 pub mod queue;
 pub mod selector;
 pub mod snapshot;

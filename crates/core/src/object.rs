@@ -439,10 +439,14 @@ impl Object {
 #[must_use]
 pub fn object_key(namespace: &str, name: &str) -> String {
     if namespace.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{namespace}/{name}")
+        return name.to_owned();
     }
+    // Joined by hand, not with `format!`: every write and every decoded object builds one.
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key
 }
 
 /// An encoding to cache: without large growth slack, which would otherwise live as long as

@@ -111,11 +111,12 @@ pub fn error_response(error: &ApiError) -> Response {
 /// # Errors
 /// 406 NotAcceptable when no range of the header can be served.
 pub fn negotiated(headers: &HeaderMap, def: Option<&ResourceDef>) -> Result<Negotiated, ApiError> {
-    let protobuf = def.is_none_or(|def| has_protobuf_schema(&def.api_version(), &def.kind));
-    negotiate(
-        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-        protobuf,
-    )
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    // A plain JSON range is answered in JSON whatever the kind's formats: its protobuf
+    // schemas (a look-up by a formatted `apiVersion`) are asked only for other headers.
+    let protobuf = !watchkeeper_api::negotiate::is_plain_json_accept(accept)
+        && def.is_none_or(|def| has_protobuf_schema(&def.api_version(), &def.kind));
+    negotiate(accept, protobuf)
 }
 
 /// [`negotiated`]'s conversion.

@@ -47,12 +47,18 @@ impl PathElement {
     }
 
     fn encode(&self) -> String {
-        match self {
-            PathElement::Field(name) => format!("f:{name}"),
-            PathElement::Key(key) => format!("k:{key}"),
-            PathElement::Value(value) => format!("v:{value}"),
-            PathElement::Index(index) => format!("i:{index}"),
-        }
+        // Prefix and text joined by hand: `format!` cost ~700 instructions an element, and a
+        // write's managed fields encode every element of every manager's set.
+        let (prefix, text) = match self {
+            PathElement::Field(name) => ("f:", name),
+            PathElement::Key(key) => ("k:", key),
+            PathElement::Value(value) => ("v:", value),
+            PathElement::Index(index) => return format!("i:{index}"),
+        };
+        let mut encoded = String::with_capacity(prefix.len() + text.len());
+        encoded.push_str(prefix);
+        encoded.push_str(text);
+        encoded
     }
 
     fn decode(text: &str) -> Result<PathElement, String> {

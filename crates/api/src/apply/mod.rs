@@ -35,6 +35,7 @@ pub mod typed;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
+use watchkeeper_core::pointer::Pointer as _;
 
 use crate::error::ApiError;
 use crate::resources::ResourceDef;
@@ -170,7 +171,7 @@ fn stripped_set() -> Set {
 pub fn managers_of(object: &Value) -> Managers {
     let mut managers = Managers::new();
     let Some(entries) = object
-        .pointer("/metadata/managedFields")
+        .at("/metadata/managedFields")
         .and_then(Value::as_array)
     else {
         return managers;
@@ -268,7 +269,7 @@ fn without_managed_fields(object: &Value) -> Value {
 /// client-side apply ownership to server-side apply), else the stored object's.
 #[must_use]
 pub fn base_managers(old: Option<&Value>, sent: &Value) -> Managers {
-    match sent.pointer("/metadata/managedFields") {
+    match sent.at("/metadata/managedFields") {
         Some(Value::Array(_)) => managers_of(sent),
         _ => old.map(managers_of).unwrap_or_default(),
     }
@@ -422,7 +423,7 @@ pub fn apply(
         }
     }
     if config
-        .pointer("/metadata/managedFields")
+        .at("/metadata/managedFields")
         .is_some_and(|v| !v.is_null())
     {
         return Err(ApiError::bad_request(

@@ -29,7 +29,7 @@
 //!   the live items the configuration does not name in their places.
 //! - [`remove_items`] removes every member path of a set from a value.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
@@ -138,12 +138,12 @@ enum Kind<'a> {
 /// field, and working it out means a definition look-up by its long name among ~700 and up to
 /// six key look-ups. The definitions live as long as the process, so their addresses are
 /// stable keys (as `schema`'s own walks do).
-fn classified() -> &'static HashMap<usize, Kind<'static>> {
-    static CLASSIFIED: std::sync::OnceLock<HashMap<usize, Kind<'static>>> =
+fn classified() -> &'static crate::schema::ByAddress<Kind<'static>> {
+    static CLASSIFIED: std::sync::OnceLock<crate::schema::ByAddress<Kind<'static>>> =
         std::sync::OnceLock::new();
     CLASSIFIED.get_or_init(|| {
         let definitions = crate::schema::definitions();
-        let mut out = HashMap::new();
+        let mut out = crate::schema::ByAddress::default();
         crate::schema::each_definition_node(|node| {
             let ty = Ty {
                 definitions: Some(definitions),

@@ -151,11 +151,16 @@ impl Resource {
     /// The store key of an object.
     #[must_use]
     pub fn store_key(&self, namespace: &str, name: &str) -> String {
+        // Joined by hand, not with `format!` (once or twice per write).
+        let mut key =
+            String::with_capacity(self.key_prefix.len() + namespace.len() + 1 + name.len());
+        key.push_str(&self.key_prefix);
         if self.def.namespaced {
-            format!("{}{namespace}/{name}", self.key_prefix)
-        } else {
-            format!("{}{name}", self.key_prefix)
+            key.push_str(namespace);
+            key.push('/');
         }
+        key.push_str(name);
+        key
     }
 
     /// The name the resource is reported under: its plural, with `.group` unless in the core

@@ -64,6 +64,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use watchkeeper_api::gc::{self, DeletePolicy, OwnerRef, Propagation};
 use watchkeeper_api::{ApiError, ResourceDef};
+use watchkeeper_core::pointer::Pointer as _;
 use watchkeeper_core::{Change, Object, Revision, object_key};
 
 use super::Retries;
@@ -186,11 +187,11 @@ impl State {
             // A CRD changed (marked for deletion, say, or no longer established): the
             // dependents of its kind's objects are looked at again now and when it goes (a
             // kind no longer served is looked up in the store, see `kinds`).
-            let text = |path: &str| body.pointer(path).and_then(Value::as_str).unwrap_or("");
+            let text = |path: &str| body.at(path).and_then(Value::as_str).unwrap_or("");
             let (group, kind) = (text("/spec/group"), text("/spec/names/kind"));
             self.look_at_dependents_of_kind(|g, k| g == group && k == kind);
         }
-        if body.pointer("/metadata/deletionTimestamp").is_some()
+        if body.at("/metadata/deletionTimestamp").is_some()
             && (gc::has_finalizer(body, gc::ORPHAN) || gc::has_finalizer(body, gc::FOREGROUND))
         {
             self.owners.insert(Owner {
@@ -323,12 +324,10 @@ impl StoredKind {
 
 /// What an owner reference with `uid` finds in the object `body` of its kind and name.
 fn found_in(body: &Value, uid: &str) -> Found {
-    if body.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
+    if body.at("/metadata/uid").and_then(Value::as_str) != Some(uid) {
         return Found::Dangling;
     }
-    if body.pointer("/metadata/deletionTimestamp").is_some()
-        && gc::has_finalizer(body, gc::FOREGROUND)
-    {
+    if body.at("/metadata/deletionTimestamp").is_some() && gc::has_finalizer(body, gc::FOREGROUND) {
         return Found::Waiting;
     }
     Found::Solid
@@ -617,7 +616,7 @@ impl Worker<'_> {
             return Ok(());
         };
         let body = object.body();
-        if body.pointer("/metadata/deletionTimestamp").is_some() {
+        if body.at("/metadata/deletionTimestamp").is_some() {
             // Being deleted; its own foreground deletion is an owner's work.
             return Ok(());
         }
@@ -637,7 +636,7 @@ impl Worker<'_> {
             }
         }
         let uid = body
-            .pointer("/metadata/uid")
+            .at("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let target = (node.namespace(), node.name());
@@ -648,7 +647,7 @@ impl Worker<'_> {
             // Still owned: only the references to gone (or going) owners are removed.
             let removed: Vec<&str> = dangling.iter().chain(&waiting).copied().collect();
             let kept: Vec<&Value> = body
-                .pointer("/metadata/ownerReferences")
+                .at("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
@@ -686,7 +685,7 @@ impl Worker<'_> {
                 .await?
             {
                 let unblocked: Vec<Value> = body
-                    .pointer("/metadata/ownerReferences")
+                    .at("/metadata/ownerReferences")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
@@ -746,7 +745,7 @@ impl Worker<'_> {
                 .await?
             {
                 let body = object.body();
-                if body.pointer("/metadata/deletionTimestamp").is_some()
+                if body.at("/metadata/deletionTimestamp").is_some()
                     && gc::has_finalizer(body, gc::FOREGROUND)
                 {
                     return Ok(true);
@@ -823,7 +822,7 @@ impl Worker<'_> {
             return Ok(());
         };
         let body = object.body();
-        if body.pointer("/metadata/deletionTimestamp").is_none() {
+        if body.at("/metadata/deletionTimestamp").is_none() {
             return Ok(());
         }
         let orphan = gc::has_finalizer(body, gc::ORPHAN);
@@ -832,7 +831,7 @@ impl Worker<'_> {
             return Ok(());
         }
         let uid = body
-            .pointer("/metadata/uid")
+            .at("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
         // The dependents that name this very object.
@@ -854,13 +853,13 @@ impl Worker<'_> {
             let body = object.body();
             if orphan {
                 let kept: Vec<&Value> = body
-                    .pointer("/metadata/ownerReferences")
+                    .at("/metadata/ownerReferences")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                     .filter(|r| r.get("uid").and_then(Value::as_str) != Some(uid))
                     .collect();
-                let dependent_uid = body.pointer("/metadata/uid").cloned();
+                let dependent_uid = body.at("/metadata/uid").cloned();
                 let patch = json!({"metadata": {"ownerReferences": list_or_null(kept), "uid": dependent_uid}});
                 if self
                     .write(
@@ -877,7 +876,7 @@ impl Worker<'_> {
                 }
             } else {
                 blocking |= *block;
-                if body.pointer("/metadata/deletionTimestamp").is_none() {
+                if body.at("/metadata/deletionTimestamp").is_none() {
                     self.collector.lock().dependents.insert(node.clone());
                     self.collector.wake.notify_one();
                 }
@@ -890,7 +889,7 @@ impl Worker<'_> {
         }
         let finalizer = if orphan { gc::ORPHAN } else { gc::FOREGROUND };
         let kept: Vec<&Value> = body
-            .pointer("/metadata/finalizers")
+            .at("/metadata/finalizers")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()

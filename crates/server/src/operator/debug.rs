@@ -574,14 +574,14 @@ fn unix_millis() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn read_totals(app: &Observed<'_>, per_resource: &mut Vec<(u64, u64)>) -> Totals {
+fn read_totals(app: &Observed<'_>, names: &[String], per_resource: &mut Vec<(u64, u64)>) -> Totals {
     let mut totals = Totals::default();
     per_resource.clear();
-    for resource in app.resources.iter() {
+    for (resource, name) in app.resources.iter().zip(names) {
         let cache = resource.cache();
         let metrics = cache.metrics();
         let events_in = metrics.events_dispatched.get();
-        let delivered = app.debug.delivered(&resource_name(resource));
+        let delivered = app.debug.delivered(name);
         per_resource.push((events_in, delivered));
         totals.events_in += events_in;
         totals.events_delivered += delivered;
@@ -663,6 +663,10 @@ pub async fn run_sampler<T: Send + Sync + 'static>(
     let mut ticker = tokio::time::interval(SAMPLE_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut previous: Option<Reading> = None;
+    // The served resources' names, built again only when the served set is another one. The
+    // set is held weakly: the sampler keeps no resource alive between its ticks (and the
+    // weak pointer keeps the address from being reused by another set).
+    let mut named: Option<(Weak<crate::cache::Served>, Vec<String>)> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -672,8 +676,18 @@ pub async fn run_sampler<T: Send + Sync + 'static>(
             return;
         };
         let app = &observe(&state);
+        if !named
+            .as_ref()
+            .is_some_and(|(served, _)| std::ptr::eq(served.as_ptr(), Arc::as_ptr(&app.resources)))
+        {
+            let names = app.resources.iter().map(|r| resource_name(r)).collect();
+            named = Some((Arc::downgrade(&app.resources), names));
+        }
+        let names = named
+            .as_ref()
+            .map_or(&[][..], |(_, names)| names.as_slice());
         let mut per_resource = Vec::new();
-        let totals = read_totals(app, &mut per_resource);
+        let totals = read_totals(app, names, &mut per_resource);
         let taken = std::time::Instant::now();
         if let Some((at, before, before_per_resource)) = &previous {
             let elapsed = taken.saturating_duration_since(*at);
@@ -684,19 +698,22 @@ pub async fn run_sampler<T: Send + Sync + 'static>(
                 let mut rates = lock(&app.debug.rates);
                 // The served set may have changed since (CRDs): rates wait for a stable one.
                 let stable = before_per_resource.len() == per_resource.len();
-                for (i, resource) in app.resources.iter().enumerate() {
+                for (i, name) in names.iter().enumerate() {
                     let (Some(&(in_before, out_before)), Some(&(in_after, out_after)), true) =
                         (before_per_resource.get(i), per_resource.get(i), stable)
                     else {
                         continue;
                     };
-                    rates.insert(
-                        resource_name(resource),
-                        (
-                            in_after.saturating_sub(in_before) as f64 / secs,
-                            out_after.saturating_sub(out_before) as f64 / secs,
-                        ),
+                    let rate = (
+                        in_after.saturating_sub(in_before) as f64 / secs,
+                        out_after.saturating_sub(out_before) as f64 / secs,
                     );
+                    match rates.get_mut(name) {
+                        Some(slot) => *slot = rate,
+                        None => {
+                            rates.insert(name.clone(), rate);
+                        }
+                    }
                 }
             }
             let mut ring = lock(&app.debug.timeline);

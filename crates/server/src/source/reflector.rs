@@ -469,16 +469,18 @@ pub async fn run(
                                 .collect();
                         }
                         for (index, feed) in feeds.iter().enumerate() {
-                            let input = match changes.remove(&index) {
+                            let sent = match changes.remove(&index) {
                                 Some(changes) => {
                                     if let Some(observer) = &observer {
                                         observer.changes(&feed.def, revision, &changes);
                                     }
-                                    Input::Revision(revision, changes)
+                                    feed.input
+                                        .send_async(Input::Revision(revision, changes))
+                                        .await
                                 }
-                                None => Input::Progress(revision),
+                                None => feed.input.progress(revision),
                             };
-                            if feed.input.send_async(input).await.is_err() {
+                            if sent.is_err() {
                                 return;
                             }
                         }
@@ -494,12 +496,7 @@ pub async fn run(
                     }
                     Item::Progress(revision) => {
                         for feed in &feeds {
-                            if feed
-                                .input
-                                .send_async(Input::Progress(revision))
-                                .await
-                                .is_err()
-                            {
+                            if feed.input.progress(revision).is_err() {
                                 return;
                             }
                         }

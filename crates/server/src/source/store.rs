@@ -69,6 +69,7 @@ use watchkeeper_api::{
     ApiError, CreateContext, PatchType, ResourceDef, apply, prepare_create, prepare_update,
     prepare_update_decoded,
 };
+use watchkeeper_core::pointer::Pointer as _;
 use watchkeeper_core::{Change, Object, Revision, object_key};
 use watchkeeper_store::{
     AnyStore, BackendError, Compare, EventKind, KeySelector, KeyValue, RangeError, RangeRequest,
@@ -2324,7 +2325,7 @@ impl Writer<'_> {
             // with kube-apiserver: it applies only to that version.
             let version = |object: &Value| {
                 object
-                    .pointer("/metadata/resourceVersion")
+                    .at("/metadata/resourceVersion")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             };
@@ -2543,9 +2544,9 @@ impl Writer<'_> {
             else {
                 continue;
             };
-            let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
+            let finalized = new.at("/metadata/deletionTimestamp").is_some()
                 && new
-                    .pointer("/metadata/finalizers")
+                    .at("/metadata/finalizers")
                     .and_then(Value::as_array)
                     .is_none_or(Vec::is_empty)
                 // A namespace goes once its spec finalizers are gone too.
