@@ -27,7 +27,7 @@ use watchkeeper_api::{ApiError, ResourceDef};
 use watchkeeper_core::{Change, Object, Revision};
 
 use super::Retries;
-use crate::auth::rbac::{GROUP, PolicyRule, rules_of};
+use crate::auth::rbac::{GROUP, aggregated_rules, rules_of};
 use crate::source::feed::Observer;
 use crate::source::store::Collect;
 
@@ -63,47 +63,6 @@ fn is_cluster_roles(def: &ResourceDef) -> bool {
 
 fn aggregates(role: &Value) -> bool {
     role.get("aggregationRule").is_some_and(|r| !r.is_null())
-}
-
-fn name_of(role: &Value) -> &str {
-    role.pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-/// kube's `syncClusterRole`: the rules `role` aggregates from `roles` (see the module docs).
-#[must_use]
-pub fn aggregated_rules(role: &Value, roles: &[Value]) -> Vec<PolicyRule> {
-    let mut sorted: Vec<&Value> = roles.iter().collect();
-    sorted.sort_by(|a, b| name_of(a).cmp(name_of(b)));
-    let mut rules: Vec<PolicyRule> = Vec::new();
-    let selectors = role
-        .pointer("/aggregationRule/clusterRoleSelectors")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for selector in &selectors {
-        for other in &sorted {
-            if name_of(other) == name_of(role) {
-                continue;
-            }
-            let labels = other.pointer("/metadata/labels");
-            let matches =
-                watchkeeper_api::kinds::workloads::label_selector_matches(selector, |key| {
-                    labels.and_then(|l| l.get(key)).and_then(Value::as_str)
-                })
-                .unwrap_or(false);
-            if !matches {
-                continue;
-            }
-            for rule in rules_of(other) {
-                if !rules.contains(&rule) {
-                    rules.push(rule);
-                }
-            }
-        }
-    }
-    rules
 }
 
 impl ClusterRoleAggregation {

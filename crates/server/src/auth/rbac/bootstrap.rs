@@ -12,7 +12,10 @@
 //!   with kube's bindings, labels (`kubernetes.io/bootstrapping: rbac-defaults`) and the
 //!   annotation `rbac.authorization.kubernetes.io/autoupdate: "true"`.
 //! - Reconciled as kube's `reconciliation.ReconcileRole` / `ReconcileRoleBinding` without
-//!   removing anything: a missing object is created; an object annotated autoupdate `"true"`
+//!   removing anything: a missing object is created (an aggregating ClusterRole with the
+//!   rules it aggregates from the policy's roles, nested ones included, so that `admin`,
+//!   `edit` and `view` grant from the first request rather than after the aggregation
+//!   controller's first passes: a binding to `view` made right after start works); an object annotated autoupdate `"true"`
 //!   gets the expected labels and annotations it lacks, the rules it does not cover (broken
 //!   down, as kube adds them), the aggregation rule's selectors it lacks, and the subjects it
 //!   lacks (a binding whose `roleRef` differs is replaced, as kube recreates it); an object
@@ -128,6 +131,34 @@ pub fn reconcile(plural: &str, existing: &Value, expected: &Value) -> Option<Val
     changed.then_some(out)
 }
 
+/// `roles` with the rules of each aggregating one (`admin`, `edit`, `view`) aggregated from the
+/// others, repeated until nothing changes (`admin` aggregates `edit`, which aggregates
+/// `view`'s): a role the bootstrap creates grants its rules from the server's first request,
+/// not after the aggregation controller's first passes. An existing role's rules stay the
+/// controller's (reconcile adds only what an autoupdated role lacks, as before).
+fn with_aggregated_rules(mut roles: Vec<Value>) -> Vec<Value> {
+    for _ in 0..roles.len() {
+        let mut changed = false;
+        for index in 0..roles.len() {
+            if roles[index]
+                .get("aggregationRule")
+                .is_none_or(Value::is_null)
+            {
+                continue;
+            }
+            let rules = super::aggregated_rules(&roles[index], &roles);
+            if rules_of(&roles[index]) != rules {
+                roles[index]["rules"] = json!(rules);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    roles
+}
+
 /// Reconciles the policy into the store under `prefix` (see the module docs).
 ///
 /// # Errors
@@ -135,6 +166,8 @@ pub fn reconcile(plural: &str, existing: &Value, expected: &Value) -> Option<Val
 pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), StartError> {
     let defs = builtin_resources();
     let (roles, bindings) = policy();
+    // Created with their aggregated rules; reconciled (when they exist) against the data.
+    let created_roles = with_aggregated_rules(roles.clone());
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
         let def: &ResourceDef = defs
@@ -161,7 +194,13 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                 };
                 let (compare, value) = match &current {
                     None => {
-                        let mut created = expected.clone();
+                        let mut created = created_roles
+                            .iter()
+                            .find(|role| {
+                                plural == "clusterroles" && role["metadata"]["name"] == name
+                            })
+                            .unwrap_or(&expected)
+                            .clone();
                         created["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
                         created["metadata"]["creationTimestamp"] = json!(now);
                         (Compare::Absent { key: key.clone() }, created)
@@ -316,5 +355,44 @@ mod tests {
         let out = reconcile("clusterrolebindings", &existing, &expected).unwrap();
         assert_eq!(out["subjects"].as_array().unwrap().len(), 2);
         assert_eq!(reconcile("clusterrolebindings", &out, &expected), None);
+    }
+
+    #[test]
+    fn created_aggregating_roles_carry_their_nested_rules() {
+        let roles = with_aggregated_rules(policy().0);
+        let rules = |name: &str| {
+            rules_of(
+                roles
+                    .iter()
+                    .find(|r| r["metadata"]["name"] == name)
+                    .unwrap(),
+            )
+        };
+        let grants = |name: &str, verb: &str, resource: &str| {
+            rules(name).iter().any(|rule| {
+                rule.verbs.iter().any(|v| v == verb || v == "*")
+                    && rule.api_groups.iter().any(|g| g.is_empty())
+                    && rule.resources.iter().any(|r| r == resource)
+            })
+        };
+        // view's own (aggregate-to-view), edit's through view, admin's through edit and view.
+        assert!(grants("view", "list", "configmaps"));
+        assert!(grants("edit", "list", "configmaps"));
+        assert!(grants("edit", "create", "configmaps"));
+        assert!(grants("admin", "list", "configmaps"));
+        assert!(grants("admin", "create", "configmaps"));
+        assert!(!grants("view", "create", "configmaps"));
+        assert!(!grants("view", "list", "secrets"));
+        // The data itself is unchanged: aggregated roles are empty there.
+        assert!(
+            rules_of(
+                policy()
+                    .0
+                    .iter()
+                    .find(|r| r["metadata"]["name"] == "admin")
+                    .unwrap()
+            )
+            .is_empty()
+        );
     }
 }

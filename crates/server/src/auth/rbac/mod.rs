@@ -202,6 +202,49 @@ pub fn rules_of(object: &Value) -> Vec<PolicyRule> {
         .unwrap_or_default()
 }
 
+fn name_of(role: &Value) -> &str {
+    role.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// kube's `syncClusterRole` (the ClusterRole aggregation controller's): the rules `role`
+/// aggregates from `roles` — those of the roles its `clusterRoleSelectors` match, selectors in
+/// order, roles by name, each distinct rule once.
+#[must_use]
+pub fn aggregated_rules(role: &Value, roles: &[Value]) -> Vec<PolicyRule> {
+    let mut sorted: Vec<&Value> = roles.iter().collect();
+    sorted.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+    let mut rules: Vec<PolicyRule> = Vec::new();
+    let selectors = role
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for selector in &selectors {
+        for other in &sorted {
+            if name_of(other) == name_of(role) {
+                continue;
+            }
+            let labels = other.pointer("/metadata/labels");
+            let matches =
+                watchkeeper_api::kinds::workloads::label_selector_matches(selector, |key| {
+                    labels.and_then(|l| l.get(key)).and_then(Value::as_str)
+                })
+                .unwrap_or(false);
+            if !matches {
+                continue;
+            }
+            for rule in rules_of(other) {
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+        }
+    }
+    rules
+}
+
 /// A binding read from its object (`None` when it does not parse).
 #[must_use]
 pub fn binding_of(object: &Value) -> Option<Binding> {
