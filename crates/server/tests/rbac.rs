@@ -256,7 +256,8 @@ async fn bootstrap_policy_aggregation_and_reviews() {
             "true"
         );
     }
-    // `view` is aggregated: watched until the controller has written its rules.
+    // `view` is aggregated: created with the rules of `system:aggregate-to-view` (read from
+    // its watch, which the controller's later changes reach too).
     let mut watch = WatchReader::open_with_headers(
         server.addr,
         &format!("{clusterroles}?watch=1&fieldSelector=metadata.name%3Dview"),
