@@ -857,3 +857,41 @@ async fn rbac_decisions_are_logged_with_their_reasons() {
         "forbid"
     );
 }
+
+/// Goal: a request handled on the heavy requests' pool (its body at least
+/// `--heavy-request-body-bytes`) keeps its audit context there: its request object, read on
+/// the pool, is in its event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heavy_request_is_audited_from_the_pool() {
+    let audited = audited(
+        POLICY,
+        ServeArgs {
+            heavy_request_body_bytes: Some(1024),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let (server, log) = (&audited.server, &audited.log);
+    let sent = configmap("big", 4000);
+    let (status, id, body) = call(
+        server,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[],
+        &sent.to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        metric(
+            server.addr,
+            "watchkeeper_heavy_requests_total{outcome=\"answered\"}"
+        )
+        .await,
+        1,
+        "the create went to the pool"
+    );
+    let events = events_of(log, &id, 2).await;
+    assert_eq!(events[1]["requestObject"]["metadata"]["name"], "big");
+    assert_eq!(events[1]["requestObject"]["data"], sent["data"]);
+}
