@@ -264,7 +264,7 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     if let Some(store) = app.source.as_store_source() {
         collect_custom_resources(app, store.custom_resource_versions(), &mut scrape);
         if let Some(webhooks) = store.webhooks() {
-            webhooks.collect(&mut scrape);
+            collect_webhooks(webhooks, &mut scrape);
         }
     }
     if let Some(collector) = app.garbage_collector {
@@ -815,6 +815,43 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "TLS handshakes that failed or timed out.",
         )
         .sample(&[], HANDSHAKE_FAILURES.load(Ordering::Relaxed) as u64);
+}
+
+/// The admission webhooks' calls and rejections (kube's metric names).
+fn collect_webhooks(webhooks: &crate::source::webhook::Webhooks, scrape: &mut Scrape) {
+    let (calls, rejections) = webhooks.counts();
+    let family = scrape.counter(
+        "apiserver_admission_webhook_admission_calls_total",
+        "Admission webhook calls, by webhook name, type (admit or validating), operation and whether they rejected the request.",
+    );
+    for ((name, kind, operation, rejected), count) in &calls {
+        let rejected = if *rejected { "true" } else { "false" };
+        family.sample(
+            &[
+                ("name", name),
+                ("type", kind),
+                ("operation", operation),
+                ("rejected", rejected),
+            ],
+            *count,
+        );
+    }
+    let family = scrape.counter(
+        "apiserver_admission_webhook_rejection_count_total",
+        "Admission webhook rejections, by webhook name, type, operation, error type and rejection code.",
+    );
+    for ((name, kind, operation, error_type, code), count) in &rejections {
+        family.sample(
+            &[
+                ("name", name),
+                ("type", kind),
+                ("operation", operation),
+                ("error_type", error_type),
+                ("rejection_code", &code.to_string()),
+            ],
+            *count,
+        );
+    }
 }
 
 /// The `/metrics` families of the audit log, as kube-apiserver names them.

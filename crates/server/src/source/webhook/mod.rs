@@ -69,10 +69,10 @@ use client::{Request, WebhookClient};
 const GROUP: &str = "admissionregistration.k8s.io";
 
 /// A call's labels: name, type, operation, rejected.
-type CallKey = (String, &'static str, &'static str, bool);
+pub type CallKey = (String, &'static str, &'static str, bool);
 
 /// A rejection's labels: name, type, operation, error type, code.
-type RejectionKey = (String, &'static str, &'static str, &'static str, u16);
+pub type RejectionKey = (String, &'static str, &'static str, &'static str, u16);
 
 /// The webhook plugins of a server.
 #[derive(Debug)]
@@ -365,50 +365,20 @@ impl Webhooks {
         }
     }
 
-    /// Adds the webhook metrics to a scrape (see the module's metrics).
-    pub fn collect(&self, scrape: &mut crate::operator::metrics::Scrape) {
+    /// The calls and rejections counted so far, by their labels (`/metrics` formats them).
+    #[must_use]
+    pub fn counts(&self) -> (BTreeMap<CallKey, u64>, BTreeMap<RejectionKey, u64>) {
         let calls = self
             .calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let family = scrape.counter(
-            "apiserver_admission_webhook_admission_calls_total",
-            "Admission webhook calls, by webhook name, type (admit or validating), operation and whether they rejected the request.",
-        );
-        for ((name, kind, operation, rejected), count) in &calls {
-            let rejected = if *rejected { "true" } else { "false" };
-            family.sample(
-                &[
-                    ("name", name),
-                    ("type", kind),
-                    ("operation", operation),
-                    ("rejected", rejected),
-                ],
-                *count,
-            );
-        }
         let rejections = self
             .rejections
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let family = scrape.counter(
-            "apiserver_admission_webhook_rejection_count_total",
-            "Admission webhook rejections, by webhook name, type, operation, error type and rejection code.",
-        );
-        for ((name, kind, operation, error_type, code), count) in &rejections {
-            family.sample(
-                &[
-                    ("name", name),
-                    ("type", kind),
-                    ("operation", operation),
-                    ("error_type", error_type),
-                    ("rejection_code", &code.to_string()),
-                ],
-                *count,
-            );
-        }
+        (calls, rejections)
     }
 }
 
