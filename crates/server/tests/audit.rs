@@ -71,16 +71,6 @@ async fn audited(policy: &str, args: ServeArgs) -> Audited {
     }
 }
 
-/// The events of the log's complete lines (the writer may be in the middle of the next).
-fn events_in(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-    complete
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
-        .collect()
-}
-
 /// The events of the request `id`, once there are `count` of them.
 async fn events_of(log: &Path, id: &str, count: usize) -> Vec<Value> {
     let of = || -> Vec<Value> {

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 
-use common::{get_json, send_json, server_with, until, write_warned};
+use common::{events_in, get_json, send_json, server_with, until, write_warned};
 use kubectl_support::Kubectl;
 
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
@@ -788,16 +788,11 @@ async fn a_webhooks_audit_annotations_reach_the_audit_log() {
     .await;
     assert_eq!(status, 201, "{body}");
     let complete = || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap())
-            .find(|event| {
-                event["stage"] == "ResponseComplete"
-                    && event["verb"] == "create"
-                    && event["objectRef"]["name"] == "audited"
-            })
+        events_in(&log).into_iter().find(|event| {
+            event["stage"] == "ResponseComplete"
+                && event["verb"] == "create"
+                && event["objectRef"]["name"] == "audited"
+        })
     };
     until(|| complete().is_some()).await;
     let event = complete().unwrap();

@@ -291,3 +291,13 @@ pub async fn metric_at_least(addr: SocketAddr, name: &str, least: u64) -> u64 {
         .await
         .expect("the counter reached its value")
 }
+
+/// The events of an audit log's complete lines (the writer may be in the middle of the next).
+pub fn events_in(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
