@@ -163,6 +163,26 @@ pub fn go_float(f: f64) -> String {
 /// share).
 pub use watchkeeper_core::gotext::go_quote;
 
+/// kube's `utilerrors.NewAggregate(...).Error()`: one error as it is; several without
+/// repeats, bracketed unless only one is left.
+#[must_use]
+pub fn aggregate(errors: &[String]) -> String {
+    if errors.len() == 1 {
+        return errors[0].clone();
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for error in errors {
+        if !seen.contains(&error.as_str()) {
+            seen.push(error);
+        }
+    }
+    if seen.len() == 1 {
+        seen[0].to_owned()
+    } else {
+        format!("[{}]", seen.join(", "))
+    }
+}
+
 /// JSON equality with numbers compared by value (`1` equals `1.0`), as Go compares decoded
 /// values whose numbers are `float64` (patches' `test`, schemas' `enum` and list keys).
 #[must_use]

@@ -7,8 +7,9 @@
 //! ## Guarantees
 //! - **Policy**: a namespace's labels `pod-security.kubernetes.io/{enforce,audit,warn}` (levels
 //!   `privileged`, `baseline`, `restricted`) and `...-version` (`latest` or `v1.N`) choose its
-//!   policy, each mode defaulting to `privileged:latest` (kube's default
-//!   `PodSecurityConfiguration`; no exemptions). A label kube cannot parse is an error
+//!   policy, each mode without a label taking the configuration's default ([`config`]:
+//!   kube's `PodSecurityConfiguration`, `privileged:latest` in every mode when none is
+//!   given). A label kube cannot parse is an error
 //!   ([`Policy::of_labels`]) and still yields kube's policy: an invalid enforce level enforces
 //!   `restricted` (fail closed), an invalid warn or audit level is `privileged` (fail open), an
 //!   invalid version is `latest`. As in kube since v1.26, a namespace that sets a valid enforce
@@ -39,6 +40,13 @@
 //!   namespace's pods that violate it ([`existing_pod_warnings`]): kube's summary line, then
 //!   one line per distinct violation, naming the first pod and counting the others, sorted;
 //!   at most 3000 pods are checked (kube's bound), one pod per controller first.
+//! - **Exemptions** ([`config::Exemptions`]): a pod or workload write in an exempt namespace
+//!   or by an exempt user, and a pod or template naming an exempt runtime class, is admitted
+//!   unevaluated, in kube's order (ignored subresources, namespace, user, then — for pods —
+//!   the fully privileged namespace and the insignificant update, then the runtime class), with
+//!   kube's audit annotation `exempt: namespace|user|runtimeClass`. An exempt namespace whose
+//!   update sets a policy is warned that it will be ignored ([`NamespaceReview::Exempt`]);
+//!   pods of an exempt runtime class are not counted when a namespace tightens.
 //! - **Audit** is evaluated, as kube evaluates it, only for the audit log's annotations
 //!   ([`audit_annotations`]): `enforce-policy` on a pod's write, `audit-violations` when the
 //!   audit policy is violated (the server asks only for requests it audits).
@@ -50,6 +58,10 @@ use serde_json::{Map, Value};
 
 use crate::field::Cause;
 use crate::kinds::go_string as text;
+
+pub mod config;
+
+pub use config::Configuration;
 
 /// The label naming the enforce level.
 pub const ENFORCE_LEVEL_LABEL: &str = "pod-security.kubernetes.io/enforce";
@@ -198,10 +210,12 @@ impl Policy {
     };
 
     /// The policy of a namespace's `labels` (its `metadata.labels`) and the labels' errors, as
-    /// kube's `PolicyToEvaluate`: each cause names `metadata.labels[<label>]`.
+    /// kube's `PolicyToEvaluate`: each mode without a label is `defaults`' (the
+    /// configuration's, [`config::Configuration`]); each cause names
+    /// `metadata.labels[<label>]`.
     #[must_use]
-    pub fn of_labels(labels: Option<&Value>) -> (Policy, Vec<Cause>) {
-        let mut policy = Policy::DEFAULT;
+    pub fn of_labels(labels: Option<&Value>, defaults: &Policy) -> (Policy, Vec<Cause>) {
+        let mut policy = *defaults;
         let mut causes = Vec::new();
         let Some(labels) = labels.and_then(Value::as_object).filter(|l| !l.is_empty()) else {
             return (policy, causes);
@@ -556,99 +570,150 @@ const IGNORED_POD_SUBRESOURCES: [&str; 8] = [
     "status",
 ];
 
-/// kube's `ValidatePod`: a pod write (`subresource` empty for the pod itself; `old` on
-/// updates) in a namespace whose `labels` are given.
+/// A write PodSecurity looks at: kube's admission attributes and the namespace's labels.
+#[derive(Clone, Copy, Debug)]
+pub struct Attributes<'a> {
+    /// The requesting user's name (kube's `attrs.GetUserName()`).
+    pub user: &'a str,
+    /// The written resource's group.
+    pub group: &'a str,
+    /// The written resource.
+    pub plural: &'a str,
+    /// The subresource written, empty for the object itself.
+    pub subresource: &'a str,
+    /// The object before an update.
+    pub old: Option<&'a Value>,
+    /// The object written.
+    pub object: &'a Value,
+    /// The `metadata.labels` of the object's namespace, as the cache has them.
+    pub labels: Option<&'a Value>,
+}
+
+impl Attributes<'_> {
+    /// The request's namespace (the object's).
+    fn namespace(&self) -> &str {
+        self.object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// kube's short-circuits on exempt namespaces and users, in its order: the exemption's
+    /// name (`namespace`, `user`), as its audit annotation `exempt` gives it.
+    fn exempt(&self, config: &Configuration) -> Option<&'static str> {
+        if config.exempt_namespace(self.namespace()) {
+            Some("namespace")
+        } else if config.exempt_user(self.user) {
+            Some("user")
+        } else {
+            None
+        }
+    }
+
+    fn is_pod(&self) -> bool {
+        self.group.is_empty() && self.plural == "pods"
+    }
+}
+
+/// kube's `ValidatePod`: a pod write, under `config`'s defaults and exemptions.
 #[must_use]
-pub fn admit_pod(
-    labels: Option<&Value>,
-    subresource: &str,
-    old: Option<&Value>,
-    pod: &Value,
-) -> Decision {
-    if IGNORED_POD_SUBRESOURCES.contains(&subresource) {
+pub fn admit_pod(config: &Configuration, write: &Attributes<'_>) -> Decision {
+    if IGNORED_POD_SUBRESOURCES.contains(&write.subresource) || write.exempt(config).is_some() {
         return Decision::default();
     }
-    // Audit aside (no audit log here), a fully privileged namespace checks nothing.
-    let (policy, _) = Policy::of_labels(labels);
+    // Audit aside (evaluated for the audit log only), a fully privileged namespace checks
+    // nothing.
+    let (policy, _) = Policy::of_labels(write.labels, &config.defaults);
     if policy.enforce.level == Level::Privileged && policy.warn.level == Level::Privileged {
         return Decision::default();
     }
-    if let Some(old) = old
-        && !is_significant_pod_update(pod, old)
+    if let Some(old) = write.old
+        && !is_significant_pod_update(write.object, old)
     {
+        return Decision::default();
+    }
+    let spec = object_or_empty(write.object.get("spec"));
+    if config.exempt_runtime_class(spec) {
         return Decision::default();
     }
     decide(
         &policy,
-        object_or_empty(pod.get("metadata")),
-        object_or_empty(pod.get("spec")),
+        object_or_empty(write.object.get("metadata")),
+        spec,
         true,
     )
 }
 
-/// kube's `ValidatePodController`: a workload's write in a namespace whose `labels` are given
-/// (warnings only; nothing for a subresource or a kind without a pod template).
+/// kube's `ValidatePodController`: a workload's write under `config` (warnings only; nothing
+/// for a subresource or a kind without a pod template).
 #[must_use]
-pub fn admit_template(
-    labels: Option<&Value>,
-    group: &str,
-    plural: &str,
-    subresource: &str,
-    object: &Value,
-) -> Decision {
-    if !subresource.is_empty() {
+pub fn admit_template(config: &Configuration, write: &Attributes<'_>) -> Decision {
+    if !write.subresource.is_empty() || write.exempt(config).is_some() {
         return Decision::default();
     }
-    let Some((meta, spec)) = pod_template(group, plural, object) else {
+    let Some((meta, spec)) = pod_template(write.group, write.plural, write.object) else {
         return Decision::default();
     };
-    let (policy, _) = Policy::of_labels(labels);
+    if config.exempt_runtime_class(spec) {
+        return Decision::default();
+    }
+    let (policy, _) = Policy::of_labels(write.labels, &config.defaults);
     decide(&policy, meta, spec, false)
 }
 
 /// kube's audit annotations of a pod or workload write (`EvaluatePod`,
-/// `EvaluatePodController`), keys without the plugin's `pod-security.kubernetes.io/` prefix:
-/// `enforce-policy` (pods: the enforced level and version) and `audit-violations`
-/// (`would violate PodSecurity "LEVEL:VERSION": ...` against the audit policy). Empty where
-/// kube admits without evaluating (ignored subresources, an update that changes nothing a
-/// check sees, a kind without a pod template).
+/// `EvaluatePodController` and its shared responses), keys without the plugin's
+/// `pod-security.kubernetes.io/` prefix: `exempt` (`namespace`, `user`, `runtimeClass`) for
+/// a write not evaluated because of `config`'s exemptions, `enforce-policy` (pods: the
+/// enforced level and version; `privileged:latest` for a fully privileged namespace) and
+/// `audit-violations` (`would violate PodSecurity "LEVEL:VERSION": ...` against the audit
+/// policy). Empty where kube admits without evaluating (ignored subresources, an update that
+/// changes nothing a check sees, a kind without a pod template).
 #[must_use]
 pub fn audit_annotations(
-    labels: Option<&Value>,
-    group: &str,
-    plural: &str,
-    subresource: &str,
-    old: Option<&Value>,
-    object: &Value,
+    config: &Configuration,
+    write: &Attributes<'_>,
 ) -> Vec<(&'static str, String)> {
-    let (policy, _) = Policy::of_labels(labels);
-    let (meta, spec) = if group.is_empty() && plural == "pods" {
-        if IGNORED_POD_SUBRESOURCES.contains(&subresource) {
-            return Vec::new();
-        }
+    let ignored = if write.is_pod() {
+        IGNORED_POD_SUBRESOURCES.contains(&write.subresource)
+    } else {
+        !write.subresource.is_empty()
+    };
+    if ignored {
+        return Vec::new();
+    }
+    if let Some(reason) = write.exempt(config) {
+        return vec![("exempt", reason.to_owned())];
+    }
+    let (policy, _) = Policy::of_labels(write.labels, &config.defaults);
+    let (meta, spec) = if write.is_pod() {
         let fully_privileged = [policy.enforce, policy.warn, policy.audit]
             .iter()
             .all(|p| p.level == Level::Privileged);
         if fully_privileged {
-            return vec![("enforce-policy", policy.enforce.to_string())];
+            // kube's shared answer for a fully privileged namespace.
+            return vec![("enforce-policy", LevelVersion::DEFAULT.to_string())];
         }
-        if let Some(old) = old
-            && !is_significant_pod_update(object, old)
+        if let Some(old) = write.old
+            && !is_significant_pod_update(write.object, old)
         {
             return Vec::new();
         }
         (
-            object_or_empty(object.get("metadata")),
-            object_or_empty(object.get("spec")),
+            object_or_empty(write.object.get("metadata")),
+            object_or_empty(write.object.get("spec")),
         )
     } else {
-        match pod_template(group, plural, object) {
-            Some(found) if subresource.is_empty() => found,
-            _ => return Vec::new(),
+        match pod_template(write.group, write.plural, write.object) {
+            Some(found) => found,
+            None => return Vec::new(),
         }
     };
+    if config.exempt_runtime_class(spec) {
+        return vec![("exempt", "runtimeClass".to_owned())];
+    }
     let mut annotations = Vec::new();
-    if plural == "pods" {
+    if write.is_pod() {
         annotations.push(("enforce-policy", policy.enforce.to_string()));
     }
     let violations = evaluate(policy.audit, meta, spec);
@@ -760,26 +825,46 @@ pub(crate) fn items<'a>(object: &'a Value, key: &str) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// kube's `ValidateNamespace`: a namespace create (`old` `None`) or update (not of a
-/// subresource). `Some(enforce)` when the update tightens the enforce policy, which the
-/// namespace's existing pods are then checked against ([`existing_pod_warnings`]).
+/// What kube's `ValidateNamespace` makes of an allowed namespace write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespaceReview {
+    /// Nothing to add.
+    Allowed,
+    /// The update tightens the enforce policy to this: the namespace's existing pods are
+    /// checked against it ([`existing_pod_warnings`]).
+    CheckPods(LevelVersion),
+    /// The namespace is exempt and its labels set a policy that will be ignored: kube's
+    /// warning `namespace "x" is exempt from Pod Security, and the policy (enforce=...) will
+    /// be ignored`.
+    Exempt(String),
+}
+
+/// kube's `ValidateNamespace` under `config`: a namespace create (`old` `None`) or update (not
+/// of a subresource).
+///
+/// A create is never found exempt: kube-apiserver gives a namespace's create the request's
+/// namespace, which is empty for `POST /api/v1/namespaces`, so its exemption warning is only
+/// seen on updates.
 ///
 /// # Errors
 /// The labels' causes (kube's 422) on a create with invalid labels, or an update whose labels'
 /// errors changed.
 pub fn admit_namespace(
+    config: &Configuration,
     namespace: &Value,
     old: Option<&Value>,
-) -> Result<Option<LevelVersion>, Vec<Cause>> {
-    let (policy, causes) = Policy::of_labels(namespace.pointer("/metadata/labels"));
+) -> Result<NamespaceReview, Vec<Cause>> {
+    let labels = namespace.pointer("/metadata/labels");
+    let (policy, causes) = Policy::of_labels(labels, &config.defaults);
     let Some(old) = old else {
         return if causes.is_empty() {
-            Ok(None)
+            Ok(NamespaceReview::Allowed)
         } else {
             Err(causes)
         };
     };
-    let (old_policy, old_causes) = Policy::of_labels(old.pointer("/metadata/labels"));
+    let (old_policy, old_causes) =
+        Policy::of_labels(old.pointer("/metadata/labels"), &config.defaults);
     if !causes.is_empty() && (old_causes.is_empty() || causes != old_causes) {
         return Err(causes);
     }
@@ -788,15 +873,75 @@ pub fn admit_namespace(
         || new.level == Level::Privileged
         || (new.version == before.version && new.level <= before.level)
     {
-        return Ok(None);
+        return Ok(NamespaceReview::Allowed);
     }
-    Ok(Some(new))
+    let name = namespace
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if config.exempt_namespace(name) {
+        return Ok(exempt_namespace_warning(config, name, &policy, labels)
+            .map_or(NamespaceReview::Allowed, NamespaceReview::Exempt));
+    }
+    Ok(NamespaceReview::CheckPods(new))
+}
+
+/// kube's `exemptNamespaceWarning`: for an exempt namespace whose labels set a policy that is
+/// neither fully privileged nor equivalent to the defaults, the modes its labels set.
+fn exempt_namespace_warning(
+    config: &Configuration,
+    name: &str,
+    policy: &Policy,
+    labels: Option<&Value>,
+) -> Option<String> {
+    let equivalent = |a: LevelVersion, b: LevelVersion| {
+        (a.level == Level::Privileged && b.level == Level::Privileged) || a == b
+    };
+    let defaults = &config.defaults;
+    let fully_privileged = [policy.enforce, policy.audit, policy.warn]
+        .iter()
+        .all(|mode| mode.level == Level::Privileged);
+    if fully_privileged
+        || (equivalent(policy.enforce, defaults.enforce)
+            && equivalent(policy.audit, defaults.audit)
+            && equivalent(policy.warn, defaults.warn))
+    {
+        return None;
+    }
+    let has = |label: &str| labels.and_then(|l| l.get(label)).is_some();
+    let modes = [
+        (
+            "enforce",
+            policy.enforce,
+            ENFORCE_LEVEL_LABEL,
+            ENFORCE_VERSION_LABEL,
+        ),
+        (
+            "audit",
+            policy.audit,
+            AUDIT_LEVEL_LABEL,
+            AUDIT_VERSION_LABEL,
+        ),
+        ("warn", policy.warn, WARN_LEVEL_LABEL, WARN_VERSION_LABEL),
+    ];
+    let set: Vec<String> = modes
+        .iter()
+        .filter(|(_, mode, level, version)| {
+            mode.level != Level::Privileged && (has(level) || has(version))
+        })
+        .map(|(key, mode, _, _)| format!("{key}={mode}"))
+        .collect();
+    Some(format!(
+        "namespace {name:?} is exempt from Pod Security, and the policy ({}) will be ignored",
+        set.join(", ")
+    ))
 }
 
 /// kube's `EvaluatePodsInNamespace`: the warnings about a namespace's existing `pods` under
 /// a new enforce policy.
 #[must_use]
 pub fn existing_pod_warnings(
+    config: &Configuration,
     namespace: &str,
     enforce: LevelVersion,
     pods: Vec<&Value>,
@@ -807,11 +952,11 @@ pub fn existing_pod_warnings(
     // Each distinct violation: the lexically first pod showing it and how many do.
     let mut seen: BTreeMap<String, (String, usize)> = BTreeMap::new();
     for pod in pods.into_iter().take(checked) {
-        let violations = evaluate(
-            enforce,
-            object_or_empty(pod.get("metadata")),
-            object_or_empty(pod.get("spec")),
-        );
+        let spec = object_or_empty(pod.get("spec"));
+        if config.exempt_runtime_class(spec) {
+            continue;
+        }
+        let violations = evaluate(enforce, object_or_empty(pod.get("metadata")), spec);
         if violations.is_empty() {
             continue;
         }

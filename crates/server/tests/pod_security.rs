@@ -3,7 +3,8 @@
 //! enforce level with kube's 403 (dry runs too, nothing stored), answer kube's `Warning`
 //! headers for pods and workload templates that violate their warn level, are validated with
 //! kube's 422, and warn about existing pods when the enforce level tightens;
-//! `--disable-admission-plugins PodSecurity` turns all of it off.
+//! `--disable-admission-plugins PodSecurity` turns all of it off; `--admission-control-config-file`
+//! sets its defaults and exemptions.
 
 mod common;
 mod kubectl_support;
@@ -375,5 +376,154 @@ async fn kubectl_shows_the_warning_and_the_refusal() {
         refused.stderr.contains(r#"Error from server (Forbidden): pods "web" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false"#),
         "{}",
         refused.stderr
+    );
+}
+
+/// Goal: `--admission-control-config-file`'s `PodSecurityConfiguration` is kube's: its
+/// defaults apply to namespaces without labels (baseline enforced, restricted warned), and
+/// its exempt namespace, user and runtime class admit pods that would be refused, an exempt
+/// namespace being told its labels are ignored; a configuration kube would refuse stops the
+/// server with kube's field error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_configuration_sets_defaults_and_exemptions() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("admission.yaml");
+    std::fs::write(
+        &file,
+        r#"apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: baseline
+      warn: restricted
+    exemptions:
+      namespaces: [kube-system]
+      usernames: ["system:serviceaccount:kube-system:replicaset-controller"]
+      runtimeClasses: [kata]
+"#,
+    )
+    .unwrap();
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    namespace(addr, "apps", json!({})).await;
+    let privileged = pod("p", json!({"privileged": true}));
+    let (status, refused, _) = write_warned(
+        addr,
+        "POST",
+        &pods("apps"),
+        "application/json",
+        &privileged.to_string(),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().starts_with(
+            r#"pods "p" is forbidden: violates PodSecurity "baseline:latest": privileged"#
+        ),
+        "{refused}"
+    );
+    let (status, created, warnings) = write_warned(
+        addr,
+        "POST",
+        &pods("apps"),
+        "application/json",
+        &pod("plain", json!({})).to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(r#"299 - "would violate PodSecurity \"restricted:latest\""#),
+        "{warnings:?}"
+    );
+
+    // The exempt namespace.
+    let (status, created, warnings) = write_warned(
+        addr,
+        "POST",
+        &pods("kube-system"),
+        "application/json",
+        &privileged.to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // The exempt user (impersonated; AlwaysAllow lets anyone impersonate).
+    let mut by_controller = privileged.clone();
+    by_controller["metadata"]["name"] = json!("from-controller");
+    let (status, body) = request_with_headers(
+        addr,
+        "POST",
+        &pods("apps"),
+        &[
+            ("Content-Type", "application/json"),
+            (
+                "Impersonate-User",
+                "system:serviceaccount:kube-system:replicaset-controller",
+            ),
+        ],
+        &by_controller.to_string(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // The exempt runtime class (which must exist for the RuntimeClass plugin).
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/node.k8s.io/v1/runtimeclasses",
+        &json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": "kata"}, "handler": "kata"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut sandboxed = privileged.clone();
+    sandboxed["metadata"]["name"] = json!("sandboxed");
+    sandboxed["spec"]["runtimeClassName"] = json!("kata");
+    let (status, body) = send_json(addr, "POST", &pods("apps"), &sandboxed).await;
+    assert_eq!(status, 201, "{body}");
+
+    // Labelling the exempt namespace restricted: allowed, with kube's warning.
+    let (status, patched, warnings) = write_warned(
+        addr,
+        "PATCH",
+        "/api/v1/namespaces/kube-system",
+        "application/merge-patch+json",
+        r#"{"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "namespace \"kube-system\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored""#
+        ]
+    );
+
+    // A configuration kube refuses stops the server.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        r#"{"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+           "plugins": [{"name": "PodSecurity", "configuration": {
+             "apiVersion": "pod-security.admission.config.k8s.io/v1",
+             "kind": "PodSecurityConfiguration", "defaults": {"enforce": "strict"}}}]}"#,
+    )
+    .unwrap();
+    let refused = watchkeeper::config::ServeConfig::from_args(ServeArgs {
+        admission_control_config_file: Some(bad),
+        ..ServeArgs::default()
+    })
+    .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        r#"--admission-control-config-file: couldn't init admission plugin "PodSecurity": defaults.enforce: Invalid value: "strict": must be one of privileged, baseline, restricted"#
     );
 }

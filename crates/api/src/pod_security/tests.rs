@@ -21,6 +21,70 @@ fn allowed(check: CheckFn, pod: Value) {
     assert_eq!(run(check, &pod), None, "{pod}");
 }
 
+/// A write by `admin`, no exemptions configured.
+fn write<'a>(
+    labels: Option<&'a Value>,
+    (group, plural, subresource): (&'a str, &'a str, &'a str),
+    old: Option<&'a Value>,
+    object: &'a Value,
+) -> Attributes<'a> {
+    Attributes {
+        user: "admin",
+        group,
+        plural,
+        subresource,
+        old,
+        object,
+        labels,
+    }
+}
+
+fn pod_decision(
+    labels: Option<&Value>,
+    subresource: &str,
+    old: Option<&Value>,
+    pod: &Value,
+) -> Decision {
+    let write = write(labels, ("", "pods", subresource), old, pod);
+    admit_pod(&Configuration::default(), &write)
+}
+
+fn template_decision(
+    labels: Option<&Value>,
+    group: &str,
+    plural: &str,
+    subresource: &str,
+    object: &Value,
+) -> Decision {
+    let write = write(labels, (group, plural, subresource), None, object);
+    admit_template(&Configuration::default(), &write)
+}
+
+fn annotations_of(
+    labels: Option<&Value>,
+    group: &str,
+    plural: &str,
+    subresource: &str,
+    old: Option<&Value>,
+    object: &Value,
+) -> Vec<(&'static str, String)> {
+    let write = write(labels, (group, plural, subresource), old, object);
+    audit_annotations(&Configuration::default(), &write)
+}
+
+/// [`admit_namespace`] without exemptions, as the old `Option` of the enforce level to check
+/// pods against.
+fn namespace_review(
+    namespace: &Value,
+    old: Option<&Value>,
+) -> Result<Option<LevelVersion>, Vec<Cause>> {
+    admit_namespace(&Configuration::default(), namespace, old).map(|review| match review {
+        NamespaceReview::CheckPods(enforce) => Some(enforce),
+        NamespaceReview::Allowed => None,
+        NamespaceReview::Exempt(warning) => panic!("no exemptions configured: {warning}"),
+    })
+}
+
 fn lv(level: Level, version: Version) -> LevelVersion {
     LevelVersion { level, version }
 }
@@ -88,18 +152,26 @@ fn labels_parse_as_kube() {
     }
     assert_eq!(Level::parse("Restricted"), None);
 
-    let (policy, causes) = Policy::of_labels(Some(&json!({
-        "pod-security.kubernetes.io/enforce": "baseline",
-        "pod-security.kubernetes.io/enforce-version": "v1.24",
-        "pod-security.kubernetes.io/warn": "restricted",
-    })));
+    let (policy, causes) = Policy::of_labels(
+        Some(&json!({
+            "pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/enforce-version": "v1.24",
+            "pod-security.kubernetes.io/warn": "restricted",
+        })),
+        &Policy::DEFAULT,
+    );
     assert!(causes.is_empty());
     assert_eq!(policy.enforce.to_string(), "baseline:v1.24");
     assert_eq!(policy.warn.to_string(), "restricted:latest");
     assert_eq!(policy.audit, LevelVersion::DEFAULT);
 
     // Warn defaults to a stricter valid enforce level (and its version, unless set).
-    let of = |labels: Value| Policy::of_labels(Some(&labels)).0.warn.to_string();
+    let of = |labels: Value| {
+        Policy::of_labels(Some(&labels), &Policy::DEFAULT)
+            .0
+            .warn
+            .to_string()
+    };
     assert_eq!(
         of(json!({ENFORCE_LEVEL_LABEL: "baseline", ENFORCE_VERSION_LABEL: "v1.24"})),
         "baseline:v1.24"
@@ -118,12 +190,15 @@ fn labels_parse_as_kube() {
     );
 
     // Invalid levels: enforce fails closed, warn and audit open; invalid versions are latest.
-    let (policy, causes) = Policy::of_labels(Some(&json!({
-        "pod-security.kubernetes.io/enforce": "strict",
-        "pod-security.kubernetes.io/enforce-version": "v1.24",
-        "pod-security.kubernetes.io/warn": "bogus",
-        "pod-security.kubernetes.io/audit-version": "1.2",
-    })));
+    let (policy, causes) = Policy::of_labels(
+        Some(&json!({
+            "pod-security.kubernetes.io/enforce": "strict",
+            "pod-security.kubernetes.io/enforce-version": "v1.24",
+            "pod-security.kubernetes.io/warn": "bogus",
+            "pod-security.kubernetes.io/audit-version": "1.2",
+        })),
+        &Policy::DEFAULT,
+    );
     assert_eq!(policy.enforce.to_string(), "restricted:v1.24");
     assert_eq!(policy.warn.to_string(), "privileged:latest");
     assert_eq!(policy.audit.to_string(), "privileged:latest");
@@ -617,7 +692,7 @@ fn labels(enforce: &str, warn: &str) -> Value {
 #[test]
 fn pods_are_refused_or_warned() {
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
-    let decision = admit_pod(Some(&labels("restricted", "")), "", None, &pod);
+    let decision = pod_decision(Some(&labels("restricted", "")), "", None, &pod);
     assert_eq!(
         decision.refusal.as_deref(),
         Some(concat!(
@@ -628,21 +703,24 @@ fn pods_are_refused_or_warned() {
         ))
     );
     assert!(decision.warnings.is_empty(), "no warnings on a refusal");
-    let decision = admit_pod(Some(&labels("baseline", "restricted")), "", None, &pod);
+    let decision = pod_decision(Some(&labels("baseline", "restricted")), "", None, &pod);
     assert_eq!(decision.refusal, None);
     assert_eq!(decision.warnings.len(), 1);
     assert!(decision.warnings[0].starts_with(
         "would violate PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"
     ));
     // Unlabelled namespaces and ignored subresources: nothing.
-    assert_eq!(admit_pod(None, "", None, &bad_pod()), Decision::default());
     assert_eq!(
-        admit_pod(Some(&labels("restricted", "")), "status", None, &pod),
+        pod_decision(None, "", None, &bad_pod()),
+        Decision::default()
+    );
+    assert_eq!(
+        pod_decision(Some(&labels("restricted", "")), "status", None, &pod),
         Decision::default()
     );
     // An invalid enforce level enforces restricted.
     assert!(
-        admit_pod(Some(&labels("bogus", "")), "", None, &pod)
+        pod_decision(Some(&labels("bogus", "")), "", None, &pod)
             .refusal
             .unwrap()
             .starts_with("violates PodSecurity \"restricted:latest\"")
@@ -658,14 +736,14 @@ fn only_significant_pod_updates_are_checked() {
     relabelled["metadata"]["labels"] = json!({"x": "y"});
     assert!(!is_significant_pod_update(&relabelled, &old));
     assert_eq!(
-        admit_pod(Some(&ns), "", Some(&old), &relabelled),
+        pod_decision(Some(&ns), "", Some(&old), &relabelled),
         Decision::default()
     );
     let mut image = old.clone();
     image["spec"]["containers"][0]["image"] = json!("b");
     assert!(is_significant_pod_update(&image, &old));
     assert!(
-        admit_pod(Some(&ns), "", Some(&old), &image)
+        pod_decision(Some(&ns), "", Some(&old), &image)
             .refusal
             .is_some()
     );
@@ -678,7 +756,7 @@ fn only_significant_pod_updates_are_checked() {
     assert!(is_significant_pod_update(&ephemeral, &old));
     assert!(!is_significant_pod_update(&ephemeral, &ephemeral));
     assert!(
-        admit_pod(Some(&ns), "ephemeralcontainers", Some(&old), &ephemeral)
+        pod_decision(Some(&ns), "ephemeralcontainers", Some(&old), &ephemeral)
             .refusal
             .is_some()
     );
@@ -688,7 +766,7 @@ fn only_significant_pod_updates_are_checked() {
 fn templates_only_warn() {
     let deployment = json!({"spec": {"template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "x",
         "securityContext": {"privileged": true}}]}}}});
-    let decision = admit_template(
+    let decision = template_decision(
         Some(&labels("restricted", "baseline")),
         "apps",
         "deployments",
@@ -701,7 +779,7 @@ fn templates_only_warn() {
         vec![r#"would violate PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)"#.to_owned()]
     );
     assert_eq!(
-        admit_template(
+        template_decision(
             Some(&labels("", "baseline")),
             "apps",
             "deployments",
@@ -712,7 +790,7 @@ fn templates_only_warn() {
     );
     let cronjob = json!({"spec": {"jobTemplate": {"spec": {"template": deployment["spec"]["template"].clone()}}}});
     assert_eq!(
-        admit_template(
+        template_decision(
             Some(&labels("", "baseline")),
             "batch",
             "cronjobs",
@@ -747,7 +825,7 @@ fn pod_named(name: &str, privileged: bool, owner: Option<&str>) -> Value {
 #[test]
 fn namespace_labels_are_validated() {
     let bad = namespace("n", json!({"pod-security.kubernetes.io/enforce": "strict"}));
-    let causes = admit_namespace(&bad, None).unwrap_err();
+    let causes = namespace_review(&bad, None).unwrap_err();
     assert_eq!(
         causes[0].0,
         "metadata.labels[pod-security.kubernetes.io/enforce]"
@@ -755,22 +833,22 @@ fn namespace_labels_are_validated() {
     // An update that keeps the same invalid labels passes; one that changes them does not.
     let mut same = bad.clone();
     same["metadata"]["labels"]["other"] = json!("x");
-    assert_eq!(admit_namespace(&same, Some(&bad)), Ok(None));
+    assert_eq!(namespace_review(&same, Some(&bad)), Ok(None));
     let worse = namespace(
         "n",
         json!({"pod-security.kubernetes.io/enforce": "stricter"}),
     );
-    assert!(admit_namespace(&worse, Some(&bad)).is_err());
+    assert!(namespace_review(&worse, Some(&bad)).is_err());
     let fresh = namespace("n", json!({}));
-    assert!(admit_namespace(&bad, Some(&fresh)).is_err());
-    assert_eq!(admit_namespace(&fresh, None), Ok(None));
+    assert!(namespace_review(&bad, Some(&fresh)).is_err());
+    assert_eq!(namespace_review(&fresh, None), Ok(None));
 }
 
 #[test]
 fn tightening_enforce_checks_existing_pods() {
     let old = namespace("n", json!({}));
     let new = namespace("n", labels("baseline", ""));
-    let tightened = admit_namespace(&new, Some(&old)).unwrap();
+    let tightened = namespace_review(&new, Some(&old)).unwrap();
     assert_eq!(tightened, Some(lv(Level::Baseline, Version::Latest)));
     let pods = [
         pod_named("zeta", true, None),
@@ -780,29 +858,35 @@ fn tightening_enforce_checks_existing_pods() {
         pod_named("web-2", true, Some("rs")),
     ];
     assert_eq!(
-        existing_pod_warnings("n", tightened.unwrap(), pods.iter().collect()),
+        existing_pod_warnings(&Configuration::default(), "n", tightened.unwrap(), pods.iter().collect()),
         vec![
             r#"existing pods in namespace "n" violate the new PodSecurity enforce level "baseline:latest""#.to_owned(),
             "alpha (and 3 other pods): privileged".to_owned(),
         ]
     );
     // Relaxing, keeping, or going privileged does not look at pods.
-    assert_eq!(admit_namespace(&old, Some(&new)), Ok(None));
-    assert_eq!(admit_namespace(&new, Some(&new)), Ok(None));
+    assert_eq!(namespace_review(&old, Some(&new)), Ok(None));
+    assert_eq!(namespace_review(&new, Some(&new)), Ok(None));
     let privileged_ns = namespace("n", labels("privileged", ""));
-    assert_eq!(admit_namespace(&privileged_ns, Some(&new)), Ok(None));
+    assert_eq!(namespace_review(&privileged_ns, Some(&new)), Ok(None));
     let restricted_ns = namespace("n", labels("restricted", ""));
-    assert_eq!(admit_namespace(&new, Some(&restricted_ns)), Ok(None));
+    assert_eq!(namespace_review(&new, Some(&restricted_ns)), Ok(None));
     // A version change at the same level does.
     let mut pinned = new.clone();
     pinned["metadata"]["labels"][ENFORCE_VERSION_LABEL] = json!("v1.20");
     assert_eq!(
-        admit_namespace(&pinned, Some(&new)),
+        namespace_review(&pinned, Some(&new)),
         Ok(Some(lv(Level::Baseline, Version::Minor(20))))
     );
     // No violations, no warnings.
     assert!(
-        existing_pod_warnings("n", lv(Level::Baseline, Version::Latest), vec![&pods[2]]).is_empty()
+        existing_pod_warnings(
+            &Configuration::default(),
+            "n",
+            lv(Level::Baseline, Version::Latest),
+            vec![&pods[2]]
+        )
+        .is_empty()
     );
 }
 
@@ -811,6 +895,7 @@ fn existing_pod_warnings_group_and_bound() {
     let one = [pod_named("a", true, None)];
     assert_eq!(
         existing_pod_warnings(
+            &Configuration::default(),
             "n",
             lv(Level::Baseline, Version::Latest),
             one.iter().collect()
@@ -820,6 +905,7 @@ fn existing_pod_warnings_group_and_bound() {
     let two = [pod_named("b", true, None), pod_named("a", true, None)];
     assert_eq!(
         existing_pod_warnings(
+            &Configuration::default(),
             "n",
             lv(Level::Baseline, Version::Latest),
             two.iter().collect()
@@ -830,6 +916,7 @@ fn existing_pod_warnings_group_and_bound() {
         .map(|i| pod_named(&format!("p{i}"), false, None))
         .collect();
     let warnings = existing_pod_warnings(
+        &Configuration::default(),
         "n",
         lv(Level::Baseline, Version::Latest),
         many.iter().collect(),
@@ -862,13 +949,13 @@ fn audit_annotations_are_kubes() {
         "pod-security.kubernetes.io/enforce": "privileged"});
     // A pod that meets baseline: the enforced policy only.
     assert_eq!(
-        audit_annotations(Some(&audited), "", "pods", "", None, &pod),
+        annotations_of(Some(&audited), "", "pods", "", None, &pod),
         [("enforce-policy", "privileged:latest".to_owned())]
     );
     let host = json!({"metadata": {"name": "p"},
         "spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "i"}]}});
     assert_eq!(
-        audit_annotations(Some(&audited), "", "pods", "", None, &host),
+        annotations_of(Some(&audited), "", "pods", "", None, &host),
         [
             ("enforce-policy", "privileged:latest".to_owned()),
             (
@@ -880,15 +967,164 @@ fn audit_annotations_are_kubes() {
     );
     // Unlabelled (fully privileged): kube's shared answer; ignored subresources: nothing.
     assert_eq!(
-        audit_annotations(None, "", "pods", "", None, &host),
+        annotations_of(None, "", "pods", "", None, &host),
         [("enforce-policy", "privileged:latest".to_owned())]
     );
-    assert!(audit_annotations(Some(&audited), "", "pods", "status", None, &host).is_empty());
+    assert!(annotations_of(Some(&audited), "", "pods", "status", None, &host).is_empty());
     // A workload's template: the audit violations, no enforced policy.
     let deployment = json!({"spec": {"template": host.clone()}});
-    let annotations =
-        audit_annotations(Some(&audited), "apps", "deployments", "", None, &deployment);
+    let annotations = annotations_of(Some(&audited), "apps", "deployments", "", None, &deployment);
     assert_eq!(annotations.len(), 1);
     assert_eq!(annotations[0].0, "audit-violations");
-    assert!(audit_annotations(Some(&audited), "", "configmaps", "", None, &json!({})).is_empty());
+    assert!(annotations_of(Some(&audited), "", "configmaps", "", None, &json!({})).is_empty());
+}
+
+/// A configuration: baseline enforced by default, `kube-system`, the replica set controller
+/// and the `kata` runtime class exempt.
+fn configured() -> Configuration {
+    Configuration::from_value(&json!({
+        "apiVersion": "pod-security.admission.config.k8s.io/v1",
+        "kind": "PodSecurityConfiguration",
+        "defaults": {"enforce": "baseline", "audit": "restricted", "warn": "restricted"},
+        "exemptions": {"namespaces": ["kube-system"], "runtimeClasses": ["kata"],
+            "usernames": ["system:serviceaccount:kube-system:replicaset-controller"]},
+    }))
+    .unwrap()
+}
+
+fn privileged_pod(namespace: &str, runtime_class: Option<&str>) -> Value {
+    let mut pod = json!({"metadata": {"name": "p", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "x", "securityContext": {"privileged": true}}]}});
+    if let Some(class) = runtime_class {
+        pod["spec"]["runtimeClassName"] = json!(class);
+    }
+    pod
+}
+
+#[test]
+fn the_configurations_defaults_apply_to_modes_without_labels() {
+    let config = configured();
+    let pod = privileged_pod("apps", None);
+    let unlabelled = write(None, ("", "pods", ""), None, &pod);
+    let refusal = admit_pod(&config, &unlabelled).refusal.unwrap();
+    assert!(
+        refusal.starts_with(r#"violates PodSecurity "baseline:latest": privileged"#),
+        "{refusal}"
+    );
+    // A label overrides its own mode only; the warn default stays restricted.
+    let labels = json!({ENFORCE_LEVEL_LABEL: "privileged"});
+    let labelled = write(Some(&labels), ("", "pods", ""), None, &pod);
+    let decision = admit_pod(&config, &labelled);
+    assert_eq!(decision.refusal, None);
+    assert!(decision.warnings[0].starts_with(r#"would violate PodSecurity "restricted:latest""#));
+    let annotations = audit_annotations(&config, &labelled);
+    assert_eq!(
+        annotations[0],
+        ("enforce-policy", "privileged:latest".to_owned())
+    );
+    assert!(
+        annotations[1]
+            .1
+            .starts_with(r#"would violate PodSecurity "restricted:latest""#)
+    );
+    // Templates are warned at the default warn level.
+    let deployment = json!({"metadata": {"namespace": "apps"},
+        "spec": {"template": {"metadata": {}, "spec": pod["spec"].clone()}}});
+    let template = write(None, ("apps", "deployments", ""), None, &deployment);
+    assert!(
+        admit_template(&config, &template).warnings[0]
+            .starts_with(r#"would violate PodSecurity "restricted:latest""#)
+    );
+}
+
+#[test]
+fn exempt_namespaces_users_and_runtime_classes_are_not_evaluated() {
+    let config = configured();
+    let in_kube_system = privileged_pod("kube-system", None);
+    let kata = privileged_pod("apps", Some("kata"));
+    let plain = privileged_pod("apps", None);
+    let cases: [(&str, &Value, &str); 3] = [
+        ("admin", &in_kube_system, "namespace"),
+        (
+            "system:serviceaccount:kube-system:replicaset-controller",
+            &plain,
+            "user",
+        ),
+        ("admin", &kata, "runtimeClass"),
+    ];
+    for (user, pod, reason) in cases {
+        let mut attrs = write(None, ("", "pods", ""), None, pod);
+        attrs.user = user;
+        assert_eq!(admit_pod(&config, &attrs), Decision::default(), "{reason}");
+        assert_eq!(
+            audit_annotations(&config, &attrs),
+            vec![("exempt", reason.to_owned())]
+        );
+        let deployment = json!({"metadata": {"namespace": pod["metadata"]["namespace"]},
+            "spec": {"template": {"metadata": {}, "spec": pod["spec"].clone()}}});
+        let mut template = write(None, ("apps", "deployments", ""), None, &deployment);
+        template.user = user;
+        assert_eq!(
+            admit_template(&config, &template),
+            Decision::default(),
+            "{reason}"
+        );
+    }
+    // Names match exactly: another runtime class, another user are evaluated.
+    let other = privileged_pod("apps", Some("gvisor"));
+    let attrs = write(None, ("", "pods", ""), None, &other);
+    assert!(admit_pod(&config, &attrs).refusal.is_some());
+    // An ignored subresource has no exemption annotation either.
+    let status = write(None, ("", "pods", "status"), None, &in_kube_system);
+    assert!(audit_annotations(&config, &status).is_empty());
+}
+
+#[test]
+fn an_exempt_namespace_tightened_is_warned_that_its_policy_is_ignored() {
+    let config = configured();
+    let old = json!({"metadata": {"name": "kube-system"}});
+    let new = json!({"metadata": {"name": "kube-system",
+        "labels": {ENFORCE_LEVEL_LABEL: "restricted", WARN_LEVEL_LABEL: "restricted"}}});
+    assert_eq!(
+        admit_namespace(&config, &new, Some(&old)),
+        Ok(NamespaceReview::Exempt(
+            r#"namespace "kube-system" is exempt from Pod Security, and the policy (enforce=restricted:latest, warn=restricted:latest) will be ignored"#
+                .to_owned()
+        ))
+    );
+    // A create is never exempt (kube's request namespace is empty), and an exempt namespace's
+    // labels equivalent to the defaults warn of nothing.
+    assert_eq!(
+        admit_namespace(&config, &new, None),
+        Ok(NamespaceReview::Allowed)
+    );
+    // Another namespace tightened past the default enforce level has its pods checked.
+    let apps = json!({"metadata": {"name": "apps", "labels": {ENFORCE_LEVEL_LABEL: "restricted"}}});
+    assert_eq!(
+        admit_namespace(&config, &apps, Some(&json!({"metadata": {"name": "apps"}}))),
+        Ok(NamespaceReview::CheckPods(lv(
+            Level::Restricted,
+            Version::Latest
+        )))
+    );
+    // Its pods of an exempt runtime class are not counted.
+    let pods = [
+        privileged_pod("apps", Some("kata")),
+        privileged_pod("apps", None),
+    ];
+    let warnings = existing_pod_warnings(
+        &config,
+        "apps",
+        lv(Level::Restricted, Version::Latest),
+        pods.iter().collect(),
+    );
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[1].starts_with("p: "), "{warnings:?}");
+    let only_kata = existing_pod_warnings(
+        &config,
+        "apps",
+        lv(Level::Restricted, Version::Latest),
+        vec![&pods[0]],
+    );
+    assert!(only_kata.is_empty());
 }

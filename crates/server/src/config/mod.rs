@@ -10,11 +10,13 @@ use serde::Deserialize;
 use watchkeeper_core::{CacheConfig, WatchMode};
 use watchkeeper_store::StoreKind;
 
+mod admission;
 mod audit;
 mod error;
 mod limits;
 mod tls;
 
+pub use admission::AdmissionConfig;
 pub use audit::{AuditConfig, AuditMode};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
@@ -66,6 +68,11 @@ pub struct ServeArgs {
     /// PodSecurity, ValidatingAdmissionPolicy [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,
+    /// kube-apiserver's admission configuration file (an `AdmissionConfiguration`, YAML or
+    /// JSON): PodSecurity's `PodSecurityConfiguration` (defaults and exemptions), inline or by
+    /// `path` [default: none: kube's defaults]. Store modes only.
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
     /// root-ca-cert-publisher does (its CA bundle: --root-ca-file) [default: true]. Store modes
     /// only.
@@ -434,6 +441,7 @@ impl ServeArgs {
             enable_garbage_collector,
             enable_root_ca_cert_publisher,
             disable_admission_plugins,
+            admission_control_config_file,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -548,6 +556,8 @@ pub struct ServeConfig {
     pub enable_root_ca_cert_publisher: bool,
     /// `--disable-admission-plugins`: which admission plugins run.
     pub admission: crate::source::pod_admission::AdmissionPlugins,
+    /// `--admission-control-config-file`: the admission plugins' configuration.
+    pub admission_config: AdmissionConfig,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -981,6 +991,10 @@ impl UpstreamConfig {
                 "--disable-admission-plugins",
             ),
             (
+                args.admission_control_config_file.is_some(),
+                "--admission-control-config-file",
+            ),
+            (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
@@ -1371,6 +1385,10 @@ impl ServeConfig {
                     ),
                 )
             })?,
+            admission_config: admission::from_flags(
+                args.admission_control_config_file.as_deref(),
+                args.disable_admission_plugins.as_deref().unwrap_or_default(),
+            )?,
             min_request_timeout,
             fresh_wait,
             runtime_workers,

@@ -398,25 +398,6 @@ fn claim_errors(items: &[Value], claim: &Value) -> Vec<String> {
     errors
 }
 
-/// kube's `utilerrors.NewAggregate(...).Error()`: one error as it is; several without
-/// repeats, bracketed unless only one is left.
-fn aggregate(errors: &[String]) -> String {
-    if errors.len() == 1 {
-        return errors[0].clone();
-    }
-    let mut seen: Vec<&str> = Vec::new();
-    for error in errors {
-        if !seen.contains(&error.as_str()) {
-            seen.push(error);
-        }
-    }
-    if seen.len() == 1 {
-        seen[0].to_owned()
-    } else {
-        format!("[{}]", seen.join(", "))
-    }
-}
-
 /// The plugin's validation of `object` (of core `plural`) against `ranges`: the refusal's
 /// message (after `<resource> "<name>" is forbidden: `) for the first LimitRange it
 /// violates.
@@ -430,7 +411,7 @@ pub fn refusal(plural: &str, ranges: &[Value], object: &Value) -> Option<String>
             _ => Vec::new(),
         };
         if !errors.is_empty() {
-            return Some(aggregate(&errors));
+            return Some(watchkeeper_api::field::aggregate(&errors));
         }
     }
     None

@@ -15,6 +15,10 @@
 //! - **Namespaces**: invalid `pod-security.kubernetes.io/*` labels are kube's 422 on a create
 //!   and on an update that changes their errors; an update that tightens the enforce policy
 //!   answers kube's warnings about the namespace's pods that violate it.
+//! - `--admission-control-config-file`'s `PodSecurityConfiguration` sets the policy of modes a
+//!   namespace has no label for and the exempt namespaces, users and runtime classes
+//!   ([`watchkeeper_api::pod_security::config`]); without it, kube's defaults
+//!   (`privileged:latest`, no exemptions).
 //! - The namespace's labels and its pods are read from their caches as they are (kube reads
 //!   its informers' listers); a pod's namespace missing from the cache counts as unlabelled
 //!   (`privileged`). kube's 1 s budget for checking existing pods is not kept: all of them, up
@@ -27,23 +31,26 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use watchkeeper_api::pod_security::{
-    admit_namespace, admit_pod, admit_template, applies, existing_pod_warnings,
+    Attributes, Configuration, NamespaceReview, admit_namespace, admit_pod, admit_template,
+    applies, existing_pod_warnings,
 };
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use crate::cache::Resource;
 
-/// PodSecurity on a write of `object` of `def` (`subresource` empty for the object itself;
-/// `old` on updates), `resources` being every served resource: the warnings to answer with.
+/// PodSecurity under `config` (`--admission-control-config-file`) on a write by `user` of
+/// `object` of `def` (`subresource` empty for the object itself; `old` on updates),
+/// `resources` being every served resource: the warnings to answer with.
 ///
 /// # Errors
 /// kube's 403 for a pod that violates the enforce policy; kube's 422 for a namespace's
 /// invalid labels.
 pub(super) fn admit(
+    config: &Configuration,
     resources: &[Arc<Resource>],
     def: &ResourceDef,
-    subresource: &str,
-    old: Option<&Value>,
+    user: &str,
+    (subresource, old): (&str, Option<&Value>),
     object: &Value,
 ) -> Result<Vec<String>, ApiError> {
     if !applies(&def.group, &def.plural) {
@@ -57,12 +64,18 @@ pub(super) fn admit(
         if !subresource.is_empty() {
             return Ok(Vec::new());
         }
-        return match admit_namespace(object, old) {
+        return match admit_namespace(config, object, old) {
             Err(causes) => Err(ApiError::invalid(def, name, causes)),
-            Ok(None) => Ok(Vec::new()),
-            Ok(Some(enforce)) => {
+            Ok(NamespaceReview::Allowed) => Ok(Vec::new()),
+            Ok(NamespaceReview::Exempt(warning)) => Ok(vec![warning]),
+            Ok(NamespaceReview::CheckPods(enforce)) => {
                 let pods = pods_in(resources, name);
-                Ok(existing_pod_warnings(name, enforce, pods.iter().collect()))
+                Ok(existing_pod_warnings(
+                    config,
+                    name,
+                    enforce,
+                    pods.iter().collect(),
+                ))
             }
         };
     }
@@ -71,29 +84,24 @@ pub(super) fn admit(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let labels = namespace_labels(resources, namespace);
+    let write = Attributes {
+        user,
+        group: &def.group,
+        plural: &def.plural,
+        subresource,
+        old,
+        object,
+        labels: labels.as_ref(),
+    };
     if crate::audit::context::is_audited() {
-        let annotations = watchkeeper_api::pod_security::audit_annotations(
-            labels.as_ref(),
-            &def.group,
-            &def.plural,
-            subresource,
-            old,
-            object,
-        );
-        for (key, value) in annotations {
+        for (key, value) in watchkeeper_api::pod_security::audit_annotations(config, &write) {
             crate::audit::context::annotate(&format!("pod-security.kubernetes.io/{key}"), value);
         }
     }
     let decision = if def.plural == "pods" {
-        admit_pod(labels.as_ref(), subresource, old, object)
+        admit_pod(config, &write)
     } else {
-        admit_template(
-            labels.as_ref(),
-            &def.group,
-            &def.plural,
-            subresource,
-            object,
-        )
+        admit_template(config, &write)
     };
     match decision.refusal {
         Some(refusal) => Err(ApiError::forbidden(def, name, refusal)),

@@ -120,6 +120,8 @@ pub struct StoreSource {
     garbage_collection: bool,
     /// `--disable-admission-plugins`: which admission plugins run.
     admission: pod_admission::AdmissionPlugins,
+    /// PodSecurity's configuration (`--admission-control-config-file`).
+    pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
     offload: Arc<crate::offload::Offload>,
@@ -375,6 +377,7 @@ impl StoreSource {
             service_ips: None,
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
+            pod_security: Arc::default(),
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
             webhooks: None,
             rbac_escalation: None,
@@ -442,6 +445,16 @@ impl StoreSource {
     #[must_use]
     pub fn with_admission(mut self, admission: pod_admission::AdmissionPlugins) -> StoreSource {
         self.admission = admission;
+        self
+    }
+
+    /// With PodSecurity's defaults and exemptions from `--admission-control-config-file`.
+    #[must_use]
+    pub fn with_pod_security(
+        mut self,
+        config: watchkeeper_api::pod_security::Configuration,
+    ) -> StoreSource {
+        self.pod_security = Arc::new(config);
         self
     }
 
@@ -1473,10 +1486,11 @@ impl Writer<'_> {
             return Ok(());
         }
         let warnings = pod_security::admit(
+            &self.source.pod_security,
             self.resources,
             &resource.def,
-            &self.subresource,
-            old,
+            &self.user.name,
+            (&self.subresource, old),
             object,
         )?;
         for warning in warnings {

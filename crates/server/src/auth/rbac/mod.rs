@@ -519,15 +519,7 @@ impl Index {
     }
 }
 
-/// Errors as Go's `utilerrors.NewAggregate` prints them: one as it is, several in brackets,
-/// comma-separated.
-#[must_use]
-pub fn aggregate(errors: &[String]) -> String {
-    match errors {
-        [one] => one.clone(),
-        _ => format!("[{}]", errors.join(", ")),
-    }
-}
+pub use watchkeeper_api::field::aggregate;
 
 /// The rules a user holds in a namespace, with the errors of resolving them.
 #[derive(Debug, Default)]
