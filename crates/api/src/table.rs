@@ -1772,7 +1772,7 @@ fn group_cells(def: &ResourceDef, object: &Value, now: i64) -> Option<Vec<Value>
             // object is converted first.
             let converted;
             let object = if def.version == "v1" {
-                converted = crate::versions::Conversion::AutoscalingV1.to_storage(object);
+                converted = crate::versions::Conversion::AutoscalingV1.stored_form(object);
                 &converted
             } else {
                 object

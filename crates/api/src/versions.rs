@@ -10,7 +10,7 @@
 //! `apiVersion` ([`Conversion::ApiVersion`]).
 //!
 //! ## Guarantees
-//! - [`Conversion::to_view`] and [`Conversion::to_storage`] are inverses on every field the
+//! - [`Conversion::to_view`] and [`Conversion::stored_form`] are inverses on every field the
 //!   two versions share (an `events.k8s.io/v1` Event's fields all have a core `v1` place);
 //!   `metadata` passes through unchanged, but for the `autoscaling.alpha.kubernetes.io/*`
 //!   annotations that carry what `autoscaling/v1` has no field for (so an `autoscaling/v2`
@@ -81,7 +81,7 @@ impl Conversion {
 
     /// The object at the storage version, from the view's version.
     #[must_use]
-    pub fn to_storage(&self, view: &Value) -> Value {
+    pub fn stored_form(&self, view: &Value) -> Value {
         match self {
             Conversion::ApiVersion { storage, .. } => with_api_version(view.clone(), storage),
             Conversion::EventsV1 => renamed(view, "v1", true),
@@ -187,7 +187,7 @@ mod tests {
                 "related": {"kind": "Node", "name": "node-1"}
             })
         );
-        assert_eq!(Conversion::EventsV1.to_storage(&v1), core);
+        assert_eq!(Conversion::EventsV1.stored_form(&v1), core);
     }
 
     #[test]
@@ -200,7 +200,7 @@ mod tests {
         let view = conversion.to_view(&stored);
         assert_eq!(view["apiVersion"], "example.com/v1beta1");
         assert_eq!(view["spec"], stored["spec"]);
-        assert_eq!(conversion.to_storage(&view), stored);
+        assert_eq!(conversion.stored_form(&view), stored);
     }
 
     #[test]
@@ -271,13 +271,14 @@ mod tests {
             r#"{"ScaleUp":null,"ScaleDown":{"StabilizationWindowSeconds":300,"SelectPolicy":null,"Policies":[{"Type":"Percent","Value":100,"PeriodSeconds":15}],"Tolerance":null}}"#
         );
         // Back at v2: the same object, the cpu target after the annotated metrics.
-        let back = Conversion::AutoscalingV1.to_storage(&v1);
+        let back = Conversion::AutoscalingV1.stored_form(&v1);
         let mut expected = v2.clone();
         let metrics = expected["spec"]["metrics"].as_array_mut().unwrap();
         metrics.rotate_left(1);
         assert_eq!(back, expected);
         // And again: a second round trip changes nothing more.
-        let again = Conversion::AutoscalingV1.to_storage(&Conversion::AutoscalingV1.to_view(&back));
+        let again =
+            Conversion::AutoscalingV1.stored_form(&Conversion::AutoscalingV1.to_view(&back));
         assert_eq!(again, back);
     }
 
@@ -289,7 +290,7 @@ mod tests {
             "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3,
                      "targetCPUUtilizationPercentage": 50}
         });
-        let v2 = Conversion::AutoscalingV1.to_storage(&v1);
+        let v2 = Conversion::AutoscalingV1.stored_form(&v1);
         assert_eq!(
             v2,
             json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
@@ -305,7 +306,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("targetCPUUtilizationPercentage");
-        let v2 = Conversion::AutoscalingV1.to_storage(&bare);
+        let v2 = Conversion::AutoscalingV1.stored_form(&bare);
         assert_eq!(
             v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
             80
@@ -318,7 +319,7 @@ mod tests {
                 r#"[{"type":"External","external":{"metricName":"queue","targetAverageValue":"30"}}]"#,
             "autoscaling.alpha.kubernetes.io/conditions": "not json"
         });
-        let v2 = Conversion::AutoscalingV1.to_storage(&annotated);
+        let v2 = Conversion::AutoscalingV1.stored_form(&annotated);
         assert!(v2["metadata"].get("annotations").is_none(), "{v2}");
         assert_eq!(
             v2["spec"]["metrics"][0],

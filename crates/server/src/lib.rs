@@ -241,12 +241,19 @@ pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, StartError> {
         }
         StoreKind::Etcd => StoreConfig::Etcd(EtcdConfig::new(config.etcd_endpoints.clone())),
     };
-    AnyStore::open(store_config)
+    let store = AnyStore::open(store_config)
         .await
         .map_err(|source| StartError::Store {
             kind: config.store,
             source,
-        })
+        })?;
+    Ok(match &config.encryption {
+        Some(encryption) => AnyStore::Transformed(Arc::new(watchkeeper_store::Transformed::new(
+            store,
+            Arc::clone(encryption) as Arc<dyn watchkeeper_store::ValueTransformer>,
+        ))),
+        None => store,
+    })
 }
 
 /// Starts a server: opens the source, starts one cache per resource and the reflector, and

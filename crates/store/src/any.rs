@@ -2,11 +2,12 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::{
     CompactError, EmbeddedConfig, EmbeddedStore, EtcdConfig, EtcdStore, KeySelector, MemoryConfig,
     MemoryStore, OpenError, QuotaUsage, RangeError, RangeRequest, RangeResponse, Store,
-    StoreCounters, TxnError, TxnRequest, TxnResponse, Watch, WatchError,
+    StoreCounters, TxnError, TxnRequest, TxnResponse, Watch, WatchError, transform::Transformed,
 };
 
 /// The backend names accepted by `--store`.
@@ -92,6 +93,9 @@ pub enum AnyStore {
     Embedded(EmbeddedStore),
     /// An etcd-backed store.
     Etcd(EtcdStore),
+    /// Another backend whose values are transformed (encryption at rest,
+    /// [`crate::transform`]).
+    Transformed(Arc<Transformed>),
 }
 
 impl AnyStore {
@@ -117,6 +121,7 @@ impl AnyStore {
             AnyStore::Memory(_) => StoreKind::Memory,
             AnyStore::Embedded(_) => StoreKind::Embedded,
             AnyStore::Etcd(_) => StoreKind::Etcd,
+            AnyStore::Transformed(t) => t.inner().kind(),
         }
     }
 }
@@ -127,6 +132,7 @@ macro_rules! dispatch {
             AnyStore::Memory($s) => $e,
             AnyStore::Embedded($s) => $e,
             AnyStore::Etcd($s) => $e,
+            AnyStore::Transformed($s) => $e,
         }
     };
 }

@@ -8,7 +8,9 @@
 //!   default.
 //! - [`EtcdStore`]: a real etcd (v3 API) through the `etcd-client` crate.
 //!
-//! [`AnyStore`] picks one at run time (`--store embedded|memory|etcd`).
+//! [`AnyStore`] picks one at run time (`--store embedded|memory|etcd`), and can wrap it in a
+//! [`Transformed`] store whose values pass through a [`ValueTransformer`] (encryption at rest,
+//! [`transform`]).
 //!
 //! # The model
 //!
@@ -54,6 +56,7 @@ mod etcd;
 mod memory;
 mod mvcc;
 pub mod quota;
+pub mod transform;
 mod types;
 mod watch;
 
@@ -65,6 +68,7 @@ pub use error::{
 pub use etcd::{EtcdConfig, EtcdStore};
 pub use memory::{MemoryConfig, MemoryStore};
 pub use quota::{DEFAULT_QUOTA_BYTES, QuotaUsage};
+pub use transform::{Transformed, ValueTransformer};
 pub use types::{
     Compare, CounterSnapshot, Event, EventKind, KeySelector, KeyValue, RangeRequest, RangeResponse,
     StartKey, StoreCounters, TxnOp, TxnRequest, TxnResponse, WatchItem,

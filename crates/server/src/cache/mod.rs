@@ -73,12 +73,12 @@ impl Resource {
     /// The object to store for `object` of this resource's version: converted to the
     /// storage version for a view, as it is otherwise.
     #[must_use]
-    pub fn to_storage<'a>(
+    pub fn stored_form<'a>(
         &self,
         object: &'a serde_json::Value,
     ) -> std::borrow::Cow<'a, serde_json::Value> {
         match &self.conversion {
-            Some(conversion) => std::borrow::Cow::Owned(conversion.to_storage(object)),
+            Some(conversion) => std::borrow::Cow::Owned(conversion.stored_form(object)),
             None => std::borrow::Cow::Borrowed(object),
         }
     }

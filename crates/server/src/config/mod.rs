@@ -73,6 +73,12 @@ pub struct ServeArgs {
     /// `path` [default: none: kube's defaults]. Store modes only.
     #[arg(long)]
     pub admission_control_config_file: Option<PathBuf>,
+    /// kube-apiserver's encryption at rest: an `EncryptionConfiguration`
+    /// (`apiserver.config.k8s.io/v1`, YAML or JSON) whose rules choose the providers
+    /// (`aescbc`, `aesgcm`, `secretbox`, `identity`) that write and read each resource's stored
+    /// values [default: none: values stored as they are]. Store modes only.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
     /// root-ca-cert-publisher does (its CA bundle: --root-ca-file) [default: true]. Store modes
     /// only.
@@ -442,6 +448,7 @@ impl ServeArgs {
             enable_root_ca_cert_publisher,
             disable_admission_plugins,
             admission_control_config_file,
+            encryption_provider_config,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -558,6 +565,9 @@ pub struct ServeConfig {
     pub admission: crate::source::pod_admission::AdmissionPlugins,
     /// `--admission-control-config-file`: the admission plugins' configuration.
     pub admission_config: AdmissionConfig,
+    /// `--encryption-provider-config`: how stored values are encrypted; `None` stores them
+    /// as they are.
+    pub encryption: Option<std::sync::Arc<crate::source::encryption::Encryption>>,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -995,6 +1005,10 @@ impl UpstreamConfig {
                 "--admission-control-config-file",
             ),
             (
+                args.encryption_provider_config.is_some(),
+                "--encryption-provider-config",
+            ),
+            (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
@@ -1367,6 +1381,19 @@ impl ServeConfig {
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from("watchkeeper-data")),
             etcd_endpoints,
+            encryption: match args.encryption_provider_config.as_deref() {
+                None => None,
+                Some(file) => Some(std::sync::Arc::new(
+                    crate::source::encryption::Encryption::load(file, &prefix).map_err(
+                        |message| {
+                            ConfigError::flag(
+                                "--encryption-provider-config",
+                                format!("--encryption-provider-config: {message}"),
+                            )
+                        },
+                    )?,
+                )),
+            },
             prefix,
             resources: args.resources,
             cache,

@@ -88,7 +88,7 @@ enum Check {
 fn checks(app: &App, endpoint: Endpoint) -> Vec<(&'static str, Check)> {
     let mut checks = vec![("ping", Check::Ping), ("log", Check::Log)];
     let store = app.source.as_store().map(|store| {
-        if matches!(store, watchkeeper_store::AnyStore::Etcd(_)) {
+        if store.kind() == watchkeeper_store::StoreKind::Etcd {
             ("etcd", "etcd-readiness")
         } else {
             ("store", "store-readiness")

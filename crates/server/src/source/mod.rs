@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod compaction;
 pub mod consistency;
 pub mod decode;
+pub mod encryption;
 pub mod feed;
 pub mod handover;
 pub mod limit_ranger;

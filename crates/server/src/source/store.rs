@@ -1996,7 +1996,7 @@ impl Writer<'_> {
             return Ok(object);
         }
         let key = Bytes::from(resource.store_key(namespace, &name));
-        let value = stored_value(&resource.to_storage(&object));
+        let value = stored_value(&resource.stored_form(&object));
         for _ in 0..QUOTA_ATTEMPTS {
             let quotas = self
                 .quota_claims(resource, namespace, &name, None, Some(&object))
@@ -2198,7 +2198,7 @@ impl Writer<'_> {
                 },
                 TxnOp::Put {
                     key,
-                    value: stored_value(&quotas.to_storage(&updated)),
+                    value: stored_value(&quotas.stored_form(&updated)),
                 },
             ));
         }
@@ -2610,7 +2610,7 @@ impl Writer<'_> {
                 };
                 let value = offload
                     .in_place(capacity, || {
-                        stored_value_sized(&resource.to_storage(&new), capacity)
+                        stored_value_sized(&resource.stored_form(&new), capacity)
                     })
                     .await;
                 let written = if answers_from_cache(resource, namespace, name, &new) {
@@ -2879,7 +2879,7 @@ impl Writer<'_> {
             })
             .then(TxnOp::Put {
                 key,
-                value: stored_value(&resource.to_storage(&marked)),
+                value: stored_value(&resource.stored_form(&marked)),
             });
         let response = self.txn(request).await?;
         if response.succeeded {
@@ -3081,7 +3081,7 @@ impl Writer<'_> {
                 (
                     TxnOp::Put {
                         key: store_key.clone(),
-                        value: stored_value(&resource.to_storage(&marked)),
+                        value: stored_value(&resource.stored_form(&marked)),
                     },
                     marked,
                 )
