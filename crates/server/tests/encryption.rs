@@ -125,6 +125,18 @@ async fn secrets_are_stored_encrypted_and_served_as_written() {
         .await;
     assert!(out.success(), "{out:?}");
     assert_eq!(out.stdout, encoded);
+    // kube's metric of the transformations.
+    let text = metrics_text(addr).await;
+    let written = sample(
+        &text,
+        r#"apiserver_storage_transformation_operations_total{transformation_type="to_storage",transformer_prefix="k8s:enc:aescbc:v1:key1:",status="OK"}"#,
+    );
+    assert_eq!(written, 1, "{text}");
+    let read = sample(
+        &text,
+        r#"apiserver_storage_transformation_operations_total{transformation_type="from_storage",transformer_prefix="k8s:enc:aescbc:v1:key1:",status="OK"}"#,
+    );
+    assert!(read >= 1, "{text}");
 }
 
 /// Goal: on the embedded store, encrypted Secrets are read after a restart with the same

@@ -43,6 +43,13 @@ pub trait ValueTransformer: Send + Sync + fmt::Debug {
     /// # Errors
     /// Why the stored bytes cannot be read back.
     fn read_stored(&self, key: &[u8], stored: Bytes) -> Result<Bytes, String>;
+
+    /// Operations so far, for `/metrics`: `(direction, transformer, status)` with a count;
+    /// direction `to_storage` or `from_storage` and status `OK` or `Unknown`, as kube labels
+    /// `apiserver_storage_transformation_operations_total`.
+    fn operations(&self) -> Vec<((&'static str, String, &'static str), u64)> {
+        Vec::new()
+    }
 }
 
 /// A backend whose values go through a [`ValueTransformer`] ([`AnyStore::Transformed`]).
@@ -64,6 +71,11 @@ impl Transformed {
     /// The backend underneath.
     pub fn inner(&self) -> &AnyStore {
         &self.inner
+    }
+
+    /// The transformer.
+    pub fn transformer(&self) -> &dyn ValueTransformer {
+        self.transformer.as_ref()
     }
 
     fn read(&self, kv: &mut KeyValue) {

@@ -276,8 +276,32 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
             collect_quota(usage, &mut scrape);
         }
+        if let watchkeeper_store::AnyStore::Transformed(transformed) = store {
+            collect_transformations(transformed.transformer(), &mut scrape);
+        }
     }
     scrape
+}
+
+/// Encryption at rest's operations (kube's metric).
+fn collect_transformations(
+    transformer: &dyn watchkeeper_store::ValueTransformer,
+    scrape: &mut Scrape,
+) {
+    let family = scrape.counter(
+        "apiserver_storage_transformation_operations_total",
+        "Stored values transformed (encrypted or decrypted), by direction, transformer prefix and status.",
+    );
+    for ((direction, transformer, status), count) in transformer.operations() {
+        family.sample(
+            &[
+                ("transformation_type", direction),
+                ("transformer_prefix", &transformer),
+                ("status", status),
+            ],
+            count,
+        );
+    }
 }
 
 /// The custom resource versions served for CustomResourceDefinitions and their bound

@@ -85,6 +85,8 @@ pub struct Encryption {
     groups: BTreeMap<String, Arc<Providers>>,
     /// A `*.*` rule.
     everything: Option<Arc<Providers>>,
+    /// Operations by direction, transformer prefix and status (see [`ValueTransformer::operations`]).
+    counts: std::sync::Mutex<BTreeMap<(&'static str, String, &'static str), u64>>,
 }
 
 impl Encryption {
@@ -142,6 +144,7 @@ impl Encryption {
             exact: BTreeMap::new(),
             groups: BTreeMap::new(),
             everything: None,
+            counts: std::sync::Mutex::default(),
         };
         for (i, rule) in rules.iter().enumerate() {
             let resources: Vec<&str> = list(rule.get("resources"))
@@ -519,16 +522,34 @@ impl Cipher {
     }
 }
 
+impl Encryption {
+    /// Counts one operation of `transformer` (its prefix; `identity` for the identity
+    /// provider, empty when no provider matched).
+    fn count(&self, direction: &'static str, transformer: &[u8], ok: bool) {
+        let name = if transformer.is_empty() {
+            "identity".to_owned()
+        } else {
+            String::from_utf8_lossy(transformer).into_owned()
+        };
+        let status = if ok { "OK" } else { "Unknown" };
+        if let Ok(mut counts) = self.counts.lock() {
+            *counts.entry((direction, name, status)).or_default() += 1;
+        }
+    }
+}
+
 impl ValueTransformer for Encryption {
     fn stored_form(&self, key: &[u8], value: Bytes) -> Result<Bytes, String> {
         let Some(first) = self.providers(key).and_then(|p| p.0.first()) else {
             return Ok(value);
         };
         if matches!(first.cipher, Cipher::Identity) {
+            self.count("to_storage", &first.prefix, true);
             return Ok(value);
         }
-        let sealed = first.cipher.seal(key, &value)?;
-        Ok([&first.prefix[..], &sealed].concat().into())
+        let sealed = first.cipher.seal(key, &value);
+        self.count("to_storage", &first.prefix, sealed.is_ok());
+        Ok([&first.prefix[..], &sealed?].concat().into())
     }
 
     fn read_stored(&self, key: &[u8], stored: Bytes) -> Result<Bytes, String> {
@@ -539,14 +560,23 @@ impl ValueTransformer for Encryption {
             let Some(body) = stored.strip_prefix(&keyed.prefix[..]) else {
                 continue;
             };
-            match keyed.cipher.open(key, body) {
-                Ok(plain) => return Ok(plain.into()),
-                // kube: an identity provider's failure lets the next providers try.
-                Err(_) if keyed.prefix.is_empty() => {}
-                Err(error) => return Err(error),
+            let opened = keyed.cipher.open(key, body);
+            // kube: an identity provider's failure lets the next providers try.
+            if opened.is_err() && keyed.prefix.is_empty() {
+                continue;
             }
+            self.count("from_storage", &keyed.prefix, opened.is_ok());
+            return opened.map(Bytes::from);
         }
+        self.count("from_storage", b"none", false);
         Err("no matching prefix found".to_owned())
+    }
+
+    fn operations(&self) -> Vec<((&'static str, String, &'static str), u64)> {
+        self.counts
+            .lock()
+            .map(|counts| counts.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default()
     }
 }
 
