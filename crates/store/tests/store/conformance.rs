@@ -547,3 +547,37 @@ mod any {
     }
     super::shared_suite!(any_memory);
 }
+
+/// The transforming decorator (encryption at rest) over the memory backend keeps every
+/// guarantee of the suite, with every value stored in another form.
+mod transformed {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use watchkeeper_store::{AnyStore, MemoryStore, Transformed, ValueTransformer};
+
+    /// Stores `t:` and the value reversed.
+    #[derive(Debug)]
+    struct Reversed;
+
+    impl ValueTransformer for Reversed {
+        fn stored_form(&self, _key: &[u8], value: Bytes) -> Result<Bytes, String> {
+            let mut stored = b"t:".to_vec();
+            stored.extend(value.iter().rev());
+            Ok(stored.into())
+        }
+
+        fn read_stored(&self, _key: &[u8], stored: Bytes) -> Result<Bytes, String> {
+            let body = stored.strip_prefix(b"t:").ok_or("not transformed")?;
+            Ok(body.iter().rev().copied().collect::<Vec<u8>>().into())
+        }
+    }
+
+    async fn transformed_memory() -> (AnyStore, crate::common::Guard) {
+        let memory = AnyStore::Memory(MemoryStore::new(Default::default()).unwrap());
+        let store = AnyStore::Transformed(Arc::new(Transformed::new(memory, Arc::new(Reversed))));
+        (store, Box::new(()))
+    }
+    super::shared_suite!(transformed_memory);
+    super::conformance!(transformed_memory; compaction, compaction_keeps_tombstone_at_floor);
+}
