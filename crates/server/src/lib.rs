@@ -372,7 +372,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 config.webhook_calls_max,
                 config.limits.request_body_bytes_max,
             )))
-            .with_rbac_escalation_check(auth.rbac().is_some().then(|| auth.clone()));
+            .with_rbac_escalation_check(auth.rbac().is_some().then(|| auth.clone()))
+            .with_policy_authorizer(auth.clone());
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,
