@@ -281,7 +281,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .with_service_accounts(service_accounts.clone())
         .with_authorization(&config.authorization_modes),
     );
-    let audit = crate::audit::Audit::start(&config.audit, auth.clone())?;
+    let audit = crate::audit::Audit::start(&config.audit, auth.clone()).await?;
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
     let root_ca = config

@@ -44,6 +44,8 @@ pub struct Counters {
     pub write_errors: AtomicU64,
     /// `apiserver_audit_error_total{plugin="buffered"}`: events dropped by a full queue.
     pub dropped: AtomicU64,
+    /// `apiserver_audit_error_total{plugin="webhook"}`: events the webhook did not take.
+    pub webhook_errors: AtomicU64,
     /// `apiserver_audit_requests_rejected_total`: requests failed for their event
     /// (`blocking-strict`).
     pub rejected: AtomicU64,
@@ -74,10 +76,11 @@ impl Backend {
         } else {
             Box::new(Rotating::open(path, config)?)
         };
-        let (sender, receiver) = flume::bounded::<Queued>(config.batch_buffer_size);
-        std::thread::Builder::new()
-            .name("audit-log".to_owned())
-            .spawn(move || {
+        Backend::spawn(
+            "audit-log",
+            config.mode,
+            config.batch_buffer_size,
+            move |receiver| {
                 for queued in receiver.iter() {
                     // An event that encodes to nothing is a marker (`Audit::drain`).
                     let written = match (queued.encode)() {
@@ -95,11 +98,26 @@ impl Backend {
                         let _ = done.send(written);
                     }
                 }
-            })?;
-        Ok(Backend {
-            sender,
-            mode: config.mode,
-        })
+            },
+        )
+    }
+
+    /// A queue of at most `buffer` events in `mode` in front of `consume`, run on a thread of
+    /// its own named `name` until every sender is gone.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub(super) fn spawn(
+        name: &str,
+        mode: AuditMode,
+        buffer: usize,
+        consume: impl FnOnce(flume::Receiver<Queued>) + Send + 'static,
+    ) -> std::io::Result<Backend> {
+        let (sender, receiver) = flume::bounded::<Queued>(buffer);
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || consume(receiver))?;
+        Ok(Backend { sender, mode })
     }
 
     /// The mode events are written in.

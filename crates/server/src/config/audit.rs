@@ -3,6 +3,7 @@
 //! validated at start, by [`crate::audit::policy`]).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::{ConfigError, ServeArgs};
 
@@ -46,6 +47,37 @@ pub struct AuditConfig {
     /// `--audit-log-max-object-bytes`: the largest request or response body kept as an
     /// event's `requestObject` or `responseObject`.
     pub max_object_bytes: usize,
+    /// `--audit-webhook-config-file`: the kubeconfig of the audit webhook.
+    pub webhook_config_file: Option<PathBuf>,
+    /// The audit webhook's `--audit-webhook-*` settings.
+    pub webhook: AuditWebhookConfig,
+}
+
+/// The audit webhook's settings (`--audit-webhook-*`, see `crate::audit::webhook`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuditWebhookConfig {
+    /// `--audit-webhook-mode`.
+    pub mode: AuditMode,
+    /// `--audit-webhook-batch-buffer-size`: events queued at most.
+    pub batch_buffer_size: usize,
+    /// `--audit-webhook-batch-max-size`: events in one POST at most.
+    pub batch_max_size: usize,
+    /// `--audit-webhook-batch-max-wait`: how long a batch waits for more events.
+    pub batch_max_wait: Duration,
+    /// `--audit-webhook-initial-backoff`: the wait before the first retry.
+    pub initial_backoff: Duration,
+}
+
+impl Default for AuditWebhookConfig {
+    fn default() -> Self {
+        AuditWebhookConfig {
+            mode: AuditMode::Batch,
+            batch_buffer_size: DEFAULT_BATCH_BUFFER_SIZE,
+            batch_max_size: 400,
+            batch_max_wait: Duration::from_secs(30),
+            initial_backoff: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Default for AuditConfig {
@@ -59,6 +91,8 @@ impl Default for AuditConfig {
             mode: AuditMode::Blocking,
             batch_buffer_size: DEFAULT_BATCH_BUFFER_SIZE,
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            webhook_config_file: None,
+            webhook: AuditWebhookConfig::default(),
         }
     }
 }
@@ -69,10 +103,12 @@ pub(super) const DEFAULT_BATCH_BUFFER_SIZE: usize = 10_000;
 pub(super) const DEFAULT_MAX_OBJECT_BYTES: usize = 10 * 1024 * 1024;
 
 impl AuditConfig {
-    /// Whether events are written: a policy and a log path, as kube-apiserver needs both.
+    /// Whether events are written: a policy and a log path or a webhook, as kube-apiserver
+    /// needs both.
     #[must_use]
     pub fn enabled(&self) -> bool {
-        self.policy_file.is_some() && self.log_path.is_some()
+        self.policy_file.is_some()
+            && (self.log_path.is_some() || self.webhook_config_file.is_some())
     }
 
     /// Validates the audit flags.
@@ -98,20 +134,7 @@ impl AuditConfig {
                 ));
             }
         }
-        let mode = match args.audit_log_mode.as_deref().unwrap_or("blocking") {
-            "blocking" => AuditMode::Blocking,
-            "blocking-strict" => AuditMode::BlockingStrict,
-            "batch" => AuditMode::Batch,
-            other => {
-                return Err(ConfigError::flag(
-                    "--audit-log-mode",
-                    format!(
-                        "invalid audit log mode {other}, allowed modes are \"{}\"",
-                        AuditMode::NAMES.join(",")
-                    ),
-                ));
-            }
-        };
+        let mode = parse_mode("log", args.audit_log_mode.as_deref().unwrap_or("blocking"))?;
         let batch_buffer_size = args
             .audit_log_batch_buffer_size
             .unwrap_or(DEFAULT_BATCH_BUFFER_SIZE);
@@ -139,6 +162,94 @@ impl AuditConfig {
             mode,
             batch_buffer_size,
             max_object_bytes,
+            webhook_config_file: args.audit_webhook_config_file.clone(),
+            webhook: AuditWebhookConfig::from_args(args)?,
+        })
+    }
+}
+
+/// `--audit-<plugin>-mode` (kube's `validateBackendMode` wording).
+fn parse_mode(plugin: &str, mode: &str) -> Result<AuditMode, ConfigError> {
+    match mode {
+        "blocking" => Ok(AuditMode::Blocking),
+        "blocking-strict" => Ok(AuditMode::BlockingStrict),
+        "batch" => Ok(AuditMode::Batch),
+        other => Err(ConfigError::flag(
+            if plugin == "log" {
+                "--audit-log-mode"
+            } else {
+                "--audit-webhook-mode"
+            },
+            format!(
+                "invalid audit {plugin} mode {other}, allowed modes are \"{}\"",
+                AuditMode::NAMES.join(",")
+            ),
+        )),
+    }
+}
+
+/// A positive Go duration flag.
+fn positive_duration(
+    flag: &'static str,
+    text: Option<&str>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(text) = text else {
+        return Ok(default);
+    };
+    let seconds = super::go_duration_seconds(text).map_err(|e| ConfigError::flag(flag, e))?;
+    if seconds <= 0.0 {
+        return Err(ConfigError::flag(
+            flag,
+            format!("{flag} {text} must be a positive duration"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+impl AuditWebhookConfig {
+    /// Validates the `--audit-webhook-*` flags.
+    ///
+    /// # Errors
+    /// The flag at fault, with kube-apiserver's wording where it has one.
+    pub fn from_args(args: &ServeArgs) -> Result<AuditWebhookConfig, ConfigError> {
+        let defaults = AuditWebhookConfig::default();
+        let mode = parse_mode(
+            "webhook",
+            args.audit_webhook_mode.as_deref().unwrap_or("batch"),
+        )?;
+        let batch_buffer_size = args
+            .audit_webhook_batch_buffer_size
+            .unwrap_or(defaults.batch_buffer_size);
+        if batch_buffer_size == 0 {
+            return Err(ConfigError::flag(
+                "--audit-webhook-batch-buffer-size",
+                "invalid audit batch webhook buffer size 0, must be a positive number",
+            ));
+        }
+        let batch_max_size = args
+            .audit_webhook_batch_max_size
+            .unwrap_or(defaults.batch_max_size);
+        if batch_max_size == 0 {
+            return Err(ConfigError::flag(
+                "--audit-webhook-batch-max-size",
+                "invalid audit batch webhook max batch size 0, must be a positive number",
+            ));
+        }
+        Ok(AuditWebhookConfig {
+            mode,
+            batch_buffer_size,
+            batch_max_size,
+            batch_max_wait: positive_duration(
+                "--audit-webhook-batch-max-wait",
+                args.audit_webhook_batch_max_wait.as_deref(),
+                defaults.batch_max_wait,
+            )?,
+            initial_backoff: positive_duration(
+                "--audit-webhook-initial-backoff",
+                args.audit_webhook_initial_backoff.as_deref(),
+                defaults.initial_backoff,
+            )?,
         })
     }
 }
@@ -193,5 +304,69 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(parsed(objects).unwrap_err().contains("at least 1024"));
+    }
+
+    #[test]
+    fn webhook_flags_are_kubes_with_its_defaults() {
+        let config = parsed(ServeArgs::default()).unwrap();
+        assert_eq!(
+            config.webhook,
+            AuditWebhookConfig {
+                mode: AuditMode::Batch,
+                batch_buffer_size: 10_000,
+                batch_max_size: 400,
+                batch_max_wait: Duration::from_secs(30),
+                initial_backoff: Duration::from_secs(10),
+            }
+        );
+        let set = parsed(ServeArgs {
+            audit_webhook_mode: Some("blocking".into()),
+            audit_webhook_batch_max_wait: Some("1m30s".into()),
+            audit_webhook_initial_backoff: Some("250ms".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(set.webhook.mode, AuditMode::Blocking);
+        assert_eq!(set.webhook.batch_max_wait, Duration::from_secs(90));
+        assert_eq!(set.webhook.initial_backoff, Duration::from_millis(250));
+        for (args, message) in [
+            (
+                ServeArgs {
+                    audit_webhook_mode: Some("async".into()),
+                    ..ServeArgs::default()
+                },
+                "invalid audit webhook mode async, allowed modes are \"batch,blocking,blocking-strict\"",
+            ),
+            (
+                ServeArgs {
+                    audit_webhook_batch_max_size: Some(0),
+                    ..ServeArgs::default()
+                },
+                "invalid audit batch webhook max batch size 0, must be a positive number",
+            ),
+            (
+                ServeArgs {
+                    audit_webhook_batch_buffer_size: Some(0),
+                    ..ServeArgs::default()
+                },
+                "invalid audit batch webhook buffer size 0, must be a positive number",
+            ),
+            (
+                ServeArgs {
+                    audit_webhook_initial_backoff: Some("0s".into()),
+                    ..ServeArgs::default()
+                },
+                "--audit-webhook-initial-backoff 0s must be a positive duration",
+            ),
+            (
+                ServeArgs {
+                    audit_webhook_batch_max_wait: Some("30".into()),
+                    ..ServeArgs::default()
+                },
+                "time: missing unit in duration \"30\"",
+            ),
+        ] {
+            assert_eq!(parsed(args).unwrap_err(), message);
+        }
     }
 }
