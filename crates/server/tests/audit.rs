@@ -1105,3 +1105,37 @@ async fn a_full_webhook_queue_drops_and_a_refusing_webhook_fails_strict_requests
     assert_eq!(sample(&text, "apiserver_audit_requests_rejected_total"), 1);
     server.shutdown().await;
 }
+
+/// Goal: in batch mode the log writes batches of at most `--audit-log-batch-max-size`
+/// events (a batch waits `--audit-log-batch-max-wait` for more), and a shutdown writes what is
+/// still batched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_writes_events_in_batches() {
+    let audited = audited(
+        POLICY,
+        ServeArgs {
+            audit_log_mode: Some("batch".to_owned()),
+            audit_log_batch_max_size: Some(3),
+            audit_log_batch_max_wait: Some("1h".to_owned()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let (server, log) = (&audited.server, audited.log.clone());
+    for name in ["batched-a", "batched-b"] {
+        let (status, _, _) = call(
+            server,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            &configmap(name, 10).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    // Four events: a batch of three is written, the fourth waits for more.
+    until(|| events_in(&log).len() >= 3).await;
+    assert_eq!(events_in(&log).len(), 3);
+    audited.server.shutdown().await;
+    assert_eq!(events_in(&log).len(), 4);
+}

@@ -353,6 +353,9 @@ async fn bootstrap_policy_aggregation_and_reviews() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+    // Every mode here resolves its rules completely (kube's RBAC, as its AlwaysAllow,
+    // AlwaysDeny and ABAC rule resolvers, answers `incomplete: false`).
+    assert_eq!(body["status"]["incomplete"], false, "{body}");
     let resource_rules = body["status"]["resourceRules"].as_array().unwrap();
     assert!(resource_rules.iter().any(|r| {
         r["resources"]

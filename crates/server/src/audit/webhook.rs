@@ -34,12 +34,11 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use http_body_util::BodyExt;
 
-use super::backend::{Backend, Counters, Queued};
-use crate::config::{AuditMode, AuditWebhookConfig};
+use super::backend::{Backend, Batching, Counters, Queued, next_batch};
+use crate::config::AuditWebhookConfig;
 
 /// kube's retry attempts of one batch (its backoff's `Steps`).
 const ATTEMPTS: u32 = 5;
@@ -120,23 +119,13 @@ fn run(
     settings: &AuditWebhookConfig,
     counters: &Counters,
 ) {
-    while let Ok(first) = receiver.recv() {
-        // A batch waits for more events until its deadline, unless the mode is blocking or
-        // an event waits for its answer (a blocking request, `Audit::drain`): then it takes
-        // only those queued already.
-        let mut flush = settings.mode != AuditMode::Batch || first.done.is_some();
-        let mut batch = vec![first];
-        let deadline = Instant::now() + settings.batch_max_wait;
-        while batch.len() < settings.batch_max_size {
-            let next = if flush {
-                receiver.try_recv().ok()
-            } else {
-                receiver.recv_deadline(deadline).ok()
-            };
-            let Some(next) = next else { break };
-            flush |= next.done.is_some();
-            batch.push(next);
-        }
+    let batching = Batching {
+        mode: settings.mode,
+        max_size: settings.batch_max_size,
+        max_wait: settings.batch_max_wait,
+        throttle: None,
+    };
+    while let Some(batch) = next_batch(receiver, &batching) {
         let mut items: Vec<Vec<u8>> = Vec::with_capacity(batch.len());
         let mut waiting = Vec::new();
         for queued in batch {

@@ -920,7 +920,12 @@ impl Auth {
     /// each mode's rules in order — `*` for `AlwaysAllow`, none for `AlwaysDeny`; for `ABAC`
     /// one rule per policy line naming the user (or a group of theirs) whose namespace
     /// matches (`get`, `list`, `watch` for read-only lines, `*` otherwise); for `RBAC` the
-    /// rules of every role bound to the user there.
+    /// rules of every role bound to the user there. The list is complete (`incomplete: false`
+    /// in the review): kube's AlwaysAllow, AlwaysDeny, ABAC and RBAC are all rule resolvers
+    /// that report complete rules (`pkg/kubeapiserver/authorizer` adds each to the union rule
+    /// resolver); only Node and Webhook, not supported here, would make it incomplete. The
+    /// privileged group `system:masters` is not a rule resolver: its members see the rules
+    /// bound to them (`cluster-admin` with the bootstrap policy), as in kube.
     #[must_use]
     pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
         let star = || vec!["*".to_owned()];

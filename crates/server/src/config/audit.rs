@@ -47,6 +47,14 @@ pub struct AuditConfig {
     /// `--audit-log-max-object-bytes`: the largest request or response body kept as an
     /// event's `requestObject` or `responseObject`.
     pub max_object_bytes: usize,
+    /// `--audit-log-compress`: rotated files are gzipped.
+    pub compress: bool,
+    /// `--audit-log-batch-max-size`: events written at once at most (`batch` mode).
+    pub batch_max_size: usize,
+    /// `--audit-log-batch-max-wait`: how long a batch waits for more events (`batch` mode).
+    pub batch_max_wait: Duration,
+    /// `--audit-log-batch-throttle-*`: batches a second and the burst, when enabled.
+    pub batch_throttle: Option<(f64, usize)>,
     /// `--audit-webhook-config-file`: the kubeconfig of the audit webhook.
     pub webhook_config_file: Option<PathBuf>,
     /// The audit webhook's `--audit-webhook-*` settings.
@@ -91,6 +99,10 @@ impl Default for AuditConfig {
             mode: AuditMode::Blocking,
             batch_buffer_size: DEFAULT_BATCH_BUFFER_SIZE,
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            compress: false,
+            batch_max_size: 1,
+            batch_max_wait: Duration::ZERO,
+            batch_throttle: None,
             webhook_config_file: None,
             webhook: AuditWebhookConfig::default(),
         }
@@ -109,6 +121,17 @@ impl AuditConfig {
     pub fn enabled(&self) -> bool {
         self.policy_file.is_some()
             && (self.log_path.is_some() || self.webhook_config_file.is_some())
+    }
+
+    /// How the log's writer groups events (`--audit-log-mode`, `--audit-log-batch-*`).
+    #[must_use]
+    pub fn log_batching(&self) -> crate::audit::backend::Batching {
+        crate::audit::backend::Batching {
+            mode: self.mode,
+            max_size: self.batch_max_size,
+            max_wait: self.batch_max_wait,
+            throttle: self.batch_throttle,
+        }
     }
 
     /// Validates the audit flags.
@@ -144,6 +167,49 @@ impl AuditConfig {
                 "invalid audit log batch config: --audit-log-batch-buffer-size 0 must be a positive number",
             ));
         }
+        let batch_max_size = args.audit_log_batch_max_size.unwrap_or(1);
+        if batch_max_size == 0 {
+            return Err(ConfigError::flag(
+                "--audit-log-batch-max-size",
+                "invalid audit batch log max batch size 0, must be a positive number",
+            ));
+        }
+        let batch_max_wait = match args.audit_log_batch_max_wait.as_deref() {
+            None => Duration::ZERO,
+            Some(text) => {
+                let flag = "--audit-log-batch-max-wait";
+                let seconds =
+                    super::go_duration_seconds(text).map_err(|e| ConfigError::flag(flag, e))?;
+                if seconds < 0.0 {
+                    return Err(ConfigError::flag(
+                        flag,
+                        format!("{flag} {text} must not be negative"),
+                    ));
+                }
+                Duration::from_secs_f64(seconds)
+            }
+        };
+        let batch_throttle = if args.audit_log_batch_throttle_enable.unwrap_or(false) {
+            let qps = args.audit_log_batch_throttle_qps.unwrap_or(0.0);
+            if qps.is_nan() || qps <= 0.0 {
+                return Err(ConfigError::flag(
+                    "--audit-log-batch-throttle-qps",
+                    format!(
+                        "invalid audit batch log throttle QPS {qps}, must be a positive number"
+                    ),
+                ));
+            }
+            let burst = args.audit_log_batch_throttle_burst.unwrap_or(0);
+            if burst == 0 {
+                return Err(ConfigError::flag(
+                    "--audit-log-batch-throttle-burst",
+                    "invalid audit batch log throttle burst 0, must be a positive number",
+                ));
+            }
+            Some((qps, burst))
+        } else {
+            None
+        };
         let max_object_bytes = args
             .audit_log_max_object_bytes
             .unwrap_or(DEFAULT_MAX_OBJECT_BYTES);
@@ -162,6 +228,10 @@ impl AuditConfig {
             mode,
             batch_buffer_size,
             max_object_bytes,
+            compress: args.audit_log_compress.unwrap_or(false),
+            batch_max_size,
+            batch_max_wait,
+            batch_throttle,
             webhook_config_file: args.audit_webhook_config_file.clone(),
             webhook: AuditWebhookConfig::from_args(args)?,
         })
@@ -304,6 +374,72 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(parsed(objects).unwrap_err().contains("at least 1024"));
+    }
+
+    #[test]
+    fn log_batch_flags_are_kubes_with_its_defaults() {
+        let config = parsed(ServeArgs::default()).unwrap();
+        assert_eq!(
+            (
+                config.batch_max_size,
+                config.batch_max_wait,
+                config.batch_throttle,
+                config.compress
+            ),
+            (1, Duration::ZERO, None, false)
+        );
+        let set = parsed(ServeArgs {
+            audit_log_compress: Some(true),
+            audit_log_batch_max_size: Some(50),
+            audit_log_batch_max_wait: Some("2s".into()),
+            audit_log_batch_throttle_enable: Some(true),
+            audit_log_batch_throttle_qps: Some(2.5),
+            audit_log_batch_throttle_burst: Some(4),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (
+                set.batch_max_size,
+                set.batch_max_wait,
+                set.batch_throttle,
+                set.compress
+            ),
+            (50, Duration::from_secs(2), Some((2.5, 4)), true)
+        );
+        for (args, message) in [
+            (
+                ServeArgs {
+                    audit_log_batch_max_size: Some(0),
+                    ..ServeArgs::default()
+                },
+                "invalid audit batch log max batch size 0, must be a positive number",
+            ),
+            (
+                ServeArgs {
+                    audit_log_batch_throttle_enable: Some(true),
+                    ..ServeArgs::default()
+                },
+                "invalid audit batch log throttle QPS 0, must be a positive number",
+            ),
+            (
+                ServeArgs {
+                    audit_log_batch_throttle_enable: Some(true),
+                    audit_log_batch_throttle_qps: Some(1.0),
+                    ..ServeArgs::default()
+                },
+                "invalid audit batch log throttle burst 0, must be a positive number",
+            ),
+            (
+                ServeArgs {
+                    audit_log_batch_max_wait: Some("-1s".into()),
+                    ..ServeArgs::default()
+                },
+                "--audit-log-batch-max-wait -1s must not be negative",
+            ),
+        ] {
+            assert_eq!(parsed(args).unwrap_err(), message);
+        }
     }
 
     #[test]

@@ -172,6 +172,27 @@ pub struct ServeArgs {
     /// [default: 10485760].
     #[arg(long)]
     pub audit_log_max_object_bytes: Option<usize>,
+    /// Gzip rotated audit log files (`NAME-<time>.EXT.gz`, as lumberjack) [default: false].
+    #[arg(long)]
+    pub audit_log_compress: Option<bool>,
+    /// Most audit events written to the log at once, one flush (at least 1; `batch` mode)
+    /// [default: 1].
+    #[arg(long)]
+    pub audit_log_batch_max_size: Option<usize>,
+    /// Longest a batch of audit log events waits for more after its first, a Go duration
+    /// (`batch` mode) [default: 0s].
+    #[arg(long)]
+    pub audit_log_batch_max_wait: Option<String>,
+    /// Throttle the audit log's batches (`batch` mode) [default: false].
+    #[arg(long)]
+    pub audit_log_batch_throttle_enable: Option<bool>,
+    /// Batches a second the audit log writes at most, when throttled (positive) [default: 0].
+    #[arg(long)]
+    pub audit_log_batch_throttle_qps: Option<f64>,
+    /// Batches the audit log writes at once after a pause, when throttled (positive)
+    /// [default: 0].
+    #[arg(long)]
+    pub audit_log_batch_throttle_burst: Option<usize>,
     /// A kubeconfig naming the audit webhook (server URL, CA, client certificate and key or
     /// token): events are POSTed to it as `audit.k8s.io/v1` `EventList`s (with
     /// `--audit-policy-file`) [default: none].
@@ -484,6 +505,12 @@ impl ServeArgs {
             audit_log_mode,
             audit_log_batch_buffer_size,
             audit_log_max_object_bytes,
+            audit_log_compress,
+            audit_log_batch_max_size,
+            audit_log_batch_max_wait,
+            audit_log_batch_throttle_enable,
+            audit_log_batch_throttle_qps,
+            audit_log_batch_throttle_burst,
             audit_webhook_config_file,
             audit_webhook_mode,
             audit_webhook_batch_buffer_size,
