@@ -1139,3 +1139,60 @@ async fn the_log_writes_events_in_batches() {
     audited.server.shutdown().await;
     assert_eq!(events_in(&log).len(), 4);
 }
+
+/// Goal: answers written as YAML or protobuf are logged as their objects, JSON-encoded (kube
+/// logs the object whatever the answer's encoding), lists included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_and_protobuf_answers_are_logged_as_json_objects() {
+    let audited = audited(POLICY, ServeArgs::default()).await;
+    let (server, log) = (&audited.server, &audited.log);
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let (status, _, _) = call(
+        server,
+        "POST",
+        configmaps,
+        &[],
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "encoded"},
+            "data": {"k": "v"}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let one = format!("{configmaps}/encoded");
+    for (accept, path, kind) in [
+        ("application/yaml", one.as_str(), "ConfigMap"),
+        (
+            "application/vnd.kubernetes.protobuf",
+            one.as_str(),
+            "ConfigMap",
+        ),
+        (
+            "application/vnd.kubernetes.protobuf",
+            configmaps,
+            "ConfigMapList",
+        ),
+    ] {
+        let response =
+            watchkeeper_testkit::request(server.addr, "GET", path, &[("Accept", accept)], b"")
+                .await
+                .unwrap();
+        assert_eq!(response.status, 200, "{accept} {path}");
+        let id = response.headers["audit-id"].to_str().unwrap().to_owned();
+        let events = events_of(log, &id, 2).await;
+        let object = &events[1]["responseObject"];
+        assert_eq!(object["kind"], kind, "{accept} {path}: {object}");
+        assert_eq!(object["apiVersion"], "v1");
+        let configmap = if kind == "ConfigMapList" {
+            &object["items"][0]
+        } else {
+            object
+        };
+        assert_eq!(configmap["metadata"]["name"], "encoded", "{object}");
+        assert_eq!(configmap["data"], json!({"k": "v"}), "{object}");
+        // `omitManagedFields` applies to them too.
+        assert!(
+            configmap["metadata"].get("managedFields").is_none(),
+            "{object}"
+        );
+    }
+}

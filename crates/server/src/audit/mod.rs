@@ -32,8 +32,10 @@
 //!   `omitManagedFields` drops `metadata.managedFields` from both objects (and list items).
 //! - **Bodies**: a YAML request body is logged as the JSON it is read as, a protobuf one as
 //!   the JSON the store source decodes (in caching-proxy mode, where nothing decodes it, it is
-//!   left out). Not logged as objects: protobuf and YAML answers (the event keeps the rest);
-//!   an answer longer than `--audit-log-max-object-bytes`, left out with the event annotated
+//!   left out). A YAML or protobuf answer is logged as its object, JSON-encoded (decoded on the
+//!   log's thread, as kube logs the object whatever the encoding; one the decoder does not
+//!   know is left out). Not logged as an object: an answer longer than
+//!   `--audit-log-max-object-bytes`, left out with the event annotated
 //!   `audit.k8s.io/truncated: "true"`.
 //! - **Cost**: without a policy a request pays the `Audit-Id` header only (a random UUID and
 //!   its header value, kube's `WithAuditInit`) and a few task-local reads
@@ -210,6 +212,8 @@ struct Outcome {
     /// The status written instead of the refusal (a panic, a failed authentication).
     status: Option<ApiError>,
     response: Option<Bytes>,
+    /// How `response` is encoded.
+    response_format: Option<event::AnswerFormat>,
     response_gzip: bool,
     truncated: bool,
 }
@@ -531,14 +535,16 @@ where
             .to_owned()
     };
     let content_type = header(axum::http::header::CONTENT_TYPE);
+    // kube logs the answer's object, JSON-encoded, whatever the answer's encoding.
+    let format = event::AnswerFormat::of(&content_type);
     let capture = record.decision.level == Level::RequestResponse
         && !record.info.long_running
-        && content_type.starts_with("application/json");
+        && format.is_some();
     let body = event::AuditBody::new(
         body,
         record,
         code,
-        capture,
+        capture.then_some(format).flatten(),
         header(axum::http::header::CONTENT_ENCODING) == "gzip",
     );
     Ok(Response::from_parts(parts, axum::body::Body::new(body)))
