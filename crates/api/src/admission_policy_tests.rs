@@ -875,11 +875,17 @@ fn the_authorizer_variable_asks_the_callers_authorizer_as_the_requests_user() {
         "authorizer.group('apps').resource('deployments').subresource('scale').namespace('ns').name('n').fieldSelector('a=b').labelSelector('c=d').check('update').reason() == 'no'"},
         {"expression": "!authorizer.path('/healthz').check('get').errored() && authorizer.path('/healthz').check('get').error() == ''"},
     ]);
-    assert_eq!(create_authorized(full.clone(), &recording, &object), Ok(vec![]));
+    assert_eq!(
+        create_authorized(full.clone(), &recording, &object),
+        Ok(vec![])
+    );
     // `requestResource` is the request's own resource; `serviceAccount` asks as the account.
     let own = json!([{"expression": "!authorizer.requestResource.check('create').allowed()"},
         {"expression": "!authorizer.serviceAccount('kube-system', 'builder').group('').resource('pods').check('list').allowed()"}]);
-    assert_eq!(create_authorized(own.clone(), &recording, &object), Ok(vec![]));
+    assert_eq!(
+        create_authorized(own.clone(), &recording, &object),
+        Ok(vec![])
+    );
     // Each of these compiles and type-checks where a policy is written.
     for validations in [&own, &full] {
         let written = policy("p", json!({"validations": validations}));

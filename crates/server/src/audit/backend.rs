@@ -89,7 +89,11 @@ impl Backend {
             config.mode,
             config.batch_buffer_size,
             move |receiver| {
-                let mut throttle = batching.throttle.map(Throttle::new);
+                // kube throttles its buffered (batch) backends only.
+                let mut throttle = (batching.mode == AuditMode::Batch)
+                    .then_some(batching.throttle)
+                    .flatten()
+                    .map(Throttle::new);
                 while let Some(batch) = next_batch(&receiver, &batching) {
                     if let Some(throttle) = &mut throttle {
                         throttle.accept();

@@ -26,9 +26,12 @@
 //!   the POST runs on the runtime (the thread waits for it). A shutdown waits for the events
 //!   queued before it to be sent (or failed), as the log's.
 //!
+//! - **Throttled** (`batch` mode, kube's defaults): at most `--audit-webhook-batch-throttle-qps`
+//!   (10) batches a second, `--audit-webhook-batch-throttle-burst` (15) at once, unless
+//!   `--audit-webhook-batch-throttle-enable false`; the thread waits, the queue fills, and then
+//!   drops.
+//!
 //! ## Not here
-//! - kube's batch throttling (`--audit-webhook-batch-throttle-*`): batches leave as soon as
-//!   they are full.
 //! - `--audit-webhook-version` other than `audit.k8s.io/v1`, `--audit-webhook-truncate-*`.
 
 use std::path::Path;
@@ -37,8 +40,8 @@ use std::sync::atomic::Ordering;
 
 use http_body_util::BodyExt;
 
-use super::backend::{Backend, Batching, Counters, Queued, next_batch};
-use crate::config::AuditWebhookConfig;
+use super::backend::{Backend, Batching, Counters, Queued, Throttle, next_batch};
+use crate::config::{AuditMode, AuditWebhookConfig};
 
 /// kube's retry attempts of one batch (its backoff's `Steps`).
 const ATTEMPTS: u32 = 5;
@@ -123,9 +126,16 @@ fn run(
         mode: settings.mode,
         max_size: settings.batch_max_size,
         max_wait: settings.batch_max_wait,
-        throttle: None,
+        throttle: settings.throttle,
     };
+    let mut throttle = (settings.mode == AuditMode::Batch)
+        .then_some(settings.throttle)
+        .flatten()
+        .map(Throttle::new);
     while let Some(batch) = next_batch(receiver, &batching) {
+        if let Some(throttle) = &mut throttle {
+            throttle.accept();
+        }
         let mut items: Vec<Vec<u8>> = Vec::with_capacity(batch.len());
         let mut waiting = Vec::new();
         for queued in batch {

@@ -62,7 +62,7 @@ pub struct AuditConfig {
 }
 
 /// The audit webhook's settings (`--audit-webhook-*`, see `crate::audit::webhook`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AuditWebhookConfig {
     /// `--audit-webhook-mode`.
     pub mode: AuditMode,
@@ -74,6 +74,8 @@ pub struct AuditWebhookConfig {
     pub batch_max_wait: Duration,
     /// `--audit-webhook-initial-backoff`: the wait before the first retry.
     pub initial_backoff: Duration,
+    /// `--audit-webhook-batch-throttle-*`: batches a second and the burst, when enabled.
+    pub throttle: Option<(f64, usize)>,
 }
 
 impl Default for AuditWebhookConfig {
@@ -84,6 +86,7 @@ impl Default for AuditWebhookConfig {
             batch_max_size: 400,
             batch_max_wait: Duration::from_secs(30),
             initial_backoff: Duration::from_secs(10),
+            throttle: Some((10.0, 15)),
         }
     }
 }
@@ -189,27 +192,12 @@ impl AuditConfig {
                 Duration::from_secs_f64(seconds)
             }
         };
-        let batch_throttle = if args.audit_log_batch_throttle_enable.unwrap_or(false) {
-            let qps = args.audit_log_batch_throttle_qps.unwrap_or(0.0);
-            if qps.is_nan() || qps <= 0.0 {
-                return Err(ConfigError::flag(
-                    "--audit-log-batch-throttle-qps",
-                    format!(
-                        "invalid audit batch log throttle QPS {qps}, must be a positive number"
-                    ),
-                ));
-            }
-            let burst = args.audit_log_batch_throttle_burst.unwrap_or(0);
-            if burst == 0 {
-                return Err(ConfigError::flag(
-                    "--audit-log-batch-throttle-burst",
-                    "invalid audit batch log throttle burst 0, must be a positive number",
-                ));
-            }
-            Some((qps, burst))
-        } else {
-            None
-        };
+        let batch_throttle = throttle(
+            "log",
+            args.audit_log_batch_throttle_enable.unwrap_or(false),
+            args.audit_log_batch_throttle_qps.unwrap_or(0.0),
+            args.audit_log_batch_throttle_burst.unwrap_or(0),
+        )?;
         let max_object_bytes = args
             .audit_log_max_object_bytes
             .unwrap_or(DEFAULT_MAX_OBJECT_BYTES);
@@ -256,6 +244,43 @@ fn parse_mode(plugin: &str, mode: &str) -> Result<AuditMode, ConfigError> {
             ),
         )),
     }
+}
+
+/// `--audit-<plugin>-batch-throttle-*`: `(qps, burst)` when enabled (kube's
+/// `validateBackendBatchOptions` wording).
+fn throttle(
+    plugin: &str,
+    enabled: bool,
+    qps: f64,
+    burst: usize,
+) -> Result<Option<(f64, usize)>, ConfigError> {
+    if !enabled {
+        return Ok(None);
+    }
+    let (qps_flag, burst_flag) = if plugin == "log" {
+        (
+            "--audit-log-batch-throttle-qps",
+            "--audit-log-batch-throttle-burst",
+        )
+    } else {
+        (
+            "--audit-webhook-batch-throttle-qps",
+            "--audit-webhook-batch-throttle-burst",
+        )
+    };
+    if qps.is_nan() || qps <= 0.0 {
+        return Err(ConfigError::flag(
+            qps_flag,
+            format!("invalid audit batch {plugin} throttle QPS {qps}, must be a positive number"),
+        ));
+    }
+    if burst == 0 {
+        return Err(ConfigError::flag(
+            burst_flag,
+            format!("invalid audit batch {plugin} throttle burst 0, must be a positive number"),
+        ));
+    }
+    Ok(Some((qps, burst)))
 }
 
 /// A positive Go duration flag.
@@ -319,6 +344,12 @@ impl AuditWebhookConfig {
                 "--audit-webhook-initial-backoff",
                 args.audit_webhook_initial_backoff.as_deref(),
                 defaults.initial_backoff,
+            )?,
+            throttle: throttle(
+                "webhook",
+                args.audit_webhook_batch_throttle_enable.unwrap_or(true),
+                args.audit_webhook_batch_throttle_qps.unwrap_or(10.0),
+                args.audit_webhook_batch_throttle_burst.unwrap_or(15),
             )?,
         })
     }
@@ -453,6 +484,7 @@ mod tests {
                 batch_max_size: 400,
                 batch_max_wait: Duration::from_secs(30),
                 initial_backoff: Duration::from_secs(10),
+                throttle: Some((10.0, 15)),
             }
         );
         let set = parsed(ServeArgs {
@@ -486,6 +518,13 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "invalid audit batch webhook buffer size 0, must be a positive number",
+            ),
+            (
+                ServeArgs {
+                    audit_webhook_batch_throttle_qps: Some(0.0),
+                    ..ServeArgs::default()
+                },
+                "invalid audit batch webhook throttle QPS 0, must be a positive number",
             ),
             (
                 ServeArgs {

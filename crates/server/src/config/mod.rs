@@ -217,6 +217,17 @@ pub struct ServeArgs {
     /// 1.5 times longer each retry, 5 attempts) [default: 10s].
     #[arg(long)]
     pub audit_webhook_initial_backoff: Option<String>,
+    /// Throttle the audit webhook's batches (`batch` mode) [default: true].
+    #[arg(long)]
+    pub audit_webhook_batch_throttle_enable: Option<bool>,
+    /// Batches a second sent to the audit webhook at most, when throttled (positive)
+    /// [default: 10].
+    #[arg(long)]
+    pub audit_webhook_batch_throttle_qps: Option<f64>,
+    /// Batches sent to the audit webhook at once after a pause, when throttled (positive)
+    /// [default: 15].
+    #[arg(long)]
+    pub audit_webhook_batch_throttle_burst: Option<usize>,
     /// Caching-proxy mode: the URL of an upstream Kubernetes API server (or watchkeeper) to
     /// cache instead of a store; overrides the server of `--upstream-kubeconfig`.
     #[arg(long)]
@@ -517,6 +528,9 @@ impl ServeArgs {
             audit_webhook_batch_max_size,
             audit_webhook_batch_max_wait,
             audit_webhook_initial_backoff,
+            audit_webhook_batch_throttle_enable,
+            audit_webhook_batch_throttle_qps,
+            audit_webhook_batch_throttle_burst,
             upstream,
             upstream_kubeconfig,
             upstream_resources,
