@@ -89,11 +89,7 @@ impl Backend {
             config.mode,
             config.batch_buffer_size,
             move |receiver| {
-                // kube throttles its buffered (batch) backends only.
-                let mut throttle = (batching.mode == AuditMode::Batch)
-                    .then_some(batching.throttle)
-                    .flatten()
-                    .map(Throttle::new);
+                let mut throttle = batching.throttled();
                 while let Some(batch) = next_batch(&receiver, &batching) {
                     if let Some(throttle) = &mut throttle {
                         throttle.accept();
@@ -182,6 +178,17 @@ pub struct Batching {
     pub max_wait: Duration,
     /// Batches a second and the burst allowed, when throttled.
     pub throttle: Option<(f64, usize)>,
+}
+
+impl Batching {
+    /// The token bucket of the batches, when throttled (kube throttles its buffered — `batch`
+    /// mode — backends only).
+    pub(super) fn throttled(&self) -> Option<Throttle> {
+        (self.mode == AuditMode::Batch)
+            .then_some(self.throttle)
+            .flatten()
+            .map(Throttle::new)
+    }
 }
 
 /// The next batch from `receiver` (`None` once every sender is gone): the first event

@@ -40,8 +40,8 @@ use std::sync::atomic::Ordering;
 
 use http_body_util::BodyExt;
 
-use super::backend::{Backend, Batching, Counters, Queued, Throttle, next_batch};
-use crate::config::{AuditMode, AuditWebhookConfig};
+use super::backend::{Backend, Batching, Counters, Queued, next_batch};
+use crate::config::AuditWebhookConfig;
 
 /// kube's retry attempts of one batch (its backoff's `Steps`).
 const ATTEMPTS: u32 = 5;
@@ -128,10 +128,7 @@ fn run(
         max_wait: settings.batch_max_wait,
         throttle: settings.throttle,
     };
-    let mut throttle = (settings.mode == AuditMode::Batch)
-        .then_some(settings.throttle)
-        .flatten()
-        .map(Throttle::new);
+    let mut throttle = batching.throttled();
     while let Some(batch) = next_batch(receiver, &batching) {
         if let Some(throttle) = &mut throttle {
             throttle.accept();
