@@ -31,8 +31,10 @@
 //!   variables: `object` and `oldObject` (null on create, `object` null on delete, as kube),
 //!   `request` (kind, resource, subResource, requestKind, requestResource,
 //!   requestSubResource, name, namespace, operation, userInfo, dryRun, options),
-//!   `params`, `namespaceObject` (null for cluster-scoped objects and Namespaces), and
-//!   `variables` (each evaluated once, when first used). A validation that is not `true`
+//!   `params`, `namespaceObject` (null for cluster-scoped objects and Namespaces),
+//!   `variables` (each evaluated once, when first used), and `authorizer` and
+//!   `authorizer.requestResource` (kube's authorization library,
+//!   [`crate::cel_rules::authz`], asking the caller's [`Authorizer`] as the request's user). A validation that is not `true`
 //!   denies with `messageExpression`'s string (when it gives a non-empty one-line string of
 //!   at most 5 KiB), else `message`, else `failed expression: <expression>`, and the
 //!   `reason`'s code (Invalid 422 by default, Forbidden 403, Unauthorized 401,
@@ -58,8 +60,8 @@
 //!   will be run`, under the failure policy.
 //!
 //! ## Not here
-//! - `authorizer` is declared (an expression may name it) but this server has no authorizer
-//!   to ask: an expression calling it is an evaluation error, under the failure policy.
+//! - Without an [`Authorizer`] (the caller gives none: [`admit`]) an expression naming
+//!   `authorizer` is skipped (its validation admits), as one calling a missing function.
 //! - Expressions calling a function of kube's libraries this server lacks (see
 //!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal.
 //! - A `*/scale` write is evaluated on
@@ -74,6 +76,8 @@ use cel::context::VariableResolver;
 use cel::objects::Key;
 use serde_json::{Map, Value, json};
 
+use crate::cel_rules::authz::AuthorizerVal;
+pub use crate::cel_rules::authz::{Authorizer, AuthzDecision, CheckTarget};
 use crate::cel_rules::{
     self, Compiled, Declared, Failure, Metered, RUNTIME_BUDGET, Size, Sizes, lendable, max_of,
     measured, measured_cel, to_cel,
@@ -195,7 +199,14 @@ pub fn admit(
     attributes: &Attributes<'_>,
     cluster: &impl Cluster,
 ) -> Result<Vec<String>, ApiError> {
-    admit_audited(policies, bindings, attributes, cluster, &mut Vec::new())
+    admit_audited(
+        policies,
+        bindings,
+        attributes,
+        cluster,
+        None,
+        &mut Vec::new(),
+    )
 }
 
 /// [`admit`], also collecting kube's audit annotations into `annotations` (whatever the
@@ -206,6 +217,9 @@ pub fn admit(
 /// `auditAnnotations` as `<policy>/<key>` (trimmed non-empty string values of at most 10 KiB,
 /// a key's distinct values over bindings and params joined with `, `).
 ///
+/// `authorizer` backs the `authorizer` variable (checks as the request's user); without it
+/// an expression naming `authorizer` is skipped.
+///
 /// # Errors
 /// As [`admit`].
 pub fn admit_audited(
@@ -213,6 +227,7 @@ pub fn admit_audited(
     bindings: &[Value],
     attributes: &Attributes<'_>,
     cluster: &impl Cluster,
+    authorizer: Option<&Arc<dyn Authorizer>>,
     annotations: &mut Vec<(String, String)>,
 ) -> Result<Vec<String>, ApiError> {
     if is_exempt(attributes.def) || policies.is_empty() || bindings.is_empty() {
@@ -328,7 +343,7 @@ pub fn admit_audited(
                 let _ = namespace_object.set(namespace_of(attributes, cluster)?);
             }
             let namespace = namespace_object.get().and_then(Option::as_ref);
-            let shared = shared.get_or_init(|| Shared::new(attributes, namespace));
+            let shared = shared.get_or_init(|| Shared::new(attributes, namespace, authorizer));
             let actions: Vec<&str> = binding
                 .pointer("/spec/validationActions")
                 .and_then(Value::as_array)
@@ -438,7 +453,7 @@ pub(crate) fn conditions_hold(
     matched: &Equivalent,
 ) -> Result<bool, String> {
     let holder = json!({"spec": {"matchConditions": conditions}});
-    let shared = Shared::new(attributes, None);
+    let shared = Shared::new(attributes, None, None);
     let request = request_as(attributes, matched);
     Evaluation::new(&holder, &shared, &request, None).match_conditions()
 }
@@ -959,7 +974,11 @@ struct Shared<'a> {
 const NULL: &Value = &Value::Null;
 
 impl<'a> Shared<'a> {
-    fn new(attributes: &Attributes<'a>, namespace: Option<&'a Value>) -> Shared<'a> {
+    fn new(
+        attributes: &Attributes<'a>,
+        namespace: Option<&'a Value>,
+        authorizer: Option<&Arc<dyn Authorizer>>,
+    ) -> Shared<'a> {
         let roots: Vec<(&'static str, &'a Value)> = vec![
             ("object", attributes.object.unwrap_or(NULL)),
             ("oldObject", attributes.old_object.unwrap_or(NULL)),
@@ -968,10 +987,23 @@ impl<'a> Shared<'a> {
         let data = roots.iter().fold(measured(NULL), |size, (_, value)| {
             max_of(size, measured(value))
         });
-        let bound = roots
+        let mut bound: Vec<(&'static str, Box<dyn Val>)> = roots
             .iter()
             .map(|(name, value)| (*name, lendable(to_cel(None, value, false))))
             .collect();
+        if let Some(authorizer) = authorizer {
+            // kube's `NewAuthorizerVal` and `NewResourceAuthorizerVal` of the request.
+            let authorizer = AuthorizerVal::new(authorizer.clone(), attributes.user.clone());
+            let request = authorizer.request_resource(CheckTarget::Resource {
+                group: attributes.def.group.clone(),
+                resource: attributes.def.plural.clone(),
+                subresource: attributes.subresource.to_owned(),
+                namespace: attributes.namespace.to_owned(),
+                name: attributes.name.to_owned(),
+            });
+            bound.push(("authorizer.requestResource", request));
+            bound.push(("authorizer", Box::new(authorizer)));
+        }
         Shared { roots, bound, data }
     }
 }

@@ -725,6 +725,7 @@ fn create_audited(policies: &[Value], bindings: &[Value], object: &Value) -> Aud
         bindings,
         &attributes,
         &cluster(),
+        None,
         &mut annotations,
     )
     .map_err(|e| (e.code, e.reason, e.message));
@@ -784,4 +785,195 @@ fn audit_action_and_audit_annotations_are_kubes_annotations() {
     let (result, annotations) = create_audited(&typed("Ignore"), &deny, &object);
     assert_eq!(result, Ok(vec![]));
     assert!(annotations.is_empty());
+}
+
+/// An authorizer that allows what `allowed` lists (as `"<user> <verb> <target>"`, the
+/// target as [`CheckTarget`]'s debug text), and records every check it is asked.
+#[derive(Debug)]
+struct Recording {
+    allowed: Vec<String>,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl Authorizer for Recording {
+    fn check(&self, user: &Value, verb: &str, target: &CheckTarget) -> AuthzDecision {
+        let asked = format!("{} {verb} {target:?}", text(user, "/username"));
+        let allowed = self.allowed.contains(&asked);
+        self.asked.lock().unwrap().push(asked);
+        AuthzDecision {
+            allowed,
+            reason: if allowed { "ok".into() } else { "no".into() },
+            error: String::new(),
+        }
+    }
+}
+
+/// The outcome of a create of `object` with the policy's `validations` and `recording` as
+/// the authorizer.
+fn create_authorized(
+    validations: Value,
+    recording: &Arc<Recording>,
+    object: &Value,
+) -> Result<Vec<String>, (u16, String, String)> {
+    let policies = [policy("p", json!({"validations": validations}))];
+    let bindings = [binding("b", "p", json!({}))];
+    let deployments = def("apps", "deployments");
+    let attributes = attributes(&deployments, Operation::Create, Some(object), None);
+    let authorizer: Arc<dyn Authorizer> = recording.clone();
+    admit_audited(
+        &policies,
+        &bindings,
+        &attributes,
+        &cluster(),
+        Some(&authorizer),
+        &mut Vec::new(),
+    )
+    .map_err(|e| (e.code, e.reason, e.message))
+}
+
+fn resource_target(group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> String {
+    format!(
+        "{:?}",
+        CheckTarget::Resource {
+            group: group.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    )
+}
+
+#[test]
+fn the_authorizer_variable_asks_the_callers_authorizer_as_the_requests_user() {
+    let pods_get = resource_target("", "pods", "", "prod", "");
+    let recording = Arc::new(Recording {
+        allowed: vec![format!("alice get {pods_get}")],
+        asked: Default::default(),
+    });
+    let object = deployment("web", 1, json!({}));
+    let allowed = json!([{"expression":
+        "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('get').allowed()"}]);
+    assert_eq!(create_authorized(allowed, &recording, &object), Ok(vec![]));
+    let denied_expression = "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('delete').allowed()";
+    assert_eq!(
+        create_authorized(
+            json!([{"expression": denied_expression}]),
+            &recording,
+            &object
+        ),
+        denied(
+            422,
+            "Invalid",
+            &format!(
+                "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed expression: {denied_expression}"
+            )
+        )
+    );
+    // Every part of a resource check reaches the authorizer; the decision's accessors.
+    let full: Value = json!([{"expression":
+        "authorizer.group('apps').resource('deployments').subresource('scale').namespace('ns').name('n').fieldSelector('a=b').labelSelector('c=d').check('update').reason() == 'no'"},
+        {"expression": "!authorizer.path('/healthz').check('get').errored() && authorizer.path('/healthz').check('get').error() == ''"},
+    ]);
+    assert_eq!(
+        create_authorized(full.clone(), &recording, &object),
+        Ok(vec![])
+    );
+    // `requestResource` is the request's own resource; `serviceAccount` asks as the account.
+    let own = json!([{"expression": "!authorizer.requestResource.check('create').allowed()"},
+        {"expression": "!authorizer.serviceAccount('kube-system', 'builder').group('').resource('pods').check('list').allowed()"}]);
+    assert_eq!(
+        create_authorized(own.clone(), &recording, &object),
+        Ok(vec![])
+    );
+    // Each of these compiles and type-checks where a policy is written.
+    for validations in [&own, &full] {
+        let written = policy("p", json!({"validations": validations}));
+        assert_eq!(expression_errors(&written), Vec::new());
+    }
+    let asked = recording.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked,
+        [
+            format!("alice get {pods_get}"),
+            format!(
+                "alice delete {}",
+                resource_target("", "pods", "", "prod", "")
+            ),
+            format!(
+                "alice update {}",
+                resource_target("apps", "deployments", "scale", "ns", "n")
+            ),
+            "alice get Path(\"/healthz\")".to_owned(),
+            "alice get Path(\"/healthz\")".to_owned(),
+            format!(
+                "alice create {}",
+                resource_target("apps", "deployments", "", "prod", "web")
+            ),
+            format!(
+                "system:serviceaccount:kube-system:builder list {}",
+                resource_target("", "pods", "", "", "")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn the_authorizer_librarys_errors_and_cost_are_kubes() {
+    let recording = Arc::new(Recording {
+        allowed: Vec::new(),
+        asked: Default::default(),
+    });
+    let object = deployment("web", 1, json!({}));
+    for (expression, error) in [
+        (
+            "authorizer.path(' ').check('get').allowed()",
+            "path must not be empty",
+        ),
+        (
+            "authorizer.group('').resource('').check('get').allowed()",
+            "resource must not be empty",
+        ),
+        (
+            "authorizer.serviceAccount('default', 'Not_Valid').path('/x').check('get').allowed()",
+            "Invalid service account name",
+        ),
+        (
+            "authorizer.serviceAccount('no.dots', 'ok').path('/x').check('get').allowed()",
+            "Invalid service account namespace",
+        ),
+        // Two checks fit kube's per-call limit, a third does not (350,000 each).
+        (
+            "authorizer.path('/a').check('get').allowed() || authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()",
+            "operation cancelled: actual cost limit exceeded",
+        ),
+    ] {
+        assert_eq!(
+            create_authorized(json!([{"expression": expression}]), &recording, &object),
+            denied(
+                422,
+                "Invalid",
+                &format!(
+                    "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: expression '{expression}' resulted in error: {error}"
+                )
+            ),
+            "{expression}"
+        );
+    }
+    let two = "!authorizer.path('/a').check('get').allowed() && !authorizer.path('/b').check('get').allowed()";
+    assert_eq!(
+        create_authorized(json!([{"expression": two}]), &recording, &object),
+        Ok(vec![])
+    );
+    // Nothing was asked but the two checks that ran.
+    assert_eq!(recording.asked.lock().unwrap().len(), 2);
+    // Without an authorizer, an expression naming it is skipped (admits).
+    let policies = [policy(
+        "p",
+        json!({"validations": [{"expression": two.replace('!', "")}]}),
+    )];
+    assert_eq!(
+        create(&policies, &[binding("b", "p", json!({}))], &object),
+        Ok(vec![])
+    );
 }

@@ -89,6 +89,7 @@ use serde_json::{Map, Value};
 
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
+pub mod authz;
 mod cost;
 mod library;
 mod types;
@@ -202,7 +203,11 @@ fn environment() -> &'static Arc<cel::Env> {
         // to a fresh environment cannot conflict.
         let strings = env.add_extension(cel::extensions::strings);
         let kube = env.add_extension(library::extension);
-        debug_assert!(strings.is_ok() && kube.is_ok(), "{strings:?} {kube:?}");
+        let authz = env.add_extension(authz::extension);
+        debug_assert!(
+            strings.is_ok() && kube.is_ok() && authz.is_ok(),
+            "{strings:?} {kube:?} {authz:?}"
+        );
         Arc::new(env)
     })
 }
@@ -1314,7 +1319,12 @@ impl<'d> Estimate<'d, '_> {
                     }
                     sizes.push(s);
                 }
-                if !CONSTANT_COST.contains(&function) {
+                if function == "check" {
+                    // An authorization check: kube's fixed cost, whatever it is given.
+                    cost += authz::CHECK_COST;
+                } else if !CONSTANT_COST.contains(&function)
+                    && !authz::FUNCTIONS.contains(&function)
+                {
                     cost += 0.1 * touched;
                 }
                 // A pattern that is not a literal is compiled when the call runs (at most

@@ -771,8 +771,12 @@ fn protobuf_error(error: DecodeError) -> ApiError {
     }
 }
 
-/// A response body of any shape this server encodes (object, list, Status) back to JSON.
-fn decode_any(body: &[u8]) -> std::result::Result<Value, ApiError> {
+/// A response body of any shape this server encodes (object, list, Status) back to JSON (the
+/// audit log's `responseObject` of a protobuf answer).
+///
+/// # Errors
+/// As [`decode_protobuf`], for bytes this server did not encode.
+pub fn decode_any(body: &[u8]) -> std::result::Result<Value, ApiError> {
     let Some(rest) = body.strip_prefix(PROTOBUF_MAGIC) else {
         return Err(ApiError::bad_request(
             "the protobuf body does not start with the Kubernetes magic bytes".to_owned(),

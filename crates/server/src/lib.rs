@@ -288,7 +288,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .with_service_accounts(service_accounts.clone())
         .with_authorization(&config.authorization_modes),
     );
-    let audit = crate::audit::Audit::start(&config.audit, auth.clone())?;
+    let audit = crate::audit::Audit::start(&config.audit, auth.clone()).await?;
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
     let tls = crate::http::connection::server_config(&config.tls)?;
     let root_ca = config
@@ -380,7 +380,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 config.webhook_calls_max,
                 config.limits.request_body_bytes_max,
             )))
-            .with_rbac_escalation_check(auth.rbac().is_some().then(|| auth.clone()));
+            .with_rbac_escalation_check(auth.rbac().is_some().then(|| auth.clone()))
+            .with_policy_authorizer(auth.clone());
             (
                 Source::store(store, fresh, backoff),
                 resource_defs(&config)?,

@@ -885,3 +885,314 @@ async fn a_heavy_request_is_audited_from_the_pool() {
     assert_eq!(events[1]["requestObject"]["metadata"]["name"], "big");
     assert_eq!(events[1]["requestObject"]["data"], sent["data"]);
 }
+
+/// What the test's audit webhook received: each POST's path and body.
+type Posts = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+
+/// A test audit webhook over HTTPS answering each POST with the next of `codes` (200 once
+/// they are used up), each answer only once `gate` grants a permit; a kubeconfig naming it
+/// (its CA inline, a token) at `dir/webhook.kubeconfig`.
+async fn audit_webhook(
+    dir: &Path,
+    codes: Vec<u16>,
+    gate: std::sync::Arc<tokio::sync::Semaphore>,
+) -> (PathBuf, Posts) {
+    use base64::Engine;
+    let posts: Posts = std::sync::Arc::default();
+    let codes = std::sync::Arc::new(std::sync::Mutex::new(codes.into_iter()));
+    let log = posts.clone();
+    let (port, ca) = https_server(
+        &[],
+        move |request: hyper::Request<hyper::body::Incoming>| {
+            let (log, codes, gate) = (log.clone(), codes.clone(), gate.clone());
+            async move {
+                use http_body_util::BodyExt;
+                let path = request.uri().path().to_owned();
+                let body = request.into_body().collect().await.unwrap().to_bytes();
+                log.lock()
+                    .unwrap()
+                    .push((path, serde_json::from_slice(&body).unwrap()));
+                gate.acquire().await.unwrap().forget();
+                let code = codes.lock().unwrap().next().unwrap_or(200);
+                let mut answer =
+                    hyper::Response::new(http_body_util::Full::new(bytes::Bytes::new()));
+                *answer.status_mut() = hyper::StatusCode::from_u16(code).unwrap();
+                answer
+            }
+        },
+    )
+    .await;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: audit\n  cluster:\n    server: https://127.0.0.1:{port}/audit\n    certificate-authority-data: {ca}\nusers:\n- name: apiserver\n  user:\n    token: audit-token\ncontexts:\n- name: audit\n  context:\n    cluster: audit\n    user: apiserver\ncurrent-context: audit\n"
+    );
+    let path = dir.join("webhook.kubeconfig");
+    std::fs::write(&path, kubeconfig).unwrap();
+    (path, posts)
+}
+
+/// A server with [`POLICY`] sending its events to a webhook only.
+async fn webhook_audited(dir: &Path, kubeconfig: PathBuf, args: ServeArgs) -> Server {
+    let policy_file = dir.join("policy.yaml");
+    std::fs::write(&policy_file, POLICY).unwrap();
+    server_with(ServeArgs {
+        audit_policy_file: Some(policy_file),
+        audit_webhook_config_file: Some(kubeconfig),
+        ..args
+    })
+    .await
+}
+
+/// The (auditID, stage) of each item of `posts`' EventLists, checking each is kube's list.
+fn posted_events(posts: &[(String, Value)]) -> Vec<(String, String)> {
+    posts
+        .iter()
+        .flat_map(|(path, list)| {
+            assert_eq!(path, "/audit");
+            assert_eq!(list["kind"], "EventList");
+            assert_eq!(list["apiVersion"], "audit.k8s.io/v1");
+            list["items"].as_array().unwrap().clone()
+        })
+        .map(|event| {
+            assert_eq!(event["kind"], "Event");
+            (
+                event["auditID"].as_str().unwrap().to_owned(),
+                event["stage"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Goal: the webhook backend (kube's `--audit-webhook-config-file`, batch mode) POSTs
+/// `EventList`s over HTTPS verified with the kubeconfig's CA, batches of at most
+/// `--audit-webhook-batch-max-size` events, retries a batch answered 500 (the same events
+/// again), and a shutdown sends what is still batched; nothing is counted as an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_webhook_receives_event_lists_in_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(1_000));
+    let (kubeconfig, posts) = audit_webhook(dir.path(), vec![500], open).await;
+    let server = webhook_audited(
+        dir.path(),
+        kubeconfig,
+        ServeArgs {
+            audit_webhook_batch_max_size: Some(3),
+            audit_webhook_batch_max_wait: Some("1h".to_owned()),
+            audit_webhook_initial_backoff: Some("1ms".to_owned()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let mut ids = Vec::new();
+    for name in ["hooked-a", "hooked-b"] {
+        let (status, id, _) = call(
+            &server,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            &configmap(name, 10).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201);
+        ids.push(id);
+    }
+    // Three of the four events fill a batch: refused once (500), then sent again.
+    until(|| posts.lock().unwrap().len() >= 2).await;
+    let first_two = posts.lock().unwrap().clone();
+    assert_eq!(first_two[0].1, first_two[1].1);
+    assert_eq!(posted_events(&first_two[..1]).len(), 3);
+    let text = metrics_text(server.addr).await;
+    server.shutdown().await;
+    // The shutdown sent the fourth.
+    let all = posts.lock().unwrap().clone();
+    assert_eq!(all.len(), 3, "{all:#?}");
+    let mut delivered = posted_events(&all[1..]);
+    delivered.sort();
+    let mut expected: Vec<(String, String)> = ids
+        .iter()
+        .flat_map(|id| {
+            ["RequestReceived", "ResponseComplete"].map(|stage| (id.clone(), stage.to_owned()))
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(delivered, expected);
+    assert_eq!(
+        sample(&text, "apiserver_audit_error_total{plugin=\"webhook\"}"),
+        0
+    );
+}
+
+/// Goal: in batch mode a full webhook queue drops events and counts them (kube's
+/// `plugin="buffered"`); in `blocking-strict` mode a webhook that refuses (403, not retried)
+/// fails the request with kube's 500 and counts the event (`plugin="webhook"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_webhook_queue_drops_and_a_refusing_webhook_fails_strict_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    // The webhook holds its first answer until released: the sender waits on it.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let (kubeconfig, posts) = audit_webhook(dir.path(), vec![], gate.clone()).await;
+    let server = webhook_audited(
+        dir.path(),
+        kubeconfig,
+        ServeArgs {
+            audit_webhook_batch_max_size: Some(1),
+            audit_webhook_batch_buffer_size: Some(1),
+            audit_webhook_batch_max_wait: Some("1h".to_owned()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let create = |name: &'static str| {
+        let server = &server;
+        async move {
+            let body = configmap(name, 10).to_string();
+            call(
+                server,
+                "POST",
+                "/api/v1/namespaces/default/configmaps",
+                &[],
+                &body,
+            )
+            .await
+            .0
+        }
+    };
+    assert_eq!(create("held-a").await, 201);
+    until(|| !posts.lock().unwrap().is_empty()).await;
+    assert_eq!(create("held-b").await, 201);
+    // One event is being sent, one queued: the other two of the four found the queue full.
+    let dropped = metric_at_least(
+        server.addr,
+        "apiserver_audit_error_total{plugin=\"buffered\"}",
+        2,
+    )
+    .await;
+    assert_eq!(dropped, 2);
+    gate.add_permits(1_000);
+    server.shutdown().await;
+    assert_eq!(posted_events(&posts.lock().unwrap()).len(), 2);
+
+    let strict_dir = tempfile::tempdir().unwrap();
+    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(1_000));
+    let (kubeconfig, _) = audit_webhook(strict_dir.path(), vec![403; 10], open).await;
+    let server = webhook_audited(
+        strict_dir.path(),
+        kubeconfig,
+        ServeArgs {
+            audit_webhook_mode: Some("blocking-strict".to_owned()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let (status, body) = request(
+        server.addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body,
+        "Internal Server Error: \"/api/v1/namespaces/default/configmaps\": failed to store audit event\n"
+    );
+    let text = metrics_text(server.addr).await;
+    assert_eq!(
+        sample(&text, "apiserver_audit_error_total{plugin=\"webhook\"}"),
+        1
+    );
+    assert_eq!(sample(&text, "apiserver_audit_requests_rejected_total"), 1);
+    server.shutdown().await;
+}
+
+/// Goal: in batch mode the log writes batches of at most `--audit-log-batch-max-size`
+/// events (a batch waits `--audit-log-batch-max-wait` for more), and a shutdown writes what is
+/// still batched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_writes_events_in_batches() {
+    let audited = audited(
+        POLICY,
+        ServeArgs {
+            audit_log_mode: Some("batch".to_owned()),
+            audit_log_batch_max_size: Some(3),
+            audit_log_batch_max_wait: Some("1h".to_owned()),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let (server, log) = (&audited.server, audited.log.clone());
+    for name in ["batched-a", "batched-b"] {
+        let (status, _, _) = call(
+            server,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            &configmap(name, 10).to_string(),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    // Four events: a batch of three is written, the fourth waits for more.
+    until(|| events_in(&log).len() >= 3).await;
+    assert_eq!(events_in(&log).len(), 3);
+    audited.server.shutdown().await;
+    assert_eq!(events_in(&log).len(), 4);
+}
+
+/// Goal: answers written as YAML or protobuf are logged as their objects, JSON-encoded (kube
+/// logs the object whatever the answer's encoding), lists included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_and_protobuf_answers_are_logged_as_json_objects() {
+    let audited = audited(POLICY, ServeArgs::default()).await;
+    let (server, log) = (&audited.server, &audited.log);
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let (status, _, _) = call(
+        server,
+        "POST",
+        configmaps,
+        &[],
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "encoded"},
+            "data": {"k": "v"}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let one = format!("{configmaps}/encoded");
+    for (accept, path, kind) in [
+        ("application/yaml", one.as_str(), "ConfigMap"),
+        (
+            "application/vnd.kubernetes.protobuf",
+            one.as_str(),
+            "ConfigMap",
+        ),
+        (
+            "application/vnd.kubernetes.protobuf",
+            configmaps,
+            "ConfigMapList",
+        ),
+    ] {
+        let response =
+            watchkeeper_testkit::request(server.addr, "GET", path, &[("Accept", accept)], b"")
+                .await
+                .unwrap();
+        assert_eq!(response.status, 200, "{accept} {path}");
+        let id = response.headers["audit-id"].to_str().unwrap().to_owned();
+        let events = events_of(log, &id, 2).await;
+        let object = &events[1]["responseObject"];
+        assert_eq!(object["kind"], kind, "{accept} {path}: {object}");
+        assert_eq!(object["apiVersion"], "v1");
+        let configmap = if kind == "ConfigMapList" {
+            &object["items"][0]
+        } else {
+            object
+        };
+        assert_eq!(configmap["metadata"]["name"], "encoded", "{object}");
+        assert_eq!(configmap["data"], json!({"k": "v"}), "{object}");
+        // `omitManagedFields` applies to them too.
+        assert!(
+            configmap["metadata"].get("managedFields").is_none(),
+            "{object}"
+        );
+    }
+}

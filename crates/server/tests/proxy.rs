@@ -990,7 +990,7 @@ async fn writes_through_the_proxy_act_as_the_caller_with_impersonation() {
             rule(json!({"user": "proxy", "namespace": "*", "resource": "*", "apiGroup": "*", "readonly": true})),
             rule(json!({"user": "proxy", "namespace": "*", "resource": "users", "apiGroup": ""})),
             rule(json!({"user": "proxy", "namespace": "*", "resource": "groups", "apiGroup": ""})),
-            rule(json!({"user": "proxy", "namespace": "*", "resource": "uids", "apiGroup": ""})),
+            rule(json!({"user": "proxy", "namespace": "*", "resource": "uids", "apiGroup": "authentication.k8s.io"})),
             rule(json!({"user": "alice", "namespace": "team-a", "resource": "configmaps", "apiGroup": ""})),
             rule(json!({"user": "admin", "namespace": "*", "resource": "*", "apiGroup": "*"})),
         ]

@@ -353,6 +353,9 @@ async fn bootstrap_policy_aggregation_and_reviews() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+    // Every mode here resolves its rules completely (kube's RBAC, as its AlwaysAllow,
+    // AlwaysDeny and ABAC rule resolvers, answers `incomplete: false`).
+    assert_eq!(body["status"]["incomplete"], false, "{body}");
     let resource_rules = body["status"]["resourceRules"].as_array().unwrap();
     assert!(resource_rules.iter().any(|r| {
         r["resources"]
@@ -590,4 +593,177 @@ async fn caching_proxy_authorizes_from_its_cached_rbac_objects() {
     assert_eq!(status, 200, "{body}");
     proxy.shutdown().await;
     upstream.shutdown().await;
+}
+
+/// An admission policy's `authorizer` asks the RBAC chain as the writer (kube's docs'
+/// example): a configmap may be created only by who may get pods in its namespace; alice may,
+/// bob may not (kube's message). `authorizer.serviceAccount` asks as the service account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_policy_authorizer_checks_the_writer_with_rbac() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = rbac_server(dir.path()).await;
+    let writer = role(
+        "writer",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]),
+    );
+    let reader = role(
+        "pod-reader",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
+    );
+    for object in [writer, reader] {
+        assert_eq!(call(&server, "admin", "POST", ROLES, &object).await.0, 201);
+    }
+    let both = json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"}]);
+    for binding in [
+        role_binding("writers", "Role", "writer", both),
+        role_binding("alice-reads", "Role", "pod-reader", user("alice")),
+        role_binding(
+            "builder-reads",
+            "Role",
+            "pod-reader",
+            json!([{"kind": "ServiceAccount", "name": "builder", "namespace": "team"}]),
+        ),
+    ] {
+        assert_eq!(
+            call(&server, "admin", "POST", BINDINGS, &binding).await.0,
+            201
+        );
+    }
+    let check = "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('get').allowed()";
+    let service_account = "authorizer.serviceAccount('team', 'builder').group('').resource('pods').namespace('team').check('get').allowed() && !authorizer.serviceAccount('team', 'other').group('').resource('pods').namespace('team').check('get').allowed()";
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "pod-readers-only"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "resources": ["configmaps"], "operations": ["CREATE"]}]},
+            "validations": [{"expression": check}, {"expression": service_account}]}});
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "pod-readers-only"},
+        "spec": {"policyName": "pod-readers-only", "validationActions": ["Deny"]}});
+    let admission = "/apis/admissionregistration.k8s.io/v1";
+    for (path, object) in [
+        (format!("{admission}/validatingadmissionpolicies"), policy),
+        (
+            format!("{admission}/validatingadmissionpolicybindings"),
+            binding,
+        ),
+    ] {
+        let (status, body) = call(&server, "admin", "POST", &path, &object).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let configmap =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let configmaps = "/api/v1/namespaces/team/configmaps";
+    let (status, body) = call(&server, "alice", "POST", configmaps, &configmap("a")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(&server, "bob", "POST", configmaps, &configmap("b")).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        format!(
+            "configmaps \"b\" is forbidden: ValidatingAdmissionPolicy 'pod-readers-only' with binding 'pod-readers-only' denied request: failed expression: {check}"
+        )
+    );
+    // Once bob may get pods, the policy admits him too.
+    let bob_reads = role_binding("bob-reads", "Role", "pod-reader", user("bob"));
+    assert_eq!(
+        call(&server, "admin", "POST", BINDINGS, &bob_reads).await.0,
+        201
+    );
+    let (status, body) = call(&server, "bob", "POST", configmaps, &configmap("b")).await;
+    assert_eq!(status, 201, "{body}");
+    server.shutdown().await;
+}
+
+/// Impersonating a service account needs `impersonate` on `serviceaccounts` in its
+/// namespace (kube's 403 text), and the request then acts as the account with its groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonating_a_service_account_needs_impersonate_on_serviceaccounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = rbac_server(dir.path()).await;
+    let as_builder = |who: &'static str| {
+        let server = &server;
+        async move {
+            let bearer = format!("Bearer {who}-token");
+            let headers = [
+                ("Authorization", bearer.as_str()),
+                ("Impersonate-User", "system:serviceaccount:team:builder"),
+            ];
+            let (status, text) = request_with_headers(server.addr, "GET", PODS, &headers, "").await;
+            (status, serde_json::from_str::<Value>(&text).unwrap())
+        }
+    };
+    let (status, body) = as_builder("bob").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "serviceaccounts \"builder\" is forbidden: User \"bob\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"team\""
+    );
+    // A grant on `users` does not cover service accounts.
+    let clusterroles = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let clusterrolebindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+    let users = json!({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": "impersonate-users"},
+        "rules": [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}]});
+    assert_eq!(
+        call(&server, "admin", "POST", clusterroles, &users).await.0,
+        201
+    );
+    let mut users_binding =
+        role_binding("bob-users", "ClusterRole", "impersonate-users", user("bob"));
+    users_binding["kind"] = json!("ClusterRoleBinding");
+    assert_eq!(
+        call(
+            &server,
+            "admin",
+            "POST",
+            clusterrolebindings,
+            &users_binding
+        )
+        .await
+        .0,
+        201
+    );
+    assert_eq!(as_builder("bob").await.0, 403);
+    // `impersonate` on that service account in its namespace: bob acts as builder, whom
+    // nothing lets list pods.
+    let accounts = role(
+        "impersonate-builder",
+        json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": ["builder"],
+            "verbs": ["impersonate"]}]),
+    );
+    assert_eq!(
+        call(&server, "admin", "POST", ROLES, &accounts).await.0,
+        201
+    );
+    let binding = role_binding(
+        "bob-impersonates",
+        "Role",
+        "impersonate-builder",
+        user("bob"),
+    );
+    assert_eq!(
+        call(&server, "admin", "POST", BINDINGS, &binding).await.0,
+        201
+    );
+    let (status, body) = as_builder("bob").await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "pods is forbidden: User \"system:serviceaccount:team:builder\" cannot list resource \"pods\" in API group \"\" in the namespace \"team\""
+    );
+    // Bound through its group `system:serviceaccounts:team`, the account may list pods.
+    let reader = role(
+        "pod-lister",
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]),
+    );
+    assert_eq!(call(&server, "admin", "POST", ROLES, &reader).await.0, 201);
+    let group = json!([{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:serviceaccounts:team"}]);
+    let by_group = role_binding("team-accounts-list", "Role", "pod-lister", group);
+    assert_eq!(
+        call(&server, "admin", "POST", BINDINGS, &by_group).await.0,
+        201
+    );
+    let (status, body) = as_builder("bob").await;
+    assert_eq!(status, 200, "{body}");
+    server.shutdown().await;
 }

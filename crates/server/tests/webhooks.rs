@@ -10,21 +10,17 @@
 mod common;
 mod kubectl_support;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 
-use common::{events_in, get_json, send_json, server_with, until, write_warned};
+use common::{events_in, get_json, https_server, send_json, server_with, until, write_warned};
 use kubectl_support::Kubectl;
 
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
@@ -45,52 +41,15 @@ struct Hooks {
 impl Hooks {
     /// Starts it: a certificate for `hooks.default.svc` and `127.0.0.1` signed by a new CA.
     async fn start() -> Hooks {
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name.push(DnType::CommonName, "hooks-ca");
-        let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let leaf =
-            CertificateParams::new(vec!["hooks.default.svc".to_owned(), "127.0.0.1".to_owned()])
-                .unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = leaf.signed_by(&key, &issuer).unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from_pem_slice(cert.pem().as_bytes()).unwrap()],
-            PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
-        )
-        .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
         let received: Received = Arc::default();
         let log = received.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    return;
-                };
-                let (acceptor, log) = (acceptor.clone(), log.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service =
-                        hyper::service::service_fn(move |request| answer(request, log.clone()));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
+        let (port, ca) = https_server(&["hooks.default.svc"], move |request| {
+            answer(request, log.clone())
+        })
+        .await;
         Hooks {
             port,
-            ca_bundle: base64::engine::general_purpose::STANDARD.encode(issuer.pem()),
+            ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca),
             received,
         }
     }
@@ -114,7 +73,7 @@ impl Hooks {
 async fn answer(
     request: hyper::Request<hyper::body::Incoming>,
     received: Received,
-) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+) -> hyper::Response<Full<Bytes>> {
     let path = request.uri().path().to_owned();
     let review: Value =
         serde_json::from_slice(&request.into_body().collect().await.unwrap().to_bytes()).unwrap();
@@ -150,9 +109,7 @@ async fn answer(
     let version = if path == "/v1beta1" { "v1beta1" } else { "v1" };
     let body = json!({"apiVersion": format!("admission.k8s.io/{version}"),
         "kind": "AdmissionReview", "response": response});
-    Ok(hyper::Response::new(Full::new(Bytes::from(
-        body.to_string(),
-    ))))
+    hyper::Response::new(Full::new(Bytes::from(body.to_string())))
 }
 
 /// A server and the Service `default/hooks` (port 443) whose Endpoints point at `port` on

@@ -72,7 +72,7 @@ pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
-fn string<'a>(val: &'a dyn Val, function: &str) -> Result<&'a str, ExecutionError> {
+pub(super) fn string<'a>(val: &'a dyn Val, function: &str) -> Result<&'a str, ExecutionError> {
     val.downcast_ref::<CelString>()
         .map(|s| s.inner())
         .ok_or_else(|| ExecutionError::function_error(function, "expected a string"))
@@ -125,13 +125,15 @@ fn find_all<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
     Ok(CowVal::owned(CelList::from(found)))
 }
 
-fn two<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<[CowVal<'b, 'v>; 2], ExecutionError> {
+pub(super) fn two<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<[CowVal<'b, 'v>; 2], ExecutionError> {
     let count = args.len();
     args.try_into()
         .map_err(|_| ExecutionError::invalid_argument_count(2, count))
 }
 
-fn one<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn one<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let count = args.len();
     let [list]: [CowVal<'b, 'v>; 1] = args
         .try_into()

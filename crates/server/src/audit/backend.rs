@@ -18,6 +18,13 @@
 //!   opens a new one; then rotated files beyond `--audit-log-maxbackup` (oldest first) and older
 //!   than `--audit-log-maxage` days are removed (also when the log is opened at start). An event longer than the limit is not
 //!   written (lumberjack's `write length N exceeds maximum file size M`), counted as a failure.
+//!   With `--audit-log-compress` the rotated files kept are gzipped (`NAME-<time>.EXT.gz`, the
+//!   plain file removed), at each rotation and at start, as lumberjack's `mill`.
+//! - **Batches** (`batch` mode): events are written in batches of at most
+//!   `--audit-log-batch-max-size` (1 by default: each on its own), a batch waiting at most
+//!   `--audit-log-batch-max-wait` after its first event, then flushed once; with
+//!   `--audit-log-batch-throttle-enable` at most `-qps` batches a second (`-burst` at once). An
+//!   event someone waits for (a blocking request, a shutdown's drain) ends its batch at once.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -44,6 +51,8 @@ pub struct Counters {
     pub write_errors: AtomicU64,
     /// `apiserver_audit_error_total{plugin="buffered"}`: events dropped by a full queue.
     pub dropped: AtomicU64,
+    /// `apiserver_audit_error_total{plugin="webhook"}`: events the webhook did not take.
+    pub webhook_errors: AtomicU64,
     /// `apiserver_audit_requests_rejected_total`: requests failed for their event
     /// (`blocking-strict`).
     pub rejected: AtomicU64,
@@ -74,32 +83,62 @@ impl Backend {
         } else {
             Box::new(Rotating::open(path, config)?)
         };
-        let (sender, receiver) = flume::bounded::<Queued>(config.batch_buffer_size);
-        std::thread::Builder::new()
-            .name("audit-log".to_owned())
-            .spawn(move || {
-                for queued in receiver.iter() {
-                    // An event that encodes to nothing is a marker (`Audit::drain`).
-                    let written = match (queued.encode)() {
-                        Some(line) => match out.write_all(&line).and_then(|()| out.flush()) {
-                            Ok(()) => true,
-                            Err(error) => {
-                                tracing::warn!(%error, "audit log: cannot write an event");
-                                counters.write_errors.fetch_add(1, Ordering::Relaxed);
-                                false
-                            }
-                        },
-                        None => true,
-                    };
-                    if let Some(done) = queued.done {
-                        let _ = done.send(written);
+        let batching = config.log_batching();
+        Backend::spawn(
+            "audit-log",
+            config.mode,
+            config.batch_buffer_size,
+            move |receiver| {
+                let mut throttle = batching.throttled();
+                while let Some(batch) = next_batch(&receiver, &batching) {
+                    if let Some(throttle) = &mut throttle {
+                        throttle.accept();
+                    }
+                    // Each event's line is written (a failed one counted), then the batch is
+                    // flushed once; an event that encodes to nothing is a marker
+                    // (`Audit::drain`).
+                    let mut outcomes = Vec::with_capacity(batch.len());
+                    for queued in batch {
+                        let written = match (queued.encode)() {
+                            Some(line) => match out.write_all(&line) {
+                                Ok(()) => true,
+                                Err(error) => {
+                                    tracing::warn!(%error, "audit log: cannot write an event");
+                                    counters.write_errors.fetch_add(1, Ordering::Relaxed);
+                                    false
+                                }
+                            },
+                            None => true,
+                        };
+                        outcomes.push((queued.done, written));
+                    }
+                    let flushed = out.flush().is_ok();
+                    for (done, written) in outcomes {
+                        if let Some(done) = done {
+                            let _ = done.send(written && flushed);
+                        }
                     }
                 }
-            })?;
-        Ok(Backend {
-            sender,
-            mode: config.mode,
-        })
+            },
+        )
+    }
+
+    /// A queue of at most `buffer` events in `mode` in front of `consume`, run on a thread of
+    /// its own named `name` until every sender is gone.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub(super) fn spawn(
+        name: &str,
+        mode: AuditMode,
+        buffer: usize,
+        consume: impl FnOnce(flume::Receiver<Queued>) + Send + 'static,
+    ) -> std::io::Result<Backend> {
+        let (sender, receiver) = flume::bounded::<Queued>(buffer);
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || consume(receiver))?;
+        Ok(Backend { sender, mode })
     }
 
     /// The mode events are written in.
@@ -126,6 +165,93 @@ impl Backend {
     }
 }
 
+/// How a backend groups events (kube's `BatchConfig`): at most `max_size` a batch, a batch
+/// waiting at most `max_wait` after its first event for more (`batch` mode), and at most
+/// `throttle` batches a second (QPS, burst).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Batching {
+    /// The mode: only `batch` waits for more events.
+    pub mode: AuditMode,
+    /// Events in one batch at most.
+    pub max_size: usize,
+    /// How long a batch waits for more events after its first.
+    pub max_wait: Duration,
+    /// Batches a second and the burst allowed, when throttled.
+    pub throttle: Option<(f64, usize)>,
+}
+
+impl Batching {
+    /// The token bucket of the batches, when throttled (kube throttles its buffered — `batch`
+    /// mode — backends only).
+    pub(super) fn throttled(&self) -> Option<Throttle> {
+        (self.mode == AuditMode::Batch)
+            .then_some(self.throttle)
+            .flatten()
+            .map(Throttle::new)
+    }
+}
+
+/// The next batch from `receiver` (`None` once every sender is gone): the first event
+/// waited for; then, in `batch` mode, more until the batch is full or `max_wait` after the
+/// first; in the blocking modes, or once an event waits for its outcome (a blocking request,
+/// `Audit::drain`'s marker), only those queued already.
+pub(super) fn next_batch(
+    receiver: &flume::Receiver<Queued>,
+    batching: &Batching,
+) -> Option<Vec<Queued>> {
+    let first = receiver.recv().ok()?;
+    let mut flush = batching.mode != AuditMode::Batch || first.done.is_some();
+    let mut batch = vec![first];
+    let deadline = std::time::Instant::now() + batching.max_wait;
+    while batch.len() < batching.max_size {
+        let next = if flush {
+            receiver.try_recv().ok()
+        } else {
+            receiver.recv_deadline(deadline).ok()
+        };
+        let Some(next) = next else { break };
+        flush |= next.done.is_some();
+        batch.push(next);
+    }
+    Some(batch)
+}
+
+/// A token bucket (client-go's `NewTokenBucketRateLimiter`): `qps` tokens a second, at most
+/// `burst` kept; [`Throttle::accept`] waits (on the backend's thread) for one.
+pub(super) struct Throttle {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl Throttle {
+    pub(super) fn new((qps, burst): (f64, usize)) -> Throttle {
+        let burst = burst.max(1) as f64;
+        Throttle {
+            qps,
+            burst,
+            tokens: burst,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// Takes a token, sleeping until there is one.
+    pub(super) fn accept(&mut self) {
+        let now = std::time::Instant::now();
+        self.tokens =
+            (self.tokens + now.duration_since(self.at).as_secs_f64() * self.qps).min(self.burst);
+        self.at = now;
+        if self.tokens < 1.0 {
+            let wait = (1.0 - self.tokens) / self.qps;
+            std::thread::sleep(Duration::from_secs_f64(wait));
+            self.tokens = 1.0;
+            self.at = std::time::Instant::now();
+        }
+        self.tokens -= 1.0;
+    }
+}
+
 /// lumberjack's default size limit, when `--audit-log-maxsize` is 0.
 const DEFAULT_MAX_MEGABYTES: u64 = 100;
 
@@ -137,6 +263,8 @@ struct Rotating {
     max: u64,
     max_backups: usize,
     max_age: Option<Duration>,
+    /// `--audit-log-compress`: rotated files are gzipped (`NAME-<time>.EXT.gz`).
+    compress: bool,
 }
 
 impl Rotating {
@@ -158,6 +286,7 @@ impl Rotating {
             max_backups: config.max_backups,
             max_age: (config.max_age_days > 0)
                 .then(|| Duration::from_secs(config.max_age_days.saturating_mul(86_400))),
+            compress: config.compress,
         };
         // lumberjack's `mill` on opening: old files beyond the bounds go now.
         log.remove_old_backups();
@@ -229,8 +358,9 @@ impl Rotating {
             .flatten()
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                let is_backup =
-                    name.starts_with(&stem) && name.ends_with(&ext) && entry.path() != self.path;
+                let is_backup = name.starts_with(&stem)
+                    && (name.ends_with(&ext) || name.ends_with(&format!("{ext}.gz")))
+                    && entry.path() != self.path;
                 let modified = entry.metadata().ok()?.modified().ok()?;
                 is_backup.then(|| (modified, entry.path()))
             })
@@ -247,13 +377,31 @@ impl Rotating {
                 now.duration_since(modified)
                     .is_ok_and(|elapsed| elapsed > age)
             });
-            if (too_many || too_old)
-                && let Err(error) = std::fs::remove_file(&path)
+            if too_many || too_old {
+                if let Err(error) = std::fs::remove_file(&path) {
+                    tracing::warn!(%error, path = %path.display(), "audit log: cannot remove an old file");
+                }
+            } else if self.compress
+                && path.extension().is_none_or(|e| e != "gz")
+                && let Err(error) = gzip(&path)
             {
-                tracing::warn!(%error, path = %path.display(), "audit log: cannot remove an old file");
+                tracing::warn!(%error, path = %path.display(), "audit log: cannot compress a rotated file");
             }
         }
     }
+}
+
+/// lumberjack's `compressLogFile`: `path` gzipped to `path.gz`, then removed.
+fn gzip(path: &Path) -> std::io::Result<()> {
+    let mut target = path.as_os_str().to_owned();
+    target.push(".gz");
+    let target = PathBuf::from(target);
+    let mut source = File::open(path)?;
+    let mut encoder =
+        flate2::write::GzEncoder::new(File::create(&target)?, flate2::Compression::default());
+    std::io::copy(&mut source, &mut encoder)?;
+    encoder.finish()?.sync_all()?;
+    std::fs::remove_file(path)
 }
 
 impl Write for Rotating {
@@ -360,6 +508,37 @@ mod tests {
             "first\nsecond\nfourth\n"
         );
         assert_eq!(counters.write_errors.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn rotated_files_are_gzipped_with_compress() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let config = AuditConfig {
+            compress: true,
+            ..config(0)
+        };
+        let mut log = Rotating::open(&path, &config).unwrap();
+        let line = vec![b'x'; 600 * 1024];
+        for _ in 0..3 {
+            log.write_all(&line).unwrap();
+        }
+        let backups = log.backups();
+        assert_eq!(backups.len(), 2, "{backups:?}");
+        for (_, backup) in &backups {
+            let name = backup.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with("audit-") && name.ends_with(".log.gz"),
+                "{name}"
+            );
+            let mut text = Vec::new();
+            flate2::read::GzDecoder::new(File::open(backup).unwrap())
+                .read_to_end(&mut text)
+                .unwrap();
+            assert_eq!(text, line);
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 600 * 1024);
     }
 
     #[test]

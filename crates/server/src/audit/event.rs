@@ -217,7 +217,14 @@ pub(super) fn encode(parts: &Parts<'_>) -> Vec<u8> {
         } else {
             Some(response.to_vec())
         };
-        if let Some((text, _)) = decoded
+        let json = decoded.and_then(|bytes| match parts.outcome.response_format {
+            Some(AnswerFormat::Yaml) => watchkeeper_api::yaml::json_from_yaml_body(&bytes).ok(),
+            Some(AnswerFormat::Protobuf) => watchkeeper_api::protobuf::decode_any(&bytes)
+                .ok()
+                .and_then(|value| serde_json::to_vec(&value).ok()),
+            Some(AnswerFormat::Json) | None => Some(bytes),
+        });
+        if let Some((text, _)) = json
             .as_deref()
             .and_then(|bytes| object_json(bytes, omit_managed_fields))
         {
@@ -245,6 +252,32 @@ pub(super) fn encode(parts: &Parts<'_>) -> Vec<u8> {
     out
 }
 
+/// How an answer kept for `responseObject` is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AnswerFormat {
+    /// `application/json`.
+    Json,
+    /// `application/yaml`.
+    Yaml,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
+}
+
+impl AnswerFormat {
+    /// The format of an answer of `content_type`, `None` for another (a table is JSON).
+    pub(super) fn of(content_type: &str) -> Option<AnswerFormat> {
+        if content_type.starts_with("application/json") {
+            Some(AnswerFormat::Json)
+        } else if content_type.starts_with("application/yaml") {
+            Some(AnswerFormat::Yaml)
+        } else if watchkeeper_api::is_protobuf_media_type(content_type) {
+            Some(AnswerFormat::Protobuf)
+        } else {
+            None
+        }
+    }
+}
+
 /// A response body that writes its request's `ResponseComplete` event when it ends (in the
 /// blocking modes, before it reports its end) or is dropped unfinished, keeping up to
 /// `--audit-log-max-object-bytes` of it for the event when the level asks for the response.
@@ -253,6 +286,7 @@ pub(super) struct AuditBody {
     record: Option<Arc<Record>>,
     code: u16,
     capture: Option<BytesMut>,
+    format: Option<AnswerFormat>,
     gzip: bool,
     truncated: bool,
     writing: Option<BoxFuture<'static, bool>>,
@@ -263,14 +297,15 @@ impl AuditBody {
         inner: axum::body::Body,
         record: Arc<Record>,
         code: u16,
-        capture: bool,
+        capture: Option<AnswerFormat>,
         gzip: bool,
     ) -> AuditBody {
         AuditBody {
             inner,
             record: Some(record),
             code,
-            capture: capture.then(BytesMut::new),
+            capture: capture.map(|_| BytesMut::new()),
+            format: capture,
             gzip,
             truncated: false,
             writing: None,
@@ -282,6 +317,7 @@ impl AuditBody {
             code: Some(self.code),
             status: None,
             response: self.capture.take().map(BytesMut::freeze),
+            response_format: self.format,
             response_gzip: self.gzip,
             truncated: self.truncated,
         }

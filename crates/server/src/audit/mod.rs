@@ -1,12 +1,14 @@
 //! The audit log, as kube-apiserver's `--audit-policy-file` and `--audit-log-path` write it:
-//! one `audit.k8s.io/v1` `Event` per line for each stage of each request the policy selects.
+//! one `audit.k8s.io/v1` `Event` per line for each stage of each request the policy selects;
+//! and the audit webhook (`--audit-webhook-config-file`, [`webhook`]), which receives the same
+//! events as `EventList`s. With both, every event goes to both, each in its own mode.
 //!
 //! ## Guarantees
 //! - **Audit-Id**: every response carries an `Audit-Id` header, as kube-apiserver's
 //!   `WithAuditInit` sets it whether or not a policy is configured: the request's own
 //!   `Audit-ID` header when it sent one, else a new random (v4) UUID. It is the events'
 //!   `auditID`.
-//! - **What is logged**: with a policy and a log path, each request is evaluated against the
+//! - **What is logged**: with a policy and a log path or a webhook, each request is evaluated against the
 //!   policy ([`policy`]) with the authenticated user (before impersonation, as kube's filter
 //!   order has it); level `None` logs nothing. Otherwise, unless the policy omits the stage:
 //!   `RequestReceived` before the request is handled; `ResponseStarted` when a long-running
@@ -30,8 +32,10 @@
 //!   `omitManagedFields` drops `metadata.managedFields` from both objects (and list items).
 //! - **Bodies**: a YAML request body is logged as the JSON it is read as, a protobuf one as
 //!   the JSON the store source decodes (in caching-proxy mode, where nothing decodes it, it is
-//!   left out). Not logged as objects: protobuf and YAML answers (the event keeps the rest);
-//!   an answer longer than `--audit-log-max-object-bytes`, left out with the event annotated
+//!   left out). A YAML or protobuf answer is logged as its object, JSON-encoded (decoded on the
+//!   log's thread, as kube logs the object whatever the encoding; one the decoder does not
+//!   know is left out). Not logged as an object: an answer longer than
+//!   `--audit-log-max-object-bytes`, left out with the event annotated
 //!   `audit.k8s.io/truncated: "true"`.
 //! - **Cost**: without a policy a request pays the `Audit-Id` header only (a random UUID and
 //!   its header value, kube's `WithAuditInit`) and a few task-local reads
@@ -45,6 +49,7 @@
 pub mod backend;
 pub mod context;
 pub mod policy;
+pub mod webhook;
 
 mod event;
 mod request;
@@ -79,7 +84,8 @@ pub const AUDIT_ID_HEADER: &str = "audit-id";
 /// The auditing of one server: its policy, the log's queue and the counters.
 pub struct Audit {
     policy: Policy,
-    backend: Backend,
+    /// The log's and the webhook's queues (each gets every event).
+    backends: Vec<Backend>,
     counters: Arc<Counters>,
     auth: Arc<Auth>,
     max_object_bytes: usize,
@@ -97,6 +103,9 @@ pub enum AuditError {
     /// kube's refusal of the policy file.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The webhook's kubeconfig cannot be read or used.
+    #[error(transparent)]
+    Webhook(#[from] webhook::WebhookError),
     /// The log file cannot be opened.
     #[error("cannot open the audit log {path}: {source}")]
     Log {
@@ -109,31 +118,44 @@ pub enum AuditError {
 }
 
 impl Audit {
-    /// Loads the policy and starts the log's writer; `None` when nothing is to be logged
-    /// (no policy, or no log path: the policy is still read and validated).
+    /// Loads the policy and starts the log's writer and the webhook's sender; `None` when
+    /// nothing is to be logged (no policy, or neither a log path nor a webhook: the policy is
+    /// still read and validated).
     ///
     /// # Errors
     /// See [`AuditError`].
-    pub fn start(config: &AuditConfig, auth: Arc<Auth>) -> Result<Option<Arc<Audit>>, AuditError> {
+    pub async fn start(
+        config: &AuditConfig,
+        auth: Arc<Auth>,
+    ) -> Result<Option<Arc<Audit>>, AuditError> {
         let Some(policy_file) = &config.policy_file else {
             return Ok(None);
         };
         let policy = Policy::load(policy_file)?;
-        let Some(path) = &config.log_path else {
+        if config.log_path.is_none() && config.webhook_config_file.is_none() {
             tracing::warn!(
-                "--audit-policy-file is given without --audit-log-path: no audit events are written"
+                "--audit-policy-file is given without --audit-log-path or --audit-webhook-config-file: no audit events are written"
             );
             return Ok(None);
-        };
+        }
         let counters = Arc::new(Counters::default());
-        let backend =
-            Backend::start(config, path, counters.clone()).map_err(|source| AuditError::Log {
-                path: path.display().to_string(),
-                source,
-            })?;
+        let mut backends = Vec::new();
+        if let Some(path) = &config.log_path {
+            backends.push(
+                Backend::start(config, path, counters.clone()).map_err(|source| {
+                    AuditError::Log {
+                        path: path.display().to_string(),
+                        source,
+                    }
+                })?,
+            );
+        }
+        if let Some(path) = &config.webhook_config_file {
+            backends.push(webhook::start(&config.webhook, path, counters.clone()).await?);
+        }
         Ok(Some(Arc::new(Audit {
             policy,
-            backend,
+            backends,
             counters,
             auth,
             max_object_bytes: config.max_object_bytes,
@@ -143,7 +165,9 @@ impl Audit {
     /// Waits until every event queued so far is written (or failed): the server's shutdown
     /// calls it, so that a batch queue is not lost with the process.
     pub async fn drain(&self) {
-        self.backend.write(Box::new(|| None)).await;
+        for backend in &self.backends {
+            backend.write(Box::new(|| None)).await;
+        }
     }
 
     /// The counters (for `/metrics`).
@@ -188,13 +212,16 @@ struct Outcome {
     /// The status written instead of the refusal (a panic, a failed authentication).
     status: Option<ApiError>,
     response: Option<Bytes>,
+    /// How `response` is encoded.
+    response_format: Option<event::AnswerFormat>,
     response_gzip: bool,
     truncated: bool,
 }
 
 impl Record {
-    /// The event of `stage`, to be encoded on the log's thread; `None` when omitted.
-    fn event(self: &Arc<Self>, stage: Stage, outcome: Outcome) -> Option<backend::Queued> {
+    /// The event of `stage`, to be encoded on a backend's thread (once, whichever backend
+    /// first needs it): one encoding per backend; `None` when omitted.
+    fn event(self: &Arc<Self>, stage: Stage, outcome: Outcome) -> Option<Vec<Encode>> {
         if self.decision.omit_stages.contains(stage) {
             return None;
         }
@@ -209,49 +236,97 @@ impl Record {
             )
         };
         let record = self.clone();
-        Some(backend::Queued {
-            encode: Box::new(move || {
-                Some(event::encode(&event::Parts {
-                    record: &record,
-                    stage,
-                    stage_micros,
-                    outcome,
-                    annotations,
-                    refusal,
-                    request_body,
-                }))
-            }),
-            done: None,
-        })
+        let encode: Encode = Box::new(move || {
+            Some(event::encode(&event::Parts {
+                record: &record,
+                stage,
+                stage_micros,
+                outcome,
+                annotations,
+                refusal,
+                request_body,
+            }))
+        });
+        if self.audit.backends.len() == 1 {
+            return Some(vec![encode]);
+        }
+        let shared = Arc::new(SharedEncoding {
+            encode: std::sync::Mutex::new(Some(encode)),
+            line: std::sync::OnceLock::new(),
+        });
+        Some(
+            self.audit
+                .backends
+                .iter()
+                .map(|_| {
+                    let shared = shared.clone();
+                    Box::new(move || shared.line()) as Encode
+                })
+                .collect(),
+        )
     }
 
-    /// Writes the event of `stage` as the mode says: waits for it (blocking modes; whether it
-    /// was written) or queues it (batch; `true`, a full queue counted as a drop).
+    /// Hands the event of `stage` to each backend as its mode says: waits for it (blocking
+    /// modes) or queues it (batch; a full queue counted as a drop). `false` when a
+    /// `blocking-strict` backend could not write it.
     async fn emit(self: &Arc<Self>, stage: Stage, outcome: Outcome) -> bool {
-        let Some(queued) = self.event(stage, outcome) else {
+        let Some(encodings) = self.event(stage, outcome) else {
             return true;
         };
-        match self.audit.backend.mode() {
-            AuditMode::Batch => {
-                if !self.audit.backend.try_queue(queued) {
-                    self.audit.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        let mut stored = true;
+        for (backend, encode) in self.audit.backends.iter().zip(encodings) {
+            match backend.mode() {
+                AuditMode::Batch => {
+                    let queued = backend::Queued { encode, done: None };
+                    if !backend.try_queue(queued) {
+                        self.audit.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-                true
+                mode @ (AuditMode::Blocking | AuditMode::BlockingStrict) => {
+                    if !backend.write(encode).await && mode == AuditMode::BlockingStrict {
+                        stored = false;
+                    }
+                }
             }
-            AuditMode::Blocking | AuditMode::BlockingStrict => {
-                self.audit.backend.write(queued.encode).await
+        }
+        stored
+    }
+
+    /// Hands the event of `stage` to each backend without waiting (a response whose client
+    /// is gone): a full queue drops it, counted.
+    fn emit_now(self: &Arc<Self>, stage: Stage, outcome: Outcome) {
+        let Some(encodings) = self.event(stage, outcome) else {
+            return;
+        };
+        for (backend, encode) in self.audit.backends.iter().zip(encodings) {
+            if !backend.try_queue(backend::Queued { encode, done: None }) {
+                self.audit.counters.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
+}
 
-    /// Writes the event of `stage` without waiting (a response whose client is gone): a full
-    /// queue drops it, counted.
-    fn emit_now(self: &Arc<Self>, stage: Stage, outcome: Outcome) {
-        if let Some(queued) = self.event(stage, outcome)
-            && !self.audit.backend.try_queue(queued)
-        {
-            self.audit.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+/// The encoding of one event for one backend: its JSON line.
+type Encode = Box<dyn FnOnce() -> Option<Vec<u8>> + Send>;
+
+/// An event shared by several backends, encoded by the first that needs it.
+struct SharedEncoding {
+    encode: std::sync::Mutex<Option<Encode>>,
+    line: std::sync::OnceLock<Option<Vec<u8>>>,
+}
+
+impl SharedEncoding {
+    fn line(&self) -> Option<Vec<u8>> {
+        self.line
+            .get_or_init(|| {
+                let encode = self
+                    .encode
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                encode.and_then(|encode| encode())
+            })
+            .clone()
     }
 }
 
@@ -378,12 +453,10 @@ where
         ))),
         info,
     });
-    let strict = audit.backend.mode() == AuditMode::BlockingStrict;
     if record.info.user.is_some()
         && !record
             .emit(Stage::RequestReceived, Outcome::default())
             .await
-        && strict
     {
         audit.counters.rejected.fetch_add(1, Ordering::Relaxed);
         // kube's `responsewriters.InternalError`: plain text.
@@ -462,14 +535,16 @@ where
             .to_owned()
     };
     let content_type = header(axum::http::header::CONTENT_TYPE);
+    // kube logs the answer's object, JSON-encoded, whatever the answer's encoding.
+    let format = event::AnswerFormat::of(&content_type);
     let capture = record.decision.level == Level::RequestResponse
         && !record.info.long_running
-        && content_type.starts_with("application/json");
+        && format.is_some();
     let body = event::AuditBody::new(
         body,
         record,
         code,
-        capture,
+        capture.then_some(format).flatten(),
         header(axum::http::header::CONTENT_ENCODING) == "gzip",
     );
     Ok(Response::from_parts(parts, axum::body::Body::new(body)))

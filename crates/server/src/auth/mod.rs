@@ -45,10 +45,14 @@
 //! `Impersonate-User`, `Impersonate-Group` (repeated) and `Impersonate-Uid`
 //! ([`Auth::impersonate`], applied right after authentication, so everything after —
 //! limits per user, authorization, the operator view — sees the impersonated user). Each
-//! identity asked for needs the verb `impersonate` on `users`, `groups` or `uids` in the core
-//! group at the cluster scope, which an ABAC line grants when it is not `readonly` and names
-//! that resource (namespace `*`); otherwise 403 with kube-apiserver's message.
-//! `Impersonate-Extra-*` is refused with 400 (not supported). A caching proxy with
+//! identity asked for needs the verb `impersonate`, as kube's `WithImpersonation` asks it:
+//! on `users` (cluster scope), or for `system:serviceaccount:NS:NAME` on `serviceaccounts`
+//! named NAME in the namespace NS; on `groups`; on `userextras/<key>` and `uids` in
+//! `authentication.k8s.io`. An ABAC line grants it when it is not `readonly` and names that
+//! resource, group and namespace (or `*`); otherwise 403 with kube-apiserver's message. An
+//! impersonated service account gets its groups unless `Impersonate-Group` names some.
+//! `Impersonate-Extra-*` the caller may impersonate is refused with 400 (user extras are not
+//! carried here). A caching proxy with
 //! `--upstream-impersonate` uses exactly this to forward writes as its callers.
 //!
 //! ## Authorization: ABAC
@@ -99,6 +103,7 @@
 //! not cache all four RBAC resources refuses to start. Writes through a proxy are checked for
 //! escalation by the upstream.
 
+pub mod cel;
 pub mod rbac;
 pub mod serviceaccount;
 
@@ -209,6 +214,21 @@ impl LineError {
 /// Paths served to anyone, with or without credentials.
 pub const OPEN_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
 
+/// The API group of `uids` and `userextras` in impersonation checks.
+const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
+
+/// The namespace and name of a service account user name (kube's
+/// `serviceaccount.SplitUsername`: `system:serviceaccount:NS:NAME`, NS a valid namespace name,
+/// NAME a valid service account name).
+fn split_service_account(user: &str) -> Option<(&str, &str)> {
+    let (namespace, name) = user
+        .strip_prefix("system:serviceaccount:")?
+        .split_once(':')?;
+    (watchkeeper_api::validate_dns1123_label(namespace).is_ok()
+        && watchkeeper_api::validate_dns1123_subdomain(name).is_ok())
+    .then_some((namespace, name))
+}
+
 /// The API version of an ABAC policy line.
 pub const ABAC_API_VERSION: &str = "abac.authorization.kubernetes.io/v1beta1";
 
@@ -251,12 +271,22 @@ pub enum Attributes<'a> {
         /// The subresource, `""` for none.
         subresource: &'a str,
     },
-    /// Acting as another user, group or uid (the `Impersonate-*` headers): kube's
-    /// `impersonate` verb on `users`, `groups` or `uids` in the core group, cluster scope.
-    Impersonate {
-        /// `users`, `groups` or `uids`.
+    /// A resource request named by its group and resource rather than a served definition:
+    /// acting as another user, service account, group or uid (the `Impersonate-*` headers,
+    /// verb `impersonate`), or a check of an admission policy's `authorizer` (see
+    /// [`cel`]).
+    Named {
+        /// Kubernetes verb.
+        verb: &'a str,
+        /// The API group.
+        group: &'a str,
+        /// The plural resource name.
         resource: &'a str,
-        /// The user name, group or uid asked for.
+        /// The subresource, `""` for none.
+        subresource: &'a str,
+        /// The namespace, `""` for the cluster scope.
+        namespace: &'a str,
+        /// The object's name, `""` for none.
         name: &'a str,
     },
     /// A request on any other path.
@@ -271,8 +301,9 @@ pub enum Attributes<'a> {
 impl Attributes<'_> {
     fn verb(&self) -> &str {
         match self {
-            Attributes::Resource { verb, .. } | Attributes::NonResource { verb, .. } => verb,
-            Attributes::Impersonate { .. } => "impersonate",
+            Attributes::Resource { verb, .. }
+            | Attributes::Named { verb, .. }
+            | Attributes::NonResource { verb, .. } => verb,
         }
     }
 
@@ -280,8 +311,10 @@ impl Attributes<'_> {
     #[must_use]
     pub fn namespace(&self) -> &str {
         match self {
-            Attributes::Resource { namespace, .. } => namespace,
-            _ => "",
+            Attributes::Resource { namespace, .. } | Attributes::Named { namespace, .. } => {
+                namespace
+            }
+            Attributes::NonResource { .. } => "",
         }
     }
 
@@ -547,12 +580,19 @@ impl Auth {
 
     /// The user a request acts as: `user` itself, or the one its `Impersonate-User` (with
     /// `Impersonate-Group`s and `Impersonate-Uid`) headers name, if `user` may impersonate each
-    /// of them (kube-apiserver's impersonation: verb `impersonate` on `users`, `groups`,
-    /// `uids`). The impersonated user gets `system:authenticated` like any authenticated one.
+    /// of them, as kube-apiserver's `WithImpersonation` checks them, in its order: verb
+    /// `impersonate` on `users` (or, for `system:serviceaccount:NS:NAME` with a valid namespace
+    /// and name, on `serviceaccounts` named NAME in the namespace NS), on `groups` (each
+    /// group), on `userextras/<key>` in `authentication.k8s.io` (each value), on `uids` in
+    /// `authentication.k8s.io`. A service account without `Impersonate-Group` gets its groups
+    /// `system:serviceaccounts` and `system:serviceaccounts:NS`; any user but
+    /// `system:anonymous` gets `system:authenticated` unless its groups hold it or
+    /// `system:unauthenticated`, `system:anonymous` gets `system:unauthenticated`.
     ///
     /// # Errors
-    /// 400 for group, uid or extra headers without a user, for `Impersonate-Extra-*` (not
-    /// supported) or for a header that is not text; 403 when `user` may not impersonate.
+    /// 400 for group, uid or extra headers without a user, for a header that is not text, or
+    /// for `Impersonate-Extra-*` headers `user` may impersonate (user extras are not carried
+    /// here); 403 with kube's message at the first identity `user` may not impersonate.
     pub fn impersonate(&self, user: User, headers: &HeaderMap) -> Result<User, ApiError> {
         let text = |value: &axum::http::HeaderValue| {
             value
@@ -567,52 +607,70 @@ impl Auth {
             .map(text)
             .collect::<Result<Vec<_>, _>>()?;
         let uid = headers.get("impersonate-uid").map(text).transpose()?;
-        let extras = headers
-            .keys()
-            .any(|k| k.as_str().starts_with("impersonate-extra-"));
+        let mut extras = Vec::new();
+        for (key, value) in headers {
+            if let Some(extra) = key.as_str().strip_prefix("impersonate-extra-") {
+                extras.push((extra.to_owned(), text(value)?));
+            }
+        }
         let Some(target) = target else {
-            if !groups.is_empty() || uid.is_some() || extras {
+            if !groups.is_empty() || uid.is_some() || !extras.is_empty() {
                 return Err(ApiError::bad_request(
                     "Impersonate-Group, Impersonate-Uid and Impersonate-Extra-* need Impersonate-User",
                 ));
             }
             return Ok(user);
         };
-        if extras {
+        if target.is_empty() {
+            return Err(ApiError::bad_request("Impersonate-User is empty"));
+        }
+        let service_account = split_service_account(&target);
+        let impersonate = |group: &str, resource: &str, sub: &str, namespace: &str, name: &str| {
+            self.authorize(
+                &user,
+                &Attributes::Named {
+                    verb: "impersonate",
+                    group,
+                    resource,
+                    subresource: sub,
+                    namespace,
+                    name,
+                },
+            )
+        };
+        match service_account {
+            Some((namespace, name)) => impersonate("", "serviceaccounts", "", namespace, name)?,
+            None => impersonate("", "users", "", "", &target)?,
+        }
+        for group in &groups {
+            impersonate("", "groups", "", "", group)?;
+        }
+        for (key, value) in &extras {
+            impersonate(AUTHENTICATION_GROUP, "userextras", key, "", value)?;
+        }
+        if let Some(uid) = &uid {
+            impersonate(AUTHENTICATION_GROUP, "uids", "", "", uid)?;
+        }
+        if !extras.is_empty() {
             return Err(ApiError::bad_request(
                 "Impersonate-Extra-* headers are not supported",
             ));
         }
-        if target.is_empty() {
-            return Err(ApiError::bad_request("Impersonate-User is empty"));
-        }
-        self.authorize(
-            &user,
-            &Attributes::Impersonate {
-                resource: "users",
-                name: &target,
-            },
-        )?;
-        for group in &groups {
-            self.authorize(
-                &user,
-                &Attributes::Impersonate {
-                    resource: "groups",
-                    name: group,
-                },
-            )?;
-        }
-        if let Some(uid) = &uid {
-            self.authorize(
-                &user,
-                &Attributes::Impersonate {
-                    resource: "uids",
-                    name: uid,
-                },
-            )?;
-        }
         let mut groups = groups;
-        if target != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
+        if let Some((namespace, _)) = service_account
+            && groups.is_empty()
+        {
+            groups = vec![
+                "system:serviceaccounts".to_owned(),
+                format!("system:serviceaccounts:{namespace}"),
+            ];
+        }
+        let has = |groups: &[String], group: &str| groups.iter().any(|g| g == group);
+        if target == "system:anonymous" {
+            if !has(&groups, "system:unauthenticated") {
+                groups.push("system:unauthenticated".to_owned());
+            }
+        } else if !has(&groups, "system:authenticated") && !has(&groups, "system:unauthenticated") {
             groups.push("system:authenticated".to_owned());
         }
         Ok(User {
@@ -862,7 +920,12 @@ impl Auth {
     /// each mode's rules in order — `*` for `AlwaysAllow`, none for `AlwaysDeny`; for `ABAC`
     /// one rule per policy line naming the user (or a group of theirs) whose namespace
     /// matches (`get`, `list`, `watch` for read-only lines, `*` otherwise); for `RBAC` the
-    /// rules of every role bound to the user there.
+    /// rules of every role bound to the user there. The list is complete (`incomplete: false`
+    /// in the review): kube's AlwaysAllow, AlwaysDeny, ABAC and RBAC are all rule resolvers
+    /// that report complete rules (`pkg/kubeapiserver/authorizer` adds each to the union rule
+    /// resolver); only Node and Webhook, not supported here, would make it incomplete. The
+    /// privileged group `system:masters` is not a rule resolver: its members see the rules
+    /// bound to them (`cluster-admin` with the bootstrap policy), as in kube.
     #[must_use]
     pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
         let star = || vec!["*".to_owned()];
@@ -981,14 +1044,48 @@ fn forbidden(user: &User, attributes: &Attributes<'_>, reason: &str) -> ApiError
                 ),
             )
         }
-        Attributes::Impersonate { resource, name } => ApiError::new(
-            403,
-            "Forbidden",
-            format!(
-                "{resource} {name:?} is forbidden: User {:?} cannot impersonate resource {resource:?} in API group \"\" at the cluster scope{because}",
-                user.name
-            ),
-        ),
+        Attributes::Named {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+        } => {
+            // kube's `responsewriters.Forbidden`: the group-resource without the subresource
+            // names the object, the message names both.
+            let qualified = if group.is_empty() {
+                (*resource).to_owned()
+            } else {
+                format!("{resource}.{group}")
+            };
+            let object = if name.is_empty() {
+                qualified
+            } else {
+                format!("{qualified} {name:?}")
+            };
+            let full = if subresource.is_empty() {
+                (*resource).to_owned()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let scope = if namespace.is_empty() {
+                "at the cluster scope".to_owned()
+            } else {
+                format!("in the namespace {namespace:?}")
+            };
+            ApiError {
+                details: Some(serde_json::json!({"name": name, "group": group, "kind": resource})),
+                ..ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "{object} is forbidden: User {:?} cannot {verb} resource {full:?} in API group {group:?} {scope}{because}",
+                        user.name
+                    ),
+                )
+            }
+        }
         Attributes::NonResource { verb, path } => ApiError::new(
             403,
             "Forbidden",
@@ -1183,10 +1280,15 @@ impl PolicySpec {
                         && wildcard_eq(&self.resource, &def.plural)
                         && wildcard_eq(&self.api_group, &def.group)
                 }
-                Attributes::Impersonate { resource, .. } => {
-                    wildcard_eq(&self.namespace, "")
+                Attributes::Named {
+                    group,
+                    resource,
+                    namespace,
+                    ..
+                } => {
+                    wildcard_eq(&self.namespace, namespace)
                         && wildcard_eq(&self.resource, resource)
-                        && wildcard_eq(&self.api_group, "")
+                        && wildcard_eq(&self.api_group, group)
                 }
                 Attributes::NonResource { path, .. } => {
                     let pattern = self.non_resource_path.as_str();
@@ -1393,6 +1495,10 @@ mod tests {
                 [
                     r#"{"user": "proxy", "resource": "users", "namespace": "*", "apiGroup": ""}"#,
                     r#"{"user": "proxy", "resource": "groups", "namespace": "*", "apiGroup": ""}"#,
+                    r#"{"user": "proxy", "resource": "serviceaccounts", "namespace": "ci", "apiGroup": ""}"#,
+                    r#"{"user": "ids", "resource": "users", "namespace": "*", "apiGroup": ""}"#,
+                    r#"{"user": "ids", "resource": "uids", "namespace": "*", "apiGroup": "authentication.k8s.io"}"#,
+                    r#"{"user": "ids", "resource": "userextras", "namespace": "*", "apiGroup": "authentication.k8s.io"}"#,
                     r#"{"user": "reader", "resource": "*", "namespace": "*", "apiGroup": "*", "readonly": true}"#,
                 ]
                 .iter()
@@ -1456,14 +1562,101 @@ mod tests {
         );
         for bad in [
             headers(&[("impersonate-group", "dev")]),
-            headers(&[
-                ("impersonate-user", "alice"),
-                ("impersonate-extra-scopes", "x"),
-            ]),
             headers(&[("impersonate-user", "")]),
         ] {
             assert_eq!(auth.impersonate(proxy.clone(), &bad).unwrap_err().code, 400);
         }
+        // A service account is checked as `serviceaccounts` in its namespace (kube's text),
+        // and gets its groups unless some are given.
+        let builder = auth
+            .impersonate(
+                proxy.clone(),
+                &headers(&[("impersonate-user", "system:serviceaccount:ci:builder")]),
+            )
+            .unwrap();
+        assert_eq!(
+            builder.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:ci",
+                "system:authenticated"
+            ]
+        );
+        let error = auth
+            .impersonate(
+                proxy.clone(),
+                &headers(&[("impersonate-user", "system:serviceaccount:prod:builder")]),
+            )
+            .unwrap_err();
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                403,
+                "serviceaccounts \"builder\" is forbidden: User \"proxy\" cannot impersonate resource \"serviceaccounts\" in API group \"\" in the namespace \"prod\": No policy matched."
+            )
+        );
+        // Not a valid service account name: a user, checked as `users`.
+        let odd = auth
+            .impersonate(
+                proxy.clone(),
+                &headers(&[("impersonate-user", "system:serviceaccount:Bad:builder")]),
+            )
+            .unwrap();
+        assert_eq!(odd.groups, ["system:authenticated"]);
+        // uids and user extras are `authentication.k8s.io` resources (an extra's key its
+        // subresource); extras allowed are still refused (not carried here).
+        let error = auth
+            .impersonate(
+                user("reader", &[]),
+                &headers(&[
+                    ("impersonate-user", "alice"),
+                    ("impersonate-extra-scopes", "x"),
+                ]),
+            )
+            .unwrap_err();
+        assert_eq!(error.code, 403);
+        let error = auth
+            .impersonate(
+                proxy.clone(),
+                &headers(&[
+                    ("impersonate-user", "alice"),
+                    ("impersonate-extra-scopes", "x"),
+                ]),
+            )
+            .unwrap_err();
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                403,
+                "userextras.authentication.k8s.io \"x\" is forbidden: User \"proxy\" cannot impersonate resource \"userextras/scopes\" in API group \"authentication.k8s.io\" at the cluster scope: No policy matched."
+            )
+        );
+        let ids = user("ids", &[]);
+        let with_uid = auth
+            .impersonate(
+                ids.clone(),
+                &headers(&[("impersonate-user", "alice"), ("impersonate-uid", "u1")]),
+            )
+            .unwrap();
+        assert_eq!(with_uid.uid, "u1");
+        let error = auth
+            .impersonate(
+                ids.clone(),
+                &headers(&[
+                    ("impersonate-user", "alice"),
+                    ("impersonate-extra-scopes", "x"),
+                ]),
+            )
+            .unwrap_err();
+        assert_eq!(error.code, 400);
+        // `system:unauthenticated` given keeps `system:authenticated` out; anonymous gets it.
+        let anonymous = auth
+            .impersonate(
+                proxy.clone(),
+                &headers(&[("impersonate-user", "system:anonymous")]),
+            )
+            .unwrap();
+        assert_eq!(anonymous.groups, ["system:unauthenticated"]);
     }
 
     #[test]

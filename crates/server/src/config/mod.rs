@@ -17,7 +17,7 @@ mod limits;
 mod tls;
 
 pub use admission::AdmissionConfig;
-pub use audit::{AuditConfig, AuditMode};
+pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
 pub use tls::TlsConfig;
@@ -185,6 +185,62 @@ pub struct ServeArgs {
     /// [default: 10485760].
     #[arg(long)]
     pub audit_log_max_object_bytes: Option<usize>,
+    /// Gzip rotated audit log files (`NAME-<time>.EXT.gz`, as lumberjack) [default: false].
+    #[arg(long)]
+    pub audit_log_compress: Option<bool>,
+    /// Most audit events written to the log at once, one flush (at least 1; `batch` mode)
+    /// [default: 1].
+    #[arg(long)]
+    pub audit_log_batch_max_size: Option<usize>,
+    /// Longest a batch of audit log events waits for more after its first, a Go duration
+    /// (`batch` mode) [default: 0s].
+    #[arg(long)]
+    pub audit_log_batch_max_wait: Option<String>,
+    /// Throttle the audit log's batches (`batch` mode) [default: false].
+    #[arg(long)]
+    pub audit_log_batch_throttle_enable: Option<bool>,
+    /// Batches a second the audit log writes at most, when throttled (positive) [default: 0].
+    #[arg(long)]
+    pub audit_log_batch_throttle_qps: Option<f64>,
+    /// Batches the audit log writes at once after a pause, when throttled (positive)
+    /// [default: 0].
+    #[arg(long)]
+    pub audit_log_batch_throttle_burst: Option<usize>,
+    /// A kubeconfig naming the audit webhook (server URL, CA, client certificate and key or
+    /// token): events are POSTed to it as `audit.k8s.io/v1` `EventList`s (with
+    /// `--audit-policy-file`) [default: none].
+    #[arg(long)]
+    pub audit_webhook_config_file: Option<PathBuf>,
+    /// How audit events reach the webhook: `batch`, `blocking` or `blocking-strict`
+    /// [default: batch].
+    #[arg(long)]
+    pub audit_webhook_mode: Option<String>,
+    /// Audit events queued for the webhook at most (at least 1); in `batch` mode a full queue
+    /// drops events [default: 10000].
+    #[arg(long)]
+    pub audit_webhook_batch_buffer_size: Option<usize>,
+    /// Most audit events in one webhook POST (at least 1; `batch` mode) [default: 400].
+    #[arg(long)]
+    pub audit_webhook_batch_max_size: Option<usize>,
+    /// Longest a webhook batch waits for more events after its first, a Go duration
+    /// (positive; `batch` mode) [default: 30s].
+    #[arg(long)]
+    pub audit_webhook_batch_max_wait: Option<String>,
+    /// Wait before the first retry of a failed webhook POST, a Go duration (positive; then
+    /// 1.5 times longer each retry, 5 attempts) [default: 10s].
+    #[arg(long)]
+    pub audit_webhook_initial_backoff: Option<String>,
+    /// Throttle the audit webhook's batches (`batch` mode) [default: true].
+    #[arg(long)]
+    pub audit_webhook_batch_throttle_enable: Option<bool>,
+    /// Batches a second sent to the audit webhook at most, when throttled (positive)
+    /// [default: 10].
+    #[arg(long)]
+    pub audit_webhook_batch_throttle_qps: Option<f64>,
+    /// Batches sent to the audit webhook at once after a pause, when throttled (positive)
+    /// [default: 15].
+    #[arg(long)]
+    pub audit_webhook_batch_throttle_burst: Option<usize>,
     /// Caching-proxy mode: the URL of an upstream Kubernetes API server (or watchkeeper) to
     /// cache instead of a store; overrides the server of `--upstream-kubeconfig`.
     #[arg(long)]
@@ -475,6 +531,21 @@ impl ServeArgs {
             audit_log_mode,
             audit_log_batch_buffer_size,
             audit_log_max_object_bytes,
+            audit_log_compress,
+            audit_log_batch_max_size,
+            audit_log_batch_max_wait,
+            audit_log_batch_throttle_enable,
+            audit_log_batch_throttle_qps,
+            audit_log_batch_throttle_burst,
+            audit_webhook_config_file,
+            audit_webhook_mode,
+            audit_webhook_batch_buffer_size,
+            audit_webhook_batch_max_size,
+            audit_webhook_batch_max_wait,
+            audit_webhook_initial_backoff,
+            audit_webhook_batch_throttle_enable,
+            audit_webhook_batch_throttle_qps,
+            audit_webhook_batch_throttle_burst,
             upstream,
             upstream_kubeconfig,
             upstream_resources,

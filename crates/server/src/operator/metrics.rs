@@ -898,7 +898,8 @@ fn collect_audit(audit: Option<&crate::audit::Audit>, scrape: &mut Scrape) {
             "Counter of audit events that failed to be audited properly. Plugin identifies the plugin affected by the error.",
         )
         .sample(&[("plugin", "buffered")], load(&counters.dropped))
-        .sample(&[("plugin", "log")], load(&counters.write_errors));
+        .sample(&[("plugin", "log")], load(&counters.write_errors))
+        .sample(&[("plugin", "webhook")], load(&counters.webhook_errors));
     scrape
         .counter(
             "apiserver_audit_requests_rejected_total",

@@ -17,13 +17,17 @@
 //!   with the write's answer.
 //! - `Audit` bindings' failures and the policies' `auditAnnotations` become the request's
 //!   audit annotations ([`crate::audit::context::annotate`]), refused or not.
+//! - The `authorizer` variable asks the server's authorization chain as the request's user
+//!   ([`crate::auth::cel`]); a caching proxy, which has no store source, evaluates no policy.
 //! - `--disable-admission-plugins=ValidatingAdmissionPolicy` turns it off.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use watchkeeper_api::ApiError;
-use watchkeeper_api::admission_policy::{self, Attributes, Cluster, Equivalent, Operation};
+use watchkeeper_api::admission_policy::{
+    self, Attributes, Authorizer, Cluster, Equivalent, Operation,
+};
 use watchkeeper_core::object_key;
 
 use crate::cache::Resource;
@@ -132,11 +136,16 @@ impl Cluster for Caches<'_> {
     }
 }
 
-/// Evaluates the policies on `write`; the warnings of `Warn` bindings.
+/// Evaluates the policies on `write`, their `authorizer` checks decided by `authorizer`; the
+/// warnings of `Warn` bindings.
 ///
 /// # Errors
 /// The denial of a `Deny` binding, in kube's words and code.
-pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<String>, ApiError> {
+pub fn admit(
+    resources: &[Arc<Resource>],
+    write: &Write<'_>,
+    authorizer: Option<&Arc<dyn Authorizer>>,
+) -> Result<Vec<String>, ApiError> {
     let def = &write.resource.def;
     if admission_policy::is_exempt(def) {
         return Ok(Vec::new());
@@ -158,6 +167,7 @@ pub fn admit(resources: &[Arc<Resource>], write: &Write<'_>) -> Result<Vec<Strin
         &bindings,
         &attributes,
         &caches,
+        authorizer,
         &mut annotations,
     );
     for (key, value) in annotations {

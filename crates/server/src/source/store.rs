@@ -130,6 +130,9 @@ pub struct StoreSource {
     /// With RBAC in `--authorization-mode`: the authorizer that checks writes of RBAC
     /// objects for escalation ([`crate::auth::rbac::escalation`]).
     rbac_escalation: Option<Arc<crate::auth::Auth>>,
+    /// The `authorizer` of admission policies ([`crate::auth::cel`]); without it an
+    /// expression naming `authorizer` is skipped.
+    policy_authorizer: Option<Arc<dyn watchkeeper_api::admission_policy::Authorizer>>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -381,6 +384,7 @@ impl StoreSource {
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
             webhooks: None,
             rbac_escalation: None,
+            policy_authorizer: None,
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -438,6 +442,14 @@ impl StoreSource {
         auth: Option<Arc<crate::auth::Auth>>,
     ) -> StoreSource {
         self.rbac_escalation = auth;
+        self
+    }
+
+    /// With admission policies' `authorizer` checks decided by `auth`'s chain
+    /// ([`crate::auth::cel`]).
+    #[must_use]
+    pub fn with_policy_authorizer(mut self, auth: Arc<crate::auth::Auth>) -> StoreSource {
+        self.policy_authorizer = Some(crate::auth::cel::policy_authorizer(auth));
         self
     }
 
@@ -1266,7 +1278,8 @@ impl Writer<'_> {
             dry_run: self.dry_run,
             manager: &self.manager,
         };
-        for warning in policy_admission::admit(self.resources, &write)? {
+        let authorizer = self.source.policy_authorizer.as_ref();
+        for warning in policy_admission::admit(self.resources, &write, authorizer)? {
             self.warn(warning);
         }
         Ok(())

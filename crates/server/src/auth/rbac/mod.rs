@@ -95,9 +95,14 @@ impl PolicyRule {
                 subresource,
                 ..
             } => self.resource_allows(verb, &def.group, &def.plural, subresource, name),
-            Attributes::Impersonate { resource, name } => {
-                self.resource_allows("impersonate", "", resource, "", name)
-            }
+            Attributes::Named {
+                verb,
+                group,
+                resource,
+                subresource,
+                name,
+                ..
+            } => self.resource_allows(verb, group, resource, subresource, name),
         }
     }
 

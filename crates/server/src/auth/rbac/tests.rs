@@ -165,14 +165,16 @@ fn resource_names_and_subresource_wildcards() {
     ));
     // Impersonation is the verb `impersonate` on users/groups in the core group.
     let users = rule("impersonate", "", "users", "");
-    assert!(users.allows(&Attributes::Impersonate {
-        resource: "users",
-        name: "alice"
-    }));
-    assert!(!users.allows(&Attributes::Impersonate {
-        resource: "groups",
-        name: "dev"
-    }));
+    let impersonate = |resource, name| Attributes::Named {
+        verb: "impersonate",
+        group: "",
+        resource,
+        subresource: "",
+        namespace: "",
+        name,
+    };
+    assert!(users.allows(&impersonate("users", "alice")));
+    assert!(!users.allows(&impersonate("groups", "dev")));
 }
 
 fn object(namespace: &str, body: serde_json::Value) -> Arc<Object> {
