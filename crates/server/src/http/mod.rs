@@ -21,6 +21,7 @@
 pub mod chunk;
 pub mod componentstatus;
 pub mod connection;
+pub mod converted;
 pub mod deadline;
 pub mod discovery;
 pub mod gzip;
@@ -585,6 +586,9 @@ async fn serve_resource(
         && token::is_token_subresource(def, sub)
     {
         return (verb.label(), token::serve(app, &request, resource).await);
+    }
+    if let Some(result) = converted::intercept(app, &request, resource, verb).await {
+        return (verb.label(), result);
     }
     let result = match verb {
         Verb::Watch => watch::watch(app, &request, resource).await,

@@ -532,6 +532,24 @@ impl StoreSource {
             &kv.value,
         )
         .map_err(|_| ApiError::internal(format!("the stored object {name:?} is not valid JSON")))?;
+        if let Some(view) = &resource.webhook {
+            // A version converted by its CRD's webhook (`webhook::conversion`).
+            let body = view
+                .convert(vec![object.body().clone()], &resource.def.api_version())
+                .await?
+                .pop()
+                .ok_or_else(|| ApiError::internal("the conversion returned no object"))?;
+            return crate::source::decode::decode(
+                &resource.def,
+                body,
+                crate::source::decode::Identity::Key {
+                    namespace,
+                    name,
+                    revision: kv.mod_revision,
+                },
+            )
+            .map_err(ApiError::internal);
+        }
         match &resource.conversion {
             Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
                 .map_err(ApiError::internal),
@@ -3580,7 +3598,7 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
     Ok(options)
 }
 
-fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+pub(crate) fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the request body is empty: expected a JSON object".to_owned(),
