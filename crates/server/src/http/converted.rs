@@ -63,7 +63,7 @@ async fn write(
         .resources
         .iter()
         .find(|r| r.name() == resource.name() && r.conversion.is_none())
-        .ok_or_else(|| ApiError::path_not_found())?;
+        .ok_or_else(ApiError::path_not_found)?;
     let storage_version = storage.def.api_version();
     let context = request.context;
     let response = match context.method {
