@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use common::hooks::{Hooks, server_and_service};
-use common::{WatchReader, get_json, request, send_json};
+use common::hooks::{Hooks, server_and_service, server_and_service_with};
+use common::{HANG_GUARD, WatchReader, get_json, request, send_json};
 use kubectl_support::Kubectl;
+use watchkeeper::config::ServeArgs;
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const CRD: &str =
@@ -99,8 +100,22 @@ fn definition(client_config: Value) -> Value {
 
 /// The webhook server, a server with its Service, and the CRD calling it at `/convert`.
 async fn setup() -> (Hooks, watchkeeper::Server) {
+    setup_with(None).await
+}
+
+/// [`setup`] with `--max-request-body-bytes`.
+async fn setup_with(max_request_body_bytes: Option<usize>) -> (Hooks, watchkeeper::Server) {
     let hooks = Hooks::start(Arc::new(|path, review| Box::pin(answer(path, review)))).await;
-    let server = server_and_service(hooks.port).await;
+    let server = match max_request_body_bytes {
+        None => server_and_service(hooks.port).await,
+        Some(bytes) => {
+            let args = ServeArgs {
+                max_request_body_bytes: Some(bytes),
+                ..ServeArgs::default()
+            };
+            server_and_service_with(hooks.port, args).await
+        }
+    };
     let (status, body) = send_json(
         server.addr,
         "POST",
@@ -126,17 +141,20 @@ fn widget(api_version: &str, name: &str, spec: Value) -> Value {
         "spec": spec})
 }
 
-/// GETs `path` until `done` holds of the answer (status and body), a bounded number of
-/// times, no sleep.
+/// GETs `path` until `done` holds of the answer (status and body), no sleep; fails the test
+/// on a hang.
 async fn get_until(addr: SocketAddr, path: &str, done: impl Fn(u16, &Value) -> bool) -> Value {
-    for _ in 0..20_000 {
-        let (status, body) = get_json(addr, path).await;
-        if done(status, &body) {
-            return body;
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let (status, body) = get_json(addr, path).await;
+            if done(status, &body) {
+                return body;
+            }
+            tokio::task::yield_now().await;
         }
-        tokio::task::yield_now().await;
-    }
-    panic!("{path} never satisfied the condition");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{path} never satisfied the condition"))
 }
 
 /// The reviews received naming the object `name` and asking for `desired`.
@@ -450,4 +468,62 @@ async fn a_failing_webhook_is_refused_in_kubes_words() {
     assert_eq!(read["spec"], json!({"host": "h", "port": "3"}));
     let (status, created) = send_json(addr, "POST", V2, &at_v2("f")).await;
     assert_eq!(status, 201, "{created}");
+}
+
+/// Goal: objects written while the webhook fails are all served at v2 once it answers (the
+/// version re-lists), the list converted in several reviews, each within half of
+/// `--max-request-body-bytes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_a_failure_converts_in_bounded_reviews() {
+    let max = 16_384;
+    let (hooks, server) = setup_with(Some(max)).await;
+    let addr = server.addr;
+    reconfigure(addr, client_config(&hooks, "/fail")).await;
+    let pad = "x".repeat(2_000);
+    for index in 0..10 {
+        let mut object = widget(
+            "stable.example.com/v1",
+            &format!("w{index}"),
+            json!({"hostPort": format!("h:{index}")}),
+        );
+        object["metadata"]["annotations"] = json!({"pad": pad});
+        let (status, body) = send_json(addr, "POST", V1, &object).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    get_until(addr, V2, |status, _| status == 500).await;
+    reconfigure(addr, client_config(&hooks, "/convert")).await;
+    let list = get_until(addr, V2, |status, list| {
+        status == 200
+            && list["items"]
+                .as_array()
+                .is_some_and(|items| items.len() == 10)
+    })
+    .await;
+    for (index, item) in list["items"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            item["spec"],
+            json!({"host": "h", "port": index.to_string()})
+        );
+        assert_eq!(item["metadata"]["annotations"]["pad"], pad.as_str());
+    }
+    let reviews = hooks.at("/convert");
+    let sizes: Vec<(usize, usize)> = reviews
+        .iter()
+        .map(|review| {
+            let objects = review["request"]["objects"].as_array().unwrap();
+            (
+                objects.len(),
+                objects.iter().map(|o| o.to_string().len()).sum(),
+            )
+        })
+        .collect();
+    assert!(
+        sizes
+            .iter()
+            .all(|&(count, bytes)| count == 1 || bytes <= max / 2),
+        "{sizes:?}"
+    );
+    let converted: usize = sizes.iter().map(|&(count, _)| count).sum();
+    assert_eq!(converted, 10, "the list, once: {sizes:?}");
+    assert!(sizes.len() >= 3, "several reviews: {sizes:?}");
 }
