@@ -296,6 +296,23 @@ async fn objects_written_at_one_version_read_at_the_other() {
         .json(&["get", "widgets.v1.stable.example.com", "b", "-o", "json"])
         .await;
     assert_eq!(read["spec"]["hostPort"], "example:82");
+    let table = kubectl.ok(&["get", "widgets.v2.stable.example.com"]).await;
+    assert!(table.contains('a') && table.contains('b'), "{table}");
+    // kubectl apply at v2: a create, then a patch of what it applied.
+    let manifest = |port: &str| {
+        format!(
+            "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: c\n  namespace: default\nspec:\n  host: applied\n  port: \"{port}\"\n"
+        )
+    };
+    for port in ["90", "91"] {
+        let file = kubectl.manifest("c.yaml", &manifest(port));
+        kubectl.ok(&["apply", "-f", &file]).await;
+        let (_, at_v1) = get_json(addr, &format!("{V1}/c")).await;
+        assert_eq!(
+            at_v1["spec"],
+            json!({"hostPort": format!("applied:{port}")})
+        );
+    }
 }
 
 /// Goal: watches at v2 see the events converted, in order, and each event is converted once
