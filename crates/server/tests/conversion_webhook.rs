@@ -83,17 +83,21 @@ fn client_config(hooks: &Hooks, path: &str) -> Value {
         "caBundle": hooks.ca_bundle})
 }
 
-/// The CRD: `v1` stored, `v2` served, converted by the webhook at `client_config`.
+/// The CRD: `v1` stored, `v2` served (its schema defaults `tier` to `gold`), converted by
+/// the webhook at `client_config`.
 fn definition(client_config: Value) -> Value {
     let schema = json!({"openAPIV3Schema": {"type": "object",
         "x-kubernetes-preserve-unknown-fields": true}});
+    let v2_schema = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {"tier": {"type": "string", "default": "gold"}}}});
     json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.stable.example.com"},
         "spec": {"group": "stable.example.com", "scope": "Namespaced",
             "names": {"plural": "widgets", "kind": "Widget"},
             "versions": [
                 {"name": "v1", "served": true, "storage": true, "schema": schema},
-                {"name": "v2", "served": true, "storage": false, "schema": schema}],
+                {"name": "v2", "served": true, "storage": false, "schema": v2_schema}],
             "conversion": {"strategy": "Webhook", "webhook": {
                 "clientConfig": client_config, "conversionReviewVersions": ["v1", "v1beta1"]}}}})
 }
@@ -103,18 +107,12 @@ async fn setup() -> (Hooks, watchkeeper::Server) {
     setup_with(None).await
 }
 
-/// [`setup`] with `--max-request-body-bytes`.
-async fn setup_with(max_request_body_bytes: Option<usize>) -> (Hooks, watchkeeper::Server) {
+/// [`setup`] with `args`.
+async fn setup_with(args: Option<ServeArgs>) -> (Hooks, watchkeeper::Server) {
     let hooks = Hooks::start(Arc::new(|path, review| Box::pin(answer(path, review)))).await;
-    let server = match max_request_body_bytes {
+    let server = match args {
         None => server_and_service(hooks.port).await,
-        Some(bytes) => {
-            let args = ServeArgs {
-                max_request_body_bytes: Some(bytes),
-                ..ServeArgs::default()
-            };
-            server_and_service_with(hooks.port, args).await
-        }
+        Some(args) => server_and_service_with(hooks.port, args).await,
     };
     let (status, body) = send_json(
         server.addr,
@@ -201,6 +199,7 @@ async fn objects_written_at_one_version_read_at_the_other() {
     assert_eq!(status, 200, "{at_v2}");
     assert_eq!(at_v2["apiVersion"], "stable.example.com/v2");
     assert_eq!(at_v2["spec"], json!({"host": "localhost", "port": "8080"}));
+    assert_eq!(at_v2["tier"], "gold", "v2's default: {at_v2}");
     assert_eq!(at_v2["metadata"]["uid"], created["metadata"]["uid"]);
     assert_eq!(
         at_v2["metadata"]["resourceVersion"],
@@ -493,7 +492,11 @@ async fn a_failing_webhook_is_refused_in_kubes_words() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_after_a_failure_converts_in_bounded_reviews() {
     let max = 16_384;
-    let (hooks, server) = setup_with(Some(max)).await;
+    let (hooks, server) = setup_with(Some(ServeArgs {
+        max_request_body_bytes: Some(max),
+        ..ServeArgs::default()
+    }))
+    .await;
     let addr = server.addr;
     reconfigure(addr, client_config(&hooks, "/fail")).await;
     let pad = "x".repeat(2_000);
@@ -543,4 +546,33 @@ async fn a_relist_after_a_failure_converts_in_bounded_reviews() {
     let converted: usize = sizes.iter().map(|&(count, _)| count).sum();
     assert_eq!(converted, 10, "the list, once: {sizes:?}");
     assert!(sizes.len() >= 3, "several reviews: {sizes:?}");
+}
+
+/// Goal: a consistent GET read from the store (`--consistent-get-from-cache=false`) at the
+/// converted version is converted by the webhook too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_from_the_store_is_converted() {
+    let (_hooks, server) = setup_with(Some(ServeArgs {
+        consistent_get_from_cache: Some(false),
+        ..ServeArgs::default()
+    }))
+    .await;
+    let addr = server.addr;
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V1,
+        &widget("stable.example.com/v1", "a", json!({"hostPort": "store:7"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (status, read) = get_json(addr, &format!("{V2}/a")).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["apiVersion"], "stable.example.com/v2");
+    assert_eq!(read["spec"], json!({"host": "store", "port": "7"}));
+    assert_eq!(read["tier"], "gold", "v2's default: {read}");
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
 }

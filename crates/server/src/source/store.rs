@@ -522,7 +522,11 @@ impl StoreSource {
             .request_decodes
             .fetch_add(1, Ordering::Relaxed);
         let custom = resource.custom();
-        let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+        // A version converted by a webhook is not this version's shape until converted.
+        let schema = custom
+            .as_ref()
+            .and_then(|c| c.schema.as_ref())
+            .filter(|_| resource.webhook.is_none());
         let object = decode_stored(
             &resource.def,
             schema,
@@ -533,9 +537,17 @@ impl StoreSource {
         )
         .map_err(|_| ApiError::internal(format!("the stored object {name:?} is not valid JSON")))?;
         if let Some(view) = &resource.webhook {
-            // A version converted by its CRD's webhook (`webhook::conversion`).
+            // A version converted by its CRD's webhook (`webhook::conversion`), from the
+            // storage version the object was read at (the decoder named it this version's).
+            let mut stored = object.body().clone();
+            if let (Some(conversion), Some(map)) = (&resource.conversion, stored.as_object_mut()) {
+                map.insert(
+                    "apiVersion".to_owned(),
+                    Value::String(conversion.storage_api_version().to_owned()),
+                );
+            }
             let body = view
-                .convert(vec![object.body().clone()], &resource.def.api_version())
+                .convert(vec![stored], &resource.def.api_version())
                 .await?
                 .pop()
                 .ok_or_else(|| ApiError::internal("the conversion returned no object"))?;

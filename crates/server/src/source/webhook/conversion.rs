@@ -31,6 +31,8 @@
 //!   [`crate::cache::INPUT_CAPACITY`] revisions (a webhook slower than the writes): the
 //!   queue is dropped and the view's watches end with a 410, as a cache too far behind ends
 //!   them.
+//! - What is converted to another version gets that version's schema's defaults and pruning,
+//!   as what is read from the store at the storage version gets the storage version's.
 //! - **Bounded**: calls in flight share `--webhook-calls-max` with the admission webhooks; a
 //!   review carries objects of at most half of `--max-request-body-bytes` (at least one), so
 //!   its answer (about as large) fits the bound the client reads answers up to; a call
@@ -226,6 +228,9 @@ pub struct Converter {
     /// The version served.
     view: ResourceDef,
     webhook: RwLock<ConversionWebhook>,
+    /// The version's schema, whose defaults and pruning apply to what is converted to it
+    /// (as to what is read from the store at the storage version).
+    schema: RwLock<Option<Value>>,
     /// Why the version cannot be read now (its feed's last conversion failed).
     failure: Mutex<Option<ApiError>>,
 }
@@ -243,19 +248,14 @@ impl ConvertedView for Converter {
         objects: Vec<Value>,
         desired: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Value>, ApiError>> {
-        Box::pin(async move {
-            let webhook = self.webhook();
-            self.caller
-                .convert(&webhook, &self.view.kind, objects, desired)
-                .await
-                .map_err(ApiError::internal)
-        })
+        Box::pin(async move { self.at(objects, desired).await.map_err(ApiError::internal) })
     }
 
     fn reconfigure(&self, custom: &CustomResource) {
         if let Some(webhook) = &custom.conversion_webhook {
             *self.webhook.write().unwrap_or_else(PoisonError::into_inner) = webhook.clone();
         }
+        (*self.schema.write().unwrap_or_else(PoisonError::into_inner)).clone_from(&custom.schema);
     }
 }
 
@@ -354,6 +354,7 @@ impl Converter {
             caller,
             view: view.def.clone(),
             webhook: RwLock::new(webhook),
+            schema: RwLock::new(view.schema.clone()),
             failure: Mutex::new(None),
         });
         let (sender, receiver) = flume::unbounded();
@@ -371,6 +372,24 @@ impl Converter {
         (converter, relay)
     }
 
+    /// `objects` converted to `desired`; at this version, with its schema's defaults and
+    /// pruning applied.
+    async fn at(&self, objects: Vec<Value>, desired: &str) -> Result<Vec<Value>, String> {
+        let mut converted = self
+            .caller
+            .convert(&self.webhook(), &self.view.kind, objects, desired)
+            .await?;
+        if desired == self.view.api_version() {
+            let schema = self.schema.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(schema) = schema.as_ref() {
+                for object in &mut converted {
+                    let _pruned = watchkeeper_api::structural::prune_and_default(schema, object);
+                }
+            }
+        }
+        Ok(converted)
+    }
+
     fn webhook(&self) -> ConversionWebhook {
         self.webhook
             .read()
@@ -386,15 +405,7 @@ impl Converter {
     /// revisions.
     async fn converted(&self, stored: &[Arc<Object>]) -> Result<Vec<Arc<Object>>, String> {
         let bodies = stored.iter().map(|o| o.body().clone()).collect();
-        let converted = self
-            .caller
-            .convert(
-                &self.webhook(),
-                &self.view.kind,
-                bodies,
-                &self.view.api_version(),
-            )
-            .await?;
+        let converted = self.at(bodies, &self.view.api_version()).await?;
         stored
             .iter()
             .zip(converted)
