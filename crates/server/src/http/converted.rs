@@ -33,26 +33,22 @@ use crate::request::{RequestContext, ResourceRequest, Verb};
 /// The most times a patch is tried again after its update met another write.
 pub const PATCH_ATTEMPTS: usize = 5;
 
-/// The answer to `request` at `resource` when its versions are converted by a webhook
-/// (`None`: serve it as any other).
-pub async fn intercept(
-    app: &App,
-    request: &ResourceRequest<'_>,
-    resource: &Resource,
-    verb: Verb,
-) -> Option<Result<Response, ApiError>> {
+/// Why a read (GET, LIST, WATCH) of `resource` is refused: its versions are converted by a
+/// webhook and its feed's last conversion failed.
+#[must_use]
+pub fn refused(resource: &Resource, verb: Verb) -> Option<ApiError> {
     let view = resource.webhook.as_deref()?;
     match verb {
-        Verb::Get | Verb::List | Verb::Watch => view.failure().map(Err),
-        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection => {
-            Some(write(app, request, resource, view).await)
-        }
-        Verb::Other => None,
+        Verb::Get | Verb::List | Verb::Watch => view.failure(),
+        _ => None,
     }
 }
 
 /// A write at a converted version (see the module docs).
-async fn write(
+///
+/// # Errors
+/// The write's, or a conversion's (kube's 500).
+pub async fn write(
     app: &App,
     request: &ResourceRequest<'_>,
     resource: &Resource,
