@@ -29,7 +29,7 @@ const V2: &str = "/apis/stable.example.com/v2/namespaces/default/widgets";
 /// `object`'s spec converted to `desired` (`hostPort` at v1, `host` and `port` at v2).
 fn converted_spec(object: &Value, desired: &str) -> Value {
     let spec = &object["spec"];
-    if desired.ends_with("/v2") {
+    let mut converted = if desired.ends_with("/v2") {
         let host_port = spec["hostPort"].as_str().unwrap_or_default();
         let (host, port) = host_port.split_once(':').unwrap_or((host_port, ""));
         json!({"host": host, "port": port})
@@ -37,7 +37,11 @@ fn converted_spec(object: &Value, desired: &str) -> Value {
         let host = spec["host"].as_str().unwrap_or_default();
         let port = spec["port"].as_str().unwrap_or_default();
         json!({"hostPort": format!("{host}:{port}")})
+    };
+    if let Some(replicas) = spec.get("replicas") {
+        converted["replicas"] = replicas.clone();
     }
+    converted
 }
 
 /// The test's conversion webhook, by path: `/convert` converts, `/wrong-uid` answers another
@@ -97,7 +101,9 @@ fn definition(client_config: Value) -> Value {
             "names": {"plural": "widgets", "kind": "Widget"},
             "versions": [
                 {"name": "v1", "served": true, "storage": true, "schema": schema},
-                {"name": "v2", "served": true, "storage": false, "schema": v2_schema}],
+                {"name": "v2", "served": true, "storage": false, "schema": v2_schema,
+                    "subresources": {"scale": {"specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas"}}}],
             "conversion": {"strategy": "Webhook", "webhook": {
                 "clientConfig": client_config, "conversionReviewVersions": ["v1", "v1beta1"]}}}})
 }
@@ -283,6 +289,22 @@ async fn objects_written_at_one_version_read_at_the_other() {
     assert_eq!(patched["spec"], json!({"host": "example", "port": "82"}));
     let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
     assert_eq!(at_v1["spec"], json!({"hostPort": "example:82"}));
+
+    // The scale subresource at v2: its write lands at v1, converted.
+    let (status, scaled) = request(
+        addr,
+        "PATCH",
+        &format!("{V2}/b/scale"),
+        "application/merge-patch+json",
+        r#"{"spec": {"replicas": 3}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{scaled}");
+    let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
+    assert_eq!(
+        at_v1["spec"],
+        json!({"hostPort": "example:82", "replicas": 3})
+    );
 
     // kubectl, at the converted version by its full name.
     let kubectl = Kubectl::new(addr);
