@@ -39,10 +39,14 @@
 //!   times out after [`TIMEOUT_SECONDS`]. The relay's queue holds at most
 //!   [`crate::cache::INPUT_CAPACITY`] revisions (progress coalesced into one mark between two).
 //!
+//! - A consistent GET read from the store (`--consistent-get-from-cache=false`) at another
+//!   version converts the object it read (`StoreSource::get`), one review.
+//!
 //! ## Not here
 //! - kube's conversion metrics (`apiserver_crd_conversion_webhook_duration_seconds`).
-//! - A consistent GET read from the store (`--consistent-get-from-cache=false`) converts the
-//!   object it read; a LIST the cache cannot serve is not converted (refused, 500).
+//! - Objects stored at an earlier storage version of the CRD are read at the current one with
+//!   only `apiVersion` rewritten (`source::decode`), not converted by the webhook as kube
+//!   converts them (its "non homogeneous list" conformance case).
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
