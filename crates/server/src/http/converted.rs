@@ -102,12 +102,18 @@ async fn patch(
     let context = request.context;
     let name = request.target.name.unwrap_or_default();
     let namespace = request.target.namespace.unwrap_or_default();
-    let patch_type = context
+    let Some(patch_type) = context
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(PatchType::from_content_type)
-        .unwrap_or(PatchType::Merge);
+    else {
+        // Not a patch: refused by the write path (kube's 415) before anything is read.
+        return app
+            .source
+            .write(request, storage, &app.resources().resources)
+            .await;
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
