@@ -66,6 +66,23 @@ pub trait ConvertedView: Send + Sync + std::fmt::Debug {
         Result<Vec<serde_json::Value>, watchkeeper_api::ApiError>,
     >;
 
+    /// One object converted to `desired` ([`ConvertedView::convert`] of one).
+    fn convert_one<'a>(
+        &'a self,
+        object: serde_json::Value,
+        desired: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, Result<serde_json::Value, watchkeeper_api::ApiError>>
+    {
+        Box::pin(async move {
+            self.convert(vec![object], desired)
+                .await?
+                .pop()
+                .ok_or_else(|| {
+                    watchkeeper_api::ApiError::internal("the conversion returned no object")
+                })
+        })
+    }
+
     /// Its CRD changed in place (a new webhook configuration).
     fn reconfigure(&self, custom: &CustomResource);
 }

@@ -68,7 +68,7 @@ pub async fn write(
             if let Some(object) = body.as_object_mut() {
                 watchkeeper_api::meta::check_type(&resource.def, object)?;
             }
-            let stored = converted_one(view, body, &storage_version).await?;
+            let stored = view.convert_one(body, &storage_version).await?;
             let body = bytes::Bytes::from(stored.to_string());
             let rewritten = with_body(context, context.method.clone(), body);
             let request = ResourceRequest {
@@ -123,8 +123,9 @@ async fn patch(
             .0
             .ok_or_else(|| ApiError::not_found(&resource.def, name))?;
         let revision = current.resource_version().to_string();
-        let at_view =
-            converted_one(view, current.body().clone(), &resource.def.api_version()).await?;
+        let at_view = view
+            .convert_one(current.body().clone(), &resource.def.api_version())
+            .await?;
         let mut patched = watchkeeper_api::patch::apply_patch(
             &resource.def,
             patch_type,
@@ -140,7 +141,9 @@ async fn patch(
                 .entry("resourceVersion")
                 .or_insert_with(|| Value::String(revision.clone()));
         }
-        let stored = converted_one(view, patched, &storage.def.api_version()).await?;
+        let stored = view
+            .convert_one(patched, &storage.def.api_version())
+            .await?;
         let rewritten = with_body(context, Method::PUT, bytes::Bytes::from(stored.to_string()));
         let update = ResourceRequest {
             context: &rewritten,
@@ -183,18 +186,6 @@ fn with_body(context: &RequestContext, method: Method, body: bytes::Bytes) -> Re
     }
 }
 
-/// One object converted to `desired`.
-async fn converted_one(
-    view: &dyn ConvertedView,
-    object: Value,
-    desired: &str,
-) -> Result<Value, ApiError> {
-    view.convert(vec![object], desired)
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::internal("the conversion returned no object"))
-}
-
 /// A write's answer at `resource`'s version: an object or a list of them converted, anything
 /// else (a `Status`) as it is.
 async fn answered(
@@ -216,7 +207,7 @@ async fn answered(
         .and_then(Value::as_str)
         .unwrap_or_default();
     if kind == resource.def.kind {
-        object = converted_one(view, object, &desired).await?;
+        object = view.convert_one(object, &desired).await?;
     } else if kind == resource.def.list_kind() {
         let items = object
             .get_mut("items")

@@ -547,10 +547,8 @@ impl StoreSource {
                 );
             }
             let body = view
-                .convert(vec![stored], &resource.def.api_version())
-                .await?
-                .pop()
-                .ok_or_else(|| ApiError::internal("the conversion returned no object"))?;
+                .convert_one(stored, &resource.def.api_version())
+                .await?;
             return crate::source::decode::decode(
                 &resource.def,
                 body,
