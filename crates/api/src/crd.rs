@@ -1116,11 +1116,13 @@ pub struct CustomResource {
     /// `labelSelectorPath`), if any.
     pub scale: Option<Value>,
     /// The other served versions (their definition, schema and subresources), each served
-    /// from the objects stored at the storage version with `apiVersion` rewritten (conversion
-    /// strategy `None`). Empty for a CRD whose strategy is `Webhook`: watchkeeper calls no
-    /// webhooks, so it serves only the storage version of such a CRD. Empty in the entries
-    /// themselves.
+    /// from the objects stored at the storage version: with `apiVersion` rewritten
+    /// (conversion strategy `None`), or converted by the CRD's conversion webhook
+    /// ([`CustomResource::conversion_webhook`]). Empty in the entries themselves.
     pub other_versions: Vec<CustomResource>,
+    /// The CRD's conversion webhook (strategy `Webhook`), in the storage version's entry and
+    /// in each other version's.
+    pub conversion_webhook: Option<crate::conversion_review::ConversionWebhook>,
     /// Whether the CRD is being deleted (`metadata.deletionTimestamp`): its objects are
     /// still served (get, list, watch, update, patch, delete) while the CRD finalizer deletes
     /// them, but creates are refused (kube's `customresource_handler`: 405 `create not
@@ -1130,11 +1132,13 @@ pub struct CustomResource {
 
 impl CustomResource {
     /// Whether `other` serves the same definitions (names, versions, scope, selectable
-    /// fields) at every version: then a change between them (schemas, subresources,
-    /// printer columns) applies in place.
+    /// fields) at every version, with the same conversion strategy: then a change between
+    /// them (schemas, subresources, printer columns, the conversion webhook's configuration)
+    /// applies in place.
     #[must_use]
     pub fn same_definitions(&self, other: &CustomResource) -> bool {
         self.def == other.def
+            && self.conversion_webhook.is_some() == other.conversion_webhook.is_some()
             && self
                 .other_versions
                 .iter()
@@ -1275,19 +1279,21 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
         v.get("storage").and_then(Value::as_bool) == Some(true)
             && v.get("served").and_then(Value::as_bool) == Some(true)
     })?;
+    let webhook = crate::conversion_review::ConversionWebhook::of(crd);
     let mut served = served_version(crd, storage)?;
-    // Conversion `None` (the default) only: a `Webhook` CRD is served at its storage
-    // version alone (watchkeeper calls no conversion webhooks).
-    if str_at(crd, "/spec/conversion/strategy") != "Webhook" {
-        served.other_versions = versions
-            .iter()
-            .filter(|v| {
-                v.get("storage").and_then(Value::as_bool) != Some(true)
-                    && v.get("served").and_then(Value::as_bool) == Some(true)
-            })
-            .filter_map(|v| served_version(crd, v))
-            .collect();
-    }
+    served.other_versions = versions
+        .iter()
+        .filter(|v| {
+            v.get("storage").and_then(Value::as_bool) != Some(true)
+                && v.get("served").and_then(Value::as_bool) == Some(true)
+        })
+        .filter_map(|v| served_version(crd, v))
+        .map(|mut version| {
+            version.conversion_webhook.clone_from(&webhook);
+            version
+        })
+        .collect();
+    served.conversion_webhook = webhook;
     Some(served)
 }
 
@@ -1315,9 +1321,6 @@ pub fn served_versions(crd: &Value) -> usize {
             .any(|v| flag(v, "storage") && flag(v, "served"))
     {
         return 0;
-    }
-    if str_at(crd, "/spec/conversion/strategy") == "Webhook" {
-        return 1;
     }
     1 + versions
         .iter()
@@ -1379,6 +1382,7 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
         status: version.pointer("/subresources/status").is_some(),
         scale: version.pointer("/subresources/scale").cloned(),
         other_versions: Vec::new(),
+        conversion_webhook: None,
         terminating: crd.pointer("/metadata/deletionTimestamp").is_some(),
     })
 }
@@ -1842,7 +1846,7 @@ mod tests {
 
     /// Goal: what `--max-custom-resource-versions` counts of a CRD is exactly the number of
     /// resources [`served`] gives it: none unless established (and not deleting), its storage
-    /// version, and its other served versions unless its conversion is `Webhook`.
+    /// version, and its other served versions (whatever its conversion strategy).
     #[test]
     fn deprecated_versions_name_the_newest_served_one_above_them() {
         let crd = |versions: Value| {
@@ -1921,7 +1925,7 @@ mod tests {
             .map(|crd| (served_versions(crd), count(crd)))
             .collect();
         // A CRD being deleted is served (terminating) until it is gone.
-        assert_eq!(counted, [(3, 3), (1, 1), (0, 0), (3, 3), (0, 0), (0, 0)]);
+        assert_eq!(counted, [(3, 3), (3, 3), (0, 0), (3, 3), (0, 0), (0, 0)]);
         assert!(
             served(&cases[3])
                 .is_some_and(|r| r.terminating && r.other_versions.iter().all(|v| v.terminating))

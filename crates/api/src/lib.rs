@@ -51,6 +51,7 @@ pub mod apply;
 pub mod cel_rules;
 pub mod certificates;
 pub mod componentstatus;
+pub mod conversion_review;
 pub mod crd;
 mod crd_schema;
 pub mod defaults;

@@ -100,7 +100,7 @@ fn quote(value: &Value) -> String {
 }
 
 /// Checks and fills `apiVersion` and `kind`.
-fn check_type(def: &ResourceDef, object: &mut Map<String, Value>) -> Result<(), ApiError> {
+pub fn check_type(def: &ResourceDef, object: &mut Map<String, Value>) -> Result<(), ApiError> {
     let expected_version = def.api_version();
     match object.get("apiVersion") {
         None | Some(Value::Null) => {

@@ -477,6 +477,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             config.driver,
             store.custom_resource_versions().clone(),
         )
+        .with_conversion_webhooks(store.webhooks().cloned())
     });
     // Over a store, the controllers learn of every object from the reflector.
     let garbage_collector = (store_mode && config.enable_garbage_collector)

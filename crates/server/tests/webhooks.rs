@@ -11,76 +11,25 @@ mod common;
 mod kubectl_support;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 
-use common::{events_in, get_json, https_server, send_json, server_with, until, write_warned};
+use common::hooks::{Hooks, server_and_service, server_and_service_with};
+use common::{events_in, get_json, send_json, server_with, until, write_warned};
 use kubectl_support::Kubectl;
 
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
 const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
 
-/// What the test's webhook server received: (path, AdmissionReview).
-type Received = Arc<Mutex<Vec<(String, Value)>>>;
-
-/// The test's HTTPS webhook server.
-struct Hooks {
-    port: u16,
-    /// The CA's PEM, base64 (a `caBundle`).
-    ca_bundle: String,
-    received: Received,
-}
-
-impl Hooks {
-    /// Starts it: a certificate for `hooks.default.svc` and `127.0.0.1` signed by a new CA.
-    async fn start() -> Hooks {
-        let received: Received = Arc::default();
-        let log = received.clone();
-        let (port, ca) = https_server(&["hooks.default.svc"], move |request| {
-            answer(request, log.clone())
-        })
-        .await;
-        Hooks {
-            port,
-            ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca),
-            received,
-        }
-    }
-
-    /// The reviews received at `path`.
-    fn at(&self, path: &str) -> Vec<Value> {
-        self.received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, review)| review.clone())
-            .collect()
-    }
-}
-
 /// The test webhook's answers, by path: `/deny` refuses names starting with `bad`, `/warn`
 /// allows with a warning and the audit annotation `checked: <name>`, `/mutate` sets the annotations to `hooked: yes` (and adds a field
 /// ConfigMaps do not have), `/allow` allows, `/hang` never
 /// answers, `/v1beta1` allows in an `admission.k8s.io/v1beta1` review.
-async fn answer(
-    request: hyper::Request<hyper::body::Incoming>,
-    received: Received,
-) -> hyper::Response<Full<Bytes>> {
-    let path = request.uri().path().to_owned();
-    let review: Value =
-        serde_json::from_slice(&request.into_body().collect().await.unwrap().to_bytes()).unwrap();
-    received
-        .lock()
-        .unwrap()
-        .push((path.clone(), review.clone()));
+async fn answer(path: String, review: Value) -> (u16, Value) {
     let uid = review["request"]["uid"].clone();
     let name = review["request"]["name"]
         .as_str()
@@ -109,39 +58,12 @@ async fn answer(
     let version = if path == "/v1beta1" { "v1beta1" } else { "v1" };
     let body = json!({"apiVersion": format!("admission.k8s.io/{version}"),
         "kind": "AdmissionReview", "response": response});
-    hyper::Response::new(Full::new(Bytes::from(body.to_string())))
+    (200, body)
 }
 
-/// A server and the Service `default/hooks` (port 443) whose Endpoints point at `port` on
-/// 127.0.0.1.
-async fn server_and_service(port: u16) -> Server {
-    server_and_service_with(port, ServeArgs::default()).await
-}
-
-/// [`server_and_service`] with `args`.
-async fn server_and_service_with(port: u16, args: ServeArgs) -> Server {
-    let server = server_with(args).await;
-    let addr = server.addr;
-    let (status, body) = send_json(
-        addr,
-        "POST",
-        "/api/v1/namespaces/default/services",
-        &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hooks"},
-            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = send_json(
-        addr,
-        "POST",
-        "/api/v1/namespaces/default/endpoints",
-        &json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "hooks"},
-            "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
-                "ports": [{"name": "https", "port": port}]}]}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    server
+/// The test's admission webhook server ([`answer`]).
+async fn admission_hooks() -> Hooks {
+    Hooks::start(Arc::new(|path, review| Box::pin(answer(path, review)))).await
 }
 
 /// A webhook on ConfigMap creates and updates, called at `path` of the Service
@@ -206,7 +128,7 @@ async fn create_config_map(
 /// request fields.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denying_webhook_refuses_in_kubes_words_through_kubectl() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     configure(
@@ -271,7 +193,7 @@ async fn a_denying_webhook_refuses_in_kubes_words_through_kubectl() {
 /// host, verified against the CA for its IP; a `v1beta1`-only webhook gets a v1beta1 review.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowing_webhook_warns_and_urls_and_v1beta1_reviews_work() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     let by_url = json!({"url": format!("https://127.0.0.1:{}/warn", hooks.port), "caBundle": hooks.ca_bundle});
@@ -314,7 +236,7 @@ async fn an_allowing_webhook_warns_and_urls_and_v1beta1_reviews_work() {
 /// validating webhooks, called after it, see the patched object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mutating_webhooks_patch_lands_before_validation() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     configure(
@@ -378,7 +300,7 @@ async fn failure_policy_decides_when_the_webhook_is_down() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(port).await;
     let addr = server.addr;
     configure(
@@ -425,7 +347,7 @@ async fn failure_policy_decides_when_the_webhook_is_down() {
 /// Goal: `namespaceSelector` and `objectSelector` decide which writes a webhook sees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn selectors_choose_the_writes_sent() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     for (name, labels) in [("watched", json!({"hooked": "yes"})), ("quiet", json!({}))] {
@@ -471,7 +393,7 @@ async fn selectors_choose_the_writes_sent() {
 /// stored from before v1's validation: put in the store directly here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_runs_respect_side_effects() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     configure(
@@ -517,7 +439,7 @@ async fn dry_runs_respect_side_effects() {
 /// (`Fail`), and the write is not stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_never_answers_times_out_in_kubes_words() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     configure(
@@ -547,7 +469,7 @@ async fn a_webhook_that_never_answers_times_out_in_kubes_words() {
 /// webhooks themselves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configurations_are_validated_and_exempt() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     let every = json!({"rules": [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}]});
@@ -581,7 +503,7 @@ async fn configurations_are_validated_and_exempt() {
 /// webhook changed the object, and sees the change; one with `Never` is called once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn if_needed_webhooks_are_reinvoked_after_a_later_change() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     // Configurations run by name: "a-first" before "b-patches".
@@ -639,7 +561,7 @@ async fn if_needed_webhooks_are_reinvoked_after_a_later_change() {
 /// ValidatingAdmissionWebhook` nothing is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletes_are_validated_and_the_plugin_can_be_disabled() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let server = server_and_service(hooks.port).await;
     let addr = server.addr;
     let (status, _, _) = create_config_map(addr, CONFIG_MAPS, "bad-kept", json!({})).await;
@@ -710,7 +632,7 @@ async fn deletes_are_validated_and_the_plugin_can_be_disabled() {
 /// `<webhook>/<key>`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhooks_audit_annotations_reach_the_audit_log() {
-    let hooks = Hooks::start().await;
+    let hooks = admission_hooks().await;
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(

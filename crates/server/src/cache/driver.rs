@@ -178,8 +178,25 @@ pub struct InputSender {
     input: Sender<Input>,
     progress: Arc<ProgressMark>,
     views: Vec<ViewInput>,
+    /// Relays of other versions converted elsewhere ([`InputSender::with_relay`]).
+    relays: Vec<RelayInput>,
     /// The cache fed, to wait until it has applied what was sent ([`InputSender::applied`]).
     cache: WatchCache,
+}
+
+/// Another version's feed that converts off the reflector's path (a CRD's conversion
+/// webhook, `source::webhook::conversion`): handed every revision, list and progress this
+/// sender sends, in order, before this cache gets it; it must never wait.
+pub type Relay = Arc<dyn Fn(&Input) + Send + Sync>;
+
+/// A [`Relay`] fed through a sender.
+#[derive(Clone)]
+struct RelayInput(Relay);
+
+impl std::fmt::Debug for RelayInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayInput").finish_non_exhaustive()
+    }
 }
 
 /// How an object of the stored version becomes the object of a view (another version); `None`
@@ -237,6 +254,15 @@ impl InputSender {
         self
     }
 
+    /// This sender, also handing what it sends to `relay` (see [`Relay`]). Unlike a view's,
+    /// a relay's cache is not waited for by [`InputSender::applied`]: it converts at its own
+    /// pace, and its reads wait for their own freshness.
+    #[must_use]
+    pub fn with_relay(mut self, relay: Relay) -> InputSender {
+        self.relays.push(RelayInput(relay));
+        self
+    }
+
     /// Routes an input: progress (and a revision without changes) to the mark, the rest to
     /// the channel. Returns the input the channel must carry, if any.
     fn route(&self, input: Input) -> Option<Input> {
@@ -271,6 +297,9 @@ impl InputSender {
                 // A stopped view (its CRD version no longer served) does not stop the others.
                 let _ = view.input.send(converted);
             }
+        }
+        for relay in &self.relays {
+            (relay.0)(&input);
         }
         match self.route(input) {
             Some(input) => self.input.send(input).map_err(|_| Stopped),
@@ -311,6 +340,12 @@ impl InputSender {
             // A stopped view (its CRD version no longer served) does not stop the others.
             let _ = view.input.progress(revision);
         }
+        if !self.relays.is_empty() {
+            let progress = Input::Progress(revision);
+            for relay in &self.relays {
+                (relay.0)(&progress);
+            }
+        }
         self.progress.advance(revision);
         Ok(())
     }
@@ -328,6 +363,9 @@ impl InputSender {
                 // A stopped view (its CRD version no longer served) does not stop the others.
                 let _ = Box::pin(view.input.send_async(converted)).await;
             }
+        }
+        for relay in &self.relays {
+            (relay.0)(&input);
         }
         match self.route(input) {
             Some(input) => self.input.send_async(input).await.map_err(|_| Stopped),
@@ -529,6 +567,7 @@ impl CacheDriver {
             input,
             progress: progress.clone(),
             views: Vec::new(),
+            relays: Vec::new(),
             cache: cache.clone(),
         };
         let slot = Arc::new(WorkerSlot {

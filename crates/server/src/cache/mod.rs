@@ -8,7 +8,7 @@ pub mod wake_relay;
 
 pub use driver::{
     CacheDriver, Clock, DriverError, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook,
-    Stopped, ViewConvert,
+    Relay, Stopped, ViewConvert,
 };
 pub use registry::{Registry, Served};
 
@@ -43,6 +43,48 @@ pub struct Resource {
     /// fed by the stored resource's reflection ([`InputSender::with_view`]); its key prefix is
     /// the stored resource's.
     pub conversion: Option<watchkeeper_api::versions::Conversion>,
+    /// For another version of a custom resource whose CRD converts with a webhook: the
+    /// conversion (its cache is fed through it, its writes and reads call it).
+    pub webhook: Option<std::sync::Arc<dyn ConvertedView>>,
+}
+
+/// A version of a custom resource converted from the storage version by its CRD's
+/// conversion webhook (implemented by `source::webhook::conversion`).
+pub trait ConvertedView: Send + Sync + std::fmt::Debug {
+    /// Why the version cannot be read now: its feed's last conversion failed (kube's 500,
+    /// `conversion webhook for ... failed: ...`); `None` while it converts.
+    fn failure(&self) -> Option<watchkeeper_api::ApiError>;
+
+    /// `objects` (of this version or the storage version) converted to `desired`, in order,
+    /// in as few reviews as their size allows.
+    fn convert<'a>(
+        &'a self,
+        objects: Vec<serde_json::Value>,
+        desired: &'a str,
+    ) -> futures_util::future::BoxFuture<
+        'a,
+        Result<Vec<serde_json::Value>, watchkeeper_api::ApiError>,
+    >;
+
+    /// One object converted to `desired` ([`ConvertedView::convert`] of one).
+    fn convert_one<'a>(
+        &'a self,
+        object: serde_json::Value,
+        desired: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, Result<serde_json::Value, watchkeeper_api::ApiError>>
+    {
+        Box::pin(async move {
+            self.convert(vec![object], desired)
+                .await?
+                .pop()
+                .ok_or_else(|| {
+                    watchkeeper_api::ApiError::internal("the conversion returned no object")
+                })
+        })
+    }
+
+    /// Its CRD changed in place (a new webhook configuration).
+    fn reconfigure(&self, custom: &CustomResource);
 }
 
 /// Where a served resource's definition comes from.
@@ -67,6 +109,7 @@ impl Resource {
             removed: std::sync::atomic::AtomicBool::new(false),
             protobuf_incomplete: std::sync::atomic::AtomicBool::new(false),
             conversion: None,
+            webhook: None,
         }
     }
 
@@ -109,6 +152,9 @@ impl Resource {
 
     /// Replaces what the CRD says beyond the definition (its CRD changed only that).
     pub fn set_custom(&self, custom: CustomResource) {
+        if let Some(view) = &self.webhook {
+            view.reconfigure(&custom);
+        }
         *self
             .custom
             .write()

@@ -97,5 +97,9 @@ pub async fn write_as(
         options,
         verb,
     };
-    app.source.write(&inner, resource, &app.resources()).await
+    match resource.webhook.as_deref() {
+        // A version converted by its CRD's webhook is written at the storage version.
+        Some(view) => super::converted::write(app, &inner, resource, view).await,
+        None => app.source.write(&inner, resource, &app.resources()).await,
+    }
 }

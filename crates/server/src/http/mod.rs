@@ -21,6 +21,7 @@
 pub mod chunk;
 pub mod componentstatus;
 pub mod connection;
+pub mod converted;
 pub mod deadline;
 pub mod discovery;
 pub mod gzip;
@@ -586,6 +587,9 @@ async fn serve_resource(
     {
         return (verb.label(), token::serve(app, &request, resource).await);
     }
+    if let Some(refusal) = converted::refused(resource, verb) {
+        return (verb.label(), Err(refusal));
+    }
     let result = match verb {
         Verb::Watch => watch::watch(app, &request, resource).await,
         Verb::List => list(app, &request, resource).await,
@@ -609,7 +613,10 @@ async fn write(
     resource: &Resource,
 ) -> Result<Response, ApiError> {
     let conversion = conversion(&request.context.headers, &resource.def)?;
-    let result = app.source.write(request, resource, &app.resources()).await;
+    let result = match resource.webhook.as_deref() {
+        Some(view) => converted::write(app, request, resource, view).await,
+        None => app.source.write(request, resource, &app.resources()).await,
+    };
     if let Err(error) = &result
         && watchkeeper_api::patch::is_copy_limit_refusal(error)
     {

@@ -302,7 +302,11 @@ impl WatchStream {
         }
         if let Some(end) = end {
             self.done = true;
-            if let Some(error) = end_error(&end, self.resource.is_removed()) {
+            // A converted version whose conversion failed ends its watches with the failure.
+            let failure = matches!(end, WatchEnd::Expired { .. })
+                .then(|| self.resource.webhook.as_ref().and_then(|w| w.failure()))
+                .flatten();
+            if let Some(error) = failure.or_else(|| end_error(&end, self.resource.is_removed())) {
                 parts.push(error_frame(self.format, &error));
             }
         }

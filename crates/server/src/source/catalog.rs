@@ -20,10 +20,12 @@
 //!   every event up to the change (kube-apiserver likewise rebuilds a CRD's storage on a spec
 //!   change, ending its watches). A change of its validations, subresources or printer
 //!   columns alone is applied in place.
-//! - Every served version of a CRD with conversion `None` is served (a `Webhook` CRD only at
-//!   its storage version): each other version has its own cache, fed through the storage
-//!   version's input ([`crate::cache::InputSender::with_view`]), so it starts, stops and
-//!   restarts with the storage version and holds the same keys at the same revisions.
+//! - Every served version of a CRD is served: each other version has its own cache, fed
+//!   through the storage version's input, so it starts, stops and restarts with the storage
+//!   version and holds the same keys at the same revisions — converted on the reflector's
+//!   path for conversion `None` ([`crate::cache::InputSender::with_view`]), by a task that
+//!   calls the CRD's conversion webhook for `Webhook`
+//!   ([`crate::cache::InputSender::with_relay`], `source::webhook::conversion`).
 //! - The catalog holds no locks across awaits and writes nothing to the store: deleting a
 //!   CRD's objects is the write path's job.
 //! - **Never more than `--max-custom-resource-versions`** ([`VersionsBound`]): each served
@@ -182,6 +184,9 @@ pub struct Catalog {
     installed: BTreeMap<String, CustomResource>,
     /// `--max-custom-resource-versions`.
     bound: Arc<VersionsBound>,
+    /// The conversion webhooks' caller (a `Webhook` CRD's other versions are served only
+    /// with it).
+    conversion: Option<crate::source::webhook::conversion::Caller>,
 }
 
 /// A resource to start: its feed for the reflector and its served resource.
@@ -214,7 +219,21 @@ impl Catalog {
             waits,
             installed: BTreeMap::new(),
             bound,
+            conversion: None,
         }
+    }
+
+    /// This catalog, calling CRDs' conversion webhooks with `webhooks`' client (without it, a
+    /// `Webhook` CRD is served at its storage version only).
+    #[must_use]
+    pub fn with_conversion_webhooks(
+        mut self,
+        webhooks: Option<Arc<crate::source::webhook::Webhooks>>,
+    ) -> Catalog {
+        self.conversion = webhooks.map(|webhooks| {
+            crate::source::webhook::conversion::Caller::new(webhooks, self.registry.clone())
+        });
+        self
     }
 
     /// The name of the feed whose changes the catalog reads.
@@ -355,14 +374,37 @@ impl Catalog {
                 view: version.def.api_version(),
                 storage: def.api_version(),
             };
+            let webhook = match (&version.conversion_webhook, &self.conversion) {
+                (None, _) => None,
+                (Some(webhook), Some(caller)) => Some((webhook, caller)),
+                (Some(_), None) => continue,
+            };
             let view_driver = start(&version.def)?;
-            input = input.with_view(
-                view_driver.sender(),
-                crate::source::decode::view_convert(&version.def, &conversion),
-            );
+            let converter = match webhook {
+                // Converted off the reflector's path by the webhook (`webhook::conversion`).
+                Some((webhook, caller)) => {
+                    let (converter, relay) = crate::source::webhook::conversion::Converter::start(
+                        caller.clone(),
+                        version,
+                        webhook.clone(),
+                        (view_driver.sender(), view_driver.cache.clone()),
+                        driver.cache.clone(),
+                    );
+                    input = input.with_relay(relay);
+                    Some(converter as Arc<dyn crate::cache::ConvertedView>)
+                }
+                None => {
+                    input = input.with_view(
+                        view_driver.sender(),
+                        crate::source::decode::view_convert(&version.def, &conversion),
+                    );
+                    None
+                }
+            };
             let mut view =
                 Resource::from_definition(version.clone(), key_prefix.clone(), view_driver);
             view.conversion = Some(conversion);
+            view.webhook = converter;
             others.push(Arc::new(view));
         }
         let feed = Feed {

@@ -547,7 +547,11 @@ impl StoreSource {
             .request_decodes
             .fetch_add(1, Ordering::Relaxed);
         let custom = resource.custom();
-        let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+        // A version converted by a webhook is not this version's shape until converted.
+        let schema = custom
+            .as_ref()
+            .and_then(|c| c.schema.as_ref())
+            .filter(|_| resource.webhook.is_none());
         let object = decode_stored(
             &resource.def,
             schema,
@@ -557,6 +561,30 @@ impl StoreSource {
             &kv.value,
         )
         .map_err(|_| ApiError::internal(format!("the stored object {name:?} is not valid JSON")))?;
+        if let Some(view) = &resource.webhook {
+            // A version converted by its CRD's webhook (`webhook::conversion`), from the
+            // storage version the object was read at (the decoder named it this version's).
+            let mut stored = object.body().clone();
+            if let (Some(conversion), Some(map)) = (&resource.conversion, stored.as_object_mut()) {
+                map.insert(
+                    "apiVersion".to_owned(),
+                    Value::String(conversion.storage_api_version().to_owned()),
+                );
+            }
+            let body = view
+                .convert_one(stored, &resource.def.api_version())
+                .await?;
+            return crate::source::decode::decode(
+                &resource.def,
+                body,
+                crate::source::decode::Identity::Key {
+                    namespace,
+                    name,
+                    revision: kv.mod_revision,
+                },
+            )
+            .map_err(ApiError::internal);
+        }
         match &resource.conversion {
             Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
                 .map_err(ApiError::internal),
@@ -3607,7 +3635,7 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
     Ok(options)
 }
 
-fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+pub(crate) fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the request body is empty: expected a JSON object".to_owned(),

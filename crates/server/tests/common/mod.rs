@@ -11,6 +11,8 @@ use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 use watchkeeper_testkit::RawWatch;
 
+pub mod hooks;
+
 /// A hang guard for awaits that wait on events: a test that exceeds it is broken, not slow.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
 

@@ -24,7 +24,10 @@
 //!   made again as calls need them).
 //! - **Errors** are the reason kube's `ErrCallingWebhook` prints: `failed to call webhook:
 //!   Post "<url>?timeout=<n>s": <cause>` with Go's wording for the common causes
-//!   (`context deadline exceeded`, `dial tcp <addr>: connect: connection refused`).
+//!   (`context deadline exceeded`, `dial tcp <addr>: connect: connection refused`); an answer
+//!   that is not a success is Go's rest client's error for it (its `Status`'s message), after
+//!   `failed to call webhook: ` only. A conversion webhook's are the same without that prefix
+//!   ([`WebhookClient::call`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -99,8 +102,25 @@ impl WebhookClient {
     /// # Errors
     /// The reason kube's `ErrCallingWebhook` prints (see the module's guarantees).
     pub async fn post(&self, request: Request<'_>) -> Result<Bytes, String> {
+        self.call(request)
+            .await
+            .map_err(|error| format!("failed to call webhook: {error}"))
+    }
+
+    /// The most bytes of an answer read (`--max-request-body-bytes`).
+    #[must_use]
+    pub fn answer_bytes_max(&self) -> usize {
+        self.answer_bytes_max
+    }
+
+    /// [`WebhookClient::post`], its errors Go's rest client's own (`Post "<url>": <cause>`),
+    /// as a conversion webhook's are printed.
+    ///
+    /// # Errors
+    /// As [`WebhookClient::post`], without the `failed to call webhook: ` prefix.
+    pub async fn call(&self, request: Request<'_>) -> Result<Bytes, String> {
         let printed = request.target.printed(request.timeout_seconds);
-        let failed = |cause: String| format!("failed to call webhook: Post \"{printed}\": {cause}");
+        let failed = |cause: String| format!("Post \"{printed}\": {cause}");
         let timeout = Duration::from_secs(request.timeout_seconds);
         let call = async {
             let _slot = self
@@ -129,13 +149,15 @@ impl WebhookClient {
                 .await
                 .map_err(|error| error.to_string())?
                 .to_bytes();
+            // An answer that is not a success is Go's rest client's error for it, without
+            // the request's `Post "<url>"` (which only names the failures to call).
             if !status.is_success() {
-                return Err(unsuccessful(status.as_u16(), &body));
+                return Ok(Err(unsuccessful(status.as_u16(), &body)));
             }
-            Ok(body)
+            Ok(Ok(body))
         };
         match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(body)) => Ok(body),
+            Ok(Ok(answer)) => answer,
             Ok(Err(cause)) => Err(failed(cause)),
             Err(_) => Err(failed("context deadline exceeded".to_owned())),
         }

@@ -50,6 +50,7 @@
 //!   matched another version (kube converts it).
 
 pub mod client;
+pub mod conversion;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,227 @@
+//! Requests to a version of a custom resource that its CRD's conversion webhook converts
+//! (`source::webhook::conversion`): reads refused while the version's feed is failed, writes
+//! converted to the storage version and their answers back.
+//!
+//! ## Guarantees
+//! - **Reads** (GET, LIST, WATCH) are served from the version's cache as any other's, unless
+//!   its feed's last conversion failed: then kube's 500 (`Internal error occurred: conversion
+//!   webhook for <gvk> failed: ...`), as kube answers a read whose objects it cannot convert.
+//! - **Creates and updates** (POST, PUT, a subresource's PUT): the body is checked for its
+//!   `apiVersion` and `kind` (kube's 400s), converted to the storage version by the webhook,
+//!   and written at the storage version — admission, validation and the store see the
+//!   storage version's object, as kube converts a write to its storage version first.
+//! - **Patches** (JSON and merge): the current object converted to this version, patched,
+//!   converted back and written as an update preconditioned on the resource version it was
+//!   read at; a conflict with another write is retried (kube's patcher retries its update
+//!   the same way), [`PATCH_ATTEMPTS`] times at most. Server-side apply at such a version is
+//!   refused as the patch code refuses it (415).
+//! - **Deletes**: written at the storage version.
+//! - **Every answer** that is an object (or a list of them) at the storage version is
+//!   converted back to the version asked for; a conversion that fails is kube's 500, and
+//!   nothing is written when the body's conversion fails.
+
+use axum::http::{Method, header};
+use axum::response::Response;
+use serde_json::Value;
+use watchkeeper_api::ApiError;
+use watchkeeper_api::patch::PatchType;
+
+use super::App;
+use crate::cache::{ConvertedView, Resource};
+use crate::request::{RequestContext, ResourceRequest, Verb};
+
+/// The most times a patch is tried again after its update met another write.
+pub const PATCH_ATTEMPTS: usize = 5;
+
+/// Why a read (GET, LIST, WATCH) of `resource` is refused: its versions are converted by a
+/// webhook and its feed's last conversion failed.
+#[must_use]
+pub fn refused(resource: &Resource, verb: Verb) -> Option<ApiError> {
+    let view = resource.webhook.as_deref()?;
+    match verb {
+        Verb::Get | Verb::List | Verb::Watch => view.failure(),
+        _ => None,
+    }
+}
+
+/// A write at a converted version (see the module docs).
+///
+/// # Errors
+/// The write's, or a conversion's (kube's 500).
+pub async fn write(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    resource: &Resource,
+    view: &dyn ConvertedView,
+) -> Result<Response, ApiError> {
+    let served = app.resources();
+    let storage = served
+        .resources
+        .iter()
+        .find(|r| r.name() == resource.name() && r.conversion.is_none())
+        .ok_or_else(ApiError::path_not_found)?;
+    let storage_version = storage.def.api_version();
+    let context = request.context;
+    let response = match context.method {
+        Method::POST | Method::PUT => {
+            let mut body = crate::source::store::parse_body(&context.body)?;
+            if let Some(object) = body.as_object_mut() {
+                watchkeeper_api::meta::check_type(&resource.def, object)?;
+            }
+            let stored = view.convert_one(body, &storage_version).await?;
+            let body = bytes::Bytes::from(stored.to_string());
+            let rewritten = with_body(context, context.method.clone(), body);
+            let request = ResourceRequest {
+                context: &rewritten,
+                target: request.target,
+                options: request.options.clone(),
+                verb: request.verb,
+            };
+            app.source
+                .write(&request, storage, &served.resources)
+                .await?
+        }
+        Method::PATCH => patch(app, request, (resource, storage), view).await?,
+        _ => {
+            app.source
+                .write(request, storage, &served.resources)
+                .await?
+        }
+    };
+    answered(view, response, resource).await
+}
+
+/// A PATCH at a converted version: read, convert, patch, convert back, update (see the
+/// module docs).
+async fn patch(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    (resource, storage): (&Resource, &std::sync::Arc<Resource>),
+    view: &dyn ConvertedView,
+) -> Result<Response, ApiError> {
+    let context = request.context;
+    let name = request.target.name.unwrap_or_default();
+    let namespace = request.target.namespace.unwrap_or_default();
+    let Some(patch_type) = context
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(PatchType::from_content_type)
+    else {
+        // Not a patch: refused by the write path (kube's 415) before anything is read.
+        return app
+            .source
+            .write(request, storage, &app.resources().resources)
+            .await;
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = storage
+            .cache()
+            .get(&watchkeeper_core::object_key(namespace, name))
+            .0
+            .ok_or_else(|| ApiError::not_found(&resource.def, name))?;
+        let revision = current.resource_version().to_string();
+        let at_view = view
+            .convert_one(current.body().clone(), &resource.def.api_version())
+            .await?;
+        let mut patched = watchkeeper_api::patch::apply_patch(
+            &resource.def,
+            patch_type,
+            &at_view,
+            &context.body,
+        )?;
+        let preconditioned = patched
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| v != revision);
+        if let Some(metadata) = patched.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata
+                .entry("resourceVersion")
+                .or_insert_with(|| Value::String(revision.clone()));
+        }
+        let stored = view
+            .convert_one(patched, &storage.def.api_version())
+            .await?;
+        let rewritten = with_body(context, Method::PUT, bytes::Bytes::from(stored.to_string()));
+        let update = ResourceRequest {
+            context: &rewritten,
+            target: request.target,
+            options: request.options.clone(),
+            verb: Verb::Update,
+        };
+        match app
+            .source
+            .write(&update, storage, &app.resources().resources)
+            .await
+        {
+            Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
+                // Another write came first: patch what it left, once the cache has it.
+                let now = app.source.current_revision(&storage.def).await?;
+                let fresh = storage.cache().wait_fresh(now);
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), fresh).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `context` with `method` and `body`.
+fn with_body(context: &RequestContext, method: Method, body: bytes::Bytes) -> RequestContext {
+    let mut headers = context.headers.clone();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    headers.remove(header::CONTENT_LENGTH);
+    RequestContext {
+        method,
+        path: context.path.clone(),
+        query: context.query.clone(),
+        headers,
+        body,
+        user: context.user.clone(),
+        peer: context.peer,
+    }
+}
+
+/// A write's answer at `resource`'s version: an object or a list of them converted, anything
+/// else (a `Status`) as it is.
+async fn answered(
+    view: &dyn ConvertedView,
+    response: Response,
+    resource: &Resource,
+) -> Result<Response, ApiError> {
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let desired = resource.def.api_version();
+    let mut object: Value = match serde_json::from_slice(&bytes) {
+        Ok(object @ Value::Object(_)) => object,
+        _ => return Ok(Response::from_parts(parts, bytes.into())),
+    };
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if kind == resource.def.kind {
+        object = view.convert_one(object, &desired).await?;
+    } else if kind == resource.def.list_kind() {
+        let items = object
+            .get_mut("items")
+            .and_then(Value::as_array_mut)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        object["items"] = Value::Array(view.convert(items, &desired).await?);
+        object["apiVersion"] = Value::String(desired);
+    } else {
+        return Ok(Response::from_parts(parts, bytes.into()));
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(
+        parts,
+        watchkeeper_api::object_body(&object).into(),
+    ))
+}

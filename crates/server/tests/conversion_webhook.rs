@@ -1,0 +1,600 @@
+//! CustomResourceDefinition conversion webhooks over real HTTPS (`source::webhook::conversion`,
+//! `http::converted`, `watchkeeper_api::conversion_review`), as kube's e2e test
+//! "CustomResourceConversionWebhook" drives them: a webhook in the test (the admission tests'
+//! server, `common::hooks`) converting `v1` `{spec: {hostPort: "h:p"}}` to and from `v2`
+//! `{spec: {host, port}}`. Writes at either version, reads (GET, LIST, WATCH, kubectl) at
+//! either; each event converted once whatever the number of watchers; a webhook that answers
+//! wrongly, fails or is down refused in kube's words, reads included, and served again once it
+//! answers.
+
+mod common;
+mod kubectl_support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use common::hooks::{Hooks, server_and_service, server_and_service_with};
+use common::{HANG_GUARD, WatchReader, get_json, request, send_json};
+use kubectl_support::Kubectl;
+use watchkeeper::config::ServeArgs;
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const CRD: &str =
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.stable.example.com";
+const V1: &str = "/apis/stable.example.com/v1/namespaces/default/widgets";
+const V2: &str = "/apis/stable.example.com/v2/namespaces/default/widgets";
+
+/// `object`'s spec converted to `desired` (`hostPort` at v1, `host` and `port` at v2).
+fn converted_spec(object: &Value, desired: &str) -> Value {
+    let spec = &object["spec"];
+    let mut converted = if desired.ends_with("/v2") {
+        let host_port = spec["hostPort"].as_str().unwrap_or_default();
+        let (host, port) = host_port.split_once(':').unwrap_or((host_port, ""));
+        json!({"host": host, "port": port})
+    } else {
+        let host = spec["host"].as_str().unwrap_or_default();
+        let port = spec["port"].as_str().unwrap_or_default();
+        json!({"hostPort": format!("{host}:{port}")})
+    };
+    if let Some(replicas) = spec.get("replicas") {
+        converted["replicas"] = replicas.clone();
+    }
+    converted
+}
+
+/// The test's conversion webhook, by path: `/convert` converts, `/wrong-uid` answers another
+/// uid, `/rename` renames the objects, `/fail` answers a 500 Status.
+async fn answer(path: String, review: Value) -> (u16, Value) {
+    let request = &review["request"];
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let mut uid = request["uid"].clone();
+    if path == "/fail" {
+        return (
+            500,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "the converter is broken", "code": 500}),
+        );
+    }
+    let objects: Vec<Value> = request["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| {
+            let mut out = object.clone();
+            out["apiVersion"] = json!(desired);
+            out["spec"] = converted_spec(object, desired);
+            if path == "/rename" {
+                let name = object["metadata"]["name"].as_str().unwrap();
+                out["metadata"]["name"] = json!(format!("{name}-renamed"));
+            }
+            out
+        })
+        .collect();
+    if path == "/wrong-uid" {
+        uid = json!("wrong");
+    }
+    (
+        200,
+        json!({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+            "response": {"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects}}),
+    )
+}
+
+fn client_config(hooks: &Hooks, path: &str) -> Value {
+    json!({"service": {"namespace": "default", "name": "hooks", "path": path},
+        "caBundle": hooks.ca_bundle})
+}
+
+/// The CRD: `v1` stored, `v2` served (its schema defaults `tier` to `gold`), converted by
+/// the webhook at `client_config`.
+fn definition(client_config: Value) -> Value {
+    let schema = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true}});
+    let v2_schema = json!({"openAPIV3Schema": {"type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {"tier": {"type": "string", "default": "gold"}}}});
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.stable.example.com"},
+        "spec": {"group": "stable.example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": v2_schema,
+                    "subresources": {"scale": {"specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas"}}}],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "clientConfig": client_config, "conversionReviewVersions": ["v1", "v1beta1"]}}}})
+}
+
+/// The webhook server, a server with its Service, and the CRD calling it at `/convert`.
+async fn setup() -> (Hooks, watchkeeper::Server) {
+    setup_with(None).await
+}
+
+/// [`setup`] with `args`.
+async fn setup_with(args: Option<ServeArgs>) -> (Hooks, watchkeeper::Server) {
+    let hooks = Hooks::start(Arc::new(|path, review| Box::pin(answer(path, review)))).await;
+    let server = match args {
+        None => server_and_service(hooks.port).await,
+        Some(args) => server_and_service_with(hooks.port, args).await,
+    };
+    let (status, body) = send_json(
+        server.addr,
+        "POST",
+        CRDS,
+        &definition(client_config(&hooks, "/convert")),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    (hooks, server)
+}
+
+/// Points the CRD's webhook at `client_config` (applied in place).
+async fn reconfigure(addr: SocketAddr, client_config: Value) {
+    let (status, mut crd) = get_json(addr, CRD).await;
+    assert_eq!(status, 200, "{crd}");
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = client_config;
+    let (status, body) = send_json(addr, "PUT", CRD, &crd).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+fn widget(api_version: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": api_version, "kind": "Widget", "metadata": {"name": name},
+        "spec": spec})
+}
+
+/// GETs `path` until `done` holds of the answer (status and body), no sleep; fails the test
+/// on a hang.
+async fn get_until(addr: SocketAddr, path: &str, done: impl Fn(u16, &Value) -> bool) -> Value {
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let (status, body) = get_json(addr, path).await;
+            if done(status, &body) {
+                return body;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{path} never satisfied the condition"))
+}
+
+/// The reviews received naming the object `name` and asking for `desired`.
+fn reviews_of(hooks: &Hooks, name: &str, desired: &str) -> usize {
+    hooks
+        .at("/convert")
+        .iter()
+        .filter(|review| review["request"]["desiredAPIVersion"] == desired)
+        .filter(|review| {
+            review["request"]["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|o| o["metadata"]["name"] == name)
+        })
+        .count()
+}
+
+/// Goal: objects written at either version read at both, converted by the webhook (GET, a
+/// LIST of objects written at both versions, kubectl), discovery lists both versions, and
+/// updates and patches at `v2` land at `v1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_written_at_one_version_read_at_the_other() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    let (status, discovery) = get_json(addr, "/apis/stable.example.com/v2").await;
+    assert_eq!(status, 200, "{discovery}");
+    assert_eq!(discovery["resources"][0]["name"], "widgets", "{discovery}");
+
+    // Created at v1, read at v2 and v1.
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V1,
+        &widget(
+            "stable.example.com/v1",
+            "a",
+            json!({"hostPort": "localhost:8080"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (status, at_v2) = get_json(addr, &format!("{V2}/a")).await;
+    assert_eq!(status, 200, "{at_v2}");
+    assert_eq!(at_v2["apiVersion"], "stable.example.com/v2");
+    assert_eq!(at_v2["spec"], json!({"host": "localhost", "port": "8080"}));
+    assert_eq!(at_v2["tier"], "gold", "v2's default: {at_v2}");
+    assert_eq!(at_v2["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_eq!(
+        at_v2["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    let (_, at_v1) = get_json(addr, &format!("{V1}/a")).await;
+    assert_eq!(at_v1["spec"], json!({"hostPort": "localhost:8080"}));
+    let review = &hooks.at("/convert")[0];
+    assert_eq!(review["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(
+        review["request"]["desiredAPIVersion"],
+        "stable.example.com/v2"
+    );
+    assert!(!review["request"]["uid"].as_str().unwrap().is_empty());
+
+    // Created at v2: answered at v2, stored (and read) at v1.
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V2,
+        &widget(
+            "stable.example.com/v2",
+            "b",
+            json!({"host": "example", "port": "80"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["apiVersion"], "stable.example.com/v2");
+    assert_eq!(created["spec"], json!({"host": "example", "port": "80"}));
+    let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
+    assert_eq!(at_v1["spec"], json!({"hostPort": "example:80"}));
+    assert_eq!(
+        reviews_of(&hooks, "b", "stable.example.com/v1"),
+        1,
+        "the body, once"
+    );
+
+    // A LIST at v2 of both.
+    let (status, list) = get_json(addr, V2).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["apiVersion"], "stable.example.com/v2");
+    let specs: Vec<&Value> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| &item["spec"])
+        .collect();
+    assert_eq!(
+        specs,
+        [
+            &json!({"host": "localhost", "port": "8080"}),
+            &json!({"host": "example", "port": "80"})
+        ]
+    );
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|item| item["apiVersion"] == "stable.example.com/v2")
+    );
+
+    // An update and a patch at v2 land at v1.
+    let mut update = created.clone();
+    update["spec"]["port"] = json!("81");
+    let (status, updated) = send_json(addr, "PUT", &format!("{V2}/b"), &update).await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["spec"], json!({"host": "example", "port": "81"}));
+    let (status, patched) = request(
+        addr,
+        "PATCH",
+        &format!("{V2}/b"),
+        "application/merge-patch+json",
+        r#"{"spec": {"port": "82"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    let patched: Value = serde_json::from_str(&patched).unwrap();
+    assert_eq!(patched["apiVersion"], "stable.example.com/v2");
+    assert_eq!(patched["spec"], json!({"host": "example", "port": "82"}));
+    let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
+    assert_eq!(at_v1["spec"], json!({"hostPort": "example:82"}));
+
+    // The scale subresource at v2: its write lands at v1, converted.
+    let (status, scaled) = request(
+        addr,
+        "PATCH",
+        &format!("{V2}/b/scale"),
+        "application/merge-patch+json",
+        r#"{"spec": {"replicas": 3}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{scaled}");
+    let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
+    assert_eq!(
+        at_v1["spec"],
+        json!({"hostPort": "example:82", "replicas": 3})
+    );
+
+    // kubectl, at the converted version by its full name.
+    let kubectl = Kubectl::new(addr);
+    let read = kubectl
+        .json(&["get", "widgets.v2.stable.example.com", "a", "-o", "json"])
+        .await;
+    assert_eq!(read["apiVersion"], "stable.example.com/v2");
+    assert_eq!(read["spec"]["host"], "localhost");
+    let read = kubectl
+        .json(&["get", "widgets.v1.stable.example.com", "b", "-o", "json"])
+        .await;
+    assert_eq!(read["spec"]["hostPort"], "example:82");
+    let table = kubectl.ok(&["get", "widgets.v2.stable.example.com"]).await;
+    assert!(table.contains('a') && table.contains('b'), "{table}");
+    // kubectl apply at v2: a create, then a patch of what it applied.
+    let manifest = |port: &str| {
+        format!(
+            "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: c\n  namespace: default\nspec:\n  host: applied\n  port: \"{port}\"\n"
+        )
+    };
+    for port in ["90", "91"] {
+        let file = kubectl.manifest("c.yaml", &manifest(port));
+        kubectl.ok(&["apply", "-f", &file]).await;
+        let (_, at_v1) = get_json(addr, &format!("{V1}/c")).await;
+        assert_eq!(
+            at_v1["spec"],
+            json!({"hostPort": format!("applied:{port}")})
+        );
+    }
+}
+
+/// Goal: watches at v2 see the events converted, in order, and each event is converted once
+/// however many watch it; a deletion reaches them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_share_one_conversion_per_event() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V1,
+        &widget("stable.example.com/v1", "a", json!({"hostPort": "h:1"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
+    let path = format!("{V2}?watch=true&resourceVersion={rv}");
+    let mut first = WatchReader::open(addr, &path, None).await;
+    let mut second = WatchReader::open(addr, &path, None).await;
+    for port in 2..=4 {
+        let patch = format!(r#"{{"spec": {{"hostPort": "h:{port}"}}}}"#);
+        let (status, body) = request(
+            addr,
+            "PATCH",
+            &format!("{V1}/a"),
+            "application/merge-patch+json",
+            &patch,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = request(addr, "DELETE", &format!("{V1}/a"), "application/json", "").await;
+    assert_eq!(status, 200, "{body}");
+    for watch in [&mut first, &mut second] {
+        let mut revisions = Vec::new();
+        for port in 2..=4 {
+            let event = watch.next().await.unwrap();
+            assert_eq!(event["type"], "MODIFIED", "{event}");
+            assert_eq!(event["object"]["apiVersion"], "stable.example.com/v2");
+            assert_eq!(
+                event["object"]["spec"],
+                json!({"host": "h", "port": port.to_string()})
+            );
+            revisions.push(
+                event["object"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap(),
+            );
+        }
+        assert!(revisions.windows(2).all(|w| w[0] < w[1]), "{revisions:?}");
+        let deleted = watch.next().await.unwrap();
+        assert_eq!(deleted["type"], "DELETED", "{deleted}");
+        assert_eq!(deleted["object"]["spec"], json!({"host": "h", "port": "4"}));
+    }
+    // Each modification converted once for both watchers (and the GETs and LISTs).
+    for port in 2..=4 {
+        let converted = hooks
+            .at("/convert")
+            .iter()
+            .flat_map(|review| review["request"]["objects"].as_array().unwrap().clone())
+            .filter(|o| o["spec"]["hostPort"] == format!("h:{port}"))
+            .count();
+        assert_eq!(converted, 1, "h:{port}");
+    }
+}
+
+/// Goal: a webhook that answers another uid, renames the object or fails, or is down,
+/// refuses the write in kube's words (nothing written), makes reads at the converted version
+/// answer the failure and ends its watches with it; answering again, the version is served
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_webhook_is_refused_in_kubes_words() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V1,
+        &widget("stable.example.com/v1", "a", json!({"hostPort": "h:1"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    get_until(addr, &format!("{V2}/a"), |status, _| status == 200).await;
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
+    let mut watch =
+        WatchReader::open(addr, &format!("{V2}?watch=true&resourceVersion={rv}"), None).await;
+    let at_v2 = |name: &str| {
+        widget(
+            "stable.example.com/v2",
+            name,
+            json!({"host": "h", "port": "2"}),
+        )
+    };
+
+    reconfigure(addr, client_config(&hooks, "/wrong-uid")).await;
+    let (status, refused) = send_json(addr, "POST", V2, &at_v2("b")).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(refused["reason"], "InternalError");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Internal error occurred: conversion webhook for stable.example.com/v2, Kind=Widget failed: expected response.uid=\"")
+            && message.ends_with("\", got \"wrong\""),
+        "{message}"
+    );
+    let (status, _) = get_json(addr, &format!("{V1}/b")).await;
+    assert_eq!(status, 404, "nothing written");
+
+    reconfigure(addr, client_config(&hooks, "/rename")).await;
+    let (status, refused) = send_json(addr, "POST", V2, &at_v2("c")).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Internal error occurred: conversion webhook for stable.example.com/v2, Kind=Widget returned invalid object: must have the same name: c != c-renamed"
+    );
+
+    reconfigure(addr, client_config(&hooks, "/fail")).await;
+    let (status, refused) = send_json(addr, "POST", V2, &at_v2("d")).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Internal error occurred: conversion webhook for stable.example.com/v2, Kind=Widget failed: the converter is broken"
+    );
+
+    // A write at v1 (no conversion) is stored; its event cannot be converted to v2: the
+    // watch ends with the failure, and reads at v2 answer it.
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{V1}/a"),
+        "application/merge-patch+json",
+        r#"{"spec": {"hostPort": "h:3"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let expected = "Internal error occurred: conversion webhook for stable.example.com/v1, Kind=Widget failed: the converter is broken";
+    let error = watch.next().await.unwrap();
+    assert_eq!(error["type"], "ERROR", "{error}");
+    assert_eq!(error["object"]["code"], 500, "{error}");
+    assert_eq!(error["object"]["message"], expected, "{error}");
+    assert!(watch.next().await.is_none(), "the watch ends");
+    for path in [format!("{V2}/a"), V2.to_owned()] {
+        let (status, refused) = get_json(addr, &path).await;
+        assert_eq!(status, 500, "{refused}");
+        assert_eq!(refused["message"], expected);
+    }
+    let (status, refused) = get_json(addr, &format!("{V2}?watch=true")).await;
+    assert_eq!((status, &refused["message"]), (500, &json!(expected)));
+
+    // Down: kube's words for a connection refused.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("https://127.0.0.1:{port}/convert");
+    reconfigure(addr, json!({"url": url, "caBundle": hooks.ca_bundle})).await;
+    let (status, refused) = send_json(addr, "POST", V2, &at_v2("e")).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        format!(
+            "Internal error occurred: conversion webhook for stable.example.com/v2, Kind=Widget failed: Post \"{url}?timeout=30s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+        )
+    );
+
+    // Answering again: served again, with what was written meanwhile.
+    reconfigure(addr, client_config(&hooks, "/convert")).await;
+    let read = get_until(addr, &format!("{V2}/a"), |status, _| status == 200).await;
+    assert_eq!(read["spec"], json!({"host": "h", "port": "3"}));
+    let (status, created) = send_json(addr, "POST", V2, &at_v2("f")).await;
+    assert_eq!(status, 201, "{created}");
+}
+
+/// Goal: objects written while the webhook fails are all served at v2 once it answers (the
+/// version re-lists), the list converted in several reviews, each within half of
+/// `--max-request-body-bytes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_after_a_failure_converts_in_bounded_reviews() {
+    let max = 16_384;
+    let (hooks, server) = setup_with(Some(ServeArgs {
+        max_request_body_bytes: Some(max),
+        ..ServeArgs::default()
+    }))
+    .await;
+    let addr = server.addr;
+    reconfigure(addr, client_config(&hooks, "/fail")).await;
+    let pad = "x".repeat(2_000);
+    for index in 0..10 {
+        let mut object = widget(
+            "stable.example.com/v1",
+            &format!("w{index}"),
+            json!({"hostPort": format!("h:{index}")}),
+        );
+        object["metadata"]["annotations"] = json!({"pad": pad});
+        let (status, body) = send_json(addr, "POST", V1, &object).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    get_until(addr, V2, |status, _| status == 500).await;
+    reconfigure(addr, client_config(&hooks, "/convert")).await;
+    let list = get_until(addr, V2, |status, list| {
+        status == 200
+            && list["items"]
+                .as_array()
+                .is_some_and(|items| items.len() == 10)
+    })
+    .await;
+    for (index, item) in list["items"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            item["spec"],
+            json!({"host": "h", "port": index.to_string()})
+        );
+        assert_eq!(item["metadata"]["annotations"]["pad"], pad.as_str());
+    }
+    let reviews = hooks.at("/convert");
+    let sizes: Vec<(usize, usize)> = reviews
+        .iter()
+        .map(|review| {
+            let objects = review["request"]["objects"].as_array().unwrap();
+            (
+                objects.len(),
+                objects.iter().map(|o| o.to_string().len()).sum(),
+            )
+        })
+        .collect();
+    assert!(
+        sizes
+            .iter()
+            .all(|&(count, bytes)| count == 1 || bytes <= max / 2),
+        "{sizes:?}"
+    );
+    let converted: usize = sizes.iter().map(|&(count, _)| count).sum();
+    assert_eq!(converted, 10, "the list, once: {sizes:?}");
+    assert!(sizes.len() >= 3, "several reviews: {sizes:?}");
+}
+
+/// Goal: a consistent GET read from the store (`--consistent-get-from-cache=false`) at the
+/// converted version is converted by the webhook too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_from_the_store_is_converted() {
+    let (_hooks, server) = setup_with(Some(ServeArgs {
+        consistent_get_from_cache: Some(false),
+        ..ServeArgs::default()
+    }))
+    .await;
+    let addr = server.addr;
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V1,
+        &widget("stable.example.com/v1", "a", json!({"hostPort": "store:7"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (status, read) = get_json(addr, &format!("{V2}/a")).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["apiVersion"], "stable.example.com/v2");
+    assert_eq!(read["spec"], json!({"host": "store", "port": "7"}));
+    assert_eq!(read["tier"], "gold", "v2's default: {read}");
+    assert_eq!(
+        read["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+}
