@@ -500,6 +500,14 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     if let Some(finalizer) = &crd_finalizer {
         observers.push(finalizer.clone());
     }
+    // API Priority and Fairness learns its FlowSchemas and levels from the reflector.
+    let apf = config
+        .limits
+        .priority_and_fairness
+        .then(|| crate::limits::apf::Apf::new(config.limits.server_concurrency_limit()));
+    if let Some(apf) = &apf {
+        observers.push(apf.clone());
+    }
     let reflector = source.start_reflector(
         feeds,
         status.clone(),
@@ -510,10 +518,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         }),
     );
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let limits = Arc::new(crate::limits::Limits::new(
-        &config.limits,
-        config.min_request_timeout,
-    ));
+    let limits = Arc::new(
+        crate::limits::Limits::new(&config.limits, config.min_request_timeout).with_apf(apf),
+    );
     let settings = crate::http::connection::ConnectionSettings {
         tls,
         handshake_timeout: config.tls.handshake_timeout,

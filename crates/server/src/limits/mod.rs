@@ -113,6 +113,7 @@ use watchkeeper_api::ApiError;
 
 use crate::auth::{Auth, PeerIdentity, User};
 
+pub mod apf;
 mod body;
 pub mod connections;
 pub use crate::config::LimitsConfig;
@@ -172,6 +173,9 @@ impl std::fmt::Debug for LayerState {
 /// Seconds a 429 asks the client to wait (kube-apiserver's max-in-flight filter uses 1).
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
+/// kube's max-in-flight and priority-and-fairness filters' 429 text.
+const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.";
+
 /// Which limit refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
@@ -220,11 +224,14 @@ pub enum Limit {
     RequestTimeout,
     /// In-flight requests of one user (`--max-requests-inflight-per-user`).
     RequestsInflightPerUser,
+    /// Refused by API Priority and Fairness (`--enable-priority-and-fairness`; by FlowSchema,
+    /// level and reason in `apiserver_flowcontrol_rejected_requests_total`).
+    PriorityAndFairness,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 21] = [
+    pub const ALL: [Limit; 22] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -246,6 +253,7 @@ impl Limit {
         Limit::CustomResourceVersions,
         Limit::RequestTimeout,
         Limit::RequestsInflightPerUser,
+        Limit::PriorityAndFairness,
     ];
 
     /// The metric label.
@@ -273,6 +281,7 @@ impl Limit {
             Limit::CustomResourceVersions => "custom_resource_versions",
             Limit::RequestTimeout => "request_timeout",
             Limit::RequestsInflightPerUser => "requests_inflight_per_user",
+            Limit::PriorityAndFairness => "priority_and_fairness",
         }
     }
 }
@@ -292,6 +301,8 @@ pub struct Limits {
     per_user_inflight: Mutex<HashMap<Flow, usize>>,
     rejections: [AtomicU64; Limit::ALL.len()],
     connections: Arc<connections::ConnectionSlots>,
+    /// API Priority and Fairness, when on (it replaces `readonly` and `mutating`).
+    apf: Option<Arc<apf::Apf>>,
 }
 
 impl Limits {
@@ -314,7 +325,26 @@ impl Limits {
                     .connections_max
                     .unwrap_or_else(connections::derived_from_process),
             ),
+            apf: None,
         }
+    }
+
+    /// These limits with API Priority and Fairness (`Some` when on): its levels' seats
+    /// replace the two in-flight pools.
+    #[must_use]
+    pub fn with_apf(mut self, apf: Option<Arc<apf::Apf>>) -> Limits {
+        if apf.is_some() {
+            self.readonly = None;
+            self.mutating = None;
+        }
+        self.apf = apf;
+        self
+    }
+
+    /// API Priority and Fairness, when on.
+    #[must_use]
+    pub fn apf(&self) -> Option<&Arc<apf::Apf>> {
+        self.apf.as_ref()
     }
 
     /// The connection slots (`--max-connections`; the connection layer admits through them).
@@ -434,33 +464,12 @@ impl Limits {
     /// or the 429 to answer: the user's share first (`--max-requests-inflight-per-user`), so
     /// one client at its share cannot take the server's last slots.
     fn admit_request(self: &Arc<Self>, mutating: bool, flow: &Flow) -> Result<Slot, Refusal> {
-        let too_many = |limit| {
-            // kube's max-in-flight and priority-and-fairness filters' wording.
-            Self::too_many(
-                limit,
-                "Too many requests, please try again later.".to_owned(),
-            )
-        };
+        let too_many = |limit| Self::too_many(limit, TOO_MANY_REQUESTS.to_owned());
         let mut slot = Slot {
-            user: None,
+            user: self.admit_user(flow)?,
             permit: None,
+            seat: None,
         };
-        let max = self.config.requests_inflight_per_user_max;
-        if max > 0 {
-            let mut per_user = self
-                .per_user_inflight
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let count = per_user.entry(flow.clone()).or_default();
-            if *count >= max {
-                return Err(too_many(Limit::RequestsInflightPerUser));
-            }
-            *count += 1;
-            slot.user = Some(UserSlot {
-                limits: self.clone(),
-                flow: flow.clone(),
-            });
-        }
         let (semaphore, limit) = if mutating {
             (&self.mutating, Limit::MutatingInflight)
         } else {
@@ -476,6 +485,51 @@ impl Limits {
             );
         }
         Ok(slot)
+    }
+
+    /// The user's share of in-flight requests (`--max-requests-inflight-per-user`; `None`
+    /// when off), or the 429 to answer.
+    fn admit_user(self: &Arc<Self>, flow: &Flow) -> Result<Option<UserSlot>, Refusal> {
+        let max = self.config.requests_inflight_per_user_max;
+        if max == 0 {
+            return Ok(None);
+        }
+        let mut per_user = self
+            .per_user_inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = per_user.entry(flow.clone()).or_default();
+        if *count >= max {
+            return Err(Self::too_many(
+                Limit::RequestsInflightPerUser,
+                TOO_MANY_REQUESTS.to_owned(),
+            ));
+        }
+        *count += 1;
+        Ok(Some(UserSlot {
+            limits: self.clone(),
+            flow: flow.clone(),
+        }))
+    }
+
+    /// The user's share, then a seat of the request's priority level (waiting in its queue
+    /// at most until `wait_until`), or the 429 to answer. A request counts in its user's
+    /// share while it waits too.
+    async fn admit_fair(
+        self: &Arc<Self>,
+        class: &apf::Classification,
+        flow: &Flow,
+        wait_until: tokio::time::Instant,
+    ) -> Result<Slot, Refusal> {
+        let user = self.admit_user(flow)?;
+        let seat = class.admit(wait_until).await.map_err(|_| {
+            Self::too_many(Limit::PriorityAndFairness, TOO_MANY_REQUESTS.to_owned())
+        })?;
+        Ok(Slot {
+            user,
+            permit: None,
+            seat: Some(seat),
+        })
     }
 
     /// In-flight requests of `flow` now (0 when not counted).
@@ -530,11 +584,13 @@ impl std::fmt::Display for Flow {
 struct Slot {
     user: Option<UserSlot>,
     permit: Option<OwnedSemaphorePermit>,
+    /// The seat of its priority level (API Priority and Fairness).
+    seat: Option<apf::Seat>,
 }
 
 impl Slot {
     fn is_empty(&self) -> bool {
-        self.user.is_none() && self.permit.is_none()
+        self.user.is_none() && self.permit.is_none() && self.seat.is_none()
     }
 }
 
@@ -766,7 +822,24 @@ fn is_probe(path: &str) -> bool {
 }
 
 /// The layer (axum middleware) applying every limit; see the module docs for the order.
+/// Every answer to a request API Priority and Fairness classified carries its headers.
 pub async fn layer(State(state): State<LayerState>, request: Request, next: Next) -> Response {
+    let mut classified = None;
+    let mut response = admit(&state, request, next, &mut classified).await;
+    if let Some(class) = classified {
+        class.set_headers(&mut response);
+    }
+    response
+}
+
+/// [`layer`]'s admission and the handler, setting `classified` once the request is
+/// classified.
+async fn admit(
+    state: &LayerState,
+    request: Request,
+    next: Next,
+    classified: &mut Option<apf::Classification>,
+) -> Response {
     let limits = &state.limits;
     let config = &limits.config;
     let size = header_bytes(&request);
@@ -837,6 +910,20 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         None if !long_running => Some(tokio::time::Instant::now() + timeout),
         None => None,
     };
+    // API Priority and Fairness classifies watches (no seat) and every request that is not
+    // long-running or a probe (see `apf`).
+    *classified = limits
+        .apf
+        .as_ref()
+        .filter(|_| watch.is_some() || !(long_running || is_probe(parts.uri.path())))
+        .map(|apf| {
+            apf.classify(
+                &user,
+                parts.method.as_str(),
+                parts.uri.path(),
+                parts.uri.query(),
+            )
+        });
     let mut watch_slot = None;
     let mut slot = None;
     if let Some(options) = &watch {
@@ -858,6 +945,16 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     } else if is_probe(parts.uri.path()) {
         // kube's `probes` FlowSchema is exempt: a server whose slots are all taken still
         // answers its health checks.
+    } else if let Some(class) = classified.as_ref() {
+        // The request's arrival: its deadline less its timeout.
+        let arrival = deadline.map_or_else(tokio::time::Instant::now, |d| d - timeout);
+        match limits
+            .admit_fair(class, &flow, apf::wait_until(arrival, Some(timeout)))
+            .await
+        {
+            Ok(taken) => slot = Some(taken),
+            Err((limit, error)) => return limits.reject(limit, &error),
+        }
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         match limits.admit_request(mutating, &flow) {
