@@ -303,6 +303,8 @@ pub struct Limits {
     connections: Arc<connections::ConnectionSlots>,
     /// API Priority and Fairness, when on (it replaces `readonly` and `mutating`).
     apf: Option<Arc<apf::Apf>>,
+    /// Seats of API Priority and Fairness held now, non-mutating and mutating requests.
+    apf_inflight: [AtomicUsize; 2],
 }
 
 impl Limits {
@@ -326,6 +328,7 @@ impl Limits {
                     .unwrap_or_else(connections::derived_from_process),
             ),
             apf: None,
+            apf_inflight: Default::default(),
         }
     }
 
@@ -365,9 +368,13 @@ impl Limits {
         self.watches.load(Ordering::Relaxed)
     }
 
-    /// Requests holding an in-flight slot now (mutating or not).
+    /// Requests holding an in-flight slot now (mutating or not): a seat of API Priority and
+    /// Fairness when it is on.
     #[must_use]
     pub fn inflight(&self, mutating: bool) -> usize {
+        if self.apf.is_some() {
+            return self.apf_inflight[usize::from(mutating)].load(Ordering::Relaxed);
+        }
         let (semaphore, max) = if mutating {
             (&self.mutating, self.config.mutating_requests_inflight_max)
         } else {
@@ -518,6 +525,7 @@ impl Limits {
     async fn admit_fair(
         self: &Arc<Self>,
         class: &apf::Classification,
+        mutating: bool,
         flow: &Flow,
         wait_until: tokio::time::Instant,
     ) -> Result<Slot, Refusal> {
@@ -525,10 +533,15 @@ impl Limits {
         let seat = class.admit(wait_until).await.map_err(|_| {
             Self::too_many(Limit::PriorityAndFairness, TOO_MANY_REQUESTS.to_owned())
         })?;
+        self.apf_inflight[usize::from(mutating)].fetch_add(1, Ordering::Relaxed);
         Ok(Slot {
             user,
             permit: None,
-            seat: Some(seat),
+            seat: Some(FairSlot {
+                _seat: seat,
+                limits: self.clone(),
+                mutating,
+            }),
         })
     }
 
@@ -585,7 +598,22 @@ struct Slot {
     user: Option<UserSlot>,
     permit: Option<OwnedSemaphorePermit>,
     /// The seat of its priority level (API Priority and Fairness).
-    seat: Option<apf::Seat>,
+    seat: Option<FairSlot>,
+}
+
+/// A seat of API Priority and Fairness, counted by kind for
+/// `apiserver_current_inflight_requests` until dropped.
+#[derive(Debug)]
+struct FairSlot {
+    _seat: apf::Seat,
+    limits: Arc<Limits>,
+    mutating: bool,
+}
+
+impl Drop for FairSlot {
+    fn drop(&mut self) {
+        self.limits.apf_inflight[usize::from(self.mutating)].fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Slot {
@@ -948,8 +976,10 @@ async fn admit(
     } else if let Some(class) = classified.as_ref() {
         // The request's arrival: its deadline less its timeout.
         let arrival = deadline.map_or_else(tokio::time::Instant::now, |d| d - timeout);
+        let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+        let wait_until = apf::wait_until(arrival, Some(timeout));
         match limits
-            .admit_fair(class, &flow, apf::wait_until(arrival, Some(timeout)))
+            .admit_fair(class, mutating, &flow, wait_until)
             .await
         {
             Ok(taken) => slot = Some(taken),
