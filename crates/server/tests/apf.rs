@@ -175,9 +175,9 @@ fn assert_classified(answer: &Answer, schema_uid: &str, level_uid: &str) {
         answer.head
     );
     assert!(
-        answer
-            .head
-            .contains(&format!("x-kubernetes-pf-prioritylevel-uid: {level_uid}\r\n")),
+        answer.head.contains(&format!(
+            "x-kubernetes-pf-prioritylevel-uid: {level_uid}\r\n"
+        )),
         "{}",
         answer.head
     );
@@ -220,9 +220,13 @@ async fn answers_name_their_flow_schema_and_priority_level() {
     assert_status(&answer, 404, "NotFound");
     assert_classified(&answer, &catch_all.0, &catch_all.1);
     // A watch is classified too (its head carries the headers).
-    let mut stream = raw::send(addr, &head("GET", &format!("{CM}?watch=true"), "bob-token", 0), b"")
-        .await
-        .unwrap();
+    let mut stream = raw::send(
+        addr,
+        &head("GET", &format!("{CM}?watch=true"), "bob-token", 0),
+        b"",
+    )
+    .await
+    .unwrap();
     let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
         .await
         .expect("a head")
@@ -230,7 +234,10 @@ async fn answers_name_their_flow_schema_and_priority_level() {
         .to_ascii_lowercase();
     assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
     assert!(
-        watch_head.contains(&format!("x-kubernetes-pf-flowschema-uid: {}\r\n", catch_all.0)),
+        watch_head.contains(&format!(
+            "x-kubernetes-pf-flowschema-uid: {}\r\n",
+            catch_all.0
+        )),
         "{watch_head}"
     );
     server.shutdown().await;
@@ -263,7 +270,11 @@ async fn a_reject_level_refuses_past_its_seat_while_others_are_served() {
         refused.json()["message"],
         "Too many requests, please try again later."
     );
-    assert!(refused.head.contains("retry-after: 1\r\n"), "{}", refused.head);
+    assert!(
+        refused.head.contains("retry-after: 1\r\n"),
+        "{}",
+        refused.head
+    );
     assert_classified(&refused, &schema_uid, &level_uid);
     let served = call(addr, "bob-token", "GET", CM, "").await;
     assert_eq!(served.status, 200, "{}", served.body);
@@ -403,7 +414,10 @@ async fn a_flood_by_one_user_does_not_starve_another() {
             before_bob += 1;
         }
     }
-    assert!(before_bob <= 1, "{before_bob} of alice's ten were served before bob's");
+    assert!(
+        before_bob <= 1,
+        "{before_bob} of alice's ten were served before bob's"
+    );
     server.shutdown().await;
 }
 

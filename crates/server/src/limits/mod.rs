@@ -18,8 +18,9 @@
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
-//! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow) | 400  | 429 TooManyRequests, `Retry-After: 1` |
-//! | `max-mutating-requests-inflight`              | 200     | 429 TooManyRequests, `Retry-After: 1` |
+//! | `enable-priority-and-fairness` ([`apf`]: classified requests take a seat of their priority level, the levels sharing the two in-flight limits below added up; watches, long-running requests and probes excepted) | true | 429 TooManyRequests, `Retry-After: 1`, at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
+//! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow; API Priority and Fairness off) | 400  | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-mutating-requests-inflight` (API Priority and Fairness off) | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-user` (per [`Flow`])          | 1000    | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-connection` (HTTP/2 streams) | 250     | 429 TooManyRequests, `Retry-After: 1` |
@@ -40,10 +41,14 @@
 //!   `--request-timeout 5s` the 500 streams were reset at 5 s and the next GET got 200).
 //! - One user's in-flight requests are at most `--max-requests-inflight-per-user` (both kinds
 //!   together), so within the deadline one client takes at most that share of the server's
-//!   slots; the anonymous user is one [`Flow`] per client address (kube's API Priority and
-//!   Fairness queues per user; this is its simplest form: a cap, no queues, the same 429).
-//!   The default, 100, is far above what client-go's default rate (5 per second, bursts of
-//!   10) or a controller's worker pool keeps in flight, and a quarter of the read slots.
+//!   slots; the anonymous user is one [`Flow`] per client address (a cap, no queues, the 429
+//!   of kube's API Priority and Fairness). The default, 100, is far above what client-go's
+//!   default rate (5 per second, bursts of 10) or a controller's worker pool keeps in flight,
+//!   and a quarter of the read slots. It applies with API Priority and Fairness ([`apf`]) on
+//!   too, to a user's waiting and executing requests together: the configuration this server
+//!   creates is kube's mandatory one, whose `catch-all` level (every user but
+//!   `system:masters`) refuses without queues, so the cap is then the only per-user share
+//!   (`0` leaves only kube's flow control).
 //! - Anonymous watches are counted per client address for `--max-watches-per-user` too.
 //! - A LIST whose selection is expensive (its objects times its selectors' requirements above
 //!   about a quarter million checks) selects on tokio's blocking pool, not on a runtime worker
@@ -65,10 +70,13 @@
 //! 2. authentication (401 before anything is read or counted), 2b. the path form
 //!    ([`check_path`]), 2c. authorization from the URL alone ([`LayerState::authorize`]: the
 //!    verb, resource, namespace, name and subresource are known before the body; 403 before a
-//!    slot is taken or a byte of the body is read), 3. watch
+//!    slot is taken or a byte of the body is read), 2d. API Priority and Fairness'
+//!    classification ([`apf`]), 3. watch
 //!    slots or in-flight slots, the user's share first (so a slow body holds a slot: the
 //!    number of bodies being read, and the memory they take, is bounded by the in-flight
-//!    limits times the body limit),
+//!    limits times the body limit); with API Priority and Fairness, the user's share and then
+//!    a seat of the request's priority level, waiting for it in a queue (the user's share
+//!    counts its waiting requests too),
 //! 4. the body, read whole within the size and time bounds (and the request's deadline:
 //!    504 when that comes first). The handler then sees a complete body, and is dropped (its
 //!    slots with it) if it has not answered by the deadline: 504. Watch and in-flight slots
@@ -978,10 +986,7 @@ async fn admit(
         let arrival = deadline.map_or_else(tokio::time::Instant::now, |d| d - timeout);
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         let wait_until = apf::wait_until(arrival, Some(timeout));
-        match limits
-            .admit_fair(class, mutating, &flow, wait_until)
-            .await
-        {
+        match limits.admit_fair(class, mutating, &flow, wait_until).await {
             Ok(taken) => slot = Some(taken),
             Err((limit, error)) => return limits.reject(limit, &error),
         }

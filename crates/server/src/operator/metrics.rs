@@ -844,7 +844,8 @@ fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
         (
             "apiserver_flowcontrol_current_inqueue_requests",
             "Requests waiting in a queue of API Priority and Fairness.",
-            (|c| &c.waiting) as fn(&crate::limits::apf::FlowCounts) -> &std::sync::atomic::AtomicI64,
+            (|c| &c.waiting)
+                as fn(&crate::limits::apf::FlowCounts) -> &std::sync::atomic::AtomicI64,
         ),
         (
             "apiserver_flowcontrol_current_executing_requests",

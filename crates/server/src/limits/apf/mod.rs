@@ -86,7 +86,10 @@ pub fn wait_until(
     arrival: tokio::time::Instant,
     timeout: Option<Duration>,
 ) -> tokio::time::Instant {
-    arrival + timeout.map_or(DEFAULT_WAIT_LIMIT, |t| t / 4).min(MAX_WAIT_LIMIT)
+    arrival
+        + timeout
+            .map_or(DEFAULT_WAIT_LIMIT, |t| t / 4)
+            .min(MAX_WAIT_LIMIT)
 }
 
 /// A PriorityLevelConfiguration's spec, as far as the seats and queues read it (stored
@@ -352,12 +355,14 @@ impl Apf {
                 let spec: FlowSchemaSpec =
                     serde_json::from_value(object.body().get("spec")?.clone()).ok()?;
                 // A dangling schema (its level missing) classifies nothing.
-                levels.contains_key(&spec.priority_level_configuration.name).then(|| Schema {
-                    name: object.name().to_owned(),
-                    uid: text(object, "/metadata/uid").to_owned(),
-                    precedence: spec.matching_precedence.unwrap_or(1000),
-                    spec,
-                })
+                levels
+                    .contains_key(&spec.priority_level_configuration.name)
+                    .then(|| Schema {
+                        name: object.name().to_owned(),
+                        uid: text(object, "/metadata/uid").to_owned(),
+                        precedence: spec.matching_precedence.unwrap_or(1000),
+                        spec,
+                    })
             })
             .collect();
         schemas.sort_by(|a, b| (a.precedence, &a.name).cmp(&(b.precedence, &b.name)));
@@ -588,7 +593,10 @@ mod tests {
         let masters = user("root", &["system:masters", "system:authenticated"]);
         let alice = user("alice", &["system:authenticated"]);
         let class = apf.classify(&masters, "GET", "/api/v1/pods", None);
-        assert_eq!((class.flow_schema.as_str(), class.priority_level.as_str()), ("exempt", "exempt"));
+        assert_eq!(
+            (class.flow_schema.as_str(), class.priority_level.as_str()),
+            ("exempt", "exempt")
+        );
         assert_eq!(class.flow_schema_uid, "uid-exempt");
         let class = apf.classify(&alice, "GET", "/api/v1/pods", None);
         assert_eq!(class.priority_level, "catch-all");
@@ -596,27 +604,44 @@ mod tests {
         // Only the two mandatory levels: catch-all has every seat (exempt's shares are 0).
         assert_eq!(apf.seats("catch-all"), Some(600));
         // A schema for alice at a new level; two of equal precedence are taken by name.
-        let rule = |user: &str| json!([{"subjects": [{"kind": "User", "user": {"name": user}}],
+        let rule = |user: &str| {
+            json!([{"subjects": [{"kind": "User", "user": {"name": user}}],
             "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                "clusterScope": true, "namespaces": ["*"]}]}]);
+                "clusterScope": true, "namespaces": ["*"]}]}])
+        };
         apf.changes(
             &def("prioritylevelconfigurations"),
             2,
-            &[Change::put(object("PriorityLevelConfiguration", "slow",
+            &[Change::put(object(
+                "PriorityLevelConfiguration",
+                "slow",
                 json!({"type": "Limited", "limited": {"nominalConcurrencyShares": 1,
-                    "limitResponse": {"type": "Reject"}}})))],
+                    "limitResponse": {"type": "Reject"}}}),
+            ))],
         );
         apf.changes(
             &def("flowschemas"),
             3,
             &[
-                Change::put(object("FlowSchema", "b-alice", json!({"matchingPrecedence": 500,
-                    "priorityLevelConfiguration": {"name": "slow"}, "rules": rule("alice")}))),
-                Change::put(object("FlowSchema", "a-alice", json!({"matchingPrecedence": 500,
-                    "priorityLevelConfiguration": {"name": "catch-all"}, "rules": rule("alice")}))),
-                Change::put(object("FlowSchema", "dangling", json!({"matchingPrecedence": 100,
-                    "priorityLevelConfiguration": {"name": "nowhere"}, "rules": rule("alice")}))),
+                Change::put(object(
+                    "FlowSchema",
+                    "b-alice",
+                    json!({"matchingPrecedence": 500,
+                    "priorityLevelConfiguration": {"name": "slow"}, "rules": rule("alice")}),
+                )),
+                Change::put(object(
+                    "FlowSchema",
+                    "a-alice",
+                    json!({"matchingPrecedence": 500,
+                    "priorityLevelConfiguration": {"name": "catch-all"}, "rules": rule("alice")}),
+                )),
+                Change::put(object(
+                    "FlowSchema",
+                    "dangling",
+                    json!({"matchingPrecedence": 100,
+                    "priorityLevelConfiguration": {"name": "nowhere"}, "rules": rule("alice")}),
+                )),
             ],
         );
         let class = apf.classify(&alice, "GET", "/api/v1/pods", None);
@@ -624,16 +649,18 @@ mod tests {
         // 600 × 1 / 6 and 600 × 5 / 6.
         assert_eq!(apf.seats("slow"), Some(100));
         assert_eq!(apf.seats("catch-all"), Some(500));
-        apf.changes(
-            &def("flowschemas"),
-            4,
-            &[Change::delete("a-alice")],
-        );
+        apf.changes(&def("flowschemas"), 4, &[Change::delete("a-alice")]);
         let class = apf.classify(&alice, "GET", "/api/v1/pods", None);
-        assert_eq!((class.flow_schema.as_str(), class.priority_level.as_str()), ("b-alice", "slow"));
+        assert_eq!(
+            (class.flow_schema.as_str(), class.priority_level.as_str()),
+            ("b-alice", "slow")
+        );
         // Nothing matches: catch-all.
         let class = apf.classify(&user("system:anonymous", &[]), "GET", "/version", None);
-        assert_eq!((class.flow_schema.as_str(), class.priority_level.as_str()), ("catch-all", "catch-all"));
+        assert_eq!(
+            (class.flow_schema.as_str(), class.priority_level.as_str()),
+            ("catch-all", "catch-all")
+        );
     }
 
     #[test]
@@ -648,9 +675,18 @@ mod tests {
     #[test]
     fn wait_limits_are_kubes() {
         let now = tokio::time::Instant::now();
-        assert_eq!(wait_until(now, Some(Duration::from_secs(60))), now + Duration::from_secs(15));
-        assert_eq!(wait_until(now, Some(Duration::from_secs(8))), now + Duration::from_secs(2));
-        assert_eq!(wait_until(now, Some(Duration::from_secs(600))), now + Duration::from_secs(60));
+        assert_eq!(
+            wait_until(now, Some(Duration::from_secs(60))),
+            now + Duration::from_secs(15)
+        );
+        assert_eq!(
+            wait_until(now, Some(Duration::from_secs(8))),
+            now + Duration::from_secs(2)
+        );
+        assert_eq!(
+            wait_until(now, Some(Duration::from_secs(600))),
+            now + Duration::from_secs(60)
+        );
         assert_eq!(wait_until(now, None), now + Duration::from_secs(15));
     }
 }

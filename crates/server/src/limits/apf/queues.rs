@@ -449,7 +449,10 @@ mod tests {
         );
         drop(first);
         assert!(level.admit(3, &flow, far()).await.is_ok());
-        assert_eq!(flow.rejected[Reason::ConcurrencyLimit as usize].load(Ordering::Relaxed), 1);
+        assert_eq!(
+            flow.rejected[Reason::ConcurrencyLimit as usize].load(Ordering::Relaxed),
+            1
+        );
     }
 
     #[tokio::test]
@@ -506,7 +509,10 @@ mod tests {
         waiter.abort();
         let _ = waiter.await;
         assert_eq!(level.waiting(), 0);
-        assert_eq!(flow.rejected[Reason::Cancelled as usize].load(Ordering::Relaxed), 1);
+        assert_eq!(
+            flow.rejected[Reason::Cancelled as usize].load(Ordering::Relaxed),
+            1
+        );
         assert_eq!(
             level
                 .admit(0, &flow, tokio::time::Instant::now())

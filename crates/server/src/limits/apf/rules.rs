@@ -101,7 +101,12 @@ impl RequestInfo {
                 "PATCH" => "patch",
                 "DELETE" if info.name.is_empty() => "deletecollection",
                 "DELETE" => "delete",
-                other => return RequestInfo { verb: other.to_ascii_lowercase(), ..info },
+                other => {
+                    return RequestInfo {
+                        verb: other.to_ascii_lowercase(),
+                        ..info
+                    };
+                }
             }
             .to_owned();
         }
@@ -316,25 +321,41 @@ mod tests {
     fn request_info_is_kubes() {
         let info = RequestInfo::of("GET", "/api/v1/namespaces/a/pods", None);
         assert_eq!(
-            (info.verb.as_str(), info.resource.as_str(), info.namespace.as_str()),
+            (
+                info.verb.as_str(),
+                info.resource.as_str(),
+                info.namespace.as_str()
+            ),
             ("list", "pods", "a")
         );
         let info = RequestInfo::of("GET", "/api/v1/namespaces/a/pods", Some("watch=true"));
         assert_eq!(info.verb, "watch");
         let info = RequestInfo::of("GET", "/apis/apps/v1/watch/namespaces/a/deployments", None);
         assert_eq!(
-            (info.verb.as_str(), info.group.as_str(), info.resource.as_str()),
+            (
+                info.verb.as_str(),
+                info.group.as_str(),
+                info.resource.as_str()
+            ),
             ("watch", "apps", "deployments")
         );
         let info = RequestInfo::of("PUT", "/api/v1/namespaces/a/pods/p/status", None);
         assert_eq!(
-            (info.verb.as_str(), info.name.as_str(), info.subresource.as_str()),
+            (
+                info.verb.as_str(),
+                info.name.as_str(),
+                info.subresource.as_str()
+            ),
             ("update", "p", "status")
         );
         // A namespace's own subresources stay on the namespace.
         let info = RequestInfo::of("PUT", "/api/v1/namespaces/a/finalize", None);
         assert_eq!(
-            (info.resource.as_str(), info.name.as_str(), info.subresource.as_str()),
+            (
+                info.resource.as_str(),
+                info.name.as_str(),
+                info.subresource.as_str()
+            ),
             ("namespaces", "a", "finalize")
         );
         let info = RequestInfo::of("DELETE", "/api/v1/namespaces/a/configmaps", None);
@@ -363,7 +384,9 @@ mod tests {
         assert!(rule(json!({"kind": "Group", "group": {"name": "devs"}})).matches(&alice, &info));
         assert!(!rule(json!({"kind": "Group", "group": {"name": "devs"}})).matches(&robot, &info));
         let sa = |ns: &str, name: &str| {
-            rule(json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": ns, "name": name}}))
+            rule(
+                json!({"kind": "ServiceAccount", "serviceAccount": {"namespace": ns, "name": name}}),
+            )
         };
         assert!(sa("ops", "robot").matches(&robot, &info));
         assert!(sa("ops", "*").matches(&robot, &info));
@@ -374,26 +397,36 @@ mod tests {
 
     #[test]
     fn resource_rules_match_verbs_groups_resources_and_scope() {
-        let schema = spec(json!({"rules": [{"subjects": [{"kind": "Group", "group": {"name": "*"}}],
+        let schema = spec(
+            json!({"rules": [{"subjects": [{"kind": "Group", "group": {"name": "*"}}],
             "resourceRules": [{"verbs": ["get", "list"], "apiGroups": ["apps"],
-                "resources": ["deployments", "deployments/scale"], "namespaces": ["a"]}]}]}));
+                "resources": ["deployments", "deployments/scale"], "namespaces": ["a"]}]}]}),
+        );
         let anyone = user("x", &[]);
         let matches = |method: &str, path: &str| {
             schema.matches(&anyone, &RequestInfo::of(method, path, None))
         };
         assert!(matches("GET", "/apis/apps/v1/namespaces/a/deployments"));
-        assert!(matches("GET", "/apis/apps/v1/namespaces/a/deployments/d/scale"));
-        assert!(!matches("GET", "/apis/apps/v1/namespaces/a/deployments/d/status"));
+        assert!(matches(
+            "GET",
+            "/apis/apps/v1/namespaces/a/deployments/d/scale"
+        ));
+        assert!(!matches(
+            "GET",
+            "/apis/apps/v1/namespaces/a/deployments/d/status"
+        ));
         assert!(!matches("GET", "/apis/apps/v1/namespaces/b/deployments"));
         assert!(!matches("POST", "/apis/apps/v1/namespaces/a/deployments"));
         assert!(!matches("GET", "/api/v1/namespaces/a/deployments"));
         // Cluster-scoped requests need clusterScope, non-resource ones a non-resource rule.
         assert!(!matches("GET", "/apis/apps/v1/deployments"));
         assert!(!matches("GET", "/healthz"));
-        let cluster = spec(json!({"rules": [{"subjects": [{"kind": "Group", "group": {"name": "*"}}],
+        let cluster = spec(
+            json!({"rules": [{"subjects": [{"kind": "Group", "group": {"name": "*"}}],
             "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
                 "clusterScope": true}],
-            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/metrics/*"]}]}]}));
+            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/metrics/*"]}]}]}),
+        );
         let matches = |method: &str, path: &str| {
             cluster.matches(&anyone, &RequestInfo::of(method, path, None))
         };
