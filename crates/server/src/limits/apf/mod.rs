@@ -53,6 +53,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use serde::Deserialize;
 use serde_json::Value;
 use watchkeeper_api::ResourceDef;
@@ -185,28 +186,48 @@ impl LevelSpec {
     }
 }
 
-/// One FlowSchema of the classifier.
+/// A name and uid of the classifier (the uid also as the header value it is sent as).
+#[derive(Clone, Debug)]
+struct Named {
+    name: Arc<str>,
+    uid: Arc<str>,
+    header: HeaderValue,
+}
+
+impl Named {
+    fn new(name: &str, uid: &str) -> Named {
+        Named {
+            name: name.into(),
+            uid: uid.into(),
+            header: HeaderValue::from_str(uid).unwrap_or_else(|_| HeaderValue::from_static("")),
+        }
+    }
+}
+
+/// One FlowSchema of the classifier, with its level and its counts.
 #[derive(Debug)]
 struct Schema {
-    name: String,
-    uid: String,
+    named: Named,
     precedence: i64,
     spec: FlowSchemaSpec,
+    level: LevelEntry,
+    counts: Arc<FlowCounts>,
 }
 
 /// A priority level of the classifier.
 #[derive(Clone, Debug)]
 struct LevelEntry {
-    name: String,
-    uid: String,
+    named: Named,
     level: Arc<Level>,
 }
 
-/// What classification reads: the schemas in matching order and the levels by name.
-#[derive(Debug, Default)]
+/// What classification reads: the schemas in matching order, the levels by name, and where a
+/// request no schema matches goes (`catch-all`, counted under the FlowSchema `catch-all`).
+#[derive(Debug)]
 struct Classifier {
     schemas: Vec<Schema>,
     levels: HashMap<String, LevelEntry>,
+    unmatched: (Named, LevelEntry, Arc<FlowCounts>),
 }
 
 /// The cached flow-control objects by cache key.
@@ -219,31 +240,42 @@ struct Objects {
 /// A request's classification: its FlowSchema, priority level and flow.
 #[derive(Clone, Debug)]
 pub struct Classification {
-    /// The FlowSchema's name.
-    pub flow_schema: String,
-    /// The FlowSchema's uid (empty when none matched).
-    pub flow_schema_uid: String,
-    /// The priority level's name.
-    pub priority_level: String,
-    /// The priority level's uid (empty for the built-in `catch-all`).
-    pub priority_level_uid: String,
-    level: Arc<Level>,
+    schema: Named,
+    level: LevelEntry,
     hash: u64,
     counts: Arc<FlowCounts>,
 }
 
 impl Classification {
+    /// The FlowSchema's name.
+    #[must_use]
+    pub fn flow_schema(&self) -> &str {
+        &self.schema.name
+    }
+
+    /// The FlowSchema's uid (empty when none matched and none is named `catch-all`).
+    #[must_use]
+    pub fn flow_schema_uid(&self) -> &str {
+        &self.schema.uid
+    }
+
+    /// The priority level's name.
+    #[must_use]
+    pub fn priority_level(&self) -> &str {
+        &self.level.named.name
+    }
+
+    /// The priority level's uid (empty for the built-in `catch-all`).
+    #[must_use]
+    pub fn priority_level_uid(&self) -> &str {
+        &self.level.named.uid
+    }
+
     /// Adds the two `X-Kubernetes-PF-*-UID` headers to `response`.
     pub fn set_headers(&self, response: &mut axum::response::Response) {
         let headers = response.headers_mut();
-        for (name, value) in [
-            (FLOW_SCHEMA_UID_HEADER, &self.flow_schema_uid),
-            (PRIORITY_LEVEL_UID_HEADER, &self.priority_level_uid),
-        ] {
-            if let Ok(value) = axum::http::HeaderValue::from_str(value) {
-                headers.insert(name, value);
-            }
-        }
+        headers.insert(FLOW_SCHEMA_UID_HEADER, self.schema.header.clone());
+        headers.insert(PRIORITY_LEVEL_UID_HEADER, self.level.named.header.clone());
     }
 
     /// A seat of its level, waiting in its flow's queue at most until `wait_until`.
@@ -251,7 +283,10 @@ impl Classification {
     /// # Errors
     /// Why it was refused (counted).
     pub async fn admit(&self, wait_until: tokio::time::Instant) -> Result<Seat, Reason> {
-        self.level.admit(self.hash, &self.counts, wait_until).await
+        self.level
+            .level
+            .admit(self.hash, &self.counts, wait_until)
+            .await
     }
 }
 
@@ -276,8 +311,11 @@ pub struct Apf {
     server_limit: usize,
     objects: Mutex<Objects>,
     classifier: RwLock<Arc<Classifier>>,
-    counts: Mutex<BTreeMap<(String, String), Arc<FlowCounts>>>,
+    counts: Mutex<BTreeMap<Pair, Arc<FlowCounts>>>,
 }
+
+/// A (FlowSchema, priority level) pair's names.
+type Pair = (Arc<str>, Arc<str>);
 
 fn text<'a>(object: &'a Object, pointer: &str) -> &'a str {
     object
@@ -292,20 +330,45 @@ impl Apf {
     /// the reflector lists the objects.
     #[must_use]
     pub fn new(server_limit: usize) -> Arc<Apf> {
-        let apf = Arc::new(Apf {
+        let apf = Apf {
             server_limit,
             objects: Mutex::default(),
-            classifier: RwLock::default(),
+            classifier: RwLock::new(Arc::new(Classifier {
+                schemas: Vec::new(),
+                levels: HashMap::new(),
+                unmatched: (
+                    Named::new("catch-all", ""),
+                    LevelEntry {
+                        named: Named::new("catch-all", ""),
+                        level: Level::new(LevelConfig {
+                            exempt: false,
+                            limit: 0,
+                            queuing: None,
+                        }),
+                    },
+                    Arc::default(),
+                ),
+            })),
             counts: Mutex::default(),
-        });
-        apf.rebuild(&apf.objects.lock().unwrap_or_else(PoisonError::into_inner));
-        apf
+        };
+        apf.rebuild(&Objects::default());
+        Arc::new(apf)
     }
 
     /// The server's concurrency limit the levels share.
     #[must_use]
     pub fn server_limit(&self) -> usize {
         self.server_limit
+    }
+
+    /// The counts of (`schema`, `level`), created at first use.
+    fn counts_of(&self, schema: &Arc<str>, level: &Arc<str>) -> Arc<FlowCounts> {
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((schema.clone(), level.clone()))
+            .or_default()
+            .clone()
     }
 
     /// Rebuilds the classifier from `objects`, keeping the live state of the levels that
@@ -346,7 +409,8 @@ impl Apf {
                 }
                 None => Level::new(config),
             };
-            levels.insert(name.clone(), LevelEntry { name, uid, level });
+            let named = Named::new(&name, &uid);
+            levels.insert(name, LevelEntry { named, level });
         }
         let mut schemas: Vec<Schema> = objects
             .schemas
@@ -355,21 +419,32 @@ impl Apf {
                 let spec: FlowSchemaSpec =
                     serde_json::from_value(object.body().get("spec")?.clone()).ok()?;
                 // A dangling schema (its level missing) classifies nothing.
-                levels
-                    .contains_key(&spec.priority_level_configuration.name)
-                    .then(|| Schema {
-                        name: object.name().to_owned(),
-                        uid: text(object, "/metadata/uid").to_owned(),
-                        precedence: spec.matching_precedence.unwrap_or(1000),
-                        spec,
-                    })
+                let level = levels.get(&spec.priority_level_configuration.name)?.clone();
+                let named = Named::new(object.name(), text(object, "/metadata/uid"));
+                Some(Schema {
+                    counts: self.counts_of(&named.name, &level.named.name),
+                    named,
+                    precedence: spec.matching_precedence.unwrap_or(1000),
+                    spec,
+                    level,
+                })
             })
             .collect();
-        schemas.sort_by(|a, b| (a.precedence, &a.name).cmp(&(b.precedence, &b.name)));
+        schemas.sort_by(|a, b| (a.precedence, &a.named.name).cmp(&(b.precedence, &b.named.name)));
+        let catch_all = levels["catch-all"].clone();
+        let schema = schemas
+            .iter()
+            .find(|s| &*s.named.name == "catch-all")
+            .map_or_else(|| Named::new("catch-all", ""), |s| s.named.clone());
+        let counts = self.counts_of(&schema.name, &catch_all.named.name);
         *self
             .classifier
             .write()
-            .unwrap_or_else(PoisonError::into_inner) = Arc::new(Classifier { schemas, levels });
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(Classifier {
+            schemas,
+            levels,
+            unmatched: (schema, catch_all, counts),
+        });
     }
 
     fn classifier(&self) -> Arc<Classifier> {
@@ -390,48 +465,26 @@ impl Apf {
     ) -> Classification {
         let info = RequestInfo::of(method, path, query);
         let classifier = self.classifier();
-        let matched = classifier
+        match classifier
             .schemas
             .iter()
-            .find(|schema| schema.spec.matches(user, &info));
-        let (flow_schema, flow_schema_uid, level_name, distinguisher) = match matched {
-            Some(schema) => (
-                schema.name.as_str(),
-                schema.uid.as_str(),
-                schema.spec.priority_level_configuration.name.as_str(),
-                schema.spec.distinguisher(user, &info),
-            ),
-            None => ("catch-all", "", "catch-all", user.name.clone()),
-        };
-        let entry = classifier
-            .levels
-            .get(level_name)
-            .or_else(|| classifier.levels.get("catch-all"))
-            .cloned()
-            .unwrap_or_else(|| LevelEntry {
-                name: "catch-all".to_owned(),
-                uid: String::new(),
-                level: Level::new(LevelConfig {
-                    exempt: false,
-                    limit: 0,
-                    queuing: None,
-                }),
-            });
-        let counts = self
-            .counts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((flow_schema.to_owned(), entry.name.clone()))
-            .or_default()
-            .clone();
-        Classification {
-            flow_schema: flow_schema.to_owned(),
-            flow_schema_uid: flow_schema_uid.to_owned(),
-            priority_level: entry.name,
-            priority_level_uid: entry.uid,
-            level: entry.level,
-            hash: flow_hash(flow_schema, &distinguisher),
-            counts,
+            .find(|schema| schema.spec.matches(user, &info))
+        {
+            Some(schema) => Classification {
+                hash: flow_hash(&schema.named.name, schema.spec.distinguisher(user, &info)),
+                schema: schema.named.clone(),
+                level: schema.level.clone(),
+                counts: schema.counts.clone(),
+            },
+            None => {
+                let (schema, level, counts) = &classifier.unmatched;
+                Classification {
+                    hash: flow_hash(&schema.name, &user.name),
+                    schema: schema.clone(),
+                    level: level.clone(),
+                    counts: counts.clone(),
+                }
+            }
         }
     }
 
@@ -442,7 +495,9 @@ impl Apf {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(key, counts)| (key.clone(), counts.clone()))
+            .map(|((schema, level), counts)| {
+                ((schema.to_string(), level.to_string()), counts.clone())
+            })
             .collect()
     }
 
@@ -594,13 +649,13 @@ mod tests {
         let alice = user("alice", &["system:authenticated"]);
         let class = apf.classify(&masters, "GET", "/api/v1/pods", None);
         assert_eq!(
-            (class.flow_schema.as_str(), class.priority_level.as_str()),
+            (class.flow_schema(), class.priority_level()),
             ("exempt", "exempt")
         );
-        assert_eq!(class.flow_schema_uid, "uid-exempt");
+        assert_eq!(class.flow_schema_uid(), "uid-exempt");
         let class = apf.classify(&alice, "GET", "/api/v1/pods", None);
-        assert_eq!(class.priority_level, "catch-all");
-        assert_eq!(class.priority_level_uid, "uid-catch-all");
+        assert_eq!(class.priority_level(), "catch-all");
+        assert_eq!(class.priority_level_uid(), "uid-catch-all");
         // Only the two mandatory levels: catch-all has every seat (exempt's shares are 0).
         assert_eq!(apf.seats("catch-all"), Some(600));
         // A schema for alice at a new level; two of equal precedence are taken by name.
@@ -645,20 +700,20 @@ mod tests {
             ],
         );
         let class = apf.classify(&alice, "GET", "/api/v1/pods", None);
-        assert_eq!(class.flow_schema, "a-alice");
+        assert_eq!(class.flow_schema(), "a-alice");
         // 600 × 1 / 6 and 600 × 5 / 6.
         assert_eq!(apf.seats("slow"), Some(100));
         assert_eq!(apf.seats("catch-all"), Some(500));
         apf.changes(&def("flowschemas"), 4, &[Change::delete("a-alice")]);
         let class = apf.classify(&alice, "GET", "/api/v1/pods", None);
         assert_eq!(
-            (class.flow_schema.as_str(), class.priority_level.as_str()),
+            (class.flow_schema(), class.priority_level()),
             ("b-alice", "slow")
         );
         // Nothing matches: catch-all.
         let class = apf.classify(&user("system:anonymous", &[]), "GET", "/version", None);
         assert_eq!(
-            (class.flow_schema.as_str(), class.priority_level.as_str()),
+            (class.flow_schema(), class.priority_level()),
             ("catch-all", "catch-all")
         );
     }
@@ -667,8 +722,8 @@ mod tests {
     fn without_objects_the_built_in_catch_all_rejects_past_every_seat() {
         let apf = Apf::new(3);
         let class = apf.classify(&user("x", &[]), "GET", "/version", None);
-        assert_eq!(class.priority_level, "catch-all");
-        assert_eq!(class.priority_level_uid, "");
+        assert_eq!(class.priority_level(), "catch-all");
+        assert_eq!(class.priority_level_uid(), "");
         assert_eq!(apf.seats("catch-all"), Some(3));
     }
 

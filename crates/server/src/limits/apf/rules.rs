@@ -19,42 +19,65 @@
 //! - A spec this module cannot read (no such field, a wrong type) matches nothing: the
 //!   server's validation admits only well-formed ones.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use crate::auth::User;
 
-/// The attributes of a request that FlowSchema rules match (kube's `RequestInfo`).
+/// The attributes of a request that FlowSchema rules match (kube's `RequestInfo`), borrowed
+/// from its path.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RequestInfo {
+pub struct RequestInfo<'a> {
     /// Whether it is a resource request (`/api`, `/apis`).
     pub resource_request: bool,
     /// `get`, `list`, `watch`, `create`, ... for resources; the lower-case method otherwise.
-    pub verb: String,
+    pub verb: Cow<'a, str>,
     /// The API group (empty for the core group).
-    pub group: String,
+    pub group: &'a str,
     /// The resource (plural).
-    pub resource: String,
+    pub resource: &'a str,
     /// The subresource, empty when none.
-    pub subresource: String,
+    pub subresource: &'a str,
     /// The namespace, empty when cluster-scoped.
-    pub namespace: String,
+    pub namespace: &'a str,
     /// The object's name, empty for a collection.
-    pub name: String,
+    pub name: &'a str,
     /// The path (for non-resource rules).
-    pub path: String,
+    pub path: &'a str,
 }
 
-impl RequestInfo {
+/// The lower-case method (kube's non-resource verb), without allocating for the usual ones.
+fn lower(method: &str) -> Cow<'_, str> {
+    match method {
+        "GET" => "get".into(),
+        "HEAD" => "head".into(),
+        "POST" => "post".into(),
+        "PUT" => "put".into(),
+        "PATCH" => "patch".into(),
+        "DELETE" => "delete".into(),
+        "OPTIONS" => "options".into(),
+        other => other.to_ascii_lowercase().into(),
+    }
+}
+
+impl<'a> RequestInfo<'a> {
     /// The attributes of `method` on `path` with `query` (kube's `NewRequestInfo`).
     #[must_use]
-    pub fn of(method: &str, path: &str, query: Option<&str>) -> RequestInfo {
+    pub fn of(method: &'a str, path: &'a str, query: Option<&str>) -> RequestInfo<'a> {
         let non_resource = || RequestInfo {
-            verb: method.to_ascii_lowercase(),
-            path: path.to_owned(),
+            verb: lower(method),
+            path,
             ..RequestInfo::default()
         };
-        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let (group, rest) = match parts.as_slice() {
+        // The segments that matter (`apis/G/V/watch/namespaces/NS/R/NAME/SUB`), unallocated.
+        let mut segments = [""; 10];
+        let mut count = 0;
+        for (slot, segment) in segments.iter_mut().zip(path.trim_matches('/').split('/')) {
+            *slot = segment;
+            count += 1;
+        }
+        let (group, mut rest) = match &segments[..count] {
             ["api", _version, rest @ ..] => ("", rest),
             ["apis", group, _version, rest @ ..] => (*group, rest),
             _ => return non_resource(),
@@ -65,50 +88,44 @@ impl RequestInfo {
         }
         let mut info = RequestInfo {
             resource_request: true,
-            group: group.to_owned(),
-            path: path.to_owned(),
+            group,
+            path,
             ..RequestInfo::default()
         };
-        let mut rest = rest;
         if let [first @ ("watch" | "proxy"), tail @ ..] = rest
             && !tail.is_empty()
         {
-            info.verb = (*first).to_owned();
+            info.verb = Cow::Borrowed(*first);
             rest = tail;
         }
         if let ["namespaces", namespace, tail @ ..] = rest {
-            info.namespace = (*namespace).to_owned();
+            info.namespace = namespace;
             if !tail.is_empty() && !matches!(tail[0], "status" | "finalize") {
                 rest = tail;
             }
         }
-        info.resource = rest.first().copied().unwrap_or_default().to_owned();
-        info.name = rest.get(1).copied().unwrap_or_default().to_owned();
-        info.subresource = rest.get(2).copied().unwrap_or_default().to_owned();
+        info.resource = rest.first().copied().unwrap_or_default();
+        info.name = rest.get(1).copied().unwrap_or_default();
+        info.subresource = rest.get(2).copied().unwrap_or_default();
         if info.verb.is_empty() {
             let watch = query.is_some_and(|q| {
-                serde_urlencoded::from_str::<Vec<(String, String)>>(q)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"))
+                q.contains("watch")
+                    && serde_urlencoded::from_str::<Vec<(String, String)>>(q)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|(k, v)| k == "watch" && matches!(v.as_str(), "true" | "1"))
             });
             info.verb = match method {
-                "GET" | "HEAD" if info.name.is_empty() && watch => "watch",
-                "GET" | "HEAD" if info.name.is_empty() => "list",
-                "GET" | "HEAD" => "get",
-                "POST" => "create",
-                "PUT" => "update",
-                "PATCH" => "patch",
-                "DELETE" if info.name.is_empty() => "deletecollection",
-                "DELETE" => "delete",
-                other => {
-                    return RequestInfo {
-                        verb: other.to_ascii_lowercase(),
-                        ..info
-                    };
-                }
-            }
-            .to_owned();
+                "GET" | "HEAD" if info.name.is_empty() && watch => "watch".into(),
+                "GET" | "HEAD" if info.name.is_empty() => "list".into(),
+                "GET" | "HEAD" => "get".into(),
+                "POST" => "create".into(),
+                "PUT" => "update".into(),
+                "PATCH" => "patch".into(),
+                "DELETE" if info.name.is_empty() => "deletecollection".into(),
+                "DELETE" => "delete".into(),
+                other => lower(other),
+            };
         }
         info
     }
@@ -222,11 +239,11 @@ impl FlowSchemaSpec {
     /// The flow distinguisher of a request it matched: the user name (`ByUser`), the namespace
     /// (`ByNamespace`), or empty.
     #[must_use]
-    pub fn distinguisher(&self, user: &User, info: &RequestInfo) -> String {
+    pub fn distinguisher<'a>(&self, user: &'a User, info: &RequestInfo<'a>) -> &'a str {
         match self.distinguisher_method.as_ref().map(|d| d.kind.as_str()) {
-            Some("ByUser") => user.name.clone(),
-            Some("ByNamespace") => info.namespace.clone(),
-            _ => String::new(),
+            Some("ByUser") => &user.name,
+            Some("ByNamespace") => info.namespace,
+            _ => "",
         }
     }
 }
@@ -271,18 +288,22 @@ impl Subject {
 
 impl ResourceRule {
     fn matches(&self, info: &RequestInfo) -> bool {
-        let resource = if info.subresource.is_empty() {
-            info.resource.clone()
-        } else {
-            format!("{}/{}", info.resource, info.subresource)
+        // `resource` or `resource/subresource`, compared without joining them.
+        let resource = |rule: &String| match rule.strip_prefix(info.resource) {
+            _ if rule == "*" => true,
+            Some("") => info.subresource.is_empty(),
+            Some(rest) => {
+                !info.subresource.is_empty() && rest.strip_prefix('/') == Some(info.subresource)
+            }
+            None => false,
         };
         has_or_all(&self.verbs, &info.verb)
-            && has_or_all(&self.api_groups, &info.group)
-            && has_or_all(&self.resources, &resource)
+            && has_or_all(&self.api_groups, info.group)
+            && self.resources.iter().any(resource)
             && if info.namespace.is_empty() {
                 self.cluster_scope
             } else {
-                has_or_all(&self.namespaces, &info.namespace)
+                has_or_all(&self.namespaces, info.namespace)
             }
     }
 }
@@ -292,7 +313,7 @@ impl NonResourceRule {
         has_or_all(&self.verbs, &info.verb)
             && self.non_resource_urls.iter().any(|url| {
                 url == "*"
-                    || *url == info.path
+                    || url == info.path
                     || url
                         .strip_suffix('*')
                         .is_some_and(|prefix| info.path.starts_with(prefix))
@@ -321,47 +342,31 @@ mod tests {
     fn request_info_is_kubes() {
         let info = RequestInfo::of("GET", "/api/v1/namespaces/a/pods", None);
         assert_eq!(
-            (
-                info.verb.as_str(),
-                info.resource.as_str(),
-                info.namespace.as_str()
-            ),
+            (info.verb.as_ref(), info.resource, info.namespace),
             ("list", "pods", "a")
         );
         let info = RequestInfo::of("GET", "/api/v1/namespaces/a/pods", Some("watch=true"));
         assert_eq!(info.verb, "watch");
         let info = RequestInfo::of("GET", "/apis/apps/v1/watch/namespaces/a/deployments", None);
         assert_eq!(
-            (
-                info.verb.as_str(),
-                info.group.as_str(),
-                info.resource.as_str()
-            ),
+            (info.verb.as_ref(), info.group, info.resource),
             ("watch", "apps", "deployments")
         );
         let info = RequestInfo::of("PUT", "/api/v1/namespaces/a/pods/p/status", None);
         assert_eq!(
-            (
-                info.verb.as_str(),
-                info.name.as_str(),
-                info.subresource.as_str()
-            ),
+            (info.verb.as_ref(), info.name, info.subresource),
             ("update", "p", "status")
         );
         // A namespace's own subresources stay on the namespace.
         let info = RequestInfo::of("PUT", "/api/v1/namespaces/a/finalize", None);
         assert_eq!(
-            (
-                info.resource.as_str(),
-                info.name.as_str(),
-                info.subresource.as_str()
-            ),
+            (info.resource, info.name, info.subresource),
             ("namespaces", "a", "finalize")
         );
         let info = RequestInfo::of("DELETE", "/api/v1/namespaces/a/configmaps", None);
         assert_eq!(info.verb, "deletecollection");
         let info = RequestInfo::of("GET", "/api/v1/nodes/n", None);
-        assert_eq!((info.verb.as_str(), info.namespace.as_str()), ("get", ""));
+        assert_eq!((info.verb.as_ref(), info.namespace), ("get", ""));
         for path in ["/healthz", "/api", "/api/v1", "/apis/apps/v1", "/version"] {
             let info = RequestInfo::of("GET", path, None);
             assert!(!info.resource_request, "{path}");
