@@ -454,3 +454,69 @@ async fn kubectl_gets_flow_schemas_and_priority_levels() {
     assert_eq!(names, ["catch-all", "exempt"]);
     server.shutdown().await;
 }
+
+/// The `Dangling` condition of the FlowSchema `name` once its status is `status`.
+async fn dangling_once(addr: SocketAddr, name: &str, status: &str) -> Value {
+    let path = format!("{FLOWCONTROL}/flowschemas/{name}");
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let answer = call(addr, "admin-token", "GET", &path, "").await;
+            let conditions = answer.json()["status"]["conditions"].clone();
+            if let Some(condition) = conditions
+                .as_array()
+                .and_then(|all| all.iter().find(|c| c["type"] == "Dangling"))
+                .filter(|c| c["status"] == status)
+            {
+                return condition.clone();
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the Dangling condition")
+}
+
+/// Goal: FlowSchemas get kube's `Dangling` condition: `False` for the mandatory ones, `True`
+/// for one naming a missing level (which classifies nothing: alice stays catch-all's), and
+/// `False` once that level is created (alice is then its).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_schema_naming_a_missing_level_is_dangling() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let exempt = dangling_once(addr, "exempt", "False").await;
+    assert_eq!(exempt["reason"], "Found");
+    assert_eq!(
+        exempt["message"],
+        "This FlowSchema references the PriorityLevelConfiguration object named \"exempt\" and it exists"
+    );
+    schema(addr, "alice", &["alice"], "later").await;
+    let condition = dangling_once(addr, "alice", "True").await;
+    assert_eq!(condition["reason"], "NotFound");
+    assert_eq!(
+        condition["message"],
+        "This FlowSchema references the PriorityLevelConfiguration object named \"later\" but there is no such object"
+    );
+    let catch_all = uid(addr, "prioritylevelconfigurations", "catch-all").await;
+    let answer = call(addr, "alice-token", "GET", CM, "").await;
+    assert!(
+        answer.head.contains(&format!(
+            "x-kubernetes-pf-prioritylevel-uid: {catch_all}\r\n"
+        )),
+        "{}",
+        answer.head
+    );
+    let later = level(addr, "later", json!({"type": "Reject"})).await;
+    let condition = dangling_once(addr, "alice", "False").await;
+    assert_eq!(condition["reason"], "Found");
+    let answer = call(addr, "alice-token", "GET", CM, "").await;
+    assert!(
+        answer.head.contains(&format!(
+            "x-kubernetes-pf-prioritylevel-uid: {}\r\n",
+            later["metadata"]["uid"].as_str().unwrap()
+        )),
+        "{}",
+        answer.head
+    );
+    server.shutdown().await;
+}
