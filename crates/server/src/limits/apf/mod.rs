@@ -40,6 +40,15 @@
 //! - Memory: the waiting requests of a level are at most `queues × queueLengthLimit`, so in
 //!   total at most the sum over the levels (each holding its request's head, not its body:
 //!   the body is read after the seat is granted).
+//! - Simplified from kube: one seat per request (kube's work estimator gives a large LIST
+//!   more), `Retry-After: 1` always (kube's starts at 1 and grows while a level keeps
+//!   refusing), no borrowing between levels, round-robin across queues instead of virtual
+//!   finish times.
+//!
+//! ## Bounds
+//! The classifier holds each cached FlowSchema and PriorityLevelConfiguration once (the
+//! store's quota bounds them); the counts for `/metrics` keep one entry per (FlowSchema,
+//! level) pair seen since start, as kube's metric label sets do.
 //!
 //! `/metrics`: `apiserver_flowcontrol_rejected_requests_total{flow_schema, priority_level,
 //! reason}`, `apiserver_flowcontrol_current_inqueue_requests{flow_schema, priority_level}`,
