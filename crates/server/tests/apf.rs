@@ -520,3 +520,45 @@ async fn a_flow_schema_naming_a_missing_level_is_dangling() {
     );
     server.shutdown().await;
 }
+
+/// Goal: `--enable-priority-and-fairness=false` is kube's max-in-flight filter: no request is
+/// classified (no headers); on, the two in-flight limits must add up to a positive number of
+/// seats (kube's start-up error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_and_fairness_can_be_turned_off() {
+    let server = server_with(ServeArgs {
+        enable_priority_and_fairness: Some(false),
+        ..ServeArgs::default()
+    })
+    .await;
+    assert!(server.app.limits.apf().is_none());
+    let (status, _) = common::get_json(server.addr, CM).await;
+    assert_eq!(status, 200);
+    let answer = tokio::time::timeout(HANG_GUARD, async {
+        let mut stream = raw::send(
+            server.addr,
+            &format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+            b"",
+        )
+        .await
+        .unwrap();
+        raw::read_answer(&mut stream).await
+    })
+    .await
+    .expect("an answer");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(!answer.head.contains("x-kubernetes-pf-"), "{}", answer.head);
+    server.shutdown().await;
+    let unlimited = |apf: Option<bool>| ServeArgs {
+        max_requests_inflight: Some(0),
+        max_mutating_requests_inflight: Some(0),
+        enable_priority_and_fairness: apf,
+        ..ServeArgs::default()
+    };
+    let refused = watchkeeper::config::ServeConfig::from_args(unlimited(None)).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid configuration: MaxRequestsInFlight=0 and MaxMutatingRequestsInFlight=0; they must add up to something positive"
+    );
+    assert!(watchkeeper::config::ServeConfig::from_args(unlimited(Some(false))).is_ok());
+}
