@@ -40,6 +40,9 @@
 //! - Memory: the waiting requests of a level are at most `queues × queueLengthLimit`, so in
 //!   total at most the sum over the levels (each holding its request's head, not its body:
 //!   the body is read after the seat is granted).
+//! - Classification comes after authorization here (a 403 takes no seat and carries no
+//!   headers, as every refusal of the limits layer before the slot); kube classifies before
+//!   authorization, so its 403s do.
 //! - Simplified from kube: one seat per request (kube's work estimator gives a large LIST
 //!   more), `Retry-After: 1` always (kube's starts at 1 and grows while a level keeps
 //!   refusing), no borrowing between levels, round-robin across queues instead of virtual
