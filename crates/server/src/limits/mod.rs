@@ -18,7 +18,7 @@
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
-//! | `enable-priority-and-fairness` ([`apf`]: classified requests take a seat of their priority level, the levels sharing the two in-flight limits below added up; watches, long-running requests and probes excepted) | true | 429 TooManyRequests, `Retry-After: 1`, at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
+//! | `enable-priority-and-fairness` ([`apf`]: classified requests take a seat of their priority level, the levels sharing the two in-flight limits below added up; watches, long-running requests and probes excepted) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
 //! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow; API Priority and Fairness off) | 400  | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-mutating-requests-inflight` (API Priority and Fairness off) | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
@@ -538,8 +538,11 @@ impl Limits {
         wait_until: tokio::time::Instant,
     ) -> Result<Slot, Refusal> {
         let user = self.admit_user(flow)?;
-        let seat = class.admit(wait_until).await.map_err(|_| {
-            Self::too_many(Limit::PriorityAndFairness, TOO_MANY_REQUESTS.to_owned())
+        let seat = class.admit(wait_until).await.map_err(|(_, retry_after)| {
+            (
+                Limit::PriorityAndFairness,
+                ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
+            )
         })?;
         self.apf_inflight[usize::from(mutating)].fetch_add(1, Ordering::Relaxed);
         Ok(Slot {

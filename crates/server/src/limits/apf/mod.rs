@@ -24,8 +24,9 @@
 //! - A queued request waits at most a quarter of its deadline from its arrival (kube's
 //!   `getRequestWaitContext`: `--request-timeout`, or its shorter `?timeout=`), at most a
 //!   minute; then, and whenever it is refused, the answer is kube's 429
-//!   `Too many requests, please try again later.` with `Retry-After: 1` (as a `Status`, like
-//!   every refusal of this server).
+//!   `Too many requests, please try again later.` with the level's `Retry-After` (1 s, more
+//!   while the level keeps refusing: [`retry_after`]), as a `Status` like every refusal of
+//!   this server.
 //! - A seat is held as the in-flight slot it replaces was (until the answer is handed to the
 //!   connection; a small answer frees it when the handler returns).
 //! - Watches are classified (the headers) but take no seat: kube counts only a watch's
@@ -44,8 +45,7 @@
 //!   headers, as every refusal of the limits layer before the slot); kube classifies before
 //!   authorization, so its 403s do.
 //! - Simplified from kube: one seat per request (kube's work estimator gives a large LIST
-//!   more), `Retry-After: 1` always (kube's starts at 1 and grows while a level keeps
-//!   refusing), no borrowing between levels, round-robin across queues instead of virtual
+//!   more), no borrowing between levels, round-robin across queues instead of virtual
 //!   finish times.
 //!
 //! ## Bounds
@@ -58,6 +58,7 @@
 //! `apiserver_flowcontrol_current_executing_requests{flow_schema, priority_level}`.
 
 pub mod queues;
+pub mod retry_after;
 pub mod rules;
 
 use std::collections::{BTreeMap, HashMap};
@@ -293,12 +294,20 @@ impl Classification {
     /// A seat of its level, waiting in its flow's queue at most until `wait_until`.
     ///
     /// # Errors
-    /// Why it was refused (counted).
-    pub async fn admit(&self, wait_until: tokio::time::Instant) -> Result<Seat, Reason> {
-        self.level
-            .level
+    /// Why it was refused (counted), and the `Retry-After` to answer (seconds, the level's:
+    /// [`retry_after`]).
+    pub async fn admit(&self, wait_until: tokio::time::Instant) -> Result<Seat, (Reason, u32)> {
+        let level = &self.level.level;
+        level
             .admit(self.hash, &self.counts, wait_until)
             .await
+            .map_err(|reason| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_secs());
+                let retry_after = level.refused(i64::try_from(now).unwrap_or(i64::MAX));
+                (reason, u32::try_from(retry_after).unwrap_or(1))
+            })
     }
 }
 

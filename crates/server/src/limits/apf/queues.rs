@@ -109,6 +109,8 @@ pub struct LevelConfig {
 #[derive(Debug)]
 pub struct Level {
     inner: Mutex<Inner>,
+    /// Its refusals, for their `Retry-After`.
+    dropped: Mutex<super::retry_after::Dropped>,
 }
 
 #[derive(Debug)]
@@ -188,7 +190,15 @@ impl Level {
                 next: 0,
                 next_id: 0,
             }),
+            dropped: Mutex::default(),
         })
+    }
+
+    /// Counts a refusal in the Unix second `now`; the `Retry-After` to answer, seconds.
+    pub fn refused(&self, now: i64) -> i64 {
+        let mut dropped = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
+        dropped.record(now);
+        dropped.retry_after()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
