@@ -29,7 +29,7 @@ use watchkeeper_api::{ApiError, ResourceDef};
 use watchkeeper_core::{Change, Object, Revision};
 
 use super::Retries;
-use crate::limits::apf::GROUP;
+use crate::limits::apf::kind_of;
 use crate::source::feed::Observer;
 use crate::source::store::Collect;
 
@@ -57,18 +57,6 @@ struct State {
 pub struct FlowSchemaStatus {
     state: Mutex<State>,
     wake: Notify,
-}
-
-/// `Some(true)` for FlowSchemas, `Some(false)` for PriorityLevelConfigurations.
-fn kind_of(def: &ResourceDef) -> Option<bool> {
-    if def.group != GROUP || def.version != "v1" {
-        return None;
-    }
-    match def.plural.as_str() {
-        "flowschemas" => Some(true),
-        "prioritylevelconfigurations" => Some(false),
-        _ => None,
-    }
 }
 
 fn level_of(object: &Object) -> String {
@@ -156,15 +144,13 @@ impl FlowSchemaStatus {
         revision: Revision,
     ) -> Result<(), ApiError> {
         let served = context.registry.load();
-        let find = |plural: &str| {
+        let find = |schemas: bool| {
             served
                 .iter()
-                .find(|r| r.def.group == GROUP && r.def.version == "v1" && r.def.plural == plural)
+                .find(|r| kind_of(&r.def) == Some(schemas))
                 .cloned()
         };
-        let (Some(schemas), Some(levels)) =
-            (find("flowschemas"), find("prioritylevelconfigurations"))
-        else {
+        let (Some(schemas), Some(levels)) = (find(true), find(false)) else {
             return Ok(());
         };
         context.fresh.wait(schemas.cache(), revision).await?;

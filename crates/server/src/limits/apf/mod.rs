@@ -551,8 +551,10 @@ pub fn totals(counts: &FlowCounts) -> (i64, i64, u64) {
     )
 }
 
-/// Which of the two maps a resource's objects go to, `None` for any other resource.
-fn kind_of(def: &ResourceDef) -> Option<bool> {
+/// `Some(true)` for `flowschemas.flowcontrol.apiserver.k8s.io/v1`, `Some(false)` for its
+/// `prioritylevelconfigurations`, `None` for any other resource.
+#[must_use]
+pub fn kind_of(def: &ResourceDef) -> Option<bool> {
     if def.group != GROUP || def.version != "v1" {
         return None;
     }
