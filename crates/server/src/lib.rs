@@ -511,8 +511,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     // Over a store, FlowSchemas get kube's `Dangling` condition.
     let flowschema_status = (store_mode && apf.is_some())
         .then(crate::controllers::flowschema_status::FlowSchemaStatus::new);
-    if let Some(status) = &flowschema_status {
-        observers.push(status.clone());
+    if let Some(controller) = &flowschema_status {
+        observers.push(controller.clone());
     }
     let reflector = source.start_reflector(
         feeds,
@@ -584,8 +584,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         if let Some(aggregation) = aggregation {
             tokio::spawn(aggregation.run(context.clone(), shutdown_rx.clone()));
         }
-        if let Some(status) = flowschema_status {
-            tokio::spawn(status.run(context.clone(), shutdown_rx.clone()));
+        if let Some(controller) = flowschema_status {
+            tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
         }
         if let Some(collector) = garbage_collector {
             tokio::spawn(collector.run(context, shutdown_rx.clone()));
