@@ -55,6 +55,9 @@ impl Running {
             max_mutating_requests_inflight: args.max_mutating_requests_inflight.or(Some(0)),
             max_requests_inflight_per_user: args.max_requests_inflight_per_user.or(Some(0)),
             max_connections: args.max_connections.or(Some(0)),
+            // Unlimited in-flight requests need API Priority and Fairness off (its levels
+            // share a positive number of seats).
+            enable_priority_and_fairness: args.enable_priority_and_fairness.or(Some(false)),
             ..args
         };
         let server = runtime.block_on(async {

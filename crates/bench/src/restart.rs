@@ -113,6 +113,7 @@ fn args(dir: &Path, listen: SocketAddr, rebuild: bool) -> ServeArgs {
         max_requests_inflight: Some(0),
         max_mutating_requests_inflight: Some(0),
         max_connections: Some(0),
+        enable_priority_and_fairness: Some(false),
         ..ServeArgs::default()
     }
 }

@@ -510,6 +510,20 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     if let Some(finalizer) = &crd_finalizer {
         observers.push(finalizer.clone());
     }
+    // API Priority and Fairness learns its FlowSchemas and levels from the reflector.
+    let apf = config
+        .limits
+        .priority_and_fairness
+        .then(|| crate::limits::apf::Apf::new(config.limits.server_concurrency_limit()));
+    if let Some(apf) = &apf {
+        observers.push(apf.clone());
+    }
+    // Over a store, FlowSchemas get kube's `Dangling` condition.
+    let flowschema_status = (store_mode && apf.is_some())
+        .then(crate::controllers::flowschema_status::FlowSchemaStatus::new);
+    if let Some(controller) = &flowschema_status {
+        observers.push(controller.clone());
+    }
     let reflector = source.start_reflector(
         feeds,
         status.clone(),
@@ -520,10 +534,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         }),
     );
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let limits = Arc::new(crate::limits::Limits::new(
-        &config.limits,
-        config.min_request_timeout,
-    ));
+    let limits = Arc::new(
+        crate::limits::Limits::new(&config.limits, config.min_request_timeout).with_apf(apf),
+    );
     let settings = crate::http::connection::ConnectionSettings {
         tls,
         handshake_timeout: config.tls.handshake_timeout,
@@ -580,6 +593,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         }
         if let Some(aggregation) = aggregation {
             tokio::spawn(aggregation.run(context.clone(), shutdown_rx.clone()));
+        }
+        if let Some(controller) = flowschema_status {
+            tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
         }
         if let Some(collector) = garbage_collector {
             tokio::spawn(collector.run(context, shutdown_rx.clone()));

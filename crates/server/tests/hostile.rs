@@ -332,6 +332,8 @@ async fn forbidden_requests_are_refused_before_their_body_and_take_no_slot() {
 async fn an_in_flight_slot_is_held_until_the_response_is_taken() {
     let server = server_with(ServeArgs {
         max_requests_inflight: Some(1),
+        // One seat in all for API Priority and Fairness (catch-all's, refusing past it).
+        max_mutating_requests_inflight: Some(0),
         ..ServeArgs::default()
     })
     .await;

@@ -154,6 +154,8 @@ async fn in_flight_requests_and_the_body_timeout() {
         max_requests_inflight: Some(1),
         max_mutating_requests_inflight: Some(1),
         request_read_timeout_seconds: Some(2),
+        // The two pools of kube's max-in-flight filter (API Priority and Fairness off).
+        enable_priority_and_fairness: Some(false),
         ..ServeArgs::default()
     })
     .await;

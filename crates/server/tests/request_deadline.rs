@@ -137,6 +137,8 @@ async fn h2_get(
 async fn an_http2_answer_nobody_reads_is_reset_at_its_deadline() {
     let server = server_with(ServeArgs {
         max_requests_inflight: Some(2),
+        // Two seats in all for API Priority and Fairness (catch-all's, refusing past them).
+        max_mutating_requests_inflight: Some(0),
         max_requests_inflight_per_user: Some(0),
         ..ServeArgs::default()
     })

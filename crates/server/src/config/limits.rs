@@ -76,6 +76,9 @@ pub struct LimitsConfig {
     /// `--max-requests-inflight-per-user` [100], 0 = unlimited: in-flight requests (both kinds)
     /// of one user; the anonymous user's are counted per client address.
     pub requests_inflight_per_user_max: usize,
+    /// `--enable-priority-and-fairness` [true]: API Priority and Fairness replaces the two
+    /// in-flight pools; its levels share [`LimitsConfig::server_concurrency_limit`] seats.
+    pub priority_and_fairness: bool,
     /// `--max-watches` [10000], 0 = unlimited.
     pub watches_max: usize,
     /// `--max-watches-per-user` [1000], 0 = unlimited.
@@ -114,6 +117,7 @@ impl Default for LimitsConfig {
             heavy_request_body_bytes: HEAVY_REQUEST_BODY_BYTES,
             heavy_requests_max: None,
             requests_inflight_per_user_max: 100,
+            priority_and_fairness: true,
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
@@ -190,6 +194,9 @@ impl LimitsConfig {
             requests_inflight_per_user_max: args
                 .max_requests_inflight_per_user
                 .unwrap_or(d.requests_inflight_per_user_max),
+            priority_and_fairness: args
+                .enable_priority_and_fairness
+                .unwrap_or(d.priority_and_fairness),
             watches_max: args.max_watches.unwrap_or(d.watches_max),
             watches_per_user_max: args.max_watches_per_user.unwrap_or(d.watches_per_user_max),
             watches_per_connection_max: args
@@ -338,7 +345,25 @@ impl LimitsConfig {
                 "--max-watches-per-connection must be at most 100000",
             ));
         }
+        if config.priority_and_fairness && config.server_concurrency_limit() == 0 {
+            // kube-apiserver's words (`RecommendedOptions.ApplyTo`).
+            return Err(ConfigError::flag(
+                "--enable-priority-and-fairness",
+                format!(
+                    "invalid configuration: MaxRequestsInFlight={} and MaxMutatingRequestsInFlight={}; they must add up to something positive",
+                    config.requests_inflight_max, config.mutating_requests_inflight_max
+                ),
+            ));
+        }
         Ok(config)
+    }
+
+    /// The seats API Priority and Fairness's levels share: `--max-requests-inflight` +
+    /// `--max-mutating-requests-inflight` (kube's server concurrency limit).
+    #[must_use]
+    pub fn server_concurrency_limit(&self) -> usize {
+        self.requests_inflight_max
+            .saturating_add(self.mutating_requests_inflight_max)
     }
 
     /// Whether requests of one user are counted ([`LimitsConfig::requests_inflight_per_user_max`]).

@@ -357,6 +357,12 @@ pub struct ServeArgs {
     /// one client address — 0 = unlimited [default: 100]; more get 429.
     #[arg(long)]
     pub max_requests_inflight_per_user: Option<usize>,
+    /// API Priority and Fairness [default: true]: requests are classified by the
+    /// FlowSchemas and wait for a seat of their priority level, which share
+    /// `--max-requests-inflight` + `--max-mutating-requests-inflight` seats (these two then
+    /// are not separate pools).
+    #[arg(long)]
+    pub enable_priority_and_fairness: Option<bool>,
     /// Open watches on the server, 0 = unlimited [default: 10000]; more get 429.
     #[arg(long)]
     pub max_watches: Option<usize>,
@@ -577,6 +583,7 @@ impl ServeArgs {
             heavy_request_body_bytes,
             max_heavy_requests,
             max_requests_inflight_per_user,
+            enable_priority_and_fairness,
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
@@ -1605,6 +1612,10 @@ mod tests {
             (
                 "max-requests-inflight-per-user",
                 limits.requests_inflight_per_user_max.to_string(),
+            ),
+            (
+                "enable-priority-and-fairness",
+                limits.priority_and_fairness.to_string(),
             ),
             (
                 "request-timeout",

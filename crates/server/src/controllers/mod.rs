@@ -5,6 +5,7 @@
 
 pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
+pub mod flowschema_status;
 pub mod garbage_collector;
 pub mod keeper;
 pub mod namespaces;

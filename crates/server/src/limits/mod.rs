@@ -18,8 +18,9 @@
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
-//! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow) | 400  | 429 TooManyRequests, `Retry-After: 1` |
-//! | `max-mutating-requests-inflight`              | 200     | 429 TooManyRequests, `Retry-After: 1` |
+//! | `enable-priority-and-fairness` ([`apf`]: classified requests take a seat of their priority level, the levels sharing the two in-flight limits below added up; watches, long-running requests and probes excepted) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
+//! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow; API Priority and Fairness off) | 400  | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-mutating-requests-inflight` (API Priority and Fairness off) | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-user` (per [`Flow`])          | 1000    | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-connection` (HTTP/2 streams) | 250     | 429 TooManyRequests, `Retry-After: 1` |
@@ -40,10 +41,14 @@
 //!   `--request-timeout 5s` the 500 streams were reset at 5 s and the next GET got 200).
 //! - One user's in-flight requests are at most `--max-requests-inflight-per-user` (both kinds
 //!   together), so within the deadline one client takes at most that share of the server's
-//!   slots; the anonymous user is one [`Flow`] per client address (kube's API Priority and
-//!   Fairness queues per user; this is its simplest form: a cap, no queues, the same 429).
-//!   The default, 100, is far above what client-go's default rate (5 per second, bursts of
-//!   10) or a controller's worker pool keeps in flight, and a quarter of the read slots.
+//!   slots; the anonymous user is one [`Flow`] per client address (a cap, no queues, the 429
+//!   of kube's API Priority and Fairness). The default, 100, is far above what client-go's
+//!   default rate (5 per second, bursts of 10) or a controller's worker pool keeps in flight,
+//!   and a quarter of the read slots. It applies with API Priority and Fairness ([`apf`]) on
+//!   too, to a user's waiting and executing requests together: the configuration this server
+//!   creates is kube's mandatory one, whose `catch-all` level (every user but
+//!   `system:masters`) refuses without queues, so the cap is then the only per-user share
+//!   (`0` leaves only kube's flow control).
 //! - Anonymous watches are counted per client address for `--max-watches-per-user` too.
 //! - A LIST whose selection is expensive (its objects times its selectors' requirements above
 //!   about a quarter million checks) selects on tokio's blocking pool, not on a runtime worker
@@ -65,10 +70,13 @@
 //! 2. authentication (401 before anything is read or counted), 2b. the path form
 //!    ([`check_path`]), 2c. authorization from the URL alone ([`LayerState::authorize`]: the
 //!    verb, resource, namespace, name and subresource are known before the body; 403 before a
-//!    slot is taken or a byte of the body is read), 3. watch
+//!    slot is taken or a byte of the body is read), 2d. API Priority and Fairness'
+//!    classification ([`apf`]), 3. watch
 //!    slots or in-flight slots, the user's share first (so a slow body holds a slot: the
 //!    number of bodies being read, and the memory they take, is bounded by the in-flight
-//!    limits times the body limit),
+//!    limits times the body limit); with API Priority and Fairness, the user's share and then
+//!    a seat of the request's priority level, waiting for it in a queue (the user's share
+//!    counts its waiting requests too),
 //! 4. the body, read whole within the size and time bounds (and the request's deadline:
 //!    504 when that comes first). The handler then sees a complete body, and is dropped (its
 //!    slots with it) if it has not answered by the deadline: 504. Watch and in-flight slots
@@ -113,6 +121,7 @@ use watchkeeper_api::ApiError;
 
 use crate::auth::{Auth, PeerIdentity, User};
 
+pub mod apf;
 mod body;
 pub mod connections;
 pub use crate::config::LimitsConfig;
@@ -172,6 +181,9 @@ impl std::fmt::Debug for LayerState {
 /// Seconds a 429 asks the client to wait (kube-apiserver's max-in-flight filter uses 1).
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
+/// kube's max-in-flight and priority-and-fairness filters' 429 text.
+const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.";
+
 /// Which limit refused a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Limit {
@@ -220,11 +232,14 @@ pub enum Limit {
     RequestTimeout,
     /// In-flight requests of one user (`--max-requests-inflight-per-user`).
     RequestsInflightPerUser,
+    /// Refused by API Priority and Fairness (`--enable-priority-and-fairness`; by FlowSchema,
+    /// level and reason in `apiserver_flowcontrol_rejected_requests_total`).
+    PriorityAndFairness,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 21] = [
+    pub const ALL: [Limit; 22] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -246,6 +261,7 @@ impl Limit {
         Limit::CustomResourceVersions,
         Limit::RequestTimeout,
         Limit::RequestsInflightPerUser,
+        Limit::PriorityAndFairness,
     ];
 
     /// The metric label.
@@ -273,6 +289,7 @@ impl Limit {
             Limit::CustomResourceVersions => "custom_resource_versions",
             Limit::RequestTimeout => "request_timeout",
             Limit::RequestsInflightPerUser => "requests_inflight_per_user",
+            Limit::PriorityAndFairness => "priority_and_fairness",
         }
     }
 }
@@ -292,6 +309,10 @@ pub struct Limits {
     per_user_inflight: Mutex<HashMap<Flow, usize>>,
     rejections: [AtomicU64; Limit::ALL.len()],
     connections: Arc<connections::ConnectionSlots>,
+    /// API Priority and Fairness, when on (it replaces `readonly` and `mutating`).
+    apf: Option<Arc<apf::Apf>>,
+    /// Seats of API Priority and Fairness held now, non-mutating and mutating requests.
+    apf_inflight: [AtomicUsize; 2],
 }
 
 impl Limits {
@@ -314,7 +335,27 @@ impl Limits {
                     .connections_max
                     .unwrap_or_else(connections::derived_from_process),
             ),
+            apf: None,
+            apf_inflight: Default::default(),
         }
+    }
+
+    /// These limits with API Priority and Fairness (`Some` when on): its levels' seats
+    /// replace the two in-flight pools.
+    #[must_use]
+    pub fn with_apf(mut self, apf: Option<Arc<apf::Apf>>) -> Limits {
+        if apf.is_some() {
+            self.readonly = None;
+            self.mutating = None;
+        }
+        self.apf = apf;
+        self
+    }
+
+    /// API Priority and Fairness, when on.
+    #[must_use]
+    pub fn apf(&self) -> Option<&Arc<apf::Apf>> {
+        self.apf.as_ref()
     }
 
     /// The connection slots (`--max-connections`; the connection layer admits through them).
@@ -335,9 +376,13 @@ impl Limits {
         self.watches.load(Ordering::Relaxed)
     }
 
-    /// Requests holding an in-flight slot now (mutating or not).
+    /// Requests holding an in-flight slot now (mutating or not): a seat of API Priority and
+    /// Fairness when it is on.
     #[must_use]
     pub fn inflight(&self, mutating: bool) -> usize {
+        if self.apf.is_some() {
+            return self.apf_inflight[usize::from(mutating)].load(Ordering::Relaxed);
+        }
         let (semaphore, max) = if mutating {
             (&self.mutating, self.config.mutating_requests_inflight_max)
         } else {
@@ -434,33 +479,12 @@ impl Limits {
     /// or the 429 to answer: the user's share first (`--max-requests-inflight-per-user`), so
     /// one client at its share cannot take the server's last slots.
     fn admit_request(self: &Arc<Self>, mutating: bool, flow: &Flow) -> Result<Slot, Refusal> {
-        let too_many = |limit| {
-            // kube's max-in-flight and priority-and-fairness filters' wording.
-            Self::too_many(
-                limit,
-                "Too many requests, please try again later.".to_owned(),
-            )
-        };
+        let too_many = |limit| Self::too_many(limit, TOO_MANY_REQUESTS.to_owned());
         let mut slot = Slot {
-            user: None,
+            user: self.admit_user(flow)?,
             permit: None,
+            seat: None,
         };
-        let max = self.config.requests_inflight_per_user_max;
-        if max > 0 {
-            let mut per_user = self
-                .per_user_inflight
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let count = per_user.entry(flow.clone()).or_default();
-            if *count >= max {
-                return Err(too_many(Limit::RequestsInflightPerUser));
-            }
-            *count += 1;
-            slot.user = Some(UserSlot {
-                limits: self.clone(),
-                flow: flow.clone(),
-            });
-        }
         let (semaphore, limit) = if mutating {
             (&self.mutating, Limit::MutatingInflight)
         } else {
@@ -476,6 +500,60 @@ impl Limits {
             );
         }
         Ok(slot)
+    }
+
+    /// The user's share of in-flight requests (`--max-requests-inflight-per-user`; `None`
+    /// when off), or the 429 to answer.
+    fn admit_user(self: &Arc<Self>, flow: &Flow) -> Result<Option<UserSlot>, Refusal> {
+        let max = self.config.requests_inflight_per_user_max;
+        if max == 0 {
+            return Ok(None);
+        }
+        let mut per_user = self
+            .per_user_inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = per_user.entry(flow.clone()).or_default();
+        if *count >= max {
+            return Err(Self::too_many(
+                Limit::RequestsInflightPerUser,
+                TOO_MANY_REQUESTS.to_owned(),
+            ));
+        }
+        *count += 1;
+        Ok(Some(UserSlot {
+            limits: self.clone(),
+            flow: flow.clone(),
+        }))
+    }
+
+    /// The user's share, then a seat of the request's priority level (waiting in its queue
+    /// at most until `wait_until`), or the 429 to answer. A request counts in its user's
+    /// share while it waits too.
+    async fn admit_fair(
+        self: &Arc<Self>,
+        class: &apf::Classification,
+        mutating: bool,
+        flow: &Flow,
+        wait_until: tokio::time::Instant,
+    ) -> Result<Slot, Refusal> {
+        let user = self.admit_user(flow)?;
+        let seat = class.admit(wait_until).await.map_err(|(_, retry_after)| {
+            (
+                Limit::PriorityAndFairness,
+                ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
+            )
+        })?;
+        self.apf_inflight[usize::from(mutating)].fetch_add(1, Ordering::Relaxed);
+        Ok(Slot {
+            user,
+            permit: None,
+            seat: Some(FairSlot {
+                _seat: seat,
+                limits: self.clone(),
+                mutating,
+            }),
+        })
     }
 
     /// In-flight requests of `flow` now (0 when not counted).
@@ -530,11 +608,28 @@ impl std::fmt::Display for Flow {
 struct Slot {
     user: Option<UserSlot>,
     permit: Option<OwnedSemaphorePermit>,
+    /// The seat of its priority level (API Priority and Fairness).
+    seat: Option<FairSlot>,
+}
+
+/// A seat of API Priority and Fairness, counted by kind for
+/// `apiserver_current_inflight_requests` until dropped.
+#[derive(Debug)]
+struct FairSlot {
+    _seat: apf::Seat,
+    limits: Arc<Limits>,
+    mutating: bool,
+}
+
+impl Drop for FairSlot {
+    fn drop(&mut self) {
+        self.limits.apf_inflight[usize::from(self.mutating)].fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Slot {
     fn is_empty(&self) -> bool {
-        self.user.is_none() && self.permit.is_none()
+        self.user.is_none() && self.permit.is_none() && self.seat.is_none()
     }
 }
 
@@ -766,7 +861,24 @@ fn is_probe(path: &str) -> bool {
 }
 
 /// The layer (axum middleware) applying every limit; see the module docs for the order.
+/// Every answer to a request API Priority and Fairness classified carries its headers.
 pub async fn layer(State(state): State<LayerState>, request: Request, next: Next) -> Response {
+    let mut classified = None;
+    let mut response = admit(&state, request, next, &mut classified).await;
+    if let Some(class) = classified {
+        class.set_headers(&mut response);
+    }
+    response
+}
+
+/// [`layer`]'s admission and the handler, setting `classified` once the request is
+/// classified.
+async fn admit(
+    state: &LayerState,
+    request: Request,
+    next: Next,
+    classified: &mut Option<apf::Classification>,
+) -> Response {
     let limits = &state.limits;
     let config = &limits.config;
     let size = header_bytes(&request);
@@ -837,6 +949,20 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
         None if !long_running => Some(tokio::time::Instant::now() + timeout),
         None => None,
     };
+    // API Priority and Fairness classifies watches (no seat) and every request that is not
+    // long-running or a probe (see `apf`).
+    *classified = limits
+        .apf
+        .as_ref()
+        .filter(|_| watch.is_some() || !(long_running || is_probe(parts.uri.path())))
+        .map(|apf| {
+            apf.classify(
+                &user,
+                parts.method.as_str(),
+                parts.uri.path(),
+                parts.uri.query(),
+            )
+        });
     let mut watch_slot = None;
     let mut slot = None;
     if let Some(options) = &watch {
@@ -858,6 +984,15 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     } else if is_probe(parts.uri.path()) {
         // kube's `probes` FlowSchema is exempt: a server whose slots are all taken still
         // answers its health checks.
+    } else if let Some(class) = classified.as_ref() {
+        // The request's arrival: its deadline less its timeout.
+        let arrival = deadline.map_or_else(tokio::time::Instant::now, |d| d - timeout);
+        let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+        let wait_until = apf::wait_until(arrival, Some(timeout));
+        match limits.admit_fair(class, mutating, &flow, wait_until).await {
+            Ok(taken) => slot = Some(taken),
+            Err((limit, error)) => return limits.reject(limit, &error),
+        }
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         match limits.admit_request(mutating, &flow) {

@@ -808,6 +808,9 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "Watch requests admitted and not yet finished.",
         )
         .sample(&[], limits.open_watches() as u64);
+    if let Some(apf) = limits.apf() {
+        collect_flowcontrol(apf, scrape);
+    }
     let (answered, stopped) = app.offload.outcomes();
     scrape
         .counter(
@@ -839,6 +842,49 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "TLS handshakes that failed or timed out.",
         )
         .sample(&[], HANDSHAKE_FAILURES.load(Ordering::Relaxed) as u64);
+}
+
+/// API Priority and Fairness' requests by FlowSchema and priority level (kube's names).
+fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
+    use crate::limits::apf::Reason;
+    let counts = apf.counts();
+    let family = scrape.counter(
+        "apiserver_flowcontrol_rejected_requests_total",
+        "Requests refused by API Priority and Fairness, by FlowSchema, priority level and reason.",
+    );
+    for ((schema, level), count) in &counts {
+        for reason in Reason::ALL {
+            family.sample(
+                &[
+                    ("flow_schema", schema),
+                    ("priority_level", level),
+                    ("reason", reason.as_str()),
+                ],
+                count.rejected[reason as usize].load(Ordering::Relaxed),
+            );
+        }
+    }
+    for (name, help, gauge) in [
+        (
+            "apiserver_flowcontrol_current_inqueue_requests",
+            "Requests waiting in a queue of API Priority and Fairness.",
+            (|c| &c.waiting)
+                as fn(&crate::limits::apf::FlowCounts) -> &std::sync::atomic::AtomicI64,
+        ),
+        (
+            "apiserver_flowcontrol_current_executing_requests",
+            "Requests holding a seat of their priority level.",
+            |c| &c.executing,
+        ),
+    ] {
+        let family = scrape.gauge(name, help);
+        for ((schema, level), count) in &counts {
+            family.signed(
+                &[("flow_schema", schema), ("priority_level", level)],
+                gauge(count).load(Ordering::Relaxed),
+            );
+        }
+    }
 }
 
 /// The admission webhooks' calls and rejections (kube's metric names).

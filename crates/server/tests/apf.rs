@@ -1,0 +1,564 @@
+//! API Priority and Fairness over real HTTP: the `X-Kubernetes-PF-*-UID` headers, a
+//! FlowSchema routing a user to a one-seat `Reject` level (429 while another user is served,
+//! and undone live by deleting it), a queuing level serving its queue in order, refusing a
+//! full queue and a request past its wait limit, one user's flood not starving another, the
+//! `exempt` level past every seat, and kubectl listing the objects.
+//!
+//! Requests are held open deterministically by a create whose body is held back: the seat is
+//! taken before the body is read. The server shares 6 seats (`--max-requests-inflight 4`,
+//! `--max-mutating-requests-inflight 2`): with the mandatory levels (`exempt`: 0 shares,
+//! `catch-all`: 5) and a test level of 1 share, the test level has ceil(6 × 1 / 6) = 1 seat
+//! and `catch-all` 5.
+
+mod common;
+mod kubectl_support;
+
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use watchkeeper::Server;
+use watchkeeper::config::ServeArgs;
+use watchkeeper::limits::apf;
+use watchkeeper_testkit::raw::{self, Answer};
+
+use common::{HANG_GUARD, assert_status, configmap, server_with, until};
+
+const TOKENS: &str = "admin-token,admin,1,\"system:masters\"
+alice-token,alice,2
+bob-token,bob,3
+carol-token,carol,4
+";
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+const FLOWCONTROL: &str = "/apis/flowcontrol.apiserver.k8s.io/v1";
+
+async fn apf_server(dir: &std::path::Path) -> Server {
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    server_with(ServeArgs {
+        token_auth_file: Some(tokens),
+        max_requests_inflight: Some(4),
+        max_mutating_requests_inflight: Some(2),
+        ..ServeArgs::default()
+    })
+    .await
+}
+
+fn head(method: &str, path: &str, token: &str, length: usize) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    )
+}
+
+/// One request as the holder of `token`; its answer (fails the test on a hang).
+async fn call(addr: SocketAddr, token: &str, method: &str, path: &str, body: &str) -> Answer {
+    tokio::time::timeout(HANG_GUARD, async {
+        let mut stream = raw::send(
+            addr,
+            &head(method, path, token, body.len()),
+            body.as_bytes(),
+        )
+        .await
+        .unwrap();
+        raw::read_answer(&mut stream).await
+    })
+    .await
+    .expect("an answer")
+}
+
+/// A create whose body is held back after its first byte: it holds its seat until
+/// [`Held::finish`].
+struct Held {
+    stream: TcpStream,
+    rest: Vec<u8>,
+}
+
+async fn hold(addr: SocketAddr, token: &str, name: &str) -> Held {
+    let body = configmap(name, 8).to_string().into_bytes();
+    let stream = raw::send(addr, &head("POST", CM, token, body.len()), &body[..1])
+        .await
+        .unwrap();
+    Held {
+        stream,
+        rest: body[1..].to_vec(),
+    }
+}
+
+impl Held {
+    async fn finish(mut self) -> Answer {
+        self.stream.write_all(&self.rest).await.unwrap();
+        tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut self.stream))
+            .await
+            .expect("an answer")
+    }
+}
+
+/// Executing and waiting requests of (`schema`, `level`) now.
+fn counts(server: &Server, schema: &str, level: &str) -> (i64, i64) {
+    let apf = server.app.limits.apf().expect("APF is on");
+    apf.counts()
+        .into_iter()
+        .find(|((s, l), _)| s == schema && l == level)
+        .map_or((0, 0), |(_, counts)| {
+            let (executing, waiting, _) = apf::totals(&counts);
+            (executing, waiting)
+        })
+}
+
+/// Creates `body` at `path` as admin (201).
+async fn create(addr: SocketAddr, path: &str, body: &Value) -> Value {
+    let answer = call(addr, "admin-token", "POST", path, &body.to_string()).await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer.json()
+}
+
+/// A priority level of 1 share answering `limit_response` past its seat.
+async fn level(addr: SocketAddr, name: &str, limit_response: Value) -> Value {
+    create(
+        addr,
+        &format!("{FLOWCONTROL}/prioritylevelconfigurations"),
+        &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration", "metadata": {"name": name},
+            "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1,
+                "limitResponse": limit_response}}}),
+    )
+    .await
+}
+
+/// A FlowSchema sending every request of `users` to `level`, flows by user.
+async fn schema(addr: SocketAddr, name: &str, users: &[&str], level: &str) -> Value {
+    let subjects: Vec<Value> = users
+        .iter()
+        .map(|user| json!({"kind": "User", "user": {"name": user}}))
+        .collect();
+    create(
+        addr,
+        &format!("{FLOWCONTROL}/flowschemas"),
+        &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": {"name": name},
+            "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 500,
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [{"subjects": subjects,
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                        "clusterScope": true, "namespaces": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
+    )
+    .await
+}
+
+/// The uid of a flow-control object (`flowschemas` or `prioritylevelconfigurations`).
+async fn uid(addr: SocketAddr, plural: &str, name: &str) -> String {
+    let answer = call(
+        addr,
+        "admin-token",
+        "GET",
+        &format!("{FLOWCONTROL}/{plural}/{name}"),
+        "",
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `answer` names the FlowSchema and priority level of these uids (heads are lowercased).
+fn assert_classified(answer: &Answer, schema_uid: &str, level_uid: &str) {
+    assert!(
+        answer
+            .head
+            .contains(&format!("x-kubernetes-pf-flowschema-uid: {schema_uid}\r\n")),
+        "{}",
+        answer.head
+    );
+    assert!(
+        answer.head.contains(&format!(
+            "x-kubernetes-pf-prioritylevel-uid: {level_uid}\r\n"
+        )),
+        "{}",
+        answer.head
+    );
+}
+
+/// The resource version of a created object.
+fn created_version(answer: &Answer) -> u64 {
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    answer.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Goal: every classified answer names its FlowSchema and priority level by uid, as
+/// kube-apiserver's (client-go reads them): the exempt ones for system:masters, catch-all for
+/// any other user, on a success and on an error alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_name_their_flow_schema_and_priority_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let exempt = (
+        uid(addr, "flowschemas", "exempt").await,
+        uid(addr, "prioritylevelconfigurations", "exempt").await,
+    );
+    let catch_all = (
+        uid(addr, "flowschemas", "catch-all").await,
+        uid(addr, "prioritylevelconfigurations", "catch-all").await,
+    );
+    assert_ne!(exempt.0, catch_all.0);
+    let answer = call(addr, "admin-token", "GET", CM, "").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_classified(&answer, &exempt.0, &exempt.1);
+    let answer = call(addr, "alice-token", "GET", CM, "").await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_classified(&answer, &catch_all.0, &catch_all.1);
+    let answer = call(addr, "bob-token", "GET", &format!("{CM}/missing"), "").await;
+    assert_status(&answer, 404, "NotFound");
+    assert_classified(&answer, &catch_all.0, &catch_all.1);
+    // A watch is classified too (its head carries the headers).
+    let mut stream = raw::send(
+        addr,
+        &head("GET", &format!("{CM}?watch=true"), "bob-token", 0),
+        b"",
+    )
+    .await
+    .unwrap();
+    let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+        .await
+        .expect("a head")
+        .unwrap()
+        .to_ascii_lowercase();
+    assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+    assert!(
+        watch_head.contains(&format!(
+            "x-kubernetes-pf-flowschema-uid: {}\r\n",
+            catch_all.0
+        )),
+        "{watch_head}"
+    );
+    server.shutdown().await;
+}
+
+/// Goal: a FlowSchema routing alice to a one-seat `Reject` level makes her second concurrent
+/// request kube's 429 (named by her schema and level) while bob is served; deleting the
+/// schema sends her next request to catch-all at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reject_level_refuses_past_its_seat_while_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let level_uid = level(addr, "one-seat", json!({"type": "Reject"})).await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let schema_uid = schema(addr, "alice", &["alice"], "one-seat").await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let apf = server.app.limits.apf().unwrap();
+    assert_eq!(apf.seats("one-seat"), Some(1));
+    assert_eq!(apf.seats("catch-all"), Some(5));
+    let held = hold(addr, "alice-token", "held").await;
+    until(|| counts(&server, "alice", "one-seat").0 == 1).await;
+    let refused = call(addr, "alice-token", "GET", CM, "").await;
+    assert_status(&refused, 429, "TooManyRequests");
+    assert_eq!(
+        refused.json()["message"],
+        "Too many requests, please try again later."
+    );
+    assert!(
+        refused.head.contains("retry-after: 1\r\n"),
+        "{}",
+        refused.head
+    );
+    assert_classified(&refused, &schema_uid, &level_uid);
+    let served = call(addr, "bob-token", "GET", CM, "").await;
+    assert_eq!(served.status, 200, "{}", served.body);
+    let metrics = call(addr, "admin-token", "GET", "/metrics", "").await;
+    assert_eq!(
+        common::sample(
+            &metrics.body,
+            "apiserver_flowcontrol_rejected_requests_total{flow_schema=\"alice\",priority_level=\"one-seat\",reason=\"concurrency-limit\"}"
+        ),
+        1
+    );
+    assert_eq!(
+        common::sample(
+            &metrics.body,
+            "apiserver_flowcontrol_current_executing_requests{flow_schema=\"alice\",priority_level=\"one-seat\"}"
+        ),
+        1
+    );
+    // Live: without the schema, alice is catch-all's, whose seats are free.
+    let deleted = call(
+        addr,
+        "admin-token",
+        "DELETE",
+        &format!("{FLOWCONTROL}/flowschemas/alice"),
+        "",
+    )
+    .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    let served = call(addr, "alice-token", "GET", CM, "").await;
+    assert_eq!(served.status, 200, "{}", served.body);
+    assert_classified(
+        &served,
+        &uid(addr, "flowschemas", "catch-all").await,
+        &uid(addr, "prioritylevelconfigurations", "catch-all").await,
+    );
+    assert_eq!(held.finish().await.status, 201);
+    until(|| counts(&server, "alice", "one-seat").0 == 0).await;
+    server.shutdown().await;
+}
+
+/// Goal: a queuing level serves its waiting requests in their order when its seat frees;
+/// a request past its wait limit (a quarter of its `?timeout=`) and one finding its queue
+/// full get kube's 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_requests_are_served_in_order_when_the_seat_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    level(
+        addr,
+        "queued",
+        json!({"type": "Queue",
+            "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 3}}),
+    )
+    .await;
+    schema(addr, "alice", &["alice"], "queued").await;
+    let held = hold(addr, "alice-token", "first").await;
+    until(|| counts(&server, "alice", "queued").0 == 1).await;
+    // Waits at most 250 ms of its 1 s, then is refused.
+    let late = call(addr, "alice-token", "GET", &format!("{CM}?timeout=1s"), "").await;
+    assert_status(&late, 429, "TooManyRequests");
+    let mut waiting = Vec::new();
+    for name in ["a", "b", "c"] {
+        let body = configmap(name, 8).to_string();
+        waiting.push(tokio::spawn(async move {
+            call(addr, "alice-token", "POST", CM, &body).await
+        }));
+        let queued = waiting.len() as i64;
+        until(|| counts(&server, "alice", "queued").1 == queued).await;
+    }
+    let full = call(addr, "alice-token", "GET", CM, "").await;
+    assert_status(&full, 429, "TooManyRequests");
+    let first = created_version(&held.finish().await);
+    let mut versions = vec![first];
+    for task in waiting {
+        versions.push(created_version(&task.await.unwrap()));
+    }
+    let mut sorted = versions.clone();
+    sorted.sort_unstable();
+    assert_eq!(versions, sorted, "served out of order");
+    let apf = server.app.limits.apf().unwrap();
+    let rejected = |reason: apf::Reason| {
+        apf.counts()
+            .into_iter()
+            .find(|((s, _), _)| s == "alice")
+            .map(|(_, c)| c.rejected[reason as usize].load(std::sync::atomic::Ordering::Relaxed))
+    };
+    assert_eq!(rejected(apf::Reason::TimeOut), Some(1));
+    assert_eq!(rejected(apf::Reason::QueueFull), Some(1));
+    server.shutdown().await;
+}
+
+/// Goal: one user's flood does not starve another at the same level: with the seat taken,
+/// alice queues ten creates, then bob one; once the seat frees, bob's is served before all
+/// but at most one of alice's (first come, first served would serve all ten first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_by_one_user_does_not_starve_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    level(
+        addr,
+        "shared",
+        json!({"type": "Queue",
+            "queuing": {"queues": 16, "handSize": 1, "queueLengthLimit": 50}}),
+    )
+    .await;
+    schema(addr, "users", &["alice", "bob", "carol"], "shared").await;
+    // The premise: alice's and bob's flows have different queues.
+    let queue_of = |user: &str| {
+        let mut queue = 0;
+        apf::queues::deal(apf::flow_hash("users", user), 16, 1, |q| queue = q);
+        queue
+    };
+    assert_ne!(queue_of("alice"), queue_of("bob"));
+    let held = hold(addr, "carol-token", "held").await;
+    until(|| counts(&server, "users", "shared").0 == 1).await;
+    let mut alice = Vec::new();
+    for index in 0..10 {
+        let body = configmap(&format!("alice-{index}"), 8).to_string();
+        alice.push(tokio::spawn(async move {
+            call(addr, "alice-token", "POST", CM, &body).await
+        }));
+        let queued = alice.len() as i64;
+        until(|| counts(&server, "users", "shared").1 == queued).await;
+    }
+    let bob = {
+        let body = configmap("bob", 8).to_string();
+        tokio::spawn(async move { call(addr, "bob-token", "POST", CM, &body).await })
+    };
+    until(|| counts(&server, "users", "shared").1 == 11).await;
+    assert_eq!(held.finish().await.status, 201);
+    let bob = created_version(&bob.await.unwrap());
+    let mut before_bob = 0;
+    for task in alice {
+        if created_version(&task.await.unwrap()) < bob {
+            before_bob += 1;
+        }
+    }
+    assert!(
+        before_bob <= 1,
+        "{before_bob} of alice's ten were served before bob's"
+    );
+    server.shutdown().await;
+}
+
+/// Goal: `exempt` (system:masters) is never limited: with more of its requests held than the
+/// server has seats, another is served, and catch-all's seats are still free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exempt_users_are_never_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let mut held = Vec::new();
+    for index in 0..7 {
+        held.push(hold(addr, "admin-token", &format!("held-{index}")).await);
+    }
+    until(|| counts(&server, "exempt", "exempt").0 == 7).await;
+    let served = call(addr, "admin-token", "GET", CM, "").await;
+    assert_eq!(served.status, 200, "{}", served.body);
+    let served = call(addr, "alice-token", "GET", CM, "").await;
+    assert_eq!(served.status, 200, "{}", served.body);
+    for request in held {
+        assert_eq!(request.finish().await.status, 201);
+    }
+    server.shutdown().await;
+}
+
+/// Goal: kubectl lists the flow-control objects APF reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_flow_schemas_and_priority_levels() {
+    let server = common::server().await;
+    let k = kubectl_support::Kubectl::new(server.addr);
+    let names = kubectl_support::names(&k.ok(&["get", "flowschemas"]).await);
+    assert_eq!(names, ["catch-all", "exempt"]);
+    let names = kubectl_support::names(&k.ok(&["get", "prioritylevelconfigurations"]).await);
+    assert_eq!(names, ["catch-all", "exempt"]);
+    server.shutdown().await;
+}
+
+/// The `Dangling` condition of the FlowSchema `name` once its status is `status`.
+async fn dangling_once(addr: SocketAddr, name: &str, status: &str) -> Value {
+    let path = format!("{FLOWCONTROL}/flowschemas/{name}");
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let answer = call(addr, "admin-token", "GET", &path, "").await;
+            let conditions = answer.json()["status"]["conditions"].clone();
+            if let Some(condition) = conditions
+                .as_array()
+                .and_then(|all| all.iter().find(|c| c["type"] == "Dangling"))
+                .filter(|c| c["status"] == status)
+            {
+                return condition.clone();
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the Dangling condition")
+}
+
+/// Goal: FlowSchemas get kube's `Dangling` condition: `False` for the mandatory ones, `True`
+/// for one naming a missing level (which classifies nothing: alice stays catch-all's), and
+/// `False` once that level is created (alice is then its).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_schema_naming_a_missing_level_is_dangling() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let exempt = dangling_once(addr, "exempt", "False").await;
+    assert_eq!(exempt["reason"], "Found");
+    assert_eq!(
+        exempt["message"],
+        "This FlowSchema references the PriorityLevelConfiguration object named \"exempt\" and it exists"
+    );
+    schema(addr, "alice", &["alice"], "later").await;
+    let condition = dangling_once(addr, "alice", "True").await;
+    assert_eq!(condition["reason"], "NotFound");
+    assert_eq!(
+        condition["message"],
+        "This FlowSchema references the PriorityLevelConfiguration object named \"later\" but there is no such object"
+    );
+    let catch_all = uid(addr, "prioritylevelconfigurations", "catch-all").await;
+    let answer = call(addr, "alice-token", "GET", CM, "").await;
+    assert!(
+        answer.head.contains(&format!(
+            "x-kubernetes-pf-prioritylevel-uid: {catch_all}\r\n"
+        )),
+        "{}",
+        answer.head
+    );
+    let later = level(addr, "later", json!({"type": "Reject"})).await;
+    let condition = dangling_once(addr, "alice", "False").await;
+    assert_eq!(condition["reason"], "Found");
+    let answer = call(addr, "alice-token", "GET", CM, "").await;
+    assert!(
+        answer.head.contains(&format!(
+            "x-kubernetes-pf-prioritylevel-uid: {}\r\n",
+            later["metadata"]["uid"].as_str().unwrap()
+        )),
+        "{}",
+        answer.head
+    );
+    server.shutdown().await;
+}
+
+/// Goal: `--enable-priority-and-fairness=false` is kube's max-in-flight filter: no request is
+/// classified (no headers); on, the two in-flight limits must add up to a positive number of
+/// seats (kube's start-up error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_and_fairness_can_be_turned_off() {
+    let server = server_with(ServeArgs {
+        enable_priority_and_fairness: Some(false),
+        ..ServeArgs::default()
+    })
+    .await;
+    assert!(server.app.limits.apf().is_none());
+    let (status, _) = common::get_json(server.addr, CM).await;
+    assert_eq!(status, 200);
+    let answer = tokio::time::timeout(HANG_GUARD, async {
+        let mut stream = raw::send(
+            server.addr,
+            &format!("GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+            b"",
+        )
+        .await
+        .unwrap();
+        raw::read_answer(&mut stream).await
+    })
+    .await
+    .expect("an answer");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(!answer.head.contains("x-kubernetes-pf-"), "{}", answer.head);
+    server.shutdown().await;
+    let unlimited = |apf: Option<bool>| ServeArgs {
+        max_requests_inflight: Some(0),
+        max_mutating_requests_inflight: Some(0),
+        enable_priority_and_fairness: apf,
+        ..ServeArgs::default()
+    };
+    let refused = watchkeeper::config::ServeConfig::from_args(unlimited(None)).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid configuration: MaxRequestsInFlight=0 and MaxMutatingRequestsInFlight=0; they must add up to something positive"
+    );
+    assert!(watchkeeper::config::ServeConfig::from_args(unlimited(Some(false))).is_ok());
+}
