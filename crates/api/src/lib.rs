@@ -60,6 +60,7 @@ pub mod ephemeral;
 pub mod error;
 pub mod field;
 pub mod gc;
+pub mod go_json;
 mod hash;
 pub mod kinds;
 pub mod meta;

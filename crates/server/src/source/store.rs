@@ -701,7 +701,7 @@ impl StoreSource {
                     return Err(error);
                 }
                 let created = writer
-                    .create(resource, namespace, parse_body(&body)?, &body)
+                    .create(resource, namespace, decode_object(resource, &body)?, &body)
                     .await?;
                 Ok(json_response(
                     StatusCode::CREATED,
@@ -714,7 +714,7 @@ impl StoreSource {
                         resource,
                         namespace.unwrap_or_default(),
                         name,
-                        parse_body(&body)?,
+                        decode_object(resource, &body)?,
                         &body,
                     )
                     .await?;
@@ -3594,6 +3594,12 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
         ));
     }
     Ok(value)
+}
+
+/// A create or update body as the object it holds, refused in kube-apiserver's words
+/// ([`watchkeeper_api::go_json`]).
+fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
+    watchkeeper_api::go_json::decode_object(&resource.def.kind, body)
 }
 
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources

@@ -1,0 +1,100 @@
+//! Findings of the hostile-client audit: bodies kube-apiserver refuses in its own words, which
+//! the server answered in others. A create or update body that Go's `encoding/json` does not
+//! read (a byte-order mark, trailing bytes, an empty body, nesting past the limit, a top level
+//! that is not an object) is kube's 400 `the object provided is unrecognized (must be of type
+//! <Kind>): couldn't get version/kind; json parse error: ...`, and nothing is written.
+
+mod common;
+
+use watchkeeper::config::ServeArgs;
+
+use common::{request, server_with};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+fn unrecognized(cause: &str, summary: &str) -> String {
+    format!(
+        "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: {cause} ({summary})"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let object = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#;
+    let deep = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a"}},"x":{}{}}}"#,
+        "[".repeat(20_000),
+        "]".repeat(20_000)
+    );
+    let shallow_enough_for_go = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a"}},"x":{}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let cases = [
+        (
+            format!("\u{feff}{object}"),
+            unrecognized(
+                "invalid character 'ï' looking for beginning of value",
+                "efbbbf7b2261706956657273696f6e223a227631222c226b696e64223a22 ...",
+            ),
+        ),
+        (
+            format!("{object} x"),
+            unrecognized(
+                "invalid character 'x' after top-level value",
+                r#"{"apiVersion":"v1","kind":"Con ..."#,
+            ),
+        ),
+        (
+            String::new(),
+            unrecognized("unexpected end of JSON input", "<empty>"),
+        ),
+        (
+            object[..20].to_owned(),
+            unrecognized("unexpected end of JSON input", r#"{"apiVersion":"v1",""#),
+        ),
+        (
+            deep,
+            unrecognized(
+                "invalid character '[' exceeded max depth",
+                r#"{"apiVersion":"v1","kind":"Con ..."#,
+            ),
+        ),
+        // Deeper than serde_json reads, not than Go does: refused with Go's words.
+        (
+            shallow_enough_for_go,
+            unrecognized(
+                "invalid character '[' exceeded max depth",
+                r#"{"apiVersion":"v1","kind":"Con ..."#,
+            ),
+        ),
+        (
+            "[1]".to_owned(),
+            unrecognized(
+                r#"json: cannot unmarshal array into Go value of type struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#,
+                "5b315d",
+            ),
+        ),
+    ];
+    for (body, message) in &cases {
+        for (method, path) in [("POST", CM.to_owned()), ("PUT", format!("{CM}/a"))] {
+            let (status, text) = request(addr, method, &path, "application/json", body).await;
+            assert_eq!(status, 400, "{method} {text}");
+            let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(refusal["kind"], "Status", "{text}");
+            assert_eq!(refusal["reason"], "BadRequest", "{text}");
+            assert_eq!(refusal["message"], message.as_str(), "{method}");
+        }
+    }
+    let (status, text) = request(addr, "GET", CM, "application/json", "").await;
+    assert_eq!(status, 200, "{text}");
+    let list: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list["items"], serde_json::json!([]), "{text}");
+    // The same object without the hostile bytes is created.
+    let (status, text) = request(addr, "POST", CM, "application/json", object).await;
+    assert_eq!(status, 201, "{text}");
+    server.shutdown().await;
+}
