@@ -2,7 +2,10 @@
 //! the server answered in others. A create or update body that Go's `encoding/json` does not
 //! read (a byte-order mark, trailing bytes, an empty body, nesting past the limit, a top level
 //! that is not an object) is kube's 400 `the object provided is unrecognized (must be of type
-//! <Kind>): couldn't get version/kind; json parse error: ...`, and nothing is written.
+//! <Kind>): couldn't get version/kind; json parse error: ...`, and nothing is written. A YAML
+//! body whose aliases expand too far, or that nests too deep, is refused with go-yaml's words
+//! (`yaml: document contains excessive aliasing`, `exceeded max depth of ...`), not the
+//! parser's, which quoted the body back.
 
 mod common;
 
@@ -96,5 +99,45 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
     // The same object without the hostile bytes is created.
     let (status, text) = request(addr, "POST", CM, "application/json", object).await;
     assert_eq!(status, 201, "{text}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_bombs_and_depth_are_refused_in_go_yaml_s_words() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let head = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: laughs}\n";
+    let mut laughs = format!("{head}a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for level in 1..9u8 {
+        let (name, previous) = (char::from(b'a' + level), char::from(b'a' + level - 1));
+        let items = vec![format!("*{previous}"); 9].join(", ");
+        laughs.push_str(&format!("{name}: &{name} [{items}]\n"));
+    }
+    let deep = format!("{head}x: {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
+    let cases = [
+        (&laughs, "yaml: document contains excessive aliasing"),
+        (&deep, "yaml: line 4: exceeded max depth of 64"),
+    ];
+    for (body, cause) in cases {
+        let (status, text) = request(addr, "POST", CM, "application/yaml", body).await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(refusal["reason"], "BadRequest", "{text}");
+        assert_eq!(
+            refusal["message"],
+            format!("error converting YAML to JSON: {cause}")
+        );
+        let apply = format!("{CM}/laughs?fieldManager=m");
+        let (status, text) =
+            request(addr, "PATCH", &apply, "application/apply-patch+yaml", body).await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            refusal["message"],
+            format!("error decoding YAML: error converting YAML to JSON: {cause}")
+        );
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/laughs"), "", "").await;
+    assert_eq!(status, 404, "{text}");
     server.shutdown().await;
 }
