@@ -21,7 +21,9 @@
 //! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
 //!   words: nesting past serde_json's 128 levels (its recursion limit, which keeps the parser
 //!   and the value's drop within a worker's stack) is `exceeded max depth` as Go says it at
-//!   10,000; a number past `f64` and a string that is not UTF-8 keep serde_json's message.
+//!   10,000; a number past `f64` keeps serde_json's message.
+//! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
+//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused.
 
 use serde_json::Value;
 use watchkeeper_core::gotext::go_quote;
@@ -50,7 +52,13 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
     if let Some(cause) = syntax_error(body) {
         return Err(unrecognized(&cause));
     }
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
+    let parsed = match serde_json::from_slice(body) {
+        Err(_) if std::str::from_utf8(body).is_err() => {
+            serde_json::from_str(&replace_invalid_utf8(body))
+        }
+        parsed => parsed,
+    };
+    let value: Value = parsed.map_err(|e| {
         if e.to_string().starts_with("recursion limit exceeded") {
             let open = body.iter().rev().find(|&&b| b == b'{' || b == b'[');
             unrecognized(&format!(
@@ -72,6 +80,27 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
     Err(unrecognized(&format!(
         "json: cannot unmarshal {found} into Go value of type {FIND_KIND_TYPE}"
     )))
+}
+
+/// `bytes` with each byte of an invalid UTF-8 sequence replaced by U+FFFD, as Go's
+/// `encoding/json` reads a string (the scanner has refused such bytes anywhere else).
+fn replace_invalid_utf8(mut bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len() + 16);
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(valid) => {
+                text.push_str(valid);
+                return text;
+            }
+            Err(error) => {
+                let (valid, rest) = bytes.split_at(error.valid_up_to());
+                text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                let invalid = error.error_len().unwrap_or(rest.len());
+                text.extend(std::iter::repeat_n('\u{fffd}', invalid));
+                bytes = &rest[invalid..];
+            }
+        }
+    }
 }
 
 /// The body as kube's `summarizeData(body, 30)` prints it in a decode error.
@@ -462,6 +491,14 @@ mod tests {
             refused(b"{\"a\": 1} trailing"),
             "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: invalid character 't' after top-level value ({\"a\": 1} trailing)"
         );
+        // Checked against go1.19.8's `json.Unmarshal` into a map.
+        for (body, want) in [
+            (&b"{\"a\":\"\xff\xfe\"}"[..], "\u{fffd}\u{fffd}"),
+            (b"{\"a\":\"x\xe2\x82y\"}", "x\u{fffd}\u{fffd}y"),
+            (b"{\"a\":\"\xf0\x9f\x98\"}", "\u{fffd}\u{fffd}\u{fffd}"),
+        ] {
+            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+        }
         assert_eq!(
             decode_object("Pod", b"null").unwrap(),
             Value::Object(serde_json::Map::new())

@@ -2,7 +2,8 @@
 //! the server answered in others. A create or update body that Go's `encoding/json` does not
 //! read (a byte-order mark, trailing bytes, an empty body, nesting past the limit, a top level
 //! that is not an object) is kube's 400 `the object provided is unrecognized (must be of type
-//! <Kind>): couldn't get version/kind; json parse error: ...`, and nothing is written. A YAML
+//! <Kind>): couldn't get version/kind; json parse error: ...`, and nothing is written; bytes
+//! of a string that are not UTF-8 are read as Go reads them (U+FFFD), not refused. A YAML
 //! body whose aliases expand too far, or that nests too deep, is refused with go-yaml's words
 //! (`yaml: document contains excessive aliasing`, `exceeded max depth of ...`), not the
 //! parser's, which quoted the body back.
@@ -11,7 +12,8 @@ mod common;
 
 use watchkeeper::config::ServeArgs;
 
-use common::{request, server_with};
+use common::{HANG_GUARD, request, server_with};
+use watchkeeper_testkit::raw;
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -99,6 +101,18 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
     // The same object without the hostile bytes is created.
     let (status, text) = request(addr, "POST", CM, "application/json", object).await;
     assert_eq!(status, 201, "{text}");
+    // Bytes of a string that are not UTF-8 are read as Go reads them: U+FFFD each.
+    let body = b"{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"b\"},\"data\":{\"k\":\"x\xff\xfey\"}}";
+    let head = format!(
+        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = raw::send(addr, &head, body).await.unwrap();
+    let created = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+        .await
+        .expect("an answer");
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.json()["data"]["k"], "x\u{fffd}\u{fffd}y");
     server.shutdown().await;
 }
 
