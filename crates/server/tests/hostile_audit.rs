@@ -6,7 +6,8 @@
 //! of a string that are not UTF-8 are read as Go reads them (U+FFFD), not refused. A YAML
 //! body whose aliases expand too far, or that nests too deep, is refused with go-yaml's words
 //! (`yaml: document contains excessive aliasing`, `exceeded max depth of ...`), not the
-//! parser's, which quoted the body back.
+//! parser's, which quoted the body back. A body past `--max-request-body-bytes` is kube's 413
+//! `Request entity too large: limit is N`, declared or chunked.
 
 mod common;
 
@@ -152,6 +153,45 @@ async fn yaml_bombs_and_depth_are_refused_in_go_yaml_s_words() {
         );
     }
     let (status, text) = request(addr, "GET", &format!("{CM}/laughs"), "", "").await;
+    assert_eq!(status, 404, "{text}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_past_the_limit_is_kube_s_413_declared_or_chunked() {
+    let server = server_with(ServeArgs {
+        max_request_body_bytes: Some(4096),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let body = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"a":"{}"}}}}"#,
+        "x".repeat(5000)
+    );
+    let declared = format!(
+        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let chunked_head = format!(
+        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    );
+    let chunked = format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len());
+    for (head, bytes) in [(declared, body.clone()), (chunked_head, chunked)] {
+        let mut stream = raw::send(addr, &head, bytes.as_bytes()).await.unwrap();
+        let refused = tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+            .await
+            .expect("an answer");
+        assert_eq!(refused.status, 413, "{}", refused.body);
+        let status = refused.json();
+        assert_eq!(
+            status["reason"], "RequestEntityTooLarge",
+            "{}",
+            refused.body
+        );
+        assert_eq!(status["message"], "Request entity too large: limit is 4096");
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/big"), "", "").await;
     assert_eq!(status, 404, "{text}");
     server.shutdown().await;
 }

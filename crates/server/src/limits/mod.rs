@@ -13,7 +13,7 @@
 //! | path form ([`check_path`])                    | —       | 400 BadRequest |
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
-//! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
+//! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge `Request entity too large: limit is 3145728` |
 //! | JSON body nesting (fixed: 128 levels, serde_json's recursion limit; Go's is 10,000) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth (...)` (`watchkeeper_api::go_json`) |
 //! | YAML body nesting (fixed: 64 levels) and alias expansion (fixed: twice the body's length, plus 4096 nodes and 64 KiB of scalars) | — | 400 BadRequest `error converting YAML to JSON: yaml: line N: exceeded max depth of 64`, `... yaml: document contains excessive aliasing` (`watchkeeper_api::go_yaml`) |
 //! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`; a request's own `?timeout=` Go duration when shorter, kube's `WithRequestDeadline`, 400 when it is not one) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset, HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
@@ -870,8 +870,9 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
     let too_large = || {
         limits.reject(
             Limit::RequestBody,
+            // kube-apiserver's words (`limitedReadBody`).
             &ApiError::request_entity_too_large(format!(
-                "the request body is larger than the limit of {} bytes",
+                "limit is {}",
                 config.request_body_bytes_max
             )),
         )
