@@ -6,6 +6,8 @@
 //! version/kind; json parse error: <Go's error> (<the body's first 30 bytes>)`
 //! (`transformDecodeError` and `summarizeData` of `endpoints/handlers/rest.go`: the bytes as
 //! text when the body starts with `{`, else in hex, ` ...` when cut, `<empty>` when empty).
+//! A YAML body that does not convert is refused in the same frame ([`unrecognized`]) with the
+//! converter's error (`error converting YAML to JSON: yaml: ...`).
 //!
 //! ## Guarantees
 //! - Go's syntax errors are reproduced by a port of its scanner ([`syntax_error`], the
@@ -44,10 +46,11 @@ const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,om
 /// 400 BadRequest `the object provided is unrecognized (must be of type <kind>): ...`.
 pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
     let unrecognized = |cause: &str| {
-        ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {cause} ({})",
-            summarize(body)
-        ))
+        unrecognized(
+            kind,
+            body,
+            &format!("couldn't get version/kind; json parse error: {cause}"),
+        )
     };
     if let Some(cause) = syntax_error(body) {
         return Err(unrecognized(&cause));
@@ -80,6 +83,16 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
     Err(unrecognized(&format!(
         "json: cannot unmarshal {found} into Go value of type {FIND_KIND_TYPE}"
     )))
+}
+
+/// kube-apiserver's 400 for a create or update body of `kind` that does not decode, before its
+/// kind is known (`transformDecodeError`): `cause` and the body summarized.
+#[must_use]
+pub fn unrecognized(kind: &str, body: &[u8], cause: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {kind}): {cause} ({})",
+        summarize(body)
+    ))
 }
 
 /// `bytes` with each byte of an invalid UTF-8 sequence replaced by U+FFFD, as Go's

@@ -6,7 +6,7 @@
 //! of a string that are not UTF-8 are read as Go reads them (U+FFFD), not refused. A YAML
 //! body whose aliases expand too far, or that nests too deep, is refused with go-yaml's words
 //! (`yaml: document contains excessive aliasing`, `exceeded max depth of ...`), not the
-//! parser's, which quoted the body back. A body past `--max-request-body-bytes` is kube's 413
+//! parser's, which quoted the body back, in kube's frame for a create's undecodable body. A body past `--max-request-body-bytes` is kube's 413
 //! `Request entity too large: limit is N`, declared or chunked.
 
 mod common;
@@ -138,9 +138,12 @@ async fn yaml_bombs_and_depth_are_refused_in_go_yaml_s_words() {
         assert_eq!(status, 400, "{text}");
         let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(refusal["reason"], "BadRequest", "{text}");
+        // kube's frame for a body whose kind is not known yet, the body's first 30 bytes in hex.
         assert_eq!(
             refusal["message"],
-            format!("error converting YAML to JSON: {cause}")
+            format!(
+                "the object provided is unrecognized (must be of type ConfigMap): error converting YAML to JSON: {cause} (61706956657273696f6e3a2076310a6b696e643a20436f6e6669674d6170 ...)"
+            )
         );
         let apply = format!("{CM}/laughs?fieldManager=m");
         let (status, text) =
