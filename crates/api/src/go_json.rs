@@ -21,9 +21,10 @@
 //!   value of type struct { ... }` (the anonymous struct `Interpret` decodes into); `null` is
 //!   an empty object, as Go decodes it (the create then refuses its missing name).
 //! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
-//!   words: nesting past serde_json's 128 levels (its recursion limit, which keeps the parser
-//!   and the value's drop within a worker's stack) is `exceeded max depth` as Go says it at
-//!   10,000; a number past `f64` keeps serde_json's message.
+//!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
+//!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
+//!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
+//!   a number past `f64` keeps serde_json's message.
 //! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
 //!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused.
 
@@ -34,6 +35,9 @@ use crate::error::ApiError;
 
 /// Go's `encoding/json` nesting limit (`maxNestingDepth`).
 pub const GO_MAX_DEPTH: usize = 10_000;
+
+/// The deepest nesting serde_json reads (its recursion limit).
+const SERDE_MAX_DEPTH: usize = 127;
 
 /// The Go type `SimpleMetaFactory.Interpret` decodes a body's `apiVersion` and `kind` into, as
 /// Go's `reflect` prints it.
@@ -62,15 +66,12 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
         parsed => parsed,
     };
     let value: Value = parsed.map_err(|e| {
-        if e.to_string().starts_with("recursion limit exceeded") {
-            let open = body.iter().rev().find(|&&b| b == b'{' || b == b'[');
-            unrecognized(&format!(
-                "invalid character {} exceeded max depth",
-                quote_byte(*open.unwrap_or(&b'{'))
-            ))
-        } else {
-            unrecognized(&e.to_string())
-        }
+        let cause = e
+            .is_syntax()
+            .then(|| scan(body, SERDE_MAX_DEPTH))
+            .flatten()
+            .unwrap_or_else(|| e.to_string());
+        unrecognized(&cause)
     })?;
     let found = match value {
         Value::Object(_) => return Ok(value),
@@ -180,6 +181,7 @@ struct Scanner {
     step: Step,
     levels: Vec<Level>,
     end_top: bool,
+    max_depth: usize,
 }
 
 fn is_space(byte: u8) -> bool {
@@ -193,7 +195,7 @@ impl Scanner {
 
     fn push(&mut self, byte: u8, level: Level, next: Step) -> Result<(), String> {
         self.levels.push(level);
-        if self.levels.len() > GO_MAX_DEPTH {
+        if self.levels.len() > self.max_depth {
             return Err(Self::error(byte, "exceeded max depth"));
         }
         self.step = next;
@@ -359,10 +361,16 @@ impl Scanner {
 /// decoding (`checkValid`), or `None` when Go reads it as one JSON value.
 #[must_use]
 pub fn syntax_error(data: &[u8]) -> Option<String> {
+    scan(data, GO_MAX_DEPTH)
+}
+
+/// Go's scanner over `data` with a nesting limit of `max_depth` levels.
+fn scan(data: &[u8], max_depth: usize) -> Option<String> {
     let mut scanner = Scanner {
         step: Step::BeginValue,
         levels: Vec::new(),
         end_top: false,
+        max_depth,
     };
     for &byte in data {
         if let Err(error) = scanner.byte(byte) {
@@ -473,6 +481,27 @@ mod tests {
         assert_eq!(
             syntax_error(deep(GO_MAX_DEPTH + 1).as_bytes()).as_deref(),
             Some("invalid character '[' exceeded max depth")
+        );
+        // serde_json's limit: the deepest body it reads is accepted, one level more refused
+        // at the bracket that opens it.
+        let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
+        assert!(decode_object("ConfigMap", at_limit.as_bytes()).is_ok());
+        let past = format!(
+            "{{\"a\":{}{{\"b\":1}}{}}}",
+            "[".repeat(SERDE_MAX_DEPTH - 1),
+            "]".repeat(SERDE_MAX_DEPTH - 1)
+        );
+        assert!(
+            serde_json::from_str::<Value>(&past).is_err(),
+            "serde_json's limit"
+        );
+        let error = decode_object("ConfigMap", past.as_bytes()).unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("json parse error: invalid character '{' exceeded max depth ("),
+            "{}",
+            error.message
         );
         let body = format!("{{\"a\":{}}}", deep(200));
         let error = decode_object("ConfigMap", body.as_bytes()).unwrap_err();
