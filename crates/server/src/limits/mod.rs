@@ -32,6 +32,11 @@
 //! The object size (1.5 MiB of JSON, etcd's request limit as kube-apiserver uses it) is checked
 //! by object validation in the api crate (413).
 //!
+//! HTTP/2 protocol abuse is bounded by hyper's and h2's defaults, which the connection layer
+//! keeps (README's "HTTP/2 abuse": rapid reset is GOAWAY `ENHANCE_YOUR_CALM` after 20
+//! pending resets, a CONTINUATION flood is cut at the header list size, SETTINGS/PING floods
+//! and window overflows end the connection, streams past `MAX_CONCURRENT_STREAMS` are refused).
+//!
 //! ## One client cannot hold the request slots
 //! - Every answer that is not long-running ends by its deadline (`--request-timeout` from the
 //!   request's arrival), whatever the client reads: a client that never reads a large answer
