@@ -19,7 +19,9 @@
 //!   bounded by it.
 //! - A body whose top level is not an object is Go's `json: cannot unmarshal array into Go
 //!   value of type struct { ... }` (the anonymous struct `Interpret` decodes into); `null` is
-//!   an empty object, as Go decodes it (the create then refuses its missing name).
+//!   an empty object, as Go decodes it (the create then refuses its missing name). An
+//!   `apiVersion` or `kind` that is not a string (nor `null`) is that struct's `json: cannot
+//!   unmarshal number into Go struct field .kind of type string`.
 //! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
 //!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
 //!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
@@ -73,17 +75,39 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
             .unwrap_or_else(|| e.to_string());
         unrecognized(&cause)
     })?;
-    let found = match value {
-        Value::Object(_) => return Ok(value),
-        Value::Null => return Ok(Value::Object(serde_json::Map::new())),
-        Value::Array(_) => "array",
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
+    let Value::Object(fields) = &value else {
+        if value.is_null() {
+            return Ok(Value::Object(serde_json::Map::new()));
+        }
+        return Err(unrecognized(&format!(
+            "json: cannot unmarshal {} into Go value of type {FIND_KIND_TYPE}",
+            go_kind(&value)
+        )));
     };
-    Err(unrecognized(&format!(
-        "json: cannot unmarshal {found} into Go value of type {FIND_KIND_TYPE}"
-    )))
+    for field in ["apiVersion", "kind"] {
+        if let Some(found) = fields.get(field)
+            && !found.is_string()
+            && !found.is_null()
+        {
+            return Err(unrecognized(&format!(
+                "json: cannot unmarshal {} into Go struct field .{field} of type string",
+                go_kind(found)
+            )));
+        }
+    }
+    Ok(value)
+}
+
+/// How Go's `encoding/json` names the JSON type of `value` in an `UnmarshalTypeError`.
+fn go_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 /// kube-apiserver's 400 for a create or update body of `kind` that does not decode, before its
@@ -528,6 +552,17 @@ mod tests {
             format!(
                 "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {FIND_KIND_TYPE} (5b315d)"
             )
+        );
+        assert_eq!(
+            refused(b"{\"kind\":5}"),
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: json: cannot unmarshal number into Go struct field .kind of type string ({\"kind\":5})"
+        );
+        assert!(refused(b"{\"apiVersion\":[],\"kind\":\"Pod\"}").contains(
+            "json: cannot unmarshal array into Go struct field .apiVersion of type string ("
+        ));
+        assert_eq!(
+            decode_object("Pod", b"{\"kind\":null}").unwrap()["kind"],
+            Value::Null
         );
         assert_eq!(
             refused(b"{\"a\": 1} trailing"),
