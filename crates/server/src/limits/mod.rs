@@ -35,7 +35,8 @@
 //! HTTP/2 protocol abuse is bounded by hyper's and h2's defaults, which the connection layer
 //! keeps (README's "HTTP/2 abuse": rapid reset is GOAWAY `ENHANCE_YOUR_CALM` after 20
 //! pending resets, a CONTINUATION flood is cut at the header list size, SETTINGS/PING floods
-//! and window overflows end the connection, streams past `MAX_CONCURRENT_STREAMS` are refused).
+//! end the connection, WINDOW_UPDATE floods cost nothing, streams past
+//! `MAX_CONCURRENT_STREAMS` end the connection).
 //!
 //! ## One client cannot hold the request slots
 //! - Every answer that is not long-running ends by its deadline (`--request-timeout` from the
