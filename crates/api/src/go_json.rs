@@ -52,13 +52,17 @@ const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,om
 /// # Errors
 /// 400 BadRequest `the object provided is unrecognized (must be of type <kind>): ...`.
 pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
-    let unrecognized = |cause: &str| {
-        unrecognized(
-            kind,
-            body,
-            &format!("couldn't get version/kind; json parse error: {cause}"),
-        )
-    };
+    decode(body).map_err(|cause| unrecognized(kind, body, &cause))
+}
+
+/// A body as the JSON object it holds, or the error kube-apiserver's `Interpret` reports for
+/// it, `couldn't get version/kind; json parse error: <Go's error>` (see the module docs; a
+/// DELETE's options answer it as it is, a 500).
+///
+/// # Errors
+/// The error's text.
+pub fn decode(body: &[u8]) -> Result<Value, String> {
+    let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
     let parsed = match serde_json::from_slice(body) {
         Err(_) if std::str::from_utf8(body).is_err() => {
@@ -70,13 +74,13 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
         let cause = syntax_error(body)
             .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
-        unrecognized(&cause)
+        interpret(&cause)
     })?;
     let Value::Object(fields) = &value else {
         if value.is_null() {
             return Ok(Value::Object(serde_json::Map::new()));
         }
-        return Err(unrecognized(&format!(
+        return Err(interpret(&format!(
             "json: cannot unmarshal {} into Go value of type {FIND_KIND_TYPE}",
             go_kind(&value)
         )));
@@ -86,7 +90,7 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
             && !found.is_string()
             && !found.is_null()
         {
-            return Err(unrecognized(&format!(
+            return Err(interpret(&format!(
                 "json: cannot unmarshal {} into Go struct field .{field} of type string",
                 go_kind(found)
             )));

@@ -3,7 +3,8 @@
 //! read (a byte-order mark, trailing bytes, an empty body, nesting past the limit, a top level
 //! that is not an object) is kube's 400 `the object provided is unrecognized (must be of type
 //! <Kind>): couldn't get version/kind; json parse error: ...`, and nothing is written; bytes
-//! of a string that are not UTF-8 are read as Go reads them (U+FFFD), not refused. A YAML
+//! of a string that are not UTF-8 are read as Go reads them (U+FFFD), not refused; a DELETE's
+//! options Go does not read are its error as kube's handler answers it (500). A YAML
 //! body whose aliases expand too far, or that nests too deep, is refused with go-yaml's words
 //! (`yaml: document contains excessive aliasing`, `exceeded max depth of ...`), not the
 //! parser's, which quoted the body back, in kube's frame for a create's undecodable body. A body past `--max-request-body-bytes` is kube's 413
@@ -114,6 +115,18 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
         .expect("an answer");
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.json()["data"]["k"], "x\u{fffd}\u{fffd}y");
+    // A DELETE's options that Go does not read: kube's handler answers the error as it is.
+    for path in [format!("{CM}/b"), CM.to_owned()] {
+        let (status, text) = request(addr, "DELETE", &path, "application/json", "{} x").await;
+        assert_eq!(status, 500, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            refusal["message"],
+            "couldn't get version/kind; json parse error: invalid character 'x' after top-level value"
+        );
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/b"), "", "").await;
+    assert_eq!(status, 200, "{text}");
     server.shutdown().await;
 }
 
