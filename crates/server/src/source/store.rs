@@ -3477,7 +3477,8 @@ fn delete_options_dry_run(body: &Bytes) -> Vec<String> {
 /// a single object the options' own scheme knows only the meta kinds: `no kind "Pod" is
 /// registered ...`), a field of the wrong JSON type is Go's `json: cannot unmarshal ...`, and
 /// a body Go's `encoding/json` does not read is its `couldn't get version/kind; json parse
-/// error: ...` ([`watchkeeper_api::go_json::decode`]).
+/// error: ...` ([`watchkeeper_api::go_json::decode`]). (kube-apiserver answers these 400 from
+/// v1.35, kubernetes#133358; v1.33's handler answers the error as it is.)
 fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
     let options =
         watchkeeper_api::go_json::decode(body).map_err(|cause| ApiError::new(500, "", cause))?;
