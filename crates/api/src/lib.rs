@@ -61,6 +61,8 @@ pub mod ephemeral;
 pub mod error;
 pub mod field;
 pub mod gc;
+pub mod go_json;
+pub mod go_yaml;
 mod hash;
 pub mod kinds;
 pub mod meta;

@@ -11,7 +11,8 @@
 //! - Reading is bounded as server-side apply's YAML is ([`crate::apply::config`]): nesting
 //!   beyond 64 levels, and aliases expanding the document past twice the body's length in
 //!   nodes or scalar bytes (an alias bomb, a large string aliased many times), are 400 before
-//!   any large value is built.
+//!   any large value is built, in go-yaml's words (`yaml: document contains excessive
+//!   aliasing`, `yaml: line N: exceeded max depth of 64`: [`crate::go_yaml`]).
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
 //!   value (tested), and an answer that is not JSON is left alone.
 
@@ -26,8 +27,8 @@ pub const YAML_MEDIA_TYPE: &str = "application/yaml";
 /// The JSON of a create or update body sent as `application/yaml` (see the module docs).
 ///
 /// # Errors
-/// 400 BadRequest, `error converting YAML to JSON: yaml: ...` with the parser's line and
-/// column, for YAML that does not parse, is not valid UTF-8, or breaks the reading bounds.
+/// 400 BadRequest, `error converting YAML to JSON: yaml: ...` with the parser's line, for
+/// YAML that does not parse, is not valid UTF-8, or breaks the reading bounds.
 pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{') && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {

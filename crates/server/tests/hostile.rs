@@ -876,7 +876,7 @@ async fn yaml_aliases_cannot_build_more_than_the_body_holds() {
         assert_eq!(refusal["reason"], "BadRequest", "{text}");
         let message = refusal["message"].as_str().unwrap();
         assert!(
-            message.starts_with("error converting YAML to JSON: yaml: "),
+            message.contains("error converting YAML to JSON: yaml: "),
             "{message}"
         );
         let apply = format!("{CM}/amplified?fieldManager=m");

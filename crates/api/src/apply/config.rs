@@ -11,7 +11,7 @@
 //!   decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface
 //!   {}`; an empty or `null` document is an empty configuration (which the apply then refuses
 //!   for its missing `apiVersion`, as kube-apiserver does); a syntax error is 400
-//!   `error decoding YAML: ...` with the parser's line and column.
+//!   `error decoding YAML: ...` with the parser's line, on one line ([`crate::go_yaml`]).
 //! - Parsing is bounded: nesting deeper than [`MAX_DEPTH`] levels is refused with 400, and so
 //!   is alias expansion past what the body's own text could hold: more than twice its length
 //!   plus [`ALIAS_SLACK_NODES`] nodes, or more than twice its length plus
@@ -20,7 +20,9 @@
 //!   (a node takes at least one byte of text, and no escape makes a scalar twice its text), so
 //!   the value built from a body is bounded by the body's size, itself bounded by the request
 //!   body limit: a 300-byte alias bomb is refused after a few thousand nodes, and a 100 KB
-//!   string aliased a hundred times (10 MB of JSON) is refused before it is built.
+//!   string aliased a hundred times (10 MB of JSON) is refused before it is built. Both are
+//!   go-yaml's `yaml: document contains excessive aliasing`, and nesting go-yaml's `exceeded
+//!   max depth of 64` ([`crate::go_yaml`]).
 
 use serde_json::Value;
 
@@ -68,7 +70,7 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
 ///
 /// # Errors
 /// 400 BadRequest, `{prefix}error converting YAML to JSON: yaml: ...` with the parser's line
-/// and column (or `invalid UTF-8`), as kube-apiserver's YAML readers word it.
+/// (or `invalid UTF-8`), as kube-apiserver's YAML readers word it ([`crate::go_yaml`]).
 pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         ApiError::bad_request(format!(
@@ -77,8 +79,8 @@ pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
     })?;
     serde_saphyr::from_str_with_options(text, options(body.len())).map_err(|e| {
         ApiError::bad_request(format!(
-            "{prefix}error converting YAML to JSON: yaml: {}",
-            one_line(&e.to_string())
+            "{prefix}error converting YAML to JSON: {}",
+            crate::go_yaml::cause(&e)
         ))
     })
 }
@@ -207,16 +209,6 @@ pub fn duplicate_keys_error(duplicates: &[String]) -> ApiError {
     ))
 }
 
-/// The parser's message on one line (it may draw the offending line under it).
-fn one_line(message: &str) -> String {
-    message
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,7 +334,10 @@ mod tests {
         let error =
             parse_configuration(format!("s: &s {big}\nrefs: [{refs}]\n").as_bytes()).unwrap_err();
         assert_eq!(error.code, 400);
-        assert!(error.message.contains("ScalarBytes"), "{}", error.message);
+        assert_eq!(
+            error.message,
+            "error decoding YAML: error converting YAML to JSON: yaml: document contains excessive aliasing"
+        );
         // A 300-byte tree of aliases: 9^5 leaves (within serde-saphyr's 250,000 nodes).
         let mut tree = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
         for level in 1..5 {
@@ -351,7 +346,10 @@ mod tests {
         }
         let error = parse_configuration(tree.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400);
-        assert!(error.message.contains("Nodes"), "{}", error.message);
+        assert_eq!(
+            error.message,
+            "error decoding YAML: error converting YAML to JSON: yaml: document contains excessive aliasing"
+        );
         // Anchors as manifests use them are read, and the aliases expanded.
         let labels = "labels: &l {app: web, tier: front, team: a}\n";
         let uses = (0..5).map(|i| format!("u{i}: *l\n")).collect::<String>();

@@ -6,9 +6,11 @@
 //!   returned before the deadline: not kube's 504, which the limits layer answers and which
 //!   is never cut off) and is not finished at the deadline, has its task dropped then: the
 //!   response body (and the in-flight slots it holds, and the piece of it hyper buffered)
-//!   and hyper's handle of the stream go, and h2 resets the stream (RST_STREAM `CANCEL`:
-//!   kube-apiserver's Go server resets with `INTERNAL_ERROR` when its handler aborts; either
-//!   is a stream error to the client) and drops the bytes it queued for it. Counted as
+//!   and hyper's handle of the stream go, and the stream is reset with RST_STREAM
+//!   `INTERNAL_ERROR`, as kube-apiserver's Go server resets a stream whose handler aborts (its
+//!   timeout filter panics with `http.ErrAbortHandler`); the vendored hyper sends it when a
+//!   stream's task is dropped while its body is being sent (vendor/README.md; h2 alone would
+//!   send `CANCEL`), and h2 drops the bytes it queued for it. Counted as
 //!   `limit="request_timeout"`.
 //! - This holds for a client that never grants the stream a flow-control window: hyper then
 //!   waits on the stream's send capacity and never polls the body, so no bound inside the

@@ -160,9 +160,12 @@ async fn answer(
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok()),
     );
-    let body = match yaml::json_body(&parts.method, &parts.headers, body) {
+    let body = match yaml::json_body(&parts.method, &parts.headers, body.clone()) {
         Ok(body) => body,
-        Err(error) => return error_response(&error),
+        Err(error) => {
+            let error = yaml::undecodable(&app, parts.uri.path(), &body, error);
+            return error_response(&error);
+        }
     };
     crate::audit::context::request_body(&body);
     crate::offload::phase_boundary().await;

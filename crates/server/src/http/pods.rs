@@ -60,8 +60,12 @@ pub async fn serve(
     if let Some(answer) = create_only_or_forward(app, request, resource).await {
         return answer;
     }
-    let body: Value = serde_json::from_slice(&request.context.body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    let kind = if request.target.subresource == Some("binding") {
+        "Binding"
+    } else {
+        "Eviction"
+    };
+    let body = watchkeeper_api::go_json::decode_object(kind, &request.context.body)?;
     let name = request.target.name.unwrap_or_default();
     match request.target.subresource {
         Some("binding") => bind(app, request, resource, name, &body).await,

@@ -73,9 +73,7 @@ fn decode(def: &ResourceDef, context: &RequestContext) -> Result<Value, ApiError
     let value = if protobuf {
         watchkeeper_api::decode_protobuf(def, &context.body)?
     } else {
-        serde_json::from_slice(&context.body).map_err(|e| {
-            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
-        })?
+        watchkeeper_api::go_json::decode_object(&def.kind, &context.body)?
     };
     if value.is_object() {
         Ok(value)

@@ -297,12 +297,8 @@ pub async fn serve(
                 let parent = read_parent(app, request, resource).await?;
                 let current = scale_of(def, &paths, &parent);
                 let (desired, precondition) = if request.verb == Verb::Update {
-                    let body: Value =
-                        serde_json::from_slice(&request.context.body).map_err(|e| {
-                            ApiError::bad_request(format!(
-                                "the request body is not valid JSON: {e}"
-                            ))
-                        })?;
+                    let body =
+                        watchkeeper_api::go_json::decode_object("Scale", &request.context.body)?;
                     let precondition = body
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)

@@ -86,9 +86,7 @@ fn decode(request: &ResourceRequest<'_>) -> Result<Value, ApiError> {
     } else if body.is_empty() {
         json!({})
     } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
-        })?
+        watchkeeper_api::go_json::decode_object("TokenRequest", body)?
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(

@@ -2,7 +2,9 @@
 //! or update body sent as `application/yaml` is read as the JSON it converts to, and an answer
 //! the client's `Accept` header wants in YAML ([`watchkeeper_api::negotiate::answers_in_yaml`])
 //! is the JSON answer converted, as kube-apiserver's YAML serializer answers — objects, lists,
-//! discovery and `Status` refusals alike. A watch stream stays JSON.
+//! discovery and `Status` refusals alike. A watch stream stays JSON. A body that does not
+//! convert is kube-apiserver's 400 for an undecodable body, `the object provided is
+//! unrecognized (must be of type <Kind>): error converting YAML to JSON: ...` ([`undecodable`]).
 //!
 //! ## Bounds
 //! A YAML answer is built whole from the JSON one (a LIST that streams in pieces as JSON is
@@ -15,8 +17,10 @@ use axum::response::Response;
 use watchkeeper_api::ApiError;
 use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, json_from_yaml_body, yaml_from_json};
 
+use crate::http::App;
 use crate::http::transform::is_plain_json;
 use crate::offload::Offload;
+use crate::request::Target;
 use crate::respond::error_response;
 
 /// The largest JSON answer converted to YAML, bytes (64 MiB).
@@ -37,6 +41,34 @@ pub fn json_body(method: &Method, headers: &HeaderMap, body: Bytes) -> Result<By
         return Ok(body);
     }
     json_from_yaml_body(&body).map(Bytes::from)
+}
+
+/// The refusal of a create or update body in YAML that does not convert (`error`, from
+/// [`json_body`]), as kube-apiserver words it: `the object provided is unrecognized (must be
+/// of type <Kind>): error converting YAML to JSON: ... (<the body in hex>)`, the kind that of
+/// the resource `path` names (its subresource's: `Scale`, `Eviction`, `Binding`); `error` as
+/// it is when the path names no resource this server serves.
+#[must_use]
+pub fn undecodable(app: &App, path: &str, body: &[u8], error: ApiError) -> ApiError {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segments[..] {
+        ["api", version, ref rest @ ..] => ("", version, rest),
+        ["apis", group, version, ref rest @ ..] => (group, version, rest),
+        _ => return error,
+    };
+    let Some(target) = Target::parse(group, version, rest) else {
+        return error;
+    };
+    let Some(resource) = app.resource(target.group, target.version, target.plural) else {
+        return error;
+    };
+    let kind = match target.subresource {
+        Some("scale") => "Scale",
+        Some("eviction") => "Eviction",
+        Some("binding") => "Binding",
+        _ => resource.def.kind.as_str(),
+    };
+    watchkeeper_api::go_json::unrecognized(kind, body, &error.message)
 }
 
 /// `response` in YAML when it is a JSON answer (see the module docs); anything else as it is.

@@ -13,8 +13,10 @@
 //! | path form ([`check_path`])                    | —       | 400 BadRequest |
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
-//! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge |
-//! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`; a request's own `?timeout=` Go duration when shorter, kube's `WithRequestDeadline`, 400 when it is not one) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset, HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
+//! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge `Request entity too large: limit is 3145728` |
+//! | JSON body nesting (fixed: 127 levels, serde_json's recursion limit; Go's is 10,000) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth (...)` (`watchkeeper_api::go_json`) |
+//! | YAML body nesting (fixed: 64 levels) and alias expansion (fixed: twice the body's length, plus 4096 nodes and 64 KiB of scalars) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): error converting YAML to JSON: yaml: line N: exceeded max depth of 64 (...)`, `... yaml: document contains excessive aliasing (...)` (`watchkeeper_api::go_yaml`; an apply: `error decoding YAML: error converting YAML to JSON: ...`) |
+//! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`; a request's own `?timeout=` Go duration when shorter, kube's `WithRequestDeadline`, 400 when it is not one) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset (`INTERNAL_ERROR`, as Go's server), HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
@@ -30,6 +32,12 @@
 //! max-in-flight filter does. `0` turns the in-flight and watch limits off (kube's convention).
 //! The object size (1.5 MiB of JSON, etcd's request limit as kube-apiserver uses it) is checked
 //! by object validation in the api crate (413).
+//!
+//! HTTP/2 protocol abuse is bounded by hyper's and h2's defaults, which the connection layer
+//! keeps (README's "HTTP/2 abuse": rapid reset is GOAWAY `ENHANCE_YOUR_CALM` after 20
+//! pending resets, a CONTINUATION flood is cut at the header list size, SETTINGS/PING floods
+//! end the connection, WINDOW_UPDATE floods cost nothing, streams past
+//! `MAX_CONCURRENT_STREAMS` end the connection).
 //!
 //! ## One client cannot hold the request slots
 //! - Every answer that is not long-running ends by its deadline (`--request-timeout` from the
@@ -1003,8 +1011,9 @@ async fn admit(
     let too_large = || {
         limits.reject(
             Limit::RequestBody,
+            // kube-apiserver's words (`limitedReadBody`).
             &ApiError::request_entity_too_large(format!(
-                "the request body is larger than the limit of {} bytes",
+                "limit is {}",
                 config.request_body_bytes_max
             )),
         )

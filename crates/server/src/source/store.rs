@@ -754,7 +754,7 @@ impl StoreSource {
                     return Err(error);
                 }
                 let created = writer
-                    .create(resource, namespace, parse_body(&body)?, &body)
+                    .create(resource, namespace, decode_object(resource, &body)?, &body)
                     .await?;
                 Ok(json_response(
                     StatusCode::CREATED,
@@ -767,7 +767,7 @@ impl StoreSource {
                         resource,
                         namespace.unwrap_or_default(),
                         name,
-                        parse_body(&body)?,
+                        decode_object(resource, &body)?,
                         &body,
                     )
                     .await?;
@@ -3530,10 +3530,13 @@ fn delete_options_dry_run(body: &Bytes) -> Vec<String> {
 /// which kube answers 500 with the error's text (`ErrorToAPIStatus`): a body of another
 /// kind decodes into that kind (`decoded object cannot be converted to DeleteOptions`; for
 /// a single object the options' own scheme knows only the meta kinds: `no kind "Pod" is
-/// registered ...`), a field of the wrong JSON type is Go's `json: cannot unmarshal ...`.
-/// A body that is not JSON is 400 (not kube's wording).
+/// registered ...`), a field of the wrong JSON type is Go's `json: cannot unmarshal ...`, and
+/// a body Go's `encoding/json` does not read is its `couldn't get version/kind; json parse
+/// error: ...` ([`watchkeeper_api::go_json::decode`]). (kube-apiserver answers these 400 from
+/// v1.35, kubernetes#133358; v1.33's handler answers the error as it is.)
 fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
-    let options = parse_body(body)?;
+    let options =
+        watchkeeper_api::go_json::decode(body).map_err(|cause| ApiError::new(500, "", cause))?;
     let unknown = |message: String| ApiError::new(500, "", message);
     let kind = options.get("kind").and_then(Value::as_str).unwrap_or("");
     if !kind.is_empty() && kind != "DeleteOptions" {
@@ -3635,20 +3638,10 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
     Ok(options)
 }
 
-pub(crate) fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::bad_request(
-            "the request body is empty: expected a JSON object".to_owned(),
-        ));
-    }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON object".to_owned(),
-        ));
-    }
-    Ok(value)
+/// A create or update body as the object it holds, refused in kube-apiserver's words
+/// ([`watchkeeper_api::go_json`]).
+fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
+    watchkeeper_api::go_json::decode_object(&resource.def.kind, body)
 }
 
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources

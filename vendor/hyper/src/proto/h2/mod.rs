@@ -130,7 +130,7 @@ where
         }
     }
 
-    #[cfg(feature = "client")]
+    #[cfg(any(feature = "client", feature = "server"))]
     fn send_reset(self: Pin<&mut Self>, reason: h2::Reason) {
         self.project().body_tx.send_reset(reason);
     }

@@ -372,6 +372,23 @@ pin_project! {
         state: H2StreamState<F, B>,
         date_header: bool,
         exec: E,
+        finished: bool,
+    }
+    // A stream dropped while its body was being sent (its task aborted) is reset with
+    // INTERNAL_ERROR, as Go's HTTP/2 server resets an aborted handler's stream, rather than
+    // h2's CANCEL for a dropped handle.
+    impl<F, B, E> PinnedDrop for H2Stream<F, B, E>
+    where
+        B: Body,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if !*this.finished {
+                if let H2StreamStateProj::Body { pipe } = this.state.project() {
+                    pipe.send_reset(Reason::INTERNAL_ERROR);
+                }
+            }
+        }
     }
 }
 
@@ -415,6 +432,7 @@ where
             state: H2StreamState::Service { fut, connect_parts },
             date_header,
             exec,
+            finished: false,
         }
     }
 }
@@ -549,11 +567,15 @@ where
 {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.poll2(cx).map(|res| {
-            if let Err(_e) = res {
-                debug!("stream error: {}", _e);
-            }
-        })
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let res = match self.as_mut().poll2(cx) {
+            Poll::Ready(res) => res,
+            Poll::Pending => return Poll::Pending,
+        };
+        *self.as_mut().project().finished = true;
+        if let Err(_e) = res {
+            debug!("stream error: {}", _e);
+        }
+        Poll::Ready(())
     }
 }

@@ -1,0 +1,620 @@
+//! A create or update body that is not a JSON object, refused in kube-apiserver's words.
+//!
+//! kube-apiserver reads a body's `apiVersion` and `kind` with Go's `encoding/json` first
+//! (`SimpleMetaFactory.Interpret`); when that fails, the create and update handlers answer
+//! 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): couldn't get
+//! version/kind; json parse error: <Go's error> (<the body's first 30 bytes>)`
+//! (`transformDecodeError` and `summarizeData` of `endpoints/handlers/rest.go`: the bytes as
+//! text when the body starts with `{`, else in hex, ` ...` when cut, `<empty>` when empty).
+//! A YAML body that does not convert is refused in the same frame ([`unrecognized`]) with the
+//! converter's error (`error converting YAML to JSON: yaml: ...`).
+//!
+//! ## Guarantees
+//! - Go's syntax errors are reproduced by a port of its scanner ([`syntax_error`], the
+//!   `checkValid` pass `json.Unmarshal` makes before decoding): `invalid character 'ï'
+//!   looking for beginning of value` (a byte-order mark), `unexpected end of JSON input` (an
+//!   empty or cut body), `invalid character 'x' after top-level value` (trailing bytes),
+//!   `invalid character '[' exceeded max depth` (nesting past 10,000 levels), and every other
+//!   context Go names. The scan keeps a byte per open level, so it is linear in the body and
+//!   bounded by it; it runs only on a body serde_json refused (serde_json reads a subset of
+//!   what Go reads), so a body that decodes costs no second pass.
+//! - A body whose top level is not an object is Go's `json: cannot unmarshal array into Go
+//!   value of type struct { ... }` (the anonymous struct `Interpret` decodes into); `null` is
+//!   an empty object, as Go decodes it (the create then refuses its missing name). An
+//!   `apiVersion` or `kind` that is not a string (nor `null`) is that struct's `json: cannot
+//!   unmarshal number into Go struct field .kind of type string`.
+//! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
+//!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
+//!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
+//!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
+//!   a number past `f64` keeps serde_json's message.
+//! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
+//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused.
+
+use serde_json::Value;
+use watchkeeper_core::gotext::go_quote;
+
+use crate::error::ApiError;
+
+/// Go's `encoding/json` nesting limit (`maxNestingDepth`).
+pub const GO_MAX_DEPTH: usize = 10_000;
+
+/// The deepest nesting serde_json reads (its recursion limit).
+const SERDE_MAX_DEPTH: usize = 127;
+
+/// The Go type `SimpleMetaFactory.Interpret` decodes a body's `apiVersion` and `kind` into, as
+/// Go's `reflect` prints it.
+const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#;
+
+/// A create or update body of `kind` as the JSON object it holds, or kube-apiserver's 400
+/// (see the module docs).
+///
+/// # Errors
+/// 400 BadRequest `the object provided is unrecognized (must be of type <kind>): ...`.
+pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
+    decode(body).map_err(|cause| unrecognized(kind, body, &cause))
+}
+
+/// A body as the JSON object it holds, or the error kube-apiserver's `Interpret` reports for
+/// it, `couldn't get version/kind; json parse error: <Go's error>` (see the module docs; a
+/// DELETE's options answer it as it is, a 500).
+///
+/// # Errors
+/// The error's text.
+pub fn decode(body: &[u8]) -> Result<Value, String> {
+    let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
+    // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
+    let parsed = match serde_json::from_slice(body) {
+        Err(_) if std::str::from_utf8(body).is_err() => {
+            serde_json::from_str(&replace_invalid_utf8(body))
+        }
+        parsed => parsed,
+    };
+    let value: Value = parsed.map_err(|e| {
+        let cause = syntax_error(body)
+            .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
+            .unwrap_or_else(|| e.to_string());
+        interpret(&cause)
+    })?;
+    let Value::Object(fields) = &value else {
+        if value.is_null() {
+            return Ok(Value::Object(serde_json::Map::new()));
+        }
+        return Err(interpret(&format!(
+            "json: cannot unmarshal {} into Go value of type {FIND_KIND_TYPE}",
+            go_kind(&value)
+        )));
+    };
+    for field in ["apiVersion", "kind"] {
+        if let Some(found) = fields.get(field)
+            && !found.is_string()
+            && !found.is_null()
+        {
+            return Err(interpret(&format!(
+                "json: cannot unmarshal {} into Go struct field .{field} of type string",
+                go_kind(found)
+            )));
+        }
+    }
+    Ok(value)
+}
+
+/// How Go's `encoding/json` names the JSON type of `value` in an `UnmarshalTypeError`.
+fn go_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// kube-apiserver's 400 for a create or update body of `kind` that does not decode, before its
+/// kind is known (`transformDecodeError`): `cause` and the body summarized.
+#[must_use]
+pub fn unrecognized(kind: &str, body: &[u8], cause: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {kind}): {cause} ({})",
+        summarize(body)
+    ))
+}
+
+/// `bytes` with each byte of an invalid UTF-8 sequence replaced by U+FFFD, as Go's
+/// `encoding/json` reads a string (the scanner has refused such bytes anywhere else).
+fn replace_invalid_utf8(mut bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len() + 16);
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(valid) => {
+                text.push_str(valid);
+                return text;
+            }
+            Err(error) => {
+                let (valid, rest) = bytes.split_at(error.valid_up_to());
+                text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                let invalid = error.error_len().unwrap_or(rest.len());
+                text.extend(std::iter::repeat_n('\u{fffd}', invalid));
+                bytes = &rest[invalid..];
+            }
+        }
+    }
+}
+
+/// The body as kube's `summarizeData(body, 30)` prints it in a decode error.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let cut = body.len() > MAX;
+    let head = &body[..body.len().min(MAX)];
+    let text = match body.first() {
+        None => return "<empty>".to_owned(),
+        // Go's `string(bytes)` keeps invalid UTF-8 as it is; a Status is text, so replaced.
+        Some(b'{') => String::from_utf8_lossy(head).into_owned(),
+        Some(_) => head.iter().map(|b| format!("{b:02x}")).collect(),
+    };
+    if cut { format!("{text} ...") } else { text }
+}
+
+/// A byte as Go's `encoding/json` quotes it in an error (`quoteChar`: the byte as the
+/// character of that code point, quoted with single quotes).
+fn quote_byte(byte: u8) -> String {
+    match byte {
+        b'\'' => r"'\''".to_owned(),
+        b'"' => "'\"'".to_owned(),
+        _ => {
+            let quoted = go_quote(&char::from(byte).to_string());
+            format!("'{}'", &quoted[1..quoted.len() - 1])
+        }
+    }
+}
+
+/// What the scanner expects next (Go's `scanner.step` functions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    BeginValueOrEmpty,
+    BeginValue,
+    BeginStringOrEmpty,
+    BeginString,
+    EndValue,
+    EndTop,
+    InString,
+    InStringEsc,
+    InStringEscU(u8),
+    Neg,
+    One,
+    Zero,
+    Dot,
+    Dot0,
+    E,
+    ESign,
+    E0,
+    /// Inside `true`, `false` or `null`: the literal and the index of the next byte.
+    Literal(&'static [u8], usize),
+}
+
+/// What an open level holds (Go's `parseState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    ObjectKey,
+    ObjectValue,
+    ArrayValue,
+}
+
+/// The scanner of Go's `encoding/json` (`scanner.go`), for its errors only.
+struct Scanner {
+    step: Step,
+    levels: Vec<Level>,
+    end_top: bool,
+    max_depth: usize,
+}
+
+fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+impl Scanner {
+    fn error(byte: u8, context: &str) -> String {
+        format!("invalid character {} {context}", quote_byte(byte))
+    }
+
+    fn push(&mut self, byte: u8, level: Level, next: Step) -> Result<(), String> {
+        self.levels.push(level);
+        if self.levels.len() > self.max_depth {
+            return Err(Self::error(byte, "exceeded max depth"));
+        }
+        self.step = next;
+        Ok(())
+    }
+
+    fn pop(&mut self) {
+        self.levels.pop();
+        if self.levels.is_empty() {
+            self.step = Step::EndTop;
+            self.end_top = true;
+        } else {
+            self.step = Step::EndValue;
+        }
+    }
+
+    fn begin_value(&mut self, byte: u8) -> Result<(), String> {
+        self.step = match byte {
+            b if is_space(b) => return Ok(()),
+            b'{' => return self.push(byte, Level::ObjectKey, Step::BeginStringOrEmpty),
+            b'[' => return self.push(byte, Level::ArrayValue, Step::BeginValueOrEmpty),
+            b'"' => Step::InString,
+            b'-' => Step::Neg,
+            b'0' => Step::Zero,
+            b'1'..=b'9' => Step::One,
+            b't' => Step::Literal(b"true", 1),
+            b'f' => Step::Literal(b"false", 1),
+            b'n' => Step::Literal(b"null", 1),
+            _ => return Err(Self::error(byte, "looking for beginning of value")),
+        };
+        Ok(())
+    }
+
+    fn end_value(&mut self, byte: u8) -> Result<(), String> {
+        let Some(&level) = self.levels.last() else {
+            self.step = Step::EndTop;
+            self.end_top = true;
+            return self.byte(byte);
+        };
+        if is_space(byte) {
+            self.step = Step::EndValue;
+            return Ok(());
+        }
+        match (level, byte) {
+            (Level::ObjectKey, b':') => {
+                *self.levels.last_mut().expect("a level") = Level::ObjectValue;
+                self.step = Step::BeginValue;
+            }
+            (Level::ObjectKey, _) => return Err(Self::error(byte, "after object key")),
+            (Level::ObjectValue, b',') => {
+                *self.levels.last_mut().expect("a level") = Level::ObjectKey;
+                self.step = Step::BeginString;
+            }
+            (Level::ObjectValue, b'}') | (Level::ArrayValue, b']') => self.pop(),
+            (Level::ObjectValue, _) => {
+                return Err(Self::error(byte, "after object key:value pair"));
+            }
+            (Level::ArrayValue, b',') => self.step = Step::BeginValue,
+            (Level::ArrayValue, _) => return Err(Self::error(byte, "after array element")),
+        }
+        Ok(())
+    }
+
+    /// Go's `scanner.step` for one byte.
+    fn byte(&mut self, byte: u8) -> Result<(), String> {
+        match self.step {
+            Step::BeginValueOrEmpty if is_space(byte) => {}
+            Step::BeginValueOrEmpty if byte == b']' => return self.end_value(byte),
+            Step::BeginValueOrEmpty | Step::BeginValue => return self.begin_value(byte),
+            Step::BeginStringOrEmpty if is_space(byte) => {}
+            Step::BeginStringOrEmpty if byte == b'}' => {
+                *self.levels.last_mut().expect("a level") = Level::ObjectValue;
+                return self.end_value(byte);
+            }
+            Step::BeginStringOrEmpty | Step::BeginString => match byte {
+                b if is_space(b) => {}
+                b'"' => self.step = Step::InString,
+                _ => {
+                    return Err(Self::error(
+                        byte,
+                        "looking for beginning of object key string",
+                    ));
+                }
+            },
+            Step::EndValue => return self.end_value(byte),
+            Step::EndTop => {
+                if !is_space(byte) {
+                    return Err(Self::error(byte, "after top-level value"));
+                }
+            }
+            Step::InString => match byte {
+                b'"' => self.step = Step::EndValue,
+                b'\\' => self.step = Step::InStringEsc,
+                0..0x20 => return Err(Self::error(byte, "in string literal")),
+                _ => {}
+            },
+            Step::InStringEsc => match byte {
+                b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => {
+                    self.step = Step::InString;
+                }
+                b'u' => self.step = Step::InStringEscU(0),
+                _ => return Err(Self::error(byte, "in string escape code")),
+            },
+            Step::InStringEscU(seen) => {
+                if !byte.is_ascii_hexdigit() {
+                    return Err(Self::error(byte, "in \\u hexadecimal character escape"));
+                }
+                self.step = if seen == 3 {
+                    Step::InString
+                } else {
+                    Step::InStringEscU(seen + 1)
+                };
+            }
+            Step::Neg => match byte {
+                b'0' => self.step = Step::Zero,
+                b'1'..=b'9' => self.step = Step::One,
+                _ => return Err(Self::error(byte, "in numeric literal")),
+            },
+            Step::One if byte.is_ascii_digit() => {}
+            Step::One | Step::Zero => match byte {
+                b'.' => self.step = Step::Dot,
+                b'e' | b'E' => self.step = Step::E,
+                _ => return self.end_value(byte),
+            },
+            Step::Dot if byte.is_ascii_digit() => self.step = Step::Dot0,
+            Step::Dot => {
+                return Err(Self::error(byte, "after decimal point in numeric literal"));
+            }
+            Step::Dot0 => match byte {
+                b'0'..=b'9' => {}
+                b'e' | b'E' => self.step = Step::E,
+                _ => return self.end_value(byte),
+            },
+            Step::E if byte == b'+' || byte == b'-' => self.step = Step::ESign,
+            Step::E | Step::ESign => {
+                if !byte.is_ascii_digit() {
+                    return Err(Self::error(byte, "in exponent of numeric literal"));
+                }
+                self.step = Step::E0;
+            }
+            Step::E0 if byte.is_ascii_digit() => {}
+            Step::E0 => return self.end_value(byte),
+            Step::Literal(word, next) => {
+                if byte != word[next] {
+                    let name = std::str::from_utf8(word).unwrap_or_default();
+                    return Err(Self::error(
+                        byte,
+                        &format!("in literal {name} (expecting {})", quote_byte(word[next])),
+                    ));
+                }
+                self.step = if next + 1 == word.len() {
+                    Step::EndValue
+                } else {
+                    Step::Literal(word, next + 1)
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Go's `encoding/json` syntax error for `data`, as `json.Unmarshal` reports it before
+/// decoding (`checkValid`), or `None` when Go reads it as one JSON value.
+#[must_use]
+pub fn syntax_error(data: &[u8]) -> Option<String> {
+    scan(data, GO_MAX_DEPTH)
+}
+
+/// Go's scanner over `data` with a nesting limit of `max_depth` levels.
+fn scan(data: &[u8], max_depth: usize) -> Option<String> {
+    let mut scanner = Scanner {
+        step: Step::BeginValue,
+        levels: Vec::new(),
+        end_top: false,
+        max_depth,
+    };
+    for &byte in data {
+        if let Err(error) = scanner.byte(byte) {
+            return Some(error);
+        }
+    }
+    // Go's `scanner.eof`: a space ends a number; a literal cut short fails on that space.
+    if scanner.end_top {
+        return None;
+    }
+    if let Err(error) = scanner.byte(b' ') {
+        return Some(error);
+    }
+    (!scanner.end_top).then(|| "unexpected end of JSON input".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_syntax_errors_word_for_word() {
+        // Expected texts: Go's `json.Unmarshal(data, &v)` on the same bytes (go1.19.8).
+        let cases: [(&[u8], Option<&str>); 24] = [
+            (b"{}", None),
+            (
+                b" {\"a\": [1, -2.5e+3, true, false, null, \"\\u00e9\\n\"]} \n",
+                None,
+            ),
+            (b"123", None),
+            (b"", Some("unexpected end of JSON input")),
+            (b"   ", Some("unexpected end of JSON input")),
+            (b"{\"a\":", Some("unexpected end of JSON input")),
+            (
+                b"\xef\xbb\xbf{}",
+                Some("invalid character '\u{ef}' looking for beginning of value"),
+            ),
+            (b"{} x", Some("invalid character 'x' after top-level value")),
+            (b"{}{}", Some("invalid character '{' after top-level value")),
+            (b"{\"a\" 1}", Some("invalid character '1' after object key")),
+            (
+                b"{\"a\":1 \"b\"}",
+                Some("invalid character '\"' after object key:value pair"),
+            ),
+            (b"[1 2]", Some("invalid character '2' after array element")),
+            (
+                b"{1:2}",
+                Some("invalid character '1' looking for beginning of object key string"),
+            ),
+            (
+                b"{\"a\":1,}",
+                Some("invalid character '}' looking for beginning of object key string"),
+            ),
+            (
+                b"[1,]",
+                Some("invalid character ']' looking for beginning of value"),
+            ),
+            (
+                b"\"a\x01\"",
+                Some("invalid character '\\x01' in string literal"),
+            ),
+            (
+                b"\"\\x\"",
+                Some("invalid character 'x' in string escape code"),
+            ),
+            (
+                b"\"\\u12g4\"",
+                Some("invalid character 'g' in \\u hexadecimal character escape"),
+            ),
+            (b"-x", Some("invalid character 'x' in numeric literal")),
+            (
+                b"1.e5",
+                Some("invalid character 'e' after decimal point in numeric literal"),
+            ),
+            (
+                b"1e+",
+                Some("invalid character ' ' in exponent of numeric literal"),
+            ),
+            (
+                b"tru",
+                Some("invalid character ' ' in literal true (expecting 'e')"),
+            ),
+            (
+                b"nul1",
+                Some("invalid character '1' in literal null (expecting 'l')"),
+            ),
+            (
+                b"'a'",
+                Some("invalid character '\\'' looking for beginning of value"),
+            ),
+        ];
+        for (data, want) in cases {
+            assert_eq!(
+                syntax_error(data).as_deref(),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(data)
+            );
+        }
+        // Invalid UTF-8 inside a string is not a syntax error to Go.
+        assert_eq!(syntax_error(b"{\"a\":\"\xff\xfe\"}"), None);
+    }
+
+    /// Go's scanner runs only on serde_json's refusals: what serde_json reads, Go reads too.
+    #[test]
+    fn what_serde_json_reads_go_reads() {
+        let edges: [&[u8]; 14] = [
+            b"-0",
+            b"1E5",
+            b"0.5e-3",
+            b"-1.0E+2",
+            b"\"\\u0000\"",
+            b"\"\x7f\"",
+            b" {} ",
+            b"\t[]\r\n",
+            b"\"\\ud800\"",
+            b"1.",
+            b"01",
+            b"[1,]",
+            b"{\"a\":1,}",
+            b"\"\\/\"",
+        ];
+        for data in edges {
+            if serde_json::from_slice::<Value>(data).is_ok() {
+                assert_eq!(
+                    syntax_error(data),
+                    None,
+                    "{:?}",
+                    String::from_utf8_lossy(data)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn nesting_past_go_s_limit_is_its_error_and_serde_s_limit_is_in_its_words() {
+        let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        assert_eq!(syntax_error(deep(GO_MAX_DEPTH).as_bytes()), None);
+        assert_eq!(
+            syntax_error(deep(GO_MAX_DEPTH + 1).as_bytes()).as_deref(),
+            Some("invalid character '[' exceeded max depth")
+        );
+        // serde_json's limit: the deepest body it reads is accepted, one level more refused
+        // at the bracket that opens it.
+        let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
+        assert!(decode_object("ConfigMap", at_limit.as_bytes()).is_ok());
+        let past = format!(
+            "{{\"a\":{}{{\"b\":1}}{}}}",
+            "[".repeat(SERDE_MAX_DEPTH - 1),
+            "]".repeat(SERDE_MAX_DEPTH - 1)
+        );
+        assert!(
+            serde_json::from_str::<Value>(&past).is_err(),
+            "serde_json's limit"
+        );
+        let error = decode_object("ConfigMap", past.as_bytes()).unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("json parse error: invalid character '{' exceeded max depth ("),
+            "{}",
+            error.message
+        );
+        let body = format!("{{\"a\":{}}}", deep(200));
+        let error = decode_object("ConfigMap", body.as_bytes()).unwrap_err();
+        assert_eq!(error.code, 400);
+        assert_eq!(
+            error.message,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth ({\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[ ...)"
+        );
+    }
+
+    #[test]
+    fn refusals_carry_kube_s_frame_and_summary() {
+        let refused = |body: &[u8]| decode_object("Pod", body).unwrap_err().message;
+        assert_eq!(
+            refused(b""),
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
+        );
+        assert_eq!(
+            refused(b"\xef\xbb\xbf{\"kind\":\"Pod\",\"apiVersion\":\"v1\"}"),
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: invalid character '\u{ef}' looking for beginning of value (efbbbf7b226b696e64223a22506f64222c2261706956657273696f6e223a ...)"
+        );
+        assert_eq!(
+            refused(b"[1]"),
+            format!(
+                "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {FIND_KIND_TYPE} (5b315d)"
+            )
+        );
+        assert_eq!(
+            refused(b"{\"kind\":5}"),
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: json: cannot unmarshal number into Go struct field .kind of type string ({\"kind\":5})"
+        );
+        assert!(refused(b"{\"apiVersion\":[],\"kind\":\"Pod\"}").contains(
+            "json: cannot unmarshal array into Go struct field .apiVersion of type string ("
+        ));
+        assert_eq!(
+            decode_object("Pod", b"{\"kind\":null}").unwrap()["kind"],
+            Value::Null
+        );
+        assert_eq!(
+            refused(b"{\"a\": 1} trailing"),
+            "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: invalid character 't' after top-level value ({\"a\": 1} trailing)"
+        );
+        // Checked against go1.19.8's `json.Unmarshal` into a map.
+        for (body, want) in [
+            (&b"{\"a\":\"\xff\xfe\"}"[..], "\u{fffd}\u{fffd}"),
+            (b"{\"a\":\"x\xe2\x82y\"}", "x\u{fffd}\u{fffd}y"),
+            (b"{\"a\":\"\xf0\x9f\x98\"}", "\u{fffd}\u{fffd}\u{fffd}"),
+        ] {
+            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+        }
+        assert_eq!(
+            decode_object("Pod", b"null").unwrap(),
+            Value::Object(serde_json::Map::new())
+        );
+        assert_eq!(
+            decode_object("Pod", b"{\"kind\":\"Pod\"}").unwrap()["kind"],
+            "Pod"
+        );
+    }
+}
