@@ -709,6 +709,7 @@ fn etcd_args(endpoint: &str, prefix: &str, listen: SocketAddr, rebuild: bool) ->
         "max-watches-per-user": 0,
         "max-requests-inflight": 0,
         "max-mutating-requests-inflight": 0,
+        "enable-priority-and-fairness": false,
         "max-connections": 0,
     })
 }
