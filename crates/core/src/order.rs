@@ -133,7 +133,7 @@ impl Layout {
 fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
     match value {
         Value::Object(map) if layout != Layout::Sorted => {
-            write_map(out, map, layout, None);
+            write_map(out, map, layout, Revision::Kept);
         }
         Value::Array(items) if layout != Layout::Sorted => {
             out.push(b'[');
@@ -170,16 +170,38 @@ const _: () = assert!(matches!(
     b"resourceVersion"
 ));
 
+/// What a map's `metadata.resourceVersion` is written as.
+#[derive(Clone, Copy)]
+enum Revision<'a> {
+    /// As the map has it (or not).
+    Kept,
+    /// As if the metadata map's `resourceVersion` were this (set when absent).
+    Set(&'a Value),
+    /// As if the metadata map had no `resourceVersion`.
+    Omitted,
+}
+
+/// What [`write_map`] reports of where things went in `out`.
+#[derive(Default)]
+struct Placed {
+    /// Where an object's `metadata` map went (for [`Layout::Object`] only).
+    metadata: Option<Range<usize>>,
+    /// Where an omitted `resourceVersion` would have gone (with [`Revision::Omitted`]).
+    slot: Option<(usize, bool, bool)>,
+}
+
 /// Writes `map` in `layout`. `revision` (for an [`Layout::Object`] or a [`Layout::Metadata`]
 /// map only) overrides the resource version: the metadata map, when it is a map, is written
-/// as if its `resourceVersion` were `revision` (set when absent), without a copy of it.
-/// Returns where an object's `metadata` map went in `out` (for [`Layout::Object`] only).
+/// as if its `resourceVersion` were the one given (set when absent), or as if it had none,
+/// without a copy of it. Reports where an object's `metadata` map went, and where an omitted
+/// resource version would have gone: (its place in `out`, whether an entry precedes it,
+/// whether one follows it).
 fn write_map(
     out: &mut Vec<u8>,
     map: &Map<String, Value>,
     layout: Layout,
-    revision: Option<&Value>,
-) -> Option<Range<usize>> {
+    revision: Revision<'_>,
+) -> Placed {
     let order = layout.order();
     // One pass over the map places the known keys by their Go position (a map lookup per
     // known key costs several times more, as callgrind showed); the others follow, sorted.
@@ -191,43 +213,60 @@ fn write_map(
             None => others = true,
         }
     }
-    if layout == Layout::Metadata
-        && let Some(revision) = revision
-    {
-        known[RESOURCE_VERSION_AT] = Some((METADATA_ORDER[RESOURCE_VERSION_AT], revision));
+    let omitted = layout == Layout::Metadata && matches!(revision, Revision::Omitted);
+    if layout == Layout::Metadata {
+        match revision {
+            Revision::Kept => {}
+            Revision::Set(revision) => {
+                known[RESOURCE_VERSION_AT] = Some((METADATA_ORDER[RESOURCE_VERSION_AT], revision));
+            }
+            Revision::Omitted => known[RESOURCE_VERSION_AT] = None,
+        }
     }
     out.push(b'{');
-    let mut first = true;
-    let mut span = None;
-    let mut entry = |out: &mut Vec<u8>, key: &str, value: &Value| {
-        if !first {
+    let mut written = 0usize;
+    let mut placed = Placed::default();
+    let mut entry = |out: &mut Vec<u8>, placed: &mut Placed, key: &str, value: &Value| {
+        if written > 0 {
             out.push(b',');
         }
-        first = false;
+        written += 1;
         serde_json::to_writer(&mut *out, key).unwrap_or_default();
         out.push(b':');
         match (layout, value) {
             // As `write_value` writes it, with the override and its place.
             (Layout::Object, Value::Object(metadata)) if key == "metadata" => {
                 let start = out.len();
-                write_map(out, metadata, Layout::Metadata, revision);
-                span = Some(start..out.len());
+                placed.slot = write_map(out, metadata, Layout::Metadata, revision).slot;
+                placed.metadata = Some(start..out.len());
             }
             _ => write_value(out, value, layout.child(key)),
         }
+        written
     };
-    for (key, value) in known.iter().flatten() {
-        entry(out, key, value);
+    // Entries written so far, and when the omitted resource version's place was passed.
+    let mut count = 0;
+    let mut at_slot = None;
+    for (at, known) in known.iter().enumerate() {
+        if omitted && at == RESOURCE_VERSION_AT {
+            at_slot = Some((out.len(), count));
+        }
+        if let Some((key, value)) = known {
+            count = entry(out, &mut placed, key, value);
+        }
     }
     if others {
         for (key, value) in map {
             if !order.contains(&key.as_str()) {
-                entry(out, key, value);
+                count = entry(out, &mut placed, key, value);
             }
         }
     }
     out.push(b'}');
-    span
+    if let Some((at, preceding)) = at_slot {
+        placed.slot = Some((at, preceding > 0, count > preceding));
+    }
+    placed
 }
 
 /// Appends `object` as kube-apiserver writes an object: `kind`, `apiVersion`, `metadata` (in
@@ -257,8 +296,9 @@ pub(crate) fn write_object_spanned(
     object: &Value,
     revision: Option<&Value>,
 ) -> Option<Range<usize>> {
+    let revision = revision.map_or(Revision::Kept, Revision::Set);
     match object {
-        Value::Object(map) => write_map(out, map, Layout::Object, revision),
+        Value::Object(map) => write_map(out, map, Layout::Object, revision).metadata,
         other => {
             write_object(out, other);
             None
@@ -271,9 +311,90 @@ pub(crate) fn write_object_spanned(
 pub fn write_metadata_at(out: &mut Vec<u8>, metadata: &Value, revision: &Value) {
     match metadata {
         Value::Object(map) => {
-            write_map(out, map, Layout::Metadata, Some(revision));
+            write_map(out, map, Layout::Metadata, Revision::Set(revision));
         }
         other => write_metadata(out, other),
+    }
+}
+
+/// Where [`write_object_without_revision`] left out `metadata.resourceVersion`: enough to put
+/// one in afterwards without writing the object again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RevisionSlot {
+    /// Where the entry goes, from the start of what was written.
+    at: usize,
+    /// Whether an entry of the metadata map precedes it (it then takes a comma before it).
+    preceded: bool,
+    /// Whether one follows it (without one before it, it then takes a comma after it).
+    followed: bool,
+    /// Where the `metadata` map is in what was written.
+    metadata: Range<usize>,
+}
+
+/// Appends `object` as [`write_object`] would append a copy of it without
+/// `metadata.resourceVersion`, without copying it, and returns where the resource version
+/// would go (`None` when the object or its `metadata` is not a map: nothing to put it in).
+/// [`RevisionSlot::insert`] then gives the object's encoding at any resource version from
+/// these bytes: a write stores the object without its resource version (the store's revision
+/// is it) and its watchers are sent it with one.
+pub fn write_object_without_revision(out: &mut Vec<u8>, object: &Value) -> Option<RevisionSlot> {
+    let Value::Object(map) = object else {
+        write_object(out, object);
+        return None;
+    };
+    let start = out.len();
+    let placed = write_map(out, map, Layout::Object, Revision::Omitted);
+    let (Some(metadata), Some((at, preceded, followed))) = (placed.metadata, placed.slot) else {
+        return None;
+    };
+    Some(RevisionSlot {
+        at: at - start,
+        preceded,
+        followed,
+        metadata: metadata.start - start..metadata.end - start,
+    })
+}
+
+impl RevisionSlot {
+    /// `written` (what [`write_object_without_revision`] appended for this slot) with
+    /// `"resourceVersion":"<revision>"` in its place: exactly the bytes [`write_object`]
+    /// writes of the object with `metadata.resourceVersion` set to `revision` as a string, and
+    /// where its `metadata` map is in them. `None` when `written` is too short to be those
+    /// bytes.
+    #[must_use]
+    pub fn insert(&self, written: &[u8], revision: u64) -> Option<(Vec<u8>, Range<usize>)> {
+        if written.len() < self.metadata.end || !self.metadata.contains(&self.at) {
+            return None;
+        }
+        const KEY: &[u8] = br#""resourceVersion":""#;
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        let mut rest = revision;
+        loop {
+            start -= 1;
+            // A digit: `rest % 10` is below 10.
+            digits[start] = b'0' + u8::try_from(rest % 10).unwrap_or_default();
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let digits = &digits[start..];
+        let added = KEY.len() + digits.len() + 2;
+        let mut out = Vec::with_capacity(written.len() + added);
+        out.extend_from_slice(&written[..self.at]);
+        if self.preceded {
+            out.push(b',');
+        }
+        out.extend_from_slice(KEY);
+        out.extend_from_slice(digits);
+        out.push(b'"');
+        if !self.preceded && self.followed {
+            out.push(b',');
+        }
+        out.extend_from_slice(&written[self.at..]);
+        let grown = out.len() - written.len();
+        Some((out, self.metadata.start..self.metadata.end + grown))
     }
 }
 
@@ -362,6 +483,68 @@ mod tests {
             let mut expected = Vec::new();
             write_metadata(&mut expected, &copy);
             assert_eq!(out, expected, "{metadata}");
+        }
+    }
+
+    /// Goal: an object written without its resource version, then given one in its slot, is
+    /// byte for byte the object written with it, for every place the slot can be in (first,
+    /// last, alone, between entries, after unknown keys' place), a resource version the map
+    /// had or did not have, and any revision's digits; what was written is the object without
+    /// it; what has no metadata map has no slot.
+    #[test]
+    fn a_resource_version_put_in_its_slot_gives_the_bytes_of_the_object_written_with_it() {
+        let objects = [
+            json!({"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "n", "resourceVersion": "7", "uid": "u", "zz": 1,
+                                "managedFields": [{"manager": "m", "resourceVersion": "1"}]},
+                   "spec": {"metadata": {"resourceVersion": "inner"}}, "other": 2}),
+            json!({"kind": "Pod", "metadata": {"name": "n"}}),
+            json!({"kind": "Pod", "metadata": {"name": "n", "namespace": "d", "uid": "u"}}),
+            json!({"metadata": {"generation": 1, "labels": {"a": "b"}}, "data": {"k": "\"v\n"}}),
+            json!({"metadata": {"zz": 1, "aa": [1, 2]}}),
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"metadata": {"resourceVersion": "1", "name": "n"}}),
+            json!({"metadata": {}}),
+            json!({"metadata": {}, "a": 1, "status": {}}),
+        ];
+        for object in &objects {
+            let mut without = object.clone();
+            without["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("resourceVersion");
+            let mut written = b"prefix".to_vec();
+            let slot = write_object_without_revision(&mut written, object).expect("a slot");
+            let written = &written[b"prefix".len()..];
+            let mut expected = Vec::new();
+            write_object(&mut expected, &without);
+            assert_eq!(written, expected.as_slice(), "{object}");
+            assert_eq!(serde_json::from_slice::<Value>(written).unwrap(), without);
+            for revision in [0, 7, 10, 912, 18_446_744_073_709_551_615] {
+                let text = json!(revision.to_string());
+                let (out, span) = slot.insert(written, revision).expect("fits");
+                let mut expected = Vec::new();
+                let expected_span = write_object_spanned(&mut expected, &without, Some(&text));
+                assert_eq!(
+                    String::from_utf8(out.clone()).unwrap(),
+                    String::from_utf8(expected).unwrap(),
+                    "{object} at {revision}"
+                );
+                assert_eq!(Some(span), expected_span, "{object} at {revision}");
+            }
+            assert_eq!(slot.insert(&written[..slot.metadata.end - 1], 1), None);
+        }
+        for object in [
+            json!({"kind": "Pod"}),
+            json!({"metadata": "not a map"}),
+            json!([{"metadata": {}}]),
+            json!(null),
+        ] {
+            let mut written = Vec::new();
+            assert_eq!(write_object_without_revision(&mut written, &object), None);
+            let mut expected = Vec::new();
+            write_object(&mut expected, &object);
+            assert_eq!(written, expected, "{object}");
         }
     }
 

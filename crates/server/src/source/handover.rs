@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use serde_json::Value;
+use watchkeeper_core::order::RevisionSlot;
 use watchkeeper_core::{Object, Revision};
 
 /// The offers of the writes in flight, by store key.
@@ -42,6 +43,8 @@ pub struct Handover {
 struct Slot {
     /// The bytes stored for it.
     value: Bytes,
+    /// Where the resource version goes in them (`None`: the value has no metadata map).
+    revision_slot: Option<RevisionSlot>,
     state: Mutex<State>,
 }
 
@@ -60,11 +63,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Handover {
-    /// Offers `body` (the value serialized into `value`, the bytes to be stored at `key`) to
-    /// the reflector until the returned [`Offer`] is dropped.
-    pub fn offer(self: &Arc<Self>, key: Bytes, value: Bytes, body: Value) -> Offer {
+    /// Offers `body` (the value written into `value` by
+    /// [`watchkeeper_core::order::write_object_without_revision`], which returned
+    /// `revision_slot`: the bytes to be stored at `key`) to the reflector until the returned
+    /// [`Offer`] is dropped.
+    pub fn offer(
+        self: &Arc<Self>,
+        key: Bytes,
+        value: Bytes,
+        body: Value,
+        revision_slot: Option<RevisionSlot>,
+    ) -> Offer {
         let slot = Arc::new(Slot {
             value,
+            revision_slot,
             state: Mutex::new(State::Offered(body)),
         });
         lock(&self.slots).insert(key.clone(), slot.clone());
@@ -87,7 +99,7 @@ impl Handover {
         &self,
         key: &[u8],
         value: &Bytes,
-        decode: impl FnOnce(Value) -> Result<Arc<Object>, String>,
+        decode: impl FnOnce(Value, Option<&RevisionSlot>) -> Result<Arc<Object>, String>,
     ) -> Option<Result<Arc<Object>, String>> {
         let slot = {
             let mut slots = lock(&self.slots);
@@ -104,7 +116,7 @@ impl Handover {
         let State::Offered(body) = std::mem::replace(&mut *state, State::Returned) else {
             return None;
         };
-        let decoded = decode(body);
+        let decoded = decode(body, slot.revision_slot.as_ref());
         if let Ok(object) = &decoded {
             *state = State::Decoded(object.clone());
         }
@@ -214,8 +226,10 @@ mod tests {
         ))
     }
 
-    fn decode(revision: Revision) -> impl FnOnce(Value) -> Result<Arc<Object>, String> {
-        move |body| Ok(object(body, revision))
+    fn decode(
+        revision: Revision,
+    ) -> impl FnOnce(Value, Option<&RevisionSlot>) -> Result<Arc<Object>, String> {
+        move |body, _| Ok(object(body, revision))
     }
 
     fn body() -> Value {
@@ -226,8 +240,10 @@ mod tests {
     fn the_reflector_takes_an_offer_for_the_same_bytes_and_the_writer_answers_with_it() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"/registry/configmaps/ns/a");
-        let value = Bytes::from_static(b"{\"data\":{\"k\":\"v\"},\"metadata\":{\"name\":\"a\"}}");
-        let offer = handover.offer(key.clone(), value.clone(), body());
+        let mut written = Vec::new();
+        let slot = watchkeeper_core::order::write_object_without_revision(&mut written, &body());
+        let value = Bytes::from(written);
+        let offer = handover.offer(key.clone(), value.clone(), body(), slot.clone());
         // Other bytes at the key (another writer's put): not this offer.
         assert!(
             handover
@@ -236,7 +252,14 @@ mod tests {
         );
         // The same bytes, not the same buffer: taken.
         let copy = Bytes::copy_from_slice(&value);
-        let taken = handover.take(&key, &copy, decode(5)).unwrap().unwrap();
+        let taken = handover
+            .take(&key, &copy, |body, given| {
+                // The decoder is told where the resource version goes in the bytes.
+                assert_eq!(given, slot.as_ref());
+                decode(5)(body, given)
+            })
+            .unwrap()
+            .unwrap();
         assert_eq!(taken.resource_version(), 5);
         assert!(handover.is_empty(), "taken offers leave the table");
         assert!(handover.take(&key, &value, decode(6)).is_none());
@@ -250,7 +273,7 @@ mod tests {
     fn an_offer_not_taken_goes_back_to_the_writer_at_its_revision() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"k");
-        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body());
+        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body(), None);
         assert_eq!(handover.len(), 1);
         match offer.outcome(9) {
             Outcome::Value(value) => assert_eq!(
@@ -271,7 +294,7 @@ mod tests {
     fn an_identical_put_at_another_revision_leaves_the_writer_its_own_revision() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"k");
-        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body());
+        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body(), None);
         let taken = handover
             .take(&key, &Bytes::from_static(b"v"), decode(4))
             .unwrap()
@@ -287,8 +310,8 @@ mod tests {
     fn offers_are_withdrawn_when_dropped_and_replaced_by_newer_ones() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"k");
-        let first = handover.offer(key.clone(), Bytes::from_static(b"1"), body());
-        let second = handover.offer(key.clone(), Bytes::from_static(b"2"), body());
+        let first = handover.offer(key.clone(), Bytes::from_static(b"1"), body(), None);
+        let second = handover.offer(key.clone(), Bytes::from_static(b"2"), body(), None);
         assert_eq!(handover.len(), 1);
         // The first's bytes are no longer offered; dropping it leaves the second's.
         assert!(
@@ -310,6 +333,7 @@ mod tests {
             key.clone(),
             Bytes::from_static(b"v"),
             json!({"metadata": "not a map"}),
+            None,
         );
         assert!(
             handover
