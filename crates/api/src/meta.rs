@@ -866,7 +866,8 @@ mod tests {
             assert_eq!(serialized_size(&value), text.len(), "{value}");
         }
         // Past the bound's reach but under the limit: counted and accepted.
-        let under = json!({"metadata": {"name": "a"}, "data": {"k": "x".repeat(OBJECT_SIZE_MAX_BYTES / 2)}});
+        let half = "x".repeat(OBJECT_SIZE_MAX_BYTES / 2);
+        let under = json!({"metadata": {"name": "a"}, "data": {"k": half}});
         assert!(serialized_size_at_most(&under) > OBJECT_SIZE_MAX_BYTES);
         assert!(check_size(&under).is_ok());
         let over = json!({"data": {"k": "x".repeat(OBJECT_SIZE_MAX_BYTES)}});
@@ -874,7 +875,7 @@ mod tests {
         assert_eq!(
             check_size(&over).unwrap_err().message,
             format!(
-                "the object is {size} bytes, more than the limit of {OBJECT_SIZE_MAX_BYTES} bytes"
+                "Request entity too large: the object is {size} bytes, more than the limit of {OBJECT_SIZE_MAX_BYTES} bytes"
             )
         );
     }
