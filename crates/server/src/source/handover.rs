@@ -8,13 +8,22 @@
 //! the bytes ([`Handover::take`]) and decodes it into the cache object exactly as it would
 //! have decoded the parsed bytes (same resource, key and revision: the store event's). The
 //! writer then answers from that object ([`Offer::outcome`]): its cached encoding is both the
-//! answer and what every watcher is sent, so the object is serialized once for all of them.
+//! answer and what every watcher is sent. That encoding is made from the stored bytes (written
+//! in kube-apiserver's order without the resource version, which the offer's
+//! [`RevisionSlot`] places; see `decode::decode_written`), so a write serializes its object
+//! once, for the store, the answer and every watcher.
 //!
 //! ## Guarantees
 //! - The cache holds exactly what decoding the stored bytes gives: an offered value is used
 //!   only for a put whose bytes equal the bytes serialized from it, and serializing a JSON
 //!   value and parsing the text gives the same value (maps are sorted, floats round-trip:
 //!   the workspace's `float_roundtrip`; tested in `handed_over_values_are_the_stored_bytes_parsed`).
+//! - The encoding made from the stored bytes is byte for byte the cache object's serialized
+//!   encoding: only an object that decoding leaves as it is takes it, and the bytes with the
+//!   revision in its slot are what writing the object with it gives (tested in `order`'s
+//!   `a_resource_version_put_in_its_slot_gives_the_bytes_of_the_object_written_with_it` and
+//!   `answers_from_the_cache_are_the_written_objects`; debug builds compare every one with a
+//!   serialization).
 //! - Nothing depends on the hand-over happening: without it (a write through another instance
 //!   or another client of the store, an etcd store's event after the writer gave up waiting,
 //!   a relist, a restart) the reflector parses the bytes as before, and the writer answers
