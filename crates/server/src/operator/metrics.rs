@@ -42,8 +42,11 @@ pub struct RequestMetrics {
     /// request finds its label set by the `&str`s it has (one `String` per label is built the
     /// first time a set is seen, not per request); iterated, it gives the sets in the order of
     /// (verb, group, resource).
-    series: Mutex<BTreeMap<String, BTreeMap<String, BTreeMap<String, Series>>>>,
+    series: Mutex<ByLabel<ByLabel<ByLabel<Series>>>>,
 }
+
+/// Values by one label's value.
+type ByLabel<V> = BTreeMap<String, V>;
 
 /// One label set's counts by code and its latency histogram (microseconds).
 #[derive(Debug, Default)]
@@ -949,7 +952,9 @@ mod tests {
             ("LIST", "", "configmaps", 200, 4),
         ];
         let metrics = RequestMetrics::default();
-        let mut expected: BTreeMap<[&str; 3], (BTreeMap<u16, u64>, u64, u64)> = BTreeMap::new();
+        // Counts by code, latencies' count and sum.
+        type Read = (BTreeMap<u16, u64>, u64, u64);
+        let mut expected: BTreeMap<[&str; 3], Read> = BTreeMap::new();
         for (verb, group, resource, code, micros) in requests {
             metrics.observe(verb, group, resource, code, micros);
             let series = expected.entry([verb, group, resource]).or_default();
