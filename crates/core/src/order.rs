@@ -146,10 +146,105 @@ fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
             }
             out.push(b']');
         }
-        // Everything under a sorted map is sorted: serde_json writes it in one call. Writing
-        // a `Value` into a `Vec` cannot fail (its map keys are strings).
-        other => serde_json::to_writer(&mut *out, other).unwrap_or_default(),
+        // Everything under a sorted map is sorted: written as serde_json writes it.
+        other => write_json(out, other),
     }
+}
+
+/// Appends `value` exactly as `serde_json::to_writer` writes it (maps in their sorted order),
+/// its strings escaped by [`write_str`].
+fn write_json(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Writing a number into a `Vec` cannot fail.
+        Value::Number(number) => serde_json::to_writer(&mut *out, number).unwrap_or_default(),
+        Value::String(text) => write_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_json(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (index, (key, item)) in map.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_str(out, key);
+                out.push(b':');
+                write_json(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends `text` as a JSON string exactly as serde_json writes it: `"` and `\` escaped,
+/// the control characters below 0x20 as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00XX`, every
+/// other byte as it is. Runs of eight bytes that need nothing are found eight at a time
+/// (serde_json looks at each byte in a table: most of a write's serialization was that loop).
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    /// Whether any of the eight bytes in `word` is below 0x20, `"` or `\`.
+    fn needs_escape(word: u64) -> bool {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGHS: u64 = 0x8080_8080_8080_8080;
+        // A byte below `n` (n <= 0x80) sets its high bit in `word - n * ONES` while its own
+        // high bit is clear; equal bytes are the ones below 1 after an exclusive or.
+        let below = |word: u64, n: u64| word.wrapping_sub(n * ONES) & !word & HIGHS;
+        (below(word, 0x20)
+            | below(word ^ (u64::from(b'"') * ONES), 1)
+            | below(word ^ (u64::from(b'\\') * ONES), 1))
+            != 0
+    }
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        if let Some(chunk) = bytes.get(at..at + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            if !needs_escape(word) {
+                at += 8;
+                continue;
+            }
+        }
+        let byte = bytes[at];
+        let escaped: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[start..at]);
+        if escaped.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xf)]);
+        } else {
+            out.extend_from_slice(escaped);
+        }
+        at += 1;
+        start = at;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 /// The most keys a known Go order lists (`ObjectMeta`'s).
@@ -231,7 +326,7 @@ fn write_map(
             out.push(b',');
         }
         written += 1;
-        serde_json::to_writer(&mut *out, key).unwrap_or_default();
+        write_str(out, key);
         out.push(b':');
         match (layout, value) {
             // As `write_value` writes it, with the override and its place.
@@ -546,6 +641,38 @@ mod tests {
             write_object(&mut expected, &object);
             assert_eq!(written, expected, "{object}");
         }
+    }
+
+    /// Goal: strings and sorted values are written byte for byte as serde_json writes them:
+    /// every byte value alone and at every offset of the eight-byte runs, multi-byte
+    /// characters, escapes at the start, the end and the run boundaries, long runs.
+    #[test]
+    fn values_are_written_as_serde_json_writes_them() {
+        let mut texts: Vec<String> = (0u8..=0x7f).map(|b| char::from(b).to_string()).collect();
+        for b in (0u8..=0x7f).chain([b'"', b'\\']) {
+            for offset in 0..17 {
+                let mut text = "x".repeat(offset);
+                text.push(char::from(b));
+                text.push_str(&"y".repeat(17 - offset));
+                texts.push(text);
+            }
+        }
+        texts.extend([
+            String::new(),
+            "\u{e9}\u{2028}\u{1f600}\u{7f}\u{80}".repeat(5),
+            "plain text of some length, no escapes at all in it".repeat(40),
+            "a\"b\\c\nd\re\tf\u{8}g\u{c}h\u{0}i\u{1f}".repeat(3),
+        ]);
+        for text in &texts {
+            let mut out = Vec::new();
+            write_str(&mut out, text);
+            assert_eq!(out, serde_json::to_vec(text).unwrap(), "{text:?}");
+        }
+        let value = json!({"b": [1, -2, 3.5, 1e300, u64::MAX, null, true, false],
+                           "a": {"z": texts, "y": {}, "x": []}, "": ""});
+        let mut out = Vec::new();
+        write_json(&mut out, &value);
+        assert_eq!(out, serde_json::to_vec(&value).unwrap());
     }
 
     #[test]
