@@ -13,8 +13,10 @@
 //! - Known keys come first in Go's order; any other keys follow in sorted order. Nested maps
 //!   with a known Go order (`metadata`, its owner references and managed fields entries, a
 //!   Status's `details` and their `causes`) are ordered too; any other nested map is written
-//!   by serde_json in one call (sorted), so the cost over `serde_json::to_vec` is a few key
+//!   as serde_json writes it (sorted), so the cost over `serde_json::to_vec` is a few key
 //!   lookups per object.
+//! - Every string, key and sorted value is byte for byte serde_json's text (the same
+//!   escapes), written here: runs of bytes that need no escape are found eight at a time.
 //! - Deterministic: the same value always gives the same bytes.
 
 use std::ops::Range;
