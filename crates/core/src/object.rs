@@ -221,6 +221,34 @@ impl Object {
         self
     }
 
+    /// The object, its JSON encoding made from `written`, the text
+    /// [`crate::order::write_object_without_revision`] wrote of its body without
+    /// `metadata.resourceVersion` (a write's stored value), and the `slot` that returned: the
+    /// resource version is put in its place, so the encoding every watcher and the writer's
+    /// answer share costs a copy, not a second serialization. The caller passes the text of
+    /// this body (checked in debug builds); `written` too short for `slot` leaves the
+    /// encoding to be serialized on first use, as without this.
+    #[must_use]
+    pub fn with_json_written(self, written: &[u8], slot: &crate::order::RevisionSlot) -> Object {
+        let Some((json, span)) = slot.insert(written, self.resource_version) else {
+            return self;
+        };
+        #[cfg(debug_assertions)]
+        {
+            let mut expected = Vec::new();
+            let expected_span = crate::order::write_object_spanned(&mut expected, &self.body, None);
+            debug_assert!(
+                json == expected && expected_span.as_ref() == Some(&span),
+                "a written encoding differs from the body's: {} against {}",
+                String::from_utf8_lossy(&json),
+                String::from_utf8_lossy(&expected)
+            );
+        }
+        let _ = self.encoded[Encoding::Json.slot()].set(Bytes::from(json));
+        let _ = self.metadata_span.set(span);
+        self
+    }
+
     /// The size hint given ([`Object::with_size_hint`]); 0 when none was.
     #[must_use]
     pub fn size_hint(&self) -> usize {
@@ -647,6 +675,41 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Goal: an object given its JSON from the text written without its resource version has
+    /// the encodings it would have serialized (the metadata one copied from it), serializes
+    /// nothing for them, and text that cannot be that object's is not used.
+    #[test]
+    fn an_encoding_from_the_written_text_is_the_serialized_bytes() {
+        for body in bodies() {
+            let mut without = body.clone();
+            if let Some(metadata) = without.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("resourceVersion");
+            }
+            let mut written = Vec::new();
+            let Some(slot) = crate::order::write_object_without_revision(&mut written, &without)
+            else {
+                assert!(
+                    !body.get("metadata").is_some_and(Value::is_object),
+                    "{body}"
+                );
+                continue;
+            };
+            let stats = EncodeStats::default();
+            let object = hinted(&body, written.len()).with_json_written(&written, &slot);
+            assert!(object.is_encoded(Encoding::Json));
+            for encoding in [Encoding::PartialMetadataJson, Encoding::Json] {
+                assert_eq!(
+                    String::from_utf8_lossy(object.encoded(encoding, &stats)),
+                    String::from_utf8_lossy(&reference(object.body(), None, encoding)),
+                    "{encoding:?}: {body}"
+                );
+            }
+            assert_eq!(stats.serializations(), 1, "the metadata's copy only");
+            let truncated = hinted(&body, 0).with_json_written(&written[..1], &slot);
+            assert!(!truncated.is_encoded(Encoding::Json));
         }
     }
 

@@ -13,8 +13,10 @@
 //! - Known keys come first in Go's order; any other keys follow in sorted order. Nested maps
 //!   with a known Go order (`metadata`, its owner references and managed fields entries, a
 //!   Status's `details` and their `causes`) are ordered too; any other nested map is written
-//!   by serde_json in one call (sorted), so the cost over `serde_json::to_vec` is a few key
+//!   as serde_json writes it (sorted), so the cost over `serde_json::to_vec` is a few key
 //!   lookups per object.
+//! - Every string, key and sorted value is byte for byte serde_json's text (the same
+//!   escapes), written here: runs of bytes that need no escape are found eight at a time.
 //! - Deterministic: the same value always gives the same bytes.
 
 use std::ops::Range;
@@ -133,7 +135,7 @@ impl Layout {
 fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
     match value {
         Value::Object(map) if layout != Layout::Sorted => {
-            write_map(out, map, layout, None);
+            write_map(out, map, layout, Revision::Kept);
         }
         Value::Array(items) if layout != Layout::Sorted => {
             out.push(b'[');
@@ -146,10 +148,105 @@ fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
             }
             out.push(b']');
         }
-        // Everything under a sorted map is sorted: serde_json writes it in one call. Writing
-        // a `Value` into a `Vec` cannot fail (its map keys are strings).
-        other => serde_json::to_writer(&mut *out, other).unwrap_or_default(),
+        // Everything under a sorted map is sorted: written as serde_json writes it.
+        other => write_json(out, other),
     }
+}
+
+/// Appends `value` exactly as `serde_json::to_writer` writes it (maps in their sorted order),
+/// its strings escaped by [`write_str`].
+fn write_json(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Writing a number into a `Vec` cannot fail.
+        Value::Number(number) => serde_json::to_writer(&mut *out, number).unwrap_or_default(),
+        Value::String(text) => write_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_json(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (index, (key, item)) in map.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_str(out, key);
+                out.push(b':');
+                write_json(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends `text` as a JSON string exactly as serde_json writes it: `"` and `\` escaped,
+/// the control characters below 0x20 as `\b`, `\t`, `\n`, `\f`, `\r` or `\u00XX`, every
+/// other byte as it is. Runs of eight bytes that need nothing are found eight at a time
+/// (serde_json looks at each byte in a table: most of a write's serialization was that loop).
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    /// Whether any of the eight bytes in `word` is below 0x20, `"` or `\`.
+    fn needs_escape(word: u64) -> bool {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGHS: u64 = 0x8080_8080_8080_8080;
+        // A byte below `n` (n <= 0x80) sets its high bit in `word - n * ONES` while its own
+        // high bit is clear; equal bytes are the ones below 1 after an exclusive or.
+        let below = |word: u64, n: u64| word.wrapping_sub(n * ONES) & !word & HIGHS;
+        (below(word, 0x20)
+            | below(word ^ (u64::from(b'"') * ONES), 1)
+            | below(word ^ (u64::from(b'\\') * ONES), 1))
+            != 0
+    }
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        if let Some(chunk) = bytes.get(at..at + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            if !needs_escape(word) {
+                at += 8;
+                continue;
+            }
+        }
+        let byte = bytes[at];
+        let escaped: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[start..at]);
+        if escaped.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xf)]);
+        } else {
+            out.extend_from_slice(escaped);
+        }
+        at += 1;
+        start = at;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 /// The most keys a known Go order lists (`ObjectMeta`'s).
@@ -170,16 +267,38 @@ const _: () = assert!(matches!(
     b"resourceVersion"
 ));
 
+/// What a map's `metadata.resourceVersion` is written as.
+#[derive(Clone, Copy)]
+enum Revision<'a> {
+    /// As the map has it (or not).
+    Kept,
+    /// As if the metadata map's `resourceVersion` were this (set when absent).
+    Set(&'a Value),
+    /// As if the metadata map had no `resourceVersion`.
+    Omitted,
+}
+
+/// What [`write_map`] reports of where things went in `out`.
+#[derive(Default)]
+struct Placed {
+    /// Where an object's `metadata` map went (for [`Layout::Object`] only).
+    metadata: Option<Range<usize>>,
+    /// Where an omitted `resourceVersion` would have gone (with [`Revision::Omitted`]).
+    slot: Option<(usize, bool, bool)>,
+}
+
 /// Writes `map` in `layout`. `revision` (for an [`Layout::Object`] or a [`Layout::Metadata`]
 /// map only) overrides the resource version: the metadata map, when it is a map, is written
-/// as if its `resourceVersion` were `revision` (set when absent), without a copy of it.
-/// Returns where an object's `metadata` map went in `out` (for [`Layout::Object`] only).
+/// as if its `resourceVersion` were the one given (set when absent), or as if it had none,
+/// without a copy of it. Reports where an object's `metadata` map went, and where an omitted
+/// resource version would have gone: (its place in `out`, whether an entry precedes it,
+/// whether one follows it).
 fn write_map(
     out: &mut Vec<u8>,
     map: &Map<String, Value>,
     layout: Layout,
-    revision: Option<&Value>,
-) -> Option<Range<usize>> {
+    revision: Revision<'_>,
+) -> Placed {
     let order = layout.order();
     // One pass over the map places the known keys by their Go position (a map lookup per
     // known key costs several times more, as callgrind showed); the others follow, sorted.
@@ -191,43 +310,60 @@ fn write_map(
             None => others = true,
         }
     }
-    if layout == Layout::Metadata
-        && let Some(revision) = revision
-    {
-        known[RESOURCE_VERSION_AT] = Some((METADATA_ORDER[RESOURCE_VERSION_AT], revision));
+    let omitted = layout == Layout::Metadata && matches!(revision, Revision::Omitted);
+    if layout == Layout::Metadata {
+        match revision {
+            Revision::Kept => {}
+            Revision::Set(revision) => {
+                known[RESOURCE_VERSION_AT] = Some((METADATA_ORDER[RESOURCE_VERSION_AT], revision));
+            }
+            Revision::Omitted => known[RESOURCE_VERSION_AT] = None,
+        }
     }
     out.push(b'{');
-    let mut first = true;
-    let mut span = None;
-    let mut entry = |out: &mut Vec<u8>, key: &str, value: &Value| {
-        if !first {
+    let mut written = 0usize;
+    let mut placed = Placed::default();
+    let mut entry = |out: &mut Vec<u8>, placed: &mut Placed, key: &str, value: &Value| {
+        if written > 0 {
             out.push(b',');
         }
-        first = false;
-        serde_json::to_writer(&mut *out, key).unwrap_or_default();
+        written += 1;
+        write_str(out, key);
         out.push(b':');
         match (layout, value) {
             // As `write_value` writes it, with the override and its place.
             (Layout::Object, Value::Object(metadata)) if key == "metadata" => {
                 let start = out.len();
-                write_map(out, metadata, Layout::Metadata, revision);
-                span = Some(start..out.len());
+                placed.slot = write_map(out, metadata, Layout::Metadata, revision).slot;
+                placed.metadata = Some(start..out.len());
             }
             _ => write_value(out, value, layout.child(key)),
         }
+        written
     };
-    for (key, value) in known.iter().flatten() {
-        entry(out, key, value);
+    // Entries written so far, and when the omitted resource version's place was passed.
+    let mut count = 0;
+    let mut at_slot = None;
+    for (at, known) in known.iter().enumerate() {
+        if omitted && at == RESOURCE_VERSION_AT {
+            at_slot = Some((out.len(), count));
+        }
+        if let Some((key, value)) = known {
+            count = entry(out, &mut placed, key, value);
+        }
     }
     if others {
         for (key, value) in map {
             if !order.contains(&key.as_str()) {
-                entry(out, key, value);
+                count = entry(out, &mut placed, key, value);
             }
         }
     }
     out.push(b'}');
-    span
+    if let Some((at, preceding)) = at_slot {
+        placed.slot = Some((at, preceding > 0, count > preceding));
+    }
+    placed
 }
 
 /// Appends `object` as kube-apiserver writes an object: `kind`, `apiVersion`, `metadata` (in
@@ -257,8 +393,9 @@ pub(crate) fn write_object_spanned(
     object: &Value,
     revision: Option<&Value>,
 ) -> Option<Range<usize>> {
+    let revision = revision.map_or(Revision::Kept, Revision::Set);
     match object {
-        Value::Object(map) => write_map(out, map, Layout::Object, revision),
+        Value::Object(map) => write_map(out, map, Layout::Object, revision).metadata,
         other => {
             write_object(out, other);
             None
@@ -271,9 +408,90 @@ pub(crate) fn write_object_spanned(
 pub fn write_metadata_at(out: &mut Vec<u8>, metadata: &Value, revision: &Value) {
     match metadata {
         Value::Object(map) => {
-            write_map(out, map, Layout::Metadata, Some(revision));
+            write_map(out, map, Layout::Metadata, Revision::Set(revision));
         }
         other => write_metadata(out, other),
+    }
+}
+
+/// Where [`write_object_without_revision`] left out `metadata.resourceVersion`: enough to put
+/// one in afterwards without writing the object again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RevisionSlot {
+    /// Where the entry goes, from the start of what was written.
+    at: usize,
+    /// Whether an entry of the metadata map precedes it (it then takes a comma before it).
+    preceded: bool,
+    /// Whether one follows it (without one before it, it then takes a comma after it).
+    followed: bool,
+    /// Where the `metadata` map is in what was written.
+    metadata: Range<usize>,
+}
+
+/// Appends `object` as [`write_object`] would append a copy of it without
+/// `metadata.resourceVersion`, without copying it, and returns where the resource version
+/// would go (`None` when the object or its `metadata` is not a map: nothing to put it in).
+/// [`RevisionSlot::insert`] then gives the object's encoding at any resource version from
+/// these bytes: a write stores the object without its resource version (the store's revision
+/// is it) and its watchers are sent it with one.
+pub fn write_object_without_revision(out: &mut Vec<u8>, object: &Value) -> Option<RevisionSlot> {
+    let Value::Object(map) = object else {
+        write_object(out, object);
+        return None;
+    };
+    let start = out.len();
+    let placed = write_map(out, map, Layout::Object, Revision::Omitted);
+    let (Some(metadata), Some((at, preceded, followed))) = (placed.metadata, placed.slot) else {
+        return None;
+    };
+    Some(RevisionSlot {
+        at: at - start,
+        preceded,
+        followed,
+        metadata: metadata.start - start..metadata.end - start,
+    })
+}
+
+impl RevisionSlot {
+    /// `written` (what [`write_object_without_revision`] appended for this slot) with
+    /// `"resourceVersion":"<revision>"` in its place: exactly the bytes [`write_object`]
+    /// writes of the object with `metadata.resourceVersion` set to `revision` as a string, and
+    /// where its `metadata` map is in them. `None` when `written` is too short to be those
+    /// bytes.
+    #[must_use]
+    pub fn insert(&self, written: &[u8], revision: u64) -> Option<(Vec<u8>, Range<usize>)> {
+        if written.len() < self.metadata.end || !self.metadata.contains(&self.at) {
+            return None;
+        }
+        const KEY: &[u8] = br#""resourceVersion":""#;
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        let mut rest = revision;
+        loop {
+            start -= 1;
+            // A digit: `rest % 10` is below 10.
+            digits[start] = b'0' + u8::try_from(rest % 10).unwrap_or_default();
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let digits = &digits[start..];
+        let added = KEY.len() + digits.len() + 2;
+        let mut out = Vec::with_capacity(written.len() + added);
+        out.extend_from_slice(&written[..self.at]);
+        if self.preceded {
+            out.push(b',');
+        }
+        out.extend_from_slice(KEY);
+        out.extend_from_slice(digits);
+        out.push(b'"');
+        if !self.preceded && self.followed {
+            out.push(b',');
+        }
+        out.extend_from_slice(&written[self.at..]);
+        let grown = out.len() - written.len();
+        Some((out, self.metadata.start..self.metadata.end + grown))
     }
 }
 
@@ -363,6 +581,100 @@ mod tests {
             write_metadata(&mut expected, &copy);
             assert_eq!(out, expected, "{metadata}");
         }
+    }
+
+    /// Goal: an object written without its resource version, then given one in its slot, is
+    /// byte for byte the object written with it, for every place the slot can be in (first,
+    /// last, alone, between entries, after unknown keys' place), a resource version the map
+    /// had or did not have, and any revision's digits; what was written is the object without
+    /// it; what has no metadata map has no slot.
+    #[test]
+    fn a_resource_version_put_in_its_slot_gives_the_bytes_of_the_object_written_with_it() {
+        let objects = [
+            json!({"kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "n", "resourceVersion": "7", "uid": "u", "zz": 1,
+                                "managedFields": [{"manager": "m", "resourceVersion": "1"}]},
+                   "spec": {"metadata": {"resourceVersion": "inner"}}, "other": 2}),
+            json!({"kind": "Pod", "metadata": {"name": "n"}}),
+            json!({"kind": "Pod", "metadata": {"name": "n", "namespace": "d", "uid": "u"}}),
+            json!({"metadata": {"generation": 1, "labels": {"a": "b"}}, "data": {"k": "\"v\n"}}),
+            json!({"metadata": {"zz": 1, "aa": [1, 2]}}),
+            json!({"metadata": {"resourceVersion": "1"}}),
+            json!({"metadata": {"resourceVersion": "1", "name": "n"}}),
+            json!({"metadata": {}}),
+            json!({"metadata": {}, "a": 1, "status": {}}),
+        ];
+        for object in &objects {
+            let mut without = object.clone();
+            without["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("resourceVersion");
+            let mut written = b"prefix".to_vec();
+            let slot = write_object_without_revision(&mut written, object).expect("a slot");
+            let written = &written[b"prefix".len()..];
+            let mut expected = Vec::new();
+            write_object(&mut expected, &without);
+            assert_eq!(written, expected.as_slice(), "{object}");
+            assert_eq!(serde_json::from_slice::<Value>(written).unwrap(), without);
+            for revision in [0, 7, 10, 912, 18_446_744_073_709_551_615] {
+                let text = json!(revision.to_string());
+                let (out, span) = slot.insert(written, revision).expect("fits");
+                let mut expected = Vec::new();
+                let expected_span = write_object_spanned(&mut expected, &without, Some(&text));
+                assert_eq!(
+                    String::from_utf8(out.clone()).unwrap(),
+                    String::from_utf8(expected).unwrap(),
+                    "{object} at {revision}"
+                );
+                assert_eq!(Some(span), expected_span, "{object} at {revision}");
+            }
+            assert_eq!(slot.insert(&written[..slot.metadata.end - 1], 1), None);
+        }
+        for object in [
+            json!({"kind": "Pod"}),
+            json!({"metadata": "not a map"}),
+            json!([{"metadata": {}}]),
+            json!(null),
+        ] {
+            let mut written = Vec::new();
+            assert_eq!(write_object_without_revision(&mut written, &object), None);
+            let mut expected = Vec::new();
+            write_object(&mut expected, &object);
+            assert_eq!(written, expected, "{object}");
+        }
+    }
+
+    /// Goal: strings and sorted values are written byte for byte as serde_json writes them:
+    /// every byte value alone and at every offset of the eight-byte runs, multi-byte
+    /// characters, escapes at the start, the end and the run boundaries, long runs.
+    #[test]
+    fn values_are_written_as_serde_json_writes_them() {
+        let mut texts: Vec<String> = (0u8..=0x7f).map(|b| char::from(b).to_string()).collect();
+        for b in (0u8..=0x7f).chain([b'"', b'\\']) {
+            for offset in 0..17 {
+                let mut text = "x".repeat(offset);
+                text.push(char::from(b));
+                text.push_str(&"y".repeat(17 - offset));
+                texts.push(text);
+            }
+        }
+        texts.extend([
+            String::new(),
+            "\u{e9}\u{2028}\u{1f600}\u{7f}\u{80}".repeat(5),
+            "plain text of some length, no escapes at all in it".repeat(40),
+            "a\"b\\c\nd\re\tf\u{8}g\u{c}h\u{0}i\u{1f}".repeat(3),
+        ]);
+        for text in &texts {
+            let mut out = Vec::new();
+            write_str(&mut out, text);
+            assert_eq!(out, serde_json::to_vec(text).unwrap(), "{text:?}");
+        }
+        let value = json!({"b": [1, -2, 3.5, 1e300, u64::MAX, null, true, false],
+                           "a": {"z": texts, "y": {}, "x": []}, "": ""});
+        let mut out = Vec::new();
+        write_json(&mut out, &value);
+        assert_eq!(out, serde_json::to_vec(&value).unwrap());
     }
 
     #[test]

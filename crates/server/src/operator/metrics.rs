@@ -38,31 +38,59 @@ use crate::source::upstream::{ResourceStats, UpstreamSource};
 /// Request counts and latency histograms.
 #[derive(Debug, Default)]
 pub struct RequestMetrics {
-    /// (verb, group, resource, code) -> count.
-    counts: Mutex<BTreeMap<(String, String, String, u16), u64>>,
-    /// (verb, group, resource) -> latency in microseconds.
-    latencies: Mutex<BTreeMap<(String, String, String), std::sync::Arc<Histogram>>>,
+    /// verb -> group -> resource -> that label set's counts and latencies. Nested, so that a
+    /// request finds its label set by the `&str`s it has (one `String` per label is built the
+    /// first time a set is seen, not per request); iterated, it gives the sets in the order of
+    /// (verb, group, resource).
+    series: Mutex<ByLabel<ByLabel<ByLabel<Series>>>>,
+}
+
+/// Values by one label's value.
+type ByLabel<V> = BTreeMap<String, V>;
+
+/// One label set's counts by code and its latency histogram (microseconds).
+#[derive(Debug, Default)]
+struct Series {
+    codes: BTreeMap<u16, u64>,
+    latencies: Histogram,
 }
 
 impl RequestMetrics {
     /// Records one finished request.
     pub fn observe(&self, verb: &str, group: &str, resource: &str, code: u16, micros: u64) {
-        let key = (verb.to_owned(), group.to_owned(), resource.to_owned());
-        *self
-            .counts
+        let mut series = self
+            .series
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry((key.0.clone(), key.1.clone(), key.2.clone(), code))
-            .or_default() += 1;
-        let histogram = self
-            .latencies
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(key)
-            .or_default()
-            .clone();
-        histogram.observe(micros);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let series = entry(entry(entry(&mut series, verb), group), resource);
+        *series.codes.entry(code).or_default() += 1;
+        series.latencies.observe(micros);
     }
+
+    /// Every label set's (verb, group, resource), counts by code and latency histogram, in
+    /// label order.
+    fn each(&self, mut visit: impl FnMut([&str; 3], &BTreeMap<u16, u64>, &Histogram)) {
+        let series = self
+            .series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (verb, groups) in series.iter() {
+            for (group, resources) in groups {
+                for (resource, series) in resources {
+                    visit([verb, group, resource], &series.codes, &series.latencies);
+                }
+            }
+        }
+    }
+}
+
+/// The value at `key`, inserted (its key built) only when absent.
+fn entry<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_owned(), V::default());
+    }
+    map.get_mut(key)
+        .unwrap_or_else(|| unreachable!("inserted above"))
 }
 
 /// The exposition format of a scrape.
@@ -669,40 +697,30 @@ fn collect_requests(app: &Observed<'_>, scrape: &mut Scrape) {
         "apiserver_request_total",
         "Requests by verb, resource and code.",
     );
-    for ((verb, group, resource, code), count) in app
-        .requests
-        .counts
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-    {
-        family.sample(
-            &[
-                ("verb", verb),
-                ("group", group),
-                ("resource", resource),
-                ("code", &code.to_string()),
-            ],
-            *count,
-        );
-    }
+    app.requests.each(|[verb, group, resource], codes, _| {
+        for (code, count) in codes {
+            family.sample(
+                &[
+                    ("verb", verb),
+                    ("group", group),
+                    ("resource", resource),
+                    ("code", &code.to_string()),
+                ],
+                *count,
+            );
+        }
+    });
     let family = scrape.histogram(
         "apiserver_request_duration_seconds",
         "Request latency by verb and resource.",
     );
-    for ((verb, group, resource), h) in app
-        .requests
-        .latencies
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-    {
+    app.requests.each(|[verb, group, resource], _, histogram| {
         family.histogram(
             &[("verb", verb), ("group", group), ("resource", resource)],
-            h,
+            histogram,
             1e-6,
         );
-    }
+    });
 }
 
 fn collect_upstream(app: &Observed<'_>, upstream: &UpstreamSource, scrape: &mut Scrape) {
@@ -988,6 +1006,48 @@ mod tests {
             1e-6,
         );
         scrape
+    }
+
+    /// Goal: requests recorded in any order read back per label set, in (verb, group,
+    /// resource) order, with each code's count and every latency, as a map keyed by the
+    /// whole label set would hold them.
+    #[test]
+    fn request_metrics_read_back_by_label_set_in_label_order() {
+        let requests = [
+            ("PATCH", "", "configmaps", 200, 5),
+            ("GET", "apps", "deployments", 404, 1),
+            ("PATCH", "", "configmaps", 409, 7),
+            ("GET", "", "pods", 200, 2),
+            ("PATCH", "", "configmaps", 200, 9),
+            ("GET", "apps", "deployments", 200, 3),
+            ("LIST", "", "configmaps", 200, 4),
+        ];
+        let metrics = RequestMetrics::default();
+        // Counts by code, latencies' count and sum.
+        type Read = (BTreeMap<u16, u64>, u64, u64);
+        let mut expected: BTreeMap<[&str; 3], Read> = BTreeMap::new();
+        for (verb, group, resource, code, micros) in requests {
+            metrics.observe(verb, group, resource, code, micros);
+            let series = expected.entry([verb, group, resource]).or_default();
+            *series.0.entry(code).or_default() += 1;
+            series.1 += 1;
+            series.2 += micros;
+        }
+        let mut read = BTreeMap::new();
+        let mut order = Vec::new();
+        metrics.each(|labels, codes, latencies| {
+            let (_, sum, count) = latencies.snapshot();
+            order.push(labels.map(str::to_owned));
+            read.insert(labels.map(str::to_owned), (codes.clone(), count, sum));
+        });
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted);
+        let expected: BTreeMap<_, _> = expected
+            .into_iter()
+            .map(|(labels, series)| (labels.map(str::to_owned), series))
+            .collect();
+        assert_eq!(read, expected);
     }
 
     #[test]

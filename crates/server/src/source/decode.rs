@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use watchkeeper_api::{ResourceDef, field_values, labels_of};
+use watchkeeper_core::order::RevisionSlot;
 use watchkeeper_core::{Object, Revision};
 
 /// Where an object's namespace, name and resource version come from.
@@ -79,6 +80,65 @@ pub fn decode_sized(
     size_hint: usize,
 ) -> Result<Arc<Object>, String> {
     decode_object(def, body, identity).map(|object| Arc::new(object.with_size_hint(size_hint)))
+}
+
+/// [`decode_sized`] of a write's handed-over value: `written` is its stored value, written by
+/// [`watchkeeper_core::order::write_object_without_revision`], which returned `slot`. When
+/// decoding leaves the value as it is ([`decodes_as_is`]), the object's JSON encoding is made
+/// from `written` ([`Object::with_json_written`]): the bytes a serialization would give, for
+/// a copy instead of a second serialization of the write.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_written(
+    def: &ResourceDef,
+    body: Value,
+    identity: Identity<'_>,
+    written: &[u8],
+    slot: Option<&RevisionSlot>,
+) -> Result<Arc<Object>, String> {
+    let slot = slot.filter(|_| decodes_as_is(def, &body, identity));
+    decode_object(def, body, identity).map(|object| {
+        let object = object.with_size_hint(written.len());
+        Arc::new(match slot {
+            Some(slot) => object.with_json_written(written, slot),
+            None => object,
+        })
+    })
+}
+
+/// Whether [`decode`] leaves `body` as it is (but for the resource version it sets), so that
+/// the cache object's encoding is the body's at its revision: a stored
+/// value ([`Identity::Key`]) with `apiVersion` (a custom resource's the one it is read at) and
+/// `kind`, and a metadata map that names the key's name and namespace (none for a
+/// cluster-scoped resource).
+pub fn decodes_as_is(def: &ResourceDef, body: &Value, identity: Identity<'_>) -> bool {
+    let Identity::Key {
+        namespace, name, ..
+    } = identity
+    else {
+        return false;
+    };
+    let Some(map) = body.as_object() else {
+        return false;
+    };
+    let Some(metadata) = map.get("metadata").and_then(Value::as_object) else {
+        return false;
+    };
+    let api_version = if def.is_builtin() {
+        map.contains_key("apiVersion")
+    } else {
+        map.get("apiVersion").and_then(Value::as_str) == Some(def.api_version().as_str())
+    };
+    let namespace = if namespace.is_empty() {
+        !metadata.contains_key("namespace")
+    } else {
+        metadata.get("namespace").and_then(Value::as_str) == Some(namespace)
+    };
+    api_version
+        && map.contains_key("kind")
+        && metadata.get("name").and_then(Value::as_str) == Some(name)
+        && namespace
 }
 
 fn decode_object(

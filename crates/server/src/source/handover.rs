@@ -8,13 +8,22 @@
 //! the bytes ([`Handover::take`]) and decodes it into the cache object exactly as it would
 //! have decoded the parsed bytes (same resource, key and revision: the store event's). The
 //! writer then answers from that object ([`Offer::outcome`]): its cached encoding is both the
-//! answer and what every watcher is sent, so the object is serialized once for all of them.
+//! answer and what every watcher is sent. That encoding is made from the stored bytes (written
+//! in kube-apiserver's order without the resource version, which the offer's
+//! [`RevisionSlot`] places; see `decode::decode_written`), so a write serializes its object
+//! once, for the store, the answer and every watcher.
 //!
 //! ## Guarantees
 //! - The cache holds exactly what decoding the stored bytes gives: an offered value is used
 //!   only for a put whose bytes equal the bytes serialized from it, and serializing a JSON
 //!   value and parsing the text gives the same value (maps are sorted, floats round-trip:
 //!   the workspace's `float_roundtrip`; tested in `handed_over_values_are_the_stored_bytes_parsed`).
+//! - The encoding made from the stored bytes is byte for byte the cache object's serialized
+//!   encoding: only an object that decoding leaves as it is takes it, and the bytes with the
+//!   revision in its slot are what writing the object with it gives (tested in `order`'s
+//!   `a_resource_version_put_in_its_slot_gives_the_bytes_of_the_object_written_with_it` and
+//!   `answers_from_the_cache_are_the_written_objects`; debug builds compare every one with a
+//!   serialization).
 //! - Nothing depends on the hand-over happening: without it (a write through another instance
 //!   or another client of the store, an etcd store's event after the writer gave up waiting,
 //!   a relist, a restart) the reflector parses the bytes as before, and the writer answers
@@ -29,6 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use serde_json::Value;
+use watchkeeper_core::order::RevisionSlot;
 use watchkeeper_core::{Object, Revision};
 
 /// The offers of the writes in flight, by store key.
@@ -42,6 +52,8 @@ pub struct Handover {
 struct Slot {
     /// The bytes stored for it.
     value: Bytes,
+    /// Where the resource version goes in them (`None`: the value has no metadata map).
+    revision_slot: Option<RevisionSlot>,
     state: Mutex<State>,
 }
 
@@ -60,11 +72,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Handover {
-    /// Offers `body` (the value serialized into `value`, the bytes to be stored at `key`) to
-    /// the reflector until the returned [`Offer`] is dropped.
-    pub fn offer(self: &Arc<Self>, key: Bytes, value: Bytes, body: Value) -> Offer {
+    /// Offers `body` (the value written into `value` by
+    /// [`watchkeeper_core::order::write_object_without_revision`], which returned
+    /// `revision_slot`: the bytes to be stored at `key`) to the reflector until the returned
+    /// [`Offer`] is dropped.
+    pub fn offer(
+        self: &Arc<Self>,
+        key: Bytes,
+        value: Bytes,
+        body: Value,
+        revision_slot: Option<RevisionSlot>,
+    ) -> Offer {
         let slot = Arc::new(Slot {
             value,
+            revision_slot,
             state: Mutex::new(State::Offered(body)),
         });
         lock(&self.slots).insert(key.clone(), slot.clone());
@@ -87,7 +108,7 @@ impl Handover {
         &self,
         key: &[u8],
         value: &Bytes,
-        decode: impl FnOnce(Value) -> Result<Arc<Object>, String>,
+        decode: impl FnOnce(Value, Option<&RevisionSlot>) -> Result<Arc<Object>, String>,
     ) -> Option<Result<Arc<Object>, String>> {
         let slot = {
             let mut slots = lock(&self.slots);
@@ -104,7 +125,7 @@ impl Handover {
         let State::Offered(body) = std::mem::replace(&mut *state, State::Returned) else {
             return None;
         };
-        let decoded = decode(body);
+        let decoded = decode(body, slot.revision_slot.as_ref());
         if let Ok(object) = &decoded {
             *state = State::Decoded(object.clone());
         }
@@ -214,8 +235,10 @@ mod tests {
         ))
     }
 
-    fn decode(revision: Revision) -> impl FnOnce(Value) -> Result<Arc<Object>, String> {
-        move |body| Ok(object(body, revision))
+    fn decode(
+        revision: Revision,
+    ) -> impl FnOnce(Value, Option<&RevisionSlot>) -> Result<Arc<Object>, String> {
+        move |body, _| Ok(object(body, revision))
     }
 
     fn body() -> Value {
@@ -226,8 +249,10 @@ mod tests {
     fn the_reflector_takes_an_offer_for_the_same_bytes_and_the_writer_answers_with_it() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"/registry/configmaps/ns/a");
-        let value = Bytes::from_static(b"{\"data\":{\"k\":\"v\"},\"metadata\":{\"name\":\"a\"}}");
-        let offer = handover.offer(key.clone(), value.clone(), body());
+        let mut written = Vec::new();
+        let slot = watchkeeper_core::order::write_object_without_revision(&mut written, &body());
+        let value = Bytes::from(written);
+        let offer = handover.offer(key.clone(), value.clone(), body(), slot.clone());
         // Other bytes at the key (another writer's put): not this offer.
         assert!(
             handover
@@ -236,7 +261,14 @@ mod tests {
         );
         // The same bytes, not the same buffer: taken.
         let copy = Bytes::copy_from_slice(&value);
-        let taken = handover.take(&key, &copy, decode(5)).unwrap().unwrap();
+        let taken = handover
+            .take(&key, &copy, |body, given| {
+                // The decoder is told where the resource version goes in the bytes.
+                assert_eq!(given, slot.as_ref());
+                decode(5)(body, given)
+            })
+            .unwrap()
+            .unwrap();
         assert_eq!(taken.resource_version(), 5);
         assert!(handover.is_empty(), "taken offers leave the table");
         assert!(handover.take(&key, &value, decode(6)).is_none());
@@ -250,7 +282,7 @@ mod tests {
     fn an_offer_not_taken_goes_back_to_the_writer_at_its_revision() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"k");
-        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body());
+        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body(), None);
         assert_eq!(handover.len(), 1);
         match offer.outcome(9) {
             Outcome::Value(value) => assert_eq!(
@@ -271,7 +303,7 @@ mod tests {
     fn an_identical_put_at_another_revision_leaves_the_writer_its_own_revision() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"k");
-        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body());
+        let offer = handover.offer(key.clone(), Bytes::from_static(b"v"), body(), None);
         let taken = handover
             .take(&key, &Bytes::from_static(b"v"), decode(4))
             .unwrap()
@@ -287,8 +319,8 @@ mod tests {
     fn offers_are_withdrawn_when_dropped_and_replaced_by_newer_ones() {
         let handover = Arc::new(Handover::default());
         let key = Bytes::from_static(b"k");
-        let first = handover.offer(key.clone(), Bytes::from_static(b"1"), body());
-        let second = handover.offer(key.clone(), Bytes::from_static(b"2"), body());
+        let first = handover.offer(key.clone(), Bytes::from_static(b"1"), body(), None);
+        let second = handover.offer(key.clone(), Bytes::from_static(b"2"), body(), None);
         assert_eq!(handover.len(), 1);
         // The first's bytes are no longer offered; dropping it leaves the second's.
         assert!(
@@ -310,6 +342,7 @@ mod tests {
             key.clone(),
             Bytes::from_static(b"v"),
             json!({"metadata": "not a map"}),
+            None,
         );
         assert!(
             handover

@@ -81,7 +81,7 @@ use crate::offload::phase_boundary;
 use crate::request::ResourceRequest;
 use crate::respond::{Warnings, json_response};
 use crate::source::catalog::VersionsBound;
-use crate::source::decode::{Identity, decode_sized, decode_stored};
+use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_is};
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
@@ -2649,7 +2649,7 @@ impl Writer<'_> {
                 } else {
                     0
                 };
-                let value = offload
+                let (value, slot) = offload
                     .in_place(capacity, || {
                         stored_value_sized(&resource.stored_form(&new), capacity)
                     })
@@ -2659,6 +2659,7 @@ impl Writer<'_> {
                         store_key.clone(),
                         value.clone(),
                         without_revision(new),
+                        slot,
                     ))
                 } else {
                     Pending::Kept(new)
@@ -3282,52 +3283,25 @@ impl Desired {
     }
 }
 
-/// The value stored for an object: its JSON without `metadata.resourceVersion`, written
-/// straight from `object` (no copy of it is made; one serialization per write).
+/// The value stored for an object: its JSON without `metadata.resourceVersion`, in
+/// kube-apiserver's field order ([`watchkeeper_core::order`]), written straight from `object`
+/// (no copy of it is made; one serialization per write).
 fn stored_value(object: &Value) -> Bytes {
-    stored_value_sized(object, 0)
+    stored_value_sized(object, 0).0
 }
 
 /// [`stored_value`] written into a buffer of `capacity` bytes to start with (the expected
-/// size, so a large object's text is not copied as the buffer doubles).
-fn stored_value_sized(object: &Value, capacity: usize) -> Bytes {
+/// size, so a large object's text is not copied as the buffer doubles), and where the
+/// resource version goes in it (`None` without a metadata map): the cache object decoded from
+/// it takes its JSON encoding from these bytes ([`Object::with_json_written`]).
+fn stored_value_sized(
+    object: &Value,
+    capacity: usize,
+) -> (Bytes, Option<watchkeeper_core::order::RevisionSlot>) {
     // `serde_json::to_vec`'s first buffer is 128 bytes.
     let mut out = Vec::with_capacity(capacity.max(128));
-    if serde_json::to_writer(&mut out, &WithoutRevision(object)).is_err() {
-        out.clear();
-    }
-    Bytes::from(out)
-}
-
-/// Serializes an object as its JSON would be without `metadata.resourceVersion` (same keys in
-/// the same order as a copy without it would be written).
-struct WithoutRevision<'a>(&'a Value);
-
-impl serde::Serialize for WithoutRevision<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        /// `metadata` without `resourceVersion`.
-        struct Metadata<'a>(&'a serde_json::Map<String, Value>);
-        impl serde::Serialize for Metadata<'_> {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let fields = self.0.iter().filter(|(key, _)| *key != "resourceVersion");
-                serializer.collect_map(fields)
-            }
-        }
-        let Value::Object(fields) = self.0 else {
-            return self.0.serialize(serializer);
-        };
-        let mut map = serializer.serialize_map(Some(fields.len()))?;
-        for (key, value) in fields {
-            match value {
-                Value::Object(metadata) if key == "metadata" => {
-                    map.serialize_entry(key, &Metadata(metadata))?;
-                }
-                _ => map.serialize_entry(key, value)?,
-            }
-        }
-        map.end()
-    }
+    let slot = watchkeeper_core::order::write_object_without_revision(&mut out, object);
+    (Bytes::from(out), slot)
 }
 
 /// `object` without `metadata.resourceVersion`: the value [`stored_value`] serializes.
@@ -3429,23 +3403,14 @@ fn answers_from_cache(resource: &Resource, namespace: &str, name: &str, object: 
 
 /// The part of [`answers_from_cache`] that reads the object.
 fn decodes_unchanged(def: &ResourceDef, namespace: &str, name: &str, object: &Value) -> bool {
-    let Some(fields) = object.as_object() else {
-        return false;
+    let identity = Identity::Key {
+        namespace,
+        name,
+        revision: 0,
     };
-    let Some(metadata) = fields.get("metadata").and_then(Value::as_object) else {
-        return false;
-    };
-    let namespace_matches = if def.namespaced {
-        !namespace.is_empty()
-            && metadata.get("namespace").and_then(Value::as_str) == Some(namespace)
-    } else {
-        !metadata.contains_key("namespace")
-    };
-    fields.contains_key("apiVersion")
-        && fields.contains_key("kind")
+    def.namespaced != namespace.is_empty()
         && !is_status(object)
-        && metadata.get("name").and_then(Value::as_str) == Some(name)
-        && namespace_matches
+        && decodes_as_is(def, object, identity)
 }
 
 /// Whether two objects differ at most in `metadata.resourceVersion` (a no-op write), as
@@ -3719,8 +3684,8 @@ impl Router {
             revision: kv.mod_revision,
         };
         let handed_over = self.handover.as_ref().and_then(|handover| {
-            handover.take(&kv.key, &kv.value, |body| {
-                decode_sized(&self.defs[index], body, identity, kv.value.len())
+            handover.take(&kv.key, &kv.value, |body, slot| {
+                decode_written(&self.defs[index], body, identity, &kv.value, slot)
             })
         });
         let decoded = match handed_over {
@@ -4045,7 +4010,7 @@ impl StoreEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::decode::decode;
+    use crate::source::decode::{decode, decode_sized};
 
     /// The object without its resource version (what is stored).
     fn strip_revision(object: &Value) -> Value {
@@ -4170,7 +4135,7 @@ mod tests {
             let handed = without_revision(object.clone());
             assert_eq!(parsed, handed, "{object}");
             for capacity in [0, 1, 64, bytes.len(), 100_000] {
-                assert_eq!(stored_value_sized(&object, capacity), bytes, "{object}");
+                assert_eq!(stored_value_sized(&object, capacity).0, bytes, "{object}");
             }
             let identity = Identity::Key {
                 namespace: "ns",
@@ -4213,11 +4178,28 @@ mod tests {
                     revision: 31,
                 };
                 let expected = watchkeeper_api::object_body(&with_revision(object.clone(), 31));
-                // As the reflector decodes a handed-over value: told the stored value's size.
-                let stored = stored_value(&object).len();
+                // As the reflector decodes a handed-over value: told the stored value's size,
+                // and its encoding made from the stored value.
+                let (stored, slot) = stored_value_sized(&object, 0);
+                let written = decode_written(
+                    &def,
+                    without_revision(object.clone()),
+                    identity,
+                    &stored,
+                    slot.as_ref(),
+                )
+                .unwrap();
+                assert!(written.is_encoded(watchkeeper_core::Encoding::Json));
                 for cached in [
                     decode(&def, without_revision(object.clone()), identity).unwrap(),
-                    decode_sized(&def, without_revision(object.clone()), identity, stored).unwrap(),
+                    decode_sized(
+                        &def,
+                        without_revision(object.clone()),
+                        identity,
+                        stored.len(),
+                    )
+                    .unwrap(),
+                    written,
                 ] {
                     let mut answer = cached
                         .encoded(watchkeeper_core::Encoding::Json, &stats)
@@ -4231,7 +4213,7 @@ mod tests {
     }
 
     /// The stored value is byte for byte what copying the object without its resource
-    /// version and serializing the copy writes.
+    /// version and writing the copy in kube-apiserver's order writes.
     #[test]
     fn stored_values_leave_out_the_resource_version_without_a_copy() {
         let objects = [
@@ -4245,11 +4227,9 @@ mod tests {
             json!(42),
         ];
         for object in &objects {
-            assert_eq!(
-                stored_value(object),
-                Bytes::from(serde_json::to_vec(&strip_revision(object)).unwrap()),
-                "{object}"
-            );
+            let mut expected = Vec::new();
+            watchkeeper_core::order::write_object(&mut expected, &strip_revision(object));
+            assert_eq!(stored_value(object), Bytes::from(expected), "{object}");
         }
     }
 }
