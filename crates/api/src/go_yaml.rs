@@ -7,14 +7,16 @@
 //!   excessive aliasing`, without a line, as go-yaml reports it.
 //! - Nesting past the bound is go-yaml's `yaml: line N: exceeded max depth of M` (no `line N:
 //!   ` on the first line, as go-yaml omits it there), with this server's bound for `M`
-//!   ([`crate::apply::config::MAX_DEPTH`]; go-yaml's is 10,000), whether the budget or the
+//!   ([`MAX_DEPTH`]; go-yaml's is 10,000), whether the budget or the
 //!   parser's own recursion limit caught it.
 //! - Any other error is `yaml: line N: <the parser's message>` on one line: never the
 //!   parser's source snippet, which quoted up to a screen of the body's text back.
 
 use serde_saphyr::budget::BudgetBreach;
 
-use crate::apply::config::MAX_DEPTH;
+/// Deepest nesting of a YAML body (serde-saphyr's default, which keeps the parser's
+/// recursion within a worker thread's stack; a JSON body keeps serde_json's limit of 128).
+pub const MAX_DEPTH: usize = 64;
 
 /// go-yaml's text for `error` (see the module docs), starting with `yaml: `.
 #[must_use]

@@ -28,9 +28,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// Deepest nesting of a YAML configuration (serde-saphyr's default, which keeps the parser's
-/// recursion within a worker thread's stack; a JSON body keeps serde_json's limit of 128).
-pub const MAX_DEPTH: usize = 64;
+pub use crate::go_yaml::MAX_DEPTH;
 
 /// Nodes aliases may add beyond twice the body's length (see the module docs).
 pub const ALIAS_SLACK_NODES: usize = 4096;

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::config::{AuditConfig, AuditMode};
+use crate::config::{AuditConfig, AuditMode, Batching};
 
 /// One queued event: the encoding work and where to report its outcome.
 pub(super) struct Queued {
@@ -163,21 +163,6 @@ impl Backend {
         }
         written.await.unwrap_or(false)
     }
-}
-
-/// How a backend groups events (kube's `BatchConfig`): at most `max_size` a batch, a batch
-/// waiting at most `max_wait` after its first event for more (`batch` mode), and at most
-/// `throttle` batches a second (QPS, burst).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Batching {
-    /// The mode: only `batch` waits for more events.
-    pub mode: AuditMode,
-    /// Events in one batch at most.
-    pub max_size: usize,
-    /// How long a batch waits for more events after its first.
-    pub max_wait: Duration,
-    /// Batches a second and the burst allowed, when throttled.
-    pub throttle: Option<(f64, usize)>,
 }
 
 impl Batching {

@@ -40,8 +40,9 @@ use std::sync::atomic::Ordering;
 
 use http_body_util::BodyExt;
 
-use super::backend::{Backend, Batching, Counters, Queued, next_batch};
+use super::backend::{Backend, Counters, Queued, next_batch};
 use crate::config::AuditWebhookConfig;
+use crate::config::Batching;
 
 /// kube's retry attempts of one batch (its backoff's `Steps`).
 const ATTEMPTS: u32 = 5;

@@ -26,6 +26,21 @@ impl AuditMode {
     pub const NAMES: [&'static str; 3] = ["batch", "blocking", "blocking-strict"];
 }
 
+/// How a backend groups events (kube's `BatchConfig`): at most `max_size` a batch, a batch
+/// waiting at most `max_wait` after its first event for more (`batch` mode), and at most
+/// `throttle` batches a second (QPS, burst).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Batching {
+    /// The mode: only `batch` waits for more events.
+    pub mode: AuditMode,
+    /// Events in one batch at most.
+    pub max_size: usize,
+    /// How long a batch waits for more events after its first.
+    pub max_wait: Duration,
+    /// Batches a second and the burst allowed, when throttled.
+    pub throttle: Option<(f64, usize)>,
+}
+
 /// The audit log part of the configuration.
 #[derive(Clone, Debug)]
 pub struct AuditConfig {
@@ -128,8 +143,8 @@ impl AuditConfig {
 
     /// How the log's writer groups events (`--audit-log-mode`, `--audit-log-batch-*`).
     #[must_use]
-    pub fn log_batching(&self) -> crate::audit::backend::Batching {
-        crate::audit::backend::Batching {
+    pub fn log_batching(&self) -> Batching {
+        Batching {
             mode: self.mode,
             max_size: self.batch_max_size,
             max_wait: self.batch_max_wait,

@@ -17,7 +17,7 @@ mod limits;
 mod tls;
 
 pub use admission::AdmissionConfig;
-pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig};
+pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
 pub use tls::TlsConfig;
