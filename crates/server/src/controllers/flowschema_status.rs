@@ -116,23 +116,17 @@ impl FlowSchemaStatus {
         context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::until_shutdown(self.clone().serve(context), shutdown).await;
-    }
-
-    async fn serve(self: Arc<Self>, context: super::Context) {
-        super::serve_queue(
-            &self.wake,
+        super::run_queue(
+            (&self.wake, &self.state, |state| {
+                (&mut state.queued, state.revision)
+            }),
             Retries::new(RETRY_BASE, RETRY_MAX),
-            || {
-                let mut state = self.lock();
-                (std::mem::take(&mut state.queued), state.revision)
-            },
-            |due| self.lock().queued.extend(due),
             |name, revision| {
                 let context = &context;
                 async move { Self::look(context, &name, revision).await }
             },
             "FlowSchema status",
+            shutdown,
         )
         .await;
     }

@@ -164,41 +164,57 @@ impl<K: Ord + Clone> Retries<K> {
     }
 }
 
-/// The loop of a controller that works through a queue of names: wait for `wake` or the
-/// first retry due, queue the retries due (`requeue`), then look at every queued name
-/// (`take` empties the queue and gives the revision the controller was last told) until the
-/// queue stays empty; a name whose look fails waits its back-off ([`Retries`]), one that
-/// succeeds forgets its failures. `what` names the controller's work in the debug log.
-pub(crate) async fn serve_queue<Look, Fut>(
-    wake: &tokio::sync::Notify,
+/// Where a controller's state holds its queued names and the revision it was last told.
+pub(crate) type Queued<S> = fn(&mut S) -> (&mut BTreeSet<String>, Revision);
+
+/// Runs a controller that works through a queue of names until `shutdown` turns true: wait
+/// for `wake` or the first retry due, queue the retries due, then look at every queued name
+/// (`queue` reaches, in the controller's `state`, the queued names and the revision the
+/// controller was last told; they are taken under the lock) until the queue stays empty; a
+/// name whose look fails waits its back-off ([`Retries`]), one that succeeds forgets its
+/// failures. `what` names the controller's work in the debug log.
+pub(crate) async fn run_queue<S, Look, Fut>(
+    (wake, state, queue): (&tokio::sync::Notify, &std::sync::Mutex<S>, Queued<S>),
     mut retries: Retries<String>,
-    take: impl Fn() -> (BTreeSet<String>, Revision),
-    requeue: impl Fn(Vec<String>),
     look: Look,
     what: &'static str,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 ) where
     Look: Fn(String, Revision) -> Fut,
     Fut: std::future::Future<Output = Result<(), watchkeeper_api::ApiError>>,
 {
-    loop {
-        retries.wait(wake).await;
-        requeue(retries.take_due(Instant::now()));
+    let lock = || {
+        state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let serve = async {
         loop {
-            let (queued, revision) = take();
-            if queued.is_empty() {
-                break;
-            }
-            for name in queued {
-                match look(name.clone(), revision).await {
-                    Ok(()) => retries.forget(&name),
-                    Err(error) => {
-                        tracing::debug!(%name, %error.message, "{what} failed; retrying");
-                        retries.failed(name, Instant::now());
+            retries.wait(wake).await;
+            let due = retries.take_due(Instant::now());
+            queue(&mut lock()).0.extend(due);
+            loop {
+                let (queued, revision) = {
+                    let mut state = lock();
+                    let (names, revision) = queue(&mut state);
+                    (std::mem::take(names), revision)
+                };
+                if queued.is_empty() {
+                    break;
+                }
+                for name in queued {
+                    match look(name.clone(), revision).await {
+                        Ok(()) => retries.forget(&name),
+                        Err(error) => {
+                            tracing::debug!(%name, %error.message, "{what} failed; retrying");
+                            retries.failed(name, Instant::now());
+                        }
                     }
                 }
             }
         }
-    }
+    };
+    until_shutdown(serve, shutdown).await;
 }
 
 #[cfg(test)]
