@@ -145,6 +145,23 @@ fn widget(api_version: &str, name: &str, spec: Value) -> Value {
         "spec": spec})
 }
 
+/// Creates the Widget `name` at v1 with `spec.hostPort`; the answer must be 201.
+async fn create_v1(addr: SocketAddr, name: &str, host_port: &str) -> Value {
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        V1,
+        &widget(
+            "stable.example.com/v1",
+            name,
+            json!({"hostPort": host_port}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    created
+}
+
 /// GETs `path` until `done` holds of the answer (status and body), no sleep; fails the test
 /// on a hang.
 async fn get_until(addr: SocketAddr, path: &str, done: impl Fn(u16, &Value) -> bool) -> Value {
@@ -342,14 +359,7 @@ async fn objects_written_at_one_version_read_at_the_other() {
 async fn watches_share_one_conversion_per_event() {
     let (hooks, server) = setup().await;
     let addr = server.addr;
-    let (status, created) = send_json(
-        addr,
-        "POST",
-        V1,
-        &widget("stable.example.com/v1", "a", json!({"hostPort": "h:1"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
+    let created = create_v1(addr, "a", "h:1").await;
     let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
     let path = format!("{V2}?watch=true&resourceVersion={rv}");
     let mut first = WatchReader::open(addr, &path, None).await;
@@ -411,14 +421,7 @@ async fn watches_share_one_conversion_per_event() {
 async fn a_failing_webhook_is_refused_in_kubes_words() {
     let (hooks, server) = setup().await;
     let addr = server.addr;
-    let (status, created) = send_json(
-        addr,
-        "POST",
-        V1,
-        &widget("stable.example.com/v1", "a", json!({"hostPort": "h:1"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
+    let created = create_v1(addr, "a", "h:1").await;
     get_until(addr, &format!("{V2}/a"), |status, _| status == 200).await;
     let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
     let mut watch =
@@ -580,14 +583,7 @@ async fn a_get_from_the_store_is_converted() {
     }))
     .await;
     let addr = server.addr;
-    let (status, created) = send_json(
-        addr,
-        "POST",
-        V1,
-        &widget("stable.example.com/v1", "a", json!({"hostPort": "store:7"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
+    let created = create_v1(addr, "a", "store:7").await;
     let (status, read) = get_json(addr, &format!("{V2}/a")).await;
     assert_eq!(status, 200, "{read}");
     assert_eq!(read["apiVersion"], "stable.example.com/v2");
