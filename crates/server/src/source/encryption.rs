@@ -79,8 +79,8 @@ pub struct Encryption {
     prefix: String,
     /// Built-in storage names to `(group, resource)`.
     storage_names: BTreeMap<String, (String, String)>,
-    /// Exact group-resources (`secrets` is `("", "secrets")`).
-    exact: BTreeMap<(String, String), Arc<Providers>>,
+    /// Exact group-resources, by group then resource (`secrets` is `""` → `secrets`).
+    exact: BTreeMap<String, BTreeMap<String, Arc<Providers>>>,
     /// `*.<group>` rules (`*.` is the core group).
     groups: BTreeMap<String, Arc<Providers>>,
     /// A `*.*` rule.
@@ -187,7 +187,9 @@ impl Encryption {
                 } else {
                     encryption
                         .exact
-                        .entry((group.to_owned(), resource.to_owned()))
+                        .entry(group.to_owned())
+                        .or_default()
+                        .entry(resource.to_owned())
                         .or_insert_with(|| Arc::clone(&providers));
                 }
             }
@@ -207,14 +209,17 @@ impl Encryption {
         let rest = key.strip_prefix(&self.prefix)?;
         let mut parts = rest.split('/');
         let first = parts.next()?;
+        // Looked up by the key's own text: nothing allocated per value read or written.
         let (group, resource) = if first.contains('.') {
-            (first.to_owned(), parts.next()?.to_owned())
+            (first, parts.next()?)
         } else {
-            self.storage_names.get(first)?.clone()
+            let (group, resource) = self.storage_names.get(first)?;
+            (group.as_str(), resource.as_str())
         };
         self.exact
-            .get(&(group.clone(), resource))
-            .or_else(|| self.groups.get(&group))
+            .get(group)
+            .and_then(|resources| resources.get(resource))
+            .or_else(|| self.groups.get(group))
             .or(self.everything.as_ref())
             .map(AsRef::as_ref)
     }
