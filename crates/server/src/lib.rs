@@ -305,9 +305,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         max: config.reflector.backoff_max,
     };
     let status = Arc::new(ReflectorStatus::default());
-    let fresh = Freshness {
+    let mut fresh = Freshness {
         wait: config.fresh_wait,
         counters: counters.clone(),
+        nudge: None,
     };
     let listener =
         crate::http::connection::listen(config.listen, config.limits.socket_send_buffer_bytes)
@@ -342,6 +343,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         }
         None => {
             let store = open_store(&config).await?;
+            fresh.nudge =
+                crate::source::nudge::Nudge::new(&store, &config.prefix, config.fresh_nudge)
+                    .map(Arc::new);
             bootstrap::bootstrap(
                 &store,
                 &config.prefix,
@@ -369,6 +373,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                     .rebuild_history
                     .then_some(config.cache.history_capacity_max as u64),
             )
+            .with_nudge(fresh.nudge.clone())
             .with_custom_resource_versions(Arc::new(crate::source::catalog::VersionsBound::new(
                 config.custom_resource_versions_max,
             )))

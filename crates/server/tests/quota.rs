@@ -11,9 +11,7 @@
 mod common;
 mod kubectl_support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use watchkeeper::Server;
@@ -21,7 +19,8 @@ use watchkeeper::config::ServeArgs;
 use watchkeeper::source::compaction::{Compactor, Round};
 use watchkeeper_store::Store;
 
-use common::{HANG_GUARD, configmap, request, restarted, server_with};
+use common::etcd::{EtcdFlags, OwnEtcd};
+use common::{configmap, request, restarted, server_with};
 use kubectl_support::Kubectl;
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -203,78 +202,13 @@ async fn a_full_embedded_store_refuses_writes_until_deletes_and_compaction() {
     server.shutdown().await;
 }
 
-/// An etcd of this test's own, with `--quota-backend-bytes`, data under /dev/shm.
-struct QuotaEtcd {
-    child: std::process::Child,
-    /// Removed when the test ends (after the child is killed).
-    _dir: tempfile::TempDir,
-    endpoint: String,
-}
-
-impl QuotaEtcd {
-    fn start(quota: u64) -> QuotaEtcd {
-        let binary = std::env::var_os("ETCD_BINARY")
-            .expect("ETCD_BINARY is not set: run the suite with scripts/test, which sets it");
-        let dir = tempfile::Builder::new()
-            .prefix("watchkeeper-quota-etcd.")
-            .tempdir_in("/dev/shm")
-            .unwrap();
-        let port = watchkeeper_testkit::ports::restartable_port;
-        let endpoint = format!("http://127.0.0.1:{}", port());
-        let peer = format!("http://127.0.0.1:{}", port());
-        let mut child = Command::new(binary)
-            .args(["--name", "quota", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &endpoint])
-            .args(["--advertise-client-urls", &endpoint])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("quota={peer}")])
-            .args(["--quota-backend-bytes", &quota.to_string()])
-            .arg("--experimental-watch-progress-notify-interval=500ms")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start etcd (ETCD_BINARY)");
-        let stderr = child.stderr.take().unwrap();
-        let (ready, wait) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut log = Vec::new();
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("ready to serve client requests") {
-                    let _ = ready.send(Ok(()));
-                }
-                log.push(line);
-            }
-            let _ = ready.send(Err(log.join("\n")));
-        });
-        match wait.recv_timeout(HANG_GUARD) {
-            Ok(Ok(())) => {}
-            Ok(Err(log)) => panic!("etcd exited before it was ready:\n{log}"),
-            Err(_) => panic!("etcd was not ready within {HANG_GUARD:?}"),
-        }
-        QuotaEtcd {
-            child,
-            _dir: dir,
-            endpoint,
-        }
-    }
-}
-
-impl Drop for QuotaEtcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Goal: over a real etcd whose `--quota-backend-bytes` is reached, a create gets the same
 /// Status as over a full memory or embedded store (before, etcd's refusal was a 503).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_etcd_is_answered_as_kube_apiserver_answers_it() {
-    let etcd = QuotaEtcd::start(4 << 20);
+    let etcd = OwnEtcd::start(EtcdFlags {
+        quota_bytes: Some(4 << 20),
+    });
     let server = server_with(ServeArgs {
         store: Some("etcd".into()),
         etcd_endpoints: Some(vec![etcd.endpoint.clone()]),

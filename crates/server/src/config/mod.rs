@@ -122,6 +122,12 @@ pub struct ServeArgs {
     /// How long consistent reads wait for the cache, in milliseconds [default: 3000].
     #[arg(long)]
     pub fresh_wait_ms: Option<u64>,
+    /// Over etcd, how long a wait for the cache to reach the store's revision lasts before
+    /// it writes `<prefix>/freshness_key` so the watch reports that revision (etcd's revision
+    /// moved on outside the prefix), in milliseconds; 0 = never, wait for etcd's progress
+    /// notifications [default: 100].
+    #[arg(long)]
+    pub fresh_nudge_ms: Option<u64>,
     /// fsync every commit of the embedded store [default: true].
     #[arg(long)]
     pub durable_commits: Option<bool>,
@@ -522,6 +528,7 @@ impl ServeArgs {
             initial_no_progress_seconds,
             min_request_timeout_seconds,
             fresh_wait_ms,
+            fresh_nudge_ms,
             durable_commits,
             store_quota_bytes,
             max_custom_resource_versions,
@@ -650,6 +657,9 @@ pub struct ServeConfig {
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
     pub fresh_wait: Duration,
+    /// `--fresh-nudge-ms`: over etcd, how long a freshness wait lasts before it nudges the
+    /// store's watch (`source::nudge`); zero = never.
+    pub fresh_nudge: Duration,
     /// `--runtime-workers`: the async runtime's worker threads, 0 = one per CPU.
     pub runtime_workers: usize,
     /// `--watch-chunk-items`: watch events encoded per body chunk at most.
@@ -1496,6 +1506,7 @@ impl ServeConfig {
             )?,
             min_request_timeout,
             fresh_wait,
+            fresh_nudge: Duration::from_millis(args.fresh_nudge_ms.unwrap_or(100)),
             runtime_workers,
             watch_chunk_items,
             list_chunk_bytes,

@@ -55,7 +55,16 @@ async fn watch_start(
         ResourceVersion::At(revision) => Some(revision),
     };
     Ok(match (options.send_initial_events, revision) {
-        (Some(true), min_revision) => WatchStart::InitialState { min_revision },
+        (Some(true), min_revision) => {
+            // The initial state waits for the cache to reach the revision: over etcd, nudge
+            // its watch when the store moved on outside the prefix (`source::nudge`).
+            if let Some(revision) = min_revision {
+                app.source
+                    .freshness()
+                    .nudge_unless_reached(resource.cache(), revision);
+            }
+            WatchStart::InitialState { min_revision }
+        }
         (_, Some(revision)) => WatchStart::After(revision),
         (_, None) => WatchStart::Now,
     })

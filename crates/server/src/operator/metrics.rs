@@ -299,6 +299,9 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
         collect_garbage_collector(collector, &mut scrape);
     }
     collect_audit(app.audit, &mut scrape);
+    if let Some(nudge) = &app.source.freshness().nudge {
+        collect_nudges(nudge, &mut scrape);
+    }
     if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
@@ -423,6 +426,17 @@ fn collect_garbage_collector(
             "Objects with owner references the garbage collector knows of.",
         )
         .sample(&[], collector.dependents() as u64);
+}
+
+/// Freshness nudges over etcd (`source::nudge`).
+fn collect_nudges(nudge: &crate::source::nudge::Nudge, scrape: &mut Scrape) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let family = scrape.counter(
+        "watchkeeper_store_freshness_nudges_total",
+        "Writes of <prefix>/freshness_key that make the store watch report etcd's revision: one at a start with --rebuild-history, then one when a wait for a cache to reach etcd's revision lasted --fresh-nudge-ms (etcd moved on outside the prefix), by result: written, failed.",
+    );
+    family.sample(&[("result", "written")], nudge.writes.load(Relaxed));
+    family.sample(&[("result", "failed")], nudge.failures.load(Relaxed));
 }
 
 fn collect_compaction(

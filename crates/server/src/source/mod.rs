@@ -22,6 +22,7 @@ pub mod encryption;
 pub mod feed;
 pub mod handover;
 pub mod limit_ranger;
+pub mod nudge;
 pub mod object_admission;
 pub mod pod_admission;
 pub mod pod_security;

@@ -3,7 +3,9 @@
 //! ## Guarantees
 //! - A consistent LIST or GET (`resourceVersion` unset) reads the source's current revision,
 //!   waits until the cache has dispatched it (at most the fresh wait), and serves the cache's
-//!   state. When the wait runs out the read is [`ReadError::Uncached`] (504 Timeout with
+//!   state. Over etcd, a wait that lasts `--fresh-nudge-ms` nudges the store's watch
+//!   ([`crate::source::nudge`]), so a revision etcd reached outside the prefix never leaves it
+//!   waiting for etcd's progress notification. When the wait runs out the read is [`ReadError::Uncached`] (504 Timeout with
 //!   `retryAfterSeconds: 1` from the store; forwarded by an upstream source), never a silent
 //!   fallback to stale data.
 //! - `resourceVersion=0`: the cache as it is. `resourceVersion=N`: wait for N, then the latest
@@ -52,6 +54,9 @@ pub struct Freshness {
     pub wait: Duration,
     /// The counters (`fresh_timeouts`).
     pub counters: Arc<PathCounters>,
+    /// Over etcd, the nudge a wait writes when the cache does not reach its revision soon
+    /// ([`crate::source::nudge`]).
+    pub nudge: Option<Arc<crate::source::nudge::Nudge>>,
 }
 
 impl Freshness {
@@ -63,6 +68,7 @@ impl Freshness {
         if cache.dispatched() >= revision {
             return Ok(());
         }
+        self.nudge_unless_reached(cache, revision);
         match tokio::time::timeout(self.wait, after_watchers(cache.wait_fresh(revision))).await {
             Ok(_) => Ok(()),
             Err(_) => {
@@ -70,6 +76,24 @@ impl Freshness {
                 Err(too_large(revision, cache.dispatched()))
             }
         }
+    }
+
+    /// Over etcd, nudges the store's watch ([`crate::source::nudge`]) on a task of its own
+    /// unless `cache` reaches `revision` within the nudge's delay: the caller's wait goes on
+    /// meanwhile, and a caller that gives up does not cancel a nudge others share.
+    pub fn nudge_unless_reached(&self, cache: &WatchCache, revision: Revision) {
+        let Some(nudge) = self.nudge.clone() else {
+            return;
+        };
+        if cache.dispatched() >= revision {
+            return;
+        }
+        let reached = cache.wait_fresh(revision);
+        tokio::spawn(async move {
+            if tokio::time::timeout(nudge.after(), reached).await.is_err() {
+                nudge.cover(revision).await;
+            }
+        });
     }
 }
 

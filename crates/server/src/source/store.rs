@@ -109,6 +109,9 @@ pub struct StoreSource {
     /// History rebuilding (`--rebuild-history`): how many store revisions back the first list
     /// is taken, to be replayed; `None` lists at the current revision.
     rebuild_window: Option<u64>,
+    /// Over etcd, the freshness nudge; the first list of a history rebuild takes its target
+    /// revision from one ([`crate::source::nudge`]).
+    nudge: Option<Arc<crate::source::nudge::Nudge>>,
     /// Written objects offered by the write path to the reflector (see [`Handover`]).
     handover: Arc<Handover>,
     /// ClusterIP and node port allocation for Services (see [`super::service_ips`]).
@@ -376,6 +379,7 @@ impl StoreSource {
             counters,
             status,
             rebuild_window: None,
+            nudge: None,
             handover: Arc::default(),
             service_ips: None,
             garbage_collection: true,
@@ -491,6 +495,13 @@ impl StoreSource {
     #[must_use]
     pub fn with_history_rebuild(mut self, window: Option<u64>) -> StoreSource {
         self.rebuild_window = window;
+        self
+    }
+
+    /// With the freshness nudge over etcd (see [`crate::source::nudge`]).
+    #[must_use]
+    pub fn with_nudge(mut self, nudge: Option<Arc<crate::source::nudge::Nudge>>) -> StoreSource {
+        self.nudge = nudge;
         self
     }
 
@@ -3870,12 +3881,17 @@ impl StoreLister {
                 .await
                 .map_err(|e| Stop::Restart(e.to_string()));
         };
-        let current = self
-            .source
-            .store
-            .current_revision()
-            .await
-            .map_err(|e| Stop::Restart(e.to_string()))?;
+        // Over etcd the target is a nudge's revision: the replay ends at an event of its own
+        // watch even when the store's revision moved on outside the prefix.
+        let current = match &self.source.nudge {
+            Some(nudge) => nudge.now().await.map_err(Stop::Restart)?,
+            None => self
+                .source
+                .store
+                .current_revision()
+                .await
+                .map_err(|e| Stop::Restart(e.to_string()))?,
+        };
         let start = current.saturating_sub(window).max(1);
         let listed = match self.list_at(feeds, Some(start)).await {
             Err(RangeError::Compacted {

@@ -11,6 +11,7 @@ use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 use watchkeeper_testkit::RawWatch;
 
+pub mod etcd;
 pub mod hooks;
 
 /// A hang guard for awaits that wait on events: a test that exceeds it is broken, not slow.
