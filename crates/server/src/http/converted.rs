@@ -160,6 +160,9 @@ async fn patch(
             Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
                 // Another write came first: patch what it left, once the cache has it.
                 let now = app.source.current_revision(&storage.def).await?;
+                app.source
+                    .freshness()
+                    .nudge_unless_reached(storage.cache(), now);
                 let fresh = storage.cache().wait_fresh(now);
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(1), fresh).await;
             }
