@@ -594,3 +594,133 @@ async fn a_get_from_the_store_is_converted() {
         created["metadata"]["resourceVersion"]
     );
 }
+
+/// Makes `v2` the CRD's storage version (and points its webhook at `client_config`, if
+/// given): the CRD as answered.
+async fn store_at_v2(addr: SocketAddr, client_config: Option<Value>) -> Value {
+    let (status, mut crd) = get_json(addr, CRD).await;
+    assert_eq!(status, 200, "{crd}");
+    crd["spec"]["versions"][0]["storage"] = json!(false);
+    crd["spec"]["versions"][1]["storage"] = json!(true);
+    if let Some(client_config) = client_config {
+        crd["spec"]["conversion"]["webhook"]["clientConfig"] = client_config;
+    }
+    let (status, body) = send_json(addr, "PUT", CRD, &crd).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The items of the LIST at `path` once it answers 200 with `count` of them.
+async fn items_once(addr: SocketAddr, path: &str, count: usize) -> Vec<Value> {
+    let list = get_until(addr, path, |status, list| {
+        status == 200 && list["items"].as_array().is_some_and(|i| i.len() == count)
+    })
+    .await;
+    list["items"].as_array().unwrap().clone()
+}
+
+/// Goal (kube's conformance case "should be able to convert a non homogeneous list of
+/// CRs"): once the storage version is `v2`, the object still stored at `v1` is converted by
+/// the webhook, not only renamed — LIST, GET and WATCH at `v2` show it converted beside
+/// the one stored at `v2`, both read at `v1` too; `storedVersions` lists both versions; an
+/// update at `v2` stores it at `v2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_stored_at_an_earlier_version_are_converted() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    create_v1(addr, "a", "localhost:8080").await;
+    let crd = store_at_v2(addr, None).await;
+    assert_eq!(
+        crd["status"]["storedVersions"],
+        json!(["v1", "v2"]),
+        "{crd}"
+    );
+    // Created at v1 after the change (as kube's test does): stored at v2.
+    let items = get_until(addr, V1, |status, _| status == 200).await;
+    assert_eq!(items["items"].as_array().map(Vec::len), Some(1), "{items}");
+    create_v1(addr, "b", "localhost:8080").await;
+
+    for item in items_once(addr, V2, 2).await {
+        assert_eq!(item["apiVersion"], "stable.example.com/v2", "{item}");
+        assert_eq!(
+            item["spec"],
+            json!({"host": "localhost", "port": "8080"}),
+            "{item}"
+        );
+        assert_eq!(item["tier"], "gold", "v2's default: {item}");
+    }
+    for item in items_once(addr, V1, 2).await {
+        assert_eq!(item["apiVersion"], "stable.example.com/v1", "{item}");
+        assert_eq!(
+            item["spec"],
+            json!({"hostPort": "localhost:8080"}),
+            "{item}"
+        );
+    }
+    let (status, a) = get_json(addr, &format!("{V2}/a")).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(
+        a["spec"],
+        json!({"host": "localhost", "port": "8080"}),
+        "{a}"
+    );
+    assert!(
+        reviews_of(&hooks, "a", "stable.example.com/v2") >= 1,
+        "the object stored at v1 went through the webhook"
+    );
+    let mut watch = WatchReader::open(addr, &format!("{V2}?watch=true"), None).await;
+    for _ in 0..2 {
+        let event = watch.next().await.unwrap();
+        assert_eq!(event["type"], "ADDED", "{event}");
+        assert_eq!(
+            event["object"]["spec"],
+            json!({"host": "localhost", "port": "8080"}),
+            "{event}"
+        );
+    }
+
+    // Updated at v2: stored at v2 from then on, still read at v1.
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{V2}/a"),
+        "application/merge-patch+json",
+        r#"{"spec": {"port": "9090"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "MODIFIED", "{event}");
+    assert_eq!(
+        event["object"]["spec"],
+        json!({"host": "localhost", "port": "9090"})
+    );
+    let at_v1 = get_until(addr, &format!("{V1}/a"), |_, a| {
+        a["spec"]["hostPort"] == "localhost:9090"
+    })
+    .await;
+    assert_eq!(at_v1["apiVersion"], "stable.example.com/v1");
+}
+
+/// Goal: a webhook failing to convert an object stored at an earlier version fails reads
+/// of the storage version in kube's words (no silent gap, no object left unconverted),
+/// while the version it is stored at still reads it; answering again, the storage version
+/// is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_stored_earlier_are_never_served_unconverted() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    create_v1(addr, "a", "h:1").await;
+    store_at_v2(addr, Some(client_config(&hooks, "/fail"))).await;
+    let expected = "Internal error occurred: conversion webhook for stable.example.com/v1, Kind=Widget failed: the converter is broken";
+    for path in [V2.to_owned(), format!("{V2}/a")] {
+        let refused = get_until(addr, &path, |status, _| status == 500).await;
+        assert_eq!(refused["message"], expected, "{refused}");
+    }
+    let items = items_once(addr, V1, 1).await;
+    assert_eq!(items[0]["spec"], json!({"hostPort": "h:1"}));
+
+    reconfigure(addr, client_config(&hooks, "/convert")).await;
+    let items = items_once(addr, V2, 1).await;
+    assert_eq!(items[0]["spec"], json!({"host": "h", "port": "1"}));
+}

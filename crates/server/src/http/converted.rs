@@ -33,13 +33,13 @@ use crate::request::{RequestContext, ResourceRequest, Verb};
 /// The most times a patch is tried again after its update met another write.
 pub const PATCH_ATTEMPTS: usize = 5;
 
-/// Why a read (GET, LIST, WATCH) of `resource` is refused: its versions are converted by a
-/// webhook and its feed's last conversion failed.
+/// Why a read (GET, LIST, WATCH) of `resource` is refused: its objects are converted by a
+/// webhook (another version's, or the storage version's stored at earlier versions) and its
+/// feed's last conversion failed.
 #[must_use]
 pub fn refused(resource: &Resource, verb: Verb) -> Option<ApiError> {
-    let view = resource.webhook.as_deref()?;
     match verb {
-        Verb::Get | Verb::List | Verb::Watch => view.failure(),
+        Verb::Get | Verb::List | Verb::Watch => resource.conversion_failure(),
         _ => None,
     }
 }
