@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use common::hooks::{Hooks, server_and_service, server_and_service_with};
-use common::{HANG_GUARD, WatchReader, get_json, request, send_json};
+use common::{HANG_GUARD, WatchReader, get_json, metrics_text, request, sample, send_json};
 use kubectl_support::Kubectl;
 use watchkeeper::config::ServeArgs;
 
@@ -509,6 +509,22 @@ async fn a_failing_webhook_is_refused_in_kubes_words() {
     assert_eq!(read["spec"], json!({"host": "h", "port": "3"}));
     let (status, created) = send_json(addr, "POST", V2, &at_v2("f")).await;
     assert_eq!(status, 201, "{created}");
+
+    // kube's histogram of the calls: the four bodies refused, each one call v2 to v1; the
+    // feed's failed and successful calls v1 to v2.
+    let text = metrics_text(addr).await;
+    let count = |from: &str, to: &str, succeeded: &str| {
+        sample(
+            &text,
+            &format!(
+                "apiserver_crd_conversion_webhook_duration_seconds_count{{crd_name=\"widgets.stable.example.com\",from_version=\"{from}\",to_version=\"{to}\",succeeded=\"{succeeded}\"}}"
+            ),
+        )
+    };
+    assert_eq!(count("v2", "v1", "false"), 4);
+    assert_eq!(count("v2", "v1", "true"), 1, "f's body");
+    assert!(count("v1", "v2", "false") >= 1);
+    assert!(count("v1", "v2", "true") >= 1);
 }
 
 /// Goal: objects written while the webhook fails are all served at v2 once it answers (the
