@@ -45,7 +45,10 @@ fn converted_spec(object: &Value, desired: &str) -> Value {
 }
 
 /// The test's conversion webhook, by path: `/convert` converts, `/wrong-uid` answers another
-/// uid, `/rename` renames the objects, `/fail` answers a 500 Status.
+/// uid, `/rename` renames the objects, `/fail` answers a 500 Status; `/drop-one` leaves the
+/// last object out, `/same-version` leaves the objects at their version, `/bad-label` adds
+/// an invalid label, `/meta` changes labels and other metadata, `/v1beta1-answer` answers
+/// an `apiextensions.k8s.io/v1beta1` review.
 async fn answer(path: String, review: Value) -> (u16, Value) {
     let request = &review["request"];
     let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
@@ -63,21 +66,42 @@ async fn answer(path: String, review: Value) -> (u16, Value) {
         .iter()
         .map(|object| {
             let mut out = object.clone();
-            out["apiVersion"] = json!(desired);
+            if path != "/same-version" {
+                out["apiVersion"] = json!(desired);
+            }
             out["spec"] = converted_spec(object, desired);
-            if path == "/rename" {
-                let name = object["metadata"]["name"].as_str().unwrap();
-                out["metadata"]["name"] = json!(format!("{name}-renamed"));
+            let metadata = &mut out["metadata"];
+            match path.as_str() {
+                "/rename" => {
+                    let name = object["metadata"]["name"].as_str().unwrap();
+                    metadata["name"] = json!(format!("{name}-renamed"));
+                }
+                "/bad-label" => metadata["labels"] = json!({"tier": "-bad-"}),
+                "/meta" => {
+                    metadata["labels"] = json!({"converted": "yes"});
+                    metadata["generation"] = json!(99);
+                    metadata["finalizers"] = json!(["example.com/kept"]);
+                }
+                _ => {}
             }
             out
         })
         .collect();
+    let mut objects = objects;
+    if path == "/drop-one" && objects.len() > 1 {
+        objects.pop();
+    }
     if path == "/wrong-uid" {
         uid = json!("wrong");
     }
+    let api_version = if path == "/v1beta1-answer" {
+        json!("apiextensions.k8s.io/v1beta1")
+    } else {
+        review["apiVersion"].clone()
+    };
     (
         200,
-        json!({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+        json!({"apiVersion": api_version, "kind": "ConversionReview",
             "response": {"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects}}),
     )
 }
@@ -739,4 +763,80 @@ async fn objects_stored_earlier_are_never_served_unconverted() {
     reconfigure(addr, client_config(&hooks, "/convert")).await;
     let items = items_once(addr, V2, 1).await;
     assert_eq!(items[0]["spec"], json!({"host": "h", "port": "1"}));
+}
+
+/// Goal (kube's checks of an answer, its words): an answer of another review version, of
+/// objects left at their version, with an invalid label or one object short of a list, is
+/// refused — a write (nothing stored) or the reads of the version whose feed it fails; only
+/// labels and annotations of an answer are kept, its other metadata restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_kube_refuses_are_refused_in_its_words() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    let body = widget(
+        "stable.example.com/v2",
+        "a",
+        json!({"host": "h", "port": "1"}),
+    );
+    let prefix =
+        "Internal error occurred: conversion webhook for stable.example.com/v2, Kind=Widget";
+    for (path, expected) in [
+        (
+            "/v1beta1-answer",
+            format!(
+                "{prefix} failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got apiextensions.k8s.io/v1beta1, Kind=ConversionReview"
+            ),
+        ),
+        (
+            "/same-version",
+            format!(
+                "{prefix} returned invalid object at index 0: invalid groupVersion (expected stable.example.com/v1, received stable.example.com/v2)"
+            ),
+        ),
+        (
+            "/bad-label",
+            format!(
+                "{prefix} returned invalid metadata: metadata.labels: Invalid value: \"-bad-\": "
+            ),
+        ),
+    ] {
+        reconfigure(addr, client_config(&hooks, path)).await;
+        let (status, refused) = send_json(addr, "POST", V2, &body).await;
+        assert_eq!(status, 500, "{path}: {refused}");
+        let message = refused["message"].as_str().unwrap();
+        assert!(message.starts_with(&expected), "{path}: {message}");
+        let (status, _) = get_json(addr, &format!("{V1}/a")).await;
+        assert_eq!(status, 404, "{path}: nothing written");
+    }
+
+    // Labels kept, the other metadata the original's.
+    reconfigure(addr, client_config(&hooks, "/meta")).await;
+    let (status, created) = send_json(addr, "POST", V2, &body).await;
+    assert_eq!(status, 201, "{created}");
+    let (_, stored) = get_json(addr, &format!("{V1}/a")).await;
+    assert_eq!(
+        stored["metadata"]["labels"],
+        json!({"converted": "yes"}),
+        "{stored}"
+    );
+    assert_eq!(stored["metadata"]["generation"], 1, "{stored}");
+    assert!(stored["metadata"].get("finalizers").is_none(), "{stored}");
+    assert_eq!(created["metadata"]["generation"], 1, "{created}");
+
+    // A list one object short: the feed's re-list is refused, and so are reads at v2.
+    reconfigure(addr, client_config(&hooks, "/fail")).await;
+    create_v1(addr, "b", "h:2").await;
+    get_until(addr, V2, |status, _| status == 500).await;
+    reconfigure(addr, client_config(&hooks, "/drop-one")).await;
+    let refused = get_until(addr, V2, |status, body| {
+        status == 500
+            && body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("objects, expected"))
+    })
+    .await;
+    assert_eq!(
+        refused["message"],
+        "Internal error occurred: conversion webhook for stable.example.com/v1, Kind=WidgetList returned 1 objects, expected 2"
+    );
 }
