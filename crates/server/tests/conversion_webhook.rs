@@ -840,3 +840,102 @@ async fn answers_kube_refuses_are_refused_in_its_words() {
         "Internal error occurred: conversion webhook for stable.example.com/v1, Kind=WidgetList returned 1 objects, expected 2"
     );
 }
+
+/// The `(manager, operation, apiVersion)` of each `managedFields` entry of `object`.
+fn managers(object: &Value) -> Vec<(String, String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
+            (text("manager"), text("operation"), text("apiVersion"))
+        })
+        .collect()
+}
+
+/// Goal: server-side apply at `v2` (kubectl's `apply --server-side`) works as kube's field
+/// manager at the request's version: the live object converted to `v2`, the configuration
+/// applied there, stored at `v1`; the applier's entry names `v2` and owns `v2`'s fields,
+/// and no other entry appears; another manager changing them conflicts in kube's words,
+/// and takes them with `force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_at_a_converted_version() {
+    let (_hooks, server) = setup().await;
+    let addr = server.addr;
+    let kubectl = Kubectl::new(addr);
+    let manifest = |port: &str| {
+        format!(
+            "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: s\n  namespace: default\nspec:\n  host: applied\n  port: \"{port}\"\n"
+        )
+    };
+    for port in ["90", "91"] {
+        let file = kubectl.manifest("s.yaml", &manifest(port));
+        kubectl.ok(&["apply", "--server-side", "-f", &file]).await;
+        let (_, at_v1) = get_json(addr, &format!("{V1}/s")).await;
+        assert_eq!(
+            at_v1["spec"],
+            json!({"hostPort": format!("applied:{port}")}),
+            "{at_v1}"
+        );
+    }
+    let (_, at_v2) = get_json(addr, &format!("{V2}/s")).await;
+    let expected = vec![(
+        "kubectl".to_owned(),
+        "Apply".to_owned(),
+        "stable.example.com/v2".to_owned(),
+    )];
+    assert_eq!(managers(&at_v2), expected, "{at_v2}");
+    assert_eq!(
+        at_v2["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"],
+        json!({".": {}, "f:host": {}, "f:port": {}}),
+        "{at_v2}"
+    );
+
+    // Another applier changing the port: kube's conflict, nothing written; forced, it owns it.
+    let other = "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: s\nspec:\n  port: \"92\"\n";
+    let path = format!("{V2}/s?fieldManager=other");
+    let (status, body) = request(addr, "PATCH", &path, "application/apply-patch+yaml", other).await;
+    assert_eq!(status, 409, "{body}");
+    let refused: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        refused["message"], "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.port",
+        "{refused}"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{path}&force=true"),
+        "application/apply-patch+yaml",
+        other,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let applied: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(applied["apiVersion"], "stable.example.com/v2");
+    assert_eq!(applied["spec"], json!({"host": "applied", "port": "92"}));
+    let mut names = managers(&applied);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            (
+                "kubectl".to_owned(),
+                "Apply".to_owned(),
+                "stable.example.com/v2".to_owned()
+            ),
+            (
+                "other".to_owned(),
+                "Apply".to_owned(),
+                "stable.example.com/v2".to_owned()
+            ),
+        ],
+        "{applied}"
+    );
+    let (_, at_v1) = get_json(addr, &format!("{V1}/s")).await;
+    assert_eq!(at_v1["spec"], json!({"hostPort": "applied:92"}));
+    assert_eq!(
+        at_v1["metadata"]["managedFields"],
+        applied["metadata"]["managedFields"]
+    );
+}

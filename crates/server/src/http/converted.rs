@@ -115,6 +115,9 @@ async fn patch(
             .write(request, storage, &app.resources().resources)
             .await;
     };
+    if patch_type == PatchType::Apply && request.target.subresource.is_none() {
+        return apply(app, request, (resource, storage), view).await;
+    }
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -159,13 +162,133 @@ async fn patch(
         {
             Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
                 // Another write came first: patch what it left, once the cache has it.
-                let now = app.source.current_revision(&storage.def).await?;
-                let fresh = storage.cache().wait_fresh(now);
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), fresh).await;
+                caught_up(app, storage).await?;
             }
             other => return other,
         }
     }
+}
+
+/// A server-side apply at a converted version (see the module docs): the live object
+/// converted to this version, the configuration applied there, the result converted back
+/// and written with the managed fields the apply decided.
+async fn apply(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    (resource, storage): (&Resource, &std::sync::Arc<Resource>),
+    view: &dyn ConvertedView,
+) -> Result<Response, ApiError> {
+    let context = request.context;
+    let name = request.target.name.unwrap_or_default();
+    let namespace = request.target.namespace.unwrap_or_default();
+    let options = watchkeeper_api::query::write_options(
+        context.query.as_deref(),
+        &[],
+        watchkeeper_api::query::WriteOptionsKind::Patch,
+        true,
+    )?;
+    let manager = options.field_manager.clone().unwrap_or_default();
+    let config = watchkeeper_api::apply::config::parse_configuration(&context.body)?;
+    if let Some(body_name) = config.pointer("/metadata/name").and_then(Value::as_str)
+        && body_name != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let custom = resource.custom();
+    let writer = watchkeeper_api::apply::Writer {
+        manager: &manager,
+        subresource: "",
+        schema: custom.as_ref().and_then(|c| c.schema.as_ref()),
+    };
+    // What is written: a create or an update, without `force` (an apply's option alone).
+    let query = context.query.as_deref().map(|query| {
+        query
+            .split('&')
+            .filter(|pair| pair.split('=').next() != Some("force"))
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = storage
+            .cache()
+            .get(&watchkeeper_core::object_key(namespace, name))
+            .0;
+        let live = match &current {
+            Some(current) => Some(
+                view.convert_one(current.body().clone(), &resource.def.api_version())
+                    .await?,
+            ),
+            None => None,
+        };
+        let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let (mut merged, managers) = watchkeeper_api::apply::apply(
+            &resource.def,
+            live.as_ref(),
+            &config,
+            writer,
+            options.force,
+            &time,
+        )?;
+        watchkeeper_api::apply::set_managed_fields(&mut merged, &managers);
+        let preconditioned = config
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty());
+        if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+            if let Some(current) = &current
+                && !preconditioned
+            {
+                let revision = current.resource_version().to_string();
+                metadata.insert("resourceVersion".to_owned(), Value::String(revision));
+            }
+        }
+        let stored = view.convert_one(merged, &storage.def.api_version()).await?;
+        let method = if current.is_some() {
+            Method::PUT
+        } else {
+            Method::POST
+        };
+        let mut rewritten = with_body(context, method, bytes::Bytes::from(stored.to_string()));
+        rewritten.query.clone_from(&query);
+        let write = ResourceRequest {
+            context: &rewritten,
+            target: crate::request::Target {
+                name: current.as_ref().map(|_| name),
+                ..request.target
+            },
+            options: request.options.clone(),
+            verb: if current.is_some() {
+                Verb::Update
+            } else {
+                Verb::Create
+            },
+        };
+        match app
+            .source
+            .write_managed(&write, storage, &app.resources().resources, managers)
+            .await
+        {
+            Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
+                // Another write came first (or created it): apply to what it left.
+                caught_up(app, storage).await?;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Once the storage version's cache has every write up to now (at most a second: the cache
+/// is local), for a write retried after another came first.
+async fn caught_up(app: &App, storage: &Resource) -> Result<(), ApiError> {
+    let now = app.source.current_revision(&storage.def).await?;
+    let fresh = storage.cache().wait_fresh(now);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), fresh).await;
+    Ok(())
 }
 
 /// `context` with `method` and `body`.

@@ -612,6 +612,25 @@ impl StoreSource {
         resource: &Resource,
         resources: &[Arc<Resource>],
     ) -> Result<Response, ApiError> {
+        self.write_managed(fresh, request, resource, resources, None)
+            .await
+    }
+
+    /// [`StoreSource::write`] of a create or update whose managed fields were decided by a
+    /// server-side apply at another version of the resource (`http::converted`): with
+    /// `managers`, the object is stored with them as they are (no `Update` entry for the
+    /// request's manager).
+    ///
+    /// # Errors
+    /// As [`StoreSource::write`].
+    pub async fn write_managed(
+        &self,
+        fresh: &Freshness,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        resources: &[Arc<Resource>],
+        managers: Option<apply::Managers>,
+    ) -> Result<Response, ApiError> {
         let headers = &request.context.headers;
         let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
         phase_boundary().await;
@@ -658,6 +677,7 @@ impl StoreSource {
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: options.field_validation,
             warnings: std::sync::Mutex::new(Warnings::new()),
+            managers,
         };
         let namespace = request.target.namespace;
         let response = self
@@ -711,6 +731,7 @@ impl StoreSource {
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: FieldValidation::Ignore,
             warnings: std::sync::Mutex::new(Warnings::new()),
+            managers: None,
         };
         match change {
             Collect::Delete { uid, policy } => {
@@ -880,6 +901,9 @@ struct Writer<'a> {
     field_validation: FieldValidation,
     /// Warnings for the answer's `Warning` headers (unknown fields under `Warn`).
     warnings: std::sync::Mutex<Warnings>,
+    /// The managed fields a create or update stores as they are (a server-side apply at
+    /// another version decided them: [`StoreSource::write_managed`]).
+    managers: Option<apply::Managers>,
 }
 
 impl Writer<'_> {
@@ -1111,14 +1135,16 @@ impl Writer<'_> {
             ));
         }
         let custom = resource.custom();
-        let managers = apply::update(
-            &resource.def,
-            None,
-            &object,
-            apply::Managers::new(),
-            self.field_writer(custom_schema(custom.as_deref())),
-            &self.time,
-        );
+        let managers = self.managers.clone().unwrap_or_else(|| {
+            apply::update(
+                &resource.def,
+                None,
+                &object,
+                apply::Managers::new(),
+                self.field_writer(custom_schema(custom.as_deref())),
+                &self.time,
+            )
+        });
         phase_boundary().await;
         self.store_new(resource, namespace, object, &managers).await
     }
@@ -2367,7 +2393,10 @@ impl Writer<'_> {
             {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
-            Ok(Desired::unchecked(new))
+            Ok(Desired {
+                managers: self.managers.clone(),
+                ..Desired::unchecked(new)
+            })
         })
         .await
     }
