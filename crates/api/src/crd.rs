@@ -1863,6 +1863,33 @@ mod tests {
         assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
     }
 
+    /// Goal: the versions objects may still be stored at besides the storage version are the
+    /// served resource's, and decide its caches only with a conversion webhook.
+    #[test]
+    fn earlier_stored_versions_are_served_with_the_resource() {
+        let mut crd = widget();
+        apply_defaults(&mut crd);
+        set_status(&mut crd, None, &[], false, "t1");
+        let only = served(&crd).unwrap();
+        assert!(only.earlier_stored_versions.is_empty());
+        crd["status"]["storedVersions"] = json!(["v1beta1", "v1"]);
+        let mixed = served(&crd).unwrap();
+        assert_eq!(mixed.earlier_stored_versions, ["v1beta1"]);
+        assert!(
+            !mixed.converts_earlier_stored(),
+            "conversion None: renamed only"
+        );
+        assert!(mixed.same_definitions(&only));
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "clientConfig": {"url": "https://h/convert"}, "conversionReviewVersions": ["v1"]}});
+        let converted = served(&crd).unwrap();
+        assert!(converted.converts_earlier_stored());
+        crd["status"]["storedVersions"] = json!(["v1"]);
+        let migrated = served(&crd).unwrap();
+        assert!(!migrated.converts_earlier_stored());
+        assert!(!converted.same_definitions(&migrated), "the caches restart");
+    }
+
     /// Goal: what `--max-custom-resource-versions` counts of a CRD is exactly the number of
     /// resources [`served`] gives it: none unless established (and not deleting), its storage
     /// version, and its other served versions (whatever its conversion strategy).

@@ -13,12 +13,26 @@
 //! - **Patches** (JSON and merge): the current object converted to this version, patched,
 //!   converted back and written as an update preconditioned on the resource version it was
 //!   read at; a conflict with another write is retried (kube's patcher retries its update
-//!   the same way), [`PATCH_ATTEMPTS`] times at most. Server-side apply at such a version is
-//!   refused as the patch code refuses it (415).
+//!   the same way), [`PATCH_ATTEMPTS`] times at most.
+//! - **Server-side apply** (of the object, not a subresource) at such a version applies at
+//!   that version, as kube's field manager applies at the request's: the live object (its
+//!   `managedFields` with it) converted to the version, the configuration applied to it
+//!   (kube's conflicts, 409 in its words; `force` takes the fields), the applier's entry
+//!   naming this version; the result converted back and written at the storage version with
+//!   exactly those managed fields (`StoreSource::write_managed`: no `Update` entry for the
+//!   request), as a create when there is no object, an update preconditioned on the revision
+//!   read otherwise (a conflict retried as a patch's).
 //! - **Deletes**: written at the storage version.
 //! - **Every answer** that is an object (or a list of them) at the storage version is
 //!   converted back to the version asked for; a conversion that fails is kube's 500, and
 //!   nothing is written when the body's conversion fails.
+//!
+//! ## Not here
+//! - The other managers' field sets are compared as recorded: one at another version (its
+//!   paths named by that version's schema) neither conflicts with the applier nor loses the
+//!   fields the apply changes; kube converts the objects to each manager's version for that.
+//! - A PATCH or update at such a version records its `Update` entry at the storage version
+//!   (kube: at the request's).
 
 use axum::http::{Method, header};
 use axum::response::Response;

@@ -41,12 +41,28 @@
 //!
 //! - A consistent GET read from the store (`--consistent-get-from-cache=false`) at another
 //!   version converts the object it read (`StoreSource::get`), one review.
+//! - **Objects stored at an earlier storage version** (the CRD's `status.storedVersions`
+//!   names a version other than the storage version; kube's "non homogeneous list"
+//!   conformance case) are converted by the webhook, never only renamed: the reflector feeds
+//!   a cache of the objects as stored (each at the `apiVersion` it was stored at, no schema
+//!   applied), which is not served, and a [`Converter`] of the storage version feeds the
+//!   storage version's cache from it, as the other versions' feed theirs (from the same
+//!   cache: an object stored at `v1` reads at `v1` without a call). Objects already at the
+//!   storage version pass without a call; what is converted gets the storage schema's
+//!   defaults and pruning. Everything above holds for it: one conversion per event, bounded
+//!   reviews, and a failed conversion fails the storage version's reads (500, watches ended)
+//!   until a re-list converts again — its writes wait for its cache meanwhile. A consistent
+//!   GET from the store converts the object read when it is at an earlier version.
+//! - **Metrics**: every review is timed into kube's
+//!   `apiserver_crd_conversion_webhook_duration_seconds` ([`Durations`]: `crd_name`,
+//!   `from_version`, `to_version`, `succeeded`).
 //!
 //! ## Not here
-//! - kube's conversion metrics (`apiserver_crd_conversion_webhook_duration_seconds`).
-//! - Objects stored at an earlier storage version of the CRD are read at the current one with
-//!   only `apiVersion` rewritten (`source::decode`), not converted by the webhook as kube
-//!   converts them (its "non homogeneous list" conformance case).
+//! - kube's `apiserver_webhooks_x509_*` counters: the client refuses a certificate without
+//!   SAN or signed with SHA-1 (as Go's does) without counting them.
+//! - A review mixing objects of several earlier versions is named (its errors' GVK, the
+//!   metric's `from_version`) by the first object's version; kube converts a list of one
+//!   version at a time.
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
