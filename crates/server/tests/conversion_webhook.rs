@@ -938,4 +938,58 @@ async fn server_side_apply_at_a_converted_version() {
         at_v1["metadata"]["managedFields"],
         applied["metadata"]["managedFields"]
     );
+
+    // A manager of the storage version owning the field the apply changes there conflicts,
+    // named at its version; forced, the applier takes it.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        &format!("{V1}?fieldManager=editor"),
+        &widget("stable.example.com/v1", "e", json!({"hostPort": "h:1"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let config = "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: e\nspec:\n  host: h\n  port: \"2\"\n";
+    let path = format!("{V2}/e?fieldManager=applier");
+    let (status, body) =
+        request(addr, "PATCH", &path, "application/apply-patch+yaml", config).await;
+    assert_eq!(status, 409, "{body}");
+    let refused: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        refused["message"],
+        "Apply failed with 1 conflict: conflict with \"editor\" using stable.example.com/v1: .spec.hostPort",
+        "{refused}"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{path}&force=true"),
+        "application/apply-patch+yaml",
+        config,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let applied: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        managers(&applied),
+        [
+            (
+                "applier".to_owned(),
+                "Apply".to_owned(),
+                "stable.example.com/v2".to_owned()
+            ),
+            (
+                "editor".to_owned(),
+                "Update".to_owned(),
+                "stable.example.com/v1".to_owned()
+            ),
+        ],
+        "{applied}"
+    );
+    // The editor keeps `.spec` itself (shared, as kube's sets), not the field taken.
+    assert_eq!(
+        applied["metadata"]["managedFields"][1]["fieldsV1"],
+        json!({"f:spec": {}}),
+        "{applied}"
+    );
 }

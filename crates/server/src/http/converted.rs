@@ -18,7 +18,9 @@
 //!   that version, as kube's field manager applies at the request's: the live object (its
 //!   `managedFields` with it) converted to the version, the configuration applied to it
 //!   (kube's conflicts, 409 in its words; `force` takes the fields), the applier's entry
-//!   naming this version; the result converted back and written at the storage version with
+//!   naming this version; the managers recorded at the storage version checked against what
+//!   the apply changed there (`apply::versions`: their conflicts named at their version, the
+//!   fields taken leave them); the result converted back and written at the storage version with
 //!   exactly those managed fields (`StoreSource::write_managed`: no `Update` entry for the
 //!   request), as a create when there is no object, an update preconditioned on the revision
 //!   read otherwise (a conflict retried as a patch's).
@@ -28,9 +30,9 @@
 //!   nothing is written when the body's conversion fails.
 //!
 //! ## Not here
-//! - The other managers' field sets are compared as recorded: one at another version (its
-//!   paths named by that version's schema) neither conflicts with the applier nor loses the
-//!   fields the apply changes; kube converts the objects to each manager's version for that.
+//! - Managers at a third version (neither the request's nor the storage version) are left
+//!   as recorded: they neither conflict with the applier nor lose the fields the apply
+//!   changes (kube converts the objects to each manager's version, a webhook call each).
 //! - A PATCH or update at such a version records its `Update` entry at the storage version
 //!   (kube: at the request's).
 
@@ -210,6 +212,12 @@ async fn apply(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
+    let applier = watchkeeper_api::apply::ManagerId {
+        manager: manager.clone(),
+        operation: watchkeeper_api::apply::Operation::Apply,
+        api_version: String::new(),
+        subresource: String::new(),
+    };
     let custom = resource.custom();
     let writer = watchkeeper_api::apply::Writer {
         manager: &manager,
@@ -239,7 +247,7 @@ async fn apply(
             None => None,
         };
         let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let (mut merged, managers) = watchkeeper_api::apply::apply(
+        let (mut merged, mut managers) = watchkeeper_api::apply::apply(
             &resource.def,
             live.as_ref(),
             &config,
@@ -261,7 +269,21 @@ async fn apply(
                 metadata.insert("resourceVersion".to_owned(), Value::String(revision));
             }
         }
-        let stored = view.convert_one(merged, &storage.def.api_version()).await?;
+        let mut stored = view.convert_one(merged, &storage.def.api_version()).await?;
+        if let Some(current) = &current {
+            // The managers recorded at the storage version, against what the apply changed
+            // there (kube converts to each manager's version).
+            let storage_custom = storage.custom();
+            watchkeeper_api::apply::versions::at_version(
+                &storage.def,
+                storage_custom.as_ref().and_then(|c| c.schema.as_ref()),
+                (current.body(), &stored),
+                &mut managers,
+                &applier,
+                options.force,
+            )?;
+            watchkeeper_api::apply::set_managed_fields(&mut stored, &managers);
+        }
         let method = if current.is_some() {
             Method::PUT
         } else {
