@@ -330,6 +330,24 @@ async fn objects_written_at_one_version_read_at_the_other() {
     assert_eq!(patched["spec"], json!({"host": "example", "port": "82"}));
     let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
     assert_eq!(at_v1["spec"], json!({"hostPort": "example:82"}));
+    // Created, updated and patched at v2: one writer, its entry at v2 (kube's field manager
+    // records a write at the request's version), owning v2's fields.
+    let entries = managers(&patched);
+    assert_eq!(entries.len(), 1, "{patched}");
+    assert_eq!(
+        (entries[0].1.as_str(), entries[0].2.as_str()),
+        ("Update", "stable.example.com/v2"),
+        "{patched}"
+    );
+    assert_eq!(
+        patched["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"],
+        json!({".": {}, "f:host": {}, "f:port": {}}),
+        "{patched}"
+    );
+    assert_eq!(
+        at_v1["metadata"]["managedFields"],
+        patched["metadata"]["managedFields"]
+    );
 
     // The scale subresource at v2: its write lands at v1, converted.
     let (status, scaled) = request(

@@ -24,6 +24,13 @@
 //!   exactly those managed fields (`StoreSource::write_managed`: no `Update` entry for the
 //!   request), as a create when there is no object, an update preconditioned on the revision
 //!   read otherwise (a conflict retried as a patch's).
+//! - **Managed fields** of a create, update or patch (not of a subresource) are recorded at
+//!   this version, as kube's field manager records a write at the request's version: the
+//!   writer's `Update` entry from the object before and after at this version (an update
+//!   converts the current object for it: one more call), the managers recorded at the
+//!   storage version losing what the write changed there; stored as they are
+//!   (`StoreSource::write_managed`). A subresource's write records them at the storage
+//!   version.
 //! - **Deletes**: written at the storage version.
 //! - **Every answer** that is an object (or a list of them) at the storage version is
 //!   converted back to the version asked for; a conversion that fails is kube's 500, and
@@ -33,8 +40,11 @@
 //! - Managers at a third version (neither the request's nor the storage version) are left
 //!   as recorded: they neither conflict with the applier nor lose the fields the apply
 //!   changes (kube converts the objects to each manager's version, a webhook call each).
-//! - A PATCH or update at such a version records its `Update` entry at the storage version
-//!   (kube: at the request's).
+//! - Changes the storage version's admission plugins or defaults make to a write at such a
+//!   version are not given to its writer in `managedFields` (its entry is decided at this
+//!   version, before them).
+//! - Server-side apply to a subresource (`status`, `scale`) at such a version is refused
+//!   (415) as the patch code refuses it.
 
 use axum::http::{Method, header};
 use axum::response::Response;
@@ -85,7 +95,48 @@ pub async fn write(
             if let Some(object) = body.as_object_mut() {
                 watchkeeper_api::meta::check_type(&resource.def, object)?;
             }
-            let stored = view.convert_one(body, &storage_version).await?;
+            // An update's current object at this version, for its managed fields.
+            let live = match (&context.method, request.target) {
+                (
+                    &Method::PUT,
+                    crate::request::Target {
+                        name: Some(name),
+                        subresource: None,
+                        ..
+                    },
+                ) => {
+                    let key = watchkeeper_core::object_key(
+                        request.target.namespace.unwrap_or_default(),
+                        name,
+                    );
+                    match storage.cache().get(&key).0 {
+                        Some(current) => {
+                            let at_view = view
+                                .convert_one(current.body().clone(), &resource.def.api_version())
+                                .await?;
+                            Some((current, at_view))
+                        }
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            let mut stored = view.convert_one(body.clone(), &storage_version).await?;
+            let managers = match (&context.method, &live) {
+                (&Method::POST, _) if request.target.subresource.is_none() => Some(
+                    update_managers(request, (resource, storage), (None, &body), (None, &stored))?,
+                ),
+                (_, Some((current, at_view))) => Some(update_managers(
+                    request,
+                    (resource, storage),
+                    (Some(at_view), &body),
+                    (Some(current.body()), &stored),
+                )?),
+                _ => None,
+            };
+            if let Some(managers) = &managers {
+                watchkeeper_api::apply::set_managed_fields(&mut stored, managers);
+            }
             let body = bytes::Bytes::from(stored.to_string());
             let rewritten = with_body(context, context.method.clone(), body);
             let request = ResourceRequest {
@@ -94,9 +145,18 @@ pub async fn write(
                 options: request.options.clone(),
                 verb: request.verb,
             };
-            app.source
-                .write(&request, storage, &served.resources)
-                .await?
+            match managers {
+                Some(managers) => {
+                    app.source
+                        .write_managed(&request, storage, &served.resources, managers)
+                        .await?
+                }
+                None => {
+                    app.source
+                        .write(&request, storage, &served.resources)
+                        .await?
+                }
+            }
         }
         Method::PATCH => patch(app, request, (resource, storage), view).await?,
         _ => {
@@ -161,9 +221,22 @@ async fn patch(
                 .entry("resourceVersion")
                 .or_insert_with(|| Value::String(revision.clone()));
         }
-        let stored = view
-            .convert_one(patched, &storage.def.api_version())
+        let mut stored = view
+            .convert_one(patched.clone(), &storage.def.api_version())
             .await?;
+        let managers = match request.target.subresource {
+            None => {
+                let managers = update_managers(
+                    request,
+                    (resource, storage),
+                    (Some(&at_view), &patched),
+                    (Some(current.body()), &stored),
+                )?;
+                watchkeeper_api::apply::set_managed_fields(&mut stored, &managers);
+                Some(managers)
+            }
+            Some(_) => None,
+        };
         let rewritten = with_body(context, Method::PUT, bytes::Bytes::from(stored.to_string()));
         let update = ResourceRequest {
             context: &rewritten,
@@ -171,11 +244,16 @@ async fn patch(
             options: request.options.clone(),
             verb: Verb::Update,
         };
-        match app
-            .source
-            .write(&update, storage, &app.resources().resources)
-            .await
-        {
+        let resources = &app.resources().resources;
+        let written = match managers {
+            Some(managers) => {
+                app.source
+                    .write_managed(&update, storage, resources, managers)
+                    .await
+            }
+            None => app.source.write(&update, storage, resources).await,
+        };
+        match written {
             Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
                 // Another write came first: patch what it left, once the cache has it.
                 caught_up(app, storage).await?;
@@ -246,7 +324,7 @@ async fn apply(
             ),
             None => None,
         };
-        let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let time = now();
         let (mut merged, mut managers) = watchkeeper_api::apply::apply(
             &resource.def,
             live.as_ref(),
@@ -260,6 +338,10 @@ async fn apply(
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .is_some_and(|v| !v.is_empty());
+        if preconditioned && current.is_none() {
+            // As the apply path answers a precondition on an object that is not there.
+            return Err(ApiError::not_found(&resource.def, name));
+        }
         if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
             metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             if let Some(current) = &current
@@ -316,6 +398,70 @@ async fn apply(
             other => return other,
         }
     }
+}
+
+/// The time managed fields entries record (RFC 3339, seconds), as the write path's.
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// The managed fields after a create or update (not of a subresource) at a converted
+/// version, as kube's field manager records it at the request's version: the writer's
+/// `Update` entry from `live` and `new` at this version; the managers recorded at the
+/// storage version lose what the write changed there (`before` and `after`).
+fn update_managers(
+    request: &ResourceRequest<'_>,
+    (resource, storage): (&Resource, &Resource),
+    (live, new): (Option<&Value>, &Value),
+    (before, after): (Option<&Value>, &Value),
+) -> Result<watchkeeper_api::apply::Managers, ApiError> {
+    use watchkeeper_api::apply;
+    let context = request.context;
+    let kind = if context.method == Method::POST {
+        watchkeeper_api::query::WriteOptionsKind::Create
+    } else {
+        watchkeeper_api::query::WriteOptionsKind::Update
+    };
+    let options =
+        watchkeeper_api::query::write_options(context.query.as_deref(), &[], kind, false)?;
+    let manager = options.field_manager.unwrap_or_else(|| {
+        apply::default_manager(
+            context
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default(),
+        )
+    });
+    let custom = resource.custom();
+    let writer = apply::Writer {
+        manager: &manager,
+        subresource: "",
+        schema: custom.as_ref().and_then(|c| c.schema.as_ref()),
+    };
+    let base = match live {
+        Some(live) => apply::base_managers(Some(live), new),
+        None => apply::Managers::new(),
+    };
+    let mut managers = apply::update(&resource.def, live, new, base, writer, &now());
+    if let Some(before) = before {
+        let writer = apply::ManagerId {
+            manager,
+            operation: apply::Operation::Update,
+            api_version: resource.def.api_version(),
+            subresource: String::new(),
+        };
+        let storage_custom = storage.custom();
+        apply::versions::at_version(
+            &storage.def,
+            storage_custom.as_ref().and_then(|c| c.schema.as_ref()),
+            (before, after),
+            &mut managers,
+            &writer,
+            true,
+        )?;
+    }
+    Ok(managers)
 }
 
 /// Once the storage version's cache has every write up to now (at most a second: the cache
