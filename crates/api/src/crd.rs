@@ -1128,9 +1128,22 @@ pub struct CustomResource {
     /// them, but creates are refused (kube's `customresource_handler`: 405 `create not
     /// allowed while custom resource definition is terminating`).
     pub terminating: bool,
+    /// The versions other than the storage version that objects may still be stored at
+    /// (`status.storedVersions` but the storage version), in the storage version's entry
+    /// (empty in the others'): with a conversion webhook, such objects are converted to the
+    /// storage version when read (kube's storage decodes each at its own version).
+    pub earlier_stored_versions: Vec<String>,
 }
 
 impl CustomResource {
+    /// Whether objects stored at earlier versions are converted by the CRD's webhook when
+    /// read: it has one, and `status.storedVersions` names a version other than the storage
+    /// version (until the storage-version migration removes it).
+    #[must_use]
+    pub fn converts_earlier_stored(&self) -> bool {
+        self.conversion_webhook.is_some() && !self.earlier_stored_versions.is_empty()
+    }
+
     /// Whether `other` serves the same definitions (names, versions, scope, selectable
     /// fields) at every version, with the same conversion strategy: then a change between
     /// them (schemas, subresources, printer columns, the conversion webhook's configuration)
@@ -1139,6 +1152,7 @@ impl CustomResource {
     pub fn same_definitions(&self, other: &CustomResource) -> bool {
         self.def == other.def
             && self.conversion_webhook.is_some() == other.conversion_webhook.is_some()
+            && self.converts_earlier_stored() == other.converts_earlier_stored()
             && self
                 .other_versions
                 .iter()
@@ -1294,6 +1308,10 @@ pub fn served(crd: &Value) -> Option<CustomResource> {
         })
         .collect();
     served.conversion_webhook = webhook;
+    served.earlier_stored_versions = strings_at(crd, "/status/storedVersions")
+        .into_iter()
+        .filter(|v| *v != served.def.version)
+        .collect();
     Some(served)
 }
 
@@ -1384,6 +1402,7 @@ fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
         other_versions: Vec::new(),
         conversion_webhook: None,
         terminating: crd.pointer("/metadata/deletionTimestamp").is_some(),
+        earlier_stored_versions: Vec::new(),
     })
 }
 
@@ -1842,6 +1861,33 @@ mod tests {
         crd["status"]["storedVersions"] = json!(["v1"]);
         set_status(&mut crd, Some(&old), &[], true, "t2");
         assert_eq!(crd["status"]["storedVersions"], json!(["v1"]));
+    }
+
+    /// Goal: the versions objects may still be stored at besides the storage version are the
+    /// served resource's, and decide its caches only with a conversion webhook.
+    #[test]
+    fn earlier_stored_versions_are_served_with_the_resource() {
+        let mut crd = widget();
+        apply_defaults(&mut crd);
+        set_status(&mut crd, None, &[], false, "t1");
+        let only = served(&crd).unwrap();
+        assert!(only.earlier_stored_versions.is_empty());
+        crd["status"]["storedVersions"] = json!(["v1beta1", "v1"]);
+        let mixed = served(&crd).unwrap();
+        assert_eq!(mixed.earlier_stored_versions, ["v1beta1"]);
+        assert!(
+            !mixed.converts_earlier_stored(),
+            "conversion None: renamed only"
+        );
+        assert!(mixed.same_definitions(&only));
+        crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "clientConfig": {"url": "https://h/convert"}, "conversionReviewVersions": ["v1"]}});
+        let converted = served(&crd).unwrap();
+        assert!(converted.converts_earlier_stored());
+        crd["status"]["storedVersions"] = json!(["v1"]);
+        let migrated = served(&crd).unwrap();
+        assert!(!migrated.converts_earlier_stored());
+        assert!(!converted.same_definitions(&migrated), "the caches restart");
     }
 
     /// Goal: what `--max-custom-resource-versions` counts of a CRD is exactly the number of

@@ -447,6 +447,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             storage_prefix: format!("{}/", def.storage_prefix()),
             input,
             read_schema: None,
+            as_stored: false,
         });
     }
     // After the stored resources, so discovery lists their groups first.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use common::hooks::{Hooks, server_and_service, server_and_service_with};
-use common::{HANG_GUARD, WatchReader, get_json, request, send_json};
+use common::{HANG_GUARD, WatchReader, get_json, metrics_text, request, sample, send_json};
 use kubectl_support::Kubectl;
 use watchkeeper::config::ServeArgs;
 
@@ -45,7 +45,10 @@ fn converted_spec(object: &Value, desired: &str) -> Value {
 }
 
 /// The test's conversion webhook, by path: `/convert` converts, `/wrong-uid` answers another
-/// uid, `/rename` renames the objects, `/fail` answers a 500 Status.
+/// uid, `/rename` renames the objects, `/fail` answers a 500 Status; `/drop-one` leaves the
+/// last object out, `/same-version` leaves the objects at their version, `/bad-label` adds
+/// an invalid label, `/meta` changes labels and other metadata, `/v1beta1-answer` answers
+/// an `apiextensions.k8s.io/v1beta1` review.
 async fn answer(path: String, review: Value) -> (u16, Value) {
     let request = &review["request"];
     let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
@@ -63,21 +66,42 @@ async fn answer(path: String, review: Value) -> (u16, Value) {
         .iter()
         .map(|object| {
             let mut out = object.clone();
-            out["apiVersion"] = json!(desired);
+            if path != "/same-version" {
+                out["apiVersion"] = json!(desired);
+            }
             out["spec"] = converted_spec(object, desired);
-            if path == "/rename" {
-                let name = object["metadata"]["name"].as_str().unwrap();
-                out["metadata"]["name"] = json!(format!("{name}-renamed"));
+            let metadata = &mut out["metadata"];
+            match path.as_str() {
+                "/rename" => {
+                    let name = object["metadata"]["name"].as_str().unwrap();
+                    metadata["name"] = json!(format!("{name}-renamed"));
+                }
+                "/bad-label" => metadata["labels"] = json!({"tier": "-bad-"}),
+                "/meta" => {
+                    metadata["labels"] = json!({"converted": "yes"});
+                    metadata["generation"] = json!(99);
+                    metadata["finalizers"] = json!(["example.com/kept"]);
+                }
+                _ => {}
             }
             out
         })
         .collect();
+    let mut objects = objects;
+    if path == "/drop-one" && objects.len() > 1 {
+        objects.pop();
+    }
     if path == "/wrong-uid" {
         uid = json!("wrong");
     }
+    let api_version = if path == "/v1beta1-answer" {
+        json!("apiextensions.k8s.io/v1beta1")
+    } else {
+        review["apiVersion"].clone()
+    };
     (
         200,
-        json!({"apiVersion": review["apiVersion"], "kind": "ConversionReview",
+        json!({"apiVersion": api_version, "kind": "ConversionReview",
             "response": {"uid": uid, "result": {"status": "Success"}, "convertedObjects": objects}}),
     )
 }
@@ -306,6 +330,24 @@ async fn objects_written_at_one_version_read_at_the_other() {
     assert_eq!(patched["spec"], json!({"host": "example", "port": "82"}));
     let (_, at_v1) = get_json(addr, &format!("{V1}/b")).await;
     assert_eq!(at_v1["spec"], json!({"hostPort": "example:82"}));
+    // Created, updated and patched at v2: one writer, its entry at v2 (kube's field manager
+    // records a write at the request's version), owning v2's fields.
+    let entries = managers(&patched);
+    assert_eq!(entries.len(), 1, "{patched}");
+    assert_eq!(
+        (entries[0].1.as_str(), entries[0].2.as_str()),
+        ("Update", "stable.example.com/v2"),
+        "{patched}"
+    );
+    assert_eq!(
+        patched["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"],
+        json!({".": {}, "f:host": {}, "f:port": {}}),
+        "{patched}"
+    );
+    assert_eq!(
+        at_v1["metadata"]["managedFields"],
+        patched["metadata"]["managedFields"]
+    );
 
     // The scale subresource at v2: its write lands at v1, converted.
     let (status, scaled) = request(
@@ -509,6 +551,22 @@ async fn a_failing_webhook_is_refused_in_kubes_words() {
     assert_eq!(read["spec"], json!({"host": "h", "port": "3"}));
     let (status, created) = send_json(addr, "POST", V2, &at_v2("f")).await;
     assert_eq!(status, 201, "{created}");
+
+    // kube's histogram of the calls: the four bodies refused, each one call v2 to v1; the
+    // feed's failed and successful calls v1 to v2.
+    let text = metrics_text(addr).await;
+    let count = |from: &str, to: &str, succeeded: &str| {
+        sample(
+            &text,
+            &format!(
+                "apiserver_crd_conversion_webhook_duration_seconds_count{{crd_name=\"widgets.stable.example.com\",from_version=\"{from}\",to_version=\"{to}\",succeeded=\"{succeeded}\"}}"
+            ),
+        )
+    };
+    assert_eq!(count("v2", "v1", "false"), 4);
+    assert_eq!(count("v2", "v1", "true"), 1, "f's body");
+    assert!(count("v1", "v2", "false") >= 1);
+    assert!(count("v1", "v2", "true") >= 1);
 }
 
 /// Goal: objects written while the webhook fails are all served at v2 once it answers (the
@@ -592,5 +650,364 @@ async fn a_get_from_the_store_is_converted() {
     assert_eq!(
         read["metadata"]["resourceVersion"],
         created["metadata"]["resourceVersion"]
+    );
+}
+
+/// Makes `v2` the CRD's storage version (and points its webhook at `client_config`, if
+/// given): the CRD as answered.
+async fn store_at_v2(addr: SocketAddr, client_config: Option<Value>) -> Value {
+    let (status, mut crd) = get_json(addr, CRD).await;
+    assert_eq!(status, 200, "{crd}");
+    crd["spec"]["versions"][0]["storage"] = json!(false);
+    crd["spec"]["versions"][1]["storage"] = json!(true);
+    if let Some(client_config) = client_config {
+        crd["spec"]["conversion"]["webhook"]["clientConfig"] = client_config;
+    }
+    let (status, body) = send_json(addr, "PUT", CRD, &crd).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The items of the LIST at `path` once it answers 200 with `count` of them.
+async fn items_once(addr: SocketAddr, path: &str, count: usize) -> Vec<Value> {
+    let list = get_until(addr, path, |status, list| {
+        status == 200 && list["items"].as_array().is_some_and(|i| i.len() == count)
+    })
+    .await;
+    list["items"].as_array().unwrap().clone()
+}
+
+/// Goal (kube's conformance case "should be able to convert a non homogeneous list of
+/// CRs"): once the storage version is `v2`, the object still stored at `v1` is converted by
+/// the webhook, not only renamed — LIST, GET and WATCH at `v2` show it converted beside
+/// the one stored at `v2`, both read at `v1` too; `storedVersions` lists both versions; an
+/// update at `v2` stores it at `v2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_stored_at_an_earlier_version_are_converted() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    create_v1(addr, "a", "localhost:8080").await;
+    let crd = store_at_v2(addr, None).await;
+    assert_eq!(
+        crd["status"]["storedVersions"],
+        json!(["v1", "v2"]),
+        "{crd}"
+    );
+    // Created at v1 after the change (as kube's test does): stored at v2.
+    let items = get_until(addr, V1, |status, _| status == 200).await;
+    assert_eq!(items["items"].as_array().map(Vec::len), Some(1), "{items}");
+    create_v1(addr, "b", "localhost:8080").await;
+
+    for item in items_once(addr, V2, 2).await {
+        assert_eq!(item["apiVersion"], "stable.example.com/v2", "{item}");
+        assert_eq!(
+            item["spec"],
+            json!({"host": "localhost", "port": "8080"}),
+            "{item}"
+        );
+        assert_eq!(item["tier"], "gold", "v2's default: {item}");
+    }
+    for item in items_once(addr, V1, 2).await {
+        assert_eq!(item["apiVersion"], "stable.example.com/v1", "{item}");
+        assert_eq!(
+            item["spec"],
+            json!({"hostPort": "localhost:8080"}),
+            "{item}"
+        );
+    }
+    let (status, a) = get_json(addr, &format!("{V2}/a")).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(
+        a["spec"],
+        json!({"host": "localhost", "port": "8080"}),
+        "{a}"
+    );
+    assert!(
+        reviews_of(&hooks, "a", "stable.example.com/v2") >= 1,
+        "the object stored at v1 went through the webhook"
+    );
+    let mut watch = WatchReader::open(addr, &format!("{V2}?watch=true"), None).await;
+    for _ in 0..2 {
+        let event = watch.next().await.unwrap();
+        assert_eq!(event["type"], "ADDED", "{event}");
+        assert_eq!(
+            event["object"]["spec"],
+            json!({"host": "localhost", "port": "8080"}),
+            "{event}"
+        );
+    }
+
+    // Updated at v2: stored at v2 from then on, still read at v1.
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{V2}/a"),
+        "application/merge-patch+json",
+        r#"{"spec": {"port": "9090"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "MODIFIED", "{event}");
+    assert_eq!(
+        event["object"]["spec"],
+        json!({"host": "localhost", "port": "9090"})
+    );
+    let at_v1 = get_until(addr, &format!("{V1}/a"), |_, a| {
+        a["spec"]["hostPort"] == "localhost:9090"
+    })
+    .await;
+    assert_eq!(at_v1["apiVersion"], "stable.example.com/v1");
+}
+
+/// Goal: a webhook failing to convert an object stored at an earlier version fails reads
+/// of the storage version in kube's words (no silent gap, no object left unconverted),
+/// while the version it is stored at still reads it; answering again, the storage version
+/// is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_stored_earlier_are_never_served_unconverted() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    create_v1(addr, "a", "h:1").await;
+    store_at_v2(addr, Some(client_config(&hooks, "/fail"))).await;
+    let expected = "Internal error occurred: conversion webhook for stable.example.com/v1, Kind=Widget failed: the converter is broken";
+    for path in [V2.to_owned(), format!("{V2}/a")] {
+        let refused = get_until(addr, &path, |status, _| status == 500).await;
+        assert_eq!(refused["message"], expected, "{refused}");
+    }
+    let items = items_once(addr, V1, 1).await;
+    assert_eq!(items[0]["spec"], json!({"hostPort": "h:1"}));
+
+    reconfigure(addr, client_config(&hooks, "/convert")).await;
+    let items = items_once(addr, V2, 1).await;
+    assert_eq!(items[0]["spec"], json!({"host": "h", "port": "1"}));
+}
+
+/// Goal (kube's checks of an answer, its words): an answer of another review version, of
+/// objects left at their version, with an invalid label or one object short of a list, is
+/// refused — a write (nothing stored) or the reads of the version whose feed it fails; only
+/// labels and annotations of an answer are kept, its other metadata restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_kube_refuses_are_refused_in_its_words() {
+    let (hooks, server) = setup().await;
+    let addr = server.addr;
+    let body = widget(
+        "stable.example.com/v2",
+        "a",
+        json!({"host": "h", "port": "1"}),
+    );
+    let prefix =
+        "Internal error occurred: conversion webhook for stable.example.com/v2, Kind=Widget";
+    for (path, expected) in [
+        (
+            "/v1beta1-answer",
+            format!(
+                "{prefix} failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got apiextensions.k8s.io/v1beta1, Kind=ConversionReview"
+            ),
+        ),
+        (
+            "/same-version",
+            format!(
+                "{prefix} returned invalid object at index 0: invalid groupVersion (expected stable.example.com/v1, received stable.example.com/v2)"
+            ),
+        ),
+        (
+            "/bad-label",
+            format!(
+                "{prefix} returned invalid metadata: metadata.labels: Invalid value: \"-bad-\": "
+            ),
+        ),
+    ] {
+        reconfigure(addr, client_config(&hooks, path)).await;
+        let (status, refused) = send_json(addr, "POST", V2, &body).await;
+        assert_eq!(status, 500, "{path}: {refused}");
+        let message = refused["message"].as_str().unwrap();
+        assert!(message.starts_with(&expected), "{path}: {message}");
+        let (status, _) = get_json(addr, &format!("{V1}/a")).await;
+        assert_eq!(status, 404, "{path}: nothing written");
+    }
+
+    // Labels kept, the other metadata the original's.
+    reconfigure(addr, client_config(&hooks, "/meta")).await;
+    let (status, created) = send_json(addr, "POST", V2, &body).await;
+    assert_eq!(status, 201, "{created}");
+    let (_, stored) = get_json(addr, &format!("{V1}/a")).await;
+    assert_eq!(
+        stored["metadata"]["labels"],
+        json!({"converted": "yes"}),
+        "{stored}"
+    );
+    assert_eq!(stored["metadata"]["generation"], 1, "{stored}");
+    assert!(stored["metadata"].get("finalizers").is_none(), "{stored}");
+    assert_eq!(created["metadata"]["generation"], 1, "{created}");
+
+    // A list one object short: the feed's re-list is refused, and so are reads at v2.
+    reconfigure(addr, client_config(&hooks, "/fail")).await;
+    create_v1(addr, "b", "h:2").await;
+    get_until(addr, V2, |status, _| status == 500).await;
+    reconfigure(addr, client_config(&hooks, "/drop-one")).await;
+    let refused = get_until(addr, V2, |status, body| {
+        status == 500
+            && body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("objects, expected"))
+    })
+    .await;
+    assert_eq!(
+        refused["message"],
+        "Internal error occurred: conversion webhook for stable.example.com/v1, Kind=WidgetList returned 1 objects, expected 2"
+    );
+}
+
+/// The `(manager, operation, apiVersion)` of each `managedFields` entry of `object`.
+fn managers(object: &Value) -> Vec<(String, String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            let text = |key: &str| entry[key].as_str().unwrap_or_default().to_owned();
+            (text("manager"), text("operation"), text("apiVersion"))
+        })
+        .collect()
+}
+
+/// Goal: server-side apply at `v2` (kubectl's `apply --server-side`) works as kube's field
+/// manager at the request's version: the live object converted to `v2`, the configuration
+/// applied there, stored at `v1`; the applier's entry names `v2` and owns `v2`'s fields,
+/// and no other entry appears; another manager changing them conflicts in kube's words,
+/// and takes them with `force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_at_a_converted_version() {
+    let (_hooks, server) = setup().await;
+    let addr = server.addr;
+    let kubectl = Kubectl::new(addr);
+    let manifest = |port: &str| {
+        format!(
+            "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: s\n  namespace: default\nspec:\n  host: applied\n  port: \"{port}\"\n"
+        )
+    };
+    for port in ["90", "91"] {
+        let file = kubectl.manifest("s.yaml", &manifest(port));
+        kubectl.ok(&["apply", "--server-side", "-f", &file]).await;
+        let (_, at_v1) = get_json(addr, &format!("{V1}/s")).await;
+        assert_eq!(
+            at_v1["spec"],
+            json!({"hostPort": format!("applied:{port}")}),
+            "{at_v1}"
+        );
+    }
+    let (_, at_v2) = get_json(addr, &format!("{V2}/s")).await;
+    let expected = vec![(
+        "kubectl".to_owned(),
+        "Apply".to_owned(),
+        "stable.example.com/v2".to_owned(),
+    )];
+    assert_eq!(managers(&at_v2), expected, "{at_v2}");
+    assert_eq!(
+        at_v2["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"],
+        json!({".": {}, "f:host": {}, "f:port": {}}),
+        "{at_v2}"
+    );
+
+    // Another applier changing the port: kube's conflict, nothing written; forced, it owns it.
+    let other = "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: s\nspec:\n  port: \"92\"\n";
+    let path = format!("{V2}/s?fieldManager=other");
+    let (status, body) = request(addr, "PATCH", &path, "application/apply-patch+yaml", other).await;
+    assert_eq!(status, 409, "{body}");
+    let refused: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        refused["message"], "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.port",
+        "{refused}"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{path}&force=true"),
+        "application/apply-patch+yaml",
+        other,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let applied: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(applied["apiVersion"], "stable.example.com/v2");
+    assert_eq!(applied["spec"], json!({"host": "applied", "port": "92"}));
+    let mut names = managers(&applied);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            (
+                "kubectl".to_owned(),
+                "Apply".to_owned(),
+                "stable.example.com/v2".to_owned()
+            ),
+            (
+                "other".to_owned(),
+                "Apply".to_owned(),
+                "stable.example.com/v2".to_owned()
+            ),
+        ],
+        "{applied}"
+    );
+    let (_, at_v1) = get_json(addr, &format!("{V1}/s")).await;
+    assert_eq!(at_v1["spec"], json!({"hostPort": "applied:92"}));
+    assert_eq!(
+        at_v1["metadata"]["managedFields"],
+        applied["metadata"]["managedFields"]
+    );
+
+    // A manager of the storage version owning the field the apply changes there conflicts,
+    // named at its version; forced, the applier takes it.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        &format!("{V1}?fieldManager=editor"),
+        &widget("stable.example.com/v1", "e", json!({"hostPort": "h:1"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let config = "apiVersion: stable.example.com/v2\nkind: Widget\nmetadata:\n  name: e\nspec:\n  host: h\n  port: \"2\"\n";
+    let path = format!("{V2}/e?fieldManager=applier");
+    let (status, body) =
+        request(addr, "PATCH", &path, "application/apply-patch+yaml", config).await;
+    assert_eq!(status, 409, "{body}");
+    let refused: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        refused["message"],
+        "Apply failed with 1 conflict: conflict with \"editor\" using stable.example.com/v1: .spec.hostPort",
+        "{refused}"
+    );
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{path}&force=true"),
+        "application/apply-patch+yaml",
+        config,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let applied: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        managers(&applied),
+        [
+            (
+                "applier".to_owned(),
+                "Apply".to_owned(),
+                "stable.example.com/v2".to_owned()
+            ),
+            (
+                "editor".to_owned(),
+                "Update".to_owned(),
+                "stable.example.com/v1".to_owned()
+            ),
+        ],
+        "{applied}"
+    );
+    // The editor keeps `.spec` itself (shared, as kube's sets), not the field taken.
+    assert_eq!(
+        applied["metadata"]["managedFields"][1]["fieldsV1"],
+        json!({"f:spec": {}}),
+        "{applied}"
     );
 }

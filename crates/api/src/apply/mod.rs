@@ -31,6 +31,7 @@ pub mod cap;
 pub mod config;
 pub mod fieldpath;
 pub mod typed;
+pub mod versions;
 
 use std::collections::BTreeMap;
 

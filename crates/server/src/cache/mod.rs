@@ -46,6 +46,20 @@ pub struct Resource {
     /// For another version of a custom resource whose CRD converts with a webhook: the
     /// conversion (its cache is fed through it, its writes and reads call it).
     pub webhook: Option<std::sync::Arc<dyn ConvertedView>>,
+    /// For the storage version of a custom resource whose objects may be stored at earlier
+    /// versions, converted by its CRD's webhook: the conversion to the storage version and
+    /// the cache of the objects as stored that feeds it (`webhook::conversion`).
+    pub earlier_stored: Option<EarlierStored>,
+}
+
+/// The storage version's side of a CRD whose objects may be stored at earlier versions
+/// (see [`Resource::earlier_stored`]).
+#[derive(Debug)]
+pub struct EarlierStored {
+    /// The conversion of the objects as stored into the storage version's cache.
+    pub view: std::sync::Arc<dyn ConvertedView>,
+    /// The cache of the objects as stored (not served), which the reflector feeds.
+    pub driver: CacheDriver,
 }
 
 /// A version of a custom resource converted from the storage version by its CRD's
@@ -110,6 +124,7 @@ impl Resource {
             protobuf_incomplete: std::sync::atomic::AtomicBool::new(false),
             conversion: None,
             webhook: None,
+            earlier_stored: None,
         }
     }
 
@@ -155,10 +170,24 @@ impl Resource {
         if let Some(view) = &self.webhook {
             view.reconfigure(&custom);
         }
+        if let Some(earlier) = &self.earlier_stored {
+            earlier.view.reconfigure(&custom);
+        }
         *self
             .custom
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::sync::Arc::new(custom));
+    }
+
+    /// Why the resource cannot be read now: its conversion webhook's last conversion into its
+    /// cache failed (a converted version's, or the storage version's of objects stored at
+    /// earlier versions).
+    #[must_use]
+    pub fn conversion_failure(&self) -> Option<watchkeeper_api::ApiError> {
+        self.webhook
+            .as_deref()
+            .or(self.earlier_stored.as_ref().map(|e| &*e.view))
+            .and_then(ConvertedView::failure)
     }
 
     /// Records that an object of this resource could not be encoded as protobuf.

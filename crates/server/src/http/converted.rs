@@ -13,12 +13,38 @@
 //! - **Patches** (JSON and merge): the current object converted to this version, patched,
 //!   converted back and written as an update preconditioned on the resource version it was
 //!   read at; a conflict with another write is retried (kube's patcher retries its update
-//!   the same way), [`PATCH_ATTEMPTS`] times at most. Server-side apply at such a version is
-//!   refused as the patch code refuses it (415).
+//!   the same way), [`PATCH_ATTEMPTS`] times at most.
+//! - **Server-side apply** (of the object, not a subresource) at such a version applies at
+//!   that version, as kube's field manager applies at the request's: the live object (its
+//!   `managedFields` with it) converted to the version, the configuration applied to it
+//!   (kube's conflicts, 409 in its words; `force` takes the fields), the applier's entry
+//!   naming this version; the managers recorded at the storage version checked against what
+//!   the apply changed there (`apply::versions`: their conflicts named at their version, the
+//!   fields taken leave them); the result converted back and written at the storage version with
+//!   exactly those managed fields (`StoreSource::write_managed`: no `Update` entry for the
+//!   request), as a create when there is no object, an update preconditioned on the revision
+//!   read otherwise (a conflict retried as a patch's).
+//! - **Managed fields** of a create, update or patch (not of a subresource) are recorded at
+//!   this version, as kube's field manager records a write at the request's version: the
+//!   writer's `Update` entry from the object before and after at this version (an update
+//!   converts the current object for it: one more call), the managers recorded at the
+//!   storage version losing what the write changed there; stored as they are
+//!   (`StoreSource::write_managed`). A subresource's write records them at the storage
+//!   version.
 //! - **Deletes**: written at the storage version.
 //! - **Every answer** that is an object (or a list of them) at the storage version is
 //!   converted back to the version asked for; a conversion that fails is kube's 500, and
 //!   nothing is written when the body's conversion fails.
+//!
+//! ## Not here
+//! - Managers at a third version (neither the request's nor the storage version) are left
+//!   as recorded: they neither conflict with the applier nor lose the fields the apply
+//!   changes (kube converts the objects to each manager's version, a webhook call each).
+//! - Changes the storage version's admission plugins or defaults make to a write at such a
+//!   version are not given to its writer in `managedFields` (its entry is decided at this
+//!   version, before them).
+//! - Server-side apply to a subresource (`status`, `scale`) at such a version is refused
+//!   (415) as the patch code refuses it.
 
 use axum::http::{Method, header};
 use axum::response::Response;
@@ -33,13 +59,13 @@ use crate::request::{RequestContext, ResourceRequest, Verb};
 /// The most times a patch is tried again after its update met another write.
 pub const PATCH_ATTEMPTS: usize = 5;
 
-/// Why a read (GET, LIST, WATCH) of `resource` is refused: its versions are converted by a
-/// webhook and its feed's last conversion failed.
+/// Why a read (GET, LIST, WATCH) of `resource` is refused: its objects are converted by a
+/// webhook (another version's, or the storage version's stored at earlier versions) and its
+/// feed's last conversion failed.
 #[must_use]
 pub fn refused(resource: &Resource, verb: Verb) -> Option<ApiError> {
-    let view = resource.webhook.as_deref()?;
     match verb {
-        Verb::Get | Verb::List | Verb::Watch => view.failure(),
+        Verb::Get | Verb::List | Verb::Watch => resource.conversion_failure(),
         _ => None,
     }
 }
@@ -69,7 +95,48 @@ pub async fn write(
             if let Some(object) = body.as_object_mut() {
                 watchkeeper_api::meta::check_type(&resource.def, object)?;
             }
-            let stored = view.convert_one(body, &storage_version).await?;
+            // An update's current object at this version, for its managed fields.
+            let live = match (&context.method, request.target) {
+                (
+                    &Method::PUT,
+                    crate::request::Target {
+                        name: Some(name),
+                        subresource: None,
+                        ..
+                    },
+                ) => {
+                    let key = watchkeeper_core::object_key(
+                        request.target.namespace.unwrap_or_default(),
+                        name,
+                    );
+                    match storage.cache().get(&key).0 {
+                        Some(current) => {
+                            let at_view = view
+                                .convert_one(current.body().clone(), &resource.def.api_version())
+                                .await?;
+                            Some((current, at_view))
+                        }
+                        None => None,
+                    }
+                }
+                _ => None,
+            };
+            let mut stored = view.convert_one(body.clone(), &storage_version).await?;
+            let managers = match (&context.method, &live) {
+                (&Method::POST, _) if request.target.subresource.is_none() => Some(
+                    update_managers(request, (resource, storage), (None, &body), (None, &stored))?,
+                ),
+                (_, Some((current, at_view))) => Some(update_managers(
+                    request,
+                    (resource, storage),
+                    (Some(at_view), &body),
+                    (Some(current.body()), &stored),
+                )?),
+                _ => None,
+            };
+            if let Some(managers) = &managers {
+                watchkeeper_api::apply::set_managed_fields(&mut stored, managers);
+            }
             let body = bytes::Bytes::from(stored.to_string());
             let rewritten = with_body(context, context.method.clone(), body);
             let request = ResourceRequest {
@@ -78,9 +145,18 @@ pub async fn write(
                 options: request.options.clone(),
                 verb: request.verb,
             };
-            app.source
-                .write(&request, storage, &served.resources)
-                .await?
+            match managers {
+                Some(managers) => {
+                    app.source
+                        .write_managed(&request, storage, &served.resources, managers)
+                        .await?
+                }
+                None => {
+                    app.source
+                        .write(&request, storage, &served.resources)
+                        .await?
+                }
+            }
         }
         Method::PATCH => patch(app, request, (resource, storage), view).await?,
         _ => {
@@ -115,6 +191,9 @@ async fn patch(
             .write(request, storage, &app.resources().resources)
             .await;
     };
+    if patch_type == PatchType::Apply && request.target.subresource.is_none() {
+        return apply(app, request, (resource, storage), view).await;
+    }
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -142,9 +221,22 @@ async fn patch(
                 .entry("resourceVersion")
                 .or_insert_with(|| Value::String(revision.clone()));
         }
-        let stored = view
-            .convert_one(patched, &storage.def.api_version())
+        let mut stored = view
+            .convert_one(patched.clone(), &storage.def.api_version())
             .await?;
+        let managers = match request.target.subresource {
+            None => {
+                let managers = update_managers(
+                    request,
+                    (resource, storage),
+                    (Some(&at_view), &patched),
+                    (Some(current.body()), &stored),
+                )?;
+                watchkeeper_api::apply::set_managed_fields(&mut stored, &managers);
+                Some(managers)
+            }
+            Some(_) => None,
+        };
         let rewritten = with_body(context, Method::PUT, bytes::Bytes::from(stored.to_string()));
         let update = ResourceRequest {
             context: &rewritten,
@@ -152,23 +244,236 @@ async fn patch(
             options: request.options.clone(),
             verb: Verb::Update,
         };
-        match app
-            .source
-            .write(&update, storage, &app.resources().resources)
-            .await
-        {
+        let resources = &app.resources().resources;
+        let written = match managers {
+            Some(managers) => {
+                app.source
+                    .write_managed(&update, storage, resources, managers)
+                    .await
+            }
+            None => app.source.write(&update, storage, resources).await,
+        };
+        match written {
             Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
                 // Another write came first: patch what it left, once the cache has it.
-                let now = app.source.current_revision(&storage.def).await?;
-                app.source
-                    .freshness()
-                    .nudge_unless_reached(storage.cache(), now);
-                let fresh = storage.cache().wait_fresh(now);
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), fresh).await;
+                caught_up(app, storage).await?;
             }
             other => return other,
         }
     }
+}
+
+/// A server-side apply at a converted version (see the module docs): the live object
+/// converted to this version, the configuration applied there, the result converted back
+/// and written with the managed fields the apply decided.
+async fn apply(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    (resource, storage): (&Resource, &std::sync::Arc<Resource>),
+    view: &dyn ConvertedView,
+) -> Result<Response, ApiError> {
+    let context = request.context;
+    let name = request.target.name.unwrap_or_default();
+    let namespace = request.target.namespace.unwrap_or_default();
+    let options = watchkeeper_api::query::write_options(
+        context.query.as_deref(),
+        &[],
+        watchkeeper_api::query::WriteOptionsKind::Patch,
+        true,
+    )?;
+    let manager = options.field_manager.clone().unwrap_or_default();
+    let config = watchkeeper_api::apply::config::parse_configuration(&context.body)?;
+    if let Some(body_name) = config.pointer("/metadata/name").and_then(Value::as_str)
+        && body_name != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let applier = watchkeeper_api::apply::ManagerId {
+        manager: manager.clone(),
+        operation: watchkeeper_api::apply::Operation::Apply,
+        api_version: String::new(),
+        subresource: String::new(),
+    };
+    let custom = resource.custom();
+    let writer = watchkeeper_api::apply::Writer {
+        manager: &manager,
+        subresource: "",
+        schema: custom.as_ref().and_then(|c| c.schema.as_ref()),
+    };
+    // What is written: a create or an update, without `force` (an apply's option alone).
+    let query = context.query.as_deref().map(|query| {
+        query
+            .split('&')
+            .filter(|pair| pair.split('=').next() != Some("force"))
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let current = storage
+            .cache()
+            .get(&watchkeeper_core::object_key(namespace, name))
+            .0;
+        let live = match &current {
+            Some(current) => Some(
+                view.convert_one(current.body().clone(), &resource.def.api_version())
+                    .await?,
+            ),
+            None => None,
+        };
+        let time = now();
+        let (mut merged, mut managers) = watchkeeper_api::apply::apply(
+            &resource.def,
+            live.as_ref(),
+            &config,
+            writer,
+            options.force,
+            &time,
+        )?;
+        watchkeeper_api::apply::set_managed_fields(&mut merged, &managers);
+        let preconditioned = config
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty());
+        if preconditioned && current.is_none() {
+            // As the apply path answers a precondition on an object that is not there.
+            return Err(ApiError::not_found(&resource.def, name));
+        }
+        if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+            if let Some(current) = &current
+                && !preconditioned
+            {
+                let revision = current.resource_version().to_string();
+                metadata.insert("resourceVersion".to_owned(), Value::String(revision));
+            }
+        }
+        let mut stored = view.convert_one(merged, &storage.def.api_version()).await?;
+        if let Some(current) = &current {
+            // The managers recorded at the storage version, against what the apply changed
+            // there (kube converts to each manager's version).
+            let storage_custom = storage.custom();
+            watchkeeper_api::apply::versions::at_version(
+                &storage.def,
+                storage_custom.as_ref().and_then(|c| c.schema.as_ref()),
+                (current.body(), &stored),
+                &mut managers,
+                &applier,
+                options.force,
+            )?;
+            watchkeeper_api::apply::set_managed_fields(&mut stored, &managers);
+        }
+        let method = if current.is_some() {
+            Method::PUT
+        } else {
+            Method::POST
+        };
+        let mut rewritten = with_body(context, method, bytes::Bytes::from(stored.to_string()));
+        rewritten.query.clone_from(&query);
+        let write = ResourceRequest {
+            context: &rewritten,
+            target: crate::request::Target {
+                name: current.as_ref().map(|_| name),
+                ..request.target
+            },
+            options: request.options.clone(),
+            verb: if current.is_some() {
+                Verb::Update
+            } else {
+                Verb::Create
+            },
+        };
+        match app
+            .source
+            .write_managed(&write, storage, &app.resources().resources, managers)
+            .await
+        {
+            Err(error) if error.code == 409 && !preconditioned && attempt < PATCH_ATTEMPTS => {
+                // Another write came first (or created it): apply to what it left.
+                caught_up(app, storage).await?;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The time managed fields entries record (RFC 3339, seconds), as the write path's.
+fn now() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// The managed fields after a create or update (not of a subresource) at a converted
+/// version, as kube's field manager records it at the request's version: the writer's
+/// `Update` entry from `live` and `new` at this version; the managers recorded at the
+/// storage version lose what the write changed there (`before` and `after`).
+fn update_managers(
+    request: &ResourceRequest<'_>,
+    (resource, storage): (&Resource, &Resource),
+    (live, new): (Option<&Value>, &Value),
+    (before, after): (Option<&Value>, &Value),
+) -> Result<watchkeeper_api::apply::Managers, ApiError> {
+    use watchkeeper_api::apply;
+    let context = request.context;
+    let kind = if context.method == Method::POST {
+        watchkeeper_api::query::WriteOptionsKind::Create
+    } else {
+        watchkeeper_api::query::WriteOptionsKind::Update
+    };
+    let options =
+        watchkeeper_api::query::write_options(context.query.as_deref(), &[], kind, false)?;
+    let manager = options.field_manager.unwrap_or_else(|| {
+        apply::default_manager(
+            context
+                .headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default(),
+        )
+    });
+    let custom = resource.custom();
+    let writer = apply::Writer {
+        manager: &manager,
+        subresource: "",
+        schema: custom.as_ref().and_then(|c| c.schema.as_ref()),
+    };
+    let base = match live {
+        Some(live) => apply::base_managers(Some(live), new),
+        None => apply::Managers::new(),
+    };
+    let mut managers = apply::update(&resource.def, live, new, base, writer, &now());
+    if let Some(before) = before {
+        let writer = apply::ManagerId {
+            manager,
+            operation: apply::Operation::Update,
+            api_version: resource.def.api_version(),
+            subresource: String::new(),
+        };
+        let storage_custom = storage.custom();
+        apply::versions::at_version(
+            &storage.def,
+            storage_custom.as_ref().and_then(|c| c.schema.as_ref()),
+            (before, after),
+            &mut managers,
+            &writer,
+            true,
+        )?;
+    }
+    Ok(managers)
+}
+
+/// Once the storage version's cache has every write up to now (at most a second: the cache
+/// is local), for a write retried after another came first.
+async fn caught_up(app: &App, storage: &Resource) -> Result<(), ApiError> {
+    let now = app.source.current_revision(&storage.def).await?;
+    app.source
+        .freshness()
+        .nudge_unless_reached(storage.cache(), now);
+    let fresh = storage.cache().wait_fresh(now);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), fresh).await;
+    Ok(())
 }
 
 /// `context` with `method` and `body`.

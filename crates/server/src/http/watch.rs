@@ -313,7 +313,7 @@ impl WatchStream {
             self.done = true;
             // A converted version whose conversion failed ends its watches with the failure.
             let failure = matches!(end, WatchEnd::Expired { .. })
-                .then(|| self.resource.webhook.as_ref().and_then(|w| w.failure()))
+                .then(|| self.resource.conversion_failure())
                 .flatten();
             if let Some(error) = failure.or_else(|| end_error(&end, self.resource.is_removed())) {
                 parts.push(error_frame(self.format, &error));

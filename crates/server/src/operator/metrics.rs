@@ -954,6 +954,23 @@ fn collect_webhooks(webhooks: &crate::source::webhook::Webhooks, scrape: &mut Sc
             *count,
         );
     }
+    let family = scrape.histogram(
+        "apiserver_crd_conversion_webhook_duration_seconds",
+        "CRD webhook conversion duration in seconds",
+    );
+    for ((crd, from, to, succeeded), histogram) in webhooks.conversion_durations().snapshot() {
+        let succeeded = if succeeded { "true" } else { "false" };
+        family.histogram(
+            &[
+                ("crd_name", &crd),
+                ("from_version", &from),
+                ("to_version", &to),
+                ("succeeded", succeeded),
+            ],
+            &histogram,
+            1e-3,
+        );
+    }
 }
 
 /// The `/metrics` families of the audit log, as kube-apiserver names them.

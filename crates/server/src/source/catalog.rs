@@ -367,7 +367,37 @@ impl Catalog {
         };
         let driver = start(&def)?;
         let key_prefix = format!("{}/{}/", self.prefix, def.storage_prefix());
-        let mut input = driver.sender();
+        // Objects stored at earlier versions: the reflector feeds a cache of the objects as
+        // stored, which a converter feeds the storage version's cache (and every other
+        // version's) from (`webhook::conversion`).
+        let earlier = match (&resource.conversion_webhook, &self.conversion) {
+            (Some(webhook), Some(caller)) if resource.converts_earlier_stored() => {
+                let stored = start(&def)?;
+                let (converter, relay) = crate::source::webhook::conversion::Converter::start(
+                    caller.clone(),
+                    resource,
+                    webhook.clone(),
+                    (driver.sender(), driver.cache.clone()),
+                    stored.cache.clone(),
+                );
+                Some(crate::cache::EarlierStored {
+                    view: converter,
+                    driver: stored,
+                })
+                .map(|earlier| (earlier, relay))
+            }
+            _ => None,
+        };
+        let mut input = match &earlier {
+            Some((earlier, relay)) => earlier.driver.sender().with_relay(relay.clone()),
+            None => driver.sender(),
+        };
+        // What the other versions are converted from: the objects as stored, or at the
+        // storage version.
+        let source_cache = match &earlier {
+            Some((earlier, _)) => earlier.driver.cache.clone(),
+            None => driver.cache.clone(),
+        };
         let mut others = Vec::new();
         for version in &resource.other_versions {
             let conversion = Conversion::ApiVersion {
@@ -388,7 +418,7 @@ impl Catalog {
                         version,
                         webhook.clone(),
                         (view_driver.sender(), view_driver.cache.clone()),
-                        driver.cache.clone(),
+                        source_cache.clone(),
                     );
                     input = input.with_relay(relay);
                     Some(converter as Arc<dyn crate::cache::ConvertedView>)
@@ -411,13 +441,16 @@ impl Catalog {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
             input,
-            read_schema: resource.schema.clone().map(Arc::new),
+            read_schema: resource
+                .schema
+                .clone()
+                .map(Arc::new)
+                .filter(|_| earlier.is_none()),
+            as_stored: earlier.is_some(),
         };
-        let resource = Arc::new(Resource::from_definition(
-            resource.clone(),
-            key_prefix,
-            driver,
-        ));
+        let mut served = Resource::from_definition(resource.clone(), key_prefix, driver);
+        served.earlier_stored = earlier.map(|(earlier, _)| earlier);
+        let resource = Arc::new(served);
         Ok(Started {
             feed,
             resource,

@@ -241,6 +241,12 @@ impl ConsistencyChecker {
             );
             return report;
         }
+        if resource.earlier_stored.is_some() {
+            report.reason = Some(
+                "objects stored at earlier versions, converted by the CRD's webhook: the cache holds them converted".to_owned(),
+            );
+            return report;
+        }
         let Some(store) = source.as_store_source() else {
             report.reason = Some("caching-proxy mode: the upstream is not checked".to_owned());
             return report;

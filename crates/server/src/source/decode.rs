@@ -65,7 +65,7 @@ pub fn decode(
     body: Value,
     identity: Identity<'_>,
 ) -> Result<Arc<Object>, String> {
-    decode_object(def, body, identity).map(Arc::new)
+    decode_object(def, body, identity, false).map(Arc::new)
 }
 
 /// [`decode`], the object told that its JSON encoding is about `size_hint` bytes long (the
@@ -79,7 +79,8 @@ pub fn decode_sized(
     identity: Identity<'_>,
     size_hint: usize,
 ) -> Result<Arc<Object>, String> {
-    decode_object(def, body, identity).map(|object| Arc::new(object.with_size_hint(size_hint)))
+    decode_object(def, body, identity, false)
+        .map(|object| Arc::new(object.with_size_hint(size_hint)))
 }
 
 /// [`decode_sized`] of a write's handed-over value: `written` is its stored value, written by
@@ -98,7 +99,7 @@ pub fn decode_written(
     slot: Option<&RevisionSlot>,
 ) -> Result<Arc<Object>, String> {
     let slot = slot.filter(|_| decodes_as_is(def, &body, identity));
-    decode_object(def, body, identity).map(|object| {
+    decode_object(def, body, identity, false).map(|object| {
         let object = object.with_size_hint(written.len());
         Arc::new(match slot {
             Some(slot) => object.with_json_written(written, slot),
@@ -145,6 +146,7 @@ fn decode_object(
     def: &ResourceDef,
     mut body: Value,
     identity: Identity<'_>,
+    keep_version: bool,
 ) -> Result<Object, String> {
     let map = body
         .as_object_mut()
@@ -152,7 +154,7 @@ fn decode_object(
     if def.is_builtin() {
         map.entry("apiVersion")
             .or_insert_with(|| Value::String(def.api_version()));
-    } else {
+    } else if !keep_version || !map.get("apiVersion").is_some_and(Value::is_string) {
         // A custom resource stored before its CRD's storage version changed reads at the new
         // one: with conversion `None`, only `apiVersion` differs (kube's storage converts it).
         map.insert("apiVersion".to_owned(), Value::String(def.api_version()));
@@ -246,6 +248,30 @@ pub fn view_convert(
             })
             .ok()
     })
+}
+
+/// A cache object of `def` from a stored value, at the version it was stored at: its
+/// `apiVersion` kept (the storage version's when it has none), no schema applied — what a
+/// conversion webhook converts to the storage version when the CRD's storage version changed
+/// since (`webhook::conversion`'s earlier stored versions).
+///
+/// # Errors
+/// The value is not a JSON object.
+pub fn decode_stored_as_stored(
+    def: &ResourceDef,
+    namespace: &str,
+    name: &str,
+    revision: Revision,
+    value: &[u8],
+) -> Result<Arc<Object>, String> {
+    let body: Value = serde_json::from_slice(value)
+        .map_err(|e| format!("a stored {} is not JSON: {e}", def.kind))?;
+    let identity = Identity::Key {
+        namespace,
+        name,
+        revision,
+    };
+    decode_object(def, body, identity, true).map(|o| Arc::new(o.with_size_hint(value.len())))
 }
 
 /// A cache object from a stored value (JSON bytes) at `key`'s place; see [`decode`]. With

@@ -23,6 +23,11 @@ pub struct Feed {
     /// A custom resource's storage version's schema, applied to every object read from the
     /// store ([`crate::source::decode::decode_stored`]); `None` for the built-in kinds.
     pub read_schema: Option<Arc<serde_json::Value>>,
+    /// Objects read from the store keep the `apiVersion` they were stored at, no schema
+    /// applied ([`crate::source::decode::decode_stored_as_stored`]): a CRD's objects stored
+    /// at earlier versions, converted by its webhook on their way to the caches
+    /// (`webhook::conversion`).
+    pub as_stored: bool,
 }
 
 /// What the reflector tells of every object it feeds the caches (the garbage collector's

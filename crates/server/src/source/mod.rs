@@ -344,6 +344,29 @@ impl Source {
         }
     }
 
+    /// A create or update whose managed fields a server-side apply at another version
+    /// decided (see [`store::StoreSource::write_managed`]); a caching proxy's upstream
+    /// decides its own.
+    ///
+    /// # Errors
+    /// As [`Source::write`].
+    pub async fn write_managed(
+        &self,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        resources: &[Arc<Resource>],
+        managers: watchkeeper_api::apply::Managers,
+    ) -> Result<Response, ApiError> {
+        match &self.kind {
+            Kind::Store(store) => {
+                store
+                    .write_managed(&self.fresh, request, resource, resources, Some(managers))
+                    .await
+            }
+            Kind::Upstream(upstream) => upstream.write(request, resource).await,
+        }
+    }
+
     /// What the source is, for the logs.
     #[must_use]
     pub fn describe(&self) -> String {

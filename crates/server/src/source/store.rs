@@ -557,12 +557,45 @@ impl StoreSource {
         self.counters
             .request_decodes
             .fetch_add(1, Ordering::Relaxed);
+        // Converted by the CRD's webhook (`webhook::conversion`) from the version it was
+        // stored at: another version's object, or the storage version's possibly stored at an
+        // earlier version.
+        let webhook = match (
+            &resource.webhook,
+            &resource.earlier_stored,
+            &resource.conversion,
+        ) {
+            (Some(view), _, Some(conversion)) => {
+                Some((&**view, conversion.storage_api_version().to_owned()))
+            }
+            (None, Some(earlier), _) => Some((&*earlier.view, resource.def.api_version())),
+            _ => None,
+        };
+        if let Some((view, storage_version)) = webhook {
+            let mut stored: Value = serde_json::from_slice(&kv.value).map_err(|_| {
+                ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
+            })?;
+            if let Some(map) = stored.as_object_mut()
+                && !map.get("apiVersion").is_some_and(Value::is_string)
+            {
+                map.insert("apiVersion".to_owned(), Value::String(storage_version));
+            }
+            let body = view
+                .convert_one(stored, &resource.def.api_version())
+                .await?;
+            return crate::source::decode::decode(
+                &resource.def,
+                body,
+                Identity::Key {
+                    namespace,
+                    name,
+                    revision: kv.mod_revision,
+                },
+            )
+            .map_err(ApiError::internal);
+        }
         let custom = resource.custom();
-        // A version converted by a webhook is not this version's shape until converted.
-        let schema = custom
-            .as_ref()
-            .and_then(|c| c.schema.as_ref())
-            .filter(|_| resource.webhook.is_none());
+        let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
         let object = decode_stored(
             &resource.def,
             schema,
@@ -572,30 +605,6 @@ impl StoreSource {
             &kv.value,
         )
         .map_err(|_| ApiError::internal(format!("the stored object {name:?} is not valid JSON")))?;
-        if let Some(view) = &resource.webhook {
-            // A version converted by its CRD's webhook (`webhook::conversion`), from the
-            // storage version the object was read at (the decoder named it this version's).
-            let mut stored = object.body().clone();
-            if let (Some(conversion), Some(map)) = (&resource.conversion, stored.as_object_mut()) {
-                map.insert(
-                    "apiVersion".to_owned(),
-                    Value::String(conversion.storage_api_version().to_owned()),
-                );
-            }
-            let body = view
-                .convert_one(stored, &resource.def.api_version())
-                .await?;
-            return crate::source::decode::decode(
-                &resource.def,
-                body,
-                crate::source::decode::Identity::Key {
-                    namespace,
-                    name,
-                    revision: kv.mod_revision,
-                },
-            )
-            .map_err(ApiError::internal);
-        }
         match &resource.conversion {
             Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
                 .map_err(ApiError::internal),
@@ -613,6 +622,25 @@ impl StoreSource {
         request: &ResourceRequest<'_>,
         resource: &Resource,
         resources: &[Arc<Resource>],
+    ) -> Result<Response, ApiError> {
+        self.write_managed(fresh, request, resource, resources, None)
+            .await
+    }
+
+    /// [`StoreSource::write`] of a create or update whose managed fields were decided by a
+    /// server-side apply at another version of the resource (`http::converted`): with
+    /// `managers`, the object is stored with them as they are (no `Update` entry for the
+    /// request's manager).
+    ///
+    /// # Errors
+    /// As [`StoreSource::write`].
+    pub async fn write_managed(
+        &self,
+        fresh: &Freshness,
+        request: &ResourceRequest<'_>,
+        resource: &Resource,
+        resources: &[Arc<Resource>],
+        managers: Option<apply::Managers>,
     ) -> Result<Response, ApiError> {
         let headers = &request.context.headers;
         let body = protobuf_to_json(&resource.def, headers, request.context.body.clone())?;
@@ -660,6 +688,7 @@ impl StoreSource {
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: options.field_validation,
             warnings: std::sync::Mutex::new(Warnings::new()),
+            managers,
         };
         let namespace = request.target.namespace;
         let response = self
@@ -713,6 +742,7 @@ impl StoreSource {
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             field_validation: FieldValidation::Ignore,
             warnings: std::sync::Mutex::new(Warnings::new()),
+            managers: None,
         };
         match change {
             Collect::Delete { uid, policy } => {
@@ -882,6 +912,9 @@ struct Writer<'a> {
     field_validation: FieldValidation,
     /// Warnings for the answer's `Warning` headers (unknown fields under `Warn`).
     warnings: std::sync::Mutex<Warnings>,
+    /// The managed fields a create or update stores as they are (a server-side apply at
+    /// another version decided them: [`StoreSource::write_managed`]).
+    managers: Option<apply::Managers>,
 }
 
 impl Writer<'_> {
@@ -1113,14 +1146,16 @@ impl Writer<'_> {
             ));
         }
         let custom = resource.custom();
-        let managers = apply::update(
-            &resource.def,
-            None,
-            &object,
-            apply::Managers::new(),
-            self.field_writer(custom_schema(custom.as_deref())),
-            &self.time,
-        );
+        let managers = self.managers.clone().unwrap_or_else(|| {
+            apply::update(
+                &resource.def,
+                None,
+                &object,
+                apply::Managers::new(),
+                self.field_writer(custom_schema(custom.as_deref())),
+                &self.time,
+            )
+        });
         phase_boundary().await;
         self.store_new(resource, namespace, object, &managers).await
     }
@@ -2369,7 +2404,10 @@ impl Writer<'_> {
             {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
-            Ok(Desired::unchecked(new))
+            Ok(Desired {
+                managers: self.managers.clone(),
+                ..Desired::unchecked(new)
+            })
         })
         .await
     }
@@ -3663,6 +3701,8 @@ struct Router {
     defs: Arc<Vec<ResourceDef>>,
     /// Each feed's read schema ([`Feed::read_schema`]).
     schemas: Arc<Vec<Option<Arc<Value>>>>,
+    /// The feeds whose objects keep the version they were stored at ([`Feed::as_stored`]).
+    as_stored: Arc<Vec<bool>>,
     status: Arc<ReflectorStatus>,
     /// The writes' offers, for a watch's puts (lists decode what they read).
     handover: Option<Arc<Handover>>,
@@ -3703,6 +3743,16 @@ impl Router {
             Some(decoded) => {
                 self.status.handovers.fetch_add(1, Ordering::Relaxed);
                 decoded
+            }
+            None if self.as_stored.get(index).copied().unwrap_or(false) => {
+                self.status.decodes.fetch_add(1, Ordering::Relaxed);
+                crate::source::decode::decode_stored_as_stored(
+                    &self.defs[index],
+                    namespace,
+                    name,
+                    kv.mod_revision,
+                    &kv.value,
+                )
             }
             None => {
                 self.status.decodes.fetch_add(1, Ordering::Relaxed);
@@ -3815,6 +3865,7 @@ impl StoreSource {
                     })
                     .collect(),
             ),
+            as_stored: Arc::new(Vec::new()),
             status: Arc::new(ReflectorStatus::default()),
             prefix: registry,
             handover: None,
@@ -3862,6 +3913,7 @@ impl StoreLister {
             ),
             defs: Arc::new(feeds.iter().map(|f| f.def.clone()).collect()),
             schemas: Arc::new(feeds.iter().map(|f| f.read_schema.clone()).collect()),
+            as_stored: Arc::new(feeds.iter().map(|f| f.as_stored).collect()),
             status: self.source.status.clone(),
             handover: None,
         }

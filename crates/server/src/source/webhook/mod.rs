@@ -41,6 +41,9 @@
 //! `apiserver_admission_webhook_rejection_count`, with the `_total` every counter here has;
 //! by `name`, `type`, `operation`, `error_type`
 //! `calling_webhook_error`/`no_error`/`apiserver_internal_error`, `rejection_code`).
+//! `apiserver_crd_conversion_webhook_duration_seconds` (kube's histogram of the CRD
+//! conversion webhooks' calls by `crd_name`, `from_version`, `to_version`, `succeeded`;
+//! see [`conversion::Durations`]).
 //!
 //! ## Not here
 //! - Audit: each answer's `auditAnnotations` go to the request's audit event as
@@ -81,6 +84,8 @@ pub struct Webhooks {
     client: WebhookClient,
     calls: Mutex<BTreeMap<CallKey, u64>>,
     rejections: Mutex<BTreeMap<RejectionKey, u64>>,
+    /// The conversion webhooks' call durations (they share the client).
+    conversion_durations: conversion::Durations,
 }
 
 /// How one call ended, for the metrics.
@@ -115,7 +120,14 @@ impl Webhooks {
             client: WebhookClient::new(calls_max, answer_bytes_max),
             calls: Mutex::new(BTreeMap::new()),
             rejections: Mutex::new(BTreeMap::new()),
+            conversion_durations: conversion::Durations::default(),
         }
+    }
+
+    /// The conversion webhooks' call durations.
+    #[must_use]
+    pub fn conversion_durations(&self) -> &conversion::Durations {
+        &self.conversion_durations
     }
 
     /// The client (conversion webhooks share it).
