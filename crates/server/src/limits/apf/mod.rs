@@ -57,6 +57,7 @@
 //! reason}`, `apiserver_flowcontrol_current_inqueue_requests{flow_schema, priority_level}`,
 //! `apiserver_flowcontrol_current_executing_requests{flow_schema, priority_level}`.
 
+pub mod bootstrap;
 pub mod queues;
 pub mod retry_after;
 pub mod rules;
