@@ -114,7 +114,12 @@ fn kube_system_service_account(name: &str) -> Value {
 }
 
 /// A resource rule (`clusterScope` omitted when false, as kube serializes it).
-fn resource_rule(verbs: &[&str], groups: &[&str], resources: &[&str], namespaces: &[&str]) -> Value {
+fn resource_rule(
+    verbs: &[&str],
+    groups: &[&str],
+    resources: &[&str],
+    namespaces: &[&str],
+) -> Value {
     json!({"verbs": verbs, "apiGroups": groups, "resources": resources, "namespaces": namespaces})
 }
 
@@ -123,7 +128,12 @@ fn resource_rule(verbs: &[&str], groups: &[&str], resources: &[&str], namespaces
 fn leader_election_rules(core_namespace: &str) -> Value {
     let verbs = ["get", "create", "update"];
     json!([
-        resource_rule(&verbs, &[""], &["endpoints", "configmaps"], &[core_namespace]),
+        resource_rule(
+            &verbs,
+            &[""],
+            &["endpoints", "configmaps"],
+            &[core_namespace]
+        ),
         resource_rule(&verbs, &["coordination.k8s.io"], &["leases"], &["*"]),
     ])
 }
@@ -134,9 +144,8 @@ pub fn suggested_flow_schema_spec(name: &str) -> Option<Value> {
     // kube's `NewFSAll*` rules: every verb of every resource and non-resource URL (the same
     // rule as the mandatory schemas').
     let everything = |subjects: Vec<Value>| {
-        let mut rule = mandatory_flow_schema_spec("exempt").map_or(Value::Null, |spec| {
-            spec["rules"][0].clone()
-        });
+        let mut rule = mandatory_flow_schema_spec("exempt")
+            .map_or(Value::Null, |spec| spec["rules"][0].clone());
         rule["subjects"] = json!(subjects);
         json!([rule])
     };
@@ -260,10 +269,20 @@ pub fn configuration() -> Vec<Wanted> {
         }
     };
     for name in MANDATORY {
-        add(PRIORITY_LEVELS, name, mandatory_priority_level_spec(name), true);
+        add(
+            PRIORITY_LEVELS,
+            name,
+            mandatory_priority_level_spec(name),
+            true,
+        );
     }
     for (name, ..) in SUGGESTED_LEVELS {
-        add(PRIORITY_LEVELS, name, suggested_priority_level_spec(name), false);
+        add(
+            PRIORITY_LEVELS,
+            name,
+            suggested_priority_level_spec(name),
+            false,
+        );
     }
     for name in MANDATORY {
         add(FLOW_SCHEMAS, name, mandatory_flow_schema_spec(name), true);
@@ -305,9 +324,9 @@ fn annotation(object: &Value) -> Option<&str> {
 #[must_use]
 pub fn revise(existing: &Value, wanted: &Wanted) -> Option<Value> {
     let auto_update = wanted.mandatory
-        || annotation(existing).and_then(parse_bool).unwrap_or_else(|| {
-            existing["metadata"]["generation"].as_i64() == Some(1)
-        });
+        || annotation(existing)
+            .and_then(parse_bool)
+            .unwrap_or_else(|| existing["metadata"]["generation"].as_i64() == Some(1));
     let annotate = annotation(existing).and_then(parse_bool) != Some(auto_update);
     let respec = auto_update && existing["spec"] != wanted.spec;
     if !annotate && !respec {
@@ -437,12 +456,18 @@ mod tests {
         let shares: u64 = all
             .iter()
             .filter(|w| w.plural == PRIORITY_LEVELS)
-            .map(|w| w.spec["limited"]["nominalConcurrencyShares"].as_u64().unwrap_or(0))
+            .map(|w| {
+                w.spec["limited"]["nominalConcurrencyShares"]
+                    .as_u64()
+                    .unwrap_or(0)
+            })
             .sum();
         assert_eq!(shares, 245);
         // Every schema names a level of the configuration.
         for schema in all.iter().filter(|w| w.plural == FLOW_SCHEMAS) {
-            let level = schema.spec["priorityLevelConfiguration"]["name"].as_str().unwrap();
+            let level = schema.spec["priorityLevelConfiguration"]["name"]
+                .as_str()
+                .unwrap();
             assert!(is_configured(PRIORITY_LEVELS, level), "{}", schema.name);
             assert!(is_configured(FLOW_SCHEMAS, schema.name));
         }
@@ -452,8 +477,7 @@ mod tests {
         assert!(probes.get("distinguisherMethod").is_none());
         assert_eq!(probes["priorityLevelConfiguration"]["name"], "exempt");
         assert_eq!(
-            suggested_flow_schema_spec("global-default").unwrap()["rules"][0]["resourceRules"][0]
-                ["clusterScope"],
+            suggested_flow_schema_spec("global-default").unwrap()["rules"][0]["resourceRules"][0]["clusterScope"],
             true
         );
         assert_eq!(
@@ -496,7 +520,10 @@ mod tests {
         assert_eq!(kept["metadata"]["annotations"][AUTOUPDATE_SPEC], "false");
         assert_eq!(kept["metadata"]["generation"], 2);
         // Up to date: nothing to write.
-        assert_eq!(revise(&object(Some("true"), 1, &system.spec), &system), None);
+        assert_eq!(
+            revise(&object(Some("true"), 1, &system.spec), &system),
+            None
+        );
     }
 
     #[test]
