@@ -207,7 +207,7 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
         },
     ]);
     seeds.extend(system_priority_classes());
-    seeds.extend(flow_control_configuration());
+    seeds.extend(flow_control_configuration(now));
     for seed in &mut seeds {
         let keeps_generation = seed.group == "flowcontrol.apiserver.k8s.io";
         let metadata = &mut seed.body["metadata"];
@@ -242,27 +242,36 @@ fn system_priority_classes() -> [Seed; 2] {
 }
 
 /// API Priority and Fairness' configuration, mandatory and suggested
-/// ([`crate::limits::apf::bootstrap::configuration`]), as defaulted and stored.
-fn flow_control_configuration() -> Vec<Seed> {
+/// ([`crate::limits::apf::bootstrap::configuration`]), as defaulted and stored; the
+/// FlowSchemas with the `Dangling` condition `controllers::flowschema_status` would write
+/// (`False`: their levels are created with them), stamped `now`, so that a start writes no
+/// status behind its readiness.
+fn flow_control_configuration(now: &str) -> Vec<Seed> {
     crate::limits::apf::bootstrap::configuration()
         .into_iter()
         .map(|wanted| {
-            let kind = if wanted.plural == "flowschemas" {
-                "FlowSchema"
-            } else {
-                "PriorityLevelConfiguration"
-            };
+            let schema = wanted.plural == "flowschemas";
+            let mut body = json!({
+                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+                "kind": if schema { "FlowSchema" } else { "PriorityLevelConfiguration" },
+                "metadata": {"name": wanted.name,
+                    "annotations": {crate::limits::apf::bootstrap::AUTOUPDATE_SPEC: "true"}},
+                "spec": wanted.spec,
+            });
+            if schema {
+                let level = body["spec"]["priorityLevelConfiguration"]["name"]
+                    .as_str()
+                    .unwrap_or_default();
+                let (status, reason, message) =
+                    crate::controllers::flowschema_status::dangling(level, true);
+                body["status"] = json!({"conditions": [{"type": "Dangling", "status": status,
+                    "lastTransitionTime": now, "reason": reason, "message": message}]});
+            }
             Seed {
                 plural: wanted.plural,
                 group: "flowcontrol.apiserver.k8s.io",
                 namespace: "",
-                body: json!({
-                    "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-                    "kind": kind,
-                    "metadata": {"name": wanted.name,
-                        "annotations": {crate::limits::apf::bootstrap::AUTOUPDATE_SPEC: "true"}},
-                    "spec": wanted.spec,
-                }),
+                body,
             }
         })
         .collect()
