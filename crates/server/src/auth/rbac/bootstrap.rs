@@ -459,6 +459,92 @@ mod tests {
         assert_eq!(reconcile("clusterrolebindings", &out, &expected), None);
     }
 
+    /// Over a store: the namespaced objects go only into a namespace that exists and is not
+    /// terminating, and an autoupdated Role that lost a rule gets it back at the next start.
+    #[tokio::test]
+    async fn namespaced_objects_need_their_namespace_and_are_reconciled() {
+        use watchkeeper_store::{MemoryConfig, MemoryStore};
+        let store = AnyStore::Memory(MemoryStore::new(MemoryConfig::default()).unwrap());
+        let put = |key: String, value: Value| {
+            let store = store.clone();
+            async move {
+                let op = TxnOp::Put {
+                    key: bytes::Bytes::from(key),
+                    value: bytes::Bytes::from(value.to_string()),
+                };
+                store.txn(TxnRequest::default().then(op)).await.unwrap();
+            }
+        };
+        let get = |key: &str| {
+            let store = store.clone();
+            let key = bytes::Bytes::from(key.to_owned());
+            async move {
+                store
+                    .range(RangeRequest::key(key))
+                    .await
+                    .unwrap()
+                    .kvs
+                    .first()
+                    .map(|kv| serde_json::from_slice::<Value>(&kv.value).unwrap())
+            }
+        };
+        put(
+            "/r/namespaces/kube-system".to_owned(),
+            json!({"metadata": {"name": "kube-system"}, "status": {"phase": "Active"}}),
+        )
+        .await;
+        put(
+            "/r/namespaces/kube-public".to_owned(),
+            json!({"metadata": {"name": "kube-public"}, "status": {"phase": "Terminating"}}),
+        )
+        .await;
+        reconcile_store(&store, "/r").await.unwrap();
+        let reader = "/r/roles/kube-system/extension-apiserver-authentication-reader";
+        let created = get(reader).await.expect("created in kube-system");
+        assert_eq!(created["metadata"]["namespace"], "kube-system");
+        assert!(
+            get("/r/rolebindings/kube-system/system::leader-locking-kube-scheduler")
+                .await
+                .is_some()
+        );
+        assert!(
+            get("/r/roles/kube-public/system:controller:bootstrap-signer")
+                .await
+                .is_none()
+        );
+        assert!(
+            get("/r/clusterroles/system:controller:namespace-controller")
+                .await
+                .is_some()
+        );
+        // A rule taken away comes back; a rule added stays.
+        let mut edited = created.clone();
+        edited["rules"] = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]);
+        put(reader.to_owned(), edited).await;
+        put(
+            "/r/namespaces/kube-public".to_owned(),
+            json!({"metadata": {"name": "kube-public"}, "status": {"phase": "Active"}}),
+        )
+        .await;
+        reconcile_store(&store, "/r").await.unwrap();
+        // (Added broken down, one verb a rule, as kube's reconciliation adds them.)
+        let rules = rules_of(&get(reader).await.unwrap());
+        assert_eq!(rules[0].resources, ["secrets"]);
+        let verbs: Vec<&str> = rules[1..]
+            .iter()
+            .flat_map(|r| r.verbs.iter().map(String::as_str))
+            .collect();
+        assert_eq!(verbs, ["get", "list", "watch"]);
+        for rule in &rules[1..] {
+            assert_eq!(rule.resource_names, ["extension-apiserver-authentication"]);
+        }
+        assert!(
+            get("/r/roles/kube-public/system:controller:bootstrap-signer")
+                .await
+                .is_some()
+        );
+    }
+
     #[test]
     fn created_aggregating_roles_carry_their_nested_rules() {
         let roles = with_aggregated_rules(policy().cluster_roles);
