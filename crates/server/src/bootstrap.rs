@@ -19,25 +19,28 @@
 //!     created);
 //!   - the PriorityClasses `system-node-critical` (2000001000) and `system-cluster-critical`
 //!     (2000000000) with kube's descriptions (its scheduling REST storage's post-start hook);
-//!   - API Priority and Fairness' mandatory configuration (k8s.io/apiserver's
-//!     `flowcontrol/bootstrap/default.go`): the PriorityLevelConfigurations `exempt` and
-//!     `catch-all` and the FlowSchemas `exempt` and `catch-all`, annotated
-//!     `apf.kubernetes.io/autoupdate-spec: "true"` as its config-producer writes them (the
-//!     suggested configuration is not created, and no controller sets their status).
+//!   - API Priority and Fairness' configuration (k8s.io/apiserver's
+//!     `flowcontrol/bootstrap/default.go`): the mandatory PriorityLevelConfigurations and
+//!     FlowSchemas `exempt` and `catch-all` and the suggested ones (`system`, `node-high`,
+//!     `leader-election`, `workload-high`, `workload-low`, `global-default`; `probes`,
+//!     `system-nodes`, ..., `service-accounts`, `global-default`), annotated
+//!     `apf.kubernetes.io/autoupdate-spec: "true"` as its config-producer writes them; those
+//!     that exist are then revised, and the unwanted ones deleted, by kube's ensurer rules
+//!     ([`crate::limits::apf::bootstrap`]).
 //! - Every object is stored as kube-apiserver stores it after defaulting: the defaults of its
 //!   kind change none of them (a test checks), and the kinds that keep `metadata.generation`
 //!   have generation 1.
 //! - While serving, what kube-apiserver keeps is created again when deleted
 //!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service, Endpoints and
 //!   EndpointSlice (kube's kubernetes-service controller reconciles them every 10 s) and the
-//!   mandatory flow-control objects (its config-producer). The rest comes back at the next
+//!   flow-control configuration, mandatory and suggested (its config-producer, which also
+//!   revises them while serving: [`crate::limits::apf::bootstrap`]). The rest comes back at the next
 //!   start, as kube-apiserver's RBAC bootstrap does; the system PriorityClasses may not be
 //!   deleted, and the system namespaces neither.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde_json::{Value, json};
-use watchkeeper_api::kinds::{mandatory_flow_schema_spec, mandatory_priority_level_spec};
 use watchkeeper_api::{ResourceDef, builtin_resources};
 use watchkeeper_store::{AnyStore, Compare, Store, TxnOp, TxnRequest};
 
@@ -204,7 +207,7 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
         },
     ]);
     seeds.extend(system_priority_classes());
-    seeds.extend(flow_control_configuration());
+    seeds.extend(flow_control_configuration(now));
     for seed in &mut seeds {
         let keeps_generation = seed.group == "flowcontrol.apiserver.k8s.io";
         let metadata = &mut seed.body["metadata"];
@@ -238,39 +241,40 @@ fn system_priority_classes() -> [Seed; 2] {
     })
 }
 
-/// API Priority and Fairness' mandatory objects (`MandatoryPriorityLevelConfigurations`,
-/// `MandatoryFlowSchemas`), as defaulted and stored, with the specs kube's validation
-/// requires of them (`watchkeeper_api::kinds`).
-fn flow_control_configuration() -> [Seed; 4] {
-    let metadata = |name: &str| json!({"name": name, "annotations": {"apf.kubernetes.io/autoupdate-spec": "true"}});
-    let level = |name: &str| Seed {
-        plural: "prioritylevelconfigurations",
-        group: "flowcontrol.apiserver.k8s.io",
-        namespace: "",
-        body: json!({
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-            "kind": "PriorityLevelConfiguration",
-            "metadata": metadata(name),
-            "spec": mandatory_priority_level_spec(name),
-        }),
-    };
-    let schema = |name: &str| Seed {
-        plural: "flowschemas",
-        group: "flowcontrol.apiserver.k8s.io",
-        namespace: "",
-        body: json!({
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-            "kind": "FlowSchema",
-            "metadata": metadata(name),
-            "spec": mandatory_flow_schema_spec(name),
-        }),
-    };
-    [
-        level("exempt"),
-        level("catch-all"),
-        schema("exempt"),
-        schema("catch-all"),
-    ]
+/// API Priority and Fairness' configuration, mandatory and suggested
+/// ([`crate::limits::apf::bootstrap::configuration`]), as defaulted and stored; the
+/// FlowSchemas with the `Dangling` condition `controllers::flowschema_status` would write
+/// (`False`: their levels are created with them), stamped `now`, so that a start writes no
+/// status behind its readiness.
+fn flow_control_configuration(now: &str) -> Vec<Seed> {
+    crate::limits::apf::bootstrap::configuration()
+        .into_iter()
+        .map(|wanted| {
+            let schema = wanted.plural == "flowschemas";
+            let mut body = json!({
+                "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+                "kind": if schema { "FlowSchema" } else { "PriorityLevelConfiguration" },
+                "metadata": {"name": wanted.name,
+                    "annotations": {crate::limits::apf::bootstrap::AUTOUPDATE_SPEC: "true"}},
+                "spec": wanted.spec,
+            });
+            if schema {
+                let level = body["spec"]["priorityLevelConfiguration"]["name"]
+                    .as_str()
+                    .unwrap_or_default();
+                let (status, reason, message) =
+                    crate::controllers::flowschema_status::dangling(level, true);
+                body["status"] = json!({"conditions": [{"type": "Dangling", "status": status,
+                    "lastTransitionTime": now, "reason": reason, "message": message}]});
+            }
+            Seed {
+                plural: wanted.plural,
+                group: "flowcontrol.apiserver.k8s.io",
+                namespace: "",
+                body,
+            }
+        })
+        .collect()
 }
 
 /// Whether kube-apiserver creates the object (`group`, `plural`, `namespace`, `name`) again
@@ -281,8 +285,8 @@ pub fn kept(group: &str, plural: &str, namespace: &str, name: &str) -> bool {
         ("", "services" | "endpoints") | ("discovery.k8s.io", "endpointslices") => {
             namespace == "default" && name == "kubernetes"
         }
-        ("flowcontrol.apiserver.k8s.io", "flowschemas" | "prioritylevelconfigurations") => {
-            name == "exempt" || name == "catch-all"
+        ("flowcontrol.apiserver.k8s.io", plural) => {
+            crate::limits::apf::bootstrap::is_configured(plural, name)
         }
         _ => false,
     }
@@ -298,7 +302,8 @@ pub async fn bootstrap(
     service_ip: IpAddr,
     server: SocketAddr,
 ) -> Result<(), StartError> {
-    ensure(store, prefix, service_ip, server, |_| true).await
+    ensure(store, prefix, service_ip, server, |_| true).await?;
+    crate::limits::apf::bootstrap::ensure(store, prefix).await
 }
 
 /// Creates the objects kube-apiserver keeps ([`kept`]) that are missing under `prefix`.
@@ -314,7 +319,8 @@ pub async fn restore_kept(
     ensure(store, prefix, service_ip, server, |seed| {
         kept(seed.group, seed.plural, seed.namespace, seed.name())
     })
-    .await
+    .await?;
+    crate::limits::apf::bootstrap::ensure(store, prefix).await
 }
 
 /// Creates the objects of [`seeds`] that `wanted` picks and are missing under `prefix`.
@@ -410,8 +416,40 @@ mod tests {
             find("priorityclasses", "system-cluster-critical").body["value"],
             2_000_000_000
         );
-        for plural in ["flowschemas", "prioritylevelconfigurations"] {
-            for name in ["exempt", "catch-all"] {
+        let levels = [
+            "exempt",
+            "catch-all",
+            "system",
+            "node-high",
+            "leader-election",
+            "workload-high",
+            "workload-low",
+            "global-default",
+        ];
+        let schemas = [
+            "exempt",
+            "probes",
+            "system-leader-election",
+            "endpoint-controller",
+            "workload-leader-election",
+            "system-node-high",
+            "system-nodes",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-system-service-accounts",
+            "service-accounts",
+            "global-default",
+            "catch-all",
+        ];
+        for (plural, names) in [
+            ("flowschemas", &schemas[..]),
+            ("prioritylevelconfigurations", &levels[..]),
+        ] {
+            assert_eq!(
+                seeds.iter().filter(|s| s.plural == plural).count(),
+                names.len()
+            );
+            for name in names {
                 let seed = find(plural, name);
                 assert_eq!(
                     seed.body["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"],

@@ -1,14 +1,18 @@
-//! API Priority and Fairness over real HTTP: the `X-Kubernetes-PF-*-UID` headers, a
-//! FlowSchema routing a user to a one-seat `Reject` level (429 while another user is served,
-//! and undone live by deleting it), a queuing level serving its queue in order, refusing a
-//! full queue and a request past its wait limit, one user's flood not starving another, the
-//! `exempt` level past every seat, and kubectl listing the objects.
+//! API Priority and Fairness over real HTTP: the `X-Kubernetes-PF-*-UID` headers, kube's
+//! suggested configuration classifying users as kube-apiserver v1.33 does (ordinary users to
+//! `global-default`, service accounts to `workload-low`, `kube-system`'s to `workload-high`,
+//! nodes to `system` and `node-high`, leader election to `leader-election`) and kept by its
+//! ensurer rules, a FlowSchema routing a user to a one-seat `Reject` level (429 while another
+//! user is served, and undone live by deleting it), a queuing level serving its queue in
+//! order, refusing a full queue and a request past its wait limit, one user's flood not
+//! starving another, the `exempt` level past every seat, and kubectl listing the objects.
 //!
 //! Requests are held open deterministically by a create whose body is held back: the seat is
 //! taken before the body is read. The server shares 6 seats (`--max-requests-inflight 4`,
-//! `--max-mutating-requests-inflight 2`): with the mandatory levels (`exempt`: 0 shares,
-//! `catch-all`: 5) and a test level of 1 share, the test level has ceil(6 × 1 / 6) = 1 seat
-//! and `catch-all` 5.
+//! `--max-mutating-requests-inflight 2`): with kube's levels (`exempt` 0 shares, `catch-all`
+//! 5, `system` 30, `node-high` 40, `leader-election` 10, `workload-high` 40, `workload-low`
+//! 100, `global-default` 20: 245 in all) and a test level of 1 share, every limited level
+//! has ceil(6 × shares / 246) = 1 seat.
 
 mod common;
 mod kubectl_support;
@@ -29,6 +33,10 @@ const TOKENS: &str = "admin-token,admin,1,\"system:masters\"
 alice-token,alice,2
 bob-token,bob,3
 carol-token,carol,4
+builder-token,system:serviceaccount:team:builder,5,\"system:serviceaccounts,system:serviceaccounts:team\"
+job-token,system:serviceaccount:kube-system:job-controller,6,\"system:serviceaccounts,system:serviceaccounts:kube-system\"
+node-token,system:node:n1,7,\"system:nodes\"
+scheduler-token,system:kube-scheduler,8
 ";
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
@@ -128,22 +136,27 @@ async fn level(addr: SocketAddr, name: &str, limit_response: Value) -> Value {
 }
 
 /// A FlowSchema sending every request of `users` to `level`, flows by user.
-async fn schema(addr: SocketAddr, name: &str, users: &[&str], level: &str) -> Value {
+fn schema_body(name: &str, users: &[&str], level: &str) -> Value {
     let subjects: Vec<Value> = users
         .iter()
         .map(|user| json!({"kind": "User", "user": {"name": user}}))
         .collect();
+    json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "metadata": {"name": name},
+        "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 500,
+            "distinguisherMethod": {"type": "ByUser"},
+            "rules": [{"subjects": subjects,
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                    "clusterScope": true, "namespaces": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})
+}
+
+/// Creates [`schema_body`].
+async fn schema(addr: SocketAddr, name: &str, users: &[&str], level: &str) -> Value {
     create(
         addr,
         &format!("{FLOWCONTROL}/flowschemas"),
-        &json!({"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-            "metadata": {"name": name},
-            "spec": {"priorityLevelConfiguration": {"name": level}, "matchingPrecedence": 500,
-                "distinguisherMethod": {"type": "ByUser"},
-                "rules": [{"subjects": subjects,
-                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                        "clusterScope": true, "namespaces": ["*"]}],
-                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}),
+        &schema_body(name, users, level),
     )
     .await
 }
@@ -194,8 +207,8 @@ fn created_version(answer: &Answer) -> u64 {
 }
 
 /// Goal: every classified answer names its FlowSchema and priority level by uid, as
-/// kube-apiserver's (client-go reads them): the exempt ones for system:masters, catch-all for
-/// any other user, on a success and on an error alike.
+/// kube-apiserver's (client-go reads them): the exempt ones for system:masters,
+/// global-default for any other user, on a success and on an error alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_name_their_flow_schema_and_priority_level() {
     let dir = tempfile::tempdir().unwrap();
@@ -205,20 +218,20 @@ async fn answers_name_their_flow_schema_and_priority_level() {
         uid(addr, "flowschemas", "exempt").await,
         uid(addr, "prioritylevelconfigurations", "exempt").await,
     );
-    let catch_all = (
-        uid(addr, "flowschemas", "catch-all").await,
-        uid(addr, "prioritylevelconfigurations", "catch-all").await,
+    let global_default = (
+        uid(addr, "flowschemas", "global-default").await,
+        uid(addr, "prioritylevelconfigurations", "global-default").await,
     );
-    assert_ne!(exempt.0, catch_all.0);
+    assert_ne!(exempt.0, global_default.0);
     let answer = call(addr, "admin-token", "GET", CM, "").await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_classified(&answer, &exempt.0, &exempt.1);
     let answer = call(addr, "alice-token", "GET", CM, "").await;
     assert_eq!(answer.status, 200, "{}", answer.body);
-    assert_classified(&answer, &catch_all.0, &catch_all.1);
+    assert_classified(&answer, &global_default.0, &global_default.1);
     let answer = call(addr, "bob-token", "GET", &format!("{CM}/missing"), "").await;
     assert_status(&answer, 404, "NotFound");
-    assert_classified(&answer, &catch_all.0, &catch_all.1);
+    assert_classified(&answer, &global_default.0, &global_default.1);
     // A watch is classified too (its head carries the headers).
     let mut stream = raw::send(
         addr,
@@ -236,7 +249,7 @@ async fn answers_name_their_flow_schema_and_priority_level() {
     assert!(
         watch_head.contains(&format!(
             "x-kubernetes-pf-flowschema-uid: {}\r\n",
-            catch_all.0
+            global_default.0
         )),
         "{watch_head}"
     );
@@ -245,7 +258,7 @@ async fn answers_name_their_flow_schema_and_priority_level() {
 
 /// Goal: a FlowSchema routing alice to a one-seat `Reject` level makes her second concurrent
 /// request kube's 429 (named by her schema and level) while bob is served; deleting the
-/// schema sends her next request to catch-all at once.
+/// schema sends her next request to global-default at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reject_level_refuses_past_its_seat_while_others_are_served() {
     let dir = tempfile::tempdir().unwrap();
@@ -261,7 +274,7 @@ async fn a_reject_level_refuses_past_its_seat_while_others_are_served() {
         .to_owned();
     let apf = server.app.limits.apf().unwrap();
     assert_eq!(apf.seats("one-seat"), Some(1));
-    assert_eq!(apf.seats("catch-all"), Some(5));
+    assert_eq!(apf.seats("global-default"), Some(1));
     let held = hold(addr, "alice-token", "held").await;
     until(|| counts(&server, "alice", "one-seat").0 == 1).await;
     let refused = call(addr, "alice-token", "GET", CM, "").await;
@@ -293,7 +306,7 @@ async fn a_reject_level_refuses_past_its_seat_while_others_are_served() {
         ),
         1
     );
-    // Live: without the schema, alice is catch-all's, whose seats are free.
+    // Live: without the schema, alice is global-default's, whose seat is free.
     let deleted = call(
         addr,
         "admin-token",
@@ -307,8 +320,8 @@ async fn a_reject_level_refuses_past_its_seat_while_others_are_served() {
     assert_eq!(served.status, 200, "{}", served.body);
     assert_classified(
         &served,
-        &uid(addr, "flowschemas", "catch-all").await,
-        &uid(addr, "prioritylevelconfigurations", "catch-all").await,
+        &uid(addr, "flowschemas", "global-default").await,
+        &uid(addr, "prioritylevelconfigurations", "global-default").await,
     );
     assert_eq!(held.finish().await.status, 201);
     until(|| counts(&server, "alice", "one-seat").0 == 0).await;
@@ -422,7 +435,7 @@ async fn a_flood_by_one_user_does_not_starve_another() {
 }
 
 /// Goal: `exempt` (system:masters) is never limited: with more of its requests held than the
-/// server has seats, another is served, and catch-all's seats are still free.
+/// server has seats, another is served, and global-default's seat is still free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exempt_users_are_never_rejected() {
     let dir = tempfile::tempdir().unwrap();
@@ -443,42 +456,217 @@ async fn exempt_users_are_never_rejected() {
     server.shutdown().await;
 }
 
-/// Goal: kubectl lists the flow-control objects APF reads.
+/// Goal: kubectl lists the flow-control objects APF reads: kube-apiserver v1.33's mandatory
+/// and suggested ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_flow_schemas_and_priority_levels() {
     let server = common::server().await;
     let k = kubectl_support::Kubectl::new(server.addr);
     let names = kubectl_support::names(&k.ok(&["get", "flowschemas"]).await);
-    assert_eq!(names, ["catch-all", "exempt"]);
-    let names = kubectl_support::names(&k.ok(&["get", "prioritylevelconfigurations"]).await);
-    assert_eq!(names, ["catch-all", "exempt"]);
+    assert_eq!(
+        names,
+        [
+            "catch-all",
+            "endpoint-controller",
+            "exempt",
+            "global-default",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-system-service-accounts",
+            "probes",
+            "service-accounts",
+            "system-leader-election",
+            "system-node-high",
+            "system-nodes",
+            "workload-leader-election",
+        ]
+    );
+    let levels = k.ok(&["get", "prioritylevelconfigurations"]).await;
+    let rows: Vec<Vec<&str>> = levels
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().take(6).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["catch-all", "Limited", "5", "<none>", "<none>", "<none>"],
+            ["exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"],
+            ["global-default", "Limited", "20", "128", "6", "50"],
+            ["leader-election", "Limited", "10", "16", "4", "50"],
+            ["node-high", "Limited", "40", "64", "6", "50"],
+            ["system", "Limited", "30", "64", "6", "50"],
+            ["workload-high", "Limited", "40", "128", "6", "50"],
+            ["workload-low", "Limited", "100", "128", "6", "50"],
+        ],
+        "{levels}"
+    );
     server.shutdown().await;
 }
 
-/// The `Dangling` condition of the FlowSchema `name` once its status is `status`.
-async fn dangling_once(addr: SocketAddr, name: &str, status: &str) -> Value {
-    let path = format!("{FLOWCONTROL}/flowschemas/{name}");
+/// What `pick` finds in the admin's GET of `path` (its status and body), once it finds
+/// something.
+async fn once<T>(addr: SocketAddr, path: &str, pick: impl Fn(u16, &Value) -> Option<T>) -> T {
     tokio::time::timeout(HANG_GUARD, async {
         loop {
-            let answer = call(addr, "admin-token", "GET", &path, "").await;
-            let conditions = answer.json()["status"]["conditions"].clone();
-            if let Some(condition) = conditions
-                .as_array()
-                .and_then(|all| all.iter().find(|c| c["type"] == "Dangling"))
-                .filter(|c| c["status"] == status)
-            {
-                return condition.clone();
+            let answer = call(addr, "admin-token", "GET", path, "").await;
+            if let Some(found) = pick(answer.status, &answer.json()) {
+                return found;
             }
             tokio::task::yield_now().await;
         }
     })
     .await
-    .expect("the Dangling condition")
+    .expect("the object's state")
+}
+
+/// The `Dangling` condition of the FlowSchema `name` once its status is `status`.
+async fn dangling_once(addr: SocketAddr, name: &str, status: &str) -> Value {
+    once(
+        addr,
+        &format!("{FLOWCONTROL}/flowschemas/{name}"),
+        |_, body| {
+            body["status"]["conditions"]
+                .as_array()
+                .and_then(|all| all.iter().find(|c| c["type"] == "Dangling"))
+                .filter(|c| c["status"] == status)
+                .cloned()
+        },
+    )
+    .await
+}
+
+/// Goal: kube's suggested configuration classifies as on kube-apiserver v1.33: an ordinary
+/// user to `global-default`, a service account to `workload-low`, `kube-system`'s to
+/// `workload-high` and, for a lease, to `leader-election`, a node to `node-high` for its
+/// Node and to `system` otherwise, the scheduler to `workload-high`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suggested_configuration_classifies_as_kube() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let lease =
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager";
+    for (token, path, schema, level) in [
+        ("alice", CM, "global-default", "global-default"),
+        ("builder", CM, "service-accounts", "workload-low"),
+        ("job", CM, "kube-system-service-accounts", "workload-high"),
+        ("job", lease, "system-leader-election", "leader-election"),
+        ("node", "/api/v1/nodes/n1", "system-node-high", "node-high"),
+        ("node", "/api/v1/pods", "system-nodes", "system"),
+        ("scheduler", CM, "kube-scheduler", "workload-high"),
+    ] {
+        let answer = call(addr, &format!("{token}-token"), "GET", path, "").await;
+        assert!(
+            matches!(answer.status, 200 | 404),
+            "{token} {path}: {}",
+            answer.body
+        );
+        assert_classified(
+            &answer,
+            &uid(addr, "flowschemas", schema).await,
+            &uid(addr, "prioritylevelconfigurations", level).await,
+        );
+    }
+    server.shutdown().await;
+}
+
+/// Goal: the configuration is kept by kube's ensurer rules while serving: a suggested level
+/// edited while annotated `autoupdate-spec: "true"` gets its spec back, one annotated
+/// `"false"` keeps the edit, a mandatory object's annotation is put back to `"true"`, a
+/// deleted suggested schema comes back, and a FlowSchema outside the configuration is deleted
+/// when annotated `"true"`, kept otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configuration_is_kept_by_kubes_ensurer_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let levels = format!("{FLOWCONTROL}/prioritylevelconfigurations");
+    let shares = |body: &Value| body["spec"]["limited"]["nominalConcurrencyShares"].clone();
+    let patch = |path: String, body: Value| async move {
+        let headers = [
+            ("Authorization", "Bearer admin-token"),
+            ("Content-Type", "application/merge-patch+json"),
+        ];
+        let (status, text) =
+            common::request_with_headers(addr, "PATCH", &path, &headers, &body.to_string()).await;
+        assert_eq!(status, 200, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    // Auto-updated: the edit is undone.
+    let edited = patch(
+        format!("{levels}/workload-low"),
+        json!({"spec": {"limited": {"nominalConcurrencyShares": 7}}}),
+    )
+    .await;
+    assert_eq!(shares(&edited), 7);
+    let restored = once(addr, &format!("{levels}/workload-low"), |_, body| {
+        (shares(body) == 100).then(|| body.clone())
+    })
+    .await;
+    assert_eq!(
+        restored["metadata"]["generation"],
+        edited["metadata"]["generation"].as_i64().unwrap() + 1
+    );
+    // The mandatory ones' annotation comes back.
+    patch(
+        format!("{levels}/catch-all"),
+        json!({"metadata": {"annotations": {"apf.kubernetes.io/autoupdate-spec": "false"}}}),
+    )
+    .await;
+    once(addr, &format!("{levels}/catch-all"), |_, body| {
+        (body["metadata"]["annotations"]["apf.kubernetes.io/autoupdate-spec"] == "true")
+            .then_some(())
+    })
+    .await;
+    // Not auto-updated: the edit stays.
+    patch(
+        format!("{levels}/global-default"),
+        json!({"metadata": {"annotations": {"apf.kubernetes.io/autoupdate-spec": "false"}},
+            "spec": {"limited": {"nominalConcurrencyShares": 7}}}),
+    )
+    .await;
+    // Objects outside the configuration: one auto-updated, one not.
+    for (name, annotations) in [
+        ("mine", json!({"apf.kubernetes.io/autoupdate-spec": "true"})),
+        ("yours", json!({})),
+    ] {
+        let mut body = schema_body(name, &["alice"], "workload-low");
+        body["metadata"]["annotations"] = annotations;
+        create(addr, &format!("{FLOWCONTROL}/flowschemas"), &body).await;
+    }
+    // A deleted suggested schema comes back; the keeper's pass that creates it revises and
+    // removes too.
+    let probes = format!("{FLOWCONTROL}/flowschemas/probes");
+    let before = uid(addr, "flowschemas", "probes").await;
+    let deleted = call(addr, "admin-token", "DELETE", &probes, "").await;
+    assert_eq!(deleted.status, 200, "{}", deleted.body);
+    once(addr, &probes, |status, body| {
+        (status == 200 && body["metadata"]["uid"] != before.as_str()).then_some(())
+    })
+    .await;
+    once(
+        addr,
+        &format!("{FLOWCONTROL}/flowschemas/mine"),
+        |status, _| (status == 404).then_some(()),
+    )
+    .await;
+    uid(addr, "flowschemas", "yours").await;
+    let kept = call(
+        addr,
+        "admin-token",
+        "GET",
+        &format!("{levels}/global-default"),
+        "",
+    )
+    .await;
+    assert_eq!(shares(&kept.json()), 7);
+    server.shutdown().await;
 }
 
 /// Goal: FlowSchemas get kube's `Dangling` condition: `False` for the mandatory ones, `True`
-/// for one naming a missing level (which classifies nothing: alice stays catch-all's), and
-/// `False` once that level is created (alice is then its).
+/// for one naming a missing level (which classifies nothing: alice stays global-default's),
+/// and `False` once that level is created (alice is then its).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flow_schema_naming_a_missing_level_is_dangling() {
     let dir = tempfile::tempdir().unwrap();
@@ -497,11 +685,11 @@ async fn a_flow_schema_naming_a_missing_level_is_dangling() {
         condition["message"],
         "This FlowSchema references the PriorityLevelConfiguration object named \"later\" but there is no such object"
     );
-    let catch_all = uid(addr, "prioritylevelconfigurations", "catch-all").await;
+    let global_default = uid(addr, "prioritylevelconfigurations", "global-default").await;
     let answer = call(addr, "alice-token", "GET", CM, "").await;
     assert!(
         answer.head.contains(&format!(
-            "x-kubernetes-pf-prioritylevel-uid: {catch_all}\r\n"
+            "x-kubernetes-pf-prioritylevel-uid: {global_default}\r\n"
         )),
         "{}",
         answer.head

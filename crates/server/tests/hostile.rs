@@ -332,7 +332,8 @@ async fn forbidden_requests_are_refused_before_their_body_and_take_no_slot() {
 async fn an_in_flight_slot_is_held_until_the_response_is_taken() {
     let server = server_with(ServeArgs {
         max_requests_inflight: Some(1),
-        // One seat in all for API Priority and Fairness (catch-all's, refusing past it).
+        // One seat in all for API Priority and Fairness: each level has ceil(1 × shares /
+        // 245) = 1, the anonymous user's `global-default` too.
         max_mutating_requests_inflight: Some(0),
         ..ServeArgs::default()
     })
@@ -365,9 +366,10 @@ async fn an_in_flight_slot_is_held_until_the_response_is_taken() {
         .expect("a head")
         .unwrap();
     assert_eq!(raw::status_of(&head), 200, "{head}");
-    // Its slot is still held while the body is unsent: another read gets 429.
+    // Its slot is still held while the body is unsent: another read gets 429 (after waiting
+    // in `global-default`'s queue a quarter of its `?timeout=`, as kube's queuing levels do).
     assert_eq!(limits.inflight(false), 1);
-    let refused = exchange(addr, "GET", CM, "").await;
+    let refused = exchange(addr, "GET", &format!("{CM}?timeout=1s"), "").await;
     assert_status(&refused, 429, "TooManyRequests");
     // When the client goes away, the slot is free.
     drop(stalled);

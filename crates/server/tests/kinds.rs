@@ -408,7 +408,13 @@ async fn started_with_kube_apiserver_priority_classes_and_flow_control_objects()
         rows,
         [
             json!(["catch-all", "Limited", 5, "<none>", "<none>", "<none>"]),
-            json!(["exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"])
+            json!(["exempt", "Exempt", "<none>", "<none>", "<none>", "<none>"]),
+            json!(["global-default", "Limited", 20, 128, 6, 50]),
+            json!(["leader-election", "Limited", 10, 16, 4, 50]),
+            json!(["node-high", "Limited", 40, 64, 6, 50]),
+            json!(["system", "Limited", 30, 64, 6, 50]),
+            json!(["workload-high", "Limited", 40, 128, 6, 50]),
+            json!(["workload-low", "Limited", 100, 128, 6, 50]),
         ]
     );
     let (status, schema) = get_json(

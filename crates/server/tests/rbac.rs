@@ -434,11 +434,10 @@ fn authorization_mode_is_validated_as_kube() {
     );
 }
 
-/// The real kubectl, anonymous over plain HTTP, acting through `--as`: ABAC lets the
-/// anonymous user impersonate, RBAC decides for whom it acts (`ABAC,RBAC`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_auth_can_i_create_role_and_rolebinding_as_impersonated_users() {
-    let dir = tempfile::tempdir().unwrap();
+/// A server with `--authorization-mode ABAC,RBAC` where ABAC lets the anonymous user
+/// impersonate anyone (so that the real kubectl, anonymous over plain HTTP, acts through
+/// `--as`) and RBAC decides for whom it acts.
+async fn impersonating_server(dir: &Path) -> Server {
     let policy = [
         json!({"user": "system:anonymous", "namespace": "*", "resource": "users", "apiGroup": ""}),
         json!({"user": "system:anonymous", "namespace": "*", "resource": "groups", "apiGroup": ""}),
@@ -450,12 +449,20 @@ async fn kubectl_auth_can_i_create_role_and_rolebinding_as_impersonated_users() 
     })
     .collect::<Vec<_>>()
     .join("\n");
-    let server = server_with(ServeArgs {
-        authorization_policy_file: Some(write(dir.path(), "policy.jsonl", &policy)),
+    server_with(ServeArgs {
+        authorization_policy_file: Some(write(dir, "policy.jsonl", &policy)),
         authorization_mode: Some(vec!["ABAC".to_owned(), "RBAC".to_owned()]),
         ..ServeArgs::default()
     })
-    .await;
+    .await
+}
+
+/// The real kubectl, anonymous over plain HTTP, acting through `--as`: ABAC lets the
+/// anonymous user impersonate, RBAC decides for whom it acts (`ABAC,RBAC`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_create_role_and_rolebinding_as_impersonated_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = impersonating_server(dir.path()).await;
     let k = Kubectl::new(server.addr);
     let admin = ["--as", "admin", "--as-group", "system:masters"];
     let as_admin = |args: &[&'static str]| [&admin[..], args].concat();
@@ -765,5 +772,214 @@ async fn impersonating_a_service_account_needs_impersonate_on_serviceaccounts() 
     );
     let (status, body) = as_builder("bob").await;
     assert_eq!(status, 200, "{body}");
+    server.shutdown().await;
+}
+
+/// The controllers kube-apiserver v1.33 (default feature gates) creates a
+/// `system:controller:<name>` ClusterRole and ClusterRoleBinding for, as a fresh v1.33
+/// cluster lists them.
+const KUBE_1_33_CONTROLLERS: [&str; 35] = [
+    "attachdetach-controller",
+    "certificate-controller",
+    "clusterrole-aggregation-controller",
+    "cronjob-controller",
+    "daemon-set-controller",
+    "deployment-controller",
+    "disruption-controller",
+    "endpoint-controller",
+    "endpointslice-controller",
+    "endpointslicemirroring-controller",
+    "ephemeral-volume-controller",
+    "expand-controller",
+    "generic-garbage-collector",
+    "horizontal-pod-autoscaler",
+    "job-controller",
+    "legacy-service-account-token-cleaner",
+    "namespace-controller",
+    "node-controller",
+    "persistent-volume-binder",
+    "pod-garbage-collector",
+    "pv-protection-controller",
+    "pvc-protection-controller",
+    "replicaset-controller",
+    "replication-controller",
+    "resourcequota-controller",
+    "root-ca-cert-publisher",
+    "route-controller",
+    "selinux-warning-controller",
+    "service-account-controller",
+    "service-cidrs-controller",
+    "service-controller",
+    "statefulset-controller",
+    "ttl-after-finished-controller",
+    "ttl-controller",
+    "validatingadmissionpolicy-status-controller",
+];
+
+/// kube-apiserver v1.33's other bootstrap ClusterRoles.
+const KUBE_1_33_CLUSTER_ROLES: [&str; 31] = [
+    "admin",
+    "cluster-admin",
+    "edit",
+    "system:aggregate-to-admin",
+    "system:aggregate-to-edit",
+    "system:aggregate-to-view",
+    "system:auth-delegator",
+    "system:basic-user",
+    "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+    "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+    "system:certificates.k8s.io:kube-apiserver-client-approver",
+    "system:certificates.k8s.io:kube-apiserver-client-kubelet-approver",
+    "system:certificates.k8s.io:kubelet-serving-approver",
+    "system:certificates.k8s.io:legacy-unknown-approver",
+    "system:discovery",
+    "system:heapster",
+    "system:kube-aggregator",
+    "system:kube-controller-manager",
+    "system:kube-dns",
+    "system:kube-scheduler",
+    "system:kubelet-api-admin",
+    "system:monitoring",
+    "system:node",
+    "system:node-bootstrapper",
+    "system:node-problem-detector",
+    "system:node-proxier",
+    "system:persistent-volume-provisioner",
+    "system:public-info-viewer",
+    "system:service-account-issuer-discovery",
+    "system:volume-scheduler",
+    "view",
+];
+
+/// kube-apiserver v1.33's other bootstrap ClusterRoleBindings.
+const KUBE_1_33_CLUSTER_ROLE_BINDINGS: [&str; 12] = [
+    "cluster-admin",
+    "system:basic-user",
+    "system:discovery",
+    "system:kube-controller-manager",
+    "system:kube-dns",
+    "system:kube-scheduler",
+    "system:monitoring",
+    "system:node",
+    "system:node-proxier",
+    "system:public-info-viewer",
+    "system:service-account-issuer-discovery",
+    "system:volume-scheduler",
+];
+
+/// kube-apiserver v1.33's bootstrap Roles (namespace/name).
+const KUBE_1_33_ROLES: [&str; 7] = [
+    "kube-public/system:controller:bootstrap-signer",
+    "kube-system/extension-apiserver-authentication-reader",
+    "kube-system/system::leader-locking-kube-controller-manager",
+    "kube-system/system::leader-locking-kube-scheduler",
+    "kube-system/system:controller:bootstrap-signer",
+    "kube-system/system:controller:cloud-provider",
+    "kube-system/system:controller:token-cleaner",
+];
+
+/// kube-apiserver v1.33's bootstrap RoleBindings (namespace/name).
+const KUBE_1_33_ROLE_BINDINGS: [&str; 7] = [
+    "kube-public/system:controller:bootstrap-signer",
+    "kube-system/system::extension-apiserver-authentication-reader",
+    "kube-system/system::leader-locking-kube-controller-manager",
+    "kube-system/system::leader-locking-kube-scheduler",
+    "kube-system/system:controller:bootstrap-signer",
+    "kube-system/system:controller:cloud-provider",
+    "kube-system/system:controller:token-cleaner",
+];
+
+/// `kubectl get clusterroles`, `clusterrolebindings`, `roles -A` and `rolebindings -A` list
+/// what a fresh kube-apiserver v1.33 lists: every object of its bootstrap policy, the
+/// controllers' and the namespaced ones of `kube-system` and `kube-public` included; and the
+/// controllers' bindings name their service accounts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_kube_1_33_bootstrap_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = impersonating_server(dir.path()).await;
+    let k = Kubectl::new(server.addr);
+    let admin = ["--as", "admin", "--as-group", "system:masters"];
+    let listed = |args: &'static [&'static str]| {
+        let k = &k;
+        async move {
+            let columns = "custom-columns=NS:.metadata.namespace,NAME:.metadata.name";
+            let out = k
+                .ok(&[&admin[..], args, &["-o", columns, "--no-headers"]].concat())
+                .await;
+            let mut names: Vec<String> = out
+                .lines()
+                .map(|line| {
+                    let (namespace, name) = line.split_once(char::is_whitespace).unwrap();
+                    match namespace {
+                        "<none>" => name.trim().to_owned(),
+                        namespace => format!("{namespace}/{}", name.trim()),
+                    }
+                })
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    let controllers = KUBE_1_33_CONTROLLERS.map(|c| format!("system:controller:{c}"));
+    let expected = |names: &[&str], with_controllers: bool| {
+        let mut names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        if with_controllers {
+            names.extend(controllers.iter().cloned());
+        }
+        names.sort();
+        names
+    };
+    assert_eq!(
+        listed(&["get", "clusterroles"]).await,
+        expected(&KUBE_1_33_CLUSTER_ROLES, true)
+    );
+    assert_eq!(
+        listed(&["get", "clusterrolebindings"]).await,
+        expected(&KUBE_1_33_CLUSTER_ROLE_BINDINGS, true)
+    );
+    assert_eq!(
+        listed(&["get", "roles", "-A"]).await,
+        expected(&KUBE_1_33_ROLES, false)
+    );
+    assert_eq!(
+        listed(&["get", "rolebindings", "-A"]).await,
+        expected(&KUBE_1_33_ROLE_BINDINGS, false)
+    );
+    let binding = k
+        .json(
+            &[
+                &admin[..],
+                &[
+                    "get",
+                    "clusterrolebinding",
+                    "system:controller:namespace-controller",
+                ],
+            ]
+            .concat(),
+        )
+        .await;
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "namespace-controller", "namespace": "kube-system"}])
+    );
+    let reader = k
+        .json(
+            &[
+                &admin[..],
+                &[
+                    "get",
+                    "role",
+                    "-n",
+                    "kube-system",
+                    "extension-apiserver-authentication-reader",
+                ],
+            ]
+            .concat(),
+        )
+        .await;
+    assert_eq!(
+        reader["rules"][0]["resourceNames"],
+        json!(["extension-apiserver-authentication"])
+    );
     server.shutdown().await;
 }

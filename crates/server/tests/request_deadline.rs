@@ -137,8 +137,11 @@ async fn h2_get(
 async fn an_http2_answer_nobody_reads_is_reset_at_its_deadline() {
     let server = server_with(ServeArgs {
         max_requests_inflight: Some(2),
-        // Two seats in all for API Priority and Fairness (catch-all's, refusing past them).
+        // Two read-only slots in all, refused past them: kube's max-in-flight filter (API
+        // Priority and Fairness would give the anonymous user's `global-default` level
+        // ceil(2 × 20 / 245) = 1 seat, and queue past it).
         max_mutating_requests_inflight: Some(0),
+        enable_priority_and_fairness: Some(false),
         max_requests_inflight_per_user: Some(0),
         ..ServeArgs::default()
     })

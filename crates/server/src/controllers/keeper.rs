@@ -1,9 +1,12 @@
 //! The keeper of kube-apiserver's own objects while serving: what kube-apiserver creates
 //! again when a client deletes it — the `default/kubernetes` Service, Endpoints and
 //! EndpointSlice (its kubernetes-service controller reconciles them every 10 s) and API
-//! Priority and Fairness' mandatory FlowSchemas and PriorityLevelConfigurations (its
-//! config-producer) — is created again here as soon as the reflector tells of its deletion
-//! ([`crate::bootstrap::kept`], [`crate::bootstrap::restore_kept`]).
+//! Priority and Fairness' configuration, mandatory and suggested (its config-producer) — is
+//! created again here as soon as the reflector tells of its deletion
+//! ([`crate::bootstrap::kept`], [`crate::bootstrap::restore_kept`]); a change to a
+//! flow-control object of the configuration has it revised by kube's ensurer rules
+//! ([`crate::limits::apf::bootstrap`]: a mandatory spec is put back, a suggested one while
+//! it is annotated to auto-update).
 //!
 //! ## Guarantees
 //! - Writes only where the object is absent (the bootstrap's compare-and-put), so an edited
@@ -91,7 +94,7 @@ impl Keeper {
         }
     }
 
-    fn saw_deleted(&self, def: &ResourceDef, key: &str) {
+    fn wake_for(&self, def: &ResourceDef, key: &str) {
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         if crate::bootstrap::kept(&def.group, &def.plural, namespace, name) {
             self.due.store(true, Ordering::Release);
@@ -103,16 +106,21 @@ impl Keeper {
 impl Observer for Keeper {
     fn reset(&self, def: &ResourceDef, _revision: Revision, objects: &[Arc<Object>]) {
         // A relist may follow a deletion the keeper was not told of.
-        for key in ["default/kubernetes", "exempt", "catch-all"] {
+        let configured = crate::limits::apf::bootstrap::configuration();
+        let keys = std::iter::once("default/kubernetes").chain(configured.iter().map(|w| w.name));
+        for key in keys {
             if !objects.iter().any(|o| &**o.key() == key) {
-                self.saw_deleted(def, key);
+                self.wake_for(def, key);
             }
         }
     }
 
     fn changes(&self, def: &ResourceDef, _revision: Revision, changes: &[Change]) {
-        for change in changes.iter().filter(|c| c.object.is_none()) {
-            self.saw_deleted(def, &change.key);
+        for change in changes {
+            if change.object.is_none() || def.group == crate::limits::apf::GROUP {
+                // Gone, or a flow-control object changed: to create, or revise, again.
+                self.wake_for(def, &change.key);
+            }
         }
     }
 }

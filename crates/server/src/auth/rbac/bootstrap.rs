@@ -1,18 +1,29 @@
 //! kube-apiserver's bootstrap RBAC policy and its `rbac/bootstrap-roles` post-start hook:
-//! the default ClusterRoles and ClusterRoleBindings, reconciled into the store at start.
+//! the default ClusterRoles, ClusterRoleBindings, and the Roles and RoleBindings of
+//! `kube-system` and `kube-public`, reconciled into the store at start.
 //!
 //! ## Guarantees
-//! - The policy is kube's own data ([`POLICY`], `bootstrap_policy.json`, taken from the
-//!   expanded bootstrap policy kube keeps as test data): `cluster-admin` (bound to the group
-//!   `system:masters`), `admin`, `edit`, `view` (aggregated from the ClusterRoles labelled
-//!   `rbac.authorization.k8s.io/aggregate-to-{admin,edit,view}`), `system:aggregate-to-{admin,
-//!   edit,view}`, `system:discovery`, `system:basic-user`, `system:public-info-viewer`,
-//!   `system:monitoring`, `system:auth-delegator`, `system:service-account-issuer-discovery`
-//!   and the aggregation controller's `system:controller:clusterrole-aggregation-controller`,
-//!   with kube's bindings, labels (`kubernetes.io/bootstrapping: rbac-defaults`) and the
-//!   annotation `rbac.authorization.kubernetes.io/autoupdate: "true"`.
+//! - The policy is kube's own data ([`POLICY`], `bootstrap_policy.json`), converted by
+//!   `scripts/rbac_bootstrap_policy.py` from the expanded policy kube keeps as test data
+//!   (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/testdata/*.yaml`; the JSON's `source`
+//!   names the commits): every object kube-apiserver v1.33 creates with its default feature
+//!   gates, by name — the user-facing roles (`cluster-admin` bound to `system:masters`,
+//!   `admin`, `edit`, `view` aggregated from the ClusterRoles labelled
+//!   `rbac.authorization.k8s.io/aggregate-to-{admin,edit,view}`, `system:basic-user`,
+//!   `system:discovery`, ...), the components' (`system:node`, `system:kube-scheduler`,
+//!   `system:kube-controller-manager`, `system:volume-scheduler`, `system:kube-dns`, ...),
+//!   every controller's `system:controller:*` ClusterRole bound to its `kube-system` service
+//!   account, and the namespaced Roles and RoleBindings (`kube-system`'s
+//!   `extension-apiserver-authentication-reader`, `system::leader-locking-*`,
+//!   `system:controller:{bootstrap-signer,cloud-provider,token-cleaner}`, `kube-public`'s
+//!   `system:controller:bootstrap-signer`), all with kube's labels
+//!   (`kubernetes.io/bootstrapping: rbac-defaults`) and the annotation
+//!   `rbac.authorization.kubernetes.io/autoupdate: "true"`. The rules of the roles are those
+//!   of the test data the JSON names (see `source`: the controller and namespaced roles from a
+//!   commit after v1.33, the other ClusterRoles and their bindings from v1.28's data).
 //! - Reconciled as kube's `reconciliation.ReconcileRole` / `ReconcileRoleBinding` without
-//!   removing anything: a missing object is created (an aggregating ClusterRole with the
+//!   removing anything, ClusterRoles, then ClusterRoleBindings, Roles, RoleBindings: a missing
+//!   object is created (an aggregating ClusterRole with the
 //!   rules it aggregates from the policy's roles, nested ones included, so that `admin`,
 //!   `edit` and `view` grant from the first request rather than after the aggregation
 //!   controller's first passes: a binding to `view` made right after start works); an object annotated autoupdate `"true"`
@@ -21,6 +32,10 @@
 //!   lacks (a binding whose `roleRef` differs is replaced, as kube recreates it); an object
 //!   annotated otherwise is left as it is. Each write is a compare-and-put on the revision
 //!   read, retried when another writer came first, so concurrent starts never lose a write.
+//! - A namespaced object is written only into a namespace that exists and is not
+//!   terminating (kube's `tryEnsureNamespace` before a Role's create; `kube-system` and
+//!   `kube-public` are created by [`crate::bootstrap`] just before this runs). Otherwise it
+//!   is left for the next start, with a warning.
 //! - Only with RBAC in `--authorization-mode`, over a store (`cluster-admin` and its binding
 //!   are created by every start, see `crate::bootstrap`).
 
@@ -38,15 +53,47 @@ pub const POLICY: &str = include_str!("bootstrap_policy.json");
 /// The annotation that lets the reconciler add to an object.
 pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 
-/// The policy's ClusterRoles and ClusterRoleBindings.
+/// The policy's objects by resource: `clusterroles`, `clusterrolebindings`, `roles`,
+/// `rolebindings`, in the order they are reconciled.
+#[derive(Debug, Default)]
+pub struct Policy {
+    /// ClusterRoles (kube's policy's and its controllers').
+    pub cluster_roles: Vec<Value>,
+    /// ClusterRoleBindings.
+    pub cluster_role_bindings: Vec<Value>,
+    /// Roles of `kube-system` and `kube-public`.
+    pub roles: Vec<Value>,
+    /// RoleBindings of `kube-system` and `kube-public`.
+    pub role_bindings: Vec<Value>,
+}
+
+impl Policy {
+    /// The objects of each resource (plural), in reconciling order.
+    #[must_use]
+    pub fn by_resource(&self) -> [(&'static str, &[Value]); 4] {
+        [
+            ("clusterroles", &self.cluster_roles),
+            ("clusterrolebindings", &self.cluster_role_bindings),
+            ("roles", &self.roles),
+            ("rolebindings", &self.role_bindings),
+        ]
+    }
+}
+
+/// The policy's objects.
 ///
 /// # Panics
 /// Never: the data file is part of the build, and a test parses it.
 #[must_use]
-pub fn policy() -> (Vec<Value>, Vec<Value>) {
+pub fn policy() -> Policy {
     let data: Value = serde_json::from_str(POLICY).expect("the bootstrap policy is JSON");
     let list = |key: &str| data[key].as_array().cloned().unwrap_or_default();
-    (list("clusterRoles"), list("clusterRoleBindings"))
+    Policy {
+        cluster_roles: list("clusterRoles"),
+        cluster_role_bindings: list("clusterRoleBindings"),
+        roles: list("roles"),
+        role_bindings: list("roleBindings"),
+    }
 }
 
 /// Adds to `map` the entries of `expected` it lacks.
@@ -88,7 +135,7 @@ pub fn reconcile(plural: &str, existing: &Value, expected: &Value) -> Option<Val
     for field in ["labels", "annotations"] {
         changed |= merge_missing(&mut out["metadata"][field], &expected["metadata"][field]);
     }
-    if plural == "clusterroles" {
+    if plural == "clusterroles" || plural == "roles" {
         let (_, missing) = covers(&rules_of(existing), &rules_of(expected));
         if !missing.is_empty() {
             let mut rules = rules_of(existing);
@@ -159,24 +206,49 @@ fn with_aggregated_rules(mut roles: Vec<Value>) -> Vec<Value> {
     roles
 }
 
+/// Whether the namespace `name` exists under `prefix` and is not terminating (a namespaced
+/// object of the policy is written only then: see the module docs).
+async fn namespace_usable(store: &AnyStore, prefix: &str, name: &str) -> bool {
+    let key = bytes::Bytes::from(format!("{prefix}/namespaces/{name}"));
+    match store.range(RangeRequest::key(key)).await {
+        Ok(read) => read.kvs.first().is_some_and(|kv| {
+            serde_json::from_slice::<Value>(&kv.value)
+                .is_ok_and(|ns| ns.pointer("/status/phase") != Some(&json!("Terminating")))
+        }),
+        Err(_) => false,
+    }
+}
+
 /// Reconciles the policy into the store under `prefix` (see the module docs).
 ///
 /// # Errors
 /// The store refuses a read or a write.
 pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), StartError> {
     let defs = builtin_resources();
-    let (roles, bindings) = policy();
+    let policy = policy();
     // Created with their aggregated rules; reconciled (when they exist) against the data.
-    let created_roles = with_aggregated_rules(roles.clone());
+    let created_roles = with_aggregated_rules(policy.cluster_roles.clone());
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+    for (plural, objects) in policy.by_resource() {
         let def: &ResourceDef = defs
             .iter()
             .find(|d| d.group == super::GROUP && d.plural == plural)
             .expect("the RBAC resources are built in");
         for expected in objects {
             let name = expected["metadata"]["name"].as_str().unwrap_or_default();
-            let key = bytes::Bytes::from(format!("{prefix}/{}/{name}", def.storage_prefix()));
+            let namespace = expected["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
+            let key = if namespace.is_empty() {
+                format!("{prefix}/{}/{name}", def.storage_prefix())
+            } else {
+                if !namespace_usable(store, prefix, namespace).await {
+                    tracing::warn!(object = %name, %namespace, "the namespace of a bootstrap RBAC object is missing or terminating; not created");
+                    continue;
+                }
+                format!("{prefix}/{}/{namespace}/{name}", def.storage_prefix())
+            };
+            let key = bytes::Bytes::from(key);
             let failed = |source| StartError::Bootstrap {
                 object: format!("{} {name}", def.kind),
                 source,
@@ -199,7 +271,7 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                             .find(|role| {
                                 plural == "clusterroles" && role["metadata"]["name"] == name
                             })
-                            .unwrap_or(&expected)
+                            .unwrap_or(expected)
                             .clone();
                         created["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
                         created["metadata"]["creationTimestamp"] = json!(now);
@@ -210,7 +282,7 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
                             written = true;
                             break;
                         };
-                        let Some(updated) = reconcile(plural, &existing, &expected) else {
+                        let Some(updated) = reconcile(plural, &existing, expected) else {
                             written = true;
                             break;
                         };
@@ -252,7 +324,7 @@ pub async fn reconcile_store(store: &AnyStore, prefix: &str) -> Result<(), Start
 #[must_use]
 pub fn role_rules(name: &str) -> Vec<PolicyRule> {
     policy()
-        .0
+        .cluster_roles
         .iter()
         .find(|r| r["metadata"]["name"] == name)
         .map(rules_of)
@@ -265,7 +337,8 @@ mod tests {
 
     #[test]
     fn the_policy_is_kubes() {
-        let (roles, bindings) = policy();
+        let policy = policy();
+        let (roles, bindings) = (&policy.cluster_roles, &policy.cluster_role_bindings);
         let name = |o: &Value| o["metadata"]["name"].as_str().unwrap().to_owned();
         let roles_named: Vec<String> = roles.iter().map(name).collect();
         for wanted in [
@@ -282,17 +355,46 @@ mod tests {
         ] {
             assert!(roles_named.iter().any(|n| n == wanted), "{wanted}");
         }
-        for object in roles.iter().chain(&bindings) {
-            assert_eq!(object["metadata"]["annotations"][AUTOUPDATE], "true");
-            assert_eq!(
-                object["metadata"]["labels"]["kubernetes.io/bootstrapping"],
-                "rbac-defaults"
+        for (_, objects) in policy.by_resource() {
+            for object in objects {
+                assert_eq!(object["metadata"]["annotations"][AUTOUPDATE], "true");
+                assert_eq!(
+                    object["metadata"]["labels"]["kubernetes.io/bootstrapping"],
+                    "rbac-defaults"
+                );
+                assert!(object["metadata"].get("creationTimestamp").is_none());
+            }
+        }
+        // Every binding names a role of the policy, of its kind and namespace.
+        for binding in bindings {
+            let role = binding["roleRef"]["name"].as_str().unwrap();
+            assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+            assert!(roles_named.iter().any(|n| n == role), "{role}");
+        }
+        for binding in &policy.role_bindings {
+            assert_eq!(binding["roleRef"]["kind"], "Role");
+            assert!(
+                policy.roles.iter().any(|r| {
+                    r["metadata"]["name"] == binding["roleRef"]["name"]
+                        && r["metadata"]["namespace"] == binding["metadata"]["namespace"]
+                }),
+                "{binding}"
             );
         }
-        // Every binding names a role of the policy.
-        for binding in &bindings {
-            let role = binding["roleRef"]["name"].as_str().unwrap();
-            assert!(roles_named.iter().any(|n| n == role), "{role}");
+        // Every controller role is bound to its controller's service account.
+        for role in roles_named
+            .iter()
+            .filter(|n| n.starts_with("system:controller:"))
+        {
+            let binding = bindings
+                .iter()
+                .find(|b| b["metadata"]["name"] == role.as_str())
+                .unwrap_or_else(|| panic!("{role} is not bound"));
+            assert_eq!(
+                binding["subjects"],
+                json!([{"kind": "ServiceAccount", "namespace": "kube-system",
+                        "name": role.trim_start_matches("system:controller:")}])
+            );
         }
         let admin = bindings
             .iter()
@@ -357,9 +459,95 @@ mod tests {
         assert_eq!(reconcile("clusterrolebindings", &out, &expected), None);
     }
 
+    /// Over a store: the namespaced objects go only into a namespace that exists and is not
+    /// terminating, and an autoupdated Role that lost a rule gets it back at the next start.
+    #[tokio::test]
+    async fn namespaced_objects_need_their_namespace_and_are_reconciled() {
+        use watchkeeper_store::{MemoryConfig, MemoryStore};
+        let store = AnyStore::Memory(MemoryStore::new(MemoryConfig::default()).unwrap());
+        let put = |key: String, value: Value| {
+            let store = store.clone();
+            async move {
+                let op = TxnOp::Put {
+                    key: bytes::Bytes::from(key),
+                    value: bytes::Bytes::from(value.to_string()),
+                };
+                store.txn(TxnRequest::default().then(op)).await.unwrap();
+            }
+        };
+        let get = |key: &str| {
+            let store = store.clone();
+            let key = bytes::Bytes::from(key.to_owned());
+            async move {
+                store
+                    .range(RangeRequest::key(key))
+                    .await
+                    .unwrap()
+                    .kvs
+                    .first()
+                    .map(|kv| serde_json::from_slice::<Value>(&kv.value).unwrap())
+            }
+        };
+        put(
+            "/r/namespaces/kube-system".to_owned(),
+            json!({"metadata": {"name": "kube-system"}, "status": {"phase": "Active"}}),
+        )
+        .await;
+        put(
+            "/r/namespaces/kube-public".to_owned(),
+            json!({"metadata": {"name": "kube-public"}, "status": {"phase": "Terminating"}}),
+        )
+        .await;
+        reconcile_store(&store, "/r").await.unwrap();
+        let reader = "/r/roles/kube-system/extension-apiserver-authentication-reader";
+        let created = get(reader).await.expect("created in kube-system");
+        assert_eq!(created["metadata"]["namespace"], "kube-system");
+        assert!(
+            get("/r/rolebindings/kube-system/system::leader-locking-kube-scheduler")
+                .await
+                .is_some()
+        );
+        assert!(
+            get("/r/roles/kube-public/system:controller:bootstrap-signer")
+                .await
+                .is_none()
+        );
+        assert!(
+            get("/r/clusterroles/system:controller:namespace-controller")
+                .await
+                .is_some()
+        );
+        // A rule taken away comes back; a rule added stays.
+        let mut edited = created.clone();
+        edited["rules"] = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]);
+        put(reader.to_owned(), edited).await;
+        put(
+            "/r/namespaces/kube-public".to_owned(),
+            json!({"metadata": {"name": "kube-public"}, "status": {"phase": "Active"}}),
+        )
+        .await;
+        reconcile_store(&store, "/r").await.unwrap();
+        // (Added broken down, one verb a rule, as kube's reconciliation adds them.)
+        let rules = rules_of(&get(reader).await.unwrap());
+        assert_eq!(rules[0].resources, ["secrets"]);
+        let verbs: Vec<&str> = rules[1..]
+            .iter()
+            .flat_map(|r| r.verbs.iter().map(String::as_str))
+            .collect();
+        assert_eq!(verbs, ["get", "list", "watch"]);
+        for rule in &rules[1..] {
+            assert_eq!(rule.resource_names, ["extension-apiserver-authentication"]);
+        }
+        assert!(
+            get("/r/roles/kube-public/system:controller:bootstrap-signer")
+                .await
+                .is_some()
+        );
+    }
+
     #[test]
     fn created_aggregating_roles_carry_their_nested_rules() {
-        let roles = with_aggregated_rules(policy().0);
+        let roles = with_aggregated_rules(policy().cluster_roles);
         let rules = |name: &str| {
             rules_of(
                 roles
@@ -387,7 +575,7 @@ mod tests {
         assert!(
             rules_of(
                 policy()
-                    .0
+                    .cluster_roles
                     .iter()
                     .find(|r| r["metadata"]["name"] == "admin")
                     .unwrap()

@@ -9,14 +9,21 @@
 //!   the first that matches ([`rules`]) decides. A FlowSchema naming a missing level is
 //!   skipped (kube's dangling schemas); a request no schema matches goes to `catch-all` (the
 //!   mandatory level's spec when that level is not cached either).
+//! - Over a store the objects are kube-apiserver v1.33's configuration, mandatory and
+//!   suggested, kept by kube's ensurer rules ([`bootstrap`]): ordinary users are classified to
+//!   `global-default`, service accounts to `workload-low`, `kube-system`'s, the controller
+//!   manager's and the scheduler's to `workload-high`, nodes to `system` (`node-high` for
+//!   their Node and Lease), leader election to `leader-election`, the probes' URLs to
+//!   `exempt`; `catch-all` only takes what no schema matches.
 //! - Every classified answer carries `X-Kubernetes-PF-FlowSchema-UID` and
 //!   `X-Kubernetes-PF-PriorityLevel-UID` (client-go reads them), refusals included.
 //! - Seats: the server's concurrency limit is `--max-requests-inflight` +
 //!   `--max-mutating-requests-inflight` (600 by default), and a `Limited` level's share is
 //!   `ceil(limit × nominalConcurrencyShares / Σ shares of every level)` (kube's nominal
-//!   concurrency limit; `exempt`'s shares count in the sum). Levels neither lend nor borrow
-//!   (`lendablePercent`, `borrowingLimitPercent` are read by validation only): each has its
-//!   nominal seats, no more, no fewer.
+//!   concurrency limit; `exempt`'s shares count in the sum: 245 over kube's configuration,
+//!   `global-default` 49 seats of the default 600). Levels neither lend nor borrow
+//!   (`lendablePercent`, kept in the objects as kube sets it, and `borrowingLimitPercent` are
+//!   read by validation only): each has its nominal seats, no more, no fewer.
 //! - An `Exempt` level is never limited. A `Reject` level refuses a request when its seats
 //!   are taken; a `Queue` level queues it by its flow (the hash of the FlowSchema's name and
 //!   the distinguisher: the user name for `ByUser`, the namespace for `ByNamespace`) with
@@ -57,6 +64,7 @@
 //! reason}`, `apiserver_flowcontrol_current_inqueue_requests{flow_schema, priority_level}`,
 //! `apiserver_flowcontrol_current_executing_requests{flow_schema, priority_level}`.
 
+pub mod bootstrap;
 pub mod queues;
 pub mod retry_after;
 pub mod rules;
