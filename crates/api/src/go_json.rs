@@ -29,7 +29,9 @@
 //!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
 //!   a number past `f64` keeps serde_json's message.
 //! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
-//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused.
+//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused; so is the `\u` escape of a lone
+//!   UTF-16 surrogate (`"\ud800"`, `"\udc00"`, a leading one not followed by a trailing one),
+//!   in a create or update body and in a merge or strategic merge patch ([`parse`]).
 
 use serde_json::Value;
 use watchkeeper_core::gotext::go_quote;
@@ -64,13 +66,7 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
-    let parsed = match serde_json::from_slice(body) {
-        Err(_) if std::str::from_utf8(body).is_err() => {
-            serde_json::from_str(&replace_invalid_utf8(body))
-        }
-        parsed => parsed,
-    };
-    let value: Value = parsed.map_err(|e| {
+    let value: Value = parse(body).map_err(|e| {
         let cause = syntax_error(body)
             .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
@@ -97,6 +93,70 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         }
     }
     Ok(value)
+}
+
+/// `body` as the JSON value Go's `encoding/json` reads from it: serde_json's reading, or, when
+/// serde_json refuses it, its reading of the body with what Go replaces by U+FFFD replaced
+/// (bytes of a string that are not UTF-8, [`replace_invalid_utf8`]; `\u` escapes of lone
+/// UTF-16 surrogates, [`replace_lone_surrogates`]). A body serde_json reads costs nothing more.
+///
+/// # Errors
+/// serde_json's error (of the replaced text, when something was replaced).
+pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(body).or_else(|error| {
+        let text = match std::str::from_utf8(body) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => std::borrow::Cow::Owned(replace_invalid_utf8(body)),
+        };
+        match (replace_lone_surrogates(&text), text) {
+            (Some(replaced), _) => serde_json::from_str(&replaced),
+            (None, std::borrow::Cow::Owned(text)) => serde_json::from_str(&text),
+            (None, std::borrow::Cow::Borrowed(_)) => Err(error),
+        }
+    })
+}
+
+/// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
+/// `encoding/json` reads it (`unquote`: a leading surrogate not followed by the escape of a
+/// trailing one is U+FFFD, and the escape after it is read on its own; a trailing surrogate
+/// alone is U+FFFD), or `None` when there is none. Only escapes inside strings are escapes.
+fn replace_lone_surrogates(text: &str) -> Option<String> {
+    let escape_at = |bytes: &[u8], at: usize| -> Option<u32> {
+        let digits = bytes.get(at..at + 6)?.strip_prefix(b"\\u")?;
+        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let (mut at, mut in_string) = (0, false);
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                in_string = !in_string;
+                at += 1;
+            }
+            b'\\' if in_string => match escape_at(bytes, at) {
+                Some(0xD800..=0xDBFF)
+                    if escape_at(bytes, at + 6).is_some_and(|u| (0xDC00..=0xDFFF).contains(&u)) =>
+                {
+                    at += 12;
+                }
+                Some(0xD800..=0xDFFF) => {
+                    let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                    out.push_str(&text[copied..at]);
+                    out.push_str("\\ufffd");
+                    at += 6;
+                    copied = at;
+                }
+                _ => at += 2,
+            },
+            _ => at += 1,
+        }
+    }
+    out.map(|mut out| {
+        out.push_str(&text[copied..]);
+        out
+    })
 }
 
 /// How Go's `encoding/json` names the JSON type of `value` in an `UnmarshalTypeError`.
@@ -608,6 +668,23 @@ mod tests {
         ] {
             assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
         }
+        // Lone UTF-16 surrogates, as go1.19.8's `json.Unmarshal` reads them: U+FFFD, the
+        // escape after a lone leading one read on its own; a pair, and escaped backslashes
+        // before a `u`, as they are.
+        for (body, want) in [
+            (&br#"{"a":"\ud800"}"#[..], "\u{fffd}"),
+            (br#"{"a":"x\udc00y"}"#, "x\u{fffd}y"),
+            (br#"{"a":"\ud800\u0041"}"#, "\u{fffd}A"),
+            (br#"{"a":"\ud800\ud800"}"#, "\u{fffd}\u{fffd}"),
+            (br#"{"a":"\ud83d\ude00\ud800"}"#, "\u{1f600}\u{fffd}"),
+            (b"{\"a\":\"\\ud800\xff\"}", "\u{fffd}\u{fffd}"),
+        ] {
+            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+        }
+        assert_eq!(
+            decode_object("Pod", br#"{"a":"\\ud800","\ud800":1}"#).unwrap(),
+            serde_json::json!({"a": "\\ud800", "\u{fffd}": 1})
+        );
         assert_eq!(
             decode_object("Pod", b"null").unwrap(),
             Value::Object(serde_json::Map::new())
