@@ -1,0 +1,128 @@
+//! Hostile inputs, round four: bodies and values kube-apiserver answers in its own way, which
+//! the server answered in others. The `\u` escape of a lone UTF-16 surrogate is read as Go's
+//! `encoding/json` reads it (U+FFFD), in a body and in a patch, not refused; a name or value
+//! with control characters is quoted in a refusal as Go's `%q` quotes it (`"a\x00b"`); a body
+//! that ends before its length, or whose chunked encoding is malformed, is kube's 500 with Go's
+//! `net/http` text and no reason, and nothing is written.
+
+mod common;
+
+use tokio::io::AsyncWriteExt;
+use watchkeeper::config::ServeArgs;
+use watchkeeper_testkit::raw;
+
+use common::{HANG_GUARD, merge_patch, request, send_json, server_with};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_surrogates_are_read_as_go_reads_them() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"s"},"data":{"a":"\ud800","b":"x\udc00\u0041","c":"\ud83d\ude00"}}"#;
+    let (status, text) = request(addr, "POST", CM, "application/json", body).await;
+    assert_eq!(status, 201, "{text}");
+    let created: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        created["data"],
+        serde_json::json!({"a": "\u{fffd}", "b": "x\u{fffd}A", "c": "\u{1f600}"})
+    );
+    let patched = merge_patch(addr, &format!("{CM}/s"), r#"{"data":{"d":"\udbff!"}}"#).await;
+    assert_eq!(patched["data"]["d"], "\u{fffd}!");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_values_in_refusals_are_quoted_as_go_quotes_them() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let (status, refusal) = send_json(
+        addr,
+        "POST",
+        CM,
+        &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a\u{0}b"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refusal}");
+    let message = refusal["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            r#"ConfigMap "a\x00b" is invalid: metadata.name: Invalid value: "a\x00b": a lowercase RFC 1123 subdomain"#
+        ),
+        "{message}"
+    );
+    let (status, refusal) = send_json(
+        addr,
+        "POST",
+        CM,
+        &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "l", "labels": {"k": "v\u{1}\u{a0}"}}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refusal}");
+    let cause = refusal["details"]["causes"][0]["message"].as_str().unwrap();
+    assert!(
+        cause.starts_with(r#"Invalid value: "v\x01\u00a0": a valid label must"#),
+        "{cause}"
+    );
+    let (status, text) = request(addr, "GET", CM, "application/json", "").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""items":[]"#), "{text}");
+    server.shutdown().await;
+}
+
+/// The answer to `head` and `body` sent on one connection, its writing side shut after them.
+async fn cut_off(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> raw::Answer {
+    let mut stream = raw::send(addr, head, body).await.unwrap();
+    stream.shutdown().await.unwrap();
+    tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+        .await
+        .expect("an answer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_short_or_malformed_is_kube_s_500_and_writes_nothing() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let object = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cut"}}"#;
+    let chunked = format!(
+        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let cases = [
+        (
+            format!(
+                "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                object.len() + 10
+            ),
+            object.to_owned(),
+            "unexpected EOF",
+        ),
+        (
+            chunked.clone(),
+            format!("{:x}\r\n{object}\r\n", object.len() + 10),
+            "unexpected EOF",
+        ),
+        (
+            chunked.clone(),
+            format!("zz\r\n{object}\r\n0\r\n\r\n"),
+            "invalid byte in chunk length",
+        ),
+        (
+            chunked,
+            format!("3\r\n{object}\r\n0\r\n\r\n"),
+            "malformed chunked encoding",
+        ),
+    ];
+    for (head, body, message) in &cases {
+        let answer = cut_off(addr, head, body.as_bytes()).await;
+        assert_eq!(answer.status, 500, "{message}: {}", answer.body);
+        let refusal = answer.json();
+        assert_eq!(refusal["kind"], "Status", "{}", answer.body);
+        assert_eq!(refusal["code"], 500, "{}", answer.body);
+        assert_eq!(refusal.get("reason"), None, "{}", answer.body);
+        assert_eq!(refusal["message"], *message, "{}", answer.body);
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/cut"), "", "").await;
+    assert_eq!(status, 404, "{text}");
+    server.shutdown().await;
+}
