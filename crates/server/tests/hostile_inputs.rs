@@ -126,3 +126,69 @@ async fn a_body_cut_short_or_malformed_is_kube_s_500_and_writes_nothing() {
     assert_eq!(status, 404, "{text}");
     server.shutdown().await;
 }
+
+/// A continue token that is not one, or is forged, is kube's 400 in its words (`invalid
+/// continue token: continue key is not valid...`); one whose start key names another
+/// namespace reads nothing outside the list's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_continue_tokens_are_kube_s_400_and_read_nothing_outside_the_list() {
+    use base64::Engine as _;
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    for (namespace, name) in [
+        ("default", "a"),
+        ("default", "b"),
+        ("kube-system", "hidden"),
+    ] {
+        let (status, created) = send_json(
+            addr,
+            "POST",
+            &format!("/api/v1/namespaces/{namespace}/configmaps"),
+            &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let token = |start: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
+            r#"{{"v":"meta.k8s.io/v1","rv":-1,"start":"{start}"}}"#
+        ))
+    };
+    for (forged, cause) in [
+        (
+            "garbage".to_owned(),
+            r": invalid character '\u0081' looking for beginning of value",
+        ),
+        (token("../../secrets/"), ": ../../secrets/"),
+        (
+            token(""),
+            ": encoded start key empty (version meta.k8s.io/v1)",
+        ),
+    ] {
+        let (status, text) = request(
+            addr,
+            "GET",
+            &format!("{CM}?limit=1&continue={forged}"),
+            "",
+            "",
+        )
+        .await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(refusal["reason"], "BadRequest", "{text}");
+        assert_eq!(
+            refusal["message"],
+            format!("invalid continue token: continue key is not valid{cause}")
+        );
+    }
+    for start in ["kube-system/a", "kube-system", "a"] {
+        let path = format!("{CM}?limit=5&continue={}", token(start));
+        let (status, text) = request(addr, "GET", &path, "", "").await;
+        assert_eq!(status, 200, "{text}");
+        let list: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for item in list["items"].as_array().unwrap() {
+            assert_eq!(item["metadata"]["namespace"], "default", "{start}: {text}");
+        }
+    }
+    server.shutdown().await;
+}
