@@ -116,6 +116,39 @@ pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
     })
 }
 
+/// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
+/// [`SERDE_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
+/// deeper than its deepest field.
+pub const STORED_MAX_DEPTH: usize = 192;
+
+/// The stack a stored object nested past serde_json's recursion limit is read on, in bytes
+/// (reserved, touched only as deep as the reading goes).
+const STORED_STACK: usize = 16 << 20;
+
+/// A stored object's JSON value: serde_json's reading, or, for one nested past serde_json's
+/// recursion limit but at most [`STORED_MAX_DEPTH`] levels (an object a body nested near the
+/// limit, whose managed fields nest deeper: before, such an object was stored and then never
+/// read back, absent from the cache, its GET a 404), the same reading without the limit on its
+/// own stack ([`STORED_STACK`]). The common case costs nothing more.
+///
+/// # Errors
+/// serde_json's error.
+pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::Deserialize as _;
+    serde_json::from_slice(bytes).or_else(|error| {
+        if !error.is_syntax() || scan(bytes, STORED_MAX_DEPTH).is_some() {
+            return Err(error);
+        }
+        stacker::grow(STORED_STACK, || {
+            let mut reader = serde_json::Deserializer::from_slice(bytes);
+            reader.disable_recursion_limit();
+            let value = Value::deserialize(&mut reader)?;
+            reader.end()?;
+            Ok(value)
+        })
+    })
+}
+
 /// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
 /// `encoding/json` reads it (`unquote`: a leading surrogate not followed by the escape of a
 /// trailing one is U+FFFD, and the escape after it is read on its own; a trailing surrogate
@@ -602,6 +635,18 @@ mod tests {
         // at the bracket that opens it.
         let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
         assert!(decode_object("ConfigMap", at_limit.as_bytes()).is_ok());
+        // A stored object may nest deeper (its managed fields), up to its own bound.
+        let stored = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH - 1));
+        assert!(serde_json::from_str::<Value>(&stored).is_err());
+        let value = parse_stored(stored.as_bytes()).unwrap();
+        let (mut levels, mut at) = (0, &value);
+        while let Some(inner) = at.get("a").or_else(|| at.get(0)) {
+            (levels, at) = (levels + 1, inner);
+        }
+        assert_eq!(levels, STORED_MAX_DEPTH - 1);
+        let past = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH));
+        assert!(parse_stored(past.as_bytes()).is_err());
+        assert!(parse_stored(b"{\"a\":[1,]}").is_err());
         let past = format!(
             "{{\"a\":{}{{\"b\":1}}{}}}",
             "[".repeat(SERDE_MAX_DEPTH - 1),
