@@ -3,7 +3,11 @@
 //! `encoding/json` reads it (U+FFFD), in a body and in a patch, not refused; a name or value
 //! with control characters is quoted in a refusal as Go's `%q` quotes it (`"a\x00b"`); a body
 //! that ends before its length, or whose chunked encoding is malformed, is kube's 500 with Go's
-//! `net/http` text and no reason, and nothing is written.
+//! `net/http` text and no reason, and nothing is written. A continue token that is not one is
+//! kube's 400 in its words. A YAML body nested to the reader's bound never overflows a runtime
+//! worker's stack (it aborted the server); an object nested near the body's bound, whose
+//! managed fields nest deeper, is read back from the store, before and after a restart, and
+//! answered in YAML when asked (it was stored, then absent from the cache: its GET a 404).
 
 mod common;
 
@@ -11,7 +15,10 @@ use tokio::io::AsyncWriteExt;
 use watchkeeper::config::ServeArgs;
 use watchkeeper_testkit::raw;
 
-use common::{HANG_GUARD, merge_patch, request, send_json, server_with};
+use common::{
+    HANG_GUARD, merge_patch, request, request_with_headers, restarted, send_json, server_with,
+    widgets_crd,
+};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -190,5 +197,96 @@ async fn forged_continue_tokens_are_kube_s_400_and_read_nothing_outside_the_list
             assert_eq!(item["metadata"]["namespace"], "default", "{start}: {text}");
         }
     }
+    server.shutdown().await;
+}
+
+/// An apply body of 127 nested flow sequences (JSON under the apply media type: serde_json
+/// refuses it, so it is read as YAML) took the YAML reader to its depth bound on a runtime
+/// worker's stack, which a debug build overflowed: the server aborted. Now kube's frame with
+/// go-yaml's words, and the server answers the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_nested_to_the_yaml_bound_is_refused_and_the_server_stays_up() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    for levels in [127, 10_000] {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"deep"}},"x":{}1{}}}"#,
+            "[".repeat(levels),
+            "]".repeat(levels)
+        );
+        let (status, text) = request(
+            addr,
+            "PATCH",
+            &format!("{CM}/deep?fieldManager=m"),
+            "application/apply-patch+yaml",
+            &body,
+        )
+        .await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            refusal["message"],
+            "error decoding YAML: error converting YAML to JSON: yaml: exceeded max depth of 64"
+        );
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/deep"), "", "").await;
+    assert_eq!(status, 404, "{text}");
+    server.shutdown().await;
+}
+
+/// The widget `default/deep` is served with `spec`, alone in its list.
+async fn read_back(addr: std::net::SocketAddr, spec: &serde_json::Value) {
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    // Its managed fields nest past serde_json's limit: read as the server reads it.
+    let read = |text: &str| watchkeeper_api::go_json::parse_stored(text.as_bytes()).unwrap();
+    let (status, got) = request(addr, "GET", &format!("{widgets}/deep"), "", "").await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(&read(&got)["spec"], spec);
+    let (status, list) = request(addr, "GET", widgets, "", "").await;
+    assert_eq!(status, 200, "{list}");
+    let list = read(&list);
+    assert_eq!(list["items"][0]["metadata"]["name"], "deep", "{list}");
+}
+
+/// A widget nested 126 objects deep under `spec` (a body within serde_json's bound): its
+/// managed fields nest a few levels deeper than any body may, and the stored value was never
+/// read back (GET 404, absent from lists, an apply 409 forever). Now it is served, as YAML
+/// too, and read back after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_nested_near_the_body_bound_is_read_back_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ServeArgs {
+        store: Some("embedded".into()),
+        data_dir: Some(dir.path().to_owned()),
+        durable_commits: Some(false),
+        ..ServeArgs::default()
+    };
+    let server = server_with(args.clone()).await;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, crd) = send_json(server.addr, "POST", crds, &widgets_crd()).await;
+    assert_eq!(status, 201, "{crd}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let spec = (0..126).fold(
+        serde_json::json!(1),
+        |inner, _| serde_json::json!({"a": inner}),
+    );
+    let widget = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "deep"}, "spec": spec});
+    let (status, created) = send_json(server.addr, "POST", widgets, &widget).await;
+    assert_eq!(status, 201, "{created}");
+    read_back(server.addr, &widget["spec"]).await;
+    let (status, yaml) = request_with_headers(
+        server.addr,
+        "GET",
+        &format!("{widgets}/deep"),
+        &[("Accept", "application/yaml")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{yaml}");
+    assert!(yaml.starts_with("apiVersion: example.com/v1\n"), "{yaml}");
+    server.shutdown().await;
+    let server = restarted(args).await;
+    read_back(server.addr, &widget["spec"]).await;
     server.shutdown().await;
 }
