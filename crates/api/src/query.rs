@@ -570,12 +570,11 @@ impl ContinueToken {
                 crate::go_json::go_kind(&doc)
             )));
         };
-        // Go matches a field's name without case; the last of repeated ones wins.
+        // Go matches a field's name without case.
         let field = |name: &str| {
             fields
                 .iter()
-                .filter(|(key, value)| key.eq_ignore_ascii_case(name) && !value.is_null())
-                .last()
+                .rfind(|(key, value)| key.eq_ignore_ascii_case(name) && !value.is_null())
                 .map(|(_, value)| value)
         };
         let mismatch = |name: &str, value: &serde_json::Value, go_type: &str| {
