@@ -7,6 +7,7 @@
 use std::fmt;
 
 use serde_json::{Map, Value, json};
+use watchkeeper_core::gotext::go_quote;
 
 use crate::resources::ResourceDef;
 
@@ -84,7 +85,7 @@ impl ApiError {
         let text = if name.is_empty() {
             format!("{resource} is forbidden: {message}")
         } else {
-            format!("{resource} {name:?} is forbidden: {message}")
+            format!("{resource} {} is forbidden: {message}", go_quote(name))
         };
         ApiError {
             details: Some(details(&def.group, &def.plural, name)),
@@ -100,7 +101,7 @@ impl ApiError {
             ..ApiError::new(
                 404,
                 "NotFound",
-                format!("{} {name:?} not found", def.qualified_resource()),
+                format!("{} {} not found", def.qualified_resource(), go_quote(name)),
             )
         }
     }
@@ -113,7 +114,7 @@ impl ApiError {
             ..ApiError::new(
                 404,
                 "NotFound",
-                format!("namespaces {namespace:?} not found"),
+                format!("namespaces {} not found", go_quote(namespace)),
             )
         }
     }
@@ -140,7 +141,11 @@ impl ApiError {
             ..ApiError::new(
                 409,
                 "AlreadyExists",
-                format!("{} {name:?} already exists", def.qualified_resource()),
+                format!(
+                    "{} {} already exists",
+                    def.qualified_resource(),
+                    go_quote(name)
+                ),
             )
         }
     }
@@ -154,8 +159,9 @@ impl ApiError {
                 409,
                 "Conflict",
                 format!(
-                    "Operation cannot be fulfilled on {} {name:?}: {message}",
-                    def.qualified_resource()
+                    "Operation cannot be fulfilled on {} {}: {message}",
+                    def.qualified_resource(),
+                    go_quote(name)
                 ),
             )
         }
@@ -259,7 +265,7 @@ impl ApiError {
             ..ApiError::new(
                 422,
                 "Invalid",
-                format!("{qualified} {name:?} is invalid: {joined}"),
+                format!("{qualified} {} is invalid: {joined}", go_quote(name)),
             )
         }
     }

@@ -329,11 +329,7 @@ pub fn owner_refs(object: &Value) -> Vec<OwnerRef> {
 type Cause = (String, String, String);
 
 fn invalid(field: &str, value: &str, message: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Invalid value: {value:?}: {message}"),
-        "FieldValueInvalid".to_owned(),
-    )
+    crate::names::invalid_value(field, value, message)
 }
 
 /// Go's `%#v` of a `[]string`.

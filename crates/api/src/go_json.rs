@@ -29,7 +29,9 @@
 //!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
 //!   a number past `f64` keeps serde_json's message.
 //! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
-//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused.
+//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused; so is the `\u` escape of a lone
+//!   UTF-16 surrogate (`"\ud800"`, `"\udc00"`, a leading one not followed by a trailing one),
+//!   in a create or update body and in a merge or strategic merge patch ([`parse`]).
 
 use serde_json::Value;
 use watchkeeper_core::gotext::go_quote;
@@ -64,13 +66,7 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
-    let parsed = match serde_json::from_slice(body) {
-        Err(_) if std::str::from_utf8(body).is_err() => {
-            serde_json::from_str(&replace_invalid_utf8(body))
-        }
-        parsed => parsed,
-    };
-    let value: Value = parsed.map_err(|e| {
+    let value: Value = parse(body).map_err(|e| {
         let cause = syntax_error(body)
             .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
@@ -99,8 +95,105 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     Ok(value)
 }
 
+/// `body` as the JSON value Go's `encoding/json` reads from it: serde_json's reading, or, when
+/// serde_json refuses it, its reading of the body with what Go replaces by U+FFFD replaced
+/// (bytes of a string that are not UTF-8, [`replace_invalid_utf8`]; `\u` escapes of lone
+/// UTF-16 surrogates, [`replace_lone_surrogates`]). A body serde_json reads costs nothing more.
+///
+/// # Errors
+/// serde_json's error (of the replaced text, when something was replaced).
+pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(body).or_else(|error| {
+        let text = match std::str::from_utf8(body) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => std::borrow::Cow::Owned(replace_invalid_utf8(body)),
+        };
+        match (replace_lone_surrogates(&text), text) {
+            (Some(replaced), _) => serde_json::from_str(&replaced),
+            (None, std::borrow::Cow::Owned(text)) => serde_json::from_str(&text),
+            (None, std::borrow::Cow::Borrowed(_)) => Err(error),
+        }
+    })
+}
+
+/// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
+/// [`SERDE_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
+/// deeper than its deepest field.
+pub const STORED_MAX_DEPTH: usize = 192;
+
+/// The stack a stored object nested past serde_json's recursion limit is read on, in bytes
+/// (reserved, touched only as deep as the reading goes).
+const STORED_STACK: usize = 16 << 20;
+
+/// A stored object's JSON value: serde_json's reading, or, for one nested past serde_json's
+/// recursion limit but at most [`STORED_MAX_DEPTH`] levels (an object a body nested near the
+/// limit, whose managed fields nest deeper: before, such an object was stored and then never
+/// read back, absent from the cache, its GET a 404), the same reading without the limit on its
+/// own stack ([`STORED_STACK`]). The common case costs nothing more.
+///
+/// # Errors
+/// serde_json's error.
+pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::Deserialize as _;
+    serde_json::from_slice(bytes).or_else(|error| {
+        if !error.is_syntax() || scan(bytes, STORED_MAX_DEPTH).is_some() {
+            return Err(error);
+        }
+        stacker::grow(STORED_STACK, || {
+            let mut reader = serde_json::Deserializer::from_slice(bytes);
+            reader.disable_recursion_limit();
+            let value = Value::deserialize(&mut reader)?;
+            reader.end()?;
+            Ok(value)
+        })
+    })
+}
+
+/// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
+/// `encoding/json` reads it (`unquote`: a leading surrogate not followed by the escape of a
+/// trailing one is U+FFFD, and the escape after it is read on its own; a trailing surrogate
+/// alone is U+FFFD), or `None` when there is none. Only escapes inside strings are escapes.
+fn replace_lone_surrogates(text: &str) -> Option<String> {
+    let escape_at = |bytes: &[u8], at: usize| -> Option<u32> {
+        let digits = bytes.get(at..at + 6)?.strip_prefix(b"\\u")?;
+        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let (mut at, mut in_string) = (0, false);
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                in_string = !in_string;
+                at += 1;
+            }
+            b'\\' if in_string => match escape_at(bytes, at) {
+                Some(0xD800..=0xDBFF)
+                    if escape_at(bytes, at + 6).is_some_and(|u| (0xDC00..=0xDFFF).contains(&u)) =>
+                {
+                    at += 12;
+                }
+                Some(0xD800..=0xDFFF) => {
+                    let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                    out.push_str(&text[copied..at]);
+                    out.push_str("\\ufffd");
+                    at += 6;
+                    copied = at;
+                }
+                _ => at += 2,
+            },
+            _ => at += 1,
+        }
+    }
+    out.map(|mut out| {
+        out.push_str(&text[copied..]);
+        out
+    })
+}
+
 /// How Go's `encoding/json` names the JSON type of `value` in an `UnmarshalTypeError`.
-fn go_kind(value: &Value) -> &'static str {
+pub(crate) fn go_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "bool",
@@ -542,6 +635,18 @@ mod tests {
         // at the bracket that opens it.
         let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
         assert!(decode_object("ConfigMap", at_limit.as_bytes()).is_ok());
+        // A stored object may nest deeper (its managed fields), up to its own bound.
+        let stored = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH - 1));
+        assert!(serde_json::from_str::<Value>(&stored).is_err());
+        let value = parse_stored(stored.as_bytes()).unwrap();
+        let (mut levels, mut at) = (0, &value);
+        while let Some(inner) = at.get("a").or_else(|| at.get(0)) {
+            (levels, at) = (levels + 1, inner);
+        }
+        assert_eq!(levels, STORED_MAX_DEPTH - 1);
+        let past = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH));
+        assert!(parse_stored(past.as_bytes()).is_err());
+        assert!(parse_stored(b"{\"a\":[1,]}").is_err());
         let past = format!(
             "{{\"a\":{}{{\"b\":1}}{}}}",
             "[".repeat(SERDE_MAX_DEPTH - 1),
@@ -608,6 +713,23 @@ mod tests {
         ] {
             assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
         }
+        // Lone UTF-16 surrogates, as go1.19.8's `json.Unmarshal` reads them: U+FFFD, the
+        // escape after a lone leading one read on its own; a pair, and escaped backslashes
+        // before a `u`, as they are.
+        for (body, want) in [
+            (&br#"{"a":"\ud800"}"#[..], "\u{fffd}"),
+            (br#"{"a":"x\udc00y"}"#, "x\u{fffd}y"),
+            (br#"{"a":"\ud800\u0041"}"#, "\u{fffd}A"),
+            (br#"{"a":"\ud800\ud800"}"#, "\u{fffd}\u{fffd}"),
+            (br#"{"a":"\ud83d\ude00\ud800"}"#, "\u{1f600}\u{fffd}"),
+            (b"{\"a\":\"\\ud800\xff\"}", "\u{fffd}\u{fffd}"),
+        ] {
+            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+        }
+        assert_eq!(
+            decode_object("Pod", br#"{"a":"\\ud800","\ud800":1}"#).unwrap(),
+            serde_json::json!({"a": "\\ud800", "\u{fffd}": 1})
+        );
         assert_eq!(
             decode_object("Pod", b"null").unwrap(),
             Value::Object(serde_json::Map::new())

@@ -240,7 +240,8 @@ const SYSTEM_FIELDS: &[&str] = &[
 ///   the body is a 400 `the namespace of the provided object does not match the namespace sent
 ///   on the request`; cluster-scoped objects have any namespace cleared, as Kubernetes does.
 /// - name: `metadata.name`, or `generateName` (truncated to 58 characters) plus the random
-///   suffix; validated with [`validate_name`] (422 Invalid).
+///   suffix; validated with [`validate_name`] (422 Invalid), and so is a `generateName` (as a
+///   prefix: a trailing `-` is read as a letter), its cause first.
 /// - labels and annotations validated (422), size at most [`OBJECT_SIZE_MAX_BYTES`] (413).
 /// - sets `uid`, `creationTimestamp` and `generation: 1`; removes `resourceVersion`,
 ///   `deletionTimestamp`, `deletionGracePeriodSeconds`, `selfLink` and `managedFields`.
@@ -291,6 +292,16 @@ pub fn prepare_create(
         meta.remove("namespace");
     }
 
+    // `generateName` is checked as a name prefix, a trailing `-` read as a letter (kube's
+    // `ValidateObjectMeta` with `maskTrailingDash`), before the name made from it.
+    if let Some(prefix) = string_field(&meta, "generateName")?.filter(|p| !p.is_empty()) {
+        let masked = prefix
+            .strip_suffix('-')
+            .map_or_else(|| prefix.clone(), |head| format!("{head}a"));
+        if let Err(message) = validate_name(def, &masked) {
+            causes.push(invalid_value("metadata.generateName", &prefix, &message));
+        }
+    }
     // Name.
     let name = match string_field(&meta, "name")? {
         Some(name) => Some(name),
@@ -740,6 +751,37 @@ mod tests {
         let long = json!({"metadata": {"generateName": "a".repeat(80)}});
         let out = prepare_create(&def("pods"), long, &ctx(Some("d"))).unwrap();
         assert_eq!(out["metadata"]["name"].as_str().unwrap().len(), 63);
+        // The prefix itself is a name's prefix (kube's `ValidateObjectMeta`): too long, or not
+        // a DNS subdomain, it is refused before the name made from it.
+        let refused = |prefix: String| {
+            let body = json!({"metadata": {"generateName": prefix}});
+            prepare_create(&def("pods"), body, &ctx(Some("d")))
+                .unwrap_err()
+                .message
+        };
+        assert_eq!(
+            refused("a".repeat(254)),
+            format!(
+                "Pod \"{}x7k2p\" is invalid: metadata.generateName: Invalid value: \"{}\": must be no more than 253 characters",
+                "a".repeat(58),
+                "a".repeat(254)
+            )
+        );
+        assert!(
+            refused("X_".to_owned()).starts_with(
+                "Pod \"X_x7k2p\" is invalid: [metadata.generateName: Invalid value: \"X_\": a lowercase RFC 1123 subdomain"
+            ),
+            "{}",
+            refused("X_".to_owned())
+        );
+        assert!(
+            prepare_create(
+                &def("pods"),
+                json!({"metadata": {"generateName": "a.b-"}}),
+                &ctx(Some("d"))
+            )
+            .is_ok()
+        );
         let err =
             prepare_create(&def("pods"), json!({"metadata": {}}), &ctx(Some("d"))).unwrap_err();
         assert_eq!(err.code, 422);

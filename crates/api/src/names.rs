@@ -128,12 +128,9 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `field.Invalid(field, value, message)` of a string value (Go's `%q`).
 pub(crate) fn invalid_value(field: &str, value: &str, message: &str) -> Cause {
-    (
-        field.to_owned(),
-        format!("Invalid value: {value:?}: {message}"),
-        "FieldValueInvalid".to_owned(),
-    )
+    crate::field::invalid(field, &watchkeeper_core::gotext::go_quote(value), message)
 }
 
 pub(crate) fn type_name(value: &Value) -> &'static str {

@@ -276,7 +276,7 @@ pub fn apply_patch_with_limits(
 }
 
 fn decode(bytes: &[u8], what: &str) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes)
+    crate::go_json::parse(bytes)
         .map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
 }
 

@@ -490,10 +490,13 @@ fn invalid_option(resource: &str, field: &str, message: &str) -> ApiError {
 /// Whether a continue token's start key is one path with nothing to clean, as kube's
 /// `DecodeContinue` demands against path traversal (`path.Clean("/" + key)` must give it back):
 /// no empty, `.` or `..` segment, no trailing `/`. Every key this server issues (`name`,
-/// `namespace/name`) is one; a forged `../../secrets/` is not, and its token is a 400.
+/// `namespace/name`) is one; a forged `../../secrets/` is not, and its token is a 400; nor is
+/// an empty key (kube's `encoded start key empty`).
 #[must_use]
 pub fn is_clean_key(key: &str) -> bool {
-    let key = key.strip_prefix('/').unwrap_or(key);
+    let Some(key) = (!key.is_empty()).then(|| key.strip_prefix('/').unwrap_or(key)) else {
+        return false;
+    };
     key.is_empty()
         || key
             .split('/')
@@ -511,48 +514,114 @@ pub struct ContinueToken {
 }
 
 impl ContinueToken {
-    /// Encodes as Kubernetes does: base64 of a small JSON document.
+    /// Encodes as Kubernetes does: unpadded URL-safe base64 of a small JSON document.
     #[must_use]
     pub fn encode(&self) -> String {
         let rv = self
             .revision
             .map_or(-1, |revision| i64::try_from(revision).unwrap_or(i64::MAX));
         let doc = serde_json::json!({"v": "meta.k8s.io/v1", "rv": rv, "start": self.start_after});
-        base64::engine::general_purpose::URL_SAFE.encode(doc.to_string())
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(doc.to_string())
     }
 
-    /// Decodes and validates a token.
+    /// Decodes and validates a token as kube's `DecodeContinue` does: any negative `rv` is the
+    /// latest revision, and every refusal is its error in the etcd store's frame, `invalid
+    /// continue token: continue key is not valid...` (a token this server issued before with
+    /// `=` padding still decodes).
     ///
     /// # Errors
-    /// 400 for anything that is not a token this server made.
+    /// 400 BadRequest for anything that is not a token (see above).
     pub fn decode(token: &str) -> Result<ContinueToken, ApiError> {
-        let bad = || {
+        let bad = |cause: &str| {
+            let sep = if cause.is_empty() { "" } else { ": " };
             ApiError::bad_request(format!(
-                "continue key is not valid: {token:?} is not a continue token issued by this server"
+                "invalid continue token: continue key is not valid{sep}{cause}"
             ))
         };
-        let raw = base64::engine::general_purpose::URL_SAFE
-            .decode(token)
-            .or_else(|_| base64::engine::general_purpose::STANDARD.decode(token))
-            .map_err(|_| bad())?;
-        let doc: serde_json::Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-        if doc.get("v").and_then(serde_json::Value::as_str) != Some("meta.k8s.io/v1") {
-            return Err(bad());
-        }
-        let revision = match doc.get("rv").and_then(serde_json::Value::as_i64) {
-            Some(-1) => None,
-            Some(rv) if rv > 0 => Some(rv.unsigned_abs()),
-            _ => return Err(bad()),
+        // Go's `base64.RawURLEncoding` (not strict: trailing bits are ignored).
+        const RAW_URL: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+            &base64::alphabet::URL_SAFE,
+            base64::engine::GeneralPurposeConfig::new()
+                .with_encode_padding(false)
+                .with_decode_allow_trailing_bits(true)
+                .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone),
+        );
+        let unpadded = token.trim_end_matches('=');
+        let raw = RAW_URL.decode(unpadded).map_err(|error| {
+            let at = match error {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                base64::DecodeError::InvalidLength(_) | base64::DecodeError::InvalidPadding => {
+                    unpadded.len().saturating_sub(1)
+                }
+            };
+            bad(&format!("illegal base64 data at input byte {at}"))
+        })?;
+        let doc = crate::go_json::parse(&raw).map_err(|_| {
+            bad(&crate::go_json::syntax_error(&raw)
+                .unwrap_or_else(|| "unexpected end of JSON input".to_owned()))
+        })?;
+        let serde_json::Value::Object(fields) = doc else {
+            if doc.is_null() {
+                return Err(bad("server does not recognize this encoded version "));
+            }
+            return Err(bad(&format!(
+                "json: cannot unmarshal {} into Go value of type storage.continueToken",
+                crate::go_json::go_kind(&doc)
+            )));
         };
-        let start_after = doc
-            .get("start")
-            .and_then(serde_json::Value::as_str)
-            .filter(|start| is_clean_key(start))
-            .ok_or_else(bad)?
-            .to_owned();
+        // Go matches a field's name without case.
+        let field = |name: &str| {
+            fields
+                .iter()
+                .rfind(|(key, value)| key.eq_ignore_ascii_case(name) && !value.is_null())
+                .map(|(_, value)| value)
+        };
+        let mismatch = |name: &str, value: &serde_json::Value, go_type: &str| {
+            // Go names the number only when it was decoding one (`literalStore`).
+            let what = match value {
+                serde_json::Value::Number(n) if go_type == "int64" => format!("number {n}"),
+                other => crate::go_json::go_kind(other).to_owned(),
+            };
+            bad(&format!(
+                "json: cannot unmarshal {what} into Go struct field continueToken.{name} of type {go_type}"
+            ))
+        };
+        let version = match field("v") {
+            None => "",
+            Some(serde_json::Value::String(v)) => v.as_str(),
+            Some(other) => return Err(mismatch("v", other, "string")),
+        };
+        let rv = match field("rv") {
+            None => 0,
+            Some(value) => value
+                .as_i64()
+                .ok_or_else(|| mismatch("rv", value, "int64"))?,
+        };
+        let start = match field("start") {
+            None => "",
+            Some(serde_json::Value::String(start)) => start.as_str(),
+            Some(other) => return Err(mismatch("start", other, "string")),
+        };
+        if version != "meta.k8s.io/v1" {
+            return Err(bad(&format!(
+                "server does not recognize this encoded version {version}"
+            )));
+        }
+        if rv == 0 {
+            return Err(bad(
+                "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            ));
+        }
+        if start.is_empty() {
+            return Err(bad("encoded start key empty (version meta.k8s.io/v1)"));
+        }
+        if !is_clean_key(start) {
+            return Err(bad(start));
+        }
         Ok(ContinueToken {
-            revision,
-            start_after,
+            revision: (rv > 0).then_some(rv.unsigned_abs()),
+            start_after: start.to_owned(),
         })
     }
 }
@@ -730,16 +799,74 @@ mod tests {
         let kube = base64::engine::general_purpose::URL_SAFE
             .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":-1,\"start\":\"ns/a\"}");
         assert_eq!(ContinueToken::decode(&kube).unwrap(), latest);
-        for bad in [
-            "",
-            "garbage",
-            "eyJ2IjoxfQ==",
-            &base64::engine::general_purpose::STANDARD
-                .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":0,\"start\":\"\"}"),
-            &base64::engine::general_purpose::STANDARD
-                .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":-2,\"start\":\"a\"}"),
+        // A negative `rv` is the latest revision, as kube reads it; a token issued with
+        // padding still decodes.
+        let minus_two = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode("{\"v\":\"meta.k8s.io/v1\",\"rv\":-2,\"start\":\"ns/a\"}");
+        assert_eq!(ContinueToken::decode(&minus_two).unwrap(), latest);
+        assert_eq!(
+            ContinueToken::decode(&format!("{minus_two}==")).unwrap(),
+            latest
+        );
+        // Refusals in kube's words (`DecodeContinue` in the etcd store's frame).
+        let token = |doc: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(doc);
+        for (bad, cause) in [
+            (
+                String::new(),
+                ": unexpected end of JSON input".to_owned(),
+            ),
+            (
+                "garbage".to_owned(),
+                r": invalid character '\u0081' looking for beginning of value".to_owned(),
+            ),
+            (
+                "ab+c".to_owned(),
+                ": illegal base64 data at input byte 2".to_owned(),
+            ),
+            (
+                "abcde".to_owned(),
+                ": illegal base64 data at input byte 4".to_owned(),
+            ),
+            (
+                token(r#"{"v":1}"#),
+                ": json: cannot unmarshal number into Go struct field continueToken.v of type string".to_owned(),
+            ),
+            (
+                token(r#"{"v":"meta.k8s.io/v1","rv":"5","start":"a"}"#),
+                ": json: cannot unmarshal string into Go struct field continueToken.rv of type int64".to_owned(),
+            ),
+            (
+                token("[]"),
+                ": json: cannot unmarshal array into Go value of type storage.continueToken".to_owned(),
+            ),
+            (
+                token(r#"{"v":"meta.k8s.io/v2","rv":1,"start":"a"}"#),
+                ": server does not recognize this encoded version meta.k8s.io/v2".to_owned(),
+            ),
+            (
+                token(r#"{"rv":1,"start":"a"}"#),
+                ": server does not recognize this encoded version ".to_owned(),
+            ),
+            (
+                token(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a"}"#),
+                ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)".to_owned(),
+            ),
+            (
+                token(r#"{"v":"meta.k8s.io/v1","rv":3,"start":""}"#),
+                ": encoded start key empty (version meta.k8s.io/v1)".to_owned(),
+            ),
+            (
+                token(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a/../../b"}"#),
+                ": a/../../b".to_owned(),
+            ),
         ] {
-            assert_eq!(ContinueToken::decode(bad).unwrap_err().code, 400, "{bad}");
+            let error = ContinueToken::decode(&bad).unwrap_err();
+            assert_eq!((error.code, error.reason.as_str()), (400, "BadRequest"), "{bad}");
+            assert_eq!(
+                error.message,
+                format!("invalid continue token: continue key is not valid{cause}"),
+                "{bad}"
+            );
         }
         // Start keys that a path clean would change are forged (kube's `DecodeContinue`).
         let with_start = |start: &str| ContinueToken {
@@ -762,7 +889,9 @@ mod tests {
                 "{forged}"
             );
             assert!(
-                error.message.starts_with("continue key is not valid: "),
+                error
+                    .message
+                    .starts_with("invalid continue token: continue key is not valid: "),
                 "{forged}"
             );
         }

@@ -14,7 +14,9 @@
 //!   any large value is built, in go-yaml's words (`yaml: document contains excessive
 //!   aliasing`, `yaml: line N: exceeded max depth of 64`: [`crate::go_yaml`]).
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
-//!   value (tested), and an answer that is not JSON is left alone.
+//!   value (tested), and an answer that is not JSON is left alone. An object nested as deep as
+//!   a stored one may be ([`crate::go_json::parse_stored`]: its managed fields nest deeper
+//!   than any body) is converted too, on its own stack (before, it was answered as JSON).
 
 use serde_json::Value;
 
@@ -41,9 +43,16 @@ pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 /// `json` as YAML (see the module docs); `None` when it is not JSON.
 #[must_use]
 pub fn yaml_from_json(json: &[u8]) -> Option<Vec<u8>> {
-    let value: Value = serde_json::from_slice(json).ok()?;
-    serde_saphyr::to_string(&value).ok().map(String::into_bytes)
+    let value: Value = crate::go_json::parse_stored(json).ok()?;
+    stacker::grow(WRITE_STACK, || {
+        serde_saphyr::to_string(&value).ok().map(String::into_bytes)
+    })
 }
+
+/// The stack an answer is written as YAML on, in bytes (reserved, touched only as deep as the
+/// writing goes: the writer recurses per level, and an object may nest as deep as a stored
+/// one, [`crate::go_json::STORED_MAX_DEPTH`]).
+const WRITE_STACK: usize = 16 << 20;
 
 #[cfg(test)]
 mod tests {

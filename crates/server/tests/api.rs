@@ -915,7 +915,8 @@ async fn an_expired_continue_token_offers_the_rest_at_the_latest_revision() {
         .expect("a continue token in the Status")
         .to_owned();
     let decoded: Value = serde_json::from_slice(
-        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE, &offered).unwrap(),
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &offered)
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(decoded["rv"], -1, "{decoded}");

@@ -23,6 +23,9 @@
 //!   string aliased a hundred times (10 MB of JSON) is refused before it is built. Both are
 //!   go-yaml's `yaml: document contains excessive aliasing`, and nesting go-yaml's `exceeded
 //!   max depth of 64` ([`crate::go_yaml`]).
+//! - The reading runs on its own stack ([`READ_STACK`]), whatever stack its caller has left: a
+//!   body nested to the bound never overflows a runtime worker's (it did, in a debug build,
+//!   aborting the server on an apply of 127 nested flow sequences).
 
 use serde_json::Value;
 
@@ -75,13 +78,21 @@ pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
             "{prefix}error converting YAML to JSON: yaml: invalid UTF-8: {e}"
         ))
     })?;
-    serde_saphyr::from_str_with_options(text, options(body.len())).map_err(|e| {
-        ApiError::bad_request(format!(
-            "{prefix}error converting YAML to JSON: {}",
-            crate::go_yaml::cause(&e)
-        ))
+    stacker::grow(READ_STACK, || {
+        serde_saphyr::from_str_with_options(text, options(body.len())).map_err(|e| {
+            ApiError::bad_request(format!(
+                "{prefix}error converting YAML to JSON: {}",
+                crate::go_yaml::cause(&e)
+            ))
+        })
     })
 }
+
+/// The stack a YAML body is read on, in bytes: reserved, touched only as deep as the reading
+/// goes. The reader recurses per level (a debug build takes about 20 KiB a level: the
+/// [`MAX_DEPTH`] levels need more than a runtime worker's whole 2 MiB stack, and overflowed
+/// it, aborting the server, when a request came deep into it).
+const READ_STACK: usize = 16 << 20;
 
 /// The YAML reader's options for a body of `len` bytes: [`MAX_DEPTH`], the expansion bounds
 /// of the module docs, and repeated keys handed to the value built (the last one wins, as in
@@ -121,9 +132,11 @@ pub fn duplicate_keys(body: &[u8]) -> Vec<String> {
     let Ok(text) = std::str::from_utf8(body) else {
         return Vec::new();
     };
-    serde_saphyr::from_str_with_options::<Repeated>(text, options(body.len()))
-        .map(|repeated| repeated.0)
-        .unwrap_or_default()
+    stacker::grow(READ_STACK, || {
+        serde_saphyr::from_str_with_options::<Repeated>(text, options(body.len()))
+            .map(|repeated| repeated.0)
+            .unwrap_or_default()
+    })
 }
 
 /// The `already set in map` messages of a YAML value (see [`duplicate_keys`]).

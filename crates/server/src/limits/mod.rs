@@ -14,10 +14,11 @@
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge `Request entity too large: limit is 3145728` |
-//! | JSON body nesting (fixed: 127 levels, serde_json's recursion limit; Go's is 10,000) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth (...)` (`watchkeeper_api::go_json`) |
-//! | YAML body nesting (fixed: 64 levels) and alias expansion (fixed: twice the body's length, plus 4096 nodes and 64 KiB of scalars) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): error converting YAML to JSON: yaml: line N: exceeded max depth of 64 (...)`, `... yaml: document contains excessive aliasing (...)` (`watchkeeper_api::go_yaml`; an apply: `error decoding YAML: error converting YAML to JSON: ...`) |
+//! | JSON body nesting (fixed: 127 levels, serde_json's recursion limit; Go's is 10,000; a stored object, its managed fields deeper, is read back up to 192 on its own stack: `go_json::parse_stored`) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth (...)` (`watchkeeper_api::go_json`) |
+//! | YAML body nesting (fixed: 64 levels) and alias expansion (fixed: twice the body's length, plus 4096 nodes and 64 KiB of scalars) | — | 400 BadRequest `the object provided is unrecognized (must be of type <Kind>): error converting YAML to JSON: yaml: line N: exceeded max depth of 64 (...)`, `... yaml: document contains excessive aliasing (...)` (`watchkeeper_api::go_yaml`; an apply: `error decoding YAML: error converting YAML to JSON: ...`; the reader runs on its own stack, so the bound is reached without overflowing a worker's) |
 //! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`; a request's own `?timeout=` Go duration when shorter, kube's `WithRequestDeadline`, 400 when it is not one) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset (`INTERNAL_ERROR`, as Go's server), HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
+//! | a body cut short or malformed ([`read_error`]) | — | 500 with Go's `net/http` text (`unexpected EOF`, `invalid byte in chunk length`, `malformed chunked encoding`, ...), no reason, as kube's handlers pass a read error on |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
 //! | `enable-priority-and-fairness` ([`apf`]: classified requests take a seat of their priority level, the levels sharing the two in-flight limits below added up; watches, long-running requests and probes excepted) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
@@ -132,6 +133,7 @@ use crate::auth::{Auth, PeerIdentity, User};
 pub mod apf;
 mod body;
 pub mod connections;
+mod read_error;
 pub use crate::config::LimitsConfig;
 use crate::respond::error_response;
 pub use body::HoldBody;
@@ -1043,9 +1045,7 @@ async fn admit(
             {
                 return too_large();
             }
-            return error_response(&ApiError::bad_request(format!(
-                "cannot read the request body: {error}"
-            )));
+            return error_response(&read_error::body_read_error(&error));
         }
         Err(_) if deadline.is_some_and(|deadline| deadline <= read_by) => {
             return limits.timed_out();

@@ -288,7 +288,7 @@ pub fn decode_stored(
     revision: Revision,
     value: &[u8],
 ) -> Result<Arc<Object>, String> {
-    let mut body: Value = serde_json::from_slice(value)
+    let mut body: Value = watchkeeper_api::go_json::parse_stored(value)
         .map_err(|e| format!("a stored {} is not JSON: {e}", def.kind))?;
     if let Some(schema) = schema {
         let _pruned = watchkeeper_api::structural::prune_and_default(schema, &mut body);

@@ -1,0 +1,292 @@
+//! Hostile inputs, round four: bodies and values kube-apiserver answers in its own way, which
+//! the server answered in others. The `\u` escape of a lone UTF-16 surrogate is read as Go's
+//! `encoding/json` reads it (U+FFFD), in a body and in a patch, not refused; a name or value
+//! with control characters is quoted in a refusal as Go's `%q` quotes it (`"a\x00b"`); a body
+//! that ends before its length, or whose chunked encoding is malformed, is kube's 500 with Go's
+//! `net/http` text and no reason, and nothing is written. A continue token that is not one is
+//! kube's 400 in its words. A YAML body nested to the reader's bound never overflows a runtime
+//! worker's stack (it aborted the server); an object nested near the body's bound, whose
+//! managed fields nest deeper, is read back from the store, before and after a restart, and
+//! answered in YAML when asked (it was stored, then absent from the cache: its GET a 404).
+
+mod common;
+
+use tokio::io::AsyncWriteExt;
+use watchkeeper::config::ServeArgs;
+use watchkeeper_testkit::raw;
+
+use common::{
+    HANG_GUARD, merge_patch, request, request_with_headers, restarted, send_json, server_with,
+    widgets_crd,
+};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_surrogates_are_read_as_go_reads_them() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"s"},"data":{"a":"\ud800","b":"x\udc00\u0041","c":"\ud83d\ude00"}}"#;
+    let (status, text) = request(addr, "POST", CM, "application/json", body).await;
+    assert_eq!(status, 201, "{text}");
+    let created: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        created["data"],
+        serde_json::json!({"a": "\u{fffd}", "b": "x\u{fffd}A", "c": "\u{1f600}"})
+    );
+    let patched = merge_patch(addr, &format!("{CM}/s"), r#"{"data":{"d":"\udbff!"}}"#).await;
+    assert_eq!(patched["data"]["d"], "\u{fffd}!");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_and_values_in_refusals_are_quoted_as_go_quotes_them() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let (status, refusal) = send_json(
+        addr,
+        "POST",
+        CM,
+        &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a\u{0}b"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refusal}");
+    let message = refusal["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            r#"ConfigMap "a\x00b" is invalid: metadata.name: Invalid value: "a\x00b": a lowercase RFC 1123 subdomain"#
+        ),
+        "{message}"
+    );
+    let (status, refusal) = send_json(
+        addr,
+        "POST",
+        CM,
+        &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "l", "labels": {"k": "v\u{1}\u{a0}"}}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refusal}");
+    let cause = refusal["details"]["causes"][0]["message"].as_str().unwrap();
+    assert!(
+        cause.starts_with(r#"Invalid value: "v\x01\u00a0": a valid label must"#),
+        "{cause}"
+    );
+    let (status, text) = request(addr, "GET", CM, "application/json", "").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""items":[]"#), "{text}");
+    server.shutdown().await;
+}
+
+/// The answer to `head` and `body` sent on one connection, its writing side shut after them.
+async fn cut_off(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> raw::Answer {
+    let mut stream = raw::send(addr, head, body).await.unwrap();
+    stream.shutdown().await.unwrap();
+    tokio::time::timeout(HANG_GUARD, raw::read_answer(&mut stream))
+        .await
+        .expect("an answer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_short_or_malformed_is_kube_s_500_and_writes_nothing() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let object = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cut"}}"#;
+    let chunked = format!(
+        "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let cases = [
+        (
+            format!(
+                "POST {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                object.len() + 10
+            ),
+            object.to_owned(),
+            "unexpected EOF",
+        ),
+        (
+            chunked.clone(),
+            format!("{:x}\r\n{object}\r\n", object.len() + 10),
+            "unexpected EOF",
+        ),
+        (
+            chunked.clone(),
+            format!("zz\r\n{object}\r\n0\r\n\r\n"),
+            "invalid byte in chunk length",
+        ),
+        (
+            chunked,
+            format!("3\r\n{object}\r\n0\r\n\r\n"),
+            "malformed chunked encoding",
+        ),
+    ];
+    for (head, body, message) in &cases {
+        let answer = cut_off(addr, head, body.as_bytes()).await;
+        assert_eq!(answer.status, 500, "{message}: {}", answer.body);
+        let refusal = answer.json();
+        assert_eq!(refusal["kind"], "Status", "{}", answer.body);
+        assert_eq!(refusal["code"], 500, "{}", answer.body);
+        assert_eq!(refusal.get("reason"), None, "{}", answer.body);
+        assert_eq!(refusal["message"], *message, "{}", answer.body);
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/cut"), "", "").await;
+    assert_eq!(status, 404, "{text}");
+    server.shutdown().await;
+}
+
+/// A continue token that is not one, or is forged, is kube's 400 in its words (`invalid
+/// continue token: continue key is not valid...`); one whose start key names another
+/// namespace reads nothing outside the list's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_continue_tokens_are_kube_s_400_and_read_nothing_outside_the_list() {
+    use base64::Engine as _;
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    for (namespace, name) in [
+        ("default", "a"),
+        ("default", "b"),
+        ("kube-system", "hidden"),
+    ] {
+        let (status, created) = send_json(
+            addr,
+            "POST",
+            &format!("/api/v1/namespaces/{namespace}/configmaps"),
+            &serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let token = |start: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(
+            r#"{{"v":"meta.k8s.io/v1","rv":-1,"start":"{start}"}}"#
+        ))
+    };
+    for (forged, cause) in [
+        (
+            "garbage".to_owned(),
+            r": invalid character '\u0081' looking for beginning of value",
+        ),
+        (token("../../secrets/"), ": ../../secrets/"),
+        (
+            token(""),
+            ": encoded start key empty (version meta.k8s.io/v1)",
+        ),
+    ] {
+        let (status, text) = request(
+            addr,
+            "GET",
+            &format!("{CM}?limit=1&continue={forged}"),
+            "",
+            "",
+        )
+        .await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(refusal["reason"], "BadRequest", "{text}");
+        assert_eq!(
+            refusal["message"],
+            format!("invalid continue token: continue key is not valid{cause}")
+        );
+    }
+    for start in ["kube-system/a", "kube-system", "a"] {
+        let path = format!("{CM}?limit=5&continue={}", token(start));
+        let (status, text) = request(addr, "GET", &path, "", "").await;
+        assert_eq!(status, 200, "{text}");
+        let list: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for item in list["items"].as_array().unwrap() {
+            assert_eq!(item["metadata"]["namespace"], "default", "{start}: {text}");
+        }
+    }
+    server.shutdown().await;
+}
+
+/// An apply body of 127 nested flow sequences (JSON under the apply media type: serde_json
+/// refuses it, so it is read as YAML) took the YAML reader to its depth bound on a runtime
+/// worker's stack, which a debug build overflowed: the server aborted. Now kube's frame with
+/// go-yaml's words, and the server answers the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apply_nested_to_the_yaml_bound_is_refused_and_the_server_stays_up() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    for levels in [127, 10_000] {
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"deep"}},"x":{}1{}}}"#,
+            "[".repeat(levels),
+            "]".repeat(levels)
+        );
+        let (status, text) = request(
+            addr,
+            "PATCH",
+            &format!("{CM}/deep?fieldManager=m"),
+            "application/apply-patch+yaml",
+            &body,
+        )
+        .await;
+        assert_eq!(status, 400, "{text}");
+        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            refusal["message"],
+            "error decoding YAML: error converting YAML to JSON: yaml: exceeded max depth of 64"
+        );
+    }
+    let (status, text) = request(addr, "GET", &format!("{CM}/deep"), "", "").await;
+    assert_eq!(status, 404, "{text}");
+    server.shutdown().await;
+}
+
+/// The widget `default/deep` is served with `spec`, alone in its list.
+async fn read_back(addr: std::net::SocketAddr, spec: &serde_json::Value) {
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    // Its managed fields nest past serde_json's limit: read as the server reads it.
+    let read = |text: &str| watchkeeper_api::go_json::parse_stored(text.as_bytes()).unwrap();
+    let (status, got) = request(addr, "GET", &format!("{widgets}/deep"), "", "").await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(&read(&got)["spec"], spec);
+    let (status, list) = request(addr, "GET", widgets, "", "").await;
+    assert_eq!(status, 200, "{list}");
+    let list = read(&list);
+    assert_eq!(list["items"][0]["metadata"]["name"], "deep", "{list}");
+}
+
+/// A widget nested 126 objects deep under `spec` (a body within serde_json's bound): its
+/// managed fields nest a few levels deeper than any body may, and the stored value was never
+/// read back (GET 404, absent from lists, an apply 409 forever). Now it is served, as YAML
+/// too, and read back after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_nested_near_the_body_bound_is_read_back_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ServeArgs {
+        store: Some("embedded".into()),
+        data_dir: Some(dir.path().to_owned()),
+        durable_commits: Some(false),
+        ..ServeArgs::default()
+    };
+    let server = server_with(args.clone()).await;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, crd) = send_json(server.addr, "POST", crds, &widgets_crd()).await;
+    assert_eq!(status, 201, "{crd}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let spec = (0..126).fold(
+        serde_json::json!(1),
+        |inner, _| serde_json::json!({"a": inner}),
+    );
+    let widget = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "deep"}, "spec": spec});
+    let (status, created) = send_json(server.addr, "POST", widgets, &widget).await;
+    assert_eq!(status, 201, "{created}");
+    read_back(server.addr, &widget["spec"]).await;
+    let (status, yaml) = request_with_headers(
+        server.addr,
+        "GET",
+        &format!("{widgets}/deep"),
+        &[("Accept", "application/yaml")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{yaml}");
+    assert!(yaml.starts_with("apiVersion: example.com/v1\n"), "{yaml}");
+    server.shutdown().await;
+    let server = restarted(args).await;
+    read_back(server.addr, &widget["spec"]).await;
+    server.shutdown().await;
+}
