@@ -10,7 +10,7 @@
 //!   server with the reason; nothing configured is silently ignored.
 //! - `PodSecurity`: its `PodSecurityConfiguration` (defaults and exemptions,
 //!   [`watchkeeper_api::pod_security::config`]). Ignored, as kube ignores the configuration of
-//!   a plugin it does not run, when `--disable-admission-plugins` turns PodSecurity off.
+//!   a plugin it does not run, when the admission plugin flags turn PodSecurity off.
 //! - Any other plugin with a configuration is refused: the plugins this server runs take
 //!   none here (kube's `ResourceQuota` and webhook plugins do, and this server does not
 //!   honour theirs), and plugins it does not run cannot be configured. kube's legacy
@@ -38,20 +38,19 @@ pub struct AdmissionConfig {
     pub pod_security: PodSecurity,
 }
 
-/// The configuration `--admission-control-config-file` gives (`file`), for the plugins
-/// `--disable-admission-plugins` leaves on (`disabled`, already checked).
+/// The configuration `--admission-control-config-file` gives (`file`), for the plugins that
+/// run (`enabled`).
 ///
 /// # Errors
 /// The flag's error: why the file cannot be used.
 pub(super) fn from_flags(
     file: Option<&Path>,
-    disabled: &[String],
+    enabled: &AdmissionPlugins,
 ) -> Result<AdmissionConfig, super::ConfigError> {
     let Some(file) = file else {
         return Ok(AdmissionConfig::default());
     };
-    let enabled = AdmissionPlugins::without(disabled).unwrap_or_default();
-    load(file, &enabled).map_err(|message| {
+    load(file, enabled).map_err(|message| {
         super::ConfigError::flag(
             "--admission-control-config-file",
             format!("--admission-control-config-file: {message}"),

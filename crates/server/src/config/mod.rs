@@ -11,6 +11,7 @@ use watchkeeper_core::{CacheConfig, WatchMode};
 use watchkeeper_store::StoreKind;
 
 mod admission;
+pub mod admission_plugins;
 mod audit;
 mod error;
 mod limits;
@@ -68,6 +69,17 @@ pub struct ServeArgs {
     /// PodSecurity, ValidatingAdmissionPolicy [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,
+    /// Admission plugins to run besides kube-apiserver's default set, comma-separated, as
+    /// kube's flag names them: any of kube v1.33's plugins is understood; those this server
+    /// does not run are refused at start (see `config::admission_plugins`) [default: none].
+    /// Store modes only.
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Option<Vec<String>>,
+    /// Deprecated (as in kube): exactly the admission plugins to run, comma-separated;
+    /// exclusive with `--enable-admission-plugins` and `--disable-admission-plugins`
+    /// [default: none: kube's default set]. Store modes only.
+    #[arg(long, value_delimiter = ',')]
+    pub admission_control: Option<Vec<String>>,
     /// kube-apiserver's admission configuration file (an `AdmissionConfiguration`, YAML or
     /// JSON): PodSecurity's `PodSecurityConfiguration` (defaults and exemptions), inline or by
     /// `path` [default: none: kube's defaults]. Store modes only.
@@ -509,6 +521,8 @@ impl ServeArgs {
             enable_garbage_collector,
             enable_root_ca_cert_publisher,
             disable_admission_plugins,
+            enable_admission_plugins,
+            admission_control,
             admission_control_config_file,
             encryption_provider_config,
             event_fresh_seconds,
@@ -1079,6 +1093,11 @@ impl UpstreamConfig {
                 "--disable-admission-plugins",
             ),
             (
+                args.enable_admission_plugins.is_some(),
+                "--enable-admission-plugins",
+            ),
+            (args.admission_control.is_some(), "--admission-control"),
+            (
                 args.admission_control_config_file.is_some(),
                 "--admission-control-config-file",
             ),
@@ -1442,6 +1461,11 @@ impl ServeConfig {
                 ),
             ));
         }
+        let admission = admission_plugins::from_flags(admission_plugins::Flags {
+            enable: args.enable_admission_plugins.as_deref(),
+            disable: args.disable_admission_plugins.as_deref(),
+            control: args.admission_control.as_deref(),
+        })?;
         let min_request_timeout =
             Duration::from_secs(args.min_request_timeout_seconds.unwrap_or(1800));
         if min_request_timeout.is_zero() {
@@ -1478,21 +1502,10 @@ impl ServeConfig {
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
             enable_garbage_collector: args.enable_garbage_collector.unwrap_or(true),
             enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.unwrap_or(true),
-            admission: crate::source::pod_admission::AdmissionPlugins::without(
-                args.disable_admission_plugins.as_deref().unwrap_or_default(),
-            )
-            .map_err(|unknown| {
-                ConfigError::flag(
-                    "--disable-admission-plugins",
-                    format!(
-                        "--disable-admission-plugins: unknown admission plugin {unknown:?}; this server runs {}",
-                        crate::source::pod_admission::AdmissionPlugins::NAMES.join(", ")
-                    ),
-                )
-            })?,
+            admission,
             admission_config: admission::from_flags(
                 args.admission_control_config_file.as_deref(),
-                args.disable_admission_plugins.as_deref().unwrap_or_default(),
+                &admission,
             )?,
             min_request_timeout,
             fresh_wait,

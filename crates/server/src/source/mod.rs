@@ -23,6 +23,7 @@ pub mod feed;
 pub mod handover;
 pub mod limit_ranger;
 pub mod object_admission;
+pub mod plugin_admission;
 pub mod pod_admission;
 pub mod pod_security;
 pub mod policy_admission;

@@ -85,6 +85,7 @@ use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
+use crate::source::plugin_admission;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
@@ -1033,13 +1034,18 @@ impl Writer<'_> {
     }
 
     /// Checks that a namespace exists (and is not terminating) before a create of `name` (of
-    /// `def`) in it, refusing as kube-apiserver's NamespaceLifecycle admission.
+    /// `def`) in it, refusing as kube-apiserver's NamespaceLifecycle admission; with only
+    /// NamespaceExists on, that it exists; with neither, nothing.
     async fn ensure_namespace(
         &self,
         def: &ResourceDef,
         namespace: &str,
         name: &str,
     ) -> Result<(), ApiError> {
+        let plugins = self.source.admission;
+        if !plugins.namespace_lifecycle && !plugins.namespace_exists {
+            return Ok(());
+        }
         let Some(namespaces) = self.resources.iter().find(|r| {
             r.def.group.is_empty() && r.def.version == "v1" && r.def.plural == "namespaces"
         }) else {
@@ -1053,7 +1059,10 @@ impl Writer<'_> {
         }
         match found {
             None => Err(ApiError::namespace_not_found(namespace)),
-            Some(ns) if ns.body().pointer("/metadata/deletionTimestamp").is_some() => {
+            Some(ns)
+                if plugins.namespace_lifecycle
+                    && ns.body().pointer("/metadata/deletionTimestamp").is_some() =>
+            {
                 let message = format!(
                     "unable to create new content in namespace {namespace} because it is being terminated"
                 );
@@ -1484,18 +1493,45 @@ impl Writer<'_> {
             }
             _ => {}
         }
+        self.optional_plugins_mutate(resource, None, &mut object);
         // kube's MutatingAdmissionWebhook, after the in-process mutating plugins.
         let object = self.mutating_webhooks(resource, None, object).await?;
         let object = self.admit(resource, None, object)?;
         self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
         self.pod_security(resource, None, &object)?;
+        self.optional_plugins_validate(resource, None, &object)?;
         // kube's validating admission order: LimitRanger, PodSecurity, then the policies,
         // then the validating webhooks.
         self.admit_policies(resource, Some(&object), None)?;
         self.validating_webhooks(resource, Some(&object), None)
             .await?;
         Ok(object)
+    }
+
+    /// kube's optional mutating plugins ([`plugin_admission::mutate`]) on a write of `object`
+    /// over `old`.
+    fn optional_plugins_mutate(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &mut Value,
+    ) {
+        let plugins = &self.source.admission;
+        plugin_admission::mutate(plugins, &resource.def, &self.subresource, old, object);
+    }
+
+    /// kube's optional validating plugins ([`plugin_admission::validate`]) on a write of
+    /// `object` over `old`: their 403.
+    fn optional_plugins_validate(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        let plugins = &self.source.admission;
+        plugin_admission::validate(plugins, &resource.def, &self.subresource, old, object)
+            .map_err(|message| forbidden_object(resource, object, message))
     }
 
     /// kube's pod and pod template warnings (its strategies' `WarningsOnCreate` and
@@ -2854,6 +2890,7 @@ impl Writer<'_> {
             }
             _ => {}
         }
+        self.optional_plugins_mutate(resource, Some(old), &mut new);
         Ok(Prepared {
             current,
             new,
@@ -2880,6 +2917,7 @@ impl Writer<'_> {
         self.pod_warnings(resource, Some(old), &new);
         self.limits_updated(resource, old, &new)?;
         self.pod_security(resource, Some(old), &new)?;
+        self.optional_plugins_validate(resource, Some(old), &new)?;
         self.admit_policies(resource, Some(&new), Some(old))?;
         let managers = managers.unwrap_or_else(|| {
             apply::update(
@@ -3051,7 +3089,8 @@ impl Writer<'_> {
                     .is_some_and(|f| !f.is_empty()),
             };
             if is_namespaces(&resource.def) {
-                if IMMORTAL_NAMESPACES.contains(&name) {
+                if self.source.admission.namespace_lifecycle && IMMORTAL_NAMESPACES.contains(&name)
+                {
                     // kube-apiserver's NamespaceLifecycle admission.
                     return Err(ApiError::forbidden(
                         &resource.def,

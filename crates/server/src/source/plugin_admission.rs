@@ -1,0 +1,329 @@
+//! kube-apiserver's optional admission plugins that look at one object: `AlwaysPullImages`,
+//! `DenyServiceExternalIPs`, `LimitPodHardAntiAffinityTopology` (off by default, turned on by
+//! `--enable-admission-plugins`) and `CertificateSubjectRestriction` (on by default)
+//! (`plugin/pkg/admission/alwayspullimages`, `network/denyserviceexternalips`, `antiaffinity`,
+//! `certificates/subjectrestriction`). Each runs only when its switch in
+//! [`AdmissionPlugins`] is on; none looks at a subresource's write.
+//!
+//! ## Guarantees
+//! - **AlwaysPullImages** ([`mutate`], with the in-process mutating plugins): a created pod's
+//!   containers, init containers and ephemeral containers all get `imagePullPolicy: Always`;
+//!   so does an updated pod's, when the update brings an image none of the old pod's
+//!   containers had (kube's `isUpdateWithNoNewImages`: an update that keeps the images keeps
+//!   the policies).
+//! - **DenyServiceExternalIPs** ([`validate`]): a Service created with `spec.externalIPs`, or
+//!   updated to one its old self did not list, is kube's 403 `Use of external IPs is denied by
+//!   admission control`; removing addresses is allowed.
+//! - **LimitPodHardAntiAffinityTopology** ([`validate`]): a pod (create or update) whose
+//!   required pod anti-affinity terms use another topology key than
+//!   `kubernetes.io/hostname` is kube's 403 `affinity.PodAntiAffinity.RequiredDuringScheduling
+//!   has TopologyKey zone but only key kubernetes.io/hostname is allowed`.
+//! - **CertificateSubjectRestriction** ([`validate`], creates only): a
+//!   CertificateSigningRequest for the `kubernetes.io/kube-apiserver-client` signer whose
+//!   request's subject names the organization `system:masters` is kube's 403 `use of
+//!   kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed`; a
+//!   request that does not decode is kube's 403 `failed to parse CSR: ...`.
+//! - Not done: AlwaysPullImages' validating half (which refuses a policy a mutating webhook
+//!   set back to another value after this plugin ran).
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use serde_json::Value;
+use watchkeeper_api::resources::ResourceDef;
+
+use super::pod_admission::AdmissionPlugins;
+
+/// The signer `CertificateSubjectRestriction` guards.
+const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
+
+/// The only topology key `LimitPodHardAntiAffinityTopology` allows.
+const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// The kinds of container a pod spec lists (kube's `VisitContainersWithPath`).
+const CONTAINER_LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
+
+/// Whether the write is of `group`/`plural` itself (no subresource).
+fn is(def: &ResourceDef, subresource: &str, group: &str, plural: &str) -> bool {
+    subresource.is_empty() && def.group == group && def.plural == plural
+}
+
+/// The images of `pod`'s containers of every kind.
+fn images(pod: &Value) -> BTreeSet<&str> {
+    CONTAINER_LISTS
+        .iter()
+        .filter_map(|list| pod.pointer(&format!("/spec/{list}")))
+        .filter_map(Value::as_array)
+        .flatten()
+        .map(|c| c.get("image").and_then(Value::as_str).unwrap_or_default())
+        .collect()
+}
+
+/// The mutating plugins of this module on a write of `object` over `old` (`None` on a
+/// create), in place.
+pub fn mutate(
+    plugins: &AdmissionPlugins,
+    def: &ResourceDef,
+    subresource: &str,
+    old: Option<&Value>,
+    object: &mut Value,
+) {
+    if !plugins.always_pull_images || !is(def, subresource, "", "pods") {
+        return;
+    }
+    if let Some(old) = old {
+        let before = images(old);
+        if images(object).iter().all(|image| before.contains(image)) {
+            return;
+        }
+    }
+    for list in CONTAINER_LISTS {
+        let containers = object
+            .pointer_mut(&format!("/spec/{list}"))
+            .and_then(Value::as_array_mut);
+        for container in containers.into_iter().flatten() {
+            if let Some(container) = container.as_object_mut() {
+                container.insert("imagePullPolicy".to_owned(), Value::from("Always"));
+            }
+        }
+    }
+}
+
+/// The validating plugins of this module on a write of `object` over `old` (`None` on a
+/// create).
+///
+/// # Errors
+/// The refusing plugin's message (kube's 403 Forbidden of the object).
+pub fn validate(
+    plugins: &AdmissionPlugins,
+    def: &ResourceDef,
+    subresource: &str,
+    old: Option<&Value>,
+    object: &Value,
+) -> Result<(), String> {
+    if plugins.deny_service_external_ips && is(def, subresource, "", "services") {
+        deny_external_ips(old, object)?;
+    }
+    if plugins.limit_pod_hard_anti_affinity_topology && is(def, subresource, "", "pods") {
+        hostname_anti_affinity(object)?;
+    }
+    if plugins.certificate_subject_restriction
+        && old.is_none()
+        && is(
+            def,
+            subresource,
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+        )
+    {
+        no_masters(object)?;
+    }
+    Ok(())
+}
+
+/// `spec.externalIPs` of a Service.
+fn external_ips(service: &Value) -> Vec<&str> {
+    service
+        .pointer("/spec/externalIPs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// DenyServiceExternalIPs: only addresses `old` already had.
+fn deny_external_ips(old: Option<&Value>, service: &Value) -> Result<(), String> {
+    let before = old.map(external_ips).unwrap_or_default();
+    if external_ips(service).iter().all(|ip| before.contains(ip)) {
+        Ok(())
+    } else {
+        Err("Use of external IPs is denied by admission control".to_owned())
+    }
+}
+
+/// LimitPodHardAntiAffinityTopology: required anti-affinity terms only per host.
+fn hostname_anti_affinity(pod: &Value) -> Result<(), String> {
+    let terms = pod
+        .pointer("/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for term in terms {
+        let key = term
+            .get("topologyKey")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if key != HOSTNAME {
+            return Err(format!(
+                "affinity.PodAntiAffinity.RequiredDuringScheduling has TopologyKey {key} but only key {HOSTNAME} is allowed"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// CertificateSubjectRestriction: no `system:masters` organization for the client signer.
+fn no_masters(csr: &Value) -> Result<(), String> {
+    if csr.pointer("/spec/signerName").and_then(Value::as_str) != Some(CLIENT_SIGNER) {
+        return Ok(());
+    }
+    let request = csr
+        .pointer("/spec/request")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let organizations =
+        subject_organizations(request).map_err(|error| format!("failed to parse CSR: {error}"))?;
+    if organizations.iter().any(|o| o == "system:masters") {
+        return Err(format!(
+            "use of {CLIENT_SIGNER} signer with system:masters group is not allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// The subject's organizations of `request`, a CSR's base64 PEM (kube's `ParseCSR`).
+fn subject_organizations(request: &str) -> Result<Vec<String>, String> {
+    use x509_parser::prelude::FromDer as _;
+    const NOT_A_REQUEST: &str = "PEM block type must be CERTIFICATE REQUEST";
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(request)
+        .map_err(|_| NOT_A_REQUEST.to_owned())?;
+    let (_, block) =
+        x509_parser::pem::parse_x509_pem(&pem).map_err(|_| NOT_A_REQUEST.to_owned())?;
+    if block.label != "CERTIFICATE REQUEST" {
+        return Err(NOT_A_REQUEST.to_owned());
+    }
+    let (_, parsed) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
+            .map_err(|error| error.to_string())?;
+    Ok(parsed
+        .certification_request_info
+        .subject
+        .iter_organization()
+        .map(|o| o.as_str().unwrap_or_default().to_owned())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn all_on() -> AdmissionPlugins {
+        AdmissionPlugins {
+            always_pull_images: true,
+            deny_service_external_ips: true,
+            limit_pod_hard_anti_affinity_topology: true,
+            ..AdmissionPlugins::default()
+        }
+    }
+
+    fn def(group: &str, plural: &str) -> ResourceDef {
+        watchkeeper_api::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.group == group && d.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn pull_policies_become_always_only_with_new_images() {
+        let pods = def("", "pods");
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "image": "a",
+            "imagePullPolicy": "IfNotPresent"}], "initContainers": [{"name": "i", "image": "b"}]}});
+        mutate(&all_on(), &pods, "", None, &mut pod);
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["imagePullPolicy"],
+            "Always"
+        );
+        // An update with the old images keeps what it says.
+        let old = pod.clone();
+        pod["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
+        mutate(&all_on(), &pods, "", Some(&old), &mut pod);
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Never");
+        pod["spec"]["containers"][0]["image"] = json!("new");
+        mutate(&all_on(), &pods, "", Some(&old), &mut pod);
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        // Off, or a subresource: untouched.
+        let mut other = json!({"spec": {"containers": [{"name": "c", "image": "a"}]}});
+        mutate(&AdmissionPlugins::default(), &pods, "", None, &mut other);
+        mutate(&all_on(), &pods, "status", None, &mut other);
+        assert!(
+            other["spec"]["containers"][0]
+                .get("imagePullPolicy")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn external_ips_only_shrink() {
+        let services = def("", "services");
+        let with = |ips: Value| json!({"spec": {"externalIPs": ips}});
+        let denied = "Use of external IPs is denied by admission control";
+        let on = all_on();
+        assert_eq!(
+            validate(&on, &services, "", None, &with(json!(["1.2.3.4"]))).unwrap_err(),
+            denied
+        );
+        assert!(validate(&on, &services, "", None, &with(json!([]))).is_ok());
+        let old = with(json!(["1.2.3.4", "5.6.7.8"]));
+        assert!(validate(&on, &services, "", Some(&old), &with(json!(["5.6.7.8"]))).is_ok());
+        assert_eq!(
+            validate(&on, &services, "", Some(&old), &with(json!(["9.9.9.9"]))).unwrap_err(),
+            denied
+        );
+        let off = AdmissionPlugins::default();
+        assert!(validate(&off, &services, "", None, &with(json!(["1.2.3.4"]))).is_ok());
+    }
+
+    #[test]
+    fn anti_affinity_is_per_host_only() {
+        let pods = def("", "pods");
+        let pod = |key: &str| {
+            json!({"spec": {"affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": HOSTNAME}, {"topologyKey": key}]}}}})
+        };
+        assert!(validate(&all_on(), &pods, "", None, &pod(HOSTNAME)).is_ok());
+        assert_eq!(
+            validate(&all_on(), &pods, "", None, &pod("zone")).unwrap_err(),
+            "affinity.PodAntiAffinity.RequiredDuringScheduling has TopologyKey zone but only key kubernetes.io/hostname is allowed"
+        );
+    }
+
+    fn csr(organization: &str, signer: &str) -> Value {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, organization);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "me");
+        let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+        let request = base64::engine::general_purpose::STANDARD.encode(pem);
+        json!({"spec": {"signerName": signer, "request": request}})
+    }
+
+    #[test]
+    fn masters_cannot_ask_the_client_signer() {
+        let csrs = def("certificates.k8s.io", "certificatesigningrequests");
+        let on = AdmissionPlugins::default();
+        assert_eq!(
+            validate(&on, &csrs, "", None, &csr("system:masters", CLIENT_SIGNER)).unwrap_err(),
+            "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"
+        );
+        assert!(validate(&on, &csrs, "", None, &csr("team", CLIENT_SIGNER)).is_ok());
+        let kubelet = "kubernetes.io/kube-apiserver-client-kubelet";
+        assert!(validate(&on, &csrs, "", None, &csr("system:masters", kubelet)).is_ok());
+        let garbage = json!({"spec": {"signerName": CLIENT_SIGNER, "request": "aGVsbG8="}});
+        assert_eq!(
+            validate(&on, &csrs, "", None, &garbage).unwrap_err(),
+            "failed to parse CSR: PEM block type must be CERTIFICATE REQUEST"
+        );
+        // Updates (approval, status) are not looked at.
+        let old = csr("system:masters", CLIENT_SIGNER);
+        assert!(validate(&on, &csrs, "", Some(&old), &old).is_ok());
+    }
+}

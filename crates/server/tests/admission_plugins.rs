@@ -1,0 +1,303 @@
+//! kube-apiserver's admission plugin flags over HTTP (see `config::admission_plugins` and
+//! `source::plugin_admission`): `--enable-admission-plugins`, `--disable-admission-plugins`
+//! and `--admission-control` choose what runs, refused at start in kube's words; each
+//! optional plugin this server runs answers as kube's does, and does nothing when off.
+
+mod common;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use watchkeeper::config::{ServeArgs, ServeConfig};
+
+use common::{merge_patch, request, send_json, server_with};
+
+fn names(list: &[&str]) -> Option<Vec<String>> {
+    Some(list.iter().map(|n| (*n).to_owned()).collect())
+}
+
+fn enabled(list: &[&str]) -> ServeArgs {
+    ServeArgs {
+        enable_admission_plugins: names(list),
+        ..ServeArgs::default()
+    }
+}
+
+fn refusal(args: ServeArgs) -> String {
+    ServeConfig::from_args(args).unwrap_err().to_string()
+}
+
+/// Goal: the flags' refusals are kube-apiserver's, and a plugin kube has that this server
+/// does not run is refused by name rather than silently skipped.
+#[test]
+fn flags_are_refused_as_kube_refuses_them() {
+    assert_eq!(
+        refusal(enabled(&["Nope"])),
+        r#"enable-admission-plugins plugin "Nope" is unknown"#
+    );
+    assert_eq!(
+        refusal(ServeArgs {
+            enable_admission_plugins: names(&["AlwaysPullImages"]),
+            disable_admission_plugins: names(&["AlwaysPullImages"]),
+            ..ServeArgs::default()
+        }),
+        "[AlwaysPullImages] in enable-admission-plugins and disable-admission-plugins overlapped"
+    );
+    assert_eq!(
+        refusal(ServeArgs {
+            admission_control: names(&["ServiceAccount"]),
+            disable_admission_plugins: names(&["PodSecurity"]),
+            ..ServeArgs::default()
+        }),
+        "admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive"
+    );
+    let node = refusal(enabled(&["NodeRestriction"]));
+    assert!(
+        node.contains(r#"admission plugin "NodeRestriction" is kube-apiserver's but this server does not run it"#),
+        "{node}"
+    );
+    // Known names are accepted: kube's default set and one more.
+    ServeConfig::from_args(enabled(&["NamespaceExists", "PodSecurity"])).unwrap();
+}
+
+/// A pod of one container running `image` with pull policy `IfNotPresent`.
+fn pod(name: &str, image: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": image, "imagePullPolicy": "IfNotPresent"}],
+            "initContainers": [{"name": "i", "image": "init"}]}})
+}
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+/// Goal: AlwaysPullImages makes every container pull on create and on an update that brings a
+/// new image; an update that keeps the images keeps the policies; off by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_pull_images_makes_containers_pull() {
+    let server = server_with(enabled(&["AlwaysPullImages"])).await;
+    let addr = server.addr;
+    let (status, created) = send_json(addr, "POST", PODS, &pod("puller", "app:1")).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    assert_eq!(
+        created["spec"]["initContainers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    let path = format!("{PODS}/puller");
+    let relabelled = merge_patch(addr, &path, r#"{"metadata":{"labels":{"a":"b"}}}"#).await;
+    assert_eq!(
+        relabelled["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    let updated = merge_patch(
+        addr,
+        &path,
+        r#"{"spec":{"containers":[{"name":"c","image":"app:2"}]}}"#,
+    )
+    .await;
+    assert_eq!(updated["spec"]["containers"][0]["image"], "app:2");
+    assert_eq!(
+        updated["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs::default()).await;
+    let (status, created) = send_json(off.addr, "POST", PODS, &pod("keeper", "app:1")).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    off.shutdown().await;
+}
+
+fn service(name: &str, external: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+        "spec": {"ports": [{"port": 80}], "externalIPs": external}})
+}
+
+const SERVICES: &str = "/api/v1/namespaces/default/services";
+
+/// Goal: DenyServiceExternalIPs refuses new external IPs (create or update) with kube's 403
+/// and allows keeping or removing them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_service_external_ips_refuses_new_addresses() {
+    let server = server_with(enabled(&["DenyServiceExternalIPs"])).await;
+    let addr = server.addr;
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        SERVICES,
+        &service("web", json!(["192.0.2.1"])),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["reason"], "Forbidden");
+    assert_eq!(
+        refused["message"],
+        r#"services "web" is forbidden: Use of external IPs is denied by admission control"#
+    );
+    let (status, created) = send_json(addr, "POST", SERVICES, &service("web", json!([]))).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{SERVICES}/web"),
+        "application/merge-patch+json",
+        r#"{"spec":{"externalIPs":["192.0.2.2"]}}"#,
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused.contains("Use of external IPs is denied by admission control"));
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs::default()).await;
+    let (status, created) = send_json(
+        off.addr,
+        "POST",
+        SERVICES,
+        &service("web", json!(["192.0.2.1"])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    off.shutdown().await;
+}
+
+/// Goal: LimitPodHardAntiAffinityTopology refuses a required anti-affinity per zone with
+/// kube's 403, and admits one per host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_anti_affinity_is_per_host_only() {
+    let server = server_with(enabled(&["LimitPodHardAntiAffinityTopology"])).await;
+    let addr = server.addr;
+    let spread = |name: &str, key: &str| {
+        let mut pod = pod(name, "app");
+        pod["spec"]["affinity"] = json!({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": key,
+                "labelSelector": {"matchLabels": {"app": "x"}}}]}});
+        pod
+    };
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &spread("zonal", "topology.kubernetes.io/zone"),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "zonal" is forbidden: affinity.PodAntiAffinity.RequiredDuringScheduling has TopologyKey topology.kubernetes.io/zone but only key kubernetes.io/hostname is allowed"#
+    );
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &spread("hostly", "kubernetes.io/hostname"),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    server.shutdown().await;
+}
+
+/// A CertificateSigningRequest for `signer` whose subject's organization is `organization`.
+fn csr(name: &str, organization: &str, signer: &str) -> Value {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, organization);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "someone");
+    let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+    json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {"signerName": signer, "usages": ["client auth"],
+            "request": base64::engine::general_purpose::STANDARD.encode(pem)}})
+}
+
+const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+const CLIENT: &str = "kubernetes.io/kube-apiserver-client";
+
+/// Goal: CertificateSubjectRestriction (on by default) refuses a `system:masters` request to
+/// the kube-apiserver client signer with kube's 403; other groups and signers pass; disabled,
+/// nothing is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn masters_may_not_ask_the_client_signer() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let (status, refused) =
+        send_json(addr, "POST", CSRS, &csr("root", "system:masters", CLIENT)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"certificatesigningrequests.certificates.k8s.io "root" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"#
+    );
+    let (status, created) = send_json(addr, "POST", CSRS, &csr("team", "team-a", CLIENT)).await;
+    assert_eq!(status, 201, "{created}");
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs {
+        disable_admission_plugins: names(&["CertificateSubjectRestriction"]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, created) = send_json(
+        off.addr,
+        "POST",
+        CSRS,
+        &csr("root", "system:masters", CLIENT),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    off.shutdown().await;
+}
+
+fn configmap_in(namespace: &str) -> (String, Value) {
+    (
+        format!("/api/v1/namespaces/{namespace}/configmaps"),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+    )
+}
+
+/// Goal: NamespaceLifecycle (on by default) refuses a create in a namespace that does not
+/// exist; off, the create succeeds; `--admission-control=NamespaceExists` alone refuses it
+/// again with kube's 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_plugins_decide_creates_in_missing_namespaces() {
+    let (path, body) = configmap_in("ghost");
+    let not_found = r#"namespaces "ghost" not found"#;
+    let server = server_with(ServeArgs::default()).await;
+    let (status, refused) = send_json(server.addr, "POST", &path, &body).await;
+    assert_eq!(
+        (status, refused["message"].as_str()),
+        (404, Some(not_found))
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs {
+        disable_admission_plugins: names(&["NamespaceLifecycle"]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, created) = send_json(off.addr, "POST", &path, &body).await;
+    assert_eq!(status, 201, "{created}");
+    off.shutdown().await;
+
+    let exists = server_with(ServeArgs {
+        admission_control: names(&["NamespaceExists"]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, refused) = send_json(exists.addr, "POST", &path, &body).await;
+    assert_eq!(
+        (status, refused["message"].as_str()),
+        (404, Some(not_found))
+    );
+    let (path, body) = configmap_in("default");
+    let (status, created) = send_json(exists.addr, "POST", &path, &body).await;
+    assert_eq!(status, 201, "{created}");
+    exists.shutdown().await;
+}
