@@ -623,6 +623,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             shutdown_rx.clone(),
         ));
     }
+    if let Some((reloading, interval)) = app.config.encryption_reload.clone() {
+        tokio::spawn(crate::source::encryption_reload::run(
+            reloading,
+            interval,
+            shutdown_rx.clone(),
+        ));
+    }
     if let Some(period) = app.config.consistency_check_interval
         && app.source.as_store().is_some()
     {

@@ -13,6 +13,7 @@ use watchkeeper_store::StoreKind;
 mod admission;
 pub mod admission_plugins;
 mod audit;
+mod encryption;
 mod error;
 mod limits;
 mod tls;
@@ -91,6 +92,14 @@ pub struct ServeArgs {
     /// values [default: none: values stored as they are]. Store modes only.
     #[arg(long)]
     pub encryption_provider_config: Option<PathBuf>,
+    /// Read `--encryption-provider-config` again when its content changes, as kube-apiserver's
+    /// flag does [default: false: read once, at start]. Needs `--encryption-provider-config`.
+    #[arg(long)]
+    pub encryption_provider_config_automatic_reload: Option<bool>,
+    /// How often, in milliseconds, `--encryption-provider-config-automatic-reload` reads the
+    /// file for a change, 100 to 3600000 [default: 60000, kube's one minute].
+    #[arg(long)]
+    pub encryption_provider_config_reload_interval_ms: Option<u64>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
     /// root-ca-cert-publisher does (its CA bundle: --root-ca-file) [default: true]. Store modes
     /// only.
@@ -525,6 +534,8 @@ impl ServeArgs {
             admission_control,
             admission_control_config_file,
             encryption_provider_config,
+            encryption_provider_config_automatic_reload,
+            encryption_provider_config_reload_interval_ms,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -660,6 +671,13 @@ pub struct ServeConfig {
     /// `--encryption-provider-config`: how stored values are encrypted; `None` stores them
     /// as they are.
     pub encryption: Option<std::sync::Arc<crate::source::encryption::Encryption>>,
+    /// `--encryption-provider-config-automatic-reload`: the file `encryption` is reloaded from
+    /// and how often it is read (`--encryption-provider-config-reload-interval-ms`); `None`
+    /// when it is read once.
+    pub encryption_reload: Option<(
+        std::sync::Arc<crate::source::encryption_reload::Reloading>,
+        Duration,
+    )>,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -1106,6 +1124,14 @@ impl UpstreamConfig {
                 "--encryption-provider-config",
             ),
             (
+                args.encryption_provider_config_automatic_reload.is_some(),
+                "--encryption-provider-config-automatic-reload",
+            ),
+            (
+                args.encryption_provider_config_reload_interval_ms.is_some(),
+                "--encryption-provider-config-reload-interval-ms",
+            ),
+            (
                 args.consistency_check_interval_ms.is_some(),
                 "--consistency-check-interval-ms",
             ),
@@ -1461,6 +1487,14 @@ impl ServeConfig {
                 ),
             ));
         }
+        let (encryption, encryption_reload) = encryption::from_flags(
+            (
+                args.encryption_provider_config.as_deref(),
+                args.encryption_provider_config_automatic_reload,
+                args.encryption_provider_config_reload_interval_ms,
+            ),
+            &prefix,
+        )?;
         let admission = admission_plugins::from_flags(admission_plugins::Flags {
             enable: args.enable_admission_plugins.as_deref(),
             disable: args.disable_admission_plugins.as_deref(),
@@ -1483,19 +1517,8 @@ impl ServeConfig {
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from("watchkeeper-data")),
             etcd_endpoints,
-            encryption: match args.encryption_provider_config.as_deref() {
-                None => None,
-                Some(file) => Some(std::sync::Arc::new(
-                    crate::source::encryption::Encryption::load(file, &prefix).map_err(
-                        |message| {
-                            ConfigError::flag(
-                                "--encryption-provider-config",
-                                format!("--encryption-provider-config: {message}"),
-                            )
-                        },
-                    )?,
-                )),
-            },
+            encryption,
+            encryption_reload,
             prefix,
             resources: args.resources,
             cache,

@@ -19,6 +19,7 @@ pub mod compaction;
 pub mod consistency;
 pub mod decode;
 pub mod encryption;
+pub mod encryption_reload;
 pub mod feed;
 pub mod handover;
 pub mod limit_ranger;
