@@ -50,13 +50,18 @@ fn flags_are_refused_as_kube_refuses_them() {
         }),
         "admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive"
     );
-    let node = refusal(enabled(&["NodeRestriction"]));
+    let selector = refusal(enabled(&["PodNodeSelector"]));
     assert!(
-        node.contains(r#"admission plugin "NodeRestriction" is kube-apiserver's but this server does not run it"#),
-        "{node}"
+        selector.contains(r#"admission plugin "PodNodeSelector" is kube-apiserver's but this server does not run it"#),
+        "{selector}"
     );
     // Known names are accepted: kube's default set and one more.
-    ServeConfig::from_args(enabled(&["NamespaceExists", "PodSecurity"])).unwrap();
+    ServeConfig::from_args(enabled(&[
+        "NamespaceExists",
+        "PodSecurity",
+        "NodeRestriction",
+    ]))
+    .unwrap();
 }
 
 /// A pod of one container running `image` with pull policy `IfNotPresent`.
@@ -300,4 +305,95 @@ async fn namespace_plugins_decide_creates_in_missing_namespaces() {
     let (status, created) = send_json(exists.addr, "POST", &path, &body).await;
     assert_eq!(status, 201, "{created}");
     exists.shutdown().await;
+}
+
+/// `method` on `path` with `body` as the holder of `token`: the status and the JSON answer.
+async fn as_user(
+    addr: std::net::SocketAddr,
+    token: &str,
+    (method, path): (&str, &str),
+    body: &Value,
+) -> (u16, Value) {
+    let bearer = format!("Bearer {token}");
+    let content = if method == "PATCH" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", content),
+    ];
+    let (status, text) =
+        common::request_with_headers(addr, method, path, &headers, &body.to_string()).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Goal: NodeRestriction (kubeadm's `--enable-admission-plugins=NodeRestriction`) — a node
+/// writes its own Node but not another's nor its own taints, creates only its mirror pods
+/// and deletes only pods bound to it, in kube's words; other users are not restricted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_writes_only_its_own_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,\"system:masters\"\nnode-token,system:node:a,2,\"system:nodes\"\n",
+    )
+    .unwrap();
+    let server = server_with(ServeArgs {
+        token_auth_file: Some(tokens),
+        ..enabled(&["NodeRestriction"])
+    })
+    .await;
+    let addr = server.addr;
+    let node = |name: &str| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+    let nodes = "/api/v1/nodes";
+    let (status, own) = as_user(addr, "node-token", ("POST", nodes), &node("a")).await;
+    assert_eq!(status, 201, "{own}");
+    let (status, refused) = as_user(addr, "node-token", ("POST", nodes), &node("b")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"nodes "b" is forbidden: node "a" is not allowed to modify node "b""#
+    );
+    let (status, body) = as_user(addr, "admin-token", ("POST", nodes), &node("b")).await;
+    assert_eq!(status, 201, "{body}");
+    let taint = json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}});
+    let (status, refused) = as_user(addr, "node-token", ("PATCH", "/api/v1/nodes/a"), &taint).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"nodes "a" is forbidden: node "a" is not allowed to modify taints"#
+    );
+
+    let pod = |name: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}})
+    };
+    let (status, refused) = as_user(addr, "node-token", ("POST", PODS), &pod("plain", "a")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "plain" is forbidden: pod does not have "kubernetes.io/config.mirror" annotation, node "a" can only create mirror pods"#
+    );
+    let mut mirror = pod("static", "a");
+    mirror["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "hash"});
+    mirror["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Node",
+        "name": "a", "uid": own["metadata"]["uid"], "controller": true}]);
+    let (status, created) = as_user(addr, "node-token", ("POST", PODS), &mirror).await;
+    assert_eq!(status, 201, "{created}");
+
+    let (status, body) = as_user(addr, "admin-token", ("POST", PODS), &pod("theirs", "b")).await;
+    assert_eq!(status, 201, "{body}");
+    let theirs = format!("{PODS}/theirs");
+    let (status, refused) = as_user(addr, "node-token", ("DELETE", &theirs), &Value::Null).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "theirs" is forbidden: node "a" can only delete pods with spec.nodeName set to itself"#
+    );
+    let (status, body) = as_user(addr, "admin-token", ("DELETE", &theirs), &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    server.shutdown().await;
 }

@@ -19,7 +19,8 @@
 //!   pflag's words.
 //! - A known plugin this server does not run ([`crate::source::pod_admission::AdmissionPlugins::NAMES`]
 //!   are those it runs) that a flag names to enable is refused at start, naming it: nothing is
-//!   pretended. kube's default-on plugins this server does not run (`PersistentVolumeClaimResize`,
+//!   pretended (`NodeRestriction`, which kubeadm enables, is run: `crate::source::node_restriction`).
+//!   kube's default-on plugins this server does not run (`PersistentVolumeClaimResize`,
 //!   `StorageObjectInUseProtection`, `CertificateApproval`, `CertificateSigning`) and those
 //!   kube itself leaves inactive without a feature gate that is off by default in v1.33
 //!   (`ClusterTrustBundleAttest`, `PodTopologyLabels`, `MutatingAdmissionPolicy`) are not run
@@ -324,15 +325,23 @@ mod tests {
 
     #[test]
     fn a_known_plugin_not_run_is_refused_when_asked_for() {
-        let node = names(&["NodeRestriction"]);
+        let selector = names(&["PodNodeSelector"]);
         let message = refusal(Flags {
-            enable: Some(&node),
+            enable: Some(&selector),
             ..Flags::default()
         });
         assert!(
-            message.starts_with(r#"--enable-admission-plugins: admission plugin "NodeRestriction" is kube-apiserver's but this server does not run it; it runs ServiceAccount"#),
+            message.starts_with(r#"--enable-admission-plugins: admission plugin "PodNodeSelector" is kube-apiserver's but this server does not run it; it runs ServiceAccount"#),
             "{message}"
         );
+        // kubeadm's flag.
+        let node = names(&["NodeRestriction"]);
+        let plugins = from_flags(Flags {
+            enable: Some(&node),
+            ..Flags::default()
+        })
+        .unwrap();
+        assert!(plugins.node_restriction && plugins.namespace_lifecycle);
         let resize = names(&["PersistentVolumeClaimResize"]);
         assert!(
             refusal(Flags {

@@ -64,10 +64,9 @@ pub struct ServeArgs {
     /// owners are gone are deleted. Off, neither happens. Store modes only.
     #[arg(long)]
     pub enable_garbage_collector: Option<bool>,
-    /// Admission plugins not to run, comma-separated, as kube-apiserver's flag names them:
-    /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota,
-    /// RuntimeClass, DefaultStorageClass, DefaultIngressClass, TaintNodesByCondition,
-    /// PodSecurity, ValidatingAdmissionPolicy [default: none]. Store modes only.
+    /// Admission plugins of kube-apiserver's default set not to run, comma-separated, as
+    /// kube's flag names them (any of kube v1.33's plugins; see `config::admission_plugins`)
+    /// [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,
     /// Admission plugins to run besides kube-apiserver's default set, comma-separated, as

@@ -23,6 +23,7 @@ pub mod encryption_reload;
 pub mod feed;
 pub mod handover;
 pub mod limit_ranger;
+pub mod node_restriction;
 pub mod object_admission;
 pub mod plugin_admission;
 pub mod pod_admission;

@@ -88,6 +88,8 @@ pub struct AdmissionPlugins {
     pub limit_pod_hard_anti_affinity_topology: bool,
     /// `CertificateSubjectRestriction` (`super::plugin_admission`).
     pub certificate_subject_restriction: bool,
+    /// `NodeRestriction` (`super::node_restriction`), default off.
+    pub node_restriction: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -112,13 +114,14 @@ impl Default for AdmissionPlugins {
             deny_service_external_ips: false,
             limit_pod_hard_anti_affinity_topology: false,
             certificate_subject_restriction: true,
+            node_restriction: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 19] = [
+    pub const NAMES: [&'static str; 20] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -138,6 +141,7 @@ impl AdmissionPlugins {
         "DenyServiceExternalIPs",
         "LimitPodHardAntiAffinityTopology",
         "CertificateSubjectRestriction",
+        "NodeRestriction",
     ];
 
     /// Every plugin off.
@@ -174,6 +178,7 @@ impl AdmissionPlugins {
             "DenyServiceExternalIPs" => &mut self.deny_service_external_ips,
             "LimitPodHardAntiAffinityTopology" => &mut self.limit_pod_hard_anti_affinity_topology,
             "CertificateSubjectRestriction" => &mut self.certificate_subject_restriction,
+            "NodeRestriction" => &mut self.node_restriction,
             _ => return None,
         })
     }

@@ -85,6 +85,7 @@ use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
+use crate::source::node_restriction;
 use crate::source::plugin_admission;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
@@ -1494,6 +1495,7 @@ impl Writer<'_> {
             _ => {}
         }
         self.optional_plugins_mutate(resource, None, &mut object);
+        self.node_restriction(resource, node_restriction::Write::Create(&object))?;
         // kube's MutatingAdmissionWebhook, after the in-process mutating plugins.
         let object = self.mutating_webhooks(resource, None, object).await?;
         let object = self.admit(resource, None, object)?;
@@ -1519,6 +1521,48 @@ impl Writer<'_> {
     ) {
         let plugins = &self.source.admission;
         plugin_admission::mutate(plugins, &resource.def, &self.subresource, old, object);
+    }
+
+    /// NodeRestriction ([`node_restriction`]) on a node's `write` of `resource`: its refusal
+    /// (403, or the 404 of the node's own missing Node).
+    fn node_restriction(
+        &self,
+        resource: &Resource,
+        write: node_restriction::Write<'_>,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.node_restriction {
+            return Ok(());
+        }
+        let Some(node) = node_restriction::node_of(&self.user.name, &self.user.groups) else {
+            return Ok(());
+        };
+        let nodes = self
+            .resources
+            .iter()
+            .find(|r| r.def.group.is_empty() && r.def.plural == "nodes");
+        let node_uid = || {
+            let found = nodes?.cache().get(node).0?;
+            let uid = found.body().pointer("/metadata/uid")?.as_str()?.to_owned();
+            Some(uid)
+        };
+        let object = match write {
+            node_restriction::Write::Create(object)
+            | node_restriction::Write::Update(_, object)
+            | node_restriction::Write::Delete(object) => object,
+        };
+        node_restriction::admit(node, &resource.def, &self.subresource, write, &node_uid).map_err(
+            |refusal| match (refusal, nodes) {
+                (node_restriction::Refusal::Forbidden(message), _) => {
+                    forbidden_object(resource, object, message)
+                }
+                (node_restriction::Refusal::NodeNotFound, Some(nodes)) => {
+                    ApiError::not_found(&nodes.def, node)
+                }
+                (node_restriction::Refusal::NodeNotFound, None) => {
+                    forbidden_object(resource, object, format!("nodes {node:?} not found"))
+                }
+            },
+        )
     }
 
     /// kube's optional validating plugins ([`plugin_admission::validate`]) on a write of
@@ -2891,6 +2935,7 @@ impl Writer<'_> {
             _ => {}
         }
         self.optional_plugins_mutate(resource, Some(old), &mut new);
+        self.node_restriction(resource, node_restriction::Write::Update(old, &new))?;
         Ok(Prepared {
             current,
             new,
@@ -3058,6 +3103,7 @@ impl Writer<'_> {
                     ),
                 ));
             }
+            self.node_restriction(resource, node_restriction::Write::Delete(body))?;
             self.admit_policies(resource, None, Some(body))?;
             self.validating_webhooks(resource, None, Some(body)).await?;
             // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
