@@ -397,3 +397,74 @@ async fn a_node_writes_only_its_own_objects() {
     assert_eq!(status, 200, "{body}");
     server.shutdown().await;
 }
+
+/// Goal: PersistentVolumeClaimResize (on by default) lets a bound claim grow only through a
+/// storage class that allows expansion, with kube's 403s otherwise; disabled, any claim grows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_grow_only_where_their_class_allows() {
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let setup = |args: ServeArgs| async move {
+        let server = server_with(args).await;
+        for (name, expands) in [("fast", true), ("fixed", false)] {
+            let class = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": name}, "provisioner": "x", "allowVolumeExpansion": expands});
+            let (status, body) = send_json(
+                server.addr,
+                "POST",
+                "/apis/storage.k8s.io/v1/storageclasses",
+                &class,
+            )
+            .await;
+            assert_eq!(status, 201, "{body}");
+        }
+        server
+    };
+    let claim = |name: &str, class: &str| {
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}})
+    };
+    let grow = r#"{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}"#;
+    let patch = |addr, path: String, body: &'static str| async move {
+        request(addr, "PATCH", &path, "application/merge-patch+json", body).await
+    };
+    let bind = r#"{"status":{"phase":"Bound"}}"#;
+
+    let server = setup(ServeArgs::default()).await;
+    let addr = server.addr;
+    for name in ["pending", "quick", "stuck"] {
+        let class = if name == "stuck" { "fixed" } else { "fast" };
+        let (status, body) = send_json(addr, "POST", claims, &claim(name, class)).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, refused) = patch(addr, format!("{claims}/pending"), grow).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused.contains(r#"persistentvolumeclaims \"pending\" is forbidden: Only bound persistent volume claims can be expanded"#),
+        "{refused}"
+    );
+    for name in ["quick", "stuck"] {
+        let (status, body) = patch(addr, format!("{claims}/{name}/status"), bind).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, grown) = patch(addr, format!("{claims}/quick"), grow).await;
+    assert_eq!(status, 200, "{grown}");
+    let (status, refused) = patch(addr, format!("{claims}/stuck"), grow).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused.contains("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"),
+        "{refused}"
+    );
+    server.shutdown().await;
+
+    let off = setup(ServeArgs {
+        disable_admission_plugins: names(&["ServiceAccount", "PersistentVolumeClaimResize"]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, body) = send_json(off.addr, "POST", claims, &claim("any", "fixed")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, grown) = patch(off.addr, format!("{claims}/any"), grow).await;
+    assert_eq!(status, 200, "{grown}");
+    off.shutdown().await;
+}

@@ -20,8 +20,9 @@
 //! - A known plugin this server does not run ([`crate::source::pod_admission::AdmissionPlugins::NAMES`]
 //!   are those it runs) that a flag names to enable is refused at start, naming it: nothing is
 //!   pretended (`NodeRestriction`, which kubeadm enables, is run: `crate::source::node_restriction`).
-//!   kube's default-on plugins this server does not run (`PersistentVolumeClaimResize`,
-//!   `StorageObjectInUseProtection`, `CertificateApproval`, `CertificateSigning`) and those
+//!   kube's default-on plugins this server does not run (`StorageObjectInUseProtection`, whose
+//!   finalizers would need kube-controller-manager's protection controllers to ever go,
+//!   `CertificateApproval`, `CertificateSigning`) and those
 //!   kube itself leaves inactive without a feature gate that is off by default in v1.33
 //!   (`ClusterTrustBundleAttest`, `PodTopologyLabels`, `MutatingAdmissionPolicy`) are not run
 //!   when on only by default, and disabling any of them is accepted.
@@ -342,13 +343,13 @@ mod tests {
         })
         .unwrap();
         assert!(plugins.node_restriction && plugins.namespace_lifecycle);
-        let resize = names(&["PersistentVolumeClaimResize"]);
+        let resize = names(&["StorageObjectInUseProtection"]);
         assert!(
             refusal(Flags {
                 control: Some(&resize),
                 ..Flags::default()
             })
-            .contains(r#"admission plugin "PersistentVolumeClaimResize""#)
+            .contains(r#"admission plugin "StorageObjectInUseProtection""#)
         );
         // Disabling one is accepted (it does not run either way).
         assert_eq!(

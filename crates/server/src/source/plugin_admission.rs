@@ -23,6 +23,12 @@
 //!   request's subject names the organization `system:masters` is kube's 403 `use of
 //!   kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed`; a
 //!   request that does not decode is kube's 403 `failed to parse CSR: ...`.
+//! - **PersistentVolumeClaimResize** ([`claim_resize`], on by default, updates only): a claim
+//!   whose `spec.resources.requests.storage` grows must be `Bound` (kube's 403 `Only bound
+//!   persistent volume claims can be expanded`) and keep a storage class (its
+//!   `volume.beta.kubernetes.io/storage-class` annotation, else `spec.storageClassName`) that
+//!   exists and sets `allowVolumeExpansion: true` (kube's 403 `only dynamically provisioned pvc
+//!   can be resized and the storageclass that provisions the pvc must support resize`).
 //! - Not done: AlwaysPullImages' validating half (which refuses a policy a mutating webhook
 //!   set back to another value after this plugin ran).
 
@@ -119,6 +125,55 @@ pub fn validate(
         no_masters(object)?;
     }
     Ok(())
+}
+
+/// PersistentVolumeClaimResize on an update of the claim `old` into `new`; `classes` gives
+/// the StorageClasses (asked only when the request grows).
+///
+/// # Errors
+/// kube's refusal.
+pub fn claim_resize(
+    def: &ResourceDef,
+    subresource: &str,
+    (old, new): (&Value, &Value),
+    classes: &dyn Fn() -> Vec<Value>,
+) -> Result<(), String> {
+    if !is(def, subresource, "", "persistentvolumeclaims") {
+        return Ok(());
+    }
+    let storage = |claim: &Value| {
+        claim
+            .pointer("/spec/resources/requests/storage")
+            .and_then(Value::as_str)
+            .and_then(watchkeeper_api::quantity::Quantity::parse)
+            .map_or(0, watchkeeper_api::quantity::Quantity::nanos)
+    };
+    if storage(new) <= storage(old) {
+        return Ok(());
+    }
+    if old.pointer("/status/phase").and_then(Value::as_str) != Some("Bound") {
+        return Err("Only bound persistent volume claims can be expanded".to_owned());
+    }
+    let class = |claim: &Value| {
+        claim
+            .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+            .or_else(|| claim.pointer("/spec/storageClassName"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let name = class(new);
+    let expands = !name.is_empty()
+        && name == class(old)
+        && classes().iter().any(|c| {
+            c.pointer("/metadata/name").and_then(Value::as_str) == Some(name.as_str())
+                && c.get("allowVolumeExpansion").and_then(Value::as_bool) == Some(true)
+        });
+    if expands {
+        Ok(())
+    } else {
+        Err("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize".to_owned())
+    }
 }
 
 /// `spec.externalIPs` of a Service.
@@ -289,6 +344,44 @@ mod tests {
         assert_eq!(
             validate(&all_on(), &pods, "", None, &pod("zone")).unwrap_err(),
             "affinity.PodAntiAffinity.RequiredDuringScheduling has TopologyKey zone but only key kubernetes.io/hostname is allowed"
+        );
+    }
+
+    #[test]
+    fn claims_grow_only_bound_and_by_an_expandable_class() {
+        let claims = def("", "persistentvolumeclaims");
+        let claim = |size: &str, phase: &str, class: &str| {
+            json!({"spec": {"storageClassName": class,
+                "resources": {"requests": {"storage": size}}}, "status": {"phase": phase}})
+        };
+        let classes = || {
+            vec![
+                json!({"metadata": {"name": "fast"}, "allowVolumeExpansion": true}),
+                json!({"metadata": {"name": "fixed"}}),
+            ]
+        };
+        let resize = |old: &Value, new: &Value| claim_resize(&claims, "", (old, new), &classes);
+        let bound = claim("1Gi", "Bound", "fast");
+        assert!(resize(&bound, &claim("2Gi", "Bound", "fast")).is_ok());
+        assert!(resize(&bound, &claim("1024Mi", "Bound", "fast")).is_ok());
+        assert_eq!(
+            resize(
+                &claim("1Gi", "Pending", "fast"),
+                &claim("2Gi", "Pending", "fast")
+            )
+            .unwrap_err(),
+            "Only bound persistent volume claims can be expanded"
+        );
+        let refused = "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize";
+        let fixed = claim("1Gi", "Bound", "fixed");
+        assert_eq!(
+            resize(&fixed, &claim("2Gi", "Bound", "fixed")).unwrap_err(),
+            refused
+        );
+        let missing = claim("1Gi", "Bound", "gone");
+        assert_eq!(
+            resize(&missing, &claim("2Gi", "Bound", "gone")).unwrap_err(),
+            refused
         );
     }
 

@@ -90,6 +90,8 @@ pub struct AdmissionPlugins {
     pub certificate_subject_restriction: bool,
     /// `NodeRestriction` (`super::node_restriction`), default off.
     pub node_restriction: bool,
+    /// `PersistentVolumeClaimResize` (`super::plugin_admission`).
+    pub persistent_volume_claim_resize: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -115,13 +117,14 @@ impl Default for AdmissionPlugins {
             limit_pod_hard_anti_affinity_topology: false,
             certificate_subject_restriction: true,
             node_restriction: false,
+            persistent_volume_claim_resize: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 20] = [
+    pub const NAMES: [&'static str; 21] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -142,6 +145,7 @@ impl AdmissionPlugins {
         "LimitPodHardAntiAffinityTopology",
         "CertificateSubjectRestriction",
         "NodeRestriction",
+        "PersistentVolumeClaimResize",
     ];
 
     /// Every plugin off.
@@ -179,6 +183,7 @@ impl AdmissionPlugins {
             "LimitPodHardAntiAffinityTopology" => &mut self.limit_pod_hard_anti_affinity_topology,
             "CertificateSubjectRestriction" => &mut self.certificate_subject_restriction,
             "NodeRestriction" => &mut self.node_restriction,
+            "PersistentVolumeClaimResize" => &mut self.persistent_volume_claim_resize,
             _ => return None,
         })
     }

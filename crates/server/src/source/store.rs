@@ -1575,7 +1575,20 @@ impl Writer<'_> {
     ) -> Result<(), ApiError> {
         let plugins = &self.source.admission;
         plugin_admission::validate(plugins, &resource.def, &self.subresource, old, object)
-            .map_err(|message| forbidden_object(resource, object, message))
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        if let Some(old) = old
+            && plugins.persistent_volume_claim_resize
+        {
+            let classes = || self.cached_classes("storage.k8s.io", "storageclasses");
+            plugin_admission::claim_resize(
+                &resource.def,
+                &self.subresource,
+                (old, object),
+                &classes,
+            )
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        }
+        Ok(())
     }
 
     /// kube's pod and pod template warnings (its strategies' `WarningsOnCreate` and
