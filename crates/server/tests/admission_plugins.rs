@@ -468,3 +468,72 @@ async fn claims_grow_only_where_their_class_allows() {
     assert_eq!(status, 200, "{grown}");
     off.shutdown().await;
 }
+
+/// Goal: CertificateApproval and CertificateSigning (on by default) — approving a request, or
+/// writing its certificate, needs `approve` or `sign` on its signer (`signers`,
+/// `certificates.k8s.io`), else kube's 403, whatever the user may do to the requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_and_signing_need_the_signer_s_permission() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,\"system:masters\"\nclerk-token,clerk,2\napprover-token,approver,3\n",
+    )
+    .unwrap();
+    let rule = |user: &str, resource: &str| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy",
+            "spec": {"user": user, "resource": resource, "apiGroup": "certificates.k8s.io"}})
+        .to_string()
+    };
+    let policy = dir.path().join("policy.jsonl");
+    let rules = [
+        rule("clerk", "certificatesigningrequests"),
+        rule("approver", "certificatesigningrequests"),
+        rule("approver", "signers"),
+    ];
+    std::fs::write(&policy, rules.join("\n") + "\n").unwrap();
+    let server = server_with(ServeArgs {
+        token_auth_file: Some(tokens),
+        authorization_policy_file: Some(policy),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (status, created) = as_user(
+        addr,
+        "admin-token",
+        ("POST", CSRS),
+        &csr("req", "team", "example.com/x"),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let mut approved = created.clone();
+    approved["status"] = json!({"conditions": [{"type": "Approved", "status": "True",
+        "reason": "ok", "message": "ok"}]});
+    let approval = format!("{CSRS}/req/approval");
+    let (status, refused) = as_user(addr, "clerk-token", ("PUT", &approval), &approved).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"certificatesigningrequests.certificates.k8s.io "req" is forbidden: user not permitted to approve requests with signerName "example.com/x""#
+    );
+    let (status, body) = as_user(addr, "approver-token", ("PUT", &approval), &approved).await;
+    assert_eq!(status, 200, "{body}");
+
+    let mut signed = body.clone();
+    signed["status"]["certificate"] = json!("Y2VydA==");
+    let (status, refused) = as_user(
+        addr,
+        "clerk-token",
+        ("PUT", &format!("{CSRS}/req/status")),
+        &signed,
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"certificatesigningrequests.certificates.k8s.io "req" is forbidden: user not permitted to sign requests with signerName "example.com/x""#
+    );
+    server.shutdown().await;
+}

@@ -21,8 +21,7 @@
 //!   are those it runs) that a flag names to enable is refused at start, naming it: nothing is
 //!   pretended (`NodeRestriction`, which kubeadm enables, is run: `crate::source::node_restriction`).
 //!   kube's default-on plugins this server does not run (`StorageObjectInUseProtection`, whose
-//!   finalizers would need kube-controller-manager's protection controllers to ever go,
-//!   `CertificateApproval`, `CertificateSigning`) and those
+//!   finalizers would need kube-controller-manager's protection controllers to ever go) and those
 //!   kube itself leaves inactive without a feature gate that is off by default in v1.33
 //!   (`ClusterTrustBundleAttest`, `PodTopologyLabels`, `MutatingAdmissionPolicy`) are not run
 //!   when on only by default, and disabling any of them is accepted.

@@ -29,6 +29,14 @@
 //!   `volume.beta.kubernetes.io/storage-class` annotation, else `spec.storageClassName`) that
 //!   exists and sets `allowVolumeExpansion: true` (kube's 403 `only dynamically provisioned pvc
 //!   can be resized and the storageclass that provisions the pvc must support resize`).
+//! - **CertificateApproval** and **CertificateSigning** ([`signer_permission`], on by
+//!   default, updates only): a write of a CertificateSigningRequest's `approval` needs the
+//!   user be authorized to `approve` `signers` (`certificates.k8s.io`) named after the old
+//!   request's signer, or `<domain>/*` (kube's `IsAuthorizedForSignerName`), else kube's 403
+//!   `user not permitted to approve requests with signerName "example.com/x"`; a write of its
+//!   `status` that changes the certificate or the conditions needs `sign` the same way (`user
+//!   not permitted to sign requests with signerName ...`). The authorization chain is
+//!   `--authorization-mode`'s (the default AlwaysAllow allows all).
 //! - Not done: AlwaysPullImages' validating half (which refuses a policy a mutating webhook
 //!   set back to another value after this plugin ran).
 
@@ -174,6 +182,50 @@ pub fn claim_resize(
     } else {
         Err("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize".to_owned())
     }
+}
+
+/// CertificateApproval and CertificateSigning on an update of the request `old` into `new`;
+/// `authorized(verb, signer)` asks the authorization chain about `signers`.
+///
+/// # Errors
+/// kube's refusal.
+pub fn signer_permission(
+    plugins: &AdmissionPlugins,
+    def: &ResourceDef,
+    subresource: &str,
+    (old, new): (&Value, &Value),
+    authorized: &dyn Fn(&str, &str) -> bool,
+) -> Result<(), String> {
+    if def.group != "certificates.k8s.io" || def.plural != "certificatesigningrequests" {
+        return Ok(());
+    }
+    let verb = match subresource {
+        "approval" if plugins.certificate_approval => "approve",
+        "status" if plugins.certificate_signing => {
+            let field = |csr: &Value, key: &str| {
+                csr.pointer(&format!("/status/{key}"))
+                    .filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+                    .cloned()
+            };
+            let same = |key: &str| field(old, key) == field(new, key);
+            if same("certificate") && same("conditions") {
+                return Ok(());
+            }
+            "sign"
+        }
+        _ => return Ok(()),
+    };
+    let signer = old
+        .pointer("/spec/signerName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let domain = signer.split('/').next().unwrap_or_default();
+    if authorized(verb, signer) || authorized(verb, &format!("{domain}/*")) {
+        return Ok(());
+    }
+    Err(format!(
+        "user not permitted to {verb} requests with signerName {signer:?}"
+    ))
 }
 
 /// `spec.externalIPs` of a Service.
@@ -383,6 +435,32 @@ mod tests {
             resize(&missing, &claim("2Gi", "Bound", "gone")).unwrap_err(),
             refused
         );
+    }
+
+    #[test]
+    fn approving_and_signing_need_the_signer_s_permission() {
+        let csrs = def("certificates.k8s.io", "certificatesigningrequests");
+        let on = AdmissionPlugins::default();
+        let old = json!({"spec": {"signerName": "example.com/x"}});
+        let approved = json!({"spec": {"signerName": "example.com/x"},
+            "status": {"conditions": [{"type": "Approved", "status": "True"}]}});
+        let nobody = |_: &str, _: &str| false;
+        assert_eq!(
+            signer_permission(&on, &csrs, "approval", (&old, &approved), &nobody).unwrap_err(),
+            r#"user not permitted to approve requests with signerName "example.com/x""#
+        );
+        let domain = |verb: &str, name: &str| verb == "approve" && name == "example.com/*";
+        assert!(signer_permission(&on, &csrs, "approval", (&old, &approved), &domain).is_ok());
+        let mut signed = approved.clone();
+        signed["status"]["certificate"] = json!("Y2VydA==");
+        assert_eq!(
+            signer_permission(&on, &csrs, "status", (&approved, &signed), &domain).unwrap_err(),
+            r#"user not permitted to sign requests with signerName "example.com/x""#
+        );
+        // A status write that changes neither is not looked at; off, nothing is.
+        assert!(signer_permission(&on, &csrs, "status", (&signed, &signed), &nobody).is_ok());
+        let off = AdmissionPlugins::none();
+        assert!(signer_permission(&off, &csrs, "approval", (&old, &approved), &nobody).is_ok());
     }
 
     fn csr(organization: &str, signer: &str) -> Value {

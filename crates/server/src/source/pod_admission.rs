@@ -92,6 +92,10 @@ pub struct AdmissionPlugins {
     pub node_restriction: bool,
     /// `PersistentVolumeClaimResize` (`super::plugin_admission`).
     pub persistent_volume_claim_resize: bool,
+    /// `CertificateApproval` (`super::plugin_admission`).
+    pub certificate_approval: bool,
+    /// `CertificateSigning` (`super::plugin_admission`).
+    pub certificate_signing: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -118,13 +122,15 @@ impl Default for AdmissionPlugins {
             certificate_subject_restriction: true,
             node_restriction: false,
             persistent_volume_claim_resize: true,
+            certificate_approval: true,
+            certificate_signing: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 21] = [
+    pub const NAMES: [&'static str; 23] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -146,6 +152,8 @@ impl AdmissionPlugins {
         "CertificateSubjectRestriction",
         "NodeRestriction",
         "PersistentVolumeClaimResize",
+        "CertificateApproval",
+        "CertificateSigning",
     ];
 
     /// Every plugin off.
@@ -184,6 +192,8 @@ impl AdmissionPlugins {
             "CertificateSubjectRestriction" => &mut self.certificate_subject_restriction,
             "NodeRestriction" => &mut self.node_restriction,
             "PersistentVolumeClaimResize" => &mut self.persistent_volume_claim_resize,
+            "CertificateApproval" => &mut self.certificate_approval,
+            "CertificateSigning" => &mut self.certificate_signing,
             _ => return None,
         })
     }

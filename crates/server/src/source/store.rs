@@ -1588,6 +1588,29 @@ impl Writer<'_> {
             )
             .map_err(|message| forbidden_object(resource, object, message))?;
         }
+        if let (Some(old), Some(authorizer)) = (old, self.source.policy_authorizer.as_ref()) {
+            let user = json!({"username": self.user.name, "uid": self.user.uid,
+                "groups": self.user.groups});
+            let authorized = |verb: &str, signer: &str| {
+                let target = watchkeeper_api::admission_policy::CheckTarget::Resource {
+                    group: "certificates.k8s.io".to_owned(),
+                    resource: "signers".to_owned(),
+                    subresource: String::new(),
+                    namespace: String::new(),
+                    name: signer.to_owned(),
+                };
+                authorizer.check(&user, verb, &target).allowed
+            };
+            let write = (old, object);
+            plugin_admission::signer_permission(
+                plugins,
+                &resource.def,
+                &self.subresource,
+                write,
+                &authorized,
+            )
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        }
         Ok(())
     }
 
