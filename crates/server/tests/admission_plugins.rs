@@ -537,3 +537,44 @@ async fn approving_and_signing_need_the_signer_s_permission() {
     );
     server.shutdown().await;
 }
+
+/// Goal: NamespaceAutoProvision creates the missing namespace of a create (not on a dry run),
+/// and AlwaysDeny refuses every write with kube's 403 while reads go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_provision_creates_namespaces_and_always_deny_refuses_writes() {
+    let server = server_with(enabled(&["NamespaceAutoProvision"])).await;
+    let addr = server.addr;
+    let (path, body) = configmap_in("dry");
+    let (status, answer) = send_json(addr, "POST", &format!("{path}?dryRun=All"), &body).await;
+    assert_eq!(status, 404, "a dry run provisions nothing: {answer}");
+    let (path, body) = configmap_in("fresh");
+    let (status, created) = send_json(addr, "POST", &path, &body).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, namespace) = common::get_json(addr, "/api/v1/namespaces/fresh").await;
+    assert_eq!(status, 200, "{namespace}");
+    assert_eq!(namespace["status"]["phase"], "Active");
+    server.shutdown().await;
+
+    let denying = server_with(enabled(&["AlwaysDeny"])).await;
+    let addr = denying.addr;
+    let (path, body) = configmap_in("default");
+    let (status, refused) = send_json(addr, "POST", &path, &body).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"configmaps "c" is forbidden: admission control is denying all modifications"#
+    );
+    let (status, namespace) = common::get_json(addr, "/api/v1/namespaces/default").await;
+    assert_eq!(status, 200, "{namespace}");
+    let (status, refused) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/kubernetes",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused.contains("admission control is denying all modifications"));
+    denying.shutdown().await;
+}

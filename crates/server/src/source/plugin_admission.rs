@@ -37,6 +37,8 @@
 //!   `status` that changes the certificate or the conditions needs `sign` the same way (`user
 //!   not permitted to sign requests with signerName ...`). The authorization chain is
 //!   `--authorization-mode`'s (the default AlwaysAllow allows all).
+//! - **AlwaysDeny** ([`deny_all`], deprecated in kube): every create, update and delete is
+//!   kube's 403 `admission control is denying all modifications`.
 //! - Not done: AlwaysPullImages' validating half (which refuses a policy a mutating webhook
 //!   set back to another value after this plugin ran).
 
@@ -115,6 +117,9 @@ pub fn validate(
     old: Option<&Value>,
     object: &Value,
 ) -> Result<(), String> {
+    if let Some(denied) = deny_all(plugins) {
+        return Err(denied);
+    }
     if plugins.deny_service_external_ips && is(def, subresource, "", "services") {
         deny_external_ips(old, object)?;
     }
@@ -226,6 +231,14 @@ pub fn signer_permission(
     Err(format!(
         "user not permitted to {verb} requests with signerName {signer:?}"
     ))
+}
+
+/// AlwaysDeny's refusal, when it runs.
+#[must_use]
+pub fn deny_all(plugins: &AdmissionPlugins) -> Option<String> {
+    plugins
+        .always_deny
+        .then(|| "admission control is denying all modifications".to_owned())
 }
 
 /// `spec.externalIPs` of a Service.

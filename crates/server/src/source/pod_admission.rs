@@ -96,6 +96,13 @@ pub struct AdmissionPlugins {
     pub certificate_approval: bool,
     /// `CertificateSigning` (`super::plugin_admission`).
     pub certificate_signing: bool,
+    /// `NamespaceAutoProvision` (`super::store`), default off: a create in a missing
+    /// namespace creates it first.
+    pub namespace_auto_provision: bool,
+    /// `AlwaysAdmit` (deprecated in kube), default off: admits everything, so does nothing.
+    pub always_admit: bool,
+    /// `AlwaysDeny` (deprecated in kube; `super::plugin_admission`), default off.
+    pub always_deny: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -124,13 +131,16 @@ impl Default for AdmissionPlugins {
             persistent_volume_claim_resize: true,
             certificate_approval: true,
             certificate_signing: true,
+            namespace_auto_provision: false,
+            always_admit: false,
+            always_deny: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 23] = [
+    pub const NAMES: [&'static str; 26] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -154,6 +164,9 @@ impl AdmissionPlugins {
         "PersistentVolumeClaimResize",
         "CertificateApproval",
         "CertificateSigning",
+        "NamespaceAutoProvision",
+        "AlwaysAdmit",
+        "AlwaysDeny",
     ];
 
     /// Every plugin off.
@@ -194,6 +207,9 @@ impl AdmissionPlugins {
             "PersistentVolumeClaimResize" => &mut self.persistent_volume_claim_resize,
             "CertificateApproval" => &mut self.certificate_approval,
             "CertificateSigning" => &mut self.certificate_signing,
+            "NamespaceAutoProvision" => &mut self.namespace_auto_provision,
+            "AlwaysAdmit" => &mut self.always_admit,
+            "AlwaysDeny" => &mut self.always_deny,
             _ => return None,
         })
     }

@@ -1044,7 +1044,10 @@ impl Writer<'_> {
         name: &str,
     ) -> Result<(), ApiError> {
         let plugins = self.source.admission;
-        if !plugins.namespace_lifecycle && !plugins.namespace_exists {
+        if !plugins.namespace_lifecycle
+            && !plugins.namespace_exists
+            && !plugins.namespace_auto_provision
+        {
             return Ok(());
         }
         let Some(namespaces) = self.resources.iter().find(|r| {
@@ -1057,6 +1060,14 @@ impl Writer<'_> {
         if found.is_none() {
             self.consistent(namespaces).await?;
             found = cache.get(namespace).0;
+        }
+        if found.is_none() && plugins.namespace_auto_provision && !self.dry_run {
+            self.provision_namespace(namespaces, def, (namespace, name))
+                .await?;
+            found = cache.get(namespace).0;
+        }
+        if !plugins.namespace_lifecycle && !plugins.namespace_exists {
+            return Ok(());
         }
         match found {
             None => Err(ApiError::namespace_not_found(namespace)),
@@ -1076,6 +1087,27 @@ impl Writer<'_> {
             }
             Some(_) => Ok(()),
         }
+    }
+
+    /// kube's NamespaceAutoProvision: creates the missing `namespace` before a create of
+    /// `name` (of `def`) in it (one that already exists by then is fine); the namespace's own
+    /// refusal is the create's 403.
+    async fn provision_namespace(
+        &self,
+        namespaces: &Resource,
+        def: &ResourceDef,
+        (namespace, name): (&str, &str),
+    ) -> Result<(), ApiError> {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace}});
+        let raw = body.to_string();
+        let created = Box::pin(self.create(namespaces, None, body, raw.as_bytes())).await;
+        match created {
+            Ok(_) => {}
+            Err(error) if error.code == 409 => {}
+            Err(error) => return Err(ApiError::forbidden(def, name, error.message)),
+        }
+        self.consistent(namespaces).await.map(drop)
     }
 
     /// CREATE.
@@ -3140,6 +3172,9 @@ impl Writer<'_> {
                 ));
             }
             self.node_restriction(resource, node_restriction::Write::Delete(body))?;
+            if let Some(message) = plugin_admission::deny_all(&self.source.admission) {
+                return Err(forbidden_object(resource, body, message));
+            }
             self.admit_policies(resource, None, Some(body))?;
             self.validating_webhooks(resource, None, Some(body)).await?;
             // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
