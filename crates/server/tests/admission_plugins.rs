@@ -578,3 +578,35 @@ async fn auto_provision_creates_namespaces_and_always_deny_refuses_writes() {
     assert!(refused.contains("admission control is denying all modifications"));
     denying.shutdown().await;
 }
+
+/// Goal: ExtendedResourceToleration gives a pod requesting an extended resource the
+/// toleration of its taint; off by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_resources_bring_their_toleration() {
+    let gpu = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "cuda", "resources": {
+                "requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+    };
+    let server = server_with(enabled(&["ExtendedResourceToleration"])).await;
+    let (status, created) = send_json(server.addr, "POST", PODS, &gpu("trainer")).await;
+    assert_eq!(status, 201, "{created}");
+    let tolerations = created["spec"]["tolerations"].as_array().unwrap();
+    assert!(
+        tolerations.contains(
+            &json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
+        ),
+        "{created}"
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs::default()).await;
+    let (status, created) = send_json(off.addr, "POST", PODS, &gpu("trainer")).await;
+    assert_eq!(status, 201, "{created}");
+    let tolerations = created["spec"]["tolerations"].as_array().unwrap();
+    assert!(
+        tolerations.iter().all(|t| t["key"] != "nvidia.com/gpu"),
+        "{created}"
+    );
+    off.shutdown().await;
+}

@@ -23,8 +23,9 @@
 //!   kube's default-on plugins this server does not run (`StorageObjectInUseProtection`, whose
 //!   finalizers would need kube-controller-manager's protection controllers to ever go) and those
 //!   kube itself leaves inactive without a feature gate that is off by default in v1.33
-//!   (`ClusterTrustBundleAttest`, `PodTopologyLabels`, `MutatingAdmissionPolicy`) are not run
-//!   when on only by default, and disabling any of them is accepted.
+//!   ([`INACTIVE_IN_KUBE`]: `ClusterTrustBundleAttest`, `PodTopologyLabels`,
+//!   `MutatingAdmissionPolicy`) are not run; the latter may be named to enable too, as kube
+//!   accepts them and leaves them inactive. Disabling any known plugin is accepted.
 
 use std::collections::BTreeSet;
 
@@ -96,6 +97,15 @@ pub const KUBE_DEFAULT_ON: [&str; 22] = [
     "PodTopologyLabels",
     "MutatingAdmissionPolicy",
     "ValidatingAdmissionPolicy",
+];
+
+/// kube v1.33's plugins that do nothing unless a feature gate that is off by default turns
+/// them on (`ClusterTrustBundle`, `PodTopologyLabelsAdmission`, `MutatingAdmissionPolicy`):
+/// enabled, they are accepted and do nothing here too.
+pub const INACTIVE_IN_KUBE: [&str; 3] = [
+    "ClusterTrustBundleAttest",
+    "PodTopologyLabels",
+    "MutatingAdmissionPolicy",
 ];
 
 /// pflag's warning for the deprecated `--admission-control`.
@@ -200,7 +210,7 @@ pub(super) fn from_flags(flags: Flags<'_>) -> Result<AdmissionPlugins, ConfigErr
             continue;
         }
         let asked = flags.control.or(flags.enable).unwrap_or_default();
-        if asked.iter().any(|n| n == name) {
+        if asked.iter().any(|n| n == name) && !INACTIVE_IN_KUBE.contains(&name) {
             return Err(ConfigError::flag(
                 flag,
                 format!(
@@ -349,6 +359,16 @@ mod tests {
                 ..Flags::default()
             })
             .contains(r#"admission plugin "StorageObjectInUseProtection""#)
+        );
+        // One kube leaves inactive without its feature gate is accepted, inactive.
+        let gated = names(&["MutatingAdmissionPolicy", "PodTopologyLabels"]);
+        assert_eq!(
+            from_flags(Flags {
+                enable: Some(&gated),
+                ..Flags::default()
+            })
+            .unwrap(),
+            AdmissionPlugins::default()
         );
         // Disabling one is accepted (it does not run either way).
         assert_eq!(

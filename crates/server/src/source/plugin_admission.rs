@@ -1,8 +1,10 @@
-//! kube-apiserver's optional admission plugins that look at one object: `AlwaysPullImages`,
-//! `DenyServiceExternalIPs`, `LimitPodHardAntiAffinityTopology` (off by default, turned on by
-//! `--enable-admission-plugins`) and `CertificateSubjectRestriction` (on by default)
+//! kube-apiserver's admission plugins that look at one object (and, for some, the cached
+//! StorageClasses or the authorization chain): `AlwaysPullImages`, `DenyServiceExternalIPs`,
+//! `LimitPodHardAntiAffinityTopology`, `ExtendedResourceToleration`, `AlwaysDeny` (off by
+//! default, turned on by `--enable-admission-plugins`) and `CertificateSubjectRestriction`,
+//! `CertificateApproval`, `CertificateSigning`, `PersistentVolumeClaimResize` (on by default)
 //! (`plugin/pkg/admission/alwayspullimages`, `network/denyserviceexternalips`, `antiaffinity`,
-//! `certificates/subjectrestriction`). Each runs only when its switch in
+//! `extendedresourcetoleration`, `deny`, `certificates/*`, `storage/persistentvolume/resize`). Each runs only when its switch in
 //! [`AdmissionPlugins`] is on; none looks at a subresource's write.
 //!
 //! ## Guarantees
@@ -11,6 +13,10 @@
 //!   so does an updated pod's, when the update brings an image none of the old pod's
 //!   containers had (kube's `isUpdateWithNoNewImages`: an update that keeps the images keeps
 //!   the policies).
+//! - **ExtendedResourceToleration** ([`mutate`], creates and updates): a pod whose containers
+//!   or init containers request an extended resource (a name with a `/` outside
+//!   `kubernetes.io/`, not `requests.`-prefixed) tolerates the `NoSchedule` taint of that
+//!   name (`operator: Exists`), added in name order unless it already has that toleration.
 //! - **DenyServiceExternalIPs** ([`validate`]): a Service created with `spec.externalIPs`, or
 //!   updated to one its old self did not list, is kube's 403 `Use of external IPs is denied by
 //!   admission control`; removing addresses is allowed.
@@ -84,7 +90,13 @@ pub fn mutate(
     old: Option<&Value>,
     object: &mut Value,
 ) {
-    if !plugins.always_pull_images || !is(def, subresource, "", "pods") {
+    if !is(def, subresource, "", "pods") {
+        return;
+    }
+    if plugins.extended_resource_toleration {
+        tolerate_extended_resources(object);
+    }
+    if !plugins.always_pull_images {
         return;
     }
     if let Some(old) = old {
@@ -101,6 +113,47 @@ pub fn mutate(
             if let Some(container) = container.as_object_mut() {
                 container.insert("imagePullPolicy".to_owned(), Value::from("Always"));
             }
+        }
+    }
+}
+
+/// ExtendedResourceToleration on `pod`, in place.
+fn tolerate_extended_resources(pod: &mut Value) {
+    let extended: BTreeSet<String> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|list| pod.pointer(&format!("/spec/{list}")))
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|c| c.pointer("/resources/requests").and_then(Value::as_object))
+        .flat_map(serde_json::Map::keys)
+        .filter(|name| {
+            name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+        })
+        .cloned()
+        .collect();
+    if extended.is_empty() {
+        return;
+    }
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let tolerations = spec
+        .entry("tolerations")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Some(tolerations) = tolerations.as_array_mut() else {
+        return;
+    };
+    for name in extended {
+        let wanted = serde_json::json!({"key": name, "operator": "Exists", "effect": "NoSchedule"});
+        let held = tolerations.iter().any(|t| {
+            let field = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or_default();
+            field("key") == name
+                && field("operator") == "Exists"
+                && field("effect") == "NoSchedule"
+                && field("value").is_empty()
+        });
+        if !held {
+            tolerations.push(wanted);
         }
     }
 }
@@ -374,6 +427,26 @@ mod tests {
                 .get("imagePullPolicy")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn extended_resources_are_tolerated_once() {
+        let pods = def("", "pods");
+        let on = AdmissionPlugins {
+            extended_resource_toleration: true,
+            ..AdmissionPlugins::default()
+        };
+        let mut pod = json!({"spec": {"containers": [{"name": "c", "resources": {"requests":
+            {"cpu": "1", "nvidia.com/gpu": "1", "hugepages-2Mi": "1Mi",
+             "example.kubernetes.io/x": "1"}}}],
+            "initContainers": [{"name": "i", "resources": {"requests": {"acme.io/fpga": "1"}}}]}});
+        mutate(&on, &pods, "", None, &mut pod);
+        let expected = json!([
+            {"key": "acme.io/fpga", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
+        assert_eq!(pod["spec"]["tolerations"], expected);
+        mutate(&on, &pods, "", Some(&pod.clone()), &mut pod);
+        assert_eq!(pod["spec"]["tolerations"], expected);
     }
 
     #[test]

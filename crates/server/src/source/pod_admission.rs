@@ -103,6 +103,8 @@ pub struct AdmissionPlugins {
     pub always_admit: bool,
     /// `AlwaysDeny` (deprecated in kube; `super::plugin_admission`), default off.
     pub always_deny: bool,
+    /// `ExtendedResourceToleration` (`super::plugin_admission`), default off.
+    pub extended_resource_toleration: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -134,13 +136,14 @@ impl Default for AdmissionPlugins {
             namespace_auto_provision: false,
             always_admit: false,
             always_deny: false,
+            extended_resource_toleration: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 26] = [
+    pub const NAMES: [&'static str; 27] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -167,6 +170,7 @@ impl AdmissionPlugins {
         "NamespaceAutoProvision",
         "AlwaysAdmit",
         "AlwaysDeny",
+        "ExtendedResourceToleration",
     ];
 
     /// Every plugin off.
@@ -210,6 +214,7 @@ impl AdmissionPlugins {
             "NamespaceAutoProvision" => &mut self.namespace_auto_provision,
             "AlwaysAdmit" => &mut self.always_admit,
             "AlwaysDeny" => &mut self.always_deny,
+            "ExtendedResourceToleration" => &mut self.extended_resource_toleration,
             _ => return None,
         })
     }
