@@ -50,10 +50,10 @@ fn flags_are_refused_as_kube_refuses_them() {
         }),
         "admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive"
     );
-    let selector = refusal(enabled(&["PodNodeSelector"]));
+    let limiter = refusal(enabled(&["EventRateLimit"]));
     assert!(
-        selector.contains(r#"admission plugin "PodNodeSelector" is kube-apiserver's but this server does not run it"#),
-        "{selector}"
+        limiter.contains(r#"admission plugin "EventRateLimit" is kube-apiserver's but this server does not run it"#),
+        "{limiter}"
     );
     // Known names are accepted: kube's default set and one more.
     ServeConfig::from_args(enabled(&[
@@ -609,4 +609,36 @@ async fn extended_resources_bring_their_toleration() {
         "{created}"
     );
     off.shutdown().await;
+}
+
+/// Goal: PodNodeSelector gives a pod created in a namespace with a node selector annotation
+/// the namespace's labels, and refuses one asking another value with kube's 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_give_their_pods_a_node_selector() {
+    let server = server_with(enabled(&["PodNodeSelector"])).await;
+    let addr = server.addr;
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu",
+        "annotations": {"scheduler.alpha.kubernetes.io/node-selector": "pool=gpu"}}});
+    let (status, body) = send_json(addr, "POST", "/api/v1/namespaces", &namespace).await;
+    assert_eq!(status, 201, "{body}");
+    let pod = |name: &str, selector: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeSelector": selector, "containers": [{"name": "c", "image": "i"}]}})
+    };
+    let pods = "/api/v1/namespaces/gpu/pods";
+    let (status, created) =
+        send_json(addr, "POST", pods, &pod("fits", json!({"disk": "ssd"}))).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["nodeSelector"],
+        json!({"disk": "ssd", "pool": "gpu"})
+    );
+    let (status, refused) =
+        send_json(addr, "POST", pods, &pod("stray", json!({"pool": "cpu"}))).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "stray" is forbidden: pod node label selector conflicts with its namespace node label selector"#
+    );
+    server.shutdown().await;
 }

@@ -13,9 +13,9 @@
 //!   a plugin it does not run, when the admission plugin flags turn PodSecurity off.
 //! - Any other plugin with a configuration is refused: the plugins this server runs take
 //!   none here (kube's `ResourceQuota` and webhook plugins do, and this server does not
-//!   honour theirs), and plugins it does not run cannot be configured. kube's legacy
-//!   unversioned files (`imagePolicy`, `podNodeSelectorPluginConfig`) configure plugins this
-//!   server does not run, and are refused too.
+//!   honour theirs; PodNodeSelector runs with kube's defaults only), and plugins it does not
+//!   run cannot be configured. kube's legacy unversioned files (`imagePolicy`,
+//!   `podNodeSelectorPluginConfig`) are refused too.
 
 use std::path::{Path, PathBuf};
 
@@ -90,7 +90,7 @@ fn from_value(
     let (api_version, kind) = (text("apiVersion"), text("kind"));
     if value.get("imagePolicy").is_some() || value.get("podNodeSelectorPluginConfig").is_some() {
         return Err(
-            "a legacy configuration of ImagePolicyWebhook or PodNodeSelector: this server does not run either plugin"
+            "a legacy configuration of ImagePolicyWebhook or PodNodeSelector: this server does not run the first and does not read the second's"
                 .to_owned(),
         );
     }

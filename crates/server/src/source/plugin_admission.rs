@@ -1,10 +1,11 @@
 //! kube-apiserver's admission plugins that look at one object (and, for some, the cached
 //! StorageClasses or the authorization chain): `AlwaysPullImages`, `DenyServiceExternalIPs`,
-//! `LimitPodHardAntiAffinityTopology`, `ExtendedResourceToleration`, `AlwaysDeny` (off by
+//! `LimitPodHardAntiAffinityTopology`, `ExtendedResourceToleration`, `PodNodeSelector`,
+//! `AlwaysDeny` (off by
 //! default, turned on by `--enable-admission-plugins`) and `CertificateSubjectRestriction`,
 //! `CertificateApproval`, `CertificateSigning`, `PersistentVolumeClaimResize` (on by default)
 //! (`plugin/pkg/admission/alwayspullimages`, `network/denyserviceexternalips`, `antiaffinity`,
-//! `extendedresourcetoleration`, `deny`, `certificates/*`, `storage/persistentvolume/resize`). Each runs only when its switch in
+//! `extendedresourcetoleration`, `podnodeselector`, `deny`, `certificates/*`, `storage/persistentvolume/resize`). Each runs only when its switch in
 //! [`AdmissionPlugins`] is on; none looks at a subresource's write.
 //!
 //! ## Guarantees
@@ -17,6 +18,13 @@
 //!   or init containers request an extended resource (a name with a `/` outside
 //!   `kubernetes.io/`, not `requests.`-prefixed) tolerates the `NoSchedule` taint of that
 //!   name (`operator: Exists`), added in name order unless it already has that toleration.
+//! - **PodNodeSelector** ([`namespace_node_selector`], creates only): a pod created in a
+//!   namespace annotated `scheduler.alpha.kubernetes.io/node-selector: "k=v,..."` gets those
+//!   labels in its `nodeSelector`; one that asks another value for a key is kube's 403 `pod node
+//!   label selector conflicts with its namespace node label selector`; an annotation that is
+//!   not `k=v` pairs is kube's 500 `invalid selector: [...]`. Without
+//!   `--admission-control-config-file` (whose `podNodeSelectorPluginConfig` this server does
+//!   not read) there is no cluster default selector and no whitelist, as in kube without one.
 //! - **DenyServiceExternalIPs** ([`validate`]): a Service created with `spec.externalIPs`, or
 //!   updated to one its old self did not list, is kube's 403 `Use of external IPs is denied by
 //!   admission control`; removing addresses is allowed.
@@ -294,6 +302,66 @@ pub fn deny_all(plugins: &AdmissionPlugins) -> Option<String> {
         .then(|| "admission control is denying all modifications".to_owned())
 }
 
+/// Why PodNodeSelector refuses a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelectorRefusal {
+    /// kube's 403, with its message.
+    Forbidden(String),
+    /// kube's 500 (an error that is not a status), with its message.
+    Internal(String),
+}
+
+/// PodNodeSelector on a created `pod` in the namespace named `name`, whose object is
+/// `namespace` (`None`: it does not exist), in place.
+///
+/// # Errors
+/// kube's refusal.
+pub fn namespace_node_selector(
+    pod: &mut Value,
+    namespace: Option<&Value>,
+    name: &str,
+) -> Result<(), SelectorRefusal> {
+    let namespace = namespace
+        .ok_or_else(|| SelectorRefusal::Internal(format!("namespace {name} does not exist")))?;
+    let Some(annotation) = namespace
+        .pointer("/metadata/annotations/scheduler.alpha.kubernetes.io~1node-selector")
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    let mut selector = serde_json::Map::new();
+    for label in annotation.split(',').filter(|_| !annotation.is_empty()) {
+        let parts: Vec<&str> = label.split('=').collect();
+        let [key, value] = parts.as_slice() else {
+            return Err(SelectorRefusal::Internal(format!(
+                "invalid selector: [{}]",
+                parts.join(" ")
+            )));
+        };
+        selector.insert(key.trim().to_owned(), Value::from(value.trim()));
+    }
+    let own = pod
+        .pointer("/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if selector
+        .iter()
+        .any(|(key, value)| own.get(key).is_some_and(|v| v != value))
+    {
+        return Err(SelectorRefusal::Forbidden(
+            "pod node label selector conflicts with its namespace node label selector".to_owned(),
+        ));
+    }
+    selector.extend(own);
+    if !selector.is_empty()
+        && let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.insert("nodeSelector".to_owned(), Value::Object(selector));
+    }
+    Ok(())
+}
+
 /// `spec.externalIPs` of a Service.
 fn external_ips(service: &Value) -> Vec<&str> {
     service
@@ -447,6 +515,44 @@ mod tests {
         assert_eq!(pod["spec"]["tolerations"], expected);
         mutate(&on, &pods, "", Some(&pod.clone()), &mut pod);
         assert_eq!(pod["spec"]["tolerations"], expected);
+    }
+
+    #[test]
+    fn namespaces_give_pods_their_node_selector() {
+        let namespace = |selector: &str| {
+            json!({"metadata": {"name": "ns", "annotations":
+                {"scheduler.alpha.kubernetes.io/node-selector": selector}}})
+        };
+        let mut pod = json!({"spec": {"nodeSelector": {"disk": "ssd"}}});
+        namespace_node_selector(&mut pod, Some(&namespace("zone=a, env = prod")), "ns").unwrap();
+        assert_eq!(
+            pod["spec"]["nodeSelector"],
+            json!({"disk": "ssd", "zone": "a", "env": "prod"})
+        );
+        let mut other = json!({"spec": {"nodeSelector": {"zone": "b"}}});
+        assert_eq!(
+            namespace_node_selector(&mut other, Some(&namespace("zone=a")), "ns"),
+            Err(SelectorRefusal::Forbidden(
+                "pod node label selector conflicts with its namespace node label selector"
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            namespace_node_selector(&mut other, Some(&namespace("zone")), "ns"),
+            Err(SelectorRefusal::Internal(
+                "invalid selector: [zone]".to_owned()
+            ))
+        );
+        let mut plain = json!({"spec": {}});
+        namespace_node_selector(&mut plain, Some(&json!({"metadata": {"name": "ns"}})), "ns")
+            .unwrap();
+        assert!(plain["spec"].get("nodeSelector").is_none());
+        assert_eq!(
+            namespace_node_selector(&mut plain, None, "gone"),
+            Err(SelectorRefusal::Internal(
+                "namespace gone does not exist".to_owned()
+            ))
+        );
     }
 
     #[test]

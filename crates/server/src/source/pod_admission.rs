@@ -105,6 +105,8 @@ pub struct AdmissionPlugins {
     pub always_deny: bool,
     /// `ExtendedResourceToleration` (`super::plugin_admission`), default off.
     pub extended_resource_toleration: bool,
+    /// `PodNodeSelector` (`super::plugin_admission`), default off.
+    pub pod_node_selector: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -137,13 +139,14 @@ impl Default for AdmissionPlugins {
             always_admit: false,
             always_deny: false,
             extended_resource_toleration: false,
+            pod_node_selector: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 27] = [
+    pub const NAMES: [&'static str; 28] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -171,6 +174,7 @@ impl AdmissionPlugins {
         "AlwaysAdmit",
         "AlwaysDeny",
         "ExtendedResourceToleration",
+        "PodNodeSelector",
     ];
 
     /// Every plugin off.
@@ -215,6 +219,7 @@ impl AdmissionPlugins {
             "AlwaysAdmit" => &mut self.always_admit,
             "AlwaysDeny" => &mut self.always_deny,
             "ExtendedResourceToleration" => &mut self.extended_resource_toleration,
+            "PodNodeSelector" => &mut self.pod_node_selector,
             _ => return None,
         })
     }

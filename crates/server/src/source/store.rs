@@ -1475,6 +1475,11 @@ impl Writer<'_> {
                         })?;
                     pod_admission::admit_service_account(&mut object, &account, &random_suffix());
                 }
+                if plugins.pod_node_selector
+                    && let Some(namespace) = namespace
+                {
+                    self.pod_node_selector(resource, namespace, &mut object)?;
+                }
                 if plugins.priority {
                     let wanted = pod_admission::class_named(&object);
                     let classes = self
@@ -1553,6 +1558,28 @@ impl Writer<'_> {
     ) {
         let plugins = &self.source.admission;
         plugin_admission::mutate(plugins, &resource.def, &self.subresource, old, object);
+    }
+
+    /// PodNodeSelector ([`plugin_admission::namespace_node_selector`]) on a pod created in
+    /// `namespace`, whose object is read from its cache.
+    fn pod_node_selector(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        pod: &mut Value,
+    ) -> Result<(), ApiError> {
+        let found = self
+            .served_resource("", "namespaces")
+            .and_then(|namespaces| namespaces.cache().get(namespace).0);
+        let namespace_object = found.as_ref().map(|ns| ns.body());
+        plugin_admission::namespace_node_selector(pod, namespace_object, namespace).map_err(
+            |refusal| match refusal {
+                plugin_admission::SelectorRefusal::Forbidden(message) => {
+                    forbidden_object(resource, pod, message)
+                }
+                plugin_admission::SelectorRefusal::Internal(message) => ApiError::internal(message),
+            },
+        )
     }
 
     /// NodeRestriction ([`node_restriction`]) on a node's `write` of `resource`: its refusal
