@@ -106,10 +106,17 @@ impl Encryption {
     /// # Errors
     /// Why the file cannot be used, in kube's words where kube has them.
     pub fn load(path: &Path, prefix: &str) -> Result<Encryption, String> {
-        let bytes = std::fs::read(path).map_err(|error| {
+        Encryption::from_bytes(&Encryption::read(path)?, path, prefix)
+    }
+
+    /// The content of the configuration file at `path`.
+    ///
+    /// # Errors
+    /// Why it cannot be read, in kube's words.
+    pub fn read(path: &Path) -> Result<Vec<u8>, String> {
+        std::fs::read(path).map_err(|error| {
             format!("error reading encryption provider configuration file {path:?}: {error}")
-        })?;
-        Encryption::from_bytes(&bytes, path, prefix)
+        })
     }
 
     /// The configuration in `bytes`, the content of the file at `path`.

@@ -90,9 +90,7 @@ impl Reloading {
     /// # Errors
     /// As [`Encryption::load`].
     pub fn load(path: &Path, prefix: &str) -> Result<Reloading, String> {
-        let bytes = std::fs::read(path).map_err(|error| {
-            format!("error reading encryption provider configuration file {path:?}: {error}")
-        })?;
+        let bytes = Encryption::read(path)?;
         let encryption = Encryption::from_bytes(&bytes, path, prefix)?;
         let id = format!("apiserver-{}", uuid::Uuid::new_v4());
         let id_hash = format!("sha256:{}", hex(&digest(id.as_bytes())));
@@ -137,16 +135,12 @@ impl Reloading {
     /// Reads the file once and reloads it if its content changed (see the module docs).
     pub fn poll(&self) -> Poll {
         let mut state = self.lock();
-        let bytes = match std::fs::read(&self.path) {
+        let bytes = match Encryption::read(&self.path) {
             Ok(bytes) => bytes,
             // An unreadable file is counted once until it can be read again.
             Err(_) if state.unreadable => return Poll::Unchanged,
-            Err(error) => {
+            Err(why) => {
                 state.unreadable = true;
-                let why = format!(
-                    "error reading encryption provider configuration file {:?}: {error}",
-                    self.path
-                );
                 return self.failed(&mut state, &why);
             }
         };
