@@ -642,3 +642,117 @@ async fn namespaces_give_their_pods_a_node_selector() {
     );
     server.shutdown().await;
 }
+
+/// Waits until a GET of `path` is 404.
+async fn gone(addr: std::net::SocketAddr, path: String) {
+    let gone = async {
+        while common::get_json(addr, &path).await.0 != 404 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(common::HANG_GUARD, gone)
+        .await
+        .expect("the object goes");
+}
+
+/// Goal: StorageObjectInUseProtection (on by default) — a created claim and volume get kube's
+/// finalizers; a deleted claim stays while a scheduled pod uses it and goes once the pod is
+/// gone; a deleted volume that is not bound goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_in_use_stay_until_their_pods_go() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let (status, created) = send_json(addr, "POST", claims, &claim).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"])
+    );
+    let user = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}],
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}});
+    let (status, body) = send_json(addr, "POST", PODS, &user).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, marked) = request(
+        addr,
+        "DELETE",
+        &format!("{claims}/data"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+    let marked: Value = serde_json::from_str(&marked).unwrap();
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+    // A claim no pod uses, deleted after it, goes: the controller, told of `data`'s deletion
+    // first, has looked at both by then, and `data` stays.
+    let mut free = claim.clone();
+    free["metadata"]["name"] = json!("free");
+    let (status, body) = send_json(addr, "POST", claims, &free).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        &format!("{claims}/free"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    gone(addr, format!("{claims}/free")).await;
+    let (status, kept) = common::get_json(addr, &format!("{claims}/data")).await;
+    assert_eq!(status, 200, "{kept}");
+    assert_eq!(
+        kept["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"])
+    );
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        &format!("{PODS}/user?gracePeriodSeconds=0"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    gone(addr, format!("{claims}/data")).await;
+
+    let volume = json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": "disk"}, "spec": {"capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/disk"}}});
+    let (status, created) = send_json(addr, "POST", "/api/v1/persistentvolumes", &volume).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["metadata"]["finalizers"],
+        json!(["kubernetes.io/pv-protection"])
+    );
+    let (status, body) = request(
+        addr,
+        "DELETE",
+        "/api/v1/persistentvolumes/disk",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let gone = async {
+        while common::get_json(addr, "/api/v1/persistentvolumes/disk")
+            .await
+            .0
+            != 404
+        {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(common::HANG_GUARD, gone)
+        .await
+        .expect("an unbound volume goes");
+    server.shutdown().await;
+}

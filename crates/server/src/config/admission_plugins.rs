@@ -20,9 +20,7 @@
 //! - A known plugin this server does not run ([`crate::source::pod_admission::AdmissionPlugins::NAMES`]
 //!   are those it runs) that a flag names to enable is refused at start, naming it: nothing is
 //!   pretended (`NodeRestriction`, which kubeadm enables, is run: `crate::source::node_restriction`).
-//!   kube's default-on plugins this server does not run (`StorageObjectInUseProtection`, whose
-//!   finalizers would need kube-controller-manager's protection controllers to ever go) and those
-//!   kube itself leaves inactive without a feature gate that is off by default in v1.33
+//!   kube's default-on plugins this server does not run are those kube itself leaves inactive without a feature gate that is off by default in v1.33
 //!   ([`INACTIVE_IN_KUBE`]: `ClusterTrustBundleAttest`, `PodTopologyLabels`,
 //!   `MutatingAdmissionPolicy`) are not run; the latter may be named to enable too, as kube
 //!   accepts them and leaves them inactive. Disabling any known plugin is accepted.
@@ -352,13 +350,13 @@ mod tests {
         })
         .unwrap();
         assert!(plugins.node_restriction && plugins.namespace_lifecycle);
-        let resize = names(&["StorageObjectInUseProtection"]);
+        let resize = names(&["ImagePolicyWebhook"]);
         assert!(
             refusal(Flags {
                 control: Some(&resize),
                 ..Flags::default()
             })
-            .contains(r#"admission plugin "StorageObjectInUseProtection""#)
+            .contains(r#"admission plugin "ImagePolicyWebhook""#)
         );
         // One kube leaves inactive without its feature gate is accepted, inactive.
         let gated = names(&["MutatingAdmissionPolicy", "PodTopologyLabels"]);

@@ -3,7 +3,8 @@
 //! `LimitPodHardAntiAffinityTopology`, `ExtendedResourceToleration`, `PodNodeSelector`,
 //! `AlwaysDeny` (off by
 //! default, turned on by `--enable-admission-plugins`) and `CertificateSubjectRestriction`,
-//! `CertificateApproval`, `CertificateSigning`, `PersistentVolumeClaimResize` (on by default)
+//! `CertificateApproval`, `CertificateSigning`, `PersistentVolumeClaimResize`,
+//! `StorageObjectInUseProtection` (on by default)
 //! (`plugin/pkg/admission/alwayspullimages`, `network/denyserviceexternalips`, `antiaffinity`,
 //! `extendedresourcetoleration`, `podnodeselector`, `deny`, `certificates/*`, `storage/persistentvolume/resize`). Each runs only when its switch in
 //! [`AdmissionPlugins`] is on; none looks at a subresource's write.
@@ -25,6 +26,10 @@
 //!   not `k=v` pairs is kube's 500 `invalid selector: [...]`. Without
 //!   `--admission-control-config-file` (whose `podNodeSelectorPluginConfig` this server does
 //!   not read) there is no cluster default selector and no whitelist, as in kube without one.
+//! - **StorageObjectInUseProtection** ([`mutate`], on by default, creates only): a created
+//!   PersistentVolumeClaim gets the finalizer `kubernetes.io/pvc-protection`, a
+//!   PersistentVolume `kubernetes.io/pv-protection` (once); `crate::controllers::storage_protection`
+//!   removes them once the object is deleted and nothing uses it.
 //! - **DenyServiceExternalIPs** ([`validate`]): a Service created with `spec.externalIPs`, or
 //!   updated to one its old self did not list, is kube's 403 `Use of external IPs is denied by
 //!   admission control`; removing addresses is allowed.
@@ -98,6 +103,9 @@ pub fn mutate(
     old: Option<&Value>,
     object: &mut Value,
 ) {
+    if plugins.storage_object_in_use_protection && old.is_none() {
+        protect(def, subresource, object);
+    }
     if !is(def, subresource, "", "pods") {
         return;
     }
@@ -122,6 +130,29 @@ pub fn mutate(
                 container.insert("imagePullPolicy".to_owned(), Value::from("Always"));
             }
         }
+    }
+}
+
+/// StorageObjectInUseProtection on a created claim or volume: its finalizer, once.
+fn protect(def: &ResourceDef, subresource: &str, object: &mut Value) {
+    use crate::controllers::storage_protection::{PV_FINALIZER, PVC_FINALIZER};
+    let finalizer = if is(def, subresource, "", "persistentvolumeclaims") {
+        PVC_FINALIZER
+    } else if is(def, subresource, "", "persistentvolumes") {
+        PV_FINALIZER
+    } else {
+        return;
+    };
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let finalizers = metadata
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(list) = finalizers.as_array_mut()
+        && !list.iter().any(|f| f == finalizer)
+    {
+        list.push(Value::from(finalizer));
     }
 }
 

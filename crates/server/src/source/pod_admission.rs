@@ -107,6 +107,9 @@ pub struct AdmissionPlugins {
     pub extended_resource_toleration: bool,
     /// `PodNodeSelector` (`super::plugin_admission`), default off.
     pub pod_node_selector: bool,
+    /// `StorageObjectInUseProtection` (`super::plugin_admission`, with
+    /// `crate::controllers::storage_protection`).
+    pub storage_object_in_use_protection: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -140,13 +143,14 @@ impl Default for AdmissionPlugins {
             always_deny: false,
             extended_resource_toleration: false,
             pod_node_selector: false,
+            storage_object_in_use_protection: true,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 28] = [
+    pub const NAMES: [&'static str; 29] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -175,6 +179,7 @@ impl AdmissionPlugins {
         "AlwaysDeny",
         "ExtendedResourceToleration",
         "PodNodeSelector",
+        "StorageObjectInUseProtection",
     ];
 
     /// Every plugin off.
@@ -220,6 +225,7 @@ impl AdmissionPlugins {
             "AlwaysDeny" => &mut self.always_deny,
             "ExtendedResourceToleration" => &mut self.extended_resource_toleration,
             "PodNodeSelector" => &mut self.pod_node_selector,
+            "StorageObjectInUseProtection" => &mut self.storage_object_in_use_protection,
             _ => return None,
         })
     }
