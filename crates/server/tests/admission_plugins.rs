@@ -756,3 +756,95 @@ async fn claims_in_use_stay_until_their_pods_go() {
         .expect("an unbound volume goes");
     server.shutdown().await;
 }
+
+/// Goal: OwnerReferencesPermissionEnforcement — under RBAC, a user who may update but not
+/// delete ConfigMaps cannot change their owner references, nor set `blockOwnerDeletion`
+/// towards an owner whose finalizers it may not update, in kube's words; an admin can.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_references_need_the_right_to_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "admin-token,admin,1,\"system:masters\"\neditor-token,editor,2\n",
+    )
+    .unwrap();
+    let server = server_with(ServeArgs {
+        token_auth_file: Some(tokens),
+        authorization_mode: Some(vec!["RBAC".to_owned()]),
+        ..enabled(&["OwnerReferencesPermissionEnforcement"])
+    })
+    .await;
+    let addr = server.addr;
+    let rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default";
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "edit-configmaps"}, "rules": [{"apiGroups": [""],
+            "resources": ["configmaps"], "verbs": ["get", "create", "update", "patch"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "editor"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role", "name": "edit-configmaps"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "editor"}]});
+    for (path, body) in [("roles", &role), ("rolebindings", &binding)] {
+        let (status, answer) = as_user(
+            addr,
+            "admin-token",
+            ("POST", &format!("{rbac}/{path}")),
+            body,
+        )
+        .await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    // A real owner, so that the garbage collector keeps what it owns.
+    let (status, created) = as_user(
+        addr,
+        "admin-token",
+        ("POST", configmaps),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let uid = created["metadata"]["uid"].clone();
+    let owner = |block: bool| {
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid,
+            "blockOwnerDeletion": block}])
+    };
+    let (status, body) = as_user(
+        addr,
+        "editor-token",
+        ("POST", configmaps),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned",
+            "ownerReferences": owner(false)}}),
+    )
+    .await;
+    assert_eq!(status, 201, "a create may name its owner: {body}");
+    let (status, refused) = as_user(
+        addr,
+        "editor-token",
+        ("POST", configmaps),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "blocking",
+            "ownerReferences": owner(true)}}),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#"configmaps "blocking" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: "#),
+        "{message}"
+    );
+    let path = format!("{configmaps}/owned");
+    let patch = json!({"metadata": {"ownerReferences": []}});
+    let (status, refused) = as_user(addr, "editor-token", ("PATCH", &path), &patch).await;
+    assert_eq!(status, 403, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#"configmaps "owned" is forbidden: cannot set an ownerRef on a resource you can't delete: "#),
+        "{message}"
+    );
+    let relabel = json!({"metadata": {"labels": {"a": "b"}}});
+    let (status, body) = as_user(addr, "editor-token", ("PATCH", &path), &relabel).await;
+    assert_eq!(status, 200, "other changes are the editor's: {body}");
+    let (status, body) = as_user(addr, "admin-token", ("PATCH", &path), &patch).await;
+    assert_eq!(status, 200, "{body}");
+    server.shutdown().await;
+}

@@ -56,6 +56,15 @@
 //!   `status` that changes the certificate or the conditions needs `sign` the same way (`user
 //!   not permitted to sign requests with signerName ...`). The authorization chain is
 //!   `--authorization-mode`'s (the default AlwaysAllow allows all).
+//! - **OwnerReferencesPermissionEnforcement** ([`owner_references`], creates and updates,
+//!   not `pods/status`): an update that changes `metadata.ownerReferences` needs `delete` on
+//!   the object (kube's 403 `cannot set an ownerRef on a resource you can't delete: <reason>,
+//!   <error>`); a write that newly sets `blockOwnerDeletion: true` on a reference needs
+//!   `update` on the owner's `finalizers` subresource (`cannot set blockOwnerDeletion if an
+//!   ownerReference refers to a resource you can't set finalizers on: ...`), the owner's
+//!   resource found from its `apiVersion` and `kind` among the served ones (`cannot set
+//!   blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion v1 Kind
+//!   Nope: no matches for kind "Nope" in version "v1"`).
 //! - **AlwaysDeny** ([`deny_all`], deprecated in kube): every create, update and delete is
 //!   kube's 403 `admission control is denying all modifications`.
 //! - Not done: AlwaysPullImages' validating half (which refuses a policy a mutating webhook
@@ -323,6 +332,107 @@ pub fn signer_permission(
     Err(format!(
         "user not permitted to {verb} requests with signerName {signer:?}"
     ))
+}
+
+/// What an admission plugin asks the authorization chain (kube's `AttributesRecord` of a
+/// resource request).
+#[derive(Clone, Copy, Debug)]
+pub struct Access<'a> {
+    /// The verb.
+    pub verb: &'a str,
+    /// The API group.
+    pub group: &'a str,
+    /// The resource (plural).
+    pub resource: &'a str,
+    /// The subresource, or empty.
+    pub subresource: &'a str,
+    /// The namespace, or empty.
+    pub namespace: &'a str,
+    /// The object's name.
+    pub name: &'a str,
+}
+
+/// The `ownerReferences` of `object`.
+fn owner_refs(object: &Value) -> &[Value] {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice)
+}
+
+/// OwnerReferencesPermissionEnforcement on a write of `new` (of `def`, `subresource`) over
+/// `old` (`None` on a create). `authorize` answers `None` when allowed, else kube's
+/// `<reason>, <error>`; `plural_of(apiVersion, kind)` finds a served resource.
+///
+/// # Errors
+/// kube's refusal.
+pub fn owner_references(
+    def: &ResourceDef,
+    subresource: &str,
+    (old, new): (Option<&Value>, &Value),
+    authorize: &dyn Fn(&Access<'_>) -> Option<String>,
+    plural_of: &dyn Fn(&str, &str) -> Option<String>,
+) -> Result<(), String> {
+    if def.group.is_empty() && def.plural == "pods" && subresource == "status" {
+        return Ok(());
+    }
+    let before = old.map_or(&[][..], owner_refs);
+    if owner_refs(new) == before {
+        return Ok(());
+    }
+    let text = |value: &Value, key: &str| {
+        value
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let metadata = new.get("metadata").unwrap_or(&Value::Null);
+    let (namespace, name) = (text(metadata, "namespace"), text(metadata, "name"));
+    if old.is_some() {
+        let access = Access {
+            verb: "delete",
+            group: &def.group,
+            resource: &def.plural,
+            subresource,
+            namespace: &namespace,
+            name: &name,
+        };
+        if let Some(why) = authorize(&access) {
+            return Err(format!(
+                "cannot set an ownerRef on a resource you can't delete: {why}"
+            ));
+        }
+    }
+    let blocking = |r: &Value| r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true);
+    let newly_blocking = owner_refs(new).iter().filter(|r| blocking(r)).filter(|r| {
+        !before
+            .iter()
+            .any(|b| b.get("uid") == r.get("uid") && blocking(b))
+    });
+    for reference in newly_blocking {
+        let (api_version, kind) = (text(reference, "apiVersion"), text(reference, "kind"));
+        let plural = plural_of(&api_version, &kind).ok_or_else(|| {
+            format!(
+                "cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion {api_version} Kind {kind}: no matches for kind {kind:?} in version {api_version:?}"
+            )
+        })?;
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        let access = Access {
+            verb: "update",
+            group,
+            resource: &plural,
+            subresource: "finalizers",
+            namespace: &namespace,
+            name: &text(reference, "name"),
+        };
+        if let Some(why) = authorize(&access) {
+            return Err(format!(
+                "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: {why}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// AlwaysDeny's refusal, when it runs.
@@ -684,6 +794,58 @@ mod tests {
         assert!(signer_permission(&on, &csrs, "status", (&signed, &signed), &nobody).is_ok());
         let off = AdmissionPlugins::none();
         assert!(signer_permission(&off, &csrs, "approval", (&old, &approved), &nobody).is_ok());
+    }
+
+    #[test]
+    fn owner_references_need_delete_and_the_owner_s_finalizers() {
+        let pods = def("", "pods");
+        let with = |refs: Value| json!({"metadata": {"name": "p", "namespace": "ns", "ownerReferences": refs}});
+        let owner = |block: bool| {
+            json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u",
+                "blockOwnerDeletion": block}])
+        };
+        let plural_of = |version: &str, kind: &str| {
+            (version == "apps/v1" && kind == "ReplicaSet").then(|| "replicasets".to_owned())
+        };
+        let denied =
+            |access: &Access<'_>| (access.verb == "update").then(|| "no rule, <nil>".to_owned());
+        let plain = with(json!([]));
+        // A create may set references, not a blocking one without the owner's finalizers.
+        assert!(
+            owner_references(&pods, "", (None, &with(owner(false))), &denied, &plural_of).is_ok()
+        );
+        assert_eq!(
+            owner_references(&pods, "", (None, &with(owner(true))), &denied, &plural_of)
+                .unwrap_err(),
+            "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: no rule, <nil>"
+        );
+        let no_delete =
+            |access: &Access<'_>| (access.verb == "delete").then(|| ", <nil>".to_owned());
+        assert_eq!(
+            owner_references(
+                &pods,
+                "",
+                (Some(&plain), &with(owner(false))),
+                &no_delete,
+                &plural_of
+            )
+            .unwrap_err(),
+            "cannot set an ownerRef on a resource you can't delete: , <nil>"
+        );
+        // Unchanged references, or pods/status: not looked at.
+        let owned = with(owner(true));
+        assert!(owner_references(&pods, "", (Some(&owned), &owned), &denied, &plural_of).is_ok());
+        assert!(
+            owner_references(&pods, "status", (Some(&plain), &owned), &denied, &plural_of).is_ok()
+        );
+        let stranger = with(
+            json!([{"apiVersion": "v1", "kind": "Nope", "name": "x", "uid": "u",
+            "blockOwnerDeletion": true}]),
+        );
+        assert_eq!(
+            owner_references(&pods, "", (None, &stranger), &|_| None, &plural_of).unwrap_err(),
+            r#"cannot set blockOwnerDeletion in this case because cannot find RESTMapping for APIVersion v1 Kind Nope: no matches for kind "Nope" in version "v1""#
+        );
     }
 
     fn csr(organization: &str, signer: &str) -> Value {

@@ -110,6 +110,8 @@ pub struct AdmissionPlugins {
     /// `StorageObjectInUseProtection` (`super::plugin_admission`, with
     /// `crate::controllers::storage_protection`).
     pub storage_object_in_use_protection: bool,
+    /// `OwnerReferencesPermissionEnforcement` (`super::plugin_admission`), default off.
+    pub owner_references_permission_enforcement: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -144,13 +146,14 @@ impl Default for AdmissionPlugins {
             extended_resource_toleration: false,
             pod_node_selector: false,
             storage_object_in_use_protection: true,
+            owner_references_permission_enforcement: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 29] = [
+    pub const NAMES: [&'static str; 30] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -180,6 +183,7 @@ impl AdmissionPlugins {
         "ExtendedResourceToleration",
         "PodNodeSelector",
         "StorageObjectInUseProtection",
+        "OwnerReferencesPermissionEnforcement",
     ];
 
     /// Every plugin off.
@@ -226,6 +230,9 @@ impl AdmissionPlugins {
             "ExtendedResourceToleration" => &mut self.extended_resource_toleration,
             "PodNodeSelector" => &mut self.pod_node_selector,
             "StorageObjectInUseProtection" => &mut self.storage_object_in_use_protection,
+            "OwnerReferencesPermissionEnforcement" => {
+                &mut self.owner_references_permission_enforcement
+            }
             _ => return None,
         })
     }

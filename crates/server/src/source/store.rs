@@ -1647,18 +1647,41 @@ impl Writer<'_> {
             )
             .map_err(|message| forbidden_object(resource, object, message))?;
         }
-        if let (Some(old), Some(authorizer)) = (old, self.source.policy_authorizer.as_ref()) {
-            let user = json!({"username": self.user.name, "uid": self.user.uid,
-                "groups": self.user.groups});
-            let authorized = |verb: &str, signer: &str| {
-                let target = watchkeeper_api::admission_policy::CheckTarget::Resource {
-                    group: "certificates.k8s.io".to_owned(),
-                    resource: "signers".to_owned(),
-                    subresource: String::new(),
-                    namespace: String::new(),
-                    name: signer.to_owned(),
+        let Some(authorizer) = self.source.policy_authorizer.as_ref() else {
+            return Ok(());
+        };
+        let user = json!({"username": self.user.name, "uid": self.user.uid,
+            "groups": self.user.groups});
+        // kube's `<reason>, <error>` of a denial (`<nil>`: no error).
+        let authorize = |access: &plugin_admission::Access<'_>| {
+            let target = watchkeeper_api::admission_policy::CheckTarget::Resource {
+                group: access.group.to_owned(),
+                resource: access.resource.to_owned(),
+                subresource: access.subresource.to_owned(),
+                namespace: access.namespace.to_owned(),
+                name: access.name.to_owned(),
+            };
+            let decision = authorizer.check(&user, access.verb, &target);
+            (!decision.allowed).then(|| {
+                let error = if decision.error.is_empty() {
+                    "<nil>"
+                } else {
+                    decision.error.as_str()
                 };
-                authorizer.check(&user, verb, &target).allowed
+                format!("{}, {error}", decision.reason)
+            })
+        };
+        if let Some(old) = old {
+            let authorized = |verb: &str, signer: &str| {
+                let access = plugin_admission::Access {
+                    verb,
+                    group: "certificates.k8s.io",
+                    resource: "signers",
+                    subresource: "",
+                    namespace: "",
+                    name: signer,
+                };
+                authorize(&access).is_none()
             };
             let write = (old, object);
             plugin_admission::signer_permission(
@@ -1667,6 +1690,26 @@ impl Writer<'_> {
                 &self.subresource,
                 write,
                 &authorized,
+            )
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        }
+        if plugins.owner_references_permission_enforcement {
+            let plural_of = |api_version: &str, kind: &str| {
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                self.resources
+                    .iter()
+                    .find(|r| {
+                        r.def.group == group && r.def.version == version && r.def.kind == kind
+                    })
+                    .map(|r| r.def.plural.clone())
+            };
+            let write = (old, object);
+            plugin_admission::owner_references(
+                &resource.def,
+                &self.subresource,
+                write,
+                &authorize,
+                &plural_of,
             )
             .map_err(|message| forbidden_object(resource, object, message))?;
         }
