@@ -494,6 +494,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let keeper = store_mode.then(crate::controllers::keeper::Keeper::new);
     let aggregation = (store_mode && auth.rbac().is_some())
         .then(crate::controllers::clusterrole_aggregation::ClusterRoleAggregation::new);
+    let storage_protection = (store_mode && config.admission.storage_object_in_use_protection)
+        .then(crate::controllers::storage_protection::StorageProtection::new);
     let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
     if let Some(rbac) = auth.rbac() {
         if !store_mode {
@@ -515,6 +517,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     }
     if let Some(finalizer) = &crd_finalizer {
         observers.push(finalizer.clone());
+    }
+    if let Some(controller) = &storage_protection {
+        observers.push(controller.clone());
     }
     // API Priority and Fairness learns its FlowSchemas and levels from the reflector.
     let apf = config
@@ -600,6 +605,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         if let Some(aggregation) = aggregation {
             tokio::spawn(aggregation.run(context.clone(), shutdown_rx.clone()));
         }
+        if let Some(controller) = storage_protection {
+            tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
+        }
         if let Some(controller) = flowschema_status {
             tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
         }
@@ -626,6 +634,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             app.config.prefix.clone(),
             interval,
             app.compaction.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
+    if let Some((reloading, interval)) = app.config.encryption_reload.clone() {
+        tokio::spawn(crate::source::encryption_reload::run(
+            reloading,
+            interval,
             shutdown_rx.clone(),
         ));
     }

@@ -2,7 +2,9 @@
 //! `EncryptionConfiguration`): Secrets written through the API are stored encrypted with
 //! kube's format and read back (GET, LIST, WATCH, kubectl) as written; resources no rule
 //! names are stored as they are; the embedded store's encrypted values survive a restart, and
-//! a restart whose configuration lost the key does not read them (absent, never a wrong value).
+//! a restart whose configuration lost the key does not read them (absent, never a wrong value);
+//! `--encryption-provider-config-automatic-reload` takes a rewritten file's new first key
+//! for new writes and keeps a refused file from changing anything.
 
 mod common;
 mod kubectl_support;
@@ -239,5 +241,97 @@ async fn etcd_holds_the_ciphertext() {
         get_json(server.addr, "/api/v1/namespaces/default/secrets/in-etcd").await;
     assert_eq!(status, 200, "{secret}");
     assert_eq!(secret["data"]["token"], "dG9wLXNlY3JldC10b2tlbg==");
+    server.shutdown().await;
+}
+
+/// The `apiserver_encryption_config_controller_automatic_reloads_total` sample of `status`
+/// now (its `apiserver_id_hash` label is the server's own).
+async fn reloads(addr: std::net::SocketAddr, status: &str) -> u64 {
+    let prefix = format!(
+        "apiserver_encryption_config_controller_automatic_reloads_total{{status=\"{status}\","
+    );
+    let text = metrics_text(addr).await;
+    text.lines()
+        .find(|line| line.starts_with(&prefix))
+        .and_then(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in /metrics:\n{text}"))
+}
+
+/// Waits until [`reloads`] of `status` is at least `least`.
+async fn reloads_at_least(addr: std::net::SocketAddr, status: &str, least: u64) {
+    let reached = async {
+        while reloads(addr, status).await < least {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(HANG_GUARD, reached)
+        .await
+        .expect("the reload was counted");
+}
+
+/// Goal: `--encryption-provider-config-automatic-reload` — once the file is rewritten with a
+/// new first key, new writes use it while values under the old key stay readable; a file
+/// that cannot be used afterwards is counted as a failure and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_configuration_is_reloaded() {
+    const OTHER_KEY: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path(), "enc.yaml", &aescbc("key1"));
+    let server = server_with(ServeArgs {
+        encryption_provider_config: Some(path.clone()),
+        encryption_provider_config_automatic_reload: Some(true),
+        encryption_provider_config_reload_interval_ms: Some(100),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let secret = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "stringData": {"k": "v"}})
+    };
+    let secrets = "/api/v1/namespaces/default/secrets";
+    let (status, body) = send_json(addr, "POST", secrets, &secret("before")).await;
+    assert_eq!(status, 201, "{body}");
+    let store = server.store().unwrap();
+    assert!(
+        raw(store, "/registry/secrets/default/before")
+            .await
+            .starts_with(b"k8s:enc:aescbc:v1:key1:")
+    );
+
+    let rotated = format!(
+        "  - aescbc:\n      keys:\n      - name: key2\n        secret: {OTHER_KEY}\n      - name: key1\n        secret: {KEY}\n  - identity: {{}}\n"
+    );
+    write_config(dir.path(), "enc.yaml", &rotated);
+    reloads_at_least(addr, "success", 1).await;
+    let (status, body) = send_json(addr, "POST", secrets, &secret("after")).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        raw(store, "/registry/secrets/default/after")
+            .await
+            .starts_with(b"k8s:enc:aescbc:v1:key2:")
+    );
+    let (status, old) = get_json(addr, &format!("{secrets}/before")).await;
+    assert_eq!(status, 200, "{old}");
+    assert_eq!(old["data"]["k"], "dg==");
+
+    // A configuration the validation refuses: counted, the one in use kept. (A poll that
+    // read the rotated file half-written counted a failure already.)
+    let failures = reloads(addr, "failure").await;
+    std::fs::write(
+        &path,
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources: []\n",
+    )
+    .unwrap();
+    reloads_at_least(addr, "failure", failures + 1).await;
+    let (status, body) = send_json(addr, "POST", secrets, &secret("still")).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(
+        raw(store, "/registry/secrets/default/still")
+            .await
+            .starts_with(b"k8s:enc:aescbc:v1:key2:")
+    );
+    let (status, old) = get_json(addr, &format!("{secrets}/before")).await;
+    assert_eq!((status, &old["data"]["k"]), (200, &json!("dg==")));
     server.shutdown().await;
 }

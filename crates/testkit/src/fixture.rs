@@ -25,10 +25,13 @@ pub fn loopback(args: ServeArgs) -> ServeArgs {
         // Off unless a test asks: tests count the objects they create in `default`.
         enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.or(Some(false)),
         // As kube's integration tests run kube-apiserver: pods as they were sent, not given
-        // a token volume (and no wait for a namespace's `default` account), unless asked.
-        disable_admission_plugins: args
-            .disable_admission_plugins
-            .or_else(|| Some(vec!["ServiceAccount".to_owned()])),
+        // a token volume (and no wait for a namespace's `default` account), unless asked
+        // (`--admission-control`, which excludes the flag, names exactly what runs).
+        disable_admission_plugins: args.disable_admission_plugins.or_else(|| {
+            args.admission_control
+                .is_none()
+                .then(|| vec!["ServiceAccount".to_owned()])
+        }),
         ..args
     }
 }

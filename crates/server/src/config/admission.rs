@@ -10,12 +10,12 @@
 //!   server with the reason; nothing configured is silently ignored.
 //! - `PodSecurity`: its `PodSecurityConfiguration` (defaults and exemptions,
 //!   [`watchkeeper_api::pod_security::config`]). Ignored, as kube ignores the configuration of
-//!   a plugin it does not run, when `--disable-admission-plugins` turns PodSecurity off.
+//!   a plugin it does not run, when the admission plugin flags turn PodSecurity off.
 //! - Any other plugin with a configuration is refused: the plugins this server runs take
 //!   none here (kube's `ResourceQuota` and webhook plugins do, and this server does not
-//!   honour theirs), and plugins it does not run cannot be configured. kube's legacy
-//!   unversioned files (`imagePolicy`, `podNodeSelectorPluginConfig`) configure plugins this
-//!   server does not run, and are refused too.
+//!   honour theirs; PodNodeSelector runs with kube's defaults only), and plugins it does not
+//!   run cannot be configured. kube's legacy unversioned files (`imagePolicy`,
+//!   `podNodeSelectorPluginConfig`) are refused too.
 
 use std::path::{Path, PathBuf};
 
@@ -38,20 +38,19 @@ pub struct AdmissionConfig {
     pub pod_security: PodSecurity,
 }
 
-/// The configuration `--admission-control-config-file` gives (`file`), for the plugins
-/// `--disable-admission-plugins` leaves on (`disabled`, already checked).
+/// The configuration `--admission-control-config-file` gives (`file`), for the plugins that
+/// run (`enabled`).
 ///
 /// # Errors
 /// The flag's error: why the file cannot be used.
 pub(super) fn from_flags(
     file: Option<&Path>,
-    disabled: &[String],
+    enabled: &AdmissionPlugins,
 ) -> Result<AdmissionConfig, super::ConfigError> {
     let Some(file) = file else {
         return Ok(AdmissionConfig::default());
     };
-    let enabled = AdmissionPlugins::without(disabled).unwrap_or_default();
-    load(file, &enabled).map_err(|message| {
+    load(file, enabled).map_err(|message| {
         super::ConfigError::flag(
             "--admission-control-config-file",
             format!("--admission-control-config-file: {message}"),
@@ -91,7 +90,7 @@ fn from_value(
     let (api_version, kind) = (text("apiVersion"), text("kind"));
     if value.get("imagePolicy").is_some() || value.get("podNodeSelectorPluginConfig").is_some() {
         return Err(
-            "a legacy configuration of ImagePolicyWebhook or PodNodeSelector: this server does not run either plugin"
+            "a legacy configuration of ImagePolicyWebhook or PodNodeSelector: this server does not run the first and does not read the second's"
                 .to_owned(),
         );
     }

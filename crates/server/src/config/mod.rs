@@ -11,7 +11,9 @@ use watchkeeper_core::{CacheConfig, WatchMode};
 use watchkeeper_store::StoreKind;
 
 mod admission;
+pub mod admission_plugins;
 mod audit;
+mod encryption;
 mod error;
 mod limits;
 mod tls;
@@ -62,12 +64,22 @@ pub struct ServeArgs {
     /// owners are gone are deleted. Off, neither happens. Store modes only.
     #[arg(long)]
     pub enable_garbage_collector: Option<bool>,
-    /// Admission plugins not to run, comma-separated, as kube-apiserver's flag names them:
-    /// ServiceAccount, Priority, DefaultTolerationSeconds, LimitRanger, ResourceQuota,
-    /// RuntimeClass, DefaultStorageClass, DefaultIngressClass, TaintNodesByCondition,
-    /// PodSecurity, ValidatingAdmissionPolicy [default: none]. Store modes only.
+    /// Admission plugins of kube-apiserver's default set not to run, comma-separated, as
+    /// kube's flag names them (any of kube v1.33's plugins; see `config::admission_plugins`)
+    /// [default: none]. Store modes only.
     #[arg(long, value_delimiter = ',')]
     pub disable_admission_plugins: Option<Vec<String>>,
+    /// Admission plugins to run besides kube-apiserver's default set, comma-separated, as
+    /// kube's flag names them: any of kube v1.33's plugins is understood; those this server
+    /// does not run are refused at start (see `config::admission_plugins`) [default: none].
+    /// Store modes only.
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Option<Vec<String>>,
+    /// Deprecated (as in kube): exactly the admission plugins to run, comma-separated;
+    /// exclusive with `--enable-admission-plugins` and `--disable-admission-plugins`
+    /// [default: none: kube's default set]. Store modes only.
+    #[arg(long, value_delimiter = ',')]
+    pub admission_control: Option<Vec<String>>,
     /// kube-apiserver's admission configuration file (an `AdmissionConfiguration`, YAML or
     /// JSON): PodSecurity's `PodSecurityConfiguration` (defaults and exemptions), inline or by
     /// `path` [default: none: kube's defaults]. Store modes only.
@@ -79,6 +91,14 @@ pub struct ServeArgs {
     /// values [default: none: values stored as they are]. Store modes only.
     #[arg(long)]
     pub encryption_provider_config: Option<PathBuf>,
+    /// Read `--encryption-provider-config` again when its content changes, as kube-apiserver's
+    /// flag does [default: false: read once, at start]. Needs `--encryption-provider-config`.
+    #[arg(long)]
+    pub encryption_provider_config_automatic_reload: Option<bool>,
+    /// How often, in milliseconds, `--encryption-provider-config-automatic-reload` reads the
+    /// file for a change, 100 to 3600000 [default: 60000, kube's one minute].
+    #[arg(long)]
+    pub encryption_provider_config_reload_interval_ms: Option<u64>,
     /// Give every namespace kube's `kube-root-ca.crt` ConfigMap, as kube-controller-manager's
     /// root-ca-cert-publisher does (its CA bundle: --root-ca-file) [default: true]. Store modes
     /// only.
@@ -515,8 +535,12 @@ impl ServeArgs {
             enable_garbage_collector,
             enable_root_ca_cert_publisher,
             disable_admission_plugins,
+            enable_admission_plugins,
+            admission_control,
             admission_control_config_file,
             encryption_provider_config,
+            encryption_provider_config_automatic_reload,
+            encryption_provider_config_reload_interval_ms,
             event_fresh_seconds,
             history_capacity_max,
             history_bytes_max,
@@ -653,6 +677,13 @@ pub struct ServeConfig {
     /// `--encryption-provider-config`: how stored values are encrypted; `None` stores them
     /// as they are.
     pub encryption: Option<std::sync::Arc<crate::source::encryption::Encryption>>,
+    /// `--encryption-provider-config-automatic-reload`: the file `encryption` is reloaded from
+    /// and how often it is read (`--encryption-provider-config-reload-interval-ms`); `None`
+    /// when it is read once.
+    pub encryption_reload: Option<(
+        std::sync::Arc<crate::source::encryption_reload::Reloading>,
+        Duration,
+    )>,
     /// Watch deadline base (`--min-request-timeout`).
     pub min_request_timeout: Duration,
     /// Freshness wait bound for consistent reads.
@@ -1089,12 +1120,25 @@ impl UpstreamConfig {
                 "--disable-admission-plugins",
             ),
             (
+                args.enable_admission_plugins.is_some(),
+                "--enable-admission-plugins",
+            ),
+            (args.admission_control.is_some(), "--admission-control"),
+            (
                 args.admission_control_config_file.is_some(),
                 "--admission-control-config-file",
             ),
             (
                 args.encryption_provider_config.is_some(),
                 "--encryption-provider-config",
+            ),
+            (
+                args.encryption_provider_config_automatic_reload.is_some(),
+                "--encryption-provider-config-automatic-reload",
+            ),
+            (
+                args.encryption_provider_config_reload_interval_ms.is_some(),
+                "--encryption-provider-config-reload-interval-ms",
             ),
             (
                 args.consistency_check_interval_ms.is_some(),
@@ -1452,6 +1496,19 @@ impl ServeConfig {
                 ),
             ));
         }
+        let (encryption, encryption_reload) = encryption::from_flags(
+            (
+                args.encryption_provider_config.as_deref(),
+                args.encryption_provider_config_automatic_reload,
+                args.encryption_provider_config_reload_interval_ms,
+            ),
+            &prefix,
+        )?;
+        let admission = admission_plugins::from_flags(admission_plugins::Flags {
+            enable: args.enable_admission_plugins.as_deref(),
+            disable: args.disable_admission_plugins.as_deref(),
+            control: args.admission_control.as_deref(),
+        })?;
         let min_request_timeout =
             Duration::from_secs(args.min_request_timeout_seconds.unwrap_or(1800));
         if min_request_timeout.is_zero() {
@@ -1469,40 +1526,18 @@ impl ServeConfig {
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from("watchkeeper-data")),
             etcd_endpoints,
-            encryption: match args.encryption_provider_config.as_deref() {
-                None => None,
-                Some(file) => Some(std::sync::Arc::new(
-                    crate::source::encryption::Encryption::load(file, &prefix).map_err(
-                        |message| {
-                            ConfigError::flag(
-                                "--encryption-provider-config",
-                                format!("--encryption-provider-config: {message}"),
-                            )
-                        },
-                    )?,
-                )),
-            },
+            encryption,
+            encryption_reload,
             prefix,
             resources: args.resources,
             cache,
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
             enable_garbage_collector: args.enable_garbage_collector.unwrap_or(true),
             enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.unwrap_or(true),
-            admission: crate::source::pod_admission::AdmissionPlugins::without(
-                args.disable_admission_plugins.as_deref().unwrap_or_default(),
-            )
-            .map_err(|unknown| {
-                ConfigError::flag(
-                    "--disable-admission-plugins",
-                    format!(
-                        "--disable-admission-plugins: unknown admission plugin {unknown:?}; this server runs {}",
-                        crate::source::pod_admission::AdmissionPlugins::NAMES.join(", ")
-                    ),
-                )
-            })?,
+            admission,
             admission_config: admission::from_flags(
                 args.admission_control_config_file.as_deref(),
-                args.disable_admission_plugins.as_deref().unwrap_or_default(),
+                &admission,
             )?,
             min_request_timeout,
             fresh_wait,

@@ -9,6 +9,7 @@ pub mod flowschema_status;
 pub mod garbage_collector;
 pub mod keeper;
 pub mod namespaces;
+pub mod storage_protection;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

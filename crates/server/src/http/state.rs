@@ -107,6 +107,11 @@ impl App {
             compaction: &self.compaction,
             garbage_collector: self.garbage_collector.as_deref(),
             audit: self.audit.as_deref(),
+            encryption_reload: self
+                .config
+                .encryption_reload
+                .as_ref()
+                .map(|(r, _)| r.as_ref()),
         }
     }
 }

@@ -302,6 +302,9 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     if let Some(nudge) = &app.source.freshness().nudge {
         collect_nudges(nudge, &mut scrape);
     }
+    if let Some(reloading) = app.encryption_reload {
+        collect_encryption_reloads(reloading, &mut scrape);
+    }
     if let Some(store) = app.source.as_store() {
         collect_compaction(app.compaction, &mut scrape);
         if let Some(usage) = watchkeeper_store::Store::quota_usage(store) {
@@ -312,6 +315,39 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
         }
     }
     scrape
+}
+
+/// `--encryption-provider-config-automatic-reload`'s reloads (kube's metrics).
+fn collect_encryption_reloads(
+    reloading: &crate::source::encryption_reload::Reloading,
+    scrape: &mut Scrape,
+) {
+    let outcomes = reloading.outcomes();
+    let id = reloading.id_hash();
+    let family = scrape.counter(
+        "apiserver_encryption_config_controller_automatic_reloads_total",
+        "Total number of reload successes and failures of encryption configuration split by apiserver identity.",
+    );
+    family.sample(
+        &[("status", "success"), ("apiserver_id_hash", id)],
+        outcomes.successes,
+    );
+    family.sample(
+        &[("status", "failure"), ("apiserver_id_hash", id)],
+        outcomes.failures,
+    );
+    let family = scrape.gauge(
+        "apiserver_encryption_config_controller_automatic_reload_last_timestamp_seconds",
+        "Timestamp of the last successful or failed automatic reload of encryption configuration split by apiserver identity.",
+    );
+    for (status, last) in [
+        ("success", outcomes.last_success),
+        ("failure", outcomes.last_failure),
+    ] {
+        if let Some(last) = last {
+            family.sample(&[("status", status), ("apiserver_id_hash", id)], last);
+        }
+    }
 }
 
 /// Encryption at rest's operations (kube's metric).

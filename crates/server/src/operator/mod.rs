@@ -48,6 +48,8 @@ pub struct Observed<'a> {
     pub garbage_collector: Option<&'a crate::controllers::garbage_collector::GarbageCollector>,
     /// The audit log's counters, when it is on.
     pub audit: Option<&'a crate::audit::Audit>,
+    /// The encryption configuration's reloads, when they are on.
+    pub encryption_reload: Option<&'a crate::source::encryption_reload::Reloading>,
 }
 
 /// An open watch stream, for `/debug/watchers`.

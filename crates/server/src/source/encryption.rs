@@ -4,7 +4,10 @@
 //! (`staging/src/k8s.io/apiserver/pkg/server/options/encryptionconfig`, `storage/value`).
 //!
 //! ## Guarantees
-//! - **The file** is read and validated once, at start, as kube validates it
+//! - **The file** is read and validated at start (and, with
+//!   `--encryption-provider-config-automatic-reload`, again when it changes:
+//!   `super::encryption_reload`, whose new rules replace these at once, [`Encryption::replace`]),
+//!   as kube validates it
 //!   (`ValidateEncryptionConfiguration`: at least one rule, resource and provider; one provider
 //!   per list element; keys named, base64, of the cipher's lengths — AES 16, 24 or 32 bytes,
 //!   secretbox 32; resources lowercase, no `*`, no `events.k8s.io` or `extensions`, no
@@ -29,8 +32,8 @@
 //!   cannot decode, and every other object is served. kube answers 500 for such an object
 //!   and fails a LIST that includes it; this server lists its registry as one, so one
 //!   unreadable value must not keep every resource from loading.
-//! - Rotation follows kube's procedure: add the new key second, restart, move it first,
-//!   restart, rewrite the objects (`kubectl get secrets -A -o json | kubectl replace -f -`),
+//! - Rotation follows kube's procedure: add the new key second, restart (or let the automatic
+//!   reload read the file), move it first, restart (or reload), rewrite the objects (`kubectl get secrets -A -o json | kubectl replace -f -`),
 //!   remove the old key.
 
 use std::collections::BTreeMap;
@@ -72,6 +75,17 @@ impl std::fmt::Debug for Keyed {
 #[derive(Clone, Debug)]
 struct Providers(Vec<Keyed>);
 
+/// The configuration's rules: which providers each resource's values go through.
+#[derive(Debug, Default)]
+struct Rules {
+    /// Exact group-resources, by group then resource (`secrets` is `""` → `secrets`).
+    exact: BTreeMap<String, BTreeMap<String, Arc<Providers>>>,
+    /// `*.<group>` rules (`*.` is the core group).
+    groups: BTreeMap<String, Arc<Providers>>,
+    /// A `*.*` rule.
+    everything: Option<Arc<Providers>>,
+}
+
 /// The configuration, as a [`ValueTransformer`] of the store's values.
 #[derive(Debug)]
 pub struct Encryption {
@@ -79,12 +93,9 @@ pub struct Encryption {
     prefix: String,
     /// Built-in storage names to `(group, resource)`.
     storage_names: BTreeMap<String, (String, String)>,
-    /// Exact group-resources, by group then resource (`secrets` is `""` → `secrets`).
-    exact: BTreeMap<String, BTreeMap<String, Arc<Providers>>>,
-    /// `*.<group>` rules (`*.` is the core group).
-    groups: BTreeMap<String, Arc<Providers>>,
-    /// A `*.*` rule.
-    everything: Option<Arc<Providers>>,
+    /// The rules, replaced whole by [`Encryption::replace`] (a reload): each value is written
+    /// or read under one configuration, the old or the new.
+    rules: std::sync::RwLock<Rules>,
     /// Operations by direction, transformer prefix and status (see [`ValueTransformer::operations`]).
     counts: std::sync::Mutex<BTreeMap<(&'static str, String, &'static str), u64>>,
 }
@@ -95,10 +106,25 @@ impl Encryption {
     /// # Errors
     /// Why the file cannot be used, in kube's words where kube has them.
     pub fn load(path: &Path, prefix: &str) -> Result<Encryption, String> {
-        let bytes = std::fs::read(path).map_err(|error| {
+        Encryption::from_bytes(&Encryption::read(path)?, path, prefix)
+    }
+
+    /// The content of the configuration file at `path`.
+    ///
+    /// # Errors
+    /// Why it cannot be read, in kube's words.
+    pub fn read(path: &Path) -> Result<Vec<u8>, String> {
+        std::fs::read(path).map_err(|error| {
             format!("error reading encryption provider configuration file {path:?}: {error}")
-        })?;
-        let json = watchkeeper_api::yaml::json_from_yaml_body(&bytes).map_err(|error| {
+        })
+    }
+
+    /// The configuration in `bytes`, the content of the file at `path`.
+    ///
+    /// # Errors
+    /// As [`Encryption::load`].
+    pub fn from_bytes(bytes: &[u8], path: &Path, prefix: &str) -> Result<Encryption, String> {
+        let json = watchkeeper_api::yaml::json_from_yaml_body(bytes).map_err(|error| {
             format!(
                 "error decoding encryption provider configuration file {path:?}: {}",
                 error.message
@@ -141,11 +167,10 @@ impl Encryption {
                     )
                 })
                 .collect(),
-            exact: BTreeMap::new(),
-            groups: BTreeMap::new(),
-            everything: None,
+            rules: std::sync::RwLock::default(),
             counts: std::sync::Mutex::default(),
         };
+        let mut rules_of = Rules::default();
         for (i, rule) in rules.iter().enumerate() {
             let resources: Vec<&str> = list(rule.get("resources"))
                 .iter()
@@ -176,16 +201,16 @@ impl Encryption {
             for resource in resources {
                 let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
                 if resource == "*" && group == "*" {
-                    encryption
+                    rules_of
                         .everything
                         .get_or_insert_with(|| Arc::clone(&providers));
                 } else if resource == "*" {
-                    encryption
+                    rules_of
                         .groups
                         .entry(group.to_owned())
                         .or_insert_with(|| Arc::clone(&providers));
                 } else {
-                    encryption
+                    rules_of
                         .exact
                         .entry(group.to_owned())
                         .or_default()
@@ -200,11 +225,25 @@ impl Encryption {
                 watchkeeper_api::field::aggregate(&errors)
             ));
         }
+        encryption.rules = std::sync::RwLock::new(rules_of);
         Ok(encryption)
     }
 
+    /// Makes `new`'s rules this configuration's, at once: a value written or read before
+    /// went through the old rules, one after through the new (the operation counts stay).
+    pub fn replace(&self, new: Encryption) {
+        let rules = new
+            .rules
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rules;
+    }
+
     /// The providers of the resource a stored `key` belongs to; `None` when no rule names it.
-    fn providers(&self, key: &[u8]) -> Option<&Providers> {
+    fn providers(&self, key: &[u8]) -> Option<Arc<Providers>> {
         let key = std::str::from_utf8(key).ok()?;
         let rest = key.strip_prefix(&self.prefix)?;
         let mut parts = rest.split('/');
@@ -216,12 +255,17 @@ impl Encryption {
             let (group, resource) = self.storage_names.get(first)?;
             (group.as_str(), resource.as_str())
         };
-        self.exact
+        let rules = self
+            .rules
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        rules
+            .exact
             .get(group)
             .and_then(|resources| resources.get(resource))
-            .or_else(|| self.groups.get(group))
-            .or(self.everything.as_ref())
-            .map(AsRef::as_ref)
+            .or_else(|| rules.groups.get(group))
+            .or(rules.everything.as_ref())
+            .map(Arc::clone)
     }
 }
 
@@ -545,7 +589,8 @@ impl Encryption {
 
 impl ValueTransformer for Encryption {
     fn stored_form(&self, key: &[u8], value: Bytes) -> Result<Bytes, String> {
-        let Some(first) = self.providers(key).and_then(|p| p.0.first()) else {
+        let providers = self.providers(key);
+        let Some(first) = providers.as_ref().and_then(|p| p.0.first()) else {
             return Ok(value);
         };
         if matches!(first.cipher, Cipher::Identity) {

@@ -4,7 +4,8 @@
 //! `plugin/pkg/admission/priority`, `plugin/pkg/admission/defaulttolerationseconds`,
 //! `plugin/pkg/admission/runtimeclass`), each of which `--disable-admission-plugins` can turn
 //! off ([`AdmissionPlugins`], which also names the other modules' plugins, `PodSecurity` among
-//! them: `super::pod_security`).
+//! them: `super::pod_security`, and kube's optional ones: `super::plugin_admission`; the flags
+//! that choose them are `crate::config`'s).
 //!
 //! ## Guarantees
 //! - **ServiceAccount, on a pod create**: a pod naming no service account gets `default`
@@ -42,8 +43,9 @@
 
 use serde_json::{Value, json};
 
-/// The admission plugins of this module and the two of their own modules
-/// (`--disable-admission-plugins`): which run.
+/// The admission plugins this server runs, each on or off (`--enable-admission-plugins`,
+/// `--disable-admission-plugins`, `--admission-control`); [`Default`] is kube-apiserver's
+/// default set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AdmissionPlugins {
     /// `ServiceAccount`.
@@ -72,6 +74,44 @@ pub struct AdmissionPlugins {
     pub mutating_admission_webhook: bool,
     /// `ValidatingAdmissionWebhook` (`crate::source::webhook`).
     pub validating_admission_webhook: bool,
+    /// `NamespaceLifecycle` (`super::store`): creates only in a namespace that exists and is
+    /// not terminating; `default`, `kube-system`, `kube-public` not deleted.
+    pub namespace_lifecycle: bool,
+    /// `NamespaceExists` (`super::store`), default off: creates only in a namespace that
+    /// exists.
+    pub namespace_exists: bool,
+    /// `AlwaysPullImages` (`super::plugin_admission`), default off.
+    pub always_pull_images: bool,
+    /// `DenyServiceExternalIPs` (`super::plugin_admission`), default off.
+    pub deny_service_external_ips: bool,
+    /// `LimitPodHardAntiAffinityTopology` (`super::plugin_admission`), default off.
+    pub limit_pod_hard_anti_affinity_topology: bool,
+    /// `CertificateSubjectRestriction` (`super::plugin_admission`).
+    pub certificate_subject_restriction: bool,
+    /// `NodeRestriction` (`super::node_restriction`), default off.
+    pub node_restriction: bool,
+    /// `PersistentVolumeClaimResize` (`super::plugin_admission`).
+    pub persistent_volume_claim_resize: bool,
+    /// `CertificateApproval` (`super::plugin_admission`).
+    pub certificate_approval: bool,
+    /// `CertificateSigning` (`super::plugin_admission`).
+    pub certificate_signing: bool,
+    /// `NamespaceAutoProvision` (`super::store`), default off: a create in a missing
+    /// namespace creates it first.
+    pub namespace_auto_provision: bool,
+    /// `AlwaysAdmit` (deprecated in kube), default off: admits everything, so does nothing.
+    pub always_admit: bool,
+    /// `AlwaysDeny` (deprecated in kube; `super::plugin_admission`), default off.
+    pub always_deny: bool,
+    /// `ExtendedResourceToleration` (`super::plugin_admission`), default off.
+    pub extended_resource_toleration: bool,
+    /// `PodNodeSelector` (`super::plugin_admission`), default off.
+    pub pod_node_selector: bool,
+    /// `StorageObjectInUseProtection` (`super::plugin_admission`, with
+    /// `crate::controllers::storage_protection`).
+    pub storage_object_in_use_protection: bool,
+    /// `OwnerReferencesPermissionEnforcement` (`super::plugin_admission`), default off.
+    pub owner_references_permission_enforcement: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -90,13 +130,30 @@ impl Default for AdmissionPlugins {
             validating_admission_policy: true,
             mutating_admission_webhook: true,
             validating_admission_webhook: true,
+            namespace_lifecycle: true,
+            namespace_exists: false,
+            always_pull_images: false,
+            deny_service_external_ips: false,
+            limit_pod_hard_anti_affinity_topology: false,
+            certificate_subject_restriction: true,
+            node_restriction: false,
+            persistent_volume_claim_resize: true,
+            certificate_approval: true,
+            certificate_signing: true,
+            namespace_auto_provision: false,
+            always_admit: false,
+            always_deny: false,
+            extended_resource_toleration: false,
+            pod_node_selector: false,
+            storage_object_in_use_protection: true,
+            owner_references_permission_enforcement: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 30] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -110,32 +167,84 @@ impl AdmissionPlugins {
         "ValidatingAdmissionPolicy",
         "MutatingAdmissionWebhook",
         "ValidatingAdmissionWebhook",
+        "NamespaceLifecycle",
+        "NamespaceExists",
+        "AlwaysPullImages",
+        "DenyServiceExternalIPs",
+        "LimitPodHardAntiAffinityTopology",
+        "CertificateSubjectRestriction",
+        "NodeRestriction",
+        "PersistentVolumeClaimResize",
+        "CertificateApproval",
+        "CertificateSigning",
+        "NamespaceAutoProvision",
+        "AlwaysAdmit",
+        "AlwaysDeny",
+        "ExtendedResourceToleration",
+        "PodNodeSelector",
+        "StorageObjectInUseProtection",
+        "OwnerReferencesPermissionEnforcement",
     ];
 
-    /// Every plugin but those `disabled` names.
+    /// Every plugin off.
+    #[must_use]
+    pub fn none() -> AdmissionPlugins {
+        let mut plugins = AdmissionPlugins::default();
+        for name in Self::NAMES {
+            if let Some(on) = plugins.switch(name) {
+                *on = false;
+            }
+        }
+        plugins
+    }
+
+    /// The switch of the plugin kube names `name`; `None` for a name not in [`Self::NAMES`].
+    pub fn switch(&mut self, name: &str) -> Option<&mut bool> {
+        Some(match name {
+            "ServiceAccount" => &mut self.service_account,
+            "Priority" => &mut self.priority,
+            "DefaultTolerationSeconds" => &mut self.default_toleration_seconds,
+            "LimitRanger" => &mut self.limit_ranger,
+            "ResourceQuota" => &mut self.resource_quota,
+            "RuntimeClass" => &mut self.runtime_class,
+            "DefaultStorageClass" => &mut self.default_storage_class,
+            "DefaultIngressClass" => &mut self.default_ingress_class,
+            "TaintNodesByCondition" => &mut self.taint_nodes_by_condition,
+            "PodSecurity" => &mut self.pod_security,
+            "ValidatingAdmissionPolicy" => &mut self.validating_admission_policy,
+            "MutatingAdmissionWebhook" => &mut self.mutating_admission_webhook,
+            "ValidatingAdmissionWebhook" => &mut self.validating_admission_webhook,
+            "NamespaceLifecycle" => &mut self.namespace_lifecycle,
+            "NamespaceExists" => &mut self.namespace_exists,
+            "AlwaysPullImages" => &mut self.always_pull_images,
+            "DenyServiceExternalIPs" => &mut self.deny_service_external_ips,
+            "LimitPodHardAntiAffinityTopology" => &mut self.limit_pod_hard_anti_affinity_topology,
+            "CertificateSubjectRestriction" => &mut self.certificate_subject_restriction,
+            "NodeRestriction" => &mut self.node_restriction,
+            "PersistentVolumeClaimResize" => &mut self.persistent_volume_claim_resize,
+            "CertificateApproval" => &mut self.certificate_approval,
+            "CertificateSigning" => &mut self.certificate_signing,
+            "NamespaceAutoProvision" => &mut self.namespace_auto_provision,
+            "AlwaysAdmit" => &mut self.always_admit,
+            "AlwaysDeny" => &mut self.always_deny,
+            "ExtendedResourceToleration" => &mut self.extended_resource_toleration,
+            "PodNodeSelector" => &mut self.pod_node_selector,
+            "StorageObjectInUseProtection" => &mut self.storage_object_in_use_protection,
+            "OwnerReferencesPermissionEnforcement" => {
+                &mut self.owner_references_permission_enforcement
+            }
+            _ => return None,
+        })
+    }
+
+    /// The default plugins but those `disabled` names.
     ///
     /// # Errors
     /// The first name that is not one of [`Self::NAMES`].
     pub fn without(disabled: &[String]) -> Result<AdmissionPlugins, String> {
         let mut plugins = AdmissionPlugins::default();
         for name in disabled {
-            let enabled = match name.as_str() {
-                "ServiceAccount" => &mut plugins.service_account,
-                "Priority" => &mut plugins.priority,
-                "DefaultTolerationSeconds" => &mut plugins.default_toleration_seconds,
-                "LimitRanger" => &mut plugins.limit_ranger,
-                "ResourceQuota" => &mut plugins.resource_quota,
-                "RuntimeClass" => &mut plugins.runtime_class,
-                "DefaultStorageClass" => &mut plugins.default_storage_class,
-                "DefaultIngressClass" => &mut plugins.default_ingress_class,
-                "TaintNodesByCondition" => &mut plugins.taint_nodes_by_condition,
-                "PodSecurity" => &mut plugins.pod_security,
-                "ValidatingAdmissionPolicy" => &mut plugins.validating_admission_policy,
-                "MutatingAdmissionWebhook" => &mut plugins.mutating_admission_webhook,
-                "ValidatingAdmissionWebhook" => &mut plugins.validating_admission_webhook,
-                other => return Err(other.to_owned()),
-            };
-            *enabled = false;
+            *plugins.switch(name).ok_or_else(|| name.clone())? = false;
         }
         Ok(plugins)
     }

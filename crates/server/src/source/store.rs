@@ -85,6 +85,8 @@ use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
+use crate::source::node_restriction;
+use crate::source::plugin_admission;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
@@ -1077,13 +1079,21 @@ impl Writer<'_> {
     }
 
     /// Checks that a namespace exists (and is not terminating) before a create of `name` (of
-    /// `def`) in it, refusing as kube-apiserver's NamespaceLifecycle admission.
+    /// `def`) in it, refusing as kube-apiserver's NamespaceLifecycle admission; with only
+    /// NamespaceExists on, that it exists; with neither, nothing.
     async fn ensure_namespace(
         &self,
         def: &ResourceDef,
         namespace: &str,
         name: &str,
     ) -> Result<(), ApiError> {
+        let plugins = self.source.admission;
+        if !plugins.namespace_lifecycle
+            && !plugins.namespace_exists
+            && !plugins.namespace_auto_provision
+        {
+            return Ok(());
+        }
         let Some(namespaces) = self.resources.iter().find(|r| {
             r.def.group.is_empty() && r.def.version == "v1" && r.def.plural == "namespaces"
         }) else {
@@ -1095,9 +1105,20 @@ impl Writer<'_> {
             self.consistent(namespaces).await?;
             found = cache.get(namespace).0;
         }
+        if found.is_none() && plugins.namespace_auto_provision && !self.dry_run {
+            self.provision_namespace(namespaces, def, (namespace, name))
+                .await?;
+            found = cache.get(namespace).0;
+        }
+        if !plugins.namespace_lifecycle && !plugins.namespace_exists {
+            return Ok(());
+        }
         match found {
             None => Err(ApiError::namespace_not_found(namespace)),
-            Some(ns) if ns.body().pointer("/metadata/deletionTimestamp").is_some() => {
+            Some(ns)
+                if plugins.namespace_lifecycle
+                    && ns.body().pointer("/metadata/deletionTimestamp").is_some() =>
+            {
                 let message = format!(
                     "unable to create new content in namespace {namespace} because it is being terminated"
                 );
@@ -1110,6 +1131,27 @@ impl Writer<'_> {
             }
             Some(_) => Ok(()),
         }
+    }
+
+    /// kube's NamespaceAutoProvision: creates the missing `namespace` before a create of
+    /// `name` (of `def`) in it (one that already exists by then is fine); the namespace's own
+    /// refusal is the create's 403.
+    async fn provision_namespace(
+        &self,
+        namespaces: &Resource,
+        def: &ResourceDef,
+        (namespace, name): (&str, &str),
+    ) -> Result<(), ApiError> {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace}});
+        let raw = body.to_string();
+        let created = Box::pin(self.create(namespaces, None, body, raw.as_bytes())).await;
+        match created {
+            Ok(_) => {}
+            Err(error) if error.code == 409 => {}
+            Err(error) => return Err(ApiError::forbidden(def, name, error.message)),
+        }
+        self.consistent(namespaces).await.map(drop)
     }
 
     /// CREATE.
@@ -1479,6 +1521,11 @@ impl Writer<'_> {
                         })?;
                     pod_admission::admit_service_account(&mut object, &account, &random_suffix());
                 }
+                if plugins.pod_node_selector
+                    && let Some(namespace) = namespace
+                {
+                    self.pod_node_selector(resource, namespace, &mut object)?;
+                }
                 if plugins.priority {
                     let wanted = pod_admission::class_named(&object);
                     let classes = self
@@ -1530,18 +1577,189 @@ impl Writer<'_> {
             }
             _ => {}
         }
+        self.optional_plugins_mutate(resource, None, &mut object);
+        self.node_restriction(resource, node_restriction::Write::Create(&object))?;
         // kube's MutatingAdmissionWebhook, after the in-process mutating plugins.
         let object = self.mutating_webhooks(resource, None, object).await?;
         let object = self.admit(resource, None, object)?;
         self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
         self.pod_security(resource, None, &object)?;
+        self.optional_plugins_validate(resource, None, &object)?;
         // kube's validating admission order: LimitRanger, PodSecurity, then the policies,
         // then the validating webhooks.
         self.admit_policies(resource, Some(&object), None)?;
         self.validating_webhooks(resource, Some(&object), None)
             .await?;
         Ok(object)
+    }
+
+    /// kube's optional mutating plugins ([`plugin_admission::mutate`]) on a write of `object`
+    /// over `old`.
+    fn optional_plugins_mutate(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &mut Value,
+    ) {
+        let plugins = &self.source.admission;
+        plugin_admission::mutate(plugins, &resource.def, &self.subresource, old, object);
+    }
+
+    /// PodNodeSelector ([`plugin_admission::namespace_node_selector`]) on a pod created in
+    /// `namespace`, whose object is read from its cache.
+    fn pod_node_selector(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        pod: &mut Value,
+    ) -> Result<(), ApiError> {
+        let found = self
+            .served_resource("", "namespaces")
+            .and_then(|namespaces| namespaces.cache().get(namespace).0);
+        let namespace_object = found.as_ref().map(|ns| ns.body());
+        plugin_admission::namespace_node_selector(pod, namespace_object, namespace).map_err(
+            |refusal| match refusal {
+                plugin_admission::SelectorRefusal::Forbidden(message) => {
+                    forbidden_object(resource, pod, message)
+                }
+                plugin_admission::SelectorRefusal::Internal(message) => ApiError::internal(message),
+            },
+        )
+    }
+
+    /// NodeRestriction ([`node_restriction`]) on a node's `write` of `resource`: its refusal
+    /// (403, or the 404 of the node's own missing Node).
+    fn node_restriction(
+        &self,
+        resource: &Resource,
+        write: node_restriction::Write<'_>,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.node_restriction {
+            return Ok(());
+        }
+        let Some(node) = node_restriction::node_of(&self.user.name, &self.user.groups) else {
+            return Ok(());
+        };
+        let nodes = self
+            .resources
+            .iter()
+            .find(|r| r.def.group.is_empty() && r.def.plural == "nodes");
+        let node_uid = || {
+            let found = nodes?.cache().get(node).0?;
+            let uid = found.body().pointer("/metadata/uid")?.as_str()?.to_owned();
+            Some(uid)
+        };
+        let object = match write {
+            node_restriction::Write::Create(object)
+            | node_restriction::Write::Update(_, object)
+            | node_restriction::Write::Delete(object) => object,
+        };
+        node_restriction::admit(node, &resource.def, &self.subresource, write, &node_uid).map_err(
+            |refusal| match (refusal, nodes) {
+                (node_restriction::Refusal::Forbidden(message), _) => {
+                    forbidden_object(resource, object, message)
+                }
+                (node_restriction::Refusal::NodeNotFound, Some(nodes)) => {
+                    ApiError::not_found(&nodes.def, node)
+                }
+                (node_restriction::Refusal::NodeNotFound, None) => {
+                    forbidden_object(resource, object, format!("nodes {node:?} not found"))
+                }
+            },
+        )
+    }
+
+    /// kube's optional validating plugins ([`plugin_admission::validate`]) on a write of
+    /// `object` over `old`: their 403.
+    fn optional_plugins_validate(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &Value,
+    ) -> Result<(), ApiError> {
+        let plugins = &self.source.admission;
+        plugin_admission::validate(plugins, &resource.def, &self.subresource, old, object)
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        if let Some(old) = old
+            && plugins.persistent_volume_claim_resize
+        {
+            let classes = || self.cached_classes("storage.k8s.io", "storageclasses");
+            plugin_admission::claim_resize(
+                &resource.def,
+                &self.subresource,
+                (old, object),
+                &classes,
+            )
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        }
+        let Some(authorizer) = self.source.policy_authorizer.as_ref() else {
+            return Ok(());
+        };
+        let user = json!({"username": self.user.name, "uid": self.user.uid,
+            "groups": self.user.groups});
+        // kube's `<reason>, <error>` of a denial (`<nil>`: no error).
+        let authorize = |access: &plugin_admission::Access<'_>| {
+            let target = watchkeeper_api::admission_policy::CheckTarget::Resource {
+                group: access.group.to_owned(),
+                resource: access.resource.to_owned(),
+                subresource: access.subresource.to_owned(),
+                namespace: access.namespace.to_owned(),
+                name: access.name.to_owned(),
+            };
+            let decision = authorizer.check(&user, access.verb, &target);
+            (!decision.allowed).then(|| {
+                let error = if decision.error.is_empty() {
+                    "<nil>"
+                } else {
+                    decision.error.as_str()
+                };
+                format!("{}, {error}", decision.reason)
+            })
+        };
+        if let Some(old) = old {
+            let authorized = |verb: &str, signer: &str| {
+                let access = plugin_admission::Access {
+                    verb,
+                    group: "certificates.k8s.io",
+                    resource: "signers",
+                    subresource: "",
+                    namespace: "",
+                    name: signer,
+                };
+                authorize(&access).is_none()
+            };
+            let write = (old, object);
+            plugin_admission::signer_permission(
+                plugins,
+                &resource.def,
+                &self.subresource,
+                write,
+                &authorized,
+            )
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        }
+        if plugins.owner_references_permission_enforcement {
+            let plural_of = |api_version: &str, kind: &str| {
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                self.resources
+                    .iter()
+                    .find(|r| {
+                        r.def.group == group && r.def.version == version && r.def.kind == kind
+                    })
+                    .map(|r| r.def.plural.clone())
+            };
+            let write = (old, object);
+            plugin_admission::owner_references(
+                &resource.def,
+                &self.subresource,
+                write,
+                &authorize,
+                &plural_of,
+            )
+            .map_err(|message| forbidden_object(resource, object, message))?;
+        }
+        Ok(())
     }
 
     /// kube's pod and pod template warnings (its strategies' `WarningsOnCreate` and
@@ -2903,6 +3121,8 @@ impl Writer<'_> {
             }
             _ => {}
         }
+        self.optional_plugins_mutate(resource, Some(old), &mut new);
+        self.node_restriction(resource, node_restriction::Write::Update(old, &new))?;
         Ok(Prepared {
             current,
             new,
@@ -2929,6 +3149,7 @@ impl Writer<'_> {
         self.pod_warnings(resource, Some(old), &new);
         self.limits_updated(resource, old, &new)?;
         self.pod_security(resource, Some(old), &new)?;
+        self.optional_plugins_validate(resource, Some(old), &new)?;
         self.admit_policies(resource, Some(&new), Some(old))?;
         let managers = managers.unwrap_or_else(|| {
             apply::update(
@@ -3069,6 +3290,10 @@ impl Writer<'_> {
                     ),
                 ));
             }
+            self.node_restriction(resource, node_restriction::Write::Delete(body))?;
+            if let Some(message) = plugin_admission::deny_all(&self.source.admission) {
+                return Err(forbidden_object(resource, body, message));
+            }
             self.admit_policies(resource, None, Some(body))?;
             self.validating_webhooks(resource, None, Some(body)).await?;
             // A CRD's first DELETE only marks it (kube's CRD registry `Delete`): a
@@ -3100,7 +3325,8 @@ impl Writer<'_> {
                     .is_some_and(|f| !f.is_empty()),
             };
             if is_namespaces(&resource.def) {
-                if IMMORTAL_NAMESPACES.contains(&name) {
+                if self.source.admission.namespace_lifecycle && IMMORTAL_NAMESPACES.contains(&name)
+                {
                     // kube-apiserver's NamespaceLifecycle admission.
                     return Err(ApiError::forbidden(
                         &resource.def,
