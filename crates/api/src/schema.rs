@@ -1177,9 +1177,7 @@ fn prune<'a>(
             // Kubernetes writes times back in UTC, whole seconds (`MicroTime`: microseconds),
             // whatever offset or precision the client sent.
             let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
-            if let Some(normalized) = crate::time::normalized_rfc3339(text, micro) {
-                *text = normalized;
-            }
+            crate::time::normalize_rfc3339(text, micro);
         }
         (Shape::Struct(_, properties), Value::Object(fields)) => {
             // Depth-first in key order, as Go's decoder meets them in (sorted) text.
