@@ -951,6 +951,10 @@ pub fn validate_field_selector(
     def: &ResourceDef,
     selector: &FieldSelector,
 ) -> Result<(), ApiError> {
+    if selector.requirements().is_empty() {
+        // Every request without a field selector (every write): nothing to build the list for.
+        return Ok(());
+    }
     let supported = def.supported_fields();
     for requirement in selector.requirements() {
         if !supported.contains(&requirement.field) {
