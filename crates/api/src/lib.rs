@@ -107,8 +107,8 @@ pub use patch::{
 };
 pub use protobuf::{PROTOBUF_MEDIA_TYPE, decode_protobuf, is_protobuf_media_type, protobuf_kinds};
 pub use resources::{
-    ResourceDef, builtin_resources, field_values, find_resource, labels_of, parse_resources_file,
-    validate_field_selector,
+    ResourceDef, builtin_resources, field_values, field_values_beside_name, find_resource,
+    labels_of, parse_resources_file, validate_field_selector,
 };
 pub use table::{to_table, to_table_with};
 pub use time::{human_duration, rfc3339_from_unix, rfc3339_micro_from_unix, unix_from_rfc3339};

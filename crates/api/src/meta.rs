@@ -156,10 +156,15 @@ fn take_metadata(object: &mut Map<String, Value>) -> Result<Map<String, Value>, 
 }
 
 fn string_field(meta: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+    str_field(meta, key).map(|text| text.map(str::to_owned))
+}
+
+/// [`string_field`], borrowed.
+fn str_field<'m>(meta: &'m Map<String, Value>, key: &str) -> Result<Option<&'m str>, ApiError> {
     match meta.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(ApiError::bad_request(format!(
             "metadata.{key} must be a string, not {}",
             type_name(other)
@@ -457,35 +462,33 @@ fn prepare_checked_update(
         .get("metadata")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    let old_string = |key: &str| {
-        old_meta
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
+    // A name, namespace or uid the new object already has (a patch's always) is left in
+    // place: copying the old one over it would change nothing.
+    let old_str = |key: &str| old_meta.get(key).and_then(Value::as_str).unwrap_or("");
 
-    let old_name = old_string("name");
-    match string_field(&meta, "name")? {
+    let old_name = old_str("name");
+    match str_field(&meta, "name")? {
         Some(name) if name != old_name => {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({name}) does not match the name on the URL ({old_name})"
             )));
         }
-        _ => {
-            meta.insert("name".into(), Value::String(old_name.clone()));
+        Some(_) => {}
+        None => {
+            meta.insert("name".into(), Value::String(old_name.to_owned()));
         }
     }
     if def.namespaced {
-        let old_namespace = old_string("namespace");
-        match string_field(&meta, "namespace")? {
+        let old_namespace = old_str("namespace");
+        match str_field(&meta, "namespace")? {
             Some(namespace) if namespace != old_namespace => {
                 return Err(ApiError::bad_request(
                     "the namespace of the provided object does not match the namespace sent on the request",
                 ));
             }
-            _ => {
-                meta.insert("namespace".into(), Value::String(old_namespace));
+            Some(_) => {}
+            None => {
+                meta.insert("namespace".into(), Value::String(old_namespace.to_owned()));
             }
         }
     } else {
@@ -493,18 +496,19 @@ fn prepare_checked_update(
     }
 
     let mut causes = Vec::new();
-    let old_uid = old_string("uid");
-    match string_field(&meta, "uid")? {
-        Some(uid) if uid != old_uid => causes.push(immutable("metadata.uid", &uid)),
-        _ => {
-            meta.insert("uid".into(), Value::String(old_uid));
+    let old_uid = old_str("uid");
+    match str_field(&meta, "uid")? {
+        Some(uid) if uid != old_uid => causes.push(immutable("metadata.uid", uid)),
+        Some(_) => {}
+        None => {
+            meta.insert("uid".into(), Value::String(old_uid.to_owned()));
         }
     }
     validate_meta_maps("metadata", &meta, &mut causes).map_err(ApiError::bad_request)?;
     causes.extend(crate::gc::validate_metadata(&meta));
     causes.extend(crate::gc::validate_no_new_finalizers(old_meta, &meta));
     if !causes.is_empty() {
-        return Err(ApiError::invalid(def, &old_name, causes));
+        return Err(ApiError::invalid(def, old_name, causes));
     }
 
     for key in [
@@ -526,7 +530,7 @@ fn prepare_checked_update(
 
     if def.group.is_empty() && def.plural == "namespaces" {
         // kube's `SetDefaults_Namespace` sets the name label on every write.
-        namespace_label(&mut meta, &old_name);
+        namespace_label(&mut meta, old_name);
     }
     let mut defaulted = Value::Object(object);
     crate::kinds::workloads::convert(def, &mut defaulted);
@@ -1024,6 +1028,17 @@ mod tests {
         assert_eq!(out["metadata"]["namespace"], "d");
         assert_eq!(out["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
         assert_eq!(out["kind"], "Deployment");
+        // Empty or null identity fields are the old object's; equal ones stay as they are.
+        let blank = json!({"metadata": {"name": "", "namespace": null, "uid": ""}, "spec": {}});
+        let same = json!({"metadata": {"name": "web", "namespace": "d", "uid": "u1"}, "spec": {}});
+        for new in [blank, same] {
+            let out = prepare_update(&deployments, &stored(), new).unwrap();
+            let identity = |key: &str| out["metadata"][key].clone();
+            assert_eq!(
+                (identity("name"), identity("namespace"), identity("uid")),
+                (json!("web"), json!("d"), json!("u1"))
+            );
+        }
         let mut other_uid = stored();
         other_uid["metadata"]["uid"] = json!("u2");
         let err = prepare_update(&deployments, &stored(), other_uid).unwrap_err();

@@ -891,8 +891,30 @@ pub fn field_values(def: &ResourceDef, object: &Value) -> BTreeMap<String, Strin
     if def.namespaced {
         values.insert("metadata.namespace".to_owned(), meta("namespace"));
     }
+    add_selectable_values(def, object, &mut values, |_| true);
+    values
+}
+
+/// [`field_values`] without `metadata.name` and `metadata.namespace` (what a cache object
+/// keeps beside its name and namespace), made without them rather than made and removed.
+#[must_use]
+pub fn field_values_beside_name(def: &ResourceDef, object: &Value) -> BTreeMap<String, String> {
+    let mut values = BTreeMap::new();
+    add_selectable_values(def, object, &mut values, |field| {
+        !matches!(field, "metadata.name" | "metadata.namespace")
+    });
+    values
+}
+
+/// Adds the values of `def`'s selectable fields that `wanted` keeps (see [`field_values`]).
+fn add_selectable_values(
+    def: &ResourceDef,
+    object: &Value,
+    values: &mut BTreeMap<String, String>,
+    wanted: impl Fn(&str) -> bool,
+) {
     let builtin = def.is_builtin();
-    for field in &def.selectable_fields {
+    for field in def.selectable_fields.iter().filter(|field| wanted(field)) {
         let value = if builtin {
             builtin_field_value(def, object, field)
                 .or_else(|| Some(builtin_zero_value(field).to_owned()))
@@ -903,7 +925,6 @@ pub fn field_values(def: &ResourceDef, object: &Value) -> BTreeMap<String, Strin
             values.insert(field.clone(), value);
         }
     }
-    values
 }
 
 /// The labels of an object (`metadata.labels`); non-string values are skipped.
@@ -930,6 +951,10 @@ pub fn validate_field_selector(
     def: &ResourceDef,
     selector: &FieldSelector,
 ) -> Result<(), ApiError> {
+    if selector.requirements().is_empty() {
+        // Every request without a field selector (every write): nothing to build the list for.
+        return Ok(());
+    }
     let supported = def.supported_fields();
     for requirement in selector.requirements() {
         if !supported.contains(&requirement.field) {
@@ -1119,6 +1144,37 @@ mod tests {
             field_values(&def("replicasets"), &rs)["status.replicas"],
             "3"
         );
+    }
+
+    /// Goal: the values beside the name are every field value but `metadata.name` and
+    /// `metadata.namespace`, for every built-in resource (a pod's and an event's computed
+    /// ones included) and for a custom resource selecting `metadata.name` itself.
+    #[test]
+    fn values_beside_the_name_are_the_field_values_without_it() {
+        let object = json!({
+            "metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"nodeName": "n1", "unschedulable": true},
+            "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.1"}], "replicas": 2},
+            "type": "Opaque", "reason": "Scheduled", "source": {"component": "kubelet"}
+        });
+        let mut custom = def("pods");
+        custom.group = "example.com".into();
+        custom.selectable_fields = vec!["metadata.name".into(), "spec.nodeName".into()];
+        let defs: Vec<ResourceDef> = builtin_resources().into_iter().chain([custom]).collect();
+        let mut compared = 0;
+        for def in &defs {
+            let mut expected = field_values(def, &object);
+            expected.remove("metadata.name");
+            expected.remove("metadata.namespace");
+            compared += expected.len();
+            assert_eq!(
+                field_values_beside_name(def, &object),
+                expected,
+                "{}",
+                def.plural
+            );
+        }
+        assert!(compared > 20, "{compared} values compared");
     }
 
     #[test]

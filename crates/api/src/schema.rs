@@ -43,20 +43,38 @@ use crate::resources::ResourceDef;
 /// The schema definitions of every served built-in kind, and each kind's root definition.
 struct Schemas {
     definitions: Map<String, Value>,
-    /// `(group, version, kind)` → the root definition's name; the version is the definition's
-    /// (`io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler` is `v2`).
-    roots: HashMap<(&'static str, String, &'static str), String>,
+    /// kind → `(group, version)` → the root definition's name; the version is the
+    /// definition's (`io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler` is `v2`). Keyed by
+    /// kind first so a look-up (several per write) hashes the kind's text and compares a few
+    /// entries, instead of comparing every served kind's key.
+    roots: HashMap<&'static str, Vec<(&'static str, String, String)>>,
 }
 
 impl Schemas {
     /// The root definition of a built-in kind at its version.
     fn root(&self, def: &ResourceDef) -> Option<&String> {
         self.roots
+            .get(def.kind.as_str())?
             .iter()
-            .find(|((group, version, kind), _)| {
-                *group == def.group && *version == def.version && *kind == def.kind
-            })
-            .map(|(_, root)| root)
+            .find(|(group, version, _)| *group == def.group && *version == def.version)
+            .map(|(_, _, root)| root)
+    }
+}
+
+/// Records `root` in `roots` (see [`Schemas::roots`]) as the root definition of `kind` in
+/// `group` at `version`, replacing an earlier one.
+fn add_root(
+    roots: &mut HashMap<&'static str, Vec<(&'static str, String, String)>>,
+    (group, version, kind): (&'static str, String, &'static str),
+    root: String,
+) {
+    let entries = roots.entry(kind).or_default();
+    match entries
+        .iter_mut()
+        .find(|(g, v, _)| *g == group && *v == version)
+    {
+        Some(entry) => entry.2 = root,
+        None => entries.push((group, version, root)),
     }
 }
 
@@ -111,7 +129,7 @@ fn generate(strip: bool) -> Schemas {
     let mut add = |group: &'static str, kind: &'static str, schema: Value| {
         if let Some(name) = ref_name(&schema) {
             let version = name.rsplit('.').nth(1).unwrap_or_default().to_owned();
-            roots.insert((group, version, kind), name.to_owned());
+            add_root(&mut roots, (group, version, kind), name.to_owned());
         }
     };
     add(
@@ -1159,9 +1177,7 @@ fn prune<'a>(
             // Kubernetes writes times back in UTC, whole seconds (`MicroTime`: microseconds),
             // whatever offset or precision the client sent.
             let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
-            if let Some(normalized) = crate::time::normalized_rfc3339(text, micro) {
-                *text = normalized;
-            }
+            crate::time::normalize_rfc3339(text, micro);
         }
         (Shape::Struct(_, properties), Value::Object(fields)) => {
             // Depth-first in key order, as Go's decoder meets them in (sorted) text.

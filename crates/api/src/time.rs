@@ -105,6 +105,13 @@ pub fn unix_from_rfc3339(text: &str) -> Option<i64> {
 /// (a write reads its managed fields' times four times). `None` for any other layout, or for
 /// a field out of range, which [`split_rfc3339`] then refuses too.
 fn canonical_rfc3339(text: &str) -> Option<i64> {
+    let [year, month, day, hour, minute, second] = canonical_fields(text)?;
+    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+/// The six fields of `text` in the layout Kubernetes writes (see [`canonical_rfc3339`]),
+/// each within the range [`split_rfc3339`] accepts.
+fn canonical_fields(text: &str) -> Option<[i64; 6]> {
     let b = text.as_bytes();
     if b.len() != 20
         || (b[4], b[7], b[10], b[13], b[16], b[19]) != (b'-', b'-', b'T', b':', b':', b'Z')
@@ -128,7 +135,31 @@ fn canonical_rfc3339(text: &str) -> Option<i64> {
     {
         return None;
     }
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+    Some([year, month, day, hour, minute, second])
+}
+
+/// Whether `text` is what [`normalized_rfc3339`] (not micro) gives for it: the layout
+/// Kubernetes writes, and a real date and time (not the 31st of a 30-day month, not second
+/// 60), whose digits the time written back repeats.
+fn is_normalized(text: &str) -> bool {
+    let Some(fields @ [year, month, day, hour, minute, second]) = canonical_fields(text) else {
+        return false;
+    };
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let (y, m, d) = civil_from_days(seconds.div_euclid(86_400));
+    let rest = seconds.rem_euclid(86_400);
+    fields == [y, m, d, rest / 3600, rest % 3600 / 60, rest % 60]
+}
+
+/// Rewrites `text` as [`normalized_rfc3339`] gives it, leaving it as it is when it is
+/// malformed or already so (most times read back: without a copy of the text).
+pub fn normalize_rfc3339(text: &mut String, micro: bool) {
+    if !micro && is_normalized(text) {
+        return;
+    }
+    if let Some(normalized) = normalized_rfc3339(text, micro) {
+        *text = normalized;
+    }
 }
 
 /// [`unix_from_rfc3339`] of any layout it accepts: the date's and the clock's fields split at
@@ -391,6 +422,61 @@ mod tests {
             if valid {
                 proptest::prop_assert!(canonical_rfc3339(&text).is_some(), "{}", text);
             }
+        }
+    }
+
+    /// What `normalize_rfc3339` must leave in `text`: the normalized time, or the text as it
+    /// was when malformed.
+    fn normalized_or_kept(text: &str, micro: bool) -> String {
+        normalized_rfc3339(text, micro).unwrap_or_else(|| text.to_owned())
+    }
+
+    #[test]
+    fn a_time_normalized_in_place_is_the_normalized_time() {
+        for text in [
+            "2026-11-29T15:00:00Z",
+            "2024-02-29T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-04-31T12:00:00Z",
+            "2026-11-29T23:59:60Z",
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T23:59:59Z",
+            "2026-11-29T16:30:00+01:30",
+            "2026-11-29T15:00:00.5Z",
+            " 2026-11-29T15:00:00Z",
+            "2026-11-29t15:00:00z",
+            "2026-13-01T00:00:00Z",
+            "not a time",
+        ] {
+            for micro in [false, true] {
+                let mut normalized = text.to_owned();
+                normalize_rfc3339(&mut normalized, micro);
+                assert_eq!(
+                    normalized,
+                    normalized_or_kept(text, micro),
+                    "{text} {micro}"
+                );
+            }
+        }
+        assert!(is_normalized("2024-02-29T00:00:00Z"));
+        assert!(!is_normalized("2026-02-29T00:00:00Z"));
+        assert!(!is_normalized("2026-11-29T23:59:60Z"));
+    }
+
+    proptest::proptest! {
+        /// Goal: normalizing in place gives what `normalized_rfc3339` gives (or keeps a
+        /// malformed text) for any text in Kubernetes' layout, days past a month's end and
+        /// second 60 included.
+        #[test]
+        fn any_time_normalized_in_place_is_the_normalized_time(
+            year in 0_u32..10_000, month in 0_u32..14, day in 0_u32..33,
+            hour in 0_u32..25, minute in 0_u32..61, second in 0_u32..62,
+            micro in proptest::bool::ANY,
+        ) {
+            let text = format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z");
+            let mut normalized = text.clone();
+            normalize_rfc3339(&mut normalized, micro);
+            proptest::prop_assert_eq!(normalized, normalized_or_kept(&text, micro));
         }
     }
 

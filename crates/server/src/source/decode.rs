@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use watchkeeper_api::{ResourceDef, field_values, labels_of};
+use watchkeeper_api::{ResourceDef, field_values_beside_name, labels_of};
 use watchkeeper_core::order::RevisionSlot;
 use watchkeeper_core::{Object, Revision};
 
@@ -172,11 +172,13 @@ fn decode_object(
                 .or_insert_with(|| Value::Object(serde_json::Map::new()))
                 .as_object_mut()
                 .ok_or_else(|| format!("the metadata of a {} is not an object", def.kind))?;
-            metadata.insert("name".to_owned(), Value::String(name.to_owned()));
+            // Set only when it differs: a handed-over value names them already (their
+            // copies were two allocations and two frees each per write).
+            set_text(metadata, "name", name);
             if namespace.is_empty() {
                 metadata.remove("namespace");
             } else {
-                metadata.insert("namespace".to_owned(), Value::String(namespace.to_owned()));
+                set_text(metadata, "namespace", namespace);
             }
             (namespace.to_owned(), name.to_owned(), revision)
         }
@@ -200,12 +202,17 @@ fn decode_object(
         }
     };
     let labels = labels_of(&body);
-    let mut fields = field_values(def, &body);
-    fields.remove("metadata.name");
-    fields.remove("metadata.namespace");
+    let fields = field_values_beside_name(def, &body);
     Ok(Object::new(
         &namespace, &name, labels, fields, revision, body,
     ))
+}
+
+/// `map[key] = text`, leaving an equal string as it is.
+fn set_text(map: &mut serde_json::Map<String, Value>, key: &str, text: &str) {
+    if map.get(key).and_then(Value::as_str) != Some(text) {
+        map.insert(key.to_owned(), Value::String(text.to_owned()));
+    }
 }
 
 /// The object of `view` (another version of a stored resource) for `stored`, an object at
