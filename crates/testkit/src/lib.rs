@@ -12,10 +12,12 @@
 //!   objects tests write.
 //! - [`rng`]: a seeded generator: the same seed gives the same choices on every machine.
 //! - [`ports`]: loopback ports a server can be restarted on (below the ephemeral range).
+//! - [`etcd_process`]: an etcd process of a test's own, returned once it serves.
 //!
 //! Nothing here reads a clock to pace a test or times out on its own: every wait is bounded
 //! by its caller's hang guard.
 
+pub mod etcd_process;
 pub mod fixture;
 pub mod http;
 pub mod ports;

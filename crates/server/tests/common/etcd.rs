@@ -3,8 +3,7 @@
 //! notifications every 10 minutes, as etcd_progress.rs needs) and the flags the test asks for:
 //! a small `--quota-backend-bytes` (quota.rs). Killed when dropped.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use super::HANG_GUARD;
 
@@ -26,55 +25,27 @@ pub struct OwnEtcd {
 impl OwnEtcd {
     /// Starts one and waits until it serves.
     pub fn start(flags: EtcdFlags) -> OwnEtcd {
-        let binary = std::env::var_os("ETCD_BINARY")
-            .expect("ETCD_BINARY is not set: run the suite with scripts/test, which sets it");
         let dir = tempfile::Builder::new()
             .prefix("watchkeeper-test-etcd.")
             .tempdir_in("/dev/shm")
             .unwrap();
         let port = watchkeeper_testkit::ports::restartable_port;
-        let endpoint = format!("http://127.0.0.1:{}", port());
-        let peer = format!("http://127.0.0.1:{}", port());
-        let mut command = Command::new(binary);
-        command
-            .args(["--name", "own", "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(["--listen-client-urls", &endpoint])
-            .args(["--advertise-client-urls", &endpoint])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("own={peer}")]);
-        if let Some(quota) = flags.quota_bytes {
-            command.args(["--quota-backend-bytes", &quota.to_string()]);
-        }
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start etcd (ETCD_BINARY)");
-        let stderr = child.stderr.take().unwrap();
-        let (ready, wait) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut log = Vec::new();
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("ready to serve client requests") {
-                    let _ = ready.send(Ok(()));
-                }
-                log.push(line);
-            }
-            let _ = ready.send(Err(log.join("\n")));
-        });
-        match wait.recv_timeout(HANG_GUARD) {
-            Ok(Ok(())) => {}
-            Ok(Err(log)) => panic!("etcd exited before it was ready:\n{log}"),
-            Err(_) => panic!("etcd was not ready within {HANG_GUARD:?}"),
-        }
+        let ports = (port(), port());
+        let extra: Vec<String> = flags
+            .quota_bytes
+            .map(|quota| vec!["--quota-backend-bytes".to_owned(), quota.to_string()])
+            .unwrap_or_default();
+        let child = watchkeeper_testkit::etcd_process::start_etcd(
+            "own",
+            &dir.path().join("data"),
+            ports,
+            &extra,
+            HANG_GUARD,
+        );
         OwnEtcd {
             child,
             _dir: dir,
-            endpoint,
+            endpoint: format!("http://127.0.0.1:{}", ports.0),
         }
     }
 }

@@ -1,9 +1,8 @@
 //! Test helpers: etcd endpoints and child etcd processes, unique prefixes, watch reading
 //! with hang guards.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -100,6 +99,11 @@ pub(crate) fn test_etcd_config(endpoint: &str) -> EtcdConfig {
 #[allow(unreachable_pub)]
 mod ports;
 
+/// The test kit's etcd starter (included by path, as `ports`).
+#[path = "../../../testkit/src/etcd_process.rs"]
+#[allow(unreachable_pub, dead_code)]
+mod etcd_process;
+
 /// An etcd child process on free loopback ports with its data under /dev/shm.
 pub(crate) struct EtcdChild {
     child: Option<Child>,
@@ -135,49 +139,13 @@ impl EtcdChild {
 
     /// Starts etcd and waits (event-driven, on its log) until it serves clients.
     fn spawn(&mut self) {
-        let client = self.endpoint();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let mut child = Command::new(etcd_binary())
-            .args(["--name", "wk-test", "--data-dir"])
-            .arg(&self.dir)
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("wk-test={peer}")])
-            .args(&self.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start etcd (ETCD_BINARY)");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut log = Vec::new();
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("ready to serve client requests") {
-                    let _ = tx.send(Ok(()));
-                }
-                log.push(line);
-            }
-            let _ = tx.send(Err(log.join("\n")));
-        });
-        match rx.recv_timeout(HANG_GUARD) {
-            Ok(Ok(())) => {}
-            Ok(Err(log)) => panic!("etcd exited before it was ready:\n{log}"),
-            Err(_) => panic!("etcd did not become ready within {HANG_GUARD:?}"),
-        }
-        self.child = Some(child);
+        self.child = Some(etcd_process::start_etcd(
+            "wk-test",
+            &self.dir,
+            (self.client_port, self.peer_port),
+            &self.extra,
+            HANG_GUARD,
+        ));
     }
 
     /// SIGKILL, then start again on the same ports and data.
