@@ -33,13 +33,8 @@ use watchkeeper_core::{Change, Object, Revision};
 
 use super::Retries;
 use crate::source::feed::Observer;
+pub use crate::source::plugin_admission::{PV_FINALIZER, PVC_FINALIZER};
 use crate::source::store::Collect;
-
-/// The claims' finalizer.
-pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
-
-/// The volumes' finalizer.
-pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
 
 /// The first retry delay of a failed look (kube's default controller rate limiter's).
 pub const RETRY_BASE: Duration = Duration::from_millis(5);

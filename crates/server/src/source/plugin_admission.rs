@@ -142,9 +142,15 @@ pub fn mutate(
     }
 }
 
+/// The claims' finalizer (StorageObjectInUseProtection adds it; the controller
+/// `controllers::storage_protection` removes it once nothing uses the claim).
+pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
+
+/// The volumes' finalizer (as [`PVC_FINALIZER`]).
+pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
+
 /// StorageObjectInUseProtection on a created claim or volume: its finalizer, once.
 fn protect(def: &ResourceDef, subresource: &str, object: &mut Value) {
-    use crate::controllers::storage_protection::{PV_FINALIZER, PVC_FINALIZER};
     let finalizer = if is(def, subresource, "", "persistentvolumeclaims") {
         PVC_FINALIZER
     } else if is(def, subresource, "", "persistentvolumes") {
