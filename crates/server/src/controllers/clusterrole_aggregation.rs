@@ -18,11 +18,10 @@
 //! It holds the names of the aggregating ClusterRoles and of those queued.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use watchkeeper_api::{ApiError, ResourceDef};
 use watchkeeper_core::{Change, Object, Revision};
 
@@ -50,11 +49,16 @@ struct State {
     revision: Revision,
 }
 
+impl super::Queued for State {
+    fn queued(&mut self) -> (&mut BTreeSet<String>, Revision) {
+        (&mut self.queued, self.revision)
+    }
+}
+
 /// The controller (see the module docs).
 #[derive(Debug, Default)]
 pub struct ClusterRoleAggregation {
-    state: Mutex<State>,
-    wake: Notify,
+    queue: super::NameQueue<State>,
 }
 
 fn is_cluster_roles(def: &ResourceDef) -> bool {
@@ -73,7 +77,7 @@ impl ClusterRoleAggregation {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queue.lock()
     }
 
     fn saw(state: &mut State, object: &Object) {
@@ -88,11 +92,7 @@ impl ClusterRoleAggregation {
     fn queue_all(&self, mut state: std::sync::MutexGuard<'_, State>) {
         let all: Vec<String> = state.aggregating.iter().cloned().collect();
         state.queued.extend(all);
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
+        self.queue.release(state);
     }
 
     /// Runs the controller with `context` until `shutdown` turns true.
@@ -101,19 +101,17 @@ impl ClusterRoleAggregation {
         context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::run_queue(
-            (&self.wake, &self.state, |state| {
-                (&mut state.queued, state.revision)
-            }),
-            Retries::new(RETRY_BASE, RETRY_MAX),
-            |name, revision| {
-                let (this, context) = (&self, &context);
-                async move { this.look(context, &name, revision).await }
-            },
-            "ClusterRole aggregation",
-            shutdown,
-        )
-        .await;
+        self.queue
+            .run(
+                Retries::new(RETRY_BASE, RETRY_MAX),
+                |name, revision| {
+                    let (this, context) = (&self, &context);
+                    async move { this.look(context, &name, revision).await }
+                },
+                "ClusterRole aggregation",
+                shutdown,
+            )
+            .await;
     }
 
     /// Writes the aggregated rules of the ClusterRole `name` when they differ.

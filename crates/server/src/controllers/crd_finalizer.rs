@@ -30,11 +30,10 @@
 //! 1,000 s). Deletes are issued one at a time, each object once per look.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use watchkeeper_api::ApiError;
 use watchkeeper_api::ResourceDef;
 use watchkeeper_api::crd::{self, CLEANUP_FINALIZER};
@@ -97,11 +96,16 @@ struct State {
     revision: Revision,
 }
 
+impl super::Queued for State {
+    fn queued(&mut self) -> (&mut BTreeSet<String>, Revision) {
+        (&mut self.queued, self.revision)
+    }
+}
+
 /// The CRD finalizer (see the module docs).
 #[derive(Debug, Default)]
 pub struct CrdFinalizer {
-    state: Mutex<State>,
-    wake: Notify,
+    queue: super::NameQueue<State>,
 }
 
 /// Whether `crd` is being deleted and still carries the cleanup finalizer.
@@ -147,7 +151,7 @@ impl CrdFinalizer {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queue.lock()
     }
 
     fn saw_crd(state: &mut State, object: &Object) {
@@ -170,19 +174,17 @@ impl CrdFinalizer {
         context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::run_queue(
-            (&self.wake, &self.state, |state| {
-                (&mut state.queued, state.revision)
-            }),
-            Retries::new(RETRY_BASE, RETRY_MAX),
-            |name, revision| {
-                let (this, context) = (&self, &context);
-                async move { this.look(context, &name, revision).await }
-            },
-            "CRD cleanup",
-            shutdown,
-        )
-        .await;
+        self.queue
+            .run(
+                Retries::new(RETRY_BASE, RETRY_MAX),
+                |name, revision| {
+                    let (this, context) = (&self, &context);
+                    async move { this.look(context, &name, revision).await }
+                },
+                "CRD cleanup",
+                shutdown,
+            )
+            .await;
     }
 
     /// Takes the CRD `name` one step towards its deletion (see the module docs).
@@ -321,11 +323,7 @@ impl Observer for CrdFinalizer {
         // Anything may have gone in the gap: look at every CRD being deleted again.
         let terminating: Vec<String> = state.terminating.keys().cloned().collect();
         state.queued.extend(terminating);
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
+        self.queue.release(state);
     }
 
     fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
@@ -350,11 +348,7 @@ impl Observer for CrdFinalizer {
                 .collect();
             state.queued.extend(owners);
         }
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
+        self.queue.release(state);
     }
 }
 

@@ -20,11 +20,10 @@
 //! It holds the names of the FlowSchemas (the store's quota bounds them) and of those queued.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use watchkeeper_api::{ApiError, ResourceDef};
 use watchkeeper_core::{Change, Object, Revision};
 
@@ -52,11 +51,16 @@ struct State {
     revision: Revision,
 }
 
+impl super::Queued for State {
+    fn queued(&mut self) -> (&mut BTreeSet<String>, Revision) {
+        (&mut self.queued, self.revision)
+    }
+}
+
 /// The controller (see the module docs).
 #[derive(Debug, Default)]
 pub struct FlowSchemaStatus {
-    state: Mutex<State>,
-    wake: Notify,
+    queue: super::NameQueue<State>,
 }
 
 fn level_of(object: &Object) -> String {
@@ -99,15 +103,7 @@ impl FlowSchemaStatus {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn wake_if_queued(&self, state: std::sync::MutexGuard<'_, State>) {
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
+        self.queue.lock()
     }
 
     /// Runs the controller with `context` until `shutdown` turns true.
@@ -116,19 +112,17 @@ impl FlowSchemaStatus {
         context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::run_queue(
-            (&self.wake, &self.state, |state| {
-                (&mut state.queued, state.revision)
-            }),
-            Retries::new(RETRY_BASE, RETRY_MAX),
-            |name, revision| {
-                let context = &context;
-                async move { Self::look(context, &name, revision).await }
-            },
-            "FlowSchema status",
-            shutdown,
-        )
-        .await;
+        self.queue
+            .run(
+                Retries::new(RETRY_BASE, RETRY_MAX),
+                |name, revision| {
+                    let context = &context;
+                    async move { Self::look(context, &name, revision).await }
+                },
+                "FlowSchema status",
+                shutdown,
+            )
+            .await;
     }
 
     /// Writes the `Dangling` condition of the FlowSchema `name` when it differs.
@@ -213,7 +207,7 @@ impl Observer for FlowSchemaStatus {
         }
         let all: Vec<String> = state.schemas.keys().cloned().collect();
         state.queued.extend(all);
-        self.wake_if_queued(state);
+        self.queue.release(state);
     }
 
     fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
@@ -247,7 +241,7 @@ impl Observer for FlowSchemaStatus {
                 .collect();
             state.queued.extend(affected);
         }
-        self.wake_if_queued(state);
+        self.queue.release(state);
     }
 }
 

@@ -165,57 +165,80 @@ impl<K: Ord + Clone> Retries<K> {
     }
 }
 
-/// Where a controller's state holds its queued names and the revision it was last told.
-pub(crate) type Queued<S> = fn(&mut S) -> (&mut BTreeSet<String>, Revision);
+/// A name-queue controller's state: the names it has queued and the revision it was last
+/// told.
+pub(crate) trait Queued {
+    /// The queued names and the revision.
+    fn queued(&mut self) -> (&mut BTreeSet<String>, Revision);
+}
 
-/// Runs a controller that works through a queue of names until `shutdown` turns true: wait
-/// for `wake` or the first retry due, queue the retries due, then look at every queued name
-/// (`queue` reaches, in the controller's `state`, the queued names and the revision the
-/// controller was last told; they are taken under the lock) until the queue stays empty; a
-/// name whose look fails waits its back-off ([`Retries`]), one that succeeds forgets its
-/// failures. `what` names the controller's work in the debug log.
-pub(crate) async fn run_queue<S, Look, Fut>(
-    (wake, state, queue): (&tokio::sync::Notify, &std::sync::Mutex<S>, Queued<S>),
-    mut retries: Retries<String>,
-    look: Look,
-    what: &'static str,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) where
-    Look: Fn(String, Revision) -> Fut,
-    Fut: std::future::Future<Output = Result<(), watchkeeper_api::ApiError>>,
-{
-    let lock = || {
-        state
+/// A name-queue controller's state behind its lock, and the wake-up of its task.
+#[derive(Debug, Default)]
+pub(crate) struct NameQueue<S> {
+    state: std::sync::Mutex<S>,
+    wake: tokio::sync::Notify,
+}
+
+impl<S: Queued> NameQueue<S> {
+    /// The state, locked.
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, S> {
+        self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    let serve = async {
-        loop {
-            retries.wait(wake).await;
-            let due = retries.take_due(Instant::now());
-            queue(&mut lock()).0.extend(due);
+    }
+
+    /// Unlocks `state` and wakes the task when it has names queued.
+    pub(crate) fn release(&self, mut state: std::sync::MutexGuard<'_, S>) {
+        let queued = !state.queued().0.is_empty();
+        drop(state);
+        if queued {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Runs the controller until `shutdown` turns true: wait for a wake-up or the first
+    /// retry due, queue the retries due, then look at every queued name (taken, with the
+    /// revision the controller was last told, under the lock) until the queue stays empty;
+    /// a name whose look fails waits its back-off ([`Retries`]), one that succeeds forgets
+    /// its failures. `what` names the controller's work in the debug log.
+    pub(crate) async fn run<Look, Fut>(
+        &self,
+        mut retries: Retries<String>,
+        look: Look,
+        what: &'static str,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) where
+        Look: Fn(String, Revision) -> Fut,
+        Fut: std::future::Future<Output = Result<(), watchkeeper_api::ApiError>>,
+    {
+        let serve = async {
             loop {
-                let (queued, revision) = {
-                    let mut state = lock();
-                    let (names, revision) = queue(&mut state);
-                    (std::mem::take(names), revision)
-                };
-                if queued.is_empty() {
-                    break;
-                }
-                for name in queued {
-                    match look(name.clone(), revision).await {
-                        Ok(()) => retries.forget(&name),
-                        Err(error) => {
-                            tracing::debug!(%name, %error.message, "{what} failed; retrying");
-                            retries.failed(name, Instant::now());
+                retries.wait(&self.wake).await;
+                let due = retries.take_due(Instant::now());
+                self.lock().queued().0.extend(due);
+                loop {
+                    let (queued, revision) = {
+                        let mut state = self.lock();
+                        let (names, revision) = state.queued();
+                        (std::mem::take(names), revision)
+                    };
+                    if queued.is_empty() {
+                        break;
+                    }
+                    for name in queued {
+                        match look(name.clone(), revision).await {
+                            Ok(()) => retries.forget(&name),
+                            Err(error) => {
+                                tracing::debug!(%name, %error.message, "{what} failed; retrying");
+                                retries.failed(name, Instant::now());
+                            }
                         }
                     }
                 }
             }
-        }
-    };
-    until_shutdown(serve, shutdown).await;
+        };
+        until_shutdown(serve, shutdown).await;
+    }
 }
 
 #[cfg(test)]

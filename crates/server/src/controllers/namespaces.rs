@@ -32,11 +32,10 @@
 //! give them the same `--root-ca-file`, and delete the ConfigMaps after changing it).
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use watchkeeper_api::ResourceDef;
 use watchkeeper_api::gc::{DeletePolicy, Propagation};
 use watchkeeper_core::{Change, Object, Revision};
@@ -84,11 +83,16 @@ struct State {
     revision: Revision,
 }
 
+impl super::Queued for State {
+    fn queued(&mut self) -> (&mut BTreeSet<String>, Revision) {
+        (&mut self.queued, self.revision)
+    }
+}
+
 /// The namespace controller (see the module docs).
 #[derive(Debug, Default)]
 pub struct NamespaceController {
-    state: Mutex<State>,
-    wake: Notify,
+    queue: super::NameQueue<State>,
     /// What every namespace's `kube-root-ca.crt` says (PEM; empty without TLS), `None` when
     /// `--enable-root-ca-cert-publisher` is off.
     root_ca: Option<String>,
@@ -175,7 +179,7 @@ impl NamespaceController {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queue.lock()
     }
 
     fn saw_namespace(state: &mut State, object: &Object) {
@@ -198,19 +202,17 @@ impl NamespaceController {
         context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::run_queue(
-            (&self.wake, &self.state, |state| {
-                (&mut state.queued, state.revision)
-            }),
-            Retries::new(RETRY_BASE, RETRY_MAX),
-            |name, revision| {
-                let (this, context) = (&self, &context);
-                async move { this.look(context, &name, revision).await }
-            },
-            "namespace deletion",
-            shutdown,
-        )
-        .await;
+        self.queue
+            .run(
+                Retries::new(RETRY_BASE, RETRY_MAX),
+                |name, revision| {
+                    let (this, context) = (&self, &context);
+                    async move { this.look(context, &name, revision).await }
+                },
+                "namespace deletion",
+                shutdown,
+            )
+            .await;
     }
 
     /// Creates the `default` service account of the active `namespace` when it has none (kube's
@@ -568,11 +570,7 @@ impl Observer for NamespaceController {
         // Anything may have gone in the gap: look at every namespace being deleted again.
         let terminating = state.terminating.clone();
         state.queued.extend(terminating);
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
+        self.queue.release(state);
     }
 
     fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
@@ -605,11 +603,7 @@ impl Observer for NamespaceController {
                 }
             }
         }
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
+        self.queue.release(state);
     }
 }
 

@@ -23,11 +23,10 @@
 //! It holds the names of the claims and volumes being deleted with their finalizer.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use watchkeeper_api::{ApiError, ResourceDef};
 use watchkeeper_core::{Change, Object, Revision};
 
@@ -57,11 +56,16 @@ struct State {
     revision: Revision,
 }
 
+impl super::Queued for State {
+    fn queued(&mut self) -> (&mut BTreeSet<String>, Revision) {
+        (&mut self.queued, self.revision)
+    }
+}
+
 /// The controllers (see the module docs).
 #[derive(Debug, Default)]
 pub struct StorageProtection {
-    state: Mutex<State>,
-    wake: Notify,
+    queue: super::NameQueue<State>,
 }
 
 fn core(def: &ResourceDef, plural: &str) -> bool {
@@ -126,7 +130,7 @@ impl StorageProtection {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queue.lock()
     }
 
     /// Notes `object` of `def` (a claim, volume or pod), queueing what it may release.
@@ -158,33 +162,23 @@ impl StorageProtection {
         }
     }
 
-    fn told(&self, state: std::sync::MutexGuard<'_, State>) {
-        let queued = !state.queued.is_empty();
-        drop(state);
-        if queued {
-            self.wake.notify_one();
-        }
-    }
-
     /// Runs the controllers with `context` until `shutdown` turns true.
     pub async fn run(
         self: Arc<Self>,
         context: super::Context,
         shutdown: tokio::sync::watch::Receiver<bool>,
     ) {
-        super::run_queue(
-            (&self.wake, &self.state, |state| {
-                (&mut state.queued, state.revision)
-            }),
-            Retries::new(RETRY_BASE, RETRY_MAX),
-            |key, revision| {
-                let context = &context;
-                async move { look(context, &key, revision).await }
-            },
-            "storage object in-use protection",
-            shutdown,
-        )
-        .await;
+        self.queue
+            .run(
+                Retries::new(RETRY_BASE, RETRY_MAX),
+                |key, revision| {
+                    let context = &context;
+                    async move { look(context, &key, revision).await }
+                },
+                "storage object in-use protection",
+                shutdown,
+            )
+            .await;
     }
 }
 
@@ -282,7 +276,7 @@ impl Observer for StorageProtection {
         for object in objects {
             Self::saw(&mut state, def, object.key(), Some(object));
         }
-        self.told(state);
+        self.queue.release(state);
     }
 
     fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
@@ -295,7 +289,7 @@ impl Observer for StorageProtection {
         for change in changes {
             Self::saw(&mut state, def, &change.key, change.object.as_deref());
         }
-        self.told(state);
+        self.queue.release(state);
     }
 }
 
