@@ -951,3 +951,20 @@ async fn flowcontrol_metrics_carry_kubes_names_and_labels() {
     }
     server.shutdown().await;
 }
+
+/// Goal: as in kube-apiserver, the health probes pass API Priority and Fairness: the
+/// suggested `probes` FlowSchema sends them to `exempt`, and their answers say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_probes_are_classified_as_exempt_by_the_probes_flow_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    let probes = uid(addr, "flowschemas", "probes").await;
+    let exempt = uid(addr, "prioritylevelconfigurations", "exempt").await;
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let answer = call(addr, "alice-token", "GET", path, "").await;
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        assert_classified(&answer, &probes, &exempt);
+    }
+    server.shutdown().await;
+}
