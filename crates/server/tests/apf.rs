@@ -968,3 +968,36 @@ async fn health_probes_are_classified_as_exempt_by_the_probes_flow_schema() {
     }
     server.shutdown().await;
 }
+
+/// Goal: a watch takes a seat while it starts, as kube seats a watch's initialization: on
+/// alice's one-seat `Reject` level her watch is refused while a create of hers holds the
+/// seat; once the seat is free her watch starts and gives the seat back while it streams
+/// (her next request is served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_takes_a_seat_while_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    level(addr, "one-seat", json!({"type": "Reject"})).await;
+    schema(addr, "alice", &["alice"], "one-seat").await;
+    let watch = format!("{CM}?watch=true");
+    let held = hold(addr, "alice-token", "held").await;
+    until(|| counts(&server, "alice", "one-seat").0 == 1).await;
+    let refused = call(addr, "alice-token", "GET", &watch, "").await;
+    assert_status(&refused, 429, "TooManyRequests");
+    assert_eq!(held.finish().await.status, 201);
+    until(|| counts(&server, "alice", "one-seat").0 == 0).await;
+    let mut stream = raw::send(addr, &head("GET", &watch, "alice-token", 0), b"")
+        .await
+        .unwrap();
+    let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+        .await
+        .expect("a head")
+        .unwrap();
+    assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+    until(|| counts(&server, "alice", "one-seat").0 == 0).await;
+    let served = call(addr, "alice-token", "GET", CM, "").await;
+    assert_eq!(served.status, 200, "{}", served.body);
+    drop(stream);
+    server.shutdown().await;
+}

@@ -21,7 +21,7 @@
 //! | a body cut short or malformed ([`read_error`]) | — | 500 with Go's `net/http` text (`unexpected EOF`, `invalid byte in chunk length`, `malformed chunked encoding`, ...), no reason, as kube's handlers pass a read error on |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
-//! | `enable-priority-and-fairness` ([`apf`]: classified requests take the seats of their work (a large LIST several) in their priority level, the levels sharing the two in-flight limits below added up and borrowing from each other every `apf-borrowing-period-ms`; watches and long-running requests excepted, probes to `exempt`) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
+//! | `enable-priority-and-fairness` ([`apf`]: classified requests take the seats of their work (a large LIST several) in their priority level, the levels sharing the two in-flight limits below added up and borrowing from each other every `apf-borrowing-period-ms`; a watch holds a seat while it starts; other long-running requests excepted, probes to `exempt`) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
 //! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow; API Priority and Fairness off) | 400  | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-mutating-requests-inflight` (API Priority and Fairness off) | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
@@ -980,6 +980,9 @@ async fn admit(
         });
     let mut watch_slot = None;
     let mut slot = None;
+    // A watch's seats in its priority level, held until the handler answered (kube seats a
+    // watch's initialization, until the cache has registered it).
+    let mut watch_seat = None;
     if let Some(options) = &watch {
         match limits.admit_watch(&flow, connection.as_ref()) {
             Ok(mut taken) => {
@@ -995,6 +998,20 @@ async fn admit(
                 watch_slot = Some((taken, release_in));
             }
             Err((limit, error)) => return limits.reject(limit, &error),
+        }
+        if let Some(class) = classified.as_ref() {
+            // Without a deadline: a quarter of `--request-timeout` (kube's default wait).
+            let wait_until =
+                apf::wait_until(tokio::time::Instant::now(), Some(config.request_timeout));
+            match class.admit(wait_until).await {
+                Ok(seat) => watch_seat = Some(seat),
+                Err((_, retry_after)) => {
+                    return limits.reject(
+                        Limit::PriorityAndFairness,
+                        &ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
+                    );
+                }
+            }
         }
     } else if let Some(class) = classified.as_ref() {
         // The request's arrival: its deadline less its timeout.
@@ -1086,6 +1103,7 @@ async fn admit(
         },
         None => next.run(request).await,
     };
+    drop(watch_seat);
     // Slots live as long as the response body: until hyper has taken its last byte (a watch
     // stream, or a large LIST a slow client reads), the connection is gone, or the answer's
     // deadline cut it off (the connection layer). A small answer, whole in memory, frees its

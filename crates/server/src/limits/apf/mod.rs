@@ -47,8 +47,10 @@
 //!   this server.
 //! - A seat is held as the in-flight slot it replaces was (until the answer is handed to the
 //!   connection; a small answer frees it when the handler returns).
-//! - Watches are classified (the headers) but take no seat: kube seats only a watch's
-//!   initialization (1 seat); the watch limits (`--max-watches*`) bound them as before. Other
+//! - A watch takes 1 seat of its level while it starts (until the handler answered: the
+//!   cache has registered it), as kube seats a watch's initialization (waiting at most a
+//!   quarter of `--request-timeout`, kube's default wait); then the watch limits
+//!   (`--max-watches*`) bound it as before. Other
 //!   long-running requests (`exec`, `log`, `proxy`...) are not classified (kube skips them).
 //!   The health probes `/healthz`, `/livez`, `/readyz` are, as in kube (its handler chain
 //!   puts them behind the filter): the suggested `probes` FlowSchema sends them to `exempt`,
@@ -63,7 +65,7 @@
 //! - Classification comes after authorization here (a 403 takes no seat and carries no
 //!   headers, as every refusal of the limits layer before the slot); kube classifies before
 //!   authorization, so its 403s do.
-//! - Simplified from kube: a watch's initialization takes no seat; the fan-out estimate
+//! - Simplified from kube: the fan-out estimate
 //!   counts every watcher of the resource (kube: those of its namespace or name); a level
 //!   whose current limit is 0 still runs one request when none runs (kube's dispatch waits
 //!   for the next adjustment); the virtual clock is not rebased (kube's epoch advance;

@@ -15,8 +15,8 @@
 //!   `resourceVersion` other than 0). One naming its object (`fieldSelector=metadata.name=`)
 //!   takes 1; one whose options do not parse takes the maximum; a resource the cache does
 //!   not hold takes 1 (kube's not-found count, as for aggregated APIs).
-//! - A WATCH takes 1 seat (kube's `WatchList` gate is off in 1.33); here it takes none (its
-//!   initialization is not seated, see [`super`]).
+//! - A WATCH takes 1 seat while it starts (kube's `WatchList` gate is off in 1.33, so no
+//!   initial-events estimate).
 //! - A create, update, patch or delete on a resource with 10 or more watchers takes 1 seat
 //!   while it runs and then `ceil(watchers / 10)` (at most the maximum) for the time the
 //!   fan-out costs: `ceil(watchers / 10) × 5 ms` spread over those seats (kube's
