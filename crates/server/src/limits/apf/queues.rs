@@ -7,8 +7,9 @@
 //!   finished). At most `limit` seats of a limited level are taken at once, except by one
 //!   request wider than the whole limit, which runs alone once nothing else does (kube's
 //!   `canAccommodateSeatsLocked`). `limit` is the level's current limit, which borrowing
-//!   moves between its lower and upper limit ([`Level::set_limit`]). An exempt level grants
-//!   every request at once (its seats are only counted).
+//!   moves between its lower and upper limit ([`Level::set_limit`]); a limit of 0 still
+//!   runs one request when none runs (kube's dispatch would wait for the next adjustment).
+//!   An exempt level grants every request at once (its seats are only counted).
 //! - A `Reject` level grants a request at once when its seats fit, else refuses it
 //!   (`concurrency-limit`). A queuing level puts every request at the back of one queue of
 //!   its flow's hand (the hand's queue with the least estimated work waiting, visited from a
@@ -29,6 +30,8 @@
 //! - Seat demand (seats taken plus seats waiting) is integrated over time; each borrowing
 //!   period reads and resets it ([`Level::take_demand`]).
 //! - Time is tokio's clock (paused in the unit tests, so fairness is tested without waiting).
+//! - A request's final seats are given back by a timer task after its additional latency
+//!   (one task per such request, for at most that latency: [`super::work`] bounds it).
 //! - Memory: the waiting of a level are at most `queues × queueLengthLimit` (a
 //!   reconfiguration re-deals those already waiting to the new queues, which may hold more
 //!   for as long as they wait).
