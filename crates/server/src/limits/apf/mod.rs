@@ -965,6 +965,61 @@ mod tests {
     }
 
     #[test]
+    fn kubes_configuration_gets_kubes_limits() {
+        let apf = Apf::new(600);
+        let configuration = bootstrap::configuration();
+        for (plural, kind) in [
+            (bootstrap::PRIORITY_LEVELS, "PriorityLevelConfiguration"),
+            (bootstrap::FLOW_SCHEMAS, "FlowSchema"),
+        ] {
+            let objects: Vec<_> = configuration
+                .iter()
+                .filter(|wanted| wanted.plural == plural)
+                .map(|wanted| object(kind, wanted.name, wanted.spec.clone()))
+                .collect();
+            apf.reset(&def(plural), 1, &objects);
+        }
+        let levels: Vec<(String, [usize; 4])> = apf
+            .levels()
+            .into_iter()
+            .map(|l| {
+                let s = l.state;
+                (l.name, [s.nominal, s.lower, s.upper, s.current])
+            })
+            .collect();
+        // Nominal ceil(600 × shares / 245); lower: less round(nominal × lendablePercent);
+        // upper: plus the server's 600 (no borrowingLimitPercent). Current, without demand:
+        // kube's allocation of the 602 nominal seats in proportion to the lower limits (fair
+        // 602 / 258), worked with a port of kube's `computeConcurrencyAllocation`.
+        let want = [
+            ("catch-all", [13, 13, 613, 30]),
+            ("exempt", [0, 0, 600, 0]),
+            ("global-default", [49, 24, 649, 56]),
+            ("leader-election", [25, 25, 625, 58]),
+            ("node-high", [98, 73, 698, 170]),
+            ("system", [74, 50, 674, 117]),
+            ("workload-high", [98, 49, 698, 114]),
+            ("workload-low", [245, 24, 845, 56]),
+        ];
+        let want: Vec<(String, [usize; 4])> = want
+            .iter()
+            .map(|(name, limits)| ((*name).to_owned(), *limits))
+            .collect();
+        assert_eq!(levels, want);
+        assert!((apf.fair_frac() - 602.0 / 258.0).abs() < 1e-9);
+        // The work estimator's most seats for global-default: min(ceil(15 % of 49),
+        // 49 / handSize 6) = 8.
+        let class = apf.classify(
+            &user("alice", &["system:authenticated"]),
+            "GET",
+            "/api/v1/pods",
+            None,
+        );
+        assert_eq!(class.priority_level(), "global-default");
+        assert_eq!(class.level.level.config().max_seats, 8);
+    }
+
+    #[test]
     fn without_objects_the_built_in_catch_all_rejects_past_every_seat() {
         let apf = Apf::new(3);
         let class = apf.classify(&user("x", &[]), "GET", "/version", None);
