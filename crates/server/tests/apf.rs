@@ -827,6 +827,21 @@ async fn a_large_list_takes_a_seat_per_hundred_objects() {
     );
     let refused = call(addr, "alice-token", "GET", &format!("{CM}/cm-1"), "").await;
     assert_status(&refused, 429, "TooManyRequests");
+    // Both estimates counted in kube's histogram: 2 seats, then 1.
+    let metrics = call(addr, "admin-token", "GET", "/metrics", "").await;
+    let pair = "flow_schema=\"alice\",priority_level=\"one-seat\"";
+    for (bucket, count) in [("1", 1), ("2", 2)] {
+        assert_eq!(
+            common::sample(
+                &metrics.body,
+                &format!(
+                    "apiserver_flowcontrol_work_estimated_seats_bucket{{{pair},le=\"{bucket}\"}}"
+                )
+            ),
+            count,
+            "le {bucket}"
+        );
+    }
     let listed = held.finish().await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     until(|| executing_seats(&server, "alice", "one-seat") == 0).await;

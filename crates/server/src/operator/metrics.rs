@@ -938,6 +938,7 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
 /// limits and demand (kube's names; `request_concurrency_limit`, deprecated in 1.30, is
 /// hidden in 1.33 and not exported).
 fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
+    use crate::limits::apf::queues::{SEATS_BUCKETS, WAIT_BUCKETS};
     use crate::limits::apf::{FlowCounts, Reason};
     use std::sync::atomic::AtomicI64;
     let counts = apf.counts();
@@ -1011,9 +1012,29 @@ fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
                     ("priority_level", level),
                     ("execute", execute),
                 ],
-                waits.snapshot(),
+                waits.snapshot(&WAIT_BUCKETS),
             );
         }
+    }
+    let family = scrape.histogram(
+        "apiserver_flowcontrol_work_estimated_seats",
+        "Number of estimated seats (maximum of initial and final seats) associated with requests in API Priority and Fairness",
+    );
+    for ((schema, level), count) in &counts {
+        family.buckets(
+            &[("flow_schema", schema), ("priority_level", level)],
+            count.estimated_seats.snapshot(&SEATS_BUCKETS),
+        );
+    }
+    let family = scrape.counter(
+        "apiserver_flowcontrol_request_dispatch_no_accommodation_total",
+        "Number of times a dispatch attempt resulted in a non accommodation due to lack of available seats",
+    );
+    for ((schema, level), count) in &counts {
+        family.sample(
+            &[("flow_schema", schema), ("priority_level", level)],
+            count.no_accommodation.load(Ordering::Relaxed),
+        );
     }
     let levels = apf.levels();
     type Seats = fn(&crate::limits::apf::LevelReport) -> f64;

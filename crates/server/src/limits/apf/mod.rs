@@ -82,11 +82,13 @@
 //! priority_level, reason}`, `_dispatched_requests_total`, `_current_inqueue_requests`,
 //! `_current_inqueue_seats`, `_current_executing_requests`, `_current_executing_seats`
 //! (`flow_schema`, `priority_level`), `_request_wait_duration_seconds{flow_schema,
-//! priority_level, execute}` (kube's buckets), and per `priority_level` `_nominal_limit_seats`,
-//! `_lower_limit_seats`, `_upper_limit_seats`, `_current_limit_seats`, `_target_seats`,
-//! `_demand_seats_high_watermark`, `_demand_seats_average`, `_demand_seats_stdev`,
-//! `_demand_seats_smoothed`, and `_seat_fair_frac`. kube's `_request_concurrency_limit`
-//! (deprecated in 1.30, hidden in 1.33) is not exported.
+//! priority_level, execute}` (kube's buckets), `_work_estimated_seats` (histogram) and
+//! `_request_dispatch_no_accommodation_total` (`flow_schema`, `priority_level`), and per
+//! `priority_level` `_nominal_limit_seats`, `_lower_limit_seats`, `_upper_limit_seats`,
+//! `_current_limit_seats`, `_target_seats`, `_demand_seats_high_watermark`,
+//! `_demand_seats_average`, `_demand_seats_stdev`, `_demand_seats_smoothed`, and
+//! `_seat_fair_frac`. kube's `_request_concurrency_limit` (deprecated in 1.30, hidden in
+//! 1.33) is not exported.
 
 pub mod bootstrap;
 pub mod borrowing;

@@ -88,41 +88,64 @@ pub const WAIT_BUCKETS: [f64; 13] = [
     0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
 ];
 
-/// A histogram of waits in a queue over [`WAIT_BUCKETS`].
-#[derive(Debug, Default)]
-pub struct WaitHistogram {
-    /// Observations per bucket (the last past every bound).
-    buckets: [AtomicU64; WAIT_BUCKETS.len() + 1],
-    /// Sum of the observations, microseconds.
-    sum_micros: AtomicU64,
+/// The bounds of `apiserver_flowcontrol_work_estimated_seats` (kube's).
+pub const SEATS_BUCKETS: [f64; 4] = [1.0, 2.0, 4.0, 10.0];
+
+/// A histogram over fixed bounds (kube's buckets for its metric): `N` counts, the last past
+/// every bound, and the sum in millionths.
+#[derive(Debug)]
+pub struct Histogram<const N: usize> {
+    counts: [AtomicU64; N],
+    sum_millionths: AtomicU64,
 }
 
-impl WaitHistogram {
-    fn observe(&self, wait: Duration) {
-        let seconds = wait.as_secs_f64();
-        let index = WAIT_BUCKETS
+impl<const N: usize> Default for Histogram<N> {
+    fn default() -> Histogram<N> {
+        Histogram {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_millionths: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<const N: usize> Histogram<N> {
+    /// Counts `value` in the first bucket of `bounds` (`N - 1` of them) it is not above.
+    fn observe(&self, bounds: &[f64], value: f64) {
+        let index = bounds
             .iter()
-            .position(|&bound| seconds <= bound)
-            .unwrap_or(WAIT_BUCKETS.len());
-        self.buckets[index].fetch_add(1, Ordering::Relaxed);
-        self.sum_micros.fetch_add(
-            u64::try_from(wait.as_micros()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+            .position(|&bound| value <= bound)
+            .unwrap_or(bounds.len())
+            .min(N - 1);
+        self.counts[index].fetch_add(1, Ordering::Relaxed);
+        // Saturating float-to-integer conversion; the values are durations and seats.
+        let millionths = (value * 1e6).round() as u64;
+        self.sum_millionths.fetch_add(millionths, Ordering::Relaxed);
     }
 
-    /// The sum (seconds), the count and (bound, observations in that bucket alone) of the
-    /// finite buckets.
+    /// The sum, the count and (bound, observations in that bucket alone) of the finite
+    /// buckets of `bounds`.
     #[must_use]
-    pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
+    pub fn snapshot(&self, bounds: &[f64]) -> (f64, u64, Vec<(f64, u64)>) {
         let counts: Vec<u64> = self
-            .buckets
+            .counts
             .iter()
             .map(|b| b.load(Ordering::Relaxed))
             .collect();
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let buckets = WAIT_BUCKETS.iter().copied().zip(counts.iter().copied());
+        let sum = self.sum_millionths.load(Ordering::Relaxed) as f64 / 1e6;
+        let buckets = bounds.iter().copied().zip(counts.iter().copied());
         (sum, counts.iter().sum(), buckets.collect())
+    }
+}
+
+/// Waits in a queue, seconds, over [`WAIT_BUCKETS`].
+pub type WaitHistogram = Histogram<{ WAIT_BUCKETS.len() + 1 }>;
+
+/// Estimated seats over [`SEATS_BUCKETS`].
+pub type SeatsHistogram = Histogram<{ SEATS_BUCKETS.len() + 1 }>;
+
+impl WaitHistogram {
+    fn observe_wait(&self, wait: Duration) {
+        self.observe(&WAIT_BUCKETS, wait.as_secs_f64());
     }
 }
 
@@ -143,6 +166,11 @@ pub struct FlowCounts {
     pub rejected: [AtomicU64; 4],
     /// Waits of a limited level's requests: refused (`execute="false"`) and granted (`"true"`).
     pub waits: [WaitHistogram; 2],
+    /// The seats estimated for a limited level's requests.
+    pub estimated_seats: SeatsHistogram,
+    /// Times its request was the next to dispatch but its seats did not fit (kube's
+    /// `request_dispatch_no_accommodation_total`).
+    pub no_accommodation: AtomicU64,
 }
 
 impl FlowCounts {
@@ -610,7 +638,7 @@ impl Level {
         let arrival = Instant::now();
         let refused = |reason| {
             flow.reject(reason);
-            flow.waits[0].observe(Instant::now().saturating_duration_since(arrival));
+            flow.waits[0].observe_wait(Instant::now().saturating_duration_since(arrival));
             Err(reason)
         };
         let (mut granted, mut waiting) = {
@@ -620,11 +648,13 @@ impl Level {
             if config.exempt {
                 return Ok(inner.start(self, flow, work, None));
             }
+            flow.estimated_seats
+                .observe(&SEATS_BUCKETS, work.max_seats() as f64);
             let Some(queuing) = config.queuing else {
                 if !inner.fits(work.max_seats()) {
                     return refused(Reason::ConcurrencyLimit);
                 }
-                flow.waits[1].observe(Duration::ZERO);
+                flow.waits[1].observe_wait(Duration::ZERO);
                 return Ok(inner.start(self, flow, work, None));
             };
             let index = inner.shuffle_shard(hash);
@@ -671,7 +701,7 @@ impl Level {
         let waited = Instant::now().saturating_duration_since(arrival);
         match outcome {
             Ok(seat) => {
-                flow.waits[1].observe(waited);
+                flow.waits[1].observe_wait(waited);
                 Ok(seat)
             }
             Err(reason) => refused(reason),
@@ -883,8 +913,9 @@ impl Inner {
         }
         self.robin = robin;
         let (index, _) = best?;
-        let seats = self.queues[index].waiting.front()?.work.max_seats();
-        if !self.fits(seats) {
+        let head = self.queues[index].waiting.front()?;
+        if !self.fits(head.work.max_seats()) {
+            head.flow.no_accommodation.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         self.robin = index;
@@ -1189,6 +1220,10 @@ mod tests {
             narrow_before <= 3,
             "{narrow_before} narrow requests went first"
         );
+        // It was the next to dispatch at least once while its seats did not fit.
+        assert!(pending[0].counts.no_accommodation.load(Ordering::Relaxed) >= 1);
+        let (_, count, buckets) = pending[0].counts.estimated_seats.snapshot(&SEATS_BUCKETS);
+        assert_eq!((count, buckets[1]), (1, (2.0, 1)));
         assert_eq!(level.state().seats_in_use, 2);
         assert_eq!(level.executing(), 1);
         let seat = pending[0].task.take().unwrap().await.unwrap().unwrap();
