@@ -590,6 +590,26 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         openapi: crate::http::openapi::OpenApiCache::default(),
         audit: audit.clone(),
     });
+    if let Some(apf) = app.limits.apf() {
+        // The work estimate reads the objects and watchers of a resource from its cache.
+        let registry = app.registry.clone();
+        apf.set_resource_counter(Arc::new(move |group: &str, plural: &str| {
+            let served = registry.load();
+            let resource = served
+                .iter()
+                .find(|r| r.def.group == group && r.def.plural == plural)?;
+            let cache = resource.cache();
+            Some(crate::limits::apf::ResourceCounts {
+                objects: cache.latest().len(),
+                watchers: usize::try_from(cache.metrics().watchers.get()).unwrap_or(0),
+            })
+        }));
+        tokio::spawn(crate::limits::apf::run_borrowing(
+            apf.clone(),
+            app.config.limits.apf_borrowing_period,
+            shutdown_rx.clone(),
+        ));
+    }
     if let Some(store) = app.source.as_store_source() {
         let context = crate::controllers::Context {
             source: store.clone(),

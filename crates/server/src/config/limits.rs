@@ -79,6 +79,9 @@ pub struct LimitsConfig {
     /// `--enable-priority-and-fairness` [true]: API Priority and Fairness replaces the two
     /// in-flight pools; its levels share [`LimitsConfig::server_concurrency_limit`] seats.
     pub priority_and_fairness: bool,
+    /// `--apf-borrowing-period-ms` [10000, 1 to 3600000]: how often the priority levels'
+    /// current limits are recomputed from their seat demand (kube's fixed 10 s).
+    pub apf_borrowing_period: Duration,
     /// `--max-watches` [10000], 0 = unlimited.
     pub watches_max: usize,
     /// `--max-watches-per-user` [1000], 0 = unlimited.
@@ -118,6 +121,7 @@ impl Default for LimitsConfig {
             heavy_requests_max: None,
             requests_inflight_per_user_max: 100,
             priority_and_fairness: true,
+            apf_borrowing_period: Duration::from_secs(10),
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
@@ -197,6 +201,9 @@ impl LimitsConfig {
             priority_and_fairness: args
                 .enable_priority_and_fairness
                 .unwrap_or(d.priority_and_fairness),
+            apf_borrowing_period: args
+                .apf_borrowing_period_ms
+                .map_or(d.apf_borrowing_period, Duration::from_millis),
             watches_max: args.max_watches.unwrap_or(d.watches_max),
             watches_per_user_max: args.max_watches_per_user.unwrap_or(d.watches_per_user_max),
             watches_per_connection_max: args
@@ -343,6 +350,13 @@ impl LimitsConfig {
             return Err(ConfigError::flag(
                 "--max-watches-per-connection",
                 "--max-watches-per-connection must be at most 100000",
+            ));
+        }
+        let period = config.apf_borrowing_period;
+        if period.is_zero() || period > Duration::from_secs(3600) {
+            return Err(ConfigError::flag(
+                "--apf-borrowing-period-ms",
+                "--apf-borrowing-period-ms must be between 1 and 3600000",
             ));
         }
         if config.priority_and_fairness && config.server_concurrency_limit() == 0 {

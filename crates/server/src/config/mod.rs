@@ -389,6 +389,11 @@ pub struct ServeArgs {
     /// are not separate pools).
     #[arg(long)]
     pub enable_priority_and_fairness: Option<bool>,
+    /// How often API Priority and Fairness recomputes each priority level's current limit
+    /// from its seat demand (borrowing; kube's fixed 10 s), milliseconds, 1 to 3600000
+    /// [default: 10000].
+    #[arg(long)]
+    pub apf_borrowing_period_ms: Option<u64>,
     /// Open watches on the server, 0 = unlimited [default: 10000]; more get 429.
     #[arg(long)]
     pub max_watches: Option<usize>,
@@ -615,6 +620,7 @@ impl ServeArgs {
             max_heavy_requests,
             max_requests_inflight_per_user,
             enable_priority_and_fairness,
+            apf_borrowing_period_ms,
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
@@ -1662,6 +1668,10 @@ mod tests {
             (
                 "enable-priority-and-fairness",
                 limits.priority_and_fairness.to_string(),
+            ),
+            (
+                "apf-borrowing-period-ms",
+                millis(limits.apf_borrowing_period),
             ),
             (
                 "request-timeout",

@@ -21,7 +21,7 @@
 //! | a body cut short or malformed ([`read_error`]) | — | 500 with Go's `net/http` text (`unexpected EOF`, `invalid byte in chunk length`, `malformed chunked encoding`, ...), no reason, as kube's handlers pass a read error on |
 //! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
-//! | `enable-priority-and-fairness` ([`apf`]: classified requests take a seat of their priority level, the levels sharing the two in-flight limits below added up; watches, long-running requests and probes excepted) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
+//! | `enable-priority-and-fairness` ([`apf`]: classified requests take the seats of their work (a large LIST several) in their priority level, the levels sharing the two in-flight limits below added up and borrowing from each other every `apf-borrowing-period-ms`; a watch holds a seat while it starts; other long-running requests excepted, probes to `exempt`) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
 //! | `max-requests-inflight` (non-mutating, non-watch; not `/healthz`, `/livez`, `/readyz`, as kube's exempt `probes` flow; API Priority and Fairness off) | 400  | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-mutating-requests-inflight` (API Priority and Fairness off) | 200     | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
@@ -546,8 +546,13 @@ impl Limits {
         mutating: bool,
         flow: &Flow,
         wait_until: tokio::time::Instant,
+        user_share: bool,
     ) -> Result<Slot, Refusal> {
-        let user = self.admit_user(flow)?;
+        let user = if user_share {
+            self.admit_user(flow)?
+        } else {
+            None
+        };
         let seat = class.admit(wait_until).await.map_err(|(_, retry_after)| {
             (
                 Limit::PriorityAndFairness,
@@ -964,7 +969,7 @@ async fn admit(
     *classified = limits
         .apf
         .as_ref()
-        .filter(|_| watch.is_some() || !(long_running || is_probe(parts.uri.path())))
+        .filter(|_| watch.is_some() || !long_running)
         .map(|apf| {
             apf.classify(
                 &user,
@@ -975,6 +980,9 @@ async fn admit(
         });
     let mut watch_slot = None;
     let mut slot = None;
+    // A watch's seats in its priority level, held until the handler answered (kube seats a
+    // watch's initialization, until the cache has registered it).
+    let mut watch_seat = None;
     if let Some(options) = &watch {
         match limits.admit_watch(&flow, connection.as_ref()) {
             Ok(mut taken) => {
@@ -991,18 +999,38 @@ async fn admit(
             }
             Err((limit, error)) => return limits.reject(limit, &error),
         }
-    } else if is_probe(parts.uri.path()) {
-        // kube's `probes` FlowSchema is exempt: a server whose slots are all taken still
-        // answers its health checks.
+        if let Some(class) = classified.as_ref() {
+            // Without a deadline: a quarter of `--request-timeout` (kube's default wait).
+            let wait_until =
+                apf::wait_until(tokio::time::Instant::now(), Some(config.request_timeout));
+            match class.admit(wait_until).await {
+                Ok(seat) => watch_seat = Some(seat),
+                Err((_, retry_after)) => {
+                    return limits.reject(
+                        Limit::PriorityAndFairness,
+                        &ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
+                    );
+                }
+            }
+        }
     } else if let Some(class) = classified.as_ref() {
         // The request's arrival: its deadline less its timeout.
         let arrival = deadline.map_or_else(tokio::time::Instant::now, |d| d - timeout);
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         let wait_until = apf::wait_until(arrival, Some(timeout));
-        match limits.admit_fair(class, mutating, &flow, wait_until).await {
+        // A probe is not counted in its user's share (kube's `probes` FlowSchema sends it
+        // to `exempt`).
+        let user_share = !is_probe(parts.uri.path());
+        match limits
+            .admit_fair(class, mutating, &flow, wait_until, user_share)
+            .await
+        {
             Ok(taken) => slot = Some(taken),
             Err((limit, error)) => return limits.reject(limit, &error),
         }
+    } else if is_probe(parts.uri.path()) {
+        // Without API Priority and Fairness, a server whose slots are all taken still
+        // answers its health checks.
     } else {
         let mutating = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         match limits.admit_request(mutating, &flow) {
@@ -1075,6 +1103,7 @@ async fn admit(
         },
         None => next.run(request).await,
     };
+    drop(watch_seat);
     // Slots live as long as the response body: until hyper has taken its last byte (a watch
     // stream, or a large LIST a slow client reads), the connection is gone, or the answer's
     // deadline cut it off (the connection layer). A small answer, whole in memory, frees its

@@ -139,6 +139,7 @@ impl Format {
 enum Value {
     Counter(u64),
     Gauge(i64),
+    FloatGauge(f64),
     /// Sum, count and (upper bound, count in that bucket alone) of the finite buckets.
     Histogram(f64, u64, Vec<(f64, u64)>),
 }
@@ -166,6 +167,26 @@ impl Family {
     /// Adds a gauge sample that may be negative.
     pub fn signed(&mut self, labels: &[(&'static str, &str)], value: i64) -> &mut Family {
         self.push(labels, Value::Gauge(value))
+    }
+
+    /// Adds a gauge sample that may not be a whole number (a whole one is written as an
+    /// integer, as Go's client writes it).
+    pub fn float(&mut self, labels: &[(&'static str, &str)], value: f64) -> &mut Family {
+        if value.is_finite() && value.fract() == 0.0 && value.abs() < 9e15 {
+            self.push(labels, Value::Gauge(value as i64))
+        } else {
+            self.push(labels, Value::FloatGauge(value))
+        }
+    }
+
+    /// Adds a histogram sample of explicit buckets: the sum, the count and (upper bound,
+    /// observations in that bucket alone) of the finite buckets.
+    pub fn buckets(
+        &mut self,
+        labels: &[(&'static str, &str)],
+        (sum, count, buckets): (f64, u64, Vec<(f64, u64)>),
+    ) -> &mut Family {
+        self.push(labels, Value::Histogram(sum, count, buckets))
     }
 
     /// Adds a histogram sample: `histogram`'s buckets and sum times `scale` (1e-6 turns
@@ -261,6 +282,7 @@ impl Collector for Scrape {
                 match value {
                     Value::Counter(v) => sample.encode_counter::<NoLabelSet, _, u64>(v, None)?,
                     Value::Gauge(v) => sample.encode_gauge(v)?,
+                    Value::FloatGauge(v) => sample.encode_gauge(v)?,
                     Value::Histogram(sum, count, buckets) => {
                         sample.encode_histogram::<NoLabelSet>(*sum, *count, buckets, None)?;
                     }
@@ -912,9 +934,13 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
         .sample(&[], HANDSHAKE_FAILURES.load(Ordering::Relaxed) as u64);
 }
 
-/// API Priority and Fairness' requests by FlowSchema and priority level (kube's names).
+/// API Priority and Fairness' requests by FlowSchema and priority level, and its levels'
+/// limits and demand (kube's names; `request_concurrency_limit`, deprecated in 1.30, is
+/// hidden in 1.33 and not exported).
 fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
-    use crate::limits::apf::Reason;
+    use crate::limits::apf::queues::{SEATS_BUCKETS, WAIT_BUCKETS};
+    use crate::limits::apf::{FlowCounts, Reason};
+    use std::sync::atomic::AtomicI64;
     let counts = apf.counts();
     let family = scrape.counter(
         "apiserver_flowcontrol_rejected_requests_total",
@@ -932,19 +958,40 @@ fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
             );
         }
     }
-    for (name, help, gauge) in [
+    let family = scrape.counter(
+        "apiserver_flowcontrol_dispatched_requests_total",
+        "Requests granted their seats (executed), by FlowSchema and priority level.",
+    );
+    for ((schema, level), count) in &counts {
+        family.sample(
+            &[("flow_schema", schema), ("priority_level", level)],
+            count.dispatched.load(Ordering::Relaxed),
+        );
+    }
+    type FlowGauge = fn(&FlowCounts) -> &AtomicI64;
+    let gauges: [(&'static str, &'static str, FlowGauge); 4] = [
         (
             "apiserver_flowcontrol_current_inqueue_requests",
             "Requests waiting in a queue of API Priority and Fairness.",
-            (|c| &c.waiting)
-                as fn(&crate::limits::apf::FlowCounts) -> &std::sync::atomic::AtomicI64,
+            |c| &c.waiting,
+        ),
+        (
+            "apiserver_flowcontrol_current_inqueue_seats",
+            "Seats asked by the requests waiting in a queue.",
+            |c| &c.waiting_seats,
         ),
         (
             "apiserver_flowcontrol_current_executing_requests",
-            "Requests holding a seat of their priority level.",
+            "Requests holding seats of their priority level.",
             |c| &c.executing,
         ),
-    ] {
+        (
+            "apiserver_flowcontrol_current_executing_seats",
+            "Seats held by executing requests (and by finished mutating requests for their watch fan-out).",
+            |c| &c.executing_seats,
+        ),
+    ];
+    for (name, help, gauge) in gauges {
         let family = scrape.gauge(name, help);
         for ((schema, level), count) in &counts {
             family.signed(
@@ -953,6 +1000,103 @@ fn collect_flowcontrol(apf: &crate::limits::apf::Apf, scrape: &mut Scrape) {
             );
         }
     }
+    let family = scrape.histogram(
+        "apiserver_flowcontrol_request_wait_duration_seconds",
+        "Time requests of a limited priority level waited for their seats, by whether they were executed.",
+    );
+    for ((schema, level), count) in &counts {
+        for (execute, waits) in ["false", "true"].into_iter().zip(&count.waits) {
+            family.buckets(
+                &[
+                    ("flow_schema", schema),
+                    ("priority_level", level),
+                    ("execute", execute),
+                ],
+                waits.snapshot(&WAIT_BUCKETS),
+            );
+        }
+    }
+    let family = scrape.histogram(
+        "apiserver_flowcontrol_work_estimated_seats",
+        "Number of estimated seats (maximum of initial and final seats) associated with requests in API Priority and Fairness",
+    );
+    for ((schema, level), count) in &counts {
+        family.buckets(
+            &[("flow_schema", schema), ("priority_level", level)],
+            count.estimated_seats.snapshot(&SEATS_BUCKETS),
+        );
+    }
+    let family = scrape.counter(
+        "apiserver_flowcontrol_request_dispatch_no_accommodation_total",
+        "Number of times a dispatch attempt resulted in a non accommodation due to lack of available seats",
+    );
+    for ((schema, level), count) in &counts {
+        family.sample(
+            &[("flow_schema", schema), ("priority_level", level)],
+            count.no_accommodation.load(Ordering::Relaxed),
+        );
+    }
+    let levels = apf.levels();
+    type Seats = fn(&crate::limits::apf::LevelReport) -> f64;
+    let per_level: [(&'static str, &'static str, Seats); 9] = [
+        (
+            "apiserver_flowcontrol_nominal_limit_seats",
+            "Nominal number of execution seats configured for each priority level",
+            |l| l.state.nominal as f64,
+        ),
+        (
+            "apiserver_flowcontrol_lower_limit_seats",
+            "Configured lower bound on number of execution seats available to each priority level",
+            |l| l.state.lower as f64,
+        ),
+        (
+            "apiserver_flowcontrol_upper_limit_seats",
+            "Configured upper bound on number of execution seats available to each priority level",
+            |l| l.state.upper as f64,
+        ),
+        (
+            "apiserver_flowcontrol_current_limit_seats",
+            "current derived number of execution seats available to each priority level",
+            |l| l.state.current as f64,
+        ),
+        (
+            "apiserver_flowcontrol_target_seats",
+            "Seat allocation targets",
+            |l| l.target,
+        ),
+        (
+            "apiserver_flowcontrol_demand_seats_high_watermark",
+            "High watermark, over last adjustment period, of demand_seats",
+            |l| l.stats.high_watermark as f64,
+        ),
+        (
+            "apiserver_flowcontrol_demand_seats_average",
+            "Time-weighted average, over last adjustment period, of demand_seats",
+            |l| l.stats.average,
+        ),
+        (
+            "apiserver_flowcontrol_demand_seats_stdev",
+            "Time-weighted standard deviation, over last adjustment period, of demand_seats",
+            |l| l.stats.deviation,
+        ),
+        (
+            "apiserver_flowcontrol_demand_seats_smoothed",
+            "Smoothed seat demands",
+            |l| l.stats.smoothed,
+        ),
+    ];
+    for (name, help, value) in per_level {
+        let family = scrape.gauge(name, help);
+        for level in &levels {
+            family.float(&[("priority_level", level.name.as_str())], value(level));
+        }
+    }
+    scrape
+        .gauge(
+            "apiserver_flowcontrol_seat_fair_frac",
+            "Fair fraction of server's concurrency to allocate to each priority level that can use it",
+        )
+        .float(&[], apf.fair_frac());
 }
 
 /// The admission webhooks' calls and rejections (kube's metric names).

@@ -18,16 +18,27 @@
 //! - Every classified answer carries `X-Kubernetes-PF-FlowSchema-UID` and
 //!   `X-Kubernetes-PF-PriorityLevel-UID` (client-go reads them), refusals included.
 //! - Seats: the server's concurrency limit is `--max-requests-inflight` +
-//!   `--max-mutating-requests-inflight` (600 by default), and a `Limited` level's share is
-//!   `ceil(limit × nominalConcurrencyShares / Σ shares of every level)` (kube's nominal
-//!   concurrency limit; `exempt`'s shares count in the sum: 245 over kube's configuration,
-//!   `global-default` 49 seats of the default 600). Levels neither lend nor borrow
-//!   (`lendablePercent`, kept in the objects as kube sets it, and `borrowingLimitPercent` are
-//!   read by validation only): each has its nominal seats, no more, no fewer.
+//!   `--max-mutating-requests-inflight` (600 by default), and a level's nominal limit is
+//!   `ceil(limit × nominalConcurrencyShares / Σ shares of every level)` (`exempt`'s shares
+//!   count in the sum: 245 over kube's configuration, `global-default` 49 seats of the
+//!   default 600). Its lower limit is the nominal less `lendablePercent` of it, its upper
+//!   limit the nominal plus `borrowingLimitPercent` of it (the server's limit when unset),
+//!   rounded as kube rounds them.
+//! - Borrowing ([`borrowing`]): every `--apf-borrowing-period-ms` (kube's 10 s) and at each
+//!   configuration change, each level's seat demand (seats held plus seats waiting,
+//!   integrated over time) is smoothed and the current limits are recomputed from it as
+//!   kube's `updateBorrowingLocked` does: a busy level borrows what idle ones lend, up to
+//!   its upper limit. A raised limit dispatches the waiting at once; a lowered one lets
+//!   those running finish.
+//! - Work ([`work`]): a request takes the seats kube's work estimator gives it: a LIST one
+//!   per 100 objects of the resource (the cache's count), up to 10 or the level's maximum;
+//!   a write on a resource with 10 or more watchers holds extra seats for the watch fan-out
+//!   after it finished; anything else 1.
 //! - An `Exempt` level is never limited. A `Reject` level refuses a request when its seats
 //!   are taken; a `Queue` level queues it by its flow (the hash of the FlowSchema's name and
 //!   the distinguisher: the user name for `ByUser`, the namespace for `ByNamespace`) with
-//!   shuffle sharding, and grants seats fairly across queues ([`queues`]).
+//!   shuffle sharding, and grants seats by kube's fair queuing: the head of the queue with
+//!   the smallest virtual finish time, when its seats fit ([`queues`]).
 //! - A queued request waits at most a quarter of its deadline from its arrival (kube's
 //!   `getRequestWaitContext`: `--request-timeout`, or its shorter `?timeout=`), at most a
 //!   minute; then, and whenever it is refused, the answer is kube's 429
@@ -36,11 +47,14 @@
 //!   this server.
 //! - A seat is held as the in-flight slot it replaces was (until the answer is handed to the
 //!   connection; a small answer frees it when the handler returns).
-//! - Watches are classified (the headers) but take no seat: kube counts only a watch's
-//!   initialization; the watch limits (`--max-watches*`) bound them as before. Other
-//!   long-running requests (`exec`, `log`, `proxy`...) are not classified (kube skips them),
-//!   nor are the health probes `/healthz`, `/livez`, `/readyz` (kube's `probes` FlowSchema
-//!   puts them in `exempt`).
+//! - A watch takes 1 seat of its level while it starts (until the handler answered: the
+//!   cache has registered it), as kube seats a watch's initialization (waiting at most a
+//!   quarter of `--request-timeout`, kube's default wait); then the watch limits
+//!   (`--max-watches*`) bound it as before. Other
+//!   long-running requests (`exec`, `log`, `proxy`...) are not classified (kube skips them).
+//!   The health probes `/healthz`, `/livez`, `/readyz` are, as in kube (its handler chain
+//!   puts them behind the filter): the suggested `probes` FlowSchema sends them to `exempt`,
+//!   and they are not counted in their user's `--max-requests-inflight-per-user` share.
 //! - A FlowSchema or PriorityLevelConfiguration created, changed or deleted decides the next
 //!   request: the reflector tells [`Apf`] of every change before the caches have it. A level
 //!   whose spec changed keeps its seats' holders and waiting requests (re-dealt when the
@@ -51,23 +65,37 @@
 //! - Classification comes after authorization here (a 403 takes no seat and carries no
 //!   headers, as every refusal of the limits layer before the slot); kube classifies before
 //!   authorization, so its 403s do.
-//! - Simplified from kube: one seat per request (kube's work estimator gives a large LIST
-//!   more), no borrowing between levels, round-robin across queues instead of virtual
-//!   finish times.
+//! - Simplified from kube: the fan-out estimate
+//!   counts every watcher of the resource (kube: those of its namespace or name); a level
+//!   whose current limit is 0 still runs one request when none runs (kube's dispatch waits
+//!   for the next adjustment); the virtual clock is not rebased (kube's epoch advance;
+//!   `f64` seat-seconds here keep microsecond precision for years of uptime); no debug
+//!   endpoints
+//!   (`/debug/api_priority_and_fairness/...`).
 //!
 //! ## Bounds
 //! The classifier holds each cached FlowSchema and PriorityLevelConfiguration once (the
 //! store's quota bounds them); the counts for `/metrics` keep one entry per (FlowSchema,
 //! level) pair seen since start, as kube's metric label sets do.
 //!
-//! `/metrics`: `apiserver_flowcontrol_rejected_requests_total{flow_schema, priority_level,
-//! reason}`, `apiserver_flowcontrol_current_inqueue_requests{flow_schema, priority_level}`,
-//! `apiserver_flowcontrol_current_executing_requests{flow_schema, priority_level}`.
+//! `/metrics` (kube's names and labels): `apiserver_flowcontrol_rejected_requests_total{flow_schema,
+//! priority_level, reason}`, `_dispatched_requests_total`, `_current_inqueue_requests`,
+//! `_current_inqueue_seats`, `_current_executing_requests`, `_current_executing_seats`
+//! (`flow_schema`, `priority_level`), `_request_wait_duration_seconds{flow_schema,
+//! priority_level, execute}` (kube's buckets), `_work_estimated_seats` (histogram) and
+//! `_request_dispatch_no_accommodation_total` (`flow_schema`, `priority_level`), and per
+//! `priority_level` `_nominal_limit_seats`, `_lower_limit_seats`, `_upper_limit_seats`,
+//! `_current_limit_seats`, `_target_seats`, `_demand_seats_high_watermark`,
+//! `_demand_seats_average`, `_demand_seats_stdev`, `_demand_seats_smoothed`, and
+//! `_seat_fair_frac`. kube's `_request_concurrency_limit` (deprecated in 1.30, hidden in
+//! 1.33) is not exported.
 
 pub mod bootstrap;
+pub mod borrowing;
 pub mod queues;
 pub mod retry_after;
 pub mod rules;
+pub mod work;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -82,9 +110,11 @@ use watchkeeper_core::{Change, Object, Revision};
 
 use crate::auth::User;
 use crate::source::feed::Observer;
-pub use queues::{FlowCounts, Reason, Seat};
+use borrowing::{LevelDemand, SeatDemandStats};
+pub use queues::{FlowCounts, LevelState, Reason, Seat, Work};
 use queues::{Level, LevelConfig, Queuing};
 use rules::{FlowSchemaSpec, RequestInfo};
+pub use work::ResourceCounts;
 
 /// The flow-control API group.
 pub const GROUP: &str = "flowcontrol.apiserver.k8s.io";
@@ -129,12 +159,15 @@ struct LevelSpec {
 #[serde(rename_all = "camelCase", default)]
 struct SharesSpec {
     nominal_concurrency_shares: Option<u64>,
+    lendable_percent: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct LimitedSpec {
     nominal_concurrency_shares: Option<u64>,
+    lendable_percent: Option<u64>,
+    borrowing_limit_percent: Option<u64>,
     limit_response: LimitResponse,
 }
 
@@ -184,12 +217,35 @@ impl LevelSpec {
         }
     }
 
+    /// `lendablePercent` and `borrowingLimitPercent` (an exempt level borrows without
+    /// limit).
+    fn percents(&self) -> (Option<u64>, Option<u64>) {
+        if self.exempt() {
+            (self.exempt.as_ref().and_then(|e| e.lendable_percent), None)
+        } else {
+            self.limited.as_ref().map_or((None, None), |l| {
+                (l.lendable_percent, l.borrowing_limit_percent)
+            })
+        }
+    }
+
+    /// The level's limits over `server_limit` seats shared by `shares_sum` (kube's
+    /// `finishQueueSetReconfigsLocked`).
     fn config(&self, server_limit: usize, shares_sum: u64) -> LevelConfig {
-        let limit = if shares_sum == 0 {
+        let nominal = if shares_sum == 0 {
             0
         } else {
             (server_limit as u64 * self.shares()).div_ceil(shares_sum)
         };
+        let nominal = usize::try_from(nominal).unwrap_or(usize::MAX);
+        // Go's math.Round of nominal × percent / 100.
+        let part = |percent: u64| -> usize {
+            let scaled = u128::from(percent.min(u64::from(u32::MAX))) * nominal as u128;
+            usize::try_from((scaled + 50) / 100).unwrap_or(usize::MAX)
+        };
+        let (lendable, borrowing) = self.percents();
+        let lendable = lendable.map_or(0, part).min(nominal);
+        let borrowing = borrowing.map_or(server_limit, part);
         let response = self.limited.as_ref().map(|l| &l.limit_response);
         let queuing = response.filter(|r| r.kind == "Queue").map(|r| {
             let q = r.queuing.clone().unwrap_or_default();
@@ -199,9 +255,19 @@ impl LevelSpec {
                 queue_length_limit: q.queue_length_limit,
             }
         });
+        // kube's MaxSeatsTracker: max(1, min(ceil(15 % of nominal), nominal / handSize)).
+        let max_seats = queuing.map_or(0, |q| {
+            (nominal * 15)
+                .div_ceil(100)
+                .min(nominal / q.hand_size)
+                .max(1)
+        });
         LevelConfig {
             exempt: self.exempt(),
-            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            nominal,
+            lower: nominal - lendable,
+            upper: nominal.saturating_add(borrowing),
+            max_seats,
             queuing,
         }
     }
@@ -265,6 +331,7 @@ pub struct Classification {
     level: LevelEntry,
     hash: u64,
     counts: Arc<FlowCounts>,
+    work: Work,
 }
 
 impl Classification {
@@ -292,6 +359,12 @@ impl Classification {
         &self.level.named.uid
     }
 
+    /// Its estimated work ([`work`]).
+    #[must_use]
+    pub fn work(&self) -> Work {
+        self.work
+    }
+
     /// Adds the two `X-Kubernetes-PF-*-UID` headers to `response`.
     pub fn set_headers(&self, response: &mut axum::response::Response) {
         let headers = response.headers_mut();
@@ -299,7 +372,7 @@ impl Classification {
         headers.insert(PRIORITY_LEVEL_UID_HEADER, self.level.named.header.clone());
     }
 
-    /// A seat of its level, waiting in its flow's queue at most until `wait_until`.
+    /// Its seats in its level, waiting in its flow's queue at most until `wait_until`.
     ///
     /// # Errors
     /// Why it was refused (counted), and the `Retry-After` to answer (seconds, the level's:
@@ -307,7 +380,7 @@ impl Classification {
     pub async fn admit(&self, wait_until: tokio::time::Instant) -> Result<Seat, (Reason, u32)> {
         let level = &self.level.level;
         level
-            .admit(self.hash, &self.counts, wait_until)
+            .admit(self.hash, self.work, &self.counts, wait_until)
             .await
             .map_err(|reason| {
                 let now = std::time::SystemTime::now()
@@ -335,12 +408,50 @@ pub fn flow_hash(flow_schema: &str, distinguisher: &str) -> u64 {
 
 /// API Priority and Fairness' live state: the classifier built from the cached objects, the
 /// levels' seats and queues, and the counts for `/metrics`.
-#[derive(Debug)]
 pub struct Apf {
     server_limit: usize,
     objects: Mutex<Objects>,
     classifier: RwLock<Arc<Classifier>>,
     counts: Mutex<BTreeMap<Pair, Arc<FlowCounts>>>,
+    /// What the server holds of a resource (by API group and plural), for the work
+    /// estimate; unset, every request takes one seat.
+    resources: std::sync::OnceLock<ResourceCounter>,
+    /// Borrowing's state: each level's demand statistics and target, and the fair fraction.
+    borrowing: Mutex<Borrowing>,
+}
+
+impl std::fmt::Debug for Apf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Apf")
+            .field("server_limit", &self.server_limit)
+            .field("classifier", &self.classifier)
+            .field("borrowing", &self.borrowing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the server holds of a resource by API group and plural.
+pub type ResourceCounter = Arc<dyn Fn(&str, &str) -> Option<ResourceCounts> + Send + Sync>;
+
+/// The last borrowing adjustment's statistics.
+#[derive(Debug, Default)]
+struct Borrowing {
+    /// By level name: its demand statistics and target.
+    levels: HashMap<String, (SeatDemandStats, f64)>,
+    fair_frac: f64,
+}
+
+/// One level's limits, demand and seat use, for `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelReport {
+    /// The level's name.
+    pub name: String,
+    /// Its limits and seats now.
+    pub state: LevelState,
+    /// Its demand statistics at the last adjustment.
+    pub stats: SeatDemandStats,
+    /// Its target at the last adjustment.
+    pub target: f64,
 }
 
 /// A (FlowSchema, priority level) pair's names.
@@ -369,19 +480,97 @@ impl Apf {
                     Named::new("catch-all", ""),
                     LevelEntry {
                         named: Named::new("catch-all", ""),
-                        level: Level::new(LevelConfig {
-                            exempt: false,
-                            limit: 0,
-                            queuing: None,
-                        }),
+                        level: Level::new(LevelConfig::fixed(0, None)),
                     },
                     Arc::default(),
                 ),
             })),
             counts: Mutex::default(),
+            resources: std::sync::OnceLock::new(),
+            borrowing: Mutex::default(),
         };
         apf.rebuild(&Objects::default());
         Arc::new(apf)
+    }
+
+    /// Gives the work estimate what the server holds of each resource (set once; later
+    /// calls are ignored).
+    pub fn set_resource_counter(&self, counter: ResourceCounter) {
+        let _ = self.resources.set(counter);
+    }
+
+    /// Recomputes every level's current limit from its seat demand since the last time
+    /// (kube's `updateBorrowing`, every 10 s: [`borrowing`]).
+    pub fn adjust(&self) {
+        self.adjust_levels(&self.classifier().levels);
+    }
+
+    fn adjust_levels(&self, levels: &HashMap<String, LevelEntry>) {
+        let mut borrowing = self
+            .borrowing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        borrowing.levels.retain(|name, _| levels.contains_key(name));
+        let mut names: Vec<&String> = levels.keys().collect();
+        names.sort();
+        let mut demands = Vec::with_capacity(names.len());
+        for name in &names {
+            let level = &levels[*name].level;
+            let (stats, _) = borrowing.levels.entry((*name).clone()).or_default();
+            stats.update(level.take_demand());
+            let state = level.state();
+            demands.push(LevelDemand {
+                exempt: level.config().exempt,
+                nominal: state.nominal,
+                lower: state.lower,
+                upper: state.upper,
+                current: state.current,
+                stats: *stats,
+            });
+        }
+        let nominal_sum = demands.iter().map(|d| d.nominal).sum();
+        let limits = borrowing::current_limits(nominal_sum, &demands);
+        for (index, name) in names.iter().enumerate() {
+            if let Some(entry) = borrowing.levels.get_mut(*name) {
+                entry.1 = limits.targets[index];
+            }
+            levels[*name].level.set_limit(limits.current[index]);
+        }
+        borrowing.fair_frac = limits.fair_frac;
+    }
+
+    /// Every level's limits, demand and seats now, by name.
+    #[must_use]
+    pub fn levels(&self) -> Vec<LevelReport> {
+        let classifier = self.classifier();
+        let borrowing = self
+            .borrowing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut reports: Vec<LevelReport> = classifier
+            .levels
+            .iter()
+            .map(|(name, entry)| {
+                let (stats, target) = borrowing.levels.get(name).copied().unwrap_or_default();
+                LevelReport {
+                    name: name.clone(),
+                    state: entry.level.state(),
+                    stats,
+                    target,
+                }
+            })
+            .collect();
+        reports.sort_by(|a, b| a.name.cmp(&b.name));
+        reports
+    }
+
+    /// kube's fair fraction at the last adjustment.
+    #[must_use]
+    pub fn fair_frac(&self) -> f64 {
+        self.borrowing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fair_frac
     }
 
     /// The server's concurrency limit the levels share.
@@ -466,6 +655,8 @@ impl Apf {
             .find(|s| &*s.named.name == "catch-all")
             .map_or_else(|| Named::new("catch-all", ""), |s| s.named.clone());
         let counts = self.counts_of(&schema.name, &catch_all.named.name);
+        // kube adjusts the current limits whenever the configuration is digested.
+        self.adjust_levels(&levels);
         *self
             .classifier
             .write()
@@ -494,7 +685,7 @@ impl Apf {
     ) -> Classification {
         let info = RequestInfo::of(method, path, query);
         let classifier = self.classifier();
-        match classifier
+        let mut class = match classifier
             .schemas
             .iter()
             .find(|schema| schema.spec.matches(user, &info))
@@ -504,6 +695,7 @@ impl Apf {
                 schema: schema.named.clone(),
                 level: schema.level.clone(),
                 counts: schema.counts.clone(),
+                work: Work::ONE,
             },
             None => {
                 let (schema, level, counts) = &classifier.unmatched;
@@ -512,9 +704,17 @@ impl Apf {
                     schema: schema.clone(),
                     level: level.clone(),
                     counts: counts.clone(),
+                    work: Work::ONE,
                 }
             }
+        };
+        if let Some(counter) = self.resources.get() {
+            let max_seats = class.level.level.config().max_seats;
+            class.work = work::estimate(&info, query, max_seats, |group, resource| {
+                counter(group, resource)
+            });
         }
+        class
     }
 
     /// The counts by (FlowSchema, priority level), for `/metrics`.
@@ -530,18 +730,35 @@ impl Apf {
             .collect()
     }
 
-    /// The seats of the level `name` now (its nominal concurrency limit), `None` when there
-    /// is no such level.
+    /// The nominal seats of the level `name` (its nominal concurrency limit), `None` when
+    /// there is no such level.
     #[must_use]
     pub fn seats(&self, name: &str) -> Option<usize> {
         self.classifier()
             .levels
             .get(name)
-            .map(|entry| entry.level.config().limit)
+            .map(|entry| entry.level.config().nominal)
     }
 
     fn objects(&self) -> std::sync::MutexGuard<'_, Objects> {
         self.objects.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Recomputes `apf`'s current limits every `period` until `shutdown` (kube's
+/// `updateBorrowing` timer).
+pub async fn run_borrowing(
+    apf: Arc<Apf>,
+    period: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => apf.adjust(),
+            _ = shutdown.changed() => return,
+        }
     }
 }
 
@@ -747,6 +964,61 @@ mod tests {
             (class.flow_schema(), class.priority_level()),
             ("catch-all", "catch-all")
         );
+    }
+
+    #[test]
+    fn kubes_configuration_gets_kubes_limits() {
+        let apf = Apf::new(600);
+        let configuration = bootstrap::configuration();
+        for (plural, kind) in [
+            (bootstrap::PRIORITY_LEVELS, "PriorityLevelConfiguration"),
+            (bootstrap::FLOW_SCHEMAS, "FlowSchema"),
+        ] {
+            let objects: Vec<_> = configuration
+                .iter()
+                .filter(|wanted| wanted.plural == plural)
+                .map(|wanted| object(kind, wanted.name, wanted.spec.clone()))
+                .collect();
+            apf.reset(&def(plural), 1, &objects);
+        }
+        let levels: Vec<(String, [usize; 4])> = apf
+            .levels()
+            .into_iter()
+            .map(|l| {
+                let s = l.state;
+                (l.name, [s.nominal, s.lower, s.upper, s.current])
+            })
+            .collect();
+        // Nominal ceil(600 × shares / 245); lower: less round(nominal × lendablePercent);
+        // upper: plus the server's 600 (no borrowingLimitPercent). Current, without demand:
+        // kube's allocation of the 602 nominal seats in proportion to the lower limits (fair
+        // 602 / 258), worked with a port of kube's `computeConcurrencyAllocation`.
+        let want = [
+            ("catch-all", [13, 13, 613, 30]),
+            ("exempt", [0, 0, 600, 0]),
+            ("global-default", [49, 24, 649, 56]),
+            ("leader-election", [25, 25, 625, 58]),
+            ("node-high", [98, 73, 698, 170]),
+            ("system", [74, 50, 674, 117]),
+            ("workload-high", [98, 49, 698, 114]),
+            ("workload-low", [245, 24, 845, 56]),
+        ];
+        let want: Vec<(String, [usize; 4])> = want
+            .iter()
+            .map(|(name, limits)| ((*name).to_owned(), *limits))
+            .collect();
+        assert_eq!(levels, want);
+        assert!((apf.fair_frac() - 602.0 / 258.0).abs() < 1e-9);
+        // The work estimator's most seats for global-default: min(ceil(15 % of 49),
+        // 49 / handSize 6) = 8.
+        let class = apf.classify(
+            &user("alice", &["system:authenticated"]),
+            "GET",
+            "/api/v1/pods",
+            None,
+        );
+        assert_eq!(class.priority_level(), "global-default");
+        assert_eq!(class.level.level.config().max_seats, 8);
     }
 
     #[test]
