@@ -32,8 +32,9 @@
 //!   those running finish.
 //! - Work ([`work`]): a request takes the seats kube's work estimator gives it: a LIST one
 //!   per 100 objects of the resource (the cache's count), up to 10 or the level's maximum;
-//!   a write on a resource with 10 or more watchers holds extra seats for the watch fan-out
-//!   after it finished; anything else 1.
+//!   a write on a resource with thousands of watchers holds extra seats for the watch
+//!   fan-out after it finished, by this server's cost of a delivery (about a hundredth of
+//!   the 5 ms per 10 watchers kube charges for its own: [`work`]); anything else 1.
 //! - An `Exempt` level is never limited. A `Reject` level refuses a request when its seats
 //!   are taken; a `Queue` level queues it by its flow (the hash of the FlowSchema's name and
 //!   the distinguisher: the user name for `ByUser`, the namespace for `ByNamespace`) with

@@ -19,12 +19,20 @@
 //!   initial-events estimate).
 //! - A create, update, patch or delete on a resource with 10 or more watchers takes 1 seat
 //!   while it runs and then `ceil(watchers / 10)` (at most the maximum) for the time the
-//!   fan-out costs: `ceil(watchers / 10) × 5 ms` spread over those seats (kube's
-//!   `additionalLatency`). kube counts the watches interested in the object (of the
+//!   fan-out costs, `ceil(watchers / 10) × 50 µs` spread over those seats (kube's
+//!   `additionalLatency`), when that spread is at least 1 ms (the timer's resolution; below
+//!   it the request takes 1 seat). **Calibrated to this server, not kube's**: kube charges
+//!   `eventAdditionalDuration` 5 ms per 10 watchers (500 µs of a seat per watcher and event,
+//!   its goroutine per watcher); delivering one event to one watcher costs 2-9 µs of CPU
+//!   here (BENCHMARKS.md, the fan-out grid), so 50 µs per 10. With kube's figure a write to
+//!   a resource with 10,000 watchers would hold 10 seats for 500 ms, and 100 such writes a
+//!   second would need 500 seats of `global-default`'s 49: writes this server delivers
+//!   without strain would be queued and refused. Here it is 10 seats for 5 ms; with 100
+//!   watchers nothing is held. kube counts the watches interested in the object (of the
 //!   resource, its namespace, its name); the count here is every watcher of the resource,
 //!   which may be more. A service account's `token` is exempt, as in kube. The watchers are
 //!   bounded by `--max-watches`, so the hold after a write is too: with the default 10000,
-//!   10 seats for at most 500 ms.
+//!   10 seats for 5 ms.
 //! - Anything else takes 1 seat.
 
 use std::time::Duration;
@@ -40,8 +48,13 @@ pub const MAXIMUM_SEATS_LIMIT: usize = 10;
 const OBJECTS_PER_SEAT: f64 = 100.0;
 /// kube's `watchesPerSeat`.
 const WATCHES_PER_SEAT: f64 = 10.0;
-/// kube's `eventAdditionalDuration`.
-const EVENT_ADDITIONAL_DURATION: Duration = Duration::from_millis(5);
+/// The fan-out's cost per `WATCHES_PER_SEAT` watchers of a write's event: kube's
+/// `eventAdditionalDuration` is 5 ms, for its cost; this server's is about a hundredth of it
+/// (see the module docs).
+const EVENT_ADDITIONAL_DURATION: Duration = Duration::from_micros(50);
+/// The shortest hold of a write's final seats (the timer's resolution); shorter fan-outs hold
+/// none.
+const HOLD_MIN: Duration = Duration::from_millis(1);
 
 /// What the server holds of a resource, for the estimate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -181,10 +194,14 @@ fn mutating(
     let final_work =
         EVENT_ADDITIONAL_DURATION.saturating_mul(u32::try_from(final_seats).unwrap_or(u32::MAX));
     let capped = final_seats.min(max);
+    let additional_latency = final_work / u32::try_from(capped).unwrap_or(u32::MAX).max(1);
+    if additional_latency < HOLD_MIN {
+        return Work::ONE;
+    }
     Work {
         seats: 1,
         final_seats: capped,
-        additional_latency: final_work / u32::try_from(capped).unwrap_or(u32::MAX).max(1),
+        additional_latency,
     }
 }
 
@@ -263,30 +280,34 @@ mod tests {
                 })
             })
         };
+        // Fewer than 10 watchers, or a fan-out shorter than 1 ms on its seats: one seat.
         assert_eq!(write(9, 0), Work::ONE);
+        assert_eq!(write(10, 0), Work::ONE);
+        assert_eq!(write(1_000, 0), Work::ONE);
+        // 2,000 watchers: 200 seats' work of 50 µs (10 ms) on the 10 allowed, 1 ms each.
         assert_eq!(
-            write(10, 0),
-            Work {
-                seats: 1,
-                final_seats: 1,
-                additional_latency: Duration::from_millis(5),
-            }
-        );
-        assert_eq!(
-            write(41, 0),
-            Work {
-                seats: 1,
-                final_seats: 5,
-                additional_latency: Duration::from_millis(5),
-            }
-        );
-        // 200 watchers: 20 seats' work (100 ms) on the 10 allowed, 10 ms each.
-        assert_eq!(
-            write(200, 0),
+            write(2_000, 0),
             Work {
                 seats: 1,
                 final_seats: 10,
-                additional_latency: Duration::from_millis(10),
+                additional_latency: Duration::from_millis(1),
+            }
+        );
+        // 10,000 (the default --max-watches): 10 seats for 5 ms; 4 when the level allows 4.
+        assert_eq!(
+            write(10_000, 0),
+            Work {
+                seats: 1,
+                final_seats: 10,
+                additional_latency: Duration::from_millis(5),
+            }
+        );
+        assert_eq!(
+            write(10_000, 4),
+            Work {
+                seats: 1,
+                final_seats: 4,
+                additional_latency: Duration::from_micros(12_500),
             }
         );
         let info = RequestInfo::of(
