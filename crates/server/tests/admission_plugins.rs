@@ -50,10 +50,10 @@ fn flags_are_refused_as_kube_refuses_them() {
         }),
         "admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive"
     );
-    let limiter = refusal(enabled(&["EventRateLimit"]));
+    let webhook = refusal(enabled(&["ImagePolicyWebhook"]));
     assert!(
-        limiter.contains(r#"admission plugin "EventRateLimit" is kube-apiserver's but this server does not run it"#),
-        "{limiter}"
+        webhook.contains(r#"admission plugin "ImagePolicyWebhook" is kube-apiserver's but this server does not run it"#),
+        "{webhook}"
     );
     // Known names are accepted: kube's default set and one more.
     ServeConfig::from_args(enabled(&[
@@ -846,5 +846,134 @@ async fn owner_references_need_the_right_to_delete() {
     assert_eq!(status, 200, "other changes are the editor's: {body}");
     let (status, body) = as_user(addr, "admin-token", ("PATCH", &path), &patch).await;
     assert_eq!(status, 200, "{body}");
+    server.shutdown().await;
+}
+
+/// An `AdmissionConfiguration` file in `dir` giving `plugin` its `configuration` (YAML,
+/// indented for its place).
+fn admission_file(dir: &std::path::Path, plugin: &str, configuration: &str) -> std::path::PathBuf {
+    let file = dir.join("admission.yaml");
+    let text = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: {plugin}\n  configuration:\n{configuration}"
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// An Event in `namespace` about the pod `pod`.
+fn event(name: &str, namespace: &str, pod: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod},
+        "reason": "Flood", "message": "again", "type": "Normal",
+        "source": {"component": "flooder"}})
+}
+
+/// Goal: EventRateLimit (a defence against a client flooding Events) refuses the event past
+/// a namespace's burst with kube's 429, not another namespace's, and gives a token back as
+/// its clock moves (a clock the test moves: no wall time); enabled without a configuration,
+/// or with one kube refuses, the server does not start, in kube's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_rate_limit_refuses_a_flood_of_events() {
+    assert_eq!(
+        refusal(enabled(&["EventRateLimit"])),
+        r#"--admission-control-config-file: couldn't init admission plugin "EventRateLimit": limits: Invalid value: []eventratelimit.Limit(nil): must not be empty"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = admission_file(
+        dir.path(),
+        "EventRateLimit",
+        "    apiVersion: eventratelimit.admission.k8s.io/v1alpha1\n    kind: Configuration\n    limits:\n    - {type: Namespace, qps: 1, burst: 0}\n",
+    );
+    assert_eq!(
+        refusal(ServeArgs {
+            admission_control_config_file: Some(bad),
+            ..enabled(&["EventRateLimit"])
+        }),
+        r#"--admission-control-config-file: couldn't init admission plugin "EventRateLimit": limits[0].burst: Invalid value: 0: must be positive"#
+    );
+    let file = admission_file(
+        dir.path(),
+        "EventRateLimit",
+        "    apiVersion: eventratelimit.admission.k8s.io/v1alpha1\n    kind: Configuration\n    limits:\n    - {type: Namespace, qps: 1, burst: 3, cacheSize: 10}\n",
+    );
+    let args = ServeArgs {
+        admission_control_config_file: Some(file),
+        ..enabled(&["EventRateLimit"])
+    };
+    let mut config = ServeConfig::from_args(watchkeeper_testkit::loopback(args)).unwrap();
+    let ticks = std::sync::Arc::new(watchkeeper::source::event_rate_limit::ManualTicks::default());
+    let limiter = config.admission_config.event_rate_limit.take().unwrap();
+    config.admission_config.event_rate_limit = Some(std::sync::Arc::new(limiter.on(ticks.clone())));
+    let server = watchkeeper_testkit::start_configured(config).await.unwrap();
+    let addr = server.addr;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quiet"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let events = "/api/v1/namespaces/default/events";
+    for i in 0..3 {
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            events,
+            &event(&format!("e{i}"), "default", "p"),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, refused) = send_json(addr, "POST", events, &event("e3", "default", "p")).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["reason"], "TooManyRequests");
+    assert_eq!(
+        refused["message"],
+        "Too many requests: limit reached on type Namespace for key default"
+    );
+    // A dry run is not limited (and takes no token).
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        &format!("{events}?dryRun=All"),
+        &event("dry", "default", "p"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // An update is an Event write too.
+    let (status, _) = send_json(
+        addr,
+        "PUT",
+        &format!("{events}/e0"),
+        &event("e0", "default", "q"),
+    )
+    .await;
+    assert_eq!(status, 429);
+    // Another namespace has its own bucket.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/quiet/events",
+        &event("e0", "quiet", "p"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // A second at one a second: one more token.
+    ticks.advance(std::time::Duration::from_secs(1));
+    let (status, body) = send_json(addr, "POST", events, &event("e3", "default", "p")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = send_json(addr, "POST", events, &event("e4", "default", "p")).await;
+    assert_eq!(status, 429);
+    // Other kinds are not limited.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &common::configmap("c", 1),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
     server.shutdown().await;
 }

@@ -333,13 +333,13 @@ mod tests {
 
     #[test]
     fn a_known_plugin_not_run_is_refused_when_asked_for() {
-        let limiter = names(&["EventRateLimit"]);
+        let webhook = names(&["ImagePolicyWebhook"]);
         let message = refusal(Flags {
-            enable: Some(&limiter),
+            enable: Some(&webhook),
             ..Flags::default()
         });
         assert!(
-            message.starts_with(r#"--enable-admission-plugins: admission plugin "EventRateLimit" is kube-apiserver's but this server does not run it; it runs ServiceAccount"#),
+            message.starts_with(r#"--enable-admission-plugins: admission plugin "ImagePolicyWebhook" is kube-apiserver's but this server does not run it; it runs ServiceAccount"#),
             "{message}"
         );
         // kubeadm's flag.

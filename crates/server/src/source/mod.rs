@@ -20,6 +20,7 @@ pub mod consistency;
 pub mod decode;
 pub mod encryption;
 pub mod encryption_reload;
+pub mod event_rate_limit;
 pub mod feed;
 pub mod handover;
 pub mod limit_ranger;
@@ -71,9 +72,10 @@ pub struct Source {
     probe: probe::StoreProbe,
 }
 
+/// The two kinds of source (the store's boxed: it is the larger by far).
 #[derive(Debug)]
 enum Kind {
-    Store(StoreSource),
+    Store(Box<StoreSource>),
     Upstream(Arc<UpstreamSource>),
 }
 
@@ -82,7 +84,7 @@ impl Source {
     #[must_use]
     pub fn store(store: StoreSource, fresh: Freshness, backoff: Backoff) -> Source {
         Source {
-            kind: Kind::Store(store),
+            kind: Kind::Store(Box::new(store)),
             fresh,
             backoff,
             relists: std::sync::OnceLock::new(),
@@ -127,7 +129,7 @@ impl Source {
     #[must_use]
     pub fn as_store_source(&self) -> Option<&StoreSource> {
         match &self.kind {
-            Kind::Store(store) => Some(store),
+            Kind::Store(store) => Some(store.as_ref()),
             Kind::Upstream(_) => None,
         }
     }

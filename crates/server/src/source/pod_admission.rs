@@ -112,6 +112,8 @@ pub struct AdmissionPlugins {
     pub storage_object_in_use_protection: bool,
     /// `OwnerReferencesPermissionEnforcement` (`super::plugin_admission`), default off.
     pub owner_references_permission_enforcement: bool,
+    /// `EventRateLimit` (`super::event_rate_limit`), default off.
+    pub event_rate_limit: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -147,13 +149,14 @@ impl Default for AdmissionPlugins {
             pod_node_selector: false,
             storage_object_in_use_protection: true,
             owner_references_permission_enforcement: false,
+            event_rate_limit: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 30] = [
+    pub const NAMES: [&'static str; 31] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -184,6 +187,7 @@ impl AdmissionPlugins {
         "PodNodeSelector",
         "StorageObjectInUseProtection",
         "OwnerReferencesPermissionEnforcement",
+        "EventRateLimit",
     ];
 
     /// Every plugin off.
@@ -233,6 +237,7 @@ impl AdmissionPlugins {
             "OwnerReferencesPermissionEnforcement" => {
                 &mut self.owner_references_permission_enforcement
             }
+            "EventRateLimit" => &mut self.event_rate_limit,
             _ => return None,
         })
     }

@@ -82,6 +82,7 @@ use crate::request::ResourceRequest;
 use crate::respond::{Warnings, json_response};
 use crate::source::catalog::VersionsBound;
 use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_is};
+use crate::source::event_rate_limit;
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
@@ -127,6 +128,9 @@ pub struct StoreSource {
     admission: pod_admission::AdmissionPlugins,
     /// PodSecurity's configuration (`--admission-control-config-file`).
     pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
+    /// The other admission plugins' configurations (`--admission-control-config-file`):
+    /// EventRateLimit's.
+    plugin_configs: Arc<crate::config::AdmissionConfig>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
     offload: Arc<crate::offload::Offload>,
@@ -387,6 +391,7 @@ impl StoreSource {
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
             pod_security: Arc::default(),
+            plugin_configs: Arc::default(),
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
             webhooks: None,
             rbac_escalation: None,
@@ -473,6 +478,14 @@ impl StoreSource {
         config: watchkeeper_api::pod_security::Configuration,
     ) -> StoreSource {
         self.pod_security = Arc::new(config);
+        self
+    }
+
+    /// With the other admission plugins' configurations (`--admission-control-config-file`;
+    /// PodSecurity's is [`Self::with_pod_security`]'s).
+    #[must_use]
+    pub fn with_plugin_configs(mut self, configs: crate::config::AdmissionConfig) -> StoreSource {
+        self.plugin_configs = Arc::new(configs);
         self
     }
 
@@ -1681,6 +1694,33 @@ impl Writer<'_> {
         let plugins = &self.source.admission;
         plugin_admission::validate(plugins, &resource.def, &self.subresource, old, object)
             .map_err(|message| forbidden_object(resource, object, message))?;
+        if plugins.event_rate_limit
+            && !self.dry_run
+            && let Some(limiter) = &self.source.plugin_configs.event_rate_limit
+            && event_rate_limit::is_core_event(
+                &resource.def.group,
+                &resource.def.plural,
+                &self.subresource,
+            )
+        {
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let write = event_rate_limit::EventWrite {
+                namespace,
+                user: &self.user.name,
+                event: object,
+            };
+            // kube's `NewTooManyRequestsError`: no retry-after.
+            limiter.accept(write).map_err(|message| {
+                ApiError::new(
+                    429,
+                    "TooManyRequests",
+                    format!("Too many requests: {message}"),
+                )
+            })?;
+        }
         if let Some(old) = old
             && plugins.persistent_volume_claim_resize
         {
