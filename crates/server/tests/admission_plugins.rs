@@ -977,3 +977,109 @@ async fn event_rate_limit_refuses_a_flood_of_events() {
     assert_eq!(status, 201, "{body}");
     server.shutdown().await;
 }
+
+/// Goal: PodTolerationRestriction merges a namespace's default tolerations (else the
+/// configuration's) into its new pods, and refuses a pod whose tolerations its namespace's
+/// whitelist (else the configuration's) does not allow, with kube's 500 and words; off by
+/// default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_restrict_their_pods_tolerations() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = admission_file(
+        dir.path(),
+        "PodTolerationRestriction",
+        "    apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\n    kind: Configuration\n    default:\n    - {key: cluster, operator: Exists, effect: NoSchedule}\n    whitelist:\n    - {key: cluster, operator: Exists}\n    - {key: team, operator: Exists}\n",
+    );
+    // Without DefaultTolerationSeconds' tolerations (which a whitelist must allow, as in kube).
+    let plain = || names(&["ServiceAccount", "DefaultTolerationSeconds"]);
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        disable_admission_plugins: plain(),
+        ..enabled(&["PodTolerationRestriction"])
+    })
+    .await;
+    let addr = server.addr;
+    let annotated = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu",
+        "annotations": {
+            "scheduler.alpha.kubernetes.io/defaultTolerations":
+                r#"[{"key":"gpu","operator":"Equal","value":"yes","effect":"NoSchedule"}]"#,
+            "scheduler.alpha.kubernetes.io/tolerationsWhitelist":
+                r#"[{"key":"gpu","operator":"Exists"}]"#}}});
+    let (status, body) = send_json(addr, "POST", "/api/v1/namespaces", &annotated).await;
+    assert_eq!(status, 201, "{body}");
+    let pod = |name: &str, tolerations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "tolerations": tolerations}})
+    };
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/gpu/pods",
+        &pod("a", json!([])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["tolerations"],
+        json!([{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}])
+    );
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/gpu/pods",
+        &pod("b", json!([{"key": "team", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pod tolerations (possibly merged with namespace default tolerations) conflict with its namespace whitelist"
+    );
+    assert!(refused.get("reason").is_none_or(|r| r == ""), "{refused}");
+    // `default` has neither annotation: the configuration's.
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &pod("c", json!([{"key": "team", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["tolerations"],
+        json!([{"key": "team", "operator": "Exists"},
+            {"key": "cluster", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &pod("d", json!([{"key": "other", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pod tolerations (possibly merged with namespace default tolerations) conflict with its cluster whitelist"
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs {
+        disable_admission_plugins: plain(),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, created) = send_json(
+        off.addr,
+        "POST",
+        PODS,
+        &pod("e", json!([{"key": "other", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["tolerations"],
+        json!([{"key": "other", "operator": "Exists"}])
+    );
+    off.shutdown().await;
+}

@@ -17,6 +17,8 @@
 //!   [`watchkeeper_api::pod_security::config`]).
 //! - `EventRateLimit`: its `Configuration` ([`crate::source::event_rate_limit`]); required
 //!   when the plugin runs, as in kube.
+//! - `PodTolerationRestriction`: its `Configuration`
+//!   ([`crate::source::pod_toleration_restriction`]).
 //! - kube's legacy unversioned file (a file that is not an `AdmissionConfiguration` but has
 //!   `imagePolicy` or `podNodeSelectorPluginConfig`) is the configuration of ImagePolicyWebhook
 //!   and PodNodeSelector, as in kube; this server reads neither's, so it is refused.
@@ -32,6 +34,7 @@ use watchkeeper_api::pod_security::Configuration as PodSecurity;
 
 use crate::source::event_rate_limit::{self, EventRateLimit};
 use crate::source::pod_admission::AdmissionPlugins;
+use crate::source::pod_toleration_restriction;
 
 /// The `AdmissionConfiguration` versions kube-apiserver's scheme decodes.
 const VERSIONS: [&str; 3] = [
@@ -47,6 +50,8 @@ pub struct AdmissionConfig {
     pub pod_security: PodSecurity,
     /// EventRateLimit's limits and buckets, when it runs.
     pub event_rate_limit: Option<Arc<EventRateLimit>>,
+    /// PodTolerationRestriction's cluster defaults and whitelist.
+    pub pod_toleration_restriction: pod_toleration_restriction::Config,
 }
 
 /// The configuration `--admission-control-config-file` gives (`file`), for the plugins that
@@ -198,6 +203,10 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
                 let limits = event_rate_limit::parse(given).map_err(init_error(name))?;
                 config.event_rate_limit = Some(Arc::new(EventRateLimit::new(limits)));
             }
+            "PodTolerationRestriction" => {
+                config.pod_toleration_restriction =
+                    pod_toleration_restriction::parse(given).map_err(init_error(name))?;
+            }
             other if given.is_some() => {
                 return Err(format!(
                     "admission plugin {other:?}: this server does not take a configuration for it (it does for {})",
@@ -211,7 +220,7 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
 }
 
 /// The plugins whose configuration this server reads.
-const CONFIGURED: [&str; 2] = ["PodSecurity", "EventRateLimit"];
+const CONFIGURED: [&str; 3] = ["PodSecurity", "EventRateLimit", "PodTolerationRestriction"];
 
 /// kube's `makeAbs`: `path` as it is when absolute, else under `base`.
 fn absolute(path: &str, base: &Path) -> PathBuf {

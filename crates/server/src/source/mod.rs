@@ -30,6 +30,7 @@ pub mod object_admission;
 pub mod plugin_admission;
 pub mod pod_admission;
 pub mod pod_security;
+pub mod pod_toleration_restriction;
 pub mod policy_admission;
 pub mod probe;
 pub mod read;

@@ -114,6 +114,8 @@ pub struct AdmissionPlugins {
     pub owner_references_permission_enforcement: bool,
     /// `EventRateLimit` (`super::event_rate_limit`), default off.
     pub event_rate_limit: bool,
+    /// `PodTolerationRestriction` (`super::pod_toleration_restriction`), default off.
+    pub pod_toleration_restriction: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -150,13 +152,14 @@ impl Default for AdmissionPlugins {
             storage_object_in_use_protection: true,
             owner_references_permission_enforcement: false,
             event_rate_limit: false,
+            pod_toleration_restriction: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 31] = [
+    pub const NAMES: [&'static str; 32] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -188,6 +191,7 @@ impl AdmissionPlugins {
         "StorageObjectInUseProtection",
         "OwnerReferencesPermissionEnforcement",
         "EventRateLimit",
+        "PodTolerationRestriction",
     ];
 
     /// Every plugin off.
@@ -238,6 +242,7 @@ impl AdmissionPlugins {
                 &mut self.owner_references_permission_enforcement
             }
             "EventRateLimit" => &mut self.event_rate_limit,
+            "PodTolerationRestriction" => &mut self.pod_toleration_restriction,
             _ => return None,
         })
     }

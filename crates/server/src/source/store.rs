@@ -88,6 +88,7 @@ use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
 use crate::source::node_restriction;
 use crate::source::plugin_admission;
+use crate::source::pod_toleration_restriction;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
@@ -129,7 +130,7 @@ pub struct StoreSource {
     /// PodSecurity's configuration (`--admission-control-config-file`).
     pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
     /// The other admission plugins' configurations (`--admission-control-config-file`):
-    /// EventRateLimit's.
+    /// EventRateLimit's and PodTolerationRestriction's.
     plugin_configs: Arc<crate::config::AdmissionConfig>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
@@ -1550,6 +1551,9 @@ impl Writer<'_> {
                 if plugins.default_toleration_seconds {
                     pod_admission::default_tolerations(&mut object);
                 }
+                if let Some(namespace) = namespace {
+                    self.pod_toleration_restriction(namespace, &mut object, true)?;
+                }
                 if plugins.runtime_class {
                     let wanted = object
                         .pointer("/spec/runtimeClassName")
@@ -1627,9 +1631,7 @@ impl Writer<'_> {
         namespace: &str,
         pod: &mut Value,
     ) -> Result<(), ApiError> {
-        let found = self
-            .served_resource("", "namespaces")
-            .and_then(|namespaces| namespaces.cache().get(namespace).0);
+        let found = self.cached_namespace(namespace);
         let namespace_object = found.as_ref().map(|ns| ns.body());
         plugin_admission::namespace_node_selector(pod, namespace_object, namespace).map_err(
             |refusal| match refusal {
@@ -1639,6 +1641,32 @@ impl Writer<'_> {
                 plugin_admission::SelectorRefusal::Internal(message) => ApiError::internal(message),
             },
         )
+    }
+
+    /// The namespace `name` as its cache holds it.
+    fn cached_namespace(&self, name: &str) -> Option<Arc<Object>> {
+        self.served_resource("", "namespaces")
+            .and_then(|namespaces| namespaces.cache().get(name).0)
+    }
+
+    /// PodTolerationRestriction ([`pod_toleration_restriction`]) on a pod written in
+    /// `namespace` (`create`d or updated), whose object is read from its cache: kube's plain
+    /// error (a 500 without a reason), or the namespace's 404.
+    fn pod_toleration_restriction(
+        &self,
+        namespace: &str,
+        pod: &mut Value,
+        create: bool,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.pod_toleration_restriction {
+            return Ok(());
+        }
+        let found = self
+            .cached_namespace(namespace)
+            .ok_or_else(|| ApiError::namespace_not_found(namespace))?;
+        let config = &self.source.plugin_configs.pod_toleration_restriction;
+        pod_toleration_restriction::admit(pod, found.body(), create, config)
+            .map_err(|message| ApiError::new(500, "", message))
     }
 
     /// NodeRestriction ([`node_restriction`]) on a node's `write` of `resource`: its refusal
@@ -3150,8 +3178,16 @@ impl Writer<'_> {
         };
         let mut new = new;
         match (resource.def.group.as_str(), resource.def.plural.as_str()) {
-            ("", "pods") if self.subresource.is_empty() && self.source.admission.priority => {
-                pod_admission::keep_priority(&mut new, old);
+            ("", "pods") if self.subresource.is_empty() => {
+                if self.source.admission.priority {
+                    pod_admission::keep_priority(&mut new, old);
+                }
+                let namespace = new
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                self.pod_toleration_restriction(&namespace, &mut new, false)?;
             }
             ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
                 let classes = self.cached_classes("scheduling.k8s.io", "priorityclasses");
