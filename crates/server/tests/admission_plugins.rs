@@ -641,6 +641,38 @@ async fn namespaces_give_their_pods_a_node_selector() {
         r#"pods "stray" is forbidden: pod node label selector conflicts with its namespace node label selector"#
     );
     server.shutdown().await;
+
+    // kube's legacy unversioned configuration: a cluster default for namespaces without the
+    // annotation, and `gpu`'s whitelist.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("legacy.yaml");
+    std::fs::write(
+        &file,
+        "podNodeSelectorPluginConfig:\n  clusterDefaultNodeSelector: pool=shared\n  gpu: pool=gpu,disk=ssd\n",
+    )
+    .unwrap();
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        ..enabled(&["PodNodeSelector"])
+    })
+    .await;
+    let addr = server.addr;
+    let (status, body) = send_json(addr, "POST", "/api/v1/namespaces", &namespace).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, created) = send_json(addr, "POST", PODS, &pod("shared", json!({}))).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["spec"]["nodeSelector"], json!({"pool": "shared"}));
+    let (status, created) =
+        send_json(addr, "POST", pods, &pod("fits", json!({"disk": "ssd"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, refused) =
+        send_json(addr, "POST", pods, &pod("hdd", json!({"disk": "hdd"}))).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "hdd" is forbidden: pod node label selector labels conflict with its namespace whitelist"#
+    );
+    server.shutdown().await;
 }
 
 /// Waits until a GET of `path` is 404.

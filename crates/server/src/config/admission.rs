@@ -19,9 +19,11 @@
 //!   when the plugin runs, as in kube.
 //! - `PodTolerationRestriction`: its `Configuration`
 //!   ([`crate::source::pod_toleration_restriction`]).
+//! - `PodNodeSelector`: its `podNodeSelectorPluginConfig`
+//!   ([`crate::source::plugin_admission::node_selectors`]).
 //! - kube's legacy unversioned file (a file that is not an `AdmissionConfiguration` but has
 //!   `imagePolicy` or `podNodeSelectorPluginConfig`) is the configuration of ImagePolicyWebhook
-//!   and PodNodeSelector, as in kube; this server reads neither's, so it is refused.
+//!   and PodNodeSelector, as in kube.
 //! - Any other plugin with a configuration is refused: the other plugins this server runs
 //!   take none here, and plugins it does not run cannot be configured.
 
@@ -33,6 +35,7 @@ use serde_json::Value;
 use watchkeeper_api::pod_security::Configuration as PodSecurity;
 
 use crate::source::event_rate_limit::{self, EventRateLimit};
+use crate::source::plugin_admission::{self, NodeSelectors};
 use crate::source::pod_admission::AdmissionPlugins;
 use crate::source::pod_toleration_restriction;
 
@@ -52,6 +55,8 @@ pub struct AdmissionConfig {
     pub event_rate_limit: Option<Arc<EventRateLimit>>,
     /// PodTolerationRestriction's cluster defaults and whitelist.
     pub pod_toleration_restriction: pod_toleration_restriction::Config,
+    /// PodNodeSelector's cluster default selector and namespace whitelists.
+    pub node_selectors: NodeSelectors,
 }
 
 /// The configuration `--admission-control-config-file` gives (`file`), for the plugins that
@@ -112,6 +117,7 @@ fn plugin_configs(value: &Value, base: &Path) -> Result<Configs, String> {
     {
         return Ok(LEGACY
             .iter()
+            .filter(|name| AdmissionPlugins::NAMES.contains(name))
             .map(|name| ((*name).to_owned(), Ok(value.clone())))
             .collect());
     }
@@ -203,6 +209,9 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
                 let limits = event_rate_limit::parse(given).map_err(init_error(name))?;
                 config.event_rate_limit = Some(Arc::new(EventRateLimit::new(limits)));
             }
+            "PodNodeSelector" => {
+                config.node_selectors = plugin_admission::node_selectors(given);
+            }
             "PodTolerationRestriction" => {
                 config.pod_toleration_restriction =
                     pod_toleration_restriction::parse(given).map_err(init_error(name))?;
@@ -220,7 +229,12 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
 }
 
 /// The plugins whose configuration this server reads.
-const CONFIGURED: [&str; 3] = ["PodSecurity", "EventRateLimit", "PodTolerationRestriction"];
+const CONFIGURED: [&str; 4] = [
+    "PodSecurity",
+    "EventRateLimit",
+    "PodTolerationRestriction",
+    "PodNodeSelector",
+];
 
 /// kube's `makeAbs`: `path` as it is when absolute, else under `base`.
 fn absolute(path: &str, base: &Path) -> PathBuf {

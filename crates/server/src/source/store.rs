@@ -130,7 +130,7 @@ pub struct StoreSource {
     /// PodSecurity's configuration (`--admission-control-config-file`).
     pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
     /// The other admission plugins' configurations (`--admission-control-config-file`):
-    /// EventRateLimit's and PodTolerationRestriction's.
+    /// EventRateLimit's, PodTolerationRestriction's and PodNodeSelector's.
     plugin_configs: Arc<crate::config::AdmissionConfig>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
@@ -1633,14 +1633,17 @@ impl Writer<'_> {
     ) -> Result<(), ApiError> {
         let found = self.cached_namespace(namespace);
         let namespace_object = found.as_ref().map(|ns| ns.body());
-        plugin_admission::namespace_node_selector(pod, namespace_object, namespace).map_err(
-            |refusal| match refusal {
+        let selectors = &self.source.plugin_configs.node_selectors;
+        plugin_admission::namespace_node_selector(pod, namespace_object, namespace, selectors)
+            .map_err(|refusal| match refusal {
                 plugin_admission::SelectorRefusal::Forbidden(message) => {
                     forbidden_object(resource, pod, message)
                 }
                 plugin_admission::SelectorRefusal::Internal(message) => ApiError::internal(message),
-            },
-        )
+                plugin_admission::SelectorRefusal::Plain(message) => {
+                    ApiError::new(500, "", message)
+                }
+            })
     }
 
     /// The namespace `name` as its cache holds it.
