@@ -1115,3 +1115,100 @@ async fn namespaces_restrict_their_pods_tolerations() {
     );
     off.shutdown().await;
 }
+
+/// Goal: ResourceQuota's `limitedResources` let a pod that requests CPU be created only in a
+/// namespace with a quota limiting it (kube's 403 `insufficient quota to consume`), and a
+/// pod of a limited priority class only where a quota of that scope selects it (kube's
+/// plain 500); the configuration is validated as kube's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limited_resources_need_a_covering_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = admission_file(
+        dir.path(),
+        "ResourceQuota",
+        "    apiVersion: apiserver.config.k8s.io/v1\n    kind: ResourceQuotaConfiguration\n    limitedResources:\n    - matchContains: [cpu]\n",
+    );
+    assert_eq!(
+        refusal(ServeArgs {
+            admission_control_config_file: Some(bad),
+            ..ServeArgs::default()
+        }),
+        r#"--admission-control-config-file: couldn't init admission plugin "ResourceQuota": limitedResources[0].resource: Required value"#
+    );
+    let file = admission_file(
+        dir.path(),
+        "ResourceQuota",
+        "    apiVersion: apiserver.config.k8s.io/v1\n    kind: ResourceQuotaConfiguration\n    limitedResources:\n    - resource: pods\n      matchContains: [cpu]\n      matchScopes:\n      - {scopeName: PriorityClass, operator: In, values: [critical]}\n",
+    );
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let pod = |name: &str, class: Option<&str>| {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "100m"}}}]}});
+        if let Some(class) = class {
+            pod["spec"]["priorityClassName"] = json!(class);
+        }
+        pod
+    };
+    let (status, refused) = send_json(addr, "POST", PODS, &pod("greedy", None)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "greedy" is forbidden: insufficient quota to consume: cpu,limits.cpu,requests.cpu"#
+    );
+    // A pod without CPU is not limited.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "modest"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "cpu"},
+        "spec": {"hard": {"cpu": "2", "requests.cpu": "2", "limits.cpu": "2"}}});
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/resourcequotas",
+        &quota,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let created = async {
+        loop {
+            let (status, body) = send_json(addr, "POST", PODS, &pod("greedy", None)).await;
+            if status == 201 {
+                break;
+            }
+            assert_eq!(status, 403, "{body}");
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), created)
+        .await
+        .expect("the quota is seen");
+    let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "critical"}, "value": 1000});
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        &class,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, refused) = send_json(addr, "POST", PODS, &pod("vip", Some("critical"))).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "insufficient quota to match these scopes: [{PriorityClass In [critical]}]"
+    );
+    server.shutdown().await;
+}

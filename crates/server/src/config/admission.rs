@@ -21,6 +21,8 @@
 //!   ([`crate::source::pod_toleration_restriction`]).
 //! - `PodNodeSelector`: its `podNodeSelectorPluginConfig`
 //!   ([`crate::source::plugin_admission::node_selectors`]).
+//! - `ResourceQuota`: its `ResourceQuotaConfiguration`'s `limitedResources`
+//!   ([`crate::source::resource_quota::limited_resources`]).
 //! - kube's legacy unversioned file (a file that is not an `AdmissionConfiguration` but has
 //!   `imagePolicy` or `podNodeSelectorPluginConfig`) is the configuration of ImagePolicyWebhook
 //!   and PodNodeSelector, as in kube.
@@ -38,6 +40,7 @@ use crate::source::event_rate_limit::{self, EventRateLimit};
 use crate::source::plugin_admission::{self, NodeSelectors};
 use crate::source::pod_admission::AdmissionPlugins;
 use crate::source::pod_toleration_restriction;
+use crate::source::resource_quota::{self, LimitedResource};
 
 /// The `AdmissionConfiguration` versions kube-apiserver's scheme decodes.
 const VERSIONS: [&str; 3] = [
@@ -57,6 +60,8 @@ pub struct AdmissionConfig {
     pub pod_toleration_restriction: pod_toleration_restriction::Config,
     /// PodNodeSelector's cluster default selector and namespace whitelists.
     pub node_selectors: NodeSelectors,
+    /// ResourceQuota's `limitedResources`.
+    pub limited_resources: Vec<LimitedResource>,
 }
 
 /// The configuration `--admission-control-config-file` gives (`file`), for the plugins that
@@ -209,6 +214,10 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
                 let limits = event_rate_limit::parse(given).map_err(init_error(name))?;
                 config.event_rate_limit = Some(Arc::new(EventRateLimit::new(limits)));
             }
+            "ResourceQuota" => {
+                config.limited_resources =
+                    resource_quota::limited_resources(given).map_err(init_error(name))?;
+            }
             "PodNodeSelector" => {
                 config.node_selectors = plugin_admission::node_selectors(given);
             }
@@ -229,11 +238,12 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
 }
 
 /// The plugins whose configuration this server reads.
-const CONFIGURED: [&str; 4] = [
+const CONFIGURED: [&str; 5] = [
     "PodSecurity",
     "EventRateLimit",
     "PodTolerationRestriction",
     "PodNodeSelector",
+    "ResourceQuota",
 ];
 
 /// kube's `makeAbs`: `path` as it is when absolute, else under `base`.
@@ -320,6 +330,11 @@ mod tests {
             from_value(&ranger, Path::new("."), &AdmissionPlugins::default())
                 .unwrap_err()
                 .contains("does not take a configuration")
+        );
+        let quota = admission(json!([{"name": "ResourceQuota", "configuration": {}}]));
+        assert_eq!(
+            from_value(&quota, Path::new("."), &AdmissionPlugins::default()).unwrap_err(),
+            r#"couldn't init admission plugin "ResourceQuota": Object 'Kind' is missing in '{}'"#
         );
         // A plugin's file that cannot be read matters only when the plugin runs.
         let missing = admission(json!([{"name": "PodNodeSelector", "path": "/nonexistent.yaml"}]));

@@ -130,7 +130,7 @@ pub struct StoreSource {
     /// PodSecurity's configuration (`--admission-control-config-file`).
     pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
     /// The other admission plugins' configurations (`--admission-control-config-file`):
-    /// EventRateLimit's, PodTolerationRestriction's and PodNodeSelector's.
+    /// EventRateLimit's, PodTolerationRestriction's, PodNodeSelector's and ResourceQuota's.
     plugin_configs: Arc<crate::config::AdmissionConfig>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
@@ -2455,6 +2455,29 @@ impl Writer<'_> {
             return Ok(Vec::new());
         };
         let prefix = format!("{namespace}/");
+        // kube's evaluators look at creates, and at updates of Services and claims.
+        let looked_at = old.is_none()
+            || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
+        if let Some(new) = new
+            && looked_at
+            && !self.source.plugin_configs.limited_resources.is_empty()
+        {
+            let snapshot = quotas.cache().latest();
+            let all: Vec<&Value> = snapshot
+                .range(Some(&prefix), None)
+                .take_while(|quota| quota.key().starts_with(&prefix))
+                .map(|quota| quota.body())
+                .collect();
+            let limited = &self.source.plugin_configs.limited_resources;
+            resource_quota::uncovered(limited, (group, plural), new, &all).map_err(|refusal| {
+                match refusal {
+                    resource_quota::Uncovered::Resources(message) => {
+                        ApiError::forbidden(&resource.def, name, message)
+                    }
+                    resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
+                }
+            })?;
+        }
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
                 snapshot
