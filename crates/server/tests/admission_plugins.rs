@@ -50,10 +50,10 @@ fn flags_are_refused_as_kube_refuses_them() {
         }),
         "admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive"
     );
-    let webhook = refusal(enabled(&["ImagePolicyWebhook"]));
-    assert!(
-        webhook.contains(r#"admission plugin "ImagePolicyWebhook" is kube-apiserver's but this server does not run it"#),
-        "{webhook}"
+    // Every plugin kube runs is run here: one that needs a configuration is refused without.
+    assert_eq!(
+        refusal(enabled(&["ImagePolicyWebhook"])),
+        r#"--admission-control-config-file: couldn't init admission plugin "ImagePolicyWebhook": no config specified"#
     );
     // Known names are accepted: kube's default set and one more.
     ServeConfig::from_args(enabled(&[
@@ -1211,4 +1211,156 @@ async fn limited_resources_need_a_covering_quota() {
         "insufficient quota to match these scopes: [{PriorityClass In [critical]}]"
     );
     server.shutdown().await;
+}
+
+/// An `imagePolicy` admission configuration for a webhook at `server` (its CA `ca`, base64
+/// PEM), its kubeconfig written in `dir`.
+fn image_policy_file(
+    dir: &std::path::Path,
+    server: &str,
+    ca: &str,
+    policy: &str,
+) -> std::path::PathBuf {
+    let kubeconfig = dir.join("imagepolicy.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: policy\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: apiserver\n  user:\n    token: policy-token\ncontexts:\n- name: policy\n  context:\n    cluster: policy\n    user: apiserver\ncurrent-context: policy\n"
+        ),
+    )
+    .unwrap();
+    admission_file(
+        dir,
+        "ImagePolicyWebhook",
+        &format!(
+            "    imagePolicy:\n      kubeConfigFile: {}\n{policy}",
+            kubeconfig.display()
+        ),
+    )
+}
+
+/// Goal: ImagePolicyWebhook asks the webhook about a pod's images (and its
+/// `*.image-policy.k8s.io/*` annotations), refuses what it denies in kube's words, keeps its
+/// answers for their TTL (the plugin's clock, moved by the test), and, when the webhook
+/// cannot be reached, admits the pod annotated `failed-open` under `defaultAllow` or refuses
+/// it with kube's 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_policy_webhook_judges_pod_images() {
+    use futures_util::FutureExt as _;
+    let answer: common::hooks::Answer = std::sync::Arc::new(|_path, review: Value| {
+        async move {
+            let images = review["spec"]["containers"].to_string();
+            let status = if images.contains("evil") {
+                json!({"allowed": false, "reason": "evil is banned"})
+            } else {
+                json!({"allowed": true, "auditAnnotations": {"checked": "yes"}})
+            };
+            (
+                200,
+                json!({"apiVersion": "imagepolicy.k8s.io/v1alpha1", "kind": "ImageReview",
+                "status": status}),
+            )
+        }
+        .boxed()
+    });
+    let hooks = common::hooks::Hooks::start(answer).await;
+    let dir = tempfile::tempdir().unwrap();
+    let server_url = format!("https://127.0.0.1:{}/imagepolicy", hooks.port);
+    let file = image_policy_file(
+        dir.path(),
+        &server_url,
+        &hooks.ca_bundle,
+        "      allowTTL: 60\n      denyTTL: 60\n      retryBackoff: 1\n      defaultAllow: false\n",
+    );
+    let args = ServeArgs {
+        admission_control_config_file: Some(file),
+        ..enabled(&["ImagePolicyWebhook"])
+    };
+    let mut config = ServeConfig::from_args(watchkeeper_testkit::loopback(args)).unwrap();
+    let ticks = std::sync::Arc::new(watchkeeper::source::event_rate_limit::ManualTicks::default());
+    let policy = config.admission_config.image_policy.take().unwrap();
+    config.admission_config.image_policy = Some(std::sync::Arc::new(policy.on(ticks.clone())));
+    let server = watchkeeper_testkit::start_configured(config).await.unwrap();
+    let addr = server.addr;
+    let mut good = pod("good", "app:1");
+    good["metadata"]["annotations"] = json!({"team.image-policy.k8s.io/owner": "me", "other": "x"});
+    let (status, created) = send_json(addr, "POST", PODS, &good).await;
+    assert_eq!(status, 201, "{created}");
+    let reviews = hooks.at("/imagepolicy");
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["kind"], "ImageReview");
+    assert_eq!(reviews[0]["apiVersion"], "imagepolicy.k8s.io/v1alpha1");
+    assert_eq!(
+        reviews[0]["spec"],
+        json!({"containers": [{"image": "app:1"}, {"image": "init"}],
+            "annotations": {"team.image-policy.k8s.io/owner": "me"}, "namespace": "default"})
+    );
+    let (status, refused) = send_json(addr, "POST", PODS, &pod("bad", "evil:1")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "bad" is forbidden: image policy webhook backend denied one or more images: evil is banned"#
+    );
+    assert_eq!(hooks.at("/imagepolicy").len(), 2);
+    // Kept answers: the same images again ask nothing, allowed or denied.
+    good["metadata"]["name"] = json!("good-again");
+    let (status, body) = send_json(addr, "POST", PODS, &good).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = send_json(addr, "POST", PODS, &pod("bad-again", "evil:1")).await;
+    assert_eq!(status, 403);
+    assert_eq!(hooks.at("/imagepolicy").len(), 2);
+    // An update is judged too (here from the kept answer).
+    let relabelled = merge_patch(
+        addr,
+        &format!("{PODS}/good"),
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    )
+    .await;
+    assert_eq!(relabelled["metadata"]["labels"]["a"], "b");
+    assert_eq!(hooks.at("/imagepolicy").len(), 2);
+    // Past the TTL, the webhook is asked again.
+    ticks.advance(std::time::Duration::from_secs(61));
+    good["metadata"]["name"] = json!("good-later");
+    let (status, body) = send_json(addr, "POST", PODS, &good).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(hooks.at("/imagepolicy").len(), 3);
+    server.shutdown().await;
+
+    // The webhook unreachable: refused, or admitted and annotated under `defaultAllow`.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!(
+        "https://127.0.0.1:{}/imagepolicy",
+        closed.local_addr().unwrap().port()
+    );
+    drop(closed);
+    for allow in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = image_policy_file(
+            dir.path(),
+            &gone,
+            &hooks.ca_bundle,
+            &format!("      retryBackoff: 1\n      defaultAllow: {allow}\n"),
+        );
+        let server = server_with(ServeArgs {
+            admission_control_config_file: Some(file),
+            ..enabled(&["ImagePolicyWebhook"])
+        })
+        .await;
+        let (status, body) = send_json(server.addr, "POST", PODS, &pod("p", "app:1")).await;
+        if allow {
+            assert_eq!(status, 201, "{body}");
+            assert_eq!(
+                body["metadata"]["annotations"]["alpha.image-policy.k8s.io/failed-open"],
+                "true"
+            );
+        } else {
+            assert_eq!(status, 403, "{body}");
+            let message = body["message"].as_str().unwrap();
+            assert!(
+                message.starts_with(r#"pods "p" is forbidden: "#),
+                "{message}"
+            );
+        }
+        server.shutdown().await;
+    }
 }

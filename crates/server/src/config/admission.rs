@@ -23,6 +23,8 @@
 //!   ([`crate::source::plugin_admission::node_selectors`]).
 //! - `ResourceQuota`: its `ResourceQuotaConfiguration`'s `limitedResources`
 //!   ([`crate::source::resource_quota::limited_resources`]).
+//! - `ImagePolicyWebhook`: its `imagePolicy` ([`crate::source::image_policy`]); required
+//!   when the plugin runs, as in kube, its kubeconfig read at start.
 //! - kube's legacy unversioned file (a file that is not an `AdmissionConfiguration` but has
 //!   `imagePolicy` or `podNodeSelectorPluginConfig`) is the configuration of ImagePolicyWebhook
 //!   and PodNodeSelector, as in kube.
@@ -37,6 +39,7 @@ use serde_json::Value;
 use watchkeeper_api::pod_security::Configuration as PodSecurity;
 
 use crate::source::event_rate_limit::{self, EventRateLimit};
+use crate::source::image_policy::{self, ImagePolicy};
 use crate::source::plugin_admission::{self, NodeSelectors};
 use crate::source::pod_admission::AdmissionPlugins;
 use crate::source::pod_toleration_restriction;
@@ -62,6 +65,8 @@ pub struct AdmissionConfig {
     pub node_selectors: NodeSelectors,
     /// ResourceQuota's `limitedResources`.
     pub limited_resources: Vec<LimitedResource>,
+    /// ImagePolicyWebhook's configuration and answers kept, when it runs.
+    pub image_policy: Option<Arc<ImagePolicy>>,
 }
 
 /// The configuration `--admission-control-config-file` gives (`file`), for the plugins that
@@ -214,6 +219,14 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
                 let limits = event_rate_limit::parse(given).map_err(init_error(name))?;
                 config.event_rate_limit = Some(Arc::new(EventRateLimit::new(limits)));
             }
+            "ImagePolicyWebhook" => {
+                let policy = image_policy::parse(given).map_err(init_error(name))?;
+                // kube reads the kubeconfig when the plugin starts; its client is made
+                // once the runtime runs.
+                kube::config::Kubeconfig::read_from(&policy.kubeconfig)
+                    .map_err(|error| init_error(name)(error.to_string()))?;
+                config.image_policy = Some(Arc::new(ImagePolicy::new(policy)));
+            }
             "ResourceQuota" => {
                 config.limited_resources =
                     resource_quota::limited_resources(given).map_err(init_error(name))?;
@@ -238,12 +251,13 @@ fn build(configs: &Configs, enabled: &AdmissionPlugins) -> Result<AdmissionConfi
 }
 
 /// The plugins whose configuration this server reads.
-const CONFIGURED: [&str; 5] = [
+const CONFIGURED: [&str; 6] = [
     "PodSecurity",
     "EventRateLimit",
     "PodTolerationRestriction",
     "PodNodeSelector",
     "ResourceQuota",
+    "ImagePolicyWebhook",
 ];
 
 /// kube's `makeAbs`: `path` as it is when absolute, else under `base`.

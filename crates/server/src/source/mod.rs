@@ -23,6 +23,7 @@ pub mod encryption_reload;
 pub mod event_rate_limit;
 pub mod feed;
 pub mod handover;
+pub mod image_policy;
 pub mod limit_ranger;
 pub mod node_restriction;
 pub mod nudge;

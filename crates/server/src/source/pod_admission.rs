@@ -116,6 +116,8 @@ pub struct AdmissionPlugins {
     pub event_rate_limit: bool,
     /// `PodTolerationRestriction` (`super::pod_toleration_restriction`), default off.
     pub pod_toleration_restriction: bool,
+    /// `ImagePolicyWebhook` (`super::image_policy`), default off.
+    pub image_policy_webhook: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -153,13 +155,14 @@ impl Default for AdmissionPlugins {
             owner_references_permission_enforcement: false,
             event_rate_limit: false,
             pod_toleration_restriction: false,
+            image_policy_webhook: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 32] = [
+    pub const NAMES: [&'static str; 33] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -192,6 +195,7 @@ impl AdmissionPlugins {
         "OwnerReferencesPermissionEnforcement",
         "EventRateLimit",
         "PodTolerationRestriction",
+        "ImagePolicyWebhook",
     ];
 
     /// Every plugin off.
@@ -243,6 +247,7 @@ impl AdmissionPlugins {
             }
             "EventRateLimit" => &mut self.event_rate_limit,
             "PodTolerationRestriction" => &mut self.pod_toleration_restriction,
+            "ImagePolicyWebhook" => &mut self.image_policy_webhook,
             _ => return None,
         })
     }

@@ -130,7 +130,8 @@ pub struct StoreSource {
     /// PodSecurity's configuration (`--admission-control-config-file`).
     pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
     /// The other admission plugins' configurations (`--admission-control-config-file`):
-    /// EventRateLimit's, PodTolerationRestriction's, PodNodeSelector's and ResourceQuota's.
+    /// EventRateLimit's, PodTolerationRestriction's, PodNodeSelector's, ResourceQuota's and
+    /// ImagePolicyWebhook's.
     plugin_configs: Arc<crate::config::AdmissionConfig>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
@@ -1598,9 +1599,10 @@ impl Writer<'_> {
         self.node_restriction(resource, node_restriction::Write::Create(&object))?;
         // kube's MutatingAdmissionWebhook, after the in-process mutating plugins.
         let object = self.mutating_webhooks(resource, None, object).await?;
-        let object = self.admit(resource, None, object)?;
+        let mut object = self.admit(resource, None, object)?;
         self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
+        self.image_policy(resource, &mut object).await?;
         self.pod_security(resource, None, &object)?;
         self.optional_plugins_validate(resource, None, &object)?;
         // kube's validating admission order: LimitRanger, PodSecurity, then the policies,
@@ -1644,6 +1646,47 @@ impl Writer<'_> {
                     ApiError::new(500, "", message)
                 }
             })
+    }
+
+    /// Whether ImagePolicyWebhook judges this write of `resource` (a pod's, or its ephemeral
+    /// containers').
+    fn image_policy_runs(&self, resource: &Resource) -> bool {
+        self.source.admission.image_policy_webhook
+            && self.source.plugin_configs.image_policy.is_some()
+            && resource.def.group.is_empty()
+            && resource.def.plural == "pods"
+            && (self.subresource.is_empty()
+                || self.subresource == watchkeeper_api::ephemeral::SUBRESOURCE)
+    }
+
+    /// ImagePolicyWebhook ([`crate::source::image_policy`]) on a write of `pod`: kube's 403,
+    /// or the pod annotated when admitted in spite of a failed webhook.
+    async fn image_policy(&self, resource: &Resource, pod: &mut Value) -> Result<(), ApiError> {
+        if !self.image_policy_runs(resource) {
+            return Ok(());
+        }
+        let Some(policy) = &self.source.plugin_configs.image_policy else {
+            return Ok(());
+        };
+        // The webhooks' bound of an answer (`--max-request-body-bytes`).
+        let answer_bytes_max = self
+            .source
+            .webhooks
+            .as_ref()
+            .map_or(usize::MAX, |webhooks| webhooks.client().answer_bytes_max());
+        let namespace = pod
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let write = crate::source::image_policy::PodWrite {
+            namespace: &namespace,
+            subresource: &self.subresource,
+        };
+        match policy.admit(pod, write, answer_bytes_max).await {
+            Ok(()) => Ok(()),
+            Err(message) => Err(forbidden_object(resource, pod, message)),
+        }
     }
 
     /// The namespace `name` as its cache holds it.
@@ -3160,13 +3203,20 @@ impl Writer<'_> {
                 })
                 .await?
         };
-        match &attempt {
+        let mut attempt = attempt;
+        match &mut attempt {
             UpdateAttempt::Changed { current, new } => {
-                self.validating_webhooks(resource, Some(new), Some(current.body()))
+                self.image_policy(resource, new).await?;
+                self.validating_webhooks(resource, Some(&*new), Some(current.body()))
                     .await?;
             }
             UpdateAttempt::Unchanged(current) => {
                 let body = current.body();
+                if self.image_policy_runs(resource) {
+                    // A write that changes nothing is judged too; a failed-open annotation
+                    // would change it, and is not kept.
+                    self.image_policy(resource, &mut body.clone()).await?;
+                }
                 self.validating_webhooks(resource, Some(body), Some(body))
                     .await?;
             }
