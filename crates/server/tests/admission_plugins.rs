@@ -331,7 +331,8 @@ async fn as_user(
 
 /// Goal: NodeRestriction (kubeadm's `--enable-admission-plugins=NodeRestriction`) — a node
 /// writes its own Node but not another's nor its own taints, creates only its mirror pods
-/// and deletes only pods bound to it, in kube's words; other users are not restricted.
+/// and deletes only pods bound to it, writes only its own CSINode and only the capacity and
+/// conditions of claims' status, in kube's words; other users are not restricted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_writes_only_its_own_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -395,6 +396,46 @@ async fn a_node_writes_only_its_own_objects() {
     );
     let (status, body) = as_user(addr, "admin-token", ("DELETE", &theirs), &Value::Null).await;
     assert_eq!(status, 200, "{body}");
+
+    // Its own CSINode only.
+    let csinode = |name: &str| {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+            "spec": {"drivers": []}})
+    };
+    let csinodes = "/apis/storage.k8s.io/v1/csinodes";
+    let (status, body) = as_user(addr, "node-token", ("POST", csinodes), &csinode("a")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, refused) = as_user(addr, "node-token", ("POST", csinodes), &csinode("b")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"csinodes.storage.k8s.io "b" is forbidden: can only access CSINode with the same name as the requesting node"#
+    );
+    // Claims: their status only, and there only capacity and conditions.
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let (status, refused) = as_user(addr, "node-token", ("POST", claims), &claim).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"persistentvolumeclaims "data" is forbidden: may only update PVC status"#
+    );
+    let (status, body) = as_user(addr, "admin-token", ("POST", claims), &claim).await;
+    assert_eq!(status, 201, "{body}");
+    let status_path = format!("{claims}/data/status");
+    let grown = json!({"status": {"capacity": {"storage": "2Gi"}}});
+    let (status, body) = as_user(addr, "node-token", ("PATCH", &status_path), &grown).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"]["capacity"]["storage"], "2Gi");
+    let lost = json!({"status": {"phase": "Lost"}});
+    let (status, refused) = as_user(addr, "node-token", ("PATCH", &status_path), &lost).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"persistentvolumeclaims "data" is forbidden: node "a" is not allowed to update fields other than status.quantity and status.conditions: status.phase"#
+    );
     server.shutdown().await;
 }
 

@@ -20,8 +20,18 @@
 //!   through `status` (a pod bound to itself, labels and resource claim statuses unchanged),
 //!   and writes no other pod subresource but `eviction`, which is not looked at here.
 //! - **Leases**: only in `kube-node-lease`, only the one named after the node.
-//! - Not done (a node's writes there are not restricted): PersistentVolumeClaim `status`,
-//!   ServiceAccount tokens, CSINodes, ResourceSlices, and pod evictions.
+//! - **CSINodes**: only the one named after the node (`can only access CSINode with the same
+//!   name as the requesting node`).
+//! - **PersistentVolumeClaims**: a node writes only their `status` (any other write is kube's
+//!   `may only update PVC status`), and there changes only `status.capacity`,
+//!   `status.conditions`, `status.allocatedResources` and `status.allocatedResourceStatuses`
+//!   (kube 1.33's `RecoverVolumeExpansionFailure` is on by default): anything else is kube's
+//!   `node "a" is not allowed to update fields other than status.quantity and
+//!   status.conditions: ...` — where kube prints a `cmp.Diff` of the two claims, this server
+//!   names the fields that differ.
+//! - Not done (a node's writes there are not restricted): ServiceAccount tokens,
+//!   ResourceSlices, CertificateSigningRequests' common names, and pod evictions (served
+//!   outside the store's write path, `crate::http::pods`).
 
 use serde_json::Value;
 use watchkeeper_api::resources::ResourceDef;
@@ -106,6 +116,8 @@ pub fn admit(
         ("", "pods") => admit_pod(node, subresource, write, node_uid),
         ("", "nodes") => admit_node(node, write),
         ("coordination.k8s.io", "leases") => admit_lease(node, write),
+        ("storage.k8s.io", "csinodes") => admit_csi_node(node, write),
+        ("", "persistentvolumeclaims") => admit_claim(node, subresource, write),
         _ => Ok(()),
     }
 }
@@ -419,6 +431,97 @@ fn admit_lease(node: &str, write: Write<'_>) -> Result<(), Refusal> {
     Ok(())
 }
 
+fn admit_csi_node(node: &str, write: Write<'_>) -> Result<(), Refusal> {
+    let (Write::Create(object) | Write::Update(object, _) | Write::Delete(object)) = write;
+    if text(object, "/metadata/name") == node {
+        Ok(())
+    } else {
+        forbidden("can only access CSINode with the same name as the requesting node".to_owned())
+    }
+}
+
+/// A claim as kube compares it for a node's status write: without the resource version,
+/// the managed fields and the status fields a node may change.
+fn claim_compared(claim: &Value) -> Value {
+    let mut claim = claim.clone();
+    if let Some(metadata) = claim.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+        metadata.remove("managedFields");
+    }
+    if let Some(status) = claim.get_mut("status").and_then(Value::as_object_mut) {
+        for key in [
+            "capacity",
+            "conditions",
+            "allocatedResources",
+            "allocatedResourceStatuses",
+        ] {
+            status.remove(key);
+        }
+    }
+    if let Some(object) = claim.as_object_mut() {
+        // Go's struct: an empty status is no status.
+        if object
+            .get("status")
+            .is_some_and(|s| s.as_object().is_some_and(serde_json::Map::is_empty))
+        {
+            object.remove("status");
+        }
+    }
+    claim
+}
+
+/// The top-level fields (`metadata.labels`, `status.phase`, `spec`) that differ between
+/// `a` and `b`.
+fn differing(a: &Value, b: &Value) -> Vec<String> {
+    let mut paths = Vec::new();
+    let empty = serde_json::Map::new();
+    let fields = |v: &Value| v.as_object().cloned().unwrap_or_default();
+    let (a, b) = (fields(a), fields(b));
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for key in keys {
+        let (x, y) = (a.get(key), b.get(key));
+        if x == y {
+            continue;
+        }
+        let nested = matches!(key.as_str(), "metadata" | "status");
+        let inner = |v: Option<&Value>| v.and_then(Value::as_object).unwrap_or(&empty).clone();
+        if nested {
+            let (x, y) = (inner(x), inner(y));
+            let names: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for name in names {
+                if x.get(name) != y.get(name) {
+                    paths.push(format!("{key}.{name}"));
+                }
+            }
+        } else {
+            paths.push(key.clone());
+        }
+    }
+    paths
+}
+
+fn admit_claim(node: &str, subresource: &str, write: Write<'_>) -> Result<(), Refusal> {
+    if subresource != "status" {
+        return forbidden("may only update PVC status".to_owned());
+    }
+    let Write::Update(old, new) = write else {
+        let operation = if matches!(write, Write::Create(_)) {
+            "CREATE"
+        } else {
+            "DELETE"
+        };
+        return forbidden(format!("unexpected operation {operation:?}"));
+    };
+    let (old, new) = (claim_compared(old), claim_compared(new));
+    if old == new {
+        return Ok(());
+    }
+    forbidden(format!(
+        "node {node:?} is not allowed to update fields other than status.quantity and status.conditions: {}",
+        differing(&old, &new).join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,6 +692,43 @@ mod tests {
                 &uid
             )),
             "can only access leases in the \"kube-node-lease\" system namespace"
+        );
+    }
+
+    #[test]
+    fn csi_nodes_and_claims_are_the_node_s_own() {
+        let csinodes = def("storage.k8s.io", "csinodes");
+        let named = |name: &str| json!({"metadata": {"name": name}});
+        assert!(admit("a", &csinodes, "", Write::Create(&named("a")), &uid).is_ok());
+        assert_eq!(
+            refused(admit("a", &csinodes, "", Write::Delete(&named("b")), &uid)),
+            "can only access CSINode with the same name as the requesting node"
+        );
+        let claims = def("", "persistentvolumeclaims");
+        let claim = json!({"metadata": {"name": "c", "resourceVersion": "1",
+            "labels": {"app": "x"}}, "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound"}});
+        assert_eq!(
+            refused(admit("a", &claims, "", Write::Create(&claim), &uid)),
+            "may only update PVC status"
+        );
+        let mut grown = claim.clone();
+        grown["metadata"]["resourceVersion"] = json!("2");
+        grown["status"]["capacity"] = json!({"storage": "2Gi"});
+        grown["status"]["conditions"] = json!([{"type": "Resizing", "status": "True"}]);
+        assert!(admit("a", &claims, "status", Write::Update(&claim, &grown), &uid).is_ok());
+        let mut relabelled = grown.clone();
+        relabelled["metadata"]["labels"] = json!({"app": "y"});
+        relabelled["status"]["phase"] = json!("Lost");
+        assert_eq!(
+            refused(admit(
+                "a",
+                &claims,
+                "status",
+                Write::Update(&claim, &relabelled),
+                &uid
+            )),
+            r#"node "a" is not allowed to update fields other than status.quantity and status.conditions: metadata.labels, status.phase"#
         );
     }
 }
