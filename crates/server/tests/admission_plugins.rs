@@ -332,7 +332,8 @@ async fn as_user(
 /// Goal: NodeRestriction (kubeadm's `--enable-admission-plugins=NodeRestriction`) — a node
 /// writes its own Node but not another's nor its own taints, creates only its mirror pods
 /// and deletes only pods bound to it, writes only its own CSINode and only the capacity and
-/// conditions of claims' status, in kube's words; other users are not restricted.
+/// conditions of claims' status, and asks tokens only for its own pods, in kube's words;
+/// other users are not restricted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_writes_only_its_own_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -436,6 +437,52 @@ async fn a_node_writes_only_its_own_objects() {
         refused["message"],
         r#"persistentvolumeclaims "data" is forbidden: node "a" is not allowed to update fields other than status.quantity and status.conditions: status.phase"#
     );
+    // Tokens bound to its own pods only.
+    let accounts = "/api/v1/namespaces/default/serviceaccounts";
+    let robot =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}});
+    let (status, body) = as_user(addr, "admin-token", ("POST", accounts), &robot).await;
+    assert_eq!(status, 201, "{body}");
+    let mut uids = Vec::new();
+    for (name, on) in [("mine", "a"), ("elsewhere", "b")] {
+        let mut bound = pod(name, on);
+        bound["spec"]["serviceAccountName"] = json!("robot");
+        let (status, body) = as_user(addr, "admin-token", ("POST", PODS), &bound).await;
+        assert_eq!(status, 201, "{body}");
+        uids.push(body["metadata"]["uid"].clone());
+    }
+    let token = |bound: Value| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"boundObjectRef": bound}})
+    };
+    let bound_to = |name: &str, uid: &Value| json!({"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid});
+    let path = format!("{accounts}/robot/token");
+    let (status, refused) = as_user(addr, "node-token", ("POST", &path), &token(Value::Null)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"serviceaccounts "robot" is forbidden: node requested token not bound to a pod"#
+    );
+    let (status, refused) = as_user(
+        addr,
+        "node-token",
+        ("POST", &path),
+        &token(bound_to("elsewhere", &uids[1])),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"serviceaccounts "robot" is forbidden: node requested token bound to a pod scheduled on a different node"#
+    );
+    let (status, body) = as_user(
+        addr,
+        "node-token",
+        ("POST", &path),
+        &token(bound_to("mine", &uids[0])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
     server.shutdown().await;
 }
 

@@ -29,9 +29,13 @@
 //!   `node "a" is not allowed to update fields other than status.quantity and
 //!   status.conditions: ...` — where kube prints a `cmp.Diff` of the two claims, this server
 //!   names the fields that differ.
-//! - Not done (a node's writes there are not restricted): ServiceAccount tokens,
-//!   ResourceSlices, CertificateSigningRequests' common names, and pod evictions (served
-//!   outside the store's write path, `crate::http::pods`).
+//! - **ServiceAccount tokens** (`serviceaccounts/token`, served by `crate::http::token`): a
+//!   node's TokenRequest must be bound to a pod ([`token_pod`]: `node requested token not
+//!   bound to a pod`, `... with a pod binding without a uid`) that exists (its 404), has that
+//!   UID and is scheduled on the node ([`token_pod_checked`], kube's words).
+//! - Not done (a node's writes there are not restricted): ResourceSlices,
+//!   CertificateSigningRequests' common names, and pod evictions (served outside the store's
+//!   write path, `crate::http::pods`).
 
 use serde_json::Value;
 use watchkeeper_api::resources::ResourceDef;
@@ -431,6 +435,43 @@ fn admit_lease(node: &str, write: Write<'_>) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// The pod a node's TokenRequest must be bound to (its `spec.boundObjectRef`, `reference`):
+/// its name and UID.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn token_pod(reference: Option<&Value>) -> Result<(&str, &str), String> {
+    let field = |key: &str| reference.map_or("", |r| text(r, &format!("/{key}")));
+    if reference.is_none()
+        || field("apiVersion") != "v1"
+        || field("kind") != "Pod"
+        || field("name").is_empty()
+    {
+        return Err("node requested token not bound to a pod".to_owned());
+    }
+    if field("uid").is_empty() {
+        return Err("node requested token with a pod binding without a uid".to_owned());
+    }
+    Ok((field("name"), field("uid")))
+}
+
+/// NodeRestriction on a node's TokenRequest bound to the pod `pod` (found by [`token_pod`]'s
+/// name) through a reference of UID `uid`.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn token_pod_checked(node: &str, uid: &str, pod: &Value) -> Result<(), String> {
+    if text(pod, "/metadata/uid") != uid {
+        return Err(format!(
+            "the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"
+        ));
+    }
+    if text(pod, "/spec/nodeName") != node {
+        return Err("node requested token bound to a pod scheduled on a different node".to_owned());
+    }
+    Ok(())
+}
+
 fn admit_csi_node(node: &str, write: Write<'_>) -> Result<(), Refusal> {
     let (Write::Create(object) | Write::Update(object, _) | Write::Delete(object)) = write;
     if text(object, "/metadata/name") == node {
@@ -729,6 +770,34 @@ mod tests {
                 &uid
             )),
             r#"node "a" is not allowed to update fields other than status.quantity and status.conditions: metadata.labels, status.phase"#
+        );
+    }
+
+    #[test]
+    fn a_node_s_tokens_are_bound_to_its_pods() {
+        assert_eq!(
+            token_pod(None).unwrap_err(),
+            "node requested token not bound to a pod"
+        );
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "name": "s", "uid": "u"});
+        assert!(token_pod(Some(&secret)).is_err());
+        let no_uid = json!({"apiVersion": "v1", "kind": "Pod", "name": "p"});
+        assert_eq!(
+            token_pod(Some(&no_uid)).unwrap_err(),
+            "node requested token with a pod binding without a uid"
+        );
+        let bound = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"});
+        assert_eq!(token_pod(Some(&bound)).unwrap(), ("p", "u"));
+        let pod = json!({"metadata": {"uid": "u"}, "spec": {"nodeName": "a"}});
+        assert!(token_pod_checked("a", "u", &pod).is_ok());
+        assert_eq!(
+            token_pod_checked("b", "u", &pod).unwrap_err(),
+            "node requested token bound to a pod scheduled on a different node"
+        );
+        assert!(
+            token_pod_checked("a", "v", &pod)
+                .unwrap_err()
+                .starts_with("the UID in the bound object reference (v) does not match")
         );
     }
 }
