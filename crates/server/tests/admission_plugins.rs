@@ -332,8 +332,8 @@ async fn as_user(
 /// Goal: NodeRestriction (kubeadm's `--enable-admission-plugins=NodeRestriction`) — a node
 /// writes its own Node but not another's nor its own taints, creates only its mirror pods
 /// and deletes only pods bound to it, writes only its own CSINode and only the capacity and
-/// conditions of claims' status, and asks tokens only for its own pods, in kube's words;
-/// other users are not restricted.
+/// conditions of claims' status, and asks tokens for and evicts only its own pods, in kube's
+/// words; other users are not restricted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_writes_only_its_own_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -480,6 +480,29 @@ async fn a_node_writes_only_its_own_objects() {
         "node-token",
         ("POST", &path),
         &token(bound_to("mine", &uids[0])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Evictions of its own pods only.
+    let eviction = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+    let evict = |name: &str| format!("{PODS}/{name}/eviction");
+    let (status, refused) = as_user(
+        addr,
+        "node-token",
+        ("POST", &evict("elsewhere")),
+        &eviction("elsewhere"),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "elsewhere" is forbidden: node a can only evict pods with spec.nodeName set to itself"#
+    );
+    let (status, body) = as_user(
+        addr,
+        "node-token",
+        ("POST", &evict("mine")),
+        &eviction("mine"),
     )
     .await;
     assert_eq!(status, 201, "{body}");

@@ -257,22 +257,16 @@ async fn node_restriction(
     resource: &Resource,
     body: &Value,
 ) -> Result<(), ApiError> {
-    use crate::source::node_restriction::{node_of, token_pod, token_pod_checked};
+    use crate::source::node_restriction::{requesting_node, token_pod, token_pod_checked};
     let user = &request.context.user;
     if !app.config.admission.node_restriction {
         return Ok(());
     }
-    let Some(node) = node_of(&user.name, &user.groups) else {
-        return Ok(());
-    };
     let name = request.target.name.unwrap_or_default();
     let forbidden = |message: String| ApiError::forbidden(&resource.def, name, message);
-    if node.is_empty() {
-        return Err(forbidden(format!(
-            "could not determine node from user {:?}",
-            user.name
-        )));
-    }
+    let Some(node) = requesting_node(&user.name, &user.groups).map_err(forbidden)? else {
+        return Ok(());
+    };
     let (pod_name, uid) = token_pod(body.pointer("/spec/boundObjectRef")).map_err(forbidden)?;
     let namespace = request.target.namespace.unwrap_or_default();
     let pod = bound_object(app, "pods", namespace, pod_name).await?;

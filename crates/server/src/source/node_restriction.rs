@@ -33,9 +33,11 @@
 //!   node's TokenRequest must be bound to a pod ([`token_pod`]: `node requested token not
 //!   bound to a pod`, `... with a pod binding without a uid`) that exists (its 404), has that
 //!   UID and is scheduled on the node ([`token_pod_checked`], kube's words).
-//! - Not done (a node's writes there are not restricted): ResourceSlices,
-//!   CertificateSigningRequests' common names, and pod evictions (served outside the store's
-//!   write path, `crate::http::pods`).
+//! - **Evictions** (served outside the store's write path, `crate::http::pods`): a node evicts only pods bound to itself
+//!   ([`eviction_checked`]: `node a can only evict pods with spec.nodeName set to itself`),
+//!   checked before the eviction's own checks.
+//! - Not done (a node's writes there are not restricted): ResourceSlices and
+//!   CertificateSigningRequests' common names.
 
 use serde_json::Value;
 use watchkeeper_api::resources::ResourceDef;
@@ -66,6 +68,32 @@ const KUBELET_LABELS: [&str; 11] = [
 pub fn node_of<'u>(name: &'u str, groups: &[String]) -> Option<&'u str> {
     let node = name.strip_prefix(NODE_PREFIX)?;
     groups.iter().any(|g| g == NODES_GROUP).then_some(node)
+}
+
+/// The node a user is, for the requests NodeRestriction checks outside the store's write
+/// path (tokens, evictions): `None` for a user that is no node.
+///
+/// # Errors
+/// kube's 403 message for `system:node:` without a name.
+pub fn requesting_node<'u>(name: &'u str, groups: &[String]) -> Result<Option<&'u str>, String> {
+    match node_of(name, groups) {
+        Some("") => Err(format!("could not determine node from user {name:?}")),
+        node => Ok(node),
+    }
+}
+
+/// NodeRestriction on `node`'s eviction of `pod`.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn eviction_checked(node: &str, pod: &Value) -> Result<(), String> {
+    if text(pod, "/spec/nodeName") == node {
+        Ok(())
+    } else {
+        Err(format!(
+            "node {node} can only evict pods with spec.nodeName set to itself"
+        ))
+    }
 }
 
 /// A write a node makes.
