@@ -208,6 +208,11 @@ async fn hard_anti_affinity_is_per_host_only() {
 
 /// A CertificateSigningRequest for `signer` whose subject's organization is `organization`.
 fn csr(name: &str, organization: &str, signer: &str) -> Value {
+    csr_of(name, (organization, "someone"), signer)
+}
+
+/// A request named `name` for `(organization, common_name)` to `signer`.
+fn csr_of(name: &str, (organization, common_name): (&str, &str), signer: &str) -> Value {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
     params
@@ -215,7 +220,7 @@ fn csr(name: &str, organization: &str, signer: &str) -> Value {
         .push(rcgen::DnType::OrganizationName, organization);
     params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, "someone");
+        .push(rcgen::DnType::CommonName, common_name);
     let pem = params.serialize_request(&key).unwrap().pem().unwrap();
     json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
         "metadata": {"name": name},
@@ -332,8 +337,8 @@ async fn as_user(
 /// Goal: NodeRestriction (kubeadm's `--enable-admission-plugins=NodeRestriction`) — a node
 /// writes its own Node but not another's nor its own taints, creates only its mirror pods
 /// and deletes only pods bound to it, writes only its own CSINode and only the capacity and
-/// conditions of claims' status, and asks tokens for and evicts only its own pods, in kube's
-/// words; other users are not restricted.
+/// conditions of claims' status, asks tokens for and evicts only its own pods, and asks
+/// certificates only for itself, in kube's words; other users are not restricted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_writes_only_its_own_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -482,6 +487,18 @@ async fn a_node_writes_only_its_own_objects() {
         &token(bound_to("mine", &uids[0])),
     )
     .await;
+    assert_eq!(status, 201, "{body}");
+    // Certificates for itself only.
+    let kubelet = "kubernetes.io/kube-apiserver-client-kubelet";
+    let other = csr_of("other", ("system:nodes", "system:node:b"), kubelet);
+    let (status, refused) = as_user(addr, "node-token", ("POST", CSRS), &other).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"certificatesigningrequests.certificates.k8s.io "other" is forbidden: can only create a node CSR with CN=system:node:a"#
+    );
+    let own = csr_of("own", ("system:nodes", "system:node:a"), kubelet);
+    let (status, body) = as_user(addr, "node-token", ("POST", CSRS), &own).await;
     assert_eq!(status, 201, "{body}");
     // Evictions of its own pods only.
     let eviction = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});

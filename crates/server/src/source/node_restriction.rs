@@ -36,8 +36,11 @@
 //! - **Evictions** (served outside the store's write path, `crate::http::pods`): a node evicts only pods bound to itself
 //!   ([`eviction_checked`]: `node a can only evict pods with spec.nodeName set to itself`),
 //!   checked before the eviction's own checks.
-//! - Not done (a node's writes there are not restricted): ResourceSlices and
-//!   CertificateSigningRequests' common names.
+//! - **CertificateSigningRequests**: a node's request for the `kubelet-serving` or
+//!   `kube-apiserver-client-kubelet` signer must name it (`CN=system:node:<node>`): kube's
+//!   `can only create a node CSR with CN=system:node:a`, `unable to parse csr: ...`
+//!   (kube 1.33's `AllowInsecureKubeletCertificateSigningRequests` is off by default).
+//! - Not done: ResourceSlices (this server does not serve `resource.k8s.io`).
 
 use serde_json::Value;
 use watchkeeper_api::resources::ResourceDef;
@@ -150,6 +153,10 @@ pub fn admit(
         ("coordination.k8s.io", "leases") => admit_lease(node, write),
         ("storage.k8s.io", "csinodes") => admit_csi_node(node, write),
         ("", "persistentvolumeclaims") => admit_claim(node, subresource, write),
+        ("certificates.k8s.io", "certificatesigningrequests") => match (subresource, write) {
+            ("", Write::Create(csr)) => admit_csr(node, csr),
+            _ => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -498,6 +505,27 @@ pub fn token_pod_checked(node: &str, uid: &str, pod: &Value) -> Result<(), Strin
         return Err("node requested token bound to a pod scheduled on a different node".to_owned());
     }
     Ok(())
+}
+
+/// The signers whose requests a node makes for itself.
+const KUBELET_SIGNERS: [&str; 2] = [
+    "kubernetes.io/kubelet-serving",
+    "kubernetes.io/kube-apiserver-client-kubelet",
+];
+
+fn admit_csr(node: &str, csr: &Value) -> Result<(), Refusal> {
+    if !KUBELET_SIGNERS.contains(&text(csr, "/spec/signerName")) {
+        return Ok(());
+    }
+    let (_, common_name) = super::plugin_admission::csr_subject(text(csr, "/spec/request"))
+        .or_else(|error| forbidden(format!("unable to parse csr: {error}")))?;
+    if common_name == format!("{NODE_PREFIX}{node}") {
+        Ok(())
+    } else {
+        forbidden(format!(
+            "can only create a node CSR with CN={NODE_PREFIX}{node}"
+        ))
+    }
 }
 
 fn admit_csi_node(node: &str, write: Write<'_>) -> Result<(), Refusal> {

@@ -636,8 +636,8 @@ fn no_masters(csr: &Value) -> Result<(), String> {
         .pointer("/spec/request")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let organizations =
-        subject_organizations(request).map_err(|error| format!("failed to parse CSR: {error}"))?;
+    let (organizations, _) =
+        csr_subject(request).map_err(|error| format!("failed to parse CSR: {error}"))?;
     if organizations.iter().any(|o| o == "system:masters") {
         return Err(format!(
             "use of {CLIENT_SIGNER} signer with system:masters group is not allowed"
@@ -646,8 +646,12 @@ fn no_masters(csr: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The subject's organizations of `request`, a CSR's base64 PEM (kube's `ParseCSR`).
-fn subject_organizations(request: &str) -> Result<Vec<String>, String> {
+/// The subject's organizations and common name of `request`, a CSR's base64 PEM (kube's
+/// `ParseCSR`).
+///
+/// # Errors
+/// Why it does not parse, in kube's words.
+pub fn csr_subject(request: &str) -> Result<(Vec<String>, String), String> {
     use x509_parser::prelude::FromDer as _;
     const NOT_A_REQUEST: &str = "PEM block type must be CERTIFICATE REQUEST";
     let pem = base64::engine::general_purpose::STANDARD
@@ -661,12 +665,18 @@ fn subject_organizations(request: &str) -> Result<Vec<String>, String> {
     let (_, parsed) =
         x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
             .map_err(|error| error.to_string())?;
-    Ok(parsed
-        .certification_request_info
-        .subject
+    let subject = &parsed.certification_request_info.subject;
+    let organizations = subject
         .iter_organization()
         .map(|o| o.as_str().unwrap_or_default().to_owned())
-        .collect())
+        .collect();
+    let common_name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    Ok((organizations, common_name))
 }
 
 #[cfg(test)]
