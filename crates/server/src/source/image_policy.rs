@@ -270,12 +270,13 @@ impl Answers {
     }
 }
 
-/// The plugin: its configuration, its webhook (made on first use, within the runtime), its
-/// answers kept.
+/// The plugin: its configuration, its webhook's client (made on first use, within the
+/// runtime; until one is made, a review fails as an unreachable webhook does), its answers
+/// kept.
 #[derive(Debug)]
 pub struct ImagePolicy {
     config: Config,
-    webhook: tokio::sync::OnceCell<Result<Target, String>>,
+    webhook: tokio::sync::OnceCell<Target>,
     answers: Mutex<Answers>,
     ticks: Arc<dyn Ticks>,
     calls: std::sync::atomic::AtomicU64,
@@ -372,12 +373,11 @@ impl ImagePolicy {
 
     /// The webhook's answer (its `status`) to `review`, with kube's retries.
     async fn ask(&self, review: &Value, answer_bytes_max: usize) -> Result<Value, String> {
+        // Made on first use (a failure is not kept: the next review tries again).
         let target = self
             .webhook
-            .get_or_init(|| Target::load(&self.config.kubeconfig))
-            .await
-            .as_ref()
-            .map_err(Clone::clone)?;
+            .get_or_try_init(|| Target::load(&self.config.kubeconfig))
+            .await?;
         let body = review.to_string().into_bytes();
         let mut wait = self.config.retry_backoff;
         let mut attempt = 1;
