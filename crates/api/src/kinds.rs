@@ -1855,6 +1855,15 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 }
 
 mod pod_spec;
+
+/// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its
+/// field errors (admission plugins' configurations hold tolerations too).
+#[must_use]
+pub fn toleration_errors(tolerations: &[Value], at: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    pod_spec::tolerations(tolerations, at, &mut causes);
+    causes
+}
 #[cfg(test)]
 mod pod_spec_tests;
 pub mod webhooks;

@@ -380,6 +380,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             .with_garbage_collection(config.enable_garbage_collector)
             .with_admission(config.admission)
             .with_pod_security(config.admission_config.pod_security.clone())
+            .with_plugin_configs(config.admission_config.clone())
             .with_offload(offload.clone())
             .with_webhooks(Arc::new(crate::source::webhook::Webhooks::new(
                 config.webhook_calls_max,

@@ -50,10 +50,10 @@ fn flags_are_refused_as_kube_refuses_them() {
         }),
         "admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive"
     );
-    let limiter = refusal(enabled(&["EventRateLimit"]));
-    assert!(
-        limiter.contains(r#"admission plugin "EventRateLimit" is kube-apiserver's but this server does not run it"#),
-        "{limiter}"
+    // Every plugin kube runs is run here: one that needs a configuration is refused without.
+    assert_eq!(
+        refusal(enabled(&["ImagePolicyWebhook"])),
+        r#"--admission-control-config-file: couldn't init admission plugin "ImagePolicyWebhook": no config specified"#
     );
     // Known names are accepted: kube's default set and one more.
     ServeConfig::from_args(enabled(&[
@@ -208,6 +208,11 @@ async fn hard_anti_affinity_is_per_host_only() {
 
 /// A CertificateSigningRequest for `signer` whose subject's organization is `organization`.
 fn csr(name: &str, organization: &str, signer: &str) -> Value {
+    csr_of(name, (organization, "someone"), signer)
+}
+
+/// A request named `name` for `(organization, common_name)` to `signer`.
+fn csr_of(name: &str, (organization, common_name): (&str, &str), signer: &str) -> Value {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
     params
@@ -215,7 +220,7 @@ fn csr(name: &str, organization: &str, signer: &str) -> Value {
         .push(rcgen::DnType::OrganizationName, organization);
     params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, "someone");
+        .push(rcgen::DnType::CommonName, common_name);
     let pem = params.serialize_request(&key).unwrap().pem().unwrap();
     json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
         "metadata": {"name": name},
@@ -331,7 +336,9 @@ async fn as_user(
 
 /// Goal: NodeRestriction (kubeadm's `--enable-admission-plugins=NodeRestriction`) — a node
 /// writes its own Node but not another's nor its own taints, creates only its mirror pods
-/// and deletes only pods bound to it, in kube's words; other users are not restricted.
+/// and deletes only pods bound to it, writes only its own CSINode and only the capacity and
+/// conditions of claims' status, asks tokens for and evicts only its own pods, and asks
+/// certificates only for itself, in kube's words; other users are not restricted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_writes_only_its_own_objects() {
     let dir = tempfile::tempdir().unwrap();
@@ -395,6 +402,127 @@ async fn a_node_writes_only_its_own_objects() {
     );
     let (status, body) = as_user(addr, "admin-token", ("DELETE", &theirs), &Value::Null).await;
     assert_eq!(status, 200, "{body}");
+
+    // Its own CSINode only.
+    let csinode = |name: &str| {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+            "spec": {"drivers": []}})
+    };
+    let csinodes = "/apis/storage.k8s.io/v1/csinodes";
+    let (status, body) = as_user(addr, "node-token", ("POST", csinodes), &csinode("a")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, refused) = as_user(addr, "node-token", ("POST", csinodes), &csinode("b")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"csinodes.storage.k8s.io "b" is forbidden: can only access CSINode with the same name as the requesting node"#
+    );
+    // Claims: their status only, and there only capacity and conditions.
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    let (status, refused) = as_user(addr, "node-token", ("POST", claims), &claim).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"persistentvolumeclaims "data" is forbidden: may only update PVC status"#
+    );
+    let (status, body) = as_user(addr, "admin-token", ("POST", claims), &claim).await;
+    assert_eq!(status, 201, "{body}");
+    let status_path = format!("{claims}/data/status");
+    let grown = json!({"status": {"capacity": {"storage": "2Gi"}}});
+    let (status, body) = as_user(addr, "node-token", ("PATCH", &status_path), &grown).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"]["capacity"]["storage"], "2Gi");
+    let lost = json!({"status": {"phase": "Lost"}});
+    let (status, refused) = as_user(addr, "node-token", ("PATCH", &status_path), &lost).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"persistentvolumeclaims "data" is forbidden: node "a" is not allowed to update fields other than status.quantity and status.conditions: status.phase"#
+    );
+    // Tokens bound to its own pods only.
+    let accounts = "/api/v1/namespaces/default/serviceaccounts";
+    let robot =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}});
+    let (status, body) = as_user(addr, "admin-token", ("POST", accounts), &robot).await;
+    assert_eq!(status, 201, "{body}");
+    let mut uids = Vec::new();
+    for (name, on) in [("mine", "a"), ("elsewhere", "b")] {
+        let mut bound = pod(name, on);
+        bound["spec"]["serviceAccountName"] = json!("robot");
+        let (status, body) = as_user(addr, "admin-token", ("POST", PODS), &bound).await;
+        assert_eq!(status, 201, "{body}");
+        uids.push(body["metadata"]["uid"].clone());
+    }
+    let token = |bound: Value| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"boundObjectRef": bound}})
+    };
+    let bound_to = |name: &str, uid: &Value| json!({"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid});
+    let path = format!("{accounts}/robot/token");
+    let (status, refused) = as_user(addr, "node-token", ("POST", &path), &token(Value::Null)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"serviceaccounts "robot" is forbidden: node requested token not bound to a pod"#
+    );
+    let (status, refused) = as_user(
+        addr,
+        "node-token",
+        ("POST", &path),
+        &token(bound_to("elsewhere", &uids[1])),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"serviceaccounts "robot" is forbidden: node requested token bound to a pod scheduled on a different node"#
+    );
+    let (status, body) = as_user(
+        addr,
+        "node-token",
+        ("POST", &path),
+        &token(bound_to("mine", &uids[0])),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Certificates for itself only.
+    let kubelet = "kubernetes.io/kube-apiserver-client-kubelet";
+    let other = csr_of("other", ("system:nodes", "system:node:b"), kubelet);
+    let (status, refused) = as_user(addr, "node-token", ("POST", CSRS), &other).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"certificatesigningrequests.certificates.k8s.io "other" is forbidden: can only create a node CSR with CN=system:node:a"#
+    );
+    let own = csr_of("own", ("system:nodes", "system:node:a"), kubelet);
+    let (status, body) = as_user(addr, "node-token", ("POST", CSRS), &own).await;
+    assert_eq!(status, 201, "{body}");
+    // Evictions of its own pods only.
+    let eviction = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+    let evict = |name: &str| format!("{PODS}/{name}/eviction");
+    let (status, refused) = as_user(
+        addr,
+        "node-token",
+        ("POST", &evict("elsewhere")),
+        &eviction("elsewhere"),
+    )
+    .await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "elsewhere" is forbidden: node a can only evict pods with spec.nodeName set to itself"#
+    );
+    let (status, body) = as_user(
+        addr,
+        "node-token",
+        ("POST", &evict("mine")),
+        &eviction("mine"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
     server.shutdown().await;
 }
 
@@ -641,6 +769,38 @@ async fn namespaces_give_their_pods_a_node_selector() {
         r#"pods "stray" is forbidden: pod node label selector conflicts with its namespace node label selector"#
     );
     server.shutdown().await;
+
+    // kube's legacy unversioned configuration: a cluster default for namespaces without the
+    // annotation, and `gpu`'s whitelist.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("legacy.yaml");
+    std::fs::write(
+        &file,
+        "podNodeSelectorPluginConfig:\n  clusterDefaultNodeSelector: pool=shared\n  gpu: pool=gpu,disk=ssd\n",
+    )
+    .unwrap();
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        ..enabled(&["PodNodeSelector"])
+    })
+    .await;
+    let addr = server.addr;
+    let (status, body) = send_json(addr, "POST", "/api/v1/namespaces", &namespace).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, created) = send_json(addr, "POST", PODS, &pod("shared", json!({}))).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["spec"]["nodeSelector"], json!({"pool": "shared"}));
+    let (status, created) =
+        send_json(addr, "POST", pods, &pod("fits", json!({"disk": "ssd"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, refused) =
+        send_json(addr, "POST", pods, &pod("hdd", json!({"disk": "hdd"}))).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "hdd" is forbidden: pod node label selector labels conflict with its namespace whitelist"#
+    );
+    server.shutdown().await;
 }
 
 /// Waits until a GET of `path` is 404.
@@ -847,4 +1007,488 @@ async fn owner_references_need_the_right_to_delete() {
     let (status, body) = as_user(addr, "admin-token", ("PATCH", &path), &patch).await;
     assert_eq!(status, 200, "{body}");
     server.shutdown().await;
+}
+
+/// An `AdmissionConfiguration` file in `dir` giving `plugin` its `configuration` (YAML,
+/// indented for its place).
+fn admission_file(dir: &std::path::Path, plugin: &str, configuration: &str) -> std::path::PathBuf {
+    let file = dir.join("admission.yaml");
+    let text = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: {plugin}\n  configuration:\n{configuration}"
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// An Event in `namespace` about the pod `pod`.
+fn event(name: &str, namespace: &str, pod: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod},
+        "reason": "Flood", "message": "again", "type": "Normal",
+        "source": {"component": "flooder"}})
+}
+
+/// Goal: EventRateLimit (a defence against a client flooding Events) refuses the event past
+/// a namespace's burst with kube's 429, not another namespace's, and gives a token back as
+/// its clock moves (a clock the test moves: no wall time); enabled without a configuration,
+/// or with one kube refuses, the server does not start, in kube's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_rate_limit_refuses_a_flood_of_events() {
+    assert_eq!(
+        refusal(enabled(&["EventRateLimit"])),
+        r#"--admission-control-config-file: couldn't init admission plugin "EventRateLimit": limits: Invalid value: []eventratelimit.Limit(nil): must not be empty"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = admission_file(
+        dir.path(),
+        "EventRateLimit",
+        "    apiVersion: eventratelimit.admission.k8s.io/v1alpha1\n    kind: Configuration\n    limits:\n    - {type: Namespace, qps: 1, burst: 0}\n",
+    );
+    assert_eq!(
+        refusal(ServeArgs {
+            admission_control_config_file: Some(bad),
+            ..enabled(&["EventRateLimit"])
+        }),
+        r#"--admission-control-config-file: couldn't init admission plugin "EventRateLimit": limits[0].burst: Invalid value: 0: must be positive"#
+    );
+    let file = admission_file(
+        dir.path(),
+        "EventRateLimit",
+        "    apiVersion: eventratelimit.admission.k8s.io/v1alpha1\n    kind: Configuration\n    limits:\n    - {type: Namespace, qps: 1, burst: 3, cacheSize: 10}\n",
+    );
+    let args = ServeArgs {
+        admission_control_config_file: Some(file),
+        ..enabled(&["EventRateLimit"])
+    };
+    let mut config = ServeConfig::from_args(watchkeeper_testkit::loopback(args)).unwrap();
+    let ticks = std::sync::Arc::new(watchkeeper::source::event_rate_limit::ManualTicks::default());
+    let limiter = config.admission_config.event_rate_limit.take().unwrap();
+    config.admission_config.event_rate_limit = Some(std::sync::Arc::new(limiter.on(ticks.clone())));
+    let server = watchkeeper_testkit::start_configured(config).await.unwrap();
+    let addr = server.addr;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quiet"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let events = "/api/v1/namespaces/default/events";
+    for i in 0..3 {
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            events,
+            &event(&format!("e{i}"), "default", "p"),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, refused) = send_json(addr, "POST", events, &event("e3", "default", "p")).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["reason"], "TooManyRequests");
+    assert_eq!(
+        refused["message"],
+        "Too many requests: limit reached on type Namespace for key default"
+    );
+    // A dry run is not limited (and takes no token).
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        &format!("{events}?dryRun=All"),
+        &event("dry", "default", "p"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // An update is an Event write too.
+    let (status, _) = send_json(
+        addr,
+        "PUT",
+        &format!("{events}/e0"),
+        &event("e0", "default", "q"),
+    )
+    .await;
+    assert_eq!(status, 429);
+    // Another namespace has its own bucket.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/quiet/events",
+        &event("e0", "quiet", "p"),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // A second at one a second: one more token.
+    ticks.advance(std::time::Duration::from_secs(1));
+    let (status, body) = send_json(addr, "POST", events, &event("e3", "default", "p")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = send_json(addr, "POST", events, &event("e4", "default", "p")).await;
+    assert_eq!(status, 429);
+    // Other kinds are not limited.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &common::configmap("c", 1),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    server.shutdown().await;
+}
+
+/// Goal: PodTolerationRestriction merges a namespace's default tolerations (else the
+/// configuration's) into its new pods, and refuses a pod whose tolerations its namespace's
+/// whitelist (else the configuration's) does not allow, with kube's 500 and words; off by
+/// default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_restrict_their_pods_tolerations() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = admission_file(
+        dir.path(),
+        "PodTolerationRestriction",
+        "    apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\n    kind: Configuration\n    default:\n    - {key: cluster, operator: Exists, effect: NoSchedule}\n    whitelist:\n    - {key: cluster, operator: Exists}\n    - {key: team, operator: Exists}\n",
+    );
+    // Without DefaultTolerationSeconds' tolerations (which a whitelist must allow, as in kube).
+    let plain = || names(&["ServiceAccount", "DefaultTolerationSeconds"]);
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        disable_admission_plugins: plain(),
+        ..enabled(&["PodTolerationRestriction"])
+    })
+    .await;
+    let addr = server.addr;
+    let annotated = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu",
+        "annotations": {
+            "scheduler.alpha.kubernetes.io/defaultTolerations":
+                r#"[{"key":"gpu","operator":"Equal","value":"yes","effect":"NoSchedule"}]"#,
+            "scheduler.alpha.kubernetes.io/tolerationsWhitelist":
+                r#"[{"key":"gpu","operator":"Exists"}]"#}}});
+    let (status, body) = send_json(addr, "POST", "/api/v1/namespaces", &annotated).await;
+    assert_eq!(status, 201, "{body}");
+    let pod = |name: &str, tolerations: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "tolerations": tolerations}})
+    };
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/gpu/pods",
+        &pod("a", json!([])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["tolerations"],
+        json!([{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}])
+    );
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/gpu/pods",
+        &pod("b", json!([{"key": "team", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pod tolerations (possibly merged with namespace default tolerations) conflict with its namespace whitelist"
+    );
+    assert!(refused.get("reason").is_none_or(|r| r == ""), "{refused}");
+    // `default` has neither annotation: the configuration's.
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &pod("c", json!([{"key": "team", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["tolerations"],
+        json!([{"key": "team", "operator": "Exists"},
+            {"key": "cluster", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    let (status, refused) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &pod("d", json!([{"key": "other", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pod tolerations (possibly merged with namespace default tolerations) conflict with its cluster whitelist"
+    );
+    server.shutdown().await;
+
+    let off = server_with(ServeArgs {
+        disable_admission_plugins: plain(),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, created) = send_json(
+        off.addr,
+        "POST",
+        PODS,
+        &pod("e", json!([{"key": "other", "operator": "Exists"}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(
+        created["spec"]["tolerations"],
+        json!([{"key": "other", "operator": "Exists"}])
+    );
+    off.shutdown().await;
+}
+
+/// Goal: ResourceQuota's `limitedResources` let a pod that requests CPU be created only in a
+/// namespace with a quota limiting it (kube's 403 `insufficient quota to consume`), and a
+/// pod of a limited priority class only where a quota of that scope selects it (kube's
+/// plain 500); the configuration is validated as kube's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limited_resources_need_a_covering_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = admission_file(
+        dir.path(),
+        "ResourceQuota",
+        "    apiVersion: apiserver.config.k8s.io/v1\n    kind: ResourceQuotaConfiguration\n    limitedResources:\n    - matchContains: [cpu]\n",
+    );
+    assert_eq!(
+        refusal(ServeArgs {
+            admission_control_config_file: Some(bad),
+            ..ServeArgs::default()
+        }),
+        r#"--admission-control-config-file: couldn't init admission plugin "ResourceQuota": limitedResources[0].resource: Required value"#
+    );
+    let file = admission_file(
+        dir.path(),
+        "ResourceQuota",
+        "    apiVersion: apiserver.config.k8s.io/v1\n    kind: ResourceQuotaConfiguration\n    limitedResources:\n    - resource: pods\n      matchContains: [cpu]\n      matchScopes:\n      - {scopeName: PriorityClass, operator: In, values: [critical]}\n",
+    );
+    let server = server_with(ServeArgs {
+        admission_control_config_file: Some(file),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let pod = |name: &str, class: Option<&str>| {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "100m"}}}]}});
+        if let Some(class) = class {
+            pod["spec"]["priorityClassName"] = json!(class);
+        }
+        pod
+    };
+    let (status, refused) = send_json(addr, "POST", PODS, &pod("greedy", None)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "greedy" is forbidden: insufficient quota to consume: cpu,limits.cpu,requests.cpu"#
+    );
+    // A pod without CPU is not limited.
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        PODS,
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "modest"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "cpu"},
+        "spec": {"hard": {"cpu": "2", "requests.cpu": "2", "limits.cpu": "2"}}});
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/resourcequotas",
+        &quota,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let created = async {
+        loop {
+            let (status, body) = send_json(addr, "POST", PODS, &pod("greedy", None)).await;
+            if status == 201 {
+                break;
+            }
+            assert_eq!(status, 403, "{body}");
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), created)
+        .await
+        .expect("the quota is seen");
+    let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "critical"}, "value": 1000});
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        &class,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, refused) = send_json(addr, "POST", PODS, &pod("vip", Some("critical"))).await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "insufficient quota to match these scopes: [{PriorityClass In [critical]}]"
+    );
+    server.shutdown().await;
+}
+
+/// An `imagePolicy` admission configuration for a webhook at `server` (its CA `ca`, base64
+/// PEM), its kubeconfig written in `dir`.
+fn image_policy_file(
+    dir: &std::path::Path,
+    server: &str,
+    ca: &str,
+    policy: &str,
+) -> std::path::PathBuf {
+    let kubeconfig = dir.join("imagepolicy.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: policy\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: apiserver\n  user:\n    token: policy-token\ncontexts:\n- name: policy\n  context:\n    cluster: policy\n    user: apiserver\ncurrent-context: policy\n"
+        ),
+    )
+    .unwrap();
+    admission_file(
+        dir,
+        "ImagePolicyWebhook",
+        &format!(
+            "    imagePolicy:\n      kubeConfigFile: {}\n{policy}",
+            kubeconfig.display()
+        ),
+    )
+}
+
+/// Goal: ImagePolicyWebhook asks the webhook about a pod's images (and its
+/// `*.image-policy.k8s.io/*` annotations), refuses what it denies in kube's words, keeps its
+/// answers for their TTL (the plugin's clock, moved by the test), and, when the webhook
+/// cannot be reached, admits the pod annotated `failed-open` under `defaultAllow` or refuses
+/// it with kube's 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_policy_webhook_judges_pod_images() {
+    use futures_util::FutureExt as _;
+    let answer: common::hooks::Answer = std::sync::Arc::new(|_path, review: Value| {
+        async move {
+            let images = review["spec"]["containers"].to_string();
+            let status = if images.contains("evil") {
+                json!({"allowed": false, "reason": "evil is banned"})
+            } else {
+                json!({"allowed": true, "auditAnnotations": {"checked": "yes"}})
+            };
+            (
+                200,
+                json!({"apiVersion": "imagepolicy.k8s.io/v1alpha1", "kind": "ImageReview",
+                "status": status}),
+            )
+        }
+        .boxed()
+    });
+    let hooks = common::hooks::Hooks::start(answer).await;
+    let dir = tempfile::tempdir().unwrap();
+    let server_url = format!("https://127.0.0.1:{}/imagepolicy", hooks.port);
+    let file = image_policy_file(
+        dir.path(),
+        &server_url,
+        &hooks.ca_bundle,
+        "      allowTTL: 60\n      denyTTL: 60\n      retryBackoff: 1\n      defaultAllow: false\n",
+    );
+    let args = ServeArgs {
+        admission_control_config_file: Some(file),
+        ..enabled(&["ImagePolicyWebhook"])
+    };
+    let mut config = ServeConfig::from_args(watchkeeper_testkit::loopback(args)).unwrap();
+    let ticks = std::sync::Arc::new(watchkeeper::source::event_rate_limit::ManualTicks::default());
+    let policy = config.admission_config.image_policy.take().unwrap();
+    config.admission_config.image_policy = Some(std::sync::Arc::new(policy.on(ticks.clone())));
+    let server = watchkeeper_testkit::start_configured(config).await.unwrap();
+    let addr = server.addr;
+    let mut good = pod("good", "app:1");
+    good["metadata"]["annotations"] = json!({"team.image-policy.k8s.io/owner": "me", "other": "x"});
+    let (status, created) = send_json(addr, "POST", PODS, &good).await;
+    assert_eq!(status, 201, "{created}");
+    let reviews = hooks.at("/imagepolicy");
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["kind"], "ImageReview");
+    assert_eq!(reviews[0]["apiVersion"], "imagepolicy.k8s.io/v1alpha1");
+    assert_eq!(
+        reviews[0]["spec"],
+        json!({"containers": [{"image": "app:1"}, {"image": "init"}],
+            "annotations": {"team.image-policy.k8s.io/owner": "me"}, "namespace": "default"})
+    );
+    let (status, refused) = send_json(addr, "POST", PODS, &pod("bad", "evil:1")).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"pods "bad" is forbidden: image policy webhook backend denied one or more images: evil is banned"#
+    );
+    assert_eq!(hooks.at("/imagepolicy").len(), 2);
+    // Kept answers: the same images again ask nothing, allowed or denied.
+    good["metadata"]["name"] = json!("good-again");
+    let (status, body) = send_json(addr, "POST", PODS, &good).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _) = send_json(addr, "POST", PODS, &pod("bad-again", "evil:1")).await;
+    assert_eq!(status, 403);
+    assert_eq!(hooks.at("/imagepolicy").len(), 2);
+    // An update is judged too (here from the kept answer).
+    let relabelled = merge_patch(
+        addr,
+        &format!("{PODS}/good"),
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    )
+    .await;
+    assert_eq!(relabelled["metadata"]["labels"]["a"], "b");
+    assert_eq!(hooks.at("/imagepolicy").len(), 2);
+    // Past the TTL, the webhook is asked again.
+    ticks.advance(std::time::Duration::from_secs(61));
+    good["metadata"]["name"] = json!("good-later");
+    let (status, body) = send_json(addr, "POST", PODS, &good).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(hooks.at("/imagepolicy").len(), 3);
+    server.shutdown().await;
+
+    // The webhook unreachable: refused, or admitted and annotated under `defaultAllow`.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = format!(
+        "https://127.0.0.1:{}/imagepolicy",
+        closed.local_addr().unwrap().port()
+    );
+    drop(closed);
+    for allow in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = image_policy_file(
+            dir.path(),
+            &gone,
+            &hooks.ca_bundle,
+            &format!("      retryBackoff: 1\n      defaultAllow: {allow}\n"),
+        );
+        let server = server_with(ServeArgs {
+            admission_control_config_file: Some(file),
+            ..enabled(&["ImagePolicyWebhook"])
+        })
+        .await;
+        let (status, body) = send_json(server.addr, "POST", PODS, &pod("p", "app:1")).await;
+        if allow {
+            assert_eq!(status, 201, "{body}");
+            assert_eq!(
+                body["metadata"]["annotations"]["alpha.image-policy.k8s.io/failed-open"],
+                "true"
+            );
+        } else {
+            assert_eq!(status, 403, "{body}");
+            let message = body["message"].as_str().unwrap();
+            assert!(
+                message.starts_with(r#"pods "p" is forbidden: "#),
+                "{message}"
+            );
+        }
+        server.shutdown().await;
+    }
 }

@@ -43,6 +43,15 @@ pub fn loopback(args: ServeArgs) -> ServeArgs {
 /// [`READY_GUARD`].
 pub async fn start_server(args: ServeArgs) -> Result<Server, String> {
     let config = ServeConfig::from_args(args).map_err(|e| e.to_string())?;
+    start_configured(config).await
+}
+
+/// Starts a server with `config` (a test's own, e.g. with a plugin's clock replaced) and
+/// waits until it is ready.
+///
+/// # Errors
+/// The server cannot start, or it is not ready within [`READY_GUARD`].
+pub async fn start_configured(config: ServeConfig) -> Result<Server, String> {
     let server = watchkeeper::start(config)
         .await
         .map_err(|e| e.to_string())?;

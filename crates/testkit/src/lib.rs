@@ -25,7 +25,7 @@ pub mod raw;
 pub mod rng;
 pub mod watch;
 
-pub use fixture::{configmap, loopback, start_server};
+pub use fixture::{configmap, loopback, start_configured, start_server};
 pub use http::{Conn, Response, request};
 pub use rng::Rng;
 pub use watch::RawWatch;

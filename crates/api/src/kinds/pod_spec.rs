@@ -2714,7 +2714,7 @@ fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
 }
 
 /// `ValidateTolerations`.
-fn tolerations(tolerations: &[Value], at: &str, causes: &mut Vec<Cause>) {
+pub(crate) fn tolerations(tolerations: &[Value], at: &str, causes: &mut Vec<Cause>) {
     for (i, toleration) in tolerations.iter().enumerate() {
         let here = format!("{at}[{i}]");
         let key = text(toleration, "key");

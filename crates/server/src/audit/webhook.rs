@@ -38,11 +38,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use http_body_util::BodyExt;
-
 use super::backend::{Backend, Counters, Queued, next_batch};
 use crate::config::AuditWebhookConfig;
 use crate::config::Batching;
+use crate::source::webhook::kubeconfig::Target as WebhookTarget;
 
 /// kube's retry attempts of one batch (its backoff's `Steps`).
 const ATTEMPTS: u32 = 5;
@@ -57,10 +56,9 @@ pub struct WebhookError {
     pub cause: String,
 }
 
-/// Where batches go: the client and the URL's path.
+/// Where batches go.
 struct Target {
-    client: kube::Client,
-    path: String,
+    webhook: WebhookTarget,
     runtime: tokio::runtime::Handle,
 }
 
@@ -77,33 +75,8 @@ pub(super) async fn start(
         path: path.display().to_string(),
         cause,
     };
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(path).map_err(|e| failed(e.to_string()))?;
-    let mut kube_config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| failed(e.to_string()))?;
-    // The client joins its base URL's path and the request's: the base is the server's root,
-    // the request the server's own path.
-    let server = kube_config.cluster_url.clone();
-    let target_path = server.path().to_owned();
-    let root = format!(
-        "{}://{}/",
-        server.scheme_str().unwrap_or("https"),
-        server.authority().map(|a| a.as_str()).unwrap_or_default()
-    );
-    kube_config.cluster_url = root.parse().map_err(|e| failed(format!("{e}")))?;
-    kube_config.default_retry = false;
-    let client = kube::Client::try_from(kube_config).map_err(|e| failed(e.to_string()))?;
     let target = Target {
-        client,
-        path: if target_path.is_empty() {
-            "/".to_owned()
-        } else {
-            target_path
-        },
+        webhook: WebhookTarget::load(path).await.map_err(failed)?,
         runtime: tokio::runtime::Handle::current(),
     };
     let settings = *config;
@@ -195,38 +168,17 @@ fn send(
 
 /// One POST: `Err((retry, cause))` when it failed.
 async fn post(target: &Target, body: Vec<u8>) -> Result<(), (bool, String)> {
-    let request = axum::http::Request::post(target.path.as_str())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, */*")
-        .body(kube::client::Body::from(body))
-        .map_err(|e| (false, e.to_string()))?;
-    let response = target
-        .client
-        .send(request)
-        .await
-        .map_err(|error| (connection_reset(&error), error.to_string()))?;
-    let status = response.status().as_u16();
     // The answer is read (and dropped) so the connection can be reused.
-    let _ = response.into_body().collect().await;
+    let (status, _) = target
+        .webhook
+        .post(body, usize::MAX, None)
+        .await
+        .map_err(|failure| (failure.reset, failure.cause))?;
     match status {
         200..=299 => Ok(()),
         429 | 500 | 504 => Err((true, format!("the server responded with status {status}"))),
         _ => Err((false, format!("the server responded with status {status}"))),
     }
-}
-
-/// Whether `error` is a reset connection (kube's `IsConnectionReset`).
-fn connection_reset(error: &kube::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::ConnectionReset
-        {
-            return true;
-        }
-        source = cause.source();
-    }
-    false
 }
 
 #[cfg(test)]

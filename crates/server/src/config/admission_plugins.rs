@@ -17,13 +17,15 @@
 //!   ([`KUBE_DEFAULT_ON`]) plus those enabled, less those disabled; with it, exactly those it
 //!   names (kube's `computePluginNames`). It is deprecated: a warning says so at start, in
 //!   pflag's words.
-//! - A known plugin this server does not run ([`crate::source::pod_admission::AdmissionPlugins::NAMES`]
-//!   are those it runs) that a flag names to enable is refused at start, naming it: nothing is
-//!   pretended (`NodeRestriction`, which kubeadm enables, is run: `crate::source::node_restriction`).
-//!   kube's default-on plugins this server does not run are those kube itself leaves inactive without a feature gate that is off by default in v1.33
-//!   ([`INACTIVE_IN_KUBE`]: `ClusterTrustBundleAttest`, `PodTopologyLabels`,
-//!   `MutatingAdmissionPolicy`) are not run; the latter may be named to enable too, as kube
-//!   accepts them and leaves them inactive. Disabling any known plugin is accepted.
+//! - Every plugin kube v1.33 registers is run ([`crate::source::pod_admission::AdmissionPlugins::NAMES`]),
+//!   but the three kube itself leaves inactive without a feature gate that is off by default
+//!   in v1.33 ([`INACTIVE_IN_KUBE`]: `ClusterTrustBundleAttest`, `PodTopologyLabels`,
+//!   `MutatingAdmissionPolicy`): those are not run, and may be named to enable, as kube
+//!   accepts them and leaves them inactive. A known plugin this server did not run that a
+//!   flag named to enable would be refused at start, naming it: nothing is pretended.
+//!   Disabling any known plugin is accepted. The plugins that need a configuration
+//!   (`EventRateLimit`, `ImagePolicyWebhook`) are refused without one, as kube refuses them
+//!   (`crate::config`'s `--admission-control-config-file`).
 
 use std::collections::BTreeSet;
 
@@ -332,16 +334,15 @@ mod tests {
     }
 
     #[test]
-    fn a_known_plugin_not_run_is_refused_when_asked_for() {
-        let limiter = names(&["EventRateLimit"]);
-        let message = refusal(Flags {
-            enable: Some(&limiter),
-            ..Flags::default()
-        });
-        assert!(
-            message.starts_with(r#"--enable-admission-plugins: admission plugin "EventRateLimit" is kube-apiserver's but this server does not run it; it runs ServiceAccount"#),
-            "{message}"
-        );
+    fn every_plugin_kube_runs_is_run() {
+        // A plugin kube leaves inactive is accepted and not run; every other is run (were
+        // one not, naming it would be refused at start rather than pretended).
+        for name in KUBE_PLUGINS {
+            assert!(
+                AdmissionPlugins::NAMES.contains(&name) != INACTIVE_IN_KUBE.contains(&name),
+                "{name}"
+            );
+        }
         // kubeadm's flag.
         let node = names(&["NodeRestriction"]);
         let plugins = from_flags(Flags {
@@ -352,11 +353,12 @@ mod tests {
         assert!(plugins.node_restriction && plugins.namespace_lifecycle);
         let resize = names(&["ImagePolicyWebhook"]);
         assert!(
-            refusal(Flags {
+            from_flags(Flags {
                 control: Some(&resize),
                 ..Flags::default()
             })
-            .contains(r#"admission plugin "ImagePolicyWebhook""#)
+            .unwrap()
+            .image_policy_webhook
         );
         // One kube leaves inactive without its feature gate is accepted, inactive.
         let gated = names(&["MutatingAdmissionPolicy", "PodTopologyLabels"]);
@@ -368,7 +370,7 @@ mod tests {
             .unwrap(),
             AdmissionPlugins::default()
         );
-        // Disabling one is accepted (it does not run either way).
+        // Disabling one that is off by default is accepted.
         assert_eq!(
             from_flags(Flags {
                 disable: Some(&resize),

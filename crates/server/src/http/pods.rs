@@ -19,6 +19,8 @@
 //!   `disruptionsAllowed` is decremented and the pod recorded in `disruptedPods` (conditioned
 //!   on the budget's resourceVersion, so two concurrent evictions cannot spend the same
 //!   disruption) before the pod is deleted with the eviction's `deleteOptions`.
+//! - With NodeRestriction, a node evicts only pods bound to itself (kube's 403, before the
+//!   eviction's own checks: `crate::source::node_restriction::eviction_checked`).
 //! - Both go through the ordinary write path (validation, dry run, conflicts, watch events).
 //!   In caching-proxy mode both are forwarded to the upstream as they are.
 
@@ -35,6 +37,7 @@ use super::inner::{create_only_or_forward, read_object, write_as};
 use crate::cache::Resource;
 use crate::request::{ResourceRequest, Target};
 use crate::respond::json_response;
+use crate::source::node_restriction;
 use crate::source::read::ReadError;
 
 /// How often a binding or an eviction is retried when the pod or the budget changes under it.
@@ -284,8 +287,19 @@ async fn evict(
     name: &str,
     body: &Value,
 ) -> Result<Response, ApiError> {
-    check_body_name(body, name, "Eviction")?;
     let namespace = request.target.namespace.unwrap_or_default();
+    // NodeRestriction (kube's mutating admission, before the eviction's own checks).
+    let user = &request.context.user;
+    if app.config.admission.node_restriction {
+        let forbidden = |message: String| ApiError::forbidden(&resource.def, name, message);
+        let node =
+            node_restriction::requesting_node(&user.name, &user.groups).map_err(forbidden)?;
+        if let Some(node) = node {
+            let pod = read_object(app, resource, namespace, name).await?;
+            node_restriction::eviction_checked(node, &pod).map_err(forbidden)?;
+        }
+    }
+    check_body_name(body, name, "Eviction")?;
     let pod_target = Target {
         subresource: None,
         ..request.target

@@ -18,6 +18,8 @@
 //! - The token is a JWT signed by the server ([`crate::auth::serviceaccount`]): the server's
 //!   authenticator accepts it as `system:serviceaccount:NS:NAME` until it expires, or until
 //!   the service account or its bound object is deleted.
+//! - With NodeRestriction, a node's request is first checked as kube's plugin checks it
+//!   (bound to an existing pod of its own: `crate::source::node_restriction::token_pod`).
 //! - In caching-proxy mode the request is forwarded to the upstream, which issues the token.
 
 use axum::http::StatusCode;
@@ -147,6 +149,7 @@ pub async fn serve(
     let namespace = request.target.namespace.unwrap_or_default();
     let name = request.target.name.unwrap_or_default();
     let body = decode(request)?;
+    node_restriction(app, request, resource, &body).await?;
     for (field, url, what) in [
         ("name", name, "name"),
         ("namespace", namespace, "namespace"),
@@ -240,6 +243,34 @@ pub async fn serve(
         },
     });
     Ok(json_response(StatusCode::CREATED, answer.to_string()))
+}
+
+/// NodeRestriction (when it runs) on a node's TokenRequest `body`, before anything else is
+/// looked at, as kube's mutating admission runs before the token's storage
+/// ([`crate::source::node_restriction::token_pod`]).
+///
+/// # Errors
+/// kube's 403, or the bound pod's 404.
+async fn node_restriction(
+    app: &App,
+    request: &ResourceRequest<'_>,
+    resource: &Resource,
+    body: &Value,
+) -> Result<(), ApiError> {
+    use crate::source::node_restriction::{requesting_node, token_pod, token_pod_checked};
+    let user = &request.context.user;
+    if !app.config.admission.node_restriction {
+        return Ok(());
+    }
+    let name = request.target.name.unwrap_or_default();
+    let forbidden = |message: String| ApiError::forbidden(&resource.def, name, message);
+    let Some(node) = requesting_node(&user.name, &user.groups).map_err(forbidden)? else {
+        return Ok(());
+    };
+    let (pod_name, uid) = token_pod(body.pointer("/spec/boundObjectRef")).map_err(forbidden)?;
+    let namespace = request.target.namespace.unwrap_or_default();
+    let pod = bound_object(app, "pods", namespace, pod_name).await?;
+    token_pod_checked(node, uid, &pod).map_err(forbidden)
 }
 
 /// The objects a `boundObjectRef` binds the token to, checked as kube-apiserver does.

@@ -20,8 +20,10 @@ pub mod consistency;
 pub mod decode;
 pub mod encryption;
 pub mod encryption_reload;
+pub mod event_rate_limit;
 pub mod feed;
 pub mod handover;
+pub mod image_policy;
 pub mod limit_ranger;
 pub mod node_restriction;
 pub mod nudge;
@@ -29,6 +31,7 @@ pub mod object_admission;
 pub mod plugin_admission;
 pub mod pod_admission;
 pub mod pod_security;
+pub mod pod_toleration_restriction;
 pub mod policy_admission;
 pub mod probe;
 pub mod read;
@@ -71,9 +74,10 @@ pub struct Source {
     probe: probe::StoreProbe,
 }
 
+/// The two kinds of source (the store's boxed: it is the larger by far).
 #[derive(Debug)]
 enum Kind {
-    Store(StoreSource),
+    Store(Box<StoreSource>),
     Upstream(Arc<UpstreamSource>),
 }
 
@@ -82,7 +86,7 @@ impl Source {
     #[must_use]
     pub fn store(store: StoreSource, fresh: Freshness, backoff: Backoff) -> Source {
         Source {
-            kind: Kind::Store(store),
+            kind: Kind::Store(Box::new(store)),
             fresh,
             backoff,
             relists: std::sync::OnceLock::new(),
@@ -127,7 +131,7 @@ impl Source {
     #[must_use]
     pub fn as_store_source(&self) -> Option<&StoreSource> {
         match &self.kind {
-            Kind::Store(store) => Some(store),
+            Kind::Store(store) => Some(store.as_ref()),
             Kind::Upstream(_) => None,
         }
     }

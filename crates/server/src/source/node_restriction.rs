@@ -20,8 +20,27 @@
 //!   through `status` (a pod bound to itself, labels and resource claim statuses unchanged),
 //!   and writes no other pod subresource but `eviction`, which is not looked at here.
 //! - **Leases**: only in `kube-node-lease`, only the one named after the node.
-//! - Not done (a node's writes there are not restricted): PersistentVolumeClaim `status`,
-//!   ServiceAccount tokens, CSINodes, ResourceSlices, and pod evictions.
+//! - **CSINodes**: only the one named after the node (`can only access CSINode with the same
+//!   name as the requesting node`).
+//! - **PersistentVolumeClaims**: a node writes only their `status` (any other write is kube's
+//!   `may only update PVC status`), and there changes only `status.capacity`,
+//!   `status.conditions`, `status.allocatedResources` and `status.allocatedResourceStatuses`
+//!   (kube 1.33's `RecoverVolumeExpansionFailure` is on by default): anything else is kube's
+//!   `node "a" is not allowed to update fields other than status.quantity and
+//!   status.conditions: ...` — where kube prints a `cmp.Diff` of the two claims, this server
+//!   names the fields that differ.
+//! - **ServiceAccount tokens** (`serviceaccounts/token`, served by `crate::http::token`): a
+//!   node's TokenRequest must be bound to a pod ([`token_pod`]: `node requested token not
+//!   bound to a pod`, `... with a pod binding without a uid`) that exists (its 404), has that
+//!   UID and is scheduled on the node ([`token_pod_checked`], kube's words).
+//! - **Evictions** (served outside the store's write path, `crate::http::pods`): a node evicts only pods bound to itself
+//!   ([`eviction_checked`]: `node a can only evict pods with spec.nodeName set to itself`),
+//!   checked before the eviction's own checks.
+//! - **CertificateSigningRequests**: a node's request for the `kubelet-serving` or
+//!   `kube-apiserver-client-kubelet` signer must name it (`CN=system:node:<node>`): kube's
+//!   `can only create a node CSR with CN=system:node:a`, `unable to parse csr: ...`
+//!   (kube 1.33's `AllowInsecureKubeletCertificateSigningRequests` is off by default).
+//! - Not done: ResourceSlices (this server does not serve `resource.k8s.io`).
 
 use serde_json::Value;
 use watchkeeper_api::resources::ResourceDef;
@@ -52,6 +71,32 @@ const KUBELET_LABELS: [&str; 11] = [
 pub fn node_of<'u>(name: &'u str, groups: &[String]) -> Option<&'u str> {
     let node = name.strip_prefix(NODE_PREFIX)?;
     groups.iter().any(|g| g == NODES_GROUP).then_some(node)
+}
+
+/// The node a user is, for the requests NodeRestriction checks outside the store's write
+/// path (tokens, evictions): `None` for a user that is no node.
+///
+/// # Errors
+/// kube's 403 message for `system:node:` without a name.
+pub fn requesting_node<'u>(name: &'u str, groups: &[String]) -> Result<Option<&'u str>, String> {
+    match node_of(name, groups) {
+        Some("") => Err(format!("could not determine node from user {name:?}")),
+        node => Ok(node),
+    }
+}
+
+/// NodeRestriction on `node`'s eviction of `pod`.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn eviction_checked(node: &str, pod: &Value) -> Result<(), String> {
+    if text(pod, "/spec/nodeName") == node {
+        Ok(())
+    } else {
+        Err(format!(
+            "node {node} can only evict pods with spec.nodeName set to itself"
+        ))
+    }
 }
 
 /// A write a node makes.
@@ -106,6 +151,12 @@ pub fn admit(
         ("", "pods") => admit_pod(node, subresource, write, node_uid),
         ("", "nodes") => admit_node(node, write),
         ("coordination.k8s.io", "leases") => admit_lease(node, write),
+        ("storage.k8s.io", "csinodes") => admit_csi_node(node, write),
+        ("", "persistentvolumeclaims") => admit_claim(node, subresource, write),
+        ("certificates.k8s.io", "certificatesigningrequests") => match (subresource, write) {
+            ("", Write::Create(csr)) => admit_csr(node, csr),
+            _ => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -419,6 +470,155 @@ fn admit_lease(node: &str, write: Write<'_>) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// The pod a node's TokenRequest must be bound to (its `spec.boundObjectRef`, `reference`):
+/// its name and UID.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn token_pod(reference: Option<&Value>) -> Result<(&str, &str), String> {
+    let field = |key: &str| reference.map_or("", |r| text(r, &format!("/{key}")));
+    if reference.is_none()
+        || field("apiVersion") != "v1"
+        || field("kind") != "Pod"
+        || field("name").is_empty()
+    {
+        return Err("node requested token not bound to a pod".to_owned());
+    }
+    if field("uid").is_empty() {
+        return Err("node requested token with a pod binding without a uid".to_owned());
+    }
+    Ok((field("name"), field("uid")))
+}
+
+/// NodeRestriction on a node's TokenRequest bound to the pod `pod` (found by [`token_pod`]'s
+/// name) through a reference of UID `uid`.
+///
+/// # Errors
+/// kube's 403 message.
+pub fn token_pod_checked(node: &str, uid: &str, pod: &Value) -> Result<(), String> {
+    if text(pod, "/metadata/uid") != uid {
+        return Err(format!(
+            "the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"
+        ));
+    }
+    if text(pod, "/spec/nodeName") != node {
+        return Err("node requested token bound to a pod scheduled on a different node".to_owned());
+    }
+    Ok(())
+}
+
+/// The signers whose requests a node makes for itself.
+const KUBELET_SIGNERS: [&str; 2] = [
+    "kubernetes.io/kubelet-serving",
+    "kubernetes.io/kube-apiserver-client-kubelet",
+];
+
+fn admit_csr(node: &str, csr: &Value) -> Result<(), Refusal> {
+    if !KUBELET_SIGNERS.contains(&text(csr, "/spec/signerName")) {
+        return Ok(());
+    }
+    let (_, common_name) = super::plugin_admission::csr_subject(text(csr, "/spec/request"))
+        .or_else(|error| forbidden(format!("unable to parse csr: {error}")))?;
+    if common_name == format!("{NODE_PREFIX}{node}") {
+        Ok(())
+    } else {
+        forbidden(format!(
+            "can only create a node CSR with CN={NODE_PREFIX}{node}"
+        ))
+    }
+}
+
+fn admit_csi_node(node: &str, write: Write<'_>) -> Result<(), Refusal> {
+    let (Write::Create(object) | Write::Update(object, _) | Write::Delete(object)) = write;
+    if text(object, "/metadata/name") == node {
+        Ok(())
+    } else {
+        forbidden("can only access CSINode with the same name as the requesting node".to_owned())
+    }
+}
+
+/// A claim as kube compares it for a node's status write: without the resource version,
+/// the managed fields and the status fields a node may change.
+fn claim_compared(claim: &Value) -> Value {
+    let mut claim = claim.clone();
+    if let Some(metadata) = claim.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+        metadata.remove("managedFields");
+    }
+    if let Some(status) = claim.get_mut("status").and_then(Value::as_object_mut) {
+        for key in [
+            "capacity",
+            "conditions",
+            "allocatedResources",
+            "allocatedResourceStatuses",
+        ] {
+            status.remove(key);
+        }
+    }
+    if let Some(object) = claim.as_object_mut() {
+        // Go's struct: an empty status is no status.
+        if object
+            .get("status")
+            .is_some_and(|s| s.as_object().is_some_and(serde_json::Map::is_empty))
+        {
+            object.remove("status");
+        }
+    }
+    claim
+}
+
+/// The top-level fields (`metadata.labels`, `status.phase`, `spec`) that differ between
+/// `a` and `b`.
+fn differing(a: &Value, b: &Value) -> Vec<String> {
+    let mut paths = Vec::new();
+    let empty = serde_json::Map::new();
+    let fields = |v: &Value| v.as_object().cloned().unwrap_or_default();
+    let (a, b) = (fields(a), fields(b));
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for key in keys {
+        let (x, y) = (a.get(key), b.get(key));
+        if x == y {
+            continue;
+        }
+        let nested = matches!(key.as_str(), "metadata" | "status");
+        let inner = |v: Option<&Value>| v.and_then(Value::as_object).unwrap_or(&empty).clone();
+        if nested {
+            let (x, y) = (inner(x), inner(y));
+            let names: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for name in names {
+                if x.get(name) != y.get(name) {
+                    paths.push(format!("{key}.{name}"));
+                }
+            }
+        } else {
+            paths.push(key.clone());
+        }
+    }
+    paths
+}
+
+fn admit_claim(node: &str, subresource: &str, write: Write<'_>) -> Result<(), Refusal> {
+    if subresource != "status" {
+        return forbidden("may only update PVC status".to_owned());
+    }
+    let Write::Update(old, new) = write else {
+        let operation = if matches!(write, Write::Create(_)) {
+            "CREATE"
+        } else {
+            "DELETE"
+        };
+        return forbidden(format!("unexpected operation {operation:?}"));
+    };
+    let (old, new) = (claim_compared(old), claim_compared(new));
+    if old == new {
+        return Ok(());
+    }
+    forbidden(format!(
+        "node {node:?} is not allowed to update fields other than status.quantity and status.conditions: {}",
+        differing(&old, &new).join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,6 +789,71 @@ mod tests {
                 &uid
             )),
             "can only access leases in the \"kube-node-lease\" system namespace"
+        );
+    }
+
+    #[test]
+    fn csi_nodes_and_claims_are_the_node_s_own() {
+        let csinodes = def("storage.k8s.io", "csinodes");
+        let named = |name: &str| json!({"metadata": {"name": name}});
+        assert!(admit("a", &csinodes, "", Write::Create(&named("a")), &uid).is_ok());
+        assert_eq!(
+            refused(admit("a", &csinodes, "", Write::Delete(&named("b")), &uid)),
+            "can only access CSINode with the same name as the requesting node"
+        );
+        let claims = def("", "persistentvolumeclaims");
+        let claim = json!({"metadata": {"name": "c", "resourceVersion": "1",
+            "labels": {"app": "x"}}, "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound"}});
+        assert_eq!(
+            refused(admit("a", &claims, "", Write::Create(&claim), &uid)),
+            "may only update PVC status"
+        );
+        let mut grown = claim.clone();
+        grown["metadata"]["resourceVersion"] = json!("2");
+        grown["status"]["capacity"] = json!({"storage": "2Gi"});
+        grown["status"]["conditions"] = json!([{"type": "Resizing", "status": "True"}]);
+        assert!(admit("a", &claims, "status", Write::Update(&claim, &grown), &uid).is_ok());
+        let mut relabelled = grown.clone();
+        relabelled["metadata"]["labels"] = json!({"app": "y"});
+        relabelled["status"]["phase"] = json!("Lost");
+        assert_eq!(
+            refused(admit(
+                "a",
+                &claims,
+                "status",
+                Write::Update(&claim, &relabelled),
+                &uid
+            )),
+            r#"node "a" is not allowed to update fields other than status.quantity and status.conditions: metadata.labels, status.phase"#
+        );
+    }
+
+    #[test]
+    fn a_node_s_tokens_are_bound_to_its_pods() {
+        assert_eq!(
+            token_pod(None).unwrap_err(),
+            "node requested token not bound to a pod"
+        );
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "name": "s", "uid": "u"});
+        assert!(token_pod(Some(&secret)).is_err());
+        let no_uid = json!({"apiVersion": "v1", "kind": "Pod", "name": "p"});
+        assert_eq!(
+            token_pod(Some(&no_uid)).unwrap_err(),
+            "node requested token with a pod binding without a uid"
+        );
+        let bound = json!({"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"});
+        assert_eq!(token_pod(Some(&bound)).unwrap(), ("p", "u"));
+        let pod = json!({"metadata": {"uid": "u"}, "spec": {"nodeName": "a"}});
+        assert!(token_pod_checked("a", "u", &pod).is_ok());
+        assert_eq!(
+            token_pod_checked("b", "u", &pod).unwrap_err(),
+            "node requested token bound to a pod scheduled on a different node"
+        );
+        assert!(
+            token_pod_checked("a", "v", &pod)
+                .unwrap_err()
+                .starts_with("the UID in the bound object reference (v) does not match")
         );
     }
 }

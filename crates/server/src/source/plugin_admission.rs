@@ -23,9 +23,13 @@
 //!   namespace annotated `scheduler.alpha.kubernetes.io/node-selector: "k=v,..."` gets those
 //!   labels in its `nodeSelector`; one that asks another value for a key is kube's 403 `pod node
 //!   label selector conflicts with its namespace node label selector`; an annotation that is
-//!   not `k=v` pairs is kube's 500 `invalid selector: [...]`. Without
-//!   `--admission-control-config-file` (whose `podNodeSelectorPluginConfig` this server does
-//!   not read) there is no cluster default selector and no whitelist, as in kube without one.
+//!   not `k=v` pairs is the 500 of kube's plain error `invalid selector: [...]`. Its
+//!   configuration (`podNodeSelectorPluginConfig`, in `--admission-control-config-file` or
+//!   kube's legacy unversioned file: [`node_selectors`]) gives namespaces without the
+//!   annotation the `clusterDefaultNodeSelector`, and bounds a namespace's pods to the
+//!   whitelist named after it: a pod whose (merged) selector has a label the whitelist does
+//!   not is kube's 403 `pod node label selector labels conflict with its namespace
+//!   whitelist`. Without one there is no default and no whitelist, as in kube.
 //! - **StorageObjectInUseProtection** ([`mutate`], on by default, creates only): a created
 //!   PersistentVolumeClaim gets the finalizer `kubernetes.io/pvc-protection`, a
 //!   PersistentVolume `kubernetes.io/pv-protection` (once); `crate::controllers::storage_protection`
@@ -101,6 +105,32 @@ fn images(pod: &Value) -> BTreeSet<&str> {
         .flatten()
         .map(|c| c.get("image").and_then(Value::as_str).unwrap_or_default())
         .collect()
+}
+
+/// Checks that `value`, an admission plugin's configuration, is of `kind` in one of
+/// `versions`, as the plugin's own scheme (made at `scheme` in kube's source) decodes it.
+///
+/// # Errors
+/// kube's decoding error (`Object 'Kind' is missing in '...'`, `no kind "X" is registered for
+/// version "g/v" in scheme "..."`).
+pub fn config_kind(
+    value: &Value,
+    versions: &[&str],
+    kind: &str,
+    scheme: &str,
+) -> Result<(), String> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (api_version, given) = (text("apiVersion"), text("kind"));
+    if given.is_empty() {
+        return Err(format!("Object 'Kind' is missing in '{value}'"));
+    }
+    if given != kind || !versions.contains(&api_version) {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        return Err(format!(
+            "no kind {given:?} is registered for version \"{group}/{version}\" in scheme {scheme:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// The mutating plugins of this module on a write of `object` over `old` (`None` on a
@@ -454,12 +484,55 @@ pub fn deny_all(plugins: &AdmissionPlugins) -> Option<String> {
 pub enum SelectorRefusal {
     /// kube's 403, with its message.
     Forbidden(String),
-    /// kube's 500 (an error that is not a status), with its message.
+    /// kube's 500 `Internal error occurred: ...`, with its message.
     Internal(String),
+    /// kube's 500 of a plain error (no reason), with its message.
+    Plain(String),
+}
+
+/// PodNodeSelector's configuration (kube's `podNodeSelectorPluginConfig`): the cluster's
+/// default node selector (`clusterDefaultNodeSelector`) and each namespace's whitelist (the
+/// namespace's name), as `k=v,...` selectors.
+pub type NodeSelectors = std::collections::BTreeMap<String, String>;
+
+/// PodNodeSelector's configuration from `value` (the legacy file, or an
+/// `AdmissionConfiguration` entry's): its `podNodeSelectorPluginConfig` map, the key matched
+/// without regard to case as Go's decoder matches it. Like kube's `readConfig`, this never
+/// fails: what does not decode is left out (here: entries whose value is not a string).
+#[must_use]
+pub fn node_selectors(value: Option<&Value>) -> NodeSelectors {
+    let map = value
+        .and_then(Value::as_object)
+        .and_then(|fields| {
+            fields
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case("podNodeSelectorPluginConfig"))
+        })
+        .and_then(|(_, map)| map.as_object());
+    map.into_iter()
+        .flatten()
+        .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+        .collect()
+}
+
+/// kube's `labels.ConvertSelectorToLabelsMap`: `k=v,...` as labels.
+fn selector_labels(text: &str) -> Result<serde_json::Map<String, Value>, SelectorRefusal> {
+    let mut selector = serde_json::Map::new();
+    for label in text.split(',').filter(|_| !text.is_empty()) {
+        let parts: Vec<&str> = label.split('=').collect();
+        let [key, value] = parts.as_slice() else {
+            return Err(SelectorRefusal::Plain(format!(
+                "invalid selector: [{}]",
+                parts.join(" ")
+            )));
+        };
+        selector.insert(key.trim().to_owned(), Value::from(value.trim()));
+    }
+    Ok(selector)
 }
 
 /// PodNodeSelector on a created `pod` in the namespace named `name`, whose object is
-/// `namespace` (`None`: it does not exist), in place.
+/// `namespace` (`None`: it does not exist), with the cluster's `selectors`, in place.
 ///
 /// # Errors
 /// kube's refusal.
@@ -467,26 +540,19 @@ pub fn namespace_node_selector(
     pod: &mut Value,
     namespace: Option<&Value>,
     name: &str,
+    selectors: &NodeSelectors,
 ) -> Result<(), SelectorRefusal> {
     let namespace = namespace
         .ok_or_else(|| SelectorRefusal::Internal(format!("namespace {name} does not exist")))?;
-    let Some(annotation) = namespace
+    let annotation = namespace
         .pointer("/metadata/annotations/scheduler.alpha.kubernetes.io~1node-selector")
-        .and_then(Value::as_str)
-    else {
-        return Ok(());
+        .and_then(Value::as_str);
+    let cluster_default = || {
+        selectors
+            .get("clusterDefaultNodeSelector")
+            .map_or("", String::as_str)
     };
-    let mut selector = serde_json::Map::new();
-    for label in annotation.split(',').filter(|_| !annotation.is_empty()) {
-        let parts: Vec<&str> = label.split('=').collect();
-        let [key, value] = parts.as_slice() else {
-            return Err(SelectorRefusal::Internal(format!(
-                "invalid selector: [{}]",
-                parts.join(" ")
-            )));
-        };
-        selector.insert(key.trim().to_owned(), Value::from(value.trim()));
-    }
+    let mut selector = selector_labels(annotation.unwrap_or_else(cluster_default))?;
     let own = pod
         .pointer("/spec/nodeSelector")
         .and_then(Value::as_object)
@@ -501,6 +567,16 @@ pub fn namespace_node_selector(
         ));
     }
     selector.extend(own);
+    let whitelist = selector_labels(selectors.get(name).map_or("", String::as_str))?;
+    let allowed = whitelist.is_empty()
+        || selector
+            .iter()
+            .all(|(key, value)| whitelist.get(key) == Some(value));
+    if !allowed {
+        return Err(SelectorRefusal::Forbidden(
+            "pod node label selector labels conflict with its namespace whitelist".to_owned(),
+        ));
+    }
     if !selector.is_empty()
         && let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut)
     {
@@ -560,8 +636,8 @@ fn no_masters(csr: &Value) -> Result<(), String> {
         .pointer("/spec/request")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let organizations =
-        subject_organizations(request).map_err(|error| format!("failed to parse CSR: {error}"))?;
+    let (organizations, _) =
+        csr_subject(request).map_err(|error| format!("failed to parse CSR: {error}"))?;
     if organizations.iter().any(|o| o == "system:masters") {
         return Err(format!(
             "use of {CLIENT_SIGNER} signer with system:masters group is not allowed"
@@ -570,8 +646,12 @@ fn no_masters(csr: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The subject's organizations of `request`, a CSR's base64 PEM (kube's `ParseCSR`).
-fn subject_organizations(request: &str) -> Result<Vec<String>, String> {
+/// The subject's organizations and common name of `request`, a CSR's base64 PEM (kube's
+/// `ParseCSR`).
+///
+/// # Errors
+/// Why it does not parse, in kube's words.
+pub fn csr_subject(request: &str) -> Result<(Vec<String>, String), String> {
     use x509_parser::prelude::FromDer as _;
     const NOT_A_REQUEST: &str = "PEM block type must be CERTIFICATE REQUEST";
     let pem = base64::engine::general_purpose::STANDARD
@@ -585,12 +665,18 @@ fn subject_organizations(request: &str) -> Result<Vec<String>, String> {
     let (_, parsed) =
         x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
             .map_err(|error| error.to_string())?;
-    Ok(parsed
-        .certification_request_info
-        .subject
+    let subject = &parsed.certification_request_info.subject;
+    let organizations = subject
         .iter_organization()
         .map(|o| o.as_str().unwrap_or_default().to_owned())
-        .collect())
+        .collect();
+    let common_name = subject
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    Ok((organizations, common_name))
 }
 
 #[cfg(test)]
@@ -671,35 +757,71 @@ mod tests {
                 {"scheduler.alpha.kubernetes.io/node-selector": selector}}})
         };
         let mut pod = json!({"spec": {"nodeSelector": {"disk": "ssd"}}});
-        namespace_node_selector(&mut pod, Some(&namespace("zone=a, env = prod")), "ns").unwrap();
+        let none = NodeSelectors::new();
+        namespace_node_selector(
+            &mut pod,
+            Some(&namespace("zone=a, env = prod")),
+            "ns",
+            &none,
+        )
+        .unwrap();
         assert_eq!(
             pod["spec"]["nodeSelector"],
             json!({"disk": "ssd", "zone": "a", "env": "prod"})
         );
         let mut other = json!({"spec": {"nodeSelector": {"zone": "b"}}});
         assert_eq!(
-            namespace_node_selector(&mut other, Some(&namespace("zone=a")), "ns"),
+            namespace_node_selector(&mut other, Some(&namespace("zone=a")), "ns", &none),
             Err(SelectorRefusal::Forbidden(
                 "pod node label selector conflicts with its namespace node label selector"
                     .to_owned()
             ))
         );
         assert_eq!(
-            namespace_node_selector(&mut other, Some(&namespace("zone")), "ns"),
-            Err(SelectorRefusal::Internal(
+            namespace_node_selector(&mut other, Some(&namespace("zone")), "ns", &none),
+            Err(SelectorRefusal::Plain(
                 "invalid selector: [zone]".to_owned()
             ))
         );
         let mut plain = json!({"spec": {}});
-        namespace_node_selector(&mut plain, Some(&json!({"metadata": {"name": "ns"}})), "ns")
-            .unwrap();
+        let bare = json!({"metadata": {"name": "ns"}});
+        namespace_node_selector(&mut plain, Some(&bare), "ns", &none).unwrap();
         assert!(plain["spec"].get("nodeSelector").is_none());
         assert_eq!(
-            namespace_node_selector(&mut plain, None, "gone"),
+            namespace_node_selector(&mut plain, None, "gone", &none),
             Err(SelectorRefusal::Internal(
                 "namespace gone does not exist".to_owned()
             ))
         );
+        // The configuration: a cluster default for namespaces without the annotation, and
+        // a namespace's whitelist.
+        let config = json!({"podNodeSelectorPluginConfig": {
+            "clusterDefaultNodeSelector": "tier=shared", "ns": "tier=shared,disk=ssd", "n": 1}});
+        let selectors = node_selectors(Some(&config));
+        assert_eq!(selectors.len(), 2);
+        let mut defaulted = json!({"spec": {"nodeSelector": {"disk": "ssd"}}});
+        namespace_node_selector(&mut defaulted, Some(&bare), "ns", &selectors).unwrap();
+        assert_eq!(
+            defaulted["spec"]["nodeSelector"],
+            json!({"tier": "shared", "disk": "ssd"})
+        );
+        let mut outside = json!({"spec": {"nodeSelector": {"disk": "hdd"}}});
+        assert_eq!(
+            namespace_node_selector(&mut outside, Some(&bare), "ns", &selectors),
+            Err(SelectorRefusal::Forbidden(
+                "pod node label selector labels conflict with its namespace whitelist".to_owned()
+            ))
+        );
+        // The annotation wins over the cluster default (and the whitelist still holds).
+        let mut annotated = json!({"spec": {}});
+        namespace_node_selector(
+            &mut annotated,
+            Some(&namespace("disk=ssd")),
+            "ns",
+            &selectors,
+        )
+        .unwrap();
+        assert_eq!(annotated["spec"]["nodeSelector"], json!({"disk": "ssd"}));
     }
 
     #[test]

@@ -112,6 +112,12 @@ pub struct AdmissionPlugins {
     pub storage_object_in_use_protection: bool,
     /// `OwnerReferencesPermissionEnforcement` (`super::plugin_admission`), default off.
     pub owner_references_permission_enforcement: bool,
+    /// `EventRateLimit` (`super::event_rate_limit`), default off.
+    pub event_rate_limit: bool,
+    /// `PodTolerationRestriction` (`super::pod_toleration_restriction`), default off.
+    pub pod_toleration_restriction: bool,
+    /// `ImagePolicyWebhook` (`super::image_policy`), default off.
+    pub image_policy_webhook: bool,
 }
 
 impl Default for AdmissionPlugins {
@@ -147,13 +153,16 @@ impl Default for AdmissionPlugins {
             pod_node_selector: false,
             storage_object_in_use_protection: true,
             owner_references_permission_enforcement: false,
+            event_rate_limit: false,
+            pod_toleration_restriction: false,
+            image_policy_webhook: false,
         }
     }
 }
 
 impl AdmissionPlugins {
     /// The plugins' names, as kube-apiserver's flag spells them.
-    pub const NAMES: [&'static str; 30] = [
+    pub const NAMES: [&'static str; 33] = [
         "ServiceAccount",
         "Priority",
         "DefaultTolerationSeconds",
@@ -184,6 +193,9 @@ impl AdmissionPlugins {
         "PodNodeSelector",
         "StorageObjectInUseProtection",
         "OwnerReferencesPermissionEnforcement",
+        "EventRateLimit",
+        "PodTolerationRestriction",
+        "ImagePolicyWebhook",
     ];
 
     /// Every plugin off.
@@ -233,6 +245,9 @@ impl AdmissionPlugins {
             "OwnerReferencesPermissionEnforcement" => {
                 &mut self.owner_references_permission_enforcement
             }
+            "EventRateLimit" => &mut self.event_rate_limit,
+            "PodTolerationRestriction" => &mut self.pod_toleration_restriction,
+            "ImagePolicyWebhook" => &mut self.image_policy_webhook,
             _ => return None,
         })
     }

@@ -49,6 +49,15 @@
 //!   `CrossNamespacePodAffinity` (an affinity term naming namespaces or a namespace selector)
 //!   — and no other kind of object ([`selects`]); its usage counts only those pods, and a pod
 //!   it does not select is not asked to state what it limits.
+//! - **Limited resources** (the plugin's `ResourceQuotaConfiguration`,
+//!   [`limited_resources`], from `--admission-control-config-file`): a create (an update of a
+//!   Service or a claim) of a listed resource whose usage has a name containing one of the
+//!   entry's `matchContains` is refused unless a quota of its namespace that selects it
+//!   limits that name — kube's 403 `insufficient quota to consume: requests.cpu` — even in a
+//!   namespace with no quota at all; a pod meeting one of the entry's `matchScopes` needs a
+//!   quota with a requirement of that scope that it meets, else kube's plain error (a 500
+//!   without a reason) `insufficient quota to match these scopes: [{PriorityClass In
+//!   [high]}]` ([`uncovered`]). The namespace's quotas are read from their cache.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -640,10 +649,280 @@ pub fn with_status(mut quota: Value, used: &BTreeMap<String, Quantity>) -> Value
     quota
 }
 
+/// A `limitedResources` entry of the plugin's configuration (kube's `LimitedResource`):
+/// objects of `api_group`/`resource` whose usage names contain one of `match_contains`, or
+/// pods that meet one of `match_scopes`, may only be created where a quota covers that name
+/// or scope.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LimitedResource {
+    /// `apiGroup` (empty: the core group).
+    pub api_group: String,
+    /// `resource`.
+    pub resource: String,
+    /// `matchContains`.
+    pub match_contains: Vec<String>,
+    /// `matchScopes`: `{scopeName, operator, values}` requirements.
+    pub match_scopes: Vec<Value>,
+}
+
+/// The configuration's kinds by `apiVersion` (kube's resourcequota scheme).
+const CONFIG_KINDS: [(&str, &str); 3] = [
+    ("apiserver.config.k8s.io/v1", "ResourceQuotaConfiguration"),
+    ("resourcequota.admission.k8s.io/v1beta1", "Configuration"),
+    ("resourcequota.admission.k8s.io/v1alpha1", "Configuration"),
+];
+
+/// Where kube's plugin makes its configuration scheme (named in its decoding errors).
+const CONFIG_SCHEME: &str = "k8s.io/apiserver/pkg/admission/plugin/resourcequota/config.go:32";
+
+/// A list of strings at `key` of `value` (`[]` when absent).
+fn strings(value: &Value, key: &str) -> Result<Vec<String>, String> {
+    match value.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str().map(str::to_owned).ok_or_else(|| {
+                    format!("json: cannot unmarshal into Go struct field LimitedResource.limitedResources.{key} of type string")
+                })
+            })
+            .collect(),
+        Some(_) => Err(format!(
+            "json: cannot unmarshal into Go struct field LimitedResource.limitedResources.{key} of type []string"
+        )),
+    }
+}
+
+/// The plugin's `limitedResources` from its configuration `value` (`None`: none given),
+/// decoded and validated as kube's `LoadConfiguration` and `ValidateConfiguration` do.
+///
+/// # Errors
+/// kube's decoding error or its aggregated field errors.
+pub fn limited_resources(value: Option<&Value>) -> Result<Vec<LimitedResource>, String> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = CONFIG_KINDS
+        .iter()
+        .find(|(version, _)| *version == api_version)
+        .map_or("ResourceQuotaConfiguration", |(_, kind)| kind);
+    let versions: Vec<&str> = CONFIG_KINDS
+        .iter()
+        .filter(|(_, k)| *k == kind)
+        .map(|(version, _)| *version)
+        .collect();
+    super::plugin_admission::config_kind(value, &versions, kind, CONFIG_SCHEME)?;
+    let items = match value.get("limitedResources") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(items)) => items.as_slice(),
+        Some(_) => {
+            return Err("json: cannot unmarshal into Go struct field Configuration.limitedResources of type []LimitedResource".to_owned());
+        }
+    };
+    let mut limited = Vec::new();
+    let mut errors = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let text = |key: &str| {
+            item.get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let entry = LimitedResource {
+            api_group: text("apiGroup"),
+            resource: text("resource"),
+            match_contains: strings(item, "matchContains")?,
+            match_scopes: item
+                .get("matchScopes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        if entry.resource.is_empty() {
+            errors.push(format!("limitedResources[{i}].resource: Required value"));
+        }
+        limited.push(entry);
+    }
+    if errors.is_empty() {
+        Ok(limited)
+    } else {
+        Err(watchkeeper_api::field::aggregate(&errors))
+    }
+}
+
+/// Why a create is refused for want of a covering quota.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Uncovered {
+    /// kube's 403 `insufficient quota to consume: <names>`.
+    Resources(String),
+    /// kube's plain error (a 500 without a reason) `insufficient quota to match these
+    /// scopes: [...]`.
+    Scopes(String),
+}
+
+/// A scope requirement as Go's `%v` prints a `ScopedResourceSelectorRequirement`:
+/// `{PriorityClass In [a b]}`.
+fn printed(requirement: &ScopeRequirement<'_>) -> String {
+    format!(
+        "{{{} {} [{}]}}",
+        requirement.scope,
+        requirement.operator,
+        requirement.values.join(" ")
+    )
+}
+
+/// A `matchScopes` entry as a requirement.
+fn requirement_of(value: &Value) -> ScopeRequirement<'_> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
+    ScopeRequirement {
+        scope: text("scopeName"),
+        operator: text("operator"),
+        values: value
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect(),
+    }
+}
+
+/// kube's check of `limited` resources (its `CheckRequest` before any amount) on a write of
+/// `object` of (`group`, `plural`) in a namespace holding `quotas`: every usage name of the
+/// object that a limited entry matches must be limited by a quota that selects the object,
+/// and every `matchScopes` requirement a pod meets must share its scope with a requirement of
+/// some quota that the pod meets.
+///
+/// # Errors
+/// The refusal.
+pub fn uncovered(
+    limited: &[LimitedResource],
+    (group, plural): (&str, &str),
+    object: &Value,
+    quotas: &[&Value],
+) -> Result<(), Uncovered> {
+    let relevant: Vec<&LimitedResource> = limited
+        .iter()
+        .filter(|l| l.api_group == group && l.resource == plural)
+        .collect();
+    if relevant.is_empty() {
+        return Ok(());
+    }
+    let usage = charges(group, plural, object);
+    let needed: BTreeSet<&str> = relevant
+        .iter()
+        .flat_map(|l| {
+            let contains = &l.match_contains;
+            usage
+                .iter()
+                .filter(|(_, amount)| **amount > Quantity::zero())
+                .map(|(name, _)| name.as_str())
+                .filter(move |name| contains.iter().any(|m| name.contains(m.as_str())))
+        })
+        .collect();
+    let covered: BTreeSet<String> = quotas
+        .iter()
+        .filter(|quota| selects(quota, group, plural, object))
+        .flat_map(|quota| limits(quota, group, plural))
+        .map(|(name, _)| name)
+        .collect();
+    let missing: Vec<&str> = needed
+        .into_iter()
+        .filter(|name| !covered.contains(*name))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Uncovered::Resources(format!(
+            "insufficient quota to consume: {}",
+            missing.join(",")
+        )));
+    }
+    if !(group.is_empty() && plural == "pods") {
+        return Ok(());
+    }
+    let met: BTreeSet<&str> = quotas
+        .iter()
+        .flat_map(|quota| scope_requirements(quota))
+        .filter(|requirement| meets(object, requirement))
+        .map(|requirement| requirement.scope)
+        .collect();
+    let unmet: Vec<String> = relevant
+        .iter()
+        .flat_map(|l| l.match_scopes.iter().map(requirement_of))
+        .filter(|requirement| meets(object, requirement) && !met.contains(requirement.scope))
+        .map(|requirement| printed(&requirement))
+        .collect();
+    if unmet.is_empty() {
+        Ok(())
+    } else {
+        Err(Uncovered::Scopes(format!(
+            "insufficient quota to match these scopes: [{}]",
+            unmet.join(" ")
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Limited resources need a covering quota, in kube's words; the configuration is read
+    /// and validated as kube's.
+    #[test]
+    fn limited_resources_need_a_covering_quota() {
+        let config = json!({"apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "ResourceQuotaConfiguration", "limitedResources": [
+                {"resource": "pods", "matchContains": ["cpu"],
+                 "matchScopes": [{"scopeName": "PriorityClass", "operator": "In",
+                    "values": ["high", "top"]}]},
+                {"resource": "persistentvolumeclaims", "matchContains": ["storage"]}]});
+        let limited = limited_resources(Some(&config)).unwrap();
+        assert_eq!(limited.len(), 2);
+        let pod = |class: &str| {
+            json!({"spec": {"priorityClassName": class, "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": "1"}}}]}})
+        };
+        let pods = ("", "pods");
+        assert_eq!(
+            uncovered(&limited, pods, &pod(""), &[]),
+            Err(Uncovered::Resources(
+                "insufficient quota to consume: cpu,requests.cpu".to_owned()
+            ))
+        );
+        let cpu = json!({"spec": {"hard": {"requests.cpu": "4", "cpu": "4"}}});
+        assert_eq!(uncovered(&limited, pods, &pod(""), &[&cpu]), Ok(()));
+        assert_eq!(
+            uncovered(&limited, pods, &pod("high"), &[&cpu]),
+            Err(Uncovered::Scopes(
+                "insufficient quota to match these scopes: [{PriorityClass In [high top]}]"
+                    .to_owned()
+            ))
+        );
+        let scoped = json!({"spec": {"hard": {"pods": "4"}, "scopeSelector": {"matchExpressions":
+            [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}});
+        assert_eq!(
+            uncovered(&limited, pods, &pod("high"), &[&cpu, &scoped]),
+            Ok(())
+        );
+        // Other resources are not limited.
+        let map = json!({"data": {}});
+        assert_eq!(uncovered(&limited, ("", "configmaps"), &map, &[]), Ok(()));
+        let bad = json!({"apiVersion": "resourcequota.admission.k8s.io/v1beta1",
+            "kind": "Configuration", "limitedResources": [{"matchContains": ["x"]}, {}]});
+        assert_eq!(
+            limited_resources(Some(&bad)).unwrap_err(),
+            "[limitedResources[0].resource: Required value, limitedResources[1].resource: Required value]"
+        );
+        assert!(
+            limited_resources(Some(&json!({"apiVersion": "v1", "kind": "Configuration"})))
+                .unwrap_err()
+                .starts_with(r#"no kind "Configuration" is registered for version "/v1""#)
+        );
+    }
 
     /// Scopes select pods as kube's pod evaluator does, every requirement together, and no
     /// other object.

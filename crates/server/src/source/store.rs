@@ -82,11 +82,13 @@ use crate::request::ResourceRequest;
 use crate::respond::{Warnings, json_response};
 use crate::source::catalog::VersionsBound;
 use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_is};
+use crate::source::event_rate_limit;
 use crate::source::feed::{Feed, Item, Listed, ReflectorStatus, Stop};
 use crate::source::handover::{Handover, Offer, Outcome, with_revision};
 use crate::source::limit_ranger;
 use crate::source::node_restriction;
 use crate::source::plugin_admission;
+use crate::source::pod_toleration_restriction;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
 use crate::source::service_ips::{self, Allocators, Refused};
@@ -127,6 +129,10 @@ pub struct StoreSource {
     admission: pod_admission::AdmissionPlugins,
     /// PodSecurity's configuration (`--admission-control-config-file`).
     pod_security: Arc<watchkeeper_api::pod_security::Configuration>,
+    /// The other admission plugins' configurations (`--admission-control-config-file`):
+    /// EventRateLimit's, PodTolerationRestriction's, PodNodeSelector's, ResourceQuota's and
+    /// ImagePolicyWebhook's.
+    plugin_configs: Arc<crate::config::AdmissionConfig>,
     /// Heavy phases of writes with small bodies (a small patch of a large object) run in
     /// place with the runtime worker handed on (see `crate::offload`).
     offload: Arc<crate::offload::Offload>,
@@ -387,6 +393,7 @@ impl StoreSource {
             garbage_collection: true,
             admission: pod_admission::AdmissionPlugins::default(),
             pod_security: Arc::default(),
+            plugin_configs: Arc::default(),
             offload: Arc::new(crate::offload::Offload::new(0, 1)),
             webhooks: None,
             rbac_escalation: None,
@@ -473,6 +480,14 @@ impl StoreSource {
         config: watchkeeper_api::pod_security::Configuration,
     ) -> StoreSource {
         self.pod_security = Arc::new(config);
+        self
+    }
+
+    /// With the other admission plugins' configurations (`--admission-control-config-file`;
+    /// PodSecurity's is [`Self::with_pod_security`]'s).
+    #[must_use]
+    pub fn with_plugin_configs(mut self, configs: crate::config::AdmissionConfig) -> StoreSource {
+        self.plugin_configs = Arc::new(configs);
         self
     }
 
@@ -1537,6 +1552,9 @@ impl Writer<'_> {
                 if plugins.default_toleration_seconds {
                     pod_admission::default_tolerations(&mut object);
                 }
+                if let Some(namespace) = namespace {
+                    self.pod_toleration_restriction(namespace, &mut object, true)?;
+                }
                 if plugins.runtime_class {
                     let wanted = object
                         .pointer("/spec/runtimeClassName")
@@ -1581,9 +1599,10 @@ impl Writer<'_> {
         self.node_restriction(resource, node_restriction::Write::Create(&object))?;
         // kube's MutatingAdmissionWebhook, after the in-process mutating plugins.
         let object = self.mutating_webhooks(resource, None, object).await?;
-        let object = self.admit(resource, None, object)?;
+        let mut object = self.admit(resource, None, object)?;
         self.pod_warnings(resource, None, &object);
         self.limits_hold(resource, &ranges, &object)?;
+        self.image_policy(resource, &mut object).await?;
         self.pod_security(resource, None, &object)?;
         self.optional_plugins_validate(resource, None, &object)?;
         // kube's validating admission order: LimitRanger, PodSecurity, then the policies,
@@ -1614,18 +1633,86 @@ impl Writer<'_> {
         namespace: &str,
         pod: &mut Value,
     ) -> Result<(), ApiError> {
-        let found = self
-            .served_resource("", "namespaces")
-            .and_then(|namespaces| namespaces.cache().get(namespace).0);
+        let found = self.cached_namespace(namespace);
         let namespace_object = found.as_ref().map(|ns| ns.body());
-        plugin_admission::namespace_node_selector(pod, namespace_object, namespace).map_err(
-            |refusal| match refusal {
+        let selectors = &self.source.plugin_configs.node_selectors;
+        plugin_admission::namespace_node_selector(pod, namespace_object, namespace, selectors)
+            .map_err(|refusal| match refusal {
                 plugin_admission::SelectorRefusal::Forbidden(message) => {
                     forbidden_object(resource, pod, message)
                 }
                 plugin_admission::SelectorRefusal::Internal(message) => ApiError::internal(message),
-            },
-        )
+                plugin_admission::SelectorRefusal::Plain(message) => {
+                    ApiError::new(500, "", message)
+                }
+            })
+    }
+
+    /// Whether ImagePolicyWebhook judges this write of `resource` (a pod's, or its ephemeral
+    /// containers').
+    fn image_policy_runs(&self, resource: &Resource) -> bool {
+        self.source.admission.image_policy_webhook
+            && self.source.plugin_configs.image_policy.is_some()
+            && resource.def.group.is_empty()
+            && resource.def.plural == "pods"
+            && (self.subresource.is_empty()
+                || self.subresource == watchkeeper_api::ephemeral::SUBRESOURCE)
+    }
+
+    /// ImagePolicyWebhook ([`crate::source::image_policy`]) on a write of `pod`: kube's 403,
+    /// or the pod annotated when admitted in spite of a failed webhook.
+    async fn image_policy(&self, resource: &Resource, pod: &mut Value) -> Result<(), ApiError> {
+        if !self.image_policy_runs(resource) {
+            return Ok(());
+        }
+        let Some(policy) = &self.source.plugin_configs.image_policy else {
+            return Ok(());
+        };
+        // The webhooks' bound of an answer (`--max-request-body-bytes`).
+        let answer_bytes_max = self
+            .source
+            .webhooks
+            .as_ref()
+            .map_or(usize::MAX, |webhooks| webhooks.client().answer_bytes_max());
+        let namespace = pod
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let write = crate::source::image_policy::PodWrite {
+            namespace: &namespace,
+            subresource: &self.subresource,
+        };
+        match policy.admit(pod, write, answer_bytes_max).await {
+            Ok(()) => Ok(()),
+            Err(message) => Err(forbidden_object(resource, pod, message)),
+        }
+    }
+
+    /// The namespace `name` as its cache holds it.
+    fn cached_namespace(&self, name: &str) -> Option<Arc<Object>> {
+        self.served_resource("", "namespaces")
+            .and_then(|namespaces| namespaces.cache().get(name).0)
+    }
+
+    /// PodTolerationRestriction ([`pod_toleration_restriction`]) on a pod written in
+    /// `namespace` (`create`d or updated), whose object is read from its cache: kube's plain
+    /// error (a 500 without a reason), or the namespace's 404.
+    fn pod_toleration_restriction(
+        &self,
+        namespace: &str,
+        pod: &mut Value,
+        create: bool,
+    ) -> Result<(), ApiError> {
+        if !self.source.admission.pod_toleration_restriction {
+            return Ok(());
+        }
+        let found = self
+            .cached_namespace(namespace)
+            .ok_or_else(|| ApiError::namespace_not_found(namespace))?;
+        let config = &self.source.plugin_configs.pod_toleration_restriction;
+        pod_toleration_restriction::admit(pod, found.body(), create, config)
+            .map_err(|message| ApiError::new(500, "", message))
     }
 
     /// NodeRestriction ([`node_restriction`]) on a node's `write` of `resource`: its refusal
@@ -1681,6 +1768,33 @@ impl Writer<'_> {
         let plugins = &self.source.admission;
         plugin_admission::validate(plugins, &resource.def, &self.subresource, old, object)
             .map_err(|message| forbidden_object(resource, object, message))?;
+        if plugins.event_rate_limit
+            && !self.dry_run
+            && let Some(limiter) = &self.source.plugin_configs.event_rate_limit
+            && event_rate_limit::is_core_event(
+                &resource.def.group,
+                &resource.def.plural,
+                &self.subresource,
+            )
+        {
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let write = event_rate_limit::EventWrite {
+                namespace,
+                user: &self.user.name,
+                event: object,
+            };
+            // kube's `NewTooManyRequestsError`: no retry-after.
+            limiter.accept(write).map_err(|message| {
+                ApiError::new(
+                    429,
+                    "TooManyRequests",
+                    format!("Too many requests: {message}"),
+                )
+            })?;
+        }
         if let Some(old) = old
             && plugins.persistent_volume_claim_resize
         {
@@ -2384,6 +2498,29 @@ impl Writer<'_> {
             return Ok(Vec::new());
         };
         let prefix = format!("{namespace}/");
+        // kube's evaluators look at creates, and at updates of Services and claims.
+        let looked_at = old.is_none()
+            || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
+        if let Some(new) = new
+            && looked_at
+            && !self.source.plugin_configs.limited_resources.is_empty()
+        {
+            let snapshot = quotas.cache().latest();
+            let all: Vec<&Value> = snapshot
+                .range(Some(&prefix), None)
+                .take_while(|quota| quota.key().starts_with(&prefix))
+                .map(|quota| quota.body())
+                .collect();
+            let limited = &self.source.plugin_configs.limited_resources;
+            resource_quota::uncovered(limited, (group, plural), new, &all).map_err(|refusal| {
+                match refusal {
+                    resource_quota::Uncovered::Resources(message) => {
+                        ApiError::forbidden(&resource.def, name, message)
+                    }
+                    resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
+                }
+            })?;
+        }
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
                 snapshot
@@ -3066,13 +3203,20 @@ impl Writer<'_> {
                 })
                 .await?
         };
-        match &attempt {
+        let mut attempt = attempt;
+        match &mut attempt {
             UpdateAttempt::Changed { current, new } => {
-                self.validating_webhooks(resource, Some(new), Some(current.body()))
+                self.image_policy(resource, new).await?;
+                self.validating_webhooks(resource, Some(&*new), Some(current.body()))
                     .await?;
             }
             UpdateAttempt::Unchanged(current) => {
                 let body = current.body();
+                if self.image_policy_runs(resource) {
+                    // A write that changes nothing is judged too; a failed-open annotation
+                    // would change it, and is not kept.
+                    self.image_policy(resource, &mut body.clone()).await?;
+                }
                 self.validating_webhooks(resource, Some(body), Some(body))
                     .await?;
             }
@@ -3110,8 +3254,16 @@ impl Writer<'_> {
         };
         let mut new = new;
         match (resource.def.group.as_str(), resource.def.plural.as_str()) {
-            ("", "pods") if self.subresource.is_empty() && self.source.admission.priority => {
-                pod_admission::keep_priority(&mut new, old);
+            ("", "pods") if self.subresource.is_empty() => {
+                if self.source.admission.priority {
+                    pod_admission::keep_priority(&mut new, old);
+                }
+                let namespace = new
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                self.pod_toleration_restriction(&namespace, &mut new, false)?;
             }
             ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
                 let classes = self.cached_classes("scheduling.k8s.io", "priorityclasses");

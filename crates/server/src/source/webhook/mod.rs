@@ -54,6 +54,7 @@
 
 pub mod client;
 pub mod conversion;
+pub mod kubeconfig;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
