@@ -25,7 +25,8 @@
 //! - The shortest digits are Rust's (`{}`/`{:e}` of `f64` print the shortest digits that read
 //!   back, as Go's `strconv` with precision -1 does); only the layout is Go's. Total: no
 //!   input panics (serde_json's numbers are finite).
-//! - Costs nothing for integers (the common case): the float path runs only for a float.
+//! - Costs nothing for integers (the common case): they take serde_json's writer as before;
+//!   the float path runs only for a float.
 //!
 //! ## How it differs from kube
 //! - A free-form field kube keeps as raw bytes in a built-in kind (`runtime.RawExtension`,
@@ -42,9 +43,9 @@ const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 /// Appends `number` as kube-apiserver answers it after its storage round trip (see the
 /// module docs).
 pub fn write_json_number(out: &mut Vec<u8>, number: &Number) {
-    if let Some(integer) = number.as_i64() {
-        // Writing into a `Vec` cannot fail.
-        let _ = write!(out, "{integer}");
+    if number.as_i64().is_some() {
+        // serde_json's own integer writer (itoa), as before; writing into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *out, number);
         return;
     }
     // A `u64` past `i64::MAX` is a float64 to Go's decoder; so is every other float.
@@ -55,7 +56,7 @@ pub fn write_json_number(out: &mut Vec<u8>, number: &Number) {
     if float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float) {
         #[allow(clippy::cast_possible_truncation)]
         let integer = float as i64;
-        let _ = write!(out, "{integer}");
+        let _ = serde_json::to_writer(&mut *out, &Number::from(integer));
         return;
     }
     write_json_float(out, float);
