@@ -27,7 +27,26 @@
 //!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
 //!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
 //!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
-//!   a number past `f64` keeps serde_json's message.
+//!   a number past float64's range (`1e400`) is Go's `json: cannot unmarshal number 1e400
+//!   into Go value of type float64` (`sigs.k8s.io/json`'s `convertNumber`, decoding a
+//!   free-form value), in a create or update body in the frame kube's decode errors take,
+//!   400 `<Kind> in version "<v>" cannot be handled as a <Kind>: ...` (a built-in kind's
+//!   typed field would name the field; an unknown field Go skips: both are refused so here).
+//!
+//! ## Numbers
+//! A number is read as serde_json reads it (an integer of `u64` or `i64`, else an `f64`) and
+//! written as kube-apiserver writes it after its storage round trip
+//! ([`watchkeeper_core::gonum`]: `1.0` is answered and stored `1`, `1e3` `1000`, `-0` and
+//! `-0.0` `0`, `1e20` `100000000000000000000`, `1e21` `1e+21`, `12345678901234567890`
+//! `12345678901234567000`, `0.10` `0.1`): the layout is made where objects are written (the
+//! answers' and the store's one writer, `watchkeeper_core::order`), so reading a body adds no
+//! pass over it. While a request runs, a float that holds an integer stays a float, as the
+//! float64 kube's decoder makes of `1.0` does: a schema's `type: integer` takes it, as
+//! kube-openapi's does (`swag.IsFloat64AJSONInteger`), CEL sees it as an integer under such a
+//! schema, and a built-in kind's integer field refuses it in Go's words
+//! ([`crate::schema`]: `json: cannot unmarshal number 1.0 into Go struct field
+//! DeploymentSpec.spec.replicas of type int32`); `-0` is taken there as Go's `ParseInt` takes
+//! it.
 //! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
 //!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused; so is the `\u` escape of a lone
 //!   UTF-16 surrogate (`"\ud800"`, `"\udc00"`, a leading one not followed by a trailing one),
@@ -53,8 +72,51 @@ const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,om
 ///
 /// # Errors
 /// 400 BadRequest `the object provided is unrecognized (must be of type <kind>): ...`.
-pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
-    decode(body).map_err(|cause| unrecognized(kind, body, &cause))
+pub fn decode_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, ApiError> {
+    decode(body).map_err(|cause| {
+        let number = past_float64(body).map(past_float64_error);
+        match number.filter(|error| cause.ends_with(error.as_str())) {
+            Some(error) => ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: {error}"
+            )),
+            None => unrecognized(kind, body, &cause),
+        }
+    })
+}
+
+/// Go's error for a number literal past float64's range (`1e400`) decoded into a free-form
+/// value (`sigs.k8s.io/json`'s `convertNumber`).
+fn past_float64_error(literal: &str) -> String {
+    format!("json: cannot unmarshal number {literal} into Go value of type float64")
+}
+
+/// The first number literal of a JSON text that Go's scanner reads but that is past float64's
+/// range (`1e400`, `-1e999`): serde_json refuses such a text (`number out of range`), and Go
+/// refuses it only when it decodes the number, in its own words. `None` when there is none.
+/// Runs only on a body serde_json refused.
+fn past_float64(body: &[u8]) -> Option<&str> {
+    let (mut at, mut in_string) = (0, false);
+    while at < body.len() {
+        match body[at] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => at += 1,
+            b'-' | b'0'..=b'9' if !in_string => {
+                let length = body[at..]
+                    .iter()
+                    .take_while(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .count();
+                let literal = std::str::from_utf8(&body[at..at + length]).ok()?;
+                if literal.parse::<f64>().is_ok_and(f64::is_infinite) {
+                    return Some(literal);
+                }
+                at += length;
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
 }
 
 /// A body as the JSON object it holds, or the error kube-apiserver's `Interpret` reports for
@@ -67,6 +129,11 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
     let value: Value = parse(body).map_err(|e| {
+        if syntax_error(body).is_none()
+            && let Some(literal) = past_float64(body)
+        {
+            return interpret(&past_float64_error(literal));
+        }
         let cause = syntax_error(body)
             .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
@@ -148,6 +215,32 @@ pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
         })
     })
 }
+
+/// `value` with each float that holds an integer of int64's range made that integer (`1.0`,
+/// `1e3`, `-0`), as a value decoded by `k8s.io/apimachinery/pkg/util/json` and converted into
+/// a Go struct by `runtime.DefaultUnstructuredConverter` has it: kube's strategic merge patch
+/// decodes the patch so and converts the patched map into the kind's Go type
+/// (`applyPatchToObject`), whose converter sets an integer field from an integral float64
+/// (`fromUnstructured`), so `{"spec":{"replicas":2.0}}` patches a Deployment's replicas to 2
+/// where a merge patch's `2.0` is refused. A walk of `value`: for a patch, never an object.
+pub fn integral_floats_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            let float = number.as_f64().unwrap_or_default();
+            if float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float) {
+                #[allow(clippy::cast_possible_truncation)]
+                let integer = float as i64;
+                *number = integer.into();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
+    }
+}
+
+/// `2^63`: the first float past int64's range.
+const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 
 /// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
 /// `encoding/json` reads it (`unquote`: a leading surrogate not followed by the escape of a
@@ -634,7 +727,7 @@ mod tests {
         // serde_json's limit: the deepest body it reads is accepted, one level more refused
         // at the bracket that opens it.
         let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
-        assert!(decode_object("ConfigMap", at_limit.as_bytes()).is_ok());
+        assert!(decode_object("ConfigMap", "v1", at_limit.as_bytes()).is_ok());
         // A stored object may nest deeper (its managed fields), up to its own bound.
         let stored = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH - 1));
         assert!(serde_json::from_str::<Value>(&stored).is_err());
@@ -656,7 +749,7 @@ mod tests {
             serde_json::from_str::<Value>(&past).is_err(),
             "serde_json's limit"
         );
-        let error = decode_object("ConfigMap", past.as_bytes()).unwrap_err();
+        let error = decode_object("ConfigMap", "v1", past.as_bytes()).unwrap_err();
         assert!(
             error
                 .message
@@ -665,7 +758,7 @@ mod tests {
             error.message
         );
         let body = format!("{{\"a\":{}}}", deep(200));
-        let error = decode_object("ConfigMap", body.as_bytes()).unwrap_err();
+        let error = decode_object("ConfigMap", "v1", body.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400);
         assert_eq!(
             error.message,
@@ -673,9 +766,32 @@ mod tests {
         );
     }
 
+    /// Expected texts: `sigs.k8s.io/json`'s `convertNumber` error (`strconv.ParseFloat`'s range
+    /// error) in kube's `transformDecodeError` frame.
+    #[test]
+    fn numbers_past_float64_are_go_s_refusal() {
+        let body = br#"{"kind":"Widget","s":"1e400 \" 2e400","spec":{"a":[1,-1e400]}}"#;
+        assert_eq!(
+            decode_object("Widget", "v1", body).unwrap_err().message,
+            "Widget in version \"v1\" cannot be handled as a Widget: json: cannot unmarshal number -1e400 into Go value of type float64"
+        );
+        assert_eq!(
+            decode(b"{\"a\":1E+999}").unwrap_err(),
+            "couldn't get version/kind; json parse error: json: cannot unmarshal number 1E+999 into Go value of type float64"
+        );
+        // An underflow is 0 to Go and to serde_json alike; a syntax error keeps Go's words.
+        assert_eq!(decode(b"{\"a\":1e-400}").unwrap()["a"], 0.0);
+        assert!(
+            decode_object("Widget", "v1", b"{\"a\":1e400,}")
+                .unwrap_err()
+                .message
+                .contains("invalid character '}' looking for beginning of object key string")
+        );
+    }
+
     #[test]
     fn refusals_carry_kube_s_frame_and_summary() {
-        let refused = |body: &[u8]| decode_object("Pod", body).unwrap_err().message;
+        let refused = |body: &[u8]| decode_object("Pod", "v1", body).unwrap_err().message;
         assert_eq!(
             refused(b""),
             "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
@@ -698,7 +814,7 @@ mod tests {
             "json: cannot unmarshal array into Go struct field .apiVersion of type string ("
         ));
         assert_eq!(
-            decode_object("Pod", b"{\"kind\":null}").unwrap()["kind"],
+            decode_object("Pod", "v1", b"{\"kind\":null}").unwrap()["kind"],
             Value::Null
         );
         assert_eq!(
@@ -711,7 +827,7 @@ mod tests {
             (b"{\"a\":\"x\xe2\x82y\"}", "x\u{fffd}\u{fffd}y"),
             (b"{\"a\":\"\xf0\x9f\x98\"}", "\u{fffd}\u{fffd}\u{fffd}"),
         ] {
-            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+            assert_eq!(decode_object("Pod", "v1", body).unwrap()["a"], want);
         }
         // Lone UTF-16 surrogates, as go1.19.8's `json.Unmarshal` reads them: U+FFFD, the
         // escape after a lone leading one read on its own; a pair, and escaped backslashes
@@ -724,18 +840,18 @@ mod tests {
             (br#"{"a":"\ud83d\ude00\ud800"}"#, "\u{1f600}\u{fffd}"),
             (b"{\"a\":\"\\ud800\xff\"}", "\u{fffd}\u{fffd}"),
         ] {
-            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+            assert_eq!(decode_object("Pod", "v1", body).unwrap()["a"], want);
         }
         assert_eq!(
-            decode_object("Pod", br#"{"a":"\\ud800","\ud800":1}"#).unwrap(),
+            decode_object("Pod", "v1", br#"{"a":"\\ud800","\ud800":1}"#).unwrap(),
             serde_json::json!({"a": "\\ud800", "\u{fffd}": 1})
         );
         assert_eq!(
-            decode_object("Pod", b"null").unwrap(),
+            decode_object("Pod", "v1", b"null").unwrap(),
             Value::Object(serde_json::Map::new())
         );
         assert_eq!(
-            decode_object("Pod", b"{\"kind\":\"Pod\"}").unwrap()["kind"],
+            decode_object("Pod", "v1", b"{\"kind\":\"Pod\"}").unwrap()["kind"],
             "Pod"
         );
     }

@@ -261,7 +261,8 @@ pub fn apply_patch_with_limits(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
-            let patch = decode(patch, "strategic merge patch")?;
+            let mut patch = decode(patch, "strategic merge patch")?;
+            crate::go_json::integral_floats_as_integers(&mut patch);
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };

@@ -95,7 +95,8 @@ pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
 const READ_STACK: usize = 16 << 20;
 
 /// The YAML reader's options for a body of `len` bytes: [`MAX_DEPTH`], the expansion bounds
-/// of the module docs, and repeated keys handed to the value built (the last one wins, as in
+/// of the module docs, integers read as go-yaml v2 reads them (`010` octal; `0x10`, `0o10`,
+/// `0b101`, `1_000` and `+1` too, as the reader does by default), and repeated keys handed to the value built (the last one wins, as in
 /// kube-apiserver's non-strict `yaml.Unmarshal`; the strict reading reports them:
 /// [`duplicate_keys`]).
 fn options(len: usize) -> serde_saphyr::Options {
@@ -111,6 +112,9 @@ fn options(len: usize) -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    // go-yaml v2 reads a plain integer with Go's `strconv.ParseInt(s, 0, 64)`: a leading `0`
+    // is octal (`010` is 8), as in YAML 1.1.
+    options.legacy_octal_numbers = true;
     options
 }
 

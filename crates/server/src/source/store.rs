@@ -3881,7 +3881,7 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
 /// A create or update body as the object it holds, refused in kube-apiserver's words
 /// ([`watchkeeper_api::go_json`]).
 fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
-    watchkeeper_api::go_json::decode_object(&resource.def.kind, body)
+    watchkeeper_api::go_json::decode_object(&resource.def.kind, &resource.def.version, body)
 }
 
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources
