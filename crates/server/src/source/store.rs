@@ -2676,6 +2676,11 @@ impl Writer<'_> {
     ) -> Result<(Written, bool), ApiError> {
         let def = &resource.def;
         let mut config = apply::config::parse_configuration(body)?;
+        if def.is_builtin() {
+            // kube converts the applied map into the kind's Go type, which takes an integral
+            // float in an integer field (`DefaultUnstructuredConverter`).
+            watchkeeper_api::go_json::integral_floats_as_integers(&mut config);
+        }
         let custom = resource.custom();
         // Fields the type does not declare: a built-in kind's schema, or a custom resource's
         // structural schema (whose pruning names them; the copy is not kept).
