@@ -3,14 +3,16 @@
 //! as int64, any other as float64), written by Go's `encoding/json` and answered as read back
 //! from storage: `1.0` is `1`, `1e3` `1000`, `1e20` `100000000000000000000`, `1e21` `1e+21`,
 //! `-0` and `-0.0` `0`, `12345678901234567890` `12345678901234567000`, `0.10` `0.1`; whether
-//! it came in JSON, YAML, a merge patch or an apply, and read by GET, LIST or WATCH. In YAML
+//! it came in JSON, YAML, a merge patch or an apply, read by GET, LIST or WATCH, and as stored
+//! (a new server over the same embedded store or etcd answers the same), on each store. In YAML
 //! answers, go-yaml's `%g` text of a float (`1e+20`, `1e-07`). A built-in kind's integer field
 //! refuses a float literal and an int32 overflow in Go's words, and takes `-0` as 0.
 
 mod common;
 
-use common::{request, request_with_headers, send_json, server};
+use common::{request, request_with_headers, send_json, server, server_with};
 use serde_json::{Value, json};
+use watchkeeper::config::ServeArgs;
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -87,9 +89,58 @@ fn assert_spec(what: &str, status: u16, want_status: u16, text: &str) {
     assert!(text.contains(&want), "{what}:\n{text}\nwants\n{want}");
 }
 
+/// The server's arguments over `store` (a fresh data directory or etcd prefix), and the
+/// directory to keep while they are used.
+fn store_args(store: &str) -> (ServeArgs, Option<tempfile::TempDir>) {
+    match store {
+        "memory" => (ServeArgs::default(), None),
+        "embedded" => {
+            let dir = tempfile::tempdir().unwrap();
+            let args = ServeArgs {
+                store: Some("embedded".into()),
+                data_dir: Some(dir.path().to_owned()),
+                durable_commits: Some(false),
+                ..ServeArgs::default()
+            };
+            (args, Some(dir))
+        }
+        _ => {
+            let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
+                "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
+            );
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let args = ServeArgs {
+                store: Some("etcd".into()),
+                etcd_endpoints: Some(vec![endpoint]),
+                etcd_prefix: Some(format!("/t{nanos:x}{:x}/registry", std::process::id())),
+                ..ServeArgs::default()
+            };
+            (args, None)
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn free_form_numbers_are_kube_s_text_in_every_answer() {
-    let server = server().await;
+async fn free_form_numbers_are_kube_s_text_in_every_answer_memory() {
+    free_form_numbers("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_form_numbers_are_kube_s_text_in_every_answer_embedded() {
+    free_form_numbers("embedded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_form_numbers_are_kube_s_text_in_every_answer_etcd() {
+    free_form_numbers("etcd").await;
+}
+
+async fn free_form_numbers(store: &str) {
+    let (args, _dir) = store_args(store);
+    let server = server_with(args.clone()).await;
     let addr = server.addr;
     let (status, body) = send_json(addr, "POST", CRDS, &common::widgets_crd()).await;
     assert_eq!(status, 201, "{body}");
@@ -239,6 +290,25 @@ async fn free_form_numbers_are_kube_s_text_in_every_answer() {
         status["message"],
         "Widget in version \"v1\" cannot be handled as a Widget: json: cannot unmarshal number 1e400 into Go value of type float64"
     );
+
+    // What was stored: a new server over the same store answers from the stored bytes.
+    if store != "memory" {
+        drop(watch);
+        server.shutdown().await;
+        let server = common::restarted(args).await;
+        for name in names {
+            let path = format!("{WIDGETS}/{name}");
+            let mut answer = (0, String::new());
+            for _ in 0..5_000 {
+                answer = request(server.addr, "GET", &path, "application/json", "").await;
+                if answer.0 == 200 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_spec(&format!("stored {name}"), answer.0, 200, &answer.1);
+        }
+    }
 }
 
 fn deployment(replicas: &str) -> String {
