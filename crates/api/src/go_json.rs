@@ -34,23 +34,27 @@
 //!   typed field would name the field; an unknown field Go skips: both are refused so here).
 //!
 //! ## Numbers
-//! A number is read as serde_json reads it (an integer of `u64` or `i64`, else an `f64`) and
-//! written as kube-apiserver writes it after its storage round trip
+//! A number is written as kube-apiserver writes it after its storage round trip
 //! ([`watchkeeper_core::gonum`]: `1.0` is answered and stored `1`, `1e3` `1000`, `-0` and
 //! `-0.0` `0`, `1e20` `100000000000000000000`, `1e21` `1e+21`, `12345678901234567890`
-//! `12345678901234567000`, `0.10` `0.1`): the layout is made where objects are written (the
-//! answers' and the store's one writer, `watchkeeper_core::order`), so reading a body adds no
-//! pass over it. While a request runs, a float that holds an integer stays a float, as the
-//! float64 kube's decoder makes of `1.0` does: a schema's `type: integer` takes it, as
-//! kube-openapi's does (`swag.IsFloat64AJSONInteger`), CEL sees it as an integer under such a
-//! schema, and a built-in kind's integer field refuses it in Go's words
-//! ([`crate::schema`]: `json: cannot unmarshal number 1.0 into Go struct field
-//! DeploymentSpec.spec.replicas of type int32`); `-0` is taken there as Go's `ParseInt` takes
-//! it.
-//! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
-//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused; so is the `\u` escape of a lone
-//!   UTF-16 surrogate (`"\ud800"`, `"\udc00"`, a leading one not followed by a trailing one),
-//!   in a create or update body and in a merge or strategic merge patch ([`parse`]).
+//! `12345678901234567000`, `0.10` `0.1`), in the answers' and the store's one writer
+//! (`watchkeeper_core::order`). It is read so that the value held is kube's too, with no pass
+//! over the value beyond the reading ([`ReadBack`], a visitor of its own):
+//! - a custom resource's create, update or patch body ([`decode_custom_object`]), a strategic
+//!   merge patch and an apply configuration ([`parse_read_back`]): an integer of int64's range
+//!   whatever its literal (`1.0` is 1, `-0` 0), any other number a float (an integer past
+//!   int64 too), as kube holds a custom resource once stored and as its converter sets a
+//!   built-in kind's integer field from an integral float64 (`replicas: 3.0` applied is 3);
+//! - any other body ([`decode_object`], a built-in kind's merge or JSON patch) as serde_json
+//!   reads it, so that a built-in kind's integer field refuses a float literal in Go's words
+//!   ([`crate::schema`]: `json: cannot unmarshal number 1.0 into Go struct field
+//!   DeploymentSpec.spec.replicas of type int32`), as kube's typed decoder does; `-0` is
+//!   taken there as Go's `ParseInt` takes it.
+//!
+//! While a custom resource's request runs, kube holds `1.0` as a float64 where this holds the
+//! integer 1: a schema's `type: integer` and `type: number` take both, and CEL sees a number
+//! under a `type: number` schema as a double either way; only a field without a type (under
+//! `x-kubernetes-preserve-unknown-fields`) is an int to CEL here, a double in kube.
 
 use serde_json::Value;
 use watchkeeper_core::gotext::go_quote;
@@ -73,7 +77,25 @@ const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,om
 /// # Errors
 /// 400 BadRequest `the object provided is unrecognized (must be of type <kind>): ...`.
 pub fn decode_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, ApiError> {
-    decode(body).map_err(|cause| {
+    decode_object_as(kind, version, body, false)
+}
+
+/// [`decode_object`] of a custom resource's body: its numbers as kube's storage round trip
+/// leaves them ([`ReadBack`]), as kube holds a custom resource's once stored.
+///
+/// # Errors
+/// As [`decode_object`].
+pub fn decode_custom_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, ApiError> {
+    decode_object_as(kind, version, body, true)
+}
+
+fn decode_object_as(
+    kind: &str,
+    version: &str,
+    body: &[u8],
+    read_back: bool,
+) -> Result<Value, ApiError> {
+    decode_as(body, read_back).map_err(|cause| {
         let number = past_float64(body).map(past_float64_error);
         match number.filter(|error| cause.ends_with(error.as_str())) {
             Some(error) => ApiError::bad_request(format!(
@@ -126,9 +148,19 @@ fn past_float64(body: &[u8]) -> Option<&str> {
 /// # Errors
 /// The error's text.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
+    decode_as(body, false)
+}
+
+/// [`decode`], its numbers read back ([`ReadBack`]) when `read_back`.
+fn decode_as(body: &[u8], read_back: bool) -> Result<Value, String> {
     let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
+    let parsed = if read_back {
+        parse_read_back(body)
+    } else {
+        parse(body)
+    };
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
-    let value: Value = parse(body).map_err(|e| {
+    let value: Value = parsed.map_err(|e| {
         if syntax_error(body).is_none()
             && let Some(literal) = past_float64(body)
         {
@@ -170,6 +202,20 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
 /// # Errors
 /// serde_json's error (of the replaced text, when something was replaced).
 pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
+    parse_as::<Value>(body)
+}
+
+/// [`parse`], its numbers read as kube's storage round trip leaves them ([`ReadBack`]: `1.0`
+/// is the integer 1, `-0` 0, `12345678901234567890` a float), in the same single pass.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_read_back(body: &[u8]) -> Result<Value, serde_json::Error> {
+    parse_as::<ReadBack>(body).map(|read| read.0)
+}
+
+/// [`parse`] into `T`.
+fn parse_as<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
     serde_json::from_slice(body).or_else(|error| {
         let text = match std::str::from_utf8(body) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
@@ -181,6 +227,94 @@ pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
             (None, std::borrow::Cow::Borrowed(_)) => Err(error),
         }
     })
+}
+
+/// A JSON value whose numbers are read as kube-apiserver holds a custom resource's after its
+/// storage round trip (`sigs.k8s.io/json`'s `convertNumber`, Go's `floatEncoder`, then
+/// `convertNumber` again from etcd): an integer of int64's range is that integer, whatever its
+/// literal (`1.0`, `1e3`, `-0`, `-0.0`); any other number is a float64 (`1.5`, `1e20`, an
+/// integer past int64 such as `12345678901234567890`, rounded). Built by its own visitor as
+/// the reader reads (serde_json's `Value` is built the same way), so it costs no pass over the
+/// value; read from YAML too (any serde reader).
+pub struct ReadBack(pub Value);
+
+impl<'de> serde::Deserialize<'de> for ReadBack {
+    fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
+        reader.deserialize_any(ReadBackVisitor).map(ReadBack)
+    }
+}
+
+/// The visitor of [`ReadBack`].
+struct ReadBackVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        #[allow(clippy::cast_precision_loss)]
+        Ok(i64::try_from(value).map_or_else(|_| read_back_float(value as f64), Value::from))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(read_back_float(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Value, D::Error> {
+        reader.deserialize_any(ReadBackVisitor)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(ReadBack(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = serde_json::Map::new();
+        while let Some((key, ReadBack(item))) = map.next_entry::<String, ReadBack>()? {
+            fields.insert(key, item);
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
+/// A float64 as kube's storage round trip leaves it: the integer it holds when that is in
+/// int64's range (`-0.0` is 0), else the float.
+fn read_back_float(float: f64) -> Value {
+    match watchkeeper_core::gonum::read_back_integer(float) {
+        Some(integer) => integer.into(),
+        None => serde_json::Number::from_f64(float).map_or(Value::Null, Value::Number),
+    }
 }
 
 /// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
@@ -215,32 +349,6 @@ pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
         })
     })
 }
-
-/// `value` with each float that holds an integer of int64's range made that integer (`1.0`,
-/// `1e3`, `-0`), as a value decoded by `k8s.io/apimachinery/pkg/util/json` and converted into
-/// a Go struct by `runtime.DefaultUnstructuredConverter` has it: kube's strategic merge patch
-/// decodes the patch so and converts the patched map into the kind's Go type
-/// (`applyPatchToObject`), whose converter sets an integer field from an integral float64
-/// (`fromUnstructured`), so `{"spec":{"replicas":2.0}}` patches a Deployment's replicas to 2
-/// where a merge patch's `2.0` is refused. A walk of `value`: for a patch, never an object.
-pub fn integral_floats_as_integers(value: &mut Value) {
-    match value {
-        Value::Number(number) if number.is_f64() => {
-            let float = number.as_f64().unwrap_or_default();
-            if float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float) {
-                #[allow(clippy::cast_possible_truncation)]
-                let integer = float as i64;
-                *number = integer.into();
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
-        Value::Object(map) => map.values_mut().for_each(integral_floats_as_integers),
-        _ => {}
-    }
-}
-
-/// `2^63`: the first float past int64's range.
-const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 
 /// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
 /// `encoding/json` reads it (`unquote`: a leading surrogate not followed by the escape of a
@@ -763,6 +871,38 @@ mod tests {
         assert_eq!(
             error.message,
             "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: invalid character '[' exceeded max depth ({\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[ ...)"
+        );
+    }
+
+    /// Expected values: kube's `convertNumber` of the literal, written by `floatEncoder` and
+    /// read by `convertNumber` again (the storage round trip).
+    #[test]
+    fn numbers_read_back_as_kube_holds_them_once_stored() {
+        let body = br#"{"a":[1,1.0,1e3,-0,-0.0,1e20,12345678901234567890,0.5,-9223372036854775808,9223372036854775807,1e-400]}"#;
+        let read = parse_read_back(body).unwrap();
+        let a = read["a"].as_array().unwrap();
+        for (index, want) in [1, 1, 1000, 0, 0].into_iter().enumerate() {
+            assert_eq!(a[index].as_i64(), Some(want), "{}", a[index]);
+            assert!(!a[index].is_f64(), "{}", a[index]);
+        }
+        assert!(a[5].is_f64() && a[5].as_f64() == Some(1e20), "{}", a[5]);
+        assert!(a[6].is_f64(), "past int64, a float: {}", a[6]);
+        assert_eq!(a[6].as_f64(), Some(12_345_678_901_234_567_890.0));
+        assert_eq!(a[7].as_f64(), Some(0.5));
+        assert_eq!(a[8].as_i64(), Some(i64::MIN));
+        assert_eq!(a[9].as_i64(), Some(i64::MAX));
+        assert_eq!(a[10].as_i64(), Some(0));
+        // The plain reading keeps serde_json's: the literal's kind.
+        let plain = parse(body).unwrap();
+        assert!(plain["a"][1].is_f64() && plain["a"][6].is_u64());
+        // The same fallbacks (invalid UTF-8 read as U+FFFD).
+        assert_eq!(
+            parse_read_back(b"{\"s\":\"\xff\",\"n\":2.0}").unwrap(),
+            serde_json::json!({"s": "\u{fffd}", "n": 2})
+        );
+        assert_eq!(
+            decode_custom_object("Widget", "v1", b"{\"n\":[3.0,{\"m\":-0}]}").unwrap(),
+            serde_json::json!({"n": [3, {"m": 0}]})
         );
     }
 

@@ -53,13 +53,21 @@ pub fn write_json_number(out: &mut Vec<u8>, number: &Number) {
     let float = number
         .as_u64()
         .map_or_else(|| number.as_f64().unwrap_or_default(), |u| u as f64);
-    if float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float) {
-        #[allow(clippy::cast_possible_truncation)]
-        let integer = float as i64;
-        let _ = serde_json::to_writer(&mut *out, &Number::from(integer));
-        return;
+    match read_back_integer(float) {
+        Some(integer) => {
+            let _ = serde_json::to_writer(&mut *out, &Number::from(integer));
+        }
+        None => write_json_float(out, float),
     }
-    write_json_float(out, float);
+}
+
+/// The integer a float64 is once Go has written it and `convertNumber` has read it back: the
+/// integer `float` holds when that is in int64's range (`-0.0` is 0); `None` for any other
+/// float (`1.5`, `1e20`), which stays a float.
+#[must_use]
+pub fn read_back_integer(float: f64) -> Option<i64> {
+    #[allow(clippy::cast_possible_truncation)]
+    (float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float)).then(|| float as i64)
 }
 
 /// `number` as [`write_json_number`] writes it.

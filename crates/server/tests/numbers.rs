@@ -398,3 +398,45 @@ async fn a_built_in_integer_field_takes_numbers_as_go_decodes_them() {
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("\"replicas\":3,"), "{text}");
 }
+
+/// Goal: a custom resource holds its numbers as kube holds them once stored, not only writes
+/// them so: `2.0` in a `type: integer` field is the integer 2 to what reads the object (kube's
+/// Table column of type integer shows 2; a float there is no integer to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_holds_its_numbers_as_stored() {
+    let server = server().await;
+    let addr = server.addr;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gauges.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gauges", "kind": "Gauge"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "additionalPrinterColumns": [{"name": "N", "type": "integer", "jsonPath": ".spec.n"}],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}}]}});
+    let (status, body) = send_json(addr, "POST", CRDS, &crd).await;
+    assert_eq!(status, 201, "{body}");
+    let gauges = "/apis/example.com/v1/namespaces/default/gauges";
+    let body = r#"{"apiVersion":"example.com/v1","kind":"Gauge","metadata":{"name":"g"},"spec":{"n":2.0}}"#;
+    let mut created = (0, String::new());
+    for _ in 0..5_000 {
+        created = request(addr, "POST", gauges, "application/json", body).await;
+        if created.0 != 404 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(created.0, 201, "{}", created.1);
+    assert!(created.1.contains("\"spec\":{\"n\":2}"), "{}", created.1);
+    let (status, text) = request_with_headers(
+        addr,
+        "GET",
+        gauges,
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let table: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(table["rows"][0]["cells"][1], json!(2), "{table}");
+}

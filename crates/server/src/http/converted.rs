@@ -90,7 +90,8 @@ pub async fn write(
     let context = request.context;
     let response = match context.method {
         Method::POST | Method::PUT => {
-            let mut body = watchkeeper_api::go_json::decode_object(
+            // Custom resources only: their numbers as kube holds them once stored.
+            let mut body = watchkeeper_api::go_json::decode_custom_object(
                 &resource.def.kind,
                 &resource.def.version,
                 &context.body,

@@ -2676,11 +2676,6 @@ impl Writer<'_> {
     ) -> Result<(Written, bool), ApiError> {
         let def = &resource.def;
         let mut config = apply::config::parse_configuration(body)?;
-        if def.is_builtin() {
-            // kube converts the applied map into the kind's Go type, which takes an integral
-            // float in an integer field (`DefaultUnstructuredConverter`).
-            watchkeeper_api::go_json::integral_floats_as_integers(&mut config);
-        }
         let custom = resource.custom();
         // Fields the type does not declare: a built-in kind's schema, or a custom resource's
         // structural schema (whose pruning names them; the copy is not kept).
@@ -3886,7 +3881,13 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
 /// A create or update body as the object it holds, refused in kube-apiserver's words
 /// ([`watchkeeper_api::go_json`]).
 fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
-    watchkeeper_api::go_json::decode_object(&resource.def.kind, &resource.def.version, body)
+    let def = &resource.def;
+    if def.is_builtin() {
+        watchkeeper_api::go_json::decode_object(&def.kind, &def.version, body)
+    } else {
+        // A custom resource's numbers as kube holds them once stored (`1.0` is 1).
+        watchkeeper_api::go_json::decode_custom_object(&def.kind, &def.version, body)
+    }
 }
 
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources
