@@ -399,11 +399,11 @@ async fn a_built_in_integer_field_takes_numbers_as_go_decodes_them() {
     assert!(text.contains("\"replicas\":3,"), "{text}");
 }
 
-/// Goal: a custom resource holds its numbers as kube holds them once stored, not only writes
-/// them so: `2.0` in a `type: integer` field is the integer 2 to what reads the object (kube's
-/// Table column of type integer shows 2; a float there is no integer to it).
+/// Goal: a custom resource's `2.0` in a `type: integer` field is the integer 2 to what reads
+/// the object, as in kube (which holds it as read back from etcd): its text is `2` and a
+/// Table column of type integer shows 2 (a float there is no integer to the column).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_custom_resource_holds_its_numbers_as_stored() {
+async fn a_custom_resource_s_integral_float_is_an_integer_to_its_readers() {
     let server = server().await;
     let addr = server.addr;
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
