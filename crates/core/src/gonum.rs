@@ -67,7 +67,7 @@ pub fn write_json_number(out: &mut Vec<u8>, number: &Number) {
 #[must_use]
 pub fn read_back_integer(float: f64) -> Option<i64> {
     #[allow(clippy::cast_possible_truncation)]
-    (float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float)).then(|| float as i64)
+    (float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float)).then_some(float as i64)
 }
 
 /// `number` as [`write_json_number`] writes it.
