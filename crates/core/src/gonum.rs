@@ -42,8 +42,9 @@ const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
 
 /// Appends `number` as kube-apiserver answers it after its storage round trip (see the
 /// module docs).
+#[inline]
 pub fn write_json_number(out: &mut Vec<u8>, number: &Number) {
-    if number.as_i64().is_some() {
+    if number.is_i64() {
         // serde_json's own integer writer (itoa), as before; writing into a `Vec` cannot fail.
         let _ = serde_json::to_writer(&mut *out, number);
         return;
