@@ -138,26 +138,10 @@ pub fn go_sharp(value: &Value) -> String {
     }
 }
 
-/// A float as Go's `%v` prints it: the shortest representation, in exponent form when the
-/// exponent is below -4 or at least 6 (`1e+06`, `1.5e-05`).
-#[must_use]
-pub fn go_float(f: f64) -> String {
-    if f.is_nan() {
-        return "NaN".to_owned();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-    }
-    let scientific = format!("{f:e}");
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    if f != 0.0 && !(-4..6).contains(&exponent) {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.abs())
-    } else {
-        format!("{f}")
-    }
-}
+/// A float as Go's `%v` prints it (`strconv.FormatFloat(f, 'g', -1, 64)`: the shortest
+/// representation, in exponent form when the exponent is below -4 or at least 6, `1e+06`,
+/// `1.5e-05`): the core's, which the JSON and YAML writers' number texts share.
+pub use watchkeeper_core::gonum::format_g as go_float;
 
 /// A string as Go's `%q` (`strconv.Quote`) prints it (the core's, which its selector errors
 /// share).

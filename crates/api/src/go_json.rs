@@ -27,11 +27,34 @@
 //!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
 //!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
 //!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
-//!   a number past `f64` keeps serde_json's message.
-//! - Bytes of a string that are not UTF-8 are read as Go reads them: each replaced by U+FFFD
-//!   (`"\xff\xfe"` is `"\u{fffd}\u{fffd}"`), not refused; so is the `\u` escape of a lone
-//!   UTF-16 surrogate (`"\ud800"`, `"\udc00"`, a leading one not followed by a trailing one),
-//!   in a create or update body and in a merge or strategic merge patch ([`parse`]).
+//!   a number past float64's range (`1e400`) is Go's `json: cannot unmarshal number 1e400
+//!   into Go value of type float64` (`sigs.k8s.io/json`'s `convertNumber`, decoding a
+//!   free-form value), in a create or update body in the frame kube's decode errors take,
+//!   400 `<Kind> in version "<v>" cannot be handled as a <Kind>: ...` (a built-in kind's
+//!   typed field would name the field; an unknown field Go skips: both are refused so here).
+//!
+//! ## Numbers
+//! A number is written as kube-apiserver writes it after its storage round trip
+//! ([`watchkeeper_core::gonum`]: `1.0` is answered and stored `1`, `1e3` `1000`, `-0` and
+//! `-0.0` `0`, `1e20` `100000000000000000000`, `1e21` `1e+21`, `12345678901234567890`
+//! `12345678901234567000`, `0.10` `0.1`), in the answers' and the store's one writer
+//! (`watchkeeper_core::order`). It is read so that the value held is kube's too, with no pass
+//! over the value beyond the reading ([`ReadBack`], a visitor of its own):
+//! - a custom resource's create, update or patch body ([`decode_custom_object`]), a strategic
+//!   merge patch and an apply configuration ([`parse_read_back`]): an integer of int64's range
+//!   whatever its literal (`1.0` is 1, `-0` 0), any other number a float (an integer past
+//!   int64 too), as kube holds a custom resource once stored and as its converter sets a
+//!   built-in kind's integer field from an integral float64 (`replicas: 3.0` applied is 3);
+//! - any other body ([`decode_object`], a built-in kind's merge or JSON patch) as serde_json
+//!   reads it, so that a built-in kind's integer field refuses a float literal in Go's words
+//!   ([`crate::schema`]: `json: cannot unmarshal number 1.0 into Go struct field
+//!   DeploymentSpec.spec.replicas of type int32`), as kube's typed decoder does; `-0` is
+//!   taken there as Go's `ParseInt` takes it.
+//!
+//! While a custom resource's request runs, kube holds `1.0` as a float64 where this holds the
+//! integer 1: a schema's `type: integer` and `type: number` take both, and CEL sees a number
+//! under a `type: number` schema as a double either way; only a field without a type (under
+//! `x-kubernetes-preserve-unknown-fields`) is an int to CEL here, a double in kube.
 
 use serde_json::Value;
 use watchkeeper_core::gotext::go_quote;
@@ -53,8 +76,69 @@ const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,om
 ///
 /// # Errors
 /// 400 BadRequest `the object provided is unrecognized (must be of type <kind>): ...`.
-pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
-    decode(body).map_err(|cause| unrecognized(kind, body, &cause))
+pub fn decode_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, ApiError> {
+    decode_object_as(kind, version, body, false)
+}
+
+/// [`decode_object`] of a custom resource's body: its numbers as kube's storage round trip
+/// leaves them ([`ReadBack`]), as kube holds a custom resource's once stored.
+///
+/// # Errors
+/// As [`decode_object`].
+pub fn decode_custom_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, ApiError> {
+    decode_object_as(kind, version, body, true)
+}
+
+fn decode_object_as(
+    kind: &str,
+    version: &str,
+    body: &[u8],
+    read_back: bool,
+) -> Result<Value, ApiError> {
+    decode_as(body, read_back).map_err(|cause| {
+        let number = past_float64(body).map(past_float64_error);
+        match number.filter(|error| cause.ends_with(error.as_str())) {
+            Some(error) => ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: {error}"
+            )),
+            None => unrecognized(kind, body, &cause),
+        }
+    })
+}
+
+/// Go's error for a number literal past float64's range (`1e400`) decoded into a free-form
+/// value (`sigs.k8s.io/json`'s `convertNumber`).
+fn past_float64_error(literal: &str) -> String {
+    format!("json: cannot unmarshal number {literal} into Go value of type float64")
+}
+
+/// The first number literal of a JSON text that Go's scanner reads but that is past float64's
+/// range (`1e400`, `-1e999`): serde_json refuses such a text (`number out of range`), and Go
+/// refuses it only when it decodes the number, in its own words. `None` when there is none.
+/// Runs only on a body serde_json refused.
+fn past_float64(body: &[u8]) -> Option<&str> {
+    let (mut at, mut in_string) = (0, false);
+    while at < body.len() {
+        match body[at] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => at += 1,
+            b'-' | b'0'..=b'9' if !in_string => {
+                let length = body[at..]
+                    .iter()
+                    .take_while(|b| matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .count();
+                let literal = std::str::from_utf8(&body[at..at + length]).ok()?;
+                if literal.parse::<f64>().is_ok_and(f64::is_infinite) {
+                    return Some(literal);
+                }
+                at += length;
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
 }
 
 /// A body as the JSON object it holds, or the error kube-apiserver's `Interpret` reports for
@@ -64,9 +148,24 @@ pub fn decode_object(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
 /// # Errors
 /// The error's text.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
+    decode_as(body, false)
+}
+
+/// [`decode`], its numbers read back ([`ReadBack`]) when `read_back`.
+fn decode_as(body: &[u8], read_back: bool) -> Result<Value, String> {
     let interpret = |cause: &str| format!("couldn't get version/kind; json parse error: {cause}");
+    let parsed = if read_back {
+        parse_read_back(body)
+    } else {
+        parse(body)
+    };
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
-    let value: Value = parse(body).map_err(|e| {
+    let value: Value = parsed.map_err(|e| {
+        if syntax_error(body).is_none()
+            && let Some(literal) = past_float64(body)
+        {
+            return interpret(&past_float64_error(literal));
+        }
         let cause = syntax_error(body)
             .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
@@ -103,6 +202,20 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
 /// # Errors
 /// serde_json's error (of the replaced text, when something was replaced).
 pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
+    parse_as::<Value>(body)
+}
+
+/// [`parse`], its numbers read as kube's storage round trip leaves them ([`ReadBack`]: `1.0`
+/// is the integer 1, `-0` 0, `12345678901234567890` a float), in the same single pass.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_read_back(body: &[u8]) -> Result<Value, serde_json::Error> {
+    parse_as::<ReadBack>(body).map(|read| read.0)
+}
+
+/// [`parse`] into `T`.
+fn parse_as<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
     serde_json::from_slice(body).or_else(|error| {
         let text = match std::str::from_utf8(body) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
@@ -114,6 +227,94 @@ pub fn parse(body: &[u8]) -> Result<Value, serde_json::Error> {
             (None, std::borrow::Cow::Borrowed(_)) => Err(error),
         }
     })
+}
+
+/// A JSON value whose numbers are read as kube-apiserver holds a custom resource's after its
+/// storage round trip (`sigs.k8s.io/json`'s `convertNumber`, Go's `floatEncoder`, then
+/// `convertNumber` again from etcd): an integer of int64's range is that integer, whatever its
+/// literal (`1.0`, `1e3`, `-0`, `-0.0`); any other number is a float64 (`1.5`, `1e20`, an
+/// integer past int64 such as `12345678901234567890`, rounded). Built by its own visitor as
+/// the reader reads (serde_json's `Value` is built the same way), so it costs no pass over the
+/// value; read from YAML too (any serde reader).
+pub struct ReadBack(pub Value);
+
+impl<'de> serde::Deserialize<'de> for ReadBack {
+    fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
+        reader.deserialize_any(ReadBackVisitor).map(ReadBack)
+    }
+}
+
+/// The visitor of [`ReadBack`].
+struct ReadBackVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        #[allow(clippy::cast_precision_loss)]
+        Ok(i64::try_from(value).map_or_else(|_| read_back_float(value as f64), Value::from))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(read_back_float(value))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Value, D::Error> {
+        reader.deserialize_any(ReadBackVisitor)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(ReadBack(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = serde_json::Map::new();
+        while let Some((key, ReadBack(item))) = map.next_entry::<String, ReadBack>()? {
+            fields.insert(key, item);
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
+/// A float64 as kube's storage round trip leaves it: the integer it holds when that is in
+/// int64's range (`-0.0` is 0), else the float.
+fn read_back_float(float: f64) -> Value {
+    match watchkeeper_core::gonum::read_back_integer(float) {
+        Some(integer) => integer.into(),
+        None => serde_json::Number::from_f64(float).map_or(Value::Null, Value::Number),
+    }
 }
 
 /// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
@@ -634,7 +835,7 @@ mod tests {
         // serde_json's limit: the deepest body it reads is accepted, one level more refused
         // at the bracket that opens it.
         let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
-        assert!(decode_object("ConfigMap", at_limit.as_bytes()).is_ok());
+        assert!(decode_object("ConfigMap", "v1", at_limit.as_bytes()).is_ok());
         // A stored object may nest deeper (its managed fields), up to its own bound.
         let stored = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH - 1));
         assert!(serde_json::from_str::<Value>(&stored).is_err());
@@ -656,7 +857,7 @@ mod tests {
             serde_json::from_str::<Value>(&past).is_err(),
             "serde_json's limit"
         );
-        let error = decode_object("ConfigMap", past.as_bytes()).unwrap_err();
+        let error = decode_object("ConfigMap", "v1", past.as_bytes()).unwrap_err();
         assert!(
             error
                 .message
@@ -665,7 +866,7 @@ mod tests {
             error.message
         );
         let body = format!("{{\"a\":{}}}", deep(200));
-        let error = decode_object("ConfigMap", body.as_bytes()).unwrap_err();
+        let error = decode_object("ConfigMap", "v1", body.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400);
         assert_eq!(
             error.message,
@@ -673,9 +874,64 @@ mod tests {
         );
     }
 
+    /// Expected values: kube's `convertNumber` of the literal, written by `floatEncoder` and
+    /// read by `convertNumber` again (the storage round trip).
+    #[test]
+    fn numbers_read_back_as_kube_holds_them_once_stored() {
+        let body = br#"{"a":[1,1.0,1e3,-0,-0.0,1e20,12345678901234567890,0.5,-9223372036854775808,9223372036854775807,1e-400]}"#;
+        let read = parse_read_back(body).unwrap();
+        let a = read["a"].as_array().unwrap();
+        for (index, want) in [1, 1, 1000, 0, 0].into_iter().enumerate() {
+            assert_eq!(a[index].as_i64(), Some(want), "{}", a[index]);
+            assert!(!a[index].is_f64(), "{}", a[index]);
+        }
+        assert!(a[5].is_f64() && a[5].as_f64() == Some(1e20), "{}", a[5]);
+        assert!(a[6].is_f64(), "past int64, a float: {}", a[6]);
+        assert_eq!(a[6].as_f64(), Some(12_345_678_901_234_567_890.0));
+        assert_eq!(a[7].as_f64(), Some(0.5));
+        assert_eq!(a[8].as_i64(), Some(i64::MIN));
+        assert_eq!(a[9].as_i64(), Some(i64::MAX));
+        assert_eq!(a[10].as_i64(), Some(0));
+        // The plain reading keeps serde_json's: the literal's kind.
+        let plain = parse(body).unwrap();
+        assert!(plain["a"][1].is_f64() && plain["a"][6].is_u64());
+        // The same fallbacks (invalid UTF-8 read as U+FFFD).
+        assert_eq!(
+            parse_read_back(b"{\"s\":\"\xff\",\"n\":2.0}").unwrap(),
+            serde_json::json!({"s": "\u{fffd}", "n": 2})
+        );
+        assert_eq!(
+            decode_custom_object("Widget", "v1", b"{\"n\":[3.0,{\"m\":-0}]}").unwrap(),
+            serde_json::json!({"n": [3, {"m": 0}]})
+        );
+    }
+
+    /// Expected texts: `sigs.k8s.io/json`'s `convertNumber` error (`strconv.ParseFloat`'s range
+    /// error) in kube's `transformDecodeError` frame.
+    #[test]
+    fn numbers_past_float64_are_go_s_refusal() {
+        let body = br#"{"kind":"Widget","s":"1e400 \" 2e400","spec":{"a":[1,-1e400]}}"#;
+        assert_eq!(
+            decode_object("Widget", "v1", body).unwrap_err().message,
+            "Widget in version \"v1\" cannot be handled as a Widget: json: cannot unmarshal number -1e400 into Go value of type float64"
+        );
+        assert_eq!(
+            decode(b"{\"a\":1E+999}").unwrap_err(),
+            "couldn't get version/kind; json parse error: json: cannot unmarshal number 1E+999 into Go value of type float64"
+        );
+        // An underflow is 0 to Go and to serde_json alike; a syntax error keeps Go's words.
+        assert_eq!(decode(b"{\"a\":1e-400}").unwrap()["a"], 0.0);
+        assert!(
+            decode_object("Widget", "v1", b"{\"a\":1e400,}")
+                .unwrap_err()
+                .message
+                .contains("invalid character '}' looking for beginning of object key string")
+        );
+    }
+
     #[test]
     fn refusals_carry_kube_s_frame_and_summary() {
-        let refused = |body: &[u8]| decode_object("Pod", body).unwrap_err().message;
+        let refused = |body: &[u8]| decode_object("Pod", "v1", body).unwrap_err().message;
         assert_eq!(
             refused(b""),
             "the object provided is unrecognized (must be of type Pod): couldn't get version/kind; json parse error: unexpected end of JSON input (<empty>)"
@@ -698,7 +954,7 @@ mod tests {
             "json: cannot unmarshal array into Go struct field .apiVersion of type string ("
         ));
         assert_eq!(
-            decode_object("Pod", b"{\"kind\":null}").unwrap()["kind"],
+            decode_object("Pod", "v1", b"{\"kind\":null}").unwrap()["kind"],
             Value::Null
         );
         assert_eq!(
@@ -711,7 +967,7 @@ mod tests {
             (b"{\"a\":\"x\xe2\x82y\"}", "x\u{fffd}\u{fffd}y"),
             (b"{\"a\":\"\xf0\x9f\x98\"}", "\u{fffd}\u{fffd}\u{fffd}"),
         ] {
-            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+            assert_eq!(decode_object("Pod", "v1", body).unwrap()["a"], want);
         }
         // Lone UTF-16 surrogates, as go1.19.8's `json.Unmarshal` reads them: U+FFFD, the
         // escape after a lone leading one read on its own; a pair, and escaped backslashes
@@ -724,18 +980,18 @@ mod tests {
             (br#"{"a":"\ud83d\ude00\ud800"}"#, "\u{1f600}\u{fffd}"),
             (b"{\"a\":\"\\ud800\xff\"}", "\u{fffd}\u{fffd}"),
         ] {
-            assert_eq!(decode_object("Pod", body).unwrap()["a"], want);
+            assert_eq!(decode_object("Pod", "v1", body).unwrap()["a"], want);
         }
         assert_eq!(
-            decode_object("Pod", br#"{"a":"\\ud800","\ud800":1}"#).unwrap(),
+            decode_object("Pod", "v1", br#"{"a":"\\ud800","\ud800":1}"#).unwrap(),
             serde_json::json!({"a": "\\ud800", "\u{fffd}": 1})
         );
         assert_eq!(
-            decode_object("Pod", b"null").unwrap(),
+            decode_object("Pod", "v1", b"null").unwrap(),
             Value::Object(serde_json::Map::new())
         );
         assert_eq!(
-            decode_object("Pod", b"{\"kind\":\"Pod\"}").unwrap()["kind"],
+            decode_object("Pod", "v1", b"{\"kind\":\"Pod\"}").unwrap()["kind"],
             "Pod"
         );
     }

@@ -245,13 +245,13 @@ pub fn apply_patch_with_limits(
             ));
         }
         PatchType::Merge => {
-            let patch = decode(patch, "merge patch")?;
+            let patch = decode(def, patch, "merge patch")?;
             let mut target = original.clone();
             merge_patch(&mut target, &patch);
             target
         }
         PatchType::Json => {
-            let patch = decode(patch, "JSON patch")?;
+            let patch = decode(def, patch, "JSON patch")?;
             json_patch_with_limits(original, &patch, limits)?
         }
         PatchType::StrategicMerge => {
@@ -261,7 +261,7 @@ pub fn apply_patch_with_limits(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
-            let patch = decode(patch, "strategic merge patch")?;
+            let patch = decode(def, patch, "strategic merge patch")?;
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
@@ -275,9 +275,21 @@ pub fn apply_patch_with_limits(
     Ok(result)
 }
 
-fn decode(bytes: &[u8], what: &str) -> Result<Value, ApiError> {
-    crate::go_json::parse(bytes)
-        .map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
+/// A patch's JSON. Its numbers are read as kube's storage round trip leaves them
+/// ([`crate::go_json::ReadBack`]: `2.0` is 2) for a custom resource, whose patched object kube
+/// stores and reads back so, and for a strategic merge patch, which kube decodes into a map
+/// and converts into the kind's Go type (`applyPatchToObject`: the converter sets an integer
+/// field from an integral float64). A built-in kind's merge or JSON patch keeps the literal's
+/// reading: kube decodes the patched bytes into the Go type, which refuses `2.0` in an integer
+/// field.
+fn decode(def: &ResourceDef, bytes: &[u8], what: &str) -> Result<Value, ApiError> {
+    let read_back = !def.is_builtin() || what == "strategic merge patch";
+    let parsed = if read_back {
+        crate::go_json::parse_read_back(bytes)
+    } else {
+        crate::go_json::parse(bytes)
+    };
+    parsed.map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
 }
 
 /// RFC 7386 JSON merge patch, in place.

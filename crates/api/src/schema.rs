@@ -27,9 +27,10 @@
 //! `schemars` implementations), generated once per process; the Go type names in messages are
 //! derived from the definition names (`io.k8s.api.core.v1.Container` → `v1.Container`).
 //! Differences from Go's text that remain: fields are visited in key order rather than the
-//! order of the client's text (it matters only when there are several errors), and a
+//! order of the client's text (it matters only when there are several errors), a
 //! non-integer number is quoted as serde_json prints it (`1.0` for `1.0`, but `1000.0` for
-//! `1e3`).
+//! `1e3`), and `-0.0` in an integer field is taken as `-0` is (serde_json reads both as the
+//! float -0; Go refuses the first).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -865,6 +866,7 @@ impl<'a> Walk<'a> {
             }
             Shape::Int32 | Shape::Int64 => {
                 let fits = match value {
+                    Value::Number(n) if negative_zero(n) => true,
                     Value::Number(n) => match shape {
                         Shape::Int32 => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
                         _ => n.as_i64().is_some(),
@@ -921,7 +923,9 @@ impl<'a> Walk<'a> {
             }
             Shape::IntOrString => match value {
                 Value::String(_) => {}
-                Value::Number(n) if n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()) => {}
+                Value::Number(n)
+                    if negative_zero(n) || n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()) => {
+                }
                 Value::Number(_) => {
                     return Err(format!(
                         "json: cannot unmarshal number {value} into Go value of type int32"
@@ -981,6 +985,13 @@ impl<'a> Walk<'a> {
         }
         Ok(())
     }
+}
+
+/// Whether `n` is the float serde_json reads `-0` as: Go's `strconv.ParseInt` reads `-0` as the
+/// integer 0, so an integer field takes it (serde_json reads `-0.0`, which Go refuses, the
+/// same way: that one is taken too).
+fn negative_zero(n: &serde_json::Number) -> bool {
+    n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) && n.is_f64()
 }
 
 /// Go's `encoding/json` name of a JSON value's kind, as in `cannot unmarshal number`.
@@ -1570,7 +1581,7 @@ fn go_text(value: &Value) -> String {
             Value::Number(number) => match (number.as_i64(), number.as_u64(), number.as_f64()) {
                 (Some(i), _, _) => out.push_str(&i.to_string()),
                 (None, Some(u), _) => out.push_str(&u.to_string()),
-                (None, None, Some(f)) => out.push_str(&go_float(f)),
+                (None, None, Some(f)) => out.push_str(&watchkeeper_core::gonum::format_g(f)),
                 _ => out.push_str(&number.to_string()),
             },
             Value::Array(items) => {
@@ -1602,23 +1613,6 @@ fn go_text(value: &Value) -> String {
     let mut out = String::new();
     write(value, &mut out);
     out
-}
-
-/// `strconv.FormatFloat(f, 'g', -1, 64)`: the shortest digits, in exponent form (`1e+06`,
-/// `1.5e-05`) when the exponent is below -4 or at least 6.
-fn go_float(f: f64) -> String {
-    let scientific = format!("{f:e}");
-    let Some((mantissa, exponent)) = scientific.split_once('e') else {
-        return scientific;
-    };
-    let Ok(exponent) = exponent.parse::<i32>() else {
-        return scientific;
-    };
-    if (-4..6).contains(&exponent) {
-        return f.to_string();
-    }
-    let sign = if exponent < 0 { '-' } else { '+' };
-    format!("{mantissa}e{sign}{:02}", exponent.abs())
 }
 
 /// Checks a create or update body: 400 BadRequest as kube-apiserver's
@@ -1958,8 +1952,8 @@ mod tests {
             go_text(&patch),
             "map[a:x y spec:map[big:1e+06 int:7 list:[a 1 2.5] mid:123456 n:<nil> paused:false small:1e-05]]"
         );
-        assert_eq!(go_float(1_234_567.0), "1.234567e+06");
-        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(crate::field::go_float(1_234_567.0), "1.234567e+06");
+        assert_eq!(crate::field::go_float(0.0001), "0.0001");
     }
     mod properties {
         use super::*;

@@ -14,7 +14,11 @@
 //!   any large value is built, in go-yaml's words (`yaml: document contains excessive
 //!   aliasing`, `yaml: line N: exceeded max depth of 64`: [`crate::go_yaml`]).
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
-//!   value (tested), and an answer that is not JSON is left alone. An object nested as deep as
+//!   value (tested), and an answer that is not JSON is left alone. Numbers are written as
+//!   kube's `JSONToYAML` writes them (go-yaml v2 reads the JSON, then writes it): an integer
+//!   of int64 or uint64 as its digits, any other number as a float64 in Go's `%g` layout
+//!   (`strconv.FormatFloat(f, 'g', -1, 64)`: `1e+20` for the JSON `100000000000000000000`,
+//!   `1e+21`, `0.1`, `1e-07`, `1.2345675e+06`). An object nested as deep as
 //!   a stored one may be ([`crate::go_json::parse_stored`]: its managed fields nest deeper
 //!   than any body) is converted too, on its own stack (before, it was answered as JSON).
 
@@ -45,7 +49,106 @@ pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
 pub fn yaml_from_json(json: &[u8]) -> Option<Vec<u8>> {
     let value: Value = crate::go_json::parse_stored(json).ok()?;
     stacker::grow(WRITE_STACK, || {
-        serde_saphyr::to_string(&value).ok().map(String::into_bytes)
+        let floats = std::cell::RefCell::new(Vec::new());
+        let marked = serde_saphyr::to_string(&Marked {
+            value: &value,
+            floats: &floats,
+        })
+        .ok()?;
+        let floats = floats.into_inner();
+        if floats.is_empty() {
+            return Some(marked.into_bytes());
+        }
+        match unmark(&marked, &floats) {
+            Some(text) => Some(text.into_bytes()),
+            // A string held a marker's digits: the writer's own float text, never a wrong one.
+            None => serde_saphyr::to_string(&value).ok().map(String::into_bytes),
+        }
+    })
+}
+
+/// The first marker of a float in the YAML writer's text ([`Marked`]): `2^127`, 39 digits,
+/// past any integer a JSON value holds (serde_json's are at most `u64::MAX`, 20 digits).
+const FLOAT_MARKER: u128 = 1 << 127;
+
+/// A value written for the YAML writer with each float replaced by the integer
+/// [`FLOAT_MARKER`]` + n` (its index in `floats`), which the writer writes as plain digits;
+/// [`unmark`] puts go-yaml's text of the float in its place (the writer has no way to write a
+/// scalar's text as given, and writes floats its own way: `1.0e+20`, where go-yaml writes
+/// `1e+20`).
+struct Marked<'a> {
+    value: &'a Value,
+    floats: &'a std::cell::RefCell<Vec<f64>>,
+}
+
+impl serde::Serialize for Marked<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap as _, SerializeSeq as _};
+        let marked = |value| Marked {
+            value,
+            floats: self.floats,
+        };
+        match self.value {
+            Value::Number(number) if number.is_f64() => {
+                let mut floats = self.floats.borrow_mut();
+                let marker = FLOAT_MARKER + floats.len() as u128;
+                floats.push(number.as_f64().unwrap_or_default());
+                serializer.serialize_u128(marker)
+            }
+            Value::Array(items) => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&marked(item))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut out = serializer.serialize_map(Some(map.len()))?;
+                for (key, item) in map {
+                    out.serialize_entry(key, &marked(item))?;
+                }
+                out.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+/// `text` with the markers of [`Marked`] replaced by go-yaml's text of their floats
+/// (`strconv.FormatFloat(f, 'g', -1, 64)`: go-yaml reads a JSON number that is not an integer
+/// of int64 or uint64 as a float64 and writes it so: `1e+20`, `0.1`, `1e-07`). A marker is
+/// such digits as a whole plain scalar (after `: ` or `- `, ending its line; a string of
+/// digits alone is quoted); `None` unless those are exactly the floats' markers, in order (a
+/// line of a block string could hold one).
+fn unmark(text: &str, floats: &[f64]) -> Option<String> {
+    let marker = FLOAT_MARKER.to_string();
+    let prefix = &marker[..30];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut index = 0;
+    while let Some(at) = rest.find(prefix) {
+        let digits = rest[at..].bytes().take_while(u8::is_ascii_digit).count();
+        let end = at + digits;
+        // A marker is a whole plain scalar: a map's value or a sequence's item, on its own line.
+        let scalar = (rest[..at].ends_with(": ") || rest[..at].ends_with("- "))
+            && matches!(rest.as_bytes().get(end), None | Some(b'\n'));
+        if !scalar {
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        let found: u128 = rest[at..end].parse().ok()?;
+        if found != FLOAT_MARKER + index as u128 {
+            return None;
+        }
+        out.push_str(&rest[..at]);
+        out.push_str(&watchkeeper_core::gonum::format_g(*floats.get(index)?));
+        rest = &rest[end..];
+        index += 1;
+    }
+    (index == floats.len()).then(|| {
+        out.push_str(rest);
+        out
     })
 }
 
@@ -80,6 +183,49 @@ mod tests {
         let back: Value = serde_json::from_slice(&back).unwrap();
         assert_eq!(back, object, "{text}");
         assert_eq!(yaml_from_json(b"not json"), None);
+    }
+
+    /// Expected texts: sigs.k8s.io/yaml's `JSONToYAML` (go-yaml v2 reads the JSON and writes
+    /// a float64 with `strconv.FormatFloat(f, 'g', -1, 64)`).
+    #[test]
+    fn numbers_in_answers_are_go_yaml_s_text() {
+        let json = br#"{"a":1,"b":100000000000000000000,"c":1e+21,"d":0.1,"e":1e-7,"f":12345678901234567000,"g":1234567.5,"h":[2.5,-0.5],"i":"170141183460469231731687303715884105728"}"#;
+        let yaml = String::from_utf8(yaml_from_json(json).unwrap()).unwrap();
+        assert_eq!(
+            yaml,
+            "a: 1\nb: 1e+20\nc: 1e+21\nd: 0.1\ne: 1e-07\nf: 12345678901234567000\ng: 1.2345675e+06\nh:\n- 2.5\n- -0.5\ni: \"170141183460469231731687303715884105728\"\n"
+        );
+        // A string holding a marker's digits never takes a float's place.
+        let json = br#"{"a":0.5,"b":"x 170141183460469231731687303715884105728 y"}"#;
+        let yaml = String::from_utf8(yaml_from_json(json).unwrap()).unwrap();
+        assert!(
+            yaml.contains("b: x 170141183460469231731687303715884105728 y"),
+            "{yaml}"
+        );
+        assert!(yaml.starts_with("a: 0.5\n"), "{yaml}");
+    }
+
+    /// Expected values: go-yaml v2's `resolve` (`strconv.ParseInt(plain, 0, 64)` after dropping
+    /// underscores, then its float pattern), which sigs.k8s.io/yaml's `YAMLToJSON` writes.
+    #[test]
+    fn numbers_in_yaml_bodies_read_as_go_yaml_reads_them() {
+        let body = b"a: 010\nb: 0x10\nc: 0o10\nd: 1_000\ne: +1\nf: .5\ng: 1.0\nh: 0b101\ni: 1e3\nj: -0\nk: 12345678901234567890\n";
+        let json: Value = serde_json::from_slice(&json_from_yaml_body(body).unwrap()).unwrap();
+        for (key, want) in [
+            ("a", 8.0),
+            ("b", 16.0),
+            ("c", 8.0),
+            ("d", 1000.0),
+            ("e", 1.0),
+            ("f", 0.5),
+            ("g", 1.0),
+            ("h", 5.0),
+            ("i", 1000.0),
+            ("j", 0.0),
+            ("k", 12_345_678_901_234_567_890.0),
+        ] {
+            assert_eq!(json[key].as_f64(), Some(want), "{key}: {json}");
+        }
     }
 
     #[test]

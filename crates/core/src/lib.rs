@@ -71,6 +71,7 @@ pub mod catchup;
 pub mod config;
 pub mod dispatcher;
 pub mod event;
+pub mod gonum;
 pub mod gotext;
 pub mod guarantee;
 pub mod history;

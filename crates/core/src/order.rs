@@ -8,15 +8,19 @@
 //! compare bytes.
 //!
 //! ## Guarantees
-//! - The text parses back to exactly the given value (only the order of keys differs from
-//!   `serde_json::to_vec`).
+//! - The text parses back to the given value (only the order of keys differs from
+//!   `serde_json::to_vec`), but for numbers: each is written as kube-apiserver writes it
+//!   after its storage round trip ([`crate::gonum::write_json_number`]: `1.0` is `1`, `-0.0`
+//!   is `0`, `1e21` is `1e+21`, `u64::MAX` is `18446744073709552000`), which parses back to
+//!   the same number's value but not always to serde_json's same variant (`1.0` reads back
+//!   as the integer `1`).
 //! - Known keys come first in Go's order; any other keys follow in sorted order. Nested maps
 //!   with a known Go order (`metadata`, its owner references and managed fields entries, a
 //!   Status's `details` and their `causes`) are ordered too; any other nested map is written
 //!   as serde_json writes it (sorted), so the cost over `serde_json::to_vec` is a few key
 //!   lookups per object.
-//! - Every string, key and sorted value is byte for byte serde_json's text (the same
-//!   escapes), written here: runs of bytes that need no escape are found eight at a time.
+//! - Every string, key and sorted value but a float is byte for byte serde_json's text (the
+//!   same escapes), written here: runs of bytes that need no escape are found eight at a time.
 //! - Deterministic: the same value always gives the same bytes.
 
 use std::ops::Range;
@@ -160,8 +164,8 @@ fn write_json(out: &mut Vec<u8>, value: &Value) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        // Writing a number into a `Vec` cannot fail.
-        Value::Number(number) => serde_json::to_writer(&mut *out, number).unwrap_or_default(),
+        // As kube-apiserver writes it ([`crate::gonum`]: `1.0` is `1`, `1e21` is `1e+21`).
+        Value::Number(number) => crate::gonum::write_json_number(out, number),
         Value::String(text) => write_str(out, text),
         Value::Array(items) => {
             out.push(b'[');
@@ -670,11 +674,19 @@ mod tests {
             write_str(&mut out, text);
             assert_eq!(out, serde_json::to_vec(text).unwrap(), "{text:?}");
         }
-        let value = json!({"b": [1, -2, 3.5, 1e300, u64::MAX, null, true, false],
+        let value = json!({"b": [1, -2, 3.5, i64::MIN, null, true, false],
                            "a": {"z": texts, "y": {}, "x": []}, "": ""});
         let mut out = Vec::new();
         write_json(&mut out, &value);
         assert_eq!(out, serde_json::to_vec(&value).unwrap());
+        // Numbers as kube-apiserver writes them, not as serde_json does.
+        let value = json!([1.0, -0.0, 1e300, 1e20, u64::MAX, 0.1]);
+        let mut out = Vec::new();
+        write_json(&mut out, &value);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[1,0,1e+300,100000000000000000000,18446744073709552000,0.1]"
+        );
     }
 
     #[test]

@@ -42,18 +42,22 @@ pub const ALIAS_SLACK_SCALAR_BYTES: usize = 64 << 10;
 /// kube-apiserver's prefix of every undecodable apply body.
 const PREFIX: &str = "error decoding YAML: ";
 
-/// Reads an apply configuration from its body (see the module docs).
+/// Reads an apply configuration from its body (see the module docs), its numbers as kube's
+/// storage round trip leaves them ([`crate::go_json::ReadBack`]: kube reads the configuration
+/// with Go's `encoding/json`, every number a float64, which a custom resource stores and
+/// reads back so, and which a built-in kind's converter sets an integer field from when it is
+/// integral: `replicas: 3.0` is 3).
 ///
 /// # Errors
 /// 400 BadRequest in kube-apiserver's words for YAML that does not parse or is not a mapping.
 pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{')
-        && let Ok(value @ Value::Object(_)) = serde_json::from_slice::<Value>(body)
+        && let Ok(crate::go_json::ReadBack(value @ Value::Object(_))) = serde_json::from_slice(body)
     {
         return Ok(value);
     }
-    let value = read_yaml(body, PREFIX)?;
+    let value = read_yaml_as::<crate::go_json::ReadBack>(body, PREFIX)?.0;
     let kind = match &value {
         Value::Object(_) => return Ok(value),
         Value::Null => return Ok(Value::Object(serde_json::Map::new())),
@@ -73,6 +77,11 @@ pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
 /// 400 BadRequest, `{prefix}error converting YAML to JSON: yaml: ...` with the parser's line
 /// (or `invalid UTF-8`), as kube-apiserver's YAML readers word it ([`crate::go_yaml`]).
 pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
+    read_yaml_as(body, prefix)
+}
+
+/// [`read_yaml`] into `T`.
+fn read_yaml_as<T: serde::de::DeserializeOwned>(body: &[u8], prefix: &str) -> Result<T, ApiError> {
     let text = std::str::from_utf8(body).map_err(|e| {
         ApiError::bad_request(format!(
             "{prefix}error converting YAML to JSON: yaml: invalid UTF-8: {e}"
@@ -95,7 +104,8 @@ pub(crate) fn read_yaml(body: &[u8], prefix: &str) -> Result<Value, ApiError> {
 const READ_STACK: usize = 16 << 20;
 
 /// The YAML reader's options for a body of `len` bytes: [`MAX_DEPTH`], the expansion bounds
-/// of the module docs, and repeated keys handed to the value built (the last one wins, as in
+/// of the module docs, integers read as go-yaml v2 reads them (`010` octal; `0x10`, `0o10`,
+/// `0b101`, `1_000` and `+1` too, as the reader does by default), and repeated keys handed to the value built (the last one wins, as in
 /// kube-apiserver's non-strict `yaml.Unmarshal`; the strict reading reports them:
 /// [`duplicate_keys`]).
 fn options(len: usize) -> serde_saphyr::Options {
@@ -111,6 +121,9 @@ fn options(len: usize) -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    // go-yaml v2 reads a plain integer with Go's `strconv.ParseInt(s, 0, 64)`: a leading `0`
+    // is octal (`010` is 8), as in YAML 1.1.
+    options.legacy_octal_numbers = true;
     options
 }
 

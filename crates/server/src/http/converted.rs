@@ -90,8 +90,12 @@ pub async fn write(
     let context = request.context;
     let response = match context.method {
         Method::POST | Method::PUT => {
-            let mut body =
-                watchkeeper_api::go_json::decode_object(&resource.def.kind, &context.body)?;
+            // Custom resources only: their numbers as kube holds them once stored.
+            let mut body = watchkeeper_api::go_json::decode_custom_object(
+                &resource.def.kind,
+                &resource.def.version,
+                &context.body,
+            )?;
             if let Some(object) = body.as_object_mut() {
                 watchkeeper_api::meta::check_type(&resource.def, object)?;
             }

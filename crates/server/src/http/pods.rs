@@ -68,7 +68,7 @@ pub async fn serve(
     } else {
         "Eviction"
     };
-    let body = watchkeeper_api::go_json::decode_object(kind, &request.context.body)?;
+    let body = watchkeeper_api::go_json::decode_object(kind, "v1", &request.context.body)?;
     let name = request.target.name.unwrap_or_default();
     match request.target.subresource {
         Some("binding") => bind(app, request, resource, name, &body).await,

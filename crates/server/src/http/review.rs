@@ -73,7 +73,7 @@ fn decode(def: &ResourceDef, context: &RequestContext) -> Result<Value, ApiError
     let value = if protobuf {
         watchkeeper_api::decode_protobuf(def, &context.body)?
     } else {
-        watchkeeper_api::go_json::decode_object(&def.kind, &context.body)?
+        watchkeeper_api::go_json::decode_object(&def.kind, &def.version, &context.body)?
     };
     if value.is_object() {
         Ok(value)

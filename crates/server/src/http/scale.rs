@@ -297,8 +297,11 @@ pub async fn serve(
                 let parent = read_parent(app, request, resource).await?;
                 let current = scale_of(def, &paths, &parent);
                 let (desired, precondition) = if request.verb == Verb::Update {
-                    let body =
-                        watchkeeper_api::go_json::decode_object("Scale", &request.context.body)?;
+                    let body = watchkeeper_api::go_json::decode_object(
+                        "Scale",
+                        "v1",
+                        &request.context.body,
+                    )?;
                     let precondition = body
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)

@@ -88,7 +88,7 @@ fn decode(request: &ResourceRequest<'_>) -> Result<Value, ApiError> {
     } else if body.is_empty() {
         json!({})
     } else {
-        watchkeeper_api::go_json::decode_object("TokenRequest", body)?
+        watchkeeper_api::go_json::decode_object("TokenRequest", "v1", body)?
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(

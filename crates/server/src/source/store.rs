@@ -4033,7 +4033,13 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
 /// A create or update body as the object it holds, refused in kube-apiserver's words
 /// ([`watchkeeper_api::go_json`]).
 fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
-    watchkeeper_api::go_json::decode_object(&resource.def.kind, body)
+    let def = &resource.def;
+    if def.is_builtin() {
+        watchkeeper_api::go_json::decode_object(&def.kind, &def.version, body)
+    } else {
+        // A custom resource's numbers as kube holds them once stored (`1.0` is 1).
+        watchkeeper_api::go_json::decode_custom_object(&def.kind, &def.version, body)
+    }
 }
 
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources

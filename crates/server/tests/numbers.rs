@@ -1,0 +1,442 @@
+//! Goal: numbers answered and stored byte for byte as kube-apiserver answers them. A custom
+//! resource's free-form number is decoded by `sigs.k8s.io/json` (an integer literal of int64
+//! as int64, any other as float64), written by Go's `encoding/json` and answered as read back
+//! from storage: `1.0` is `1`, `1e3` `1000`, `1e20` `100000000000000000000`, `1e21` `1e+21`,
+//! `-0` and `-0.0` `0`, `12345678901234567890` `12345678901234567000`, `0.10` `0.1`; whether
+//! it came in JSON, YAML, a merge patch or an apply, read by GET, LIST or WATCH, and as stored
+//! (a new server over the same embedded store or etcd answers the same), on each store. In YAML
+//! answers, go-yaml's `%g` text of a float (`1e+20`, `1e-07`). A built-in kind's integer field
+//! refuses a float literal and an int32 overflow in Go's words, and takes `-0` as 0.
+
+mod common;
+
+use common::{request, request_with_headers, send_json, server, server_with};
+use serde_json::{Value, json};
+use watchkeeper::config::ServeArgs;
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+/// Each literal a client sends, kube-apiserver's JSON text of it and go-yaml's (its YAML
+/// answer's). The JSON texts: `UnmarshalCaseSensitivePreserveInts`, `json.Marshal`, then the
+/// same again from etcd; the YAML texts: `JSONToYAML` of those (go-yaml v2 reads an integer
+/// of int64 or uint64 as one, any other number as a float64 it writes with
+/// `strconv.FormatFloat(f, 'g', -1, 64)`).
+const CASES: [(&str, &str, &str); 14] = [
+    ("1", "1", "1"),
+    ("1.0", "1", "1"),
+    ("1e3", "1000", "1000"),
+    ("1e20", "100000000000000000000", "1e+20"),
+    ("1e21", "1e+21", "1e+21"),
+    ("-0", "0", "0"),
+    ("-0.0", "0", "0"),
+    (
+        "12345678901234567890",
+        "12345678901234567000",
+        "12345678901234567000",
+    ),
+    ("0.10", "0.1", "0.1"),
+    ("1e-7", "1e-7", "1e-07"),
+    (
+        "9223372036854775807",
+        "9223372036854775807",
+        "9223372036854775807",
+    ),
+    ("5e-324", "5e-324", "5e-324"),
+    (
+        "1.7976931348623157e308",
+        "1.7976931348623157e+308",
+        "1.7976931348623157e+308",
+    ),
+    ("1234567.5", "1234567.5", "1.2345675e+06"),
+];
+
+/// `"spec":{"n00":<text>,...}` with the case's column (0: the literal, 1: kube's text).
+fn spec_json(column: usize) -> String {
+    let fields: Vec<String> = CASES
+        .iter()
+        .enumerate()
+        .map(|(index, case)| {
+            let text = [case.0, case.1][column];
+            format!("\"n{index:02}\":{text}")
+        })
+        .collect();
+    format!("\"spec\":{{{}}}", fields.join(","))
+}
+
+fn widget_json(name: &str) -> String {
+    format!(
+        "{{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\",\"metadata\":{{\"name\":\"{name}\"}},{}}}",
+        spec_json(0)
+    )
+}
+
+fn widget_yaml(name: &str) -> String {
+    let mut text =
+        format!("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\nspec:\n");
+    for (index, (literal, _, _)) in CASES.iter().enumerate() {
+        text.push_str(&format!("  n{index:02}: {literal}\n"));
+    }
+    text
+}
+
+/// The answer's text holds kube's spec, byte for byte.
+#[track_caller]
+fn assert_spec(what: &str, status: u16, want_status: u16, text: &str) {
+    assert_eq!(status, want_status, "{what}: {text}");
+    let want = spec_json(1);
+    assert!(text.contains(&want), "{what}:\n{text}\nwants\n{want}");
+}
+
+/// The server's arguments over `store` (a fresh data directory or etcd prefix), and the
+/// directory to keep while they are used.
+fn store_args(store: &str) -> (ServeArgs, Option<tempfile::TempDir>) {
+    match store {
+        "memory" => (ServeArgs::default(), None),
+        "embedded" => {
+            let dir = tempfile::tempdir().unwrap();
+            let args = ServeArgs {
+                store: Some("embedded".into()),
+                data_dir: Some(dir.path().to_owned()),
+                durable_commits: Some(false),
+                ..ServeArgs::default()
+            };
+            (args, Some(dir))
+        }
+        _ => {
+            let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
+                "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
+            );
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos();
+            let args = ServeArgs {
+                store: Some("etcd".into()),
+                etcd_endpoints: Some(vec![endpoint]),
+                etcd_prefix: Some(format!("/t{nanos:x}{:x}/registry", std::process::id())),
+                ..ServeArgs::default()
+            };
+            (args, None)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_form_numbers_are_kube_s_text_in_every_answer_memory() {
+    free_form_numbers("memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_form_numbers_are_kube_s_text_in_every_answer_embedded() {
+    free_form_numbers("embedded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_form_numbers_are_kube_s_text_in_every_answer_etcd() {
+    free_form_numbers("etcd").await;
+}
+
+async fn free_form_numbers(store: &str) {
+    let (args, _dir) = store_args(store);
+    let server = server_with(args.clone()).await;
+    let addr = server.addr;
+    let (status, body) = send_json(addr, "POST", CRDS, &common::widgets_crd()).await;
+    assert_eq!(status, 201, "{body}");
+    let mut watch = None;
+    for _ in 0..5_000 {
+        let (status, list) = request(addr, "GET", WIDGETS, "application/json", "").await;
+        if status == 200 {
+            let list: Value = serde_json::from_str(&list).unwrap();
+            let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+            let path = format!("{WIDGETS}?watch=true&resourceVersion={rv}");
+            watch = Some(
+                watchkeeper_testkit::RawWatch::open(addr, &path, None, &[])
+                    .await
+                    .unwrap(),
+            );
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let mut watch = watch.expect("widgets served");
+
+    // Create in JSON and in YAML.
+    let (status, text) = request(
+        addr,
+        "POST",
+        WIDGETS,
+        "application/json",
+        &widget_json("json"),
+    )
+    .await;
+    assert_spec("create (JSON)", status, 201, &text);
+    let (status, text) = request(
+        addr,
+        "POST",
+        WIDGETS,
+        "application/yaml",
+        &widget_yaml("yaml"),
+    )
+    .await;
+    assert_spec("create (YAML)", status, 201, &text);
+
+    // A merge patch of an empty spec.
+    let (status, text) = request(
+        addr,
+        "POST",
+        WIDGETS,
+        "application/json",
+        r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"patched"},"spec":{}}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{WIDGETS}/patched"),
+        "application/merge-patch+json",
+        &format!("{{{}}}", spec_json(0)),
+    )
+    .await;
+    assert_spec("merge patch", status, 200, &text);
+
+    // Server-side apply, of JSON and of YAML.
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{WIDGETS}/applied?fieldManager=numbers"),
+        "application/apply-patch+yaml",
+        &widget_json("applied"),
+    )
+    .await;
+    assert_spec("apply (JSON)", status, 201, &text);
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{WIDGETS}/applied-yaml?fieldManager=numbers"),
+        "application/apply-patch+yaml",
+        &widget_yaml("applied-yaml"),
+    )
+    .await;
+    assert_spec("apply (YAML)", status, 201, &text);
+
+    // Read back: GET, LIST, WATCH.
+    let names = ["json", "yaml", "patched", "applied", "applied-yaml"];
+    for name in names {
+        let (status, text) = request(
+            addr,
+            "GET",
+            &format!("{WIDGETS}/{name}"),
+            "application/json",
+            "",
+        )
+        .await;
+        assert_spec(&format!("GET {name}"), status, 200, &text);
+    }
+    let (status, text) = request(addr, "GET", WIDGETS, "application/json", "").await;
+    assert_eq!(
+        text.matches(&spec_json(1)).count(),
+        names.len(),
+        "LIST: {text}"
+    );
+    assert_eq!(status, 200);
+    let mut seen = 0;
+    while seen < names.len() + 1 {
+        let line = tokio::time::timeout(common::HANG_GUARD, watch.next_line())
+            .await
+            .expect("watch hang")
+            .unwrap()
+            .expect("an event");
+        let line = String::from_utf8(line).unwrap();
+        seen += 1;
+        // The patched widget's first event is its empty spec.
+        if line.contains("\"name\":\"patched\"") && line.contains("\"spec\":{}") {
+            continue;
+        }
+        assert_spec("WATCH", 200, 200, &line);
+    }
+
+    // YAML answers: go-yaml's texts.
+    let (status, text) = request_with_headers(
+        addr,
+        "GET",
+        &format!("{WIDGETS}/json"),
+        &[("Accept", "application/yaml")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let mut want = String::from("spec:\n");
+    for (index, (_, _, yaml)) in CASES.iter().enumerate() {
+        want.push_str(&format!("  n{index:02}: {yaml}\n"));
+    }
+    assert!(text.ends_with(&want), "{text}\nwants\n{want}");
+
+    // A number past float64: Go's refusal, in kube's decode-error frame.
+    let (status, text) = request(
+        addr,
+        "POST",
+        WIDGETS,
+        "application/json",
+        r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"big"},"spec":{"a":1e400}}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    let status: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(status["reason"], "BadRequest", "{status}");
+    assert_eq!(
+        status["message"],
+        "Widget in version \"v1\" cannot be handled as a Widget: json: cannot unmarshal number 1e400 into Go value of type float64"
+    );
+
+    // What was stored: a new server over the same store answers from the stored bytes.
+    if store != "memory" {
+        drop(watch);
+        server.shutdown().await;
+        let server = common::restarted(args).await;
+        for name in names {
+            let path = format!("{WIDGETS}/{name}");
+            let mut answer = (0, String::new());
+            for _ in 0..5_000 {
+                answer = request(server.addr, "GET", &path, "application/json", "").await;
+                if answer.0 == 200 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert_spec(&format!("stored {name}"), answer.0, 200, &answer.1);
+        }
+    }
+}
+
+fn deployment(replicas: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"d{}"}},"spec":{{"replicas":{replicas},"selector":{{"matchLabels":{{"app":"a"}}}},"template":{{"metadata":{{"labels":{{"app":"a"}}}},"spec":{{"containers":[{{"name":"c","image":"i"}}]}}}}}}}}"#,
+        replicas.len()
+    )
+}
+
+/// Expected answers: kube-apiserver's for a Deployment body Go decodes into
+/// `appsv1.Deployment` (`transformDecodeError` around `encoding/json`'s
+/// `UnmarshalTypeError`, which quotes the literal), and for patches: a merge patch's result is
+/// decoded from its bytes (the literal kept: refused), a strategic merge patch's and an
+/// apply's are converted from a map (`DefaultUnstructuredConverter` sets an integer field from
+/// an integral float64).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_built_in_integer_field_takes_numbers_as_go_decodes_them() {
+    let server = server().await;
+    let addr = server.addr;
+    for (replicas, message) in [
+        (
+            "1.0",
+            "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal number 1.0 into Go struct field DeploymentSpec.spec.replicas of type int32",
+        ),
+        (
+            "3000000000",
+            "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal number 3000000000 into Go struct field DeploymentSpec.spec.replicas of type int32",
+        ),
+    ] {
+        let (status, text) = request(
+            addr,
+            "POST",
+            DEPLOYMENTS,
+            "application/json",
+            &deployment(replicas),
+        )
+        .await;
+        assert_eq!(status, 400, "{replicas}: {text}");
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(answer["reason"], "BadRequest", "{answer}");
+        assert_eq!(answer["message"], message, "{replicas}");
+    }
+    let (status, text) = request(
+        addr,
+        "POST",
+        DEPLOYMENTS,
+        "application/json",
+        &deployment("-0"),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    assert!(text.contains("\"replicas\":0,"), "{text}");
+    let path = format!("{DEPLOYMENTS}/d2");
+    let (status, text) = request(addr, "GET", &path, "application/json", "").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"replicas\":0,"), "{text}");
+
+    let patch = r#"{"spec":{"replicas":2.0}}"#;
+    let (status, text) = request(addr, "PATCH", &path, "application/merge-patch+json", patch).await;
+    assert_eq!(status, 422, "{text}");
+    assert!(
+        text.contains("json: cannot unmarshal number 2.0 into Go struct field DeploymentSpec.spec.replicas of type int32"),
+        "{text}"
+    );
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/strategic-merge-patch+json",
+        patch,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"replicas\":2,"), "{text}");
+    let (_, deployment) = common::get_json(addr, &path).await;
+    assert_eq!(deployment["spec"]["replicas"], json!(2));
+    // Server-side apply: the applied map is converted into the Go type, as the strategic
+    // merge patch's is.
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{path}?fieldManager=numbers&force=true"),
+        "application/apply-patch+yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d2\nspec:\n  replicas: 3.0\n",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"replicas\":3,"), "{text}");
+}
+
+/// Goal: a custom resource's `2.0` in a `type: integer` field is the integer 2 to what reads
+/// the object, as in kube (which holds it as read back from etcd): its text is `2` and a
+/// Table column of type integer shows 2 (a float there is no integer to the column).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_s_integral_float_is_an_integer_to_its_readers() {
+    let server = server().await;
+    let addr = server.addr;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gauges.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gauges", "kind": "Gauge"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "additionalPrinterColumns": [{"name": "N", "type": "integer", "jsonPath": ".spec.n"}],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}}]}});
+    let (status, body) = send_json(addr, "POST", CRDS, &crd).await;
+    assert_eq!(status, 201, "{body}");
+    let gauges = "/apis/example.com/v1/namespaces/default/gauges";
+    let body = r#"{"apiVersion":"example.com/v1","kind":"Gauge","metadata":{"name":"g"},"spec":{"n":2.0}}"#;
+    let mut created = (0, String::new());
+    for _ in 0..5_000 {
+        created = request(addr, "POST", gauges, "application/json", body).await;
+        if created.0 != 404 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(created.0, 201, "{}", created.1);
+    assert!(created.1.contains("\"spec\":{\"n\":2}"), "{}", created.1);
+    let (status, text) = request_with_headers(
+        addr,
+        "GET",
+        gauges,
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let table: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(table["rows"][0]["cells"][1], json!(2), "{table}");
+}
