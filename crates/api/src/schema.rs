@@ -1465,8 +1465,8 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
         };
         let walked = properties.is_some() || values.is_some() || !fixed.is_empty();
         let start = self.path.len();
-        let mut seen = std::collections::HashSet::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        let mut seen = SeenKeys::default();
+        while let Some(key) = map.next_key_seed(KeyText)? {
             if !walked {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
@@ -1475,7 +1475,7 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
                 self.path.push('.');
             }
             self.path.push_str(&key);
-            let first = seen.insert(key.clone().into_owned());
+            let first = seen.insert(key.clone());
             let node = match (properties, values) {
                 (Some(properties), _) => properties.get(key.as_ref()).map(Node::Schema),
                 (None, Some(values)) => Some(values),
@@ -1514,6 +1514,70 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
             self.path.truncate(start);
         }
         Ok(())
+    }
+}
+
+/// A map key as the body's text holds it: borrowed from the body when it has no escapes
+/// (serde's own `Cow<str>` is always a copy).
+struct KeyText;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeyText {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeyText {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(text))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(text.to_owned()))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(text))
+    }
+}
+
+/// The keys of one map a strict walk has read: a list searched in order while the map is
+/// small (most are: a patch names a few fields), a hash set from [`SeenKeys::FEW`] keys on, so
+/// a map of many keys stays linear.
+#[derive(Default)]
+struct SeenKeys<'de> {
+    few: Vec<std::borrow::Cow<'de, str>>,
+    many: std::collections::HashSet<std::borrow::Cow<'de, str>>,
+}
+
+impl<'de> SeenKeys<'de> {
+    /// Keys kept in the list before they move to the set.
+    const FEW: usize = 16;
+
+    /// Adds `key`; whether it was not there yet.
+    fn insert(&mut self, key: std::borrow::Cow<'de, str>) -> bool {
+        if self.many.is_empty() {
+            if self.few.contains(&key) {
+                return false;
+            }
+            if self.few.len() < Self::FEW {
+                self.few.push(key);
+                return true;
+            }
+            self.many.extend(self.few.drain(..));
+        }
+        self.many.insert(key)
     }
 }
 
@@ -2185,6 +2249,39 @@ mod tests {
                 );
                 let lines = crate::apply::config::duplicate_keys(body.as_bytes());
                 prop_assert_eq!(lines.len(), repeated.len());
+            }
+
+            /// Goal: a map's duplicate keys are found whatever its size (the walk keeps a
+            /// small map's keys in a list and a larger one's in a set) and however a key is
+            /// written (`"a"` and `"\u0061"` are one key, as Go decodes them).
+            #[test]
+            fn duplicates_are_found_in_maps_of_any_size(
+                keys in prop::collection::vec((0..24u8, any::<bool>()), 0..60)
+            ) {
+                let names: Vec<String> = keys
+                    .iter()
+                    .map(|(i, _)| format!("k{}", char::from(b'a' + i)))
+                    .collect();
+                let body = format!(
+                    "{{\"m\": {{{}}}}}",
+                    keys.iter()
+                        .zip(&names)
+                        .map(|((_, escaped), name)| if *escaped {
+                            let text: String = name.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect();
+                            format!("\"{text}\": 1")
+                        } else {
+                            format!("\"{name}\": 1")
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+                let mut seen = std::collections::HashSet::new();
+                let repeated: Vec<StrictField> = names
+                    .iter()
+                    .filter(|name| !seen.insert((*name).clone()))
+                    .map(|name| StrictField::Duplicate(format!("m.{name}")))
+                    .collect();
+                prop_assert_eq!(duplicate_fields(body.as_bytes()).unwrap(), repeated);
             }
         }
     }
