@@ -1927,10 +1927,11 @@ mod tests {
                 pod(json!({"limits": {"memory": 1024}}), json!({})),
                 true,
             ),
+            // Accepted by the check (trimmed), left as sent by the pruning walk.
             (
                 "pods",
                 pod(json!({"requests": {"cpu": " 1"}}), json!({})),
-                true,
+                false,
             ),
             (
                 "pods",
