@@ -165,7 +165,7 @@ pub fn normalize_rfc3339(text: &mut String, micro: bool) {
 /// Whether [`normalize_rfc3339`] changes `text`.
 #[must_use]
 pub fn normalizes_rfc3339(text: &str, micro: bool) -> bool {
-    !(!micro && is_normalized(text))
+    (micro || !is_normalized(text))
         && normalized_rfc3339(text, micro).is_some_and(|normalized| normalized != text)
 }
 
