@@ -102,8 +102,8 @@ pub use names::{validate_dns1123_label, validate_dns1123_subdomain};
 pub use openapi::{CustomSchemas, openapi_v3_group_version, openapi_v3_root};
 pub use order::{object_body, status_body};
 pub use patch::{
-    JSON_PATCH_COPY_BYTES_MAX, PatchLimits, PatchType, apply_patch, apply_patch_with_limits,
-    unsupported_patch_type,
+    JSON_PATCH_COPY_BYTES_MAX, PatchLimits, PatchType, apply_patch, apply_patch_checked,
+    apply_patch_with_limits, unsupported_patch_type,
 };
 pub use protobuf::{PROTOBUF_MEDIA_TYPE, decode_protobuf, is_protobuf_media_type, protobuf_kinds};
 pub use resources::{

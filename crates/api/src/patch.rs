@@ -226,6 +226,21 @@ pub fn apply_patch(
     apply_patch_with_limits(def, patch_type, original, patch, PatchLimits::default())
 }
 
+/// [`apply_patch`], and whether [`crate::schema::prune_unknown_fields`] has anything to do
+/// with the patched object, which the decode check found in the same walk (a write that
+/// prunes next skips that walk when it has nothing to do).
+///
+/// # Errors
+/// As [`apply_patch`].
+pub fn apply_patch_checked(
+    def: &ResourceDef,
+    patch_type: PatchType,
+    original: &Value,
+    patch: &[u8],
+) -> Result<(Value, crate::schema::Pruning), ApiError> {
+    patched(def, patch_type, original, patch, PatchLimits::default())
+}
+
 /// [`apply_patch`] with the server's configured [`PatchLimits`].
 ///
 /// # Errors
@@ -238,6 +253,17 @@ pub fn apply_patch_with_limits(
     patch: &[u8],
     limits: PatchLimits,
 ) -> Result<Value, ApiError> {
+    patched(def, patch_type, original, patch, limits).map(|(object, _)| object)
+}
+
+/// The patched object (see [`apply_patch_checked`]).
+fn patched(
+    def: &ResourceDef,
+    patch_type: PatchType,
+    original: &Value,
+    patch: &[u8],
+    limits: PatchLimits,
+) -> Result<(Value, crate::schema::Pruning), ApiError> {
     let result = match patch_type {
         PatchType::Apply => {
             return Err(ApiError::unsupported_media_type(
@@ -271,8 +297,8 @@ pub fn apply_patch_with_limits(
             type_name(&result)
         )));
     }
-    crate::schema::check_patched(def, &result)?;
-    Ok(result)
+    let pruning = crate::schema::check_patched(def, &result)?;
+    Ok((result, pruning))
 }
 
 /// A patch's JSON. Its numbers are read as kube's storage round trip leaves them

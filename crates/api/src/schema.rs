@@ -626,6 +626,10 @@ struct Walk<'a> {
     path: Vec<&'a str>,
     /// The first type mismatch (Go saves it and keeps decoding).
     first: Option<String>,
+    /// Whether the walk met something [`prune_unknown_fields`] changes: a field the schema
+    /// does not declare, a quantity not in its canonical form, a time not as Kubernetes
+    /// writes it (set by [`Walk::check`]).
+    prunes: bool,
 }
 
 /// A schema node's [`Shape`] and, when it was a reference, the definition's name.
@@ -644,6 +648,7 @@ fn classified() -> &'static ByAddress<Classified<'static>> {
             definitions: &schemas().definitions,
             path: Vec::new(),
             first: None,
+            prunes: false,
         };
         let mut out = ByAddress::default();
         each_definition_node(|node| {
@@ -856,7 +861,7 @@ impl<'a> Walk<'a> {
         if value.is_null() {
             return Ok(());
         }
-        let (shape, _) = self.shape(schema);
+        let (shape, name) = self.shape(schema);
         match shape {
             Shape::Any => {}
             Shape::Bool => {
@@ -906,6 +911,8 @@ impl<'a> Walk<'a> {
                             "parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {text:?} as \"2006\""
                         ));
                     }
+                    let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
+                    self.prunes |= crate::time::normalizes_rfc3339(text, micro);
                 }
                 other => {
                     return Err(format!(
@@ -920,6 +927,15 @@ impl<'a> Walk<'a> {
                     other => other.to_string(),
                 };
                 check_quantity(&text)?;
+                // What the pruning walk writes back: the canonical form of the text as sent
+                // (a number always becomes a string).
+                self.prunes |= match value {
+                    Value::String(sent) => {
+                        crate::quantity::canonical(sent).is_some_and(|canonical| canonical != *sent)
+                    }
+                    Value::Number(_) => crate::quantity::canonical(&text).is_some(),
+                    _ => false,
+                };
             }
             Shape::IntOrString => match value {
                 Value::String(_) => {}
@@ -981,6 +997,9 @@ impl<'a> Walk<'a> {
                 let result = self.check(struct_name, schema, value);
                 self.path.pop();
                 result?;
+            } else {
+                // Go's decoder drops it; so does the pruning walk.
+                self.prunes = true;
             }
         }
         Ok(())
@@ -1084,9 +1103,52 @@ fn check_quantity(text: &str) -> Result<(), String> {
 /// (and for kinds without a built-in schema: custom resources).
 #[must_use]
 pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
+    decode_check(def, object).0
+}
+
+/// [`decode_error`], and whether [`prune_unknown_fields`] may change `object` or report a
+/// field of it: `false` only when the check walked the whole object (it found no error) and
+/// met no field the kind does not declare, no quantity out of its canonical form and no time
+/// out of Kubernetes' layout, which is everything the pruning walk changes or reports (and
+/// for kinds it leaves alone: custom resources, kinds without a published schema). One walk
+/// for a patched object's two, as the pruning walk then has nothing to do.
+fn decode_check(def: &ResourceDef, object: &Value) -> (Option<String>, bool) {
     match object {
-        Value::Object(fields) => decode_error_fields(def, fields),
-        _ => None,
+        Value::Object(fields) => decode_check_fields(def, fields),
+        // Neither walk reads into anything but an object.
+        _ => (None, false),
+    }
+}
+
+/// [`decode_check`] of an object's fields.
+fn decode_check_fields(def: &ResourceDef, fields: &Map<String, Value>) -> (Option<String>, bool) {
+    // Kinds the pruning walk leaves alone.
+    if !def.is_builtin() {
+        return (None, false);
+    }
+    let schemas = schemas();
+    let Some((root, definition)) = schemas
+        .root(def)
+        .and_then(|root| Some((root, schemas.definitions.get(root)?)))
+    else {
+        return (None, false);
+    };
+    let Some(Value::Object(properties)) = definition.get("properties") else {
+        // Not walked: the pruning walk may still find what to change.
+        return (None, true);
+    };
+    let mut walk = Walk {
+        definitions: &schemas.definitions,
+        path: Vec::new(),
+        first: None,
+        prunes: false,
+    };
+    match walk.check_fields(struct_name_of_definition(root), properties, fields) {
+        Err(message) => (Some(message), true),
+        Ok(()) => {
+            let prunes = walk.prunes || walk.first.is_some();
+            (walk.first, prunes)
+        }
     }
 }
 
@@ -1111,24 +1173,7 @@ pub(crate) fn definitions_of(
 }
 
 fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
-    if !def.is_builtin() {
-        return None;
-    }
-    let schemas = schemas();
-    let root = schemas.root(def)?;
-    let definition = schemas.definitions.get(root)?;
-    let Some(Value::Object(properties)) = definition.get("properties") else {
-        return None;
-    };
-    let mut walk = Walk {
-        definitions: &schemas.definitions,
-        path: Vec::new(),
-        first: None,
-    };
-    match walk.check_fields(struct_name_of_definition(root), properties, fields) {
-        Err(message) => Some(message),
-        Ok(()) => walk.first,
-    }
+    decode_check_fields(def, fields).0
 }
 
 /// Removes from `object` every field its built-in kind's schema does not declare, as Go's
@@ -1158,6 +1203,7 @@ pub fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String
         definitions: &schemas.definitions,
         path: Vec::new(),
         first: None,
+        prunes: false,
     };
     let mut path = String::new();
     prune(&walk, schema, object, &mut path, &mut unknown);
@@ -1306,6 +1352,7 @@ fn strict_walk(
         definitions,
         path: Vec::new(),
         first: None,
+        prunes: false,
     };
     let mut path = String::new();
     let mut found = Vec::new();
@@ -1429,8 +1476,8 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
         };
         let walked = properties.is_some() || values.is_some() || !fixed.is_empty();
         let start = self.path.len();
-        let mut seen = std::collections::HashSet::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        let mut seen = SeenKeys::default();
+        while let Some(key) = map.next_key_seed(KeyText)? {
             if !walked {
                 map.next_value::<serde::de::IgnoredAny>()?;
                 continue;
@@ -1439,7 +1486,7 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
                 self.path.push('.');
             }
             self.path.push_str(&key);
-            let first = seen.insert(key.clone().into_owned());
+            let first = seen.insert(key.clone());
             let node = match (properties, values) {
                 (Some(properties), _) => properties.get(key.as_ref()).map(Node::Schema),
                 (None, Some(values)) => Some(values),
@@ -1478,6 +1525,70 @@ impl<'de> serde::de::Visitor<'de> for StrictSeed<'_, '_> {
             self.path.truncate(start);
         }
         Ok(())
+    }
+}
+
+/// A map key as the body's text holds it: borrowed from the body when it has no escapes
+/// (serde's own `Cow<str>` is always a copy).
+struct KeyText;
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeyText {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for KeyText {
+    type Value = std::borrow::Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Borrowed(text))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(text.to_owned()))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Self::Value, E> {
+        Ok(std::borrow::Cow::Owned(text))
+    }
+}
+
+/// The keys of one map a strict walk has read: a list searched in order while the map is
+/// small (most are: a patch names a few fields), a hash set from [`SeenKeys::FEW`] keys on, so
+/// a map of many keys stays linear.
+#[derive(Default)]
+struct SeenKeys<'de> {
+    few: Vec<std::borrow::Cow<'de, str>>,
+    many: std::collections::HashSet<std::borrow::Cow<'de, str>>,
+}
+
+impl<'de> SeenKeys<'de> {
+    /// Keys kept in the list before they move to the set.
+    const FEW: usize = 16;
+
+    /// Adds `key`; whether it was not there yet.
+    fn insert(&mut self, key: std::borrow::Cow<'de, str>) -> bool {
+        if self.many.is_empty() {
+            if self.few.contains(&key) {
+                return false;
+            }
+            if self.few.len() < Self::FEW {
+                self.few.push(key);
+                return true;
+            }
+            self.many.extend(self.few.drain(..));
+        }
+        self.many.insert(key)
     }
 }
 
@@ -1631,16 +1742,28 @@ pub fn check_body(def: &ResourceDef, object: &Map<String, Value>) -> Result<(), 
     }
 }
 
+/// Whether [`prune_unknown_fields`] has anything to do with an object the decode check
+/// passed (see [`check_patched`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pruning {
+    /// It would leave the object as it is and report no field: the check's walk met every
+    /// node the pruning walk would and nothing it changes.
+    Nothing,
+    /// It may change the object or report a field.
+    Needed,
+}
+
 /// Checks a patched object: 422 Invalid with the cause `patch: Invalid value: "<object>":
 /// <decode error>`, as kube-apiserver's patch handler answers when the patched object does
-/// not decode.
+/// not decode; else whether the pruning walk has anything to do with it.
 ///
 /// # Errors
 /// The 422 described.
-pub fn check_patched(def: &ResourceDef, object: &Value) -> Result<(), ApiError> {
-    match decode_error(def, object) {
-        None => Ok(()),
-        Some(message) => Err(ApiError::invalid_unnamed(vec![(
+pub fn check_patched(def: &ResourceDef, object: &Value) -> Result<Pruning, ApiError> {
+    match decode_check(def, object) {
+        (None, false) => Ok(Pruning::Nothing),
+        (None, true) => Ok(Pruning::Needed),
+        (Some(message), _) => Err(ApiError::invalid_unnamed(vec![(
             "patch".to_owned(),
             format!("Invalid value: {:?}: {message}", object.to_string()),
             "FieldValueInvalid".to_owned(),
@@ -1685,11 +1808,13 @@ mod tests {
             definitions,
             path: Vec::new(),
             first: None,
+            prunes: false,
         };
         let worked = Walk {
             definitions: &copy,
             path: Vec::new(),
             first: None,
+            prunes: false,
         };
         let mut seen = 0;
         each_definition_node_with_twin(&copy, |node, twin| {
@@ -1726,6 +1851,135 @@ mod tests {
         let mut bad = serde_json::json!({"metadata": {"name": "e"}, "firstTimestamp": "soon"});
         prune_unknown_fields(&builtin("events"), &mut bad);
         assert_eq!(bad["firstTimestamp"], "soon");
+    }
+
+    /// Goal: the decode check says the pruning walk has nothing to do exactly when pruning
+    /// leaves the object as it is and reports no field, for every kind of change the pruning
+    /// walk makes (an undeclared field at any depth, a quantity out of its canonical form or
+    /// given as a number, a time or micro time out of Kubernetes' layout) and for objects it
+    /// leaves alone; so a patch that skips the walk on the check's word writes what it would
+    /// have written.
+    #[test]
+    fn the_decode_check_says_when_pruning_has_nothing_to_do() {
+        use serde_json::json;
+        let managed = json!([{"manager": "m", "operation": "Update", "apiVersion": "v1",
+            "time": "2026-12-05T08:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {".": {}, "f:a": {}}, "f:anything": {}}}]);
+        let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "d", "uid": "u", "resourceVersion": "5",
+                "creationTimestamp": "2026-12-05T08:00:00Z", "labels": {"a": "b"},
+                "managedFields": managed},
+            "data": {"a": "x"}, "binaryData": {"b": "eA=="}});
+        let pod = |resources: Value, extra: Value| {
+            let mut container = json!({"name": "c", "image": "i", "resources": resources,
+                "ports": [{"containerPort": 80}]});
+            container
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "creationTimestamp": "2026-12-05T08:00:00Z"},
+                "spec": {"containers": [container], "overhead": {"cpu": "1"}},
+                "status": {"startTime": "2026-12-05T08:00:00Z"}})
+        };
+        let event = |time: &str, micro: &str| {
+            json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+                "involvedObject": {"kind": "Pod", "name": "p"},
+                "firstTimestamp": time, "eventTime": micro})
+        };
+        let mut with_unknown = configmap.clone();
+        with_unknown["metadata"]["bogus"] = json!(1);
+        let mut top_unknown = configmap.clone();
+        top_unknown["spec"] = json!({});
+        let mut offset_time = configmap.clone();
+        offset_time["metadata"]["creationTimestamp"] = json!("2026-12-05T09:00:00+01:00");
+        let cases = [
+            ("configmaps", configmap.clone(), false),
+            ("configmaps", with_unknown, true),
+            ("configmaps", top_unknown, true),
+            ("configmaps", offset_time, true),
+            (
+                "pods",
+                pod(
+                    json!({"limits": {"cpu": "500m", "memory": "1Gi"}}),
+                    json!({}),
+                ),
+                false,
+            ),
+            (
+                "pods",
+                pod(json!({"limits": {"cpu": "0.5"}}), json!({})),
+                true,
+            ),
+            (
+                "pods",
+                pod(json!({"limits": {"memory": "1024Mi"}}), json!({})),
+                true,
+            ),
+            (
+                "pods",
+                pod(json!({"limits": {"memory": 1024}}), json!({})),
+                true,
+            ),
+            // Accepted by the check (trimmed), left as sent by the pruning walk.
+            (
+                "pods",
+                pod(json!({"requests": {"cpu": " 1"}}), json!({})),
+                false,
+            ),
+            (
+                "pods",
+                pod(json!({}), json!({"unknownNested": {"x": 1}})),
+                true,
+            ),
+            (
+                "pods",
+                pod(
+                    json!({}),
+                    json!({"ports": [{"containerPort": 80, "portZ": 1}]}),
+                ),
+                true,
+            ),
+            ("pods", pod(json!({}), json!({"env": null})), false),
+            (
+                "events",
+                event("2026-12-05T08:00:00Z", "2026-12-05T08:00:00.123456Z"),
+                false,
+            ),
+            (
+                "events",
+                event("2026-12-05T08:00:00.5Z", "2026-12-05T08:00:00.123456Z"),
+                true,
+            ),
+            (
+                "events",
+                event("2026-12-05T08:00:00Z", "2026-12-05T08:00:00Z"),
+                true,
+            ),
+            (
+                "events",
+                event("2026-12-05t08:00:00z", "2026-12-05T08:00:00.123456Z"),
+                true,
+            ),
+        ];
+        for (plural, object, expected) in cases {
+            let def = builtin(plural);
+            let mut pruned = object.clone();
+            let unknown = prune_unknown_fields(&def, &mut pruned);
+            let changed = pruned != object || !unknown.is_empty();
+            assert_eq!(changed, expected, "{plural}: {object}");
+            let pruning = check_patched(&def, &object).unwrap();
+            assert_eq!(pruning == Pruning::Needed, expected, "{plural}: {object}");
+        }
+        // A custom resource: the pruning walk leaves it alone (its schema prunes it, elsewhere).
+        let custom = ResourceDef {
+            group: "example.com".into(),
+            ..builtin("configmaps")
+        };
+        assert_eq!(
+            check_patched(&custom, &json!({"metadata": {"name": "w"}, "x": 1})).unwrap(),
+            Pruning::Nothing
+        );
     }
 
     fn builtin(plural: &str) -> ResourceDef {
@@ -1990,6 +2244,39 @@ mod tests {
                 );
                 let lines = crate::apply::config::duplicate_keys(body.as_bytes());
                 prop_assert_eq!(lines.len(), repeated.len());
+            }
+
+            /// Goal: a map's duplicate keys are found whatever its size (the walk keeps a
+            /// small map's keys in a list and a larger one's in a set) and however a key is
+            /// written (`"a"` and `"\u0061"` are one key, as Go decodes them).
+            #[test]
+            fn duplicates_are_found_in_maps_of_any_size(
+                keys in prop::collection::vec((0..24u8, any::<bool>()), 0..60)
+            ) {
+                let names: Vec<String> = keys
+                    .iter()
+                    .map(|(i, _)| format!("k{}", char::from(b'a' + i)))
+                    .collect();
+                let body = format!(
+                    "{{\"m\": {{{}}}}}",
+                    keys.iter()
+                        .zip(&names)
+                        .map(|((_, escaped), name)| if *escaped {
+                            let text: String = name.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect();
+                            format!("\"{text}\": 1")
+                        } else {
+                            format!("\"{name}\": 1")
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+                let mut seen = std::collections::HashSet::new();
+                let repeated: Vec<StrictField> = names
+                    .iter()
+                    .filter(|name| !seen.insert((*name).clone()))
+                    .map(|name| StrictField::Duplicate(format!("m.{name}")))
+                    .collect();
+                prop_assert_eq!(duplicate_fields(body.as_bytes()).unwrap(), repeated);
             }
         }
     }

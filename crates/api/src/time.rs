@@ -162,6 +162,13 @@ pub fn normalize_rfc3339(text: &mut String, micro: bool) {
     }
 }
 
+/// Whether [`normalize_rfc3339`] changes `text`.
+#[must_use]
+pub fn normalizes_rfc3339(text: &str, micro: bool) -> bool {
+    (micro || !is_normalized(text))
+        && normalized_rfc3339(text, micro).is_some_and(|normalized| normalized != text)
+}
+
 /// [`unix_from_rfc3339`] of any layout it accepts: the date's and the clock's fields split at
 /// their separators, an optional fraction, a `Z` or an offset.
 fn split_rfc3339(text: &str) -> Option<i64> {

@@ -29,14 +29,20 @@ pub const ANCIENT_CHANGES: &str = "ancient-changes";
 /// Merges the oldest `Update` entries of `managers` until at most `max` remain (see the
 /// module docs).
 pub fn cap_update_managers(managers: &mut Managers, max: usize) {
+    // Every write calls this; almost every object is under the cap: counted before anything
+    // is copied.
+    let count = managers
+        .keys()
+        .filter(|id| id.operation == Operation::Update)
+        .count();
+    if count <= max {
+        return;
+    }
     let mut updaters: Vec<(Option<String>, ManagerId)> = managers
         .iter()
         .filter(|(id, _)| id.operation == Operation::Update)
         .map(|(id, entry)| (entry.time.clone(), id.clone()))
         .collect();
-    if updaters.len() <= max {
-        return;
-    }
     // Oldest first: no time sorts before any time; RFC 3339 times in UTC sort as text.
     updaters.sort();
     let mut length = updaters.len();

@@ -330,7 +330,12 @@ impl Set {
             let Value::Object(child_map) = child else {
                 return Err(format!("the value of {key:?} must be an object"));
             };
-            if child_map.is_empty() || child_map.contains_key(".") {
+            if child_map.is_empty() {
+                // A leaf (most elements are): a member with nothing below.
+                set.members.insert(element);
+                continue;
+            }
+            if child_map.contains_key(".") {
                 set.members.insert(element.clone());
             }
             let below = Set::from_fields_v1(child)?;

@@ -229,20 +229,22 @@ pub fn set_managed_fields(object: &mut Value, managers: &Managers) {
             .then_with(|| ea.api_version.cmp(&eb.api_version))
             .then_with(|| a.subresource.cmp(&b.subresource))
     });
+    // Strings made as values directly: `json!` of a string goes through serde's serializer.
+    let text = |text: &str| Value::String(text.to_owned());
     let encoded: Vec<Value> = entries
         .into_iter()
         .map(|(id, entry)| {
             let mut out = Map::new();
-            out.insert("manager".to_owned(), json!(id.manager));
-            out.insert("operation".to_owned(), json!(id.operation.name()));
-            out.insert("apiVersion".to_owned(), json!(entry.api_version));
+            out.insert("manager".to_owned(), text(&id.manager));
+            out.insert("operation".to_owned(), text(id.operation.name()));
+            out.insert("apiVersion".to_owned(), text(&entry.api_version));
             if let Some(time) = &entry.time {
-                out.insert("time".to_owned(), json!(time));
+                out.insert("time".to_owned(), text(time));
             }
-            out.insert("fieldsType".to_owned(), json!("FieldsV1"));
+            out.insert("fieldsType".to_owned(), text("FieldsV1"));
             out.insert("fieldsV1".to_owned(), entry.set.to_fields_v1());
             if !id.subresource.is_empty() {
-                out.insert("subresource".to_owned(), json!(id.subresource));
+                out.insert("subresource".to_owned(), text(&id.subresource));
             }
             Value::Object(out)
         })

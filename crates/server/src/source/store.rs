@@ -64,7 +64,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use watchkeeper_api::gc::{self, DeletePolicy};
 use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
-use watchkeeper_api::schema::StrictField;
+use watchkeeper_api::schema::{Pruning, StrictField};
 use watchkeeper_api::{
     ApiError, CreateContext, PatchType, ResourceDef, apply, prepare_create, prepare_update,
     prepare_update_decoded,
@@ -1031,18 +1031,28 @@ impl Writer<'_> {
 
     /// A patched object: the patch's own strict errors (`patch_fields`), then its result's
     /// unknown fields (dropped), validated; `Strict` refuses them with kube-apiserver's 422 on
-    /// the field `patch` ([`watchkeeper_api::schema::strict_patch_error`]).
+    /// the field `patch` ([`watchkeeper_api::schema::strict_patch_error`]). A built-in kind's
+    /// object whose decode check found nothing for the pruning walk to do (`pruning`) is not
+    /// walked again.
     fn checked_patch(
         &self,
         resource: &Resource,
         object: &mut Value,
-        patch_type: PatchType,
-        patch: &[u8],
+        (patch_type, patch): (PatchType, &[u8]),
         patch_fields: &[StrictField],
+        pruning: Pruning,
     ) -> Result<(), ApiError> {
+        let custom_schema = resource
+            .custom()
+            .is_some_and(|custom| custom.schema.is_some());
+        if pruning == Pruning::Nothing && !custom_schema && patch_fields.is_empty() {
+            return Ok(());
+        }
         let patched = (self.field_validation == FieldValidation::Strict).then(|| object.clone());
         let mut fields = patch_fields.to_vec();
-        fields.extend(self.strict_fields(resource, object, None));
+        if pruning == Pruning::Needed || custom_schema {
+            fields.extend(self.strict_fields(resource, object, None));
+        }
         self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
             watchkeeper_api::schema::strict_patch_error(
                 patch_type,
@@ -2778,8 +2788,15 @@ impl Writer<'_> {
     ) -> Result<Written, ApiError> {
         let patch_fields = self.patch_fields(patch_type, &patch);
         self.guaranteed_update(resource, namespace, name, None, |old| {
-            let mut new = watchkeeper_api::apply_patch(&resource.def, patch_type, old, &patch)?;
-            self.checked_patch(resource, &mut new, patch_type, &patch, &patch_fields)?;
+            let (mut new, pruning) =
+                watchkeeper_api::apply_patch_checked(&resource.def, patch_type, old, &patch)?;
+            self.checked_patch(
+                resource,
+                &mut new,
+                (patch_type, &patch),
+                &patch_fields,
+                pruning,
+            )?;
             // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
             // with kube-apiserver: it applies only to that version.
             let version = |object: &Value| {
