@@ -390,10 +390,45 @@ mod tests {
             zero_field(&def("apps", "replicasets"), "status"),
             Some(json!({"replicas": 0}))
         );
-        assert_eq!(
-            zero_field(&def("apps", "deployments"), "status"),
-            Some(json!({}))
-        );
+        // What `kinds::created_status` listed by hand before the tables gave it.
+        for (group, plural, status) in [
+            ("apps", "deployments", json!({})),
+            ("batch", "jobs", json!({})),
+            ("batch", "cronjobs", json!({})),
+            ("", "replicationcontrollers", json!({"replicas": 0})),
+            (
+                "apps",
+                "statefulsets",
+                json!({"replicas": 0, "availableReplicas": 0}),
+            ),
+            (
+                "apps",
+                "daemonsets",
+                json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                    "desiredNumberScheduled": 0, "numberReady": 0}),
+            ),
+            (
+                "policy",
+                "poddisruptionbudgets",
+                json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,
+                    "expectedPods": 0}),
+            ),
+            (
+                "networking.k8s.io",
+                "ingresses",
+                json!({"loadBalancer": {}}),
+            ),
+        ] {
+            assert_eq!(
+                zero_field(&def(group, plural), "status"),
+                Some(status),
+                "{plural}"
+            );
+            assert_eq!(
+                crate::kinds::created_status(&def(group, plural)),
+                zero_field(&def(group, plural), "status")
+            );
+        }
         let zero = zero_object(&def("apps", "deployments")).unwrap();
         assert_eq!(
             zero["spec"]["template"]["metadata"],
