@@ -171,7 +171,7 @@ fn normalize_value(field: &Field, value: &mut Value) -> bool {
         (Ty::Int32 | Ty::Int64, Value::Number(number)) => {
             !(omit_zero && number.as_i64() == Some(0))
         }
-        (Ty::Bool, Value::Bool(flag)) => !(omit_zero && !*flag),
+        (Ty::Bool, Value::Bool(flag)) => *flag || !omit_zero,
         _ => true,
     }
 }
