@@ -30,7 +30,9 @@
 //! while fields that are pointers, are not `omitempty`, or are structs keep whatever value was
 //! sent; nested messages always appear (`resources: {}`), a zero `metav1.Time` or `MicroTime`
 //! (an empty message, as Go writes it) is `null`, `bytes` become base64 strings, `json:",inline"` structs join their parent,
-//! `IntOrString` is a number or a string and `Quantity` a string.
+//! `IntOrString` is a number or a string and `Quantity` a string. The tables keep each Go
+//! field's shape (pointer, `omitempty`, slice), from which [`gostruct`] gives JSON bodies the
+//! whole of Go's decode-then-encode (absent and `null` fields as Go's zero values too).
 //!
 //! ## Limits
 //! Custom resources and CustomResourceDefinitions have no protobuf form (kube-apiserver serves
