@@ -201,7 +201,6 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
     ("", "Service", "spec.sessionAffinity", r#""None""#),
     ("", "Service", "spec.ports[].protocol", r#""TCP""#),
     ("", "Secret", "type", r#""Opaque""#),
-    ("", "Namespace", "spec.finalizers", r#"["kubernetes"]"#),
     ("", "Endpoints", "subsets[].ports[].protocol", r#""TCP""#),
     (
         "discovery.k8s.io",

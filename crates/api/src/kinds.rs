@@ -128,25 +128,26 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
 }
 
 /// The status a workload kind's object is created with (its strategy's `PrepareForCreate`
-/// resets it to the empty Go struct, here as its v1 JSON: the fields without `omitempty`),
-/// for the workload kinds whose writes follow the `status` subresource's rules as kube's
-/// strategies (`PrepareForUpdate`) apply them; `None` for the others.
+/// resets it to the empty Go struct: [`crate::protobuf::gostruct::zero_field`], the fields
+/// without `omitempty`, `{"replicas": 0}` for a ReplicaSet), for the workload kinds whose
+/// writes follow the `status` subresource's rules as kube's strategies (`PrepareForUpdate`)
+/// apply them; `None` for the others.
 #[must_use]
 pub fn created_status(def: &ResourceDef) -> Option<Value> {
-    if !def.is_builtin() {
+    let workload = matches!(
+        (def.group.as_str(), def.kind.as_str()),
+        (
+            "apps",
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+        ) | ("batch", "Job" | "CronJob")
+            | ("", "ReplicationController")
+            | ("policy", "PodDisruptionBudget")
+            | ("networking.k8s.io", "Ingress")
+    );
+    if !workload {
         return None;
     }
-    Some(match (def.group.as_str(), def.kind.as_str()) {
-        ("apps", "Deployment") | ("batch", "Job" | "CronJob") => json!({}),
-        ("apps", "ReplicaSet") | ("", "ReplicationController") => json!({"replicas": 0}),
-        ("apps", "StatefulSet") => json!({"replicas": 0, "availableReplicas": 0}),
-        ("apps", "DaemonSet") => json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
-            "desiredNumberScheduled": 0, "numberReady": 0}),
-        ("policy", "PodDisruptionBudget") => json!({"disruptionsAllowed": 0,
-            "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}),
-        ("networking.k8s.io", "Ingress") => json!({"loadBalancer": {}}),
-        _ => return None,
-    })
+    crate::protobuf::gostruct::zero_field(def, "status")
 }
 
 /// Whether kube-apiserver keeps `metadata.generation` for `def` among these kinds (the

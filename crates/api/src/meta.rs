@@ -250,8 +250,9 @@ const SYSTEM_FIELDS: &[&str] = &[
 /// - labels and annotations validated (422), size at most [`OBJECT_SIZE_MAX_BYTES`] (413).
 /// - sets `uid`, `creationTimestamp` and `generation: 1`; removes `resourceVersion`,
 ///   `deletionTimestamp`, `deletionGracePeriodSeconds`, `selfLink` and `managedFields`.
-/// - namespaces get `status.phase: Active` and the `kubernetes.io/metadata.name` label, as in
-///   Kubernetes.
+/// - namespaces get `status.phase: Active`, the `kubernetes.io/metadata.name` label and the
+///   `kubernetes` finalizer in `spec.finalizers`, as in Kubernetes (its namespace strategy's
+///   `PrepareForCreate`; later writes change `spec.finalizers` only through `finalize`).
 ///
 /// # Errors
 /// 400 for malformed bodies and mismatches, 422 for invalid names, labels or annotations,
@@ -387,6 +388,27 @@ pub fn prepare_create(
 /// Kubernetes' namespace strategy: phase Active and the immutable name label.
 fn namespace_defaults(object: &mut Map<String, Value>, meta: &mut Map<String, Value>, name: &str) {
     namespace_label(meta, name);
+    // kube's `namespaceStrategy.PrepareForCreate`: the `kubernetes` finalizer is required on
+    // create (not a default: it may be removed later, through `finalize`).
+    let spec = object
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !spec.is_object() {
+        *spec = Value::Object(Map::new());
+    }
+    if let Value::Object(spec) = spec {
+        let finalizers = spec
+            .entry("finalizers")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if !finalizers.is_array() {
+            *finalizers = Value::Array(Vec::new());
+        }
+        if let Value::Array(finalizers) = finalizers
+            && !finalizers.iter().any(|f| f == "kubernetes")
+        {
+            finalizers.push(Value::from("kubernetes"));
+        }
+    }
     let status = object
         .entry("status")
         .or_insert_with(|| Value::Object(Map::new()));

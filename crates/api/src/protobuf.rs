@@ -30,7 +30,9 @@
 //! while fields that are pointers, are not `omitempty`, or are structs keep whatever value was
 //! sent; nested messages always appear (`resources: {}`), a zero `metav1.Time` or `MicroTime`
 //! (an empty message, as Go writes it) is `null`, `bytes` become base64 strings, `json:",inline"` structs join their parent,
-//! `IntOrString` is a number or a string and `Quantity` a string.
+//! `IntOrString` is a number or a string and `Quantity` a string. The tables keep each Go
+//! field's shape (pointer, `omitempty`, slice), from which [`gostruct`] gives JSON bodies the
+//! whole of Go's decode-then-encode (absent and `null` fields as Go's zero values too).
 //!
 //! ## Limits
 //! Custom resources and CustomResourceDefinitions have no protobuf form (kube-apiserver serves
@@ -43,6 +45,7 @@ use crate::error::ApiError;
 use crate::resources::ResourceDef;
 
 pub mod encode;
+pub mod gostruct;
 
 pub use encode::{
     ENVELOPE_TAIL, EncodeError, WatchFraming, cached_object_message, decode_response,
@@ -110,8 +113,36 @@ struct Field {
     name: &'static str,
     ty: Ty,
     repeated: bool,
+    /// The Go field's JSON tag has `omitempty`.
+    omitempty: bool,
+    /// The Go field is a pointer (`nil` is `null`, or left out with `omitempty`).
+    pointer: bool,
+}
+
+impl Field {
     /// Rendered even when zero: the Go field is a pointer, not `omitempty`, or a struct.
-    keep_zero: bool,
+    const fn keep_zero(&self) -> bool {
+        self.pointer || !self.omitempty || self.ty.is_struct()
+    }
+}
+
+impl Ty {
+    /// Whether the Go type is a struct (`encoding/json` never leaves a struct out, whatever
+    /// its tag says): a message, a time, `IntOrString`, `Quantity`, `FieldsV1`,
+    /// `RawExtension`.
+    const fn is_struct(self) -> bool {
+        matches!(
+            self,
+            Ty::Msg(_)
+                | Ty::Inline(_)
+                | Ty::Time
+                | Ty::MicroTime
+                | Ty::IntOrString
+                | Ty::Quantity
+                | Ty::FieldsV1
+                | Ty::RawExtension
+        )
+    }
 }
 
 struct Message {
@@ -119,37 +150,53 @@ struct Message {
     fields: &'static [Field],
 }
 
-/// An `omitempty` field.
+const fn field(
+    number: u32,
+    name: &'static str,
+    ty: Ty,
+    repeated: bool,
+    omitempty: bool,
+    pointer: bool,
+) -> Field {
+    Field {
+        number,
+        name,
+        ty,
+        repeated,
+        omitempty,
+        pointer,
+    }
+}
+
+/// A value field with `omitempty` (a struct one is rendered whatever it holds).
 const fn f(number: u32, name: &'static str, ty: Ty) -> Field {
-    Field {
-        number,
-        name,
-        ty,
-        repeated: false,
-        keep_zero: false,
-    }
+    field(number, name, ty, false, true, false)
 }
 
-/// A pointer, non-`omitempty` or struct field: a zero value that was sent is kept.
+/// A value field without `omitempty`: its zero value is rendered (`""`, `0`, `false`, a nil
+/// map as `null`, a struct as its zero).
 const fn k(number: u32, name: &'static str, ty: Ty) -> Field {
-    Field {
-        number,
-        name,
-        ty,
-        repeated: false,
-        keep_zero: true,
-    }
+    field(number, name, ty, false, false, false)
 }
 
-/// A repeated field.
+/// A pointer with `omitempty`: `nil` is left out, a zero value that was sent is kept.
+const fn p(number: u32, name: &'static str, ty: Ty) -> Field {
+    field(number, name, ty, false, true, true)
+}
+
+/// A pointer without `omitempty`: `nil` is `null`.
+const fn n(number: u32, name: &'static str, ty: Ty) -> Field {
+    field(number, name, ty, false, false, true)
+}
+
+/// A repeated field (a Go slice) with `omitempty`: nil or empty is left out.
 const fn r(number: u32, name: &'static str, ty: Ty) -> Field {
-    Field {
-        number,
-        name,
-        ty,
-        repeated: true,
-        keep_zero: false,
-    }
+    field(number, name, ty, true, true, false)
+}
+
+/// A repeated field without `omitempty`: nil is `null`, empty is `[]`.
+const fn l(number: u32, name: &'static str, ty: Ty) -> Field {
+    field(number, name, ty, true, false, false)
 }
 
 use Ty::{
@@ -401,7 +448,7 @@ fn decode_field(
         if let Value::Array(items) = items {
             items.push(value);
         }
-    } else if field.keep_zero || !is_zero(&value) {
+    } else if field.keep_zero() || !is_zero(&value) {
         out.insert(field.name.to_owned(), value);
     } else {
         out.remove(field.name);

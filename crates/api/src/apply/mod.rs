@@ -3,8 +3,11 @@
 //!
 //! ## Guarantees
 //! - Every create, update and patch records who changed what: [`update`] compares the old
-//!   object with the new one and gives the writing manager (an `Update` entry: `fieldManager`,
-//!   or [`default_manager`] of the User-Agent) every added or modified path; the paths it
+//!   object (for a create, the kind's Go zero value,
+//!   [`crate::protobuf::gostruct::zero_object`]: kube-apiserver's field manager compares a
+//!   create with a new struct) with the new one and gives the writing manager (an `Update`
+//!   entry: `fieldManager`, or [`default_manager`] of the User-Agent) every added or modified
+//!   path; the paths it
 //!   changed are taken from other managers, removed paths are taken from everyone. It never
 //!   fails: an object its schema cannot walk gets no managed fields, as kube-apiserver's
 //!   `UpdateNoErrors`.
@@ -290,10 +293,19 @@ pub fn update(
     time: &str,
 ) -> Managers {
     let ty = schema_root(def, writer.schema);
-    let empty = json!({});
+    // A create is compared with the kind's zero object, as kube-apiserver's field manager
+    // compares it with a new Go struct: what Go writes for it (`status: {}`, a template's
+    // `creationTimestamp: null`, `rules: null`) is nobody's.
+    let zero;
+    let old = match old {
+        Some(old) => old,
+        None => {
+            zero = crate::protobuf::gostruct::zero_object(def).unwrap_or_else(|| json!({}));
+            &zero
+        }
+    };
     // Compared as if neither had managedFields, without copying both objects to drop them.
-    let Ok(comparison) = typed::compare_without_managed_fields(old.unwrap_or(&empty), new, ty)
-    else {
+    let Ok(comparison) = typed::compare_without_managed_fields(old, new, ty) else {
         return Managers::new();
     };
     let id = ManagerId {

@@ -122,7 +122,7 @@ fn encode_fields(
         }
         match object.get(field.name) {
             None | Some(Value::Null) => {
-                if !field.keep_zero && !field.repeated {
+                if !field.keep_zero() && !field.repeated {
                     // A non-pointer scalar: Go writes its zero value.
                     match field.ty {
                         Str => put_delimited(out, field.number, b""),

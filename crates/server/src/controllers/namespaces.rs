@@ -4,7 +4,9 @@
 //! it are then refused); this controller deletes everything the namespace holds through the
 //! ordinary write path, so objects with finalizers of their own stay until those are removed
 //! and dependents elsewhere are collected, and once nothing is left removes the `kubernetes`
-//! finalizer, after which the namespace goes (when no other finalizer holds it).
+//! finalizer (through `namespaces/{name}/finalize`, the only write that changes
+//! `spec.finalizers`, as with kube-apiserver), after which the namespace goes (when no other
+//! finalizer holds it).
 //!
 //! It also gives every active namespace its `default` ServiceAccount, and gives it again when
 //! it is deleted (kube's serviceaccounts controller).
@@ -423,9 +425,10 @@ impl NamespaceController {
             .into_iter()
             .filter(|f| f.as_str() != Some(FINALIZER))
             .collect();
-        write(Collect::Patch(json!({
+        // Through `finalize`, as kube's namespace controller: the only write that changes
+        // `spec.finalizers`.
+        write(Collect::PatchFinalize(json!({
             "metadata": {"resourceVersion": version},
-            // An empty list, not null: null would be defaulted to `["kubernetes"]` again.
             "spec": {"finalizers": kept},
         })))
         .await

@@ -288,6 +288,8 @@ pub enum Collect<'a> {
     Patch(Value),
     /// Apply this JSON merge patch to the `status` subresource.
     PatchStatus(Value),
+    /// Apply this JSON merge patch to a namespace's `finalize` subresource.
+    PatchFinalize(Value),
     /// Create this object.
     Create(Value),
 }
@@ -750,10 +752,10 @@ impl StoreSource {
             resources,
             dry_run: false,
             manager: format!("watchkeeper-{controller}"),
-            subresource: if matches!(change, Collect::PatchStatus(_)) {
-                "status".to_owned()
-            } else {
-                String::new()
+            subresource: match change {
+                Collect::PatchStatus(_) => "status".to_owned(),
+                Collect::PatchFinalize(_) => "finalize".to_owned(),
+                _ => String::new(),
             },
             force: false,
             time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
@@ -768,7 +770,7 @@ impl StoreSource {
                     .delete(resource, namespace, name, &options, policy)
                     .await?;
             }
-            Collect::Patch(patch) | Collect::PatchStatus(patch) => {
+            Collect::Patch(patch) | Collect::PatchStatus(patch) | Collect::PatchFinalize(patch) => {
                 writer
                     .patch(
                         resource,
@@ -941,7 +943,10 @@ impl Writer<'_> {
     /// for its duplicate fields and the order of its text, as Go's strict decoder reports
     /// them; a custom resource's body gives its duplicate fields in the text's order, then
     /// the pruned paths, sorted, as kube-apiserver's unstructured decoding and pruning report
-    /// them; without a body (a patch's result) the unknown fields come in key order.
+    /// them; without a body (a patch's result) the unknown fields come in key order. The
+    /// object is then what decoding into the kind's Go struct leaves
+    /// ([`watchkeeper_api::protobuf::gostruct::normalize`]: `omitempty` zeros left out, nulls
+    /// and absent fields as Go's zero values; a custom resource's `metadata` only).
     fn strict_fields(
         &self,
         resource: &Resource,
@@ -952,6 +957,7 @@ impl Writer<'_> {
         let custom = resource.custom();
         if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_ref()) {
             let pruned = watchkeeper_api::structural::prune_and_default(schema, object);
+            watchkeeper_api::protobuf::gostruct::normalize(def, object);
             let mut fields = body
                 .and_then(watchkeeper_api::schema::duplicate_fields)
                 .unwrap_or_default();
@@ -959,6 +965,7 @@ impl Writer<'_> {
             return fields;
         }
         let unknown = watchkeeper_api::schema::prune_unknown_fields(def, object);
+        watchkeeper_api::protobuf::gostruct::normalize(def, object);
         match body.and_then(|raw| watchkeeper_api::schema::strict_fields(def, raw)) {
             Some(fields) => fields,
             None => unknown.into_iter().map(StrictField::Unknown).collect(),
@@ -1280,6 +1287,24 @@ impl Writer<'_> {
                 Some(spec) => object.insert("spec".to_owned(), spec.clone()),
                 None => object.remove("spec"),
             };
+        }
+        if resource.def.group.is_empty()
+            && resource.def.plural == "namespaces"
+            && self.subresource != "finalize"
+            && let (Some(old), Some(map)) = (old, object.as_object_mut())
+        {
+            // kube-apiserver's `namespaceStrategy.PrepareForUpdate` (and its status
+            // strategy's): `spec.finalizers` change only through `namespaces/{name}/finalize`.
+            let finalizers = old.pointer("/spec/finalizers").cloned();
+            let spec = map
+                .entry("spec")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Value::Object(spec) = spec {
+                match finalizers {
+                    Some(finalizers) => spec.insert("finalizers".to_owned(), finalizers),
+                    None => spec.remove("finalizers"),
+                };
+            }
         }
         if let Some(allocators) = self.service_allocators(resource) {
             service_ips::prepare(old, &mut object, &allocators.families()).map_err(|causes| {
@@ -2876,7 +2901,7 @@ impl Writer<'_> {
             {
                 let updated = self
                     .guaranteed_update(resource, namespace, name, precondition, |old| {
-                        let (merged, managers) = apply::apply(
+                        let (mut merged, managers) = apply::apply(
                             def,
                             Some(old),
                             &config,
@@ -2884,6 +2909,7 @@ impl Writer<'_> {
                             self.force,
                             &self.time,
                         )?;
+                        watchkeeper_api::protobuf::gostruct::normalize(def, &mut merged);
                         self.checked_keys(&duplicates)?;
                         Ok(Desired {
                             managers: Some(managers),
@@ -2917,6 +2943,7 @@ impl Writer<'_> {
                 &self.time,
             )?;
             self.checked_keys(&duplicates)?;
+            watchkeeper_api::protobuf::gostruct::normalize(def, &mut merged);
             if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
