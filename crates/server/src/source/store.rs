@@ -1052,13 +1052,19 @@ impl Writer<'_> {
         let custom_schema = resource
             .custom()
             .is_some_and(|custom| custom.schema.is_some());
-        if pruning == Pruning::Nothing && !custom_schema && patch_fields.is_empty() {
+        // Without the pruning walk (`strict_fields` normalises after it), the object is still
+        // made what decoding into the kind's Go struct leaves.
+        let walk = pruning == Pruning::Needed || custom_schema;
+        if !walk && patch_fields.is_empty() {
+            watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object);
             return Ok(());
         }
         let patched = (self.field_validation == FieldValidation::Strict).then(|| object.clone());
         let mut fields = patch_fields.to_vec();
-        if pruning == Pruning::Needed || custom_schema {
+        if walk {
             fields.extend(self.strict_fields(resource, object, None));
+        } else {
+            watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object);
         }
         self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
             watchkeeper_api::schema::strict_patch_error(
