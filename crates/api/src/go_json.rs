@@ -394,7 +394,7 @@ fn replace_lone_surrogates(text: &str) -> Option<String> {
 }
 
 /// How Go's `encoding/json` names the JSON type of `value` in an `UnmarshalTypeError`.
-pub(crate) fn go_kind(value: &Value) -> &'static str {
+pub fn go_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "bool",

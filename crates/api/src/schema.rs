@@ -866,7 +866,7 @@ impl<'a> Walk<'a> {
             Shape::Any => {}
             Shape::Bool => {
                 if !value.is_boolean() {
-                    self.mismatch(struct_name, json_kind(value), schema);
+                    self.mismatch(struct_name, crate::go_json::go_kind(value), schema);
                 }
             }
             Shape::Int32 | Shape::Int64 => {
@@ -877,7 +877,7 @@ impl<'a> Walk<'a> {
                         _ => n.as_i64().is_some(),
                     },
                     _ => {
-                        self.mismatch(struct_name, json_kind(value), schema);
+                        self.mismatch(struct_name, crate::go_json::go_kind(value), schema);
                         return Ok(());
                     }
                 };
@@ -888,12 +888,12 @@ impl<'a> Walk<'a> {
             }
             Shape::Float => {
                 if !value.is_number() {
-                    self.mismatch(struct_name, json_kind(value), schema);
+                    self.mismatch(struct_name, crate::go_json::go_kind(value), schema);
                 }
             }
             Shape::String => {
                 if !value.is_string() {
-                    self.mismatch(struct_name, json_kind(value), schema);
+                    self.mismatch(struct_name, crate::go_json::go_kind(value), schema);
                 }
             }
             Shape::Bytes => match value {
@@ -902,7 +902,7 @@ impl<'a> Walk<'a> {
                         self.soft(format!("illegal base64 data at input byte {offset}"));
                     }
                 }
-                _ => self.mismatch(struct_name, json_kind(value), schema),
+                _ => self.mismatch(struct_name, crate::go_json::go_kind(value), schema),
             },
             Shape::Time => match value {
                 Value::String(text) => {
@@ -917,7 +917,7 @@ impl<'a> Walk<'a> {
                 other => {
                     return Err(format!(
                         "json: cannot unmarshal {} into Go value of type string",
-                        json_kind(other)
+                        crate::go_json::go_kind(other)
                     ));
                 }
             },
@@ -950,7 +950,7 @@ impl<'a> Walk<'a> {
                 other => {
                     return Err(format!(
                         "json: cannot unmarshal {} into Go value of type int32",
-                        json_kind(other)
+                        crate::go_json::go_kind(other)
                     ));
                 }
             },
@@ -960,7 +960,7 @@ impl<'a> Walk<'a> {
                         self.check(struct_name, items, element)?;
                     }
                 }
-                _ => self.mismatch(struct_name, json_kind(value), schema),
+                _ => self.mismatch(struct_name, crate::go_json::go_kind(value), schema),
             },
             Shape::Map(values) => match value {
                 Value::Object(entries) => {
@@ -968,7 +968,7 @@ impl<'a> Walk<'a> {
                         self.check(struct_name, values, entry)?;
                     }
                 }
-                _ => self.mismatch(struct_name, json_kind(value), schema),
+                _ => self.mismatch(struct_name, crate::go_json::go_kind(value), schema),
             },
             Shape::Struct(name, properties) => match value {
                 Value::Object(fields) => {
@@ -979,7 +979,7 @@ impl<'a> Walk<'a> {
                     };
                     self.check_fields(inner, properties, fields)?;
                 }
-                _ => self.mismatch(struct_name, json_kind(value), schema),
+                _ => self.mismatch(struct_name, crate::go_json::go_kind(value), schema),
             },
         }
         Ok(())
@@ -1011,18 +1011,6 @@ impl<'a> Walk<'a> {
 /// same way: that one is taken too).
 fn negative_zero(n: &serde_json::Number) -> bool {
     n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) && n.is_f64()
-}
-
-/// Go's `encoding/json` name of a JSON value's kind, as in `cannot unmarshal number`.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// Where Go's `base64.StdEncoding` (which skips `\r` and `\n`) fails on `text`, if it does.

@@ -340,20 +340,8 @@ fn int32(limit: &Value, key: &str, at: usize) -> Result<i32, String> {
             }),
         Some(other) => Err(format!(
             "json: cannot unmarshal {} into Go struct field Limit.limits.{key} of type int32 (limits[{at}])",
-            json_type(other)
+            watchkeeper_api::go_json::go_kind(other)
         )),
-    }
-}
-
-/// Go's name of a JSON value's type in its decoding errors.
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -367,14 +355,14 @@ pub fn parse(value: Option<&Value>) -> Result<Vec<Limit>, String> {
     let items = match value {
         None => None,
         Some(value) => {
-            super::plugin_admission::config_kind(value, &VERSIONS, "Configuration", SCHEME)?;
+            super::plugin_config::config_kind(value, &VERSIONS, "Configuration", SCHEME)?;
             match value.get("limits") {
                 None | Some(Value::Null) => None,
                 Some(Value::Array(items)) => Some(items.as_slice()),
                 Some(other) => {
                     return Err(format!(
                         "json: cannot unmarshal {} into Go struct field Configuration.limits of type []v1alpha1.Limit",
-                        json_type(other)
+                        watchkeeper_api::go_json::go_kind(other)
                     ));
                 }
             }
@@ -388,7 +376,7 @@ pub fn parse(value: Option<&Value>) -> Result<Vec<Limit>, String> {
             Some(other) => {
                 return Err(format!(
                     "json: cannot unmarshal {} into Go struct field Limit.limits.type of type v1alpha1.LimitType",
-                    json_type(other)
+                    watchkeeper_api::go_json::go_kind(other)
                 ));
             }
         };

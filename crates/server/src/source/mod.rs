@@ -29,6 +29,7 @@ pub mod node_restriction;
 pub mod nudge;
 pub mod object_admission;
 pub mod plugin_admission;
+pub mod plugin_config;
 pub mod pod_admission;
 pub mod pod_security;
 pub mod pod_toleration_restriction;

@@ -89,7 +89,7 @@ pub fn parse(value: Option<&Value>) -> Result<Config, String> {
     let Some(value) = value else {
         return Ok(Config::default());
     };
-    super::plugin_admission::config_kind(value, &VERSIONS, "Configuration", SCHEME)?;
+    super::plugin_config::config_kind(value, &VERSIONS, "Configuration", SCHEME)?;
     let config = Config {
         default: toleration_list(value, "default")?,
         whitelist: toleration_list(value, "whitelist")?,

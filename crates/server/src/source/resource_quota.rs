@@ -393,18 +393,7 @@ fn scope_requirements(quota: &Value) -> Vec<ScopeRequirement<'_>> {
         .into_iter()
         .flatten()
     {
-        let text = |key: &str| expression.get(key).and_then(Value::as_str).unwrap_or("");
-        requirements.push(ScopeRequirement {
-            scope: text("scopeName"),
-            operator: text("operator"),
-            values: expression
-                .get("values")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect(),
-        });
+        requirements.push(requirement_of(expression));
     }
     requirements
 }
@@ -715,7 +704,7 @@ pub fn limited_resources(value: Option<&Value>) -> Result<Vec<LimitedResource>, 
         .filter(|(_, k)| *k == kind)
         .map(|(version, _)| *version)
         .collect();
-    super::plugin_admission::config_kind(value, &versions, kind, CONFIG_SCHEME)?;
+    super::plugin_config::config_kind(value, &versions, kind, CONFIG_SCHEME)?;
     let items = match value.get("limitedResources") {
         None | Some(Value::Null) => &[][..],
         Some(Value::Array(items)) => items.as_slice(),
@@ -775,7 +764,8 @@ fn printed(requirement: &ScopeRequirement<'_>) -> String {
     )
 }
 
-/// A `matchScopes` entry as a requirement.
+/// A scope selector's expression (a quota's `matchExpressions` entry, a limited resource's
+/// `matchScopes` entry) as a requirement.
 fn requirement_of(value: &Value) -> ScopeRequirement<'_> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or("");
     ScopeRequirement {
