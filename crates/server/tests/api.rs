@@ -9,34 +9,14 @@ use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::config::ServeArgs;
 
-fn etcd_endpoint() -> String {
-    std::env::var("WATCHKEEPER_TEST_ETCD").expect(
-        "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
-    )
-}
-
-/// The arguments of instances sharing the test's etcd under one fresh prefix (siblings).
 fn sibling_args() -> impl Fn() -> ServeArgs {
-    let prefix = unique_prefix();
+    let prefix = common::etcd::fresh_prefix();
     move || ServeArgs {
         store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_endpoints: Some(vec![common::etcd::shared_endpoint()]),
         etcd_prefix: Some(prefix.clone()),
         ..ServeArgs::default()
     }
-}
-
-fn unique_prefix() -> String {
-    format!("/t{}/registry", uuid_like())
-}
-
-fn uuid_like() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{nanos:x}{:x}", std::process::id())
 }
 
 async fn start(store: &str) -> (Server, Option<tempfile::TempDir>) {
@@ -56,8 +36,8 @@ async fn start(store: &str) -> (Server, Option<tempfile::TempDir>) {
         "etcd" => {
             let server = server_with(ServeArgs {
                 store: Some("etcd".into()),
-                etcd_endpoints: Some(vec![etcd_endpoint()]),
-                etcd_prefix: Some(unique_prefix()),
+                etcd_endpoints: Some(vec![common::etcd::shared_endpoint()]),
+                etcd_prefix: Some(common::etcd::fresh_prefix()),
                 ..ServeArgs::default()
             })
             .await;
@@ -406,10 +386,10 @@ async fn a_watch_moves_to_a_sibling_instance_and_resumes() {
 /// resourceVersion) appears in the cache and in watches like any other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_writes_show_up() {
-    let prefix = unique_prefix();
+    let prefix = common::etcd::fresh_prefix();
     let server = server_with(ServeArgs {
         store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_endpoints: Some(vec![common::etcd::shared_endpoint()]),
         etcd_prefix: Some(prefix.clone()),
         ..ServeArgs::default()
     })
@@ -451,10 +431,10 @@ async fn etcdctl_writes_show_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protobuf_falls_back_for_objects_outside_the_schemas() {
     use watchkeeper_api::protobuf::decode_response;
-    let prefix = unique_prefix();
+    let prefix = common::etcd::fresh_prefix();
     let server = server_with(ServeArgs {
         store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![etcd_endpoint()]),
+        etcd_endpoints: Some(vec![common::etcd::shared_endpoint()]),
         etcd_prefix: Some(prefix.clone()),
         ..ServeArgs::default()
     })
@@ -3059,7 +3039,13 @@ async fn a_protobuf_watch_decodes_with_kubernetes_generated_types() {
 async fn etcdctl_put(key: &str, value: &str) {
     let output = tokio::process::Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &etcd_endpoint(), "put", key, value])
+        .args([
+            "--endpoints",
+            &common::etcd::shared_endpoint(),
+            "put",
+            key,
+            value,
+        ])
         .output()
         .await
         .expect("etcdctl runs");
@@ -3280,7 +3266,7 @@ async fn health_endpoints_answer_as_kube_apiserver() {
 /// the test's etcd through a TCP relay the test cuts once the server is ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_endpoints_report_an_unreachable_etcd() {
-    let etcd: std::net::SocketAddr = etcd_endpoint()
+    let etcd: std::net::SocketAddr = common::etcd::shared_endpoint()
         .trim_start_matches("http://")
         .parse()
         .expect("the test etcd's address");
@@ -3299,7 +3285,7 @@ async fn health_endpoints_report_an_unreachable_etcd() {
     let server = server_with(ServeArgs {
         store: Some("etcd".into()),
         etcd_endpoints: Some(vec![format!("http://{relay_addr}")]),
-        etcd_prefix: Some(unique_prefix()),
+        etcd_prefix: Some(common::etcd::fresh_prefix()),
         ..ServeArgs::default()
     })
     .await;

@@ -190,23 +190,14 @@ async fn encrypted_values_survive_a_restart_and_need_their_key() {
 /// operator checking encryption at rest: the CIS benchmark's check), and the server reads it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_holds_the_ciphertext() {
-    let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
-        "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
-    );
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let prefix = format!("/enc{nanos}/registry");
+    let endpoint = common::etcd::shared_endpoint();
+    let prefix = common::etcd::fresh_prefix();
     let dir = tempfile::tempdir().unwrap();
     let providers =
         format!("  - aesgcm:\n      keys:\n      - name: gcm1\n        secret: {KEY}\n");
     let server = server_with(ServeArgs {
-        store: Some("etcd".to_owned()),
-        etcd_endpoints: Some(vec![endpoint.clone()]),
-        etcd_prefix: Some(prefix.clone()),
         encryption_provider_config: Some(write_config(dir.path(), "gcm.yaml", &providers)),
-        ..ServeArgs::default()
+        ..common::etcd::shared_args(&prefix)
     })
     .await;
     let (status, body) = send_json(

@@ -18,10 +18,6 @@ use watchkeeper::config::ServeArgs;
 
 use kubectl_support::{Kubectl, names, with_flags};
 
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{:016x}", rand::random::<u64>())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_on_the_embedded_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -37,16 +33,8 @@ async fn kubectl_on_the_embedded_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_on_etcd() {
-    let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
-        "WATCHKEEPER_TEST_ETCD is not set: run the tests with scripts/test, which starts etcd and sets it",
-    );
-    let server = common::server_with(ServeArgs {
-        store: Some("etcd".to_owned()),
-        etcd_endpoints: Some(vec![endpoint]),
-        etcd_prefix: Some(format!("/{}/registry", unique("t"))),
-        ..ServeArgs::default()
-    })
-    .await;
+    let server =
+        common::server_with(common::etcd::shared_args(&common::etcd::fresh_prefix())).await;
     scenario(&Kubectl::new(server.addr)).await;
 }
 

@@ -105,19 +105,7 @@ fn store_args(store: &str) -> (ServeArgs, Option<tempfile::TempDir>) {
             (args, Some(dir))
         }
         _ => {
-            let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
-                "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
-            );
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos();
-            let args = ServeArgs {
-                store: Some("etcd".into()),
-                etcd_endpoints: Some(vec![endpoint]),
-                etcd_prefix: Some(format!("/t{nanos:x}{:x}/registry", std::process::id())),
-                ..ServeArgs::default()
-            };
+            let args = common::etcd::shared_args(&common::etcd::fresh_prefix());
             (args, None)
         }
     }

@@ -418,20 +418,8 @@ async fn load_balancers_and_node_ports_are_counted() {
 
 /// Two servers sharing the test's etcd under a fresh prefix.
 async fn siblings() -> (watchkeeper::Server, watchkeeper::Server) {
-    let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD").expect(
-        "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
-    );
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let prefix = format!("/q{nanos:x}{:x}/registry", std::process::id());
-    let args = || ServeArgs {
-        store: Some("etcd".into()),
-        etcd_endpoints: Some(vec![endpoint.clone()]),
-        etcd_prefix: Some(prefix.clone()),
-        ..ServeArgs::default()
-    };
+    let prefix = common::etcd::fresh_prefix();
+    let args = || common::etcd::shared_args(&prefix);
     (server_with(args()).await, server_with(args()).await)
 }
 

@@ -5,7 +5,38 @@
 
 use std::process::Child;
 
+use watchkeeper::config::ServeArgs;
+
 use super::HANG_GUARD;
+
+/// The suite's shared etcd (scripts/test starts it and sets `WATCHKEEPER_TEST_ETCD`; a test
+/// that needs it fails without it rather than skipping).
+pub fn shared_endpoint() -> String {
+    std::env::var("WATCHKEEPER_TEST_ETCD").expect(
+        "WATCHKEEPER_TEST_ETCD is not set: run the suite with scripts/test, which starts etcd",
+    )
+}
+
+/// A key prefix no other test or run uses, so tests share the etcd without seeing each
+/// other's objects.
+pub fn fresh_prefix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("/t{nanos:x}{:x}/registry", std::process::id())
+}
+
+/// An instance's arguments over the shared etcd under `prefix` (instances given the same
+/// prefix are siblings over one registry).
+pub fn shared_args(prefix: &str) -> ServeArgs {
+    ServeArgs {
+        store: Some("etcd".into()),
+        etcd_endpoints: Some(vec![shared_endpoint()]),
+        etcd_prefix: Some(prefix.to_owned()),
+        ..ServeArgs::default()
+    }
+}
 
 /// The flags that differ between the tests' etcds.
 #[derive(Clone, Copy, Debug, Default)]
