@@ -210,7 +210,7 @@ fn serialized_size_at_most(object: &Value) -> usize {
 }
 
 /// The length of `serde_json::to_vec(object)`, counted without writing the text anywhere.
-fn serialized_size(object: &Value) -> usize {
+pub(crate) fn serialized_size(object: &Value) -> usize {
     /// Counts what is written to it.
     struct Count(usize);
     impl std::io::Write for Count {

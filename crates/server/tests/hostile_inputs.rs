@@ -8,6 +8,9 @@
 //! worker's stack (it aborted the server); an object nested near the body's bound, whose
 //! managed fields nest deeper, is read back from the store, before and after a restart, and
 //! answered in YAML when asked (it was stored, then absent from the cache: its GET a 404).
+//! A body of `null` items, each a zero struct once decoded as kube's Go structs, is refused
+//! once those zeros pass the object limit, before they are built (a 3 MB body of them took the
+//! server's memory from 44 MB to 554 MB).
 
 mod common;
 
@@ -288,5 +291,53 @@ async fn an_object_nested_near_the_body_bound_is_read_back_from_the_store() {
     server.shutdown().await;
     let server = restarted(args).await;
     read_back(server.addr, &widget["spec"]).await;
+    server.shutdown().await;
+}
+
+/// A Pod whose containers are 600,000 `null`s (a 3 MB body) is 15 MB of zero `Container`s
+/// once decoded as kube's Go structs: refused with 413 once the zeros pass the object limit,
+/// by a create and by a merge patch, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_items_that_decode_past_the_object_limit_are_refused_before_they_are_built() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let pods = "/api/v1/namespaces/default/pods";
+    let nulls = vec!["null"; 600_000].join(",");
+    let expected = "Request entity too large: the object is more than 1572864 bytes once its null and absent fields are decoded, more than the limit of 1572864 bytes";
+    let body = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p"}},"spec":{{"containers":[{nulls}]}}}}"#
+    );
+    let (status, text) = request(addr, "POST", pods, "application/json", &body).await;
+    assert_eq!(status, 413, "{text}");
+    let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(refusal["reason"], "RequestEntityTooLarge");
+    assert_eq!(refusal["message"], expected);
+    let (status, _) = request(addr, "GET", &format!("{pods}/p"), "", "").await;
+    assert_eq!(status, 404);
+
+    let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let (status, created) = send_json(addr, "POST", pods, &pod).await;
+    assert_eq!(status, 201, "{created}");
+    let patch = format!(r#"{{"spec":{{"containers":[{nulls}]}}}}"#);
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{pods}/p"),
+        "application/merge-patch+json",
+        &patch,
+    )
+    .await;
+    assert_eq!(status, 413, "{text}");
+    let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(refusal["message"], expected);
+    let (status, text) = request(addr, "GET", &format!("{pods}/p"), "", "").await;
+    assert_eq!(status, 200, "{text}");
+    let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    assert_eq!(stored["spec"]["containers"][0]["name"], "c");
     server.shutdown().await;
 }

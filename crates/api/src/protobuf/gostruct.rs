@@ -32,6 +32,16 @@
 //! they are. Nothing is allocated unless something changes, and the walk is bounded by the
 //! object (each value is visited once; zero structs are as deep as the tables).
 //!
+//! ## Bound
+//! A zero struct can be far larger than what asked for it: a `null` item of a slice of
+//! containers is two dozen bytes of zero `Container`, so a 3 MiB body of `null`s would become
+//! tens of megabytes of JSON and hundreds of megabytes of memory. The zeros [`normalize`]
+//! inserts are disjoint parts of its result, so once their compact JSON passes
+//! [`OBJECT_SIZE_MAX_BYTES`] the result is larger than the server stores, and [`normalize`]
+//! stops there and refuses the object with the 413 its size would get (`Request entity too
+//! large`). An object that fits is never refused; the memory an object can grow by is bounded
+//! by the limit's bytes of zeros.
+//!
 //! Custom resources: kube-apiserver coerces their `metadata` through `ObjectMeta`
 //! (apiextensions-apiserver `pkg/apiserver/schema/objectmeta/coerce.go`: `GetObjectMeta`, then
 //! `SetObjectMeta` with the unstructured converter, which leaves out `omitempty` zeros as
@@ -47,7 +57,25 @@
 use serde_json::{Map, Value};
 
 use super::{Field, KINDS, Message, Ty, tables};
+use crate::error::ApiError;
+use crate::meta::{OBJECT_SIZE_MAX_BYTES, serialized_size};
 use crate::resources::ResourceDef;
+
+/// The bytes of compact JSON the zeros inserted so far may still take before the result is
+/// sure to be larger than [`OBJECT_SIZE_MAX_BYTES`].
+struct Budget(usize);
+
+/// The zeros outgrew [`OBJECT_SIZE_MAX_BYTES`]: the walk stops.
+struct Exceeded;
+
+impl Budget {
+    /// Counts an inserted zero, `key`'s when it is a map entry.
+    fn spend(&mut self, key: &str, zero: &Value) -> Result<(), Exceeded> {
+        let bytes = if key.is_empty() { 0 } else { key.len() + 3 } + serialized_size(zero);
+        self.0 = self.0.checked_sub(bytes).ok_or(Exceeded)?;
+        Ok(())
+    }
+}
 
 /// The message of `def`'s objects, for a built-in kind with a table.
 fn message_of(def: &ResourceDef) -> Option<&'static Message> {
@@ -69,17 +97,29 @@ fn message_of(def: &ResourceDef) -> Option<&'static Message> {
 /// Normalises `object` as Go's decode into its kind's struct and encode back would (see the
 /// module docs): a built-in kind's whole object, a custom resource's `metadata`. Anything
 /// else (a kind without a table, a body that is not an object) is left as it is.
-pub fn normalize(def: &ResourceDef, object: &mut Value) {
+///
+/// # Errors
+/// 413 RequestEntityTooLarge once the zeros it inserts pass [`OBJECT_SIZE_MAX_BYTES`] (the
+/// module's Bound); `object` is then partly normalised and must be dropped.
+pub fn normalize(def: &ResourceDef, object: &mut Value) -> Result<(), ApiError> {
     let Value::Object(map) = object else {
-        return;
+        return Ok(());
     };
-    if let Some(message) = message_of(def) {
-        normalize_message(message, map);
+    let mut budget = Budget(OBJECT_SIZE_MAX_BYTES);
+    let walked = if let Some(message) = message_of(def) {
+        normalize_message(message, map, &mut budget)
     } else if !def.is_builtin()
         && let Some(Value::Object(metadata)) = map.get_mut("metadata")
     {
-        normalize_message(&tables::META_V1_OBJECT_META, metadata);
-    }
+        normalize_message(&tables::META_V1_OBJECT_META, metadata, &mut budget)
+    } else {
+        Ok(())
+    };
+    walked.map_err(|Exceeded| {
+        ApiError::request_entity_too_large(format!(
+            "the object is more than {OBJECT_SIZE_MAX_BYTES} bytes once its null and absent fields are decoded, more than the limit of {OBJECT_SIZE_MAX_BYTES} bytes"
+        ))
+    })
 }
 
 /// The object Go's zero value of `def`'s kind encodes to (`{"metadata":
@@ -102,16 +142,21 @@ pub fn zero_field(def: &ResourceDef, name: &str) -> Option<Value> {
         .and_then(zero_of)
 }
 
-fn normalize_message(message: &'static Message, map: &mut Map<String, Value>) {
+fn normalize_message(
+    message: &'static Message,
+    map: &mut Map<String, Value>,
+    budget: &mut Budget,
+) -> Result<(), Exceeded> {
     for field in message.fields {
         if let Ty::Inline(inner) = field.ty {
-            normalize_message(inner, map);
+            normalize_message(inner, map, budget)?;
             continue;
         }
         let keep = match map.get_mut(field.name) {
-            Some(value) => normalize_value(field, value),
+            Some(value) => normalize_value(field, value, budget)?,
             None => {
                 if let Some(zero) = zero_of(field) {
+                    budget.spend(field.name, &zero)?;
                     map.insert(field.name.to_owned(), zero);
                 }
                 true
@@ -121,34 +166,40 @@ fn normalize_message(message: &'static Message, map: &mut Map<String, Value>) {
             map.remove(field.name);
         }
     }
+    Ok(())
 }
 
 /// Normalises a field's value in place; `false` when Go leaves the field out.
-fn normalize_value(field: &Field, value: &mut Value) -> bool {
+fn normalize_value(
+    field: &Field,
+    value: &mut Value,
+    budget: &mut Budget,
+) -> Result<bool, Exceeded> {
     if value.is_null() {
-        return match zero_of(field) {
+        return Ok(match zero_of(field) {
             Some(zero) => {
+                budget.spend("", &zero)?;
                 *value = zero;
                 true
             }
             None => false,
-        };
+        });
     }
     if field.repeated {
         if let Value::Array(items) = value {
             if items.is_empty() {
-                return !field.omitempty;
+                return Ok(!field.omitempty);
             }
             for item in items {
-                normalize_item(field.ty, item);
+                normalize_item(field.ty, item, budget)?;
             }
         }
-        return true;
+        return Ok(true);
     }
     let omit_zero = field.omitempty && !field.pointer;
-    match (field.ty, value) {
+    Ok(match (field.ty, value) {
         (Ty::Msg(inner), Value::Object(map)) => {
-            normalize_message(inner, map);
+            normalize_message(inner, map, budget)?;
             true
         }
         (
@@ -156,11 +207,12 @@ fn normalize_value(field: &Field, value: &mut Value) -> bool {
             Value::Object(entries),
         ) => {
             if entries.is_empty() {
-                return !omit_zero;
+                return Ok(!omit_zero);
             }
             if let Some(zero) = map_value_zero(ty) {
                 for entry in entries.values_mut() {
                     if entry.is_null() {
+                        budget.spend("", &zero)?;
                         *entry = zero.clone();
                     }
                 }
@@ -173,20 +225,25 @@ fn normalize_value(field: &Field, value: &mut Value) -> bool {
         }
         (Ty::Bool, Value::Bool(flag)) => *flag || !omit_zero,
         _ => true,
-    }
+    })
 }
 
 /// A slice's item: `null` is the element's zero, a struct is normalised.
-fn normalize_item(ty: Ty, item: &mut Value) {
+fn normalize_item(ty: Ty, item: &mut Value, budget: &mut Budget) -> Result<(), Exceeded> {
     match item {
         Value::Object(map) => {
             if let Ty::Msg(inner) = ty {
-                normalize_message(inner, map);
+                normalize_message(inner, map, budget)?;
             }
         }
-        Value::Null => *item = zero_value(ty),
+        Value::Null => {
+            let zero = zero_value(ty);
+            budget.spend("", &zero)?;
+            *item = zero;
+        }
         _ => {}
     }
+    Ok(())
 }
 
 /// The value a `null` map value decodes to, when it is not `null` again: `""` for a
@@ -260,7 +317,7 @@ mod tests {
     }
 
     fn normalized(group: &str, plural: &str, mut object: Value) -> Value {
-        normalize(&def(group, plural), &mut object);
+        normalize(&def(group, plural), &mut object).unwrap();
         object
     }
 
@@ -444,11 +501,51 @@ mod tests {
             group: "example.com".into(),
             ..def("", "configmaps")
         };
-        normalize(&custom, &mut widget);
+        normalize(&custom, &mut widget).unwrap();
         assert_eq!(
             widget,
             json!({"metadata": {"name": "w", "creationTimestamp": null},
                 "spec": {"empty": {}, "list": []}})
+        );
+    }
+
+    #[test]
+    fn zeros_past_the_object_limit_are_refused_before_they_are_built() {
+        // A `null` container is `{"name":"","resources":{}}` (26 bytes): 70,000 of them
+        // (350 KB of body) are 1.8 MB of zeros, more than the limit.
+        let nulls = vec![Value::Null; 70_000];
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": nulls}});
+        let error = normalize(&def("", "pods"), &mut pod).unwrap_err();
+        assert_eq!(
+            (error.code, error.reason.as_str()),
+            (413, "RequestEntityTooLarge")
+        );
+        assert_eq!(
+            error.message,
+            format!(
+                "Request entity too large: the object is more than {OBJECT_SIZE_MAX_BYTES} bytes once its null and absent fields are decoded, more than the limit of {OBJECT_SIZE_MAX_BYTES} bytes"
+            )
+        );
+        // Items that already hold their fields insert nothing, however many there are; 50,000
+        // nulls (1.3 MB of zeros) fit.
+        let full = vec![json!({"name": "c", "resources": {}}); 200_000];
+        let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": full}});
+        normalize(&def("", "pods"), &mut pod).unwrap();
+        let mut pod = json!({"metadata": {"name": "p"},
+            "spec": {"containers": vec![Value::Null; 50_000]}});
+        normalize(&def("", "pods"), &mut pod).unwrap();
+        assert_eq!(
+            pod["spec"]["containers"][49_999],
+            json!({"name": "", "resources": {}})
+        );
+        // Map values count too: a ConfigMap's null values are "".
+        let data: Map<String, Value> = (0..600_000)
+            .map(|i| (format!("k{i}"), Value::Null))
+            .collect();
+        let mut map = json!({"metadata": {"name": "m"}, "data": data});
+        assert!(
+            normalize(&def("", "configmaps"), &mut map).is_ok(),
+            "2 bytes each: 1.2 MB"
         );
     }
 }

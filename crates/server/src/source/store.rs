@@ -947,29 +947,35 @@ impl Writer<'_> {
     /// object is then what decoding into the kind's Go struct leaves
     /// ([`watchkeeper_api::protobuf::gostruct::normalize`]: `omitempty` zeros left out, nulls
     /// and absent fields as Go's zero values; a custom resource's `metadata` only).
+    ///
+    /// # Errors
+    /// 413 when the Go zero values would make the object larger than the server stores
+    /// (`gostruct::normalize`'s bound); the object is then to be dropped.
     fn strict_fields(
         &self,
         resource: &Resource,
         object: &mut Value,
         body: Option<&[u8]>,
-    ) -> Vec<StrictField> {
+    ) -> Result<Vec<StrictField>, ApiError> {
         let def = &resource.def;
         let custom = resource.custom();
         if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_ref()) {
             let pruned = watchkeeper_api::structural::prune_and_default(schema, object);
-            watchkeeper_api::protobuf::gostruct::normalize(def, object);
+            watchkeeper_api::protobuf::gostruct::normalize(def, object)?;
             let mut fields = body
                 .and_then(watchkeeper_api::schema::duplicate_fields)
                 .unwrap_or_default();
             fields.extend(pruned.into_iter().map(StrictField::Unknown));
-            return fields;
+            return Ok(fields);
         }
         let unknown = watchkeeper_api::schema::prune_unknown_fields(def, object);
-        watchkeeper_api::protobuf::gostruct::normalize(def, object);
-        match body.and_then(|raw| watchkeeper_api::schema::strict_fields(def, raw)) {
-            Some(fields) => fields,
-            None => unknown.into_iter().map(StrictField::Unknown).collect(),
-        }
+        watchkeeper_api::protobuf::gostruct::normalize(def, object)?;
+        Ok(
+            match body.and_then(|raw| watchkeeper_api::schema::strict_fields(def, raw)) {
+                Some(fields) => fields,
+                None => unknown.into_iter().map(StrictField::Unknown).collect(),
+            },
+        )
     }
 
     /// Applies `fieldValidation` to what a strict decoder reports: nothing more (`Ignore`),
@@ -1013,7 +1019,7 @@ impl Writer<'_> {
         object: &mut Value,
         body: &[u8],
     ) -> Result<(), ApiError> {
-        let fields = self.strict_fields(resource, object, Some(body));
+        let fields = self.strict_fields(resource, object, Some(body))?;
         self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
             watchkeeper_api::schema::strict_body_error(&resource.def, &fields)
         })
@@ -1056,15 +1062,14 @@ impl Writer<'_> {
         // made what decoding into the kind's Go struct leaves.
         let walk = pruning == Pruning::Needed || custom_schema;
         if !walk && patch_fields.is_empty() {
-            watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object);
-            return Ok(());
+            return watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object);
         }
         let patched = (self.field_validation == FieldValidation::Strict).then(|| object.clone());
         let mut fields = patch_fields.to_vec();
         if walk {
-            fields.extend(self.strict_fields(resource, object, None));
+            fields.extend(self.strict_fields(resource, object, None)?);
         } else {
-            watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object);
+            watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object)?;
         }
         self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
             watchkeeper_api::schema::strict_patch_error(
@@ -1511,7 +1516,8 @@ impl Writer<'_> {
         if changed {
             // What a patch added that the kind does not declare is dropped, as kube's
             // decoding of the patched object into its type (or a CRD's pruning) drops it.
-            let _ = self.strict_fields(resource, &mut mutated, None);
+            // Its Go zero values are bounded as a body's are.
+            self.strict_fields(resource, &mut mutated, None)?;
         }
         Ok(mutated)
     }
@@ -2915,7 +2921,7 @@ impl Writer<'_> {
                             self.force,
                             &self.time,
                         )?;
-                        watchkeeper_api::protobuf::gostruct::normalize(def, &mut merged);
+                        watchkeeper_api::protobuf::gostruct::normalize(def, &mut merged)?;
                         self.checked_keys(&duplicates)?;
                         Ok(Desired {
                             managers: Some(managers),
@@ -2949,7 +2955,7 @@ impl Writer<'_> {
                 &self.time,
             )?;
             self.checked_keys(&duplicates)?;
-            watchkeeper_api::protobuf::gostruct::normalize(def, &mut merged);
+            watchkeeper_api::protobuf::gostruct::normalize(def, &mut merged)?;
             if let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) {
                 metadata.insert("name".to_owned(), Value::String(name.to_owned()));
             }
