@@ -8,7 +8,8 @@
 //! at the connection bound an idle connection gives way to a new one and busy ones never do;
 //! a YAML body's aliases cannot build more than its own text could hold, and a JSON patch
 //! cannot nest an object deeper than a body may; a body of many unknown fields answers
-//! kube's bounded warnings.
+//! kube's bounded warnings; an HTTP/2 client that opens and cancels streams without end
+//! (CVE-2023-44487, "rapid reset") is sent GOAWAY and leaves nothing in flight.
 
 mod common;
 
@@ -975,5 +976,67 @@ async fn many_unknown_fields_answer_bounded_warnings() {
         "{} warnings, {chars} characters",
         warnings.len()
     );
+    server.shutdown().await;
+}
+
+/// HTTP/2 "rapid reset" (CVE-2023-44487): a client opens LIST streams and cancels each at
+/// once, without end. The connection is ended with GOAWAY `ENHANCE_YOUR_CALM` long before
+/// 20,000 streams (h2's bound on streams reset before the server took them, as Go's
+/// `net/http2` bounds them for kube-apiserver), nothing stays in flight, and the server goes
+/// on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_cancels_every_stream_is_sent_away() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    for i in 0..50 {
+        let (status, _) =
+            common::send_json(addr, "POST", CM, &configmap(&format!("c{i}"), 1000)).await;
+        assert_eq!(status, 201);
+    }
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut cancelled = 0;
+    let refusal = loop {
+        assert!(
+            cancelled < 20_000,
+            "the server took 20,000 cancelled streams"
+        );
+        client = match client.ready().await {
+            Ok(client) => client,
+            Err(error) => break error,
+        };
+        let request = axum::http::Request::get(format!("http://{addr}{CM}"))
+            .body(())
+            .unwrap();
+        match client.send_request(request, true) {
+            Ok((_, mut stream)) => stream.send_reset(h2::Reason::CANCEL),
+            Err(error) => break error,
+        }
+        cancelled += 1;
+    };
+    assert_eq!(
+        refusal.reason(),
+        Some(h2::Reason::ENHANCE_YOUR_CALM),
+        "{refusal}"
+    );
+    let ended = tokio::time::timeout(HANG_GUARD, connection)
+        .await
+        .expect("the connection ends")
+        .unwrap();
+    assert!(ended.is_err(), "ended by the server's GOAWAY");
+    // Nothing in flight but the scrape itself, and the next client is served.
+    tokio::time::timeout(HANG_GUARD, async {
+        while !metrics_text(addr)
+            .await
+            .contains("apiserver_current_inflight_requests{request_kind=\"readOnly\"} 1\n")
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("nothing left in flight");
+    let (status, _) = request(addr, "GET", CM, "", "").await;
+    assert_eq!(status, 200);
     server.shutdown().await;
 }
