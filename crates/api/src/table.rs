@@ -7,15 +7,17 @@
 //! (roles, cluster roles, limit ranges, CustomResourceDefinitions) get its default table
 //! convertor's `Name` and `Created At`, APIServices the kube-aggregator's columns; the kinds
 //! added after the first seventeen are keyed by group and plural, so a custom resource sharing a
-//! built-in plural keeps the default. Other kinds get `Name` and `Age`. Rows carry the
+//! built-in plural keeps the default. `events.k8s.io/v1` Events get the core Event columns
+//! (kube serves both versions from one storage with one printer), and [`scale_table`] is the
+//! scale subresource's `printScale`. Other kinds get `Name` and `Age`. Rows carry the
 //! object's metadata as a `PartialObjectMetadata` (`includeObject=Metadata`, the default),
 //! from which kubectl prints the NAMESPACE column of `-A`. The current time is a parameter.
 
 use serde_json::{Map, Value, json};
 
 use crate::resources::{ResourceDef, lookup};
-use crate::versions::Conversion;
 use crate::time::{human_duration, rfc3339_from_unix, unix_from_rfc3339};
+use crate::versions::Conversion;
 
 /// One column: name, type (`string`, `integer`, `date`), format (`name` for the name column),
 /// priority (0 shown by default, 1 only with `-o wide`), description.

@@ -19,6 +19,10 @@
 //!   `disruptionsAllowed` is decremented and the pod recorded in `disruptedPods` (conditioned
 //!   on the budget's resourceVersion, so two concurrent evictions cannot spend the same
 //!   disruption) before the pod is deleted with the eviction's `deleteOptions`.
+//! - **Bindings** (`POST /api/v1/namespaces/{ns}/bindings`, the older form kube-apiserver still
+//!   serves and lists): authorized as `create` on `bindings`, then exactly a `pods/binding` of
+//!   the pod the Binding's `metadata.name` names (same checks, same answer); any other method
+//!   is 405.
 //! - With NodeRestriction, a node evicts only pods bound to itself (kube's 403, before the
 //!   eviction's own checks: `crate::source::node_restriction::eviction_checked`).
 //! - Both go through the ordinary write path (validation, dry run, conflicts, watch events).
