@@ -18,7 +18,8 @@
 //!   disruption budget." with the budget's cause; when it allows one, the budget's
 //!   `disruptionsAllowed` is decremented and the pod recorded in `disruptedPods` (conditioned
 //!   on the budget's resourceVersion, so two concurrent evictions cannot spend the same
-//!   disruption) before the pod is deleted with the eviction's `deleteOptions`.
+//!   disruption) before the pod is deleted with the eviction's `deleteOptions` (gracefully
+//!   for a pod on a node: `watchkeeper_api::graceful`).
 //! - **Bindings** (`POST /api/v1/namespaces/{ns}/bindings`, the older form kube-apiserver still
 //!   serves and lists): authorized as `create` on `bindings`, then exactly a `pods/binding` of
 //!   the pod the Binding's `metadata.name` names (same checks, same answer); any other method
