@@ -556,7 +556,10 @@ async fn get_watch_flags() {
 
 /// `cordon`, `uncordon`, `taint` and `drain`: drain evicts the node's pods through the
 /// eviction subresource; a PodDisruptionBudget no disruption controller has observed refuses
-/// (kube's 429, retried by kubectl until its timeout), and without it the pod is evicted.
+/// (kube's 429, retried by kubectl until its timeout); without it the pod is evicted, and as a
+/// pod on a node it is deleted gracefully (Terminating, drain waits) unless the grace period is
+/// 0. `delete pod` of a pod on a node likewise leaves it Terminating; `--force
+/// --grace-period=0` removes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_maintenance() {
     let (server, k) = kubectl().await;
@@ -642,12 +645,36 @@ async fn node_maintenance() {
     );
     k.ok(&["get", "pod", "db"]).await;
     k.ok(&["delete", "poddisruptionbudget", "db"]).await;
+    // Evicted, the running pod is deleted gracefully: Terminating until its kubelet (none
+    // runs) removes it, so drain waits for it, as against kube-apiserver with no node running.
+    let waiting = k
+        .fails(&[
+            "drain",
+            "n1",
+            "--ignore-daemonsets",
+            "--force",
+            "--timeout=2s",
+        ])
+        .await;
+    assert!(
+        waiting.stdout.contains("evicting pod default/db"),
+        "{waiting:?}"
+    );
+    let terminating = k.json(&["get", "pod", "db"]).await;
+    assert_eq!(
+        terminating["metadata"]["deletionGracePeriodSeconds"], 30,
+        "{terminating}"
+    );
+    let pods = k.ok(&["get", "pods"]).await;
+    assert_eq!(row(&pods, "db")[2], "Terminating", "{pods}");
+    // A grace period of 0 deletes it at once.
     let drained = k
         .ok(&[
             "drain",
             "n1",
             "--ignore-daemonsets",
             "--force",
+            "--grace-period=0",
             "--timeout=30s",
         ])
         .await;
@@ -655,6 +682,30 @@ async fn node_maintenance() {
     assert!(drained.contains("node/n1 drained"), "{drained}");
     let gone = k.fails(&["get", "pod", "db"]).await;
     assert!(gone.stderr.contains("pods \"db\" not found"), "{gone:?}");
+
+    k.ok(&["run", "web", "--image=busybox"]).await;
+    bind(&server, "web", "n1").await;
+    assert_eq!(
+        k.ok(&["delete", "pod", "web", "--wait=false"]).await.trim(),
+        "pod \"web\" deleted"
+    );
+    let marked = k.json(&["get", "pod", "web"]).await;
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+    let forced = k
+        .run(&["delete", "pod", "web", "--force", "--grace-period=0"])
+        .await;
+    assert!(forced.success(), "{forced:?}");
+    assert!(
+        forced
+            .stderr
+            .contains("Immediate deletion does not wait for confirmation"),
+        "{forced:?}"
+    );
+    let gone = k.fails(&["get", "pod", "web"]).await;
+    assert!(gone.stderr.contains("pods \"web\" not found"), "{gone:?}");
 }
 
 /// `autoscale` (an autoscaling/v2 HPA), `certificate approve|deny` (the approval
