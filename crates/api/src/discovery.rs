@@ -91,6 +91,27 @@ fn is_review(def: &ResourceDef) -> bool {
         || is_bindings(def)
 }
 
+/// Whether `def` is one of the resources kube-apiserver answers only to create, without
+/// storage: the reviews and core `bindings`.
+#[must_use]
+pub fn is_create_only(def: &ResourceDef) -> bool {
+    is_review(def)
+}
+
+/// The create-only resources ([`is_create_only`]) as discovery lists them.
+#[must_use]
+pub fn create_only_defs() -> Vec<ResourceDef> {
+    let mut defs = vec![ResourceDef::named("", "v1", "bindings", "Binding", true)];
+    defs.extend(
+        REVIEW_RESOURCES
+            .iter()
+            .map(|&(group, version, plural, kind, namespaced)| {
+                ResourceDef::named(group, version, plural, kind, namespaced)
+            }),
+    );
+    defs
+}
+
 /// Core `v1` `bindings`: the older form of `pods/binding` kube-apiserver still lists (first
 /// of the core resources), create only and without storage of its own, as the reviews.
 fn is_bindings(def: &ResourceDef) -> bool {
