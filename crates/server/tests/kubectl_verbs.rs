@@ -1100,6 +1100,31 @@ async fn cascading_deletes_and_discovery() {
         explained.contains("    maxSurge\t<IntOrString>"),
         "{explained}"
     );
+    // The create-only kinds are published too, as kube publishes them.
+    for (resource, kind, field) in [
+        (
+            "tokenreviews",
+            "TokenReview",
+            "spec\t<TokenReviewSpec> -required-",
+        ),
+        (
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            "spec\t<SelfSubjectAccessReviewSpec> -required-",
+        ),
+        (
+            "bindings",
+            "Binding",
+            "target\t<ObjectReference> -required-",
+        ),
+    ] {
+        let explained = k.ok(&["explain", resource]).await;
+        assert!(
+            explained.contains(&format!("KIND:       {kind}")),
+            "{resource}: {explained}"
+        );
+        assert!(explained.contains(field), "{resource}: {explained}");
+    }
 }
 
 /// `apply --prune -l` deletes what the label selects and the files no longer hold;
