@@ -454,6 +454,7 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
         return;
     }
     drop_disabled_fields(spec);
+    service_account_alias(spec);
     for (path, value) in POD_SPEC_DEFAULTS {
         let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
         set_default(spec, path, &value);
@@ -506,6 +507,26 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
                 }
             }
         }
+    }
+}
+
+/// kube's `v1.PodSpec` conversions (`pkg/apis/core/v1/conversion.go`): the deprecated
+/// `serviceAccount` is an alias of `serviceAccountName`. Read in, it names the account only
+/// when `serviceAccountName` is empty; written out, it repeats `serviceAccountName`. So a pod
+/// spec (a pod's or a template's, e.g. after `kubectl set serviceaccount`) holds both, equal.
+fn service_account_alias(spec: &mut Value) {
+    let Some(map) = spec.as_object_mut() else {
+        return;
+    };
+    let named = |key: &str| {
+        map.get(key)
+            .and_then(Value::as_str)
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(name) = named("serviceAccountName").or_else(|| named("serviceAccount")) {
+        map.insert("serviceAccountName".to_owned(), Value::String(name.clone()));
+        map.insert("serviceAccount".to_owned(), Value::String(name));
     }
 }
 
@@ -891,5 +912,28 @@ mod tests {
             json!([{"name": "a", "emptyDir": {}},
                 {"name": "b", "secret": {"secretName": "s", "defaultMode": 420}}])
         );
+    }
+
+    #[test]
+    fn service_account_is_an_alias_of_service_account_name() {
+        let alias = |spec: Value| {
+            let mut spec = spec;
+            service_account_alias(&mut spec);
+            spec
+        };
+        assert_eq!(
+            alias(json!({"serviceAccountName": "a"})),
+            json!({"serviceAccountName": "a", "serviceAccount": "a"})
+        );
+        assert_eq!(
+            alias(json!({"serviceAccount": "old"})),
+            json!({"serviceAccountName": "old", "serviceAccount": "old"})
+        );
+        // The new field wins.
+        assert_eq!(
+            alias(json!({"serviceAccountName": "new", "serviceAccount": "old"})),
+            json!({"serviceAccountName": "new", "serviceAccount": "new"})
+        );
+        assert_eq!(alias(json!({"dnsPolicy": "x"})), json!({"dnsPolicy": "x"}));
     }
 }

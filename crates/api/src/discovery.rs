@@ -88,16 +88,54 @@ fn is_review(def: &ResourceDef) -> bool {
     REVIEW_RESOURCES
         .iter()
         .any(|(g, v, p, _, _)| *g == def.group && *v == def.version && *p == def.plural)
+        || is_bindings(def)
 }
 
-/// The served resources plus the review resources and the read-only `componentstatuses`
-/// (beside the other core `v1` resources), as discovery lists them.
+/// Whether `def` is one of the resources kube-apiserver answers only to create, without
+/// storage: the reviews and core `bindings`.
+#[must_use]
+pub fn is_create_only(def: &ResourceDef) -> bool {
+    is_review(def)
+}
+
+/// The create-only resources ([`is_create_only`]) as discovery lists them.
+#[must_use]
+pub fn create_only_defs() -> Vec<ResourceDef> {
+    let mut defs = vec![ResourceDef::named("", "v1", "bindings", "Binding", true)];
+    defs.extend(
+        REVIEW_RESOURCES
+            .iter()
+            .map(|&(group, version, plural, kind, namespaced)| {
+                ResourceDef::named(group, version, plural, kind, namespaced)
+            }),
+    );
+    defs
+}
+
+/// Core `v1` `bindings`: the older form of `pods/binding` kube-apiserver still lists (first
+/// of the core resources), create only and without storage of its own, as the reviews.
+fn is_bindings(def: &ResourceDef) -> bool {
+    def.group.is_empty() && def.version == "v1" && def.plural == "bindings"
+}
+
+/// The served resources plus the review resources, core `bindings` and the read-only
+/// `componentstatuses` (beside the other core `v1` resources), as discovery lists them.
 fn with_reviews(defs: &[ResourceDef]) -> Vec<ResourceDef> {
     let mut all = defs.to_vec();
     for &(group, version, plural, kind, namespaced) in REVIEW_RESOURCES {
         if !all.iter().any(|d| d.group == group && d.plural == plural) {
             all.push(ResourceDef::named(group, version, plural, kind, namespaced));
         }
+    }
+    if let Some(first_core) = all
+        .iter()
+        .position(|d| d.group.is_empty() && d.version == "v1")
+        && !all.iter().any(is_bindings)
+    {
+        all.insert(
+            first_core,
+            ResourceDef::named("", "v1", "bindings", "Binding", true),
+        );
     }
     if let Some(last_core) = all
         .iter()
@@ -741,7 +779,8 @@ mod tests {
         let core = api_resource_list(&defs, "", "v1", &hash).unwrap();
         for entry in core["resources"].as_array().unwrap() {
             let name = entry["name"].as_str().unwrap();
-            let expected = !(name == "componentstatuses" || name.contains('/'));
+            let expected =
+                !(name == "componentstatuses" || name == "bindings" || name.contains('/'));
             assert_eq!(
                 entry.get("storageVersionHash").is_some(),
                 expected,
@@ -868,12 +907,18 @@ mod tests {
         assert_eq!(core["groupVersion"], "v1");
         assert_eq!(core["kind"], "APIResourceList");
         let resources = core["resources"].as_array().unwrap();
-        // 15 resources and the read-only componentstatuses; 8 status subresources
+        // The create-only bindings, 15 resources and the read-only componentstatuses; 8
+        // status subresources
         // (namespaces, nodes, pods, services, persistentvolumeclaims, persistentvolumes,
         // resourcequotas, replicationcontrollers); replicationcontrollers/scale;
         // namespaces/finalize; pods/attach, pods/binding, pods/ephemeralcontainers,
         // pods/eviction, pods/exec, pods/log and pods/portforward; serviceaccounts/token.
-        assert_eq!(resources.len(), 34);
+        assert_eq!(resources.len(), 35);
+        assert_eq!(
+            resources[0],
+            json!({"name": "bindings", "singularName": "binding", "namespaced": true,
+                "kind": "Binding", "verbs": ["create"]})
+        );
         let cs = resources
             .iter()
             .find(|r| r["name"] == "componentstatuses")

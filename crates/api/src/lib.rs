@@ -63,6 +63,7 @@ pub mod field;
 pub mod gc;
 pub mod go_json;
 pub mod go_yaml;
+pub mod graceful;
 mod hash;
 pub mod kinds;
 pub mod meta;

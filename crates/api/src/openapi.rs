@@ -15,7 +15,10 @@
 //! definition it reaches included, so `kubectl explain deployment.spec.strategy` walks real
 //! fields. A custom kind's schema is its CRD's `openAPIV3Schema` ([`CustomSchemas`]) with
 //! `apiVersion`, `kind` and the real `ObjectMeta` declared, as kube-apiserver publishes it; one
-//! without a declared schema is permissive (`x-kubernetes-preserve-unknown-fields`). The patch operations do **not** list
+//! without a declared schema is permissive (`x-kubernetes-preserve-unknown-fields`). The
+//! create-only kinds (the reviews of `authentication.k8s.io/v1` and `authorization.k8s.io/v1`,
+//! core `Binding`) are published as kube publishes them, with their `post` alone, so `kubectl
+//! explain tokenreviews` works. The patch operations do **not** list
 //! `application/strategic-merge-patch+json` in their request body: kubectl then uses its
 //! compiled-in patch metadata for built-in kinds (Kubernetes' struct tags, the same markers)
 //! and a JSON merge patch for custom resources — which is also what Kubernetes does for
@@ -226,7 +229,8 @@ fn operation(
     })
 }
 
-/// The paths of one resource: collection, item and (namespaced) all-namespaces list.
+/// The paths of one resource: collection, item and (namespaced) all-namespaces list; of a
+/// create-only resource (a review, core `bindings`), its collection's `post` alone.
 fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
     let base = if def.group.is_empty() {
         format!("/api/{}", def.version)
@@ -276,6 +280,10 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
         "content": {"*/*": {"schema": schema_ref(&kind_schema)}},
         "required": true,
     });
+    if crate::discovery::is_create_only(def) {
+        paths.insert(collection, json!({"post": post, "parameters": shared}));
+        return;
+    }
     paths.insert(
         collection,
         json!({
@@ -634,7 +642,11 @@ pub fn openapi_v3_group_version(
         .iter()
         .filter(|d| d.group == group && d.version == version)
         .collect();
-    if served.is_empty() {
+    let create_only: Vec<ResourceDef> = crate::discovery::create_only_defs()
+        .into_iter()
+        .filter(|d| d.group == group && d.version == version)
+        .collect();
+    if served.is_empty() && create_only.is_empty() {
         return None;
     }
     let mut paths = Map::new();
@@ -643,6 +655,22 @@ pub fn openapi_v3_group_version(
     for def in served {
         resource_paths(def, &mut paths);
         kind_schemas(def, custom, &mut schemas);
+    }
+    // The reviews and core `bindings`: created only, their kube schemas without a list.
+    for def in &create_only {
+        resource_paths(def, &mut paths);
+        if let Some((root, definitions)) = crate::schema::openapi_definitions(def) {
+            schemas.extend(definitions.into_iter().map(|(name, mut schema)| {
+                as_published(&mut schema, true);
+                (name, schema)
+            }));
+            if let Some(Value::Object(kind)) = schemas.get_mut(&root) {
+                kind.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([gvk(def, &def.kind)]),
+                );
+            }
+        }
     }
     if group.is_empty() && version == "v1" {
         component_status(&mut paths, &mut schemas);
@@ -667,11 +695,12 @@ fn index_key(group: &str, version: &str) -> String {
     }
 }
 
-/// The served group/versions, in the order of their first kind.
-fn group_versions(defs: &[ResourceDef]) -> Vec<(&str, &str)> {
-    let mut group_versions: Vec<(&str, &str)> = Vec::new();
-    for def in defs {
-        let gv = (def.group.as_str(), def.version.as_str());
+/// The served group/versions, in the order of their first kind, then those that serve only
+/// create-only resources (`authentication.k8s.io/v1`, `authorization.k8s.io/v1`).
+fn group_versions(defs: &[ResourceDef]) -> Vec<(String, String)> {
+    let mut group_versions: Vec<(String, String)> = Vec::new();
+    for def in defs.iter().chain(&crate::discovery::create_only_defs()) {
+        let gv = (def.group.clone(), def.version.clone());
         if !group_versions.contains(&gv) {
             group_versions.push(gv);
         }
@@ -697,11 +726,11 @@ pub fn openapi_v3_index<T: AsRef<[u8]>>(
 ) -> Value {
     let mut paths = Map::new();
     for (group, version) in group_versions(defs) {
-        let Some(text) = document(group, version) else {
+        let Some(text) = document(&group, &version) else {
             continue;
         };
         let hash = crate::hash::fnv1a(text.as_ref());
-        let key = index_key(group, version);
+        let key = index_key(&group, &version);
         paths.insert(
             key.clone(),
             json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash:016X}")}),
@@ -731,8 +760,9 @@ mod tests {
         let root = openapi_v3_root(&all_defs(), &CustomSchemas::new());
         let paths = root["paths"].as_object().unwrap();
         let keys: Vec<&String> = paths.keys().collect();
-        // The core group, 15 named groups of built-ins, one custom group.
-        assert_eq!(keys.len(), 17);
+        // The core group, 15 named groups of built-ins, the two groups of the reviews, one
+        // custom group.
+        assert_eq!(keys.len(), 19);
         for key in [
             "api/v1",
             "apis/apps/v1",

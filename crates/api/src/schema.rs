@@ -454,6 +454,56 @@ fn generate(strip: bool) -> Schemas {
                 .subschema_for::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>()
                 .to_value(),
         );
+        // The create-only kinds kube-apiserver publishes (the reviews, core `Binding`): the
+        // server answers them without storing them (`http::review`, `http::pods`).
+        use k8s_openapi::api::{authentication, authorization};
+        add(
+            "",
+            "Binding",
+            generator.subschema_for::<core::v1::Binding>().to_value(),
+        );
+        add(
+            "authentication.k8s.io",
+            "TokenReview",
+            generator
+                .subschema_for::<authentication::v1::TokenReview>()
+                .to_value(),
+        );
+        add(
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            generator
+                .subschema_for::<authentication::v1::SelfSubjectReview>()
+                .to_value(),
+        );
+        add(
+            "authorization.k8s.io",
+            "SubjectAccessReview",
+            generator
+                .subschema_for::<authorization::v1::SubjectAccessReview>()
+                .to_value(),
+        );
+        add(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            generator
+                .subschema_for::<authorization::v1::SelfSubjectAccessReview>()
+                .to_value(),
+        );
+        add(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            generator
+                .subschema_for::<authorization::v1::LocalSubjectAccessReview>()
+                .to_value(),
+        );
+        add(
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            generator
+                .subschema_for::<authorization::v1::SelfSubjectRulesReview>()
+                .to_value(),
+        );
     }
     let mut definitions = generator.take_definitions(false);
     // kube publishes the CRD schema's free-form values (`JSON`, `JSONSchemaPropsOr*`, which
@@ -483,6 +533,10 @@ fn generate(strip: bool) -> Schemas {
 /// custom resources and kinds without a published schema.
 #[must_use]
 pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
+    if crate::discovery::is_create_only(def) {
+        // Published only (never written): in the documented definitions alone.
+        return documented_schemas().root(def).map(String::as_str);
+    }
     if !def.is_builtin() {
         return None;
     }
@@ -495,7 +549,7 @@ pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
 /// resources and kinds without a published schema.
 #[must_use]
 pub fn openapi_definitions(def: &ResourceDef) -> Option<(String, Map<String, Value>)> {
-    if !def.is_builtin() && !crate::crd::is_crd(def) {
+    if !def.is_builtin() && !crate::crd::is_crd(def) && !crate::discovery::is_create_only(def) {
         return None;
     }
     let schemas = documented_schemas();

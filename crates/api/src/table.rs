@@ -7,7 +7,9 @@
 //! (roles, cluster roles, limit ranges, CustomResourceDefinitions) get its default table
 //! convertor's `Name` and `Created At`, APIServices the kube-aggregator's columns; the kinds
 //! added after the first seventeen are keyed by group and plural, so a custom resource sharing a
-//! built-in plural keeps the default. Other kinds get `Name` and `Age`. Rows carry the
+//! built-in plural keeps the default. `events.k8s.io/v1` Events get the core Event columns
+//! (kube serves both versions from one storage with one printer), and [`scale_table`] is the
+//! scale subresource's `printScale`. Other kinds get `Name` and `Age`. Rows carry the
 //! object's metadata as a `PartialObjectMetadata` (`includeObject=Metadata`, the default),
 //! from which kubectl prints the NAMESPACE column of `-A`. The current time is a parameter.
 
@@ -15,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::resources::{ResourceDef, lookup};
 use crate::time::{human_duration, rfc3339_from_unix, unix_from_rfc3339};
+use crate::versions::Conversion;
 
 /// One column: name, type (`string`, `integer`, `date`), format (`name` for the name column),
 /// priority (0 shown by default, 1 only with `-o wide`), description.
@@ -72,7 +75,18 @@ const CURRENT_REPLICAS: Column = column(
 
 const NONE: &str = "<none>";
 
+/// Core `v1` Events for `events.k8s.io/v1` Events: kube-apiserver serves both from one
+/// storage whose table convertor is the core Event printer, so `kubectl get
+/// events.events.k8s.io` prints the same columns as `kubectl get events`.
+fn core_events(def: &ResourceDef) -> Option<ResourceDef> {
+    (def.group == "events.k8s.io" && def.plural == "events")
+        .then(|| ResourceDef::named("", "v1", "events", "Event", true))
+}
+
 fn columns(def: &ResourceDef) -> Vec<Column> {
+    if let Some(core) = core_events(def) {
+        return columns(&core);
+    }
     if let Some(columns) = group_columns(def) {
         return columns;
     }
@@ -1251,6 +1265,9 @@ fn map_selector_string(selector: Option<&Value>) -> String {
 /// The cells of one row, in column order.
 #[allow(clippy::too_many_lines)]
 fn cells(def: &ResourceDef, object: &Value, now: i64) -> Vec<Value> {
+    if let Some(core) = core_events(def) {
+        return cells(&core, &Conversion::EventsV1.stored_form(object), now);
+    }
     if let Some(cells) = group_cells(def, object, now) {
         return cells;
     }
@@ -2608,6 +2625,60 @@ pub fn to_table_with(
         "metadata": metadata,
         "columnDefinitions": definitions,
         "rows": rows,
+    })
+}
+
+/// The `Table` of an `autoscaling/v1` `Scale`, as kube-apiserver's scale subresources of the
+/// built-in kinds answer it (`kubectl get deployment x --subresource=scale`): their
+/// `ConvertToTable` hands the Scale to the parent's printers, whose `printScale` prints its
+/// name, `spec.replicas` (Desired), `status.replicas` (Available) and age. kube's Name column
+/// of this printer carries no `name` format.
+#[must_use]
+pub fn scale_table(scale: &Value, now_unix_seconds: i64) -> Value {
+    let definitions: Vec<Value> = [
+        Column { format: "", ..NAME },
+        column(
+            "Desired",
+            "integer",
+            0,
+            "replicas is the desired number of instances for the scaled object.",
+        ),
+        column(
+            "Available",
+            "integer",
+            0,
+            "replicas is the actual number of observed instances of the scaled object.",
+        ),
+        AGE,
+    ]
+    .iter()
+    .map(|c| {
+        json!({
+            "name": c.name,
+            "type": c.kind,
+            "format": c.format,
+            "description": c.description,
+            "priority": c.priority,
+        })
+    })
+    .collect();
+    let cells = json!([
+        text(scale, "metadata.name"),
+        int(scale, "spec.replicas"),
+        int(scale, "status.replicas"),
+        age(text(scale, "metadata.creationTimestamp"), now_unix_seconds),
+    ]);
+    let mut metadata = Map::new();
+    let resource_version = text(scale, "metadata.resourceVersion");
+    if !resource_version.is_empty() {
+        metadata.insert("resourceVersion".into(), json!(resource_version));
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": definitions,
+        "rows": [{"cells": cells, "object": partial_object_metadata(scale)}],
     })
 }
 

@@ -1,8 +1,9 @@
 //! What DELETE answers, as kube-apiserver answers it: `finalizeDelete`'s Status or the
 //! deleted object (registries with `ReturnDeletedObject`), the object that stays for its
 //! finalizers (200, or 202 for `orphanDependents: false`), `DeleteCollection`'s list of what it
-//! read, DeleteOptions refused as kube's handlers refuse them, and a CRD's deletion through its
-//! cleanup finalizer (`Terminating` condition, creates refused while its objects go).
+//! read, DeleteOptions refused as kube's handlers refuse them, a CRD's deletion through its
+//! cleanup finalizer (`Terminating` condition, creates refused while its objects go), and the
+//! graceful deletion of pods on a node.
 
 mod common;
 
@@ -430,4 +431,94 @@ async fn an_empty_crd_goes_and_a_dry_run_leaves_it() {
     let (status, _) = get_json(addr, &format!("{CRDS}/widgets.example.com")).await;
     assert_eq!(status, 404);
     server.shutdown().await;
+}
+
+/// Goal: kube's graceful deletion of pods. A pod not on a node goes at once; a pod on a node
+/// (not finished) is marked for its grace period — `deletionTimestamp` and
+/// `deletionGracePeriodSeconds` from `terminationGracePeriodSeconds` or the DeleteOptions — and
+/// answered (200) as it stays; a DELETE asking no shorter period leaves it as it is, a shorter
+/// one moves the timestamp earlier, and 0 (in the body or the query) removes it. A finished pod
+/// on a node goes at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_on_a_node_are_deleted_gracefully() {
+    let server = server().await;
+    let addr = server.addr;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, node: Option<&str>| {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                "terminationGracePeriodSeconds": 30}});
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pod
+    };
+    create(addr, pods, &pod("pending", None)).await;
+    let (status, answer) = delete(addr, &format!("{pods}/pending"), "").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["metadata"]["name"], "pending", "{answer}");
+    let (status, _) = get_json(addr, &format!("{pods}/pending")).await;
+    assert_eq!(status, 404);
+
+    create(addr, pods, &pod("running", Some("n1"))).await;
+    let (status, marked) = delete(addr, &format!("{pods}/running"), "").await;
+    assert_eq!(status, 200, "{marked}");
+    assert_eq!(
+        marked["metadata"]["deletionGracePeriodSeconds"], 30,
+        "{marked}"
+    );
+    let at = |pod: &Value| {
+        watchkeeper_api::time::unix_from_rfc3339(
+            pod["metadata"]["deletionTimestamp"].as_str().unwrap(),
+        )
+        .unwrap()
+    };
+    let first = at(&marked);
+    let (status, stored) = get_json(addr, &format!("{pods}/running")).await;
+    assert_eq!(status, 200, "{stored}");
+    assert_eq!(
+        stored["metadata"]["deletionTimestamp"],
+        marked["metadata"]["deletionTimestamp"]
+    );
+    // No shorter period: unchanged.
+    let (status, pending) = delete(
+        addr,
+        &format!("{pods}/running"),
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":60}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{pending}");
+    assert_eq!(
+        pending["metadata"]["resourceVersion"],
+        stored["metadata"]["resourceVersion"]
+    );
+    // A shorter one: 20 seconds earlier.
+    let (status, shorter) = delete(
+        addr,
+        &format!("{pods}/running"),
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":10}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{shorter}");
+    assert_eq!(
+        shorter["metadata"]["deletionGracePeriodSeconds"], 10,
+        "{shorter}"
+    );
+    assert_eq!(at(&shorter), first - 20, "{shorter}");
+    let (status, gone) = delete(addr, &format!("{pods}/running?gracePeriodSeconds=0"), "").await;
+    assert_eq!(status, 200, "{gone}");
+    let (status, _) = get_json(addr, &format!("{pods}/running")).await;
+    assert_eq!(status, 404);
+
+    create(addr, pods, &pod("finished", Some("n1"))).await;
+    common::merge_patch(
+        addr,
+        &format!("{pods}/finished/status"),
+        r#"{"status":{"phase":"Succeeded"}}"#,
+    )
+    .await;
+    let (status, _) = delete(addr, &format!("{pods}/finished"), "").await;
+    assert_eq!(status, 200);
+    let (status, _) = get_json(addr, &format!("{pods}/finished")).await;
+    assert_eq!(status, 404);
 }

@@ -702,8 +702,8 @@ async fn any_semantic_and_metadata_requests() {
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
 /// 48 served kinds, events.k8s.io/v1 Events (core Events' storage), CustomResourceDefinitions,
-/// the 6 review resources (TokenReview among them) and the read-only ComponentStatus (`get`
-/// and `list` only); service accounts have the `token` subresource. (autoscaling/v1 is not
+/// the 6 review resources (TokenReview among them), the create-only core Binding and the
+/// read-only ComponentStatus (`get` and `list` only); service accounts have the `token` subresource. (autoscaling/v1 is not
 /// among kube-rs's recommended resources: the group prefers v2, which serves the same kind.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregated_discovery_matches_legacy_discovery() {
@@ -742,7 +742,11 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 57, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 58, "{aggregated:#?}");
+    assert!(
+        aggregated.contains(r#"/v1 Binding bindings true ["create"] []"#),
+        "{aggregated:#?}"
+    );
     let component_statuses = aggregated
         .iter()
         .find(|line| line.starts_with("/v1 ComponentStatus componentstatuses false"))

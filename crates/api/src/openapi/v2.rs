@@ -266,7 +266,7 @@ pub fn openapi_v2(defs: &[ResourceDef], custom: &CustomSchemas) -> Value {
     let mut definitions = Map::new();
     for (group, version) in super::group_versions(defs) {
         let Some(Value::Object(mut document)) =
-            openapi_v3_group_version(defs, custom, group, version)
+            openapi_v3_group_version(defs, custom, &group, &version)
         else {
             continue;
         };

@@ -466,6 +466,14 @@ async fn route(
         ["openapi", "v3", "apis", group, version] => {
             openapi::v3(&app.openapi, &app.resources(), group, version)
         }
+        ["api", "v1", "namespaces", namespace, "bindings"] => {
+            let response = pods::serve_bindings(app, context, namespace)
+                .await
+                .unwrap_or_else(|error| error_response(&error));
+            let response =
+                to_protobuf(negotiated(&context.headers, None).ok(), response, || {}).await;
+            return ("create", String::new(), "bindings".to_owned(), response);
+        }
         ["api", "v1", rest @ ..] => {
             if let Some((verb, response)) = componentstatus::serve(app, context, rest).await {
                 return (

@@ -18,7 +18,12 @@
 //!   disruption budget." with the budget's cause; when it allows one, the budget's
 //!   `disruptionsAllowed` is decremented and the pod recorded in `disruptedPods` (conditioned
 //!   on the budget's resourceVersion, so two concurrent evictions cannot spend the same
-//!   disruption) before the pod is deleted with the eviction's `deleteOptions`.
+//!   disruption) before the pod is deleted with the eviction's `deleteOptions` (gracefully
+//!   for a pod on a node: `watchkeeper_api::graceful`).
+//! - **Bindings** (`POST /api/v1/namespaces/{ns}/bindings`, the older form kube-apiserver still
+//!   serves and lists): authorized as `create` on `bindings`, then exactly a `pods/binding` of
+//!   the pod the Binding's `metadata.name` names (same checks, same answer); any other method
+//!   is 405.
 //! - With NodeRestriction, a node evicts only pods bound to itself (kube's 403, before the
 //!   eviction's own checks: `crate::source::node_restriction::eviction_checked`).
 //! - Both go through the ordinary write path (validation, dry run, conflicts, watch events).
@@ -74,6 +79,67 @@ pub async fn serve(
         Some("binding") => bind(app, request, resource, name, &body).await,
         _ => evict(app, request, resource, name, &body).await,
     }
+}
+
+/// `POST /api/v1/namespaces/{namespace}/bindings`: the older form of `pods/{name}/binding`
+/// that kube-apiserver still serves (`bindings`, create only): the pod is the one the
+/// Binding's `metadata.name` names, and the answer is the subresource's. Authorized as
+/// `create` on `bindings` in the namespace; any other method is 405.
+///
+/// # Errors
+/// As kube-apiserver (see the module docs).
+pub async fn serve_bindings(
+    app: &App,
+    context: &crate::request::RequestContext,
+    namespace: &str,
+) -> Result<Response, ApiError> {
+    if context.method != Method::POST {
+        return Err(ApiError::method_not_allowed_on_resource(&context.method));
+    }
+    let options = Options::parse(context.query.as_deref())?;
+    let bindings = ResourceDef::named("", "v1", "bindings", "Binding", true);
+    let collection = Target {
+        group: "",
+        version: "v1",
+        plural: "bindings",
+        namespace: Some(namespace),
+        name: None,
+        subresource: None,
+        watch_path: false,
+    };
+    let verb = super::authorize_resource(
+        app,
+        &context.user,
+        &context.method,
+        &bindings,
+        collection,
+        &options,
+    )?;
+    app.ensure_ready()?;
+    let pods = app
+        .resource("", "v1", "pods")
+        .ok_or_else(ApiError::path_not_found)?;
+    let body = watchkeeper_api::go_json::decode_object("Binding", "v1", &context.body)?;
+    let name = body
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let request = ResourceRequest {
+        context,
+        target: Target {
+            plural: "pods",
+            name: Some(&name),
+            subresource: Some("binding"),
+            ..collection
+        },
+        options,
+        verb,
+    };
+    if let Some(answer) = create_only_or_forward(app, &request, &pods).await {
+        return answer;
+    }
+    bind(app, &request, &pods, &name, &body).await
 }
 
 fn success() -> Response {

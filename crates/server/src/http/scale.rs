@@ -9,6 +9,10 @@
 //!   built-in kinds the parent's label selector as a string, as kube-apiserver prints it; for a
 //!   custom resource the string at `labelSelectorPath`, empty without one). A custom resource's
 //!   replicas missing at their paths read as 0, as kube-apiserver's `scaleFromCustomResource`.
+//!   Asked for a `Table` (`kubectl get deployment x --subresource=scale`), the answer is
+//!   kube's: the built-in printers' `printScale` (Name, Desired, Available, Age), or for a
+//!   custom resource its CRD's columns over the Scale; asked for `PartialObjectMetadata`, the
+//!   Scale's metadata.
 //! - PUT and PATCH (merge, strategic, JSON patch) change only the parent's replicas,
 //!   through the ordinary write path (so validation, dry run, conflicts, watch events and the
 //!   caching-proxy mode's forwarding are those of any patch): the change is a merge patch of
@@ -20,14 +24,16 @@
 use axum::http::{Method, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
+use watchkeeper_api::negotiate::Conversion;
 use watchkeeper_api::patch::PatchType;
+use watchkeeper_api::table::{partial_object_metadata, scale_table};
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
 use super::inner::{read_object, write_as};
 use crate::cache::Resource;
 use crate::request::{ResourceRequest, Target, Verb};
-use crate::respond::json_response;
+use crate::respond::{conversion, json_response, now_unix};
 
 /// How often a PATCH of a scale is recomputed when the parent changes under it.
 const PATCH_ATTEMPTS: usize = 5;
@@ -281,10 +287,23 @@ pub async fn serve(
     match request.verb {
         Verb::Get => {
             let parent = read_parent(app, request, resource).await?;
-            Ok(json_response(
-                StatusCode::OK,
-                scale_of(def, &paths, &parent).to_string(),
-            ))
+            let scale = scale_of(def, &paths, &parent);
+            let body = match conversion(&request.context.headers, def)? {
+                // kube's scale subresources convert with the parent's table convertor: a
+                // custom resource's columns (evaluated over the Scale), the built-in
+                // printers' `printScale`.
+                Conversion::Table if paths.custom => {
+                    let rv = scale
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    watchkeeper_api::to_table(def, &[&scale], rv, None, now_unix())
+                }
+                Conversion::Table => scale_table(&scale, now_unix()),
+                Conversion::PartialObjectMetadata => partial_object_metadata(&scale),
+                Conversion::None | Conversion::PartialObjectMetadataList => scale,
+            };
+            Ok(json_response(StatusCode::OK, body.to_string()))
         }
         Verb::Update | Verb::Patch => {
             let attempts = if request.verb == Verb::Patch {

@@ -63,6 +63,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use watchkeeper_api::gc::{self, DeletePolicy};
+use watchkeeper_api::graceful::Graceful;
 use watchkeeper_api::query::{FieldValidation, Options, WriteOptionsKind};
 use watchkeeper_api::schema::{Pruning, StrictField};
 use watchkeeper_api::{
@@ -79,7 +80,7 @@ use watchkeeper_store::{
 use crate::cache::{Origin, Resource};
 use crate::offload::phase_boundary;
 use crate::request::ResourceRequest;
-use crate::respond::{Warnings, json_response};
+use crate::respond::{Warnings, json_response, now_unix};
 use crate::source::catalog::VersionsBound;
 use crate::source::decode::{Identity, decode_stored, decode_written, decodes_as_is};
 use crate::source::event_rate_limit;
@@ -865,7 +866,10 @@ impl StoreSource {
                 // kube-apiserver reads the options from the query when there is no body.
                 let (options, policy) = if body.is_empty() || body.trim_ascii() == b"null" {
                     let query = request.context.query.as_deref();
-                    (Value::Null, DeletePolicy::from_query(query)?)
+                    (
+                        grace_period_of_query(query),
+                        DeletePolicy::from_query(query)?,
+                    )
                 } else {
                     let options = delete_options(&body, false)?;
                     let policy = DeletePolicy::from_options(&options)?;
@@ -3525,6 +3529,29 @@ impl Writer<'_> {
                 .garbage_collection
                 .then(|| gc::deletion_finalizers(&resource.def, body, policy))
                 .flatten();
+            // A pod on a node is deleted gracefully: marked, and left for its kubelet (none
+            // here) or a delete with a grace period of 0 (`graceful`'s docs).
+            if resource.def.group.is_empty() && resource.def.plural == "pods" {
+                match watchkeeper_api::graceful::pod_deletion(body, options, now_unix()) {
+                    Graceful::Now => {}
+                    Graceful::Pending => return Ok((body.clone(), false)),
+                    Graceful::Mark(mut marked) => {
+                        if let Some(finalizers) = &gc_finalizers
+                            && let Some(metadata) =
+                                marked.get_mut("metadata").and_then(Value::as_object_mut)
+                        {
+                            metadata.insert("finalizers".to_owned(), json!(finalizers));
+                        }
+                        if let Some(marked) = self
+                            .put_marked(resource, (namespace, name), &current, marked)
+                            .await?
+                        {
+                            return Ok((marked, false));
+                        }
+                        continue;
+                    }
+                }
+            }
             let has_finalizers = match &gc_finalizers {
                 Some(finalizers) => !finalizers.is_empty(),
                 None => body
@@ -3982,6 +4009,17 @@ fn delete_options_dry_run(body: &Bytes) -> Vec<String> {
 /// a body Go's `encoding/json` does not read is its `couldn't get version/kind; json parse
 /// error: ...` ([`watchkeeper_api::go_json::decode`]). (kube-apiserver answers these 400 from
 /// v1.35, kubernetes#133358; v1.33's handler answers the error as it is.)
+/// The DeleteOptions a DELETE without a body carries in its query, as far as the store reads
+/// them here: `gracePeriodSeconds` (already checked to parse by `DeletePolicy::from_query`).
+fn grace_period_of_query(query: Option<&str>) -> Value {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter_map(|pair| pair.strip_prefix("gracePeriodSeconds="))
+        .find_map(|value| value.parse::<i64>().ok())
+        .map_or(Value::Null, |period| json!({"gracePeriodSeconds": period}))
+}
+
 fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
     let options =
         watchkeeper_api::go_json::decode(body).map_err(|cause| ApiError::new(500, "", cause))?;

@@ -105,8 +105,15 @@ impl Kubectl {
 
     /// Runs kubectl to completion.
     pub async fn run(&self, args: &[&str]) -> Output {
+        self.run_with_env(args, &[]).await
+    }
+
+    /// Runs kubectl to completion with extra environment variables (e.g. `EDITOR` for
+    /// `kubectl edit`).
+    pub async fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let command_args = with_flags(args, &["--request-timeout=30s"]);
         let mut command = self.command(&command_args);
+        command.envs(env.iter().copied());
         let label = args.join(" ");
         let task = tokio::task::spawn_blocking(move || command.output());
         let output = tokio::time::timeout(KUBECTL_HANG_GUARD, task)
@@ -133,6 +140,25 @@ impl Kubectl {
             output.stderr
         );
         output.stdout
+    }
+
+    /// Runs kubectl until it succeeds (for what the server makes asynchronously, such as a
+    /// namespace's `default` ServiceAccount), failing the test at the hang guard.
+    pub async fn eventually_ok(&self, args: &[&str]) -> String {
+        let deadline = tokio::time::Instant::now() + KUBECTL_HANG_GUARD;
+        loop {
+            let output = self.run(args).await;
+            if output.success() {
+                return output.stdout;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "kubectl {} kept failing: {}",
+                args.join(" "),
+                output.stderr
+            );
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Runs kubectl, asserts it failed and returns its output.
