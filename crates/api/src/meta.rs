@@ -172,6 +172,19 @@ fn str_field<'m>(meta: &'m Map<String, Value>, key: &str) -> Result<Option<&'m s
     }
 }
 
+/// Refuses (413) an object whose compact JSON, its managed fields included, is longer than
+/// [`OBJECT_SIZE_MAX_BYTES`]: what the store is handed, as etcd's request limit applies to
+/// kube-apiserver's whole object. [`prepare_create`] and [`prepare_update`] check the object
+/// before its managed fields are set; a client's `managedFields` (an update may set them) or
+/// the managed fields of an object of many fields could take it past the limit after.
+///
+/// # Errors
+/// 413 `Request entity too large: the object is N bytes, more than the limit of 1572864
+/// bytes`.
+pub fn check_stored_size(object: &Value) -> Result<(), ApiError> {
+    check_size(object)
+}
+
 fn check_size(object: &Value) -> Result<(), ApiError> {
     // Counting the text costs a serialization (a twentieth of a small write's instructions);
     // an object whose text cannot be too long is not counted.

@@ -2423,6 +2423,7 @@ impl Writer<'_> {
         claims: Vec<(Compare, TxnOp)>,
     ) -> Result<Value, NotCreated> {
         apply::set_managed_fields(&mut object, managers);
+        watchkeeper_api::meta::check_stored_size(&object).map_err(NotCreated::Refused)?;
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -3364,6 +3365,7 @@ impl Writer<'_> {
             )
         });
         apply::set_managed_fields(&mut new, &managers);
+        watchkeeper_api::meta::check_stored_size(&new)?;
         if same_but_revision(&new, old) {
             return Ok(UpdateAttempt::Unchanged(current));
         }
