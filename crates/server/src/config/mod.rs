@@ -1620,6 +1620,7 @@ mod tests {
                 limits.request_body_bytes_max.to_string(),
             ),
             ("max-header-bytes", limits.header_bytes_max.to_string()),
+            ("max-invalid-causes", limits.invalid_causes_max.to_string()),
             (
                 "request-read-timeout-seconds",
                 secs(limits.request_read_timeout),
