@@ -614,7 +614,7 @@ impl StoreSource {
             .map_err(ApiError::internal);
         }
         let custom = resource.custom();
-        let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+        let schema = custom.as_ref().and_then(|c| c.schema.as_deref());
         let object = decode_stored(
             &resource.def,
             schema,
@@ -955,7 +955,7 @@ impl Writer<'_> {
     ) -> Vec<StrictField> {
         let def = &resource.def;
         let custom = resource.custom();
-        if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_ref()) {
+        if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_deref()) {
             let pruned = watchkeeper_api::structural::prune_and_default(schema, object);
             watchkeeper_api::protobuf::gostruct::normalize(def, object);
             let mut fields = body
@@ -4097,7 +4097,7 @@ fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources
 /// without one).
 fn custom_schema(custom: Option<&watchkeeper_api::crd::CustomResource>) -> Option<&Value> {
-    custom.and_then(|custom| custom.schema.as_ref())
+    custom.and_then(|custom| custom.schema.as_deref())
 }
 
 fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
@@ -4297,7 +4297,7 @@ impl StoreSource {
                         } else {
                             r.custom()
                         };
-                        custom.and_then(|c| c.schema.clone()).map(Arc::new)
+                        custom.and_then(|c| c.schema.clone())
                     })
                     .collect(),
             ),
