@@ -296,6 +296,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .then(|| crate::http::connection::root_ca_bundle(&config.tls))
         .transpose()?;
     let counters = Arc::new(PathCounters::default());
+    watchkeeper_api::error::set_invalid_causes_max(config.limits.invalid_causes_max);
     let offload = Arc::new(crate::offload::Offload::new(
         config.limits.heavy_request_body_bytes,
         config.limits.heavy_requests(),

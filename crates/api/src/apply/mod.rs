@@ -445,6 +445,9 @@ pub fn apply(
             "metadata.managedFields must be nil".to_owned(),
         ));
     }
+    if writer.subresource.is_empty() {
+        crate::meta::check_applied_size(config)?;
+    }
     let ty = schema_root(def, writer.schema);
     let type_error = |e: String| ApiError::bad_request(format!("failed to apply: {e}"));
     let mut managers = live.map(managers_of).unwrap_or_default();

@@ -18,6 +18,9 @@ const HEAVY_REQUEST_BODY_BYTES: usize = 64 * 1024;
 /// has 512 threads, shared with the LIST selections and the embedded store's committer.
 pub(super) const HEAVY_REQUESTS_MAX: usize = 512;
 
+/// The largest `--max-invalid-causes`.
+const INVALID_CAUSES_MAX_LIMIT: usize = 1_000_000;
+
 /// The limits part of the configuration.
 #[derive(Clone, Debug)]
 pub struct LimitsConfig {
@@ -73,6 +76,9 @@ pub struct LimitsConfig {
     /// `--max-heavy-requests` [None: one per CPU, see [`LimitsConfig::heavy_requests`]; 1 to
     /// 512]: heavy requests handled at once; more wait for a slot within their deadline.
     pub heavy_requests_max: Option<usize>,
+    /// `--max-invalid-causes` [1000, 1 to 1000000]: causes a 422 Invalid answer carries
+    /// (`watchkeeper_api::error::set_invalid_causes_max`; kube answers every one).
+    pub invalid_causes_max: usize,
     /// `--max-requests-inflight-per-user` [100], 0 = unlimited: in-flight requests (both kinds)
     /// of one user; the anonymous user's are counted per client address.
     pub requests_inflight_per_user_max: usize,
@@ -119,6 +125,7 @@ impl Default for LimitsConfig {
             mutating_requests_inflight_max: 200,
             heavy_request_body_bytes: HEAVY_REQUEST_BODY_BYTES,
             heavy_requests_max: None,
+            invalid_causes_max: watchkeeper_api::error::INVALID_CAUSES_MAX,
             requests_inflight_per_user_max: 100,
             priority_and_fairness: true,
             apf_borrowing_period: Duration::from_secs(10),
@@ -195,6 +202,7 @@ impl LimitsConfig {
                 .heavy_request_body_bytes
                 .unwrap_or(d.heavy_request_body_bytes),
             heavy_requests_max: args.max_heavy_requests.or(d.heavy_requests_max),
+            invalid_causes_max: args.max_invalid_causes.unwrap_or(d.invalid_causes_max),
             requests_inflight_per_user_max: args
                 .max_requests_inflight_per_user
                 .unwrap_or(d.requests_inflight_per_user_max),
@@ -338,6 +346,15 @@ impl LimitsConfig {
             return Err(ConfigError::flag(
                 "--max-heavy-requests",
                 format!("--max-heavy-requests {max}: must be between 1 and {HEAVY_REQUESTS_MAX}"),
+            ));
+        }
+        if !(1..=INVALID_CAUSES_MAX_LIMIT).contains(&config.invalid_causes_max) {
+            return Err(ConfigError::flag(
+                "--max-invalid-causes",
+                format!(
+                    "--max-invalid-causes {}: must be between 1 and {INVALID_CAUSES_MAX_LIMIT}",
+                    config.invalid_causes_max
+                ),
             ));
         }
         if config.watch_release_grace.is_zero() {
@@ -709,6 +726,13 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "--max-heavy-requests",
+            ),
+            (
+                ServeArgs {
+                    max_invalid_causes: Some(0),
+                    ..ServeArgs::default()
+                },
+                "--max-invalid-causes",
             ),
             (
                 ServeArgs {

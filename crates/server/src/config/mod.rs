@@ -379,6 +379,11 @@ pub struct ServeArgs {
     /// auto]: one per CPU; more wait for a slot within their deadline.
     #[arg(long)]
     pub max_heavy_requests: Option<usize>,
+    /// Causes a 422 Invalid answer carries at most, 1 to 1000000 [default: 1000]: the first
+    /// ones, the message ending with how many more were found (kube-apiserver answers every
+    /// one).
+    #[arg(long)]
+    pub max_invalid_causes: Option<usize>,
     /// Requests in flight (mutating or not, not watches) of one user — anonymous ones: of
     /// one client address — 0 = unlimited [default: 100]; more get 429.
     #[arg(long)]
@@ -618,6 +623,7 @@ impl ServeArgs {
             max_mutating_requests_inflight,
             heavy_request_body_bytes,
             max_heavy_requests,
+            max_invalid_causes,
             max_requests_inflight_per_user,
             enable_priority_and_fairness,
             apf_borrowing_period_ms,
@@ -1614,6 +1620,7 @@ mod tests {
                 limits.request_body_bytes_max.to_string(),
             ),
             ("max-header-bytes", limits.header_bytes_max.to_string()),
+            ("max-invalid-causes", limits.invalid_causes_max.to_string()),
             (
                 "request-read-timeout-seconds",
                 secs(limits.request_read_timeout),

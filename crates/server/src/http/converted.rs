@@ -304,7 +304,7 @@ async fn apply(
     let writer = watchkeeper_api::apply::Writer {
         manager: &manager,
         subresource: "",
-        schema: custom.as_ref().and_then(|c| c.schema.as_ref()),
+        schema: custom.as_ref().and_then(|c| c.schema.as_deref()),
     };
     // What is written: a create or an update, without `force` (an apply's option alone).
     let query = context.query.as_deref().map(|query| {
@@ -362,7 +362,7 @@ async fn apply(
             let storage_custom = storage.custom();
             watchkeeper_api::apply::versions::at_version(
                 &storage.def,
-                storage_custom.as_ref().and_then(|c| c.schema.as_ref()),
+                storage_custom.as_ref().and_then(|c| c.schema.as_deref()),
                 (current.body(), &stored),
                 &mut managers,
                 &applier,
@@ -441,7 +441,7 @@ fn update_managers(
     let writer = apply::Writer {
         manager: &manager,
         subresource: "",
-        schema: custom.as_ref().and_then(|c| c.schema.as_ref()),
+        schema: custom.as_ref().and_then(|c| c.schema.as_deref()),
     };
     let base = match live {
         Some(live) => apply::base_managers(Some(live), new),
@@ -458,7 +458,7 @@ fn update_managers(
         let storage_custom = storage.custom();
         apply::versions::at_version(
             &storage.def,
-            storage_custom.as_ref().and_then(|c| c.schema.as_ref()),
+            storage_custom.as_ref().and_then(|c| c.schema.as_deref()),
             (before, after),
             &mut managers,
             &writer,

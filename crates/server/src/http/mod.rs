@@ -381,7 +381,7 @@ fn custom_schemas(served: &crate::cache::Served) -> watchkeeper_api::CustomSchem
                 let def = &version.def;
                 schemas.insert(
                     (def.group.clone(), def.version.clone(), def.kind.clone()),
-                    schema.clone(),
+                    Value::clone(schema),
                 );
             }
         }

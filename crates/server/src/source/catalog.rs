@@ -441,11 +441,7 @@ impl Catalog {
             def: def.clone(),
             storage_prefix: format!("{}/", def.storage_prefix()),
             input,
-            read_schema: resource
-                .schema
-                .clone()
-                .map(Arc::new)
-                .filter(|_| earlier.is_none()),
+            read_schema: resource.schema.clone().filter(|_| earlier.is_none()),
             as_stored: earlier.is_some(),
         };
         let mut served = Resource::from_definition(resource.clone(), key_prefix, driver);

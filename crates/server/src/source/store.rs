@@ -615,7 +615,7 @@ impl StoreSource {
             .map_err(ApiError::internal);
         }
         let custom = resource.custom();
-        let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+        let schema = custom.as_ref().and_then(|c| c.schema.as_deref());
         let object = decode_stored(
             &resource.def,
             schema,
@@ -963,7 +963,7 @@ impl Writer<'_> {
     ) -> Result<Vec<StrictField>, ApiError> {
         let def = &resource.def;
         let custom = resource.custom();
-        if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_ref()) {
+        if let Some(schema) = custom.as_ref().and_then(|c| c.schema.as_deref()) {
             let pruned = watchkeeper_api::structural::prune_and_default(schema, object);
             watchkeeper_api::protobuf::gostruct::normalize(def, object)?;
             let mut fields = body
@@ -2433,6 +2433,7 @@ impl Writer<'_> {
         claims: Vec<(Compare, TxnOp)>,
     ) -> Result<Value, NotCreated> {
         apply::set_managed_fields(&mut object, managers);
+        watchkeeper_api::meta::check_stored_size(&object).map_err(NotCreated::Refused)?;
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -3374,6 +3375,7 @@ impl Writer<'_> {
             )
         });
         apply::set_managed_fields(&mut new, &managers);
+        watchkeeper_api::meta::check_stored_size(&new)?;
         if same_but_revision(&new, old) {
             return Ok(UpdateAttempt::Unchanged(current));
         }
@@ -4139,7 +4141,7 @@ fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
 /// A custom resource's structural schema (`None` for built-in kinds and custom resources
 /// without one).
 fn custom_schema(custom: Option<&watchkeeper_api::crd::CustomResource>) -> Option<&Value> {
-    custom.and_then(|custom| custom.schema.as_ref())
+    custom.and_then(|custom| custom.schema.as_deref())
 }
 
 fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
@@ -4339,7 +4341,7 @@ impl StoreSource {
                         } else {
                             r.custom()
                         };
-                        custom.and_then(|c| c.schema.clone()).map(Arc::new)
+                        custom.and_then(|c| c.schema.clone())
                     })
                     .collect(),
             ),

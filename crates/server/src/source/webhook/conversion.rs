@@ -293,7 +293,7 @@ pub struct Converter {
     webhook: RwLock<ConversionWebhook>,
     /// The version's schema, whose defaults and pruning apply to what is converted to it
     /// (as to what is read from the store at the storage version).
-    schema: RwLock<Option<Value>>,
+    schema: RwLock<Option<Arc<Value>>>,
     /// Why the version cannot be read now (its feed's last conversion failed).
     failure: Mutex<Option<ApiError>>,
 }
