@@ -319,7 +319,7 @@ fn classify(e: etcd_client::Error) -> Failure {
     use etcd_client::Error as E;
     match e {
         E::GRpcStatus(s) => {
-            let msg = s.message();
+            let msg = with_causes(s.message(), &s);
             if msg.contains("required revision has been compacted") {
                 Failure::Compacted
             } else if msg.contains("required revision is a future revision") {
@@ -338,10 +338,29 @@ fn classify(e: etcd_client::Error) -> Failure {
             }
         }
         E::TransportError(_) | E::IoError(_) => {
-            Failure::Backend(BackendError::Unavailable(e.to_string()))
+            Failure::Backend(BackendError::Unavailable(with_causes(&e.to_string(), &e)))
         }
         other => Failure::Backend(BackendError::Storage(other.to_string())),
     }
+}
+
+/// `head` followed by the causes of `error` that it does not already say (tonic words a
+/// failed connection "transport error" and keeps the reason — a refused certificate, a
+/// refused connection — in its sources).
+fn with_causes(head: &str, error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = head.to_owned();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        let said = error.to_string();
+        if !text.contains(&said) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&said);
+        }
+        cause = error.source();
+    }
+    text
 }
 
 fn to_kv(kv: &etcd_client::KeyValue) -> KeyValue {
