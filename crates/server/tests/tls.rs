@@ -8,7 +8,7 @@
 mod common;
 mod kubectl_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use rcgen::ExtendedKeyUsagePurpose;

@@ -151,12 +151,12 @@ impl EtcdConfig {
         if self.endpoints.is_empty() {
             return bad("at least one etcd endpoint is required");
         }
-        if self.tls.is_some() {
-            if let Some(plain) = self.endpoints.iter().find(|e| e.starts_with("http://")) {
-                return Err(OpenError::InvalidConfig(format!(
-                    "TLS to etcd needs https:// endpoints, not {plain}"
-                )));
-            }
+        if let Some(plain) = self.endpoints.iter().find(|e| e.starts_with("http://"))
+            && self.tls.is_some()
+        {
+            return Err(OpenError::InvalidConfig(format!(
+                "TLS to etcd needs https:// endpoints, not {plain}"
+            )));
         }
         for (name, d) in [
             ("connect_timeout", self.connect_timeout),
