@@ -172,9 +172,11 @@ async fn start_error(args: ServeArgs) -> String {
 }
 
 /// Goal: trusting etcd's CA but without a client certificate, the server does not start
-/// (as kube-apiserver, which cannot make its etcd client): its first write is refused, and the
-/// error gives the handshake's reason — etcd's alert for want of a certificate — at once,
-/// not a time-out after the request timeout.
+/// (as kube-apiserver, which cannot make its etcd client): its first write is refused at
+/// once, not after the request timeout, and the error gives etcd's alert for want of a
+/// certificate. Under TLS 1.3 the client's handshake ends before etcd checks its certificate,
+/// and etcd's alert races with its reset of the connection (the request already sent is
+/// unread): when the reset wins, all the client can say is that etcd closed the connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_client_certificate_the_server_does_not_start() {
     let pki = Pki::new("etcd-ca");
@@ -184,7 +186,12 @@ async fn without_a_client_certificate_the_server_does_not_start() {
         error.starts_with("cannot create Namespace default: "),
         "{error}"
     );
-    assert!(error.contains("received fatal alert"), "{error}");
+    assert!(
+        error.contains("received fatal alert: BadCertificate")
+            || error.contains("received fatal alert: CertificateRequired")
+            || error.ends_with("transport error: connection closed"),
+        "{error}"
+    );
     assert!(!error.contains("timed out"), "{error}");
 }
 
