@@ -239,7 +239,10 @@ pub async fn open_store(config: &ServeConfig) -> Result<AnyStore, StartError> {
             embedded.quota_bytes = config.store_quota_bytes;
             StoreConfig::Embedded(embedded)
         }
-        StoreKind::Etcd => StoreConfig::Etcd(EtcdConfig::new(config.etcd_endpoints.clone())),
+        StoreKind::Etcd => StoreConfig::Etcd(EtcdConfig {
+            tls: config.etcd_tls.clone(),
+            ..EtcdConfig::new(config.etcd_endpoints.clone())
+        }),
     };
     let store = AnyStore::open(store_config)
         .await

@@ -208,6 +208,7 @@ async fn a_full_embedded_store_refuses_writes_until_deletes_and_compaction() {
 async fn a_full_etcd_is_answered_as_kube_apiserver_answers_it() {
     let etcd = OwnEtcd::start(EtcdFlags {
         quota_bytes: Some(4 << 20),
+        ..EtcdFlags::default()
     });
     let server = server_with(ServeArgs {
         store: Some("etcd".into()),

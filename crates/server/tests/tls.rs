@@ -8,17 +8,15 @@
 mod common;
 mod kubectl_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use serde_json::{Value, json};
 use watchkeeper::Server;
 use watchkeeper::config::{ServeArgs, ServeConfig};
 
+use common::pki::Pki;
 use common::server_with;
 use kubectl_support::Kubectl;
 
@@ -40,76 +38,6 @@ fn policies() -> String {
     })
     .collect::<Vec<_>>()
     .join("\n")
-}
-
-/// A CA and the PEM files a test needs.
-struct Pki {
-    dir: tempfile::TempDir,
-    ca_pem: String,
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Pki {
-            dir: tempfile::tempdir().unwrap(),
-            ca_pem: issuer.pem(),
-            issuer,
-        }
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    /// A leaf certificate and its key, PEM.
-    fn leaf(
-        &self,
-        sans: &[&str],
-        cn: &str,
-        orgs: &[&str],
-        usage: ExtendedKeyUsagePurpose,
-    ) -> (String, String) {
-        let mut params =
-            CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
-                .unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        for org in orgs {
-            params
-                .distinguished_name
-                .push(DnType::OrganizationName, *org);
-        }
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    /// Server flags: certificate for 127.0.0.1/localhost, this CA for client certificates.
-    fn server_args(&self) -> ServeArgs {
-        let (cert, key) = self.leaf(
-            &["127.0.0.1", "localhost"],
-            "watchkeeper",
-            &[],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        ServeArgs {
-            tls_cert_file: Some(self.write("server.crt", &cert)),
-            tls_private_key_file: Some(self.write("server.key", &key)),
-            client_ca_file: Some(self.write("ca.crt", &self.ca_pem)),
-            ..ServeArgs::default()
-        }
-    }
-
-    fn ca_file(&self) -> PathBuf {
-        self.write("ca.crt", &self.ca_pem)
-    }
 }
 
 fn b64(text: &str) -> String {
@@ -262,7 +190,7 @@ async fn kubectl_with_a_client_certificate() {
         "carol",
         // rcgen keeps one value per attribute type, so one O here.
         &["team-a"],
-        ExtendedKeyUsagePurpose::ClientAuth,
+        &[ExtendedKeyUsagePurpose::ClientAuth],
     );
     let carol = Kubectl::with_kubeconfig(&kubeconfig(
         &server,
@@ -311,7 +239,7 @@ async fn kubectl_with_a_client_certificate() {
         &[],
         "admin",
         &["system:masters"],
-        ExtendedKeyUsagePurpose::ClientAuth,
+        &[ExtendedKeyUsagePurpose::ClientAuth],
     );
     let output = tokio::process::Command::new("curl")
         .args(["-sS", "--cacert"])
@@ -382,7 +310,7 @@ async fn client_certificates_alone_require_authentication() {
     );
     let (_, code, body) = curl(&ca, &[], &url).await;
     assert_eq!(code, 401, "anonymous is refused: {body}");
-    let (cert, key) = pki.leaf(&[], "dave", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let (cert, key) = pki.leaf(&[], "dave", &[], &[ExtendedKeyUsagePurpose::ClientAuth]);
     let (cert, key) = (pki.write("d.crt", &cert), pki.write("d.key", &key));
     let (_, code, body) = curl(
         &ca,
@@ -502,7 +430,7 @@ async fn a_silent_client_does_not_hold_the_accept_loop_and_is_dropped() {
     let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     // Others are served meanwhile: the handshake runs in the connection's own task.
     let ca = pki.ca_file();
-    let (cert, key) = pki.leaf(&[], "erin", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let (cert, key) = pki.leaf(&[], "erin", &[], &[ExtendedKeyUsagePurpose::ClientAuth]);
     let (cert, key) = (pki.write("e.crt", &cert), pki.write("e.key", &key));
     let (_, code, body) = curl(
         &ca,

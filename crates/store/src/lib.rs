@@ -65,7 +65,7 @@ pub use embedded::{EmbeddedConfig, EmbeddedStore, IntegrityReport};
 pub use error::{
     BackendError, CompactError, OpenError, RangeError, StoreError, TxnError, WatchError,
 };
-pub use etcd::{EtcdConfig, EtcdStore};
+pub use etcd::{EtcdConfig, EtcdStore, EtcdTls};
 pub use memory::{MemoryConfig, MemoryStore};
 pub use quota::{DEFAULT_QUOTA_BYTES, QuotaUsage};
 pub use transform::{Transformed, ValueTransformer};

@@ -1,5 +1,6 @@
 //! An etcd process for tests: started from `ETCD_BINARY` on given loopback ports and data
-//! directory, returned once its log says it serves clients.
+//! directory, serving its clients over plain HTTP or (with its TLS flags among the extra
+//! arguments) HTTPS, returned once its log says it serves clients.
 //!
 //! This file has no dependencies: the store's tests include it by path (the store cannot
 //! depend on the test kit, which depends on the server), as [`crate::ports`].
@@ -20,6 +21,24 @@ use std::time::Duration;
 pub fn start_etcd(
     name: &str,
     data_dir: &Path,
+    ports: (u16, u16),
+    extra: &[String],
+    guard: Duration,
+) -> Child {
+    start_etcd_serving("http", name, data_dir, ports, extra, guard)
+}
+
+/// [`start_etcd`] with its clients served over `scheme`: `http`, or `https` with etcd's
+/// `--cert-file` and `--key-file` (and `--client-cert-auth --trusted-ca-file` to ask for
+/// client certificates) in `extra`.
+///
+/// # Panics
+/// As [`start_etcd`].
+#[must_use]
+pub fn start_etcd_serving(
+    scheme: &str,
+    name: &str,
+    data_dir: &Path,
     (client_port, peer_port): (u16, u16),
     extra: &[String],
     guard: Duration,
@@ -27,7 +46,7 @@ pub fn start_etcd(
     let binary = std::env::var_os("ETCD_BINARY").expect(
         "ETCD_BINARY is not set: tests that need an etcd of their own start it; run scripts/test, which sets it",
     );
-    let client = format!("http://127.0.0.1:{client_port}");
+    let client = format!("{scheme}://127.0.0.1:{client_port}");
     let peer = format!("http://127.0.0.1:{peer_port}");
     let mut child = Command::new(binary)
         .args(["--name", name, "--data-dir"])

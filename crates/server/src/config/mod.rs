@@ -15,6 +15,7 @@ pub mod admission_plugins;
 mod audit;
 mod encryption;
 mod error;
+mod etcd;
 mod limits;
 mod tls;
 
@@ -23,6 +24,7 @@ pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
 pub use tls::TlsConfig;
+pub(crate) use tls::pem_certificates;
 
 /// Flags of `watchkeeper serve`. Every field is optional so that a flag given on the command
 /// line can be told from a default; see [`ServeConfig`] for the defaults.
@@ -44,6 +46,17 @@ pub struct ServeArgs {
     /// Key prefix of every object in the store [default: /registry].
     #[arg(long)]
     pub etcd_prefix: Option<String>,
+    /// kube-apiserver's `--etcd-cafile`: PEM CA bundle that verifies etcd's serving
+    /// certificate (with --store etcd and https:// endpoints) [default: the system's roots].
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// kube-apiserver's `--etcd-certfile`: PEM client certificate presented to etcd (with
+    /// --etcd-keyfile) [default: none].
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// kube-apiserver's `--etcd-keyfile`: the PEM private key of --etcd-certfile.
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
     /// A TOML file of extra (custom) resource definitions.
     #[arg(long)]
     pub resources: Option<PathBuf>,
@@ -539,6 +552,9 @@ impl ServeArgs {
             store,
             etcd_endpoints,
             etcd_prefix,
+            etcd_cafile,
+            etcd_certfile,
+            etcd_keyfile,
             resources,
             watch_mode,
             consistent_get_from_cache,
@@ -670,6 +686,9 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// etcd endpoints.
     pub etcd_endpoints: Vec<String>,
+    /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`: TLS to etcd, the files' PEM
+    /// text (read and checked at start); `None` without them.
+    pub etcd_tls: Option<watchkeeper_store::EtcdTls>,
     /// Key prefix, without a trailing slash (e.g. `/registry`).
     pub prefix: String,
     /// Extra resources file.
@@ -1107,6 +1126,9 @@ impl UpstreamConfig {
             (args.data_dir.is_some(), "--data-dir"),
             (args.etcd_endpoints.is_some(), "--etcd-endpoints"),
             (args.etcd_prefix.is_some(), "--etcd-prefix"),
+            (args.etcd_cafile.is_some(), "--etcd-cafile"),
+            (args.etcd_certfile.is_some(), "--etcd-certfile"),
+            (args.etcd_keyfile.is_some(), "--etcd-keyfile"),
             (args.resources.is_some(), "--resources"),
             (args.durable_commits.is_some(), "--durable-commits"),
             (args.store_quota_bytes.is_some(), "--store-quota-bytes"),
@@ -1434,6 +1456,15 @@ impl ServeConfig {
                 "--store etcd needs --etcd-endpoints",
             ));
         }
+        let etcd_tls = etcd::tls_from_flags(
+            (
+                args.etcd_cafile.as_deref(),
+                args.etcd_certfile.as_deref(),
+                args.etcd_keyfile.as_deref(),
+            ),
+            store,
+            &etcd_endpoints,
+        )?;
         if store == StoreKind::Etcd && args.store_quota_bytes.is_some() {
             return Err(ConfigError::combination(
                 &["--store-quota-bytes", "--store"],
@@ -1538,6 +1569,7 @@ impl ServeConfig {
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from("watchkeeper-data")),
             etcd_endpoints,
+            etcd_tls,
             encryption,
             encryption_reload,
             prefix,

@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
 use super::{ConfigError, ServeArgs};
 
 /// The TLS part of the configuration.
@@ -69,4 +72,20 @@ impl TlsConfig {
     pub fn enabled(&self) -> bool {
         self.cert_file.is_some()
     }
+}
+
+/// The certificates of a PEM text, in order (at least one): those of the server's
+/// `--tls-cert-file`, `--client-ca-file` and `--root-ca-file`, and of `--etcd-cafile` and
+/// `--etcd-certfile`.
+///
+/// # Errors
+/// A block is not valid PEM, or there is no `CERTIFICATE` block.
+pub(crate) fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    if certs.is_empty() {
+        return Err("no PEM CERTIFICATE block found".to_owned());
+    }
+    Ok(certs)
 }

@@ -180,18 +180,9 @@ fn read_pem_certs(
     flag: &'static str,
     path: &Path,
 ) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| TlsSetupError::file(flag, path, e))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsSetupError::file(flag, path, e))?;
-    if certs.is_empty() {
-        return Err(TlsSetupError::file(
-            flag,
-            path,
-            "no PEM CERTIFICATE block found",
-        ));
-    }
-    Ok(certs)
+    let text = std::fs::read(path)
+        .map_err(|e| TlsSetupError::file(flag, path, format!("I/O error: {e}")))?;
+    crate::config::pem_certificates(&text).map_err(|e| TlsSetupError::file(flag, path, e))
 }
 
 /// The CA bundle every namespace's `kube-root-ca.crt` ConfigMap publishes (PEM): the

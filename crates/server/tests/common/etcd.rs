@@ -1,8 +1,10 @@
 //! A private etcd for one test, started from `ETCD_BINARY` (scripts/test sets it; a test that
 //! needs one fails without it rather than skipping), with etcd's defaults (progress
 //! notifications every 10 minutes, as etcd_progress.rs needs) and the flags the test asks for:
-//! a small `--quota-backend-bytes` (quota.rs). Killed when dropped.
+//! a small `--quota-backend-bytes` (quota.rs), TLS with client certificates (etcd_tls.rs).
+//! Killed when dropped; it can be killed and started again on its ports and data.
 
+use std::path::PathBuf;
 use std::process::Child;
 
 use watchkeeper::config::ServeArgs;
@@ -39,16 +41,33 @@ pub fn shared_args(prefix: &str) -> ServeArgs {
 }
 
 /// The flags that differ between the tests' etcds.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct EtcdFlags {
     /// `--quota-backend-bytes`, if set.
     pub quota_bytes: Option<u64>,
+    /// Serve clients over TLS: etcd's `--cert-file` and `--key-file`, and the CA of the client
+    /// certificates it asks for (`--client-cert-auth --trusted-ca-file`).
+    pub tls: Option<EtcdTlsFiles>,
+}
+
+/// The PEM files of an etcd serving TLS.
+#[derive(Clone, Debug)]
+pub struct EtcdTlsFiles {
+    /// Its serving certificate.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The CA its clients' certificates must be signed by.
+    pub client_ca: PathBuf,
 }
 
 /// A running etcd.
 pub struct OwnEtcd {
-    child: Child,
-    _dir: tempfile::TempDir,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    ports: (u16, u16),
+    scheme: &'static str,
+    extra: Vec<String>,
     /// Its client URL.
     pub endpoint: String,
 }
@@ -62,28 +81,64 @@ impl OwnEtcd {
             .unwrap();
         let port = watchkeeper_testkit::ports::restartable_port;
         let ports = (port(), port());
-        let extra: Vec<String> = flags
+        let mut extra: Vec<String> = flags
             .quota_bytes
             .map(|quota| vec!["--quota-backend-bytes".to_owned(), quota.to_string()])
             .unwrap_or_default();
-        let child = watchkeeper_testkit::etcd_process::start_etcd(
-            "own",
-            &dir.path().join("data"),
+        let scheme = match &flags.tls {
+            Some(tls) => {
+                for (flag, path) in [
+                    ("--cert-file", &tls.cert),
+                    ("--key-file", &tls.key),
+                    ("--trusted-ca-file", &tls.client_ca),
+                ] {
+                    extra.extend([flag.to_owned(), path.display().to_string()]);
+                }
+                extra.push("--client-cert-auth".to_owned());
+                "https"
+            }
+            None => "http",
+        };
+        let mut etcd = OwnEtcd {
+            child: None,
+            dir,
             ports,
-            &extra,
+            scheme,
+            extra,
+            endpoint: format!("{scheme}://127.0.0.1:{}", ports.0),
+        };
+        etcd.spawn();
+        etcd
+    }
+
+    fn spawn(&mut self) {
+        self.child = Some(watchkeeper_testkit::etcd_process::start_etcd_serving(
+            self.scheme,
+            "own",
+            &self.dir.path().join("data"),
+            self.ports,
+            &self.extra,
             HANG_GUARD,
-        );
-        OwnEtcd {
-            child,
-            _dir: dir,
-            endpoint: format!("http://127.0.0.1:{}", ports.0),
+        ));
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
+    }
+
+    /// Kills it and starts it again on the same ports and data; returns once it serves.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
     }
 }
 
 impl Drop for OwnEtcd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }

@@ -13,6 +13,7 @@ use watchkeeper_testkit::RawWatch;
 
 pub mod etcd;
 pub mod hooks;
+pub mod pki;
 
 /// A hang guard for awaits that wait on events: a test that exceeds it is broken, not slow.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
