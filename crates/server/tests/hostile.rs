@@ -1015,16 +1015,17 @@ async fn an_http2_client_that_cancels_every_stream_is_sent_away() {
         }
         cancelled += 1;
     };
-    assert_eq!(
-        refusal.reason(),
-        Some(h2::Reason::ENHANCE_YOUR_CALM),
+    // The GOAWAY, or, when the client was still writing as the server closed, the broken
+    // connection after it (the server's answers below show it was not a crash).
+    assert!(
+        refusal.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) || refusal.is_io(),
         "{refusal}"
     );
     let ended = tokio::time::timeout(HANG_GUARD, connection)
         .await
         .expect("the connection ends")
         .unwrap();
-    assert!(ended.is_err(), "ended by the server's GOAWAY");
+    assert!(ended.is_err(), "ended by the server");
     // Nothing in flight but the scrape itself, and the next client is served.
     tokio::time::timeout(HANG_GUARD, async {
         while !metrics_text(addr)
