@@ -558,17 +558,7 @@ fn kind_schemas(def: &ResourceDef, custom: &CustomSchemas, schemas: &mut Map<Str
         return;
     }
     // A built-in kind: Kubernetes' own schema of it, with descriptions and markers.
-    if let Some((root, definitions)) = crate::schema::openapi_definitions(def) {
-        schemas.extend(definitions.into_iter().map(|(name, mut schema)| {
-            as_published(&mut schema, true);
-            (name, schema)
-        }));
-        if let Some(Value::Object(kind)) = schemas.get_mut(&root) {
-            kind.insert(
-                "x-kubernetes-group-version-kind".into(),
-                json!([gvk(def, &def.kind)]),
-            );
-        }
+    if let Some(root) = builtin_kind_schemas(def, schemas) {
         list_schema(def, &root, schemas);
         return;
     }
@@ -659,18 +649,7 @@ pub fn openapi_v3_group_version(
     // The reviews and core `bindings`: created only, their kube schemas without a list.
     for def in &create_only {
         resource_paths(def, &mut paths);
-        if let Some((root, definitions)) = crate::schema::openapi_definitions(def) {
-            schemas.extend(definitions.into_iter().map(|(name, mut schema)| {
-                as_published(&mut schema, true);
-                (name, schema)
-            }));
-            if let Some(Value::Object(kind)) = schemas.get_mut(&root) {
-                kind.insert(
-                    "x-kubernetes-group-version-kind".into(),
-                    json!([gvk(def, &def.kind)]),
-                );
-            }
-        }
+        builtin_kind_schemas(def, &mut schemas);
     }
     if group.is_empty() && version == "v1" {
         component_status(&mut paths, &mut schemas);
@@ -684,6 +663,24 @@ pub fn openapi_v3_group_version(
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+/// Adds Kubernetes' own schemas of a built-in kind (with descriptions and markers) to
+/// `schemas`, the kind's marked with its group/version/kind; the kind's schema name, `None` for
+/// a kind without published definitions.
+fn builtin_kind_schemas(def: &ResourceDef, schemas: &mut Map<String, Value>) -> Option<String> {
+    let (root, definitions) = crate::schema::openapi_definitions(def)?;
+    schemas.extend(definitions.into_iter().map(|(name, mut schema)| {
+        as_published(&mut schema, true);
+        (name, schema)
+    }));
+    if let Some(Value::Object(kind)) = schemas.get_mut(&root) {
+        kind.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([gvk(def, &def.kind)]),
+        );
+    }
+    Some(root)
 }
 
 /// The index key of a group/version: `api/v1` or `apis/{group}/{version}`.

@@ -29,6 +29,19 @@ struct Column {
     description: &'static str,
 }
 
+impl Column {
+    /// The column's `TableColumnDefinition`.
+    fn definition(&self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.kind,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
 const fn column(
     name: &'static str,
     kind: &'static str,
@@ -2588,18 +2601,7 @@ pub fn to_table_with(
         return table;
     }
     let definitions: Vec<Value> = if include_column_definitions {
-        columns(def)
-            .iter()
-            .map(|c| {
-                json!({
-                    "name": c.name,
-                    "type": c.kind,
-                    "format": c.format,
-                    "description": c.description,
-                    "priority": c.priority,
-                })
-            })
-            .collect()
+        columns(def).iter().map(Column::definition).collect()
     } else {
         Vec::new()
     };
@@ -2652,15 +2654,7 @@ pub fn scale_table(scale: &Value, now_unix_seconds: i64) -> Value {
         AGE,
     ]
     .iter()
-    .map(|c| {
-        json!({
-            "name": c.name,
-            "type": c.kind,
-            "format": c.format,
-            "description": c.description,
-            "priority": c.priority,
-        })
-    })
+    .map(Column::definition)
     .collect();
     let cells = json!([
         text(scale, "metadata.name"),
