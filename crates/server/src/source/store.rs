@@ -3292,11 +3292,18 @@ impl Writer<'_> {
         }
         let old = current.body();
         let Desired {
-            object: desired,
+            object: mut desired,
             managers,
             decoded,
         } = mutate(old)?;
-        let base = apply::base_managers(Some(old), &desired);
+        // A patch's result was checked whole already, and the update drops its
+        // `managedFields`: the list is moved out of it, not copied (an update's body is
+        // checked with it, below).
+        let base = if decoded {
+            apply::Base::take(&mut desired)
+        } else {
+            apply::Base::of(&desired)
+        };
         let new = if decoded {
             prepare_update_decoded(&resource.def, old, desired)?
         } else {
@@ -3353,17 +3360,17 @@ impl Writer<'_> {
         self.pod_security(resource, Some(old), &new)?;
         self.optional_plugins_validate(resource, Some(old), &new)?;
         self.admit_policies(resource, Some(&new), Some(old))?;
-        let managers = managers.unwrap_or_else(|| {
-            apply::update(
+        match managers {
+            Some(managers) => apply::set_managed_fields(&mut new, &managers),
+            None => apply::update_managed_fields(
                 &resource.def,
-                Some(old),
-                &new,
+                old,
+                &mut new,
                 base,
                 self.field_writer(custom_schema(resource.custom().as_deref())),
                 &self.time,
-            )
-        });
-        apply::set_managed_fields(&mut new, &managers);
+            ),
+        }
         if same_but_revision(&new, old) {
             return Ok(UpdateAttempt::Unchanged(current));
         }
@@ -3735,7 +3742,7 @@ struct Prepared {
     current: Arc<Object>,
     new: Value,
     managers: Option<apply::Managers>,
-    base: apply::Managers,
+    base: apply::Base,
 }
 
 /// What a guaranteed update's `mutate` makes of the current object.
