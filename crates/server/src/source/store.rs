@@ -1851,8 +1851,11 @@ impl Writer<'_> {
         let Some(authorizer) = self.source.policy_authorizer.as_ref() else {
             return Ok(());
         };
-        let user = json!({"username": self.user.name, "uid": self.user.uid,
-            "groups": self.user.groups});
+        // Made for the first check that needs it (most writes need none).
+        let user = std::cell::LazyCell::new(|| {
+            json!({"username": self.user.name, "uid": self.user.uid,
+                "groups": self.user.groups})
+        });
         // kube's `<reason>, <error>` of a denial (`<nil>`: no error).
         let authorize = |access: &plugin_admission::Access<'_>| {
             let target = watchkeeper_api::admission_policy::CheckTarget::Resource {
@@ -1862,7 +1865,7 @@ impl Writer<'_> {
                 namespace: access.namespace.to_owned(),
                 name: access.name.to_owned(),
             };
-            let decision = authorizer.check(&user, access.verb, &target);
+            let decision = authorizer.check(&*user, access.verb, &target);
             (!decision.allowed).then(|| {
                 let error = if decision.error.is_empty() {
                     "<nil>"
