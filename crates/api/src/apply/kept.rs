@@ -75,7 +75,16 @@ impl Kept {
             return;
         }
         if let Some(entry) = entries[self.writer].as_object_mut() {
-            entry.insert("time".to_owned(), Value::String(time.to_owned()));
+            match entry.get_mut("time") {
+                // The old time's string reused (its buffer fits a time of the same layout).
+                Some(Value::String(old)) => {
+                    old.clear();
+                    old.push_str(time);
+                }
+                _ => {
+                    entry.insert("time".to_owned(), Value::String(time.to_owned()));
+                }
+            }
         }
         // Only the writer's time moved: its entry may have to move (as the full path sorts
         // them, by operation, time, manager, API version and subresource).
@@ -87,15 +96,15 @@ impl Kept {
 }
 
 /// Whether `entries` can be kept for a write of `api_version` by `writer` that compared as
-/// `comparison` (see the module docs); `stripped` is what no manager may own.
+/// `comparison` (see the module docs).
 #[must_use]
 pub fn unchanged(
     entries: &[Value],
     api_version: &str,
     comparison: &Comparison,
     writer: Writer<'_>,
-    stripped: &Set,
 ) -> Option<Kept> {
+    let stripped = super::stripped();
     if entries.is_empty() || entries.len() > MAX_ENTRIES {
         return None;
     }
@@ -144,7 +153,7 @@ pub fn unchanged(
         let fields = view.fields;
         if index == writer_index {
             if intersects(fields, removed, &mut key)
-                || intersects(fields, stripped, &mut key)
+                || owns_any(fields, stripped_keys())
                 || !covers(fields, modified, Some(stripped), &mut key)
                 || !covers(fields, added, Some(stripped), &mut key)
             {
@@ -201,45 +210,40 @@ fn view(entry: &Value) -> Option<View<'_>> {
     let Value::Object(map) = entry else {
         return None;
     };
-    let text = |key: &str| map.get(key).and_then(Value::as_str);
-    let operation = match text("operation")? {
-        "Apply" => Operation::Apply,
-        "Update" => Operation::Update,
-        _ => return None,
-    };
-    let time = match map.get("time") {
-        None => None,
-        Some(Value::String(time)) => Some(time.as_str()),
-        Some(_) => return None,
-    };
-    let subresource = match map.get("subresource") {
-        None => "",
-        Some(Value::String(subresource)) if !subresource.is_empty() => subresource,
-        Some(_) => return None,
-    };
-    // Present, a string; absent, empty (as Go's struct encodes an empty one).
-    let optional = |key: &str| match map.get(key) {
-        None => Some(None),
-        Some(Value::String(text)) => Some(Some(text.as_str())),
-        Some(_) => None,
-    };
-    let manager = optional("manager")?;
-    let api_version = optional("apiVersion")?;
-    let keys = 3
-        + usize::from(manager.is_some())
-        + usize::from(api_version.is_some())
-        + usize::from(time.is_some())
-        + usize::from(!subresource.is_empty());
-    if map.len() != keys || text("fieldsType")? != "FieldsV1" {
-        return None;
+    // One pass over the entry's keys (each key once: it is a map).
+    let (mut manager, mut operation, mut api_version, mut time) = (None, None, None, None);
+    let (mut fields_type, mut fields, mut subresource) = (false, None, "");
+    for (key, value) in map {
+        match key.as_str() {
+            "manager" => manager = Some(value.as_str()?),
+            "operation" => {
+                operation = Some(match value.as_str()? {
+                    "Apply" => Operation::Apply,
+                    "Update" => Operation::Update,
+                    _ => return None,
+                });
+            }
+            "apiVersion" => api_version = Some(value.as_str()?),
+            "time" => time = Some(value.as_str()?),
+            "fieldsType" => fields_type = value.as_str()? == "FieldsV1",
+            "fieldsV1" => fields = Some(value.as_object()?),
+            "subresource" => {
+                subresource = value.as_str()?;
+                if subresource.is_empty() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
     }
-    let fields = map.get("fieldsV1")?.as_object()?;
-    if fields.is_empty() || fields.contains_key(".") || !canonical(fields) {
+    // An empty manager or API version may be left out, as Go's struct encodes it.
+    let fields = fields?;
+    if !fields_type || fields.is_empty() || fields.contains_key(".") || !canonical(fields) {
         return None;
     }
     Some(View {
         manager: manager.unwrap_or_default(),
-        operation,
+        operation: operation?,
         api_version: api_version.unwrap_or_default(),
         time,
         subresource,
@@ -287,6 +291,49 @@ fn intersects(node: &Map<String, Value>, set: &Set, key: &mut String) -> bool {
         })
 }
 
+/// A set's elements as `FieldsV1` keys, so that many nodes are looked up without encoding
+/// them again.
+struct Keys {
+    members: Vec<String>,
+    children: Vec<(String, Keys)>,
+}
+
+impl Keys {
+    fn of(set: &Set) -> Keys {
+        let key = |element: &PathElement| {
+            let mut key = String::new();
+            element.encode_into(&mut key);
+            key
+        };
+        Keys {
+            members: set.members().map(key).collect(),
+            children: set
+                .children()
+                .map(|(element, child)| (key(element), Keys::of(child)))
+                .collect(),
+        }
+    }
+}
+
+/// The paths no manager may own, as keys.
+fn stripped_keys() -> &'static Keys {
+    static KEYS: std::sync::LazyLock<Keys> =
+        std::sync::LazyLock::new(|| Keys::of(super::stripped()));
+    &KEYS
+}
+
+/// Whether the canonical `FieldsV1` node and the set of `keys` share a path.
+fn owns_any(node: &Map<String, Value>, keys: &Keys) -> bool {
+    let at = |key: &String| node.get(key).and_then(Value::as_object);
+    keys.members
+        .iter()
+        .any(|key| at(key).is_some_and(is_member))
+        || keys
+            .children
+            .iter()
+            .any(|(key, keys)| at(key).is_some_and(|node| owns_any(node, keys)))
+}
+
 /// Whether the canonical `FieldsV1` node holds every path of `set` but those of `except`.
 fn covers(node: &Map<String, Value>, set: &Set, except: Option<&Set>, key: &mut String) -> bool {
     static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
@@ -307,7 +354,7 @@ fn covers(node: &Map<String, Value>, set: &Set, except: Option<&Set>, key: &mut 
 #[cfg(test)]
 mod tests {
     use super::super::{
-        Entry, ManagerId, Managers, managers_of_entries, set_managed_fields, stripped, updated,
+        Entry, ManagerId, Managers, managers_of_entries, set_managed_fields, updated,
     };
     use super::*;
     use crate::resources::{ResourceDef, builtin_resources};
@@ -366,7 +413,7 @@ mod tests {
 
     /// The kept entries, when [`unchanged`] answers.
     fn kept(entries: &[Value], comparison: &Comparison, writer: Writer<'_>) -> Option<Value> {
-        let kept = unchanged(entries, "v1", comparison, writer, stripped())?;
+        let kept = unchanged(entries, "v1", comparison, writer)?;
         let mut entries = entries.to_vec();
         kept.apply(&mut entries, NOW);
         Some(Value::Array(entries))

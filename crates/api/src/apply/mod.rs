@@ -350,13 +350,7 @@ pub fn update_managed_fields(
         Err(_) => Managers::new(),
         Ok(comparison) => {
             let api_version = def.api_version();
-            let kept = kept::unchanged(
-                base.entries(old),
-                &api_version,
-                &comparison,
-                writer,
-                stripped(),
-            );
+            let kept = kept::unchanged(base.entries(old), &api_version, &comparison, writer);
             if let Some(kept) = kept {
                 let mut entries = match base {
                     Base::Sent(entries) => entries,
