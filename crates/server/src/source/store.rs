@@ -1865,7 +1865,7 @@ impl Writer<'_> {
                 namespace: access.namespace.to_owned(),
                 name: access.name.to_owned(),
             };
-            let decision = authorizer.check(&*user, access.verb, &target);
+            let decision = authorizer.check(&user, access.verb, &target);
             (!decision.allowed).then(|| {
                 let error = if decision.error.is_empty() {
                     "<nil>"
