@@ -213,26 +213,38 @@ pub(crate) fn validate_meta_maps(
 /// kube's `validation.IsConfigMapKey` message.
 const CONFIG_KEY_MESSAGE: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
-/// `validation.IsConfigMapKey`, each problem a cause at `path`.
-pub(crate) fn config_key(path: &str, key: &str, causes: &mut Vec<Cause>) {
+/// `validation.IsConfigMapKey`, each problem a cause at the path `path` makes (called only
+/// for a key with a problem: a write validates every key of its config map or secret).
+pub(crate) fn config_key(path: impl FnOnce() -> String, key: &str, causes: &mut Vec<Cause>) {
     use crate::field::{go_quote, invalid};
+    let too_long = key.len() > 253;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let not_allowed = key.is_empty() || !key.chars().all(allowed);
+    let dots = if key == "." {
+        Some("must not be '.'")
+    } else if key == ".." {
+        Some("must not be '..'")
+    } else if key.starts_with("..") {
+        Some("must not start with '..'")
+    } else {
+        None
+    };
+    if !too_long && !not_allowed && dots.is_none() {
+        return;
+    }
+    let path = path();
     let quoted = go_quote(key);
-    if key.len() > 253 {
+    if too_long {
         causes.push(invalid(
-            path,
+            &path,
             &quoted,
             "must be no more than 253 characters",
         ));
     }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    if key.is_empty() || !key.chars().all(allowed) {
-        causes.push(invalid(path, &quoted, CONFIG_KEY_MESSAGE));
+    if not_allowed {
+        causes.push(invalid(&path, &quoted, CONFIG_KEY_MESSAGE));
     }
-    if key == "." {
-        causes.push(invalid(path, &quoted, "must not be '.'"));
-    } else if key == ".." {
-        causes.push(invalid(path, &quoted, "must not be '..'"));
-    } else if key.starts_with("..") {
-        causes.push(invalid(path, &quoted, "must not start with '..'"));
+    if let Some(message) = dots {
+        causes.push(invalid(&path, &quoted, message));
     }
 }

@@ -589,6 +589,70 @@ async fn update_managers_are_capped_at_ten() {
     server.shutdown().await;
 }
 
+/// A patch of fields its manager owns leaves every other entry as it was and gives its own
+/// the write's time, in kube's order; entries a client sends that kube would write otherwise
+/// (a `.` alone under a field, a `k:` key out of order) are written as kube writes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_keep_or_rewrite_managed_fields_as_kube_writes_them() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let object = format!("{CMS}/kept");
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        &format!("{CMS}?fieldManager=alice"),
+        &json!({"metadata": {"name": "kept"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let merge = "application/merge-patch+json";
+    let by = |manager: &str| format!("{object}?fieldManager={manager}");
+    let (status, before) = patch(addr, &by("bob"), merge, r#"{"data":{"b":"2"}}"#).await;
+    assert_eq!(status, 200, "{before}");
+    let (status, after) = patch(addr, &by("alice"), merge, r#"{"data":{"a":"3"}}"#).await;
+    assert_eq!(status, 200, "{after}");
+    let entry = |object: &Value, manager: &str| {
+        object["metadata"]["managedFields"]
+            .as_array()
+            .and_then(|entries| entries.iter().find(|e| e["manager"] == manager).cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(entry(&after, "bob"), entry(&before, "bob"));
+    assert_eq!(
+        entry(&after, "alice")["fieldsV1"],
+        json!({"f:data": {".": {}, "f:a": {}}})
+    );
+    let times: Vec<&str> = after["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["time"].as_str().unwrap())
+        .collect();
+    assert!(times.is_sorted(), "{after}");
+    let (_, stored) = get_json(addr, &object).await;
+    assert_eq!(
+        stored["metadata"]["managedFields"],
+        after["metadata"]["managedFields"]
+    );
+    // Sent entries replace the stored ones, written as kube writes them.
+    let sent = json!({
+        "metadata": {"managedFields": [{"manager": "alice", "operation": "Update", "apiVersion": "v1",
+            "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:a": {".": {}}}, "f:spec": {"k:{\"b\":1,\"a\":2}": {}}}}]},
+        "data": {"a": "4"}
+    });
+    let (status, rewritten) = patch(addr, &by("alice"), merge, &sent.to_string()).await;
+    assert_eq!(status, 200, "{rewritten}");
+    let entries = rewritten["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{rewritten}");
+    assert_eq!(
+        entries[0]["fieldsV1"],
+        json!({"f:data": {"f:a": {}}, "f:spec": {"k:{\"a\":2,\"b\":1}": {}}})
+    );
+    assert_ne!(entries[0]["time"], "2026-01-01T00:00:00Z", "{rewritten}");
+    server.shutdown().await;
+}
+
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
 

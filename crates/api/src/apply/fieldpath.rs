@@ -47,18 +47,40 @@ impl PathElement {
     }
 
     fn encode(&self) -> String {
+        let mut encoded = String::new();
+        self.encode_into(&mut encoded);
+        encoded
+    }
+
+    /// The element's `FieldsV1` key written into `out` (cleared first), so a look-up by many
+    /// elements reuses one buffer.
+    pub(crate) fn encode_into(&self, out: &mut String) {
         // Prefix and text joined by hand: `format!` cost ~700 instructions an element, and a
         // write's managed fields encode every element of every manager's set.
+        out.clear();
         let (prefix, text) = match self {
             PathElement::Field(name) => ("f:", name),
             PathElement::Key(key) => ("k:", key),
             PathElement::Value(value) => ("v:", value),
-            PathElement::Index(index) => return format!("i:{index}"),
+            PathElement::Index(index) => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "i:{index}");
+                return;
+            }
         };
-        let mut encoded = String::with_capacity(prefix.len() + text.len());
-        encoded.push_str(prefix);
-        encoded.push_str(text);
-        encoded
+        out.reserve(prefix.len() + text.len());
+        out.push_str(prefix);
+        out.push_str(text);
+    }
+
+    /// Whether `key` is a `FieldsV1` key that decodes to an element encoding back to `key`
+    /// itself (every `f:` key does; a `k:` key only with its object's keys sorted and
+    /// compact, as [`PathElement::key`] writes it).
+    pub(crate) fn is_canonical_key(key: &str) -> bool {
+        if key.starts_with("f:") {
+            return true;
+        }
+        PathElement::decode(key).is_ok_and(|element| element.encode() == key)
     }
 
     fn decode(text: &str) -> Result<PathElement, String> {
@@ -163,6 +185,16 @@ impl Set {
     /// The elements with a subset below them at this level.
     pub fn child_elements(&self) -> impl Iterator<Item = &PathElement> {
         self.children.keys()
+    }
+
+    /// The members at this level.
+    pub fn members(&self) -> impl Iterator<Item = &PathElement> {
+        self.members.iter()
+    }
+
+    /// The non-empty subsets below this level, by element.
+    pub fn children(&self) -> impl Iterator<Item = (&PathElement, &Set)> {
+        self.children.iter()
     }
 
     /// Marks `element` a member at this level.

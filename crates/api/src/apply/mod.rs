@@ -33,6 +33,7 @@
 pub mod cap;
 pub mod config;
 pub mod fieldpath;
+pub mod kept;
 pub mod typed;
 pub mod versions;
 
@@ -173,13 +174,20 @@ fn stripped_set() -> Set {
 /// is dropped.
 #[must_use]
 pub fn managers_of(object: &Value) -> Managers {
-    let mut managers = Managers::new();
-    let Some(entries) = object
+    managers_of_entries(entries_of(object))
+}
+
+/// `object`'s `metadata.managedFields` entries (none unless it is a list).
+fn entries_of(object: &Value) -> &[Value] {
+    object
         .at("/metadata/managedFields")
         .and_then(Value::as_array)
-    else {
-        return managers;
-    };
+        .map_or(&[], Vec::as_slice)
+}
+
+/// [`managers_of`] a list of `managedFields` entries.
+fn managers_of_entries(entries: &[Value]) -> Managers {
+    let mut managers = Managers::new();
     for entry in entries {
         let text = |key: &str| {
             entry
@@ -281,6 +289,86 @@ pub fn base_managers(old: Option<&Value>, sent: &Value) -> Managers {
     }
 }
 
+/// Where an update's or patch's managers come from (see [`base_managers`]), not yet parsed:
+/// [`update_managed_fields`] keeps the entries as they are when the write changes no set
+/// ([`kept`]).
+#[derive(Debug)]
+pub enum Base {
+    /// The `metadata.managedFields` list of the object the client sent.
+    Sent(Vec<Value>),
+    /// The stored object's (the client sent no list).
+    Stored,
+}
+
+impl Base {
+    /// The base of `sent`, taken out of it: its `metadata.managedFields` when that is a list
+    /// (removed from `sent`), else the stored object's. For an object whose
+    /// `managedFields` nothing reads any more (the update removes them).
+    pub fn take(sent: &mut Value) -> Base {
+        match sent.get_mut("metadata").and_then(Value::as_object_mut) {
+            Some(metadata) if metadata.get("managedFields").is_some_and(Value::is_array) => {
+                match metadata.remove("managedFields") {
+                    Some(Value::Array(entries)) => Base::Sent(entries),
+                    _ => Base::Stored,
+                }
+            }
+            _ => Base::Stored,
+        }
+    }
+
+    /// The base of `sent`, which stays as it is (its list copied).
+    #[must_use]
+    pub fn of(sent: &Value) -> Base {
+        match sent.at("/metadata/managedFields") {
+            Some(Value::Array(entries)) => Base::Sent(entries.clone()),
+            _ => Base::Stored,
+        }
+    }
+
+    fn entries<'a>(&'a self, old: &'a Value) -> &'a [Value] {
+        match self {
+            Base::Sent(entries) => entries,
+            Base::Stored => entries_of(old),
+        }
+    }
+}
+
+/// An update or patch of `old` into `new` by `writer` at `time`, from `base`: `new`'s
+/// `metadata.managedFields` as [`update`] (from [`base_managers`]) and then
+/// [`set_managed_fields`] write them, without parsing and encoding the entries again when
+/// the write changes no manager's set ([`kept`]).
+pub fn update_managed_fields(
+    def: &ResourceDef,
+    old: &Value,
+    new: &mut Value,
+    base: Base,
+    writer: Writer<'_>,
+    time: &str,
+) {
+    let ty = schema_root(def, writer.schema);
+    let managers = match typed::compare_without_managed_fields(old, new, ty) {
+        Err(_) => Managers::new(),
+        Ok(comparison) => {
+            let api_version = def.api_version();
+            let kept = kept::unchanged(base.entries(old), &api_version, &comparison, writer);
+            if let Some(kept) = kept {
+                let mut entries = match base {
+                    Base::Sent(entries) => entries,
+                    Base::Stored => entries_of(old).to_vec(),
+                };
+                kept.apply(&mut entries, time);
+                if let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                    metadata.insert("managedFields".to_owned(), Value::Array(entries));
+                }
+                return;
+            }
+            let managers = managers_of_entries(base.entries(old));
+            updated(def, managers, comparison, writer, time)
+        }
+    };
+    set_managed_fields(new, &managers);
+}
+
 /// The managers after a create (`old` is `None`), update or patch by `writer` at `time`,
 /// starting from `managers` (see [`base_managers`] and the module docs).
 #[must_use]
@@ -288,7 +376,7 @@ pub fn update(
     def: &ResourceDef,
     old: Option<&Value>,
     new: &Value,
-    mut managers: Managers,
+    managers: Managers,
     writer: Writer<'_>,
     time: &str,
 ) -> Managers {
@@ -308,6 +396,17 @@ pub fn update(
     let Ok(comparison) = typed::compare_without_managed_fields(old, new, ty) else {
         return Managers::new();
     };
+    updated(def, managers, comparison, writer, time)
+}
+
+/// [`update`] once the objects compared as `comparison`.
+fn updated(
+    def: &ResourceDef,
+    mut managers: Managers,
+    comparison: typed::Comparison,
+    writer: Writer<'_>,
+    time: &str,
+) -> Managers {
     let id = ManagerId {
         manager: writer.manager.to_owned(),
         operation: Operation::Update,

@@ -1580,7 +1580,7 @@ fn key_selector(selector: &Value, at: &str, causes: &mut Vec<Cause>) {
     if key.is_empty() {
         causes.push(required(&format!("{at}.key"), ""));
     } else {
-        crate::names::config_key(&format!("{at}.key"), key, causes);
+        crate::names::config_key(|| format!("{at}.key"), key, causes);
     }
 }
 

@@ -643,7 +643,7 @@ fn config_map(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
         let mut keys: Vec<&String> = keys.into_iter().flat_map(Map::keys).collect();
         keys.sort();
         for key in keys {
-            crate::names::config_key(&format!("{bag}[{key}]"), key, causes);
+            crate::names::config_key(|| format!("{bag}[{key}]"), key, causes);
             if bag == "data" && binary.is_some_and(|b| b.contains_key(key)) {
                 causes.push(invalid(
                     &format!("data[{key}]"),
@@ -662,7 +662,7 @@ fn secret(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let mut keys: Vec<&String> = data.into_iter().flat_map(Map::keys).collect();
     keys.sort();
     for key in keys {
-        crate::names::config_key(&format!("data[{key}]"), key, causes);
+        crate::names::config_key(|| format!("data[{key}]"), key, causes);
     }
     let has = |key: &str| data.is_some_and(|d| d.contains_key(key));
     let secret_type = object.get("type").and_then(Value::as_str).unwrap_or("");

@@ -447,6 +447,13 @@ impl Auth {
         self
     }
 
+    /// Whether every request is allowed, whoever makes it and whatever it asks
+    /// (`--authorization-mode=AlwaysAllow` alone, the default without a policy file).
+    #[must_use]
+    pub fn allows_everything(&self) -> bool {
+        self.modes == [AuthorizationMode::AlwaysAllow]
+    }
+
     /// The RBAC authorizer, when `RBAC` is one of the modes.
     #[must_use]
     pub fn rbac(&self) -> Option<&Arc<rbac::Rbac>> {

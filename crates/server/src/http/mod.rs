@@ -238,6 +238,11 @@ pub fn authorize_from_url(
     path: &str,
     query: Option<&str>,
 ) -> Result<(), ApiError> {
+    // Allowed whatever it asks, and no audit event records the decision: the URL need not
+    // be read (its resource, target and options are read again by the handler).
+    if app.auth.allows_everything() && !crate::audit::context::is_audited() {
+        return Ok(());
+    }
     let segments: Vec<&str> = path
         .trim_matches('/')
         .split('/')

@@ -1861,8 +1861,11 @@ impl Writer<'_> {
         let Some(authorizer) = self.source.policy_authorizer.as_ref() else {
             return Ok(());
         };
-        let user = json!({"username": self.user.name, "uid": self.user.uid,
-            "groups": self.user.groups});
+        // Made for the first check that needs it (most writes need none).
+        let user = std::cell::LazyCell::new(|| {
+            json!({"username": self.user.name, "uid": self.user.uid,
+                "groups": self.user.groups})
+        });
         // kube's `<reason>, <error>` of a denial (`<nil>`: no error).
         let authorize = |access: &plugin_admission::Access<'_>| {
             let target = watchkeeper_api::admission_policy::CheckTarget::Resource {
@@ -3303,11 +3306,18 @@ impl Writer<'_> {
         }
         let old = current.body();
         let Desired {
-            object: desired,
+            object: mut desired,
             managers,
             decoded,
         } = mutate(old)?;
-        let base = apply::base_managers(Some(old), &desired);
+        // A patch's result was checked whole already, and the update drops its
+        // `managedFields`: the list is moved out of it, not copied (an update's body is
+        // checked with it, below).
+        let base = if decoded {
+            apply::Base::take(&mut desired)
+        } else {
+            apply::Base::of(&desired)
+        };
         let new = if decoded {
             prepare_update_decoded(&resource.def, old, desired)?
         } else {
@@ -3364,17 +3374,17 @@ impl Writer<'_> {
         self.pod_security(resource, Some(old), &new)?;
         self.optional_plugins_validate(resource, Some(old), &new)?;
         self.admit_policies(resource, Some(&new), Some(old))?;
-        let managers = managers.unwrap_or_else(|| {
-            apply::update(
+        match managers {
+            Some(managers) => apply::set_managed_fields(&mut new, &managers),
+            None => apply::update_managed_fields(
                 &resource.def,
-                Some(old),
-                &new,
+                old,
+                &mut new,
                 base,
                 self.field_writer(custom_schema(resource.custom().as_deref())),
                 &self.time,
-            )
-        });
-        apply::set_managed_fields(&mut new, &managers);
+            ),
+        }
         watchkeeper_api::meta::check_stored_size(&new)?;
         if same_but_revision(&new, old) {
             return Ok(UpdateAttempt::Unchanged(current));
@@ -3770,7 +3780,7 @@ struct Prepared {
     current: Arc<Object>,
     new: Value,
     managers: Option<apply::Managers>,
-    base: apply::Managers,
+    base: apply::Base,
 }
 
 /// What a guaranteed update's `mutate` makes of the current object.
