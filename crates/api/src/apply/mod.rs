@@ -545,7 +545,7 @@ pub fn apply(
         ));
     }
     if writer.subresource.is_empty() {
-        crate::meta::check_applied_size(config)?;
+        crate::size::check_applied_size(config)?;
     }
     let ty = schema_root(def, writer.schema);
     let type_error = |e: String| ApiError::bad_request(format!("failed to apply: {e}"));

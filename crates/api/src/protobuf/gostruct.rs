@@ -58,8 +58,8 @@ use serde_json::{Map, Value};
 
 use super::{Field, KINDS, Message, Ty, tables};
 use crate::error::ApiError;
-use crate::meta::{OBJECT_SIZE_MAX_BYTES, serialized_size};
 use crate::resources::ResourceDef;
+use crate::size::{OBJECT_SIZE_MAX_BYTES, serialized_size};
 
 /// The bytes of compact JSON the zeros inserted so far may still take before the result is
 /// sure to be larger than [`OBJECT_SIZE_MAX_BYTES`].
