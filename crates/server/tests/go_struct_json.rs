@@ -686,3 +686,35 @@ async fn kubectl_diff_shows_no_empty_maps_against_a_server_side_applied_object()
     }
     server.shutdown().await;
 }
+
+/// A write whose client names no manager (no `fieldManager`, no User-Agent) is tracked under
+/// the empty manager, which kube-apiserver's encoding of `ManagedFieldsEntry` leaves out
+/// (`Manager string json:"manager,omitempty"`); it stays left out through a patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_manager_is_left_out_of_managed_fields() {
+    let server = common::server_with(watchkeeper::config::ServeArgs::default()).await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let check = |object: &Value| {
+        let entries = object["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "{object}");
+        let entry = entries[0].as_object().unwrap();
+        assert!(!entry.contains_key("manager"), "{object}");
+        assert_eq!(entry["operation"], "Update");
+        assert_eq!(entry["apiVersion"], "v1");
+    };
+    let created = write(
+        addr,
+        "POST",
+        path,
+        "application/json",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"m"},"data":{"a":"b"}}"#,
+    )
+    .await;
+    answered_and_stored(addr, &format!("{path}/m"), &created, check).await;
+    for body in [r#"{"data":{"a":"c"}}"#, r#"{"data":{"d":"e"}}"#] {
+        let patched = write(addr, "PATCH", &format!("{path}/m"), MERGE, body).await;
+        answered_and_stored(addr, &format!("{path}/m"), &patched, check).await;
+    }
+    server.shutdown().await;
+}

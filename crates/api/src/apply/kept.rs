@@ -9,11 +9,11 @@
 //!   the full path's (same entries, same keys and text, same order). Otherwise it answers
 //!   `None` and the caller parses the entries and updates them as before.
 //! - It answers when: the entries are as [`super::set_managed_fields`] writes them (each an
-//!   object of exactly `manager`, `operation` (`Apply` or `Update`), `apiVersion`, `time`
-//!   (when present a string), `fieldsType: FieldsV1`, a non-empty `fieldsV1` whose every key
-//!   encodes its own element back and whose `.` marks only nodes with something below, and
-//!   `subresource` (when present not empty)) or as Go's struct leaves them (an empty
-//!   `manager` or `apiVersion` left out: [`Kept::apply`] writes it), with no two entries of
+//!   object of `manager` (when present not empty), `operation` (`Apply` or `Update`),
+//!   `apiVersion` (when present not empty), `time` (when present a string), `fieldsType:
+//!   FieldsV1`, a non-empty `fieldsV1` whose every key encodes its own element back and whose
+//!   `.` marks only nodes with something below, and `subresource` (when present not empty):
+//!   an empty `manager` or `apiVersion` is left out, as Go's struct encodes it), with no two entries of
 //!   one manager, sorted as it sorts them; at most [`super::cap::MAX_UPDATE_MANAGERS`] `Update` entries (the cap
 //!   does nothing); the writer has an `Update` entry of the kind's API version; no other
 //!   entry owns a path the write added, modified or removed; and the writer's set already
@@ -40,8 +40,7 @@ use super::fieldpath::{PathElement, Set};
 use super::typed::Comparison;
 use super::{Operation, Writer};
 
-/// The most entries [`unchanged`] looks at (beyond: the full path); at most 32 (the bits of
-/// [`Kept`]'s incomplete entries).
+/// The most entries [`unchanged`] looks at (beyond: the full path).
 pub const MAX_ENTRIES: usize = 16;
 
 /// What keeping the entries changes: the writer's entry (its index) and whether its time
@@ -50,27 +49,11 @@ pub const MAX_ENTRIES: usize = 16;
 pub struct Kept {
     writer: usize,
     touched: bool,
-    /// The entries without `manager` or `apiVersion` (empty, left out as Go's struct
-    /// encodes them), by bit.
-    incomplete: u32,
 }
 
 impl Kept {
     /// The entries after the write at `time` (see the module docs).
     pub fn apply(self, entries: &mut [Value], time: &str) {
-        if self.incomplete != 0 {
-            for (index, entry) in entries.iter_mut().enumerate() {
-                if self.incomplete & (1 << index) != 0
-                    && let Some(entry) = entry.as_object_mut()
-                {
-                    for key in ["manager", "apiVersion"] {
-                        entry
-                            .entry(key)
-                            .or_insert_with(|| Value::String(String::new()));
-                    }
-                }
-            }
-        }
         if !self.touched {
             return;
         }
@@ -145,11 +128,7 @@ pub fn unchanged(
         modified,
     } = comparison;
     let mut key = String::new();
-    let mut incomplete = 0;
     for (index, view) in views.iter().enumerate() {
-        if !view.complete {
-            incomplete |= 1 << index;
-        }
         let fields = view.fields;
         if index == writer_index {
             if intersects(fields, removed, &mut key)
@@ -169,7 +148,6 @@ pub fn unchanged(
     Some(Kept {
         writer: writer_index,
         touched: !(modified.is_empty() && added.is_empty() && removed.is_empty()),
-        incomplete,
     })
 }
 
@@ -181,8 +159,6 @@ struct View<'a> {
     time: Option<&'a str>,
     subresource: &'a str,
     fields: &'a Map<String, Value>,
-    /// Whether it has its `manager` and `apiVersion` (Go's struct leaves an empty one out).
-    complete: bool,
 }
 
 impl View<'_> {
@@ -215,7 +191,8 @@ fn view(entry: &Value) -> Option<View<'_>> {
     let (mut fields_type, mut fields, mut subresource) = (false, None, "");
     for (key, value) in map {
         match key.as_str() {
-            "manager" => manager = Some(value.as_str()?),
+            // An empty one is left out (`omitempty`), never written.
+            "manager" => manager = Some(value.as_str().filter(|text| !text.is_empty())?),
             "operation" => {
                 operation = Some(match value.as_str()? {
                     "Apply" => Operation::Apply,
@@ -223,7 +200,9 @@ fn view(entry: &Value) -> Option<View<'_>> {
                     _ => return None,
                 });
             }
-            "apiVersion" => api_version = Some(value.as_str()?),
+            "apiVersion" => {
+                api_version = Some(value.as_str().filter(|text| !text.is_empty())?);
+            }
             "time" => time = Some(value.as_str()?),
             "fieldsType" => fields_type = value.as_str()? == "FieldsV1",
             "fieldsV1" => fields = Some(value.as_object()?),
@@ -236,7 +215,7 @@ fn view(entry: &Value) -> Option<View<'_>> {
             _ => return None,
         }
     }
-    // An empty manager or API version may be left out, as Go's struct encodes it.
+    // An empty manager or API version is left out, as Go's struct encodes it.
     let fields = fields?;
     if !fields_type || fields.is_empty() || fields.contains_key(".") || !canonical(fields) {
         return None;
@@ -248,7 +227,6 @@ fn view(entry: &Value) -> Option<View<'_>> {
         time,
         subresource,
         fields,
-        complete: manager.is_some() && api_version.is_some(),
     })
 }
 
@@ -568,7 +546,7 @@ mod tests {
         // As written, the two are kept (in their order).
         let sorted = vec![other.clone(), base.clone()];
         assert!(kept(&sorted, &sent, writer("alice", "")).is_some());
-        // An empty manager or API version left out, as Go's struct encodes it, is written.
+        // An empty manager or API version is left out, as Go's struct encodes it, and stays so.
         let mut empty_manager = base.clone();
         empty_manager["manager"] = json!("");
         let mut empty_version = other.clone();

@@ -246,9 +246,15 @@ pub fn set_managed_fields(object: &mut Value, managers: &Managers) {
         .into_iter()
         .map(|(id, entry)| {
             let mut out = Map::new();
-            out.insert("manager".to_owned(), text(&id.manager));
+            // `ManagedFieldsEntry`'s `manager` and `apiVersion` are `omitempty`: an empty one
+            // is left out, as kube-apiserver's encoding of the struct leaves it.
+            if !id.manager.is_empty() {
+                out.insert("manager".to_owned(), text(&id.manager));
+            }
             out.insert("operation".to_owned(), text(id.operation.name()));
-            out.insert("apiVersion".to_owned(), text(&entry.api_version));
+            if !entry.api_version.is_empty() {
+                out.insert("apiVersion".to_owned(), text(&entry.api_version));
+            }
             if let Some(time) = &entry.time {
                 out.insert("time".to_owned(), text(time));
             }
