@@ -81,7 +81,7 @@ pub mod query;
 pub mod resources;
 pub mod schema;
 mod schema_node;
-mod size;
+pub mod size;
 pub mod strfmt;
 pub mod structural;
 pub mod table;

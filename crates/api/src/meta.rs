@@ -19,7 +19,6 @@ pub(crate) use crate::names::{type_name, validate_dns1035_label, validate_meta_m
 use crate::resources::ResourceDef;
 
 use crate::size::check_size;
-pub use crate::size::{OBJECT_SIZE_MAX_BYTES, check_applied_size, check_stored_size};
 
 /// Longest `generateName` prefix kept before the random suffix, as Kubernetes truncates it.
 const GENERATE_NAME_PREFIX_MAX: usize = 58;
@@ -189,7 +188,8 @@ const SYSTEM_FIELDS: &[&str] = &[
 /// - name: `metadata.name`, or `generateName` (truncated to 58 characters) plus the random
 ///   suffix; validated with [`validate_name`] (422 Invalid), and so is a `generateName` (as a
 ///   prefix: a trailing `-` is read as a letter), its cause first.
-/// - labels and annotations validated (422), size at most [`OBJECT_SIZE_MAX_BYTES`] (413).
+/// - labels and annotations validated (422), size at most
+///   [`crate::size::OBJECT_SIZE_MAX_BYTES`] (413).
 /// - sets `uid`, `creationTimestamp` and `generation: 1`; removes `resourceVersion`,
 ///   `deletionTimestamp`, `deletionGracePeriodSeconds`, `selfLink` and `managedFields`.
 /// - namespaces get `status.phase: Active`, the `kubernetes.io/metadata.name` label and the
@@ -574,7 +574,10 @@ fn prepare_checked_update(
 mod tests {
     use super::*;
     use crate::resources::builtin_resources;
-    use crate::size::{kept_size, serialized_size, serialized_size_at_most};
+    use crate::size::{
+        OBJECT_SIZE_MAX_BYTES, check_applied_size, kept_size, serialized_size,
+        serialized_size_at_most,
+    };
     use serde_json::json;
 
     fn def(plural: &str) -> ResourceDef {

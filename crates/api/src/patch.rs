@@ -25,7 +25,7 @@
 //!   every operation the document is at most `original + patch + copy_bytes_max` bytes.
 //!
 //! The operation count is bounded separately ([`JSON_PATCH_OPERATIONS_MAX`], 413) and the
-//! object size after the patch by [`crate::meta::OBJECT_SIZE_MAX_BYTES`] (413, in
+//! object size after the patch by [`crate::size::OBJECT_SIZE_MAX_BYTES`] (413, in
 //! [`crate::prepare_update`]).
 //!
 //! ## Nesting bound

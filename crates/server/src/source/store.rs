@@ -2436,7 +2436,7 @@ impl Writer<'_> {
         claims: Vec<(Compare, TxnOp)>,
     ) -> Result<Value, NotCreated> {
         apply::set_managed_fields(&mut object, managers);
-        watchkeeper_api::meta::check_stored_size(&object).map_err(NotCreated::Refused)?;
+        watchkeeper_api::size::check_stored_size(&object).map_err(NotCreated::Refused)?;
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -3385,7 +3385,7 @@ impl Writer<'_> {
                 &self.time,
             ),
         }
-        watchkeeper_api::meta::check_stored_size(&new)?;
+        watchkeeper_api::size::check_stored_size(&new)?;
         if same_but_revision(&new, old) {
             return Ok(UpdateAttempt::Unchanged(current));
         }
