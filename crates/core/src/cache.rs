@@ -332,8 +332,20 @@ pub(crate) struct Shared {
     pub(crate) drain: Arc<DrainSignal>,
     pub(crate) progress: Arc<ProgressMark>,
     pub(crate) metrics: Metrics,
+    /// A total the live objects' weight is also added to, shared with other caches
+    /// ([`WatchCache::count_objects_in`]).
+    object_bytes_total: OnceLock<Arc<crate::metrics::Gauge>>,
     next_id: AtomicU64,
     fresh_waiters: Mutex<Vec<(Revision, Waker)>>,
+}
+
+impl Drop for Shared {
+    /// The cache's objects leave the shared total with it.
+    fn drop(&mut self) {
+        if let Some(total) = self.object_bytes_total.get() {
+            total.add(-self.metrics.object_bytes.get());
+        }
+    }
 }
 
 impl Shared {
@@ -351,6 +363,18 @@ impl Shared {
 
     pub(crate) fn dispatched(&self) -> Revision {
         self.dispatched.load(Ordering::Acquire)
+    }
+
+    /// Adds `delta` bytes to the live objects' weight (and the shared total). Called with the
+    /// data's write lock held, where the state changes.
+    pub(crate) fn count_object_bytes(&self, delta: i64) {
+        if delta == 0 {
+            return;
+        }
+        self.metrics.object_bytes.add(delta);
+        if let Some(total) = self.object_bytes_total.get() {
+            total.add(delta);
+        }
     }
 
     /// The dispatcher's side of the progress demand: wanted while a reader waits for
@@ -456,6 +480,12 @@ pub struct HistoryLag {
     pub oldest_owed: Option<Instant>,
 }
 
+/// The weight of every object of `state` ([`Object::weight`]).
+pub(crate) fn state_weight(state: &StateMap) -> i64 {
+    let bytes: usize = state.values().map(|object| object.weight()).sum();
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
 /// A handle to one watch cache: registration of watches and reads. Cheap to clone and usable
 /// from any thread. The two actors that move events, [`Dispatcher`] and [`CatchUpWorker`],
 /// are returned beside it by [`WatchCache::new`].
@@ -483,6 +513,7 @@ impl WatchCache {
         snapshots.push(Snapshot::new(list_revision, state.clone()));
         let history = History::new(&config, list_revision);
         let metrics = Metrics::default();
+        metrics.object_bytes.set(state_weight(&state));
         metrics.history_capacity.set(history.capacity() as i64);
         let shared = Arc::new(Shared {
             config,
@@ -499,6 +530,7 @@ impl WatchCache {
             drain: Arc::default(),
             progress: Arc::default(),
             metrics,
+            object_bytes_total: OnceLock::new(),
             next_id: AtomicU64::new(1),
             fresh_waiters: Mutex::new(Vec::new()),
         });
@@ -509,6 +541,17 @@ impl WatchCache {
             Dispatcher::new(shared.clone()),
             CatchUpWorker::new(shared),
         ))
+    }
+
+    /// Also counts the live objects' weight (`Metrics::object_bytes`) in `total`, a gauge
+    /// several caches share: from now on every change of the state adds its difference, and
+    /// the cache's share leaves the total when the cache is dropped. A second call is ignored.
+    pub fn count_objects_in(&self, total: Arc<crate::metrics::Gauge>) {
+        let _data = self.shared.write();
+        let current = self.shared.metrics.object_bytes.get();
+        if self.shared.object_bytes_total.set(total.clone()).is_ok() {
+            total.add(current);
+        }
     }
 
     /// Registers a watch. The watch is placed by the dispatcher at its next step; everything

@@ -130,12 +130,14 @@ pub struct CacheConfig {
     pub history_capacity_min: usize,
     /// Largest history capacity, in events. Default 102,400 (Kubernetes, for a 75 s window).
     pub history_capacity_max: usize,
-    /// Largest size of the history, in bytes: the JSON size of the objects its events carry
-    /// (see [`crate::history`]); the oldest revisions are evicted past it, below
-    /// `history_capacity_min` if need be (the newest revision always stays). Default 256 MiB
-    /// (watchkeeper's: with the count bound alone, 102,400 events of 1.5 MiB objects, etcd's
-    /// largest value, would be 150 GiB; 256 MiB holds 2,600 seconds of 100 writes/s of 1 KiB
-    /// objects, far beyond the 75 s freshness window, so it binds only on large objects).
+    /// Largest size of the history, in bytes: the memory of the objects its events carry
+    /// ([`crate::Object::weight`]: decoded body and encoding; see [`crate::history`]); the
+    /// oldest revisions are evicted past it, below `history_capacity_min` if need be (the
+    /// newest revision always stays). Default 1 GiB (watchkeeper's: with the count bound
+    /// alone, 102,400 events of 1.5 MiB objects, etcd's largest value, would hold over 150 GiB
+    /// decoded; 1 GiB holds the count bound's 102,400 events of objects weighing 10 KiB — a
+    /// 1 KiB ConfigMap weighs about 4 KiB decoded, a Pod 11 to 16 times its JSON — so it
+    /// binds only on large objects).
     pub history_bytes_max: usize,
     /// Smallest per-watcher queue, in events. Default 10 (Kubernetes).
     pub queue_capacity_min: usize,
@@ -196,7 +198,7 @@ impl Default for CacheConfig {
             event_fresh_duration: Duration::from_secs(75),
             history_capacity_min: 100,
             history_capacity_max: 102_400,
-            history_bytes_max: 256 << 20,
+            history_bytes_max: 1 << 30,
             queue_capacity_min: 10,
             queue_capacity_max: 1_000,
             pass_members_max: 512,

@@ -184,6 +184,11 @@ pub struct Dispatcher {
     shutting_down: bool,
 }
 
+/// An object's weight as a gauge's difference.
+fn weight_of(object: &Object) -> i64 {
+    i64::try_from(object.weight()).unwrap_or(i64::MAX)
+}
+
 impl Dispatcher {
     pub(crate) fn new(shared: Arc<Shared>) -> Dispatcher {
         let legacy_budget = shared.config.legacy_budget_max;
@@ -470,8 +475,11 @@ impl Dispatcher {
         // Counted before the reset is published: whoever observes the reloaded state (an
         // object only the list has, a watcher's 410) also observes the count.
         self.shared.metrics.cache_resets.inc();
+        let weight = crate::cache::state_weight(&state);
         {
             let mut data = self.shared.write();
+            self.shared
+                .count_object_bytes(weight - self.shared.metrics.object_bytes.get());
             data.history.reset(revision);
             data.snapshots.clear();
             data.snapshots.push(Snapshot::new(revision, state.clone()));
@@ -669,11 +677,13 @@ impl Dispatcher {
             data.revision
         );
         let mut events = Vec::with_capacity(changes.len());
+        let mut weight = 0i64;
         for change in changes {
             let prev = data.state.get(&change.key).cloned();
             match &change.object {
                 Some(object) => {
                     data.state.insert_mut(change.key.clone(), object.clone());
+                    weight += weight_of(object);
                 }
                 None => {
                     if prev.is_none() {
@@ -683,8 +693,12 @@ impl Dispatcher {
                     data.state.remove_mut(&change.key);
                 }
             }
+            if let Some(prev) = &prev {
+                weight -= weight_of(prev);
+            }
             events.push(Arc::new(Event::new(revision, change.object, prev)));
         }
+        self.shared.count_object_bytes(weight);
         data.revision = revision;
         if events.is_empty() {
             return events;

@@ -7,14 +7,16 @@
 //! newest is already stale; otherwise it evicts. This is Kubernetes' `watchCacheHistory` rule.
 //!
 //! ## Size
-//! The history also holds at most `history_bytes_max` bytes, counted as the JSON size of the
-//! object each event carries (the deleted object for a deletion; [`crate::Object::json_size`]):
-//! an append that would pass it evicts the oldest revisions first, below
-//! `history_capacity_min` events if need be, but never the revision being appended. So large
-//! objects written fast cost a bounded amount of memory (about a small multiple of the bound:
-//! an object's decoded body and its cached encodings are larger than its JSON), and watchers
-//! left behind by those evictions get the honest 410 as for any eviction. The count rule
-//! above decides first; the byte bound only ever evicts more.
+//! The history also holds at most `history_bytes_max` bytes, counted as the memory of the
+//! object each event carries (the deleted object for a deletion; [`crate::Object::weight`]:
+//! its decoded body, which may be 100 times its JSON, and its encoding): an append that would
+//! pass it evicts the oldest revisions first, below `history_capacity_min` events if need be,
+//! but never the revision being appended. So large objects written fast cost a bounded amount
+//! of memory, and watchers left behind by those evictions get the honest 410 as for any
+//! eviction. The count rule above decides first; the byte bound only ever evicts more. What
+//! is not counted: the version an update's event replaced (alive while its event is), which is
+//! the object of the key's previous event when that one is still here; at most one version
+//! per key is left out, and the cache's live state bounds those.
 //!
 //! ## Atomic revisions
 //! Events are appended a whole revision at a time and evicted a whole revision at a time, so the
@@ -42,13 +44,13 @@ struct Entry {
     bytes: usize,
 }
 
-/// The bytes an event counts against the byte bound: the JSON size of the object it carries,
-/// or of the deleted object for a deletion.
+/// The bytes an event counts against the byte bound: the weight of the object it carries, or
+/// of the deleted object for a deletion.
 fn event_bytes(event: &SharedEvent) -> usize {
     event
         .object()
         .or(event.prev())
-        .map_or(0, |object| object.json_size())
+        .map_or(0, |object| object.weight())
 }
 
 /// A capacity change, reported so the caller can count it.
@@ -420,9 +422,11 @@ mod tests {
     /// count is exact after evictions and resets.
     #[test]
     fn the_byte_bound_evicts_the_oldest_whole_revisions() {
+        // What each test object weighs beside its JSON size (the size hint).
+        let c = sized(1, "a", 1).object().expect("an object").weight() - 1;
         let mut history = History::new(
             &CacheConfig {
-                history_bytes_max: 10_000,
+                history_bytes_max: 10_000 + 3 * c,
                 ..config(100, 1_000)
             },
             0,
@@ -430,28 +434,67 @@ mod tests {
         let t = Instant::ZERO;
         history.append_revision(&[sized(1, "a", 3_000), sized(1, "b", 3_000)], t);
         history.append_revision(&[sized(2, "c", 3_000)], t);
-        assert_eq!((history.len(), history.bytes()), (3, 9_000));
+        assert_eq!((history.len(), history.bytes()), (3, 9_000 + 3 * c));
         assert_eq!(history.oldest(), 1, "nothing evicted yet");
-        // 9,000 + 2,000 > 10,000: revision 1 goes whole (both events), below the minimum
-        // capacity of 100 events.
+        // One more event passes the bound: revision 1 goes whole (both events), below the
+        // minimum capacity of 100 events.
         let (_, evicted) = history.append_revision(&[sized(3, "d", 2_000)], t);
         assert_eq!(evicted, 2);
-        assert_eq!((history.len(), history.bytes()), (2, 5_000));
+        assert_eq!((history.len(), history.bytes()), (2, 5_000 + 2 * c));
         assert_eq!(history.oldest(), 2);
         // A deletion counts the object it deletes.
-        let c = sized(2, "c", 3_000);
-        history.append_revision(&[deletion(4, &c)], t);
-        assert_eq!((history.len(), history.bytes()), (3, 8_000));
+        let deleted = sized(2, "c", 3_000);
+        history.append_revision(&[deletion(4, &deleted)], t);
+        assert_eq!((history.len(), history.bytes()), (3, 8_000 + 3 * c));
         // A revision larger than the bound alone still goes in; everything older goes out.
         let (_, evicted) = history.append_revision(&[sized(5, "e", 50_000)], t);
         assert_eq!(evicted, 3);
-        assert_eq!((history.len(), history.bytes()), (1, 50_000));
+        assert_eq!((history.len(), history.bytes()), (1, 50_000 + c));
         assert_eq!(history.oldest(), 5);
         assert_eq!(history.servable_floor(), 4);
         history.reset(7);
         assert_eq!((history.len(), history.bytes()), (0, 0));
         history.append_revision(&[sized(8, "f", 1_000)], t);
-        assert_eq!(history.bytes(), 1_000);
+        assert_eq!(history.bytes(), 1_000 + c);
+    }
+
+    /// Goal: the byte bound counts an object's decoded weight, not its JSON: a body of many
+    /// one-entry maps (90 times its text once parsed) fills the bound 90 times sooner.
+    #[test]
+    fn the_byte_bound_counts_what_a_body_weighs_decoded() {
+        let items: Vec<serde_json::Value> =
+            (0..1_000).map(|_| serde_json::json!({"a": 1})).collect();
+        let body = serde_json::json!({"metadata": {}, "spec": items});
+        let json = serde_json::to_vec(&body).expect("encodes").len();
+        let at = |revision: Revision| {
+            Object::new(
+                "ns",
+                "m",
+                BTreeMap::new(),
+                BTreeMap::new(),
+                revision,
+                body.clone(),
+            )
+            .with_size_hint(json)
+        };
+        let weight = at(1).weight();
+        assert!(
+            weight > 60 * json,
+            "{weight} bytes for {json} bytes of JSON"
+        );
+        let mut history = History::new(
+            &CacheConfig {
+                history_bytes_max: 3 * weight,
+                ..config(100, 1_000)
+            },
+            0,
+        );
+        for revision in 1..=5 {
+            let event = Arc::new(Event::new(revision, Some(Arc::new(at(revision))), None));
+            history.append_revision(&[event], Instant::ZERO);
+        }
+        assert_eq!(history.len(), 3, "three of them fit the bound");
+        assert_eq!(history.bytes(), 3 * weight);
     }
 
     /// Goal: an object without a size hint counts its JSON size, estimated from the body

@@ -85,6 +85,7 @@ pub mod snapshot;
 mod sync;
 pub mod time;
 pub mod watcher;
+pub mod weight;
 
 #[cfg(all(test, watchkeeper_loom))]
 mod loom_models;

@@ -169,6 +169,9 @@ pub struct Metrics {
     pub history_capacity: Gauge,
     /// Bytes the history's events count against `history_bytes_max` (see [`crate::history`]).
     pub history_bytes: Gauge,
+    /// Bytes the live objects weigh ([`crate::Object::weight`]): the state at the cache's
+    /// revision; the history's older versions are in `history_bytes`.
+    pub object_bytes: Gauge,
     /// Times the history doubled.
     pub history_capacity_increases: Counter,
     /// Times the history halved.

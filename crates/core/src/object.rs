@@ -131,6 +131,8 @@ pub struct Object {
     body: Value,
     /// About how long the JSON encoding is, bytes (0: not known); see [`Object::with_size_hint`].
     size_hint: usize,
+    /// The heap bytes the body holds ([`crate::weight::heap_bytes`]), for [`Object::weight`].
+    body_heap: usize,
     encoded: [OnceLock<Bytes>; ENCODINGS],
     /// Where the `metadata` map is in the JSON encoding (set with it, when `metadata` is a map).
     metadata_span: OnceLock<Range<usize>>,
@@ -195,6 +197,7 @@ impl Object {
         }
         fields.insert("metadata.name".to_owned(), name.to_owned());
         fields.insert("metadata.namespace".to_owned(), namespace.to_owned());
+        let body_heap = crate::weight::heap_bytes(&body);
         Object {
             key: Arc::from(object_key(namespace, name)),
             namespace: Arc::from(namespace),
@@ -204,6 +207,7 @@ impl Object {
             resource_version,
             body,
             size_hint: 0,
+            body_heap,
             encoded: Default::default(),
             metadata_span: OnceLock::new(),
             external: OnceLock::new(),
@@ -268,6 +272,32 @@ impl Object {
             return json.len();
         }
         estimate_json_size(&self.body)
+    }
+
+    /// About how many bytes of memory the object holds: its own allocation, its key and
+    /// attributes, its decoded body ([`crate::weight`]) and its JSON encoding (counted whether
+    /// or not it is made yet: nearly every cached object is sent once). What the history's
+    /// byte bound and the server's bound on cached objects count. The partial-metadata and
+    /// external encodings, made only when asked for, are not counted.
+    #[must_use]
+    pub fn weight(&self) -> usize {
+        use crate::weight::allocation;
+        let arc_str = |text: &str| allocation(2 * 8 + text.len());
+        let attributes = |set: &Attributes| {
+            allocation(set.len() * 2 * std::mem::size_of::<String>())
+                + set
+                    .iter()
+                    .map(|(k, v)| allocation(k.len()) + allocation(v.len()))
+                    .sum::<usize>()
+        };
+        allocation(2 * 8 + std::mem::size_of::<Object>())
+            + arc_str(&self.key)
+            + arc_str(&self.namespace)
+            + arc_str(&self.name)
+            + attributes(&self.labels)
+            + attributes(&self.fields)
+            + self.body_heap
+            + self.json_size()
     }
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.

@@ -339,6 +339,14 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     }
     // The source decides the resources: the upstream's discovery, or the built-ins and
     // `--resources` over a store.
+    // The caches' live objects' weight, bounded over a store (`--cache-memory-bytes`).
+    let cache_memory = Arc::new(crate::source::cache_memory::CacheMemory::new(
+        if config.upstream.is_some() {
+            0
+        } else {
+            config.cache_memory_bytes
+        },
+    ));
     let (source, defs, store_mode) = match &config.upstream {
         Some(upstream) => {
             let upstream = UpstreamSource::connect(upstream, config.fresh_wait).await?;
@@ -378,6 +386,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                     .then_some(config.cache.history_capacity_max as u64),
             )
             .with_nudge(fresh.nudge.clone())
+            .with_cache_memory(cache_memory.clone())
             .with_custom_resource_versions(Arc::new(crate::source::catalog::VersionsBound::new(
                 config.custom_resource_versions_max,
             )))
@@ -414,6 +423,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             clock,
             config.driver,
         )?;
+        driver.cache.count_objects_in(cache_memory.total().clone());
         let key_prefix = format!("{}/{}/", config.prefix, def.storage_prefix());
         let mut input = driver.sender();
         resources.push(Arc::new(Resource::new(
@@ -439,6 +449,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 clock,
                 config.driver,
             )?;
+            view_driver
+                .cache
+                .count_objects_in(cache_memory.total().clone());
             input = input.with_view(
                 view_driver.sender(),
                 crate::source::decode::view_convert(&view, &conversion),
@@ -489,6 +502,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             store.custom_resource_versions().clone(),
         )
         .with_conversion_webhooks(store.webhooks().cloned())
+        .with_cache_memory(store.cache_memory().clone())
     });
     // Over a store, the controllers learn of every object from the reflector.
     let garbage_collector = (store_mode && config.enable_garbage_collector)

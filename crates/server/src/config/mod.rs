@@ -123,9 +123,10 @@ pub struct ServeArgs {
     /// Largest history capacity in events [default: 102400].
     #[arg(long)]
     pub history_capacity_max: Option<usize>,
-    /// Largest size of each resource's history in bytes, counted as the JSON size of the
-    /// objects its events carry; past it the oldest revisions are evicted (watchers behind them
-    /// get 410) [default: 268435456, 256 MiB; at least 1024]
+    /// Largest size of each resource's history in bytes, counted as the memory the objects its
+    /// events carry take decoded (an estimate of their parsed bodies plus their JSON); past it
+    /// the oldest revisions are evicted (watchers behind them get 410) [default: 1073741824,
+    /// 1 GiB; at least 1024]
     #[arg(long)]
     pub history_bytes_max: Option<usize>,
     /// Largest per-watcher queue in events, also the bound of a queue that grows because its
@@ -171,6 +172,15 @@ pub struct ServeArgs {
     /// [default: 2147483648].
     #[arg(long)]
     pub store_quota_bytes: Option<u64>,
+    /// The most memory, in bytes, the caches' live objects may take decoded (an estimate of
+    /// each parsed body, which takes 10 to 130 times its JSON, plus its encoding; the gauge
+    /// `watchkeeper_cache_object_bytes`). A create or update that would take them above it is
+    /// refused with 500 (kube-apiserver's shape for a full etcd, `database space exceeded`);
+    /// deletes, and updates that do not grow their object, still work. 0 = no bound, else at
+    /// least 67108864 (64 MiB); store modes only [default: half the memory the process may use:
+    /// its cgroup's `memory.max`, else the machine's `MemTotal`].
+    #[arg(long)]
+    pub cache_memory_bytes: Option<u64>,
     /// The most custom resource versions the server serves for CustomResourceDefinitions
     /// (each served version of each established CRD counts one: a cache with its own
     /// dispatcher thread). A CRD create or update that would pass it is refused with 403
@@ -581,6 +591,7 @@ impl ServeArgs {
             fresh_nudge_ms,
             durable_commits,
             store_quota_bytes,
+            cache_memory_bytes,
             max_custom_resource_versions,
             token_auth_file,
             authorization_policy_file,
@@ -740,6 +751,9 @@ pub struct ServeConfig {
     /// `--store-quota-bytes`: the memory and embedded stores' quota (see
     /// `watchkeeper_store::quota`); 0 = none.
     pub store_quota_bytes: u64,
+    /// `--cache-memory-bytes`: the bound on the caches' live objects' weight (see
+    /// `crate::source::store`'s cache memory); 0 = none.
+    pub cache_memory_bytes: u64,
     /// `--max-custom-resource-versions`: the most custom resource versions served for
     /// CustomResourceDefinitions (see [`crate::source::catalog`]).
     pub custom_resource_versions_max: usize,
@@ -861,6 +875,35 @@ impl ServiceAccountConfig {
     }
 }
 
+/// The memory this process may use, in bytes: its cgroup's (v2) `memory.max` when it sets
+/// one, else the machine's `MemTotal`; `None` when neither can be read.
+#[must_use]
+pub fn usable_memory() -> Option<u64> {
+    let machine = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| parse_mem_total(&text));
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    match (cgroup, machine) {
+        (Some(limit), Some(total)) => Some(limit.min(total)),
+        (limit, total) => limit.or(total),
+    }
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kib = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Defaults written once: the flags' `[default: ...]` texts and the README's tables say the same
 /// (checked by the config tests).
 pub mod defaults {
@@ -890,6 +933,16 @@ pub mod defaults {
     pub const STORE_QUOTA_BYTES: u64 = watchkeeper_store::DEFAULT_QUOTA_BYTES;
     /// The smallest `--store-quota-bytes` other than 0 (1 MiB).
     pub const STORE_QUOTA_BYTES_MIN: u64 = 1 << 20;
+    /// The smallest `--cache-memory-bytes` other than 0 (64 MiB: the server's own objects and
+    /// a few thousand small ones).
+    pub const CACHE_MEMORY_BYTES_MIN: u64 = 64 << 20;
+
+    /// `--cache-memory-bytes`: half the memory the process may use, `memory` (see
+    /// [`super::usable_memory`]); 0 (no bound) when it is not known.
+    #[must_use]
+    pub fn cache_memory_bytes(memory: Option<u64>) -> u64 {
+        memory.map_or(0, |bytes| (bytes / 2).max(CACHE_MEMORY_BYTES_MIN))
+    }
     /// `--max-custom-resource-versions` (see docs/ARCHITECTURE.md, "CustomResourceDefinitions
     /// at run time", for the cost it bounds).
     pub const MAX_CUSTOM_RESOURCE_VERSIONS: usize = 5000;
@@ -1132,6 +1185,7 @@ impl UpstreamConfig {
             (args.resources.is_some(), "--resources"),
             (args.durable_commits.is_some(), "--durable-commits"),
             (args.store_quota_bytes.is_some(), "--store-quota-bytes"),
+            (args.cache_memory_bytes.is_some(), "--cache-memory-bytes"),
             (
                 args.max_custom_resource_versions.is_some(),
                 "--max-custom-resource-versions",
@@ -1482,6 +1536,18 @@ impl ServeConfig {
                 ),
             ));
         }
+        let cache_memory_bytes = match args.cache_memory_bytes {
+            Some(bytes) if bytes != 0 && bytes < defaults::CACHE_MEMORY_BYTES_MIN => {
+                return Err(ConfigError::flag(
+                    "--cache-memory-bytes",
+                    format!(
+                        "--cache-memory-bytes {bytes}: must be 0 (no bound) or at least 67108864 bytes (64 MiB)"
+                    ),
+                ));
+            }
+            Some(bytes) => bytes,
+            None => defaults::cache_memory_bytes(usable_memory()),
+        };
         let custom_resource_versions_max = args
             .max_custom_resource_versions
             .unwrap_or(defaults::MAX_CUSTOM_RESOURCE_VERSIONS);
@@ -1594,6 +1660,7 @@ impl ServeConfig {
             driver,
             durable_commits: args.durable_commits.unwrap_or(true),
             store_quota_bytes,
+            cache_memory_bytes,
             custom_resource_versions_max,
             token_auth_file: args.token_auth_file,
             authorization_modes,
@@ -2261,6 +2328,52 @@ mod tests {
         assert!(
             matches!(&error, ConfigError::Combination { flags, .. } if flags[0] == "--store-quota-bytes"),
             "{error:?}"
+        );
+    }
+
+    /// Goal: `--cache-memory-bytes` is 0 (none) or at least 64 MiB, with the same key in the
+    /// config file; its default is half the usable memory, read from cgroup v2 or
+    /// `/proc/meminfo`.
+    #[test]
+    fn the_cache_memory_bound_is_validated_and_defaults_to_half_the_memory() {
+        let bound = |args: ServeArgs| ServeConfig::from_args(args).map(|c| c.cache_memory_bytes);
+        assert_eq!(
+            bound(ServeArgs::default()).unwrap(),
+            defaults::cache_memory_bytes(usable_memory())
+        );
+        for ok in [0, 64 << 20, u64::MAX] {
+            let args = ServeArgs {
+                cache_memory_bytes: Some(ok),
+                ..ServeArgs::default()
+            };
+            assert_eq!(bound(args).unwrap(), ok);
+        }
+        for bad in [1, (64 << 20) - 1] {
+            let error = bound(ServeArgs {
+                cache_memory_bytes: Some(bad),
+                ..ServeArgs::default()
+            })
+            .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "--cache-memory-bytes {bad}: must be 0 (no bound) or at least 67108864 bytes (64 MiB)"
+                )
+            );
+        }
+        let file: ServeArgs = toml::from_str("cache-memory-bytes = 134217728").unwrap();
+        assert_eq!(bound(ServeArgs::default().or(file)).unwrap(), 128 << 20);
+        assert_eq!(defaults::cache_memory_bytes(Some(8 << 30)), 4 << 30);
+        assert_eq!(defaults::cache_memory_bytes(Some(1 << 20)), 64 << 20);
+        assert_eq!(defaults::cache_memory_bytes(None), 0);
+        assert_eq!(
+            parse_mem_total("MemTotal:       24582420 kB\nMemFree: 1 kB\n"),
+            Some(24_582_420 * 1024)
+        );
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert!(
+            usable_memory().is_some_and(|bytes| bytes > 0),
+            "Linux has /proc/meminfo"
         );
     }
 

@@ -313,6 +313,7 @@ pub fn collect(app: &Observed<'_>) -> Scrape {
     collect_consistency(app, &mut scrape);
     if let Some(store) = app.source.as_store_source() {
         collect_custom_resources(app, store.custom_resource_versions(), &mut scrape);
+        collect_cache_memory(store.cache_memory(), &mut scrape);
         if let Some(webhooks) = store.webhooks() {
             collect_webhooks(webhooks, &mut scrape);
         }
@@ -423,6 +424,28 @@ fn collect_custom_resources(
             "Established CustomResourceDefinitions in the store not served because they would exceed --max-custom-resource-versions.",
         )
         .sample(&[], bound.unserved());
+}
+
+/// The caches' live objects against `--cache-memory-bytes`.
+fn collect_cache_memory(memory: &crate::source::cache_memory::CacheMemory, scrape: &mut Scrape) {
+    scrape
+        .gauge(
+            "watchkeeper_cache_memory_bytes",
+            "Bytes the caches' live objects take decoded (estimated), bounded by --cache-memory-bytes.",
+        )
+        .sample(&[], memory.used());
+    scrape
+        .gauge(
+            "watchkeeper_cache_memory_limit_bytes",
+            "The bound on the caches' live objects, --cache-memory-bytes (0: none).",
+        )
+        .sample(&[], memory.limit());
+    scrape
+        .counter(
+            "watchkeeper_cache_memory_refusals_total",
+            "Creates and updates refused because their object would take the caches' live objects past --cache-memory-bytes (answered 500).",
+        )
+        .sample(&[], memory.refusals());
 }
 
 /// The memory and embedded stores' quota (`--store-quota-bytes`; etcd keeps its own,
@@ -615,7 +638,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
             |m| m.cache_resets.get() as i64,
         ),
     ];
-    let gauges: [(&'static str, &'static str, Get); 5] = [
+    let gauges: [(&'static str, &'static str, Get); 6] = [
         (
             "apiserver_watch_cache_stalled_watchers",
             "Unsynced watchers.",
@@ -636,8 +659,13 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
         ),
         (
             "watchkeeper_watch_cache_history_bytes",
-            "JSON bytes of the objects the history's events carry (bounded by --history-bytes-max).",
+            "Bytes the objects the history's events carry take decoded (estimated; bounded by --history-bytes-max).",
             |m| m.history_bytes.get(),
+        ),
+        (
+            "watchkeeper_cache_object_bytes",
+            "Bytes the cache's live objects take decoded (estimated; all caches' together bounded by --cache-memory-bytes).",
+            |m| m.object_bytes.get(),
         ),
     ];
     for (name, help, get) in counters {

@@ -184,6 +184,8 @@ pub struct Catalog {
     installed: BTreeMap<String, CustomResource>,
     /// `--max-custom-resource-versions`.
     bound: Arc<VersionsBound>,
+    /// The caches' live objects' weight, which each cache started here counts in.
+    cache_memory: Arc<crate::source::cache_memory::CacheMemory>,
     /// The conversion webhooks' caller (a `Webhook` CRD's other versions are served only
     /// with it).
     conversion: Option<crate::source::webhook::conversion::Caller>,
@@ -219,6 +221,7 @@ impl Catalog {
             waits,
             installed: BTreeMap::new(),
             bound,
+            cache_memory: Arc::default(),
             conversion: None,
         }
     }
@@ -233,6 +236,16 @@ impl Catalog {
         self.conversion = webhooks.map(|webhooks| {
             crate::source::webhook::conversion::Caller::new(webhooks, self.registry.clone())
         });
+        self
+    }
+
+    /// This catalog, counting its caches' live objects in `memory` (`--cache-memory-bytes`).
+    #[must_use]
+    pub fn with_cache_memory(
+        mut self,
+        memory: Arc<crate::source::cache_memory::CacheMemory>,
+    ) -> Catalog {
+        self.cache_memory = memory;
         self
     }
 
@@ -355,7 +368,7 @@ impl Catalog {
     pub fn start(&self, resource: &CustomResource) -> Result<Started, crate::cache::DriverError> {
         let def = resource.def.clone();
         let start = |def: &watchkeeper_api::ResourceDef| {
-            CacheDriver::start_with(
+            let driver = CacheDriver::start_with(
                 &name_of(def),
                 CacheConfig {
                     trigger_field: None,
@@ -363,7 +376,11 @@ impl Catalog {
                 },
                 self.clock,
                 self.waits,
-            )
+            )?;
+            driver
+                .cache
+                .count_objects_in(self.cache_memory.total().clone());
+            Ok::<_, crate::cache::DriverError>(driver)
         };
         let driver = start(&def)?;
         let key_prefix = format!("{}/{}/", self.prefix, def.storage_prefix());

@@ -14,6 +14,7 @@
 //!
 //! Objects from either kind are decoded by the one decoder in [`decode`].
 
+pub mod cache_memory;
 pub mod catalog;
 pub mod compaction;
 pub mod consistency;

@@ -123,6 +123,8 @@ pub struct StoreSource {
     service_ips: Option<Arc<Allocators>>,
     /// `--max-custom-resource-versions`: CRD writes that would pass it are refused.
     custom_versions: Arc<VersionsBound>,
+    /// `--cache-memory-bytes`: creates and growing updates that would pass it are refused.
+    cache_memory: Arc<crate::source::cache_memory::CacheMemory>,
     /// `--enable-garbage-collector`: DELETEs give objects the `orphan` and
     /// `foregroundDeletion` finalizers (see [`watchkeeper_api::gc`]); off, they never do.
     garbage_collection: bool,
@@ -404,6 +406,7 @@ impl StoreSource {
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
+            cache_memory: Arc::default(),
         }
     }
 
@@ -419,6 +422,22 @@ impl StoreSource {
     #[must_use]
     pub fn custom_resource_versions(&self) -> &Arc<VersionsBound> {
         &self.custom_versions
+    }
+
+    /// With `memory` bounding the caches' live objects (`--cache-memory-bytes`).
+    #[must_use]
+    pub fn with_cache_memory(
+        mut self,
+        memory: Arc<crate::source::cache_memory::CacheMemory>,
+    ) -> StoreSource {
+        self.cache_memory = memory;
+        self
+    }
+
+    /// The bound on the caches' live objects.
+    #[must_use]
+    pub fn cache_memory(&self) -> &Arc<crate::source::cache_memory::CacheMemory> {
+        &self.cache_memory
     }
 
     /// With or without kube-apiserver's side of garbage collection (`--enable-garbage-collector`,
@@ -2471,6 +2490,10 @@ impl Writer<'_> {
         }
         let key = Bytes::from(resource.store_key(namespace, &name));
         let value = stored_value(&resource.stored_form(&object));
+        self.source
+            .cache_memory
+            .admit(&object, value.len(), None)
+            .map_err(NotCreated::Refused)?;
         for _ in 0..QUOTA_ATTEMPTS {
             let quotas = self
                 .quota_claims(resource, namespace, &name, None, Some(&object))
@@ -3122,6 +3145,9 @@ impl Writer<'_> {
                         stored_value_sized(&resource.stored_form(&new), capacity)
                     })
                     .await;
+                self.source
+                    .cache_memory
+                    .admit(&new, value.len(), Some(current.as_ref()))?;
                 let written = if answers_from_cache(resource, namespace, name, &new) {
                     Pending::Offered(self.source.handover.offer(
                         store_key.clone(),

@@ -1,0 +1,229 @@
+//! The bound on the memory the caches' live objects take (`--cache-memory-bytes`).
+//!
+//! Every cached object is a decoded `serde_json::Value`, which takes 10 to 130 times its JSON
+//! (a Pod about 12 times, a list of one-entry maps 90 times; `watchkeeper_core::weight`). The
+//! store quota (`--store-quota-bytes`, or etcd's) bounds stored bytes, so alone it bounds the
+//! caches' memory only at about a hundred times its value: eight custom resources of 1.4 MiB
+//! of `{"a":1}` items took a server from 44 MB to 1.4 GB. This bound counts what the caches
+//! hold instead.
+//!
+//! ## Guarantees
+//! - **Counted where it is held.** Each cache adds its live objects' weight
+//!   ([`watchkeeper_core::Object::weight`]: the decoded body, estimated within 10 % of what
+//!   the parse allocates, and the JSON encoding) to one shared total as its state changes, and
+//!   takes it out when it stops (`WatchCache::count_objects_in`). Every cache counts: each
+//!   served version of a resource is its own cache. The gauge is
+//!   `watchkeeper_cache_memory_bytes`, per resource `watchkeeper_cache_object_bytes`.
+//! - **Refused before it is written.** A create or update through this server whose object
+//!   would take the total above the bound is refused before its transaction, with 500 and no
+//!   reason: kube-apiserver's answer when etcd's quota refuses a write (kubectl prints `Error
+//!   from server: ...`), with a message that names this bound. Nothing is stored.
+//! - **Room can always be made.** Deletes are never refused, nor is an update whose object
+//!   weighs no more than the one it replaces (removing a finalizer, marking a deletion,
+//!   shrinking a spec); the server's own bookkeeping writes (status of quotas, leases it
+//!   renews) are small updates of that kind.
+//! - **Cheap when far from the bound.** The object's weight is at most
+//!   [`WEIGHT_PER_JSON_BYTE_MAX`] times its JSON; while the total plus that much is under the
+//!   bound, nothing is walked. Only near the bound is the object's weight estimated.
+//!
+//! ## What it does not bound
+//! - Objects written around this server (another instance, or a client of etcd directly) are
+//!   cached whatever their weight: the cache must hold what the store holds. They count in the
+//!   total, so the writes through this server are refused once it is full.
+//! - Caching-proxy mode has no writes of its own: the total is reported, never enforced.
+//! - Besides the live objects, the caches hold older versions in their histories, each history
+//!   bounded by `--history-bytes-max` in the same units, and at most one replaced version per
+//!   live object that the history no longer counts (an update's previous version stays alive
+//!   while its event does). So the caches hold at most about twice this bound plus the
+//!   histories'.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use watchkeeper_core::Object;
+use watchkeeper_core::metrics::Gauge;
+
+use watchkeeper_api::ApiError;
+
+/// The most bytes an object's decoded weight takes per byte of its JSON: 5 bytes of
+/// `{"":{...}}` nesting hold a 648-byte map node, about 130 per byte; an array of one-entry
+/// maps holds about 102 per byte (`weight_stays_within_its_bound_per_json_byte`).
+pub const WEIGHT_PER_JSON_BYTE_MAX: u64 = 160;
+
+/// What an object weighs beside its body and encoding (its allocation, key, attributes):
+/// counted so that the check errs high.
+const OBJECT_OVERHEAD: u64 = 1 << 10;
+
+/// The shared total of the caches' live objects' weight and its bound.
+#[derive(Debug, Default)]
+pub struct CacheMemory {
+    total: Arc<Gauge>,
+    /// `--cache-memory-bytes`, 0 = none.
+    limit: u64,
+    refusals: AtomicU64,
+}
+
+impl CacheMemory {
+    /// A total bounded by `limit` bytes (0: not bounded).
+    #[must_use]
+    pub fn new(limit: u64) -> CacheMemory {
+        CacheMemory {
+            total: Arc::default(),
+            limit,
+            refusals: AtomicU64::new(0),
+        }
+    }
+
+    /// The gauge each cache adds its live objects' weight to.
+    #[must_use]
+    pub fn total(&self) -> &Arc<Gauge> {
+        &self.total
+    }
+
+    /// The bytes the caches' live objects weigh now.
+    #[must_use]
+    pub fn used(&self) -> u64 {
+        u64::try_from(self.total.get()).unwrap_or(0)
+    }
+
+    /// `--cache-memory-bytes` (0: none).
+    #[must_use]
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Writes refused so far.
+    #[must_use]
+    pub fn refusals(&self) -> u64 {
+        self.refusals.load(Ordering::Relaxed)
+    }
+
+    /// Admits a write of `object`, whose stored JSON is `json_len` bytes, replacing `replaced`
+    /// (an update's current object; `None` for a create).
+    ///
+    /// # Errors
+    /// 500 when the caches' objects would weigh more than the bound (see the module docs).
+    pub fn admit(
+        &self,
+        object: &Value,
+        json_len: usize,
+        replaced: Option<&Object>,
+    ) -> Result<(), ApiError> {
+        if self.limit == 0 {
+            return Ok(());
+        }
+        let used = self.used();
+        let json = json_len as u64;
+        let most = json
+            .saturating_mul(WEIGHT_PER_JSON_BYTE_MAX + 1)
+            .saturating_add(OBJECT_OVERHEAD);
+        if used.saturating_add(most) <= self.limit {
+            return Ok(());
+        }
+        let weight = (watchkeeper_core::weight::heap_bytes(object) as u64)
+            .saturating_add(json)
+            .saturating_add(OBJECT_OVERHEAD);
+        let replaced = replaced.map_or(0, |object| object.weight() as u64);
+        if weight <= replaced || used.saturating_add(weight - replaced) <= self.limit {
+            return Ok(());
+        }
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        Err(ApiError::new(
+            500,
+            "",
+            format!(
+                "the server's object cache is full: this object would take the memory its cached objects use past --cache-memory-bytes ({} bytes); delete objects to make room",
+                self.limit
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn weight_per_byte(value: &Value) -> f64 {
+        let json = serde_json::to_vec(value).unwrap().len();
+        watchkeeper_core::weight::heap_bytes(value) as f64 / json as f64
+    }
+
+    /// Goal: the bound the cheap check relies on holds for the worst shapes: nested one-key
+    /// maps, lists of one-entry maps, nested lists, short strings.
+    #[test]
+    fn weight_stays_within_its_bound_per_json_byte() {
+        let mut nested = json!(0);
+        for _ in 0..1_000 {
+            nested = json!({"": nested});
+        }
+        let mut lists = json!(0);
+        for _ in 0..1_000 {
+            lists = json!([lists]);
+        }
+        let shapes = [
+            nested,
+            lists,
+            json!((0..10_000).map(|_| json!({"": 0})).collect::<Vec<_>>()),
+            json!((0..10_000).map(|_| json!([0])).collect::<Vec<_>>()),
+            json!((0..10_000).map(|_| json!("")).collect::<Vec<_>>()),
+            json!((0..10_000).map(|_| json!({"": {}})).collect::<Vec<_>>()),
+            json!({"a": 1}),
+        ];
+        let mut worst = 0.0f64;
+        for shape in &shapes {
+            let ratio = weight_per_byte(shape);
+            assert!(
+                ratio < WEIGHT_PER_JSON_BYTE_MAX as f64,
+                "{ratio} bytes per JSON byte"
+            );
+            worst = worst.max(ratio);
+        }
+        assert!(worst > 100.0, "the shapes include the worst ones: {worst}");
+    }
+
+    fn object(body: Value) -> Object {
+        Object::new("ns", "x", BTreeMap::new(), BTreeMap::new(), 1, body)
+    }
+
+    /// Goal: creates and growing updates are refused past the bound, with kube's quota
+    /// shape; shrinking updates are not; no bound refuses nothing.
+    #[test]
+    fn writes_past_the_bound_are_refused_unless_they_shrink() {
+        let memory = CacheMemory::new(64 << 20);
+        let maps: Vec<Value> = (0..10_000).map(|i| json!({"a": i})).collect();
+        let big = json!({"metadata": {"name": "x"}, "spec": maps});
+        let big_len = serde_json::to_vec(&big).unwrap().len();
+        let small = json!({"metadata": {"name": "x"}, "spec": []});
+        memory
+            .admit(&big, big_len, None)
+            .expect("an empty cache has room");
+        memory.total().add((64 << 20) - 100_000);
+        let refused = memory.admit(&big, big_len, None).unwrap_err();
+        assert_eq!(refused.code, 500);
+        assert!(
+            refused
+                .message
+                .contains("--cache-memory-bytes (67108864 bytes)"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(memory.refusals(), 1);
+        memory
+            .admit(&small, 40, None)
+            .expect("a small object still fits");
+        let current = object(big.clone());
+        memory
+            .admit(&big, big_len, Some(&current))
+            .expect("an update that does not grow its object is admitted");
+        memory
+            .admit(&small, 40, Some(&current))
+            .expect("a shrinking update is admitted");
+        assert_eq!(memory.refusals(), 1);
+        let unbounded = CacheMemory::new(0);
+        unbounded.total().add(i64::MAX / 2);
+        unbounded.admit(&big, big_len, None).expect("no bound");
+    }
+}

@@ -1,0 +1,156 @@
+//! `--cache-memory-bytes`: the caches' live objects, counted at what they take decoded, are
+//! bounded. Custom resources of one-entry maps (`{"a":1}`, 90 times their JSON once parsed)
+//! fill a 64 MiB bound with a few hundred KB sent; the write that would pass it is refused
+//! with a full store's 500 and stores nothing; deletes and shrinking updates still pass, and
+//! a delete makes room. What the bound saves in RSS is measured in docs/ARCHITECTURE.md, never
+//! asserted here.
+
+mod common;
+
+use serde_json::{Value, json};
+use watchkeeper::config::ServeArgs;
+
+use common::{get_json, metrics_text, request, sample, send_json, server_with};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+const BOUND: u64 = 64 << 20;
+
+/// A Widget named `name` whose spec is `items` one-entry maps (about 650 bytes each decoded).
+fn widget(name: &str, items: usize) -> Value {
+    let spec: Vec<Value> = (0..items).map(|i| json!({"a": i})).collect();
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": name}, "spec": spec})
+}
+
+/// The caches' live objects' bytes and the refusals counted, from `/metrics`.
+async fn memory(addr: std::net::SocketAddr) -> (u64, u64) {
+    let text = metrics_text(addr).await;
+    (
+        sample(&text, "watchkeeper_cache_memory_bytes"),
+        sample(&text, "watchkeeper_cache_memory_refusals_total"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_would_pass_the_cache_memory_bound_are_refused_and_deletes_make_room() {
+    let server = server_with(ServeArgs {
+        store: Some("memory".into()),
+        cache_memory_bytes: Some(BOUND),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let text = metrics_text(addr).await;
+    assert_eq!(sample(&text, "watchkeeper_cache_memory_limit_bytes"), BOUND);
+    let (status, crd) = send_json(addr, "POST", CRDS, &common::widgets_crd()).await;
+    assert_eq!(status, 201, "{crd}");
+    // 20,000 items: about 13 MB decoded for 180 KB of JSON. Created until one is refused.
+    let mut created = Vec::new();
+    let refused = loop {
+        assert!(created.len() < 10, "64 MiB holds fewer than ten of them");
+        let name = format!("w{}", created.len());
+        let (status, answer) = send_json(addr, "POST", WIDGETS, &widget(&name, 20_000)).await;
+        if status == 201 {
+            created.push(name);
+            continue;
+        }
+        break (status, answer, name);
+    };
+    let (status, answer, name) = refused;
+    assert!(created.len() >= 2, "{created:?}: the bound is 64 MiB");
+    assert_eq!(status, 500, "{answer}");
+    assert_eq!(answer["kind"], "Status");
+    assert!(
+        answer.get("reason").is_none(),
+        "kube's full-store shape has no reason: {answer}"
+    );
+    assert_eq!(
+        answer["message"],
+        "the server's object cache is full: this object would take the memory its cached objects use past --cache-memory-bytes (67108864 bytes); delete objects to make room"
+    );
+    let (status, _) = get_json(addr, &format!("{WIDGETS}/{name}")).await;
+    assert_eq!(status, 404, "nothing of the refused write is stored");
+    let (used, refusals) = memory(addr).await;
+    assert!(used <= BOUND, "{used}");
+    assert!(used > created.len() as u64 * 10_000_000, "{used}");
+    assert_eq!(refusals, 1);
+    // Small objects still fit; a growing update does not; a shrinking one does.
+    let (status, answer) = send_json(addr, "POST", WIDGETS, &widget("small", 1)).await;
+    assert_eq!(status, 201, "{answer}");
+    let first = format!("{WIDGETS}/{}", created[0]);
+    let (status, answer) = request(
+        addr,
+        "PATCH",
+        &first,
+        "application/merge-patch+json",
+        &json!({"spec": widget("", 40_000)["spec"]}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 500, "{answer}");
+    let (status, answer) = request(
+        addr,
+        "PATCH",
+        &first,
+        "application/merge-patch+json",
+        &json!({"spec": widget("", 10_000)["spec"]}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    // A delete makes room: the refused create goes in once the cache has seen the delete.
+    let (status, answer) =
+        request(addr, "DELETE", &format!("{WIDGETS}/{}", created[1]), "", "").await;
+    assert_eq!(status, 200, "{answer}");
+    tokio::time::timeout(common::HANG_GUARD, async {
+        loop {
+            let (status, answer) = send_json(addr, "POST", WIDGETS, &widget(&name, 20_000)).await;
+            match status {
+                201 => break,
+                500 => tokio::task::yield_now().await,
+                _ => panic!("{status} {answer}"),
+            }
+        }
+    })
+    .await
+    .expect("the delete made room");
+    let text = metrics_text(addr).await;
+    assert!(
+        sample(
+            &text,
+            "watchkeeper_cache_object_bytes{group=\"example.com\",resource=\"widgets\"}"
+        ) > 10_000_000,
+        "per resource"
+    );
+}
+
+/// Goal: without the flag the bound is half the machine's (or cgroup's) memory, and 0
+/// turns it off: nothing is refused, the total is still reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_bound_is_half_the_memory_and_zero_turns_it_off() {
+    let server = server_with(ServeArgs {
+        store: Some("memory".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let limit = sample(
+        &metrics_text(server.addr).await,
+        "watchkeeper_cache_memory_limit_bytes",
+    );
+    let expected =
+        watchkeeper::config::defaults::cache_memory_bytes(watchkeeper::config::usable_memory());
+    assert_eq!(limit, expected);
+    assert!(limit >= 64 << 20, "{limit}");
+    let off = server_with(ServeArgs {
+        store: Some("memory".into()),
+        cache_memory_bytes: Some(0),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (status, crd) = send_json(off.addr, "POST", CRDS, &common::widgets_crd()).await;
+    assert_eq!(status, 201, "{crd}");
+    let (status, answer) = send_json(off.addr, "POST", WIDGETS, &widget("w", 20_000)).await;
+    assert_eq!(status, 201, "{answer}");
+    let text = metrics_text(off.addr).await;
+    assert_eq!(sample(&text, "watchkeeper_cache_memory_limit_bytes"), 0);
+    assert!(sample(&text, "watchkeeper_cache_memory_bytes") > 10_000_000);
+}
