@@ -332,18 +332,21 @@ pub(crate) struct Shared {
     pub(crate) drain: Arc<DrainSignal>,
     pub(crate) progress: Arc<ProgressMark>,
     pub(crate) metrics: Metrics,
-    /// A total the live objects' weight is also added to, shared with other caches
-    /// ([`WatchCache::count_objects_in`]).
-    object_bytes_total: OnceLock<Arc<crate::metrics::Gauge>>,
+    /// The account this cache's memory is also counted in, with other caches'
+    /// ([`WatchCache::account_in`]).
+    account: OnceLock<Arc<crate::metrics::MemoryAccount>>,
     next_id: AtomicU64,
     fresh_waiters: Mutex<Vec<(Revision, Waker)>>,
 }
 
 impl Drop for Shared {
-    /// The cache's objects leave the shared total with it.
+    /// The cache's objects and history leave the shared account with it.
     fn drop(&mut self) {
-        if let Some(total) = self.object_bytes_total.get() {
-            total.add(-self.metrics.object_bytes.get());
+        if let Some(account) = self.account.get() {
+            account.leave(
+                self.metrics.object_bytes.get(),
+                self.metrics.history_bytes.get(),
+            );
         }
     }
 }
@@ -372,9 +375,25 @@ impl Shared {
             return;
         }
         self.metrics.object_bytes.add(delta);
-        if let Some(total) = self.object_bytes_total.get() {
-            total.add(delta);
+        if let Some(account) = self.account.get() {
+            account.objects.add(delta);
         }
+    }
+
+    /// Sets the history's byte count to `bytes` (and moves the shared account by the
+    /// difference). Called with the data's write lock held, where the history changes.
+    pub(crate) fn set_history_bytes(&self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let delta = bytes - self.metrics.history_bytes.get();
+        self.metrics.history_bytes.set(bytes);
+        if let Some(account) = self.account.get() {
+            account.histories.add(delta);
+        }
+    }
+
+    /// The shared account, if any.
+    pub(crate) fn account(&self) -> Option<&crate::metrics::MemoryAccount> {
+        self.account.get().map(Arc::as_ref)
     }
 
     /// The dispatcher's side of the progress demand: wanted while a reader waits for
@@ -530,7 +549,7 @@ impl WatchCache {
             drain: Arc::default(),
             progress: Arc::default(),
             metrics,
-            object_bytes_total: OnceLock::new(),
+            account: OnceLock::new(),
             next_id: AtomicU64::new(1),
             fresh_waiters: Mutex::new(Vec::new()),
         });
@@ -543,14 +562,18 @@ impl WatchCache {
         ))
     }
 
-    /// Also counts the live objects' weight (`Metrics::object_bytes`) in `total`, a gauge
-    /// several caches share: from now on every change of the state adds its difference, and
-    /// the cache's share leaves the total when the cache is dropped. A second call is ignored.
-    pub fn count_objects_in(&self, total: Arc<crate::metrics::Gauge>) {
+    /// Also counts the live objects' weight (`Metrics::object_bytes`) and the history's
+    /// (`Metrics::history_bytes`) in `account`, which several caches share: from now on every
+    /// change adds its difference, the history keeps to the account's budget (see
+    /// [`crate::metrics::MemoryAccount`]), and the cache's share leaves the account when the
+    /// cache is dropped. A second call is ignored.
+    pub fn account_in(&self, account: Arc<crate::metrics::MemoryAccount>) {
         let _data = self.shared.write();
-        let current = self.shared.metrics.object_bytes.get();
-        if self.shared.object_bytes_total.set(total.clone()).is_ok() {
-            total.add(current);
+        if self.shared.account.set(account.clone()).is_ok() {
+            account.join(
+                self.shared.metrics.object_bytes.get(),
+                self.shared.metrics.history_bytes.get(),
+            );
         }
     }
 

@@ -481,13 +481,13 @@ impl Dispatcher {
             self.shared
                 .count_object_bytes(weight - self.shared.metrics.object_bytes.get());
             data.history.reset(revision);
+            self.shared.set_history_bytes(0);
             data.snapshots.clear();
             data.snapshots.push(Snapshot::new(revision, state.clone()));
             data.state = state;
             data.revision = revision;
             data.epoch += 1;
         }
-        self.shared.metrics.history_bytes.set(0);
         self.blocked = None;
         let floor = revision;
         let ids: Vec<WatcherId> = self.by_id.keys().copied().collect();
@@ -704,6 +704,15 @@ impl Dispatcher {
             return events;
         }
         let (change, _evicted) = data.history.append_revision(&events, now);
+        self.shared.set_history_bytes(data.history.bytes());
+        if let Some(target) = self
+            .shared
+            .account()
+            .and_then(|account| account.history_target(data.history.bytes()))
+        {
+            data.history.evict_to(target);
+            self.shared.set_history_bytes(data.history.bytes());
+        }
         match change {
             Some(CapacityChange::Grew(capacity)) => {
                 metrics.history_capacity_increases.inc();
@@ -715,9 +724,6 @@ impl Dispatcher {
             }
             None => {}
         }
-        metrics
-            .history_bytes
-            .set(i64::try_from(data.history.bytes()).unwrap_or(i64::MAX));
         let snapshot = Snapshot::new(revision, data.state.clone());
         data.snapshots.push(snapshot);
         let floor = data.history.servable_floor();
@@ -1541,6 +1547,89 @@ mod tests {
         let _watch = cache.watch(WatchRequest::new(WatchStart::Now), now);
         dispatcher.handle_messages(now);
         dispatcher.handle_timeout(Instant::ZERO + Duration::from_secs(1));
+    }
+
+    /// Goal: caches that share a [`crate::metrics::MemoryAccount`] count their live objects
+    /// and histories in it exactly (puts, updates, deletes, resets, a cache dropped); past the
+    /// histories' budget a history above its fair share trims on its own next append, never
+    /// another's and never its newest revision, so the histories stay below twice the budget.
+    #[test]
+    fn caches_sharing_an_account_keep_their_histories_to_its_budget() {
+        use crate::metrics::MemoryAccount;
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let sized = |name: &str, revision: Revision, bytes: usize| {
+            Change::put(Arc::new(
+                crate::Object::new(
+                    "ns",
+                    name,
+                    std::collections::BTreeMap::new(),
+                    std::collections::BTreeMap::new(),
+                    revision,
+                    serde_json::json!({"kind": "ConfigMap", "data": {"x": "y".repeat(bytes)}}),
+                )
+                .with_size_hint(bytes),
+            ))
+        };
+        let weight = |change: &Change| change.object.as_ref().unwrap().weight() as i64;
+        let budget = 1 << 20;
+        let account = Arc::new(MemoryAccount::new(budget));
+        let (a, mut dispatch_a, _wa) =
+            WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        let (b, mut dispatch_b, _wb) =
+            WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        a.account_in(account.clone());
+        b.account_in(account.clone());
+        a.account_in(account.clone());
+        assert_eq!(account.caches(), 2, "a second call is ignored");
+        // A's history: ten updates of one 100 KB object, about 2 MB counted (each event holds
+        // the version it made and the one it replaced): past the budget of 1 MiB once...
+        let mut versions = Vec::new();
+        for revision in 2..12 {
+            let change = sized("big", revision, 100_000);
+            versions.push(weight(&change));
+            dispatch_a.handle_revision(now, revision, vec![change]);
+        }
+        let history = |cache: &WatchCache| cache.metrics().history_bytes.get();
+        assert_eq!(account.objects.get(), versions[9]);
+        assert_eq!(account.histories.get(), history(&a));
+        // ... where A, above its share (half the budget), trimmed to it on its appends.
+        let share = (budget / 2) as i64;
+        assert!(history(&a) <= share, "{} > {share}", history(&a));
+        assert!(history(&a) > share / 2, "{}", history(&a));
+        assert!(a.history_info().oldest > 2, "A evicted its oldest");
+        // B appends small objects: within its share, it keeps them all.
+        for revision in 2..6 {
+            dispatch_b.handle_revision(
+                now,
+                revision,
+                vec![sized(&format!("s{revision}"), revision, 10)],
+            );
+        }
+        assert_eq!(b.history_info().oldest, 2, "B evicted nothing");
+        assert_eq!(
+            account.histories.get(),
+            history(&a) + history(&b),
+            "the account is the sum"
+        );
+        // A delete and a reset move the account exactly; a dropped cache leaves it.
+        dispatch_b.handle_revision(now, 6, vec![Change::delete("ns/s2")]);
+        assert_eq!(
+            account.objects.get(),
+            versions[9] + b.metrics().object_bytes.get()
+        );
+        dispatch_a.handle_reset(now, 20, Vec::new());
+        assert_eq!(history(&a), 0);
+        assert_eq!(account.objects.get(), b.metrics().object_bytes.get());
+        assert_eq!(account.histories.get(), history(&b));
+        drop((b, dispatch_b, _wb));
+        assert_eq!(
+            (
+                account.caches(),
+                account.objects.get(),
+                account.histories.get()
+            ),
+            (1, 0, 0)
+        );
     }
 
     fn object(name: &str, revision: Revision) -> Change {

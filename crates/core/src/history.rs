@@ -8,15 +8,16 @@
 //!
 //! ## Size
 //! The history also holds at most `history_bytes_max` bytes, counted as the memory of the
-//! object each event carries (the deleted object for a deletion; [`crate::Object::weight`]:
-//! its decoded body, which may be 100 times its JSON, and its encoding): an append that would
-//! pass it evicts the oldest revisions first, below `history_capacity_min` events if need be,
-//! but never the revision being appended. So large objects written fast cost a bounded amount
-//! of memory, and watchers left behind by those evictions get the honest 410 as for any
-//! eviction. The count rule above decides first; the byte bound only ever evicts more. What
-//! is not counted: the version an update's event replaced (alive while its event is), which is
-//! the object of the key's previous event when that one is still here; at most one version
-//! per key is left out, and the cache's live state bounds those.
+//! objects each event keeps alive (the object it carries and the one it replaced or deleted;
+//! [`crate::Object::weight`]: a decoded body, which may take 100 times its JSON, and its
+//! encoding): an append that would pass it evicts the oldest revisions first, below
+//! `history_capacity_min` events if need be, but never the revision being appended. So large
+//! objects written fast cost a bounded amount of memory, and watchers left behind by those
+//! evictions get the honest 410 as for any eviction. The count rule above decides first; the
+//! byte bound only ever evicts more. A version is counted by each event that holds it (the one
+//! that made it and the one that replaced it), so the count errs high, never low: a version
+//! replaced by a small one still counts where it is held. Several caches may also share a
+//! budget for their histories ([`crate::metrics::MemoryAccount`]), which evicts more.
 //!
 //! ## Atomic revisions
 //! Events are appended a whole revision at a time and evicted a whole revision at a time, so the
@@ -44,13 +45,11 @@ struct Entry {
     bytes: usize,
 }
 
-/// The bytes an event counts against the byte bound: the weight of the object it carries, or
-/// of the deleted object for a deletion.
+/// The bytes an event counts against the byte bound: the weight of the object it carries and
+/// of the one it replaced or deleted (which it keeps alive).
 fn event_bytes(event: &SharedEvent) -> usize {
-    event
-        .object()
-        .or(event.prev())
-        .map_or(0, |object| object.weight())
+    event.object().map_or(0, |object| object.weight())
+        + event.prev().map_or(0, |object| object.weight())
 }
 
 /// A capacity change, reported so the caller can count it.
@@ -217,6 +216,23 @@ impl History {
             evicted += self.evict_oldest_revision();
         }
         (change, evicted)
+    }
+
+    /// Evicts the oldest whole revisions while the history counts more than `bytes`, never the
+    /// newest revision (a budget shared with other caches asks for it: see
+    /// [`crate::metrics::MemoryAccount`]). Returns the events evicted.
+    pub fn evict_to(&mut self, bytes: usize) -> usize {
+        let newest = self.newest();
+        let mut evicted = 0;
+        while self.bytes > bytes
+            && self
+                .entries
+                .front()
+                .is_some_and(|e| e.event.revision() != newest)
+        {
+            evicted += self.evict_oldest_revision();
+        }
+        evicted
     }
 
     fn resize(&mut self, now: Instant) -> Option<CapacityChange> {

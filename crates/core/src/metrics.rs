@@ -126,6 +126,79 @@ impl Gauge {
     }
 }
 
+/// The memory of several caches, counted together ([`crate::WatchCache::account_in`]): their
+/// live objects and their histories, in [`crate::weight`]'s units ([`crate::Object::weight`]).
+///
+/// The histories share a budget: when their total passes it, a history that appends while it
+/// holds more than its fair share (the budget over the number of caches) evicts its oldest
+/// revisions down to that share (never its newest revision). A history never evicts for
+/// another's sake, so the total can pass the budget by what the histories above their share
+/// held when it was crossed; each of them trims on its next append. Their total therefore
+/// stays below about twice the budget, and a resource written by a hostile client gives up its
+/// own history first, not the others'.
+#[derive(Debug, Default)]
+pub struct MemoryAccount {
+    /// The bytes the caches' live objects weigh.
+    pub objects: Gauge,
+    /// The bytes the caches' histories count (each its `history_bytes`).
+    pub histories: Gauge,
+    /// The histories' budget in bytes (0: none).
+    history_budget: usize,
+    /// The caches counted here.
+    caches: Gauge,
+}
+
+impl MemoryAccount {
+    /// An account whose histories share `history_budget` bytes (0: no budget).
+    #[must_use]
+    pub fn new(history_budget: usize) -> MemoryAccount {
+        MemoryAccount {
+            history_budget,
+            ..MemoryAccount::default()
+        }
+    }
+
+    /// The histories' budget (0: none).
+    #[must_use]
+    pub fn history_budget(&self) -> usize {
+        self.history_budget
+    }
+
+    /// The caches counted here.
+    #[must_use]
+    pub fn caches(&self) -> i64 {
+        self.caches.get()
+    }
+
+    pub(crate) fn join(&self, objects: i64, history: i64) {
+        self.caches.add(1);
+        self.objects.add(objects);
+        self.histories.add(history);
+    }
+
+    pub(crate) fn leave(&self, objects: i64, history: i64) {
+        self.caches.add(-1);
+        self.objects.add(-objects);
+        self.histories.add(-history);
+    }
+
+    /// What a history of `bytes` should trim to: `None` while the histories are within their
+    /// budget or this one is within its share.
+    #[must_use]
+    pub fn history_target(&self, bytes: usize) -> Option<usize> {
+        if self.history_budget == 0 {
+            return None;
+        }
+        let total = usize::try_from(self.histories.get()).unwrap_or(0);
+        if total <= self.history_budget {
+            return None;
+        }
+        let caches = usize::try_from(self.caches.get()).unwrap_or(1).max(1);
+        let share = self.history_budget / caches;
+        (bytes > share).then_some(share)
+    }
+}
+
 /// Everything one cache counts. Names follow KEP-6268's metric list without the
 /// `apiserver_watch_cache_` prefix, which the exporter adds.
 #[derive(Debug, Default)]

@@ -423,7 +423,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             clock,
             config.driver,
         )?;
-        driver.cache.count_objects_in(cache_memory.total().clone());
+        driver.cache.account_in(cache_memory.account().clone());
         let key_prefix = format!("{}/{}/", config.prefix, def.storage_prefix());
         let mut input = driver.sender();
         resources.push(Arc::new(Resource::new(
@@ -449,9 +449,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                 clock,
                 config.driver,
             )?;
-            view_driver
-                .cache
-                .count_objects_in(cache_memory.total().clone());
+            view_driver.cache.account_in(cache_memory.account().clone());
             input = input.with_view(
                 view_driver.sender(),
                 crate::source::decode::view_convert(&view, &conversion),

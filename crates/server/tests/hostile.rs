@@ -787,7 +787,7 @@ fn configmaps_gauge(text: &str, name: &str) -> u64 {
 /// stays within the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_objects_written_fast_hold_a_bounded_history() {
-    const BOUND: u64 = 400_000;
+    const BOUND: u64 = 700_000;
     let server = server_with(ServeArgs {
         history_bytes_max: Some(BOUND as usize),
         ..ServeArgs::default()
@@ -815,8 +815,8 @@ async fn large_objects_written_fast_hold_a_bounded_history() {
                 .to_owned(),
         );
     }
-    // Eleven events of ~100 KB (a 50 KB string decoded, and its JSON) against a 400 KB
-    // bound: the creation is long gone.
+    // Ten updates of ~200 KB (each holds two versions of a 50 KB string, decoded and as
+    // JSON) against a 700 KB bound: the creation is long gone.
     let mut old = common::WatchReader::open(
         addr,
         &format!("{CM}?watch=true&resourceVersion={first}"),

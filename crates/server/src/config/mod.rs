@@ -174,11 +174,12 @@ pub struct ServeArgs {
     pub store_quota_bytes: Option<u64>,
     /// The most memory, in bytes, the caches' live objects may take decoded (an estimate of
     /// each parsed body, which takes 10 to 130 times its JSON, plus its encoding; the gauge
-    /// `watchkeeper_cache_object_bytes`). A create or update that would take them above it is
+    /// `watchkeeper_cache_memory_bytes`). A create or update that would take them above it is
     /// refused with 500 (kube-apiserver's shape for a full etcd, `database space exceeded`);
-    /// deletes, and updates that do not grow their object, still work. 0 = no bound, else at
-    /// least 67108864 (64 MiB); store modes only [default: half the memory the process may use:
-    /// its cgroup's `memory.max`, else the machine's `MemTotal`].
+    /// deletes, and updates that do not grow their object, still work. The histories share
+    /// half of it: past that, a history above its share trims its oldest revisions. 0 = no
+    /// bound, else at least 67108864 (64 MiB); store modes only [default: a third of the memory
+    /// the process may use: its cgroup's `memory.max`, else the machine's `MemTotal`].
     #[arg(long)]
     pub cache_memory_bytes: Option<u64>,
     /// The most custom resource versions the server serves for CustomResourceDefinitions
@@ -937,11 +938,13 @@ pub mod defaults {
     /// a few thousand small ones).
     pub const CACHE_MEMORY_BYTES_MIN: u64 = 64 << 20;
 
-    /// `--cache-memory-bytes`: half the memory the process may use, `memory` (see
-    /// [`super::usable_memory`]); 0 (no bound) when it is not known.
+    /// `--cache-memory-bytes`: a third of the memory the process may use, `memory` (see
+    /// [`super::usable_memory`]), so that the live objects and the histories (at most about
+    /// twice the bound together) stay within two thirds of it; 0 (no bound) when it is not
+    /// known.
     #[must_use]
     pub fn cache_memory_bytes(memory: Option<u64>) -> u64 {
-        memory.map_or(0, |bytes| (bytes / 2).max(CACHE_MEMORY_BYTES_MIN))
+        memory.map_or(0, |bytes| (bytes / 3).max(CACHE_MEMORY_BYTES_MIN))
     }
     /// `--max-custom-resource-versions` (see docs/ARCHITECTURE.md, "CustomResourceDefinitions
     /// at run time", for the cost it bounds).
@@ -2332,10 +2335,10 @@ mod tests {
     }
 
     /// Goal: `--cache-memory-bytes` is 0 (none) or at least 64 MiB, with the same key in the
-    /// config file; its default is half the usable memory, read from cgroup v2 or
+    /// config file; its default is a third of the usable memory, read from cgroup v2 or
     /// `/proc/meminfo`.
     #[test]
-    fn the_cache_memory_bound_is_validated_and_defaults_to_half_the_memory() {
+    fn the_cache_memory_bound_is_validated_and_defaults_to_a_third_of_the_memory() {
         let bound = |args: ServeArgs| ServeConfig::from_args(args).map(|c| c.cache_memory_bytes);
         assert_eq!(
             bound(ServeArgs::default()).unwrap(),
@@ -2363,7 +2366,7 @@ mod tests {
         }
         let file: ServeArgs = toml::from_str("cache-memory-bytes = 134217728").unwrap();
         assert_eq!(bound(ServeArgs::default().or(file)).unwrap(), 128 << 20);
-        assert_eq!(defaults::cache_memory_bytes(Some(8 << 30)), 4 << 30);
+        assert_eq!(defaults::cache_memory_bytes(Some(9 << 30)), 3 << 30);
         assert_eq!(defaults::cache_memory_bytes(Some(1 << 20)), 64 << 20);
         assert_eq!(defaults::cache_memory_bytes(None), 0);
         assert_eq!(

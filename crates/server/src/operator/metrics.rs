@@ -436,6 +436,12 @@ fn collect_cache_memory(memory: &crate::source::cache_memory::CacheMemory, scrap
         .sample(&[], memory.used());
     scrape
         .gauge(
+            "watchkeeper_cache_history_memory_bytes",
+            "Bytes the caches' histories count (estimated decoded weight of the versions they keep), sharing half of --cache-memory-bytes.",
+        )
+        .sample(&[], memory.histories());
+    scrape
+        .gauge(
             "watchkeeper_cache_memory_limit_bytes",
             "The bound on the caches' live objects, --cache-memory-bytes (0: none).",
         )

@@ -10,10 +10,16 @@
 //! ## Guarantees
 //! - **Counted where it is held.** Each cache adds its live objects' weight
 //!   ([`watchkeeper_core::Object::weight`]: the decoded body, estimated within 10 % of what
-//!   the parse allocates, and the JSON encoding) to one shared total as its state changes, and
-//!   takes it out when it stops (`WatchCache::count_objects_in`). Every cache counts: each
-//!   served version of a resource is its own cache. The gauge is
-//!   `watchkeeper_cache_memory_bytes`, per resource `watchkeeper_cache_object_bytes`.
+//!   the parse allocates, and the JSON encoding) and its history's to one shared account as
+//!   they change, and takes them out when it stops (`WatchCache::account_in`). Every cache
+//!   counts: each served version of a resource is its own cache. The gauges are
+//!   `watchkeeper_cache_memory_bytes` and `watchkeeper_cache_history_memory_bytes`, per
+//!   resource `watchkeeper_cache_object_bytes` and `watchkeeper_watch_cache_history_bytes`.
+//! - **Histories share half the bound.** Past it, a history above its fair share (half the
+//!   bound over the number of caches) trims its oldest revisions on its next append
+//!   (`MemoryAccount`): a resource a client writes hard gives up its own history first, and the
+//!   histories stay below about the bound in all, each also within `--history-bytes-max`.
+//!   Watchers left behind get the honest 410 and relist.
 //! - **Refused before it is written.** A create or update through this server whose object
 //!   would take the total above the bound is refused before its transaction, with 500 and no
 //!   reason: kube-apiserver's answer when etcd's quota refuses a write (kubectl prints `Error
@@ -31,18 +37,17 @@
 //!   cached whatever their weight: the cache must hold what the store holds. They count in the
 //!   total, so the writes through this server are refused once it is full.
 //! - Caching-proxy mode has no writes of its own: the total is reported, never enforced.
-//! - Besides the live objects, the caches hold older versions in their histories, each history
-//!   bounded by `--history-bytes-max` in the same units, and at most one replaced version per
-//!   live object that the history no longer counts (an update's previous version stays alive
-//!   while its event does). So the caches hold at most about twice this bound plus the
-//!   histories'.
+//! - So the caches hold at most about twice the bound (the live objects, and the histories,
+//!   which count every older version they keep alive), plus what watchers' queues still hold
+//!   of events the histories evicted (bounded in events, `--queue-capacity-max` per watcher),
+//!   plus the writes' own transient copies.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 use watchkeeper_core::Object;
-use watchkeeper_core::metrics::Gauge;
+use watchkeeper_core::metrics::MemoryAccount;
 
 use watchkeeper_api::ApiError;
 
@@ -55,36 +60,44 @@ pub const WEIGHT_PER_JSON_BYTE_MAX: u64 = 160;
 /// counted so that the check errs high.
 const OBJECT_OVERHEAD: u64 = 1 << 10;
 
-/// The shared total of the caches' live objects' weight and its bound.
+/// The caches' shared memory account and the bound on their live objects.
 #[derive(Debug, Default)]
 pub struct CacheMemory {
-    total: Arc<Gauge>,
+    account: Arc<MemoryAccount>,
     /// `--cache-memory-bytes`, 0 = none.
     limit: u64,
     refusals: AtomicU64,
 }
 
 impl CacheMemory {
-    /// A total bounded by `limit` bytes (0: not bounded).
+    /// Live objects bounded by `limit` bytes, histories sharing half of it (0: not bounded).
     #[must_use]
     pub fn new(limit: u64) -> CacheMemory {
         CacheMemory {
-            total: Arc::default(),
+            account: Arc::new(MemoryAccount::new(
+                usize::try_from(limit / 2).unwrap_or(usize::MAX),
+            )),
             limit,
             refusals: AtomicU64::new(0),
         }
     }
 
-    /// The gauge each cache adds its live objects' weight to.
+    /// The account each cache counts its live objects and history in.
     #[must_use]
-    pub fn total(&self) -> &Arc<Gauge> {
-        &self.total
+    pub fn account(&self) -> &Arc<MemoryAccount> {
+        &self.account
     }
 
     /// The bytes the caches' live objects weigh now.
     #[must_use]
     pub fn used(&self) -> u64 {
-        u64::try_from(self.total.get()).unwrap_or(0)
+        u64::try_from(self.account.objects.get()).unwrap_or(0)
+    }
+
+    /// The bytes the caches' histories count now.
+    #[must_use]
+    pub fn histories(&self) -> u64 {
+        u64::try_from(self.account.histories.get()).unwrap_or(0)
     }
 
     /// `--cache-memory-bytes` (0: none).
@@ -200,7 +213,7 @@ mod tests {
         memory
             .admit(&big, big_len, None)
             .expect("an empty cache has room");
-        memory.total().add((64 << 20) - 100_000);
+        memory.account().objects.add((64 << 20) - 100_000);
         let refused = memory.admit(&big, big_len, None).unwrap_err();
         assert_eq!(refused.code, 500);
         assert!(
@@ -223,7 +236,7 @@ mod tests {
             .expect("a shrinking update is admitted");
         assert_eq!(memory.refusals(), 1);
         let unbounded = CacheMemory::new(0);
-        unbounded.total().add(i64::MAX / 2);
+        unbounded.account().objects.add(i64::MAX / 2);
         unbounded.admit(&big, big_len, None).expect("no bound");
     }
 }

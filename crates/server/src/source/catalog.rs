@@ -377,9 +377,7 @@ impl Catalog {
                 self.clock,
                 self.waits,
             )?;
-            driver
-                .cache
-                .count_objects_in(self.cache_memory.total().clone());
+            driver.cache.account_in(self.cache_memory.account().clone());
             Ok::<_, crate::cache::DriverError>(driver)
         };
         let driver = start(&def)?;
