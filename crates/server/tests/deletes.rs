@@ -437,8 +437,8 @@ async fn an_empty_crd_goes_and_a_dry_run_leaves_it() {
 /// (not finished) is marked for its grace period — `deletionTimestamp` and
 /// `deletionGracePeriodSeconds` from `terminationGracePeriodSeconds` or the DeleteOptions — and
 /// answered (200) as it stays; a DELETE asking no shorter period leaves it as it is, a shorter
-/// one moves the timestamp earlier, and 0 (in the body or the query) removes it. A finished pod
-/// on a node goes at once.
+/// one moves the timestamp earlier, and 0 (in the body or the query) removes it; an update of
+/// the marked pod keeps it. A finished pod on a node goes at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_on_a_node_are_deleted_gracefully() {
     let server = server().await;
@@ -474,6 +474,14 @@ async fn pods_on_a_node_are_deleted_gracefully() {
         .unwrap()
     };
     let first = at(&marked);
+    // An update of the marked pod keeps it (kube's `ShouldDeleteDuringUpdate`: it waits for
+    // its grace period, not for finalizers).
+    common::merge_patch(
+        addr,
+        &format!("{pods}/running"),
+        r#"{"metadata":{"labels":{"touched":"yes"}}}"#,
+    )
+    .await;
     let (status, stored) = get_json(addr, &format!("{pods}/running")).await;
     assert_eq!(status, 200, "{stored}");
     assert_eq!(

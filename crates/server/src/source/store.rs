@@ -3067,7 +3067,16 @@ impl Writer<'_> {
             else {
                 continue;
             };
+            // kube's `ShouldDeleteDuringUpdate`: an update removes an object being deleted
+            // once no finalizer is left, unless it waits for a grace period (a pod marked for
+            // its grace period stays until deleted again).
             let finalized = new.at("/metadata/deletionTimestamp").is_some()
+                && current
+                    .body()
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    == 0
                 && new
                     .at("/metadata/finalizers")
                     .and_then(Value::as_array)
