@@ -285,6 +285,13 @@ pub enum Collect<'a> {
         /// The deletion's propagation.
         policy: DeletePolicy,
     },
+    /// Delete the object, if its uid is `uid`, with a grace period of 0 (a pod on a node goes
+    /// at once, as kube-controller-manager's pod garbage collector deletes it) and the kind's
+    /// default propagation.
+    DeleteNow {
+        /// The uid the object must have.
+        uid: &'a str,
+    },
     /// Apply this JSON merge patch.
     Patch(Value),
     /// Apply this JSON merge patch to the `status` subresource.
@@ -769,6 +776,12 @@ impl StoreSource {
                 let options = json!({"preconditions": {"uid": uid}});
                 writer
                     .delete(resource, namespace, name, &options, policy)
+                    .await?;
+            }
+            Collect::DeleteNow { uid } => {
+                let options = json!({"preconditions": {"uid": uid}, "gracePeriodSeconds": 0});
+                writer
+                    .delete(resource, namespace, name, &options, DeletePolicy::default())
                     .await?;
             }
             Collect::Patch(patch) | Collect::PatchStatus(patch) | Collect::PatchFinalize(patch) => {
@@ -2553,6 +2566,9 @@ impl Writer<'_> {
             return Ok(Vec::new());
         };
         let prefix = format!("{namespace}/");
+        // The write's time: a pod terminating past its grace period is no longer charged.
+        let now = watchkeeper_api::time::unix_from_rfc3339(&self.time)
+            .unwrap_or_else(crate::respond::now_unix);
         // kube's evaluators look at creates, and at updates of Services and claims.
         let looked_at = old.is_none()
             || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
@@ -2567,14 +2583,14 @@ impl Writer<'_> {
                 .map(|quota| quota.body())
                 .collect();
             let limited = &self.source.plugin_configs.limited_resources;
-            resource_quota::uncovered(limited, (group, plural), new, &all).map_err(|refusal| {
-                match refusal {
+            resource_quota::uncovered(limited, (group, plural), (new, now), &all).map_err(
+                |refusal| match refusal {
                     resource_quota::Uncovered::Resources(message) => {
                         ApiError::forbidden(&resource.def, name, message)
                     }
                     resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
-                }
-            })?;
+                },
+            )?;
         }
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
@@ -2611,7 +2627,9 @@ impl Writer<'_> {
             let charged = |object: Option<&Value>| {
                 object
                     .filter(|object| resource_quota::selects(quota, group, plural, object))
-                    .map_or_else(BTreeMap::new, |o| resource_quota::charges(group, plural, o))
+                    .map_or_else(BTreeMap::new, |o| {
+                        resource_quota::charges(group, plural, o, now)
+                    })
             };
             let (before, after) = (charged(old), charged(new));
             let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
@@ -2667,7 +2685,7 @@ impl Writer<'_> {
                 .take_while(|o| o.key().starts_with(&prefix))
                 .filter(|o| resource_quota::selects(body, group, plural, o.body()))
             {
-                let charged = resource_quota::charges(group, plural, counted.body());
+                let charged = resource_quota::charges(group, plural, counted.body(), now);
                 for (limited, total) in &mut used {
                     if let Some(charge) = charged.get(limited) {
                         *total = total.plus(*charge);
@@ -2712,6 +2730,8 @@ impl Writer<'_> {
             .unwrap_or_default()
             .to_owned();
         let prefix = format!("{namespace}/");
+        let now = watchkeeper_api::time::unix_from_rfc3339(&self.time)
+            .unwrap_or_else(crate::respond::now_unix);
         let mut used = std::collections::BTreeMap::new();
         let hard: Vec<String> = quota
             .pointer("/spec/hard")
@@ -2736,7 +2756,7 @@ impl Writer<'_> {
                 .take_while(|o| o.key().starts_with(&prefix))
                 .filter(|o| resource_quota::selects(&quota, &group, &plural, o.body()))
                 .filter_map(|o| {
-                    resource_quota::charges(&group, &plural, o.body())
+                    resource_quota::charges(&group, &plural, o.body(), now)
                         .get(&name)
                         .copied()
                 })
