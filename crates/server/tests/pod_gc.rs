@@ -169,7 +169,8 @@ async fn orphaned_pods_are_failed_and_deleted() {
 /// kube's `gcTerminating` and `gcUnscheduledTerminating`: a terminating pod on a NotReady node
 /// with the out-of-service taint is deleted; terminating pods on a Ready tainted node or a
 /// NotReady untainted one stay; a terminating pod with no node (held by a finalizer) is marked
-/// `Failed` (its deletion with a grace period of 0 still waits for the finalizer).
+/// `Failed` (its deletion with a grace period of 0 still waits for the finalizer); a pod whose
+/// node has been absent for less than the quarantine stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminating_pods_on_out_of_service_nodes_and_unscheduled_ones_go() {
     let server = server(60_000, ServeArgs::default()).await;
@@ -181,6 +182,8 @@ async fn terminating_pods_on_out_of_service_nodes_and_unscheduled_ones_go() {
         create(addr, PODS, &pod(name, Some(node))).await;
         delete(addr, &format!("{PODS}/{name}")).await;
     }
+    // Its node absent, but not for the quarantine (a minute) yet.
+    create(addr, PODS, &pod("orphan-waits", Some("ghost"))).await;
     let mut held = pod("held", None);
     held["metadata"]["finalizers"] = json!(["example.com/hold"]);
     create(addr, PODS, &held).await;
@@ -192,11 +195,15 @@ async fn terminating_pods_on_out_of_service_nodes_and_unscheduled_ones_go() {
     assert!(condition(&last, "DisruptionTarget").is_none(), "{last}");
     let held = until_object(addr, PODS, "held", |p| p["status"]["phase"] == "Failed").await;
     assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
-    // Every pass that saw `stuck` terminating saw these too.
-    for name in ["on-ready", "on-not-ready"] {
+    // Every pass that saw `stuck` or `held` terminating saw these too.
+    for name in ["on-ready", "on-not-ready", "orphan-waits"] {
         let (status, pod) = get_json(addr, &format!("{PODS}/{name}")).await;
         assert_eq!(status, 200, "{name}: {pod}");
-        assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+        assert_eq!(
+            pod["metadata"]["deletionTimestamp"].is_string(),
+            name != "orphan-waits",
+            "{pod}"
+        );
         assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
     }
     merge_patch(

@@ -43,7 +43,8 @@
 //!   bounded (kube's are not), and made one after another (kube's in parallel goroutines).
 //! - A missing node is checked again in the Nodes cache proven fresh, not by a GET.
 //! - A pod that matches two rules is deleted once per pass (kube tries twice; the second
-//!   gets 404).
+//!   gets 404), and one that has finished and is already deleted with a grace period of 0
+//!   (held by its finalizers) is left alone (kube deletes it again each pass, a no-op).
 //! - kube's status patch is a strategic merge patch with the pod's uid as precondition; this
 //!   one is a merge patch of `status.phase` and `status.conditions` with the pod's
 //!   `resourceVersion` as precondition (a conflicting change waits for the next pass).
@@ -105,6 +106,19 @@ fn terminating(pod: &Value) -> bool {
     pod.pointer("/metadata/deletionTimestamp").is_some()
 }
 
+/// Whether a pass has nothing left to do to `pod`: it has finished and is already being
+/// deleted with a grace period of 0 (only its finalizers hold it; kube's controller deletes it
+/// again each pass, which changes nothing).
+fn settled(pod: &Value) -> bool {
+    terminating(pod)
+        && pod
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0
+        && matches!(text(pod, "/status/phase"), "Succeeded" | "Failed")
+}
+
 /// kube's `nodeutil.IsNodeReady`: its `Ready` condition is `True`.
 fn node_ready(node: &Value) -> bool {
     node.pointer("/status/conditions")
@@ -139,8 +153,12 @@ fn eviction_then_age(pod: &Object) -> (bool, String, String) {
 /// The `status` merge patch that marks `pod` `Failed` (with `condition`, as kube's
 /// `UpdatePodCondition` adds or replaces it, keeping its `lastTransitionTime` when its status
 /// is unchanged) at `now` (RFC 3339); `None` when it has finished.
-fn failed_status(pod: &Object, condition: Option<Value>, now: &str) -> Option<Value> {
-    let body = pod.body();
+fn failed_status(
+    body: &Value,
+    resource_version: &str,
+    condition: Option<Value>,
+    now: &str,
+) -> Option<Value> {
     if matches!(text(body, "/status/phase"), "Succeeded" | "Failed") {
         return None;
     }
@@ -170,7 +188,7 @@ fn failed_status(pod: &Object, condition: Option<Value>, now: &str) -> Option<Va
         status["conditions"] = Value::Array(conditions);
     }
     Some(json!({
-        "metadata": {"resourceVersion": pod.resource_version().to_string()},
+        "metadata": {"resourceVersion": resource_version},
         "status": status,
     }))
 }
@@ -233,6 +251,9 @@ impl PodGc {
         let mut taken: BTreeSet<Arc<str>> = BTreeSet::new();
         let budget = self.config.deletes_per_pass_max;
         let mut choose = |pod: &Arc<Object>, reason: Reason| -> bool {
+            if settled(pod.body()) {
+                return true;
+            }
             if chosen.len() >= budget {
                 return false;
             }
@@ -331,7 +352,8 @@ async fn collect(
     let target = (pod.namespace(), pod.name());
     let (source, fresh) = (&context.source, &context.fresh);
     let benign = |error: &ApiError| error.code == 404 || error.code == 409;
-    if let Some(patch) = failed_status(pod, condition, now) {
+    let version = pod.resource_version().to_string();
+    if let Some(patch) = failed_status(pod.body(), &version, condition, now) {
         let patched = source
             .collect(
                 fresh,
@@ -367,6 +389,42 @@ async fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kube's `UpdatePodCondition`: a condition is added, or replaced keeping its
+    /// `lastTransitionTime` when its status is unchanged; a finished pod is not patched.
+    #[test]
+    fn failed_status_adds_or_replaces_the_condition() {
+        let condition = json!({"type": "DisruptionTarget", "status": "True",
+            "reason": "DeletionByPodGC", "message": "PodGC: node no longer exists"});
+        let running = json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        let patch = failed_status(&running, "7", Some(condition.clone()), "T1").unwrap();
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["status"]["phase"], "Failed");
+        let conditions = patch["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 2);
+        assert_eq!(conditions[1]["lastTransitionTime"], "T1");
+        assert_eq!(conditions[1]["reason"], "DeletionByPodGC");
+        let mut marked = running.clone();
+        marked["status"]["conditions"] = json!([{"type": "DisruptionTarget", "status": "True",
+            "reason": "Other", "lastTransitionTime": "T0"}]);
+        let patch = failed_status(&marked, "8", Some(condition.clone()), "T1").unwrap();
+        assert_eq!(
+            patch["status"]["conditions"],
+            json!([{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+                "message": "PodGC: node no longer exists", "lastTransitionTime": "T0"}])
+        );
+        let plain = failed_status(&running, "9", None, "T1").unwrap();
+        assert_eq!(plain["status"], json!({"phase": "Failed"}));
+        let done = json!({"status": {"phase": "Succeeded"}});
+        assert_eq!(failed_status(&done, "9", Some(condition), "T1"), None);
+        let mut held = done.clone();
+        held["metadata"] = json!({"deletionTimestamp": "T0", "deletionGracePeriodSeconds": 0});
+        assert!(settled(&held));
+        held["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        assert!(!settled(&held));
+        assert!(!settled(&done));
+    }
 
     #[test]
     fn nodes_ready_and_out_of_service_as_kube_reads_them() {
