@@ -3643,10 +3643,15 @@ impl Writer<'_> {
             let store_key = Bytes::from(resource.store_key(namespace, name));
             let (operation, result) = if has_finalizers {
                 let deleting = body.pointer("/metadata/deletionTimestamp").is_some();
-                if deleting && gc_finalizers.is_none() {
+                // A pod marked for its grace period, deleted with a period of 0: its period
+                // becomes 0 while its finalizers hold it (`graceful::forced`).
+                let forced = (resource.def.group.is_empty() && resource.def.plural == "pods")
+                    .then(|| watchkeeper_api::graceful::forced(body))
+                    .flatten();
+                if deleting && gc_finalizers.is_none() && forced.is_none() {
                     return Ok((body.clone(), false));
                 }
-                let mut marked = body.clone();
+                let mut marked = forced.unwrap_or_else(|| body.clone());
                 if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
                     if !deleting {
                         metadata.insert(
