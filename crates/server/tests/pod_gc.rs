@@ -4,7 +4,8 @@
 //! deleted; a terminating pod on a NotReady node tainted out-of-service is deleted, one on a
 //! Ready node or an untainted one stays; a terminating pod never scheduled is marked `Failed`;
 //! terminated pods past `--terminated-pod-gc-threshold` go, evicted ones first, then the
-//! oldest; a pod terminating past its grace period stops counting in its quota; and with
+//! oldest; a pod terminating past its grace period stops counting in its quota (at the next
+//! resync, and at once for admission); and with
 //! kubectl, a namespace holding an orphaned pod finishes deleting, one holding a pod on a Ready
 //! node stays `Terminating`, and `drain` of an out-of-service node finishes.
 
@@ -293,6 +294,54 @@ async fn a_pod_terminating_past_its_grace_period_stops_counting_in_its_quota() {
     assert_eq!(quota["status"]["used"]["pods"], "1", "{quota}");
     let (status, _) = get_json(addr, &format!("{PODS}/old")).await;
     assert_eq!(status, 200, "the old pod is still Terminating");
+    server.shutdown().await;
+}
+
+/// Admission counts the same way with no resync: once the terminating pod is past its grace
+/// period, a new pod is admitted against `pods: 1` (refused with kube's 403 before), and the
+/// quota then shows only the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_does_not_count_a_pod_terminating_past_its_grace_period() {
+    let server = server(
+        60_000,
+        ServeArgs {
+            resource_quota_sync_period: Some("24h".to_owned()),
+            enable_pod_gc: Some(false),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let addr = server.addr;
+    let quotas = "/api/v1/namespaces/default/resourcequotas";
+    create(
+        addr,
+        quotas,
+        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+            "spec": {"hard": {"pods": "1"}}}),
+    )
+    .await;
+    let mut old = pod("old", Some("n1"));
+    old["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    create(addr, PODS, &old).await;
+    delete(addr, &format!("{PODS}/old")).await;
+    // Polled (the grace period ends with no event to wait on), within the hang guard.
+    let mut tries = tokio::time::interval(std::time::Duration::from_millis(50));
+    let admitted = tokio::time::timeout(common::HANG_GUARD, async {
+        loop {
+            tries.tick().await;
+            let (status, body) = send_json(addr, "POST", PODS, &pod("new", Some("n1"))).await;
+            if status == 201 {
+                return;
+            }
+            assert_eq!(status, 403, "{body}");
+            let message = body["message"].as_str().unwrap_or_default();
+            assert!(message.contains("exceeded quota: q"), "{body}");
+        }
+    })
+    .await;
+    assert!(admitted.is_ok(), "the new pod was never admitted");
+    let (_, quota) = get_json(addr, &format!("{quotas}/q")).await;
+    assert_eq!(quota["status"]["used"]["pods"], "1", "{quota}");
     server.shutdown().await;
 }
 
