@@ -143,7 +143,18 @@ fn condition<'a>(pod: &'a Value, kind: &str) -> Option<&'a Value> {
 /// exists`) and deleted; pods on an existing node, or on none, stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphaned_pods_are_failed_and_deleted() {
-    let server = server(300, ServeArgs::default()).await;
+    orphans(ServeArgs::default()).await;
+}
+
+/// The same over etcd (the pass reads etcd's revision to prove the caches fresh). Needs
+/// `WATCHKEEPER_TEST_ETCD` (scripts/test starts etcd and sets it); fails without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphaned_pods_are_failed_and_deleted_on_etcd() {
+    orphans(common::etcd::shared_args(&common::etcd::fresh_prefix())).await;
+}
+
+async fn orphans(args: ServeArgs) {
+    let server = server(300, args).await;
     let addr = server.addr;
     node(addr, "n1", true, false).await;
     create(addr, PODS, &pod("kept", Some("n1"))).await;
