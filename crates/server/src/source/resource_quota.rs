@@ -12,8 +12,10 @@
 //!   balancer opts out of them) that would take the usage above the quota's `hard` value is
 //!   refused with kube-apiserver's 403: `configmaps "c3" is forbidden: exceeded quota: q,
 //!   requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2`. A
-//!   pod that is `Succeeded` or `Failed` charges only `count/pods` (not `pods` nor compute),
-//!   as kube's pod evaluator has it.
+//!   pod that is `Succeeded` or `Failed`, or terminating past its `deletionTimestamp` plus
+//!   `deletionGracePeriodSeconds` at the write's time, charges only `count/pods` (not `pods`
+//!   nor compute), as kube's pod evaluator (`QuotaV1Pod`) has it; a quota's shown usage
+//!   catches up with time at the next resync (`controllers::quota_resync`).
 //! - **Compute and storage are enforced** as kube's pod and claim evaluators charge them: a
 //!   pod charges `requests.cpu` (also `cpu`), `requests.memory` (`memory`),
 //!   `requests.ephemeral-storage` (`ephemeral-storage`), their `limits.*`, `hugepages-*`
