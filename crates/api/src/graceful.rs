@@ -14,7 +14,8 @@
 //! - Any other pod, and a grace period of 0, deletes at once ([`Graceful::Now`]; the ordinary
 //!   finalizer rules still apply).
 //! - A pod already marked: a shorter period moves its `deletionTimestamp` earlier by the
-//!   difference (a period of 0 deletes it); no period, or one not shorter, leaves it as it is
+//!   difference (a period of 0 deletes it, or, while finalizers hold it, makes its period 0
+//!   and its `deletionTimestamp` the deletion's start: [`forced`]); no period, or one not shorter, leaves it as it is
 //!   ([`Graceful::Pending`], the answer is the pod). A pod marked with a period of 0 or none
 //!   (by a finalizer) deletes at once, as kube's recovery of a half-done deletion does.
 //! - Pure: the time is a parameter (seconds since the Unix epoch); nothing here panics.
@@ -91,6 +92,21 @@ pub fn pod_deletion(pod: &Value, options: &Value, now_unix_seconds: i64) -> Grac
         period,
         true,
     ))
+}
+
+/// A pod marked for a grace period (`deletionGracePeriodSeconds` above 0) that a DELETE with a
+/// period of 0 finds held by finalizers ([`Graceful::Now`] on a marked pod): as kube's
+/// `BeforeDelete` shortens it, its `deletionTimestamp` moved earlier by its period and
+/// `deletionGracePeriodSeconds` 0, so it goes with its last finalizer. `None` for any other pod.
+#[must_use]
+pub fn forced(pod: &Value) -> Option<Value> {
+    let metadata = pod.get("metadata")?;
+    let period = metadata
+        .get("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .filter(|period| *period > 0)?;
+    let at = unix_from_rfc3339(metadata.get("deletionTimestamp")?.as_str()?)?;
+    Some(marked(pod, at.saturating_sub(period), 0, false))
 }
 
 fn marked(pod: &Value, at: i64, period: i64, first: bool) -> Value {
@@ -215,6 +231,15 @@ mod tests {
             pod_deletion(&marked, &json!({"gracePeriodSeconds": 0}), NOW + 1),
             Graceful::Now
         );
+        let forced = forced(&marked).expect("a marked pod");
+        assert_eq!(
+            forced["metadata"]["deletionTimestamp"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(forced["metadata"]["deletionGracePeriodSeconds"], 0);
+        assert_eq!(forced["metadata"]["generation"], 2);
+        assert_eq!(super::forced(&forced), None);
+        assert_eq!(super::forced(&pod("n1", "Running", Some(30))), None);
         let by_finalizer = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
             "deletionGracePeriodSeconds": 0}, "spec": {"nodeName": "n1"}});
         assert_eq!(

@@ -508,6 +508,8 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let namespace_controller =
         store_mode.then(|| crate::controllers::namespaces::NamespaceController::new(root_ca));
     let crd_finalizer = store_mode.then(crate::controllers::crd_finalizer::CrdFinalizer::new);
+    let pod_gc = (store_mode && config.pod_gc.enabled)
+        .then(|| crate::controllers::pod_gc::PodGc::new(config.pod_gc.clone()));
     let keeper = store_mode.then(crate::controllers::keeper::Keeper::new);
     let aggregation = (store_mode && auth.rbac().is_some())
         .then(crate::controllers::clusterrole_aggregation::ClusterRoleAggregation::new);
@@ -648,6 +650,14 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         if let Some(controller) = flowschema_status {
             tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
         }
+        if let Some(collector) = pod_gc {
+            tokio::spawn(collector.run(context.clone(), shutdown_rx.clone()));
+        }
+        tokio::spawn(crate::controllers::quota_resync::run(
+            context.clone(),
+            app.config.resource_quota_sync_period,
+            shutdown_rx.clone(),
+        ));
         if let Some(collector) = garbage_collector {
             tokio::spawn(collector.run(context, shutdown_rx.clone()));
         }

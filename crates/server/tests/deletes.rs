@@ -437,8 +437,9 @@ async fn an_empty_crd_goes_and_a_dry_run_leaves_it() {
 /// (not finished) is marked for its grace period — `deletionTimestamp` and
 /// `deletionGracePeriodSeconds` from `terminationGracePeriodSeconds` or the DeleteOptions — and
 /// answered (200) as it stays; a DELETE asking no shorter period leaves it as it is, a shorter
-/// one moves the timestamp earlier, and 0 (in the body or the query) removes it. A finished pod
-/// on a node goes at once.
+/// one moves the timestamp earlier, and 0 (in the body or the query) removes it; an update of
+/// the marked pod keeps it; held by a finalizer, a period of 0 makes its period 0, and it goes
+/// with its finalizer. A finished pod on a node goes at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_on_a_node_are_deleted_gracefully() {
     let server = server().await;
@@ -474,6 +475,14 @@ async fn pods_on_a_node_are_deleted_gracefully() {
         .unwrap()
     };
     let first = at(&marked);
+    // An update of the marked pod keeps it (kube's `ShouldDeleteDuringUpdate`: it waits for
+    // its grace period, not for finalizers).
+    common::merge_patch(
+        addr,
+        &format!("{pods}/running"),
+        r#"{"metadata":{"labels":{"touched":"yes"}}}"#,
+    )
+    .await;
     let (status, stored) = get_json(addr, &format!("{pods}/running")).await;
     assert_eq!(status, 200, "{stored}");
     assert_eq!(
@@ -520,5 +529,29 @@ async fn pods_on_a_node_are_deleted_gracefully() {
     let (status, _) = delete(addr, &format!("{pods}/finished"), "").await;
     assert_eq!(status, 200);
     let (status, _) = get_json(addr, &format!("{pods}/finished")).await;
+    assert_eq!(status, 404);
+
+    // Held by a finalizer, a marked pod deleted with a period of 0 gets that period (kube's
+    // `BeforeDelete`) and goes with its finalizer.
+    let mut held = pod("held", Some("n1"));
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    create(addr, pods, &held).await;
+    let (_, marked) = delete(addr, &format!("{pods}/held"), "").await;
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30);
+    let (status, forced) = delete(addr, &format!("{pods}/held?gracePeriodSeconds=0"), "").await;
+    assert_eq!(status, 200, "{forced}");
+    let (_, stored) = get_json(addr, &format!("{pods}/held")).await;
+    assert_eq!(
+        stored["metadata"]["deletionGracePeriodSeconds"], 0,
+        "{stored}"
+    );
+    assert_eq!(at(&stored), at(&marked) - 30, "{stored}");
+    common::merge_patch(
+        addr,
+        &format!("{pods}/held"),
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    let (status, _) = get_json(addr, &format!("{pods}/held")).await;
     assert_eq!(status, 404);
 }

@@ -13,6 +13,7 @@ use watchkeeper_store::StoreKind;
 mod admission;
 pub mod admission_plugins;
 mod audit;
+pub mod controllers;
 mod encryption;
 mod error;
 mod etcd;
@@ -21,6 +22,7 @@ mod tls;
 
 pub use admission::AdmissionConfig;
 pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
+pub use controllers::PodGcConfig;
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
 pub use tls::TlsConfig;
@@ -117,6 +119,36 @@ pub struct ServeArgs {
     /// only.
     #[arg(long)]
     pub enable_root_ca_cert_publisher: Option<bool>,
+    /// Run kube-controller-manager's pod garbage collector (its `pod-garbage-collector`
+    /// controller) [default: true]: pods bound to a node that stays absent for
+    /// --pod-gc-quarantine-ms are marked Failed (condition `DisruptionTarget`) and deleted with
+    /// a grace period of 0, as are terminating pods not scheduled and terminating pods on a
+    /// NotReady node tainted `node.kubernetes.io/out-of-service`, and terminated pods beyond
+    /// --terminated-pod-gc-threshold (see `controllers::pod_gc`). Store modes only.
+    #[arg(long)]
+    pub enable_pod_gc: Option<bool>,
+    /// kube-controller-manager's flag: terminated pods (Succeeded or Failed) kept before the
+    /// pod garbage collector deletes the oldest; 0 or less keeps them all [default: 12500].
+    #[arg(long, allow_negative_numbers = true)]
+    pub terminated_pod_gc_threshold: Option<i64>,
+    /// Time between two passes of the pod garbage collector, in milliseconds, 10 to 3600000
+    /// (kube's gcCheckPeriod) [default: 20000].
+    #[arg(long)]
+    pub pod_gc_period_ms: Option<u64>,
+    /// How long a node that pods are bound to must stay absent (seen absent, then again after
+    /// this long) before the pod garbage collector deletes them, in milliseconds, 0 to 3600000
+    /// (kube's quarantineTime) [default: 40000].
+    #[arg(long)]
+    pub pod_gc_quarantine_ms: Option<u64>,
+    /// The most pods one pass of the pod garbage collector deletes, 1 to 100000; the rest wait
+    /// for the next pass [default: 500].
+    #[arg(long)]
+    pub pod_gc_deletes_per_pass_max: Option<usize>,
+    /// kube-controller-manager's flag: how often every ResourceQuota's `status.used` is
+    /// recalculated (a pod terminating past its grace period stops counting), a Go duration
+    /// from 10ms to 24h [default: 5m0s]. Store modes only.
+    #[arg(long)]
+    pub resource_quota_sync_period: Option<String>,
     /// Events younger than this stay in the history, in seconds [default: 75].
     #[arg(long)]
     pub event_fresh_seconds: Option<u64>,
@@ -571,6 +603,12 @@ impl ServeArgs {
             consistent_get_from_cache,
             enable_garbage_collector,
             enable_root_ca_cert_publisher,
+            enable_pod_gc,
+            terminated_pod_gc_threshold,
+            pod_gc_period_ms,
+            pod_gc_quarantine_ms,
+            pod_gc_deletes_per_pass_max,
+            resource_quota_sync_period,
             disable_admission_plugins,
             enable_admission_plugins,
             admission_control,
@@ -713,6 +751,10 @@ pub struct ServeConfig {
     pub enable_garbage_collector: bool,
     /// `--enable-root-ca-cert-publisher`: every namespace's `kube-root-ca.crt`.
     pub enable_root_ca_cert_publisher: bool,
+    /// The pod garbage collector's flags (`--enable-pod-gc` and the others).
+    pub pod_gc: PodGcConfig,
+    /// `--resource-quota-sync-period`: how often every quota's usage is recalculated.
+    pub resource_quota_sync_period: Duration,
     /// `--disable-admission-plugins`: which admission plugins run.
     pub admission: crate::source::pod_admission::AdmissionPlugins,
     /// `--admission-control-config-file`: the admission plugins' configuration.
@@ -1205,6 +1247,24 @@ impl UpstreamConfig {
                 args.enable_root_ca_cert_publisher.is_some(),
                 "--enable-root-ca-cert-publisher",
             ),
+            (args.enable_pod_gc.is_some(), "--enable-pod-gc"),
+            (
+                args.terminated_pod_gc_threshold.is_some(),
+                "--terminated-pod-gc-threshold",
+            ),
+            (args.pod_gc_period_ms.is_some(), "--pod-gc-period-ms"),
+            (
+                args.pod_gc_quarantine_ms.is_some(),
+                "--pod-gc-quarantine-ms",
+            ),
+            (
+                args.pod_gc_deletes_per_pass_max.is_some(),
+                "--pod-gc-deletes-per-pass-max",
+            ),
+            (
+                args.resource_quota_sync_period.is_some(),
+                "--resource-quota-sync-period",
+            ),
             (args.root_ca_file.is_some(), "--root-ca-file"),
             (
                 args.disable_admission_plugins.is_some(),
@@ -1365,6 +1425,7 @@ impl ServeConfig {
         let service_accounts = ServiceAccountConfig::from_args(&args)?;
         let tls = TlsConfig::from_args(&args)?;
         let limits = LimitsConfig::from_args(&args)?;
+        let (pod_gc, resource_quota_sync_period) = controllers::from_args(&args)?;
         let authorization_modes = match &args.authorization_mode {
             Some(list) => crate::auth::AuthorizationMode::parse_list(
                 list,
@@ -1647,6 +1708,8 @@ impl ServeConfig {
             consistent_get_from_cache: args.consistent_get_from_cache.unwrap_or(true),
             enable_garbage_collector: args.enable_garbage_collector.unwrap_or(true),
             enable_root_ca_cert_publisher: args.enable_root_ca_cert_publisher.unwrap_or(true),
+            pod_gc,
+            resource_quota_sync_period,
             admission,
             admission_config: admission::from_flags(
                 args.admission_control_config_file.as_deref(),
@@ -1895,6 +1958,24 @@ mod tests {
                     .map_or_else(|| "0".to_owned(), |s| s.to_string()),
             ),
             ("webhook-calls-max", config.webhook_calls_max.to_string()),
+            ("enable-pod-gc", config.pod_gc.enabled.to_string()),
+            (
+                "terminated-pod-gc-threshold",
+                config
+                    .pod_gc
+                    .terminated_threshold
+                    .map_or_else(|| "0".to_owned(), |t| t.to_string()),
+            ),
+            ("pod-gc-period-ms", millis(config.pod_gc.period)),
+            ("pod-gc-quarantine-ms", millis(config.pod_gc.quarantine)),
+            (
+                "pod-gc-deletes-per-pass-max",
+                config.pod_gc.deletes_per_pass_max.to_string(),
+            ),
+            (
+                "resource-quota-sync-period",
+                format!("{}m0s", config.resource_quota_sync_period.as_secs() / 60),
+            ),
         ] {
             let (readme, help) = documented_defaults(flag);
             assert_eq!(readme.as_deref(), Some(value.as_str()), "README, --{flag}");

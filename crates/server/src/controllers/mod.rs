@@ -9,6 +9,8 @@ pub mod flowschema_status;
 pub mod garbage_collector;
 pub mod keeper;
 pub mod namespaces;
+pub mod pod_gc;
+pub mod quota_resync;
 pub mod storage_protection;
 
 use std::collections::{BTreeMap, BTreeSet};

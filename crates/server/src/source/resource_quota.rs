@@ -12,8 +12,10 @@
 //!   balancer opts out of them) that would take the usage above the quota's `hard` value is
 //!   refused with kube-apiserver's 403: `configmaps "c3" is forbidden: exceeded quota: q,
 //!   requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2`. A
-//!   pod that is `Succeeded` or `Failed` charges only `count/pods` (not `pods` nor compute),
-//!   as kube's pod evaluator has it.
+//!   pod that is `Succeeded` or `Failed`, or terminating past its `deletionTimestamp` plus
+//!   `deletionGracePeriodSeconds` at the write's time, charges only `count/pods` (not `pods`
+//!   nor compute), as kube's pod evaluator (`QuotaV1Pod`) has it; a quota's shown usage
+//!   catches up with time at the next resync (`controllers::quota_resync`).
 //! - **Compute and storage are enforced** as kube's pod and claim evaluators charge them: a
 //!   pod charges `requests.cpu` (also `cpu`), `requests.memory` (`memory`),
 //!   `requests.ephemeral-storage` (`ephemeral-storage`), their `limits.*`, `hugepages-*`
@@ -166,12 +168,29 @@ pub fn charged_resource(name: &str) -> Option<(String, String)> {
         .map(|plural| (String::new(), (*plural).to_owned()))
 }
 
-/// Whether a pod has finished (`Succeeded` or `Failed`): it then charges only `count/pods`,
-/// as kube's pod evaluator has it (`count/pods` counts every pod in storage, `pods` and the
-/// compute names only those still running or to run).
-fn finished(pod: &Value) -> bool {
+/// Whether a pod is charged for more than `count/pods` at `now_unix_seconds`, as kube's
+/// `QuotaV1Pod` (`pkg/quota/v1/evaluator/core/pods.go`) has it: not when it has finished
+/// (`Succeeded` or `Failed`), nor when it is being deleted and `now` is past its
+/// `deletionTimestamp` plus `deletionGracePeriodSeconds` (stuck terminating, e.g. on a lost
+/// node; kube adds the period to the timestamp, which already includes it, and so does this).
+/// `count/pods` counts every pod in storage; `pods` and the compute names only these.
+fn charged_for_life(pod: &Value, now_unix_seconds: i64) -> bool {
     let phase = pod.pointer("/status/phase").and_then(Value::as_str);
-    matches!(phase, Some("Succeeded" | "Failed"))
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let metadata = pod.get("metadata");
+    let deleted_at = metadata
+        .and_then(|m| m.get("deletionTimestamp"))
+        .and_then(Value::as_str)
+        .and_then(watchkeeper_api::time::unix_from_rfc3339);
+    let grace = metadata
+        .and_then(|m| m.get("deletionGracePeriodSeconds"))
+        .and_then(Value::as_i64);
+    match (deleted_at, grace) {
+        (Some(at), Some(grace)) => now_unix_seconds <= at.saturating_add(grace),
+        _ => true,
+    }
 }
 
 /// A map of quantities by resource name (`requests` / `limits` of a container).
@@ -273,11 +292,17 @@ fn compute_charges(
     charges
 }
 
-/// Everything `object` of (`group`, `plural`) charges, by quota name: its counts, and a
-/// Service's, pod's or claim's usages (see the module docs). Names it does not use are
-/// absent (a pod without a cpu request charges no `requests.cpu`).
+/// Everything `object` of (`group`, `plural`) charges at `now_unix_seconds`, by quota name:
+/// its counts, and a Service's, pod's or claim's usages (see the module docs). Names it does
+/// not use are absent (a pod without a cpu request charges no `requests.cpu`; a finished pod,
+/// or one terminating past its grace period, only `count/pods`).
 #[must_use]
-pub fn charges(group: &str, plural: &str, object: &Value) -> BTreeMap<String, Quantity> {
+pub fn charges(
+    group: &str,
+    plural: &str,
+    object: &Value,
+    now_unix_seconds: i64,
+) -> BTreeMap<String, Quantity> {
     let mut charges = BTreeMap::new();
     let one = Quantity::count(1);
     if group.is_empty() {
@@ -319,7 +344,7 @@ pub fn charges(group: &str, plural: &str, object: &Value) -> BTreeMap<String, Qu
             );
             charges.insert("services.nodeports".to_owned(), count(node_ports));
         }
-        "pods" if finished(object) => {
+        "pods" if !charged_for_life(object, now_unix_seconds) => {
             charges.remove("pods");
         }
         "pods" => {
@@ -785,14 +810,14 @@ fn requirement_of(value: &Value) -> ScopeRequirement<'_> {
 /// `object` of (`group`, `plural`) in a namespace holding `quotas`: every usage name of the
 /// object that a limited entry matches must be limited by a quota that selects the object,
 /// and every `matchScopes` requirement a pod meets must share its scope with a requirement of
-/// some quota that the pod meets.
+/// some quota that the pod meets. The object's usage is taken at `now_unix_seconds`.
 ///
 /// # Errors
 /// The refusal.
 pub fn uncovered(
     limited: &[LimitedResource],
     (group, plural): (&str, &str),
-    object: &Value,
+    (object, now_unix_seconds): (&Value, i64),
     quotas: &[&Value],
 ) -> Result<(), Uncovered> {
     let relevant: Vec<&LimitedResource> = limited
@@ -802,7 +827,7 @@ pub fn uncovered(
     if relevant.is_empty() {
         return Ok(());
     }
-    let usage = charges(group, plural, object);
+    let usage = charges(group, plural, object, now_unix_seconds);
     let needed: BTreeSet<&str> = relevant
         .iter()
         .flat_map(|l| {
@@ -878,15 +903,15 @@ mod tests {
         };
         let pods = ("", "pods");
         assert_eq!(
-            uncovered(&limited, pods, &pod(""), &[]),
+            uncovered(&limited, pods, (&pod(""), 0), &[]),
             Err(Uncovered::Resources(
                 "insufficient quota to consume: cpu,requests.cpu".to_owned()
             ))
         );
         let cpu = json!({"spec": {"hard": {"requests.cpu": "4", "cpu": "4"}}});
-        assert_eq!(uncovered(&limited, pods, &pod(""), &[&cpu]), Ok(()));
+        assert_eq!(uncovered(&limited, pods, (&pod(""), 0), &[&cpu]), Ok(()));
         assert_eq!(
-            uncovered(&limited, pods, &pod("high"), &[&cpu]),
+            uncovered(&limited, pods, (&pod("high"), 0), &[&cpu]),
             Err(Uncovered::Scopes(
                 "insufficient quota to match these scopes: [{PriorityClass In [high top]}]"
                     .to_owned()
@@ -895,12 +920,15 @@ mod tests {
         let scoped = json!({"spec": {"hard": {"pods": "4"}, "scopeSelector": {"matchExpressions":
             [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}});
         assert_eq!(
-            uncovered(&limited, pods, &pod("high"), &[&cpu, &scoped]),
+            uncovered(&limited, pods, (&pod("high"), 0), &[&cpu, &scoped]),
             Ok(())
         );
         // Other resources are not limited.
         let map = json!({"data": {}});
-        assert_eq!(uncovered(&limited, ("", "configmaps"), &map, &[]), Ok(()));
+        assert_eq!(
+            uncovered(&limited, ("", "configmaps"), (&map, 0), &[]),
+            Ok(())
+        );
         let bad = json!({"apiVersion": "resourcequota.admission.k8s.io/v1beta1",
             "kind": "Configuration", "limitedResources": [{"matchContains": ["x"]}, {}]});
         assert_eq!(
@@ -1109,23 +1137,49 @@ mod tests {
         let running = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
             "status": {"phase": "Running"}});
         assert_eq!(
-            charges("", "pods", &running).len(),
+            charges("", "pods", &running, 0).len(),
             4,
             "count/pods, pods, cpu, requests.cpu"
         );
         let mut done = running.clone();
         done["status"]["phase"] = json!("Succeeded");
         assert_eq!(
-            charges("", "pods", &done).into_keys().collect::<Vec<_>>(),
+            charges("", "pods", &done, 0)
+                .into_keys()
+                .collect::<Vec<_>>(),
             ["count/pods"]
         );
         let failed_map = json!({"status": {"phase": "Failed"}});
-        assert_eq!(charges("", "configmaps", &failed_map).len(), 2);
+        assert_eq!(charges("", "configmaps", &failed_map, 0).len(), 2);
+    }
+
+    /// kube's `QuotaV1Pod`: a terminating pod is charged until its `deletionTimestamp` plus
+    /// `deletionGracePeriodSeconds`, then only `count/pods`.
+    #[test]
+    fn pods_terminating_past_their_grace_charge_only_their_count() {
+        let at = 1_767_225_600; // 2026-01-01T00:00:00Z
+        let terminating = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+            "deletionGracePeriodSeconds": 30},
+            "spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"}});
+        assert_eq!(charges("", "pods", &terminating, at + 30).len(), 4);
+        assert_eq!(
+            charges("", "pods", &terminating, at + 31)
+                .into_keys()
+                .collect::<Vec<_>>(),
+            ["count/pods"]
+        );
+        let mut no_period = terminating.clone();
+        no_period["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("deletionGracePeriodSeconds");
+        assert_eq!(charges("", "pods", &no_period, at + 3600).len(), 4);
     }
 
     #[test]
     fn services_charge_load_balancers_and_node_ports() {
-        let service = |spec: Value| charges("", "services", &json!({"spec": spec}));
+        let service = |spec: Value| charges("", "services", &json!({"spec": spec}), 0);
         let two_ports = json!([{"port": 80}, {"port": 443, "nodePort": 30001}]);
         let lb = service(json!({"type": "LoadBalancer", "ports": two_ports}));
         assert_eq!(lb["services.loadbalancers"], Quantity::count(1));
@@ -1162,7 +1216,7 @@ mod tests {
             ],
             "overhead": {"cpu": "10m", "memory": "1Mi"},
         }});
-        let charged = charges("", "pods", &pod);
+        let charged = charges("", "pods", &pod, 0);
         let at = |name: &str| charged.get(name).map(ToString::to_string);
         assert_eq!(at("pods").as_deref(), Some("1"));
         assert_eq!(at("count/pods").as_deref(), Some("1"));
@@ -1184,7 +1238,7 @@ mod tests {
     fn claims_charge_storage_by_class() {
         let claim = json!({"spec": {"storageClassName": "gold",
             "resources": {"requests": {"storage": "10Gi"}}}});
-        let charged = charges("", "persistentvolumeclaims", &claim);
+        let charged = charges("", "persistentvolumeclaims", &claim, 0);
         assert_eq!(charged["requests.storage"].to_string(), "10Gi");
         assert_eq!(
             charged["gold.storageclass.storage.k8s.io/requests.storage"].to_string(),
@@ -1198,7 +1252,7 @@ mod tests {
         let annotated = json!({"metadata": {"annotations":
             {"volume.beta.kubernetes.io/storage-class": "silver"}},
             "spec": {"storageClassName": "gold"}});
-        let charged = charges("", "persistentvolumeclaims", &annotated);
+        let charged = charges("", "persistentvolumeclaims", &annotated, 0);
         assert!(charged.contains_key("silver.storageclass.storage.k8s.io/persistentvolumeclaims"));
         assert!(!charged.contains_key("requests.storage"));
     }

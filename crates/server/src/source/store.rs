@@ -287,6 +287,13 @@ pub enum Collect<'a> {
         /// The deletion's propagation.
         policy: DeletePolicy,
     },
+    /// Delete the object, if its uid is `uid`, with a grace period of 0 (a pod on a node goes
+    /// at once, as kube-controller-manager's pod garbage collector deletes it) and the kind's
+    /// default propagation.
+    DeleteNow {
+        /// The uid the object must have.
+        uid: &'a str,
+    },
     /// Apply this JSON merge patch.
     Patch(Value),
     /// Apply this JSON merge patch to the `status` subresource.
@@ -788,6 +795,12 @@ impl StoreSource {
                 let options = json!({"preconditions": {"uid": uid}});
                 writer
                     .delete(resource, namespace, name, &options, policy)
+                    .await?;
+            }
+            Collect::DeleteNow { uid } => {
+                let options = json!({"preconditions": {"uid": uid}, "gracePeriodSeconds": 0});
+                writer
+                    .delete(resource, namespace, name, &options, DeletePolicy::default())
                     .await?;
             }
             Collect::Patch(patch) | Collect::PatchStatus(patch) | Collect::PatchFinalize(patch) => {
@@ -2576,6 +2589,9 @@ impl Writer<'_> {
             return Ok(Vec::new());
         };
         let prefix = format!("{namespace}/");
+        // The write's time: a pod terminating past its grace period is no longer charged.
+        let now = watchkeeper_api::time::unix_from_rfc3339(&self.time)
+            .unwrap_or_else(crate::respond::now_unix);
         // kube's evaluators look at creates, and at updates of Services and claims.
         let looked_at = old.is_none()
             || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
@@ -2590,14 +2606,14 @@ impl Writer<'_> {
                 .map(|quota| quota.body())
                 .collect();
             let limited = &self.source.plugin_configs.limited_resources;
-            resource_quota::uncovered(limited, (group, plural), new, &all).map_err(|refusal| {
-                match refusal {
+            resource_quota::uncovered(limited, (group, plural), (new, now), &all).map_err(
+                |refusal| match refusal {
                     resource_quota::Uncovered::Resources(message) => {
                         ApiError::forbidden(&resource.def, name, message)
                     }
                     resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
-                }
-            })?;
+                },
+            )?;
         }
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
@@ -2634,7 +2650,9 @@ impl Writer<'_> {
             let charged = |object: Option<&Value>| {
                 object
                     .filter(|object| resource_quota::selects(quota, group, plural, object))
-                    .map_or_else(BTreeMap::new, |o| resource_quota::charges(group, plural, o))
+                    .map_or_else(BTreeMap::new, |o| {
+                        resource_quota::charges(group, plural, o, now)
+                    })
             };
             let (before, after) = (charged(old), charged(new));
             let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
@@ -2690,7 +2708,7 @@ impl Writer<'_> {
                 .take_while(|o| o.key().starts_with(&prefix))
                 .filter(|o| resource_quota::selects(body, group, plural, o.body()))
             {
-                let charged = resource_quota::charges(group, plural, counted.body());
+                let charged = resource_quota::charges(group, plural, counted.body(), now);
                 for (limited, total) in &mut used {
                     if let Some(charge) = charged.get(limited) {
                         *total = total.plus(*charge);
@@ -2735,6 +2753,8 @@ impl Writer<'_> {
             .unwrap_or_default()
             .to_owned();
         let prefix = format!("{namespace}/");
+        let now = watchkeeper_api::time::unix_from_rfc3339(&self.time)
+            .unwrap_or_else(crate::respond::now_unix);
         let mut used = std::collections::BTreeMap::new();
         let hard: Vec<String> = quota
             .pointer("/spec/hard")
@@ -2759,7 +2779,7 @@ impl Writer<'_> {
                 .take_while(|o| o.key().starts_with(&prefix))
                 .filter(|o| resource_quota::selects(&quota, &group, &plural, o.body()))
                 .filter_map(|o| {
-                    resource_quota::charges(&group, &plural, o.body())
+                    resource_quota::charges(&group, &plural, o.body(), now)
                         .get(&name)
                         .copied()
                 })
@@ -3090,7 +3110,16 @@ impl Writer<'_> {
             else {
                 continue;
             };
+            // kube's `ShouldDeleteDuringUpdate`: an update removes an object being deleted
+            // once no finalizer is left, unless it waits for a grace period (a pod marked for
+            // its grace period stays until deleted again).
             let finalized = new.at("/metadata/deletionTimestamp").is_some()
+                && current
+                    .body()
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    == 0
                 && new
                     .at("/metadata/finalizers")
                     .and_then(Value::as_array)
@@ -3640,10 +3669,15 @@ impl Writer<'_> {
             let store_key = Bytes::from(resource.store_key(namespace, name));
             let (operation, result) = if has_finalizers {
                 let deleting = body.pointer("/metadata/deletionTimestamp").is_some();
-                if deleting && gc_finalizers.is_none() {
+                // A pod marked for its grace period, deleted with a period of 0: its period
+                // becomes 0 while its finalizers hold it (`graceful::forced`).
+                let forced = (resource.def.group.is_empty() && resource.def.plural == "pods")
+                    .then(|| watchkeeper_api::graceful::forced(body))
+                    .flatten();
+                if deleting && gc_finalizers.is_none() && forced.is_none() {
                     return Ok((body.clone(), false));
                 }
-                let mut marked = body.clone();
+                let mut marked = forced.unwrap_or_else(|| body.clone());
                 if let Some(metadata) = marked.get_mut("metadata").and_then(Value::as_object_mut) {
                     if !deleting {
                         metadata.insert(
