@@ -131,34 +131,13 @@ pub struct Object {
     body: Value,
     /// About how long the JSON encoding is, bytes (0: not known); see [`Object::with_size_hint`].
     size_hint: usize,
-    /// The heap bytes the body holds ([`crate::weight::heap_bytes`]), for [`Object::weight`].
-    body_heap: usize,
+    /// The body's heap bytes and estimated JSON length ([`crate::weight::measure`]), for
+    /// [`Object::weight`] and [`Object::json_size`].
+    measure: crate::weight::Measure,
     encoded: [OnceLock<Bytes>; ENCODINGS],
     /// Where the `metadata` map is in the JSON encoding (set with it, when `metadata` is a map).
     metadata_span: OnceLock<Range<usize>>,
     external: OnceLock<Option<Bytes>>,
-}
-
-/// About how long `value`'s JSON encoding is (see [`Object::json_size`]).
-fn estimate_json_size(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Bool(true) => 4,
-        Value::Bool(false) => 5,
-        Value::Number(_) => 8,
-        Value::String(text) => text.len() + 2,
-        Value::Array(items) => {
-            2 + items
-                .iter()
-                .map(|item| estimate_json_size(item) + 1)
-                .sum::<usize>()
-        }
-        Value::Object(map) => {
-            2 + map
-                .iter()
-                .map(|(key, item)| key.len() + 4 + estimate_json_size(item))
-                .sum::<usize>()
-        }
-    }
 }
 
 /// What a JSON encoding may need beyond its size hint: the length of the stored value it was
@@ -197,7 +176,7 @@ impl Object {
         }
         fields.insert("metadata.name".to_owned(), name.to_owned());
         fields.insert("metadata.namespace".to_owned(), namespace.to_owned());
-        let body_heap = crate::weight::heap_bytes(&body);
+        let measure = crate::weight::measure(&body);
         Object {
             key: Arc::from(object_key(namespace, name)),
             namespace: Arc::from(namespace),
@@ -207,7 +186,7 @@ impl Object {
             resource_version,
             body,
             size_hint: 0,
-            body_heap,
+            measure,
             encoded: Default::default(),
             metadata_span: OnceLock::new(),
             external: OnceLock::new(),
@@ -261,8 +240,8 @@ impl Object {
 
     /// About how many bytes the object's JSON encoding has: the size hint when there is one,
     /// the encoding's length when it is cached, else an estimate from the body (strings and
-    /// keys by length, punctuation counted, numbers as 8 bytes) that walks it without
-    /// allocating. What the history's byte bound counts.
+    /// keys by length, punctuation counted, numbers as 8 bytes) made when the object was built
+    /// ([`crate::weight::measure`]). Part of [`Object::weight`].
     #[must_use]
     pub fn json_size(&self) -> usize {
         if self.size_hint > 0 {
@@ -271,14 +250,16 @@ impl Object {
         if let Some(json) = self.encoded[Encoding::Json.slot()].get() {
             return json.len();
         }
-        estimate_json_size(&self.body)
+        self.measure.json
     }
 
     /// About how many bytes of memory the object holds: its own allocation, its key and
     /// attributes, its decoded body ([`crate::weight`]) and its JSON encoding (counted whether
     /// or not it is made yet: nearly every cached object is sent once). What the history's
     /// byte bound and the server's bound on cached objects count. The partial-metadata and
-    /// external encodings, made only when asked for, are not counted.
+    /// external encodings, made only when asked for, are not counted. Fixed once the object
+    /// is built (the JSON is counted by the size hint or the estimate, never by an encoding
+    /// made later), so what a gauge adds for an object is what it takes out.
     #[must_use]
     pub fn weight(&self) -> usize {
         use crate::weight::allocation;
@@ -296,8 +277,12 @@ impl Object {
             + arc_str(&self.name)
             + attributes(&self.labels)
             + attributes(&self.fields)
-            + self.body_heap
-            + self.json_size()
+            + self.measure.heap
+            + if self.size_hint > 0 {
+                self.size_hint
+            } else {
+                self.measure.json
+            }
     }
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects.
@@ -656,6 +641,22 @@ mod tests {
     }
 
     /// Object `ns/a` at revision 17 with `body`, its encodings sized from `hint`.
+    /// Goal: an object's weight is fixed once it is built, with or without a size hint:
+    /// encoding it later changes nothing, so a gauge takes out what it added.
+    #[test]
+    fn the_weight_does_not_change_when_the_object_is_encoded() {
+        let stats = EncodeStats::default();
+        let body = serde_json::json!({"metadata": {"name": "x"}, "data": {"k": "v".repeat(500)}});
+        for hint in [0, 600] {
+            let object = hinted(&body, hint);
+            let before = object.weight();
+            assert!(before > 500 + 600, "{before}");
+            object.encoded(Encoding::Json, &stats);
+            object.encoded(Encoding::PartialMetadataJson, &stats);
+            assert_eq!(object.weight(), before, "hint {hint}");
+        }
+    }
+
     fn hinted(body: &Value, hint: usize) -> Object {
         Object::new(
             "ns",
