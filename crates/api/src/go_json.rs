@@ -89,6 +89,23 @@ pub fn decode_custom_object(kind: &str, version: &str, body: &[u8]) -> Result<Va
     decode_object_as(kind, version, body, true)
 }
 
+/// [`decode_object`], and whether the body held a number serde_json reads as a float (a
+/// literal with a fraction or an exponent, or `-0`): only then may a built-in kind's integer
+/// field hold a number whose text Go would quote, or refuse, from its literal
+/// ([`crate::schema::decode_body`]). Noted as the body is read, at no other cost.
+///
+/// # Errors
+/// As [`decode_object`].
+pub fn decode_object_noting_floats(
+    kind: &str,
+    version: &str,
+    body: &[u8],
+) -> Result<(Value, bool), ApiError> {
+    FLOAT_READ.with(|read| read.set(false));
+    let value = decode_object_as(kind, version, body, false)?;
+    Ok((value, FLOAT_READ.with(std::cell::Cell::get)))
+}
+
 fn decode_object_as(
     kind: &str,
     version: &str,
@@ -157,7 +174,7 @@ fn decode_as(body: &[u8], read_back: bool) -> Result<Value, String> {
     let parsed = if read_back {
         parse_read_back(body)
     } else {
-        parse(body)
+        parse_as::<Noted>(body).map(|read| read.0)
     };
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
     let value: Value = parsed.map_err(|e| {
@@ -240,14 +257,39 @@ pub struct ReadBack(pub Value);
 
 impl<'de> serde::Deserialize<'de> for ReadBack {
     fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
-        reader.deserialize_any(ReadBackVisitor).map(ReadBack)
+        reader.deserialize_any(Visitor::<true>).map(ReadBack)
     }
 }
 
-/// The visitor of [`ReadBack`].
-struct ReadBackVisitor;
+/// A JSON value as serde_json reads it, noting in [`FLOAT_READ`] whether a number was read
+/// as a float ([`decode_object_noting_floats`]).
+struct Noted(Value);
 
-impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
+impl<'de> serde::Deserialize<'de> for Noted {
+    fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
+        reader.deserialize_any(Visitor::<false>).map(Noted)
+    }
+}
+
+std::thread_local! {
+    /// Whether the reading of a [`Noted`] value on this thread met a float (reset by its
+    /// caller before the reading; the reading is synchronous).
+    static FLOAT_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The visitor of [`ReadBack`] (`READ_BACK`) and [`Noted`]; its own seed for nested values.
+#[derive(Clone, Copy)]
+struct Visitor<const READ_BACK: bool>;
+
+impl<'de, const READ_BACK: bool> serde::de::DeserializeSeed<'de> for Visitor<READ_BACK> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Value, D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de, const READ_BACK: bool> serde::de::Visitor<'de> for Visitor<READ_BACK> {
     type Value = Value;
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -263,11 +305,18 @@ impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
     }
 
     fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        if !READ_BACK {
+            return Ok(value.into());
+        }
         #[allow(clippy::cast_precision_loss)]
         Ok(i64::try_from(value).map_or_else(|_| read_back_float(value as f64), Value::from))
     }
 
     fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        if !READ_BACK {
+            FLOAT_READ.with(|read| read.set(true));
+            return Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number));
+        }
         Ok(read_back_float(value))
     }
 
@@ -288,12 +337,12 @@ impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
     }
 
     fn visit_some<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Value, D::Error> {
-        reader.deserialize_any(ReadBackVisitor)
+        reader.deserialize_any(self)
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(ReadBack(item)) = seq.next_element()? {
+        while let Some(item) = seq.next_element_seed(self)? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -301,7 +350,8 @@ impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = serde_json::Map::new();
-        while let Some((key, ReadBack(item))) = map.next_entry::<String, ReadBack>()? {
+        while let Some(key) = map.next_key::<String>()? {
+            let item = map.next_value_seed(self)?;
             fields.insert(key, item);
         }
         Ok(Value::Object(fields))
@@ -348,6 +398,132 @@ pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
             Ok(value)
         })
     })
+}
+
+/// A step of a path into a JSON value: an object's key or an array's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathStep<'a> {
+    /// An object's key.
+    Key(&'a str),
+    /// An array's index.
+    Index(usize),
+}
+
+/// The text of the number (or other scalar) at `path` in the JSON text `body`, as sent: what
+/// Go's `encoding/json` quotes in an `UnmarshalTypeError` (`number 1e0`, `number -0.0`).
+/// A repeated key's last value, as Go and serde_json keep it. `None` when the body does not
+/// hold a scalar there (or is not JSON serde_json read: a body it read after replacing
+/// invalid UTF-8 may not match). Walks the text without recursion, linear in the body; for
+/// errors only.
+#[must_use]
+pub fn literal_at<'b>(body: &'b [u8], path: &[PathStep<'_>]) -> Option<&'b str> {
+    let mut at = skip_space(body, 0);
+    for step in path {
+        at = match (*step, body.get(at)?) {
+            (PathStep::Key(wanted), b'{') => member_at(body, at, wanted)?,
+            (PathStep::Index(wanted), b'[') => element_at(body, at, wanted)?,
+            _ => return None,
+        };
+    }
+    let end = value_end(body, at)?;
+    match body.get(at)? {
+        b'{' | b'[' => None,
+        _ => std::str::from_utf8(&body[at..end]).ok(),
+    }
+}
+
+fn skip_space(body: &[u8], mut at: usize) -> usize {
+    while body.get(at).is_some_and(|b| is_space(*b)) {
+        at += 1;
+    }
+    at
+}
+
+/// Where the value starting at `at` ends (the byte after it).
+fn value_end(body: &[u8], at: usize) -> Option<usize> {
+    match body.get(at)? {
+        b'"' => string_end(body, at),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, at);
+            while i < body.len() {
+                match body[i] {
+                    b'"' => {
+                        i = string_end(body, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => Some(
+            at + body[at..]
+                .iter()
+                .take_while(|b| !matches!(b, b',' | b'}' | b']') && !is_space(**b))
+                .count(),
+        ),
+    }
+}
+
+/// Where the string starting at `at` (its opening quote) ends (the byte after its closing one).
+fn string_end(body: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    while i < body.len() {
+        match body[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Where the last value of `wanted` in the object starting at `at` starts.
+fn member_at(body: &[u8], at: usize, wanted: &str) -> Option<usize> {
+    let mut found = None;
+    let mut i = skip_space(body, at + 1);
+    while body.get(i)? == &b'"' {
+        let key_end = string_end(body, i)?;
+        let key = &body[i..key_end];
+        let matches = if key.contains(&b'\\') {
+            serde_json::from_slice::<String>(key).is_ok_and(|key| key == wanted)
+        } else {
+            &key[1..key.len() - 1] == wanted.as_bytes()
+        };
+        i = skip_space(body, key_end);
+        (body.get(i)? == &b':').then_some(())?;
+        let start = skip_space(body, i + 1);
+        if matches {
+            found = Some(start);
+        }
+        i = skip_space(body, value_end(body, start)?);
+        if body.get(i)? == &b',' {
+            i = skip_space(body, i + 1);
+        }
+    }
+    found
+}
+
+/// Where element `wanted` of the array starting at `at` starts.
+fn element_at(body: &[u8], at: usize, wanted: usize) -> Option<usize> {
+    let mut i = skip_space(body, at + 1);
+    for _ in 0..wanted {
+        if body.get(i)? == &b']' {
+            return None;
+        }
+        i = skip_space(body, value_end(body, i)?);
+        (body.get(i)? == &b',').then_some(())?;
+        i = skip_space(body, i + 1);
+    }
+    (body.get(i)? != &b']').then_some(i)
 }
 
 /// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
@@ -709,6 +885,44 @@ fn scan(data: &[u8], max_depth: usize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_literal_is_found_by_its_path_as_sent() {
+        use PathStep::{Index, Key};
+        let body = br#" { "a" : { "x": [1, "s,]}", {"n": 1e0}, -0.0 ], "k\"ey": 1.50 },
+            "b": 3000000000, "a": {"x": [0, 0, {"n": 2.0}]} } "#;
+        // A repeated key's last value, as Go keeps it.
+        assert_eq!(
+            literal_at(body, &[Key("a"), Key("x"), Index(2), Key("n")]),
+            Some("2.0")
+        );
+        assert_eq!(literal_at(body, &[Key("b")]), Some("3000000000"));
+        let first = br#"{"a": {"x": [1, "s,]}", {"n": 1e0}, -0.0], "k\"ey": 1.50}}"#;
+        assert_eq!(
+            literal_at(first, &[Key("a"), Key("x"), Index(2), Key("n")]),
+            Some("1e0")
+        );
+        assert_eq!(
+            literal_at(first, &[Key("a"), Key("x"), Index(3)]),
+            Some("-0.0")
+        );
+        assert_eq!(literal_at(first, &[Key("a"), Key("k\"ey")]), Some("1.50"));
+        assert_eq!(literal_at(first, &[Key("a"), Key("x"), Index(4)]), None);
+        assert_eq!(literal_at(first, &[Key("a"), Key("x")]), None);
+        assert_eq!(literal_at(first, &[Key("nope")]), None);
+        assert_eq!(literal_at(b"{\"a\": [1,", &[Key("a"), Index(3)]), None);
+    }
+
+    #[test]
+    fn a_body_s_floats_are_noted_as_read() {
+        let noted = |body: &str| decode_object_noting_floats("Pod", "v1", body.as_bytes()).unwrap();
+        assert!(!noted(r#"{"a": [1, -1, 18446744073709551615, "1.0"]}"#).1);
+        for float in ["1.0", "-0", "1e0", "-0.0", "99999999999999999999"] {
+            let (value, floats) = noted(&format!(r#"{{"a": [{{"b": {float}}}]}}"#));
+            assert!(floats, "{float}");
+            assert!(value["a"][0]["b"].is_f64(), "{float}");
+        }
+    }
 
     #[test]
     fn go_syntax_errors_word_for_word() {

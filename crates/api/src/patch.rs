@@ -297,7 +297,10 @@ fn patched(
             type_name(&result)
         )));
     }
-    let pruning = crate::schema::check_patched(def, &result)?;
+    // A merge patch's numbers stand in the result where they stood in the patch: a float in
+    // an integer field is judged by its literal there, as kube decodes the merged bytes.
+    let text = (patch_type == PatchType::Merge).then_some(patch);
+    let pruning = crate::schema::check_patched_from(def, &result, text)?;
     Ok((result, pruning))
 }
 

@@ -4141,7 +4141,7 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
 fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
     let def = &resource.def;
     if def.is_builtin() {
-        watchkeeper_api::go_json::decode_object(&def.kind, &def.version, body)
+        watchkeeper_api::schema::decode_body(def, body)
     } else {
         // A custom resource's numbers as kube holds them once stored (`1.0` is 1).
         watchkeeper_api::go_json::decode_custom_object(&def.kind, &def.version, body)
