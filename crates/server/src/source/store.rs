@@ -592,9 +592,10 @@ impl StoreSource {
             _ => None,
         };
         if let Some((view, storage_version)) = webhook {
-            let mut stored: Value = serde_json::from_slice(&kv.value).map_err(|_| {
-                ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
-            })?;
+            let mut stored: Value =
+                watchkeeper_api::go_json::parse_stored(&kv.value).map_err(|_| {
+                    ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
+                })?;
             if let Some(map) = stored.as_object_mut()
                 && !map.get("apiVersion").is_some_and(Value::is_string)
             {
