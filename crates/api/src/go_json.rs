@@ -24,9 +24,11 @@
 //!   `apiVersion` or `kind` that is not a string (nor `null`) is that struct's `json: cannot
 //!   unmarshal number into Go struct field .kind of type string`.
 //! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
-//!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
-//!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
-//!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
+//!   words: nesting past [`BODY_MAX_DEPTH`] (1,000) levels is `invalid character '['
+//!   exceeded max depth` as Go says it at 10,000, naming the bracket that opens the level
+//!   past the limit (a body past serde_json's own 128 levels is read on a stack of its own;
+//!   the limit is the depth every walk the server makes over an object was measured to take
+//!   on a runtime worker's stack, with a margin: docs/ARCHITECTURE.md);
 //!   a number past float64's range (`1e400`) is Go's `json: cannot unmarshal number 1e400
 //!   into Go value of type float64` (`sigs.k8s.io/json`'s `convertNumber`, decoding a
 //!   free-form value), in a create or update body in the frame kube's decode errors take,
@@ -63,9 +65,6 @@ use crate::error::ApiError;
 
 /// Go's `encoding/json` nesting limit (`maxNestingDepth`).
 pub const GO_MAX_DEPTH: usize = 10_000;
-
-/// The deepest nesting serde_json reads (its recursion limit).
-const SERDE_MAX_DEPTH: usize = 127;
 
 /// The Go type `SimpleMetaFactory.Interpret` decodes a body's `apiVersion` and `kind` into, as
 /// Go's `reflect` prints it.
@@ -184,7 +183,7 @@ fn decode_as(body: &[u8], read_back: bool) -> Result<Value, String> {
             return interpret(&past_float64_error(literal));
         }
         let cause = syntax_error(body)
-            .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
+            .or_else(|| e.is_syntax().then(|| scan(body, BODY_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
         interpret(&cause)
     })?;
@@ -233,16 +232,40 @@ pub fn parse_read_back(body: &[u8]) -> Result<Value, serde_json::Error> {
 
 /// [`parse`] into `T`.
 fn parse_as<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
-    serde_json::from_slice(body).or_else(|error| {
+    read_nested(body, BODY_MAX_DEPTH).or_else(|error| {
         let text = match std::str::from_utf8(body) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
             Err(_) => std::borrow::Cow::Owned(replace_invalid_utf8(body)),
         };
         match (replace_lone_surrogates(&text), text) {
-            (Some(replaced), _) => serde_json::from_str(&replaced),
-            (None, std::borrow::Cow::Owned(text)) => serde_json::from_str(&text),
+            (Some(replaced), _) => read_nested(replaced.as_bytes(), BODY_MAX_DEPTH),
+            (None, std::borrow::Cow::Owned(text)) => read_nested(text.as_bytes(), BODY_MAX_DEPTH),
             (None, std::borrow::Cow::Borrowed(_)) => Err(error),
         }
+    })
+}
+
+/// `bytes` read as `T`: serde_json's reading, or, for a text nested past serde_json's
+/// recursion limit but at most `max_depth` levels, the same reading without the limit on its
+/// own stack ([`DEEP_STACK`]). The common case costs nothing more.
+fn read_nested<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    max_depth: usize,
+) -> Result<T, serde_json::Error> {
+    serde_json::from_slice(bytes).or_else(|error| {
+        if !error.is_syntax()
+            || !error.to_string().starts_with("recursion limit exceeded")
+            || scan(bytes, max_depth).is_some()
+        {
+            return Err(error);
+        }
+        stacker::grow(DEEP_STACK, || {
+            let mut reader = serde_json::Deserializer::from_slice(bytes);
+            reader.disable_recursion_limit();
+            let value = T::deserialize(&mut reader)?;
+            reader.end()?;
+            Ok(value)
+        })
     })
 }
 
@@ -367,37 +390,31 @@ fn read_back_float(float: f64) -> Value {
     }
 }
 
-/// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
-/// [`SERDE_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
-/// deeper than its deepest field.
-pub const STORED_MAX_DEPTH: usize = 192;
+/// The deepest nesting of a JSON body (see the module docs): kube reads 10,000 levels
+/// ([`GO_MAX_DEPTH`]); this server's walks over an object (its drop, copies, checks, merges,
+/// field sets and encodings) recurse per level on a runtime worker's stack, and this is the
+/// depth every one of them was measured to take there, with a margin (docs/ARCHITECTURE.md).
+pub const BODY_MAX_DEPTH: usize = 1_000;
 
-/// The stack a stored object nested past serde_json's recursion limit is read on, in bytes
-/// (reserved, touched only as deep as the reading goes).
-const STORED_STACK: usize = 16 << 20;
+/// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
+/// [`BODY_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
+/// deeper than its deepest field.
+pub const STORED_MAX_DEPTH: usize = BODY_MAX_DEPTH + 65;
+
+/// The stack a text nested past serde_json's recursion limit is read on, in bytes (reserved,
+/// touched only as deep as the reading goes).
+const DEEP_STACK: usize = 16 << 20;
 
 /// A stored object's JSON value: serde_json's reading, or, for one nested past serde_json's
 /// recursion limit but at most [`STORED_MAX_DEPTH`] levels (an object a body nested near the
 /// limit, whose managed fields nest deeper: before, such an object was stored and then never
 /// read back, absent from the cache, its GET a 404), the same reading without the limit on its
-/// own stack ([`STORED_STACK`]). The common case costs nothing more.
+/// own stack ([`DEEP_STACK`]). The common case costs nothing more.
 ///
 /// # Errors
 /// serde_json's error.
 pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    use serde::Deserialize as _;
-    serde_json::from_slice(bytes).or_else(|error| {
-        if !error.is_syntax() || scan(bytes, STORED_MAX_DEPTH).is_some() {
-            return Err(error);
-        }
-        stacker::grow(STORED_STACK, || {
-            let mut reader = serde_json::Deserializer::from_slice(bytes);
-            reader.disable_recursion_limit();
-            let value = Value::deserialize(&mut reader)?;
-            reader.end()?;
-            Ok(value)
-        })
-    })
+    read_nested(bytes, STORED_MAX_DEPTH)
 }
 
 /// A step of a path into a JSON value: an object's key or an array's index.
@@ -1039,20 +1056,22 @@ mod tests {
     }
 
     #[test]
-    fn nesting_past_go_s_limit_is_its_error_and_serde_s_limit_is_in_its_words() {
+    fn nesting_past_go_s_limit_is_its_error_and_the_body_limit_is_in_its_words() {
         let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
         assert_eq!(syntax_error(deep(GO_MAX_DEPTH).as_bytes()), None);
         assert_eq!(
             syntax_error(deep(GO_MAX_DEPTH + 1).as_bytes()).as_deref(),
             Some("invalid character '[' exceeded max depth")
         );
-        // serde_json's limit: the deepest body it reads is accepted, one level more refused
-        // at the bracket that opens it.
-        let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
-        assert!(decode_object("ConfigMap", "v1", at_limit.as_bytes()).is_ok());
+        // The body limit: the deepest body is read (past serde_json's own 128 levels), one
+        // level more refused at the bracket that opens it.
+        let at_limit = format!("{{\"a\":{}}}", deep(BODY_MAX_DEPTH - 1));
+        assert!(serde_json::from_str::<Value>(&at_limit).is_err());
+        let value = decode_object("ConfigMap", "v1", at_limit.as_bytes()).unwrap();
+        assert!(value["a"].is_array());
+        assert!(parse_read_back(at_limit.as_bytes()).is_ok());
         // A stored object may nest deeper (its managed fields), up to its own bound.
         let stored = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH - 1));
-        assert!(serde_json::from_str::<Value>(&stored).is_err());
         let value = parse_stored(stored.as_bytes()).unwrap();
         let (mut levels, mut at) = (0, &value);
         while let Some(inner) = at.get("a").or_else(|| at.get(0)) {
@@ -1062,14 +1081,20 @@ mod tests {
         let past = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH));
         assert!(parse_stored(past.as_bytes()).is_err());
         assert!(parse_stored(b"{\"a\":[1,]}").is_err());
+        // A deep body that is not JSON is refused as before, in Go's words.
+        let broken = format!("{{\"a\":{}1,]{}}}", "[".repeat(300), "]".repeat(299));
+        let error = decode_object("ConfigMap", "v1", broken.as_bytes()).unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("invalid character ']' looking for beginning of value"),
+            "{}",
+            error.message
+        );
         let past = format!(
             "{{\"a\":{}{{\"b\":1}}{}}}",
-            "[".repeat(SERDE_MAX_DEPTH - 1),
-            "]".repeat(SERDE_MAX_DEPTH - 1)
-        );
-        assert!(
-            serde_json::from_str::<Value>(&past).is_err(),
-            "serde_json's limit"
+            "[".repeat(BODY_MAX_DEPTH - 1),
+            "]".repeat(BODY_MAX_DEPTH - 1)
         );
         let error = decode_object("ConfigMap", "v1", past.as_bytes()).unwrap_err();
         assert!(
@@ -1079,7 +1104,7 @@ mod tests {
             "{}",
             error.message
         );
-        let body = format!("{{\"a\":{}}}", deep(200));
+        let body = format!("{{\"a\":{}}}", deep(BODY_MAX_DEPTH + 100));
         let error = decode_object("ConfigMap", "v1", body.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400);
         assert_eq!(

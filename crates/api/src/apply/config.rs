@@ -53,7 +53,7 @@ const PREFIX: &str = "error decoding YAML: ";
 pub fn parse_configuration(body: &[u8]) -> Result<Value, ApiError> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{')
-        && let Ok(crate::go_json::ReadBack(value @ Value::Object(_))) = serde_json::from_slice(body)
+        && let Ok(value @ Value::Object(_)) = crate::go_json::parse_read_back(body)
     {
         return Ok(value);
     }
