@@ -564,6 +564,35 @@ async fn an_int32_field_takes_each_literal_as_kube_does_on_each_way_in() {
             );
         }
     }
+    // An int-or-string field: `intstr.IntOrString`'s own decoder reads the literal into an
+    // int32 (`-0` is 0), and its error is Go's without a field.
+    for (index, (literal, refused)) in [("-0", false), ("1e0", true), ("-0.0", true)]
+        .into_iter()
+        .enumerate()
+    {
+        let body = deployment_named(&format!("surge{index}"), "1", false).replacen(
+            "\"spec\":{\"replicas\":1,",
+            &format!(
+                "\"spec\":{{\"replicas\":1,\"strategy\":{{\"type\":\"RollingUpdate\",\"rollingUpdate\":{{\"maxSurge\":{literal}}}}},"
+            ),
+            1,
+        );
+        let (status, text) = request(addr, "POST", DEPLOYMENTS, "application/json", &body).await;
+        if refused {
+            assert_eq!(status, 400, "maxSurge {literal}: {text}");
+            let answer: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                answer["message"],
+                format!(
+                    "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal number {literal} into Go value of type int32"
+                ),
+                "maxSurge {literal}"
+            );
+        } else {
+            assert_eq!(status, 201, "maxSurge {literal}: {text}");
+            assert!(text.contains("\"maxSurge\":0"), "{text}");
+        }
+    }
     // YAML bodies: converted to JSON as go-yaml and `json.Marshal` write the float.
     for (index, (literal, answer)) in [
         ("-0", Ok(0)),
