@@ -24,9 +24,11 @@
 //!   `apiVersion` or `kind` that is not a string (nor `null`) is that struct's `json: cannot
 //!   unmarshal number into Go struct field .kind of type string`.
 //! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
-//!   words: nesting past serde_json's 127 levels (its recursion limit, which keeps the parser
-//!   and the value's drop within a worker's stack) is `invalid character '[' exceeded max
-//!   depth` as Go says it at 10,000, naming the bracket that opens the level past the limit;
+//!   words: nesting past [`BODY_MAX_DEPTH`] (1,000) levels is `invalid character '['
+//!   exceeded max depth` as Go says it at 10,000, naming the bracket that opens the level
+//!   past the limit (a body past serde_json's own 128 levels is read on a stack of its own;
+//!   the limit is the depth every walk the server makes over an object was measured to take
+//!   on a runtime worker's stack, with a margin: docs/ARCHITECTURE.md);
 //!   a number past float64's range (`1e400`) is Go's `json: cannot unmarshal number 1e400
 //!   into Go value of type float64` (`sigs.k8s.io/json`'s `convertNumber`, decoding a
 //!   free-form value), in a create or update body in the frame kube's decode errors take,
@@ -64,9 +66,6 @@ use crate::error::ApiError;
 /// Go's `encoding/json` nesting limit (`maxNestingDepth`).
 pub const GO_MAX_DEPTH: usize = 10_000;
 
-/// The deepest nesting serde_json reads (its recursion limit).
-const SERDE_MAX_DEPTH: usize = 127;
-
 /// The Go type `SimpleMetaFactory.Interpret` decodes a body's `apiVersion` and `kind` into, as
 /// Go's `reflect` prints it.
 const FIND_KIND_TYPE: &str = r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#;
@@ -87,6 +86,23 @@ pub fn decode_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, Ap
 /// As [`decode_object`].
 pub fn decode_custom_object(kind: &str, version: &str, body: &[u8]) -> Result<Value, ApiError> {
     decode_object_as(kind, version, body, true)
+}
+
+/// [`decode_object`], and whether the body held a number serde_json reads as a float (a
+/// literal with a fraction or an exponent, or `-0`): only then may a built-in kind's integer
+/// field hold a number whose text Go would quote, or refuse, from its literal
+/// ([`crate::schema::decode_body`]). Noted as the body is read, at no other cost.
+///
+/// # Errors
+/// As [`decode_object`].
+pub fn decode_object_noting_floats(
+    kind: &str,
+    version: &str,
+    body: &[u8],
+) -> Result<(Value, bool), ApiError> {
+    FLOAT_READ.with(|read| read.set(false));
+    let value = decode_object_as(kind, version, body, false)?;
+    Ok((value, FLOAT_READ.with(std::cell::Cell::get)))
 }
 
 fn decode_object_as(
@@ -157,7 +173,7 @@ fn decode_as(body: &[u8], read_back: bool) -> Result<Value, String> {
     let parsed = if read_back {
         parse_read_back(body)
     } else {
-        parse(body)
+        parse_as::<Noted>(body).map(|read| read.0)
     };
     // serde_json reads a subset of what Go reads, so Go's scanner runs only on its refusals.
     let value: Value = parsed.map_err(|e| {
@@ -167,7 +183,7 @@ fn decode_as(body: &[u8], read_back: bool) -> Result<Value, String> {
             return interpret(&past_float64_error(literal));
         }
         let cause = syntax_error(body)
-            .or_else(|| e.is_syntax().then(|| scan(body, SERDE_MAX_DEPTH)).flatten())
+            .or_else(|| e.is_syntax().then(|| scan(body, BODY_MAX_DEPTH)).flatten())
             .unwrap_or_else(|| e.to_string());
         interpret(&cause)
     })?;
@@ -216,16 +232,40 @@ pub fn parse_read_back(body: &[u8]) -> Result<Value, serde_json::Error> {
 
 /// [`parse`] into `T`.
 fn parse_as<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
-    serde_json::from_slice(body).or_else(|error| {
+    read_nested(body, BODY_MAX_DEPTH).or_else(|error| {
         let text = match std::str::from_utf8(body) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
             Err(_) => std::borrow::Cow::Owned(replace_invalid_utf8(body)),
         };
         match (replace_lone_surrogates(&text), text) {
-            (Some(replaced), _) => serde_json::from_str(&replaced),
-            (None, std::borrow::Cow::Owned(text)) => serde_json::from_str(&text),
+            (Some(replaced), _) => read_nested(replaced.as_bytes(), BODY_MAX_DEPTH),
+            (None, std::borrow::Cow::Owned(text)) => read_nested(text.as_bytes(), BODY_MAX_DEPTH),
             (None, std::borrow::Cow::Borrowed(_)) => Err(error),
         }
+    })
+}
+
+/// `bytes` read as `T`: serde_json's reading, or, for a text nested past serde_json's
+/// recursion limit but at most `max_depth` levels, the same reading without the limit on its
+/// own stack ([`DEEP_STACK`]). The common case costs nothing more.
+fn read_nested<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    max_depth: usize,
+) -> Result<T, serde_json::Error> {
+    serde_json::from_slice(bytes).or_else(|error| {
+        if !error.is_syntax()
+            || !error.to_string().starts_with("recursion limit exceeded")
+            || scan(bytes, max_depth).is_some()
+        {
+            return Err(error);
+        }
+        stacker::grow(DEEP_STACK, || {
+            let mut reader = serde_json::Deserializer::from_slice(bytes);
+            reader.disable_recursion_limit();
+            let value = T::deserialize(&mut reader)?;
+            reader.end()?;
+            Ok(value)
+        })
     })
 }
 
@@ -240,14 +280,39 @@ pub struct ReadBack(pub Value);
 
 impl<'de> serde::Deserialize<'de> for ReadBack {
     fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
-        reader.deserialize_any(ReadBackVisitor).map(ReadBack)
+        reader.deserialize_any(Visitor::<true>).map(ReadBack)
     }
 }
 
-/// The visitor of [`ReadBack`].
-struct ReadBackVisitor;
+/// A JSON value as serde_json reads it, noting in [`FLOAT_READ`] whether a number was read
+/// as a float ([`decode_object_noting_floats`]).
+struct Noted(Value);
 
-impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
+impl<'de> serde::Deserialize<'de> for Noted {
+    fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
+        reader.deserialize_any(Visitor::<false>).map(Noted)
+    }
+}
+
+std::thread_local! {
+    /// Whether the reading of a [`Noted`] value on this thread met a float (reset by its
+    /// caller before the reading; the reading is synchronous).
+    static FLOAT_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The visitor of [`ReadBack`] (`READ_BACK`) and [`Noted`]; its own seed for nested values.
+#[derive(Clone, Copy)]
+struct Visitor<const READ_BACK: bool>;
+
+impl<'de, const READ_BACK: bool> serde::de::DeserializeSeed<'de> for Visitor<READ_BACK> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Value, D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'de, const READ_BACK: bool> serde::de::Visitor<'de> for Visitor<READ_BACK> {
     type Value = Value;
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -263,11 +328,18 @@ impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
     }
 
     fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        if !READ_BACK {
+            return Ok(value.into());
+        }
         #[allow(clippy::cast_precision_loss)]
         Ok(i64::try_from(value).map_or_else(|_| read_back_float(value as f64), Value::from))
     }
 
     fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        if !READ_BACK {
+            FLOAT_READ.with(|read| read.set(true));
+            return Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number));
+        }
         Ok(read_back_float(value))
     }
 
@@ -288,12 +360,12 @@ impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
     }
 
     fn visit_some<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Value, D::Error> {
-        reader.deserialize_any(ReadBackVisitor)
+        reader.deserialize_any(self)
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(ReadBack(item)) = seq.next_element()? {
+        while let Some(item) = seq.next_element_seed(self)? {
             items.push(item);
         }
         Ok(Value::Array(items))
@@ -301,7 +373,8 @@ impl<'de> serde::de::Visitor<'de> for ReadBackVisitor {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = serde_json::Map::new();
-        while let Some((key, ReadBack(item))) = map.next_entry::<String, ReadBack>()? {
+        while let Some(key) = map.next_key::<String>()? {
+            let item = map.next_value_seed(self)?;
             fields.insert(key, item);
         }
         Ok(Value::Object(fields))
@@ -317,37 +390,157 @@ fn read_back_float(float: f64) -> Value {
     }
 }
 
-/// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
-/// [`SERDE_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
-/// deeper than its deepest field.
-pub const STORED_MAX_DEPTH: usize = 192;
+/// The deepest nesting of a JSON body (see the module docs): kube reads 10,000 levels
+/// ([`GO_MAX_DEPTH`]); this server's walks over an object (its drop, copies, checks, merges,
+/// field sets and encodings) recurse per level on a runtime worker's stack, and this is the
+/// depth every one of them was measured to take there, with a margin (docs/ARCHITECTURE.md).
+pub const BODY_MAX_DEPTH: usize = 1_000;
 
-/// The stack a stored object nested past serde_json's recursion limit is read on, in bytes
-/// (reserved, touched only as deep as the reading goes).
-const STORED_STACK: usize = 16 << 20;
+/// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
+/// [`BODY_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
+/// deeper than its deepest field.
+pub const STORED_MAX_DEPTH: usize = BODY_MAX_DEPTH + 65;
+
+/// The stack a text nested past serde_json's recursion limit is read on, in bytes (reserved,
+/// touched only as deep as the reading goes).
+const DEEP_STACK: usize = 16 << 20;
 
 /// A stored object's JSON value: serde_json's reading, or, for one nested past serde_json's
 /// recursion limit but at most [`STORED_MAX_DEPTH`] levels (an object a body nested near the
 /// limit, whose managed fields nest deeper: before, such an object was stored and then never
 /// read back, absent from the cache, its GET a 404), the same reading without the limit on its
-/// own stack ([`STORED_STACK`]). The common case costs nothing more.
+/// own stack ([`DEEP_STACK`]). The common case costs nothing more.
 ///
 /// # Errors
 /// serde_json's error.
 pub fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    use serde::Deserialize as _;
-    serde_json::from_slice(bytes).or_else(|error| {
-        if !error.is_syntax() || scan(bytes, STORED_MAX_DEPTH).is_some() {
-            return Err(error);
+    read_nested(bytes, STORED_MAX_DEPTH)
+}
+
+/// A step of a path into a JSON value: an object's key or an array's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathStep<'a> {
+    /// An object's key.
+    Key(&'a str),
+    /// An array's index.
+    Index(usize),
+}
+
+/// The text of the number (or other scalar) at `path` in the JSON text `body`, as sent: what
+/// Go's `encoding/json` quotes in an `UnmarshalTypeError` (`number 1e0`, `number -0.0`).
+/// A repeated key's last value, as Go and serde_json keep it. `None` when the body does not
+/// hold a scalar there (or is not JSON serde_json read: a body it read after replacing
+/// invalid UTF-8 may not match). Walks the text without recursion, linear in the body; for
+/// errors only.
+#[must_use]
+pub fn literal_at<'b>(body: &'b [u8], path: &[PathStep<'_>]) -> Option<&'b str> {
+    let mut at = skip_space(body, 0);
+    for step in path {
+        at = match (*step, body.get(at)?) {
+            (PathStep::Key(wanted), b'{') => member_at(body, at, wanted)?,
+            (PathStep::Index(wanted), b'[') => element_at(body, at, wanted)?,
+            _ => return None,
+        };
+    }
+    let end = value_end(body, at)?;
+    match body.get(at)? {
+        b'{' | b'[' => None,
+        _ => std::str::from_utf8(&body[at..end]).ok(),
+    }
+}
+
+fn skip_space(body: &[u8], mut at: usize) -> usize {
+    while body.get(at).is_some_and(|b| is_space(*b)) {
+        at += 1;
+    }
+    at
+}
+
+/// Where the value starting at `at` ends (the byte after it).
+fn value_end(body: &[u8], at: usize) -> Option<usize> {
+    match body.get(at)? {
+        b'"' => string_end(body, at),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, at);
+            while i < body.len() {
+                match body[i] {
+                    b'"' => {
+                        i = string_end(body, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
         }
-        stacker::grow(STORED_STACK, || {
-            let mut reader = serde_json::Deserializer::from_slice(bytes);
-            reader.disable_recursion_limit();
-            let value = Value::deserialize(&mut reader)?;
-            reader.end()?;
-            Ok(value)
-        })
-    })
+        _ => Some(
+            at + body[at..]
+                .iter()
+                .take_while(|b| !matches!(b, b',' | b'}' | b']') && !is_space(**b))
+                .count(),
+        ),
+    }
+}
+
+/// Where the string starting at `at` (its opening quote) ends (the byte after its closing one).
+fn string_end(body: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    while i < body.len() {
+        match body[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Where the last value of `wanted` in the object starting at `at` starts.
+fn member_at(body: &[u8], at: usize, wanted: &str) -> Option<usize> {
+    let mut found = None;
+    let mut i = skip_space(body, at + 1);
+    while body.get(i)? == &b'"' {
+        let key_end = string_end(body, i)?;
+        let key = &body[i..key_end];
+        let matches = if key.contains(&b'\\') {
+            serde_json::from_slice::<String>(key).is_ok_and(|key| key == wanted)
+        } else {
+            &key[1..key.len() - 1] == wanted.as_bytes()
+        };
+        i = skip_space(body, key_end);
+        (body.get(i)? == &b':').then_some(())?;
+        let start = skip_space(body, i + 1);
+        if matches {
+            found = Some(start);
+        }
+        i = skip_space(body, value_end(body, start)?);
+        if body.get(i)? == &b',' {
+            i = skip_space(body, i + 1);
+        }
+    }
+    found
+}
+
+/// Where element `wanted` of the array starting at `at` starts.
+fn element_at(body: &[u8], at: usize, wanted: usize) -> Option<usize> {
+    let mut i = skip_space(body, at + 1);
+    for _ in 0..wanted {
+        if body.get(i)? == &b']' {
+            return None;
+        }
+        i = skip_space(body, value_end(body, i)?);
+        (body.get(i)? == &b',').then_some(())?;
+        i = skip_space(body, i + 1);
+    }
+    (body.get(i)? != &b']').then_some(i)
 }
 
 /// `text` with each `\u` escape of a lone UTF-16 surrogate written `\ufffd`, as Go's
@@ -711,6 +904,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_literal_is_found_by_its_path_as_sent() {
+        use PathStep::{Index, Key};
+        let body = br#" { "a" : { "x": [1, "s,]}", {"n": 1e0}, -0.0 ], "k\"ey": 1.50 },
+            "b": 3000000000, "a": {"x": [0, 0, {"n": 2.0}]} } "#;
+        // A repeated key's last value, as Go keeps it.
+        assert_eq!(
+            literal_at(body, &[Key("a"), Key("x"), Index(2), Key("n")]),
+            Some("2.0")
+        );
+        assert_eq!(literal_at(body, &[Key("b")]), Some("3000000000"));
+        let first = br#"{"a": {"x": [1, "s,]}", {"n": 1e0}, -0.0], "k\"ey": 1.50}}"#;
+        assert_eq!(
+            literal_at(first, &[Key("a"), Key("x"), Index(2), Key("n")]),
+            Some("1e0")
+        );
+        assert_eq!(
+            literal_at(first, &[Key("a"), Key("x"), Index(3)]),
+            Some("-0.0")
+        );
+        assert_eq!(literal_at(first, &[Key("a"), Key("k\"ey")]), Some("1.50"));
+        assert_eq!(literal_at(first, &[Key("a"), Key("x"), Index(4)]), None);
+        assert_eq!(literal_at(first, &[Key("a"), Key("x")]), None);
+        assert_eq!(literal_at(first, &[Key("nope")]), None);
+        assert_eq!(literal_at(b"{\"a\": [1,", &[Key("a"), Index(3)]), None);
+    }
+
+    #[test]
+    fn a_body_s_floats_are_noted_as_read() {
+        let noted = |body: &str| decode_object_noting_floats("Pod", "v1", body.as_bytes()).unwrap();
+        assert!(!noted(r#"{"a": [1, -1, 18446744073709551615, "1.0"]}"#).1);
+        for float in ["1.0", "-0", "1e0", "-0.0", "99999999999999999999"] {
+            let (value, floats) = noted(&format!(r#"{{"a": [{{"b": {float}}}]}}"#));
+            assert!(floats, "{float}");
+            assert!(value["a"][0]["b"].is_f64(), "{float}");
+        }
+    }
+
+    #[test]
     fn go_syntax_errors_word_for_word() {
         // Expected texts: Go's `json.Unmarshal(data, &v)` on the same bytes (go1.19.8).
         let cases: [(&[u8], Option<&str>); 24] = [
@@ -825,20 +1056,22 @@ mod tests {
     }
 
     #[test]
-    fn nesting_past_go_s_limit_is_its_error_and_serde_s_limit_is_in_its_words() {
+    fn nesting_past_go_s_limit_is_its_error_and_the_body_limit_is_in_its_words() {
         let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
         assert_eq!(syntax_error(deep(GO_MAX_DEPTH).as_bytes()), None);
         assert_eq!(
             syntax_error(deep(GO_MAX_DEPTH + 1).as_bytes()).as_deref(),
             Some("invalid character '[' exceeded max depth")
         );
-        // serde_json's limit: the deepest body it reads is accepted, one level more refused
-        // at the bracket that opens it.
-        let at_limit = format!("{{\"a\":{}}}", deep(SERDE_MAX_DEPTH - 1));
-        assert!(decode_object("ConfigMap", "v1", at_limit.as_bytes()).is_ok());
+        // The body limit: the deepest body is read (past serde_json's own 128 levels), one
+        // level more refused at the bracket that opens it.
+        let at_limit = format!("{{\"a\":{}}}", deep(BODY_MAX_DEPTH - 1));
+        assert!(serde_json::from_str::<Value>(&at_limit).is_err());
+        let value = decode_object("ConfigMap", "v1", at_limit.as_bytes()).unwrap();
+        assert!(value["a"].is_array());
+        assert!(parse_read_back(at_limit.as_bytes()).is_ok());
         // A stored object may nest deeper (its managed fields), up to its own bound.
         let stored = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH - 1));
-        assert!(serde_json::from_str::<Value>(&stored).is_err());
         let value = parse_stored(stored.as_bytes()).unwrap();
         let (mut levels, mut at) = (0, &value);
         while let Some(inner) = at.get("a").or_else(|| at.get(0)) {
@@ -848,14 +1081,20 @@ mod tests {
         let past = format!("{{\"a\":{}}}", deep(STORED_MAX_DEPTH));
         assert!(parse_stored(past.as_bytes()).is_err());
         assert!(parse_stored(b"{\"a\":[1,]}").is_err());
+        // A deep body that is not JSON is refused as before, in Go's words.
+        let broken = format!("{{\"a\":{}1,]{}}}", "[".repeat(300), "]".repeat(299));
+        let error = decode_object("ConfigMap", "v1", broken.as_bytes()).unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("invalid character ']' looking for beginning of value"),
+            "{}",
+            error.message
+        );
         let past = format!(
             "{{\"a\":{}{{\"b\":1}}{}}}",
-            "[".repeat(SERDE_MAX_DEPTH - 1),
-            "]".repeat(SERDE_MAX_DEPTH - 1)
-        );
-        assert!(
-            serde_json::from_str::<Value>(&past).is_err(),
-            "serde_json's limit"
+            "[".repeat(BODY_MAX_DEPTH - 1),
+            "]".repeat(BODY_MAX_DEPTH - 1)
         );
         let error = decode_object("ConfigMap", "v1", past.as_bytes()).unwrap_err();
         assert!(
@@ -865,7 +1104,7 @@ mod tests {
             "{}",
             error.message
         );
-        let body = format!("{{\"a\":{}}}", deep(200));
+        let body = format!("{{\"a\":{}}}", deep(BODY_MAX_DEPTH + 100));
         let error = decode_object("ConfigMap", "v1", body.as_bytes()).unwrap_err();
         assert_eq!(error.code, 400);
         assert_eq!(

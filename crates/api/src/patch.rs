@@ -29,8 +29,7 @@
 //! [`crate::prepare_update`]).
 //!
 //! ## Nesting bound
-//! A patched object nests no deeper than a JSON body may ([`JSON_NESTING_MAX`], serde_json's
-//! reading limit), so whatever a patch stores reads back from the store after a restart, and
+//! A patched object nests no deeper than a JSON body may ([`JSON_NESTING_MAX`]), so whatever a patch stores reads back from the store after a restart, and
 //! no recursive walk over it (clone, drop, validation, encoding) can run out of stack. Merge,
 //! strategic merge and apply results nest no deeper than the original or the patch, each
 //! already within it; a JSON patch operation places its value under its path, so an `add`,
@@ -67,9 +66,9 @@ use crate::resources::ResourceDef;
 /// The most operations one JSON patch may carry, Kubernetes' `maxJSONPatchOperations`.
 pub const JSON_PATCH_OPERATIONS_MAX: usize = 10_000;
 
-/// The deepest nesting of objects and arrays a patched object may have: what serde_json reads
-/// back (its recursion limit, 128, refuses the 128th level; a test holds them together).
-pub const JSON_NESTING_MAX: usize = 127;
+/// The deepest nesting of objects and arrays a patched object may have: what a JSON body may
+/// ([`crate::go_json::BODY_MAX_DEPTH`]), so that it reads back from the store.
+pub const JSON_NESTING_MAX: usize = crate::go_json::BODY_MAX_DEPTH;
 
 /// How many objects and arrays `value` nests at its deepest (a scalar 0, `{}` 1, `{"a": []}`
 /// 2), counted without recursion, so any depth is measured safely.
@@ -297,7 +296,10 @@ fn patched(
             type_name(&result)
         )));
     }
-    let pruning = crate::schema::check_patched(def, &result)?;
+    // A merge patch's numbers stand in the result where they stood in the patch: a float in
+    // an integer field is judged by its literal there, as kube decodes the merged bytes.
+    let text = (patch_type == PatchType::Merge).then_some(patch);
+    let pruning = crate::schema::check_patched_from(def, &result, text)?;
     Ok((result, pruning))
 }
 
@@ -1029,15 +1031,16 @@ mod tests {
         for levels in [0, 1, 2, JSON_NESTING_MAX] {
             let value = nested(levels);
             assert_eq!(nesting(&value), levels);
-            let text = value.to_string();
-            assert!(serde_json::from_str::<Value>(&text).is_ok(), "{levels}");
+            let text = crate::stack::grow(|| value.to_string());
+            assert!(crate::go_json::parse(text.as_bytes()).is_ok(), "{levels}");
+            dismantle(value);
         }
         let text = format!(
             "{}1{}",
             "[".repeat(JSON_NESTING_MAX + 1),
             "]".repeat(JSON_NESTING_MAX + 1)
         );
-        assert!(serde_json::from_str::<Value>(&text).is_err());
+        assert!(crate::go_json::parse(text.as_bytes()).is_err());
         assert_eq!(nesting(&json!({"a": [1, {"b": []}], "c": {}})), 4);
         // Measured without recursion: far deeper than any stack would hold.
         let deep = nested(1_000_000);
@@ -1053,7 +1056,7 @@ mod tests {
             assert_eq!(error.code, 422, "{patch}");
             let cause = error.details.as_ref().unwrap()["causes"][0]["message"].to_string();
             assert!(
-                cause.contains("more than the 127 a JSON body may"),
+                cause.contains("more than the 1000 a JSON body may"),
                 "{cause}"
             );
         };
@@ -1069,10 +1072,11 @@ mod tests {
         refused(json!([{"op": "add", "path": "/top", "value": over}]));
         refused(json!([{"op": "replace", "path": "/spec", "value": over}]));
         // A value copied or moved under its own deepest path doubles the depth each time: the
-        // probe that overflowed the server's stack (three copies, 800 levels).
+        // probe that overflowed the server's stack (three copies, 800 levels; a fourth passes
+        // the bound).
         let mut deepest = "/a".repeat(99);
         let mut copies = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..4 {
             copies.push(
                 json!({"op": "copy", "from": "/spec/x", "path": format!("/spec/x{deepest}/b")}),
             );
@@ -1080,8 +1084,8 @@ mod tests {
         }
         refused(Value::Array(copies));
         refused(json!([
-            {"op": "add", "path": "/metadata/labels", "value": nested(30)},
-            {"op": "move", "from": "/spec/x", "path": format!("/metadata/labels{}", "/a".repeat(29))}
+            {"op": "add", "path": "/metadata/labels", "value": nested(950)},
+            {"op": "move", "from": "/spec/x", "path": format!("/metadata/labels{}", "/a".repeat(949))}
         ]));
         // Within the bound, copies and moves still apply.
         let patched = json_patch(

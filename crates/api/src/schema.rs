@@ -27,10 +27,12 @@
 //! `schemars` implementations), generated once per process; the Go type names in messages are
 //! derived from the definition names (`io.k8s.api.core.v1.Container` → `v1.Container`).
 //! Differences from Go's text that remain: fields are visited in key order rather than the
-//! order of the client's text (it matters only when there are several errors), a
-//! non-integer number is quoted as serde_json prints it (`1.0` for `1.0`, but `1000.0` for
-//! `1e3`), and `-0.0` in an integer field is taken as `-0` is (serde_json reads both as the
-//! float -0; Go refuses the first).
+//! order of the client's text (it matters only when there are several errors). A float in an
+//! integer field is judged and quoted by its literal as sent (`number 1e0`, `number 1.50`;
+//! `-0` is 0 and `-0.0` refused, as Go's `strconv.ParseInt` reads them) where the body's text
+//! is known: a create or update body ([`decode_body`]) and a merge patch
+//! ([`check_patched_from`]). Elsewhere (a JSON patch's result) it is quoted as serde_json
+//! prints the float and `-0.0` is taken as `-0`.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -680,6 +682,10 @@ struct Walk<'a> {
     path: Vec<&'a str>,
     /// The first type mismatch (Go saves it and keeps decoding).
     first: Option<String>,
+    /// The object walked and the JSON text it was read from, when known: a float in an
+    /// integer field is then judged and quoted by its literal, as Go's decoder does
+    /// ([`Walk::literal`]).
+    source: Option<(&'a Map<String, Value>, &'a [u8])>,
     /// Whether the walk met something [`prune_unknown_fields`] changes: a field the schema
     /// does not declare, a quantity not in its canonical form, a time not as Kubernetes
     /// writes it (set by [`Walk::check`]).
@@ -702,6 +708,7 @@ fn classified() -> &'static ByAddress<Classified<'static>> {
             definitions: &schemas().definitions,
             path: Vec::new(),
             first: None,
+            source: None,
             prunes: false,
         };
         let mut out = ByAddress::default();
@@ -925,7 +932,16 @@ impl<'a> Walk<'a> {
             }
             Shape::Int32 | Shape::Int64 => {
                 let fits = match value {
-                    Value::Number(n) if negative_zero(n) => true,
+                    Value::Number(n) if n.is_f64() => match self.literal(value) {
+                        // Go's `strconv.ParseInt` reads the literal, or refuses it as sent.
+                        Some(text) => {
+                            if !integer_literal_fits(text, matches!(shape, Shape::Int32)) {
+                                self.mismatch(struct_name, &format!("number {text}"), schema);
+                            }
+                            return Ok(());
+                        }
+                        None => negative_zero(n),
+                    },
                     Value::Number(n) => match shape {
                         Shape::Int32 => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
                         _ => n.as_i64().is_some(),
@@ -993,6 +1009,15 @@ impl<'a> Walk<'a> {
             }
             Shape::IntOrString => match value {
                 Value::String(_) => {}
+                Value::Number(n) if n.is_f64() && self.source.is_some() => {
+                    if let Some(text) = self.literal(value)
+                        && !integer_literal_fits(text, true)
+                    {
+                        return Err(format!(
+                            "json: cannot unmarshal number {text} into Go value of type int32"
+                        ));
+                    }
+                }
                 Value::Number(n)
                     if negative_zero(n) || n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()) => {
                 }
@@ -1060,9 +1085,76 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Whether Go's `strconv.ParseInt` reads the number literal `text` into an int32 (`int32`) or
+/// an int64: `-0` is 0; `1.0`, `-0.0`, `1e2` and integers past the type are refused.
+fn integer_literal_fits(text: &str, int32: bool) -> bool {
+    match text.parse::<i64>() {
+        Ok(integer) => !int32 || i32::try_from(integer).is_ok(),
+        Err(_) => false,
+    }
+}
+
+impl<'a> Walk<'a> {
+    /// The literal `value` (a node of the walked object) was sent as, when the walk knows its
+    /// text ([`Walk::source`]): found by its address from the root, then by its path in the
+    /// text. Runs only for a float met in an integer field.
+    fn literal(&self, value: &Value) -> Option<&'a str> {
+        let (root, text) = self.source?;
+        let path = path_to(root, value)?;
+        crate::go_json::literal_at(text, &path)
+    }
+}
+
+/// The path from `root` to the node at `target`'s address, without recursion.
+fn path_to<'v>(
+    root: &'v Map<String, Value>,
+    target: &Value,
+) -> Option<Vec<crate::go_json::PathStep<'v>>> {
+    use crate::go_json::PathStep;
+    enum Frame<'v> {
+        Object(serde_json::map::Iter<'v>),
+        Array(std::iter::Enumerate<std::slice::Iter<'v, Value>>),
+    }
+    let mut frames = vec![Frame::Object(root.iter())];
+    let mut path = Vec::new();
+    while let Some(frame) = frames.last_mut() {
+        let next = match frame {
+            Frame::Object(entries) => entries
+                .next()
+                .map(|(key, value)| (PathStep::Key(key.as_str()), value)),
+            Frame::Array(items) => items
+                .next()
+                .map(|(index, value)| (PathStep::Index(index), value)),
+        };
+        let Some((step, value)) = next else {
+            frames.pop();
+            path.pop();
+            continue;
+        };
+        if std::ptr::eq(value, target) {
+            path.push(step);
+            return Some(path);
+        }
+        match value {
+            Value::Object(map) => {
+                path.push(step);
+                frames.push(Frame::Object(map.iter()));
+            }
+            Value::Array(items) => {
+                path.push(step);
+                frames.push(Frame::Array(items.iter().enumerate()));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Whether `n` is the float serde_json reads `-0` as: Go's `strconv.ParseInt` reads `-0` as the
-/// integer 0, so an integer field takes it (serde_json reads `-0.0`, which Go refuses, the
-/// same way: that one is taken too).
+/// integer 0, so an integer field takes it. serde_json reads `-0.0`, which Go refuses, the
+/// same way: where the walk knows the body's text it tells them apart ([`Walk::literal`]);
+/// elsewhere (a strategic merge patch's or an apply's result, which kube converts from a
+/// map and which takes both) both are taken.
 fn negative_zero(n: &serde_json::Number) -> bool {
     n.as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()) && n.is_f64()
 }
@@ -1145,7 +1237,7 @@ fn check_quantity(text: &str) -> Result<(), String> {
 /// (and for kinds without a built-in schema: custom resources).
 #[must_use]
 pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
-    decode_check(def, object).0
+    decode_check(def, object, None).0
 }
 
 /// [`decode_error`], and whether [`prune_unknown_fields`] may change `object` or report a
@@ -1154,16 +1246,21 @@ pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
 /// out of Kubernetes' layout, which is everything the pruning walk changes or reports (and
 /// for kinds it leaves alone: custom resources, kinds without a published schema). One walk
 /// for a patched object's two, as the pruning walk then has nothing to do.
-fn decode_check(def: &ResourceDef, object: &Value) -> (Option<String>, bool) {
+fn decode_check(def: &ResourceDef, object: &Value, text: Option<&[u8]>) -> (Option<String>, bool) {
     match object {
-        Value::Object(fields) => decode_check_fields(def, fields),
+        Value::Object(fields) => decode_check_fields(def, fields, text),
         // Neither walk reads into anything but an object.
         _ => (None, false),
     }
 }
 
-/// [`decode_check`] of an object's fields.
-fn decode_check_fields(def: &ResourceDef, fields: &Map<String, Value>) -> (Option<String>, bool) {
+/// [`decode_check`] of an object's fields; `text` the JSON text they were read from, when
+/// known (see [`Walk::source`]).
+fn decode_check_fields(
+    def: &ResourceDef,
+    fields: &Map<String, Value>,
+    text: Option<&[u8]>,
+) -> (Option<String>, bool) {
     // Kinds the pruning walk leaves alone.
     if !def.is_builtin() {
         return (None, false);
@@ -1183,6 +1280,7 @@ fn decode_check_fields(def: &ResourceDef, fields: &Map<String, Value>) -> (Optio
         definitions: &schemas.definitions,
         path: Vec::new(),
         first: None,
+        source: text.map(|text| (fields, text)),
         prunes: false,
     };
     match walk.check_fields(struct_name_of_definition(root), properties, fields) {
@@ -1215,7 +1313,7 @@ pub(crate) fn definitions_of(
 }
 
 fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
-    decode_check_fields(def, fields).0
+    decode_check_fields(def, fields, None).0
 }
 
 /// Removes from `object` every field its built-in kind's schema does not declare, as Go's
@@ -1245,6 +1343,7 @@ pub fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String
         definitions: &schemas.definitions,
         path: Vec::new(),
         first: None,
+        source: None,
         prunes: false,
     };
     let mut path = String::new();
@@ -1394,6 +1493,7 @@ fn strict_walk(
         definitions,
         path: Vec::new(),
         first: None,
+        source: None,
         prunes: false,
     };
     let mut path = String::new();
@@ -1776,12 +1876,37 @@ fn go_text(value: &Value) -> String {
 pub fn check_body(def: &ResourceDef, object: &Map<String, Value>) -> Result<(), ApiError> {
     match decode_error_fields(def, object) {
         None => Ok(()),
-        Some(message) => Err(ApiError::bad_request(format!(
-            "{kind} in version {version:?} cannot be handled as a {kind}: {message}",
-            kind = def.kind,
-            version = def.version
-        ))),
+        Some(message) => Err(body_error(def, &message)),
     }
+}
+
+/// A create or update body of the built-in kind `def` as the JSON object it holds
+/// ([`crate::go_json::decode_object`]), checked against the kind's Go type here when it holds
+/// a number read as a float: Go's decoder judges a number in an integer field by its literal
+/// (`-0` is 0; `-0.0`, `1.0`, `1e0` are refused, quoted as sent), which only the body's text
+/// tells. A body without such a number is checked by [`check_body`] as before, at no cost.
+///
+/// # Errors
+/// As [`crate::go_json::decode_object`] and [`check_body`].
+pub fn decode_body(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
+    let (value, floats) =
+        crate::go_json::decode_object_noting_floats(&def.kind, &def.version, body)?;
+    if floats
+        && let Value::Object(fields) = &value
+        && let Some(message) = decode_check_fields(def, fields, Some(body)).0
+    {
+        return Err(body_error(def, &message));
+    }
+    Ok(value)
+}
+
+/// kube's 400 for a create or update body of `def` that does not decode (`transformDecodeError`).
+fn body_error(def: &ResourceDef, message: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "{kind} in version {version:?} cannot be handled as a {kind}: {message}",
+        kind = def.kind,
+        version = def.version
+    ))
 }
 
 /// Whether [`prune_unknown_fields`] has anything to do with an object the decode check
@@ -1802,7 +1927,21 @@ pub enum Pruning {
 /// # Errors
 /// The 422 described.
 pub fn check_patched(def: &ResourceDef, object: &Value) -> Result<Pruning, ApiError> {
-    match decode_check(def, object) {
+    check_patched_from(def, object, None)
+}
+
+/// [`check_patched`] of an object whose numbers were read from the JSON text `patch` at the
+/// same paths (a JSON merge patch's: kube decodes the merged bytes, which keep the patch's
+/// literals), so that a float in an integer field is judged and quoted by its literal.
+///
+/// # Errors
+/// As [`check_patched`].
+pub fn check_patched_from(
+    def: &ResourceDef,
+    object: &Value,
+    patch: Option<&[u8]>,
+) -> Result<Pruning, ApiError> {
+    match decode_check(def, object, patch) {
         (None, false) => Ok(Pruning::Nothing),
         (None, true) => Ok(Pruning::Needed),
         (Some(message), _) => Err(ApiError::invalid_unnamed(vec![(
@@ -1850,12 +1989,14 @@ mod tests {
             definitions,
             path: Vec::new(),
             first: None,
+            source: None,
             prunes: false,
         };
         let worked = Walk {
             definitions: &copy,
             path: Vec::new(),
             first: None,
+            source: None,
             prunes: false,
         };
         let mut seen = 0;

@@ -13,6 +13,11 @@
 //!   nodes or scalar bytes (an alias bomb, a large string aliased many times), are 400 before
 //!   any large value is built, in go-yaml's words (`yaml: document contains excessive
 //!   aliasing`, `yaml: line N: exceeded max depth of 64`: [`crate::go_yaml`]).
+//! - A body's numbers are converted as sigs.k8s.io/yaml's `YAMLToJSON` writes them (go-yaml
+//!   reads a float64, Go's `json.Marshal` writes it: `1.0` is `1`, `-0.0` `0`, `1.50` `1.5`),
+//!   so a built-in kind's integer field takes `replicas: 1.0` and quotes `1.5` as kube does.
+//!   (An integer past int64 is written as a float64 here, where go-yaml keeps a uint64's
+//!   digits.)
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
 //!   value (tested), and an answer that is not JSON is left alone. Numbers are written as
 //!   kube's `JSONToYAML` writes them (go-yaml v2 reads the JSON, then writes it): an integer
@@ -41,7 +46,12 @@ pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
         return Ok(body.to_vec());
     }
     let value = read_yaml(body, "")?;
-    serde_json::to_vec(&value).map_err(|e| ApiError::internal(e.to_string()))
+    // Numbers as Go's `json.Marshal` writes go-yaml's: a float64 in `floatEncoder`'s text
+    // (`1.0` is `1`, `1e2` `100`, `1.50` `1.5`), which the typed decoder then reads as kube's
+    // does (`replicas: 1.0` in YAML is 1; `1.5` is refused as `number 1.5`).
+    let mut json = Vec::with_capacity(body.len());
+    watchkeeper_core::order::write_object(&mut json, &value);
+    Ok(json)
 }
 
 /// `json` as YAML (see the module docs); `None` when it is not JSON.

@@ -161,7 +161,7 @@ pub async fn to_protobuf(
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return error_response(&ApiError::internal("the response body could not be read"));
     };
-    let encoded = serde_json::from_slice(&bytes)
+    let encoded = watchkeeper_api::go_json::parse_stored(&bytes)
         .map_err(|e| ApiError::internal(e.to_string()))
         .and_then(|value| encode_protobuf(&value));
     if encoded.is_err() {

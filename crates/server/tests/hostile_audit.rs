@@ -37,8 +37,8 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
     );
     let shallow_enough_for_go = format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a"}},"x":{}{}}}"#,
-        "[".repeat(200),
-        "]".repeat(200)
+        "[".repeat(1_200),
+        "]".repeat(1_200)
     );
     let cases = [
         (
@@ -70,7 +70,7 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
                 r#"{"apiVersion":"v1","kind":"Con ..."#,
             ),
         ),
-        // Deeper than serde_json reads, not than Go does: refused with Go's words.
+        // Deeper than this server reads (1,000 levels), not than Go does: refused with Go's words.
         (
             shallow_enough_for_go,
             unrecognized(

@@ -428,3 +428,212 @@ async fn a_custom_resource_s_integral_float_is_an_integer_to_its_readers() {
     let table: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(table["rows"][0]["cells"][1], json!(2), "{table}");
 }
+
+/// A Deployment named `name` with `replicas` as its literal, in JSON or in YAML.
+fn deployment_named(name: &str, replicas: &str, yaml: bool) -> String {
+    if yaml {
+        return format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: a}}\n  template:\n    metadata:\n      labels: {{app: a}}\n    spec:\n      containers: [{{name: c, image: i}}]\n"
+        );
+    }
+    deployment(replicas).replacen(
+        &format!("\"name\":\"d{}\"", replicas.len()),
+        &format!("\"name\":\"{name}\""),
+        1,
+    )
+}
+
+/// Goal: an int32 field takes or refuses each literal as kube-apiserver does, on each way in,
+/// and a refusal quotes the literal as sent. kube's answers: a JSON create and a merge patch
+/// are decoded into the Go type by `encoding/json`, which reads an integer field's literal
+/// with `strconv.ParseInt` (`-0` is 0; `0.0`, `-0.0`, `1.0`, `1e2`, `1e0`, `1.50` refused,
+/// quoted as sent: the merge patch keeps the patch's bytes, evanphx/json-patch's `lazyNode`);
+/// a strategic merge patch and an apply are read into a map (`util/json`: `-0` an int64, the
+/// others float64) and converted (`converter.go` `fromUnstructured`: a float64 equal to its
+/// `math.Trunc` is set: all taken); a YAML body is converted to JSON by `sigs.k8s.io/yaml`
+/// (go-yaml's float64 written by `json.Marshal`: `1.0` is `1`, `-0.0` `-0`, `1e2` `100`: all
+/// taken; `1.5` stays `1.5`, refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_int32_field_takes_each_literal_as_kube_does_on_each_way_in() {
+    let server = server().await;
+    let addr = server.addr;
+    let refused = |literal: &str| {
+        format!(
+            "json: cannot unmarshal number {literal} into Go struct field DeploymentSpec.spec.replicas of type int32"
+        )
+    };
+    // (literal, what a JSON create and a merge patch give: Some(replicas) taken, None refused,
+    // what a strategic merge patch and an apply give).
+    let table: [(&str, Option<i64>, i64); 7] = [
+        ("-0", Some(0), 0),
+        ("0.0", None, 0),
+        ("-0.0", None, 0),
+        ("1.0", None, 1),
+        ("1e2", None, 100),
+        ("1e0", None, 1),
+        ("1.50", None, 0),
+    ];
+    for (index, (literal, json_answer, map_answer)) in table.into_iter().enumerate() {
+        let name = format!("lit{index}");
+        let (status, text) = request(
+            addr,
+            "POST",
+            DEPLOYMENTS,
+            "application/json",
+            &deployment_named(&name, literal, false),
+        )
+        .await;
+        match json_answer {
+            Some(replicas) => {
+                assert_eq!(status, 201, "create {literal}: {text}");
+                assert!(
+                    text.contains(&format!("\"replicas\":{replicas},")),
+                    "{text}"
+                );
+            }
+            None => {
+                assert_eq!(status, 400, "create {literal}: {text}");
+                let answer: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(
+                    answer["message"],
+                    format!(
+                        "Deployment in version \"v1\" cannot be handled as a Deployment: {}",
+                        refused(literal)
+                    ),
+                    "create {literal}"
+                );
+                let (status, text) = request(
+                    addr,
+                    "POST",
+                    DEPLOYMENTS,
+                    "application/json",
+                    &deployment_named(&name, "5", false),
+                )
+                .await;
+                assert_eq!(status, 201, "{text}");
+            }
+        }
+        let path = format!("{DEPLOYMENTS}/{name}");
+        let patch = format!(r#"{{"spec":{{"replicas":{literal}}}}}"#);
+        let (status, text) =
+            request(addr, "PATCH", &path, "application/merge-patch+json", &patch).await;
+        match json_answer {
+            Some(replicas) => {
+                assert_eq!(status, 200, "merge patch {literal}: {text}");
+                assert!(
+                    text.contains(&format!("\"replicas\":{replicas},")),
+                    "{text}"
+                );
+            }
+            None => {
+                assert_eq!(status, 422, "merge patch {literal}: {text}");
+                assert!(
+                    text.contains(&refused(literal)),
+                    "merge patch {literal}: {text}"
+                );
+            }
+        }
+        if literal == "1.50" {
+            // Not integral: the converter refuses it too, in its own words.
+            continue;
+        }
+        for (content_type, patch) in [
+            ("application/strategic-merge-patch+json", patch.clone()),
+            (
+                "application/apply-patch+yaml",
+                format!(
+                    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {literal}\n"
+                ),
+            ),
+        ] {
+            let target = if content_type.starts_with("application/apply") {
+                format!("{path}?fieldManager=numbers&force=true")
+            } else {
+                path.clone()
+            };
+            // Away from the answer first, so that the patch's effect shows.
+            let reset = r#"{"spec":{"replicas":7}}"#;
+            let (status, text) =
+                request(addr, "PATCH", &path, "application/merge-patch+json", reset).await;
+            assert_eq!(status, 200, "{text}");
+            let (status, text) = request(addr, "PATCH", &target, content_type, &patch).await;
+            assert_eq!(status, 200, "{content_type} {literal}: {text}");
+            assert!(
+                text.contains(&format!("\"replicas\":{map_answer},")),
+                "{content_type} {literal}: {text}"
+            );
+        }
+    }
+    // An int-or-string field: `intstr.IntOrString`'s own decoder reads the literal into an
+    // int32 (`-0` is 0), and its error is Go's without a field.
+    for (index, (literal, refused)) in [("-0", false), ("1e0", true), ("-0.0", true)]
+        .into_iter()
+        .enumerate()
+    {
+        let body = deployment_named(&format!("surge{index}"), "1", false).replacen(
+            "\"spec\":{\"replicas\":1,",
+            &format!(
+                "\"spec\":{{\"replicas\":1,\"strategy\":{{\"type\":\"RollingUpdate\",\"rollingUpdate\":{{\"maxSurge\":{literal}}}}},"
+            ),
+            1,
+        );
+        let (status, text) = request(addr, "POST", DEPLOYMENTS, "application/json", &body).await;
+        if refused {
+            assert_eq!(status, 400, "maxSurge {literal}: {text}");
+            let answer: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                answer["message"],
+                format!(
+                    "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal number {literal} into Go value of type int32"
+                ),
+                "maxSurge {literal}"
+            );
+        } else {
+            assert_eq!(status, 201, "maxSurge {literal}: {text}");
+            assert!(text.contains("\"maxSurge\":0"), "{text}");
+        }
+    }
+    // YAML bodies: converted to JSON as go-yaml and `json.Marshal` write the float.
+    for (index, (literal, answer)) in [
+        ("-0", Ok(0)),
+        ("0.0", Ok(0)),
+        ("-0.0", Ok(0)),
+        ("1.0", Ok(1)),
+        ("1e2", Ok(100)),
+        ("1.50", Err("1.5")),
+        ("3000000000", Err("3000000000")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, text) = request(
+            addr,
+            "POST",
+            DEPLOYMENTS,
+            "application/yaml",
+            &deployment_named(&format!("yaml{index}"), literal, true),
+        )
+        .await;
+        match answer {
+            Ok(replicas) => {
+                assert_eq!(status, 201, "YAML {literal}: {text}");
+                assert!(
+                    text.contains(&format!("\"replicas\":{replicas},")),
+                    "{text}"
+                );
+            }
+            Err(quoted) => {
+                assert_eq!(status, 400, "YAML {literal}: {text}");
+                let answer: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(
+                    answer["message"],
+                    format!(
+                        "Deployment in version \"v1\" cannot be handled as a Deployment: {}",
+                        refused(quoted)
+                    ),
+                    "YAML {literal}"
+                );
+            }
+        }
+    }
+}

@@ -12,6 +12,7 @@
 //! - Paths print as structured-merge-diff prints them in conflict messages: `.spec.replicas`,
 //!   `.spec.containers[name="web"].image`, `.metadata.finalizers[="x"]`, `[0]`.
 
+use crate::stack::grow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -129,11 +130,44 @@ pub fn path_string(path: &[PathElement]) -> String {
     path.iter().map(ToString::to_string).collect()
 }
 
-/// A set of paths (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A set of paths (see the module docs). Copied, compared and dropped level by level on a
+/// stack with room for it ([`crate::stack`]): a set nests as deep as the object it was taken
+/// from.
+#[derive(Debug, Default, Eq)]
 pub struct Set {
     members: BTreeSet<PathElement>,
     children: BTreeMap<PathElement, Set>,
+}
+
+impl Clone for Set {
+    fn clone(&self) -> Set {
+        let children = if self.children.is_empty() {
+            BTreeMap::new()
+        } else {
+            grow(|| self.children.clone())
+        };
+        Set {
+            members: self.members.clone(),
+            children,
+        }
+    }
+}
+
+impl PartialEq for Set {
+    fn eq(&self, other: &Set) -> bool {
+        self.members == other.members
+            && (self.children.is_empty() && other.children.is_empty()
+                || grow(|| self.children == other.children))
+    }
+}
+
+impl Drop for Set {
+    fn drop(&mut self) {
+        if !self.children.is_empty() {
+            let children = std::mem::take(&mut self.children);
+            grow(|| drop(children));
+        }
+    }
 }
 
 impl Set {
@@ -151,23 +185,30 @@ impl Set {
 
     /// Adds a path (the empty path, the root, is never a member).
     pub fn insert(&mut self, path: &[PathElement]) {
-        match path {
-            [] => {}
-            [last] => {
-                self.members.insert(last.clone());
-            }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+        let Some((last, parents)) = path.split_last() else {
+            return;
+        };
+        let mut set = self;
+        for element in parents {
+            set = set.children.entry(element.clone()).or_default();
         }
+        set.members.insert(last.clone());
     }
 
     /// Whether `path` is a member.
     #[must_use]
     pub fn contains(&self, path: &[PathElement]) -> bool {
-        match path {
-            [] => false,
-            [last] => self.members.contains(last),
-            [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.contains(rest)),
+        let Some((last, parents)) = path.split_last() else {
+            return false;
+        };
+        let mut set = self;
+        for element in parents {
+            match set.children.get(element) {
+                Some(child) => set = child,
+                None => return false,
+            }
         }
+        set.members.contains(last)
     }
 
     /// Whether `element` is a member at this level.
@@ -218,7 +259,7 @@ impl Set {
         out.members.extend(other.members.iter().cloned());
         for (element, child) in &other.children {
             let merged = match out.children.get(element) {
-                Some(mine) => mine.union(child),
+                Some(mine) => grow(|| mine.union(child)),
                 None => child.clone(),
             };
             out.children.insert(element.clone(), merged);
@@ -236,7 +277,7 @@ impl Set {
         }
         for (element, theirs) in &other.children {
             match self.children.get_mut(element) {
-                Some(mine) => mine.add_all(theirs),
+                Some(mine) => grow(|| mine.add_all(theirs)),
                 None => {
                     self.children.insert(element.clone(), theirs.clone());
                 }
@@ -253,7 +294,7 @@ impl Set {
         }
         for (element, theirs) in &other.children {
             if let Some(mine) = self.children.get_mut(element) {
-                mine.remove_all(theirs);
+                grow(|| mine.remove_all(theirs));
             }
         }
         // As `difference`, which keeps no empty subset (there are none to begin with: every
@@ -268,7 +309,7 @@ impl Set {
         let mut children = BTreeMap::new();
         for (element, child) in &self.children {
             let rest = match other.children.get(element) {
-                Some(theirs) => child.difference(theirs),
+                Some(theirs) => grow(|| child.difference(theirs)),
                 None => child.clone(),
             };
             if !rest.is_empty() {
@@ -285,7 +326,7 @@ impl Set {
         let mut children = BTreeMap::new();
         for (element, child) in &self.children {
             if let Some(theirs) = other.children.get(element) {
-                let both = child.intersection(theirs);
+                let both = grow(|| child.intersection(theirs));
                 if !both.is_empty() {
                     children.insert(element.clone(), both);
                 }
@@ -311,7 +352,7 @@ impl Set {
                 out.push(prefix.clone());
             }
             if let Some(child) = self.children.get(element) {
-                child.collect(prefix, out);
+                grow(|| child.collect(prefix, out));
             }
             prefix.pop();
         }
@@ -320,7 +361,12 @@ impl Set {
     /// The number of paths.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.members.len() + self.children.values().map(Set::len).sum::<usize>()
+        self.members.len()
+            + self
+                .children
+                .values()
+                .map(|child| grow(|| child.len()))
+                .sum::<usize>()
     }
 
     /// The `FieldsV1` object of the set.
@@ -333,7 +379,7 @@ impl Set {
             }
         }
         for (element, child) in &self.children {
-            let mut node = match child.to_fields_v1() {
+            let mut node = match grow(|| child.to_fields_v1()) {
                 Value::Object(node) => node,
                 _ => Map::new(),
             };
@@ -370,7 +416,7 @@ impl Set {
             if child_map.contains_key(".") {
                 set.members.insert(element.clone());
             }
-            let below = Set::from_fields_v1(child)?;
+            let below = grow(|| Set::from_fields_v1(child))?;
             if !below.is_empty() {
                 set.children.insert(element, below);
             }

@@ -401,6 +401,16 @@ fn walk_set(
     path: &mut Vec<PathElement>,
     set: &mut Set,
 ) -> Result<(), TypeError> {
+    crate::stack::deep(path.len(), || walk_set_level(value, ty, path, set))
+}
+
+/// [`walk_set`] of one level.
+fn walk_set_level(
+    value: &Value,
+    ty: Ty<'_>,
+    path: &mut Vec<PathElement>,
+    set: &mut Set,
+) -> Result<(), TypeError> {
     match (ty.kind(), value) {
         (Kind::Struct(..) | Kind::Map(_) | Kind::Deduced, Value::Object(map)) => {
             for (key, child) in map {
@@ -531,6 +541,20 @@ fn equal(a: &Value, b: &Value, skip: Skip) -> bool {
 }
 
 fn walk_compare(
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    ty: Ty<'_>,
+    skip: Skip,
+    path: &mut Vec<PathElement>,
+    out: &mut Comparison,
+) -> Result<(), TypeError> {
+    crate::stack::deep(path.len(), || {
+        walk_compare_level(lhs, rhs, ty, skip, path, out)
+    })
+}
+
+/// [`walk_compare`] of one level.
+fn walk_compare_level(
     lhs: Option<&Value>,
     rhs: Option<&Value>,
     ty: Ty<'_>,
@@ -692,6 +716,11 @@ pub fn merge(live: &Value, config: &Value, ty: Ty<'_>) -> Result<Value, TypeErro
 }
 
 fn walk_merge(lhs: Option<&Value>, rhs: &Value, ty: Ty<'_>) -> Result<Value, TypeError> {
+    crate::stack::grow(|| walk_merge_level(lhs, rhs, ty))
+}
+
+/// [`walk_merge`] of one level.
+fn walk_merge_level(lhs: Option<&Value>, rhs: &Value, ty: Ty<'_>) -> Result<Value, TypeError> {
     let Some(lhs) = lhs else {
         return Ok(rhs.clone());
     };

@@ -557,7 +557,7 @@ impl Worker<'_> {
         let kv = watchkeeper_store::Store::get(self.source.store(), key)
             .await
             .map_err(crate::source::store::store_error)?;
-        Ok(kv.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
+        Ok(kv.and_then(|kv| watchkeeper_api::go_json::parse_stored(&kv.value).ok()))
     }
 
     /// The object `namespace/name` of `resource` once its cache has `revision`.

@@ -511,7 +511,7 @@ async fn answered(
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let desired = resource.def.api_version();
-    let mut object: Value = match serde_json::from_slice(&bytes) {
+    let mut object: Value = match watchkeeper_api::go_json::parse_stored(&bytes) {
         Ok(object @ Value::Object(_)) => object,
         _ => return Ok(Response::from_parts(parts, bytes.into())),
     };

@@ -53,7 +53,7 @@ pub async fn read_object(
         Ok(bytes) => bytes,
         Err(ReadError::Refused(error) | ReadError::Uncached(error)) => return Err(error),
     };
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
+    watchkeeper_api::go_json::parse_stored(&bytes).map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// Sends one write of `resource` at `target` (a merge patch with `body`, or a DELETE with

@@ -665,7 +665,7 @@ async fn partial_object_metadata(response: Response) -> Result<Response, ApiErro
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let object: Value = match serde_json::from_slice(&bytes) {
+    let object: Value = match watchkeeper_api::go_json::parse_stored(&bytes) {
         Ok(object @ Value::Object(_)) => object,
         _ => return Ok(Response::from_parts(parts, bytes.into())),
     };
@@ -897,8 +897,8 @@ async fn get(
         }
     };
     if conversion == Conversion::PartialObjectMetadata {
-        let object: Value =
-            serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+        let object: Value = watchkeeper_api::go_json::parse_stored(&bytes)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         let partial = json!({
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
@@ -910,8 +910,8 @@ async fn get(
         ));
     }
     if conversion == Conversion::Table {
-        let object: Value =
-            serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+        let object: Value = watchkeeper_api::go_json::parse_stored(&bytes)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         let rv = object
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)

@@ -237,7 +237,8 @@ async fn body_json(response: Response) -> Result<(StatusCode, Value), ApiError> 
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let value = serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))?;
+    let value = watchkeeper_api::go_json::parse_stored(&bytes)
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok((status, value))
 }
 

@@ -271,7 +271,7 @@ pub fn decode_stored_as_stored(
     revision: Revision,
     value: &[u8],
 ) -> Result<Arc<Object>, String> {
-    let body: Value = serde_json::from_slice(value)
+    let body: Value = watchkeeper_api::go_json::parse_stored(value)
         .map_err(|e| format!("a stored {} is not JSON: {e}", def.kind))?;
     let identity = Identity::Key {
         namespace,

@@ -618,9 +618,10 @@ impl StoreSource {
             _ => None,
         };
         if let Some((view, storage_version)) = webhook {
-            let mut stored: Value = serde_json::from_slice(&kv.value).map_err(|_| {
-                ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
-            })?;
+            let mut stored: Value =
+                watchkeeper_api::go_json::parse_stored(&kv.value).map_err(|_| {
+                    ApiError::internal(format!("the stored object {name:?} is not valid JSON"))
+                })?;
             if let Some(map) = stored.as_object_mut()
                 && !map.get("apiVersion").is_some_and(Value::is_string)
             {
@@ -4201,7 +4202,7 @@ fn delete_options(body: &Bytes, collection: bool) -> Result<Value, ApiError> {
 fn decode_object(resource: &Resource, body: &Bytes) -> Result<Value, ApiError> {
     let def = &resource.def;
     if def.is_builtin() {
-        watchkeeper_api::go_json::decode_object(&def.kind, &def.version, body)
+        watchkeeper_api::schema::decode_body(def, body)
     } else {
         // A custom resource's numbers as kube holds them once stored (`1.0` is 1).
         watchkeeper_api::go_json::decode_custom_object(&def.kind, &def.version, body)

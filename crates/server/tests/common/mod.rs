@@ -185,6 +185,21 @@ impl WatchReader {
         }
     }
 
+    /// The next watch event's line as sent (for events nested past what serde_json reads),
+    /// or `None` when the stream ended.
+    pub async fn next_text(&mut self) -> Option<String> {
+        let next = tokio::time::timeout(HANG_GUARD, self.raw.next_line())
+            .await
+            .expect("watch hang");
+        match next {
+            Ok(Some(line)) => Some(String::from_utf8_lossy(&line).into_owned()),
+            _ => {
+                self.ended = true;
+                None
+            }
+        }
+    }
+
     /// The next watch event, or `None` when the stream ended.
     pub async fn next(&mut self) -> Option<Value> {
         let next = tokio::time::timeout(HANG_GUARD, self.raw.next_line())
