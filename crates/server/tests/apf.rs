@@ -7,7 +7,9 @@
 //! order, refusing a full queue and a request past its wait limit, one user's flood not
 //! starving another, the `exempt` level past every seat, kubectl listing the objects, a
 //! large LIST taking a seat per 100 objects, a busy level borrowing idle levels' seats,
-//! kube's flow-control metrics, and the health probes classified to `exempt`.
+//! kube's flow-control metrics, the health probes classified to `exempt`, and a forbidden
+//! request classified (the impersonated user's FlowSchema) and queued before its 403, as in
+//! kube's handler chain.
 //!
 //! Requests are held open deterministically by a create (or a LIST) whose body is held back:
 //! the seats are taken before the body is read. The server shares 6 seats
@@ -239,6 +241,49 @@ fn assert_classified(answer: &Answer, schema_uid: &str, level_uid: &str) {
         "{}",
         answer.head
     );
+}
+
+/// An ABAC policy for [`apf_server_with`]: `system:masters` may do anything, alice write in
+/// `default`; anyone else nothing.
+fn abac_policy(dir: &std::path::Path) -> std::path::PathBuf {
+    let policy = dir.join("policy.jsonl");
+    let lines: Vec<String> = [
+        json!({"group": "system:masters", "namespace": "*", "resource": "*", "apiGroup": "*",
+            "nonResourcePath": "*"}),
+        json!({"user": "alice", "namespace": "default", "resource": "*", "apiGroup": "*"}),
+    ]
+    .iter()
+    .map(|spec| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy",
+            "spec": spec})
+        .to_string()
+    })
+    .collect();
+    std::fs::write(&policy, lines.join("\n")).unwrap();
+    policy
+}
+
+/// A server with [`abac_policy`], a one-seat level `queued` of one queue, and the FlowSchema
+/// `team` sending alice and carol to it.
+async fn queued_team_server(dir: &std::path::Path) -> Server {
+    let server = apf_server_with(
+        dir,
+        ServeArgs {
+            authorization_policy_file: Some(abac_policy(dir)),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let addr = server.addr;
+    level(
+        addr,
+        "queued",
+        json!({"type": "Queue",
+            "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 3}}),
+    )
+    .await;
+    schema(addr, "team", &["alice", "carol"], "queued").await;
+    server
 }
 
 /// The resource version of a created object.
@@ -1014,5 +1059,55 @@ async fn a_watch_takes_a_seat_while_it_starts() {
     let served = call(addr, "alice-token", "GET", CM, "").await;
     assert_eq!(served.status, 200, "{}", served.body);
     drop(stream);
+    server.shutdown().await;
+}
+
+/// Goal: priority and fairness comes before authorization, as in kube-apiserver's handler
+/// chain: carol's forbidden LIST waits in her flow's queue behind alice's held create, is
+/// then refused 403 naming its FlowSchema and priority level, and is counted as dispatched
+/// under them; the admin impersonating dave (the admin alone would be `exempt`) is
+/// classified by dave's FlowSchema, and dave's 403 names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_request_is_classified_and_waits_its_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = queued_team_server(dir.path()).await;
+    let addr = server.addr;
+    schema(addr, "dave", &["dave"], "global-default").await;
+    let team = uid(addr, "flowschemas", "team").await;
+    let queued = uid(addr, "prioritylevelconfigurations", "queued").await;
+    let held = hold(addr, "alice-token", "first").await;
+    until(|| counts(&server, "team", "queued").0 == 1).await;
+    let forbidden = tokio::spawn(async move { call(addr, "carol-token", "GET", CM, "").await });
+    until(|| counts(&server, "team", "queued").1 == 1).await;
+    assert_eq!(held.finish().await.status, 201);
+    let refused = forbidden.await.unwrap();
+    assert_status(&refused, 403, "Forbidden");
+    assert_classified(&refused, &team, &queued);
+    let metrics = call(addr, "admin-token", "GET", "/metrics", "").await;
+    assert_eq!(
+        common::sample(
+            &metrics.body,
+            "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"team\",priority_level=\"queued\"}"
+        ),
+        2,
+        "{}",
+        metrics.body
+    );
+    let dave = (
+        uid(addr, "flowschemas", "dave").await,
+        uid(addr, "prioritylevelconfigurations", "global-default").await,
+    );
+    let impersonated = format!(
+        "GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer admin-token\r\nImpersonate-User: dave\r\nConnection: close\r\n\r\n"
+    );
+    let answer = tokio::time::timeout(HANG_GUARD, async {
+        let mut stream = raw::send(addr, &impersonated, b"").await.unwrap();
+        raw::read_answer(&mut stream).await
+    })
+    .await
+    .expect("an answer");
+    assert_status(&answer, 403, "Forbidden");
+    assert!(answer.body.contains("User \\\"dave\\\""), "{}", answer.body);
+    assert_classified(&answer, &dave.0, &dave.1);
     server.shutdown().await;
 }

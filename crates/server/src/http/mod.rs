@@ -223,10 +223,10 @@ async fn answer(
     response
 }
 
-/// Authorization from the URL alone, before the body is read or an in-flight slot is taken
-/// (the limits layer calls it through [`crate::limits::LayerState`]): the same attributes the
-/// handler authorizes — a non-resource path with the method's verb, or a served resource with
-/// its verb, namespace, name and subresource. `Ok` when the URL names nothing served or its
+/// Authorization from the URL alone, before the body is read, once the in-flight slot or
+/// seat is taken (the limits layer calls it through [`crate::limits::LayerState`]): the same
+/// attributes the handler authorizes — a non-resource path with the method's verb, or a
+/// served resource with its verb, namespace, name and subresource. `Ok` when the URL names nothing served or its
 /// query does not parse: the handler then answers 404 or 400 without authorizing anything.
 ///
 /// # Errors

@@ -63,9 +63,12 @@
 //! - Memory: the waiting requests of a level are at most `queues × queueLengthLimit`, so in
 //!   total at most the sum over the levels (each holding its request's head, not its body:
 //!   the body is read after the seat is granted).
-//! - Classification comes after authorization here (a 403 takes no seat and carries no
-//!   headers, as every refusal of the limits layer before the slot); kube classifies before
-//!   authorization, so its 403s do.
+//! - Classification and seats come before authorization, as in kube's handler chain: a
+//!   request refused 403 takes its place in its flow's queue, is counted in
+//!   `apiserver_flowcontrol_dispatched_requests_total` under its FlowSchema, and its 403
+//!   carries the headers; the impersonated user is the one classified. The work estimate
+//!   reads the URL alone ([`rules::RequestInfo`], kube's RequestInfo) and the cache's counts,
+//!   nothing authorization computes.
 //! - Simplified from kube: the fan-out estimate
 //!   counts every watcher of the resource (kube: those of its namespace or name); a level
 //!   whose current limit is 0 still runs one request when none runs (kube's dispatch waits
