@@ -84,14 +84,13 @@
 //!    number of bodies being read, and the memory they take, is bounded by the in-flight
 //!    limits times the body limit); with API Priority and Fairness, the user's share and then
 //!    a seat of the request's priority level, waiting for it in a queue (the user's share
-//!    counts its waiting requests too),
-//! 3b. authorization from the URL alone ([`LayerState::authorize`]: the verb, resource,
-//!    namespace, name and subresource are known before the body; 403 before a byte of the
-//!    body is read, the slot or seat freed with the answer). This is kube-apiserver's order
-//!    (`DefaultBuildHandlerChain`: authentication, audit, impersonation, priority and
-//!    fairness or max-in-flight, authorization): a forbidden request waits its turn in its
-//!    flow, is counted as dispatched there, and its 403 carries the `X-Kubernetes-PF-*`
-//!    headers,
+//!    counts its waiting requests too), 3b. authorization from the URL alone
+//!    ([`LayerState::authorize`]: the verb, resource, namespace, name and subresource are
+//!    known before the body; 403 before a byte of the body is read, the slot or seat freed
+//!    with the answer). This is kube-apiserver's order (`DefaultBuildHandlerChain`:
+//!    authentication, audit, impersonation, priority and fairness or max-in-flight,
+//!    authorization): a forbidden request waits its turn in its flow, is counted as
+//!    dispatched there, and its 403 carries the `X-Kubernetes-PF-*` headers,
 //! 4. the body, read whole within the size and time bounds (and the request's deadline:
 //!    504 when that comes first). The handler then sees a complete body, and is dropped (its
 //!    slots with it) if it has not answered by the deadline: 504. Watch and in-flight slots
