@@ -7,9 +7,9 @@
 //! order, refusing a full queue and a request past its wait limit, one user's flood not
 //! starving another, the `exempt` level past every seat, kubectl listing the objects, a
 //! large LIST taking a seat per 100 objects, a busy level borrowing idle levels' seats,
-//! kube's flow-control metrics, the health probes classified to `exempt`, and a forbidden
+//! kube's flow-control metrics, the health probes classified to `exempt`, a forbidden
 //! request classified (the impersonated user's FlowSchema) and queued before its 403, as in
-//! kube's handler chain.
+//! kube's handler chain, and kube's debug dumps of levels, queues and requests.
 //!
 //! Requests are held open deterministically by a create (or a LIST) whose body is held back:
 //! the seats are taken before the body is read. The server shares 6 seats
@@ -816,6 +816,13 @@ async fn priority_and_fairness_can_be_turned_off() {
     assert!(server.app.limits.apf().is_none());
     let (status, _) = common::get_json(server.addr, CM).await;
     assert_eq!(status, 200);
+    // kube installs the debug dumps only with the feature on.
+    let (status, _) = common::get_json(
+        server.addr,
+        "/debug/api_priority_and_fairness/dump_priority_levels",
+    )
+    .await;
+    assert_eq!(status, 404);
     let answer = tokio::time::timeout(HANG_GUARD, async {
         let mut stream = raw::send(
             server.addr,
@@ -1109,5 +1116,211 @@ async fn a_forbidden_request_is_classified_and_waits_its_turn() {
     assert_status(&answer, 403, "Forbidden");
     assert!(answer.body.contains("User \\\"dave\\\""), "{}", answer.body);
     assert_classified(&answer, &dave.0, &dave.1);
+    server.shutdown().await;
+}
+
+/// The rows of a debug dump's text: each line's cells, split on `,` and trimmed.
+fn cells(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|line| line.split(',').map(|cell| cell.trim().to_owned()).collect())
+        .collect()
+}
+
+/// Asserts that every cell of `text` but a line's last starts at the same column on every
+/// line (Go's tabwriter aligns them so).
+fn assert_aligned(text: &str) {
+    let starts = |line: &str| -> Vec<usize> {
+        let mut starts = Vec::new();
+        let mut after_comma = false;
+        for (at, c) in line.chars().enumerate() {
+            if after_comma && c != ' ' {
+                starts.push(at);
+                after_comma = false;
+            }
+            after_comma |= c == ',';
+        }
+        starts
+    };
+    let mut lines = text.lines();
+    let first = starts(lines.next().unwrap());
+    for line in lines {
+        let these = starts(line);
+        // A last cell that is empty has no start.
+        assert_eq!(these[..], first[..these.len()], "{text}");
+    }
+}
+
+/// `GET /debug/api_priority_and_fairness/{dump}` as the holder of `token`.
+async fn dump(addr: SocketAddr, token: &str, dump: &str) -> Answer {
+    call(
+        addr,
+        token,
+        "GET",
+        &format!("/debug/api_priority_and_fairness/{dump}"),
+        "",
+    )
+    .await
+}
+
+/// Goal: kube-apiserver's three API Priority and Fairness dumps, its header lines and rows,
+/// over a level where alice's create holds the seat and her LIST waits in the queue: the
+/// level's counts, its queue's, and each request (waiting, executing in its queue, and the
+/// admin's own exempt one without a queue), with the request details when asked; carol, who
+/// may not get the paths, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_debug_dumps_print_levels_queues_and_requests_as_kube() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = queued_team_server(dir.path()).await;
+    let addr = server.addr;
+    let held = hold(addr, "alice-token", "first").await;
+    until(|| counts(&server, "team", "queued").0 == 1).await;
+    let waiting = tokio::spawn(async move { call(addr, "alice-token", "GET", CM, "").await });
+    until(|| counts(&server, "team", "queued").1 == 1).await;
+
+    let levels = dump(addr, "admin-token", "dump_priority_levels").await;
+    assert_eq!(levels.status, 200, "{}", levels.body);
+    assert!(
+        levels
+            .head
+            .contains("content-type: text/plain; charset=utf-8\r\n"),
+        "{}",
+        levels.head
+    );
+    let lines: Vec<&str> = levels.body.lines().collect();
+    assert_eq!(
+        lines[0],
+        "PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests, DispatchedRequests, RejectedRequests, TimedoutRequests, CancelledRequests"
+    );
+    // The first column is as wide as its widest cell plus a space (Go's tabwriter).
+    let row = lines
+        .iter()
+        .find(|line| line.starts_with("queued,"))
+        .expect("a row for the level");
+    assert!(row.starts_with("queued,            1,"), "{row}");
+    assert_aligned(&levels.body);
+    let rows = cells(&levels.body);
+    let names: Vec<&str> = rows[1..].iter().map(|r| r[0].as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    assert!(names.contains(&"global-default") && names.contains(&"exempt"));
+    let queued = rows.iter().find(|r| r[0] == "queued").unwrap();
+    assert_eq!(
+        queued[1..],
+        ["1", "false", "false", "1", "1", "1", "0", "0", "0"]
+    );
+
+    let queues = dump(addr, "admin-token", "dump_queues").await;
+    assert_eq!(queues.status, 200, "{}", queues.body);
+    assert_eq!(
+        queues.body.lines().next().unwrap(),
+        "PriorityLevelName, Index,  PendingRequests, ExecutingRequests, SeatsInUse, NextDispatchR, InitialSeatsSum, MaxSeatsSum, TotalWorkSum"
+    );
+    assert_aligned(&queues.body);
+    let rows = cells(&queues.body);
+    let ours: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "queued").collect();
+    assert_eq!(ours.len(), 1, "one queue");
+    assert_eq!(ours[0][1..5], ["0", "1", "1", "1"]);
+    assert!(ours[0][5].ends_with("ss"), "{:?}", ours[0]);
+    assert_eq!(ours[0][6..], ["1", "1", "0.00300000ss"]);
+    // kube's global-default queues: 128.
+    assert_eq!(
+        rows.iter().filter(|r| r[0] == "global-default").count(),
+        128
+    );
+
+    let requests = dump(addr, "admin-token", "dump_requests").await;
+    assert_eq!(requests.status, 200, "{}", requests.body);
+    // ArriveTime is as wide as the longest time printed (Go drops a fraction's trailing
+    // zeros), the columns before it as their headers.
+    let header = requests.body.lines().next().unwrap();
+    assert!(
+        header.starts_with(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime,"
+        ),
+        "{header}"
+    );
+    let rows = cells(&requests.body);
+    assert_eq!(
+        rows[0],
+        [
+            "PriorityLevelName",
+            "FlowSchemaName",
+            "QueueIndex",
+            "RequestIndexInQueue",
+            "FlowDistingsher",
+            "ArriveTime",
+            "InitialSeats",
+            "FinalSeats",
+            "AdditionalLatency",
+            "StartTime"
+        ]
+    );
+    assert_aligned(&requests.body);
+    let ours: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "queued").collect();
+    assert_eq!(ours.len(), 2, "{}", requests.body);
+    // The waiting LIST first (queue 0, place 0, not started), then the executing create.
+    assert_eq!(ours[0][1..5], ["team", "0", "0", "alice"]);
+    assert_eq!(ours[0][6..], ["1", "0", "0s", "0001-01-01T00:00:00Z"]);
+    assert_eq!(ours[1][1..5], ["team", "0", "-1", "alice"]);
+    for row in &ours {
+        assert!(row[5].ends_with('Z') && row[5].len() > 20, "{row:?}");
+    }
+    assert_ne!(ours[1][9], "0001-01-01T00:00:00Z");
+    // The dump's own request: exempt, granted without a queue.
+    assert!(
+        rows.iter()
+            .any(|r| r[0] == "exempt" && r[1] == "exempt" && r[2] == "-1" && r[3] == "-1"),
+        "{}",
+        requests.body
+    );
+
+    let detailed = dump(addr, "admin-token", "dump_requests?includeRequestDetails=1").await;
+    assert_eq!(detailed.status, 200, "{}", detailed.body);
+    let header = cells(&detailed.body).remove(0);
+    assert_eq!(
+        header[9..],
+        [
+            "StartTime",
+            "UserName",
+            "Verb",
+            "APIPath",
+            "Namespace",
+            "Name",
+            "APIVersion",
+            "Resource",
+            "SubResource"
+        ]
+    );
+    assert_aligned(&detailed.body);
+    let rows = cells(&detailed.body);
+    let ours: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "queued").collect();
+    assert_eq!(
+        ours[0][10..],
+        ["alice", "list", CM, "default", "", "v1", "configmaps", ""]
+    );
+    assert_eq!(
+        ours[1][10..],
+        ["alice", "create", CM, "default", "", "v1", "configmaps", ""]
+    );
+
+    let unknown = dump(addr, "admin-token", "dump_nothing").await;
+    assert_status(&unknown, 404, "NotFound");
+
+    assert_eq!(held.finish().await.status, 201);
+    assert_eq!(waiting.await.unwrap().status, 200);
+    // kube's authorization: a non-resource URL, verb get (carol's request takes its seat
+    // in `queued` first: the level counts it as dispatched).
+    let refused = dump(addr, "carol-token", "dump_queues").await;
+    assert_status(&refused, 403, "Forbidden");
+    let levels = dump(addr, "admin-token", "dump_priority_levels").await;
+    let queued = cells(&levels.body)
+        .into_iter()
+        .find(|r| r[0] == "queued")
+        .unwrap();
+    assert_eq!(
+        queued[1..],
+        ["0", "true", "false", "0", "0", "3", "0", "0", "0"]
+    );
     server.shutdown().await;
 }

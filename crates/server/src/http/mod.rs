@@ -451,6 +451,16 @@ async fn route(
         [".well-known", "openid-configuration"] => openid(app, false),
         ["openid", "v1", "jwks"] => openid(app, true),
         ["debug", "consistency"] => consistency(app, context, query).await,
+        ["debug", "api_priority_and_fairness", name] => {
+            use crate::limits::apf::dump;
+            match (app.limits.apf(), dump::Table::named(name)) {
+                (Some(apf), Some(table)) => text_response(
+                    StatusCode::OK,
+                    &dump::render(table, &apf.dump(), dump::includes_details(query)),
+                ),
+                _ => not_found(),
+            }
+        }
         ["debug", ..] | ["ui", ..] => {
             crate::operator::debug::serve(&app.observed(), segments, query)
         }

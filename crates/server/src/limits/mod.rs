@@ -552,18 +552,22 @@ impl Limits {
         flow: &Flow,
         wait_until: tokio::time::Instant,
         user_share: bool,
+        (user_name, method, uri): (&str, &Method, &axum::http::Uri),
     ) -> Result<Slot, Refusal> {
         let user = if user_share {
             self.admit_user(flow)?
         } else {
             None
         };
-        let seat = class.admit(wait_until).await.map_err(|(_, retry_after)| {
-            (
-                Limit::PriorityAndFairness,
-                ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
-            )
-        })?;
+        let seat = class
+            .admit(wait_until, user_name, method, uri)
+            .await
+            .map_err(|(_, retry_after)| {
+                (
+                    Limit::PriorityAndFairness,
+                    ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
+                )
+            })?;
         self.apf_inflight[usize::from(mutating)].fetch_add(1, Ordering::Relaxed);
         Ok(Slot {
             user,
@@ -1003,7 +1007,10 @@ async fn admit(
             // Without a deadline: a quarter of `--request-timeout` (kube's default wait).
             let wait_until =
                 apf::wait_until(tokio::time::Instant::now(), Some(config.request_timeout));
-            match class.admit(wait_until).await {
+            match class
+                .admit(wait_until, &user.name, &parts.method, &parts.uri)
+                .await
+            {
                 Ok(seat) => watch_seat = Some(seat),
                 Err((_, retry_after)) => {
                     return limits.reject(
@@ -1021,8 +1028,9 @@ async fn admit(
         // A probe is not counted in its user's share (kube's `probes` FlowSchema sends it
         // to `exempt`).
         let user_share = !is_probe(parts.uri.path());
+        let asked = (&*user.name, &parts.method, &parts.uri);
         match limits
-            .admit_fair(class, mutating, &flow, wait_until, user_share)
+            .admit_fair(class, mutating, &flow, wait_until, user_share, asked)
             .await
         {
             Ok(taken) => slot = Some(taken),

@@ -73,14 +73,17 @@
 //!   counts every watcher of the resource (kube: those of its namespace or name); a level
 //!   whose current limit is 0 still runs one request when none runs (kube's dispatch waits
 //!   for the next adjustment); the virtual clock is not rebased (kube's epoch advance;
-//!   `f64` seat-seconds here keep microsecond precision for years of uptime); no debug
-//!   endpoints
-//!   (`/debug/api_priority_and_fairness/...`).
+//!   `f64` seat-seconds here keep microsecond precision for years of uptime).
+//! - kube's debug dumps, `/debug/api_priority_and_fairness/dump_priority_levels`,
+//!   `dump_queues` and `dump_requests` ([`dump`]), only while API Priority and Fairness is on.
 //!
 //! ## Bounds
 //! The classifier holds each cached FlowSchema and PriorityLevelConfiguration once (the
 //! store's quota bounds them); the counts for `/metrics` keep one entry per (FlowSchema,
-//! level) pair seen since start, as kube's metric label sets do.
+//! level) pair seen since start, as kube's metric label sets do. For the debug dumps
+//! ([`dump`]) each waiting or executing request keeps its user name, method and URI until it
+//! finished (the waiting are bounded above; the executing by the seats, or for an exempt
+//! level by the in-flight requests the connection limits allow).
 //!
 //! `/metrics` (kube's names and labels): `apiserver_flowcontrol_rejected_requests_total{flow_schema,
 //! priority_level, reason}`, `_dispatched_requests_total`, `_current_inqueue_requests`,
@@ -96,6 +99,7 @@
 
 pub mod bootstrap;
 pub mod borrowing;
+pub mod dump;
 pub mod queues;
 pub mod retry_after;
 pub mod rules;
@@ -117,7 +121,7 @@ use crate::source::feed::Observer;
 use borrowing::{LevelDemand, SeatDemandStats};
 pub use queues::{FlowCounts, LevelState, Reason, Seat, Work};
 use queues::{Level, LevelConfig, Queuing};
-use rules::{FlowSchemaSpec, RequestInfo};
+use rules::{FlowBy, FlowSchemaSpec, RequestInfo};
 pub use work::ResourceCounts;
 
 /// The flow-control API group.
@@ -334,6 +338,7 @@ pub struct Classification {
     schema: Named,
     level: LevelEntry,
     hash: u64,
+    flow_by: FlowBy,
     counts: Arc<FlowCounts>,
     work: Work,
 }
@@ -376,15 +381,30 @@ impl Classification {
         headers.insert(PRIORITY_LEVEL_UID_HEADER, self.level.named.header.clone());
     }
 
-    /// Its seats in its level, waiting in its flow's queue at most until `wait_until`.
+    /// Its seats in its level, waiting in its flow's queue at most until `wait_until`; the
+    /// debug dumps show it as `user`'s `method` on `uri` meanwhile.
     ///
     /// # Errors
     /// Why it was refused (counted), and the `Retry-After` to answer (seconds, the level's:
     /// [`retry_after`]).
-    pub async fn admit(&self, wait_until: tokio::time::Instant) -> Result<Seat, (Reason, u32)> {
+    pub async fn admit(
+        &self,
+        wait_until: tokio::time::Instant,
+        user: &str,
+        method: &axum::http::Method,
+        uri: &axum::http::Uri,
+    ) -> Result<Seat, (Reason, u32)> {
         let level = &self.level.level;
+        let described = Arc::new(dump::Described {
+            flow_schema: self.schema.name.clone(),
+            flow_by: self.flow_by,
+            user: user.to_owned(),
+            method: method.clone(),
+            uri: uri.clone(),
+            arrival: std::time::SystemTime::now(),
+        });
         level
-            .admit(self.hash, self.work, &self.counts, wait_until)
+            .admit(self.hash, self.work, &self.counts, wait_until, described)
             .await
             .map_err(|reason| {
                 let now = std::time::SystemTime::now()
@@ -568,6 +588,19 @@ impl Apf {
         reports
     }
 
+    /// Every level's debug dump ([`dump`]), by name.
+    #[must_use]
+    pub fn dump(&self) -> Vec<(String, dump::LevelDump)> {
+        let classifier = self.classifier();
+        let mut levels: Vec<(String, dump::LevelDump)> = classifier
+            .levels
+            .iter()
+            .map(|(name, entry)| (name.clone(), entry.level.dump()))
+            .collect();
+        levels.sort_by(|a, b| a.0.cmp(&b.0));
+        levels
+    }
+
     /// kube's fair fraction at the last adjustment.
     #[must_use]
     pub fn fair_frac(&self) -> f64 {
@@ -696,6 +729,7 @@ impl Apf {
         {
             Some(schema) => Classification {
                 hash: flow_hash(&schema.named.name, schema.spec.distinguisher(user, &info)),
+                flow_by: schema.spec.flow_by(),
                 schema: schema.named.clone(),
                 level: schema.level.clone(),
                 counts: schema.counts.clone(),
@@ -705,6 +739,7 @@ impl Apf {
                 let (schema, level, counts) = &classifier.unmatched;
                 Classification {
                     hash: flow_hash(&schema.name, &user.name),
+                    flow_by: FlowBy::User,
                     schema: schema.clone(),
                     level: level.clone(),
                     counts: counts.clone(),
