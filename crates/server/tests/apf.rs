@@ -9,7 +9,8 @@
 //! large LIST taking a seat per 100 objects, a busy level borrowing idle levels' seats,
 //! kube's flow-control metrics, the health probes classified to `exempt`, a forbidden
 //! request classified (the impersonated user's FlowSchema) and queued before its 403, as in
-//! kube's handler chain, and kube's debug dumps of levels, queues and requests.
+//! kube's handler chain, kube's debug dumps of levels, queues and requests, and a write's
+//! fan-out counted by the watches of its namespace.
 //!
 //! Requests are held open deterministically by a create (or a LIST) whose body is held back:
 //! the seats are taken before the body is read. The server shares 6 seats
@@ -94,8 +95,13 @@ struct Held {
 }
 
 async fn hold(addr: SocketAddr, token: &str, name: &str) -> Held {
+    hold_at(addr, token, CM, name).await
+}
+
+/// [`hold`] of a create at `path`.
+async fn hold_at(addr: SocketAddr, token: &str, path: &str, name: &str) -> Held {
     let body = configmap(name, 8).to_string().into_bytes();
-    let stream = raw::send(addr, &head("POST", CM, token, body.len()), &body[..1])
+    let stream = raw::send(addr, &head("POST", path, token, body.len()), &body[..1])
         .await
         .unwrap();
     Held {
@@ -1322,5 +1328,63 @@ async fn the_debug_dumps_print_levels_queues_and_requests_as_kube() {
         queued[1..],
         ["0", "true", "false", "0", "0", "3", "0", "0", "0"]
     );
+    server.shutdown().await;
+}
+
+/// Goal: a write's fan-out is estimated by the watches interested in its object, as kube's
+/// `GetInterestedWatchCount` counts them (the resource's, its namespace's, its name's), not
+/// by every watch of the resource: with 200 watches of `other`'s ConfigMaps, alice's create
+/// in `other` holds a final seat for the fan-out (20 seats' work of 50 µs on her level's
+/// one: 1 ms), seen in `dump_requests`, and her create in `default` none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writes_fan_out_counts_the_watches_of_its_namespace() {
+    const WATCHES: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    create(
+        addr,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}),
+    )
+    .await;
+    let other = "/api/v1/namespaces/other/configmaps";
+    let mut watches = Vec::new();
+    for _ in 0..WATCHES {
+        let mut stream = raw::send(
+            addr,
+            &head("GET", &format!("{other}?watch=true"), "admin-token", 0),
+            b"",
+        )
+        .await
+        .unwrap();
+        let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+            .await
+            .expect("a head")
+            .unwrap();
+        assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+        watches.push(stream);
+    }
+    // alice's held create's row in `dump_requests`: its final seats and additional latency.
+    let estimate = |body: &str| -> Vec<String> {
+        cells(body)
+            .into_iter()
+            .find(|r| r[0] == "global-default" && r[4] == "alice")
+            .map(|r| r[7..9].to_vec())
+            .unwrap_or_else(|| panic!("no request of alice in\n{body}"))
+    };
+    for (path, name, want) in [
+        (CM, "in-default", ["0", "0s"]),
+        (other, "in-other", ["1", "1ms"]),
+    ] {
+        let held = hold_at(addr, "alice-token", path, name).await;
+        until(|| counts(&server, "global-default", "global-default").0 == 1).await;
+        let requests = dump(addr, "admin-token", "dump_requests").await;
+        assert_eq!(requests.status, 200, "{}", requests.body);
+        assert_eq!(estimate(&requests.body), want, "{path}");
+        assert_eq!(held.finish().await.status, 201);
+        until(|| counts(&server, "global-default", "global-default").0 == 0).await;
+    }
+    drop(watches);
     server.shutdown().await;
 }

@@ -458,6 +458,7 @@ impl Limits {
             total: false,
             connection: connection.cloned(),
             release: None,
+            tracked: None,
         };
         let before = self.watches.fetch_add(1, Ordering::AcqRel);
         slot.total = true;
@@ -691,6 +692,8 @@ struct WatchSlot {
     connection: Option<Arc<Connection>>,
     /// Closes the connection if the watch outlives its deadline (aborted when it ends).
     release: Option<tokio::task::JoinHandle<()>>,
+    /// Counted among the watches a write's fan-out estimate reads ([`apf::watches`]).
+    tracked: Option<apf::watches::Tracked>,
 }
 
 impl WatchSlot {
@@ -1011,7 +1014,18 @@ async fn admit(
                 .admit(wait_until, &user.name, &parts.method, &parts.uri)
                 .await
             {
-                Ok(seat) => watch_seat = Some(seat),
+                Ok(seat) => {
+                    watch_seat = Some(seat);
+                    // Interested in the writes to what it watches from now (kube's filter
+                    // registers a watch once its seat is granted) until its answer ends.
+                    if let (Some((taken, _)), Some(apf)) = (watch_slot.as_mut(), &limits.apf) {
+                        taken.tracked = apf.track_watch(
+                            parts.method.as_str(),
+                            parts.uri.path(),
+                            parts.uri.query(),
+                        );
+                    }
+                }
                 Err((_, retry_after)) => {
                     return limits.reject(
                         Limit::PriorityAndFairness,

@@ -32,9 +32,11 @@
 //!   those running finish.
 //! - Work ([`work`]): a request takes the seats kube's work estimator gives it: a LIST one
 //!   per 100 objects of the resource (the cache's count), up to 10 or the level's maximum;
-//!   a write on a resource with thousands of watchers holds extra seats for the watch
-//!   fan-out after it finished, by this server's cost of a delivery (about a hundredth of
-//!   the 5 ms per 10 watchers kube charges for its own: [`work`]); anything else 1.
+//!   a write with thousands of watches interested in its object (of its resource, its
+//!   namespace or its name, kube's `GetInterestedWatchCount`: [`watches`], counted from a
+//!   watch's seat to its end) holds extra seats for the watch fan-out after it finished, by
+//!   this server's cost of a delivery (about a hundredth of the 5 ms per 10 watchers kube
+//!   charges for its own: [`work`]); anything else 1.
 //! - An `Exempt` level is never limited. A `Reject` level refuses a request when its seats
 //!   are taken; a `Queue` level queues it by its flow (the hash of the FlowSchema's name and
 //!   the distinguisher: the user name for `ByUser`, the namespace for `ByNamespace`) with
@@ -69,8 +71,7 @@
 //!   carries the headers; the impersonated user is the one classified. The work estimate
 //!   reads the URL alone ([`rules::RequestInfo`], kube's RequestInfo) and the cache's counts,
 //!   nothing authorization computes.
-//! - Simplified from kube: the fan-out estimate
-//!   counts every watcher of the resource (kube: those of its namespace or name); a level
+//! - Simplified from kube: a level
 //!   whose current limit is 0 still runs one request when none runs (kube's dispatch waits
 //!   for the next adjustment); the virtual clock is not rebased (kube's epoch advance;
 //!   `f64` seat-seconds here keep microsecond precision for years of uptime).
@@ -103,6 +104,7 @@ pub mod dump;
 pub mod queues;
 pub mod retry_after;
 pub mod rules;
+pub mod watches;
 pub mod work;
 
 use std::collections::{BTreeMap, HashMap};
@@ -440,6 +442,8 @@ pub struct Apf {
     /// What the server holds of a resource (by API group and plural), for the work
     /// estimate; unset, every request takes one seat.
     resources: std::sync::OnceLock<ResourceCounter>,
+    /// The open watches by what they watch, for a write's fan-out estimate.
+    watches: Arc<watches::WatchTracker>,
     /// Borrowing's state: each level's demand statistics and target, and the fair fraction.
     borrowing: Mutex<Borrowing>,
 }
@@ -454,8 +458,9 @@ impl std::fmt::Debug for Apf {
     }
 }
 
-/// What the server holds of a resource by API group and plural.
-pub type ResourceCounter = Arc<dyn Fn(&str, &str) -> Option<ResourceCounts> + Send + Sync>;
+/// The objects the server holds of a resource by API group and plural (`None` when it
+/// serves no such resource).
+pub type ResourceCounter = Arc<dyn Fn(&str, &str) -> Option<usize> + Send + Sync>;
 
 /// The last borrowing adjustment's statistics.
 #[derive(Debug, Default)]
@@ -511,10 +516,25 @@ impl Apf {
             })),
             counts: Mutex::default(),
             resources: std::sync::OnceLock::new(),
+            watches: Arc::default(),
             borrowing: Mutex::default(),
         };
         apf.rebuild(&Objects::default());
         Arc::new(apf)
+    }
+
+    /// Counts the watch `method` on `path` with `query` among the watches interested in
+    /// writes ([`watches`]) until the returned guard is dropped; `None` for any other
+    /// request.
+    #[must_use]
+    pub fn track_watch(
+        &self,
+        method: &str,
+        path: &str,
+        query: Option<&str>,
+    ) -> Option<watches::Tracked> {
+        self.watches
+            .track(&RequestInfo::of(method, path, query), query)
     }
 
     /// Gives the work estimate what the server holds of each resource (set once; later
@@ -749,8 +769,18 @@ impl Apf {
         };
         if let Some(counter) = self.resources.get() {
             let max_seats = class.level.level.config().max_seats;
+            // A write's fan-out: the watches of its resource, namespace and name (kube's
+            // `GetInterestedWatchCount`).
+            let mutating = matches!(&*info.verb, "create" | "update" | "patch" | "delete");
             class.work = work::estimate(&info, query, max_seats, |group, resource| {
-                counter(group, resource)
+                counter(group, resource).map(|objects| ResourceCounts {
+                    objects,
+                    watchers: if mutating {
+                        self.watches.interested(&info)
+                    } else {
+                        0
+                    },
+                })
             });
         }
         class

@@ -134,6 +134,25 @@ impl<'a> RequestInfo<'a> {
     }
 }
 
+/// The name an exact `metadata.name` requirement of `field_selector` selects, when it is a
+/// valid path segment (kube's `RequiresExactMatch("metadata.name")` in `NewRequestInfo`).
+#[must_use]
+pub fn selected_name(field_selector: &str) -> Option<&str> {
+    field_selector.split(',').find_map(|term| {
+        let rest = term.trim().strip_prefix("metadata.name")?.trim_start();
+        let value = rest
+            .strip_prefix("==")
+            .or_else(|| rest.strip_prefix('='))?
+            .trim();
+        let valid = !value.is_empty()
+            && value != "."
+            && value != ".."
+            && !value.contains(['/', '%'])
+            && !value.starts_with('!');
+        valid.then_some(value)
+    })
+}
+
 /// A FlowSchema's spec, as far as classification reads it.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
