@@ -26,8 +26,10 @@
 //!   (`nonResourcePath` `/debug/api_priority_and_fairness/dump_*`, verb `get`).
 //!
 //! ## Bounds
-//! An answer has a row per level, per queue of a queuing level (`queues` is at most 512 in
-//! kube's validation, the levels are bounded by the store's quota), and per request waiting
+//! An answer has a row per level, per queue of a queuing level (`queues` is at most
+//! 10,000,000 in kube's validation, and the level already holds a queue for each: the answer
+//! is built in memory, a few hundred bytes a queue, as Go's tabwriter buffers it; the levels
+//! are bounded by the store's quota), and per request waiting
 //! (at most `queues × queueLengthLimit` per level) or executing (at most the level's seats,
 //! every seat held by one request; an exempt level's are bounded by the in-flight requests
 //! the connection limits allow). A request's row is built from what it already holds (its
