@@ -50,8 +50,9 @@ use axum::http::{Method, Uri};
 use super::queues::{ESTIMATED_SERVICE, Work};
 use super::rules::{FlowBy, RequestInfo};
 
-/// What the dumps tell of a request, kept from its classification until it finished.
-#[derive(Debug)]
+/// What the dumps tell of a request, kept from its classification until it finished (moved
+/// from its queue entry to its seat's record: no allocation of its own).
+#[derive(Clone, Debug)]
 pub struct Described {
     /// The FlowSchema that matched it.
     pub flow_schema: Arc<str>,
@@ -84,7 +85,7 @@ impl Default for Described {
 #[derive(Debug)]
 pub struct RequestDump {
     /// Who asked what.
-    pub described: Arc<Described>,
+    pub described: Described,
     /// Its work estimate.
     pub work: Work,
     /// When it was granted its seats (`None` while it waits).

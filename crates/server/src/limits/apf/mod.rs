@@ -397,14 +397,14 @@ impl Classification {
         uri: &axum::http::Uri,
     ) -> Result<Seat, (Reason, u32)> {
         let level = &self.level.level;
-        let described = Arc::new(dump::Described {
+        let described = dump::Described {
             flow_schema: self.schema.name.clone(),
             flow_by: self.flow_by,
             user: user.to_owned(),
             method: method.clone(),
             uri: uri.clone(),
             arrival: std::time::SystemTime::now(),
-        });
+        };
         level
             .admit(self.hash, self.work, &self.counts, wait_until, described)
             .await

@@ -418,7 +418,7 @@ struct Waiter {
     work: Work,
     arrival_virtual: f64,
     flow: Arc<FlowCounts>,
-    described: Arc<Described>,
+    described: Described,
     grant: oneshot::Sender<Seat>,
 }
 
@@ -429,7 +429,7 @@ struct Running {
     /// Its queue (and the queues' generation then), `None` when granted without queuing.
     queue: Option<(u64, usize)>,
     started: SystemTime,
-    described: Arc<Described>,
+    described: Described,
 }
 
 /// A request's seats in its level, given back when dropped (which dispatches the waiting);
@@ -721,7 +721,7 @@ impl Level {
         work: Work,
         flow: &Arc<FlowCounts>,
         wait_until: Instant,
-        described: Arc<Described>,
+        described: Described,
     ) -> Result<Seat, Reason> {
         let arrival = Instant::now();
         let refused = |reason| {
@@ -951,7 +951,7 @@ impl Inner {
         flow: &Arc<FlowCounts>,
         work: Work,
         queue: Option<usize>,
-        described: Arc<Described>,
+        described: Described,
     ) -> Seat {
         let seats = work.max_seats();
         self.executing += 1;
@@ -1107,16 +1107,16 @@ mod tests {
         let level = Level::new(LevelConfig::fixed(2, None));
         let flow = Arc::new(FlowCounts::default());
         let first = level
-            .admit(1, Work::ONE, &flow, far(), Arc::default())
+            .admit(1, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         let _second = level
-            .admit(2, Work::ONE, &flow, far(), Arc::default())
+            .admit(2, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         assert_eq!(
             level
-                .admit(3, Work::ONE, &flow, far(), Arc::default())
+                .admit(3, Work::ONE, &flow, far(), Described::default())
                 .await
                 .unwrap_err(),
             Reason::ConcurrencyLimit
@@ -1124,7 +1124,7 @@ mod tests {
         drop(first);
         assert!(
             level
-                .admit(3, Work::ONE, &flow, far(), Arc::default())
+                .admit(3, Work::ONE, &flow, far(), Described::default())
                 .await
                 .is_ok()
         );
@@ -1139,7 +1139,7 @@ mod tests {
         let level = Level::new(queuing(8, 1, 10));
         let flow = Arc::new(FlowCounts::default());
         let held = level
-            .admit(0, Work::ONE, &flow, far(), Arc::default())
+            .admit(0, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         // Flow `a` queues three, then flow `b` one; `a`'s and `b`'s queues differ.
@@ -1152,7 +1152,7 @@ mod tests {
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
                 let seat = queued
-                    .admit(hash, Work::ONE, &flow, far(), Arc::default())
+                    .admit(hash, Work::ONE, &flow, far(), Described::default())
                     .await
                     .unwrap();
                 order.lock().unwrap().push(name);
@@ -1178,7 +1178,7 @@ mod tests {
         let level = Level::new(queuing(1, 1, 1));
         let flow = Arc::new(FlowCounts::default());
         let _held = level
-            .admit(0, Work::ONE, &flow, far(), Arc::default())
+            .admit(0, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         let waiter = {
@@ -1186,7 +1186,7 @@ mod tests {
             let flow = flow.clone();
             tokio::spawn(async move {
                 level
-                    .admit(0, Work::ONE, &flow, far(), Arc::default())
+                    .admit(0, Work::ONE, &flow, far(), Described::default())
                     .await
                     .map(drop)
             })
@@ -1196,7 +1196,7 @@ mod tests {
         }
         assert_eq!(
             level
-                .admit(0, Work::ONE, &flow, far(), Arc::default())
+                .admit(0, Work::ONE, &flow, far(), Described::default())
                 .await
                 .unwrap_err(),
             Reason::QueueFull
@@ -1217,7 +1217,7 @@ mod tests {
                     Work::ONE,
                     &flow,
                     tokio::time::Instant::now(),
-                    Arc::default()
+                    Described::default()
                 )
                 .await
                 .unwrap_err(),
@@ -1232,7 +1232,7 @@ mod tests {
         let level = Level::new(queuing(4, 2, 10));
         let flow = Arc::new(FlowCounts::default());
         let _held = level
-            .admit(0, Work::ONE, &flow, far(), Arc::default())
+            .admit(0, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         let waiter = {
@@ -1240,7 +1240,7 @@ mod tests {
             let flow = flow.clone();
             tokio::spawn(async move {
                 level
-                    .admit(9, Work::ONE, &flow, far(), Arc::default())
+                    .admit(9, Work::ONE, &flow, far(), Described::default())
                     .await
             })
         };
@@ -1278,7 +1278,7 @@ mod tests {
                 let (level, counts) = (level.clone(), counts.clone());
                 tokio::spawn(async move {
                     level
-                        .admit(hash, work, &counts, far(), Arc::default())
+                        .admit(hash, work, &counts, far(), Described::default())
                         .await
                 })
             };
@@ -1317,7 +1317,7 @@ mod tests {
         let level = Level::new(queuing(16, 1, 50));
         let flow = Arc::new(FlowCounts::default());
         let held = level
-            .admit(99, Work::ONE, &flow, far(), Arc::default())
+            .admit(99, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         // Flow 0 queues ten, then flow 1 two (their queues differ: 0 and 1 of 16).
@@ -1351,11 +1351,11 @@ mod tests {
         ));
         let flow = Arc::new(FlowCounts::default());
         let first = level
-            .admit(99, Work::ONE, &flow, far(), Arc::default())
+            .admit(99, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         let second = level
-            .admit(99, Work::ONE, &flow, far(), Arc::default())
+            .admit(99, Work::ONE, &flow, far(), Described::default())
             .await
             .unwrap();
         let wide = Work {
@@ -1407,7 +1407,7 @@ mod tests {
             ..Work::ONE
         };
         let seat = level
-            .admit(1, wide, &flow, far(), Arc::default())
+            .admit(1, wide, &flow, far(), Described::default())
             .await
             .unwrap();
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
@@ -1434,7 +1434,7 @@ mod tests {
             additional_latency: std::time::Duration::from_millis(50),
         };
         let seat = level
-            .admit(1, work, &flow, far(), Arc::default())
+            .admit(1, work, &flow, far(), Described::default())
             .await
             .unwrap();
         assert_eq!(level.state().seats_in_use, 3);
