@@ -85,6 +85,61 @@ pub fn rfc3339_micro_from_unix(micros: i64) -> String {
     whole
 }
 
+/// Go's `time.Duration.String` of `nanos`.
+#[must_use]
+pub fn go_duration(nanos: i128) -> String {
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    let fraction = |value: u128, unit: u128| {
+        let whole = value / unit;
+        let rest = value % unit;
+        if rest == 0 {
+            whole.to_string()
+        } else {
+            let digits = unit.to_string().len() - 1;
+            let text = format!("{rest:0digits$}");
+            format!("{whole}.{}", text.trim_end_matches('0'))
+        }
+    };
+    if n < 1_000 {
+        return format!("{sign}{n}ns");
+    }
+    if n < 1_000_000 {
+        return format!("{sign}{}µs", fraction(n, 1_000));
+    }
+    if n < 1_000_000_000 {
+        return format!("{sign}{}ms", fraction(n, 1_000_000));
+    }
+    let seconds = n % 60_000_000_000;
+    let minutes = (n / 60_000_000_000) % 60;
+    let hours = n / 3_600_000_000_000;
+    let seconds = format!("{}s", fraction(seconds, 1_000_000_000));
+    if hours > 0 {
+        format!("{sign}{hours}h{minutes}m{seconds}")
+    } else if minutes > 0 {
+        format!("{sign}{minutes}m{seconds}")
+    } else {
+        format!("{sign}{seconds}")
+    }
+}
+
+/// Formats Unix `seconds` and `nanos` as Go's `time.RFC3339Nano` in UTC: the fraction's
+/// trailing zeros left out, no fraction when it is zero (`2026-11-29T15:00:00.5Z`).
+#[must_use]
+pub fn rfc3339_nano_from_unix(seconds: i64, nanos: u32) -> String {
+    let mut whole = rfc3339_from_unix(seconds);
+    if nanos > 0 && nanos < 1_000_000_000 {
+        whole.pop();
+        let fraction = format!(".{nanos:09}");
+        whole.push_str(fraction.trim_end_matches('0'));
+        whole.push('Z');
+    }
+    whole
+}
+
 fn digits(s: &str) -> Option<i64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -321,6 +376,19 @@ pub fn human_duration(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_nano_is_gos() {
+        assert_eq!(rfc3339_nano_from_unix(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_nano_from_unix(1_800_000_000, 500_000_000),
+            "2027-01-15T08:00:00.5Z"
+        );
+        assert_eq!(
+            rfc3339_nano_from_unix(1_800_000_000, 1_020),
+            "2027-01-15T08:00:00.00000102Z"
+        );
+    }
 
     #[test]
     fn round_trip() {

@@ -610,18 +610,15 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         audit: audit.clone(),
     });
     if let Some(apf) = app.limits.apf() {
-        // The work estimate reads the objects and watchers of a resource from its cache.
+        // The work estimate reads the objects of a resource from its cache (the watches
+        // interested in a write it counts itself, `apf::watches`).
         let registry = app.registry.clone();
         apf.set_resource_counter(Arc::new(move |group: &str, plural: &str| {
             let served = registry.load();
             let resource = served
                 .iter()
                 .find(|r| r.def.group == group && r.def.plural == plural)?;
-            let cache = resource.cache();
-            Some(crate::limits::apf::ResourceCounts {
-                objects: cache.latest().len(),
-                watchers: usize::try_from(cache.metrics().watchers.get()).unwrap_or(0),
-            })
+            Some(resource.cache().latest().len())
         }));
         tokio::spawn(crate::limits::apf::run_borrowing(
             apf.clone(),

@@ -7,7 +7,10 @@
 //! order, refusing a full queue and a request past its wait limit, one user's flood not
 //! starving another, the `exempt` level past every seat, kubectl listing the objects, a
 //! large LIST taking a seat per 100 objects, a busy level borrowing idle levels' seats,
-//! kube's flow-control metrics, and the health probes classified to `exempt`.
+//! kube's flow-control metrics, the health probes classified to `exempt`, a forbidden
+//! request classified (the impersonated user's FlowSchema) and queued before its 403, as in
+//! kube's handler chain, kube's debug dumps of levels, queues and requests, and a write's
+//! fan-out counted by the watches of its namespace.
 //!
 //! Requests are held open deterministically by a create (or a LIST) whose body is held back:
 //! the seats are taken before the body is read. The server shares 6 seats
@@ -92,8 +95,13 @@ struct Held {
 }
 
 async fn hold(addr: SocketAddr, token: &str, name: &str) -> Held {
+    hold_at(addr, token, CM, name).await
+}
+
+/// [`hold`] of a create at `path`.
+async fn hold_at(addr: SocketAddr, token: &str, path: &str, name: &str) -> Held {
     let body = configmap(name, 8).to_string().into_bytes();
-    let stream = raw::send(addr, &head("POST", CM, token, body.len()), &body[..1])
+    let stream = raw::send(addr, &head("POST", path, token, body.len()), &body[..1])
         .await
         .unwrap();
     Held {
@@ -239,6 +247,49 @@ fn assert_classified(answer: &Answer, schema_uid: &str, level_uid: &str) {
         "{}",
         answer.head
     );
+}
+
+/// An ABAC policy for [`apf_server_with`]: `system:masters` may do anything, alice write in
+/// `default`; anyone else nothing.
+fn abac_policy(dir: &std::path::Path) -> std::path::PathBuf {
+    let policy = dir.join("policy.jsonl");
+    let lines: Vec<String> = [
+        json!({"group": "system:masters", "namespace": "*", "resource": "*", "apiGroup": "*",
+            "nonResourcePath": "*"}),
+        json!({"user": "alice", "namespace": "default", "resource": "*", "apiGroup": "*"}),
+    ]
+    .iter()
+    .map(|spec| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy",
+            "spec": spec})
+        .to_string()
+    })
+    .collect();
+    std::fs::write(&policy, lines.join("\n")).unwrap();
+    policy
+}
+
+/// A server with [`abac_policy`], a one-seat level `queued` of one queue, and the FlowSchema
+/// `team` sending alice and carol to it.
+async fn queued_team_server(dir: &std::path::Path) -> Server {
+    let server = apf_server_with(
+        dir,
+        ServeArgs {
+            authorization_policy_file: Some(abac_policy(dir)),
+            ..ServeArgs::default()
+        },
+    )
+    .await;
+    let addr = server.addr;
+    level(
+        addr,
+        "queued",
+        json!({"type": "Queue",
+            "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 3}}),
+    )
+    .await;
+    schema(addr, "team", &["alice", "carol"], "queued").await;
+    server
 }
 
 /// The resource version of a created object.
@@ -771,6 +822,13 @@ async fn priority_and_fairness_can_be_turned_off() {
     assert!(server.app.limits.apf().is_none());
     let (status, _) = common::get_json(server.addr, CM).await;
     assert_eq!(status, 200);
+    // kube installs the debug dumps only with the feature on.
+    let (status, _) = common::get_json(
+        server.addr,
+        "/debug/api_priority_and_fairness/dump_priority_levels",
+    )
+    .await;
+    assert_eq!(status, 404);
     let answer = tokio::time::timeout(HANG_GUARD, async {
         let mut stream = raw::send(
             server.addr,
@@ -1014,5 +1072,319 @@ async fn a_watch_takes_a_seat_while_it_starts() {
     let served = call(addr, "alice-token", "GET", CM, "").await;
     assert_eq!(served.status, 200, "{}", served.body);
     drop(stream);
+    server.shutdown().await;
+}
+
+/// Goal: priority and fairness comes before authorization, as in kube-apiserver's handler
+/// chain: carol's forbidden LIST waits in her flow's queue behind alice's held create, is
+/// then refused 403 naming its FlowSchema and priority level, and is counted as dispatched
+/// under them; the admin impersonating dave (the admin alone would be `exempt`) is
+/// classified by dave's FlowSchema, and dave's 403 names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_request_is_classified_and_waits_its_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = queued_team_server(dir.path()).await;
+    let addr = server.addr;
+    schema(addr, "dave", &["dave"], "global-default").await;
+    let team = uid(addr, "flowschemas", "team").await;
+    let queued = uid(addr, "prioritylevelconfigurations", "queued").await;
+    let held = hold(addr, "alice-token", "first").await;
+    until(|| counts(&server, "team", "queued").0 == 1).await;
+    let forbidden = tokio::spawn(async move { call(addr, "carol-token", "GET", CM, "").await });
+    until(|| counts(&server, "team", "queued").1 == 1).await;
+    assert_eq!(held.finish().await.status, 201);
+    let refused = forbidden.await.unwrap();
+    assert_status(&refused, 403, "Forbidden");
+    assert_classified(&refused, &team, &queued);
+    let metrics = call(addr, "admin-token", "GET", "/metrics", "").await;
+    assert_eq!(
+        common::sample(
+            &metrics.body,
+            "apiserver_flowcontrol_dispatched_requests_total{flow_schema=\"team\",priority_level=\"queued\"}"
+        ),
+        2,
+        "{}",
+        metrics.body
+    );
+    let dave = (
+        uid(addr, "flowschemas", "dave").await,
+        uid(addr, "prioritylevelconfigurations", "global-default").await,
+    );
+    let impersonated = format!(
+        "GET {CM} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer admin-token\r\nImpersonate-User: dave\r\nConnection: close\r\n\r\n"
+    );
+    let answer = tokio::time::timeout(HANG_GUARD, async {
+        let mut stream = raw::send(addr, &impersonated, b"").await.unwrap();
+        raw::read_answer(&mut stream).await
+    })
+    .await
+    .expect("an answer");
+    assert_status(&answer, 403, "Forbidden");
+    assert!(answer.body.contains("User \\\"dave\\\""), "{}", answer.body);
+    assert_classified(&answer, &dave.0, &dave.1);
+    server.shutdown().await;
+}
+
+/// The rows of a debug dump's text: each line's cells, split on `,` and trimmed.
+fn cells(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|line| line.split(',').map(|cell| cell.trim().to_owned()).collect())
+        .collect()
+}
+
+/// Asserts that every cell of `text` but a line's last starts at the same column on every
+/// line (Go's tabwriter aligns them so).
+fn assert_aligned(text: &str) {
+    let starts = |line: &str| -> Vec<usize> {
+        let mut starts = Vec::new();
+        let mut after_comma = false;
+        for (at, c) in line.chars().enumerate() {
+            if after_comma && c != ' ' {
+                starts.push(at);
+                after_comma = false;
+            }
+            after_comma |= c == ',';
+        }
+        starts
+    };
+    let mut lines = text.lines();
+    let first = starts(lines.next().unwrap());
+    for line in lines {
+        let these = starts(line);
+        // A last cell that is empty has no start.
+        assert_eq!(these[..], first[..these.len()], "{text}");
+    }
+}
+
+/// `GET /debug/api_priority_and_fairness/{dump}` as the holder of `token`.
+async fn dump(addr: SocketAddr, token: &str, dump: &str) -> Answer {
+    call(
+        addr,
+        token,
+        "GET",
+        &format!("/debug/api_priority_and_fairness/{dump}"),
+        "",
+    )
+    .await
+}
+
+/// Goal: kube-apiserver's three API Priority and Fairness dumps, its header lines and rows,
+/// over a level where alice's create holds the seat and her LIST waits in the queue: the
+/// level's counts, its queue's, and each request (waiting, executing in its queue, and the
+/// admin's own exempt one without a queue), with the request details when asked; carol, who
+/// may not get the paths, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_debug_dumps_print_levels_queues_and_requests_as_kube() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = queued_team_server(dir.path()).await;
+    let addr = server.addr;
+    let held = hold(addr, "alice-token", "first").await;
+    until(|| counts(&server, "team", "queued").0 == 1).await;
+    let waiting = tokio::spawn(async move { call(addr, "alice-token", "GET", CM, "").await });
+    until(|| counts(&server, "team", "queued").1 == 1).await;
+
+    let levels = dump(addr, "admin-token", "dump_priority_levels").await;
+    assert_eq!(levels.status, 200, "{}", levels.body);
+    assert!(
+        levels
+            .head
+            .contains("content-type: text/plain; charset=utf-8\r\n"),
+        "{}",
+        levels.head
+    );
+    let lines: Vec<&str> = levels.body.lines().collect();
+    assert_eq!(
+        lines[0],
+        "PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests, DispatchedRequests, RejectedRequests, TimedoutRequests, CancelledRequests"
+    );
+    // The first column is as wide as its widest cell plus a space (Go's tabwriter).
+    let row = lines
+        .iter()
+        .find(|line| line.starts_with("queued,"))
+        .expect("a row for the level");
+    assert!(row.starts_with("queued,            1,"), "{row}");
+    assert_aligned(&levels.body);
+    let rows = cells(&levels.body);
+    let names: Vec<&str> = rows[1..].iter().map(|r| r[0].as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted);
+    assert!(names.contains(&"global-default") && names.contains(&"exempt"));
+    let queued = rows.iter().find(|r| r[0] == "queued").unwrap();
+    assert_eq!(
+        queued[1..],
+        ["1", "false", "false", "1", "1", "1", "0", "0", "0"]
+    );
+
+    let queues = dump(addr, "admin-token", "dump_queues").await;
+    assert_eq!(queues.status, 200, "{}", queues.body);
+    assert_eq!(
+        queues.body.lines().next().unwrap(),
+        "PriorityLevelName, Index,  PendingRequests, ExecutingRequests, SeatsInUse, NextDispatchR, InitialSeatsSum, MaxSeatsSum, TotalWorkSum"
+    );
+    assert_aligned(&queues.body);
+    let rows = cells(&queues.body);
+    let ours: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "queued").collect();
+    assert_eq!(ours.len(), 1, "one queue");
+    assert_eq!(ours[0][1..5], ["0", "1", "1", "1"]);
+    assert!(ours[0][5].ends_with("ss"), "{:?}", ours[0]);
+    assert_eq!(ours[0][6..], ["1", "1", "0.00300000ss"]);
+    // kube's global-default queues: 128.
+    assert_eq!(
+        rows.iter().filter(|r| r[0] == "global-default").count(),
+        128
+    );
+
+    let requests = dump(addr, "admin-token", "dump_requests").await;
+    assert_eq!(requests.status, 200, "{}", requests.body);
+    // ArriveTime is as wide as the longest time printed (Go drops a fraction's trailing
+    // zeros), the columns before it as their headers.
+    let header = requests.body.lines().next().unwrap();
+    assert!(
+        header.starts_with(
+            "PriorityLevelName, FlowSchemaName, QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime,"
+        ),
+        "{header}"
+    );
+    let rows = cells(&requests.body);
+    assert_eq!(
+        rows[0],
+        [
+            "PriorityLevelName",
+            "FlowSchemaName",
+            "QueueIndex",
+            "RequestIndexInQueue",
+            "FlowDistingsher",
+            "ArriveTime",
+            "InitialSeats",
+            "FinalSeats",
+            "AdditionalLatency",
+            "StartTime"
+        ]
+    );
+    assert_aligned(&requests.body);
+    let ours: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "queued").collect();
+    assert_eq!(ours.len(), 2, "{}", requests.body);
+    // The waiting LIST first (queue 0, place 0, not started), then the executing create.
+    assert_eq!(ours[0][1..5], ["team", "0", "0", "alice"]);
+    assert_eq!(ours[0][6..], ["1", "0", "0s", "0001-01-01T00:00:00Z"]);
+    assert_eq!(ours[1][1..5], ["team", "0", "-1", "alice"]);
+    for row in &ours {
+        assert!(row[5].ends_with('Z') && row[5].len() > 20, "{row:?}");
+    }
+    assert_ne!(ours[1][9], "0001-01-01T00:00:00Z");
+    // The dump's own request: exempt, granted without a queue.
+    assert!(
+        rows.iter()
+            .any(|r| r[0] == "exempt" && r[1] == "exempt" && r[2] == "-1" && r[3] == "-1"),
+        "{}",
+        requests.body
+    );
+
+    let detailed = dump(addr, "admin-token", "dump_requests?includeRequestDetails=1").await;
+    assert_eq!(detailed.status, 200, "{}", detailed.body);
+    let header = cells(&detailed.body).remove(0);
+    assert_eq!(
+        header[9..],
+        [
+            "StartTime",
+            "UserName",
+            "Verb",
+            "APIPath",
+            "Namespace",
+            "Name",
+            "APIVersion",
+            "Resource",
+            "SubResource"
+        ]
+    );
+    assert_aligned(&detailed.body);
+    let rows = cells(&detailed.body);
+    let ours: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "queued").collect();
+    assert_eq!(
+        ours[0][10..],
+        ["alice", "list", CM, "default", "", "v1", "configmaps", ""]
+    );
+    assert_eq!(
+        ours[1][10..],
+        ["alice", "create", CM, "default", "", "v1", "configmaps", ""]
+    );
+
+    let unknown = dump(addr, "admin-token", "dump_nothing").await;
+    assert_status(&unknown, 404, "NotFound");
+
+    assert_eq!(held.finish().await.status, 201);
+    assert_eq!(waiting.await.unwrap().status, 200);
+    // kube's authorization: a non-resource URL, verb get (carol's request takes its seat
+    // in `queued` first: the level counts it as dispatched).
+    let refused = dump(addr, "carol-token", "dump_queues").await;
+    assert_status(&refused, 403, "Forbidden");
+    let levels = dump(addr, "admin-token", "dump_priority_levels").await;
+    let queued = cells(&levels.body)
+        .into_iter()
+        .find(|r| r[0] == "queued")
+        .unwrap();
+    assert_eq!(
+        queued[1..],
+        ["0", "true", "false", "0", "0", "3", "0", "0", "0"]
+    );
+    server.shutdown().await;
+}
+
+/// Goal: a write's fan-out is estimated by the watches interested in its object, as kube's
+/// `GetInterestedWatchCount` counts them (the resource's, its namespace's, its name's), not
+/// by every watch of the resource: with 200 watches of `other`'s ConfigMaps, alice's create
+/// in `other` holds a final seat for the fan-out (20 seats' work of 50 µs on her level's
+/// one: 1 ms), seen in `dump_requests`, and her create in `default` none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writes_fan_out_counts_the_watches_of_its_namespace() {
+    const WATCHES: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let server = apf_server(dir.path()).await;
+    let addr = server.addr;
+    create(
+        addr,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}),
+    )
+    .await;
+    let other = "/api/v1/namespaces/other/configmaps";
+    let mut watches = Vec::new();
+    for _ in 0..WATCHES {
+        let mut stream = raw::send(
+            addr,
+            &head("GET", &format!("{other}?watch=true"), "admin-token", 0),
+            b"",
+        )
+        .await
+        .unwrap();
+        let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+            .await
+            .expect("a head")
+            .unwrap();
+        assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+        watches.push(stream);
+    }
+    // alice's held create's row in `dump_requests`: its final seats and additional latency.
+    let estimate = |body: &str| -> Vec<String> {
+        cells(body)
+            .into_iter()
+            .find(|r| r[0] == "global-default" && r[4] == "alice")
+            .map(|r| r[7..9].to_vec())
+            .unwrap_or_else(|| panic!("no request of alice in\n{body}"))
+    };
+    for (path, name, want) in [
+        (CM, "in-default", ["0", "0s"]),
+        (other, "in-other", ["1", "1ms"]),
+    ] {
+        let held = hold_at(addr, "alice-token", path, name).await;
+        until(|| counts(&server, "global-default", "global-default").0 == 1).await;
+        let requests = dump(addr, "admin-token", "dump_requests").await;
+        assert_eq!(requests.status, 200, "{}", requests.body);
+        assert_eq!(estimate(&requests.body), want, "{path}");
+        assert_eq!(held.finish().await.status, 201);
+        until(|| counts(&server, "global-default", "global-default").0 == 0).await;
+    }
+    drop(watches);
     server.shutdown().await;
 }

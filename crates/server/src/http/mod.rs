@@ -223,10 +223,10 @@ async fn answer(
     response
 }
 
-/// Authorization from the URL alone, before the body is read or an in-flight slot is taken
-/// (the limits layer calls it through [`crate::limits::LayerState`]): the same attributes the
-/// handler authorizes — a non-resource path with the method's verb, or a served resource with
-/// its verb, namespace, name and subresource. `Ok` when the URL names nothing served or its
+/// Authorization from the URL alone, before the body is read, once the in-flight slot or
+/// seat is taken (the limits layer calls it through [`crate::limits::LayerState`]): the same
+/// attributes the handler authorizes — a non-resource path with the method's verb, or a
+/// served resource with its verb, namespace, name and subresource. `Ok` when the URL names nothing served or its
 /// query does not parse: the handler then answers 404 or 400 without authorizing anything.
 ///
 /// # Errors
@@ -451,6 +451,16 @@ async fn route(
         [".well-known", "openid-configuration"] => openid(app, false),
         ["openid", "v1", "jwks"] => openid(app, true),
         ["debug", "consistency"] => consistency(app, context, query).await,
+        ["debug", "api_priority_and_fairness", name] => {
+            use crate::limits::apf::dump;
+            match (app.limits.apf(), dump::Table::named(name)) {
+                (Some(apf), Some(table)) => text_response(
+                    StatusCode::OK,
+                    &dump::render(table, &apf.dump(), dump::includes_details(query)),
+                ),
+                _ => not_found(),
+            }
+        }
         ["debug", ..] | ["ui", ..] => {
             crate::operator::debug::serve(&app.observed(), segments, query)
         }

@@ -77,16 +77,20 @@
 //!
 //! ## Order
 //! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]),
-//! 2. authentication (401 before anything is read or counted), 2b. the path form
-//!    ([`check_path`]), 2c. authorization from the URL alone ([`LayerState::authorize`]: the
-//!    verb, resource, namespace, name and subresource are known before the body; 403 before a
-//!    slot is taken or a byte of the body is read), 2d. API Priority and Fairness'
-//!    classification ([`apf`]), 3. watch
+//! 2. authentication and impersonation (401 before anything is read or counted; the
+//!    impersonated user is the one limited, classified and authorized), 2b. the path form
+//!    ([`check_path`]), 2c. API Priority and Fairness' classification ([`apf`]), 3. watch
 //!    slots or in-flight slots, the user's share first (so a slow body holds a slot: the
 //!    number of bodies being read, and the memory they take, is bounded by the in-flight
 //!    limits times the body limit); with API Priority and Fairness, the user's share and then
 //!    a seat of the request's priority level, waiting for it in a queue (the user's share
-//!    counts its waiting requests too),
+//!    counts its waiting requests too), 3b. authorization from the URL alone
+//!    ([`LayerState::authorize`]: the verb, resource, namespace, name and subresource are
+//!    known before the body; 403 before a byte of the body is read, the slot or seat freed
+//!    with the answer). This is kube-apiserver's order (`DefaultBuildHandlerChain`:
+//!    authentication, audit, impersonation, priority and fairness or max-in-flight,
+//!    authorization): a forbidden request waits its turn in its flow, is counted as
+//!    dispatched there, and its 403 carries the `X-Kubernetes-PF-*` headers,
 //! 4. the body, read whole within the size and time bounds (and the request's deadline:
 //!    504 when that comes first). The handler then sees a complete body, and is dropped (its
 //!    slots with it) if it has not answered by the deadline: 504. Watch and in-flight slots
@@ -176,7 +180,7 @@ pub struct LayerState {
     pub limits: Arc<Limits>,
     /// Authentication (401 before anything is read or counted).
     pub auth: Arc<Auth>,
-    /// Authorization before the body is read or a slot is taken (403).
+    /// Authorization once the slot or seat is taken, before the body is read (403).
     pub authorize: AuthorizeFromUrl,
 }
 
@@ -454,6 +458,7 @@ impl Limits {
             total: false,
             connection: connection.cloned(),
             release: None,
+            tracked: None,
         };
         let before = self.watches.fetch_add(1, Ordering::AcqRel);
         slot.total = true;
@@ -548,18 +553,22 @@ impl Limits {
         flow: &Flow,
         wait_until: tokio::time::Instant,
         user_share: bool,
+        (user_name, method, uri): (&str, &Method, &axum::http::Uri),
     ) -> Result<Slot, Refusal> {
         let user = if user_share {
             self.admit_user(flow)?
         } else {
             None
         };
-        let seat = class.admit(wait_until).await.map_err(|(_, retry_after)| {
-            (
-                Limit::PriorityAndFairness,
-                ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
-            )
-        })?;
+        let seat = class
+            .admit(wait_until, user_name, method, uri)
+            .await
+            .map_err(|(_, retry_after)| {
+                (
+                    Limit::PriorityAndFairness,
+                    ApiError::too_many_requests(TOO_MANY_REQUESTS, retry_after),
+                )
+            })?;
         self.apf_inflight[usize::from(mutating)].fetch_add(1, Ordering::Relaxed);
         Ok(Slot {
             user,
@@ -683,6 +692,8 @@ struct WatchSlot {
     connection: Option<Arc<Connection>>,
     /// Closes the connection if the watch outlives its deadline (aborted when it ends).
     release: Option<tokio::task::JoinHandle<()>>,
+    /// Counted among the watches a write's fan-out estimate reads ([`apf::watches`]).
+    tracked: Option<apf::watches::Tracked>,
 }
 
 impl WatchSlot {
@@ -940,11 +951,6 @@ async fn admit(
     if let Err(error) = check_path(parts.uri.path()) {
         return limits.reject(Limit::Path, &error);
     }
-    // A request its user may not make is refused before it costs a slot or a body read.
-    if let Err(error) = (state.authorize)(&user, &parts.method, parts.uri.path(), parts.uri.query())
-    {
-        return error_response(&error);
-    }
     let watch = watch_options(&parts.method, parts.uri.path(), parts.uri.query());
     let remote = connection.as_ref().and_then(|c| c.remote);
     let flow = Flow::of(&user, remote);
@@ -1004,8 +1010,22 @@ async fn admit(
             // Without a deadline: a quarter of `--request-timeout` (kube's default wait).
             let wait_until =
                 apf::wait_until(tokio::time::Instant::now(), Some(config.request_timeout));
-            match class.admit(wait_until).await {
-                Ok(seat) => watch_seat = Some(seat),
+            match class
+                .admit(wait_until, &user.name, &parts.method, &parts.uri)
+                .await
+            {
+                Ok(seat) => {
+                    watch_seat = Some(seat);
+                    // Interested in the writes to what it watches from now (kube's filter
+                    // registers a watch once its seat is granted) until its answer ends.
+                    if let (Some((taken, _)), Some(apf)) = (watch_slot.as_mut(), &limits.apf) {
+                        taken.tracked = apf.track_watch(
+                            parts.method.as_str(),
+                            parts.uri.path(),
+                            parts.uri.query(),
+                        );
+                    }
+                }
                 Err((_, retry_after)) => {
                     return limits.reject(
                         Limit::PriorityAndFairness,
@@ -1022,8 +1042,9 @@ async fn admit(
         // A probe is not counted in its user's share (kube's `probes` FlowSchema sends it
         // to `exempt`).
         let user_share = !is_probe(parts.uri.path());
+        let asked = (&*user.name, &parts.method, &parts.uri);
         match limits
-            .admit_fair(class, mutating, &flow, wait_until, user_share)
+            .admit_fair(class, mutating, &flow, wait_until, user_share, asked)
             .await
         {
             Ok(taken) => slot = Some(taken),
@@ -1038,6 +1059,15 @@ async fn admit(
             Ok(taken) => slot = Some(taken).filter(|taken| !taken.is_empty()),
             Err((limit, error)) => return limits.reject(limit, &error),
         }
+    }
+    // Authorization comes after the slot or seat, as in kube-apiserver's handler chain
+    // (`DefaultBuildHandlerChain`: priority and fairness, or max-in-flight, wraps
+    // authorization): a request its user may not make waits its turn, is counted as
+    // dispatched in its flow, and its 403 carries the FlowSchema's headers; it is still
+    // refused before a byte of its body is read, and frees its seat with the answer.
+    if let Err(error) = (state.authorize)(&user, &parts.method, parts.uri.path(), parts.uri.query())
+    {
+        return error_response(&error);
     }
     let too_large = || {
         limits.reject(

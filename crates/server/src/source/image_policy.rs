@@ -44,6 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use watchkeeper_api::time::go_duration;
 
 use super::event_rate_limit::{MonotonicTicks, Ticks};
 use super::webhook::kubeconfig::Target;
@@ -80,46 +81,6 @@ pub struct Config {
     pub retry_backoff: Duration,
     /// `defaultAllow`: admit when the webhook fails.
     pub default_allow: bool,
-}
-
-/// Go's `time.Duration.String` of `nanos`.
-fn go_duration(nanos: i128) -> String {
-    if nanos == 0 {
-        return "0s".to_owned();
-    }
-    let sign = if nanos < 0 { "-" } else { "" };
-    let n = nanos.unsigned_abs();
-    let fraction = |value: u128, unit: u128| {
-        let whole = value / unit;
-        let rest = value % unit;
-        if rest == 0 {
-            whole.to_string()
-        } else {
-            let digits = unit.to_string().len() - 1;
-            let text = format!("{rest:0digits$}");
-            format!("{whole}.{}", text.trim_end_matches('0'))
-        }
-    };
-    if n < 1_000 {
-        return format!("{sign}{n}ns");
-    }
-    if n < 1_000_000 {
-        return format!("{sign}{}µs", fraction(n, 1_000));
-    }
-    if n < 1_000_000_000 {
-        return format!("{sign}{}ms", fraction(n, 1_000_000));
-    }
-    let seconds = n % 60_000_000_000;
-    let minutes = (n / 60_000_000_000) % 60;
-    let hours = n / 3_600_000_000_000;
-    let seconds = format!("{}s", fraction(seconds, 1_000_000_000));
-    if hours > 0 {
-        format!("{sign}{hours}h{minutes}m{seconds}")
-    } else if minutes > 0 {
-        format!("{sign}{minutes}m{seconds}")
-    } else {
-        format!("{sign}{seconds}")
-    }
 }
 
 /// kube's `normalizeConfigDuration`: `value` in `scale` nanoseconds.

@@ -32,9 +32,11 @@
 //!   those running finish.
 //! - Work ([`work`]): a request takes the seats kube's work estimator gives it: a LIST one
 //!   per 100 objects of the resource (the cache's count), up to 10 or the level's maximum;
-//!   a write on a resource with thousands of watchers holds extra seats for the watch
-//!   fan-out after it finished, by this server's cost of a delivery (about a hundredth of
-//!   the 5 ms per 10 watchers kube charges for its own: [`work`]); anything else 1.
+//!   a write with thousands of watches interested in its object (of its resource, its
+//!   namespace or its name, kube's `GetInterestedWatchCount`: [`watches`], counted from a
+//!   watch's seat to its end) holds extra seats for the watch fan-out after it finished, by
+//!   this server's cost of a delivery (about a hundredth of the 5 ms per 10 watchers kube
+//!   charges for its own: [`work`]); anything else 1.
 //! - An `Exempt` level is never limited. A `Reject` level refuses a request when its seats
 //!   are taken; a `Queue` level queues it by its flow (the hash of the FlowSchema's name and
 //!   the distinguisher: the user name for `ByUser`, the namespace for `ByNamespace`) with
@@ -63,21 +65,26 @@
 //! - Memory: the waiting requests of a level are at most `queues × queueLengthLimit`, so in
 //!   total at most the sum over the levels (each holding its request's head, not its body:
 //!   the body is read after the seat is granted).
-//! - Classification comes after authorization here (a 403 takes no seat and carries no
-//!   headers, as every refusal of the limits layer before the slot); kube classifies before
-//!   authorization, so its 403s do.
-//! - Simplified from kube: the fan-out estimate
-//!   counts every watcher of the resource (kube: those of its namespace or name); a level
+//! - Classification and seats come before authorization, as in kube's handler chain: a
+//!   request refused 403 takes its place in its flow's queue, is counted in
+//!   `apiserver_flowcontrol_dispatched_requests_total` under its FlowSchema, and its 403
+//!   carries the headers; the impersonated user is the one classified. The work estimate
+//!   reads the URL alone ([`rules::RequestInfo`], kube's RequestInfo) and the cache's counts,
+//!   nothing authorization computes.
+//! - Simplified from kube: a level
 //!   whose current limit is 0 still runs one request when none runs (kube's dispatch waits
 //!   for the next adjustment); the virtual clock is not rebased (kube's epoch advance;
-//!   `f64` seat-seconds here keep microsecond precision for years of uptime); no debug
-//!   endpoints
-//!   (`/debug/api_priority_and_fairness/...`).
+//!   `f64` seat-seconds here keep microsecond precision for years of uptime).
+//! - kube's debug dumps, `/debug/api_priority_and_fairness/dump_priority_levels`,
+//!   `dump_queues` and `dump_requests` ([`dump`]), only while API Priority and Fairness is on.
 //!
 //! ## Bounds
 //! The classifier holds each cached FlowSchema and PriorityLevelConfiguration once (the
 //! store's quota bounds them); the counts for `/metrics` keep one entry per (FlowSchema,
-//! level) pair seen since start, as kube's metric label sets do.
+//! level) pair seen since start, as kube's metric label sets do. For the debug dumps
+//! ([`dump`]) each waiting or executing request keeps its user name, method and URI until it
+//! finished (the waiting are bounded above; the executing by the seats, or for an exempt
+//! level by the in-flight requests the connection limits allow).
 //!
 //! `/metrics` (kube's names and labels): `apiserver_flowcontrol_rejected_requests_total{flow_schema,
 //! priority_level, reason}`, `_dispatched_requests_total`, `_current_inqueue_requests`,
@@ -93,9 +100,11 @@
 
 pub mod bootstrap;
 pub mod borrowing;
+pub mod dump;
 pub mod queues;
 pub mod retry_after;
 pub mod rules;
+pub mod watches;
 pub mod work;
 
 use std::collections::{BTreeMap, HashMap};
@@ -114,7 +123,7 @@ use crate::source::feed::Observer;
 use borrowing::{LevelDemand, SeatDemandStats};
 pub use queues::{FlowCounts, LevelState, Reason, Seat, Work};
 use queues::{Level, LevelConfig, Queuing};
-use rules::{FlowSchemaSpec, RequestInfo};
+use rules::{FlowBy, FlowSchemaSpec, RequestInfo};
 pub use work::ResourceCounts;
 
 /// The flow-control API group.
@@ -331,6 +340,7 @@ pub struct Classification {
     schema: Named,
     level: LevelEntry,
     hash: u64,
+    flow_by: FlowBy,
     counts: Arc<FlowCounts>,
     work: Work,
 }
@@ -373,15 +383,30 @@ impl Classification {
         headers.insert(PRIORITY_LEVEL_UID_HEADER, self.level.named.header.clone());
     }
 
-    /// Its seats in its level, waiting in its flow's queue at most until `wait_until`.
+    /// Its seats in its level, waiting in its flow's queue at most until `wait_until`; the
+    /// debug dumps show it as `user`'s `method` on `uri` meanwhile.
     ///
     /// # Errors
     /// Why it was refused (counted), and the `Retry-After` to answer (seconds, the level's:
     /// [`retry_after`]).
-    pub async fn admit(&self, wait_until: tokio::time::Instant) -> Result<Seat, (Reason, u32)> {
+    pub async fn admit(
+        &self,
+        wait_until: tokio::time::Instant,
+        user: &str,
+        method: &axum::http::Method,
+        uri: &axum::http::Uri,
+    ) -> Result<Seat, (Reason, u32)> {
         let level = &self.level.level;
+        let described = dump::Described {
+            flow_schema: self.schema.name.clone(),
+            flow_by: self.flow_by,
+            user: user.to_owned(),
+            method: method.clone(),
+            uri: uri.clone(),
+            arrival: std::time::SystemTime::now(),
+        };
         level
-            .admit(self.hash, self.work, &self.counts, wait_until)
+            .admit(self.hash, self.work, &self.counts, wait_until, described)
             .await
             .map_err(|reason| {
                 let now = std::time::SystemTime::now()
@@ -417,6 +442,8 @@ pub struct Apf {
     /// What the server holds of a resource (by API group and plural), for the work
     /// estimate; unset, every request takes one seat.
     resources: std::sync::OnceLock<ResourceCounter>,
+    /// The open watches by what they watch, for a write's fan-out estimate.
+    watches: Arc<watches::WatchTracker>,
     /// Borrowing's state: each level's demand statistics and target, and the fair fraction.
     borrowing: Mutex<Borrowing>,
 }
@@ -431,8 +458,9 @@ impl std::fmt::Debug for Apf {
     }
 }
 
-/// What the server holds of a resource by API group and plural.
-pub type ResourceCounter = Arc<dyn Fn(&str, &str) -> Option<ResourceCounts> + Send + Sync>;
+/// The objects the server holds of a resource by API group and plural (`None` when it
+/// serves no such resource).
+pub type ResourceCounter = Arc<dyn Fn(&str, &str) -> Option<usize> + Send + Sync>;
 
 /// The last borrowing adjustment's statistics.
 #[derive(Debug, Default)]
@@ -488,10 +516,25 @@ impl Apf {
             })),
             counts: Mutex::default(),
             resources: std::sync::OnceLock::new(),
+            watches: Arc::default(),
             borrowing: Mutex::default(),
         };
         apf.rebuild(&Objects::default());
         Arc::new(apf)
+    }
+
+    /// Counts the watch `method` on `path` with `query` among the watches interested in
+    /// writes ([`watches`]) until the returned guard is dropped; `None` for any other
+    /// request.
+    #[must_use]
+    pub fn track_watch(
+        &self,
+        method: &str,
+        path: &str,
+        query: Option<&str>,
+    ) -> Option<watches::Tracked> {
+        self.watches
+            .track(&RequestInfo::of(method, path, query), query)
     }
 
     /// Gives the work estimate what the server holds of each resource (set once; later
@@ -563,6 +606,19 @@ impl Apf {
             .collect();
         reports.sort_by(|a, b| a.name.cmp(&b.name));
         reports
+    }
+
+    /// Every level's debug dump ([`dump`]), by name.
+    #[must_use]
+    pub fn dump(&self) -> Vec<(String, dump::LevelDump)> {
+        let classifier = self.classifier();
+        let mut levels: Vec<(String, dump::LevelDump)> = classifier
+            .levels
+            .iter()
+            .map(|(name, entry)| (name.clone(), entry.level.dump()))
+            .collect();
+        levels.sort_by(|a, b| a.0.cmp(&b.0));
+        levels
     }
 
     /// kube's fair fraction at the last adjustment.
@@ -693,6 +749,7 @@ impl Apf {
         {
             Some(schema) => Classification {
                 hash: flow_hash(&schema.named.name, schema.spec.distinguisher(user, &info)),
+                flow_by: schema.spec.flow_by(),
                 schema: schema.named.clone(),
                 level: schema.level.clone(),
                 counts: schema.counts.clone(),
@@ -702,6 +759,7 @@ impl Apf {
                 let (schema, level, counts) = &classifier.unmatched;
                 Classification {
                     hash: flow_hash(&schema.name, &user.name),
+                    flow_by: FlowBy::User,
                     schema: schema.clone(),
                     level: level.clone(),
                     counts: counts.clone(),
@@ -711,8 +769,18 @@ impl Apf {
         };
         if let Some(counter) = self.resources.get() {
             let max_seats = class.level.level.config().max_seats;
+            // A write's fan-out: the watches of its resource, namespace and name (kube's
+            // `GetInterestedWatchCount`).
+            let mutating = matches!(&*info.verb, "create" | "update" | "patch" | "delete");
             class.work = work::estimate(&info, query, max_seats, |group, resource| {
-                counter(group, resource)
+                counter(group, resource).map(|objects| ResourceCounts {
+                    objects,
+                    watchers: if mutating {
+                        self.watches.interested(&info)
+                    } else {
+                        0
+                    },
+                })
             });
         }
         class

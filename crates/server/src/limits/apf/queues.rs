@@ -36,13 +36,15 @@
 //!   reconfiguration re-deals those already waiting to the new queues, which may hold more
 //!   for as long as they wait).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+use super::dump::{Described, LevelDump, QueueDump, RequestDump};
 
 /// Why a request was refused (kube's `reason` label of
 /// `apiserver_flowcontrol_rejected_requests_total`).
@@ -347,6 +349,8 @@ pub struct Level {
     inner: Mutex<Inner>,
     /// Its refusals, for their `Retry-After`.
     dropped: Mutex<super::retry_after::Dropped>,
+    /// Its refusals since it was created, by [`Reason`] (the debug dumps' totals).
+    refusals: [AtomicU64; 4],
 }
 
 #[derive(Debug)]
@@ -399,6 +403,10 @@ struct Inner {
     next_id: u64,
     /// The virtual clock (kube's `currentR`), seat-seconds per queue.
     virtual_now: f64,
+    /// Requests granted since the level was created (kube's `totRequestsDispatched`).
+    dispatched: u64,
+    /// Its requests holding seats, by id, for the debug dumps (as many as `executing`).
+    running: HashMap<u64, Running>,
     last_sync: Instant,
     demand: Integrator,
 }
@@ -410,7 +418,18 @@ struct Waiter {
     work: Work,
     arrival_virtual: f64,
     flow: Arc<FlowCounts>,
+    described: Described,
     grant: oneshot::Sender<Seat>,
+}
+
+/// A request holding seats, as the debug dumps show it.
+#[derive(Debug)]
+struct Running {
+    work: Work,
+    /// Its queue (and the queues' generation then), `None` when granted without queuing.
+    queue: Option<(u64, usize)>,
+    started: SystemTime,
+    described: Described,
 }
 
 /// A request's seats in its level, given back when dropped (which dispatches the waiting);
@@ -419,6 +438,8 @@ struct Waiter {
 pub struct Seat {
     level: Arc<Level>,
     flow: Arc<FlowCounts>,
+    /// Its key in the level's running requests.
+    id: u64,
     work: Work,
     /// Its queue (and the queues' generation then), `None` when granted without queuing.
     queue: Option<(u64, usize)>,
@@ -436,6 +457,7 @@ impl Drop for Seat {
             let mut inner = self.level.lock();
             inner.sync_time(Instant::now());
             inner.executing -= 1;
+            inner.running.remove(&self.id);
             if let Some(queue) = inner.queue_of(self.queue) {
                 queue.executing -= 1;
             }
@@ -527,11 +549,76 @@ impl Level {
                 enqueues: 0,
                 next_id: 0,
                 virtual_now: 0.0,
+                dispatched: 0,
+                running: HashMap::new(),
                 last_sync: now,
                 demand: Integrator::new(now),
             }),
             dropped: Mutex::default(),
+            refusals: Default::default(),
         })
+    }
+
+    /// Counts a refusal of one of its requests (in `flow` and in the level's totals).
+    fn count_refusal(&self, flow: &FlowCounts, reason: Reason) {
+        flow.reject(reason);
+        self.refusals[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What kube's debug dumps show of the level now (kube's `queueSet.Dump`): its queues
+    /// with their waiting and executing requests, the requests executing without a queue,
+    /// and its totals since it was created.
+    #[must_use]
+    pub fn dump(&self) -> LevelDump {
+        let refused = |reason: Reason| self.refusals[reason as usize].load(Ordering::Relaxed);
+        let inner = self.lock();
+        let mut queues: Vec<QueueDump> = inner
+            .queues
+            .iter()
+            .map(|queue| QueueDump {
+                waiting: queue
+                    .waiting
+                    .iter()
+                    .map(|waiter| RequestDump {
+                        described: waiter.described.clone(),
+                        work: waiter.work,
+                        started: None,
+                    })
+                    .collect(),
+                executing_requests: Vec::new(),
+                executing: queue.executing,
+                seats_in_use: queue.seats_in_use,
+                next_dispatch: queue.next_dispatch,
+            })
+            .collect();
+        let mut queueless = Vec::new();
+        let mut running: Vec<(&u64, &Running)> = inner.running.iter().collect();
+        running.sort_by_key(|(id, _)| **id);
+        for (_, request) in running {
+            let dumped = RequestDump {
+                described: request.described.clone(),
+                work: request.work,
+                started: Some(request.started),
+            };
+            match request.queue {
+                Some((generation, index)) if generation == inner.generation => {
+                    if let Some(queue) = queues.get_mut(index) {
+                        queue.executing_requests.push(dumped);
+                    }
+                }
+                _ => queueless.push(dumped),
+            }
+        }
+        LevelDump {
+            queues,
+            queueless,
+            waiting: inner.waiting,
+            executing: inner.executing,
+            dispatched: inner.dispatched,
+            rejected: refused(Reason::QueueFull) + refused(Reason::ConcurrencyLimit),
+            timed_out: refused(Reason::TimeOut),
+            cancelled: refused(Reason::Cancelled),
+        }
     }
 
     /// Counts a refusal in the Unix second `now`; the `Retry-After` to answer, seconds.
@@ -634,10 +721,11 @@ impl Level {
         work: Work,
         flow: &Arc<FlowCounts>,
         wait_until: Instant,
+        described: Described,
     ) -> Result<Seat, Reason> {
         let arrival = Instant::now();
         let refused = |reason| {
-            flow.reject(reason);
+            self.count_refusal(flow, reason);
             flow.waits[0].observe_wait(Instant::now().saturating_duration_since(arrival));
             Err(reason)
         };
@@ -646,7 +734,7 @@ impl Level {
             inner.sync_time(arrival);
             let config = inner.config;
             if config.exempt {
-                return Ok(inner.start(self, flow, work, None));
+                return Ok(inner.start(self, flow, work, None, described));
             }
             flow.estimated_seats
                 .observe(&SEATS_BUCKETS, work.max_seats() as f64);
@@ -655,7 +743,7 @@ impl Level {
                     return refused(Reason::ConcurrencyLimit);
                 }
                 flow.waits[1].observe_wait(Duration::ZERO);
-                return Ok(inner.start(self, flow, work, None));
+                return Ok(inner.start(self, flow, work, None, described));
             };
             let index = inner.shuffle_shard(hash);
             inner.enqueues += 1;
@@ -673,6 +761,7 @@ impl Level {
                 work,
                 arrival_virtual: inner.virtual_now,
                 flow: flow.clone(),
+                described,
                 grant,
             };
             inner.push(index, waiter);
@@ -740,7 +829,7 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         if !self.done && self.remove() {
-            self.flow.reject(Reason::Cancelled);
+            self.level.count_refusal(&self.flow, Reason::Cancelled);
         }
     }
 }
@@ -862,9 +951,11 @@ impl Inner {
         flow: &Arc<FlowCounts>,
         work: Work,
         queue: Option<usize>,
+        described: Described,
     ) -> Seat {
         let seats = work.max_seats();
         self.executing += 1;
+        self.dispatched += 1;
         self.seats_in_use += seats;
         let queue = queue.map(|index| {
             let q = &mut self.queues[index];
@@ -877,9 +968,21 @@ impl Inner {
         FlowCounts::add(&flow.executing, 1, 1);
         FlowCounts::add(&flow.executing_seats, seats, 1);
         flow.dispatched.fetch_add(1, Ordering::Relaxed);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.running.insert(
+            id,
+            Running {
+                work,
+                queue,
+                started: SystemTime::now(),
+                described,
+            },
+        );
         Seat {
             level: level.clone(),
             flow: flow.clone(),
+            id,
             work,
             queue,
         }
@@ -935,7 +1038,13 @@ impl Inner {
                 return;
             };
             self.unqueued(index, &waiter);
-            let seat = self.start(level, &waiter.flow, waiter.work, Some(index));
+            let seat = self.start(
+                level,
+                &waiter.flow,
+                waiter.work,
+                Some(index),
+                waiter.described,
+            );
             self.bound_next_dispatch(index);
             if let Err(seat) = waiter.grant.send(seat) {
                 failed.push(seat);
@@ -997,14 +1106,28 @@ mod tests {
     async fn a_reject_level_refuses_past_its_seats() {
         let level = Level::new(LevelConfig::fixed(2, None));
         let flow = Arc::new(FlowCounts::default());
-        let first = level.admit(1, Work::ONE, &flow, far()).await.unwrap();
-        let _second = level.admit(2, Work::ONE, &flow, far()).await.unwrap();
+        let first = level
+            .admit(1, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
+        let _second = level
+            .admit(2, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
         assert_eq!(
-            level.admit(3, Work::ONE, &flow, far()).await.unwrap_err(),
+            level
+                .admit(3, Work::ONE, &flow, far(), Described::default())
+                .await
+                .unwrap_err(),
             Reason::ConcurrencyLimit
         );
         drop(first);
-        assert!(level.admit(3, Work::ONE, &flow, far()).await.is_ok());
+        assert!(
+            level
+                .admit(3, Work::ONE, &flow, far(), Described::default())
+                .await
+                .is_ok()
+        );
         assert_eq!(
             flow.rejected[Reason::ConcurrencyLimit as usize].load(Ordering::Relaxed),
             1
@@ -1015,7 +1138,10 @@ mod tests {
     async fn waiting_requests_are_served_in_order_and_flows_take_turns() {
         let level = Level::new(queuing(8, 1, 10));
         let flow = Arc::new(FlowCounts::default());
-        let held = level.admit(0, Work::ONE, &flow, far()).await.unwrap();
+        let held = level
+            .admit(0, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
         // Flow `a` queues three, then flow `b` one; `a`'s and `b`'s queues differ.
         let (a, b) = (0u64, 1u64);
         let order = Arc::new(Mutex::new(Vec::new()));
@@ -1025,7 +1151,10 @@ mod tests {
             let flow = flow.clone();
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
-                let seat = queued.admit(hash, Work::ONE, &flow, far()).await.unwrap();
+                let seat = queued
+                    .admit(hash, Work::ONE, &flow, far(), Described::default())
+                    .await
+                    .unwrap();
                 order.lock().unwrap().push(name);
                 drop(seat);
             }));
@@ -1048,17 +1177,28 @@ mod tests {
     async fn full_queues_and_expired_waits_are_refused() {
         let level = Level::new(queuing(1, 1, 1));
         let flow = Arc::new(FlowCounts::default());
-        let _held = level.admit(0, Work::ONE, &flow, far()).await.unwrap();
+        let _held = level
+            .admit(0, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
         let waiter = {
             let level = level.clone();
             let flow = flow.clone();
-            tokio::spawn(async move { level.admit(0, Work::ONE, &flow, far()).await.map(drop) })
+            tokio::spawn(async move {
+                level
+                    .admit(0, Work::ONE, &flow, far(), Described::default())
+                    .await
+                    .map(drop)
+            })
         };
         while level.waiting() < 1 {
             tokio::task::yield_now().await;
         }
         assert_eq!(
-            level.admit(0, Work::ONE, &flow, far()).await.unwrap_err(),
+            level
+                .admit(0, Work::ONE, &flow, far(), Described::default())
+                .await
+                .unwrap_err(),
             Reason::QueueFull
         );
         // A wait limit already passed: out of the queue (the queue had room once the
@@ -1072,7 +1212,13 @@ mod tests {
         );
         assert_eq!(
             level
-                .admit(0, Work::ONE, &flow, tokio::time::Instant::now())
+                .admit(
+                    0,
+                    Work::ONE,
+                    &flow,
+                    tokio::time::Instant::now(),
+                    Described::default()
+                )
                 .await
                 .unwrap_err(),
             Reason::TimeOut
@@ -1085,11 +1231,18 @@ mod tests {
     async fn a_larger_limit_grants_the_waiting() {
         let level = Level::new(queuing(4, 2, 10));
         let flow = Arc::new(FlowCounts::default());
-        let _held = level.admit(0, Work::ONE, &flow, far()).await.unwrap();
+        let _held = level
+            .admit(0, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
         let waiter = {
             let level = level.clone();
             let flow = flow.clone();
-            tokio::spawn(async move { level.admit(9, Work::ONE, &flow, far()).await })
+            tokio::spawn(async move {
+                level
+                    .admit(9, Work::ONE, &flow, far(), Described::default())
+                    .await
+            })
         };
         while level.waiting() < 1 {
             tokio::task::yield_now().await;
@@ -1123,7 +1276,11 @@ mod tests {
             let counts = Arc::new(FlowCounts::default());
             let task = {
                 let (level, counts) = (level.clone(), counts.clone());
-                tokio::spawn(async move { level.admit(hash, work, &counts, far()).await })
+                tokio::spawn(async move {
+                    level
+                        .admit(hash, work, &counts, far(), Described::default())
+                        .await
+                })
             };
             let before = level.waiting();
             while level.waiting() == before {
@@ -1159,7 +1316,10 @@ mod tests {
     async fn a_flood_does_not_starve_a_flow_with_few_requests() {
         let level = Level::new(queuing(16, 1, 50));
         let flow = Arc::new(FlowCounts::default());
-        let held = level.admit(99, Work::ONE, &flow, far()).await.unwrap();
+        let held = level
+            .admit(99, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
         // Flow 0 queues ten, then flow 1 two (their queues differ: 0 and 1 of 16).
         let mut requests = Vec::new();
         for name in ["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "a10"] {
@@ -1190,8 +1350,14 @@ mod tests {
             }),
         ));
         let flow = Arc::new(FlowCounts::default());
-        let first = level.admit(99, Work::ONE, &flow, far()).await.unwrap();
-        let second = level.admit(99, Work::ONE, &flow, far()).await.unwrap();
+        let first = level
+            .admit(99, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
+        let second = level
+            .admit(99, Work::ONE, &flow, far(), Described::default())
+            .await
+            .unwrap();
         let wide = Work {
             seats: 2,
             ..Work::ONE
@@ -1240,7 +1406,10 @@ mod tests {
             seats: 2,
             ..Work::ONE
         };
-        let seat = level.admit(1, wide, &flow, far()).await.unwrap();
+        let seat = level
+            .admit(1, wide, &flow, far(), Described::default())
+            .await
+            .unwrap();
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
         drop(seat);
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
@@ -1264,7 +1433,10 @@ mod tests {
             final_seats: 3,
             additional_latency: std::time::Duration::from_millis(50),
         };
-        let seat = level.admit(1, work, &flow, far()).await.unwrap();
+        let seat = level
+            .admit(1, work, &flow, far(), Described::default())
+            .await
+            .unwrap();
         assert_eq!(level.state().seats_in_use, 3);
         drop(seat);
         assert_eq!(level.executing(), 0);

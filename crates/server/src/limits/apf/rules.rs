@@ -35,6 +35,8 @@ pub struct RequestInfo<'a> {
     pub verb: Cow<'a, str>,
     /// The API group (empty for the core group).
     pub group: &'a str,
+    /// The API version (empty for a non-resource request).
+    pub version: &'a str,
     /// The resource (plural).
     pub resource: &'a str,
     /// The subresource, empty when none.
@@ -77,9 +79,9 @@ impl<'a> RequestInfo<'a> {
             *slot = segment;
             count += 1;
         }
-        let (group, mut rest) = match &segments[..count] {
-            ["api", _version, rest @ ..] => ("", rest),
-            ["apis", group, _version, rest @ ..] => (*group, rest),
+        let (group, version, mut rest) = match &segments[..count] {
+            ["api", version, rest @ ..] => ("", *version, rest),
+            ["apis", group, version, rest @ ..] => (*group, *version, rest),
             _ => return non_resource(),
         };
         if rest.is_empty() {
@@ -89,6 +91,7 @@ impl<'a> RequestInfo<'a> {
         let mut info = RequestInfo {
             resource_request: true,
             group,
+            version,
             path,
             ..RequestInfo::default()
         };
@@ -129,6 +132,25 @@ impl<'a> RequestInfo<'a> {
         }
         info
     }
+}
+
+/// The name an exact `metadata.name` requirement of `field_selector` selects, when it is a
+/// valid path segment (kube's `RequiresExactMatch("metadata.name")` in `NewRequestInfo`).
+#[must_use]
+pub fn selected_name(field_selector: &str) -> Option<&str> {
+    field_selector.split(',').find_map(|term| {
+        let rest = term.trim().strip_prefix("metadata.name")?.trim_start();
+        let value = rest
+            .strip_prefix("==")
+            .or_else(|| rest.strip_prefix('='))?
+            .trim();
+        let valid = !value.is_empty()
+            && value != "."
+            && value != ".."
+            && !value.contains(['/', '%'])
+            && !value.starts_with('!');
+        valid.then_some(value)
+    })
 }
 
 /// A FlowSchema's spec, as far as classification reads it.
@@ -240,10 +262,40 @@ impl FlowSchemaSpec {
     /// (`ByNamespace`), or empty.
     #[must_use]
     pub fn distinguisher<'a>(&self, user: &'a User, info: &RequestInfo<'a>) -> &'a str {
+        self.flow_by().of(&user.name, info.namespace)
+    }
+
+    /// Its `distinguisherMethod`.
+    #[must_use]
+    pub fn flow_by(&self) -> FlowBy {
         match self.distinguisher_method.as_ref().map(|d| d.kind.as_str()) {
-            Some("ByUser") => &user.name,
-            Some("ByNamespace") => info.namespace,
-            _ => "",
+            Some("ByUser") => FlowBy::User,
+            Some("ByNamespace") => FlowBy::Namespace,
+            _ => FlowBy::Nothing,
+        }
+    }
+}
+
+/// A FlowSchema's `distinguisherMethod`: what tells its flows apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowBy {
+    /// No distinguisher: one flow.
+    #[default]
+    Nothing,
+    /// `ByUser`.
+    User,
+    /// `ByNamespace`.
+    Namespace,
+}
+
+impl FlowBy {
+    /// The distinguisher of a request of `user` in `namespace`.
+    #[must_use]
+    pub fn of<'a>(self, user: &'a str, namespace: &'a str) -> &'a str {
+        match self {
+            FlowBy::Nothing => "",
+            FlowBy::User => user,
+            FlowBy::Namespace => namespace,
         }
     }
 }

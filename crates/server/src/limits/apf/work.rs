@@ -17,7 +17,7 @@
 //!   not hold takes 1 (kube's not-found count, as for aggregated APIs).
 //! - A WATCH takes 1 seat while it starts (kube's `WatchList` gate is off in 1.33, so no
 //!   initial-events estimate).
-//! - A create, update, patch or delete on a resource with 10 or more watchers takes 1 seat
+//! - A create, update, patch or delete with 10 or more interested watches takes 1 seat
 //!   while it runs and then `ceil(watchers / 10)` (at most the maximum) for the time the
 //!   fan-out costs, `ceil(watchers / 10) × 50 µs` spread over those seats (kube's
 //!   `additionalLatency`), when that spread is at least 1 ms (the timer's resolution; below
@@ -28,9 +28,10 @@
 //!   a resource with 10,000 watchers would hold 10 seats for 500 ms, and 100 such writes a
 //!   second would need 500 seats of `global-default`'s 49: writes this server delivers
 //!   without strain would be queued and refused. Here it is 10 seats for 5 ms; with 100
-//!   watchers nothing is held. kube counts the watches interested in the object (of the
-//!   resource, its namespace, its name); the count here is every watcher of the resource,
-//!   which may be more. A service account's `token` is exempt, as in kube. The watchers are
+//!   watchers nothing is held. The watches counted are those interested in the object, as
+//!   kube's `GetInterestedWatchCount` counts them: of the whole resource, of the object's
+//!   namespace and of its name ([`super::watches`]). A service account's `token` is exempt,
+//!   as in kube. The watchers are
 //!   bounded by `--max-watches`, so the hold after a write is too: with the default 10000,
 //!   10 seats for 5 ms.
 //! - Anything else takes 1 seat.
@@ -61,7 +62,7 @@ const HOLD_MIN: Duration = Duration::from_millis(1);
 pub struct ResourceCounts {
     /// Objects stored.
     pub objects: usize,
-    /// Open watchers.
+    /// Open watches interested in the request's object (a write's; 0 for any other).
     pub watchers: usize,
 }
 
@@ -120,11 +121,7 @@ impl ListOptions {
                 "fieldSelector" => {
                     options.selector |= !value.is_empty();
                     // kube's RequestInfo takes the name of `metadata.name=X` (or `==`).
-                    options.names_one |= value.split(',').any(|term| {
-                        term.strip_prefix("metadata.name")
-                            .and_then(|rest| rest.strip_prefix('='))
-                            .is_some_and(|rest| !rest.starts_with('!'))
-                    });
+                    options.names_one |= super::rules::selected_name(&value).is_some();
                 }
                 _ => {}
             }
