@@ -487,10 +487,10 @@ fn container_defaults(container: &mut Value, pod: bool) {
             }
             http_get_defaults(probe.get_mut("httpGet"));
             // `GRPCAction.Service`'s `+default=""`.
-            if let Some(Value::Object(grpc)) = probe.get_mut("grpc") {
-                if grpc.get("service").is_none_or(Value::is_null) {
-                    grpc.insert("service".to_owned(), Value::from(""));
-                }
+            if let Some(Value::Object(grpc)) = probe.get_mut("grpc")
+                && grpc.get("service").is_none_or(Value::is_null)
+            {
+                grpc.insert("service".to_owned(), Value::from(""));
             }
         }
     }
