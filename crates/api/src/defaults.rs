@@ -161,11 +161,18 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
         r#""OrderedReady""#,
     ),
     ("apps", "StatefulSet", "spec.revisionHistoryLimit", "10"),
+    // Each of the retention policy's fields on its own (`StatefulSetAutoDeletePVC`, on).
     (
         "apps",
         "StatefulSet",
-        "spec.persistentVolumeClaimRetentionPolicy",
-        r#"{"whenDeleted":"Retain","whenScaled":"Retain"}"#,
+        "spec.persistentVolumeClaimRetentionPolicy.whenDeleted!",
+        r#""Retain""#,
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.persistentVolumeClaimRetentionPolicy.whenScaled!",
+        r#""Retain""#,
     ),
     (
         "apps",

@@ -586,15 +586,17 @@ fn apps_table() {
                     "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"},
                     "status": {"phase": "Pending"}}]}}),
         ),
-        // A `RollingUpdate` type sent without `rollingUpdate` stays without one.
+        // A `RollingUpdate` type sent without `rollingUpdate` stays without one; a retention
+        // policy naming one case gets the other's `Retain`.
         (
             "statefulsets",
             json!({"spec": {"selector": selector, "template": template(),
-                "updateStrategy": {"type": "RollingUpdate"}}}),
+                "updateStrategy": {"type": "RollingUpdate"},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}}),
             json!({"spec": {"selector": selector, "template": defaulted_template(),
                 "replicas": 1, "revisionHistoryLimit": 10, "podManagementPolicy": "OrderedReady",
                 "updateStrategy": {"type": "RollingUpdate"},
-                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}}}),
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"}}}),
         ),
         (
             "replicasets",
