@@ -18,7 +18,10 @@
 //!   dropped from pods and templates, as kube's `dropDisabledPodFields` does, so they are
 //!   neither validated nor stored; a Service with `sessionAffinity: None` loses its
 //!   `sessionAffinityConfig`, and one with `ClientIP` whose config has no timeout gets
-//!   `{"clientIP": {"timeoutSeconds": 10800}}` in its place (`SetDefaults_Service`).
+//!   `{"clientIP": {"timeoutSeconds": 10800}}` in its place (`SetDefaults_Service`); a
+//!   quantity in a resource list (containers' requests and limits, overhead, claims', nodes',
+//!   quotas', LimitRanges', PersistentVolumes') finer than thousandths is rounded away from
+//!   zero to them (`SetDefaults_ResourceList`: `0.0001` is `1m`).
 //! - Pod-only defaults (`enableServiceLinks`, requests from limits, host ports on the host
 //!   network) are a Pod's, never a template's, as kube's `SetDefaults_Pod`.
 //! - Defaults are applied on every create and update (kube-apiserver defaults every decoded
@@ -48,12 +51,12 @@
 //!
 //! Not done here: a Service's address fields (`clusterIP`, `clusterIPs`, `ipFamilies`,
 //! `ipFamilyPolicy`: the server's Service registry fills them, knowing the service CIDRs and the
-//! addresses in use), admission plugins' additions (service account token volumes, default
-//! tolerations, priority), and `SetDefaults_ResourceList`'s rounding of quantities up to
-//! milli-units (quantities are kept as written).
+//! addresses in use), and admission plugins' additions (service account token volumes, default
+//! tolerations, priority).
 
 use serde_json::{Map, Value, json};
 
+use crate::quantity::Quantity;
 use crate::resources::ResourceDef;
 
 /// Where the pod template's spec lives in each workload kind.
@@ -115,6 +118,49 @@ const POD_SPEC_DEFAULTS: &[(&str, &str)] = &[
 /// Defaults of a PersistentVolumeClaim's spec (`SetDefaults_PersistentVolumeClaimSpec`),
 /// wherever one is: a claim's, a StatefulSet's claim templates', a pod's ephemeral volumes'.
 const CLAIM_SPEC_DEFAULTS: &[(&str, &str)] = &[("volumeMode", r#""Filesystem""#)];
+
+/// Where kube's generated defaulters round resource lists (`SetDefaults_ResourceList`),
+/// relative to a pod spec.
+const POD_SPEC_RESOURCE_LISTS: &[&str] = &[
+    "containers[].resources.limits",
+    "containers[].resources.requests",
+    "initContainers[].resources.limits",
+    "initContainers[].resources.requests",
+    "ephemeralContainers[].resources.limits",
+    "ephemeralContainers[].resources.requests",
+    "overhead",
+    "volumes[].ephemeral.volumeClaimTemplate.spec.resources.limits",
+    "volumes[].ephemeral.volumeClaimTemplate.spec.resources.requests",
+];
+
+/// The kinds' own resource lists kube rounds: `(group, kind, path)`.
+const RESOURCE_LISTS: &[(&str, &str, &str)] = &[
+    ("", "PersistentVolumeClaim", "spec.resources.limits"),
+    ("", "PersistentVolumeClaim", "spec.resources.requests"),
+    ("", "PersistentVolumeClaim", "status.capacity"),
+    ("", "PersistentVolumeClaim", "status.allocatedResources"),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.volumeClaimTemplates[].spec.resources.limits",
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.volumeClaimTemplates[].spec.resources.requests",
+    ),
+    ("", "PersistentVolume", "spec.capacity"),
+    ("", "Node", "status.capacity"),
+    ("", "Node", "status.allocatable"),
+    ("", "ResourceQuota", "spec.hard"),
+    ("", "ResourceQuota", "status.hard"),
+    ("", "ResourceQuota", "status.used"),
+    ("", "LimitRange", "spec.limits[].max"),
+    ("", "LimitRange", "spec.limits[].min"),
+    ("", "LimitRange", "spec.limits[].default"),
+    ("", "LimitRange", "spec.limits[].defaultRequest"),
+    ("", "LimitRange", "spec.limits[].maxLimitRequestRatio"),
+];
 
 /// Where claim specs are: `(group, kind, path of the spec)`; a pod spec's ephemeral volumes'
 /// are [`pod_spec_defaults`]'s.
@@ -439,6 +485,50 @@ fn set_default(object: &mut Value, path: &str, value: &Value) {
 /// Whether `object` has no map (nor anything else but null) under `key`.
 fn map_is_absent(object: &Value, key: &str) -> bool {
     object.get(key).is_none_or(Value::is_null)
+}
+
+/// Calls `f` on each value at `path` (dotted keys, `[]` for every item of a list) that is
+/// there; nothing is created.
+fn for_each_at(value: &mut Value, path: &str, f: &mut dyn FnMut(&mut Value)) {
+    let (head, rest) = match path.split_once('.') {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (path, None),
+    };
+    let (key, each) = match head.strip_suffix("[]") {
+        Some(key) => (key, true),
+        None => (head, false),
+    };
+    let Some(child) = value.as_object_mut().and_then(|map| map.get_mut(key)) else {
+        return;
+    };
+    let mut visit = |item: &mut Value| match rest {
+        Some(rest) => for_each_at(item, rest, f),
+        None => f(item),
+    };
+    if !each {
+        visit(child);
+    } else if let Value::Array(items) = child {
+        items.iter_mut().for_each(visit);
+    }
+}
+
+/// `SetDefaults_ResourceList`: each quantity of a resource list rounded away from zero to
+/// thousandths (`0.0001` is `1m`); quantities already whole thousandths, and anything that
+/// is no quantity, are left as sent.
+fn round_resource_list(list: &mut Value) {
+    let Value::Object(list) = list else {
+        return;
+    };
+    for quantity in list.values_mut() {
+        let text = match quantity {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            _ => continue,
+        };
+        if let Some(rounded) = Quantity::parse(&text).and_then(Quantity::rounded_to_milli) {
+            *quantity = Value::String(rounded.to_string());
+        }
+    }
 }
 
 fn get_mut<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Value> {
@@ -985,6 +1075,16 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
             && let Some(spec) = get_mut(object, path)
         {
             pod_spec_defaults(spec, (group, kind) == ("", "Pod"));
+            for list in POD_SPEC_RESOURCE_LISTS {
+                for_each_at(spec, list, &mut round_resource_list);
+            }
+        }
+    }
+    // Last, as kube's generated defaulters round after the kinds' own copies (requests from
+    // limits, allocatable from capacity, a LimitRange's defaults from its bounds).
+    for (row_group, row_kind, path) in RESOURCE_LISTS {
+        if *row_group == group && *row_kind == kind {
+            for_each_at(object, path, &mut round_resource_list);
         }
     }
 }

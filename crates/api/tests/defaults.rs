@@ -768,6 +768,27 @@ fn core_table() {
                 "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}}),
         ),
         ("secrets", json!({"type": ""}), json!({"type": "Opaque"})),
+        // Resource lists are rounded up to thousandths (`SetDefaults_ResourceList`), after a
+        // Pod's requests are copied from its limits.
+        (
+            "resourcequotas",
+            json!({"spec": {"hard": {"cpu": "0.0001", "memory": "1Gi", "pods": 10}}}),
+            json!({"spec": {"hard": {"cpu": "1m", "memory": "1Gi", "pods": 10}}}),
+        ),
+        (
+            "pods",
+            json!({"spec": {"containers": [{"name": "c", "image": "i:1",
+                "resources": {"limits": {"cpu": "100u", "memory": "1.5Gi"}}}]}}),
+            json!({"spec": {"containers": [{"name": "c", "image": "i:1",
+                    "imagePullPolicy": "IfNotPresent",
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "resources": {"limits": {"cpu": "1m", "memory": "1.5Gi"},
+                        "requests": {"cpu": "1m", "memory": "1.5Gi"}}}],
+                "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst", "securityContext": {},
+                "schedulerName": "default-scheduler", "enableServiceLinks": true}}),
+        ),
     ];
     for (plural, object, expected) in cases {
         assert_eq!(
