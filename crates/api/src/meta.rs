@@ -356,10 +356,10 @@ fn namespace_defaults(object: &mut Map<String, Value>, meta: &mut Map<String, Va
         .or_insert_with(|| Value::Object(Map::new()));
     // `SetDefaults_NamespaceStatus`: an empty phase (Go's `== ""`) is unset too.
     if let Value::Object(status) = status
-        && !status
+        && status
             .get("phase")
             .and_then(Value::as_str)
-            .is_some_and(|phase| !phase.is_empty())
+            .is_none_or(str::is_empty)
     {
         status.insert("phase".into(), Value::String("Active".into()));
     }
