@@ -1,17 +1,27 @@
-//! Defaults of the built-in kinds, as kube-apiserver's defaulting functions
-//! (`pkg/apis/{core,apps}/v1/defaults.go`) and create strategies set them.
+//! Defaults of the built-in kinds, as kube-apiserver 1.33's defaulting functions
+//! (`pkg/apis/*/v1/defaults.go`, autoscaling's `v2`, with the nested defaulters each group's
+//! `zz_generated.defaults.go` calls: every pod spec, container, probe, volume source and claim
+//! spec wherever it is) and create strategies set them.
 //!
 //! ## Guarantees
-//! - A field is only ever *added* where the object leaves it out (absent or `null`; for the
-//!   few fields whose Go defaulting reads a zero value as unset — a probe's periods and
-//!   thresholds, a host port on the host network, an empty `httpGet` path or scheme, an empty
-//!   field selector or role API group — that zero too); any other value the client sent is
-//!   never changed. So defaulting is idempotent, and an object read back and written again is
-//!   unchanged by it.
-//! - The only removals: the pod spec fields whose feature gate is off by default in kube 1.33
-//!   (`resourceClaims` and containers' `resources.claims` of `DynamicResourceAllocation`, the
-//!   pod-level `resources` of `PodLevelResources`) are dropped from pods and templates, as
-//!   kube's `dropDisabledPodFields` does, so they are neither validated nor stored.
+//! - A field is only ever *added* where the object leaves it out (absent or `null`; where
+//!   kube's Go defaulter tests a zero value — a string that is no pointer (`dnsPolicy`, a
+//!   port's `protocol`, a Service's `type`, a strategy's `type`, ...), a list's length (an
+//!   HPA's `metrics`, a NetworkPolicy's `policyTypes`), a probe's periods and thresholds, a
+//!   host port on the host network, an empty `httpGet` path or scheme, field selector or role
+//!   API group, a Service's target port `0` or `""` — that zero too); any other value the
+//!   client sent is never changed. So defaulting is idempotent, and an object read back and
+//!   written again is unchanged by it.
+//! - The only removals and replacements: the pod spec fields whose feature gate is off by
+//!   default in kube 1.33 (`resourceClaims` and containers' `resources.claims` of
+//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`) are
+//!   dropped from pods and templates, as kube's `dropDisabledPodFields` does, so they are
+//!   neither validated nor stored; a Service with `sessionAffinity: None` loses its
+//!   `sessionAffinityConfig`, and one with `ClientIP` whose config has no timeout gets
+//!   `{"clientIP": {"timeoutSeconds": 10800}}` in its place (`SetDefaults_Service`); a
+//!   quantity in a resource list (containers' requests and limits, overhead, claims', nodes',
+//!   quotas', LimitRanges', PersistentVolumes') finer than thousandths is rounded away from
+//!   zero to them (`SetDefaults_ResourceList`: `0.0001` is `1m`).
 //! - Pod-only defaults (`enableServiceLinks`, requests from limits, host ports on the host
 //!   network) are a Pod's, never a template's, as kube's `SetDefaults_Pod`.
 //! - Defaults are applied on every create and update (kube-apiserver defaults every decoded
@@ -24,11 +34,20 @@
 //!   ([`keeps_generation`]).
 //!
 //! The table is data: [`DEFAULTS`] lists `(kind, path, value)` rows; paths walk maps by key
-//! (creating missing ones, as Go's nested structs always exist) and every item of an existing
-//! list with `[]`.
+//! (creating missing ones, as Go's nested structs always exist, but for a key ending in `?`,
+//! a Go pointer) and every item of an existing list with `[]`. Shared parts are tables of
+//! their own, applied wherever kube's generated defaulters call them: the pod spec's, volume
+//! sources' (pods' volumes and PersistentVolumes), claim specs' (claims, StatefulSets' claim
+//! templates, ephemeral volumes).
 //! Rules that depend on other fields (image pull policy, target port, requests from limits,
-//! Service policies by type, a LimitRange's item defaults) are the few functions below the
-//! table.
+//! Service policies by type, strategies' rolling updates, a Job's limits, a LimitRange's item
+//! defaults, labels and selectors from templates) are the few functions below the tables.
+//!
+//! Feature gates as kube 1.33 ships them: `JobPodReplacementPolicy` and
+//! `JobBackoffLimitPerIndex` on (`podReplacementPolicy`, the largest `backoffLimit` with a
+//! limit per index); `StatefulSetAutoDeletePVC` on (the claim retention policy);
+//! `ImageVolume`, `PodLevelResources`, `HPAConfigurableTolerance` off (no image volume pull
+//! policy, pod-level requests or tolerance defaults).
 //!
 //! Not done here: a Service's address fields (`clusterIP`, `clusterIPs`, `ipFamilies`,
 //! `ipFamilyPolicy`: the server's Service registry fills them, knowing the service CIDRs and the
@@ -37,6 +56,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::quantity::Quantity;
 use crate::resources::ResourceDef;
 
 /// Where the pod template's spec lives in each workload kind.
@@ -55,40 +75,115 @@ const POD_SPEC_PATHS: &[(&str, &str, &str)] = &[
 /// Defaults of a pod spec (`SetDefaults_PodSpec`, `SetDefaults_Container`, volume sources),
 /// relative to the spec.
 const POD_SPEC_DEFAULTS: &[(&str, &str)] = &[
-    ("dnsPolicy", r#""ClusterFirst""#),
-    ("restartPolicy", r#""Always""#),
+    ("dnsPolicy!", r#""ClusterFirst""#),
+    ("restartPolicy!", r#""Always""#),
     ("terminationGracePeriodSeconds", "30"),
     ("securityContext", "{}"),
-    ("schedulerName", r#""default-scheduler""#),
+    ("schedulerName!", r#""default-scheduler""#),
     (
-        "containers[].terminationMessagePath",
+        "containers[].terminationMessagePath!",
         r#""/dev/termination-log""#,
     ),
-    ("containers[].terminationMessagePolicy", r#""File""#),
+    ("containers[].terminationMessagePolicy!", r#""File""#),
     ("containers[].resources", "{}"),
-    ("containers[].ports[].protocol", r#""TCP""#),
+    ("containers[].ports[].protocol!", r#""TCP""#),
     (
-        "initContainers[].terminationMessagePath",
+        "initContainers[].terminationMessagePath!",
         r#""/dev/termination-log""#,
     ),
-    ("initContainers[].terminationMessagePolicy", r#""File""#),
+    ("initContainers[].terminationMessagePolicy!", r#""File""#),
     ("initContainers[].resources", "{}"),
-    ("initContainers[].ports[].protocol", r#""TCP""#),
+    ("initContainers[].ports[].protocol!", r#""TCP""#),
     (
-        "ephemeralContainers[].terminationMessagePath",
+        "ephemeralContainers[].terminationMessagePath!",
         r#""/dev/termination-log""#,
     ),
     (
-        "ephemeralContainers[].terminationMessagePolicy",
+        "ephemeralContainers[].terminationMessagePolicy!",
         r#""File""#,
     ),
     ("ephemeralContainers[].resources", "{}"),
-    ("ephemeralContainers[].ports[].protocol", r#""TCP""#),
+    ("ephemeralContainers[].ports[].protocol!", r#""TCP""#),
     // A volume's source is a pointer in Go: defaulted where the volume has it, never made.
     ("volumes[].secret?.defaultMode", "420"),
     ("volumes[].configMap?.defaultMode", "420"),
     ("volumes[].projected?.defaultMode", "420"),
     ("volumes[].downwardAPI?.defaultMode", "420"),
+    (
+        "volumes[].projected?.sources[].serviceAccountToken?.expirationSeconds",
+        "3600",
+    ),
+];
+
+/// Defaults of a PersistentVolumeClaim's spec (`SetDefaults_PersistentVolumeClaimSpec`),
+/// wherever one is: a claim's, a StatefulSet's claim templates', a pod's ephemeral volumes'.
+const CLAIM_SPEC_DEFAULTS: &[(&str, &str)] = &[("volumeMode", r#""Filesystem""#)];
+
+/// Where kube's generated defaulters round resource lists (`SetDefaults_ResourceList`),
+/// relative to a pod spec.
+const POD_SPEC_RESOURCE_LISTS: &[&str] = &[
+    "containers[].resources.limits",
+    "containers[].resources.requests",
+    "initContainers[].resources.limits",
+    "initContainers[].resources.requests",
+    "ephemeralContainers[].resources.limits",
+    "ephemeralContainers[].resources.requests",
+    "overhead",
+    "volumes[].ephemeral.volumeClaimTemplate.spec.resources.limits",
+    "volumes[].ephemeral.volumeClaimTemplate.spec.resources.requests",
+];
+
+/// The kinds' own resource lists kube rounds: `(group, kind, path)`.
+const RESOURCE_LISTS: &[(&str, &str, &str)] = &[
+    ("", "PersistentVolumeClaim", "spec.resources.limits"),
+    ("", "PersistentVolumeClaim", "spec.resources.requests"),
+    ("", "PersistentVolumeClaim", "status.capacity"),
+    ("", "PersistentVolumeClaim", "status.allocatedResources"),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.volumeClaimTemplates[].spec.resources.limits",
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.volumeClaimTemplates[].spec.resources.requests",
+    ),
+    ("", "PersistentVolume", "spec.capacity"),
+    ("", "Node", "status.capacity"),
+    ("", "Node", "status.allocatable"),
+    ("", "ResourceQuota", "spec.hard"),
+    ("", "ResourceQuota", "status.hard"),
+    ("", "ResourceQuota", "status.used"),
+    ("", "LimitRange", "spec.limits[].max"),
+    ("", "LimitRange", "spec.limits[].min"),
+    ("", "LimitRange", "spec.limits[].default"),
+    ("", "LimitRange", "spec.limits[].defaultRequest"),
+    ("", "LimitRange", "spec.limits[].maxLimitRequestRatio"),
+];
+
+/// Where claim specs are: `(group, kind, path of the spec)`; a pod spec's ephemeral volumes'
+/// are [`pod_spec_defaults`]'s.
+const CLAIM_SPEC_PATHS: &[(&str, &str, &str)] = &[
+    ("", "PersistentVolumeClaim", "spec"),
+    ("apps", "StatefulSet", "spec.volumeClaimTemplates[].spec"),
+];
+
+/// The defaults of the volume sources a PersistentVolume shares with pods' volumes (their
+/// `+default` markers in `k8s.io/api/core/v1`, `SetDefaults_HostPathVolumeSource`), relative
+/// to the source's parent (a PersistentVolume's `spec`, a pod volume).
+const VOLUME_SOURCE_DEFAULTS: &[(&str, &str)] = &[
+    ("hostPath?.type", r#""""#),
+    ("iscsi?.iscsiInterface!", r#""default""#),
+    ("rbd?.pool!", r#""rbd""#),
+    ("rbd?.user!", r#""admin""#),
+    ("rbd?.keyring!", r#""/etc/ceph/keyring""#),
+    ("azureDisk?.cachingMode", r#""ReadWrite""#),
+    ("azureDisk?.fsType", r#""ext4""#),
+    ("azureDisk?.readOnly", "false"),
+    ("azureDisk?.kind", r#""Shared""#),
+    ("scaleIO?.storageMode!", r#""ThinProvisioned""#),
+    ("scaleIO?.fsType!", r#""xfs""#),
 ];
 
 /// Defaults of the kinds themselves (`SetDefaults_Deployment`, `SetDefaults_StatefulSet`, ...).
@@ -98,7 +193,7 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
     (
         "apps",
         "Deployment",
-        "spec.strategy.type",
+        "spec.strategy.type!",
         r#""RollingUpdate""#,
     ),
     ("apps", "Deployment", "spec.revisionHistoryLimit", "10"),
@@ -108,53 +203,54 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
     (
         "apps",
         "StatefulSet",
-        "spec.podManagementPolicy",
+        "spec.podManagementPolicy!",
         r#""OrderedReady""#,
     ),
-    (
-        "apps",
-        "StatefulSet",
-        "spec.updateStrategy.type",
-        r#""RollingUpdate""#,
-    ),
     ("apps", "StatefulSet", "spec.revisionHistoryLimit", "10"),
+    // Each of the retention policy's fields on its own (`StatefulSetAutoDeletePVC`, on).
     (
         "apps",
         "StatefulSet",
-        "spec.persistentVolumeClaimRetentionPolicy",
-        r#"{"whenDeleted":"Retain","whenScaled":"Retain"}"#,
+        "spec.persistentVolumeClaimRetentionPolicy.whenDeleted!",
+        r#""Retain""#,
+    ),
+    (
+        "apps",
+        "StatefulSet",
+        "spec.persistentVolumeClaimRetentionPolicy.whenScaled!",
+        r#""Retain""#,
     ),
     (
         "apps",
         "DaemonSet",
-        "spec.updateStrategy.type",
+        "spec.updateStrategy.type!",
         r#""RollingUpdate""#,
     ),
     ("apps", "DaemonSet", "spec.revisionHistoryLimit", "10"),
     ("", "ReplicationController", "spec.replicas", "1"),
     ("batch", "Job", "spec.parallelism", "1"),
-    ("batch", "Job", "spec.backoffLimit", "6"),
     ("batch", "Job", "spec.completionMode", r#""NonIndexed""#),
     ("batch", "Job", "spec.suspend", "false"),
-    ("batch", "CronJob", "spec.concurrencyPolicy", r#""Allow""#),
+    ("batch", "CronJob", "spec.concurrencyPolicy!", r#""Allow""#),
     ("batch", "CronJob", "spec.suspend", "false"),
     ("batch", "CronJob", "spec.successfulJobsHistoryLimit", "3"),
     ("batch", "CronJob", "spec.failedJobsHistoryLimit", "1"),
     (
         "",
-        "PersistentVolumeClaim",
-        "spec.volumeMode",
-        r#""Filesystem""#,
-    ),
-    (
-        "",
         "PersistentVolume",
-        "spec.persistentVolumeReclaimPolicy",
+        "spec.persistentVolumeReclaimPolicy!",
         r#""Retain""#,
     ),
     ("", "PersistentVolume", "spec.volumeMode", r#""Filesystem""#),
-    ("", "PersistentVolumeClaim", "status.phase", r#""Pending""#),
-    ("", "PersistentVolume", "status.phase", r#""Pending""#),
+    ("", "PersistentVolumeClaim", "status.phase!", r#""Pending""#),
+    // kube's `SetObjectDefaults_StatefulSet` gives each claim template a claim's defaults.
+    (
+        "apps",
+        "StatefulSet",
+        "spec.volumeClaimTemplates[].status.phase!",
+        r#""Pending""#,
+    ),
+    ("", "PersistentVolume", "status.phase!", r#""Pending""#),
     (
         "autoscaling",
         "HorizontalPodAutoscaler",
@@ -164,8 +260,40 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
     (
         "autoscaling",
         "HorizontalPodAutoscaler",
-        "spec.metrics",
+        "spec.metrics!",
         r#"[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}]"#,
+    ),
+    // `SetDefaults_HorizontalPodAutoscalerBehavior`: a behavior's rules left out are kube's
+    // (scale-down's stabilization window is left out: the controller's flag decides it).
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.behavior?.scaleUp.stabilizationWindowSeconds",
+        "0",
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.behavior?.scaleUp.selectPolicy",
+        r#""Max""#,
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.behavior?.scaleUp.policies",
+        r#"[{"type":"Pods","value":4,"periodSeconds":15},{"type":"Percent","value":100,"periodSeconds":15}]"#,
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.behavior?.scaleDown.selectPolicy",
+        r#""Max""#,
+    ),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "spec.behavior?.scaleDown.policies",
+        r#"[{"type":"Percent","value":100,"periodSeconds":15}]"#,
     ),
     (
         "storage.k8s.io",
@@ -197,11 +325,18 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
         "spec.egress[].ports[].protocol",
         r#""TCP""#,
     ),
-    ("", "Service", "spec.type", r#""ClusterIP""#),
-    ("", "Service", "spec.sessionAffinity", r#""None""#),
-    ("", "Service", "spec.ports[].protocol", r#""TCP""#),
-    ("", "Secret", "type", r#""Opaque""#),
-    ("", "Endpoints", "subsets[].ports[].protocol", r#""TCP""#),
+    ("", "Service", "spec.type!", r#""ClusterIP""#),
+    ("", "Service", "spec.sessionAffinity!", r#""None""#),
+    ("", "Service", "spec.ports[].protocol!", r#""TCP""#),
+    ("", "Secret", "type!", r#""Opaque""#),
+    ("", "Endpoints", "subsets[].ports[].protocol!", r#""TCP""#),
+    ("discovery.k8s.io", "EndpointSlice", "ports[].name", r#""""#),
+    (
+        "networking.k8s.io",
+        "IngressClass",
+        "spec.parameters?.scope",
+        r#""Cluster""#,
+    ),
     (
         "discovery.k8s.io",
         "EndpointSlice",
@@ -242,27 +377,33 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The `rollingUpdate` defaults of a `RollingUpdate` strategy: `(group, kind, strategy path,
-/// rollingUpdate value)`.
-const ROLLING_UPDATE_DEFAULTS: &[(&str, &str, &str, &str)] = &[
+/// The `rollingUpdate` defaults of a `RollingUpdate` strategy, each field on its own (kube's
+/// `SetDefaults_Deployment` and `SetDefaults_DaemonSet` fill each field left out, whatever
+/// else `rollingUpdate` holds): `(group, kind, strategy path, field, value)`. A StatefulSet's
+/// are [`stateful_set_strategy`]'s.
+const ROLLING_UPDATE_DEFAULTS: &[(&str, &str, &str, &str, &str)] = &[
     (
         "apps",
         "Deployment",
         "spec.strategy",
-        r#"{"maxUnavailable":"25%","maxSurge":"25%"}"#,
+        "maxUnavailable",
+        r#""25%""#,
     ),
     (
         "apps",
-        "StatefulSet",
-        "spec.updateStrategy",
-        r#"{"partition":0}"#,
+        "Deployment",
+        "spec.strategy",
+        "maxSurge",
+        r#""25%""#,
     ),
     (
         "apps",
         "DaemonSet",
         "spec.updateStrategy",
-        r#"{"maxUnavailable":1,"maxSurge":0}"#,
+        "maxUnavailable",
+        "1",
     ),
+    ("apps", "DaemonSet", "spec.updateStrategy", "maxSurge", "0"),
 ];
 
 /// Whether kube-apiserver keeps `metadata.generation` for this kind: the workloads, pods (since
@@ -286,12 +427,18 @@ pub fn keeps_generation(def: &ResourceDef) -> bool {
 /// where it is absent or null. Missing or null maps on the way are created (Go's nested
 /// structs always exist) unless the key ends in `?` (a pointer in Go: the default applies
 /// only where the map is there), lists are never created, and a value of another type on the
-/// way stops the default.
+/// way stops the default. A last key ending in `!` is one whose Go defaulter tests its zero
+/// value (`== ""` on a string that is no pointer, `len(..) == 0` on a list): an empty string
+/// or list there is replaced too.
 fn set_default(object: &mut Value, path: &str, value: &Value) {
     let mut segments = path.splitn(2, '.');
     let head = segments.next().unwrap_or("");
     let rest = segments.next();
     let (head, optional) = match head.strip_suffix('?') {
+        Some(head) => (head, true),
+        None => (head, false),
+    };
+    let (head, zero_unset) = match head.strip_suffix('!') {
         Some(head) => (head, true),
         None => (head, false),
     };
@@ -307,7 +454,10 @@ fn set_default(object: &mut Value, path: &str, value: &Value) {
     };
     match (rest, each) {
         (None, false) => {
-            if map.get(key).is_none_or(Value::is_null) {
+            let empty =
+                |v: &Value| v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty);
+            let unset = |v: &Value| v.is_null() || (zero_unset && empty(v));
+            if map.get(key).is_none_or(unset) {
                 map.insert(key.to_owned(), value.clone());
             }
         }
@@ -337,21 +487,68 @@ fn map_is_absent(object: &Value, key: &str) -> bool {
     object.get(key).is_none_or(Value::is_null)
 }
 
+/// Calls `f` on each value at `path` (dotted keys, `[]` for every item of a list) that is
+/// there; nothing is created.
+fn for_each_at(value: &mut Value, path: &str, f: &mut dyn FnMut(&mut Value)) {
+    let (head, rest) = match path.split_once('.') {
+        Some((head, rest)) => (head, Some(rest)),
+        None => (path, None),
+    };
+    let (key, each) = match head.strip_suffix("[]") {
+        Some(key) => (key, true),
+        None => (head, false),
+    };
+    let Some(child) = value.as_object_mut().and_then(|map| map.get_mut(key)) else {
+        return;
+    };
+    let mut visit = |item: &mut Value| match rest {
+        Some(rest) => for_each_at(item, rest, f),
+        None => f(item),
+    };
+    if !each {
+        visit(child);
+    } else if let Value::Array(items) = child {
+        items.iter_mut().for_each(visit);
+    }
+}
+
+/// `SetDefaults_ResourceList`: each quantity of a resource list rounded away from zero to
+/// thousandths (`0.0001` is `1m`); quantities already whole thousandths, and anything that
+/// is no quantity, are left as sent.
+fn round_resource_list(list: &mut Value) {
+    let Value::Object(list) = list else {
+        return;
+    };
+    for quantity in list.values_mut() {
+        let text = match quantity {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            _ => continue,
+        };
+        if let Some(rounded) = Quantity::parse(&text).and_then(Quantity::rounded_to_milli) {
+            *quantity = Value::String(rounded.to_string());
+        }
+    }
+}
+
 fn get_mut<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Value> {
     path.split('.')
         .try_fold(object, |value, key| value.as_object_mut()?.get_mut(key))
 }
 
-/// `Always` for an image tagged `latest` or not tagged, `IfNotPresent` otherwise (a digest
-/// counts as a tag), as `SetDefaults_Container`.
+/// `Always` for an image tagged `latest`, or with neither tag nor digest; `IfNotPresent`
+/// otherwise, as `SetDefaults_Container` (`parsers.ParseImageName`: `name:latest@digest` is
+/// tagged `latest`, `name@digest` has no tag).
 fn image_pull_policy(image: &str) -> &'static str {
-    if image.contains('@') {
-        return "IfNotPresent";
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
+    let (name, digest) = match image.split_once('@') {
+        Some((name, _)) => (name, true),
+        None => (image, false),
+    };
+    let last = name.rsplit('/').next().unwrap_or(name);
     match last.rsplit_once(':') {
-        Some((_, "latest")) | None => "Always",
-        Some(_) => "IfNotPresent",
+        Some((_, "latest")) => "Always",
+        None if !digest => "Always",
+        _ => "IfNotPresent",
     }
 }
 
@@ -386,6 +583,12 @@ fn container_defaults(container: &mut Value, pod: bool) {
                 }
             }
             http_get_defaults(probe.get_mut("httpGet"));
+            // `GRPCAction.Service`'s `+default=""`.
+            if let Some(Value::Object(grpc)) = probe.get_mut("grpc")
+                && grpc.get("service").is_none_or(Value::is_null)
+            {
+                grpc.insert("service".to_owned(), Value::from(""));
+            }
         }
     }
     for hook in ["postStart", "preStop"] {
@@ -446,6 +649,67 @@ fn field_ref_defaults(selector: Option<&mut Value>) {
     }
 }
 
+/// Applies `rows` (`(path, JSON value)`, as [`set_default`] reads them) under `prefix` (a
+/// path of the same form, or `""` for `object` itself).
+fn apply_rows(object: &mut Value, prefix: &str, rows: &[(&str, &str)]) {
+    for (path, value) in rows {
+        let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
+        if prefix.is_empty() {
+            set_default(object, path, &value);
+        } else {
+            set_default(object, &format!("{prefix}.{path}"), &value);
+        }
+    }
+}
+
+/// A pod volume's defaults (`SetDefaults_Volume` and the nested defaulters kube's
+/// `zz_generated.defaults.go` calls on each volume): a volume naming no source is an
+/// `emptyDir`; its source's defaults ([`VOLUME_SOURCE_DEFAULTS`], the table's `volumes[]`
+/// rows); an ephemeral volume's claim spec ([`CLAIM_SPEC_DEFAULTS`]); the `fieldRef`s of
+/// downward API items, in a `downwardAPI` volume or a projected one's sources.
+fn volume_defaults(volume: &mut Value) {
+    let Value::Object(map) = volume else {
+        return;
+    };
+    if map
+        .iter()
+        .all(|(key, value)| key == "name" || value.is_null())
+    {
+        map.insert("emptyDir".to_owned(), json!({}));
+    }
+    apply_rows(volume, "", VOLUME_SOURCE_DEFAULTS);
+    apply_rows(
+        volume,
+        "ephemeral?.volumeClaimTemplate?.spec",
+        CLAIM_SPEC_DEFAULTS,
+    );
+    for source in volume
+        .pointer_mut("/projected/sources")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(items) = source.get_mut("downwardAPI") {
+            downward_api_items(items);
+        }
+    }
+    if let Some(own) = volume.get_mut("downwardAPI") {
+        downward_api_items(own);
+    }
+}
+
+/// `SetDefaults_ObjectFieldSelector` on each item of a downward API source.
+fn downward_api_items(source: &mut Value) {
+    for item in source
+        .get_mut("items")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        field_ref_defaults(item.get_mut("fieldRef"));
+    }
+}
+
 /// A pod spec's defaults; `pod` for a Pod's own spec, which alone gets
 /// `enableServiceLinks`, requests from limits and, on the host's network, host ports
 /// (kube's `SetDefaults_Pod`: "only materializes in the Pod object", not in templates).
@@ -455,10 +719,7 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
     }
     drop_disabled_fields(spec);
     service_account_alias(spec);
-    for (path, value) in POD_SPEC_DEFAULTS {
-        let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
-        set_default(spec, path, &value);
-    }
+    apply_rows(spec, "", POD_SPEC_DEFAULTS);
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(Value::Array(containers)) = spec.get_mut(list) {
             let own = pod && list != "ephemeralContainers";
@@ -473,14 +734,7 @@ fn pod_spec_defaults(spec: &mut Value, pod: bool) {
         .into_iter()
         .flatten()
     {
-        for item in volume
-            .pointer_mut("/downwardAPI/items")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            field_ref_defaults(item.get_mut("fieldRef"));
-        }
+        volume_defaults(volume);
     }
     if !pod {
         return;
@@ -587,12 +841,18 @@ fn role_binding_defaults(object: &mut Value) {
     }
 }
 
-/// Service rules that depend on the type (`SetDefaults_Service`). The address fields
-/// (`clusterIP`, `clusterIPs`, `ipFamilies`, `ipFamilyPolicy`) are not defaults: the Service
-/// registry fills them on create and update, knowing the cluster's ranges (as kube-apiserver's
-/// `normalizeClusterIPs` and `initIPFamilyFields` do).
+/// Service rules that depend on the type (`SetDefaults_Service`), after the table has set
+/// `type` and `sessionAffinity`: with affinity `None`, no `sessionAffinityConfig`; with
+/// `ClientIP` and no timeout, the 10800 s one; a port's target port (unset, 0 or `""`) is its
+/// port; an externally accessible Service (`NodePort`, `LoadBalancer`, or `ClusterIP` with
+/// external IPs) gets `externalTrafficPolicy: Cluster`; `ClusterIP`, `NodePort` and
+/// `LoadBalancer` get `internalTrafficPolicy: Cluster`; a `LoadBalancer` gets
+/// `allocateLoadBalancerNodePorts: true` and its status ingresses with an IP `ipMode: VIP`.
+/// The address fields (`clusterIP`, `clusterIPs`, `ipFamilies`, `ipFamilyPolicy`) are not
+/// defaults: the Service registry fills them on create and update, knowing the cluster's
+/// ranges (as kube-apiserver's `normalizeClusterIPs` and `initIPFamilyFields` do).
 fn service_defaults(object: &mut Value) {
-    let Some(spec) = get_mut(object, "spec") else {
+    let Some(Value::Object(spec)) = object.get_mut("spec") else {
         return;
     };
     let service_type = spec
@@ -600,37 +860,149 @@ fn service_defaults(object: &mut Value) {
         .and_then(Value::as_str)
         .unwrap_or("ClusterIP")
         .to_owned();
+    let unset = |map: &Map<String, Value>, key: &str| map.get(key).is_none_or(Value::is_null);
+    match spec.get("sessionAffinity").and_then(Value::as_str) {
+        Some("None") => {
+            spec.remove("sessionAffinityConfig");
+        }
+        Some("ClientIP")
+            if spec
+                .get("sessionAffinityConfig")
+                .and_then(|c| c.get("clientIP"))
+                .and_then(|c| c.get("timeoutSeconds"))
+                .is_none_or(Value::is_null) =>
+        {
+            spec.insert(
+                "sessionAffinityConfig".to_owned(),
+                json!({"clientIP": {"timeoutSeconds": 10800}}),
+            );
+        }
+        _ => {}
+    }
     if let Some(Value::Array(ports)) = spec.get_mut("ports") {
         for port in ports {
             if let Value::Object(port) = port
                 && port
                     .get("targetPort")
-                    .is_none_or(|t| t.is_null() || *t == json!(0))
+                    .is_none_or(|t| t.is_null() || *t == json!(0) || *t == json!(""))
                 && let Some(number) = port.get("port").cloned()
             {
                 port.insert("targetPort".into(), number);
             }
         }
     }
-    let Value::Object(spec) = spec else {
+    let external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|ips| !ips.is_empty());
+    let externally_accessible = matches!(service_type.as_str(), "NodePort" | "LoadBalancer")
+        || (service_type == "ClusterIP" && external_ips);
+    if externally_accessible && spec.get("externalTrafficPolicy").is_none_or(empty_text) {
+        spec.insert("externalTrafficPolicy".to_owned(), json!("Cluster"));
+    }
+    if matches!(
+        service_type.as_str(),
+        "ClusterIP" | "NodePort" | "LoadBalancer"
+    ) && unset(spec, "internalTrafficPolicy")
+    {
+        spec.insert("internalTrafficPolicy".to_owned(), json!("Cluster"));
+    }
+    if service_type != "LoadBalancer" {
+        return;
+    }
+    if unset(spec, "allocateLoadBalancerNodePorts") {
+        spec.insert("allocateLoadBalancerNodePorts".to_owned(), json!(true));
+    }
+    for ingress in object
+        .pointer_mut("/status/loadBalancer/ingress")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Value::Object(ingress) = ingress
+            && ingress
+                .get("ip")
+                .and_then(Value::as_str)
+                .is_some_and(|ip| !ip.is_empty())
+            && unset(ingress, "ipMode")
+        {
+            ingress.insert("ipMode".to_owned(), json!("VIP"));
+        }
+    }
+}
+
+/// `SetDefaults_StatefulSet`'s strategy: with no type, `RollingUpdate` and an empty
+/// `rollingUpdate` where it has none; then a `RollingUpdate` strategy's `rollingUpdate`, where
+/// there is one, gets `partition: 0` (a strategy sent as `type: RollingUpdate` alone stays
+/// without one, as in kube).
+fn stateful_set_strategy(object: &mut Value) {
+    let Some(spec) = spec_map(object) else {
         return;
     };
-    if service_type == "ExternalName" {
+    let strategy = spec.entry("updateStrategy").or_insert(Value::Null);
+    if strategy.is_null() {
+        *strategy = json!({});
+    }
+    let Value::Object(strategy) = strategy else {
         return;
+    };
+    if strategy.get("type").is_none_or(empty_text) {
+        strategy.insert("type".to_owned(), json!("RollingUpdate"));
+        let rolling = strategy.entry("rollingUpdate").or_insert(Value::Null);
+        if rolling.is_null() {
+            *rolling = json!({});
+        }
     }
-    spec.entry("internalTrafficPolicy")
-        .or_insert_with(|| Value::from("Cluster"));
-    if matches!(service_type.as_str(), "NodePort" | "LoadBalancer") {
-        spec.entry("externalTrafficPolicy")
-            .or_insert_with(|| Value::from("Cluster"));
+    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate")
+        && let Some(Value::Object(rolling)) = strategy.get_mut("rollingUpdate")
+        && rolling.get("partition").is_none_or(Value::is_null)
+    {
+        rolling.insert("partition".to_owned(), json!(0));
     }
-    if service_type == "LoadBalancer" {
-        spec.entry("allocateLoadBalancerNodePorts")
-            .or_insert(Value::Bool(true));
+}
+
+/// Whether a map field is unset as Go's `len(map) == 0` reads it: absent, null or `{}`.
+fn empty_map(value: Option<&Value>) -> bool {
+    value.is_none_or(|v| v.is_null() || v.as_object().is_some_and(Map::is_empty))
+}
+
+/// A Job's or ReplicationController's labels, when it has none, are its pod template's
+/// (`SetDefaults_Job`, `SetDefaults_ReplicationController`: where the template has labels,
+/// `{}` included, as Go's non-nil map).
+fn labels_from_template(object: &mut Value) {
+    let template_labels = object.pointer("/spec/template/metadata/labels").cloned();
+    if let Some(Value::Object(labels)) = template_labels
+        && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        && empty_map(meta.get("labels"))
+    {
+        meta.insert("labels".to_owned(), Value::Object(labels));
     }
-    if spec.get("sessionAffinity").and_then(Value::as_str) == Some("ClientIP") {
-        spec.entry("sessionAffinityConfig")
-            .or_insert_with(|| json!({"clientIP": {"timeoutSeconds": 10800}}));
+}
+
+/// `SetDefaults_ReplicationController`: where the template has labels, they are the
+/// selector when it has none, and the controller's labels when it has none.
+fn replication_controller_defaults(object: &mut Value) {
+    let template_labels = object.pointer("/spec/template/metadata/labels").cloned();
+    let Some(Value::Object(labels)) = template_labels else {
+        return;
+    };
+    if let Some(Value::Object(spec)) = object.get_mut("spec")
+        && empty_map(spec.get("selector"))
+    {
+        spec.insert("selector".to_owned(), Value::Object(labels));
+    }
+    labels_from_template(object);
+}
+
+/// `SetDefaults_NodeStatus`: a status with a capacity and no allocatable resources can
+/// allocate its capacity.
+fn node_defaults(object: &mut Value) {
+    if let Some(Value::Object(status)) = object.get_mut("status")
+        && status.get("allocatable").is_none_or(Value::is_null)
+        && let Some(capacity) = status.get("capacity").filter(|c| !empty_map(Some(c)))
+    {
+        let capacity = capacity.clone();
+        status.insert("allocatable".to_owned(), capacity);
     }
 }
 
@@ -650,6 +1022,14 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     // Rules that read other fields first, before the table fills them.
     match (group, kind) {
         ("batch", "Job") => job_defaults(object),
+        ("apps", "StatefulSet") => stateful_set_strategy(object),
+        ("", "ReplicationController") => replication_controller_defaults(object),
+        ("", "Node") => node_defaults(object),
+        ("", "PersistentVolume") => {
+            if let Some(spec) = object.get_mut("spec") {
+                apply_rows(spec, "", VOLUME_SOURCE_DEFAULTS);
+            }
+        }
         ("networking.k8s.io", "NetworkPolicy") => network_policy_defaults(object),
         ("", "LimitRange") => {
             if let Some(Value::Array(items)) = object.pointer_mut("/spec/limits") {
@@ -664,7 +1044,12 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
             set_default(object, path, &value);
         }
     }
-    for (row_group, row_kind, strategy, value) in ROLLING_UPDATE_DEFAULTS {
+    for (row_group, row_kind, path) in CLAIM_SPEC_PATHS {
+        if *row_group == group && *row_kind == kind {
+            apply_rows(object, path, CLAIM_SPEC_DEFAULTS);
+        }
+    }
+    for (row_group, row_kind, strategy, field, value) in ROLLING_UPDATE_DEFAULTS {
         // The kind first: the strategy's path is built and read only for the rows' own kinds.
         if *row_group != group || *row_kind != kind {
             continue;
@@ -673,7 +1058,7 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
             .is_some_and(|t| t.as_str() == Some("RollingUpdate"));
         if rolling {
             let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
-            set_default(object, &format!("{strategy}.rollingUpdate"), &value);
+            set_default(object, &format!("{strategy}.rollingUpdate.{field}"), &value);
         }
     }
     if (group, kind) == ("", "Service") {
@@ -690,6 +1075,16 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
             && let Some(spec) = get_mut(object, path)
         {
             pod_spec_defaults(spec, (group, kind) == ("", "Pod"));
+            for list in POD_SPEC_RESOURCE_LISTS {
+                for_each_at(spec, list, &mut round_resource_list);
+            }
+        }
+    }
+    // Last, as kube's generated defaulters round after the kinds' own copies (requests from
+    // limits, allocatable from capacity, a LimitRange's defaults from its bounds).
+    for (row_group, row_kind, path) in RESOURCE_LISTS {
+        if *row_group == group && *row_kind == kind {
+            for_each_at(object, path, &mut round_resource_list);
         }
     }
 }
@@ -705,26 +1100,45 @@ fn spec_map(object: &mut Value) -> Option<&mut Map<String, Value>> {
     spec.as_object_mut()
 }
 
-/// `SetDefaults_Job`: `completions` is 1 when neither it nor `parallelism` is set; without a
-/// `podFailurePolicy`, `podReplacementPolicy` is `TerminatingOrFailed` (`Failed` with one).
+/// `SetDefaults_Job`: `completions` is 1 when neither it nor `parallelism` is set;
+/// `backoffLimit` 6 (the largest int32 with `backoffLimitPerIndex`); the failure policy's
+/// condition patterns' `status` `True`; without a `podFailurePolicy`, `podReplacementPolicy`
+/// is `TerminatingOrFailed` (`Failed` with one; `JobPodReplacementPolicy` is on in 1.33).
 fn job_defaults(object: &mut Value) {
     // A Job without labels takes its pod template's (where its metadata is at hand: creates).
-    let template_labels = object.pointer("/spec/template/metadata/labels").cloned();
-    if let Some(Value::Object(labels)) = template_labels
-        && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
-        && meta
-            .get("labels")
-            .and_then(Value::as_object)
-            .is_none_or(Map::is_empty)
-    {
-        meta.insert("labels".to_owned(), Value::Object(labels));
-    }
+    labels_from_template(object);
     let Some(spec) = spec_map(object) else {
         return;
     };
     let unset = |spec: &Map<String, Value>, key: &str| spec.get(key).is_none_or(Value::is_null);
     if unset(spec, "completions") && unset(spec, "parallelism") {
         spec.insert("completions".to_owned(), json!(1));
+    }
+    if unset(spec, "backoffLimit") {
+        // With a limit per index (`JobBackoffLimitPerIndex`, GA in 1.33), the Job's own is
+        // Go's largest int32.
+        let limit = if unset(spec, "backoffLimitPerIndex") {
+            6
+        } else {
+            i32::MAX
+        };
+        spec.insert("backoffLimit".to_owned(), json!(limit));
+    }
+    // A pod failure policy's condition patterns match `status: "True"` unless they say.
+    for pattern in spec
+        .get_mut("podFailurePolicy")
+        .and_then(|p| p.get_mut("rules"))
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(|rule| rule.get_mut("onPodConditions"))
+        .filter_map(Value::as_array_mut)
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        if pattern.get("status").is_none_or(empty_text) {
+            pattern.insert("status".to_owned(), json!("True"));
+        }
     }
     if unset(spec, "podReplacementPolicy") {
         let policy = if unset(spec, "podFailurePolicy") {
@@ -882,6 +1296,8 @@ mod tests {
         assert_eq!(image_pull_policy("registry:5000/nginx"), "Always");
         assert_eq!(image_pull_policy("registry:5000/nginx:1"), "IfNotPresent");
         assert_eq!(image_pull_policy("nginx@sha256:abc"), "IfNotPresent");
+        assert_eq!(image_pull_policy("nginx:latest@sha256:abc"), "Always");
+        assert_eq!(image_pull_policy("nginx:1@sha256:abc"), "IfNotPresent");
     }
 
     #[test]

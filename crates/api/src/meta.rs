@@ -354,8 +354,12 @@ fn namespace_defaults(object: &mut Map<String, Value>, meta: &mut Map<String, Va
     let status = object
         .entry("status")
         .or_insert_with(|| Value::Object(Map::new()));
+    // `SetDefaults_NamespaceStatus`: an empty phase (Go's `== ""`) is unset too.
     if let Value::Object(status) = status
-        && !status.get("phase").is_some_and(Value::is_string)
+        && status
+            .get("phase")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
     {
         status.insert("phase".into(), Value::String("Active".into()));
     }
@@ -791,6 +795,13 @@ mod tests {
             ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
             "team"
         );
+        let empty_phase = prepare_create(
+            &def("namespaces"),
+            json!({"metadata": {"name": "team"}, "status": {"phase": ""}}),
+            &ctx(None),
+        )
+        .unwrap();
+        assert_eq!(empty_phase["status"]["phase"], "Active");
     }
 
     #[test]

@@ -169,6 +169,23 @@ impl Quantity {
         self.nanos
     }
 
+    /// The value rounded away from zero to a whole number of thousandths, in its format, or
+    /// `None` when it already is one (kube's `RoundUp(-3)`, which `SetDefaults_ResourceList`
+    /// applies to every resource list).
+    #[must_use]
+    pub fn rounded_to_milli(self) -> Option<Quantity> {
+        const MILLI: i128 = NANOS / 1000;
+        let rest = self.nanos % MILLI;
+        if rest == 0 {
+            return None;
+        }
+        let away = if self.nanos > 0 { MILLI } else { -MILLI };
+        Some(Quantity {
+            nanos: self.nanos - rest + away,
+            format: self.format,
+        })
+    }
+
     /// The larger of the two (kube's `maxResourceList`: the first kept on a tie).
     #[must_use]
     pub fn max_of(self, other: Quantity) -> Quantity {
@@ -254,7 +271,24 @@ pub fn canonical(text: &str) -> Option<String> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::canonical;
+    use super::{Quantity, canonical};
+
+    #[test]
+    fn resource_lists_round_up_to_thousandths() {
+        let round = |text: &str| {
+            Quantity::parse(text)
+                .unwrap()
+                .rounded_to_milli()
+                .map(|q| q.to_string())
+        };
+        assert_eq!(round("0.0001").as_deref(), Some("1m"));
+        assert_eq!(round("100u").as_deref(), Some("1m"));
+        assert_eq!(round("1.0001").as_deref(), Some("1001m"));
+        assert_eq!(round("-1n").as_deref(), Some("-1m"));
+        assert_eq!(round("1e-4").as_deref(), Some("1e-3"));
+        assert_eq!(round("500m"), None);
+        assert_eq!(round("1Gi"), None);
+    }
 
     proptest! {
         /// The canonical form is canonical: written again, it stays; and it is the same

@@ -232,12 +232,14 @@ fn arb_json() -> impl Strategy<Value = Value> {
     })
 }
 
-/// Whether every non-null value of `original` is in `defaulted` unchanged.
+/// Whether every non-null value of `original` is in `defaulted` unchanged (but an empty
+/// string or list, which a Go defaulter testing its zero value replaces).
 fn keeps(original: &Value, defaulted: &Value) -> bool {
+    let zero = |v: &Value| v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty);
     match (original, defaulted) {
         (Value::Object(a), Value::Object(b)) => a
             .iter()
-            .all(|(k, v)| v.is_null() || b.get(k).is_some_and(|w| keeps(v, w))),
+            .all(|(k, v)| v.is_null() || b.get(k).is_some_and(|w| keeps(v, w) || zero(v))),
         (Value::Array(a), Value::Array(b)) => {
             a.len() == b.len() && a.iter().zip(b).all(|(v, w)| keeps(v, w))
         }
@@ -499,4 +501,341 @@ fn role_bindings_name_their_api_groups() {
         "rbac.authorization.k8s.io"
     );
     assert!(binding["subjects"][2].get("apiGroup").is_none());
+}
+
+/// `object` as `plural`'s defaulting leaves it (no create-time metadata or status).
+fn defaulted(plural: &str, object: Value) -> Value {
+    let mut object = object;
+    apply_defaults(&def(plural), &mut object);
+    object
+}
+
+/// The minimal pod template of the workload tables, and what kube's `SetDefaults_PodSpec` and
+/// `SetDefaults_Container` make of it (a template: no `enableServiceLinks`, as
+/// `SetDefaults_Pod` alone sets it).
+fn template() -> Value {
+    json!({"metadata": {"labels": {"app": "a"}},
+           "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}})
+}
+
+fn defaulted_template() -> Value {
+    json!({"metadata": {"labels": {"app": "a"}}, "spec": {
+        "containers": [{"name": "c", "image": "nginx:1.25", "imagePullPolicy": "IfNotPresent",
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File", "resources": {}}],
+        "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst", "securityContext": {}, "schedulerName": "default-scheduler"}})
+}
+
+/// kube 1.33's `pkg/apis/apps/v1/defaults.go` (and `defaults_test.go`'s cases), whole objects.
+#[test]
+fn apps_table() {
+    let selector = json!({"matchLabels": {"app": "a"}});
+    let cases = [
+        // TestSetDefaultDeployment: a rolling update naming only `maxSurge` gets kube's
+        // `maxUnavailable`, and one naming only `maxUnavailable` its `maxSurge`.
+        (
+            "deployments",
+            json!({"spec": {"selector": selector, "template": template(),
+                "strategy": {"rollingUpdate": {"maxSurge": 1}}}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(),
+                "replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+                "strategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "25%"}}}}),
+        ),
+        (
+            "deployments",
+            json!({"spec": {"replicas": 5, "selector": selector, "template": template(),
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}}}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(),
+                "replicas": 5, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+                "strategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "10%"}}}}),
+        ),
+        // An empty type is unset (a Go string).
+        (
+            "deployments",
+            json!({"spec": {"selector": selector, "template": template(),
+                "strategy": {"type": ""}}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(),
+                "replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+                "strategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}}}),
+        ),
+        (
+            "daemonsets",
+            json!({"spec": {"selector": selector, "template": template(),
+                "updateStrategy": {"rollingUpdate": {"maxSurge": "10%"}}}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(),
+                "revisionHistoryLimit": 10,
+                "updateStrategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 1}}}}),
+        ),
+        // TestSetDefaultStatefulSet: no strategy is a rolling one from partition 0, and each
+        // claim template gets a claim's defaults (its spec's volume mode, `Pending`).
+        (
+            "statefulsets",
+            json!({"spec": {"selector": selector, "template": template(),
+                "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"]}}]}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(),
+                "replicas": 1, "revisionHistoryLimit": 10, "podManagementPolicy": "OrderedReady",
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"},
+                    "status": {"phase": "Pending"}}]}}),
+        ),
+        // A `RollingUpdate` type sent without `rollingUpdate` stays without one; a retention
+        // policy naming one case gets the other's `Retain`.
+        (
+            "statefulsets",
+            json!({"spec": {"selector": selector, "template": template(),
+                "updateStrategy": {"type": "RollingUpdate"},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(),
+                "replicas": 1, "revisionHistoryLimit": 10, "podManagementPolicy": "OrderedReady",
+                "updateStrategy": {"type": "RollingUpdate"},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"}}}),
+        ),
+        (
+            "replicasets",
+            json!({"spec": {"selector": selector, "template": template()}}),
+            json!({"spec": {"selector": selector, "template": defaulted_template(), "replicas": 1}}),
+        ),
+    ];
+    for (plural, object, expected) in cases {
+        assert_eq!(
+            defaulted(plural, object.clone()),
+            expected,
+            "{plural}: {object}"
+        );
+    }
+}
+
+/// kube 1.33's `pkg/apis/batch/v1/defaults.go`, whole objects.
+#[test]
+fn batch_table() {
+    let cases = [
+        (
+            "jobs",
+            json!({"metadata": {"name": "j"}, "spec": {"template": template()}}),
+            json!({"metadata": {"name": "j", "labels": {"app": "a"}}, "spec": {
+                "template": defaulted_template(), "completions": 1, "parallelism": 1,
+                "backoffLimit": 6, "completionMode": "NonIndexed", "suspend": false,
+                "podReplacementPolicy": "TerminatingOrFailed"}}),
+        ),
+        // A limit per index makes the Job's own the largest int32; a failure policy's
+        // condition patterns match `True` unless they say.
+        (
+            "jobs",
+            json!({"metadata": {"name": "j", "labels": {"x": "y"}}, "spec": {
+                "completionMode": "Indexed", "completions": 3, "backoffLimitPerIndex": 1,
+                "podFailurePolicy": {"rules": [{"action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                "template": template()}}),
+            json!({"metadata": {"name": "j", "labels": {"x": "y"}}, "spec": {
+                "completionMode": "Indexed", "completions": 3, "backoffLimitPerIndex": 1,
+                "parallelism": 1, "backoffLimit": 2_147_483_647, "suspend": false,
+                "podFailurePolicy": {"rules": [{"action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+                "podReplacementPolicy": "Failed", "template": defaulted_template()}}),
+        ),
+        (
+            "cronjobs",
+            json!({"spec": {"schedule": "* * * * *",
+                "jobTemplate": {"spec": {"template": template()}}}}),
+            json!({"spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
+                "suspend": false, "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+                "jobTemplate": {"spec": {"template": defaulted_template()}}}}),
+        ),
+    ];
+    for (plural, object, expected) in cases {
+        assert_eq!(
+            defaulted(plural, object.clone()),
+            expected,
+            "{plural}: {object}"
+        );
+    }
+}
+
+/// kube 1.33's `pkg/apis/core/v1/defaults.go` and the nested defaulters of its
+/// `zz_generated.defaults.go`, whole objects.
+#[test]
+fn core_table() {
+    let cases = [
+        // Volumes: no source is an emptyDir; each source's `+default`s; projected tokens'
+        // hour; the downward API's field references in projected sources; ephemeral claims'
+        // volume mode; gRPC probes' service.
+        (
+            "podtemplates",
+            json!({"template": {"spec": {
+            "containers": [{"name": "c", "image": "nginx:latest@sha256:0",
+                "readinessProbe": {"grpc": {"port": 9000}}}],
+            "volumes": [
+                {"name": "empty"},
+                {"name": "host", "hostPath": {"path": "/x"}},
+                {"name": "rbd", "rbd": {"monitors": ["m"], "image": "i", "pool": ""}},
+                {"name": "iscsi", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0}},
+                {"name": "disk", "azureDisk": {"diskName": "d", "diskURI": "u"}},
+                {"name": "sio", "scaleIO": {"gateway": "g", "system": "s", "secretRef": {"name": "n"}}},
+                {"name": "proj", "projected": {"sources": [
+                    {"serviceAccountToken": {"path": "t"}},
+                    {"downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}},
+                {"name": "eph", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}}
+            ]}}}),
+            json!({"template": {"spec": {
+                "containers": [{"name": "c", "image": "nginx:latest@sha256:0",
+                    "imagePullPolicy": "Always",
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File", "resources": {},
+                    "readinessProbe": {"grpc": {"port": 9000, "service": ""},
+                        "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1,
+                        "failureThreshold": 3}}],
+                "volumes": [
+                    {"name": "empty", "emptyDir": {}},
+                    {"name": "host", "hostPath": {"path": "/x", "type": ""}},
+                    {"name": "rbd", "rbd": {"monitors": ["m"], "image": "i", "pool": "rbd",
+                        "user": "admin", "keyring": "/etc/ceph/keyring"}},
+                    {"name": "iscsi", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0,
+                        "iscsiInterface": "default"}},
+                    {"name": "disk", "azureDisk": {"diskName": "d", "diskURI": "u",
+                        "cachingMode": "ReadWrite", "fsType": "ext4", "readOnly": false,
+                        "kind": "Shared"}},
+                    {"name": "sio", "scaleIO": {"gateway": "g", "system": "s",
+                        "secretRef": {"name": "n"}, "storageMode": "ThinProvisioned", "fsType": "xfs"}},
+                    {"name": "proj", "projected": {"defaultMode": 420, "sources": [
+                        {"serviceAccountToken": {"path": "t", "expirationSeconds": 3600}},
+                        {"downwardAPI": {"items": [{"path": "n",
+                            "fieldRef": {"fieldPath": "metadata.name", "apiVersion": "v1"}}]}}]}},
+                    {"name": "eph", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                        "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}}}}
+                ],
+                "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst", "securityContext": {},
+                "schedulerName": "default-scheduler"}}}),
+        ),
+        // A ReplicationController's selector and labels are its template's.
+        (
+            "replicationcontrollers",
+            json!({"metadata": {"name": "r"}, "spec": {"template": template()}}),
+            json!({"metadata": {"name": "r", "labels": {"app": "a"}}, "spec": {
+                "selector": {"app": "a"}, "replicas": 1, "template": defaulted_template()}}),
+        ),
+        // Services: kube's affinity, traffic policies and target ports by type.
+        (
+            "services",
+            json!({"spec": {"sessionAffinity": "None",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 5}},
+                "externalIPs": ["1.2.3.4"], "ports": [{"port": 80, "targetPort": ""}]}}),
+            json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None",
+                "externalIPs": ["1.2.3.4"], "externalTrafficPolicy": "Cluster",
+                "internalTrafficPolicy": "Cluster",
+                "ports": [{"port": 80, "targetPort": 80, "protocol": "TCP"}]}}),
+        ),
+        (
+            "services",
+            json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {}}, "ports": [{"port": 80}]},
+                "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}, {"hostname": "h"}]}}}),
+            json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
+                "externalTrafficPolicy": "Cluster", "internalTrafficPolicy": "Cluster",
+                "allocateLoadBalancerNodePorts": true,
+                "ports": [{"port": 80, "targetPort": 80, "protocol": "TCP"}]},
+                "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4", "ipMode": "VIP"},
+                    {"hostname": "h"}]}}}),
+        ),
+        (
+            "services",
+            json!({"spec": {"type": "ExternalName", "externalName": "example.com"}}),
+            json!({"spec": {"type": "ExternalName", "externalName": "example.com",
+                "sessionAffinity": "None"}}),
+        ),
+        (
+            "persistentvolumes",
+            json!({"spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/x"}}}),
+            json!({"spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/x", "type": ""},
+                "persistentVolumeReclaimPolicy": "Retain", "volumeMode": "Filesystem"},
+                "status": {"phase": "Pending"}}),
+        ),
+        (
+            "nodes",
+            json!({"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "4"}}}),
+            json!({"metadata": {"name": "n"},
+                "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}}),
+        ),
+        ("secrets", json!({"type": ""}), json!({"type": "Opaque"})),
+        // Resource lists are rounded up to thousandths (`SetDefaults_ResourceList`), after a
+        // Pod's requests are copied from its limits.
+        (
+            "resourcequotas",
+            json!({"spec": {"hard": {"cpu": "0.0001", "memory": "1Gi", "pods": 10}}}),
+            json!({"spec": {"hard": {"cpu": "1m", "memory": "1Gi", "pods": 10}}}),
+        ),
+        (
+            "pods",
+            json!({"spec": {"containers": [{"name": "c", "image": "i:1",
+                "resources": {"limits": {"cpu": "100u", "memory": "1.5Gi"}}}]}}),
+            json!({"spec": {"containers": [{"name": "c", "image": "i:1",
+                    "imagePullPolicy": "IfNotPresent",
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "resources": {"limits": {"cpu": "1m", "memory": "1.5Gi"},
+                        "requests": {"cpu": "1m", "memory": "1.5Gi"}}}],
+                "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst", "securityContext": {},
+                "schedulerName": "default-scheduler", "enableServiceLinks": true}}),
+        ),
+    ];
+    for (plural, object, expected) in cases {
+        assert_eq!(
+            defaulted(plural, object.clone()),
+            expected,
+            "{plural}: {object}"
+        );
+    }
+}
+
+/// The other groups' `defaults.go` (autoscaling/v2, networking/v1, discovery/v1), whole
+/// objects.
+#[test]
+fn other_groups_table() {
+    let cases = [
+        // A behavior's rules left out are kube's; scale-down's window is left to the
+        // controller.
+        (
+            "horizontalpodautoscalers",
+            json!({"spec": {"minReplicas": 2, "metrics": [], "behavior": {"scaleDown": {"selectPolicy": "Min"}}}}),
+            json!({"spec": {"minReplicas": 2, "metrics": [{"type": "Resource", "resource": {
+                    "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}],
+                "behavior": {
+                    "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                        "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                            {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+                    "scaleDown": {"selectPolicy": "Min",
+                        "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}}}),
+        ),
+        (
+            "ingressclasses",
+            json!({"spec": {"controller": "x/y", "parameters": {"kind": "K", "name": "n"}}}),
+            json!({"spec": {"controller": "x/y",
+                "parameters": {"kind": "K", "name": "n", "scope": "Cluster"}}}),
+        ),
+        (
+            "endpointslices",
+            json!({"addressType": "IPv4", "endpoints": [], "ports": [{"port": 80}]}),
+            json!({"addressType": "IPv4", "endpoints": [],
+                "ports": [{"port": 80, "name": "", "protocol": "TCP"}]}),
+        ),
+    ];
+    for (plural, object, expected) in cases {
+        assert_eq!(
+            defaulted(plural, object.clone()),
+            expected,
+            "{plural}: {object}"
+        );
+    }
 }

@@ -89,12 +89,11 @@ fn the_bad_pods_users_meet_are_refused_in_kubes_words() {
             "{container}"
         );
     }
+    // A volume naming no source is defaulted to an `emptyDir` first (kube's
+    // `SetDefaults_Volume`), so kube never answers `must specify a volume type` for it.
     let no_source = pod(json!({"containers": [{"name": "c", "image": "x"}],
         "volumes": [{"name": "v"}]}));
-    assert_eq!(
-        causes("", "pods", no_source),
-        ["spec.volumes[0]: Required value: must specify a volume type"]
-    );
+    assert!(causes("", "pods", no_source).is_empty());
     let bogus_dns = pod(json!({"containers": [{"name": "c", "image": "x"}], "dnsPolicy": "Bogus"}));
     assert_eq!(
         causes("", "pods", bogus_dns),
