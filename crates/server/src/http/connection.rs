@@ -916,6 +916,14 @@ async fn drive<C, E>(
                 );
                 return;
             }
+            // HTTP/2 "rapid reset": GOAWAY, and the streams in flight finish.
+            Other::Activity if activity.too_many_resets() => {
+                settings.limits.count(Limit::Http2Resets);
+                tracing::debug!(
+                    "an HTTP/2 client cancelled most of its streams: closing its connection"
+                );
+                break;
+            }
             Other::Activity => {
                 wait = next_wait(&activity, wait, &mut seen, &settings);
                 slot_follows(&mut slot, wait);

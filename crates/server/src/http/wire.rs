@@ -291,7 +291,15 @@ pub struct Activity {
     answer_by: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// Where that request's answer stands: [`ANSWER_BEGAN`], [`DEADLINE_PASSED`].
     answer: AtomicU8,
+    /// HTTP/2 streams whose answer was dropped unfinished (the client reset them, or they
+    /// were cut off), and whether they became too many ([`Activity::too_many_resets`]).
+    cancelled: AtomicUsize,
+    too_many_resets: AtomicBool,
 }
+
+/// HTTP/2 streams a connection may have cancelled before the share of its streams that were
+/// is judged ([`Activity::too_many_resets`]).
+pub const CANCELLED_STREAMS_MIN: usize = 1000;
 
 /// The answer of the HTTP/1.1 request in flight began (before or after its deadline).
 const ANSWER_BEGAN: u8 = 1;
@@ -300,14 +308,35 @@ const DEADLINE_PASSED: u8 = 2;
 
 /// A request on its connection, until its response is finished (see [`HoldBody`]).
 #[derive(Debug)]
-pub struct InFlight(Arc<Activity>);
+pub struct InFlight {
+    activity: Arc<Activity>,
+    /// The response was handed over whole (else it is dropped unfinished: cancelled).
+    finished: bool,
+}
+
+impl crate::limits::Held for InFlight {
+    fn finished(&mut self) {
+        self.finished = true;
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.0.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            *self.0.lock_answer_by() = None;
-            self.0.answer.store(0, Ordering::Release);
-            self.0.changed.notify_one();
+        let activity = &self.activity;
+        let last = activity.inflight.fetch_sub(1, Ordering::AcqRel) == 1;
+        if !self.finished && activity.is_h2() {
+            let cancelled = activity.cancelled.fetch_add(1, Ordering::AcqRel) + 1;
+            if cancelled >= CANCELLED_STREAMS_MIN
+                && cancelled * 2 > activity.begun()
+                && !activity.too_many_resets.swap(true, Ordering::AcqRel)
+            {
+                activity.changed.notify_one();
+            }
+        }
+        if last {
+            *activity.lock_answer_by() = None;
+            activity.answer.store(0, Ordering::Release);
+            activity.changed.notify_one();
         }
     }
 }
@@ -330,7 +359,22 @@ impl Activity {
         if self.inflight.fetch_add(1, Ordering::AcqRel) == 0 {
             self.changed.notify_one();
         }
-        InFlight(self.clone())
+        InFlight {
+            activity: self.clone(),
+            finished: false,
+        }
+    }
+
+    /// Whether the connection's client cancelled too many of its HTTP/2 streams: at least
+    /// [`CANCELLED_STREAMS_MIN`], and more than half of those it opened. This is HTTP/2's
+    /// "rapid reset" (CVE-2023-44487): each stream a client opens and resets at once costs the
+    /// server a request's work for a few bytes. h2 ends such a connection itself when the
+    /// resets arrive before the server took the streams (`ENHANCE_YOUR_CALM`); this bounds
+    /// the streams it took first, which a server that keeps up takes. Ordinary clients cancel
+    /// a few watches and requests, not most of their streams.
+    #[must_use]
+    pub fn too_many_resets(&self) -> bool {
+        self.too_many_resets.load(Ordering::Acquire)
     }
 
     /// Requests begun so far.
@@ -419,6 +463,37 @@ impl Activity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: an HTTP/2 connection is judged to reset too many streams only once at least
+    /// `CANCELLED_STREAMS_MIN` of its answers were dropped unfinished and they are more than
+    /// half of its streams; finished answers never count, nor does HTTP/1.1.
+    #[test]
+    fn too_many_resets_needs_many_cancelled_streams_and_most_of_them() {
+        use crate::limits::Held;
+        let run = |h2: bool, finished: usize, cancelled: usize| {
+            let activity = Arc::new(Activity::default());
+            for _ in 0..finished {
+                let mut request = activity.begin(h2, None);
+                request.finished();
+            }
+            for _ in 0..cancelled {
+                drop(activity.begin(h2, None));
+            }
+            activity.too_many_resets()
+        };
+        assert!(!run(true, 0, CANCELLED_STREAMS_MIN - 1), "too few");
+        assert!(run(true, 0, CANCELLED_STREAMS_MIN), "all of them cancelled");
+        assert!(
+            run(true, 999, CANCELLED_STREAMS_MIN),
+            "most of them cancelled"
+        );
+        assert!(
+            !run(true, 2 * CANCELLED_STREAMS_MIN, CANCELLED_STREAMS_MIN),
+            "a third of them cancelled"
+        );
+        assert!(!run(true, 100_000, 0), "finished answers never count");
+        assert!(!run(false, 0, 10 * CANCELLED_STREAMS_MIN), "HTTP/1.1");
+    }
 
     fn limits() -> Limits {
         Limits::new(

@@ -11,6 +11,13 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+/// What a [`HoldBody`] holds: told when the body has given its last frame (not when it is
+/// dropped unfinished), before it is released.
+pub trait Held {
+    /// The response was handed over whole.
+    fn finished(&mut self) {}
+}
+
 /// A response body that holds `hold` until it is finished or dropped (whichever comes first):
 /// an in-flight slot or a connection's request count is released when the response has been
 /// handed to the connection, not when the handler returns. Size hints are kept, so
@@ -21,7 +28,7 @@ pub struct HoldBody<G> {
     hold: Option<G>,
 }
 
-impl<G: Send + Unpin + 'static> HoldBody<G> {
+impl<G: Held + Send + Unpin + 'static> HoldBody<G> {
     /// `body` holding `hold`, as an axum body.
     pub fn wrap(body: axum::body::Body, hold: G) -> axum::body::Body {
         axum::body::Body::new(HoldBody {
@@ -31,7 +38,7 @@ impl<G: Send + Unpin + 'static> HoldBody<G> {
     }
 }
 
-impl<G: Unpin> hyper::body::Body for HoldBody<G> {
+impl<G: Held + Unpin> hyper::body::Body for HoldBody<G> {
     type Data = bytes::Bytes;
     type Error = axum::Error;
 
@@ -40,8 +47,10 @@ impl<G: Unpin> hyper::body::Body for HoldBody<G> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
         let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
-        if frame.is_none() {
-            drop(self.hold.take());
+        if frame.is_none()
+            && let Some(mut hold) = self.hold.take()
+        {
+            hold.finished();
         }
         Poll::Ready(frame)
     }

@@ -141,7 +141,7 @@ pub mod connections;
 mod read_error;
 pub use crate::config::LimitsConfig;
 use crate::respond::error_response;
-pub use body::HoldBody;
+pub use body::{Held, HoldBody};
 
 /// Per-connection state, in every request's extensions (the connection layer creates it).
 #[derive(Debug, Default)]
@@ -250,11 +250,14 @@ pub enum Limit {
     /// Refused by API Priority and Fairness (`--enable-priority-and-fairness`; by FlowSchema,
     /// level and reason in `apiserver_flowcontrol_rejected_requests_total`).
     PriorityAndFairness,
+    /// An HTTP/2 connection closed (GOAWAY): its client cancelled most of its streams (HTTP/2
+    /// "rapid reset", see `Activity::too_many_resets`).
+    Http2Resets,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 22] = [
+    pub const ALL: [Limit; 23] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -277,6 +280,7 @@ impl Limit {
         Limit::RequestTimeout,
         Limit::RequestsInflightPerUser,
         Limit::PriorityAndFairness,
+        Limit::Http2Resets,
     ];
 
     /// The metric label.
@@ -305,6 +309,7 @@ impl Limit {
             Limit::RequestTimeout => "request_timeout",
             Limit::RequestsInflightPerUser => "requests_inflight_per_user",
             Limit::PriorityAndFairness => "priority_and_fairness",
+            Limit::Http2Resets => "http2_resets",
         }
     }
 }
@@ -626,6 +631,10 @@ impl std::fmt::Display for Flow {
         }
     }
 }
+
+impl Held for Slot {}
+
+impl Held for WatchSlot {}
 
 /// A request's in-flight slots: the user's and the server's, released when dropped (with the
 /// response body, see [`HoldBody`]).
