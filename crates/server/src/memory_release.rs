@@ -5,8 +5,9 @@
 //! A heavy write holds a few transient copies of its object at its peak (the body, the
 //! decoded object, the patched or merged one, the encodings). Freed, they go back to glibc's
 //! arenas, which keep them: a burst of nine merge patches of a 120 MB custom resource left
-//! the process at 1.6 GB RSS for 0.26 GB of objects the caches hold (docs/ARCHITECTURE.md,
-//! "The caches' memory", has the figures and the alternatives measured). `malloc_trim(0)`
+//! the process at 1.0-1.6 GB RSS for 0.26 GB of objects the caches hold, 0.29 GB with these
+//! releases (docs/ARCHITECTURE.md, "Giving freed memory back", has the figures and the
+//! alternatives measured: glibc tunables, jemalloc). `malloc_trim(0)`
 //! hands the free pages of every arena back (`madvise(MADV_DONTNEED)`) and the top of each
 //! heap (`sbrk`/`munmap`).
 //!
