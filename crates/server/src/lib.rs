@@ -25,6 +25,7 @@ pub mod config;
 pub mod controllers;
 pub mod http;
 pub mod limits;
+pub mod memory_release;
 pub mod offload;
 pub mod operator;
 pub mod request;
@@ -300,10 +301,15 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .transpose()?;
     let counters = Arc::new(PathCounters::default());
     watchkeeper_api::error::set_invalid_causes_max(config.limits.invalid_causes_max);
-    let offload = Arc::new(crate::offload::Offload::new(
-        config.limits.heavy_request_body_bytes,
-        config.limits.heavy_requests(),
-    ));
+    let offload = Arc::new(
+        crate::offload::Offload::new(
+            config.limits.heavy_request_body_bytes,
+            config.limits.heavy_requests(),
+        )
+        .with_release(Arc::new(crate::memory_release::Release::new(
+            config.limits.memory_release_interval,
+        ))),
+    );
     let backoff = Backoff {
         initial: config.reflector.backoff_initial,
         max: config.reflector.backoff_max,

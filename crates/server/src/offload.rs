@@ -45,6 +45,9 @@
 //! - A heavy request holds its slot for its whole handling, its waits included (the store's
 //!   commit, the cache reaching its revision): the bound is on threads, not on CPU, so
 //!   `--max-heavy-requests` above the CPU count lets heavy writes overlap those waits.
+//! - Each heavy request, phase run in place or hand-on, once finished, tells the memory
+//!   release (`memory_release`), which gives the memory its transient copies freed back to
+//!   the system at most once per `--memory-release-interval-ms`.
 //! - Counted in `/metrics`: `watchkeeper_heavy_requests_total{outcome="answered"|"stopped"|"in_place"}`,
 //!   the gauges `watchkeeper_heavy_requests_running` and `watchkeeper_heavy_requests_waiting`.
 
@@ -55,6 +58,8 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use tokio::sync::{Semaphore, oneshot};
 use watchkeeper_api::ApiError;
 
+use crate::memory_release::Release;
+
 /// The heavy-request pool: its threshold, its slots and its counts.
 #[derive(Debug)]
 pub struct Offload {
@@ -64,6 +69,8 @@ pub struct Offload {
     slots: Arc<Semaphore>,
     /// What the jobs share with the pool (counts, the test hold).
     shared: Arc<Shared>,
+    /// Told when a heavy request or phase finished.
+    release: Option<Arc<Release>>,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +111,21 @@ impl Offload {
             threshold,
             slots: Arc::new(Semaphore::new(slots.max(1))),
             shared: Arc::new(Shared::default()),
+            release: None,
+        }
+    }
+
+    /// The same pool, telling `release` when each heavy request or phase finished.
+    #[must_use]
+    pub fn with_release(mut self, release: Arc<Release>) -> Offload {
+        self.release = Some(release);
+        self
+    }
+
+    /// A heavy request or phase finished: its transient copies are free to give back.
+    fn finished(&self) {
+        if let Some(release) = &self.release {
+            release.after_heavy();
         }
     }
 
@@ -158,6 +180,7 @@ impl Offload {
             output
         })
         .await;
+        self.finished();
         match done {
             Ok(Some(output)) => Ok(output),
             // Only once this future was dropped; kept for completeness.
@@ -213,6 +236,7 @@ impl Offload {
         });
         drop(slot);
         self.shared.in_place.fetch_add(1, Ordering::Relaxed);
+        self.finished();
         output
     }
 
@@ -230,6 +254,7 @@ impl Offload {
         }
         let output = tokio::task::block_in_place(phase);
         self.shared.in_place.fetch_add(1, Ordering::Relaxed);
+        self.finished();
         output
     }
 
@@ -241,6 +266,14 @@ impl Offload {
             self.shared.answered.load(Ordering::Relaxed),
             self.shared.stopped.load(Ordering::Relaxed),
         )
+    }
+
+    /// The memory release's counts ([`Release::counts`]); zeros without one.
+    #[must_use]
+    pub fn release_counts(&self) -> (u64, f64, u64) {
+        self.release
+            .as_ref()
+            .map_or((0, 0.0, 0), |release| release.counts())
     }
 
     /// Heavy phases run in place ([`Self::in_place`]).

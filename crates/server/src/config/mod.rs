@@ -435,6 +435,11 @@ pub struct ServeArgs {
     /// auto]: one per CPU; more wait for a slot within their deadline.
     #[arg(long)]
     pub max_heavy_requests: Option<usize>,
+    /// After heavy requests, the memory they freed is given back to the system (glibc's
+    /// malloc_trim, on a blocking thread) at most once per this many milliseconds; 0 = never,
+    /// at most 3600000 [default: 1000].
+    #[arg(long)]
+    pub memory_release_interval_ms: Option<u64>,
     /// Causes a 422 Invalid answer carries at most, 1 to 1000000 [default: 1000]: the first
     /// ones, the message ending with how many more were found (kube-apiserver answers every
     /// one).
@@ -689,6 +694,7 @@ impl ServeArgs {
             max_mutating_requests_inflight,
             heavy_request_body_bytes,
             max_heavy_requests,
+            memory_release_interval_ms,
             max_invalid_causes,
             max_requests_inflight_per_user,
             enable_priority_and_fairness,
@@ -1862,6 +1868,10 @@ mod tests {
                 limits
                     .heavy_requests_max
                     .map_or_else(|| "auto".to_owned(), |n| n.to_string()),
+            ),
+            (
+                "memory-release-interval-ms",
+                millis(limits.memory_release_interval),
             ),
             (
                 "max-connections",

@@ -957,6 +957,25 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "Heavy requests waiting for a slot (--max-heavy-requests).",
         )
         .sample(&[], waiting as u64);
+    let (releases, seconds, bytes) = app.offload.release_counts();
+    scrape
+        .counter(
+            "watchkeeper_memory_releases_total",
+            "Times the memory heavy requests freed was given back to the system (glibc's malloc_trim after heavy requests, at most once per --memory-release-interval-ms).",
+        )
+        .sample(&[], releases);
+    scrape
+        .counter(
+            "watchkeeper_memory_release_seconds_total",
+            "Time spent giving freed memory back to the system (on a blocking thread).",
+        )
+        .float(&[], seconds);
+    scrape
+        .counter(
+            "watchkeeper_memory_released_bytes_total",
+            "The resident set's drop across each release of freed memory, summed.",
+        )
+        .sample(&[], bytes);
     scrape
         .gauge("watchkeeper_open_connections", "Open client connections.")
         .sample(&[], OPEN_CONNECTIONS.load(Ordering::Relaxed) as u64);
