@@ -270,6 +270,27 @@ async fn terminated_pods_past_the_threshold_go_evicted_then_oldest_first() {
     server.shutdown().await;
 }
 
+/// A ResourceQuota `q` of `pods: 1` in `default`, charged for the pod `old` (bound to `n1`,
+/// a grace period of 1 s), which is then deleted gracefully: Terminating. Returns the quotas'
+/// path.
+async fn quota_over_a_terminating_pod(addr: SocketAddr) -> &'static str {
+    let quotas = "/api/v1/namespaces/default/resourcequotas";
+    create(
+        addr,
+        quotas,
+        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+            "spec": {"hard": {"pods": "1"}}}),
+    )
+    .await;
+    let mut old = pod("old", Some("n1"));
+    old["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    create(addr, PODS, &old).await;
+    let (_, quota) = get_json(addr, &format!("{quotas}/q")).await;
+    assert_eq!(quota["status"]["used"]["pods"], "1", "{quota}");
+    delete(addr, &format!("{PODS}/old")).await;
+    quotas
+}
+
 /// kube's `QuotaV1Pod`: a pod terminating past its `deletionTimestamp` plus
 /// `deletionGracePeriodSeconds` no longer counts in `pods`: the quota's `status.used` drops at
 /// the next resync (`--resource-quota-sync-period`), and a new pod is admitted against it.
@@ -285,20 +306,7 @@ async fn a_pod_terminating_past_its_grace_period_stops_counting_in_its_quota() {
     )
     .await;
     let addr = server.addr;
-    let quotas = "/api/v1/namespaces/default/resourcequotas";
-    create(
-        addr,
-        quotas,
-        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
-            "spec": {"hard": {"pods": "1"}}}),
-    )
-    .await;
-    let mut old = pod("old", Some("n1"));
-    old["spec"]["terminationGracePeriodSeconds"] = json!(1);
-    create(addr, PODS, &old).await;
-    let (_, quota) = get_json(addr, &format!("{quotas}/q")).await;
-    assert_eq!(quota["status"]["used"]["pods"], "1", "{quota}");
-    delete(addr, &format!("{PODS}/old")).await;
+    let quotas = quota_over_a_terminating_pod(addr).await;
     until_object(addr, quotas, "q", |q| q["status"]["used"]["pods"] == "0").await;
     create(addr, PODS, &pod("new", Some("n1"))).await;
     let (_, quota) = get_json(addr, &format!("{quotas}/q")).await;
@@ -323,18 +331,7 @@ async fn admission_does_not_count_a_pod_terminating_past_its_grace_period() {
     )
     .await;
     let addr = server.addr;
-    let quotas = "/api/v1/namespaces/default/resourcequotas";
-    create(
-        addr,
-        quotas,
-        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
-            "spec": {"hard": {"pods": "1"}}}),
-    )
-    .await;
-    let mut old = pod("old", Some("n1"));
-    old["spec"]["terminationGracePeriodSeconds"] = json!(1);
-    create(addr, PODS, &old).await;
-    delete(addr, &format!("{PODS}/old")).await;
+    let quotas = quota_over_a_terminating_pod(addr).await;
     // Polled (the grace period ends with no event to wait on), within the hang guard.
     let mut tries = tokio::time::interval(std::time::Duration::from_millis(50));
     let admitted = tokio::time::timeout(common::HANG_GUARD, async {

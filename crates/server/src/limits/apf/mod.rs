@@ -397,7 +397,7 @@ impl Classification {
         uri: &axum::http::Uri,
     ) -> Result<Seat, (Reason, u32)> {
         let level = &self.level.level;
-        let described = dump::Described {
+        let described = queues::Described {
             flow_schema: self.schema.name.clone(),
             flow_by: self.flow_by,
             user: user.to_owned(),
@@ -610,9 +610,9 @@ impl Apf {
 
     /// Every level's debug dump ([`dump`]), by name.
     #[must_use]
-    pub fn dump(&self) -> Vec<(String, dump::LevelDump)> {
+    pub fn dump(&self) -> Vec<(String, queues::LevelDump)> {
         let classifier = self.classifier();
-        let mut levels: Vec<(String, dump::LevelDump)> = classifier
+        let mut levels: Vec<(String, queues::LevelDump)> = classifier
             .levels
             .iter()
             .map(|(name, entry)| (name.clone(), entry.level.dump()))

@@ -44,7 +44,9 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::dump::{Described, LevelDump, QueueDump, RequestDump};
+use axum::http::{Method, Uri};
+
+use super::rules::FlowBy;
 
 /// Why a request was refused (kube's `reason` label of
 /// `apiserver_flowcontrol_rejected_requests_total`).
@@ -1052,6 +1054,86 @@ impl Inner {
         }
     }
 }
+// What a level shows of itself to the debug dumps ([`super::dump`], which prints them).
+
+/// What the dumps tell of a request, kept from its classification until it finished (moved
+/// from its queue entry to its seat's record: no allocation of its own).
+#[derive(Clone, Debug)]
+pub struct Described {
+    /// The FlowSchema that matched it.
+    pub flow_schema: Arc<str>,
+    /// What tells its flow apart.
+    pub flow_by: FlowBy,
+    /// The (impersonated) user's name.
+    pub user: String,
+    /// Its method.
+    pub method: Method,
+    /// Its URI.
+    pub uri: Uri,
+    /// When it arrived at its level.
+    pub arrival: SystemTime,
+}
+
+impl Default for Described {
+    fn default() -> Described {
+        Described {
+            flow_schema: Arc::from(""),
+            flow_by: FlowBy::Nothing,
+            user: String::new(),
+            method: Method::GET,
+            uri: Uri::from_static("/"),
+            arrival: SystemTime::UNIX_EPOCH,
+        }
+    }
+}
+
+/// A request waiting or executing in a level (kube's `debug.RequestDump`).
+#[derive(Debug)]
+pub struct RequestDump {
+    /// Who asked what.
+    pub described: Described,
+    /// Its work estimate.
+    pub work: Work,
+    /// When it was granted its seats (`None` while it waits).
+    pub started: Option<SystemTime>,
+}
+
+/// One queue of a level (kube's `debug.QueueDump`).
+#[derive(Debug)]
+pub struct QueueDump {
+    /// Its waiting requests, head first.
+    pub waiting: Vec<RequestDump>,
+    /// Its requests holding seats.
+    pub executing_requests: Vec<RequestDump>,
+    /// How many of its requests hold seats.
+    pub executing: usize,
+    /// The seats they hold.
+    pub seats_in_use: usize,
+    /// Its next dispatch's virtual time (kube's `nextDispatchR`), seat-seconds.
+    pub next_dispatch: f64,
+}
+
+/// One level (kube's `debug.QueueSetDump`).
+#[derive(Debug)]
+pub struct LevelDump {
+    /// Its queues (none for an exempt or a `Reject` level).
+    pub queues: Vec<QueueDump>,
+    /// Its requests holding seats granted without a queue.
+    pub queueless: Vec<RequestDump>,
+    /// Requests waiting now.
+    pub waiting: usize,
+    /// Requests holding seats now.
+    pub executing: usize,
+    /// Requests granted since it was created.
+    pub dispatched: u64,
+    /// Requests refused at once (queue full, concurrency limit) since it was created.
+    pub rejected: u64,
+    /// Requests refused at the end of their wait since it was created.
+    pub timed_out: u64,
+    /// Requests whose client went away while they waited, since it was created.
+    pub cancelled: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
