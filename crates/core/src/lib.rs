@@ -47,6 +47,10 @@
 //! - A watcher slower than the write rate eventually ages out of the history window and gets
 //!   one 410 (`resource_expired`); a watch stuck in its initial phase is ended after
 //!   `initial_no_progress_timeout` without progress (`initial_no_progress`).
+//! - Memory: every object's decoded weight is estimated once when it is built
+//!   ([`weight`], [`Object::weight`]); the history is bounded in those bytes, and caches that
+//!   share a [`metrics::MemoryAccount`] count their live objects and histories in it, their
+//!   histories trimming to a shared budget (the server refuses writes past its bound).
 //! - [`WatchMode::Legacy`] reproduces Kubernetes' pre-KEP behaviour for comparison.
 //!
 //! ## Driving contract

@@ -219,24 +219,29 @@ async fn an_apply_nested_to_the_yaml_bound_is_refused_and_the_server_stays_up() 
             "[".repeat(levels),
             "]".repeat(levels)
         );
-        let (status, text) = request(
-            addr,
-            "PATCH",
-            &format!("{CM}/deep?fieldManager=m"),
-            "application/apply-patch+yaml",
-            &body,
-        )
-        .await;
-        assert_eq!(status, 400, "{text}");
-        let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
-            refusal["message"],
+            apply_refused(addr, "deep", &body).await,
             "error decoding YAML: error converting YAML to JSON: yaml: exceeded max depth of 64"
         );
     }
     let (status, text) = request(addr, "GET", &format!("{CM}/deep"), "", "").await;
     assert_eq!(status, 404, "{text}");
     server.shutdown().await;
+}
+
+/// The message of the 400 a server-side apply of the YAML `body` to the ConfigMap `name` gets.
+async fn apply_refused(addr: std::net::SocketAddr, name: &str, body: &str) -> String {
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{CM}/{name}?fieldManager=m"),
+        "application/apply-patch+yaml",
+        body,
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+    let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
+    refusal["message"].as_str().unwrap().to_owned()
 }
 
 /// The widget `default/deep` is served with `spec`, alone in its list.
@@ -397,18 +402,8 @@ async fn a_plain_yaml_body_of_300_000_items_is_read() {
         let items = vec![format!("*a{}", level - 1); 9].join(", ");
         bomb.push_str(&format!("a{level}: &a{level} [{items}]\n"));
     }
-    let (status, text) = request(
-        addr,
-        "PATCH",
-        &format!("{CM}/bomb?fieldManager=m"),
-        "application/apply-patch+yaml",
-        &bomb,
-    )
-    .await;
-    assert_eq!(status, 400, "{text}");
-    let refusal: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
-        refusal["message"],
+        apply_refused(addr, "bomb", &bomb).await,
         "error decoding YAML: error converting YAML to JSON: yaml: document contains excessive aliasing"
     );
     server.shutdown().await;
