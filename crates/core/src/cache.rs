@@ -565,11 +565,13 @@ impl WatchCache {
     /// Also counts the live objects' weight (`Metrics::object_bytes`) and the history's
     /// (`Metrics::history_bytes`) in `account`, which several caches share: from now on every
     /// change adds its difference, the history keeps to the account's budget (see
-    /// [`crate::metrics::MemoryAccount`]), and the cache's share leaves the account when the
+    /// [`crate::metrics::MemoryAccount`]), events it lets go while watchers still hold them
+    /// count as released until dropped, and the cache's share leaves the account when the
     /// cache is dropped. A second call is ignored.
     pub fn account_in(&self, account: Arc<crate::metrics::MemoryAccount>) {
-        let _data = self.shared.write();
+        let mut data = self.shared.write();
         if self.shared.account.set(account.clone()).is_ok() {
+            data.history.set_account(account.clone());
             account.join(
                 self.shared.metrics.object_bytes.get(),
                 self.shared.metrics.history_bytes.get(),

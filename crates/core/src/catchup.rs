@@ -115,7 +115,7 @@ use crate::config::{CandidateOrder, CatchUpDesign};
 use crate::dispatcher::{Dispatcher, expired};
 use crate::event::{SharedEvent, WatchItem};
 use crate::object::{Revision, object_key};
-use crate::queue::{PushResult, Refill, WatchEnd, WatcherState};
+use crate::queue::{PushResult, Refill, TerminationReason, WatchEnd, WatcherState};
 use crate::time::Instant;
 use crate::watcher::{Watcher, WatcherId};
 
@@ -818,6 +818,9 @@ impl CatchUpWorker {
             }
             None => {
                 report.dropped += 1;
+                if watcher.queue.was_cut() {
+                    metrics.terminated(TerminationReason::MemoryPressure);
+                }
                 watcher.queue.set_state(WatcherState::Ended);
             }
         }

@@ -1394,6 +1394,11 @@ impl Dispatcher {
 
     /// The client went away: no end to deliver, just forget it.
     fn forget(&mut self, watcher: &Watcher) {
+        if watcher.queue.was_cut() {
+            self.shared
+                .metrics
+                .terminated(TerminationReason::MemoryPressure);
+        }
         watcher.queue.set_state(WatcherState::Ended);
         self.shared.metrics.watchers.add(-1);
     }
@@ -1630,6 +1635,116 @@ mod tests {
             ),
             (1, 0, 0)
         );
+    }
+
+    /// Goal: an event a history lets go while a watcher's queue still holds it counts as
+    /// released (exactly its weight) until dropped, and the hook fires past the released
+    /// budget; cutting the never-reading watcher's queue drops them all and ends it with a
+    /// 410 (`memory_pressure`, its position below the floor), its owner drops it and counts
+    /// it, while a watcher that reads is not cut and goes on. An event nobody else holds is
+    /// not released, and a reset releases what is still held.
+    #[test]
+    fn events_queues_hold_beyond_the_history_count_until_cut() {
+        use crate::metrics::MemoryAccount;
+        use crate::queue::Pop;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let sized = |revision: Revision| {
+            Change::put(Arc::new(
+                crate::Object::new(
+                    "ns",
+                    "big",
+                    std::collections::BTreeMap::new(),
+                    std::collections::BTreeMap::new(),
+                    revision,
+                    serde_json::json!({"kind": "ConfigMap"}),
+                )
+                .with_size_hint(100_000),
+            ))
+        };
+        let account = Arc::new(MemoryAccount::new(1 << 20));
+        let over = Arc::new(AtomicUsize::new(0));
+        let counted = over.clone();
+        account.on_released_over(Box::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }));
+        let (cache, mut dispatcher, mut worker) =
+            WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        cache.account_in(account.clone());
+        let stalled = cache.watch(WatchRequest::new(WatchStart::Now), now);
+        let reader = cache.watch(WatchRequest::new(WatchStart::Now), now);
+        dispatcher.handle_messages(now);
+        let capacity = stalled.queue().capacity();
+        // Unread: nothing released while the history holds everything.
+        dispatcher.handle_revision(now, 2, vec![sized(2)]);
+        while let Pop::Item(_) = reader.try_pop() {}
+        assert_eq!(account.released.get(), 0);
+        // Twelve more versions of 100 KB (each event counts its version and the one it
+        // replaced): the history keeps to its 1 MiB budget, and the stalled queue holds the
+        // rest of its first `capacity` events; the reader pops everything.
+        for revision in 3..15 {
+            dispatcher.handle_revision(now, revision, vec![sized(revision)]);
+            while let Pop::Item(_) = reader.try_pop() {}
+            dispatcher.handle_messages(now);
+            worker.run_pass(now);
+        }
+        let oldest = cache.history_info().oldest;
+        let held_up_to = 1 + capacity as Revision;
+        assert!(oldest > 3 && oldest <= held_up_to, "oldest {oldest}");
+        let weight = sized(3).object.unwrap().weight() as i64;
+        // Revisions 2..oldest were let go while the stalled queue held them: 2 is a creation
+        // (one version), the others hold two.
+        let expected = weight + 2 * weight * (oldest as i64 - 3);
+        assert_eq!(account.released.get(), expected);
+        assert!(account.released_over(), "{expected} > half of 1 MiB");
+        assert!(over.load(Ordering::Relaxed) > 0, "the hook fired");
+        assert!(
+            cache.metrics().stalled_watchers.get() == 1,
+            "the stalled one went unsynced"
+        );
+        // Cut: the reader's queue holds nothing released, the stalled one is ended.
+        assert!(!reader.queue().cut_released());
+        assert!(stalled.queue().cut_released());
+        assert!(!stalled.queue().cut_released(), "once");
+        assert_eq!(account.released.get(), 0, "every released event dropped");
+        match stalled.try_pop() {
+            Pop::End(WatchEnd::Expired {
+                position,
+                floor,
+                reason,
+            }) => {
+                assert_eq!(reason, TerminationReason::MemoryPressure);
+                assert_eq!(position, 1);
+                assert!(
+                    floor >= oldest - 1 - 1 && position < floor,
+                    "{position} {floor}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Its owner (the worker: it stalled) drops it and counts it; the reader goes on.
+        worker.run_pass(now);
+        dispatcher.handle_revision(now, 15, vec![sized(15)]);
+        dispatcher.handle_messages(now);
+        worker.run_pass(now);
+        assert_eq!(
+            cache
+                .metrics()
+                .terminations(TerminationReason::MemoryPressure),
+            1
+        );
+        assert!(matches!(reader.try_pop(), Pop::Item(item) if item.revision() == 15));
+        assert_eq!(
+            account.released.get(),
+            0,
+            "the reader held nothing released"
+        );
+        // A reset releases what a queue still holds: fill the reader's queue, then relist.
+        dispatcher.handle_revision(now, 16, vec![sized(16)]);
+        dispatcher.handle_reset(now, 20, Vec::new());
+        assert!(account.released.get() > 0, "revision 16 is still queued");
+        drop(reader);
+        assert_eq!(account.released.get(), 0);
     }
 
     fn object(name: &str, revision: Revision) -> Change {

@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+use crate::metrics::MemoryAccount;
 use crate::object::{EncodeStats, Encoding, ExternalEncoder, Object, Revision};
 
 /// What happened to the object, as stored.
@@ -58,6 +59,18 @@ pub struct Event {
     prev: Option<Arc<Object>>,
     deleted_encoded: [OnceLock<Bytes>; Encoding::ALL.len()],
     deleted_external: OnceLock<Option<Bytes>>,
+    /// Set when the history let the event go while others still held it: the account its
+    /// weight moved to, which it leaves when the event is dropped (see
+    /// [`crate::metrics::MemoryAccount`]).
+    released: OnceLock<Arc<MemoryAccount>>,
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if let Some(account) = self.released.get() {
+            account.unrelease(self.weight());
+        }
+    }
 }
 
 /// An event shared between the history, passes and watcher queues.
@@ -95,6 +108,34 @@ impl Event {
             prev,
             deleted_encoded: Default::default(),
             deleted_external: OnceLock::new(),
+            released: OnceLock::new(),
+        }
+    }
+
+    /// The memory the event keeps alive: the weight of the object it carries and of the one
+    /// it replaced or deleted ([`Object::weight`]). A version is counted by each event that
+    /// holds it, so the count errs high.
+    #[must_use]
+    pub fn weight(&self) -> usize {
+        self.object.as_ref().map_or(0, |object| object.weight())
+            + self.prev.as_ref().map_or(0, |object| object.weight())
+    }
+
+    /// Whether the history let the event go while it was still held elsewhere (a watcher's
+    /// queue, a pass): its weight is counted as released until its last holder drops it.
+    #[must_use]
+    pub fn is_released(&self) -> bool {
+        self.released.get().is_some()
+    }
+
+    /// Called by the history as it lets `event` go: when something else still holds it, its
+    /// weight moves to `account`'s released events until the last holder drops it.
+    pub(crate) fn release(event: &SharedEvent, account: &Arc<MemoryAccount>) {
+        // The history still holds its own reference, so a count above one means another holder
+        // (which may drop it any time: then the history's reference, dropped after this, is
+        // the last, and its drop takes the weight back out).
+        if Arc::strong_count(event) > 1 && event.released.set(account.clone()).is_ok() {
+            account.release(event.weight());
         }
     }
 

@@ -31,8 +31,11 @@
 
 use std::collections::VecDeque;
 
+use std::sync::Arc;
+
 use crate::config::CacheConfig;
-use crate::event::SharedEvent;
+use crate::event::{Event, SharedEvent};
+use crate::metrics::MemoryAccount;
 use crate::object::Revision;
 use crate::time::Instant;
 
@@ -41,15 +44,8 @@ use crate::time::Instant;
 struct Entry {
     event: SharedEvent,
     time: Instant,
-    /// What the event counts against `history_bytes_max` ([`event_bytes`]).
+    /// What the event counts against `history_bytes_max` ([`crate::event::Event::weight`]).
     bytes: usize,
-}
-
-/// The bytes an event counts against the byte bound: the weight of the object it carries and
-/// of the one it replaced or deleted (which it keeps alive).
-fn event_bytes(event: &SharedEvent) -> usize {
-    event.object().map_or(0, |object| object.weight())
-        + event.prev().map_or(0, |object| object.weight())
 }
 
 /// A capacity change, reported so the caller can count it.
@@ -68,7 +64,7 @@ pub struct History {
     capacity: usize,
     capacity_min: usize,
     capacity_max: usize,
-    /// The byte bound, and the bytes the buffered events count ([`event_bytes`]).
+    /// The byte bound, and the bytes the buffered events count ([`crate::event::Event::weight`]).
     bytes_max: usize,
     bytes: usize,
     fresh: std::time::Duration,
@@ -76,6 +72,15 @@ pub struct History {
     list_revision: Revision,
     /// Whether an event was evicted since the last (re)list.
     evicted_since_list: bool,
+    /// The account an event's weight moves to when the history lets it go while it is still
+    /// held elsewhere ([`crate::metrics::MemoryAccount`]'s released events).
+    account: Option<Arc<MemoryAccount>>,
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        self.let_go_all();
+    }
 }
 
 impl History {
@@ -92,12 +97,35 @@ impl History {
             fresh: config.event_fresh_duration,
             list_revision,
             evicted_since_list: false,
+            account: None,
         }
+    }
+
+    /// Counts the events this history lets go while they are still held elsewhere in
+    /// `account` (see [`crate::metrics::MemoryAccount`]).
+    pub(crate) fn set_account(&mut self, account: Arc<MemoryAccount>) {
+        self.account = Some(account);
+    }
+
+    /// Lets `event` go (see [`History::set_account`]).
+    fn let_go(&self, event: &SharedEvent) {
+        if let Some(account) = &self.account {
+            Event::release(event, account);
+        }
+    }
+
+    fn let_go_all(&mut self) {
+        if self.account.is_some() {
+            for entry in &self.entries {
+                self.let_go(&entry.event);
+            }
+        }
+        self.entries.clear();
     }
 
     /// Forgets everything: the cache was re-listed at `list_revision`.
     pub fn reset(&mut self, list_revision: Revision) {
-        self.entries.clear();
+        self.let_go_all();
         self.bytes = 0;
         self.list_revision = list_revision;
         self.evicted_since_list = false;
@@ -197,7 +225,7 @@ impl History {
             evicted += self.evict_oldest_revision();
         }
         for event in events {
-            let bytes = event_bytes(event);
+            let bytes = event.weight();
             self.bytes += bytes;
             self.entries.push_back(Entry {
                 event: event.clone(),
@@ -268,6 +296,7 @@ impl History {
         {
             if let Some(entry) = self.entries.pop_front() {
                 self.bytes -= entry.bytes;
+                self.let_go(&entry.event);
             }
             evicted += 1;
         }

@@ -136,16 +136,43 @@ impl Gauge {
 /// held when it was crossed; each of them trims on its next append. Their total therefore
 /// stays below about twice the budget, and a resource written by a hostile client gives up its
 /// own history first, not the others'.
-#[derive(Debug, Default)]
+///
+/// ## Released events
+/// An event a history lets go (evicted, or dropped by a relist) while something else still
+/// holds it — a watcher's queue that its consumer has not read, a pass in flight — is
+/// *released*: its weight moves to [`MemoryAccount::released`] until its last holder drops it
+/// (see [`crate::event::Event::is_released`]). A client that stops reading its watches could
+/// otherwise keep alive, in its queues, versions the histories gave up for the budget: three
+/// never-reading watchers of a resource whose 1.4 MB objects were rewritten kept 1 GB alive
+/// beyond a 256 MiB bound. Released events have half the histories' budget of their own;
+/// past it the account calls the hook set with [`MemoryAccount::on_released_over`], whose
+/// owner ends the watches that hold them ([`crate::WatchQueue::cut_released`]).
+#[derive(Default)]
 pub struct MemoryAccount {
     /// The bytes the caches' live objects weigh.
     pub objects: Gauge,
     /// The bytes the caches' histories count (each its `history_bytes`).
     pub histories: Gauge,
+    /// The bytes released events count (see above), still held elsewhere.
+    pub released: Gauge,
     /// The histories' budget in bytes (0: none).
     history_budget: usize,
     /// The caches counted here.
     caches: Gauge,
+    /// Called when a release takes `released` past its budget.
+    released_over: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for MemoryAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryAccount")
+            .field("objects", &self.objects)
+            .field("histories", &self.histories)
+            .field("released", &self.released)
+            .field("history_budget", &self.history_budget)
+            .field("caches", &self.caches)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryAccount {
@@ -180,6 +207,42 @@ impl MemoryAccount {
         self.caches.add(-1);
         self.objects.add(-objects);
         self.histories.add(-history);
+    }
+
+    /// The bytes released events may count before the watches holding them are ended: half
+    /// the histories' budget (0: none).
+    #[must_use]
+    pub fn released_budget(&self) -> usize {
+        self.history_budget / 2
+    }
+
+    /// Whether released events count more than their budget.
+    #[must_use]
+    pub fn released_over(&self) -> bool {
+        let budget = self.released_budget();
+        budget > 0 && usize::try_from(self.released.get()).unwrap_or(0) > budget
+    }
+
+    /// Sets what is called, from the thread that released an event, each time a release leaves
+    /// the released events above their budget (only the first hook set is kept). It should
+    /// only wake whoever ends the watches holding them.
+    pub fn on_released_over(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.released_over.set(hook);
+    }
+
+    /// Counts `bytes` more of released events.
+    pub(crate) fn release(&self, bytes: usize) {
+        self.released.add(i64::try_from(bytes).unwrap_or(i64::MAX));
+        if self.released_over()
+            && let Some(hook) = self.released_over.get()
+        {
+            hook();
+        }
+    }
+
+    /// A released event of `bytes` was dropped by its last holder.
+    pub(crate) fn unrelease(&self, bytes: usize) {
+        self.released.add(-i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// What a history of `bytes` should trim to: `None` while the histories are within their

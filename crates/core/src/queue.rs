@@ -112,11 +112,14 @@ pub enum TerminationReason {
     TooLargeResourceVersion,
     /// The cache shut down.
     Shutdown,
+    /// Its queue held events the history had let go while released events were past their
+    /// memory budget: ended at once, without that backlog ([`WatchQueue::cut_released`]).
+    MemoryPressure,
 }
 
 impl TerminationReason {
     /// Every reason, in label order.
-    pub const ALL: [TerminationReason; 7] = [
+    pub const ALL: [TerminationReason; 8] = [
         TerminationReason::Unresponsive,
         TerminationReason::ResourceExpired,
         TerminationReason::ResourceExpiredInitial,
@@ -124,6 +127,7 @@ impl TerminationReason {
         TerminationReason::Deadline,
         TerminationReason::TooLargeResourceVersion,
         TerminationReason::Shutdown,
+        TerminationReason::MemoryPressure,
     ];
 
     /// The metric label.
@@ -137,6 +141,7 @@ impl TerminationReason {
             TerminationReason::Deadline => "deadline",
             TerminationReason::TooLargeResourceVersion => "too_large_resource_version",
             TerminationReason::Shutdown => "shutdown",
+            TerminationReason::MemoryPressure => "memory_pressure",
         }
     }
 
@@ -193,6 +198,10 @@ struct Inner {
     end: Option<WatchEnd>,
     consumer_waker: Option<Waker>,
     consumer_closed: bool,
+    /// Ended by [`WatchQueue::cut_released`]: to its producers it is as if the consumer went
+    /// away (pushes fail and the owner drops the watcher), while the consumer still reads the
+    /// end.
+    cut: bool,
     /// Set by the consumer when a pop empties the queue; taken by the catch-up worker.
     drained: bool,
     /// The revision of the last item pushed.
@@ -294,6 +303,7 @@ impl WatchQueue {
                 end: None,
                 consumer_waker: None,
                 consumer_closed: false,
+                cut: false,
                 drained: false,
                 last_pushed: 0,
                 last_event: 0,
@@ -422,10 +432,80 @@ impl WatchQueue {
         inner.capacity.saturating_sub(inner.items.len())
     }
 
-    /// Whether the consumer went away.
+    /// Whether the consumer went away (or the watch was cut: [`WatchQueue::cut_released`]):
+    /// the owner drops the watcher.
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.lock().consumer_closed
+        let inner = self.lock();
+        inner.consumer_closed || inner.cut
+    }
+
+    /// Whether the watch was cut by [`WatchQueue::cut_released`].
+    #[must_use]
+    pub fn was_cut(&self) -> bool {
+        self.lock().cut
+    }
+
+    /// Ends the watch at once, dropping everything queued, if its queue holds an event the
+    /// history let go ([`crate::event::Event::is_released`]). Returns whether it did.
+    ///
+    /// Called when released events are past their memory budget
+    /// ([`crate::metrics::MemoryAccount`]): a client that does not read its watch must not keep
+    /// alive what the histories gave up. The end is the 410 of a position below the floor
+    /// (reason [`TerminationReason::MemoryPressure`]): the client has every item up to the
+    /// first dropped one, and the history no longer holds what it would need to go on. This is
+    /// the one end that comes before the backlog: the backlog itself is what is held. The
+    /// producers see the queue as closed and drop the watcher (counting the reason); the
+    /// consumer reads the end next.
+    ///
+    /// Cheap for a queue without released events: the history lets events go oldest first, so
+    /// only the first queued event needs a look.
+    pub fn cut_released(&self) -> bool {
+        let dropped;
+        let waker = {
+            let mut inner = self.lock();
+            if inner.cut || inner.consumer_closed {
+                return false;
+            }
+            let first_event = inner.items.iter().find_map(|item| match item {
+                WatchItem::Event { event, .. } => Some(event),
+                _ => None,
+            });
+            if !first_event.is_some_and(|event| event.is_released()) {
+                return false;
+            }
+            let position = inner
+                .items
+                .front()
+                .map_or(0, |item| item.revision().saturating_sub(1));
+            // The history's floor is at least the newest released revision queued.
+            let floor = inner
+                .items
+                .iter()
+                .filter_map(|item| match item {
+                    WatchItem::Event { event, .. } if event.is_released() => Some(event.revision()),
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(position);
+            inner.cut = true;
+            // Freed after the lock: the versions they hold may be large.
+            dropped = std::mem::take(&mut inner.items);
+            inner.end = Some(WatchEnd::Expired {
+                position,
+                floor,
+                reason: TerminationReason::MemoryPressure,
+            });
+            inner.consumer_waker.take()
+        };
+        self.set_state(WatcherState::Ended);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        // A worker that owns the watcher looks at it at once (an unknown id is ignored).
+        self.raise_drain();
+        drop(dropped);
+        true
     }
 
     /// The watcher's state, for operators.
@@ -462,7 +542,7 @@ impl WatchQueue {
         let count = items.len();
         let waker = {
             let mut inner = self.lock();
-            if inner.consumer_closed {
+            if inner.consumer_closed || inner.cut {
                 return PushResult::Closed;
             }
             debug_assert!(inner.end.is_none(), "push after the end");
@@ -517,7 +597,7 @@ impl WatchQueue {
     pub(crate) fn push_unbounded(&self, items: &[WatchItem]) {
         let waker = {
             let mut inner = self.lock();
-            if inner.consumer_closed {
+            if inner.consumer_closed || inner.cut {
                 return;
             }
             for item in items {
@@ -556,7 +636,7 @@ impl WatchQueue {
     pub(crate) fn inspect(&self) -> Look {
         let mut inner = self.lock();
         Look {
-            closed: inner.consumer_closed,
+            closed: inner.consumer_closed || inner.cut,
             free: inner.capacity.saturating_sub(inner.items.len()),
             capacity: inner.capacity,
             drained: std::mem::take(&mut inner.drained),
@@ -568,7 +648,7 @@ impl WatchQueue {
     pub(crate) fn install_refill(&self, refill: Refill) -> Result<(), Refill> {
         let waker = {
             let mut inner = self.lock();
-            if inner.consumer_closed {
+            if inner.consumer_closed || inner.cut {
                 return Err(refill);
             }
             debug_assert!(inner.refill.is_none(), "one refill at a time");
@@ -1051,5 +1131,49 @@ mod tests {
         assert_eq!(queue.push(bookmark(2)), PushResult::Full);
         queue.close();
         assert_eq!(queue.push(bookmark(2)), PushResult::Closed);
+    }
+
+    /// Goal: a queue is cut only when its first event was released; the cut drops the
+    /// backlog, replaces an end still waiting behind it, is delivered next to the consumer,
+    /// and from then on the queue is closed to its producers (pushes, a refill) but not to its
+    /// consumer; a second cut does nothing.
+    #[test]
+    fn a_cut_drops_the_backlog_and_closes_the_queue_to_its_producers() {
+        let account = Arc::new(crate::metrics::MemoryAccount::new(0));
+        let queue = WatchQueue::new(8);
+        let first = event(3, "a");
+        let second = event(4, "a");
+        assert_eq!(
+            queue.push_batch(&[bookmark(2), first.clone(), second.clone()]),
+            PushResult::Pushed
+        );
+        queue.push_end(WatchEnd::Deadline);
+        let shared = |item: &WatchItem| match item {
+            WatchItem::Event { event, .. } => event.clone(),
+            _ => unreachable!(),
+        };
+        // Only the second released: the history lets events go oldest first, so the queue
+        // looks at its first event alone.
+        crate::event::Event::release(&shared(&second), &account);
+        assert!(!queue.cut_released());
+        assert!(!queue.is_closed());
+        crate::event::Event::release(&shared(&first), &account);
+        drop((first, second));
+        assert!(account.released.get() > 0);
+        assert!(queue.cut_released());
+        assert_eq!(account.released.get(), 0, "the backlog was dropped");
+        assert!(!queue.cut_released(), "once");
+        assert!(queue.is_closed() && queue.was_cut());
+        assert_eq!(queue.state(), WatcherState::Ended);
+        assert_eq!(queue.push(bookmark(5)), PushResult::Closed);
+        assert!(queue.install_refill(refill_at(4)).is_err());
+        match queue.try_pop() {
+            Pop::End(WatchEnd::Expired {
+                position,
+                floor,
+                reason: TerminationReason::MemoryPressure,
+            }) => assert_eq!((position, floor), (1, 4)),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -633,6 +633,21 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         ));
     }
     if let Some(store) = app.source.as_store_source() {
+        // Watches whose unread queues keep alive what the histories let go end past the
+        // bound (`source::cache_memory`).
+        let weak = Arc::downgrade(&app);
+        tokio::spawn(store.cache_memory().clone().cut_released_watches(
+            Arc::new(
+                move |visit: &mut dyn FnMut(&watchkeeper_core::WatchQueue)| {
+                    if let Some(app) = weak.upgrade() {
+                        for watch in app.watches.lock().values() {
+                            visit(&watch.queue);
+                        }
+                    }
+                },
+            ),
+            shutdown_rx.clone(),
+        ));
         let context = crate::controllers::Context {
             source: store.clone(),
             registry: app.registry.clone(),

@@ -213,3 +213,93 @@ async fn heavy_requests_release_freed_memory_once_per_interval() {
     );
     assert_eq!(sample(&text, releases), 1);
 }
+
+/// Goal: a watch whose client stops reading cannot keep alive, in its queue, the versions the
+/// histories gave up for the bound. Past a quarter of the bound, the watches whose queues hold
+/// such released events end at once with an in-stream 410 (`memory_pressure`), and the
+/// released events are freed; a watch whose client reads is not touched and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_watches_holding_what_the_histories_let_go_end_past_the_bound() {
+    let server = server_with(ServeArgs {
+        store: Some("memory".into()),
+        cache_memory_bytes: Some(BOUND),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (status, crd) = send_json(addr, "POST", CRDS, &common::widgets_crd()).await;
+    assert_eq!(status, 201, "{crd}");
+    // About 13 MB decoded (20,000 one-entry maps) and 1.4 MB of JSON (mostly a string), so the
+    // stalled client's socket takes only a few versions before its queue fills.
+    let version = |k: usize| {
+        let mut object = widget("big", 20_000);
+        object["spec"][0] = json!({"a": k, "pad": "x".repeat(1_200_000)});
+        object
+    };
+    let (status, answer) = send_json(addr, "POST", WIDGETS, &version(0)).await;
+    assert_eq!(status, 201, "{answer}");
+    let path = format!("{WIDGETS}?watch=1&fieldSelector=metadata.name%3Dbig");
+    let mut stalled = common::WatchReader::open(addr, &path, Some(4096)).await;
+    let mut reader = common::WatchReader::open(addr, &path, None).await;
+    // Without a resource version a watch starts with the object as ADDED.
+    let event = reader.next().await.expect("the current state");
+    assert_eq!(event["type"], "ADDED");
+    let cuts = "watchkeeper_cache_memory_watch_cuts_total";
+    let mut k = 1;
+    while common::metric(addr, cuts).await == 0 {
+        assert!(k <= 40, "no watch cut after {k} versions");
+        let patch = json!({"spec": version(k)["spec"]}).to_string();
+        common::merge_patch(addr, &format!("{WIDGETS}/big"), &patch).await;
+        let event = reader.next().await.expect("the reader's watch goes on");
+        assert_eq!(event["type"], "MODIFIED");
+        assert_eq!(event["object"]["spec"][0]["a"], k);
+        k += 1;
+    }
+    let text = metrics_text(addr).await;
+    assert_eq!(sample(&text, cuts), 1, "only the unread watch");
+    assert!(
+        sample(&text, "watchkeeper_cache_memory_released_bytes") <= BOUND / 4,
+        "{text}"
+    );
+    // The reader goes on. The cut watch's owner drops it (and counts it) when it next has
+    // an event for it.
+    let patch = json!({"spec": version(k)["spec"]}).to_string();
+    common::merge_patch(addr, &format!("{WIDGETS}/big"), &patch).await;
+    let event = reader.next().await.expect("the reader's watch goes on");
+    assert_eq!(event["object"]["spec"][0]["a"], k);
+    let terminated = "apiserver_terminated_watchers_total{group=\"example.com\",resource=\"widgets\",reason=\"memory_pressure\"}";
+    assert_eq!(common::metric_at_least(addr, terminated, 1).await, 1);
+    // The stalled client, reading at last, gets what its socket held and then the 410.
+    let mut seen = Vec::new();
+    let end = loop {
+        let event = stalled.next().await.expect("the 410 before the end");
+        if event["type"] == "ERROR" {
+            break event;
+        }
+        let first = if seen.is_empty() { "ADDED" } else { "MODIFIED" };
+        assert_eq!(event["type"], first, "{}", event["type"]);
+        seen.push(event["object"]["spec"][0]["a"].as_u64().unwrap());
+    };
+    assert!(
+        seen.windows(2).all(|w| w[0] + 1 == w[1]),
+        "in order: {seen:?}"
+    );
+    assert!(
+        (seen.len() as u64) < (k as u64) - 1,
+        "the backlog was dropped: {seen:?}"
+    );
+    let status = &end["object"];
+    assert_eq!(status["code"], 410, "{status}");
+    assert_eq!(status["reason"], "Expired", "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("too old resource version: "),
+        "{status}"
+    );
+    assert!(
+        stalled.next().await.is_none(),
+        "the stream ends after the 410"
+    );
+}

@@ -1244,7 +1244,9 @@ impl<'a> World<'a> {
         let backoff = secs_to_ns(spec.reconnect_backoff_s * jitter);
         let (delay, relist) = match reason {
             TerminationReason::Deadline => (0, false),
-            TerminationReason::ResourceExpired | TerminationReason::ResourceExpiredInitial => {
+            TerminationReason::ResourceExpired
+            | TerminationReason::ResourceExpiredInitial
+            | TerminationReason::MemoryPressure => {
                 if !spec.relist_on_expired {
                     return;
                 }

@@ -452,6 +452,18 @@ fn collect_cache_memory(memory: &crate::source::cache_memory::CacheMemory, scrap
             "Creates and updates refused because their object would take the caches' live objects past --cache-memory-bytes (answered 500).",
         )
         .sample(&[], memory.refusals());
+    scrape
+        .gauge(
+            "watchkeeper_cache_memory_released_bytes",
+            "Bytes of events the caches' histories let go that watchers' unread queues still hold, within a quarter of --cache-memory-bytes.",
+        )
+        .sample(&[], memory.released());
+    scrape
+        .counter(
+            "watchkeeper_cache_memory_watch_cuts_total",
+            "Watches ended at once (410, reason memory_pressure) because their unread queues held events the histories let go while those were past their budget.",
+        )
+        .sample(&[], memory.cuts());
 }
 
 /// The memory and embedded stores' quota (`--store-quota-bytes`; etcd keeps its own,

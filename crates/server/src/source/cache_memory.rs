@@ -28,6 +28,18 @@
 //!   weighs no more than the one it replaces (removing a finalizer, marking a deletion,
 //!   shrinking a spec); the server's own bookkeeping writes (status of quotas, leases it
 //!   renews) are small updates of that kind.
+//! - **What unread watches hold counts too.** An event a history lets go while a watcher's
+//!   queue still holds it (its client stopped reading) stays alive: three never-reading
+//!   watchers of a resource whose 1.4 MB objects were rewritten kept 1 GB beyond a 256 MiB
+//!   bound. Such *released* events count in `watchkeeper_cache_memory_released_bytes` until
+//!   their last holder drops them, within a quarter of the bound (half the histories' share).
+//!   Past it ([`CacheMemory::cut_released_watches`]), every open watch whose queue holds a
+//!   released event ends at once with an in-stream 410 `too old resource version` (reason
+//!   `memory_pressure` in `watchkeeper_watch_cache_terminated_watchers_total`), without that
+//!   backlog: the backlog is what is held, and the history no longer has it. Its client
+//!   relists, as after any 410. A watch whose client reads holds only recent events, which
+//!   the histories still have, and is not touched. This is the one end that does not wait for
+//!   the backlog; a queue's own bound (`--queue-capacity-max` events) is unchanged.
 //! - **Cheap when far from the bound.** The object's weight is at most
 //!   [`WEIGHT_PER_JSON_BYTE_MAX`] times its JSON; while the total plus that much is under the
 //!   bound, nothing is walked. Only near the bound is the object's weight estimated.
@@ -37,17 +49,17 @@
 //!   cached whatever their weight: the cache must hold what the store holds. They count in the
 //!   total, so the writes through this server are refused once it is full.
 //! - Caching-proxy mode has no writes of its own: the total is reported, never enforced.
-//! - So the caches hold at most about twice the bound (the live objects, and the histories,
-//!   which count every older version they keep alive), plus what watchers' queues still hold
-//!   of events the histories evicted (bounded in events, `--queue-capacity-max` per watcher),
-//!   plus the writes' own transient copies.
+//! - So the caches hold at most about twice the bound (the live objects, the histories, which
+//!   count every older version they keep alive, and the released events), plus the writes'
+//!   own transient copies and the events watch streams have taken from their queues and are
+//!   writing (at most `--watch-chunk-items` per stream).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
-use watchkeeper_core::Object;
 use watchkeeper_core::metrics::MemoryAccount;
+use watchkeeper_core::{Object, WatchQueue};
 
 use watchkeeper_api::ApiError;
 
@@ -60,6 +72,9 @@ pub const WEIGHT_PER_JSON_BYTE_MAX: u64 = 160;
 /// counted so that the check errs high.
 const OBJECT_OVERHEAD: u64 = 1 << 10;
 
+/// Calls its argument with the queue of every open watch ([`CacheMemory::cut_released_watches`]).
+pub type QueueWalk = dyn Fn(&mut dyn FnMut(&WatchQueue)) + Send + Sync;
+
 /// The caches' shared memory account and the bound on their live objects.
 #[derive(Debug, Default)]
 pub struct CacheMemory {
@@ -67,6 +82,8 @@ pub struct CacheMemory {
     /// `--cache-memory-bytes`, 0 = none.
     limit: u64,
     refusals: AtomicU64,
+    /// Watches ended by [`CacheMemory::cut_released_watches`].
+    cuts: AtomicU64,
 }
 
 impl CacheMemory {
@@ -79,6 +96,67 @@ impl CacheMemory {
             )),
             limit,
             refusals: AtomicU64::new(0),
+            cuts: AtomicU64::new(0),
+        }
+    }
+
+    /// The bytes released events count now (see the module docs).
+    #[must_use]
+    pub fn released(&self) -> u64 {
+        u64::try_from(self.account.released.get()).unwrap_or(0)
+    }
+
+    /// Watches ended so far because their queues held released events past the budget.
+    #[must_use]
+    pub fn cuts(&self) -> u64 {
+        self.cuts.load(Ordering::Relaxed)
+    }
+
+    /// Runs until `shutdown`: whenever released events count more than their budget, ends
+    /// every watch whose queue holds one (see the module docs). `for_each_queue` calls its
+    /// argument with the queue of every open watch. Returns at once without a bound.
+    pub async fn cut_released_watches(
+        self: Arc<Self>,
+        for_each_queue: Arc<QueueWalk>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        if self.account.released_budget() == 0 {
+            return;
+        }
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let woken = wake.clone();
+        self.account
+            .on_released_over(Box::new(move || woken.notify_one()));
+        loop {
+            // Checked first too: events may have been released before the hook was set.
+            if self.account.released_over() {
+                // On a blocking thread: the versions freed may be large.
+                let walk = for_each_queue.clone();
+                let cut = tokio::task::spawn_blocking(move || {
+                    let mut cut = 0;
+                    walk(&mut |queue| {
+                        if queue.cut_released() {
+                            cut += 1;
+                        }
+                    });
+                    cut
+                })
+                .await
+                .unwrap_or(0);
+                self.cuts.fetch_add(cut, Ordering::Relaxed);
+                if cut > 0 {
+                    tracing::warn!(
+                        watches = cut,
+                        released_bytes = self.released(),
+                        limit_bytes = self.limit,
+                        "ended watches whose unread queues held events the caches' histories let go (--cache-memory-bytes)"
+                    );
+                }
+            }
+            tokio::select! {
+                () = wake.notified() => {}
+                _ = shutdown.changed() => return,
+            }
         }
     }
 
