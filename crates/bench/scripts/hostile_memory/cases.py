@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Hostile-input memory probes (docs/ARCHITECTURE.md, "Limits" and "The caches' memory").
+
+Each case starts a fresh `watchkeeper serve --store memory` on 127.0.0.1:$PORT (binary $WK,
+default target/debug/watchkeeper; extra flags in $EXTRA), sends its requests and prints the
+server's peak (VmHWM) and resident (VmRSS) memory in MB. Measurements, not tests: run them by
+name, e.g.
+
+    WK=target/debug/watchkeeper EXTRA="--cache-memory-bytes 268435456" \
+        python3 crates/bench/scripts/hostile_memory/cases.py cr_stalled_watchers
+
+The cases that call `malloc_trim(0)` in the server need gdb.
+"""
+import os
+import json, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe import *
+NS = "/api/v1/namespaces/default"
+def pod(containers_json, extra_spec=""):
+    return '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{%s"containers":[' % extra_spec, ']}}'
+CASES = {}
+def case(f): CASES[f.__name__] = f; return f
+
+@case
+def baseline_configmap():
+    body = json.dumps({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"x"*(1000*1000)}}).encode()
+    run("configmap 1MB", [], ("POST", NS+"/configmaps", "application/json", body))
+
+@case
+def pod_many_containers():
+    pre, suf = pod(None)
+    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, suf)
+    run(f"pod {n} containers", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def pod_many_ports():
+    pre = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x","ports":['
+    body, n = fill(pre, lambda i: '{"containerPort":%d}' % (i % 65535 + 1), ']}]}}')
+    run(f"pod {n} ports", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def pod_many_env():
+    pre = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x","env":['
+    body, n = fill(pre, lambda i: '{"name":"e%d"}' % i, ']}]}}')
+    run(f"pod {n} env", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def pod_many_volumes():
+    pre = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"}],"volumes":['
+    body, n = fill(pre, lambda i: '{"name":"v%d","emptyDir":{}}' % i, ']}}')
+    run(f"pod {n} volumes", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def deploy_many_containers():
+    pre = '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":['
+    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, ']}}}}')
+    run(f"deployment {n} containers", [], ("POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", body))
+
+@case
+def pod_dup_names():
+    pre, suf = pod(None)
+    body, n = fill(pre, lambda i: '{"name":"a","image":"x"}', suf)
+    run(f"pod {n} duplicate containers", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def pod_empty_containers():
+    pre, suf = pod(None)
+    body, n = fill(pre, lambda i: '{}', suf)
+    run(f"pod {n} {{}} containers", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def cm_many_keys():
+    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{'
+    body, n = fill(pre, lambda i: '"k%d":""' % i, '}}')
+    run(f"configmap {n} keys", [], ("POST", NS+"/configmaps", "application/json", body))
+
+@case
+def cm_many_bad_keys():
+    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{'
+    body, n = fill(pre, lambda i: '"#%d":""' % i, '}}')
+    run(f"configmap {n} invalid keys", [], ("POST", NS+"/configmaps", "application/json", body))
+
+@case
+def cm_many_labels_bad():
+    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{'
+    body, n = fill(pre, lambda i: '"#%d":""' % i, '}}}')
+    run(f"configmap {n} invalid labels", [], ("POST", NS+"/configmaps", "application/json", body))
+
+@case
+def apply_cm_many_keys():
+    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{'
+    body, n = fill(pre, lambda i: '"k%d":""' % i, '}}')
+    run(f"apply configmap {n} keys", [], ("PATCH", NS+"/configmaps/c?fieldManager=m", "application/apply-patch+yaml", body))
+
+@case
+def apply_pod_many_containers():
+    pre, suf = pod(None)
+    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, suf)
+    run(f"apply pod {n} containers", [], ("PATCH", NS+"/pods/p?fieldManager=m", "application/apply-patch+yaml", body))
+
+@case
+def smp_pod_many_containers():
+    setup = [("POST", NS+"/pods", "application/json", b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"}]}}')]
+    pre = '{"spec":{"containers":['
+    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, ']}}')
+    run(f"smp pod {n} containers", setup, ("PATCH", NS+"/pods/p", "application/strategic-merge-patch+json", body))
+
+@case
+def jsonpatch_copy_doubling():
+    setup = [("POST", NS+"/configmaps", "application/json", json.dumps({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"x"*1000}}).encode())]
+    ops = [{"op":"copy","from":"/data/a","path":"/data/b%d" % i} for i in range(40000)]
+    body = json.dumps(ops).encode()
+    run(f"jsonpatch {len(ops)} copies of 1KB", setup, ("PATCH", NS+"/configmaps/c", "application/json-patch+json", body))
+
+@case
+def jsonpatch_copy_obj_doubling():
+    setup = [("POST", NS+"/configmaps", "application/json", json.dumps({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"x"*1000}}).encode())]
+    ops = [{"op":"copy","from":"/data","path":"/metadata/annotations"}] + [{"op":"copy","from":"/metadata/annotations","path":"/metadata/x%d" % i} for i in range(40000)]
+    body = json.dumps(ops).encode()
+    run(f"jsonpatch {len(ops)} copies of object", setup, ("PATCH", NS+"/configmaps/c", "application/json-patch+json", body))
+
+@case
+def label_selector_list():
+    sel = "a in (" + ",".join("v%d" % i for i in range(5000)) + ")"
+    import urllib.parse
+    q = urllib.parse.quote(sel)
+    run(f"list labelSelector in({5000})", [], ("GET", NS+"/configmaps?labelSelector="+q, "", b""))
+
+@case
+def yaml_flow_empty():
+    pre = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: ['
+    body, n = fill(pre, lambda i: '{}', ']\n')
+    run(f"yaml pod {n} {{}}", [], ("POST", NS+"/pods", "application/yaml", body))
+
+@case
+def yaml_flow_null():
+    pre = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: ['
+    body, n = fill(pre, lambda i: '~', ']\n')
+    run(f"yaml pod {n} ~", [], ("POST", NS+"/pods", "application/yaml", body))
+
+@case
+def json_null_containers():
+    pre, suf = pod(None)
+    body, n = fill(pre, lambda i: 'null', suf)
+    run(f"json pod {n} null", [], ("POST", NS+"/pods", "application/json", body))
+
+@case
+def dryrun_pod_many_containers():
+    pre, suf = pod(None)
+    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, suf)
+    run(f"dryRun pod {n} containers", [], ("POST", NS+"/pods?dryRun=All", "application/json", body))
+
+@case
+def update_managed_fields():
+    setup = [("POST", NS+"/configmaps", "application/json", b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}')]
+    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":['
+    body, n = fill(pre, lambda i: '{"manager":"m%d","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{}}' % i, ']}}')
+    run(f"put {n} managedFields entries", setup, ("PUT", NS+"/configmaps/c", "application/json", body))
+
+@case
+def update_managed_fields_wide():
+    setup = [("POST", NS+"/configmaps", "application/json", b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}')]
+    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":[{"manager":"m","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{'
+    body, n = fill(pre, lambda i: '"f:k%d":{}' % i, '}}}]}}')
+    run(f"put managedFields {n} fields", setup, ("PUT", NS+"/configmaps/c", "application/json", body))
+
+
+CRD = json.dumps({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"blobs.example.com"},
+  "spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"blobs","singular":"blob","kind":"Blob"},
+  "versions":[{"name":"v1","served":True,"storage":True,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":True}}}]}}).encode()
+
+@case
+def cr_tiny_maps_stored():
+    import time as _t
+    p = start(os.environ.get("EXTRA","").split())
+    try:
+        st, d = req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", CRD); print("crd", st)
+        for _ in range(100):
+            if req("GET", "/apis/example.com/v1/namespaces/default/blobs")[0] == 200: break
+            _t.sleep(0.2)
+        _t.sleep(1)
+        base = hwm(p.pid)
+        sent = 0
+        for k in range(8):
+            pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"b%d"},"spec":[' % k
+            body, n = fill(pre, lambda i: '{"a":1}', ']}', limit=1400*1024)
+            st, d = req("POST", "/apis/example.com/v1/namespaces/default/blobs", "application/json", body)
+            sent += len(body)
+            print(f"  b{k} {n} items status={st} hwm={hwm(p.pid)}", flush=True)
+        _t.sleep(2)
+        after = hwm(p.pid)
+        print(f"cr tiny maps x8 stored sent={sent} hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
+    finally:
+        p.terminate(); p.wait(15)
+
+
+@case
+def cr_tiny_maps_updated():
+    import time as _t
+    p = start(os.environ.get("EXTRA","").split())
+    try:
+        st, d = req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", CRD); print("crd", st)
+        for _ in range(100):
+            if req("GET", "/apis/example.com/v1/namespaces/default/blobs")[0] == 200: break
+            _t.sleep(0.2)
+        _t.sleep(1)
+        base = hwm(p.pid)
+        for k in range(10):
+            pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"b"},"spec":['
+            body, n = fill(pre, lambda i: '{"a":%d}' % (k % 10), ']}', limit=1400*1024)
+            if k == 0:
+                st, d = req("POST", "/apis/example.com/v1/namespaces/default/blobs", "application/json", body)
+            else:
+                st, d = req("PATCH", "/apis/example.com/v1/namespaces/default/blobs/b", "application/merge-patch+json", body)
+            print(f"  v{k} {n} items status={st} hwm={hwm(p.pid)}", flush=True)
+        _t.sleep(2)
+        after = hwm(p.pid)
+        print(f"cr tiny maps updated x10 hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
+        st, m = req("GET", "/metrics")
+        m = m.decode() if isinstance(m, bytes) else m
+        print("\n".join(l for l in m.splitlines() if l.startswith("watchkeeper_cache_") and ("blobs" in l or "{" not in l)))
+        if os.environ.get("TRIM"):
+            import subprocess as _sp
+            _sp.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "call (int)malloc_trim(0)"], capture_output=True)
+            print("after malloc_trim", hwm(p.pid), flush=True)
+    finally:
+        p.terminate(); p.wait(15)
+
+def _varint(n):
+    out = b""
+    while True:
+        b = n & 0x7f; n >>= 7
+        if n: out += bytes([b | 0x80])
+        else: return out + bytes([b])
+def _field(num, payload):
+    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
+
+@case
+def protobuf_empty_containers():
+    n = (LIMIT - 2000) // 2
+    spec = b"\x12\x00" * n
+    pod = _field(1, _field(1, b"p")) + _field(2, spec)
+    unknown = _field(1, _field(1, b"v1") + _field(2, b"Pod")) + _field(2, pod)
+    body = b"k8s\x00" + unknown
+    run(f"protobuf pod {n} empty containers", [], ("POST", NS+"/pods", "application/vnd.kubernetes.protobuf", body))
+
+@case
+def protobuf_empty_env():
+    n = (LIMIT - 2000) // 2
+    cont = _field(1, b"a") + _field(2, b"x") + b"\x3a\x00" * n   # env = field 7
+    pod = _field(1, _field(1, b"p")) + _field(2, _field(2, cont))
+    unknown = _field(1, _field(1, b"v1") + _field(2, b"Pod")) + _field(2, pod)
+    body = b"k8s\x00" + unknown
+    run(f"protobuf pod {n} empty env", [], ("POST", NS+"/pods", "application/vnd.kubernetes.protobuf", body))
+
+@case
+def protobuf_cm_empty_keys():
+    # ConfigMap data = field 2 map<string,string>; entry {} -> key "" value ""
+    n = (LIMIT - 2000) // 2
+    cm = _field(1, _field(1, b"c")) + b"\x12\x00" * n
+    unknown = _field(1, _field(1, b"v1") + _field(2, b"ConfigMap")) + _field(2, cm)
+    body = b"k8s\x00" + unknown
+    run(f"protobuf configmap {n} empty entries", [], ("POST", NS+"/configmaps", "application/vnd.kubernetes.protobuf", body))
+
+
+@case
+def cr_stalled_watchers():
+    """Never-reading watchers of a resource whose large objects are rewritten: what their
+    queues keep alive of versions the history let go."""
+    import time as _t, socket as _s
+    p = start(os.environ.get("EXTRA","").split())
+    socks = []
+    try:
+        st, d = req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", CRD); print("crd", st)
+        for _ in range(100):
+            if req("GET", "/apis/example.com/v1/namespaces/default/blobs")[0] == 200: break
+            _t.sleep(0.2)
+        _t.sleep(1)
+        base = hwm(p.pid)
+        W = int(os.environ.get("WATCHERS", "3"))
+        for k in range(int(os.environ.get("VERSIONS", "12"))):
+            pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"b"},"spec":['
+            body, n = fill(pre, lambda i: '{"a":%d}' % (k % 10), ']}', limit=1400*1024)
+            if k == 0:
+                st, d = req("POST", "/apis/example.com/v1/namespaces/default/blobs", "application/json", body)
+            else:
+                st, d = req("PATCH", "/apis/example.com/v1/namespaces/default/blobs/b", "application/merge-patch+json", body)
+            if k < W:
+                s = _s.socket(); s.setsockopt(_s.SOL_SOCKET, _s.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", PORT))
+                s.sendall(b"GET /apis/example.com/v1/namespaces/default/blobs?watch=1&timeoutSeconds=3600 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                socks.append(s)
+            print(f"  v{k} status={st} hwm={hwm(p.pid)}", flush=True)
+        _t.sleep(3)
+        after = hwm(p.pid)
+        print(f"stalled watchers={W} hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
+        st, m = req("GET", "/metrics")
+        m = m.decode() if isinstance(m, bytes) else m
+        print("\n".join(l for l in m.splitlines() if (l.startswith("watchkeeper_cache_") and ("blobs" in l or "{" not in l)) or "terminated_watchers_total{" in l and "blobs" in l and not l.endswith(" 0")))
+        import subprocess as _sp
+        _sp.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "call (int)malloc_trim(0)"], capture_output=True)
+        st, w = req("GET", "/debug/watchers")
+        for r in json.loads(w)["resources"]:
+            if r["plural"] == "blobs": print({k: r[k] for k in ("history","totals","watchers","watchersByState","stalledWatchers")})
+        print("after malloc_trim", hwm(p.pid), "alive", req("GET", "/readyz")[0], flush=True)
+    finally:
+        for s in socks: s.close()
+        p.terminate(); p.wait(15)
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or CASES:
+        try: CASES[name]()
+        except Exception as e: print(name, "ERROR", e, flush=True)
