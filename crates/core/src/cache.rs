@@ -60,6 +60,16 @@ pub(crate) struct Data {
     pub(crate) epoch: u64,
 }
 
+impl Drop for Data {
+    /// The cache is going away: what its history held and others still hold (the queues of
+    /// watchers it ended, their snapshots) counts as released, once its own snapshots are gone.
+    fn drop(&mut self) {
+        self.snapshots.clear();
+        self.history.let_go_all();
+        self.history.settle();
+    }
+}
+
 /// A queue of messages to one actor, with an optional hook that wakes the actor's thread.
 pub(crate) struct Mailbox<T> {
     queue: Mutex<VecDeque<T>>,

@@ -484,6 +484,7 @@ impl Dispatcher {
             self.shared.set_history_bytes(0);
             data.snapshots.clear();
             data.snapshots.push(Snapshot::new(revision, state.clone()));
+            data.history.settle();
             data.state = state;
             data.revision = revision;
             data.epoch += 1;
@@ -728,6 +729,7 @@ impl Dispatcher {
         data.snapshots.push(snapshot);
         let floor = data.history.servable_floor();
         data.snapshots.trim(floor);
+        data.history.settle();
         metrics.events_dispatched.add(events.len() as u64);
         metrics.revisions_dispatched.inc();
         events
@@ -1637,12 +1639,47 @@ mod tests {
         );
     }
 
-    /// Goal: an event a history lets go while a watcher's queue still holds it counts as
-    /// released (exactly its weight) until dropped, and the hook fires past the released
-    /// budget; cutting the never-reading watcher's queue drops them all and ends it with a
+    /// Goal: what only the cache itself still holds when its history lets an event go (the
+    /// snapshots it keeps down to the new floor) is never counted as released, not even for
+    /// the length of a step: with no watcher, a history trimmed at every write never fires
+    /// the hook, though one version is past the released budget.
+    #[test]
+    fn versions_only_the_cache_holds_are_never_released() {
+        use crate::metrics::MemoryAccount;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let now = Instant::ZERO + Duration::from_secs(1);
+        let account = Arc::new(MemoryAccount::new(150_000));
+        let over = Arc::new(AtomicUsize::new(0));
+        let counted = over.clone();
+        account.on_released_over(Box::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        }));
+        let (cache, mut dispatcher, _worker) =
+            WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        cache.account_in(account.clone());
+        for revision in 2..12 {
+            let object = crate::Object::new(
+                "ns",
+                "big",
+                std::collections::BTreeMap::new(),
+                std::collections::BTreeMap::new(),
+                revision,
+                serde_json::json!({"kind": "ConfigMap"}),
+            )
+            .with_size_hint(100_000);
+            dispatcher.handle_revision(now, revision, vec![Change::put(Arc::new(object))]);
+        }
+        assert!(cache.history_info().oldest > 3, "the history was trimmed");
+        assert_eq!(account.released.get(), 0);
+        assert_eq!(over.load(Ordering::Relaxed), 0, "never past the budget");
+    }
+
+    /// Goal: a version the cache lets go while a watcher's queue still holds it (through an
+    /// event) counts as released, exactly once, until dropped, and the hook fires past the
+    /// released budget; cutting the never-reading watcher's queue drops them all and ends it with a
     /// 410 (`memory_pressure`, its position below the floor), its owner drops it and counts
-    /// it, while a watcher that reads is not cut and goes on. An event nobody else holds is
-    /// not released, and a reset releases what is still held.
+    /// it, while a watcher that reads is not cut and goes on. A version nobody else holds is
+    /// not released, and a reset releases what a queue still holds.
     #[test]
     fn events_queues_hold_beyond_the_history_count_until_cut() {
         use crate::metrics::MemoryAccount;
@@ -1692,9 +1729,10 @@ mod tests {
         let held_up_to = 1 + capacity as Revision;
         assert!(oldest > 3 && oldest <= held_up_to, "oldest {oldest}");
         let weight = sized(3).object.unwrap().weight() as i64;
-        // Revisions 2..oldest were let go while the stalled queue held them: 2 is a creation
-        // (one version), the others hold two.
-        let expected = weight + 2 * weight * (oldest as i64 - 3);
+        // The events at revisions 2..oldest were let go while the stalled queue held them:
+        // the versions they replaced (2..oldest - 1; 2 was a creation) are neither live nor in
+        // the history, and each counts once.
+        let expected = weight * (oldest as i64 - 3);
         assert_eq!(account.released.get(), expected);
         assert!(account.released_over(), "{expected} > half of 1 MiB");
         assert!(over.load(Ordering::Relaxed) > 0, "the hook fired");
@@ -1706,7 +1744,7 @@ mod tests {
         assert!(!reader.queue().cut_released());
         assert!(stalled.queue().cut_released());
         assert!(!stalled.queue().cut_released(), "once");
-        assert_eq!(account.released.get(), 0, "every released event dropped");
+        assert_eq!(account.released.get(), 0, "every released version dropped");
         match stalled.try_pop() {
             Pop::End(WatchEnd::Expired {
                 position,

@@ -59,18 +59,6 @@ pub struct Event {
     prev: Option<Arc<Object>>,
     deleted_encoded: [OnceLock<Bytes>; Encoding::ALL.len()],
     deleted_external: OnceLock<Option<Bytes>>,
-    /// Set when the history let the event go while others still held it: the account its
-    /// weight moved to, which it leaves when the event is dropped (see
-    /// [`crate::metrics::MemoryAccount`]).
-    released: OnceLock<Arc<MemoryAccount>>,
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        if let Some(account) = self.released.get() {
-            account.unrelease(self.weight());
-        }
-    }
 }
 
 /// An event shared between the history, passes and watcher queues.
@@ -108,7 +96,6 @@ impl Event {
             prev,
             deleted_encoded: Default::default(),
             deleted_external: OnceLock::new(),
-            released: OnceLock::new(),
         }
     }
 
@@ -121,21 +108,27 @@ impl Event {
             + self.prev.as_ref().map_or(0, |object| object.weight())
     }
 
-    /// Whether the history let the event go while it was still held elsewhere (a watcher's
-    /// queue, a pass): its weight is counted as released until its last holder drops it.
+    /// Whether a version the event carries (its object or the one it replaced) was let go
+    /// by the cache while still held ([`Object::is_released`]).
     #[must_use]
-    pub fn is_released(&self) -> bool {
-        self.released.get().is_some()
+    pub fn holds_released(&self) -> bool {
+        self.object.as_ref().is_some_and(|o| o.is_released())
+            || self.prev.as_ref().is_some_and(|o| o.is_released())
     }
 
-    /// Called by the history as it lets `event` go: when something else still holds it, its
-    /// weight moves to `account`'s released events until the last holder drops it.
+    /// Called by the history for an event it let go (evicted, oldest first, or dropped by a
+    /// relist) once the cache's own snapshots no longer need it: the version the event
+    /// replaced is then neither live nor in the cache (the event that made it went first).
+    /// If that version is still held elsewhere — directly (a watch's snapshot or initial-state
+    /// item, a request), or through this event (a watcher's queue) — its weight counts in
+    /// `account` as released until it is dropped. (The event's own object is counted when
+    /// the event that replaces it goes; after a relist, not at all.)
     pub(crate) fn release(event: &SharedEvent, account: &Arc<MemoryAccount>) {
-        // The history still holds its own reference, so a count above one means another holder
-        // (which may drop it any time: then the history's reference, dropped after this, is
-        // the last, and its drop takes the weight back out).
-        if Arc::strong_count(event) > 1 && event.released.set(account.clone()).is_ok() {
-            account.release(event.weight());
+        // The caller holds the event: a count above one means another holder.
+        if let Some(prev) = &event.prev
+            && (Arc::strong_count(event) > 1 || Arc::strong_count(prev) > 1)
+        {
+            Object::release(prev, account);
         }
     }
 

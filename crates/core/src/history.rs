@@ -72,15 +72,11 @@ pub struct History {
     list_revision: Revision,
     /// Whether an event was evicted since the last (re)list.
     evicted_since_list: bool,
-    /// The account an event's weight moves to when the history lets it go while it is still
-    /// held elsewhere ([`crate::metrics::MemoryAccount`]'s released events).
+    /// Where the versions this history lets go while they are still held elsewhere are
+    /// counted ([`crate::metrics::MemoryAccount`]'s released versions), and the events it let
+    /// go since [`History::settle`] last looked at them.
     account: Option<Arc<MemoryAccount>>,
-}
-
-impl Drop for History {
-    fn drop(&mut self) {
-        self.let_go_all();
-    }
+    let_go: Vec<SharedEvent>,
 }
 
 impl History {
@@ -98,29 +94,42 @@ impl History {
             list_revision,
             evicted_since_list: false,
             account: None,
+            let_go: Vec::new(),
         }
     }
 
-    /// Counts the events this history lets go while they are still held elsewhere in
-    /// `account` (see [`crate::metrics::MemoryAccount`]).
+    /// Counts the versions this history lets go while they are still held elsewhere in
+    /// `account` (see [`crate::metrics::MemoryAccount`] and [`History::settle`]).
     pub(crate) fn set_account(&mut self, account: Arc<MemoryAccount>) {
         self.account = Some(account);
     }
 
-    /// Lets `event` go (see [`History::set_account`]).
-    fn let_go(&self, event: &SharedEvent) {
-        if let Some(account) = &self.account {
-            Event::release(event, account);
+    /// Lets `event` go: kept until [`History::settle`] when there is an account.
+    fn let_go(&mut self, event: SharedEvent) {
+        if self.account.is_some() {
+            self.let_go.push(event);
         }
     }
 
-    fn let_go_all(&mut self) {
-        if self.account.is_some() {
-            for entry in &self.entries {
-                self.let_go(&entry.event);
-            }
+    /// Lets every buffered event go.
+    pub(crate) fn let_go_all(&mut self) {
+        let entries = std::mem::take(&mut self.entries);
+        for entry in entries {
+            self.let_go(entry.event);
         }
-        self.entries.clear();
+    }
+
+    /// Counts what the events let go since the last call still keep alive elsewhere, then
+    /// drops them. The cache calls it once its own snapshots no longer need what the history
+    /// let go (they are trimmed to the new floor after an append), so what is counted is held
+    /// by watchers' queues, watches' snapshots and requests, not by the cache.
+    pub(crate) fn settle(&mut self) {
+        let Some(account) = &self.account else {
+            return;
+        };
+        for event in self.let_go.drain(..) {
+            Event::release(&event, account);
+        }
     }
 
     /// Forgets everything: the cache was re-listed at `list_revision`.
@@ -296,7 +305,7 @@ impl History {
         {
             if let Some(entry) = self.entries.pop_front() {
                 self.bytes -= entry.bytes;
-                self.let_go(&entry.event);
+                self.let_go(entry.event);
             }
             evicted += 1;
         }

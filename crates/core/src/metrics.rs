@@ -137,23 +137,25 @@ impl Gauge {
 /// stays below about twice the budget, and a resource written by a hostile client gives up its
 /// own history first, not the others'.
 ///
-/// ## Released events
-/// An event a history lets go (evicted, or dropped by a relist) while something else still
-/// holds it — a watcher's queue that its consumer has not read, a pass in flight — is
-/// *released*: its weight moves to [`MemoryAccount::released`] until its last holder drops it
-/// (see [`crate::event::Event::is_released`]). A client that stops reading its watches could
-/// otherwise keep alive, in its queues, versions the histories gave up for the budget: three
-/// never-reading watchers of a resource whose 1.4 MB objects were rewritten kept 1 GB alive
-/// beyond a 256 MiB bound. Released events have half the histories' budget of their own;
-/// past it the account calls the hook set with [`MemoryAccount::on_released_over`], whose
-/// owner ends the watches that hold them ([`crate::WatchQueue::cut_released`]).
+/// ## Released versions
+/// A version of an object the cache lets go — neither live nor in a history or the cache's
+/// own snapshots any more — while something else still holds it (a watcher's queue that its
+/// consumer has not read, through an event or as an initial-state item; a watch's snapshot;
+/// a request) is *released*: its weight moves to [`MemoryAccount::released`] until its last
+/// holder drops it ([`crate::Object::is_released`]; each version counted once). A client
+/// that stops reading its watches could otherwise keep alive, in its queues, versions the
+/// histories gave up for the budget: three never-reading watchers of a resource whose 1.4 MB
+/// objects were rewritten kept 1 GB alive beyond a 256 MiB bound. Released versions have half
+/// the histories' budget of their own; past it the account calls the hook set with
+/// [`MemoryAccount::on_released_over`], whose owner ends the watches that hold them
+/// ([`crate::WatchQueue::cut_released`]).
 #[derive(Default)]
 pub struct MemoryAccount {
     /// The bytes the caches' live objects weigh.
     pub objects: Gauge,
     /// The bytes the caches' histories count (each its `history_bytes`).
     pub histories: Gauge,
-    /// The bytes released events count (see above), still held elsewhere.
+    /// The bytes released versions weigh (see above), still held elsewhere.
     pub released: Gauge,
     /// The histories' budget in bytes (0: none).
     history_budget: usize,
@@ -209,14 +211,14 @@ impl MemoryAccount {
         self.histories.add(-history);
     }
 
-    /// The bytes released events may count before the watches holding them are ended: half
+    /// The bytes released versions may weigh before the watches holding them are ended: half
     /// the histories' budget (0: none).
     #[must_use]
     pub fn released_budget(&self) -> usize {
         self.history_budget / 2
     }
 
-    /// Whether released events count more than their budget.
+    /// Whether released versions weigh more than their budget.
     #[must_use]
     pub fn released_over(&self) -> bool {
         let budget = self.released_budget();
@@ -224,13 +226,13 @@ impl MemoryAccount {
     }
 
     /// Sets what is called, from the thread that released an event, each time a release leaves
-    /// the released events above their budget (only the first hook set is kept). It should
+    /// the released versions above their budget (only the first hook set is kept). It should
     /// only wake whoever ends the watches holding them.
     pub fn on_released_over(&self, hook: Box<dyn Fn() + Send + Sync>) {
         let _ = self.released_over.set(hook);
     }
 
-    /// Counts `bytes` more of released events.
+    /// Counts `bytes` more of released versions.
     pub(crate) fn release(&self, bytes: usize) {
         self.released.add(i64::try_from(bytes).unwrap_or(i64::MAX));
         if self.released_over()
@@ -240,7 +242,7 @@ impl MemoryAccount {
         }
     }
 
-    /// A released event of `bytes` was dropped by its last holder.
+    /// A released version of `bytes` was dropped by its last holder.
     pub(crate) fn unrelease(&self, bytes: usize) {
         self.released.add(-i64::try_from(bytes).unwrap_or(i64::MAX));
     }

@@ -138,6 +138,18 @@ pub struct Object {
     /// Where the `metadata` map is in the JSON encoding (set with it, when `metadata` is a map).
     metadata_span: OnceLock<Range<usize>>,
     external: OnceLock<Option<Bytes>>,
+    /// Set when the cache let this version go while others still held it: the account its
+    /// weight moved to, which it leaves when the object is dropped (see
+    /// [`crate::metrics::MemoryAccount`]'s released versions).
+    released: OnceLock<Arc<crate::metrics::MemoryAccount>>,
+}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        if let Some(account) = self.released.get() {
+            account.unrelease(self.weight());
+        }
+    }
 }
 
 /// What a JSON encoding may need beyond its size hint: the length of the stored value it was
@@ -190,6 +202,24 @@ impl Object {
             encoded: Default::default(),
             metadata_span: OnceLock::new(),
             external: OnceLock::new(),
+            released: OnceLock::new(),
+        }
+    }
+
+    /// Whether the cache let this version go (it is neither live nor in a history) while it
+    /// was still held elsewhere: a watcher's queue, a snapshot, a request. Its weight counts as
+    /// released until its last holder drops it ([`crate::metrics::MemoryAccount`]).
+    #[must_use]
+    pub fn is_released(&self) -> bool {
+        self.released.get().is_some()
+    }
+
+    /// Counts `object`'s weight in `account`'s released versions until it is dropped. The
+    /// caller (the history, letting the version go) knows it is held elsewhere; a version is
+    /// counted once.
+    pub(crate) fn release(object: &Arc<Object>, account: &Arc<crate::metrics::MemoryAccount>) {
+        if object.released.set(account.clone()).is_ok() {
+            account.release(object.weight());
         }
     }
 

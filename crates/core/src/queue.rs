@@ -112,7 +112,7 @@ pub enum TerminationReason {
     TooLargeResourceVersion,
     /// The cache shut down.
     Shutdown,
-    /// Its queue held events the history had let go while released events were past their
+    /// Its queue held versions the cache had let go while released versions were past their
     /// memory budget: ended at once, without that backlog ([`WatchQueue::cut_released`]).
     MemoryPressure,
 }
@@ -446,20 +446,18 @@ impl WatchQueue {
         self.lock().cut
     }
 
-    /// Ends the watch at once, dropping everything queued, if its queue holds an event the
-    /// history let go ([`crate::event::Event::is_released`]). Returns whether it did.
+    /// Ends the watch at once, dropping everything queued, if its queue holds a version the
+    /// cache let go ([`crate::Object::is_released`]: an event's object or the one it replaced,
+    /// or an initial-state object). Returns whether it did.
     ///
-    /// Called when released events are past their memory budget
+    /// Called when released versions are past their memory budget
     /// ([`crate::metrics::MemoryAccount`]): a client that does not read its watch must not keep
-    /// alive what the histories gave up. The end is the 410 of a position below the floor
-    /// (reason [`TerminationReason::MemoryPressure`]): the client has every item up to the
-    /// first dropped one, and the history no longer holds what it would need to go on. This is
-    /// the one end that comes before the backlog: the backlog itself is what is held. The
-    /// producers see the queue as closed and drop the watcher (counting the reason); the
-    /// consumer reads the end next.
-    ///
-    /// Cheap for a queue without released events: the history lets events go oldest first, so
-    /// only the first queued event needs a look.
+    /// alive what the cache gave up. The end is the 410 of a position below the floor (reason
+    /// [`TerminationReason::MemoryPressure`]): the client has every item up to the first
+    /// dropped one, and the cache no longer holds what it would need to go on. This is the one
+    /// end that comes before the backlog: the backlog itself is what is held. The producers
+    /// see the queue as closed and drop the watcher (counting the reason); the consumer reads
+    /// the end next. A look costs one pass over the queued items.
     pub fn cut_released(&self) -> bool {
         let dropped;
         let waker = {
@@ -467,27 +465,29 @@ impl WatchQueue {
             if inner.cut || inner.consumer_closed {
                 return false;
             }
-            let first_event = inner.items.iter().find_map(|item| match item {
-                WatchItem::Event { event, .. } => Some(event),
-                _ => None,
-            });
-            if !first_event.is_some_and(|event| event.is_released()) {
+            let holds_released = |item: &WatchItem| match item {
+                WatchItem::Event { event, .. } => event.holds_released(),
+                WatchItem::Initial(object) => object.is_released(),
+                WatchItem::Bookmark { .. } => false,
+            };
+            // The cache no longer holds anything at or below the newest such item's revision.
+            let Some(floor) = inner
+                .items
+                .iter()
+                .filter(|item| holds_released(item))
+                .map(WatchItem::revision)
+                .max()
+            else {
                 return false;
-            }
+            };
+            // The client has everything before the first item (and an initial item's
+            // revision is its object's): claimed no higher than below the floor.
             let position = inner
                 .items
                 .front()
-                .map_or(0, |item| item.revision().saturating_sub(1));
-            // The history's floor is at least the newest released revision queued.
-            let floor = inner
-                .items
-                .iter()
-                .filter_map(|item| match item {
-                    WatchItem::Event { event, .. } if event.is_released() => Some(event.revision()),
-                    _ => None,
-                })
-                .max()
-                .unwrap_or(position);
+                .map_or(0, WatchItem::revision)
+                .min(floor)
+                .saturating_sub(1);
             inner.cut = true;
             // Freed after the lock: the versions they hold may be large.
             dropped = std::mem::take(&mut inner.items);
@@ -1133,33 +1133,54 @@ mod tests {
         assert_eq!(queue.push(bookmark(2)), PushResult::Closed);
     }
 
-    /// Goal: a queue is cut only when its first event was released; the cut drops the
-    /// backlog, replaces an end still waiting behind it, is delivered next to the consumer,
-    /// and from then on the queue is closed to its producers (pushes, a refill) but not to its
-    /// consumer; a second cut does nothing.
+    /// Goal: a queue is cut only when an item holds a released version (an event's previous
+    /// or own object, an initial-state object); the cut drops the backlog, replaces an end
+    /// still waiting behind it, is delivered next to the consumer, and from then on the queue
+    /// is closed to its producers (pushes, a refill) but not to its consumer; a second cut
+    /// does nothing.
     #[test]
     fn a_cut_drops_the_backlog_and_closes_the_queue_to_its_producers() {
         let account = Arc::new(crate::metrics::MemoryAccount::new(0));
+        let object = |revision: Revision| {
+            Arc::new(crate::object::Object::new(
+                "ns",
+                "a",
+                std::collections::BTreeMap::new(),
+                std::collections::BTreeMap::new(),
+                revision,
+                serde_json::json!({"metadata": {"name": "a", "namespace": "ns"}}),
+            ))
+        };
+        let (v1, v2, v3) = (object(1), object(2), object(3));
+        let update =
+            |new: &Arc<crate::object::Object>, old: &Arc<crate::object::Object>| WatchItem::Event {
+                event_type: crate::event::EventType::Modified,
+                event: Arc::new(crate::event::Event::new(
+                    new.resource_version(),
+                    Some(new.clone()),
+                    Some(old.clone()),
+                )),
+            };
         let queue = WatchQueue::new(8);
-        let first = event(3, "a");
-        let second = event(4, "a");
+        assert_eq!(queue.push_batch(&[bookmark(1)]), PushResult::Pushed);
+        assert_eq!(queue.push_batch(&[update(&v2, &v1)]), PushResult::Pushed);
+        assert_eq!(queue.push_batch(&[update(&v3, &v2)]), PushResult::Pushed);
+        queue.push_end(WatchEnd::Deadline);
+        let initial = WatchQueue::new(8);
         assert_eq!(
-            queue.push_batch(&[bookmark(2), first.clone(), second.clone()]),
+            initial.push(WatchItem::Initial(v3.clone())),
             PushResult::Pushed
         );
-        queue.push_end(WatchEnd::Deadline);
-        let shared = |item: &WatchItem| match item {
-            WatchItem::Event { event, .. } => event.clone(),
-            _ => unreachable!(),
-        };
-        // Only the second released: the history lets events go oldest first, so the queue
-        // looks at its first event alone.
-        crate::event::Event::release(&shared(&second), &account);
-        assert!(!queue.cut_released());
+        assert!(
+            !queue.cut_released() && !initial.cut_released(),
+            "nothing released"
+        );
+        crate::object::Object::release(&v1, &account);
+        assert!(!initial.cut_released(), "it holds only the third version");
         assert!(!queue.is_closed());
-        crate::event::Event::release(&shared(&first), &account);
-        drop((first, second));
-        assert!(account.released.get() > 0);
+        let weight = v1.weight() as i64;
+        drop(v1);
+        assert_eq!(account.released.get(), weight, "held by the queue");
         assert!(queue.cut_released());
         assert_eq!(account.released.get(), 0, "the backlog was dropped");
         assert!(!queue.cut_released(), "once");
@@ -1172,8 +1193,11 @@ mod tests {
                 position,
                 floor,
                 reason: TerminationReason::MemoryPressure,
-            }) => assert_eq!((position, floor), (1, 4)),
+            }) => assert_eq!((position, floor), (0, 2)),
             other => panic!("{other:?}"),
         }
+        // An initial-state object released: cut too.
+        crate::object::Object::release(&v3, &account);
+        assert!(initial.cut_released());
     }
 }

@@ -461,7 +461,7 @@ fn collect_cache_memory(memory: &crate::source::cache_memory::CacheMemory, scrap
     scrape
         .counter(
             "watchkeeper_cache_memory_watch_cuts_total",
-            "Watches ended at once (410, reason memory_pressure) because their unread queues held events the histories let go while those were past their budget.",
+            "Watches ended at once (410, reason memory_pressure) because their unread queues held object versions the caches let go while those were past their budget.",
         )
         .sample(&[], memory.cuts());
 }

@@ -28,18 +28,20 @@
 //!   weighs no more than the one it replaces (removing a finalizer, marking a deletion,
 //!   shrinking a spec); the server's own bookkeeping writes (status of quotas, leases it
 //!   renews) are small updates of that kind.
-//! - **What unread watches hold counts too.** An event a history lets go while a watcher's
-//!   queue still holds it (its client stopped reading) stays alive: three never-reading
-//!   watchers of a resource whose 1.4 MB objects were rewritten kept 1 GB beyond a 256 MiB
-//!   bound. Such *released* events count in `watchkeeper_cache_memory_released_bytes` until
-//!   their last holder drops them, within a quarter of the bound (half the histories' share).
-//!   Past it ([`CacheMemory::cut_released_watches`]), every open watch whose queue holds a
-//!   released event ends at once with an in-stream 410 `too old resource version` (reason
-//!   `memory_pressure` in `watchkeeper_watch_cache_terminated_watchers_total`), without that
-//!   backlog: the backlog is what is held, and the history no longer has it. Its client
-//!   relists, as after any 410. A watch whose client reads holds only recent events, which
-//!   the histories still have, and is not touched. This is the one end that does not wait for
-//!   the backlog; a queue's own bound (`--queue-capacity-max` events) is unchanged.
+//! - **What unread watches hold counts too.** A version of an object the caches let go
+//!   (replaced or deleted, and evicted from the history) while a watcher's queue still holds
+//!   it (its client stopped reading) stays alive: three never-reading watchers of a resource
+//!   whose 1.4 MB objects were rewritten kept 1 GB beyond a 256 MiB bound. Such *released*
+//!   versions (also initial-state objects a queue holds, and old snapshots a watch or a request
+//!   still reads) count in `watchkeeper_cache_memory_released_bytes`, once each, until their
+//!   last holder drops them, within a quarter of the bound (half the histories' share). Past
+//!   it ([`CacheMemory::cut_released_watches`]), every open watch whose queue holds a released
+//!   version ends at once with an in-stream 410 `too old resource version` (reason
+//!   `memory_pressure` in `apiserver_terminated_watchers_total`), without that backlog: the
+//!   backlog is what is held, and the cache no longer has it. Its client relists, as after
+//!   any 410. A watch whose client reads holds only recent events, which the histories still
+//!   have, and is not touched. This is the one end that does not wait for the backlog; a
+//!   queue's own bound (`--queue-capacity-max` events) is unchanged.
 //! - **Cheap when far from the bound.** The object's weight is at most
 //!   [`WEIGHT_PER_JSON_BYTE_MAX`] times its JSON; while the total plus that much is under the
 //!   bound, nothing is walked. Only near the bound is the object's weight estimated.
@@ -50,7 +52,7 @@
 //!   total, so the writes through this server are refused once it is full.
 //! - Caching-proxy mode has no writes of its own: the total is reported, never enforced.
 //! - So the caches hold at most about twice the bound (the live objects, the histories, which
-//!   count every older version they keep alive, and the released events), plus the writes'
+//!   count every older version they keep alive, and the released versions), plus the writes'
 //!   own transient copies and the events watch streams have taken from their queues and are
 //!   writing (at most `--watch-chunk-items` per stream).
 
@@ -100,19 +102,19 @@ impl CacheMemory {
         }
     }
 
-    /// The bytes released events count now (see the module docs).
+    /// The bytes released versions weigh now (see the module docs).
     #[must_use]
     pub fn released(&self) -> u64 {
         u64::try_from(self.account.released.get()).unwrap_or(0)
     }
 
-    /// Watches ended so far because their queues held released events past the budget.
+    /// Watches ended so far because their queues held released versions past the budget.
     #[must_use]
     pub fn cuts(&self) -> u64 {
         self.cuts.load(Ordering::Relaxed)
     }
 
-    /// Runs until `shutdown`: whenever released events count more than their budget, ends
+    /// Runs until `shutdown`: whenever released versions weigh more than their budget, ends
     /// every watch whose queue holds one (see the module docs). `for_each_queue` calls its
     /// argument with the queue of every open watch. Returns at once without a bound.
     pub async fn cut_released_watches(
