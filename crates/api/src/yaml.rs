@@ -165,7 +165,7 @@ fn unmark(text: &str, floats: &[f64]) -> Option<String> {
 /// The stack an answer is written as YAML on, in bytes (reserved, touched only as deep as the
 /// writing goes: the writer recurses per level, and an object may nest as deep as a stored
 /// one, [`crate::go_json::STORED_MAX_DEPTH`]).
-const WRITE_STACK: usize = 16 << 20;
+const WRITE_STACK: usize = watchkeeper_core::stack::SEGMENT;
 
 #[cfg(test)]
 mod tests {

@@ -147,8 +147,9 @@ fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
                 if index > 0 {
                     out.push(b',');
                 }
-                // Items of a list of maps share the list's layout (causes, owner references).
-                write_value(out, item, layout);
+                // Items of a list of maps share the list's layout (causes, owner references);
+                // a list of lists nests without bound, so each level checks its stack.
+                crate::stack::grow(|| write_value(out, item, layout));
             }
             out.push(b']');
         }
@@ -160,6 +161,14 @@ fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
 /// Appends `value` exactly as `serde_json::to_writer` writes it (maps in their sorted order),
 /// its strings escaped by [`write_str`].
 fn write_json(out: &mut Vec<u8>, value: &Value) {
+    write_json_at(out, value, 0);
+}
+
+/// [`write_json`] of a value `depth` levels below the first one written: each level runs on a
+/// stack with room for it ([`crate::stack::deep`]), so an object nested as deep as Go reads
+/// one (10,000 levels) is written on any server thread.
+fn write_json_at(out: &mut Vec<u8>, value: &Value, depth: usize) {
+    let below = depth + 1;
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -173,7 +182,7 @@ fn write_json(out: &mut Vec<u8>, value: &Value) {
                 if index > 0 {
                     out.push(b',');
                 }
-                write_json(out, item);
+                crate::stack::deep(below, || write_json_at(out, item, below));
             }
             out.push(b']');
         }
@@ -185,7 +194,7 @@ fn write_json(out: &mut Vec<u8>, value: &Value) {
                 }
                 write_str(out, key);
                 out.push(b':');
-                write_json(out, item);
+                crate::stack::deep(below, || write_json_at(out, item, below));
             }
             out.push(b'}');
         }
