@@ -296,10 +296,15 @@ fn patched(
             type_name(&result)
         )));
     }
-    // A merge patch's numbers stand in the result where they stood in the patch: a float in
-    // an integer field is judged by its literal there, as kube decodes the merged bytes.
-    let text = (patch_type == PatchType::Merge).then_some(patch);
-    let pruning = crate::schema::check_patched_from(def, &result, text)?;
+    // A merge patch's numbers stand in the result where they stood in the patch, a JSON
+    // patch's under the operation that placed them: a float in an integer field is judged by
+    // its literal there, as kube decodes the patched bytes.
+    let literals = match patch_type {
+        PatchType::Merge => Some(crate::schema::Literals::Same(patch)),
+        PatchType::Json => Some(crate::schema::Literals::JsonPatch(patch)),
+        _ => None,
+    };
+    let pruning = crate::schema::check_patched_from(def, &result, literals)?;
     Ok((result, pruning))
 }
 
@@ -357,6 +362,44 @@ fn unprocessable(message: String) -> ApiError {
             "the server rejected our request due to an error in our request",
         )
     }
+}
+
+/// The literal a JSON patch's text `patch` sent for the number `number` at `path` of the
+/// patched object: kube applies a JSON patch to the object's bytes keeping each operation's
+/// value as sent (evanphx/json-patch's `lazyNode`), then decodes the result, so Go's decoder
+/// judges and quotes a number placed by the patch by its literal (`number 1.50`, `-0.0`).
+/// Found under the last `add` or `replace` whose path leads to `path`, and taken only if it
+/// reads as `number` (a value a later `move` or `copy` carried elsewhere is not found: `None`,
+/// as for a number the patch did not send). For errors only: the patch is read again.
+pub(crate) fn json_patch_literal<'t>(
+    patch: &'t [u8],
+    path: &[crate::go_json::PathStep<'_>],
+    number: f64,
+) -> Option<&'t str> {
+    use crate::go_json::PathStep;
+    let operations: Value = serde_json::from_slice(patch).ok()?;
+    let (index, tokens) =
+        operations
+            .as_array()?
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(index, operation)| {
+                if !matches!(operation.get("op")?.as_str()?, "add" | "replace") {
+                    return None;
+                }
+                let tokens = parse_pointer(operation.get("path")?.as_str()?).ok()?;
+                let leads = tokens.len() <= path.len()
+                    && tokens.iter().zip(path).all(|(token, step)| match step {
+                        PathStep::Key(key) => token.as_str() == *key,
+                        PathStep::Index(at) => token == "-" || token.parse::<usize>() == Ok(*at),
+                    });
+                leads.then_some((index, tokens))
+            })?;
+    let mut within = vec![PathStep::Index(index), PathStep::Key("value")];
+    within.extend_from_slice(&path[tokens.len()..]);
+    let literal = crate::go_json::literal_at(patch, &within)?;
+    (literal.parse::<f64>().ok()? == number).then_some(literal)
 }
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
