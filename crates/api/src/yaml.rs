@@ -47,10 +47,13 @@ pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     }
     let value = read_yaml(body, "")?;
     // Numbers as Go's `json.Marshal` writes go-yaml's: a float64 in `floatEncoder`'s text
-    // (`1.0` is `1`, `1e2` `100`, `1.50` `1.5`), which the typed decoder then reads as kube's
-    // does (`replicas: 1.0` in YAML is 1; `1.5` is refused as `number 1.5`).
+    // (`1.0` is `1`, `1e2` `100`, `1.50` `1.5`, `-0.0` `-0`), which the typed decoder then
+    // reads as kube's does (`replicas: 1.0` in YAML is 1; `1.5` is refused as `number 1.5`);
+    // an integer past int64 that uint64 holds as its digits (go-yaml reads it as a uint64:
+    // `9223372036854775808`), one past uint64 as the float64 go-yaml reads it
+    // (`18446744073709552000`).
     let mut json = Vec::with_capacity(body.len());
-    watchkeeper_core::order::write_object(&mut json, &value);
+    watchkeeper_core::order::write_object_marshalled(&mut json, &value);
     Ok(json)
 }
 

@@ -24,7 +24,7 @@ const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 /// same again from etcd; the YAML texts: `JSONToYAML` of those (go-yaml v2 reads an integer
 /// of int64 or uint64 as one, any other number as a float64 it writes with
 /// `strconv.FormatFloat(f, 'g', -1, 64)`).
-const CASES: [(&str, &str, &str); 15] = [
+const CASES: [(&str, &str, &str); 18] = [
     ("1", "1", "1"),
     ("1.0", "1", "1"),
     ("1e3", "1000", "1000"),
@@ -39,6 +39,25 @@ const CASES: [(&str, &str, &str); 15] = [
     ),
     ("0.10", "0.1", "0.1"),
     ("1.50", "1.5", "1.5"),
+    // Past int64: a float64 (from YAML, go-yaml's uint64 first, then `json.Marshal`'s digits,
+    // which kube's decoder reads as a float64). `-2^63` as a float64 is written
+    // `-9223372036854776000`, past int64 again: it stays a float. In YAML, go-yaml reads the
+    // JSON answer's digits as a uint64 when they fit one.
+    (
+        "9223372036854775808",
+        "9223372036854776000",
+        "9223372036854776000",
+    ),
+    (
+        "18446744073709551616",
+        "18446744073709552000",
+        "1.8446744073709552e+19",
+    ),
+    (
+        "-9223372036854775809",
+        "-9223372036854776000",
+        "-9.223372036854776e+18",
+    ),
     ("1e-7", "1e-7", "1e-07"),
     (
         "9223372036854775807",
@@ -665,6 +684,13 @@ async fn an_int32_field_takes_each_literal_as_kube_does_on_each_way_in() {
         ("1e2", Ok(100)),
         ("1.50", Err("1.5")),
         ("3000000000", Err("3000000000")),
+        // go-yaml reads an integer past int64 but within uint64 as a uint64, which
+        // `json.Marshal` writes as its digits; past uint64, as a float64, written by
+        // `floatEncoder`; so is one below int64.
+        ("9223372036854775808", Err("9223372036854775808")),
+        ("18446744073709551615", Err("18446744073709551615")),
+        ("18446744073709551616", Err("18446744073709552000")),
+        ("-9223372036854775809", Err("-9223372036854776000")),
     ]
     .into_iter()
     .enumerate()
