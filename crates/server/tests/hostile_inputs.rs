@@ -8,6 +8,8 @@
 //! worker's stack (it aborted the server); an object nested near the body's bound, whose
 //! managed fields nest deeper, is read back from the store, before and after a restart, and
 //! answered in YAML when asked (it was stored, then absent from the cache: its GET a 404).
+//! Bodies nest to Go's 10,000 levels: a custom resource nested so deep, and a CRD whose schema
+//! nests so deep with its objects, are served by every path (on the server's runtime).
 //! A body of `null` items, each a zero struct once decoded as kube's Go structs, is refused
 //! once those zeros pass the object limit, before they are built (a 3 MB body of them took the
 //! server's memory from 44 MB to 554 MB). A plain YAML body of 300,000 items is read, as
@@ -604,5 +606,84 @@ async fn a_custom_resource_nested_to_the_body_limit_round_trips_and_one_past_it_
     let (status, text) = request(server.addr, "GET", &format!("{widgets}/arrays"), "", "").await;
     assert_eq!(status, 200);
     assert_eq!(depth_and_leaf(&read(&text)["spec"]), (levels, 6.into()));
+    server.shutdown().await;
+}
+
+/// A CRD whose schema nests to the body's bound (4,990 levels of `properties`, the body
+/// nesting 9,987 levels) is created and published (OpenAPI v2 and v3), and an object nested
+/// as deep as it declares is created, merge-patched, applied and answered in YAML: every walk
+/// over a schema and over an object along it (structural schema, pruning, validation, field
+/// sets typed by the schema) takes the depth on the server's threads.
+#[test]
+fn a_crd_whose_schema_nests_to_the_body_bound_serves_its_objects() {
+    common::on_server_runtime(a_crd_whose_schema_nests_to_the_body_bound_serves_its_objects_run);
+}
+
+async fn a_crd_whose_schema_nests_to_the_body_bound_serves_its_objects_run() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let levels = 4_990;
+    let schema = format!(
+        "{}{}{}",
+        r#"{"type":"object","properties":{"a":"#.repeat(levels),
+        r#"{"type":"integer"}"#,
+        "}}".repeat(levels)
+    );
+    let crd = format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"deeps.example.com"}},"spec":{{"group":"example.com","scope":"Namespaced","names":{{"plural":"deeps","kind":"Deep"}},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{schema}}}}}]}}}}"#
+    );
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, text) = request(addr, "POST", crds, "application/json", &crd).await;
+    assert_eq!(status, 201, "{}", &text[..text.len().min(500)]);
+    for path in ["/openapi/v3/apis/example.com/v1", "/openapi/v2"] {
+        let (status, text) = request(addr, "GET", path, "", "").await;
+        assert_eq!(status, 200, "{path}: {}", &text[..text.len().min(500)]);
+    }
+    let deep = |leaf: u32| {
+        format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Deep","metadata":{{"name":"d"}},"a":{}{leaf}{}}}"#,
+            r#"{"a":"#.repeat(levels - 1),
+            "}".repeat(levels - 1)
+        )
+    };
+    let deeps = "/apis/example.com/v1/namespaces/default/deeps";
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let (status, text) = loop {
+        let answer = request(addr, "POST", deeps, "application/json", &deep(1)).await;
+        if answer.0 != 404 || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(status, 201, "{}", &text[..text.len().min(500)]);
+    let path = format!("{deeps}/d");
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        r#"{"metadata":{"labels":{"x":"y"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{path}?fieldManager=deep&force=true"),
+        "application/apply-patch+yaml",
+        &deep(2),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
+    let read = watchkeeper_api::go_json::parse_stored(text.as_bytes()).unwrap();
+    assert_eq!(depth_and_leaf(&read["a"]), (levels - 1, 2.into()));
+    let (status, text) =
+        request_with_headers(addr, "GET", &path, &[("Accept", "application/yaml")], "").await;
+    assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
+    assert!(
+        text.starts_with("a:\n  a:\n"),
+        "{}",
+        &text[..text.len().min(500)]
+    );
     server.shutdown().await;
 }
