@@ -231,6 +231,8 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
     ("batch", "Job", "spec.parallelism", "1"),
     ("batch", "Job", "spec.completionMode", r#""NonIndexed""#),
     ("batch", "Job", "spec.suspend", "false"),
+    // Since kube 1.29 (kubernetes#120206): the selector is generated unless it is true.
+    ("batch", "Job", "spec.manualSelector", "false"),
     ("batch", "CronJob", "spec.concurrencyPolicy!", r#""Allow""#),
     ("batch", "CronJob", "spec.suspend", "false"),
     ("batch", "CronJob", "spec.successfulJobsHistoryLimit", "3"),

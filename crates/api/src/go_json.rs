@@ -23,13 +23,13 @@
 //!   an empty object, as Go decodes it (the create then refuses its missing name). An
 //!   `apiVersion` or `kind` that is not a string (nor `null`) is that struct's `json: cannot
 //!   unmarshal number into Go struct field .kind of type string`.
+//! - Nesting is read to Go's limit ([`BODY_MAX_DEPTH`] = [`GO_MAX_DEPTH`], 10,000 levels,
+//!   the object's own counted), past serde_json's own 128 levels on a stack of its own; one
+//!   level more is Go's `invalid character '[' exceeded max depth`, naming the bracket that
+//!   opens the level past the limit. Every walk the server makes over such an object runs on
+//!   a stack with room for it (`watchkeeper_core::stack`, docs/ARCHITECTURE.md).
 //! - What Go reads and serde_json does not is refused in the same frame, with the nearest Go
-//!   words: nesting past [`BODY_MAX_DEPTH`] (1,000) levels is `invalid character '['
-//!   exceeded max depth` as Go says it at 10,000, naming the bracket that opens the level
-//!   past the limit (a body past serde_json's own 128 levels is read on a stack of its own;
-//!   the limit is the depth every walk the server makes over an object was measured to take
-//!   on a runtime worker's stack, with a margin: docs/ARCHITECTURE.md);
-//!   a number past float64's range (`1e400`) is Go's `json: cannot unmarshal number 1e400
+//!   words: a number past float64's range (`1e400`) is Go's `json: cannot unmarshal number 1e400
 //!   into Go value of type float64` (`sigs.k8s.io/json`'s `convertNumber`, decoding a
 //!   free-form value), in a create or update body in the frame kube's decode errors take,
 //!   400 `<Kind> in version "<v>" cannot be handled as a <Kind>: ...` (a built-in kind's
@@ -390,11 +390,11 @@ fn read_back_float(float: f64) -> Value {
     }
 }
 
-/// The deepest nesting of a JSON body (see the module docs): kube reads 10,000 levels
-/// ([`GO_MAX_DEPTH`]); this server's walks over an object (its drop, copies, checks, merges,
-/// field sets and encodings) recurse per level on a runtime worker's stack, and this is the
-/// depth every one of them was measured to take there, with a margin (docs/ARCHITECTURE.md).
-pub const BODY_MAX_DEPTH: usize = 1_000;
+/// The deepest nesting of a JSON body (see the module docs): Go's 10,000 levels
+/// ([`GO_MAX_DEPTH`]), as kube reads it. Every walk over an object (its drop, copies, checks,
+/// merges, field sets and encodings) takes it on a server thread's stack
+/// (`watchkeeper_core::stack`; docs/ARCHITECTURE.md).
+pub const BODY_MAX_DEPTH: usize = GO_MAX_DEPTH;
 
 /// The deepest nesting a stored object is read with ([`parse_stored`]): a body is at most
 /// [`BODY_MAX_DEPTH`] levels deep, and the managed fields recorded for it nest a few levels
@@ -403,7 +403,7 @@ pub const STORED_MAX_DEPTH: usize = BODY_MAX_DEPTH + 65;
 
 /// The stack a text nested past serde_json's recursion limit is read on, in bytes (reserved,
 /// touched only as deep as the reading goes).
-const DEEP_STACK: usize = 16 << 20;
+const DEEP_STACK: usize = watchkeeper_core::stack::SEGMENT;
 
 /// A stored object's JSON value: serde_json's reading, or, for one nested past serde_json's
 /// recursion limit but at most [`STORED_MAX_DEPTH`] levels (an object a body nested near the
@@ -1057,6 +1057,14 @@ mod tests {
 
     #[test]
     fn nesting_past_go_s_limit_is_its_error_and_the_body_limit_is_in_its_words() {
+        // On a server thread's stack: serde_json's own walks over 10,000 levels need it.
+        stacker::grow(
+            watchkeeper_core::stack::THREAD_STACK,
+            nesting_past_go_s_limit,
+        );
+    }
+
+    fn nesting_past_go_s_limit() {
         let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
         assert_eq!(syntax_error(deep(GO_MAX_DEPTH).as_bytes()), None);
         assert_eq!(

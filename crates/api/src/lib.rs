@@ -82,7 +82,6 @@ pub mod resources;
 pub mod schema;
 mod schema_node;
 pub mod size;
-mod stack;
 pub mod strfmt;
 pub mod structural;
 pub mod table;

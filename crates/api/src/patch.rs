@@ -34,9 +34,9 @@
 //! strategic merge and apply results nest no deeper than the original or the patch, each
 //! already within it; a JSON patch operation places its value under its path, so an `add`,
 //! `replace`, `move` or `copy` whose path length plus its value's nesting passes the bound is
-//! refused with 422 before the value is cloned or placed (without it, three `copy` operations
-//! of a 1.5 KB patch, each copying a value under its own deepest path, built an 800-level
-//! object that overflowed a worker's stack and aborted the server).
+//! refused with 422 before the value is cloned or placed (without it, `copy` operations of a
+//! small patch, each copying a value under its own deepest path, double its depth each: nine
+//! built 51,200 levels, which overflowed a worker's stack and aborted the server).
 //!
 //! ## Strategic merge patch
 //! Kubernetes drives strategic merge from Go struct tags, which its OpenAPI documents publish
@@ -296,10 +296,15 @@ fn patched(
             type_name(&result)
         )));
     }
-    // A merge patch's numbers stand in the result where they stood in the patch: a float in
-    // an integer field is judged by its literal there, as kube decodes the merged bytes.
-    let text = (patch_type == PatchType::Merge).then_some(patch);
-    let pruning = crate::schema::check_patched_from(def, &result, text)?;
+    // A merge patch's numbers stand in the result where they stood in the patch, a JSON
+    // patch's under the operation that placed them: a float in an integer field is judged by
+    // its literal there, as kube decodes the patched bytes.
+    let literals = match patch_type {
+        PatchType::Merge => Some(crate::schema::Literals::Same(patch)),
+        PatchType::Json => Some(crate::schema::Literals::JsonPatch(patch)),
+        _ => None,
+    };
+    let pruning = crate::schema::check_patched_from(def, &result, literals)?;
     Ok((result, pruning))
 }
 
@@ -357,6 +362,44 @@ fn unprocessable(message: String) -> ApiError {
             "the server rejected our request due to an error in our request",
         )
     }
+}
+
+/// The literal a JSON patch's text `patch` sent for the number `number` at `path` of the
+/// patched object: kube applies a JSON patch to the object's bytes keeping each operation's
+/// value as sent (evanphx/json-patch's `lazyNode`), then decodes the result, so Go's decoder
+/// judges and quotes a number placed by the patch by its literal (`number 1.50`, `-0.0`).
+/// Found under the last `add` or `replace` whose path leads to `path`, and taken only if it
+/// reads as `number` (a value a later `move` or `copy` carried elsewhere is not found: `None`,
+/// as for a number the patch did not send). For errors only: the patch is read again.
+pub(crate) fn json_patch_literal<'t>(
+    patch: &'t [u8],
+    path: &[crate::go_json::PathStep<'_>],
+    number: f64,
+) -> Option<&'t str> {
+    use crate::go_json::PathStep;
+    let operations: Value = serde_json::from_slice(patch).ok()?;
+    let (index, tokens) =
+        operations
+            .as_array()?
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(index, operation)| {
+                if !matches!(operation.get("op")?.as_str()?, "add" | "replace") {
+                    return None;
+                }
+                let tokens = parse_pointer(operation.get("path")?.as_str()?).ok()?;
+                let leads = tokens.len() <= path.len()
+                    && tokens.iter().zip(path).all(|(token, step)| match step {
+                        PathStep::Key(key) => token.as_str() == *key,
+                        PathStep::Index(at) => token == "-" || token.parse::<usize>() == Ok(*at),
+                    });
+                leads.then_some((index, tokens))
+            })?;
+    let mut within = vec![PathStep::Index(index), PathStep::Key("value")];
+    within.extend_from_slice(&path[tokens.len()..]);
+    let literal = crate::go_json::literal_at(patch, &within)?;
+    (literal.parse::<f64>().ok()? == number).then_some(literal)
 }
 
 /// Splits an RFC 6901 pointer into unescaped tokens.
@@ -1028,10 +1071,15 @@ mod tests {
 
     #[test]
     fn the_nesting_bound_is_what_a_json_body_reads_back() {
+        // On a server thread's stack: serde_json's own walks over 10,000 levels need it.
+        stacker::grow(watchkeeper_core::stack::THREAD_STACK, nesting_bound);
+    }
+
+    fn nesting_bound() {
         for levels in [0, 1, 2, JSON_NESTING_MAX] {
             let value = nested(levels);
             assert_eq!(nesting(&value), levels);
-            let text = crate::stack::grow(|| value.to_string());
+            let text = watchkeeper_core::stack::grow(|| value.to_string());
             assert!(crate::go_json::parse(text.as_bytes()).is_ok(), "{levels}");
             dismantle(value);
         }
@@ -1050,13 +1098,21 @@ mod tests {
 
     #[test]
     fn a_json_patch_may_not_nest_the_object_deeper_than_a_json_body() {
+        // On a server thread's stack: serde_json's own walks over 10,000 levels need it.
+        stacker::grow(
+            watchkeeper_core::stack::THREAD_STACK,
+            json_patch_nesting_bound,
+        );
+    }
+
+    fn json_patch_nesting_bound() {
         let original = json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {"x": nested(100)}});
         let refused = |patch: Value| {
             let error = json_patch(&original, &patch).unwrap_err();
             assert_eq!(error.code, 422, "{patch}");
             let cause = error.details.as_ref().unwrap()["causes"][0]["message"].to_string();
             assert!(
-                cause.contains("more than the 1000 a JSON body may"),
+                cause.contains("more than the 10000 a JSON body may"),
                 "{cause}"
             );
         };
@@ -1072,11 +1128,11 @@ mod tests {
         refused(json!([{"op": "add", "path": "/top", "value": over}]));
         refused(json!([{"op": "replace", "path": "/spec", "value": over}]));
         // A value copied or moved under its own deepest path doubles the depth each time: the
-        // probe that overflowed the server's stack (three copies, 800 levels; a fourth passes
+        // probe that overflowed the server's stack (six copies, 6,400 levels; a seventh passes
         // the bound).
         let mut deepest = "/a".repeat(99);
         let mut copies = Vec::new();
-        for _ in 0..4 {
+        for _ in 0..7 {
             copies.push(
                 json!({"op": "copy", "from": "/spec/x", "path": format!("/spec/x{deepest}/b")}),
             );
@@ -1084,8 +1140,8 @@ mod tests {
         }
         refused(Value::Array(copies));
         refused(json!([
-            {"op": "add", "path": "/metadata/labels", "value": nested(950)},
-            {"op": "move", "from": "/spec/x", "path": format!("/metadata/labels{}", "/a".repeat(949))}
+            {"op": "add", "path": "/metadata/labels", "value": nested(9_950)},
+            {"op": "move", "from": "/spec/x", "path": format!("/metadata/labels{}", "/a".repeat(9_949))}
         ]));
         // Within the bound, copies and moves still apply.
         let patched = json_patch(

@@ -30,9 +30,10 @@
 //! order of the client's text (it matters only when there are several errors). A float in an
 //! integer field is judged and quoted by its literal as sent (`number 1e0`, `number 1.50`;
 //! `-0` is 0 and `-0.0` refused, as Go's `strconv.ParseInt` reads them) where the body's text
-//! is known: a create or update body ([`decode_body`]) and a merge patch
-//! ([`check_patched_from`]). Elsewhere (a JSON patch's result) it is quoted as serde_json
-//! prints the float and `-0.0` is taken as `-0`.
+//! is known: a create or update body ([`decode_body`]), a merge patch and a JSON patch
+//! ([`check_patched_from`]: a JSON patch's number by the operation that placed it). Elsewhere
+//! (a number a JSON patch's `move` or `copy` carried) it is quoted as serde_json prints the
+//! float and `-0.0` is taken as `-0`.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -685,11 +686,21 @@ struct Walk<'a> {
     /// The object walked and the JSON text it was read from, when known: a float in an
     /// integer field is then judged and quoted by its literal, as Go's decoder does
     /// ([`Walk::literal`]).
-    source: Option<(&'a Map<String, Value>, &'a [u8])>,
+    source: Option<(&'a Map<String, Value>, Literals<'a>)>,
     /// Whether the walk met something [`prune_unknown_fields`] changes: a field the schema
     /// does not declare, a quantity not in its canonical form, a time not as Kubernetes
     /// writes it (set by [`Walk::check`]).
     prunes: bool,
+}
+
+/// The JSON text a walked object's numbers were sent in (see [`Walk::source`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Literals<'a> {
+    /// A text holding each number at the object's path: a body, a JSON merge patch.
+    Same(&'a [u8]),
+    /// A JSON patch: a number stands under the operation that placed it
+    /// (`patch::json_patch_literal`).
+    JsonPatch(&'a [u8]),
 }
 
 /// A schema node's [`Shape`] and, when it was a reference, the definition's name.
@@ -1099,9 +1110,14 @@ impl<'a> Walk<'a> {
     /// text ([`Walk::source`]): found by its address from the root, then by its path in the
     /// text. Runs only for a float met in an integer field.
     fn literal(&self, value: &Value) -> Option<&'a str> {
-        let (root, text) = self.source?;
+        let (root, literals) = self.source?;
         let path = path_to(root, value)?;
-        crate::go_json::literal_at(text, &path)
+        match literals {
+            Literals::Same(text) => crate::go_json::literal_at(text, &path),
+            Literals::JsonPatch(patch) => {
+                crate::patch::json_patch_literal(patch, &path, value.as_f64()?)
+            }
+        }
     }
 }
 
@@ -1246,7 +1262,11 @@ pub fn decode_error(def: &ResourceDef, object: &Value) -> Option<String> {
 /// out of Kubernetes' layout, which is everything the pruning walk changes or reports (and
 /// for kinds it leaves alone: custom resources, kinds without a published schema). One walk
 /// for a patched object's two, as the pruning walk then has nothing to do.
-fn decode_check(def: &ResourceDef, object: &Value, text: Option<&[u8]>) -> (Option<String>, bool) {
+fn decode_check(
+    def: &ResourceDef,
+    object: &Value,
+    text: Option<Literals<'_>>,
+) -> (Option<String>, bool) {
     match object {
         Value::Object(fields) => decode_check_fields(def, fields, text),
         // Neither walk reads into anything but an object.
@@ -1259,7 +1279,7 @@ fn decode_check(def: &ResourceDef, object: &Value, text: Option<&[u8]>) -> (Opti
 fn decode_check_fields(
     def: &ResourceDef,
     fields: &Map<String, Value>,
-    text: Option<&[u8]>,
+    text: Option<Literals<'_>>,
 ) -> (Option<String>, bool) {
     // Kinds the pruning walk leaves alone.
     if !def.is_builtin() {
@@ -1893,7 +1913,7 @@ pub fn decode_body(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
         crate::go_json::decode_object_noting_floats(&def.kind, &def.version, body)?;
     if floats
         && let Value::Object(fields) = &value
-        && let Some(message) = decode_check_fields(def, fields, Some(body)).0
+        && let Some(message) = decode_check_fields(def, fields, Some(Literals::Same(body))).0
     {
         return Err(body_error(def, &message));
     }
@@ -1930,16 +1950,17 @@ pub fn check_patched(def: &ResourceDef, object: &Value) -> Result<Pruning, ApiEr
     check_patched_from(def, object, None)
 }
 
-/// [`check_patched`] of an object whose numbers were read from the JSON text `patch` at the
-/// same paths (a JSON merge patch's: kube decodes the merged bytes, which keep the patch's
-/// literals), so that a float in an integer field is judged and quoted by its literal.
+/// [`check_patched`] of an object whose numbers were read from the JSON text `patch` (a JSON
+/// merge patch's, at the same paths; a JSON patch's, under the operations that placed them:
+/// kube decodes the patched bytes, which keep the patch's literals), so that a float in an
+/// integer field is judged and quoted by its literal.
 ///
 /// # Errors
 /// As [`check_patched`].
 pub fn check_patched_from(
     def: &ResourceDef,
     object: &Value,
-    patch: Option<&[u8]>,
+    patch: Option<Literals<'_>>,
 ) -> Result<Pruning, ApiError> {
     match decode_check(def, object, patch) {
         (None, false) => Ok(Pruning::Nothing),

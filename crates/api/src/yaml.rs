@@ -14,10 +14,9 @@
 //!   any large value is built, in go-yaml's words (`yaml: document contains excessive
 //!   aliasing`, `yaml: line N: exceeded max depth of 64`: [`crate::go_yaml`]).
 //! - A body's numbers are converted as sigs.k8s.io/yaml's `YAMLToJSON` writes them (go-yaml
-//!   reads a float64, Go's `json.Marshal` writes it: `1.0` is `1`, `-0.0` `0`, `1.50` `1.5`),
-//!   so a built-in kind's integer field takes `replicas: 1.0` and quotes `1.5` as kube does.
-//!   (An integer past int64 is written as a float64 here, where go-yaml keeps a uint64's
-//!   digits.)
+//!   reads a float64, Go's `json.Marshal` writes it: `1.0` is `1`, `-0.0` `-0`, `1.50` `1.5`),
+//!   so a built-in kind's integer field takes `replicas: 1.0` and quotes `1.5` as kube does;
+//!   an integer past int64 that uint64 holds keeps its digits, as go-yaml reads a uint64.
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
 //!   value (tested), and an answer that is not JSON is left alone. Numbers are written as
 //!   kube's `JSONToYAML` writes them (go-yaml v2 reads the JSON, then writes it): an integer
@@ -25,7 +24,9 @@
 //!   (`strconv.FormatFloat(f, 'g', -1, 64)`: `1e+20` for the JSON `100000000000000000000`,
 //!   `1e+21`, `0.1`, `1e-07`, `1.2345675e+06`). An object nested as deep as
 //!   a stored one may be ([`crate::go_json::parse_stored`]: its managed fields nest deeper
-//!   than any body) is converted too, on its own stack (before, it was answered as JSON).
+//!   than any body) is converted too, on its own stack (before, it was answered as JSON),
+//!   within the bound its caller gives on the YAML's size ([`yaml_from_json`]: block style
+//!   indents each level, so nesting makes the text grow as the square of the depth).
 
 use serde_json::Value;
 
@@ -47,34 +48,84 @@ pub fn json_from_yaml_body(body: &[u8]) -> Result<Vec<u8>, ApiError> {
     }
     let value = read_yaml(body, "")?;
     // Numbers as Go's `json.Marshal` writes go-yaml's: a float64 in `floatEncoder`'s text
-    // (`1.0` is `1`, `1e2` `100`, `1.50` `1.5`), which the typed decoder then reads as kube's
-    // does (`replicas: 1.0` in YAML is 1; `1.5` is refused as `number 1.5`).
+    // (`1.0` is `1`, `1e2` `100`, `1.50` `1.5`, `-0.0` `-0`), which the typed decoder then
+    // reads as kube's does (`replicas: 1.0` in YAML is 1; `1.5` is refused as `number 1.5`);
+    // an integer past int64 that uint64 holds as its digits (go-yaml reads it as a uint64:
+    // `9223372036854775808`), one past uint64 as the float64 go-yaml reads it
+    // (`18446744073709552000`).
     let mut json = Vec::with_capacity(body.len());
-    watchkeeper_core::order::write_object(&mut json, &value);
+    watchkeeper_core::order::write_object_marshalled(&mut json, &value);
     Ok(json)
 }
 
-/// `json` as YAML (see the module docs); `None` when it is not JSON.
-#[must_use]
-pub fn yaml_from_json(json: &[u8]) -> Option<Vec<u8>> {
-    let value: Value = crate::go_json::parse_stored(json).ok()?;
+/// Why an answer is not converted to YAML ([`yaml_from_json`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotYaml {
+    /// It is not JSON: it is answered as it is.
+    NotJson,
+    /// Its YAML would pass the bound given: block style indents each level, so an object
+    /// nested `d` levels deep takes about `d²` bytes of YAML (10,000 levels of maps: 100 MB,
+    /// from a 50 KB object).
+    Larger,
+}
+
+/// `json` as YAML (see the module docs), at most `max_bytes` of it.
+///
+/// # Errors
+/// [`NotYaml`]: not JSON, or its YAML larger than `max_bytes` (the writing stops there).
+pub fn yaml_from_json(json: &[u8], max_bytes: usize) -> Result<Vec<u8>, NotYaml> {
+    let value: Value = crate::go_json::parse_stored(json).map_err(|_| NotYaml::NotJson)?;
     stacker::grow(WRITE_STACK, || {
         let floats = std::cell::RefCell::new(Vec::new());
-        let marked = serde_saphyr::to_string(&Marked {
-            value: &value,
-            floats: &floats,
-        })
-        .ok()?;
+        let marked = write_bounded(
+            &Marked {
+                value: &value,
+                floats: &floats,
+            },
+            max_bytes,
+        )?;
         let floats = floats.into_inner();
         if floats.is_empty() {
-            return Some(marked.into_bytes());
+            return Ok(marked.into_bytes());
         }
         match unmark(&marked, &floats) {
-            Some(text) => Some(text.into_bytes()),
+            Some(text) => Ok(text.into_bytes()),
             // A string held a marker's digits: the writer's own float text, never a wrong one.
-            None => serde_saphyr::to_string(&value).ok().map(String::into_bytes),
+            None => write_bounded(&value, max_bytes).map(String::into_bytes),
         }
     })
+}
+
+/// `value` in YAML, at most `max_bytes` of it ([`yaml_from_json`]).
+fn write_bounded<T: serde::Serialize>(value: &T, max_bytes: usize) -> Result<String, NotYaml> {
+    let mut out = Bounded {
+        text: String::new(),
+        max_bytes,
+        over: false,
+    };
+    match serde_saphyr::to_fmt_writer(&mut out, value) {
+        Ok(()) => Ok(out.text),
+        Err(_) if out.over => Err(NotYaml::Larger),
+        Err(_) => Err(NotYaml::NotJson),
+    }
+}
+
+/// A YAML writer's output, refused past `max_bytes` ([`yaml_from_json`]).
+struct Bounded {
+    text: String,
+    max_bytes: usize,
+    over: bool,
+}
+
+impl std::fmt::Write for Bounded {
+    fn write_str(&mut self, piece: &str) -> std::fmt::Result {
+        if self.text.len().saturating_add(piece.len()) > self.max_bytes {
+            self.over = true;
+            return Err(std::fmt::Error);
+        }
+        self.text.push_str(piece);
+        Ok(())
+    }
 }
 
 /// The first marker of a float in the YAML writer's text ([`Marked`]): `2^127`, 39 digits,
@@ -165,11 +216,28 @@ fn unmark(text: &str, floats: &[f64]) -> Option<String> {
 /// The stack an answer is written as YAML on, in bytes (reserved, touched only as deep as the
 /// writing goes: the writer recurses per level, and an object may nest as deep as a stored
 /// one, [`crate::go_json::STORED_MAX_DEPTH`]).
-const WRITE_STACK: usize = 16 << 20;
+const WRITE_STACK: usize = watchkeeper_core::stack::SEGMENT;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: an answer's YAML is written up to the bound its caller gives, and refused past
+    /// it (block style indents each level: nesting grows the text as the square of the depth).
+    #[test]
+    fn an_answer_s_yaml_is_bounded() {
+        let json = format!("{}1{}", "{\"a\":".repeat(100), "}".repeat(100));
+        let whole = yaml_from_json(json.as_bytes(), usize::MAX).unwrap();
+        assert!(whole.len() > 10_000, "{}", whole.len());
+        assert_eq!(
+            yaml_from_json(json.as_bytes(), whole.len()),
+            Ok(whole.clone())
+        );
+        assert_eq!(
+            yaml_from_json(json.as_bytes(), whole.len() - 1),
+            Err(NotYaml::Larger)
+        );
+    }
 
     #[test]
     fn answers_read_back_as_the_same_json() {
@@ -182,7 +250,7 @@ mod tests {
             "spec": {"replicas": 3, "ratio": 0.5, "on": true, "none": null, "list": [], "nested": [[1, 2], {"a": []}]}
         });
         let json = serde_json::to_vec(&object).unwrap();
-        let yaml = yaml_from_json(&json).expect("JSON");
+        let yaml = yaml_from_json(&json, usize::MAX).expect("JSON");
         let text = String::from_utf8(yaml.clone()).unwrap();
         // Keys sorted, sequences at their key's indentation, empty collections in flow style.
         assert!(text.starts_with("apiVersion: v1\ndata:\n"), "{text}");
@@ -192,7 +260,10 @@ mod tests {
         let back = json_from_yaml_body(&yaml).expect("reads back");
         let back: Value = serde_json::from_slice(&back).unwrap();
         assert_eq!(back, object, "{text}");
-        assert_eq!(yaml_from_json(b"not json"), None);
+        assert_eq!(
+            yaml_from_json(b"not json", usize::MAX),
+            Err(NotYaml::NotJson)
+        );
     }
 
     /// Expected texts: sigs.k8s.io/yaml's `JSONToYAML` (go-yaml v2 reads the JSON and writes
@@ -200,14 +271,14 @@ mod tests {
     #[test]
     fn numbers_in_answers_are_go_yaml_s_text() {
         let json = br#"{"a":1,"b":100000000000000000000,"c":1e+21,"d":0.1,"e":1e-7,"f":12345678901234567000,"g":1234567.5,"h":[2.5,-0.5],"i":"170141183460469231731687303715884105728"}"#;
-        let yaml = String::from_utf8(yaml_from_json(json).unwrap()).unwrap();
+        let yaml = String::from_utf8(yaml_from_json(json, usize::MAX).unwrap()).unwrap();
         assert_eq!(
             yaml,
             "a: 1\nb: 1e+20\nc: 1e+21\nd: 0.1\ne: 1e-07\nf: 12345678901234567000\ng: 1.2345675e+06\nh:\n- 2.5\n- -0.5\ni: \"170141183460469231731687303715884105728\"\n"
         );
         // A string holding a marker's digits never takes a float's place.
         let json = br#"{"a":0.5,"b":"x 170141183460469231731687303715884105728 y"}"#;
-        let yaml = String::from_utf8(yaml_from_json(json).unwrap()).unwrap();
+        let yaml = String::from_utf8(yaml_from_json(json, usize::MAX).unwrap()).unwrap();
         assert!(
             yaml.contains("b: x 170141183460469231731687303715884105728 y"),
             "{yaml}"

@@ -623,7 +623,7 @@ fn batch_table() {
             json!({"metadata": {"name": "j", "labels": {"app": "a"}}, "spec": {
                 "template": defaulted_template(), "completions": 1, "parallelism": 1,
                 "backoffLimit": 6, "completionMode": "NonIndexed", "suspend": false,
-                "podReplacementPolicy": "TerminatingOrFailed"}}),
+                "podReplacementPolicy": "TerminatingOrFailed", "manualSelector": false}}),
         ),
         // A limit per index makes the Job's own the largest int32; a failure policy's
         // condition patterns match `True` unless they say.
@@ -639,7 +639,8 @@ fn batch_table() {
                 "parallelism": 1, "backoffLimit": 2_147_483_647, "suspend": false,
                 "podFailurePolicy": {"rules": [{"action": "Ignore",
                     "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
-                "podReplacementPolicy": "Failed", "template": defaulted_template()}}),
+                "podReplacementPolicy": "Failed", "manualSelector": false,
+                "template": defaulted_template()}}),
         ),
         (
             "cronjobs",

@@ -63,13 +63,27 @@ pub fn write_json_number(out: &mut Vec<u8>, number: &Number) {
 }
 
 /// The integer a float64 is once Go has written it and `convertNumber` has read it back: the
-/// integer `float` holds when that is in int64's range (`-0.0` is 0); `None` for any other
-/// float (`1.5`, `1e20`), which stays a float.
+/// integer of the text Go writes for an integral `float` when int64 holds it (`-0.0` is 0);
+/// `None` for any other float (`1.5`, `1e20`), which stays a float. Past 2^53 Go writes the
+/// shortest digits that read back to the float, then zeros, so the integer is that text's,
+/// not the float's exact value: `-2^63` is written `-9223372036854776000`, past int64, and
+/// stays a float; `2^63 - 1024` is written and read back as `9223372036854775000`.
 #[must_use]
 pub fn read_back_integer(float: f64) -> Option<i64> {
-    #[allow(clippy::cast_possible_truncation)]
-    (float.fract() == 0.0 && (-TWO_POW_63..TWO_POW_63).contains(&float)).then_some(float as i64)
+    if float.fract() != 0.0 || !(-TWO_POW_63..=TWO_POW_63).contains(&float) {
+        return None;
+    }
+    if float.abs() < TWO_POW_53 {
+        // Every integer below 2^53 is a float64's value and its shortest text.
+        #[allow(clippy::cast_possible_truncation)]
+        return Some(float as i64);
+    }
+    // Rust writes a float's shortest round-trip digits as Go's `'f'` layout does.
+    float.to_string().parse().ok()
 }
+
+/// 2^53: integral float64s below it are exactly their shortest texts.
+const TWO_POW_53: f64 = 9_007_199_254_740_992.0;
 
 /// `number` as [`write_json_number`] writes it.
 #[must_use]
@@ -199,7 +213,11 @@ mod tests {
             ("9223372036854775807", "9223372036854775807"),
             ("-9223372036854775808", "-9223372036854775808"),
             ("9223372036854775808", "9223372036854776000"),
-            ("-9223372036854775809", "-9223372036854775808"),
+            // -2^63 as a float64: Go writes `-9223372036854776000`, past int64: a float.
+            ("-9223372036854775809", "-9223372036854776000"),
+            ("-9.223372036854775808e18", "-9223372036854776000"),
+            // 2^63 - 1024: written `9223372036854775000`, which int64 holds.
+            ("9.223372036854774784e18", "9223372036854775000"),
             ("12345678901234567890", "12345678901234567000"),
             ("18446744073709551615", "18446744073709552000"),
             ("123456789012345678901234", "1.2345678901234569e+23"),

@@ -86,6 +86,7 @@ pub mod pointer;
 pub mod queue;
 pub mod selector;
 pub mod snapshot;
+pub mod stack;
 mod sync;
 pub mod time;
 pub mod watcher;

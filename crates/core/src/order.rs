@@ -13,7 +13,8 @@
 //!   after its storage round trip ([`crate::gonum::write_json_number`]: `1.0` is `1`, `-0.0`
 //!   is `0`, `1e21` is `1e+21`, `u64::MAX` is `18446744073709552000`), which parses back to
 //!   the same number's value but not always to serde_json's same variant (`1.0` reads back
-//!   as the integer `1`).
+//!   as the integer `1`); [`write_object_marshalled`] writes them as Go's `json.Marshal`
+//!   does instead (a YAML body's conversion to JSON).
 //! - Known keys come first in Go's order; any other keys follow in sorted order. Nested maps
 //!   with a known Go order (`metadata`, its owner references and managed fields entries, a
 //!   Status's `details` and their `causes`) are ordered too; any other nested map is written
@@ -26,6 +27,16 @@
 use std::ops::Range;
 
 use serde_json::{Map, Value};
+
+/// How [`write_value`] writes numbers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Numbers {
+    /// As kube-apiserver answers them after its storage round trip
+    /// ([`crate::gonum::write_json_number`]).
+    RoundTrip,
+    /// As Go's `json.Marshal` writes them ([`write_object_marshalled`]).
+    Marshalled,
+}
 
 /// `metav1.Status` field order.
 const STATUS_ORDER: &[&str] = &[
@@ -136,10 +147,10 @@ impl Layout {
     }
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
+fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout, numbers: Numbers) {
     match value {
         Value::Object(map) if layout != Layout::Sorted => {
-            write_map(out, map, layout, Revision::Kept);
+            write_map(out, map, layout, Revision::Kept, numbers);
         }
         Value::Array(items) if layout != Layout::Sorted => {
             out.push(b'[');
@@ -147,25 +158,42 @@ fn write_value(out: &mut Vec<u8>, value: &Value, layout: Layout) {
                 if index > 0 {
                     out.push(b',');
                 }
-                // Items of a list of maps share the list's layout (causes, owner references).
-                write_value(out, item, layout);
+                // Items of a list of maps share the list's layout (causes, owner references);
+                // a list of lists nests without bound, so each level checks its stack.
+                crate::stack::grow(|| write_value(out, item, layout, numbers));
             }
             out.push(b']');
         }
         // Everything under a sorted map is sorted: written as serde_json writes it.
-        other => write_json(out, other),
+        other => write_json_at(out, other, 0, numbers),
     }
 }
 
 /// Appends `value` exactly as `serde_json::to_writer` writes it (maps in their sorted order),
 /// its strings escaped by [`write_str`].
+#[cfg(test)]
 fn write_json(out: &mut Vec<u8>, value: &Value) {
+    write_json_at(out, value, 0, Numbers::RoundTrip);
+}
+
+/// [`write_json`] of a value `depth` levels below the first one written: each level runs on a
+/// stack with room for it ([`crate::stack::deep`]), so an object nested as deep as Go reads
+/// one (10,000 levels) is written on any server thread.
+fn write_json_at(out: &mut Vec<u8>, value: &Value, depth: usize, numbers: Numbers) {
+    let below = depth + 1;
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
         // As kube-apiserver writes it ([`crate::gonum`]: `1.0` is `1`, `1e21` is `1e+21`).
-        Value::Number(number) => crate::gonum::write_json_number(out, number),
+        Value::Number(number) => match (numbers, number.as_f64()) {
+            (Numbers::Marshalled, Some(float)) if number.is_f64() => {
+                crate::gonum::write_json_float(out, float);
+            }
+            // Integers (an `i64` or a `u64`) as digits; writing into a `Vec` cannot fail.
+            (Numbers::Marshalled, _) => drop(serde_json::to_writer(&mut *out, number)),
+            (Numbers::RoundTrip, _) => crate::gonum::write_json_number(out, number),
+        },
         Value::String(text) => write_str(out, text),
         Value::Array(items) => {
             out.push(b'[');
@@ -173,7 +201,7 @@ fn write_json(out: &mut Vec<u8>, value: &Value) {
                 if index > 0 {
                     out.push(b',');
                 }
-                write_json(out, item);
+                crate::stack::deep(below, || write_json_at(out, item, below, numbers));
             }
             out.push(b']');
         }
@@ -185,7 +213,7 @@ fn write_json(out: &mut Vec<u8>, value: &Value) {
                 }
                 write_str(out, key);
                 out.push(b':');
-                write_json(out, item);
+                crate::stack::deep(below, || write_json_at(out, item, below, numbers));
             }
             out.push(b'}');
         }
@@ -302,6 +330,7 @@ fn write_map(
     map: &Map<String, Value>,
     layout: Layout,
     revision: Revision<'_>,
+    numbers: Numbers,
 ) -> Placed {
     let order = layout.order();
     // One pass over the map places the known keys by their Go position (a map lookup per
@@ -338,10 +367,10 @@ fn write_map(
             // As `write_value` writes it, with the override and its place.
             (Layout::Object, Value::Object(metadata)) if key == "metadata" => {
                 let start = out.len();
-                placed.slot = write_map(out, metadata, Layout::Metadata, revision).slot;
+                placed.slot = write_map(out, metadata, Layout::Metadata, revision, numbers).slot;
                 placed.metadata = Some(start..out.len());
             }
-            _ => write_value(out, value, layout.child(key)),
+            _ => write_value(out, value, layout.child(key), numbers),
         }
         written
     };
@@ -373,12 +402,20 @@ fn write_map(
 /// Appends `object` as kube-apiserver writes an object: `kind`, `apiVersion`, `metadata` (in
 /// `ObjectMeta` order), `spec`, `status`, then any other top-level fields sorted. No newline.
 pub fn write_object(out: &mut Vec<u8>, object: &Value) {
-    write_value(out, object, Layout::Object);
+    write_value(out, object, Layout::Object, Numbers::RoundTrip);
+}
+
+/// Appends `object` as [`write_object`] does, its numbers as Go's `json.Marshal` writes them
+/// (not read back from storage): an integer, `i64` or `u64`, as its digits
+/// (`9223372036854775808` stays so), a float as `floatEncoder` writes a float64 (`1.0` is `1`,
+/// `-0.0` `-0`, `1e21` `1e+21`). What `sigs.k8s.io/yaml` makes of go-yaml's values.
+pub fn write_object_marshalled(out: &mut Vec<u8>, object: &Value) {
+    write_value(out, object, Layout::Object, Numbers::Marshalled);
 }
 
 /// Appends `metadata` as an `ObjectMeta` (its fields in Go order).
 pub fn write_metadata(out: &mut Vec<u8>, metadata: &Value) {
-    write_value(out, metadata, Layout::Metadata);
+    write_value(out, metadata, Layout::Metadata, Numbers::RoundTrip);
 }
 
 /// Appends `object` as [`write_object`] would append a copy of it whose
@@ -399,7 +436,9 @@ pub(crate) fn write_object_spanned(
 ) -> Option<Range<usize>> {
     let revision = revision.map_or(Revision::Kept, Revision::Set);
     match object {
-        Value::Object(map) => write_map(out, map, Layout::Object, revision).metadata,
+        Value::Object(map) => {
+            write_map(out, map, Layout::Object, revision, Numbers::RoundTrip).metadata
+        }
         other => {
             write_object(out, other);
             None
@@ -412,7 +451,13 @@ pub(crate) fn write_object_spanned(
 pub fn write_metadata_at(out: &mut Vec<u8>, metadata: &Value, revision: &Value) {
     match metadata {
         Value::Object(map) => {
-            write_map(out, map, Layout::Metadata, Revision::Set(revision));
+            write_map(
+                out,
+                map,
+                Layout::Metadata,
+                Revision::Set(revision),
+                Numbers::RoundTrip,
+            );
         }
         other => write_metadata(out, other),
     }
@@ -444,7 +489,13 @@ pub fn write_object_without_revision(out: &mut Vec<u8>, object: &Value) -> Optio
         return None;
     };
     let start = out.len();
-    let placed = write_map(out, map, Layout::Object, Revision::Omitted);
+    let placed = write_map(
+        out,
+        map,
+        Layout::Object,
+        Revision::Omitted,
+        Numbers::RoundTrip,
+    );
     let (Some(metadata), Some((at, preceded, followed))) = (placed.metadata, placed.slot) else {
         return None;
     };
@@ -502,7 +553,7 @@ impl RevisionSlot {
 /// Appends a `metav1.Status` in Go order (`kind`, `apiVersion`, `metadata`, `status`,
 /// `message`, `reason`, `details`, `code`). No newline.
 pub fn write_status(out: &mut Vec<u8>, status: &Value) {
-    write_value(out, status, Layout::Status);
+    write_value(out, status, Layout::Status, Numbers::RoundTrip);
 }
 
 #[cfg(test)]

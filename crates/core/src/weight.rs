@@ -83,6 +83,13 @@ pub struct Measure {
 /// Both measures of `value` in one walk, without allocating.
 #[must_use]
 pub fn measure(value: &Value) -> Measure {
+    measure_at(value, 0)
+}
+
+/// [`measure`] of a value `depth` levels below the first one measured, each level on a stack
+/// with room for it ([`crate::stack::deep`]: an object may nest 10,000 levels).
+fn measure_at(value: &Value, depth: usize) -> Measure {
+    let below = depth + 1;
     match value {
         Value::Null | Value::Bool(true) => Measure { heap: 0, json: 4 },
         Value::Bool(false) => Measure { heap: 0, json: 5 },
@@ -97,7 +104,7 @@ pub fn measure(value: &Value) -> Measure {
                 json: 2,
             },
             |total, item| {
-                let item = measure(item);
+                let item = crate::stack::deep(below, || measure_at(item, below));
                 Measure {
                     heap: total.heap + item.heap,
                     json: total.json + item.json + 1,
@@ -110,7 +117,7 @@ pub fn measure(value: &Value) -> Measure {
                 json: 2,
             },
             |total, (key, item)| {
-                let item = measure(item);
+                let item = crate::stack::deep(below, || measure_at(item, below));
                 Measure {
                     heap: total.heap + allocation(key.len()) + item.heap,
                     json: total.json + key.len() + 4 + item.json,

@@ -191,6 +191,23 @@ pub enum ResourcesError {
     },
 }
 
+/// The runtime the server runs on: tokio's multi-threaded scheduler with `workers` workers
+/// (0: one per core), its timers and I/O, and every thread (workers and blocking threads)
+/// started with [`watchkeeper_core::stack::THREAD_STACK`] bytes of stack, room for the walks
+/// over an object nested as deep as a body may (Go's 10,000 levels) that serde_json makes
+/// without checking its stack. The binary and the tests that nest that deep build it here.
+#[must_use]
+pub fn runtime_builder(workers: usize) -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if workers > 0 {
+        builder.worker_threads(workers);
+    }
+    builder
+        .thread_stack_size(watchkeeper_core::stack::THREAD_STACK)
+        .enable_all();
+    builder
+}
+
 /// The resources served from the start over a store: the built-ins, CustomResourceDefinitions
 /// and those of `--resources` (the CRDs' resources come and go while serving).
 ///

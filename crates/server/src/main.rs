@@ -42,11 +42,7 @@ fn serve(args: ServeArgs) -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.runtime_workers > 0 {
-        builder.worker_threads(config.runtime_workers);
-    }
-    let runtime = match builder.enable_all().build() {
+    let runtime = match watchkeeper::runtime_builder(config.runtime_workers).build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("watchkeeper: cannot start the runtime: {error}");

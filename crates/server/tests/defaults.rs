@@ -94,6 +94,12 @@ async fn workloads_are_stored_with_kube_s_defaults() {
     assert_eq!(spec["backoffLimit"], 2_147_483_647);
     assert_eq!(spec["parallelism"], 1);
     assert_eq!(spec["suspend"], false);
+    // `SetDefaults_Job` since 1.29; the selector is still generated.
+    assert_eq!(spec["manualSelector"], false);
+    assert_eq!(
+        spec["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+        job["metadata"]["uid"]
+    );
     assert_eq!(spec["podReplacementPolicy"], "Failed");
     assert_eq!(
         spec["podFailurePolicy"],

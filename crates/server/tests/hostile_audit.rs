@@ -35,10 +35,10 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
         "[".repeat(20_000),
         "]".repeat(20_000)
     );
-    let shallow_enough_for_go = format!(
+    let just_past_go = format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"a"}},"x":{}{}}}"#,
-        "[".repeat(1_200),
-        "]".repeat(1_200)
+        "[".repeat(10_000),
+        "]".repeat(10_000)
     );
     let cases = [
         (
@@ -70,9 +70,9 @@ async fn bodies_go_does_not_read_are_kube_s_400_and_write_nothing() {
                 r#"{"apiVersion":"v1","kind":"Con ..."#,
             ),
         ),
-        // Deeper than this server reads (1,000 levels), not than Go does: refused with Go's words.
+        // One level past Go's 10,000 (the object's own level counted).
         (
-            shallow_enough_for_go,
+            just_past_go,
             unrecognized(
                 "invalid character '[' exceeded max depth",
                 r#"{"apiVersion":"v1","kind":"Con ..."#,

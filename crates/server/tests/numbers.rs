@@ -3,7 +3,8 @@
 //! as int64, any other as float64), written by Go's `encoding/json` and answered as read back
 //! from storage: `1.0` is `1`, `1e3` `1000`, `1e20` `100000000000000000000`, `1e21` `1e+21`,
 //! `-0` and `-0.0` `0`, `12345678901234567890` `12345678901234567000`, `0.10` `0.1`; whether
-//! it came in JSON, YAML, a merge patch or an apply, read by GET, LIST or WATCH, and as stored
+//! it came in JSON, YAML, a merge patch, a JSON patch (`1.50` is `1.5`: kube decodes the
+//! patched bytes as a body's) or an apply, read by GET, LIST or WATCH, and as stored
 //! (a new server over the same embedded store or etcd answers the same), on each store. In YAML
 //! answers, go-yaml's `%g` text of a float (`1e+20`, `1e-07`). A built-in kind's integer field
 //! refuses a float literal and an int32 overflow in Go's words, and takes `-0` as 0.
@@ -23,7 +24,7 @@ const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 /// same again from etcd; the YAML texts: `JSONToYAML` of those (go-yaml v2 reads an integer
 /// of int64 or uint64 as one, any other number as a float64 it writes with
 /// `strconv.FormatFloat(f, 'g', -1, 64)`).
-const CASES: [(&str, &str, &str); 14] = [
+const CASES: [(&str, &str, &str); 18] = [
     ("1", "1", "1"),
     ("1.0", "1", "1"),
     ("1e3", "1000", "1000"),
@@ -37,6 +38,26 @@ const CASES: [(&str, &str, &str); 14] = [
         "12345678901234567000",
     ),
     ("0.10", "0.1", "0.1"),
+    ("1.50", "1.5", "1.5"),
+    // Past int64: a float64 (from YAML, go-yaml's uint64 first, then `json.Marshal`'s digits,
+    // which kube's decoder reads as a float64). `-2^63` as a float64 is written
+    // `-9223372036854776000`, past int64 again: it stays a float. In YAML, go-yaml reads the
+    // JSON answer's digits as a uint64 when they fit one.
+    (
+        "9223372036854775808",
+        "9223372036854776000",
+        "9223372036854776000",
+    ),
+    (
+        "18446744073709551616",
+        "18446744073709552000",
+        "1.8446744073709552e+19",
+    ),
+    (
+        "-9223372036854775809",
+        "-9223372036854776000",
+        "-9.223372036854776e+18",
+    ),
     ("1e-7", "1e-7", "1e-07"),
     (
         "9223372036854775807",
@@ -189,6 +210,29 @@ async fn free_form_numbers(store: &str) {
     )
     .await;
     assert_spec("merge patch", status, 200, &text);
+    // A JSON patch: kube keeps each value's literal in the patched bytes, then decodes them as
+    // a body's (`UnmarshalCaseSensitivePreserveInts`): `1.50` is the float64 1.5, answered `1.5`.
+    let (status, text) = request(
+        addr,
+        "POST",
+        WIDGETS,
+        "application/json",
+        r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"json-patched"},"spec":{}}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{WIDGETS}/json-patched"),
+        "application/json-patch+json",
+        &format!(
+            r#"[{{"op":"replace","path":"/spec","value":{}}}]"#,
+            &spec_json(0)["\"spec\":".len()..]
+        ),
+    )
+    .await;
+    assert_spec("JSON patch", status, 200, &text);
 
     // Server-side apply, of JSON and of YAML.
     let (status, text) = request(
@@ -211,7 +255,14 @@ async fn free_form_numbers(store: &str) {
     assert_spec("apply (YAML)", status, 201, &text);
 
     // Read back: GET, LIST, WATCH.
-    let names = ["json", "yaml", "patched", "applied", "applied-yaml"];
+    let names = [
+        "json",
+        "yaml",
+        "patched",
+        "json-patched",
+        "applied",
+        "applied-yaml",
+    ];
     for name in names {
         let (status, text) = request(
             addr,
@@ -231,7 +282,7 @@ async fn free_form_numbers(store: &str) {
     );
     assert_eq!(status, 200);
     let mut seen = 0;
-    while seen < names.len() + 1 {
+    while seen < names.len() + 2 {
         let line = tokio::time::timeout(common::HANG_GUARD, watch.next_line())
             .await
             .expect("watch hang")
@@ -239,8 +290,10 @@ async fn free_form_numbers(store: &str) {
             .expect("an event");
         let line = String::from_utf8(line).unwrap();
         seen += 1;
-        // The patched widget's first event is its empty spec.
-        if line.contains("\"name\":\"patched\"") && line.contains("\"spec\":{}") {
+        // The patched widgets' first events are their empty specs.
+        if (line.contains("\"name\":\"patched\"") || line.contains("\"name\":\"json-patched\""))
+            && line.contains("\"spec\":{}")
+        {
             continue;
         }
         assert_spec("WATCH", 200, 200, &line);
@@ -444,10 +497,11 @@ fn deployment_named(name: &str, replicas: &str, yaml: bool) -> String {
 }
 
 /// Goal: an int32 field takes or refuses each literal as kube-apiserver does, on each way in,
-/// and a refusal quotes the literal as sent. kube's answers: a JSON create and a merge patch
-/// are decoded into the Go type by `encoding/json`, which reads an integer field's literal
-/// with `strconv.ParseInt` (`-0` is 0; `0.0`, `-0.0`, `1.0`, `1e2`, `1e0`, `1.50` refused,
-/// quoted as sent: the merge patch keeps the patch's bytes, evanphx/json-patch's `lazyNode`);
+/// and a refusal quotes the literal as sent. kube's answers: a JSON create, a merge patch and
+/// a JSON patch are decoded into the Go type by `encoding/json`, which reads an integer
+/// field's literal with `strconv.ParseInt` (`-0` is 0; `0.0`, `-0.0`, `1.0`, `1e2`, `1e0`,
+/// `1.50` refused, quoted as sent: both patches keep the patch's bytes, evanphx/json-patch's
+/// `lazyNode`; a JSON patch's were quoted as serde_json prints the float, `-0.0` taken);
 /// a strategic merge patch and an apply are read into a map (`util/json`: `-0` an int64, the
 /// others float64) and converted (`converter.go` `fromUnstructured`: a float64 equal to its
 /// `math.Trunc` is set: all taken); a YAML body is converted to JSON by `sigs.k8s.io/yaml`
@@ -533,6 +587,34 @@ async fn an_int32_field_takes_each_literal_as_kube_does_on_each_way_in() {
                 );
             }
         }
+        // A JSON patch: kube applies it to the object's bytes keeping the value's literal
+        // (evanphx/json-patch's `lazyNode`), then decodes them as a merge patch's.
+        let operations =
+            format!(r#"[{{"op":"replace","path":"/spec/replicas","value":{literal}}}]"#);
+        let (status, text) = request(
+            addr,
+            "PATCH",
+            &path,
+            "application/json-patch+json",
+            &operations,
+        )
+        .await;
+        match json_answer {
+            Some(replicas) => {
+                assert_eq!(status, 200, "JSON patch {literal}: {text}");
+                assert!(
+                    text.contains(&format!("\"replicas\":{replicas},")),
+                    "{text}"
+                );
+            }
+            None => {
+                assert_eq!(status, 422, "JSON patch {literal}: {text}");
+                assert!(
+                    text.contains(&refused(literal)),
+                    "JSON patch {literal}: {text}"
+                );
+            }
+        }
         if literal == "1.50" {
             // Not integral: the converter refuses it too, in its own words.
             continue;
@@ -602,6 +684,13 @@ async fn an_int32_field_takes_each_literal_as_kube_does_on_each_way_in() {
         ("1e2", Ok(100)),
         ("1.50", Err("1.5")),
         ("3000000000", Err("3000000000")),
+        // go-yaml reads an integer past int64 but within uint64 as a uint64, which
+        // `json.Marshal` writes as its digits; past uint64, as a float64, written by
+        // `floatEncoder`; so is one below int64.
+        ("9223372036854775808", Err("9223372036854775808")),
+        ("18446744073709551615", Err("18446744073709551615")),
+        ("18446744073709551616", Err("18446744073709552000")),
+        ("-9223372036854775809", Err("-9223372036854776000")),
     ]
     .into_iter()
     .enumerate()

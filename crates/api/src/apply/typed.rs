@@ -401,7 +401,7 @@ fn walk_set(
     path: &mut Vec<PathElement>,
     set: &mut Set,
 ) -> Result<(), TypeError> {
-    crate::stack::deep(path.len(), || walk_set_level(value, ty, path, set))
+    watchkeeper_core::stack::deep(path.len(), || walk_set_level(value, ty, path, set))
 }
 
 /// [`walk_set`] of one level.
@@ -548,7 +548,7 @@ fn walk_compare(
     path: &mut Vec<PathElement>,
     out: &mut Comparison,
 ) -> Result<(), TypeError> {
-    crate::stack::deep(path.len(), || {
+    watchkeeper_core::stack::deep(path.len(), || {
         walk_compare_level(lhs, rhs, ty, skip, path, out)
     })
 }
@@ -716,7 +716,7 @@ pub fn merge(live: &Value, config: &Value, ty: Ty<'_>) -> Result<Value, TypeErro
 }
 
 fn walk_merge(lhs: Option<&Value>, rhs: &Value, ty: Ty<'_>) -> Result<Value, TypeError> {
-    crate::stack::grow(|| walk_merge_level(lhs, rhs, ty))
+    watchkeeper_core::stack::grow(|| walk_merge_level(lhs, rhs, ty))
 }
 
 /// [`walk_merge`] of one level.
@@ -729,7 +729,15 @@ fn walk_merge_level(lhs: Option<&Value>, rhs: &Value, ty: Ty<'_>) -> Result<Valu
     }
     match (lhs, rhs) {
         (Value::Object(left), Value::Object(right)) if !ty.is_list() => {
-            let mut out = left.clone();
+            // Only what `right` leaves alone is copied from `left` (a copy of all of `left`
+            // whose merged members were then replaced held a copy of every level's subtree at
+            // once: quadratic in the depth, 330 MB to apply an object nested 1,000 levels).
+            let mut out = Map::new();
+            for (key, value) in left {
+                if !right.contains_key(key) {
+                    out.insert(key.clone(), value.clone());
+                }
+            }
             for (key, value) in right {
                 let (child_ty, _) = ty.entry(key);
                 let merged = walk_merge(left.get(key), value, child_ty)?;
@@ -784,7 +792,7 @@ pub fn remove_items(value: &mut Value, set: &Set, ty: Ty<'_>) {
                 if let Ok(element) = item_element(list_type, items_ty, item)
                     && let Some(child) = set.child(&element)
                 {
-                    remove_items(item, child, items_ty);
+                    watchkeeper_core::stack::grow(|| remove_items(item, child, items_ty));
                 }
             }
         }
@@ -795,7 +803,7 @@ pub fn remove_items(value: &mut Value, set: &Set, ty: Ty<'_>) {
         for (key, child_value) in map.iter_mut() {
             if let Some(child) = set.child(&PathElement::Field(key.clone())) {
                 let (child_ty, _) = ty.entry(key);
-                remove_items(child_value, child, child_ty);
+                watchkeeper_core::stack::grow(|| remove_items(child_value, child, child_ty));
             }
         }
     }
@@ -806,12 +814,13 @@ pub fn remove_items(value: &mut Value, set: &Set, ty: Ty<'_>) {
 /// field nobody owns anything in.
 #[must_use]
 pub fn with_named_fields_as_members(set: &Set, ty: Ty<'_>) -> Set {
-    let mut out = set.clone();
-    let elements: Vec<PathElement> = set.child_elements().cloned().collect();
-    for element in elements {
-        let Some(child) = set.child(&element) else {
-            continue;
-        };
+    // Built level by level (a copy of `set` whose children were then replaced held a copy of
+    // every level's subtree at once, quadratic in the depth).
+    let mut out = Set::new();
+    for member in set.members() {
+        out.insert_member(member.clone());
+    }
+    for (element, child) in set.children() {
         let child_ty = match &element {
             PathElement::Field(name) => {
                 let (child_ty, named) = ty.entry(name);
@@ -824,7 +833,7 @@ pub fn with_named_fields_as_members(set: &Set, ty: Ty<'_>) -> Set {
         };
         out.set_child(
             element.clone(),
-            with_named_fields_as_members(child, child_ty),
+            watchkeeper_core::stack::grow(|| with_named_fields_as_members(child, child_ty)),
         );
     }
     out

@@ -137,6 +137,8 @@ impl Backend {
         let (sender, receiver) = flume::bounded::<Queued>(buffer);
         std::thread::Builder::new()
             .name(name.to_owned())
+            // Events carry request and response objects, which may nest 10,000 levels.
+            .stack_size(watchkeeper_core::stack::THREAD_STACK)
             .spawn(move || consume(receiver))?;
         Ok(Backend { sender, mode })
     }

@@ -8,14 +8,17 @@
 //!
 //! ## Bounds
 //! A YAML answer is built whole from the JSON one (a LIST that streams in pieces as JSON is
-//! gathered first): at most [`YAML_ANSWER_JSON_MAX`] bytes of JSON. A larger answer is a 406
-//! NotAcceptable that says so and names `application/json`, which streams any size.
+//! gathered first): at most [`YAML_ANSWER_JSON_MAX`] bytes of JSON, and at most
+//! [`YAML_ANSWER_MAX`] bytes of YAML (block style indents each level: an object nested 10,000
+//! levels, 50 KB of JSON, is 100 MB of YAML; a 3 MB body of such chains would be gigabytes,
+//! which kube-apiserver would write). A larger answer is a 406 NotAcceptable that says so and
+//! names `application/json`, which streams any size.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::Response;
 use watchkeeper_api::ApiError;
-use watchkeeper_api::yaml::{YAML_MEDIA_TYPE, json_from_yaml_body, yaml_from_json};
+use watchkeeper_api::yaml::{NotYaml, YAML_MEDIA_TYPE, json_from_yaml_body, yaml_from_json};
 
 use crate::http::App;
 use crate::http::transform::is_plain_json;
@@ -25,6 +28,11 @@ use crate::respond::error_response;
 
 /// The largest JSON answer converted to YAML, bytes (64 MiB).
 pub const YAML_ANSWER_JSON_MAX: usize = 64 << 20;
+
+/// The largest YAML answer written, bytes (512 MiB: an object nested to a body's 10,000-level
+/// bound takes about 300 MB, 100 MB for its own levels and 200 MB for its managed fields',
+/// whose every level is a member `.` and a child).
+pub const YAML_ANSWER_MAX: usize = 512 << 20;
 
 /// A create or update body as the JSON the handlers read: a YAML one (`Content-Type:
 /// application/yaml`) converted, any other as it is.
@@ -85,11 +93,19 @@ pub async fn to_yaml(response: Response, offload: &Offload) -> Response {
         return Box::pin(to_yaml(refusal, offload)).await;
     };
     let converted = offload
-        .compute(json.len(), move || (yaml_from_json(&json), json))
+        .compute(json.len(), move || {
+            (yaml_from_json(&json, YAML_ANSWER_MAX), json)
+        })
         .await;
     let yaml = match converted {
-        Ok((Some(yaml), _)) => yaml,
-        Ok((None, json)) => return Response::from_parts(parts, Body::from(json)),
+        Ok((Ok(yaml), _)) => yaml,
+        Ok((Err(NotYaml::NotJson), json)) => return Response::from_parts(parts, Body::from(json)),
+        Ok((Err(NotYaml::Larger), _)) => {
+            let refusal = error_response(&ApiError::not_acceptable(format!(
+                "the answer is larger than {YAML_ANSWER_MAX} bytes in {YAML_MEDIA_TYPE}, the most this server writes; ask for application/json"
+            )));
+            return Box::pin(to_yaml(refusal, offload)).await;
+        }
         Err(error) => return error_response(&error),
     };
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -18,6 +18,19 @@ pub mod pki;
 /// A hang guard for awaits that wait on events: a test that exceeds it is broken, not slow.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
 
+/// Runs `test` as a task of the runtime the server binary runs on
+/// (`watchkeeper::runtime_builder`: two workers whose threads have the stack an object nested
+/// 10,000 levels needs), for tests that send such objects: `#[tokio::test]`'s threads have
+/// 2 MiB, which serde_json's own walks over such an object overflow in a debug build.
+pub fn on_server_runtime<F>(test: impl FnOnce() -> F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let runtime = watchkeeper::runtime_builder(2).build().unwrap();
+    let task = runtime.spawn(test());
+    runtime.block_on(task).unwrap();
+}
+
 pub async fn server_with(args: ServeArgs) -> Server {
     watchkeeper_testkit::start_server(watchkeeper_testkit::loopback(args))
         .await
