@@ -12,7 +12,11 @@
 //! [`YAML_ANSWER_MAX`] bytes of YAML (block style indents each level: an object nested 10,000
 //! levels, 50 KB of JSON, is 100 MB of YAML; a 3 MB body of such chains would be gigabytes,
 //! which kube-apiserver would write). A larger answer is a 406 NotAcceptable that says so and
-//! names `application/json`, which streams any size.
+//! names `application/json`, which streams any size. The conversion runs on the heavy
+//! requests' pool (bounded by `--max-heavy-requests`) when what it may write is large: its
+//! JSON's length, times one more for every 16 levels of its deepest nesting, so that a
+//! 50 KB object nested 10,000 levels (100 MB of YAML) is not converted on a runtime worker,
+//! nor by any number of clients at once.
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
@@ -79,6 +83,38 @@ pub fn undecodable(app: &App, path: &str, body: &[u8], error: ApiError) -> ApiEr
     watchkeeper_api::go_json::unrecognized(kind, body, &error.message)
 }
 
+/// About how many bytes of YAML `json` may become: each byte at most once per two levels
+/// of the indentation its line carries, bounded through the deepest nesting (one scan of
+/// the bytes, strings skipped). The JSON's own length for an object of ordinary depth.
+fn yaml_work(json: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &byte in json {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    json.len().saturating_mul(1 + deepest / YAML_DEPTH_PER_COPY)
+}
+
+/// Levels of nesting whose indentation counts as one more copy of an answer in
+/// [`yaml_work`]: an ordinary object (a Pod nests about 10) stays at its JSON's size.
+const YAML_DEPTH_PER_COPY: usize = 16;
+
 /// `response` in YAML when it is a JSON answer (see the module docs); anything else as it is.
 /// A large answer is converted on the blocking pool ([`Offload::compute`]).
 pub async fn to_yaml(response: Response, offload: &Offload) -> Response {
@@ -92,10 +128,11 @@ pub async fn to_yaml(response: Response, offload: &Offload) -> Response {
         )));
         return Box::pin(to_yaml(refusal, offload)).await;
     };
+    // Block style indents every level, so a deep answer's YAML is far larger than its JSON:
+    // judged by what it may become, it goes to the bounded pool.
+    let work = yaml_work(&json);
     let converted = offload
-        .compute(json.len(), move || {
-            (yaml_from_json(&json, YAML_ANSWER_MAX), json)
-        })
+        .compute(work, move || (yaml_from_json(&json, YAML_ANSWER_MAX), json))
         .await;
     let yaml = match converted {
         Ok((Ok(yaml), _)) => yaml,
@@ -114,4 +151,22 @@ pub async fn to_yaml(response: Response, offload: &Offload) -> Response {
         HeaderValue::from_static(YAML_MEDIA_TYPE),
     );
     Response::from_parts(parts, Body::from(yaml))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: an ordinary answer is judged by its JSON's length; a deep one by what its
+    /// indentation makes of it (so a small deep object goes to the bounded pool), and
+    /// brackets inside strings, escaped quotes included, do not count.
+    #[test]
+    fn the_work_of_a_yaml_answer_follows_its_depth() {
+        let pod = br#"{"a":{"b":[{"c":"[[[{{{"}]},"d":"\"{{{"}"#;
+        assert_eq!(yaml_work(pod), pod.len());
+        let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(yaml_work(deep.as_bytes()), deep.len() * (1 + 10_000 / 16));
+        let quoted = format!("{{\"a\":\"{}\"}}", "[".repeat(10_000));
+        assert_eq!(yaml_work(quoted.as_bytes()), quoted.len());
+    }
 }
