@@ -354,7 +354,7 @@ impl Drop for Shared {
     fn drop(&mut self) {
         if let Some(account) = self.account.get() {
             account.leave(
-                self.metrics.object_bytes.get(),
+                self.metrics.object_bytes.get() + self.metrics.definition_bytes.get(),
                 self.metrics.history_bytes.get(),
             );
         }
@@ -583,9 +583,23 @@ impl WatchCache {
         if self.shared.account.set(account.clone()).is_ok() {
             data.history.set_account(account.clone());
             account.join(
-                self.shared.metrics.object_bytes.get(),
+                self.shared.metrics.object_bytes.get() + self.shared.metrics.definition_bytes.get(),
                 self.shared.metrics.history_bytes.get(),
             );
+        }
+    }
+
+    /// Sets what the served resource holds beyond its objects, in bytes (a custom resource's
+    /// schema, as its server measures it): counted with the live objects in the shared account
+    /// ([`WatchCache::account_in`]) until the next call or the cache's end. Called by the one
+    /// owner of the definition.
+    pub fn set_definition_bytes(&self, bytes: usize) {
+        let _data = self.shared.write();
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let delta = bytes - self.shared.metrics.definition_bytes.get();
+        self.shared.metrics.definition_bytes.set(bytes);
+        if let Some(account) = self.shared.account.get() {
+            account.objects.add(delta);
         }
     }
 

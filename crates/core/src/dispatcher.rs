@@ -1639,6 +1639,28 @@ mod tests {
         );
     }
 
+    /// Goal: what a served resource's definition holds beyond its objects counts in the
+    /// shared account with the live objects, moves by its difference when set again, is
+    /// counted when set before the cache joins the account, and leaves it with the cache.
+    #[test]
+    fn a_definition_s_bytes_count_with_the_objects_until_the_cache_goes() {
+        use crate::metrics::MemoryAccount;
+        let account = Arc::new(MemoryAccount::new(0));
+        let (a, _da, _wa) = WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        a.account_in(account.clone());
+        a.set_definition_bytes(1_000);
+        assert_eq!(account.objects.get(), 1_000);
+        a.set_definition_bytes(600);
+        assert_eq!(account.objects.get(), 600);
+        assert_eq!(a.metrics().definition_bytes.get(), 600);
+        let (b, _db, _wb) = WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
+        b.set_definition_bytes(50);
+        b.account_in(account.clone());
+        assert_eq!(account.objects.get(), 650, "counted when it joins");
+        drop((a, _da, _wa));
+        assert_eq!(account.objects.get(), 50, "left with its cache");
+    }
+
     /// Goal: what only the cache itself still holds when its history lets an event go (the
     /// snapshots it keeps down to the new floor) is never counted as released, not even for
     /// the length of a step: with no watcher, a history trimmed at every write never fires

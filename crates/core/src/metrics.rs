@@ -310,6 +310,10 @@ pub struct Metrics {
     /// Bytes the live objects weigh ([`crate::Object::weight`]): the state at the cache's
     /// revision; the history's older versions are in `history_bytes`.
     pub object_bytes: Gauge,
+    /// Bytes the served resource holds beyond its objects, as its server reports them
+    /// ([`crate::WatchCache::set_definition_bytes`]: a custom resource's schema), counted with
+    /// the objects in a shared account.
+    pub definition_bytes: Gauge,
     /// Times the history doubled.
     pub history_capacity_increases: Counter,
     /// Times the history halved.

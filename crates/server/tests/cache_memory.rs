@@ -303,3 +303,65 @@ async fn unread_watches_holding_what_the_histories_let_go_end_past_the_bound() {
         "the stream ends after the 410"
     );
 }
+
+/// Goal: a served custom resource's schema (decoded, what its version holds beside its
+/// objects) counts against the bound with the live objects, per version in
+/// `watchkeeper_cache_definition_bytes`, and leaves it when the CRD is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_custom_resource_s_schema_counts_against_the_bound() {
+    let server = server_with(ServeArgs {
+        store: Some("memory".into()),
+        cache_memory_bytes: Some(BOUND),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let properties: serde_json::Map<String, Value> = (0..10_000)
+        .map(|i| (format!("p{i}"), json!({"type": "string"})))
+        .collect();
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": properties}}}}}]}});
+    let before = common::metric(addr, "watchkeeper_cache_memory_bytes").await;
+    let (status, answer) = send_json(addr, "POST", CRDS, &crd).await;
+    assert_eq!(status, 201, "{answer}");
+    let things = "/apis/example.com/v1/namespaces/default/things";
+    let definition =
+        "watchkeeper_cache_definition_bytes{group=\"example.com\",resource=\"things\"}";
+    // Served when its create answers; its schema is counted from then on.
+    assert_eq!(get_json(addr, things).await.0, 200);
+    let text = metrics_text(addr).await;
+    let schema = sample(&text, definition);
+    assert!(schema > 3_000_000, "10,000 properties decoded: {schema}");
+    let used = sample(&text, "watchkeeper_cache_memory_bytes");
+    assert!(used >= before + schema, "{before} + {schema} > {used}");
+    // Deleted: the version is no longer served and its schema leaves the account.
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{CRDS}/things.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Its cache (and the schema it counted) goes once nothing holds the resource any more,
+    // as the CRD object leaves its own cache: the total comes back to where it was (either
+    // one left behind is more than half the schema).
+    tokio::time::timeout(common::HANG_GUARD, async {
+        loop {
+            let now = common::metric(addr, "watchkeeper_cache_memory_bytes").await;
+            if now < before + schema / 2 {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the schema leaves the account");
+    assert_eq!(get_json(addr, things).await.0, 404);
+}

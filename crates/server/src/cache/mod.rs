@@ -101,6 +101,17 @@ pub trait ConvertedView: Send + Sync + std::fmt::Debug {
     fn reconfigure(&self, custom: &CustomResource);
 }
 
+/// What a custom resource's definition holds beyond its objects, for the caches' memory
+/// account (`--cache-memory-bytes`): its version's `openAPIV3Schema`, decoded (each served
+/// version holds its own), about a third of what serving a CRD keeps alive (docs/ARCHITECTURE.md,
+/// "A CRD's schema is shared"). The CRD object itself is counted in its own cache.
+fn definition_weight(custom: &CustomResource) -> usize {
+    custom
+        .schema
+        .as_deref()
+        .map_or(0, watchkeeper_core::weight::heap_bytes)
+}
+
 /// Where a served resource's definition comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -148,6 +159,9 @@ impl Resource {
         key_prefix: String,
         driver: CacheDriver,
     ) -> Resource {
+        driver
+            .cache
+            .set_definition_bytes(definition_weight(&custom));
         Resource {
             origin: Origin::Definition,
             custom: std::sync::RwLock::new(Some(std::sync::Arc::new(custom.clone()))),
@@ -173,6 +187,9 @@ impl Resource {
         if let Some(earlier) = &self.earlier_stored {
             earlier.view.reconfigure(&custom);
         }
+        self.driver
+            .cache
+            .set_definition_bytes(definition_weight(&custom));
         *self
             .custom
             .write()

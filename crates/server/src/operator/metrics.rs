@@ -656,7 +656,7 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
             |m| m.cache_resets.get() as i64,
         ),
     ];
-    let gauges: [(&'static str, &'static str, Get); 6] = [
+    let gauges: [(&'static str, &'static str, Get); 7] = [
         (
             "apiserver_watch_cache_stalled_watchers",
             "Unsynced watchers.",
@@ -684,6 +684,11 @@ fn collect_caches(app: &Observed<'_>, scrape: &mut Scrape) {
             "watchkeeper_cache_object_bytes",
             "Bytes the cache's live objects take decoded (estimated; all caches' together bounded by --cache-memory-bytes).",
             |m| m.object_bytes.get(),
+        ),
+        (
+            "watchkeeper_cache_definition_bytes",
+            "Bytes the served resource's definition holds beyond its objects (a custom resource version's schema, decoded), counted with the live objects against --cache-memory-bytes.",
+            |m| m.definition_bytes.get(),
         ),
     ];
     for (name, help, get) in counters {

@@ -28,6 +28,13 @@
 //!   weighs no more than the one it replaces (removing a finalizer, marking a deletion,
 //!   shrinking a spec); the server's own bookkeeping writes (status of quotas, leases it
 //!   renews) are small updates of that kind.
+//! - **A custom resource's schema counts too.** Each served version of a CRD holds its
+//!   `openAPIV3Schema` decoded beside its objects (a CRD of 10,000 properties: 8.2 MB for
+//!   the version, as much again as the CRD object in its own cache). It is counted with the
+//!   live objects (`watchkeeper_cache_definition_bytes` per resource) while the version is
+//!   served, and a CRD create or update is admitted at twice its object's weight. What
+//!   serving a CRD holds beyond that (its OpenAPI documents, about half the schema again) is
+//!   not counted.
 //! - **What unread watches hold counts too.** A version of an object the caches let go
 //!   (replaced or deleted, and evicted from the history) while a watcher's queue still holds
 //!   it (its client stopped reading) stays alive: three never-reading watchers of a resource
@@ -151,7 +158,7 @@ impl CacheMemory {
                         watches = cut,
                         released_bytes = self.released(),
                         limit_bytes = self.limit,
-                        "ended watches whose unread queues held events the caches' histories let go (--cache-memory-bytes)"
+                        "ended watches whose unread queues held object versions the caches let go (--cache-memory-bytes)"
                     );
                 }
             }
@@ -193,7 +200,9 @@ impl CacheMemory {
     }
 
     /// Admits a write of `object`, whose stored JSON is `json_len` bytes, replacing `replaced`
-    /// (an update's current object; `None` for a create).
+    /// (an update's current object; `None` for a create). A `definition` (a
+    /// CustomResourceDefinition) counts twice: its served versions hold their schemas again,
+    /// decoded, beside the object its cache holds (`Resource::from_definition`).
     ///
     /// # Errors
     /// 500 when the caches' objects would weigh more than the bound (see the module docs).
@@ -202,22 +211,26 @@ impl CacheMemory {
         object: &Value,
         json_len: usize,
         replaced: Option<&Object>,
+        definition: bool,
     ) -> Result<(), ApiError> {
         if self.limit == 0 {
             return Ok(());
         }
+        let times = if definition { 2 } else { 1 };
         let used = self.used();
         let json = json_len as u64;
         let most = json
             .saturating_mul(WEIGHT_PER_JSON_BYTE_MAX + 1)
-            .saturating_add(OBJECT_OVERHEAD);
+            .saturating_add(OBJECT_OVERHEAD)
+            .saturating_mul(times);
         if used.saturating_add(most) <= self.limit {
             return Ok(());
         }
         let weight = (watchkeeper_core::weight::heap_bytes(object) as u64)
             .saturating_add(json)
-            .saturating_add(OBJECT_OVERHEAD);
-        let replaced = replaced.map_or(0, |object| object.weight() as u64);
+            .saturating_add(OBJECT_OVERHEAD)
+            .saturating_mul(times);
+        let replaced = replaced.map_or(0, |object| object.weight() as u64 * times);
         if weight <= replaced || used.saturating_add(weight - replaced) <= self.limit {
             return Ok(());
         }
@@ -291,10 +304,10 @@ mod tests {
         let big_len = serde_json::to_vec(&big).unwrap().len();
         let small = json!({"metadata": {"name": "x"}, "spec": []});
         memory
-            .admit(&big, big_len, None)
+            .admit(&big, big_len, None, false)
             .expect("an empty cache has room");
         memory.account().objects.add((64 << 20) - 100_000);
-        let refused = memory.admit(&big, big_len, None).unwrap_err();
+        let refused = memory.admit(&big, big_len, None, false).unwrap_err();
         assert_eq!(refused.code, 500);
         assert!(
             refused
@@ -305,18 +318,44 @@ mod tests {
         );
         assert_eq!(memory.refusals(), 1);
         memory
-            .admit(&small, 40, None)
+            .admit(&small, 40, None, false)
             .expect("a small object still fits");
         let current = object(big.clone());
         memory
-            .admit(&big, big_len, Some(&current))
+            .admit(&big, big_len, Some(&current), false)
             .expect("an update that does not grow its object is admitted");
         memory
-            .admit(&small, 40, Some(&current))
+            .admit(&small, 40, Some(&current), false)
             .expect("a shrinking update is admitted");
         assert_eq!(memory.refusals(), 1);
         let unbounded = CacheMemory::new(0);
         unbounded.account().objects.add(i64::MAX / 2);
-        unbounded.admit(&big, big_len, None).expect("no bound");
+        unbounded
+            .admit(&big, big_len, None, false)
+            .expect("no bound");
+    }
+
+    /// Goal: a definition (a CRD) is admitted at twice its object's weight, since its served
+    /// versions hold their schemas again: one that fits as an object alone but not twice over
+    /// is refused, and an update of a definition compares twice the weights.
+    #[test]
+    fn a_definition_counts_twice() {
+        let memory = CacheMemory::new(64 << 20);
+        let maps: Vec<Value> = (0..10_000).map(|i| json!({"a": i})).collect();
+        let crd = json!({"metadata": {"name": "x"}, "spec": maps});
+        let len = serde_json::to_vec(&crd).unwrap().len();
+        let weight = object(crd.clone()).weight() as i64;
+        // Room for the object once, not twice.
+        memory.account().objects.add((64 << 20) - weight * 3 / 2);
+        memory
+            .admit(&crd, len, None, false)
+            .expect("fits as an object");
+        memory
+            .admit(&crd, len, None, true)
+            .expect_err("not with its schema held again");
+        let current = object(crd.clone());
+        memory
+            .admit(&crd, len, Some(&current), true)
+            .expect("an update that does not grow its definition");
     }
 }

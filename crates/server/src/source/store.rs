@@ -184,6 +184,13 @@ pub fn overlaps_built_in(group: &str, plural: &str) -> bool {
     )
 }
 
+/// Whether `resource` is the CustomResourceDefinitions, whose objects the caches' memory bound
+/// counts twice ([`crate::source::cache_memory::CacheMemory::admit`]).
+fn is_definitions(resource: &Resource) -> bool {
+    resource.def.group == "apiextensions.k8s.io"
+        && resource.def.plural == "customresourcedefinitions"
+}
+
 /// Whether a DELETE that removes an object of `def` answers the object (the registries that
 /// set `ReturnDeletedObject: true`, `pkg/registry/*/*/storage/storage.go`: core `pods`,
 /// `services`, `namespaces`, `serviceaccounts`, `resourcequotas`, `podtemplates`,
@@ -2506,7 +2513,7 @@ impl Writer<'_> {
         let value = stored_value(&resource.stored_form(&object));
         self.source
             .cache_memory
-            .admit(&object, value.len(), None)
+            .admit(&object, value.len(), None, is_definitions(resource))
             .map_err(NotCreated::Refused)?;
         for _ in 0..QUOTA_ATTEMPTS {
             let quotas = self
@@ -2844,9 +2851,7 @@ impl Writer<'_> {
         };
         // Custom resources and CRDs need the version they replace (kube's strategies do not
         // allow unconditional updates of them); others may leave it out.
-        let conditional_only = resource.custom().is_some()
-            || (resource.def.group == "apiextensions.k8s.io"
-                && resource.def.plural == "customresourcedefinitions");
+        let conditional_only = resource.custom().is_some() || is_definitions(resource);
         self.guaranteed_update(resource, namespace, name, precondition, |_current| {
             if precondition.is_none() && conditional_only {
                 return Err(ApiError::unconditional_update(&resource.def, name));
@@ -3175,9 +3180,12 @@ impl Writer<'_> {
                         stored_value_sized(&resource.stored_form(&new), capacity)
                     })
                     .await;
-                self.source
-                    .cache_memory
-                    .admit(&new, value.len(), Some(current.as_ref()))?;
+                self.source.cache_memory.admit(
+                    &new,
+                    value.len(),
+                    Some(current.as_ref()),
+                    is_definitions(resource),
+                )?;
                 let written = if answers_from_cache(resource, namespace, name, &new) {
                     Pending::Offered(self.source.handover.offer(
                         store_key.clone(),
