@@ -1639,6 +1639,38 @@ mod tests {
         );
     }
 
+    /// A put of `big` at `revision` whose object counts 100 KB (its size hint).
+    fn big_put(revision: Revision) -> Change {
+        Change::put(Arc::new(
+            crate::Object::new(
+                "ns",
+                "big",
+                std::collections::BTreeMap::new(),
+                std::collections::BTreeMap::new(),
+                revision,
+                serde_json::json!({"kind": "ConfigMap"}),
+            )
+            .with_size_hint(100_000),
+        ))
+    }
+
+    /// An account with `budget` for its histories, and how many times its released-versions
+    /// hook fired.
+    fn counting_account(
+        budget: usize,
+    ) -> (
+        Arc<crate::metrics::MemoryAccount>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let account = Arc::new(crate::metrics::MemoryAccount::new(budget));
+        let over = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = over.clone();
+        account.on_released_over(Box::new(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }));
+        (account, over)
+    }
+
     /// Goal: what a served resource's definition holds beyond its objects counts in the
     /// shared account with the live objects, moves by its difference when set again, is
     /// counted when set before the cache joins the account, and leaves it with the cache.
@@ -1667,29 +1699,14 @@ mod tests {
     /// the hook, though one version is past the released budget.
     #[test]
     fn versions_only_the_cache_holds_are_never_released() {
-        use crate::metrics::MemoryAccount;
-        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::atomic::Ordering;
         let now = Instant::ZERO + Duration::from_secs(1);
-        let account = Arc::new(MemoryAccount::new(150_000));
-        let over = Arc::new(AtomicUsize::new(0));
-        let counted = over.clone();
-        account.on_released_over(Box::new(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-        }));
+        let (account, over) = counting_account(150_000);
         let (cache, mut dispatcher, _worker) =
             WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
         cache.account_in(account.clone());
         for revision in 2..12 {
-            let object = crate::Object::new(
-                "ns",
-                "big",
-                std::collections::BTreeMap::new(),
-                std::collections::BTreeMap::new(),
-                revision,
-                serde_json::json!({"kind": "ConfigMap"}),
-            )
-            .with_size_hint(100_000);
-            dispatcher.handle_revision(now, revision, vec![Change::put(Arc::new(object))]);
+            dispatcher.handle_revision(now, revision, vec![big_put(revision)]);
         }
         assert!(cache.history_info().oldest > 3, "the history was trimmed");
         assert_eq!(account.released.get(), 0);
@@ -1704,29 +1721,11 @@ mod tests {
     /// not released, and a reset releases what a queue still holds.
     #[test]
     fn events_queues_hold_beyond_the_history_count_until_cut() {
-        use crate::metrics::MemoryAccount;
         use crate::queue::Pop;
-        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::atomic::Ordering;
         let now = Instant::ZERO + Duration::from_secs(1);
-        let sized = |revision: Revision| {
-            Change::put(Arc::new(
-                crate::Object::new(
-                    "ns",
-                    "big",
-                    std::collections::BTreeMap::new(),
-                    std::collections::BTreeMap::new(),
-                    revision,
-                    serde_json::json!({"kind": "ConfigMap"}),
-                )
-                .with_size_hint(100_000),
-            ))
-        };
-        let account = Arc::new(MemoryAccount::new(1 << 20));
-        let over = Arc::new(AtomicUsize::new(0));
-        let counted = over.clone();
-        account.on_released_over(Box::new(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-        }));
+        let sized = big_put;
+        let (account, over) = counting_account(1 << 20);
         let (cache, mut dispatcher, mut worker) =
             WatchCache::new(CacheConfig::default(), 1, Vec::new()).unwrap();
         cache.account_in(account.clone());

@@ -23,6 +23,16 @@ fn widget(name: &str, items: usize) -> Value {
         "metadata": {"name": name}, "spec": spec})
 }
 
+/// A server over the memory store with the caches' memory bounded by [`BOUND`].
+async fn bounded() -> watchkeeper::Server {
+    server_with(ServeArgs {
+        store: Some("memory".into()),
+        cache_memory_bytes: Some(BOUND),
+        ..ServeArgs::default()
+    })
+    .await
+}
+
 /// The caches' live objects' bytes and the refusals counted, from `/metrics`.
 async fn memory(addr: std::net::SocketAddr) -> (u64, u64) {
     let text = metrics_text(addr).await;
@@ -34,12 +44,7 @@ async fn memory(addr: std::net::SocketAddr) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_that_would_pass_the_cache_memory_bound_are_refused_and_deletes_make_room() {
-    let server = server_with(ServeArgs {
-        store: Some("memory".into()),
-        cache_memory_bytes: Some(BOUND),
-        ..ServeArgs::default()
-    })
-    .await;
+    let server = bounded().await;
     let addr = server.addr;
     let text = metrics_text(addr).await;
     assert_eq!(sample(&text, "watchkeeper_cache_memory_limit_bytes"), BOUND);
@@ -220,12 +225,7 @@ async fn heavy_requests_release_freed_memory_once_per_interval() {
 /// released events are freed; a watch whose client reads is not touched and goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_watches_holding_what_the_histories_let_go_end_past_the_bound() {
-    let server = server_with(ServeArgs {
-        store: Some("memory".into()),
-        cache_memory_bytes: Some(BOUND),
-        ..ServeArgs::default()
-    })
-    .await;
+    let server = bounded().await;
     let addr = server.addr;
     let (status, crd) = send_json(addr, "POST", CRDS, &common::widgets_crd()).await;
     assert_eq!(status, 201, "{crd}");
@@ -309,12 +309,7 @@ async fn unread_watches_holding_what_the_histories_let_go_end_past_the_bound() {
 /// `watchkeeper_cache_definition_bytes`, and leaves it when the CRD is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_custom_resource_s_schema_counts_against_the_bound() {
-    let server = server_with(ServeArgs {
-        store: Some("memory".into()),
-        cache_memory_bytes: Some(BOUND),
-        ..ServeArgs::default()
-    })
-    .await;
+    let server = bounded().await;
     let addr = server.addr;
     let properties: serde_json::Map<String, Value> = (0..10_000)
         .map(|i| (format!("p{i}"), json!({"type": "string"})))

@@ -169,62 +169,102 @@ CRD = json.dumps({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceD
   "spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"blobs","singular":"blob","kind":"Blob"},
   "versions":[{"name":"v1","served":True,"storage":True,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":True}}}]}}).encode()
 
-@case
-def cr_tiny_maps_stored():
+BLOBS = "/apis/example.com/v1/namespaces/default/blobs"
+
+def blob(name, k):
+    """A Blob of about 1.4 MiB of one-entry maps `{"a":k}` (90 times its JSON decoded)."""
+    pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"%s"},"spec":[' % name
+    return fill(pre, lambda i: '{"a":%d}' % (k % 10), ']}', limit=1400*1024)
+
+def write_blob(k, name="b"):
+    """Version k of blob `name`: created at 0, merge-patched after."""
+    body, n = blob(name, k)
+    if k == 0:
+        return req("POST", BLOBS, "application/json", body)[0], n
+    return req("PATCH", f"{BLOBS}/{name}", "application/merge-patch+json", body)[0], n
+
+def with_blobs(measure):
+    """Starts a server ($EXTRA flags), serves the Blob CRD, runs measure(p, base), stops it."""
     import time as _t
     p = start(os.environ.get("EXTRA","").split())
     try:
         st, d = req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", CRD); print("crd", st)
         for _ in range(100):
-            if req("GET", "/apis/example.com/v1/namespaces/default/blobs")[0] == 200: break
+            if req("GET", BLOBS)[0] == 200: break
             _t.sleep(0.2)
         _t.sleep(1)
-        base = hwm(p.pid)
-        sent = 0
-        for k in range(8):
-            pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"b%d"},"spec":[' % k
-            body, n = fill(pre, lambda i: '{"a":1}', ']}', limit=1400*1024)
-            st, d = req("POST", "/apis/example.com/v1/namespaces/default/blobs", "application/json", body)
-            sent += len(body)
-            print(f"  b{k} {n} items status={st} hwm={hwm(p.pid)}", flush=True)
-        _t.sleep(2)
-        after = hwm(p.pid)
-        print(f"cr tiny maps x8 stored sent={sent} hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
+        measure(p, hwm(p.pid))
     finally:
         p.terminate(); p.wait(15)
 
+def cache_metrics():
+    st, m = req("GET", "/metrics")
+    m = m.decode() if isinstance(m, bytes) else m
+    print("\n".join(l for l in m.splitlines() if (l.startswith("watchkeeper_cache_") and ("blobs" in l or "{" not in l)) or "terminated_watchers_total{" in l and "blobs" in l and not l.endswith(" 0")))
+
+def trimmed(p):
+    """RSS after glibc gives back what it keeps (gdb calls malloc_trim(0) in the server)."""
+    import subprocess as _sp
+    _sp.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "call (int)malloc_trim(0)"], capture_output=True)
+    return hwm(p.pid)
+
+def settled(p, base, what):
+    import time as _t
+    _t.sleep(2)
+    after = hwm(p.pid)
+    print(f"{what} hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
+
+@case
+def cr_tiny_maps_stored():
+    def measure(p, base):
+        sent = 0
+        for k in range(8):
+            body, n = blob(f"b{k}", 1)
+            st = req("POST", BLOBS, "application/json", body)[0]
+            sent += len(body)
+            print(f"  b{k} {n} items status={st} hwm={hwm(p.pid)}", flush=True)
+        settled(p, base, f"cr tiny maps x8 stored sent={sent}")
+    with_blobs(measure)
 
 @case
 def cr_tiny_maps_updated():
-    import time as _t
-    p = start(os.environ.get("EXTRA","").split())
-    try:
-        st, d = req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", CRD); print("crd", st)
-        for _ in range(100):
-            if req("GET", "/apis/example.com/v1/namespaces/default/blobs")[0] == 200: break
-            _t.sleep(0.2)
-        _t.sleep(1)
-        base = hwm(p.pid)
+    def measure(p, base):
         for k in range(10):
-            pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"b"},"spec":['
-            body, n = fill(pre, lambda i: '{"a":%d}' % (k % 10), ']}', limit=1400*1024)
-            if k == 0:
-                st, d = req("POST", "/apis/example.com/v1/namespaces/default/blobs", "application/json", body)
-            else:
-                st, d = req("PATCH", "/apis/example.com/v1/namespaces/default/blobs/b", "application/merge-patch+json", body)
+            st, n = write_blob(k)
             print(f"  v{k} {n} items status={st} hwm={hwm(p.pid)}", flush=True)
-        _t.sleep(2)
-        after = hwm(p.pid)
-        print(f"cr tiny maps updated x10 hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
-        st, m = req("GET", "/metrics")
-        m = m.decode() if isinstance(m, bytes) else m
-        print("\n".join(l for l in m.splitlines() if l.startswith("watchkeeper_cache_") and ("blobs" in l or "{" not in l)))
+        settled(p, base, "cr tiny maps updated x10")
+        cache_metrics()
         if os.environ.get("TRIM"):
-            import subprocess as _sp
-            _sp.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "call (int)malloc_trim(0)"], capture_output=True)
-            print("after malloc_trim", hwm(p.pid), flush=True)
+            print("after malloc_trim", trimmed(p), flush=True)
+    with_blobs(measure)
+
+@case
+def cr_stalled_watchers():
+    """Never-reading watchers of a resource whose large objects are rewritten: what their
+    queues keep alive of versions the history let go ($WATCHERS watches, each opened after
+    another write, $VERSIONS versions)."""
+    import socket as _s
+    socks = []
+    def measure(p, base):
+        W = int(os.environ.get("WATCHERS", "3"))
+        for k in range(int(os.environ.get("VERSIONS", "12"))):
+            st, n = write_blob(k)
+            if k < W:
+                s = _s.socket(); s.setsockopt(_s.SOL_SOCKET, _s.SO_RCVBUF, 4096)
+                s.connect(("127.0.0.1", PORT))
+                s.sendall(f"GET {BLOBS}?watch=1&timeoutSeconds=3600 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+                socks.append(s)
+            print(f"  v{k} status={st} hwm={hwm(p.pid)}", flush=True)
+        settled(p, base, f"stalled watchers={W}")
+        cache_metrics()
+        st, w = req("GET", "/debug/watchers")
+        for r in json.loads(w)["resources"]:
+            if r["plural"] == "blobs": print({k: r[k] for k in ("history","totals","watchersByState","stalledWatchers")})
+        print("after malloc_trim", trimmed(p), "alive", req("GET", "/readyz")[0], flush=True)
+    try:
+        with_blobs(measure)
     finally:
-        p.terminate(); p.wait(15)
+        for s in socks: s.close()
 
 def _varint(n):
     out = b""
@@ -262,50 +302,6 @@ def protobuf_cm_empty_keys():
     body = b"k8s\x00" + unknown
     run(f"protobuf configmap {n} empty entries", [], ("POST", NS+"/configmaps", "application/vnd.kubernetes.protobuf", body))
 
-
-@case
-def cr_stalled_watchers():
-    """Never-reading watchers of a resource whose large objects are rewritten: what their
-    queues keep alive of versions the history let go."""
-    import time as _t, socket as _s
-    p = start(os.environ.get("EXTRA","").split())
-    socks = []
-    try:
-        st, d = req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", CRD); print("crd", st)
-        for _ in range(100):
-            if req("GET", "/apis/example.com/v1/namespaces/default/blobs")[0] == 200: break
-            _t.sleep(0.2)
-        _t.sleep(1)
-        base = hwm(p.pid)
-        W = int(os.environ.get("WATCHERS", "3"))
-        for k in range(int(os.environ.get("VERSIONS", "12"))):
-            pre = '{"apiVersion":"example.com/v1","kind":"Blob","metadata":{"name":"b"},"spec":['
-            body, n = fill(pre, lambda i: '{"a":%d}' % (k % 10), ']}', limit=1400*1024)
-            if k == 0:
-                st, d = req("POST", "/apis/example.com/v1/namespaces/default/blobs", "application/json", body)
-            else:
-                st, d = req("PATCH", "/apis/example.com/v1/namespaces/default/blobs/b", "application/merge-patch+json", body)
-            if k < W:
-                s = _s.socket(); s.setsockopt(_s.SOL_SOCKET, _s.SO_RCVBUF, 4096)
-                s.connect(("127.0.0.1", PORT))
-                s.sendall(b"GET /apis/example.com/v1/namespaces/default/blobs?watch=1&timeoutSeconds=3600 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                socks.append(s)
-            print(f"  v{k} status={st} hwm={hwm(p.pid)}", flush=True)
-        _t.sleep(3)
-        after = hwm(p.pid)
-        print(f"stalled watchers={W} hwm {base['VmHWM']}->{after['VmHWM']} rss={after['VmRSS']}", flush=True)
-        st, m = req("GET", "/metrics")
-        m = m.decode() if isinstance(m, bytes) else m
-        print("\n".join(l for l in m.splitlines() if (l.startswith("watchkeeper_cache_") and ("blobs" in l or "{" not in l)) or "terminated_watchers_total{" in l and "blobs" in l and not l.endswith(" 0")))
-        import subprocess as _sp
-        _sp.run(["gdb", "-p", str(p.pid), "-batch", "-ex", "call (int)malloc_trim(0)"], capture_output=True)
-        st, w = req("GET", "/debug/watchers")
-        for r in json.loads(w)["resources"]:
-            if r["plural"] == "blobs": print({k: r[k] for k in ("history","totals","watchers","watchersByState","stalledWatchers")})
-        print("after malloc_trim", hwm(p.pid), "alive", req("GET", "/readyz")[0], flush=True)
-    finally:
-        for s in socks: s.close()
-        p.terminate(); p.wait(15)
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:
