@@ -179,15 +179,20 @@ impl PatchType {
     /// type; `None` for anything else.
     #[must_use]
     pub fn from_content_type(content_type: &str) -> Option<PatchType> {
-        match crate::meta::media_type_essence(content_type).as_str() {
-            "application/merge-patch+json" => Some(PatchType::Merge),
-            "application/json-patch+json" => Some(PatchType::Json),
-            "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
-            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
-                Some(PatchType::Apply)
-            }
-            _ => None,
-        }
+        // Compared without case, not lowercased into a new string per request.
+        let essence = content_type.split(';').next().unwrap_or("").trim();
+        [
+            ("application/merge-patch+json", PatchType::Merge),
+            ("application/json-patch+json", PatchType::Json),
+            (
+                "application/strategic-merge-patch+json",
+                PatchType::StrategicMerge,
+            ),
+            ("application/apply-patch+yaml", PatchType::Apply),
+            ("application/apply-patch+cbor", PatchType::Apply),
+        ]
+        .into_iter()
+        .find_map(|(media, patch_type)| essence.eq_ignore_ascii_case(media).then_some(patch_type))
     }
 
     /// The `Content-Type` of this patch type.

@@ -829,10 +829,14 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
             refuse("", "may not be empty")
         };
     }
+    // A path of printable ASCII without '%' (almost every one) needs only its segments'
+    // shapes checked; the characters are looked at per segment otherwise.
+    let printable = path.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%');
     for segment in rest.split('/') {
         let problem = match segment {
             "" => "may not be empty",
             "." | ".." => "may not be '.' or '..'",
+            _ if printable => continue,
             _ if segment.contains('%') => "may not contain '%'",
             _ if segment.chars().any(char::is_control) => "may not contain control characters",
             _ => continue,
@@ -965,8 +969,13 @@ async fn admit(
     let flow = Flow::of(&user, remote);
     // The request's deadline (kube's `--request-timeout`), from its arrival: the connection
     // layer set it (and cuts the answer off there); a request from elsewhere gets one now.
-    let long_running =
-        watch.is_some() || is_long_running(&parts.method, parts.uri.path(), parts.uri.query());
+    // The connection layer's deadline says it already: none for a long-running request.
+    let long_running = match parts.extensions.get::<RequestDeadline>() {
+        Some(RequestDeadline(deadline)) => deadline.is_none(),
+        None => {
+            watch.is_some() || is_long_running(&parts.method, parts.uri.path(), parts.uri.query())
+        }
+    };
     let timeout = if long_running {
         config.request_timeout
     } else {
