@@ -84,7 +84,7 @@ use crate::config::TlsConfig;
 use crate::http::chunk::ConnBody;
 use crate::http::deadline::AnswerDeadline;
 use crate::http::in_poll::{Executor, InPoll};
-use crate::http::on_wake::OnWake;
+use crate::http::on_wake::{OnWake, Wakes};
 use crate::http::watch::WatchHandoff;
 use crate::http::wire::{Activity, Wire};
 use crate::limits::connections::{Admission, ConnectionSlot};
@@ -662,11 +662,8 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
                 CutOff::Connection(self.activity.clone())
             }
         });
-        if let Some(remote) = self.connection.remote {
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(remote));
-        }
+        // The client's address is the connection's (`Connection::remote`): one extension
+        // fewer to box and hash per request.
         request.extensions_mut().insert(self.connection.clone());
         let router = self.router.clone();
         // Boxed: the request and the router's future live in it until the response is ready,
@@ -864,6 +861,8 @@ async fn drive<C, E>(
     } = held;
     let mut wait = Wait::Head(accepted + settings.header_timeout);
     let mut seen = 0;
+    // One flag for every turn's `OnWake` (an allocation less per turn: ~3 per request).
+    let wakes = Wakes::new();
     loop {
         // The head or idle deadline; none while a request is in flight (then no timer is
         // made: a watch connection holds the wait below for its whole life).
@@ -877,7 +876,7 @@ async fn drive<C, E>(
         // What the connection waits for besides its own traffic, polled only when one of
         // those woke it: every write of a watch event wakes this task, and polling these
         // (shared locks of `Notify` and `watch`) per event cost more than the write.
-        let others = OnWake::new(async {
+        let others = OnWake::with(&wakes, async {
             tokio::select! {
                 () = connection.release.notified() => Other::Release,
                 _ = shutdown.wait_for(|stopped| *stopped) => Other::Shutdown,

@@ -176,8 +176,14 @@ async fn answer(
         query: parts.uri.query().map(str::to_owned),
         peer: parts
             .extensions
-            .get::<ConnectInfo<std::net::SocketAddr>>()
-            .map(|info| info.0),
+            .get::<Arc<crate::limits::Connection>>()
+            .and_then(|connection| connection.remote)
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<ConnectInfo<std::net::SocketAddr>>()
+                    .map(|info| info.0)
+            }),
         method: parts.method,
         path: parts.uri.path().to_owned(),
         headers: parts.headers,

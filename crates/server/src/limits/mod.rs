@@ -152,7 +152,8 @@ pub struct Connection {
     pub watches: AtomicUsize,
     /// Whether the connection is TLS.
     pub tls: bool,
-    /// The client's address (handlers see it as axum's `ConnectInfo`).
+    /// The client's address (handlers read it here; axum's `ConnectInfo` only when a
+    /// request did not come through the connection layer).
     pub remote: Option<std::net::SocketAddr>,
     /// Whether the `Host` of each request is checked ([`check_host`]): plain HTTP on a loopback
     /// listener.
