@@ -37,6 +37,7 @@ pub mod pods;
 pub mod pretty;
 pub mod review;
 pub mod scale;
+pub mod service;
 pub mod state;
 pub mod token;
 pub mod transform;
