@@ -179,15 +179,20 @@ impl PatchType {
     /// type; `None` for anything else.
     #[must_use]
     pub fn from_content_type(content_type: &str) -> Option<PatchType> {
-        match crate::meta::media_type_essence(content_type).as_str() {
-            "application/merge-patch+json" => Some(PatchType::Merge),
-            "application/json-patch+json" => Some(PatchType::Json),
-            "application/strategic-merge-patch+json" => Some(PatchType::StrategicMerge),
-            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
-                Some(PatchType::Apply)
-            }
-            _ => None,
-        }
+        // Compared without case, not lowercased into a new string per request.
+        let essence = content_type.split(';').next().unwrap_or("").trim();
+        [
+            ("application/merge-patch+json", PatchType::Merge),
+            ("application/json-patch+json", PatchType::Json),
+            (
+                "application/strategic-merge-patch+json",
+                PatchType::StrategicMerge,
+            ),
+            ("application/apply-patch+yaml", PatchType::Apply),
+            ("application/apply-patch+cbor", PatchType::Apply),
+        ]
+        .into_iter()
+        .find_map(|(media, patch_type)| essence.eq_ignore_ascii_case(media).then_some(patch_type))
     }
 
     /// The `Content-Type` of this patch type.
@@ -272,7 +277,7 @@ fn patched(
         PatchType::Merge => {
             let patch = decode(def, patch, "merge patch")?;
             let mut target = original.clone();
-            merge_patch(&mut target, &patch);
+            merge_patch(&mut target, patch);
             target
         }
         PatchType::Json => {
@@ -325,10 +330,11 @@ fn decode(def: &ResourceDef, bytes: &[u8], what: &str) -> Result<Value, ApiError
     parsed.map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
 }
 
-/// RFC 7386 JSON merge patch, in place.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
+/// RFC 7386 JSON merge patch, in place. The patch's keys and values are moved into the
+/// target, not copied; a key the target has is looked up, not made again.
+pub fn merge_patch(target: &mut Value, patch: Value) {
     let Value::Object(patch) = patch else {
-        *target = patch.clone();
+        *target = patch;
         return;
     };
     if !target.is_object() {
@@ -337,9 +343,11 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     if let Value::Object(map) = target {
         for (key, value) in patch {
             if value.is_null() {
-                map.remove(key);
+                map.remove(&key);
+            } else if let Some(slot) = map.get_mut(&key) {
+                merge_patch(slot, value);
             } else {
-                merge_patch(map.entry(key.clone()).or_insert(Value::Null), value);
+                merge_patch(map.entry(key).or_insert(Value::Null), value);
             }
         }
     }
@@ -1213,7 +1221,7 @@ mod tests {
         assert_eq!(out["metadata"]["labels"], json!({"app": "web", "new": "x"}));
         assert_eq!(out["spec"]["containers"], json!([{"name": "only"}]));
         let mut target = json!({"a": "b"});
-        merge_patch(&mut target, &json!({"a": {"c": null, "d": 1}}));
+        merge_patch(&mut target, json!({"a": {"c": null, "d": 1}}));
         assert_eq!(target, json!({"a": {"d": 1}}));
         let err = apply("pods", PatchType::Merge, &pod(), &json!([1])).unwrap_err();
         assert_eq!(err.code, 400);
@@ -1730,7 +1738,7 @@ mod tests {
                 // Outside keyed lists and without `$` keys the two agree.
                 let smp = strategic_merge_patch(&original, &patch, Ty::deduced()).unwrap();
                 let mut merged = original.clone();
-                merge_patch(&mut merged, &patch);
+                merge_patch(&mut merged, patch);
                 prop_assert_eq!(smp, merged);
             }
         }

@@ -6,7 +6,7 @@
 //! client-python work unchanged. See docs/ARCHITECTURE.md.
 //!
 //! ## Layout (dependencies point down only)
-//! - [`http`]: the router, the handlers and watch streaming, the connection layer (TLS).
+//! - [`http`]: the request service, routing, the handlers and watch streaming, the connection layer (TLS).
 //! - [`source`]: the source seam (store and upstream), the reflector, the object decoder, the
 //!   reads with Kubernetes' consistency and the writes.
 //! - [`audit`]: the audit log's layer (outermost), policy and writer; its
@@ -749,33 +749,30 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         App::observed,
         shutdown_rx.clone(),
     ));
-    let router = axum::Router::new()
-        .fallback(http::handle)
-        .layer(axum::middleware::from_fn_with_state(
-            crate::limits::LayerState {
-                limits,
-                auth,
-                authorize: {
-                    let app = Arc::downgrade(&app);
-                    Arc::new(
-                        move |user: &crate::auth::User,
-                              method: &axum::http::Method,
-                              path: &str,
-                              query: Option<&str>| {
-                            app.upgrade().map_or(Ok(()), |app| {
-                                http::authorize_from_url(&app, user, method, path, query)
-                            })
-                        },
-                    )
-                },
+    let service = http::service::service(
+        app.clone(),
+        crate::limits::LayerState {
+            limits,
+            auth,
+            authorize: {
+                let app = Arc::downgrade(&app);
+                Arc::new(
+                    move |user: &crate::auth::User,
+                          method: &axum::http::Method,
+                          path: &str,
+                          query: Option<&str>| {
+                        app.upgrade().map_or(Ok(()), |app| {
+                            http::authorize_from_url(&app, user, method, path, query)
+                        })
+                    },
+                )
             },
-            crate::limits::layer,
-        ))
-        .layer(crate::audit::AuditLayer::new(audit))
-        .with_state(app.clone());
+        },
+        crate::audit::AuditLayer::new(audit),
+    );
     let serve = tokio::spawn(crate::http::connection::serve(
         listener,
-        router,
+        service,
         settings,
         shutdown_rx,
     ));

@@ -70,10 +70,11 @@ impl Verb {
         }
     }
 
-    /// The verb as authorization sees it (`get`, `list`, ...; another method in lower case).
+    /// The verb as authorization sees it (`get`, `list`, ...; another method in lower case,
+    /// the only one made per request).
     #[must_use]
-    pub fn authorization_name(self, method: &Method) -> String {
-        match self {
+    pub fn authorization_name(self, method: &Method) -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed(match self {
             Verb::Get => "get",
             Verb::List => "list",
             Verb::Watch => "watch",
@@ -82,9 +83,8 @@ impl Verb {
             Verb::Patch => "patch",
             Verb::Delete => "delete",
             Verb::DeleteCollection => "deletecollection",
-            Verb::Other => return method.as_str().to_ascii_lowercase(),
-        }
-        .to_owned()
+            Verb::Other => return method.as_str().to_ascii_lowercase().into(),
+        })
     }
 
     /// The verb label of the request metrics (`GET`, `LIST`, ...; empty for another method).

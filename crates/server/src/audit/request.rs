@@ -112,7 +112,9 @@ fn resource_info(method: &Method, path: &str, query: Option<&str>) -> (String, O
     let watch = target.watch_path
         || (target.name.is_none()
             && watchkeeper_api::query::Options::parse(query).is_ok_and(|o| o.watch));
-    let verb = Verb::of(method, target.name.is_some(), watch).authorization_name(method);
+    let verb = Verb::of(method, target.name.is_some(), watch)
+        .authorization_name(method)
+        .into_owned();
     // kube: `namespaces/{name}` is the namespace's own request, in that namespace.
     let namespace = match (target.plural, target.namespace, target.name) {
         ("namespaces", None, Some(name)) => name,

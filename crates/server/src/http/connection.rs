@@ -70,7 +70,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::Router;
+use crate::http::service::Service;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
@@ -84,7 +84,7 @@ use crate::config::TlsConfig;
 use crate::http::chunk::ConnBody;
 use crate::http::deadline::AnswerDeadline;
 use crate::http::in_poll::{Executor, InPoll};
-use crate::http::on_wake::OnWake;
+use crate::http::on_wake::{OnWake, Wakes};
 use crate::http::watch::WatchHandoff;
 use crate::http::wire::{Activity, Wire};
 use crate::limits::connections::{Admission, ConnectionSlot};
@@ -360,7 +360,7 @@ impl Future for ConnectionTask {
 /// connection to close.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    service: Service,
     settings: ConnectionSettings,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -422,7 +422,7 @@ pub async fn serve(
                 slot,
                 open,
             },
-            router.clone(),
+            service.clone(),
             settings.clone(),
             acceptor.clone(),
             shutdown.clone(),
@@ -450,7 +450,7 @@ struct Accepted {
 /// protocol sniff of a plain socket; then the connection to serve (`None`: it is closed).
 async fn open_connection(
     accepted: Accepted,
-    router: Router,
+    service: Service,
     settings: Arc<ConnectionSettings>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -487,7 +487,7 @@ async fn open_connection(
                 slot,
                 open,
             },
-            router,
+            service,
             settings,
             shutdown,
         ));
@@ -550,7 +550,7 @@ async fn open_connection(
             slot,
             open,
         },
-        router,
+        service,
         settings,
         shutdown,
     ))
@@ -610,7 +610,7 @@ struct Held {
     open: Open,
 }
 
-/// The service of a connection's requests: the router, with the connection's state put in
+/// The service of a connection's requests: the server's ([`crate::http::service`]), with the connection's state put in
 /// each request, and a watch's body taken out of its response for the connection to write
 /// (see [`crate::http::chunk`]).
 ///
@@ -622,7 +622,7 @@ struct Held {
 struct ConnService {
     connection: Arc<Connection>,
     activity: Arc<Activity>,
-    router: Router,
+    service: Service,
     limits: Arc<Limits>,
 }
 
@@ -662,17 +662,16 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
                 CutOff::Connection(self.activity.clone())
             }
         });
-        if let Some(remote) = self.connection.remote {
-            request
-                .extensions_mut()
-                .insert(axum::extract::ConnectInfo(remote));
-        }
+        // The client's address is the connection's (`Connection::remote`): one extension
+        // fewer to box and hash per request.
         request.extensions_mut().insert(self.connection.clone());
-        let router = self.router.clone();
-        // Boxed: the request and the router's future live in it until the response is ready,
+        let service = self.service.clone();
+        let method = request.method().clone();
+        // Boxed: the request and the service's future live in it until the response is ready,
         // and are freed then (a watch's response lives on without them).
         Box::pin(async move {
-            let mut response = router.oneshot(request.map(axum::body::Body::new)).await?;
+            let mut response = service.oneshot(request.map(axum::body::Body::new)).await?;
+            crate::http::service::finish(&method, &mut response);
             // The answer began before its deadline (else it is the 504, never cut off).
             if response.extensions().get::<TimedOut>().is_none() {
                 match cut_off {
@@ -718,7 +717,7 @@ fn serving<S>(
     stream: S,
     protocol: Protocol,
     held: Held,
-    router: Router,
+    service: Service,
     settings: Arc<ConnectionSettings>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> Phase
@@ -729,7 +728,7 @@ where
     let service = ConnService {
         connection: held.connection.clone(),
         activity: activity.clone(),
-        router,
+        service,
         limits: settings.limits.clone(),
     };
     let io = TokioIo::new(Wire::new(
@@ -864,6 +863,8 @@ async fn drive<C, E>(
     } = held;
     let mut wait = Wait::Head(accepted + settings.header_timeout);
     let mut seen = 0;
+    // One flag for every turn's `OnWake` (an allocation less per turn: ~3 per request).
+    let wakes = Wakes::new();
     loop {
         // The head or idle deadline; none while a request is in flight (then no timer is
         // made: a watch connection holds the wait below for its whole life).
@@ -877,7 +878,7 @@ async fn drive<C, E>(
         // What the connection waits for besides its own traffic, polled only when one of
         // those woke it: every write of a watch event wakes this task, and polling these
         // (shared locks of `Notify` and `watch`) per event cost more than the write.
-        let others = OnWake::new(async {
+        let others = OnWake::with(&wakes, async {
             tokio::select! {
                 () = connection.release.notified() => Other::Release,
                 _ = shutdown.wait_for(|stopped| *stopped) => Other::Shutdown,

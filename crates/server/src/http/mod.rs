@@ -37,6 +37,7 @@ pub mod pods;
 pub mod pretty;
 pub mod review;
 pub mod scale;
+pub mod service;
 pub mod state;
 pub mod token;
 pub mod transform;
@@ -101,7 +102,7 @@ fn unsupported_body(method: &Method, headers: &HeaderMap) -> Option<ApiError> {
 /// The single request handler.
 pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let started = std::time::Instant::now();
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     // The limits layer has read the body within its bounds and authenticated the caller.
     let body_max = app.config.limits.request_body_bytes_max;
     let body = match axum::body::to_bytes(body, body_max).await {
@@ -113,7 +114,8 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         }
     };
     let path = parts.uri.path();
-    let user = match parts.extensions.get::<User>().cloned() {
+    // Taken, not copied: the limits layer put it there for this handler only.
+    let user = match parts.extensions.remove::<User>() {
         Some(user) => user,
         None => match app.auth.authenticate(path, &parts.headers) {
             Ok(user) => user,
@@ -175,8 +177,14 @@ async fn answer(
         query: parts.uri.query().map(str::to_owned),
         peer: parts
             .extensions
-            .get::<ConnectInfo<std::net::SocketAddr>>()
-            .map(|info| info.0),
+            .get::<Arc<crate::limits::Connection>>()
+            .and_then(|connection| connection.remote)
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<ConnectInfo<std::net::SocketAddr>>()
+                    .map(|info| info.0)
+            }),
         method: parts.method,
         path: parts.uri.path().to_owned(),
         headers: parts.headers,

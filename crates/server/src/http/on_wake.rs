@@ -42,17 +42,50 @@ pub struct OnWake<'a, T> {
     waker: Waker,
 }
 
-impl<'a, T> OnWake<'a, T> {
-    /// Wraps `inner`.
-    pub fn new(inner: impl Future<Output = T> + Send + 'a) -> OnWake<'a, T> {
+/// The flag and waker [`OnWake`]s poll their futures with, made once for a loop that wraps
+/// a new future each turn (a connection's): the next one takes them without allocating. A
+/// wake meant for an earlier, dropped future only costs the next one a poll.
+#[derive(Debug)]
+pub struct Wakes {
+    flag: Arc<Flag>,
+    waker: Waker,
+}
+
+impl Wakes {
+    /// A flag and its waker.
+    #[must_use]
+    pub fn new() -> Wakes {
         let flag = Arc::new(Flag {
             woken: AtomicBool::new(true),
             task: AtomicWaker::new(),
         });
-        OnWake {
-            inner: Box::pin(inner),
+        Wakes {
             waker: Waker::from(flag.clone()),
             flag,
+        }
+    }
+}
+
+impl Default for Wakes {
+    fn default() -> Wakes {
+        Wakes::new()
+    }
+}
+
+impl<'a, T> OnWake<'a, T> {
+    /// Wraps `inner`.
+    pub fn new(inner: impl Future<Output = T> + Send + 'a) -> OnWake<'a, T> {
+        OnWake::with(&Wakes::new(), inner)
+    }
+
+    /// Wraps `inner` with `wakes` (see [`Wakes`]): polled on its first poll, as with
+    /// [`OnWake::new`].
+    pub fn with(wakes: &Wakes, inner: impl Future<Output = T> + Send + 'a) -> OnWake<'a, T> {
+        wakes.flag.woken.store(true, Ordering::Release);
+        OnWake {
+            inner: Box::pin(inner),
+            flag: wakes.flag.clone(),
+            waker: wakes.waker.clone(),
         }
     }
 }

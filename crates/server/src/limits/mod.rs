@@ -121,14 +121,14 @@
 //! `tests/limits.rs` checks with 10,000 such clients.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use watchkeeper_api::ApiError;
@@ -152,7 +152,8 @@ pub struct Connection {
     pub watches: AtomicUsize,
     /// Whether the connection is TLS.
     pub tls: bool,
-    /// The client's address (handlers see it as axum's `ConnectInfo`).
+    /// The client's address (handlers read it here; axum's `ConnectInfo` only when a
+    /// request did not come through the connection layer).
     pub remote: Option<std::net::SocketAddr>,
     /// Whether the `Host` of each request is checked ([`check_host`]): plain HTTP on a loopback
     /// listener.
@@ -829,10 +830,14 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
             refuse("", "may not be empty")
         };
     }
+    // A path of printable ASCII without '%' (almost every one) needs only its segments'
+    // shapes checked; the characters are looked at per segment otherwise.
+    let printable = path.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%');
     for segment in rest.split('/') {
         let problem = match segment {
             "" => "may not be empty",
             "." | ".." => "may not be '.' or '..'",
+            _ if printable => continue,
             _ if segment.contains('%') => "may not contain '%'",
             _ if segment.chars().any(char::is_control) => "may not contain control characters",
             _ => continue,
@@ -896,11 +901,16 @@ fn is_probe(path: &str) -> bool {
     matches!(path, "/healthz" | "/livez" | "/readyz")
 }
 
-/// The layer (axum middleware) applying every limit; see the module docs for the order.
+/// The layer applying every limit around `next` (the handler; see [`crate::http::service`]);
+/// see the module docs for the order.
 /// Every answer to a request API Priority and Fairness classified carries its headers.
-pub async fn layer(State(state): State<LayerState>, request: Request, next: Next) -> Response {
+pub async fn layer<F, H>(state: &LayerState, request: Request, next: H) -> Response
+where
+    H: FnOnce(Request) -> F,
+    F: Future<Output = Response>,
+{
     let mut classified = None;
-    let mut response = admit(&state, request, next, &mut classified).await;
+    let mut response = admit(state, request, next, &mut classified).await;
     if let Some(class) = classified {
         class.set_headers(&mut response);
     }
@@ -909,12 +919,16 @@ pub async fn layer(State(state): State<LayerState>, request: Request, next: Next
 
 /// [`layer`]'s admission and the handler, setting `classified` once the request is
 /// classified.
-async fn admit(
+async fn admit<F, H>(
     state: &LayerState,
     request: Request,
-    next: Next,
+    next: H,
     classified: &mut Option<apf::Classification>,
-) -> Response {
+) -> Response
+where
+    H: FnOnce(Request) -> F,
+    F: Future<Output = Response>,
+{
     let limits = &state.limits;
     let config = &limits.config;
     let size = header_bytes(&request);
@@ -965,8 +979,13 @@ async fn admit(
     let flow = Flow::of(&user, remote);
     // The request's deadline (kube's `--request-timeout`), from its arrival: the connection
     // layer set it (and cuts the answer off there); a request from elsewhere gets one now.
-    let long_running =
-        watch.is_some() || is_long_running(&parts.method, parts.uri.path(), parts.uri.query());
+    // The connection layer's deadline says it already: none for a long-running request.
+    let long_running = match parts.extensions.get::<RequestDeadline>() {
+        Some(RequestDeadline(deadline)) => deadline.is_none(),
+        None => {
+            watch.is_some() || is_long_running(&parts.method, parts.uri.path(), parts.uri.query())
+        }
+    };
     let timeout = if long_running {
         config.request_timeout
     } else {
@@ -1137,11 +1156,11 @@ async fn admit(
     let response = match deadline {
         // Not answered by its deadline: the handler is dropped (its slots with it) and the
         // client gets kube's 504.
-        Some(deadline) => match tokio::time::timeout_at(deadline, next.run(request)).await {
+        Some(deadline) => match tokio::time::timeout_at(deadline, next(request)).await {
             Ok(response) => response,
             Err(_) => return limits.timed_out(),
         },
-        None => next.run(request).await,
+        None => next(request).await,
     };
     drop(watch_seat);
     // Slots live as long as the response body: until hyper has taken its last byte (a watch

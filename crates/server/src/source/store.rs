@@ -2893,12 +2893,11 @@ impl Writer<'_> {
             )?;
             // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
             // with kube-apiserver: it applies only to that version.
-            let version = |object: &Value| {
+            fn version(object: &Value) -> Option<&str> {
                 object
                     .at("/metadata/resourceVersion")
                     .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
+            }
             if let Some(wanted) = version(&new)
                 && version(old).is_some_and(|current| current != wanted)
             {
