@@ -610,9 +610,10 @@ struct Held {
     open: Open,
 }
 
-/// The service of a connection's requests: the server's ([`crate::http::service`]), with the connection's state put in
-/// each request, and a watch's body taken out of its response for the connection to write
-/// (see [`crate::http::chunk`]).
+/// The service of a connection's requests: the server's ([`crate::http::service`]), with
+/// the connection's state put in each request, each answer finished as axum's router did
+/// ([`crate::http::service::finish`]), and a watch's body taken out of its response for the
+/// connection to write (see [`crate::http::chunk`]).
 ///
 /// A hyper service of its own (not a tower service behind hyper-util's adapter): hyper keeps
 /// the service's future of a request in a box per HTTP/1.1 connection, and inline in each
