@@ -26,84 +26,18 @@ def baseline_configmap():
     body = json.dumps({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"x"*(1000*1000)}}).encode()
     run("configmap 1MB", [], ("POST", NS+"/configmaps", "application/json", body))
 
-@case
-def pod_many_containers():
-    pre, suf = pod(None)
-    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, suf)
-    run(f"pod {n} containers", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def pod_many_ports():
-    pre = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x","ports":['
-    body, n = fill(pre, lambda i: '{"containerPort":%d}' % (i % 65535 + 1), ']}]}}')
-    run(f"pod {n} ports", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def pod_many_env():
-    pre = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x","env":['
-    body, n = fill(pre, lambda i: '{"name":"e%d"}' % i, ']}]}}')
-    run(f"pod {n} env", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def pod_many_volumes():
-    pre = '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"}],"volumes":['
-    body, n = fill(pre, lambda i: '{"name":"v%d","emptyDir":{}}' % i, ']}}')
-    run(f"pod {n} volumes", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def deploy_many_containers():
-    pre = '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":['
-    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, ']}}}}')
-    run(f"deployment {n} containers", [], ("POST", "/apis/apps/v1/namespaces/default/deployments", "application/json", body))
 
-@case
-def pod_dup_names():
-    pre, suf = pod(None)
-    body, n = fill(pre, lambda i: '{"name":"a","image":"x"}', suf)
-    run(f"pod {n} duplicate containers", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def pod_empty_containers():
-    pre, suf = pod(None)
-    body, n = fill(pre, lambda i: '{}', suf)
-    run(f"pod {n} {{}} containers", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def cm_many_keys():
-    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{'
-    body, n = fill(pre, lambda i: '"k%d":""' % i, '}}')
-    run(f"configmap {n} keys", [], ("POST", NS+"/configmaps", "application/json", body))
 
-@case
-def cm_many_bad_keys():
-    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{'
-    body, n = fill(pre, lambda i: '"#%d":""' % i, '}}')
-    run(f"configmap {n} invalid keys", [], ("POST", NS+"/configmaps", "application/json", body))
 
-@case
-def cm_many_labels_bad():
-    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{'
-    body, n = fill(pre, lambda i: '"#%d":""' % i, '}}}')
-    run(f"configmap {n} invalid labels", [], ("POST", NS+"/configmaps", "application/json", body))
 
-@case
-def apply_cm_many_keys():
-    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{'
-    body, n = fill(pre, lambda i: '"k%d":""' % i, '}}')
-    run(f"apply configmap {n} keys", [], ("PATCH", NS+"/configmaps/c?fieldManager=m", "application/apply-patch+yaml", body))
 
-@case
-def apply_pod_many_containers():
-    pre, suf = pod(None)
-    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, suf)
-    run(f"apply pod {n} containers", [], ("PATCH", NS+"/pods/p?fieldManager=m", "application/apply-patch+yaml", body))
 
-@case
-def smp_pod_many_containers():
-    setup = [("POST", NS+"/pods", "application/json", b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"}]}}')]
-    pre = '{"spec":{"containers":['
-    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, ']}}')
-    run(f"smp pod {n} containers", setup, ("PATCH", NS+"/pods/p", "application/strategic-merge-patch+json", body))
 
 @case
 def jsonpatch_copy_doubling():
@@ -126,44 +60,67 @@ def label_selector_list():
     q = urllib.parse.quote(sel)
     run(f"list labelSelector in({5000})", [], ("GET", NS+"/configmaps?labelSelector="+q, "", b""))
 
-@case
-def yaml_flow_empty():
-    pre = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: ['
-    body, n = fill(pre, lambda i: '{}', ']\n')
-    run(f"yaml pod {n} {{}}", [], ("POST", NS+"/pods", "application/yaml", body))
 
-@case
-def yaml_flow_null():
-    pre = 'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: ['
-    body, n = fill(pre, lambda i: '~', ']\n')
-    run(f"yaml pod {n} ~", [], ("POST", NS+"/pods", "application/yaml", body))
 
-@case
-def json_null_containers():
-    pre, suf = pod(None)
-    body, n = fill(pre, lambda i: 'null', suf)
-    run(f"json pod {n} null", [], ("POST", NS+"/pods", "application/json", body))
 
-@case
-def dryrun_pod_many_containers():
-    pre, suf = pod(None)
-    body, n = fill(pre, lambda i: '{"name":"a%d","image":"x"}' % i, suf)
-    run(f"dryRun pod {n} containers", [], ("POST", NS+"/pods?dryRun=All", "application/json", body))
 
-@case
-def update_managed_fields():
-    setup = [("POST", NS+"/configmaps", "application/json", b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}')]
-    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":['
-    body, n = fill(pre, lambda i: '{"manager":"m%d","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{}}' % i, ']}}')
-    run(f"put {n} managedFields entries", setup, ("PUT", NS+"/configmaps/c", "application/json", body))
 
-@case
-def update_managed_fields_wide():
-    setup = [("POST", NS+"/configmaps", "application/json", b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}')]
-    pre = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":[{"manager":"m","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{'
-    body, n = fill(pre, lambda i: '"f:k%d":{}' % i, '}}}]}}')
-    run(f"put managedFields {n} fields", setup, ("PUT", NS+"/configmaps/c", "application/json", body))
 
+
+# Cases whose body is a prefix, as many items as fit the body limit, and a suffix:
+# (name, label with {} for the count, setup requests, (method, path, content type),
+#  prefix, item(i), suffix).
+FILLED = [
+    ('pod_many_containers', 'pod {} containers', [], ("POST", NS+"/pods", "application/json"),
+     pod(None)[0], lambda i: '{"name":"a%d","image":"x"}' % i, pod(None)[1]),
+    ('pod_many_ports', 'pod {} ports', [], ("POST", NS+"/pods", "application/json"),
+     '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x","ports":[', lambda i: '{"containerPort":%d}' % (i % 65535 + 1), ']}]}}'),
+    ('pod_many_env', 'pod {} env', [], ("POST", NS+"/pods", "application/json"),
+     '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x","env":[', lambda i: '{"name":"e%d"}' % i, ']}]}}'),
+    ('pod_many_volumes', 'pod {} volumes', [], ("POST", NS+"/pods", "application/json"),
+     '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"}],"volumes":[', lambda i: '{"name":"v%d","emptyDir":{}}' % i, ']}}'),
+    ('deploy_many_containers', 'deployment {} containers', [], ("POST", "/apis/apps/v1/namespaces/default/deployments", "application/json"),
+     '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[', lambda i: '{"name":"a%d","image":"x"}' % i, ']}}}}'),
+    ('pod_dup_names', 'pod {} duplicate containers', [], ("POST", NS+"/pods", "application/json"),
+     pod(None)[0], lambda i: '{"name":"a","image":"x"}', pod(None)[1]),
+    ('pod_empty_containers', 'pod {} {{}} containers', [], ("POST", NS+"/pods", "application/json"),
+     pod(None)[0], lambda i: '{}', pod(None)[1]),
+    ('cm_many_keys', 'configmap {} keys', [], ("POST", NS+"/configmaps", "application/json"),
+     '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{', lambda i: '"k%d":""' % i, '}}'),
+    ('cm_many_bad_keys', 'configmap {} invalid keys', [], ("POST", NS+"/configmaps", "application/json"),
+     '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{', lambda i: '"#%d":""' % i, '}}'),
+    ('cm_many_labels_bad', 'configmap {} invalid labels', [], ("POST", NS+"/configmaps", "application/json"),
+     '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","labels":{', lambda i: '"#%d":""' % i, '}}}'),
+    ('apply_cm_many_keys', 'apply configmap {} keys', [], ("PATCH", NS+"/configmaps/c?fieldManager=m", "application/apply-patch+yaml"),
+     '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{', lambda i: '"k%d":""' % i, '}}'),
+    ('apply_pod_many_containers', 'apply pod {} containers', [], ("PATCH", NS+"/pods/p?fieldManager=m", "application/apply-patch+yaml"),
+     pod(None)[0], lambda i: '{"name":"a%d","image":"x"}' % i, pod(None)[1]),
+    ('smp_pod_many_containers', 'smp pod {} containers', [("POST", NS+"/pods", "application/json", b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"a","image":"x"}]}}')], ("PATCH", NS+"/pods/p", "application/strategic-merge-patch+json"),
+     '{"spec":{"containers":[', lambda i: '{"name":"a%d","image":"x"}' % i, ']}}'),
+    ('yaml_flow_empty', 'yaml pod {} {{}}', [], ("POST", NS+"/pods", "application/yaml"),
+     'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [', lambda i: '{}', ']\n'),
+    ('yaml_flow_null', 'yaml pod {} ~', [], ("POST", NS+"/pods", "application/yaml"),
+     'apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [', lambda i: '~', ']\n'),
+    ('json_null_containers', 'json pod {} null', [], ("POST", NS+"/pods", "application/json"),
+     pod(None)[0], lambda i: 'null', pod(None)[1]),
+    ('dryrun_pod_many_containers', 'dryRun pod {} containers', [], ("POST", NS+"/pods?dryRun=All", "application/json"),
+     pod(None)[0], lambda i: '{"name":"a%d","image":"x"}' % i, pod(None)[1]),
+    ('update_managed_fields', 'put {} managedFields entries', [("POST", NS+"/configmaps", "application/json", b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}')], ("PUT", NS+"/configmaps/c", "application/json"),
+     '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":[', lambda i: '{"manager":"m%d","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{}}' % i, ']}}'),
+    ('update_managed_fields_wide', 'put managedFields {} fields', [("POST", NS+"/configmaps", "application/json", b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}')], ("PUT", NS+"/configmaps/c", "application/json"),
+     '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":[{"manager":"m","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{', lambda i: '"f:k%d":{}' % i, '}}}]}}'),
+]
+
+def filled_case(name, label, setup, target, prefix, item, suffix):
+    def run_case():
+        body, n = fill(prefix, item, suffix)
+        method, path, ctype = target
+        run(label.format(n), setup, (method, path, ctype, body))
+    run_case.__name__ = name
+    CASES[name] = run_case
+
+for row in FILLED:
+    filled_case(*row)
 
 CRD = json.dumps({"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"blobs.example.com"},
   "spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"blobs","singular":"blob","kind":"Blob"},
