@@ -504,6 +504,17 @@ fn role_bindings_name_their_api_groups() {
 }
 
 /// `object` as `plural`'s defaulting leaves it (no create-time metadata or status).
+/// Each `(plural, object, expected)` row: `object` defaulted as `plural` is `expected`.
+fn assert_table(cases: &[(&str, Value, Value)]) {
+    for (plural, object, expected) in cases {
+        assert_eq!(
+            &defaulted(plural, object.clone()),
+            expected,
+            "{plural}: {object}"
+        );
+    }
+}
+
 fn defaulted(plural: &str, object: Value) -> Value {
     let mut object = object;
     apply_defaults(&def(plural), &mut object);
@@ -604,13 +615,7 @@ fn apps_table() {
             json!({"spec": {"selector": selector, "template": defaulted_template(), "replicas": 1}}),
         ),
     ];
-    for (plural, object, expected) in cases {
-        assert_eq!(
-            defaulted(plural, object.clone()),
-            expected,
-            "{plural}: {object}"
-        );
-    }
+    assert_table(&cases);
 }
 
 /// kube 1.33's `pkg/apis/batch/v1/defaults.go`, whole objects.
@@ -651,13 +656,7 @@ fn batch_table() {
                 "jobTemplate": {"spec": {"template": defaulted_template()}}}}),
         ),
     ];
-    for (plural, object, expected) in cases {
-        assert_eq!(
-            defaulted(plural, object.clone()),
-            expected,
-            "{plural}: {object}"
-        );
-    }
+    assert_table(&cases);
 }
 
 /// kube 1.33's `pkg/apis/core/v1/defaults.go` and the nested defaulters of its
@@ -791,13 +790,7 @@ fn core_table() {
                 "schedulerName": "default-scheduler", "enableServiceLinks": true}}),
         ),
     ];
-    for (plural, object, expected) in cases {
-        assert_eq!(
-            defaulted(plural, object.clone()),
-            expected,
-            "{plural}: {object}"
-        );
-    }
+    assert_table(&cases);
 }
 
 /// The other groups' `defaults.go` (autoscaling/v2, networking/v1, discovery/v1), whole
@@ -832,11 +825,5 @@ fn other_groups_table() {
                 "ports": [{"port": 80, "name": "", "protocol": "TCP"}]}),
         ),
     ];
-    for (plural, object, expected) in cases {
-        assert_eq!(
-            defaulted(plural, object.clone()),
-            expected,
-            "{plural}: {object}"
-        );
-    }
+    assert_table(&cases);
 }

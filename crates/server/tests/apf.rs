@@ -165,6 +165,20 @@ async fn create(addr: SocketAddr, path: &str, body: &Value) -> Value {
 
 /// A priority level of 1 share answering `limit_response` past its seat, neither lending
 /// nor borrowing (so it has exactly 1 seat).
+/// A watch of `path` opened with `token`: its stream (held open) and its head, which must
+/// say 200.
+async fn open_watch(addr: SocketAddr, path: &str, token: &str) -> (tokio::net::TcpStream, String) {
+    let mut stream = raw::send(addr, &head("GET", path, token, 0), b"")
+        .await
+        .unwrap();
+    let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+        .await
+        .expect("a head")
+        .unwrap();
+    assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+    (stream, watch_head)
+}
+
 async fn level(addr: SocketAddr, name: &str, limit_response: Value) -> Value {
     borrowing_level(addr, name, 0, limit_response).await
 }
@@ -329,19 +343,8 @@ async fn answers_name_their_flow_schema_and_priority_level() {
     assert_status(&answer, 404, "NotFound");
     assert_classified(&answer, &global_default.0, &global_default.1);
     // A watch is classified too (its head carries the headers).
-    let mut stream = raw::send(
-        addr,
-        &head("GET", &format!("{CM}?watch=true"), "bob-token", 0),
-        b"",
-    )
-    .await
-    .unwrap();
-    let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
-        .await
-        .expect("a head")
-        .unwrap()
-        .to_ascii_lowercase();
-    assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+    let (_stream, watch_head) = open_watch(addr, &format!("{CM}?watch=true"), "bob-token").await;
+    let watch_head = watch_head.to_ascii_lowercase();
     assert!(
         watch_head.contains(&format!(
             "x-kubernetes-pf-flowschema-uid: {}\r\n",
@@ -1060,14 +1063,7 @@ async fn a_watch_takes_a_seat_while_it_starts() {
     assert_status(&refused, 429, "TooManyRequests");
     assert_eq!(held.finish().await.status, 201);
     until(|| counts(&server, "alice", "one-seat").0 == 0).await;
-    let mut stream = raw::send(addr, &head("GET", &watch, "alice-token", 0), b"")
-        .await
-        .unwrap();
-    let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
-        .await
-        .expect("a head")
-        .unwrap();
-    assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+    let (stream, _) = open_watch(addr, &watch, "alice-token").await;
     until(|| counts(&server, "alice", "one-seat").0 == 0).await;
     let served = call(addr, "alice-token", "GET", CM, "").await;
     assert_eq!(served.status, 200, "{}", served.body);
@@ -1351,18 +1347,7 @@ async fn a_writes_fan_out_counts_the_watches_of_its_namespace() {
     let other = "/api/v1/namespaces/other/configmaps";
     let mut watches = Vec::new();
     for _ in 0..WATCHES {
-        let mut stream = raw::send(
-            addr,
-            &head("GET", &format!("{other}?watch=true"), "admin-token", 0),
-            b"",
-        )
-        .await
-        .unwrap();
-        let watch_head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
-            .await
-            .expect("a head")
-            .unwrap();
-        assert_eq!(raw::status_of(&watch_head), 200, "{watch_head}");
+        let (stream, _) = open_watch(addr, &format!("{other}?watch=true"), "admin-token").await;
         watches.push(stream);
     }
     // alice's held create's row in `dump_requests`: its final seats and additional latency.
