@@ -694,7 +694,10 @@ fn index_key(group: &str, version: &str) -> String {
 
 /// The served group/versions, in the order of their first kind, then those that serve only
 /// create-only resources (`authentication.k8s.io/v1`, `authorization.k8s.io/v1`).
-fn group_versions(defs: &[ResourceDef]) -> Vec<(String, String)> {
+/// The group/versions of `defs` and of the kinds only created (reviews, bindings), each once
+/// in order: those the v3 index lists when each has a document.
+#[must_use]
+pub fn group_versions(defs: &[ResourceDef]) -> Vec<(String, String)> {
     let mut group_versions: Vec<(String, String)> = Vec::new();
     for def in defs.iter().chain(&crate::discovery::create_only_defs()) {
         let gv = (def.group.clone(), def.version.clone());

@@ -611,6 +611,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         limits: limits.clone(),
     };
     tracing::info!(%addr, tls = settings.tls.is_some(), source = %source.describe(), resources = defs.len(), mode = config.cache.mode.as_str(), "watchkeeper listening");
+    // The OpenAPI documents count with the caches' objects (`http::openapi`).
+    let documents_account = source
+        .as_store_source()
+        .map(|store| store.cache_memory().clone());
     let app = Arc::new(App {
         config,
         source,
@@ -629,7 +633,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         compaction: Arc::default(),
         garbage_collector: garbage_collector.clone(),
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
-        openapi: crate::http::openapi::OpenApiCache::default(),
+        openapi: crate::http::openapi::OpenApiCache::new(documents_account),
         audit: audit.clone(),
     });
     if let Some(apf) = app.limits.apf() {

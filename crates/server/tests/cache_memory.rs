@@ -311,18 +311,8 @@ async fn unread_watches_holding_what_the_histories_let_go_end_past_the_bound() {
 async fn a_served_custom_resource_s_schema_counts_against_the_bound() {
     let server = bounded().await;
     let addr = server.addr;
-    let properties: serde_json::Map<String, Value> = (0..10_000)
-        .map(|i| (format!("p{i}"), json!({"type": "string"})))
-        .collect();
-    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"plural": "things", "kind": "Thing"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "properties": properties}}}}}]}});
     let before = common::metric(addr, "watchkeeper_cache_memory_bytes").await;
-    let (status, answer) = send_json(addr, "POST", CRDS, &crd).await;
+    let (status, answer) = send_json(addr, "POST", CRDS, &things_definition()).await;
     assert_eq!(status, 201, "{answer}");
     let things = "/apis/example.com/v1/namespaces/default/things";
     let definition =
@@ -335,15 +325,7 @@ async fn a_served_custom_resource_s_schema_counts_against_the_bound() {
     let used = sample(&text, "watchkeeper_cache_memory_bytes");
     assert!(used >= before + schema, "{before} + {schema} > {used}");
     // Deleted: the version is no longer served and its schema leaves the account.
-    let (status, _) = request(
-        addr,
-        "DELETE",
-        &format!("{CRDS}/things.example.com"),
-        "application/json",
-        "",
-    )
-    .await;
-    assert_eq!(status, 200);
+    delete_things(addr).await;
     // Its cache (and the schema it counted) goes once nothing holds the resource any more,
     // as the CRD object leaves its own cache: the total comes back to where it was (either
     // one left behind is more than half the schema).
@@ -359,4 +341,97 @@ async fn a_served_custom_resource_s_schema_counts_against_the_bound() {
     .await
     .expect("the schema leaves the account");
     assert_eq!(get_json(addr, things).await.0, 404);
+}
+
+/// The CRD of `Thing`s, whose spec declares 10,000 string properties.
+fn things_definition() -> Value {
+    let properties: serde_json::Map<String, Value> = (0..10_000)
+        .map(|i| (format!("p{i}"), json!({"type": "string"})))
+        .collect();
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": properties}}}}}]}})
+}
+
+async fn delete_things(addr: std::net::SocketAddr) {
+    let (status, _) = request(
+        addr,
+        "DELETE",
+        &format!("{CRDS}/things.example.com"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
+/// Goal: the OpenAPI documents built for the served resources count against the bound with
+/// the live objects while the set they describe is served — every document once, from when it
+/// is built (v2 as JSON and protobuf, the v3 index and each group/version's document, a CRD of
+/// 10,000 properties in two of them) — and leave the account when a CRD change replaces that
+/// set, without waiting for another request for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_documents_count_against_the_bound_while_their_resources_are_served() {
+    let server = bounded().await;
+    let addr = server.addr;
+    let documents = "watchkeeper_openapi_document_bytes";
+    assert_eq!(common::metric(addr, documents).await, 0, "none built yet");
+    let (status, answer) = send_json(addr, "POST", CRDS, &things_definition()).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(
+        get_json(addr, "/apis/example.com/v1/namespaces/default/things")
+            .await
+            .0,
+        200
+    );
+    let before = common::metric(addr, "watchkeeper_cache_memory_bytes").await;
+    let get = |path: String, accept: &'static str| async move {
+        let answer = watchkeeper_testkit::request(addr, "GET", &path, &[("Accept", accept)], b"")
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 200, "{path}");
+        answer.body.len() as u64
+    };
+    let mut built = get("/openapi/v2".into(), "application/json").await;
+    built += get(
+        "/openapi/v2".into(),
+        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    )
+    .await;
+    let (status, index) = get_json(addr, "/openapi/v3").await;
+    assert_eq!(status, 200);
+    built += index.to_string().len() as u64;
+    let mut things = 0;
+    for (key, entry) in index["paths"].as_object().unwrap() {
+        let size = get(
+            entry["serverRelativeURL"].as_str().unwrap().to_owned(),
+            "application/json",
+        )
+        .await;
+        if key == "apis/example.com/v1" {
+            things = size;
+        }
+        built += size;
+    }
+    assert!(things > 200_000, "the CRD's v3 document: {things} bytes");
+    let text = metrics_text(addr).await;
+    assert_eq!(sample(&text, documents), built, "each document once");
+    let used = sample(&text, "watchkeeper_cache_memory_bytes");
+    assert!(used >= before + built, "{before} + {built} > {used}");
+    // Asked again: built once, counted once.
+    get("/openapi/v2".into(), "application/json").await;
+    assert_eq!(common::metric(addr, documents).await, built);
+    // The CRD goes: the set the documents describe is no longer served, and they leave.
+    delete_things(addr).await;
+    tokio::time::timeout(common::HANG_GUARD, async {
+        while common::metric(addr, documents).await != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the documents of a set no longer served leave the account");
 }

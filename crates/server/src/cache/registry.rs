@@ -13,7 +13,8 @@
 //!   cache threads stop when the last request holding it finishes.
 //! - Built-in resources and `--resources` definitions are never taken out.
 
-use std::sync::{Arc, RwLock};
+use std::any::Any;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use watchkeeper_api::ResourceDef;
 
@@ -26,12 +27,20 @@ pub struct Served {
     pub resources: Vec<Arc<Resource>>,
     /// Their definitions, in the same order (for discovery and OpenAPI).
     pub defs: Vec<ResourceDef>,
+    /// What another layer derives from this view and keeps while it is held (the OpenAPI
+    /// documents, `http::openapi`): dropped with the view, so nothing derived from resources
+    /// no longer served outlives the requests that still read them.
+    pub derived: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl Served {
     fn of(resources: Vec<Arc<Resource>>) -> Served {
         let defs = resources.iter().map(|r| r.def.clone()).collect();
-        Served { resources, defs }
+        Served {
+            resources,
+            defs,
+            derived: OnceLock::new(),
+        }
     }
 
     /// The resource served at `group`/`version` as `plural`.

@@ -382,26 +382,6 @@ async fn consistency(app: &Arc<App>, context: &RequestContext, query: Option<&st
     )
 }
 
-/// The declared `openAPIV3Schema` of every served custom kind (each served version's own).
-fn custom_schemas(served: &crate::cache::Served) -> watchkeeper_api::CustomSchemas {
-    let mut schemas = watchkeeper_api::CustomSchemas::new();
-    for resource in served.iter() {
-        let Some(custom) = resource.custom() else {
-            continue;
-        };
-        for version in std::iter::once(custom.as_ref()).chain(&custom.other_versions) {
-            if let Some(schema) = &version.schema {
-                let def = &version.def;
-                schemas.insert(
-                    (def.group.clone(), def.version.clone(), def.kind.clone()),
-                    Value::clone(schema),
-                );
-            }
-        }
-    }
-    schemas
-}
-
 /// The service account issuer's OIDC discovery document or key set (see
 /// `auth::serviceaccount`), as kube-apiserver serves them; 404 when not served.
 fn openid(app: &App, keyset: bool) -> Response {
@@ -483,11 +463,21 @@ async fn route(
         ["apis", group, version] => {
             discovery::resource_list(&app.resources(), group, version).map_or_else(not_found, ok)
         }
-        ["openapi", "v2"] => openapi::v2(&app.openapi, &app.resources(), &context.headers),
-        ["openapi", "v3"] => openapi::v3_index(&app.openapi, &app.resources()),
-        ["openapi", "v3", "api", "v1"] => openapi::v3(&app.openapi, &app.resources(), "", "v1"),
+        ["openapi", "v2"] => {
+            openapi::v2(
+                &app.openapi,
+                &app.offload,
+                &app.resources(),
+                &context.headers,
+            )
+            .await
+        }
+        ["openapi", "v3"] => openapi::v3_index(&app.openapi, &app.offload, &app.resources()).await,
+        ["openapi", "v3", "api", "v1"] => {
+            openapi::v3(&app.openapi, &app.offload, &app.resources(), "", "v1").await
+        }
         ["openapi", "v3", "apis", group, version] => {
-            openapi::v3(&app.openapi, &app.resources(), group, version)
+            openapi::v3(&app.openapi, &app.offload, &app.resources(), group, version).await
         }
         ["api", "v1", "namespaces", namespace, "bindings"] => {
             let response = pods::serve_bindings(app, context, namespace)

@@ -464,6 +464,12 @@ fn collect_cache_memory(memory: &crate::source::cache_memory::CacheMemory, scrap
             "Watches ended at once (410, reason memory_pressure) because their unread queues held object versions the caches let go while those were past their budget.",
         )
         .sample(&[], memory.cuts());
+    scrape
+        .gauge(
+            "watchkeeper_openapi_document_bytes",
+            "Bytes of the OpenAPI documents built for the served resources, counted with the caches' live objects against --cache-memory-bytes until the set of served resources they describe changes.",
+        )
+        .sample(&[], memory.derived());
 }
 
 /// The memory and embedded stores' quota (`--store-quota-bytes`; etcd keeps its own,

@@ -32,9 +32,11 @@
 //!   `openAPIV3Schema` decoded beside its objects (a CRD of 10,000 properties: 8.2 MB for
 //!   the version, as much again as the CRD object in its own cache). It is counted with the
 //!   live objects (`watchkeeper_cache_definition_bytes` per resource) while the version is
-//!   served, and a CRD create or update is admitted at twice its object's weight. What
-//!   serving a CRD holds beyond that (its OpenAPI documents, about half the schema again) is
-//!   not counted.
+//!   served, and a CRD create or update is admitted at twice its object's weight. The OpenAPI
+//!   documents built for the served resources (about half a CRD's schema again, and a few MiB
+//!   for the built-ins) count with the live objects from when each is built until the set of
+//!   served resources it describes is dropped (`watchkeeper_openapi_document_bytes`,
+//!   [`CacheMemory::hold`]).
 //! - **What unread watches hold counts too.** A version of an object the caches let go
 //!   (replaced or deleted, and evicted from the history) while a watcher's queue still holds
 //!   it (its client stopped reading) stays alive: three never-reading watchers of a resource
@@ -64,7 +66,7 @@
 //!   writing (at most `--watch-chunk-items` per stream).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use serde_json::Value;
 use watchkeeper_core::metrics::MemoryAccount;
@@ -93,6 +95,22 @@ pub struct CacheMemory {
     refusals: AtomicU64,
     /// Watches ended by [`CacheMemory::cut_released_watches`].
     cuts: AtomicU64,
+    /// Bytes held for the served resources beside the caches ([`CacheMemory::hold`]).
+    derived: AtomicI64,
+}
+
+/// Bytes counted with the caches' live objects while this is held ([`CacheMemory::hold`]).
+#[derive(Debug)]
+pub struct Held {
+    memory: Arc<CacheMemory>,
+    bytes: i64,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.memory.account.objects.add(-self.bytes);
+        self.memory.derived.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 impl CacheMemory {
@@ -106,6 +124,7 @@ impl CacheMemory {
             limit,
             refusals: AtomicU64::new(0),
             cuts: AtomicU64::new(0),
+            derived: AtomicI64::new(0),
         }
     }
 
@@ -185,6 +204,26 @@ impl CacheMemory {
     #[must_use]
     pub fn histories(&self) -> u64 {
         u64::try_from(self.account.histories.get()).unwrap_or(0)
+    }
+
+    /// Counts `bytes` that something derived from the served resources holds (their OpenAPI
+    /// documents) with the live objects, until the returned guard is dropped: the bound then
+    /// refuses the writes that would take the total past it, as for any object.
+    #[must_use]
+    pub fn hold(self: &Arc<Self>, bytes: usize) -> Held {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.account.objects.add(bytes);
+        self.derived.fetch_add(bytes, Ordering::Relaxed);
+        Held {
+            memory: Arc::clone(self),
+            bytes,
+        }
+    }
+
+    /// The bytes held through [`CacheMemory::hold`] now.
+    #[must_use]
+    pub fn derived(&self) -> u64 {
+        u64::try_from(self.derived.load(Ordering::Relaxed)).unwrap_or(0)
     }
 
     /// `--cache-memory-bytes` (0: none).
