@@ -554,18 +554,7 @@ impl RevisionSlot {
         }
         const KEY: &[u8] = br#""resourceVersion":""#;
         let mut digits = [0u8; 20];
-        let mut start = digits.len();
-        let mut rest = revision;
-        loop {
-            start -= 1;
-            // A digit: `rest % 10` is below 10.
-            digits[start] = b'0' + u8::try_from(rest % 10).unwrap_or_default();
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        let digits = &digits[start..];
+        let digits = decimal(revision, &mut digits).as_bytes();
         let added = KEY.len() + digits.len() + 2;
         let mut out = Vec::with_capacity(written.len() + added);
         out.extend_from_slice(&written[..self.at]);
@@ -582,6 +571,24 @@ impl RevisionSlot {
         let grown = out.len() - written.len();
         Some((out, self.metadata.start..self.metadata.end + grown))
     }
+}
+
+/// `value` in decimal, written at the end of `digits` (a `u64` has at most 20): the text a
+/// resource version is, without `to_string`'s formatter and allocation.
+pub(crate) fn decimal(value: u64, digits: &mut [u8; 20]) -> &str {
+    let mut start = digits.len();
+    let mut rest = value;
+    loop {
+        start -= 1;
+        // A digit: `rest % 10` is below 10.
+        digits[start] = b'0' + u8::try_from(rest % 10).unwrap_or_default();
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    std::str::from_utf8(&digits[start..]).unwrap_or_default()
 }
 
 /// Appends a `metav1.Status` in Go order (`kind`, `apiVersion`, `metadata`, `status`,
