@@ -1077,13 +1077,14 @@ impl Writer<'_> {
             return Vec::new();
         }
         match patch_type {
-            PatchType::Json => watchkeeper_api::schema::json_patch_fields(patch),
-            PatchType::Merge | PatchType::StrategicMerge => {
-                watchkeeper_api::schema::duplicate_fields(patch)
+            PatchType::Json => {
+                watchkeeper_api::schema::json_patch_fields(patch).unwrap_or_default()
             }
-            PatchType::Apply => None,
+            PatchType::Merge | PatchType::StrategicMerge => {
+                watchkeeper_api::schema::duplicate_fields_or_none(patch)
+            }
+            PatchType::Apply => Vec::new(),
         }
-        .unwrap_or_default()
     }
 
     /// A patched object: the patch's own strict errors (`patch_fields`), then its result's
