@@ -2599,8 +2599,11 @@ impl Writer<'_> {
         };
         let prefix = format!("{namespace}/");
         // The write's time: a pod terminating past its grace period is no longer charged.
-        let now = watchkeeper_api::time::unix_from_rfc3339(&self.time)
-            .unwrap_or_else(crate::respond::now_unix);
+        // Read only when a quota is there to charge (most writes have none to look at).
+        let write_time = || {
+            watchkeeper_api::time::unix_from_rfc3339(&self.time)
+                .unwrap_or_else(crate::respond::now_unix)
+        };
         // kube's evaluators look at creates, and at updates of Services and claims.
         let looked_at = old.is_none()
             || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
@@ -2615,14 +2618,13 @@ impl Writer<'_> {
                 .map(|quota| quota.body())
                 .collect();
             let limited = &self.source.plugin_configs.limited_resources;
-            resource_quota::uncovered(limited, (group, plural), (new, now), &all).map_err(
-                |refusal| match refusal {
+            resource_quota::uncovered(limited, (group, plural), (new, write_time()), &all)
+                .map_err(|refusal| match refusal {
                     resource_quota::Uncovered::Resources(message) => {
                         ApiError::forbidden(&resource.def, name, message)
                     }
                     resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
-                },
-            )?;
+                })?;
         }
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
@@ -2637,6 +2639,7 @@ impl Writer<'_> {
         if found.is_empty() {
             return Ok(Vec::new());
         }
+        let now = write_time();
         if old.is_none()
             && let Some(new) = new
         {
