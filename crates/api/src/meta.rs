@@ -485,8 +485,11 @@ fn prepare_checked_update(
         "deletionGracePeriodSeconds",
     ] {
         match old_meta.get(key) {
+            // A patch's object has them already: an equal value is left in place.
             Some(value) if !value.is_null() => {
-                meta.insert(key.into(), value.clone());
+                if meta.get(key) != Some(value) {
+                    meta.insert(key.into(), value.clone());
+                }
             }
             _ => {
                 meta.remove(key);

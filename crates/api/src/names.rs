@@ -164,7 +164,8 @@ pub(crate) fn validate_meta_maps(
                 ));
             }
         };
-        let field = format!("{at}.{key}");
+        // The field's path is made only for a cause (most writes have none).
+        let field = || format!("{at}.{key}");
         let mut total = 0usize;
         for (name, value) in map {
             let Value::String(value) = value else {
@@ -175,22 +176,30 @@ pub(crate) fn validate_meta_maps(
             };
             total += name.len() + value.len();
             let checked = if key == "annotations" {
-                validate_qualified_name(&name.to_lowercase())
+                // Lowercased into a copy only when it changes the key.
+                if name
+                    .bytes()
+                    .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+                {
+                    validate_qualified_name(name)
+                } else {
+                    validate_qualified_name(&name.to_lowercase())
+                }
             } else {
                 validate_qualified_name(name)
             };
             if let Err(message) = checked {
-                causes.push(invalid_value(&field, name, &message));
+                causes.push(invalid_value(&field(), name, &message));
             }
             if key == "labels"
                 && let Err(message) = validate_label_value(value)
             {
-                causes.push(invalid_value(&field, value, &message));
+                causes.push(invalid_value(&field(), value, &message));
             }
         }
         if key == "annotations" && total > ANNOTATIONS_SIZE_MAX_BYTES {
             causes.push((
-                field,
+                field(),
                 format!("Too long: may not be more than {ANNOTATIONS_SIZE_MAX_BYTES} bytes"),
                 "FieldValueTooLong".to_owned(),
             ));

@@ -1488,6 +1488,103 @@ pub fn duplicate_fields(body: &[u8]) -> Option<Vec<StrictField>> {
     strict_walk(&Map::new(), Node::Free, body)
 }
 
+/// [`duplicate_fields`], none for a body that is not JSON: a body in which no object repeats a
+/// key as written ([`keys_unrepeated`]) has none and is not walked (the walk decodes every
+/// value of a merge patch a second time, beside the patch's own parse).
+#[must_use]
+pub fn duplicate_fields_or_none(body: &[u8]) -> Vec<StrictField> {
+    if keys_unrepeated(body) {
+        return Vec::new();
+    }
+    duplicate_fields(body).unwrap_or_default()
+}
+
+/// The most keys of one object [`keys_unrepeated`] compares; a larger object is left to the
+/// walk (its comparisons grow with the square of the keys).
+const UNREPEATED_KEYS_MAX: usize = 16;
+
+/// The most keys of the objects open at once, and the deepest nesting, [`keys_unrepeated`]
+/// follows (on the stack: a patch's scan allocates nothing); a larger body is left to the walk.
+const UNREPEATED_OPEN_KEYS_MAX: usize = 64;
+const UNREPEATED_DEPTH_MAX: usize = 32;
+
+/// Whether no object of the JSON text `body` repeats a key, as its bytes are written: `true`
+/// only when that is certain, so that [`duplicate_fields`] has nothing to report (or `body`
+/// is not JSON, which it reports as `None`). A key written with an escape (`"\u0061"` is
+/// `"a"`), an object of more than [`UNREPEATED_KEYS_MAX`] keys, more nesting or open keys
+/// than it follows, a repeated key or a text it cannot follow answers `false`. Reads each
+/// byte once.
+fn keys_unrepeated(body: &[u8]) -> bool {
+    // Per open object or array: whether it is an object, and where its keys start in `keys`.
+    let mut open = [(false, 0usize); UNREPEATED_DEPTH_MAX];
+    let mut depth = 0;
+    let mut keys: [&[u8]; UNREPEATED_OPEN_KEYS_MAX] = [&[]; UNREPEATED_OPEN_KEYS_MAX];
+    let mut key_count = 0;
+    // Whether the next string is a key (after `{` or an object's `,`).
+    let mut key_next = false;
+    let mut at = 0;
+    while at < body.len() {
+        match body[at] {
+            opening @ (b'{' | b'[') => {
+                let Some(slot) = open.get_mut(depth) else {
+                    return false;
+                };
+                *slot = (opening == b'{', key_count);
+                depth += 1;
+                key_next = opening == b'{';
+            }
+            b'}' | b']' => {
+                let Some(below) = depth.checked_sub(1) else {
+                    return false;
+                };
+                depth = below;
+                key_count = open[depth].1;
+                key_next = false;
+            }
+            b',' => key_next = depth > 0 && open[depth - 1].0,
+            b'"' => {
+                let start = at + 1;
+                let mut end = start;
+                let mut escaped = false;
+                loop {
+                    match body.get(end) {
+                        None => return false,
+                        Some(b'"') => break,
+                        Some(b'\\') => {
+                            escaped = true;
+                            end += 2;
+                        }
+                        Some(_) => end += 1,
+                    }
+                }
+                if key_next {
+                    let Some(&(true, first)) = depth.checked_sub(1).and_then(|top| open.get(top))
+                    else {
+                        return false;
+                    };
+                    let key = &body[start..end];
+                    if escaped
+                        || key_count - first >= UNREPEATED_KEYS_MAX
+                        || keys[first..key_count].contains(&key)
+                    {
+                        return false;
+                    }
+                    let Some(slot) = keys.get_mut(key_count) else {
+                        return false;
+                    };
+                    *slot = key;
+                    key_count += 1;
+                    key_next = false;
+                }
+                at = end;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    depth == 0
+}
+
 /// The strict-decoding errors of a JSON patch's operations, as kube-apiserver reports them
 /// when it decodes the patch into its operation type (`op`, `path`, `from`, `value`): `json
 /// patch unknown field "[0].foo"`, `json patch duplicate field "[1].path"`, in the order of
@@ -2402,6 +2499,50 @@ mod tests {
         assert_eq!(duplicate_fields(br#"{"a": [1, {"b": 1}]}"#), Some(vec![]));
     }
 
+    /// Goal: the key scan passes a body only when no object in it repeats a key, and the
+    /// answer with it is the walk's: keys repeated at any depth or beside a nested object,
+    /// a key written with an escape, a value that repeats a key, keys repeated only across
+    /// sibling objects, a string holding structural bytes, more keys than the scan compares.
+    #[test]
+    fn the_key_scan_passes_only_bodies_without_repeated_keys() {
+        let many: String = (0..UNREPEATED_KEYS_MAX + 1)
+            .map(|i| format!(r#""k{i}": 1"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        let many = format!("{{{many}}}");
+        // An object and a list a level: as deep as the scan follows, and one level deeper.
+        let nested =
+            |levels: usize| format!("{}{}", r#"{"a": ["#.repeat(levels), "]}".repeat(levels));
+        let (deepest, deeper) = (
+            nested(UNREPEATED_DEPTH_MAX / 2),
+            nested(UNREPEATED_DEPTH_MAX / 2 + 1),
+        );
+        for (body, passes) in [
+            (r#"{"data":{"sent":"1733400000000000000"}}"#, true),
+            (
+                r#"{"a": 1, "b": {"a": 2}, "c": [{"a": 3}, {"a": 4}]}"#,
+                true,
+            ),
+            (r#"{"a": "a", "b": ["a", "b"]}"#, true),
+            (r#"{"a": "}{,\"", "b": 2}"#, true),
+            (r#"{"a": 1, "a": 2}"#, false),
+            (r#"{"x": {"a": {"y": 1}, "a": 2}}"#, false),
+            (r#"{"a": 1, "\u0061": 2}"#, false),
+            (r#"{"a": 1, "b": {"c": [1, {"d": 1, "d": 2}]}}"#, false),
+            (r#"{"a": 1"#, false),
+            (&many, false),
+            (&deepest, true),
+            (&deeper, false),
+        ] {
+            assert_eq!(keys_unrepeated(body.as_bytes()), passes, "{body}");
+            assert_eq!(
+                duplicate_fields_or_none(body.as_bytes()),
+                duplicate_fields(body.as_bytes()).unwrap_or_default(),
+                "{body}"
+            );
+        }
+    }
+
     #[test]
     fn go_prints_patch_maps() {
         let patch = serde_json::json!({"spec": {"paused": false, "n": null, "list": ["a", 1, 2.5],
@@ -2442,6 +2583,7 @@ mod tests {
                     .cloned()
                     .collect();
                 let fields = duplicate_fields(body.as_bytes()).unwrap();
+                prop_assert_eq!(&fields, &duplicate_fields_or_none(body.as_bytes()));
                 prop_assert_eq!(
                     fields,
                     repeated.iter().cloned().map(StrictField::Duplicate).collect::<Vec<_>>()
@@ -2480,7 +2622,22 @@ mod tests {
                     .filter(|name| !seen.insert((*name).clone()))
                     .map(|name| StrictField::Duplicate(format!("m.{name}")))
                     .collect();
+                prop_assert_eq!(&duplicate_fields_or_none(body.as_bytes()), &repeated);
                 prop_assert_eq!(duplicate_fields(body.as_bytes()).unwrap(), repeated);
+            }
+
+            /// Goal: the key scan skips the walk only where the walk finds nothing, whatever
+            /// the bytes (JSON's structural bytes, quotes, escapes and repeatable keys), and
+            /// the answer is the walk's.
+            #[test]
+            fn the_key_scan_skips_only_bodies_without_duplicates(
+                bytes in prop::collection::vec(prop::sample::select(b"{}[]\",:\\ab1 ".to_vec()), 0..64)
+            ) {
+                let walked = duplicate_fields(&bytes).unwrap_or_default();
+                if keys_unrepeated(&bytes) {
+                    prop_assert!(walked.is_empty());
+                }
+                prop_assert_eq!(duplicate_fields_or_none(&bytes), walked);
             }
         }
     }

@@ -181,10 +181,22 @@ impl Object {
         mut body: Value,
     ) -> Object {
         if let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata.insert(
-                "resourceVersion".to_owned(),
-                Value::String(resource_version.to_string()),
-            );
+            let mut digits = [0u8; 20];
+            let revision = crate::order::decimal(resource_version, &mut digits);
+            match metadata.get_mut("resourceVersion") {
+                // A body that has one (a write's handed-over value, an upstream's object)
+                // keeps its key and its string's buffer: no allocation, no free.
+                Some(Value::String(text)) => {
+                    text.clear();
+                    text.push_str(revision);
+                }
+                _ => {
+                    metadata.insert(
+                        "resourceVersion".to_owned(),
+                        Value::String(revision.to_owned()),
+                    );
+                }
+            }
         }
         fields.insert("metadata.name".to_owned(), name.to_owned());
         fields.insert("metadata.namespace".to_owned(), namespace.to_owned());

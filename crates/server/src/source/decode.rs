@@ -19,6 +19,7 @@
 //!   as read under the schema served.
 //! - Anything else is an error naming what is wrong; nothing here panics.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -151,26 +152,34 @@ fn decode_object(
     let map = body
         .as_object_mut()
         .ok_or_else(|| format!("a {} is not a JSON object", def.kind))?;
+    // Keys are looked up before they are inserted: `Map::entry` takes an owned key, an
+    // allocation and a free per write for keys a stored value always has.
     if def.is_builtin() {
-        map.entry("apiVersion")
-            .or_insert_with(|| Value::String(def.api_version()));
+        if !map.contains_key("apiVersion") {
+            map.insert("apiVersion".to_owned(), Value::String(def.api_version()));
+        }
     } else if !keep_version || !map.get("apiVersion").is_some_and(Value::is_string) {
         // A custom resource stored before its CRD's storage version changed reads at the new
         // one: with conversion `None`, only `apiVersion` differs (kube's storage converts it).
         map.insert("apiVersion".to_owned(), Value::String(def.api_version()));
     }
-    map.entry("kind")
-        .or_insert_with(|| Value::String(def.kind.clone()));
-    let (namespace, name, revision) = match identity {
+    if !map.contains_key("kind") {
+        map.insert("kind".to_owned(), Value::String(def.kind.clone()));
+    }
+    // The key's namespace and name are borrowed from it; an upstream body's are copied out
+    // of the body, which the object takes.
+    let (namespace, name, revision): (Cow<'_, str>, Cow<'_, str>, Revision) = match identity {
         Identity::Key {
             namespace,
             name,
             revision,
         } => {
+            if !map.contains_key("metadata") {
+                map.insert("metadata".to_owned(), Value::Object(serde_json::Map::new()));
+            }
             let metadata = map
-                .entry("metadata")
-                .or_insert_with(|| Value::Object(serde_json::Map::new()))
-                .as_object_mut()
+                .get_mut("metadata")
+                .and_then(Value::as_object_mut)
                 .ok_or_else(|| format!("the metadata of a {} is not an object", def.kind))?;
             // Set only when it differs: a handed-over value names them already (their
             // copies were two allocations and two frees each per write).
@@ -180,7 +189,7 @@ fn decode_object(
             } else {
                 set_text(metadata, "namespace", namespace);
             }
-            (namespace.to_owned(), name.to_owned(), revision)
+            (Cow::Borrowed(namespace), Cow::Borrowed(name), revision)
         }
         Identity::Body => {
             let revision = parse_revision(body.pointer("/metadata/resourceVersion"))?;
@@ -198,7 +207,7 @@ fn decode_object(
             } else {
                 String::new()
             };
-            (namespace, name, revision)
+            (Cow::Owned(namespace), Cow::Owned(name), revision)
         }
     };
     let labels = labels_of(&body);

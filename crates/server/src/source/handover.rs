@@ -18,6 +18,9 @@
 //!   only for a put whose bytes equal the bytes serialized from it, and serializing a JSON
 //!   value and parsing the text gives the same value (maps are sorted, floats round-trip:
 //!   the workspace's `float_roundtrip`; tested in `handed_over_values_are_the_stored_bytes_parsed`).
+//!   The stored bytes leave out `metadata.resourceVersion`; the offered value keeps the one
+//!   it was read at, which the decode replaces with the store event's revision in place, as it
+//!   sets it on parsed bytes (so the two decode alike, and the write does not take it out).
 //! - The encoding made from the stored bytes is byte for byte the cache object's serialized
 //!   encoding: only an object that decoding leaves as it is takes it, and the bytes with the
 //!   revision in its slot are what writing the object with it gives (tested in `order`'s
@@ -59,7 +62,8 @@ struct Slot {
 
 #[derive(Debug)]
 enum State {
-    /// Offered, not taken yet: the value as stored (without `metadata.resourceVersion`).
+    /// Offered, not taken yet: the value as stored (its `metadata.resourceVersion`, if any,
+    /// is replaced when it is decoded or returned).
     Offered(Value),
     /// Taken by the reflector and decoded into this cache object.
     Decoded(Arc<Object>),

@@ -468,8 +468,22 @@ pub async fn run(
                                 })
                                 .collect();
                         }
+                        // The changes are in feed order: walked beside the feeds, not looked
+                        // up and removed once per feed (~50 per write).
+                        let mut changes = changes.into_iter();
+                        let mut next = changes.next();
                         for (index, feed) in feeds.iter().enumerate() {
-                            let sent = match changes.remove(&index) {
+                            let mine = match next.take() {
+                                Some((changed, mine)) if changed == index => {
+                                    next = changes.next();
+                                    Some(mine)
+                                }
+                                other => {
+                                    next = other;
+                                    None
+                                }
+                            };
+                            let sent = match mine {
                                 Some(changes) => {
                                     if let Some(observer) = &observer {
                                         observer.changes(&feed.def, revision, &changes);
