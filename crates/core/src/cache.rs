@@ -406,6 +406,12 @@ impl Shared {
         self.account.get().map(Arc::as_ref)
     }
 
+    /// The shared account, if any, as versions released into it keep it
+    /// ([`crate::Object::release`]).
+    pub(crate) fn shared_account(&self) -> Option<&Arc<crate::metrics::MemoryAccount>> {
+        self.account.get()
+    }
+
     /// The dispatcher's side of the progress demand: wanted while a reader waits for
     /// freshness or `waiting_watchers` (watches waiting for a future start revision). Under
     /// the waiters' lock, ordered with every waiter's registration.

@@ -476,7 +476,8 @@ impl Dispatcher {
         // object only the list has, a watcher's 410) also observes the count.
         self.shared.metrics.cache_resets.inc();
         let weight = crate::cache::state_weight(&state);
-        {
+        let live = state.clone();
+        let replaced = {
             let mut data = self.shared.write();
             self.shared
                 .count_object_bytes(weight - self.shared.metrics.object_bytes.get());
@@ -485,10 +486,23 @@ impl Dispatcher {
             data.snapshots.clear();
             data.snapshots.push(Snapshot::new(revision, state.clone()));
             data.history.settle();
-            data.state = state;
             data.revision = revision;
             data.epoch += 1;
+            std::mem::replace(&mut data.state, state)
+        };
+        // The objects the list replaced (a new decode of each, or gone) are no longer live: one
+        // still held elsewhere (by a queued event or initial-state item) counts as released,
+        // as the versions the reset history let go do.
+        if let Some(account) = self.shared.shared_account() {
+            for (key, object) in replaced.iter() {
+                let kept = live.get(key).is_some_and(|now| Arc::ptr_eq(now, object));
+                // The replaced map holds one reference; another is a holder outside the cache.
+                if !kept && Arc::strong_count(object) > 1 {
+                    crate::Object::release(object, account);
+                }
+            }
         }
+        drop(replaced);
         self.blocked = None;
         let floor = revision;
         let ids: Vec<WatcherId> = self.by_id.keys().copied().collect();
@@ -1718,7 +1732,8 @@ mod tests {
     /// released budget; cutting the never-reading watcher's queue drops them all and ends it with a
     /// 410 (`memory_pressure`, its position below the floor), its owner drops it and counts
     /// it, while a watcher that reads is not cut and goes on. A version nobody else holds is
-    /// not released, and a reset releases what a queue still holds.
+    /// not released, and a reset releases what a queue still holds (the versions its events
+    /// replaced and the objects the list replaced).
     #[test]
     fn events_queues_hold_beyond_the_history_count_until_cut() {
         use crate::queue::Pop;
@@ -1799,9 +1814,16 @@ mod tests {
             "the reader held nothing released"
         );
         // A reset releases what a queue still holds: fill the reader's queue, then relist.
+        // The event of revision 16 holds the version it replaced (the history let it go) and
+        // its own, live until the list replaced it.
         dispatcher.handle_revision(now, 16, vec![sized(16)]);
         dispatcher.handle_reset(now, 20, Vec::new());
-        assert!(account.released.get() > 0, "revision 16 is still queued");
+        let queued = [15, 16].map(|revision| sized(revision).object.unwrap().weight() as i64);
+        assert_eq!(
+            account.released.get(),
+            queued.iter().sum::<i64>(),
+            "revision 16 is still queued"
+        );
         drop(reader);
         assert_eq!(account.released.get(), 0);
     }

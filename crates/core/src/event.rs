@@ -122,7 +122,8 @@ impl Event {
     /// If that version is still held elsewhere — directly (a watch's snapshot or initial-state
     /// item, a request), or through this event (a watcher's queue) — its weight counts in
     /// `account` as released until it is dropped. (The event's own object is counted when
-    /// the event that replaces it goes; after a relist, not at all.)
+    /// the event that replaces it goes; after a relist, by the dispatcher's reset, which releases
+    /// every object the list replaced that is still held.)
     pub(crate) fn release(event: &SharedEvent, account: &Arc<MemoryAccount>) {
         // The caller holds the event: a count above one means another holder.
         if let Some(prev) = &event.prev

@@ -41,8 +41,8 @@
 //!   (replaced or deleted, and evicted from the history) while a watcher's queue still holds
 //!   it (its client stopped reading) stays alive: three never-reading watchers of a resource
 //!   whose 1.4 MB objects were rewritten kept 1 GB beyond a 256 MiB bound. Such *released*
-//!   versions (also initial-state objects a queue holds, and old snapshots a watch or a request
-//!   still reads) count in `watchkeeper_cache_memory_released_bytes`, once each, until their
+//!   versions (also initial-state objects a queue holds, objects a relist of the store replaced,
+//!   and old snapshots a watch or a request still reads) count in `watchkeeper_cache_memory_released_bytes`, once each, until their
 //!   last holder drops them, within a quarter of the bound (half the histories' share). Past
 //!   it ([`CacheMemory::cut_released_watches`]), every open watch whose queue holds a released
 //!   version ends at once with an in-stream 410 `too old resource version` (reason
