@@ -962,7 +962,7 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
     scrape
         .counter(
             "watchkeeper_heavy_requests_total",
-            "Requests with large bodies handled on the blocking pool (--heavy-request-body-bytes): answered, or stopped at a phase boundary once their request was gone; in_place: heavy phases of requests with small bodies (a small patch of a large object) run with the runtime worker's other tasks handed on.",
+            "Requests with large bodies handled on the blocking pool (--heavy-request-body-bytes), and OpenAPI document builds: answered, or stopped at a phase boundary once their request was gone; in_place: heavy phases of requests with small bodies (a small patch of a large object) run with the runtime worker's other tasks handed on.",
         )
         .sample(&[("outcome", "answered")], answered)
         .sample(&[("outcome", "stopped")], stopped)
