@@ -1067,16 +1067,6 @@ mod tests {
         })
     }
 
-    /// Drops a deep value without recursion (serde_json's drop recurses).
-    fn dismantle(value: Value) {
-        let mut pending = vec![value];
-        while let Some(mut value) = pending.pop() {
-            if let Value::Object(map) = &mut value {
-                pending.extend(std::mem::take(map).into_iter().map(|(_, v)| v));
-            }
-        }
-    }
-
     #[test]
     fn the_nesting_bound_is_what_a_json_body_reads_back() {
         // On a server thread's stack: serde_json's own walks over 10,000 levels need it.
@@ -1089,7 +1079,7 @@ mod tests {
             assert_eq!(nesting(&value), levels);
             let text = watchkeeper_core::stack::grow(|| value.to_string());
             assert!(crate::go_json::parse(text.as_bytes()).is_ok(), "{levels}");
-            dismantle(value);
+            watchkeeper_core::stack::drop_flat(value);
         }
         let text = format!(
             "{}1{}",
@@ -1101,7 +1091,7 @@ mod tests {
         // Measured without recursion: far deeper than any stack would hold.
         let deep = nested(1_000_000);
         assert_eq!(nesting(&deep), 1_000_000);
-        dismantle(deep);
+        watchkeeper_core::stack::drop_flat(deep);
     }
 
     #[test]

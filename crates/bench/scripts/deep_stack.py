@@ -43,6 +43,31 @@ def widget(name, leaf, arrays=False, extra_meta=""):
     ).encode()
 
 
+def by_thread(pid):
+    """{thread name: [resident kB of its stack]}: each thread's stack is the mapping holding
+    the stack pointer it sleeps with (/proc/PID/task/TID/syscall)."""
+    maps = []
+    for line in open(f"/proc/{pid}/smaps"):
+        m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+        if m:
+            maps.append([int(m.group(1), 16), int(m.group(2), 16), 0])
+        elif line.startswith("Rss:") and maps:
+            maps[-1][2] = int(line.split()[1])
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
+            fields = open(f"/proc/{pid}/task/{tid}/syscall").read().split()
+        except OSError:
+            continue
+        if len(fields) < 3 or fields[0] == "running":
+            continue
+        sp = int(fields[-2], 16)
+        rss = next((r for lo, hi, r in maps if lo <= sp < hi), 0)
+        out.setdefault(re.sub(r"[-_]?\d+$", "", name), []).append(rss)
+    return out
+
+
 def stacks(pid):
     """(size kB, rss kB) of every anonymous mapping of a thread stack's size (STACK_MIB): the
     threads' stacks and `core::stack`'s segments while a walk runs on one."""
@@ -126,6 +151,9 @@ def main():
                   f"largest resident stack now {now / 1024:6.2f} MiB", flush=True)
             assert st < 300, data[:300]
         watch.close()
+        for name, sizes in sorted(by_thread(p.pid).items()):
+            print(f"  {name:28s} {len(sizes):3d} threads, resident stack largest "
+                  f"{max(sizes) / 1024:6.2f} MiB, sum {sum(sizes) / 1024:7.2f} MiB")
         found = stacks(p.pid)
         sizes = sorted({s for s, _ in found})
         print(f"threads' stack mappings: {len(found)} of {sizes} kB; "

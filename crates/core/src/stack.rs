@@ -29,6 +29,12 @@
 //! stays resident is what each thread's deepest walk touched, until the thread ends (the
 //! blocking pool's after 10 s idle).
 //!
+//! - [`drop_flat`] drops a value without recursion; a cached object nested past
+//!   [`FLAT_DROP_DEPTH`] levels is dropped so (`Object`'s `Drop`), on whatever thread lets it
+//!   go last — often a cache's dispatcher evicting it from its history, one long-lived thread
+//!   per served resource — whose stack then keeps no pages a deep drop touched (2 MiB at
+//!   10,000 levels in a release build, per thread, until the thread ends).
+//!
 //! kube-apiserver has no such concern: Go's goroutine stacks grow on demand (up to Go's 1 GB
 //! maximum).
 
@@ -55,6 +61,28 @@ pub const THREAD_STACK: usize = if cfg!(debug_assertions) {
 } else {
     32 << 20
 };
+
+/// Levels of nesting past which a cached object's body is dropped by [`drop_flat`]: deeper
+/// than any built-in kind's objects nest (a Pod's deepest fields are about 12 levels down).
+pub const FLAT_DROP_DEPTH: usize = 64;
+
+/// Drops `value` without recursing (serde_json's drop recurses once per level, on the
+/// thread's own stack): the maps and arrays still to drop wait in a list, their scalars are
+/// dropped as they are reached.
+pub fn drop_flat(value: serde_json::Value) {
+    use serde_json::Value;
+    let container = |value: &Value| matches!(value, Value::Array(_) | Value::Object(_));
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Array(items) => pending.extend(items.into_iter().filter(container)),
+            Value::Object(map) => {
+                pending.extend(map.into_iter().map(|(_, item)| item).filter(container));
+            }
+            _ => {}
+        }
+    }
+}
 
 /// Runs `f`, the walk of the level at `depth`, on a stack with room for it (see the module
 /// docs).

@@ -78,6 +78,8 @@ pub struct Measure {
     pub heap: usize,
     /// About how long its JSON encoding is.
     pub json: usize,
+    /// Its levels of maps and arrays: 0 for a scalar, 1 for a map or array of scalars.
+    pub depth: usize,
 }
 
 /// Both measures of `value` in one walk, without allocating.
@@ -91,23 +93,38 @@ pub fn measure(value: &Value) -> Measure {
 fn measure_at(value: &Value, depth: usize) -> Measure {
     let below = depth + 1;
     match value {
-        Value::Null | Value::Bool(true) => Measure { heap: 0, json: 4 },
-        Value::Bool(false) => Measure { heap: 0, json: 5 },
-        Value::Number(_) => Measure { heap: 0, json: 8 },
+        Value::Null | Value::Bool(true) => Measure {
+            heap: 0,
+            json: 4,
+            depth: 0,
+        },
+        Value::Bool(false) => Measure {
+            heap: 0,
+            json: 5,
+            depth: 0,
+        },
+        Value::Number(_) => Measure {
+            heap: 0,
+            json: 8,
+            depth: 0,
+        },
         Value::String(text) => Measure {
             heap: allocation(text.len()),
             json: text.len() + 2,
+            depth: 0,
         },
         Value::Array(items) => items.iter().fold(
             Measure {
                 heap: allocation(array_slots(items.len()) * VALUE_SLOT),
                 json: 2,
+                depth: 1,
             },
             |total, item| {
                 let item = crate::stack::deep(below, || measure_at(item, below));
                 Measure {
                     heap: total.heap + item.heap,
                     json: total.json + item.json + 1,
+                    depth: total.depth.max(item.depth + 1),
                 }
             },
         ),
@@ -115,12 +132,14 @@ fn measure_at(value: &Value, depth: usize) -> Measure {
             Measure {
                 heap: map_nodes(map.len()),
                 json: 2,
+                depth: 1,
             },
             |total, (key, item)| {
                 let item = crate::stack::deep(below, || measure_at(item, below));
                 Measure {
                     heap: total.heap + allocation(key.len()) + item.heap,
                     json: total.json + key.len() + 4 + item.json,
+                    depth: total.depth.max(item.depth + 1),
                 }
             },
         ),
