@@ -31,9 +31,9 @@
 //!
 //! - [`drop_flat`] drops a value without recursion; a cached object nested past
 //!   [`FLAT_DROP_DEPTH`] levels is dropped so (`Object`'s `Drop`), on whatever thread lets it
-//!   go last — often a cache's dispatcher evicting it from its history, one long-lived thread
-//!   per served resource — whose stack then keeps no pages a deep drop touched (2 MiB at
-//!   10,000 levels in a release build, per thread, until the thread ends).
+//!   go last — possibly a cache's dispatcher evicting it from its history, one long-lived
+//!   thread per served resource — whose stack then keeps no pages a deep drop touched (2 MiB
+//!   at 10,000 levels in a release build, per thread, until the thread ends).
 //!
 //! kube-apiserver has no such concern: Go's goroutine stacks grow on demand (up to Go's 1 GB
 //! maximum).
