@@ -1,14 +1,17 @@
-//! The managed fields of an object nested `d` levels (a create's, an update's, a forced
-//! apply's) cost work linear in `d`: counted as the allocations they make (dhat's counter:
-//! deterministic, no timing), about twice as many for twice the depth. Before, each level's
-//! path was inserted into its field set from the root, copying every element above it: `d²/2`
-//! allocations (50 million at the body's 10,000 levels, seconds of CPU for one write).
+//! Work on objects nested `d` levels is linear in `d`, counted as the allocations it makes
+//! (dhat's counter: deterministic, no timing), about twice as many for twice the depth:
+//! - the managed fields of an object (a create's, an update's, a forced apply's): before,
+//!   each level's path was inserted into its field set from the root, copying every element
+//!   above it, `d²/2` allocations (50 million at the body's 10,000 levels, seconds of CPU for
+//!   one write);
+//! - the checks of a CRD whose schema nests `d` levels, in bytes: before, each level's field
+//!   path was a copy of its parent's text with its own step, `d²/2` steps of text per walk.
 //!
 //! One test function only: dhat allows one profiler per process at a time.
 
 use serde_json::{Map, Value, json};
 use watchkeeper_api::apply::{self, Base, Managers, Writer, typed};
-use watchkeeper_api::builtin_resources;
+use watchkeeper_api::{builtin_resources, crd};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -34,6 +37,32 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (T, u64) {
     let before = dhat::HeapStats::get().total_blocks;
     let result = f();
     (result, dhat::HeapStats::get().total_blocks - before)
+}
+
+/// Bytes allocated while `f` runs.
+fn bytes<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = dhat::HeapStats::get().total_bytes;
+    let result = f();
+    (result, dhat::HeapStats::get().total_bytes - before)
+}
+
+/// The bytes the checks of a CRD whose schema nests `levels` levels of `properties` allocate.
+fn crd_checks(levels: usize) -> u64 {
+    let schema = format!(
+        "{}{}{}",
+        r#"{"type":"object","properties":{"a":"#.repeat(levels),
+        r#"{"type":"integer"}"#,
+        "}}".repeat(levels)
+    );
+    let text = format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"deeps.example.com"}},"spec":{{"group":"example.com","scope":"Namespaced","names":{{"plural":"deeps","kind":"Deep"}},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{schema}}}}}]}}}}"#
+    );
+    let mut object = watchkeeper_api::go_json::parse_stored(text.as_bytes()).unwrap();
+    crd::apply_defaults(&mut object);
+    let (checked, count) = bytes(|| crd::validate(&object, None));
+    assert!(checked.is_ok(), "{checked:?}");
+    watchkeeper_core::stack::grow(|| drop(object));
+    count
 }
 
 /// The allocations of each managed-fields step over an object `levels` deep.
@@ -90,5 +119,12 @@ fn managed_fields_of_deep_objects_cost_allocations_linear_in_their_depth() {
                 "{step}: {at_single} allocations at 2,000 levels, {at_double} at 4,000"
             );
         }
+        crd_checks(1);
+        let (single, double) = (crd_checks(1_000), crd_checks(2_000));
+        eprintln!("CRD checks: {single} bytes at 1,000 levels, {double} at 2,000");
+        assert!(
+            double < 3 * single,
+            "CRD checks: {single} bytes at 1,000 levels, {double} at 2,000"
+        );
     });
 }
