@@ -67,7 +67,7 @@ pub(crate) fn validate(schema: &Value, path: &str, suppress_rule_cost: bool) -> 
     structural.sort_by_key(text);
     if structural.is_empty() {
         // `structuraldefaulting.ValidateDefaults`, only over a structural schema.
-        defaults(root, root_path, true, false, &mut causes);
+        defaults(schema, root_path, true, false, &mut causes);
     }
     causes.extend(structural);
     let costs = RefCell::new(Costs::default());
@@ -262,25 +262,29 @@ fn invariants(
 /// `….default` (`….default.a`, `….default.[0]` as kube joins them), through `items` and
 /// `properties` (not `additionalProperties`, where defaults are forbidden).
 fn defaults(
-    node: &Map<String, Value>,
+    schema: &Value,
     path: &FieldPath<'_>,
     resource_root: bool,
     inside_meta: bool,
     causes: &mut Vec<Cause>,
 ) {
+    let Value::Object(node) = schema else {
+        return;
+    };
     if let Some(default) = node.get("default").filter(|d| !d.is_null())
         && !inside_meta
     {
-        let schema = Value::Object(node.clone());
+        // The node itself, not a copy: a copy per default made a schema with a default at
+        // every level quadratic.
         let at = format!("{path}.default");
-        if crate::structural::has_unknown_fields(&schema, default) {
+        if crate::structural::has_unknown_fields(schema, default) {
             causes.push(invalid(
                 &at,
                 &crate::field::go_value(default),
                 "must not have unknown fields",
             ));
         }
-        for (field, message, reason) in crate::structural::check_value(&schema, default) {
+        for (field, message, reason) in crate::structural::check_value(schema, default) {
             let field = if field.is_empty() || field == "<nil>" {
                 at.clone()
             } else {
@@ -289,11 +293,12 @@ fn defaults(
             causes.push((field, message, reason));
         }
     }
-    if let Some(items) = object_at(node, "items") {
+    if let Some(items) = node.get("items").filter(|items| items.is_object()) {
         defaults(items, &path.child("items"), false, inside_meta, causes);
     }
     let embedded = resource_root || flag(node, "x-kubernetes-embedded-resource");
-    for (key, property) in properties(node) {
+    let properties = object_at(node, "properties").into_iter().flatten();
+    for (key, property) in properties.filter(|(_, property)| property.is_object()) {
         let meta =
             inside_meta || (embedded && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
         defaults(property, &path.key("properties", key), false, meta, causes);
