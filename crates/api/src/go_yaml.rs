@@ -11,6 +11,9 @@
 //!   parser's own recursion limit caught it.
 //! - Any other error is `yaml: line N: <the parser's message>` on one line: never the
 //!   parser's source snippet, which quoted up to a screen of the body's text back.
+//! - A plain number past float64's range (`1e400`), which the reader refuses as an infinite
+//!   float, is read as the string go-yaml's resolver leaves it ([`past_float64_quoted`]: the
+//!   body is read a second time, with such numbers quoted; never more).
 
 use serde_saphyr::budget::BudgetBreach;
 
