@@ -276,19 +276,20 @@ fn defaults(
     {
         // The node itself, not a copy: a copy per default made a schema with a default at
         // every level quadratic.
-        let at = format!("{path}.default");
+        // Written out only for a cause (each level's path is as long as its depth).
+        let at = || format!("{path}.default");
         if crate::structural::has_unknown_fields(schema, default) {
             causes.push(invalid(
-                &at,
+                &at(),
                 &crate::field::go_value(default),
                 "must not have unknown fields",
             ));
         }
         for (field, message, reason) in crate::structural::check_value(schema, default) {
             let field = if field.is_empty() || field == "<nil>" {
-                at.clone()
+                at()
             } else {
-                format!("{at}.{field}")
+                format!("{}.{field}", at())
             };
             causes.push((field, message, reason));
         }
@@ -1160,6 +1161,18 @@ mod tests {
                     "{AT}.properties[spec].properties[o].default.a: Invalid value: \"integer\": a in body must be of type string: \"integer\""
                 ),
             ]
+        );
+        // A default is pruned, not defaulted, before it is compared (kube's `pruning.Prune`):
+        // an unknown field in a default below is that default's, not also its parent's.
+        let nested = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "o": {"type": "object", "default": {}, "properties": {
+                "a": {"type": "object", "default": {"x": 1}, "properties": {"y": {"type": "integer"}}}}}
+        }}}});
+        assert_eq!(
+            messages(nested),
+            [format!(
+                "{AT}.properties[spec].properties[o].properties[a].default: Invalid value: map[string]interface {{}}{{\"x\":1}}: must not have unknown fields"
+            )]
         );
         // Checked only over a structural schema: a missing type is reported instead.
         let unstructural = json!({"type": "object", "properties": {"spec": {"default": 1}}});

@@ -5,7 +5,8 @@
 //!   above it, `d²/2` allocations (50 million at the body's 10,000 levels, seconds of CPU for
 //!   one write);
 //! - the checks of a CRD whose schema nests `d` levels, in bytes: before, each level's field
-//!   path was a copy of its parent's text with its own step, `d²/2` steps of text per walk.
+//!   path was a copy of its parent's text with its own step, `d²/2` steps of text per walk,
+//!   and each level's `default` was checked against a copy of the level's whole subtree.
 //!
 //! One test function only: dhat allows one profiler per process at a time.
 
@@ -46,11 +47,17 @@ fn bytes<T>(f: impl FnOnce() -> T) -> (T, u64) {
     (result, dhat::HeapStats::get().total_bytes - before)
 }
 
-/// The bytes the checks of a CRD whose schema nests `levels` levels of `properties` allocate.
-fn crd_checks(levels: usize) -> u64 {
+/// The bytes the checks of a CRD whose schema nests `levels` levels of `properties` (each
+/// with a `default` when `defaults`) allocate.
+fn crd_checks(levels: usize, defaults: bool) -> u64 {
+    let level = if defaults {
+        r#"{"type":"object","default":{},"properties":{"a":"#
+    } else {
+        r#"{"type":"object","properties":{"a":"#
+    };
     let schema = format!(
         "{}{}{}",
-        r#"{"type":"object","properties":{"a":"#.repeat(levels),
+        level.repeat(levels),
         r#"{"type":"integer"}"#,
         "}}".repeat(levels)
     );
@@ -119,12 +126,19 @@ fn managed_fields_of_deep_objects_cost_allocations_linear_in_their_depth() {
                 "{step}: {at_single} allocations at 2,000 levels, {at_double} at 4,000"
             );
         }
-        crd_checks(1);
-        let (single, double) = (crd_checks(1_000), crd_checks(2_000));
-        eprintln!("CRD checks: {single} bytes at 1,000 levels, {double} at 2,000");
-        assert!(
-            double < 3 * single,
-            "CRD checks: {single} bytes at 1,000 levels, {double} at 2,000"
-        );
+        for defaults in [false, true] {
+            crd_checks(1, defaults);
+            let (single, double) = (crd_checks(1_000, defaults), crd_checks(2_000, defaults));
+            let what = if defaults {
+                " (a default at every level)"
+            } else {
+                ""
+            };
+            eprintln!("CRD checks{what}: {single} bytes at 1,000 levels, {double} at 2,000");
+            assert!(
+                double < 3 * single,
+                "CRD checks{what}: {single} bytes at 1,000 levels, {double} at 2,000"
+            );
+        }
     });
 }
