@@ -128,6 +128,18 @@ impl std::fmt::Write for Bounded {
         self.text.push_str(piece);
         Ok(())
     }
+
+    /// One character without `write_str`'s UTF-8 encoding and copy: the writer indents
+    /// character by character, and an answer nested `d` levels holds `d²` bytes of
+    /// indentation.
+    fn write_char(&mut self, c: char) -> std::fmt::Result {
+        if self.text.len().saturating_add(c.len_utf8()) > self.max_bytes {
+            self.over = true;
+            return Err(std::fmt::Error);
+        }
+        self.text.push(c);
+        Ok(())
+    }
 }
 
 /// The first marker of a float in the YAML writer's text ([`Marked`]): `2^127`, 39 digits,
