@@ -35,7 +35,7 @@ use std::cell::RefCell;
 use serde_json::{Map, Value};
 
 use crate::cel_rules::{Expression, rule_error};
-use crate::field::{Cause, forbidden, go_quote, invalid, required};
+use crate::field::{Cause, FieldPath, forbidden, go_quote, invalid, required};
 use crate::schema_node::flag;
 
 /// `field.NotSupported` of a string value.
@@ -62,17 +62,18 @@ pub(crate) fn validate(schema: &Value, path: &str, suppress_rule_cost: bool) -> 
         ));
     }
     let mut structural = Vec::new();
-    invariants(root, Level::Root, path, &mut structural);
+    let root_path = &FieldPath::root(path);
+    invariants(root, Level::Root, root_path, &mut structural);
     structural.sort_by_key(text);
     if structural.is_empty() {
         // `structuraldefaulting.ValidateDefaults`, only over a structural schema.
-        defaults(root, path, true, false, &mut causes);
+        defaults(schema, root_path, true, false, &mut causes);
     }
     causes.extend(structural);
     let costs = RefCell::new(Costs::default());
     openapi(
         root,
-        path,
+        root_path,
         Context::root(&costs, suppress_rule_cost),
         &mut causes,
     );
@@ -129,21 +130,21 @@ enum Level {
 }
 
 /// `validateStructuralInvariants`.
-fn invariants(node: &Map<String, Value>, level: Level, path: &str, causes: &mut Vec<Cause>) {
+fn invariants(
+    node: &Map<String, Value>,
+    level: Level,
+    path: &FieldPath<'_>,
+    causes: &mut Vec<Cause>,
+) {
     let kind = type_of(node);
     if kind == "array" && node.get("items").is_none() {
         causes.push(required(&format!("{path}.items"), "must be specified"));
     }
     if let Some(items) = object_at(node, "items") {
-        invariants(items, Level::Item, &format!("{path}.items"), causes);
+        invariants(items, Level::Item, &path.child("items"), causes);
     }
     for (key, property) in properties(node) {
-        invariants(
-            property,
-            Level::Field,
-            &format!("{path}.properties[{key}]"),
-            causes,
-        );
+        invariants(property, Level::Field, &path.key("properties", key), causes);
     }
     if let Some(additional) = node.get("additionalProperties") {
         if level == Level::Root {
@@ -153,12 +154,8 @@ fn invariants(node: &Map<String, Value>, level: Level, path: &str, causes: &mut 
             ));
         }
         if let Value::Object(additional) = additional {
-            invariants(
-                additional,
-                Level::Field,
-                &format!("{path}.additionalProperties"),
-                causes,
-            );
+            let at = path.child("additionalProperties");
+            invariants(additional, Level::Field, &at, causes);
         }
     }
     let int_or_string = flag(node, "x-kubernetes-int-or-string");
@@ -265,47 +262,47 @@ fn invariants(node: &Map<String, Value>, level: Level, path: &str, causes: &mut 
 /// `….default` (`….default.a`, `….default.[0]` as kube joins them), through `items` and
 /// `properties` (not `additionalProperties`, where defaults are forbidden).
 fn defaults(
-    node: &Map<String, Value>,
-    path: &str,
+    schema: &Value,
+    path: &FieldPath<'_>,
     resource_root: bool,
     inside_meta: bool,
     causes: &mut Vec<Cause>,
 ) {
+    let Value::Object(node) = schema else {
+        return;
+    };
     if let Some(default) = node.get("default").filter(|d| !d.is_null())
         && !inside_meta
     {
-        let schema = Value::Object(node.clone());
-        let at = format!("{path}.default");
-        if crate::structural::has_unknown_fields(&schema, default) {
+        // The node itself, not a copy: a copy per default made a schema with a default at
+        // every level quadratic.
+        // Written out only for a cause (each level's path is as long as its depth).
+        let at = || format!("{path}.default");
+        if crate::structural::has_unknown_fields(schema, default) {
             causes.push(invalid(
-                &at,
+                &at(),
                 &crate::field::go_value(default),
                 "must not have unknown fields",
             ));
         }
-        for (field, message, reason) in crate::structural::check_value(&schema, default) {
+        for (field, message, reason) in crate::structural::check_value(schema, default) {
             let field = if field.is_empty() || field == "<nil>" {
-                at.clone()
+                at()
             } else {
-                format!("{at}.{field}")
+                format!("{}.{field}", at())
             };
             causes.push((field, message, reason));
         }
     }
-    if let Some(items) = object_at(node, "items") {
-        defaults(items, &format!("{path}.items"), false, inside_meta, causes);
+    if let Some(items) = node.get("items").filter(|items| items.is_object()) {
+        defaults(items, &path.child("items"), false, inside_meta, causes);
     }
     let embedded = resource_root || flag(node, "x-kubernetes-embedded-resource");
-    for (key, property) in properties(node) {
+    let properties = object_at(node, "properties").into_iter().flatten();
+    for (key, property) in properties.filter(|(_, property)| property.is_object()) {
         let meta =
             inside_meta || (embedded && matches!(key.as_str(), "metadata" | "apiVersion" | "kind"));
-        defaults(
-            property,
-            &format!("{path}.properties[{key}]"),
-            false,
-            meta,
-            causes,
-        );
+        defaults(property, &path.key("properties", key), false, meta, causes);
     }
 }
 
@@ -334,7 +331,7 @@ fn value_validation(
     node: &Map<String, Value>,
     skip_any_of: bool,
     skip_first_all_of_any_of: bool,
-    path: &str,
+    path: &FieldPath<'_>,
     causes: &mut Vec<Cause>,
 ) {
     let each = |key: &str| -> Vec<(usize, &Map<String, Value>)> {
@@ -350,28 +347,18 @@ fn value_validation(
     };
     if !skip_any_of {
         for (index, nested_node) in each("anyOf") {
-            nested(
-                nested_node,
-                false,
-                &format!("{path}.anyOf[{index}]"),
-                causes,
-            );
+            nested(nested_node, false, &path.index("anyOf", index), causes);
         }
     }
     for (index, nested_node) in each("allOf") {
         let skip = skip_first_all_of_any_of && index == 0;
-        nested(nested_node, skip, &format!("{path}.allOf[{index}]"), causes);
+        nested(nested_node, skip, &path.index("allOf", index), causes);
     }
     for (index, nested_node) in each("oneOf") {
-        nested(
-            nested_node,
-            false,
-            &format!("{path}.oneOf[{index}]"),
-            causes,
-        );
+        nested(nested_node, false, &path.index("oneOf", index), causes);
     }
     if let Some(not) = object_at(node, "not") {
-        nested(not, false, &format!("{path}.not"), causes);
+        nested(not, false, &path.child("not"), causes);
     }
     if let Some(pattern) = node.get("pattern").and_then(Value::as_str)
         && !pattern.is_empty()
@@ -386,18 +373,18 @@ fn value_validation(
 }
 
 /// `validateNestedValueValidation`: a schema under a junctor holds value validations only.
-fn nested(node: &Map<String, Value>, skip_any_of: bool, path: &str, causes: &mut Vec<Cause>) {
+fn nested(
+    node: &Map<String, Value>,
+    skip_any_of: bool,
+    path: &FieldPath<'_>,
+    causes: &mut Vec<Cause>,
+) {
     value_validation(node, skip_any_of, false, path, causes);
     if let Some(items) = object_at(node, "items") {
-        nested(items, false, &format!("{path}.items"), causes);
+        nested(items, false, &path.child("items"), causes);
     }
     for (key, property) in properties(node) {
-        nested(
-            property,
-            false,
-            &format!("{path}.properties[{key}]"),
-            causes,
-        );
+        nested(property, false, &path.key("properties", key), causes);
     }
     let at = |key: &str| format!("{path}.{key}");
     if !type_of(node).is_empty() {
@@ -533,7 +520,12 @@ impl Costs {
 }
 
 /// `ValidateCustomResourceDefinitionOpenAPISchema`.
-fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: &mut Vec<Cause>) {
+fn openapi(
+    node: &Map<String, Value>,
+    path: &FieldPath<'_>,
+    context: Context<'_>,
+    causes: &mut Vec<Cause>,
+) {
     let at = |key: &str| format!("{path}.{key}");
     let kind = type_of(node);
     // specStandardValidatorV3.validate
@@ -592,12 +584,8 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
             ));
         }
         if let Value::Object(additional) = additional {
-            openapi(
-                additional,
-                &at("additionalProperties"),
-                context.child_of(node),
-                causes,
-            );
+            let at = path.child("additionalProperties");
+            openapi(additional, &at, context.child_of(node), causes);
         }
     }
     for (key, property) in properties(node) {
@@ -609,27 +597,23 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
                 _ => "in top-level apiVersion",
             });
         }
-        openapi(property, &format!("{path}.properties[{key}]"), sub, causes);
+        openapi(property, &path.key("properties", key), sub, causes);
     }
     if let Some(not) = object_at(node, "not") {
-        openapi(not, &at("not"), context.child(), causes);
+        openapi(not, &path.child("not"), context.child(), causes);
     }
     for junctor in ["allOf", "oneOf", "anyOf"] {
         if let Some(list) = node.get(junctor).and_then(Value::as_array) {
             for (index, branch) in list.iter().enumerate() {
                 if let Value::Object(branch) = branch {
-                    openapi(
-                        branch,
-                        &format!("{path}.{junctor}[{index}]"),
-                        context.child(),
-                        causes,
-                    );
+                    let at = path.index(junctor, index);
+                    openapi(branch, &at, context.child(), causes);
                 }
             }
         }
     }
     if let Some(items) = object_at(node, "items") {
-        openapi(items, &at("items"), context.child_of(node), causes);
+        openapi(items, &path.child("items"), context.child_of(node), causes);
     }
     if node.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
         causes.push(invalid(
@@ -645,7 +629,7 @@ fn openapi(node: &Map<String, Value>, path: &str, context: Context<'_>, causes: 
 fn extensions(
     node: &Map<String, Value>,
     kind: &str,
-    path: &str,
+    path: &FieldPath<'_>,
     context: Context<'_>,
     causes: &mut Vec<Cause>,
 ) {
@@ -1177,6 +1161,18 @@ mod tests {
                     "{AT}.properties[spec].properties[o].default.a: Invalid value: \"integer\": a in body must be of type string: \"integer\""
                 ),
             ]
+        );
+        // A default is pruned, not defaulted, before it is compared (kube's `pruning.Prune`):
+        // an unknown field in a default below is that default's, not also its parent's.
+        let nested = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "o": {"type": "object", "default": {}, "properties": {
+                "a": {"type": "object", "default": {"x": 1}, "properties": {"y": {"type": "integer"}}}}}
+        }}}});
+        assert_eq!(
+            messages(nested),
+            [format!(
+                "{AT}.properties[spec].properties[o].properties[a].default: Invalid value: map[string]interface {{}}{{\"x\":1}}: must not have unknown fields"
+            )]
         );
         // Checked only over a structural schema: a missing type is reported instead.
         let unstructural = json!({"type": "object", "properties": {"spec": {"default": 1}}});

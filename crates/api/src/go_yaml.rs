@@ -11,6 +11,9 @@
 //!   parser's own recursion limit caught it.
 //! - Any other error is `yaml: line N: <the parser's message>` on one line: never the
 //!   parser's source snippet, which quoted up to a screen of the body's text back.
+//! - A plain number past float64's range (`1e400`), which the reader refuses as an infinite
+//!   float, is read as the string go-yaml's resolver leaves it ([`past_float64_quoted`]: the
+//!   body is read a second time, with such numbers quoted; never more).
 
 use serde_saphyr::budget::BudgetBreach;
 
@@ -59,6 +62,64 @@ fn original(mut error: &serde_saphyr::Error) -> &serde_saphyr::Error {
         error = inner;
     }
     error
+}
+
+/// `text` with every plain, untagged scalar that reads as a number past float64's range
+/// (`1e400`, `-1e400`, `.5e400`, `1_0e400`, 400 digits) double-quoted, when `error` is the
+/// reader's refusal of such a number; `None` for any other error.
+///
+/// go-yaml v2 resolves a plain scalar with `strconv.ParseFloat` when it looks like a float
+/// (`resolve.go`: `yamlStyleFloat`), and one whose parse fails, out of range, stays the string
+/// it is (`1e400` is `"1e400"`); serde-saphyr reads it as an infinite float, which it refuses.
+/// Quoted, such a scalar is that string to any reader. The explicit infinities and NaN
+/// (`.inf`, `-.Inf`, `.nan`) are floats to go-yaml too, which JSON cannot hold: they stay
+/// refused. The scan is one pass of the parser's events over the text, without building a
+/// value.
+#[must_use]
+pub fn past_float64_quoted(text: &str, error: &serde_saphyr::Error) -> Option<String> {
+    use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
+    let serde_saphyr::Error::NonFiniteFloat { value, .. } = original(error) else {
+        return None;
+    };
+    if !past_float64(value.trim()) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 2);
+    let mut copied = 0;
+    for event in Parser::new_from_str(text) {
+        let Ok((event, span)) = event else {
+            // The reading again reports it.
+            break;
+        };
+        if let Event::Scalar(value, ScalarStyle::Plain, _, None) = event
+            && past_float64(&value)
+            && let Some(range) = span.byte_range()
+            && range.start >= copied
+            && text.get(range.clone()) == Some(value.as_ref())
+        {
+            out.push_str(&text[copied..range.start]);
+            out.push('"');
+            out.push_str(&value);
+            out.push('"');
+            copied = range.end;
+        }
+    }
+    out.push_str(&text[copied..]);
+    Some(out)
+}
+
+/// Whether a plain scalar is a number literal past float64's range, as go-yaml v2's resolver
+/// reads it (underscores left out) and serde-saphyr reads it as infinite.
+fn past_float64(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    unsigned.bytes().any(|byte| byte.is_ascii_digit())
+        && text.bytes().all(|byte| {
+            byte.is_ascii_digit() || matches!(byte, b'+' | b'-' | b'.' | b'_' | b'e' | b'E')
+        })
+        && text
+            .replace('_', "")
+            .parse::<f64>()
+            .is_ok_and(f64::is_infinite)
 }
 
 /// go-yaml's refusal of an alias bomb (`decode.go`).

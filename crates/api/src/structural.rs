@@ -775,29 +775,46 @@ fn list_map(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Cause>
 pub fn prune_and_default(schema: &Value, object: &mut Value) -> Vec<String> {
     let mut pruned = Vec::new();
     if let Value::Object(fields) = object {
-        walk_object(schema, fields, true, &mut String::new(), &mut pruned);
+        walk_object(schema, fields, true, true, &mut String::new(), &mut pruned);
     }
     pruned.sort();
     pruned
 }
 
 /// Whether pruning `value` by `schema` (not at a resource's root) would drop a field: what
-/// kube's CRD validation calls a default with unknown fields.
+/// kube's CRD validation calls a default with unknown fields. Pruning only, as kube's check
+/// (`structuraldefaulting.validate`: `pruning.Prune` of the default) is: the defaults below
+/// are not applied into it (they are checked where they are declared; applied here, each
+/// level's check walked every default below it, quadratic in a schema with a default at
+/// every level).
 pub(crate) fn has_unknown_fields(schema: &Value, value: &Value) -> bool {
     let mut pruned = Vec::new();
-    walk(schema, &mut value.clone(), &mut String::new(), &mut pruned);
+    walk(
+        schema,
+        &mut value.clone(),
+        false,
+        &mut String::new(),
+        &mut pruned,
+    );
     !pruned.is_empty()
 }
 
-fn walk(schema: &Value, value: &mut Value, path: &mut String, pruned: &mut Vec<String>) {
+/// [`prune_and_default`] (applying defaults when `defaulting`) of a value below the root.
+fn walk(
+    schema: &Value,
+    value: &mut Value,
+    defaulting: bool,
+    path: &mut String,
+    pruned: &mut Vec<String>,
+) {
     match value {
-        Value::Object(fields) => walk_object(schema, fields, false, path, pruned),
+        Value::Object(fields) => walk_object(schema, fields, false, defaulting, path, pruned),
         Value::Array(items) => {
             if let Some(item) = schema.get("items") {
                 let start = path.len();
                 for (index, value) in items.iter_mut().enumerate() {
                     let _ = write!(path, "[{index}]");
-                    walk(item, value, path, pruned);
+                    walk(item, value, defaulting, path, pruned);
                     path.truncate(start);
                 }
             }
@@ -826,6 +843,7 @@ fn walk_object(
     schema: &Value,
     fields: &mut Map<String, Value>,
     root: bool,
+    defaulting: bool,
     path: &mut String,
     pruned: &mut Vec<String>,
 ) {
@@ -836,7 +854,7 @@ fn walk_object(
     let preserve = is_true(schema, "x-kubernetes-preserve-unknown-fields");
     let keeps_meta = root || is_true(schema, "x-kubernetes-embedded-resource");
     let is_meta = |key: &str| keeps_meta && matches!(key, "apiVersion" | "kind" | "metadata");
-    if let Some(properties) = properties {
+    if let Some(properties) = properties.filter(|_| defaulting) {
         for (key, property) in properties {
             let Some(default) = property.get("default") else {
                 continue;
@@ -865,9 +883,13 @@ fn walk_object(
             continue;
         }
         if let Some(property) = properties.and_then(|p| p.get(key)) {
-            with_key(path, key, |path| walk(property, value, path, pruned));
+            with_key(path, key, |path| {
+                walk(property, value, defaulting, path, pruned);
+            });
         } else if let Some(additional) = additional.filter(|a| a.is_object()) {
-            with_key(path, key, |path| walk(additional, value, path, pruned));
+            with_key(path, key, |path| {
+                walk(additional, value, defaulting, path, pruned);
+            });
         }
     }
 }

@@ -16,7 +16,9 @@
 //! - A body's numbers are converted as sigs.k8s.io/yaml's `YAMLToJSON` writes them (go-yaml
 //!   reads a float64, Go's `json.Marshal` writes it: `1.0` is `1`, `-0.0` `-0`, `1.50` `1.5`),
 //!   so a built-in kind's integer field takes `replicas: 1.0` and quotes `1.5` as kube does;
-//!   an integer past int64 that uint64 holds keeps its digits, as go-yaml reads a uint64.
+//!   an integer past int64 that uint64 holds keeps its digits, as go-yaml reads a uint64; a
+//!   plain number past float64's range (`1e400`) is the string go-yaml keeps it as
+//!   ([`crate::go_yaml::past_float64_quoted`]).
 //! - Converting an answer never changes what it says: the YAML reads back as the same JSON
 //!   value (tested), and an answer that is not JSON is left alone. Numbers are written as
 //!   kube's `JSONToYAML` writes them (go-yaml v2 reads the JSON, then writes it): an integer
@@ -124,6 +126,18 @@ impl std::fmt::Write for Bounded {
             return Err(std::fmt::Error);
         }
         self.text.push_str(piece);
+        Ok(())
+    }
+
+    /// One character without `write_str`'s UTF-8 encoding and copy: the writer indents
+    /// character by character, and an answer nested `d` levels holds `d²` bytes of
+    /// indentation.
+    fn write_char(&mut self, c: char) -> std::fmt::Result {
+        if self.text.len().saturating_add(c.len_utf8()) > self.max_bytes {
+            self.over = true;
+            return Err(std::fmt::Error);
+        }
+        self.text.push(c);
         Ok(())
     }
 }

@@ -482,6 +482,60 @@ async fn a_custom_resource_s_integral_float_is_an_integer_to_its_readers() {
     assert_eq!(table["rows"][0]["cells"][1], json!(2), "{table}");
 }
 
+/// go-yaml v2 reads a plain number past float64's range as the string it is (`resolve.go`:
+/// its `ParseFloat` fails, the scalar stays a string), so kube-apiserver takes `x: 1e400` in a
+/// YAML ConfigMap's data, created or applied, as `"1e400"`; an explicit `.inf` is a float to
+/// go-yaml, which JSON cannot hold: refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yaml_number_past_float64_is_the_string_go_yaml_reads() {
+    let server = server().await;
+    let addr = server.addr;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let yaml = |name: &str, value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: {value}\n  b: -1e400\n"
+        )
+    };
+    let mut created = (0, String::new());
+    for _ in 0..5_000 {
+        created = request(
+            addr,
+            "POST",
+            configmaps,
+            "application/yaml",
+            &yaml("c", "1e400"),
+        )
+        .await;
+        if created.0 != 429 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(created.0, 201, "{}", created.1);
+    let object: Value = serde_json::from_str(&created.1).unwrap();
+    assert_eq!(object["data"], json!({"a": "1e400", "b": "-1e400"}));
+    let (status, text) = request(
+        addr,
+        "PATCH",
+        &format!("{configmaps}/applied?fieldManager=numbers"),
+        "application/apply-patch+yaml",
+        &yaml("applied", "1E999"),
+    )
+    .await;
+    assert_eq!(status, 201, "{text}");
+    let object: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(object["data"], json!({"a": "1E999", "b": "-1e400"}));
+    let (status, text) = request(
+        addr,
+        "POST",
+        configmaps,
+        "application/yaml",
+        &yaml("inf", ".inf"),
+    )
+    .await;
+    assert_eq!(status, 400, "{text}");
+}
+
 /// A Deployment named `name` with `replicas` as its literal, in JSON or in YAML.
 fn deployment_named(name: &str, replicas: &str, yaml: bool) -> String {
     if yaml {

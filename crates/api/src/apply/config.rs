@@ -88,12 +88,28 @@ fn read_yaml_as<T: serde::de::DeserializeOwned>(body: &[u8], prefix: &str) -> Re
         ))
     })?;
     stacker::grow(READ_STACK, || {
-        serde_saphyr::from_str_with_options(text, options(body.len())).map_err(|e| {
+        from_yaml(text, body.len()).map_err(|e| {
             ApiError::bad_request(format!(
                 "{prefix}error converting YAML to JSON: {}",
                 crate::go_yaml::cause(&e)
             ))
         })
+    })
+}
+
+/// `text` read as YAML into `T` with the [`options`] of a body of `len` bytes. A plain number
+/// past float64's range is the string go-yaml v2 reads it as (the reader refuses it as an
+/// infinite float): the text is read once more with every such number quoted
+/// ([`crate::go_yaml::past_float64_quoted`]), so at most twice.
+fn from_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    len: usize,
+) -> Result<T, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, options(len)).or_else(|error| {
+        match crate::go_yaml::past_float64_quoted(text, &error) {
+            Some(quoted) => serde_saphyr::from_str_with_options(&quoted, options(len)),
+            None => Err(error),
+        }
     })
 }
 
@@ -149,7 +165,7 @@ pub fn duplicate_keys(body: &[u8]) -> Vec<String> {
         return Vec::new();
     };
     stacker::grow(READ_STACK, || {
-        serde_saphyr::from_str_with_options::<Repeated>(text, options(body.len()))
+        from_yaml::<Repeated>(text, body.len())
             .map(|repeated| repeated.0)
             .unwrap_or_default()
     })
@@ -250,6 +266,35 @@ mod tests {
         let expected = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
         for body in [&json[..], &yaml[..], &flow[..]] {
             assert_eq!(parse_configuration(body).unwrap(), expected);
+        }
+    }
+
+    /// go-yaml v2 keeps a plain number past float64's range as the string it is (its
+    /// `ParseFloat` fails: `resolve.go`), wherever it stands; an explicit infinity stays
+    /// refused, and so does a number past float64 with a `!!float` tag.
+    #[test]
+    fn yaml_numbers_past_float64_are_the_strings_go_yaml_reads() {
+        let yaml = b"a: 1e400\nb: [-1e400, .5e400, 1e300, '1e400']\nc:\n  - +1_0e400 # a comment\n  - &x 1e999\n  - *x\nd: {e: 1E400}\nf: 1e-400\n";
+        assert_eq!(
+            read_yaml(yaml, "").unwrap(),
+            json!({"a": "1e400", "b": ["-1e400", ".5e400", 1e300, "1e400"],
+                "c": ["+1_0e400", "1e999", "1e999"], "d": {"e": "1E400"}, "f": 0.0})
+        );
+        let digits = format!("n: {}\n", "9".repeat(400));
+        assert_eq!(
+            read_yaml(digits.as_bytes(), "").unwrap(),
+            json!({"n": "9".repeat(400)})
+        );
+        for refused in [
+            &b"a: .inf\nb: 1e400\n"[..],
+            b"a: 1e400\nb: -.Inf\n",
+            b"a: !!float 1e400\n",
+        ] {
+            assert!(
+                read_yaml(refused, "").is_err(),
+                "{}",
+                String::from_utf8_lossy(refused)
+            );
         }
     }
 

@@ -252,6 +252,30 @@ impl Set {
         }
     }
 
+    /// Puts `element` below this level: a member when `member`, with the paths `below` (relative
+    /// to it) under it. A walk that builds a set level by level attaches each level's set
+    /// to its parent's, so that no path is looked up from the root: each level costs its
+    /// own entries, whatever its depth.
+    pub fn attach(&mut self, element: PathElement, member: bool, below: Set) {
+        if below.is_empty() {
+            if member {
+                self.members.insert(element);
+            }
+            return;
+        }
+        if member {
+            self.members.insert(element.clone());
+        }
+        match self.children.entry(element) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(below);
+            }
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                entry.get_mut().add_all(&below)
+            }
+        }
+    }
+
     /// Every path of `self` or `other`.
     #[must_use]
     pub fn union(&self, other: &Set) -> Set {

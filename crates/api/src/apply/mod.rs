@@ -610,16 +610,15 @@ pub fn apply(
     }
     let comparison = typed::compare(&live_value, &merged, ty).map_err(type_error)?;
     let changed = comparison.modified.union(&comparison.added);
+    // Conflicts are looked for only when they would refuse the apply (a forced apply takes
+    // them), as structured-merge-diff's `update` does: each is a whole path from the root.
     let mut conflicts = Vec::new();
-    for (other, entry) in &managers {
-        if *other == id {
-            continue;
-        }
+    for (other, entry) in managers.iter().filter(|(other, _)| !force && **other != id) {
         for path in entry.set.intersection(&changed).paths() {
             conflicts.push((other.clone(), path));
         }
     }
-    if !conflicts.is_empty() && !force {
+    if !conflicts.is_empty() {
         conflicts.sort();
         return Err(conflict_error(&conflicts));
     }

@@ -28,6 +28,13 @@
 //!   key by key; associative lists merge item by item by key (set items by value), keeping
 //!   the live items the configuration does not name in their places.
 //! - [`remove_items`] removes every member path of a set from a value.
+//!
+//! ## Bounds
+//! Every walk is linear in the values it walks, whatever their depth (an object may nest
+//! 10,000 levels): a field set and a comparison are built level by level, each level's set
+//! attached to its parent's ([`Set::attach`]) rather than each path inserted from the root
+//! (which copied every element above it: `d²/2` steps for a chain `d` deep), and the
+//! comparison's shortcuts over equal subtrees spend a bounded credit ([`Credit`]).
 
 use std::collections::BTreeMap;
 
@@ -391,37 +398,38 @@ fn keyed_items<'v>(
 /// A list item without its key, or duplicate keys.
 pub fn field_set(value: &Value, ty: Ty<'_>) -> Result<Set, TypeError> {
     let mut set = Set::new();
-    walk_set(value, ty, &mut Vec::new(), &mut set)?;
+    // The root is never a member (the empty path).
+    walk_set(value, ty, 0, &mut set)?;
     Ok(set)
 }
 
-fn walk_set(
-    value: &Value,
-    ty: Ty<'_>,
-    path: &mut Vec<PathElement>,
-    set: &mut Set,
-) -> Result<(), TypeError> {
-    watchkeeper_core::stack::deep(path.len(), || walk_set_level(value, ty, path, set))
+/// [`field_set`] of the value at `depth`: its paths, relative to it, go into `set` (the node
+/// of the set at the value's path, so that no path is looked up from the root again: each
+/// level costs its own entries, whatever its depth); whether the value itself is a member
+/// (a leaf) is the answer.
+fn walk_set(value: &Value, ty: Ty<'_>, depth: usize, set: &mut Set) -> Result<bool, TypeError> {
+    watchkeeper_core::stack::deep(depth, || walk_set_level(value, ty, depth, set))
 }
 
 /// [`walk_set`] of one level.
 fn walk_set_level(
     value: &Value,
     ty: Ty<'_>,
-    path: &mut Vec<PathElement>,
+    depth: usize,
     set: &mut Set,
-) -> Result<(), TypeError> {
+) -> Result<bool, TypeError> {
     match (ty.kind(), value) {
         (Kind::Struct(..) | Kind::Map(_) | Kind::Deduced, Value::Object(map)) => {
             for (key, child) in map {
                 let (child_ty, named) = ty.entry(key);
-                path.push(PathElement::Field(key.clone()));
-                walk_set(child, child_ty, path, set)?;
+                let mut below = Set::new();
+                let leaf = walk_set(child, child_ty, depth + 1, &mut below)?;
                 let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
-                if empty || !named {
-                    set.insert(path);
-                }
-                path.pop();
+                set.attach(
+                    PathElement::Field(key.clone()),
+                    leaf || empty || !named,
+                    below,
+                );
             }
         }
         (
@@ -429,16 +437,15 @@ fn walk_set_level(
             Value::Array(items),
         ) => {
             for (element, item) in keyed_items(list_type, items_ty, items)? {
-                path.push(element);
-                walk_set(item, items_ty, path, set)?;
-                set.insert(path);
-                path.pop();
+                let mut below = Set::new();
+                walk_set(item, items_ty, depth + 1, &mut below)?;
+                set.attach(element, true, below);
             }
         }
         (Kind::Struct(..) | Kind::Map(_) | Kind::List(..), Value::Null) => {}
-        _ => set.insert(path),
+        _ => return Ok(true),
     }
-    Ok(())
+    Ok(false)
 }
 
 /// The paths added, removed and modified from one value to another.
@@ -457,16 +464,7 @@ pub struct Comparison {
 /// # Errors
 /// As [`field_set`].
 pub fn compare(old: &Value, new: &Value, ty: Ty<'_>) -> Result<Comparison, TypeError> {
-    let mut comparison = Comparison::default();
-    walk_compare(
-        Some(old),
-        Some(new),
-        ty,
-        Skip::Nothing,
-        &mut Vec::new(),
-        &mut comparison,
-    )?;
-    Ok(comparison)
+    compare_from(old, new, ty, Skip::Nothing)
 }
 
 /// [`compare`] of two objects as if neither had `metadata.managedFields`, without copying
@@ -479,13 +477,21 @@ pub fn compare_without_managed_fields(
     new: &Value,
     ty: Ty<'_>,
 ) -> Result<Comparison, TypeError> {
+    compare_from(old, new, ty, Skip::InMetadata)
+}
+
+/// [`compare`] of the roots `old` and `new`, leaving out what `skip` says.
+fn compare_from(old: &Value, new: &Value, ty: Ty<'_>, skip: Skip) -> Result<Comparison, TypeError> {
     let mut comparison = Comparison::default();
+    let mut credit = Credit::new();
+    // The root's own mark is the empty path's, never a member.
     walk_compare(
         Some(old),
         Some(new),
         ty,
-        Skip::InMetadata,
-        &mut Vec::new(),
+        skip,
+        0,
+        &mut credit,
         &mut comparison,
     )?;
     Ok(comparison)
@@ -540,17 +546,206 @@ fn equal(a: &Value, b: &Value, skip: Skip) -> bool {
     }
 }
 
+/// The work a comparison may spend on its shortcuts: deciding that two subtrees are equal (or
+/// hold no list) before it walks them. A shortcut that finds its answer skips the walk of a
+/// subtree, most of an object in most writes; but it is a walk of its own, and asked again at
+/// every level of a path whose bottom differs, it would make the comparison of an object
+/// nested `d` levels take `d²/2` steps (10,000 levels: 50 million). So the shortcuts spend
+/// credit, a node each: the comparison starts with [`Credit::START`] and earns
+/// [`Credit::PER_NODE`] for every node it walks, and a shortcut that runs out answers "don't
+/// know", which walks the subtree as if the shortcut had not been tried (the same paths, the
+/// same first error). The shortcuts' work is then at most `START + PER_NODE × nodes walked`:
+/// linear in the values compared.
+struct Credit {
+    left: usize,
+}
+
+impl Credit {
+    /// The credit a comparison starts with: every shortcut of an object of fewer nodes finds
+    /// its answer.
+    const START: usize = 1 << 16;
+
+    /// The credit earned per node walked.
+    const PER_NODE: usize = 8;
+
+    fn new() -> Credit {
+        Credit {
+            left: Credit::START,
+        }
+    }
+
+    /// One node of a shortcut's walk: false once the credit is spent.
+    fn spend(&mut self) -> bool {
+        #[cfg(test)]
+        tests::SHORTCUT_NODES.with(|nodes| nodes.set(nodes.get() + 1));
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn earn(&mut self) {
+        self.left = self.left.saturating_add(Credit::PER_NODE);
+    }
+}
+
+/// [`equal`] within the `credit` left: `None` once it is spent (see [`Credit`]).
+fn equal_within(
+    a: &Value,
+    b: &Value,
+    skip: Skip,
+    depth: usize,
+    credit: &mut Credit,
+) -> Option<bool> {
+    if !credit.spend() {
+        return None;
+    }
+    let both = |a: &Value, b: &Value, skip: Skip, credit: &mut Credit| {
+        watchkeeper_core::stack::deep(depth + 1, || equal_within(a, b, skip, depth + 1, credit))
+    };
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let entries = |map: &'_ Map<String, Value>| {
+                map.len()
+                    - usize::from(skip == Skip::ManagedFields && map.contains_key(MANAGED_FIELDS))
+            };
+            if entries(a) != entries(b) {
+                return Some(false);
+            }
+            for (key, value) in a {
+                if skip == Skip::ManagedFields && key == MANAGED_FIELDS {
+                    continue;
+                }
+                let Some(other) = b.get(key) else {
+                    return Some(false);
+                };
+                let child_skip = match skip {
+                    Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
+                    _ => Skip::Nothing,
+                };
+                if !both(value, other, child_skip, credit)? {
+                    return Some(false);
+                }
+            }
+            Some(true)
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            if a.len() != b.len() {
+                return Some(false);
+            }
+            for (a, b) in a.iter().zip(b) {
+                if !both(a, b, Skip::Nothing, credit)? {
+                    return Some(false);
+                }
+            }
+            Some(true)
+        }
+        _ => Some(a == b),
+    }
+}
+
+/// [`has_array`] within the `credit` left: `None` once it is spent (see [`Credit`]).
+fn has_array_within(value: &Value, skip: Skip, depth: usize, credit: &mut Credit) -> Option<bool> {
+    if !credit.spend() {
+        return None;
+    }
+    match value {
+        Value::Array(_) => Some(true),
+        Value::Object(map) => {
+            for (key, child) in map {
+                let child_skip = match skip {
+                    Skip::ManagedFields if key == MANAGED_FIELDS => continue,
+                    Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
+                    _ => Skip::Nothing,
+                };
+                let below = watchkeeper_core::stack::deep(depth + 1, || {
+                    has_array_within(child, child_skip, depth + 1, credit)
+                })?;
+                if below {
+                    return Some(true);
+                }
+            }
+            Some(false)
+        }
+        _ => Some(false),
+    }
+}
+
+/// What a comparison found of a value itself (its path, relative to its parent); what it
+/// found below goes into the parent's [`Comparison`] under the value's element.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Same,
+    Added,
+    Removed,
+    Modified,
+}
+
+impl Comparison {
+    /// Puts what a comparison found of the value at `element` (its `mark`) and below it
+    /// (`below`, relative to it) into this comparison, of its parent.
+    fn attach(&mut self, element: PathElement, mark: Mark, below: Comparison) {
+        let Comparison {
+            added,
+            removed,
+            modified,
+        } = below;
+        // The element is copied only for the sets it goes into.
+        let mut into = [
+            (&mut self.added, mark == Mark::Added, added),
+            (&mut self.removed, mark == Mark::Removed, removed),
+            (&mut self.modified, mark == Mark::Modified, modified),
+        ]
+        .into_iter()
+        .filter(|(_, member, below)| *member || !below.is_empty())
+        .peekable();
+        while let Some((set, member, below)) = into.next() {
+            if into.peek().is_some() {
+                set.attach(element.clone(), member, below);
+            } else {
+                set.attach(element, member, below);
+                break;
+            }
+        }
+    }
+}
+
+/// The comparison of the values at `depth` (`lhs` old, `rhs` new): what it finds below them
+/// goes into `out`, relative to them (see [`Comparison::attach`]); what it finds of them
+/// itself is the answer.
 fn walk_compare(
     lhs: Option<&Value>,
     rhs: Option<&Value>,
     ty: Ty<'_>,
     skip: Skip,
-    path: &mut Vec<PathElement>,
+    depth: usize,
+    credit: &mut Credit,
+    out: &mut Comparison,
+) -> Result<Mark, TypeError> {
+    watchkeeper_core::stack::deep(depth, || {
+        walk_compare_level(lhs, rhs, ty, skip, depth, credit, out)
+    })
+}
+
+/// [`walk_compare`] of the child `element` of the values at `depth`, put into `out`.
+#[allow(clippy::too_many_arguments)]
+fn compare_child(
+    element: PathElement,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+    ty: Ty<'_>,
+    skip: Skip,
+    depth: usize,
+    credit: &mut Credit,
     out: &mut Comparison,
 ) -> Result<(), TypeError> {
-    watchkeeper_core::stack::deep(path.len(), || {
-        walk_compare_level(lhs, rhs, ty, skip, path, out)
-    })
+    let mut below = Comparison::default();
+    let mark = walk_compare(lhs, rhs, ty, skip, depth + 1, credit, &mut below)?;
+    out.attach(element, mark, below);
+    Ok(())
 }
 
 /// [`walk_compare`] of one level.
@@ -559,9 +754,11 @@ fn walk_compare_level(
     rhs: Option<&Value>,
     ty: Ty<'_>,
     skip: Skip,
-    path: &mut Vec<PathElement>,
+    depth: usize,
+    credit: &mut Credit,
     out: &mut Comparison,
-) -> Result<(), TypeError> {
+) -> Result<Mark, TypeError> {
+    credit.earn();
     let leaf = ty.is_leaf_kind(lhs)
         || ty.is_leaf_kind(rhs)
         || (is_empty_container(lhs, skip) && is_empty_container(rhs, skip))
@@ -571,24 +768,24 @@ fn walk_compare_level(
                 | (Some(Value::Array(_)), Some(Value::Object(_)))
         );
     if leaf {
-        match (lhs, rhs) {
-            (None, Some(_)) => out.added.insert(path),
-            (Some(_), None) => out.removed.insert(path),
-            (Some(a), Some(b)) if !equal(a, b, skip) => out.modified.insert(path),
-            _ => {}
-        }
-        return Ok(());
+        return Ok(match (lhs, rhs) {
+            (None, Some(_)) => Mark::Added,
+            (Some(_), None) => Mark::Removed,
+            (Some(a), Some(b)) if !equal(a, b, skip) => Mark::Modified,
+            _ => Mark::Same,
+        });
     }
-    match (lhs, rhs) {
-        (None, Some(_)) => out.added.insert(path),
-        (Some(_), None) => out.removed.insert(path),
-        (Some(a), Some(b)) if equal(a, b, skip) => {
+    let mark = match (lhs, rhs) {
+        (None, Some(_)) => Mark::Added,
+        (Some(_), None) => Mark::Removed,
+        (Some(a), Some(b)) if equal_within(a, b, skip, depth, credit) == Some(true) => {
             // Equal containers: nothing below is added, removed or modified; what is left to
             // find is what the walk would fail on below, in the same order.
-            return check_items(a, ty, skip);
+            check_items(a, ty, skip, depth, credit)?;
+            return Ok(Mark::Same);
         }
-        _ => {}
-    }
+        _ => Mark::Same,
+    };
     if ty.is_list() {
         let (list_type, items_ty) = ty.list_item();
         let empty = Vec::new();
@@ -607,22 +804,40 @@ fn walk_compare_level(
         let left_map: BTreeMap<&PathElement, &Value> = left.iter().map(|(e, v)| (e, *v)).collect();
         for (element, item) in &left {
             let other = right_map.get(element).copied();
-            if other.is_some_and(|other| equal(item, other, Skip::Nothing)) {
-                check_items(item, items_ty, Skip::Nothing)?;
+            if other.is_some_and(|other| {
+                equal_within(item, other, Skip::Nothing, depth + 1, credit) == Some(true)
+            }) {
+                check_items(item, items_ty, Skip::Nothing, depth + 1, credit)?;
                 continue;
             }
-            path.push(element.clone());
-            walk_compare(Some(item), other, items_ty, Skip::Nothing, path, out)?;
-            path.pop();
+            let (item, ty) = (Some(*item), items_ty);
+            compare_child(
+                element.clone(),
+                item,
+                other,
+                ty,
+                Skip::Nothing,
+                depth,
+                credit,
+                out,
+            )?;
         }
         for (element, item) in &right {
             if !left_map.contains_key(element) {
-                path.push(element.clone());
-                walk_compare(None, Some(item), items_ty, Skip::Nothing, path, out)?;
-                path.pop();
+                let (item, ty) = (Some(*item), items_ty);
+                compare_child(
+                    element.clone(),
+                    None,
+                    item,
+                    ty,
+                    Skip::Nothing,
+                    depth,
+                    credit,
+                    out,
+                )?;
             }
         }
-        return Ok(());
+        return Ok(mark);
     }
     let empty = Map::new();
     let left = lhs.and_then(Value::as_object).unwrap_or(&empty);
@@ -637,34 +852,73 @@ fn walk_compare_level(
             continue;
         }
         let other = right.get(key);
-        if other.is_some_and(|other| equal(value, other, child_skip(key))) {
-            if has_array(value, child_skip(key)) {
-                check_items(value, ty.entry(key).0, child_skip(key))?;
+        let below = depth + 1;
+        if other.is_some_and(|other| {
+            equal_within(value, other, child_skip(key), below, credit) == Some(true)
+        }) {
+            if has_array_within(value, child_skip(key), below, credit) != Some(false) {
+                check_items(value, ty.entry(key).0, child_skip(key), below, credit)?;
             }
             continue;
         }
         let (child_ty, _) = ty.entry(key);
-        path.push(PathElement::Field(key.clone()));
-        walk_compare(Some(value), other, child_ty, child_skip(key), path, out)?;
-        path.pop();
+        let element = PathElement::Field(key.clone());
+        let value = Some(value);
+        compare_child(
+            element,
+            value,
+            other,
+            child_ty,
+            child_skip(key),
+            depth,
+            credit,
+            out,
+        )?;
     }
     for (key, value) in right {
         if !left.contains_key(key) && !skipped(key) {
             let (child_ty, _) = ty.entry(key);
-            path.push(PathElement::Field(key.clone()));
-            walk_compare(None, Some(value), child_ty, child_skip(key), path, out)?;
-            path.pop();
+            let element = PathElement::Field(key.clone());
+            let value = Some(value);
+            compare_child(
+                element,
+                None,
+                value,
+                child_ty,
+                child_skip(key),
+                depth,
+                credit,
+                out,
+            )?;
         }
     }
-    Ok(())
+    Ok(mark)
 }
 
 /// What [`walk_compare`] of `value` with a value equal to it (leaving out what `skip` says)
 /// returns: no path, and the first error its walk meets (an associative list's item without
 /// its key, duplicate keys), found in the same order.
-fn check_items(value: &Value, ty: Ty<'_>, skip: Skip) -> Result<(), TypeError> {
+fn check_items(
+    value: &Value,
+    ty: Ty<'_>,
+    skip: Skip,
+    depth: usize,
+    credit: &mut Credit,
+) -> Result<(), TypeError> {
+    watchkeeper_core::stack::deep(depth, || check_items_level(value, ty, skip, depth, credit))
+}
+
+/// [`check_items`] of one level.
+fn check_items_level(
+    value: &Value,
+    ty: Ty<'_>,
+    skip: Skip,
+    depth: usize,
+    credit: &mut Credit,
+) -> Result<(), TypeError> {
+    credit.earn();
     // Only a list's items can fail.
-    if !has_array(value, skip)
+    if has_array_within(value, skip, depth, credit) == Some(false)
         || ty.is_leaf_kind(Some(value))
         || is_empty_container(Some(value), skip)
     {
@@ -674,7 +928,7 @@ fn check_items(value: &Value, ty: Ty<'_>, skip: Skip) -> Result<(), TypeError> {
         let (list_type, items_ty) = ty.list_item();
         let items = value.as_array().map_or(&[][..], Vec::as_slice);
         for (_, item) in keyed_items(list_type, items_ty, items)? {
-            check_items(item, items_ty, Skip::Nothing)?;
+            check_items(item, items_ty, Skip::Nothing, depth + 1, credit)?;
         }
         return Ok(());
     }
@@ -689,22 +943,9 @@ fn check_items(value: &Value, ty: Ty<'_>, skip: Skip) -> Result<(), TypeError> {
             Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
             _ => Skip::Nothing,
         };
-        check_items(child, ty.entry(key).0, child_skip)?;
+        check_items(child, ty.entry(key).0, child_skip, depth + 1, credit)?;
     }
     Ok(())
-}
-
-/// Whether `value` holds a list anywhere (leaving out what `skip` says).
-fn has_array(value: &Value, skip: Skip) -> bool {
-    match value {
-        Value::Array(_) => true,
-        Value::Object(map) => map.iter().any(|(key, child)| match skip {
-            Skip::ManagedFields if key == MANAGED_FIELDS => false,
-            Skip::InMetadata if key == "metadata" => has_array(child, Skip::ManagedFields),
-            _ => has_array(child, Skip::Nothing),
-        }),
-        _ => false,
-    }
 }
 
 /// The applied configuration `config` merged into `live` (see the module docs).
@@ -883,6 +1124,57 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    thread_local! {
+        /// Nodes the comparison's shortcuts visited on this thread ([`Credit::spend`]).
+        pub(super) static SHORTCUT_NODES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// `{"a": {"a": ... leaf}}`, `levels` maps deep.
+    fn chain(levels: usize, leaf: Value) -> Value {
+        // Moved in, level by level (`json!` would copy the value below at every level).
+        (0..levels).fold(leaf, |below, _| {
+            Value::Object(Map::from_iter([("a".to_owned(), below)]))
+        })
+    }
+
+    /// The nodes the shortcuts of `compare(old, new)` visit, and its answer.
+    fn shortcut_nodes(old: &Value, new: &Value) -> (usize, Comparison) {
+        SHORTCUT_NODES.with(|nodes| nodes.set(0));
+        let comparison = compare(old, new, Ty::deduced()).unwrap();
+        (SHORTCUT_NODES.with(std::cell::Cell::get), comparison)
+    }
+
+    /// Goal: comparing two objects nested `d` levels costs work linear in `d`, not `d²`: the
+    /// shortcuts (are two subtrees equal, does one hold a list) asked at every level of a
+    /// chain whose bottom differs, or of equal chains holding a list at their bottom, visit
+    /// about as many nodes more for twice the depth (before they spent credit, each level
+    /// walked its whole subtree again: four times as many). The comparisons are still right.
+    #[test]
+    fn comparing_deep_objects_takes_work_linear_in_their_depth() {
+        // On a server thread's stack: serde_json's own walks (the drop) recurse per level.
+        stacker::grow(watchkeeper_core::stack::THREAD_STACK, || {
+            for (old_leaf, new_leaf) in [(json!(1), json!(2)), (json!([1]), json!([1]))] {
+                let mut nodes = Vec::new();
+                for levels in [5_000, 10_000] {
+                    let old = chain(levels, old_leaf.clone());
+                    let new = chain(levels, new_leaf.clone());
+                    let (visited, comparison) = shortcut_nodes(&old, &new);
+                    let path: Vec<PathElement> = (0..levels)
+                        .map(|_| PathElement::Field("a".to_owned()))
+                        .collect();
+                    assert_eq!(comparison.modified.contains(&path), old_leaf != new_leaf);
+                    assert!(comparison.added.is_empty() && comparison.removed.is_empty());
+                    nodes.push(visited);
+                    watchkeeper_core::stack::grow(|| drop((old, new, comparison)));
+                }
+                assert!(
+                    nodes[1] < 3 * nodes[0],
+                    "{old_leaf} -> {new_leaf}: {nodes:?} nodes for 5,000 and 10,000 levels"
+                );
+            }
+        });
+    }
 
     /// Goal: a node of the built-in definitions whose kind was worked out once reads exactly as
     /// working it out again does: for every definition and every property, item and map value
@@ -1099,16 +1391,7 @@ mod tests {
         for old in &objects {
             for new in &objects {
                 for skip in [Skip::Nothing, Skip::InMetadata] {
-                    let mut comparison = Comparison::default();
-                    let fast = walk_compare(
-                        Some(old),
-                        Some(new),
-                        ty,
-                        skip,
-                        &mut Vec::new(),
-                        &mut comparison,
-                    )
-                    .map(|()| comparison);
+                    let fast = compare_from(old, new, ty, skip);
                     let slow = reference(old, new, ty, skip);
                     assert_eq!(fast, slow, "{old} -> {new}");
                     match slow {
