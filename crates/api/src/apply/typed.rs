@@ -802,39 +802,17 @@ fn walk_compare_level(
         let right_map: BTreeMap<&PathElement, &Value> =
             right.iter().map(|(e, v)| (e, *v)).collect();
         let left_map: BTreeMap<&PathElement, &Value> = left.iter().map(|(e, v)| (e, *v)).collect();
+        let entry = Entry {
+            skip: Skip::Nothing,
+            depth,
+        };
         for (element, item) in &left {
             let other = right_map.get(element).copied();
-            if other.is_some_and(|other| {
-                equal_within(item, other, Skip::Nothing, depth + 1, credit) == Some(true)
-            }) {
-                check_items(item, items_ty, Skip::Nothing, depth + 1, credit)?;
-                continue;
-            }
-            let (item, ty) = (Some(*item), items_ty);
-            compare_child(
-                element.clone(),
-                item,
-                other,
-                ty,
-                Skip::Nothing,
-                depth,
-                credit,
-                out,
-            )?;
+            entry.compare(element, Some(item), other, items_ty, credit, out)?;
         }
         for (element, item) in &right {
             if !left_map.contains_key(element) {
-                let (item, ty) = (Some(*item), items_ty);
-                compare_child(
-                    element.clone(),
-                    None,
-                    item,
-                    ty,
-                    Skip::Nothing,
-                    depth,
-                    credit,
-                    out,
-                )?;
+                entry.compare(element, None, Some(item), items_ty, credit, out)?;
             }
         }
         return Ok(mark);
@@ -847,52 +825,64 @@ fn walk_compare_level(
         _ => Skip::Nothing,
     };
     let skipped = |key: &str| skip == Skip::ManagedFields && key == MANAGED_FIELDS;
+    let entry = |key: &str| Entry {
+        skip: child_skip(key),
+        depth,
+    };
     for (key, value) in left {
-        if skipped(key) {
-            continue;
+        if !skipped(key) {
+            let element = PathElement::Field(key.clone());
+            let other = right.get(key);
+            entry(key).compare(&element, Some(value), other, ty.entry(key).0, credit, out)?;
         }
-        let other = right.get(key);
-        let below = depth + 1;
-        if other.is_some_and(|other| {
-            equal_within(value, other, child_skip(key), below, credit) == Some(true)
-        }) {
-            if has_array_within(value, child_skip(key), below, credit) != Some(false) {
-                check_items(value, ty.entry(key).0, child_skip(key), below, credit)?;
-            }
-            continue;
-        }
-        let (child_ty, _) = ty.entry(key);
-        let element = PathElement::Field(key.clone());
-        let value = Some(value);
-        compare_child(
-            element,
-            value,
-            other,
-            child_ty,
-            child_skip(key),
-            depth,
-            credit,
-            out,
-        )?;
     }
     for (key, value) in right {
         if !left.contains_key(key) && !skipped(key) {
-            let (child_ty, _) = ty.entry(key);
             let element = PathElement::Field(key.clone());
-            let value = Some(value);
-            compare_child(
-                element,
-                None,
-                value,
-                child_ty,
-                child_skip(key),
-                depth,
-                credit,
-                out,
-            )?;
+            entry(key).compare(&element, None, Some(value), ty.entry(key).0, credit, out)?;
         }
     }
     Ok(mark)
+}
+
+/// One entry of a container [`walk_compare`] compares, at `depth`: the container's children
+/// are compared with `skip`.
+struct Entry {
+    skip: Skip,
+    depth: usize,
+}
+
+impl Entry {
+    /// Compares the child at `element` (`lhs` and `rhs`, its values on each side) of type
+    /// `ty`: two equal values have nothing added, removed or modified, and only what the walk
+    /// would fail on below is looked for ([`check_items`]); others are walked and what they
+    /// hold is attached under `element` ([`compare_child`]).
+    fn compare(
+        &self,
+        element: &PathElement,
+        lhs: Option<&Value>,
+        rhs: Option<&Value>,
+        ty: Ty<'_>,
+        credit: &mut Credit,
+        out: &mut Comparison,
+    ) -> Result<(), TypeError> {
+        let below = self.depth + 1;
+        if let (Some(a), Some(b)) = (lhs, rhs)
+            && equal_within(a, b, self.skip, below, credit) == Some(true)
+        {
+            return check_items(a, ty, self.skip, below, credit);
+        }
+        compare_child(
+            element.clone(),
+            lhs,
+            rhs,
+            ty,
+            self.skip,
+            self.depth,
+            credit,
+            out,
+        )
+    }
 }
 
 /// What [`walk_compare`] of `value` with a value equal to it (leaving out what `skip` says)
