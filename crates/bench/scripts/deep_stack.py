@@ -6,8 +6,9 @@ Starts `watchkeeper serve` (WK, default target/debug/watchkeeper; memory store; 
 to Go's 10,000 levels takes (create, get as JSON / YAML / Table, a watch, merge patch, JSON
 patch, server-side apply, update, objects and arrays, a delete; a CEL rule compares the spec) and reads /proc/PID/smaps: a
 thread's stack is one anonymous mapping of `core::stack::THREAD_STACK` bytes, and its resident
-pages are what its deepest walk touched (the pages stay resident). Prints the largest resident
-stack, the mappings' size and how many threads there are.
+pages are what its deepest walk touched (the pages stay resident); a cache's dispatcher and
+catch-up threads have `core::stack::CACHE_THREAD_STACK`. Prints the largest resident stack per
+kind of thread, the mappings' sizes and how many threads there are.
 
     WK=target/release/watchkeeper python3 crates/bench/scripts/deep_stack.py
 """
@@ -18,6 +19,8 @@ PORT = int(os.environ.get("PORT", "25250"))
 LEVELS = 9_999  # the body nests one level more: Go's 10,000
 # core::stack::THREAD_STACK: 32 MiB in a release build, 128 MiB in a debug build
 STACK_KB = int(os.environ.get("STACK_MIB", "32" if "/release/" in BIN else "128")) * 1024
+# core::stack::CACHE_THREAD_STACK (a cache's dispatcher and catch-up threads): 2 / 8 MiB
+CACHE_STACK_KB = int(os.environ.get("CACHE_STACK_MIB", "2" if "/release/" in BIN else "8")) * 1024
 
 
 def req(method, path, ctype="application/json", body=b"", headers=None):
@@ -68,9 +71,10 @@ def by_thread(pid):
     return out
 
 
-def stacks(pid):
+def stacks(pid, size_kb=None):
     """(size kB, rss kB) of every anonymous mapping of a thread stack's size (STACK_MIB): the
     threads' stacks and `core::stack`'s segments while a walk runs on one."""
+    size_kb = size_kb or STACK_KB
     out, cur = [], None
     for line in open(f"/proc/{pid}/smaps"):
         m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ (\d+)\s*(.*)$", line)
@@ -80,7 +84,12 @@ def stacks(pid):
         elif cur is not None and line.startswith(("Size:", "Rss:")):
             key = "size" if line.startswith("Size:") else "rss"
             cur[key] = int(line.split()[1])
-    return [(s["size"], s["rss"]) for s in out if s["anon"] and s["size"] == STACK_KB]
+    return [(s["size"], s["rss"]) for s in out if s["anon"] and s["size"] == size_kb]
+
+
+def cache_stacks(pid):
+    """[`stacks`] of a cache thread's size (CACHE_STACK_MIB)."""
+    return stacks(pid, CACHE_STACK_KB)
 
 
 def main():
@@ -156,6 +165,9 @@ def main():
                   f"{max(sizes) / 1024:6.2f} MiB, sum {sum(sizes) / 1024:7.2f} MiB")
         found = stacks(p.pid)
         sizes = sorted({s for s, _ in found})
+        cache = [r for s, r in cache_stacks(p.pid)]
+        print(f"cache threads' stack mappings: {len(cache)} of {CACHE_STACK_KB} kB, resident "
+              f"largest {max(cache, default=0) / 1024:.2f} MiB, sum {sum(cache) / 1024:.2f} MiB")
         print(f"threads' stack mappings: {len(found)} of {sizes} kB; "
               f"resident now: largest {max(r for _, r in found) / 1024:.2f} MiB, "
               f"sum {sum(r for _, r in found) / 1024:.2f} MiB; largest after any step "

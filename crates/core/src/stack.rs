@@ -10,8 +10,8 @@
 //!   levels (a thread-local read and a comparison), so shallow objects pay nothing
 //!   measurable. [`grow`] checks at every call, for walks that do not count their levels.
 //! - The walks serde_json makes itself (a `Value`'s drop, clone, comparison, writing, a
-//!   conversion) recurse per level with no such check. Every thread the server runs requests,
-//!   watch encodings or the cache on is therefore started with [`THREAD_STACK`] bytes of stack
+//!   conversion) recurse per level with no such check. Every thread the server runs requests
+//!   or watch encodings on is therefore started with [`THREAD_STACK`] bytes of stack
 //!   (reserved, not touched: a thread's resident stack is what its deepest walk touched), and
 //!   [`SEGMENT`] is as large, so such a walk called at any level of an instrumented walk finds
 //!   room for a whole object. Measured with `crates/bench/scripts/deep_stack.py` (every path
@@ -24,11 +24,15 @@
 //!
 //! Bounds: one thread's stack is at most [`THREAD_STACK`] bytes plus, while a walk runs past
 //! it, [`SEGMENT`] bytes per switch (a walk of 10,065 levels switches at most a few times).
-//! What is reserved is that times the threads (57 in a server that served such an object:
-//! 1.8 GB of address space in a release build, none of it resident until touched); what
+//! What is reserved is that times the threads (a server that served such an object: 5 with
+//! [`THREAD_STACK`] and 53 cache threads with [`CACHE_THREAD_STACK`], 266 MiB of address
+//! space in a release build — 1.8 GB while the cache threads had [`THREAD_STACK`] too —,
+//! none of it resident until touched); what
 //! stays resident is what each thread's deepest walk touched, until the thread ends (the
 //! blocking pool's after 10 s idle).
 //!
+//! - A cache's dispatcher and catch-up threads make none of those walks (they move shared
+//!   objects and drop them flat, see below) and start with [`CACHE_THREAD_STACK`] bytes.
 //! - [`drop_flat`] drops a value without recursion; a cached object nested past
 //!   [`FLAT_DROP_DEPTH`] levels is dropped so (`Object`'s `Drop`), on whatever thread lets it
 //!   go last — possibly a cache's dispatcher evicting it from its history, one long-lived
@@ -50,8 +54,9 @@ pub const SEGMENT: usize = THREAD_STACK;
 /// Levels between two checks of [`deep`].
 pub const EVERY: usize = 16;
 
-/// Bytes of stack every thread of the server that handles objects is started with (tokio's
-/// workers and blocking threads, the cache's dispatcher and workers, the audit writer):
+/// Bytes of stack every thread of the server that walks objects is started with (tokio's
+/// workers and blocking threads, the audit writer; a cache's threads need less:
+/// [`CACHE_THREAD_STACK`]):
 /// room for the walks over an object nested 10,065 levels (module docs) with a margin, in the
 /// profile the server is built in: 32 MiB in a release build (the deepest thread touched 6.7
 /// MiB), 128 MiB in a debug build (38.4 MiB). Reserved address space: what is resident is
@@ -60,6 +65,23 @@ pub const THREAD_STACK: usize = if cfg!(debug_assertions) {
     128 << 20
 } else {
     32 << 20
+};
+
+/// Bytes of stack a cache's dispatcher and catch-up threads are started with (one of each per
+/// served resource version, up to 5,000 custom ones): they move shared objects between the
+/// history, snapshots and watchers' queues, match selectors (field look-ups, no walk), and
+/// drop what the history evicts or a relist replaces — a body nested past
+/// [`FLAT_DROP_DEPTH`] without recursion ([`drop_flat`]); they never encode, convert, clone or
+/// compare a body (the watch responses encode, on the runtime's threads). Measured with
+/// `crates/bench/scripts/deep_stack.py` (every path of a 10,000-level object, a watch on it)
+/// and with a history that evicts such objects: **0.02 MiB** resident on every dispatcher in
+/// a debug build. 2 MiB (Rust's default) in a release build, 8 MiB in a debug build: a
+/// hundredfold margin, and [`THREAD_STACK`] would reserve 16 (release) to 64 (debug) times as
+/// much address space per served resource version.
+pub const CACHE_THREAD_STACK: usize = if cfg!(debug_assertions) {
+    8 << 20
+} else {
+    2 << 20
 };
 
 /// Levels of nesting past which a cached object's body is dropped by [`drop_flat`]: deeper

@@ -609,6 +609,123 @@ async fn a_custom_resource_nested_to_the_body_limit_round_trips_and_one_past_it_
     server.shutdown().await;
 }
 
+/// A cache's dispatcher and catch-up threads run on a small stack
+/// (`core::stack::CACHE_THREAD_STACK`): they only move shared objects and drop them flat. Deep
+/// objects through both: a watch that reads nothing while 10,000-level widgets (each with
+/// 512 KiB beside its nesting, more than the socket buffers and the queue hold) are patched
+/// stalls and is caught up from the history, while a history of `--history-bytes-max` 4 MiB
+/// evicts (drops) them; the watch then reads its events in order, as written, or its backlog
+/// and a 410, and the server goes on serving.
+#[test]
+fn deep_objects_pass_a_stalled_watch_and_an_evicting_history_on_the_caches_threads() {
+    common::on_server_runtime(
+        deep_objects_pass_a_stalled_watch_and_an_evicting_history_on_the_caches_threads_run,
+    );
+}
+
+async fn deep_objects_pass_a_stalled_watch_and_an_evicting_history_on_the_caches_threads_run() {
+    use watchkeeper_api::go_json::{BODY_MAX_DEPTH, parse_stored};
+    let server = server_with(ServeArgs {
+        history_bytes_max: Some(4 << 20),
+        // The watch reads nothing while the patches run: only the cache may end it.
+        write_timeout_ms: Some(3_600_000),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, text) = send_json(addr, "POST", crds, &widgets_crd()).await;
+    assert_eq!(status, 201, "{text}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let levels = BODY_MAX_DEPTH - 2;
+    let pad = "x".repeat(512 << 10);
+    let body = |leaf: u32| {
+        format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"deep"}},"spec":{{"pad":"{pad}","a":{}{leaf}{}}}}}"#,
+            "{\"a\":".repeat(levels - 1),
+            "}".repeat(levels - 1)
+        )
+    };
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let (status, text) = loop {
+        let answer = request(addr, "POST", widgets, "application/json", &body(0)).await;
+        if answer.0 != 404 || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(status, 201, "{}", &text[..text.len().min(500)]);
+    let read = |text: &str| parse_stored(text.as_bytes()).unwrap();
+    let created = read(&text)["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = common::WatchReader::open(
+        addr,
+        &format!("{widgets}?watch=1&resourceVersion={created}"),
+        Some(4096),
+    )
+    .await;
+    let patches = 40;
+    for leaf in 1..=patches {
+        let (status, text) = request(
+            addr,
+            "PATCH",
+            &format!("{widgets}/deep"),
+            "application/merge-patch+json",
+            &body(leaf),
+        )
+        .await;
+        assert_eq!(status, 200, "{}", &text[..text.len().min(500)]);
+    }
+    let stalls = |text: &str| -> u64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("apiserver_watch_cache_watcher_stalls_total{")
+                    && l.contains("widgets")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|v| v as u64)
+            .sum()
+    };
+    assert!(
+        stalls(&common::metrics_text(addr).await) >= 1,
+        "the watch stalled"
+    );
+    let mut leaves = Vec::new();
+    let mut gone = false;
+    while let Some(text) = watch.next_text().await {
+        let event = read(&text);
+        if event["type"] == "ERROR" {
+            assert_eq!(
+                event["object"]["code"],
+                410,
+                "{}",
+                &text[..text.len().min(500)]
+            );
+            gone = true;
+            break;
+        }
+        assert_eq!(event["type"], "MODIFIED");
+        let (depth, leaf) = depth_and_leaf(&event["object"]["spec"]);
+        assert_eq!(depth, levels);
+        leaves.push(leaf.as_u64().unwrap());
+        if leaves.len() == patches as usize {
+            break;
+        }
+    }
+    // In order, from the first patch, each once: every one (caught up) or a backlog then 410.
+    assert_eq!(leaves, (1..=leaves.len() as u64).collect::<Vec<_>>());
+    assert!(gone || leaves.len() == patches as usize, "{leaves:?}");
+    let (status, text) = request(addr, "GET", &format!("{widgets}/deep"), "", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        depth_and_leaf(&read(&text)["spec"]),
+        (levels, patches.into())
+    );
+    server.shutdown().await;
+}
+
 /// A CRD whose schema nests to the body's bound (4,990 levels of `properties`, the body
 /// nesting 9,987 levels) is created and published (OpenAPI v2 and v3), and an object nested
 /// as deep as it declares is created, merge-patched, applied and answered in YAML: every walk

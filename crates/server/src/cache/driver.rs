@@ -441,8 +441,8 @@ impl WorkerSlot {
                 let slot = Arc::downgrade(self);
                 let spawned = std::thread::Builder::new()
                     .name(name.clone())
-                    // Objects nest up to 10,000 levels: room for serde_json's walks.
-                    .stack_size(watchkeeper_core::stack::THREAD_STACK)
+                    // Moves shared objects and drops them flat: no deep walk.
+                    .stack_size(watchkeeper_core::stack::CACHE_THREAD_STACK)
                     .spawn(move || {
                         let start = taken.lock().unwrap_or_else(PoisonError::into_inner).take();
                         if let (Some(start), Some(slot)) = (start, slot.upgrade()) {
@@ -598,8 +598,8 @@ impl CacheDriver {
         let dispatcher_stop = stop.clone();
         let dispatcher_handle = std::thread::Builder::new()
             .name(format!("dispatch-{name}"))
-            // Objects nest up to 10,000 levels: room for serde_json's walks.
-            .stack_size(watchkeeper_core::stack::THREAD_STACK)
+            // Moves shared objects and drops them flat: no deep walk.
+            .stack_size(watchkeeper_core::stack::CACHE_THREAD_STACK)
             .spawn(move || {
                 let inputs = Inputs {
                     receiver,
