@@ -135,6 +135,7 @@ pub fn run_with(
     };
     if let Some(dir) = out_dir {
         report.write(dir)?;
+        plot::write_all(&report, dir)?;
     }
     Ok(report)
 }

@@ -498,7 +498,7 @@ impl Report {
         self.variants.iter().find(|v| v.name == name)
     }
 
-    /// Writes `report.json`, `report.md` and the plots into `dir`.
+    /// Writes `report.json` and `report.md` into `dir` (the plots: [`crate::plot::write_all`]).
     ///
     /// # Errors
     /// The directory or a file cannot be written.
@@ -509,7 +509,6 @@ impl Report {
         let io = |e: std::io::Error| SimError::Io(e.to_string());
         std::fs::write(dir.join("report.json"), json).map_err(io)?;
         std::fs::write(dir.join("report.md"), self.markdown()).map_err(io)?;
-        crate::plot::write_all(self, dir)?;
         Ok(())
     }
 

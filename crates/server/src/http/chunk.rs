@@ -1,5 +1,6 @@
 //! [`Chunk`]: response bytes in several shared pieces, handed to the transport as one body
-//! frame, and [`ConnBody`]: the body type a connection hands hyper.
+//! frame (the body type a connection hands hyper, [`crate::http::conn_body::ConnBody`], has
+//! `Chunk` data).
 //!
 //! ## Guarantees
 //! - A chunk's bytes are its pieces' bytes in order; nothing is copied to build it (the
@@ -8,18 +9,8 @@
 //! - One chunk is one body frame: over HTTP/1.1 one chunked-encoding header and one entry
 //!   in hyper's write queue for a whole batch of watch events (its pieces become the
 //!   `writev`'s slices), over HTTP/2 one DATA frame (split only by the flow-control window).
-//! - [`ConnBody`] passes other responses' frames through unchanged, and a watch response's
-//!   batches as they come; what the layers between the handler and the connection hold (a
-//!   watch slot, the connection's in-flight count) is released when the watch's last frame
-//!   has been taken, exactly as for any other body (see [`crate::limits::HoldBody`]).
-
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
 
 use bytes::{Buf, BufMut as _, Bytes};
-use hyper::body::{Body, Frame, SizeHint};
-
-use crate::http::watch::WatchBody;
 
 /// Pieces a chunk holds without allocating (a shared watch event: prefix, object, suffix).
 pub const INLINE: usize = 3;
@@ -152,60 +143,6 @@ impl Buf for Chunk {
         let mut out = bytes::BytesMut::with_capacity(len);
         out.put((&mut *self).take(len));
         out.freeze()
-    }
-}
-
-/// The body a connection hands hyper: any response's body, or a watch's batches taken from
-/// the response (see [`crate::http::watch::WatchHandoff`]) with the body the layers wrapped
-/// around it (which then yields nothing, and releases what the layers hold when it ends).
-pub enum ConnBody {
-    /// Any response: its frames pass through.
-    Plain(axum::body::Body),
-    /// A watch response.
-    Watch {
-        /// The watch's batches; `None` once it ended.
-        events: Option<Box<WatchBody>>,
-        /// The response's own body (the layers' holds), polled to its end after the events.
-        shell: axum::body::Body,
-    },
-}
-
-impl Body for ConnBody {
-    type Data = Chunk;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Chunk>, axum::Error>>> {
-        let shell = match &mut *self {
-            ConnBody::Plain(body) => body,
-            ConnBody::Watch { events, shell } => {
-                if let Some(body) = events {
-                    match ready!(body.poll_chunk(cx)) {
-                        Some(chunk) => return Poll::Ready(Some(Ok(Frame::data(chunk)))),
-                        None => *events = None,
-                    }
-                }
-                shell
-            }
-        };
-        let frame = ready!(Pin::new(shell).poll_frame(cx));
-        Poll::Ready(frame.map(|frame| frame.map(|frame| frame.map_data(Chunk::from))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ConnBody::Plain(body) => body.is_end_stream(),
-            ConnBody::Watch { events, shell } => events.is_none() && shell.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ConnBody::Plain(body) => body.size_hint(),
-            ConnBody::Watch { .. } => SizeHint::default(),
-        }
     }
 }
 

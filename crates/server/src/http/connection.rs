@@ -81,7 +81,7 @@ use tower::ServiceExt;
 
 use crate::auth::PeerIdentity;
 use crate::config::TlsConfig;
-use crate::http::chunk::ConnBody;
+use crate::http::conn_body::ConnBody;
 use crate::http::deadline::AnswerDeadline;
 use crate::http::in_poll::{Executor, InPoll};
 use crate::http::on_wake::{OnWake, Wakes};

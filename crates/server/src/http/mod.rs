@@ -21,6 +21,7 @@
 pub mod boxed;
 pub mod chunk;
 pub mod componentstatus;
+pub mod conn_body;
 pub mod connection;
 pub mod converted;
 pub mod deadline;

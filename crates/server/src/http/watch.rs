@@ -352,7 +352,7 @@ impl WatchBody {
 }
 
 /// A watch response's body, put in the response's extensions for the connection to take
-/// ([`crate::http::chunk::ConnBody`]); the response's own body is a [`WatchShell`] of it.
+/// ([`crate::http::conn_body::ConnBody`]); the response's own body is a [`WatchShell`] of it.
 #[derive(Clone)]
 pub struct WatchHandoff(Arc<std::sync::Mutex<Option<Box<WatchBody>>>>);
 
