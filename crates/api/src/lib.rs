@@ -108,9 +108,10 @@ pub use patch::{
     apply_patch_with_limits, unsupported_patch_type,
 };
 pub use protobuf::{PROTOBUF_MEDIA_TYPE, decode_protobuf, is_protobuf_media_type, protobuf_kinds};
+pub use query::validate_field_selector;
 pub use resources::{
     ResourceDef, builtin_resources, field_values, field_values_beside_name, find_resource,
-    labels_of, parse_resources_file, validate_field_selector,
+    labels_of, parse_resources_file,
 };
 pub use table::{to_table, to_table_with};
 pub use time::{human_duration, rfc3339_from_unix, rfc3339_micro_from_unix, unix_from_rfc3339};

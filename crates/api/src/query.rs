@@ -626,6 +626,30 @@ impl ContinueToken {
     }
 }
 
+/// Checks that every field a selector names is one the resource supports.
+///
+/// # Errors
+/// 400 BadRequest `field label not supported: {name}`, Kubernetes' message.
+pub fn validate_field_selector(
+    def: &crate::resources::ResourceDef,
+    selector: &FieldSelector,
+) -> Result<(), ApiError> {
+    if selector.requirements().is_empty() {
+        // Every request without a field selector (every write): nothing to build the list for.
+        return Ok(());
+    }
+    let supported = def.supported_fields();
+    for requirement in selector.requirements() {
+        if !supported.contains(&requirement.field) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {}",
+                requirement.field
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -916,6 +940,29 @@ mod tests {
 #[cfg(test)]
 mod selector_tests {
     use super::*;
+
+    fn def(plural: &str) -> crate::resources::ResourceDef {
+        crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.plural == plural)
+            .unwrap()
+    }
+
+    #[test]
+    fn field_selector_validation() {
+        let pods = def("pods");
+        let ok =
+            FieldSelector::parse("metadata.name=a,spec.nodeName!=n1,status.phase=Running").unwrap();
+        assert!(validate_field_selector(&pods, &ok).is_ok());
+        let bad = FieldSelector::parse("spec.color=red").unwrap();
+        let err = validate_field_selector(&pods, &bad).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert_eq!(err.reason, "BadRequest");
+        assert_eq!(err.message, "field label not supported: spec.color");
+        let ns = FieldSelector::parse("metadata.namespace=x").unwrap();
+        assert!(validate_field_selector(&def("nodes"), &ns).is_err());
+        assert!(validate_field_selector(&def("configmaps"), &ns).is_ok());
+    }
 
     #[test]
     fn selector_refusals_are_kubes_400() {

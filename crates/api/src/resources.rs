@@ -10,9 +10,6 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
-use watchkeeper_core::FieldSelector;
-
-use crate::error::ApiError;
 
 /// One kind of object the server serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -943,30 +940,6 @@ pub fn labels_of(object: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Checks that every field a selector names is one the resource supports.
-///
-/// # Errors
-/// 400 BadRequest `field label not supported: {name}`, Kubernetes' message.
-pub fn validate_field_selector(
-    def: &ResourceDef,
-    selector: &FieldSelector,
-) -> Result<(), ApiError> {
-    if selector.requirements().is_empty() {
-        // Every request without a field selector (every write): nothing to build the list for.
-        return Ok(());
-    }
-    let supported = def.supported_fields();
-    for requirement in selector.requirements() {
-        if !supported.contains(&requirement.field) {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {}",
-                requirement.field
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Finds a resource by plural name within a group and version.
 #[must_use]
 pub fn find_resource<'a>(
@@ -983,6 +956,7 @@ pub fn find_resource<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+    use watchkeeper_core::FieldSelector;
 
     fn def(plural: &str) -> ResourceDef {
         builtin_resources()
@@ -1198,21 +1172,5 @@ mod tests {
         assert_eq!(labels.len(), 1);
         assert_eq!(labels["app"], "web");
         assert!(labels_of(&json!(5)).is_empty());
-    }
-
-    #[test]
-    fn field_selector_validation() {
-        let pods = def("pods");
-        let ok =
-            FieldSelector::parse("metadata.name=a,spec.nodeName!=n1,status.phase=Running").unwrap();
-        assert!(validate_field_selector(&pods, &ok).is_ok());
-        let bad = FieldSelector::parse("spec.color=red").unwrap();
-        let err = validate_field_selector(&pods, &bad).unwrap_err();
-        assert_eq!(err.code, 400);
-        assert_eq!(err.reason, "BadRequest");
-        assert_eq!(err.message, "field label not supported: spec.color");
-        let ns = FieldSelector::parse("metadata.namespace=x").unwrap();
-        assert!(validate_field_selector(&def("nodes"), &ns).is_err());
-        assert!(validate_field_selector(&def("configmaps"), &ns).is_ok());
     }
 }

@@ -559,57 +559,6 @@ fn wait_go() {
     let _ = std::io::stdin().read_line(&mut line);
 }
 
-/// The client child process's entry point (`watchkeeper-bench __clients fanout|alloc ...`).
-#[must_use]
-pub fn child_main(args: &[String]) -> i32 {
-    crate::sys::raise_fd_limit();
-    if args.first().map(String::as_str) == Some("scale") {
-        return crate::scale::child_main(args);
-    }
-    let Some(addr) = arg::<SocketAddr>(args, "--addr") else {
-        eprintln!("__clients needs --addr");
-        return 2;
-    };
-    let rv: u64 = arg(args, "--rv").unwrap_or(0);
-    let watchers: usize = arg(args, "--watchers").unwrap_or(1);
-    let runtime = client_runtime(2);
-    let result = match args.first().map(String::as_str) {
-        Some("fanout") => runtime.block_on(child_fanout(
-            addr,
-            rv,
-            watchers,
-            WriteLoad {
-                rate: arg(args, "--rate").unwrap_or(100.0),
-                secs: arg(args, "--secs").unwrap_or(1.0),
-                objects: arg(args, "--objects").unwrap_or(100),
-                inflight: arg(args, "--inflight").unwrap_or(1),
-                drain_secs: arg(args, "--drain-secs").unwrap_or(30.0),
-            },
-        )),
-        Some("writes") => runtime.block_on(crate::writes::child_writes(args)),
-        Some("alloc") => runtime.block_on(child_alloc(
-            addr,
-            rv,
-            watchers,
-            arg(args, "--patches").unwrap_or(10),
-            arg::<String>(args, "--path").unwrap_or_default(),
-        )),
-        _ => Err("unknown client mode".to_owned()),
-    };
-    runtime.shutdown_background();
-    match result {
-        Ok(value) => {
-            println!("done {value}");
-            0
-        }
-        Err(message) => {
-            eprintln!("client process: {message}");
-            println!("done {}", json!({"error": message}));
-            1
-        }
-    }
-}
-
 pub(crate) async fn open_many(
     addr: SocketAddr,
     path: &str,
@@ -628,16 +577,16 @@ pub(crate) async fn open_many(
 }
 
 /// The writes of a fan-out child.
-struct WriteLoad {
-    rate: f64,
-    secs: f64,
-    objects: usize,
-    inflight: usize,
+pub(crate) struct WriteLoad {
+    pub(crate) rate: f64,
+    pub(crate) secs: f64,
+    pub(crate) objects: usize,
+    pub(crate) inflight: usize,
     /// How long the watches may take to deliver everything after the last write.
-    drain_secs: f64,
+    pub(crate) drain_secs: f64,
 }
 
-async fn child_fanout(
+pub(crate) async fn child_fanout(
     addr: SocketAddr,
     rv: u64,
     watchers: usize,
@@ -730,7 +679,7 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>, limit: Duration
     all
 }
 
-async fn child_alloc(
+pub(crate) async fn child_alloc(
     addr: SocketAddr,
     rv: u64,
     watchers: usize,

@@ -39,6 +39,7 @@
 //!   store with and without group commit). `--port-base` puts its etcd on given ports.
 
 pub mod alloc;
+pub mod clients;
 pub mod e2e;
 pub mod etcd;
 pub mod http;

@@ -6,7 +6,7 @@ static ALLOCATOR: watchkeeper_bench::alloc::Counting = watchkeeper_bench::alloc:
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("__clients") {
-        std::process::exit(watchkeeper_bench::e2e::child_main(&args[1..]));
+        std::process::exit(watchkeeper_bench::clients::child_main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("__population-run") {
         std::process::exit(watchkeeper_bench::inproc::population_child_main(&args[1..]));
