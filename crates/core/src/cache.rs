@@ -38,12 +38,13 @@ use crate::event::WatchItem;
 use crate::history::History;
 use crate::metrics::Metrics;
 use crate::object::{Object, Revision};
-use crate::queue::{Pop, WatchEnd, WatchQueue, WatcherState};
+use crate::queue::{DrainSignal, Pop, WatchEnd, WatchQueue, WatcherState};
+use crate::request::{Selection, WatchRequest, WatchStart, WatcherId};
 use crate::snapshot::{Snapshot, Snapshots, StateMap};
-use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use crate::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::time::Instant;
-use crate::watcher::{Selection, WatchRequest, WatchStart, Watcher, WatcherId};
+use crate::watcher::Watcher;
 use crate::{CatchUpWorker, Dispatcher};
 
 /// The data under the cache lock.
@@ -146,65 +147,6 @@ pub(crate) enum ToWorker {
     /// A watcher the worker now owns: it stalled, started behind the live stream, or needs its
     /// initial state streamed.
     Unsynced(Box<Watcher>),
-}
-
-/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns (or that
-/// closes it): that watcher can take events again (or must be dropped), so it becomes one of
-/// the worker's candidates at its next pass, and that pass comes at the normal period, not the
-/// idle one (a slow reader is not held to one queue per idle period). It carries the watchers'
-/// ids, so the worker never has to look at a watcher that has neither room nor news; the
-/// worker's notify hook wakes a driver thread when the first id arrives after a pass.
-#[derive(Default)]
-pub(crate) struct DrainSignal {
-    raised: AtomicBool,
-    ids: Mutex<Vec<WatcherId>>,
-    notify: OnceLock<Arc<dyn Fn() + Send + Sync>>,
-}
-
-impl std::fmt::Debug for DrainSignal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DrainSignal")
-            .field("raised", &self.raised.load(Ordering::Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-impl DrainSignal {
-    fn ids(&self) -> MutexGuard<'_, Vec<WatcherId>> {
-        self.ids
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Watcher `id`'s queue was emptied (or closed) while the worker owns it.
-    pub(crate) fn raise(&self, id: WatcherId) {
-        self.ids().push(id);
-        if !self.raised.swap(true, Ordering::AcqRel)
-            && let Some(notify) = self.notify.get()
-        {
-            notify();
-        }
-    }
-
-    pub(crate) fn is_raised(&self) -> bool {
-        self.raised.load(Ordering::Acquire)
-    }
-
-    /// Whether `id` was raised since the last take (for invariant checks).
-    pub(crate) fn is_pending(&self, id: WatcherId) -> bool {
-        self.ids().contains(&id)
-    }
-
-    /// Moves the ids raised since the last take into `out`.
-    pub(crate) fn take(&self, out: &mut Vec<WatcherId>) {
-        let mut ids = self.ids();
-        self.raised.store(false, Ordering::Release);
-        out.append(&mut ids);
-    }
-
-    pub(crate) fn set_notify(&self, notify: Arc<dyn Fn() + Send + Sync>) {
-        let _ = self.notify.set(notify);
-    }
 }
 
 /// [`ProgressMark`]'s state bit: the mark rose since the driver last took it.

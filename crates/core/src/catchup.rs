@@ -116,8 +116,9 @@ use crate::dispatcher::{Dispatcher, expired};
 use crate::event::{SharedEvent, WatchItem};
 use crate::object::{Revision, object_key};
 use crate::queue::{PushResult, Refill, TerminationReason, WatchEnd, WatcherState};
+use crate::request::WatcherId;
 use crate::time::Instant;
-use crate::watcher::{Watcher, WatcherId};
+use crate::watcher::Watcher;
 
 /// Checks both actors' invariants ([`Dispatcher::check_invariants`],
 /// [`CatchUpWorker::check_invariants`]) and that no watcher is owned by both (the synced and

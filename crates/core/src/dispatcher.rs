@@ -70,9 +70,10 @@ use crate::event::{Event, SharedEvent, WatchItem};
 use crate::history::CapacityChange;
 use crate::object::{Object, Revision};
 use crate::queue::{PushResult, TerminationReason, WatchEnd, WatcherState};
+use crate::request::{Route, WatchStart, WatcherId};
 use crate::snapshot::{Snapshot, StateMap};
 use crate::time::Instant;
-use crate::watcher::{InitialPhase, Route, WatchStart, Watcher, WatcherId};
+use crate::watcher::{InitialPhase, Watcher};
 
 /// A hash map with a fixed hasher: lookups only, or iteration whose order depends only on the
 /// sequence of inserts, so runs are reproducible.

@@ -184,7 +184,7 @@ impl Event {
                     .expect("DELETED carries the previous object");
                 self.deleted_encoded[encoding.slot()]
                     .get_or_init(|| {
-                        crate::object::count_serialization(stats);
+                        stats.count();
                         prev.encode_at(self.revision, encoding)
                     })
                     .clone()
@@ -216,7 +216,7 @@ impl Event {
                     .expect("DELETED carries the previous object");
                 self.deleted_external
                     .get_or_init(|| {
-                        crate::object::count_serialization(stats);
+                        stats.count();
                         prev.encode_external_at(self.revision, encoder)
                     })
                     .clone()

@@ -84,6 +84,7 @@ pub mod object;
 pub mod order;
 pub mod pointer;
 pub mod queue;
+pub mod request;
 pub mod selector;
 pub mod snapshot;
 pub mod stack;
@@ -108,7 +109,7 @@ pub use object::{
 pub use queue::{
     Pop, PushResult, TerminationReason, WatchEnd, WatchQueue, WatcherProgress, WatcherState,
 };
+pub use request::{WatchRequest, WatchStart, WatcherId};
 pub use selector::{FieldSelector, LabelSelector, Lookup, SelectorError};
 pub use snapshot::Snapshot;
 pub use time::Instant;
-pub use watcher::{WatchRequest, WatchStart, WatcherId};

@@ -18,8 +18,9 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{DrainSignal, Mailbox, ProgressMark};
+use crate::cache::{Mailbox, ProgressMark};
 use crate::event::WatchItem;
+use crate::queue::DrainSignal;
 use crate::queue::{Pop, PushResult, WatchQueue, WatcherState};
 
 fn item(revision: u64) -> WatchItem {

@@ -16,9 +16,6 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::object::EncodeStats;
-use crate::queue::TerminationReason;
-
 /// A histogram with power-of-two bucket bounds `1, 2, 4, ..., 2^(BUCKETS-1)` and `+Inf`.
 #[derive(Debug)]
 pub struct Histogram {
@@ -346,6 +343,80 @@ impl Metrics {
     #[must_use]
     pub fn terminations(&self, reason: TerminationReason) -> u64 {
         self.terminated_watchers[reason.index()].get()
+    }
+}
+
+/// Why the cache ended a watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TerminationReason {
+    /// Legacy force-close.
+    Unresponsive,
+    /// A watcher that had reached the live stream aged out of the history.
+    ResourceExpired,
+    /// A watcher that never reached the live stream aged out of the history.
+    ResourceExpiredInitial,
+    /// No progress during the initial phase.
+    InitialNoProgress,
+    /// The request deadline passed.
+    Deadline,
+    /// The requested resource version never arrived.
+    TooLargeResourceVersion,
+    /// The cache shut down.
+    Shutdown,
+    /// Its queue held versions the cache had let go while released versions were past their
+    /// memory budget: ended at once, without that backlog ([`WatchQueue::cut_released`]).
+    MemoryPressure,
+}
+
+impl TerminationReason {
+    /// Every reason, in label order.
+    pub const ALL: [TerminationReason; 8] = [
+        TerminationReason::Unresponsive,
+        TerminationReason::ResourceExpired,
+        TerminationReason::ResourceExpiredInitial,
+        TerminationReason::InitialNoProgress,
+        TerminationReason::Deadline,
+        TerminationReason::TooLargeResourceVersion,
+        TerminationReason::Shutdown,
+        TerminationReason::MemoryPressure,
+    ];
+
+    /// The metric label.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Unresponsive => "unresponsive",
+            TerminationReason::ResourceExpired => "resource_expired",
+            TerminationReason::ResourceExpiredInitial => "resource_expired_initial",
+            TerminationReason::InitialNoProgress => "initial_no_progress",
+            TerminationReason::Deadline => "deadline",
+            TerminationReason::TooLargeResourceVersion => "too_large_resource_version",
+            TerminationReason::Shutdown => "shutdown",
+            TerminationReason::MemoryPressure => "memory_pressure",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counts serializations, so benchmarks can report serializations per event.
+#[derive(Debug, Default)]
+pub struct EncodeStats {
+    serializations: AtomicU64,
+}
+
+impl EncodeStats {
+    /// Serializations performed so far.
+    #[must_use]
+    pub fn serializations(&self) -> u64 {
+        self.serializations.load(Ordering::Relaxed)
+    }
+
+    /// Counts one serialization.
+    pub(crate) fn count(&self) {
+        self.serializations.fetch_add(1, Ordering::Relaxed);
     }
 }
 

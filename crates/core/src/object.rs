@@ -9,11 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
+
+pub use crate::metrics::EncodeStats;
 
 /// A store revision, which is also the Kubernetes resource version of an object or event.
 pub type Revision = u64;
@@ -95,29 +96,6 @@ const ENCODINGS: usize = Encoding::ALL.len();
 /// that answer is cached too. A process passes the same function everywhere: the object keeps
 /// one slot for it, filled by whichever call comes first.
 pub type ExternalEncoder = fn(&Value) -> Option<Bytes>;
-
-/// Counts serializations, so benchmarks can report serializations per event.
-#[derive(Debug, Default)]
-pub struct EncodeStats {
-    serializations: AtomicU64,
-}
-
-impl EncodeStats {
-    /// Serializations performed so far.
-    #[must_use]
-    pub fn serializations(&self) -> u64 {
-        self.serializations.load(Ordering::Relaxed)
-    }
-
-    fn count(&self) {
-        self.serializations.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Counts one serialization made outside an object (an event's own encoding).
-pub(crate) fn count_serialization(stats: &EncodeStats) {
-    stats.count();
-}
 
 /// One object in the cache: its key, selectable attributes, resource version and body.
 #[derive(Debug)]

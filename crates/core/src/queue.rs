@@ -39,16 +39,76 @@
 //! never shrinks; its memory follows what it holds (the items' storage grows on demand).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 
-use crate::cache::DrainSignal;
 use crate::event::WatchItem;
 use crate::object::Revision;
-use crate::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use crate::request::{Selection, WatcherId};
+
+pub use crate::metrics::TerminationReason;
+use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 use crate::time::Instant;
-use crate::watcher::{Selection, WatcherId};
+
+/// Raised by a consumer that empties the queue of a watcher the catch-up worker owns (or that
+/// closes it): that watcher can take events again (or must be dropped), so it becomes one of
+/// the worker's candidates at its next pass, and that pass comes at the normal period, not the
+/// idle one (a slow reader is not held to one queue per idle period). It carries the watchers'
+/// ids, so the worker never has to look at a watcher that has neither room nor news; the
+/// worker's notify hook wakes a driver thread when the first id arrives after a pass.
+#[derive(Default)]
+pub(crate) struct DrainSignal {
+    raised: AtomicBool,
+    ids: Mutex<Vec<WatcherId>>,
+    notify: OnceLock<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for DrainSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrainSignal")
+            .field("raised", &self.raised.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl DrainSignal {
+    fn ids(&self) -> MutexGuard<'_, Vec<WatcherId>> {
+        self.ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Watcher `id`'s queue was emptied (or closed) while the worker owns it.
+    pub(crate) fn raise(&self, id: WatcherId) {
+        self.ids().push(id);
+        if !self.raised.swap(true, Ordering::AcqRel)
+            && let Some(notify) = self.notify.get()
+        {
+            notify();
+        }
+    }
+
+    pub(crate) fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::Acquire)
+    }
+
+    /// Whether `id` was raised since the last take (for invariant checks).
+    pub(crate) fn is_pending(&self, id: WatcherId) -> bool {
+        self.ids().contains(&id)
+    }
+
+    /// Moves the ids raised since the last take into `out`.
+    pub(crate) fn take(&self, out: &mut Vec<WatcherId>) {
+        let mut ids = self.ids();
+        self.raised.store(false, Ordering::Release);
+        out.append(&mut ids);
+    }
+
+    pub(crate) fn set_notify(&self, notify: Arc<dyn Fn() + Send + Sync>) {
+        let _ = self.notify.set(notify);
+    }
+}
 
 /// Why a watch ended. Delivered after every queued item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,61 +152,6 @@ impl WatchEnd {
             WatchEnd::Deadline => TerminationReason::Deadline,
             WatchEnd::Shutdown => TerminationReason::Shutdown,
         }
-    }
-}
-
-/// Why the cache ended a watch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TerminationReason {
-    /// Legacy force-close.
-    Unresponsive,
-    /// A watcher that had reached the live stream aged out of the history.
-    ResourceExpired,
-    /// A watcher that never reached the live stream aged out of the history.
-    ResourceExpiredInitial,
-    /// No progress during the initial phase.
-    InitialNoProgress,
-    /// The request deadline passed.
-    Deadline,
-    /// The requested resource version never arrived.
-    TooLargeResourceVersion,
-    /// The cache shut down.
-    Shutdown,
-    /// Its queue held versions the cache had let go while released versions were past their
-    /// memory budget: ended at once, without that backlog ([`WatchQueue::cut_released`]).
-    MemoryPressure,
-}
-
-impl TerminationReason {
-    /// Every reason, in label order.
-    pub const ALL: [TerminationReason; 8] = [
-        TerminationReason::Unresponsive,
-        TerminationReason::ResourceExpired,
-        TerminationReason::ResourceExpiredInitial,
-        TerminationReason::InitialNoProgress,
-        TerminationReason::Deadline,
-        TerminationReason::TooLargeResourceVersion,
-        TerminationReason::Shutdown,
-        TerminationReason::MemoryPressure,
-    ];
-
-    /// The metric label.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TerminationReason::Unresponsive => "unresponsive",
-            TerminationReason::ResourceExpired => "resource_expired",
-            TerminationReason::ResourceExpiredInitial => "resource_expired_initial",
-            TerminationReason::InitialNoProgress => "initial_no_progress",
-            TerminationReason::Deadline => "deadline",
-            TerminationReason::TooLargeResourceVersion => "too_large_resource_version",
-            TerminationReason::Shutdown => "shutdown",
-            TerminationReason::MemoryPressure => "memory_pressure",
-        }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
     }
 }
 
