@@ -139,6 +139,118 @@ async fn a_consistent_cache_passes() {
     server.shutdown().await;
 }
 
+/// Resources stored once and served in several versions (HorizontalPodAutoscalers as
+/// autoscaling/v1 and v2, Events as v1 and events.k8s.io/v1, a custom resource in two
+/// versions listed either way round): each stored object is checked once, with the resource
+/// that holds it in its storage version, and passes. The store's side used to route every
+/// key to the last of the versions sharing its storage prefix, so the storage version found
+/// none of its objects and every check failed and relisted it (its watchers got a 410 at
+/// every interval).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_served_in_several_versions_pass() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    for (plural, versions) in [("gadgets", ["v1", "v2"]), ("gizmos", ["v2", "v1"])] {
+        let kind = format!("{}{}", plural[..1].to_uppercase(), &plural[1..plural.len() - 1]);
+        let version = |name: &str| {
+            json!({"name": name, "served": true, "storage": name == "v1",
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}})
+        };
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.example.com")},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": plural, "kind": kind},
+                "versions": [version(versions[0]), version(versions[1])]}});
+        let (status, body) = common::send_json(addr, "POST", crds, &crd).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let hpa = |version: &str, name: &str| {
+        let mut hpa = json!({"apiVersion": format!("autoscaling/{version}"),
+            "kind": "HorizontalPodAutoscaler", "metadata": {"name": name},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                "name": "web"}, "minReplicas": 1, "maxReplicas": 3}});
+        if version == "v1" {
+            hpa["spec"]["targetCPUUtilizationPercentage"] = json!(50);
+        }
+        hpa
+    };
+    let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "Started", "message": "m", "type": "Normal"});
+    let new_event = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e2"}, "eventTime": "2026-12-05T00:00:00.000000Z",
+        "reportingController": "example.com/c", "reportingInstance": "i", "action": "Start",
+        "reason": "Started", "type": "Normal",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}});
+    let mut writes = vec![
+        ("/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers", hpa("v1", "h1")),
+        ("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers", hpa("v2", "h2")),
+        ("/api/v1/namespaces/default/events", event),
+        ("/apis/events.k8s.io/v1/namespaces/default/events", new_event),
+    ];
+    for plural in ["gadgets", "gizmos"] {
+        let kind = format!("{}{}", plural[..1].to_uppercase(), &plural[1..plural.len() - 1]);
+        for version in ["v1", "v2"] {
+            writes.push((
+                if version == "v1" {
+                    if plural == "gadgets" {
+                        "/apis/example.com/v1/namespaces/default/gadgets"
+                    } else {
+                        "/apis/example.com/v1/namespaces/default/gizmos"
+                    }
+                } else if plural == "gadgets" {
+                    "/apis/example.com/v2/namespaces/default/gadgets"
+                } else {
+                    "/apis/example.com/v2/namespaces/default/gizmos"
+                },
+                json!({"apiVersion": format!("example.com/{version}"), "kind": kind,
+                    "metadata": {"name": format!("{plural}-{version}")}}),
+            ));
+        }
+    }
+    for (path, body) in &writes {
+        let deadline = std::time::Instant::now() + HANG_GUARD;
+        loop {
+            let (status, answer) = common::send_json(addr, "POST", path, body).await;
+            // A custom resource is served once its CRD is established.
+            if status == 404 && std::time::Instant::now() < deadline {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            assert_eq!(status, 201, "{path}: {answer}");
+            break;
+        }
+    }
+    let (status, body) = common::request(addr, "POST", "/debug/consistency", "", "").await;
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).expect("JSON");
+    let checks = body["checks"].as_array().expect("checks");
+    assert!(
+        checks.iter().all(|c| c["status"] != "failure"),
+        "{}",
+        serde_json::to_string_pretty(&checks).unwrap()
+    );
+    for resource in [
+        "horizontalpodautoscalers.autoscaling",
+        "events",
+        "gadgets.example.com",
+        "gizmos.example.com",
+    ] {
+        let report = checks
+            .iter()
+            .find(|c| c["resource"] == resource && c["status"] != "skipped")
+            .unwrap_or_else(|| panic!("{resource} checked: {body}"));
+        assert_eq!(report["status"], "success", "{report}");
+        assert_eq!(report["store"], report["cache"], "{report}");
+        assert!(report["store"]["objects"].as_u64() >= Some(2), "{report}");
+    }
+    assert_eq!(checks_total(addr, "failure").await, 0);
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_divergent_cache_is_found_counted_and_repaired() {
     let server = common::server().await;

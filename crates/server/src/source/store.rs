@@ -4370,12 +4370,15 @@ impl Router {
             let page = source.store.range(request).await?;
             for kv in &page.kvs {
                 let key = String::from_utf8_lossy(&kv.key);
+                // Versions of one resource share its storage prefix: a key is this feed's
+                // when it routes to that prefix (to whichever of them), and is decoded as
+                // this feed's.
                 if let Some((feed, namespace, name)) = self.route(&key)
-                    && feed == index
+                    && self.routes[feed].0 == self.routes[index].0
                     && let Change {
                         object: Some(object),
                         ..
-                    } = self.decode_put(feed, namespace, name, kv)
+                    } = self.decode_put(index, namespace, name, kv)
                 {
                     objects.push(object);
                 }
