@@ -83,7 +83,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
-use cel::objects::{Key, OptionalValue};
+use cel::objects::Key;
 use cel::{ExecutionError, Program};
 use serde_json::{Map, Value};
 
@@ -93,10 +93,13 @@ pub mod authz;
 mod cost;
 mod library;
 mod types;
+mod values;
 use crate::schema_node::{correlated_map_item, flag, unchanged};
 pub(crate) use cost::{
     RULE_COST_LIMIT, SCHEMA_COST_LIMIT, children_factor, exceeds, times, unbounded_cardinality,
 };
+pub(crate) use values::to_val;
+use values::{Bound, Conversions};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
 /// `ExpressionSizeCodePointLimit`).
@@ -833,86 +836,6 @@ fn escape(name: &str) -> Option<String> {
     Some(escaped)
 }
 
-/// `value` as CEL sees it under `schema` (see the module's guarantees).
-pub(crate) fn to_cel(
-    schema: Option<&Map<String, Value>>,
-    value: &Value,
-    resource: bool,
-) -> cel::Value {
-    let kind = schema.and_then(|s| s.get("type")).and_then(Value::as_str);
-    match value {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match (kind, n.as_i64()) {
-            (Some("number"), _) => cel::Value::Float(n.as_f64().unwrap_or_default()),
-            (_, Some(i)) => cel::Value::Int(i),
-            (Some("integer"), None) => cel::Value::Int(n.as_f64().unwrap_or_default() as i64),
-            _ => cel::Value::Float(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => {
-            let format = schema.and_then(|s| s.get("format")).and_then(Value::as_str);
-            typed_string(format, s).unwrap_or_else(|| cel::Value::String(Arc::new(s.clone())))
-        }
-        Value::Array(items) => {
-            let item_schema = schema
-                .and_then(|s| s.get("items"))
-                .and_then(Value::as_object);
-            let resource = item_schema.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
-            cel::Value::List(Arc::new(
-                items
-                    .iter()
-                    .map(|i| to_cel(item_schema, i, resource))
-                    .collect(),
-            ))
-        }
-        Value::Object(fields) => {
-            let properties = schema
-                .and_then(|s| s.get("properties"))
-                .and_then(Value::as_object);
-            let additional = schema
-                .and_then(|s| s.get("additionalProperties"))
-                .and_then(Value::as_object);
-            let mut map = HashMap::new();
-            for (key, field) in fields {
-                if resource && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
-                    let kept = if key == "metadata" {
-                        let mut meta = HashMap::new();
-                        for name in ["name", "generateName"] {
-                            if let Some(Value::String(s)) = field.get(name) {
-                                meta.insert(
-                                    Key::String(Arc::new(name.to_owned())),
-                                    cel::Value::String(Arc::new(s.clone())),
-                                );
-                            }
-                        }
-                        cel::Value::Map(cel::objects::Map {
-                            map: Arc::new(meta),
-                        })
-                    } else {
-                        to_cel(None, field, false)
-                    };
-                    map.insert(Key::String(Arc::new(key.clone())), kept);
-                    continue;
-                }
-                let (name, sub) = match (properties, additional) {
-                    (Some(properties), _) => {
-                        let Some(sub) = properties.get(key).and_then(Value::as_object) else {
-                            continue;
-                        };
-                        let Some(name) = escape(key) else { continue };
-                        (name, Some(sub))
-                    }
-                    (None, Some(sub)) => (key.clone(), Some(sub)),
-                    (None, None) => (key.clone(), None),
-                };
-                let embedded = sub.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
-                map.insert(Key::String(Arc::new(name)), to_cel(sub, field, embedded));
-            }
-            cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
-        }
-    }
-}
-
 /// A string of format `date-time` or `date` as a timestamp, of format `duration` as a
 /// duration (kube's `UnstructuredToVal`); `None` for other strings (or one that does not parse,
 /// which the schema's format check has refused already).
@@ -1022,37 +945,15 @@ pub(crate) fn max_of(a: Size, b: Size) -> Size {
     }
 }
 
-/// Adds `value`'s bytes to `size` and raises its largest count and element.
-fn measure(value: &Value, size: &mut Size) {
-    let child = |value: &Value, size: &mut Size| {
-        let before = size.bytes;
-        measure(value, size);
-        size.item = size.item.max(size.bytes - before);
-    };
-    match value {
-        Value::String(s) => {
-            size.count = size.count.max(s.len() as f64);
-            size.bytes += s.len() as f64 + 2.0;
-        }
-        Value::Array(items) => {
-            size.count = size.count.max(items.len() as f64);
-            size.bytes += 2.0;
-            for item in items {
-                child(item, size);
-                size.bytes += 1.0;
-            }
-        }
-        Value::Object(fields) => {
-            size.count = size.count.max(fields.len() as f64);
-            size.bytes += 2.0;
-            for (key, field) in fields {
-                size.bytes += key.len() as f64 + 4.0;
-                size.item = size.item.max(key.len() as f64 + 2.0);
-                child(field, size);
-            }
-        }
-        _ => size.bytes += 8.0,
-    }
+/// What [`Sizes`] knows of a value: its largest element count or string length anywhere (its
+/// own included), its bytes, its largest element anywhere (a field's value, a list's item, a
+/// key), and its largest own element.
+#[derive(Clone, Copy, Debug)]
+struct Measure {
+    count: f64,
+    bytes: f64,
+    item: f64,
+    largest: f64,
 }
 
 /// The bound of an evaluation's cost (see the module's guarantees).
@@ -1068,8 +969,99 @@ struct Estimate<'d, 'm> {
     sizes: &'m mut Sizes,
 }
 
-/// Sizes of data values by their address, for one walk (the object outlives it).
-pub(crate) type Sizes = HashMap<*const Value, Size>;
+/// The measures of data values by their address, for one walk (the object outlives it).
+/// A value is measured from its elements' measures, and the measure of a map or list that was
+/// asked for, or that holds a map or list, is kept: each value is measured once however many
+/// nodes, rules and paths look at it and at what is below it, so measuring is linear in the
+/// object's size (before, each node's value was measured whole: `d²` for rules at each of `d`
+/// nested levels).
+#[derive(Default)]
+pub(crate) struct Sizes {
+    measures: HashMap<*const Value, Measure>,
+}
+
+impl Sizes {
+    pub(crate) fn new() -> Sizes {
+        Sizes::default()
+    }
+
+    /// The measure of `value`; kept when `asked` or when it holds a map or list.
+    fn measure(&mut self, value: &Value, asked: bool) -> Measure {
+        if let Some(kept) = self.measures.get(&std::ptr::from_ref(value)) {
+            return *kept;
+        }
+        let mut nested = false;
+        let mut measure = Measure {
+            count: 0.0,
+            bytes: 0.0,
+            item: 0.0,
+            largest: 0.0,
+        };
+        match value {
+            Value::String(s) => {
+                measure.count = s.len() as f64;
+                measure.bytes = s.len() as f64 + 2.0;
+            }
+            Value::Array(items) => {
+                measure.count = items.len() as f64;
+                measure.bytes = 2.0;
+                for item in items {
+                    nested |= item.is_array() || item.is_object();
+                    let of = self.measure(item, false);
+                    measure.count = measure.count.max(of.count);
+                    measure.bytes += of.bytes + 1.0;
+                    measure.item = measure.item.max(of.item).max(of.bytes);
+                    measure.largest = measure.largest.max(of.bytes);
+                }
+            }
+            // A map's keys are elements too (what a comprehension over it ranges over).
+            Value::Object(fields) => {
+                measure.count = fields.len() as f64;
+                measure.bytes = 2.0;
+                for (key, field) in fields {
+                    nested |= field.is_array() || field.is_object();
+                    let of = self.measure(field, false);
+                    let key = key.len() as f64;
+                    measure.count = measure.count.max(of.count);
+                    measure.bytes += key + 4.0 + of.bytes;
+                    measure.item = measure.item.max(key + 2.0).max(of.item).max(of.bytes);
+                    measure.largest = measure.largest.max(of.bytes).max(key + 2.0);
+                }
+            }
+            _ => measure.bytes = 8.0,
+        }
+        if (asked && (value.is_array() || value.is_object())) || nested {
+            self.measures.insert(std::ptr::from_ref(value), measure);
+        }
+        measure
+    }
+
+    /// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
+    pub(crate) fn measured(&mut self, value: &Value) -> Size {
+        let measure = self.measure(value, true);
+        Size {
+            count: measure.count.max(1.0),
+            bytes: measure.bytes,
+            item: measure.item,
+        }
+    }
+
+    /// The size of the values `known` (their largest count and bytes, their largest own
+    /// element).
+    fn size_of(&mut self, known: &[&Value]) -> Size {
+        known.iter().fold(EMPTY, |size, value| {
+            let measure = self.measure(value, true);
+            max_of(
+                size,
+                Size {
+                    count: measure.count,
+                    bytes: measure.bytes,
+                    item: measure.largest,
+                },
+            )
+        })
+    }
+}
 
 /// What the estimate knows of an expression's value.
 struct Est<'d> {
@@ -1087,59 +1079,9 @@ fn est(cost: f64, size: Size) -> Est<'static> {
     }
 }
 
-/// The size of the values `known` (their largest count and bytes, their largest element),
-/// each measured once in the walk, in one pass.
-fn size_of(known: &[&Value], sizes: &mut Sizes) -> Size {
-    let mut size = EMPTY;
-    for value in known {
-        if let Some(kept) = sizes.get(&std::ptr::from_ref(*value)) {
-            size = max_of(size, *kept);
-            continue;
-        }
-        let mut one = EMPTY;
-        let mut largest: f64 = 0.0;
-        match value {
-            Value::Array(items) => {
-                one.count = items.len() as f64;
-                one.bytes = 2.0;
-                for item in items.iter() {
-                    let before = one.bytes;
-                    measure(item, &mut one);
-                    largest = largest.max(one.bytes - before);
-                    one.bytes += 1.0;
-                }
-            }
-            // A map's keys are elements too (what a comprehension over it ranges over).
-            Value::Object(fields) => {
-                one.count = fields.len() as f64;
-                one.bytes = 2.0;
-                for (key, field) in fields.iter() {
-                    one.bytes += key.len() as f64 + 4.0;
-                    let before = one.bytes;
-                    measure(field, &mut one);
-                    largest = largest.max(one.bytes - before).max(key.len() as f64 + 2.0);
-                }
-            }
-            _ => measure(value, &mut one),
-        }
-        let one = Size {
-            item: largest,
-            ..one
-        };
-        sizes.insert(std::ptr::from_ref(*value), one);
-        size = max_of(size, one);
-    }
-    size
-}
-
-/// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
+/// The size of `value` as the data a rule sees, measured on its own (a policy's variables).
 pub(crate) fn measured(value: &Value) -> Size {
-    let mut size = Size {
-        count: 1.0,
-        ..EMPTY
-    };
-    measure(value, &mut size);
-    size
+    Sizes::new().measured(value)
 }
 
 /// The values of `field` in `known` (a property by its escaped name, or a map's key).
@@ -1247,7 +1189,7 @@ impl<'d> Estimate<'d, '_> {
                 match root {
                     Some(root) => Est {
                         cost: 1.0,
-                        size: size_of(&[root], self.sizes),
+                        size: self.sizes.size_of(&[root]),
                         known: Some(vec![root]),
                     },
                     None => est(1.0, self.data),
@@ -1257,12 +1199,16 @@ impl<'d> Estimate<'d, '_> {
                 // A field's value is an element of its object.
                 let operand = self.of(&selection.operand, scope);
                 let cost = operand.cost + 1.0;
+                if selection.test {
+                    // `has(x.f)`: a bool.
+                    return est(cost, SCALAR);
+                }
                 match operand.known {
-                    Some(known) if !selection.test => {
+                    Some(known) => {
                         let found = select(&known, &selection.field);
                         Est {
                             cost,
-                            size: size_of(&found, self.sizes),
+                            size: self.sizes.size_of(&found),
                             known: Some(found),
                         }
                     }
@@ -1388,7 +1334,7 @@ impl<'d> Estimate<'d, '_> {
                     };
                     return Est {
                         cost,
-                        size: size_of(&found, self.sizes),
+                        size: self.sizes.size_of(&found),
                         known: Some(found),
                     };
                 }
@@ -1409,7 +1355,7 @@ impl<'d> Estimate<'d, '_> {
                 let (item, item_known) = match known {
                     Some(known) if known.iter().all(|v| v.is_array()) => {
                         let items = elements(&known);
-                        (size_of(&items, self.sizes), Some(items))
+                        (self.sizes.size_of(&items), Some(items))
                     }
                     _ => (part_of(range, self.data), None),
                 };
@@ -1501,20 +1447,31 @@ pub fn check(schema: &Value, rules: &RuleTree, object: &Value, old: Option<&Valu
         stopped: false,
         tasks: Vec::new(),
         sizes: Sizes::new(),
+        conversions: Conversions::default(),
+        steps: Vec::new(),
     };
     let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
     // The walk finds the nodes with rules; their evaluations then run together on one large
     // stack (none is reserved for an object without rules).
-    walk.node(schema, rules, object, old, root, "", true);
+    walk.node(schema, rules, object, old, root, None, true);
     let tasks = std::mem::take(&mut walk.tasks);
+    let steps = std::mem::take(&mut walk.steps);
     if !tasks.is_empty() {
+        for task in &tasks {
+            walk.conversions.want(task.schema, task.value);
+            if let Some(old) = task.old {
+                walk.conversions.want(task.schema, old);
+            }
+        }
         stacker::grow(EVALUATE_STACK, || {
             for task in &tasks {
                 if walk.stopped {
                     break;
                 }
-                walk.rules(task);
+                walk.rules(task, &steps);
             }
+            // Dropped here, where the stack has room for their depth.
+            drop(std::mem::take(&mut walk.conversions));
         });
     }
     walk.causes
@@ -1576,6 +1533,10 @@ struct Walk<'a> {
     stopped: bool,
     tasks: Vec<Task<'a>>,
     sizes: Sizes,
+    /// The values converted for the rules, shared between the nodes.
+    conversions: Conversions,
+    /// The places of the nodes walked.
+    steps: Vec<Step<'a>>,
 }
 
 /// The rules of one schema node (or of one of its `allOf`) to evaluate on one value.
@@ -1585,8 +1546,58 @@ struct Task<'a> {
     value: &'a Value,
     old: Option<&'a Value>,
     correlated: Correlated<'a>,
-    path: String,
+    /// Its step in [`Walk::steps`] (`None` at the root).
+    path: Option<usize>,
     resource: bool,
+}
+
+/// A node's place in the object: a step from its parent's place, so that the walk takes one
+/// step per level instead of copying its parent's text (`d²` bytes for nodes with rules at
+/// each of `d` nested levels); the text is written only for a cause.
+struct Step<'a> {
+    parent: Option<usize>,
+    kind: StepKind<'a>,
+}
+
+enum StepKind<'a> {
+    /// `.name` (`name` at the root).
+    Field(&'a str),
+    /// `[key]`, a key of `additionalProperties`.
+    Key(&'a str),
+    /// `[index]`.
+    Index(usize),
+}
+
+/// The text of the path at `at` (`""` for the root): `spec.items[0].labels[app]`.
+fn path_text(steps: &[Step<'_>], at: Option<usize>) -> String {
+    let mut chain = Vec::new();
+    let mut at = at;
+    while let Some(step) = at.and_then(|at| steps.get(at)) {
+        chain.push(step);
+        at = step.parent;
+    }
+    let mut text = String::new();
+    for step in chain.into_iter().rev() {
+        match step.kind {
+            StepKind::Field(name) => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(name);
+            }
+            StepKind::Key(key) => {
+                text.push('[');
+                text.push_str(key);
+                text.push(']');
+            }
+            StepKind::Index(index) => {
+                text.push('[');
+                text.push_str(&index.to_string());
+                text.push(']');
+            }
+        }
+    }
+    text
 }
 
 fn child(path: &str, name: &str) -> String {
@@ -1606,7 +1617,7 @@ impl<'a> Walk<'a> {
         value: &'a Value,
         old: Option<&'a Value>,
         correlated: Correlated<'a>,
-        path: &str,
+        path: Option<usize>,
         resource: bool,
     ) {
         let Value::Object(s) = schema else { return };
@@ -1640,14 +1651,17 @@ impl<'a> Walk<'a> {
                         };
                     // No rule at or below it.
                     let Some(below) = below else { continue };
-                    let at = if declared {
-                        child(path, key)
-                    } else {
-                        format!("{path}[{key}]")
-                    };
                     if resource && key == "metadata" {
                         continue;
                     }
+                    let at = self.step(
+                        path,
+                        if declared {
+                            StepKind::Field(key)
+                        } else {
+                            StepKind::Key(key)
+                        },
+                    );
                     let old_field = old.and_then(|o| o.get(key));
                     let here = match (sub.as_object(), old_field) {
                         (Some(sub), Some(old_field)) => Some((sub, field, old_field)),
@@ -1656,7 +1670,7 @@ impl<'a> Walk<'a> {
                     let embedded = sub
                         .as_object()
                         .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
-                    self.node(sub, below, field, old_field, here, &at, embedded);
+                    self.node(sub, below, field, old_field, here, at, embedded);
                 }
             }
             Value::Array(items) => {
@@ -1683,8 +1697,8 @@ impl<'a> Walk<'a> {
                         (Some(sub), Some(old_item)) => Some((sub, item, old_item)),
                         _ => correlated,
                     };
-                    let at = format!("{path}[{index}]");
-                    self.node(item_schema, below, item, by_keys, here, &at, embedded);
+                    let at = self.step(path, StepKind::Index(index));
+                    self.node(item_schema, below, item, by_keys, here, at, embedded);
                 }
             }
             _ => {}
@@ -1701,7 +1715,7 @@ impl<'a> Walk<'a> {
         value: &'a Value,
         old: Option<&'a Value>,
         correlated: Correlated<'a>,
-        path: &str,
+        path: Option<usize>,
         resource: bool,
     ) {
         if let Some(rules) = rules_at
@@ -1715,24 +1729,31 @@ impl<'a> Walk<'a> {
                 value,
                 old,
                 correlated,
-                path: path.to_owned(),
+                path,
                 resource,
             });
         }
     }
 
+    /// The place one `kind` of step below `parent`.
+    fn step(&mut self, parent: Option<usize>, kind: StepKind<'a>) -> Option<usize> {
+        self.steps.push(Step { parent, kind });
+        Some(self.steps.len() - 1)
+    }
+
     /// Evaluates one node's rules.
-    fn rules(&mut self, task: &Task<'_>) {
+    fn rules(&mut self, task: &Task<'_>, steps: &[Step<'_>]) {
         let Task {
             rules,
             schema,
             value,
             old,
             correlated,
-            ref path,
+            path,
             resource,
         } = *task;
-        let path = path.as_str();
+        // Written only for a cause.
+        let path = || path_text(steps, path);
         let type_name = go_quote(schema.get("type").and_then(Value::as_str).unwrap_or(""));
         // `self` (and `oldSelf`, only for rules that use it) converted and measured once for
         // the node's rules.
@@ -1756,7 +1777,7 @@ impl<'a> Walk<'a> {
                 Ok(compiled) => compiled,
                 Err(e) => {
                     self.causes.push(invalid(
-                        path,
+                        &path(),
                         &type_name,
                         &format!("rule compile error: compilation failed: {e}"),
                     ));
@@ -1771,19 +1792,22 @@ impl<'a> Walk<'a> {
                 continue;
             }
             if bound_self.is_none() {
-                let size = measured(value);
-                if !self.convert(size) {
+                let size = self.sizes.measured(value);
+                if !self.convert(schema, value, size) {
                     return;
                 }
-                bound_self = Some((lendable(to_cel(Some(schema), value, resource)), size));
+                let converted = self.conversions.convert(Some(schema), value, resource);
+                bound_self = Some((converted, size));
             }
             let uses_old = compiled.uses_old_self || text("messageExpression").contains("oldSelf");
             if uses_old && bound_old.is_none() {
-                let size = old.map_or(EMPTY, measured);
-                if !self.convert(size) {
+                let size = old.map_or(EMPTY, |old| self.sizes.measured(old));
+                if let Some(old) = old
+                    && !self.convert(schema, old, size)
+                {
                     return;
                 }
-                let converted = old.map(|o| to_cel(Some(schema), o, resource));
+                let converted = old.map(|o| self.conversions.convert(Some(schema), o, resource));
                 bound_old = Some((Bound::new(converted), size));
             }
             let Some((self_value, self_data)) = &bound_self else {
@@ -1808,7 +1832,7 @@ impl<'a> Walk<'a> {
                 Ok(cel::Value::Bool(passed)) => passed,
                 Ok(_) => {
                     self.causes.push(invalid(
-                        path,
+                        &path(),
                         &type_name,
                         &format!(
                             "rule compile error: cel expression must evaluate to a bool: {error_string}"
@@ -1819,7 +1843,7 @@ impl<'a> Walk<'a> {
                 // (`evaluate` words the limits as a `Stop`.)
                 Err(Failure::Skip | Failure::CallLimit | Failure::Budget) => continue,
                 Err(Failure::Stop(detail)) => {
-                    self.causes.push(invalid(path, &type_name, &detail));
+                    self.causes.push(invalid(&path(), &type_name, &detail));
                     self.stopped = true;
                     return;
                 }
@@ -1830,7 +1854,7 @@ impl<'a> Walk<'a> {
                             "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {error_string}"
                         ),
                     };
-                    self.causes.push(invalid(path, &type_name, &detail));
+                    self.causes.push(invalid(&path(), &type_name, &detail));
                     continue;
                 }
             };
@@ -1838,12 +1862,14 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let at = match text("fieldPath") {
-                "" => path.to_owned(),
+                "" => path(),
                 field_path => {
                     match normalized_field_path(&Value::Object(schema.clone()), field_path) {
-                        Ok(relative) if relative.starts_with('[') => format!("{path}{relative}"),
-                        Ok(relative) => child(path, &relative),
-                        Err(_) => path.to_owned(),
+                        Ok(relative) if relative.starts_with('[') => {
+                            format!("{}{relative}", path())
+                        }
+                        Ok(relative) => child(&path(), &relative),
+                        Err(_) => path(),
                     }
                 }
             };
@@ -1903,10 +1929,14 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Charges the conversion of a value of `size` for a node's rules (its bytes, twice: the
-    /// conversion and its drop took ~75 ns per byte, two units' worth); `false` when the
-    /// budget is spent, with the cause.
-    fn convert(&mut self, size: Size) -> bool {
+    /// Charges the conversion of a node's `value` of `size` for its rules (its bytes, twice:
+    /// the conversion and its drop took ~75 ns per byte, two units' worth; nothing when it was
+    /// converted with a node above it, as its parent's entry); `false` when the budget is
+    /// spent, with the cause.
+    fn convert(&mut self, schema: &Map<String, Value>, value: &Value, size: Size) -> bool {
+        if self.conversions.has(schema, value) {
+            return true;
+        }
         let cost = CONVERSION_COST_PER_BYTE * size.bytes;
         if cost > self.budget {
             self.causes.push(invalid(
@@ -2029,25 +2059,6 @@ impl VariableResolver for Bindings<'_> {
             "self" => Some(CowVal::Borrowed(self.self_value)),
             "oldSelf" => self.old_self.map(CowVal::Borrowed),
             _ => None,
-        }
-    }
-}
-
-/// An old value converted once: as it is, and as the optional `optionalOldSelf` rules see.
-struct Bound {
-    plain: Option<Box<dyn Val>>,
-    optional: Box<dyn Val>,
-}
-
-impl Bound {
-    fn new(old: Option<cel::Value>) -> Bound {
-        let optional = cel::Value::Opaque(Arc::new(match &old {
-            Some(old) => OptionalValue::of(old.clone()),
-            None => OptionalValue::none(),
-        }));
-        Bound {
-            plain: old.map(lendable),
-            optional: lendable(optional),
         }
     }
 }
