@@ -94,7 +94,7 @@ mod cost;
 mod library;
 mod types;
 mod values;
-use crate::schema_node::{correlated_map_item, flag, unchanged};
+use crate::schema_node::{Comparisons, correlated_map_item, flag, unchanged_kept};
 pub(crate) use cost::{
     RULE_COST_LIMIT, SCHEMA_COST_LIMIT, children_factor, exceeds, times, unbounded_cardinality,
 };
@@ -691,18 +691,24 @@ fn display(text: &str, line: usize, column: usize, message: &str) -> String {
 
 /// Why a rule's `fieldPath` does not name a field of `schema` (kube's `ValidFieldPath`), or
 /// `None`; its normalized form otherwise, see [`normalized_field_path`].
-pub(crate) fn field_path_error(schema: &Value, field_path: &str) -> Option<String> {
+pub(crate) fn field_path_error(schema: &Map<String, Value>, field_path: &str) -> Option<String> {
     normalized_field_path(schema, field_path).err()
 }
 
 /// A rule's `fieldPath` as a field path relative to its node (`.a['b.c']` is `a[b.c]` under an
 /// object of additional properties, `a.b.c` under one with properties).
-fn normalized_field_path(schema: &Value, field_path: &str) -> Result<String, String> {
+fn normalized_field_path(schema: &Map<String, Value>, field_path: &str) -> Result<String, String> {
     let mut path = String::new();
-    let mut schema = schema;
+    // `None` under a schema that is not an object: no field below.
+    let mut schema = Some(schema);
     let mut rest = field_path;
-    let step = |name: &str, schema: &mut &Value, path: &mut String| -> Result<(), String> {
-        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+    fn step<'s>(
+        name: &str,
+        schema: &mut Option<&'s Map<String, Value>>,
+        path: &mut String,
+    ) -> Result<(), String> {
+        let get = |key: &str| schema.and_then(|s| s.get(key));
+        if let Some(properties) = get("properties").and_then(Value::as_object) {
             let Some(sub) = properties.get(name) else {
                 return Err("does not refer to a valid field".into());
             };
@@ -710,17 +716,17 @@ fn normalized_field_path(schema: &Value, field_path: &str) -> Result<String, Str
                 path.push('.');
             }
             path.push_str(name);
-            *schema = sub;
-        } else if let Some(sub) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+            *schema = sub.as_object();
+        } else if let Some(sub) = get("additionalProperties").filter(|s| s.is_object()) {
             path.push('[');
             path.push_str(name);
             path.push(']');
-            *schema = sub;
+            *schema = sub.as_object();
         } else {
             return Err("does not refer to a valid field".into());
         }
         Ok(())
-    };
+    }
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('.') {
             let end = after.find(['.', '[', ']']).unwrap_or(after.len());
@@ -1449,6 +1455,7 @@ pub fn check(schema: &Value, rules: &RuleTree, object: &Value, old: Option<&Valu
         sizes: Sizes::new(),
         conversions: Conversions::default(),
         steps: Vec::new(),
+        compared: Comparisons::new(),
     };
     let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
     // The walk finds the nodes with rules; their evaluations then run together on one large
@@ -1537,6 +1544,8 @@ struct Walk<'a> {
     conversions: Conversions,
     /// The places of the nodes walked.
     steps: Vec<Step<'a>>,
+    /// Whether nodes are unchanged on an update (for ratcheting), as compared so far.
+    compared: Comparisons,
 }
 
 /// The rules of one schema node (or of one of its `allOf`) to evaluate on one value.
@@ -1861,17 +1870,16 @@ impl<'a> Walk<'a> {
             if passed {
                 continue;
             }
-            let at = match text("fieldPath") {
+            // Written only for a cause.
+            let at = || match text("fieldPath") {
                 "" => path(),
-                field_path => {
-                    match normalized_field_path(&Value::Object(schema.clone()), field_path) {
-                        Ok(relative) if relative.starts_with('[') => {
-                            format!("{}{relative}", path())
-                        }
-                        Ok(relative) => child(&path(), &relative),
-                        Err(_) => path(),
+                field_path => match normalized_field_path(schema, field_path) {
+                    Ok(relative) if relative.starts_with('[') => {
+                        format!("{}{relative}", path())
                     }
-                }
+                    Ok(relative) => child(&path(), &relative),
+                    Err(_) => path(),
+                },
             };
             let mut detail = None;
             let expression = text("messageExpression");
@@ -1898,7 +1906,7 @@ impl<'a> Walk<'a> {
                     }
                     Err(Failure::Stop(_)) => {
                         self.causes.push(invalid(
-                            &at,
+                            &at(),
                             &type_name,
                             "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
                         ));
@@ -1908,6 +1916,11 @@ impl<'a> Walk<'a> {
                     _ => {}
                 }
             }
+            let ratcheted = !compiled.uses_old_self
+                && correlated.is_some_and(|(s, v, o)| unchanged_kept(s, v, o, &mut self.compared));
+            if ratcheted {
+                continue;
+            }
             let detail = detail.unwrap_or_else(|| {
                 if text("message").is_empty() {
                     format!("failed rule: {error_string}")
@@ -1915,17 +1928,14 @@ impl<'a> Walk<'a> {
                     error_string.clone()
                 }
             });
+            let at = at();
             let cause = match text("reason") {
                 "FieldValueForbidden" => forbidden(&at, &detail),
                 "FieldValueRequired" => required(&at, &detail),
                 "FieldValueDuplicate" => duplicate(&at, &type_name),
                 _ => invalid(&at, &type_name, &detail),
             };
-            let ratcheted =
-                !compiled.uses_old_self && correlated.is_some_and(|(s, v, o)| unchanged(s, v, o));
-            if !ratcheted {
-                self.causes.push(cause);
-            }
+            self.causes.push(cause);
         }
     }
 
@@ -2719,6 +2729,7 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "a": {"type": "object", "properties": {"b.c": {"type": "string"}}},
             "m": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let schema = schema.as_object().unwrap();
         assert_eq!(
             normalized_field_path(&schema, ".a['b.c']"),
             Ok("a.b.c".into())

@@ -2,6 +2,8 @@
 //! correlate with the old object's (kube's ratcheting), shared by the schema checks
 //! ([`crate::structural`]) and the CEL rules ([`crate::cel_rules`]).
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use crate::field::json_equal;
@@ -16,7 +18,41 @@ pub(crate) fn flag(schema: &Map<String, Value>, key: &str) -> bool {
 /// by map keys — and never for a non-empty `set` or `atomic` list or an object field without
 /// a schema (kube has no correlated child there and calls them changed).
 pub(crate) fn unchanged(schema: &Map<String, Value>, value: &Value, old: &Value) -> bool {
-    match (value, old) {
+    compared(schema, value, old, None)
+}
+
+/// The answers of [`unchanged_kept`] for one walk, by the schema's, value's and old value's
+/// addresses (which outlive the walk).
+pub(crate) type Comparisons =
+    HashMap<(*const Map<String, Value>, *const Value, *const Value), bool>;
+
+/// [`unchanged`], keeping the answer for each object and list compared in `kept`, as kube
+/// caches them (`CachedDeepEqual`): a walk that asks at every node of an object nested `d`
+/// levels compares each value once, not `d²/2` times.
+pub(crate) fn unchanged_kept(
+    schema: &Map<String, Value>,
+    value: &Value,
+    old: &Value,
+    kept: &mut Comparisons,
+) -> bool {
+    compared(schema, value, old, Some(kept))
+}
+
+fn compared(
+    schema: &Map<String, Value>,
+    value: &Value,
+    old: &Value,
+    mut kept: Option<&mut Comparisons>,
+) -> bool {
+    let key = (
+        std::ptr::from_ref(schema),
+        std::ptr::from_ref(value),
+        std::ptr::from_ref(old),
+    );
+    if let Some(answer) = kept.as_deref().and_then(|kept| kept.get(&key)) {
+        return *answer;
+    }
+    let answer = match (value, old) {
         (Value::Array(items), Value::Array(old_items)) => {
             if items.len() != old_items.len() {
                 return false;
@@ -31,7 +67,9 @@ pub(crate) fn unchanged(schema: &Map<String, Value>, value: &Value, old: &Value)
                     Some(_) => None,
                     None => old_items.get(index),
                 };
-                correlated.is_some_and(|old_item| unchanged(item_schema, item, old_item))
+                correlated.is_some_and(|old_item| {
+                    compared(item_schema, item, old_item, kept.as_deref_mut())
+                })
             })
         }
         (Value::Object(fields), Value::Object(old_fields)) => {
@@ -48,13 +86,19 @@ pub(crate) fn unchanged(schema: &Map<String, Value>, value: &Value, old: &Value)
                     .and_then(Value::as_object)
                     .or(additional);
                 match (sub, fields.get(key)) {
-                    (Some(sub), Some(field)) => unchanged(sub, field, old_field),
+                    (Some(sub), Some(field)) => {
+                        compared(sub, field, old_field, kept.as_deref_mut())
+                    }
                     _ => false,
                 }
             })
         }
-        _ => value == old,
+        _ => return value == old,
+    };
+    if let Some(kept) = kept {
+        kept.insert(key, answer);
     }
+    answer
 }
 
 /// The old item of a `map` list with the same keys as `item`.

@@ -37,13 +37,13 @@ fn object(levels: usize, leaf: u64) -> Value {
     })
 }
 
-/// The bytes `check` allocates on objects `levels` deep (an update when `update`), with its
-/// causes.
-fn checked(levels: usize, rules: &Value, update: bool) -> (Vec<String>, u64) {
+/// The bytes `check` allocates on objects `levels` deep (an update from one whose leaf is
+/// `old` when given), with its causes.
+fn checked(levels: usize, rules: &Value, old: Option<u64>) -> (Vec<String>, u64) {
     let schema = schema(levels, rules);
     let tree = RuleTree::of(&schema).unwrap();
     let new = object(levels, 1);
-    let old = update.then(|| object(levels, 2));
+    let old = old.map(|leaf| object(levels, leaf));
     let before = dhat::HeapStats::get().total_bytes;
     let causes = check(&schema, &tree, &new, old.as_ref());
     let bytes = dhat::HeapStats::get().total_bytes - before;
@@ -65,12 +65,12 @@ fn rules_at_every_level_of_a_deep_object_cost_work_linear_in_its_depth() {
             (
                 "a selection",
                 json!([{"rule": "has(self.next) || true"}]),
-                false,
+                None,
             ),
             (
                 "a transition rule",
                 json!([{"rule": "has(oldSelf.next) == has(self.next)"}]),
-                true,
+                Some(2),
             ),
             (
                 "a rule and an optional transition rule",
@@ -78,15 +78,22 @@ fn rules_at_every_level_of_a_deep_object_cost_work_linear_in_its_depth() {
                     {"rule": "size(self) == 1"},
                     {"rule": "oldSelf.hasValue() || true", "optionalOldSelf": true},
                 ]),
-                true,
+                Some(2),
+            ),
+            // False at every level but the last, on an update that changes nothing: each
+            // level's failure is dropped (ratcheting), its path never written.
+            (
+                "a failing rule, ratcheted",
+                json!([{"rule": "!has(self.next)"}]),
+                Some(1),
             ),
         ];
-        for (what, rules, update) in &cases {
+        for (what, rules, old) in &cases {
             // Once first, for what the first use initializes (the compiled rules, kept).
-            checked(1, rules, *update);
+            checked(1, rules, *old);
             let mut counted = Vec::new();
             for levels in [1_000, 2_000, 4_000] {
-                let (causes, bytes) = checked(levels, rules, *update);
+                let (causes, bytes) = checked(levels, rules, *old);
                 assert!(causes.is_empty(), "{what}, {levels} levels: {causes:?}");
                 eprintln!("{what}: {bytes} bytes at {levels} levels");
                 counted.push(bytes);
