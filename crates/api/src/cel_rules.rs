@@ -44,7 +44,19 @@
 //! number of elements it may range over; string and list operations cost a tenth per byte
 //! they may touch, as kube's traversal factor; each evaluation counts 32 more for its own
 //! setup, so the budget also bounds how many rules one write runs; a node's value is converted
-//! and measured once for all its rules and counts 2 per byte). A rule whose bound exceeds
+//! and measured once for all its rules and counts 2 per byte). **Linear in the object**: the
+//! object's values are converted once and shared (the `values` module: maps and lists behind
+//! an `Arc`), so a node's `self` is its entry in the value of a node with rules above it,
+//! converted with that one and counting nothing more; each value is measured once from its
+//! elements' kept measures; a node's field path is a step from its parent's, written only for
+//! a cause; whether a node is unchanged (ratcheting) is kept for the walk. So each byte of the
+//! object is converted, charged and measured at most once however deep its nodes with rules
+//! nest: a cheap rule at each of 4,000 nested levels costs a few units a level, where each
+//! level converted and was charged its whole subtree (`d²`: refused for the budget past ~1,000
+//! levels, where kube — which reads `self.a` lazily (`UnstructuredToVal`) and charges cel-go's
+//! cost of the selection, not the field's size — accepts). What a rule does with a subtree
+//! (compare it, range over it, build strings from it) still counts by the subtree's bytes in
+//! its bound, every time it runs. A rule whose bound exceeds
 //! [`PER_CALL_LIMIT`] fails without running (`call cost exceeds limit`), and one object's rules
 //! share [`RUNTIME_BUDGET`], both kube's values. The bound is never below what the evaluation
 //! does (an argument from the model, not a meter; measured, the slowest evaluation it let run
@@ -1044,7 +1056,9 @@ impl Sizes {
 
     /// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
     pub(crate) fn measured(&mut self, value: &Value) -> Size {
-        let measure = self.measure(value, true);
+        // Once per node: kept only when it holds maps or lists (measured from their kept
+        // measures, it is measured again from them at most once more).
+        let measure = self.measure(value, false);
         Size {
             count: measure.count.max(1.0),
             bytes: measure.bytes,
@@ -1805,7 +1819,7 @@ impl<'a> Walk<'a> {
                 if !self.convert(schema, value, size) {
                     return;
                 }
-                let converted = self.conversions.convert(Some(schema), value, resource);
+                let converted = self.conversions.node(schema, value, resource);
                 bound_self = Some((converted, size));
             }
             let uses_old = compiled.uses_old_self || text("messageExpression").contains("oldSelf");
@@ -1816,7 +1830,7 @@ impl<'a> Walk<'a> {
                 {
                     return;
                 }
-                let converted = old.map(|o| self.conversions.convert(Some(schema), o, resource));
+                let converted = old.map(|o| self.conversions.node(schema, o, resource));
                 bound_old = Some((Bound::new(converted), size));
             }
             let Some((self_value, self_data)) = &bound_self else {

@@ -234,6 +234,21 @@ impl Conversions {
         self.kept.contains_key(&node_key(Some(schema), value))
     }
 
+    /// The value of a node with rules, for its own rules: as converted with a node above it,
+    /// else converted now (keeping the nodes with rules below it, not itself: no node above
+    /// it asks after it).
+    pub(crate) fn node(
+        &mut self,
+        schema: &Map<String, Value>,
+        value: &Value,
+        resource: bool,
+    ) -> Box<dyn Val> {
+        match self.kept.get(&node_key(Some(schema), value)) {
+            Some(kept) => kept.clone(),
+            None => self.convert_new(Some(schema), value, resource),
+        }
+    }
+
     /// `value` as CEL sees it under `schema` (see the parent module's guarantees); `resource`
     /// at the root and in embedded resources.
     pub(crate) fn convert(
