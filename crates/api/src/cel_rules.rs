@@ -714,9 +714,9 @@ fn normalized_field_path(schema: &Map<String, Value>, field_path: &str) -> Resul
     // `None` under a schema that is not an object: no field below.
     let mut schema = Some(schema);
     let mut rest = field_path;
-    fn step<'s>(
+    fn step(
         name: &str,
-        schema: &mut Option<&'s Map<String, Value>>,
+        schema: &mut Option<&Map<String, Value>>,
         path: &mut String,
     ) -> Result<(), String> {
         let get = |key: &str| schema.and_then(|s| s.get(key));
@@ -2745,17 +2745,17 @@ mod tests {
             "m": {"type": "object", "additionalProperties": {"type": "string"}}}});
         let schema = schema.as_object().unwrap();
         assert_eq!(
-            normalized_field_path(&schema, ".a['b.c']"),
+            normalized_field_path(schema, ".a['b.c']"),
             Ok("a.b.c".into())
         );
-        assert_eq!(normalized_field_path(&schema, ".m['k']"), Ok("m[k]".into()));
-        assert_eq!(normalized_field_path(&schema, ".m.k"), Ok("m[k]".into()));
+        assert_eq!(normalized_field_path(schema, ".m['k']"), Ok("m[k]".into()));
+        assert_eq!(normalized_field_path(schema, ".m.k"), Ok("m[k]".into()));
         assert_eq!(
-            normalized_field_path(&schema, ".x"),
+            normalized_field_path(schema, ".x"),
             Err("does not refer to a valid field".into())
         );
         assert_eq!(
-            normalized_field_path(&schema, "a"),
+            normalized_field_path(schema, "a"),
             Err("expected [ or . but got: a".into())
         );
     }
