@@ -49,7 +49,8 @@
 //! an `Arc`), so a node's `self` is its entry in the value of a node with rules above it,
 //! converted with that one and counting nothing more; each value is measured once from its
 //! elements' kept measures; a node's field path is a step from its parent's, written only for
-//! a cause; whether a node is unchanged (ratcheting) is kept for the walk. So each byte of the
+//! a cause, and past the causes an answer carries (`--max-invalid-causes`) a cause is only
+//! counted; whether a node is unchanged (ratcheting) is kept for the walk. So each byte of the
 //! object is converted, charged and measured at most once however deep its nodes with rules
 //! nest: a cheap rule at each of 4,000 nested levels costs a few units a level, where each
 //! level converted and was charged its whole subtree (`d²`: refused for the budget past ~1,000
@@ -1799,11 +1800,13 @@ impl<'a> Walk<'a> {
             let compiled = match compile(source) {
                 Ok(compiled) => compiled,
                 Err(e) => {
-                    self.causes.push(invalid(
-                        &path(),
-                        &type_name,
-                        &format!("rule compile error: compilation failed: {e}"),
-                    ));
+                    self.cause(|| {
+                        invalid(
+                            &path(),
+                            &type_name,
+                            &format!("rule compile error: compilation failed: {e}"),
+                        )
+                    });
                     continue;
                 }
             };
@@ -1871,13 +1874,15 @@ impl<'a> Walk<'a> {
                     return;
                 }
                 Err(Failure::Error(e)) => {
-                    let detail = match e {
-                        Some(e) => format!("{e} evaluating rule: {error_string}"),
-                        None => format!(
-                            "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {error_string}"
-                        ),
-                    };
-                    self.causes.push(invalid(&path(), &type_name, &detail));
+                    self.cause(|| {
+                        let detail = match e {
+                            Some(e) => format!("{e} evaluating rule: {error_string}"),
+                            None => format!(
+                                "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {error_string}"
+                            ),
+                        };
+                        invalid(&path(), &type_name, &detail)
+                    });
                     continue;
                 }
             };
@@ -1935,21 +1940,36 @@ impl<'a> Walk<'a> {
             if ratcheted {
                 continue;
             }
-            let detail = detail.unwrap_or_else(|| {
-                if text("message").is_empty() {
-                    format!("failed rule: {error_string}")
-                } else {
-                    error_string.clone()
+            self.cause(|| {
+                let detail = detail.unwrap_or_else(|| {
+                    if text("message").is_empty() {
+                        format!("failed rule: {error_string}")
+                    } else {
+                        error_string.clone()
+                    }
+                });
+                let at = at();
+                match text("reason") {
+                    "FieldValueForbidden" => forbidden(&at, &detail),
+                    "FieldValueRequired" => required(&at, &detail),
+                    "FieldValueDuplicate" => duplicate(&at, &type_name),
+                    _ => invalid(&at, &type_name, &detail),
                 }
             });
-            let at = at();
-            let cause = match text("reason") {
-                "FieldValueForbidden" => forbidden(&at, &detail),
-                "FieldValueRequired" => required(&at, &detail),
-                "FieldValueDuplicate" => duplicate(&at, &type_name),
-                _ => invalid(&at, &type_name, &detail),
-            };
-            self.causes.push(cause);
+        }
+    }
+
+    /// Adds the cause `make` writes; past the causes an answer carries
+    /// (`error::invalid_causes_max`) only counts it, as an empty cause the answer drops (the
+    /// rules' causes come after the schema's): a rule false at each of `d` nested levels would
+    /// otherwise write `d` paths of up to `d` steps each (`d²` bytes: 100 MB for a body of 60 KB
+    /// nested 10,000 levels).
+    fn cause(&mut self, make: impl FnOnce() -> Cause) {
+        if self.causes.len() < crate::error::invalid_causes_max() {
+            self.causes.push(make());
+        } else {
+            self.causes
+                .push((String::new(), String::new(), String::new()));
         }
     }
 

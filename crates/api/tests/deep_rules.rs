@@ -4,7 +4,9 @@
 //! `d`, counted as the bytes the checks allocate (dhat's counter: deterministic, no timing),
 //! about twice as many for twice the depth. Before, each level's `self` was converted whole
 //! and charged 2 per byte of its subtree: `d²` work, and past ~1,000 levels the object ran out
-//! of the budget (`validation failed due to running out of cost budget`).
+//! of the budget (`validation failed due to running out of cost budget`). A rule false at
+//! every level is a cause at every level, past the causes an answer carries only counted (each
+//! written out is a path of up to `d` steps: 338 MB at 4,000 levels).
 //!
 //! One test function only: dhat allows one profiler per process at a time.
 
@@ -87,6 +89,9 @@ fn rules_at_every_level_of_a_deep_object_cost_work_linear_in_its_depth() {
                 json!([{"rule": "!has(self.next)"}]),
                 Some(1),
             ),
+            // False at every level, on a create: a cause at each level, the first
+            // `--max-invalid-causes` (1,000) written, the others only counted.
+            ("a failing rule", json!([{"rule": "!has(self.next)"}]), None),
         ];
         for (what, rules, old) in &cases {
             // Once first, for what the first use initializes (the compiled rules, kept).
@@ -94,7 +99,22 @@ fn rules_at_every_level_of_a_deep_object_cost_work_linear_in_its_depth() {
             let mut counted = Vec::new();
             for levels in [1_000, 2_000, 4_000] {
                 let (causes, bytes) = checked(levels, rules, *old);
-                assert!(causes.is_empty(), "{what}, {levels} levels: {causes:?}");
+                if *what == "a failing rule" {
+                    assert_eq!(causes.len(), levels, "{what}");
+                    let written = watchkeeper_api::error::INVALID_CAUSES_MAX;
+                    assert_eq!(
+                        causes[written - 1],
+                        format!(
+                            "{}: Invalid value: \"object\": failed rule: !has(self.next)",
+                            vec!["next"; written - 1].join(".")
+                        )
+                    );
+                    if levels > written {
+                        assert_eq!(causes[written], ": ", "{what}: only counted");
+                    }
+                } else {
+                    assert!(causes.is_empty(), "{what}, {levels} levels: {causes:?}");
+                }
                 eprintln!("{what}: {bytes} bytes at {levels} levels");
                 counted.push(bytes);
             }
