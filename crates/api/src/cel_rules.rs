@@ -107,7 +107,7 @@ mod cost;
 mod library;
 mod types;
 mod values;
-use crate::schema_node::{Comparisons, correlated_map_item, flag, unchanged_kept};
+use crate::schema_node::{Comparisons, MapItems, flag, unchanged_kept};
 pub(crate) use cost::{
     RULE_COST_LIMIT, SCHEMA_COST_LIMIT, children_factor, exceeds, times, unbounded_cardinality,
 };
@@ -1704,12 +1704,16 @@ impl<'a> Walk<'a> {
                 };
                 let list_type = s.get("x-kubernetes-list-type").and_then(Value::as_str);
                 let old_items = old.and_then(Value::as_array);
+                let map_items = match (list_type, old_items) {
+                    (Some("map"), Some(old_items)) => MapItems::new(s, old_items),
+                    _ => None,
+                };
                 let embedded = item_schema
                     .as_object()
                     .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
                 for (index, item) in items.iter().enumerate() {
                     let by_keys = match (list_type, old_items) {
-                        (Some("map"), Some(old_items)) => correlated_map_item(s, old_items, item),
+                        (Some("map"), Some(_)) => map_items.as_ref().and_then(|m| m.get(item)),
                         _ => None,
                     };
                     let by_index = match (list_type, old_items) {

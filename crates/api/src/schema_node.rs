@@ -61,9 +61,13 @@ fn compared(
                 return items.is_empty();
             };
             let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+            let map_items = match list_type {
+                Some("map") => MapItems::new(schema, old_items),
+                _ => None,
+            };
             items.iter().enumerate().all(|(index, item)| {
                 let correlated = match list_type {
-                    Some("map") => correlated_map_item(schema, old_items, item),
+                    Some("map") => map_items.as_ref().and_then(|m| m.get(item)),
                     Some(_) => None,
                     None => old_items.get(index),
                 };
@@ -101,6 +105,110 @@ fn compared(
     answer
 }
 
+/// The old items of a `map` list, found by their keys (kube's `makeMapList`, a map built once
+/// per list): each item's correlated old item in one lookup, where a search of the old list
+/// for each item took `n²/2` comparisons (an update of a list of 20,000 items under a rule: 4 s
+/// of CPU, release build).
+pub(crate) struct MapItems<'a> {
+    schema: &'a Map<String, Value>,
+    old_items: &'a [Value],
+    keys: Vec<&'a str>,
+    /// The first old item of each key.
+    by_key: HashMap<String, &'a Value>,
+}
+
+impl<'a> MapItems<'a> {
+    /// `None` unless `schema` is a `map` list's with `x-kubernetes-list-map-keys`.
+    pub(crate) fn new(schema: &'a Map<String, Value>, old_items: &'a [Value]) -> Option<Self> {
+        let keys: Vec<&str> = schema
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        let mut by_key = HashMap::with_capacity(old_items.len());
+        for old in old_items.iter().filter(|old| old.is_object()) {
+            if let Some(key) = key_text(&keys, old) {
+                by_key.entry(key).or_insert(old);
+            }
+        }
+        Some(MapItems {
+            schema,
+            old_items,
+            keys,
+            by_key,
+        })
+    }
+
+    /// The old item with the same keys as `item`.
+    pub(crate) fn get(&self, item: &Value) -> Option<&'a Value> {
+        if !item.is_object() {
+            return None;
+        }
+        match key_text(&self.keys, item) {
+            Some(key) => self.by_key.get(&key).copied(),
+            None => correlated_map_item(self.schema, self.old_items, item),
+        }
+    }
+}
+
+/// `item`'s key values as one text, equal for two items exactly when
+/// [`correlated_map_item`] pairs them (`json_equal`: numbers by value, objects whatever their
+/// keys' order); `None` for a number that is not an `f64`.
+fn key_text(keys: &[&str], item: &Value) -> Option<String> {
+    let mut text = String::new();
+    for key in keys {
+        match item.get(*key) {
+            None => text.push('-'),
+            Some(value) => write_key(value, &mut text)?,
+        }
+    }
+    Some(text)
+}
+
+fn write_key(value: &Value, text: &mut String) -> Option<()> {
+    let counted = |tag: char, n: usize, text: &mut String| {
+        text.push(tag);
+        text.push_str(&n.to_string());
+        text.push(':');
+    };
+    match value {
+        Value::Null => text.push('z'),
+        Value::Bool(b) => text.push(if *b { 't' } else { 'f' }),
+        Value::Number(n) => {
+            // Equal numbers are equal as `f64`s (`-0.0` is `0.0`).
+            let f = n.as_f64()? + 0.0;
+            counted('n', 0, text);
+            text.push_str(&f.to_bits().to_string());
+            text.push(';');
+        }
+        Value::String(s) => {
+            counted('s', s.len(), text);
+            text.push_str(s);
+        }
+        Value::Array(items) => {
+            counted('a', items.len(), text);
+            for item in items {
+                write_key(item, text)?;
+            }
+        }
+        Value::Object(fields) => {
+            counted('o', fields.len(), text);
+            let mut names: Vec<&String> = fields.keys().collect();
+            names.sort();
+            for name in names {
+                counted('s', name.len(), text);
+                text.push_str(name);
+                write_key(&fields[name.as_str()], text)?;
+            }
+        }
+    }
+    Some(())
+}
+
 /// The old item of a `map` list with the same keys as `item`.
 pub(crate) fn correlated_map_item<'a>(
     schema: &Map<String, Value>,
@@ -126,4 +234,58 @@ pub(crate) fn correlated_map_item<'a>(
                     _ => false,
                 })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn map_items_pair_the_items_a_search_of_the_old_list_pairs() {
+        let schema = json!({"x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["a", "b"]});
+        let schema = schema.as_object().unwrap();
+        let old = json!([
+            {"a": 1, "b": "x"},
+            {"a": 1.0, "b": "x", "first": false},
+            {"a": -0.0, "b": "s1:x"},
+            {"a": "1", "b": "x"},
+            {"a": {"p": 1, "q": [true, null]}, "b": "x"},
+            {"b": "x"},
+            {"a": null, "b": "x"},
+            "not an object",
+            {"a": 18_446_744_073_709_551_615_u64, "b": "x"},
+        ]);
+        let old_items = old.as_array().unwrap();
+        let items = json!([
+            {"a": 1.0, "b": "x"},
+            {"a": 1, "b": "x"},
+            {"a": 0, "b": "s1:x"},
+            {"a": 0, "b": "s1"},
+            {"a": "1", "b": "x"},
+            {"a": {"q": [true, null], "p": 1.0}, "b": "x"},
+            {"a": {"q": [null, true], "p": 1}, "b": "x"},
+            {"b": "x"},
+            {"a": null, "b": "x"},
+            {"a": 1, "b": "y"},
+            {"a": 18_446_744_073_709_551_615.0, "b": "x"},
+            "not an object",
+        ]);
+        let map_items = MapItems::new(schema, old_items).unwrap();
+        let mut paired = 0;
+        for item in items.as_array().unwrap() {
+            let searched = correlated_map_item(schema, old_items, item);
+            let found = map_items.get(item);
+            assert_eq!(
+                found.map(std::ptr::from_ref),
+                searched.map(std::ptr::from_ref),
+                "{item}: {found:?}, {searched:?}"
+            );
+            paired += usize::from(found.is_some());
+        }
+        assert_eq!(paired, 8);
+        assert!(MapItems::new(&Map::new(), old_items).is_none());
+    }
 }
