@@ -690,13 +690,12 @@ async fn a_crd_whose_schema_nests_to_the_body_bound_serves_its_objects_run() {
     server.shutdown().await;
 }
 
-/// A CRD with a cheap rule at every level of a schema nested 4,000 levels (kube's conformance
-/// suite has a CRD with rules at each level; here as many levels as a body can hold rules
-/// for): objects 1,000 and 4,000 levels deep are created, and merge-patched with a transition
-/// rule at every level, as kube-apiserver accepts them (it reads `self.a` lazily, a field
-/// selection: a few units of its budget per level). Each level's `self` was converted whole
-/// and charged 2 per byte of its subtree: past ~1,000 levels the object was refused,
-/// `validation failed due to running out of cost budget`, after seconds of CPU.
+/// A CRD with a cheap rule at every level of a schema nested 4,000 levels: objects 1,000 and
+/// 4,000 levels deep are created, and merge-patched with a transition rule at every level, as
+/// kube-apiserver accepts them (it reads `self.a` lazily, a field selection: a few units of
+/// its budget per level). Each level's `self` was converted whole and charged 2 per byte of
+/// its subtree: past ~1,000 levels the object was refused, `validation failed due to running
+/// out of cost budget`, after seconds of CPU.
 #[test]
 fn rules_at_every_level_of_a_deep_crd_accept_its_deep_objects() {
     common::on_server_runtime(rules_at_every_level_of_a_deep_crd_accept_its_deep_objects_run);
