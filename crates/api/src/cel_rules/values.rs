@@ -317,7 +317,8 @@ impl Conversions {
         let additional = schema
             .and_then(|s| s.get("additionalProperties"))
             .and_then(Value::as_object);
-        let mut map: HashMap<CelMapKey<'static>, Box<dyn Val>> = HashMap::new();
+        let mut map: HashMap<CelMapKey<'static>, Box<dyn Val>> =
+            HashMap::with_capacity(fields.len());
         for (key, field) in fields {
             if resource && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
                 let kept = if key == "metadata" {
