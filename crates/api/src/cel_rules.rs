@@ -2395,6 +2395,57 @@ mod tests {
     }
 
     #[test]
+    fn shared_values_answer_as_the_maps_and_lists_they_hold() {
+        // `self.spec` is its entry in the root's value (converted once, shared): whether lent,
+        // copied into a literal, or moved out of one, it answers as a map or list would.
+        let expressions = [
+            "self.m == {'a': [1, 2], 'b': [3]}",
+            "{'a': [1, 2], 'b': [3]} == self.m",
+            "type(self.m) == map && type(self.m.a) == list",
+            "[self.m][0].a[1] == 2",
+            "{'x': self.m}.x.b[0] == 3",
+            "(self.m.a + self.m.b)[2] == 3",
+            "self.m.a + [4] == [1, 2, 4]",
+            "2 in self.m.a && 'b' in self.m",
+            "self.m.all(k, size(self.m[k]) > 0) && self.m.map(k, k).size() == 2",
+            "self.m.exists(k, self.m[k].exists(v, v == 3))",
+            "[self.m.a, self.m.b][1] == [3]",
+            "self.m.?a.orValue([]) == [1, 2] && !has(self.m.c)",
+            "self.l.map(x, x.n).sum() == 3 && self.l[1].n == 2",
+            "oldSelf.m == self.m && oldSelf.l[0] == self.l[0]",
+        ];
+        let rules: Vec<Value> = expressions
+            .iter()
+            .map(|e| json!({"rule": e, "message": e}))
+            .collect();
+        let schema = spec(
+            json!(rules),
+            json!({
+                "m": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+                "l": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+            }),
+        );
+        let object = json!({"spec": {"m": {"a": [1, 2], "b": [3]}, "l": [{"n": 1}, {"n": 2}]}});
+        assert_eq!(
+            messages(&schema, &object, Some(&object)),
+            Vec::<String>::new()
+        );
+        let changed = json!({"spec": {"m": {"a": [1, 2], "b": [4]}, "l": [{"n": 1}, {"n": 2}]}});
+        assert_eq!(
+            messages(&schema, &changed, Some(&object)),
+            [
+                "spec: Invalid value: \"object\": self.m == {'a': [1, 2], 'b': [3]}",
+                "spec: Invalid value: \"object\": {'a': [1, 2], 'b': [3]} == self.m",
+                "spec: Invalid value: \"object\": {'x': self.m}.x.b[0] == 3",
+                "spec: Invalid value: \"object\": (self.m.a + self.m.b)[2] == 3",
+                "spec: Invalid value: \"object\": self.m.exists(k, self.m[k].exists(v, v == 3))",
+                "spec: Invalid value: \"object\": [self.m.a, self.m.b][1] == [3]",
+                "spec: Invalid value: \"object\": oldSelf.m == self.m && oldSelf.l[0] == self.l[0]",
+            ]
+        );
+    }
+
+    #[test]
     fn a_node_is_converted_and_measured_once_for_all_its_rules() {
         // 500 rules on a ~200 KB node: the conversion (~400,000 units) is charged once; were
         // it charged per rule, the budget would stop them.
