@@ -80,7 +80,7 @@ use crate::cel_rules::authz::AuthorizerVal;
 pub use crate::cel_rules::authz::{Authorizer, AuthzDecision, CheckTarget};
 use crate::cel_rules::{
     self, Compiled, Declared, Failure, Metered, RUNTIME_BUDGET, Size, Sizes, lendable, max_of,
-    measured, measured_cel, to_cel,
+    measured, measured_cel, to_val,
 };
 use crate::error::ApiError;
 use crate::kinds::workloads::label_selector_matches;
@@ -989,7 +989,7 @@ impl<'a> Shared<'a> {
         });
         let mut bound: Vec<(&'static str, Box<dyn Val>)> = roots
             .iter()
-            .map(|(name, value)| (*name, lendable(to_cel(None, value, false))))
+            .map(|(name, value)| (*name, to_val(None, value, false)))
             .collect();
         if let Some(authorizer) = authorizer {
             // kube's `NewAuthorizerVal` and `NewResourceAuthorizerVal` of the request.
@@ -1050,7 +1050,7 @@ impl<'a> Evaluation<'a> {
         });
         let bound = own
             .iter()
-            .map(|(name, value)| (*name, lendable(to_cel(None, value, false))))
+            .map(|(name, value)| (*name, to_val(None, value, false)))
             .collect();
         let mut roots = shared.roots.clone();
         roots.extend(own);

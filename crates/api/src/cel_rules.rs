@@ -44,7 +44,20 @@
 //! number of elements it may range over; string and list operations cost a tenth per byte
 //! they may touch, as kube's traversal factor; each evaluation counts 32 more for its own
 //! setup, so the budget also bounds how many rules one write runs; a node's value is converted
-//! and measured once for all its rules and counts 2 per byte). A rule whose bound exceeds
+//! and measured once for all its rules and counts 2 per byte). **Linear in the object**: the
+//! object's values are converted once and shared (the `values` module: maps and lists behind
+//! an `Arc`), so a node's `self` is its entry in the value of a node with rules above it,
+//! converted with that one and counting nothing more; each value is measured once from its
+//! elements' kept measures; a node's field path is a step from its parent's, written only for
+//! a cause, and past the causes an answer carries (`--max-invalid-causes`) a cause is only
+//! counted; whether a node is unchanged (ratcheting) is kept for the walk. So each byte of the
+//! object is converted, charged and measured at most once however deep its nodes with rules
+//! nest: a cheap rule at each of 4,000 nested levels costs a few units a level, where each
+//! level converted and was charged its whole subtree (`d²`: refused for the budget past ~1,000
+//! levels, where kube — which reads `self.a` lazily (`UnstructuredToVal`) and charges cel-go's
+//! cost of the selection, not the field's size — accepts). What a rule does with a subtree
+//! (compare it, range over it, build strings from it) still counts by the subtree's bytes in
+//! its bound, every time it runs. A rule whose bound exceeds
 //! [`PER_CALL_LIMIT`] fails without running (`call cost exceeds limit`), and one object's rules
 //! share [`RUNTIME_BUDGET`], both kube's values. The bound is never below what the evaluation
 //! does (an argument from the model, not a meter; measured, the slowest evaluation it let run
@@ -83,7 +96,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, MapExpr, StructExpr};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
-use cel::objects::{Key, OptionalValue};
+use cel::objects::Key;
 use cel::{ExecutionError, Program};
 use serde_json::{Map, Value};
 
@@ -93,10 +106,13 @@ pub mod authz;
 mod cost;
 mod library;
 mod types;
-use crate::schema_node::{correlated_map_item, flag, unchanged};
+mod values;
+use crate::schema_node::{Comparisons, MapItems, flag, unchanged_kept};
 pub(crate) use cost::{
     RULE_COST_LIMIT, SCHEMA_COST_LIMIT, children_factor, exceeds, times, unbounded_cardinality,
 };
+pub(crate) use values::to_val;
+use values::{Bound, Conversions};
 
 /// The longest rule or `messageExpression`, in characters (cel-go's default
 /// `ExpressionSizeCodePointLimit`).
@@ -688,18 +704,24 @@ fn display(text: &str, line: usize, column: usize, message: &str) -> String {
 
 /// Why a rule's `fieldPath` does not name a field of `schema` (kube's `ValidFieldPath`), or
 /// `None`; its normalized form otherwise, see [`normalized_field_path`].
-pub(crate) fn field_path_error(schema: &Value, field_path: &str) -> Option<String> {
+pub(crate) fn field_path_error(schema: &Map<String, Value>, field_path: &str) -> Option<String> {
     normalized_field_path(schema, field_path).err()
 }
 
 /// A rule's `fieldPath` as a field path relative to its node (`.a['b.c']` is `a[b.c]` under an
 /// object of additional properties, `a.b.c` under one with properties).
-fn normalized_field_path(schema: &Value, field_path: &str) -> Result<String, String> {
+fn normalized_field_path(schema: &Map<String, Value>, field_path: &str) -> Result<String, String> {
     let mut path = String::new();
-    let mut schema = schema;
+    // `None` under a schema that is not an object: no field below.
+    let mut schema = Some(schema);
     let mut rest = field_path;
-    let step = |name: &str, schema: &mut &Value, path: &mut String| -> Result<(), String> {
-        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+    fn step(
+        name: &str,
+        schema: &mut Option<&Map<String, Value>>,
+        path: &mut String,
+    ) -> Result<(), String> {
+        let get = |key: &str| schema.and_then(|s| s.get(key));
+        if let Some(properties) = get("properties").and_then(Value::as_object) {
             let Some(sub) = properties.get(name) else {
                 return Err("does not refer to a valid field".into());
             };
@@ -707,17 +729,17 @@ fn normalized_field_path(schema: &Value, field_path: &str) -> Result<String, Str
                 path.push('.');
             }
             path.push_str(name);
-            *schema = sub;
-        } else if let Some(sub) = schema.get("additionalProperties").filter(|s| s.is_object()) {
+            *schema = sub.as_object();
+        } else if let Some(sub) = get("additionalProperties").filter(|s| s.is_object()) {
             path.push('[');
             path.push_str(name);
             path.push(']');
-            *schema = sub;
+            *schema = sub.as_object();
         } else {
             return Err("does not refer to a valid field".into());
         }
         Ok(())
-    };
+    }
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('.') {
             let end = after.find(['.', '[', ']']).unwrap_or(after.len());
@@ -833,86 +855,6 @@ fn escape(name: &str) -> Option<String> {
     Some(escaped)
 }
 
-/// `value` as CEL sees it under `schema` (see the module's guarantees).
-pub(crate) fn to_cel(
-    schema: Option<&Map<String, Value>>,
-    value: &Value,
-    resource: bool,
-) -> cel::Value {
-    let kind = schema.and_then(|s| s.get("type")).and_then(Value::as_str);
-    match value {
-        Value::Null => cel::Value::Null,
-        Value::Bool(b) => cel::Value::Bool(*b),
-        Value::Number(n) => match (kind, n.as_i64()) {
-            (Some("number"), _) => cel::Value::Float(n.as_f64().unwrap_or_default()),
-            (_, Some(i)) => cel::Value::Int(i),
-            (Some("integer"), None) => cel::Value::Int(n.as_f64().unwrap_or_default() as i64),
-            _ => cel::Value::Float(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => {
-            let format = schema.and_then(|s| s.get("format")).and_then(Value::as_str);
-            typed_string(format, s).unwrap_or_else(|| cel::Value::String(Arc::new(s.clone())))
-        }
-        Value::Array(items) => {
-            let item_schema = schema
-                .and_then(|s| s.get("items"))
-                .and_then(Value::as_object);
-            let resource = item_schema.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
-            cel::Value::List(Arc::new(
-                items
-                    .iter()
-                    .map(|i| to_cel(item_schema, i, resource))
-                    .collect(),
-            ))
-        }
-        Value::Object(fields) => {
-            let properties = schema
-                .and_then(|s| s.get("properties"))
-                .and_then(Value::as_object);
-            let additional = schema
-                .and_then(|s| s.get("additionalProperties"))
-                .and_then(Value::as_object);
-            let mut map = HashMap::new();
-            for (key, field) in fields {
-                if resource && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
-                    let kept = if key == "metadata" {
-                        let mut meta = HashMap::new();
-                        for name in ["name", "generateName"] {
-                            if let Some(Value::String(s)) = field.get(name) {
-                                meta.insert(
-                                    Key::String(Arc::new(name.to_owned())),
-                                    cel::Value::String(Arc::new(s.clone())),
-                                );
-                            }
-                        }
-                        cel::Value::Map(cel::objects::Map {
-                            map: Arc::new(meta),
-                        })
-                    } else {
-                        to_cel(None, field, false)
-                    };
-                    map.insert(Key::String(Arc::new(key.clone())), kept);
-                    continue;
-                }
-                let (name, sub) = match (properties, additional) {
-                    (Some(properties), _) => {
-                        let Some(sub) = properties.get(key).and_then(Value::as_object) else {
-                            continue;
-                        };
-                        let Some(name) = escape(key) else { continue };
-                        (name, Some(sub))
-                    }
-                    (None, Some(sub)) => (key.clone(), Some(sub)),
-                    (None, None) => (key.clone(), None),
-                };
-                let embedded = sub.is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
-                map.insert(Key::String(Arc::new(name)), to_cel(sub, field, embedded));
-            }
-            cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
-        }
-    }
-}
-
 /// A string of format `date-time` or `date` as a timestamp, of format `duration` as a
 /// duration (kube's `UnstructuredToVal`); `None` for other strings (or one that does not parse,
 /// which the schema's format check has refused already).
@@ -1022,37 +964,15 @@ pub(crate) fn max_of(a: Size, b: Size) -> Size {
     }
 }
 
-/// Adds `value`'s bytes to `size` and raises its largest count and element.
-fn measure(value: &Value, size: &mut Size) {
-    let child = |value: &Value, size: &mut Size| {
-        let before = size.bytes;
-        measure(value, size);
-        size.item = size.item.max(size.bytes - before);
-    };
-    match value {
-        Value::String(s) => {
-            size.count = size.count.max(s.len() as f64);
-            size.bytes += s.len() as f64 + 2.0;
-        }
-        Value::Array(items) => {
-            size.count = size.count.max(items.len() as f64);
-            size.bytes += 2.0;
-            for item in items {
-                child(item, size);
-                size.bytes += 1.0;
-            }
-        }
-        Value::Object(fields) => {
-            size.count = size.count.max(fields.len() as f64);
-            size.bytes += 2.0;
-            for (key, field) in fields {
-                size.bytes += key.len() as f64 + 4.0;
-                size.item = size.item.max(key.len() as f64 + 2.0);
-                child(field, size);
-            }
-        }
-        _ => size.bytes += 8.0,
-    }
+/// What [`Sizes`] knows of a value: its largest element count or string length anywhere (its
+/// own included), its bytes, its largest element anywhere (a field's value, a list's item, a
+/// key), and its largest own element.
+#[derive(Clone, Copy, Debug)]
+struct Measure {
+    count: f64,
+    bytes: f64,
+    item: f64,
+    largest: f64,
 }
 
 /// The bound of an evaluation's cost (see the module's guarantees).
@@ -1068,8 +988,101 @@ struct Estimate<'d, 'm> {
     sizes: &'m mut Sizes,
 }
 
-/// Sizes of data values by their address, for one walk (the object outlives it).
-pub(crate) type Sizes = HashMap<*const Value, Size>;
+/// The measures of data values by their address, for one walk (the object outlives it).
+/// A value is measured from its elements' measures, and the measure of a map or list that was
+/// asked for, or that holds a map or list, is kept: each value is measured once however many
+/// nodes, rules and paths look at it and at what is below it, so measuring is linear in the
+/// object's size (before, each node's value was measured whole: `d²` for rules at each of `d`
+/// nested levels).
+#[derive(Default)]
+pub(crate) struct Sizes {
+    measures: HashMap<*const Value, Measure>,
+}
+
+impl Sizes {
+    pub(crate) fn new() -> Sizes {
+        Sizes::default()
+    }
+
+    /// The measure of `value`; kept when `asked` or when it holds a map or list.
+    fn measure(&mut self, value: &Value, asked: bool) -> Measure {
+        if let Some(kept) = self.measures.get(&std::ptr::from_ref(value)) {
+            return *kept;
+        }
+        let mut nested = false;
+        let mut measure = Measure {
+            count: 0.0,
+            bytes: 0.0,
+            item: 0.0,
+            largest: 0.0,
+        };
+        match value {
+            Value::String(s) => {
+                measure.count = s.len() as f64;
+                measure.bytes = s.len() as f64 + 2.0;
+            }
+            Value::Array(items) => {
+                measure.count = items.len() as f64;
+                measure.bytes = 2.0;
+                for item in items {
+                    nested |= item.is_array() || item.is_object();
+                    let of = self.measure(item, false);
+                    measure.count = measure.count.max(of.count);
+                    measure.bytes += of.bytes + 1.0;
+                    measure.item = measure.item.max(of.item).max(of.bytes);
+                    measure.largest = measure.largest.max(of.bytes);
+                }
+            }
+            // A map's keys are elements too (what a comprehension over it ranges over).
+            Value::Object(fields) => {
+                measure.count = fields.len() as f64;
+                measure.bytes = 2.0;
+                for (key, field) in fields {
+                    nested |= field.is_array() || field.is_object();
+                    let of = self.measure(field, false);
+                    let key = key.len() as f64;
+                    measure.count = measure.count.max(of.count);
+                    measure.bytes += key + 4.0 + of.bytes;
+                    measure.item = measure.item.max(key + 2.0).max(of.item).max(of.bytes);
+                    measure.largest = measure.largest.max(of.bytes).max(key + 2.0);
+                }
+            }
+            _ => measure.bytes = 8.0,
+        }
+        if (asked && (value.is_array() || value.is_object())) || nested {
+            self.measures.insert(std::ptr::from_ref(value), measure);
+        }
+        measure
+    }
+
+    /// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
+    pub(crate) fn measured(&mut self, value: &Value) -> Size {
+        // Once per node: kept only when it holds maps or lists (measured from their kept
+        // measures, it is measured again from them at most once more).
+        let measure = self.measure(value, false);
+        Size {
+            count: measure.count.max(1.0),
+            bytes: measure.bytes,
+            item: measure.item,
+        }
+    }
+
+    /// The size of the values `known` (their largest count and bytes, their largest own
+    /// element).
+    fn size_of(&mut self, known: &[&Value]) -> Size {
+        known.iter().fold(EMPTY, |size, value| {
+            let measure = self.measure(value, true);
+            max_of(
+                size,
+                Size {
+                    count: measure.count,
+                    bytes: measure.bytes,
+                    item: measure.largest,
+                },
+            )
+        })
+    }
+}
 
 /// What the estimate knows of an expression's value.
 struct Est<'d> {
@@ -1087,59 +1100,9 @@ fn est(cost: f64, size: Size) -> Est<'static> {
     }
 }
 
-/// The size of the values `known` (their largest count and bytes, their largest element),
-/// each measured once in the walk, in one pass.
-fn size_of(known: &[&Value], sizes: &mut Sizes) -> Size {
-    let mut size = EMPTY;
-    for value in known {
-        if let Some(kept) = sizes.get(&std::ptr::from_ref(*value)) {
-            size = max_of(size, *kept);
-            continue;
-        }
-        let mut one = EMPTY;
-        let mut largest: f64 = 0.0;
-        match value {
-            Value::Array(items) => {
-                one.count = items.len() as f64;
-                one.bytes = 2.0;
-                for item in items.iter() {
-                    let before = one.bytes;
-                    measure(item, &mut one);
-                    largest = largest.max(one.bytes - before);
-                    one.bytes += 1.0;
-                }
-            }
-            // A map's keys are elements too (what a comprehension over it ranges over).
-            Value::Object(fields) => {
-                one.count = fields.len() as f64;
-                one.bytes = 2.0;
-                for (key, field) in fields.iter() {
-                    one.bytes += key.len() as f64 + 4.0;
-                    let before = one.bytes;
-                    measure(field, &mut one);
-                    largest = largest.max(one.bytes - before).max(key.len() as f64 + 2.0);
-                }
-            }
-            _ => measure(value, &mut one),
-        }
-        let one = Size {
-            item: largest,
-            ..one
-        };
-        sizes.insert(std::ptr::from_ref(*value), one);
-        size = max_of(size, one);
-    }
-    size
-}
-
-/// The size of `value` as the data a rule sees (its largest count anywhere at least 1).
+/// The size of `value` as the data a rule sees, measured on its own (a policy's variables).
 pub(crate) fn measured(value: &Value) -> Size {
-    let mut size = Size {
-        count: 1.0,
-        ..EMPTY
-    };
-    measure(value, &mut size);
-    size
+    Sizes::new().measured(value)
 }
 
 /// The values of `field` in `known` (a property by its escaped name, or a map's key).
@@ -1247,7 +1210,7 @@ impl<'d> Estimate<'d, '_> {
                 match root {
                     Some(root) => Est {
                         cost: 1.0,
-                        size: size_of(&[root], self.sizes),
+                        size: self.sizes.size_of(&[root]),
                         known: Some(vec![root]),
                     },
                     None => est(1.0, self.data),
@@ -1257,12 +1220,16 @@ impl<'d> Estimate<'d, '_> {
                 // A field's value is an element of its object.
                 let operand = self.of(&selection.operand, scope);
                 let cost = operand.cost + 1.0;
+                if selection.test {
+                    // `has(x.f)`: a bool.
+                    return est(cost, SCALAR);
+                }
                 match operand.known {
-                    Some(known) if !selection.test => {
+                    Some(known) => {
                         let found = select(&known, &selection.field);
                         Est {
                             cost,
-                            size: size_of(&found, self.sizes),
+                            size: self.sizes.size_of(&found),
                             known: Some(found),
                         }
                     }
@@ -1388,7 +1355,7 @@ impl<'d> Estimate<'d, '_> {
                     };
                     return Est {
                         cost,
-                        size: size_of(&found, self.sizes),
+                        size: self.sizes.size_of(&found),
                         known: Some(found),
                     };
                 }
@@ -1409,7 +1376,7 @@ impl<'d> Estimate<'d, '_> {
                 let (item, item_known) = match known {
                     Some(known) if known.iter().all(|v| v.is_array()) => {
                         let items = elements(&known);
-                        (size_of(&items, self.sizes), Some(items))
+                        (self.sizes.size_of(&items), Some(items))
                     }
                     _ => (part_of(range, self.data), None),
                 };
@@ -1501,20 +1468,32 @@ pub fn check(schema: &Value, rules: &RuleTree, object: &Value, old: Option<&Valu
         stopped: false,
         tasks: Vec::new(),
         sizes: Sizes::new(),
+        conversions: Conversions::default(),
+        steps: Vec::new(),
+        compared: Comparisons::new(),
     };
     let root = schema.as_object().zip(old).map(|(s, o)| (s, object, o));
     // The walk finds the nodes with rules; their evaluations then run together on one large
     // stack (none is reserved for an object without rules).
-    walk.node(schema, rules, object, old, root, "", true);
+    walk.node(schema, rules, object, old, root, None, true);
     let tasks = std::mem::take(&mut walk.tasks);
+    let steps = std::mem::take(&mut walk.steps);
     if !tasks.is_empty() {
+        for task in &tasks {
+            walk.conversions.want(task.schema, task.value);
+            if let Some(old) = task.old {
+                walk.conversions.want(task.schema, old);
+            }
+        }
         stacker::grow(EVALUATE_STACK, || {
             for task in &tasks {
                 if walk.stopped {
                     break;
                 }
-                walk.rules(task);
+                walk.rules(task, &steps);
             }
+            // Dropped here, where the stack has room for their depth.
+            drop(std::mem::take(&mut walk.conversions));
         });
     }
     walk.causes
@@ -1576,6 +1555,12 @@ struct Walk<'a> {
     stopped: bool,
     tasks: Vec<Task<'a>>,
     sizes: Sizes,
+    /// The values converted for the rules, shared between the nodes.
+    conversions: Conversions,
+    /// The places of the nodes walked.
+    steps: Vec<Step<'a>>,
+    /// Whether nodes are unchanged on an update (for ratcheting), as compared so far.
+    compared: Comparisons,
 }
 
 /// The rules of one schema node (or of one of its `allOf`) to evaluate on one value.
@@ -1585,8 +1570,58 @@ struct Task<'a> {
     value: &'a Value,
     old: Option<&'a Value>,
     correlated: Correlated<'a>,
-    path: String,
+    /// Its step in [`Walk::steps`] (`None` at the root).
+    path: Option<usize>,
     resource: bool,
+}
+
+/// A node's place in the object: a step from its parent's place, so that the walk takes one
+/// step per level instead of copying its parent's text (`d²` bytes for nodes with rules at
+/// each of `d` nested levels); the text is written only for a cause.
+struct Step<'a> {
+    parent: Option<usize>,
+    kind: StepKind<'a>,
+}
+
+enum StepKind<'a> {
+    /// `.name` (`name` at the root).
+    Field(&'a str),
+    /// `[key]`, a key of `additionalProperties`.
+    Key(&'a str),
+    /// `[index]`.
+    Index(usize),
+}
+
+/// The text of the path at `at` (`""` for the root): `spec.items[0].labels[app]`.
+fn path_text(steps: &[Step<'_>], at: Option<usize>) -> String {
+    let mut chain = Vec::new();
+    let mut at = at;
+    while let Some(step) = at.and_then(|at| steps.get(at)) {
+        chain.push(step);
+        at = step.parent;
+    }
+    let mut text = String::new();
+    for step in chain.into_iter().rev() {
+        match step.kind {
+            StepKind::Field(name) => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(name);
+            }
+            StepKind::Key(key) => {
+                text.push('[');
+                text.push_str(key);
+                text.push(']');
+            }
+            StepKind::Index(index) => {
+                text.push('[');
+                text.push_str(&index.to_string());
+                text.push(']');
+            }
+        }
+    }
+    text
 }
 
 fn child(path: &str, name: &str) -> String {
@@ -1606,7 +1641,7 @@ impl<'a> Walk<'a> {
         value: &'a Value,
         old: Option<&'a Value>,
         correlated: Correlated<'a>,
-        path: &str,
+        path: Option<usize>,
         resource: bool,
     ) {
         let Value::Object(s) = schema else { return };
@@ -1640,14 +1675,17 @@ impl<'a> Walk<'a> {
                         };
                     // No rule at or below it.
                     let Some(below) = below else { continue };
-                    let at = if declared {
-                        child(path, key)
-                    } else {
-                        format!("{path}[{key}]")
-                    };
                     if resource && key == "metadata" {
                         continue;
                     }
+                    let at = self.step(
+                        path,
+                        if declared {
+                            StepKind::Field(key)
+                        } else {
+                            StepKind::Key(key)
+                        },
+                    );
                     let old_field = old.and_then(|o| o.get(key));
                     let here = match (sub.as_object(), old_field) {
                         (Some(sub), Some(old_field)) => Some((sub, field, old_field)),
@@ -1656,7 +1694,7 @@ impl<'a> Walk<'a> {
                     let embedded = sub
                         .as_object()
                         .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
-                    self.node(sub, below, field, old_field, here, &at, embedded);
+                    self.node(sub, below, field, old_field, here, at, embedded);
                 }
             }
             Value::Array(items) => {
@@ -1666,12 +1704,16 @@ impl<'a> Walk<'a> {
                 };
                 let list_type = s.get("x-kubernetes-list-type").and_then(Value::as_str);
                 let old_items = old.and_then(Value::as_array);
+                let map_items = match (list_type, old_items) {
+                    (Some("map"), Some(old_items)) => MapItems::new(s, old_items),
+                    _ => None,
+                };
                 let embedded = item_schema
                     .as_object()
                     .is_some_and(|s| flag(s, "x-kubernetes-embedded-resource"));
                 for (index, item) in items.iter().enumerate() {
                     let by_keys = match (list_type, old_items) {
-                        (Some("map"), Some(old_items)) => correlated_map_item(s, old_items, item),
+                        (Some("map"), Some(_)) => map_items.as_ref().and_then(|m| m.get(item)),
                         _ => None,
                     };
                     let by_index = match (list_type, old_items) {
@@ -1683,8 +1725,8 @@ impl<'a> Walk<'a> {
                         (Some(sub), Some(old_item)) => Some((sub, item, old_item)),
                         _ => correlated,
                     };
-                    let at = format!("{path}[{index}]");
-                    self.node(item_schema, below, item, by_keys, here, &at, embedded);
+                    let at = self.step(path, StepKind::Index(index));
+                    self.node(item_schema, below, item, by_keys, here, at, embedded);
                 }
             }
             _ => {}
@@ -1701,7 +1743,7 @@ impl<'a> Walk<'a> {
         value: &'a Value,
         old: Option<&'a Value>,
         correlated: Correlated<'a>,
-        path: &str,
+        path: Option<usize>,
         resource: bool,
     ) {
         if let Some(rules) = rules_at
@@ -1715,24 +1757,31 @@ impl<'a> Walk<'a> {
                 value,
                 old,
                 correlated,
-                path: path.to_owned(),
+                path,
                 resource,
             });
         }
     }
 
+    /// The place one `kind` of step below `parent`.
+    fn step(&mut self, parent: Option<usize>, kind: StepKind<'a>) -> Option<usize> {
+        self.steps.push(Step { parent, kind });
+        Some(self.steps.len() - 1)
+    }
+
     /// Evaluates one node's rules.
-    fn rules(&mut self, task: &Task<'_>) {
+    fn rules(&mut self, task: &Task<'_>, steps: &[Step<'_>]) {
         let Task {
             rules,
             schema,
             value,
             old,
             correlated,
-            ref path,
+            path,
             resource,
         } = *task;
-        let path = path.as_str();
+        // Written only for a cause.
+        let path = || path_text(steps, path);
         let type_name = go_quote(schema.get("type").and_then(Value::as_str).unwrap_or(""));
         // `self` (and `oldSelf`, only for rules that use it) converted and measured once for
         // the node's rules.
@@ -1755,11 +1804,13 @@ impl<'a> Walk<'a> {
             let compiled = match compile(source) {
                 Ok(compiled) => compiled,
                 Err(e) => {
-                    self.causes.push(invalid(
-                        path,
-                        &type_name,
-                        &format!("rule compile error: compilation failed: {e}"),
-                    ));
+                    self.cause(|| {
+                        invalid(
+                            &path(),
+                            &type_name,
+                            &format!("rule compile error: compilation failed: {e}"),
+                        )
+                    });
                     continue;
                 }
             };
@@ -1771,19 +1822,22 @@ impl<'a> Walk<'a> {
                 continue;
             }
             if bound_self.is_none() {
-                let size = measured(value);
-                if !self.convert(size) {
+                let size = self.sizes.measured(value);
+                if !self.convert(schema, value, size) {
                     return;
                 }
-                bound_self = Some((lendable(to_cel(Some(schema), value, resource)), size));
+                let converted = self.conversions.node(schema, value, resource);
+                bound_self = Some((converted, size));
             }
             let uses_old = compiled.uses_old_self || text("messageExpression").contains("oldSelf");
             if uses_old && bound_old.is_none() {
-                let size = old.map_or(EMPTY, measured);
-                if !self.convert(size) {
+                let size = old.map_or(EMPTY, |old| self.sizes.measured(old));
+                if let Some(old) = old
+                    && !self.convert(schema, old, size)
+                {
                     return;
                 }
-                let converted = old.map(|o| to_cel(Some(schema), o, resource));
+                let converted = old.map(|o| self.conversions.node(schema, o, resource));
                 bound_old = Some((Bound::new(converted), size));
             }
             let Some((self_value, self_data)) = &bound_self else {
@@ -1808,7 +1862,7 @@ impl<'a> Walk<'a> {
                 Ok(cel::Value::Bool(passed)) => passed,
                 Ok(_) => {
                     self.causes.push(invalid(
-                        path,
+                        &path(),
                         &type_name,
                         &format!(
                             "rule compile error: cel expression must evaluate to a bool: {error_string}"
@@ -1819,33 +1873,36 @@ impl<'a> Walk<'a> {
                 // (`evaluate` words the limits as a `Stop`.)
                 Err(Failure::Skip | Failure::CallLimit | Failure::Budget) => continue,
                 Err(Failure::Stop(detail)) => {
-                    self.causes.push(invalid(path, &type_name, &detail));
+                    self.causes.push(invalid(&path(), &type_name, &detail));
                     self.stopped = true;
                     return;
                 }
                 Err(Failure::Error(e)) => {
-                    let detail = match e {
-                        Some(e) => format!("{e} evaluating rule: {error_string}"),
-                        None => format!(
-                            "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {error_string}"
-                        ),
-                    };
-                    self.causes.push(invalid(path, &type_name, &detail));
+                    self.cause(|| {
+                        let detail = match e {
+                            Some(e) => format!("{e} evaluating rule: {error_string}"),
+                            None => format!(
+                                "'no such overload': call arguments did not match a supported operator, function or macro signature for rule: {error_string}"
+                            ),
+                        };
+                        invalid(&path(), &type_name, &detail)
+                    });
                     continue;
                 }
             };
             if passed {
                 continue;
             }
-            let at = match text("fieldPath") {
-                "" => path.to_owned(),
-                field_path => {
-                    match normalized_field_path(&Value::Object(schema.clone()), field_path) {
-                        Ok(relative) if relative.starts_with('[') => format!("{path}{relative}"),
-                        Ok(relative) => child(path, &relative),
-                        Err(_) => path.to_owned(),
+            // Written only for a cause.
+            let at = || match text("fieldPath") {
+                "" => path(),
+                field_path => match normalized_field_path(schema, field_path) {
+                    Ok(relative) if relative.starts_with('[') => {
+                        format!("{}{relative}", path())
                     }
-                }
+                    Ok(relative) => child(&path(), &relative),
+                    Err(_) => path(),
+                },
             };
             let mut detail = None;
             let expression = text("messageExpression");
@@ -1872,7 +1929,7 @@ impl<'a> Walk<'a> {
                     }
                     Err(Failure::Stop(_)) => {
                         self.causes.push(invalid(
-                            &at,
+                            &at(),
                             &type_name,
                             "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run",
                         ));
@@ -1882,31 +1939,52 @@ impl<'a> Walk<'a> {
                     _ => {}
                 }
             }
-            let detail = detail.unwrap_or_else(|| {
-                if text("message").is_empty() {
-                    format!("failed rule: {error_string}")
-                } else {
-                    error_string.clone()
+            let ratcheted = !compiled.uses_old_self
+                && correlated.is_some_and(|(s, v, o)| unchanged_kept(s, v, o, &mut self.compared));
+            if ratcheted {
+                continue;
+            }
+            self.cause(|| {
+                let detail = detail.unwrap_or_else(|| {
+                    if text("message").is_empty() {
+                        format!("failed rule: {error_string}")
+                    } else {
+                        error_string.clone()
+                    }
+                });
+                let at = at();
+                match text("reason") {
+                    "FieldValueForbidden" => forbidden(&at, &detail),
+                    "FieldValueRequired" => required(&at, &detail),
+                    "FieldValueDuplicate" => duplicate(&at, &type_name),
+                    _ => invalid(&at, &type_name, &detail),
                 }
             });
-            let cause = match text("reason") {
-                "FieldValueForbidden" => forbidden(&at, &detail),
-                "FieldValueRequired" => required(&at, &detail),
-                "FieldValueDuplicate" => duplicate(&at, &type_name),
-                _ => invalid(&at, &type_name, &detail),
-            };
-            let ratcheted =
-                !compiled.uses_old_self && correlated.is_some_and(|(s, v, o)| unchanged(s, v, o));
-            if !ratcheted {
-                self.causes.push(cause);
-            }
         }
     }
 
-    /// Charges the conversion of a value of `size` for a node's rules (its bytes, twice: the
-    /// conversion and its drop took ~75 ns per byte, two units' worth); `false` when the
-    /// budget is spent, with the cause.
-    fn convert(&mut self, size: Size) -> bool {
+    /// Adds the cause `make` writes; past the causes an answer carries
+    /// (`error::invalid_causes_max`) only counts it, as an empty cause the answer drops (the
+    /// rules' causes come after the schema's): a rule false at each of `d` nested levels would
+    /// otherwise write `d` paths of up to `d` steps each (`d²` bytes: 100 MB for a body of 60 KB
+    /// nested 10,000 levels).
+    fn cause(&mut self, make: impl FnOnce() -> Cause) {
+        if self.causes.len() < crate::error::invalid_causes_max() {
+            self.causes.push(make());
+        } else {
+            self.causes
+                .push((String::new(), String::new(), String::new()));
+        }
+    }
+
+    /// Charges the conversion of a node's `value` of `size` for its rules (its bytes, twice:
+    /// the conversion and its drop took ~75 ns per byte, two units' worth; nothing when it was
+    /// converted with a node above it, as its parent's entry); `false` when the budget is
+    /// spent, with the cause.
+    fn convert(&mut self, schema: &Map<String, Value>, value: &Value, size: Size) -> bool {
+        if self.conversions.has(schema, value) {
+            return true;
+        }
         let cost = CONVERSION_COST_PER_BYTE * size.bytes;
         if cost > self.budget {
             self.causes.push(invalid(
@@ -2029,25 +2107,6 @@ impl VariableResolver for Bindings<'_> {
             "self" => Some(CowVal::Borrowed(self.self_value)),
             "oldSelf" => self.old_self.map(CowVal::Borrowed),
             _ => None,
-        }
-    }
-}
-
-/// An old value converted once: as it is, and as the optional `optionalOldSelf` rules see.
-struct Bound {
-    plain: Option<Box<dyn Val>>,
-    optional: Box<dyn Val>,
-}
-
-impl Bound {
-    fn new(old: Option<cel::Value>) -> Bound {
-        let optional = cel::Value::Opaque(Arc::new(match &old {
-            Some(old) => OptionalValue::of(old.clone()),
-            None => OptionalValue::none(),
-        }));
-        Bound {
-            plain: old.map(lendable),
-            optional: lendable(optional),
         }
     }
 }
@@ -2332,6 +2391,57 @@ mod tests {
             found[0]
                 .ends_with("running out of cost budget, no further validation rules will be run"),
             "{found:?}"
+        );
+    }
+
+    #[test]
+    fn shared_values_answer_as_the_maps_and_lists_they_hold() {
+        // `self.spec` is its entry in the root's value (converted once, shared): whether lent,
+        // copied into a literal, or moved out of one, it answers as a map or list would.
+        let expressions = [
+            "self.m == {'a': [1, 2], 'b': [3]}",
+            "{'a': [1, 2], 'b': [3]} == self.m",
+            "type(self.m) == map && type(self.m.a) == list",
+            "[self.m][0].a[1] == 2",
+            "{'x': self.m}.x.b[0] == 3",
+            "(self.m.a + self.m.b)[2] == 3",
+            "self.m.a + [4] == [1, 2, 4]",
+            "2 in self.m.a && 'b' in self.m",
+            "self.m.all(k, size(self.m[k]) > 0) && self.m.map(k, k).size() == 2",
+            "self.m.exists(k, self.m[k].exists(v, v == 3))",
+            "[self.m.a, self.m.b][1] == [3]",
+            "self.m.?a.orValue([]) == [1, 2] && !has(self.m.c)",
+            "self.l.map(x, x.n).sum() == 3 && self.l[1].n == 2",
+            "oldSelf.m == self.m && oldSelf.l[0] == self.l[0]",
+        ];
+        let rules: Vec<Value> = expressions
+            .iter()
+            .map(|e| json!({"rule": e, "message": e}))
+            .collect();
+        let schema = spec(
+            json!(rules),
+            json!({
+                "m": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer"}}},
+                "l": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+            }),
+        );
+        let object = json!({"spec": {"m": {"a": [1, 2], "b": [3]}, "l": [{"n": 1}, {"n": 2}]}});
+        assert_eq!(
+            messages(&schema, &object, Some(&object)),
+            Vec::<String>::new()
+        );
+        let changed = json!({"spec": {"m": {"a": [1, 2], "b": [4]}, "l": [{"n": 1}, {"n": 2}]}});
+        assert_eq!(
+            messages(&schema, &changed, Some(&object)),
+            [
+                "spec: Invalid value: \"object\": self.m == {'a': [1, 2], 'b': [3]}",
+                "spec: Invalid value: \"object\": {'a': [1, 2], 'b': [3]} == self.m",
+                "spec: Invalid value: \"object\": {'x': self.m}.x.b[0] == 3",
+                "spec: Invalid value: \"object\": (self.m.a + self.m.b)[2] == 3",
+                "spec: Invalid value: \"object\": self.m.exists(k, self.m[k].exists(v, v == 3))",
+                "spec: Invalid value: \"object\": [self.m.a, self.m.b][1] == [3]",
+                "spec: Invalid value: \"object\": oldSelf.m == self.m && oldSelf.l[0] == self.l[0]",
+            ]
         );
     }
 
@@ -2708,18 +2818,19 @@ mod tests {
         let schema = json!({"type": "object", "properties": {
             "a": {"type": "object", "properties": {"b.c": {"type": "string"}}},
             "m": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let schema = schema.as_object().unwrap();
         assert_eq!(
-            normalized_field_path(&schema, ".a['b.c']"),
+            normalized_field_path(schema, ".a['b.c']"),
             Ok("a.b.c".into())
         );
-        assert_eq!(normalized_field_path(&schema, ".m['k']"), Ok("m[k]".into()));
-        assert_eq!(normalized_field_path(&schema, ".m.k"), Ok("m[k]".into()));
+        assert_eq!(normalized_field_path(schema, ".m['k']"), Ok("m[k]".into()));
+        assert_eq!(normalized_field_path(schema, ".m.k"), Ok("m[k]".into()));
         assert_eq!(
-            normalized_field_path(&schema, ".x"),
+            normalized_field_path(schema, ".x"),
             Err("does not refer to a valid field".into())
         );
         assert_eq!(
-            normalized_field_path(&schema, "a"),
+            normalized_field_path(schema, "a"),
             Err("expected [ or . but got: a".into())
         );
     }

@@ -860,8 +860,7 @@ fn extensions(
             let field_path = field("fieldPath");
             if !field_path.trim().is_empty()
                 && !newline(field_path)
-                && let Some(e) =
-                    crate::cel_rules::field_path_error(&Value::Object(node.clone()), field_path)
+                && let Some(e) = crate::cel_rules::field_path_error(node, field_path)
             {
                 causes.push(invalid(
                     &at("fieldPath"),

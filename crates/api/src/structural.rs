@@ -60,7 +60,7 @@ use crate::pattern::pattern;
 pub use crate::pattern::{PATTERN_SIZE_MAX, PATTERNS_KEPT, compile_pattern};
 use crate::resources::ResourceDef;
 pub(crate) use crate::schema_node::flag;
-use crate::schema_node::{correlated_map_item, unchanged};
+use crate::schema_node::{MapItems, unchanged};
 
 /// Validates a custom resource against its CRD version's `openAPIV3Schema` (see the module's
 /// guarantees), ratcheting against `old` on an update; `rules` is where that schema's CEL
@@ -460,9 +460,13 @@ fn array(
     if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
         let old_items = old.and_then(Value::as_array);
         let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+        let map_items = match (list_type, old_items) {
+            (Some("map"), Some(old_items)) => MapItems::new(schema, old_items),
+            _ => None,
+        };
         for (index, item) in items.iter().enumerate() {
             let old_item = old_items.and_then(|old_items| match list_type {
-                Some("map") => correlated_map_item(schema, old_items, item),
+                Some("map") => map_items.as_ref().and_then(|m| m.get(item)),
                 Some(_) => None,
                 None => old_items.get(index),
             });

@@ -9,7 +9,9 @@
 //! managed fields nest deeper, is read back from the store, before and after a restart, and
 //! answered in YAML when asked (it was stored, then absent from the cache: its GET a 404).
 //! Bodies nest to Go's 10,000 levels: a custom resource nested so deep, and a CRD whose schema
-//! nests so deep with its objects, are served by every path (on the server's runtime).
+//! nests so deep with its objects, are served by every path (on the server's runtime); so are
+//! objects 4,000 levels deep under a CRD with a CEL rule at every level (they ran out of the
+//! rules' budget, each level's value converted whole).
 //! A body of `null` items, each a zero struct once decoded as kube's Go structs, is refused
 //! once those zeros pass the object limit, before they are built (a 3 MB body of them took the
 //! server's memory from 44 MB to 554 MB). A plain YAML body of 300,000 items is read, as
@@ -802,5 +804,68 @@ async fn a_crd_whose_schema_nests_to_the_body_bound_serves_its_objects_run() {
         "{}",
         &text[..text.len().min(500)]
     );
+    server.shutdown().await;
+}
+
+/// A CRD with a cheap rule at every level of a schema nested 4,000 levels: objects 1,000 and
+/// 4,000 levels deep are created, and merge-patched with a transition rule at every level, as
+/// kube-apiserver accepts them (it reads `self.a` lazily, a field selection: a few units of
+/// its budget per level). Each level's `self` was converted whole and charged 2 per byte of
+/// its subtree: past ~1,000 levels the object was refused, `validation failed due to running
+/// out of cost budget`, after seconds of CPU.
+#[test]
+fn rules_at_every_level_of_a_deep_crd_accept_its_deep_objects() {
+    common::on_server_runtime(rules_at_every_level_of_a_deep_crd_accept_its_deep_objects_run);
+}
+
+async fn rules_at_every_level_of_a_deep_crd_accept_its_deep_objects_run() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    let levels = 4_000;
+    let level = r#"{"type":"object","x-kubernetes-validations":[{"rule":"has(self.a) || true"},{"rule":"has(oldSelf.a) == has(self.a)"}],"properties":{"a":"#;
+    let schema = format!(
+        "{}{}{}",
+        level.repeat(levels),
+        r#"{"type":"integer"}"#,
+        "}}".repeat(levels)
+    );
+    let crd = format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"ruled.example.com"}},"spec":{{"group":"example.com","scope":"Namespaced","names":{{"plural":"ruled","kind":"Ruled"}},"versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{schema}}}}}]}}}}"#
+    );
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, text) = request(addr, "POST", crds, "application/json", &crd).await;
+    assert_eq!(status, 201, "{}", &text[..text.len().min(500)]);
+    // `depth` objects deep: the last one `{}`, or the schema's integer at its last level.
+    let deep = |name: &str, depth: usize| {
+        let leaf = if depth == levels { "1" } else { "{}" };
+        format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Ruled","metadata":{{"name":"{name}"}},"a":{}{leaf}{}}}"#,
+            r#"{"a":"#.repeat(depth - 1),
+            "}".repeat(depth - 1)
+        )
+    };
+    let ruled = "/apis/example.com/v1/namespaces/default/ruled";
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    for (name, depth) in [("shallower", 1_000), ("deepest", levels)] {
+        let (status, text) = loop {
+            let answer = request(addr, "POST", ruled, "application/json", &deep(name, depth)).await;
+            if answer.0 != 404 || std::time::Instant::now() > deadline {
+                break answer;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(status, 201, "{name}: {}", &text[..text.len().min(500)]);
+        let (status, text) = request(
+            addr,
+            "PATCH",
+            &format!("{ruled}/{name}"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"x":"y"}}}"#,
+        )
+        .await;
+        assert_eq!(status, 200, "{name}: {}", &text[..text.len().min(500)]);
+        let read = watchkeeper_api::go_json::parse_stored(text.as_bytes()).unwrap();
+        assert_eq!(read["metadata"]["labels"]["x"], "y");
+    }
     server.shutdown().await;
 }
