@@ -2,7 +2,7 @@
 """A black-box HTTP fuzzer for the server: random requests, each checked as a client sees it.
 
 Starts `watchkeeper serve` (WK, default target/debug/watchkeeper; the embedded store under
-/dev/shm; PORT, default 25296) with the cache consistency check every second, serves a Widget
+/dev/shm; PORT, default a free one) with the cache consistency check every second, serves a Widget
 CRD with status and scale subresources, then sends N random requests per seed (SEEDS, default
 "1 2"; N default 1500): every method on ~40 built-in and custom resources, collections and
 objects, odd names, subresources, query parameters (valid, invalid and out of range: watch,
@@ -27,7 +27,14 @@ Every request and its answer's first bytes go to /tmp/http_fuzz/req-SEED.log.
 import http.client, json, os, random, re, subprocess, sys, tempfile, time, urllib.parse
 
 BIN = os.environ.get("WK", "target/debug/watchkeeper")
-PORT = int(os.environ.get("PORT", "25296"))
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PORT = int(os.environ.get("PORT") or free_port())
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "1 2").split()]
 N = int(os.environ.get("N", "1500"))
 OUT = "/tmp/http_fuzz"
@@ -93,9 +100,11 @@ def obj(res,ns,name):
 def enc(o,ct):
     if rnd.random()<0.05: return bytes(rnd.getrandbits(8) for _ in range(rnd.randint(0,64)))
     if "yaml" in ct:
-        import yaml
-        try: return yaml.safe_dump(o).encode()
-        except Exception: return json.dumps(o).encode()
+        try:
+            import yaml  # PyYAML when installed; JSON is YAML too
+            return yaml.safe_dump(o).encode()
+        except Exception:
+            return json.dumps(o).encode()
     if "json-patch" in ct:
         ops=[{"op":rnd.choice(["add","remove","replace","move","copy","test","x"]),"path":rnd.choice(["/metadata/labels/a","/spec","/data/k","/","","/metadata/labels/~1x","/spec/containers/0","/spec/containers/-","/x/y/z","/metadata/finalizers/0","/metadata/name","/metadata/resourceVersion"]),"value":rand_val(),"from":rnd.choice(["/data","/metadata/labels","/"])} for _ in range(rnd.randint(0,4))]
         return json.dumps(ops).encode()
@@ -103,7 +112,7 @@ def enc(o,ct):
 
 
 def request(method, path, headers, body):
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=20)
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=3)
     c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     if r.getheader("Transfer-Encoding"):  # a watch or a streamed answer: its first bytes
