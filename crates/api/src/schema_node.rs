@@ -120,12 +120,7 @@ pub(crate) struct MapItems<'a> {
 impl<'a> MapItems<'a> {
     /// `None` unless `schema` is a `map` list's with `x-kubernetes-list-map-keys`.
     pub(crate) fn new(schema: &'a Map<String, Value>, old_items: &'a [Value]) -> Option<Self> {
-        let keys: Vec<&str> = schema
-            .get("x-kubernetes-list-map-keys")
-            .and_then(Value::as_array)?
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let keys = map_list_keys(schema)?;
         if keys.is_empty() {
             return None;
         }
@@ -209,18 +204,26 @@ fn write_key(value: &Value, text: &mut String) -> Option<()> {
     Some(())
 }
 
+/// A `map` list's `x-kubernetes-list-map-keys` (the strings among them); `None` when the
+/// schema has none.
+fn map_list_keys(schema: &Map<String, Value>) -> Option<Vec<&str>> {
+    Some(
+        schema
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect(),
+    )
+}
+
 /// The old item of a `map` list with the same keys as `item`.
 pub(crate) fn correlated_map_item<'a>(
     schema: &Map<String, Value>,
     old_items: &'a [Value],
     item: &Value,
 ) -> Option<&'a Value> {
-    let keys: Vec<&str> = schema
-        .get("x-kubernetes-list-map-keys")
-        .and_then(Value::as_array)?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let keys = map_list_keys(schema)?;
     if keys.is_empty() || !item.is_object() {
         return None;
     }
