@@ -21,10 +21,12 @@ Fails (exit 1) on what a client must never see or the server must never do:
 - a panic in the server's log.
 
     WK=target/debug/watchkeeper SEEDS="1 2 3" N=3000 python3 crates/bench/scripts/http_fuzz.py
+    WK=target/debug/watchkeeper SEEDS="1 2 3 4" CONCURRENT=1 python3 crates/bench/scripts/http_fuzz.py
 
-Every request and its answer's first bytes go to /tmp/http_fuzz/req-SEED.log.
+Every request and its answer's first bytes go to OUT/req-SEED.log (OUT default /tmp/http_fuzz),
+the server's log to OUT/server-PORT.log.
 """
-import http.client, json, os, random, re, subprocess, sys, tempfile, time, urllib.parse
+import http.client, json, os, random, re, subprocess, sys, tempfile, threading, time, urllib.parse
 
 BIN = os.environ.get("WK", "target/debug/watchkeeper")
 def free_port():
@@ -37,8 +39,21 @@ def free_port():
 PORT = int(os.environ.get("PORT") or free_port())
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "1 2").split()]
 N = int(os.environ.get("N", "1500"))
-OUT = "/tmp/http_fuzz"
-rnd = random.Random(0)
+# CONCURRENT=1: the seeds run at once, one client thread each (races between writers and the
+# check; a finding is then not replayable by its seed alone).
+CONCURRENT = os.environ.get("CONCURRENT") == "1"
+OUT = os.environ.get("OUT", "/tmp/http_fuzz")
+
+
+class _Rnd:
+    """The current thread's random source (each seed's thread has its own)."""
+    local = threading.local()
+
+    def __getattr__(self, name):
+        return getattr(self.local.r, name)
+
+
+rnd = _Rnd()
 
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
        "metadata": {"name": "widgets.stable.example.com"},
@@ -168,10 +183,9 @@ def one(i, log):
 
 
 def main():
-    global rnd
     os.makedirs(OUT, exist_ok=True)
     data = tempfile.mkdtemp(dir="/dev/shm")
-    log_path = os.path.join(OUT, "server.log")
+    log_path = os.path.join(OUT, f"server-{PORT}.log")
     server_log = open(log_path, "w")
     p = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--data-dir", data,
                           "--consistency-check-interval-ms", "1000"],
@@ -188,8 +202,8 @@ def main():
         s, _, d = request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                           {"Content-Type": "application/json"}, json.dumps(CRD).encode())
         assert s == 201, d
-        for seed in SEEDS:
-            rnd = random.Random(seed)
+        def run(seed):
+            _Rnd.local.r = random.Random(seed)
             with open(os.path.join(OUT, f"req-{seed}.log"), "w") as log:
                 for i in range(N):
                     finding = one(i, log)
@@ -197,6 +211,16 @@ def main():
                         findings.append(f"seed {seed} #{i}: {finding}")
                         print(findings[-1], flush=True)
             print(f"seed {seed}: {N} requests", flush=True)
+
+        if CONCURRENT:
+            threads = [threading.Thread(target=run, args=(seed,)) for seed in SEEDS]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            for seed in SEEDS:
+                run(seed)
         time.sleep(2.5)  # one more consistency check over the final state
     finally:
         p.terminate()
