@@ -1,7 +1,9 @@
 //! The strategies of the kinds served since Kubernetes' storage, node, admission-policy and
 //! flow-control groups joined the built-ins: RuntimeClass, CSIDriver, CSINode,
 //! VolumeAttachment, CSIStorageCapacity, ControllerRevision, ValidatingAdmissionPolicy,
-//! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration.
+//! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
+//! validation of other built-in kinds by area (`workloads`, `webhooks`, `rbac`: roles and
+//! bindings, `coordination`: leases).
 //!
 //! ## Guarantees
 //! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,
@@ -304,6 +306,15 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
             priority_level(object, &mut causes);
         }
+        ("rbac.authorization.k8s.io", "Role") => rbac::role(object, true, &mut causes),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::role(object, false, &mut causes),
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            rbac::binding(object, old, true, &mut causes);
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::binding(object, old, false, &mut causes);
+        }
+        ("coordination.k8s.io", "Lease") => coordination::lease(object, &mut causes),
         _ => {}
     }
     if causes.is_empty() {
@@ -1855,7 +1866,9 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+mod coordination;
 mod pod_spec;
+mod rbac;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its
 /// field errors (admission plugins' configurations hold tolerations too).

@@ -62,6 +62,23 @@ pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// kube's `path.IsValidPathSegmentName` (a name that is a path segment: RBAC objects'
+/// names and references, embedded objects' names), or with `prefix` its
+/// `IsValidPathSegmentPrefix` (`generateName`: `.` and `..` allowed): every problem, in kube's
+/// order and words.
+pub(crate) fn path_segment_problems(name: &str, prefix: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !prefix && (name == "." || name == "..") {
+        problems.push(format!("may not be '{name}'"));
+    }
+    for illegal in ["/", "%"] {
+        if name.contains(illegal) {
+            problems.push(format!("may not contain '{illegal}'"));
+        }
+    }
+    problems
+}
+
 pub(crate) fn validate_dns1035_label(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err("must be no more than 63 characters".to_owned());

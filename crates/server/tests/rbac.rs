@@ -983,3 +983,62 @@ async fn kubectl_lists_kube_1_33_bootstrap_policy() {
     );
     server.shutdown().await;
 }
+
+/// Roles and bindings are validated as kube's `pkg/apis/rbac/validation` does (also without
+/// `--authorization-mode RBAC`): a rule without verbs, a binding to a role of another group
+/// and an unknown subject kind are kube's 422, and a binding's `roleRef` cannot change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_and_bindings_are_validated_as_kube_validates_them() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"]}]});
+    let (status, body) = common::send_json(
+        addr,
+        "POST",
+        &format!("{rbac}/namespaces/default/roles"),
+        &role,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "Role.rbac.authorization.k8s.io \"r\" is invalid: rules[0].verbs: Required value: verbs must contain at least one value"
+    );
+    let binding = |name: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "b"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                "name": name},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                "name": "alice"}]})
+    };
+    let bindings = format!("{rbac}/namespaces/default/rolebindings");
+    let mut bad = binding("view");
+    bad["roleRef"]["apiGroup"] = json!("example.com");
+    bad["subjects"][0]["kind"] = json!("Robot");
+    let (status, body) = common::send_json(addr, "POST", &bindings, &bad).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "RoleBinding.rbac.authorization.k8s.io \"b\" is invalid: [roleRef.apiGroup: Unsupported value: \"example.com\": supported values: \"rbac.authorization.k8s.io\", subjects[0].kind: Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \"Group\"]"
+    );
+    let (status, body) = common::send_json(addr, "POST", &bindings, &binding("view")).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = common::request(
+        addr,
+        "PATCH",
+        &format!("{bindings}/b"),
+        "application/merge-patch+json",
+        r#"{"roleRef":{"name":"edit"}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["message"],
+        "RoleBinding.rbac.authorization.k8s.io \"b\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
+    );
+    server.shutdown().await;
+}
