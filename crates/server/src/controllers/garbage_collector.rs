@@ -134,6 +134,11 @@ struct State {
 
 impl State {
     fn index(&mut self, node: &Node, refs: Vec<OwnerRef>) {
+        // No object has references and this one has none: nothing to change (the node is
+        // not hashed to find that it is not there).
+        if refs.is_empty() && self.refs.is_empty() {
+            return;
+        }
         let old = if refs.is_empty() {
             self.refs.remove(node)
         } else {
