@@ -854,9 +854,10 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
 /// bytes (splitting costs a search per segment, ~130 instructions each, on every request);
 /// [`check_path`] names the segment that is when not.
 fn segments_have_names(rest: &str) -> bool {
-    // The current segment's length, and how many of its bytes are dots.
+    // The current segment's length, and how many of its bytes are dots: a segment of no
+    // byte, or of one or two dots only, is not a name.
     let (mut length, mut dots) = (0usize, 0usize);
-    let named = |length: usize, dots: usize| length > 0 && !(length == dots && dots <= 2);
+    let named = |length: usize, dots: usize| length != dots || dots > 2;
     for &byte in rest.as_bytes() {
         if byte == b'/' {
             if !named(length, dots) {
