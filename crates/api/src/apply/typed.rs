@@ -608,29 +608,29 @@ fn equal_within(
     };
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
-            let entries = |map: &'_ Map<String, Value>| {
-                map.len()
-                    - usize::from(skip == Skip::ManagedFields && map.contains_key(MANAGED_FIELDS))
+            // Both maps are walked side by side in their keys' order (serde_json's `Map` is a
+            // `BTreeMap`: no `preserve_order`), so equal key sets pair up one by one without
+            // a look-up per key. A map in another order would only answer "not equal" for
+            // equal maps, which costs the walk this shortcut would have skipped.
+            let kept = |(key, _): &(&String, &Value)| {
+                !(skip == Skip::ManagedFields && *key == MANAGED_FIELDS)
             };
-            if entries(a) != entries(b) {
-                return Some(false);
-            }
-            for (key, value) in a {
-                if skip == Skip::ManagedFields && key == MANAGED_FIELDS {
-                    continue;
-                }
-                let Some(other) = b.get(key) else {
-                    return Some(false);
-                };
-                let child_skip = match skip {
-                    Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
-                    _ => Skip::Nothing,
-                };
-                if !both(value, other, child_skip, credit)? {
-                    return Some(false);
+            let (mut left, mut right) = (a.iter().filter(kept), b.iter().filter(kept));
+            loop {
+                match (left.next(), right.next()) {
+                    (None, None) => return Some(true),
+                    (Some((key, value)), Some((other_key, other))) if key == other_key => {
+                        let child_skip = match skip {
+                            Skip::InMetadata if key == "metadata" => Skip::ManagedFields,
+                            _ => Skip::Nothing,
+                        };
+                        if !both(value, other, child_skip, credit)? {
+                            return Some(false);
+                        }
+                    }
+                    _ => return Some(false),
                 }
             }
-            Some(true)
         }
         (Value::Array(a), Value::Array(b)) => {
             if a.len() != b.len() {
