@@ -1359,6 +1359,16 @@ mod tests {
                 json!({}),
             ),
             pod(json!([web.clone(), web.clone()]), json!({})),
+            // A label of another key (as many labels): the maps differ by their keys only.
+            // With the duplicate containers, an unchanged spec beside a changed label.
+            pod(
+                json!([web.clone(), side.clone()]),
+                json!({"metadata": {"name": "p", "labels": {"tier": "a"}}}),
+            ),
+            pod(
+                json!([web.clone(), web.clone()]),
+                json!({"metadata": {"name": "p", "labels": {"tier": "a"}}}),
+            ),
             pod(json!([web.clone(), {"image": "no-name"}]), json!({})),
             pod(
                 json!([web.clone(), side.clone()]),
