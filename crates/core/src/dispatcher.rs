@@ -161,6 +161,9 @@ pub struct Dispatcher {
     free_slots: Vec<usize>,
     by_id: DetHashMap<WatcherId, usize>,
     routes: DetHashMap<Route, Vec<usize>>,
+    /// How many of `routes` are scopes of each shape ([`scope_shape`]): an event looks up
+    /// only the shapes some watcher routes by (each look-up hashes the route).
+    scope_routes: [usize; 4],
     /// Watchers whose start revision is above the dispatched revision, by start revision.
     waiting: BTreeMap<(Revision, WatcherId), Waiting>,
     waiting_by_id: DetHashMap<WatcherId, Revision>,
@@ -185,6 +188,17 @@ pub struct Dispatcher {
     shutting_down: bool,
 }
 
+/// The shape of a scope route, an index into [`Dispatcher::scope_routes`]: whether it names
+/// a namespace (2) and a name (1). `None` for a trigger route.
+fn scope_shape(route: &Route) -> Option<usize> {
+    match route {
+        Route::Scope(namespace, name) => {
+            Some(2 * usize::from(namespace.is_some()) + usize::from(name.is_some()))
+        }
+        Route::Trigger(_) => None,
+    }
+}
+
 /// An object's weight as a gauge's difference.
 fn weight_of(object: &Object) -> i64 {
     i64::try_from(object.weight()).unwrap_or(i64::MAX)
@@ -199,6 +213,7 @@ impl Dispatcher {
             free_slots: Vec::new(),
             by_id: DetHashMap::default(),
             routes: DetHashMap::default(),
+            scope_routes: [0; 4],
             waiting: BTreeMap::new(),
             waiting_by_id: DetHashMap::default(),
             bookmarks: BTreeSet::new(),
@@ -323,6 +338,16 @@ impl Dispatcher {
         }
         if routed != live {
             return Err(format!("{routed} routed slots, {live} live"));
+        }
+        let mut shapes = [0; 4];
+        for shape in self.routes.keys().filter_map(scope_shape) {
+            shapes[shape] += 1;
+        }
+        if shapes != self.scope_routes {
+            return Err(format!(
+                "scope routes counted {:?}, held {shapes:?}",
+                self.scope_routes
+            ));
         }
         for (&id, &slot) in &self.by_id {
             let Some(entry) = self.slots.get(slot).and_then(Option::as_ref) else {
@@ -882,10 +907,19 @@ impl Dispatcher {
         if self.routes.is_empty() {
             return 0;
         }
-        visit(&Route::Scope(None, None));
-        visit(&Route::Scope(Some(namespace.clone()), None));
-        visit(&Route::Scope(None, Some(name.clone())));
-        visit(&Route::Scope(Some(namespace), Some(name)));
+        // Only the shapes some watcher routes by are looked up (most caches' watchers route
+        // by one or two), in the same order.
+        let routed = |route: &Route| scope_shape(route).is_some_and(|s| self.scope_routes[s] > 0);
+        for route in [
+            Route::Scope(None, None),
+            Route::Scope(Some(namespace.clone()), None),
+            Route::Scope(None, Some(name.clone())),
+            Route::Scope(Some(namespace), Some(name)),
+        ] {
+            if routed(&route) {
+                visit(&route);
+            }
+        }
         if let Some(field) = &self.shared.config.trigger_field {
             let new_value = event.object().map(|o| o.field(field));
             let old_value = event.prev().map(|o| o.field(field));
@@ -1228,7 +1262,15 @@ impl Dispatcher {
                 self.slots.len() - 1
             }
         };
-        let bucket = self.routes.entry(route.clone()).or_default();
+        let bucket = match self.routes.entry(route.clone()) {
+            std::collections::hash_map::Entry::Occupied(bucket) => bucket.into_mut(),
+            std::collections::hash_map::Entry::Vacant(vacant) => {
+                if let Some(shape) = scope_shape(&route) {
+                    self.scope_routes[shape] += 1;
+                }
+                vacant.insert(Vec::new())
+            }
+        };
         bucket.push(slot);
         let route_index = bucket.len() - 1;
         let id = watcher.id;
@@ -1289,6 +1331,9 @@ impl Dispatcher {
         }
         if bucket.is_empty() {
             self.routes.remove(&entry.route);
+            if let Some(shape) = scope_shape(&entry.route) {
+                self.scope_routes[shape] -= 1;
+            }
         }
         if let Some(due) = entry.bookmark_due {
             self.bookmarks.remove(&(due, id));
@@ -1912,6 +1957,12 @@ mod tests {
         d.deadlines.insert((due, 999));
         assert!(broken(&d).contains("does not own"));
         d.deadlines.remove(&(due, 999));
+        assert_eq!(d.check_invariants(), Ok(()));
+        // A shape of scope route counted that no route has (its look-ups would be skipped).
+        let shape = (0..4).find(|&s| d.scope_routes[s] == 0).unwrap();
+        d.scope_routes[shape] += 1;
+        assert!(broken(&d).contains("scope routes"));
+        d.scope_routes[shape] -= 1;
         assert_eq!(d.check_invariants(), Ok(()));
     }
 

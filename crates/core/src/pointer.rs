@@ -9,6 +9,7 @@
 //!   `String`s per token (its two `replace`s), which made its `pointer` cost ~3,300
 //!   instructions for `/metadata/managedFields` with the benchmark's counting allocator, seven
 //!   times per PATCH. Only a token with an escape is unescaped into a new string here.
+//! - A token's end and whether it has an escape are found in one pass over its bytes.
 
 use serde_json::Value;
 
@@ -23,16 +24,32 @@ impl Pointer for Value {
         if pointer.is_empty() {
             return Some(self);
         }
-        pointer
-            .strip_prefix('/')?
-            .split('/')
-            .try_fold(self, |target, token| {
-                if token.contains('~') {
-                    step(target, &token.replace("~1", "/").replace("~0", "~"))
-                } else {
-                    step(target, token)
-                }
-            })
+        let mut rest = pointer.strip_prefix('/')?;
+        let mut target = self;
+        loop {
+            // One pass over a token's bytes finds both its end and whether it has an escape
+            // (a `split` and a `contains` were two searches a token, each set up per call).
+            let bytes = rest.as_bytes();
+            let mut end = 0;
+            let mut escaped = false;
+            while let Some(&byte) = bytes.get(end)
+                && byte != b'/'
+            {
+                escaped |= byte == b'~';
+                end += 1;
+            }
+            let token = &rest[..end];
+            target = if escaped {
+                step(target, &token.replace("~1", "/").replace("~0", "~"))?
+            } else {
+                step(target, token)?
+            };
+            if end == bytes.len() {
+                return Some(target);
+            }
+            // `/` is one byte: the next token starts right after it.
+            rest = &rest[end + 1..];
+        }
     }
 }
 

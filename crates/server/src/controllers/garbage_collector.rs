@@ -93,6 +93,27 @@ struct Node {
     key: Arc<str>,
 }
 
+/// A stored resource's name for [`Node`]s, made on first use: a change to an object that has
+/// no owner references, while no object has any, needs none (an allocation and a copy per
+/// write otherwise).
+struct ResourceName<'a> {
+    def: &'a ResourceDef,
+    name: std::cell::OnceCell<Arc<str>>,
+}
+
+impl<'a> ResourceName<'a> {
+    fn new(def: &'a ResourceDef) -> ResourceName<'a> {
+        ResourceName {
+            def,
+            name: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> Arc<str> {
+        self.name.get_or_init(|| name_of(self.def).into()).clone()
+    }
+}
+
 impl Node {
     fn namespace(&self) -> &str {
         self.key
@@ -176,13 +197,18 @@ impl State {
         }
     }
 
-    fn put(&mut self, def: &ResourceDef, resource: &Arc<str>, object: &Object) {
-        let node = Node {
-            resource: resource.clone(),
-            key: object.key().clone(),
-        };
+    fn put(&mut self, def: &ResourceDef, resource: &ResourceName<'_>, object: &Object) {
         let body = object.body();
-        self.index(&node, gc::owner_refs(body));
+        let refs = gc::owner_refs(body);
+        // No object has references and this one has none: nothing to index (no node made
+        // and hashed to find that it is not there).
+        if !refs.is_empty() || !self.refs.is_empty() {
+            let node = Node {
+                resource: resource.get(),
+                key: object.key().clone(),
+            };
+            self.index(&node, refs);
+        }
         if watchkeeper_api::crd::is_crd(def) {
             // A CRD changed (marked for deletion, say, or no longer established): the
             // dependents of its kind's objects are looked at again now and when it goes (a
@@ -197,15 +223,15 @@ impl State {
             self.owners.insert(Owner {
                 group: def.group.clone(),
                 kind: def.kind.clone(),
-                namespace: node.namespace().to_owned(),
-                name: node.name().to_owned(),
+                namespace: object.namespace().to_owned(),
+                name: object.name().to_owned(),
             });
         }
     }
 
-    fn delete(&mut self, def: &ResourceDef, resource: &Arc<str>, key: &Arc<str>) {
+    fn delete(&mut self, def: &ResourceDef, resource: &ResourceName<'_>, key: &Arc<str>) {
         let node = Node {
-            resource: resource.clone(),
+            resource: resource.get(),
             key: key.clone(),
         };
         let (namespace, name) = (node.namespace(), node.name());
@@ -441,16 +467,19 @@ impl Observer for GarbageCollector {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert((def.group.clone(), def.kind.clone()), StoredKind::of(def));
-        let resource: Arc<str> = name_of(def).into();
+        let resource = ResourceName::new(def);
         let mut state = self.lock();
         state.revision = state.revision.max(revision);
+        let resource_name = resource.get();
         // What the list no longer holds was deleted in a gap the collector did not see.
         let present: HashSet<(&str, &str)> =
             objects.iter().map(|o| (o.namespace(), o.name())).collect();
         let gone: Vec<Node> = state
             .refs
             .keys()
-            .filter(|n| n.resource == resource && !present.contains(&(n.namespace(), n.name())))
+            .filter(|n| {
+                n.resource == resource_name && !present.contains(&(n.namespace(), n.name()))
+            })
             .cloned()
             .collect();
         for node in gone {
@@ -466,7 +495,7 @@ impl Observer for GarbageCollector {
     }
 
     fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
-        let resource: Arc<str> = name_of(def).into();
+        let resource = ResourceName::new(def);
         let mut state = self.lock();
         state.revision = state.revision.max(revision);
         for change in changes {

@@ -833,6 +833,9 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
     // A path of printable ASCII without '%' (almost every one) needs only its segments'
     // shapes checked; the characters are looked at per segment otherwise.
     let printable = path.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%');
+    if printable && segments_have_names(rest) {
+        return Ok(());
+    }
     for segment in rest.split('/') {
         let problem = match segment {
             "" => "may not be empty",
@@ -845,6 +848,28 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
         return refuse(segment, problem);
     }
     Ok(())
+}
+
+/// Whether no `/`-separated segment of `rest` is empty, `.` or `..`, found in one pass over its
+/// bytes (splitting costs a search per segment, ~130 instructions each, on every request);
+/// [`check_path`] names the segment that is when not.
+fn segments_have_names(rest: &str) -> bool {
+    // The current segment's length, and how many of its bytes are dots: a segment of no
+    // byte, or of one or two dots only, is not a name.
+    let (mut length, mut dots) = (0usize, 0usize);
+    let named = |length: usize, dots: usize| length != dots || dots > 2;
+    for &byte in rest.as_bytes() {
+        if byte == b'/' {
+            if !named(length, dots) {
+                return false;
+            }
+            (length, dots) = (0, 0);
+        } else {
+            length += 1;
+            dots += usize::from(byte == b'.');
+        }
+    }
+    named(length, dots)
 }
 
 /// The name part of a `Host` value: without port, an IPv6 address without brackets,
@@ -1388,5 +1413,26 @@ mod tests {
         ] {
             assert!(check_path(good).is_ok(), "{good}");
         }
+    }
+
+    /// The one-pass segment check says what splitting says, for every text of up to seven
+    /// bytes from `a`, `.` and `/`.
+    #[test]
+    fn the_segment_pass_agrees_with_splitting() {
+        let mut texts = vec![String::new()];
+        let mut checked = 0;
+        while let Some(text) = texts.pop() {
+            let split = text
+                .split('/')
+                .all(|segment| !matches!(segment, "" | "." | ".."));
+            assert_eq!(segments_have_names(&text), split, "{text:?}");
+            checked += 1;
+            if text.len() < 7 {
+                for byte in ["a", ".", "/"] {
+                    texts.push(format!("{text}{byte}"));
+                }
+            }
+        }
+        assert_eq!(checked, (3usize.pow(8) - 1) / 2);
     }
 }
