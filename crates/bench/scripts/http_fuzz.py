@@ -43,6 +43,8 @@ N = int(os.environ.get("N", "1500"))
 # check; a finding is then not replayable by its seed alone).
 CONCURRENT = os.environ.get("CONCURRENT") == "1"
 OUT = os.environ.get("OUT", "/tmp/http_fuzz")
+# More server flags, e.g. ARGS="--store etcd --etcd-endpoints http://127.0.0.1:2379".
+ARGS = os.environ.get("ARGS", "")
 
 
 class _Rnd:
@@ -192,7 +194,7 @@ def main():
     log_path = os.path.join(OUT, f"server-{PORT}.log")
     server_log = open(log_path, "w")
     p = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--data-dir", data,
-                          "--consistency-check-interval-ms", "1000"],
+                          "--consistency-check-interval-ms", "1000"] + ARGS.split(),
                          stdout=server_log, stderr=subprocess.STDOUT)
     findings = []
     try:
@@ -202,6 +204,8 @@ def main():
                     break
             except OSError:
                 pass
+            if p.poll() is not None:
+                sys.exit(f"the server did not start: see {log_path}")
             time.sleep(0.1)
         s, _, d = request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                           {"Content-Type": "application/json"}, json.dumps(CRD).encode())
