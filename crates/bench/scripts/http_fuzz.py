@@ -26,7 +26,7 @@ Fails (exit 1) on what a client must never see or the server must never do:
 Every request and its answer's first bytes go to OUT/req-SEED.log (OUT default /tmp/http_fuzz),
 the server's log to OUT/server-PORT.log.
 """
-import http.client, json, os, random, re, subprocess, sys, tempfile, threading, time, urllib.parse
+import http.client, json, os, random, re, shutil, subprocess, sys, tempfile, threading, time, urllib.parse
 
 BIN = os.environ.get("WK", "target/debug/watchkeeper")
 def free_port():
@@ -190,7 +190,7 @@ def one(i, log):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    data = tempfile.mkdtemp(dir="/dev/shm")
+    data = tempfile.mkdtemp(prefix="http_fuzz.", dir="/dev/shm")
     log_path = os.path.join(OUT, f"server-{PORT}.log")
     server_log = open(log_path, "w")
     p = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{PORT}", "--data-dir", data,
@@ -234,6 +234,7 @@ def main():
         p.terminate()
         p.wait(30)
         server_log.close()
+        shutil.rmtree(data, ignore_errors=True)
     text = re.sub(r"\x1b\[[0-9;]*m", "", open(log_path).read())
     for line in text.splitlines():
         if "consistency check failed" in line or "panicked" in line:
