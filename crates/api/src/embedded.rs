@@ -15,7 +15,9 @@
 use serde_json::{Map, Value};
 
 use crate::field::{Cause, go_quote, go_value, invalid, required};
-use crate::names::{validate_dns1035_label, validate_dns1123_label, validate_meta_maps};
+use crate::names::{
+    path_segment_problems, validate_dns1035_label, validate_dns1123_label, validate_meta_maps,
+};
 use crate::schema_node::flag;
 
 /// The causes of the embedded resources in `object` (a custom resource) under `schema`.
@@ -105,16 +107,7 @@ fn metadata(at: &str, meta: &Map<String, Value>, causes: &mut Vec<Cause>) {
         if name.is_empty() {
             continue;
         }
-        let mut problems = Vec::new();
-        if !prefix && (name == "." || name == "..") {
-            problems.push(format!("may not be '{name}'"));
-        }
-        for illegal in ["/", "%"] {
-            if name.contains(illegal) {
-                problems.push(format!("may not contain '{illegal}'"));
-            }
-        }
-        for problem in problems {
+        for problem in path_segment_problems(name, prefix) {
             causes.push(invalid(&format!("{at}.{key}"), &go_quote(name), &problem));
         }
     }

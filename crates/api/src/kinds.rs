@@ -275,6 +275,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
     let mut causes = Vec::new();
     workloads::validate(def, object, old, &mut causes);
     match (def.group.as_str(), def.kind.as_str()) {
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            autoscaling::validate(def, object, old, &mut causes);
+        }
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1855,6 +1858,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+mod autoscaling;
 mod pod_spec;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its

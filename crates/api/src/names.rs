@@ -128,6 +128,19 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// apimachinery's `path.IsValidPathSegmentName` (`prefix`: `IsValidPathSegmentPrefix`, which
+/// allows `.` and `..`): its messages for `name`, none when it is valid.
+pub(crate) fn path_segment_problems(name: &str, prefix: bool) -> Vec<String> {
+    if !prefix && (name == "." || name == "..") {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .into_iter()
+        .filter(|illegal| name.contains(illegal))
+        .map(|illegal| format!("may not contain '{illegal}'"))
+        .collect()
+}
+
 /// `field.Invalid(field, value, message)` of a string value (Go's `%q`).
 pub(crate) fn invalid_value(field: &str, value: &str, message: &str) -> Cause {
     crate::field::invalid(field, &watchkeeper_core::gotext::go_quote(value), message)

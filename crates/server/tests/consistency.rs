@@ -152,7 +152,11 @@ async fn resources_served_in_several_versions_pass() {
     let addr = server.addr;
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     for (plural, versions) in [("gadgets", ["v1", "v2"]), ("gizmos", ["v2", "v1"])] {
-        let kind = format!("{}{}", plural[..1].to_uppercase(), &plural[1..plural.len() - 1]);
+        let kind = format!(
+            "{}{}",
+            plural[..1].to_uppercase(),
+            &plural[1..plural.len() - 1]
+        );
         let version = |name: &str| {
             json!({"name": name, "served": true, "storage": name == "v1",
                 "schema": {"openAPIV3Schema": {"type": "object",
@@ -186,13 +190,26 @@ async fn resources_served_in_several_versions_pass() {
         "reason": "Started", "type": "Normal",
         "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}});
     let mut writes = vec![
-        ("/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers", hpa("v1", "h1")),
-        ("/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers", hpa("v2", "h2")),
+        (
+            "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers",
+            hpa("v1", "h1"),
+        ),
+        (
+            "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+            hpa("v2", "h2"),
+        ),
         ("/api/v1/namespaces/default/events", event),
-        ("/apis/events.k8s.io/v1/namespaces/default/events", new_event),
+        (
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            new_event,
+        ),
     ];
     for plural in ["gadgets", "gizmos"] {
-        let kind = format!("{}{}", plural[..1].to_uppercase(), &plural[1..plural.len() - 1]);
+        let kind = format!(
+            "{}{}",
+            plural[..1].to_uppercase(),
+            &plural[1..plural.len() - 1]
+        );
         for version in ["v1", "v2"] {
             writes.push((
                 if version == "v1" {

@@ -315,7 +315,7 @@ fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
 }
 
 /// The integer at `key`, if it is one.
-fn int(value: &Value, key: &str) -> Option<i64> {
+pub(super) fn int(value: &Value, key: &str) -> Option<i64> {
     let number = value.get(key)?;
     number.as_i64().or_else(|| {
         number
@@ -330,7 +330,7 @@ fn boolean(value: &Value, key: &str) -> Option<bool> {
 }
 
 /// A quantity as JSON holds it (a string, or a number).
-fn quantity(value: &Value) -> Option<Quantity> {
+pub(super) fn quantity(value: &Value) -> Option<Quantity> {
     match value {
         Value::String(s) => Quantity::parse(s),
         Value::Number(n) => Quantity::parse(&n.to_string()),
@@ -364,20 +364,20 @@ fn check_label_value(path: &str, value: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-fn check_dns_label(path: &str, value: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_dns_label(path: &str, value: &str, causes: &mut Vec<Cause>) {
     if let Err(message) = validate_dns1123_label(value) {
         causes.push(invalid(path, &go_quote(value), &message));
     }
 }
 
-fn check_subdomain(path: &str, value: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_subdomain(path: &str, value: &str, causes: &mut Vec<Cause>) {
     if let Err(message) = validate_dns1123_subdomain(value) {
         causes.push(invalid(path, &go_quote(value), &message));
     }
 }
 
 /// `ValidateLabels`: each key a label name, each value a label value, at `path`.
-fn labels(map: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+pub(super) fn labels(map: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
     let Some(map) = map.and_then(Value::as_object) else {
         return;
     };
@@ -1853,7 +1853,7 @@ fn overcommit_allowed(name: &str) -> bool {
 }
 
 /// `validateContainerResourceName`.
-fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
     let quoted = go_quote(name);
     if let Err(message) = validate_qualified_name(name) {
         causes.push(invalid(at, &quoted, &message));
@@ -2703,7 +2703,7 @@ fn label_with_underscore_ok(label: &str) -> bool {
 /// An IP address `ParseIPSloppy` cannot read: kube 1.33's `IsValidIPForLegacyField` with
 /// `StrictIPCIDRValidation` off (alpha, so off by default), which accepts the non-canonical
 /// forms (IPv4 parts with leading zeros, IPv4-mapped IPv6) the strict check refuses.
-fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
     if !crate::strfmt::is_ip_sloppy(ip) {
         causes.push(invalid(
             at,

@@ -1,0 +1,52 @@
+//! kube-apiserver's validation of built-in kinds that are neither pods nor workloads, over
+//! real HTTP: each invalid object is answered 422 Invalid with kube's message (its causes, in
+//! kube's order), and a valid one of the same kind is created.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Posts `object` to `path`: 422 with `message`.
+async fn refused(addr: std::net::SocketAddr, path: &str, object: &Value, message: &str) {
+    let (status, body) = send_json(addr, "POST", path, object).await;
+    assert_eq!(status, 422, "{path}: {body}");
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    assert_eq!(body["message"], message, "{path}");
+}
+
+/// Posts `object` to `path`: created.
+async fn created(addr: std::net::SocketAddr, path: &str, object: &Value) {
+    let (status, body) = send_json(addr, "POST", path, object).await;
+    assert_eq!(status, 201, "{path}: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn horizontal_pod_autoscalers() {
+    let server = server().await;
+    let addr = server.addr;
+    let empty = "[spec.maxReplicas: Invalid value: 0: must be greater than 0, spec.maxReplicas: Invalid value: 0: must be greater than or equal to `minReplicas`, spec.scaleTargetRef.kind: Required value, spec.scaleTargetRef.name: Required value]";
+    for version in ["v2", "v1"] {
+        let path =
+            format!("/apis/autoscaling/{version}/namespaces/default/horizontalpodautoscalers");
+        let object = json!({"apiVersion": format!("autoscaling/{version}"),
+            "kind": "HorizontalPodAutoscaler", "metadata": {"name": "empty"}});
+        refused(
+            addr,
+            &path,
+            &object,
+            &format!("HorizontalPodAutoscaler.autoscaling \"empty\" is invalid: {empty}"),
+        )
+        .await;
+    }
+    let path = "/apis/autoscaling/v1/namespaces/default/horizontalpodautoscalers";
+    let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"});
+    let low = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "low"}, "spec": {"scaleTargetRef": target, "minReplicas": 5,
+        "maxReplicas": 2, "targetCPUUtilizationPercentage": 0}});
+    refused(addr, path, &low, "HorizontalPodAutoscaler.autoscaling \"low\" is invalid: [spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`, spec.metrics[0].resource.target.averageUtilization: Invalid value: 0: must be greater than 0]").await;
+    let good = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web"}, "spec": {"scaleTargetRef": target, "maxReplicas": 3,
+        "targetCPUUtilizationPercentage": 50}});
+    created(addr, path, &good).await;
+}
