@@ -50,3 +50,18 @@ async fn horizontal_pod_autoscalers() {
         "targetCPUUtilizationPercentage": 50}});
     created(addr, path, &good).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_disruption_budgets() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    let both = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "both"}, "spec": {"minAvailable": 1, "maxUnavailable": "10%",
+        "selector": {"matchLabels": {"app": "web"}}}});
+    refused(addr, path, &both, "PodDisruptionBudget.policy \"both\" is invalid: spec: Invalid value: {\"maxUnavailable\":\"10%\",\"minAvailable\":1,\"selector\":{\"matchLabels\":{\"app\":\"web\"}}}: minAvailable and maxUnavailable cannot be both set").await;
+    let good = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"}, "spec": {"minAvailable": "50%",
+        "selector": {"matchLabels": {"app": "web"}}}});
+    created(addr, path, &good).await;
+}
