@@ -279,6 +279,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
             autoscaling::validate(def, object, old, &mut causes);
         }
         ("policy", "PodDisruptionBudget") => policy::validate(object, &mut causes),
+        ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1860,6 +1861,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 }
 
 mod autoscaling;
+mod batch;
 mod pod_spec;
 mod policy;
 

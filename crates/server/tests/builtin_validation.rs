@@ -65,3 +65,23 @@ async fn pod_disruption_budgets() {
         "selector": {"matchLabels": {"app": "web"}}}});
     created(addr, path, &good).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_jobs() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/batch/v1/namespaces/default/cronjobs";
+    let cron_job = |name: &str, schedule: &str, zone: Value| {
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name},
+            "spec": {"schedule": schedule, "timeZone": zone, "jobTemplate": {"spec": {"template": {
+                "spec": {"restartPolicy": "OnFailure",
+                    "containers": [{"name": "c", "image": "busybox"}]}}}}}})
+    };
+    refused(addr, path, &cron_job("bad", "bad", json!("Mars/Base")), "CronJob.batch \"bad\" is invalid: [spec.schedule: Invalid value: \"bad\": expected exactly 5 fields, found 1: [bad], spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base]").await;
+    created(
+        addr,
+        path,
+        &cron_job("good", "*/5 * * * *", json!("Europe/Paris")),
+    )
+    .await;
+}

@@ -1,7 +1,7 @@
 //! The core and workload kinds' rules users meet first, as kube-apiserver's
 //! `pkg/apis/{core,apps,batch}/validation` and the v1 conversions apply them: ConfigMaps,
 //! Secrets, Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers,
-//! Jobs and CronJobs.
+//! Jobs and CronJobs' pod templates (CronJobs' other rules: [`super::batch`]).
 //!
 //! ## Guarantees
 //! - Conversion ([`convert`]): a Secret's `stringData` is write-only, as in kube's v1
@@ -321,13 +321,6 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 causes,
             );
         }
-        ("batch", "CronJob") => template(
-            object,
-            "spec.jobTemplate.spec.template",
-            &["OnFailure", "Never"],
-            false,
-            causes,
-        ),
         _ => {}
     }
 }
@@ -365,7 +358,13 @@ fn template_metadata(template: &Value, path: &str, causes: &mut Vec<Cause>) {
 
 /// A workload's pod template at `path`: its metadata, its spec, and the restart policies it
 /// may have.
-fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes: &mut Vec<Cause>) {
+pub(super) fn template(
+    object: &Value,
+    path: &str,
+    restart: &[&str],
+    stateful: bool,
+    causes: &mut Vec<Cause>,
+) {
     let pointer = format!("/{}", path.replace('.', "/"));
     let Some(template) = object.pointer(&pointer).filter(|t| !t.is_null()) else {
         causes.push(required(path, ""));
@@ -536,7 +535,7 @@ fn go_string_map(map: Option<&Value>) -> String {
 }
 
 /// A label selector as Go's `%#v` prints kube's `v1.LabelSelector`.
-fn go_selector(selector: Option<&Value>) -> String {
+pub(super) fn go_selector(selector: Option<&Value>) -> String {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return "null".to_owned();
     };
