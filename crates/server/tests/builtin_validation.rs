@@ -85,3 +85,17 @@ async fn cron_jobs() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_controllers() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/replicationcontrollers";
+    let rc = |name: &str, selector: Value| {
+        json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": name},
+            "spec": {"selector": selector, "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    refused(addr, path, &rc("other", json!({"app": "db"})), "ReplicationController \"other\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`").await;
+    created(addr, path, &rc("web", json!({"app": "web"}))).await;
+}
