@@ -280,6 +280,8 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         }
         ("policy", "PodDisruptionBudget") => policy::validate(object, &mut causes),
         ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
+        ("", "PersistentVolumeClaim") => storage::claim(object, &mut causes),
+        ("storage.k8s.io", "StorageClass") => storage::storage_class(object, old, &mut causes),
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1864,6 +1866,7 @@ mod autoscaling;
 mod batch;
 mod pod_spec;
 mod policy;
+mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its
 /// field errors (admission plugins' configurations hold tolerations too).

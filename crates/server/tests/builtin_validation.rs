@@ -99,3 +99,46 @@ async fn replication_controllers() {
     refused(addr, path, &rc("other", json!({"app": "db"})), "ReplicationController \"other\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`").await;
     created(addr, path, &rc("web", json!({"app": "web"}))).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_storage_classes() {
+    let server = server().await;
+    let addr = server.addr;
+    let claims = "/api/v1/namespaces/default/persistentvolumeclaims";
+    let empty = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "empty"}, "spec": {}});
+    refused(addr, claims, &empty, "PersistentVolumeClaim \"empty\" is invalid: [spec.accessModes: Required value: at least 1 access mode is required, spec.resources[storage]: Required value]").await;
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+    created(addr, claims, &claim).await;
+
+    let classes = "/apis/storage.k8s.io/v1/storageclasses";
+    let bare = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "bare"}});
+    refused(
+        addr,
+        classes,
+        &bare,
+        "StorageClass.storage.k8s.io \"bare\" is invalid: provisioner: Required value",
+    )
+    .await;
+    let class = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "fast"}, "provisioner": "example.com/fast",
+        "parameters": {"type": "ssd"}});
+    created(addr, classes, &class).await;
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        &format!("{classes}/fast"),
+        "application/merge-patch+json",
+        r#"{"provisioner": "example.com/slow"}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["message"],
+        "StorageClass.storage.k8s.io \"fast\" is invalid: provisioner: Forbidden: updates to provisioner are forbidden."
+    );
+}
