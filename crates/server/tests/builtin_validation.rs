@@ -142,3 +142,16 @@ async fn claims_and_storage_classes() {
         "StorageClass.storage.k8s.io \"fast\" is invalid: provisioner: Forbidden: updates to provisioner are forbidden."
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_ranges() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/limitranges";
+    let range = |name: &str, min: &str, max: &str| {
+        json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name},
+            "spec": {"limits": [{"type": "Pod", "min": {"cpu": min}, "max": {"cpu": max}}]}})
+    };
+    refused(addr, path, &range("inverted", "2", "1"), "LimitRange \"inverted\" is invalid: spec.limits[0].min[cpu]: Invalid value: 2: min value 2 is greater than max value 1").await;
+    created(addr, path, &range("pods", "100m", "2")).await;
+}

@@ -1848,22 +1848,27 @@ fn is_extended_resource(name: &str) -> bool {
 }
 
 /// `IsOvercommitAllowed`.
-fn overcommit_allowed(name: &str) -> bool {
+pub(super) fn overcommit_allowed(name: &str) -> bool {
     is_native_resource(name) && !is_hugepages(name)
+}
+
+/// `validateResourceName`: a qualified name, standard unless it has a prefix.
+pub(super) fn any_resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
+    if let Err(message) = validate_qualified_name(name) {
+        causes.push(invalid(at, &go_quote(name), &message));
+    } else if !name.contains('/') && !STANDARD_RESOURCES.contains(&name) && !is_hugepages(name) {
+        causes.push(invalid(
+            at,
+            &go_quote(name),
+            "must be a standard resource type or fully qualified",
+        ));
+    }
 }
 
 /// `validateContainerResourceName`.
 pub(super) fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
     let quoted = go_quote(name);
-    if let Err(message) = validate_qualified_name(name) {
-        causes.push(invalid(at, &quoted, &message));
-    } else if !name.contains('/') && !STANDARD_RESOURCES.contains(&name) && !is_hugepages(name) {
-        causes.push(invalid(
-            at,
-            &quoted,
-            "must be a standard resource type or fully qualified",
-        ));
-    }
+    any_resource_name(name, at, causes);
     if !name.contains('/') {
         if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !is_hugepages(name) {
             causes.push(invalid(
