@@ -283,6 +283,8 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("", "PersistentVolumeClaim") => storage::claim(object, &mut causes),
         ("storage.k8s.io", "StorageClass") => storage::storage_class(object, old, &mut causes),
         ("", "LimitRange") => limit_range::validate(object, &mut causes),
+        ("", "Node") => nodes::node(object, &mut causes),
+        ("", "Endpoints") => nodes::endpoints(object, &mut causes),
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1866,6 +1868,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 mod autoscaling;
 mod batch;
 mod limit_range;
+mod nodes;
 mod pod_spec;
 mod policy;
 mod storage;

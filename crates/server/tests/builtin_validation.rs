@@ -155,3 +155,19 @@ async fn limit_ranges() {
     refused(addr, path, &range("inverted", "2", "1"), "LimitRange \"inverted\" is invalid: spec.limits[0].min[cpu]: Invalid value: 2: min value 2 is greater than max value 1").await;
     created(addr, path, &range("pods", "100m", "2")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_and_endpoints() {
+    let server = server().await;
+    let addr = server.addr;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bad"},
+        "spec": {"taints": [{"key": "a", "effect": "Bad"}]}});
+    refused(addr, "/api/v1/nodes", &node, "Node \"bad\" is invalid: metadata.taints[0].effect: Unsupported value: \"Bad\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"").await;
+    let path = "/api/v1/namespaces/default/endpoints";
+    let endpoints = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name},
+            "subsets": [{"addresses": [{"ip": ip}], "ports": [{"port": 80}]}]})
+    };
+    refused(addr, path, &endpoints("bad", "bad"), "Endpoints \"bad\" is invalid: [subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff), subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address]").await;
+    created(addr, path, &endpoints("web", "10.0.0.1")).await;
+}
