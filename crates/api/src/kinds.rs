@@ -285,6 +285,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("", "LimitRange") => limit_range::validate(object, &mut causes),
         ("", "Node") => nodes::node(object, &mut causes),
         ("", "Endpoints") => nodes::endpoints(object, &mut causes),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            discovery::endpoint_slice(object, old, &mut causes);
+        }
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1867,6 +1870,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 
 mod autoscaling;
 mod batch;
+mod discovery;
 mod limit_range;
 mod nodes;
 mod pod_spec;

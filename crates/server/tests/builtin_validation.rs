@@ -171,3 +171,17 @@ async fn nodes_and_endpoints() {
     refused(addr, path, &endpoints("bad", "bad"), "Endpoints \"bad\" is invalid: [subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff), subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address]").await;
     created(addr, path, &endpoints("web", "10.0.0.1")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_slices() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    let slice = |name: &str, address: &str| {
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name}, "addressType": "IPv4",
+            "endpoints": [{"addresses": [address]}], "ports": [{"name": "http", "port": 80}]})
+    };
+    refused(addr, path, &slice("bad", "notanip"), "EndpointSlice.discovery.k8s.io \"bad\" is invalid: [endpoints[0].addresses[0]: Invalid value: \"notanip\": must be a valid IPv4 address, endpoints[0].addresses[0]: Invalid value: \"notanip\": must be a valid IP address]").await;
+    created(addr, path, &slice("web", "10.0.0.1")).await;
+}
