@@ -288,6 +288,11 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("discovery.k8s.io", "EndpointSlice") => {
             discovery::endpoint_slice(object, old, &mut causes);
         }
+        ("networking.k8s.io", "Ingress") => networking::ingress(object, &mut causes),
+        ("networking.k8s.io", "IngressClass") => {
+            networking::ingress_class(object, old, &mut causes);
+        }
+        ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(object, &mut causes),
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1872,6 +1877,7 @@ mod autoscaling;
 mod batch;
 mod discovery;
 mod limit_range;
+mod networking;
 mod nodes;
 mod pod_spec;
 mod policy;

@@ -185,3 +185,28 @@ async fn endpoint_slices() {
     refused(addr, path, &slice("bad", "notanip"), "EndpointSlice.discovery.k8s.io \"bad\" is invalid: [endpoints[0].addresses[0]: Invalid value: \"notanip\": must be a valid IPv4 address, endpoints[0].addresses[0]: Invalid value: \"notanip\": must be a valid IP address]").await;
     created(addr, path, &slice("web", "10.0.0.1")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn networking_kinds() {
+    let server = server().await;
+    let addr = server.addr;
+    let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "empty"}, "spec": {}});
+    let ingresses = "/apis/networking.k8s.io/v1/namespaces/default/ingresses";
+    refused(addr, ingresses, &ingress, "Ingress.networking.k8s.io \"empty\" is invalid: spec: Invalid value: []networking.IngressRule(nil): either `defaultBackend` or `rules` must be specified").await;
+    let class = |name: &str, controller: &str| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+            "metadata": {"name": name}, "spec": {"controller": controller}})
+    };
+    let classes = "/apis/networking.k8s.io/v1/ingressclasses";
+    refused(addr, classes, &class("bad", "bad controller"), "IngressClass.networking.k8s.io \"bad\" is invalid: spec.controller: Invalid value: \"bad controller\": must be a domain-prefixed path (such as \"acme.io/foo\")").await;
+    created(addr, classes, &class("edge", "example.com/edge")).await;
+    let policy = |name: &str, port: Value| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": name}, "spec": {"podSelector": {},
+                "ingress": [{"ports": [{"port": port}]}]}})
+    };
+    let policies = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies";
+    refused(addr, policies, &policy("bad", json!(70000)), "NetworkPolicy.networking.k8s.io \"bad\" is invalid: spec.ingress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive").await;
+    created(addr, policies, &policy("web", json!(80))).await;
+}

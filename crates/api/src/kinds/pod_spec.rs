@@ -1418,7 +1418,7 @@ fn container_common(container: &Value, here: &str, pod: &Pod, causes: &mut Vec<C
 }
 
 /// `validation.IsValidPortName`'s messages.
-fn port_name_messages(name: &str) -> Vec<&'static str> {
+pub(super) fn port_name_messages(name: &str) -> Vec<&'static str> {
     let mut messages = Vec::new();
     if name.len() > 15 {
         messages.push("must be no more than 15 characters");
