@@ -293,6 +293,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
             networking::ingress_class(object, old, &mut causes);
         }
         ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(object, &mut causes),
+        ("coordination.k8s.io", "Lease") => coordination::lease(object, &mut causes),
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1875,6 +1876,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 
 mod autoscaling;
 mod batch;
+mod coordination;
 mod discovery;
 mod limit_range;
 mod networking;

@@ -210,3 +210,16 @@ async fn networking_kinds() {
     refused(addr, policies, &policy("bad", json!(70000)), "NetworkPolicy.networking.k8s.io \"bad\" is invalid: spec.ingress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive").await;
     created(addr, policies, &policy("web", json!(80))).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, seconds: i64| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name}, "spec": {"leaseDurationSeconds": seconds}})
+    };
+    refused(addr, path, &lease("bad", -5), "Lease.coordination.k8s.io \"bad\" is invalid: spec.leaseDurationSeconds: Invalid value: -5: must be greater than 0").await;
+    created(addr, path, &lease("good", 15)).await;
+}
