@@ -294,6 +294,14 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         }
         ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(object, &mut causes),
         ("coordination.k8s.io", "Lease") => coordination::lease(object, &mut causes),
+        ("rbac.authorization.k8s.io", "Role") => rbac::role(object, true, &mut causes),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::role(object, false, &mut causes),
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            rbac::binding(object, old, true, &mut causes);
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::binding(object, old, false, &mut causes);
+        }
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -1883,6 +1891,7 @@ mod networking;
 mod nodes;
 mod pod_spec;
 mod policy;
+mod rbac;
 mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its

@@ -223,3 +223,23 @@ async fn leases() {
     refused(addr, path, &lease("bad", -5), "Lease.coordination.k8s.io \"bad\" is invalid: spec.leaseDurationSeconds: Invalid value: -5: must be greater than 0").await;
     created(addr, path, &lease("good", 15)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_and_bindings() {
+    let server = server().await;
+    let addr = server.addr;
+    let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
+    let role = |name: &str, verbs: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]})
+    };
+    refused(addr, roles, &role("bad", json!([])), "Role.rbac.authorization.k8s.io \"bad\" is invalid: rules[0].verbs: Required value: verbs must contain at least one value").await;
+    created(addr, roles, &role("reader", json!(["get"]))).await;
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding", "metadata": {"name": "bad"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "sa"}]});
+    refused(addr, bindings, &binding, "ClusterRoleBinding.rbac.authorization.k8s.io \"bad\" is invalid: [roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\", subjects[0].namespace: Required value]").await;
+}
