@@ -28,6 +28,10 @@
 //!   label selectors,
 //!   tolerations, resource quantities' ranges and PersistentVolume specs inside
 //!   VolumeAttachments.
+//! - [`validate`] also dispatches to the per-group modules of the other built-in kinds
+//!   (`autoscaling`, `policy`, `batch`, `storage`, `limit_range`, `nodes`, `discovery`,
+//!   `networking`, `coordination`, `rbac`; their docs say what each checks), after the core
+//!   and workload rules of [`workloads`].
 //! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
 //!   included), the value here is the JSON of the field: the message's wording after the value is
 //!   kube's. Pod updates' node selector and node selector terms are the exception: they print
