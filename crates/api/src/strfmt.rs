@@ -102,6 +102,13 @@ pub fn is_ip_sloppy(value: &str) -> bool {
     ip::parse_sloppy(value.as_bytes())
 }
 
+/// `k8s.io/utils/net.ParseCIDRSloppy` reads `value` (an address, leading zeros allowed, and a
+/// prefix length within its family's bits).
+#[must_use]
+pub fn is_cidr_sloppy(value: &str) -> bool {
+    ip::parse_cidr_sloppy(value.as_bytes())
+}
+
 /// The address `ParseIPSloppy` reads `value` as (IPv4-mapped IPv6 addresses as their IPv4
 /// address, as Go's `To4` sees them); `None` when it is no address, or one of the sloppy forms
 /// the standard parser refuses that is not an IPv4 address with leading zeros.

@@ -16,8 +16,11 @@
 //!   only after a numeric port and not below it; each peer is exactly one of a pod selector, a
 //!   namespace selector (both together allowed) or an IP block; at most two policy types,
 //!   `Ingress` or `Egress`.
-//! - Not checked (kube checks them): an Ingress's TLS hosts and secret names, a resource
-//!   backend's reference, an IngressClass's parameters, a NetworkPolicy's IP block CIDRs.
+//! - An Ingress's TLS hosts are (wildcard) DNS subdomains and its secret names DNS
+//!   subdomains; a NetworkPolicy's IP block has a CIDR, and exceptions that are strict
+//!   subsets of it.
+//! - Not checked (kube checks them): a resource backend's reference, an IngressClass's
+//!   parameters.
 
 use serde_json::Value;
 
@@ -78,17 +81,7 @@ pub(super) fn ingress(object: &Value, causes: &mut Vec<Cause>) {
                 ));
             }
             if host.contains('*') {
-                let subdomain = host.strip_prefix("*.");
-                if host.len() > 253 {
-                    causes.push(invalid(
-                        &format!("{at}.host"),
-                        &quoted,
-                        "must be no more than 253 characters",
-                    ));
-                }
-                if subdomain.is_none_or(|s| validate_dns1123_subdomain(s).is_err()) {
-                    causes.push(invalid(&format!("{at}.host"), &quoted, WILDCARD_MESSAGE));
-                }
+                wildcard_host(host, &format!("{at}.host"), causes);
             } else if let Err(message) = validate_dns1123_subdomain(host) {
                 causes.push(invalid(&format!("{at}.host"), &quoted, &message));
             }
@@ -103,10 +96,46 @@ pub(super) fn ingress(object: &Value, causes: &mut Vec<Cause>) {
             }
         }
     }
+    for (i, tls) in list(spec, "tls").iter().enumerate() {
+        for (j, host) in list(tls, "hosts").iter().enumerate() {
+            let host = host.as_str().unwrap_or("");
+            let at = format!("spec.tls[{i}].hosts[{j}]");
+            if host.contains('*') {
+                wildcard_host(host, &at, causes);
+            } else if let Err(message) = validate_dns1123_subdomain(host) {
+                causes.push(invalid(&at, &go_quote(host), &message));
+            }
+        }
+        let secret = text(tls, "secretName");
+        if !secret.is_empty()
+            && let Err(message) = validate_dns1123_subdomain(secret)
+        {
+            causes.push(invalid(
+                &format!("spec.tls[{i}].secretName"),
+                &go_quote(secret),
+                &message,
+            ));
+        }
+    }
     if let Some(class) = get(spec, "ingressClassName").and_then(Value::as_str)
         && let Err(message) = validate_dns1123_subdomain(class)
     {
         causes.push(invalid("spec.ingressClassName", &go_quote(class), &message));
+    }
+}
+
+/// apimachinery's `IsWildcardDNS1123Subdomain`.
+fn wildcard_host(host: &str, at: &str, causes: &mut Vec<Cause>) {
+    if host.len() > 253 {
+        causes.push(invalid(
+            at,
+            &go_quote(host),
+            "must be no more than 253 characters",
+        ));
+    }
+    let subdomain = host.strip_prefix("*.");
+    if subdomain.is_none_or(|s| validate_dns1123_subdomain(s).is_err()) {
+        causes.push(invalid(at, &go_quote(host), WILDCARD_MESSAGE));
     }
 }
 
@@ -368,7 +397,73 @@ fn policy_port(port: &Value, at: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-/// `ValidateNetworkPolicyPeer` (an IP block's CIDRs are not checked).
+/// kube's `IsValidCIDRForLegacyField` message.
+const CIDR_MESSAGE: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
+
+/// A CIDR's network address (its host bits cleared) and prefix length, as 128-bit numbers of
+/// its family (`None` for a form the standard parser refuses but Go's sloppy one reads).
+fn cidr_network(cidr: &str) -> Option<(bool, u128, u32)> {
+    let (address, prefix) = cidr.split_once('/')?;
+    let prefix: u32 = prefix.parse().ok()?;
+    let (v6, bits, width) = match crate::strfmt::parse_ip_sloppy(address)? {
+        std::net::IpAddr::V4(v4) if !address.contains(':') => {
+            (false, u128::from(u32::from(v4)), 32_u32)
+        }
+        std::net::IpAddr::V4(_) => return None,
+        std::net::IpAddr::V6(v6) => (true, u128::from(v6), 128),
+    };
+    let host_bits = width.checked_sub(prefix)?;
+    let network = if host_bits >= 128 {
+        0
+    } else {
+        (bits >> host_bits) << host_bits
+    };
+    Some((v6, network, prefix))
+}
+
+/// `ValidateIPBlock`: a CIDR, and exceptions that are strict subsets of it.
+fn ip_block(block: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let cidr = text(block, "cidr");
+    if cidr.is_empty() {
+        causes.push(required(&format!("{at}.cidr"), ""));
+        return;
+    }
+    if !crate::strfmt::is_cidr_sloppy(cidr) {
+        causes.push(invalid(
+            &format!("{at}.cidr"),
+            &go_quote(cidr),
+            CIDR_MESSAGE,
+        ));
+        return;
+    }
+    let outer = cidr_network(cidr);
+    for (i, except) in list(block, "except").iter().enumerate() {
+        let except = except.as_str().unwrap_or("");
+        let here = format!("{at}.except[{i}]");
+        if !crate::strfmt::is_cidr_sloppy(except) {
+            causes.push(invalid(&here, &go_quote(except), CIDR_MESSAGE));
+            continue;
+        }
+        let (Some((v6, network, prefix)), Some((inner_v6, inner, inner_prefix))) =
+            (outer, cidr_network(except))
+        else {
+            continue;
+        };
+        let width = if v6 { 128 } else { 32 };
+        let host_bits = width - prefix;
+        let contained =
+            v6 == inner_v6 && (host_bits >= 128 || (inner >> host_bits) << host_bits == network);
+        if !contained || prefix >= inner_prefix {
+            causes.push(invalid(
+                &here,
+                &go_quote(except),
+                "must be a strict subset of `cidr`",
+            ));
+        }
+    }
+}
+
+/// `ValidateNetworkPolicyPeer`.
 fn policy_peer(peer: &Value, at: &str, causes: &mut Vec<Cause>) {
     let mut count = 0;
     for key in ["podSelector", "namespaceSelector"] {
@@ -377,10 +472,12 @@ fn policy_peer(peer: &Value, at: &str, causes: &mut Vec<Cause>) {
             pod_spec::label_selector(Some(selector), &format!("{at}.{key}"), causes);
         }
     }
-    let block = get(peer, "ipBlock").is_some();
-    if block {
+    let block = get(peer, "ipBlock");
+    if let Some(block) = block {
         count += 1;
+        ip_block(block, &format!("{at}.ipBlock"), causes);
     }
+    let block = block.is_some();
     if count == 0 {
         causes.push(required(at, "must specify a peer"));
     } else if count > 1 && block {
@@ -430,6 +527,52 @@ mod tests {
         assert_eq!(
             message("ingresses", bad, None).unwrap(),
             "Ingress.networking.k8s.io \"i\" is invalid: [spec.rules[0].host: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address, spec.rules[0].http.paths[0].path: Invalid value: \"a//b\": must be an absolute path, spec.rules[0].http.paths[0].path: Invalid value: \"a//b\": must not contain '//', spec.rules[0].http.paths[0].backend.service.name: Invalid value: \"Web\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?'), spec.rules[0].http.paths[0].backend: Required value: port name or number is required, spec.rules[0].http.paths[1].pathType: Required value: pathType must be specified]"
+        );
+    }
+
+    #[test]
+    fn ingress_tls_and_policy_ip_blocks() {
+        let tls = json!({"metadata": {"name": "i"}, "spec": {"defaultBackend": {"service":
+            {"name": "web", "port": {"name": "http"}}},
+            "tls": [{"hosts": ["*.example.com", "*bad", "Example.com"], "secretName": "Tls"}]}});
+        assert_eq!(
+            message("ingresses", tls, None).unwrap(),
+            format!(
+                "Ingress.networking.k8s.io \"i\" is invalid: [spec.tls[0].hosts[1]: Invalid value: \"*bad\": {}, spec.tls[0].hosts[2]: Invalid value: \"Example.com\": {sub}, spec.tls[0].secretName: Invalid value: \"Tls\": {sub}]",
+                super::WILDCARD_MESSAGE,
+                sub = crate::names::DNS1123_SUBDOMAIN_MESSAGE
+            )
+        );
+        let policy = |block: Value| {
+            json!({"metadata": {"name": "p"}, "spec": {"podSelector": {},
+            "egress": [{"to": [{"ipBlock": block}]}]}})
+        };
+        assert_eq!(
+            message(
+                "networkpolicies",
+                policy(json!({"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]})),
+                None
+            ),
+            None
+        );
+        assert_eq!(
+            message(
+                "networkpolicies",
+                policy(json!({"cidr": "10.0.0.0/8",
+                "except": ["11.0.0.0/16", "10.0.0.0/8", "bad", "fd00::/64"]})),
+                None
+            )
+            .unwrap(),
+            "NetworkPolicy.networking.k8s.io \"p\" is invalid: [spec.egress[0].to[0].ipBlock.except[0]: Invalid value: \"11.0.0.0/16\": must be a strict subset of `cidr`, spec.egress[0].to[0].ipBlock.except[1]: Invalid value: \"10.0.0.0/8\": must be a strict subset of `cidr`, spec.egress[0].to[0].ipBlock.except[2]: Invalid value: \"bad\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64), spec.egress[0].to[0].ipBlock.except[3]: Invalid value: \"fd00::/64\": must be a strict subset of `cidr`]"
+        );
+        assert_eq!(
+            message(
+                "networkpolicies",
+                policy(json!({"cidr": "10.0.0.0/33"})),
+                None
+            )
+            .unwrap(),
+            "NetworkPolicy.networking.k8s.io \"p\" is invalid: spec.egress[0].to[0].ipBlock.cidr: Invalid value: \"10.0.0.0/33\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
         );
     }
 

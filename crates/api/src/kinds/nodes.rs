@@ -37,7 +37,8 @@ fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
 /// `validateNodeTaints` of the Node `object`.
 pub(super) fn node(object: &Value, causes: &mut Vec<Cause>) {
     let spec = object.get("spec").unwrap_or(&Value::Null);
-    let mut seen: Vec<(&str, &str)> = Vec::new();
+    // A set: a body may hold tens of thousands of taints.
+    let mut seen = std::collections::HashSet::new();
     for (i, taint) in list(spec, "taints").iter().enumerate() {
         let at = format!("metadata.taints[{i}]");
         let (key, value, effect) = (
@@ -60,7 +61,7 @@ pub(super) fn node(object: &Value, causes: &mut Vec<Cause>) {
                 &["NoSchedule", "PreferNoSchedule", "NoExecute"],
             )),
         }
-        if seen.contains(&(effect, key)) {
+        if !seen.insert((effect, key)) {
             let added = taint
                 .get("timeAdded")
                 .filter(|t| !t.is_null())
@@ -76,9 +77,7 @@ pub(super) fn node(object: &Value, causes: &mut Vec<Cause>) {
                 format!("Duplicate value: {printed}: taints must be unique by key and effect pair"),
                 "FieldValueDuplicate".to_owned(),
             ));
-            continue;
         }
-        seen.push((effect, key));
     }
 }
 
